@@ -1,0 +1,68 @@
+/**
+ * Leaky bucket as a meter.
+ *
+ * Promise: a bucket of size `burst` leaks at `rate`; a request pours in `cost` and is admitted iff it does not
+ * overflow. It is the token bucket upside down (level = burst − tokens): the same decisions and the same fields.
+ * State: the level as an integer in units of 1/perMs (`levelScaled`) and the time of the last leak.
+ * Pros and cons: as the token bucket. Pick it when "how full is the bucket" is the picture your team thinks in;
+ * for delaying instead of refusing, use leaky_queue.
+ */
+import type { LeakyBucketRule } from "../rules/types.ts";
+import { ceilDiv, floorDiv } from "./arith.ts";
+import type { Algorithm, CheckOutcome } from "./types.ts";
+
+type Params = Pick<LeakyBucketRule, "rate" | "burst">;
+
+export interface LeakyBucketState {
+  /** Level × `rate.perMs`, an integer in [0, burst × perMs]. */
+  readonly levelScaled: number;
+  /** When the level was last brought up to date, ms. */
+  readonly lastMs: number;
+}
+
+function leaked(params: Params, state: LeakyBucketState, nowMs: number): number {
+  const elapsedMs = nowMs - state.lastMs;
+  // Compare before multiplying, so a gap of years cannot overflow.
+  if (elapsedMs >= ceilDiv(state.levelScaled, params.rate.tokens)) return 0;
+  return state.levelScaled - elapsedMs * params.rate.tokens;
+}
+
+export const leakyBucket: Algorithm<Params, LeakyBucketState> = {
+  check(params, state, cost, nowMs): CheckOutcome<LeakyBucketState> {
+    const { tokens: a, perMs: p } = params.rate;
+    const full = params.burst * p;
+    const now = state === null ? nowMs : Math.max(nowMs, state.lastMs);
+    const level = state === null ? 0 : leaked(params, state, now);
+    const poured = level + cost * p;
+    if (poured <= full) {
+      return {
+        decision: {
+          allowed: true,
+          remaining: floorDiv(full - poured, p),
+          resetAfterMs: ceilDiv(poured, a),
+          retryAfterMs: null,
+          delayMs: 0,
+        },
+        state: { levelScaled: poured, lastMs: now },
+      };
+    }
+    return {
+      decision: {
+        allowed: false,
+        remaining: floorDiv(full - level, p),
+        resetAfterMs: ceilDiv(level, a),
+        retryAfterMs: ceilDiv(poured - full, a),
+        delayMs: 0,
+      },
+      state: state as LeakyBucketState,
+    };
+  },
+
+  refund(params, state, cost) {
+    return { levelScaled: Math.max(0, state.levelScaled - cost * params.rate.perMs), lastMs: state.lastMs };
+  },
+
+  freshAtMs(params, state) {
+    return state.lastMs + ceilDiv(state.levelScaled, params.rate.tokens);
+  },
+};

@@ -1,0 +1,90 @@
+/**
+ * Sliding window log.
+ *
+ * Promise: exact: in every span of `window` ms at most `limit` cost is admitted. An accepted request counts while
+ * `now − t < window`. Denied requests are never written, so hammering does not push the retry time back.
+ * State: the `(time, cost)` of each accepted request still inside the window (same-ms entries merged).
+ * Pros: no edge burst for an attacker to exploit. Cons: memory grows with the limit (8–16 B per entry).
+ * Pick it for small, security-critical limits such as login attempts per IP.
+ */
+import type { SlidingLogRule } from "../rules/types.ts";
+import type { Algorithm, CheckOutcome } from "./types.ts";
+
+type Params = Pick<SlidingLogRule, "limit" | "windowMs">;
+
+export interface SlidingLogState {
+  /** Accept times, ms, oldest first, strictly increasing. */
+  readonly times: readonly number[];
+  /** Cost accepted at each of `times`. */
+  readonly costs: readonly number[];
+}
+
+const EMPTY: SlidingLogState = { times: [], costs: [] };
+
+export const slidingLog: Algorithm<Params, SlidingLogState> = {
+  check(params, state, cost, nowMs): CheckOutcome<SlidingLogState> {
+    const { limit, windowMs } = params;
+    const log = state ?? EMPTY;
+    const n = log.times.length;
+    // Clock rule: never judge at a time earlier than the newest entry.
+    const now = n > 0 ? Math.max(nowMs, log.times[n - 1]!) : nowMs;
+    let first = 0;
+    while (first < n && now - log.times[first]! >= windowMs) first++;
+    let total = 0;
+    for (let i = first; i < n; i++) total += log.costs[i]!;
+
+    if (total + cost <= limit) {
+      const times = log.times.slice(first);
+      const costs = log.costs.slice(first);
+      if (times.length > 0 && times[times.length - 1] === now) costs[costs.length - 1]! += cost;
+      else {
+        times.push(now);
+        costs.push(cost);
+      }
+      return {
+        decision: {
+          allowed: true,
+          remaining: limit - total - cost,
+          resetAfterMs: windowMs,
+          retryAfterMs: null,
+          delayMs: 0,
+        },
+        state: { times, costs },
+      };
+    }
+    // Wait until enough of the oldest entries have left for this cost to fit.
+    const excess = total + cost - limit;
+    let freed = 0;
+    let k = first;
+    while (freed < excess) freed += log.costs[k++]!;
+    return {
+      decision: {
+        allowed: false,
+        remaining: limit - total,
+        resetAfterMs: total === 0 ? 0 : log.times[n - 1]! + windowMs - now,
+        retryAfterMs: log.times[k - 1]! + windowMs - now,
+        delayMs: 0,
+      },
+      state: log,
+    };
+  },
+
+  refund(_params, state, cost, admittedAtMs) {
+    const i = state.times.lastIndexOf(admittedAtMs);
+    if (i < 0) return state;
+    const times = state.times.slice();
+    const costs = state.costs.slice();
+    const left = costs[i]! - cost;
+    if (left > 0) costs[i] = left;
+    else {
+      times.splice(i, 1);
+      costs.splice(i, 1);
+    }
+    return { times, costs };
+  },
+
+  freshAtMs(params, state) {
+    const n = state.times.length;
+    return n === 0 ? 0 : state.times[n - 1]! + params.windowMs;
+  },
+};

@@ -1,0 +1,78 @@
+/**
+ * Token bucket.
+ *
+ * Promise: a bucket holds up to `burst` tokens and refills continuously at `rate`; a request spends `cost` tokens and
+ * is admitted iff that many are there. Over any span t at most `burst + rate × t` cost is admitted.
+ * State: the token count, kept exactly as an integer in units of 1/perMs token (`tokensScaled`), and the time of the
+ * last refill. Two integers per key; refill is lazy (computed on the next request), so idle keys cost nothing.
+ * Pros: bounded bursts that real integrations need; exact retry times. Cons: two parameters to tune and explain.
+ * Pick it for per-key API rates ("10/s with a burst of 20").
+ */
+import type { TokenBucketRule } from "../rules/types.ts";
+import { ceilDiv, floorDiv } from "./arith.ts";
+import type { Algorithm, CheckOutcome } from "./types.ts";
+
+type Params = Pick<TokenBucketRule, "rate" | "burst">;
+
+export interface TokenBucketState {
+  /** Tokens × `rate.perMs`, an integer in [0, burst × perMs]. */
+  readonly tokensScaled: number;
+  /** When `tokensScaled` was last brought up to date, ms. */
+  readonly lastMs: number;
+}
+
+/** Tokens (scaled) at `nowMs`, refilled from `state` and capped at the burst; `nowMs >= state.lastMs`. */
+export function refilledScaled(params: Params, state: TokenBucketState, nowMs: number): number {
+  const full = params.burst * params.rate.perMs;
+  const deficit = full - state.tokensScaled;
+  if (deficit <= 0) return full;
+  const elapsedMs = nowMs - state.lastMs;
+  // Compare before multiplying: elapsed × tokens could pass 2^53 after a long idle gap; below the cap it cannot.
+  if (elapsedMs >= ceilDiv(deficit, params.rate.tokens)) return full;
+  return state.tokensScaled + elapsedMs * params.rate.tokens;
+}
+
+export const tokenBucket: Algorithm<Params, TokenBucketState> = {
+  check(params, state, cost, nowMs): CheckOutcome<TokenBucketState> {
+    const { tokens: a, perMs: p } = params.rate;
+    const full = params.burst * p;
+    // Clock rule: never let time run backwards past the last refill.
+    const now = state === null ? nowMs : Math.max(nowMs, state.lastMs);
+    const scaled = state === null ? full : refilledScaled(params, state, now);
+    const need = cost * p;
+    if (scaled >= need) {
+      const after = scaled - need;
+      return {
+        decision: {
+          allowed: true,
+          remaining: floorDiv(after, p),
+          resetAfterMs: ceilDiv(full - after, a),
+          retryAfterMs: null,
+          delayMs: 0,
+        },
+        state: { tokensScaled: after, lastMs: now },
+      };
+    }
+    // A fresh bucket is full and cost <= burst, so a denial always has a state to keep unchanged.
+    return {
+      decision: {
+        allowed: false,
+        remaining: floorDiv(scaled, p),
+        resetAfterMs: ceilDiv(full - scaled, a),
+        retryAfterMs: ceilDiv(need - scaled, a),
+        delayMs: 0,
+      },
+      state: state as TokenBucketState,
+    };
+  },
+
+  refund(params, state, cost) {
+    const full = params.burst * params.rate.perMs;
+    return { tokensScaled: Math.min(full, state.tokensScaled + cost * params.rate.perMs), lastMs: state.lastMs };
+  },
+
+  freshAtMs(params, state) {
+    const deficit = params.burst * params.rate.perMs - state.tokensScaled;
+    return state.lastMs + Math.max(0, ceilDiv(deficit, params.rate.tokens));
+  },
+};
