@@ -1,0 +1,95 @@
+/**
+ * `sluice simulate`: run one rule's algorithm over a trace, in process, with no wall clock, and print one JSON
+ * decision per input line. The same pure core as the Worker, so its answer is the edge's answer.
+ */
+import { type AlgorithmState, decide, freshAtMs } from "../algorithms/index.ts";
+import { loadRules } from "../rules/load.ts";
+import { parseArgs } from "./args.ts";
+import type { Io } from "./main.ts";
+import { BufferedWriter, parseTraceLine, readLines } from "./trace.ts";
+
+const HELP = `Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]
+
+Runs the rule over a trace of CSV lines "t_ms,key,cost" (cost optional, default 1; an optional header line first),
+read from --trace or standard input, and writes one JSON decision per line to standard output:
+  {"t_ms":0,"key":"a","cost":1,"allowed":true,"remaining":19,"reset_after_ms":100,"retry_after_ms":null,"delay_ms":0}
+A cost above the rule's capacity prints {"t_ms":..,"key":..,"cost":..,"error":"cost_exceeds_capacity"}.
+Exit status: 0 on success; 2 for a malformed line, an unknown rule or invalid rules (message on standard error).
+`;
+
+/** Above this many keys, states that are as good as fresh are swept, so memory stays bounded on long traces. */
+const SWEEP_AT_KEYS = 1_000_000;
+
+export async function runSimulate(args: string[], io: Io): Promise<number> {
+  const parsed = parseArgs(args, { values: ["rules", "rule", "trace"], booleans: ["help"] });
+  if (!parsed.ok) return usageError(io, parsed.error);
+  if (parsed.booleans.has("help")) {
+    io.stdout.write(HELP);
+    return 0;
+  }
+  if (parsed.positionals.length > 0) return usageError(io, `unexpected argument "${parsed.positionals[0]}"`);
+  const rulesPath = parsed.values.get("rules")?.[0];
+  const ruleId = parsed.values.get("rule")?.[0];
+  if (rulesPath === undefined) return usageError(io, "--rules FILE.yaml is required");
+  if (ruleId === undefined) return usageError(io, "--rule RULE_ID is required");
+  const tracePath = parsed.values.get("trace")?.[0];
+
+  const loaded = loadRules([rulesPath]);
+  if (loaded.errors.length > 0) {
+    io.stderr.write(`${loaded.errors.join("\n")}\n`);
+    return 2;
+  }
+  const rule = loaded.rules.find((r) => r.id === ruleId);
+  if (rule === undefined) {
+    const known = loaded.rules.map((r) => r.id).join(", ");
+    io.stderr.write(`${rulesPath}: no rule with id "${ruleId}" (rules: ${known === "" ? "none" : known})\n`);
+    return 2;
+  }
+
+  const traceName = tracePath ?? "<stdin>";
+  const states = new Map<string, AlgorithmState>();
+  const out = new BufferedWriter(io.stdout);
+  let lineNo = 0;
+  let latestMs = 0;
+  let sweepAtKeys = SWEEP_AT_KEYS;
+  try {
+    for await (const raw of readLines(tracePath, io.stdin)) {
+      lineNo++;
+      const line = parseTraceLine(raw, lineNo === 1);
+      if (line === null) continue;
+      if ("error" in line) {
+        await out.flush();
+        io.stderr.write(`${traceName}:${lineNo}: ${line.error}\n`);
+        return 2;
+      }
+      const { tMs, key, cost } = line;
+      const prefix = `{"t_ms":${tMs},"key":${JSON.stringify(key)},"cost":${cost},`;
+      const result = decide(rule, states.get(key) ?? null, cost, tMs);
+      if (!result.ok) {
+        await out.write(`${prefix}"error":"${result.error}"}\n`);
+        continue;
+      }
+      const d = result.decision;
+      states.set(key, result.state);
+      if (tMs > latestMs) latestMs = tMs;
+      await out.write(
+        `${prefix}"allowed":${d.allowed},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
+      );
+      if (states.size > sweepAtKeys) {
+        for (const [k, s] of states) if (freshAtMs(rule, s) <= latestMs) states.delete(k);
+        sweepAtKeys = Math.max(SWEEP_AT_KEYS, states.size * 2);
+      }
+    }
+  } catch (err) {
+    await out.flush();
+    io.stderr.write(`${traceName}: cannot read trace: ${(err as Error).message}\n`);
+    return 2;
+  }
+  await out.flush();
+  return 0;
+}
+
+function usageError(io: Io, message: string): number {
+  io.stderr.write(`sluice simulate: ${message}\n\n${HELP}`);
+  return 2;
+}
