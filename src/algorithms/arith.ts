@@ -19,7 +19,7 @@ export function floorDiv(n: number, d: number): number {
 
 /** ceil(n / d) for integers n and d > 0, exact. */
 export function ceilDiv(n: number, d: number): number {
-  return -floorDiv(-n, d);
+  return 0 - floorDiv(-n, d); // "0 -" rather than unary minus: never -0
 }
 
 /** n mod d in [0, d) for integers n and d > 0. */
