@@ -1,0 +1,586 @@
+/**
+ * Rule files: YAML text -> plain values -> strict validation -> `ResolvedRule[]` with every default filled in.
+ *
+ * Every problem is reported, all at once, as `<file>: <ruleId>.<field>: <message>` (`rules[3]` stands in for a
+ * missing or invalid id; the index counts from 0), or `<file>:<line>: <message>` for YAML syntax. Bad input never
+ * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
+ */
+import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument } from "yaml";
+import { MAX_SCALED } from "../algorithms/arith.ts";
+import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
+import { compileRoute } from "./route.ts";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type AlgorithmParams,
+  capacityOf,
+  type Identity,
+  type Rate,
+  type ResolvedRule,
+  type RoutePattern,
+  type RuleCommon,
+  type RuleMatch,
+  type Window,
+} from "./types.ts";
+
+/** A YAML float kept with its source text, so a message can show `1.0` as written rather than `1`. */
+class YamlFloat {
+  constructor(
+    readonly value: number,
+    readonly source: string,
+  ) {}
+}
+/** A YAML value as validation sees it: integers are bigints (exact at any size), floats are `YamlFloat`. */
+type Raw = string | bigint | boolean | null | YamlFloat | Raw[] | Map<string, Raw>;
+
+const ID_RE = /^[A-Za-z0-9_.-]+$/;
+const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
+const MODES = ["enforce", "shadow"] as const;
+const SCOPES = ["global", "local"] as const;
+const ON_ERRORS = ["open", "closed"] as const;
+
+const COMMON_KEYS = [
+  "id",
+  "match",
+  "algorithm",
+  "cost",
+  "cost_by_route",
+  "mode",
+  "scope",
+  "on_error",
+  "timeout_ms",
+  "status",
+  "retry_jitter_s",
+] as const;
+const MATCH_KEYS = ["plan", "route", "identity"] as const;
+const RATE_KEYS = ["rate_per_s", "rate", "burst"];
+const WINDOW_KEYS = ["limit", "window_s", "window"];
+/** The parameter keys each algorithm takes; any other parameter key on that algorithm is an error. */
+const PARAM_KEYS: { readonly [K in AlgorithmName]: readonly string[] } = {
+  token_bucket: RATE_KEYS,
+  gcra: RATE_KEYS,
+  leaky_bucket: RATE_KEYS,
+  leaky_queue: [...RATE_KEYS, "delay", "nodelay"],
+  fixed_window: WINDOW_KEYS,
+  sliding_log: WINDOW_KEYS,
+  sliding_counter: [...WINDOW_KEYS, "count_denied"],
+};
+const ALL_PARAM_KEYS = [...new Set(Object.values(PARAM_KEYS).flat())];
+const TAKES: { readonly [K in AlgorithmName]: string } = {
+  token_bucket: "rate_per_s or rate, and burst",
+  gcra: "rate_per_s or rate, and burst",
+  leaky_bucket: "rate_per_s or rate, and burst",
+  leaky_queue: "rate_per_s or rate, burst, and delay or nodelay",
+  fixed_window: "limit, and window_s or window",
+  sliding_log: "limit, and window_s or window",
+  sliding_counter: "limit, window_s or window, and count_denied",
+};
+
+export function parseRules(text: string, file: string): { rules: ResolvedRule[]; errors: string[] } {
+  const errors: string[] = [];
+  const doc = parseDocument(text, { intAsBigInt: true, uniqueKeys: true, prettyErrors: true });
+  if (doc.errors.length > 0) {
+    for (const e of doc.errors) {
+      const line = e.linePos?.[0]?.line;
+      // yaml appends " at line L, column C:" and a source excerpt; keep the first line, without the position.
+      const message = (e.message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "");
+      errors.push(line === undefined ? `${file}: ${message}` : `${file}:${line}: ${message}`);
+    }
+    return { rules: [], errors };
+  }
+  const root = toRaw(doc.contents, doc, 0);
+  if (root === null) {
+    errors.push(`${file}: the file is empty; expected a list of rules`);
+    return { rules: [], errors };
+  }
+  if (!Array.isArray(root)) {
+    errors.push(`${file}: the top level must be a list of rules ("- id: ..."), got ${describe(root)}`);
+    return { rules: [], errors };
+  }
+  const rules: ResolvedRule[] = [];
+  const firstIndex = new Map<string, number>();
+  root.forEach((raw, index) => {
+    const rule = resolveRule(raw, index, file, errors);
+    const id = raw instanceof Map ? raw.get("id") : undefined;
+    if (typeof id === "string" && ID_RE.test(id)) {
+      const first = firstIndex.get(id);
+      if (first !== undefined) {
+        errors.push(`${file}: ${id}.id: duplicate id (first defined at rules[${first}])`);
+        return;
+      }
+      firstIndex.set(id, index);
+    }
+    if (rule !== null) rules.push(rule);
+  });
+  return { rules, errors };
+}
+
+/** A YAML node as a `Raw` value. Aliases are followed; a cycle or absurd nesting stops at depth 100 as null. */
+function toRaw(node: unknown, doc: Document, depth: number): Raw {
+  if (depth > 100) return null;
+  if (isAlias(node)) return toRaw(node.resolve(doc), doc, depth + 1);
+  if (isScalar(node)) {
+    const v = node.value;
+    if (typeof v === "number") return new YamlFloat(v, node.source ?? String(v));
+    if (typeof v === "string" || typeof v === "bigint" || typeof v === "boolean" || v === null) return v;
+    return String(v);
+  }
+  if (isSeq(node)) return node.items.map((item) => toRaw(item, doc, depth + 1));
+  if (isMap(node)) {
+    const out = new Map<string, Raw>();
+    for (const pair of node.items) {
+      const key = toRaw(pair.key, doc, depth + 1);
+      out.set(typeof key === "string" ? key : describe(key), toRaw(pair.value, doc, depth + 1));
+    }
+    return out;
+  }
+  return null;
+}
+
+/** A value as a message shows it: strings quoted, numbers as written. */
+function describe(v: Raw | undefined): string {
+  if (v === undefined || v === null) return "an empty value";
+  if (typeof v === "string") return JSON.stringify(v);
+  if (v instanceof YamlFloat) return v.source;
+  if (Array.isArray(v)) return "a list";
+  if (v instanceof Map) return "a mapping";
+  return String(v);
+}
+
+/** The errors of one rule, each prefixed with the file and the rule's id (or `rules[i]`). */
+class RuleErrors {
+  count = 0;
+  constructor(
+    private readonly out: string[],
+    private readonly where: string,
+  ) {}
+  add(field: string, message: string): void {
+    this.out.push(`${this.where}.${field}: ${message}`);
+    this.count++;
+  }
+}
+
+function resolveRule(raw: Raw, index: number, file: string, out: string[]): ResolvedRule | null {
+  if (!(raw instanceof Map)) {
+    out.push(`${file}: rules[${index}]: must be a mapping with id, match and algorithm, got ${describe(raw)}`);
+    return null;
+  }
+  const idRaw = raw.get("id");
+  const id = typeof idRaw === "string" && ID_RE.test(idRaw) ? idRaw : null;
+  const e = new RuleErrors(out, `${file}: ${id ?? `rules[${index}]`}`);
+  if (!raw.has("id")) e.add("id", "required");
+  else if (id === null) {
+    e.add("id", `must be a non-empty string of letters, digits, _, . and -, got ${describe(idRaw)}`);
+  }
+
+  const algorithm = resolveAlgorithm(raw, e);
+  const known: readonly string[] = algorithm === null ? ALL_PARAM_KEYS : PARAM_KEYS[algorithm];
+  for (const key of raw.keys()) {
+    if ((COMMON_KEYS as readonly string[]).includes(key) || known.includes(key)) continue;
+    if ((MATCH_KEYS as readonly string[]).includes(key)) {
+      e.add(key, `unknown key; ${key} belongs inside match: { ${key}: ... }`);
+    } else if (algorithm !== null && ALL_PARAM_KEYS.includes(key)) {
+      e.add(key, `not a parameter of ${algorithm} (${algorithm} takes ${TAKES[algorithm]})`);
+    } else {
+      e.add(key, unknownKey(key, [...COMMON_KEYS, ...known]));
+    }
+  }
+
+  const match = resolveMatch(raw, e);
+  const params = algorithm === null ? null : resolveParams(algorithm, raw, e);
+  const capacity = params === null ? null : capacityOf(params);
+  const capacityName = algorithm === null ? "" : capacityNameOf(algorithm);
+  const cost = optional(raw, "cost", 1, (v) => positiveInt(e, "cost", v));
+  if (cost !== undefined && capacity !== null && cost > capacity) {
+    e.add("cost", exceedsCapacity(cost, capacity, capacityName));
+  }
+  const costByRoute = resolveCostByRoute(raw, e, capacity, capacityName);
+  const mode = optional(raw, "mode", "enforce", (v) => oneOf(e, "mode", v, MODES));
+  const scope = optional(raw, "scope", "global", (v) => oneOf(e, "scope", v, SCOPES));
+  const onError = optional(raw, "on_error", "open", (v) => oneOf(e, "on_error", v, ON_ERRORS));
+  const timeoutMs = optional(raw, "timeout_ms", 50, (v) => positiveInt(e, "timeout_ms", v));
+  const status = optional(raw, "status", 429, (v) => {
+    if (typeof v === "bigint" && v >= 400n && v <= 599n) return Number(v);
+    e.add("status", `must be an HTTP status from 400 to 599, got ${describe(v)}`);
+    return undefined;
+  });
+  const retryJitterS = optional(raw, "retry_jitter_s", 0, (v) => nonNegativeInt(e, "retry_jitter_s", v));
+
+  if (
+    e.count > 0 ||
+    id === null ||
+    match === undefined ||
+    params === null ||
+    cost === undefined ||
+    costByRoute === undefined ||
+    mode === undefined ||
+    scope === undefined ||
+    onError === undefined ||
+    timeoutMs === undefined ||
+    status === undefined ||
+    retryJitterS === undefined
+  ) {
+    return null;
+  }
+  const common: RuleCommon = {
+    id,
+    file,
+    match,
+    mode,
+    scope,
+    onError,
+    timeoutMs,
+    status,
+    cost,
+    costByRoute,
+    retryJitterS,
+  };
+  return { ...common, ...params } as ResolvedRule;
+}
+
+function resolveAlgorithm(raw: Map<string, Raw>, e: RuleErrors): AlgorithmName | null {
+  if (!raw.has("algorithm")) {
+    e.add("algorithm", `required: one of ${ALGORITHMS.join(", ")}`);
+    return null;
+  }
+  return oneOf(e, "algorithm", raw.get("algorithm"), ALGORITHMS) ?? null;
+}
+
+function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefined {
+  const m = raw.get("match");
+  if (!raw.has("match")) {
+    e.add("match", `required, e.g. { plan: free, identity: api_key }`);
+    return undefined;
+  }
+  if (!(m instanceof Map)) {
+    e.add("match", `must be a mapping such as { plan: free, identity: api_key }, got ${describe(m)}`);
+    return undefined;
+  }
+  let ok = true;
+  for (const key of m.keys()) {
+    if ((MATCH_KEYS as readonly string[]).includes(key)) continue;
+    e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, "match takes plan, route and identity"));
+    ok = false;
+  }
+  let plans: string[] | null = null;
+  if (m.has("plan")) {
+    const p = m.get("plan");
+    const list = Array.isArray(p) ? p : [p];
+    if (list.length === 0 || !list.every((x) => typeof x === "string" && x !== "")) {
+      e.add("match.plan", `must be a plan name or a non-empty list of plan names, got ${describePlan(p)}`);
+      ok = false;
+    } else {
+      plans = list as string[];
+    }
+  }
+  let route: RoutePattern | null = null;
+  if (m.has("route")) {
+    const r = m.get("route");
+    const compiled = typeof r === "string" ? compileRoute(r) : { error: `must be "METHOD /path", got ${describe(r)}` };
+    if ("error" in compiled) {
+      e.add("match.route", compiled.error);
+      ok = false;
+    } else {
+      route = compiled;
+    }
+  }
+  let identity: Identity | undefined;
+  if (!m.has("identity")) {
+    e.add("match.identity", `required: one of ${IDENTITIES.join(", ")}`);
+  } else {
+    identity = oneOf(e, "match.identity", m.get("identity"), IDENTITIES);
+  }
+  return ok && identity !== undefined ? { plans, route, identity } : undefined;
+}
+
+function describePlan(p: Raw | undefined): string {
+  if (Array.isArray(p)) return p.length === 0 ? "an empty list" : `[${p.map(describe).join(", ")}]`;
+  return describe(p);
+}
+
+function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): AlgorithmParams | null {
+  switch (algorithm) {
+    case "token_bucket":
+    case "gcra":
+    case "leaky_bucket":
+    case "leaky_queue": {
+      const rate = resolveRate(algorithm, raw, e);
+      const burst = required(raw, e, algorithm, "burst", (v) => positiveInt(e, "burst", v));
+      if (rate === undefined || burst === undefined) return null;
+      const capacity = algorithm === "leaky_queue" ? burst + 1 : burst;
+      // The algorithms keep capacity × perMs as an exact integer (tokens scaled by the reduced period).
+      if (capacity * rate.perMs > MAX_SCALED) {
+        e.add(
+          "burst",
+          `${algorithm === "leaky_queue" ? "(burst + 1)" : "burst"} × rate period is too large for exact arithmetic (max 2^50); ` +
+            `use a shorter period or a smaller burst (${capacity} × ${rate.perMs} ms)`,
+        );
+        return null;
+      }
+      if (algorithm !== "leaky_queue") return { algorithm, rate, burst };
+      const delay = resolveDelay(raw, e, burst);
+      return delay === undefined ? null : { algorithm, rate, burst, delay };
+    }
+    case "fixed_window":
+    case "sliding_log":
+    case "sliding_counter": {
+      const limit = required(raw, e, algorithm, "limit", (v) => positiveInt(e, "limit", v));
+      const window = resolveWindow(algorithm, raw, e);
+      const countDenied =
+        algorithm === "sliding_counter"
+          ? optional(raw, "count_denied", false, (v) => {
+              if (typeof v === "boolean") return v;
+              e.add("count_denied", `must be true or false, got ${describe(v)}`);
+              return undefined;
+            })
+          : false;
+      if (limit === undefined || window === undefined || countDenied === undefined) return null;
+      // A fixed window only counts, so its limit is bounded by 2^50 alone (a 2,000,000/month quota is fine).
+      if (algorithm === "fixed_window") return { algorithm, limit, window };
+      // resolveWindow only gives sliding windows a length in ms.
+      if (window.kind !== "ms") return null;
+      // Sliding windows weigh counts by time (limit × windowMs) and keep that as an exact integer.
+      if (limit * window.ms > MAX_SCALED) {
+        e.add(
+          "limit",
+          `limit × window is too large for exact arithmetic (max 2^50); ` +
+            `use a shorter window or a smaller limit (${limit} × ${window.ms} ms)`,
+        );
+        return null;
+      }
+      if (algorithm === "sliding_log") return { algorithm, limit, windowMs: window.ms };
+      return { algorithm, limit, windowMs: window.ms, countDenied };
+    }
+    default: {
+      const never: never = algorithm;
+      return never;
+    }
+  }
+}
+
+function resolveRate(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): Rate | undefined {
+  const hasPerS = raw.has("rate_per_s");
+  const hasText = raw.has("rate");
+  if (hasPerS && hasText) {
+    e.add("rate", "give rate_per_s or rate, not both");
+    return undefined;
+  }
+  if (hasPerS) {
+    const n = positiveInt(e, "rate_per_s", raw.get("rate_per_s"));
+    return n === undefined ? undefined : rateOf(n, 1000);
+  }
+  if (hasText) {
+    const v = raw.get("rate");
+    if (typeof v !== "string") {
+      const hint = typeof v === "bigint" ? " (for a count per second, use rate_per_s)" : "";
+      e.add("rate", `must be a rate "<amount>/<duration>" such as 10/s, 100/min or 7/3s, got ${describe(v)}${hint}`);
+      return undefined;
+    }
+    const rate = parseRate(v);
+    if ("error" in rate) {
+      e.add("rate", rate.error);
+      return undefined;
+    }
+    return rate;
+  }
+  e.add("rate_per_s", `required for ${algorithm} (or rate: "<amount>/<duration>")`);
+  return undefined;
+}
+
+function resolveWindow(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): Window | undefined {
+  const hasSeconds = raw.has("window_s");
+  const hasText = raw.has("window");
+  if (hasSeconds && hasText) {
+    e.add("window", "give window_s or window, not both");
+    return undefined;
+  }
+  if (hasSeconds) {
+    const s = positiveInt(e, "window_s", raw.get("window_s"));
+    if (s === undefined) return undefined;
+    if (s * 1000 > MAX_PERIOD_MS) {
+      e.add("window_s", `is too long (max 2^40 ms, about 34 years), got ${s}`);
+      return undefined;
+    }
+    return { kind: "ms", ms: s * 1000 };
+  }
+  if (hasText) {
+    const v = raw.get("window");
+    if (v === "month") {
+      if (algorithm === "fixed_window") return { kind: "month" };
+      e.add("window", `month is only for fixed_window; ${algorithm} needs a fixed length such as 30d`);
+      return undefined;
+    }
+    if (typeof v !== "string") {
+      const hint = typeof v === "bigint" ? " (for a number of seconds, use window_s)" : "";
+      e.add(
+        "window",
+        `must be ${DURATION_HINT}${algorithm === "fixed_window" ? ", or month" : ""}, got ${describe(v)}${hint}`,
+      );
+      return undefined;
+    }
+    const d = parseDuration(v);
+    if ("error" in d) {
+      e.add("window", d.error);
+      return undefined;
+    }
+    return { kind: "ms", ms: d.ms };
+  }
+  e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
+  return undefined;
+}
+
+function resolveDelay(raw: Map<string, Raw>, e: RuleErrors, burst: number): number | undefined {
+  if (raw.has("delay") && raw.has("nodelay")) {
+    e.add("nodelay", "give delay or nodelay, not both");
+    return undefined;
+  }
+  if (raw.has("nodelay")) {
+    const v = raw.get("nodelay");
+    if (typeof v !== "boolean") {
+      e.add("nodelay", `must be true or false, got ${describe(v)}`);
+      return undefined;
+    }
+    return v ? burst : 0;
+  }
+  const delay = optional(raw, "delay", 0, (v) => nonNegativeInt(e, "delay", v));
+  if (delay !== undefined && delay > burst) {
+    e.add("delay", `must be at most burst (${burst}), got ${delay}`);
+    return undefined;
+  }
+  return delay;
+}
+
+function resolveCostByRoute(
+  raw: Map<string, Raw>,
+  e: RuleErrors,
+  capacity: number | null,
+  capacityName: string,
+): RuleCommon["costByRoute"] | undefined {
+  if (!raw.has("cost_by_route")) return [];
+  const m = raw.get("cost_by_route");
+  if (!(m instanceof Map)) {
+    e.add("cost_by_route", `must be a mapping of "METHOD /path" to a cost, got ${describe(m)}`);
+    return undefined;
+  }
+  const out: { route: RoutePattern; cost: number }[] = [];
+  let ok = true;
+  for (const [source, v] of m) {
+    const field = `cost_by_route[${JSON.stringify(source)}]`;
+    const route = compileRoute(source);
+    if ("error" in route) {
+      e.add(field, route.error);
+      ok = false;
+    }
+    const cost = positiveInt(e, field, v);
+    if (cost !== undefined && capacity !== null && cost > capacity) {
+      e.add(field, exceedsCapacity(cost, capacity, capacityName));
+      ok = false;
+    }
+    if ("error" in route || cost === undefined) ok = false;
+    else out.push({ route, cost });
+  }
+  return ok ? out : undefined;
+}
+
+function capacityNameOf(algorithm: AlgorithmName): string {
+  if (algorithm === "leaky_queue") return "burst + 1";
+  if (algorithm === "fixed_window" || algorithm === "sliding_log" || algorithm === "sliding_counter") return "limit";
+  return "burst";
+}
+
+function exceedsCapacity(cost: number, capacity: number, capacityName: string): string {
+  return `cost ${cost} is more than the rule's capacity ${capacity} (${capacityName}); such a request could never be admitted`;
+}
+
+/** `parse(value)` when the key is present, else the default. `undefined` means invalid (already reported). */
+function optional<T>(raw: Map<string, Raw>, key: string, fallback: T, parse: (v: Raw | undefined) => T | undefined) {
+  return raw.has(key) ? parse(raw.get(key)) : fallback;
+}
+
+function required<T>(
+  raw: Map<string, Raw>,
+  e: RuleErrors,
+  algorithm: AlgorithmName,
+  key: string,
+  parse: (v: Raw | undefined) => T | undefined,
+): T | undefined {
+  if (raw.has(key)) return parse(raw.get(key));
+  e.add(key, `required for ${algorithm}`);
+  return undefined;
+}
+
+function positiveInt(e: RuleErrors, field: string, v: Raw | undefined): number | undefined {
+  if (typeof v === "bigint" && v >= 1n) {
+    if (v <= BigInt(MAX_AMOUNT)) return Number(v);
+    e.add(field, `must be at most 2^50, got ${describe(v)}`);
+    return undefined;
+  }
+  e.add(field, `must be a positive integer, got ${describe(v)}`);
+  return undefined;
+}
+
+function nonNegativeInt(e: RuleErrors, field: string, v: Raw | undefined): number | undefined {
+  if (typeof v === "bigint" && v >= 0n) {
+    if (v <= BigInt(MAX_AMOUNT)) return Number(v);
+    e.add(field, `must be at most 2^50, got ${describe(v)}`);
+    return undefined;
+  }
+  e.add(field, `must be an integer >= 0, got ${describe(v)}`);
+  return undefined;
+}
+
+function oneOf<T extends string>(
+  e: RuleErrors,
+  field: string,
+  v: Raw | undefined,
+  allowed: readonly T[],
+): T | undefined {
+  if (typeof v === "string" && (allowed as readonly string[]).includes(v)) return v as T;
+  const guess = typeof v === "string" ? closest(v, allowed) : null;
+  e.add(
+    field,
+    `must be one of ${allowed.join(", ")}, got ${describe(v)}${guess === null ? "" : `; did you mean "${guess}"?`}`,
+  );
+  return undefined;
+}
+
+function unknownKey(key: string, known: readonly string[], fallback?: string): string {
+  const guess = closest(key, known);
+  if (guess !== null) return `unknown key; did you mean "${guess}"?`;
+  return fallback === undefined ? "unknown key" : `unknown key (${fallback})`;
+}
+
+/** The known word nearest to `word` (edit distance <= 2, or a prefix of it), or null. */
+function closest(word: string, known: readonly string[]): string | null {
+  const w = word.toLowerCase().replaceAll("-", "_");
+  let best: string | null = null;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const k of known) {
+    // An abbreviation (`timeout` for `timeout_ms`) is as good as one typo.
+    const prefix = w.length >= 3 && k.startsWith(w);
+    const d = prefix ? 1 : editDistance(w, k);
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return bestDistance <= 2 ? best : null;
+}
+
+/** Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent swaps (`brust` -> `burst`). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    const row = d[i]!;
+    const prev = d[i - 1]!;
+    for (let j = 1; j <= b.length; j++) {
+      const sub = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + sub);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      row[j] = v;
+    }
+  }
+  return d[a.length]![b.length]!;
+}

@@ -1,0 +1,472 @@
+/**
+ * Rule validation: one fixture per kind of error, each with its exact messages (a file with several errors reports
+ * all of them), the example rules, and the exactness bounds at their edges.
+ */
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { loadRules } from "../../src/rules/load.ts";
+import { parseRules } from "../../src/rules/parse.ts";
+import { capacityOf, type ResolvedRule } from "../../src/rules/types.ts";
+
+const DIR = "test/fixtures/rules";
+
+const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
+  {
+    fixture: "bad-duration.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/bad-duration.yaml: a.window: must be a duration like 250ms, 3s, 10min, h or d (an optional positive integer and a unit: ms, s, min, h, d), got 60 (for a number of seconds, use window_s)`,
+      `${DIR}/bad-duration.yaml: b.window: must be a duration like 250ms, 3s, 10min, h or d (an optional positive integer and a unit: ms, s, min, h, d), got "1 min"`,
+      `${DIR}/bad-duration.yaml: c.window: the count in a duration must be a positive integer without leading zeros, got "0s"`,
+      `${DIR}/bad-duration.yaml: d.window: "20000000d" is too long (max 2^40 ms, about 34 years)`,
+      `${DIR}/bad-duration.yaml: e.window: must be a duration like 250ms, 3s, 10min, h or d (an optional positive integer and a unit: ms, s, min, h, d), got "week"`,
+    ],
+  },
+  {
+    fixture: "bad-enum.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/bad-enum.yaml: free-global.algorithm: must be one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter, got "token-bucket"; did you mean "token_bucket"?`,
+      `${DIR}/bad-enum.yaml: free-global.match.identity: must be one of api_key, ip, user, got "apikey"; did you mean "api_key"?`,
+      `${DIR}/bad-enum.yaml: free-global.mode: must be one of enforce, shadow, got "dry_run"`,
+      `${DIR}/bad-enum.yaml: free-global.scope: must be one of global, local, got "regional"`,
+      `${DIR}/bad-enum.yaml: free-global.on_error: must be one of open, closed, got "fail"`,
+      `${DIR}/bad-enum.yaml: free-global.status: must be an HTTP status from 400 to 599, got 200`,
+      `${DIR}/bad-enum.yaml: growth.match.plan: must be a plan name or a non-empty list of plan names, got an empty list`,
+      `${DIR}/bad-enum.yaml: growth.status: must be an HTTP status from 400 to 599, got "429"`,
+    ],
+  },
+  {
+    fixture: "bad-id.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/bad-id.yaml: rules[0].id: must be a non-empty string of letters, digits, _, . and -, got "free global"`,
+      `${DIR}/bad-id.yaml: rules[1].id: must be a non-empty string of letters, digits, _, . and -, got 42`,
+    ],
+  },
+  {
+    fixture: "bad-rate.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/bad-rate.yaml: a.rate: must be a rate "<amount>/<duration>" such as 10/s, 100/min or 7/3s, got 10 (for a count per second, use rate_per_s)`,
+      `${DIR}/bad-rate.yaml: b.rate: bad period in rate "10/sec": must be a duration like 250ms, 3s, 10min, h or d (an optional positive integer and a unit: ms, s, min, h, d), got "sec"`,
+      `${DIR}/bad-rate.yaml: c.rate: the amount of a rate must be a positive integer without leading zeros, got "0/s"`,
+      `${DIR}/bad-rate.yaml: d.rate: must be a rate "<amount>/<duration>" such as 10/s, 100/min or 7/3s, got "ten per second"`,
+    ],
+  },
+  {
+    fixture: "bad-route.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/bad-route.yaml: a.match.route: must be "METHOD /path", e.g. "POST /v1/labels:batch", got "/v1/login"`,
+      `${DIR}/bad-route.yaml: b.match.route: the path must start with /, got "POST v1/login"`,
+      `${DIR}/bad-route.yaml: c.match.route: ** may only be the last segment, got "POST /v1/**/labels"`,
+      `${DIR}/bad-route.yaml: d.match.route: * must be a whole segment ("label*" mixes it with other characters), got "POST /v1/label*"`,
+      `${DIR}/bad-route.yaml: d.cost_by_route["P0ST /v1/labels"]: the method must be letters (GET, POST, ...) or * for any, got "P0ST /v1/labels"`,
+      `${DIR}/bad-route.yaml: d.cost_by_route["GET /v1//x"]: the path has an empty segment (//), got "GET /v1//x"`,
+    ],
+  },
+  {
+    fixture: "cost-exceeds-capacity.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/cost-exceeds-capacity.yaml: labels-bulk.cost: cost 21 is more than the rule's capacity 20 (burst); such a request could never be admitted`,
+      `${DIR}/cost-exceeds-capacity.yaml: labels-bulk.cost_by_route["POST /v1/labels:batch"]: cost 25 is more than the rule's capacity 20 (burst); such a request could never be admitted`,
+      `${DIR}/cost-exceeds-capacity.yaml: queue.cost: cost 22 is more than the rule's capacity 21 (burst + 1); such a request could never be admitted`,
+      `${DIR}/cost-exceeds-capacity.yaml: login-per-ip.cost_by_route["POST /v1/login"]: cost 6 is more than the rule's capacity 5 (limit); such a request could never be admitted`,
+    ],
+  },
+  {
+    fixture: "dup-dir",
+    valid: 2,
+    errors: [`${DIR}/dup-dir/b.yml: free-global.id: duplicate id (first defined in ${DIR}/dup-dir/a.yaml)`],
+  },
+  {
+    fixture: "duplicate-id.yaml",
+    valid: 1,
+    errors: [`${DIR}/duplicate-id.yaml: free-global.id: duplicate id (first defined at rules[0])`],
+  },
+  {
+    fixture: "duplicate-key.yaml",
+    valid: 0,
+    errors: [`${DIR}/duplicate-key.yaml:6: Map keys must be unique`],
+  },
+  {
+    fixture: "empty.yaml",
+    valid: 0,
+    errors: [`${DIR}/empty.yaml: the file is empty; expected a list of rules`],
+  },
+  {
+    fixture: "exactness.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/exactness.yaml: huge-burst.burst: burst × rate period is too large for exact arithmetic (max 2^50); use a shorter period or a smaller burst (20000000 × 86400000 ms)`,
+      `${DIR}/exactness.yaml: huge-queue.burst: (burst + 1) × rate period is too large for exact arithmetic (max 2^50); use a shorter period or a smaller burst (312750000 × 3600000 ms)`,
+      `${DIR}/exactness.yaml: huge-window.limit: limit × window is too large for exact arithmetic (max 2^50); use a shorter window or a smaller limit (20000000 × 86400000 ms)`,
+      `${DIR}/exactness.yaml: long-period.rate: bad period in rate "1/20000d": "20000d" is too long (max 2^40 ms, about 34 years)`,
+      `${DIR}/exactness.yaml: long-window.window_s: is too long (max 2^40 ms, about 34 years), got 1100000000`,
+      `${DIR}/exactness.yaml: huge-int.limit: must be at most 2^50, got 99999999999999999999`,
+    ],
+  },
+  {
+    fixture: "foreign-param.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/foreign-param.yaml: free-global.limit: not a parameter of token_bucket (token_bucket takes rate_per_s or rate, and burst)`,
+      `${DIR}/foreign-param.yaml: login-per-ip.burst: not a parameter of sliding_log (sliding_log takes limit, and window_s or window)`,
+      `${DIR}/foreign-param.yaml: login-per-ip.count_denied: not a parameter of sliding_log (sliding_log takes limit, and window_s or window)`,
+      `${DIR}/foreign-param.yaml: queue.nodelay: not a parameter of gcra (gcra takes rate_per_s or rate, and burst)`,
+    ],
+  },
+  {
+    fixture: "leaky-queue-delay.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/leaky-queue-delay.yaml: too-much-delay.delay: must be at most burst (20), got 21`,
+      `${DIR}/leaky-queue-delay.yaml: both.nodelay: give delay or nodelay, not both`,
+      `${DIR}/leaky-queue-delay.yaml: nodelay-not-bool.nodelay: must be true or false, got "yes"`,
+    ],
+  },
+  {
+    fixture: "many-errors.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/many-errors.yaml: free-global.limit: not a parameter of token_bucket (token_bucket takes rate_per_s or rate, and burst)`,
+      `${DIR}/many-errors.yaml: free-global.burst: must be a positive integer, got "20x"`,
+      `${DIR}/many-errors.yaml: labels-bulk.rate_limit: unknown key`,
+      `${DIR}/many-errors.yaml: labels-bulk.cost_by_route["POST /v1/labels:batch"]: cost 30 is more than the rule's capacity 20 (burst); such a request could never be admitted`,
+      `${DIR}/many-errors.yaml: login-per-ip.limit: must be a positive integer, got 0`,
+      `${DIR}/many-errors.yaml: rules[3]: must be a mapping with id, match and algorithm, got "just a string"`,
+      `${DIR}/many-errors.yaml: free-global.id: duplicate id (first defined at rules[0])`,
+    ],
+  },
+  {
+    fixture: "missing-param.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/missing-param.yaml: free-global.burst: required for token_bucket`,
+      `${DIR}/missing-param.yaml: daily.match.identity: required: one of api_key, ip, user`,
+      `${DIR}/missing-param.yaml: daily.window_s: required for fixed_window (or window: "<duration>")`,
+      `${DIR}/missing-param.yaml: rules[2].id: required`,
+      `${DIR}/missing-param.yaml: no-algorithm.algorithm: required: one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter`,
+      `${DIR}/missing-param.yaml: no-match.match: required, e.g. { plan: free, identity: api_key }`,
+    ],
+  },
+  {
+    fixture: "non-integer.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/non-integer.yaml: free-global.rate_per_s: must be a positive integer, got 1.5`,
+      `${DIR}/non-integer.yaml: free-global.burst: must be a positive integer, got "20x"`,
+      `${DIR}/non-integer.yaml: free-global.cost: must be a positive integer, got true`,
+      `${DIR}/non-integer.yaml: free-global.timeout_ms: must be a positive integer, got 1.0`,
+      `${DIR}/non-integer.yaml: daily.limit: must be a positive integer, got "10000"`,
+      `${DIR}/non-integer.yaml: daily.window_s: must be a positive integer, got 1e3`,
+      `${DIR}/non-integer.yaml: daily.retry_jitter_s: must be an integer >= 0, got 0.5`,
+    ],
+  },
+  {
+    fixture: "non-positive.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/non-positive.yaml: free-global.rate_per_s: must be a positive integer, got 0`,
+      `${DIR}/non-positive.yaml: free-global.burst: must be a positive integer, got -20`,
+      `${DIR}/non-positive.yaml: free-global.cost: must be a positive integer, got 0`,
+      `${DIR}/non-positive.yaml: free-global.retry_jitter_s: must be an integer >= 0, got -1`,
+      `${DIR}/non-positive.yaml: queue.delay: must be an integer >= 0, got -1`,
+    ],
+  },
+  {
+    fixture: "not-a-list.yaml",
+    valid: 0,
+    errors: [`${DIR}/not-a-list.yaml: the top level must be a list of rules ("- id: ..."), got a mapping`],
+  },
+  {
+    fixture: "not-a-mapping.yaml",
+    valid: 1,
+    errors: [`${DIR}/not-a-mapping.yaml: rules[0]: must be a mapping with id, match and algorithm, got "free-global"`],
+  },
+  {
+    fixture: "rate-both.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/rate-both.yaml: free-global.rate: give rate_per_s or rate, not both`,
+      `${DIR}/rate-both.yaml: login-per-ip.window: give window_s or window, not both`,
+    ],
+  },
+  {
+    fixture: "unknown-key.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/unknown-key.yaml: free-global.brust: unknown key; did you mean "burst"?`,
+      `${DIR}/unknown-key.yaml: free-global.on-error: unknown key; did you mean "on_error"?`,
+      `${DIR}/unknown-key.yaml: free-global.identity: unknown key; identity belongs inside match: { identity: ... }`,
+      `${DIR}/unknown-key.yaml: free-global.colour: unknown key`,
+      `${DIR}/unknown-key.yaml: free-global.match.plans: unknown key; did you mean "plan"?`,
+    ],
+  },
+  {
+    fixture: "window-month.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/window-month.yaml: monthly-log.window: month is only for fixed_window; sliding_log needs a fixed length such as 30d`,
+      `${DIR}/window-month.yaml: monthly-counter.window: month is only for fixed_window; sliding_counter needs a fixed length such as 30d`,
+      `${DIR}/window-month.yaml: monthly-counter.count_denied: must be true or false, got 1`,
+    ],
+  },
+  {
+    fixture: "yaml-syntax.yaml",
+    valid: 0,
+    errors: [`${DIR}/yaml-syntax.yaml:3: Flow map in block collection must be sufficiently indented and end with a }`],
+  },
+];
+
+describe("bad rule files: one fixture per error, exact messages", () => {
+  it.each(FIXTURES)("$fixture", ({ fixture, valid, errors }) => {
+    const result = loadRules([`${DIR}/${fixture}`]);
+    expect(result.errors).toEqual(errors);
+    expect(result.rules).toHaveLength(valid);
+  });
+
+  it("covers every fixture in the directory", () => {
+    const listed = new Set(FIXTURES.map((f) => f.fixture));
+    const onDisk = loadRules([DIR]).files.map((f) => f.file.slice(DIR.length + 1));
+    for (const file of onDisk) expect(listed.has(file)).toBe(true);
+  });
+});
+
+/** Parse one rule written as YAML lines (indented as a list item), expecting no errors. */
+function one(yaml: string): ResolvedRule {
+  const { rules, errors } = parseRules(yaml, "t.yaml");
+  expect(errors).toEqual([]);
+  expect(rules).toHaveLength(1);
+  return rules[0]!;
+}
+
+function errorsOf(yaml: string): string[] {
+  return parseRules(yaml, "t.yaml").errors;
+}
+
+describe("rules/shiplane.yaml", () => {
+  const result = loadRules(["rules/shiplane.yaml"]);
+  const byId = new Map(result.rules.map((r) => [r.id, r]));
+
+  it("validates with zero errors", () => {
+    expect(result.errors).toEqual([]);
+    expect(result.files).toEqual([{ file: "rules/shiplane.yaml", count: result.rules.length }]);
+  });
+
+  it("exercises every algorithm and a shadow rule", () => {
+    expect(new Set(result.rules.map((r) => r.algorithm))).toEqual(
+      new Set([
+        "token_bucket",
+        "gcra",
+        "leaky_bucket",
+        "leaky_queue",
+        "fixed_window",
+        "sliding_log",
+        "sliding_counter",
+      ]),
+    );
+    expect(result.rules.some((r) => r.mode === "shadow")).toBe(true);
+    for (const r of result.rules) {
+      if (r.match.route !== null) expect(r.match.route.segments[0]).toBe("v1");
+    }
+  });
+
+  it("resolves the seed's free-global rule with every default filled in", () => {
+    expect(byId.get("free-global")).toEqual({
+      id: "free-global",
+      file: "rules/shiplane.yaml",
+      match: { plans: ["free"], route: null, identity: "api_key" },
+      mode: "enforce",
+      scope: "global",
+      onError: "open",
+      timeoutMs: 50,
+      status: 429,
+      cost: 1,
+      costByRoute: [],
+      retryJitterS: 0,
+      algorithm: "token_bucket",
+      rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 },
+      burst: 20,
+    });
+  });
+
+  it("resolves labels-bulk's route and per-route cost", () => {
+    const route = { source: "POST /v1/labels:batch", method: "POST", segments: ["v1", "labels:batch"] };
+    const rule = byId.get("labels-bulk")!;
+    expect(rule.match.route).toEqual(route);
+    expect(rule.costByRoute).toEqual([{ route, cost: 10 }]);
+  });
+
+  it("resolves login-per-ip, the daily and monthly quotas, the queue and the sliding counter", () => {
+    expect(byId.get("login-per-ip")).toMatchObject({ algorithm: "sliding_log", limit: 5, windowMs: 60_000 });
+    expect(byId.get("free-daily")).toMatchObject({
+      algorithm: "fixed_window",
+      limit: 10_000,
+      window: { kind: "ms", ms: 86_400_000 },
+    });
+    expect(byId.get("scale-monthly")).toMatchObject({ algorithm: "fixed_window", window: { kind: "month" } });
+    const queue = byId.get("carrier-sync-shaping")!;
+    expect(queue).toMatchObject({ algorithm: "leaky_queue", burst: 20, delay: 5, timeoutMs: 100 });
+    expect(capacityOf(queue)).toBe(21);
+    expect(byId.get("anon-per-ip")).toMatchObject({
+      algorithm: "sliding_counter",
+      limit: 300,
+      windowMs: 60_000,
+      countDenied: true,
+      retryJitterS: 3,
+    });
+    expect(byId.get("free-tracking-shadow")).toMatchObject({ mode: "shadow", scope: "local" });
+  });
+
+  it("is plain JSON data: it survives a JSON round trip unchanged", () => {
+    expect(JSON.parse(JSON.stringify(result.rules))).toEqual(result.rules);
+  });
+});
+
+describe("resolution details", () => {
+  const head = "- id: r\n  match: { identity: ip }\n";
+
+  it("nodelay resolves to delay = burst; delay defaults to 0", () => {
+    const q = `${head}  algorithm: leaky_queue\n  rate: 10/s\n  burst: 20\n`;
+    expect(one(`${q}  nodelay: true\n`)).toMatchObject({ delay: 20 });
+    expect(one(q)).toMatchObject({ delay: 0 });
+    expect(one(`${q}  delay: 20\n`)).toMatchObject({ delay: 20 });
+  });
+
+  it("plan lists, method case and the order of cost_by_route are kept", () => {
+    const rule = one(
+      '- id: r\n  match: { plan: [free, growth], route: "post /v1/labels", identity: user }\n' +
+        "  algorithm: gcra\n  rate_per_s: 5\n  burst: 10\n" +
+        '  cost_by_route: { "GET /v1/**": 2, "* /v1/labels:batch": 10 }\n',
+    );
+    expect(rule.match.plans).toEqual(["free", "growth"]);
+    expect(rule.match.route).toEqual({ source: "post /v1/labels", method: "POST", segments: ["v1", "labels"] });
+    expect(rule.costByRoute.map((c) => [c.route.source, c.cost])).toEqual([
+      ["GET /v1/**", 2],
+      ["* /v1/labels:batch", 10],
+    ]);
+  });
+
+  it("count_denied defaults to false; status and retry_jitter_s take their edge values", () => {
+    const rule = one(
+      `${head}  algorithm: sliding_counter\n  limit: 100\n  window: min\n  status: 599\n  retry_jitter_s: 0\n`,
+    );
+    expect(rule).toMatchObject({ countDenied: false, status: 599, retryJitterS: 0 });
+    expect(one(`${head}  algorithm: gcra\n  rate: 1/s\n  burst: 1\n  status: 400\n`).status).toBe(400);
+  });
+
+  it("a cost equal to the capacity is allowed", () => {
+    expect(one(`${head}  algorithm: leaky_queue\n  rate: 1/s\n  burst: 4\n  cost: 5\n`).cost).toBe(5);
+    expect(one(`${head}  algorithm: sliding_log\n  limit: 5\n  window: min\n  cost: 5\n`).cost).toBe(5);
+  });
+
+  it("an empty list is zero rules, not an error", () => {
+    expect(parseRules("[]\n", "t.yaml")).toEqual({ rules: [], errors: [] });
+  });
+
+  it("YAML aliases resolve like their anchors", () => {
+    const rules = parseRules(
+      "- id: a\n  match: &m { plan: free, identity: api_key }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n" +
+        "- id: b\n  match: *m\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n",
+      "t.yaml",
+    );
+    expect(rules.errors).toEqual([]);
+    expect(rules.rules[1]!.match).toEqual(rules.rules[0]!.match);
+  });
+
+  it("never throws on garbage", () => {
+    for (const text of [
+      "",
+      "---\n",
+      "- 1\n- [\n",
+      "{a: b}",
+      "- - - x",
+      "- id: [1, 2]\n",
+      "\t- x",
+      "- !!binary aGk=\n",
+    ]) {
+      const { errors } = parseRules(text, "t.yaml");
+      expect(errors.length).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe("exactness bounds at their edges", () => {
+  const head = "- id: r\n  match: { identity: ip }\n";
+
+  it("burst × perMs may equal 2^50 but not pass it", () => {
+    expect(one(`${head}  algorithm: token_bucket\n  rate: 1/ms\n  burst: 1125899906842624\n`)).toMatchObject({
+      burst: 2 ** 50,
+    });
+    expect(errorsOf(`${head}  algorithm: token_bucket\n  rate: 1/2ms\n  burst: 562949953421313\n`)).toEqual([
+      "t.yaml: r.burst: burst × rate period is too large for exact arithmetic (max 2^50); " +
+        "use a shorter period or a smaller burst (562949953421313 × 2 ms)",
+    ]);
+    // leaky_queue's capacity is burst + 1.
+    expect(errorsOf(`${head}  algorithm: leaky_queue\n  rate: 1/ms\n  burst: 1125899906842624\n`)).toEqual([
+      "t.yaml: r.burst: (burst + 1) × rate period is too large for exact arithmetic (max 2^50); " +
+        "use a shorter period or a smaller burst (1125899906842625 × 1 ms)",
+    ]);
+  });
+
+  it("the bound uses the reduced period: 1000/d is 1 token per 86400 ms", () => {
+    const rule = one(`${head}  algorithm: gcra\n  rate: 1000/d\n  burst: 13000000000\n`);
+    expect(rule).toMatchObject({ rate: { amount: 1000, periodMs: 86_400_000, tokens: 1, perMs: 86_400 } });
+  });
+
+  it("limit × window applies to the sliding windows; a fixed window only counts", () => {
+    expect(errorsOf(`${head}  algorithm: sliding_log\n  limit: 13031249\n  window: d\n`)).toEqual([
+      "t.yaml: r.limit: limit × window is too large for exact arithmetic (max 2^50); " +
+        "use a shorter window or a smaller limit (13031249 × 86400000 ms)",
+    ]);
+    expect(one(`${head}  algorithm: sliding_log\n  limit: 13031248\n  window: d\n`)).toMatchObject({ limit: 13031248 });
+    expect(one(`${head}  algorithm: fixed_window\n  limit: 2000000000\n  window: month\n`)).toMatchObject({
+      limit: 2_000_000_000,
+    });
+  });
+
+  it("a window or period may be 2^40 ms but no longer", () => {
+    expect(one(`${head}  algorithm: fixed_window\n  limit: 1\n  window: 1099511627776ms\n`)).toMatchObject({
+      window: { kind: "ms", ms: 2 ** 40 },
+    });
+    expect(errorsOf(`${head}  algorithm: fixed_window\n  limit: 1\n  window: 1099511627777ms\n`)).toEqual([
+      't.yaml: r.window: "1099511627777ms" is too long (max 2^40 ms, about 34 years)',
+    ]);
+  });
+});
+
+describe("loadRules", () => {
+  it("reads a directory's *.yaml and *.yml files, sorted, and reports ids defined twice across files", () => {
+    const result = loadRules([`${DIR}/dup-dir`]);
+    expect(result.files).toEqual([
+      { file: `${DIR}/dup-dir/a.yaml`, count: 1 },
+      { file: `${DIR}/dup-dir/b.yml`, count: 1 },
+    ]);
+    expect(result.errors).toEqual([
+      `${DIR}/dup-dir/b.yml: free-global.id: duplicate id (first defined in ${DIR}/dup-dir/a.yaml)`,
+    ]);
+    expect(result.rules.map((r) => [r.id, r.file])).toEqual([
+      ["free-global", `${DIR}/dup-dir/a.yaml`],
+      ["growth-daily", `${DIR}/dup-dir/b.yml`],
+    ]);
+  });
+
+  it("reads a file named twice once", () => {
+    const result = loadRules([`${DIR}/dup-dir/a.yaml`, `${DIR}/dup-dir`]);
+    expect(result.files.map((f) => f.file)).toEqual([`${DIR}/dup-dir/a.yaml`, `${DIR}/dup-dir/b.yml`]);
+  });
+
+  it("reports a missing path and keeps going", () => {
+    const result = loadRules([`${DIR}/nope.yaml`, "rules"]);
+    expect(result.errors).toEqual([`${DIR}/nope.yaml: cannot read: no such file or directory`]);
+    expect(result.rules.length).toBeGreaterThan(0);
+  });
+
+  it("parseRules on the file's text gives the same rules", () => {
+    const text = readFileSync("rules/shiplane.yaml", "utf8");
+    expect(parseRules(text, "rules/shiplane.yaml").rules).toEqual(loadRules(["rules/shiplane.yaml"]).rules);
+  });
+});
