@@ -56,7 +56,12 @@ export function carryOver(
     case "leaky_queue": {
       const p = prev as typeof next;
       const limit = (p.burst + 1) * p.rate.perMs;
-      const queued = rescale(usedScaled(state as StateOf["leaky_queue"], p.rate, nowMs, limit), p.rate, next.rate, "ceil");
+      const queued = rescale(
+        usedScaled(state as StateOf["leaky_queue"], p.rate, nowMs, limit),
+        p.rate,
+        next.rate,
+        "ceil",
+      );
       return shiftTime(nowMs, 0, Math.min(queued, (next.burst + 1) * next.rate.perMs), next.rate.tokens);
     }
     case "fixed_window": {

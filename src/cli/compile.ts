@@ -48,7 +48,12 @@ export const RULES: readonly ResolvedRule[] = ${JSON.stringify(loaded.rules, nul
   // Rewrite only on change, so `wrangler dev` does not rebuild in a loop.
   if (previous !== text) writeFileSync(out, text);
   for (const { file, count } of loaded.files) {
-    io.stdout.write(`${file}: ${summarize(loaded.rules.filter((r) => r.file === file), count)}\n`);
+    io.stdout.write(
+      `${file}: ${summarize(
+        loaded.rules.filter((r) => r.file === file),
+        count,
+      )}\n`,
+    );
   }
   io.stdout.write(`wrote ${out}\n`);
   return 0;

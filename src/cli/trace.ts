@@ -28,13 +28,15 @@ export function parseTraceLine(raw: string, isFirst: boolean): ParsedLine {
   const tText = line.slice(0, c1);
   const key = c2 < 0 ? line.slice(c1 + 1) : line.slice(c1 + 1, c2);
   const costText = c2 < 0 ? "" : line.slice(c2 + 1);
-  if (!INTEGER.test(tText)) return { error: `t_ms must be an integer number of milliseconds, got ${JSON.stringify(clip(tText))}` };
+  if (!INTEGER.test(tText))
+    return { error: `t_ms must be an integer number of milliseconds, got ${JSON.stringify(clip(tText))}` };
   const tMs = Number(tText);
   if (!Number.isSafeInteger(tMs) || tMs < 0 || tMs > 8_640_000_000_000_000) {
     return { error: `t_ms must be between 0 and 8640000000000000, got ${tText}` };
   }
   if (costText === "") return { tMs, key, cost: 1 };
-  if (!INTEGER.test(costText)) return { error: `cost must be a positive integer, got ${JSON.stringify(clip(costText))}` };
+  if (!INTEGER.test(costText))
+    return { error: `cost must be a positive integer, got ${JSON.stringify(clip(costText))}` };
   const cost = Number(costText);
   if (!Number.isSafeInteger(cost) || cost < 1) return { error: `cost must be a positive integer, got ${costText}` };
   return { tMs, key, cost };

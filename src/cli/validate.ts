@@ -29,7 +29,12 @@ export async function runValidate(args: string[], io: Io): Promise<number> {
     return 1;
   }
   for (const { file, count } of loaded.files) {
-    io.stdout.write(`${file}: ${summarize(loaded.rules.filter((r) => r.file === file), count)}\n`);
+    io.stdout.write(
+      `${file}: ${summarize(
+        loaded.rules.filter((r) => r.file === file),
+        count,
+      )}\n`,
+    );
   }
   return 0;
 }

@@ -77,7 +77,13 @@ function refBucket(p: Extract<AlgorithmParams, { algorithm: "token_bucket" | "le
       if (cmp(t, c) >= 0) {
         tokens = sub(t, c);
         last = now;
-        return { allowed: true, remaining: floor(tokens), resetAfterMs: ceil(div(sub(B, tokens), R)), retryAfterMs: null, delayMs: 0 };
+        return {
+          allowed: true,
+          remaining: floor(tokens),
+          resetAfterMs: ceil(div(sub(B, tokens), R)),
+          retryAfterMs: null,
+          delayMs: 0,
+        };
       }
       return {
         allowed: false,
@@ -102,7 +108,13 @@ function refGcra(amount: number, periodMs: number, burst: number): RefKey {
       if (cmp(sub(next, now), BT) <= 0) {
         tat = next;
         const ahead = sub(next, now);
-        return { allowed: true, remaining: floor(div(sub(BT, ahead), T)), resetAfterMs: ceil(ahead), retryAfterMs: null, delayMs: 0 };
+        return {
+          allowed: true,
+          remaining: floor(div(sub(BT, ahead), T)),
+          resetAfterMs: ceil(ahead),
+          retryAfterMs: null,
+          delayMs: 0,
+        };
       }
       const ahead = sub(base, now);
       return {
@@ -192,7 +204,13 @@ function refLog(limit: number, windowMs: number): RefKey {
       const total = log.reduce((s, e) => s + e.cost, 0);
       if (total + cost <= limit) {
         log.push({ t: now, cost });
-        return { allowed: true, remaining: limit - total - cost, resetAfterMs: windowMs, retryAfterMs: null, delayMs: 0 };
+        return {
+          allowed: true,
+          remaining: limit - total - cost,
+          resetAfterMs: windowMs,
+          retryAfterMs: null,
+          delayMs: 0,
+        };
       }
       // the smallest d at which enough entries have left: search it from the definition
       let d = 1;

@@ -5,7 +5,11 @@ import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, leakyQueue, slidingCounter, slidingLog, tokenBucket } from "../support/params.ts";
 
 /** Run `requests` ([t, cost]) through one key; return the decisions. */
-function run(params: AlgorithmParams, requests: readonly (readonly [number, number?])[], start: AlgorithmState | null = null) {
+function run(
+  params: AlgorithmParams,
+  requests: readonly (readonly [number, number?])[],
+  start: AlgorithmState | null = null,
+) {
   let state = start;
   const out: Decision[] = [];
   for (const [t, cost] of requests) {
@@ -25,7 +29,8 @@ describe("vector 1: token_bucket 10/s burst 20, the Free-plan burst", () => {
   it("25 at t=0: 20 allowed, 5 denied with retry_after 100", () => {
     expect(allowedCount(ds.slice(0, 25))).toBe(20);
     expect(ds.slice(0, 20).every((d) => d.allowed)).toBe(true);
-    for (const d of ds.slice(20, 25)) expect(d).toEqual({ allowed: false, remaining: 0, resetAfterMs: 2000, retryAfterMs: 100, delayMs: 0 });
+    for (const d of ds.slice(20, 25))
+      expect(d).toEqual({ allowed: false, remaining: 0, resetAfterMs: 2000, retryAfterMs: 100, delayMs: 0 });
   });
   it("first decision matches the simulator contract's example line", () => {
     expect(ds[0]).toEqual({ allowed: true, remaining: 19, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 });

@@ -1,0 +1,87 @@
+/** State across a redeploy that changed a rule's parameters. */
+import { describe, expect, it } from "vitest";
+import { carryOver } from "../../src/algorithms/carry_over.ts";
+import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
+import {
+  fixedWindow,
+  gcraP,
+  leakyBucket,
+  leakyQueue,
+  slidingCounter,
+  slidingLog,
+  tokenBucket,
+} from "../support/params.ts";
+
+function spend(params: AlgorithmParams, n: number, t: number): AlgorithmState {
+  let s: AlgorithmState | null = null;
+  for (let i = 0; i < n; i++) {
+    const r = decide(params, s, 1, t);
+    if (!r.ok) throw new Error(r.error);
+    s = r.state;
+  }
+  return s as AlgorithmState;
+}
+const remainingAfter = (params: AlgorithmParams, state: AlgorithmState | null, t: number) => {
+  const r = decide(params, state, 1, t);
+  if (!r.ok) throw new Error(r.error);
+  return r.decision.allowed ? r.decision.remaining + 1 : 0;
+};
+
+describe("carryOver", () => {
+  it("another algorithm: discarded", () => {
+    expect(
+      carryOver(tokenBucket(10, 1000, 20), gcraP(10, 1000, 20), spend(tokenBucket(10, 1000, 20), 5, 0), 0),
+    ).toBeNull();
+  });
+
+  it("unchanged parameters: the very same state", () => {
+    const s = spend(slidingLog(5, 60_000), 2, 0);
+    expect(carryOver(slidingLog(5, 60_000), slidingLog(5, 60_000), s, 10)).toBe(s);
+  });
+
+  it.each([
+    ["token_bucket", tokenBucket],
+    ["gcra", gcraP],
+    ["leaky_bucket", leakyBucket],
+  ] as const)("%s: tokens are kept, capped at the new burst, and refill at the new rate", (_n, make) => {
+    const before = make(10, 1000, 20);
+    const s = spend(before, 15, 0); // 5 tokens left at t=0
+    // a bigger burst: still 5 tokens now
+    expect(remainingAfter(make(10, 1000, 100), carryOver(before, make(10, 1000, 100), s, 0), 0)).toBe(5);
+    // a smaller burst: capped at 3
+    expect(remainingAfter(make(10, 1000, 3), carryOver(before, make(10, 1000, 3), s, 0), 0)).toBe(3);
+    // a new rate (7/3s): 5 tokens now, then refills 7 per 3 s
+    const after = make(7, 3000, 20);
+    const moved = carryOver(before, after, s, 0);
+    expect(remainingAfter(after, moved, 0)).toBe(5);
+    expect(remainingAfter(after, moved, 3000)).toBe(12);
+  });
+
+  it("leaky_queue: queued work is kept (rounded up) and drains at the new rate", () => {
+    const before = leakyQueue(10, 1000, 20);
+    const s = spend(before, 11, 0); // queue busy until t=1100
+    const after = leakyQueue(5, 1000, 20);
+    const moved = carryOver(before, after, s, 0);
+    // 11 requests' worth of work at 5/s: busy until 2200
+    const r = decide(after, moved, 1, 0);
+    expect(r.ok && r.decision.delayMs).toBe(2200);
+  });
+
+  it("fixed_window and sliding_counter: kept for the same window, discarded for another", () => {
+    const fw = fixedWindow(10, 60_000);
+    const s = spend(fw, 4, 0);
+    expect(carryOver(fw, fixedWindow(5, 60_000), s, 1)).toBe(s);
+    expect(carryOver(fw, fixedWindow(10, 3_600_000), s, 1)).toBeNull();
+    const sc = slidingCounter(10, 60_000);
+    const c = spend(sc, 4, 0);
+    expect(carryOver(sc, slidingCounter(10, 60_000, true), c, 1)).toBe(c);
+    expect(carryOver(sc, slidingCounter(10, 1000), c, 1)).toBeNull();
+  });
+
+  it("sliding_log: entries are kept and judged by the new limit", () => {
+    const before = slidingLog(5, 60_000);
+    const s = spend(before, 3, 0);
+    expect(remainingAfter(slidingLog(4, 60_000), carryOver(before, slidingLog(4, 60_000), s, 1), 1)).toBe(1);
+  });
+});

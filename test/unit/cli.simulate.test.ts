@@ -1,0 +1,130 @@
+/** `sluice simulate`, `validate` and `compile` through the CLI entry, in process. */
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { runCli } from "../support/io.ts";
+
+const RULES = "test/fixtures/cli/rules.yaml";
+const sim = (trace: string, ...extra: string[]) =>
+  runCli(["simulate", "--rules", RULES, "--rule", "tb", ...extra], trace);
+const lines = (s: string) => s.trimEnd().split("\n");
+
+describe("sluice simulate", () => {
+  it("prints one JSON object per input line, in input order, in the contract's field order", async () => {
+    const r = await sim("t_ms,key,cost\n0,a,1\n0,b\n0,a,19\n0,a\n");
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(lines(r.stdout)).toEqual([
+      '{"t_ms":0,"key":"a","cost":1,"allowed":true,"remaining":19,"reset_after_ms":100,"retry_after_ms":null,"delay_ms":0}',
+      '{"t_ms":0,"key":"b","cost":1,"allowed":true,"remaining":19,"reset_after_ms":100,"retry_after_ms":null,"delay_ms":0}',
+      '{"t_ms":0,"key":"a","cost":19,"allowed":true,"remaining":0,"reset_after_ms":2000,"retry_after_ms":null,"delay_ms":0}',
+      '{"t_ms":0,"key":"a","cost":1,"allowed":false,"remaining":0,"reset_after_ms":2000,"retry_after_ms":100,"delay_ms":0}',
+    ]);
+  });
+
+  it("reports an impossible cost as an error line and goes on", async () => {
+    const r = await sim("0,a,50\n0,a\n");
+    expect(lines(r.stdout)).toEqual([
+      '{"t_ms":0,"key":"a","cost":50,"error":"cost_exceeds_capacity"}',
+      '{"t_ms":0,"key":"a","cost":1,"allowed":true,"remaining":19,"reset_after_ms":100,"retry_after_ms":null,"delay_ms":0}',
+    ]);
+  });
+
+  it("reads --trace from a file, accepts CRLF and JSON-escapes keys", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-"));
+    const trace = join(dir, "t.csv");
+    writeFileSync(trace, '0,say "hi"\\\r\n');
+    const r = await runCli(["simulate", "--rules", RULES, "--rule", "tb", "--trace", trace]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).key).toBe('say "hi"\\');
+  });
+
+  it("leaky_queue reports delay_ms", async () => {
+    const r = await runCli(["simulate", "--rules", RULES, "--rule", "queue"], "0,k\n0,k\n0,k\n");
+    expect(lines(r.stdout).map((l) => JSON.parse(l).delay_ms)).toEqual([0, 100, 200]);
+  });
+
+  it("t_ms may go backwards for a key: the later clock still rules", async () => {
+    const r = await sim(`${"1000,a\n".repeat(20)}0,a\n`);
+    expect(JSON.parse(lines(r.stdout)[20]!)).toMatchObject({ allowed: false, retry_after_ms: 100 });
+  });
+
+  it.each([
+    ["a non-integer time", "0,a\nx,a\n", '<stdin>:2: t_ms must be an integer number of milliseconds, got "x"'],
+    ["a zero cost", "0,a\n0,a,0\n", "<stdin>:2: cost must be a positive integer, got 0"],
+    ["a fractional cost", "0,a,1.5\n", '<stdin>:1: cost must be a positive integer, got "1.5"'],
+    ["a missing key field", "0\n", '<stdin>:1: expected "t_ms,key[,cost]", got "0"'],
+    ["too many fields", "0,a,1,2\n", '<stdin>:1: too many fields (keys may not contain commas): "0,a,1,2"'],
+    ["a negative time", "-5,a\n", "<stdin>:1: t_ms must be between 0 and 8640000000000000, got -5"],
+  ])("%s: message with file and line, exit 2, nothing after", async (_name, trace, message) => {
+    const r = await sim(`${trace}0,z\n`);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${message}\n`);
+    expect(r.stdout).not.toContain('"key":"z"');
+  });
+
+  it("an unknown rule id: exit 2, names the file and the rules it has", async () => {
+    const r = await runCli(["simulate", "--rules", RULES, "--rule", "nope"], "0,a\n");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${RULES}: no rule with id "nope" (rules: tb, queue)\n`);
+    expect(r.stdout).toBe("");
+  });
+
+  it("an invalid rules file: exit 2 with the validator's message", async () => {
+    const r = await runCli(["simulate", "--rules", "test/fixtures/cli/bad.yaml", "--rule", "tb"], "0,a\n");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("test/fixtures/cli/bad.yaml: tb.burst:");
+    expect(r.stdout).toBe("");
+  });
+
+  it("a missing trace file: exit 2", async () => {
+    const r = await sim("", "--trace", "/nonexistent/trace.csv");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("/nonexistent/trace.csv: cannot read trace:");
+  });
+
+  it("unknown flags and missing options are usage errors (exit 2); --help exits 0", async () => {
+    expect((await runCli(["simulate", "--rules", RULES, "--rule", "tb", "--fast"])).stderr).toContain(
+      "unknown option --fast",
+    );
+    expect((await runCli(["simulate", "--rule", "tb"])).code).toBe(2);
+    const help = await runCli(["simulate", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]");
+    expect((await runCli(["frobnicate"])).code).toBe(2);
+  });
+});
+
+describe("sluice validate", () => {
+  it("a valid file: one summary line, exit 0", async () => {
+    const r = await runCli(["validate", RULES]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`${RULES}: 2 rules ok: token_bucket 1, leaky_queue 1; on_error open 2\n`);
+  });
+  it("an invalid file: every problem on stderr, exit 1", async () => {
+    const r = await runCli(["validate", "test/fixtures/cli/bad.yaml"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^test\/fixtures\/cli\/bad\.yaml: tb\.burst: .*\n1 problem found\n$/);
+  });
+  it("the shipped rules/ validate", async () => {
+    const r = await runCli(["validate"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^rules\/shiplane\.yaml: \d+ rules ok: /);
+  });
+});
+
+describe("sluice compile", () => {
+  it("writes the resolved rules as a module, and nothing when the rules are invalid", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-"));
+    const out = join(dir, "rules.ts");
+    const ok = await runCli(["compile", "--rules", RULES, "--out", out]);
+    expect(ok.code).toBe(0);
+    const text = readFileSync(out, "utf8");
+    expect(text).toContain('"id": "tb"');
+    expect(text).toContain("export const RULES: readonly ResolvedRule[] =");
+    const bad = await runCli(["compile", "--rules", "test/fixtures/cli/bad.yaml", "--out", join(dir, "x.ts")]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("nothing written");
+  });
+});
