@@ -1,9 +1,27 @@
+import { spawnSync } from "node:child_process";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
+// The Worker imports the compiled rules: validate and compile them first, so invalid rules stop the tests with the
+// validator's messages (and a fresh checkout needs no separate step).
+const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { encoding: "utf8" });
+if (compiled.status !== 0) {
+  process.stderr.write(compiled.stderr);
+  throw new Error("sluice compile failed: the rules are invalid (see above)");
+}
+
 // Workers-runtime tests: the Worker and its Durable Object in workerd, with the wrangler.toml bindings.
 export default defineConfig({
-  plugins: [cloudflareTest({ wrangler: { configPath: "./wrangler.toml" } })],
+  plugins: [
+    cloudflareTest({
+      wrangler: { configPath: "./wrangler.toml" },
+      miniflare: {
+        // Limiter calls get a generous budget here: a test machine under load must not turn a decision into a
+        // fail-open. The failure paths are tested by injecting faults, not by racing the clock.
+        bindings: { LIMITER_TIMEOUT_MS: "10000" },
+      },
+    }),
+  ],
   test: {
     include: ["test/integration/**/*.test.ts"],
     testTimeout: 30_000,

@@ -1,11 +1,18 @@
-/** Placeholder: the gateway replaces this. Answers with a summary of the compiled rules. */
-import { DurableObject } from "cloudflare:workers";
+/**
+ * Sluice at the edge: the Worker (gateway.ts) and its Durable Object (limiter.ts). The rules are validated at build
+ * time (`sluice compile` -> src/generated/rules.ts) and compiled for matching once per isolate, here.
+ */
 import { RULES } from "../generated/rules.ts";
+import { handleRequest } from "./gateway.ts";
+import { compileRules } from "./match.ts";
+import type { Env } from "./settings.ts";
 
-export class SluiceLimiter extends DurableObject {}
+export { SluiceLimiter } from "./limiter.ts";
+
+const COMPILED = compileRules(RULES);
 
 export default {
-  async fetch(): Promise<Response> {
-    return Response.json({ rules: RULES.map((r) => ({ id: r.id, algorithm: r.algorithm })) });
+  fetch(request, env, ctx): Promise<Response> {
+    return handleRequest(request, env, ctx, COMPILED);
   },
-} satisfies ExportedHandler;
+} satisfies ExportedHandler<Env>;

@@ -1,0 +1,142 @@
+/**
+ * Who a request is, per identity kind. Pure: headers in, keys out; unit-tested in plain Node.
+ *
+ * - `api_key`: `Authorization: Bearer <key>`, else `X-API-Key: <key>`. A key must be a token68 of at most 512
+ *   characters; anything else (another auth scheme, an empty or malformed token) counts as no key, never an error.
+ * - `ip`: `CF-Connecting-IP` only. `X-Forwarded-For` and friends are client-controlled and never read.
+ *   IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 address; other IPv6 addresses are grouped by prefix (a /64
+ *   by default: one subscriber usually holds a whole /64, so per-address keys would let it rotate freely).
+ * - `user`: a trusted header set by the auth layer in front (`X-User-Id` by default).
+ * An identity that is absent is `null`: rules keyed on it do not apply to the request.
+ */
+import type { Identity } from "../rules/types.ts";
+
+export type Identities = { readonly [K in Identity]: string | null };
+
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
+const MAX_KEY_CHARS = 512;
+const MAX_USER_CHARS = 256;
+const PRINTABLE = /^[\x21-\x7e][\x20-\x7e]*$/;
+
+export interface IdentityOptions {
+  /** Lower-case name of the trusted user header. */
+  readonly userHeader: string;
+  /** IPv6 prefix length that makes one client. */
+  readonly ipv6PrefixBits: number;
+}
+
+export function identitiesOf(headers: Headers, options: IdentityOptions): Identities {
+  return {
+    api_key: apiKeyOf(headers),
+    ip: clientIpKey(headers.get("cf-connecting-ip"), options.ipv6PrefixBits),
+    user: userOf(headers.get(options.userHeader)),
+  };
+}
+
+export function apiKeyOf(headers: Headers): string | null {
+  const auth = headers.get("authorization");
+  if (auth !== null) {
+    const m = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(auth.trim());
+    const key = m?.[1];
+    if (key !== undefined && validKey(key)) return key;
+  }
+  const header = headers.get("x-api-key")?.trim();
+  return header !== undefined && validKey(header) ? header : null;
+}
+
+function validKey(key: string): boolean {
+  return key.length <= MAX_KEY_CHARS && TOKEN68.test(key);
+}
+
+function userOf(value: string | null): string | null {
+  const user = value?.trim();
+  if (user === undefined || user.length === 0 || user.length > MAX_USER_CHARS || !PRINTABLE.test(user)) return null;
+  return user;
+}
+
+/** The rate-limit key for a client address: dotted IPv4, or the IPv6 prefix as `2001:db8:1:2::/64`; `null` if invalid. */
+export function clientIpKey(value: string | null, ipv6PrefixBits: number): string | null {
+  if (value === null) return null;
+  const text = value.trim();
+  const v4 = parseIpv4(text);
+  if (v4 !== null) return formatIpv4(v4);
+  const v6 = parseIpv6(text);
+  if (v6 === null) return null;
+  if (isV4Mapped(v6)) return formatIpv4([v6[6]! >> 8, v6[6]! & 0xff, v6[7]! >> 8, v6[7]! & 0xff]);
+  const masked = v6.map((group, i) => {
+    const bitsLeft = ipv6PrefixBits - i * 16;
+    if (bitsLeft >= 16) return group;
+    if (bitsLeft <= 0) return 0;
+    return group & ((0xffff << (16 - bitsLeft)) & 0xffff);
+  });
+  return `${formatIpv6(masked)}/${ipv6PrefixBits}`;
+}
+
+function parseIpv4(text: string): number[] | null {
+  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (m === null) return null;
+  const octets = m.slice(1).map(Number);
+  return octets.every((o) => o <= 255) ? octets : null;
+}
+
+function formatIpv4(octets: readonly number[]): string {
+  return octets.join(".");
+}
+
+/** Eight 16-bit groups, or `null`. Accepts `::` compression and a dotted IPv4 tail; rejects zone ids. */
+export function parseIpv6(text: string): number[] | null {
+  if (text.length > 45 || !/^[0-9A-Fa-f:.]+$/.test(text)) return null;
+  const halves = text.split("::");
+  if (halves.length > 2) return null;
+  const parseHalf = (half: string, lastHalf: boolean): number[] | null => {
+    if (half === "") return [];
+    const out: number[] = [];
+    const parts = half.split(":");
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i]!;
+      if (lastHalf && i === parts.length - 1 && part.includes(".")) {
+        const v4 = parseIpv4(part);
+        if (v4 === null) return null;
+        out.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!);
+      } else if (/^[0-9A-Fa-f]{1,4}$/.test(part)) {
+        out.push(Number.parseInt(part, 16));
+      } else {
+        return null;
+      }
+    }
+    return out;
+  };
+  const head = parseHalf(halves[0]!, halves.length === 1);
+  const tail = halves.length === 2 ? parseHalf(halves[1]!, true) : [];
+  if (head === null || tail === null) return null;
+  if (halves.length === 1) return head.length === 8 ? head : null;
+  const zeros = 8 - head.length - tail.length;
+  if (zeros < 1) return null;
+  return [...head, ...new Array<number>(zeros).fill(0), ...tail];
+}
+
+function isV4Mapped(g: readonly number[]): boolean {
+  return g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff;
+}
+
+/** RFC 5952 text: lower case, no leading zeros, the longest run (>= 2) of zero groups as `::`. */
+export function formatIpv6(g: readonly number[]): string {
+  let bestStart = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    if (g[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && g[j] === 0) j++;
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (xs: readonly number[]) => xs.map((x) => x.toString(16)).join(":");
+  if (bestStart < 0) return hex(g);
+  return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
+}

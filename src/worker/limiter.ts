@@ -1,0 +1,83 @@
+/**
+ * `SluiceLimiter`: one Durable Object per (rule, key), named `<rule id>:<SHA-256 hex of the key>`. A thin shell
+ * around the pure core (via store.ts): it reads its own clock, keeps the record in memory, and writes it to its
+ * SQLite storage on every change, synchronously, before answering. An evicted or restarted object reloads the record
+ * and so grants no free allowance. Requests to one object are serialised by the runtime and each call runs to
+ * completion without awaiting before its write, so concurrent checks never interleave.
+ *
+ * An alarm deletes the record once it is as good as fresh (`freshAtMs`), so idle keys cost no storage. The alarm is
+ * set once and re-armed by the alarm itself if the key was used since: one alarm write per idle period, not one per
+ * request.
+ *
+ * RPC: `check({ rule, cost })` and `refund({ rule, cost, admittedAtMs })`, see store.ts for the types.
+ */
+import { DurableObject } from "cloudflare:workers";
+import {
+  type CheckInput,
+  type CheckResult,
+  checkRecord,
+  type LimiterRecord,
+  type RefundInput,
+  type RefundResult,
+  recordFreshAtMs,
+  refundRecord,
+} from "./store.ts";
+
+const RECORD_KEY = "record";
+
+export class SluiceLimiter extends DurableObject {
+  /** `undefined` until loaded from storage; `null` when the key has no state. */
+  private record: LimiterRecord | null | undefined;
+  /** When the alarm is set for, ms; `null` when none; `undefined` until read from storage. */
+  private alarmAtMs: number | null | undefined;
+
+  async check(input: CheckInput): Promise<CheckResult> {
+    const nowMs = Date.now();
+    const before = this.load();
+    const { result, record } = checkRecord(before, input, nowMs);
+    if (record !== before) await this.save(record);
+    return result;
+  }
+
+  async refund(input: RefundInput): Promise<RefundResult> {
+    const before = this.load();
+    const { result, record } = refundRecord(before, input, Date.now());
+    if (record !== before) await this.save(record);
+    return result;
+  }
+
+  override async alarm(): Promise<void> {
+    this.alarmAtMs = null;
+    const record = this.load();
+    if (record === null) return;
+    const freshAt = recordFreshAtMs(record);
+    if (Date.now() >= freshAt) {
+      this.record = null;
+      await this.ctx.storage.deleteAll();
+      return;
+    }
+    await this.armAlarm(freshAt);
+  }
+
+  private load(): LimiterRecord | null {
+    if (this.record === undefined) this.record = this.ctx.storage.kv.get<LimiterRecord>(RECORD_KEY) ?? null;
+    return this.record;
+  }
+
+  private async save(record: LimiterRecord | null): Promise<void> {
+    this.record = record;
+    if (record === null) {
+      this.ctx.storage.kv.delete(RECORD_KEY);
+      return;
+    }
+    this.ctx.storage.kv.put(RECORD_KEY, record);
+    if (this.alarmAtMs === undefined) this.alarmAtMs = await this.ctx.storage.getAlarm();
+    // An alarm that fires early re-arms itself (see `alarm`), so one pending alarm is enough.
+    if (this.alarmAtMs === null) await this.armAlarm(recordFreshAtMs(record));
+  }
+
+  private async armAlarm(atMs: number): Promise<void> {
+    this.alarmAtMs = atMs;
+    await this.ctx.storage.setAlarm(atMs);
+  }
+}

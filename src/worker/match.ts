@@ -1,0 +1,98 @@
+/**
+ * Which rules apply to a request, and at what cost. The rules are compiled once per isolate (`compileRules` is
+ * memoised on the rules array): plan sets, algorithm parameters and capacities are computed at load, so a request
+ * only walks a short array and matches pre-split route patterns.
+ *
+ * Every rule whose match holds applies: a plan quota, a burst rule and a route rule may all apply at once. A rule
+ * applies when its plans include the caller's plan (or it names none), its route matches (or it names none), and the
+ * request carries its identity; a rule keyed on an identity the request lacks does not apply.
+ */
+
+import { routeMatches } from "../rules/route.ts";
+import type { AlgorithmParams, Identity, ResolvedRule } from "../rules/types.ts";
+import { capacityOf } from "../rules/types.ts";
+
+export interface CompiledRule {
+  readonly rule: ResolvedRule;
+  /** The algorithm's parameters alone, in a fixed key order: what the limiter runs and fingerprints. */
+  readonly params: AlgorithmParams;
+  /** The largest cost the rule can ever admit. */
+  readonly capacity: number;
+  readonly plans: ReadonlySet<string> | null;
+}
+
+/** One rule applied to one request. */
+export interface Applicable {
+  readonly compiled: CompiledRule;
+  /** The SHA-256 hex of the identity value the rule counts by. */
+  readonly keyHash: string;
+  readonly cost: number;
+}
+
+export interface RequestFacts {
+  readonly method: string;
+  /** `URL.pathname`. */
+  readonly path: string;
+  readonly plan: string;
+  /** SHA-256 hex of each identity the request carries, `null` when absent. */
+  readonly keyHashes: { readonly [K in Identity]: string | null };
+}
+
+const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
+
+export function compileRules(rules: readonly ResolvedRule[]): readonly CompiledRule[] {
+  const hit = compiledCache.get(rules);
+  if (hit !== undefined) return hit;
+  const compiled = rules.map((rule) => {
+    const params = paramsOf(rule);
+    return {
+      rule,
+      params,
+      capacity: capacityOf(params),
+      plans: rule.match.plans === null ? null : new Set(rule.match.plans),
+    };
+  });
+  compiledCache.set(rules, compiled);
+  return compiled;
+}
+
+export function applicableRules(rules: readonly CompiledRule[], facts: RequestFacts): Applicable[] {
+  const out: Applicable[] = [];
+  for (const compiled of rules) {
+    const { rule } = compiled;
+    const keyHash = facts.keyHashes[rule.match.identity];
+    if (keyHash === null) continue;
+    if (compiled.plans !== null && !compiled.plans.has(facts.plan)) continue;
+    if (rule.match.route !== null && !routeMatches(rule.match.route, facts.method, facts.path)) continue;
+    out.push({ compiled, keyHash, cost: costOf(rule, facts.method, facts.path) });
+  }
+  return out;
+}
+
+/** `cost_by_route` for the first matching route, else the rule's cost. */
+export function costOf(rule: ResolvedRule, method: string, path: string): number {
+  for (const entry of rule.costByRoute) if (routeMatches(entry.route, method, path)) return entry.cost;
+  return rule.cost;
+}
+
+/** The parameters the pure core needs, in a fixed key order (so equal parameters serialise equally). */
+export function paramsOf(rule: ResolvedRule): AlgorithmParams {
+  switch (rule.algorithm) {
+    case "token_bucket":
+    case "gcra":
+    case "leaky_bucket":
+      return { algorithm: rule.algorithm, rate: rule.rate, burst: rule.burst } as AlgorithmParams;
+    case "leaky_queue":
+      return { algorithm: rule.algorithm, rate: rule.rate, burst: rule.burst, delay: rule.delay };
+    case "fixed_window":
+      return { algorithm: rule.algorithm, limit: rule.limit, window: rule.window };
+    case "sliding_log":
+      return { algorithm: rule.algorithm, limit: rule.limit, windowMs: rule.windowMs };
+    case "sliding_counter":
+      return { algorithm: rule.algorithm, limit: rule.limit, windowMs: rule.windowMs, countDenied: rule.countDenied };
+    default: {
+      const never: never = rule;
+      return never;
+    }
+  }
+}

@@ -1,0 +1,8 @@
+import type { Env as SluiceEnv } from "../../src/worker/settings.ts";
+
+declare global {
+  namespace Cloudflare {
+    // Merges the Worker's bindings into `env` from cloudflare:test.
+    interface Env extends SluiceEnv {}
+  }
+}
