@@ -1,0 +1,150 @@
+/**
+ * `sluice compare`: run several rules over one trace and print what each did, one row per rule; with `--svg`, draw
+ * it. The work is in `../viz/` (pure); this file reads files, checks flags and writes the results.
+ */
+import { writeFileSync } from "node:fs";
+import { basename } from "node:path";
+import { loadRules } from "../rules/load.ts";
+import type { ResolvedRule } from "../rules/types.ts";
+import { compareRules, formatComparison } from "../viz/run.ts";
+import { defaultRange, renderSvg } from "../viz/svg.ts";
+import { defaultTimeStyle, parseTime, type TimeStyle } from "../viz/time.ts";
+import { parseArgs } from "./args.ts";
+import type { Io } from "./main.ts";
+import { parseTraceLine, readLines, type TraceLine } from "./trace.ts";
+
+const HELP = `Usage: sluice compare --rules FILE.yaml [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
+                      [--key KEY] [--from TIME] [--to TIME] [--time seconds|clock] [--title TEXT]
+
+Runs each rule (default: every rule in the file(s), in file order) alone over the same trace, CSV "t_ms,key,cost"
+as for "sluice simulate" (from --trace, or standard input), and prints one row per rule: requests admitted, denied
+and delayed, the most admitted in any span of the rule's length (its window; for rate algorithms, the rate's
+period), and the first denial.
+  --rules PATH     a rule file or directory (repeatable)
+  --rule ID        only these rules, in this order (repeatable)
+  --svg OUT.svg    also draw a figure: one lane per rule, each request marked allowed, delayed or denied,
+                   the state (tokens, count or estimate) of one key underneath, window boundaries, time axis
+  --key KEY        the key whose state is drawn (default: the busiest key)
+  --from, --to     the time range drawn (default: the whole trace, with a margin); integer ms, "2.5s" or "12:00:40"
+  --time STYLE     print times as seconds ("2.5 s") or UTC clock times ("12:01:00"); default: clock time when the
+                   trace starts at or after 1 h, else seconds
+  --title TEXT     the figure's title (default: "sluice compare: <trace file name>")
+Exit status: 0 on success; 2 for a usage error, invalid rules, an unknown rule id or a malformed trace line.
+`;
+
+export async function runCompare(args: string[], io: Io): Promise<number> {
+  const parsed = parseArgs(args, {
+    values: ["rules", "trace", "rule", "svg", "key", "from", "to", "time", "title"],
+    repeated: ["rules", "rule"],
+    booleans: ["help"],
+  });
+  if (!parsed.ok) return usageError(io, parsed.error);
+  if (parsed.booleans.has("help")) {
+    io.stdout.write(HELP);
+    return 0;
+  }
+  if (parsed.positionals.length > 0) return usageError(io, `unexpected argument "${parsed.positionals[0]}"`);
+  const one = (name: string) => parsed.values.get(name)?.[0];
+  const rulesPaths = parsed.values.get("rules");
+  if (rulesPaths === undefined) return usageError(io, "--rules FILE.yaml is required");
+  const style = one("time");
+  if (style !== undefined && style !== "seconds" && style !== "clock") {
+    return usageError(io, `--time must be "seconds" or "clock", got ${JSON.stringify(style)}`);
+  }
+  const range: { from?: number; to?: number } = {};
+  for (const name of ["from", "to"] as const) {
+    const text = one(name);
+    if (text === undefined) continue;
+    const t = parseTime(text);
+    if ("error" in t) return usageError(io, `--${name} ${t.error}`);
+    range[name] = t.ms;
+  }
+  if (range.from !== undefined && range.to !== undefined && range.to <= range.from) {
+    return usageError(io, "--to must be after --from");
+  }
+
+  const loaded = loadRules(rulesPaths);
+  if (loaded.errors.length > 0) {
+    io.stderr.write(`${loaded.errors.join("\n")}\n`);
+    return 2;
+  }
+  const chosen = chooseRules(loaded.rules, parsed.values.get("rule") ?? []);
+  if ("error" in chosen) {
+    io.stderr.write(`${rulesPaths.join(", ")}: ${chosen.error}\n`);
+    return 2;
+  }
+
+  const tracePath = one("trace");
+  const traceName = tracePath ?? "<stdin>";
+  const trace: TraceLine[] = [];
+  let lineNo = 0;
+  try {
+    for await (const raw of readLines(tracePath, io.stdin)) {
+      lineNo++;
+      const line = parseTraceLine(raw, lineNo === 1);
+      if (line === null) continue;
+      if ("error" in line) {
+        io.stderr.write(`${traceName}:${lineNo}: ${line.error}\n`);
+        return 2;
+      }
+      trace.push(line);
+    }
+  } catch (err) {
+    io.stderr.write(`${traceName}: cannot read trace: ${(err as Error).message}\n`);
+    return 2;
+  }
+
+  const key = one("key");
+  if (key !== undefined && !trace.some((l) => l.key === key)) {
+    io.stderr.write(`${traceName}: no request with key ${JSON.stringify(key)} (--key)\n`);
+    return 2;
+  }
+  const comparison = compareRules(chosen.rules, trace, key);
+  const timeStyle: TimeStyle = (style as TimeStyle | undefined) ?? defaultTimeStyle(comparison.firstMs ?? 0);
+  // Only the file's name: the report should not change with the directory it was run from.
+  const shownName = tracePath === undefined ? traceName : basename(tracePath);
+  io.stdout.write(formatComparison(comparison, shownName, timeStyle));
+
+  const svgPath = one("svg");
+  if (svgPath !== undefined) {
+    const auto = defaultRange(comparison);
+    const svg = renderSvg(comparison, {
+      title: one("title") ?? `sluice compare: ${shownName}`,
+      style: timeStyle,
+      fromMs: range.from ?? (range.to !== undefined ? Math.min(auto.fromMs, range.to - 1) : auto.fromMs),
+      toMs: range.to ?? (range.from !== undefined ? Math.max(auto.toMs, range.from + 1) : auto.toMs),
+    });
+    try {
+      writeFileSync(svgPath, svg);
+    } catch (err) {
+      io.stderr.write(`sluice compare: cannot write ${svgPath}: ${(err as Error).message}\n`);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/** The rules named by `ids` in that order (all of them when none is named), or which id is unknown. */
+export function chooseRules(
+  rules: readonly ResolvedRule[],
+  ids: readonly string[],
+): { rules: ResolvedRule[] } | { error: string } {
+  if (ids.length === 0) {
+    return rules.length === 0 ? { error: "no rules to compare" } : { rules: [...rules] };
+  }
+  const out: ResolvedRule[] = [];
+  for (const id of ids) {
+    const rule = rules.find((r) => r.id === id);
+    if (rule === undefined) {
+      const known = rules.map((r) => r.id).join(", ");
+      return { error: `no rule with id "${id}" (rules: ${known === "" ? "none" : known})` };
+    }
+    if (!out.includes(rule)) out.push(rule);
+  }
+  return { rules: out };
+}
+
+function usageError(io: Io, message: string): number {
+  io.stderr.write(`sluice compare: ${message}\n\n${HELP}`);
+  return 2;
+}

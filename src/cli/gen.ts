@@ -1,0 +1,263 @@
+/**
+ * `sluice gen`: write a synthetic trace (CSV `t_ms,key,cost`, the simulator's input) from a few simple patterns:
+ * a constant rate over a span, bursts at given times, seeded Poisson arrivals, for one key or many.
+ * `generateTrace` is pure (patterns in, lines out) and deterministic: the same arguments give the same bytes.
+ */
+import { writeFileSync } from "node:fs";
+import { parseRate } from "../rules/duration.ts";
+import type { Rate } from "../rules/types.ts";
+import { parseTime } from "../viz/time.ts";
+import { parseArgs } from "./args.ts";
+import type { Io } from "./main.ts";
+import { BufferedWriter, type TraceLine } from "./trace.ts";
+
+const HELP = `Usage: sluice gen PATTERN... [--key NAME] [--keys N] [--seed N] [--max-lines N] [--out FILE.csv]
+
+Writes a trace, CSV "t_ms,key,cost" with a header line, sorted by time, to FILE.csv or standard output.
+Patterns (each may be repeated; every pattern runs for every key unless it names one):
+  --constant RATE,FROM,TO    evenly spaced arrivals at RATE from FROM (inclusive) to TO (exclusive):
+                             arrival i is at FROM + floor(i × period / amount)
+  --burst COUNT@AT           COUNT requests at the same instant AT
+  --poisson RATE,FROM,TO     Poisson arrivals with mean RATE (exponential gaps, from --seed), FROM to TO
+  Each pattern may end with ",cost=N" (default 1) and ",key=NAME" (only that key).
+RATE is as in rule files: 10/s, 100/min, 7/3s. Times (AT, FROM, TO) are integer ms ("2500"), a number and a unit
+("2.5s", "500ms", "1min"), or a UTC clock time ("12:00:50", "12:00:50.250") on 1970-01-01.
+Keys: --key NAME (default "a"); with --keys N, the keys NAME-1 ... NAME-N.
+--seed N (default 1) makes Poisson arrivals reproducible: same seed, same trace.
+--max-lines N (default 5000000) refuses to write a larger trace.
+
+Examples:
+  sluice gen --burst 25@0 --burst 8@0.5s --burst 1@2.5s
+  sluice gen --constant 10/s,12:00:50,12:01:10 --out boundary.csv
+  sluice gen --poisson 5/s,0,1min --keys 100 --key merchant --seed 7
+`;
+
+export type PatternKind = "constant" | "burst" | "poisson";
+
+export interface Pattern {
+  readonly kind: PatternKind;
+  /** constant, poisson: the arrival rate. */
+  readonly rate: Rate | null;
+  /** Requests at once (burst), else 0. */
+  readonly count: number;
+  /** Start, ms (burst: its instant). */
+  readonly fromMs: number;
+  /** End, ms, exclusive (burst: same as fromMs). */
+  readonly toMs: number;
+  readonly cost: number;
+  /** Only this key, or `null` for every key. */
+  readonly key: string | null;
+}
+
+export interface GenSpec {
+  readonly patterns: readonly Pattern[];
+  readonly keys: readonly string[];
+  readonly seed: number;
+  readonly maxLines: number;
+}
+
+const DEFAULT_MAX_LINES = 5_000_000;
+
+/** Parse one pattern argument (`--constant`, `--burst`, `--poisson` value). */
+export function parsePattern(kind: PatternKind, text: string): Pattern | { readonly error: string } {
+  const parts = text.split(",");
+  const options = new Map<string, string>();
+  while (parts.length > 0 && parts[parts.length - 1]!.includes("=")) {
+    const [name, value] = splitOnce(parts.pop()!, "=");
+    if (name !== "cost" && name !== "key") return { error: `unknown option "${name}=" (options: cost=N, key=NAME)` };
+    if (options.has(name)) return { error: `"${name}=" given twice` };
+    options.set(name, value);
+  }
+  const costText = options.get("cost") ?? "1";
+  if (!/^[1-9]\d*$/.test(costText) || !Number.isSafeInteger(Number(costText))) {
+    return { error: `cost must be a positive integer, got ${JSON.stringify(costText)}` };
+  }
+  const key = options.get("key") ?? null;
+  if (key !== null) {
+    const bad = checkKey(key);
+    if (bad !== null) return { error: bad };
+  }
+  const common = { cost: Number(costText), key };
+  if (kind === "burst") {
+    if (parts.length !== 1 || !parts[0]!.includes("@"))
+      return { error: `expected COUNT@AT, got ${JSON.stringify(text)}` };
+    const [countText, atText] = splitOnce(parts[0]!, "@");
+    if (!/^[1-9]\d*$/.test(countText))
+      return { error: `COUNT must be a positive integer, got ${JSON.stringify(countText)}` };
+    const at = parseTime(atText);
+    if ("error" in at) return { error: `AT ${at.error}` };
+    return { kind, rate: null, count: Number(countText), fromMs: at.ms, toMs: at.ms, ...common };
+  }
+  if (parts.length !== 3) return { error: `expected RATE,FROM,TO, got ${JSON.stringify(text)}` };
+  const rate = parseRate(parts[0]!);
+  if ("error" in rate) return { error: `RATE ${rate.error}` };
+  const from = parseTime(parts[1]!);
+  if ("error" in from) return { error: `FROM ${from.error}` };
+  const to = parseTime(parts[2]!);
+  if ("error" in to) return { error: `TO ${to.error}` };
+  if (to.ms <= from.ms) return { error: `TO (${parts[2]}) must be after FROM (${parts[1]})` };
+  return { kind, rate, count: 0, fromMs: from.ms, toMs: to.ms, ...common };
+}
+
+function splitOnce(text: string, sep: string): [string, string] {
+  const i = text.indexOf(sep);
+  return [text.slice(0, i), text.slice(i + 1)];
+}
+
+function checkKey(key: string): string | null {
+  if (key === "") return "a key may not be empty";
+  if (/[,\r\n]/.test(key)) return `a key may not contain commas or line breaks, got ${JSON.stringify(key)}`;
+  return null;
+}
+
+/** How many lines `spec` makes (Poisson: an estimate, its mean), to refuse a runaway trace before making it. */
+export function expectedLines(spec: GenSpec): number {
+  let total = 0;
+  for (const p of spec.patterns) {
+    const keys = p.key === null ? spec.keys.length : 1;
+    if (p.kind === "burst") total += p.count * keys;
+    else total += Math.ceil(((p.toMs - p.fromMs) * p.rate!.amount) / p.rate!.periodMs) * keys;
+  }
+  return total;
+}
+
+/**
+ * The trace `spec` describes, sorted by time; requests at the same ms keep the order of the patterns, then of the
+ * keys. Pure and deterministic (Poisson arrivals come from a seeded generator: one stream per pattern and key).
+ */
+export function generateTrace(spec: GenSpec): TraceLine[] {
+  const lines: TraceLine[] = [];
+  spec.patterns.forEach((p, patternIndex) => {
+    const keys = p.key === null ? spec.keys : [p.key];
+    keys.forEach((key, keyIndex) => {
+      const push = (tMs: number) => lines.push({ tMs, key, cost: p.cost });
+      if (p.kind === "burst") {
+        for (let i = 0; i < p.count; i++) push(p.fromMs);
+      } else if (p.kind === "constant") {
+        const { amount, periodMs } = p.rate!;
+        for (let i = 0; ; i++) {
+          const t = p.fromMs + Math.floor((i * periodMs) / amount);
+          if (t >= p.toMs) break;
+          push(t);
+        }
+      } else {
+        const random = mulberry32(mix(spec.seed, patternIndex, keyIndex));
+        const meanGapMs = p.rate!.periodMs / p.rate!.amount;
+        for (let t = p.fromMs; ; ) {
+          // 1 - U is in (0, 1], so the logarithm is finite.
+          t += -Math.log(1 - random()) * meanGapMs;
+          const ms = Math.floor(t);
+          if (ms >= p.toMs) break;
+          push(ms);
+        }
+      }
+    });
+  });
+  // Array.prototype.sort is stable, so equal times keep pattern-then-key order.
+  return lines.sort((a, b) => a.tMs - b.tMs);
+}
+
+/** The trace as CSV text, header first. */
+export function formatTrace(lines: readonly TraceLine[]): string {
+  return `t_ms,key,cost\n${lines.map((l) => `${l.tMs},${l.key},${l.cost}\n`).join("")}`;
+}
+
+/** A 32-bit seed from the user's seed and the stream's place, so streams differ but never depend on anything else. */
+function mix(seed: number, patternIndex: number, keyIndex: number): number {
+  let h = Math.imul(seed ^ 0x9e3779b9, 0x85ebca6b);
+  h = Math.imul(h ^ (patternIndex + 0x632be5ab), 0xc2b2ae35);
+  h = Math.imul(h ^ (keyIndex + 0x27d4eb2f), 0x165667b1);
+  return (h ^ (h >>> 15)) >>> 0;
+}
+
+/** mulberry32: a small, fast, well-mixed 32-bit generator; values in [0, 1). */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The command-line arguments as a `GenSpec`, or a usage error. */
+export function parseGenArgs(args: string[]): { spec: GenSpec; out: string | null } | { error: string } | "help" {
+  const parsed = parseArgs(args, {
+    values: ["constant", "burst", "poisson", "key", "keys", "seed", "max-lines", "out"],
+    repeated: ["constant", "burst", "poisson"],
+    booleans: ["help"],
+  });
+  if (!parsed.ok) return { error: parsed.error };
+  if (parsed.booleans.has("help")) return "help";
+  if (parsed.positionals.length > 0) return { error: `unexpected argument "${parsed.positionals[0]}"` };
+  const patterns: Pattern[] = [];
+  // Patterns keep the order they were given in, across kinds: that order breaks ties between equal times.
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const m = /^--(constant|burst|poisson)(?:=(.*))?$/.exec(arg);
+    if (m === null) {
+      if (/^--(key|keys|seed|max-lines|out)$/.test(arg)) i++;
+      continue;
+    }
+    const kind = m[1] as PatternKind;
+    const text = m[2] ?? args[++i]!;
+    const p = parsePattern(kind, text);
+    if ("error" in p) return { error: `--${kind} ${text}: ${p.error}` };
+    patterns.push(p);
+  }
+  if (patterns.length === 0) return { error: "give at least one pattern: --constant, --burst or --poisson" };
+  const name = parsed.values.get("key")?.[0] ?? "a";
+  const badKey = checkKey(name);
+  if (badKey !== null) return { error: `--key: ${badKey}` };
+  const keysText = parsed.values.get("keys")?.[0];
+  const keyCount = keysText === undefined ? 1 : positiveInteger(keysText);
+  if (keyCount === null) return { error: `--keys must be a positive integer, got ${JSON.stringify(keysText)}` };
+  const keys = keysText === undefined ? [name] : Array.from({ length: keyCount }, (_, i) => `${name}-${i + 1}`);
+  const seedText = parsed.values.get("seed")?.[0] ?? "1";
+  if (!/^\d+$/.test(seedText) || Number(seedText) > 0xffffffff) {
+    return { error: `--seed must be an integer from 0 to 4294967295, got ${JSON.stringify(seedText)}` };
+  }
+  const maxText = parsed.values.get("max-lines")?.[0];
+  const maxLines = maxText === undefined ? DEFAULT_MAX_LINES : positiveInteger(maxText);
+  if (maxLines === null) return { error: `--max-lines must be a positive integer, got ${JSON.stringify(maxText)}` };
+  return { spec: { patterns, keys, seed: Number(seedText), maxLines }, out: parsed.values.get("out")?.[0] ?? null };
+}
+
+function positiveInteger(text: string): number | null {
+  return /^[1-9]\d*$/.test(text) && Number.isSafeInteger(Number(text)) ? Number(text) : null;
+}
+
+export async function runGen(args: string[], io: Io): Promise<number> {
+  const parsed = parseGenArgs(args);
+  if (parsed === "help") {
+    io.stdout.write(HELP);
+    return 0;
+  }
+  if ("error" in parsed) {
+    io.stderr.write(`sluice gen: ${parsed.error}\n\n${HELP}`);
+    return 2;
+  }
+  const { spec, out } = parsed;
+  const expected = expectedLines(spec);
+  if (expected > spec.maxLines) {
+    io.stderr.write(`sluice gen: the patterns make about ${expected} lines, over --max-lines ${spec.maxLines}\n`);
+    return 2;
+  }
+  const lines = generateTrace(spec);
+  if (out !== null) {
+    try {
+      writeFileSync(out, formatTrace(lines));
+    } catch (err) {
+      io.stderr.write(`sluice gen: cannot write ${out}: ${(err as Error).message}\n`);
+      return 1;
+    }
+    return 0;
+  }
+  const writer = new BufferedWriter(io.stdout);
+  await writer.write("t_ms,key,cost\n");
+  for (const l of lines) await writer.write(`${l.tMs},${l.key},${l.cost}\n`);
+  await writer.flush();
+  return 0;
+}
