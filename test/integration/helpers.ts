@@ -42,11 +42,16 @@ export function bearer(key: string): Record<string, string> {
   return { Authorization: `Bearer ${key}` };
 }
 
-/** Rules from YAML text, validated by the real parser; throws with its messages if invalid. */
-export function rulesFrom(yaml: string): readonly CompiledRule[] {
+/** Resolved rules from YAML text, validated by the real parser; throws with its messages if invalid. */
+export function resolvedFrom(yaml: string): ResolvedRule[] {
   const { rules, errors } = parseRules(yaml, "test.yaml");
   if (errors.length > 0) throw new Error(errors.join("\n"));
-  return compileRules(rules as readonly ResolvedRule[]);
+  return rules;
+}
+
+/** Rules from YAML text, compiled for the gateway. */
+export function rulesFrom(yaml: string): readonly CompiledRule[] {
+  return compileRules(resolvedFrom(yaml));
 }
 
 /** Run the gateway with custom rules in the Workers runtime, with the real bindings. */

@@ -1,0 +1,93 @@
+/**
+ * The Durable Object's promises: state survives an object reset (no free allowance), the alarm deletes state once it
+ * is as good as fresh (and only then), and concurrent requests on one key are decided one at a time.
+ */
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { SluiceLimiter } from "../../src/worker/limiter.ts";
+import { clearPlanCache } from "../../src/worker/plan.ts";
+import { bearer, freshIp, freshKey, limiterFor, req, seedAccount, setNow, T0 } from "./helpers.ts";
+
+beforeEach(() => clearPlanCache());
+afterEach(() => vi.useRealTimers());
+
+const storage = async (ruleId: string, key: string) =>
+  runInDurableObject(await limiterFor(ruleId, key), async (_instance: SluiceLimiter, state) => ({
+    record: state.storage.kv.get("record"),
+    alarmAtMs: await state.storage.getAlarm(),
+  }));
+
+describe("persistence", () => {
+  it("state survives abortAllDurableObjects: a spent burst stays spent", async () => {
+    const key = freshKey("sk_free");
+    await seedAccount(key, "free");
+    setNow(T0);
+    for (let i = 0; i < 20; i++) expect((await SELF.fetch(req("GET", "/v1/quotes", bearer(key)))).status).toBe(200);
+    await abortAllDurableObjects();
+    const after = await SELF.fetch(req("GET", "/v1/quotes", bearer(key)));
+    expect(after.status).toBe(429);
+    expect(after.headers.get("RateLimit")).toBe(`"free-global";r=0;t=2, "free-daily";r=9980;t=43200`);
+    expect((await after.json()).retry_after_ms).toBe(100);
+  });
+
+  it("is stored under the rule id and the key's SHA-256, with the parameters it was made under", async () => {
+    const key = freshKey("sk_free");
+    setNow(T0);
+    await SELF.fetch(req("GET", "/v1/quotes", bearer(key)));
+    const { record } = await storage("free-global", key);
+    expect(record).toEqual({
+      v: 1,
+      params: { algorithm: "token_bucket", rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 }, burst: 20 },
+      fingerprint: JSON.stringify({
+        algorithm: "token_bucket",
+        rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 },
+        burst: 20,
+      }),
+      state: { tokensScaled: 1900, lastMs: T0 },
+    });
+  });
+});
+
+describe("the alarm", () => {
+  it("re-arms while the key is not fresh, then deletes the state once it is", async () => {
+    const ip = freshIp();
+    setNow(T0);
+    expect((await SELF.fetch(req("POST", "/v1/login", { "CF-Connecting-IP": ip }))).status).toBe(200);
+    setNow(T0 + 10_000);
+    expect((await SELF.fetch(req("POST", "/v1/login", { "CF-Connecting-IP": ip }))).status).toBe(200);
+    // One alarm, set by the first write, at the time the first state would have been fresh.
+    const stub = await limiterFor("login-per-ip", ip);
+    expect((await storage("login-per-ip", ip)).alarmAtMs).toBe(T0 + 60_000);
+
+    setNow(T0 + 60_000);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const kept = await storage("login-per-ip", ip);
+    expect(kept.record).toMatchObject({ state: { times: [T0, T0 + 10_000], costs: [1, 1] } });
+    expect(kept.alarmAtMs).toBe(T0 + 70_000);
+
+    setNow(T0 + 70_000);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await storage("login-per-ip", ip)).toEqual({ record: undefined, alarmAtMs: null });
+
+    // Deleted state is fresh state: the next attempt starts a new log.
+    const next = await SELF.fetch(req("POST", "/v1/login", { "CF-Connecting-IP": ip }));
+    expect(next.headers.get("RateLimit")).toBe(`"login-per-ip";r=4;t=60`);
+  });
+});
+
+describe("concurrency", () => {
+  it("50 concurrent requests on a burst of 20 admit exactly 20, and the 30 denials cost nothing", async () => {
+    const key = freshKey("sk_free");
+    await seedAccount(key, "free");
+    setNow(T0);
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => SELF.fetch(req("GET", "/v1/quotes", bearer(key)))),
+    );
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(20);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(30);
+    await Promise.all(responses.map((r) => r.arrayBuffer()));
+    // free-daily admitted all 50 at first; the 30 refunds leave exactly 20 charged.
+    expect((await storage("free-daily", key)).record).toMatchObject({ state: { count: 20 } });
+  });
+});
