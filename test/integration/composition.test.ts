@@ -9,7 +9,18 @@ import { jitterSeconds, sha256Hex } from "../../src/worker/hash.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
 import { compileRules } from "../../src/worker/match.ts";
 import { clearPlanCache } from "../../src/worker/plan.ts";
-import { bearer, freshKey, gatewayFetch, limiterFor, req, resolvedFrom, rulesFrom, setNow, T0 } from "./helpers.ts";
+import {
+  bearer,
+  bodyOf,
+  freshKey,
+  gatewayFetch,
+  limiterFor,
+  req,
+  resolvedFrom,
+  rulesFrom,
+  setNow,
+  T0,
+} from "./helpers.ts";
 
 beforeEach(() => clearPlanCache());
 afterEach(() => {
@@ -78,7 +89,7 @@ describe("composition", () => {
     const denied = await gatewayFetch(both, req("GET", "/x", bearer(key)));
     expect(denied.status).toBe(503);
     expect(denied.headers.get("Retry-After")).toBe("10");
-    expect(await denied.json()).toEqual({
+    expect(await bodyOf(denied)).toEqual({
       type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
       title: "Request cannot be satisfied as assigned quota has been exceeded",
       status: 503,
@@ -109,7 +120,7 @@ describe("composition", () => {
         expect(denied.status).toBe(429);
         expect(Number(denied.headers.get("Retry-After"))).toBe(expected);
         // The body keeps the exact time.
-        expect((await denied.json()).retry_after_ms).toBe(30_000);
+        expect((await bodyOf(denied)).retry_after_ms).toBe(30_000);
       }
       expect(expected).toBeGreaterThanOrEqual(30);
       expect(expected).toBeLessThanOrEqual(35);
@@ -166,11 +177,11 @@ describe("shadow rules", () => {
     const key = freshKey();
     setNow(T0);
     const first = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
-    expect((await first.json()).decisions[1]).toMatchObject({ rule: "candidate", allowed: true, remaining: 1 });
+    expect((await bodyOf(first)).decisions[1]).toMatchObject({ rule: "candidate", allowed: true, remaining: 1 });
     expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(429);
     setNow(T0 + 1000);
     const third = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
-    expect((await third.json()).decisions[1]).toMatchObject({ rule: "candidate", allowed: true, remaining: 0 });
+    expect((await bodyOf(third)).decisions[1]).toMatchObject({ rule: "candidate", allowed: true, remaining: 0 });
   });
 });
 
@@ -245,7 +256,7 @@ describe("limiter failures are values", () => {
     const open = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect(open.status).toBe(200);
     expect(open.headers.get("RateLimit")).toBeNull();
-    expect((await open.json()).decisions).toEqual([
+    expect((await bodyOf(open)).decisions).toEqual([
       { rule: "lenient", mode: "enforce", cost: 1, key: await sha256Hex(key), error: "fail_open" },
     ]);
     const closed = await gatewayFetch(rules, req("POST", "/v1/login", bearer(key)));

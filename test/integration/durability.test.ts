@@ -6,7 +6,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject, SELF
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { SluiceLimiter } from "../../src/worker/limiter.ts";
 import { clearPlanCache } from "../../src/worker/plan.ts";
-import { bearer, freshIp, freshKey, limiterFor, req, seedAccount, setNow, T0 } from "./helpers.ts";
+import { bearer, bodyOf, freshIp, freshKey, limiterFor, req, seedAccount, setNow, T0 } from "./helpers.ts";
 
 beforeEach(() => clearPlanCache());
 afterEach(() => vi.useRealTimers());
@@ -27,7 +27,7 @@ describe("persistence", () => {
     const after = await SELF.fetch(req("GET", "/v1/quotes", bearer(key)));
     expect(after.status).toBe(429);
     expect(after.headers.get("RateLimit")).toBe(`"free-global";r=0;t=2, "free-daily";r=9980;t=43200`);
-    expect((await after.json()).retry_after_ms).toBe(100);
+    expect((await bodyOf(after)).retry_after_ms).toBe(100);
   });
 
   it("is stored under the rule id and the key's SHA-256, with the parameters it was made under", async () => {

@@ -66,3 +66,15 @@ export async function gatewayFetch(rules: readonly CompiledRule[], request: Requ
 export async function limiterFor(ruleId: string, rawKey: string) {
   return env.LIMITER.get(env.LIMITER.idFromName(`${ruleId}:${await sha256Hex(rawKey)}`));
 }
+
+/** The JSON bodies the gateway writes (echo or problem), loosely typed for assertions. */
+export interface BodyJson {
+  readonly retry_after_ms?: number;
+  readonly delayed_ms?: number;
+  readonly decisions: ReadonlyArray<Record<string, unknown>>;
+  readonly [field: string]: unknown;
+}
+
+export function bodyOf(response: Response): Promise<BodyJson> {
+  return response.json<BodyJson>();
+}

@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { apiKeyOf, clientIpKey, formatIpv6, identitiesOf, parseIpv6 } from "../../src/worker/identity.ts";
+
+const h = (init: Record<string, string>) => new Headers(init);
+
+describe("api key", () => {
+  it.each([
+    [{ Authorization: "Bearer sk_live_abc" }, "sk_live_abc"],
+    [{ Authorization: "bearer   sk_live_abc  " }, "sk_live_abc"],
+    [{ "X-API-Key": " sk_live_abc " }, "sk_live_abc"],
+    [{ Authorization: "Bearer from-auth", "X-API-Key": "from-header" }, "from-auth"],
+    [{ Authorization: "Basic dXNlcjpwYXNz", "X-API-Key": "from-header" }, "from-header"],
+    [{ Authorization: "Bearer" }, null],
+    [{ Authorization: "Bearer a b" }, null],
+    [{ Authorization: "Bearer ab=cd" }, null],
+    [{ Authorization: "Bearer abc==" }, "abc=="],
+    [{ "X-API-Key": "k".repeat(513) }, null],
+    [{ "X-API-Key": "k".repeat(512) }, "k".repeat(512)],
+    [{}, null],
+  ])("%j -> %s", (headers, expected) => {
+    expect(apiKeyOf(h(headers))).toBe(expected);
+  });
+});
+
+describe("client address", () => {
+  it.each([
+    ["203.0.113.7", 64, "203.0.113.7"],
+    [" 203.0.113.7 ", 64, "203.0.113.7"],
+    ["::ffff:203.0.113.7", 64, "203.0.113.7"],
+    ["::FFFF:cb00:7107", 64, "203.0.113.7"],
+    ["0:0:0:0:0:ffff:203.0.113.7", 64, "203.0.113.7"],
+    ["2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"],
+    ["2001:DB8:0001:0002::ffff", 64, "2001:db8:1:2::/64"],
+    ["2001:db8::1", 64, "2001:db8::/64"],
+    ["2001:db8:1:2:3:4:5:6", 48, "2001:db8:1::/48"],
+    ["2001:db8:1:2:3:4:5:6", 56, "2001:db8:1::/56"],
+    ["2001:db8:1:2ff:3:4:5:6", 56, "2001:db8:1:200::/56"],
+    ["2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6/128"],
+    ["::1", 128, "::1/128"],
+    ["::", 64, "::/64"],
+    ["256.1.1.1", 64, null],
+    ["1.2.3", 64, null],
+    ["fe80::1%eth0", 64, null],
+    ["1:2:3:4:5:6:7:8:9", 64, null],
+    ["1::2::3", 64, null],
+    ["12345::", 64, null],
+    ["", 64, null],
+    ["example.com", 64, null],
+  ])("%s /%i -> %s", (value, bits, expected) => {
+    expect(clientIpKey(value, bits)).toBe(expected);
+  });
+
+  it("never reads X-Forwarded-For or X-Real-IP", () => {
+    const ids = identitiesOf(h({ "X-Forwarded-For": "198.51.100.1", "X-Real-IP": "198.51.100.2" }), {
+      userHeader: "x-user-id",
+      ipv6PrefixBits: 64,
+    });
+    expect(ids).toEqual({ api_key: null, ip: null, user: null });
+  });
+
+  it("formats RFC 5952 text: the longest zero run compressed, the first on a tie, never a single group", () => {
+    expect(formatIpv6(parseIpv6("2001:0:0:1:0:0:0:1")!)).toBe("2001:0:0:1::1");
+    expect(formatIpv6(parseIpv6("2001:0:0:1:1:0:0:1")!)).toBe("2001::1:1:0:0:1");
+    expect(formatIpv6(parseIpv6("2001:db8:0:1:1:1:1:1")!)).toBe("2001:db8:0:1:1:1:1:1");
+  });
+});
+
+describe("user", () => {
+  const opts = { userHeader: "x-account-user", ipv6PrefixBits: 64 };
+  it("reads the configured trusted header only", () => {
+    expect(identitiesOf(h({ "X-Account-User": " u_42 " }), opts).user).toBe("u_42");
+    expect(identitiesOf(h({ "X-User-Id": "u_42" }), opts).user).toBeNull();
+    expect(identitiesOf(h({ "X-Account-User": "" }), opts).user).toBeNull();
+    expect(identitiesOf(h({ "X-Account-User": "x".repeat(257) }), opts).user).toBeNull();
+  });
+});
