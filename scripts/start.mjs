@@ -1,17 +1,29 @@
 #!/usr/bin/env node
-// `npm start`: validate and compile the rules, then run the Worker locally with wrangler dev, offline and quiet.
+// `npm start`: validate and compile the rules, load the demo accounts into the local KV, then run the Worker locally
+// with wrangler dev on 127.0.0.1:8787 (PORT overrides), offline and quiet. Extra arguments go to wrangler dev, e.g.
+// `npm start -- --persist-to /tmp/sluice-state` (the demo accounts are then seeded there too).
 import { spawn, spawnSync } from "node:child_process";
 
-const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { stdio: "inherit" });
-if (compiled.status !== 0) process.exit(compiled.status ?? 1);
-
-const port = process.env.PORT ?? "8787";
+const extra = process.argv.slice(2);
 const env = {
   ...process.env,
   CLOUDFLARE_CF_FETCH_ENABLED: "false",
   WRANGLER_SEND_METRICS: "false",
   WRANGLER_HIDE_BANNER: "true",
 };
-const child = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", port], { stdio: "inherit", env });
+
+const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { stdio: "inherit" });
+if (compiled.status !== 0) process.exit(compiled.status ?? 1);
+
+const persistAt = extra.indexOf("--persist-to");
+const seedArgs = persistAt >= 0 && extra[persistAt + 1] !== undefined ? ["--persist-to", extra[persistAt + 1]] : [];
+const seeded = spawnSync(process.execPath, ["scripts/seed-accounts.mjs", ...seedArgs], { stdio: "inherit", env });
+if (seeded.status !== 0) process.exit(seeded.status ?? 1);
+
+const port = process.env.PORT ?? "8787";
+const child = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", port, ...extra], {
+  stdio: "inherit",
+  env,
+});
 child.on("exit", (code) => process.exit(code ?? 0));
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));
