@@ -200,7 +200,9 @@ function drawLane(
   // State line, scaled from 0 to the capacity (or higher, if a count_denied estimate goes above it).
   const points = stateLine(lane, xOf, fromMs, toMs);
   const capacity = capacityOf(rule);
-  const top = Math.max(capacity, ...points.map((p) => p.level));
+  // A loop, not Math.max(...points): a busy key has more points than a call may have arguments.
+  let top = capacity;
+  for (const p of points) if (p.level > top) top = p.level;
   const yOf = (level: number) => y + STATE_BOTTOM - (level / top) * (STATE_BOTTOM - STATE_TOP);
   out.push(
     `<text x="16" y="${y + 94}" font-size="11" fill="#555555">${esc(`state: ${levelName(rule)}, 0 to ${trimNumber(top, 1)}${stateOf}`)}</text>`,
@@ -254,7 +256,7 @@ function drawLane(
   for (const b of sorted) {
     const rowY = y + ROW_Y[b.outcome];
     if (b.releaseXs.length > 0) {
-      const far = Math.max(...b.releaseXs);
+      const far = b.releaseXs.reduce((a, x) => Math.max(a, x), b.x);
       out.push(line(b.x, rowY, far, rowY, COLOR.delayed, 1.2));
       for (const rx of new Set(b.releaseXs.map((r) => Math.round(r)))) {
         out.push(line(rx, rowY - 3, rx, rowY + 3, COLOR.delayed, 1.2));
@@ -310,13 +312,30 @@ function stateLine(
   return points;
 }
 
-/** Drops points that round to the same pixel as the one before, keeping the file small. */
+/**
+ * Thins the line to at most four points per pixel column (first, lowest, highest, last, in their order), which
+ * draws the same picture however many requests the key made, then drops repeats of the same rounded point.
+ */
 function dedupe(coords: (readonly [number, number])[]): (readonly [number, number])[] {
   const out: (readonly [number, number])[] = [];
-  for (const c of coords) {
-    const prev = out[out.length - 1];
-    if (prev !== undefined && n(prev[0]) === n(c[0]) && n(prev[1]) === n(c[1])) continue;
-    out.push(c);
+  let i = 0;
+  while (i < coords.length) {
+    const column = Math.round(coords[i]![0]);
+    let j = i;
+    let lo = i;
+    let hi = i;
+    while (j < coords.length && Math.round(coords[j]![0]) === column) {
+      if (coords[j]![1] < coords[lo]![1]) lo = j;
+      if (coords[j]![1] > coords[hi]![1]) hi = j;
+      j++;
+    }
+    for (const k of [...new Set([i, lo, hi, j - 1])].sort((a, b) => a - b)) {
+      const c = coords[k]!;
+      const prev = out[out.length - 1];
+      if (prev !== undefined && n(prev[0]) === n(c[0]) && n(prev[1]) === n(c[1])) continue;
+      out.push(c);
+    }
+    i = j;
   }
   return out;
 }

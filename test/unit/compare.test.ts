@@ -140,6 +140,14 @@ describe("renderSvg", () => {
     expect(svg).toContain(">3.5 s</text>");
   });
 
+  it("draws a busy key's trace with bounded output (no argument-spread limits, four points per pixel at most)", () => {
+    const busy = trace("--constant", "1000/s,0,300s");
+    const c = compareRules(rulesOf(RULES).slice(0, 1), busy);
+    const svg = renderSvg(c, { title: "busy", style: "seconds", ...defaultRange(c) });
+    expect(xmlProblems(svg)).toEqual([]);
+    expect(svg.length).toBeLessThan(200_000);
+  });
+
   it("the XML check catches what it should", () => {
     expect(xmlProblems("<a><b></a></b>")).not.toEqual([]);
     expect(xmlProblems("<a>x & y</a>")).not.toEqual([]);
