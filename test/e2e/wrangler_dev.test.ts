@@ -1,0 +1,158 @@
+/**
+ * End to end against a real `wrangler dev` process (started here on a free port of 127.0.0.1, with its state in a
+ * temporary directory, stopped by killing its process group): a burst answered by 429 with Retry-After, a retry at
+ * that time succeeding, and limiter state surviving a restart of the process.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const ROOT = join(import.meta.dirname, "..", "..");
+const persistTo = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
+let server: { child: ChildProcess; base: string; output: string[] } | null = null;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function startWrangler(): Promise<NonNullable<typeof server>> {
+  const port = await freePort();
+  const output: string[] = [];
+  const child = spawn(
+    "npx",
+    [
+      "wrangler",
+      "dev",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--persist-to",
+      persistTo,
+      "--log-level",
+      "warn",
+      // A cold start on a loaded machine must not turn a decision into a fail-open.
+      "--var",
+      "LIMITER_TIMEOUT_MS:5000",
+    ],
+    {
+      cwd: ROOT,
+      detached: true, // its own process group, so stopping it stops workerd too
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        ...process.env,
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+        WRANGLER_SEND_METRICS: "false",
+        WRANGLER_HIDE_BANNER: "true",
+      },
+    },
+  );
+  child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+  child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited early:\n${output.join("")}`);
+    try {
+      const r = await fetch(`${base}/health-probe`, { signal: AbortSignal.timeout(1000) });
+      await r.arrayBuffer();
+      return { child, base, output };
+    } catch {
+      await sleep(100); // not listening yet
+    }
+  }
+  stopWrangler({ child, base, output });
+  throw new Error(`wrangler dev did not start within 60 s:\n${output.join("")}`);
+}
+
+async function stopWrangler(s: NonNullable<typeof server>): Promise<void> {
+  const { child } = s;
+  if (child.exitCode !== null || child.pid === undefined) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  process.kill(-child.pid, "SIGTERM");
+  const killed = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+  if (!killed) {
+    process.kill(-child.pid, "SIGKILL");
+    await exited;
+  }
+}
+
+beforeAll(async () => {
+  const seeded = spawnSync(process.execPath, ["scripts/seed-accounts.mjs", "--persist-to", persistTo], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
+  expect(seeded.status, seeded.stderr).toBe(0);
+  server = await startWrangler();
+});
+
+afterAll(async () => {
+  if (server !== null) await stopWrangler(server);
+  rmSync(persistTo, { recursive: true, force: true });
+});
+
+const get = (path: string, headers: Record<string, string>) => fetch(`${server!.base}${path}`, { headers });
+
+describe("wrangler dev", () => {
+  it("a Free-plan burst gets 429 with Retry-After, and a retry at that time succeeds", async () => {
+    const auth = { Authorization: "Bearer sk_free_demo" };
+    const started = Date.now();
+    const burst = await Promise.all(Array.from({ length: 30 }, () => get("/v1/quotes", auth)));
+    const elapsedMs = Date.now() - started;
+    const admitted = burst.filter((r) => r.status === 200);
+    const denied = burst.filter((r) => r.status === 429);
+    // Burst 20, refilling at 10/s while the burst is in flight.
+    expect(admitted.length).toBeGreaterThanOrEqual(20);
+    expect(admitted.length).toBeLessThanOrEqual(20 + Math.ceil(elapsedMs / 100));
+    expect(denied.length).toBeGreaterThan(0);
+
+    const first = denied[0]!;
+    const problem = (await first.json()) as { retry_after_ms: number; "violated-policies": string[]; plan?: string };
+    expect(first.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(problem["violated-policies"]).toEqual(["free-global"]);
+    expect(problem.retry_after_ms).toBeGreaterThanOrEqual(1);
+    expect(problem.retry_after_ms).toBeLessThanOrEqual(100);
+    const retryAfterS = Number(first.headers.get("Retry-After"));
+    expect(retryAfterS).toBe(Math.ceil(problem.retry_after_ms / 1000));
+    expect(first.headers.get("RateLimit-Policy")).toBe(`"free-global";q=20;w=2, "free-daily";q=10000;w=86400`);
+    await Promise.all(burst.map((r) => (r.bodyUsed ? null : r.arrayBuffer())));
+
+    await sleep(retryAfterS * 1000);
+    const retry = await get("/v1/quotes", auth);
+    expect(retry.status).toBe(200);
+    const echo = (await retry.json()) as { plan: string };
+    expect(echo.plan).toBe("free");
+  });
+
+  it("limiter state survives a restart of the process (login: 5 per 60 s per IP)", async () => {
+    const client = { "CF-Connecting-IP": "198.51.100.77" };
+    const login = () => fetch(`${server!.base}/v1/login`, { method: "POST", headers: client });
+    for (let i = 0; i < 5; i++) {
+      const r = await login();
+      await r.arrayBuffer();
+      expect(r.status).toBe(200);
+    }
+    await stopWrangler(server!);
+    server = await startWrangler();
+
+    const sixth = await login();
+    expect(sixth.status).toBe(429);
+    const retryAfterS = Number(sixth.headers.get("Retry-After"));
+    expect(retryAfterS).toBeGreaterThan(30);
+    expect(retryAfterS).toBeLessThanOrEqual(60);
+    expect(sixth.headers.get("RateLimit")).toMatch(/^"login-per-ip";r=0;t=\d+$/);
+    expect(((await sixth.json()) as { "violated-policies": string[] })["violated-policies"]).toEqual(["login-per-ip"]);
+  });
+});
