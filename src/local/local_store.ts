@@ -13,11 +13,9 @@
  * new keys (rotating IPs) can evict real keys; keep security-critical limits `scope: global`.
  */
 import { floorDiv } from "../algorithms/arith.ts";
-import { fixedWindow } from "../algorithms/fixed_window.ts";
 import { type GcraState, gcra } from "../algorithms/gcra.ts";
 import { type AlgorithmState, type DecideResult, decide, refund } from "../algorithms/index.ts";
 import { leakyQueue } from "../algorithms/leaky_queue.ts";
-import { slidingCounter } from "../algorithms/sliding_counter.ts";
 import type { SlidingLogState } from "../algorithms/sliding_log.ts";
 import { type AlgorithmParams, capacityOf, type Rate } from "../rules/types.ts";
 import { CompactTable } from "./compact_table.ts";
