@@ -70,8 +70,9 @@ async function gateway(
   const route = `${method} ${path}`;
   const nowMs = Date.now();
 
+  const matched = applicableRules(rules, { method, path, plan, keyHashes });
   const applicable: Applicable[] = [];
-  for (const app of applicableRules(rules, { method, path, plan, keyHashes })) {
+  for (const app of matched) {
     if (app.cost <= app.compiled.capacity) {
       applicable.push(app);
       continue;
@@ -81,7 +82,8 @@ async function gateway(
       logShadow(rule, plan, route, app.keyHash, null, "cost_exceeds_capacity");
       continue;
     }
-    const policy = policyHeader(applicableRules(rules, { method, path, plan, keyHashes }), nowMs);
+    // Refused before any limiter is asked: no state changes, so only the policies are advertised.
+    const policy = policyHeader(matched, nowMs);
     return problemResponse(
       400,
       {
