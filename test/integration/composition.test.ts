@@ -3,8 +3,9 @@
  * Durable Object binding: refunds, the longest retry, jitter, shadow rules, cost above capacity, limiter failures,
  * rule changes across a redeploy, local scope, and bad input.
  */
-import { env, runInDurableObject } from "cloudflare:test";
+import { createExecutionContext, env, runInDurableObject, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { handleRequest } from "../../src/worker/gateway.ts";
 import { jitterSeconds, sha256Hex } from "../../src/worker/hash.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
 import { compileRules } from "../../src/worker/match.ts";
@@ -18,6 +19,7 @@ import {
   req,
   resolvedFrom,
   rulesFrom,
+  seedAccount,
   setNow,
   T0,
 } from "./helpers.ts";
@@ -381,8 +383,6 @@ describe("forwarding", () => {
       .mockImplementation(async () => new Response("created", { status: 201, headers: { "X-Origin": "yes" } }));
     const key = freshKey();
     setNow(T0);
-    const { createExecutionContext } = await import("cloudflare:test");
-    const { handleRequest } = await import("../../src/worker/gateway.ts");
     const forwardingEnv = { ...env, UPSTREAM_URL: "https://origin.example/api/" };
     const r = await handleRequest(
       req("POST", "/v1/labels?x=1", bearer(key)),
@@ -398,5 +398,57 @@ describe("forwarding", () => {
     expect(sent.url).toBe("https://origin.example/api/v1/labels?x=1");
     expect(sent.method).toBe("POST");
     expect(sent.headers.get("Authorization")).toBe(`Bearer ${key}`);
+  });
+});
+
+describe("a limiter that answers too late", () => {
+  it("fails open within timeout_ms, and its late admission is refunded when another rule denied", async () => {
+    const rules = rulesFrom(`
+- id: slow
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 5
+- id: gate
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+`);
+    const key = freshKey();
+    setNow(T0);
+    expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(200);
+    const original = SluiceLimiter.prototype.check;
+    vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
+      if (input.rule.id === "slow") await scheduler.wait(300);
+      return original.call(this, input);
+    });
+    const ctx = createExecutionContext();
+    const impatient = { ...env, LIMITER_TIMEOUT_MS: "20" };
+    const denied = await handleRequest(req("GET", "/x", bearer(key)), impatient, ctx, rules);
+    expect(denied.status).toBe(429);
+    // Only the rule that answered is advertised.
+    expect(denied.headers.get("RateLimit")).toBe(`"gate";r=0;t=60`);
+    await waitOnExecutionContext(ctx);
+    // slow admitted the request after the gateway stopped waiting, then got it back: 4 tokens, as after request 1.
+    expect(await storedRecord("slow", key)).toMatchObject({ state: { tokensScaled: 4 * 60_000 } });
+  });
+});
+
+describe("plans", () => {
+  it("come from the account record, cached in the isolate for PLAN_CACHE_TTL_MS", async () => {
+    const key = freshKey();
+    await seedAccount(key, "growth");
+    setNow(T0);
+    const planOf = async () => (await bodyOf(await SELF.fetch(req("GET", "/v1/quotes", bearer(key))))).plan;
+    expect(await planOf()).toBe("growth");
+    await seedAccount(key, "scale");
+    expect(await planOf()).toBe("growth");
+    setNow(T0 + 30_000);
+    expect(await planOf()).toBe("scale");
+    // A malformed record is no record: the default plan.
+    await env.ACCOUNTS.put(await sha256Hex(key), "{not json");
+    setNow(T0 + 60_000);
+    expect(await planOf()).toBe("free");
   });
 });
