@@ -2,6 +2,16 @@
 
 /** Both halves of the hash of `s`: `[hi, lo]`. */
 export function hash64(s: string): [number, number] {
+  const out = new Uint32Array(2);
+  hash64Into(s, out);
+  return [out[0]!, out[1]!];
+}
+
+/**
+ * The hash of `s` written into `out[0]` (hi) and `out[1]` (lo): the allocation-free form for hot paths (a store
+ * checks a key per request; a fresh `[hi, lo]` array each time is garbage the collector has to sweep).
+ */
+export function hash64Into(s: string, out: Uint32Array): void {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
   for (let i = 0; i < s.length; i++) {
@@ -14,5 +24,6 @@ export function hash64(s: string): [number, number] {
   h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
   h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-  return [h1 >>> 0, h2 >>> 0];
+  out[0] = h1;
+  out[1] = h2;
 }

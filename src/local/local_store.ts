@@ -12,20 +12,19 @@
  * Approximate by design: each isolate counts alone, and an evicted key starts again with a full allowance. A flood of
  * new keys (rotating IPs) can evict real keys; keep security-critical limits `scope: global`.
  */
-import { floorDiv } from "../algorithms/arith.ts";
-import { type GcraState, gcra } from "../algorithms/gcra.ts";
-import { type AlgorithmState, type DecideResult, decide, refund } from "../algorithms/index.ts";
-import { leakyQueue } from "../algorithms/leaky_queue.ts";
+import { ceilDiv, floorDiv } from "../algorithms/arith.ts";
+import type { GcraState } from "../algorithms/gcra.ts";
+import { type AlgorithmState, type Decision, decide, refund } from "../algorithms/index.ts";
 import type { SlidingLogState } from "../algorithms/sliding_log.ts";
 import { type AlgorithmParams, capacityOf, type Rate } from "../rules/types.ts";
 import { CompactTable } from "./compact_table.ts";
-import { hash64 } from "./hash64.ts";
+import { hash64Into } from "./hash64.ts";
 
 /** Rebase stored times before |now − base| × rate.tokens could pass this (keeps every field below 2^53). */
 const REBASE_AT = 2 ** 51;
 
 interface Store {
-  check(key: string, cost: number, nowMs: number): DecideResult;
+  check(key: string, cost: number, nowMs: number): LocalCheckResult;
   refund(key: string, cost: number, admittedAtMs: number): void;
   peek(key: string): AlgorithmState | null;
   delete(key: string): boolean;
@@ -34,57 +33,111 @@ interface Store {
   readonly evictions: number;
 }
 
-/** One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue). */
+/** The result of a keyed check: the decision, or why the request cannot be decided. The store keeps the state. */
+export type LocalCheckResult =
+  | { readonly ok: true; readonly decision: Decision }
+  | { readonly ok: false; readonly error: "cost_exceeds_capacity" | "invalid_cost" };
+
+const INVALID_COST: LocalCheckResult = Object.freeze({ ok: false, error: "invalid_cost" });
+const COST_EXCEEDS_CAPACITY: LocalCheckResult = Object.freeze({ ok: false, error: "cost_exceeds_capacity" });
+
+/** Scratch for the key hash: one per module, as checks never interleave (no await inside a check). */
+const HASH = new Uint32Array(2);
+
+/**
+ * One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue).
+ *
+ * The stored number is the TAT in units of 1/rate.tokens ms relative to `baseMs`: exactly the pure core's
+ * `(tatMs − base) × a + tatFrac`. The check works on that number directly, with the pure core's arithmetic written
+ * in the same units (every comparison and rounding is the core's: `ceilDiv(ahead, a)` is the core's
+ * `aheadMs + ceilDiv(tatFrac, a)`, and so on), so a request allocates nothing but its decision. The unit tests hold
+ * it to `gcra.check` and `leakyQueue.check` decision for decision, across rebases and clock steps back.
+ */
 class TatStore implements Store {
   private readonly table: CompactTable;
   private baseMs = Number.NaN;
   private readonly rate: Rate;
-  private readonly decideTat: (state: GcraState | null, cost: number, nowMs: number) => { state: GcraState } & DecideOk;
+  /** rate.tokens: the stored unit is 1/a ms. */
+  private readonly a: number;
+  /** rate.perMs: one token moves the TAT by p units. */
+  private readonly p: number;
+  /** burst × T, in units of 1/a ms. */
+  private readonly limit: number;
+  /** leaky_queue's `delay` × T in units of 1/a ms; -1 for the gcra family. */
+  private readonly queueDelay: number;
+  private readonly capacity: number;
 
-  constructor(
-    private readonly params: Extract<AlgorithmParams, { rate: Rate }>,
-    maxKeys: number,
-  ) {
+  constructor(params: Extract<AlgorithmParams, { rate: Rate }>, maxKeys: number) {
     this.table = new CompactTable(1, maxKeys);
     this.rate = params.rate;
-    const p = params;
-    this.decideTat =
-      p.algorithm === "leaky_queue"
-        ? (s, c, t) => leakyQueue.check(p, s, c, t)
-        : (s, c, t) => gcra.check({ rate: p.rate, burst: p.burst }, s, c, t);
+    this.a = params.rate.tokens;
+    this.p = params.rate.perMs;
+    this.limit = params.burst * params.rate.perMs;
+    this.queueDelay = params.algorithm === "leaky_queue" ? params.delay * params.rate.perMs : -1;
+    this.capacity = capacityOf(params);
   }
 
-  check(key: string, cost: number, nowMs: number): DecideResult {
-    if (!Number.isSafeInteger(cost) || cost < 1) return { ok: false, error: "invalid_cost" };
-    if (cost > capacityOf(this.params)) return { ok: false, error: "cost_exceeds_capacity" };
+  check(key: string, cost: number, nowMs: number): LocalCheckResult {
+    if (!Number.isSafeInteger(cost) || cost < 1) return INVALID_COST;
+    if (cost > this.capacity) return COST_EXCEEDS_CAPACITY;
     const now = this.clock(nowMs);
-    const [hi, lo] = hash64(key);
-    const slot = this.table.find(hi, lo);
-    const before = slot >= 0 ? this.decode(this.table.get(slot, 0)) : null;
-    const out = this.decideTat(before, cost, now);
-    if (out.state !== before) this.table.set(slot >= 0 ? slot : this.table.insert(hi, lo), 0, this.encode(out.state));
-    return { ok: true, decision: out.decision, state: out.state };
+    hash64Into(key, HASH);
+    const hi = HASH[0]!;
+    const lo = HASH[1]!;
+    const table = this.table;
+    const slot = table.find(hi, lo);
+    const p = this.p;
+    const limit = this.limit;
+    const nowScaled = (now - this.baseMs) * this.a;
+    // A TAT in the past (or a fresh key) means "free now": both algorithms start from max(tat, now).
+    const stored = slot >= 0 ? table.get(slot, 0) : nowScaled;
+    const start = Math.max(stored, nowScaled);
+    const next = start + cost * p;
+    if (this.queueDelay < 0) {
+      // gcra: admit iff the new TAT is at most burst × T ahead of now.
+      const ahead = next - nowScaled;
+      if (ahead <= limit) {
+        table.set(slot >= 0 ? slot : table.insert(hi, lo), 0, next);
+        return allowed(floorDiv(limit - ahead, p), ceilDiv(ahead, this.a), 0);
+      }
+      const baseAhead = start - nowScaled;
+      return denied(
+        Math.max(0, floorDiv(limit - baseAhead, p)),
+        ceilDiv(baseAhead, this.a),
+        ceilDiv(ahead - limit, this.a),
+      );
+    }
+    // leaky_queue: admit iff the wait before this request's turn is at most burst × T.
+    const wait = start - nowScaled;
+    if (wait <= limit) {
+      table.set(slot >= 0 ? slot : table.insert(hi, lo), 0, next);
+      const after = next - nowScaled;
+      return allowed(
+        Math.max(0, floorDiv(limit - after, p) + 1),
+        ceilDiv(after, this.a),
+        Math.max(0, ceilDiv(wait - this.queueDelay, this.a)),
+      );
+    }
+    return denied(0, ceilDiv(wait, this.a), ceilDiv(wait - limit, this.a));
   }
 
   refund(key: string, cost: number): void {
-    const [hi, lo] = hash64(key);
-    const slot = this.table.find(hi, lo);
+    hash64Into(key, HASH);
+    const slot = this.table.find(HASH[0]!, HASH[1]!);
     if (slot < 0) return;
-    const state = this.decode(this.table.get(slot, 0));
     // The TAT moves back by cost × T for gcra and leaky_queue alike (and this store runs token/leaky buckets as gcra).
-    const back = gcra.refund({ rate: this.rate, burst: 1 }, state, cost, 0);
-    this.table.set(slot, 0, this.encode(back));
+    this.table.set(slot, 0, this.table.get(slot, 0) - cost * this.p);
   }
 
   peek(key: string): AlgorithmState | null {
-    const [hi, lo] = hash64(key);
-    const slot = this.table.find(hi, lo);
+    hash64Into(key, HASH);
+    const slot = this.table.find(HASH[0]!, HASH[1]!);
     return slot >= 0 ? this.decode(this.table.get(slot, 0)) : null;
   }
 
   delete(key: string): boolean {
-    const [hi, lo] = hash64(key);
-    return this.table.delete(hi, lo);
+    hash64Into(key, HASH);
+    return this.table.delete(HASH[0]!, HASH[1]!);
   }
 
   get size() {
@@ -125,7 +178,13 @@ class TatStore implements Store {
   }
 }
 
-type DecideOk = { decision: Extract<DecideResult, { ok: true }>["decision"] };
+function allowed(remaining: number, resetAfterMs: number, delayMs: number): LocalCheckResult {
+  return { ok: true, decision: { allowed: true, remaining, resetAfterMs, retryAfterMs: null, delayMs } };
+}
+
+function denied(remaining: number, resetAfterMs: number, retryAfterMs: number): LocalCheckResult {
+  return { ok: true, decision: { allowed: false, remaining, resetAfterMs, retryAfterMs, delayMs: 0 } };
+}
 
 /** Window states of a fixed number of integer fields. */
 class FieldsStore implements Store {
@@ -138,8 +197,10 @@ class FieldsStore implements Store {
     this.table = new CompactTable(params.algorithm === "fixed_window" ? 2 : 3, maxKeys);
   }
 
-  check(key: string, cost: number, nowMs: number): DecideResult {
-    const [hi, lo] = hash64(key);
+  check(key: string, cost: number, nowMs: number): LocalCheckResult {
+    hash64Into(key, HASH);
+    const hi = HASH[0]!;
+    const lo = HASH[1]!;
     const slot = this.table.find(hi, lo);
     const before = slot >= 0 ? this.read(slot) : null;
     const out = decide(this.params, before, cost, nowMs);
@@ -148,19 +209,25 @@ class FieldsStore implements Store {
   }
 
   refund(key: string, cost: number, admittedAtMs: number): void {
-    const [hi, lo] = hash64(key);
+    hash64Into(key, HASH);
+    const hi = HASH[0]!;
+    const lo = HASH[1]!;
     const slot = this.table.find(hi, lo);
     if (slot >= 0) this.write(slot, refund(this.params, this.read(slot), cost, admittedAtMs));
   }
 
   peek(key: string): AlgorithmState | null {
-    const [hi, lo] = hash64(key);
+    hash64Into(key, HASH);
+    const hi = HASH[0]!;
+    const lo = HASH[1]!;
     const slot = this.table.find(hi, lo);
     return slot >= 0 ? this.read(slot) : null;
   }
 
   delete(key: string): boolean {
-    const [hi, lo] = hash64(key);
+    hash64Into(key, HASH);
+    const hi = HASH[0]!;
+    const lo = HASH[1]!;
     return this.table.delete(hi, lo);
   }
 
@@ -202,7 +269,7 @@ class MapStore implements Store {
     private readonly maxKeys: number,
   ) {}
 
-  check(key: string, cost: number, nowMs: number): DecideResult {
+  check(key: string, cost: number, nowMs: number): LocalCheckResult {
     const before = this.take(key);
     const out = decide(this.params, before, cost, nowMs);
     const after = out.ok ? (out.state as SlidingLogState) : before;
