@@ -18,7 +18,8 @@ export default defineConfig({
       miniflare: {
         // Limiter calls get a generous budget here: a test machine under load must not turn a decision into a
         // fail-open. The failure paths are tested by injecting faults, not by racing the clock.
-        bindings: { LIMITER_TIMEOUT_MS: "10000" },
+        // ADMIN_TOKEN is a secret in production (`wrangler secret put`); the tests give it a fixed test value.
+        bindings: { LIMITER_TIMEOUT_MS: "10000", ADMIN_TOKEN: "test-admin-token-0123456789abcdef" },
       },
     }),
   ],

@@ -39,7 +39,7 @@ export async function runValidate(args: string[], io: Io): Promise<number> {
   return 0;
 }
 
-/** e.g. `9 rules ok: token_bucket 3, gcra 1; 1 shadow; on_error open 8, closed 1` */
+/** e.g. `9 rules ok: token_bucket 3, gcra 1; 1 shadow; on_error (default open) open 8, closed 1` */
 export function summarize(rules: readonly ResolvedRule[], count: number): string {
   const tally = (values: string[]) => {
     const m = new Map<string, number>();
@@ -52,7 +52,7 @@ export function summarize(rules: readonly ResolvedRule[], count: number): string
     `${count} rule${count === 1 ? "" : "s"} ok: ${tally(rules.map((r) => r.algorithm))}`,
     ...(shadow > 0 ? [`${shadow} shadow`] : []),
     ...(local > 0 ? [`${local} local`] : []),
-    `on_error ${tally(rules.map((r) => r.onError))}`,
+    `on_error (default open) ${tally(rules.map((r) => r.onError))}`,
   ];
   return parts.join("; ");
 }

@@ -1,11 +1,53 @@
-/** SHA-256 hex: how raw keys (API keys, addresses, user ids) appear in object names, KV keys and logs. */
+/**
+ * How raw keys (API keys, addresses, user ids) appear in object names, logs and metrics: SHA-256 hex, or, when the
+ * `KEY_HASH_SECRET` secret is set, HMAC-SHA256 hex under it. A plain SHA-256 of an IPv4 address is reversed by
+ * hashing all 2^32 addresses; an HMAC under a secret is not. The account lookup in KV stays keyed by the plain SHA-256
+ * of the API key (the seed script and the account system write it without knowing the secret).
+ */
 const encoder = new TextEncoder();
 
 export async function sha256Hex(text: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+  return hex(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+function hex(buffer: ArrayBuffer): string {
+  const digest = new Uint8Array(buffer);
   let out = "";
   for (const byte of digest) out += byte.toString(16).padStart(2, "0");
   return out;
+}
+
+/** One imported HMAC key per secret (an isolate sees one secret; tests may use a few). */
+const hmacKeys = new Map<string, Promise<CryptoKey>>();
+
+export async function hmacSha256Hex(secret: string, text: string): Promise<string> {
+  let key = hmacKeys.get(secret);
+  if (key === undefined) {
+    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    hmacKeys.set(secret, key);
+  }
+  return hex(await crypto.subtle.sign("HMAC", await key, encoder.encode(text)));
+}
+
+/** The key hash for object names, logs and metrics: HMAC-SHA256 under `secret` when set, else SHA-256. */
+export function keyHashOf(secret: string | null, text: string): Promise<string> {
+  return secret === null ? sha256Hex(text) : hmacSha256Hex(secret, text);
+}
+
+/**
+ * Equal strings, in time that depends only on their hashes' length (fixed): both sides are hashed first, so neither
+ * the position of the first difference nor the secret's length shows in the timing.
+ */
+export async function constantTimeEqual(a: string, b: string): Promise<boolean> {
+  const [x, y] = await Promise.all([
+    crypto.subtle.digest("SHA-256", encoder.encode(a)),
+    crypto.subtle.digest("SHA-256", encoder.encode(b)),
+  ]);
+  const u = new Uint8Array(x);
+  const v = new Uint8Array(y);
+  let diff = 0;
+  for (let i = 0; i < u.length; i++) diff |= u[i]! ^ v[i]!;
+  return diff === 0;
 }
 
 /**

@@ -44,6 +44,26 @@ export function apiKeyOf(headers: Headers): string | null {
   return header !== undefined && validKey(header) ? header : null;
 }
 
+/**
+ * A raw identity value as the gateway would key it (the admin API's `key=` parameter): an API key or user id as
+ * given if the gateway would accept it, an address normalised (IPv6 grouped by prefix); `null` if the gateway never
+ * produces such a key.
+ */
+export function identityKey(identity: Identity, raw: string, options: IdentityOptions): string | null {
+  switch (identity) {
+    case "api_key":
+      return validKey(raw) ? raw : null;
+    case "ip":
+      return clientIpKey(raw, options.ipv6PrefixBits);
+    case "user":
+      return userOf(raw);
+    default: {
+      const never: never = identity;
+      return never;
+    }
+  }
+}
+
 function validKey(key: string): boolean {
   return key.length <= MAX_KEY_CHARS && TOKEN68.test(key);
 }

@@ -1,5 +1,6 @@
 /**
- * `SluiceLimiter`: one Durable Object per (rule, key), named `<rule id>:<SHA-256 hex of the key>`. A thin shell
+ * `SluiceLimiter`: one Durable Object per (rule, key), named `<rule id>:<key hash>` (SHA-256 hex of the key, or
+ * HMAC-SHA256 under `KEY_HASH_SECRET`, see hash.ts). A thin shell
  * around the pure core (via store.ts): it reads its own clock, keeps the record in memory, and writes it to its
  * SQLite storage on every change, synchronously, before answering. An evicted or restarted object reloads the record
  * and so grants no free allowance. Requests to one object are serialised by the runtime and each call runs to
@@ -9,7 +10,8 @@
  * set once and re-armed by the alarm itself if the key was used since: one alarm write per idle period, not one per
  * request.
  *
- * RPC: `check({ rule, cost })` and `refund({ rule, cost, admittedAtMs })`, see store.ts for the types.
+ * RPC: `check({ rule, cost })` and `refund({ rule, cost, admittedAtMs })`, see store.ts for the types; for the admin
+ * API, `peek({ rule })` (a cost-1 request's view, nothing charged or written) and `reset()` (forget the key).
  */
 import { DurableObject } from "cloudflare:workers";
 import {
@@ -17,6 +19,9 @@ import {
   type CheckResult,
   checkRecord,
   type LimiterRecord,
+  type LimiterRule,
+  type PeekResult,
+  peekRecord,
   type RefundInput,
   type RefundResult,
   recordFreshAtMs,
@@ -44,6 +49,20 @@ export class SluiceLimiter extends DurableObject {
     const { result, record } = refundRecord(before, input, Date.now());
     if (record !== before) await this.save(record);
     return result;
+  }
+
+  peek(input: { readonly rule: LimiterRule }): PeekResult {
+    return peekRecord(this.load(), input.rule, Date.now());
+  }
+
+  /** Forget the key: its next request starts fresh. `true` if there was state to forget. */
+  async reset(): Promise<boolean> {
+    const existed = this.load() !== null;
+    this.record = null;
+    this.alarmAtMs = null;
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
+    return existed;
   }
 
   override async alarm(): Promise<void> {

@@ -24,7 +24,7 @@ export interface CompiledRule {
 /** One rule applied to one request. */
 export interface Applicable {
   readonly compiled: CompiledRule;
-  /** The SHA-256 hex of the identity value the rule counts by. */
+  /** The hash of the identity value the rule counts by (SHA-256 hex, or HMAC-SHA256 under KEY_HASH_SECRET). */
   readonly keyHash: string;
   readonly cost: number;
 }

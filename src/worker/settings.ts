@@ -17,7 +17,20 @@ export interface Env {
   readonly IPV6_PREFIX?: string;
   readonly PLAN_CACHE_TTL_MS?: string;
   readonly LIMITER_TIMEOUT_MS?: string;
+  readonly MAX_KEYS?: string;
+  /** Secret (`wrangler secret put ADMIN_TOKEN`): enables /_sluice/. Never in wrangler.toml. */
+  readonly ADMIN_TOKEN?: string;
+  /** Secret (`wrangler secret put KEY_HASH_SECRET`): when set, keys are HMAC-SHA256'd instead of SHA-256'd. */
+  readonly KEY_HASH_SECRET?: string;
+  /** Optional Workers Analytics Engine dataset: one data point per decision. */
+  readonly METRICS?: AnalyticsEngineDataset;
 }
+
+/** The vars and secrets: the string-valued part of `Env`. */
+export type Vars = Omit<Env, "LIMITER" | "ACCOUNTS" | "METRICS">;
+
+/** A shorter admin token is refused (the admin surface stays off), so a guessable token never guards it. */
+export const MIN_ADMIN_TOKEN_CHARS = 16;
 
 export interface Settings {
   /** Origin admitted requests go to (path and query are appended); `null`: the built-in echo origin answers. */
@@ -32,6 +45,12 @@ export interface Settings {
   readonly planCacheTtlMs: number;
   /** Overrides every rule's `timeout_ms` when set (slow local or CI machines); `null`: each rule's own. */
   readonly limiterTimeoutMs: number | null;
+  /** Keys one `scope: local` rule keeps in this isolate before evicting the least recently used. Default 100000. */
+  readonly maxKeys: number;
+  /** The admin bearer token; `null`: the admin surface answers 404. */
+  readonly adminToken: string | null;
+  /** HMAC key for key hashes; `null`: plain SHA-256. */
+  readonly keyHashSecret: string | null;
   /** Problems found in the vars, reported once per isolate. */
   readonly warnings: readonly string[];
 }
@@ -49,7 +68,7 @@ export function settingsOf(env: Env): Settings {
 }
 
 /** Pure: vars -> settings, with every default filled in and every problem listed. */
-export function parseSettings(env: Omit<Env, "LIMITER" | "ACCOUNTS">): Settings {
+export function parseSettings(env: Vars): Settings {
   const warnings: string[] = [];
   const text = (name: keyof typeof env): string => (env[name] ?? "").trim();
   const int = (name: keyof typeof env, fallback: number, min: number, max: number): number => {
@@ -76,6 +95,10 @@ export function parseSettings(env: Omit<Env, "LIMITER" | "ACCOUNTS">): Settings 
     }
   }
   const timeout = text("LIMITER_TIMEOUT_MS");
+  const adminToken = (env.ADMIN_TOKEN ?? "").trim();
+  if (adminToken !== "" && adminToken.length < MIN_ADMIN_TOKEN_CHARS)
+    warnings.push(`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_CHARS} characters; the admin API stays off`);
+  const keyHashSecret = env.KEY_HASH_SECRET ?? "";
   return {
     upstreamUrl,
     defaultPlan: text("DEFAULT_PLAN") === "" ? "free" : text("DEFAULT_PLAN"),
@@ -83,6 +106,9 @@ export function parseSettings(env: Omit<Env, "LIMITER" | "ACCOUNTS">): Settings 
     ipv6PrefixBits: int("IPV6_PREFIX", 64, 0, 128),
     planCacheTtlMs: int("PLAN_CACHE_TTL_MS", 30_000, 0, 86_400_000),
     limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", 50, 1, 600_000),
+    maxKeys: int("MAX_KEYS", 100_000, 1, 50_000_000),
+    adminToken: adminToken.length >= MIN_ADMIN_TOKEN_CHARS ? adminToken : null,
+    keyHashSecret: keyHashSecret === "" ? null : keyHashSecret,
     warnings,
   };
 }

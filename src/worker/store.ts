@@ -95,6 +95,39 @@ export function refundRecord(
   return { result: { remaining, resetAfterMs }, record: { ...record, state } };
 }
 
+/** What a key looks like now, for a cost-1 request, without charging it (the admin API's state). */
+export interface PeekResult {
+  /** Largest n such that n cost-1 requests now would all be admitted. */
+  readonly remaining: number;
+  /** Until the key is as good as fresh, ms (0 when it already is). */
+  readonly resetAfterMs: number;
+  /** When a cost-1 request would be denied now: how long until it is admitted, ms; else `null`. */
+  readonly retryAfterMs: number | null;
+  /** The limiter's clock, ms. */
+  readonly atMs: number;
+}
+
+/** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away. */
+export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
+  const { params } = rule;
+  const state = currentState(record, params, fingerprintOf(params), nowMs);
+  return peekState(params, state, nowMs);
+}
+
+/** `peekRecord` on a bare state (also used for `scope: local`). */
+export function peekState(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): PeekResult {
+  const out = decide(params, state, 1, nowMs);
+  const resetAfterMs = state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
+  if (!out.ok) return { remaining: 0, resetAfterMs, retryAfterMs: null, atMs: nowMs };
+  const d = out.decision;
+  return {
+    remaining: d.allowed ? d.remaining + 1 : 0,
+    resetAfterMs,
+    retryAfterMs: d.allowed ? null : d.retryAfterMs,
+    atMs: nowMs,
+  };
+}
+
 /** When the record is as good as no record, ms. */
 export function recordFreshAtMs(record: LimiterRecord): number {
   return freshAtMs(record.params, record.state);

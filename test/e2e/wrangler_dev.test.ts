@@ -1,7 +1,7 @@
 /**
  * End to end against a real `wrangler dev` process (started here on a free port of 127.0.0.1, with its state in a
  * temporary directory, stopped by killing its process group): a burst answered by 429 with Retry-After, a retry at
- * that time succeeding, and limiter state surviving a restart of the process.
+ * that time succeeding, limiter state surviving a restart of the process, and the admin API.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
+const ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef";
 const ROOT = join(import.meta.dirname, "..", "..");
 const persistTo = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
 let server: { child: ChildProcess; base: string; output: string[] } | null = null;
@@ -46,6 +47,9 @@ async function startWrangler(): Promise<NonNullable<typeof server>> {
       // A cold start on a loaded machine must not turn a decision into a fail-open.
       "--var",
       "LIMITER_TIMEOUT_MS:5000",
+      // A secret in production (`wrangler secret put ADMIN_TOKEN`); a var here, for the admin API test.
+      "--var",
+      `ADMIN_TOKEN:${ADMIN_TOKEN}`,
     ],
     {
       cwd: ROOT,
@@ -154,5 +158,31 @@ describe("wrangler dev", () => {
     expect(retryAfterS).toBeLessThanOrEqual(60);
     expect(sixth.headers.get("RateLimit")).toMatch(/^"login-per-ip";r=0;t=\d+$/);
     expect(((await sixth.json()) as { "violated-policies": string[] })["violated-policies"]).toEqual(["login-per-ip"]);
+  });
+
+  it("admin API: 401 without the token; with it, a key's state (not charged) and its reset", async () => {
+    const ip = "198.51.100.77";
+    const admin = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+    const noToken = await get("/_sluice/stats", {});
+    expect(noToken.status).toBe(401);
+    await noToken.arrayBuffer();
+
+    const statePath = `/_sluice/state?rule=login-per-ip&key=${ip}`;
+    const state = (await (await get(statePath, admin)).json()) as Record<string, unknown>;
+    expect(state).toMatchObject({ rule: "login-per-ip", scope: "global", remaining: 0 });
+    expect(state.retry_after_ms).toBeGreaterThan(0);
+    expect(await (await get(statePath, admin)).json()).toMatchObject({ remaining: 0 });
+
+    const reset = await fetch(`${server!.base}/_sluice/reset?rule=login-per-ip&key=${ip}`, {
+      method: "POST",
+      headers: admin,
+    });
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    const login = await fetch(`${server!.base}/v1/login`, { method: "POST", headers: { "CF-Connecting-IP": ip } });
+    await login.arrayBuffer();
+    expect(login.status).toBe(200);
+
+    const stats = (await (await get("/_sluice/stats", admin)).json()) as Record<string, number>;
+    expect(stats.object_calls).toBeGreaterThan(0);
   });
 });

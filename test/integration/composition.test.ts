@@ -166,10 +166,13 @@ describe("shadow rules", () => {
         event: "shadow_deny",
         rule: "candidate",
         plan: "free",
-        route: "GET /v1/tracking/1",
+        method: "GET",
+        // The rule's route pattern, never the request's path.
+        route: "*",
         key: await sha256Hex(key),
         retry_after_ms: 58_000,
         reason: "would_deny",
+        source: "object",
       },
     ]);
     for (const call of log.mock.calls) expect(String(call[0])).not.toContain(key);
@@ -270,7 +273,11 @@ describe("limiter failures are values", () => {
       event: "limiter_failed",
       rule: "strict",
       mode: "enforce",
+      route: "POST /v1/login",
+      key: await sha256Hex(key),
       reason: "fail_closed",
+      failure: "error",
+      attempts: 1,
       error: "storage exploded",
     });
   });

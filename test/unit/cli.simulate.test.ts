@@ -100,7 +100,7 @@ describe("sluice validate", () => {
   it("a valid file: one summary line, exit 0", async () => {
     const r = await runCli(["validate", RULES]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toBe(`${RULES}: 2 rules ok: token_bucket 1, leaky_queue 1; on_error open 2\n`);
+    expect(r.stdout).toBe(`${RULES}: 2 rules ok: token_bucket 1, leaky_queue 1; on_error (default open) open 2\n`);
   });
   it("an invalid file: every problem on stderr, exit 1", async () => {
     const r = await runCli(["validate", "test/fixtures/cli/bad.yaml"]);

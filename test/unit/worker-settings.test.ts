@@ -10,8 +10,27 @@ describe("parseSettings", () => {
       ipv6PrefixBits: 64,
       planCacheTtlMs: 30_000,
       limiterTimeoutMs: null,
+      maxKeys: 100_000,
+      adminToken: null,
+      keyHashSecret: null,
       warnings: [],
     });
+  });
+
+  it("reads the secrets and MAX_KEYS; a short ADMIN_TOKEN keeps the admin API off, with a warning", () => {
+    expect(parseSettings({ MAX_KEYS: "5000", ADMIN_TOKEN: " 0123456789abcdef ", KEY_HASH_SECRET: "s" })).toMatchObject({
+      maxKeys: 5000,
+      adminToken: "0123456789abcdef",
+      keyHashSecret: "s",
+      warnings: [],
+    });
+    const short = parseSettings({ ADMIN_TOKEN: "hunter2", MAX_KEYS: "0" });
+    expect(short.adminToken).toBeNull();
+    expect(short.maxKeys).toBe(100_000);
+    expect(short.warnings).toEqual([
+      "ADMIN_TOKEN: must be at least 16 characters; the admin API stays off",
+      `MAX_KEYS: must be an integer from 1 to 50000000, got "0"; using 100000`,
+    ]);
   });
 
   it("reads the vars as wrangler.toml writes them", () => {

@@ -1,0 +1,155 @@
+/**
+ * The admin API under /_sluice/, for operators (curl, dashboards):
+ *
+ *   GET  /_sluice/rules                      the resolved rules, as deployed
+ *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged
+ *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
+ *   GET  /_sluice/stats                      this isolate's counters
+ *
+ * Every request needs `Authorization: Bearer <ADMIN_TOKEN>` (a wrangler secret), compared in constant time. With the
+ * secret unset (or too short to be safe) the whole surface answers 404, as if it did not exist. `KEY` is the raw
+ * identity value (API key, client address, user id), hashed exactly as the gateway hashes it (addresses normalised and
+ * IPv6 grouped by prefix first); nothing lists keys, so a token holder learns only about keys they already know.
+ *
+ * `scope: local` rules answer for this isolate only: state and reset reach the isolate that served the admin
+ * request, not the others.
+ */
+import { BLOCKED_CACHE_MAX_ENTRIES } from "./blocked_cache.ts";
+import { blockedCache, cacheIdOf } from "./cache_state.ts";
+import { constantTimeEqual, keyHashOf } from "./hash.ts";
+import { problemResponse } from "./headers.ts";
+import { identityKey } from "./identity.ts";
+import { deleteLocal, localStats, peekLocal } from "./local_scope.ts";
+import type { CompiledRule } from "./match.ts";
+import { logEvent, stats } from "./metrics.ts";
+import { messageOf } from "./object_call.ts";
+import type { Env, Settings } from "./settings.ts";
+import type { PeekResult } from "./store.ts";
+
+export const ADMIN_PREFIX = "/_sluice";
+
+export function isAdminPath(path: string): boolean {
+  return path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`);
+}
+
+const JSON_HEADERS = { "Content-Type": "application/json", "Cache-Control": "no-store" };
+
+function json(body: unknown, status = 200): Response {
+  return new Response(JSON.stringify(body, null, 2), { status, headers: JSON_HEADERS });
+}
+
+function problem(status: number, title: string, detail?: string, headers: [string, string][] = []): Response {
+  return problemResponse(
+    status,
+    { type: "about:blank", title, status, ...(detail === undefined ? {} : { detail }) },
+    headers,
+  );
+}
+
+const notFound = () => problem(404, "Not Found");
+
+export async function handleAdmin(
+  request: Request,
+  url: URL,
+  env: Env,
+  settings: Settings,
+  rules: readonly CompiledRule[],
+): Promise<Response> {
+  if (settings.adminToken === null) return notFound();
+  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
+  if (presented === undefined || !(await constantTimeEqual(presented, settings.adminToken))) {
+    logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
+    return problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
+      ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
+    ]);
+  }
+  const method = request.method.toUpperCase();
+  const route = url.pathname.slice(ADMIN_PREFIX.length);
+  const allow = (allowed: string): Response | null =>
+    method === allowed ? null : problem(405, "Method Not Allowed", undefined, [["Allow", allowed]]);
+
+  switch (route) {
+    case "/rules":
+      return allow("GET") ?? json({ rules: rules.map((c) => c.rule) });
+    case "/stats": {
+      const local = localStats();
+      return (
+        allow("GET") ??
+        json({
+          ...stats,
+          local_keys: local.keys,
+          local_bytes: local.bytes,
+          local_evictions: local.evictions,
+          max_keys: settings.maxKeys,
+          cache_entries: blockedCache.size,
+          cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
+        })
+      );
+    }
+    case "/state":
+    case "/reset": {
+      const wrong = allow(route === "/state" ? "GET" : "POST");
+      if (wrong !== null) return wrong;
+      const ruleId = url.searchParams.get("rule");
+      const rawKey = url.searchParams.get("key");
+      if (ruleId === null || rawKey === null) return problem(400, "Bad Request", "Both rule= and key= are required.");
+      const compiled = rules.find((c) => c.rule.id === ruleId);
+      if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
+      const { rule } = compiled;
+      const key = identityKey(rule.match.identity, rawKey, settings);
+      if (key === null) {
+        return problem(400, "Bad Request", `key= is not a ${rule.match.identity} the gateway would count by.`);
+      }
+      const keyHash = await keyHashOf(settings.keyHashSecret, key);
+      const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
+      const nowMs = Date.now();
+      try {
+        return await stateOrReset(route, env, settings, compiled, keyHash, base, nowMs);
+      } catch (error) {
+        logEvent("error", { event: "admin_failed", rule: rule.id, key: keyHash, error: messageOf(error) });
+        return problem(503, "Service Unavailable", `The limiter for ${rule.id} did not answer.`, [
+          ["Retry-After", "1"],
+        ]);
+      }
+    }
+    default:
+      return notFound();
+  }
+}
+
+async function stateOrReset(
+  route: "/state" | "/reset",
+  env: Env,
+  settings: Settings,
+  compiled: CompiledRule,
+  keyHash: string,
+  base: Record<string, string>,
+  nowMs: number,
+): Promise<Response> {
+  const { rule } = compiled;
+  if (route === "/state") {
+    const peek: PeekResult =
+      rule.scope === "local"
+        ? peekLocal(compiled, settings.maxKeys, keyHash, nowMs)
+        : ((await stubFor(env, rule.id, keyHash).peek({
+            rule: { id: rule.id, params: compiled.params },
+          })) as PeekResult);
+    return json({
+      ...base,
+      remaining: peek.remaining,
+      reset_after_ms: peek.resetAfterMs,
+      retry_after_ms: peek.retryAfterMs,
+    });
+  }
+  blockedCache.forget(cacheIdOf(rule.id, keyHash));
+  const existed =
+    rule.scope === "local"
+      ? deleteLocal(compiled, settings.maxKeys, keyHash)
+      : await stubFor(env, rule.id, keyHash).reset();
+  logEvent("log", { event: "admin_reset", rule: rule.id, key: keyHash, existed });
+  return json({ ...base, reset: true, existed });
+}
+
+function stubFor(env: Env, ruleId: string, keyHash: string) {
+  return env.LIMITER.get(env.LIMITER.idFromName(`${ruleId}:${keyHash}`));
+}

@@ -1,0 +1,145 @@
+/**
+ * The blocked-key cache: after a Durable Object denies a (rule, key), this isolate remembers until when that key is
+ * *certainly* denied, and answers those requests itself, without a call. A flood from one blocked key then costs
+ * about one object call per retry period instead of one per request.
+ *
+ * Exactness is kept: a request the object would admit is never refused here. What a denial of cost `c` at time `t`
+ * with `retry_after_ms = R` and `remaining = r` proves, absent refunds (below):
+ *
+ * - every algorithm: a request of cost `c' >= c` is denied until `t + R`. `R` is the smallest wait after which the
+ *   same request is admitted with no traffic in between; other traffic only spends more; a larger cost never fits
+ *   where a smaller one does not.
+ * - leaky_queue: any cost is denied until `t + R` (admission depends on the queue's wait, not on the cost).
+ * - fixed_window: a cost `c' > r` is denied until the window ends, which is `t + R`.
+ * - token_bucket, gcra, leaky_bucket: a cost `r < c' < c` is denied until `t + R − ceil((c − c') × T)`, T = 1/rate
+ *   (cost c needs (c − c') × T more refill than c', so its retry is at most that much later).
+ * - sliding_log and sliding_counter: only `c' >= c` (how fast a smaller cost fits depends on the state's shape).
+ *
+ * `t` is this isolate's clock when the call was *sent*, never later than the object's decision, so the deadline is
+ * early rather than late and clock skew between the isolate and the object does not matter (only durations are used).
+ *
+ * Not cached: sliding_counter with `count_denied`, whose denials change the state (a hammering key must keep reaching
+ * the object for its lock to be extended, which is the point of `count_denied`).
+ *
+ * What can make the object more generous than a cached denial: a refund (a request admitted by this rule and then
+ * denied by another gives its cost back) and an admin reset. This isolate forgets the entry whenever it refunds or
+ * resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this isolate's cache only
+ * when the entry expires, at most `R` later.
+ */
+import { ceilDiv } from "../algorithms/arith.ts";
+import type { Decision } from "../algorithms/index.ts";
+import type { AlgorithmParams } from "../rules/types.ts";
+
+/** Entries kept per isolate, least recently used evicted first. */
+export const BLOCKED_CACHE_MAX_ENTRIES = 10_000;
+
+interface Entry {
+  readonly fingerprint: string;
+  readonly params: AlgorithmParams;
+  /** The denied cost. */
+  readonly cost: number;
+  /** The denial's `remaining`. */
+  readonly remaining: number;
+  /** This isolate's clock when the call was sent, ms. */
+  readonly sentAtMs: number;
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+}
+
+/** Whether a rule's denials may be cached at all. */
+export function cacheable(params: AlgorithmParams): boolean {
+  return !(params.algorithm === "sliding_counter" && params.countDenied);
+}
+
+export class BlockedCache {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(private readonly maxEntries: number = BLOCKED_CACHE_MAX_ENTRIES) {}
+
+  /** Remember a denial the object answered to a call sent at `sentAtMs`. Admissions and other values are ignored. */
+  remember(
+    id: string,
+    fingerprint: string,
+    params: AlgorithmParams,
+    cost: number,
+    sentAtMs: number,
+    decision: Decision,
+  ): void {
+    if (decision.allowed || decision.retryAfterMs === null || !cacheable(params)) return;
+    this.entries.delete(id);
+    if (this.entries.size >= this.maxEntries) {
+      const oldest = this.entries.keys().next();
+      if (oldest.done !== true) this.entries.delete(oldest.value);
+    }
+    this.entries.set(id, {
+      fingerprint,
+      params,
+      cost,
+      remaining: decision.remaining,
+      sentAtMs,
+      retryAfterMs: decision.retryAfterMs,
+      resetAfterMs: decision.resetAfterMs,
+    });
+  }
+
+  /** The object's certain answer to a request of `cost` at `nowMs`, when it is a denial; else `null` (ask it). */
+  lookup(id: string, fingerprint: string, cost: number, nowMs: number): Decision | null {
+    const entry = this.entries.get(id);
+    if (entry === undefined) return null;
+    if (entry.fingerprint !== fingerprint || nowMs >= entry.sentAtMs + entry.retryAfterMs) {
+      // Another rule under this id (a redeploy), or expired for every cost: it can prove nothing more.
+      this.entries.delete(id);
+      return null;
+    }
+    // A clock that stepped back proves nothing: ask the object.
+    if (nowMs < entry.sentAtMs) return null;
+    const untilMs = deniedUntilMs(entry, cost);
+    if (untilMs === null || nowMs >= untilMs) return null;
+    this.entries.delete(id);
+    this.entries.set(id, entry);
+    return {
+      allowed: false,
+      remaining: entry.remaining,
+      resetAfterMs: Math.max(0, entry.resetAfterMs - (nowMs - entry.sentAtMs)),
+      retryAfterMs: untilMs - nowMs,
+      delayMs: 0,
+    };
+  }
+
+  /** Forget a (rule, key): it was refunded, reset, or admitted. */
+  forget(id: string): void {
+    this.entries.delete(id);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
+
+/** Until when (this isolate's clock, ms) a request of `cost` is certainly denied; `null`: nothing is certain. */
+function deniedUntilMs(entry: Entry, cost: number): number | null {
+  const untilMs = entry.sentAtMs + entry.retryAfterMs;
+  if (cost >= entry.cost) return untilMs;
+  const p = entry.params;
+  switch (p.algorithm) {
+    case "leaky_queue":
+      return untilMs;
+    case "fixed_window":
+      return cost > entry.remaining ? untilMs : null;
+    case "token_bucket":
+    case "gcra":
+    case "leaky_bucket":
+      return cost > entry.remaining ? untilMs - ceilDiv((entry.cost - cost) * p.rate.perMs, p.rate.tokens) : null;
+    case "sliding_log":
+    case "sliding_counter":
+      return null;
+    default: {
+      const never: never = p;
+      return never;
+    }
+  }
+}

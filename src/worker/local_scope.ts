@@ -1,0 +1,98 @@
+/**
+ * `scope: local` rules: decided in this isolate's memory by the same pure core, with no Durable Object call, in the
+ * packed store of src/local (a typed-array table per rule keyed by a 64-bit hash of the key hash, ~30 B per key,
+ * bounded by `MAX_KEYS` with exact least-recently-used eviction, as NGINX's limit_req zone).
+ *
+ * Approximate by design: each isolate (and each Cloudflare location) counts alone, so N isolates admit up to N times
+ * the limit; an evicted key starts again with a full allowance; state is lost when the isolate goes away (a redeploy
+ * starts every isolate afresh, so there is no carry-over across rule changes either). A flood of new keys (rotating
+ * addresses) can evict real keys: size `MAX_KEYS` above the keys one isolate sees in a key's period, and keep
+ * security-critical limits `scope: global`.
+ */
+import { createLocalStore, type LocalCheckResult, type LocalStore } from "../local/local_store.ts";
+import type { AlgorithmParams } from "../rules/types.ts";
+import type { CompiledRule } from "./match.ts";
+import { type PeekResult, peekState, type RefundResult } from "./store.ts";
+
+interface RuleStore {
+  readonly fingerprint: string;
+  readonly maxKeys: number;
+  readonly store: LocalStore;
+  /** The parameters the store's states are kept under (token and leaky buckets are run as GCRA, see src/local). */
+  readonly stateParams: AlgorithmParams;
+}
+
+/** One store per rule id in this isolate. */
+const stores = new Map<string, RuleStore>();
+
+function storeFor(compiled: CompiledRule, maxKeys: number): RuleStore {
+  const { rule, params } = compiled;
+  const fingerprint = JSON.stringify(params);
+  const hit = stores.get(rule.id);
+  if (hit !== undefined && hit.fingerprint === fingerprint && hit.maxKeys === maxKeys) return hit;
+  // Another rule under this id (only tests change rules inside one isolate): start empty.
+  const created: RuleStore = {
+    fingerprint,
+    maxKeys,
+    store: createLocalStore(params, maxKeys),
+    stateParams: stateParamsOf(params),
+  };
+  stores.set(rule.id, created);
+  return created;
+}
+
+function stateParamsOf(params: AlgorithmParams): AlgorithmParams {
+  return params.algorithm === "token_bucket" || params.algorithm === "leaky_bucket"
+    ? { algorithm: "gcra", rate: params.rate, burst: params.burst }
+    : params;
+}
+
+/** Decide one request in this isolate; the store keeps the state. */
+export function checkLocal(
+  compiled: CompiledRule,
+  maxKeys: number,
+  keyHash: string,
+  cost: number,
+  nowMs: number,
+): LocalCheckResult {
+  return storeFor(compiled, maxKeys).store.check(keyHash, cost, nowMs);
+}
+
+/** Give back an admitted request's cost; what the key looks like after it, for the RateLimit header. */
+export function refundLocal(
+  compiled: CompiledRule,
+  maxKeys: number,
+  keyHash: string,
+  cost: number,
+  admittedAtMs: number,
+  nowMs: number,
+): RefundResult {
+  const s = storeFor(compiled, maxKeys);
+  s.store.refund(keyHash, cost, admittedAtMs);
+  const peek = peekState(s.stateParams, s.store.peek(keyHash), nowMs);
+  return { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs };
+}
+
+/** A cost-1 request's view of the key, nothing charged (the admin API). */
+export function peekLocal(compiled: CompiledRule, maxKeys: number, keyHash: string, nowMs: number): PeekResult {
+  const s = storeFor(compiled, maxKeys);
+  return peekState(s.stateParams, s.store.peek(keyHash), nowMs);
+}
+
+/** Forget a key in this isolate (the admin API's reset); `true` if it was there. */
+export function deleteLocal(compiled: CompiledRule, maxKeys: number, keyHash: string): boolean {
+  return storeFor(compiled, maxKeys).store.delete(keyHash);
+}
+
+/** Keys, bytes and evictions across this isolate's local stores (the admin API's stats). */
+export function localStats(): { readonly keys: number; readonly bytes: number; readonly evictions: number } {
+  let keys = 0;
+  let bytes = 0;
+  let evictions = 0;
+  for (const { store } of stores.values()) {
+    keys += store.size;
+    bytes += store.bytes;
+    evictions += store.evictions;
+  }
+  return { keys, bytes, evictions };
+}

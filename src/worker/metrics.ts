@@ -1,0 +1,76 @@
+/**
+ * What the gateway reports: per-isolate counters (the admin API's `/_sluice/stats`), one Workers Analytics Engine
+ * data point per rule decision when the `METRICS` binding is configured, and one JSON log line per denial, shadow
+ * denial and limiter failure. Keys appear only as their hash (SHA-256, or HMAC-SHA256 under `KEY_HASH_SECRET`);
+ * routes appear as the rule's route pattern, never the request's path (which a client can fill with anything).
+ */
+
+/** This isolate's counters since it started. */
+export const stats = {
+  /** Requests through the gateway (admin requests excluded). */
+  requests: 0,
+  /** Durable Object `check` calls, retries included. */
+  object_calls: 0,
+  /** Retries after a retryable error. */
+  object_retries: 0,
+  /** Rule decisions answered by the blocked-key cache, without a call. */
+  cache_answers: 0,
+  /** Requests denied (by any enforcing rule, from any source). */
+  denials: 0,
+  /** Rule decisions that failed and were skipped (`on_error: open`). */
+  fail_open: 0,
+  /** Rule decisions that failed and refused the request (`on_error: closed`). */
+  fail_closed: 0,
+  /** Would-be denials of shadow rules. */
+  shadow_denials: 0,
+};
+
+export type Outcome =
+  | "allowed"
+  /** Admitted by this rule, denied by another, and refunded. */
+  | "refunded"
+  | "denied"
+  | "shadow_denied"
+  | "fail_open"
+  | "fail_closed"
+  | "cost_exceeds_capacity"
+  /** Not asked: another rule was already known to deny (blocked-key cache). */
+  | "not_asked";
+
+/** Where a decision came from. */
+export type Source = "object" | "cache" | "local";
+
+export interface DataPoint {
+  readonly rule: string;
+  readonly outcome: Outcome;
+  readonly source: Source | "none";
+  readonly plan: string;
+  /** The rule's route pattern, `*` when it names none. */
+  readonly route: string;
+  readonly method: string;
+  readonly keyHash: string;
+  readonly cost: number;
+  readonly retryAfterMs: number | null;
+}
+
+/**
+ * One data point: blobs (rule, outcome, plan, route, method, source), doubles (cost, retry_after_ms or 0),
+ * index the key hash (so sampling keeps a key's points together). Never throws: metrics must not fail a request.
+ */
+export function writeDataPoint(dataset: AnalyticsEngineDataset | undefined, p: DataPoint): void {
+  if (dataset === undefined) return;
+  try {
+    dataset.writeDataPoint({
+      blobs: [p.rule, p.outcome, p.plan, p.route, p.method, p.source],
+      doubles: [p.cost, p.retryAfterMs ?? 0],
+      indexes: [p.keyHash],
+    });
+  } catch (error) {
+    console.error(JSON.stringify({ event: "metrics_failed", error: String(error) }));
+  }
+}
+
+/** One structured log line. */
+export function logEvent(level: "log" | "warn" | "error", fields: Record<string, unknown>): void {
+  console[level](JSON.stringify(fields));
+}

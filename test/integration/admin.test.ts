@@ -1,0 +1,249 @@
+/**
+ * The admin API under /_sluice/: the token (none, malformed, wrong, right, unset secret), the resolved rules, a key's
+ * state without charging it, reset, stats, and keys hashed as the gateway hashes them (with KEY_HASH_SECRET too).
+ */
+import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { handleRequest } from "../../src/worker/gateway.ts";
+import { hmacSha256Hex, sha256Hex } from "../../src/worker/hash.ts";
+import { clearPlanCache } from "../../src/worker/plan.ts";
+import type { Env } from "../../src/worker/settings.ts";
+import { bearer, freshIp, freshKey, gatewayFetch, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
+
+const TOKEN = "test-admin-token-0123456789abcdef";
+const admin = { Authorization: `Bearer ${TOKEN}` };
+
+beforeEach(() => clearPlanCache());
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+const rules = rulesFrom(`
+- id: per-key
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 3
+- id: per-ip
+  match: { identity: ip }
+  algorithm: fixed_window
+  limit: 2
+  window: min
+- id: in-isolate
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 4
+  scope: local
+`);
+
+async function call(method: string, path: string, headers: Record<string, string> = admin, e: Env = env) {
+  const ctx = createExecutionContext();
+  const response = await handleRequest(req(method, path, headers), e, ctx, rules);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+describe("authorization", () => {
+  it.each([
+    ["no Authorization", {}],
+    ["a malformed Authorization", { Authorization: "Bearer" }],
+    ["another scheme", { Authorization: `Basic ${btoa(`admin:${TOKEN}`)}` }],
+    ["two tokens", { Authorization: `Bearer ${TOKEN} ${TOKEN}` }],
+    ["a wrong token", { Authorization: "Bearer test-admin-token-0123456789abcdeX" }],
+    ["a prefix of the token", { Authorization: `Bearer ${TOKEN.slice(0, -1)}` }],
+    ["the token with a suffix", { Authorization: `Bearer ${TOKEN}0` }],
+  ])("%s: 401 with WWW-Authenticate, for every path", async (_name, headers) => {
+    for (const path of ["/_sluice/stats", "/_sluice/rules", "/_sluice/nope", "/_sluice"]) {
+      const r = await call("GET", path, headers as Record<string, string>);
+      expect(r.status).toBe(401);
+      expect(r.headers.get("WWW-Authenticate")).toBe('Bearer realm="sluice-admin"');
+      expect(r.headers.get("Content-Type")).toBe("application/problem+json");
+    }
+  });
+
+  it("the right token opens it; the scheme is case-insensitive", async () => {
+    expect((await call("GET", "/_sluice/stats")).status).toBe(200);
+    expect((await call("GET", "/_sluice/stats", { Authorization: `bearer ${TOKEN}` })).status).toBe(200);
+  });
+
+  it("with the secret unset (or too short to be safe), the whole surface is 404, token or not", async () => {
+    for (const e of [
+      { ...env, ADMIN_TOKEN: undefined },
+      { ...env, ADMIN_TOKEN: "short" },
+    ] as Env[]) {
+      for (const [method, path] of [
+        ["GET", "/_sluice/stats"],
+        ["GET", "/_sluice/rules"],
+        ["POST", "/_sluice/reset?rule=per-key&key=x"],
+      ] as const) {
+        expect((await call(method, path, admin, e)).status).toBe(404);
+        expect((await call(method, path, {}, e)).status).toBe(404);
+      }
+    }
+  });
+
+  it("through the Worker (SELF): 401 without the token, 200 with it", async () => {
+    expect((await SELF.fetch(req("GET", "/_sluice/rules"))).status).toBe(401);
+    const r = await SELF.fetch(req("GET", "/_sluice/rules", admin));
+    expect(r.status).toBe(200);
+    const body = await r.json<{ rules: { id: string; onError: string }[] }>();
+    expect(body.rules.map((rule) => rule.id)).toContain("free-global");
+    expect(body.rules.find((rule) => rule.id === "free-global")?.onError).toBe("open");
+  });
+});
+
+describe("endpoints", () => {
+  it("GET /_sluice/rules lists the resolved rules with every default filled in", async () => {
+    const r = await call("GET", "/_sluice/rules");
+    const body = await r.json<{ rules: Record<string, unknown>[] }>();
+    expect(body.rules.map((rule) => rule.id)).toEqual(["per-key", "per-ip", "in-isolate"]);
+    expect(body.rules[0]).toMatchObject({ mode: "enforce", scope: "global", onError: "open", timeoutMs: 50 });
+  });
+
+  it("GET /_sluice/state reports remaining, reset and retry without charging the key", async () => {
+    const key = freshKey();
+    setNow(T0);
+    const state = async () =>
+      (await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`)).json<Record<string, unknown>>();
+    expect(await state()).toEqual({
+      rule: "per-key",
+      scope: "global",
+      identity: "api_key",
+      key: await sha256Hex(key),
+      remaining: 3,
+      reset_after_ms: 0,
+      retry_after_ms: null,
+    });
+    for (let i = 0; i < 3; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
+    // Asking twice charges nothing.
+    await state();
+    expect(await state()).toMatchObject({ remaining: 0, reset_after_ms: 180_000, retry_after_ms: 60_000 });
+    setNow(T0 + 60_000);
+    expect(await state()).toMatchObject({ remaining: 1, reset_after_ms: 120_000, retry_after_ms: null });
+  });
+
+  it("state and reset for a local rule answer from this isolate's store", async () => {
+    const key = freshKey();
+    setNow(T0);
+    await gatewayFetch(rules, req("GET", "/x", bearer(key)));
+    const path = `/_sluice/state?rule=in-isolate&key=${encodeURIComponent(key)}`;
+    expect(await (await call("GET", path)).json()).toMatchObject({
+      scope: "local",
+      remaining: 3,
+      reset_after_ms: 60_000,
+    });
+    const reset = await call("POST", `/_sluice/reset?rule=in-isolate&key=${encodeURIComponent(key)}`);
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    expect(await (await call("GET", path)).json()).toMatchObject({ remaining: 4, reset_after_ms: 0 });
+  });
+
+  it("POST /_sluice/reset forgets a key: its next request starts fresh, in the object and in this isolate's cache", async () => {
+    const key = freshKey();
+    setNow(T0);
+    for (let i = 0; i < 3; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
+    expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(429);
+    const r = await call("POST", `/_sluice/reset?rule=per-key&key=${encodeURIComponent(key)}`);
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({
+      rule: "per-key",
+      scope: "global",
+      identity: "api_key",
+      key: await sha256Hex(key),
+      reset: true,
+      existed: true,
+    });
+    const after = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
+    expect(after.status).toBe(200);
+    expect(after.headers.get("RateLimit")).toContain(`"per-key";r=2;t=60`);
+    const again = await call("POST", `/_sluice/reset?rule=per-key&key=${encodeURIComponent(freshKey())}`);
+    expect(await again.json()).toMatchObject({ existed: false });
+  });
+
+  it("addresses are normalised as the gateway does: an IPv6 /64 is one key, IPv4-mapped IPv6 is IPv4", async () => {
+    setNow(T0);
+    const ip = freshIp();
+    await gatewayFetch(rules, req("GET", "/x", { "CF-Connecting-IP": ip }));
+    const v4 = await (await call("GET", `/_sluice/state?rule=per-ip&key=${ip}`)).json();
+    const mapped = await (await call("GET", `/_sluice/state?rule=per-ip&key=::ffff:${ip}`)).json();
+    expect(v4).toMatchObject({ remaining: 1, key: await sha256Hex(ip) });
+    expect(mapped).toEqual(v4);
+    await gatewayFetch(rules, req("GET", "/x", { "CF-Connecting-IP": "2001:db8:aa:bb::1" }));
+    const other = await (await call("GET", `/_sluice/state?rule=per-ip&key=2001:DB8:AA:BB:ffff:1:2:3`)).json();
+    expect(other).toMatchObject({ remaining: 1, key: await sha256Hex("2001:db8:aa:bb::/64") });
+  });
+
+  it("GET /_sluice/stats counts this isolate's decisions", async () => {
+    const key = freshKey();
+    setNow(T0);
+    const before = await (await call("GET", "/_sluice/stats")).json<Record<string, number>>();
+    for (let i = 0; i < 6; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
+    const after = await (await call("GET", "/_sluice/stats")).json<Record<string, number>>();
+    expect(Object.keys(after).sort()).toEqual(
+      [
+        "requests",
+        "object_calls",
+        "object_retries",
+        "cache_answers",
+        "denials",
+        "fail_open",
+        "fail_closed",
+        "shadow_denials",
+        "local_keys",
+        "local_bytes",
+        "local_evictions",
+        "max_keys",
+        "cache_entries",
+        "cache_max_entries",
+      ].sort(),
+    );
+    // 3 admitted (one call each), the 4th denied by the object, the 5th and 6th answered by the cache.
+    expect(after.requests! - before.requests!).toBe(6);
+    expect(after.object_calls! - before.object_calls!).toBe(4);
+    expect(after.cache_answers! - before.cache_answers!).toBe(2);
+    expect(after.denials! - before.denials!).toBe(3);
+    expect(after.local_keys! - before.local_keys!).toBe(1);
+    expect(after.max_keys).toBe(100_000);
+  });
+
+  it.each([
+    ["GET", "/_sluice/reset?rule=per-key&key=k", 405, "POST"],
+    ["POST", "/_sluice/state?rule=per-key&key=k", 405, "GET"],
+    ["DELETE", "/_sluice/rules", 405, "GET"],
+    ["GET", "/_sluice/state?rule=per-key", 400, null],
+    ["GET", "/_sluice/state?key=k", 400, null],
+    ["GET", "/_sluice/state?rule=nope&key=k", 404, null],
+    ["GET", `/_sluice/state?rule=per-key&key=${"k".repeat(600)}`, 400, null],
+    ["GET", "/_sluice/state?rule=per-key&key=", 400, null],
+    ["GET", "/_sluice/state?rule=per-ip&key=not-an-ip", 400, null],
+    ["GET", "/_sluice/state?rule=per-key&key=%E2%9C%93", 400, null],
+    ["GET", "/_sluice/other", 404, null],
+    ["GET", "/_sluice/", 404, null],
+  ])("%s %s: %i", async (method, path, status, allow) => {
+    const r = await call(method, path);
+    expect(r.status).toBe(status);
+    expect(r.headers.get("Allow")).toBe(allow);
+    expect(r.headers.get("Content-Type")).toBe("application/problem+json");
+  });
+});
+
+describe("KEY_HASH_SECRET", () => {
+  it("hashes keys with HMAC-SHA256 for objects, logs and the admin API; plans stay keyed by plain SHA-256", async () => {
+    const secret = "a-long-random-secret-for-the-test";
+    const keyed = { ...env, KEY_HASH_SECRET: secret } as Env;
+    const key = freshKey();
+    await seedAccount(key, "growth");
+    setNow(T0);
+    const ctx = createExecutionContext();
+    const r = await handleRequest(req("GET", "/x", bearer(key)), keyed, ctx, rules);
+    await waitOnExecutionContext(ctx);
+    const body = await r.json<{ plan: string; decisions: { key: string }[] }>();
+    expect(body.plan).toBe("growth");
+    const hmac = await hmacSha256Hex(secret, key);
+    expect(hmac).not.toBe(await sha256Hex(key));
+    expect(body.decisions[0]?.key).toBe(hmac);
+    const state = await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`, admin, keyed);
+    expect(await state.json()).toMatchObject({ key: hmac, remaining: 2 });
+  });
+});

@@ -1,0 +1,187 @@
+/**
+ * Failure policy: every kind of Durable Object failure (a thrown error, a retryable error, an overloaded object, an
+ * object reset mid-call, a call that misses the time budget) under both policies, injected with `vi.spyOn` on the
+ * object's prototype. `on_error: open` forwards without the rule; `on_error: closed` answers 503 problem+json of type
+ * temporary-reduced-capacity. A retryable error or a reset is retried once on a fresh stub; an overload never is.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker/gateway.ts";
+import { sha256Hex } from "../../src/worker/hash.ts";
+import { SluiceLimiter } from "../../src/worker/limiter.ts";
+import { stats } from "../../src/worker/metrics.ts";
+import { clearPlanCache } from "../../src/worker/plan.ts";
+import type { CheckInput, CheckResult } from "../../src/worker/store.ts";
+import { bearer, bodyOf, freshKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+
+beforeEach(() => clearPlanCache());
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+const rules = rulesFrom(`
+- id: lenient
+  match: { route: "GET /open", identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 5
+  on_error: open
+- id: strict
+  match: { route: "GET /closed", identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 5
+  on_error: closed
+`);
+
+const original = SluiceLimiter.prototype.check;
+
+/** What the runtime does to an object whose code is updated, or that calls `ctx.abort()` (its `ctx` is protected). */
+function resetObject(self: SluiceLimiter): void {
+  (self as unknown as { ctx: DurableObjectState }).ctx.abort("reset for the test");
+}
+type Fault = (self: SluiceLimiter, attempt: number) => Promise<void>;
+
+/** Make the object's `check` misbehave (by attempt number, from 1), then behave as usual. */
+function inject(fault: Fault) {
+  let attempt = 0;
+  return vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (
+    this: SluiceLimiter,
+    input: CheckInput,
+  ): Promise<CheckResult> {
+    attempt += 1;
+    await fault(this, attempt);
+    return original.call(this, input);
+  });
+}
+
+const faults: Record<string, { fault: Fault; failure: string; attempts: number }> = {
+  "a thrown error (not retried)": {
+    fault: async () => {
+      throw new Error("storage exploded");
+    },
+    failure: "error",
+    attempts: 1,
+  },
+  "a retryable error, twice (retried once)": {
+    fault: async () => {
+      throw Object.assign(new Error("transient"), { retryable: true });
+    },
+    failure: "retryable",
+    attempts: 2,
+  },
+  "an overloaded object (never retried, even if also retryable)": {
+    fault: async () => {
+      throw Object.assign(new Error("too many requests queued"), { overloaded: true, retryable: true });
+    },
+    failure: "overloaded",
+    attempts: 1,
+  },
+  "an object reset while the call was in flight, twice (retried once, on a fresh stub)": {
+    fault: async (self) => {
+      resetObject(self);
+    },
+    failure: "reset",
+    attempts: 2,
+  },
+  "no answer within the time budget": {
+    fault: async () => {
+      await scheduler.wait(150);
+    },
+    failure: "timeout",
+    attempts: 1,
+  },
+};
+
+async function send(path: string, key: string) {
+  const ctx = createExecutionContext();
+  const impatient = { ...env, LIMITER_TIMEOUT_MS: "40" };
+  const response = await handleRequest(req("GET", path, bearer(key)), impatient, ctx, rules);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }) => {
+  it("on_error: open forwards without the rule, and logs the failure", async () => {
+    const key = freshKey();
+    setNow(T0);
+    const errors = vi.spyOn(console, "error");
+    const spy = inject(fault);
+    const before = { ...stats };
+    const r = await send("/open", key);
+    expect(r.status).toBe(200);
+    expect(r.headers.get("RateLimit")).toBeNull();
+    expect((await bodyOf(r)).decisions).toEqual([
+      { rule: "lenient", mode: "enforce", cost: 1, key: await sha256Hex(key), error: "fail_open" },
+    ]);
+    expect(spy).toHaveBeenCalledTimes(attempts);
+    expect(stats.fail_open - before.fail_open).toBe(1);
+    expect(stats.object_calls - before.object_calls).toBe(attempts);
+    const logged = errors.mock.calls.map((c) => JSON.parse(String(c[0])));
+    expect(logged).toContainEqual(
+      expect.objectContaining({ event: "limiter_failed", rule: "lenient", reason: "fail_open", failure, attempts }),
+    );
+    for (const call of errors.mock.calls) expect(String(call[0])).not.toContain(key);
+  });
+
+  it("on_error: closed answers 503 temporary-reduced-capacity", async () => {
+    const key = freshKey();
+    setNow(T0);
+    vi.spyOn(console, "error");
+    const spy = inject(fault);
+    const before = stats.fail_closed;
+    const r = await send("/closed", key);
+    expect(r.status).toBe(503);
+    expect(r.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(r.headers.get("Retry-After")).toBe("1");
+    expect(await r.json()).toEqual({
+      type: TEMPORARY_REDUCED_CAPACITY_TYPE,
+      title: "Temporary Reduced Capacity",
+      status: 503,
+      detail: "The rate limiter for strict is unavailable, and fails closed.",
+      "violated-policies": ["strict"],
+    });
+    expect(spy).toHaveBeenCalledTimes(attempts);
+    expect(stats.fail_closed - before).toBe(1);
+  });
+});
+
+describe("retry once", () => {
+  it("a retryable error followed by an answer is a decision, not a failure", async () => {
+    const key = freshKey();
+    setNow(T0);
+    const spy = inject(async (_self, attempt) => {
+      if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
+    });
+    const r = await send("/closed", key);
+    expect(r.status).toBe(200);
+    expect(r.headers.get("RateLimit")).toBe(`"strict";r=4;t=60`);
+    expect(spy).toHaveBeenCalledTimes(2);
+  });
+
+  it("a reset object answers on a fresh stub", async () => {
+    const key = freshKey();
+    setNow(T0);
+    const spy = inject(async (self, attempt) => {
+      if (attempt === 1) resetObject(self);
+    });
+    const r = await send("/closed", key);
+    expect(r.status).toBe(200);
+    expect(r.headers.get("RateLimit")).toBe(`"strict";r=4;t=60`);
+    expect(spy).toHaveBeenCalledTimes(2);
+  });
+
+  it("the retry shares the time budget: a retry that is too slow is a timeout", async () => {
+    const key = freshKey();
+    setNow(T0);
+    vi.spyOn(console, "error");
+    const spy = inject(async (_self, attempt) => {
+      if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
+      await scheduler.wait(150);
+    });
+    const r = await send("/closed", key);
+    expect(r.status).toBe(503);
+    expect(spy).toHaveBeenCalledTimes(2);
+  });
+});

@@ -1,0 +1,280 @@
+/**
+ * Production behaviour through the gateway: the blocked-key cache (a flood from a blocked key costs one object call per
+ * retry period, its answers match the object's, refunds and count_denied), bounded local scope (MAX_KEYS, LRU order),
+ * metrics (one Analytics Engine data point per decision, hashed keys only) and the denial log line.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { handleRequest } from "../../src/worker/gateway.ts";
+import { sha256Hex } from "../../src/worker/hash.ts";
+import { SluiceLimiter } from "../../src/worker/limiter.ts";
+import { stats } from "../../src/worker/metrics.ts";
+import { clearPlanCache } from "../../src/worker/plan.ts";
+import type { Env } from "../../src/worker/settings.ts";
+import { bearer, freshKey, gatewayFetch, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+
+beforeEach(() => clearPlanCache());
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+async function fetchWith(e: Env, rules: ReturnType<typeof rulesFrom>, request: Request) {
+  const ctx = createExecutionContext();
+  const response = await handleRequest(request, e, ctx, rules);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+describe("blocked-key cache", () => {
+  const rules = rulesFrom(`
+- id: tight
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 10/s
+  burst: 2
+- id: daily
+  match: { identity: api_key }
+  algorithm: fixed_window
+  limit: 1000
+  window: d
+`);
+
+  it("a flood from a blocked key costs one object call per retry period; answers match the object's", async () => {
+    const key = freshKey();
+    const checks = vi.spyOn(SluiceLimiter.prototype, "check");
+    setNow(T0);
+    const send = () => gatewayFetch(rules, req("GET", "/x", bearer(key)));
+    expect((await send()).status).toBe(200);
+    expect((await send()).status).toBe(200);
+    const fromObject = await send();
+    expect(fromObject.status).toBe(429);
+    // 2 rules × 3 requests.
+    expect(checks).toHaveBeenCalledTimes(6);
+
+    const cacheBefore = stats.cache_answers;
+    setNow(T0 + 40);
+    const fromCache = await send();
+    expect(fromCache.status).toBe(429);
+    // Nobody asked: not the denying rule, not the daily quota it would have charged and refunded.
+    expect(checks).toHaveBeenCalledTimes(6);
+    expect(stats.cache_answers - cacheBefore).toBe(1);
+    expect(fromCache.headers.get("Retry-After")).toBe("1");
+    expect(fromCache.headers.get("RateLimit")).toBe(`"tight";r=0;t=1`);
+    expect(await fromCache.json()).toEqual({
+      type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
+      title: "Request cannot be satisfied as assigned quota has been exceeded",
+      status: 429,
+      detail: "Rate limit exceeded (tight); retry in 60 ms.",
+      "violated-policies": ["tight"],
+      retry_after_ms: 60,
+    });
+
+    // 1000 more requests inside the retry period: still no call.
+    for (let i = 0; i < 20; i++) {
+      setNow(T0 + 40 + i);
+      expect((await send()).status).toBe(429);
+    }
+    expect(checks).toHaveBeenCalledTimes(6);
+    // At the retry time the object is asked again, and admits.
+    setNow(T0 + 100);
+    expect((await send()).status).toBe(200);
+    expect(checks).toHaveBeenCalledTimes(8);
+  });
+
+  it("forgets a denial when this isolate refunds the rule (the object may have become more generous)", async () => {
+    const both = rulesFrom(`
+- id: outer
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+- id: gate
+  match: { identity: user }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+`);
+    const key = freshKey();
+    const user = { "X-User-Id": `u-${freshKey()}` };
+    setNow(T0);
+    // Spend gate alone (outer needs an API key).
+    expect((await gatewayFetch(both, req("GET", "/x", user))).status).toBe(200);
+    const original = SluiceLimiter.prototype.check;
+    vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
+      if (input.rule.id === "gate") await scheduler.wait(60);
+      return original.call(this, input);
+    });
+    // A: outer admits at once; gate answers late, and denies, so outer is refunded.
+    const a = gatewayFetch(both, req("GET", "/x", { ...bearer(key), ...user }));
+    await scheduler.wait(20);
+    // B, while A waits: outer is empty and denies; this isolate remembers the denial.
+    expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(429);
+    expect((await a).status).toBe(429);
+    // C: outer has its token back. The cache forgot the denial when A's refund went out, so the object is asked.
+    expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(200);
+  });
+
+  it("does not cache sliding_counter with count_denied: every denial reaches the object and extends the lock", async () => {
+    const counting = rulesFrom(`
+- id: hammer
+  match: { identity: api_key }
+  algorithm: sliding_counter
+  limit: 1
+  window: s
+  count_denied: true
+`);
+    const key = freshKey();
+    const checks = vi.spyOn(SluiceLimiter.prototype, "check");
+    setNow(T0);
+    for (let i = 0; i < 4; i++) await gatewayFetch(counting, req("GET", "/x", bearer(key)));
+    expect(checks).toHaveBeenCalledTimes(4);
+  });
+
+  it("shadow rules' would-be denials are answered from the cache too, and still logged", async () => {
+    const shadow = rulesFrom(`
+- id: candidate
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+  mode: shadow
+`);
+    const key = freshKey();
+    const checks = vi.spyOn(SluiceLimiter.prototype, "check");
+    const log = vi.spyOn(console, "log");
+    setNow(T0);
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await gatewayFetch(shadow, req("GET", "/x", bearer(key)))).status);
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    expect(checks).toHaveBeenCalledTimes(2);
+    const lines = log.mock.calls.map((c) => JSON.parse(String(c[0])));
+    expect(lines.filter((l) => l.event === "shadow_deny").map((l) => l.source)).toEqual(["object", "cache", "cache"]);
+  });
+});
+
+describe("scope: local", () => {
+  const local = rulesFrom(`
+- id: bulk
+  match: { identity: ip }
+  algorithm: gcra
+  rate: 1/min
+  burst: 1
+  scope: local
+`);
+  const small = { ...env, MAX_KEYS: "3" } as Env;
+  const from = (ip: string) => req("GET", "/x", { "CF-Connecting-IP": ip });
+
+  it("stays within MAX_KEYS and evicts the least recently used key, which starts fresh", async () => {
+    setNow(T0);
+    const checks = vi.spyOn(SluiceLimiter.prototype, "check");
+    const ips = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
+    for (const ip of ips) expect((await fetchWith(small, local, from(ip))).status).toBe(200);
+    for (const ip of ips) expect((await fetchWith(small, local, from(ip))).status).toBe(429);
+    // Touch .1 again, so .2 is now the least recently used.
+    expect((await fetchWith(small, local, from(ips[0]!))).status).toBe(429);
+    // A fourth key evicts .2 (the least recently used), not .1.
+    expect((await fetchWith(small, local, from("198.51.100.4"))).status).toBe(200);
+    expect((await fetchWith(small, local, from(ips[1]!))).status).toBe(200); // evicted: starts fresh
+    expect((await fetchWith(small, local, from(ips[0]!))).status).toBe(429); // kept
+    expect(checks).not.toHaveBeenCalled();
+    const admin = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
+    const s = await (await fetchWith(small, local, req("GET", "/_sluice/stats", admin))).json<Record<string, number>>();
+    expect(s.max_keys).toBe(3);
+    expect(s.local_evictions).toBeGreaterThanOrEqual(2);
+  });
+
+  it("a local rule that admitted a request another rule denied is refunded", async () => {
+    const mixed = rulesFrom(`
+- id: roomy
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 5
+  scope: local
+- id: gate
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+`);
+    const key = freshKey();
+    setNow(T0);
+    expect((await gatewayFetch(mixed, req("GET", "/x", bearer(key)))).headers.get("RateLimit")).toBe(
+      `"roomy";r=4;t=60, "gate";r=0;t=60`,
+    );
+    const denied = await gatewayFetch(mixed, req("GET", "/x", bearer(key)));
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("RateLimit")).toBe(`"roomy";r=4;t=60, "gate";r=0;t=60`);
+  });
+});
+
+describe("metrics and logs", () => {
+  const rules = rulesFrom(`
+- id: metered
+  match: { route: "GET /v1/things/*", identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+`);
+
+  it("one data point per decision (rule, outcome, plan, route pattern; hashed key as index), one log line per denial", async () => {
+    const points: AnalyticsEngineDataPoint[] = [];
+    const metered = { ...env, METRICS: { writeDataPoint: (p?: AnalyticsEngineDataPoint) => points.push(p ?? {}) } };
+    const key = freshKey();
+    const log = vi.spyOn(console, "log");
+    setNow(T0);
+    for (let i = 0; i < 3; i++) await fetchWith(metered as Env, rules, req("GET", `/v1/things/${key}`, bearer(key)));
+    const hash = await sha256Hex(key);
+    expect(points).toEqual([
+      { blobs: ["metered", "allowed", "free", "GET /v1/things/*", "GET", "object"], doubles: [1, 0], indexes: [hash] },
+      {
+        blobs: ["metered", "denied", "free", "GET /v1/things/*", "GET", "object"],
+        doubles: [1, 60_000],
+        indexes: [hash],
+      },
+      {
+        blobs: ["metered", "denied", "free", "GET /v1/things/*", "GET", "cache"],
+        doubles: [1, 60_000],
+        indexes: [hash],
+      },
+    ]);
+    const denials = log.mock.calls.map((c) => JSON.parse(String(c[0]))).filter((l) => l.event === "deny");
+    expect(denials).toEqual([
+      {
+        event: "deny",
+        plan: "free",
+        method: "GET",
+        rules: [
+          { rule: "metered", route: "GET /v1/things/*", key: hash, cost: 1, retry_after_ms: 60_000, source: "object" },
+        ],
+      },
+      {
+        event: "deny",
+        plan: "free",
+        method: "GET",
+        rules: [
+          { rule: "metered", route: "GET /v1/things/*", key: hash, cost: 1, retry_after_ms: 60_000, source: "cache" },
+        ],
+      },
+    ]);
+    // The raw key (here also in the path) is in no log line and no data point.
+    for (const call of log.mock.calls) expect(String(call[0])).not.toContain(key);
+    expect(JSON.stringify(points)).not.toContain(key);
+  });
+
+  it("a failing metrics binding never fails the request", async () => {
+    const broken = {
+      ...env,
+      METRICS: {
+        writeDataPoint: () => {
+          throw new Error("dataset gone");
+        },
+      },
+    };
+    vi.spyOn(console, "error");
+    setNow(T0);
+    const r = await fetchWith(broken as Env, rules, req("GET", "/v1/things/1", bearer(freshKey())));
+    expect(r.status).toBe(200);
+  });
+});
