@@ -25,7 +25,18 @@ interface RuleStore {
 /** One store per rule id in this isolate. */
 const stores = new Map<string, RuleStore>();
 
+/** The store last used for a compiled rule: the hot path, with no fingerprinting per request. */
+const byCompiled = new WeakMap<CompiledRule, RuleStore>();
+
 function storeFor(compiled: CompiledRule, maxKeys: number): RuleStore {
+  const known = byCompiled.get(compiled);
+  if (known !== undefined && known.maxKeys === maxKeys && stores.get(compiled.rule.id) === known) return known;
+  const found = lookupStore(compiled, maxKeys);
+  byCompiled.set(compiled, found);
+  return found;
+}
+
+function lookupStore(compiled: CompiledRule, maxKeys: number): RuleStore {
   const { rule, params } = compiled;
   const fingerprint = JSON.stringify(params);
   const hit = stores.get(rule.id);
