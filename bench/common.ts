@@ -1,0 +1,48 @@
+/** Shared helpers for the benchmarks: machine facts, medians, result files. Timings live here, never in tests. */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+export const ROOT = dirname(BENCH_DIR);
+export const RESULTS_DIR = join(BENCH_DIR, "results");
+
+export interface Machine {
+  readonly cores: number;
+  readonly cpu: string;
+  readonly node: string;
+  readonly platform: string;
+}
+
+export function machine(): Machine {
+  const list = cpus();
+  return { cores: list.length, cpu: list[0]?.model ?? "unknown", node: process.version, platform: process.platform };
+}
+
+export const QUICK = process.argv.includes("--quick");
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export function round(value: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+/** Write `bench/results/<name>.json` with the machine and the exact command next to the figures. */
+export function writeResult(name: string, command: string, data: unknown): string {
+  const path = join(RESULTS_DIR, `${name}.json`);
+  mkdirSync(dirname(path), { recursive: true });
+  const body = { name, command, quick: QUICK, machine: machine(), date: new Date().toISOString(), data };
+  writeFileSync(path, `${JSON.stringify(body, null, 2)}\n`);
+  return path;
+}
+
+export function log(message: string): void {
+  process.stderr.write(`${message}\n`);
+}

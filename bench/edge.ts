@@ -1,0 +1,210 @@
+/**
+ * Part 3: edge overhead through a real `wrangler dev` (--log-level warn): passthrough (no rule matches), one global
+ * rule, one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
+ * passthrough; object calls per request from the admin counters (`GET /_sluice/stats`), or "n/a" while there is none.
+ *
+ * The working tree is never touched: the project (src, bin, wrangler.toml, package.json) is copied to a temp dir with
+ * node_modules linked, the scenario's rules are written to its rules/ and compiled there, and wrangler dev runs there
+ * on a free 127.0.0.1 port, in its own process group, killed as a group when the scenario ends.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import autocannon from "autocannon";
+import { log, median, QUICK, ROOT, round, writeResult } from "./common.ts";
+
+const ADMIN_TOKEN = "bench-admin-token";
+const DURATION_S = QUICK ? 3 : 10;
+const CONNECTIONS = 50;
+const RUNS = QUICK ? 1 : 3;
+
+const SCENARIOS = {
+  passthrough: `- id: never-matches\n  match: { route: "GET /never/matches", identity: ip }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`,
+  "one global rule": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
+  "one local rule": `- id: bench-local\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  scope: local\n`,
+  "blocked key flooding": `- id: bench-blocked\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1/min\n  burst: 1\n`,
+} as const;
+type Scenario = keyof typeof SCENARIOS;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function projectCopy(rulesYaml: string): string {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-bench-edge-"));
+  for (const name of ["src", "bin", "wrangler.toml", "package.json", "tsconfig.json"])
+    cpSync(join(ROOT, name), join(dir, name), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+  mkdirSync(join(dir, "rules"));
+  writeFileSync(join(dir, "rules", "bench.yaml"), rulesYaml);
+  const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { cwd: dir, encoding: "utf8" });
+  if (compiled.status !== 0) throw new Error(`compile: ${compiled.stderr}`);
+  return dir;
+}
+
+async function waitUp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}`);
+    try {
+      await fetch(url);
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 200)); // not listening yet
+    }
+  }
+  throw new Error(`wrangler dev did not answer on ${url} within ${timeoutMs} ms`);
+}
+
+async function stats(base: string): Promise<Record<string, unknown> | null> {
+  const response = await fetch(`${base}/_sluice/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  if (!response.ok) return null;
+  try {
+    return (await response.json()) as Record<string, unknown>;
+  } catch {
+    return null; // not the admin API (yet): the echo origin answered
+  }
+}
+
+/** Object calls so far, from whatever counter the admin API names for them; null when it is not there. */
+function objectCalls(s: Record<string, unknown> | null): number | null {
+  if (s === null) return null;
+  for (const name of ["objectCalls", "object_calls", "durableObjectCalls", "do_calls"]) {
+    const v = s[name];
+    if (typeof v === "number") return v;
+  }
+  return null;
+}
+
+interface Figures {
+  readonly requestsPerS: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly non2xx: number;
+  readonly objectCallsPerRequest: number | null;
+}
+
+/** SIGTERM wrangler's process group, then SIGKILL it if it is still there after 3 s (wrangler may ignore TERM). */
+async function killGroup(pgid: number, child: ChildProcess): Promise<void> {
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pgid, sig);
+      return true;
+    } catch {
+      return false; // ESRCH: the group is gone
+    }
+  };
+  if (!signal("SIGTERM")) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 3_000))]);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  signal("SIGKILL"); // whatever of the group is left (workerd)
+}
+
+async function runScenario(scenario: Scenario): Promise<Figures> {
+  const dir = projectCopy(SCENARIOS[scenario]);
+  const port = await freePort();
+  const child = spawn(
+    join(ROOT, "node_modules", ".bin", "wrangler"),
+    [
+      "dev",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--log-level",
+      "warn",
+      "--persist-to",
+      join(dir, ".state"),
+    ].concat(["--var", `ADMIN_TOKEN:${ADMIN_TOKEN}`]),
+    {
+      cwd: dir,
+      detached: true, // its own process group: wrangler, esbuild and workerd go together
+      stdio: "ignore",
+      env: {
+        ...process.env,
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+        WRANGLER_SEND_METRICS: "false",
+        WRANGLER_HIDE_BANNER: "true",
+      },
+    },
+  );
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await waitUp(`${base}/v1/ping`, child, 60_000);
+    const headers = { "cf-connecting-ip": "203.0.113.7" };
+    await autocannon({ url: `${base}/v1/ping`, connections: 10, duration: 1, headers }); // warm-up
+    const before = objectCalls(await stats(base));
+    const result = await autocannon({
+      url: `${base}/v1/ping`,
+      connections: CONNECTIONS,
+      duration: DURATION_S,
+      headers,
+    });
+    const after = objectCalls(await stats(base));
+    return {
+      requestsPerS: result.requests.average,
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      non2xx: result.non2xx,
+      objectCallsPerRequest:
+        before === null || after === null || result.requests.total === 0
+          ? null
+          : (after - before) / result.requests.total,
+    };
+  } finally {
+    if (child.pid !== undefined) await killGroup(child.pid, child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const runs = new Map<Scenario, Figures[]>();
+  for (let r = 0; r < RUNS; r++) {
+    for (const scenario of Object.keys(SCENARIOS) as Scenario[]) {
+      const figures = await runScenario(scenario);
+      runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
+      log(
+        `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms`,
+      );
+    }
+  }
+  const med = (s: Scenario, f: (x: Figures) => number) => median((runs.get(s) ?? []).map(f));
+  const pass = { rps: med("passthrough", (x) => x.requestsPerS), p50: med("passthrough", (x) => x.p50Ms) };
+  const p99Pass = med("passthrough", (x) => x.p99Ms);
+  const rows = (Object.keys(SCENARIOS) as Scenario[]).map((scenario) => {
+    const calls = (runs.get(scenario) ?? []).map((x) => x.objectCallsPerRequest);
+    const rps = med(scenario, (x) => x.requestsPerS);
+    const p50 = med(scenario, (x) => x.p50Ms);
+    const p99 = med(scenario, (x) => x.p99Ms);
+    return {
+      scenario,
+      requestsPerS: Math.round(rps),
+      p50Ms: p50,
+      p99Ms: p99,
+      throughputRatio: round(rps / pass.rps, 2),
+      p50Ratio: round(p50 / Math.max(pass.p50, 1e-9), 2),
+      p99Ratio: round(p99 / Math.max(p99Pass, 1e-9), 2),
+      non2xx: med(scenario, (x) => x.non2xx),
+      objectCallsPerRequest: calls.every((c) => c !== null) ? round(median(calls as number[]), 4) : "n/a",
+    };
+  });
+  writeResult("edge", `node --import tsx bench/edge.ts${QUICK ? " --quick" : ""}`, {
+    connections: CONNECTIONS,
+    durationS: DURATION_S,
+    runs: RUNS,
+    rows,
+  });
+}
+
+await main();
