@@ -6,7 +6,7 @@ import { type AlgorithmState, decide, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
 import { parseArgs } from "./args.ts";
 import type { Io } from "./main.ts";
-import { BufferedWriter, parseTraceLine, readLines } from "./trace.ts";
+import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
 const HELP = `Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]
 
@@ -16,6 +16,12 @@ read from --trace or standard input, and writes one JSON decision per line to st
 A cost above the rule's capacity prints {"t_ms":..,"key":..,"cost":..,"error":"cost_exceeds_capacity"}.
 Exit status: 0 on success; 2 for a malformed line, an unknown rule or invalid rules (message on standard error).
 `;
+
+/** A key's state, and its JSON spelling (escaped once, not per line). */
+interface KeyEntry {
+  readonly keyJson: string;
+  state: AlgorithmState | null;
+}
 
 /** Above this many keys, states that are as good as fresh are swept, so memory stays bounded on long traces. */
 const SWEEP_AT_KEYS = 1_000_000;
@@ -47,38 +53,48 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   }
 
   const traceName = tracePath ?? "<stdin>";
-  const states = new Map<string, AlgorithmState>();
+  const keys = new Map<string, KeyEntry>();
   const out = new BufferedWriter(io.stdout);
+  const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
   let lineNo = 0;
   let latestMs = 0;
   let sweepAtKeys = SWEEP_AT_KEYS;
   try {
-    for await (const raw of readLines(tracePath, io.stdin)) {
-      lineNo++;
-      const line = parseTraceLine(raw, lineNo === 1);
-      if (line === null) continue;
-      if ("error" in line) {
-        await out.flush();
-        io.stderr.write(`${traceName}:${lineNo}: ${line.error}\n`);
-        return 2;
+    // Each chunk's lines are decided synchronously; only the output's back-pressure is awaited, once per chunk.
+    for await (const batch of readLineBatches(tracePath, io.stdin)) {
+      for (const raw of batch) {
+        lineNo++;
+        const parsed = parseTraceLineInto(raw, lineNo === 1, line);
+        if (parsed === null) continue;
+        if (parsed !== true) {
+          await out.flush();
+          io.stderr.write(`${traceName}:${lineNo}: ${parsed}\n`);
+          return 2;
+        }
+        const { tMs, key, cost } = line;
+        let entry = keys.get(key);
+        if (entry === undefined) {
+          entry = { keyJson: JSON.stringify(key), state: null };
+          keys.set(key, entry);
+        }
+        const prefix = `{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},`;
+        const result = decide(rule, entry.state, cost, tMs);
+        if (!result.ok) {
+          out.append(`${prefix}"error":"${result.error}"}\n`);
+          continue;
+        }
+        const d = result.decision;
+        entry.state = result.state;
+        if (tMs > latestMs) latestMs = tMs;
+        out.append(
+          `${prefix}"allowed":${d.allowed},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
+        );
+        if (keys.size > sweepAtKeys) {
+          for (const [k, e] of keys) if (e.state === null || freshAtMs(rule, e.state) <= latestMs) keys.delete(k);
+          sweepAtKeys = Math.max(SWEEP_AT_KEYS, keys.size * 2);
+        }
       }
-      const { tMs, key, cost } = line;
-      const prefix = `{"t_ms":${tMs},"key":${JSON.stringify(key)},"cost":${cost},`;
-      const result = decide(rule, states.get(key) ?? null, cost, tMs);
-      if (!result.ok) {
-        await out.write(`${prefix}"error":"${result.error}"}\n`);
-        continue;
-      }
-      const d = result.decision;
-      states.set(key, result.state);
-      if (tMs > latestMs) latestMs = tMs;
-      await out.write(
-        `${prefix}"allowed":${d.allowed},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
-      );
-      if (states.size > sweepAtKeys) {
-        for (const [k, s] of states) if (freshAtMs(rule, s) <= latestMs) states.delete(k);
-        sweepAtKeys = Math.max(SWEEP_AT_KEYS, states.size * 2);
-      }
+      await out.drained();
     }
   } catch (err) {
     await out.flush();

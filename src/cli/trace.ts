@@ -12,57 +12,107 @@ export interface TraceLine {
 
 export type ParsedLine = TraceLine | { readonly error: string } | null;
 
-const INTEGER = /^-?\d+$/;
+/** Where `parseTraceLineInto` writes a parsed line: reused, so parsing a line allocates only the key. */
+export interface TraceLineSlot {
+  tMs: number;
+  key: string;
+  cost: number;
+}
+
+const MAX_T_MS = 8_640_000_000_000_000;
+
+/**
+ * The value of the decimal integer `s[from, to)` (an optional minus, then ASCII digits), or NaN when it is not one.
+ * Digits are accumulated exactly: at most 16 of them, so the value stays below 2^53.
+ */
+function integerAt(s: string, from: number, to: number): number {
+  const negative = from < to && s.charCodeAt(from) === 45;
+  let i = negative ? from + 1 : from;
+  if (i === to) return Number.NaN;
+  if (to - i > 16) return isDigits(s, i, to) ? Number.POSITIVE_INFINITY : Number.NaN;
+  let value = 0;
+  for (; i < to; i++) {
+    const c = s.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return Number.NaN;
+    value = value * 10 + c;
+  }
+  return negative ? -value : value;
+}
+
+function isDigits(s: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
+
+/**
+ * Parse one trace line (without its newline) into `slot`. Returns `true` when parsed, `null` for a blank line or
+ * the header, or the error message.
+ */
+export function parseTraceLineInto(raw: string, isFirst: boolean, slot: TraceLineSlot): true | null | string {
+  const end = raw.length > 0 && raw.charCodeAt(raw.length - 1) === 13 ? raw.length - 1 : raw.length;
+  const line = end === raw.length ? raw : raw.slice(0, end);
+  if (line.length === 0 || (line.charCodeAt(0) <= 32 && line.trim() === "")) return null;
+  if (isFirst && (line === "t_ms,key,cost" || line === "t_ms,key")) return null;
+  const c1 = line.indexOf(",");
+  if (c1 < 0) return `expected "t_ms,key[,cost]", got ${JSON.stringify(clip(line))}`;
+  const c2 = line.indexOf(",", c1 + 1);
+  if (c2 >= 0 && line.indexOf(",", c2 + 1) >= 0) {
+    return `too many fields (keys may not contain commas): ${JSON.stringify(clip(line))}`;
+  }
+  const tMs = integerAt(line, 0, c1);
+  if (Number.isNaN(tMs)) {
+    return `t_ms must be an integer number of milliseconds, got ${JSON.stringify(clip(line.slice(0, c1)))}`;
+  }
+  if (tMs < 0 || tMs > MAX_T_MS) return `t_ms must be between 0 and ${MAX_T_MS}, got ${line.slice(0, c1)}`;
+  let cost = 1;
+  if (c2 >= 0 && c2 + 1 < line.length) {
+    cost = integerAt(line, c2 + 1, line.length);
+    const costText = line.slice(c2 + 1);
+    if (Number.isNaN(cost)) return `cost must be a positive integer, got ${JSON.stringify(clip(costText))}`;
+    if (!Number.isSafeInteger(cost) || cost < 1) return `cost must be a positive integer, got ${costText}`;
+  }
+  slot.tMs = tMs;
+  slot.key = c2 < 0 ? line.slice(c1 + 1) : line.slice(c1 + 1, c2);
+  slot.cost = cost;
+  return true;
+}
 
 /** Parse one trace line (without its newline). `null` for a blank line or the header. */
 export function parseTraceLine(raw: string, isFirst: boolean): ParsedLine {
-  const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
-  if (line.trim() === "") return null;
-  if (isFirst && (line === "t_ms,key,cost" || line === "t_ms,key")) return null;
-  const c1 = line.indexOf(",");
-  if (c1 < 0) return { error: `expected "t_ms,key[,cost]", got ${JSON.stringify(clip(line))}` };
-  const c2 = line.indexOf(",", c1 + 1);
-  if (c2 >= 0 && line.indexOf(",", c2 + 1) >= 0) {
-    return { error: `too many fields (keys may not contain commas): ${JSON.stringify(clip(line))}` };
-  }
-  const tText = line.slice(0, c1);
-  const key = c2 < 0 ? line.slice(c1 + 1) : line.slice(c1 + 1, c2);
-  const costText = c2 < 0 ? "" : line.slice(c2 + 1);
-  if (!INTEGER.test(tText))
-    return { error: `t_ms must be an integer number of milliseconds, got ${JSON.stringify(clip(tText))}` };
-  const tMs = Number(tText);
-  if (!Number.isSafeInteger(tMs) || tMs < 0 || tMs > 8_640_000_000_000_000) {
-    return { error: `t_ms must be between 0 and 8640000000000000, got ${tText}` };
-  }
-  if (costText === "") return { tMs, key, cost: 1 };
-  if (!INTEGER.test(costText))
-    return { error: `cost must be a positive integer, got ${JSON.stringify(clip(costText))}` };
-  const cost = Number(costText);
-  if (!Number.isSafeInteger(cost) || cost < 1) return { error: `cost must be a positive integer, got ${costText}` };
-  return { tMs, key, cost };
+  const slot: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
+  const r = parseTraceLineInto(raw, isFirst, slot);
+  if (r === null) return null;
+  if (r !== true) return { error: r };
+  return { tMs: slot.tMs, key: slot.key, cost: slot.cost };
 }
 
 function clip(s: string): string {
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
 
-/** Raw lines of a file (or stdin when `path` is undefined), streamed. Line numbers start at 1. */
-export async function* readLines(path: string | undefined, stdin: NodeJS.ReadableStream): AsyncGenerator<string> {
+/** Raw lines of a file (or stdin when `path` is undefined), streamed a chunk at a time. */
+export async function* readLineBatches(
+  path: string | undefined,
+  stdin: NodeJS.ReadableStream,
+): AsyncGenerator<string[]> {
   const stream = path === undefined ? stdin : createReadStream(path, { highWaterMark: 1 << 20 });
   stream.setEncoding("utf8");
   let rest = "";
   for await (const chunk of stream as AsyncIterable<string>) {
     const text = rest + chunk;
-    let start = 0;
-    let nl = text.indexOf("\n", start);
-    while (nl >= 0) {
-      yield text.slice(start, nl);
-      start = nl + 1;
-      nl = text.indexOf("\n", start);
-    }
-    rest = text.slice(start);
+    const lines = text.split("\n");
+    rest = lines.pop() ?? "";
+    yield lines;
   }
-  if (rest !== "") yield rest;
+  if (rest !== "") yield [rest];
+}
+
+/** Raw lines of a file (or stdin when `path` is undefined), streamed. */
+export async function* readLines(path: string | undefined, stdin: NodeJS.ReadableStream): AsyncGenerator<string> {
+  for await (const batch of readLineBatches(path, stdin)) yield* batch;
 }
 
 /** Buffered writing that respects back-pressure. */
@@ -76,6 +126,25 @@ export class BufferedWriter {
   async write(s: string): Promise<void> {
     this.buffer += s;
     if (this.buffer.length >= this.limit) await this.flush();
+  }
+
+  /** Whether the stream asked us to wait (a write returned false) since the last `drained`. */
+  private full = false;
+
+  /** Append without awaiting: a full buffer is handed to the stream at once; call `drained` now and then. */
+  append(s: string): void {
+    this.buffer += s;
+    if (this.buffer.length >= this.limit) {
+      if (!this.out.write(this.buffer)) this.full = true;
+      this.buffer = "";
+    }
+  }
+
+  /** Wait until the stream has taken what `append` handed it (bounded memory: call once per input chunk). */
+  async drained(): Promise<void> {
+    if (!this.full) return;
+    this.full = false;
+    await new Promise<void>((resolve) => this.out.once("drain", () => resolve()));
   }
 
   async flush(): Promise<void> {
