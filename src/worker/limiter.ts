@@ -35,6 +35,8 @@ export class SluiceLimiter extends DurableObject {
   private record: LimiterRecord | null | undefined;
   /** When the alarm is set for, ms; `null` when none; `undefined` until read from storage. */
   private alarmAtMs: number | null | undefined;
+  /** The write every change since the last one is waiting for; `null` when none is scheduled. */
+  private pendingCommit: Promise<void> | null = null;
 
   async check(input: CheckInput): Promise<CheckResult> {
     const nowMs = Date.now();
@@ -89,10 +91,29 @@ export class SluiceLimiter extends DurableObject {
       this.ctx.storage.kv.delete(RECORD_KEY);
       return;
     }
-    this.ctx.storage.kv.put(RECORD_KEY, record);
+    await this.commit();
     if (this.alarmAtMs === undefined) this.alarmAtMs = await this.ctx.storage.getAlarm();
     // An alarm that fires early re-arms itself (see `alarm`), so one pending alarm is enough.
     if (this.alarmAtMs === null) await this.armAlarm(recordFreshAtMs(record));
+  }
+
+  /**
+   * Group commit. Under load many requests reach one object at once, and one storage write each is what costs (a
+   * SQLite commit per request). So a change waits one scheduler turn, during which other requests may run and change
+   * the in-memory record too; then one write stores the latest record, and every request that waited answers after
+   * it (the runtime's output gate holds each answer until its write is durable). No answer ever reflects a change that
+   * is not stored: if the object dies before the write, none of those requests got an answer.
+   */
+  private commit(): Promise<void> {
+    if (this.pendingCommit === null) {
+      this.pendingCommit = scheduler.wait(0).then(() => {
+        this.pendingCommit = null;
+        const record = this.record;
+        if (record === null || record === undefined) return; // reset or expired in the meantime: already deleted
+        this.ctx.storage.kv.put(RECORD_KEY, record);
+      });
+    }
+    return this.pendingCommit;
   }
 
   private async armAlarm(atMs: number): Promise<void> {

@@ -118,9 +118,10 @@ describe("wrangler dev", () => {
     const admitted = burst.filter((r) => r.status === 200);
     const denied = burst.filter((r) => r.status === 429);
     // Burst 20, refilling at 10/s while the burst is in flight.
-    expect(admitted.length).toBeGreaterThanOrEqual(20);
-    expect(admitted.length).toBeLessThanOrEqual(20 + Math.ceil(elapsedMs / 100));
-    expect(denied.length).toBeGreaterThan(0);
+    const seen = `statuses ${burst.map((r) => r.status).join(",")} in ${elapsedMs} ms`;
+    expect(admitted.length, seen).toBeGreaterThanOrEqual(20);
+    expect(admitted.length, seen).toBeLessThanOrEqual(20 + Math.ceil(elapsedMs / 100));
+    expect(denied.length, seen).toBeGreaterThan(0);
 
     const first = denied[0]!;
     const problem = (await first.json()) as { retry_after_ms: number; "violated-policies": string[]; plan?: string };
