@@ -90,4 +90,20 @@ describe("concurrency", () => {
     // free-daily admitted all 50 at first; the 30 refunds leave exactly 20 charged.
     expect((await storage("free-daily", key)).record).toMatchObject({ state: { count: 20 } });
   });
+
+  it("group commit loses nothing: every answered admission of a concurrent burst is stored before an object reset", async () => {
+    const key = freshKey("sk_free");
+    await seedAccount(key, "free");
+    setNow(T0);
+    const responses = await Promise.all(
+      Array.from({ length: 25 }, () => SELF.fetch(req("GET", "/v1/quotes", bearer(key)))),
+    );
+    expect(responses.filter((r) => r.status === 200)).toHaveLength(20);
+    await Promise.all(responses.map((r) => r.arrayBuffer()));
+    expect((await storage("free-global", key)).record).toMatchObject({ state: { tokensScaled: 0, lastMs: T0 } });
+    await abortAllDurableObjects();
+    const after = await SELF.fetch(req("GET", "/v1/quotes", bearer(key)));
+    expect(after.status).toBe(429);
+    expect((await bodyOf(after)).retry_after_ms).toBe(100);
+  });
 });
