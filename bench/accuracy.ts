@@ -10,6 +10,7 @@
 
 import type { AlgorithmState } from "../src/algorithms/index.ts";
 import { decide } from "../src/algorithms/index.ts";
+import { mulberry32 as prng } from "../src/cli/gen.ts";
 import { slidingCounter, slidingLog } from "../test/support/params.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
@@ -18,18 +19,6 @@ const WINDOW_MS = 60_000;
 const SPAN_MS = 20 * WINDOW_MS;
 const KEYS = QUICK ? 1_500 : 6_000;
 const T0 = 1_700_000_040_000; // not window-aligned on purpose: clients do not start on a boundary
-
-/** mulberry32: a small deterministic PRNG, so every run sees the same traffic. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Profile = "typical" | "steady" | "bursty" | "boundary-packed";
 

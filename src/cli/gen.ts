@@ -171,7 +171,7 @@ function mix(seed: number, patternIndex: number, keyIndex: number): number {
 }
 
 /** mulberry32: a small, fast, well-mixed 32-bit generator; values in [0, 1). */
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
