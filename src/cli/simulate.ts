@@ -2,8 +2,9 @@
  * `sluice simulate`: run one rule's algorithm over a trace, in process, with no wall clock, and print one JSON
  * decision per input line. The same pure core as the Worker, so its answer is the edge's answer.
  */
-import { type AlgorithmState, decide, freshAtMs } from "../algorithms/index.ts";
+import { type AlgorithmState, algorithmFor, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
+import { capacityOf } from "../rules/types.ts";
 import { parseArgs } from "./args.ts";
 import type { Io } from "./main.ts";
 import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
@@ -53,6 +54,8 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   }
 
   const traceName = tracePath ?? "<stdin>";
+  const algorithm = algorithmFor(rule);
+  const capacity = capacityOf(rule);
   const keys = new Map<string, KeyEntry>();
   const out = new BufferedWriter(io.stdout);
   const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
@@ -77,17 +80,17 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
           entry = { keyJson: JSON.stringify(key), state: null };
           keys.set(key, entry);
         }
-        const prefix = `{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},`;
-        const result = decide(rule, entry.state, cost, tMs);
-        if (!result.ok) {
-          out.append(`${prefix}"error":"${result.error}"}\n`);
+        if (cost > capacity) {
+          // Impossible at any time: an error line, and no state changes (the contract's `cost_exceeds_capacity`).
+          out.append(`{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"error":"cost_exceeds_capacity"}\n`);
           continue;
         }
-        const d = result.decision;
-        entry.state = result.state;
+        // `decide` without its wrapper: the cost is a checked integer in [1, capacity] here.
+        const { decision: d, state } = algorithm.check(rule, entry.state, cost, tMs);
+        entry.state = state;
         if (tMs > latestMs) latestMs = tMs;
         out.append(
-          `${prefix}"allowed":${d.allowed},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
+          `{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"allowed":${d.allowed ? "true" : "false"},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs === null ? "null" : d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
         );
         if (keys.size > sweepAtKeys) {
           for (const [k, e] of keys) if (e.state === null || freshAtMs(rule, e.state) <= latestMs) keys.delete(k);
