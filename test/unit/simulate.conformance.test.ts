@@ -87,15 +87,13 @@ const windowCaseArb = fc
     return { yaml: `  algorithm: ${algorithm}\n  limit: ${limit}\n  ${w.text}${extra}`, params, capacity: limit };
   });
 
-const monthCaseArb = fc
-  .integer({ min: 1, max: 30 })
-  .map(
-    (limit): Case => ({
-      yaml: `  algorithm: fixed_window\n  limit: ${limit}\n  window: month`,
-      params: fixedWindow(limit, "month"),
-      capacity: limit,
-    }),
-  );
+const monthCaseArb = fc.integer({ min: 1, max: 30 }).map(
+  (limit): Case => ({
+    yaml: `  algorithm: fixed_window\n  limit: ${limit}\n  window: month`,
+    params: fixedWindow(limit, "month"),
+    capacity: limit,
+  }),
+);
 
 /** A trace over three keys: non-decreasing time per line, costs mostly 1, some above capacity. */
 const traceArb = (capacity: number) =>
