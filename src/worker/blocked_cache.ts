@@ -9,7 +9,7 @@
  * - every algorithm: a request of cost `c' >= c` is denied until `t + R`. `R` is the smallest wait after which the
  *   same request is admitted with no traffic in between; other traffic only spends more; a larger cost never fits
  *   where a smaller one does not.
- * - leaky_queue: any cost is denied until `t + R` (admission depends on the queue's wait, not on the cost).
+ * - leaky_queue: every cost is denied until `t + R` (admission depends on the queue's wait, not on the cost).
  * - fixed_window: a cost `c' > r` is denied until the window ends, which is `t + R`.
  * - token_bucket, gcra, leaky_bucket: a cost `r < c' < c` is denied until `t + R − ceil((c − c') × T)`, T = 1/rate
  *   (cost c needs (c − c') × T more refill than c', so its retry is at most that much later).

@@ -17,10 +17,12 @@ export function setNow(ms: number): void {
 }
 
 let counter = 0;
+/** Tells this module instance's keys from another's (isolate-level caches may outlive a test file). */
+const RUN = crypto.randomUUID().slice(0, 8);
 /** A fresh API key, so tests never share limiter state. */
 export function freshKey(prefix = "sk_test"): string {
   counter += 1;
-  return `${prefix}_${counter}_${Math.random().toString(36).slice(2, 10)}`;
+  return `${prefix}_${counter}_${RUN}`;
 }
 
 /** A fresh client address in TEST-NET-3. */
