@@ -48,3 +48,38 @@ export function parseArgs(args: readonly string[], spec: FlagSpec): ParsedArgs {
   }
   return { ok: true, values, booleans, positionals };
 }
+
+/** Where a command writes: its name and help, for usage errors. */
+export interface CommandInfo {
+  readonly name: string;
+  readonly help: string;
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+}
+
+/** A usage error: the message and the command's help on standard error; exit status 2. */
+export function usageError(cmd: CommandInfo, message: string): number {
+  cmd.stderr.write(`sluice ${cmd.name}: ${message}\n\n${cmd.help}`);
+  return 2;
+}
+
+/**
+ * A command's flags, with `--help` and usage errors answered: the parsed flags, or the exit status to return now.
+ * `positionals: false` makes any positional argument a usage error.
+ */
+export function commandArgs(
+  cmd: CommandInfo,
+  args: readonly string[],
+  spec: FlagSpec & { readonly positionals: boolean },
+): Extract<ParsedArgs, { ok: true }> | number {
+  const parsed = parseArgs(args, { ...spec, booleans: [...(spec.booleans ?? []), "help"] });
+  if (!parsed.ok) return usageError(cmd, parsed.error);
+  if (parsed.booleans.has("help")) {
+    cmd.stdout.write(cmd.help);
+    return 0;
+  }
+  if (!spec.positionals && parsed.positionals.length > 0) {
+    return usageError(cmd, `unexpected argument "${parsed.positionals[0]}"`);
+  }
+  return parsed;
+}

@@ -9,7 +9,7 @@ import type { ResolvedRule } from "../rules/types.ts";
 import { compareRules, formatComparison } from "../viz/run.ts";
 import { defaultRange, renderSvg } from "../viz/svg.ts";
 import { defaultTimeStyle, parseTime, type TimeStyle } from "../viz/time.ts";
-import { parseArgs } from "./args.ts";
+import { commandArgs, usageError } from "./args.ts";
 import type { Io } from "./main.ts";
 import { parseTraceLine, readLines, type TraceLine } from "./trace.ts";
 
@@ -33,34 +33,30 @@ Exit status: 0 on success; 2 for a usage error, invalid rules, an unknown rule i
 `;
 
 export async function runCompare(args: string[], io: Io): Promise<number> {
-  const parsed = parseArgs(args, {
+  const cmd = { name: "compare", help: HELP, stdout: io.stdout, stderr: io.stderr };
+  const parsed = commandArgs(cmd, args, {
     values: ["rules", "trace", "rule", "svg", "key", "from", "to", "time", "title"],
     repeated: ["rules", "rule"],
-    booleans: ["help"],
+    positionals: false,
   });
-  if (!parsed.ok) return usageError(io, parsed.error);
-  if (parsed.booleans.has("help")) {
-    io.stdout.write(HELP);
-    return 0;
-  }
-  if (parsed.positionals.length > 0) return usageError(io, `unexpected argument "${parsed.positionals[0]}"`);
+  if (typeof parsed === "number") return parsed;
   const one = (name: string) => parsed.values.get(name)?.[0];
   const rulesPaths = parsed.values.get("rules");
-  if (rulesPaths === undefined) return usageError(io, "--rules FILE.yaml is required");
+  if (rulesPaths === undefined) return usageError(cmd, "--rules FILE.yaml is required");
   const style = one("time");
   if (style !== undefined && style !== "seconds" && style !== "clock") {
-    return usageError(io, `--time must be "seconds" or "clock", got ${JSON.stringify(style)}`);
+    return usageError(cmd, `--time must be "seconds" or "clock", got ${JSON.stringify(style)}`);
   }
   const range: { from?: number; to?: number } = {};
   for (const name of ["from", "to"] as const) {
     const text = one(name);
     if (text === undefined) continue;
     const t = parseTime(text);
-    if ("error" in t) return usageError(io, `--${name} ${t.error}`);
+    if ("error" in t) return usageError(cmd, `--${name} ${t.error}`);
     range[name] = t.ms;
   }
   if (range.from !== undefined && range.to !== undefined && range.to <= range.from) {
-    return usageError(io, "--to must be after --from");
+    return usageError(cmd, "--to must be after --from");
   }
 
   const loaded = loadRules(rulesPaths);
@@ -142,9 +138,4 @@ export function chooseRules(
     if (!out.includes(rule)) out.push(rule);
   }
   return { rules: out };
-}
-
-function usageError(io: Io, message: string): number {
-  io.stderr.write(`sluice compare: ${message}\n\n${HELP}`);
-  return 2;
 }

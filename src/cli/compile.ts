@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { loadRules } from "../rules/load.ts";
-import { parseArgs } from "./args.ts";
+import { commandArgs } from "./args.ts";
 import type { Io } from "./main.ts";
 import { summarize } from "./validate.ts";
 
@@ -17,19 +17,9 @@ Exits 1 with every problem if the rules are invalid.
 `;
 
 export async function runCompile(args: string[], io: Io): Promise<number> {
-  const parsed = parseArgs(args, { values: ["rules", "out"], repeated: ["rules"], booleans: ["help"] });
-  if (!parsed.ok) {
-    io.stderr.write(`sluice compile: ${parsed.error}\n\n${HELP}`);
-    return 2;
-  }
-  if (parsed.booleans.has("help")) {
-    io.stdout.write(HELP);
-    return 0;
-  }
-  if (parsed.positionals.length > 0) {
-    io.stderr.write(`sluice compile: unexpected argument "${parsed.positionals[0]}"\n\n${HELP}`);
-    return 2;
-  }
+  const cmd = { name: "compile", help: HELP, stdout: io.stdout, stderr: io.stderr };
+  const parsed = commandArgs(cmd, args, { values: ["rules", "out"], repeated: ["rules"], positionals: false });
+  if (typeof parsed === "number") return parsed;
   const paths = parsed.values.get("rules") ?? ["rules/"];
   const out = parsed.values.get("out")?.[0] ?? "src/generated/rules.ts";
   const loaded = loadRules(paths);

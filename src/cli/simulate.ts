@@ -5,7 +5,7 @@
 import { type AlgorithmState, algorithmFor, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
 import { capacityOf } from "../rules/types.ts";
-import { parseArgs } from "./args.ts";
+import { commandArgs, usageError } from "./args.ts";
 import type { Io } from "./main.ts";
 import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
@@ -28,17 +28,13 @@ interface KeyEntry {
 const SWEEP_AT_KEYS = 1_000_000;
 
 export async function runSimulate(args: string[], io: Io): Promise<number> {
-  const parsed = parseArgs(args, { values: ["rules", "rule", "trace"], booleans: ["help"] });
-  if (!parsed.ok) return usageError(io, parsed.error);
-  if (parsed.booleans.has("help")) {
-    io.stdout.write(HELP);
-    return 0;
-  }
-  if (parsed.positionals.length > 0) return usageError(io, `unexpected argument "${parsed.positionals[0]}"`);
+  const cmd = { name: "simulate", help: HELP, stdout: io.stdout, stderr: io.stderr };
+  const parsed = commandArgs(cmd, args, { values: ["rules", "rule", "trace"], positionals: false });
+  if (typeof parsed === "number") return parsed;
   const rulesPath = parsed.values.get("rules")?.[0];
   const ruleId = parsed.values.get("rule")?.[0];
-  if (rulesPath === undefined) return usageError(io, "--rules FILE.yaml is required");
-  if (ruleId === undefined) return usageError(io, "--rule RULE_ID is required");
+  if (rulesPath === undefined) return usageError(cmd, "--rules FILE.yaml is required");
+  if (ruleId === undefined) return usageError(cmd, "--rule RULE_ID is required");
   const tracePath = parsed.values.get("trace")?.[0];
 
   const loaded = loadRules([rulesPath]);
@@ -106,9 +102,4 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   }
   await out.flush();
   return 0;
-}
-
-function usageError(io: Io, message: string): number {
-  io.stderr.write(`sluice simulate: ${message}\n\n${HELP}`);
-  return 2;
 }

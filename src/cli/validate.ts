@@ -1,7 +1,7 @@
 /** `sluice validate [paths...]`: every problem at once (exit 1), or a one-line summary per file (exit 0). */
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { parseArgs } from "./args.ts";
+import { commandArgs } from "./args.ts";
 import type { Io } from "./main.ts";
 
 const HELP = `Usage: sluice validate [paths...]
@@ -12,15 +12,9 @@ Prints every problem, each starting with file, rule id and field, and exits 1; o
 `;
 
 export async function runValidate(args: string[], io: Io): Promise<number> {
-  const parsed = parseArgs(args, { values: [], booleans: ["help"] });
-  if (!parsed.ok) {
-    io.stderr.write(`sluice validate: ${parsed.error}\n\n${HELP}`);
-    return 2;
-  }
-  if (parsed.booleans.has("help")) {
-    io.stdout.write(HELP);
-    return 0;
-  }
+  const cmd = { name: "validate", help: HELP, stdout: io.stdout, stderr: io.stderr };
+  const parsed = commandArgs(cmd, args, { values: [], positionals: true });
+  if (typeof parsed === "number") return parsed;
   const paths = parsed.positionals.length > 0 ? parsed.positionals : ["rules/"];
   const loaded = loadRules(paths);
   if (loaded.errors.length > 0) {
