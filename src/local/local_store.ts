@@ -45,94 +45,25 @@ const COST_EXCEEDS_CAPACITY: LocalCheckResult = Object.freeze({ ok: false, error
 const HASH = new Uint32Array(2);
 
 /**
- * One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue).
- *
- * The stored number is the TAT in units of 1/rate.tokens ms relative to `baseMs`: exactly the pure core's
- * `(tatMs − base) × a + tatFrac`. The check works on that number directly, with the pure core's arithmetic written
- * in the same units (every comparison and rounding is the core's: `ceilDiv(ahead, a)` is the core's
- * `aheadMs + ceilDiv(tatFrac, a)`, and so on), so a request allocates nothing but its decision. The unit tests hold
- * it to `gcra.check` and `leakyQueue.check` decision for decision, across rebases and clock steps back.
+ * What both packed stores share: the table, and finding a key's slot by its 64-bit hash. `findSlot` leaves the hash
+ * in `HASH`, so `insertSlot` right after it (with no other store call between) inserts that same key.
  */
-class TatStore implements Store {
-  private readonly table: CompactTable;
-  private baseMs = Number.NaN;
-  private readonly rate: Rate;
-  /** rate.tokens: the stored unit is 1/a ms. */
-  private readonly a: number;
-  /** rate.perMs: one token moves the TAT by p units. */
-  private readonly p: number;
-  /** burst × T, in units of 1/a ms. */
-  private readonly limit: number;
-  /** leaky_queue's `delay` × T in units of 1/a ms; -1 for the gcra family. */
-  private readonly queueDelay: number;
-  private readonly capacity: number;
+abstract class TableStore {
+  protected readonly table: CompactTable;
 
-  constructor(params: Extract<AlgorithmParams, { rate: Rate }>, maxKeys: number) {
-    this.table = new CompactTable(1, maxKeys);
-    this.rate = params.rate;
-    this.a = params.rate.tokens;
-    this.p = params.rate.perMs;
-    this.limit = params.burst * params.rate.perMs;
-    this.queueDelay = params.algorithm === "leaky_queue" ? params.delay * params.rate.perMs : -1;
-    this.capacity = capacityOf(params);
+  constructor(fields: number, maxKeys: number) {
+    this.table = new CompactTable(fields, maxKeys);
   }
 
-  check(key: string, cost: number, nowMs: number): LocalCheckResult {
-    if (!Number.isSafeInteger(cost) || cost < 1) return INVALID_COST;
-    if (cost > this.capacity) return COST_EXCEEDS_CAPACITY;
-    const now = this.clock(nowMs);
+  /** The key's slot, marked most recently used; -1 when absent. */
+  protected findSlot(key: string): number {
     hash64Into(key, HASH);
-    const hi = HASH[0]!;
-    const lo = HASH[1]!;
-    const table = this.table;
-    const slot = table.find(hi, lo);
-    const p = this.p;
-    const limit = this.limit;
-    const nowScaled = (now - this.baseMs) * this.a;
-    // A TAT in the past (or a fresh key) means "free now": both algorithms start from max(tat, now).
-    const stored = slot >= 0 ? table.get(slot, 0) : nowScaled;
-    const start = Math.max(stored, nowScaled);
-    const next = start + cost * p;
-    if (this.queueDelay < 0) {
-      // gcra: admit iff the new TAT is at most burst × T ahead of now.
-      const ahead = next - nowScaled;
-      if (ahead <= limit) {
-        table.set(slot >= 0 ? slot : table.insert(hi, lo), 0, next);
-        return allowed(floorDiv(limit - ahead, p), ceilDiv(ahead, this.a), 0);
-      }
-      const baseAhead = start - nowScaled;
-      return denied(
-        Math.max(0, floorDiv(limit - baseAhead, p)),
-        ceilDiv(baseAhead, this.a),
-        ceilDiv(ahead - limit, this.a),
-      );
-    }
-    // leaky_queue: admit iff the wait before this request's turn is at most burst × T.
-    const wait = start - nowScaled;
-    if (wait <= limit) {
-      table.set(slot >= 0 ? slot : table.insert(hi, lo), 0, next);
-      const after = next - nowScaled;
-      return allowed(
-        Math.max(0, floorDiv(limit - after, p) + 1),
-        ceilDiv(after, this.a),
-        Math.max(0, ceilDiv(wait - this.queueDelay, this.a)),
-      );
-    }
-    return denied(0, ceilDiv(wait, this.a), ceilDiv(wait - limit, this.a));
+    return this.table.find(HASH[0]!, HASH[1]!);
   }
 
-  refund(key: string, cost: number): void {
-    hash64Into(key, HASH);
-    const slot = this.table.find(HASH[0]!, HASH[1]!);
-    if (slot < 0) return;
-    // The TAT moves back by cost × T for gcra and leaky_queue alike (and this store runs token/leaky buckets as gcra).
-    this.table.set(slot, 0, this.table.get(slot, 0) - cost * this.p);
-  }
-
-  peek(key: string): AlgorithmState | null {
-    hash64Into(key, HASH);
-    const slot = this.table.find(HASH[0]!, HASH[1]!);
-    return slot >= 0 ? this.decode(this.table.get(slot, 0)) : null;
+  /** A slot for the key last passed to `findSlot` (absent then), evicting the least recently used key if full. */
+  protected insertSlot(): number {
+    return this.table.insert(HASH[0]!, HASH[1]!);
   }
 
   delete(key: string): boolean {
@@ -148,6 +79,92 @@ class TatStore implements Store {
   }
   get evictions() {
     return this.table.evictions;
+  }
+}
+
+/**
+ * One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue).
+ *
+ * The stored number is the TAT in units of 1/rate.tokens ms relative to `baseMs`: exactly the pure core's
+ * `(tatMs − base) × a + tatFrac`. The check works on that number directly, with the pure core's arithmetic written
+ * in the same units (every comparison and rounding is the core's: `ceilDiv(ahead, a)` is the core's
+ * `aheadMs + ceilDiv(tatFrac, a)`, and so on), so a request allocates nothing but its decision. The unit tests hold
+ * it to `gcra.check` and `leakyQueue.check` decision for decision, across rebases and clock steps back.
+ */
+class TatStore extends TableStore implements Store {
+  private baseMs = Number.NaN;
+  private readonly rate: Rate;
+  /** rate.tokens: the stored unit is 1/a ms. */
+  private readonly a: number;
+  /** rate.perMs: one token moves the TAT by p units. */
+  private readonly p: number;
+  /** burst × T, in units of 1/a ms. */
+  private readonly limit: number;
+  /** leaky_queue's `delay` × T in units of 1/a ms; -1 for the gcra family. */
+  private readonly queueDelay: number;
+  private readonly capacity: number;
+
+  constructor(params: Extract<AlgorithmParams, { rate: Rate }>, maxKeys: number) {
+    super(1, maxKeys);
+    this.rate = params.rate;
+    this.a = params.rate.tokens;
+    this.p = params.rate.perMs;
+    this.limit = params.burst * params.rate.perMs;
+    this.queueDelay = params.algorithm === "leaky_queue" ? params.delay * params.rate.perMs : -1;
+    this.capacity = capacityOf(params);
+  }
+
+  check(key: string, cost: number, nowMs: number): LocalCheckResult {
+    if (!Number.isSafeInteger(cost) || cost < 1) return INVALID_COST;
+    if (cost > this.capacity) return COST_EXCEEDS_CAPACITY;
+    const now = this.clock(nowMs);
+    const table = this.table;
+    const slot = this.findSlot(key);
+    const p = this.p;
+    const limit = this.limit;
+    const nowScaled = (now - this.baseMs) * this.a;
+    // A TAT in the past (or a fresh key) means "free now": both algorithms start from max(tat, now).
+    const stored = slot >= 0 ? table.get(slot, 0) : nowScaled;
+    const start = Math.max(stored, nowScaled);
+    const next = start + cost * p;
+    if (this.queueDelay < 0) {
+      // gcra: admit iff the new TAT is at most burst × T ahead of now.
+      const ahead = next - nowScaled;
+      if (ahead <= limit) {
+        table.set(slot >= 0 ? slot : this.insertSlot(), 0, next);
+        return allowed(floorDiv(limit - ahead, p), ceilDiv(ahead, this.a), 0);
+      }
+      const baseAhead = start - nowScaled;
+      return denied(
+        Math.max(0, floorDiv(limit - baseAhead, p)),
+        ceilDiv(baseAhead, this.a),
+        ceilDiv(ahead - limit, this.a),
+      );
+    }
+    // leaky_queue: admit iff the wait before this request's turn is at most burst × T.
+    const wait = start - nowScaled;
+    if (wait <= limit) {
+      table.set(slot >= 0 ? slot : this.insertSlot(), 0, next);
+      const after = next - nowScaled;
+      return allowed(
+        Math.max(0, floorDiv(limit - after, p) + 1),
+        ceilDiv(after, this.a),
+        Math.max(0, ceilDiv(wait - this.queueDelay, this.a)),
+      );
+    }
+    return denied(0, ceilDiv(wait, this.a), ceilDiv(wait - limit, this.a));
+  }
+
+  refund(key: string, cost: number): void {
+    const slot = this.findSlot(key);
+    if (slot < 0) return;
+    // The TAT moves back by cost × T for gcra and leaky_queue alike (and this store runs token/leaky buckets as gcra).
+    this.table.set(slot, 0, this.table.get(slot, 0) - cost * this.p);
+  }
+
+  peek(key: string): AlgorithmState | null {
+    const slot = this.findSlot(key);
+    return slot >= 0 ? this.decode(this.table.get(slot, 0)) : null;
   }
 
   /** Local clocks only move forward (an isolate's clock does); rebase the stored times when `now` runs far ahead. */
@@ -187,58 +204,31 @@ function denied(remaining: number, resetAfterMs: number, retryAfterMs: number): 
 }
 
 /** Window states of a fixed number of integer fields. */
-class FieldsStore implements Store {
-  private readonly table: CompactTable;
-
+class FieldsStore extends TableStore implements Store {
   constructor(
     private readonly params: Extract<AlgorithmParams, { algorithm: "fixed_window" | "sliding_counter" }>,
     maxKeys: number,
   ) {
-    this.table = new CompactTable(params.algorithm === "fixed_window" ? 2 : 3, maxKeys);
+    super(params.algorithm === "fixed_window" ? 2 : 3, maxKeys);
   }
 
   check(key: string, cost: number, nowMs: number): LocalCheckResult {
-    hash64Into(key, HASH);
-    const hi = HASH[0]!;
-    const lo = HASH[1]!;
-    const slot = this.table.find(hi, lo);
+    const slot = this.findSlot(key);
     const before = slot >= 0 ? this.read(slot) : null;
     const out = decide(this.params, before, cost, nowMs);
-    if (out.ok && out.state !== before) this.write(slot >= 0 ? slot : this.table.insert(hi, lo), out.state);
-    return out;
+    if (!out.ok) return out;
+    if (out.state !== before) this.write(slot >= 0 ? slot : this.insertSlot(), out.state);
+    return { ok: true, decision: out.decision };
   }
 
   refund(key: string, cost: number, admittedAtMs: number): void {
-    hash64Into(key, HASH);
-    const hi = HASH[0]!;
-    const lo = HASH[1]!;
-    const slot = this.table.find(hi, lo);
+    const slot = this.findSlot(key);
     if (slot >= 0) this.write(slot, refund(this.params, this.read(slot), cost, admittedAtMs));
   }
 
   peek(key: string): AlgorithmState | null {
-    hash64Into(key, HASH);
-    const hi = HASH[0]!;
-    const lo = HASH[1]!;
-    const slot = this.table.find(hi, lo);
+    const slot = this.findSlot(key);
     return slot >= 0 ? this.read(slot) : null;
-  }
-
-  delete(key: string): boolean {
-    hash64Into(key, HASH);
-    const hi = HASH[0]!;
-    const lo = HASH[1]!;
-    return this.table.delete(hi, lo);
-  }
-
-  get size() {
-    return this.table.size;
-  }
-  get bytes() {
-    return this.table.bytes;
-  }
-  get evictions() {
-    return this.table.evictions;
   }
 
   private read(slot: number): AlgorithmState {
