@@ -21,10 +21,10 @@ export interface LeakyBucketState {
 }
 
 function leaked(params: Params, state: LeakyBucketState, nowMs: number): number {
-  const elapsedMs = nowMs - state.lastMs;
-  // Compare before multiplying, so a gap of years cannot overflow.
-  if (elapsedMs >= ceilDiv(state.levelScaled, params.rate.tokens)) return 0;
-  return state.levelScaled - elapsedMs * params.rate.tokens;
+  // elapsed × tokens may pass 2^53 after a gap of years, and is then inexact; but then it is also far above the level
+  // (at most 2^50), so the comparison is still right, and below 2^53 the product is exact.
+  const drained = (nowMs - state.lastMs) * params.rate.tokens;
+  return drained >= state.levelScaled ? 0 : state.levelScaled - drained;
 }
 
 export const leakyBucket: Algorithm<Params, LeakyBucketState> = {

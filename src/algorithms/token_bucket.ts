@@ -26,10 +26,10 @@ export function refilledScaled(params: Params, state: TokenBucketState, nowMs: n
   const full = params.burst * params.rate.perMs;
   const deficit = full - state.tokensScaled;
   if (deficit <= 0) return full;
-  const elapsedMs = nowMs - state.lastMs;
-  // Compare before multiplying: elapsed × tokens could pass 2^53 after a long idle gap; below the cap it cannot.
-  if (elapsedMs >= ceilDiv(deficit, params.rate.tokens)) return full;
-  return state.tokensScaled + elapsedMs * params.rate.tokens;
+  // elapsed × tokens may pass 2^53 after a long idle gap, and is then inexact; but then it is also far above the
+  // deficit (at most 2^50), so the comparison is still right, and below 2^53 the product is exact.
+  const refill = (nowMs - state.lastMs) * params.rate.tokens;
+  return refill >= deficit ? full : state.tokensScaled + refill;
 }
 
 export const tokenBucket: Algorithm<Params, TokenBucketState> = {

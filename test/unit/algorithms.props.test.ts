@@ -429,6 +429,21 @@ describe("extreme values stay exact", () => {
       delayMs: 0,
     });
   });
+  it("a refill or drain product past 2^53 (1000000 per ms, a century idle) still fills the bucket exactly", () => {
+    for (const make of [tokenBucket, leakyBucket]) {
+      const p = make(1_000_000, 1, 3);
+      const t0 = YEAR_2200_MS - 100 * YEAR_MS;
+      const a = check(p, null, 3, t0);
+      expect(check(p, a.state, 3, t0).decision).toMatchObject({ allowed: false, retryAfterMs: 1 });
+      expect(check(p, a.state, 3, YEAR_2200_MS).decision).toEqual({
+        allowed: true,
+        remaining: 0,
+        resetAfterMs: 1,
+        retryAfterMs: null,
+        delayMs: 0,
+      });
+    }
+  });
   it("7/3s never drifts over a million requests at the rate", () => {
     const p = gcraP(7, 3000, 7);
     let state: AlgorithmState | null = null;
