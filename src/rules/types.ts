@@ -64,7 +64,7 @@ export interface RuleCommon {
   readonly scope: Scope;
   /** What to do when the limiter itself fails: `open` (default, forward) or `closed` (503). */
   readonly onError: OnError;
-  /** How long to wait for a decision before applying `onError`, ms. Default 50. */
+  /** How long to wait for a decision before applying `onError`, ms. Default 250. */
   readonly timeoutMs: number;
   /** HTTP status for a denial. Default 429. */
   readonly status: number;

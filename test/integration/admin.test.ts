@@ -99,7 +99,7 @@ describe("endpoints", () => {
     const r = await call("GET", "/_sluice/rules");
     const body = await r.json<{ rules: Record<string, unknown>[] }>();
     expect(body.rules.map((rule) => rule.id)).toEqual(["per-key", "per-ip", "in-isolate"]);
-    expect(body.rules[0]).toMatchObject({ mode: "enforce", scope: "global", onError: "open", timeoutMs: 50 });
+    expect(body.rules[0]).toMatchObject({ mode: "enforce", scope: "global", onError: "open", timeoutMs: 250 });
   });
 
   it("GET /_sluice/state reports remaining, reset and retry without charging the key", async () => {

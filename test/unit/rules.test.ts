@@ -282,7 +282,7 @@ describe("rules/shiplane.yaml", () => {
       mode: "enforce",
       scope: "global",
       onError: "open",
-      timeoutMs: 50,
+      timeoutMs: 250,
       status: 429,
       cost: 1,
       costByRoute: [],
@@ -309,7 +309,7 @@ describe("rules/shiplane.yaml", () => {
     });
     expect(byId.get("scale-monthly")).toMatchObject({ algorithm: "fixed_window", window: { kind: "month" } });
     const queue = byId.get("carrier-sync-shaping")!;
-    expect(queue).toMatchObject({ algorithm: "leaky_queue", burst: 20, delay: 5, timeoutMs: 100 });
+    expect(queue).toMatchObject({ algorithm: "leaky_queue", burst: 20, delay: 5, onError: "closed", timeoutMs: 250 });
     expect(capacityOf(queue)).toBe(21);
     expect(byId.get("anon-per-ip")).toMatchObject({
       algorithm: "sliding_counter",
