@@ -307,7 +307,11 @@ function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleE
     case "leaky_bucket":
     case "leaky_queue": {
       const rate = resolveRate(algorithm, raw, e);
-      const burst = required(raw, e, algorithm, "burst", (v) => positiveInt(e, "burst", v));
+      // NGINX's `limit_req` without `burst=` is burst 0: one request per interval, nothing queued. The buckets have
+      // no such reading (a bucket of 0 tokens admits nothing), so only leaky_queue takes 0.
+      const burst = required(raw, e, algorithm, "burst", (v) =>
+        algorithm === "leaky_queue" ? nonNegativeInt(e, "burst", v) : positiveBurst(e, v),
+      );
       if (rate === undefined || burst === undefined) return null;
       const capacity = algorithm === "leaky_queue" ? burst + 1 : burst;
       // The algorithms keep capacity × perMs as an exact integer (tokens scaled by the reduced period).
@@ -519,6 +523,14 @@ function positiveInt(e: RuleErrors, field: string, v: Raw | undefined): number |
   }
   e.add(field, `must be a positive integer, got ${describe(v)}`);
   return undefined;
+}
+
+function positiveBurst(e: RuleErrors, v: Raw | undefined): number | undefined {
+  if (v === 0n) {
+    e.add("burst", "must be a positive integer, got 0 (burst 0, NGINX's default, is only for leaky_queue)");
+    return undefined;
+  }
+  return positiveInt(e, "burst", v);
 }
 
 function nonNegativeInt(e: RuleErrors, field: string, v: Raw | undefined): number | undefined {

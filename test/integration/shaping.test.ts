@@ -1,19 +1,19 @@
 /**
- * The NGINX limit_req table (rate=10r/s burst=20, 25 requests at once), through the gateway with leaky-queue rules,
- * with the shaping delays measured on the real clock (the limiter's clock is frozen, so the decisions are exact).
+ * The NGINX limit_req table (rate=10r/s burst=20, 25 requests at once; and burst=0, its default), through the
+ * gateway with leaky-queue rules, with the shaping delays measured on the real clock (the limiter's clock is frozen, so the decisions are exact).
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { bearer, freshKey, gatewayFetch, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
-const queue = (extra: string) =>
+const queue = (extra: string, burst = 20) =>
   rulesFrom(`
 - id: nginx
   match: { identity: api_key }
   algorithm: leaky_queue
   rate: 10/s
-  burst: 20
+  burst: ${burst}
 ${extra}
 `);
 
@@ -56,5 +56,15 @@ describe("NGINX limit_req table", () => {
       expect(r.elapsedMs).toBeLessThan(1000);
     }
     expect(results.filter((r) => r.status === 429)).toHaveLength(4);
+  });
+
+  it("burst 0 (NGINX's default `limit_req zone=one;`): #1 now, #2..#5 rejected with retry_after 100, none delayed", async () => {
+    const results = await burst(queue("", 0), 5);
+    const admitted = results.filter((r) => r.status === 200);
+    expect(admitted).toHaveLength(1);
+    expect(admitted[0]?.body.delayed_ms ?? 0).toBe(0);
+    const denied = results.filter((r) => r.status === 429);
+    expect(denied).toHaveLength(4);
+    for (const r of denied) expect(r.body.retry_after_ms).toBe(100);
   });
 });

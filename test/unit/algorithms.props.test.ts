@@ -44,7 +44,7 @@ const paramsArb: fc.Arbitrary<AlgorithmParams> = fc.oneof(
   rateParamsArb(gcraP),
   rateParamsArb(leakyBucket),
   fc
-    .tuple(rateArb, fc.integer({ min: 1, max: 40 }), fc.integer({ min: 0, max: 40 }))
+    .tuple(rateArb, fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 40 }))
     .map(([r, b, d]) => leakyQueue(r.amount, r.periodMs, b, Math.min(b, d))),
   fc.tuple(limitArb, fc.oneof(windowMsArb, fc.constant("month" as const))).map(([l, w]) => fixedWindow(l, w)),
   fc.tuple(fc.integer({ min: 1, max: 30 }), windowMsArb).map(([l, w]) => slidingLog(l, w)),

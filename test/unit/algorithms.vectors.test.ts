@@ -107,6 +107,65 @@ describe("vector 6: leaky_queue 10/s burst 20, the NGINX limit_req table", () =>
   });
 });
 
+describe("vector 6b: leaky_queue 10/s burst 0, NGINX's default `limit_req zone=one;`", () => {
+  // capacity 1: one request per 100 ms interval, nothing queued, so nothing is ever delayed
+  const rows: readonly (readonly [string, number, readonly (readonly [number])[], readonly Decision[]])[] = [
+    [
+      "3 at once: #1 now, #2 and #3 denied with retry_after 100",
+      0,
+      times(0, 3),
+      [
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+        { allowed: false, remaining: 0, resetAfterMs: 100, retryAfterMs: 100, delayMs: 0 },
+        { allowed: false, remaining: 0, resetAfterMs: 100, retryAfterMs: 100, delayMs: 0 },
+      ],
+    ],
+    [
+      "one every 50 ms: every other one passes, 1 ms early fails",
+      0,
+      [[0], [50], [99], [100], [150], [200]],
+      [
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+        { allowed: false, remaining: 0, resetAfterMs: 50, retryAfterMs: 50, delayMs: 0 },
+        { allowed: false, remaining: 0, resetAfterMs: 1, retryAfterMs: 1, delayMs: 0 },
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+        { allowed: false, remaining: 0, resetAfterMs: 50, retryAfterMs: 50, delayMs: 0 },
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+      ],
+    ],
+    [
+      "nodelay changes nothing (delay = burst = 0)",
+      0,
+      times(0, 2),
+      [
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+        { allowed: false, remaining: 0, resetAfterMs: 100, retryAfterMs: 100, delayMs: 0 },
+      ],
+    ],
+    [
+      "after an idle interval the key is fresh again: remaining 1 before, 0 after",
+      0,
+      [[0], [1000]],
+      [
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+        { allowed: true, remaining: 0, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 },
+      ],
+    ],
+  ];
+  it.each(rows)("%s", (_name, delay, requests, expected) => {
+    expect(run(leakyQueue(10, 1000, 0, delay), requests)).toEqual(expected);
+  });
+  it("capacity 1: cost 1 on a fresh key is admitted, cost 2 is an error", () => {
+    expect(decide(leakyQueue(10, 1000, 0), null, 1, 0).ok).toBe(true);
+    expect(decide(leakyQueue(10, 1000, 0), null, 2, 0)).toEqual({ ok: false, error: "cost_exceeds_capacity" });
+  });
+  it("7/3s burst 0: the interval is 3000/7 ms after each admission, kept exact (0, 429, 858, 1287)", () => {
+    const ds = run(leakyQueue(7, 3000, 0), [[0], [428], [429], [857], [858], [1286], [1287]]);
+    expect(ds.map((d) => d.allowed)).toEqual([true, false, true, false, true, false, true]);
+    expect(ds[1]?.retryAfterMs).toBe(1);
+  });
+});
+
 describe("fixed_window calendar months", () => {
   const month = fixedWindow(3, "month");
   it("resets at 00:00 UTC on the 1st, and retry_after points there", () => {

@@ -19,6 +19,8 @@ const CASES: AlgorithmParams[] = [
   leakyQueueP(7, 3000, 4, 2),
   leakyQueueP(10, 1000, 20, 20),
   leakyQueueP(1_000_000, 1000, 999, 0),
+  leakyQueueP(10, 1000, 0), // NGINX's default: burst 0, capacity 1
+  leakyQueueP(7, 3000, 0),
 ];
 
 function rateOf(params: AlgorithmParams): Rate {

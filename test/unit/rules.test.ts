@@ -67,6 +67,17 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     ],
   },
   {
+    fixture: "burst-zero.yaml",
+    valid: 2,
+    errors: [
+      `${DIR}/burst-zero.yaml: bucket-zero.burst: must be a positive integer, got 0 (burst 0, NGINX's default, is only for leaky_queue)`,
+      `${DIR}/burst-zero.yaml: gcra-zero.burst: must be a positive integer, got 0 (burst 0, NGINX's default, is only for leaky_queue)`,
+      `${DIR}/burst-zero.yaml: meter-zero.burst: must be a positive integer, got 0 (burst 0, NGINX's default, is only for leaky_queue)`,
+      `${DIR}/burst-zero.yaml: queue-delay.delay: must be at most burst (0), got 1`,
+      `${DIR}/burst-zero.yaml: queue-negative.burst: must be an integer >= 0, got -1`,
+    ],
+  },
+  {
     fixture: "cost-exceeds-capacity.yaml",
     valid: 0,
     errors: [

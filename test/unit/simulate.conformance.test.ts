@@ -48,11 +48,13 @@ const rateCaseArb = fc
         .tuple(fc.integer({ min: 1, max: 1000 }), durationArb)
         .map(([n, d]) => ({ text: `rate: "${n}/${d.text}"`, amount: n, periodMs: d.ms })),
     ),
-    fc.integer({ min: 1, max: 30 }),
+    // 0 is NGINX's default burst, valid for leaky_queue only: the buckets draw 1 instead
+    fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 5, arbitrary: fc.integer({ min: 1, max: 30 }) }),
     fc.oneof(fc.constant(""), fc.constant("nodelay"), fc.integer({ min: 0, max: 30 }).map(String)),
   )
-  .map(([algorithm, r, burst, delayText]): Case => {
+  .map(([algorithm, r, drawnBurst, delayText]): Case => {
     const isQueue = algorithm === "leaky_queue";
+    const burst = isQueue ? drawnBurst : Math.max(1, drawnBurst);
     const delay =
       !isQueue || delayText === "" ? 0 : delayText === "nodelay" ? burst : Math.min(burst, Number(delayText));
     const extra =
