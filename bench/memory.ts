@@ -24,7 +24,7 @@ const KINDS = {
 } as const;
 type Kind = keyof typeof KINDS;
 
-/** The seed's estimates (8 B per number + ~100 B of Map overhead per key). */
+/** A back-of-the-envelope estimate per key for a Map: 8 B per number + ~100 B of Map overhead. */
 const SEED_ESTIMATES = { tokenBucket: 116, slidingCounter: 124 };
 
 function gc(): void {

@@ -77,7 +77,7 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
           keys.set(key, entry);
         }
         if (cost > capacity) {
-          // Impossible at any time: an error line, and no state changes (the contract's `cost_exceeds_capacity`).
+          // Impossible at any time: an error line, no state change (docs/rules.md "Costs": `cost_exceeds_capacity`).
           out.append(`{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"error":"cost_exceeds_capacity"}\n`);
           continue;
         }

@@ -2,7 +2,7 @@
  * How raw keys (API keys, addresses, user ids) appear in object names, logs and metrics: SHA-256 hex, or, when the
  * `KEY_HASH_SECRET` secret is set, HMAC-SHA256 hex under it. A plain SHA-256 of an IPv4 address is reversed by
  * hashing all 2^32 addresses; an HMAC under a secret is not. The account lookup in KV stays keyed by the plain SHA-256
- * of the API key (the seed script and the account system write it without knowing the secret).
+ * of the API key (scripts/seed-accounts.mjs and the account system write it without knowing the secret).
  */
 const encoder = new TextEncoder();
 

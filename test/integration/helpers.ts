@@ -31,7 +31,7 @@ export function freshIp(): string {
   return `203.0.113.${counter % 250}`;
 }
 
-/** Store an account record the way the seed script does: under the SHA-256 hex of the key. */
+/** Store an account record the way scripts/seed-accounts.mjs does: under the SHA-256 hex of the key. */
 export async function seedAccount(key: string, plan: string): Promise<void> {
   await env.ACCOUNTS.put(await sha256Hex(key), JSON.stringify({ plan }));
 }

@@ -1,6 +1,7 @@
 /**
- * A literal transcription of the spec (shared/spec/algorithms.md) in unbounded rationals (BigInt), with no care for
- * speed or state size: the oracle the fast integer core is compared with, decision for decision.
+ * A literal transcription of the algorithms' exact semantics (docs/rules.md "Algorithms" and "Decisions", and the
+ * header of each src/algorithms file) in unbounded rationals (BigInt), with no care for speed or state size: the
+ * oracle the fast integer core is compared with, decision for decision.
  * `retry_after_ms` of sliding_counter is found by search from its definition, not by the closed form.
  */
 import type { AlgorithmParams } from "../../src/rules/types.ts";

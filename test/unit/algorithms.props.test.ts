@@ -1,7 +1,8 @@
 /**
- * Properties of the exact core (fast-check): it agrees with a literal rational transcription of the spec on random
- * traces, including extreme rates, idle gaps of years and clocks up to year 2200; and the decision fields meet their
- * definitions (retrying at retry_after succeeds and 1 ms earlier fails, remaining, reset_after).
+ * Properties of the exact core (fast-check): it agrees with a literal rational transcription of the semantics
+ * (test/support/reference.ts) on random traces, including extreme rates, idle gaps of years and clocks up to year
+ * 2200; and the decision fields meet their definitions (retrying at retry_after succeeds and 1 ms earlier fails,
+ * remaining, reset_after).
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -92,7 +93,7 @@ function check(params: AlgorithmParams, state: AlgorithmState | null, cost: numb
   return r;
 }
 
-describe("the core equals the spec's rational transcription", () => {
+describe("the core equals the rational transcription of the semantics", () => {
   it("every field of every decision, on random traces for all seven algorithms", () => {
     fc.assert(
       fc.property(

@@ -1,4 +1,4 @@
-/** The spec's worked vectors, as named tables with an explicit `now`. */
+/** The worked examples (docs/rules.md "Decisions", README, docs/examples/) as named tables with an explicit `now`. */
 import { describe, expect, it } from "vitest";
 import { type AlgorithmState, type Decision, decide } from "../../src/algorithms/index.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
@@ -32,7 +32,7 @@ describe("vector 1: token_bucket 10/s burst 20, the Free-plan burst", () => {
     for (const d of ds.slice(20, 25))
       expect(d).toEqual({ allowed: false, remaining: 0, resetAfterMs: 2000, retryAfterMs: 100, delayMs: 0 });
   });
-  it("first decision matches the simulator contract's example line", () => {
+  it("first decision matches the simulator's example line in the README", () => {
     expect(ds[0]).toEqual({ allowed: true, remaining: 19, resetAfterMs: 100, retryAfterMs: null, delayMs: 0 });
   });
   it("8 at t=500: 5 allowed, 3 denied", () => {

@@ -11,7 +11,7 @@ const sim = (trace: string, ...extra: string[]) =>
 const lines = (s: string) => s.trimEnd().split("\n");
 
 describe("sluice simulate", () => {
-  it("prints one JSON object per input line, in input order, in the contract's field order", async () => {
+  it("prints one JSON object per input line, in input order, in the field order the README shows", async () => {
     const r = await sim("t_ms,key,cost\n0,a,1\n0,b\n0,a,19\n0,a\n");
     expect(r.code).toBe(0);
     expect(r.stderr).toBe("");

@@ -1,4 +1,4 @@
-/** `sluice compare`: the stats on the design's two figures, the table, the SVG, and the command's errors. */
+/** `sluice compare`: the stats on the two figures of docs/examples/, the table, the SVG, and the command's errors. */
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,7 +34,7 @@ const freeBurst = () =>
 const boundary = () =>
   compareRules(rulesOf("docs/examples/boundary.yaml"), trace("--constant", "10/s,12:00:50,12:01:10"));
 
-describe("the design's figures, computed by the core", () => {
+describe("the figures of docs/examples/, computed by the core", () => {
   it("Free-plan burst: the token bucket admits 20 + 5 + 1 = 26 of 34", () => {
     const c = freeBurst();
     const lane = c.lanes[0]!;

@@ -285,7 +285,7 @@ describe("rules/shiplane.yaml", () => {
     }
   });
 
-  it("resolves the seed's free-global rule with every default filled in", () => {
+  it("resolves Shiplane's free-global rule with every default filled in", () => {
     expect(byId.get("free-global")).toEqual({
       id: "free-global",
       file: "rules/shiplane.yaml",

@@ -1,7 +1,8 @@
 /**
  * End to end through the simulator: random rules written as YAML (every algorithm, every spelling of rate and
  * window), random traces as CSV, `sluice simulate` in process, and every output line compared with the rational
- * transcription of the spec, whose parameters are derived here from the YAML values, independently of the resolver.
+ * transcription of the semantics (test/support/reference.ts), whose parameters are derived here from the YAML values,
+ * independently of the resolver.
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
