@@ -1,11 +1,22 @@
-/** A tiny strict flag parser: `--name value`, `--flag`, repeated flags collect; unknown flags are errors. */
+/**
+ * Flags for every command, parsed by Node's `util.parseArgs` (strict: unknown flags are errors), with `--help`,
+ * usage errors and the exit-code convention answered in one place.
+ */
+import { parseArgs as nodeParseArgs } from "node:util";
+
 export interface FlagSpec {
   /** Flags that take a value. */
   readonly values: readonly string[];
-  /** Flags that may be given more than once (their values collect into a list). */
+  /** Flags that may be given more than once (their values collect into a list, in order). */
   readonly repeated?: readonly string[];
   /** Flags without a value. */
   readonly booleans?: readonly string[];
+}
+
+/** One flag as given, in command-line order (for commands where the order of different flags matters). */
+export interface FlagToken {
+  readonly name: string;
+  readonly value: string | undefined;
 }
 
 export type ParsedArgs =
@@ -14,39 +25,62 @@ export type ParsedArgs =
       readonly values: Map<string, string[]>;
       readonly booleans: Set<string>;
       readonly positionals: string[];
+      /** Every flag in the order given. */
+      readonly flags: readonly FlagToken[];
     }
   | { readonly ok: false; readonly error: string };
 
+/**
+ * The exit-code convention every command follows (`sluice simulate` has one documented exception, required by the
+ * simulator contract in docs/rules.md). Printed at the end of each command's `--help`.
+ */
+export const EXIT_CODES = `Exit status: 0 success; 1 invalid rules or invalid input (a malformed trace line, a file that cannot be
+read or written); 2 a usage error (an unknown or missing flag, a bad flag value, an unknown rule id).
+`;
+
+/** `args` against `spec`: values by flag, booleans, positionals and the flags in order, or the first error. */
 export function parseArgs(args: readonly string[], spec: FlagSpec): ParsedArgs {
+  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = {};
+  for (const name of spec.values) options[name] = { type: "string", multiple: true };
+  for (const name of spec.booleans ?? []) options[name] = { type: "boolean" };
+  if (options.help !== undefined) options.help = { type: "boolean", short: "h" };
+  let parsed: ReturnType<typeof nodeParseArgs>;
+  try {
+    parsed = nodeParseArgs({ args: [...args], options, strict: true, allowPositionals: true, tokens: true });
+  } catch (err) {
+    return { ok: false, error: parseError(err as Error & { code?: string }) };
+  }
   const values = new Map<string, string[]>();
   const booleans = new Set<string>();
-  const positionals: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    if (!arg.startsWith("--") || arg === "--") {
-      positionals.push(arg);
+  const flags: FlagToken[] = [];
+  for (const token of parsed.tokens ?? []) {
+    if (token.kind !== "option") continue;
+    flags.push({ name: token.name, value: token.value });
+    if (token.value === undefined) {
+      booleans.add(token.name);
       continue;
     }
-    const eq = arg.indexOf("=");
-    const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
-    if (spec.booleans?.includes(name) === true) {
-      if (eq >= 0) return { ok: false, error: `--${name} takes no value` };
-      booleans.add(name);
-      continue;
+    const list = values.get(token.name) ?? [];
+    if (list.length > 0 && spec.repeated?.includes(token.name) !== true) {
+      return { ok: false, error: `--${token.name} given more than once` };
     }
-    if (!spec.values.includes(name)) return { ok: false, error: `unknown option --${name}` };
-    const value = eq >= 0 ? arg.slice(eq + 1) : args[++i];
-    if (value === undefined || (eq < 0 && value.startsWith("--"))) {
-      return { ok: false, error: `--${name} needs a value` };
-    }
-    const list = values.get(name) ?? [];
-    if (list.length > 0 && spec.repeated?.includes(name) !== true) {
-      return { ok: false, error: `--${name} given more than once` };
-    }
-    list.push(value);
-    values.set(name, list);
+    list.push(token.value);
+    values.set(token.name, list);
   }
-  return { ok: true, values, booleans, positionals };
+  return { ok: true, values, booleans, positionals: parsed.positionals, flags };
+}
+
+/** `util.parseArgs`' messages, shortened to ours (`unknown option --x`, `--x needs a value`). */
+function parseError(err: Error & { code?: string }): string {
+  const flag = /'(?:-\w, )?(-[^' ]+)/.exec(err.message)?.[1] ?? "";
+  switch (err.code) {
+    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
+      return `unknown option ${flag}`;
+    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
+      return err.message.includes("does not take an argument") ? `${flag} takes no value` : `${flag} needs a value`;
+    default:
+      return err.message;
+  }
 }
 
 /** Where a command writes: its name and help, for usage errors. */
@@ -63,9 +97,15 @@ export function usageError(cmd: CommandInfo, message: string): number {
   return 2;
 }
 
+/** Invalid rules or input: the messages on standard error; exit status 1 (see `EXIT_CODES`). */
+export function inputError(cmd: Pick<CommandInfo, "stderr">, messages: readonly string[], code = 1): number {
+  cmd.stderr.write(`${messages.join("\n")}\n`);
+  return code;
+}
+
 /**
- * A command's flags, with `--help` and usage errors answered: the parsed flags, or the exit status to return now.
- * `positionals: false` makes any positional argument a usage error.
+ * A command's flags, with `--help` (or `-h`) and usage errors answered: the parsed flags, or the exit status to
+ * return now. `positionals: false` makes any positional argument a usage error.
  */
 export function commandArgs(
   cmd: CommandInfo,
@@ -82,4 +122,10 @@ export function commandArgs(
     return usageError(cmd, `unexpected argument "${parsed.positionals[0]}"`);
   }
   return parsed;
+}
+
+/** The rule paths a command reads: every `--rules PATH`, then any positional paths; `rules/` when none. */
+export function rulePaths(parsed: Extract<ParsedArgs, { ok: true }>, positionals = false): string[] {
+  const paths = [...(parsed.values.get("rules") ?? []), ...(positionals ? parsed.positionals : [])];
+  return paths.length > 0 ? paths : ["rules/"];
 }

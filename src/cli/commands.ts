@@ -1,9 +1,30 @@
-/** Commands beyond the core three (simulate, validate, compile). */
+/**
+ * The command table: every `sluice` command, in the order `sluice --help` lists them. Adding a command is one
+ * import and one entry here; the command's module imports only `io.ts` and `args.ts` from this folder's plumbing.
+ */
 import { runCompare } from "./compare.ts";
+import { runCompile } from "./compile.ts";
 import { runGen } from "./gen.ts";
-import type { Io } from "./main.ts";
+import type { Command } from "./io.ts";
+import { runSimulate } from "./simulate.ts";
+import { runValidate } from "./validate.ts";
 
-export const EXTRA_COMMANDS: Record<string, (args: string[], io: Io) => Promise<number>> = {
-  compare: runCompare,
-  gen: runGen,
-};
+export const COMMANDS: readonly Command[] = [
+  { name: "validate", summary: "check rule files and print a summary (default: rules/)", run: runValidate },
+  {
+    name: "compile",
+    summary: "validate the rules and write the resolved rules the Worker is built with",
+    run: runCompile,
+  },
+  {
+    name: "simulate",
+    summary: "run one rule over a trace (CSV t_ms,key,cost) and print one JSON decision per line",
+    run: runSimulate,
+  },
+  {
+    name: "compare",
+    summary: "run several rules over one trace and print a table (and an SVG with --svg)",
+    run: runCompare,
+  },
+  { name: "gen", summary: "write a synthetic trace", run: runGen },
+];

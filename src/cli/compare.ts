@@ -8,29 +8,31 @@ import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { compareRules, formatComparison } from "../viz/run.ts";
 import { defaultRange, renderSvg } from "../viz/svg.ts";
-import { defaultTimeStyle, parseTime, type TimeStyle } from "../viz/time.ts";
-import { commandArgs, usageError } from "./args.ts";
-import type { Io } from "./main.ts";
+import { defaultTimeStyle, type TimeStyle } from "../viz/time.ts";
+import { commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
+import type { Io } from "./io.ts";
+import { parseTime } from "./time_flag.ts";
 import { parseTraceLine, readLines, type TraceLine } from "./trace.ts";
 
-const HELP = `Usage: sluice compare --rules FILE.yaml [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
+const HELP = `Usage: sluice compare [--rules PATH]... [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
                       [--key KEY] [--from TIME] [--to TIME] [--time seconds|clock] [--title TEXT]
 
 Runs each rule (default: every rule in the file(s), in file order) alone over the same trace, CSV "t_ms,key,cost"
 as for "sluice simulate" (from --trace, or standard input), and prints one row per rule: requests admitted, denied
 and delayed, the most admitted in any span of the rule's length (its window; for rate algorithms, the rate's
 period), and the first denial.
-  --rules PATH     a rule file or directory (repeatable)
+  --rules PATH     a rule file or directory (repeatable; default rules/)
   --rule ID        only these rules, in this order (repeatable)
   --svg OUT.svg    also draw a figure: one lane per rule, each request marked allowed, delayed or denied,
                    the state (tokens, count or estimate) of one key underneath, window boundaries, time axis
   --key KEY        the key whose state is drawn (default: the busiest key)
-  --from, --to     the time range drawn (default: the whole trace, with a margin); integer ms, "2.5s" or "12:00:40"
+  --from, --to     the time range drawn (default: the whole trace, with a margin): integer ms ("2500"), a
+                   duration as in rule files ("2500ms", "3s", "min") or a UTC clock time ("12:00:40")
   --time STYLE     print times as seconds ("2.5 s") or UTC clock times ("12:01:00"); default: clock time when the
                    trace starts at or after 1 h, else seconds
   --title TEXT     the figure's title (default: "sluice compare: <trace file name>")
-Exit status: 0 on success; 2 for a usage error, invalid rules, an unknown rule id or a malformed trace line.
-`;
+--key naming a key that is not in the trace is a usage error, like an unknown --rule id.
+${EXIT_CODES}`;
 
 export async function runCompare(args: string[], io: Io): Promise<number> {
   const cmd = { name: "compare", help: HELP, stdout: io.stdout, stderr: io.stderr };
@@ -41,8 +43,7 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
   });
   if (typeof parsed === "number") return parsed;
   const one = (name: string) => parsed.values.get(name)?.[0];
-  const rulesPaths = parsed.values.get("rules");
-  if (rulesPaths === undefined) return usageError(cmd, "--rules FILE.yaml is required");
+  const rulesPaths = rulePaths(parsed);
   const style = one("time");
   if (style !== undefined && style !== "seconds" && style !== "clock") {
     return usageError(cmd, `--time must be "seconds" or "clock", got ${JSON.stringify(style)}`);
@@ -60,10 +61,7 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
   }
 
   const loaded = loadRules(rulesPaths);
-  if (loaded.errors.length > 0) {
-    io.stderr.write(`${loaded.errors.join("\n")}\n`);
-    return 2;
-  }
+  if (loaded.errors.length > 0) return inputError(io, loaded.errors);
   const chosen = chooseRules(loaded.rules, parsed.values.get("rule") ?? []);
   if ("error" in chosen) {
     io.stderr.write(`${rulesPaths.join(", ")}: ${chosen.error}\n`);
@@ -80,14 +78,12 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
       const line = parseTraceLine(raw, lineNo === 1);
       if (line === null) continue;
       if ("error" in line) {
-        io.stderr.write(`${traceName}:${lineNo}: ${line.error}\n`);
-        return 2;
+        return inputError(io, [`${traceName}:${lineNo}: ${line.error}`]);
       }
       trace.push(line);
     }
   } catch (err) {
-    io.stderr.write(`${traceName}: cannot read trace: ${(err as Error).message}\n`);
-    return 2;
+    return inputError(io, [`${traceName}: cannot read trace: ${(err as Error).message}`]);
   }
 
   const key = one("key");

@@ -3,12 +3,12 @@
  * a constant rate over a span, bursts at given times, seeded Poisson arrivals, for one key or many.
  * `generateTrace` is pure (patterns in, lines out) and deterministic: the same arguments give the same bytes.
  */
-import { writeFileSync } from "node:fs";
+import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import { parseRate } from "../rules/duration.ts";
 import type { Rate } from "../rules/types.ts";
-import { parseTime } from "../viz/time.ts";
-import { parseArgs } from "./args.ts";
-import type { Io } from "./main.ts";
+import { commandArgs, EXIT_CODES, type ParsedArgs, parseArgs, usageError } from "./args.ts";
+import type { Io } from "./io.ts";
+import { parseTime } from "./time_flag.ts";
 import { BufferedWriter, type TraceLine } from "./trace.ts";
 
 const HELP = `Usage: sluice gen PATTERN... [--key NAME] [--keys N] [--seed N] [--max-lines N] [--out FILE.csv]
@@ -20,17 +20,17 @@ Patterns (each may be repeated; every pattern runs for every key unless it names
   --burst COUNT@AT           COUNT requests at the same instant AT
   --poisson RATE,FROM,TO     Poisson arrivals with mean RATE (exponential gaps, from --seed), FROM to TO
   Each pattern may end with ",cost=N" (default 1) and ",key=NAME" (only that key).
-RATE is as in rule files: 10/s, 100/min, 7/3s. Times (AT, FROM, TO) are integer ms ("2500"), a number and a unit
-("2.5s", "500ms", "1min"), or a UTC clock time ("12:00:50", "12:00:50.250") on 1970-01-01.
+RATE is as in rule files: 10/s, 100/min, 7/3s. Times (AT, FROM, TO) are integer ms ("2500"), a duration as in
+rule files ("500ms", "3s", "min", "10min"), or a UTC clock time ("12:00:50", "12:00:50.250") on 1970-01-01.
 Keys: --key NAME (default "a"); with --keys N, the keys NAME-1 ... NAME-N.
 --seed N (default 1) makes Poisson arrivals reproducible: same seed, same trace.
---max-lines N (default 5000000) refuses to write a larger trace.
+--max-lines N (default 5000000) refuses to write a larger trace (it streams: 10 million lines take seconds).
 
 Examples:
-  sluice gen --burst 25@0 --burst 8@0.5s --burst 1@2.5s
+  sluice gen --burst 25@0 --burst 8@500ms --burst 1@2500ms
   sluice gen --constant 10/s,12:00:50,12:01:10 --out boundary.csv
   sluice gen --poisson 5/s,0,1min --keys 100 --key merchant --seed 7
-`;
+${EXIT_CODES}`;
 
 export type PatternKind = "constant" | "burst" | "poisson";
 
@@ -121,40 +121,105 @@ export function expectedLines(spec: GenSpec): number {
   return total;
 }
 
+/** One pattern for one key: its arrival times, in order, one at a time (`tMs` is Infinity when it is done). */
+interface Stream {
+  tMs: number;
+  /** Pattern-major, key-minor: breaks ties between equal times. */
+  readonly order: number;
+  readonly key: string;
+  readonly cost: number;
+  /** `,key,cost\n`, formatted once. */
+  readonly tail: string;
+  advance(): void;
+}
+
+function streamOf(
+  spec: GenSpec,
+  p: Pattern,
+  patternIndex: number,
+  key: string,
+  keyIndex: number,
+  order: number,
+): Stream {
+  const s = { tMs: p.fromMs, order, key, cost: p.cost, tail: `,${key},${p.cost}\n`, advance: () => {} };
+  if (p.kind === "burst") {
+    let left = p.count;
+    s.advance = () => {
+      s.tMs = left-- > 0 ? p.fromMs : Number.POSITIVE_INFINITY;
+    };
+  } else if (p.kind === "constant") {
+    const { amount, periodMs } = p.rate!;
+    let i = 0;
+    s.advance = () => {
+      const t = p.fromMs + Math.floor((i++ * periodMs) / amount);
+      s.tMs = t < p.toMs ? t : Number.POSITIVE_INFINITY;
+    };
+  } else {
+    const random = mulberry32(mix(spec.seed, patternIndex, keyIndex));
+    const meanGapMs = p.rate!.periodMs / p.rate!.amount;
+    let t = p.fromMs;
+    s.advance = () => {
+      // 1 - U is in (0, 1], so the logarithm is finite.
+      t += -Math.log(1 - random()) * meanGapMs;
+      const ms = Math.floor(t);
+      s.tMs = ms < p.toMs ? ms : Number.POSITIVE_INFINITY;
+    };
+  }
+  s.advance();
+  return s;
+}
+
+const before = (a: Stream, b: Stream) => a.tMs < b.tMs || (a.tMs === b.tMs && a.order < b.order);
+
 /**
- * The trace `spec` describes, sorted by time; requests at the same ms keep the order of the patterns, then of the
- * keys. Pure and deterministic (Poisson arrivals come from a seeded generator: one stream per pattern and key).
+ * The trace `spec` describes, sorted by time, one line at a time: a k-way merge of one stream per pattern and key
+ * (a binary heap), so memory is one small record per stream whatever the trace's length. Requests at the same ms
+ * keep the order of the patterns, then of the keys. Deterministic: Poisson arrivals come from a seeded generator,
+ * one per pattern and key. Yields the stream whose arrival is next (read `tMs`, `key`, `cost`, `tail` at once).
  */
-export function generateTrace(spec: GenSpec): TraceLine[] {
-  const lines: TraceLine[] = [];
+export function* traceStreams(spec: GenSpec): Generator<Readonly<Stream>> {
+  const heap: Stream[] = [];
+  let order = 0;
   spec.patterns.forEach((p, patternIndex) => {
     const keys = p.key === null ? spec.keys : [p.key];
     keys.forEach((key, keyIndex) => {
-      const push = (tMs: number) => lines.push({ tMs, key, cost: p.cost });
-      if (p.kind === "burst") {
-        for (let i = 0; i < p.count; i++) push(p.fromMs);
-      } else if (p.kind === "constant") {
-        const { amount, periodMs } = p.rate!;
-        for (let i = 0; ; i++) {
-          const t = p.fromMs + Math.floor((i * periodMs) / amount);
-          if (t >= p.toMs) break;
-          push(t);
-        }
-      } else {
-        const random = mulberry32(mix(spec.seed, patternIndex, keyIndex));
-        const meanGapMs = p.rate!.periodMs / p.rate!.amount;
-        for (let t = p.fromMs; ; ) {
-          // 1 - U is in (0, 1], so the logarithm is finite.
-          t += -Math.log(1 - random()) * meanGapMs;
-          const ms = Math.floor(t);
-          if (ms >= p.toMs) break;
-          push(ms);
-        }
-      }
+      const s = streamOf(spec, p, patternIndex, key, keyIndex, order++);
+      if (s.tMs !== Number.POSITIVE_INFINITY) heap.push(s);
     });
   });
-  // Array.prototype.sort is stable, so equal times keep pattern-then-key order.
-  return lines.sort((a, b) => a.tMs - b.tMs);
+  for (let i = (heap.length >> 1) - 1; i >= 0; i--) siftDown(heap, i);
+  while (heap.length > 0) {
+    const top = heap[0]!;
+    yield top;
+    top.advance();
+    if (top.tMs === Number.POSITIVE_INFINITY) {
+      const last = heap.pop()!;
+      if (heap.length === 0) break;
+      heap[0] = last;
+    }
+    siftDown(heap, 0);
+  }
+}
+
+function siftDown(heap: Stream[], from: number): void {
+  let i = from;
+  const item = heap[i]!;
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= heap.length) break;
+    if (child + 1 < heap.length && before(heap[child + 1]!, heap[child]!)) child++;
+    if (!before(heap[child]!, item)) break;
+    heap[i] = heap[child]!;
+    i = child;
+  }
+  heap[i] = item;
+}
+
+/** The whole trace as a list (tests and small traces; the command streams it with `traceStreams`). */
+export function generateTrace(spec: GenSpec): TraceLine[] {
+  const lines: TraceLine[] = [];
+  for (const s of traceStreams(spec)) lines.push({ tMs: s.tMs, key: s.key, cost: s.cost });
+  return lines;
 }
 
 /** The trace as CSV text, header first. */
@@ -182,29 +247,28 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
-/** The command-line arguments as a `GenSpec`, or a usage error. */
+const FLAGS = {
+  values: ["constant", "burst", "poisson", "key", "keys", "seed", "max-lines", "out"],
+  repeated: ["constant", "burst", "poisson"],
+  positionals: false,
+} as const;
+
+/** The command-line arguments as a `GenSpec`, or what is wrong with them (for tests; `runGen` answers `--help`). */
 export function parseGenArgs(args: string[]): { spec: GenSpec; out: string | null } | { error: string } | "help" {
-  const parsed = parseArgs(args, {
-    values: ["constant", "burst", "poisson", "key", "keys", "seed", "max-lines", "out"],
-    repeated: ["constant", "burst", "poisson"],
-    booleans: ["help"],
-  });
+  const parsed = parseArgs(args, { ...FLAGS, booleans: ["help"] });
   if (!parsed.ok) return { error: parsed.error };
   if (parsed.booleans.has("help")) return "help";
   if (parsed.positionals.length > 0) return { error: `unexpected argument "${parsed.positionals[0]}"` };
+  return specOf(parsed);
+}
+
+function specOf(parsed: Extract<ParsedArgs, { ok: true }>): { spec: GenSpec; out: string | null } | { error: string } {
   const patterns: Pattern[] = [];
   // Patterns keep the order they were given in, across kinds: that order breaks ties between equal times.
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    const m = /^--(constant|burst|poisson)(?:=(.*))?$/.exec(arg);
-    if (m === null) {
-      if (/^--(key|keys|seed|max-lines|out)$/.test(arg)) i++;
-      continue;
-    }
-    const kind = m[1] as PatternKind;
-    const text = m[2] ?? args[++i]!;
-    const p = parsePattern(kind, text);
-    if ("error" in p) return { error: `--${kind} ${text}: ${p.error}` };
+  for (const { name, value } of parsed.flags) {
+    if (name !== "constant" && name !== "burst" && name !== "poisson") continue;
+    const p = parsePattern(name, value!);
+    if ("error" in p) return { error: `--${name} ${value}: ${p.error}` };
     patterns.push(p);
   }
   if (patterns.length === 0) return { error: "give at least one pattern: --constant, --burst or --poisson" };
@@ -230,34 +294,52 @@ function positiveInteger(text: string): number | null {
 }
 
 export async function runGen(args: string[], io: Io): Promise<number> {
-  const parsed = parseGenArgs(args);
-  if (parsed === "help") {
-    io.stdout.write(HELP);
-    return 0;
-  }
-  if ("error" in parsed) {
-    io.stderr.write(`sluice gen: ${parsed.error}\n\n${HELP}`);
-    return 2;
-  }
-  const { spec, out } = parsed;
+  const cmd = { name: "gen", help: HELP, stdout: io.stdout, stderr: io.stderr };
+  const parsed = commandArgs(cmd, args, FLAGS);
+  if (typeof parsed === "number") return parsed;
+  const made = specOf(parsed);
+  if ("error" in made) return usageError(cmd, made.error);
+  const { spec, out } = made;
   const expected = expectedLines(spec);
   if (expected > spec.maxLines) {
-    io.stderr.write(`sluice gen: the patterns make about ${expected} lines, over --max-lines ${spec.maxLines}\n`);
-    return 2;
+    return usageError(cmd, `the patterns make about ${expected} lines, over --max-lines ${spec.maxLines}`);
   }
-  const lines = generateTrace(spec);
-  if (out !== null) {
-    try {
-      writeFileSync(out, formatTrace(lines));
-    } catch (err) {
-      io.stderr.write(`sluice gen: cannot write ${out}: ${(err as Error).message}\n`);
-      return 1;
-    }
+  if (out === null) {
+    await writeTrace(spec, io.stdout);
     return 0;
   }
-  const writer = new BufferedWriter(io.stdout);
-  await writer.write("t_ms,key,cost\n");
-  for (const l of lines) await writer.write(`${l.tMs},${l.key},${l.cost}\n`);
-  await writer.flush();
+  let file: WriteStream;
+  try {
+    // Opened synchronously, so a bad path is reported here rather than as a stream error later.
+    file = createWriteStream(out, { fd: openSync(out, "w") });
+  } catch (err) {
+    io.stderr.write(`sluice gen: cannot write ${out}: ${(err as Error).message}\n`);
+    return 1;
+  }
+  let failure: Error | null = null;
+  file.on("error", (err) => {
+    failure = err;
+  });
+  await writeTrace(spec, file);
+  await new Promise<void>((resolve) => file.end(() => resolve()));
+  if (failure !== null) {
+    io.stderr.write(`sluice gen: cannot write ${out}: ${(failure as Error).message}\n`);
+    return 1;
+  }
   return 0;
+}
+
+/** Streams the trace to `out`, header first, respecting back-pressure. */
+async function writeTrace(spec: GenSpec, out: NodeJS.WritableStream): Promise<void> {
+  const writer = new BufferedWriter(out);
+  writer.append("t_ms,key,cost\n");
+  let n = 0;
+  for (const s of traceStreams(spec)) {
+    writer.append(`${s.tMs}${s.tail}`);
+    if (++n === 65_536) {
+      n = 0;
+      await writer.drained();
+    }
+  }
+  await writer.flush();
 }

@@ -5,8 +5,8 @@
 import { type AlgorithmState, algorithmFor, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
 import { capacityOf } from "../rules/types.ts";
-import { commandArgs, usageError } from "./args.ts";
-import type { Io } from "./main.ts";
+import { commandArgs, rulePaths, usageError } from "./args.ts";
+import type { Io } from "./io.ts";
 import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
 const HELP = `Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]
@@ -15,7 +15,10 @@ Runs the rule over a trace of CSV lines "t_ms,key,cost" (cost optional, default 
 read from --trace or standard input, and writes one JSON decision per line to standard output:
   {"t_ms":0,"key":"a","cost":1,"allowed":true,"remaining":19,"reset_after_ms":100,"retry_after_ms":null,"delay_ms":0}
 A cost above the rule's capacity prints {"t_ms":..,"key":..,"cost":..,"error":"cost_exceeds_capacity"}.
-Exit status: 0 on success; 2 for a malformed line, an unknown rule or invalid rules (message on standard error).
+--rules PATH is a rule file or a directory of them (repeatable; default rules/).
+Exit status: 0 success; 2 a usage error or an unknown rule id, AND (unlike the other commands, which exit 1 for
+bad input) 2 for invalid rules, a malformed trace line or an unreadable trace: the simulator contract in
+docs/rules.md fixes exit status 2 for those. Messages go to standard error, naming the file and line.
 `;
 
 /** A key's state, and its JSON spelling (escaped once, not per line). */
@@ -29,15 +32,18 @@ const SWEEP_AT_KEYS = 1_000_000;
 
 export async function runSimulate(args: string[], io: Io): Promise<number> {
   const cmd = { name: "simulate", help: HELP, stdout: io.stdout, stderr: io.stderr };
-  const parsed = commandArgs(cmd, args, { values: ["rules", "rule", "trace"], positionals: false });
+  const parsed = commandArgs(cmd, args, {
+    values: ["rules", "rule", "trace"],
+    repeated: ["rules"],
+    positionals: false,
+  });
   if (typeof parsed === "number") return parsed;
-  const rulesPath = parsed.values.get("rules")?.[0];
+  const rulesPaths = rulePaths(parsed);
   const ruleId = parsed.values.get("rule")?.[0];
-  if (rulesPath === undefined) return usageError(cmd, "--rules FILE.yaml is required");
   if (ruleId === undefined) return usageError(cmd, "--rule RULE_ID is required");
   const tracePath = parsed.values.get("trace")?.[0];
 
-  const loaded = loadRules([rulesPath]);
+  const loaded = loadRules(rulesPaths);
   if (loaded.errors.length > 0) {
     io.stderr.write(`${loaded.errors.join("\n")}\n`);
     return 2;
@@ -45,7 +51,9 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   const rule = loaded.rules.find((r) => r.id === ruleId);
   if (rule === undefined) {
     const known = loaded.rules.map((r) => r.id).join(", ");
-    io.stderr.write(`${rulesPath}: no rule with id "${ruleId}" (rules: ${known === "" ? "none" : known})\n`);
+    io.stderr.write(
+      `${rulesPaths.join(", ")}: no rule with id "${ruleId}" (rules: ${known === "" ? "none" : known})\n`,
+    );
     return 2;
   }
 

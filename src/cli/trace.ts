@@ -3,12 +3,9 @@
  * from a file or standard input, in bounded memory. Malformed lines are reported with their line number.
  */
 import { createReadStream } from "node:fs";
+import type { TraceLine } from "../viz/run.ts";
 
-export interface TraceLine {
-  readonly tMs: number;
-  readonly key: string;
-  readonly cost: number;
-}
+export type { TraceLine } from "../viz/run.ts";
 
 export type ParsedLine = TraceLine | { readonly error: string } | null;
 

@@ -1,36 +1,41 @@
-/** `sluice validate [paths...]`: every problem at once (exit 1), or a one-line summary per file (exit 0). */
+/** `sluice validate [--rules PATH]... [PATH...]`: every problem at once (exit 1), or a summary per file (exit 0). */
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { commandArgs } from "./args.ts";
-import type { Io } from "./main.ts";
+import { commandArgs, EXIT_CODES, inputError, rulePaths } from "./args.ts";
+import type { Io } from "./io.ts";
 
-const HELP = `Usage: sluice validate [paths...]
+const HELP = `Usage: sluice validate [--rules PATH]... [PATH...]
 
-Validates rule files (default: rules/). Each path is a YAML file or a directory of them.
-Prints every problem, each starting with file, rule id and field, and exits 1; or a one-line summary per file
+Validates rule files (default: rules/). Each path (given with --rules or bare) is a YAML file or a directory of
+them. Prints every problem, each starting with file, rule id and field, and exits 1; or a one-line summary per file
 (rules, algorithms, modes and failure policy; on_error defaults to "open") and exits 0.
-`;
+${EXIT_CODES}`;
 
 export async function runValidate(args: string[], io: Io): Promise<number> {
   const cmd = { name: "validate", help: HELP, stdout: io.stdout, stderr: io.stderr };
-  const parsed = commandArgs(cmd, args, { values: [], positionals: true });
+  const parsed = commandArgs(cmd, args, { values: ["rules"], repeated: ["rules"], positionals: true });
   if (typeof parsed === "number") return parsed;
-  const paths = parsed.positionals.length > 0 ? parsed.positionals : ["rules/"];
-  const loaded = loadRules(paths);
-  if (loaded.errors.length > 0) {
-    io.stderr.write(`${loaded.errors.join("\n")}\n`);
-    io.stderr.write(`${loaded.errors.length} problem${loaded.errors.length === 1 ? "" : "s"} found\n`);
-    return 1;
-  }
+  const loaded = loadRules(rulePaths(parsed, true));
+  if (loaded.errors.length > 0) return inputError(io, [...loaded.errors, problemCount(loaded.errors.length, "")]);
+  writeSummaries(io.stdout, loaded);
+  return 0;
+}
+
+/** `3 problems found` and what follows it (compile adds "; nothing written"). */
+export function problemCount(n: number, tail: string): string {
+  return `${n} problem${n === 1 ? "" : "s"} found${tail}`;
+}
+
+/** One summary line per file, as `validate` and `compile` print them. */
+export function writeSummaries(out: NodeJS.WritableStream, loaded: ReturnType<typeof loadRules>): void {
   for (const { file, count } of loaded.files) {
-    io.stdout.write(
+    out.write(
       `${file}: ${summarize(
         loaded.rules.filter((r) => r.file === file),
         count,
       )}\n`,
     );
   }
-  return 0;
 }
 
 /** e.g. `9 rules ok: token_bucket 3, gcra 1; 1 shadow; on_error (default open) open 8, closed 1` */

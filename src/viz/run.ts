@@ -3,9 +3,15 @@
  * state per key, no clock), and sum up what each did. Data in, data out; the command and the SVG are shells.
  */
 import { type AlgorithmState, decide } from "../algorithms/index.ts";
-import type { TraceLine } from "../cli/trace.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { formatDurationUnit, formatSpan, formatTime, type TimeStyle } from "./time.ts";
+
+/** One request of a trace: when, whose, and what it costs. */
+export interface TraceLine {
+  readonly tMs: number;
+  readonly key: string;
+  readonly cost: number;
+}
 
 /** What happened to one request: admitted at once, admitted after a wait (leaky_queue), denied, or impossible. */
 export type Outcome = "allowed" | "delayed" | "denied" | "error";

@@ -1,44 +1,8 @@
 /**
- * Times as people write them on the command line (`2500`, `2.5s`, `12:00:50`), and as charts and tables print them.
- * Everything is integer milliseconds since the Unix epoch; clock times are UTC on 1970-01-01, so `12:00:50` is
- * 43 250 000 ms. (Window algorithms are epoch-aligned, so the day does not change what a minute boundary is.)
+ * Times and durations as charts and tables print them (the command line's grammar is in `../cli/time_flag.ts`).
+ * Everything is integer milliseconds since the Unix epoch; clock times are UTC.
  */
-
-const UNIT_MS = { ms: 1, s: 1_000, min: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-
-const PLAIN_MS = /^\d+$/;
-const WITH_UNIT = /^(\d+)(?:\.(\d+))?(ms|s|min|h|d)$/;
-const CLOCK = /^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?$/;
-
-export const TIME_HINT =
-  'a time: integer ms ("2500"), a number and a unit ("2.5s", "500ms", "1min") or a UTC clock time ("12:00:50", "12:00:50.250")';
-
-/** `text` as integer ms, or why it is not a time. */
-export function parseTime(text: string): { readonly ms: number } | { readonly error: string } {
-  if (PLAIN_MS.test(text)) return checked(Number(text), text);
-  const unit = WITH_UNIT.exec(text);
-  if (unit !== null) {
-    const scale = UNIT_MS[unit[3] as keyof typeof UNIT_MS];
-    const fraction = unit[2] ?? "";
-    // Exact decimal arithmetic: "2.5s" is 25 × 1000 / 10, and must come out a whole number of ms.
-    const numerator = Number(unit[1] + fraction) * scale;
-    const denominator = 10 ** fraction.length;
-    if (numerator % denominator !== 0) return { error: `${JSON.stringify(text)} is not a whole number of ms` };
-    return checked(numerator / denominator, text);
-  }
-  const clock = CLOCK.exec(text);
-  if (clock !== null) {
-    const [h, m, s] = [Number(clock[1]), Number(clock[2]), Number(clock[3] ?? "0")];
-    if (h > 23 || m > 59 || s > 59) return { error: `${JSON.stringify(text)} is not a clock time (HH:MM[:SS[.mmm]])` };
-    const ms = Number((clock[4] ?? "").padEnd(3, "0"));
-    return { ms: ((h * 60 + m) * 60 + s) * 1000 + ms };
-  }
-  return { error: `must be ${TIME_HINT}, got ${JSON.stringify(text)}` };
-}
-
-function checked(ms: number, text: string): { readonly ms: number } | { readonly error: string } {
-  return Number.isSafeInteger(ms) ? { ms } : { error: `${JSON.stringify(text)} is too large` };
-}
+import { UNIT_MS } from "../rules/duration.ts";
 
 /** A duration as rule files write it: `s`, `3s`, `min`, `250ms` (the largest unit that divides it). */
 export function formatDurationUnit(ms: number): string {

@@ -1,6 +1,6 @@
 /** An in-memory Io for running CLI commands in process. */
 import { PassThrough, Readable } from "node:stream";
-import type { Io } from "../../src/cli/main.ts";
+import type { Io } from "../../src/cli/io.ts";
 import { main } from "../../src/cli/main.ts";
 
 export interface RunResult {

@@ -128,3 +128,44 @@ describe("sluice compile", () => {
     expect(bad.stderr).toContain("nothing written");
   });
 });
+
+describe("one dialect across commands", () => {
+  it("validate takes --rules as well as bare paths", async () => {
+    const flag = await runCli(["validate", "--rules", RULES]);
+    expect(flag.code).toBe(0);
+    expect(flag.stdout).toBe((await runCli(["validate", RULES])).stdout);
+  });
+
+  it("simulate takes a directory in --rules, and defaults to rules/", async () => {
+    const dir = await runCli(["simulate", "--rules", "test/fixtures/cli/", "--rule", "tb"], "0,a\n");
+    // The fixture directory also holds bad.yaml, so loading it all is invalid rules: exit 2 (the simulator contract).
+    expect(dir.code).toBe(2);
+    expect(dir.stderr).toContain("test/fixtures/cli/bad.yaml: tb.burst:");
+    const shipped = await runCli(["simulate", "--rule", "free-global"], "0,a\n");
+    expect(shipped.code).toBe(0);
+    expect(JSON.parse(shipped.stdout)).toMatchObject({ allowed: true, remaining: 19 });
+  });
+
+  it.each(["validate", "compile", "simulate", "compare", "gen"])("%s --help states the exit codes", async (name) => {
+    const r = await runCli([name, "--help"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/Exit status: 0 success; .*2/s);
+  });
+
+  it("sluice --help lists every command of the table", async () => {
+    const r = await runCli(["--help"]);
+    for (const name of ["validate", "compile", "simulate", "compare", "gen"]) expect(r.stdout).toContain(`  ${name} `);
+    expect(r.stdout).toContain("Exit status: 0 success; 1 invalid rules or invalid input");
+  });
+
+  it.each([
+    [["validate", "--rules"], "sluice validate: --rules needs a value"],
+    [["validate", "--help=yes"], "sluice validate: --help takes no value"],
+    [["compile", "--out", "a", "--out", "b"], "sluice compile: --out given more than once"],
+    [["simulate", "-x"], "sluice simulate: unknown option -x"],
+  ])("%j is a usage error: %s", async (args, message) => {
+    const r = await runCli(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split("\n")[0]).toBe(message);
+  });
+});
