@@ -14,6 +14,7 @@ import {
   type AlgorithmName,
   type AlgorithmParams,
   capacityOf,
+  DEFAULT_TIMEOUT_MS,
   type Identity,
   type Rate,
   type ResolvedRule,
@@ -198,9 +199,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   const mode = optional(raw, "mode", "enforce", (v) => oneOf(e, "mode", v, MODES));
   const scope = optional(raw, "scope", "global", (v) => oneOf(e, "scope", v, SCOPES));
   const onError = optional(raw, "on_error", "open", (v) => oneOf(e, "on_error", v, ON_ERRORS));
-  // 250 ms: a key's object lives near where it was first used, so a client on another continent is a cross-region
-  // round trip away, and a cold object needs a moment; a tighter default would fail open on ordinary days.
-  const timeoutMs = optional(raw, "timeout_ms", 250, (v) => positiveInt(e, "timeout_ms", v));
+  const timeoutMs = optional(raw, "timeout_ms", DEFAULT_TIMEOUT_MS, (v) => positiveInt(e, "timeout_ms", v));
   const status = optional(raw, "status", 429, (v) => {
     if (typeof v === "bigint" && v >= 400n && v <= 599n) return Number(v);
     e.add("status", `must be an HTTP status from 400 to 599, got ${describe(v)}`);

@@ -53,6 +53,13 @@ export interface RuleMatch {
   readonly identity: Identity;
 }
 
+/**
+ * A rule's `timeout_ms` when it names none, and the fallback for a malformed `LIMITER_TIMEOUT_MS`. 250 ms: a key's
+ * object lives near where it was first used, so a client on another continent is a cross-region round trip away, and
+ * a cold object needs a moment; a tighter default would fail open on ordinary days.
+ */
+export const DEFAULT_TIMEOUT_MS = 250;
+
 export interface RuleCommon {
   readonly id: string;
   /** The file the rule came from, for messages. */
@@ -64,7 +71,7 @@ export interface RuleCommon {
   readonly scope: Scope;
   /** What to do when the limiter itself fails: `open` (default, forward) or `closed` (503). */
   readonly onError: OnError;
-  /** How long to wait for a decision before applying `onError`, ms. Default 250. */
+  /** How long to wait for a decision before applying `onError`, ms. Default `DEFAULT_TIMEOUT_MS` (250). */
   readonly timeoutMs: number;
   /** HTTP status for a denial. Default 429. */
   readonly status: number;

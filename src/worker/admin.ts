@@ -15,13 +15,13 @@
  * request, not the others.
  */
 import { BLOCKED_CACHE_MAX_ENTRIES } from "./blocked_cache.ts";
-import { blockedCache, cacheIdOf } from "./cache_state.ts";
 import { constantTimeEqual, keyHashOf } from "./hash.ts";
 import { problemResponse } from "./headers.ts";
 import { identityKey } from "./identity.ts";
-import { deleteLocal, localStats, peekLocal } from "./local_scope.ts";
+import type { Isolate } from "./isolate.ts";
 import type { CompiledRule } from "./match.ts";
-import { logEvent, stats } from "./metrics.ts";
+import { logEvent } from "./metrics.ts";
+import { limiterStub, objectNameOf } from "./names.ts";
 import { messageOf } from "./object_call.ts";
 import type { Env, Settings } from "./settings.ts";
 import type { PeekResult } from "./store.ts";
@@ -54,6 +54,7 @@ export async function handleAdmin(
   env: Env,
   settings: Settings,
   rules: readonly CompiledRule[],
+  isolate: Isolate,
 ): Promise<Response> {
   if (settings.adminToken === null) return notFound();
   const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
@@ -72,16 +73,16 @@ export async function handleAdmin(
     case "/rules":
       return allow("GET") ?? json({ rules: rules.map((c) => c.rule) });
     case "/stats": {
-      const local = localStats();
+      const local = isolate.local.stats();
       return (
         allow("GET") ??
         json({
-          ...stats,
+          ...isolate.stats,
           local_keys: local.keys,
           local_bytes: local.bytes,
           local_evictions: local.evictions,
           max_keys: settings.maxKeys,
-          cache_entries: blockedCache.size,
+          cache_entries: isolate.blocked.size,
           cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
         })
       );
@@ -102,9 +103,8 @@ export async function handleAdmin(
       }
       const keyHash = await keyHashOf(settings.keyHashSecret, key);
       const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
-      const nowMs = Date.now();
       try {
-        return await stateOrReset(route, env, settings, compiled, keyHash, base, nowMs);
+        return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
       } catch (error) {
         logEvent("error", { event: "admin_failed", rule: rule.id, key: keyHash, error: messageOf(error) });
         return problem(503, "Service Unavailable", `The limiter for ${rule.id} did not answer.`, [
@@ -121,17 +121,17 @@ async function stateOrReset(
   route: "/state" | "/reset",
   env: Env,
   settings: Settings,
+  isolate: Isolate,
   compiled: CompiledRule,
   keyHash: string,
   base: Record<string, string>,
-  nowMs: number,
 ): Promise<Response> {
   const { rule } = compiled;
   if (route === "/state") {
     const peek: PeekResult =
       rule.scope === "local"
-        ? peekLocal(compiled, settings.maxKeys, keyHash, nowMs)
-        : ((await stubFor(env, rule.id, keyHash).peek({
+        ? isolate.local.peek(compiled, settings.maxKeys, keyHash, isolate.clock())
+        : ((await limiterStub(env.LIMITER, rule.id, keyHash).peek({
             rule: { id: rule.id, params: compiled.params },
           })) as PeekResult);
     return json({
@@ -141,15 +141,11 @@ async function stateOrReset(
       retry_after_ms: peek.retryAfterMs,
     });
   }
-  blockedCache.forget(cacheIdOf(rule.id, keyHash));
+  isolate.blocked.forget(objectNameOf(rule.id, keyHash));
   const existed =
     rule.scope === "local"
-      ? deleteLocal(compiled, settings.maxKeys, keyHash)
-      : await stubFor(env, rule.id, keyHash).reset();
+      ? isolate.local.delete(compiled, settings.maxKeys, keyHash)
+      : await limiterStub(env.LIMITER, rule.id, keyHash).reset();
   logEvent("log", { event: "admin_reset", rule: rule.id, key: keyHash, existed });
   return json({ ...base, reset: true, existed });
-}
-
-function stubFor(env: Env, ruleId: string, keyHash: string) {
-  return env.LIMITER.get(env.LIMITER.idFromName(`${ruleId}:${keyHash}`));
 }

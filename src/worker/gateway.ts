@@ -2,6 +2,11 @@
  * The request path: identify the caller, find its plan, find every rule that applies, ask all of them at once,
  * compose their answers, then forward (after any shaping delay) or deny.
  *
+ * The steps, each a short function below: who is calling (caller.ts) -> which rules apply (match.ts, and no cost
+ * above a rule's capacity) -> what this isolate already knows (the blocked-key cache, looked up once) -> ask
+ * (ask.ts) -> compose (compose.ts, pure) -> answer (refunds, logs and metrics, then forward, delay or deny). Time and
+ * isolate state come in as one `Isolate` (isolate.ts).
+ *
  * Composition: a request is admitted only if every enforcing rule admits it. When one denies, every rule that did
  * admit it (shadow rules too) is refunded, so a denied request costs nothing anywhere. Shadow rules never block: a
  * would-be denial is one structured JSON log line.
@@ -19,46 +24,27 @@
 import type { Decision } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { handleAdmin, isAdminPath } from "./admin.ts";
-import { blockedCache, cacheIdOf } from "./cache_state.ts";
-import { jitterSeconds, keyHashOf, sha256Hex } from "./hash.ts";
-import { limitFields, policyWindowS, problemResponse, type RuleView } from "./headers.ts";
-import { identitiesOf } from "./identity.ts";
-import { checkLocal, refundLocal } from "./local_scope.ts";
+import { type AskContext, ask, fingerprintOfRule, type Outcome } from "./ask.ts";
+import { whoIsCalling } from "./caller.ts";
+import { type Answer, type Composition, compose } from "./compose.ts";
+import { jitterSeconds } from "./hash.ts";
+import { limitFields, policyWindowS, problemResponse, type RuleView, rateLimitPolicy } from "./headers.ts";
+import type { Isolate } from "./isolate.ts";
 import { type Applicable, applicableRules, type CompiledRule } from "./match.ts";
-import { logEvent, type Outcome as MetricOutcome, type Source, stats, writeDataPoint } from "./metrics.ts";
-import { checkObject, type FailureKind, messageOf } from "./object_call.ts";
-import { planFor } from "./plan.ts";
-import { type Env, type Settings, settingsOf } from "./settings.ts";
-import { type CheckInput, type CheckResult, fingerprintOf, type RefundResult } from "./store.ts";
+import { logEvent, type Outcome as MetricOutcome, type Source, writeDataPoint } from "./metrics.ts";
+import { objectNameOf } from "./names.ts";
+import { messageOf } from "./object_call.ts";
+import { type Env, settingsOf } from "./settings.ts";
+import type { RefundResult } from "./store.ts";
 
 export const TEMPORARY_REDUCED_CAPACITY_TYPE =
   "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
-/** What asking one rule produced. */
-type Outcome =
-  | {
-      readonly kind: "decided";
-      readonly app: Applicable;
-      readonly decision: Decision;
-      readonly source: Source;
-      readonly atMs: number;
-      readonly refund: () => Promise<RefundResult>;
-    }
-  | {
-      readonly kind: "failed";
-      readonly app: Applicable;
-      readonly reason: "fail_open" | "fail_closed";
-      readonly failure: FailureKind;
-      readonly error: string;
-      readonly attempts: number;
-      /** The answer that arrived too late, if the call is still running: refunded if the request ends up denied. */
-      readonly late: Promise<CheckResult> | null;
-      readonly refund: (admittedAtMs: number) => Promise<RefundResult>;
-    };
-
-/** Everything about the request that logs and metrics carry (no raw key, no raw path). */
-interface RequestFacts {
+/** Everything one request's steps share. */
+interface RequestContext extends AskContext {
+  readonly ctx: ExecutionContext;
   readonly method: string;
+  /** The caller's plan. */
   readonly plan: string;
 }
 
@@ -67,140 +53,156 @@ export async function handleRequest(
   env: Env,
   ctx: ExecutionContext,
   rules: readonly CompiledRule[],
+  isolate: Isolate,
 ): Promise<Response> {
   try {
     const url = new URL(request.url);
     const settings = settingsOf(env);
-    if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules);
-    return await gateway(request, url, env, settings, ctx, rules);
+    if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules, isolate);
+    return await gateway(request, url, { env, settings, isolate }, ctx, rules);
   } catch (error) {
     logEvent("error", { event: "gateway_error", error: messageOf(error) });
     return problemResponse(500, { type: "about:blank", title: "Internal Server Error", status: 500 });
   }
 }
 
-const fingerprints = new WeakMap<CompiledRule, string>();
-function fingerprintOfRule(compiled: CompiledRule): string {
-  let fp = fingerprints.get(compiled);
-  if (fp === undefined) {
-    fp = fingerprintOf(compiled.params);
-    fingerprints.set(compiled, fp);
-  }
-  return fp;
-}
-
-const routeOf = (rule: ResolvedRule): string => rule.match.route?.source ?? "*";
-
+/** The request path, step by step. */
 async function gateway(
   request: Request,
   url: URL,
-  env: Env,
-  settings: Settings,
+  base: AskContext,
   ctx: ExecutionContext,
   rules: readonly CompiledRule[],
 ): Promise<Response> {
-  stats.requests++;
+  const { env, settings, isolate } = base;
+  isolate.stats.requests++;
   const method = request.method.toUpperCase();
-  const path = url.pathname;
-  const ids = identitiesOf(request.headers, settings);
-  const secret = settings.keyHashSecret;
-  const hashOf = (v: string | null) => (v === null ? Promise.resolve(null) : keyHashOf(secret, v));
-  // The account record is keyed by the plain SHA-256 of the API key, whatever KEY_HASH_SECRET says.
-  const accountKeyOf = (v: string | null) => (v === null || secret === null ? Promise.resolve(null) : sha256Hex(v));
-  const [apiKey, ip, user, accountKey] = await Promise.all([
-    hashOf(ids.api_key),
-    hashOf(ids.ip),
-    hashOf(ids.user),
-    accountKeyOf(ids.api_key),
-  ]);
-  const keyHashes = { api_key: apiKey, ip, user };
-  const plan = await planFor(
-    env.ACCOUNTS,
-    secret === null ? apiKey : accountKey,
-    settings.defaultPlan,
-    settings.planCacheTtlMs,
-    Date.now(),
-  );
-  const facts: RequestFacts = { method, plan };
-  const nowMs = Date.now();
+  const caller = await whoIsCalling(request, env, settings, isolate);
+  const cx: RequestContext = { ...base, ctx, method, plan: caller.plan };
+  const nowMs = isolate.clock();
 
-  const matched = applicableRules(rules, { method, path, plan, keyHashes });
+  const matched = applicableRules(rules, {
+    method,
+    path: url.pathname,
+    plan: caller.plan,
+    keyHashes: caller.keyHashes,
+  });
+  const { applicable, tooCostly } = withinCapacity(cx, matched);
+  if (tooCostly !== null) return refuseTooCostly(cx, tooCostly, matched, nowMs);
+
+  const known = knownDenials(isolate, applicable, nowMs);
+  const refusal = refuseFromCache(cx, applicable, known, nowMs);
+  if (refusal !== null) return refusal;
+
+  const outcomes = await Promise.all(applicable.map((app) => ask(cx, app, known.get(app) ?? null)));
+  const composition = compose(outcomes.map(answerOf));
+  report(cx, outcomes, composition);
+  const refunded = await giveBack(cx, outcomes, composition);
+  return respond(request, url, cx, outcomes, composition, refunded);
+}
+
+/**
+ * The rules that can be asked, in order. A cost above a rule's capacity can never be admitted: a shadow rule logs it
+ * and is skipped; the first enforcing one refuses the request (`tooCostly`) before any limiter is asked.
+ */
+function withinCapacity(
+  cx: RequestContext,
+  matched: readonly Applicable[],
+): { readonly applicable: Applicable[]; readonly tooCostly: Applicable | null } {
   const applicable: Applicable[] = [];
   for (const app of matched) {
     if (app.cost <= app.compiled.capacity) {
       applicable.push(app);
       continue;
     }
-    const rule = app.compiled.rule;
-    metric(env, facts, app, "cost_exceeds_capacity", "none", null);
-    if (rule.mode === "shadow") {
-      stats.shadow_denials++;
-      logShadow(facts, app, null, "cost_exceeds_capacity", "none");
-      continue;
-    }
-    // Refused before any limiter is asked: no state changes, so only the policies are advertised.
-    stats.denials++;
-    logEvent("log", {
-      event: "deny",
-      plan,
-      method,
-      rules: [{ rule: rule.id, route: routeOf(rule), key: app.keyHash, reason: "cost_exceeds_capacity" }],
-    });
-    const policy = policyHeader(matched, nowMs);
-    return problemResponse(
-      400,
-      {
-        type: "about:blank",
-        title: "Bad Request",
-        status: 400,
-        detail: `This request costs ${app.cost}, more than rule ${rule.id} can ever admit (${app.compiled.capacity}).`,
-        error: "cost_exceeds_capacity",
-        rule: rule.id,
-        cost: app.cost,
-        capacity: app.compiled.capacity,
-      },
-      policy,
-    );
+    metric(cx, app, "cost_exceeds_capacity", "none", null);
+    if (app.compiled.rule.mode === "enforce") return { applicable, tooCostly: app };
+    cx.isolate.stats.shadow_denials++;
+    logShadow(cx, app, null, "cost_exceeds_capacity", "none");
   }
+  return { applicable, tooCostly: null };
+}
 
-  // An enforcing rule this isolate knows will deny: refuse with its answer and ask nobody.
-  const known: { app: Applicable; decision: Decision }[] = [];
+/** 400: this request costs more than an enforcing rule can ever admit. No state changes: only policies are sent. */
+function refuseTooCostly(cx: RequestContext, app: Applicable, matched: readonly Applicable[], nowMs: number): Response {
+  const { rule } = app.compiled;
+  cx.isolate.stats.denials++;
+  logEvent("log", {
+    event: "deny",
+    plan: cx.plan,
+    method: cx.method,
+    rules: [{ rule: rule.id, route: routeOf(rule), key: app.keyHash, reason: "cost_exceeds_capacity" }],
+  });
+  const body = {
+    type: "about:blank",
+    title: "Bad Request",
+    status: 400,
+    detail: `This request costs ${app.cost}, more than rule ${rule.id} can ever admit (${app.compiled.capacity}).`,
+    error: "cost_exceeds_capacity",
+    rule: rule.id,
+    cost: app.cost,
+    capacity: app.compiled.capacity,
+  };
+  return problemResponse(400, body, policyHeader(matched, nowMs));
+}
+
+/** The denials this isolate already knows, for every `scope: global` rule: one cache lookup per rule and request. */
+function knownDenials(isolate: Isolate, applicable: readonly Applicable[], nowMs: number): Map<Applicable, Decision> {
+  const known = new Map<Applicable, Decision>();
   for (const app of applicable) {
-    const { rule } = app.compiled;
-    if (rule.mode !== "enforce" || rule.scope !== "global") continue;
-    const decision = blockedCache.lookup(
-      cacheIdOf(rule.id, app.keyHash),
-      fingerprintOfRule(app.compiled),
-      app.cost,
-      nowMs,
-    );
-    if (decision !== null) known.push({ app, decision });
+    const { compiled, keyHash, cost } = app;
+    if (compiled.rule.scope !== "global") continue;
+    const id = objectNameOf(compiled.rule.id, keyHash);
+    const decision = isolate.blocked.lookup(id, fingerprintOfRule(compiled), cost, nowMs);
+    if (decision !== null) known.set(app, decision);
   }
-  if (known.length > 0) {
-    stats.cache_answers += known.length;
-    for (const { app, decision } of known) metric(env, facts, app, "denied", "cache", decision.retryAfterMs);
-    for (const app of applicable)
-      if (!known.some((k) => k.app === app)) metric(env, facts, app, "not_asked", "none", null);
-    const fields = limitFields(known.map(({ app, decision }) => viewOf(app, decision, nowMs, null)));
-    // Not logged one by one: a flood from a blocked key must not become a flood of log lines (each cache answer is
-    // still counted in the stats and written as an Analytics Engine point); the object's denial was logged.
-    stats.denials++;
-    return problemResponse(fields.denial!.status, { ...fields.denial!.problem }, fields.headers);
+  return known;
+}
+
+/**
+ * An enforcing rule this isolate knows will deny: refuse with its answer and ask nobody. Not logged one by one: a
+ * flood from a blocked key must not become a flood of log lines (each cache answer is still counted in the stats and
+ * written as an Analytics Engine point); the object's denial was logged.
+ */
+function refuseFromCache(
+  cx: RequestContext,
+  applicable: readonly Applicable[],
+  known: ReadonlyMap<Applicable, Decision>,
+  nowMs: number,
+): Response | null {
+  const views: RuleView[] = [];
+  for (const app of applicable) {
+    const decision = known.get(app);
+    if (decision === undefined || app.compiled.rule.mode !== "enforce") continue;
+    metric(cx, app, "denied", "cache", decision.retryAfterMs);
+    views.push(viewOf(app, decision, nowMs, null));
   }
+  if (views.length === 0) return null;
+  const { stats } = cx.isolate;
+  stats.cache_answers += views.length;
+  stats.denials++;
+  for (const app of applicable) {
+    if (!(known.has(app) && app.compiled.rule.mode === "enforce")) metric(cx, app, "not_asked", "none", null);
+  }
+  const fields = limitFields(views);
+  return problemResponse(fields.denial!.status, { ...fields.denial!.problem }, fields.headers);
+}
 
-  const outcomes = await Promise.all(applicable.map((app) => ask(env, settings, app)));
+function answerOf(o: Outcome): Answer {
+  const mode = o.app.compiled.rule.mode;
+  return o.kind === "decided" ? { mode, kind: o.kind, decision: o.decision } : { mode, kind: o.kind, reason: o.reason };
+}
 
-  const enforcing = outcomes.filter((o) => o.app.compiled.rule.mode === "enforce");
-  const denied = enforcing.some((o) => o.kind === "decided" && !o.decision.allowed);
-  const failedClosed = enforcing.filter((o) => o.kind === "failed" && o.reason === "fail_closed");
-  const admitted = !denied && failedClosed.length === 0;
-
-  for (const o of outcomes) {
-    const rule = o.app.compiled.rule;
+/** Counters, metrics and log lines for every rule's answer. */
+function report(cx: RequestContext, outcomes: readonly Outcome[], composition: Composition): void {
+  const { stats } = cx.isolate;
+  outcomes.forEach((o, i) => {
+    const outcome = composition.outcomes[i]!;
     if (o.kind === "failed") {
       if (o.reason === "fail_open") stats.fail_open++;
       else stats.fail_closed++;
-      metric(env, facts, o.app, o.reason, "object", null);
+      metric(cx, o.app, outcome, "object", null);
+      const rule = o.app.compiled.rule;
       logEvent("error", {
         event: "limiter_failed",
         rule: rule.id,
@@ -212,72 +214,77 @@ async function gateway(
         attempts: o.attempts,
         error: o.error,
       });
-    } else if (rule.mode === "shadow" && !o.decision.allowed) {
+      return;
+    }
+    metric(cx, o.app, outcome, o.source, o.decision.retryAfterMs);
+    if (outcome === "shadow_denied") {
       stats.shadow_denials++;
-      metric(env, facts, o.app, "shadow_denied", o.source, o.decision.retryAfterMs);
-      logShadow(facts, o.app, o.decision.retryAfterMs, "would_deny", o.source);
-    } else {
-      const outcome = !o.decision.allowed ? "denied" : admitted || rule.mode === "shadow" ? "allowed" : "refunded";
-      metric(env, facts, o.app, outcome, o.source, o.decision.retryAfterMs);
+      logShadow(cx, o.app, o.decision.retryAfterMs, "would_deny", o.source);
+    }
+  });
+}
+
+/** A request that is not admitted costs nothing anywhere: give back what the admitting rules charged. */
+async function giveBack(
+  cx: RequestContext,
+  outcomes: readonly Outcome[],
+  composition: Composition,
+): Promise<Map<Outcome, RefundResult>> {
+  const refunded = new Map<Outcome, RefundResult>();
+  if (composition.refundLate) {
+    for (const o of outcomes) {
+      if (o.kind !== "failed" || o.late === null) continue;
+      const { late, refund, app } = o;
+      cx.ctx.waitUntil(
+        late.then(
+          (r) => (r.ok && r.decision.allowed ? safeRefund(() => refund(r.atMs), app) : null),
+          () => null,
+        ),
+      );
     }
   }
+  await Promise.all(
+    composition.refund.map(async (i) => {
+      const o = outcomes[i]!;
+      if (o.kind === "decided") refunded.set(o, await safeRefund(o.refund, o.app));
+    }),
+  );
+  return refunded;
+}
 
-  // A denied request costs nothing anywhere: give back what the admitting rules charged.
-  const refunded = new Map<Outcome, RefundResult>();
-  if (!admitted) {
-    await Promise.all(
-      outcomes.map(async (o) => {
-        if (o.kind === "decided" && o.decision.allowed) refunded.set(o, await safeRefund(o.refund, o.app));
-        else if (o.kind === "failed" && o.late !== null) {
-          const { late, refund, app } = o;
-          ctx.waitUntil(
-            late.then(
-              (r) => (r.ok && r.decision.allowed ? safeRefund(() => refund(r.atMs), app) : null),
-              () => null,
-            ),
-          );
-        }
-      }),
-    );
-  }
-
+/** The response: a denial, a closed failure, or (after any shaping delay) the upstream's answer, with the fields. */
+async function respond(
+  request: Request,
+  url: URL,
+  cx: RequestContext,
+  outcomes: readonly Outcome[],
+  composition: Composition,
+  refunded: ReadonlyMap<Outcome, RefundResult>,
+): Promise<Response> {
   const views: RuleView[] = [];
-  for (const o of enforcing) {
-    if (o.kind !== "decided") continue;
-    views.push(viewOf(o.app, o.decision, o.atMs, refunded.get(o) ?? null));
+  for (const o of outcomes) {
+    if (o.kind === "decided" && o.app.compiled.rule.mode === "enforce") {
+      views.push(viewOf(o.app, o.decision, o.atMs, refunded.get(o) ?? null));
+    }
   }
   const fields = limitFields(views);
-
-  if (fields.denial !== null) {
-    const denials = enforcing.flatMap((o) =>
-      o.kind === "decided" && !o.decision.allowed ? [{ app: o.app, decision: o.decision, source: o.source }] : [],
+  const { verdict } = composition;
+  if (verdict.kind === "deny")
+    return deny(
+      cx,
+      fields,
+      verdict.denying.map((i) => outcomes[i]!),
     );
-    return deny(facts, fields, denials);
-  }
-  if (failedClosed.length > 0) {
-    const ruleIds = failedClosed.map((o) => o.app.compiled.rule.id);
-    return problemResponse(
-      503,
-      {
-        type: TEMPORARY_REDUCED_CAPACITY_TYPE,
-        title: "Temporary Reduced Capacity",
-        status: 503,
-        detail: `The rate limiter for ${ruleIds.join(", ")} is unavailable, and fails closed.`,
-        "violated-policies": ruleIds,
-      },
-      [...fields.headers, ["Retry-After", "1"]],
+  if (verdict.kind === "fail_closed")
+    return failClosed(
+      fields,
+      verdict.failed.map((i) => outcomes[i]!),
     );
-  }
-
   // Shaping: leaky-queue rules hold an admitted request until its turn.
-  let delayMs = 0;
-  for (const o of enforcing) if (o.kind === "decided") delayMs = Math.max(delayMs, o.decision.delayMs);
-  if (delayMs > 0) await scheduler.wait(delayMs);
-
+  if (verdict.delayMs > 0) await cx.isolate.sleep(verdict.delayMs);
+  const upstream = cx.settings.upstreamUrl;
   const response =
-    settings.upstreamUrl === null
-      ? echo(request, url, plan, outcomes, delayMs)
-      : await forward(request, url, settings.upstreamUrl);
+    upstream === null ? echo(request, url, cx.plan, outcomes, verdict.delayMs) : await forward(request, url, upstream);
   for (const [name, value] of fields.headers) response.headers.set(name, value);
   return response;
 }
@@ -297,113 +304,67 @@ function viewOf(app: Applicable, decision: Decision, atMs: number, after: Refund
 }
 
 /** The denial response, with its one log line. */
-function deny(
-  facts: RequestFacts,
-  fields: ReturnType<typeof limitFields>,
-  denials: readonly { app: Applicable; decision: Decision; source: Source }[],
-): Response {
-  stats.denials++;
+function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denials: readonly Outcome[]): Response {
+  cx.isolate.stats.denials++;
   logEvent("log", {
     event: "deny",
-    plan: facts.plan,
-    method: facts.method,
-    rules: denials.map(({ app, decision, source }) => ({
-      rule: app.compiled.rule.id,
-      route: routeOf(app.compiled.rule),
-      key: app.keyHash,
-      cost: app.cost,
-      retry_after_ms: decision.retryAfterMs,
-      source,
-    })),
+    plan: cx.plan,
+    method: cx.method,
+    rules: denials.flatMap((o) =>
+      o.kind === "decided"
+        ? [
+            {
+              rule: o.app.compiled.rule.id,
+              route: routeOf(o.app.compiled.rule),
+              key: o.app.keyHash,
+              cost: o.app.cost,
+              retry_after_ms: o.decision.retryAfterMs,
+              source: o.source,
+            },
+          ]
+        : [],
+    ),
   });
   const denial = fields.denial!;
   return problemResponse(denial.status, { ...denial.problem }, fields.headers);
 }
 
+/** 503 temporary-reduced-capacity: an enforcing rule with `on_error: closed` could not decide. */
+function failClosed(fields: ReturnType<typeof limitFields>, failed: readonly Outcome[]): Response {
+  const ruleIds = failed.map((o) => o.app.compiled.rule.id);
+  return problemResponse(
+    503,
+    {
+      type: TEMPORARY_REDUCED_CAPACITY_TYPE,
+      title: "Temporary Reduced Capacity",
+      status: 503,
+      detail: `The rate limiter for ${ruleIds.join(", ")} is unavailable, and fails closed.`,
+      "violated-policies": ruleIds,
+    },
+    [...fields.headers, ["Retry-After", "1"]],
+  );
+}
+
+const routeOf = (rule: ResolvedRule): string => rule.match.route?.source ?? "*";
+
 function metric(
-  env: Env,
-  facts: RequestFacts,
+  cx: RequestContext,
   app: Applicable,
   outcome: MetricOutcome,
   source: Source | "none",
   retryAfterMs: number | null,
 ): void {
-  writeDataPoint(env.METRICS, {
+  writeDataPoint(cx.env.METRICS, {
     rule: app.compiled.rule.id,
     outcome,
     source,
-    plan: facts.plan,
+    plan: cx.plan,
     route: routeOf(app.compiled.rule),
-    method: facts.method,
+    method: cx.method,
     keyHash: app.keyHash,
     cost: app.cost,
     retryAfterMs,
   });
-}
-
-/** Ask one rule about the request, within the rule's time budget. Never throws. */
-async function ask(env: Env, settings: Settings, app: Applicable): Promise<Outcome> {
-  const { compiled, keyHash, cost } = app;
-  const { rule, params } = compiled;
-  const reason = rule.onError === "closed" ? "fail_closed" : "fail_open";
-
-  if (rule.scope === "local") {
-    const atMs = Date.now();
-    const refund = (admittedAtMs: number) =>
-      Promise.resolve(refundLocal(compiled, settings.maxKeys, keyHash, cost, admittedAtMs, Date.now()));
-    const result = checkLocal(compiled, settings.maxKeys, keyHash, cost, atMs);
-    if (!result.ok) {
-      return { kind: "failed", app, reason, failure: "invalid", error: result.error, attempts: 0, late: null, refund };
-    }
-    return { kind: "decided", app, decision: result.decision, source: "local", atMs, refund: () => refund(atMs) };
-  }
-
-  const id = cacheIdOf(rule.id, keyHash);
-  const fingerprint = fingerprintOfRule(compiled);
-  const sentAtMs = Date.now();
-  const known = blockedCache.lookup(id, fingerprint, cost, sentAtMs);
-  const noRefund = () => Promise.resolve(null);
-  if (known !== null) {
-    // Only shadow rules get here (a known enforcing denial refuses the request before anyone is asked).
-    stats.cache_answers++;
-    return { kind: "decided", app, decision: known, source: "cache", atMs: sentAtMs, refund: noRefund };
-  }
-
-  const name = `${rule.id}:${keyHash}`;
-  const input: CheckInput = { rule: { id: rule.id, params }, cost };
-  const refund = async (admittedAtMs: number): Promise<RefundResult> => {
-    // A refund can make the object more generous than a denial this isolate remembers.
-    blockedCache.forget(id);
-    return (await env.LIMITER.get(env.LIMITER.idFromName(name)).refund({ ...input, admittedAtMs })) as RefundResult;
-  };
-  const answer = await checkObject(env.LIMITER, name, input, settings.limiterTimeoutMs ?? rule.timeoutMs);
-  if (answer.kind === "failed") {
-    const { failure, message, attempts, late } = answer;
-    return { kind: "failed", app, reason, failure, error: message, attempts, late, refund };
-  }
-  const result = answer.result;
-  if (!result.ok) {
-    return {
-      kind: "failed",
-      app,
-      reason,
-      failure: "invalid",
-      error: result.error,
-      attempts: answer.attempts,
-      late: null,
-      refund,
-    };
-  }
-  if (result.decision.allowed) blockedCache.forget(id);
-  else blockedCache.remember(id, fingerprint, params, cost, sentAtMs, result.decision);
-  return {
-    kind: "decided",
-    app,
-    decision: result.decision,
-    source: "object",
-    atMs: result.atMs,
-    refund: () => refund(result.atMs),
-  };
 }
 
 async function safeRefund(refund: () => Promise<RefundResult>, app: Applicable): Promise<RefundResult> {
@@ -421,7 +382,7 @@ async function safeRefund(refund: () => Promise<RefundResult>, app: Applicable):
 }
 
 function logShadow(
-  facts: RequestFacts,
+  cx: RequestContext,
   app: Applicable,
   retryAfterMs: number | null,
   reason: "would_deny" | "cost_exceeds_capacity",
@@ -431,8 +392,8 @@ function logShadow(
   logEvent("log", {
     event: "shadow_deny",
     rule: rule.id,
-    plan: facts.plan,
-    method: facts.method,
+    plan: cx.plan,
+    method: cx.method,
     route: routeOf(rule),
     key: app.keyHash,
     retry_after_ms: retryAfterMs,
@@ -441,22 +402,17 @@ function logShadow(
   });
 }
 
+/** `RateLimit-Policy` alone, for the enforcing rules that applied (nothing was decided, so no `RateLimit`). */
 function policyHeader(apps: readonly Applicable[], nowMs: number): [string, string][] {
-  const views: RuleView[] = apps
+  const policies = apps
     .filter((a) => a.compiled.rule.mode === "enforce")
-    .map((a) => ({
-      ruleId: a.compiled.rule.id,
-      quota: a.compiled.capacity,
-      windowS: policyWindowS(a.compiled.params, a.compiled.capacity, nowMs),
-      remaining: 0,
-      resetAfterMs: 0,
-      retryAfterMs: null,
-      status: a.compiled.rule.status,
-      jitterS: 0,
+    .map(({ compiled }) => ({
+      ruleId: compiled.rule.id,
+      quota: compiled.capacity,
+      windowS: policyWindowS(compiled.params, compiled.capacity, nowMs),
     }));
-  return limitFields(views).headers.filter(([name]) => name === "RateLimit-Policy") as [string, string][];
+  return policies.length === 0 ? [] : [["RateLimit-Policy", rateLimitPolicy(policies)]];
 }
-
 /** The built-in origin for local development: describes the request and the decisions, never a raw key. */
 function echo(request: Request, url: URL, plan: string, outcomes: readonly Outcome[], delayedMs: number): Response {
   const decisions = outcomes.map((o) => {

@@ -65,10 +65,7 @@ export interface LimitFields {
 export function limitFields(views: readonly RuleView[]): LimitFields {
   const headers: [string, string][] = [];
   if (views.length > 0) {
-    headers.push([
-      "RateLimit-Policy",
-      views.map((v) => `${sfString(v.ruleId)};q=${v.quota};w=${v.windowS}`).join(", "),
-    ]);
+    headers.push(["RateLimit-Policy", rateLimitPolicy(views)]);
     headers.push([
       "RateLimit",
       views.map((v) => `${sfString(v.ruleId)};r=${v.remaining};t=${ceilDiv(v.resetAfterMs, 1000)}`).join(", "),
@@ -100,6 +97,13 @@ export function limitFields(views: readonly RuleView[]): LimitFields {
     retry_after_ms: retryAfterMs,
   };
   return { headers, denial: { status: longest.status, retryAfterS, problem } };
+}
+
+/** The `RateLimit-Policy` field value: one item per enforcing rule. */
+export function rateLimitPolicy(
+  policies: readonly { readonly ruleId: string; readonly quota: number; readonly windowS: number }[],
+): string {
+  return policies.map((v) => `${sfString(v.ruleId)};q=${v.quota};w=${v.windowS}`).join(", ");
 }
 
 /** `w` for a rule: the window, or the time to refill the whole capacity from empty; at least 1 s. */

@@ -22,88 +22,83 @@ interface RuleStore {
   readonly stateParams: AlgorithmParams;
 }
 
-/** One store per rule id in this isolate. */
-const stores = new Map<string, RuleStore>();
-
-/** The store last used for a compiled rule: the hot path, with no fingerprinting per request. */
-const byCompiled = new WeakMap<CompiledRule, RuleStore>();
-
-function storeFor(compiled: CompiledRule, maxKeys: number): RuleStore {
-  const known = byCompiled.get(compiled);
-  if (known !== undefined && known.maxKeys === maxKeys && stores.get(compiled.rule.id) === known) return known;
-  const found = lookupStore(compiled, maxKeys);
-  byCompiled.set(compiled, found);
-  return found;
-}
-
-function lookupStore(compiled: CompiledRule, maxKeys: number): RuleStore {
-  const { rule, params } = compiled;
-  const fingerprint = JSON.stringify(params);
-  const hit = stores.get(rule.id);
-  if (hit !== undefined && hit.fingerprint === fingerprint && hit.maxKeys === maxKeys) return hit;
-  // Another rule under this id (only tests change rules inside one isolate): start empty.
-  const created: RuleStore = {
-    fingerprint,
-    maxKeys,
-    store: createLocalStore(params, maxKeys),
-    stateParams: stateParamsOf(params),
-  };
-  stores.set(rule.id, created);
-  return created;
-}
-
 function stateParamsOf(params: AlgorithmParams): AlgorithmParams {
   return params.algorithm === "token_bucket" || params.algorithm === "leaky_bucket"
     ? { algorithm: "gcra", rate: params.rate, burst: params.burst }
     : params;
 }
 
-/** Decide one request in this isolate; the store keeps the state. */
-export function checkLocal(
-  compiled: CompiledRule,
-  maxKeys: number,
-  keyHash: string,
-  cost: number,
-  nowMs: number,
-): LocalCheckResult {
-  return storeFor(compiled, maxKeys).store.check(keyHash, cost, nowMs);
-}
+/** One isolate's `scope: local` stores, one per rule id (see isolate.ts). */
+export class LocalScope {
+  private readonly stores = new Map<string, RuleStore>();
+  /** The store last used for a compiled rule: the hot path, with no fingerprinting per request. */
+  private readonly byCompiled = new WeakMap<CompiledRule, RuleStore>();
 
-/** Give back an admitted request's cost; what the key looks like after it, for the RateLimit header. */
-export function refundLocal(
-  compiled: CompiledRule,
-  maxKeys: number,
-  keyHash: string,
-  cost: number,
-  admittedAtMs: number,
-  nowMs: number,
-): RefundResult {
-  const s = storeFor(compiled, maxKeys);
-  s.store.refund(keyHash, cost, admittedAtMs);
-  const peek = peekState(s.stateParams, s.store.peek(keyHash), nowMs);
-  return { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs };
-}
-
-/** A cost-1 request's view of the key, nothing charged (the admin API). */
-export function peekLocal(compiled: CompiledRule, maxKeys: number, keyHash: string, nowMs: number): PeekResult {
-  const s = storeFor(compiled, maxKeys);
-  return peekState(s.stateParams, s.store.peek(keyHash), nowMs);
-}
-
-/** Forget a key in this isolate (the admin API's reset); `true` if it was there. */
-export function deleteLocal(compiled: CompiledRule, maxKeys: number, keyHash: string): boolean {
-  return storeFor(compiled, maxKeys).store.delete(keyHash);
-}
-
-/** Keys, bytes and evictions across this isolate's local stores (the admin API's stats). */
-export function localStats(): { readonly keys: number; readonly bytes: number; readonly evictions: number } {
-  let keys = 0;
-  let bytes = 0;
-  let evictions = 0;
-  for (const { store } of stores.values()) {
-    keys += store.size;
-    bytes += store.bytes;
-    evictions += store.evictions;
+  /** Decide one request in this isolate; the store keeps the state. */
+  check(compiled: CompiledRule, maxKeys: number, keyHash: string, cost: number, nowMs: number): LocalCheckResult {
+    return this.storeFor(compiled, maxKeys).store.check(keyHash, cost, nowMs);
   }
-  return { keys, bytes, evictions };
+
+  /** Give back an admitted request's cost; what the key looks like after it, for the RateLimit header. */
+  refund(
+    compiled: CompiledRule,
+    maxKeys: number,
+    keyHash: string,
+    cost: number,
+    admittedAtMs: number,
+    nowMs: number,
+  ): RefundResult {
+    const s = this.storeFor(compiled, maxKeys);
+    s.store.refund(keyHash, cost, admittedAtMs);
+    const peek = peekState(s.stateParams, s.store.peek(keyHash), nowMs);
+    return { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs };
+  }
+
+  /** A cost-1 request's view of the key, nothing charged (the admin API). */
+  peek(compiled: CompiledRule, maxKeys: number, keyHash: string, nowMs: number): PeekResult {
+    const s = this.storeFor(compiled, maxKeys);
+    return peekState(s.stateParams, s.store.peek(keyHash), nowMs);
+  }
+
+  /** Forget a key in this isolate (the admin API's reset); `true` if it was there. */
+  delete(compiled: CompiledRule, maxKeys: number, keyHash: string): boolean {
+    return this.storeFor(compiled, maxKeys).store.delete(keyHash);
+  }
+
+  /** Keys, bytes and evictions across this isolate's local stores (the admin API's stats). */
+  stats(): { readonly keys: number; readonly bytes: number; readonly evictions: number } {
+    let keys = 0;
+    let bytes = 0;
+    let evictions = 0;
+    for (const { store } of this.stores.values()) {
+      keys += store.size;
+      bytes += store.bytes;
+      evictions += store.evictions;
+    }
+    return { keys, bytes, evictions };
+  }
+
+  private storeFor(compiled: CompiledRule, maxKeys: number): RuleStore {
+    const known = this.byCompiled.get(compiled);
+    if (known !== undefined && known.maxKeys === maxKeys && this.stores.get(compiled.rule.id) === known) return known;
+    const found = this.lookupStore(compiled, maxKeys);
+    this.byCompiled.set(compiled, found);
+    return found;
+  }
+
+  private lookupStore(compiled: CompiledRule, maxKeys: number): RuleStore {
+    const { rule, params } = compiled;
+    const fingerprint = JSON.stringify(params);
+    const hit = this.stores.get(rule.id);
+    if (hit !== undefined && hit.fingerprint === fingerprint && hit.maxKeys === maxKeys) return hit;
+    // Another rule under this id (only tests change rules inside one isolate): start empty.
+    const created: RuleStore = {
+      fingerprint,
+      maxKeys,
+      store: createLocalStore(params, maxKeys),
+      stateParams: stateParamsOf(params),
+    };
+    this.stores.set(rule.id, created);
+    return created;
+  }
 }

@@ -5,25 +5,29 @@
  * routes appear as the rule's route pattern, never the request's path (which a client can fill with anything).
  */
 
-/** This isolate's counters since it started. */
-export const stats = {
-  /** Requests through the gateway (admin requests excluded). */
-  requests: 0,
-  /** Durable Object `check` calls, retries included. */
-  object_calls: 0,
-  /** Retries after a retryable error. */
-  object_retries: 0,
-  /** Rule decisions answered by the blocked-key cache, without a call. */
-  cache_answers: 0,
-  /** Requests denied (by any enforcing rule, from any source). */
-  denials: 0,
-  /** Rule decisions that failed and were skipped (`on_error: open`). */
-  fail_open: 0,
-  /** Rule decisions that failed and refused the request (`on_error: closed`). */
-  fail_closed: 0,
-  /** Would-be denials of shadow rules. */
-  shadow_denials: 0,
-};
+/** An isolate's counters since it started (one set per isolate, see isolate.ts). */
+export function newStats() {
+  return {
+    /** Requests through the gateway (admin requests excluded). */
+    requests: 0,
+    /** Durable Object `check` calls, retries included. */
+    object_calls: 0,
+    /** Retries after a retryable error. */
+    object_retries: 0,
+    /** Rule decisions answered by the blocked-key cache, without a call. */
+    cache_answers: 0,
+    /** Requests denied (by any enforcing rule, from any source). */
+    denials: 0,
+    /** Rule decisions that failed and were skipped (`on_error: open`). */
+    fail_open: 0,
+    /** Rule decisions that failed and refused the request (`on_error: closed`). */
+    fail_closed: 0,
+    /** Would-be denials of shadow rules. */
+    shadow_denials: 0,
+  };
+}
+
+export type Stats = ReturnType<typeof newStats>;
 
 export type Outcome =
   | "allowed"

@@ -13,8 +13,8 @@
  * A retried check may be charged twice if the first attempt was applied before its connection broke (the object
  * cannot tell a retry from a new request); the limiter then errs towards refusing, never towards admitting.
  */
+import type { Isolate } from "./isolate.ts";
 import type { SluiceLimiter } from "./limiter.ts";
-import { stats } from "./metrics.ts";
 import type { CheckInput, CheckResult } from "./store.ts";
 
 export type FailureKind = "overloaded" | "retryable" | "reset" | "error" | "timeout" | "invalid";
@@ -48,43 +48,39 @@ export function messageOf(error: unknown): string {
   return String(error);
 }
 
+/** Ask the object named `name`, within `timeoutMs` on the isolate's sleeper, counting calls in its stats. */
 export async function checkObject(
   namespace: DurableObjectNamespace<SluiceLimiter>,
   name: string,
   input: CheckInput,
   timeoutMs: number,
+  isolate: Pick<Isolate, "sleep" | "stats">,
 ): Promise<ObjectAnswer> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), timeoutMs);
-  });
-  try {
-    for (let attempt = 1; ; attempt++) {
-      stats.object_calls++;
-      if (attempt > 1) stats.object_retries++;
-      const stub = namespace.get(namespace.idFromName(name));
-      const call = (async () => (await stub.check(input)) as CheckResult)();
-      const settled = call.then(
-        (result) => ({ ok: true as const, result }),
-        (error: unknown) => ({ ok: false as const, error }),
-      );
-      const raced = await Promise.race([settled, deadline]);
-      if (raced === "timeout") {
-        return {
-          kind: "failed",
-          failure: "timeout",
-          message: `no answer within ${timeoutMs} ms`,
-          attempts: attempt,
-          late: call,
-        };
-      }
-      if (raced.ok) return { kind: "answered", result: raced.result, attempts: attempt };
-      const { failure, retry } = classify(raced.error);
-      if (!retry || attempt >= 2) {
-        return { kind: "failed", failure, message: messageOf(raced.error), attempts: attempt, late: null };
-      }
+  const { stats } = isolate;
+  const deadline = isolate.sleep(timeoutMs).then(() => "timeout" as const);
+  for (let attempt = 1; ; attempt++) {
+    stats.object_calls++;
+    if (attempt > 1) stats.object_retries++;
+    const stub = namespace.get(namespace.idFromName(name));
+    const call = (async () => (await stub.check(input)) as CheckResult)();
+    const settled = call.then(
+      (result) => ({ ok: true as const, result }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    const raced = await Promise.race([settled, deadline]);
+    if (raced === "timeout") {
+      return {
+        kind: "failed",
+        failure: "timeout",
+        message: `no answer within ${timeoutMs} ms`,
+        attempts: attempt,
+        late: call,
+      };
     }
-  } finally {
-    clearTimeout(timer);
+    if (raced.ok) return { kind: "answered", result: raced.result, attempts: attempt };
+    const { failure, retry } = classify(raced.error);
+    if (!retry || attempt >= 2) {
+      return { kind: "failed", failure, message: messageOf(raced.error), attempts: attempt, late: null };
+    }
   }
 }

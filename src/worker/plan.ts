@@ -18,34 +18,39 @@ interface CacheEntry {
 
 /** Bounded so a flood of random keys cannot grow the isolate's memory without limit. */
 const MAX_ENTRIES = 10_000;
-const cache = new Map<string, CacheEntry>();
 
-/** The plan for a caller: its account's, or `defaultPlan`. `keyHash` is the SHA-256 hex of the API key. */
-export async function planFor(
-  accounts: KVNamespace,
-  keyHash: string | null,
-  defaultPlan: string,
-  ttlMs: number,
-  nowMs: number,
-): Promise<string> {
-  if (keyHash === null) return defaultPlan;
-  const hit = cache.get(keyHash);
-  if (hit !== undefined && hit.expiresAtMs > nowMs) return (await hit.plan) ?? defaultPlan;
-  if (hit !== undefined) cache.delete(keyHash);
-  // One KV read shared by concurrent requests of the same key. It never rejects: a failure reads as "no record".
-  const plan = readPlan(accounts, keyHash).catch((error: unknown) => {
-    cache.delete(keyHash);
-    console.error(JSON.stringify({ event: "plan_lookup_failed", key: keyHash, error: String(error) }));
-    return null;
-  });
-  if (ttlMs > 0) {
-    if (cache.size >= MAX_ENTRIES) {
-      const oldest = cache.keys().next();
-      if (oldest.done !== true) cache.delete(oldest.value);
+/** One isolate's account records (and their absence), keyed by the SHA-256 hex of the API key. */
+export class PlanCache {
+  private readonly entries = new Map<string, CacheEntry>();
+
+  /** The plan for a caller: its account's, or `defaultPlan`. `keyHash` is the SHA-256 hex of the API key. */
+  async planFor(
+    accounts: KVNamespace,
+    keyHash: string | null,
+    defaultPlan: string,
+    ttlMs: number,
+    nowMs: number,
+  ): Promise<string> {
+    if (keyHash === null) return defaultPlan;
+    const cache = this.entries;
+    const hit = cache.get(keyHash);
+    if (hit !== undefined && hit.expiresAtMs > nowMs) return (await hit.plan) ?? defaultPlan;
+    if (hit !== undefined) cache.delete(keyHash);
+    // One KV read shared by concurrent requests of the same key. It never rejects: a failure reads as "no record".
+    const plan = readPlan(accounts, keyHash).catch((error: unknown) => {
+      cache.delete(keyHash);
+      console.error(JSON.stringify({ event: "plan_lookup_failed", key: keyHash, error: String(error) }));
+      return null;
+    });
+    if (ttlMs > 0) {
+      if (cache.size >= MAX_ENTRIES) {
+        const oldest = cache.keys().next();
+        if (oldest.done !== true) cache.delete(oldest.value);
+      }
+      cache.set(keyHash, { expiresAtMs: nowMs + ttlMs, plan });
     }
-    cache.set(keyHash, { expiresAtMs: nowMs + ttlMs, plan });
+    return (await plan) ?? defaultPlan;
   }
-  return (await plan) ?? defaultPlan;
 }
 
 async function readPlan(accounts: KVNamespace, keyHash: string): Promise<string | null> {
@@ -68,9 +73,4 @@ export function parseAccount(text: string, keyHash: string): string | null {
   }
   console.warn(JSON.stringify({ event: "bad_account_record", key: keyHash, error: "no string `plan` field" }));
   return null;
-}
-
-/** Forget every cached record (tests). */
-export function clearPlanCache(): void {
-  cache.clear();
 }

@@ -3,6 +3,7 @@
  * limit; settings say where to forward, which plan an unknown caller gets, which header carries the user id.
  * A malformed var falls back to its default with one warning line, so a typo never turns every request into a 500.
  */
+import { DEFAULT_TIMEOUT_MS } from "../rules/types.ts";
 import type { SluiceLimiter } from "./limiter.ts";
 
 /** The Worker's bindings and vars, as wrangler.toml declares them. */
@@ -43,7 +44,10 @@ export interface Settings {
   readonly ipv6PrefixBits: number;
   /** How long an account record (or its absence) is cached in the isolate, ms. Default 30000. */
   readonly planCacheTtlMs: number;
-  /** Overrides every rule's `timeout_ms` when set (slow local or CI machines); `null`: each rule's own. */
+  /**
+   * Overrides every rule's `timeout_ms` when set (slow local or CI machines); `null`: each rule's own. A malformed
+   * value falls back to `DEFAULT_TIMEOUT_MS` (250), the rules' own default.
+   */
   readonly limiterTimeoutMs: number | null;
   /** Keys one `scope: local` rule keeps in this isolate before evicting the least recently used. Default 100000. */
   readonly maxKeys: number;
@@ -105,7 +109,7 @@ export function parseSettings(env: Vars): Settings {
     userHeader: (text("USER_HEADER") === "" ? "X-User-Id" : text("USER_HEADER")).toLowerCase(),
     ipv6PrefixBits: int("IPV6_PREFIX", 64, 0, 128),
     planCacheTtlMs: int("PLAN_CACHE_TTL_MS", 30_000, 0, 86_400_000),
-    limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", 50, 1, 600_000),
+    limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, 600_000),
     maxKeys: int("MAX_KEYS", 100_000, 1, 50_000_000),
     adminToken: adminToken.length >= MIN_ADMIN_TOKEN_CHARS ? adminToken : null,
     keyHashSecret: keyHashSecret === "" ? null : keyHashSecret,

@@ -3,17 +3,26 @@
  * state without charging it, reset, stats, and keys hashed as the gateway hashes them (with KEY_HASH_SECRET too).
  */
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { hmacSha256Hex, sha256Hex } from "../../src/worker/hash.ts";
-import { clearPlanCache } from "../../src/worker/plan.ts";
 import type { Env } from "../../src/worker/settings.ts";
-import { bearer, freshIp, freshKey, gatewayFetch, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
+import {
+  bearer,
+  freshIp,
+  freshKey,
+  gatewayFetch,
+  isolate,
+  req,
+  rulesFrom,
+  seedAccount,
+  setNow,
+  T0,
+} from "./helpers.ts";
 
 const TOKEN = "test-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
 
-beforeEach(() => clearPlanCache());
 afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
@@ -40,7 +49,7 @@ const rules = rulesFrom(`
 
 async function call(method: string, path: string, headers: Record<string, string> = admin, e: Env = env) {
   const ctx = createExecutionContext();
-  const response = await handleRequest(req(method, path, headers), e, ctx, rules);
+  const response = await handleRequest(req(method, path, headers), e, ctx, rules, isolate);
   await waitOnExecutionContext(ctx);
   return response;
 }
@@ -236,7 +245,7 @@ describe("KEY_HASH_SECRET", () => {
     await seedAccount(key, "growth");
     setNow(T0);
     const ctx = createExecutionContext();
-    const r = await handleRequest(req("GET", "/x", bearer(key)), keyed, ctx, rules);
+    const r = await handleRequest(req("GET", "/x", bearer(key)), keyed, ctx, rules, isolate);
     await waitOnExecutionContext(ctx);
     const body = await r.json<{ plan: string; decisions: { key: string }[] }>();
     expect(body.plan).toBe("growth");

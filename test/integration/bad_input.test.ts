@@ -4,11 +4,9 @@
  * anonymous and the origin judges the credential); everything else is matched, counted and forwarded as usual.
  */
 import { SELF } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { clearPlanCache } from "../../src/worker/plan.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { bearer, freshKey, req, setNow, T0 } from "./helpers.ts";
 
-beforeEach(() => clearPlanCache());
 afterEach(() => vi.useRealTimers());
 
 interface Echo {

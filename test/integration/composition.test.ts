@@ -4,18 +4,20 @@
  * rule changes across a redeploy, local scope, and bad input.
  */
 import { createExecutionContext, env, runInDurableObject, SELF, waitOnExecutionContext } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { jitterSeconds, sha256Hex } from "../../src/worker/hash.ts";
+import { createIsolate } from "../../src/worker/isolate.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
 import { compileRules } from "../../src/worker/match.ts";
-import { clearPlanCache } from "../../src/worker/plan.ts";
 import {
   bearer,
   bodyOf,
   freshKey,
   gatewayFetch,
+  isolate,
   limiterFor,
+  manualSleep,
   req,
   resolvedFrom,
   rulesFrom,
@@ -24,7 +26,6 @@ import {
   T0,
 } from "./helpers.ts";
 
-beforeEach(() => clearPlanCache());
 afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
@@ -396,6 +397,7 @@ describe("forwarding", () => {
       forwardingEnv,
       createExecutionContext(),
       rules,
+      isolate,
     );
     expect(r.status).toBe(201);
     expect(await r.text()).toBe("created");
@@ -416,6 +418,7 @@ describe("a limiter that answers too late", () => {
   algorithm: token_bucket
   rate: 1/min
   burst: 5
+  timeout_ms: 20
 - id: gate
   match: { identity: api_key }
   algorithm: token_bucket
@@ -427,12 +430,21 @@ describe("a limiter that answers too late", () => {
     expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(200);
     const original = SluiceLimiter.prototype.check;
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
-      if (input.rule.id === "slow") await scheduler.wait(300);
+      // slow's 20 ms budget runs out while it works (gate's 250 ms budget does not); it answers afterwards.
+      if (input.rule.id === "slow") await timers.expire(20);
       return original.call(this, input);
     });
     const ctx = createExecutionContext();
-    const impatient = { ...env, LIMITER_TIMEOUT_MS: "20" };
-    const denied = await handleRequest(req("GET", "/x", bearer(key)), impatient, ctx, rules);
+    // Each rule's own timeout_ms, and a time budget that runs out only when the test says so.
+    const impatient = { ...env, LIMITER_TIMEOUT_MS: "" };
+    const timers = manualSleep();
+    const denied = await handleRequest(
+      req("GET", "/x", bearer(key)),
+      impatient,
+      ctx,
+      rules,
+      createIsolate({ sleep: timers.sleep }),
+    );
     expect(denied.status).toBe(429);
     // Only the rule that answered is advertised.
     expect(denied.headers.get("RateLimit")).toBe(`"gate";r=0;t=60`);

@@ -3,12 +3,10 @@
  * is as good as fresh (and only then), and concurrent requests on one key are decided one at a time.
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { SluiceLimiter } from "../../src/worker/limiter.ts";
-import { clearPlanCache } from "../../src/worker/plan.ts";
 import { bearer, bodyOf, freshIp, freshKey, limiterFor, req, seedAccount, setNow, T0 } from "./helpers.ts";
 
-beforeEach(() => clearPlanCache());
 afterEach(() => vi.useRealTimers());
 
 const storage = async (ruleId: string, key: string) =>

@@ -5,16 +5,14 @@
  * temporary-reduced-capacity. A retryable error or a reset is retried once on a fresh stub; an overload never is.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
+import { createIsolate } from "../../src/worker/isolate.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import { stats } from "../../src/worker/metrics.ts";
-import { clearPlanCache } from "../../src/worker/plan.ts";
 import type { CheckInput, CheckResult } from "../../src/worker/store.ts";
-import { bearer, bodyOf, freshKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, bodyOf, freshKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
-beforeEach(() => clearPlanCache());
 afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
@@ -87,17 +85,22 @@ const faults: Record<string, { fault: Fault; failure: string; attempts: number }
   },
   "no answer within the time budget": {
     fault: async () => {
-      await scheduler.wait(150);
+      // The budget runs out while the object is still working; it answers afterwards.
+      await timers.expire();
     },
     failure: "timeout",
     attempts: 1,
   },
 };
 
+/** The limiter's time budget ends only when a fault says so (`timers.expire()`), never by a race with a real timer. */
+const timers = manualSleep();
+const isolate = createIsolate({ sleep: timers.sleep });
+
 async function send(path: string, key: string) {
   const ctx = createExecutionContext();
   const impatient = { ...env, LIMITER_TIMEOUT_MS: "40" };
-  const response = await handleRequest(req("GET", path, bearer(key)), impatient, ctx, rules);
+  const response = await handleRequest(req("GET", path, bearer(key)), impatient, ctx, rules, isolate);
   await waitOnExecutionContext(ctx);
   return response;
 }
@@ -108,7 +111,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
     setNow(T0);
     const errors = vi.spyOn(console, "error");
     const spy = inject(fault);
-    const before = { ...stats };
+    const before = { ...isolate.stats };
     const r = await send("/open", key);
     expect(r.status).toBe(200);
     expect(r.headers.get("RateLimit")).toBeNull();
@@ -116,8 +119,8 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
       { rule: "lenient", mode: "enforce", cost: 1, key: await sha256Hex(key), error: "fail_open" },
     ]);
     expect(spy).toHaveBeenCalledTimes(attempts);
-    expect(stats.fail_open - before.fail_open).toBe(1);
-    expect(stats.object_calls - before.object_calls).toBe(attempts);
+    expect(isolate.stats.fail_open - before.fail_open).toBe(1);
+    expect(isolate.stats.object_calls - before.object_calls).toBe(attempts);
     const logged = errors.mock.calls.map((c) => JSON.parse(String(c[0])));
     expect(logged).toContainEqual(
       expect.objectContaining({ event: "limiter_failed", rule: "lenient", reason: "fail_open", failure, attempts }),
@@ -130,7 +133,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
     setNow(T0);
     vi.spyOn(console, "error");
     const spy = inject(fault);
-    const before = stats.fail_closed;
+    const before = isolate.stats.fail_closed;
     const r = await send("/closed", key);
     expect(r.status).toBe(503);
     expect(r.headers.get("Content-Type")).toBe("application/problem+json");
@@ -143,7 +146,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
       "violated-policies": ["strict"],
     });
     expect(spy).toHaveBeenCalledTimes(attempts);
-    expect(stats.fail_closed - before).toBe(1);
+    expect(isolate.stats.fail_closed - before).toBe(1);
   });
 });
 
@@ -178,7 +181,7 @@ describe("retry once", () => {
     vi.spyOn(console, "error");
     const spy = inject(async (_self, attempt) => {
       if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
-      await scheduler.wait(150);
+      await timers.expire();
     });
     const r = await send("/closed", key);
     expect(r.status).toBe(503);

@@ -5,7 +5,9 @@ import { parseRules } from "../../src/rules/parse.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
+import { createIsolate, type Sleep } from "../../src/worker/isolate.ts";
 import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
+import { limiterStub } from "../../src/worker/names.ts";
 
 /** Noon UTC, so day windows do not roll over during a test; far in the future, so no alarm fires by itself. */
 export const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -56,17 +58,45 @@ export function rulesFrom(yaml: string): readonly CompiledRule[] {
   return compileRules(resolvedFrom(yaml));
 }
 
-/** Run the gateway with custom rules in the Workers runtime, with the real bindings. */
+/**
+ * The isolate state the gateway keeps between requests, for the tests of one file that call the gateway directly
+ * (`SELF.fetch` goes through the Worker's own isolate state instead).
+ */
+export const isolate = createIsolate();
+
+/**
+ * A sleeper the test drives: nothing it starts ends by itself. `expire(ms)` ends every pending sleep of `ms` (every
+ * pending sleep when `ms` is omitted), as if that much time had passed, and resolves once the sleepers' callers have
+ * run on (a macrotask later). Give it to `createIsolate({ sleep })` so a limiter's time budget runs out exactly when
+ * the test says, instead of racing a real timer.
+ */
+export function manualSleep(): { readonly sleep: Sleep; expire(ms?: number): Promise<void> } {
+  const pending: { readonly ms: number; readonly wake: () => void }[] = [];
+  return {
+    sleep: (ms) => new Promise<void>((wake) => pending.push({ ms, wake })),
+    async expire(ms?: number) {
+      for (let i = pending.length - 1; i >= 0; i--) {
+        const p = pending[i]!;
+        if (ms !== undefined && p.ms !== ms) continue;
+        pending.splice(i, 1);
+        p.wake();
+      }
+      await scheduler.wait(1);
+    },
+  };
+}
+
+/** Run the gateway with custom rules in the Workers runtime, with the real bindings and this file's isolate state. */
 export async function gatewayFetch(rules: readonly CompiledRule[], request: Request): Promise<Response> {
   const ctx = createExecutionContext();
-  const response = await handleRequest(request, env, ctx, rules);
+  const response = await handleRequest(request, env, ctx, rules, isolate);
   await waitOnExecutionContext(ctx);
   return response;
 }
 
 /** The Durable Object stub for (rule, raw key). */
 export async function limiterFor(ruleId: string, rawKey: string) {
-  return env.LIMITER.get(env.LIMITER.idFromName(`${ruleId}:${await sha256Hex(rawKey)}`));
+  return limiterStub(env.LIMITER, ruleId, await sha256Hex(rawKey));
 }
 
 /** The JSON bodies the gateway writes (echo or problem), loosely typed for assertions. */

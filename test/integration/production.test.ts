@@ -4,16 +4,13 @@
  * metrics (one Analytics Engine data point per decision, hashed keys only) and the denial log line.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import { stats } from "../../src/worker/metrics.ts";
-import { clearPlanCache } from "../../src/worker/plan.ts";
 import type { Env } from "../../src/worker/settings.ts";
-import { bearer, freshKey, gatewayFetch, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, freshKey, gatewayFetch, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
-beforeEach(() => clearPlanCache());
 afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
@@ -21,7 +18,7 @@ afterEach(() => {
 
 async function fetchWith(e: Env, rules: ReturnType<typeof rulesFrom>, request: Request) {
   const ctx = createExecutionContext();
-  const response = await handleRequest(request, e, ctx, rules);
+  const response = await handleRequest(request, e, ctx, rules, isolate);
   await waitOnExecutionContext(ctx);
   return response;
 }
@@ -52,13 +49,13 @@ describe("blocked-key cache", () => {
     // 2 rules × 3 requests.
     expect(checks).toHaveBeenCalledTimes(6);
 
-    const cacheBefore = stats.cache_answers;
+    const cacheBefore = isolate.stats.cache_answers;
     setNow(T0 + 40);
     const fromCache = await send();
     expect(fromCache.status).toBe(429);
     // Nobody asked: not the denying rule, not the daily quota it would have charged and refunded.
     expect(checks).toHaveBeenCalledTimes(6);
-    expect(stats.cache_answers - cacheBefore).toBe(1);
+    expect(isolate.stats.cache_answers - cacheBefore).toBe(1);
     expect(fromCache.headers.get("Retry-After")).toBe("1");
     expect(fromCache.headers.get("RateLimit")).toBe(`"tight";r=0;t=1`);
     expect(await fromCache.json()).toEqual({

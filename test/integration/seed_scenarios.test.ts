@@ -4,15 +4,13 @@
  * with its delays measured for real.
  */
 import { SELF } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { clearPlanCache } from "../../src/worker/plan.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { bearer, freshIp, freshKey, req, seedAccount, setNow, T0 } from "./helpers.ts";
 
 const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 const TITLE = "Request cannot be satisfied as assigned quota has been exceeded";
 const FREE_POLICY = `"free-global";q=20;w=2, "free-daily";q=10000;w=86400`;
 
-beforeEach(() => clearPlanCache());
 afterEach(() => vi.useRealTimers());
 
 async function send(request: Request) {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";
 import { parseSettings } from "../../src/worker/settings.ts";
 
 describe("parseSettings", () => {
@@ -64,4 +65,16 @@ describe("parseSettings", () => {
       `PLAN_CACHE_TTL_MS: must be an integer from 0 to 86400000, got "30s"; using 30000`,
     ]);
   });
+
+  it.each(["0", "50ms", "-1", "1.5", "600001"])(
+    "a malformed LIMITER_TIMEOUT_MS (%s) falls back to the rules' default timeout, 250 ms",
+    (raw) => {
+      const s = parseSettings({ LIMITER_TIMEOUT_MS: raw });
+      expect(DEFAULT_TIMEOUT_MS).toBe(250);
+      expect(s.limiterTimeoutMs).toBe(DEFAULT_TIMEOUT_MS);
+      expect(s.warnings).toEqual([
+        `LIMITER_TIMEOUT_MS: must be an integer from 1 to 600000, got ${JSON.stringify(raw)}; using 250`,
+      ]);
+    },
+  );
 });

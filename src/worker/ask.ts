@@ -1,0 +1,111 @@
+/**
+ * The "ask" step of the request path: one rule's answer for one request, never an exception. `scope: local` rules
+ * are decided in this isolate; `scope: global` rules by their Durable Object within the rule's time budget, unless
+ * this isolate already knows the object's denial (the gateway looked it up once and passes it in).
+ */
+import type { Decision } from "../algorithms/index.ts";
+import type { Isolate } from "./isolate.ts";
+import type { Applicable, CompiledRule } from "./match.ts";
+import type { Source } from "./metrics.ts";
+import { limiterStub, objectNameOf } from "./names.ts";
+import { checkObject, type FailureKind } from "./object_call.ts";
+import type { Env, Settings } from "./settings.ts";
+import { type CheckInput, type CheckResult, fingerprintOf, type RefundResult } from "./store.ts";
+
+/** What asking one rule produced. */
+export type Outcome =
+  | {
+      readonly kind: "decided";
+      readonly app: Applicable;
+      readonly decision: Decision;
+      readonly source: Source;
+      readonly atMs: number;
+      readonly refund: () => Promise<RefundResult>;
+    }
+  | {
+      readonly kind: "failed";
+      readonly app: Applicable;
+      readonly reason: "fail_open" | "fail_closed";
+      readonly failure: FailureKind;
+      readonly error: string;
+      readonly attempts: number;
+      /** The answer that arrived too late, if the call is still running: refunded if the request ends up denied. */
+      readonly late: Promise<CheckResult> | null;
+      readonly refund: (admittedAtMs: number) => Promise<RefundResult>;
+    };
+
+/** Everything `ask` may use besides the rule: bindings, settings, this isolate. */
+export interface AskContext {
+  readonly env: Env;
+  readonly settings: Settings;
+  readonly isolate: Isolate;
+}
+
+/**
+ * Ask one rule about the request. `known` is this isolate's cached denial for the rule's object, if any (only shadow
+ * rules get here with one: a known enforcing denial refuses the request before anyone is asked).
+ */
+export function ask(cx: AskContext, app: Applicable, known: Decision | null): Promise<Outcome> {
+  if (app.compiled.rule.scope === "local") return Promise.resolve(askLocal(cx, app));
+  if (known !== null) {
+    cx.isolate.stats.cache_answers++;
+    const atMs = cx.isolate.clock();
+    return Promise.resolve({ kind: "decided", app, decision: known, source: "cache", atMs, refund: noRefund });
+  }
+  return askObject(cx, app);
+}
+
+const noRefund = () => Promise.resolve(null);
+
+const failureReason = (app: Applicable) => (app.compiled.rule.onError === "closed" ? "fail_closed" : "fail_open");
+
+function askLocal({ settings, isolate }: AskContext, app: Applicable): Outcome {
+  const { compiled, keyHash, cost } = app;
+  const atMs = isolate.clock();
+  const refund = (admittedAtMs: number) =>
+    Promise.resolve(isolate.local.refund(compiled, settings.maxKeys, keyHash, cost, admittedAtMs, isolate.clock()));
+  const result = isolate.local.check(compiled, settings.maxKeys, keyHash, cost, atMs);
+  if (!result.ok) {
+    const reason = failureReason(app);
+    return { kind: "failed", app, reason, failure: "invalid", error: result.error, attempts: 0, late: null, refund };
+  }
+  return { kind: "decided", app, decision: result.decision, source: "local", atMs, refund: () => refund(atMs) };
+}
+
+async function askObject({ env, settings, isolate }: AskContext, app: Applicable): Promise<Outcome> {
+  const { compiled, keyHash, cost } = app;
+  const { rule, params } = compiled;
+  const name = objectNameOf(rule.id, keyHash);
+  const input: CheckInput = { rule: { id: rule.id, params }, cost };
+  const refund = async (admittedAtMs: number): Promise<RefundResult> => {
+    // A refund can make the object more generous than a denial this isolate remembers.
+    isolate.blocked.forget(name);
+    return (await limiterStub(env.LIMITER, rule.id, keyHash).refund({ ...input, admittedAtMs })) as RefundResult;
+  };
+  const sentAtMs = isolate.clock();
+  const answer = await checkObject(env.LIMITER, name, input, settings.limiterTimeoutMs ?? rule.timeoutMs, isolate);
+  const reason = failureReason(app);
+  if (answer.kind === "failed") {
+    const { failure, message, attempts, late } = answer;
+    return { kind: "failed", app, reason, failure, error: message, attempts, late, refund };
+  }
+  const { result, attempts } = answer;
+  if (!result.ok) {
+    return { kind: "failed", app, reason, failure: "invalid", error: result.error, attempts, late: null, refund };
+  }
+  if (result.decision.allowed) isolate.blocked.forget(name);
+  else isolate.blocked.remember(name, fingerprintOfRule(compiled), params, cost, sentAtMs, result.decision);
+  const { decision, atMs } = result;
+  return { kind: "decided", app, decision, source: "object", atMs, refund: () => refund(atMs) };
+}
+
+const fingerprints = new WeakMap<CompiledRule, string>();
+/** The rule's parameter fingerprint, computed once per compiled rule (the blocked-key cache keys entries by it). */
+export function fingerprintOfRule(compiled: CompiledRule): string {
+  let fp = fingerprints.get(compiled);
+  if (fp === undefined) {
+    fp = fingerprintOf(compiled.params);
+    fingerprints.set(compiled, fp);
+  }
+  return fp;
+}

@@ -1,0 +1,48 @@
+/**
+ * Everything one isolate keeps between requests, in one object that the entry point creates once and passes in:
+ * the clock and the sleeper (injected, so tests drive time instead of racing it), the blocked-key cache, the
+ * counters, the `scope: local` stores and the plan cache. Nothing in src/worker keeps request state in a module
+ * singleton; a test that wants a clean isolate makes a new one.
+ */
+import { BlockedCache } from "./blocked_cache.ts";
+import { LocalScope } from "./local_scope.ts";
+import { newStats, type Stats } from "./metrics.ts";
+import { PlanCache } from "./plan.ts";
+
+/** This isolate's clock, ms since the epoch. */
+export type Clock = () => number;
+/** Resolves after `ms` on the isolate's clock (the shaping delay, the limiter's time budget). */
+export type Sleep = (ms: number) => Promise<void>;
+
+export interface Isolate {
+  readonly clock: Clock;
+  readonly sleep: Sleep;
+  /** Denials this isolate knows the objects would repeat (blocked_cache.ts). */
+  readonly blocked: BlockedCache;
+  /** Counters since the isolate started (the admin API's `/_sluice/stats`). */
+  readonly stats: Stats;
+  /** The `scope: local` rules' stores (local_scope.ts). */
+  readonly local: LocalScope;
+  /** Account records read from KV (plan.ts). */
+  readonly plans: PlanCache;
+}
+
+export interface IsolateOptions {
+  readonly clock?: Clock;
+  readonly sleep?: Sleep;
+}
+
+/** The Workers runtime's clock and timer: `Date.now()` and `scheduler.wait`. */
+export const systemClock: Clock = () => Date.now();
+export const systemSleep: Sleep = (ms) => scheduler.wait(ms);
+
+export function createIsolate(options: IsolateOptions = {}): Isolate {
+  return {
+    clock: options.clock ?? systemClock,
+    sleep: options.sleep ?? systemSleep,
+    blocked: new BlockedCache(),
+    stats: newStats(),
+    local: new LocalScope(),
+    plans: new PlanCache(),
+  };
+}
