@@ -1,0 +1,20 @@
+// Mutation testing of the pure core (`npm run test:mutation`; not part of `npm test`).
+// One file at a time is kinder to a shared machine: `npm run test:mutation -- --mutate src/algorithms/gcra.ts`.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: "vitest",
+  // The plain-Node unit tests only; the Workers-runtime tests cannot be run under Stryker's instrumented sandbox.
+  vitest: { configFile: "vitest.unit.config.ts", related: true },
+  mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts"],
+  coverageAnalysis: "perTest",
+  // Two cores shared by many processes: 1 (override with --concurrency 2 on a quiet machine).
+  concurrency: 1,
+  timeoutMS: 60_000,
+  reporters: ["clear-text", "progress", "html", "json"],
+  htmlReporter: { fileName: "reports/mutation/index.html" },
+  jsonReporter: { fileName: "reports/mutation/mutation.json" },
+  thresholds: { high: 95, low: 90, break: 95 },
+  ignorePatterns: ["dist", ".wrangler", "reports"],
+  tempDirName: ".stryker-tmp",
+  cleanTempDir: "always",
+};
