@@ -1,5 +1,6 @@
 /**
- * Part 4: how far sliding_counter's estimate is from the exact sliding window, on synthetic traffic with many keys.
+ * Part 4: how far sliding_counter's estimate is from the exact sliding window, on synthetic traffic with many keys,
+ * for `buckets: k` = 1, 2, 4, 6, 10, 60 (each on the very same traffic), with the local store's bytes per key.
  *
  * Primary measure (Cloudflare's): each counter decision is judged against the exact count of the requests the counter
  * itself admitted in the sliding window: "wrongly admitted" if the exact window was already full, "wrongly denied" if
@@ -11,13 +12,15 @@
 import type { AlgorithmState } from "../src/algorithms/index.ts";
 import { decide } from "../src/algorithms/index.ts";
 import { mulberry32 as prng } from "../src/cli/gen.ts";
+import { createLocalStore } from "../src/local/local_store.ts";
+import type { AlgorithmParams } from "../src/rules/types.ts";
 import { slidingCounter, slidingLog } from "../test/support/params.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
 const SPAN_MS = 20 * WINDOW_MS;
-const KEYS = QUICK ? 1_500 : 6_000;
+const KEYS = QUICK ? 300 : 2_000;
 const T0 = 1_700_000_040_000; // not window-aligned on purpose: clients do not start on a boundary
 
 type Profile = "typical" | "steady" | "bursty" | "boundary-packed";
@@ -64,62 +67,89 @@ function traffic(profile: Profile, rand: () => number): number[] {
   return times;
 }
 
+/** sub-window counts measured: the issue's dial, k = 1 (two counters) to 60 (one per second of a minute) */
+const BUCKETS = [1, 2, 4, 6, 10, 60] as const;
+
+/** Local-store bytes per key for a sliding_counter with `buckets` k, measured on a full store of 4096 keys. */
+function bytesPerKey(buckets: number): number {
+  const store = createLocalStore(slidingCounter(LIMIT, WINDOW_MS, false, buckets), 4096);
+  for (let i = 0; i < 4096; i++) store.check(`k${i}`, 1, T0);
+  return round(store.bytes / store.size, 1);
+}
+
+interface Tally {
+  wronglyAdmitted: number;
+  wronglyDenied: number;
+  shadowAdmitted: number;
+  shadowDenied: number;
+}
+
+/** Run one counter over one client's times beside the exact log's decisions; add its errors to `tally`. */
+function judge(approx: AlgorithmParams, times: readonly number[], exactAllowed: readonly boolean[], tally: Tally) {
+  let counterState: AlgorithmState | null = null;
+  // The counter's own admissions, for the exact count over its history: times in (t - W, t].
+  const admitted: number[] = [];
+  let oldest = 0;
+  times.forEach((t, i) => {
+    const b = decide(approx, counterState, 1, t);
+    if (!b.ok) throw new Error("unexpected error decision");
+    counterState = b.state;
+    if (b.decision.allowed && !exactAllowed[i]) tally.wronglyAdmitted++;
+    if (!b.decision.allowed && exactAllowed[i]) tally.wronglyDenied++;
+    while (oldest < admitted.length && t - admitted[oldest]! >= WINDOW_MS) oldest++;
+    const exactFits = admitted.length - oldest + 1 <= LIMIT;
+    if (b.decision.allowed && !exactFits) tally.shadowAdmitted++;
+    if (!b.decision.allowed && exactFits) tally.shadowDenied++;
+    if (b.decision.allowed) admitted.push(t);
+  });
+}
+
 function main(): void {
   const exact = slidingLog(LIMIT, WINDOW_MS);
-  const rows = [];
-  for (const countDenied of [false, true]) {
-    const approx = slidingCounter(LIMIT, WINDOW_MS, countDenied);
-    for (const profile of ["typical", "steady", "bursty", "boundary-packed"] as const) {
-      const rand = prng(profile.length * 7919 + 1);
-      let requests = 0;
-      let wronglyAdmitted = 0;
-      let wronglyDenied = 0;
-      let shadowAdmitted = 0;
-      let shadowDenied = 0;
-      let deniedExact = 0;
-      for (let k = 0; k < KEYS; k++) {
-        let logState: AlgorithmState | null = null;
-        let counterState: AlgorithmState | null = null;
-        // The counter's own admissions, for the exact count over its history: times in (t - W, t].
-        const admitted: number[] = [];
-        let oldest = 0;
-        for (const t of traffic(profile, rand)) {
-          const a = decide(exact, logState, 1, t);
-          const b = decide(approx, counterState, 1, t);
-          if (!a.ok || !b.ok) throw new Error("unexpected error decision");
-          logState = a.state;
-          counterState = b.state;
-          requests++;
-          if (!a.decision.allowed) deniedExact++;
-          if (b.decision.allowed && !a.decision.allowed) wronglyAdmitted++;
-          if (!b.decision.allowed && a.decision.allowed) wronglyDenied++;
-          while (oldest < admitted.length && t - admitted[oldest]! >= WINDOW_MS) oldest++;
-          const exactFits = admitted.length - oldest + 1 <= LIMIT;
-          if (b.decision.allowed && !exactFits) shadowAdmitted++;
-          if (!b.decision.allowed && exactFits) shadowDenied++;
-          if (b.decision.allowed) admitted.push(t);
-        }
-      }
-      const pct = (n: number) => round((100 * n) / requests, 4);
+  // every k with count_denied off; count_denied on at k = 1 (Cloudflare's variant) as before
+  const variants = [...BUCKETS.map((buckets) => ({ buckets, countDenied: false })), { buckets: 1, countDenied: true }];
+  const rows: unknown[] = [];
+  for (const profile of ["typical", "steady", "bursty", "boundary-packed"] as const) {
+    const rand = prng(profile.length * 7919 + 1);
+    let requests = 0;
+    let deniedExact = 0;
+    const tallies = variants.map(() => ({ wronglyAdmitted: 0, wronglyDenied: 0, shadowAdmitted: 0, shadowDenied: 0 }));
+    for (let key = 0; key < KEYS; key++) {
+      const times = traffic(profile, rand);
+      let logState: AlgorithmState | null = null;
+      const exactAllowed = times.map((t) => {
+        const a = decide(exact, logState, 1, t);
+        if (!a.ok) throw new Error("unexpected error decision");
+        logState = a.state;
+        return a.decision.allowed;
+      });
+      requests += times.length;
+      deniedExact += exactAllowed.filter((a) => !a).length;
+      variants.forEach((v, i) => {
+        judge(slidingCounter(LIMIT, WINDOW_MS, v.countDenied, v.buckets), times, exactAllowed, tallies[i]!);
+      });
+    }
+    const pct = (n: number) => round((100 * n) / requests, 4);
+    variants.forEach((v, i) => {
+      const t = tallies[i]!;
       const row = {
         profile,
-        countDenied,
+        buckets: v.buckets,
+        countDenied: v.countDenied,
+        bytesPerKey: bytesPerKey(v.buckets),
         keys: KEYS,
         requests,
         deniedByExactPct: pct(deniedExact),
-        wronglyAdmittedPct: pct(shadowAdmitted),
-        wronglyDeniedPct: pct(shadowDenied),
-        wrongPct: pct(shadowAdmitted + shadowDenied),
-        independent: {
-          wronglyAdmittedPct: pct(wronglyAdmitted),
-          wronglyDeniedPct: pct(wronglyDenied),
-        },
+        wronglyAdmittedPct: pct(t.shadowAdmitted),
+        wronglyDeniedPct: pct(t.shadowDenied),
+        wrongPct: pct(t.shadowAdmitted + t.shadowDenied),
+        independent: { wronglyAdmittedPct: pct(t.wronglyAdmitted), wronglyDeniedPct: pct(t.wronglyDenied) },
       };
       rows.push(row);
       log(
-        `accuracy ${profile.padEnd(16)} count_denied=${countDenied}: ${requests} requests, wrongly admitted ${row.wronglyAdmittedPct}%, wrongly denied ${row.wronglyDeniedPct}% (independent: ${row.independent.wronglyAdmittedPct}% / ${row.independent.wronglyDeniedPct}%)`,
+        `accuracy ${profile.padEnd(16)} k=${String(v.buckets).padEnd(2)} count_denied=${v.countDenied}: ${requests} requests, wrongly admitted ${row.wronglyAdmittedPct}%, wrongly denied ${row.wronglyDeniedPct}% (independent: ${row.independent.wronglyAdmittedPct}% / ${row.independent.wronglyDeniedPct}%), ${row.bytesPerKey} B/key`,
       );
-    }
+    });
   }
   writeResult("accuracy", `node --import tsx bench/accuracy.ts${QUICK ? " --quick" : ""}`, {
     limit: LIMIT,

@@ -8,7 +8,9 @@
  * - leaky_queue: the queued work (requests still waiting, rounded up) is kept, capped at the new capacity, and drains
  *   at the new rate;
  * - fixed_window, sliding_counter: the count is kept when the window is unchanged (a lower limit then simply denies),
- *   discarded when the window changed (old counts belong to other windows);
+ *   discarded when the window changed (old counts belong to other windows); a sliding_counter whose `buckets` changed
+ *   (same window) moves each count to the new sub-window holding the latest moment its old one allows, so the key
+ *   is judged as if those requests came as late as possible (see `rebucket`);
  * - sliding_log: the accepted entries are kept and judged by the new window and limit.
  *
  * Conversions multiply numbers that may pass 2^53 together, so they use BigInt; this runs once per key per change.
@@ -17,6 +19,7 @@ import type { AlgorithmParams, Rate } from "../rules/types.ts";
 import { ceilDiv } from "./arith.ts";
 import { shiftTime } from "./gcra.ts";
 import type { AlgorithmState, StateOf } from "./index.ts";
+import { rebucket } from "./sliding_counter.ts";
 import { refilledScaled } from "./token_bucket.ts";
 
 /** State under `next` equivalent to `state` under `prev` at `nowMs`, or `null` to start fresh. */
@@ -71,8 +74,14 @@ export function carryOver(
         (p.window.kind === "month" || (next.window.kind === "ms" && p.window.ms === next.window.ms));
       return same ? state : null;
     }
-    case "sliding_counter":
-      return (prev as typeof next).windowMs === next.windowMs ? state : null;
+    case "sliding_counter": {
+      const p = prev as typeof next;
+      if (p.windowMs !== next.windowMs) return null;
+      // Records made before `buckets` existed have none: they were made with one.
+      const from = { windowMs: p.windowMs, buckets: p.buckets ?? 1 };
+      if (from.buckets === next.buckets) return state;
+      return rebucket(from, next, state as StateOf["sliding_counter"], nowMs);
+    }
     case "sliding_log":
       return state;
     default: {
@@ -106,7 +115,7 @@ function sameParams(a: AlgorithmParams, b: AlgorithmParams): boolean {
 /** The algorithm's own parameters, in a fixed key order (rules carry other fields too). */
 export function paramsOnly(p: AlgorithmParams): Record<string, unknown> {
   const r = p as unknown as Record<string, unknown>;
-  const keys = ["algorithm", "rate", "burst", "delay", "limit", "window", "windowMs", "countDenied"];
+  const keys = ["algorithm", "rate", "burst", "delay", "limit", "window", "windowMs", "countDenied", "buckets"];
   const out: Record<string, unknown> = {};
   for (const k of keys) if (r[k] !== undefined) out[k] = r[k];
   return out;

@@ -1,90 +1,196 @@
 /**
- * Sliding window counter.
+ * Sliding window counter, with `buckets: k` sub-windows.
  *
- * Promise: approximately `limit` per sliding window, with constant state. The window before this one is weighted by
- * how much of it still overlaps the sliding window: `estimate = prev × (W − e)/W + curr`, computed as an exact
- * rational (scaled by W). Windows are epoch-aligned. With `count_denied` denied requests count too (Cloudflare's
- * variant: a client that keeps hammering stays blocked).
- * State: window index, previous and current counts. Pros: 3 numbers, no boundary doubling. Cons: approximate: it
- * assumes the previous window's traffic was spread evenly, so traffic packed at its end lets ~16% more through.
- * Pick it for general per-IP limits at scale.
+ * Promise: approximately `limit` per sliding window, with constant state. The window W is split into k epoch-aligned
+ * sub-windows of w = W/k ms. At `now` in sub-window s, e = now − s·w into it, the estimate of the last W is
+ * `c_s + c_(s−1) + … + c_(s−k+1) + c_(s−k) × (w − e)/w`: the last k sub-windows count whole and only the one before
+ * is weighted by how much of it still overlaps the sliding window. Computed as an exact rational (scaled by w).
+ * k = 1 is the classic two-counter estimate `prev × (W − e)/W + curr`. With `count_denied` denied requests count too
+ * (Cloudflare's variant: a client that keeps hammering stays blocked).
+ * State: the sub-window index and k + 1 counts. Pros: constant state, no boundary doubling. Cons: approximate: it
+ * assumes the weighted sub-window's traffic was spread evenly, so traffic packed at its end lets up to `limit / k`
+ * more through (about 16% on the boundary burst with k = 1, none with k >= 2). Pick it for general per-IP limits at
+ * scale; raise k where the over-admission matters more than k + 1 numbers per key.
  */
 import type { SlidingCounterRule } from "../rules/types.ts";
 import { floorDiv, MAX_SCALED } from "./arith.ts";
 import type { Algorithm, CheckOutcome } from "./types.ts";
 
-type Params = Pick<SlidingCounterRule, "limit" | "windowMs" | "countDenied">;
+type Params = Pick<SlidingCounterRule, "limit" | "windowMs" | "countDenied" | "buckets">;
 
 export interface SlidingCounterState {
-  /** Index of the current window (epoch-aligned, `floor(t / windowMs)`). */
+  /** Index of the current sub-window, `floor(t / (windowMs / buckets))` (with one bucket: the window). */
   readonly window: number;
-  /** Cost counted in window `window − 1`. */
+  /** c_(s−k): the sub-window before the last k, weighted (with one bucket: the previous window). */
   readonly prev: number;
-  /** Cost counted in window `window`. */
+  /** c_(s−k+1) … c_(s−1), oldest first: k − 1 counts, present only when k >= 2. */
+  readonly mid?: readonly number[];
+  /** c_s: the current sub-window. */
   readonly curr: number;
+}
+
+/** The sub-window length, ms (validation makes `windowMs` a whole multiple of `buckets`). */
+export function subWindowMs(params: Pick<Params, "windowMs" | "buckets">): number {
+  return params.windowMs / params.buckets;
+}
+
+/** The k + 1 counts c_(s−k) … c_s of `state`, seen from sub-window `index >= state.window`. */
+function countsAt(state: SlidingCounterState | null, index: number, k: number): number[] {
+  const out = new Array<number>(k + 1).fill(0);
+  if (state === null) return out;
+  const shift = index - state.window;
+  if (shift > k) return out;
+  // the count at position i of the stored state moves to position i − shift (or has left the window)
+  if (shift === 0) out[0] = state.prev;
+  for (let i = Math.max(1, shift); i < k; i++) out[i - shift] = state.mid?.[i - 1] ?? 0;
+  out[k - shift] = state.curr;
+  return out;
+}
+
+function stateOf(index: number, counts: readonly number[], k: number): SlidingCounterState {
+  return k === 1
+    ? { window: index, prev: counts[0]!, curr: counts[1]! }
+    : { window: index, prev: counts[0]!, mid: counts.slice(1, k), curr: counts[k]! };
+}
+
+/** c_(s−k+1) + … + c_s: the counts that weigh whole. */
+function wholeSum(counts: readonly number[]): number {
+  let sum = 0;
+  for (let i = 1; i < counts.length; i++) sum += counts[i]!;
+  return sum;
 }
 
 export const slidingCounter: Algorithm<Params, SlidingCounterState> = {
   check(params, state, cost, nowMs): CheckOutcome<SlidingCounterState> {
-    const { limit: n, windowMs: w } = params;
+    const { limit: n, buckets: k } = params;
+    const w = subWindowMs(params);
     let index = floorDiv(nowMs, w);
     let now = nowMs;
     if (state !== null && state.window > index) {
-      index = state.window; // clock rule: a window never reopens
+      index = state.window; // clock rule: a sub-window never reopens
       now = index * w;
     }
-    let prev = 0;
-    let curr = 0;
-    if (state !== null && state.window === index) {
-      prev = state.prev;
-      curr = state.curr;
-    } else if (state !== null && state.window === index - 1) {
-      prev = state.curr;
-    }
+    const counts = countsAt(state, index, k);
     const e = now - index * w;
     const capacity = n * w;
-    const allowed = prev * (w - e) + (curr + cost) * w <= capacity;
+    const weighted = counts[0]! * (w - e);
+    const whole = wholeSum(counts);
+    const allowed = weighted + (whole + cost) * w <= capacity;
     const changed = allowed || params.countDenied;
-    // With count_denied a hammering client grows `curr` without bound; cap it where scaled sums stay exact.
-    const currAfter = changed ? Math.min(curr + cost, floorDiv(MAX_SCALED, w)) : curr;
-    const estimate = prev * (w - e) + currAfter * w;
-    const endMs = (index + 1) * w;
+    if (changed) {
+      // With count_denied a hammering client grows c_s without bound; keep the whole counts' sum at most
+      // MAX_SCALED / w, so every scaled sum stays exact (an admitted request keeps it below the limit anyway).
+      const room = floorDiv(MAX_SCALED, w) - (whole - counts[k]!);
+      counts[k] = Math.min(counts[k]! + cost, room);
+    }
+    const wholeAfter = changed ? wholeSum(counts) : whole;
+    const estimate = weighted + wholeAfter * w;
     const decision = {
       allowed,
       remaining: Math.max(0, floorDiv(capacity - estimate, w)),
-      resetAfterMs: currAfter > 0 ? endMs + w - now : prev > 0 ? endMs - now : 0,
-      retryAfterMs: allowed ? null : retryAfter(n, w, cost, prev, currAfter, e, endMs - now),
+      resetAfterMs: resetAfter(counts, index, w, now),
+      retryAfterMs: allowed ? null : retryAfter(n, w, cost, counts, e),
       delayMs: 0,
     };
-    const next = changed ? { window: index, prev, curr: currAfter } : (state as SlidingCounterState);
+    const next = changed ? stateOf(index, counts, k) : (state as SlidingCounterState);
     return { decision, state: next };
   },
 
   refund(params, state, cost, admittedAtMs) {
-    const index = floorDiv(admittedAtMs, params.windowMs);
-    if (state.window === index) return { ...state, curr: Math.max(0, state.curr - cost) };
-    if (state.window === index + 1) return { ...state, prev: Math.max(0, state.prev - cost) };
-    return state;
+    const k = params.buckets;
+    const i = k - (state.window - floorDiv(admittedAtMs, subWindowMs(params)));
+    if (i < 0 || i > k) return state;
+    const counts = countsAt(state, state.window, k);
+    counts[i] = Math.max(0, counts[i]! - cost);
+    return stateOf(state.window, counts, k);
   },
 
   freshAtMs(params, state) {
-    return (state.window + (state.curr > 0 ? 2 : 1)) * params.windowMs;
+    const k = params.buckets;
+    const newest = Math.max(0, newestCounted(countsAt(state, state.window, k)));
+    return (state.window + newest + 1) * subWindowMs(params);
   },
 };
 
 /**
- * Smallest d >= 1 such that a request of `cost` at now + d is admitted, with no requests in between. The estimate
- * only falls as time passes, so solve it in this window, else in the next (where prev' = curr and curr' = 0); by the
- * end of the next window the estimate is 0 and any cost <= limit fits.
+ * The estimate at `tMs` with no request in between, for a chart's state line (0 for a fresh key). Exact up to the
+ * one final division; a time before the state's sub-window is read as that sub-window's start (the clock rule).
  */
-function retryAfter(n: number, w: number, cost: number, prev: number, curr: number, e: number, untilEndMs: number) {
-  const slack = (n - curr - cost) * w;
-  if (slack >= 0 && prev > 0) {
-    // prev × (w − e − d) <= slack  ⇔  d >= w − e − floor(slack / prev)
-    const d = Math.max(1, w - e - floorDiv(slack, prev));
-    if (d < untilEndMs) return d;
+export function estimateAt(params: Params, state: SlidingCounterState | null, tMs: number): number {
+  if (state === null) return 0;
+  const w = subWindowMs(params);
+  const index = Math.max(floorDiv(tMs, w), state.window);
+  const counts = countsAt(state, index, params.buckets);
+  const e = Math.max(0, tMs - index * w);
+  return (counts[0]! * (w - e) + wholeSum(counts) * w) / w;
+}
+
+/**
+ * The state under another number of buckets (same window), at `nowMs`: each count is moved to the new sub-window
+ * that holds the latest moment its old sub-window allows (never after now). That is the state the new rule would
+ * hold had every counted request come as late as the old state permits, the stingiest reading of it, so a change
+ * of k never hands a client a fresh allowance. Counts are capped where scaled sums stay exact.
+ */
+export function rebucket(
+  from: Pick<Params, "windowMs" | "buckets">,
+  to: Pick<Params, "windowMs" | "buckets">,
+  state: SlidingCounterState,
+  nowMs: number,
+): SlidingCounterState {
+  const w = subWindowMs(from);
+  const wTo = subWindowMs(to);
+  const k = from.buckets;
+  const kTo = to.buckets;
+  const now = Math.max(nowMs, state.window * w);
+  const index = floorDiv(now, wTo);
+  const old = countsAt(state, state.window, k);
+  const counts = new Array<number>(kTo + 1).fill(0);
+  for (let i = 0; i <= k; i++) {
+    const latestMs = Math.min(now, (state.window - k + i + 1) * w - 1);
+    const at = floorDiv(latestMs, wTo) - (index - kTo);
+    if (at >= 0 && old[i]! > 0) counts[at] = counts[at]! + old[i]!;
   }
-  // Next window: curr × (w − e') <= (n − cost) × w  ⇔  e' >= w − floor((n − cost) × w / curr)
-  const eNext = curr > 0 ? Math.max(0, w - floorDiv((n - cost) * w, curr)) : 0;
-  return untilEndMs + eNext;
+  let room = floorDiv(MAX_SCALED, wTo);
+  counts[0] = Math.min(counts[0]!, room);
+  for (let i = kTo; i >= 1; i--) {
+    counts[i] = Math.min(counts[i]!, room);
+    room -= counts[i]!;
+  }
+  return stateOf(index, counts, kTo);
+}
+
+/** Index in `counts` of the newest non-zero count, or -1. */
+function newestCounted(counts: readonly number[]): number {
+  for (let i = counts.length - 1; i >= 0; i--) if (counts[i]! > 0) return i;
+  return -1;
+}
+
+/** Until the estimate is 0: `(m + k + 1) × w − now` for the newest sub-window m with a count (0 if none). */
+function resetAfter(counts: readonly number[], index: number, w: number, now: number): number {
+  const i = newestCounted(counts);
+  // counts[i] is sub-window m = index − k + i, so (m + k + 1) × w = (index + i + 1) × w
+  return i < 0 ? 0 : (index + i + 1) * w - now;
+}
+
+/**
+ * Smallest d >= 1 such that a request of `cost` at now + d is admitted, with no requests in between. The estimate
+ * only falls as time passes: in sub-window s + j (j = 0 from e, later ones from their start) counts[j] is weighted
+ * and counts[j+1..k] weigh whole, so solve `counts[j] × (w − e') + whole × w <= (n − cost) × w` for the first e'
+ * in each in turn. By sub-window s + k + 1 every count has left and any cost <= limit fits.
+ */
+function retryAfter(n: number, w: number, cost: number, counts: readonly number[], e: number): number {
+  const k = counts.length - 1;
+  const budget = (n - cost) * w;
+  let whole = wholeSum(counts);
+  for (let j = 0; ; j++) {
+    if (j > 0) whole -= j <= k ? counts[j]! : 0;
+    const weighted = j <= k ? counts[j]! : 0;
+    const slack = budget - whole * w;
+    if (slack >= 0) {
+      const from = j === 0 ? e + 1 : 0;
+      // weighted × (w − e') <= slack  ⇔  e' >= w − floor(slack / weighted)
+      const fit = weighted === 0 ? from : Math.max(from, w - floorDiv(slack, weighted));
+      if (fit < w) return j * w + fit - e;
+    }
+  }
 }

@@ -6,7 +6,7 @@
  * - gcra, token_bucket, leaky_bucket and leaky_queue keep one number, the TAT, in units of 1/rate.tokens ms relative
  *   to the table's base time (token_bucket and leaky_bucket are decided by gcra, which makes the same decisions with
  *   the same fields; the property tests hold them to it);
- * - fixed_window keeps (window, count), sliding_counter (window, prev, curr);
+ * - fixed_window keeps (window, count), sliding_counter (window, prev, curr) plus k − 1 middle counts with `buckets: k`;
  * - sliding_log's state grows with its limit, so it is kept in a bounded Map instead (same LRU rule).
  *
  * Approximate by design: each isolate counts alone, and an evicted key starts again with a full allowance. A flood of
@@ -209,7 +209,8 @@ class FieldsStore extends TableStore implements Store {
     private readonly params: Extract<AlgorithmParams, { algorithm: "fixed_window" | "sliding_counter" }>,
     maxKeys: number,
   ) {
-    super(params.algorithm === "fixed_window" ? 2 : 3, maxKeys);
+    // fixed_window: (window, count); sliding_counter: (window, prev, mid × (k − 1), curr), k + 2 fields
+    super(params.algorithm === "fixed_window" ? 2 : params.buckets + 2, maxKeys);
   }
 
   check(key: string, cost: number, nowMs: number): LocalCheckResult {
@@ -233,19 +234,25 @@ class FieldsStore extends TableStore implements Store {
 
   private read(slot: number): AlgorithmState {
     const t = this.table;
-    return this.params.algorithm === "fixed_window"
-      ? { window: t.get(slot, 0), count: t.get(slot, 1) }
-      : { window: t.get(slot, 0), prev: t.get(slot, 1), curr: t.get(slot, 2) };
+    if (this.params.algorithm === "fixed_window") return { window: t.get(slot, 0), count: t.get(slot, 1) };
+    const k = this.params.buckets;
+    const head = { window: t.get(slot, 0), prev: t.get(slot, 1) };
+    if (k === 1) return { ...head, curr: t.get(slot, 2) };
+    const mid = Array.from({ length: k - 1 }, (_, i) => t.get(slot, 2 + i));
+    return { ...head, mid, curr: t.get(slot, k + 1) };
   }
 
   private write(slot: number, state: AlgorithmState): void {
-    const s = state as { window: number; count?: number; prev?: number; curr?: number };
+    const s = state as { window: number; count?: number; prev?: number; mid?: readonly number[]; curr?: number };
     this.table.set(slot, 0, s.window);
-    if (this.params.algorithm === "fixed_window") this.table.set(slot, 1, s.count ?? 0);
-    else {
-      this.table.set(slot, 1, s.prev ?? 0);
-      this.table.set(slot, 2, s.curr ?? 0);
+    if (this.params.algorithm === "fixed_window") {
+      this.table.set(slot, 1, s.count ?? 0);
+      return;
     }
+    const k = this.params.buckets;
+    this.table.set(slot, 1, s.prev ?? 0);
+    for (let i = 0; i < k - 1; i++) this.table.set(slot, 2 + i, s.mid?.[i] ?? 0);
+    this.table.set(slot, k + 1, s.curr ?? 0);
   }
 }
 

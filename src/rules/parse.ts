@@ -64,7 +64,7 @@ const PARAM_KEYS: { readonly [K in AlgorithmName]: readonly string[] } = {
   leaky_queue: [...RATE_KEYS, "delay", "nodelay"],
   fixed_window: WINDOW_KEYS,
   sliding_log: WINDOW_KEYS,
-  sliding_counter: [...WINDOW_KEYS, "count_denied"],
+  sliding_counter: [...WINDOW_KEYS, "count_denied", "buckets"],
 };
 const ALL_PARAM_KEYS = [...new Set(Object.values(PARAM_KEYS).flat())];
 const TAKES: { readonly [K in AlgorithmName]: string } = {
@@ -74,7 +74,7 @@ const TAKES: { readonly [K in AlgorithmName]: string } = {
   leaky_queue: "rate_per_s or rate, burst, and delay or nodelay",
   fixed_window: "limit, and window_s or window",
   sliding_log: "limit, and window_s or window",
-  sliding_counter: "limit, window_s or window, and count_denied",
+  sliding_counter: "limit, window_s or window, count_denied, and buckets",
 };
 
 export function parseRules(text: string, file: string): { rules: ResolvedRule[]; errors: string[] } {
@@ -339,7 +339,9 @@ function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleE
               return undefined;
             })
           : false;
-      if (limit === undefined || window === undefined || countDenied === undefined) return null;
+      const buckets = algorithm === "sliding_counter" ? optional(raw, "buckets", 1, (v) => resolveBuckets(e, v)) : 1;
+      if (limit === undefined || window === undefined || countDenied === undefined || buckets === undefined)
+        return null;
       // A fixed window only counts, so its limit is bounded by 2^50 alone (a 2,000,000/month quota is fine).
       if (algorithm === "fixed_window") return { algorithm, limit, window };
       // resolveWindow only gives sliding windows a length in ms.
@@ -354,7 +356,8 @@ function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleE
         return null;
       }
       if (algorithm === "sliding_log") return { algorithm, limit, windowMs: window.ms };
-      return { algorithm, limit, windowMs: window.ms, countDenied };
+      if (!bucketsDivide(e, window.ms, buckets)) return null;
+      return { algorithm, limit, windowMs: window.ms, countDenied, buckets };
     }
     default: {
       const never: never = algorithm;
@@ -432,6 +435,31 @@ function resolveWindow(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleE
   }
   e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
   return undefined;
+}
+
+/** At most this many sub-windows: a sliding counter keeps buckets + 1 counts per key. */
+export const MAX_BUCKETS = 10_000;
+
+function resolveBuckets(e: RuleErrors, v: Raw | undefined): number | undefined {
+  const k = positiveInt(e, "buckets", v);
+  if (k === undefined || k <= MAX_BUCKETS) return k;
+  e.add("buckets", `must be at most ${MAX_BUCKETS} (the state keeps buckets + 1 counts per key), got ${k}`);
+  return undefined;
+}
+
+/** The window must split into `buckets` sub-windows of whole ms; say which bucket counts nearby would. */
+function bucketsDivide(e: RuleErrors, windowMs: number, buckets: number): boolean {
+  if (windowMs % buckets === 0) return true;
+  let below = buckets - 1;
+  while (windowMs % below !== 0) below--;
+  let above = buckets + 1;
+  while (above <= Math.min(windowMs, 2 * buckets) && windowMs % above !== 0) above++;
+  const hint = above <= Math.min(windowMs, 2 * buckets) ? `${below} or ${above}` : `${below}`;
+  e.add(
+    "buckets",
+    `the window (${windowMs} ms) must be a whole multiple of buckets, got ${buckets}; try ${hint} (or a window in ms divisible by ${buckets})`,
+  );
+  return false;
 }
 
 function resolveDelay(raw: Map<string, Raw>, e: RuleErrors, burst: number): number | undefined {

@@ -121,6 +121,11 @@ export interface SlidingCounterRule extends RuleCommon {
   readonly windowMs: number;
   /** Count denied requests too (Cloudflare's variant). Default false. */
   readonly countDenied: boolean;
+  /**
+   * Sub-windows per window, k >= 1 (`windowMs` is a whole multiple of it). Default 1: the two-counter estimate.
+   * With k >= 2 the last k sub-windows count whole and only the one before is weighted.
+   */
+  readonly buckets: number;
 }
 
 export type ResolvedRule =
@@ -140,7 +145,7 @@ export type AlgorithmParams =
   | Pick<LeakyQueueRule, "algorithm" | "rate" | "burst" | "delay">
   | Pick<FixedWindowRule, "algorithm" | "limit" | "window">
   | Pick<SlidingLogRule, "algorithm" | "limit" | "windowMs">
-  | Pick<SlidingCounterRule, "algorithm" | "limit" | "windowMs" | "countDenied">;
+  | Pick<SlidingCounterRule, "algorithm" | "limit" | "windowMs" | "countDenied" | "buckets">;
 
 /** The most requests of cost 1 a fresh key admits at once; a cost above it is an error. */
 export function capacityOf(p: AlgorithmParams): number {

@@ -4,6 +4,7 @@
  * decisions always come from the exact core.
  */
 import type { AlgorithmState, StateOf } from "../algorithms/index.ts";
+import { estimateAt } from "../algorithms/sliding_counter.ts";
 import { windowIndex } from "../algorithms/windows.ts";
 import { type AlgorithmParams, capacityOf } from "../rules/types.ts";
 
@@ -86,14 +87,7 @@ export function levelAt(params: AlgorithmParams, state: AlgorithmState | null, t
       return total;
     }
     case "sliding_counter": {
-      if (state === null) return 0;
-      const s = state as StateOf["sliding_counter"];
-      const w = params.windowMs;
-      const index = Math.floor(tMs / w);
-      const e = tMs - index * w;
-      if (index === s.window) return (s.prev * (w - e)) / w + s.curr;
-      if (index === s.window + 1) return (s.curr * (w - e)) / w;
-      return 0;
+      return estimateAt(params, state as StateOf["sliding_counter"] | null, tMs);
     }
     default: {
       const never: never = params;

@@ -111,7 +111,7 @@ export function describeRule(rule: ResolvedRule): string {
     case "sliding_log":
       return `sliding_log ${rule.limit} per ${formatSpan(rule.windowMs)}`;
     case "sliding_counter":
-      return `sliding_counter ${rule.limit} per ${formatSpan(rule.windowMs)}${rule.countDenied ? ", count_denied" : ""}`;
+      return `sliding_counter ${rule.limit} per ${formatSpan(rule.windowMs)}${rule.buckets > 1 ? `, ${rule.buckets} buckets` : ""}${rule.countDenied ? ", count_denied" : ""}`;
     default: {
       const never: never = rule;
       return never;

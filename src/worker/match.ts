@@ -89,7 +89,13 @@ export function paramsOf(rule: ResolvedRule): AlgorithmParams {
     case "sliding_log":
       return { algorithm: rule.algorithm, limit: rule.limit, windowMs: rule.windowMs };
     case "sliding_counter":
-      return { algorithm: rule.algorithm, limit: rule.limit, windowMs: rule.windowMs, countDenied: rule.countDenied };
+      return {
+        algorithm: rule.algorithm,
+        limit: rule.limit,
+        windowMs: rule.windowMs,
+        countDenied: rule.countDenied,
+        buckets: rule.buckets,
+      };
     default: {
       const never: never = rule;
       return never;

@@ -5,7 +5,19 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { SluiceLimiter } from "../../src/worker/limiter.ts";
-import { bearer, bodyOf, freshIp, freshKey, limiterFor, req, seedAccount, setNow, T0 } from "./helpers.ts";
+import {
+  bearer,
+  bodyOf,
+  freshIp,
+  freshKey,
+  gatewayFetch,
+  limiterFor,
+  req,
+  rulesFrom,
+  seedAccount,
+  setNow,
+  T0,
+} from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
@@ -43,6 +55,35 @@ describe("persistence", () => {
       }),
       state: { tokensScaled: 1900, lastMs: T0 },
     });
+  });
+});
+
+describe("persistence of a sliding_counter with buckets: 4", () => {
+  const rules = rulesFrom(`
+- id: sub-windows
+  match: { identity: api_key }
+  algorithm: sliding_counter
+  limit: 5
+  window: 4s
+  buckets: 4
+`);
+  it("keeps the index and the k + 1 counts, and a reset object continues exactly", async () => {
+    const key = freshKey();
+    const call = async (t: number) => {
+      setNow(t);
+      const r = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
+      return { status: r.status, retryAfterMs: r.status === 429 ? (await bodyOf(r)).retry_after_ms : null };
+    };
+    for (const t of [T0, T0, T0 + 1000, T0 + 2000, T0 + 2500]) expect((await call(t)).status).toBe(200);
+    const { record } = await storage("sub-windows", key);
+    const s = T0 / 1000 + 2;
+    expect((record as { state: unknown }).state).toEqual({ window: s, prev: 0, mid: [0, 2, 1], curr: 2 });
+    await abortAllDurableObjects();
+    // estimate 5: the 2 of T0 weigh whole until T0 + 4000 and fade over the next second: one fits at T0 + 4500
+    expect(await call(T0 + 2600)).toEqual({ status: 429, retryAfterMs: 1900 });
+    await abortAllDurableObjects();
+    expect(await call(T0 + 4499)).toEqual({ status: 429, retryAfterMs: 1 });
+    expect(await call(T0 + 4500)).toEqual({ status: 200, retryAfterMs: null });
   });
 });
 

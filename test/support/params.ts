@@ -38,9 +38,10 @@ export const slidingLog = (limit: number, windowMs: number): AlgorithmParams => 
   limit,
   windowMs,
 });
-export const slidingCounter = (limit: number, windowMs: number, countDenied = false): AlgorithmParams => ({
+export const slidingCounter = (limit: number, windowMs: number, countDenied = false, buckets = 1): AlgorithmParams => ({
   algorithm: "sliding_counter",
   limit,
   windowMs,
   countDenied,
+  buckets,
 });

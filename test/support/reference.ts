@@ -61,7 +61,7 @@ export function referenceKey(p: AlgorithmParams): RefKey {
     case "sliding_log":
       return refLog(p.limit, p.windowMs);
     case "sliding_counter":
-      return refCounter(p.limit, p.windowMs, p.countDenied);
+      return refCounter(p.limit, p.windowMs, p.countDenied, p.buckets);
   }
 }
 
@@ -229,40 +229,40 @@ function refLog(limit: number, windowMs: number): RefKey {
   };
 }
 
-function refCounter(limit: number, windowMs: number, countDenied: boolean): RefKey {
-  let win = Number.NEGATIVE_INFINITY;
-  let prevC = 0;
-  let currC = 0;
-  const view = (i: number) =>
-    win === i ? { prev: prevC, curr: currC } : win === i - 1 ? { prev: currC, curr: 0 } : { prev: 0, curr: 0 };
-  const estimate = (t: number, i: number, v: { prev: number; curr: number }) =>
-    add(mul(Q(v.prev), Q(windowMs - (t - i * windowMs), windowMs)), Q(v.curr));
-  const admits = (t: number, cost: number) => {
-    const i = Math.max(Math.floor(t / windowMs), win);
-    return cmp(add(estimate(Math.max(t, i * windowMs), i, view(i)), Q(cost)), Q(limit)) <= 0;
+/**
+ * sliding_counter with `buckets: k`, as the spec writes it: sub-window j = floor(t / w) with w = W / k, c_j what it
+ * counted, and at `now` in sub-window s, e = now − s·w:
+ * estimate = c_s + … + c_(s−k+1) + c_(s−k) × (w − e) / w. Every sub-window's count is kept (no k + 1 window).
+ */
+function refCounter(limit: number, windowMs: number, countDenied: boolean, k: number): RefKey {
+  const w = windowMs / k;
+  const counts = new Map<number, number>();
+  let newestSeen = Number.NEGATIVE_INFINITY;
+  const c = (j: number) => counts.get(j) ?? 0;
+  const estimate = (t: number) => {
+    const s = Math.floor(t / w);
+    const e = t - s * w;
+    let sum = Q(0);
+    for (let j = s - k + 1; j <= s; j++) sum = add(sum, Q(c(j)));
+    return add(sum, mul(Q(c(s - k)), Q(w - e, w)));
   };
+  // the clock rule: a time before the newest sub-window seen is read as that sub-window's start
+  const clamp = (t: number) => Math.max(t, newestSeen * w);
+  const admits = (t: number, cost: number) => cmp(add(estimate(clamp(t)), Q(cost)), Q(limit)) <= 0;
   return {
     check(cost, nowMs) {
-      let i = Math.floor(nowMs / windowMs);
-      let now = nowMs;
-      if (win > i) {
-        i = win;
-        now = i * windowMs;
-      }
-      const v = view(i);
-      const allowed = cmp(add(estimate(now, i, v), Q(cost)), Q(limit)) <= 0;
+      const now = clamp(nowMs);
+      const s = Math.floor(now / w);
+      const allowed = admits(now, cost);
       if (allowed || countDenied) {
-        win = i;
-        prevC = v.prev;
-        currC = v.curr + cost;
+        counts.set(s, c(s) + cost);
+        newestSeen = Math.max(newestSeen, s);
       }
-      const after = view(i);
-      const est = estimate(now, i, after);
       let retry: number | null = null;
       if (!allowed) {
-        // smallest d >= 1 with the same request admitted at now + d: binary search (admission is monotone in time)
+        // smallest d >= 1 with the same request admitted at now + d: binary search (the estimate never rises)
         let lo = 1;
-        let hi = 3 * windowMs;
+        let hi = (k + 2) * w;
         while (lo < hi) {
           const mid = Math.floor((lo + hi) / 2);
           if (admits(now + mid, cost)) hi = mid;
@@ -270,11 +270,17 @@ function refCounter(limit: number, windowMs: number, countDenied: boolean): RefK
         }
         retry = lo;
       }
-      const end = (i + 1) * windowMs - now;
+      let m: number | null = null;
+      for (let j = s; j >= s - k; j--) {
+        if (c(j) > 0) {
+          m = j;
+          break;
+        }
+      }
       return {
         allowed,
-        remaining: Math.max(0, floor(sub(Q(limit), est))),
-        resetAfterMs: after.curr > 0 ? end + windowMs : after.prev > 0 ? end : 0,
+        remaining: Math.max(0, floor(sub(Q(limit), estimate(now)))),
+        resetAfterMs: m === null ? 0 : (m + k + 1) * w - now,
         retryAfterMs: retry,
         delayMs: 0,
       };

@@ -40,6 +40,17 @@ const rateParamsArb = (make: (a: number, p: number, b: number) => AlgorithmParam
 const windowMsArb = fc.oneof(fc.constantFrom(1, 1000, 60_000, 86_400_000), fc.integer({ min: 1, max: 3_600_000 }));
 const limitArb = fc.oneof(fc.integer({ min: 1, max: 30 }), fc.constantFrom(100, 10_000));
 
+/** sliding_counter with `buckets: k`: a sub-window length times k, so the window is a whole multiple of k. */
+const bucketsCounterArb = fc
+  .tuple(
+    limitArb,
+    fc.oneof(fc.constantFrom(1, 2, 4, 6, 10, 60), fc.integer({ min: 1, max: 100 })),
+    fc.oneof(fc.constantFrom(1, 1000, 60_000), fc.integer({ min: 1, max: 100_000 })),
+    fc.boolean(),
+  )
+  .map(([l, k, sub, c]) => slidingCounter(l, sub * k, c, k))
+  .filter((p) => "windowMs" in p && p.limit * p.windowMs <= MAX_SCALED);
+
 const paramsArb: fc.Arbitrary<AlgorithmParams> = fc.oneof(
   rateParamsArb(tokenBucket),
   rateParamsArb(gcraP),
@@ -53,6 +64,7 @@ const paramsArb: fc.Arbitrary<AlgorithmParams> = fc.oneof(
     .tuple(limitArb, windowMsArb, fc.boolean())
     .map(([l, w, c]) => slidingCounter(l, w, c))
     .filter((p) => "windowMs" in p && p.limit * p.windowMs <= MAX_SCALED),
+  bucketsCounterArb,
 );
 
 /** Gaps between requests: mostly bursts and small steps, sometimes long idles (up to years). */

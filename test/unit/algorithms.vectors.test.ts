@@ -68,10 +68,42 @@ describe("vector 4: 100 per minute, 10/s from 12:00:50 to 12:01:10", () => {
     ["sliding_log", slidingLog(100, 60_000), 100],
     // 100 admitted before 12:01; then prev=100 and the estimate 100·(60−e)/60 + curr lets one more in for every 0.6 s
     ["sliding_counter", slidingCounter(100, 60_000), 116],
+    // with k >= 2 sub-windows the 10 s of 12:00:50 count whole until 12:01:50, so nothing more fits before 12:01:10
+    ["sliding_counter buckets 2", slidingCounter(100, 60_000, false, 2), 100],
+    ["sliding_counter buckets 4", slidingCounter(100, 60_000, false, 4), 100],
+    ["sliding_counter buckets 6", slidingCounter(100, 60_000, false, 6), 100],
+    ["sliding_counter buckets 60", slidingCounter(100, 60_000, false, 60), 100],
     // starts full at 100, refills 100/min = 1 per 600 ms: 100 + 33 over the 20 s
     ["token_bucket 100/min burst 100", tokenBucket(100, 60_000, 100), 133],
   ] as const)("%s admits %i", (_name, params, expected) => {
     expect(admitted(params)).toBe(expected);
+  });
+});
+
+describe("sliding_counter with buckets: k", () => {
+  it("k = 1 is the two-counter rule: the same state shape and the same decision as vector 3", () => {
+    const start: AlgorithmState = { window: 10, prev: 80, curr: 30 };
+    const [d] = run(slidingCounter(100, 60_000, false, 1), [[10 * 60_000 + 20_000]], start);
+    expect(d).toMatchObject({ allowed: true, remaining: 15 });
+  });
+  it("k = 3 over 60 s: the estimate sums the last 3 sub-windows of 20 s and weighs the one before", () => {
+    // sub-windows of 20 s: c_27 = 40 (weighted), c_28 = 10, c_29 = 20, c_30 = 5; now 5 s into sub-window 30
+    const start: AlgorithmState = { window: 30, prev: 40, mid: [10, 20], curr: 5 };
+    const now = 30 * 20_000 + 5_000;
+    // estimate = 10 + 20 + 5 + 40 × 15/20 = 65; one more makes 66, remaining floor(100 − 66) = 34
+    const [d] = run(slidingCounter(100, 60_000, false, 3), [[now]], start);
+    expect(d).toEqual({ allowed: true, remaining: 34, resetAfterMs: 75_000, retryAfterMs: null, delayMs: 0 });
+  });
+  it("retry_after: the wait until enough sub-windows have left, and reset_after: (m + k + 1) × w − now", () => {
+    const p = slidingCounter(10, 4000, false, 4); // sub-windows of 1 s
+    const ds = run(p, [...times(0, 4), ...times(1000, 3), ...times(2500, 3), [2500], [3999], [4000], [5000]]);
+    expect(ds.slice(0, 10).every((d) => d.allowed)).toBe(true);
+    // at 2500 the estimate is 10: the 4 of sub-window 0 weigh whole until 4000, then fade over 4000..5000
+    expect(ds[10]).toEqual({ allowed: false, remaining: 0, resetAfterMs: 4500, retryAfterMs: 1750, delayMs: 0 });
+    expect(ds[11]).toMatchObject({ allowed: false, retryAfterMs: 251 });
+    expect(ds[12]).toMatchObject({ allowed: false, retryAfterMs: 250 });
+    // at 5000: c_1 = 3 is weighted in full (e = 0), plus c_2 = 3, plus this one: 7, remaining 3, reset (5 + 5) × 1000
+    expect(ds[13]).toEqual({ allowed: true, remaining: 3, resetAfterMs: 5000, retryAfterMs: null, delayMs: 0 });
   });
 });
 

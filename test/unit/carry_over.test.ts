@@ -1,7 +1,9 @@
 /** State across a redeploy that changed a rule's parameters. */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { carryOver } from "../../src/algorithms/carry_over.ts";
 import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
+import { estimateAt, type SlidingCounterState } from "../../src/algorithms/sliding_counter.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,
@@ -83,5 +85,57 @@ describe("carryOver", () => {
     const before = slidingLog(5, 60_000);
     const s = spend(before, 3, 0);
     expect(remainingAfter(slidingLog(4, 60_000), carryOver(before, slidingLog(4, 60_000), s, 1), 1)).toBe(1);
+  });
+
+  it("sliding_counter made before `buckets` existed: read as one bucket, kept as it is", () => {
+    const c = spend(slidingCounter(10, 60_000), 4, 0);
+    const { buckets: _, ...old } = slidingCounter(10, 60_000) as Extract<AlgorithmParams, { buckets: number }>;
+    expect(carryOver(old as AlgorithmParams, slidingCounter(10, 60_000), c, 1)).toBe(c);
+  });
+
+  it("sliding_counter, buckets changed: each count moves to the new sub-window of its latest possible moment", () => {
+    // k = 1: prev = 6 (window 0, [0, 60 s)), curr = 3 (window 1); at 70 s under k = 4 (sub-windows of 15 s)
+    const state: AlgorithmState = { window: 1, prev: 6, curr: 3 };
+    const next = carryOver(slidingCounter(10, 60_000), slidingCounter(10, 60_000, false, 4), state, 70_000);
+    // prev's latest moment 59 999 is in sub-window 3; curr's is now (70 000), sub-window 4
+    expect(next).toEqual({ window: 4, prev: 0, mid: [0, 0, 6], curr: 3 });
+    // and back to k = 1 at 70 s: sub-window 3 ended at 59 999 (window 0), sub-window 4 is in window 1
+    expect(carryOver(slidingCounter(10, 60_000, false, 4), slidingCounter(10, 60_000), next!, 70_000)).toEqual({
+      window: 1,
+      prev: 6,
+      curr: 3,
+    });
+  });
+
+  it("sliding_counter, buckets changed: never below the new rule's own estimate of any history the old state holds", () => {
+    const K = [1, 2, 3, 4, 6, 12];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...K),
+        fc.constantFrom(...K),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 300_000 }), fc.integer({ min: 1, max: 5 })), { maxLength: 40 }),
+        fc.integer({ min: 0, max: 90_000 }),
+        (kFrom, kTo, requests, after) => {
+          const from = slidingCounter(1_000_000, 60_000, false, kFrom);
+          const to = slidingCounter(1_000_000, 60_000, false, kTo);
+          const sorted = [...requests].sort((a, b) => a[0] - b[0]);
+          let oldState: AlgorithmState | null = null;
+          for (const [t, cost] of sorted)
+            oldState = (decide(from, oldState, cost, t) as { state: AlgorithmState }).state;
+          if (oldState === null) return;
+          // the history the old state still holds: its k + 1 sub-windows (older requests it has already forgotten)
+          const wFrom = 60_000 / kFrom;
+          const oldest = ((oldState as SlidingCounterState).window - kFrom) * wFrom;
+          let newState: AlgorithmState | null = null;
+          for (const [t, cost] of sorted)
+            if (t >= oldest) newState = (decide(to, newState, cost, t) as { state: AlgorithmState }).state;
+          const now = (sorted.at(-1)?.[0] ?? 0) + after;
+          const moved = carryOver(from, to, oldState, now) as SlidingCounterState;
+          const p = to as Extract<AlgorithmParams, { algorithm: "sliding_counter" }>;
+          expect(estimateAt(p, moved, now)).toBeGreaterThanOrEqual(estimateAt(p, newState as SlidingCounterState, now));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

@@ -26,6 +26,7 @@ const FIELDS = [
   "delay",
   "nodelay",
   "count_denied",
+  "buckets",
   "cost",
   "cost_by_route",
   "mode",

@@ -23,10 +23,12 @@ const ALL: AlgorithmParams[] = [
   fixedWindow(5, 1000),
   slidingLog(4, 1000),
   slidingCounter(6, 1000, true),
+  slidingCounter(6, 1000, false, 4),
+  slidingCounter(9, 1200, true, 6),
 ];
 
 describe("local store decides exactly as the pure core (while no key is evicted)", () => {
-  it.each(ALL.map((p) => [p.algorithm, p] as const))("%s", (_n, params) => {
+  it.each(ALL.map((p) => [JSON.stringify(p), p] as const))("%s", (_n, params) => {
     fc.assert(
       fc.property(
         fc.array(
@@ -150,4 +152,16 @@ describe("CompactTable", () => {
     expect(table.size).toBe(100_000);
     expect(table.bytes / table.size).toBeLessThanOrEqual(30.01);
   });
+
+  it.each([1, 2, 4, 6, 10, 60])(
+    "a sliding_counter with buckets %i keeps k + 2 fields: 8k + 38 bytes per key when full",
+    (k) => {
+      const store = createLocalStore(slidingCounter(100, 60_000, false, k), 4096);
+      for (let i = 0; i < 4096; i++) store.check(`key-${i}`, 1, 0);
+      expect(store.size).toBe(4096);
+      // 8 (hash) + 8 × (k + 2) (window, prev, k − 1 middle counts, curr) + 8 (LRU links) + 6 (index)
+      expect(store.bytes / store.size).toBeLessThanOrEqual(8 * k + 38 + 0.01);
+      expect(store.bytes / store.size).toBeGreaterThanOrEqual(8 * k + 38 - 0.01);
+    },
+  );
 });

@@ -67,6 +67,19 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     ],
   },
   {
+    fixture: "buckets.yaml",
+    valid: 1,
+    errors: [
+      `${DIR}/buckets.yaml: not-a-divisor.buckets: the window (60000 ms) must be a whole multiple of buckets, got 7; try 6 or 8 (or a window in ms divisible by 7)`,
+      `${DIR}/buckets.yaml: zero.buckets: must be a positive integer, got 0`,
+      `${DIR}/buckets.yaml: not-an-integer.buckets: must be a positive integer, got "4"`,
+      `${DIR}/buckets.yaml: too-many.buckets: must be at most 10000 (the state keeps buckets + 1 counts per key), got 86400`,
+      `${DIR}/buckets.yaml: monthly.window: month is only for fixed_window; sliding_counter needs a fixed length such as 30d`,
+      `${DIR}/buckets.yaml: on-a-log.buckets: not a parameter of sliding_log (sliding_log takes limit, and window_s or window)`,
+      `${DIR}/buckets.yaml: odd-ms.buckets: the window (7 ms) must be a whole multiple of buckets, got 2; try 1 (or a window in ms divisible by 2)`,
+    ],
+  },
+  {
     fixture: "burst-zero.yaml",
     valid: 2,
     errors: [

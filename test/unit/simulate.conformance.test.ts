@@ -90,6 +90,25 @@ const windowCaseArb = fc
     return { yaml: `  algorithm: ${algorithm}\n  limit: ${limit}\n  ${w.text}${extra}`, params, capacity: limit };
   });
 
+/** sliding_counter with `buckets: k`, written as YAML: a window of k whole sub-windows, in ms or in seconds. */
+const bucketsCaseArb = fc
+  .tuple(
+    fc.integer({ min: 1, max: 30 }),
+    fc.oneof(fc.constantFrom(1, 2, 3, 4, 6, 10, 60), fc.integer({ min: 1, max: 120 })),
+    fc.integer({ min: 1, max: 60 }),
+    fc.boolean(),
+    fc.boolean(),
+  )
+  .map(([limit, k, subS, inMs, countDenied]): Case => {
+    const windowMs = subS * k * (inMs ? 100 : 1000);
+    const window = inMs ? `window: ${windowMs}ms` : `window_s: ${windowMs / 1000}`;
+    return {
+      yaml: `  algorithm: sliding_counter\n  limit: ${limit}\n  ${window}\n  buckets: ${k}\n  count_denied: ${countDenied}`,
+      params: slidingCounter(limit, windowMs, countDenied, k),
+      capacity: limit,
+    };
+  });
+
 const monthCaseArb = fc.integer({ min: 1, max: 30 }).map(
   (limit): Case => ({
     yaml: `  algorithm: fixed_window\n  limit: ${limit}\n  window: month`,
@@ -123,7 +142,9 @@ describe("sluice simulate conforms to the spec on random rules and traces", () =
     let n = 0;
     await fc.assert(
       fc.asyncProperty(
-        fc.oneof(rateCaseArb, windowCaseArb, monthCaseArb).chain((c) => fc.tuple(fc.constant(c), traceArb(c.capacity))),
+        fc
+          .oneof(rateCaseArb, windowCaseArb, bucketsCaseArb, monthCaseArb)
+          .chain((c) => fc.tuple(fc.constant(c), traceArb(c.capacity))),
         async ([c, [start, steps]]) => {
           const file = join(dir, `rules-${n++}.yaml`);
           writeFileSync(file, `- id: r\n  match: { identity: ip }\n${c.yaml}\n`);
