@@ -3,17 +3,14 @@
  * rule, one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
  * passthrough; object calls per request from the admin counters (`GET /_sluice/stats`), or "n/a" while there is none.
  *
- * The working tree is never touched: the project (src, bin, wrangler.toml, package.json) is copied to a temp dir with
- * node_modules linked, the scenario's rules are written to its rules/ and compiled there, and wrangler dev runs there
- * on a free 127.0.0.1 port, in its own process group, killed as a group when the scenario ends.
+ * The working tree is never touched: each scenario runs in a temp copy of the project with its rules compiled in
+ * (bench/wrangler_dev.ts), on a free 127.0.0.1 port, killed as a process group when the scenario ends.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
-import { log, median, QUICK, ROOT, round, writeResult } from "./common.ts";
+import { log, median, QUICK, round, writeResult } from "./common.ts";
+import { freePort, killGroup, projectCopy, startWrangler, waitUp } from "./wrangler_dev.ts";
 
 const ADMIN_TOKEN = "bench-admin-token";
 const DURATION_S = QUICK ? 3 : 10;
@@ -27,44 +24,6 @@ const SCENARIOS = {
   "blocked key flooding": `- id: bench-blocked\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1/min\n  burst: 1\n`,
 } as const;
 type Scenario = keyof typeof SCENARIOS;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function projectCopy(rulesYaml: string): string {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-bench-edge-"));
-  for (const name of ["src", "bin", "wrangler.toml", "package.json", "tsconfig.json"])
-    cpSync(join(ROOT, name), join(dir, name), { recursive: true });
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-  mkdirSync(join(dir, "rules"));
-  writeFileSync(join(dir, "rules", "bench.yaml"), rulesYaml);
-  const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { cwd: dir, encoding: "utf8" });
-  if (compiled.status !== 0) throw new Error(`compile: ${compiled.stderr}`);
-  return dir;
-}
-
-async function waitUp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}`);
-    try {
-      await fetch(url);
-      return;
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 200)); // not listening yet
-    }
-  }
-  throw new Error(`wrangler dev did not answer on ${url} within ${timeoutMs} ms`);
-}
 
 async function stats(base: string): Promise<Record<string, unknown> | null> {
   const response = await fetch(`${base}/_sluice/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -94,51 +53,17 @@ interface Figures {
   readonly objectCallsPerRequest: number | null;
 }
 
-/** SIGTERM wrangler's process group, then SIGKILL it if it is still there after 3 s (wrangler may ignore TERM). */
-async function killGroup(pgid: number, child: ChildProcess): Promise<void> {
-  const signal = (sig: NodeJS.Signals) => {
-    try {
-      process.kill(-pgid, sig);
-      return true;
-    } catch {
-      return false; // ESRCH: the group is gone
-    }
-  };
-  if (!signal("SIGTERM")) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 3_000))]);
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  signal("SIGKILL"); // whatever of the group is left (workerd)
-}
-
 async function runScenario(scenario: Scenario): Promise<Figures> {
-  const dir = projectCopy(SCENARIOS[scenario]);
+  const dir = projectCopy("sluice-bench-edge-", { "bench.yaml": SCENARIOS[scenario] });
   const port = await freePort();
-  const child = spawn(
-    join(ROOT, "node_modules", ".bin", "wrangler"),
-    [
-      "dev",
-      "--ip",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--log-level",
-      "warn",
-      "--persist-to",
-      join(dir, ".state"),
-    ].concat(["--var", `ADMIN_TOKEN:${ADMIN_TOKEN}`]),
-    {
-      cwd: dir,
-      detached: true, // its own process group: wrangler, esbuild and workerd go together
-      stdio: "ignore",
-      env: {
-        ...process.env,
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-        WRANGLER_SEND_METRICS: "false",
-        WRANGLER_HIDE_BANNER: "true",
-      },
-    },
-  );
+  const child = startWrangler(dir, port, [
+    "--log-level",
+    "warn",
+    "--persist-to",
+    join(dir, ".state"),
+    "--var",
+    `ADMIN_TOKEN:${ADMIN_TOKEN}`,
+  ]);
   const base = `http://127.0.0.1:${port}`;
   try {
     await waitUp(`${base}/v1/ping`, child, 60_000);

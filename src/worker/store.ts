@@ -91,8 +91,11 @@ export function refundRecord(
   // Peek with a cost-1 check whose new state is thrown away: n cost-1 requests fit iff the first does and n-1 follow.
   const peek = decide(params, state, 1, nowMs);
   const remaining = peek.ok && peek.decision.allowed ? peek.decision.remaining + 1 : 0;
-  const resetAfterMs = Math.max(0, freshAtMs(params, state) - nowMs);
-  return { result: { remaining, resetAfterMs }, record: { ...record, state } };
+  const freshAt = freshAtMs(params, state);
+  const resetAfterMs = Math.max(0, freshAt - nowMs);
+  // A refund that leaves the key as good as fresh (an emptied log) drops the record: there is nothing to keep, and no
+  // alarm to arm for a time that has already passed.
+  return { result: { remaining, resetAfterMs }, record: freshAt <= nowMs ? null : { ...record, state } };
 }
 
 /** What a key looks like now, for a cost-1 request, without charging it (the admin API's state). */
