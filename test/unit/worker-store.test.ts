@@ -17,16 +17,19 @@ describe("refundRecord", () => {
     ["leaky_queue", leakyQueue(10, 1000, 5)],
     ["fixed_window", fixedWindow(5, 10_000)],
     ["sliding_counter", slidingCounter(5, 10_000)],
-  ])("%s: refunding a fresh key's only admission leaves the key as fresh (an emptied log: no record)", (_name, params) => {
-    const rule: LimiterRule = { id: "r", params };
-    const checked = checkRecord(null, { rule, cost: 1 }, T0);
-    expect(checked.result.ok && checked.result.decision.allowed).toBe(true);
-    const refunded = refundRecord(checked.record, { rule, cost: 1, admittedAtMs: T0 }, T0);
-    if (params.algorithm === "sliding_log") expect(refunded.record).toBeNull();
-    // The next request sees the key as fresh whatever was kept.
-    const again = checkRecord(refunded.record, { rule, cost: 1 }, T0);
-    expect(again.result).toEqual(checkRecord(null, { rule, cost: 1 }, T0).result);
-  });
+  ])(
+    "%s: refunding a fresh key's only admission leaves the key as fresh (an emptied log: no record)",
+    (_name, params) => {
+      const rule: LimiterRule = { id: "r", params };
+      const checked = checkRecord(null, { rule, cost: 1 }, T0);
+      expect(checked.result.ok && checked.result.decision.allowed).toBe(true);
+      const refunded = refundRecord(checked.record, { rule, cost: 1, admittedAtMs: T0 }, T0);
+      if (params.algorithm === "sliding_log") expect(refunded.record).toBeNull();
+      // The next request sees the key as fresh whatever was kept.
+      const again = checkRecord(refunded.record, { rule, cost: 1 }, T0);
+      expect(again.result).toEqual(checkRecord(null, { rule, cost: 1 }, T0).result);
+    },
+  );
 
   it("keeps a record that is not fresh yet", () => {
     const rule: LimiterRule = { id: "r", params: slidingLog(5, 10_000) };
