@@ -396,3 +396,138 @@ describe("freshAtMs: the first ms from which a state is as good as none", () => 
     expect(remaining(s, at - 1)).toBeLessThan(remaining(null, at - 1) ?? 0);
   });
 });
+
+describe("decisions from a given state", () => {
+  const ok = (remaining: number, resetAfterMs: number, delayMs = 0) => ({
+    allowed: true,
+    remaining,
+    resetAfterMs,
+    retryAfterMs: null,
+    delayMs,
+  });
+  const no = (remaining: number, resetAfterMs: number, retryAfterMs: number) => ({
+    allowed: false,
+    remaining,
+    resetAfterMs,
+    retryAfterMs,
+    delayMs: 0,
+  });
+  const SC_CAP = Math.floor(2 ** 50 / 86_400_000); // where a count_denied counter stops growing, for a 1 d window
+  // [name, params, state, cost, now, decision, state after]
+  const table: readonly (readonly [string, AlgorithmParams, AlgorithmState, number, number, object, AlgorithmState])[] =
+    [
+      [
+        "sliding_counter: retry inside this window, when enough of prev has slid out",
+        slidingCounter(10, 1000),
+        { window: 5, prev: 8, curr: 4 },
+        2,
+        5250,
+        no(0, 1750, 250),
+        { window: 5, prev: 8, curr: 4 },
+      ],
+      [
+        "sliding_counter: retry in the next window, once enough of curr has slid out",
+        slidingCounter(10, 1000),
+        { window: 5, prev: 8, curr: 8 },
+        4,
+        5250,
+        no(0, 1750, 1000),
+        { window: 5, prev: 8, curr: 8 },
+      ],
+      [
+        "sliding_counter: only prev counts, and the request needs all of it gone: the window's end",
+        slidingCounter(5, 1000),
+        { window: 4, prev: 0, curr: 5 },
+        5,
+        5500,
+        no(2, 500, 500),
+        { window: 4, prev: 0, curr: 5 },
+      ],
+      [
+        "sliding_counter: count_denied counts the denial and describes the state with it",
+        slidingCounter(10, 1000, true),
+        { window: 5, prev: 8, curr: 4 },
+        2,
+        5250,
+        no(0, 1750, 500),
+        { window: 5, prev: 8, curr: 6 },
+      ],
+      [
+        "sliding_counter: count_denied stops counting where scaled sums stay exact",
+        slidingCounter(10, 86_400_000, true),
+        { window: 5, prev: 0, curr: SC_CAP - 2 },
+        5,
+        5 * 86_400_000,
+        // next window: curr × (w − e') / w <= 10 − 5 from e' = w − floor(5w / curr) = w − 33
+        no(0, 2 * 86_400_000, 2 * 86_400_000 - 33),
+        { window: 5, prev: 0, curr: SC_CAP },
+      ],
+      [
+        "sliding_counter: a state two windows old counts nothing",
+        slidingCounter(10, 1000),
+        { window: 3, prev: 9, curr: 9 },
+        10,
+        5999,
+        ok(0, 1001),
+        { window: 5, prev: 0, curr: 10 },
+      ],
+      [
+        "fixed_window: denied with the count of this window; retry at its end",
+        fixedWindow(10, 1000),
+        { window: 5, count: 9 },
+        2,
+        5300,
+        no(1, 700, 700),
+        { window: 5, count: 9 },
+      ],
+      [
+        "fixed_window: a state of an earlier window counts nothing",
+        fixedWindow(10, 1000),
+        { window: 4, count: 10 },
+        10,
+        5300,
+        ok(0, 700),
+        { window: 5, count: 10 },
+      ],
+      [
+        "sliding_log: the oldest entries that must leave for the cost to fit",
+        slidingLog(6, 1000),
+        { times: [100, 200, 300], costs: [1, 2, 3] },
+        3,
+        900,
+        no(0, 400, 300),
+        { times: [100, 200, 300], costs: [1, 2, 3] },
+      ],
+      [
+        "sliding_log: entries that have left are dropped; same-ms admissions merge",
+        slidingLog(6, 1000),
+        { times: [100, 200, 1150], costs: [1, 2, 3] },
+        1,
+        1150,
+        ok(0, 1000),
+        { times: [200, 1150], costs: [2, 4] },
+      ],
+      [
+        "gcra: denied while TAT is burst × T ahead; retry when one T has passed (7/3s)",
+        gcraP(7, 3000, 7),
+        { tatMs: 4000, tatFrac: 0 },
+        1,
+        1000,
+        no(0, 3000, 429),
+        { tatMs: 4000, tatFrac: 0 },
+      ],
+      [
+        "leaky_queue: delay counts from the delay-th queued request",
+        leakyQueue(10, 1000, 5, 2),
+        { tatMs: 1300, tatFrac: 0 },
+        1,
+        1000,
+        ok(2, 400, 100),
+        { tatMs: 1400, tatFrac: 0 },
+      ],
+    ];
+  it.each(table)("%s", (_name, params, state, cost, now, decision, after) => {
+    const r = decide(params, state, cost, now);
+    expect(r).toEqual({ ok: true, decision, state: after });
+  });
+});
