@@ -1,0 +1,203 @@
+/**
+ * Chaos at load: hundreds of concurrent requests over a few keys while a share of the Durable Object calls throw
+ * (`retryable`, `overloaded`, reset, a plain error), hang past the time budget, or lose their answer after the object
+ * applied them (chaos.ts). Whatever happens:
+ * - every outcome follows its rule's `on_error`: an `open` rule that failed is skipped (200 without its decision), a
+ *   `closed` one answers 503 temporary-reduced-capacity naming only closed rules; nothing else is ever a 5xx;
+ * - no key is admitted more than its limit;
+ * - every request is charged at most once, and a request that is not admitted is charged nothing once its refunds,
+ *   late answers included, have landed: what each object holds equals what the responses say it admitted.
+ * Time is frozen (`Date`) and the time budget runs out when the held calls are the only ones left (ChaosClock).
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { capacityOf } from "../../src/rules/types.ts";
+import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker/gateway.ts";
+import { sha256Hex } from "../../src/worker/hash.ts";
+import { createIsolate } from "../../src/worker/isolate.ts";
+import type { CompiledRule } from "../../src/worker/match.ts";
+import { objectNameOf } from "../../src/worker/names.ts";
+import { ChaosClock, chaosNamespace, type Fault, seeded } from "./chaos.ts";
+import { bearer, freshKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+const rules = rulesFrom(`
+- id: chaos-closed
+  match: { route: "GET /closed", identity: api_key }
+  algorithm: fixed_window
+  limit: 30
+  window: h
+  on_error: closed
+- id: chaos-open
+  match: { route: "GET /open", identity: api_key }
+  algorithm: token_bucket
+  rate: 1/h
+  burst: 30
+- id: pair-closed
+  match: { route: "GET /pair", identity: api_key }
+  algorithm: gcra
+  rate: 1/h
+  burst: 25
+  on_error: closed
+- id: pair-open
+  match: { route: "GET /pair", identity: api_key }
+  algorithm: sliding_log
+  limit: 35
+  window: h
+`);
+const ruleById = new Map(rules.map((c) => [c.rule.id, c]));
+const ROUTES: Record<string, readonly string[]> = {
+  "/closed": ["chaos-closed"],
+  "/open": ["chaos-open"],
+  "/pair": ["pair-closed", "pair-open"],
+};
+
+interface Sent {
+  readonly path: string;
+  readonly key: string;
+  readonly status: number;
+  readonly body: {
+    readonly type?: string;
+    readonly "violated-policies"?: string[];
+    readonly decisions?: { rule: string; allowed?: boolean; error?: string }[];
+  };
+}
+
+/** Send `count` requests at once, spread over `keys` and the routes in a seeded order, through a chaotic namespace. */
+async function flood(keys: readonly string[], count: number, faults: readonly [Fault, number][], seed: number) {
+  setNow(T0);
+  vi.spyOn(console, "error").mockImplementation(() => {});
+  vi.spyOn(console, "log").mockImplementation(() => {});
+  const random = seeded(seed);
+  const clock = new ChaosClock();
+  const pick = (): Fault | null => {
+    let u = random();
+    for (const [fault, share] of faults) {
+      if (u < share) return fault;
+      u -= share;
+    }
+    return null;
+  };
+  const { namespace, ledger } = chaosNamespace(env.LIMITER, pick, clock);
+  const chaotic = { ...env, LIMITER: namespace };
+  const isolate = createIsolate({ sleep: clock.sleep });
+  const paths = Object.keys(ROUTES);
+  const plan = Array.from({ length: count }, () => ({
+    path: paths[Math.floor(random() * paths.length)]!,
+    // Skewed: the first key gets half the requests and runs out; the last ones get few and never does (its late answers
+    // admit, and must be given back when the request was refused).
+    key: keys[Math.min(keys.length - 1, Math.floor(-Math.log2(1 - random())))]!,
+  }));
+  const sent = await Promise.all(
+    plan.map(async ({ path, key }): Promise<Sent> => {
+      const ctx = createExecutionContext();
+      const response = await handleRequest(req("GET", path, bearer(key)), chaotic, ctx, rules, isolate);
+      const body = (await response.json()) as Sent["body"];
+      await waitOnExecutionContext(ctx); // late refunds land here
+      return { path, key, status: response.status, body };
+    }),
+  );
+  return { sent, ledger };
+}
+
+/** What the key's object holds for the rule now: cost charged and not given back (time is frozen: nothing refills). */
+async function chargedBy(rule: CompiledRule, key: string): Promise<number> {
+  const peek = await (await limiterFor(rule.rule.id, key)).peek({ rule: { id: rule.rule.id, params: rule.params } });
+  return capacityOf(rule.params) - peek.remaining;
+}
+
+function expectOutcomesFollowOnError(sent: readonly Sent[]): void {
+  for (const s of sent) {
+    expect([200, 429, 503]).toContain(s.status);
+    const ruleIds = ROUTES[s.path]!;
+    if (s.status === 503) {
+      expect(s.body.type).toBe(TEMPORARY_REDUCED_CAPACITY_TYPE);
+      const violated = s.body["violated-policies"] ?? [];
+      expect(violated.length).toBeGreaterThan(0);
+      for (const id of violated) {
+        expect(ruleIds).toContain(id);
+        expect(ruleById.get(id)!.rule.onError).toBe("closed");
+      }
+    }
+    if (s.status === 200) {
+      // Every rule that applies either admitted the request, or failed and is `open`.
+      expect(s.body.decisions?.map((d) => d.rule).sort()).toEqual([...ruleIds].sort());
+      for (const d of s.body.decisions ?? []) {
+        if (d.error !== undefined) {
+          expect(d.error).toBe("fail_open");
+          expect(ruleById.get(d.rule)!.rule.onError).toBe("open");
+        } else expect(d.allowed).toBe(true);
+      }
+    }
+  }
+}
+
+const admittedBy = (sent: readonly Sent[], ruleId: string, key: string) =>
+  sent.filter((s) => s.key === key && s.status === 200 && s.body.decisions?.some((d) => d.rule === ruleId && d.allowed))
+    .length;
+const passed = (sent: readonly Sent[], path: string, key: string) =>
+  sent.filter((s) => s.key === key && s.path === path && s.status === 200).length;
+
+describe("chaos at load", () => {
+  it("400 concurrent requests over 4 keys, 35% of object calls failing: on_error holds, no key over its limit, each request charged at most once", async () => {
+    const keys = [freshKey("sk_chaos"), freshKey("sk_chaos"), freshKey("sk_chaos"), freshKey("sk_chaos")];
+    const faults: [Fault, number][] = [
+      ["retryable", 0.07],
+      ["overloaded", 0.07],
+      ["reset", 0.07],
+      ["error", 0.07],
+      ["hang", 0.07],
+    ];
+    const { sent, ledger } = await flood(keys, 400, faults, 13);
+
+    // The chaos happened: every kind of fault, late answers, and denials, fail-opens and fail-closes among them.
+    for (const [fault] of faults) expect(ledger.injected[fault]).toBeGreaterThan(0);
+    expect(ledger.late).toBe(ledger.injected.hang);
+    const statuses = new Set(sent.map((s) => s.status));
+    expect([...statuses].sort()).toEqual([200, 429, 503]);
+    expect(sent.some((s) => s.body.decisions?.some((d) => d.error === "fail_open"))).toBe(true);
+
+    expectOutcomesFollowOnError(sent);
+    for (const key of keys) {
+      for (const rule of rules) {
+        const limit = capacityOf(rule.params);
+        const admitted = admittedBy(sent, rule.rule.id, key);
+        expect(admitted).toBeLessThanOrEqual(limit);
+        const charged = await chargedBy(rule, key);
+        const path = Object.keys(ROUTES).find((p) => ROUTES[p]!.includes(rule.rule.id))!;
+        if (rule.rule.onError === "closed") {
+          // Every admitted request was admitted by this rule, once; every other one was given back (late ones too).
+          expect(charged).toBe(passed(sent, path, key));
+        } else {
+          // Admitted with its decision: charged; admitted while it failed: charged at most once (a late answer);
+          // not admitted: given back.
+          expect(charged).toBeGreaterThanOrEqual(admitted);
+          expect(charged).toBeLessThanOrEqual(passed(sent, path, key));
+        }
+      }
+    }
+    // The late answers that admitted a request nobody was let through for were refunded.
+    const refunds = [...ledger.applied.values()].reduce((n, c) => n + c.refunds, 0);
+    expect(refunds).toBeGreaterThan(0);
+  });
+
+  it("answers lost after the object applied them (retried on a fresh stub): no key over its limit", async () => {
+    const keys = [freshKey("sk_lost"), freshKey("sk_lost")];
+    const { sent, ledger } = await flood(keys, 300, [["lost", 0.3]], 7);
+    expect(ledger.injected.lost).toBeGreaterThan(0);
+    expectOutcomesFollowOnError(sent);
+    for (const key of keys) {
+      for (const rule of rules) {
+        const limit = capacityOf(rule.params);
+        expect(admittedBy(sent, rule.rule.id, key)).toBeLessThanOrEqual(limit);
+        const name = objectNameOf(rule.rule.id, await sha256Hex(key));
+        const applied = ledger.applied.get(name);
+        expect(applied?.admitted ?? 0).toBeLessThanOrEqual(limit + (applied?.refunds ?? 0));
+      }
+    }
+  });
+});

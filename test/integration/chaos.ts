@@ -1,0 +1,158 @@
+/**
+ * Chaos for the Workers-runtime tests: a fault-injecting wrapper around the `LIMITER` Durable Object namespace, and a
+ * time budget that runs out exactly when the test's calls are stuck (never by racing a real timer). Tests only.
+ *
+ * Each `check` call (one attempt) draws its fate from a seeded generator: answered, or one of
+ * - `retryable` / `overloaded` / `reset` / `error`: thrown before the object sees the call (the structured fields
+ *   the runtime puts on such errors: `retryable`, `overloaded`, `durableObjectReset`);
+ * - `hang`: held until every time budget that is waiting runs out, then delivered to the object (a late answer);
+ * - `lost`: applied by the object, then the answer is lost on the way back as a retryable error (the retry must not
+ *   charge the key twice).
+ * Refunds are passed through, and counted, like every call that reached the object.
+ */
+import type { SluiceLimiter } from "../../src/worker/limiter.ts";
+
+export type Fault = "retryable" | "overloaded" | "reset" | "error" | "hang" | "lost";
+
+/** xorshift32: a seeded generator in [0, 1), so a failing run can be replayed. */
+export function seeded(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 4_294_967_296;
+  };
+}
+
+/** What happened to the calls, per object name and in total. */
+export interface ChaosLedger {
+  readonly injected: Record<Fault, number>;
+  /** Checks that reached the object, and those of them that it admitted. */
+  readonly applied: Map<string, { checks: number; admitted: number; refunds: number }>;
+  /** Checks that reached the object after the caller's time budget had run out. */
+  late: number;
+}
+
+const thrown = (fault: Fault, message: string) =>
+  Object.assign(new Error(message), {
+    retryable: fault === "retryable" || fault === "lost" || undefined,
+    overloaded: fault === "overloaded" || undefined,
+    durableObjectReset: fault === "reset" || undefined,
+  });
+
+/**
+ * A time budget the chaos drives: `sleep(ms)` ends when no call to an object is in flight any more (after a
+ * macrotask, so a retry about to be sent is sent first). Every call still waiting then is one the fault held: its
+ * budget has run out. Use it as the isolate's sleeper for rules without shaping delays.
+ */
+export class ChaosClock {
+  private inFlight = 0;
+  private readonly sleepers: (() => void)[] = [];
+  private readonly held: (() => void)[] = [];
+  private checking = false;
+
+  readonly sleep = (_ms: number): Promise<void> =>
+    new Promise<void>((wake) => {
+      this.sleepers.push(wake);
+      this.whenIdle();
+    });
+
+  /** Run `call` as a call in flight. */
+  async track<T>(call: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    try {
+      return await call();
+    } finally {
+      this.inFlight--;
+      this.whenIdle();
+    }
+  }
+
+  /** Resolves once every waiting time budget has run out. */
+  hold(): Promise<void> {
+    return new Promise<void>((go) => {
+      this.held.push(go);
+      this.whenIdle();
+    });
+  }
+
+  private whenIdle(): void {
+    if (this.checking) return;
+    this.checking = true;
+    void scheduler.wait(0).then(() => {
+      this.checking = false;
+      if (this.inFlight > 0 || this.sleepers.length === 0) return;
+      for (const wake of this.sleepers.splice(0)) wake();
+      // The held calls go on only after the callers have seen their budgets run out.
+      void scheduler.wait(0).then(() => {
+        for (const go of this.held.splice(0)) go();
+      });
+    });
+  }
+}
+
+/** `real` with a share of its `check` calls failing as `pick` says (`null`: answered). */
+export function chaosNamespace(
+  real: DurableObjectNamespace<SluiceLimiter>,
+  pick: () => Fault | null,
+  clock: ChaosClock,
+): { readonly namespace: DurableObjectNamespace<SluiceLimiter>; readonly ledger: ChaosLedger } {
+  const ledger: ChaosLedger = {
+    injected: { retryable: 0, overloaded: 0, reset: 0, error: 0, hang: 0, lost: 0 },
+    applied: new Map(),
+    late: 0,
+  };
+  const names = new Map<string, string>();
+  const countsOf = (name: string) => {
+    const c = ledger.applied.get(name) ?? { checks: 0, admitted: 0, refunds: 0 };
+    ledger.applied.set(name, c);
+    return c;
+  };
+  const namespace = {
+    idFromName(name: string) {
+      const id = real.idFromName(name);
+      names.set(id.toString(), name);
+      return id;
+    },
+    get(id: DurableObjectId) {
+      const stub = real.get(id);
+      const name = names.get(id.toString()) ?? id.toString();
+      const apply = async (input: unknown) => {
+        const result = (await stub.check(input as never)) as { ok: boolean; decision?: { allowed: boolean } };
+        const c = countsOf(name);
+        c.checks++;
+        if (result.ok && result.decision?.allowed === true) c.admitted++;
+        return result;
+      };
+      return {
+        check: (input: unknown) => {
+          const fault = pick();
+          if (fault !== null) ledger.injected[fault]++;
+          if (fault === "hang") {
+            // Not in flight while held: the caller's budget runs out, then the object gets the call and answers, late.
+            return clock.hold().then(() => {
+              ledger.late++;
+              return clock.track(() => apply(input));
+            });
+          }
+          return clock.track(async () => {
+            if (fault === null) return apply(input);
+            if (fault === "lost") await apply(input);
+            throw thrown(fault, fault === "lost" ? "connection lost after the call was applied" : `injected ${fault}`);
+          });
+        },
+        refund: async (input: unknown) => {
+          const result = await stub.refund(input as never);
+          countsOf(name).refunds++;
+          return result;
+        },
+        peek: (input: unknown) => stub.peek(input as never),
+        reset: () => stub.reset(),
+      };
+    },
+  };
+  return { namespace: namespace as unknown as DurableObjectNamespace<SluiceLimiter>, ledger };
+}
