@@ -5,9 +5,12 @@
  *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged
  *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
  *   GET  /_sluice/stats                      this isolate's counters
+ *   GET  /_sluice/denials                    this isolate's most recent denials (hashed keys; a bounded ring)
+ *   GET  /_sluice/                           the dashboard: one HTML page over the four above (dashboard.ts)
  *
- * Every request needs `Authorization: Bearer <ADMIN_TOKEN>` (a wrangler secret), compared in constant time. With the
- * secret unset (or too short to be safe) the whole surface answers 404, as if it did not exist. `KEY` is the raw
+ * Every request needs `Authorization: Bearer <ADMIN_TOKEN>` (a wrangler secret), compared in constant time, except
+ * the dashboard page itself, which carries no data and asks for the token. With the secret unset (or too short to be
+ * safe) the whole surface, the page too, answers 404, as if it did not exist. `KEY` is the raw
  * identity value (API key, client address, user id), hashed exactly as the gateway hashes it (addresses normalised and
  * IPv6 grouped by prefix first); nothing lists keys, so a token holder learns only about keys they already know.
  *
@@ -15,6 +18,7 @@
  * request, not the others.
  */
 import { BLOCKED_CACHE_MAX_ENTRIES } from "./blocked_cache.ts";
+import { dashboardPage } from "./dashboard.ts";
 import { constantTimeEqual, keyHashOf } from "./hash.ts";
 import { problemResponse } from "./headers.ts";
 import { identityKey } from "./identity.ts";
@@ -57,6 +61,11 @@ export async function handleAdmin(
   isolate: Isolate,
 ): Promise<Response> {
   if (settings.adminToken === null) return notFound();
+  const method = request.method.toUpperCase();
+  const route = url.pathname.slice(ADMIN_PREFIX.length);
+  const allow = (allowed: string): Response | null =>
+    method === allowed ? null : problem(405, "Method Not Allowed", undefined, [["Allow", allowed]]);
+  if (route === "" || route === "/") return allow("GET") ?? (await dashboardPage());
   const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
   if (presented === undefined || !(await constantTimeEqual(presented, settings.adminToken))) {
     logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
@@ -64,10 +73,6 @@ export async function handleAdmin(
       ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
     ]);
   }
-  const method = request.method.toUpperCase();
-  const route = url.pathname.slice(ADMIN_PREFIX.length);
-  const allow = (allowed: string): Response | null =>
-    method === allowed ? null : problem(405, "Method Not Allowed", undefined, [["Allow", allowed]]);
 
   switch (route) {
     case "/rules":
@@ -87,6 +92,21 @@ export async function handleAdmin(
         })
       );
     }
+    case "/denials":
+      return (
+        allow("GET") ??
+        json({
+          capacity: isolate.denials.capacity,
+          denials: isolate.denials.list().map((d) => ({
+            at_ms: d.atMs,
+            rule: d.rule,
+            key: d.key,
+            retry_after_ms: d.retryAfterMs,
+            source: d.source,
+            count: d.count,
+          })),
+        })
+      );
     case "/state":
     case "/reset": {
       const wrong = allow(route === "/state" ? "GET" : "POST");

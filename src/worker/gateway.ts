@@ -354,6 +354,10 @@ function metric(
   source: Source | "none",
   retryAfterMs: number | null,
 ): void {
+  if (outcome === "denied") {
+    const { rule } = app.compiled;
+    cx.isolate.denials.record({ atMs: cx.isolate.clock(), rule: rule.id, key: app.keyHash, retryAfterMs, source });
+  }
   writeDataPoint(cx.env.METRICS, {
     rule: app.compiled.rule.id,
     outcome,

@@ -1,13 +1,14 @@
 /**
  * Everything one isolate keeps between requests, in one object that the entry point creates once and passes in:
  * the clock and the sleeper (injected, so tests drive time instead of racing it), the blocked-key cache, the
- * counters, the `scope: local` stores and the plan cache. Nothing in src/worker keeps request state in a module
+ * counters, the `scope: local` stores, the plan cache and the ring of recent denials. Nothing in src/worker keeps request state in a module
  * singleton; a test that wants a clean isolate makes a new one.
  */
 import { BlockedCache } from "./blocked_cache.ts";
 import { LocalScope } from "./local_scope.ts";
 import { newStats, type Stats } from "./metrics.ts";
 import { PlanCache } from "./plan.ts";
+import { RecentDenials } from "./recent_denials.ts";
 
 /** This isolate's clock, ms since the epoch. */
 export type Clock = () => number;
@@ -25,6 +26,8 @@ export interface Isolate {
   readonly local: LocalScope;
   /** Account records read from KV (plan.ts). */
   readonly plans: PlanCache;
+  /** The most recent denials, for the dashboard (recent_denials.ts). */
+  readonly denials: RecentDenials;
 }
 
 export interface IsolateOptions {
@@ -44,5 +47,6 @@ export function createIsolate(options: IsolateOptions = {}): Isolate {
     stats: newStats(),
     local: new LocalScope(),
     plans: new PlanCache(),
+    denials: new RecentDenials(),
   };
 }

@@ -3,95 +3,25 @@
  * temporary directory, stopped by killing its process group): a burst answered by 429 with Retry-After, a retry at
  * that time succeeding, limiter state surviving a restart of the process, and the admin API.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT, startWrangler as startWith, stopWrangler, type WranglerDev } from "../support/wrangler_dev.ts";
 
 const ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef";
-const ROOT = join(import.meta.dirname, "..", "..");
 const persistTo = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
-let server: { child: ChildProcess; base: string; output: string[] } | null = null;
+let server: WranglerDev | null = null;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
+const startWrangler = () =>
+  startWith(persistTo, {
+    // A cold start on a loaded machine must not turn a decision into a fail-open.
+    LIMITER_TIMEOUT_MS: "5000",
+    // A secret in production (`wrangler secret put ADMIN_TOKEN`); a var here, for the admin API test.
+    ADMIN_TOKEN,
   });
-}
-
-async function startWrangler(): Promise<NonNullable<typeof server>> {
-  const port = await freePort();
-  const output: string[] = [];
-  const child = spawn(
-    "npx",
-    [
-      "wrangler",
-      "dev",
-      "--ip",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--persist-to",
-      persistTo,
-      "--log-level",
-      "warn",
-      // A cold start on a loaded machine must not turn a decision into a fail-open.
-      "--var",
-      "LIMITER_TIMEOUT_MS:5000",
-      // A secret in production (`wrangler secret put ADMIN_TOKEN`); a var here, for the admin API test.
-      "--var",
-      `ADMIN_TOKEN:${ADMIN_TOKEN}`,
-    ],
-    {
-      cwd: ROOT,
-      detached: true, // its own process group, so stopping it stops workerd too
-      stdio: ["ignore", "pipe", "pipe"],
-      env: {
-        ...process.env,
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-        WRANGLER_SEND_METRICS: "false",
-        WRANGLER_HIDE_BANNER: "true",
-      },
-    },
-  );
-  child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-  child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited early:\n${output.join("")}`);
-    try {
-      const r = await fetch(`${base}/health-probe`, { signal: AbortSignal.timeout(1000) });
-      await r.arrayBuffer();
-      return { child, base, output };
-    } catch {
-      await sleep(100); // not listening yet
-    }
-  }
-  stopWrangler({ child, base, output });
-  throw new Error(`wrangler dev did not start within 60 s:\n${output.join("")}`);
-}
-
-async function stopWrangler(s: NonNullable<typeof server>): Promise<void> {
-  const { child } = s;
-  if (child.exitCode !== null || child.pid === undefined) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  process.kill(-child.pid, "SIGTERM");
-  const killed = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
-  if (!killed) {
-    process.kill(-child.pid, "SIGKILL");
-    await exited;
-  }
-}
 
 beforeAll(async () => {
   const seeded = spawnSync(process.execPath, ["scripts/seed-accounts.mjs", "--persist-to", persistTo], {
