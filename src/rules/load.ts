@@ -4,8 +4,8 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { parseRules } from "./parse.ts";
 import type { ResolvedRule } from "./types.ts";
+import { parseRules } from "./yaml.ts";
 
 /**
  * Every rule in `paths`, each a file or a directory (then every `*.yaml` / `*.yml` in it, sorted by name; not

@@ -1,11 +1,12 @@
 /**
- * Rule files: YAML text -> plain values -> strict validation -> `ResolvedRule[]` with every default filled in.
+ * Rule validation: plain values -> strict validation -> `ResolvedRule[]` with every default filled in. YAML text
+ * becomes plain values in yaml.ts (`parseRules`); this module imports no YAML parser, so the Worker can run the very
+ * same checks on a per-account override read from KV (`resolveOverride`, JSON via `rawFromJson`).
  *
  * Every problem is reported, all at once, as `<file>: <ruleId>.<field>: <message>` (`rules[3]` stands in for a
  * missing or invalid id; the index counts from 0), or `<file>:<line>: <message>` for YAML syntax. Bad input never
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
-import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument } from "yaml";
 import { MAX_SCALED } from "../algorithms/arith.ts";
 import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
 import { compileRoute } from "./route.ts";
@@ -25,14 +26,14 @@ import {
 } from "./types.ts";
 
 /** A YAML float kept with its source text, so a message can show `1.0` as written rather than `1`. */
-class YamlFloat {
+export class YamlFloat {
   constructor(
     readonly value: number,
     readonly source: string,
   ) {}
 }
 /** A YAML value as validation sees it: integers are bigints (exact at any size), floats are `YamlFloat`. */
-type Raw = string | bigint | boolean | null | YamlFloat | Raw[] | Map<string, Raw>;
+export type Raw = string | bigint | boolean | null | YamlFloat | Raw[] | Map<string, Raw>;
 
 const ID_RE = /^[A-Za-z0-9_.-]+$/;
 const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
@@ -77,19 +78,9 @@ const TAKES: { readonly [K in AlgorithmName]: string } = {
   sliding_counter: "limit, window_s or window, count_denied, and buckets",
 };
 
-export function parseRules(text: string, file: string): { rules: ResolvedRule[]; errors: string[] } {
+/** The rules of one file, from its plain values (see yaml.ts): all valid rules, and every problem. */
+export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[] } {
   const errors: string[] = [];
-  const doc = parseDocument(text, { intAsBigInt: true, uniqueKeys: true, prettyErrors: true });
-  if (doc.errors.length > 0) {
-    for (const e of doc.errors) {
-      const line = e.linePos?.[0]?.line;
-      // yaml appends " at line L, column C:" and a source excerpt; keep the first line, without the position.
-      const message = (e.message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "");
-      errors.push(line === undefined ? `${file}: ${message}` : `${file}:${line}: ${message}`);
-    }
-    return { rules: [], errors };
-  }
-  const root = toRaw(doc.contents, doc, 0);
   if (root === null) {
     errors.push(`${file}: the file is empty; expected a list of rules`);
     return { rules: [], errors };
@@ -116,30 +107,26 @@ export function parseRules(text: string, file: string): { rules: ResolvedRule[];
   return { rules, errors };
 }
 
-/** A YAML node as a `Raw` value. Aliases are followed; a cycle or absurd nesting stops at depth 100 as null. */
-function toRaw(node: unknown, doc: Document, depth: number): Raw {
-  if (depth > 100) return null;
-  if (isAlias(node)) return toRaw(node.resolve(doc), doc, depth + 1);
-  if (isScalar(node)) {
-    const v = node.value;
-    if (typeof v === "number") return new YamlFloat(v, node.source ?? String(v));
-    if (typeof v === "string" || typeof v === "bigint" || typeof v === "boolean" || v === null) return v;
-    return String(v);
-  }
-  if (isSeq(node)) return node.items.map((item) => toRaw(item, doc, depth + 1));
-  if (isMap(node)) {
+/**
+ * A JSON value (an account record read from KV) as a `Raw` value: integers become bigints, other numbers keep their
+ * text, so the checks and messages are those of a rule file. Nesting stops at depth 100 as null.
+ */
+export function rawFromJson(value: unknown, depth = 0): Raw {
+  if (depth > 100 || value === undefined || value === null) return null;
+  if (typeof value === "number")
+    return Number.isSafeInteger(value) ? BigInt(value) : new YamlFloat(value, String(value));
+  if (typeof value === "string" || typeof value === "boolean") return value;
+  if (Array.isArray(value)) return value.map((v) => rawFromJson(v, depth + 1));
+  if (typeof value === "object") {
     const out = new Map<string, Raw>();
-    for (const pair of node.items) {
-      const key = toRaw(pair.key, doc, depth + 1);
-      out.set(typeof key === "string" ? key : describe(key), toRaw(pair.value, doc, depth + 1));
-    }
+    for (const [k, v] of Object.entries(value)) out.set(k, rawFromJson(v, depth + 1));
     return out;
   }
-  return null;
+  return String(value);
 }
 
 /** A value as a message shows it: strings quoted, numbers as written. */
-function describe(v: Raw | undefined): string {
+export function describe(v: Raw | undefined): string {
   if (v === undefined || v === null) return "an empty value";
   if (typeof v === "string") return JSON.stringify(v);
   if (v instanceof YamlFloat) return v.source;
@@ -181,7 +168,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     if ((MATCH_KEYS as readonly string[]).includes(key)) {
       e.add(key, `unknown key; ${key} belongs inside match: { ${key}: ... }`);
     } else if (algorithm !== null && ALL_PARAM_KEYS.includes(key)) {
-      e.add(key, `not a parameter of ${algorithm} (${algorithm} takes ${TAKES[algorithm]})`);
+      e.add(key, notAParameterOf(algorithm));
     } else {
       e.add(key, unknownKey(key, [...COMMON_KEYS, ...known]));
     }
@@ -237,6 +224,53 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     retryJitterS,
   };
   return { ...common, ...params } as ResolvedRule;
+}
+
+function notAParameterOf(algorithm: AlgorithmName): string {
+  return `not a parameter of ${algorithm} (${algorithm} takes ${TAKES[algorithm]})`;
+}
+
+/**
+ * A per-account override of one rule's parameters (an account record's `limits: { <rule id>: {...} }`): the rule's
+ * algorithm parameters in rule-file spelling, all of them, replacing the rule's (defaults as in a rule file; the
+ * algorithm stays the rule's). Checked by the code that checks rule files, with the same messages, prefixed
+ * `<where>: <rule id>.<field>`; the rule's costs must still fit the new capacity. Only `scope: global` rules counted
+ * by `api_key` take one: their objects see this account's requests alone (an address or user is shared between
+ * accounts, and a local rule's isolate store keeps one set of parameters per rule).
+ */
+export function resolveOverride(rule: ResolvedRule, value: Raw, where: string, out: string[]): AlgorithmParams | null {
+  const e = new RuleErrors(out, `${where}: ${rule.id}`);
+  const algorithm = rule.algorithm;
+  if (rule.match.identity !== "api_key" || rule.scope !== "global") {
+    e.add(
+      "limits",
+      `only scope: global rules counted by api_key take a per-account override; this one is scope: ${rule.scope}, ` +
+        `identity: ${rule.match.identity}`,
+    );
+    return null;
+  }
+  if (!(value instanceof Map)) {
+    e.add("limits", `must be a mapping of ${algorithm} parameters (${TAKES[algorithm]}), got ${describe(value)}`);
+    return null;
+  }
+  const known = PARAM_KEYS[algorithm];
+  for (const key of value.keys()) {
+    if (known.includes(key)) continue;
+    if (key === "algorithm")
+      e.add(key, `an override keeps the rule's algorithm (${algorithm}); change it in the rule file`);
+    else if (ALL_PARAM_KEYS.includes(key)) e.add(key, notAParameterOf(algorithm));
+    else e.add(key, unknownKey(key, known, `${algorithm} takes ${TAKES[algorithm]}`));
+  }
+  const params = resolveParams(algorithm, value, e);
+  if (params === null || e.count > 0) return null;
+  const capacity = capacityOf(params);
+  const capacityName = capacityNameOf(algorithm);
+  if (rule.cost > capacity) e.add("cost", exceedsCapacity(rule.cost, capacity, capacityName));
+  for (const { route, cost } of rule.costByRoute) {
+    if (cost > capacity)
+      e.add(`cost_by_route[${JSON.stringify(route.source)}]`, exceedsCapacity(cost, capacity, capacityName));
+  }
+  return e.count > 0 ? null : params;
 }
 
 function resolveAlgorithm(raw: Map<string, Raw>, e: RuleErrors): AlgorithmName | null {
@@ -592,7 +626,7 @@ function unknownKey(key: string, known: readonly string[], fallback?: string): s
 }
 
 /** The known word nearest to `word` (edit distance <= 2, or a prefix of it), or null. */
-function closest(word: string, known: readonly string[]): string | null {
+export function closest(word: string, known: readonly string[]): string | null {
   const w = word.toLowerCase().replaceAll("-", "_");
   let best: string | null = null;
   let bestDistance = Number.POSITIVE_INFINITY;

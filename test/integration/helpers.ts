@@ -1,8 +1,8 @@
 /** Shared helpers for the Workers-runtime tests. */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { vi } from "vitest";
-import { parseRules } from "../../src/rules/parse.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
 import { createIsolate, type Sleep } from "../../src/worker/isolate.ts";

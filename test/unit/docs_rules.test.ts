@@ -2,8 +2,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseRules } from "../../src/rules/parse.ts";
 import { ALGORITHMS } from "../../src/rules/types.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
 
 const DOC = "docs/rules.md";
 const text = readFileSync(DOC, "utf8");

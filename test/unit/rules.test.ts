@@ -5,8 +5,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadRules } from "../../src/rules/load.ts";
-import { parseRules } from "../../src/rules/parse.ts";
 import { capacityOf, type ResolvedRule } from "../../src/rules/types.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
 
 const DIR = "test/fixtures/rules";
 
