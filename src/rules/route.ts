@@ -8,8 +8,9 @@
  * - Trailing slash: one trailing `/` is ignored, in patterns and in request paths alike, so `/v1/login/` counts
  *   against `POST /v1/login`. Most frameworks route both to the same handler; treating them as different paths would
  *   let a client step around a limit by adding a slash.
- * - Matching is case-sensitive and compares the path as given (the Worker passes `URL.pathname`, still
- *   percent-encoded); a query string is not part of the path.
+ * - The Worker matches the canonical path (src/worker/canonical_path.ts: decoded once, dot segments resolved,
+ *   slashes merged, `;params` dropped, lower-cased unless PATH_CASE_SENSITIVE), so a pattern is written decoded and
+ *   holds no `%` or `;`. A query string is not part of the path.
  */
 import type { RoutePattern } from "./types.ts";
 
@@ -32,6 +33,11 @@ export function compileRoute(source: string): RoutePattern | { readonly error: s
     const seg = segments[i] ?? "";
     if (seg === "") return bad("the path has an empty segment (//)");
     if (seg === "**" && i !== segments.length - 1) return bad("** may only be the last segment");
+    if (seg === "." || seg === "..")
+      return bad("the path has a . or .. segment (requests are matched with them resolved)");
+    if (seg.includes("%") || seg.includes(";")) {
+      return bad("write the path decoded, without % or ; (requests are matched decoded, with ;parameters removed)");
+    }
     if (seg !== "*" && seg !== "**" && seg.includes("*")) {
       return bad(`* must be a whole segment (${JSON.stringify(seg)} mixes it with other characters)`);
     }

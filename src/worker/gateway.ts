@@ -34,6 +34,7 @@ import { type Applicable, applicableRules, type CompiledRule } from "./match.ts"
 import { logEvent, type Outcome as MetricOutcome, type Source, writeDataPoint } from "./metrics.ts";
 import { objectNameOf } from "./names.ts";
 import { messageOf } from "./object_call.ts";
+import { shapeOf } from "./request_shape.ts";
 import { type Env, settingsOf } from "./settings.ts";
 import type { RefundResult } from "./store.ts";
 
@@ -46,6 +47,8 @@ interface RequestContext extends AskContext {
   readonly method: string;
   /** The caller's plan. */
   readonly plan: string;
+  /** The path the upstream receives (canonical_path.ts). */
+  readonly forwardPath: string;
 }
 
 export async function handleRequest(
@@ -76,17 +79,15 @@ async function gateway(
 ): Promise<Response> {
   const { env, settings, isolate } = base;
   isolate.stats.requests++;
-  const method = request.method.toUpperCase();
+  const shape = shapeOf(request, url.pathname, settings.path);
+  if (!shape.ok) return badRequest(shape.detail);
+  const { method, methods, path } = shape;
   const caller = await whoIsCalling(request, env, settings, isolate);
-  const cx: RequestContext = { ...base, ctx, method, plan: caller.plan };
+  const cx: RequestContext = { ...base, ctx, method, plan: caller.plan, forwardPath: shape.forwardPath };
   const nowMs = isolate.clock();
 
-  const matched = applicableRules(rules, {
-    method,
-    path: url.pathname,
-    plan: caller.plan,
-    keyHashes: caller.keyHashes,
-  });
+  const foldCase = !settings.path.caseSensitive;
+  const matched = applicableRules(rules, { methods, path, foldCase, plan: caller.plan, keyHashes: caller.keyHashes });
   const { applicable, tooCostly } = withinCapacity(cx, matched);
   if (tooCostly !== null) return refuseTooCostly(cx, tooCostly, matched, nowMs);
 
@@ -284,7 +285,9 @@ async function respond(
   if (verdict.delayMs > 0) await cx.isolate.sleep(verdict.delayMs);
   const upstream = cx.settings.upstreamUrl;
   const response =
-    upstream === null ? echo(request, url, cx.plan, outcomes, verdict.delayMs) : await forward(request, url, upstream);
+    upstream === null
+      ? echo(request, url, cx, outcomes, verdict.delayMs)
+      : await forward(request, url, cx.forwardPath, upstream);
   for (const [name, value] of fields.headers) response.headers.set(name, value);
   return response;
 }
@@ -406,6 +409,11 @@ function logShadow(
   });
 }
 
+/** 400 problem+json for a request no rule can be asked about (an unreadable path, a bad method override). */
+function badRequest(detail: string): Response {
+  return problemResponse(400, { type: "about:blank", title: "Bad Request", status: 400, detail });
+}
+
 /** `RateLimit-Policy` alone, for the enforcing rules that applied (nothing was decided, so no `RateLimit`). */
 function policyHeader(apps: readonly Applicable[], nowMs: number): [string, string][] {
   const policies = apps
@@ -418,7 +426,13 @@ function policyHeader(apps: readonly Applicable[], nowMs: number): [string, stri
   return policies.length === 0 ? [] : [["RateLimit-Policy", rateLimitPolicy(policies)]];
 }
 /** The built-in origin for local development: describes the request and the decisions, never a raw key. */
-function echo(request: Request, url: URL, plan: string, outcomes: readonly Outcome[], delayedMs: number): Response {
+function echo(
+  request: Request,
+  url: URL,
+  cx: RequestContext,
+  outcomes: readonly Outcome[],
+  delayedMs: number,
+): Response {
   const decisions = outcomes.map((o) => {
     const base = { rule: o.app.compiled.rule.id, mode: o.app.compiled.rule.mode, cost: o.app.cost, key: o.app.keyHash };
     if (o.kind === "failed") return { ...base, error: o.reason };
@@ -437,8 +451,9 @@ function echo(request: Request, url: URL, plan: string, outcomes: readonly Outco
       echo: true,
       method: request.method,
       path: url.pathname,
+      forwarded_path: cx.forwardPath,
       query: url.search,
-      plan,
+      plan: cx.plan,
       delayed_ms: delayedMs,
       decisions,
     },
@@ -446,9 +461,9 @@ function echo(request: Request, url: URL, plan: string, outcomes: readonly Outco
   );
 }
 
-async function forward(request: Request, url: URL, upstream: URL): Promise<Response> {
+async function forward(request: Request, url: URL, path: string, upstream: URL): Promise<Response> {
   const target = new URL(upstream);
-  target.pathname = upstream.pathname.replace(/\/$/, "") + url.pathname;
+  target.pathname = upstream.pathname.replace(/\/$/, "") + path;
   target.search = url.search;
   try {
     const response = await fetch(new Request(target, request), { redirect: "manual" });

@@ -9,8 +9,9 @@
  */
 
 import { routeMatches } from "../rules/route.ts";
-import type { AlgorithmParams, Identity, ResolvedRule } from "../rules/types.ts";
+import type { AlgorithmParams, Identity, ResolvedRule, RoutePattern } from "../rules/types.ts";
 import { capacityOf } from "../rules/types.ts";
+import { foldSegment } from "./canonical_path.ts";
 
 export interface CompiledRule {
   readonly rule: ResolvedRule;
@@ -19,6 +20,11 @@ export interface CompiledRule {
   /** The largest cost the rule can ever admit. */
   readonly capacity: number;
   readonly plans: ReadonlySet<string> | null;
+  /** The rule's route and `cost_by_route` patterns with literal segments lower-cased, for case-insensitive matching. */
+  readonly folded: {
+    readonly route: RoutePattern | null;
+    readonly costByRoute: readonly { readonly route: RoutePattern; readonly cost: number }[];
+  };
 }
 
 /** One rule applied to one request. */
@@ -30,9 +36,15 @@ export interface Applicable {
 }
 
 export interface RequestFacts {
-  readonly method: string;
-  /** `URL.pathname`. */
+  /**
+   * The methods the request counts as, upper-case: its own, `GET` for `HEAD`, and an `X-HTTP-Method-Override` (see
+   * request_shape.ts). A rule applies if its route matches any of them.
+   */
+  readonly methods: readonly string[];
+  /** The canonical path (canonical_path.ts). */
   readonly path: string;
+  /** Match route patterns case-insensitively (the path is then lower-cased already). */
+  readonly foldCase: boolean;
   readonly plan: string;
   /** SHA-256 hex of each identity the request carries, `null` when absent. */
   readonly keyHashes: { readonly [K in Identity]: string | null };
@@ -50,6 +62,10 @@ export function compileRules(rules: readonly ResolvedRule[]): readonly CompiledR
       params,
       capacity: capacityOf(params),
       plans: rule.match.plans === null ? null : new Set(rule.match.plans),
+      folded: {
+        route: rule.match.route === null ? null : foldRoute(rule.match.route),
+        costByRoute: rule.costByRoute.map((e) => ({ route: foldRoute(e.route), cost: e.cost })),
+      },
     };
   });
   compiledCache.set(rules, compiled);
@@ -63,16 +79,33 @@ export function applicableRules(rules: readonly CompiledRule[], facts: RequestFa
     const keyHash = facts.keyHashes[rule.match.identity];
     if (keyHash === null) continue;
     if (compiled.plans !== null && !compiled.plans.has(facts.plan)) continue;
-    if (rule.match.route !== null && !routeMatches(rule.match.route, facts.method, facts.path)) continue;
-    out.push({ compiled, keyHash, cost: costOf(rule, facts.method, facts.path) });
+    const route = facts.foldCase ? compiled.folded.route : rule.match.route;
+    if (route !== null && !facts.methods.some((m) => routeMatches(route, m, facts.path))) continue;
+    out.push({ compiled, keyHash, cost: costOf(compiled, facts) });
   }
   return out;
 }
 
-/** `cost_by_route` for the first matching route, else the rule's cost. */
-export function costOf(rule: ResolvedRule, method: string, path: string): number {
-  for (const entry of rule.costByRoute) if (routeMatches(entry.route, method, path)) return entry.cost;
-  return rule.cost;
+/**
+ * `cost_by_route` for the first matching route, else the rule's cost. A request that counts as several methods pays
+ * the highest of their costs.
+ */
+export function costOf(compiled: CompiledRule, facts: Pick<RequestFacts, "methods" | "path" | "foldCase">): number {
+  const entries = facts.foldCase ? compiled.folded.costByRoute : compiled.rule.costByRoute;
+  let cost = 0;
+  for (const method of facts.methods) {
+    const entry = entries.find((e) => routeMatches(e.route, method, facts.path));
+    cost = Math.max(cost, entry?.cost ?? compiled.rule.cost);
+  }
+  return cost;
+}
+
+/** A route pattern as case-insensitive matching compares it: literal segments in canonical form. */
+export function foldRoute(route: RoutePattern): RoutePattern {
+  return {
+    ...route,
+    segments: route.segments.map((s) => foldSegment(s)),
+  };
 }
 
 /** The parameters the pure core needs, in a fixed key order (so equal parameters serialise equally). */

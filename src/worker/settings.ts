@@ -4,6 +4,7 @@
  * A malformed var falls back to its default with one warning line, so a typo never turns every request into a 500.
  */
 import { DEFAULT_TIMEOUT_MS } from "../rules/types.ts";
+import type { PathOptions } from "./canonical_path.ts";
 import type { SluiceLimiter } from "./limiter.ts";
 
 /** The Worker's bindings and vars, as wrangler.toml declares them. */
@@ -19,6 +20,9 @@ export interface Env {
   readonly PLAN_CACHE_TTL_MS?: string;
   readonly LIMITER_TIMEOUT_MS?: string;
   readonly MAX_KEYS?: string;
+  readonly PATH_CASE_SENSITIVE?: string;
+  readonly PATH_KEEP_ENCODED_SLASH?: string;
+  readonly PATH_KEEP_PARAMS?: string;
   /** Secret (`wrangler secret put ADMIN_TOKEN`): enables /_sluice/. Never in wrangler.toml. */
   readonly ADMIN_TOKEN?: string;
   /** Secret (`wrangler secret put KEY_HASH_SECRET`): when set, keys are HMAC-SHA256'd instead of SHA-256'd. */
@@ -51,6 +55,11 @@ export interface Settings {
   readonly limiterTimeoutMs: number | null;
   /** Keys one `scope: local` rule keeps in this isolate before evicting the least recently used. Default 100000. */
   readonly maxKeys: number;
+  /**
+   * How request paths are brought to one form before matching (canonical_path.ts). Each relaxation is off by
+   * default: `PATH_CASE_SENSITIVE`, `PATH_KEEP_ENCODED_SLASH`, `PATH_KEEP_PARAMS` (`true` or `false`).
+   */
+  readonly path: PathOptions;
   /** The admin bearer token; `null`: the admin surface answers 404. */
   readonly adminToken: string | null;
   /** HMAC key for key hashes; `null`: plain SHA-256. */
@@ -98,6 +107,13 @@ export function parseSettings(env: Vars): Settings {
       warnings.push(`UPSTREAM_URL: ${String(e)}; using the echo origin`);
     }
   }
+  const flag = (name: keyof typeof env): boolean => {
+    const raw = text(name).toLowerCase();
+    if (raw === "" || raw === "false") return false;
+    if (raw === "true") return true;
+    warnings.push(`${name}: must be true or false, got ${JSON.stringify(text(name))}; using false`);
+    return false;
+  };
   const timeout = text("LIMITER_TIMEOUT_MS");
   const adminToken = (env.ADMIN_TOKEN ?? "").trim();
   if (adminToken !== "" && adminToken.length < MIN_ADMIN_TOKEN_CHARS)
@@ -111,6 +127,11 @@ export function parseSettings(env: Vars): Settings {
     planCacheTtlMs: int("PLAN_CACHE_TTL_MS", 30_000, 0, 86_400_000),
     limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, 600_000),
     maxKeys: int("MAX_KEYS", 100_000, 1, 50_000_000),
+    path: {
+      caseSensitive: flag("PATH_CASE_SENSITIVE"),
+      keepEncodedSlash: flag("PATH_KEEP_ENCODED_SLASH"),
+      keepParams: flag("PATH_KEEP_PARAMS"),
+    },
     adminToken: adminToken.length >= MIN_ADMIN_TOKEN_CHARS ? adminToken : null,
     keyHashSecret: keyHashSecret === "" ? null : keyHashSecret,
     warnings,

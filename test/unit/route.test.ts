@@ -38,6 +38,15 @@ describe("compileRoute", () => {
     ["GET /**/x", '** may only be the last segment, got "GET /**/x"'],
     ["GET /v1/x*", '* must be a whole segment ("x*" mixes it with other characters), got "GET /v1/x*"'],
     ["GET /v1/***", '* must be a whole segment ("***" mixes it with other characters), got "GET /v1/***"'],
+    ["GET /v1/../x", 'the path has a . or .. segment (requests are matched with them resolved), got "GET /v1/../x"'],
+    [
+      "GET /v1/caf%C3%A9",
+      'write the path decoded, without % or ; (requests are matched decoded, with ;parameters removed), got "GET /v1/caf%C3%A9"',
+    ],
+    [
+      "GET /v1/login;x",
+      'write the path decoded, without % or ; (requests are matched decoded, with ;parameters removed), got "GET /v1/login;x"',
+    ],
   ])("%j: %s", (source, error) => {
     expect(compileRoute(source)).toEqual({ error });
   });

@@ -12,6 +12,7 @@ describe("parseSettings", () => {
       planCacheTtlMs: 30_000,
       limiterTimeoutMs: null,
       maxKeys: 100_000,
+      path: { caseSensitive: false, keepEncodedSlash: false, keepParams: false },
       adminToken: null,
       keyHashSecret: null,
       warnings: [],
@@ -77,4 +78,17 @@ describe("parseSettings", () => {
       ]);
     },
   );
+
+  it("reads the path relaxations (each off by default); anything but true or false is a warning", () => {
+    expect(
+      parseSettings({ PATH_CASE_SENSITIVE: "true", PATH_KEEP_ENCODED_SLASH: "TRUE", PATH_KEEP_PARAMS: "false" }).path,
+    ).toEqual({
+      caseSensitive: true,
+      keepEncodedSlash: true,
+      keepParams: false,
+    });
+    const s = parseSettings({ PATH_KEEP_PARAMS: "yes" });
+    expect(s.path.keepParams).toBe(false);
+    expect(s.warnings).toEqual([`PATH_KEEP_PARAMS: must be true or false, got "yes"; using false`]);
+  });
 });
