@@ -232,6 +232,42 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
   out.push("");
 }
 
+interface CompareRun {
+  seconds: number;
+  peakRssMb: number;
+  runsS: number[];
+}
+const compare = load<{
+  lines: number;
+  keys: number;
+  runs: number;
+  gen: { seconds: number; peakRssMb: number };
+  simulate: Record<string, CompareRun>;
+  compareOne: CompareRun;
+  compareAll: CompareRun;
+  ratioOne: number;
+  ratioAll: number;
+  simulateAllS: number;
+  svgBytes: number;
+}>("compare");
+if (section("7. `sluice compare` on a long trace, against `sluice simulate`", compare) && compare !== null) {
+  const d = compare.data;
+  const row = (what: string, r: CompareRun) => `| ${what} | ${r.seconds} | ${r.peakRssMb} |`;
+  out.push(
+    `${d.lines.toLocaleString("en-US")} lines from \`sluice gen --poisson\` (${d.keys} keys at 10/s each); rules gcra 10/s burst 20, sliding_counter 500/min, fixed_window 500/min. Each command a child process (start-up included), stdout to /dev/null; compare with \`--svg\` (a first pass finds the busiest key). Median of ${d.runs} interleaved run(s); peak RSS is the largest seen.`,
+    "",
+    "| command | seconds | peak RSS, MB |",
+    "|---|---:|---:|",
+    row("`sluice gen` (writes the trace)", { ...d.gen, runsS: [] }),
+    ...Object.entries(d.simulate).map(([id, r]) => row(`\`sluice simulate --rule ${id}\``, r)),
+    row("`sluice compare --rule gcra --svg`", d.compareOne),
+    row("`sluice compare` (all three rules) `--svg`", d.compareAll),
+    "",
+    `Time ratios, same run: compare / simulate on gcra **${d.ratioOne}x**; compare on three rules / the three simulate runs (${d.simulateAllS} s) **${d.ratioAll}x**. The SVG is ${d.svgBytes.toLocaleString("en-US")} bytes.`,
+    "",
+  );
+}
+
 const notes = join(ROOT, "bench", "NOTES.md");
 if (existsSync(notes)) out.push(readFileSync(notes, "utf8").trim(), "");
 writeFileSync(join(ROOT, "BENCHMARKS.md"), `${out.join("\n")}\n`);

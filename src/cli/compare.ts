@@ -2,17 +2,20 @@
  * `sluice compare`: run several rules over one trace and print what each did, one row per rule; with `--svg`, draw
  * it. The work is in `../viz/` (pure); this file reads files, checks flags and writes the results.
  */
-import { writeFileSync } from "node:fs";
-import { basename } from "node:path";
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
+import { pipeline } from "node:stream/promises";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { compareRules, formatComparison } from "../viz/run.ts";
+import { ComparisonBuilder, KeyCounter } from "../viz/accumulate.ts";
+import { formatComparison } from "../viz/run.ts";
 import { defaultRange, renderSvg } from "../viz/svg.ts";
 import { defaultTimeStyle, type TimeStyle } from "../viz/time.ts";
 import { commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { parseTime } from "./time_flag.ts";
-import { parseTraceLine, readLines, type TraceLine } from "./trace.ts";
+import { parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
 const HELP = `Usage: sluice compare [--rules PATH]... [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
                       [--key KEY] [--from TIME] [--to TIME] [--time seconds|clock] [--title TEXT]
@@ -68,37 +71,34 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
     return 2;
   }
 
-  const tracePath = one("trace");
-  const traceName = tracePath ?? "<stdin>";
-  const trace: TraceLine[] = [];
-  let lineNo = 0;
-  try {
-    for await (const raw of readLines(tracePath, io.stdin)) {
-      lineNo++;
-      const line = parseTraceLine(raw, lineNo === 1);
-      if (line === null) continue;
-      if ("error" in line) {
-        return inputError(io, [`${traceName}:${lineNo}: ${line.error}`]);
-      }
-      trace.push(line);
-    }
-  } catch (err) {
-    return inputError(io, [`${traceName}: cannot read trace: ${(err as Error).message}`]);
-  }
-
-  const key = one("key");
-  if (key !== undefined && !trace.some((l) => l.key === key)) {
-    io.stderr.write(`${traceName}: no request with key ${JSON.stringify(key)} (--key)\n`);
-    return 2;
-  }
-  const comparison = compareRules(chosen.rules, trace, key);
-  const timeStyle: TimeStyle = (style as TimeStyle | undefined) ?? defaultTimeStyle(comparison.firstMs ?? 0);
-  // Only the file's name: the report should not change with the directory it was run from.
-  const shownName = tracePath === undefined ? traceName : basename(tracePath);
-  io.stdout.write(formatComparison(comparison, shownName, timeStyle));
-
   const svgPath = one("svg");
-  if (svgPath !== undefined) {
+  const key = one("key");
+  const given = one("trace");
+  let spooled: string | null = null;
+  try {
+    // The busiest key is charted unless --key names one: it takes a first pass, so standard input is spooled to a
+    // temporary file for it (memory stays bounded either way).
+    if (svgPath !== undefined && key === undefined && given === undefined) spooled = await spool(io.stdin);
+    const tracePath = given ?? spooled ?? undefined;
+    const traceName = given ?? "<stdin>";
+    const stateKey = svgPath === undefined ? null : (key ?? (await busiestOf(tracePath, io.stdin)));
+    const builder = new ComparisonBuilder(chosen.rules, {
+      stateKey,
+      draw: svgPath !== undefined,
+      ...(range.from === undefined ? {} : { fromMs: range.from }),
+      ...(range.to === undefined ? {} : { toMs: range.to }),
+    });
+    const failure = await feed(builder, tracePath, traceName, io.stdin);
+    if (failure !== null) return inputError(io, [failure]);
+    if (key !== undefined && !builder.hasKey(key)) {
+      return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);
+    }
+    const comparison = builder.finish();
+    const timeStyle: TimeStyle = (style as TimeStyle | undefined) ?? defaultTimeStyle(comparison.firstMs ?? 0);
+    // Only the file's name: the report should not change with the directory it was run from.
+    const shownName = given === undefined ? traceName : basename(given);
+    io.stdout.write(formatComparison(comparison, shownName, timeStyle));
+    if (svgPath === undefined) return 0;
     const auto = defaultRange(comparison);
     const svg = renderSvg(comparison, {
       title: one("title") ?? `sluice compare: ${shownName}`,
@@ -109,11 +109,59 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
     try {
       writeFileSync(svgPath, svg);
     } catch (err) {
-      io.stderr.write(`sluice compare: cannot write ${svgPath}: ${(err as Error).message}\n`);
-      return 1;
+      return inputError(io, [`sluice compare: cannot write ${svgPath}: ${(err as Error).message}`]);
+    }
+    return 0;
+  } catch (err) {
+    return inputError(io, [`sluice compare: ${(err as Error).message}`]);
+  } finally {
+    if (spooled !== null) rmSync(dirname(spooled), { recursive: true, force: true });
+  }
+}
+
+/** Every line of the trace into `builder`; the first malformed line's message (file and line), or `null`. */
+async function feed(
+  builder: ComparisonBuilder,
+  path: string | undefined,
+  name: string,
+  stdin: NodeJS.ReadableStream,
+): Promise<string | null> {
+  const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
+  let lineNo = 0;
+  try {
+    for await (const batch of readLineBatches(path, stdin)) {
+      for (const raw of batch) {
+        lineNo++;
+        const parsed = parseTraceLineInto(raw, lineNo === 1, line);
+        if (parsed === null) continue;
+        if (parsed !== true) return `${name}:${lineNo}: ${parsed}`;
+        builder.add(line.tMs, line.key, line.cost);
+      }
+    }
+  } catch (err) {
+    return `${name}: cannot read trace: ${(err as Error).message}`;
+  }
+  return null;
+}
+
+/** The busiest key of the trace (a first pass; malformed lines are left for the real pass to report). */
+async function busiestOf(path: string | undefined, stdin: NodeJS.ReadableStream): Promise<string | null> {
+  const counter = new KeyCounter();
+  const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
+  let lineNo = 0;
+  for await (const batch of readLineBatches(path, stdin)) {
+    for (const raw of batch) {
+      if (parseTraceLineInto(raw, ++lineNo === 1, line) === true) counter.add(line.key);
     }
   }
-  return 0;
+  return counter.busiest();
+}
+
+/** Standard input copied to a file in a new temporary directory; its path. */
+async function spool(stdin: NodeJS.ReadableStream): Promise<string> {
+  const path = join(mkdtempSync(join(tmpdir(), "sluice-compare-")), "trace.csv");
+  await pipeline(stdin, createWriteStream(path));
+  return path;
 }
 
 /** The rules named by `ids` in that order (all of them when none is named), or which id is unknown. */

@@ -3,11 +3,8 @@
  * from a file or standard input, in bounded memory. Malformed lines are reported with their line number.
  */
 import { createReadStream } from "node:fs";
-import type { TraceLine } from "../viz/run.ts";
 
 export type { TraceLine } from "../viz/run.ts";
-
-export type ParsedLine = TraceLine | { readonly error: string } | null;
 
 /** Where `parseTraceLineInto` writes a parsed line: reused, so parsing a line allocates only the key. */
 export interface TraceLineSlot {
@@ -77,15 +74,6 @@ export function parseTraceLineInto(raw: string, isFirst: boolean, slot: TraceLin
   return true;
 }
 
-/** Parse one trace line (without its newline). `null` for a blank line or the header. */
-export function parseTraceLine(raw: string, isFirst: boolean): ParsedLine {
-  const slot: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
-  const r = parseTraceLineInto(raw, isFirst, slot);
-  if (r === null) return null;
-  if (r !== true) return { error: r };
-  return { tMs: slot.tMs, key: slot.key, cost: slot.cost };
-}
-
 function clip(s: string): string {
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
@@ -95,7 +83,7 @@ export async function* readLineBatches(
   path: string | undefined,
   stdin: NodeJS.ReadableStream,
 ): AsyncGenerator<string[]> {
-  const stream = path === undefined ? stdin : createReadStream(path, { highWaterMark: 1 << 20 });
+  const stream = path === undefined ? stdin : createReadStream(path, { highWaterMark: 1 << 16 });
   stream.setEncoding("utf8");
   let rest = "";
   for await (const chunk of stream as AsyncIterable<string>) {
@@ -105,11 +93,6 @@ export async function* readLineBatches(
     yield lines;
   }
   if (rest !== "") yield [rest];
-}
-
-/** Raw lines of a file (or stdin when `path` is undefined), streamed. */
-export async function* readLines(path: string | undefined, stdin: NodeJS.ReadableStream): AsyncGenerator<string> {
-  for await (const batch of readLineBatches(path, stdin)) yield* batch;
 }
 
 /** Buffered writing that respects back-pressure. */

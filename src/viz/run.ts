@@ -2,7 +2,7 @@
  * The pure half of `sluice compare`: run several rules over one trace with the exact core (each rule alone, one
  * state per key, no clock), and sum up what each did. Data in, data out; the command and the SVG are shells.
  */
-import { type AlgorithmState, decide } from "../algorithms/index.ts";
+import type { AlgorithmState } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { formatDurationUnit, formatSpan, formatTime, type TimeStyle } from "./time.ts";
 
@@ -16,19 +16,38 @@ export interface TraceLine {
 /** What happened to one request: admitted at once, admitted after a wait (leaky_queue), denied, or impossible. */
 export type Outcome = "allowed" | "delayed" | "denied" | "error";
 
-export interface Judged {
-  readonly tMs: number;
-  readonly key: string;
-  readonly cost: number;
+/**
+ * Requests of one outcome within one time bin of a lane, for drawing. Bins start 1 ms wide (one per instant, so a
+ * short trace is drawn request for request) and double in width whenever a lane has too many, which keeps a long
+ * trace's figure (and memory) bounded while every bin stays far narrower than a pixel.
+ */
+export interface MarkBin {
   readonly outcome: Outcome;
-  /** How long an admitted request waits (leaky_queue), ms; 0 otherwise. */
-  readonly delayMs: number;
+  /** Time of the first request in the bin. */
+  readonly firstMs: number;
+  count: number;
+  /** Whether every request of the bin came at `firstMs` (a burst at one instant is labelled "×N"). */
+  oneInstant: boolean;
+  /** When delayed requests are released (leaky_queue), ms: every one for 1 ms bins, at most a few (the latest kept). */
+  releasesMs: number[];
 }
 
-/** The state of the charted key right after one of its requests. */
-export interface StatePoint {
+/** A level of the charted key's state at an instant, as the chart draws it (see `level.ts`). */
+export interface LevelPoint {
   readonly tMs: number;
-  readonly state: AlgorithmState | null;
+  readonly level: number;
+}
+
+/**
+ * The charted key's state within one time bin: its level just before and just after its requests (for a 1 ms bin,
+ * exactly those two; for a wider one, the first, lowest, highest and last of them), and its state after the bin's
+ * last request, from which the chart draws the level until the next bin.
+ */
+export interface TrackBin {
+  readonly firstMs: number;
+  lastMs: number;
+  points: LevelPoint[];
+  endState: AlgorithmState | null;
 }
 
 export interface Peak {
@@ -56,17 +75,18 @@ export interface RuleStats {
 
 export interface Lane {
   readonly rule: ResolvedRule;
-  readonly judged: readonly Judged[];
   readonly stats: RuleStats;
-  /** The charted key's state after each of its requests, in time order. */
-  readonly track: readonly StatePoint[];
+  /** What to draw for the requests, in time order. */
+  readonly marks: readonly MarkBin[];
+  /** The charted key's state, in time order. */
+  readonly track: readonly TrackBin[];
 }
 
 export interface Comparison {
   readonly lanes: readonly Lane[];
   readonly requests: number;
   readonly keys: number;
-  /** The key whose state is charted: the busiest (first seen on a tie), unless chosen. `null` for an empty trace. */
+  /** The key whose state is charted (the busiest, unless chosen); `null` when none is charted. */
   readonly stateKey: string | null;
   readonly firstMs: number | null;
   readonly lastMs: number | null;
@@ -121,119 +141,6 @@ export function describeRule(rule: ResolvedRule): string {
 
 function rateText(amount: number, periodMs: number): string {
   return `${amount}/${formatDurationUnit(periodMs)}`;
-}
-
-/** The busiest key of a trace, first seen on a tie; `null` when the trace is empty. */
-export function busiestKey(trace: readonly TraceLine[]): string | null {
-  const counts = new Map<string, number>();
-  for (const { key } of trace) counts.set(key, (counts.get(key) ?? 0) + 1);
-  let best: string | null = null;
-  let bestCount = 0;
-  // A Map iterates in insertion order, so on a tie the key seen first wins.
-  for (const [key, n] of counts) {
-    if (n > bestCount) {
-      best = key;
-      bestCount = n;
-    }
-  }
-  return best;
-}
-
-/** Run every rule over the trace, each alone, and sum up. `stateKey` picks the charted key (default: busiest). */
-export function compareRules(
-  rules: readonly ResolvedRule[],
-  trace: readonly TraceLine[],
-  stateKey: string | null = busiestKey(trace),
-): Comparison {
-  let firstMs: number | null = null;
-  let lastMs: number | null = null;
-  const keys = new Set<string>();
-  for (const { tMs, key } of trace) {
-    keys.add(key);
-    if (firstMs === null || tMs < firstMs) firstMs = tMs;
-    if (lastMs === null || tMs > lastMs) lastMs = tMs;
-  }
-  const lanes = rules.map((rule) => runLane(rule, trace, stateKey));
-  return { lanes, requests: trace.length, keys: keys.size, stateKey, firstMs, lastMs };
-}
-
-function runLane(rule: ResolvedRule, trace: readonly TraceLine[], stateKey: string | null): Lane {
-  const states = new Map<string, AlgorithmState>();
-  const judged: Judged[] = [];
-  const track: StatePoint[] = [];
-  let admitted = 0;
-  let denied = 0;
-  let delayed = 0;
-  let errors = 0;
-  let firstDenial: RuleStats["firstDenial"] = null;
-  for (const { tMs, key, cost } of trace) {
-    const result = decide(rule, states.get(key) ?? null, cost, tMs);
-    let outcome: Outcome;
-    let delayMs = 0;
-    if (!result.ok) {
-      outcome = "error";
-      errors++;
-    } else {
-      states.set(key, result.state);
-      const d = result.decision;
-      if (!d.allowed) {
-        outcome = "denied";
-        denied++;
-        if (firstDenial === null || tMs < firstDenial.tMs) firstDenial = { tMs, key };
-      } else {
-        admitted++;
-        delayMs = d.delayMs;
-        outcome = delayMs > 0 ? "delayed" : "allowed";
-        if (delayMs > 0) delayed++;
-      }
-    }
-    judged.push({ tMs, key, cost, outcome, delayMs });
-    if (key === stateKey) track.push({ tMs, state: states.get(key) ?? null });
-  }
-  // Stable sort: a trace whose clock steps back for a key still charts left to right.
-  track.sort((a, b) => a.tMs - b.tMs);
-  const spanMs = peakSpanMs(rule);
-  const stats: RuleStats = {
-    requests: judged.length,
-    admitted,
-    denied,
-    delayed,
-    errors,
-    spanMs,
-    peak: peakOf(judged, spanMs),
-    firstDenial,
-  };
-  return { rule, judged, stats, track };
-}
-
-/** Most cost admitted for one key in any half-open span of `spanMs`; on a tie, the earliest span of the first key. */
-export function peakOf(judged: readonly Judged[], spanMs: number): Peak | null {
-  const byKey = new Map<string, { t: number[]; cost: number[] }>();
-  for (const j of judged) {
-    if (j.outcome !== "allowed" && j.outcome !== "delayed") continue;
-    let list = byKey.get(j.key);
-    if (list === undefined) {
-      list = { t: [], cost: [] };
-      byKey.set(j.key, list);
-    }
-    list.t.push(j.tMs);
-    list.cost.push(j.cost);
-  }
-  let best: Peak | null = null;
-  for (const [key, list] of byKey) {
-    const order = list.t.map((_, i) => i).sort((a, b) => list.t[a]! - list.t[b]!);
-    let start = 0;
-    let sum = 0;
-    for (const i of order) {
-      sum += list.cost[i]!;
-      while (list.t[i]! - list.t[order[start]!]! >= spanMs) {
-        sum -= list.cost[order[start]!]!;
-        start++;
-      }
-      if (best === null || sum > best.cost) best = { cost: sum, key, startMs: list.t[order[start]!]! };
-    }
-  }
-  return best;
 }
 
 /** The comparison as a plain-text report: a short header saying how to read it, then one row per rule. */

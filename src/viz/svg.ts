@@ -231,18 +231,18 @@ function drawLane(
     releaseXs: number[];
   }
   const buckets = new Map<string, Bucket>();
-  for (const j of lane.judged) {
-    if (j.tMs < fromMs || j.tMs > toMs) continue;
-    const x = Math.round(xOf(j.tMs));
-    const id = `${j.outcome}:${x}`;
+  for (const m of lane.marks) {
+    if (m.firstMs < fromMs || m.firstMs > toMs) continue;
+    const x = Math.round(xOf(m.firstMs));
+    const id = `${m.outcome}:${x}`;
     let b = buckets.get(id);
     if (b === undefined) {
-      b = { x, outcome: j.outcome, count: 0, firstMs: j.tMs, oneInstant: true, releaseXs: [] };
+      b = { x, outcome: m.outcome, count: 0, firstMs: m.firstMs, oneInstant: true, releaseXs: [] };
       buckets.set(id, b);
     }
-    b.count++;
-    if (j.tMs !== b.firstMs) b.oneInstant = false;
-    if (j.outcome === "delayed") b.releaseXs.push(Math.min(PLOT_X1, xOf(j.tMs + j.delayMs)));
+    b.count += m.count;
+    if (!m.oneInstant || m.firstMs !== b.firstMs) b.oneInstant = false;
+    for (const r of m.releasesMs) b.releaseXs.push(Math.min(PLOT_X1, xOf(r)));
   }
   const sorted = [...buckets.values()].sort((a, b) => a.x - b.x || rowOrder(a.outcome) - rowOrder(b.outcome));
   const lastLabelX = new Map<Outcome, number>();
@@ -281,7 +281,8 @@ function rowOrder(o: Outcome): number {
 
 /**
  * The charted key's level over the range: sampled every few pixels, plus its value just before and just after every
- * one of its requests (several requests at one instant make one vertical step).
+ * one of its requests (several requests at one instant make one vertical step); for a long trace, the first,
+ * lowest, highest and last of those per time bin, far narrower than a pixel.
  */
 function stateLine(
   lane: Lane,
@@ -294,19 +295,20 @@ function stateLine(
   const pxMs = (toMs - fromMs) / Math.max(1, xOf(toMs) - xOf(fromMs));
   const stepMs = Math.max(1, pxMs * SAMPLE_PX);
   let k = 0;
-  let state = null as Lane["track"][number]["state"];
+  let state = null as Lane["track"][number]["endState"];
+  let drawnToMs = Number.NEGATIVE_INFINITY;
   // Requests before the range only set the starting state.
-  while (k < track.length && track[k]!.tMs < fromMs) state = track[k++]!.state;
-  const sample = (t: number) => points.push({ tMs: t, level: levelAt(rule, state, t) });
+  while (k < track.length && track[k]!.firstMs < fromMs) state = track[k++]!.endState;
   for (let i = 0; ; i++) {
     const g = Math.min(toMs, fromMs + i * stepMs);
-    while (k < track.length && track[k]!.tMs <= g) {
-      const t = track[k]!.tMs;
-      sample(t);
-      while (k < track.length && track[k]!.tMs === t) state = track[k++]!.state;
-      sample(t);
+    while (k < track.length && track[k]!.firstMs <= g) {
+      const bin = track[k++]!;
+      points.push(...bin.points);
+      state = bin.endState;
+      drawnToMs = bin.lastMs;
     }
-    sample(g);
+    // A sample inside a bin already drawn would use the bin's final state too early.
+    if (g >= drawnToMs) points.push({ tMs: g, level: levelAt(rule, state, g) });
     if (g >= toMs) break;
   }
   return points;

@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { generateTrace, parseGenArgs } from "../../src/cli/gen.ts";
-import type { TraceLine } from "../../src/cli/trace.ts";
 import { loadRules } from "../../src/rules/load.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
-import { compareRules, formatComparison, peakOf } from "../../src/viz/run.ts";
+import { compareRules, MAX_MARK_BINS, MAX_TRACK_BINS } from "../../src/viz/accumulate.ts";
+import { formatComparison, type TraceLine } from "../../src/viz/run.ts";
 import { defaultRange, renderSvg } from "../../src/viz/svg.ts";
 import { xmlProblems } from "../fixtures/compare/xml.ts";
 import { runCli } from "../support/io.ts";
@@ -39,7 +39,8 @@ describe("the figures of docs/examples/, computed by the core", () => {
     const c = freeBurst();
     const lane = c.lanes[0]!;
     expect(lane.stats).toMatchObject({ requests: 34, admitted: 26, denied: 8, delayed: 0, errors: 0 });
-    const admittedAt = (t: number) => lane.judged.filter((j) => j.tMs === t && j.outcome === "allowed").length;
+    const admittedAt = (t: number) =>
+      lane.marks.filter((m) => m.firstMs === t && m.outcome === "allowed").reduce((n, m) => n + m.count, 0);
     expect([admittedAt(0), admittedAt(500), admittedAt(2500)]).toEqual([20, 5, 1]);
     expect(lane.stats.firstDenial).toEqual({ tMs: 0, key: "a" });
     // Most admitted in any 1 s (the rate's period): the 20 at 0 s and the 5 at 0.5 s.
@@ -93,21 +94,49 @@ describe("compareRules", () => {
     const [tb, queue, window] = c.lanes;
     expect(tb!.stats).toMatchObject({ admitted: 21, denied: 5, delayed: 0, errors: 1 });
     expect(queue!.stats).toMatchObject({ admitted: 22, denied: 4, delayed: 20, errors: 1 });
-    expect(queue!.judged.filter((j) => j.outcome === "delayed").map((j) => j.delayMs)).toEqual(
+    const delayed = queue!.marks.filter((m) => m.outcome === "delayed");
+    expect(delayed.flatMap((m) => m.releasesMs.map((r) => r - m.firstMs))).toEqual(
       Array.from({ length: 20 }, (_, i) => (i + 1) * 100),
     );
     expect(window!.stats).toMatchObject({ admitted: 6, denied: 20, errors: 1 });
     expect(c.keys).toBe(2);
     expect(c.stateKey).toBe("a");
-    // The state track follows key "a" only.
-    expect(tb!.track).toHaveLength(26);
+    // The state track follows key "a" only: its 26 requests at one instant are one step, from 20 tokens to 0.
+    expect(tb!.track).toEqual([
+      {
+        firstMs: 0,
+        lastMs: 0,
+        points: [
+          { tMs: 0, level: 20 },
+          { tMs: 0, level: 0 },
+        ],
+        endState: expect.anything(),
+      },
+    ]);
   });
 
   it("finds the peak over half-open spans, per key", () => {
-    const j = (tMs: number, key = "a", cost = 1) => ({ tMs, key, cost, outcome: "allowed" as const, delayMs: 0 });
-    expect(peakOf([j(0), j(999), j(1000), j(1000)], 1000)).toEqual({ cost: 3, key: "a", startMs: 999 });
-    expect(peakOf([j(0, "a"), j(1, "b", 5), j(2, "a")], 1000)).toEqual({ cost: 5, key: "b", startMs: 1 });
-    expect(peakOf([], 1000)).toBeNull();
+    const tb = rulesOf(RULES).slice(0, 1); // token_bucket: its peak span is its rate's period, 1 s
+    const peak = (lines: TraceLine[]) => compareRules(tb, lines).lanes[0]!.stats.peak;
+    const l = (tMs: number, key = "a", cost = 1) => ({ tMs, key, cost });
+    expect(peak([l(0), l(999), l(1000), l(1000)])).toEqual({ cost: 3, key: "a", startMs: 999 });
+    expect(peak([l(0, "a"), l(1, "b", 5), l(2, "a")])).toEqual({ cost: 5, key: "b", startMs: 1 });
+    expect(peak([])).toBeNull();
+  });
+
+  it("keeps a long trace's picture bounded: binned marks that still add up, and a thinned state track", () => {
+    const busy = trace("--constant", "1000/s,0,300s", "--keys", "2");
+    const c = compareRules(rulesOf(RULES), busy);
+    for (const lane of c.lanes) {
+      expect(lane.marks.length).toBeLessThanOrEqual(MAX_MARK_BINS);
+      expect(lane.track.length).toBeLessThanOrEqual(MAX_TRACK_BINS);
+      expect(lane.track.length).toBeGreaterThan(MAX_TRACK_BINS / 4);
+      expect(lane.marks.reduce((n, m) => n + m.count, 0)).toBe(600_000);
+      expect(lane.stats.admitted + lane.stats.denied + lane.stats.errors).toBe(600_000);
+      for (const bin of lane.track) expect(bin.points.length).toBeLessThanOrEqual(16);
+    }
+    // The same decisions as on a short trace: token_bucket 10/s per key admits 20 + 10 per second after the first.
+    expect(c.lanes[0]!.stats.admitted).toBe(2 * (20 + Math.floor((299_999 * 10) / 1000)));
   });
 });
 
@@ -169,6 +198,15 @@ describe("sluice compare", () => {
     expect(r.stdout).toMatch(/window\s+fixed_window 5 per 1 s\s+2\s+0\s+0\s+2 in 1 s\s+-/);
     expect(r.stdout).not.toContain("tb ");
     expect(xmlProblems(readFileSync(svg, "utf8"))).toEqual([]);
+  });
+
+  it("draws a trace from standard input, charting its busiest key", async () => {
+    const svg = join(dir, "stdin.svg");
+    const r = await runCli(["compare", "--rules", RULES, "--rule", "tb", "--svg", svg], "0,a\n0,b\n1,b\n");
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("trace <stdin>: 3 requests, 2 keys");
+    expect(readFileSync(svg, "utf8")).toContain("state lines follow key b");
   });
 
   it("reads the trace from standard input", async () => {
