@@ -2,6 +2,7 @@
  * The command table: every `sluice` command, in the order `sluice --help` lists them. Adding a command is one
  * import and one entry here; the command's module imports only `io.ts` and `args.ts` from this folder's plumbing.
  */
+import { runAccounts } from "./accounts.ts";
 import { runCompare } from "./compare.ts";
 import { runCompile } from "./compile.ts";
 import { runGen } from "./gen.ts";
@@ -27,4 +28,9 @@ export const COMMANDS: readonly Command[] = [
     run: runCompare,
   },
   { name: "gen", summary: "write a synthetic trace", run: runGen },
+  {
+    name: "accounts",
+    summary: "write an account record (plan, per-account limits) locally and print the production command",
+    run: runAccounts,
+  },
 ];

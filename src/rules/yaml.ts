@@ -28,6 +28,16 @@ export function parseYaml(text: string, file: string): { value: Raw } | { errors
   };
 }
 
+/**
+ * One value as a rule file would spell it (`500`, `250/s`, `true`), as plain JSON data: for values given on a
+ * command line that end up in a JSON record (an account's limits). Integers become numbers.
+ */
+export function parseYamlValue(text: string): { value: unknown } | { error: string } {
+  const doc = parseDocument(text, { uniqueKeys: true });
+  if (doc.errors.length > 0) return { error: (doc.errors[0]!.message.split("\n")[0] ?? "").trim() };
+  return { value: doc.toJS() };
+}
+
 /** A YAML node as a `Raw` value. Aliases are followed; a cycle or absurd nesting stops at depth 100 as null. */
 function toRaw(node: unknown, doc: Document, depth: number): Raw {
   if (depth > 100) return null;

@@ -6,15 +6,26 @@ import type { Identity } from "../rules/types.ts";
 import { keyHashOf, sha256Hex } from "./hash.ts";
 import { identitiesOf } from "./identity.ts";
 import type { Isolate } from "./isolate.ts";
+import type { CompiledRule } from "./match.ts";
 import type { Env, Settings } from "./settings.ts";
 
 export interface Caller {
   /** The hash of each identity the request carries (see hash.ts), `null` when absent. */
   readonly keyHashes: { readonly [K in Identity]: string | null };
   readonly plan: string;
+  /** The account's own parameters for some rules (per-account overrides), by rule id. */
+  readonly overrides: ReadonlyMap<string, CompiledRule>;
 }
 
-export async function whoIsCalling(request: Request, env: Env, settings: Settings, isolate: Isolate): Promise<Caller> {
+const NO_OVERRIDES: ReadonlyMap<string, CompiledRule> = new Map();
+
+export async function whoIsCalling(
+  request: Request,
+  env: Env,
+  settings: Settings,
+  isolate: Isolate,
+  rules: readonly CompiledRule[],
+): Promise<Caller> {
   const ids = identitiesOf(request.headers, settings);
   const secret = settings.keyHashSecret;
   const hashOf = (v: string | null) => (v === null ? Promise.resolve(null) : keyHashOf(secret, v));
@@ -26,12 +37,16 @@ export async function whoIsCalling(request: Request, env: Env, settings: Setting
     hashOf(ids.user),
     accountKeyOf(ids.api_key),
   ]);
-  const plan = await isolate.plans.planFor(
+  const account = await isolate.plans.accountFor(
     env.ACCOUNTS,
     secret === null ? apiKey : accountKey,
-    settings.defaultPlan,
+    rules,
     settings.planCacheTtlMs,
     isolate.clock(),
   );
-  return { keyHashes: { api_key: apiKey, ip, user }, plan };
+  return {
+    keyHashes: { api_key: apiKey, ip, user },
+    plan: account?.plan ?? settings.defaultPlan,
+    overrides: account?.overrides ?? NO_OVERRIDES,
+  };
 }

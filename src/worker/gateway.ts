@@ -82,12 +82,13 @@ async function gateway(
   const shape = shapeOf(request, url.pathname, settings.path);
   if (!shape.ok) return badRequest(shape.detail);
   const { method, methods, path } = shape;
-  const caller = await whoIsCalling(request, env, settings, isolate);
+  const caller = await whoIsCalling(request, env, settings, isolate, rules);
   const cx: RequestContext = { ...base, ctx, method, plan: caller.plan, forwardPath: shape.forwardPath };
   const nowMs = isolate.clock();
 
   const foldCase = !settings.path.caseSensitive;
-  const matched = applicableRules(rules, { methods, path, foldCase, plan: caller.plan, keyHashes: caller.keyHashes });
+  const { plan, keyHashes, overrides } = caller;
+  const matched = applicableRules(rules, { methods, path, foldCase, plan, keyHashes, overrides });
   const { applicable, tooCostly } = withinCapacity(cx, matched);
   if (tooCostly !== null) return refuseTooCostly(cx, tooCostly, matched, nowMs);
 

@@ -48,6 +48,8 @@ export interface RequestFacts {
   readonly plan: string;
   /** SHA-256 hex of each identity the request carries, `null` when absent. */
   readonly keyHashes: { readonly [K in Identity]: string | null };
+  /** The caller's account overrides: rule id -> that rule with the account's own parameters (`compileOverride`). */
+  readonly overrides: ReadonlyMap<string, CompiledRule>;
 }
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
@@ -81,9 +83,19 @@ export function applicableRules(rules: readonly CompiledRule[], facts: RequestFa
     if (compiled.plans !== null && !compiled.plans.has(facts.plan)) continue;
     const route = facts.foldCase ? compiled.folded.route : rule.match.route;
     if (route !== null && !facts.methods.some((m) => routeMatches(route, m, facts.path))) continue;
-    out.push({ compiled, keyHash, cost: costOf(compiled, facts) });
+    out.push({ compiled: facts.overrides.get(rule.id) ?? compiled, keyHash, cost: costOf(compiled, facts) });
   }
   return out;
+}
+
+/**
+ * A rule with one account's own parameters (a per-account override, already validated against the rule): everything
+ * downstream (the object's parameters and fingerprint, so its state carries over as on a redeploy; the capacity; the
+ * RateLimit headers) then sees the account's limit.
+ */
+export function compileOverride(compiled: CompiledRule, params: AlgorithmParams): CompiledRule {
+  const normalised = paramsOf({ ...compiled.rule, ...params } as ResolvedRule);
+  return { ...compiled, params: normalised, capacity: capacityOf(normalised) };
 }
 
 /**

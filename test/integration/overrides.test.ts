@@ -1,0 +1,172 @@
+/**
+ * Per-account overrides in the Workers runtime: an account record's `limits` replace a rule's parameters for that
+ * account's key only; the headers show the limit that applied; a key's state carries over when its override changes
+ * exactly as it does when the rule itself changes on a redeploy (the object sees the parameters, not where they came
+ * from); a stale blocked-key cache entry does not outlive an override; an invalid stored override is logged and the
+ * rule's own parameters apply (never a 5xx).
+ */
+import { env } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { sha256Hex } from "../../src/worker/hash.ts";
+import type { CompiledRule } from "../../src/worker/match.ts";
+import { bearer, freshKey, gatewayFetch, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+
+/** PLAN_CACHE_TTL_MS's default: a changed record is read once the cached one expires. */
+const PLAN_TTL_MS = 30_000;
+
+const ruleYaml = (burst: number) => `
+- id: growth-global
+  match: { plan: growth, identity: api_key }
+  algorithm: token_bucket
+  rate: 1/h
+  burst: ${burst}
+- id: per-ip
+  match: { identity: ip }
+  algorithm: fixed_window
+  limit: 1000
+  window: h
+`;
+const rules = rulesFrom(ruleYaml(3));
+/** The same rule set after a redeploy that raised growth-global's burst to 10. */
+const redeployed = rulesFrom(ruleYaml(10));
+
+async function putAccount(key: string, record: unknown): Promise<void> {
+  await env.ACCOUNTS.put(await sha256Hex(key), JSON.stringify(record));
+}
+
+const call = (set: readonly CompiledRule[], key: string) =>
+  gatewayFetch(set, req("GET", "/v1/quotes", { ...bearer(key), "CF-Connecting-IP": "192.0.2.10" }));
+
+async function statuses(set: readonly CompiledRule[], key: string, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await call(set, key);
+    await r.arrayBuffer();
+    out.push(r.status);
+  }
+  return out;
+}
+
+beforeEach(() => setNow(T0));
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+describe("per-account overrides", () => {
+  it("replace the rule's parameters for that account only, and the headers show the limit that applied", async () => {
+    const big = freshKey();
+    const plain = freshKey();
+    await putAccount(big, { plan: "growth", limits: { "growth-global": { rate: "1/h", burst: 5 } } });
+    await putAccount(plain, { plan: "growth" });
+
+    const first = await call(rules, big);
+    expect(first.status).toBe(200);
+    expect(first.headers.get("RateLimit-Policy")).toBe(`"growth-global";q=5;w=18000, "per-ip";q=1000;w=3600`);
+    expect(first.headers.get("RateLimit")).toMatch(/^"growth-global";r=4;t=3600, /);
+    expect(await statuses(rules, big, 5)).toEqual([200, 200, 200, 200, 429]);
+
+    const other = await call(rules, plain);
+    expect(other.headers.get("RateLimit-Policy")).toBe(`"growth-global";q=3;w=10800, "per-ip";q=1000;w=3600`);
+    expect(await statuses(rules, plain, 3)).toEqual([200, 200, 429]);
+  });
+
+  it("a key's state carries over when its override changes, exactly as when the rule changes on a redeploy", async () => {
+    const viaOverride = freshKey();
+    const viaRedeploy = freshKey();
+    await putAccount(viaOverride, { plan: "growth" });
+    await putAccount(viaRedeploy, { plan: "growth" });
+    expect(await statuses(rules, viaOverride, 4)).toEqual([200, 200, 200, 429]);
+    expect(await statuses(rules, viaRedeploy, 4)).toEqual([200, 200, 200, 429]);
+
+    // The account gets burst 10 for this rule; the other key's rule is redeployed with burst 10.
+    await putAccount(viaOverride, { plan: "growth", limits: { "growth-global": { rate: "1/h", burst: 10 } } });
+    setNow(T0 + PLAN_TTL_MS);
+    const a = await call(rules, viaOverride);
+    const b = await call(redeployed, viaRedeploy);
+    expect(a.status).toBe(b.status);
+    for (const name of ["RateLimit-Policy", "RateLimit", "Retry-After"]) {
+      expect(a.headers.get(name), name).toBe(b.headers.get(name));
+    }
+    // Token buckets keep their (empty) tokens across a burst change: both are still denied, under q=10 now.
+    expect(a.status).toBe(429);
+    expect(a.headers.get("RateLimit-Policy")).toContain(`"growth-global";q=10;w=36000`);
+
+    // Taking the override away is a change back, carried over the same way.
+    await putAccount(viaOverride, { plan: "growth" });
+    setNow(T0 + 2 * PLAN_TTL_MS);
+    const back = await call(rules, viaOverride);
+    const backRedeploy = await call(rules, viaRedeploy);
+    expect(back.headers.get("RateLimit")).toBe(backRedeploy.headers.get("RateLimit"));
+    expect(back.headers.get("RateLimit-Policy")).toContain(`"growth-global";q=3;w=10800`);
+  });
+
+  it("a raised override is not refused by a denial this isolate cached under the old parameters", async () => {
+    const key = freshKey();
+    await putAccount(key, { plan: "growth" });
+    expect(await statuses(rules, key, 4)).toEqual([200, 200, 200, 429]);
+    const cachedRetryS = Number((await call(rules, key)).headers.get("Retry-After"));
+    expect(cachedRetryS).toBeGreaterThan(1000); // one token at 1/h
+    await putAccount(key, { plan: "growth", limits: { "growth-global": { rate: "1/s", burst: 3 } } });
+    setNow(T0 + PLAN_TTL_MS);
+    // The object is asked (the cached denial was made under other parameters): the key kept its 0 tokens at the
+    // change, and now waits for one at 1/s, not for the old hour.
+    const denied = await call(rules, key);
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("Retry-After")).toBe("1");
+    setNow(T0 + PLAN_TTL_MS + 1000);
+    expect(await statuses(rules, key, 2)).toEqual([200, 429]);
+  });
+
+  it.each([
+    [
+      "a bad parameter",
+      { "growth-global": { rate: "1/h", burst: "lots" } },
+      'growth-global.burst: must be a positive integer, got "lots"',
+    ],
+    [
+      "a rule that does not exist",
+      { "growth-globl": { rate: "1/h", burst: 50 } },
+      'growth-globl: no such rule is deployed; did you mean "growth-global"?',
+    ],
+    [
+      "a rule not counted by api_key",
+      { "per-ip": { limit: 5000, window: "h" } },
+      "per-ip.limits: only scope: global rules counted by api_key",
+    ],
+    [
+      "limits that are not an object",
+      "everything",
+      'limits: must be an object of rule id -> parameters, got "everything"',
+    ],
+  ])(
+    "an invalid stored override (%s) is logged, and the rule's own parameters apply",
+    async (_name, limits, message) => {
+      const key = freshKey();
+      const warn = vi.spyOn(console, "warn");
+      await putAccount(key, { plan: "growth", limits });
+      const r = await call(rules, key);
+      expect(r.status).toBe(200);
+      expect(r.headers.get("RateLimit-Policy")).toContain(`"growth-global";q=3;w=10800`);
+      const hash = await sha256Hex(key);
+      const lines = warn.mock.calls.map(
+        (c) => JSON.parse(String(c[0])) as { event: string; key: string; errors: string[] },
+      );
+      const logged = lines.find((l) => l.event === "bad_override" && l.key === hash);
+      expect(logged?.errors.join("\n")).toContain(`${hash}: ${message}`);
+      expect(JSON.stringify(lines)).not.toContain(key);
+      expect(await statuses(rules, key, 3)).toEqual([200, 200, 429]);
+    },
+  );
+
+  it("the valid overrides of a record apply while its invalid ones are logged", async () => {
+    const key = freshKey();
+    const warn = vi.spyOn(console, "warn");
+    await putAccount(key, {
+      plan: "growth",
+      limits: { "growth-global": { rate: "1/h", burst: 4 }, "per-ip": { limit: 1, window: "h" } },
+    });
+    expect(await statuses(rules, key, 5)).toEqual([200, 200, 200, 200, 429]);
+    expect(warn.mock.calls.some((c) => String(c[0]).includes('"bad_override"'))).toBe(true);
+  });
+});
