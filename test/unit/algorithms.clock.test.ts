@@ -42,6 +42,10 @@ const paramsArb: fc.Arbitrary<AlgorithmParams> = fc.oneof(
       fc.constantFrom(fixedWindow(l, w), slidingLog(l, w), slidingCounter(l, w, false), slidingCounter(l, w, true)),
     ),
   fc.integer({ min: 1, max: 25 }).map((l) => fixedWindow(l, "month")),
+  // buckets: k sub-windows; every window here is a multiple of 1..5
+  fc
+    .tuple(fc.integer({ min: 1, max: 25 }), fc.constantFrom(60, 1200, 6000, 60_000), fc.integer({ min: 2, max: 5 }))
+    .chain(([l, w, k]) => fc.constantFrom(slidingCounter(l, w, false, k), slidingCounter(l, w, true, k))),
 );
 
 /** Steps of the clock: mostly forward, often back (a little or a lot), sometimes a month or more either way. */

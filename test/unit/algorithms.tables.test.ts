@@ -103,6 +103,7 @@ const ALL: readonly (readonly [string, AlgorithmParams])[] = [
   ["fixed_window", fixedWindow(20, 60_000)],
   ["sliding_log", slidingLog(20, 60_000)],
   ["sliding_counter", slidingCounter(20, 60_000)],
+  ["sliding_counter, 4 buckets", slidingCounter(20, 60_000, false, 4)],
 ];
 
 describe("decide: the cost guard", () => {
@@ -266,6 +267,38 @@ describe("refund", () => {
       { window: 6, prev: 5, curr: 4 },
     ],
     [
+      "sliding_counter, 3 buckets: the sub-window of the admission, among the whole ones",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 1, mid: [2, 3], curr: 4 },
+      2,
+      9500,
+      { window: 10, prev: 1, mid: [2, 1], curr: 4 },
+    ],
+    [
+      "sliding_counter, 3 buckets: the current sub-window",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 1, mid: [2, 3], curr: 4 },
+      3,
+      10_999,
+      { window: 10, prev: 1, mid: [2, 3], curr: 1 },
+    ],
+    [
+      "sliding_counter, 3 buckets: the weighted sub-window, not below 0",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 1, mid: [2, 3], curr: 4 },
+      2,
+      7000,
+      { window: 10, prev: 0, mid: [2, 3], curr: 4 },
+    ],
+    [
+      "sliding_counter, 3 buckets: an admission before the weighted sub-window counts nowhere",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 1, mid: [2, 3], curr: 4 },
+      1,
+      6999,
+      { window: 10, prev: 1, mid: [2, 3], curr: 4 },
+    ],
+    [
       "sliding_log: a partial refund of a merged entry",
       slidingLog(20, 1000),
       { times: [100, 200, 300], costs: [1, 5, 2] },
@@ -375,6 +408,24 @@ describe("freshAtMs: the first ms from which a state is as good as none", () => 
       slidingCounter(20, 1000),
       { window: 5, prev: 4, curr: 1 },
       7000,
+    ],
+    [
+      "sliding_counter, 3 buckets: newest count in the weighted sub-window",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 1, mid: [0, 0], curr: 0 },
+      11_000,
+    ],
+    [
+      "sliding_counter, 3 buckets: newest count in a whole sub-window",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 1, mid: [2, 0], curr: 0 },
+      12_000,
+    ],
+    [
+      "sliding_counter, 3 buckets: newest count in the current sub-window",
+      slidingCounter(20, 3000, false, 3),
+      { window: 10, prev: 0, mid: [0, 0], curr: 1 },
+      14_000,
     ],
   ];
   it.each(table)("%s", (_name, params, state, expected) => {
