@@ -8,6 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ceilDiv, floorDiv, floorMod, gcd } from "../../src/algorithms/arith.ts";
 import { type AlgorithmState, decide, freshAtMs, refund } from "../../src/algorithms/index.ts";
+import { estimateAt } from "../../src/algorithms/sliding_counter.ts";
 import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
 import {
   fixedWindow,
@@ -514,6 +515,15 @@ describe("decisions from a given state", () => {
         { window: 5, prev: 0, curr: SC_CAP },
       ],
       [
+        "sliding_counter, 2 buckets: count_denied keeps the sum of the whole counts where scaled sums stay exact",
+        slidingCounter(10, 2 * 86_400_000, true, 2),
+        { window: 5, prev: 0, mid: [100], curr: SC_CAP - 102 },
+        5,
+        5 * 86_400_000,
+        no(0, 3 * 86_400_000, 3 * 86_400_000 - 33),
+        { window: 5, prev: 0, mid: [100], curr: SC_CAP - 100 },
+      ],
+      [
         "sliding_counter: a state two windows old counts nothing",
         slidingCounter(10, 1000),
         { window: 3, prev: 9, curr: 9 },
@@ -580,5 +590,25 @@ describe("decisions from a given state", () => {
   it.each(table)("%s", (_name, params, state, cost, now, decision, after) => {
     const r = decide(params, state, cost, now);
     expect(r).toEqual({ ok: true, decision, state: after });
+  });
+});
+
+describe("sliding_counter estimateAt (the level a chart draws)", () => {
+  const one = slidingCounter(10, 1000);
+  const three = slidingCounter(10, 3000, false, 3);
+  type Counter = Extract<AlgorithmParams, { algorithm: "sliding_counter" }>;
+  // [name, params, state, t, estimate]
+  const table: readonly (readonly [string, AlgorithmParams, Parameters<typeof estimateAt>[1], number, number])[] = [
+    ["a fresh key", one, null, 5000, 0],
+    ["one bucket, at the start of the window: prev weighs whole", one, { window: 5, prev: 4, curr: 2 }, 5000, 6],
+    ["one bucket, a quarter in", one, { window: 5, prev: 4, curr: 2 }, 5250, 5],
+    ["one bucket, the next window: curr becomes prev", one, { window: 5, prev: 4, curr: 2 }, 6500, 1],
+    ["one bucket, two windows on: nothing", one, { window: 5, prev: 4, curr: 2 }, 7000, 0],
+    ["before the state's window: read at its start (the clock rule)", one, { window: 5, prev: 4, curr: 2 }, 4200, 6],
+    ["3 buckets, half into the sub-window", three, { window: 10, prev: 2, mid: [3, 4], curr: 5 }, 10_500, 13],
+    ["3 buckets, one sub-window on", three, { window: 10, prev: 2, mid: [3, 4], curr: 5 }, 11_500, 10.5],
+  ];
+  it.each(table)("%s", (_name, params, state, t, expected) => {
+    expect(estimateAt(params as Counter, state, t)).toBe(expected);
   });
 });
