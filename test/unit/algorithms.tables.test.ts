@@ -324,6 +324,14 @@ describe("refund", () => {
       { times: [100, 200], costs: [1, 5] },
     ],
     [
+      "sliding_log: the oldest entry can be refunded too",
+      slidingLog(20, 1000),
+      { times: [100, 200, 300], costs: [1, 5, 2] },
+      1,
+      100,
+      { times: [200, 300], costs: [5, 2] },
+    ],
+    [
       "sliding_log: no entry at that time, nothing to give back",
       slidingLog(20, 1000),
       { times: [100, 200, 300], costs: [1, 5, 2] },
