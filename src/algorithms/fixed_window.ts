@@ -7,11 +7,16 @@
  * full allowance on each side of a boundary (2× in a short span), and denied clients all return at the boundary.
  * Pick it for daily and monthly quotas.
  */
-import type { FixedWindowRule } from "../rules/types.ts";
+import type { Window } from "./params.ts";
 import type { Algorithm, CheckOutcome } from "./types.ts";
 import { windowIndex, windowStartMs } from "./windows.ts";
 
-type Params = Pick<FixedWindowRule, "limit" | "window">;
+export interface FixedWindowParams {
+  readonly algorithm: "fixed_window";
+  /** The most cost per window. */
+  readonly limit: number;
+  readonly window: Window;
+}
 
 export interface FixedWindowState {
   /** Index of the window `count` belongs to. */
@@ -20,7 +25,9 @@ export interface FixedWindowState {
   readonly count: number;
 }
 
-export const fixedWindow: Algorithm<Params, FixedWindowState> = {
+export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
+  project: ({ algorithm, limit, window }) => ({ algorithm, limit, window }),
+  capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<FixedWindowState> {
     let index = windowIndex(params.window, nowMs);
     let now = nowMs;
@@ -63,5 +70,32 @@ export const fixedWindow: Algorithm<Params, FixedWindowState> = {
 
   freshAtMs(params, state) {
     return windowStartMs(params.window, state.window + 1);
+  },
+
+  // The count is kept when the window is unchanged (a lower limit then simply denies), discarded when the window
+  // changed (old counts belong to other windows).
+  carryOver(prev, next, state) {
+    const same =
+      prev.window.kind === next.window.kind &&
+      (prev.window.kind === "month" || (next.window.kind === "ms" && prev.window.ms === next.window.ms));
+    return same ? state : null;
+  },
+
+  headerWindowMs(params, nowMs) {
+    if (params.window.kind === "ms") return params.window.ms;
+    const i = windowIndex(params.window, nowMs);
+    return windowStartMs(params.window, i + 1) - windowStartMs(params.window, i);
+  },
+  denialsCount: () => false,
+  // Until the window ends, any cost above what was left is denied too.
+  smallerDeniedUntilMs: (_params, denied, cost) => (cost > denied.remaining ? denied.untilMs : null),
+
+  level: {
+    name: "window count",
+    label: (params) => `limit ${params.limit}`,
+    at(params, state, tMs) {
+      if (state === null) return 0;
+      return windowIndex(params.window, tMs) === state.window ? state.count : 0;
+    },
   },
 };

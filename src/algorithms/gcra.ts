@@ -8,11 +8,17 @@
  * Pros: one number per key, no refill step. Cons: needs one clock every checker agrees on (the Durable Object is it).
  * Pick it where a token bucket fits and state size matters.
  */
-import type { GcraRule } from "../rules/types.ts";
 import { ceilDiv, floorDiv } from "./arith.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import type { Rate } from "./params.ts";
+import { bucketSmallerDeniedUntilMs, refillMs, rescale, usedScaled } from "./shared.ts";
+import type { Algorithm, CheckOutcome, Decision, PackedPath } from "./types.ts";
 
-type Params = Pick<GcraRule, "rate" | "burst">;
+export interface GcraParams {
+  readonly algorithm: "gcra";
+  readonly rate: Rate;
+  /** The burst B: the most a fresh key admits at once. */
+  readonly burst: number;
+}
 
 export interface GcraState {
   /** Whole ms of the theoretical arrival time. */
@@ -28,41 +34,68 @@ export function shiftTime(ms: number, frac: number, delta: number, a: number): G
   return { tatMs: ms + whole, tatFrac: sum - whole * a };
 }
 
-export const gcra: Algorithm<Params, GcraState> = {
+/**
+ * The one copy of GCRA's arithmetic, on `ahead`: how far the TAT before this request is ahead of now, in units of
+ * 1/a ms (0 when it is past), at most about burst × T (the caller handles a TAT further ahead). Returns the decision
+ * and the new lead, or `null` when denied (no change).
+ */
+function decideAhead(rate: Rate, burst: number, ahead: number, cost: number) {
+  const { tokens: a, perMs: p } = rate;
+  const limit = burst * p; // burst × T, in units of 1/a ms
+  const next = ahead + cost * p;
+  if (next <= limit) return { decision: admitted(floorDiv(limit - next, p), ceilDiv(next, a), 0), next };
+  const decision = refused(Math.max(0, floorDiv(limit - ahead, p)), ceilDiv(ahead, a), ceilDiv(next - limit, a));
+  return { decision, next: null };
+}
+
+export function admitted(remaining: number, resetAfterMs: number, delayMs: number): Decision {
+  return { allowed: true, remaining, resetAfterMs, retryAfterMs: null, delayMs };
+}
+
+export function refused(remaining: number, resetAfterMs: number, retryAfterMs: number): Decision {
+  return { allowed: false, remaining, resetAfterMs, retryAfterMs, delayMs: 0 };
+}
+
+/** GCRA's packed path, for every rule that decides as GCRA does (gcra; token_bucket and leaky_bucket through it). */
+export function gcraPacked<
+  P extends { readonly algorithm: string; readonly rate: Rate; readonly burst: number },
+>(): PackedPath<P> {
+  return {
+    stateParams: ({ rate, burst }) => ({ algorithm: "gcra", rate, burst }),
+    rate: (params) => params.rate,
+    check(params, stored, nowScaled, cost) {
+      const out = decideAhead(params.rate, params.burst, stored === null ? 0 : Math.max(0, stored - nowScaled), cost);
+      return { decision: out.decision, stored: out.next === null ? null : nowScaled + out.next };
+    },
+    // The TAT moves back by cost × T.
+    refund: (params, stored, cost) => stored - cost * params.rate.perMs,
+  };
+}
+
+export const gcra: Algorithm<GcraParams, GcraState> = {
+  project: ({ algorithm, rate, burst }) => ({ algorithm, rate, burst }),
+  capacity: (params) => params.burst,
+
   check(params, state, cost, nowMs): CheckOutcome<GcraState> {
     const { tokens: a, perMs: p } = params.rate;
-    const limit = params.burst * p; // burst × T, in units of 1/a ms
     // TAT before this request, never earlier than now. (Computing with an earlier now than one already seen is
     // allowed: TAT is a future time, so it only makes the limiter stingier.)
     const base = state === null || state.tatMs < nowMs ? { tatMs: nowMs, tatFrac: 0 } : state;
-    const next = shiftTime(base.tatMs, base.tatFrac, cost * p, a);
-    const aheadMs = next.tatMs - nowMs;
-    // Guard the multiplication: only after a clock step back can TAT be this far ahead, and then it is a denial.
-    const ahead = aheadMs > ceilDiv(limit, a) ? Number.POSITIVE_INFINITY : aheadMs * a + next.tatFrac;
-    if (ahead <= limit) {
-      return {
-        decision: {
-          allowed: true,
-          remaining: floorDiv(limit - ahead, p),
-          resetAfterMs: ceilDiv(ahead, a),
-          retryAfterMs: null,
-          delayMs: 0,
-        },
-        state: next,
-      };
-    }
     const baseAheadMs = base.tatMs - nowMs;
-    const baseAhead = baseAheadMs * a + base.tatFrac;
-    return {
-      decision: {
-        allowed: false,
-        remaining: baseAheadMs > ceilDiv(limit, a) ? 0 : Math.max(0, floorDiv(limit - baseAhead, p)),
-        resetAfterMs: baseAheadMs + ceilDiv(base.tatFrac, a),
-        retryAfterMs: aheadMs + ceilDiv(next.tatFrac - limit, a),
-        delayMs: 0,
-      },
-      state: state ?? base,
-    };
+    if (baseAheadMs <= ceilDiv(params.burst * p, a)) {
+      const out = decideAhead(params.rate, params.burst, baseAheadMs * a + base.tatFrac, cost);
+      const next = out.next === null ? (state ?? base) : shiftTime(base.tatMs, base.tatFrac, cost * p, a);
+      return { decision: out.decision, state: next };
+    }
+    // Only after a clock step back can TAT be this far ahead, and then it is a denial; stay in whole ms (the
+    // scaled lead could pass 2^53).
+    const next = shiftTime(base.tatMs, base.tatFrac, cost * p, a);
+    const decision = refused(
+      0,
+      baseAheadMs + ceilDiv(base.tatFrac, a),
+      next.tatMs - nowMs + ceilDiv(next.tatFrac - params.burst * p, a),
+    );
+    return { decision, state: state ?? base };
   },
 
   refund(params, state, cost) {
@@ -72,4 +105,27 @@ export const gcra: Algorithm<Params, GcraState> = {
   freshAtMs(_params, state) {
     return state.tatMs + (state.tatFrac > 0 ? 1 : 0);
   },
+
+  // The key keeps its tokens at the moment of the change (rounded down), capped at the new burst.
+  carryOver(prev, next, state, nowMs) {
+    const used = usedScaled(state, prev.rate, nowMs, prev.burst * prev.rate.perMs);
+    const tokens = rescale(prev.burst * prev.rate.perMs - used, prev.rate, next.rate, "floor");
+    const full = next.burst * next.rate.perMs;
+    return shiftTime(nowMs, 0, full - Math.min(tokens, full), next.rate.tokens);
+  },
+
+  headerWindowMs: (params) => refillMs(params.burst, params.rate),
+  denialsCount: () => false,
+  smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
+
+  level: {
+    name: "tokens",
+    label: (params) => `burst ${params.burst}`,
+    at(params, state, tMs) {
+      if (state === null) return params.burst;
+      return params.burst - usedScaled(state, params.rate, tMs, params.burst * params.rate.perMs) / params.rate.perMs;
+    },
+  },
+
+  packed: gcraPacked<GcraParams>(),
 };

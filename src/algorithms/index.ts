@@ -1,33 +1,23 @@
 /**
- * The algorithm table: one entry per `algorithm` name, selected with an exhaustive check, and `decide`, the one
- * entry point every shell (Durable Object, in-isolate store, simulator) calls.
+ * The algorithm table: one entry per `algorithm` name, and the functions every shell (Durable Object, in-isolate
+ * store, simulator, charts, headers) calls. Everything per algorithm lives in its own file behind the `Algorithm`
+ * interface (src/algorithms/types.ts); the names, parameter and state types below are derived from this table, so
+ * adding an algorithm is one new file plus one entry here (test/unit/algorithms.contract.test.ts runs every entry
+ * through the same contract).
  */
-import { type AlgorithmName, type AlgorithmParams, capacityOf } from "../rules/types.ts";
-import { type FixedWindowState, fixedWindow } from "./fixed_window.ts";
-import { type GcraState, gcra } from "./gcra.ts";
-import { type LeakyBucketState, leakyBucket } from "./leaky_bucket.ts";
-import { type LeakyQueueState, leakyQueue } from "./leaky_queue.ts";
-import { type SlidingCounterState, slidingCounter } from "./sliding_counter.ts";
-import { type SlidingLogState, slidingLog } from "./sliding_log.ts";
-import { type TokenBucketState, tokenBucket } from "./token_bucket.ts";
-import type { Algorithm, Decision, ParamsOf } from "./types.ts";
+import { fixedWindow } from "./fixed_window.ts";
+import { gcra } from "./gcra.ts";
+import { leakyBucket } from "./leaky_bucket.ts";
+import { leakyQueue } from "./leaky_queue.ts";
+import { slidingCounter } from "./sliding_counter.ts";
+import { slidingLog } from "./sliding_log.ts";
+import { tokenBucket } from "./token_bucket.ts";
+import type { Algorithm, Decision, Denied, PackedPath } from "./types.ts";
 
-export type { Decision } from "./types.ts";
+export type { Rate, Window } from "./params.ts";
+export type { Decision, Denied } from "./types.ts";
 
-export interface StateOf {
-  token_bucket: TokenBucketState;
-  gcra: GcraState;
-  leaky_bucket: LeakyBucketState;
-  leaky_queue: LeakyQueueState;
-  fixed_window: FixedWindowState;
-  sliding_log: SlidingLogState;
-  sliding_counter: SlidingCounterState;
-}
-
-/** Any algorithm's state. Which one it is follows from the rule it was made under. */
-export type AlgorithmState = StateOf[AlgorithmName];
-
-const TABLE: { readonly [K in AlgorithmName]: Algorithm<ParamsOf<K>, StateOf[K]> } = {
+const TABLE = {
   token_bucket: tokenBucket,
   gcra,
   leaky_bucket: leakyBucket,
@@ -35,11 +25,41 @@ const TABLE: { readonly [K in AlgorithmName]: Algorithm<ParamsOf<K>, StateOf[K]>
   fixed_window: fixedWindow,
   sliding_log: slidingLog,
   sliding_counter: slidingCounter,
-};
+} as const;
+
+type Table = typeof TABLE;
+export type AlgorithmName = keyof Table;
+/** Each algorithm's parameters, tagged by `algorithm`. */
+export type ParamsOf<K extends AlgorithmName> = Table[K] extends Algorithm<infer P, infer _S> ? P : never;
+/** Any algorithm's parameters: what the pure core needs of a rule. */
+export type AlgorithmParams = { [K in AlgorithmName]: ParamsOf<K> }[AlgorithmName];
+export type StateOf = { [K in AlgorithmName]: Table[K] extends Algorithm<infer _P, infer S> ? S : never };
+/** Any algorithm's state. Which one it is follows from the rule it was made under. */
+export type AlgorithmState = StateOf[AlgorithmName];
+
+/** Every algorithm name, in table order. */
+export const ALGORITHMS = Object.keys(TABLE) as readonly AlgorithmName[];
 
 /** The algorithm for a rule's parameters, typed loosely enough to call with any of its states. */
-export function algorithmFor(params: AlgorithmParams): Algorithm<AlgorithmParams, AlgorithmState> {
+export function algorithmFor(params: {
+  readonly algorithm: AlgorithmName;
+}): Algorithm<AlgorithmParams, AlgorithmState> {
   return TABLE[params.algorithm] as unknown as Algorithm<AlgorithmParams, AlgorithmState>;
+}
+
+/** The algorithm's own parameters from a rule (which carries other fields too), in a fixed key order. */
+export function projectParams(rule: AlgorithmParams): AlgorithmParams {
+  return algorithmFor(rule).project(rule);
+}
+
+/** The parameters' fingerprint: equal iff a state made under one means the same under the other. */
+export function fingerprintOf(params: AlgorithmParams): string {
+  return JSON.stringify(projectParams(params));
+}
+
+/** The most requests of cost 1 a fresh key admits at once; a cost above it is an error. */
+export function capacityOf(params: AlgorithmParams): number {
+  return algorithmFor(params).capacity(params);
 }
 
 export type DecideResult =
@@ -57,8 +77,9 @@ export function decide(
   nowMs: number,
 ): DecideResult {
   if (!Number.isSafeInteger(cost) || cost < 1) return { ok: false, error: "invalid_cost" };
-  if (cost > capacityOf(params)) return { ok: false, error: "cost_exceeds_capacity" };
-  const out = algorithmFor(params).check(params, state, cost, nowMs);
+  const algorithm = algorithmFor(params);
+  if (cost > algorithm.capacity(params)) return { ok: false, error: "cost_exceeds_capacity" };
+  const out = algorithm.check(params, state, cost, nowMs);
   return { ok: true, decision: out.decision, state: out.state };
 }
 
@@ -75,4 +96,56 @@ export function refund(
 /** When `state` is as good as no state (an alarm may delete it then). */
 export function freshAtMs(params: AlgorithmParams, state: AlgorithmState): number {
   return algorithmFor(params).freshAtMs(params, state);
+}
+
+/**
+ * Rule changes across a redeploy: the state under `next` equivalent to `state` under `prev` at `nowMs`, or `null`
+ * to start fresh (another algorithm; otherwise what each algorithm's `carryOver` says). Never in the client's favour
+ * beyond what the new rule allows.
+ */
+export function carryOver(
+  prev: AlgorithmParams,
+  next: AlgorithmParams,
+  state: AlgorithmState,
+  nowMs: number,
+): AlgorithmState | null {
+  if (prev.algorithm !== next.algorithm) return null;
+  if (fingerprintOf(prev) === fingerprintOf(next)) return state;
+  return algorithmFor(next).carryOver(prev, next, state, nowMs);
+}
+
+/** `w` of the RateLimit-Policy header, ms: the window, or the time to refill the whole capacity from empty. */
+export function headerWindowMs(params: AlgorithmParams, nowMs: number): number {
+  return algorithmFor(params).headerWindowMs(params, nowMs);
+}
+
+/** Whether a denial changes the state (a shell must then not answer from a remembered denial). */
+export function denialsCount(params: AlgorithmParams): boolean {
+  return algorithmFor(params).denialsCount(params);
+}
+
+/** Until when a request of `cost` is certainly denied after `denied`, with no request in between; `null`: unknown. */
+export function deniedUntilMs(params: AlgorithmParams, denied: Denied, cost: number): number | null {
+  if (cost >= denied.cost) return denied.untilMs;
+  return algorithmFor(params).smallerDeniedUntilMs(params, denied, cost);
+}
+
+/** What the chart's state line measures for this rule (`tokens`, `estimate`). */
+export function levelName(params: AlgorithmParams): string {
+  return algorithmFor(params).level.name;
+}
+
+/** The capacity line's label on a chart (`burst 20`, `limit 100`). */
+export function capacityLabel(params: AlgorithmParams): string {
+  return algorithmFor(params).level.label(params);
+}
+
+/** The level a chart draws for `state` at `tMs` (no request in between). */
+export function levelAt(params: AlgorithmParams, state: AlgorithmState | null, tMs: number): number {
+  return algorithmFor(params).level.at(params, state, tMs);
+}
+
+/** The algorithm's packed one-number fast path, if it has one. */
+export function packedPath(params: AlgorithmParams): PackedPath<AlgorithmParams> | undefined {
+  return algorithmFor(params).packed;
 }

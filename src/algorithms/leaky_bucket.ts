@@ -7,11 +7,19 @@
  * Pros and cons: as the token bucket. Pick it when "how full is the bucket" is the picture your team thinks in;
  * for delaying instead of refusing, use leaky_queue.
  */
-import type { LeakyBucketRule } from "../rules/types.ts";
 import { ceilDiv, floorDiv } from "./arith.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import { gcraPacked } from "./gcra.ts";
+import type { Rate } from "./params.ts";
+import { bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
+import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
-type Params = Pick<LeakyBucketRule, "rate" | "burst">;
+export interface LeakyBucketParams {
+  readonly algorithm: "leaky_bucket";
+  readonly rate: Rate;
+  /** The bucket size B: the most a fresh key admits at once. */
+  readonly burst: number;
+}
+type Params = Own<LeakyBucketParams>;
 
 export interface LeakyBucketState {
   /** Level × `rate.perMs`, an integer in [0, burst × perMs]. */
@@ -27,7 +35,9 @@ function leaked(params: Params, state: LeakyBucketState, nowMs: number): number 
   return drained >= state.levelScaled ? 0 : state.levelScaled - drained;
 }
 
-export const leakyBucket: Algorithm<Params, LeakyBucketState> = {
+export const leakyBucket: Algorithm<LeakyBucketParams, LeakyBucketState> = {
+  project: ({ algorithm, rate, burst }) => ({ algorithm, rate, burst }),
+  capacity: (params) => params.burst,
   check(params, state, cost, nowMs): CheckOutcome<LeakyBucketState> {
     const { tokens: a, perMs: p } = params.rate;
     const full = params.burst * p;
@@ -65,4 +75,28 @@ export const leakyBucket: Algorithm<Params, LeakyBucketState> = {
   freshAtMs(params, state) {
     return state.lastMs + ceilDiv(state.levelScaled, params.rate.tokens);
   },
+
+  // As the token bucket: the room left at the moment of the change (rounded down) is kept, capped at the new burst.
+  carryOver(prev, next, state, nowMs) {
+    const now = Math.max(nowMs, state.lastMs);
+    const tokens = rescale(prev.burst * prev.rate.perMs - leaked(prev, state, now), prev.rate, next.rate, "floor");
+    const full = next.burst * next.rate.perMs;
+    return { levelScaled: full - Math.min(tokens, full), lastMs: now };
+  },
+
+  headerWindowMs: (params) => refillMs(params.burst, params.rate),
+  denialsCount: () => false,
+  smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
+
+  level: {
+    name: "bucket level",
+    label: (params) => `burst ${params.burst}`,
+    at(params, state, tMs) {
+      if (state === null) return 0;
+      return leaked(params, state, Math.max(tMs, state.lastMs)) / params.rate.perMs;
+    },
+  },
+
+  // The same decisions and fields as GCRA (the property tests hold them to it), kept as GCRA's one number.
+  packed: gcraPacked<LeakyBucketParams>(),
 };

@@ -8,59 +8,61 @@
  * Pros: perfectly smooth output for a fragile upstream. Cons: holds a connection per queued request and hides
  * overload behind latency. Pick it in front of a downstream with a strict requests-per-second cap.
  */
-import type { LeakyQueueRule } from "../rules/types.ts";
 import { ceilDiv, floorDiv } from "./arith.ts";
-import { type GcraState, shiftTime } from "./gcra.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import { admitted, type GcraState, refused, shiftTime } from "./gcra.ts";
+import type { Rate } from "./params.ts";
+import { refillMs, rescale, usedScaled } from "./shared.ts";
+import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
-type Params = Pick<LeakyQueueRule, "rate" | "burst" | "delay">;
+export interface LeakyQueueParams {
+  readonly algorithm: "leaky_queue";
+  readonly rate: Rate;
+  /** The queue length B (0: NGINX's default, nothing queued). */
+  readonly burst: number;
+  /** The first `delay` queued requests go at once (`nodelay` is `delay = burst`). */
+  readonly delay: number;
+}
+type Params = Own<LeakyQueueParams>;
 
 export type LeakyQueueState = GcraState;
 
-/** `(tat - now)` in units of 1/a ms, or +Infinity when it is too far ahead to matter (only after a clock step back). */
-function aheadScaled(state: GcraState, nowMs: number, a: number, boundMs: number): number {
-  const aheadMs = state.tatMs - nowMs;
-  return aheadMs > boundMs ? Number.POSITIVE_INFINITY : aheadMs * a + state.tatFrac;
+/**
+ * The one copy of the queue's arithmetic, on `wait`: how long until the queue is free, in units of 1/a ms (0 when
+ * it is free now), at most about burst × T (the caller handles a queue further ahead). Returns the decision and the
+ * new lead of the TAT over now, or `null` when denied (no change).
+ */
+function decideWait(params: Params, wait: number, cost: number) {
+  const { tokens: a, perMs: p } = params.rate;
+  const limit = params.burst * p; // B × T in units of 1/a ms
+  if (wait > limit) return { decision: refused(0, ceilDiv(wait, a), ceilDiv(wait - limit, a)), next: null };
+  const after = wait + cost * p;
+  // remaining = floor((B·T − (tat − now)) / T) + 1, or 0 when that is negative
+  const remaining = Math.max(0, floorDiv(limit - after, p) + 1);
+  const delayMs = Math.max(0, ceilDiv(wait - params.delay * p, a));
+  return { decision: admitted(remaining, ceilDiv(after, a), delayMs), next: after };
 }
 
-/** floor((B·T − max(0, tat − now)) / T) + 1, or 0 when that is negative. */
-function remainingAt(limit: number, ahead: number, p: number): number {
-  if (ahead === Number.POSITIVE_INFINITY) return 0;
-  return Math.max(0, floorDiv(limit - Math.max(0, ahead), p) + 1);
-}
+export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
+  project: ({ algorithm, rate, burst, delay }) => ({ algorithm, rate, burst, delay }),
+  capacity: (params) => params.burst + 1,
 
-export const leakyQueue: Algorithm<Params, LeakyQueueState> = {
   check(params, state, cost, nowMs): CheckOutcome<LeakyQueueState> {
     const { tokens: a, perMs: p } = params.rate;
-    const limit = params.burst * p; // B × T in units of 1/a ms
-    const boundMs = ceilDiv(limit, a) + params.burst + 2;
     const start = state === null || state.tatMs < nowMs ? { tatMs: nowMs, tatFrac: 0 } : state;
-    const wait = aheadScaled(start, nowMs, a, boundMs);
-    if (wait <= limit) {
-      const next = shiftTime(start.tatMs, start.tatFrac, cost * p, a);
-      const after = aheadScaled(next, nowMs, a, Number.POSITIVE_INFINITY);
-      return {
-        decision: {
-          allowed: true,
-          remaining: remainingAt(limit, after, p),
-          resetAfterMs: ceilDiv(after, a),
-          retryAfterMs: null,
-          delayMs: Math.max(0, ceilDiv(wait - params.delay * p, a)),
-        },
-        state: next,
-      };
+    const waitMs = start.tatMs - nowMs;
+    if (waitMs <= ceilDiv(params.burst * p, a)) {
+      const out = decideWait(params, waitMs * a + start.tatFrac, cost);
+      const next = out.next === null ? (state as LeakyQueueState) : shiftTime(start.tatMs, start.tatFrac, cost * p, a);
+      return { decision: out.decision, state: next };
     }
-    const current = state as LeakyQueueState;
-    return {
-      decision: {
-        allowed: false,
-        remaining: remainingAt(limit, wait, p),
-        resetAfterMs: current.tatMs - nowMs + ceilDiv(current.tatFrac, a),
-        retryAfterMs: start.tatMs - nowMs + ceilDiv(start.tatFrac - limit, a),
-        delayMs: 0,
-      },
-      state: current,
-    };
+    // Only after a clock step back can the queue be this far ahead, and then it is a denial; stay in whole ms (the
+    // scaled wait could pass 2^53).
+    const decision = refused(
+      0,
+      waitMs + ceilDiv(start.tatFrac, a),
+      waitMs + ceilDiv(start.tatFrac - params.burst * p, a),
+    );
+    return { decision, state: state as LeakyQueueState };
   },
 
   refund(params, state, cost) {
@@ -69,5 +71,38 @@ export const leakyQueue: Algorithm<Params, LeakyQueueState> = {
 
   freshAtMs(_params, state) {
     return state.tatMs + (state.tatFrac > 0 ? 1 : 0);
+  },
+
+  // The queued work (requests still waiting, rounded up) is kept, capped at the new capacity, and drains at the
+  // new rate.
+  carryOver(prev, next, state, nowMs) {
+    const limit = (prev.burst + 1) * prev.rate.perMs;
+    const queued = rescale(usedScaled(state, prev.rate, nowMs, limit), prev.rate, next.rate, "ceil");
+    return shiftTime(nowMs, 0, Math.min(queued, (next.burst + 1) * next.rate.perMs), next.rate.tokens);
+  },
+
+  headerWindowMs: (params) => refillMs(params.burst + 1, params.rate),
+  denialsCount: () => false,
+  // Admission depends on the queue's wait, not on the cost: every cost is denied until the same time.
+  smallerDeniedUntilMs: (_params, denied) => denied.untilMs,
+
+  level: {
+    name: "queued",
+    label: (params) => `burst ${params.burst}`,
+    at(params, state, tMs) {
+      if (state === null) return 0;
+      return Math.max(0, (state.tatMs - tMs) * params.rate.tokens + state.tatFrac) / params.rate.perMs;
+    },
+  },
+
+  packed: {
+    stateParams: (params) => params,
+    rate: (params) => params.rate,
+    check(params, stored, nowScaled, cost) {
+      const out = decideWait(params, stored === null ? 0 : Math.max(0, stored - nowScaled), cost);
+      return { decision: out.decision, stored: out.next === null ? null : nowScaled + out.next };
+    },
+    // The TAT moves back by cost × T: the queue slot is freed.
+    refund: (params, stored, cost) => stored - cost * params.rate.perMs,
   },
 };

@@ -12,11 +12,23 @@
  * more through (about 16% on the boundary burst with k = 1, none with k >= 2). Pick it for general per-IP limits at
  * scale; raise k where the over-admission matters more than k + 1 numbers per key.
  */
-import type { SlidingCounterRule } from "../rules/types.ts";
 import { floorDiv, MAX_SCALED } from "./arith.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
-type Params = Pick<SlidingCounterRule, "limit" | "windowMs" | "countDenied" | "buckets">;
+export interface SlidingCounterParams {
+  readonly algorithm: "sliding_counter";
+  /** About the most cost per sliding window. */
+  readonly limit: number;
+  readonly windowMs: number;
+  /** Count denied requests too (Cloudflare's variant). Default false. */
+  readonly countDenied: boolean;
+  /**
+   * Sub-windows per window, k >= 1 (`windowMs` is a whole multiple of it). Default 1: the two-counter estimate.
+   * With k >= 2 the last k sub-windows count whole and only the one before is weighted.
+   */
+  readonly buckets: number;
+}
+type Params = Own<SlidingCounterParams>;
 
 export interface SlidingCounterState {
   /** Index of the current sub-window, `floor(t / (windowMs / buckets))` (with one bucket: the window). */
@@ -60,7 +72,15 @@ function wholeSum(counts: readonly number[]): number {
   return sum;
 }
 
-export const slidingCounter: Algorithm<Params, SlidingCounterState> = {
+export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState> = {
+  project: ({ algorithm, limit, windowMs, countDenied, buckets }) => ({
+    algorithm,
+    limit,
+    windowMs,
+    countDenied,
+    buckets,
+  }),
+  capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<SlidingCounterState> {
     const { limit: n, buckets: k } = params;
     const w = subWindowMs(params);
@@ -109,6 +129,28 @@ export const slidingCounter: Algorithm<Params, SlidingCounterState> = {
     const k = params.buckets;
     const newest = Math.max(0, newestCounted(countsAt(state, state.window, k)));
     return (state.window + newest + 1) * subWindowMs(params);
+  },
+
+  // The counts are kept when the window is unchanged (a lower limit then simply denies), discarded when the window
+  // changed (old counts belong to other windows); a change of `buckets` alone moves each count to the new
+  // sub-window holding the latest moment its old one allows (see `rebucket`).
+  carryOver(prev, next, state, nowMs) {
+    if (prev.windowMs !== next.windowMs) return null;
+    // Records made before `buckets` existed have none: they were made with one.
+    const from = { windowMs: prev.windowMs, buckets: prev.buckets ?? 1 };
+    return from.buckets === next.buckets ? state : rebucket(from, next, state, nowMs);
+  },
+
+  headerWindowMs: (params) => params.windowMs,
+  // With count_denied a denial is counted: a remembered denial must not stand in for the next request.
+  denialsCount: (params) => params.countDenied,
+  // How fast a smaller cost fits depends on how the counts are spread: nothing is certain.
+  smallerDeniedUntilMs: () => null,
+
+  level: {
+    name: "estimate",
+    label: (params) => `limit ${params.limit}`,
+    at: (params, state, tMs) => estimateAt(params, state, tMs),
   },
 };
 

@@ -7,10 +7,14 @@
  * Pros: no edge burst for an attacker to exploit. Cons: memory grows with the limit (8–16 B per entry).
  * Pick it for small, security-critical limits such as login attempts per IP.
  */
-import type { SlidingLogRule } from "../rules/types.ts";
 import type { Algorithm, CheckOutcome } from "./types.ts";
 
-type Params = Pick<SlidingLogRule, "limit" | "windowMs">;
+export interface SlidingLogParams {
+  readonly algorithm: "sliding_log";
+  /** The most cost in any span of `windowMs`. */
+  readonly limit: number;
+  readonly windowMs: number;
+}
 
 export interface SlidingLogState {
   /** Accept times, ms, oldest first, strictly increasing. */
@@ -21,7 +25,9 @@ export interface SlidingLogState {
 
 const EMPTY: SlidingLogState = { times: [], costs: [] };
 
-export const slidingLog: Algorithm<Params, SlidingLogState> = {
+export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
+  project: ({ algorithm, limit, windowMs }) => ({ algorithm, limit, windowMs }),
+  capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<SlidingLogState> {
     const { limit, windowMs } = params;
     const log = state ?? EMPTY;
@@ -86,5 +92,26 @@ export const slidingLog: Algorithm<Params, SlidingLogState> = {
   freshAtMs(params, state) {
     const n = state.times.length;
     return n === 0 ? 0 : state.times[n - 1]! + params.windowMs;
+  },
+
+  // The accepted entries are kept and judged by the new window and limit.
+  carryOver: (_prev, _next, state) => state,
+
+  headerWindowMs: (params) => params.windowMs,
+  denialsCount: () => false,
+  // How fast a smaller cost fits depends on the log's shape: nothing is certain.
+  smallerDeniedUntilMs: () => null,
+
+  level: {
+    name: "in log",
+    label: (params) => `limit ${params.limit}`,
+    at(params, state, tMs) {
+      if (state === null) return 0;
+      let total = 0;
+      state.times.forEach((t, i) => {
+        if (t <= tMs && tMs - t < params.windowMs) total += state.costs[i]!;
+      });
+      return total;
+    },
   },
 };

@@ -8,11 +8,19 @@
  * Pros: bounded bursts that real integrations need; exact retry times. Cons: two parameters to tune and explain.
  * Pick it for per-key API rates ("10/s with a burst of 20").
  */
-import type { TokenBucketRule } from "../rules/types.ts";
 import { ceilDiv, floorDiv } from "./arith.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import { gcraPacked } from "./gcra.ts";
+import type { Rate } from "./params.ts";
+import { bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
+import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
-type Params = Pick<TokenBucketRule, "rate" | "burst">;
+export interface TokenBucketParams {
+  readonly algorithm: "token_bucket";
+  readonly rate: Rate;
+  /** The bucket size B: the most a fresh key admits at once. */
+  readonly burst: number;
+}
+type Params = Own<TokenBucketParams>;
 
 export interface TokenBucketState {
   /** Tokens × `rate.perMs`, an integer in [0, burst × perMs]. */
@@ -32,7 +40,9 @@ export function refilledScaled(params: Params, state: TokenBucketState, nowMs: n
   return refill >= deficit ? full : state.tokensScaled + refill;
 }
 
-export const tokenBucket: Algorithm<Params, TokenBucketState> = {
+export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
+  project: ({ algorithm, rate, burst }) => ({ algorithm, rate, burst }),
+  capacity: (params) => params.burst,
   check(params, state, cost, nowMs): CheckOutcome<TokenBucketState> {
     const { tokens: a, perMs: p } = params.rate;
     const full = params.burst * p;
@@ -75,4 +85,28 @@ export const tokenBucket: Algorithm<Params, TokenBucketState> = {
     const deficit = params.burst * params.rate.perMs - state.tokensScaled;
     return state.lastMs + Math.max(0, ceilDiv(deficit, params.rate.tokens));
   },
+
+  // The key keeps its tokens at the moment of the change (rounded down), capped at the new burst, and refills at
+  // the new rate from then on.
+  carryOver(prev, next, state, nowMs) {
+    const now = Math.max(nowMs, state.lastMs);
+    const tokens = rescale(refilledScaled(prev, state, now), prev.rate, next.rate, "floor");
+    return { tokensScaled: Math.min(tokens, next.burst * next.rate.perMs), lastMs: now };
+  },
+
+  headerWindowMs: (params) => refillMs(params.burst, params.rate),
+  denialsCount: () => false,
+  smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
+
+  level: {
+    name: "tokens",
+    label: (params) => `burst ${params.burst}`,
+    at(params, state, tMs) {
+      if (state === null) return params.burst;
+      return refilledScaled(params, state, Math.max(tMs, state.lastMs)) / params.rate.perMs;
+    },
+  },
+
+  // The same decisions and fields as GCRA (the property tests hold them to it), kept as GCRA's one number.
+  packed: gcraPacked<TokenBucketParams>(),
 };

@@ -1,5 +1,3 @@
-import type { AlgorithmName, AlgorithmParams } from "../rules/types.ts";
-
 /** What every check answers. All durations are integer milliseconds. */
 export interface Decision {
   /** Admitted or not. */
@@ -20,20 +18,97 @@ export interface CheckOutcome<S> {
   readonly state: S;
 }
 
+/** An algorithm's parameters without the `algorithm` tag: what its functions are called with. */
+export type Own<P> = Omit<P, "algorithm">;
+
+/** What a shell remembers of a denial, to tell whether a later request of another cost is certainly denied too. */
+export interface Denied {
+  /** The denied request's cost. */
+  readonly cost: number;
+  /** The denial's `remaining`. */
+  readonly remaining: number;
+  /** When the denied request would have been admitted (the denial's time plus its `retry_after_ms`), ms. */
+  readonly untilMs: number;
+}
+
+/** The state line a chart draws: one number per instant (floating point is fine: it only draws). */
+export interface Level<P, S> {
+  /** What the line measures, for labels: `tokens`, `queued`, `estimate`. */
+  readonly name: string;
+  /** The capacity line's label: `burst 20`, `limit 100`. */
+  label(params: P): string;
+  /** The level at `tMs` with no request in between (`null`: a fresh key). */
+  at(params: P, state: S | null, tMs: number): number;
+}
+
 /**
- * One rate-limiting algorithm, as pure functions of (params, state, cost, now). No clock, no storage, no I/O:
- * the Durable Object, the in-isolate store and the simulator are shells around these.
+ * A one-number state kept in a shell's packed store (the in-isolate store's typed arrays): the TAT in units of
+ * 1/rate.tokens ms relative to a base time the store chooses. The decision is the algorithm's own arithmetic; the
+ * store only keeps the number.
+ */
+export interface PackedPath<P> {
+  /** The parameters the packed state means (token and leaky buckets keep GCRA's, which decides the same). */
+  stateParams(params: P): { readonly algorithm: string };
+  /** The rate whose `tokens` scale the packed number. */
+  rate(params: Own<P>): PackedRate;
+  /**
+   * Decide on the packed number: `stored` is the key's TAT (`null`: fresh), `nowScaled` now, both in units of
+   * 1/rate.tokens ms from the store's base. Returns the decision and the number to store (`null`: unchanged).
+   */
+  check(
+    params: Own<P>,
+    stored: number | null,
+    nowScaled: number,
+    cost: number,
+  ): { readonly decision: Decision; readonly stored: number | null };
+  /** The packed number after refunding `cost`. */
+  refund(params: Own<P>, stored: number, cost: number): number;
+}
+
+/** The two fields of a rate the packed path scales by. */
+export interface PackedRate {
+  readonly tokens: number;
+  readonly perMs: number;
+}
+
+/**
+ * One rate-limiting algorithm: everything the project knows about it, in its own file. The decisions are pure
+ * functions of (params, state, cost, now): no clock, no storage, no I/O. The Durable Object, the in-isolate store
+ * and the simulator are shells around these, and every shell that needs something per algorithm (its capacity, its
+ * header window, a packed fast path, the level a chart draws) asks here rather than switching on the name.
  * `state === null` means a fresh key. `cost` is an integer in [1, capacity] (checked by `decide`).
  */
-export interface Algorithm<P, S> {
-  check(params: P, state: S | null, cost: number, nowMs: number): CheckOutcome<S>;
+export interface Algorithm<P extends { readonly algorithm: string }, S> {
+  /**
+   * The algorithm's own parameters from a rule (which carries other fields too), in a fixed key order: what the
+   * limiter runs, stores and fingerprints.
+   */
+  project(rule: P): P;
+  /** The most requests of cost 1 a fresh key admits at once; a cost above it is an error. */
+  capacity(params: Own<P>): number;
+  check(params: Own<P>, state: S | null, cost: number, nowMs: number): CheckOutcome<S>;
   /**
    * Undo the charge of a request admitted at `admittedAtMs` with `cost` (used when another rule denied it).
    * Applied right after the admission it restores the state exactly as it was before.
    */
-  refund(params: P, state: S, cost: number, admittedAtMs: number): S;
+  refund(params: Own<P>, state: S, cost: number, admittedAtMs: number): S;
   /** The earliest time (ms) from which this state is as good as no state at all, and may be dropped. */
-  freshAtMs(params: P, state: S): number;
+  freshAtMs(params: Own<P>, state: S): number;
+  /**
+   * State under `next` equivalent to `state` under `prev` at `nowMs` (the rule changed across a redeploy), or `null`
+   * to start fresh; never in the client's favour beyond what the new rule allows.
+   */
+  carryOver(prev: P, next: P, state: S, nowMs: number): S | null;
+  /** The span `q` describes in the RateLimit-Policy header (`w`), ms: the window, or the time to refill `q`. */
+  headerWindowMs(params: Own<P>, nowMs: number): number;
+  /** Whether a denial changes the state (then a shell must not answer later requests from a remembered denial). */
+  denialsCount(params: Own<P>): boolean;
+  /**
+   * Until when a request of `cost`, smaller than the denied one, is certainly denied too, with no request in
+   * between; `null` when nothing is certain. (A cost at least the denied one's is denied until `denied.untilMs`.)
+   */
+  smallerDeniedUntilMs(params: Own<P>, denied: Denied, cost: number): number | null;
+  readonly level: Level<Own<P>, S>;
+  /** A packed one-number fast path, where the state is one number. */
+  readonly packed?: PackedPath<P>;
 }
-
-export type ParamsOf<K extends AlgorithmName> = Extract<AlgorithmParams, { algorithm: K }>;

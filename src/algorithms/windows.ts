@@ -1,6 +1,7 @@
 /** Epoch-aligned windows: window i of W ms covers [i·W, (i+1)·W); `month` windows are UTC calendar months. */
-import type { Window } from "../rules/types.ts";
+
 import { floorDiv } from "./arith.ts";
+import type { Window } from "./params.ts";
 
 /** The index of the window containing `nowMs` (months count from January 1970). */
 export function windowIndex(window: Window, nowMs: number): number {

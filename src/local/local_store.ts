@@ -12,11 +12,18 @@
  * Approximate by design: each isolate counts alone, and an evicted key starts again with a full allowance. A flood of
  * new keys (rotating IPs) can evict real keys; keep security-critical limits `scope: global`.
  */
-import { ceilDiv, floorDiv } from "../algorithms/arith.ts";
+import { floorDiv } from "../algorithms/arith.ts";
 import type { GcraState } from "../algorithms/gcra.ts";
-import { type AlgorithmState, type Decision, decide, refund } from "../algorithms/index.ts";
-import type { SlidingLogState } from "../algorithms/sliding_log.ts";
-import { type AlgorithmParams, capacityOf, type Rate } from "../rules/types.ts";
+import {
+  type AlgorithmParams,
+  type AlgorithmState,
+  capacityOf,
+  type Decision,
+  decide,
+  packedPath,
+  refund,
+} from "../algorithms/index.ts";
+import type { PackedPath } from "../algorithms/types.ts";
 import { CompactTable } from "./compact_table.ts";
 import { hash64Into } from "./hash64.ts";
 
@@ -83,34 +90,29 @@ abstract class TableStore {
 }
 
 /**
- * One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue).
+ * One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue): the algorithm's packed path.
  *
  * The stored number is the TAT in units of 1/rate.tokens ms relative to `baseMs`: exactly the pure core's
- * `(tatMs − base) × a + tatFrac`. The check works on that number directly, with the pure core's arithmetic written
- * in the same units (every comparison and rounding is the core's: `ceilDiv(ahead, a)` is the core's
- * `aheadMs + ceilDiv(tatFrac, a)`, and so on), so a request allocates nothing but its decision. The unit tests hold
- * it to `gcra.check` and `leakyQueue.check` decision for decision, across rebases and clock steps back.
+ * `(tatMs − base) × a + tatFrac`. The decision is the algorithm's own arithmetic on that number (`packed.check` in
+ * src/algorithms), so a request allocates nothing but its decision; this store only keeps the number, its base and
+ * its LRU order. The unit tests hold it to `gcra.check` and `leakyQueue.check` decision for decision, across rebases
+ * and clock steps back.
  */
 class TatStore extends TableStore implements Store {
   private baseMs = Number.NaN;
-  private readonly rate: Rate;
+  private readonly packed: PackedPath<AlgorithmParams>;
   /** rate.tokens: the stored unit is 1/a ms. */
   private readonly a: number;
-  /** rate.perMs: one token moves the TAT by p units. */
-  private readonly p: number;
-  /** burst × T, in units of 1/a ms. */
-  private readonly limit: number;
-  /** leaky_queue's `delay` × T in units of 1/a ms; -1 for the gcra family. */
-  private readonly queueDelay: number;
   private readonly capacity: number;
 
-  constructor(params: Extract<AlgorithmParams, { rate: Rate }>, maxKeys: number) {
+  constructor(
+    private readonly params: AlgorithmParams,
+    packed: PackedPath<AlgorithmParams>,
+    maxKeys: number,
+  ) {
     super(1, maxKeys);
-    this.rate = params.rate;
-    this.a = params.rate.tokens;
-    this.p = params.rate.perMs;
-    this.limit = params.burst * params.rate.perMs;
-    this.queueDelay = params.algorithm === "leaky_queue" ? params.delay * params.rate.perMs : -1;
+    this.packed = packed;
+    this.a = packed.rate(params).tokens;
     this.capacity = capacityOf(params);
   }
 
@@ -118,48 +120,17 @@ class TatStore extends TableStore implements Store {
     if (!Number.isSafeInteger(cost) || cost < 1) return INVALID_COST;
     if (cost > this.capacity) return COST_EXCEEDS_CAPACITY;
     const now = this.clock(nowMs);
-    const table = this.table;
     const slot = this.findSlot(key);
-    const p = this.p;
-    const limit = this.limit;
-    const nowScaled = (now - this.baseMs) * this.a;
-    // A TAT in the past (or a fresh key) means "free now": both algorithms start from max(tat, now).
-    const stored = slot >= 0 ? table.get(slot, 0) : nowScaled;
-    const start = Math.max(stored, nowScaled);
-    const next = start + cost * p;
-    if (this.queueDelay < 0) {
-      // gcra: admit iff the new TAT is at most burst × T ahead of now.
-      const ahead = next - nowScaled;
-      if (ahead <= limit) {
-        table.set(slot >= 0 ? slot : this.insertSlot(), 0, next);
-        return allowed(floorDiv(limit - ahead, p), ceilDiv(ahead, this.a), 0);
-      }
-      const baseAhead = start - nowScaled;
-      return denied(
-        Math.max(0, floorDiv(limit - baseAhead, p)),
-        ceilDiv(baseAhead, this.a),
-        ceilDiv(ahead - limit, this.a),
-      );
-    }
-    // leaky_queue: admit iff the wait before this request's turn is at most burst × T.
-    const wait = start - nowScaled;
-    if (wait <= limit) {
-      table.set(slot >= 0 ? slot : this.insertSlot(), 0, next);
-      const after = next - nowScaled;
-      return allowed(
-        Math.max(0, floorDiv(limit - after, p) + 1),
-        ceilDiv(after, this.a),
-        Math.max(0, ceilDiv(wait - this.queueDelay, this.a)),
-      );
-    }
-    return denied(0, ceilDiv(wait, this.a), ceilDiv(wait - limit, this.a));
+    const stored = slot >= 0 ? this.table.get(slot, 0) : null;
+    const out = this.packed.check(this.params, stored, (now - this.baseMs) * this.a, cost);
+    if (out.stored !== null) this.table.set(slot >= 0 ? slot : this.insertSlot(), 0, out.stored);
+    return { ok: true, decision: out.decision };
   }
 
   refund(key: string, cost: number): void {
     const slot = this.findSlot(key);
     if (slot < 0) return;
-    // The TAT moves back by cost × T for gcra and leaky_queue alike (and this store runs token/leaky buckets as gcra).
-    this.table.set(slot, 0, this.table.get(slot, 0) - cost * this.p);
+    this.table.set(slot, 0, this.packed.refund(this.params, this.table.get(slot, 0), cost));
   }
 
   peek(key: string): AlgorithmState | null {
@@ -171,7 +142,7 @@ class TatStore extends TableStore implements Store {
   private clock(nowMs: number): number {
     if (Number.isNaN(this.baseMs)) this.baseMs = nowMs;
     if (nowMs < this.baseMs) return this.baseMs;
-    if ((nowMs - this.baseMs) * this.rate.tokens > REBASE_AT) this.rebase(nowMs);
+    if ((nowMs - this.baseMs) * this.a > REBASE_AT) this.rebase(nowMs);
     return nowMs;
   }
 
@@ -185,22 +156,13 @@ class TatStore extends TableStore implements Store {
   }
 
   private encode(s: GcraState): number {
-    return (s.tatMs - this.baseMs) * this.rate.tokens + s.tatFrac;
+    return (s.tatMs - this.baseMs) * this.a + s.tatFrac;
   }
 
   private decode(v: number): GcraState {
-    const a = this.rate.tokens;
-    const whole = floorDiv(v, a);
-    return { tatMs: this.baseMs + whole, tatFrac: v - whole * a };
+    const whole = floorDiv(v, this.a);
+    return { tatMs: this.baseMs + whole, tatFrac: v - whole * this.a };
   }
-}
-
-function allowed(remaining: number, resetAfterMs: number, delayMs: number): LocalCheckResult {
-  return { ok: true, decision: { allowed: true, remaining, resetAfterMs, retryAfterMs: null, delayMs } };
-}
-
-function denied(remaining: number, resetAfterMs: number, retryAfterMs: number): LocalCheckResult {
-  return { ok: true, decision: { allowed: false, remaining, resetAfterMs, retryAfterMs, delayMs: 0 } };
 }
 
 /** Window states of a fixed number of integer fields. */
@@ -256,27 +218,27 @@ class FieldsStore extends TableStore implements Store {
   }
 }
 
-/** sliding_log: variable-size state in a Map, whose insertion order is the LRU order. */
+/** sliding_log (any variable-size state): kept in a Map, whose insertion order is the LRU order. */
 class MapStore implements Store {
-  private readonly map = new Map<string, SlidingLogState>();
+  private readonly map = new Map<string, AlgorithmState>();
   evictions = 0;
 
   constructor(
-    private readonly params: Extract<AlgorithmParams, { algorithm: "sliding_log" }>,
+    private readonly params: AlgorithmParams,
     private readonly maxKeys: number,
   ) {}
 
   check(key: string, cost: number, nowMs: number): LocalCheckResult {
     const before = this.take(key);
     const out = decide(this.params, before, cost, nowMs);
-    const after = out.ok ? (out.state as SlidingLogState) : before;
+    const after = out.ok ? out.state : before;
     if (after !== null) this.put(key, after);
     return out;
   }
 
   refund(key: string, cost: number, admittedAtMs: number): void {
     const before = this.take(key);
-    if (before !== null) this.put(key, refund(this.params, before, cost, admittedAtMs) as SlidingLogState);
+    if (before !== null) this.put(key, refund(this.params, before, cost, admittedAtMs));
   }
 
   peek(key: string): AlgorithmState | null {
@@ -294,14 +256,14 @@ class MapStore implements Store {
     return 0;
   }
 
-  private take(key: string): SlidingLogState | null {
+  private take(key: string): AlgorithmState | null {
     const s = this.map.get(key);
     if (s === undefined) return null;
     this.map.delete(key);
     return s;
   }
 
-  private put(key: string, state: SlidingLogState): void {
+  private put(key: string, state: AlgorithmState): void {
     if (this.map.size >= this.maxKeys) {
       const oldest = this.map.keys().next();
       if (oldest.done !== true) {
@@ -313,23 +275,17 @@ class MapStore implements Store {
   }
 }
 
-/** A bounded local store for one rule's parameters. */
+/** A bounded local store for one rule's parameters: packed where the algorithm has a packed path. */
 export function createLocalStore(params: AlgorithmParams, maxKeys: number): Store {
+  const packed = packedPath(params);
+  if (packed !== undefined) return new TatStore(params, packed, maxKeys);
   switch (params.algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-    case "leaky_queue":
-      return new TatStore(params, maxKeys);
     case "fixed_window":
     case "sliding_counter":
       return new FieldsStore(params, maxKeys);
-    case "sliding_log":
+    default:
+      // sliding_log, and any state that is not a fixed number of fields
       return new MapStore(params, maxKeys);
-    default: {
-      const never: never = params;
-      return never;
-    }
   }
 }
 

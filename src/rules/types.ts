@@ -3,36 +3,16 @@
  * every duration and rate is an exact integer pair; nothing after validation sees raw YAML.
  */
 
-/** A rate as an exact rational: `amount` tokens per `periodMs` milliseconds. */
-export interface Rate {
-  /** Tokens per period, as written (e.g. 7 in `7/3s`). */
-  readonly amount: number;
-  /** The period in ms, as written (e.g. 3000 in `7/3s`). */
-  readonly periodMs: number;
-  /** `amount / gcd(amount, periodMs)`: tokens per `perMs` ms, reduced. */
-  readonly tokens: number;
-  /** `periodMs / gcd(amount, periodMs)`: ms per `tokens` tokens, reduced. */
-  readonly perMs: number;
-}
+import type { AlgorithmName, ParamsOf } from "../algorithms/index.ts";
 
-/** A window: a fixed number of ms (epoch-aligned), or UTC calendar months. */
-export type Window = { readonly kind: "ms"; readonly ms: number } | { readonly kind: "month" };
+export type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
+export { ALGORITHMS, capacityOf } from "../algorithms/index.ts";
+export type { Rate, Window } from "../algorithms/params.ts";
 
 export type Identity = "api_key" | "ip" | "user";
 export type Mode = "enforce" | "shadow";
 export type Scope = "global" | "local";
 export type OnError = "open" | "closed";
-
-export const ALGORITHMS = [
-  "token_bucket",
-  "gcra",
-  "leaky_bucket",
-  "leaky_queue",
-  "fixed_window",
-  "sliding_log",
-  "sliding_counter",
-] as const;
-export type AlgorithmName = (typeof ALGORITHMS)[number];
 
 /** `"METHOD /path"` from `match.route`, kept as written and compiled for matching. */
 export interface RoutePattern {
@@ -83,86 +63,15 @@ export interface RuleCommon {
   readonly retryJitterS: number;
 }
 
-export interface TokenBucketRule extends RuleCommon {
-  readonly algorithm: "token_bucket";
-  readonly rate: Rate;
-  readonly burst: number;
-}
-export interface GcraRule extends RuleCommon {
-  readonly algorithm: "gcra";
-  readonly rate: Rate;
-  readonly burst: number;
-}
-export interface LeakyBucketRule extends RuleCommon {
-  readonly algorithm: "leaky_bucket";
-  readonly rate: Rate;
-  readonly burst: number;
-}
-export interface LeakyQueueRule extends RuleCommon {
-  readonly algorithm: "leaky_queue";
-  readonly rate: Rate;
-  readonly burst: number;
-  /** Requests beyond the first `delay` queued ones wait; `nodelay: true` resolves to `delay = burst`. Default 0. */
-  readonly delay: number;
-}
-export interface FixedWindowRule extends RuleCommon {
-  readonly algorithm: "fixed_window";
-  readonly limit: number;
-  readonly window: Window;
-}
-export interface SlidingLogRule extends RuleCommon {
-  readonly algorithm: "sliding_log";
-  readonly limit: number;
-  readonly windowMs: number;
-}
-export interface SlidingCounterRule extends RuleCommon {
-  readonly algorithm: "sliding_counter";
-  readonly limit: number;
-  readonly windowMs: number;
-  /** Count denied requests too (Cloudflare's variant). Default false. */
-  readonly countDenied: boolean;
-  /**
-   * Sub-windows per window, k >= 1 (`windowMs` is a whole multiple of it). Default 1: the two-counter estimate.
-   * With k >= 2 the last k sub-windows count whole and only the one before is weighted.
-   */
-  readonly buckets: number;
-}
+/** A rule for one algorithm: what every rule has, and that algorithm's parameters. */
+export type RuleOf<K extends AlgorithmName> = RuleCommon & ParamsOf<K>;
+export type TokenBucketRule = RuleOf<"token_bucket">;
+export type GcraRule = RuleOf<"gcra">;
+export type LeakyBucketRule = RuleOf<"leaky_bucket">;
+export type LeakyQueueRule = RuleOf<"leaky_queue">;
+export type FixedWindowRule = RuleOf<"fixed_window">;
+export type SlidingLogRule = RuleOf<"sliding_log">;
+export type SlidingCounterRule = RuleOf<"sliding_counter">;
 
-export type ResolvedRule =
-  | TokenBucketRule
-  | GcraRule
-  | LeakyBucketRule
-  | LeakyQueueRule
-  | FixedWindowRule
-  | SlidingLogRule
-  | SlidingCounterRule;
-
-/** The algorithm parameters alone: what the pure core needs. */
-export type AlgorithmParams =
-  | Pick<TokenBucketRule, "algorithm" | "rate" | "burst">
-  | Pick<GcraRule, "algorithm" | "rate" | "burst">
-  | Pick<LeakyBucketRule, "algorithm" | "rate" | "burst">
-  | Pick<LeakyQueueRule, "algorithm" | "rate" | "burst" | "delay">
-  | Pick<FixedWindowRule, "algorithm" | "limit" | "window">
-  | Pick<SlidingLogRule, "algorithm" | "limit" | "windowMs">
-  | Pick<SlidingCounterRule, "algorithm" | "limit" | "windowMs" | "countDenied" | "buckets">;
-
-/** The most requests of cost 1 a fresh key admits at once; a cost above it is an error. */
-export function capacityOf(p: AlgorithmParams): number {
-  switch (p.algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-      return p.burst;
-    case "leaky_queue":
-      return p.burst + 1;
-    case "fixed_window":
-    case "sliding_log":
-    case "sliding_counter":
-      return p.limit;
-    default: {
-      const never: never = p;
-      return never;
-    }
-  }
-}
+/** A resolved rule: every default filled in, its algorithm's parameters beside the common fields. */
+export type ResolvedRule = { [K in AlgorithmName]: RuleOf<K> }[AlgorithmName];

@@ -6,9 +6,10 @@
  * Pure and deterministic: the same comparison and options give the same bytes (no dates, no randomness, numbers
  * rounded to 0.1 px), so generated figures can be committed and checked for drift.
  */
+
+import { capacityLabel, levelAt, levelName } from "../algorithms/index.ts";
 import { windowIndex, windowStartMs } from "../algorithms/windows.ts";
 import { capacityOf, type ResolvedRule } from "../rules/types.ts";
-import { capacityLabel, levelAt, levelName } from "./level.ts";
 import { type Comparison, describeRule, type Lane, type Outcome } from "./run.ts";
 import { formatSpan, formatTick, type TimeStyle, tickStep, ticks, trimNumber } from "./time.ts";
 

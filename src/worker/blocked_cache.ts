@@ -26,8 +26,7 @@
  * resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this isolate's cache only
  * when the entry expires, at most `R` later.
  */
-import { ceilDiv } from "../algorithms/arith.ts";
-import type { Decision } from "../algorithms/index.ts";
+import { type Decision, denialsCount, deniedUntilMs } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 
 /** Entries kept per isolate, least recently used evicted first. */
@@ -48,7 +47,7 @@ interface Entry {
 
 /** Whether a rule's denials may be cached at all. */
 export function cacheable(params: AlgorithmParams): boolean {
-  return !(params.algorithm === "sliding_counter" && params.countDenied);
+  return !denialsCount(params);
 }
 
 export class BlockedCache {
@@ -93,7 +92,9 @@ export class BlockedCache {
     }
     // A clock that stepped back proves nothing: ask the object.
     if (nowMs < entry.sentAtMs) return null;
-    const untilMs = deniedUntilMs(entry, cost);
+    // How far a smaller cost is certainly denied is the algorithm's to say.
+    const denied = { cost: entry.cost, remaining: entry.remaining, untilMs: entry.sentAtMs + entry.retryAfterMs };
+    const untilMs = deniedUntilMs(entry.params, denied, cost);
     if (untilMs === null || nowMs >= untilMs) return null;
     this.entries.delete(id);
     this.entries.set(id, entry);
@@ -117,29 +118,5 @@ export class BlockedCache {
 
   clear(): void {
     this.entries.clear();
-  }
-}
-
-/** Until when (this isolate's clock, ms) a request of `cost` is certainly denied; `null`: nothing is certain. */
-function deniedUntilMs(entry: Entry, cost: number): number | null {
-  const untilMs = entry.sentAtMs + entry.retryAfterMs;
-  if (cost >= entry.cost) return untilMs;
-  const p = entry.params;
-  switch (p.algorithm) {
-    case "leaky_queue":
-      return untilMs;
-    case "fixed_window":
-      return cost > entry.remaining ? untilMs : null;
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-      return cost > entry.remaining ? untilMs - ceilDiv((entry.cost - cost) * p.rate.perMs, p.rate.tokens) : null;
-    case "sliding_log":
-    case "sliding_counter":
-      return null;
-    default: {
-      const never: never = p;
-      return never;
-    }
   }
 }

@@ -16,7 +16,7 @@
  * The RFC 9457 body carries the exact `retry_after_ms` (without jitter) and the ids of every rule that denied.
  */
 import { ceilDiv } from "../algorithms/arith.ts";
-import { windowIndex, windowStartMs } from "../algorithms/windows.ts";
+import { headerWindowMs } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 
 export const QUOTA_EXCEEDED_TYPE = "https://iana.org/assignments/http-problem-types#quota-exceeded";
@@ -106,33 +106,12 @@ export function rateLimitPolicy(
   return policies.map((v) => `${sfString(v.ruleId)};q=${v.quota};w=${v.windowS}`).join(", ");
 }
 
-/** `w` for a rule: the window, or the time to refill the whole capacity from empty; at least 1 s. */
-export function policyWindowS(params: AlgorithmParams, capacity: number, nowMs: number): number {
-  let ms: number;
-  switch (params.algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-    case "leaky_queue":
-      ms = ceilDiv(capacity * params.rate.perMs, params.rate.tokens);
-      break;
-    case "fixed_window":
-      if (params.window.kind === "ms") ms = params.window.ms;
-      else {
-        const i = windowIndex(params.window, nowMs);
-        ms = windowStartMs(params.window, i + 1) - windowStartMs(params.window, i);
-      }
-      break;
-    case "sliding_log":
-    case "sliding_counter":
-      ms = params.windowMs;
-      break;
-    default: {
-      const never: never = params;
-      return never;
-    }
-  }
-  return Math.max(1, ceilDiv(ms, 1000));
+/**
+ * `w` for a rule, in whole seconds (at least 1): the window, or the time to refill the whole capacity from empty, as
+ * the algorithm says (`headerWindowMs`). `_capacity` is not needed any more (the algorithm knows it).
+ */
+export function policyWindowS(params: AlgorithmParams, _capacity: number, nowMs: number): number {
+  return Math.max(1, ceilDiv(headerWindowMs(params, nowMs), 1000));
 }
 
 /** An RFC 8941 sf-string. */

@@ -9,8 +9,8 @@
  * addresses) can evict real keys: size `MAX_KEYS` above the keys one isolate sees in a key's period, and keep
  * security-critical limits `scope: global`.
  */
+import { type AlgorithmParams, fingerprintOf, packedPath } from "../algorithms/index.ts";
 import { createLocalStore, type LocalCheckResult, type LocalStore } from "../local/local_store.ts";
-import type { AlgorithmParams } from "../rules/types.ts";
 import type { CompiledRule } from "./match.ts";
 import { type PeekResult, peekState, type RefundResult } from "./store.ts";
 
@@ -22,10 +22,9 @@ interface RuleStore {
   readonly stateParams: AlgorithmParams;
 }
 
+/** The parameters the store's states are kept under: the packed path's (token and leaky buckets keep GCRA's). */
 function stateParamsOf(params: AlgorithmParams): AlgorithmParams {
-  return params.algorithm === "token_bucket" || params.algorithm === "leaky_bucket"
-    ? { algorithm: "gcra", rate: params.rate, burst: params.burst }
-    : params;
+  return (packedPath(params)?.stateParams(params) as AlgorithmParams | undefined) ?? params;
 }
 
 /** One isolate's `scope: local` stores, one per rule id (see isolate.ts). */
@@ -88,7 +87,7 @@ export class LocalScope {
 
   private lookupStore(compiled: CompiledRule, maxKeys: number): RuleStore {
     const { rule, params } = compiled;
-    const fingerprint = JSON.stringify(params);
+    const fingerprint = fingerprintOf(params);
     const hit = this.stores.get(rule.id);
     if (hit !== undefined && hit.fingerprint === fingerprint && hit.maxKeys === maxKeys) return hit;
     // Another rule under this id (only tests change rules inside one isolate): start empty.

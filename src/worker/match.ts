@@ -8,9 +8,9 @@
  * request carries its identity; a rule keyed on an identity the request lacks does not apply.
  */
 
+import { capacityOf, projectParams } from "../algorithms/index.ts";
 import { routeMatches } from "../rules/route.ts";
 import type { AlgorithmParams, Identity, ResolvedRule, RoutePattern } from "../rules/types.ts";
-import { capacityOf } from "../rules/types.ts";
 import { foldSegment } from "./canonical_path.ts";
 
 export interface CompiledRule {
@@ -58,7 +58,7 @@ export function compileRules(rules: readonly ResolvedRule[]): readonly CompiledR
   const hit = compiledCache.get(rules);
   if (hit !== undefined) return hit;
   const compiled = rules.map((rule) => {
-    const params = paramsOf(rule);
+    const params = projectParams(rule);
     return {
       rule,
       params,
@@ -118,32 +118,4 @@ export function foldRoute(route: RoutePattern): RoutePattern {
     ...route,
     segments: route.segments.map((s) => foldSegment(s)),
   };
-}
-
-/** The parameters the pure core needs, in a fixed key order (so equal parameters serialise equally). */
-export function paramsOf(rule: ResolvedRule): AlgorithmParams {
-  switch (rule.algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-      return { algorithm: rule.algorithm, rate: rule.rate, burst: rule.burst } as AlgorithmParams;
-    case "leaky_queue":
-      return { algorithm: rule.algorithm, rate: rule.rate, burst: rule.burst, delay: rule.delay };
-    case "fixed_window":
-      return { algorithm: rule.algorithm, limit: rule.limit, window: rule.window };
-    case "sliding_log":
-      return { algorithm: rule.algorithm, limit: rule.limit, windowMs: rule.windowMs };
-    case "sliding_counter":
-      return {
-        algorithm: rule.algorithm,
-        limit: rule.limit,
-        windowMs: rule.windowMs,
-        countDenied: rule.countDenied,
-        buckets: rule.buckets,
-      };
-    default: {
-      const never: never = rule;
-      return never;
-    }
-  }
 }

@@ -7,8 +7,15 @@
  * arrives with other parameters, `carryOver` converts the state (tokens capped at the new burst, counts kept in an
  * unchanged window, ...) or discards it (another algorithm, another window); see src/algorithms/carry_over.ts.
  */
-import { carryOver } from "../algorithms/carry_over.ts";
-import { type AlgorithmState, type Decision, decide, freshAtMs, refund } from "../algorithms/index.ts";
+import {
+  type AlgorithmState,
+  carryOver,
+  type Decision,
+  decide,
+  fingerprintOf,
+  freshAtMs,
+  refund,
+} from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 
 /** The stored record: the state and the parameters it was made under. */
@@ -52,9 +59,7 @@ export interface RefundInput {
 /** What the key looks like after a refund, for the RateLimit header: `null` when there was nothing to refund. */
 export type RefundResult = { readonly remaining: number; readonly resetAfterMs: number } | null;
 
-export function fingerprintOf(params: AlgorithmParams): string {
-  return JSON.stringify(params);
-}
+export { fingerprintOf };
 
 /** The state to decide on: the stored one, carried over to the current parameters, or `null` (fresh). */
 function currentState(record: LimiterRecord | null, params: AlgorithmParams, fingerprint: string, nowMs: number) {
