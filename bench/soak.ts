@@ -30,9 +30,9 @@ import { type ChildProcess, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { projectParams } from "../src/algorithms/index.ts";
 import { loadRules } from "../src/rules/load.ts";
 import type { AlgorithmParams } from "../src/rules/types.ts";
-import { paramsOf } from "../src/worker/match.ts";
 import { BENCH_DIR, log, ROOT, round, writeResult } from "./common.ts";
 import { type Admission, verdictOf } from "./soak/allowance.ts";
 import {
@@ -562,7 +562,7 @@ async function main(): Promise<number> {
   const perRule = [...RULES.values()]
     .filter((rule) => rule.mode === "enforce" && rule.scope === "global")
     .map((rule) => {
-      const params: AlgorithmParams = paramsOf(rule);
+      const params: AlgorithmParams = projectParams(rule);
       let admitted = 0;
       let allowed = 0;
       let excess = 0;
