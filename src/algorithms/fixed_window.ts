@@ -54,7 +54,8 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
     return {
       decision: {
         allowed: false,
-        remaining: params.limit - count,
+        // never below 0: a carried-over count can exceed a lowered limit
+        remaining: Math.max(0, params.limit - count),
         resetAfterMs: count === 0 ? 0 : untilEndMs,
         retryAfterMs: untilEndMs,
         delayMs: 0,

@@ -66,7 +66,8 @@ export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
     return {
       decision: {
         allowed: false,
-        remaining: limit - total,
+        // never below 0: carried-over entries can exceed a lowered limit
+        remaining: Math.max(0, limit - total),
         resetAfterMs: total === 0 ? 0 : log.times[n - 1]! + windowMs - now,
         retryAfterMs: log.times[k - 1]! + windowMs - now,
         delayMs: 0,
