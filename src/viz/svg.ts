@@ -7,9 +7,9 @@
  * rounded to 0.1 px), so generated figures can be committed and checked for drift.
  */
 
-import { capacityLabel, levelAt, levelName } from "../algorithms/index.ts";
 import { windowIndex, windowStartMs } from "../algorithms/windows.ts";
 import { capacityOf, type ResolvedRule } from "../rules/types.ts";
+import { capacityLabel, levelAt, levelName } from "./level.ts";
 import { type Comparison, describeRule, type Lane, type Outcome } from "./run.ts";
 import { formatSpan, formatTick, type TimeStyle, tickStep, ticks, trimNumber } from "./time.ts";
 
