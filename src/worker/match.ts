@@ -94,7 +94,7 @@ export function applicableRules(rules: readonly CompiledRule[], facts: RequestFa
  * RateLimit headers) then sees the account's limit.
  */
 export function compileOverride(compiled: CompiledRule, params: AlgorithmParams): CompiledRule {
-  const normalised = paramsOf({ ...compiled.rule, ...params } as ResolvedRule);
+  const normalised = projectParams({ ...compiled.rule, ...params } as ResolvedRule);
   return { ...compiled, params: normalised, capacity: capacityOf(normalised) };
 }
 
