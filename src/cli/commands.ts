@@ -7,6 +7,7 @@ import { runCompare } from "./compare.ts";
 import { runCompile } from "./compile.ts";
 import { runGen } from "./gen.ts";
 import type { Command } from "./io.ts";
+import { runPlan } from "./plan.ts";
 import { runSimulate } from "./simulate.ts";
 import { runValidate } from "./validate.ts";
 
@@ -32,5 +33,10 @@ export const COMMANDS: readonly Command[] = [
     name: "accounts",
     summary: "write an account record (plan, per-account limits) locally and print the production command",
     run: runAccounts,
+  },
+  {
+    name: "plan",
+    summary: "compare two rule sets: changed fields, live state on deploy, answers that flip on a trace",
+    run: runPlan,
   },
 ];

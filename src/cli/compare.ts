@@ -15,7 +15,7 @@ import { defaultTimeStyle, type TimeStyle } from "../viz/time.ts";
 import { commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { parseTime } from "./time_flag.ts";
-import { parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
+import { feedTrace, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
 const HELP = `Usage: sluice compare [--rules PATH]... [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
                       [--key KEY] [--from TIME] [--to TIME] [--time seconds|clock] [--title TEXT]
@@ -88,7 +88,7 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
       ...(range.from === undefined ? {} : { fromMs: range.from }),
       ...(range.to === undefined ? {} : { toMs: range.to }),
     });
-    const failure = await feed(builder, tracePath, traceName, io.stdin);
+    const failure = await feedTrace(builder, tracePath, traceName, io.stdin);
     if (failure !== null) return inputError(io, [failure]);
     if (key !== undefined && !builder.hasKey(key)) {
       return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);
@@ -117,31 +117,6 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
   } finally {
     if (spooled !== null) rmSync(dirname(spooled), { recursive: true, force: true });
   }
-}
-
-/** Every line of the trace into `builder`; the first malformed line's message (file and line), or `null`. */
-async function feed(
-  builder: ComparisonBuilder,
-  path: string | undefined,
-  name: string,
-  stdin: NodeJS.ReadableStream,
-): Promise<string | null> {
-  const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
-  let lineNo = 0;
-  try {
-    for await (const batch of readLineBatches(path, stdin)) {
-      for (const raw of batch) {
-        lineNo++;
-        const parsed = parseTraceLineInto(raw, lineNo === 1, line);
-        if (parsed === null) continue;
-        if (parsed !== true) return `${name}:${lineNo}: ${parsed}`;
-        builder.add(line.tMs, line.key, line.cost);
-      }
-    }
-  } catch (err) {
-    return `${name}: cannot read trace: ${(err as Error).message}`;
-  }
-  return null;
 }
 
 /** The busiest key of the trace (a first pass; malformed lines are left for the real pass to report). */

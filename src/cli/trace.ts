@@ -95,6 +95,34 @@ export async function* readLineBatches(
   if (rest !== "") yield [rest];
 }
 
+/**
+ * Every line of a trace into `sink` (`compare`, `plan`): the first malformed line's message (file and line) or a
+ * read error, else `null`.
+ */
+export async function feedTrace(
+  sink: { add(tMs: number, key: string, cost: number): void },
+  path: string | undefined,
+  name: string,
+  stdin: NodeJS.ReadableStream,
+): Promise<string | null> {
+  const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
+  let lineNo = 0;
+  try {
+    for await (const batch of readLineBatches(path, stdin)) {
+      for (const raw of batch) {
+        lineNo++;
+        const parsed = parseTraceLineInto(raw, lineNo === 1, line);
+        if (parsed === null) continue;
+        if (parsed !== true) return `${name}:${lineNo}: ${parsed}`;
+        sink.add(line.tMs, line.key, line.cost);
+      }
+    }
+  } catch (err) {
+    return `${name}: cannot read trace: ${(err as Error).message}`;
+  }
+  return null;
+}
+
 /** Buffered writing that respects back-pressure. */
 export class BufferedWriter {
   private buffer = "";

@@ -399,6 +399,6 @@ function n(v: number): string {
   return trimNumber(v, 1);
 }
 
-function esc(text: string): string {
+export function esc(text: string): string {
   return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }

@@ -146,7 +146,7 @@ describe("one dialect across commands", () => {
     expect(JSON.parse(shipped.stdout)).toMatchObject({ allowed: true, remaining: 19 });
   });
 
-  it.each(["validate", "compile", "simulate", "compare", "gen"])("%s --help states the exit codes", async (name) => {
+  it.each(["validate", "compile", "simulate", "compare", "gen", "plan"])("%s --help states the exit codes", async (name) => {
     const r = await runCli([name, "--help"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/Exit status: 0 success; .*2/s);
@@ -154,7 +154,7 @@ describe("one dialect across commands", () => {
 
   it("sluice --help lists every command of the table", async () => {
     const r = await runCli(["--help"]);
-    for (const name of ["validate", "compile", "simulate", "compare", "gen"]) expect(r.stdout).toContain(`  ${name} `);
+    for (const name of ["validate", "compile", "simulate", "compare", "gen", "plan"]) expect(r.stdout).toContain(`  ${name} `);
     expect(r.stdout).toContain("Exit status: 0 success; 1 invalid rules or invalid input");
   });
 

@@ -1,0 +1,165 @@
+/** `sluice plan`: rule pairs with known flips, the fate of live state, and the command's output and exit codes. */
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { generateTrace, parseGenArgs } from "../../src/cli/gen.ts";
+import type { ResolvedRule } from "../../src/rules/types.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+import { changeOf, pairRules, ReplayBuilder, stateFate, totalFlips } from "../../src/viz/plan.ts";
+import { xmlProblems } from "../fixtures/compare/xml.ts";
+import { runCli } from "../support/io.ts";
+
+function rules(yaml: string): ResolvedRule[] {
+  const parsed = parseRules(yaml, "test.yaml");
+  expect(parsed.errors).toEqual([]);
+  return parsed.rules;
+}
+
+const rule = (body: string, id = "r") => `- id: ${id}\n  match: { identity: api_key }\n${body}`;
+const TB = (burst: number) => rule(`  algorithm: token_bucket\n  rate: 10/s\n  burst: ${burst}\n`);
+const FW = (limit: number, extra = "") => rule(`  algorithm: fixed_window\n  limit: ${limit}\n  window: s\n${extra}`);
+
+function trace(...args: string[]) {
+  const parsed = parseGenArgs(args);
+  if (parsed === "help" || "error" in parsed) throw new Error(`bad gen args ${args.join(" ")}`);
+  return generateTrace(parsed.spec);
+}
+
+function replay(before: string, after: string, lines: ReturnType<typeof trace>) {
+  const builder = new ReplayBuilder(pairRules(before === "" ? [] : rules(before), after === "" ? [] : rules(after)));
+  for (const l of lines) builder.add(l.tMs, l.key, l.cost);
+  return builder.finish(10);
+}
+
+describe("flips: rule pairs with known answers", () => {
+  it.each([
+    // 25 at once: burst 20 admits 20, burst 10 admits 10.
+    ["a lower burst", TB(20), TB(10), ["--burst", "25@0"], 10, 0],
+    ["a higher burst", TB(10), TB(20), ["--burst", "25@0"], 0, 10],
+    // 8 at once against 5 per second.
+    ["a rule added", "", FW(5), ["--burst", "8@0"], 3, 0],
+    ["a rule removed", FW(5), "", ["--burst", "8@0"], 0, 3],
+    ["enforce to shadow", FW(5), FW(5, "  mode: shadow\n"), ["--burst", "8@0"], 0, 3],
+    // 25 at 0 and 1 at 500 ms: the bucket has refilled 5 tokens; the window (same second) is spent.
+    ["another algorithm", TB(20), FW(20), ["--burst", "25@0", "--burst", "1@500ms"], 1, 0],
+    ["unchanged", FW(5), FW(5), ["--burst", "8@0"], 0, 0],
+    // The trace has no routes: a change of match is listed, not replayed.
+    ["a match change only", FW(5), FW(5).replace("api_key", "ip"), ["--burst", "8@0"], 0, 0],
+    // Two keys, each 25 at once: every flip counts per key.
+    ["two keys", TB(20), TB(15), ["--burst", "25@0", "--keys", "2"], 10, 0],
+  ] as const)("%s", (_name, before, after, gen, toDenied, toAllowed) => {
+    const r = replay(before, after, trace(...gen));
+    const sum = (f: "allowedToDenied" | "deniedToAllowed") => r.lanes.reduce((n, l) => n + l.flips[f], 0);
+    expect([sum("allowedToDenied"), sum("deniedToAllowed")]).toEqual([toDenied, toAllowed]);
+    expect(totalFlips(r)).toBe(toDenied + toAllowed);
+    const histogram = r.lanes.flatMap((l) => [...l.histogram.bins.values()]);
+    expect(histogram.reduce((n, b) => n + b.allowedToDenied + b.deniedToAllowed, 0)).toBe(toDenied + toAllowed);
+  });
+
+  it("ranks the most affected keys, most first, and bounds the list", () => {
+    const lines = [...trace("--burst", "25@0", "--key", "big"), ...trace("--burst", "22@0", "--key", "small")];
+    const r = replay(TB(20), TB(10), lines);
+    expect(r.topKeys).toEqual([
+      { key: "big", allowedToDenied: 10, deniedToAllowed: 0 },
+      { key: "small", allowedToDenied: 10, deniedToAllowed: 0 },
+    ]);
+    const many = replay(TB(20), TB(10), trace("--burst", "21@0", "--keys", "30"));
+    expect(many.topKeys).toHaveLength(10);
+    expect(many.keys).toBe(30);
+  });
+
+  it("only replays rules whose answers can differ", () => {
+    const r = replay(
+      `${FW(5)}${TB(20).replace("id: r", "id: same")}`,
+      `${FW(6)}${TB(20).replace("id: r", "id: same")}`,
+      [],
+    );
+    expect(r.lanes.map((l) => l.pair.id)).toEqual(["r"]);
+  });
+});
+
+describe("live state on deploy, as the core's carryOver decides", () => {
+  const fate = (before: string, after: string) => {
+    const [pair] = pairRules(before === "" ? [] : rules(before), after === "" ? [] : rules(after));
+    return { change: changeOf(pair!), ...stateFate(pair!) };
+  };
+  it.each([
+    ["lower burst", TB(20), TB(10), "changed", "capped", "a key with 19 left keeps 10; a key at its limit keeps 0"],
+    ["higher burst", TB(10), TB(20), "changed", "converted", "a key with 9 left keeps 9; a key at its limit keeps 0"],
+    ["same window, lower limit", FW(10), FW(5), "changed", "capped", "a key with 9 left keeps 4"],
+    ["another window", FW(10), FW(10).replace("window: s", "window: min"), "changed", "discarded", "starts fresh"],
+    ["another algorithm", TB(20), FW(20), "changed", "discarded", "every key starts fresh under the new rule (20"],
+    ["only the mode", FW(5), FW(5, "  mode: shadow\n"), "changed", "kept", "carried over as it is"],
+    ["added", "", FW(5), "added", "none", "every key starts fresh"],
+    ["removed", FW(5), "", "removed", "dropped", "no longer read"],
+  ])("%s", (_name, before, after, change, kind, text) => {
+    const f = fate(before, after);
+    expect(f.change).toBe(change);
+    expect(f.kind).toBe(kind);
+    expect(f.text).toContain(text);
+  });
+});
+
+describe("sluice plan", () => {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-plan-"));
+  const before = join(dir, "before.yaml");
+  const after = join(dir, "after.yaml");
+  const traceFile = join(dir, "t.csv");
+  writeFileSync(before, `${TB(20)}${FW(5).replace("id: r", "id: gone")}`);
+  writeFileSync(after, `${TB(10)}${FW(5).replace("id: r", "id: new")}`);
+  writeFileSync(traceFile, "t_ms,key,cost\n".concat("0,a,1\n".repeat(25)));
+
+  it("prints fields, live state and flips; --max-flips fails the run with exit 3", async () => {
+    const svg = join(dir, "flips.svg");
+    const r = await runCli(["plan", "--from", before, "--to", after, "--trace", traceFile, "--svg", svg]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`sluice plan: ${before} -> ${after}`);
+    expect(r.stdout).toContain(
+      "r: changed (token_bucket 10/s, burst 10)\n  burst: 20 -> 10\n  live state: carried over, capped",
+    );
+    expect(r.stdout).toContain("gone: removed");
+    expect(r.stdout).toContain("new: added");
+    expect(r.stdout).toMatch(/r\s+changed\s+10\s+0\n/);
+    expect(r.stdout).toMatch(/gone\s+removed\s+0\s+20\n/);
+    expect(r.stdout).toMatch(/new\s+added\s+20\s+0\n/);
+    expect(r.stdout).toMatch(/total\s+30\s+20\n/);
+    expect(xmlProblems(readFileSync(svg, "utf8"))).toEqual([]);
+    const strict = await runCli(["plan", "--from", before, "--to", after, "--trace", traceFile, "--max-flips", "49"]);
+    expect(strict.code).toBe(3);
+    expect(strict.stderr).toBe("sluice plan: 50 answers flip, more than --max-flips 49\n");
+    const loose = await runCli(["plan", "--from", before, "--to", after, "--trace", traceFile, "--max-flips", "50"]);
+    expect(loose.code).toBe(0);
+  });
+
+  it("reads --from at a git ref: the shipped rules against themselves are unchanged", async () => {
+    const r = await runCli(["plan", "--from", "HEAD", "--trace", traceFile]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^sluice plan: rules\/ at HEAD -> rules\/\n/);
+    expect(r.stdout).toMatch(/0 added, 0 removed, 0 changed, \d+ unchanged/);
+    expect(r.stdout).toContain("no rule's answers can differ: 0 flips");
+  });
+
+  it.each([
+    [[], "--from REF|PATH is required"],
+    [["--from", "no-such-ref-or-path"], "is neither a file or folder nor a git ref"],
+    [["--from", before, "--max-flips", "x"], "--max-flips must be a whole number"],
+    [["--from", before, "--svg", "x.svg"], "--svg and --max-flips need --trace"],
+  ])("usage error %j exits 2", async (args, message) => {
+    const r = await runCli(["plan", ...args]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(message);
+  });
+
+  it("invalid rules and a malformed trace exit 1", async () => {
+    const bad = await runCli(["plan", "--from", "test/fixtures/cli/bad.yaml", "--to", after]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("test/fixtures/cli/bad.yaml: tb.burst:");
+    writeFileSync(join(dir, "bad.csv"), "0,a\nsoon,a\n");
+    const trace = await runCli(["plan", "--from", before, "--to", after, "--trace", join(dir, "bad.csv")]);
+    expect(trace.code).toBe(1);
+    expect(trace.stderr).toContain('bad.csv:2: t_ms must be an integer number of milliseconds, got "soon"');
+  });
+});
