@@ -146,15 +146,19 @@ describe("one dialect across commands", () => {
     expect(JSON.parse(shipped.stdout)).toMatchObject({ allowed: true, remaining: 19 });
   });
 
-  it.each(["validate", "compile", "simulate", "compare", "gen", "plan"])("%s --help states the exit codes", async (name) => {
-    const r = await runCli([name, "--help"]);
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/Exit status: 0 success; .*2/s);
-  });
+  it.each(["validate", "compile", "simulate", "compare", "gen", "plan"])(
+    "%s --help states the exit codes",
+    async (name) => {
+      const r = await runCli([name, "--help"]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/Exit status: 0 success; .*2/s);
+    },
+  );
 
   it("sluice --help lists every command of the table", async () => {
     const r = await runCli(["--help"]);
-    for (const name of ["validate", "compile", "simulate", "compare", "gen", "plan"]) expect(r.stdout).toContain(`  ${name} `);
+    for (const name of ["validate", "compile", "simulate", "compare", "gen", "plan"])
+      expect(r.stdout).toContain(`  ${name} `);
     expect(r.stdout).toContain("Exit status: 0 success; 1 invalid rules or invalid input");
   });
 
