@@ -26,6 +26,17 @@ export interface FixedWindowState {
 }
 
 export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
+  params: {
+    keys: ["limit", "window_s", "window"],
+    takes: "limit, and window_s or window",
+    capacityName: "limit",
+    read(r) {
+      const limit = r.int("limit");
+      const window = r.window(true);
+      // A fixed window only counts, so its limit is bounded by 2^50 alone (a 2,000,000/month quota is fine).
+      return limit === undefined || window === undefined ? null : { algorithm: "fixed_window", limit, window };
+    },
+  },
   project: ({ algorithm, limit, window }) => ({ algorithm, limit, window }),
   capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<FixedWindowState> {

@@ -11,8 +11,8 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { admitted, type GcraState, refused, shiftTime } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { refillMs, rescale, usedScaled } from "./shared.ts";
-import type { Algorithm, CheckOutcome, Own } from "./types.ts";
+import { RATE_KEYS, readRateAndBurst, refillMs, rescale, usedScaled } from "./shared.ts";
+import type { Algorithm, CheckOutcome, Own, ParamReader } from "./types.ts";
 
 export interface LeakyQueueParams {
   readonly algorithm: "leaky_queue";
@@ -42,7 +42,36 @@ function decideWait(params: Params, wait: number, cost: number) {
   return { decision: admitted(remaining, ceilDiv(after, a), delayMs), next: after };
 }
 
+/** `delay: n` (0 to burst, default 0) or `nodelay: true` (= burst), not both. */
+function readDelay(r: ParamReader, burst: number): number | undefined {
+  if (r.has("delay") && r.has("nodelay")) {
+    r.error("nodelay", "give delay or nodelay, not both");
+    return undefined;
+  }
+  if (r.has("nodelay")) {
+    const nodelay = r.bool("nodelay", false);
+    return nodelay === undefined ? undefined : nodelay ? burst : 0;
+  }
+  const delay = r.int("delay", { min: 0, fallback: 0 });
+  if (delay !== undefined && delay > burst) {
+    r.error("delay", `must be at most burst (${burst}), got ${delay}`);
+    return undefined;
+  }
+  return delay;
+}
+
 export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
+  params: {
+    keys: [...RATE_KEYS, "delay", "nodelay"],
+    takes: "rate_per_s or rate, burst, and delay or nodelay",
+    capacityName: "burst + 1",
+    read(r) {
+      const rb = readRateAndBurst(r, (burst) => burst + 1, "(burst + 1)", 0);
+      if (rb === null) return null;
+      const delay = readDelay(r, rb.burst);
+      return delay === undefined ? null : { algorithm: "leaky_queue", rate: rb.rate, burst: rb.burst, delay };
+    },
+  },
   project: ({ algorithm, rate, burst, delay }) => ({ algorithm, rate, burst, delay }),
   capacity: (params) => params.burst + 1,
 

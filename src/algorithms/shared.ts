@@ -1,6 +1,7 @@
 /** Pieces several algorithms share: the rate family's header window and cached-denial bound, carry-over scaling. */
-import { ceilDiv } from "./arith.ts";
-import type { Denied } from "./types.ts";
+import { ceilDiv, MAX_SCALED } from "./arith.ts";
+import type { Rate } from "./params.ts";
+import type { Denied, ParamReader } from "./types.ts";
 
 interface RateLike {
   readonly tokens: number;
@@ -40,4 +41,45 @@ export function usedScaled(
   if (aheadMs < 0) return 0;
   if (aheadMs > ceilDiv(cap, rate.tokens)) return cap;
   return Math.min(cap, aheadMs * rate.tokens + state.tatFrac);
+}
+
+/** The rate family's rule-file fields: the rate and the burst. */
+export const RATE_KEYS = ["rate_per_s", "rate", "burst"] as const;
+
+/**
+ * Read a rate and a burst of at least `minBurst`, and check that capacity × rate period stays exact (the algorithms
+ * keep it as an integer: tokens scaled by the reduced period). `null` when invalid (reported).
+ */
+export function readRateAndBurst(
+  r: ParamReader,
+  capacityOf: (burst: number) => number,
+  capacityName: string,
+  minBurst: 0 | 1,
+): { readonly rate: Rate; readonly burst: number } | null {
+  const rate = r.rate();
+  // NGINX's `limit_req` without `burst=` is burst 0: one request per interval, nothing queued. The buckets have no
+  // such reading (a bucket of 0 tokens admits nothing), so only leaky_queue takes 0.
+  const burst = r.int("burst", { min: minBurst, zeroHint: "burst 0, NGINX's default, is only for leaky_queue" });
+  if (rate === undefined || burst === undefined) return null;
+  const capacity = capacityOf(burst);
+  if (capacity * rate.perMs > MAX_SCALED) {
+    r.error(
+      "burst",
+      `${capacityName} × rate period is too large for exact arithmetic (max 2^50); ` +
+        `use a shorter period or a smaller burst (${capacity} × ${rate.perMs} ms)`,
+    );
+    return null;
+  }
+  return { rate, burst };
+}
+
+/** A sliding window's `limit × windowMs` must stay exact (counts are weighed by time). Reports and says no if not. */
+export function slidingExact(r: ParamReader, limit: number, windowMs: number): boolean {
+  if (limit * windowMs <= MAX_SCALED) return true;
+  r.error(
+    "limit",
+    `limit × window is too large for exact arithmetic (max 2^50); ` +
+      `use a shorter window or a smaller limit (${limit} × ${windowMs} ms)`,
+  );
+  return false;
 }

@@ -13,7 +13,8 @@
  * scale; raise k where the over-admission matters more than k + 1 numbers per key.
  */
 import { floorDiv, MAX_SCALED } from "./arith.ts";
-import type { Algorithm, CheckOutcome, Own } from "./types.ts";
+import { slidingExact } from "./shared.ts";
+import type { Algorithm, CheckOutcome, Own, ParamReader } from "./types.ts";
 
 export interface SlidingCounterParams {
   readonly algorithm: "sliding_counter";
@@ -39,6 +40,32 @@ export interface SlidingCounterState {
   readonly mid?: readonly number[];
   /** c_s: the current sub-window. */
   readonly curr: number;
+}
+
+/** At most this many sub-windows: a sliding counter keeps buckets + 1 counts per key. */
+export const MAX_BUCKETS = 10_000;
+
+/** `buckets` (default 1), at most `MAX_BUCKETS`. */
+function readBuckets(r: ParamReader): number | undefined {
+  const k = r.int("buckets", { fallback: 1 });
+  if (k === undefined || k <= MAX_BUCKETS) return k;
+  r.error("buckets", `must be at most ${MAX_BUCKETS} (the state keeps buckets + 1 counts per key), got ${k}`);
+  return undefined;
+}
+
+/** The window must split into `buckets` sub-windows of whole ms; say which bucket counts nearby would. */
+function bucketsDivide(r: ParamReader, windowMs: number, buckets: number): boolean {
+  if (windowMs % buckets === 0) return true;
+  let below = buckets - 1;
+  while (windowMs % below !== 0) below--;
+  let above = buckets + 1;
+  while (above <= Math.min(windowMs, 2 * buckets) && windowMs % above !== 0) above++;
+  const hint = above <= Math.min(windowMs, 2 * buckets) ? `${below} or ${above}` : `${below}`;
+  r.error(
+    "buckets",
+    `the window (${windowMs} ms) must be a whole multiple of buckets, got ${buckets}; try ${hint} (or a window in ms divisible by ${buckets})`,
+  );
+  return false;
 }
 
 /** The sub-window length, ms (validation makes `windowMs` a whole multiple of `buckets`). */
@@ -73,6 +100,21 @@ function wholeSum(counts: readonly number[]): number {
 }
 
 export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState> = {
+  params: {
+    keys: ["limit", "window_s", "window", "count_denied", "buckets"],
+    takes: "limit, window_s or window, count_denied, and buckets",
+    capacityName: "limit",
+    read(r) {
+      const limit = r.int("limit");
+      const window = r.window(false);
+      const countDenied = r.bool("count_denied", false);
+      const buckets = readBuckets(r);
+      if (limit === undefined || window?.kind !== "ms" || countDenied === undefined || buckets === undefined)
+        return null;
+      if (!slidingExact(r, limit, window.ms) || !bucketsDivide(r, window.ms, buckets)) return null;
+      return { algorithm: "sliding_counter", limit, windowMs: window.ms, countDenied, buckets };
+    },
+  },
   project: ({ algorithm, limit, windowMs, countDenied, buckets }) => ({
     algorithm,
     limit,

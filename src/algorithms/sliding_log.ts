@@ -7,6 +7,7 @@
  * Pros: no edge burst for an attacker to exploit. Cons: memory grows with the limit (8–16 B per entry).
  * Pick it for small, security-critical limits such as login attempts per IP.
  */
+import { slidingExact } from "./shared.ts";
 import type { Algorithm, CheckOutcome } from "./types.ts";
 
 export interface SlidingLogParams {
@@ -26,6 +27,17 @@ export interface SlidingLogState {
 const EMPTY: SlidingLogState = { times: [], costs: [] };
 
 export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
+  params: {
+    keys: ["limit", "window_s", "window"],
+    takes: "limit, and window_s or window",
+    capacityName: "limit",
+    read(r) {
+      const limit = r.int("limit");
+      const window = r.window(false);
+      if (limit === undefined || window?.kind !== "ms" || !slidingExact(r, limit, window.ms)) return null;
+      return { algorithm: "sliding_log", limit, windowMs: window.ms };
+    },
+  },
   project: ({ algorithm, limit, windowMs }) => ({ algorithm, limit, windowMs }),
   capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<SlidingLogState> {

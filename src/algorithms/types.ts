@@ -1,3 +1,5 @@
+import type { Rate, Window } from "./params.ts";
+
 /** What every check answers. All durations are integer milliseconds. */
 export interface Decision {
   /** Admitted or not. */
@@ -16,6 +18,43 @@ export interface CheckOutcome<S> {
   readonly decision: Decision;
   /** The state after this request; the very same object when nothing changed (e.g. a denial). */
   readonly state: S;
+}
+
+/**
+ * How an algorithm reads its parameters from a rule file. The reader (src/rules) owns the syntax, the field names in
+ * messages and the error list; the algorithm says which fields it takes and what makes them valid together.
+ */
+export interface ParamReader {
+  /** The rate: `rate_per_s` or `rate` (required). */
+  rate(): Rate | undefined;
+  /** The window: `window_s` or `window` (required); `month` only where `month` is true. */
+  window(month: boolean): Window | undefined;
+  /**
+   * An integer field, at least `min` (default 1) and at most 2^50; required unless `fallback` is given. `zeroHint`
+   * is added to the message for a 0 where 1 is the least.
+   */
+  int(
+    key: string,
+    options?: { readonly min?: 0 | 1; readonly fallback?: number; readonly zeroHint?: string },
+  ): number | undefined;
+  /** A boolean field, `fallback` when absent. */
+  bool(key: string, fallback: boolean): boolean | undefined;
+  /** Whether the rule gives the field at all. */
+  has(key: string): boolean;
+  /** Report a problem with a field (the reader says where). */
+  error(key: string, message: string): void;
+}
+
+/** An algorithm's rule-file parameters. */
+export interface ParamSpec<P> {
+  /** The parameter fields it takes; any other parameter field on a rule of this algorithm is an error. */
+  readonly keys: readonly string[];
+  /** The fields it takes, for messages: `rate_per_s or rate, and burst`. */
+  readonly takes: string;
+  /** What its capacity is, for messages: `burst`, `burst + 1`, `limit`. */
+  readonly capacityName: string;
+  /** The resolved parameters, or `null` when a field was invalid (reported through `r`). */
+  read(r: ParamReader): P | null;
 }
 
 /** An algorithm's parameters without the `algorithm` tag: what its functions are called with. */
@@ -79,6 +118,8 @@ export interface PackedRate {
  * `state === null` means a fresh key. `cost` is an integer in [1, capacity] (checked by `decide`).
  */
 export interface Algorithm<P extends { readonly algorithm: string }, S> {
+  /** Its rule-file parameters: which fields, and how they resolve. */
+  readonly params: ParamSpec<P>;
   /**
    * The algorithm's own parameters from a rule (which carries other fields too), in a fixed key order: what the
    * limiter runs, stores and fingerprints.

@@ -7,7 +7,8 @@
  * missing or invalid id; the index counts from 0), or `<file>:<line>: <message>` for YAML syntax. Bad input never
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
-import { MAX_SCALED } from "../algorithms/arith.ts";
+import { algorithmFor } from "../algorithms/index.ts";
+import type { ParamReader } from "../algorithms/types.ts";
 import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
 import { compileRoute } from "./route.ts";
 import {
@@ -55,28 +56,9 @@ const COMMON_KEYS = [
   "retry_jitter_s",
 ] as const;
 const MATCH_KEYS = ["plan", "route", "identity"] as const;
-const RATE_KEYS = ["rate_per_s", "rate", "burst"];
-const WINDOW_KEYS = ["limit", "window_s", "window"];
-/** The parameter keys each algorithm takes; any other parameter key on that algorithm is an error. */
-const PARAM_KEYS: { readonly [K in AlgorithmName]: readonly string[] } = {
-  token_bucket: RATE_KEYS,
-  gcra: RATE_KEYS,
-  leaky_bucket: RATE_KEYS,
-  leaky_queue: [...RATE_KEYS, "delay", "nodelay"],
-  fixed_window: WINDOW_KEYS,
-  sliding_log: WINDOW_KEYS,
-  sliding_counter: [...WINDOW_KEYS, "count_denied", "buckets"],
-};
-const ALL_PARAM_KEYS = [...new Set(Object.values(PARAM_KEYS).flat())];
-const TAKES: { readonly [K in AlgorithmName]: string } = {
-  token_bucket: "rate_per_s or rate, and burst",
-  gcra: "rate_per_s or rate, and burst",
-  leaky_bucket: "rate_per_s or rate, and burst",
-  leaky_queue: "rate_per_s or rate, burst, and delay or nodelay",
-  fixed_window: "limit, and window_s or window",
-  sliding_log: "limit, and window_s or window",
-  sliding_counter: "limit, window_s or window, count_denied, and buckets",
-};
+/** The parameter fields an algorithm takes (its file says which); any other parameter field on it is an error. */
+const paramSpec = (algorithm: AlgorithmName) => algorithmFor({ algorithm }).params;
+const ALL_PARAM_KEYS = [...new Set(ALGORITHMS.flatMap((a) => paramSpec(a).keys))];
 
 /** The rules of one file, from its plain values (see yaml.ts): all valid rules, and every problem. */
 export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[] } {
@@ -162,7 +144,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   }
 
   const algorithm = resolveAlgorithm(raw, e);
-  const known: readonly string[] = algorithm === null ? ALL_PARAM_KEYS : PARAM_KEYS[algorithm];
+  const known: readonly string[] = algorithm === null ? ALL_PARAM_KEYS : paramSpec(algorithm).keys;
   for (const key of raw.keys()) {
     if ((COMMON_KEYS as readonly string[]).includes(key) || known.includes(key)) continue;
     if ((MATCH_KEYS as readonly string[]).includes(key)) {
@@ -177,7 +159,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   const match = resolveMatch(raw, e);
   const params = algorithm === null ? null : resolveParams(algorithm, raw, e);
   const capacity = params === null ? null : capacityOf(params);
-  const capacityName = algorithm === null ? "" : capacityNameOf(algorithm);
+  const capacityName = algorithm === null ? "" : paramSpec(algorithm).capacityName;
   const cost = optional(raw, "cost", 1, (v) => positiveInt(e, "cost", v));
   if (cost !== undefined && capacity !== null && cost > capacity) {
     e.add("cost", exceedsCapacity(cost, capacity, capacityName));
@@ -227,7 +209,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
 }
 
 function notAParameterOf(algorithm: AlgorithmName): string {
-  return `not a parameter of ${algorithm} (${algorithm} takes ${TAKES[algorithm]})`;
+  return `not a parameter of ${algorithm} (${algorithm} takes ${paramSpec(algorithm).takes})`;
 }
 
 /**
@@ -250,21 +232,24 @@ export function resolveOverride(rule: ResolvedRule, value: Raw, where: string, o
     return null;
   }
   if (!(value instanceof Map)) {
-    e.add("limits", `must be a mapping of ${algorithm} parameters (${TAKES[algorithm]}), got ${describe(value)}`);
+    e.add(
+      "limits",
+      `must be a mapping of ${algorithm} parameters (${paramSpec(algorithm).takes}), got ${describe(value)}`,
+    );
     return null;
   }
-  const known = PARAM_KEYS[algorithm];
+  const known = paramSpec(algorithm).keys;
   for (const key of value.keys()) {
     if (known.includes(key)) continue;
     if (key === "algorithm")
       e.add(key, `an override keeps the rule's algorithm (${algorithm}); change it in the rule file`);
     else if (ALL_PARAM_KEYS.includes(key)) e.add(key, notAParameterOf(algorithm));
-    else e.add(key, unknownKey(key, known, `${algorithm} takes ${TAKES[algorithm]}`));
+    else e.add(key, unknownKey(key, known, `${algorithm} takes ${paramSpec(algorithm).takes}`));
   }
   const params = resolveParams(algorithm, value, e);
   if (params === null || e.count > 0) return null;
   const capacity = capacityOf(params);
-  const capacityName = capacityNameOf(algorithm);
+  const capacityName = paramSpec(algorithm).capacityName;
   if (rule.cost > capacity) e.add("cost", exceedsCapacity(rule.cost, capacity, capacityName));
   for (const { route, cost } of rule.costByRoute) {
     if (cost > capacity)
@@ -333,71 +318,32 @@ function describePlan(p: Raw | undefined): string {
   return describe(p);
 }
 
+/** The algorithm's parameters, read by its own `params.read` through a reader that knows rule-file syntax. */
 function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): AlgorithmParams | null {
-  switch (algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-    case "leaky_queue": {
-      const rate = resolveRate(algorithm, raw, e);
-      // NGINX's `limit_req` without `burst=` is burst 0: one request per interval, nothing queued. The buckets have
-      // no such reading (a bucket of 0 tokens admits nothing), so only leaky_queue takes 0.
-      const burst = required(raw, e, algorithm, "burst", (v) =>
-        algorithm === "leaky_queue" ? nonNegativeInt(e, "burst", v) : positiveBurst(e, v),
-      );
-      if (rate === undefined || burst === undefined) return null;
-      const capacity = algorithm === "leaky_queue" ? burst + 1 : burst;
-      // The algorithms keep capacity × perMs as an exact integer (tokens scaled by the reduced period).
-      if (capacity * rate.perMs > MAX_SCALED) {
-        e.add(
-          "burst",
-          `${algorithm === "leaky_queue" ? "(burst + 1)" : "burst"} × rate period is too large for exact arithmetic (max 2^50); ` +
-            `use a shorter period or a smaller burst (${capacity} × ${rate.perMs} ms)`,
-        );
-        return null;
-      }
-      if (algorithm !== "leaky_queue") return { algorithm, rate, burst };
-      const delay = resolveDelay(raw, e, burst);
-      return delay === undefined ? null : { algorithm, rate, burst, delay };
-    }
-    case "fixed_window":
-    case "sliding_log":
-    case "sliding_counter": {
-      const limit = required(raw, e, algorithm, "limit", (v) => positiveInt(e, "limit", v));
-      const window = resolveWindow(algorithm, raw, e);
-      const countDenied =
-        algorithm === "sliding_counter"
-          ? optional(raw, "count_denied", false, (v) => {
-              if (typeof v === "boolean") return v;
-              e.add("count_denied", `must be true or false, got ${describe(v)}`);
-              return undefined;
-            })
-          : false;
-      const buckets = algorithm === "sliding_counter" ? optional(raw, "buckets", 1, (v) => resolveBuckets(e, v)) : 1;
-      if (limit === undefined || window === undefined || countDenied === undefined || buckets === undefined)
-        return null;
-      // A fixed window only counts, so its limit is bounded by 2^50 alone (a 2,000,000/month quota is fine).
-      if (algorithm === "fixed_window") return { algorithm, limit, window };
-      // resolveWindow only gives sliding windows a length in ms.
-      if (window.kind !== "ms") return null;
-      // Sliding windows weigh counts by time (limit × windowMs) and keep that as an exact integer.
-      if (limit * window.ms > MAX_SCALED) {
-        e.add(
-          "limit",
-          `limit × window is too large for exact arithmetic (max 2^50); ` +
-            `use a shorter window or a smaller limit (${limit} × ${window.ms} ms)`,
-        );
-        return null;
-      }
-      if (algorithm === "sliding_log") return { algorithm, limit, windowMs: window.ms };
-      if (!bucketsDivide(e, window.ms, buckets)) return null;
-      return { algorithm, limit, windowMs: window.ms, countDenied, buckets };
-    }
-    default: {
-      const never: never = algorithm;
-      return never;
-    }
-  }
+  const reader: ParamReader = {
+    rate: () => resolveRate(algorithm, raw, e),
+    window: (month) => resolveWindow(algorithm, raw, e, month),
+    int(key, options = {}) {
+      const { min = 1, fallback, zeroHint } = options;
+      const parse = (v: Raw | undefined) => {
+        if (min === 1 && v === 0n && zeroHint !== undefined) {
+          e.add(key, `must be a positive integer, got 0 (${zeroHint})`);
+          return undefined;
+        }
+        return min === 1 ? positiveInt(e, key, v) : nonNegativeInt(e, key, v);
+      };
+      return fallback === undefined ? required(raw, e, algorithm, key, parse) : optional(raw, key, fallback, parse);
+    },
+    bool: (key, fallback) =>
+      optional(raw, key, fallback, (v) => {
+        if (typeof v === "boolean") return v;
+        e.add(key, `must be true or false, got ${describe(v)}`);
+        return undefined;
+      }),
+    has: (key) => raw.has(key),
+    error: (key, message) => e.add(key, message),
+  };
+  return paramSpec(algorithm).read(reader) as AlgorithmParams | null;
 }
 
 function resolveRate(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): Rate | undefined {
@@ -429,7 +375,12 @@ function resolveRate(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErr
   return undefined;
 }
 
-function resolveWindow(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): Window | undefined {
+function resolveWindow(
+  algorithm: AlgorithmName,
+  raw: Map<string, Raw>,
+  e: RuleErrors,
+  month: boolean,
+): Window | undefined {
   const hasSeconds = raw.has("window_s");
   const hasText = raw.has("window");
   if (hasSeconds && hasText) {
@@ -448,16 +399,13 @@ function resolveWindow(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleE
   if (hasText) {
     const v = raw.get("window");
     if (v === "month") {
-      if (algorithm === "fixed_window") return { kind: "month" };
+      if (month) return { kind: "month" };
       e.add("window", `month is only for fixed_window; ${algorithm} needs a fixed length such as 30d`);
       return undefined;
     }
     if (typeof v !== "string") {
       const hint = typeof v === "bigint" ? " (for a number of seconds, use window_s)" : "";
-      e.add(
-        "window",
-        `must be ${DURATION_HINT}${algorithm === "fixed_window" ? ", or month" : ""}, got ${describe(v)}${hint}`,
-      );
+      e.add("window", `must be ${DURATION_HINT}${month ? ", or month" : ""}, got ${describe(v)}${hint}`);
       return undefined;
     }
     const d = parseDuration(v);
@@ -469,52 +417,6 @@ function resolveWindow(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleE
   }
   e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
   return undefined;
-}
-
-/** At most this many sub-windows: a sliding counter keeps buckets + 1 counts per key. */
-export const MAX_BUCKETS = 10_000;
-
-function resolveBuckets(e: RuleErrors, v: Raw | undefined): number | undefined {
-  const k = positiveInt(e, "buckets", v);
-  if (k === undefined || k <= MAX_BUCKETS) return k;
-  e.add("buckets", `must be at most ${MAX_BUCKETS} (the state keeps buckets + 1 counts per key), got ${k}`);
-  return undefined;
-}
-
-/** The window must split into `buckets` sub-windows of whole ms; say which bucket counts nearby would. */
-function bucketsDivide(e: RuleErrors, windowMs: number, buckets: number): boolean {
-  if (windowMs % buckets === 0) return true;
-  let below = buckets - 1;
-  while (windowMs % below !== 0) below--;
-  let above = buckets + 1;
-  while (above <= Math.min(windowMs, 2 * buckets) && windowMs % above !== 0) above++;
-  const hint = above <= Math.min(windowMs, 2 * buckets) ? `${below} or ${above}` : `${below}`;
-  e.add(
-    "buckets",
-    `the window (${windowMs} ms) must be a whole multiple of buckets, got ${buckets}; try ${hint} (or a window in ms divisible by ${buckets})`,
-  );
-  return false;
-}
-
-function resolveDelay(raw: Map<string, Raw>, e: RuleErrors, burst: number): number | undefined {
-  if (raw.has("delay") && raw.has("nodelay")) {
-    e.add("nodelay", "give delay or nodelay, not both");
-    return undefined;
-  }
-  if (raw.has("nodelay")) {
-    const v = raw.get("nodelay");
-    if (typeof v !== "boolean") {
-      e.add("nodelay", `must be true or false, got ${describe(v)}`);
-      return undefined;
-    }
-    return v ? burst : 0;
-  }
-  const delay = optional(raw, "delay", 0, (v) => nonNegativeInt(e, "delay", v));
-  if (delay !== undefined && delay > burst) {
-    e.add("delay", `must be at most burst (${burst}), got ${delay}`);
-    return undefined;
-  }
-  return delay;
 }
 
 function resolveCostByRoute(
@@ -549,12 +451,6 @@ function resolveCostByRoute(
   return ok ? out : undefined;
 }
 
-function capacityNameOf(algorithm: AlgorithmName): string {
-  if (algorithm === "leaky_queue") return "burst + 1";
-  if (algorithm === "fixed_window" || algorithm === "sliding_log" || algorithm === "sliding_counter") return "limit";
-  return "burst";
-}
-
 function exceedsCapacity(cost: number, capacity: number, capacityName: string): string {
   return `cost ${cost} is more than the rule's capacity ${capacity} (${capacityName}); such a request could never be admitted`;
 }
@@ -584,14 +480,6 @@ function positiveInt(e: RuleErrors, field: string, v: Raw | undefined): number |
   }
   e.add(field, `must be a positive integer, got ${describe(v)}`);
   return undefined;
-}
-
-function positiveBurst(e: RuleErrors, v: Raw | undefined): number | undefined {
-  if (v === 0n) {
-    e.add("burst", "must be a positive integer, got 0 (burst 0, NGINX's default, is only for leaky_queue)");
-    return undefined;
-  }
-  return positiveInt(e, "burst", v);
 }
 
 function nonNegativeInt(e: RuleErrors, field: string, v: Raw | undefined): number | undefined {
