@@ -98,6 +98,10 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
     const i = windowIndex(params.window, nowMs);
     return windowStartMs(params.window, i + 1) - windowStartMs(params.window, i);
   },
+  // A month window's peak is measured over 31 days, the longest month.
+  peakSpanMs: (params) => (params.window.kind === "ms" ? params.window.ms : 31 * 86_400_000),
+  describe: (params, words) =>
+    `fixed_window ${params.limit} per ${params.window.kind === "ms" ? words.span(params.window.ms) : "month"}`,
   denialsCount: () => false,
   // Until the window ends, any cost above what was left is denied too.
   smallerDeniedUntilMs: (_params, denied, cost) => (cost > denied.remaining ? denied.untilMs : null),

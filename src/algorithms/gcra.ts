@@ -124,6 +124,8 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
   },
 
   headerWindowMs: (params) => refillMs(params.burst, params.rate),
+  peakSpanMs: (params) => params.rate.periodMs,
+  describe: (params, words) => `${params.algorithm} ${words.rate(params.rate)}, burst ${params.burst}`,
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
 

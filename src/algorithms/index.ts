@@ -12,10 +12,10 @@ import { leakyQueue } from "./leaky_queue.ts";
 import { slidingCounter } from "./sliding_counter.ts";
 import { slidingLog } from "./sliding_log.ts";
 import { tokenBucket } from "./token_bucket.ts";
-import type { Algorithm, Decision, Denied, PackedPath } from "./types.ts";
+import type { Algorithm, Decision, Denied, PackedPath, Words } from "./types.ts";
 
 export type { Rate, Window } from "./params.ts";
-export type { Decision, Denied } from "./types.ts";
+export type { Decision, Denied, Words } from "./types.ts";
 
 const TABLE = {
   token_bucket: tokenBucket,
@@ -143,6 +143,16 @@ export function capacityLabel(params: AlgorithmParams): string {
 /** The level a chart draws for `state` at `tMs` (no request in between). */
 export function levelAt(params: AlgorithmParams, state: AlgorithmState | null, tMs: number): number {
   return algorithmFor(params).level.at(params, state, tMs);
+}
+
+/** The span a report measures "the most admitted in any span of the rule's length" over, ms. */
+export function peakSpanMs(params: AlgorithmParams): number {
+  return algorithmFor(params).peakSpanMs(params);
+}
+
+/** The rule's algorithm and parameters in one short line, in rule-file terms, with durations and rates as `words` writes them. */
+export function describeParams(params: AlgorithmParams, words: Words): string {
+  return algorithmFor(params).describe(params, words);
 }
 
 /** The algorithm's packed one-number fast path, if it has one. */

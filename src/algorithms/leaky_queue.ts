@@ -111,6 +111,11 @@ export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
   },
 
   headerWindowMs: (params) => refillMs(params.burst + 1, params.rate),
+  peakSpanMs: (params) => params.rate.periodMs,
+  describe(params, words) {
+    const delay = params.delay === params.burst ? "nodelay" : `delay ${params.delay}`;
+    return `leaky_queue ${words.rate(params.rate)}, burst ${params.burst}, ${delay}`;
+  },
   denialsCount: () => false,
   // Admission depends on the queue's wait, not on the cost: every cost is denied until the same time.
   smallerDeniedUntilMs: (_params, denied) => denied.untilMs,

@@ -184,6 +184,10 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
   },
 
   headerWindowMs: (params) => params.windowMs,
+  peakSpanMs: (params) => params.windowMs,
+  describe: (params, words) =>
+    `sliding_counter ${params.limit} per ${words.span(params.windowMs)}` +
+    `${params.buckets > 1 ? `, ${params.buckets} buckets` : ""}${params.countDenied ? ", count_denied" : ""}`,
   // With count_denied a denial is counted: a remembered denial must not stand in for the next request.
   denialsCount: (params) => params.countDenied,
   // How fast a smaller cost fits depends on how the counts are spread: nothing is certain.

@@ -111,6 +111,8 @@ export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
   carryOver: (_prev, _next, state) => state,
 
   headerWindowMs: (params) => params.windowMs,
+  peakSpanMs: (params) => params.windowMs,
+  describe: (params, words) => `sliding_log ${params.limit} per ${words.span(params.windowMs)}`,
   denialsCount: () => false,
   // How fast a smaller cost fits depends on the log's shape: nothing is certain.
   smallerDeniedUntilMs: () => null,

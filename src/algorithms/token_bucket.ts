@@ -104,6 +104,8 @@ export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
   },
 
   headerWindowMs: (params) => refillMs(params.burst, params.rate),
+  peakSpanMs: (params) => params.rate.periodMs,
+  describe: (params, words) => `${params.algorithm} ${words.rate(params.rate)}, burst ${params.burst}`,
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
 

@@ -57,6 +57,12 @@ export interface ParamSpec<P> {
   read(r: ParamReader): P | null;
 }
 
+/** How a shell writes durations and rates for people (`describe` uses them): `10s`, `min`; `10/s`, `7/3s`. */
+export interface Words {
+  span(ms: number): string;
+  rate(rate: Rate): string;
+}
+
 /** An algorithm's parameters without the `algorithm` tag: what its functions are called with. */
 export type Own<P> = Omit<P, "algorithm">;
 
@@ -150,6 +156,10 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
    */
   smallerDeniedUntilMs(params: Own<P>, denied: Denied, cost: number): number | null;
   readonly level: Level<Own<P>, S>;
+  /** The span over which a report measures "the most admitted in any span of the rule's length", ms. */
+  peakSpanMs(params: Own<P>): number;
+  /** The algorithm and its parameters in one short line, in rule-file terms: `token_bucket 10/s, burst 20`. */
+  describe(params: P, words: Words): string;
   /** A packed one-number fast path, where the state is one number. */
   readonly packed?: PackedPath<P>;
 }

@@ -2,7 +2,7 @@
  * The pure half of `sluice compare`: run several rules over one trace with the exact core (each rule alone, one
  * state per key, no clock), and sum up what each did. Data in, data out; the command and the SVG are shells.
  */
-import type { AlgorithmState } from "../algorithms/index.ts";
+import { type AlgorithmState, describeParams, peakSpanMs as peakSpanOf } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { formatDurationUnit, formatSpan, formatTime, type TimeStyle } from "./time.ts";
 
@@ -92,51 +92,14 @@ export interface Comparison {
   readonly lastMs: number | null;
 }
 
-/** A month window's peak is measured over 31 days, the longest month. */
-const MONTH_SPAN_MS = 31 * 86_400_000;
-
-/** The span a rule's "most admitted in any window of the rule's length" is measured over. */
+/** The span a rule's "most admitted in any window of the rule's length" is measured over (the algorithm says). */
 export function peakSpanMs(rule: ResolvedRule): number {
-  switch (rule.algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-    case "leaky_queue":
-      return rule.rate.periodMs;
-    case "fixed_window":
-      return rule.window.kind === "ms" ? rule.window.ms : MONTH_SPAN_MS;
-    case "sliding_log":
-    case "sliding_counter":
-      return rule.windowMs;
-    default: {
-      const never: never = rule;
-      return never;
-    }
-  }
+  return peakSpanOf(rule);
 }
 
 /** A rule's algorithm and parameters in one short line, in rule-file terms: `token_bucket 10/s, burst 20`. */
 export function describeRule(rule: ResolvedRule): string {
-  switch (rule.algorithm) {
-    case "token_bucket":
-    case "gcra":
-    case "leaky_bucket":
-      return `${rule.algorithm} ${rateText(rule.rate.amount, rule.rate.periodMs)}, burst ${rule.burst}`;
-    case "leaky_queue": {
-      const delay = rule.delay === rule.burst ? "nodelay" : `delay ${rule.delay}`;
-      return `leaky_queue ${rateText(rule.rate.amount, rule.rate.periodMs)}, burst ${rule.burst}, ${delay}`;
-    }
-    case "fixed_window":
-      return `fixed_window ${rule.limit} per ${rule.window.kind === "ms" ? formatSpan(rule.window.ms) : "month"}`;
-    case "sliding_log":
-      return `sliding_log ${rule.limit} per ${formatSpan(rule.windowMs)}`;
-    case "sliding_counter":
-      return `sliding_counter ${rule.limit} per ${formatSpan(rule.windowMs)}${rule.buckets > 1 ? `, ${rule.buckets} buckets` : ""}${rule.countDenied ? ", count_denied" : ""}`;
-    default: {
-      const never: never = rule;
-      return never;
-    }
-  }
+  return describeParams(rule, { span: formatSpan, rate: (r) => rateText(r.amount, r.periodMs) });
 }
 
 function rateText(amount: number, periodMs: number): string {
