@@ -10,6 +10,7 @@
 import { algorithmFor } from "../algorithms/index.ts";
 import type { ParamReader } from "../algorithms/types.ts";
 import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
+import { DEFAULT_LEASE_TTL_MS, leaseKindOf, MAX_LEASE_TTL_MS } from "./lease.ts";
 import { compileRoute } from "./route.ts";
 import {
   ALGORITHMS,
@@ -18,6 +19,7 @@ import {
   capacityOf,
   DEFAULT_TIMEOUT_MS,
   type Identity,
+  type LeaseSettings,
   type Rate,
   type ResolvedRule,
   type RoutePattern,
@@ -54,6 +56,7 @@ const COMMON_KEYS = [
   "timeout_ms",
   "status",
   "retry_jitter_s",
+  "lease",
 ] as const;
 const MATCH_KEYS = ["plan", "route", "identity"] as const;
 /** The parameter fields an algorithm takes (its file says which); any other parameter field on it is an error. */
@@ -175,6 +178,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     return undefined;
   });
   const retryJitterS = optional(raw, "retry_jitter_s", 0, (v) => nonNegativeInt(e, "retry_jitter_s", v));
+  const lease = optional(raw, "lease", null, (v) => resolveLease(v, e, algorithm, scope, capacity));
 
   if (
     e.count > 0 ||
@@ -188,7 +192,8 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     onError === undefined ||
     timeoutMs === undefined ||
     status === undefined ||
-    retryJitterS === undefined
+    retryJitterS === undefined ||
+    lease === undefined
   ) {
     return null;
   }
@@ -204,6 +209,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     cost,
     costByRoute,
     retryJitterS,
+    lease,
   };
   return { ...common, ...params } as ResolvedRule;
 }
@@ -417,6 +423,83 @@ function resolveWindow(
   }
   e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
   return undefined;
+}
+
+const LEASE_KEYS = ["ttl", "units", "above"] as const;
+
+function resolveLease(
+  v: Raw | undefined,
+  e: RuleErrors,
+  algorithm: AlgorithmName | null,
+  scope: string | undefined,
+  capacity: number | null,
+): LeaseSettings | null | undefined {
+  if (!(v instanceof Map)) {
+    e.add("lease", `must be a mapping such as { ttl: 1s, units: 100, above: 200/s }, got ${describe(v)}`);
+    return undefined;
+  }
+  let ok = true;
+  for (const key of v.keys()) {
+    if ((LEASE_KEYS as readonly string[]).includes(key)) continue;
+    e.add(`lease.${key}`, unknownKey(key, LEASE_KEYS, "lease takes ttl, units and above"));
+    ok = false;
+  }
+  if (algorithm !== null) {
+    const kind = leaseKindOf(algorithm);
+    if (kind.kind === "none") {
+      e.add(
+        "lease",
+        `${algorithm} takes no lease (${kind.why}); leases are for fixed_window, token_bucket, gcra and leaky_bucket`,
+      );
+      ok = false;
+    }
+  }
+  if (scope === "local") {
+    e.add(
+      "lease",
+      "a lease is a slice of a global key's budget; a scope: local rule is already decided in the isolate",
+    );
+    ok = false;
+  }
+  let ttlMs = DEFAULT_LEASE_TTL_MS;
+  if (v.has("ttl")) {
+    const t = v.get("ttl");
+    const d = typeof t === "string" ? parseDuration(t) : { error: `must be ${DURATION_HINT}, got ${describe(t)}` };
+    if ("error" in d) {
+      e.add("lease.ttl", d.error);
+      ok = false;
+    } else if (d.ms > MAX_LEASE_TTL_MS) {
+      e.add(
+        "lease.ttl",
+        `must be at most 10s (the bound for rate rules loosens by rate × ttl), got ${JSON.stringify(t)}`,
+      );
+      ok = false;
+    } else {
+      ttlMs = d.ms;
+    }
+  }
+  let units: number | null = null;
+  if (v.has("units")) {
+    const n = positiveInt(e, "lease.units", v.get("units"));
+    if (n === undefined) ok = false;
+    else if (capacity !== null && n > capacity) {
+      e.add("lease.units", `must be at most the rule's capacity ${capacity}, got ${n}`);
+      ok = false;
+    } else units = n;
+  }
+  let above: Rate | null = null;
+  if (v.has("above")) {
+    const a = v.get("above");
+    const rate =
+      typeof a === "string"
+        ? parseRate(a)
+        : { error: `must be a rate "<amount>/<duration>" such as 200/s, got ${describe(a)}` };
+    if ("error" in rate) {
+      e.add("lease.above", rate.error);
+      ok = false;
+    } else above = rate;
+  }
+  return ok ? { ttlMs, units, above } : undefined;
 }
 
 function resolveCostByRoute(

@@ -61,6 +61,18 @@ export interface RuleCommon {
   readonly costByRoute: readonly { readonly route: RoutePattern; readonly cost: number }[];
   /** Max extra whole seconds added to `Retry-After` per client (deterministic per key). Default 0 (off). */
   readonly retryJitterS: number;
+  /** Isolates may hold a slice of a hot key's budget (see rules/lease.ts). Default `null` (off). */
+  readonly lease: LeaseSettings | null;
+}
+
+/** A rule's `lease` setting. */
+export interface LeaseSettings {
+  /** How long an isolate may admit from one lease, ms. Default 1000. */
+  readonly ttlMs: number;
+  /** Units per lease; `null` (default): what this isolate saw of the key in one `ttlMs`, at least 1. */
+  readonly units: number | null;
+  /** Lease only while this isolate sees the key above this rate; `null` (default): always. */
+  readonly above: Rate | null;
 }
 
 /** A rule for one algorithm: what every rule has, and that algorithm's parameters. */

@@ -2,7 +2,8 @@
  * The admin API under /_sluice/, for operators (curl, dashboards):
  *
  *   GET  /_sluice/rules                      the resolved rules, as deployed
- *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged
+ *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged,
+ *                                            and the lease this isolate holds of it (`lease`, null when none)
  *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
  *   GET  /_sluice/stats                      this isolate's counters
  *   GET  /_sluice/denials                    this isolate's most recent denials (hashed keys; a bounded ring)
@@ -89,6 +90,7 @@ export async function handleAdmin(
           max_keys: settings.maxKeys,
           cache_entries: isolate.blocked.size,
           cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
+          leases_held: isolate.calls.leasesHeld,
         })
       );
     }
@@ -154,14 +156,18 @@ async function stateOrReset(
         : ((await limiterStub(env.LIMITER, rule.id, keyHash).peek({
             rule: { id: rule.id, params: compiled.params },
           })) as PeekResult);
+    // Units this isolate holds of the key's budget (already charged in the object), said plainly.
+    const lease = rule.scope === "local" ? null : isolate.calls.leaseOf(objectNameOf(rule.id, keyHash));
     return json({
       ...base,
       remaining: peek.remaining,
       reset_after_ms: peek.resetAfterMs,
       retry_after_ms: peek.retryAfterMs,
+      lease: lease === null ? null : { units_left: lease.unitsLeft, units: lease.units, ends_in_ms: lease.endsInMs },
     });
   }
   isolate.blocked.forget(objectNameOf(rule.id, keyHash));
+  if (rule.scope !== "local") isolate.calls.dropLease(objectNameOf(rule.id, keyHash));
   const existed =
     rule.scope === "local"
       ? isolate.local.delete(compiled, settings.maxKeys, keyHash)

@@ -1,16 +1,18 @@
 /**
  * The "ask" step of the request path: one rule's answer for one request, never an exception. `scope: local` rules
- * are decided in this isolate; `scope: global` rules by their Durable Object within the rule's time budget, unless
- * this isolate already knows the object's denial (the gateway looked it up once and passes it in).
+ * are decided in this isolate; `scope: global` rules by their Durable Object within the rule's time budget (through
+ * the isolate's coalescer: one call in flight per key, the requests that arrive meanwhile in the next call, and the
+ * rule's lease if it has one, see coalesce.ts), unless this isolate already knows the object's denial (the gateway
+ * looked it up once and passes it in).
  */
 import type { Decision } from "../algorithms/index.ts";
 import type { Isolate } from "./isolate.ts";
 import type { Applicable, CompiledRule } from "./match.ts";
 import type { Source } from "./metrics.ts";
-import { limiterStub, objectNameOf } from "./names.ts";
-import { checkObject, type FailureKind } from "./object_call.ts";
+import { objectNameOf } from "./names.ts";
+import { durableObjectTransport, type FailureKind } from "./object_call.ts";
 import type { Env, Settings } from "./settings.ts";
-import { type CheckInput, type CheckResult, fingerprintOf, type RefundResult } from "./store.ts";
+import { type CheckResult, fingerprintOf, type RefundResult } from "./store.ts";
 
 /** What asking one rule produced. */
 export type Outcome =
@@ -39,6 +41,8 @@ export interface AskContext {
   readonly env: Env;
   readonly settings: Settings;
   readonly isolate: Isolate;
+  /** The request's context, to keep background work alive (a lease's return at its end). */
+  readonly ctx?: ExecutionContext;
 }
 
 /**
@@ -72,31 +76,42 @@ function askLocal({ settings, isolate }: AskContext, app: Applicable): Outcome {
   return { kind: "decided", app, decision: result.decision, source: "local", atMs, refund: () => refund(atMs) };
 }
 
-async function askObject({ env, settings, isolate }: AskContext, app: Applicable): Promise<Outcome> {
+async function askObject({ env, settings, isolate, ctx }: AskContext, app: Applicable): Promise<Outcome> {
   const { compiled, keyHash, cost } = app;
   const { rule, params } = compiled;
   const name = objectNameOf(rule.id, keyHash);
-  const input: CheckInput = { rule: { id: rule.id, params }, cost };
-  const refund = async (admittedAtMs: number): Promise<RefundResult> => {
-    // A refund can make the object more generous than a denial this isolate remembers.
-    isolate.blocked.forget(name);
-    return (await limiterStub(env.LIMITER, rule.id, keyHash).refund({ ...input, admittedAtMs })) as RefundResult;
-  };
   const sentAtMs = isolate.clock();
-  const answer = await checkObject(env.LIMITER, name, input, settings.limiterTimeoutMs ?? rule.timeoutMs, isolate);
+  // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.
+  const asked = await isolate.calls.ask({
+    transport: durableObjectTransport(env.LIMITER),
+    name,
+    rule: { id: rule.id, params },
+    cost,
+    timeoutMs: settings.limiterTimeoutMs ?? rule.timeoutMs,
+    lease: rule.lease,
+    keepAlive: ctx === undefined ? undefined : (work) => ctx.waitUntil(work),
+  });
+  // A refund can make the object more generous than a denial this isolate remembers.
+  const forgetting =
+    <A extends unknown[]>(refund: (...args: A) => Promise<RefundResult>) =>
+    (...args: A) => {
+      isolate.blocked.forget(name);
+      return refund(...args);
+    };
   const reason = failureReason(app);
-  if (answer.kind === "failed") {
-    const { failure, message, attempts, late } = answer;
-    return { kind: "failed", app, reason, failure, error: message, attempts, late, refund };
+  if (asked.kind === "failed") {
+    const { failure, message, attempts, late } = asked;
+    return { kind: "failed", app, reason, failure, error: message, attempts, late, refund: forgetting(asked.refund) };
   }
-  const { result, attempts } = answer;
+  const { result, attempts } = asked;
   if (!result.ok) {
+    const refund = forgetting(asked.refund);
     return { kind: "failed", app, reason, failure: "invalid", error: result.error, attempts, late: null, refund };
   }
   if (result.decision.allowed) isolate.blocked.forget(name);
   else isolate.blocked.remember(name, fingerprintOfRule(compiled), params, cost, sentAtMs, result.decision);
   const { decision, atMs } = result;
-  return { kind: "decided", app, decision, source: "object", atMs, refund: () => refund(atMs) };
+  return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund) };
 }
 
 const fingerprints = new WeakMap<CompiledRule, string>();

@@ -290,8 +290,18 @@ async function respond(
       ? echo(request, url, cx, outcomes, verdict.delayMs)
       : await forward(request, url, cx.forwardPath, upstream);
   for (const [name, value] of fields.headers) response.headers.set(name, value);
+  // Said plainly: these rules answered from this isolate's lease (their RateLimit figures are the lease's).
+  const leased = outcomes.flatMap((o) =>
+    o.kind === "decided" && o.source === "lease" && o.app.compiled.rule.mode === "enforce"
+      ? [o.app.compiled.rule.id]
+      : [],
+  );
+  if (leased.length > 0) response.headers.set(LEASE_HEADER, leased.join(", "));
   return response;
 }
+
+/** Lists the rules whose decision came from this isolate's lease (a slice of the key's budget held here). */
+export const LEASE_HEADER = "Sluice-Lease";
 
 function viewOf(app: Applicable, decision: Decision, atMs: number, after: RefundResult): RuleView {
   const { compiled, keyHash } = app;

@@ -5,8 +5,10 @@
  * singleton; a test that wants a clean isolate makes a new one.
  */
 import { BlockedCache } from "./blocked_cache.ts";
+import { Coalescer } from "./coalesce.ts";
 import { LocalScope } from "./local_scope.ts";
 import { newStats, type Stats } from "./metrics.ts";
+import { resumeInOwnContext } from "./object_call.ts";
 import { PlanCache } from "./plan.ts";
 import { RecentDenials } from "./recent_denials.ts";
 
@@ -28,6 +30,8 @@ export interface Isolate {
   readonly plans: PlanCache;
   /** The most recent denials, for the dashboard (recent_denials.ts). */
   readonly denials: RecentDenials;
+  /** Calls to the objects, one in flight per key, and the leases held here (coalesce.ts). */
+  readonly calls: Coalescer;
 }
 
 export interface IsolateOptions {
@@ -40,11 +44,21 @@ export const systemClock: Clock = () => Date.now();
 export const systemSleep: Sleep = (ms) => scheduler.wait(ms);
 
 export function createIsolate(options: IsolateOptions = {}): Isolate {
+  const clock = options.clock ?? systemClock;
+  const sleep = options.sleep ?? systemSleep;
+  const stats = newStats();
   return {
-    clock: options.clock ?? systemClock,
-    sleep: options.sleep ?? systemSleep,
+    clock,
+    sleep,
     blocked: new BlockedCache(),
-    stats: newStats(),
+    stats,
+    calls: new Coalescer({
+      clock,
+      sleep,
+      counters: stats,
+      newId: () => crypto.randomUUID(),
+      resume: resumeInOwnContext,
+    }),
     local: new LocalScope(),
     plans: new PlanCache(),
     denials: new RecentDenials(),

@@ -10,14 +10,19 @@
  * set once and re-armed by the alarm itself if the key was used since: one alarm write per idle period, not one per
  * request.
  *
- * RPC: `check({ rule, cost })` and `refund({ rule, cost, admittedAtMs })`, see store.ts for the types; for the admin
- * API, `peek({ rule })` (a cost-1 request's view, nothing charged or written) and `reset()` (forget the key).
+ * RPC: `check({ rule, id, costs, giveBack?, lease? })` decides a batch of requests in arrival order at one instant (an
+ * isolate coalesces the requests for this key that arrived while its previous call was in flight, see coalesce.ts),
+ * takes back a lease's unused units and grants a new lease; a call id it already applied (a retry after a broken
+ * connection or a reset) is answered as remembered and charged nothing. `refund({ rule, cost, admittedAtMs })` gives
+ * an admission back. See store.ts for the types. For the admin API, `peek({ rule })` (a cost-1 request's view,
+ * nothing charged or written) and `reset()` (forget the key).
  */
 import { DurableObject } from "cloudflare:workers";
+import { leaseTermMs } from "../rules/lease.ts";
 import {
-  type CheckInput,
-  type CheckResult,
-  checkRecord,
+  type CallInput,
+  type CallResult,
+  callRecord,
   type LimiterRecord,
   type LimiterRule,
   type PeekResult,
@@ -38,10 +43,10 @@ export class SluiceLimiter extends DurableObject {
   /** The write every change since the last one is waiting for; `null` when none is scheduled. */
   private pendingCommit: Promise<void> | null = null;
 
-  async check(input: CheckInput): Promise<CheckResult> {
+  async check(input: CallInput): Promise<CallResult> {
     const nowMs = Date.now();
     const before = this.load();
-    const { result, record } = checkRecord(before, input, nowMs);
+    const { result, record } = callRecord(before, input, nowMs, leaseTermMs);
     if (record !== before) await this.save(record);
     return result;
   }

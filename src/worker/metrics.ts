@@ -10,10 +10,18 @@ export function newStats() {
   return {
     /** Requests through the gateway (admin requests excluded). */
     requests: 0,
-    /** Durable Object `check` calls, retries included. */
+    /** Durable Object `check` calls, retries included: a coalesced batch of requests is one call. */
     object_calls: 0,
     /** Retries after a retryable error. */
     object_retries: 0,
+    /** Requests that went to the object in a batch of 2 or more (coalesced while a call was in flight). */
+    batched_requests: 0,
+    /** Rule decisions answered from this isolate's lease, without a call. */
+    lease_answers: 0,
+    /** Leases granted to this isolate. */
+    leases: 0,
+    /** Units given back to objects from leases that ended unused. */
+    lease_units_returned: 0,
     /** Rule decisions answered by the blocked-key cache, without a call. */
     cache_answers: 0,
     /** Requests denied (by any enforcing rule, from any source). */
@@ -42,7 +50,7 @@ export type Outcome =
   | "not_asked";
 
 /** Where a decision came from. */
-export type Source = "object" | "cache" | "local";
+export type Source = "object" | "cache" | "local" | "lease";
 
 export interface DataPoint {
   readonly rule: string;

@@ -1,26 +1,26 @@
 /**
- * One Durable Object check within a time budget, as a value: the answer, or why there is none.
+ * One call to a key's Durable Object within a time budget, as a value: the answer, or why there is none.
  *
  * - An error is classified by its structured fields only, never by its message text: `overloaded` and `retryable`
  *   (both survive RPC when true) and `durableObjectReset` (the object was reset, e.g. by `ctx.abort()` or a code
  *   update, while the call was in flight).
- * - A retryable error is retried once, inside the same budget, on a fresh stub (an object that was reset, e.g. by
- *   `ctx.abort()` or a code update, breaks the stub that saw it). An overloaded object is never retried: more calls
- *   are what it is drowning in.
+ * - A retryable error is retried once, inside the same budget, on a fresh stub (an object that was reset breaks the
+ *   stub that saw it). The retry carries the same call id, so if the first attempt was applied before its connection
+ *   broke, the object answers it as remembered and charges nothing twice (store.ts, `callRecord`). An overloaded
+ *   object is never retried: more calls are what it is drowning in.
  * - A call that misses the budget is `timeout`; it keeps running, and its late answer is handed back so the caller
- *   can refund an admission nobody used.
+ *   can refund admissions nobody used.
  *
- * A retried check may be charged twice if the first attempt was applied before its connection broke (the object
- * cannot tell a retry from a new request); the limiter then errs towards refusing, never towards admitting.
+ * The transport (a stub per attempt in the Worker, a simulated network in bench/cluster.ts) and the sleeper are passed
+ * in.
  */
-import type { Isolate } from "./isolate.ts";
 import type { SluiceLimiter } from "./limiter.ts";
-import type { CheckInput, CheckResult } from "./store.ts";
+import type { CallInput, CallResult, RefundInput, RefundResult } from "./store.ts";
 
 export type FailureKind = "overloaded" | "retryable" | "reset" | "error" | "timeout" | "invalid";
 
-export type ObjectAnswer =
-  | { readonly kind: "answered"; readonly result: CheckResult; readonly attempts: number }
+export type CallAnswer =
+  | { readonly kind: "answered"; readonly result: CallResult; readonly attempts: number }
   | {
       readonly kind: "failed";
       readonly failure: FailureKind;
@@ -28,8 +28,53 @@ export type ObjectAnswer =
       readonly message: string;
       readonly attempts: number;
       /** The call still running after the budget ran out, if any. */
-      readonly late: Promise<CheckResult> | null;
+      readonly late: Promise<CallResult> | null;
     };
+
+/** How calls reach a key's object. Each `call` is one attempt (a fresh stub in the Worker). */
+export interface ObjectTransport {
+  call(name: string, input: CallInput): Promise<CallResult>;
+  refund(name: string, input: RefundInput): Promise<RefundResult>;
+}
+
+/** Counters a call updates (the isolate's `/_sluice/stats`). */
+export interface CallCounters {
+  object_calls: number;
+  object_retries: number;
+}
+
+/** The Worker's transport: the `LIMITER` namespace, a fresh stub per attempt. */
+export function durableObjectTransport(namespace: DurableObjectNamespace<SluiceLimiter>): ObjectTransport {
+  const stub = (name: string) => namespace.get(namespace.idFromName(name));
+  return {
+    call: async (name, input) => (await stub(name).check(input)) as CallResult,
+    refund: async (name, input) => (await stub(name).refund(input)) as RefundResult,
+  };
+}
+
+/**
+ * Await a promise another request settles, then continue in this request's own I/O context: the runtime runs a
+ * continuation in the context of the request that settled the promise, where this request's stubs and timers cannot
+ * be used ("Cannot perform I/O on behalf of a different request"). A timer this request starts fires in its own
+ * context, so it polls (1 ms apart) until the value is there.
+ */
+export async function resumeInOwnContext<T>(settled: Promise<T>): Promise<T> {
+  let outcome: { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown } | null = null;
+  settled.then(
+    (value) => {
+      outcome = { ok: true, value };
+    },
+    (error: unknown) => {
+      outcome = { ok: false, error };
+    },
+  );
+  // A value already there still takes one timer turn: the continuation must not run in the settling request's context.
+  do await scheduler.wait(1);
+  while (outcome === null);
+  const done = outcome as { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+  if (!done.ok) throw done.error;
+  return done.value;
+}
 
 /** The structured fields of an error that crossed RPC. */
 export function classify(error: unknown): { readonly failure: FailureKind; readonly retry: boolean } {
@@ -48,21 +93,20 @@ export function messageOf(error: unknown): string {
   return String(error);
 }
 
-/** Ask the object named `name`, within `timeoutMs` on the isolate's sleeper, counting calls in its stats. */
-export async function checkObject(
-  namespace: DurableObjectNamespace<SluiceLimiter>,
+/** Call the object named `name` within `timeoutMs` on the given sleeper, counting calls. */
+export async function callObject(
+  transport: ObjectTransport,
   name: string,
-  input: CheckInput,
+  input: CallInput,
   timeoutMs: number,
-  isolate: Pick<Isolate, "sleep" | "stats">,
-): Promise<ObjectAnswer> {
+  isolate: { readonly sleep: (ms: number) => Promise<void>; readonly stats: CallCounters },
+): Promise<CallAnswer> {
   const { stats } = isolate;
   const deadline = isolate.sleep(timeoutMs).then(() => "timeout" as const);
   for (let attempt = 1; ; attempt++) {
     stats.object_calls++;
     if (attempt > 1) stats.object_retries++;
-    const stub = namespace.get(namespace.idFromName(name));
-    const call = (async () => (await stub.check(input)) as CheckResult)();
+    const call = transport.call(name, input);
     const settled = call.then(
       (result) => ({ ok: true as const, result }),
       (error: unknown) => ({ ok: false as const, error }),

@@ -26,6 +26,8 @@ export interface LimiterRecord {
   /** `JSON.stringify(params)`: compared to detect a rule change. */
   readonly fingerprint: string;
   readonly state: AlgorithmState;
+  /** Calls applied in the last `CALL_MEMORY_MS` (at most `CALL_MEMORY_MAX`), so a retried call is not charged twice. */
+  readonly calls?: readonly AppliedCall[];
 }
 
 /** The rule as the limiter sees it: its id (for messages) and its algorithm parameters. */
@@ -81,7 +83,9 @@ export function checkRecord(
   if (!out.ok) return { result: out, record };
   const result: CheckResult = { ok: true, decision: out.decision, atMs: nowMs };
   const unchanged = record !== null && record.fingerprint === fingerprint && out.state === record.state;
-  return { result, record: unchanged ? record : { v: 1, params, fingerprint, state: out.state } };
+  if (unchanged) return { result, record };
+  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state };
+  return { result, record: record?.calls === undefined ? next : { ...next, calls: record.calls } };
 }
 
 /** Give back an admitted request's cost. A record made under other parameters (a redeploy in between) is left alone. */
@@ -136,7 +140,171 @@ export function peekState(params: AlgorithmParams, state: AlgorithmState | null,
   };
 }
 
-/** When the record is as good as no record, ms. */
+/** When the record is as good as no record, ms: its state is fresh and it remembers no recent call. */
 export function recordFreshAtMs(record: LimiterRecord): number {
-  return freshAtMs(record.params, record.state);
+  const lastCallMs = record.calls?.at(-1)?.atMs;
+  const fresh = freshAtMs(record.params, record.state);
+  return lastCallMs === undefined ? fresh : Math.max(fresh, lastCallMs + CALL_MEMORY_MS);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// One call: a batch of requests decided in arrival order, an id so a retry is never charged twice, and a lease.
+
+/** How long the object remembers a call id, ms: far longer than any retry (which follows within one `timeout_ms`). */
+export const CALL_MEMORY_MS = 60_000;
+/** How many call ids the object remembers at most (oldest forgotten first). */
+export const CALL_MEMORY_MAX = 512;
+
+/** A call the object applied, as it remembers it (compactly: one character per request). */
+export interface AppliedCall {
+  readonly id: string;
+  /** The object's clock when it applied the call, ms. */
+  readonly atMs: number;
+  /** Per request in order: `1` admitted, `0` denied, `e` an error value. */
+  readonly verdicts: string;
+  /** Per request, the admitted ones' shaping delays, ms; absent when all are 0. */
+  readonly delaysMs?: readonly number[];
+  /** Units of the lease it granted (0 for none). */
+  readonly leaseUnits: number;
+  /** The lease's term, ms. */
+  readonly leaseForMs: number;
+}
+
+/** A lease request: after the batch, charge up to `units` more, for the caller to admit from locally. */
+export interface LeaseAsk {
+  /** Integer >= 1; the object grants fewer if fewer are available (possibly 0). */
+  readonly units: number;
+  /** How long the caller may admit from it, ms (>= 1). */
+  readonly ttlMs: number;
+}
+
+/** What a lease gave, for the caller to admit from until its term ends. */
+export interface LeaseGrant {
+  /** Units charged to this lease (>= 1). */
+  readonly units: number;
+  /** The object's clock when it charged them, ms: pass it back with the unused units. */
+  readonly atMs: number;
+  /**
+   * How long the lease may be used, ms, counted from when the caller *sent* the call (never later than the charge,
+   * whatever the clocks say): the asked ttl, cut at the end of the window for window rules.
+   */
+  readonly forMs: number;
+}
+
+/** Unused units of a lease, given back (a refund of what the lease charged at `atMs`). */
+export interface LeaseReturn {
+  readonly units: number;
+  /** `atMs` of the grant. */
+  readonly atMs: number;
+}
+
+export interface CallInput {
+  readonly rule: LimiterRule;
+  /** Unique per call, the same across its retries: a call the object already applied is answered, not charged. */
+  readonly id: string;
+  /** The requests' costs, in arrival order (possibly none, for a call that only returns or renews a lease). */
+  readonly costs: readonly number[];
+  /** Unused units of the caller's previous leases, given back before the batch is decided. */
+  readonly giveBack?: readonly LeaseReturn[];
+  /** Ask for a lease after the batch is decided. */
+  readonly lease?: LeaseAsk | null;
+}
+
+export interface CallResult {
+  /** The object's clock, ms. */
+  readonly atMs: number;
+  /** One per cost, in order. */
+  readonly results: readonly CheckResult[];
+  readonly lease: LeaseGrant | null;
+  /** True when the object had already applied this call id (a retry): nothing was charged again. */
+  readonly replayed: boolean;
+}
+
+/**
+ * How long a lease charged at `atMs` may be used, given the rule: the asked ttl, cut so that every unit is used in the
+ * accounting period it was charged in. Injected by the shell (see rules/lease.ts) so this file stays algorithm-blind.
+ */
+export type LeaseTerm = (params: AlgorithmParams, atMs: number, ttlMs: number) => number;
+
+/**
+ * Apply one call: give back the returned lease units, decide each request in order at `nowMs` (exactly as if they had
+ * been separate calls at the same instant), then grant up to the asked lease units from what is left. A call whose id
+ * the record remembers is not applied again: its verdicts are answered as remembered, with the key's figures now.
+ */
+export function callRecord(
+  record: LimiterRecord | null,
+  input: CallInput,
+  nowMs: number,
+  leaseTerm: LeaseTerm,
+): { readonly result: CallResult; readonly record: LimiterRecord | null } {
+  const { params } = input.rule;
+  const seen = record?.calls?.find((c) => c.id === input.id);
+  if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
+
+  let current = record;
+  for (const back of input.giveBack ?? []) {
+    if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
+    current = refundRecord(current, { rule: input.rule, cost: back.units, admittedAtMs: back.atMs }, nowMs).record;
+  }
+  const results: CheckResult[] = [];
+  for (const cost of input.costs) {
+    const out = checkRecord(current, { rule: input.rule, cost }, nowMs);
+    results.push(out.result);
+    current = out.record;
+  }
+  let lease: LeaseGrant | null = null;
+  if (input.lease != null && Number.isSafeInteger(input.lease.units) && input.lease.units >= 1) {
+    const available = peekRecord(current, input.rule, nowMs).remaining;
+    const units = Math.min(input.lease.units, available);
+    if (units >= 1) {
+      const out = checkRecord(current, { rule: input.rule, cost: units }, nowMs);
+      if (out.result.ok && out.result.decision.allowed) {
+        current = out.record;
+        lease = { units, atMs: nowMs, forMs: leaseTerm(params, nowMs, Math.max(1, input.lease.ttlMs)) };
+      }
+    }
+  }
+  const result: CallResult = { atMs: nowMs, results, lease, replayed: false };
+  if (current === record) return { result, record };
+  if (current === null) return { result, record: null };
+  const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
+  const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
+  const applied: AppliedCall = {
+    id: input.id,
+    atMs: nowMs,
+    verdicts,
+    ...(delaysMs.some((d) => d > 0) ? { delaysMs } : {}),
+    leaseUnits: lease?.units ?? 0,
+    leaseForMs: lease?.forMs ?? 0,
+  };
+  const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
+  const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
+  return { result, record: { ...current, calls } };
+}
+
+/** The answer to a call already applied: its verdicts as remembered, with the key's figures as they are now. */
+function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
+  const peek = peekRecord(record, input.rule, nowMs);
+  const results = input.costs.map((cost, i): CheckResult => {
+    const verdict = seen.verdicts[i];
+    if (verdict === "e" || verdict === undefined) {
+      const out = decide(input.rule.params, null, cost, nowMs);
+      return out.ok ? { ok: false, error: "invalid_cost" } : out;
+    }
+    const allowed = verdict === "1";
+    const delayMs = allowed ? Math.max(0, (seen.delaysMs?.[i] ?? 0) - (nowMs - seen.atMs)) : 0;
+    return {
+      ok: true,
+      atMs: seen.atMs,
+      decision: {
+        allowed,
+        remaining: peek.remaining,
+        resetAfterMs: peek.resetAfterMs,
+        retryAfterMs: allowed ? null : Math.max(1, peek.retryAfterMs ?? 1),
+        delayMs,
+      },
+    };
+  });
+  const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
+  return { atMs: nowMs, results, lease, replayed: true };
 }

@@ -124,6 +124,7 @@ describe("endpoints", () => {
       remaining: 3,
       reset_after_ms: 0,
       retry_after_ms: null,
+      lease: null,
     });
     for (let i = 0; i < 3; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     // Asking twice charges nothing.
@@ -205,6 +206,11 @@ describe("endpoints", () => {
         "max_keys",
         "cache_entries",
         "cache_max_entries",
+        "batched_requests",
+        "lease_answers",
+        "leases",
+        "lease_units_returned",
+        "leases_held",
       ].sort(),
     );
     // 3 admitted (one call each), the 4th denied by the object, the 5th and 6th answered by the cache.

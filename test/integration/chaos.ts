@@ -11,6 +11,7 @@
  * Refunds are passed through, and counted, like every call that reached the object.
  */
 import type { SluiceLimiter } from "../../src/worker/limiter.ts";
+import type { CallResult } from "../../src/worker/store.ts";
 
 export type Fault = "retryable" | "overloaded" | "reset" | "error" | "hang" | "lost";
 
@@ -121,10 +122,13 @@ export function chaosNamespace(
       const stub = real.get(id);
       const name = names.get(id.toString()) ?? id.toString();
       const apply = async (input: unknown) => {
-        const result = (await stub.check(input as never)) as { ok: boolean; decision?: { allowed: boolean } };
+        const result = (await stub.check(input as never)) as CallResult;
         const c = countsOf(name);
-        c.checks++;
-        if (result.ok && result.decision?.allowed === true) c.admitted++;
+        // One call carries a batch of requests (coalesced): count each request it decided.
+        for (const r of result.results) {
+          c.checks++;
+          if (r.ok && r.decision.allowed) c.admitted++;
+        }
         return result;
       };
       return {

@@ -54,6 +54,8 @@ describe("persistence", () => {
         burst: 20,
       }),
       state: { tokensScaled: 1900, lastMs: T0 },
+      // The call it applied, remembered so that a retry of it is not charged twice.
+      calls: [{ id: expect.any(String), atMs: T0, verdicts: "1", leaseUnits: 0, leaseForMs: 0 }],
     });
   });
 });

@@ -10,7 +10,7 @@ import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker
 import { sha256Hex } from "../../src/worker/hash.ts";
 import { createIsolate } from "../../src/worker/isolate.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import type { CheckInput, CheckResult } from "../../src/worker/store.ts";
+import type { CallInput, CallResult } from "../../src/worker/store.ts";
 import { bearer, bodyOf, freshKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
@@ -46,8 +46,8 @@ function inject(fault: Fault) {
   let attempt = 0;
   return vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (
     this: SluiceLimiter,
-    input: CheckInput,
-  ): Promise<CheckResult> {
+    input: CallInput,
+  ): Promise<CallResult> {
     attempt += 1;
     await fault(this, attempt);
     return original.call(this, input);

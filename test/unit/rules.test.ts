@@ -143,6 +143,23 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     ],
   },
   {
+    fixture: "lease.yaml",
+    valid: 0,
+    errors: [
+      `${DIR}/lease.yaml: not-a-mapping.lease: must be a mapping such as { ttl: 1s, units: 100, above: 200/s }, got "yes"`,
+      `${DIR}/lease.yaml: unknown-key.lease.unit: unknown key; did you mean "units"?`,
+      `${DIR}/lease.yaml: sliding.lease: sliding_log takes no lease (a unit charged early would leave the sliding window before its request does); leases are for fixed_window, token_bucket, gcra and leaky_bucket`,
+      `${DIR}/lease.yaml: queue.lease: leaky_queue takes no lease (each request's place in the queue is decided when it arrives); leases are for fixed_window, token_bucket, gcra and leaky_bucket`,
+      `${DIR}/lease.yaml: local.lease: a lease is a slice of a global key's budget; a scope: local rule is already decided in the isolate`,
+      `${DIR}/lease.yaml: bad-values.lease.ttl: must be a duration like 250ms, 3s, 10min, h or d (an optional positive integer and a unit: ms, s, min, h, d), got "1 min"`,
+      `${DIR}/lease.yaml: bad-values.lease.units: must be at most the rule's capacity 100, got 101`,
+      `${DIR}/lease.yaml: bad-values.lease.above: must be a rate "<amount>/<duration>" such as 200/s, got 10`,
+      `${DIR}/lease.yaml: too-long.lease.ttl: must be at most 10s (the bound for rate rules loosens by rate × ttl), got "11s"`,
+      `${DIR}/lease.yaml: too-long.lease.units: must be a positive integer, got 0`,
+      `${DIR}/lease.yaml: too-long.lease.above: the amount of a rate must be a positive integer without leading zeros, got "0/s"`,
+    ],
+  },
+  {
     fixture: "leaky-queue-delay.yaml",
     valid: 0,
     errors: [
@@ -311,6 +328,7 @@ describe("rules/shiplane.yaml", () => {
       cost: 1,
       costByRoute: [],
       retryJitterS: 0,
+      lease: null,
       algorithm: "token_bucket",
       rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 },
       burst: 20,

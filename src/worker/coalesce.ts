@@ -1,0 +1,484 @@
+/**
+ * Coalesced calls and leases: how one isolate asks a key's Durable Object.
+ *
+ * **Coalescing (exact).** Per (rule, key) an isolate has at most one call in flight. Requests that arrive while it is
+ * in flight wait, and go together in the next call as one batch, in arrival order. The object decides the batch at
+ * its own clock, request by request, exactly as if they had arrived together (store.ts, `callRecord`), and each
+ * request gets its own decision. A lone request (nothing in flight) is sent at once, so at low traffic nothing changes.
+ * Under a flood of N concurrent requests on one key, the object sees about two calls, not N.
+ *
+ * **Leases (opt-in per rule, `lease:` in its YAML).** With the rule's lease on (and this isolate seeing the key above
+ * `lease.above`, when set), a call also asks for a slice of the budget: after the batch the object charges up to
+ * `units` more (fewer if fewer are left) and this isolate admits later requests from that slice without a call, until
+ * the slice is spent or its term ends (`ttl`, cut at the window's end for window rules). Unused units go back to the
+ * object with the next call, or by a call of their own when the term ends. A term is counted from when the call was
+ * *sent* (never later than the charge), so clock skew between the isolate and the object does not stretch it. What
+ * this guarantees is stated in rules/lease.ts and tested in test/unit/lease.props.test.ts.
+ *
+ * **Failures.** A batch that fails (overloaded, reset twice, timeout, ...) fails each of its requests, and the
+ * gateway applies each request's rule policy (`on_error`). A retry carries the same call id, so the object never
+ * charges a batch twice.
+ *
+ * The transport, the clock and the id source are passed in: the Worker uses its Durable Object namespace and the
+ * system clock; bench/cluster.ts runs this same code over a simulated network and clock.
+ */
+import type { LeaseSettings } from "../rules/types.ts";
+import {
+  type CallAnswer,
+  type CallCounters,
+  callObject,
+  type FailureKind,
+  type ObjectTransport,
+} from "./object_call.ts";
+import type { CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule, RefundResult } from "./store.ts";
+
+/** One request for one (rule, key). */
+export interface AskInput {
+  /** How this request reaches the object (the Worker: its `LIMITER` namespace). */
+  readonly transport: ObjectTransport;
+  /** The object's name (names.ts). */
+  readonly name: string;
+  readonly rule: LimiterRule;
+  readonly cost: number;
+  /** The budget for one call, ms. */
+  readonly timeoutMs: number;
+  /** The rule's lease setting; `null` for none. */
+  readonly lease: LeaseSettings | null;
+  /** Keeps the isolate alive for background work this request starts (a lease's return at its end). */
+  readonly keepAlive?: (work: Promise<unknown>) => void;
+}
+
+/** Where an answer came from: the object (possibly in a batch), or this isolate's lease. */
+export type AskSource = "object" | "lease";
+
+export type Asked =
+  | {
+      readonly kind: "answered";
+      /** The decision (or an error value such as `cost_exceeds_capacity`). */
+      readonly result: CheckResult;
+      readonly source: AskSource;
+      /** How many requests the call that answered carried (1 for a lone request; 0 for a lease answer). */
+      readonly batchSize: number;
+      readonly attempts: number;
+      /** Give the admission back (another rule denied the request). */
+      readonly refund: () => Promise<RefundResult>;
+    }
+  | {
+      readonly kind: "failed";
+      readonly failure: FailureKind;
+      readonly message: string;
+      readonly attempts: number;
+      /** This request's answer, if its call is still running after the budget ran out. */
+      readonly late: Promise<CheckResult> | null;
+      /** Refund an admission that arrived late (its `atMs`). */
+      readonly refund: (admittedAtMs: number) => Promise<RefundResult>;
+    };
+
+/** What this isolate holds of a key's budget. */
+interface HeldLease {
+  /** Units still to admit from. */
+  unitsLeft: number;
+  readonly units: number;
+  /** The object's clock when it charged the units (what a refund names). */
+  readonly atMs: number;
+  /** This isolate's clock when the lease ends (the sending time plus its term). */
+  readonly endsAtMs: number;
+  /** Once given back, refunds of its admissions go to the object. */
+  returned: boolean;
+}
+
+interface Waiting {
+  readonly cost: number;
+  /** Its answer, or `"lead"`: make the next call, in this request's own context. */
+  readonly resolve: (turn: Asked | "lead") => void;
+  /** Taken into a batch, chosen to lead, or given up. */
+  settled: boolean;
+}
+
+interface KeyState {
+  readonly name: string;
+  transport: ObjectTransport;
+  rule: LimiterRule;
+  timeoutMs: number;
+  leaseSettings: LeaseSettings | null;
+  inFlight: boolean;
+  /** When the call in flight was started (this isolate's clock), ms. */
+  inFlightSinceMs: number;
+  queue: Waiting[];
+  lease: HeldLease | null;
+  /** Leases ended or replaced, whose unused units go back with the next call. */
+  returns: HeldLease[];
+  /** Arrivals this isolate saw, per bucket of the lease ttl: for `lease.above` and lease sizing. */
+  seenBucket: number;
+  seenCurr: number;
+  seenPrev: number;
+}
+
+/** Counters for `/_sluice/stats`. */
+export interface CoalesceCounters extends CallCounters {
+  /** Requests that went in a call with others (a batch of 2 or more). */
+  batched_requests: number;
+  /** Rule decisions answered from this isolate's lease, without a call. */
+  lease_answers: number;
+  /** Leases granted to this isolate. */
+  leases: number;
+  /** Units given back to objects from leases that ended unused. */
+  lease_units_returned: number;
+}
+
+export interface CoalescerOptions {
+  /** This isolate's clock, ms. */
+  readonly clock: () => number;
+  /** Resolves after `ms` on the isolate's clock (call budgets, a lease's term). */
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly counters: CoalesceCounters;
+  /** A unique call id (the Worker uses `crypto.randomUUID`). */
+  readonly newId: () => string;
+  /**
+   * Wait for a promise that another request settles, and continue in this request's own context. In the Workers
+   * runtime the continuation of a promise settled by another request runs in that request's I/O context, where this
+   * request's I/O fails ("Cannot perform I/O on behalf of a different request"); the Worker passes `resumeInOwnContext`
+   * (object_call.ts). Default: plain `await` (simulation and tests).
+   */
+  readonly resume?: <T>(settled: Promise<T>) => Promise<T>;
+  /** Keys tracked at most (least recently used forgotten first; a key with a call in flight or a lease is kept). */
+  readonly maxKeys?: number;
+}
+
+export class Coalescer {
+  private readonly keys = new Map<string, KeyState>();
+  private readonly maxKeys: number;
+
+  constructor(private readonly options: CoalescerOptions) {
+    this.maxKeys = options.maxKeys ?? 10_000;
+  }
+
+  /** The number of keys with a lease held now (for `/_sluice/stats`). */
+  get leasesHeld(): number {
+    const now = this.options.clock();
+    let n = 0;
+    for (const st of this.keys.values()) if (st.lease !== null && now < st.lease.endsAtMs) n++;
+    return n;
+  }
+
+  /** What this isolate holds of a key's budget now, for the admin API; `null` when nothing. */
+  leaseOf(name: string): { readonly unitsLeft: number; readonly units: number; readonly endsInMs: number } | null {
+    const lease = this.keys.get(name)?.lease ?? null;
+    const now = this.options.clock();
+    if (lease === null || now >= lease.endsAtMs) return null;
+    return { unitsLeft: lease.unitsLeft, units: lease.units, endsInMs: lease.endsAtMs - now };
+  }
+
+  /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
+  dropLease(name: string): void {
+    const st = this.keys.get(name);
+    if (st === undefined) return;
+    st.lease = null;
+    st.returns = [];
+  }
+
+  ask(input: AskInput): Promise<Asked> {
+    const st = this.stateOf(input);
+    const now = this.options.clock();
+    this.see(st, now);
+    const lease = st.lease;
+    if (lease !== null && !lease.returned && now < lease.endsAtMs && lease.unitsLeft >= input.cost) {
+      lease.unitsLeft -= input.cost;
+      this.options.counters.lease_answers++;
+      return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now));
+    }
+    return this.wait(st, input);
+  }
+
+  /**
+   * Queue the request, and wait for its answer or its turn to lead. A call is always made in the context of a request
+   * it carries (the first of its batch): the Workers runtime forbids using one request's I/O (a stub, a timer) from
+   * another, so a request that finds nothing in flight calls itself, and when a call ends, it hands the next call to
+   * the first request waiting.
+   */
+  private async wait(st: KeyState, input: AskInput): Promise<Asked> {
+    let waiting: Waiting | undefined;
+    const turn = new Promise<Asked | "lead">((resolve) => {
+      waiting = { cost: input.cost, resolve, settled: false };
+    });
+    const me = waiting!;
+    st.queue.push(me);
+    // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.
+    void this.options.sleep(2 * st.timeoutMs).then(() => this.giveUp(st, me));
+    if (!st.inFlight) this.handOff(st);
+    const got = await (this.options.resume?.(turn) ?? turn);
+    if (got !== "lead") return got;
+    const answer = await this.flush(st, me, input.keepAlive);
+    return answer!;
+  }
+
+  /** Let the first waiting request make the next call. */
+  private handOff(st: KeyState): void {
+    const next = st.queue[0];
+    if (st.inFlight || next === undefined) return;
+    st.inFlight = true;
+    st.inFlightSinceMs = this.options.clock();
+    next.settled = true;
+    next.resolve("lead");
+  }
+
+  private giveUp(st: KeyState, me: Waiting): void {
+    if (me.settled) return;
+    me.settled = true;
+    st.queue.splice(st.queue.indexOf(me), 1);
+    const message = `no call for this key ended within ${2 * st.timeoutMs} ms`;
+    me.resolve({
+      kind: "failed",
+      failure: "timeout",
+      message,
+      attempts: 0,
+      late: null,
+      refund: () => Promise.resolve(null),
+    });
+    if (st.inFlight && this.options.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
+      st.inFlight = false;
+      this.handOff(st);
+    }
+  }
+
+  private stateOf(input: AskInput): KeyState {
+    let st = this.keys.get(input.name);
+    if (st === undefined) {
+      st = {
+        name: input.name,
+        transport: input.transport,
+        rule: input.rule,
+        timeoutMs: input.timeoutMs,
+        leaseSettings: input.lease,
+        inFlight: false,
+        inFlightSinceMs: 0,
+        queue: [],
+        lease: null,
+        returns: [],
+        seenBucket: 0,
+        seenCurr: 0,
+        seenPrev: 0,
+      };
+      this.evict();
+    } else {
+      this.keys.delete(input.name); // re-inserted below: the map's order is least recently used first
+      st.transport = input.transport;
+      st.rule = input.rule;
+      st.timeoutMs = input.timeoutMs;
+      st.leaseSettings = input.lease;
+    }
+    this.keys.set(input.name, st);
+    return st;
+  }
+
+  private evict(): void {
+    if (this.keys.size < this.maxKeys) return;
+    for (const [name, st] of this.keys) {
+      if (this.keys.size < this.maxKeys) return;
+      if (st.inFlight || st.lease !== null || st.returns.length > 0) continue;
+      this.keys.delete(name);
+    }
+  }
+
+  /** Count an arrival, in buckets of the lease ttl (1 s without a lease). */
+  private see(st: KeyState, now: number): void {
+    const bucketMs = st.leaseSettings?.ttlMs ?? 1000;
+    const bucket = Math.floor(now / bucketMs);
+    if (bucket !== st.seenBucket) {
+      st.seenPrev = bucket === st.seenBucket + 1 ? st.seenCurr : 0;
+      st.seenCurr = 0;
+      st.seenBucket = bucket;
+    }
+    st.seenCurr++;
+  }
+
+  /** Arrivals this isolate saw of the key in one lease ttl (the larger of the last full bucket and this one). */
+  private seenPerTtl(st: KeyState): number {
+    return Math.max(st.seenPrev, st.seenCurr);
+  }
+
+  /** The lease to ask for with the next call, if any. */
+  private leaseAsk(st: KeyState): CallInput["lease"] {
+    const settings = st.leaseSettings;
+    if (settings === null) return null;
+    const seen = this.seenPerTtl(st);
+    // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers.
+    if (settings.above !== null && seen * settings.above.perMs <= settings.above.tokens * settings.ttlMs) return null;
+    return { units: settings.units ?? Math.max(1, seen), ttlMs: settings.ttlMs };
+  }
+
+  /**
+   * Make one call for everything queued (the leader first) and whatever leases are to be given back; answer every
+   * request in it, and return the leader's answer (`null` without a leader: a call that only gives units back).
+   * `st.inFlight` is already set; it is cleared here, and the next call handed to the first request waiting.
+   */
+  private async flush(
+    st: KeyState,
+    leader: Waiting | null,
+    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+  ): Promise<Asked | null> {
+    const { clock, counters } = this.options;
+    const batch = st.queue.splice(0);
+    for (const w of batch) w.settled = true;
+    if (st.lease !== null) this.endLease(st);
+    const giveBack: LeaseReturn[] = [];
+    for (const held of st.returns.splice(0)) {
+      held.returned = true;
+      if (held.unitsLeft > 0) {
+        giveBack.push({ units: held.unitsLeft, atMs: held.atMs });
+        counters.lease_units_returned += held.unitsLeft;
+        held.unitsLeft = 0;
+      }
+    }
+    const input: CallInput = {
+      rule: st.rule,
+      id: this.options.newId(),
+      costs: batch.map((w) => w.cost),
+      giveBack,
+      lease: batch.length > 0 ? this.leaseAsk(st) : null,
+    };
+    if (batch.length > 1) counters.batched_requests += batch.length;
+    const sentAtMs = clock();
+    let answers: Asked[] = [];
+    try {
+      const answer = await callObject(st.transport, st.name, input, st.timeoutMs, {
+        sleep: this.options.sleep,
+        stats: counters,
+      });
+      answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
+    } finally {
+      st.inFlight = false;
+      this.handOff(st);
+    }
+    let mine: Asked | null = null;
+    batch.forEach((w, i) => {
+      const a = answers[i]!;
+      if (w === leader) mine = a;
+      else w.resolve(a);
+    });
+    return mine;
+  }
+
+  /** At a lease's end, give its unused units back by a call of its own, unless a call is in flight (it goes next). */
+  private async returnEnded(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): Promise<void> {
+    if (st.inFlight || st.returns.length === 0) return;
+    st.inFlight = true;
+    st.inFlightSinceMs = this.options.clock();
+    await this.flush(st, null, keepAlive);
+  }
+
+  private settle(
+    st: KeyState,
+    batch: readonly Waiting[],
+    answer: CallAnswer,
+    sentAtMs: number,
+    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+  ): Asked[] {
+    if (answer.kind === "answered") {
+      const { result, attempts } = answer;
+      if (result.lease !== null) this.adopt(st, result, sentAtMs, keepAlive);
+      return batch.map((w, i): Asked => {
+        const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
+        return {
+          kind: "answered",
+          result: r,
+          source: "object",
+          batchSize: batch.length,
+          attempts,
+          refund: () => (r.ok && r.decision.allowed ? this.refundObject(st, w.cost, r.atMs) : Promise.resolve(null)),
+        };
+      });
+    }
+    const { failure, message, attempts, late } = answer;
+    // A lease that arrives too late is still a charge: take it, so its units are used or given back.
+    late?.then(
+      (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, keepAlive)),
+      () => undefined,
+    );
+    return batch.map(
+      (w, i): Asked => ({
+        kind: "failed",
+        failure,
+        message,
+        attempts,
+        late: late === null ? null : late.then((r) => r.results[i] ?? { ok: false, error: "invalid_cost" }),
+        refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs),
+      }),
+    );
+  }
+
+  /** Hold a granted lease until it is spent or its term ends; a lease held before is given back with the next call. */
+  private adopt(
+    st: KeyState,
+    result: CallResult,
+    sentAtMs: number,
+    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+  ): void {
+    const grant = result.lease;
+    if (grant === null) return;
+    this.options.counters.leases++;
+    const held: HeldLease = {
+      unitsLeft: grant.units,
+      units: grant.units,
+      atMs: grant.atMs,
+      endsAtMs: sentAtMs + grant.forMs,
+      returned: false,
+    };
+    if (st.lease !== null) this.endLease(st);
+    st.lease = held;
+    const wait = Math.max(0, held.endsAtMs - this.options.clock());
+    const ended = this.options.sleep(wait).then(() => {
+      if (st.lease !== held) return; // ended before its term (replaced by the next call, which gave it back)
+      this.endLease(st);
+      return this.returnEnded(st, keepAlive);
+    });
+    keepAlive?.(ended);
+  }
+
+  /** Stop admitting from the key's lease; its unused units go back with the next call. */
+  private endLease(st: KeyState): void {
+    const held = st.lease;
+    if (held === null) return;
+    st.lease = null;
+    if (held.unitsLeft > 0) st.returns.push(held);
+    else held.returned = true;
+  }
+
+  private leaseAnswer(st: KeyState, lease: HeldLease, cost: number, now: number): Asked {
+    return {
+      kind: "answered",
+      result: {
+        ok: true,
+        atMs: lease.atMs,
+        decision: {
+          allowed: true,
+          // What this isolate's slice still holds, and when it ends: the honest figures for an answer from a lease.
+          remaining: lease.unitsLeft,
+          resetAfterMs: Math.max(0, lease.endsAtMs - now),
+          retryAfterMs: null,
+          delayMs: 0,
+        },
+      },
+      source: "lease",
+      batchSize: 0,
+      attempts: 0,
+      refund: () => {
+        const at = this.options.clock();
+        if (st.lease === lease && at < lease.endsAtMs) {
+          lease.unitsLeft += cost;
+          return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
+        }
+        if (!lease.returned) {
+          // Ended but not yet given back: it goes back with its other unused units.
+          lease.unitsLeft += cost;
+          return Promise.resolve(null);
+        }
+        return this.refundObject(st, cost, lease.atMs);
+      },
+    };
+  }
+
+  private refundObject(st: KeyState, cost: number, admittedAtMs: number): Promise<RefundResult> {
+    return st.transport.refund(st.name, { rule: st.rule, cost, admittedAtMs });
+  }
+}

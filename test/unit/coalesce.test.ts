@@ -1,0 +1,363 @@
+/**
+ * Coalesced calls, exactly: a batch decided by the object is the pure core run request by request at the object's
+ * clock (fast-check); a call id the object already applied is never charged again, even after the record is stored
+ * and reloaded; the isolate's coalescer sends one call per key at a time, answers every request with its own decision,
+ * and fails every request of a failed batch.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
+import { leaseTermMs } from "../../src/rules/lease.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
+import { EventClock } from "../../src/sim/event_clock.ts";
+import { SimObject } from "../../src/sim/object.ts";
+import { type Asked, type CoalesceCounters, Coalescer } from "../../src/worker/coalesce.ts";
+import type { ObjectTransport } from "../../src/worker/object_call.ts";
+import {
+  type CallInput,
+  type CallResult,
+  callRecord,
+  checkRecord,
+  type LimiterRecord,
+} from "../../src/worker/store.ts";
+import {
+  fixedWindow,
+  gcraP,
+  leakyBucket,
+  leakyQueue,
+  slidingCounter,
+  slidingLog,
+  tokenBucket,
+} from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 1);
+
+const paramsArb: fc.Arbitrary<AlgorithmParams> = fc.oneof(
+  fc
+    .tuple(fc.integer({ min: 1, max: 50 }), fc.constantFrom(1, 7, 1000, 3000, 60_000), fc.integer({ min: 1, max: 30 }))
+    .chain(([a, p, b]) =>
+      fc.constantFrom(tokenBucket(a, p, b), gcraP(a, p, b), leakyBucket(a, p, b), leakyQueue(a, p, b, Math.min(b, 3))),
+    ),
+  fc
+    .tuple(fc.integer({ min: 1, max: 30 }), fc.constantFrom(1000, 60_000))
+    .chain(([l, w]) =>
+      fc.constantFrom(fixedWindow(l, w), slidingLog(l, w), slidingCounter(l, w), slidingCounter(l, w, true)),
+    ),
+);
+
+const rule = (params: AlgorithmParams) => ({ id: "r", params });
+
+/** The pure core run request by request: the reference a batch must equal. */
+function sequential(params: AlgorithmParams, state: AlgorithmState | null, costs: readonly number[], nowMs: number) {
+  const decisions = [];
+  let s = state;
+  for (const cost of costs) {
+    const out = decide(params, s, cost, nowMs);
+    decisions.push(out.ok ? { ok: true, decision: out.decision } : out);
+    if (out.ok) s = out.state;
+  }
+  return { decisions, state: s };
+}
+
+describe("a batch in the object", () => {
+  it("decides exactly as sequential calls of the pure core at the same time (property)", () => {
+    fc.assert(
+      fc.property(
+        paramsArb,
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 2000 }), fc.integer({ min: 1, max: 4 })), { maxLength: 20 }),
+        fc.integer({ min: 0, max: 5000 }),
+        fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 40 }),
+        (params, history, gapMs, costs) => {
+          // Some history first, one request per call, to reach an arbitrary state.
+          let record: LimiterRecord | null = null;
+          let t = T0;
+          for (const [dt, cost] of history) {
+            t += dt;
+            record = checkRecord(record, { rule: rule(params), cost }, t).record;
+          }
+          const at = t + gapMs;
+          const { result, record: after } = callRecord(
+            record,
+            { rule: rule(params), id: "c1", costs },
+            at,
+            leaseTermMs,
+          );
+          const want = sequential(params, record?.state ?? null, costs, at);
+          expect(result.results.map((r) => (r.ok ? { ok: true, decision: r.decision } : r))).toEqual(want.decisions);
+          for (const r of result.results) if (r.ok) expect(r.atMs).toBe(at);
+          expect(after?.state ?? null).toEqual(want.state);
+          expect(result.replayed).toBe(false);
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it("never charges a call id twice, even after the record was stored and loaded again (property)", () => {
+    fc.assert(
+      fc.property(
+        paramsArb,
+        fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 30 }),
+        fc.integer({ min: 0, max: 500 }),
+        (params, costs, retryAfterMs) => {
+          const input: CallInput = { rule: rule(params), id: "retry-me", costs };
+          const first = callRecord(null, input, T0, leaseTermMs);
+          // What storage keeps: a structured clone (here, JSON) of the record.
+          const stored = JSON.parse(JSON.stringify(first.record)) as LimiterRecord | null;
+          const again = callRecord(stored, input, T0 + retryAfterMs, leaseTermMs);
+          const admitted = first.result.results.some((r) => r.ok && r.decision.allowed);
+          expect(again.record).toBe(stored);
+          if (admitted) {
+            expect(again.result.replayed).toBe(true);
+            expect(again.result.results.map((r) => r.ok && r.decision.allowed)).toEqual(
+              first.result.results.map((r) => r.ok && r.decision.allowed),
+            );
+          }
+          // A different id is a new call, charged as usual.
+          const other = callRecord(stored, { ...input, id: "another" }, T0 + retryAfterMs, leaseTermMs);
+          expect(other.result.replayed).toBe(false);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("forgets a call id after a minute, and keeps at most 512", () => {
+    const params = fixedWindow(1_000_000, 86_400_000);
+    let record: LimiterRecord | null = null;
+    for (let i = 0; i < 600; i++) {
+      record = callRecord(record, { rule: rule(params), id: `c${i}`, costs: [1] }, T0 + i, leaseTermMs).record;
+    }
+    expect(record!.calls).toHaveLength(512);
+    expect(record!.calls![0]!.id).toBe("c88");
+    const later = callRecord(record, { rule: rule(params), id: "late", costs: [1] }, T0 + 61_000, leaseTermMs).record;
+    expect(later!.calls!.map((c) => c.id)).toEqual(["late"]);
+  });
+
+  it("grants a lease from what is left, charged like that many requests, and takes unused units back", () => {
+    const params = fixedWindow(10, 60_000);
+    const at = T0 + 15_000; // 45 s before the window ends
+    const first = callRecord(
+      null,
+      { rule: rule(params), id: "a", costs: [1, 1], lease: { units: 5, ttlMs: 1000 } },
+      at,
+      leaseTermMs,
+    );
+    expect(first.result.lease).toEqual({ units: 5, atMs: at, forMs: 1000 });
+    expect(first.record!.state).toEqual({ window: Math.floor(at / 60_000), count: 7 });
+    // Only 3 left: the lease is cut to 3; the window's end cuts its term.
+    const nearEnd = T0 + 59_500;
+    const second = callRecord(
+      first.record,
+      { rule: rule(params), id: "b", costs: [], lease: { units: 5, ttlMs: 1000 } },
+      nearEnd,
+      leaseTermMs,
+    );
+    expect(second.result.lease).toEqual({ units: 3, atMs: nearEnd, forMs: 500 });
+    // Giving 2 unused units back of each lease: the count drops by 4.
+    const back = callRecord(
+      second.record,
+      {
+        rule: rule(params),
+        id: "c",
+        costs: [],
+        giveBack: [
+          { units: 2, atMs: at },
+          { units: 2, atMs: nearEnd },
+        ],
+      },
+      nearEnd + 10,
+      leaseTermMs,
+    );
+    expect(back.record!.state).toEqual({ window: Math.floor(at / 60_000), count: 6 });
+    // Nothing left: no lease.
+    const full = callRecord(
+      first.record,
+      { rule: rule(params), id: "d", costs: [3], lease: { units: 5, ttlMs: 1000 } },
+      at,
+      leaseTermMs,
+    );
+    expect(full.result.lease).toBeNull();
+  });
+});
+
+/** A coalescer over a simulated object with a fixed one-way delay. */
+function harness(params: AlgorithmParams, oneWayMs = 10) {
+  const clock = new EventClock(T0);
+  const applied: { input: CallInput; result: CallResult }[] = [];
+  const object = new SimObject(clock, { serviceMs: 0, maxBacklog: Number.POSITIVE_INFINITY }, (input, result) =>
+    applied.push({ input, result }),
+  );
+  const counters: CoalesceCounters = {
+    object_calls: 0,
+    object_retries: 0,
+    batched_requests: 0,
+    lease_answers: 0,
+    leases: 0,
+    lease_units_returned: 0,
+  };
+  let n = 0;
+  const transport = object.transportFrom(() => oneWayMs);
+  const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `call-${n++}` });
+  const ask = (cost = 1, lease: Parameters<Coalescer["ask"]>[0]["lease"] = null) =>
+    coalescer.ask({ transport, name: "r:key", rule: rule(params), cost, timeoutMs: 250, lease });
+  return { clock, object, counters, coalescer, ask, applied, transport };
+}
+
+describe("the coalescer", () => {
+  it("sends one call per key at a time: 64 concurrent requests make 2 calls, each answered on its own", async () => {
+    const params = tokenBucket(10, 1000, 40);
+    const h = harness(params);
+    // The first request finds nothing in flight and goes alone; 63 more arrive 1 ms later, while it is in flight.
+    const answers: Promise<Asked>[] = [h.ask()];
+    await h.clock.runUntil(T0 + 1);
+    for (let i = 0; i < 63; i++) answers.push(h.ask());
+    await h.clock.runUntil(T0 + 1000);
+    const got = await Promise.all(answers);
+    expect(h.counters.object_calls).toBe(2);
+    expect(h.counters.batched_requests).toBe(63);
+    expect(h.applied.map((a) => a.input.costs.length)).toEqual([1, 63]);
+    // The same decisions as 64 sequential calls at the object's clock for each call.
+    const firstAt = h.applied[0]!.result.atMs;
+    const secondAt = h.applied[1]!.result.atMs;
+    const one = sequential(params, null, [1], firstAt);
+    const rest = sequential(params, one.state, Array(63).fill(1), secondAt);
+    expect(got.map((a) => (a.kind === "answered" && a.result.ok ? a.result.decision : null))).toEqual(
+      [...one.decisions, ...rest.decisions].map((d) => ("decision" in d ? d.decision : null)),
+    );
+    expect(got.filter((a) => a.kind === "answered" && a.result.ok && a.result.decision.allowed)).toHaveLength(40);
+  });
+
+  it("sends a lone request at once, with no added wait", async () => {
+    const h = harness(tokenBucket(10, 1000, 5), 7);
+    const asked = h.ask();
+    let answeredAt = 0;
+    void asked.then(() => {
+      answeredAt = h.clock.nowMs();
+    });
+    await h.clock.runUntil(T0 + 100);
+    expect(answeredAt).toBe(T0 + 14);
+    expect(h.counters.object_calls).toBe(1);
+  });
+
+  it("fails every request of a failed batch, each with the same failure", async () => {
+    const params = tokenBucket(10, 1000, 5);
+    const clock = new EventClock(T0);
+    const counters: CoalesceCounters = {
+      object_calls: 0,
+      object_retries: 0,
+      batched_requests: 0,
+      lease_answers: 0,
+      leases: 0,
+      lease_units_returned: 0,
+    };
+    let calls = 0;
+    const transport: ObjectTransport = {
+      call: () =>
+        new Promise((_resolve, reject) => {
+          calls++;
+          clock.after(5, () => reject(Object.assign(new Error("busy"), { overloaded: true })));
+        }),
+      refund: async () => null,
+    };
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => "x" });
+    const ask = () =>
+      coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
+    const asks = [ask()];
+    await clock.runUntil(T0 + 1);
+    for (let i = 0; i < 4; i++) asks.push(ask());
+    await clock.runUntil(T0 + 100);
+    const got = await Promise.all(asks);
+    expect(calls).toBe(2);
+    expect(got.map((a) => (a.kind === "failed" ? a.failure : a.kind))).toEqual(Array(5).fill("overloaded"));
+  });
+
+  it("retries a reset with the same call id, and the object does not charge the batch twice", async () => {
+    const params = fixedWindow(10, 60_000);
+    const clock = new EventClock(T0);
+    const counters: CoalesceCounters = {
+      object_calls: 0,
+      object_retries: 0,
+      batched_requests: 0,
+      lease_answers: 0,
+      leases: 0,
+      lease_units_returned: 0,
+    };
+    let record: LimiterRecord | null = null;
+    const ids: string[] = [];
+    let attempt = 0;
+    const transport: ObjectTransport = {
+      call: (_name, input) =>
+        new Promise((resolve, reject) => {
+          ids.push(input.id);
+          attempt++;
+          const out = callRecord(record, input, clock.nowMs(), leaseTermMs);
+          record = out.record;
+          // The first attempt is applied, then its connection breaks.
+          if (attempt === 1)
+            clock.after(5, () => reject(Object.assign(new Error("reset"), { durableObjectReset: true })));
+          else clock.after(5, () => resolve(out.result));
+        }),
+      refund: async () => null,
+    };
+    const coalescer = new Coalescer({
+      clock: clock.clock,
+      sleep: clock.sleep,
+      counters,
+      newId: () => `id-${ids.length}`,
+    });
+    const asked = coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 3, timeoutMs: 250, lease: null });
+    await clock.runUntil(T0 + 100);
+    const got = await asked;
+    expect(ids).toEqual(["id-0", "id-0"]);
+    expect(counters.object_retries).toBe(1);
+    expect(got.kind === "answered" && got.result.ok && got.result.decision.allowed).toBe(true);
+    expect(record!.state).toEqual({ window: Math.floor(T0 / 60_000), count: 3 });
+  });
+
+  it("admits from a lease without a call, says so, and gives unused units back when the lease ends", async () => {
+    const params = fixedWindow(100, 60_000);
+    const h = harness(params);
+    const lease = { ttlMs: 1000, units: 10, above: null };
+    const first = h.ask(1, lease);
+    await h.clock.runUntil(T0 + 50);
+    expect((await first).kind).toBe("answered");
+    expect(h.counters.leases).toBe(1);
+    expect(h.object.record!.state).toMatchObject({ count: 11 });
+    const fromLease: Asked[] = [];
+    for (let i = 0; i < 4; i++) fromLease.push(await h.ask(1, lease));
+    expect(fromLease.every((a) => a.kind === "answered" && a.source === "lease")).toBe(true);
+    expect(fromLease.map((a) => (a.kind === "answered" && a.result.ok ? a.result.decision.remaining : -1))).toEqual([
+      9, 8, 7, 6,
+    ]);
+    expect(h.counters.object_calls).toBe(1);
+    // A refund of a lease admission goes back into the lease.
+    expect(await fromLease[0]!.kind).toBe("answered");
+    if (fromLease[0]!.kind === "answered") await fromLease[0]!.refund();
+    expect(h.coalescer.leaseOf("r:key")).toMatchObject({ unitsLeft: 7, units: 10 });
+    // At the lease's end (1 s after the call was sent) its 7 unused units go back to the object.
+    await h.clock.runUntil(T0 + 1100);
+    expect(h.counters.lease_units_returned).toBe(7);
+    expect(h.counters.object_calls).toBe(2);
+    expect(h.object.record!.state).toMatchObject({ count: 4 });
+    expect(h.coalescer.leaseOf("r:key")).toBeNull();
+  });
+
+  it("leases only above `above`, sized to what the isolate saw in one ttl", async () => {
+    const params = tokenBucket(1000, 1000, 1000);
+    const h = harness(params, 1);
+    const lease = { ttlMs: 1000, units: null, above: { amount: 5, periodMs: 1000, tokens: 1, perMs: 200 } };
+    // 5 requests in a second: not above 5/s, no lease.
+    for (let i = 0; i < 5; i++) {
+      const a = h.ask(1, lease);
+      await h.clock.runUntil(h.clock.nowMs() + 10);
+      expect((await a).kind).toBe("answered");
+    }
+    expect(h.counters.leases).toBe(0);
+    const sixth = h.ask(1, lease);
+    await h.clock.runUntil(h.clock.nowMs() + 10);
+    await sixth;
+    expect(h.counters.leases).toBe(1);
+    expect(h.applied.at(-1)!.input.lease).toEqual({ units: 6, ttlMs: 1000 });
+  });
+});
