@@ -204,7 +204,11 @@ export class Coalescer {
     const me = waiting!;
     st.queue.push(me);
     // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.
-    void this.options.sleep(2 * st.timeoutMs).then(() => this.giveUp(st, me));
+    // (Two waits of one budget each: one for the call in flight, one for this request's own.)
+    const { sleep } = this.options;
+    void sleep(st.timeoutMs)
+      .then(() => (me.settled ? undefined : sleep(st.timeoutMs)))
+      .then(() => this.giveUp(st, me));
     if (!st.inFlight) this.handOff(st);
     const got = await (this.options.resume?.(turn) ?? turn);
     if (got !== "lead") return got;

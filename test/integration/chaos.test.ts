@@ -1,5 +1,5 @@
 /**
- * Chaos at load: hundreds of concurrent requests over a few keys while a share of the Durable Object calls throw
+ * Chaos at load: hundreds of requests over a few keys, in waves of concurrent ones, while a share of the Durable Object calls throw
  * (`retryable`, `overloaded`, reset, a plain error), hang past the time budget, or lose their answer after the object
  * applied them (chaos.ts). Whatever happens:
  * - every outcome follows its rule's `on_error`: an `open` rule that failed is skipped (200 without its decision), a
@@ -67,7 +67,10 @@ interface Sent {
   };
 }
 
-/** Send `count` requests at once, spread over `keys` and the routes in a seeded order, through a chaotic namespace. */
+/** Concurrent requests per wave. */
+const WAVE = 8;
+
+/** Send `count` requests in concurrent waves, spread over `keys` and the routes in a seeded order, through a chaotic namespace. */
 async function flood(keys: readonly string[], count: number, faults: readonly [Fault, number][], seed: number) {
   setNow(T0);
   vi.spyOn(console, "error").mockImplementation(() => {});
@@ -92,15 +95,17 @@ async function flood(keys: readonly string[], count: number, faults: readonly [F
     // admit, and must be given back when the request was refused).
     key: keys[Math.min(keys.length - 1, Math.floor(-Math.log2(1 - random())))]!,
   }));
-  const sent = await Promise.all(
-    plan.map(async ({ path, key }): Promise<Sent> => {
-      const ctx = createExecutionContext();
-      const response = await handleRequest(req("GET", path, bearer(key)), chaotic, ctx, rules, isolate);
-      const body = (await response.json()) as Sent["body"];
-      await waitOnExecutionContext(ctx); // late refunds land here
-      return { path, key, status: response.status, body };
-    }),
-  );
+  // In waves of WAVE concurrent requests: an isolate sends one call per key at a time and coalesces the requests that
+  // arrive meanwhile (coalesce.ts), so one wave of hundreds would be only a few calls, and few faults.
+  const one = async ({ path, key }: { path: string; key: string }): Promise<Sent> => {
+    const ctx = createExecutionContext();
+    const response = await handleRequest(req("GET", path, bearer(key)), chaotic, ctx, rules, isolate);
+    const body = (await response.json()) as Sent["body"];
+    await waitOnExecutionContext(ctx); // late refunds land here
+    return { path, key, status: response.status, body };
+  };
+  const sent: Sent[] = [];
+  for (let i = 0; i < plan.length; i += WAVE) sent.push(...(await Promise.all(plan.slice(i, i + WAVE).map(one))));
   return { sent, ledger };
 }
 

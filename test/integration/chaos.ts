@@ -124,6 +124,8 @@ export function chaosNamespace(
       const apply = async (input: unknown) => {
         const result = (await stub.check(input as never)) as CallResult;
         const c = countsOf(name);
+        // A call the object had already applied (a retry) applies nothing again.
+        if (result.replayed) return result;
         // One call carries a batch of requests (coalesced): count each request it decided.
         for (const r of result.results) {
           c.checks++;
