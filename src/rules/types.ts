@@ -4,6 +4,7 @@
  */
 
 import type { AlgorithmName, ParamsOf } from "../algorithms/index.ts";
+import type { Rate } from "../algorithms/params.ts";
 
 export type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
 export { ALGORITHMS, capacityOf } from "../algorithms/index.ts";
