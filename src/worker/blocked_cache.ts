@@ -28,8 +28,9 @@
  */
 import { type Decision, denialsCount, deniedUntilMs } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
+import { makeRoom } from "./bounded.ts";
 
-/** Entries kept per isolate, least recently used evicted first. */
+/** Entries kept per isolate at most, the least recently used evicted first (a sixteenth at a time, bounded.ts). */
 export const BLOCKED_CACHE_MAX_ENTRIES = 10_000;
 
 interface Entry {
@@ -66,10 +67,7 @@ export class BlockedCache {
   ): void {
     if (decision.allowed || decision.retryAfterMs === null || !cacheable(params)) return;
     this.entries.delete(id);
-    if (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next();
-      if (oldest.done !== true) this.entries.delete(oldest.value);
-    }
+    makeRoom(this.entries, this.maxEntries);
     this.entries.set(id, {
       fingerprint,
       params,

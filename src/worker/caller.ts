@@ -43,6 +43,7 @@ export async function whoIsCalling(
     rules,
     settings.planCacheTtlMs,
     isolate.clock(),
+    isolate.sleep,
   );
   return {
     keyHashes: { api_key: apiKey, ip, user },

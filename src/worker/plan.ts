@@ -3,13 +3,17 @@
  * key is never stored), as JSON `{ "plan": "growth", "limits": {...} }` (the format: src/rules/account.ts). Records
  * are cached in the isolate for `planCacheTtlMs`, misses too, so an unknown key costs one KV read per isolate per
  * TTL. Callers without a key, with an unknown key, or with a malformed record get the default plan. A KV failure also
- * answers the default plan (logged, not cached): limiting by the default plan beats failing the request.
+ * answers the default plan (logged, not cached), and so does a read that takes longer than `PLAN_LOOKUP_BUDGET_MS`
+ * (logged; the read goes on and is cached for the next request): limiting by the default plan beats failing the
+ * request, and beats holding it for as long as KV does.
  *
  * A record's `limits` (per-account overrides) are checked against the deployed rules once per read, by the rule-file
  * validator: each valid one becomes that rule compiled with the account's parameters; an invalid one is logged
  * (`bad_override`) and the rule's own parameters apply.
  */
 import { readAccount } from "../rules/account.ts";
+import { makeRoom } from "./bounded.ts";
+import type { Sleep } from "./isolate.ts";
 import { type CompiledRule, compileOverride } from "./match.ts";
 
 /** A caller's account as the gateway uses it. */
@@ -24,43 +28,87 @@ interface CacheEntry {
   /** The rules the record was read against (a test may run one isolate with several rule sets). */
   readonly rules: readonly CompiledRule[];
   readonly account: Promise<Account | null>;
+  /** The answer once the read has settled (`undefined` while it has not). */
+  settled?: Account | null;
 }
 
-/** Bounded so a flood of random keys cannot grow the isolate's memory without limit. */
-const MAX_ENTRIES = 10_000;
+/** Entries kept per isolate at most, the oldest dropped first (bounded.ts): a flood of new keys cannot grow memory. */
+export const PLAN_CACHE_MAX_ENTRIES = 10_000;
+
+/**
+ * How long a request waits for its account record before it is limited by the default plan instead, ms, unless
+ * `LIMITER_TIMEOUT_MS` says otherwise (it bounds every wait on Sluice's own dependencies).
+ */
+export const PLAN_LOOKUP_BUDGET_MS = 1_000;
+
+const SLOW = Symbol("slow");
 
 /** One isolate's account records (and their absence), keyed by the SHA-256 hex of the API key. */
 export class PlanCache {
   private readonly entries = new Map<string, CacheEntry>();
 
-  /** A caller's account, `null` without a (valid) record. `keyHash` is the SHA-256 hex of the API key. */
+  constructor(private readonly maxEntries: number = PLAN_CACHE_MAX_ENTRIES) {}
+
+  /** Records (and pending reads) held now; never more than the bound. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /**
+   * A caller's account, `null` without a (valid) record, or when the read takes longer than `budgetMs` on the
+   * isolate's timer `sleep`. `keyHash` is the SHA-256 hex of the API key.
+   */
   async accountFor(
     accounts: KVNamespace,
     keyHash: string | null,
     rules: readonly CompiledRule[],
     ttlMs: number,
     nowMs: number,
+    sleep: Sleep,
+    budgetMs: number = PLAN_LOOKUP_BUDGET_MS,
   ): Promise<Account | null> {
     if (keyHash === null) return null;
     const cache = this.entries;
     const hit = cache.get(keyHash);
-    if (hit !== undefined && hit.expiresAtMs > nowMs && hit.rules === rules) return hit.account;
+    if (hit !== undefined && hit.expiresAtMs > nowMs && hit.rules === rules) {
+      return hit.settled !== undefined ? hit.settled : withinBudget(hit.account, keyHash, sleep, budgetMs);
+    }
     if (hit !== undefined) cache.delete(keyHash);
     // One KV read shared by concurrent requests of the same key. It never rejects: a failure reads as "no record".
-    const account = readRecord(accounts, keyHash, rules).catch((error: unknown) => {
-      cache.delete(keyHash);
-      console.error(JSON.stringify({ event: "plan_lookup_failed", key: keyHash, error: String(error) }));
-      return null;
-    });
+    const entry: CacheEntry = {
+      expiresAtMs: nowMs + ttlMs,
+      rules,
+      account: readRecord(accounts, keyHash, rules).then(
+        (account) => {
+          entry.settled = account;
+          return account;
+        },
+        (error: unknown) => {
+          if (cache.get(keyHash) === entry) cache.delete(keyHash);
+          console.error(JSON.stringify({ event: "plan_lookup_failed", key: keyHash, error: String(error) }));
+          return null;
+        },
+      ),
+    };
     if (ttlMs > 0) {
-      if (cache.size >= MAX_ENTRIES) {
-        const oldest = cache.keys().next();
-        if (oldest.done !== true) cache.delete(oldest.value);
-      }
-      cache.set(keyHash, { expiresAtMs: nowMs + ttlMs, rules, account });
+      makeRoom(cache, this.maxEntries);
+      cache.set(keyHash, entry);
     }
-    return account;
+    return withinBudget(entry.account, keyHash, sleep, budgetMs);
   }
+}
+
+/** The read's answer, or `null` (the default plan) when it takes longer than `budgetMs`. */
+async function withinBudget(
+  account: Promise<Account | null>,
+  keyHash: string,
+  sleep: Sleep,
+  budgetMs: number,
+): Promise<Account | null> {
+  const answer = await Promise.race([account, sleep(budgetMs).then((): typeof SLOW => SLOW)]);
+  if (answer !== SLOW) return answer;
+  console.error(JSON.stringify({ event: "plan_lookup_slow", key: keyHash, budget_ms: budgetMs }));
+  return null;
 }
 
 async function readRecord(
