@@ -7,6 +7,7 @@ import { keyHashOf, sha256Hex } from "./hash.ts";
 import { identitiesOf } from "./identity.ts";
 import type { Isolate } from "./isolate.ts";
 import type { CompiledRule } from "./match.ts";
+import { PLAN_LOOKUP_BUDGET_MS } from "./plan.ts";
 import type { Env, Settings } from "./settings.ts";
 
 export interface Caller {
@@ -44,6 +45,7 @@ export async function whoIsCalling(
     settings.planCacheTtlMs,
     isolate.clock(),
     isolate.sleep,
+    settings.limiterTimeoutMs ?? PLAN_LOOKUP_BUDGET_MS,
   );
   return {
     keyHashes: { api_key: apiKey, ip, user },

@@ -17,6 +17,9 @@ import { PLAN_LOOKUP_BUDGET_MS } from "../../src/worker/plan.ts";
 import type { Env } from "../../src/worker/settings.ts";
 import { bearer, freshKey, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
 
+/** The production budgets: LIMITER_TIMEOUT_MS unset (this test environment sets it, for slow machines). */
+const defaults = { ...env, LIMITER_TIMEOUT_MS: "" };
+
 afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
@@ -81,7 +84,7 @@ describe("the plan lookup (KV) at load", () => {
     const key = freshKey("sk_pro");
     await seedAccount(key, "pro");
     const broken = {
-      ...env,
+      ...defaults,
       ACCOUNTS: { get: () => Promise.reject(new Error("KV unavailable")) } as unknown as KVNamespace,
     };
     const { responses } = await sendAll(broken, drivenSleep().sleep, key, 100);
@@ -102,7 +105,7 @@ describe("the plan lookup (KV) at load", () => {
     });
     let reads = 0;
     const slow = {
-      ...env,
+      ...defaults,
       ACCOUNTS: {
         get: async (name: string, type: "text") => {
           reads++;
