@@ -10,7 +10,7 @@ import { parseRules } from "../../src/rules/yaml.ts";
 import { BLOCKED_CACHE_MAX_ENTRIES, BlockedCache } from "../../src/worker/blocked_cache.ts";
 import { createIsolate } from "../../src/worker/isolate.ts";
 import { LocalScope } from "../../src/worker/local_scope.ts";
-import { compileRules } from "../../src/worker/match.ts";
+import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
 import { PLAN_CACHE_MAX_ENTRIES, PlanCache } from "../../src/worker/plan.ts";
 import { gcraP } from "../support/params.ts";
 
@@ -53,20 +53,23 @@ describe("isolate structures under a flood of a million distinct keys", () => {
       },
     } as unknown as KVNamespace;
     const sleep = () => new Promise<void>(() => {}); // the lookup budget never runs out here
+    const noRules: readonly CompiledRule[] = []; // records are cached per rule set
     let largest = 0;
     const batch = 1_000;
     for (let start = 0; start < flood; start += batch) {
       await Promise.all(
-        Array.from({ length: batch }, (_, j) => plans.accountFor(accounts, keyOf(start + j), [], 30_000, T0, sleep)),
+        Array.from({ length: batch }, (_, j) =>
+          plans.accountFor(accounts, keyOf(start + j), noRules, 30_000, T0, sleep),
+        ),
       );
       if (plans.size > largest) largest = plans.size;
     }
     expect(reads).toBe(flood);
     expect(largest).toBe(PLAN_CACHE_MAX_ENTRIES);
     expect(plans.size).toBeGreaterThan(PLAN_CACHE_MAX_ENTRIES * 0.9);
-    await plans.accountFor(accounts, keyOf(flood - 1), [], 30_000, T0, sleep);
+    await plans.accountFor(accounts, keyOf(flood - 1), noRules, 30_000, T0, sleep);
     expect(reads).toBe(flood); // still cached
-    await plans.accountFor(accounts, keyOf(0), [], 30_000, T0, sleep);
+    await plans.accountFor(accounts, keyOf(0), noRules, 30_000, T0, sleep);
     expect(reads).toBe(flood + 1); // long evicted
   });
 
