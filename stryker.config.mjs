@@ -1,4 +1,4 @@
-// Mutation testing of the pure core (`npm run test:mutation`; not part of `npm test`).
+// Mutation testing of the pure core (`npm run test:mutation`; not part of `npm test`). See docs/testing.md.
 // One file at a time is kinder to a shared machine: `npm run test:mutation -- --mutate src/algorithms/gcra.ts`.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -9,7 +9,8 @@ export default {
   coverageAnalysis: "perTest",
   // Two cores shared by many processes: 1 (override with --concurrency 2 on a quiet machine).
   concurrency: 1,
-  timeoutMS: 60_000,
+  // A mutant that loops forever (a loop bound flipped) is stopped after its tests' normal time × 1.5 + this many ms.
+  timeoutMS: 10_000,
   reporters: ["clear-text", "progress", "html", "json"],
   htmlReporter: { fileName: "reports/mutation/index.html" },
   jsonReporter: { fileName: "reports/mutation/mutation.json" },
