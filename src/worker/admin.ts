@@ -20,7 +20,7 @@
  */
 import { BLOCKED_CACHE_MAX_ENTRIES } from "./blocked_cache.ts";
 import { dashboardPage } from "./dashboard.ts";
-import { constantTimeEqual, keyHashOf } from "./hash.ts";
+import { constantTimeEqual, keyHashOf, sha256Hex } from "./hash.ts";
 import { problemResponse } from "./headers.ts";
 import { identityKey } from "./identity.ts";
 import type { Isolate } from "./isolate.ts";
@@ -126,7 +126,11 @@ export async function handleAdmin(
       const keyHash = await keyHashOf(settings.keyHashSecret, key);
       const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
       try {
-        return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
+        if (route === "/reset") return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
+        const applied = await limitFor(env, settings, isolate, rules, compiled, key);
+        // `override`: the key's account has its own limit for this rule (a per-account override), and it applies.
+        const limit = { quota: applied.capacity, override: applied !== compiled };
+        return await stateOrReset(route, env, settings, isolate, applied, keyHash, { ...base, ...limit });
       } catch (error) {
         logEvent("error", { event: "admin_failed", rule: rule.id, key: keyHash, error: messageOf(error) });
         return problem(503, "Service Unavailable", `The limiter for ${rule.id} did not answer.`, [
@@ -139,6 +143,21 @@ export async function handleAdmin(
   }
 }
 
+/** The rule as it applies to this key: with the key's account override, if it has one (api_key rules only). */
+async function limitFor(
+  env: Env,
+  settings: Settings,
+  isolate: Isolate,
+  rules: readonly CompiledRule[],
+  compiled: CompiledRule,
+  key: string,
+): Promise<CompiledRule> {
+  if (compiled.rule.match.identity !== "api_key") return compiled;
+  const ttlMs = settings.planCacheTtlMs;
+  const account = await isolate.plans.accountFor(env.ACCOUNTS, await sha256Hex(key), rules, ttlMs, isolate.clock());
+  return account?.overrides.get(compiled.rule.id) ?? compiled;
+}
+
 async function stateOrReset(
   route: "/state" | "/reset",
   env: Env,
@@ -146,7 +165,7 @@ async function stateOrReset(
   isolate: Isolate,
   compiled: CompiledRule,
   keyHash: string,
-  base: Record<string, string>,
+  base: Record<string, string | number | boolean>,
 ): Promise<Response> {
   const { rule } = compiled;
   if (route === "/state") {

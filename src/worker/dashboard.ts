@@ -81,7 +81,10 @@ const SCRIPT = `
       case "sliding_log":
         return r.limit + " per " + period(r.windowMs);
       case "sliding_counter":
-        return r.limit + " per " + period(r.windowMs) + (r.countDenied ? ", counts denials" : "");
+        return (
+          r.limit + " per " + period(r.windowMs) + (r.buckets > 1 ? ", " + r.buckets + " sub-windows" : "") +
+          (r.countDenied ? ", counts denials" : "")
+        );
       default:
         return JSON.stringify(r);
     }
@@ -185,6 +188,7 @@ const SCRIPT = `
           ["rule", result.rule],
           ["hashed key", result.key],
           ["scope", result.scope],
+          ["quota", result.quota + (result.override ? " (this account's own limit)" : " (the rule's)")],
           ["remaining", result.remaining],
           ["resets in", wait(result.reset_after_ms)],
           ["retry after", result.retry_after_ms === null ? "- (a request would be admitted)" : wait(result.retry_after_ms)],

@@ -92,6 +92,7 @@ describe("dashboard in Chromium", () => {
     await page.fill("#key-value", CLIENT_IP);
     await page.click("#lookup");
     await expect.poll(() => field(page, "remaining").textContent()).toBe("0");
+    expect(await field(page, "quota").textContent()).toBe("5 (the rule's)");
     expect(await field(page, "retry after").textContent()).toMatch(/^\d+(\.\d)? m?s$/);
 
     if (process.env.UPDATE_SCREENSHOT === "1") {

@@ -121,6 +121,8 @@ describe("endpoints", () => {
       scope: "global",
       identity: "api_key",
       key: await sha256Hex(key),
+      quota: 3,
+      override: false,
       remaining: 3,
       reset_after_ms: 0,
       retry_after_ms: null,

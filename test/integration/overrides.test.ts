@@ -5,11 +5,12 @@
  * from); a stale blocked-key cache entry does not outlive an override; an invalid stored override is logged and the
  * rule's own parameters apply (never a 5xx).
  */
-import { env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { handleRequest } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
 import type { CompiledRule } from "../../src/worker/match.ts";
-import { bearer, freshKey, gatewayFetch, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, freshKey, gatewayFetch, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 /** PLAN_CACHE_TTL_MS's default: a changed record is read once the cached one expires. */
 const PLAN_TTL_MS = 30_000;
@@ -168,5 +169,21 @@ describe("per-account overrides", () => {
     });
     expect(await statuses(rules, key, 5)).toEqual([200, 200, 200, 200, 429]);
     expect(warn.mock.calls.some((c) => String(c[0]).includes('"bad_override"'))).toBe(true);
+  });
+
+  it("the admin API's state of a key reports the limit that applies to it: its account's override", async () => {
+    const key = freshKey();
+    await putAccount(key, { plan: "growth", limits: { "growth-global": { rate: "1/h", burst: 5 } } });
+    expect(await statuses(rules, key, 2)).toEqual([200, 200]);
+    const state = async (k: string) => {
+      const ctx = createExecutionContext();
+      const path = `/_sluice/state?rule=growth-global&key=${encodeURIComponent(k)}`;
+      const headers = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
+      const r = await handleRequest(req("GET", path, headers), env, ctx, rules, isolate);
+      await waitOnExecutionContext(ctx);
+      return r.json<Record<string, unknown>>();
+    };
+    expect(await state(key)).toMatchObject({ quota: 5, override: true, remaining: 3 });
+    expect(await state(freshKey())).toMatchObject({ quota: 3, override: false, remaining: 3 });
   });
 });
