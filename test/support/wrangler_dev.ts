@@ -39,6 +39,9 @@ export function freePort(): Promise<number> {
 /** Start `wrangler dev` with `vars` (`--var NAME:VALUE`) and wait until it answers (60 s at most). */
 export async function startWrangler(persistTo: string, vars: Record<string, string>): Promise<WranglerDev> {
   const port = await freePort();
+  // The devtools inspector listens too (9229/9230 by default): another wrangler dev on the machine may hold those.
+  let inspectorPort = await freePort();
+  while (inspectorPort === port) inspectorPort = await freePort();
   const output: string[] = [];
   const varArgs = Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]);
   const child = spawn(
@@ -50,6 +53,8 @@ export async function startWrangler(persistTo: string, vars: Record<string, stri
       "127.0.0.1",
       "--port",
       String(port),
+      "--inspector-port",
+      String(inspectorPort),
       "--persist-to",
       persistTo,
       "--log-level",
