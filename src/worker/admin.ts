@@ -154,7 +154,8 @@ async function limitFor(
 ): Promise<CompiledRule> {
   if (compiled.rule.match.identity !== "api_key") return compiled;
   const ttlMs = settings.planCacheTtlMs;
-  const account = await isolate.plans.accountFor(env.ACCOUNTS, await sha256Hex(key), rules, ttlMs, isolate.clock());
+  const hash = await sha256Hex(key);
+  const account = await isolate.plans.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
   return account?.overrides.get(compiled.rule.id) ?? compiled;
 }
 
