@@ -200,6 +200,8 @@ const soak = load<{
   overAdmission: number;
   unexplainedAdmissions: number;
   unexpected5xx: number;
+  unexpected5xxSamples?: string[];
+  devServerRestart503?: number;
   memory: {
     levelled: boolean | null;
     phases: { phase: string; secondQuarterMb: number; lastQuarterMb: number; maxMb: number }[];
@@ -219,7 +221,7 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
       .map(([k, v]) => `${k}: ${v}`)
       .join(", ")}; ${d.connectionErrors.total} connection errors while the server was down.`,
     `- **Crash**: ${d.crash === null ? "none" : `SIGKILL at ${d.crash.atS} s, answering again ${(d.crash.downMs / 1000).toFixed(1)} s later`}.`,
-    `- **Over-admission across the crash: ${d.overAdmission}**; admitted responses missing an expected rule's decision: ${d.unexplainedAdmissions}; **5xx other than a fail-closed rule's 503: ${d.unexpected5xx}**.`,
+    `- **Over-admission across the crash: ${d.overAdmission}**; admitted responses missing an expected rule's decision: ${d.unexplainedAdmissions}; **5xx other than a fail-closed rule's 503: ${d.unexpected5xx}**${d.devServerRestart503 === undefined ? (d.unexpected5xx > 0 ? ` (samples: ${(d.unexpected5xxSamples ?? []).map((x) => `\`${x.slice(0, 90)}...\``).join("; ")})` : "") : `, besides ${d.devServerRestart503} of wrangler dev's own "worker restarted mid-request" 503`}.`,
     `- **Memory** (RSS of workerd, second to last quarter of each phase): ${d.memory.phases.map((m) => `${m.phase} the crash ${m.secondQuarterMb} -> ${m.lastQuarterMb} MB (max ${m.maxMb})`).join("; ")}: ${verdict}.`,
     "",
     "| rule | algorithm | keys | cost admitted | tightest key: admitted / allowed over its run | keys at >= 90% of their allowance | over-admission | fail-open | fail-closed 503 |",

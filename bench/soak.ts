@@ -283,6 +283,10 @@ const failClosed503 = new Map<string, number>();
 /** An admitted request without a decision of a rule that applies to it, or with another cost: must be 0. */
 const unexplained: string[] = [];
 let unexpected5xx = 0;
+/** What wrangler dev's proxy answers (node_modules/wrangler/wrangler-dist/ProxyWorker.js) when its runtime restarts. */
+const WRANGLER_DEV_RESTARTED =
+  "Your worker restarted mid-request. Please try sending the request again. Only GET or HEAD requests are retried automatically.";
+let devServerRestart503 = 0;
 const unexpected5xxSamples: string[] = [];
 const distinct = { keys: new Set<number>(), users: new Set<number>(), addresses: new Set<number>() };
 
@@ -334,6 +338,11 @@ function record5xx(status: number, body: unknown, kind: Kind): void {
       for (const r of rules) failClosed503.set(r, (failClosed503.get(r) ?? 0) + 1);
       return;
     }
+  }
+  if (status === 503 && body === WRANGLER_DEV_RESTARTED) {
+    // wrangler dev's proxy, not Sluice: its local runtime restarted with this (non-GET) request in flight.
+    devServerRestart503++;
+    return;
   }
   unexpected5xx++;
   if (unexpected5xxSamples.length < 5)
@@ -652,6 +661,7 @@ async function main(): Promise<number> {
     unexplainedSamples: unexplained.slice(0, 5),
     unexpected5xx,
     unexpected5xxSamples,
+    devServerRestart503,
     serverEvents: events,
     memory: { levelled, phases: memory, samples },
   };
@@ -696,6 +706,7 @@ function printSummary(d: {
   overAdmission: number;
   unexplainedAdmissions: number;
   unexpected5xx: number;
+  devServerRestart503: number;
   memory: {
     levelled: boolean | null;
     phases: readonly { phase: string; secondQuarterMb: number; lastQuarterMb: number }[];
@@ -718,7 +729,7 @@ function printSummary(d: {
       `${r.rule.padEnd(22)}${r.algorithm.padEnd(17)}${String(r.keys).padStart(5)}${String(r.admittedCost).padStart(10)}  ${(r.tightestKey === null ? "-" : `${r.tightestKey.admitted}/${r.tightestKey.allowedOverRun}`).padStart(31)}${String(r.keysAt90PctOrMore).padStart(11)}${String(r.overAdmission).padStart(6)}${String(r.failOpen).padStart(11)}${String(r.failClosed503).padStart(13)}\n`,
     );
   out.write(
-    `\nover-admission: ${d.overAdmission}; admissions without an expected rule's decision: ${d.unexplainedAdmissions}; unexpected 5xx: ${d.unexpected5xx}\n`,
+    `\nover-admission: ${d.overAdmission}; admissions without an expected rule's decision: ${d.unexplainedAdmissions}; unexpected 5xx: ${d.unexpected5xx} (and ${d.devServerRestart503} of wrangler dev's own "worker restarted mid-request" 503)\n`,
   );
   out.write(
     `memory (workerd RSS, 2nd -> last quarter of each phase): ${d.memory.phases.map((m) => `${m.phase} ${m.secondQuarterMb} -> ${m.lastQuarterMb} MB`).join(", ")}: ${d.memory.levelled === null ? "not judged (phases under 2 minutes)" : d.memory.levelled ? "levels off" : "GROWS"}\n\n`,
