@@ -9,7 +9,7 @@ const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const onlyAt = args.indexOf("--only");
-const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge"];
+const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "cluster"];
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? "").split(",") : all;
 const unknown = only.filter((name) => !all.includes(name));
 if (unknown.length > 0) {

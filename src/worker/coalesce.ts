@@ -30,7 +30,7 @@ import {
   type FailureKind,
   type ObjectTransport,
 } from "./object_call.ts";
-import type { CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule, RefundResult } from "./store.ts";
+import type { CallInput, CallResult, CheckResult, LeaseAsk, LeaseReturn, LimiterRule, RefundResult } from "./store.ts";
 
 /** One request for one (rule, key). */
 export interface AskInput {
@@ -108,6 +108,11 @@ interface KeyState {
   lease: HeldLease | null;
   /** Leases ended or replaced, whose unused units go back with the next call. */
   returns: HeldLease[];
+  /**
+   * Until when (this isolate's clock) the key is scarce: the object granted less than this isolate asked for, so
+   * requests beyond the lease are refused here, with a retry at that time, instead of each making a call. 0: not.
+   */
+  scarceUntilMs: number;
   /** Arrivals this isolate saw, per bucket of the lease ttl: for `lease.above` and lease sizing. */
   seenBucket: number;
   seenCurr: number;
@@ -147,6 +152,8 @@ export interface CoalescerOptions {
 
 export class Coalescer {
   private readonly keys = new Map<string, KeyState>();
+  /** The lease each key's call in flight asked for. */
+  private readonly lastAsk = new WeakMap<KeyState, LeaseAsk>();
   private readonly maxKeys: number;
 
   constructor(private readonly options: CoalescerOptions) {
@@ -187,7 +194,28 @@ export class Coalescer {
       this.options.counters.lease_answers++;
       return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now));
     }
+    if (now < st.scarceUntilMs && !st.inFlight) {
+      this.options.counters.lease_answers++;
+      return Promise.resolve(this.scarceAnswer(st, now));
+    }
     return this.wait(st, input);
+  }
+
+  /** A refusal while the key is scarce: this isolate has had its share until `scarceUntilMs`. */
+  private scarceAnswer(st: KeyState, now: number): Asked {
+    const waitMs = Math.max(1, st.scarceUntilMs - now);
+    return {
+      kind: "answered",
+      result: {
+        ok: true,
+        atMs: now,
+        decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
+      },
+      source: "lease",
+      batchSize: 0,
+      attempts: 0,
+      refund: () => Promise.resolve(null),
+    };
   }
 
   /**
@@ -259,6 +287,7 @@ export class Coalescer {
         queue: [],
         lease: null,
         returns: [],
+        scarceUntilMs: 0,
         seenBucket: 0,
         seenCurr: 0,
         seenPrev: 0,
@@ -322,8 +351,30 @@ export class Coalescer {
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
   ): Promise<Asked | null> {
     const { clock, counters } = this.options;
-    const batch = st.queue.splice(0);
-    for (const w of batch) w.settled = true;
+    const queued = st.queue.splice(0);
+    for (const w of queued) w.settled = true;
+    // Requests that waited while a lease arrived are answered from it first, in arrival order.
+    let mine: Asked | null = null;
+    const now = clock();
+    const lease = st.lease;
+    let served = 0;
+    if (lease !== null && !lease.returned && now < lease.endsAtMs) {
+      for (const w of queued) {
+        if (lease.unitsLeft < w.cost) break;
+        lease.unitsLeft -= w.cost;
+        counters.lease_answers++;
+        const answer = this.leaseAnswer(st, lease, w.cost, now);
+        if (w === leader) mine = answer;
+        else w.resolve(answer);
+        served++;
+      }
+    }
+    const batch = queued.slice(served);
+    if (batch.length === 0 && st.returns.length === 0) {
+      st.inFlight = false;
+      this.handOff(st);
+      return mine;
+    }
     if (st.lease !== null) this.endLease(st);
     const giveBack: LeaseReturn[] = [];
     for (const held of st.returns.splice(0)) {
@@ -341,6 +392,8 @@ export class Coalescer {
       giveBack,
       lease: batch.length > 0 ? this.leaseAsk(st) : null,
     };
+    if (input.lease == null) this.lastAsk.delete(st);
+    else this.lastAsk.set(st, input.lease);
     if (batch.length > 1) counters.batched_requests += batch.length;
     const sentAtMs = clock();
     let answers: Asked[] = [];
@@ -354,7 +407,6 @@ export class Coalescer {
       st.inFlight = false;
       this.handOff(st);
     }
-    let mine: Asked | null = null;
     batch.forEach((w, i) => {
       const a = answers[i]!;
       if (w === leader) mine = a;
@@ -381,6 +433,10 @@ export class Coalescer {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
       if (result.lease !== null) this.adopt(st, result, sentAtMs, keepAlive);
+      // Asked for a slice and got less: the key's budget is short; this isolate makes do with its share for one ttl.
+      const asked = this.lastAsk.get(st);
+      const granted = result.lease?.units ?? 0;
+      st.scarceUntilMs = asked !== undefined && granted < asked.units ? sentAtMs + asked.ttlMs : 0;
       return batch.map((w, i): Asked => {
         const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
         return {

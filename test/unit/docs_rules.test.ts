@@ -35,6 +35,7 @@ const FIELDS = [
   "timeout_ms",
   "status",
   "retry_jitter_s",
+  "lease",
 ];
 
 describe("docs/rules.md", () => {
