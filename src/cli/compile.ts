@@ -31,10 +31,14 @@ import type { ResolvedRule } from "../rules/types.ts";
 
 export const RULES: readonly ResolvedRule[] = ${JSON.stringify(loaded.rules, null, 2)};
 `;
-  mkdirSync(dirname(out), { recursive: true });
-  const previous = existsSync(out) ? readFileSync(out, "utf8") : "";
-  // Rewrite only on change, so `wrangler dev` does not rebuild in a loop.
-  if (previous !== text) writeFileSync(out, text);
+  try {
+    mkdirSync(dirname(out), { recursive: true });
+    const previous = existsSync(out) ? readFileSync(out, "utf8") : "";
+    // Rewrite only on change, so `wrangler dev` does not rebuild in a loop.
+    if (previous !== text) writeFileSync(out, text);
+  } catch (err) {
+    return inputError(io, [`sluice compile: cannot write ${out}: ${(err as Error).message}`]);
+  }
   writeSummaries(io.stdout, loaded);
   io.stdout.write(`wrote ${out}\n`);
   return 0;

@@ -126,6 +126,9 @@ describe("sluice compile", () => {
     const bad = await runCli(["compile", "--rules", "test/fixtures/cli/bad.yaml", "--out", join(dir, "x.ts")]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("nothing written");
+    const unwritable = await runCli(["compile", "--rules", RULES, "--out", `${RULES}/rules.ts`]);
+    expect(unwritable.code).toBe(1);
+    expect(unwritable.stderr).toContain(`sluice compile: cannot write ${RULES}/rules.ts:`);
   });
 });
 
