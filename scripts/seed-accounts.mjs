@@ -16,6 +16,7 @@ import { join } from "node:path";
 /** The demo API keys documented in the README. */
 export const DEMO_ACCOUNTS = [
   { key: "sk_free_demo", plan: "free" },
+  { key: "sk_free_demo_2", plan: "free" },
   { key: "sk_growth_demo", plan: "growth" },
   { key: "sk_scale_demo", plan: "scale" },
 ];

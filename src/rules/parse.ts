@@ -43,6 +43,7 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 const MODES = ["enforce", "shadow"] as const;
 const SCOPES = ["global", "local"] as const;
 const ON_ERRORS = ["open", "closed"] as const;
+const UNVERIFIED = ["by_address", "skip", "reject"] as const;
 
 const COMMON_KEYS = [
   "id",
@@ -57,6 +58,7 @@ const COMMON_KEYS = [
   "status",
   "retry_jitter_s",
   "lease",
+  "unverified",
 ] as const;
 const MATCH_KEYS = ["plan", "route", "identity"] as const;
 /** The parameter fields an algorithm takes (its file says which); any other parameter field on it is an error. */
@@ -179,6 +181,13 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   });
   const retryJitterS = optional(raw, "retry_jitter_s", 0, (v) => nonNegativeInt(e, "retry_jitter_s", v));
   const lease = optional(raw, "lease", null, (v) => resolveLease(v, e, algorithm, scope, capacity));
+  const unverified = optional(raw, "unverified", "by_address", (v) => oneOf(e, "unverified", v, UNVERIFIED));
+  if (raw.has("unverified") && match !== undefined && match.identity !== "api_key") {
+    e.add(
+      "unverified",
+      `only rules with identity: api_key have unverified callers; this one has identity: ${match.identity}`,
+    );
+  }
 
   if (
     e.count > 0 ||
@@ -193,7 +202,8 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     timeoutMs === undefined ||
     status === undefined ||
     retryJitterS === undefined ||
-    lease === undefined
+    lease === undefined ||
+    unverified === undefined
   ) {
     return null;
   }
@@ -210,6 +220,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     costByRoute,
     retryJitterS,
     lease,
+    unverified,
   };
   return { ...common, ...params } as ResolvedRule;
 }

@@ -14,6 +14,7 @@ export type Identity = "api_key" | "ip" | "user";
 export type Mode = "enforce" | "shadow";
 export type Scope = "global" | "local";
 export type OnError = "open" | "closed";
+export type Unverified = "by_address" | "skip" | "reject";
 
 /** `"METHOD /path"` from `match.route`, kept as written and compiled for matching. */
 export interface RoutePattern {
@@ -64,6 +65,12 @@ export interface RuleCommon {
   readonly retryJitterS: number;
   /** Isolates may hold a slice of a hot key's budget (see rules/lease.ts). Default `null` (off). */
   readonly lease: LeaseSettings | null;
+  /**
+   * `identity: api_key` rules only: what the rule does with a caller whose API key has no account record, or who sends
+   * none. `by_address` (default): counts it by its client address (IPv6 by prefix), under the default plan;
+   * `skip`: does not apply to it; `reject`: refuses it with 401 at the edge.
+   */
+  readonly unverified: Unverified;
 }
 
 /** A rule's `lease` setting. */

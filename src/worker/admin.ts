@@ -18,11 +18,15 @@
  * `scope: local` rules answer for this isolate only: state and reset reach the isolate that served the admin
  * request, not the others.
  */
+
+import type { Identity } from "../rules/types.ts";
+import { adminGuard } from "./admin_guard.ts";
 import { BLOCKED_CACHE_MAX_ENTRIES } from "./blocked_cache.ts";
+import { unverifiedKeyText } from "./caller.ts";
 import { dashboardPage } from "./dashboard.ts";
 import { constantTimeEqual, keyHashOf, sha256Hex } from "./hash.ts";
 import { problemResponse } from "./headers.ts";
-import { identityKey } from "./identity.ts";
+import { clientIpKey, identityKey } from "./identity.ts";
 import type { Isolate } from "./isolate.ts";
 import type { CompiledRule } from "./match.ts";
 import { logEvent } from "./metrics.ts";
@@ -67,13 +71,8 @@ export async function handleAdmin(
   const allow = (allowed: string): Response | null =>
     method === allowed ? null : problem(405, "Method Not Allowed", undefined, [["Allow", allowed]]);
   if (route === "" || route === "/") return allow("GET") ?? (await dashboardPage());
-  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
-  if (presented === undefined || !(await constantTimeEqual(presented, settings.adminToken))) {
-    logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
-    return problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
-      ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
-    ]);
-  }
+  const refused = await checkToken(request, url, env, settings);
+  if (refused !== null) return refused;
 
   switch (route) {
     case "/rules":
@@ -119,15 +118,13 @@ export async function handleAdmin(
       const compiled = rules.find((c) => c.rule.id === ruleId);
       if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
       const { rule } = compiled;
-      const key = identityKey(rule.match.identity, rawKey, settings);
-      if (key === null) {
-        return problem(400, "Bad Request", `key= is not a ${rule.match.identity} the gateway would count by.`);
-      }
-      const keyHash = await keyHashOf(settings.keyHashSecret, key);
+      const counted = await countedKeyHash(rule.match.identity, rawKey, env, settings, isolate, rules);
+      if (typeof counted !== "string") return problem(400, "Bad Request", counted.error);
+      const keyHash = counted;
       const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
       try {
         if (route === "/reset") return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
-        const applied = await limitFor(env, settings, isolate, rules, compiled, key);
+        const applied = await limitFor(env, settings, isolate, rules, compiled, rawKey);
         // `override`: the key's account has its own limit for this rule (a per-account override), and it applies.
         const limit = { quota: applied.capacity, override: applied !== compiled };
         return await stateOrReset(route, env, settings, isolate, applied, keyHash, { ...base, ...limit });
@@ -194,4 +191,60 @@ async function stateOrReset(
       : await limiterStub(env.LIMITER, rule.id, keyHash).reset();
   logEvent("log", { event: "admin_reset", rule: rule.id, key: keyHash, existed });
   return json({ ...base, reset: true, existed });
+}
+
+/** `null` when the request carries the admin token; else the 401 (or, for an address out of attempts, 429). */
+async function checkToken(request: Request, url: URL, env: Env, settings: Settings): Promise<Response | null> {
+  const guard = await adminGuard(request, env, settings);
+  const tooMany = (retryAfterS: number) =>
+    problem(429, "Too Many Requests", "Too many failed admin token checks from this address.", [
+      ["Retry-After", String(retryAfterS)],
+    ]);
+  const locked = await guard.lockedForS();
+  if (locked !== null) return tooMany(locked);
+  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
+  if (presented !== undefined && (await constantTimeEqual(presented, settings.adminToken!))) return null;
+  logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
+  const nowLocked = await guard.failed();
+  if (nowLocked !== null) return tooMany(nowLocked);
+  return problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
+    ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
+  ]);
+}
+
+/**
+ * The key hash the gateway counts `raw` by under a rule of `identity`. For `api_key` rules that is the key's own hash
+ * only for a key with an account record; callers without one are counted by their address, so `raw` may be an
+ * address (the bucket its unverified callers share).
+ */
+async function countedKeyHash(
+  identity: Identity,
+  raw: string,
+  env: Env,
+  settings: Settings,
+  isolate: Isolate,
+  rules: readonly CompiledRule[],
+): Promise<string | { readonly error: string }> {
+  const key = identityKey(identity, raw, settings);
+  if (identity === "api_key") {
+    const accountKey = key === null ? null : await sha256Hex(key);
+    const plan = await isolate.plans.accountFor(
+      env.ACCOUNTS,
+      accountKey,
+      rules,
+      settings.planCacheTtlMs,
+      isolate.clock(),
+      isolate.sleep,
+    );
+    if (key !== null && plan !== null) return keyHashOf(settings.keyHashSecret, key);
+    const address = clientIpKey(raw, settings.ipv6PrefixBits);
+    if (address !== null) return keyHashOf(settings.keyHashSecret, unverifiedKeyText(address));
+    return {
+      error:
+        "key= is not an API key with an account record, nor a client address: callers without a known key are " +
+        "counted by their address, so pass that.",
+    };
+  }
+  if (key === null) return { error: `key= is not a ${identity} the gateway would count by.` };
+  return keyHashOf(settings.keyHashSecret, key);
 }

@@ -30,7 +30,7 @@ import { type Answer, type Composition, compose } from "./compose.ts";
 import { jitterSeconds } from "./hash.ts";
 import { limitFields, policyWindowS, problemResponse, type RuleView, rateLimitPolicy } from "./headers.ts";
 import type { Isolate } from "./isolate.ts";
-import { type Applicable, applicableRules, type CompiledRule } from "./match.ts";
+import { type Applicable, applicableRules, type CompiledRule, rejectingRule } from "./match.ts";
 import { logEvent, type Outcome as MetricOutcome, type Source, writeDataPoint } from "./metrics.ts";
 import { objectNameOf } from "./names.ts";
 import { messageOf } from "./object_call.ts";
@@ -86,9 +86,11 @@ async function gateway(
   const cx: RequestContext = { ...base, ctx, method, plan: caller.plan, forwardPath: shape.forwardPath };
   const nowMs = isolate.clock();
 
-  const foldCase = !settings.path.caseSensitive;
-  const { plan, keyHashes, overrides } = caller;
-  const matched = applicableRules(rules, { methods, path, foldCase, plan, keyHashes, overrides });
+  const { plan, keyHashes, unverified, overrides } = caller;
+  const facts = { methods, path, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
+  const rejecting = rejectingRule(rules, facts);
+  if (rejecting !== null) return unauthorized(cx, rejecting);
+  const matched = applicableRules(rules, facts);
   const { applicable, tooCostly } = withinCapacity(cx, matched);
   if (tooCostly !== null) return refuseTooCostly(cx, tooCostly, matched, nowMs);
 
@@ -418,6 +420,30 @@ function logShadow(
     reason,
     source,
   });
+}
+
+/** 401: a rule with `unverified: reject` applies, and the caller has no verified API key. Nothing is counted. */
+function unauthorized(cx: RequestContext, compiled: CompiledRule): Response {
+  const { rule } = compiled;
+  cx.isolate.stats.denials++;
+  logEvent("log", {
+    event: "unverified_rejected",
+    plan: cx.plan,
+    method: cx.method,
+    rule: rule.id,
+    route: routeOf(rule),
+  });
+  return problemResponse(
+    401,
+    {
+      type: "about:blank",
+      title: "Unauthorized",
+      status: 401,
+      detail: `Rule ${rule.id} needs a valid API key (Authorization: Bearer <key> or X-API-Key).`,
+      rule: rule.id,
+    },
+    [["WWW-Authenticate", 'Bearer realm="api"']],
+  );
 }
 
 /** 400 problem+json for a request no rule can be asked about (an unreadable path, a bad method override). */

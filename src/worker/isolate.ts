@@ -6,6 +6,7 @@
  */
 import { BlockedCache } from "./blocked_cache.ts";
 import { Coalescer } from "./coalesce.ts";
+import { KeyLookups } from "./key_lookups.ts";
 import { LocalScope } from "./local_scope.ts";
 import { newStats, type Stats } from "./metrics.ts";
 import { resumeInOwnContext } from "./object_call.ts";
@@ -28,6 +29,8 @@ export interface Isolate {
   readonly local: LocalScope;
   /** Account records read from KV (plan.ts). */
   readonly plans: PlanCache;
+  /** Account lookups per client address (key_lookups.ts). */
+  readonly keyLookups: KeyLookups;
   /** The most recent denials, for the dashboard (recent_denials.ts). */
   readonly denials: RecentDenials;
   /** Calls to the objects, one in flight per key, and the leases held here (coalesce.ts). */
@@ -61,6 +64,7 @@ export function createIsolate(options: IsolateOptions = {}): Isolate {
     }),
     local: new LocalScope(),
     plans: new PlanCache(),
+    keyLookups: new KeyLookups(),
     denials: new RecentDenials(),
   };
 }

@@ -5,7 +5,9 @@
  *
  * Every rule whose match holds applies: a plan quota, a burst rule and a route rule may all apply at once. A rule
  * applies when its plans include the caller's plan (or it names none), its route matches (or it names none), and the
- * request carries its identity; a rule keyed on an identity the request lacks does not apply.
+ * request carries its identity; a rule keyed on an identity the request lacks does not apply. A caller without a
+ * verified API key is counted by `identity: api_key` rules as its rule's `unverified` says (by its address, by
+ * default).
  */
 
 import { capacityOf, projectParams } from "../algorithms/index.ts";
@@ -46,10 +48,18 @@ export interface RequestFacts {
   /** Match route patterns case-insensitively (the path is then lower-cased already). */
   readonly foldCase: boolean;
   readonly plan: string;
-  /** SHA-256 hex of each identity the request carries, `null` when absent. */
+  /**
+   * The hash of each identity the request carries, `null` when absent. `api_key` is set only for a key with an
+   * account record (a verified key).
+   */
   readonly keyHashes: { readonly [K in Identity]: string | null };
   /** The caller's account overrides: rule id -> that rule with the account's own parameters (`compileOverride`). */
   readonly overrides: ReadonlyMap<string, CompiledRule>;
+  /**
+   * For a caller without a verified key: the hash `identity: api_key` rules with `unverified: by_address` count it
+   * by (its client address, caller.ts), `null` when it has no address. `null` for a verified caller.
+   */
+  readonly unverified: { readonly keyHash: string | null } | null;
 }
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
@@ -77,15 +87,34 @@ export function compileRules(rules: readonly ResolvedRule[]): readonly CompiledR
 export function applicableRules(rules: readonly CompiledRule[], facts: RequestFacts): Applicable[] {
   const out: Applicable[] = [];
   for (const compiled of rules) {
-    const { rule } = compiled;
-    const keyHash = facts.keyHashes[rule.match.identity];
-    if (keyHash === null) continue;
-    if (compiled.plans !== null && !compiled.plans.has(facts.plan)) continue;
-    const route = facts.foldCase ? compiled.folded.route : rule.match.route;
-    if (route !== null && !facts.methods.some((m) => routeMatches(route, m, facts.path))) continue;
-    out.push({ compiled: facts.overrides.get(rule.id) ?? compiled, keyHash, cost: costOf(compiled, facts) });
+    const keyHash = countedBy(compiled.rule, facts);
+    if (keyHash === null || !matchesRequest(compiled, facts)) continue;
+    out.push({ compiled: facts.overrides.get(compiled.rule.id) ?? compiled, keyHash, cost: costOf(compiled, facts) });
   }
   return out;
+}
+
+/** The first rule with `unverified: reject` that would apply to this caller without a verified key, if any. */
+export function rejectingRule(rules: readonly CompiledRule[], facts: RequestFacts): CompiledRule | null {
+  if (facts.unverified === null) return null;
+  for (const compiled of rules) {
+    const { match, unverified } = compiled.rule;
+    if (match.identity === "api_key" && unverified === "reject" && matchesRequest(compiled, facts)) return compiled;
+  }
+  return null;
+}
+
+/** The key hash a rule counts this request by; `null`: the rule does not apply to it. */
+function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
+  if (rule.match.identity !== "api_key" || facts.unverified === null) return facts.keyHashes[rule.match.identity];
+  return rule.unverified === "by_address" ? facts.unverified.keyHash : null;
+}
+
+/** Plan and route (under any of the request's methods). */
+function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
+  if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
+  const route = facts.foldCase ? compiled.folded.route : compiled.rule.match.route;
+  return route === null || facts.methods.some((m) => routeMatches(route, m, facts.path));
 }
 
 /**

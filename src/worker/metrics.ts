@@ -32,6 +32,12 @@ export function newStats() {
     fail_closed: 0,
     /** Would-be denials of shadow rules. */
     shadow_denials: 0,
+    /** API keys answered by the plan cache (no KV read). */
+    plan_cache_hits: 0,
+    /** Account lookups sent to KV. */
+    kv_reads: 0,
+    /** Account lookups not made: the client address had used up its KEY_LOOKUPS_PER_MIN (the key counts as unverified). */
+    key_lookups_refused: 0,
   };
 }
 

@@ -2,7 +2,9 @@
  * Plans. An API key's account record lives in the `ACCOUNTS` KV namespace under the SHA-256 hex of the key (the raw
  * key is never stored), as JSON `{ "plan": "growth", "limits": {...} }` (the format: src/rules/account.ts). Records
  * are cached in the isolate for `planCacheTtlMs`, misses too, so an unknown key costs one KV read per isolate per
- * TTL. Callers without a key, with an unknown key, or with a malformed record get the default plan. A KV failure also
+ * TTL, and at most `KEY_LOOKUPS_PER_MIN` reads per client address per minute (caller.ts). Known accounts and misses
+ * are kept apart, so a flood of made-up keys never evicts a real account. Callers without a key, with an unknown key,
+ * or with a malformed record are unverified (the default plan, counted by their address). A KV failure also
  * answers the default plan (logged, not cached), and so does a read that takes longer than `PLAN_LOOKUP_BUDGET_MS`
  * (logged; the read goes on and is cached for the next request): limiting by the default plan beats failing the
  * request, and beats holding it for as long as KV does.
@@ -43,15 +45,26 @@ export const PLAN_LOOKUP_BUDGET_MS = 1_000;
 
 const SLOW = Symbol("slow");
 
-/** One isolate's account records (and their absence), keyed by the SHA-256 hex of the API key. */
+/**
+ * One isolate's account records (and their absence), keyed by the SHA-256 hex of the API key. Known accounts and
+ * misses (no record, or a read still running) are kept in two maps, each bounded on its own: a flood of made-up keys
+ * fills the misses and never pushes a real account out.
+ */
 export class PlanCache {
-  private readonly entries = new Map<string, CacheEntry>();
+  private readonly known = new Map<string, CacheEntry>();
+  private readonly misses = new Map<string, CacheEntry>();
 
   constructor(private readonly maxEntries: number = PLAN_CACHE_MAX_ENTRIES) {}
 
-  /** Records (and pending reads) held now; never more than the bound. */
+  /** Records (and pending reads) held now; never more than twice the bound. */
   get size(): number {
-    return this.entries.size;
+    return this.known.size + this.misses.size;
+  }
+
+  /** Whether `keyHash` is answered from the cache at `nowMs` for `rules` (no KV read). */
+  cached(keyHash: string, rules: readonly CompiledRule[], nowMs: number): boolean {
+    const hit = this.known.get(keyHash) ?? this.misses.get(keyHash);
+    return hit !== undefined && hit.expiresAtMs > nowMs && hit.rules === rules;
   }
 
   /**
@@ -68,12 +81,13 @@ export class PlanCache {
     budgetMs: number = PLAN_LOOKUP_BUDGET_MS,
   ): Promise<Account | null> {
     if (keyHash === null) return null;
-    const cache = this.entries;
-    const hit = cache.get(keyHash);
+    const { known, misses } = this;
+    const hit = known.get(keyHash) ?? misses.get(keyHash);
     if (hit !== undefined && hit.expiresAtMs > nowMs && hit.rules === rules) {
       return hit.settled !== undefined ? hit.settled : withinBudget(hit.account, keyHash, sleep, budgetMs);
     }
-    if (hit !== undefined) cache.delete(keyHash);
+    known.delete(keyHash);
+    misses.delete(keyHash);
     // One KV read shared by concurrent requests of the same key. It never rejects: a failure reads as "no record".
     const entry: CacheEntry = {
       expiresAtMs: nowMs + ttlMs,
@@ -81,18 +95,23 @@ export class PlanCache {
       account: readRecord(accounts, keyHash, rules).then(
         (account) => {
           entry.settled = account;
+          if (account !== null && misses.get(keyHash) === entry) {
+            misses.delete(keyHash);
+            makeRoom(known, this.maxEntries);
+            known.set(keyHash, entry);
+          }
           return account;
         },
         (error: unknown) => {
-          if (cache.get(keyHash) === entry) cache.delete(keyHash);
+          if (misses.get(keyHash) === entry) misses.delete(keyHash);
           console.error(JSON.stringify({ event: "plan_lookup_failed", key: keyHash, error: String(error) }));
           return null;
         },
       ),
     };
     if (ttlMs > 0) {
-      makeRoom(cache, this.maxEntries);
-      cache.set(keyHash, entry);
+      makeRoom(misses, this.maxEntries);
+      misses.set(keyHash, entry);
     }
     return withinBudget(entry.account, keyHash, sleep, budgetMs);
   }

@@ -20,6 +20,7 @@ export interface Env {
   readonly PLAN_CACHE_TTL_MS?: string;
   readonly LIMITER_TIMEOUT_MS?: string;
   readonly MAX_KEYS?: string;
+  readonly KEY_LOOKUPS_PER_MIN?: string;
   readonly PATH_CASE_SENSITIVE?: string;
   readonly PATH_KEEP_ENCODED_SLASH?: string;
   readonly PATH_KEEP_PARAMS?: string;
@@ -48,6 +49,8 @@ export interface Settings {
   readonly ipv6PrefixBits: number;
   /** How long an account record (or its absence) is cached in the isolate, ms. Default 30000. */
   readonly planCacheTtlMs: number;
+  /** Account lookups (KV reads of keys not cached) one client address may cause per minute, per isolate. Default 30. */
+  readonly keyLookupsPerMin: number;
   /**
    * Overrides every rule's `timeout_ms` when set (slow local or CI machines); `null`: each rule's own. A malformed
    * value falls back to `DEFAULT_TIMEOUT_MS` (250), the rules' own default.
@@ -125,6 +128,7 @@ export function parseSettings(env: Vars): Settings {
     userHeader: (text("USER_HEADER") === "" ? "X-User-Id" : text("USER_HEADER")).toLowerCase(),
     ipv6PrefixBits: int("IPV6_PREFIX", 64, 0, 128),
     planCacheTtlMs: int("PLAN_CACHE_TTL_MS", 30_000, 0, 86_400_000),
+    keyLookupsPerMin: int("KEY_LOOKUPS_PER_MIN", 30, 1, 1_000_000),
     limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, 600_000),
     maxKeys: int("MAX_KEYS", 100_000, 1, 50_000_000),
     path: {

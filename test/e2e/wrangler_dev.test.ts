@@ -90,7 +90,8 @@ describe("wrangler dev", () => {
     const retryAfterS = Number(sixth.headers.get("Retry-After"));
     expect(retryAfterS).toBeGreaterThanOrEqual(Math.floor(60 - elapsedS));
     expect(retryAfterS).toBeLessThanOrEqual(60);
-    expect(sixth.headers.get("RateLimit")).toMatch(/^"login-per-ip";r=0;t=\d+$/);
+    // Anonymous callers are also counted by address under the Free-plan rules (free-global, free-daily).
+    expect(sixth.headers.get("RateLimit")).toMatch(/(^|, )"login-per-ip";r=0;t=\d+(, |$)/);
     expect(((await sixth.json()) as { "violated-policies": string[] })["violated-policies"]).toEqual(["login-per-ip"]);
   });
 
@@ -118,5 +119,48 @@ describe("wrangler dev", () => {
 
     const stats = (await (await get("/_sluice/stats", admin)).json()) as Record<string, number>;
     expect(stats.object_calls).toBeGreaterThan(0);
+  });
+
+  it("key rotation from one address is limited; two known keys behind one address are not merged", async () => {
+    const ip = "203.0.113.177";
+    const send = (key: string) =>
+      get("/v1/quotes", { "CF-Connecting-IP": ip, Authorization: `Bearer ${key}` }).then(async (r) => {
+        await r.arrayBuffer();
+        return r.status;
+      });
+    const known = async (key: string) => {
+      const r = await get("/v1/quotes", { "CF-Connecting-IP": ip, Authorization: `Bearer ${key}` });
+      await r.arrayBuffer();
+      expect(r.status).toBe(200);
+      return r.headers.get("RateLimit") ?? "";
+    };
+    // Two known Free keys behind one address: budgets of their own, not merged (the daily quota counts exactly:
+    // the second key's request does not spend the first key's).
+    expect(await known("sk_free_demo_2")).toMatch(/"free-daily";r=9999;/);
+    await known("sk_free_demo");
+    expect(await known("sk_free_demo_2")).toMatch(/"free-daily";r=9998;/);
+    // 40 made-up keys at once from that address: one Free-plan budget (burst 20, 10/s) between them.
+    const started = Date.now();
+    const rotated = await Promise.all(Array.from({ length: 40 }, (_, i) => send(`sk_made_up_${i}_${started}`)));
+    const elapsedMs = Date.now() - started;
+    const seen = `${rotated.join(",")} in ${elapsedMs} ms`;
+    expect(rotated.filter((s) => s === 429).length, seen).toBeGreaterThan(0);
+    expect(rotated.filter((s) => s === 200).length, seen).toBeLessThanOrEqual(20 + Math.ceil(elapsedMs / 100));
+    // The rotation did not touch the known key's budget (nor evict its account from the plan cache).
+    expect(await known("sk_free_demo_2")).toMatch(/"free-daily";r=9997;/);
+  });
+
+  it("HEAD spends a GET rule's budget; a path spelled differently counts against the same rule", async () => {
+    const ip = "203.0.113.178";
+    const head = await fetch(`${server!.base}/v1/public/quote`, {
+      method: "HEAD",
+      headers: { "CF-Connecting-IP": ip },
+    });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("RateLimit")).toMatch(/"anon-per-ip";r=299;/);
+    const get2 = await get("/V1//public/%71uote;x=1", { "CF-Connecting-IP": ip });
+    expect(get2.status).toBe(200);
+    expect(get2.headers.get("RateLimit")).toMatch(/"anon-per-ip";r=298;/);
+    await get2.arrayBuffer();
   });
 });

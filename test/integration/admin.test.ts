@@ -13,6 +13,7 @@ import {
   freshKey,
   gatewayFetch,
   isolate,
+  knownKey,
   req,
   rulesFrom,
   seedAccount,
@@ -64,8 +65,9 @@ describe("authorization", () => {
     ["a prefix of the token", { Authorization: `Bearer ${TOKEN.slice(0, -1)}` }],
     ["the token with a suffix", { Authorization: `Bearer ${TOKEN}0` }],
   ])("%s: 401 with WWW-Authenticate, for every path", async (_name, headers) => {
+    // From a fresh address each time: failed checks are limited per address (tested below).
     for (const path of ["/_sluice/stats", "/_sluice/rules", "/_sluice/denials", "/_sluice/nope"]) {
-      const r = await call("GET", path, headers as Record<string, string>);
+      const r = await call("GET", path, { ...(headers as Record<string, string>), "CF-Connecting-IP": freshIp() });
       expect(r.status).toBe(401);
       expect(r.headers.get("WWW-Authenticate")).toBe('Bearer realm="sluice-admin"');
       expect(r.headers.get("Content-Type")).toBe("application/problem+json");
@@ -112,7 +114,7 @@ describe("endpoints", () => {
   });
 
   it("GET /_sluice/state reports remaining, reset and retry without charging the key", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const state = async () =>
       (await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`)).json<Record<string, unknown>>();
@@ -137,7 +139,7 @@ describe("endpoints", () => {
   });
 
   it("state and reset for a local rule answer from this isolate's store", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     const path = `/_sluice/state?rule=in-isolate&key=${encodeURIComponent(key)}`;
@@ -152,7 +154,7 @@ describe("endpoints", () => {
   });
 
   it("POST /_sluice/reset forgets a key: its next request starts fresh, in the object and in this isolate's cache", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     for (let i = 0; i < 3; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(429);
@@ -169,7 +171,7 @@ describe("endpoints", () => {
     const after = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect(after.status).toBe(200);
     expect(after.headers.get("RateLimit")).toContain(`"per-key";r=2;t=60`);
-    const again = await call("POST", `/_sluice/reset?rule=per-key&key=${encodeURIComponent(freshKey())}`);
+    const again = await call("POST", `/_sluice/reset?rule=per-key&key=${encodeURIComponent(await knownKey())}`);
     expect(await again.json()).toMatchObject({ existed: false });
   });
 
@@ -187,7 +189,7 @@ describe("endpoints", () => {
   });
 
   it("GET /_sluice/stats counts this isolate's decisions", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const before = await (await call("GET", "/_sluice/stats")).json<Record<string, number>>();
     for (let i = 0; i < 6; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
@@ -202,6 +204,9 @@ describe("endpoints", () => {
         "fail_open",
         "fail_closed",
         "shadow_denials",
+        "plan_cache_hits",
+        "kv_reads",
+        "key_lookups_refused",
         "local_keys",
         "local_bytes",
         "local_evictions",
@@ -244,11 +249,53 @@ describe("endpoints", () => {
   });
 });
 
+describe("failed token checks are limited per client address", () => {
+  it("the 5th failure within a minute answers 429; then even the right token waits; other addresses are not affected", async () => {
+    setNow(T0);
+    const ip = "192.0.2.201";
+    const wrong = { Authorization: "Bearer not-the-token-0123456789abcdef", "CF-Connecting-IP": ip };
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await call("GET", "/_sluice/stats", wrong)).status);
+    expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
+    const locked = await call("GET", "/_sluice/stats", { ...admin, "CF-Connecting-IP": ip });
+    expect(locked.status).toBe(429);
+    expect(locked.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(Number(locked.headers.get("Retry-After"))).toBeGreaterThanOrEqual(1);
+    expect(Number(locked.headers.get("Retry-After"))).toBeLessThanOrEqual(12);
+    expect((await call("GET", "/_sluice/stats", { ...admin, "CF-Connecting-IP": "192.0.2.202" })).status).toBe(200);
+    // One failure's worth refills in 12 s (5 per minute).
+    setNow(T0 + 12_000);
+    expect((await call("GET", "/_sluice/stats", { ...admin, "CF-Connecting-IP": ip })).status).toBe(200);
+  });
+});
+
+describe("state and reset use the identity the gateway counts by", () => {
+  it("an api_key rule: a known key by itself; unverified callers by their address", async () => {
+    setNow(T0);
+    const ip = "198.51.100.201";
+    const known = await knownKey();
+    // (From another address: per-ip admits 2 a minute per address.)
+    await gatewayFetch(rules, req("GET", "/x", { ...bearer(known), "CF-Connecting-IP": "198.51.100.202" }));
+    await gatewayFetch(rules, req("GET", "/x", { ...bearer(freshKey("sk_made_up")), "CF-Connecting-IP": ip }));
+    await gatewayFetch(rules, req("GET", "/x", { ...bearer(freshKey("sk_made_up")), "CF-Connecting-IP": ip }));
+    const state = async (key: string) =>
+      (await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`)).json<Record<string, unknown>>();
+    expect(await state(known)).toMatchObject({ remaining: 2, key: await sha256Hex(known) });
+    expect(await state(ip)).toMatchObject({ remaining: 1, key: await sha256Hex(`unverified:${ip}`) });
+    const unknown = await call("GET", `/_sluice/state?rule=per-key&key=${freshKey("sk_made_up")}`);
+    expect(unknown.status).toBe(400);
+    expect(((await unknown.json()) as { detail: string }).detail).toContain("counted by their address");
+    const reset = await call("POST", `/_sluice/reset?rule=per-key&key=${ip}`);
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    expect(await state(ip)).toMatchObject({ remaining: 3 });
+  });
+});
+
 describe("KEY_HASH_SECRET", () => {
   it("hashes keys with HMAC-SHA256 for objects, logs and the admin API; plans stay keyed by plain SHA-256", async () => {
     const secret = "a-long-random-secret-for-the-test";
     const keyed = { ...env, KEY_HASH_SECRET: secret } as Env;
-    const key = freshKey();
+    const key = await knownKey();
     await seedAccount(key, "growth");
     setNow(T0);
     const ctx = createExecutionContext();

@@ -5,7 +5,7 @@
  */
 import { SELF } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { bearer, freshKey, req, setNow, T0 } from "./helpers.ts";
+import { bearer, freshKey, knownKey, req, seedAccount, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
@@ -41,7 +41,9 @@ describe("API keys", () => {
 
   it("a key at the 512-character limit is a key", async () => {
     setNow(T0);
-    const echo = await echoOf(req("GET", "/v1/quotes", bearer(`${freshKey()}${"x".repeat(480)}`.slice(0, 512))));
+    const key = `${freshKey()}${"x".repeat(480)}`.slice(0, 512);
+    await seedAccount(key, "free");
+    const echo = await echoOf(req("GET", "/v1/quotes", bearer(key)));
     expect(echo.decisions.map((d) => d.rule)).toEqual(["free-global", "free-daily"]);
   });
 });
@@ -132,7 +134,7 @@ describe("methods and paths", () => {
 describe("a huge request body on a limited route", () => {
   it("is forwarded when admitted and refused unread when denied", async () => {
     setNow(T0);
-    const key = freshKey();
+    const key = await knownKey();
     const body = new Uint8Array(8 * 1024 * 1024).fill(0x61);
     const batch = () => SELF.fetch(req2("POST", "/v1/labels:batch", bearer(key), body));
     const statuses = [];

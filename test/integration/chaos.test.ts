@@ -18,7 +18,7 @@ import { createIsolate } from "../../src/worker/isolate.ts";
 import type { CompiledRule } from "../../src/worker/match.ts";
 import { objectNameOf } from "../../src/worker/names.ts";
 import { ChaosClock, chaosNamespace, type Fault, seeded } from "./chaos.ts";
-import { bearer, freshKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, knownKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -149,7 +149,12 @@ const passed = (sent: readonly Sent[], path: string, key: string) =>
 
 describe("chaos at load", () => {
   it("400 requests in concurrent waves over 4 keys, 35% of object calls failing: on_error holds, no key over its limit, each request charged at most once", async () => {
-    const keys = [freshKey("sk_chaos"), freshKey("sk_chaos"), freshKey("sk_chaos"), freshKey("sk_chaos")];
+    const keys = [
+      await knownKey("sk_chaos"),
+      await knownKey("sk_chaos"),
+      await knownKey("sk_chaos"),
+      await knownKey("sk_chaos"),
+    ];
     const faults: [Fault, number][] = [
       ["retryable", 0.07],
       ["overloaded", 0.07],
@@ -192,7 +197,12 @@ describe("chaos at load", () => {
 
   it("answers lost after the object applied them (retried with the same call id): no key over its limit, none charged twice", async () => {
     // Most keys stay under their limits, where a second charge would show.
-    const keys = [freshKey("sk_lost"), freshKey("sk_lost"), freshKey("sk_lost"), freshKey("sk_lost")];
+    const keys = [
+      await knownKey("sk_lost"),
+      await knownKey("sk_lost"),
+      await knownKey("sk_lost"),
+      await knownKey("sk_lost"),
+    ];
     const { sent, ledger } = await flood(keys, 200, [["lost", 0.3]], 7);
     expect(ledger.injected.lost).toBeGreaterThan(0);
     expectOutcomesFollowOnError(sent);

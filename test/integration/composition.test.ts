@@ -17,6 +17,7 @@ import {
   freshKey,
   gatewayFetch,
   isolate,
+  knownKey,
   limiterFor,
   manualSleep,
   req,
@@ -52,7 +53,7 @@ describe("composition", () => {
 `);
 
   it("admits only if every rule admits; the rules that admitted a denied request are refunded", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const send = () => gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect((await send()).status).toBe(200);
@@ -90,7 +91,7 @@ describe("composition", () => {
   burst: 1
   status: 503
 `);
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(200);
     const denied = await gatewayFetch(both, req("GET", "/x", bearer(key)));
@@ -119,7 +120,7 @@ describe("composition", () => {
     setNow(Date.UTC(2030, 0, 15, 12, 0, 30));
     const offsets = new Set<number>();
     for (let i = 0; i < 16; i++) {
-      const key = freshKey();
+      const key = await knownKey();
       await gatewayFetch(jittered, req("GET", "/x", bearer(key)));
       const expected = 30 + jitterSeconds(await sha256Hex(key), "minute-window", 5);
       for (let attempt = 0; attempt < 2; attempt++) {
@@ -153,7 +154,7 @@ describe("shadow rules", () => {
 `);
 
   it("never block: a would-be denial is one JSON log line with the hashed key, never the raw one", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     const log = vi.spyOn(console, "log");
     setNow(T0);
     const statuses = [];
@@ -184,7 +185,7 @@ describe("shadow rules", () => {
   });
 
   it("are refunded too when an enforcing rule denies", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const first = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect((await bodyOf(first)).decisions[1]).toMatchObject({ rule: "candidate", allowed: true, remaining: 1 });
@@ -218,7 +219,7 @@ describe("cost above capacity", () => {
   ]);
 
   it("answers 400 problem+json and changes no state anywhere", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const r = await gatewayFetch(rules, req("POST", "/big", bearer(key)));
     expect(r.status).toBe(400);
@@ -257,7 +258,7 @@ describe("limiter failures are values", () => {
 `);
 
   it("on_error: open forwards without that rule; on_error: closed answers 503", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const errors = vi.spyOn(console, "error");
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(() => {
@@ -297,7 +298,7 @@ ${params}
 `);
 
   it("keeps tokens capped at the new burst; another algorithm starts fresh", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const v1 = version("  algorithm: token_bucket\n  rate: 1/min\n  burst: 10");
     let last: Response | undefined;
@@ -332,7 +333,7 @@ describe("scope: local", () => {
   burst: 2
   scope: local
 `);
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const statuses = [];
     for (let i = 0; i < 3; i++) statuses.push((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status);
@@ -374,7 +375,7 @@ describe("bad input never produces a 500", () => {
     setNow(T0);
     const user = await gatewayFetch(rules, req("GET", "/x", { "X-User-Id": `user-${freshKey()}` }));
     expect(user.headers.get("RateLimit")).toBe(`"by-user";r=4;t=1`);
-    const key = freshKey();
+    const key = await knownKey();
     await gatewayFetch(rules, req("GET", "/x", { "X-API-Key": key }));
     const viaBearer = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect(viaBearer.headers.get("RateLimit")).toBe(`"by-key";r=3;t=2`);
@@ -393,7 +394,7 @@ describe("forwarding", () => {
     const upstream = vi
       .spyOn(globalThis, "fetch")
       .mockImplementation(async () => new Response("created", { status: 201, headers: { "X-Origin": "yes" } }));
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const forwardingEnv = { ...env, UPSTREAM_URL: "https://origin.example/api/" };
     const r = await handleRequest(
@@ -429,7 +430,7 @@ describe("a limiter that answers too late", () => {
   rate: 1/min
   burst: 1
 `);
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(200);
     const original = SluiceLimiter.prototype.check;
@@ -460,7 +461,7 @@ describe("a limiter that answers too late", () => {
 
 describe("plans", () => {
   it("come from the account record, cached in the isolate for PLAN_CACHE_TTL_MS", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     await seedAccount(key, "growth");
     setNow(T0);
     const planOf = async () => (await bodyOf(await SELF.fetch(req("GET", "/v1/quotes", bearer(key))))).plan;

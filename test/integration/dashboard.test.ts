@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
 import type { Env } from "../../src/worker/settings.ts";
-import { bearer, freshKey, gatewayFetch, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, gatewayFetch, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 const TOKEN = "test-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
@@ -103,7 +103,7 @@ describe("GET /_sluice/denials", () => {
   });
 
   it("lists this isolate's denials newest first, with hashed keys; a blocked key's repeats share one entry", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     for (let i = 0; i < 2; i++) expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(200);
     // Denied by the object, then twice by this isolate's blocked-key cache.

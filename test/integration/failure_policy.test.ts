@@ -11,7 +11,7 @@ import { sha256Hex } from "../../src/worker/hash.ts";
 import { createIsolate } from "../../src/worker/isolate.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
 import type { CallInput, CallResult } from "../../src/worker/store.ts";
-import { bearer, bodyOf, freshKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, bodyOf, knownKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -107,7 +107,7 @@ async function send(path: string, key: string) {
 
 describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }) => {
   it("on_error: open forwards without the rule, and logs the failure", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const errors = vi.spyOn(console, "error");
     const spy = inject(fault);
@@ -129,7 +129,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
   });
 
   it("on_error: closed answers 503 temporary-reduced-capacity", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     vi.spyOn(console, "error");
     const spy = inject(fault);
@@ -152,7 +152,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
 
 describe("retry once", () => {
   it("a retryable error followed by an answer is a decision, not a failure", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const spy = inject(async (_self, attempt) => {
       if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
@@ -164,7 +164,7 @@ describe("retry once", () => {
   });
 
   it("a reset object answers on a fresh stub", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     const spy = inject(async (self, attempt) => {
       if (attempt === 1) resetObject(self);
@@ -176,7 +176,7 @@ describe("retry once", () => {
   });
 
   it("the retry shares the time budget: a retry that is too slow is a timeout", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     vi.spyOn(console, "error");
     const spy = inject(async (_self, attempt) => {

@@ -27,6 +27,16 @@ export function freshKey(prefix = "sk_test"): string {
   return `${prefix}_${counter}_${RUN}`;
 }
 
+/**
+ * A fresh API key with an account record (plan `plan`, the default plan unless told): a verified key, counted by
+ * itself. A key without a record is unverified and counted by its caller's address (caller.ts).
+ */
+export async function knownKey(prefix = "sk_test", plan = "free"): Promise<string> {
+  const key = freshKey(prefix);
+  await seedAccount(key, plan);
+  return key;
+}
+
 /** A fresh client address in TEST-NET-3. */
 export function freshIp(): string {
   counter += 1;
@@ -109,4 +119,9 @@ export interface BodyJson {
 
 export function bodyOf(response: Response): Promise<BodyJson> {
   return response.json<BodyJson>();
+}
+
+/** One rule's item of a RateLimit or RateLimit-Policy field (other rules may apply to the same request too). */
+export function itemOf(field: string | null, ruleId: string): string | null {
+  return (field ?? "").split(", ").find((item) => item.startsWith(`"${ruleId}";`)) ?? null;
 }

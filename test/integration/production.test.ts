@@ -9,7 +9,7 @@ import { handleRequest } from "../../src/worker/gateway.ts";
 import { sha256Hex } from "../../src/worker/hash.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
 import type { Env } from "../../src/worker/settings.ts";
-import { bearer, freshKey, gatewayFetch, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, freshKey, gatewayFetch, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -38,7 +38,7 @@ describe("blocked-key cache", () => {
 `);
 
   it("a flood from a blocked key costs one object call per retry period; answers match the object's", async () => {
-    const key = freshKey();
+    const key = await knownKey();
     const checks = vi.spyOn(SluiceLimiter.prototype, "check");
     setNow(T0);
     const send = () => gatewayFetch(rules, req("GET", "/x", bearer(key)));
@@ -92,7 +92,7 @@ describe("blocked-key cache", () => {
   rate: 1/min
   burst: 1
 `);
-    const key = freshKey();
+    const key = await knownKey();
     const user = { "X-User-Id": `u-${freshKey()}` };
     setNow(T0);
     // Spend gate alone (outer needs an API key).
@@ -121,7 +121,7 @@ describe("blocked-key cache", () => {
   window: s
   count_denied: true
 `);
-    const key = freshKey();
+    const key = await knownKey();
     const checks = vi.spyOn(SluiceLimiter.prototype, "check");
     setNow(T0);
     for (let i = 0; i < 4; i++) await gatewayFetch(counting, req("GET", "/x", bearer(key)));
@@ -137,7 +137,7 @@ describe("blocked-key cache", () => {
   burst: 1
   mode: shadow
 `);
-    const key = freshKey();
+    const key = await knownKey();
     const checks = vi.spyOn(SluiceLimiter.prototype, "check");
     const log = vi.spyOn(console, "log");
     setNow(T0);
@@ -195,7 +195,7 @@ describe("scope: local", () => {
   rate: 1/min
   burst: 1
 `);
-    const key = freshKey();
+    const key = await knownKey();
     setNow(T0);
     expect((await gatewayFetch(mixed, req("GET", "/x", bearer(key)))).headers.get("RateLimit")).toBe(
       `"roomy";r=4;t=60, "gate";r=0;t=60`,
@@ -218,7 +218,7 @@ describe("metrics and logs", () => {
   it("one data point per decision (rule, outcome, plan, route pattern; hashed key as index), one log line per object denial", async () => {
     const points: AnalyticsEngineDataPoint[] = [];
     const metered = { ...env, METRICS: { writeDataPoint: (p?: AnalyticsEngineDataPoint) => points.push(p ?? {}) } };
-    const key = freshKey();
+    const key = await knownKey();
     const log = vi.spyOn(console, "log");
     setNow(T0);
     for (let i = 0; i < 3; i++) await fetchWith(metered as Env, rules, req("GET", `/v1/things/${key}`, bearer(key)));

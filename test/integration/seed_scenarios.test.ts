@@ -5,7 +5,7 @@
  */
 import { SELF } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { bearer, freshIp, freshKey, req, seedAccount, setNow, T0 } from "./helpers.ts";
+import { bearer, freshIp, freshKey, itemOf, knownKey, req, seedAccount, setNow, T0 } from "./helpers.ts";
 
 const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 const TITLE = "Request cannot be satisfied as assigned quota has been exceeded";
@@ -21,7 +21,7 @@ async function send(request: Request) {
 
 describe("Free plan burst: token bucket 10/s, burst 20", () => {
   it("25 at t=0 -> 20 allowed, 5 denied (retry 100 ms); 8 at 0.5 s -> 5 and 3; 1 at 2.5 s -> allowed, 19 left", async () => {
-    const key = freshKey("sk_free");
+    const key = await knownKey("sk_free");
     await seedAccount(key, "free");
     setNow(T0);
     const first = [];
@@ -63,23 +63,31 @@ describe("Free plan burst: token bucket 10/s, burst 20", () => {
     expect(last.headers.get("RateLimit")).toBe(`"free-global";r=19;t=1, "free-daily";r=9974;t=43198`);
   });
 
-  it("an anonymous caller or an unknown key gets the default plan (free)", async () => {
+  it("an anonymous caller or an unknown key gets the default plan (free), counted by its address", async () => {
     setNow(T0);
-    const unknown = await send(req("GET", "/v1/quotes", { "X-API-Key": freshKey("sk_unknown") }));
+    const ip = freshIp();
+    const unknown = await send(
+      req("GET", "/v1/quotes", { "X-API-Key": freshKey("sk_unknown"), "CF-Connecting-IP": ip }),
+    );
     expect(unknown.status).toBe(200);
     expect(JSON.parse(unknown.text).plan).toBe("free");
     expect(unknown.headers.get("RateLimit-Policy")).toBe(FREE_POLICY);
-    // No key at all: the api_key rules do not apply, so no RateLimit fields.
-    const anonymous = await send(req("GET", "/v1/quotes"));
-    expect(anonymous.status).toBe(200);
-    expect(anonymous.headers.get("RateLimit")).toBeNull();
-    expect(JSON.parse(anonymous.text).decisions).toEqual([]);
+    expect(itemOf(unknown.headers.get("RateLimit"), "free-global")).toBe(`"free-global";r=19;t=1`);
+    // Another made-up key, or none, from the same address: the same budget.
+    const other = await send(req("GET", "/v1/quotes", { "X-API-Key": freshKey("sk_unknown"), "CF-Connecting-IP": ip }));
+    expect(itemOf(other.headers.get("RateLimit"), "free-global")).toBe(`"free-global";r=18;t=1`);
+    const anonymous = await send(req("GET", "/v1/quotes", { "CF-Connecting-IP": ip }));
+    expect(itemOf(anonymous.headers.get("RateLimit"), "free-global")).toBe(`"free-global";r=17;t=1`);
+    // Without a client address (never on Cloudflare, which always sets CF-Connecting-IP) there is nothing to count by.
+    const nowhere = await send(req("GET", "/v1/quotes"));
+    expect(nowhere.status).toBe(200);
+    expect(JSON.parse(nowhere.text).decisions).toEqual([]);
   });
 });
 
 describe("bulk labels cost 10 (labels-bulk: token bucket 10/s, burst 20)", () => {
   it("two batches spend the burst; the third is denied for 1000 ms and refunded everywhere else", async () => {
-    const key = freshKey("sk_free");
+    const key = await knownKey("sk_free");
     await seedAccount(key, "free");
     setNow(T0);
     const batch = () => send(req("POST", "/v1/labels:batch", bearer(key)));
@@ -114,7 +122,7 @@ describe("bulk labels cost 10 (labels-bulk: token bucket 10/s, burst 20)", () =>
   });
 
   it("a Growth key is limited by growth-global (GCRA) and labels-bulk", async () => {
-    const key = freshKey("sk_growth");
+    const key = await knownKey("sk_growth");
     await seedAccount(key, "growth");
     setNow(T0);
     const r = await send(req("POST", "/v1/labels:batch", bearer(key)));
@@ -137,14 +145,14 @@ describe("login: 5 per 60 s per IP (sliding log)", () => {
       setNow(T0 + i * 1000);
       const r = await login();
       expect(r.status).toBe(200);
-      expect(r.headers.get("RateLimit")).toBe(`"login-per-ip";r=${4 - i};t=60`);
+      expect(itemOf(r.headers.get("RateLimit"), "login-per-ip")).toBe(`"login-per-ip";r=${4 - i};t=60`);
     }
     setNow(T0 + 5000);
     const sixth = await login();
     expect(sixth.status).toBe(429);
     expect(sixth.headers.get("Retry-After")).toBe("55");
-    expect(sixth.headers.get("RateLimit-Policy")).toBe(`"login-per-ip";q=5;w=60`);
-    expect(sixth.headers.get("RateLimit")).toBe(`"login-per-ip";r=0;t=59`);
+    expect(itemOf(sixth.headers.get("RateLimit-Policy"), "login-per-ip")).toBe(`"login-per-ip";q=5;w=60`);
+    expect(itemOf(sixth.headers.get("RateLimit"), "login-per-ip")).toBe(`"login-per-ip";r=0;t=59`);
     expect(JSON.parse(sixth.text)).toEqual({
       type: QUOTA_EXCEEDED,
       title: TITLE,
@@ -185,7 +193,7 @@ describe("login: 5 per 60 s per IP (sliding log)", () => {
 
 describe("shaping: leaky queue, measured delays", () => {
   it("carrier-sync-shaping (10/s, burst 20, delay 5): 25 at once -> 6 at once, 15 held 100..1500 ms, 4 denied", async () => {
-    const key = freshKey("sk_growth");
+    const key = await knownKey("sk_growth");
     await seedAccount(key, "growth");
     setNow(T0);
     const results = await Promise.all(

@@ -11,7 +11,7 @@ import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";
 import { handleRequest } from "../../src/worker/gateway.ts";
 import { createIsolate, systemSleep } from "../../src/worker/isolate.ts";
 import { settingsOf } from "../../src/worker/settings.ts";
-import { bearer, freshKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
@@ -37,7 +37,7 @@ const isolate = createIsolate({
 });
 
 async function burst(rules: ReturnType<typeof queue>, n: number) {
-  const key = freshKey();
+  const key = await knownKey();
   setNow(T0);
   shapingSleepsMs = [];
   return Promise.all(

@@ -236,6 +236,14 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     ],
   },
   {
+    fixture: "bad-unverified.yaml",
+    valid: 1,
+    errors: [
+      `${DIR}/bad-unverified.yaml: keyed.unverified: must be one of by_address, skip, reject, got "by_ip"`,
+      `${DIR}/bad-unverified.yaml: per-address.unverified: only rules with identity: api_key have unverified callers; this one has identity: ip`,
+    ],
+  },
+  {
     fixture: "unknown-key.yaml",
     valid: 0,
     errors: [
@@ -323,6 +331,7 @@ describe("rules/shiplane.yaml", () => {
       mode: "enforce",
       scope: "global",
       onError: "open",
+      unverified: "by_address",
       timeoutMs: 250,
       status: 429,
       cost: 1,

@@ -10,6 +10,7 @@ describe("parseSettings", () => {
       userHeader: "x-user-id",
       ipv6PrefixBits: 64,
       planCacheTtlMs: 30_000,
+      keyLookupsPerMin: 30,
       limiterTimeoutMs: null,
       maxKeys: 100_000,
       path: { caseSensitive: false, keepEncodedSlash: false, keepParams: false },

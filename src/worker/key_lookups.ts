@@ -1,0 +1,31 @@
+/**
+ * How many account lookups (KV reads for API keys this isolate has not cached) one client address may cause: a GCRA
+ * budget of `perMinute` per minute, burst `perMinute`, per address, in this isolate's memory (the same packed store
+ * and pure core as `scope: local` rules, bounded with least-recently-used eviction). A caller rotating made-up keys
+ * from one address therefore costs at most that many KV reads a minute per isolate; past it, a new key is simply
+ * unverified (counted by its address under the default plan) until the budget refills. Known keys already cached are
+ * never charged, and real accounts stay in the plan cache (plan.ts keeps them apart from misses).
+ */
+import { createLocalStore, type LocalStore } from "../local/local_store.ts";
+import { rateOf } from "../rules/duration.ts";
+
+/** Addresses remembered per isolate. */
+const MAX_ADDRESSES = 100_000;
+
+export class KeyLookups {
+  private store: LocalStore | null = null;
+  private perMinute = 0;
+
+  /** Spend one lookup for `address` (`""` without one) at `nowMs`; `false` when its budget is used up. */
+  allow(address: string, perMinute: number, nowMs: number): boolean {
+    if (this.store === null || this.perMinute !== perMinute) {
+      this.perMinute = perMinute;
+      this.store = createLocalStore(
+        { algorithm: "gcra", rate: rateOf(perMinute, 60_000), burst: perMinute },
+        MAX_ADDRESSES,
+      );
+    }
+    const result = this.store.check(address, 1, nowMs);
+    return result.ok && result.decision.allowed;
+  }
+}
