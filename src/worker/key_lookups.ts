@@ -15,6 +15,8 @@ const MAX_ADDRESSES = 100_000;
 export class KeyLookups {
   private store: LocalStore | null = null;
   private perMinute = 0;
+  /** The latest time seen: a clock that steps back must not turn earlier lookups into a debt. */
+  private latestMs = Number.NEGATIVE_INFINITY;
 
   /** Spend one lookup for `address` (`""` without one) at `nowMs`; `false` when its budget is used up. */
   allow(address: string, perMinute: number, nowMs: number): boolean {
@@ -25,7 +27,8 @@ export class KeyLookups {
         MAX_ADDRESSES,
       );
     }
-    const result = this.store.check(address, 1, nowMs);
+    this.latestMs = Math.max(this.latestMs, nowMs);
+    const result = this.store.check(address, 1, this.latestMs);
     return result.ok && result.decision.allowed;
   }
 }
