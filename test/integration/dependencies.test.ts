@@ -15,7 +15,10 @@ import { handleRequest } from "../../src/worker/gateway.ts";
 import { createIsolate, type Sleep } from "../../src/worker/isolate.ts";
 import { PLAN_LOOKUP_BUDGET_MS } from "../../src/worker/plan.ts";
 import type { Env } from "../../src/worker/settings.ts";
-import { bearer, freshKey, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
+import { bearer, freshKey, knownKey, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
+
+/** One client address (a key whose account cannot be read is counted by its address, under the default plan). */
+let ADDRESS = "192.0.2.50";
 
 /** The production budgets: LIMITER_TIMEOUT_MS unset (this test environment sets it, for slow machines). */
 const defaults = { ...env, LIMITER_TIMEOUT_MS: "" };
@@ -66,7 +69,13 @@ async function sendAll(environment: Env, sleep: Sleep, key: string, count: numbe
     isolate,
     responses: Array.from({ length: count }, async () => {
       const ctx = createExecutionContext();
-      const r = await handleRequest(req("GET", path, bearer(key)), environment, ctx, rules, isolate);
+      const r = await handleRequest(
+        req("GET", path, { ...bearer(key), "CF-Connecting-IP": ADDRESS }),
+        environment,
+        ctx,
+        rules,
+        isolate,
+      );
       await waitOnExecutionContext(ctx);
       return r;
     }),
@@ -95,6 +104,7 @@ describe("the plan lookup (KV) at load", () => {
 
   it("slow: after the budget the default plan applies; once the read lands, the account's own", async () => {
     setNow(T0);
+    ADDRESS = "192.0.2.51"; // a budget of its own: the test before spent 192.0.2.50's default-plan budget
     const errors = vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
     const key = freshKey("sk_pro");
@@ -126,7 +136,13 @@ describe("the plan lookup (KV) at load", () => {
     release();
     await until(() => isolate.plans.size === 1);
     const ctx = createExecutionContext();
-    const later = await handleRequest(req("GET", "/v1/quotes", bearer(key)), slow, ctx, rules, isolate);
+    const later = await handleRequest(
+      req("GET", "/v1/quotes", { ...bearer(key), "CF-Connecting-IP": ADDRESS }),
+      slow,
+      ctx,
+      rules,
+      isolate,
+    );
     await waitOnExecutionContext(ctx);
     expect(later.status).toBe(200);
     expect(later.headers.get("RateLimit")).toBe(`"dep-pro";r=59;t=3600`);
@@ -142,7 +158,7 @@ describe("the upstream at load", () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
     vi.spyOn(globalThis, "fetch").mockRejectedValue(new Error("connection refused"));
-    const key = freshKey("sk_free");
+    const key = await knownKey("sk_free");
     const { responses } = await sendAll(upstreamEnv, drivenSleep().sleep, key, 60);
     const all = await Promise.all(responses);
     expect(statusCounts(all.map((r) => r.status))).toEqual({ 429: 55, 502: 5 });
@@ -156,7 +172,7 @@ describe("the upstream at load", () => {
     setNow(T0);
     vi.spyOn(console, "log").mockImplementation(() => {});
     vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response("upstream overloaded", { status: 503 }));
-    const key = freshKey("sk_free");
+    const key = await knownKey("sk_free");
     const { responses } = await sendAll(upstreamEnv, drivenSleep().sleep, key, 60);
     const all = await Promise.all(responses);
     expect(statusCounts(all.map((r) => r.status))).toEqual({ 429: 55, 503: 5 });
@@ -178,7 +194,7 @@ describe("the upstream at load", () => {
       await gate;
       return new Response("ok");
     });
-    const key = freshKey("sk_free");
+    const key = await knownKey("sk_free");
     const { responses } = await sendAll(upstreamEnv, drivenSleep().sleep, key, 60);
     const answered: number[] = [];
     for (const r of responses) void r.then((x) => answered.push(x.status));
