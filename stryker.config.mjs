@@ -3,8 +3,8 @@
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: "vitest",
-  // The plain-Node unit tests only; the Workers-runtime tests cannot be run under Stryker's instrumented sandbox.
-  vitest: { configFile: "vitest.unit.config.ts", related: true },
+  // The plain-Node tests of the core (vitest.mutation.config.ts); the Workers-runtime tests cannot run under Stryker.
+  vitest: { configFile: "vitest.mutation.config.ts", related: true },
   mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts"],
   coverageAnalysis: "perTest",
   // Two cores shared by many processes: 1 (override with --concurrency 2 on a quiet machine).
