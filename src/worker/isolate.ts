@@ -13,10 +13,9 @@ import { resumeInOwnContext } from "./object_call.ts";
 import { PlanCache } from "./plan.ts";
 import { RecentDenials } from "./recent_denials.ts";
 
-/** This isolate's clock, ms since the epoch. */
-export type Clock = () => number;
-/** Resolves after `ms` on the isolate's clock (the shaping delay, the limiter's time budget). */
-export type Sleep = (ms: number) => Promise<void>;
+import type { Clock, Sleep } from "./time.ts";
+
+export type { Clock, Sleep };
 
 export interface Isolate {
   readonly clock: Clock;

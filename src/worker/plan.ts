@@ -15,8 +15,8 @@
  */
 import { readAccount } from "../rules/account.ts";
 import { makeRoom } from "./bounded.ts";
-import type { Sleep } from "./isolate.ts";
 import { type CompiledRule, compileOverride } from "./match.ts";
+import type { Sleep } from "./time.ts";
 
 /** A caller's account as the gateway uses it. */
 export interface Account {
