@@ -10,7 +10,7 @@
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
 import type { Rate } from "./params.ts";
-import { bucketSmallerDeniedUntilMs, RATE_KEYS, readRateAndBurst, refillMs, rescale, usedScaled } from "./shared.ts";
+import { bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale, usedScaled } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Decision, PackedPath } from "./types.ts";
 
 export interface GcraParams {
@@ -73,17 +73,7 @@ export function gcraPacked<
 }
 
 export const gcra: Algorithm<GcraParams, GcraState> = {
-  params: {
-    keys: RATE_KEYS,
-    takes: "rate_per_s or rate, and burst",
-    capacityName: "burst",
-    read(r) {
-      const rb = readRateAndBurst(r, (burst) => burst, "burst", 1);
-      return rb === null ? null : { algorithm: "gcra", rate: rb.rate, burst: rb.burst };
-    },
-  },
-  project: ({ algorithm, rate, burst }) => ({ algorithm, rate, burst }),
-  capacity: (params) => params.burst,
+  ...bucketRuleSide("gcra"),
 
   check(params, state, cost, nowMs): CheckOutcome<GcraState> {
     const { tokens: a, perMs: p } = params.rate;

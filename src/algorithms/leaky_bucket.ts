@@ -10,7 +10,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { bucketSmallerDeniedUntilMs, RATE_KEYS, readRateAndBurst, refillMs, rescale } from "./shared.ts";
+import { bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
 export interface LeakyBucketParams {
@@ -36,17 +36,7 @@ function leaked(params: Params, state: LeakyBucketState, nowMs: number): number 
 }
 
 export const leakyBucket: Algorithm<LeakyBucketParams, LeakyBucketState> = {
-  params: {
-    keys: RATE_KEYS,
-    takes: "rate_per_s or rate, and burst",
-    capacityName: "burst",
-    read(r) {
-      const rb = readRateAndBurst(r, (burst) => burst, "burst", 1);
-      return rb === null ? null : { algorithm: "leaky_bucket", rate: rb.rate, burst: rb.burst };
-    },
-  },
-  project: ({ algorithm, rate, burst }) => ({ algorithm, rate, burst }),
-  capacity: (params) => params.burst,
+  ...bucketRuleSide("leaky_bucket"),
   check(params, state, cost, nowMs): CheckOutcome<LeakyBucketState> {
     const { tokens: a, perMs: p } = params.rate;
     const full = params.burst * p;

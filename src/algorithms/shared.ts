@@ -1,7 +1,7 @@
 /** Pieces several algorithms share: the rate family's header window and cached-denial bound, carry-over scaling. */
 import { ceilDiv, MAX_SCALED } from "./arith.ts";
 import type { Rate } from "./params.ts";
-import type { Denied, ParamReader } from "./types.ts";
+import type { Algorithm, Denied, ParamReader } from "./types.ts";
 
 interface RateLike {
   readonly tokens: number;
@@ -71,6 +71,33 @@ export function readRateAndBurst(
     return null;
   }
   return { rate, burst };
+}
+
+/** The parameters of a bucket (token_bucket, gcra, leaky_bucket): a rate and a burst of at least 1. */
+export interface BucketParams<N extends string> {
+  readonly algorithm: N;
+  readonly rate: Rate;
+  /** The bucket size: the most a fresh key admits at once. */
+  readonly burst: number;
+}
+
+/** The rule-file side the three buckets share: their fields, how they resolve, the projection and the capacity. */
+export function bucketRuleSide<N extends string>(
+  algorithm: N,
+): Pick<Algorithm<BucketParams<N>, never>, "params" | "project" | "capacity"> {
+  return {
+    params: {
+      keys: RATE_KEYS,
+      takes: "rate_per_s or rate, and burst",
+      capacityName: "burst",
+      read(r) {
+        const rb = readRateAndBurst(r, (burst) => burst, "burst", 1);
+        return rb === null ? null : { algorithm, rate: rb.rate, burst: rb.burst };
+      },
+    },
+    project: (rule) => ({ algorithm: rule.algorithm, rate: rule.rate, burst: rule.burst }),
+    capacity: (params) => params.burst,
+  };
 }
 
 /** A sliding window's `limit × windowMs` must stay exact (counts are weighed by time). Reports and says no if not. */

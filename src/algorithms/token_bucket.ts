@@ -11,7 +11,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { bucketSmallerDeniedUntilMs, RATE_KEYS, readRateAndBurst, refillMs, rescale } from "./shared.ts";
+import { bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
 export interface TokenBucketParams {
@@ -41,17 +41,7 @@ export function refilledScaled(params: Params, state: TokenBucketState, nowMs: n
 }
 
 export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
-  params: {
-    keys: RATE_KEYS,
-    takes: "rate_per_s or rate, and burst",
-    capacityName: "burst",
-    read(r) {
-      const rb = readRateAndBurst(r, (burst) => burst, "burst", 1);
-      return rb === null ? null : { algorithm: "token_bucket", rate: rb.rate, burst: rb.burst };
-    },
-  },
-  project: ({ algorithm, rate, burst }) => ({ algorithm, rate, burst }),
-  capacity: (params) => params.burst,
+  ...bucketRuleSide("token_bucket"),
   check(params, state, cost, nowMs): CheckOutcome<TokenBucketState> {
     const { tokens: a, perMs: p } = params.rate;
     const full = params.burst * p;
