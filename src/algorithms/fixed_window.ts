@@ -106,6 +106,17 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
   // Until the window ends, any cost above what was left is denied too.
   smallerDeniedUntilMs: (_params, denied, cost) => (cost > denied.remaining ? denied.untilMs : null),
 
+  // A slice is used only in the window it was charged in: no window admits more than `limit`, leases or not.
+  lease: {
+    kind: "window",
+    limit: (params) => params.limit,
+    windowOf: (params, atMs) => windowIndex(params.window, atMs),
+    termMs(params, atMs, ttlMs) {
+      const endMs = windowStartMs(params.window, windowIndex(params.window, atMs) + 1);
+      return Math.max(0, Math.min(ttlMs, endMs - atMs));
+    },
+  },
+
   level: {
     name: "window count",
     label: (params) => `limit ${params.limit}`,

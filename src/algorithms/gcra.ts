@@ -10,7 +10,7 @@
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
 import type { Rate } from "./params.ts";
-import { bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale, usedScaled } from "./shared.ts";
+import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale, usedScaled } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Decision, PackedPath } from "./types.ts";
 
 export interface GcraParams {
@@ -118,6 +118,9 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
   describe: (params, words) => `${params.algorithm} ${words.rate(params.rate)}, burst ${params.burst}`,
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
+
+  // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
+  lease: bucketLease<GcraParams>(),
 
   level: {
     name: "tokens",

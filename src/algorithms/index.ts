@@ -12,10 +12,10 @@ import { leakyQueue } from "./leaky_queue.ts";
 import { slidingCounter } from "./sliding_counter.ts";
 import { slidingLog } from "./sliding_log.ts";
 import { tokenBucket } from "./token_bucket.ts";
-import type { Algorithm, Decision, Denied, PackedPath, Words } from "./types.ts";
+import type { Algorithm, Decision, Denied, LeasePolicy, PackedPath, Words } from "./types.ts";
 
 export type { Rate, Window } from "./params.ts";
-export type { Decision, Denied, Words } from "./types.ts";
+export type { Decision, Denied, LeasePolicy, Words } from "./types.ts";
 
 const TABLE = {
   token_bucket: tokenBucket,
@@ -158,4 +158,32 @@ export function describeParams(params: AlgorithmParams, words: Words): string {
 /** The algorithm's packed one-number fast path, if it has one. */
 export function packedPath(params: AlgorithmParams): PackedPath<AlgorithmParams> | undefined {
   return algorithmFor(params).packed;
+}
+
+/** Whether isolates may hold leases of a key's budget under this algorithm, and what it then promises. */
+export function leasePolicy(algorithm: AlgorithmName): LeasePolicy<AlgorithmParams> {
+  return (TABLE[algorithm] as unknown as Algorithm<AlgorithmParams, AlgorithmState>).lease;
+}
+
+/** The algorithms that take leases, in table order. */
+export const LEASE_ALGORITHMS = ALGORITHMS.filter((name) => leasePolicy(name).kind !== "none");
+
+/**
+ * How long a slice charged at `atMs` may be used, ms: `ttlMs` for rate algorithms, cut at the window's end for window
+ * algorithms (so every unit is used in the window it was charged in); 0 for algorithms that take no leases.
+ */
+export function leaseTermMs(params: AlgorithmParams, atMs: number, ttlMs: number): number {
+  const lease = leasePolicy(params.algorithm);
+  switch (lease.kind) {
+    case "rate":
+      return ttlMs;
+    case "window":
+      return lease.termMs(params, atMs, ttlMs);
+    case "none":
+      return 0;
+    default: {
+      const never: never = lease;
+      return never;
+    }
+  }
 }

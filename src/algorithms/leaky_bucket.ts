@@ -10,7 +10,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
+import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
 export interface LeakyBucketParams {
@@ -88,6 +88,9 @@ export const leakyBucket: Algorithm<LeakyBucketParams, LeakyBucketState> = {
   describe: (params, words) => `${params.algorithm} ${words.rate(params.rate)}, burst ${params.burst}`,
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
+
+  // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
+  lease: bucketLease<LeakyBucketParams>(),
 
   level: {
     name: "bucket level",

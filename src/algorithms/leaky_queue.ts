@@ -120,6 +120,8 @@ export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
   // Admission depends on the queue's wait, not on the cost: every cost is denied until the same time.
   smallerDeniedUntilMs: (_params, denied) => denied.untilMs,
 
+  lease: { kind: "none", why: "each request's place in the queue is decided when it arrives" },
+
   level: {
     name: "queued",
     label: (params) => `burst ${params.burst}`,

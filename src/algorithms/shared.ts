@@ -1,7 +1,7 @@
 /** Pieces several algorithms share: the rate family's header window and cached-denial bound, carry-over scaling. */
 import { ceilDiv, MAX_SCALED } from "./arith.ts";
 import type { Rate } from "./params.ts";
-import type { Algorithm, Denied, ParamReader } from "./types.ts";
+import type { Algorithm, Denied, LeasePolicy, ParamReader } from "./types.ts";
 
 interface RateLike {
   readonly tokens: number;
@@ -41,6 +41,18 @@ export function usedScaled(
   if (aheadMs < 0) return 0;
   if (aheadMs > ceilDiv(cap, rate.tokens)) return cap;
   return Math.min(cap, aheadMs * rate.tokens + state.tatFrac);
+}
+
+/**
+ * The buckets' lease policy: a unit charged at `c` and used by `c + ttl` keeps any span `t` within
+ * `burst + rate × (t + ttl)`; in integers, `count × perMs <= burst × perMs + tokens × (t + ttl)`.
+ */
+export function bucketLease<P extends { readonly rate: Rate; readonly burst: number }>(): LeasePolicy<P> {
+  return {
+    kind: "rate",
+    withinBound: (params, count, spanMs, ttlMs) =>
+      count * params.rate.perMs <= params.burst * params.rate.perMs + params.rate.tokens * (spanMs + ttlMs),
+  };
 }
 
 /** The rate family's rule-file fields: the rate and the burst. */

@@ -193,6 +193,8 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
   // How fast a smaller cost fits depends on how the counts are spread: nothing is certain.
   smallerDeniedUntilMs: () => null,
 
+  lease: { kind: "none", why: "a unit charged early would leave the sliding window before its request does" },
+
   level: {
     name: "estimate",
     label: (params) => `limit ${params.limit}`,

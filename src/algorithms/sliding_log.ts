@@ -117,6 +117,8 @@ export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
   // How fast a smaller cost fits depends on the log's shape: nothing is certain.
   smallerDeniedUntilMs: () => null,
 
+  lease: { kind: "none", why: "a unit charged early would leave the sliding window before its request does" },
+
   level: {
     name: "in log",
     label: (params) => `limit ${params.limit}`,

@@ -11,7 +11,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
+import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
 export interface TokenBucketParams {
@@ -98,6 +98,9 @@ export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
   describe: (params, words) => `${params.algorithm} ${words.rate(params.rate)}, burst ${params.burst}`,
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
+
+  // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
+  lease: bucketLease<TokenBucketParams>(),
 
   level: {
     name: "tokens",

@@ -117,6 +117,34 @@ export interface PackedRate {
 }
 
 /**
+ * Leases (src/worker/coalesce.ts): the object charges a slice of a key's budget at one instant, exactly as that many
+ * cost-1 requests then, and an isolate admits from it locally for a while. Whether that keeps the algorithm's promise,
+ * for how long a slice may be used, and what the promise then is, is the algorithm's to say:
+ *
+ * - `window`: every unit is used in the window it was charged in (a slice ends at its window's end at the latest), so
+ *   no window ever admits more than its limit;
+ * - `rate`: a unit is used at most `ttl` after it was charged, so any span `t` admits at most
+ *   `burst + rate × (t + ttl)` (the algorithm's own `burst + rate × t`, over the span stretched back by `ttl`);
+ * - `none`: a slice cannot be used later than it was charged without breaking the promise (`why`).
+ */
+export type LeasePolicy<P> =
+  | {
+      readonly kind: "window";
+      /** The most cost admitted per window. */
+      limit(params: Own<P>): number;
+      /** The index of the window containing `atMs`. */
+      windowOf(params: Own<P>, atMs: number): number;
+      /** How long a slice charged at `atMs` may be used, ms: `ttlMs`, cut at its window's end. */
+      termMs(params: Own<P>, atMs: number, ttlMs: number): number;
+    }
+  | {
+      readonly kind: "rate";
+      /** Whether `count` cost admitted within a span of `spanMs` keeps within `burst + rate × (spanMs + ttlMs)`. */
+      withinBound(params: Own<P>, count: number, spanMs: number, ttlMs: number): boolean;
+    }
+  | { readonly kind: "none"; readonly why: string };
+
+/**
  * One rate-limiting algorithm: everything the project knows about it, in its own file. The decisions are pure
  * functions of (params, state, cost, now): no clock, no storage, no I/O. The Durable Object, the in-isolate store
  * and the simulator are shells around these, and every shell that needs something per algorithm (its capacity, its
@@ -162,4 +190,6 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
   describe(params: P, words: Words): string;
   /** A packed one-number fast path, where the state is one number. */
   readonly packed?: PackedPath<P>;
+  /** Whether isolates may hold leases of a key's budget, and what the algorithm then promises. */
+  readonly lease: LeasePolicy<P>;
 }

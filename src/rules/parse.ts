@@ -7,10 +7,10 @@
  * missing or invalid id; the index counts from 0), or `<file>:<line>: <message>` for YAML syntax. Bad input never
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
-import { algorithmFor } from "../algorithms/index.ts";
+import { algorithmFor, LEASE_ALGORITHMS, leasePolicy } from "../algorithms/index.ts";
 import type { ParamReader } from "../algorithms/types.ts";
 import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
-import { DEFAULT_LEASE_TTL_MS, leaseKindOf, MAX_LEASE_TTL_MS } from "./lease.ts";
+import { DEFAULT_LEASE_TTL_MS, MAX_LEASE_TTL_MS } from "./lease.ts";
 import { compileRoute } from "./route.ts";
 import {
   ALGORITHMS,
@@ -456,12 +456,10 @@ function resolveLease(
     ok = false;
   }
   if (algorithm !== null) {
-    const kind = leaseKindOf(algorithm);
-    if (kind.kind === "none") {
-      e.add(
-        "lease",
-        `${algorithm} takes no lease (${kind.why}); leases are for fixed_window, token_bucket, gcra and leaky_bucket`,
-      );
+    const policy = leasePolicy(algorithm);
+    if (policy.kind === "none") {
+      const names = LEASE_ALGORITHMS.join(", ").replace(/, ([^,]*)$/, " and $1");
+      e.add("lease", `${algorithm} takes no lease (${policy.why}); leases are for ${names}`);
       ok = false;
     }
   }

@@ -63,7 +63,7 @@ export interface RuleCommon {
   readonly costByRoute: readonly { readonly route: RoutePattern; readonly cost: number }[];
   /** Max extra whole seconds added to `Retry-After` per client (deterministic per key). Default 0 (off). */
   readonly retryJitterS: number;
-  /** Isolates may hold a slice of a hot key's budget (see rules/lease.ts). Default `null` (off). */
+  /** Isolates may hold a slice of a hot key's budget (see src/algorithms/types.ts `LeasePolicy`). Default `null` (off). */
   readonly lease: LeaseSettings | null;
   /**
    * `identity: api_key` rules only: what the rule does with a caller whose API key has no account record, or who sends

@@ -4,7 +4,7 @@
  * takes `serviceMs` per call and rejects a call with `overloaded` when its backlog is already `maxBacklog` calls long
  * (Cloudflare documents a soft limit of about 1,000 requests/s per object).
  */
-import { leaseTermMs } from "../rules/lease.ts";
+import { leaseTermMs } from "../algorithms/index.ts";
 import type { ObjectTransport } from "../worker/object_call.ts";
 import {
   type CallInput,

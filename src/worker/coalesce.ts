@@ -13,7 +13,7 @@
  * the slice is spent or its term ends (`ttl`, cut at the window's end for window rules). Unused units go back to the
  * object with the next call, or by a call of their own when the term ends. A term is counted from when the call was
  * *sent* (never later than the charge), so clock skew between the isolate and the object does not stretch it. What
- * this guarantees is stated in rules/lease.ts and tested in test/unit/lease.props.test.ts.
+ * this guarantees is each algorithm's `lease` entry (src/algorithms/types.ts `LeasePolicy`), tested in test/unit/lease.props.test.ts.
  *
  * **Failures.** A batch that fails (overloaded, reset twice, timeout, ...) fails each of its requests, and the
  * gateway applies each request's rule policy (`on_error`). A retry carries the same call id, so the object never

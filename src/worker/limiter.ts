@@ -18,7 +18,7 @@
  * nothing charged or written) and `reset()` (forget the key).
  */
 import { DurableObject } from "cloudflare:workers";
-import { leaseTermMs } from "../rules/lease.ts";
+import { leaseTermMs } from "../algorithms/index.ts";
 import {
   type CallInput,
   type CallResult,

@@ -222,7 +222,7 @@ export interface CallResult {
 
 /**
  * How long a lease charged at `atMs` may be used, given the rule: the asked ttl, cut so that every unit is used in the
- * accounting period it was charged in. Injected by the shell (see rules/lease.ts) so this file stays algorithm-blind.
+ * accounting period it was charged in. Injected by the shell (algorithms/index.ts `leaseTermMs`) so this file stays algorithm-blind.
  */
 export type LeaseTerm = (params: AlgorithmParams, atMs: number, ttlMs: number) => number;
 

@@ -6,8 +6,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
-import { leaseTermMs } from "../../src/rules/lease.ts";
+import { type AlgorithmState, decide, leaseTermMs } from "../../src/algorithms/index.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";

@@ -148,8 +148,8 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     errors: [
       `${DIR}/lease.yaml: not-a-mapping.lease: must be a mapping such as { ttl: 1s, units: 100, above: 200/s }, got "yes"`,
       `${DIR}/lease.yaml: unknown-key.lease.unit: unknown key; did you mean "units"?`,
-      `${DIR}/lease.yaml: sliding.lease: sliding_log takes no lease (a unit charged early would leave the sliding window before its request does); leases are for fixed_window, token_bucket, gcra and leaky_bucket`,
-      `${DIR}/lease.yaml: queue.lease: leaky_queue takes no lease (each request's place in the queue is decided when it arrives); leases are for fixed_window, token_bucket, gcra and leaky_bucket`,
+      `${DIR}/lease.yaml: sliding.lease: sliding_log takes no lease (a unit charged early would leave the sliding window before its request does); leases are for token_bucket, gcra, leaky_bucket and fixed_window`,
+      `${DIR}/lease.yaml: queue.lease: leaky_queue takes no lease (each request's place in the queue is decided when it arrives); leases are for token_bucket, gcra, leaky_bucket and fixed_window`,
       `${DIR}/lease.yaml: local.lease: a lease is a slice of a global key's budget; a scope: local rule is already decided in the isolate`,
       `${DIR}/lease.yaml: bad-values.lease.ttl: must be a duration like 250ms, 3s, 10min, h or d (an optional positive integer and a unit: ms, s, min, h, d), got "1 min"`,
       `${DIR}/lease.yaml: bad-values.lease.units: must be at most the rule's capacity 100, got 101`,
