@@ -5,7 +5,7 @@
  * (wrangler, esbuild and workerd together), stopped by signalling that group: the process it started, by id.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -43,6 +43,40 @@ export function projectCopy(prefix: string, rules: Record<string, string>): stri
   const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { cwd: dir, encoding: "utf8" });
   if (compiled.status !== 0) throw new Error(`compile: ${compiled.stderr}`);
   return dir;
+}
+
+/**
+ * Drop the `[build]` table of the copy's wrangler.toml (its rules are compiled already). Without this, wrangler dev
+ * re-runs the build command as soon as its watcher of rules/ is ready and reloads the Worker a few seconds after
+ * start-up, answering requests in flight with its own "worker restarted mid-request" 503: an artefact of wrangler dev.
+ */
+export function dropBuildStep(dir: string): void {
+  const toml = join(dir, "wrangler.toml");
+  writeFileSync(toml, readFileSync(toml, "utf8").replace(/\[build\]\n(?:[a-z_]+ = .*\n)+/, ""));
+  if (readFileSync(toml, "utf8").includes("[build]")) throw new Error(`could not drop [build] from ${toml}`);
+}
+
+/** RSS of the processes in group `pgid` (wrangler dev's: node, esbuild, workerd), from /proc, kB. */
+export function groupRss(pgid: number): { workerdKb: number; totalKb: number } {
+  let workerdKb = 0;
+  let totalKb = 0;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const fields = stat.slice(close + 2).split(" ");
+      if (Number(fields[2]) !== pgid) continue; // fields: state, ppid, pgrp, ...
+      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${entry}/status`, "utf8"));
+      const kb = rss === null ? 0 : Number(rss[1]);
+      totalKb += kb;
+      if (comm.startsWith("workerd")) workerdKb += kb;
+    } catch {
+      // the process ended between readdir and read
+    }
+  }
+  return { workerdKb, totalKb };
 }
 
 /** Start `wrangler dev` in `dir` on `port` with extra arguments; its own process group, whose id is its pid. */

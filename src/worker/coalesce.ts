@@ -129,7 +129,14 @@ export interface CoalesceCounters extends CallCounters {
   leases: number;
   /** Units given back to objects from leases that ended unused. */
   lease_units_returned: number;
+  /** Requests refused because `maxWaiting` requests already waited for their key (answered as an overloaded call). */
+  queue_overflows?: number;
 }
+
+/** Requests one isolate lets wait for one (rule, key) at most, by default (see `CoalescerOptions.maxWaiting`). */
+export const COALESCE_MAX_WAITING = 1_000;
+/** Keys one isolate tracks at most, by default (see `CoalescerOptions.maxKeys`). */
+export const COALESCE_MAX_KEYS = 10_000;
 
 export interface CoalescerOptions {
   /** This isolate's clock, ms. */
@@ -148,6 +155,12 @@ export interface CoalescerOptions {
   readonly resume?: <T>(settled: Promise<T>) => Promise<T>;
   /** Keys tracked at most (least recently used forgotten first; a key with a call in flight or a lease is kept). */
   readonly maxKeys?: number;
+  /**
+   * Requests waiting for one key at most (default `COALESCE_MAX_WAITING`). One more is not queued: it fails at once as
+   * an overloaded call would (`failure: "overloaded"`), and the gateway applies its rule's `on_error` (fail-open skips
+   * the rule, fail-closed answers 503 problem+json), so a flood on one key never grows this isolate's memory.
+   */
+  readonly maxWaiting?: number;
 }
 
 export class Coalescer {
@@ -155,9 +168,18 @@ export class Coalescer {
   /** The lease each key's call in flight asked for. */
   private readonly lastAsk = new WeakMap<KeyState, LeaseAsk>();
   private readonly maxKeys: number;
+  private readonly maxWaiting: number;
 
   constructor(private readonly options: CoalescerOptions) {
-    this.maxKeys = options.maxKeys ?? 10_000;
+    this.maxKeys = options.maxKeys ?? COALESCE_MAX_KEYS;
+    this.maxWaiting = options.maxWaiting ?? COALESCE_MAX_WAITING;
+  }
+
+  /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
+  get size(): { readonly keys: number; readonly waiting: number } {
+    let waiting = 0;
+    for (const st of this.keys.values()) waiting += st.queue.length;
+    return { keys: this.keys.size, waiting };
   }
 
   /** The number of keys with a lease held now (for `/_sluice/stats`). */
@@ -225,6 +247,18 @@ export class Coalescer {
    * the first request waiting.
    */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
+    if (st.queue.length >= this.maxWaiting) {
+      const { counters } = this.options;
+      counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
+      return {
+        kind: "failed",
+        failure: "overloaded",
+        message: `${st.queue.length} requests already wait for this key in this isolate (the bound)`,
+        attempts: 0,
+        late: null,
+        refund: () => Promise.resolve(null),
+      };
+    }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
       waiting = { cost: input.cost, resolve, settled: false };

@@ -9,8 +9,8 @@
 import { createLocalStore, type LocalStore } from "../local/local_store.ts";
 import { rateOf } from "../rules/duration.ts";
 
-/** Addresses remembered per isolate. */
-const MAX_ADDRESSES = 100_000;
+/** Addresses remembered per isolate (least recently used forgotten first). */
+export const KEY_LOOKUPS_MAX_ADDRESSES = 100_000;
 
 export class KeyLookups {
   private store: LocalStore | null = null;
@@ -18,13 +18,18 @@ export class KeyLookups {
   /** The latest time seen: a clock that steps back must not turn earlier lookups into a debt. */
   private latestMs = Number.NEGATIVE_INFINITY;
 
+  /** Addresses remembered now. */
+  get size(): number {
+    return this.store?.size ?? 0;
+  }
+
   /** Spend one lookup for `address` (`""` without one) at `nowMs`; `false` when its budget is used up. */
   allow(address: string, perMinute: number, nowMs: number): boolean {
     if (this.store === null || this.perMinute !== perMinute) {
       this.perMinute = perMinute;
       this.store = createLocalStore(
         { algorithm: "gcra", rate: rateOf(perMinute, 60_000), burst: perMinute },
-        MAX_ADDRESSES,
+        KEY_LOOKUPS_MAX_ADDRESSES,
       );
     }
     this.latestMs = Math.max(this.latestMs, nowMs);

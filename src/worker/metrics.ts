@@ -22,6 +22,8 @@ export function newStats() {
     leases: 0,
     /** Units given back to objects from leases that ended unused. */
     lease_units_returned: 0,
+    /** Requests refused at once because COALESCE_MAX_WAITING requests already waited for their key (overloaded). */
+    queue_overflows: 0,
     /** Rule decisions answered by the blocked-key cache, without a call. */
     cache_answers: 0,
     /** Requests denied (by any enforcing rule, from any source). */

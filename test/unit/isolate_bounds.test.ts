@@ -1,18 +1,36 @@
 /**
- * Every structure an isolate keeps between requests is bounded, and says so: flooded with a million distinct keys in
- * process (a botnet rotating API keys or addresses; the asynchronous plan cache with 200,000), each stays within its
- * bound and keeps the most recent keys. The
- * bounds: the blocked-key cache (`BLOCKED_CACHE_MAX_ENTRIES`), the plan cache (`PLAN_CACHE_MAX_ENTRIES`), and each
- * `scope: local` rule's store (`MAX_KEYS`). (The Isolate's other members are counters, a clock and a sleeper.)
+ * Every structure an isolate keeps between requests is bounded, and says so: flooded in process (a botnet rotating API
+ * keys or addresses: a million distinct keys; the asynchronous plan cache 200,000 and the coalescer's keys 50,000, as
+ * each of their requests is a chain of promises; 200,000 requests waiting for one key), each stays within its bound
+ * and keeps the most recent keys. The bounds: the blocked-key
+ * cache (`BLOCKED_CACHE_MAX_ENTRIES`), the plan cache (`PLAN_CACHE_MAX_ENTRIES`), each `scope: local` rule's store
+ * (`MAX_KEYS`), the account lookups per client address (`KEY_LOOKUPS_MAX_ADDRESSES`), the ring of recent denials
+ * (`RECENT_DENIALS_MAX`), and the coalescer: the keys it tracks (`COALESCE_MAX_KEYS`) and the requests waiting for one
+ * key (`COALESCE_MAX_WAITING`; one more fails at once as overloaded, and its rule's `on_error` decides: skipped when
+ * open, 503 when closed). (The Isolate's other members are counters, a clock and a sleeper.)
  */
 import { describe, expect, it } from "vitest";
 import { parseRules } from "../../src/rules/yaml.ts";
+import { ask } from "../../src/worker/ask.ts";
 import { BLOCKED_CACHE_MAX_ENTRIES, BlockedCache } from "../../src/worker/blocked_cache.ts";
-import { createIsolate } from "../../src/worker/isolate.ts";
+import {
+  type Asked,
+  COALESCE_MAX_KEYS,
+  COALESCE_MAX_WAITING,
+  type CoalesceCounters,
+  Coalescer,
+} from "../../src/worker/coalesce.ts";
+import { createIsolate, type Isolate } from "../../src/worker/isolate.ts";
+import { KEY_LOOKUPS_MAX_ADDRESSES, KeyLookups } from "../../src/worker/key_lookups.ts";
 import { LocalScope } from "../../src/worker/local_scope.ts";
 import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
+import { newStats } from "../../src/worker/metrics.ts";
+import type { ObjectTransport } from "../../src/worker/object_call.ts";
 import { PLAN_CACHE_MAX_ENTRIES, PlanCache } from "../../src/worker/plan.ts";
-import { gcraP } from "../support/params.ts";
+import { RECENT_DENIALS_MAX, RecentDenials } from "../../src/worker/recent_denials.ts";
+import { type Env, parseSettings } from "../../src/worker/settings.ts";
+import { type CallInput, type CallResult, callRecord, type LimiterRecord } from "../../src/worker/store.ts";
+import { fixedWindow, gcraP } from "../support/params.ts";
 
 const FLOOD = 1_000_000;
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -24,6 +42,35 @@ describe("isolate structures under a flood of a million distinct keys", () => {
     expect(isolate.blocked).toBeInstanceOf(BlockedCache);
     expect(isolate.plans).toBeInstanceOf(PlanCache);
     expect(isolate.local).toBeInstanceOf(LocalScope);
+    expect(isolate.keyLookups).toBeInstanceOf(KeyLookups);
+    expect(isolate.denials).toBeInstanceOf(RecentDenials);
+    expect(isolate.calls).toBeInstanceOf(Coalescer);
+  });
+
+  it(`the account lookups per address stay within ${KEY_LOOKUPS_MAX_ADDRESSES} addresses, the most recent kept`, () => {
+    const lookups = new KeyLookups();
+    let largest = 0;
+    let refused = 0;
+    for (let i = 0; i < FLOOD; i++) {
+      if (!lookups.allow(keyOf(i), 1, T0)) refused++; // each new address has its one lookup
+      if ((i & 0xfff) === 0 && lookups.size > largest) largest = lookups.size;
+    }
+    expect(refused).toBe(0);
+    expect(Math.max(largest, lookups.size)).toBeLessThanOrEqual(KEY_LOOKUPS_MAX_ADDRESSES);
+    expect(lookups.size).toBe(KEY_LOOKUPS_MAX_ADDRESSES);
+    expect(lookups.allow(keyOf(FLOOD - 1), 1, T0)).toBe(false); // remembered: its budget is spent
+    expect(lookups.allow(keyOf(0), 1, T0)).toBe(true); // long forgotten: fresh again
+  });
+
+  it(`the ring of recent denials keeps the last ${RECENT_DENIALS_MAX}`, () => {
+    const ring = new RecentDenials();
+    const flood = 200_000; // a ring of fixed size: 2,000 times round it is plenty
+    for (let i = 0; i < flood; i++)
+      ring.record({ atMs: T0 + i, rule: "r", key: keyOf(i), retryAfterMs: 1000, source: "object" });
+    const keys = ring.list().map((d) => d.key);
+    expect(keys).toHaveLength(RECENT_DENIALS_MAX);
+    expect(keys).toContain(keyOf(flood - 1));
+    expect(keys).not.toContain(keyOf(flood - 1 - RECENT_DENIALS_MAX));
   });
 
   it(`the blocked-key cache stays within ${BLOCKED_CACHE_MAX_ENTRIES} entries, the most recent kept`, () => {
@@ -92,5 +139,148 @@ describe("isolate structures under a flood of a million distinct keys", () => {
     // The most recent key is still known (its one token spent), the first was evicted (fresh again).
     expect(local.check(guard!, maxKeys, keyOf(FLOOD - 1), 1, T0 + 1)).toMatchObject({ decision: { allowed: false } });
     expect(local.check(guard!, maxKeys, keyOf(0), 1, T0 + 1)).toMatchObject({ decision: { allowed: true } });
+  });
+});
+
+/** Objects deciding each batch with the real store (`callRecord`); their calls can be held (a hung object). */
+function objects(params = fixedWindow(100, 60_000)) {
+  const records = new Map<string, LimiterRecord | null>();
+  const held: (() => void)[] = [];
+  const calls: CallInput[] = [];
+  let hold = false;
+  const decide = (name: string, input: CallInput): CallResult => {
+    const { result, record } = callRecord(records.get(name) ?? null, input, T0, () => 0);
+    records.set(name, record);
+    return result;
+  };
+  const transport: ObjectTransport = {
+    call: (name, input) => {
+      calls.push(input);
+      if (!hold) return Promise.resolve(decide(name, input));
+      return new Promise((resolve) => held.push(() => resolve(decide(name, input))));
+    },
+    refund: async () => null,
+  };
+  return {
+    transport,
+    rule: { id: "flood", params },
+    calls,
+    hold: (on: boolean) => {
+      hold = on;
+    },
+    release: () => {
+      for (const answer of held.splice(0)) answer();
+    },
+  };
+}
+
+const counters = (): CoalesceCounters => newStats();
+/** A budget that never runs out: the flood, not a timeout, is what is tested. */
+const never = () => new Promise<void>(() => {});
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+describe("the coalescer under a flood", () => {
+  it(`keeps at most ${COALESCE_MAX_WAITING} requests waiting for one key; the rest fail at once as overloaded`, async () => {
+    const o = objects();
+    const stats = counters();
+    let id = 0;
+    const calls = new Coalescer({ clock: () => T0, sleep: never, counters: stats, newId: () => `c${id++}` });
+    const one = () =>
+      calls.ask({ transport: o.transport, name: "flood:k", rule: o.rule, cost: 1, timeoutMs: 250, lease: null });
+    o.hold(true); // the object hangs: nothing that waits is answered until it is released
+    const leader = one();
+    await settle();
+    expect(o.calls).toHaveLength(1); // the first request's call is in flight
+    const waiting: Promise<Asked>[] = [];
+    for (let i = 0; i < COALESCE_MAX_WAITING; i++) waiting.push(one());
+    expect(calls.size).toEqual({ keys: 1, waiting: COALESCE_MAX_WAITING });
+    // 200,000 more on the same key while the call hangs: each is answered at once, none is queued.
+    let overloaded = 0;
+    const chunk = 10_000;
+    const flood = 200_000; // 200 times the bound; each refusal is a few promises, so this keeps the test to seconds
+    for (let start = 0; start < flood; start += chunk) {
+      const got = await Promise.all(Array.from({ length: chunk }, one));
+      for (const a of got) if (a.kind === "failed" && a.failure === "overloaded" && a.attempts === 0) overloaded++;
+      expect(calls.size.waiting).toBe(COALESCE_MAX_WAITING);
+    }
+    expect(overloaded).toBe(flood);
+    expect(stats.queue_overflows).toBe(flood);
+    expect(o.calls).toHaveLength(1); // the refused requests cost the object nothing
+    // Released: the waiting requests go in one call and each gets its own decision (100 allowed in all: the limit).
+    o.hold(false);
+    o.release();
+    const answers = await Promise.all([leader, ...waiting]);
+    expect(o.calls.map((c) => c.costs.length)).toEqual([1, COALESCE_MAX_WAITING]);
+    expect(answers.filter((a) => a.kind === "answered")).toHaveLength(1 + COALESCE_MAX_WAITING);
+    expect(answers.filter((a) => a.kind === "answered" && a.result.ok && a.result.decision.allowed)).toHaveLength(100);
+    expect(calls.size).toEqual({ keys: 1, waiting: 0 });
+  });
+
+  it("answers each refused request by its rule's on_error: skipped when open, fail_closed (a 503) when closed", async () => {
+    const { rules, errors } = parseRules(
+      [
+        "- id: open-rule\n  match: { identity: ip }\n  algorithm: fixed_window\n  limit: 100\n  window: min\n",
+        "- id: closed-rule\n  match: { identity: ip }\n  algorithm: fixed_window\n  limit: 100\n  window: min\n  on_error: closed\n",
+      ].join(""),
+      "flood.yaml",
+    );
+    expect(errors).toEqual([]);
+    const o = objects();
+    const namespace = {
+      idFromName: (name: string) => name,
+      get: (name: string) => ({ check: (input: CallInput) => o.transport.call(name, input), refund: async () => null }),
+    };
+    const stats = newStats();
+    const isolate: Isolate = {
+      ...createIsolate({ clock: () => T0, sleep: never }),
+      stats,
+      calls: new Coalescer({ clock: () => T0, sleep: never, counters: stats, newId: () => crypto.randomUUID() }),
+    };
+    const cx = { env: { LIMITER: namespace } as unknown as Env, settings: parseSettings({} as never), isolate };
+    const compiled = compileRules(rules);
+    expect(compiled.map((c) => c.rule.onError)).toEqual(["open", "closed"]);
+    for (const rule of compiled) {
+      const app = { compiled: rule, keyHash: "k", cost: 1 };
+      o.hold(true);
+      const leader = ask(cx, app, null);
+      await settle(); // its call is in flight, and hangs
+      const queued = [leader, ...Array.from({ length: COALESCE_MAX_WAITING }, () => ask(cx, app, null))];
+      const refused = await Promise.all(Array.from({ length: 3 }, () => ask(cx, app, null)));
+      const reason = rule.rule.onError === "closed" ? "fail_closed" : "fail_open";
+      for (const outcome of refused)
+        expect(outcome).toMatchObject({ kind: "failed", reason, failure: "overloaded", attempts: 0 });
+      o.hold(false);
+      o.release();
+      const answered = await Promise.all(queued);
+      expect(answered.filter((a) => a.kind === "decided")).toHaveLength(COALESCE_MAX_WAITING + 1);
+    }
+    expect(stats.queue_overflows).toBe(6);
+  });
+
+  it(`tracks at most ${COALESCE_MAX_KEYS} keys`, async () => {
+    const o = objects(gcraP(1, 60_000, 1));
+    const stats = counters();
+    let id = 0;
+    const calls = new Coalescer({ clock: () => T0, sleep: never, counters: stats, newId: () => `c${id++}` });
+    const flood = 50_000; // each request is a call (a dozen promises): 5 times the bound keeps this to seconds
+    let largest = 0;
+    for (let start = 0; start < flood; start += 1_000) {
+      await Promise.all(
+        Array.from({ length: 1_000 }, (_, j) =>
+          calls.ask({
+            transport: o.transport,
+            name: keyOf(start + j),
+            rule: o.rule,
+            cost: 1,
+            timeoutMs: 250,
+            lease: null,
+          }),
+        ),
+      );
+      largest = Math.max(largest, calls.size.keys);
+    }
+    expect(stats.object_calls).toBe(flood);
+    expect(largest).toBeLessThanOrEqual(COALESCE_MAX_KEYS);
+    expect(calls.size).toEqual({ keys: COALESCE_MAX_KEYS, waiting: 0 });
   });
 });

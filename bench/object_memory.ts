@@ -1,0 +1,201 @@
+/**
+ * `node --import tsx bench/object_memory.ts [--quick]`: what a distinct Durable Object costs the memory of a local
+ * `wrangler dev` (workerd), for Sluice and for a minimal Worker, in the same run, so the soak's memory curve can be read.
+ *
+ * Three servers, one after the other, each a real `wrangler dev` on a free 127.0.0.1 port with its state on tmpfs:
+ * - **bare**: a Durable Object class whose one RPC method writes one small value (`ctx.storage.kv.put`), and a Worker
+ *   that calls the object named by the request;
+ * - **bare + alarm**: the same, and the object sets an alarm minutes ahead the first time (as Sluice's objects do, to
+ *   delete their record once it is fresh);
+ * - **sluice**: Sluice with one `fixed_window` rule per client address (`limit` far above what is sent: every request
+ *   is admitted and reaches the echo origin), so each new address is one new object.
+ *
+ * Each server gets the same three phases from 16 closed-loop clients: **new** (N requests, each for a key never seen
+ * before: N new objects), **idle** (15 s without requests: past the runtime's 10 s eviction of an idle object), **reuse**
+ * (N requests over the first 1,000 keys only: no new object). The RSS of the server's workerd process is sampled after
+ * every 1,000 requests. If memory grows with the objects ever created in the bare Worker as in Sluice, at a similar
+ * slope, the growth is the local runtime's per-object cost, not Sluice's; flat in the reuse phase means it stops
+ * growing once the key set is warm.
+ */
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { log, QUICK, ROOT, round, writeResult } from "./common.ts";
+import { dropBuildStep, freePort, groupRss, killGroup, projectCopy, startWrangler, waitUp } from "./wrangler_dev.ts";
+
+const NEW_KEYS = QUICK ? 4_000 : 12_000;
+const REUSE_KEYS = 1_000;
+const STEP = 1_000;
+const CLIENTS = 16;
+const IDLE_MS = 15_000;
+
+const BARE_WORKER = (alarm: boolean) => `import { DurableObject } from "cloudflare:workers";
+export class Counter extends DurableObject {
+  async check(n) {
+    const next = (this.ctx.storage.kv.get("n") ?? 0) + n;
+    this.ctx.storage.kv.put("n", next);
+    ${alarm ? "if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + 600_000);" : ""}
+    return next;
+  }
+  ${alarm ? "async alarm() { this.ctx.storage.deleteAll(); }" : ""}
+}
+export default {
+  async fetch(request, env) {
+    const key = request.headers.get("CF-Connecting-IP") ?? "none";
+    const n = await env.COUNTER.get(env.COUNTER.idFromName(key)).check(1);
+    return new Response(String(n));
+  },
+};
+`;
+
+const BARE_TOML = `name = "bare"
+main = "index.js"
+compatibility_date = "2026-04-20"
+[[durable_objects.bindings]]
+name = "COUNTER"
+class_name = "Counter"
+[[migrations]]
+tag = "v1"
+new_sqlite_classes = ["Counter"]
+`;
+
+const SLUICE_RULES = `- id: mem-ip
+  match: { identity: ip }
+  algorithm: fixed_window
+  limit: 1000000
+  window: 10min
+`;
+
+function bareCopy(alarm: boolean): string {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-objmem-"));
+  writeFileSync(join(dir, "index.js"), BARE_WORKER(alarm));
+  writeFileSync(join(dir, "wrangler.toml"), BARE_TOML);
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+  return dir;
+}
+
+/** Key `i`: an IPv6 documentation address, one /64 each (Sluice groups IPv6 clients by /64). */
+function addressOf(i: number): string {
+  const n = i + 1;
+  return `2001:db8:${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}::1`;
+}
+
+interface Sample {
+  readonly phase: "new" | "idle" | "reuse";
+  readonly requests: number;
+  readonly objectsCreated: number;
+  readonly workerdRssMb: number;
+}
+
+async function load(base: string, count: number, keyOf: (i: number) => number, onStep: (done: number) => void) {
+  let next = 0;
+  let done = 0;
+  let failed = 0;
+  const client = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= count) return;
+      try {
+        const r = await fetch(`${base}/v1/mem`, {
+          headers: { "CF-Connecting-IP": addressOf(keyOf(i)) },
+          signal: AbortSignal.timeout(30_000),
+        });
+        await r.arrayBuffer();
+        if (r.status !== 200) failed++;
+      } catch {
+        failed++;
+      }
+      done++;
+      if (done % STEP === 0) onStep(done);
+    }
+  };
+  await Promise.all(Array.from({ length: CLIENTS }, client));
+  return failed;
+}
+
+async function measure(name: string, dir: string, extra: readonly string[]) {
+  const state = mkdtempSync(join("/dev/shm", "sluice-objmem-state-"));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const child = startWrangler(dir, port, ["--persist-to", state, "--log-level", "warn", ...extra], "pipe");
+  let output = "";
+  child.stdout?.on("data", (b: Buffer) => {
+    output += b.toString();
+  });
+  child.stderr?.on("data", (b: Buffer) => {
+    output += b.toString();
+  });
+  const samples: Sample[] = [];
+  let failed = 0;
+  try {
+    await waitUp(`${base}/`, child, 90_000).catch((error: unknown) => {
+      throw new Error(`${name}: ${String(error)}\n${output}`);
+    });
+    const rss = () => round(groupRss(child.pid!).workerdKb / 1024, 1);
+    samples.push({ phase: "new", requests: 0, objectsCreated: 0, workerdRssMb: rss() });
+    const t = Date.now();
+    failed += await load(
+      base,
+      NEW_KEYS,
+      (i) => i,
+      (done) => samples.push({ phase: "new", requests: done, objectsCreated: done, workerdRssMb: rss() }),
+    );
+    const newS = (Date.now() - t) / 1000;
+    await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+    samples.push({ phase: "idle", requests: NEW_KEYS, objectsCreated: NEW_KEYS, workerdRssMb: rss() });
+    failed += await load(
+      base,
+      NEW_KEYS,
+      (i) => i % REUSE_KEYS,
+      (done) =>
+        samples.push({ phase: "reuse", requests: NEW_KEYS + done, objectsCreated: NEW_KEYS, workerdRssMb: rss() }),
+    );
+    log(`object_memory: ${name}: ${NEW_KEYS} new objects in ${round(newS, 1)} s, ${failed} failed requests`);
+  } finally {
+    await killGroup(child.pid!, child);
+    rmSync(state, { recursive: true, force: true });
+  }
+  const newPhase = samples.filter((s) => s.phase === "new");
+  const reuse = samples.filter((s) => s.phase === "reuse");
+  const first = newPhase[1]!; // after the first 1,000: the Worker's code and first isolate are loaded
+  const last = newPhase[newPhase.length - 1]!;
+  const kbPerObject = ((last.workerdRssMb - first.workerdRssMb) * 1024) / (last.objectsCreated - first.objectsCreated);
+  return {
+    variant: name,
+    failedRequests: failed,
+    kbPerNewObject: round(kbPerObject, 1),
+    startMb: newPhase[0]!.workerdRssMb,
+    afterNewMb: last.workerdRssMb,
+    afterIdleMb: samples.find((s) => s.phase === "idle")!.workerdRssMb,
+    reuseFirstMb: reuse[0]?.workerdRssMb ?? Number.NaN,
+    reuseLastMb: reuse[reuse.length - 1]?.workerdRssMb ?? Number.NaN,
+    samples,
+  };
+}
+
+async function main(): Promise<void> {
+  const results = [];
+  const bare = bareCopy(false);
+  const bareAlarm = bareCopy(true);
+  const sluice = projectCopy("sluice-objmem-", { "mem.yaml": SLUICE_RULES });
+  dropBuildStep(sluice);
+  try {
+    results.push(await measure("bare", bare, []));
+    results.push(await measure("bare + alarm", bareAlarm, []));
+    results.push(await measure("sluice (one rule per address)", sluice, ["--var", "LIMITER_TIMEOUT_MS:10000"]));
+  } finally {
+    for (const dir of [bare, bareAlarm, sluice]) rmSync(dir, { recursive: true, force: true });
+  }
+  const command = `node --import tsx bench/object_memory.ts${QUICK ? " --quick" : ""}`;
+  const path = writeResult("object_memory", command, { newKeys: NEW_KEYS, reuseKeys: REUSE_KEYS, results });
+  process.stdout.write(
+    "\nvariant                          KB per new object   start -> after new -> after 15 s idle -> reuse (MB)\n",
+  );
+  for (const r of results)
+    process.stdout.write(
+      `${r.variant.padEnd(33)}${String(r.kbPerNewObject).padStart(17)}   ${r.startMb} -> ${r.afterNewMb} -> ${r.afterIdleMb} -> ${r.reuseFirstMb}..${r.reuseLastMb}\n`,
+    );
+  log(`object_memory: wrote ${path}`);
+}
+
+await main();
