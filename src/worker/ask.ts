@@ -80,7 +80,13 @@ async function askObject({ env, settings, isolate, ctx }: AskContext, app: Appli
   const { compiled, keyHash, cost } = app;
   const { rule, params } = compiled;
   const name = objectNameOf(rule.id, keyHash);
-  const sentAtMs = isolate.clock();
+  // What the object answers, this isolate remembers (a denial) or forgets (an admission) in the object's order.
+  const observe = (result: CheckResult, sentAtMs: number) => {
+    if (!result.ok) return;
+    if (result.decision.allowed) isolate.blocked.forget(name);
+    else isolate.blocked.remember(name, fingerprintOfRule(compiled), params, cost, sentAtMs, result.decision);
+  };
+  const arrivedAtMs = isolate.clock();
   // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.
   const asked = await isolate.calls.ask({
     transport: durableObjectTransport(env.LIMITER),
@@ -90,6 +96,7 @@ async function askObject({ env, settings, isolate, ctx }: AskContext, app: Appli
     timeoutMs: settings.limiterTimeoutMs ?? rule.timeoutMs,
     lease: rule.lease,
     keepAlive: ctx === undefined ? undefined : (work) => ctx.waitUntil(work),
+    observe,
   });
   // A refund can make the object more generous than a denial this isolate remembers.
   const forgetting =
@@ -108,8 +115,8 @@ async function askObject({ env, settings, isolate, ctx }: AskContext, app: Appli
     const refund = forgetting(asked.refund);
     return { kind: "failed", app, reason, failure: "invalid", error: result.error, attempts, late: null, refund };
   }
-  if (result.decision.allowed) isolate.blocked.forget(name);
-  else isolate.blocked.remember(name, fingerprintOfRule(compiled), params, cost, sentAtMs, result.decision);
+  // The object's answers were observed as the call answered; a lease's (this isolate's own) are seen here.
+  if (asked.source === "lease") observe(result, arrivedAtMs);
   const { decision, atMs } = result;
   return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund) };
 }

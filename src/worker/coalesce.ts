@@ -46,6 +46,13 @@ export interface AskInput {
   readonly lease: LeaseSettings | null;
   /** Keeps the isolate alive for background work this request starts (a lease's return at its end). */
   readonly keepAlive?: (work: Promise<unknown>) => void;
+  /**
+   * Sees this request's result from the object, with the time its call was sent (this isolate's clock), as soon as
+   * the call answers: for each request of a batch in the order the object decided them, before any of them resumes
+   * (which happens in no particular order). For isolate memory that must follow a key's answers in order (the
+   * blocked-key cache); it must not do I/O (it runs in the context of the request that made the call).
+   */
+  readonly observe?: (result: CheckResult, sentAtMs: number) => void;
 }
 
 /** Where an answer came from: the object (possibly in a batch), or this isolate's lease. */
@@ -89,6 +96,7 @@ interface HeldLease {
 
 interface Waiting {
   readonly cost: number;
+  readonly observe: AskInput["observe"];
   /** Its answer, or `"lead"`: make the next call, in this request's own context. */
   readonly resolve: (turn: Asked | "lead") => void;
   /** Taken into a batch, chosen to lead, or given up. */
@@ -261,7 +269,7 @@ export class Coalescer {
     }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
-      waiting = { cost: input.cost, resolve, settled: false };
+      waiting = { cost: input.cost, observe: input.observe, resolve, settled: false };
     });
     const me = waiting!;
     st.queue.push(me);
@@ -441,6 +449,10 @@ export class Coalescer {
       st.inFlight = false;
       this.handOff(st);
     }
+    batch.forEach((w, i) => {
+      const a = answers[i]!;
+      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
+    });
     batch.forEach((w, i) => {
       const a = answers[i]!;
       if (w === leader) mine = a;

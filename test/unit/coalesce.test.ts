@@ -6,7 +6,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AlgorithmState, decide, leaseTermMs } from "../../src/algorithms/index.ts";
+import { leaseTermMs } from "../../src/algorithms/index.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";
@@ -28,6 +28,7 @@ import {
   slidingLog,
   tokenBucket,
 } from "../support/params.ts";
+import { sequential } from "../support/sequential.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
 
@@ -45,18 +46,6 @@ const paramsArb: fc.Arbitrary<AlgorithmParams> = fc.oneof(
 );
 
 const rule = (params: AlgorithmParams) => ({ id: "r", params });
-
-/** The pure core run request by request: the reference a batch must equal. */
-function sequential(params: AlgorithmParams, state: AlgorithmState | null, costs: readonly number[], nowMs: number) {
-  const decisions = [];
-  let s = state;
-  for (const cost of costs) {
-    const out = decide(params, s, cost, nowMs);
-    decisions.push(out.ok ? { ok: true, decision: out.decision } : out);
-    if (out.ok) s = out.state;
-  }
-  return { decisions, state: s };
-}
 
 describe("a batch in the object", () => {
   it("decides exactly as sequential calls of the pure core at the same time (property)", () => {
@@ -225,6 +214,41 @@ describe("the coalescer", () => {
       [...one.decisions, ...rest.decisions].map((d) => ("decision" in d ? d.decision : null)),
     );
     expect(got.filter((a) => a.kind === "answered" && a.result.ok && a.result.decision.allowed)).toHaveLength(40);
+  });
+
+  it("shows every object answer of a batch to `observe` in the object's order, before any of its requests resumes", async () => {
+    const params = tokenBucket(10, 1000, 3);
+    const h = harness(params);
+    const events: string[] = [];
+    const ask = (i: number) =>
+      h.coalescer
+        .ask({
+          transport: h.transport,
+          name: "r:key",
+          rule: rule(params),
+          cost: 1,
+          timeoutMs: 250,
+          lease: null,
+          observe: (r, sentAtMs) =>
+            events.push(`${i} ${r.ok && r.decision.allowed ? "admitted" : "denied"}, sent at +${sentAtMs - T0}`),
+        })
+        .then(() => events.push(`${i} resumes`));
+    const asked = [ask(0)];
+    await h.clock.runUntil(T0 + 1);
+    for (let i = 1; i <= 4; i++) asked.push(ask(i));
+    await h.clock.runUntil(T0 + 1000);
+    await Promise.all(asked);
+    expect(events.slice(0, 6)).toEqual([
+      "0 admitted, sent at +0",
+      "0 resumes",
+      // The second call is sent when the first answers (10 ms each way).
+      "1 admitted, sent at +20",
+      "2 admitted, sent at +20",
+      "3 denied, sent at +20",
+      "4 denied, sent at +20",
+    ]);
+    // Then they resume, in whatever order (the leader of the call last, here).
+    expect(events.slice(6).sort()).toEqual(["1 resumes", "2 resumes", "3 resumes", "4 resumes"]);
   });
 
   it("sends a lone request at once, with no added wait", async () => {
