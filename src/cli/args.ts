@@ -91,6 +91,9 @@ export interface CommandInfo {
   readonly stderr: NodeJS.WritableStream;
 }
 
+/** A command's flags once `commandArgs` has accepted them. */
+export type CommandArgs = Extract<ParsedArgs, { ok: true }>;
+
 /** A usage error: the message and the command's help on standard error; exit status 2. */
 export function usageError(cmd: CommandInfo, message: string): number {
   cmd.stderr.write(`sluice ${cmd.name}: ${message}\n\n${cmd.help}`);
@@ -111,7 +114,7 @@ export function commandArgs(
   cmd: CommandInfo,
   args: readonly string[],
   spec: FlagSpec & { readonly positionals: boolean },
-): Extract<ParsedArgs, { ok: true }> | number {
+): CommandArgs | number {
   const parsed = parseArgs(args, { ...spec, booleans: [...(spec.booleans ?? []), "help"] });
   if (!parsed.ok) return usageError(cmd, parsed.error);
   if (parsed.booleans.has("help")) {
@@ -125,7 +128,7 @@ export function commandArgs(
 }
 
 /** The rule paths a command reads: every `--rules PATH`, then any positional paths; `rules/` when none. */
-export function rulePaths(parsed: Extract<ParsedArgs, { ok: true }>, positionals = false): string[] {
+export function rulePaths(parsed: CommandArgs, positionals = false): string[] {
   const paths = [...(parsed.values.get("rules") ?? []), ...(positionals ? parsed.positionals : [])];
   return paths.length > 0 ? paths : ["rules/"];
 }

@@ -9,10 +9,18 @@ import { pipeline } from "node:stream/promises";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { ComparisonBuilder, KeyCounter } from "../viz/accumulate.ts";
-import { formatComparison } from "../viz/run.ts";
+import { type Comparison, formatComparison } from "../viz/run.ts";
 import { defaultRange, renderSvg } from "../viz/svg.ts";
 import { defaultTimeStyle, type TimeStyle } from "../viz/time.ts";
-import { commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
+import {
+  type CommandArgs,
+  type CommandInfo,
+  commandArgs,
+  EXIT_CODES,
+  inputError,
+  rulePaths,
+  usageError,
+} from "./args.ts";
 import type { Io } from "./io.ts";
 import { parseTime } from "./time_flag.ts";
 import { feedTrace, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
@@ -37,6 +45,24 @@ period), and the first denial.
 --key naming a key that is not in the trace is a usage error, like an unknown --rule id.
 ${EXIT_CODES}`;
 
+/** What `sluice compare` was asked to do, its flags checked and its rules chosen. */
+interface CompareRequest {
+  readonly rules: ResolvedRule[];
+  /** `--trace`; standard input when absent. */
+  readonly tracePath: string | undefined;
+  readonly svgPath: string | undefined;
+  readonly key: string | undefined;
+  readonly title: string | undefined;
+  readonly style: TimeStyle | undefined;
+  readonly range: TimeRange;
+}
+
+/** `--from` and `--to` in trace ms, each when given. */
+interface TimeRange {
+  from?: number;
+  to?: number;
+}
+
 export async function runCompare(args: string[], io: Io): Promise<number> {
   const cmd = { name: "compare", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
@@ -45,13 +71,54 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
     positionals: false,
   });
   if (typeof parsed === "number") return parsed;
+  const request = compareRequest(cmd, parsed, io);
+  if (typeof request === "number") return request;
+  let spooled: string | null = null;
+  try {
+    // The busiest key is charted unless --key names one: it takes a first pass, so standard input is spooled to a
+    // temporary file for it (memory stays bounded either way).
+    if (request.svgPath !== undefined && request.key === undefined && request.tracePath === undefined) {
+      spooled = await spool(io.stdin);
+    }
+    return await compareTrace(cmd, request, spooled, io);
+  } catch (err) {
+    return inputError(io, [`sluice compare: ${(err as Error).message}`]);
+  } finally {
+    if (spooled !== null) rmSync(dirname(spooled), { recursive: true, force: true });
+  }
+}
+
+/** The flags checked (usage errors first, exit 2), then the rules loaded (exit 1) and chosen (exit 2). */
+function compareRequest(cmd: CommandInfo, parsed: CommandArgs, io: Io): CompareRequest | number {
   const one = (name: string) => parsed.values.get(name)?.[0];
   const rulesPaths = rulePaths(parsed);
   const style = one("time");
   if (style !== undefined && style !== "seconds" && style !== "clock") {
     return usageError(cmd, `--time must be "seconds" or "clock", got ${JSON.stringify(style)}`);
   }
-  const range: { from?: number; to?: number } = {};
+  const range = timeRange(cmd, one);
+  if (typeof range === "number") return range;
+  const loaded = loadRules(rulesPaths);
+  if (loaded.errors.length > 0) return inputError(io, loaded.errors);
+  const chosen = chooseRules(loaded.rules, parsed.values.get("rule") ?? []);
+  if ("error" in chosen) {
+    io.stderr.write(`${rulesPaths.join(", ")}: ${chosen.error}\n`);
+    return 2;
+  }
+  return {
+    rules: chosen.rules,
+    tracePath: one("trace"),
+    svgPath: one("svg"),
+    key: one("key"),
+    title: one("title"),
+    style: style as TimeStyle | undefined,
+    range,
+  };
+}
+
+/** `--from` and `--to`, each a time as `parseTime` reads it, `--to` after `--from`; or the usage error's status. */
+function timeRange(cmd: CommandInfo, one: (name: string) => string | undefined): TimeRange | number {
+  const range: TimeRange = {};
   for (const name of ["from", "to"] as const) {
     const text = one(name);
     if (text === undefined) continue;
@@ -62,61 +129,57 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
   if (range.from !== undefined && range.to !== undefined && range.to <= range.from) {
     return usageError(cmd, "--to must be after --from");
   }
+  return range;
+}
 
-  const loaded = loadRules(rulesPaths);
-  if (loaded.errors.length > 0) return inputError(io, loaded.errors);
-  const chosen = chooseRules(loaded.rules, parsed.values.get("rule") ?? []);
-  if ("error" in chosen) {
-    io.stderr.write(`${rulesPaths.join(", ")}: ${chosen.error}\n`);
-    return 2;
+/** One pass over the trace (`spooled` stands in for standard input), the table printed, the figure written. */
+async function compareTrace(
+  cmd: CommandInfo,
+  request: CompareRequest,
+  spooled: string | null,
+  io: Io,
+): Promise<number> {
+  const { svgPath, key, range } = request;
+  const tracePath = request.tracePath ?? spooled ?? undefined;
+  const traceName = request.tracePath ?? "<stdin>";
+  const stateKey = svgPath === undefined ? null : (key ?? (await busiestOf(tracePath, io.stdin)));
+  const builder = new ComparisonBuilder(request.rules, {
+    stateKey,
+    draw: svgPath !== undefined,
+    ...(range.from === undefined ? {} : { fromMs: range.from }),
+    ...(range.to === undefined ? {} : { toMs: range.to }),
+  });
+  const failure = await feedTrace(builder, tracePath, traceName, io.stdin);
+  if (failure !== null) return inputError(io, [failure]);
+  if (key !== undefined && !builder.hasKey(key)) {
+    return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);
   }
-
-  const svgPath = one("svg");
-  const key = one("key");
-  const given = one("trace");
-  let spooled: string | null = null;
+  const comparison = builder.finish();
+  const timeStyle = request.style ?? defaultTimeStyle(comparison.firstMs ?? 0);
+  // Only the file's name: the report should not change with the directory it was run from.
+  const shownName = request.tracePath === undefined ? traceName : basename(request.tracePath);
+  io.stdout.write(formatComparison(comparison, shownName, timeStyle));
+  if (svgPath === undefined) return 0;
+  const svg = renderSvg(comparison, {
+    title: request.title ?? `sluice compare: ${shownName}`,
+    style: timeStyle,
+    ...drawnRange(comparison, range),
+  });
   try {
-    // The busiest key is charted unless --key names one: it takes a first pass, so standard input is spooled to a
-    // temporary file for it (memory stays bounded either way).
-    if (svgPath !== undefined && key === undefined && given === undefined) spooled = await spool(io.stdin);
-    const tracePath = given ?? spooled ?? undefined;
-    const traceName = given ?? "<stdin>";
-    const stateKey = svgPath === undefined ? null : (key ?? (await busiestOf(tracePath, io.stdin)));
-    const builder = new ComparisonBuilder(chosen.rules, {
-      stateKey,
-      draw: svgPath !== undefined,
-      ...(range.from === undefined ? {} : { fromMs: range.from }),
-      ...(range.to === undefined ? {} : { toMs: range.to }),
-    });
-    const failure = await feedTrace(builder, tracePath, traceName, io.stdin);
-    if (failure !== null) return inputError(io, [failure]);
-    if (key !== undefined && !builder.hasKey(key)) {
-      return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);
-    }
-    const comparison = builder.finish();
-    const timeStyle: TimeStyle = (style as TimeStyle | undefined) ?? defaultTimeStyle(comparison.firstMs ?? 0);
-    // Only the file's name: the report should not change with the directory it was run from.
-    const shownName = given === undefined ? traceName : basename(given);
-    io.stdout.write(formatComparison(comparison, shownName, timeStyle));
-    if (svgPath === undefined) return 0;
-    const auto = defaultRange(comparison);
-    const svg = renderSvg(comparison, {
-      title: one("title") ?? `sluice compare: ${shownName}`,
-      style: timeStyle,
-      fromMs: range.from ?? (range.to !== undefined ? Math.min(auto.fromMs, range.to - 1) : auto.fromMs),
-      toMs: range.to ?? (range.from !== undefined ? Math.max(auto.toMs, range.from + 1) : auto.toMs),
-    });
-    try {
-      writeFileSync(svgPath, svg);
-    } catch (err) {
-      return inputError(io, [`sluice compare: cannot write ${svgPath}: ${(err as Error).message}`]);
-    }
-    return 0;
+    writeFileSync(svgPath, svg);
   } catch (err) {
-    return inputError(io, [`sluice compare: ${(err as Error).message}`]);
-  } finally {
-    if (spooled !== null) rmSync(dirname(spooled), { recursive: true, force: true });
+    return inputError(io, [`sluice compare: cannot write ${svgPath}: ${(err as Error).message}`]);
   }
+  return 0;
+}
+
+/** The time range drawn: `--from`/`--to` where given, else the trace's own range, kept non-empty. */
+function drawnRange(comparison: Comparison, range: TimeRange): { fromMs: number; toMs: number } {
+  const auto = defaultRange(comparison);
+  return {
+    fromMs: range.from ?? (range.to !== undefined ? Math.min(auto.fromMs, range.to - 1) : auto.fromMs),
+    toMs: range.to ?? (range.from !== undefined ? Math.max(auto.toMs, range.from + 1) : auto.toMs),
+  };
 }
 
 /** The busiest key of the trace (a first pass; malformed lines are left for the real pass to report). */

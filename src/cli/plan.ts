@@ -9,10 +9,18 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { formatPlan, pairRules, ReplayBuilder, totalFlips } from "../viz/plan.ts";
+import { formatPlan, pairRules, type Replay, ReplayBuilder, type RulePair, totalFlips } from "../viz/plan.ts";
 import { renderPlanSvg } from "../viz/plan_svg.ts";
 import { defaultTimeStyle } from "../viz/time.ts";
-import { commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
+import {
+  type CommandArgs,
+  type CommandInfo,
+  commandArgs,
+  EXIT_CODES,
+  inputError,
+  rulePaths,
+  usageError,
+} from "./args.ts";
 import type { Io } from "./io.ts";
 import { feedTrace } from "./trace.ts";
 
@@ -36,6 +44,17 @@ may still do).
 ${EXIT_CODES}3: more answers flip than --max-flips allows.
 `;
 
+/** What `sluice plan` was asked to do, its flags checked. */
+interface PlanRequest {
+  readonly from: string;
+  readonly toPaths: string[];
+  /** `--trace`, "-" for standard input. */
+  readonly tracePath: string | undefined;
+  readonly svgPath: string | undefined;
+  readonly maxFlips: number | undefined;
+  readonly top: number;
+}
+
 export async function runPlan(args: string[], io: Io): Promise<number> {
   const cmd = { name: "plan", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
@@ -44,6 +63,40 @@ export async function runPlan(args: string[], io: Io): Promise<number> {
     positionals: false,
   });
   if (typeof parsed === "number") return parsed;
+  const request = planRequest(cmd, parsed);
+  if (typeof request === "number") return request;
+
+  const before = loadBefore(request.from, request.toPaths);
+  if ("usage" in before) return usageError(cmd, before.usage);
+  const after = loadRules(request.toPaths);
+  const errors = [...before.errors, ...after.errors];
+  if (errors.length > 0) return inputError(io, errors);
+  const pairs = pairRules(before.rules, after.rules);
+  const toName = request.toPaths.join(", ");
+
+  const replay = await replayTrace(pairs, request, io);
+  if (typeof replay === "number") return replay;
+  const { tracePath } = request;
+  const traceName = tracePath === undefined || tracePath === "-" ? "<stdin>" : basename(tracePath);
+  io.stdout.write(formatPlan(pairs, before.name, toName, replay, traceName));
+  if (replay === null) return 0;
+  if (request.svgPath !== undefined) {
+    const svg = renderPlanSvg(
+      replay,
+      `sluice plan: ${before.name} -> ${toName}`,
+      defaultTimeStyle(replay.firstMs ?? 0),
+    );
+    try {
+      writeFileSync(request.svgPath, svg);
+    } catch (err) {
+      return inputError(io, [`sluice plan: cannot write ${request.svgPath}: ${(err as Error).message}`]);
+    }
+  }
+  return flipGate(replay, request.maxFlips, io);
+}
+
+/** The flags checked; a usage error's exit status if one is wrong or missing. */
+function planRequest(cmd: CommandInfo, parsed: CommandArgs): PlanRequest | number {
   const one = (name: string) => parsed.values.get(name)?.[0];
   const from = one("from");
   if (from === undefined) return usageError(cmd, "--from REF|PATH is required");
@@ -58,46 +111,28 @@ export async function runPlan(args: string[], io: Io): Promise<number> {
     numbers[name] = Number(text);
   }
   const tracePath = one("trace");
-  if (tracePath === undefined && (one("svg") !== undefined || numbers["max-flips"] !== undefined)) {
+  const svgPath = one("svg");
+  if (tracePath === undefined && (svgPath !== undefined || numbers["max-flips"] !== undefined)) {
     return usageError(cmd, "--svg and --max-flips need --trace");
   }
+  return { from, toPaths, tracePath, svgPath, maxFlips: numbers["max-flips"], top: numbers.top ?? 10 };
+}
 
-  const before = loadBefore(from, toPaths);
-  if ("usage" in before) return usageError(cmd, before.usage);
-  const after = loadRules(toPaths);
-  const errors = [...before.errors, ...after.errors];
-  if (errors.length > 0) return inputError(io, errors);
-  const pairs = pairRules(before.rules, after.rules);
-  const toName = toPaths.join(", ");
+/** Both rule sets replayed over the trace, if one was given (`null` if not); exit status 1 for a bad trace. */
+async function replayTrace(pairs: RulePair[], request: PlanRequest, io: Io): Promise<Replay | null | number> {
+  if (request.tracePath === undefined) return null;
+  const builder = new ReplayBuilder(pairs);
+  const path = request.tracePath === "-" ? undefined : request.tracePath;
+  const failure = await feedTrace(builder, path, path ?? "<stdin>", io.stdin);
+  if (failure !== null) return inputError(io, [failure]);
+  return builder.finish(request.top);
+}
 
-  let replay = null;
-  if (tracePath !== undefined) {
-    const builder = new ReplayBuilder(pairs);
-    const path = tracePath === "-" ? undefined : tracePath;
-    const failure = await feedTrace(builder, path, path ?? "<stdin>", io.stdin);
-    if (failure !== null) return inputError(io, [failure]);
-    replay = builder.finish(numbers.top ?? 10);
-  }
-  const traceName = tracePath === undefined || tracePath === "-" ? "<stdin>" : basename(tracePath);
-  io.stdout.write(formatPlan(pairs, before.name, toName, replay, traceName));
-  if (replay === null) return 0;
-  const svgPath = one("svg");
-  if (svgPath !== undefined) {
-    const svg = renderPlanSvg(
-      replay,
-      `sluice plan: ${before.name} -> ${toName}`,
-      defaultTimeStyle(replay.firstMs ?? 0),
-    );
-    try {
-      writeFileSync(svgPath, svg);
-    } catch (err) {
-      return inputError(io, [`sluice plan: cannot write ${svgPath}: ${(err as Error).message}`]);
-    }
-  }
-  const max = numbers["max-flips"];
+/** Exit status 3 when more answers flip than `--max-flips` allows (for a CI job), else 0. */
+function flipGate(replay: Replay, maxFlips: number | undefined, io: Io): number {
   const total = totalFlips(replay);
-  if (max !== undefined && total > max) {
-    io.stderr.write(`sluice plan: ${total} answers flip, more than --max-flips ${max}\n`);
+  if (maxFlips !== undefined && total > maxFlips) {
+    io.stderr.write(`sluice plan: ${total} answers flip, more than --max-flips ${maxFlips}\n`);
     return 3;
   }
   return 0;

@@ -4,7 +4,7 @@
  */
 import { type AlgorithmState, algorithmFor, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
-import { capacityOf } from "../rules/types.ts";
+import { capacityOf, type ResolvedRule } from "../rules/types.ts";
 import { commandArgs, rulePaths, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
@@ -38,11 +38,15 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
     positionals: false,
   });
   if (typeof parsed === "number") return parsed;
-  const rulesPaths = rulePaths(parsed);
   const ruleId = parsed.values.get("rule")?.[0];
   if (ruleId === undefined) return usageError(cmd, "--rule RULE_ID is required");
-  const tracePath = parsed.values.get("trace")?.[0];
+  const rule = ruleNamed(rulePaths(parsed), ruleId, io);
+  if (typeof rule === "number") return rule;
+  return simulateTrace(rule, parsed.values.get("trace")?.[0], io);
+}
 
+/** The rule with id `ruleId` in the rule files, or exit status 2 (the simulator contract) with the reason said. */
+function ruleNamed(rulesPaths: string[], ruleId: string, io: Io): ResolvedRule | number {
   const loaded = loadRules(rulesPaths);
   if (loaded.errors.length > 0) {
     io.stderr.write(`${loaded.errors.join("\n")}\n`);
@@ -56,16 +60,16 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
     );
     return 2;
   }
+  return rule;
+}
 
+/** Every line of the trace (`tracePath`, or standard input) decided and written; exit status 2 at the first bad line. */
+async function simulateTrace(rule: ResolvedRule, tracePath: string | undefined, io: Io): Promise<number> {
   const traceName = tracePath ?? "<stdin>";
-  const algorithm = algorithmFor(rule);
-  const capacity = capacityOf(rule);
-  const keys = new Map<string, KeyEntry>();
   const out = new BufferedWriter(io.stdout);
+  const simulation = new Simulation(rule, out);
   const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
   let lineNo = 0;
-  let latestMs = 0;
-  let sweepAtKeys = SWEEP_AT_KEYS;
   try {
     // Each chunk's lines are decided synchronously; only the output's back-pressure is awaited, once per chunk.
     for await (const batch of readLineBatches(tracePath, io.stdin)) {
@@ -78,28 +82,7 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
           io.stderr.write(`${traceName}:${lineNo}: ${parsed}\n`);
           return 2;
         }
-        const { tMs, key, cost } = line;
-        let entry = keys.get(key);
-        if (entry === undefined) {
-          entry = { keyJson: JSON.stringify(key), state: null };
-          keys.set(key, entry);
-        }
-        if (cost > capacity) {
-          // Impossible at any time: an error line, no state change (docs/rules.md "Costs": `cost_exceeds_capacity`).
-          out.append(`{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"error":"cost_exceeds_capacity"}\n`);
-          continue;
-        }
-        // `decide` without its wrapper: the cost is a checked integer in [1, capacity] here.
-        const { decision: d, state } = algorithm.check(rule, entry.state, cost, tMs);
-        entry.state = state;
-        if (tMs > latestMs) latestMs = tMs;
-        out.append(
-          `{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"allowed":${d.allowed ? "true" : "false"},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs === null ? "null" : d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
-        );
-        if (keys.size > sweepAtKeys) {
-          for (const [k, e] of keys) if (e.state === null || freshAtMs(rule, e.state) <= latestMs) keys.delete(k);
-          sweepAtKeys = Math.max(SWEEP_AT_KEYS, keys.size * 2);
-        }
+        simulation.decide(line.tMs, line.key, line.cost);
       }
       await out.drained();
     }
@@ -110,4 +93,51 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   }
   await out.flush();
   return 0;
+}
+
+/** One rule's state per key over a trace, each decision written as a JSON line. */
+class Simulation {
+  private readonly algorithm: ReturnType<typeof algorithmFor>;
+  private readonly capacity: number;
+  private readonly keys = new Map<string, KeyEntry>();
+  private latestMs = 0;
+  private sweepAtKeys = SWEEP_AT_KEYS;
+
+  constructor(
+    private readonly rule: ResolvedRule,
+    private readonly out: BufferedWriter,
+  ) {
+    this.algorithm = algorithmFor(rule);
+    this.capacity = capacityOf(rule);
+  }
+
+  /** One request, decided against its key's state, and its JSON line written. */
+  decide(tMs: number, key: string, cost: number): void {
+    let entry = this.keys.get(key);
+    if (entry === undefined) {
+      entry = { keyJson: JSON.stringify(key), state: null };
+      this.keys.set(key, entry);
+    }
+    if (cost > this.capacity) {
+      // Impossible at any time: an error line, no state change (docs/rules.md "Costs": `cost_exceeds_capacity`).
+      this.out.append(`{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"error":"cost_exceeds_capacity"}\n`);
+      return;
+    }
+    // `decide` without its wrapper: the cost is a checked integer in [1, capacity] here.
+    const { decision: d, state } = this.algorithm.check(this.rule, entry.state, cost, tMs);
+    entry.state = state;
+    if (tMs > this.latestMs) this.latestMs = tMs;
+    this.out.append(
+      `{"t_ms":${tMs},"key":${entry.keyJson},"cost":${cost},"allowed":${d.allowed ? "true" : "false"},"remaining":${d.remaining},"reset_after_ms":${d.resetAfterMs},"retry_after_ms":${d.retryAfterMs === null ? "null" : d.retryAfterMs},"delay_ms":${d.delayMs}}\n`,
+    );
+    if (this.keys.size > this.sweepAtKeys) this.sweep();
+  }
+
+  /** States that are as good as fresh are dropped (a fresh state decides as no state). */
+  private sweep(): void {
+    for (const [k, e] of this.keys) {
+      if (e.state === null || freshAtMs(this.rule, e.state) <= this.latestMs) this.keys.delete(k);
+    }
+    this.sweepAtKeys = Math.max(SWEEP_AT_KEYS, this.keys.size * 2);
+  }
 }
