@@ -64,21 +64,47 @@ export function defaultRange(c: Comparison): { fromMs: number; toMs: number } {
   return { fromMs, toMs };
 }
 
+/** Where things go: the time range, its x scale, and where the axis sits. */
+interface Frame {
+  readonly fromMs: number;
+  readonly toMs: number;
+  readonly style: TimeStyle;
+  readonly xOf: (t: number) => number;
+  readonly axisY: number;
+}
+
 /** The figure, as SVG text. */
 export function renderSvg(c: Comparison, options: SvgOptions): string {
   const { fromMs, toMs, style } = options;
   const span = Math.max(1, toMs - fromMs);
   const xOf = (t: number) => PLOT_X0 + INSET + ((t - fromMs) / span) * (PLOT_X1 - PLOT_X0 - 2 * INSET);
   const lanesBottom = LANES_TOP + c.lanes.length * (LANE_HEIGHT + LANE_GAP) - LANE_GAP;
-  const axisY = lanesBottom + 8;
-  const height = axisY + 52;
-  const out: string[] = [];
+  const frame: Frame = { fromMs, toMs, style, xOf, axisY: lanesBottom + 8 };
+  const tickTimes = ticks(fromMs, toMs);
+  const out = [...heading(c, options, frame.axisY + 52), ...legend(c)];
+  // Lane backgrounds first, then the time grid over them, then everything else.
+  c.lanes.forEach((_, i) => {
+    const y = laneTop(i);
+    out.push(`<rect x="8" y="${y}" width="${WIDTH - 16}" height="${LANE_HEIGHT}" rx="4" fill="#f5f5f5"/>`);
+  });
+  for (const t of tickTimes) {
+    out.push(line(xOf(t), LANES_TOP, xOf(t), frame.axisY, "#dddddd", 1));
+  }
+  out.push(...windowBoundaries(c, frame));
+  c.lanes.forEach((lane, i) => {
+    out.push(...drawLane(lane, laneTop(i), c, frame));
+  });
+  out.push(...timeAxis(frame, tickTimes), "</g>", "</svg>");
+  return `${out.join("\n")}\n`;
+}
+
+/** The opening `<svg>` of the given height, its title and description, and the title and subtitle drawn. */
+function heading(c: Comparison, options: SvgOptions, height: number): string[] {
   const stateKeyText = c.stateKey === null ? "" : c.keys > 1 ? `; state lines follow key ${c.stateKey}` : "";
   const subtitle =
     options.subtitle ??
     `${c.requests} request${c.requests === 1 ? "" : "s"}, ${c.keys} key${c.keys === 1 ? "" : "s"}${stateKeyText}`;
-
-  out.push(
+  return [
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${WIDTH} ${height}" width="${WIDTH}" height="${height}" role="img" aria-labelledby="title desc">`,
     `<title id="title">${esc(options.title)}</title>`,
     `<desc id="desc">${esc(describeFigure(c, subtitle))}</desc>`,
@@ -87,20 +113,12 @@ export function renderSvg(c: Comparison, options: SvgOptions): string {
     `<g font-family="${FONT}" fill="#222222">`,
     `<text x="16" y="28" font-size="17" font-weight="bold">${esc(options.title)}</text>`,
     `<text x="16" y="48" font-size="12" fill="#444444">${esc(subtitle)}</text>`,
-  );
-  out.push(...legend(c));
+  ];
+}
 
-  // Lane backgrounds first, then the time grid over them, then everything else.
-  c.lanes.forEach((_, i) => {
-    const y = laneTop(i);
-    out.push(`<rect x="8" y="${y}" width="${WIDTH - 16}" height="${LANE_HEIGHT}" rx="4" fill="#f5f5f5"/>`);
-  });
-  const tickTimes = ticks(fromMs, toMs);
-  for (const t of tickTimes) {
-    out.push(line(xOf(t), LANES_TOP, xOf(t), axisY, "#dddddd", 1));
-  }
-
-  // Window boundaries: a dashed line per window lane, and the times labelled once above the lanes.
+/** Window boundaries: a dashed line per window lane, and the times labelled once above the lanes. */
+function windowBoundaries(c: Comparison, { fromMs, toMs, style, xOf }: Frame): string[] {
+  const out: string[] = [];
   const labelled = new Set<number>();
   c.lanes.forEach((lane, i) => {
     const bounds = boundaries(lane.rule, fromMs, toMs);
@@ -120,13 +138,12 @@ export function renderSvg(c: Comparison, options: SvgOptions): string {
       out.push(`<text x="${n(xOf(b))}" y="${LANES_TOP - 6}" font-size="11" text-anchor="middle">${esc(text)}</text>`);
     }
   }
+  return out;
+}
 
-  c.lanes.forEach((lane, i) => {
-    out.push(...drawLane(lane, laneTop(i), c, xOf, fromMs, toMs));
-  });
-
-  // Time axis.
-  out.push(line(PLOT_X0, axisY, PLOT_X1, axisY, "#222222", 1));
+/** The time axis: its line, a tick and label per tick time, and its title. */
+function timeAxis({ style, xOf, axisY }: Frame, tickTimes: readonly number[]): string[] {
+  const out = [line(PLOT_X0, axisY, PLOT_X1, axisY, "#222222", 1)];
   for (const t of tickTimes) {
     out.push(line(xOf(t), axisY, xOf(t), axisY + 5, "#222222", 1));
     out.push(
@@ -137,8 +154,7 @@ export function renderSvg(c: Comparison, options: SvgOptions): string {
   out.push(
     `<text x="${n((PLOT_X0 + PLOT_X1) / 2)}" y="${axisY + 40}" font-size="12" text-anchor="middle" fill="#444444">${axisTitle}</text>`,
   );
-  out.push("</g>", "</svg>");
-  return `${out.join("\n")}\n`;
+  return out;
 }
 
 function laneTop(i: number): number {
@@ -176,41 +192,41 @@ function legend(c: Comparison): string[] {
   return out;
 }
 
-function drawLane(
-  lane: Lane,
-  y: number,
-  c: Comparison,
-  xOf: (t: number) => number,
-  fromMs: number,
-  toMs: number,
-): string[] {
-  const { rule, stats } = lane;
-  const out: string[] = [];
+/** One lane: the rule and its counts on the left, the key's state line, and the request marks. */
+function drawLane(lane: Lane, y: number, c: Comparison, frame: Frame): string[] {
+  const stateOf = c.stateKey !== null && c.keys > 1 ? ` (key ${c.stateKey})` : "";
+  return [...laneLabels(lane, y), ...stateChart(lane, y, frame, stateOf), ...laneMarks(lane, y, frame)];
+}
+
+/** The rule's id and description, what it did, and the most it admitted in any span of its length. */
+function laneLabels({ rule, stats }: Lane, y: number): string[] {
   const counts = [`${stats.admitted} allowed`, `${stats.denied} denied`];
   if (stats.delayed > 0) counts[0] += ` (${stats.delayed} delayed)`;
   if (stats.errors > 0) counts.push(`${stats.errors} errors`);
   const peak = stats.peak === null ? 0 : stats.peak.cost;
-  const stateOf = c.stateKey !== null && c.keys > 1 ? ` (key ${c.stateKey})` : "";
-  out.push(
+  return [
     `<text x="16" y="${y + 21}" font-size="14" font-weight="bold">${esc(rule.id)}</text>`,
     `<text x="16" y="${y + 38}" font-size="11" fill="#333333">${esc(describeRule(rule))}</text>`,
     `<text x="16" y="${y + 54}" font-size="11" fill="#333333">${esc(counts.join(", "))}</text>`,
     `<text x="16" y="${y + 69}" font-size="11" fill="#333333">${esc(`most in any ${formatSpan(stats.spanMs)}: ${peak}`)}</text>`,
-  );
+  ];
+}
 
-  // State line, scaled from 0 to the capacity (or higher, if a count_denied estimate goes above it).
+/** The state line, scaled from 0 to the capacity (or higher, if a count_denied estimate goes above it). */
+function stateChart(lane: Lane, y: number, { fromMs, toMs, xOf }: Frame, stateOf: string): string[] {
+  const { rule } = lane;
   const points = stateLine(lane, xOf, fromMs, toMs);
   const capacity = capacityOf(rule);
   // A loop, not Math.max(...points): a busy key has more points than a call may have arguments.
   let top = capacity;
   for (const p of points) if (p.level > top) top = p.level;
   const yOf = (level: number) => y + STATE_BOTTOM - (level / top) * (STATE_BOTTOM - STATE_TOP);
-  out.push(
+  const out = [
     `<text x="16" y="${y + 94}" font-size="11" fill="#555555">${esc(`state: ${levelName(rule)}, 0 to ${trimNumber(top, 1)}${stateOf}`)}</text>`,
     line(PLOT_X0, y + STATE_BOTTOM, PLOT_X1, y + STATE_BOTTOM, "#999999", 1),
     `<line x1="${PLOT_X0}" y1="${n(yOf(capacity))}" x2="${PLOT_X1}" y2="${n(yOf(capacity))}" stroke="#999999" stroke-width="1" stroke-dasharray="2 3"/>`,
     `<text x="${PLOT_X1 - 3}" y="${n(yOf(capacity) - 3)}" font-size="10" text-anchor="end" fill="#555555">${esc(capacityLabel(rule))}</text>`,
-  );
+  ];
   if (points.length > 0) {
     const coords = dedupe(points.map((p) => [xOf(p.tMs), yOf(p.level)] as const));
     const path = coords.map(([px, py], i) => `${i === 0 ? "M" : "L"}${n(px)} ${n(py)}`).join(" ");
@@ -221,40 +237,32 @@ function drawLane(
       `<path d="${path}" fill="none" stroke="#333333" stroke-width="1.6" stroke-linejoin="round"/>`,
     );
   }
+  return out;
+}
 
-  // Marks: one per pixel column and outcome; "×N" beside a column of N requests at one instant.
-  interface Bucket {
-    x: number;
-    outcome: Outcome;
-    count: number;
-    firstMs: number;
-    oneInstant: boolean;
-    releaseXs: number[];
-  }
-  const buckets = new Map<string, Bucket>();
-  for (const m of lane.marks) {
-    if (m.firstMs < fromMs || m.firstMs > toMs) continue;
-    const x = Math.round(xOf(m.firstMs));
-    const id = `${m.outcome}:${x}`;
-    let b = buckets.get(id);
-    if (b === undefined) {
-      b = { x, outcome: m.outcome, count: 0, firstMs: m.firstMs, oneInstant: true, releaseXs: [] };
-      buckets.set(id, b);
-    }
-    b.count += m.count;
-    if (!m.oneInstant || m.firstMs !== b.firstMs) b.oneInstant = false;
-    for (const r of m.releasesMs) b.releaseXs.push(Math.min(PLOT_X1, xOf(r)));
-  }
-  const sorted = [...buckets.values()].sort((a, b) => a.x - b.x || rowOrder(a.outcome) - rowOrder(b.outcome));
+/** The requests of one pixel column with one outcome, drawn as one mark. */
+interface MarkColumn {
+  x: number;
+  outcome: Outcome;
+  count: number;
+  firstMs: number;
+  oneInstant: boolean;
+  releaseXs: number[];
+}
+
+/** Marks: one per pixel column and outcome; "×N" beside a column of N requests at one instant. */
+function laneMarks(lane: Lane, y: number, frame: Frame): string[] {
+  const columns = markColumns(lane, frame);
+  const out: string[] = [];
   const lastLabelX = new Map<Outcome, number>();
-  const nextX = new Map<Bucket, number>();
-  const seen = new Map<Outcome, Bucket>();
-  for (const b of sorted) {
+  const nextX = new Map<MarkColumn, number>();
+  const seen = new Map<Outcome, MarkColumn>();
+  for (const b of columns) {
     const prev = seen.get(b.outcome);
     if (prev !== undefined) nextX.set(prev, b.x);
     seen.set(b.outcome, b);
   }
-  for (const b of sorted) {
+  for (const b of columns) {
     const rowY = y + ROW_Y[b.outcome];
     if (b.releaseXs.length > 0) {
       const far = b.releaseXs.reduce((a, x) => Math.max(a, x), b.x);
@@ -274,6 +282,25 @@ function drawLane(
     }
   }
   return out;
+}
+
+/** The lane's marks in the range, gathered per pixel column and outcome, left to right and in row order. */
+function markColumns(lane: Lane, { fromMs, toMs, xOf }: Frame): MarkColumn[] {
+  const columns = new Map<string, MarkColumn>();
+  for (const m of lane.marks) {
+    if (m.firstMs < fromMs || m.firstMs > toMs) continue;
+    const x = Math.round(xOf(m.firstMs));
+    const id = `${m.outcome}:${x}`;
+    let b = columns.get(id);
+    if (b === undefined) {
+      b = { x, outcome: m.outcome, count: 0, firstMs: m.firstMs, oneInstant: true, releaseXs: [] };
+      columns.set(id, b);
+    }
+    b.count += m.count;
+    if (!m.oneInstant || m.firstMs !== b.firstMs) b.oneInstant = false;
+    for (const r of m.releasesMs) b.releaseXs.push(Math.min(PLOT_X1, xOf(r)));
+  }
+  return [...columns.values()].sort((a, b) => a.x - b.x || rowOrder(a.outcome) - rowOrder(b.outcome));
 }
 
 function rowOrder(o: Outcome): number {
