@@ -77,66 +77,76 @@ export async function handleAdmin(
   switch (route) {
     case "/rules":
       return allow("GET") ?? json({ rules: rules.map((c) => c.rule) });
-    case "/stats": {
-      const local = isolate.local.stats();
-      return (
-        allow("GET") ??
-        json({
-          ...isolate.stats,
-          local_keys: local.keys,
-          local_bytes: local.bytes,
-          local_evictions: local.evictions,
-          max_keys: settings.maxKeys,
-          cache_entries: isolate.blocked.size,
-          cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
-          leases_held: isolate.calls.leasesHeld,
-        })
-      );
-    }
+    case "/stats":
+      return allow("GET") ?? json(statsOf(isolate, settings));
     case "/denials":
-      return (
-        allow("GET") ??
-        json({
-          capacity: isolate.denials.capacity,
-          denials: isolate.denials.list().map((d) => ({
-            at_ms: d.atMs,
-            rule: d.rule,
-            key: d.key,
-            retry_after_ms: d.retryAfterMs,
-            source: d.source,
-            count: d.count,
-          })),
-        })
-      );
+      return allow("GET") ?? json(denialsOf(isolate));
     case "/state":
-    case "/reset": {
-      const wrong = allow(route === "/state" ? "GET" : "POST");
-      if (wrong !== null) return wrong;
-      const ruleId = url.searchParams.get("rule");
-      const rawKey = url.searchParams.get("key");
-      if (ruleId === null || rawKey === null) return problem(400, "Bad Request", "Both rule= and key= are required.");
-      const compiled = rules.find((c) => c.rule.id === ruleId);
-      if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
-      const { rule } = compiled;
-      const counted = await countedKeyHash(rule.match.identity, rawKey, env, settings, isolate, rules);
-      if (typeof counted !== "string") return problem(400, "Bad Request", counted.error);
-      const keyHash = counted;
-      const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
-      try {
-        if (route === "/reset") return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
-        const applied = await limitFor(env, settings, isolate, rules, compiled, rawKey);
-        // `override`: the key's account has its own limit for this rule (a per-account override), and it applies.
-        const limit = { quota: applied.capacity, override: applied !== compiled };
-        return await stateOrReset(route, env, settings, isolate, applied, keyHash, { ...base, ...limit });
-      } catch (error) {
-        logEvent("error", { event: "admin_failed", rule: rule.id, key: keyHash, error: messageOf(error) });
-        return problem(503, "Service Unavailable", `The limiter for ${rule.id} did not answer.`, [
-          ["Retry-After", "1"],
-        ]);
-      }
-    }
+    case "/reset":
+      return allow(route === "/state" ? "GET" : "POST") ?? (await keyRoute(route, url, env, settings, rules, isolate));
     default:
       return notFound();
+  }
+}
+
+/** `/stats`: this isolate's counters and the bounds of its structures. */
+function statsOf(isolate: Isolate, settings: Settings) {
+  const local = isolate.local.stats();
+  return {
+    ...isolate.stats,
+    local_keys: local.keys,
+    local_bytes: local.bytes,
+    local_evictions: local.evictions,
+    max_keys: settings.maxKeys,
+    cache_entries: isolate.blocked.size,
+    cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
+    leases_held: isolate.calls.leasesHeld,
+  };
+}
+
+/** `/denials`: the ring of this isolate's most recent denials. */
+function denialsOf(isolate: Isolate) {
+  return {
+    capacity: isolate.denials.capacity,
+    denials: isolate.denials.list().map((d) => ({
+      at_ms: d.atMs,
+      rule: d.rule,
+      key: d.key,
+      retry_after_ms: d.retryAfterMs,
+      source: d.source,
+      count: d.count,
+    })),
+  };
+}
+
+/** `/state` and `/reset` of `rule=` and `key=`: the key hashed as the gateway counts it, then asked or forgotten. */
+async function keyRoute(
+  route: "/state" | "/reset",
+  url: URL,
+  env: Env,
+  settings: Settings,
+  rules: readonly CompiledRule[],
+  isolate: Isolate,
+): Promise<Response> {
+  const ruleId = url.searchParams.get("rule");
+  const rawKey = url.searchParams.get("key");
+  if (ruleId === null || rawKey === null) return problem(400, "Bad Request", "Both rule= and key= are required.");
+  const compiled = rules.find((c) => c.rule.id === ruleId);
+  if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
+  const { rule } = compiled;
+  const counted = await countedKeyHash(rule.match.identity, rawKey, env, settings, isolate, rules);
+  if (typeof counted !== "string") return problem(400, "Bad Request", counted.error);
+  const keyHash = counted;
+  const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
+  try {
+    if (route === "/reset") return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
+    const applied = await limitFor(env, settings, isolate, rules, compiled, rawKey);
+    // `override`: the key's account has its own limit for this rule (a per-account override), and it applies.
+    const limit = { quota: applied.capacity, override: applied !== compiled };
+    return await stateOrReset(route, env, settings, isolate, applied, keyHash, { ...base, ...limit });
+  } catch (error) {
+    logEvent("error", { event: "admin_failed", rule: rule.id, key: keyHash, error: messageOf(error) });
+    return problem(503, "Service Unavailable", `The limiter for ${rule.id} did not answer.`, [["Retry-After", "1"]]);
   }
 }
 
