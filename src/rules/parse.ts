@@ -135,6 +135,7 @@ class RuleErrors {
   }
 }
 
+/** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
 function resolveRule(raw: Raw, index: number, file: string, out: string[]): ResolvedRule | null {
   if (!(raw instanceof Map)) {
     out.push(`${file}: rules[${index}]: must be a mapping with id, match and algorithm, got ${describe(raw)}`);
@@ -149,18 +150,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   }
 
   const algorithm = resolveAlgorithm(raw, e);
-  const known: readonly string[] = algorithm === null ? ALL_PARAM_KEYS : paramSpec(algorithm).keys;
-  for (const key of raw.keys()) {
-    if ((COMMON_KEYS as readonly string[]).includes(key) || known.includes(key)) continue;
-    if ((MATCH_KEYS as readonly string[]).includes(key)) {
-      e.add(key, `unknown key; ${key} belongs inside match: { ${key}: ... }`);
-    } else if (algorithm !== null && ALL_PARAM_KEYS.includes(key)) {
-      e.add(key, notAParameterOf(algorithm));
-    } else {
-      e.add(key, unknownKey(key, [...COMMON_KEYS, ...known]));
-    }
-  }
-
+  checkKeys(raw, algorithm, e);
   const match = resolveMatch(raw, e);
   const params = algorithm === null ? null : resolveParams(algorithm, raw, e);
   const capacity = params === null ? null : capacityOf(params);
@@ -174,11 +164,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   const scope = optional(raw, "scope", "global", (v) => oneOf(e, "scope", v, SCOPES));
   const onError = optional(raw, "on_error", "open", (v) => oneOf(e, "on_error", v, ON_ERRORS));
   const timeoutMs = optional(raw, "timeout_ms", DEFAULT_TIMEOUT_MS, (v) => positiveInt(e, "timeout_ms", v));
-  const status = optional(raw, "status", 429, (v) => {
-    if (typeof v === "bigint" && v >= 400n && v <= 599n) return Number(v);
-    e.add("status", `must be an HTTP status from 400 to 599, got ${describe(v)}`);
-    return undefined;
-  });
+  const status = optional(raw, "status", 429, (v) => httpStatus(e, v));
   const retryJitterS = optional(raw, "retry_jitter_s", 0, (v) => nonNegativeInt(e, "retry_jitter_s", v));
   const lease = optional(raw, "lease", null, (v) => resolveLease(v, e, algorithm, scope, capacity));
   const unverified = optional(raw, "unverified", "by_address", (v) => oneOf(e, "unverified", v, UNVERIFIED));
@@ -189,26 +175,8 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     );
   }
 
-  if (
-    e.count > 0 ||
-    id === null ||
-    match === undefined ||
-    params === null ||
-    cost === undefined ||
-    costByRoute === undefined ||
-    mode === undefined ||
-    scope === undefined ||
-    onError === undefined ||
-    timeoutMs === undefined ||
-    status === undefined ||
-    retryJitterS === undefined ||
-    lease === undefined ||
-    unverified === undefined
-  ) {
-    return null;
-  }
-  const common: RuleCommon = {
-    id,
+  const common: RuleCommon | null = allResolved({
+    id: id ?? undefined,
     file,
     match,
     mode,
@@ -221,8 +189,38 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
     retryJitterS,
     lease,
     unverified,
-  };
+  });
+  if (e.count > 0 || common === null || params === null) return null;
   return { ...common, ...params } as ResolvedRule;
+}
+
+/** Keys that are neither common fields nor the algorithm's parameters, each with the likeliest fix. */
+function checkKeys(raw: Map<string, Raw>, algorithm: AlgorithmName | null, e: RuleErrors): void {
+  const known: readonly string[] = algorithm === null ? ALL_PARAM_KEYS : paramSpec(algorithm).keys;
+  for (const key of raw.keys()) {
+    if ((COMMON_KEYS as readonly string[]).includes(key) || known.includes(key)) continue;
+    if ((MATCH_KEYS as readonly string[]).includes(key)) {
+      e.add(key, `unknown key; ${key} belongs inside match: { ${key}: ... }`);
+    } else if (algorithm !== null && ALL_PARAM_KEYS.includes(key)) {
+      e.add(key, notAParameterOf(algorithm));
+    } else {
+      e.add(key, unknownKey(key, [...COMMON_KEYS, ...known]));
+    }
+  }
+}
+
+/** `status`: the HTTP status a denial answers with. */
+function httpStatus(e: RuleErrors, v: Raw | undefined): number | undefined {
+  if (typeof v === "bigint" && v >= 400n && v <= 599n) return Number(v);
+  e.add("status", `must be an HTTP status from 400 to 599, got ${describe(v)}`);
+  return undefined;
+}
+
+/** The fields when every one resolved, else `null` (a field that did not is `undefined`; its error is reported). */
+function allResolved<T extends Record<string, unknown>>(
+  fields: T,
+): { [K in keyof T]: Exclude<T[K], undefined> } | null {
+  return Object.values(fields).includes(undefined) ? null : (fields as { [K in keyof T]: Exclude<T[K], undefined> });
 }
 
 function notAParameterOf(algorithm: AlgorithmName): string {
