@@ -120,6 +120,37 @@ if (section("3. Edge overhead (wrangler dev, --log-level warn)", edge) && edge !
   out.push("");
 }
 
+type CoalesceRow = {
+  scenario: string;
+  concurrency: number;
+  rounds: number;
+  callsPerRequestMedian: number;
+  callsPerRequestMax: number;
+  batchedShare: number;
+  cacheAnswersPerRound: number;
+  admittedPerRound: number;
+  expectedAdmitted: number;
+  admittedExact: boolean;
+  wallMsMedian: number;
+};
+const coalesce = load<{ rows: CoalesceRow[]; limit: number }>("coalesce");
+if (coalesce !== null) {
+  const d = coalesce.data;
+  out.push(
+    "### One hot key: object calls per request (`npm run bench -- --only coalesce`)",
+    "",
+    `\`${coalesce.command}\` (${coalesce.quick ? "quick" : "full"}, ${coalesce.date}). bench/coalesce.ts: N concurrent requests on one key (one client address per round) in a real \`wrangler dev\`, object calls counted by the isolate (\`/_sluice/stats\`: a coalesced batch is one call). \`limited\`: gcra 1/h, burst ${d.limit} (the rest denied by the object, then by the blocked-key cache); \`open\`: every request admitted and decided by the object. A count, not a timing; the wall time of a round is there for scale only (shared machine).`,
+    "",
+    "| rule | concurrent requests | rounds | object calls / request (median) | max | batched share | cache answers / round | admitted / round | exact answer | exact | wall ms / round |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+  );
+  for (const r of d.rows)
+    out.push(
+      `| ${r.scenario} | ${r.concurrency} | ${r.rounds} | ${r.callsPerRequestMedian} | ${r.callsPerRequestMax} | ${r.batchedShare} | ${r.cacheAnswersPerRound} | ${r.admittedPerRound} | ${r.expectedAdmitted} | ${r.admittedExact ? "yes" : "**no**"} | ${r.wallMsMedian} |`,
+    );
+  out.push("");
+}
+
 const accuracy = load<{ rows: AccuracyRow[]; limit: number; windowMs: number; cloudflarePublishedWrongPct: number }>(
   "accuracy",
 );

@@ -4,57 +4,18 @@
  * rules/ and compiled there, and wrangler dev runs there on a free 127.0.0.1 port, offline, in its own process group
  * (wrangler, esbuild and workerd together), stopped by signalling that group: the process it started, by id.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { OFFLINE_ENV } from "../test/support/wrangler_dev.ts";
 import { ROOT } from "./common.ts";
 
+// Shared with the end-to-end tests: one copy of each (test/support/wrangler_dev.ts).
+export { dropBuildStep, freePort, projectCopy } from "../test/support/wrangler_dev.ts";
 /** Offline and quiet: no Request.cf fetch, no telemetry, no update check. */
-export const WRANGLER_ENV = {
-  CLOUDFLARE_CF_FETCH_ENABLED: "false",
-  WRANGLER_SEND_METRICS: "false",
-  WRANGLER_HIDE_BANNER: "true",
-} as const;
+export const WRANGLER_ENV = OFFLINE_ENV;
 
 export const WRANGLER_BIN = join(ROOT, "node_modules", ".bin", "wrangler");
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** A temp copy of the project whose rules/ holds `rules` (file name -> YAML), compiled. */
-export function projectCopy(prefix: string, rules: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  for (const name of ["src", "bin", "wrangler.toml", "package.json", "tsconfig.json"])
-    cpSync(join(ROOT, name), join(dir, name), { recursive: true });
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-  mkdirSync(join(dir, "rules"));
-  for (const [file, yaml] of Object.entries(rules)) writeFileSync(join(dir, "rules", file), yaml);
-  const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { cwd: dir, encoding: "utf8" });
-  if (compiled.status !== 0) throw new Error(`compile: ${compiled.stderr}`);
-  return dir;
-}
-
-/**
- * Drop the `[build]` table of the copy's wrangler.toml (its rules are compiled already). Without this, wrangler dev
- * re-runs the build command as soon as its watcher of rules/ is ready and reloads the Worker a few seconds after
- * start-up, answering requests in flight with its own "worker restarted mid-request" 503: an artefact of wrangler dev.
- */
-export function dropBuildStep(dir: string): void {
-  const toml = join(dir, "wrangler.toml");
-  writeFileSync(toml, readFileSync(toml, "utf8").replace(/\[build\]\n(?:[a-z_]+ = .*\n)+/, ""));
-  if (readFileSync(toml, "utf8").includes("[build]")) throw new Error(`could not drop [build] from ${toml}`);
-}
 
 /** RSS of the processes in group `pgid` (wrangler dev's: node, esbuild, workerd), from /proc, kB. */
 export function groupRss(pgid: number): { workerdKb: number; totalKb: number } {

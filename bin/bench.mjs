@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick] [-- --only decisions,memory,edge,accuracy,simulator,compare]`: run the benchmarks in bench/,
+// `npm run bench [-- --quick] [-- --only decisions,memory,edge,coalesce,accuracy,simulator,compare,cluster]`: run the benchmarks in bench/,
 // each in a process of its own, write bench/results/<name>.json and regenerate BENCHMARKS.md from them.
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
@@ -9,7 +9,7 @@ const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const onlyAt = args.indexOf("--only");
-const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "cluster"];
+const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "coalesce", "cluster"];
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? "").split(",") : all;
 const unknown = only.filter((name) => !all.includes(name));
 if (unknown.length > 0) {

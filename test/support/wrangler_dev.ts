@@ -2,8 +2,10 @@
  * A real `wrangler dev` process for end-to-end and browser tests: started on a free port of 127.0.0.1, offline and
  * quiet, in its own process group (so stopping it by PID stops workerd too), with its state in `persistTo`.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -36,8 +38,39 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Start `wrangler dev` with `vars` (`--var NAME:VALUE`) and wait until it answers (60 s at most). */
-export async function startWrangler(persistTo: string, vars: Record<string, string>): Promise<WranglerDev> {
+/** A temp copy of the project whose rules/ holds `rules` (file name -> YAML), compiled; node_modules linked. */
+export function projectCopy(prefix: string, rules: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  for (const name of ["src", "bin", "wrangler.toml", "package.json", "tsconfig.json"])
+    cpSync(join(ROOT, name), join(dir, name), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+  mkdirSync(join(dir, "rules"));
+  for (const [file, yaml] of Object.entries(rules)) writeFileSync(join(dir, "rules", file), yaml);
+  const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { cwd: dir, encoding: "utf8" });
+  if (compiled.status !== 0) throw new Error(`compile: ${compiled.stderr}`);
+  return dir;
+}
+
+/**
+ * Drop the `[build]` table of the copy's wrangler.toml (its rules are compiled already). Without this, wrangler dev
+ * re-runs the build command as soon as its watcher of rules/ is ready and reloads the Worker a few seconds after
+ * start-up, answering requests in flight with its own "worker restarted mid-request" 503: an artefact of wrangler dev.
+ */
+export function dropBuildStep(dir: string): void {
+  const toml = join(dir, "wrangler.toml");
+  writeFileSync(toml, readFileSync(toml, "utf8").replace(/\[build\]\n(?:[a-z_]+ = .*\n)+/, ""));
+  if (readFileSync(toml, "utf8").includes("[build]")) throw new Error(`could not drop [build] from ${toml}`);
+}
+
+/**
+ * Start `wrangler dev` in `cwd` (the project, or a `projectCopy`) with `vars` (`--var NAME:VALUE`) and wait until it
+ * answers (60 s at most).
+ */
+export async function startWrangler(
+  persistTo: string,
+  vars: Record<string, string>,
+  cwd: string = ROOT,
+): Promise<WranglerDev> {
   const port = await freePort();
   // The devtools inspector listens too (9229/9230 by default): another wrangler dev on the machine may hold those.
   let inspectorPort = await freePort();
@@ -62,7 +95,7 @@ export async function startWrangler(persistTo: string, vars: Record<string, stri
       ...varArgs,
     ],
     {
-      cwd: ROOT,
+      cwd,
       detached: true, // its own process group, so stopping it stops workerd too
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, ...OFFLINE_ENV },
