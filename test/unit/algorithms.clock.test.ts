@@ -18,6 +18,7 @@ import {
   tokenBucket,
 } from "../support/params.ts";
 import { referenceKey } from "../support/reference.ts";
+import { runs } from "../support/runs.ts";
 
 const rateArb = fc.record({
   amount: fc.constantFrom(1, 3, 7, 10, 1000),
@@ -79,7 +80,7 @@ describe("the clock stepping back", () => {
           }
         },
       ),
-      { numRuns: 600 },
+      { numRuns: runs(600) },
     );
   });
 });

@@ -19,6 +19,7 @@ import {
   tokenBucket,
 } from "../support/params.ts";
 import { referenceKey } from "../support/reference.ts";
+import { runs } from "../support/runs.ts";
 
 const YEAR_MS = 365 * 86_400_000;
 const YEAR_2200_MS = Date.UTC(2200, 0, 1);
@@ -122,7 +123,7 @@ describe("the core equals the rational transcription of the semantics", () => {
           }
         },
       ),
-      { numRuns: 1500 },
+      { numRuns: runs(1500) },
     );
   });
 });
@@ -149,7 +150,7 @@ describe("token_bucket = gcra = leaky_bucket, decision for decision", () => {
           }
         },
       ),
-      { numRuns: 500 },
+      { numRuns: runs(500) },
     );
   });
 });
@@ -221,7 +222,7 @@ describe("decision fields meet their definitions (brute force on small rules)", 
           }
         },
       ),
-      { numRuns: 800 },
+      { numRuns: runs(800) },
     );
   });
 
@@ -241,7 +242,7 @@ describe("decision fields meet their definitions (brute force on small rules)", 
           }
         },
       ),
-      { numRuns: 800 },
+      { numRuns: runs(800) },
     );
   });
 
@@ -266,7 +267,7 @@ describe("decision fields meet their definitions (brute force on small rules)", 
           }
         },
       ),
-      { numRuns: 500 },
+      { numRuns: runs(500) },
     );
   });
 });
@@ -288,7 +289,7 @@ describe("state invariants", () => {
           }
         },
       ),
-      { numRuns: 500 },
+      { numRuns: runs(500) },
     );
   });
 
@@ -317,7 +318,7 @@ describe("state invariants", () => {
           });
         },
       ),
-      { numRuns: 500 },
+      { numRuns: runs(500) },
     );
   });
 
@@ -338,7 +339,7 @@ describe("state invariants", () => {
           expect(earlier).toBeLessThanOrEqual(later);
         },
       ),
-      { numRuns: 400 },
+      { numRuns: runs(400) },
     );
   });
 });
@@ -387,7 +388,7 @@ describe("admission bounds", () => {
           }
         },
       ),
-      { numRuns: 300 },
+      { numRuns: runs(300) },
     );
   });
 
@@ -421,7 +422,7 @@ describe("admission bounds", () => {
           }
         },
       ),
-      { numRuns: 400 },
+      { numRuns: runs(400) },
     );
   });
 });

@@ -19,6 +19,7 @@ import {
   slidingLog,
   tokenBucket,
 } from "../support/params.ts";
+import { runs } from "../support/runs.ts";
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER; // 2^53 - 1
 
@@ -78,7 +79,7 @@ describe("exact division helpers", () => {
         expect(floorMod(n, d)).toBe(r);
         expect(ceilDiv(n, d)).toBe(r === 0 ? q : q + 1);
       }),
-      { numRuns: 1000 },
+      { numRuns: runs(1000) },
     );
   });
 

@@ -14,6 +14,7 @@ import {
   slidingLog,
   tokenBucket,
 } from "../support/params.ts";
+import { runs } from "../support/runs.ts";
 
 function spend(params: AlgorithmParams, n: number, t: number): AlgorithmState {
   let s: AlgorithmState | null = null;
@@ -135,7 +136,7 @@ describe("carryOver", () => {
           expect(estimateAt(p, moved, now)).toBeGreaterThanOrEqual(estimateAt(p, newState as SlidingCounterState, now));
         },
       ),
-      { numRuns: 300 },
+      { numRuns: runs(300) },
     );
   });
 });
