@@ -187,3 +187,12 @@ export function leaseTermMs(params: AlgorithmParams, atMs: number, ttlMs: number
     }
   }
 }
+
+/**
+ * What a key can hand out as leases over the next `ttlMs`, beyond what it holds now: a rate algorithm's refill over
+ * that time; nothing for a window algorithm (its budget comes back only at the window's end, which no lease crosses).
+ */
+export function leaseRefillOver(params: AlgorithmParams, ttlMs: number): number {
+  const lease = leasePolicy(params.algorithm);
+  return lease.kind === "rate" ? lease.refillOver(params, ttlMs) : 0;
+}

@@ -52,6 +52,7 @@ export function bucketLease<P extends { readonly rate: Rate; readonly burst: num
     kind: "rate",
     withinBound: (params, count, spanMs, ttlMs) =>
       count * params.rate.perMs <= params.burst * params.rate.perMs + params.rate.tokens * (spanMs + ttlMs),
+    refillOver: (params, spanMs) => Math.floor((params.rate.tokens * spanMs) / params.rate.perMs),
   };
 }
 

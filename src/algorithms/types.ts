@@ -141,6 +141,8 @@ export type LeasePolicy<P> =
       readonly kind: "rate";
       /** Whether `count` cost admitted within a span of `spanMs` keeps within `burst + rate × (spanMs + ttlMs)`. */
       withinBound(params: Own<P>, count: number, spanMs: number, ttlMs: number): boolean;
+      /** Whole units the key regains over `spanMs` with no requests (`rate × spanMs`, rounded down). */
+      refillOver(params: Own<P>, spanMs: number): number;
     }
   | { readonly kind: "none"; readonly why: string };
 

@@ -4,7 +4,6 @@
  * takes `serviceMs` per call and rejects a call with `overloaded` when its backlog is already `maxBacklog` calls long
  * (Cloudflare documents a soft limit of about 1,000 requests/s per object).
  */
-import { leaseTermMs } from "../algorithms/index.ts";
 import type { ObjectTransport } from "../worker/object_call.ts";
 import {
   type CallInput,
@@ -60,7 +59,7 @@ export class SimObject {
             this.counters.calls++;
             this.freeAtMs = Math.max(this.freeAtMs, now) + this.options.serviceMs;
             this.clock.after(this.freeAtMs - now, () => {
-              const { result, record } = callRecord(this.record, input, this.clock.nowMs(), leaseTermMs);
+              const { result, record } = callRecord(this.record, input, this.clock.nowMs());
               this.record = record;
               this.onApplied(input, result);
               this.clock.after(oneWayMs(), () => resolve(result));

@@ -118,13 +118,17 @@ interface KeyState {
   returns: HeldLease[];
   /**
    * Until when (this isolate's clock) the key is scarce: the object granted less than this isolate asked for, so
-   * requests beyond the lease are refused here, with a retry at that time, instead of each making a call. 0: not.
+   * requests beyond the lease are refused here, with a retry at that time, instead of each making a call. It is the
+   * lease's end (when this isolate asks again), or later when the object's own denial said so. 0: not scarce.
    */
   scarceUntilMs: number;
   /** Arrivals this isolate saw, per bucket of the lease ttl: for `lease.above` and lease sizing. */
   seenBucket: number;
   seenCurr: number;
   seenPrev: number;
+  /** When this isolate's current run of arrivals of the key began (after a quiet bucket), and how many it has had. */
+  runStartMs: number;
+  runCount: number;
 }
 
 /** Counters for `/_sluice/stats`. */
@@ -177,10 +181,29 @@ export class Coalescer {
   private readonly lastAsk = new WeakMap<KeyState, LeaseAsk>();
   private readonly maxKeys: number;
   private readonly maxWaiting: number;
+  /** A small pseudo-random sequence, seeded from this isolate's first id: spreads renewals (see `spread`). */
+  private spreadSeed: number;
 
   constructor(private readonly options: CoalescerOptions) {
     this.maxKeys = options.maxKeys ?? COALESCE_MAX_KEYS;
     this.maxWaiting = options.maxWaiting ?? COALESCE_MAX_WAITING;
+    this.spreadSeed = hashString(options.newId());
+  }
+
+  /**
+   * A deterministic pseudo-random integer in [0, rangeMs): how much this isolate shortens a lease's term, or waits
+   * past a window's end before renewing. Isolates whose leases were synchronized (a cold start, a window's end) thus
+   * renew at different instants, so the object's queue never takes them all at once.
+   */
+  private spread(rangeMs: number): number {
+    if (rangeMs < 1) return 0;
+    // xorshift32
+    let x = this.spreadSeed;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.spreadSeed = x >>> 0 || 1;
+    return this.spreadSeed % Math.floor(rangeMs);
   }
 
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
@@ -224,14 +247,17 @@ export class Coalescer {
       this.options.counters.lease_answers++;
       return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now));
     }
-    if (now < st.scarceUntilMs && !st.inFlight) {
+    if (now < st.scarceUntilMs) {
       this.options.counters.lease_answers++;
       return Promise.resolve(this.scarceAnswer(st, now));
     }
     return this.wait(st, input);
   }
 
-  /** A refusal while the key is scarce: this isolate has had its share until `scarceUntilMs`. */
+  /**
+   * A refusal while the key is scarce: this isolate has had its share until `scarceUntilMs`, when it asks the object
+   * again (its renewal), so that is the honest retry: no earlier request can be admitted here.
+   */
   private scarceAnswer(st: KeyState, now: number): Asked {
     const waitMs = Math.max(1, st.scarceUntilMs - now);
     return {
@@ -333,6 +359,8 @@ export class Coalescer {
         seenBucket: 0,
         seenCurr: 0,
         seenPrev: 0,
+        runStartMs: 0,
+        runCount: 0,
       };
       this.evict();
     } else {
@@ -357,19 +385,39 @@ export class Coalescer {
 
   /** Count an arrival, in buckets of the lease ttl (1 s without a lease). */
   private see(st: KeyState, now: number): void {
-    const bucketMs = st.leaseSettings?.ttlMs ?? 1000;
-    const bucket = Math.floor(now / bucketMs);
+    this.roll(st, now);
+    if (st.seenPrev === 0 && st.seenCurr === 0) {
+      // The key was quiet here for a whole bucket: a new run of arrivals starts now.
+      st.runStartMs = now;
+      st.runCount = 0;
+    }
+    st.seenCurr++;
+    st.runCount++;
+  }
+
+  private roll(st: KeyState, now: number): void {
+    const bucket = Math.floor(now / (st.leaseSettings?.ttlMs ?? 1000));
     if (bucket !== st.seenBucket) {
       st.seenPrev = bucket === st.seenBucket + 1 ? st.seenCurr : 0;
       st.seenCurr = 0;
       st.seenBucket = bucket;
     }
-    st.seenCurr++;
   }
 
-  /** Arrivals this isolate saw of the key in one lease ttl (the larger of the last full bucket and this one). */
+  /**
+   * Arrivals this isolate sees of the key in one lease ttl: the larger of the last full bucket and this one; and in
+   * a run younger than one ttl (a key that just became hot, a cold start), once it has seen 3, its count so far
+   * extrapolated to one ttl (over at least a tenth of it), so a hot key leases within its first tenth of a ttl
+   * instead of making a call per round trip until its bucket fills.
+   */
   private seenPerTtl(st: KeyState): number {
-    return Math.max(st.seenPrev, st.seenCurr);
+    const now = this.options.clock();
+    this.roll(st, now);
+    const seen = Math.max(st.seenPrev, st.seenCurr);
+    const ttlMs = st.leaseSettings?.ttlMs ?? 1000;
+    const elapsedMs = now - st.runStartMs;
+    if (st.runCount < 3 || elapsedMs >= ttlMs) return seen;
+    return Math.max(seen, Math.floor(((st.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
   }
 
   /** The lease to ask for with the next call, if any. */
@@ -379,7 +427,9 @@ export class Coalescer {
     const seen = this.seenPerTtl(st);
     // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers.
     if (settings.above !== null && seen * settings.above.perMs <= settings.above.tokens * settings.ttlMs) return null;
-    return { units: settings.units ?? Math.max(1, seen), ttlMs: settings.ttlMs };
+    // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease
+    // rarely runs out before its term while the key has room.
+    return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
   }
 
   /**
@@ -391,6 +441,7 @@ export class Coalescer {
     st: KeyState,
     leader: Waiting | null,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    renew = false,
   ): Promise<Asked | null> {
     const { clock, counters } = this.options;
     const queued = st.queue.splice(0);
@@ -411,8 +462,18 @@ export class Coalescer {
         served++;
       }
     }
-    const batch = queued.slice(served);
-    if (batch.length === 0 && st.returns.length === 0) {
+    let batch = queued.slice(served);
+    if (batch.length > 0 && now < st.scarceUntilMs) {
+      // The key is scarce and this isolate's share is spent: refuse here, not by a call each (see `scarceAnswer`).
+      for (const w of batch) {
+        counters.lease_answers++;
+        const answer = this.scarceAnswer(st, now);
+        if (w === leader) mine = answer;
+        else w.resolve(answer);
+      }
+      batch = [];
+    }
+    if (batch.length === 0 && st.returns.length === 0 && !renew) {
       st.inFlight = false;
       this.handOff(st);
       return mine;
@@ -432,7 +493,7 @@ export class Coalescer {
       id: this.options.newId(),
       costs: batch.map((w) => w.cost),
       giveBack,
-      lease: batch.length > 0 ? this.leaseAsk(st) : null,
+      lease: batch.length > 0 || renew ? this.leaseAsk(st) : null,
     };
     if (input.lease == null) this.lastAsk.delete(st);
     else this.lastAsk.set(st, input.lease);
@@ -461,12 +522,21 @@ export class Coalescer {
     return mine;
   }
 
-  /** At a lease's end, give its unused units back by a call of its own, unless a call is in flight (it goes next). */
-  private async returnEnded(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): Promise<void> {
-    if (st.inFlight || st.returns.length === 0) return;
+  /**
+   * At a lease's end: while the key is still hot here, renew it (one call gives the unused units back and asks for
+   * the next lease, with whatever requests are waiting); else give the unused units back by a call of their own.
+   * Nothing while a call is in flight (the units go back with it).
+   */
+  private async renewOrReturn(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): Promise<void> {
+    const renew = this.leaseAsk(st) !== null;
+    if (st.inFlight) return;
+    if (st.returns.length === 0 && !renew) {
+      this.handOff(st); // requests that waited through a hold go on as usual
+      return;
+    }
     st.inFlight = true;
     st.inFlightSinceMs = this.options.clock();
-    await this.flush(st, null, keepAlive);
+    await this.flush(st, null, keepAlive, renew);
   }
 
   private settle(
@@ -478,11 +548,25 @@ export class Coalescer {
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
-      if (result.lease !== null) this.adopt(st, result, sentAtMs, keepAlive);
-      // Asked for a slice and got less: the key's budget is short; this isolate makes do with its share for one ttl.
       const asked = this.lastAsk.get(st);
       const granted = result.lease?.units ?? 0;
-      st.scarceUntilMs = asked !== undefined && granted < asked.units ? sentAtMs + asked.ttlMs : 0;
+      const endsAtMs =
+        result.lease !== null
+          ? this.adopt(st, result, sentAtMs, asked, keepAlive)
+          : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
+      // Asked for a slice and got less: the key's budget is short; this isolate makes do with its share until its
+      // lease ends (and asks again then), or until the object's own denial in this call says the key reopens.
+      st.scarceUntilMs = 0;
+      if (asked !== undefined && granted < asked.units) {
+        const now = this.options.clock();
+        let reopensAtMs = endsAtMs;
+        for (const r of result.results) {
+          if (r.ok && !r.decision.allowed && r.decision.retryAfterMs !== null) {
+            reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs + this.spread(asked.ttlMs / 4));
+          }
+        }
+        st.scarceUntilMs = reopensAtMs;
+      }
       return batch.map((w, i): Asked => {
         const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
         return {
@@ -498,7 +582,7 @@ export class Coalescer {
     const { failure, message, attempts, late } = answer;
     // A lease that arrives too late is still a charge: take it, so its units are used or given back.
     late?.then(
-      (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, keepAlive)),
+      (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive)),
       () => undefined,
     );
     return batch.map(
@@ -513,32 +597,53 @@ export class Coalescer {
     );
   }
 
-  /** Hold a granted lease until it is spent or its term ends; a lease held before is given back with the next call. */
+  /**
+   * Hold a granted lease until it is spent or its term ends; a lease held before is given back with the next call.
+   * Returns when the lease ends (this isolate's clock).
+   *
+   * A full term is shortened by up to a half, pseudo-randomly, so that isolates whose leases began together do
+   * not all renew together again. A term cut at a window's end cannot be shortened into a useful lease (the next
+   * renewal would still meet the others at the boundary), so this isolate then waits up to a quarter of the ttl
+   * (at most the call budget) past the end before it renews, and requests meanwhile wait for that call.
+   */
   private adopt(
     st: KeyState,
     result: CallResult,
     sentAtMs: number,
+    asked: LeaseAsk | undefined,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
-  ): void {
+  ): number {
     const grant = result.lease;
-    if (grant === null) return;
+    if (grant === null) return sentAtMs;
     this.options.counters.leases++;
+    const askedTtlMs = asked?.ttlMs ?? grant.forMs;
+    const cut = grant.forMs < askedTtlMs;
     const held: HeldLease = {
       unitsLeft: grant.units,
       units: grant.units,
       atMs: grant.atMs,
-      endsAtMs: sentAtMs + grant.forMs,
+      endsAtMs: sentAtMs + grant.forMs - (cut ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
     };
     if (st.lease !== null) this.endLease(st);
     st.lease = held;
+    const { sleep } = this.options;
     const wait = Math.max(0, held.endsAtMs - this.options.clock());
-    const ended = this.options.sleep(wait).then(() => {
+    const holdMs = cut ? this.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
+    const ended = sleep(wait).then(async () => {
       if (st.lease !== held) return; // ended before its term (replaced by the next call, which gave it back)
       this.endLease(st);
-      return this.returnEnded(st, keepAlive);
+      if (holdMs > 0 && !st.inFlight) {
+        // Hold the key as if a call were in flight, so the requests meanwhile wait for the renewal.
+        st.inFlight = true;
+        st.inFlightSinceMs = this.options.clock();
+        await sleep(holdMs);
+        st.inFlight = false;
+      }
+      return this.renewOrReturn(st, keepAlive);
     });
     keepAlive?.(ended);
+    return held.endsAtMs;
   }
 
   /** Stop admitting from the key's lease; its unused units go back with the next call. */
@@ -587,4 +692,14 @@ export class Coalescer {
   private refundObject(st: KeyState, cost: number, admittedAtMs: number): Promise<RefundResult> {
     return st.transport.refund(st.name, { rule: st.rule, cost, admittedAtMs });
   }
+}
+
+/** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
+function hashString(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0 || 1;
 }

@@ -18,7 +18,6 @@
  * nothing charged or written) and `reset()` (forget the key).
  */
 import { DurableObject } from "cloudflare:workers";
-import { leaseTermMs } from "../algorithms/index.ts";
 import {
   type CallInput,
   type CallResult,
@@ -46,7 +45,7 @@ export class SluiceLimiter extends DurableObject {
   async check(input: CallInput): Promise<CallResult> {
     const nowMs = Date.now();
     const before = this.load();
-    const { result, record } = callRecord(before, input, nowMs, leaseTermMs);
+    const { result, record } = callRecord(before, input, nowMs);
     if (record !== before) await this.save(record);
     return result;
   }

@@ -14,6 +14,8 @@ import {
   decide,
   fingerprintOf,
   freshAtMs,
+  leaseRefillOver,
+  leaseTermMs,
   refund,
 } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
@@ -28,6 +30,16 @@ export interface LimiterRecord {
   readonly state: AlgorithmState;
   /** Calls applied in the last `CALL_MEMORY_MS` (at most `CALL_MEMORY_MAX`), so a retried call is not charged twice. */
   readonly calls?: readonly AppliedCall[];
+  /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget (`callRecord`). */
+  readonly leaseAsks?: LeaseAsks;
+}
+
+/** Lease units asked in the current and the previous bucket of one ttl (`bucket` = floor(now / ttl)). */
+export interface LeaseAsks {
+  readonly ttlMs: number;
+  readonly bucket: number;
+  readonly curr: number;
+  readonly prev: number;
 }
 
 /** The rule as the limiter sees it: its id (for messages) and its algorithm parameters. */
@@ -85,7 +97,17 @@ export function checkRecord(
   const unchanged = record !== null && record.fingerprint === fingerprint && out.state === record.state;
   if (unchanged) return { result, record };
   const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state };
-  return { result, record: record?.calls === undefined ? next : { ...next, calls: record.calls } };
+  return { result, record: record === null ? next : keepBookkeeping(record, next) };
+}
+
+/** A new record with the old one's call ids and lease asks (which are not algorithm state). */
+function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
+  if (old.calls === undefined && old.leaseAsks === undefined) return next;
+  return {
+    ...next,
+    ...(old.calls === undefined ? {} : { calls: old.calls }),
+    ...(old.leaseAsks === undefined ? {} : { leaseAsks: old.leaseAsks }),
+  };
 }
 
 /** Give back an admitted request's cost. A record made under other parameters (a redeploy in between) is left alone. */
@@ -221,23 +243,15 @@ export interface CallResult {
 }
 
 /**
- * How long a lease charged at `atMs` may be used, given the rule: the asked ttl, cut so that every unit is used in the
- * accounting period it was charged in. Injected by the shell (algorithms/index.ts `leaseTermMs`) so this file stays algorithm-blind.
- */
-export type LeaseTerm = (params: AlgorithmParams, atMs: number, ttlMs: number) => number;
-
-/**
  * Apply one call: give back the returned lease units, decide each request in order at `nowMs` (exactly as if they had
- * been separate calls at the same instant), then grant up to the asked lease units from what is left. A call whose id
- * the record remembers is not applied again: its verdicts are answered as remembered, with the key's figures now.
+ * been separate calls at the same instant), then grant a lease from what is left (`grantLease`). A call whose id the
+ * record remembers is not applied again: its verdicts are answered as remembered, with the key's figures now.
  */
 export function callRecord(
   record: LimiterRecord | null,
   input: CallInput,
   nowMs: number,
-  leaseTerm: LeaseTerm,
 ): { readonly result: CallResult; readonly record: LimiterRecord | null } {
-  const { params } = input.rule;
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
 
@@ -254,15 +268,9 @@ export function callRecord(
   }
   let lease: LeaseGrant | null = null;
   if (input.lease != null && Number.isSafeInteger(input.lease.units) && input.lease.units >= 1) {
-    const available = peekRecord(current, input.rule, nowMs).remaining;
-    const units = Math.min(input.lease.units, available);
-    if (units >= 1) {
-      const out = checkRecord(current, { rule: input.rule, cost: units }, nowMs);
-      if (out.result.ok && out.result.decision.allowed) {
-        current = out.record;
-        lease = { units, atMs: nowMs, forMs: leaseTerm(params, nowMs, Math.max(1, input.lease.ttlMs)) };
-      }
-    }
+    const granted = grantLease(current, input.rule, input.lease, nowMs);
+    current = granted.record;
+    lease = granted.lease;
   }
   const result: CallResult = { atMs: nowMs, results, lease, replayed: false };
   if (current === record) return { result, record };
@@ -280,6 +288,62 @@ export function callRecord(
   const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
   const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
   return { result, record: { ...current, calls } };
+}
+
+/**
+ * Grant a lease: charge up to `ask.units` at `nowMs`, exactly as that many cost-1 requests then.
+ *
+ * When the key is short, it is shared by demand: the record keeps the units isolates asked for over the last ttl
+ * (`leaseAsks`, the key's demand D), and the supply S over one ttl is what the key holds now plus what it regains in
+ * that time (a rate algorithm's refill; nothing for a window). Each ask gets `units × min(1, S / D)` (rounded up, so
+ * a last unit is still handed out), and never more than the key holds now. So the grants of one ttl add up to about
+ * the supply, each isolate gets a slice in proportion to its traffic, and none holds units it will not use while
+ * others refuse.
+ */
+function grantLease(
+  record: LimiterRecord | null,
+  rule: LimiterRule,
+  ask: LeaseAsk,
+  nowMs: number,
+): { readonly record: LimiterRecord | null; readonly lease: LeaseGrant | null } {
+  const ttlMs = Math.max(1, Math.floor(ask.ttlMs));
+  const asks = noteAsk(record?.leaseAsks, ask.units, ttlMs, nowMs);
+  // Asks over the last ttl, as a sliding window: this bucket's, and the last one's weighed by how much of it is in.
+  const elapsedMs = Math.min(ttlMs, Math.max(0, nowMs - asks.bucket * ttlMs));
+  const demand = asks.curr + Math.floor((asks.prev * (ttlMs - elapsedMs)) / ttlMs);
+  const available = peekRecord(record, rule, nowMs).remaining;
+  const supply = available + leaseRefillOver(rule.params, ttlMs);
+  const share = demand <= supply ? ask.units : Number(ceilDivBig(BigInt(ask.units) * BigInt(supply), BigInt(demand)));
+  const units = Math.min(ask.units, share, available);
+  let current = record;
+  let lease: LeaseGrant | null = null;
+  if (units >= 1) {
+    const out = checkRecord(current, { rule, cost: units }, nowMs);
+    if (out.result.ok && out.result.decision.allowed) {
+      current = out.record;
+      // Cut short by what the key holds now, not by its share: the rest of the share comes back with the refill, so
+      // the lease is shorter in proportion (down to a quarter of the ttl) and its holder asks again sooner.
+      const termMs = units < share ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share)) : ttlMs;
+      lease = { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
+    }
+  }
+  if (current === null) return { record: null, lease };
+  return { record: { ...current, leaseAsks: asks }, lease };
+}
+
+/** The asks per ttl with one more of `units` at `nowMs` (a new ttl restarts them). */
+function noteAsk(asks: LeaseAsks | undefined, units: number, ttlMs: number, nowMs: number): LeaseAsks {
+  const bucket = Math.floor(nowMs / ttlMs);
+  if (asks === undefined || asks.ttlMs !== ttlMs || bucket > asks.bucket + 1) {
+    return { ttlMs, bucket, curr: units, prev: 0 };
+  }
+  if (bucket === asks.bucket + 1) return { ttlMs, bucket, curr: units, prev: asks.curr };
+  // The same bucket (or an earlier clock: counted in the current one).
+  return { ...asks, curr: asks.curr + units };
+}
+
+function ceilDivBig(a: bigint, b: bigint): bigint {
+  return (a + b - 1n) / b;
 }
 
 /** The answer to a call already applied: its verdicts as remembered, with the key's figures as they are now. */

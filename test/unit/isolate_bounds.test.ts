@@ -149,7 +149,7 @@ function objects(params = fixedWindow(100, 60_000)) {
   const calls: CallInput[] = [];
   let hold = false;
   const decide = (name: string, input: CallInput): CallResult => {
-    const { result, record } = callRecord(records.get(name) ?? null, input, T0, () => 0);
+    const { result, record } = callRecord(records.get(name) ?? null, input, T0);
     records.set(name, record);
     return result;
   };
