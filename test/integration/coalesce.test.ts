@@ -26,6 +26,7 @@ import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker
 import { createIsolate, type Isolate } from "../../src/worker/isolate.ts";
 import { SluiceLimiter } from "../../src/worker/limiter.ts";
 import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
+import { runtimeResumesInOwnContext } from "../../src/worker/object_call.ts";
 import type { CallInput, CallResult } from "../../src/worker/store.ts";
 import { sequential } from "../support/sequential.ts";
 import { bearer, freshIp, knownKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
@@ -97,6 +98,15 @@ async function flood(
 
 const delta = (before: Record<string, number>, after: Record<string, number>, name: string) =>
   after[name]! - before[name]!;
+
+describe("the runtime here", () => {
+  it("runs a promise's continuation in the context that settled it: waiting requests poll (1 ms) to resume in their own", () => {
+    // The vitest pool sets `no_handle_cross_request_promise_resolution` for its runner, so these tests exercise the
+    // polling path of resumeInOwnContext; `wrangler dev` and production resume in the request's own context by
+    // themselves, and test/e2e/hot_key.test.ts exercises that path.
+    expect(runtimeResumesInOwnContext()).toBe(false);
+  });
+});
 
 describe("through the Worker's own entry (each request in its own I/O context)", () => {
   const shipped = compileRules(RULES);
