@@ -436,6 +436,7 @@ function resolveWindow(
 
 const LEASE_KEYS = ["ttl", "units", "above"] as const;
 
+/** `lease`: the setting checked field by field, and against the rule's algorithm and scope. */
 function resolveLease(
   v: Raw | undefined,
   e: RuleErrors,
@@ -447,18 +448,16 @@ function resolveLease(
     e.add("lease", `must be a mapping such as { ttl: 1s, units: 100, above: 200/s }, got ${describe(v)}`);
     return undefined;
   }
-  let ok = true;
+  const errorsBefore = e.count;
   for (const key of v.keys()) {
     if ((LEASE_KEYS as readonly string[]).includes(key)) continue;
     e.add(`lease.${key}`, unknownKey(key, LEASE_KEYS, "lease takes ttl, units and above"));
-    ok = false;
   }
   if (algorithm !== null) {
     const policy = leasePolicy(algorithm);
     if (policy.kind === "none") {
       const names = LEASE_ALGORITHMS.join(", ").replace(/, ([^,]*)$/, " and $1");
       e.add("lease", `${algorithm} takes no lease (${policy.why}); leases are for ${names}`);
-      ok = false;
     }
   }
   if (scope === "local") {
@@ -466,47 +465,52 @@ function resolveLease(
       "lease",
       "a lease is a slice of a global key's budget; a scope: local rule is already decided in the isolate",
     );
-    ok = false;
   }
-  let ttlMs = DEFAULT_LEASE_TTL_MS;
-  if (v.has("ttl")) {
-    const t = v.get("ttl");
-    const d = typeof t === "string" ? parseDuration(t) : { error: `must be ${DURATION_HINT}, got ${describe(t)}` };
-    if ("error" in d) {
-      e.add("lease.ttl", d.error);
-      ok = false;
-    } else if (d.ms > MAX_LEASE_TTL_MS) {
-      e.add(
-        "lease.ttl",
-        `must be at most 10s (the bound for rate rules loosens by rate × ttl), got ${JSON.stringify(t)}`,
-      );
-      ok = false;
-    } else {
-      ttlMs = d.ms;
-    }
+  const ttlMs = v.has("ttl") ? leaseTtl(v.get("ttl"), e) : DEFAULT_LEASE_TTL_MS;
+  const units = v.has("units") ? leaseUnits(v.get("units"), e, capacity) : null;
+  const above = v.has("above") ? leaseAbove(v.get("above"), e) : null;
+  if (e.count > errorsBefore || ttlMs === undefined || units === undefined || above === undefined) return undefined;
+  return { ttlMs, units, above };
+}
+
+/** `lease.ttl`: a duration up to `MAX_LEASE_TTL_MS`. */
+function leaseTtl(t: Raw | undefined, e: RuleErrors): number | undefined {
+  const d = typeof t === "string" ? parseDuration(t) : { error: `must be ${DURATION_HINT}, got ${describe(t)}` };
+  if ("error" in d) {
+    e.add("lease.ttl", d.error);
+    return undefined;
   }
-  let units: number | null = null;
-  if (v.has("units")) {
-    const n = positiveInt(e, "lease.units", v.get("units"));
-    if (n === undefined) ok = false;
-    else if (capacity !== null && n > capacity) {
-      e.add("lease.units", `must be at most the rule's capacity ${capacity}, got ${n}`);
-      ok = false;
-    } else units = n;
+  if (d.ms > MAX_LEASE_TTL_MS) {
+    e.add(
+      "lease.ttl",
+      `must be at most 10s (the bound for rate rules loosens by rate × ttl), got ${JSON.stringify(t)}`,
+    );
+    return undefined;
   }
-  let above: Rate | null = null;
-  if (v.has("above")) {
-    const a = v.get("above");
-    const rate =
-      typeof a === "string"
-        ? parseRate(a)
-        : { error: `must be a rate "<amount>/<duration>" such as 200/s, got ${describe(a)}` };
-    if ("error" in rate) {
-      e.add("lease.above", rate.error);
-      ok = false;
-    } else above = rate;
+  return d.ms;
+}
+
+/** `lease.units`: a positive integer no larger than the rule's capacity. */
+function leaseUnits(u: Raw | undefined, e: RuleErrors, capacity: number | null): number | undefined {
+  const n = positiveInt(e, "lease.units", u);
+  if (n !== undefined && capacity !== null && n > capacity) {
+    e.add("lease.units", `must be at most the rule's capacity ${capacity}, got ${n}`);
+    return undefined;
   }
-  return ok ? { ttlMs, units, above } : undefined;
+  return n;
+}
+
+/** `lease.above`: a rate, as in rule files. */
+function leaseAbove(a: Raw | undefined, e: RuleErrors): Rate | undefined {
+  const rate =
+    typeof a === "string"
+      ? parseRate(a)
+      : { error: `must be a rate "<amount>/<duration>" such as 200/s, got ${describe(a)}` };
+  if ("error" in rate) {
+    e.add("lease.above", rate.error);
+    return undefined;
+  }
+  return rate;
 }
 
 function resolveCostByRoute(
