@@ -13,9 +13,10 @@ import { resumeInOwnContext } from "./object_call.ts";
 import { PlanCache } from "./plan.ts";
 import { RecentDenials } from "./recent_denials.ts";
 
-import type { Clock, Sleep } from "./time.ts";
+import { type Clock, type Sleep, systemClock, systemSleep } from "./time.ts";
 
 export type { Clock, Sleep };
+export { systemClock, systemSleep };
 
 export interface Isolate {
   readonly clock: Clock;
@@ -40,10 +41,6 @@ export interface IsolateOptions {
   readonly clock?: Clock;
   readonly sleep?: Sleep;
 }
-
-/** The Workers runtime's clock and timer: `Date.now()` and `scheduler.wait`. */
-export const systemClock: Clock = () => Date.now();
-export const systemSleep: Sleep = (ms) => scheduler.wait(ms);
 
 export function createIsolate(options: IsolateOptions = {}): Isolate {
   const clock = options.clock ?? systemClock;

@@ -1,7 +1,8 @@
 /**
  * `SluiceLimiter`: one Durable Object per (rule, key), named `<rule id>:<key hash>` (SHA-256 hex of the key, or
  * HMAC-SHA256 under `KEY_HASH_SECRET`, see hash.ts). A thin shell
- * around the pure core (via store.ts): it reads its own clock, keeps the record in memory, and writes it to its
+ * around the pure core (via store.ts): it reads its clock (injected: the runtime's `Date.now()` unless a test passes
+ * its own to the constructor), keeps the record in memory, and writes it to its
  * SQLite storage on every change, synchronously, before answering. An evicted or restarted object reloads the record
  * and so grants no free allowance. Requests to one object are serialised by the runtime and each call runs to
  * completion without awaiting before its write, so concurrent checks never interleave.
@@ -31,6 +32,7 @@ import {
   recordFreshAtMs,
   refundRecord,
 } from "./store.ts";
+import { type Clock, systemClock } from "./time.ts";
 
 const RECORD_KEY = "record";
 
@@ -42,8 +44,17 @@ export class SluiceLimiter extends DurableObject {
   /** The write every change since the last one is waiting for; `null` when none is scheduled. */
   private pendingCommit: Promise<void> | null = null;
 
+  /** The runtime constructs it with `(ctx, env)`; a test may add its own clock, so it never races real time. */
+  constructor(
+    ctx: DurableObjectState,
+    env: Cloudflare.Env,
+    private readonly clock: Clock = systemClock,
+  ) {
+    super(ctx, env);
+  }
+
   async check(input: CallInput): Promise<CallResult> {
-    const nowMs = Date.now();
+    const nowMs = this.clock();
     const before = this.load();
     const { result, record } = callRecord(before, input, nowMs);
     if (record !== before) await this.save(record);
@@ -52,13 +63,13 @@ export class SluiceLimiter extends DurableObject {
 
   async refund(input: RefundInput): Promise<RefundResult> {
     const before = this.load();
-    const { result, record } = refundRecord(before, input, Date.now());
+    const { result, record } = refundRecord(before, input, this.clock());
     if (record !== before) await this.save(record);
     return result;
   }
 
   peek(input: { readonly rule: LimiterRule }): PeekResult {
-    return peekRecord(this.load(), input.rule, Date.now());
+    return peekRecord(this.load(), input.rule, this.clock());
   }
 
   /** Forget the key: its next request starts fresh. `true` if there was state to forget. */
@@ -76,7 +87,7 @@ export class SluiceLimiter extends DurableObject {
     const record = this.load();
     if (record === null) return;
     const freshAt = recordFreshAtMs(record);
-    if (Date.now() >= freshAt) {
+    if (this.clock() >= freshAt) {
       this.record = null;
       await this.ctx.storage.deleteAll();
       return;
