@@ -436,6 +436,8 @@ export class Coalescer {
    * Make one call for everything queued (the leader first) and whatever leases are to be given back; answer every
    * request in it, and return the leader's answer (`null` without a leader: a call that only gives units back).
    * `st.inFlight` is already set; it is cleared here, and the next call handed to the first request waiting.
+   * long: one call's whole life, read in the order that matters (lease answers, give-backs, the call, hand-off,
+   * answers); the lease rework in progress changes each of these steps.
    */
   private async flush(
     st: KeyState,

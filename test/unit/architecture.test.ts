@@ -1,0 +1,165 @@
+/**
+ * The shape of src/ that the README's layout section promises: short functions (or a reason in a `long:` comment),
+ * no import cycles between modules, and folders in layers (algorithms imports nothing else, rules only algorithms, no
+ * two folders import each other), and one owner of the clock. Read with the TypeScript compiler API (test/support/source_shape.ts).
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+import {
+  clockReads,
+  folderOf,
+  functionShapes,
+  importCycles,
+  importGraph,
+  importSpecifiers,
+  longFunctions,
+  MAX_FUNCTION_LINES,
+  sourceFiles,
+} from "../support/source_shape.ts";
+
+const files = sourceFiles("src");
+const graph = importGraph(files);
+
+/** Folder-to-folder imports, e.g. `cli -> viz`. */
+function folderEdges(g: ReadonlyMap<string, readonly string[]>): Set<string> {
+  const edges = new Set<string>();
+  for (const [file, targets] of g) {
+    for (const target of targets) {
+      if (folderOf(file) !== folderOf(target)) edges.add(`${folderOf(file)} -> ${folderOf(target)}`);
+    }
+  }
+  return edges;
+}
+
+/** A throwaway source tree for checking that the checks can fail. */
+function scratch(sources: Record<string, string>): string[] {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-shape-"));
+  return Object.entries(sources).map(([name, text]) => {
+    const path = join(dir, name);
+    mkdirSync(join(path, ".."), { recursive: true });
+    writeFileSync(path, text);
+    return relative(process.cwd(), path);
+  });
+}
+
+const body = (lines: number) => Array.from({ length: lines - 2 }, (_, i) => `  const v${i} = ${i};`).join("\n");
+
+describe(`functions in src/ (at most ${MAX_FUNCTION_LINES} lines, or a reason in a \`long:\` comment)`, () => {
+  it("every longer function says why", () => {
+    const { unexplained } = longFunctions(files);
+    expect(unexplained.map((f) => `${f.where} ${f.name} (${f.lines} lines)`)).toEqual([]);
+  });
+
+  it("measures every kind of function, and only a `long:` comment excuses one", () => {
+    const [file] = scratch({
+      "a.ts": [
+        `export function declared() {\n${body(61)}\n}`,
+        `// long: one table, read top to bottom\nexport const arrow = () => {\n${body(62)}\n};`,
+        `/** A class. */\nclass C {\n  method() {\n${body(61)}\n  }\n  short() {\n    return 1;\n  }\n}`,
+        `// not a reason\nexport const obj = { prop: function () {\n${body(61)}\n} };`,
+        `export const fits = () => {\n${body(60)}\n};`,
+        "void C;",
+      ].join("\n"),
+    });
+    const shapes = functionShapes([file!]);
+    expect(shapes.map((f) => [f.name, f.lines])).toEqual([
+      ["declared", 61],
+      ["arrow", 62],
+      ["C.method", 61],
+      ["C.short", 3],
+      ["prop", 61],
+      ["fits", 60],
+    ]);
+    const { long, unexplained } = longFunctions([file!]);
+    expect(long.map((f) => [f.name, f.reason])).toEqual([
+      ["declared", null],
+      ["arrow", "one table, read top to bottom"],
+      ["C.method", null],
+      ["prop", null],
+    ]);
+    expect(unexplained.map((f) => f.name)).toEqual(["declared", "C.method", "prop"]);
+  });
+});
+
+describe("imports in src/", () => {
+  it("form no cycle", () => {
+    expect(importCycles(graph)).toEqual([]);
+  });
+
+  it("the graph sees imports of every kind (it is not vacuous)", () => {
+    expect(graph.get(join("src", "cli", "main.ts"))).toContain(join("src", "cli", "commands.ts"));
+    // `import type` counts too: a cycle through types is still one a reader has to untangle.
+    expect(graph.get(join("src", "algorithms", "index.ts"))).toContain(join("src", "algorithms", "types.ts"));
+    expect(graph.size).toBe(files.length);
+  });
+
+  it("the cycle check finds a cycle, however it is closed", () => {
+    const cyclic = scratch({
+      "x/a.ts": 'import { b } from "./b.ts";\nexport const a = b;',
+      "x/b.ts": 'import type { C } from "../y/c";\nexport const b = 1 as unknown as C;',
+      "y/c.ts": 'export type { A as C } from "../x/a.ts";\nexport type A = 1;',
+    });
+    expect(importCycles(importGraph(cyclic))).toHaveLength(1);
+    expect(importCycles(importGraph(cyclic))[0]).toMatch(/a\.ts -> .*b\.ts -> .*c\.ts -> .*a\.ts$/);
+  });
+
+  it("algorithms imports nothing outside itself, not even a package", () => {
+    const core = files.filter((f) => folderOf(f) === "algorithms");
+    expect(core.length).toBeGreaterThan(7);
+    expect(core.flatMap((f) => graph.get(f)!).filter((t) => folderOf(t) !== "algorithms")).toEqual([]);
+    expect(core.flatMap((f) => importSpecifiers(f)).filter((name) => !name.startsWith("./"))).toEqual([]);
+  });
+
+  it("rules imports only algorithms", () => {
+    const edges = [...folderEdges(graph)].filter((e) => e.startsWith("rules ->"));
+    expect(edges).toEqual(["rules -> algorithms"]);
+  });
+
+  it("viz imports nothing from cli, and no two folders import each other", () => {
+    const edges = folderEdges(graph);
+    expect([...edges].filter((e) => e.startsWith("viz -> cli"))).toEqual([]);
+    const mutual = [...edges].filter((e) => {
+      const [from, to] = e.split(" -> ");
+      return edges.has(`${to} -> ${from}`);
+    });
+    expect(mutual).toEqual([]);
+    expect(edges.has("cli -> viz")).toBe(true); // the CLI draws viz's charts; the other way round is the cycle
+  });
+});
+
+describe("time in src/", () => {
+  it("only src/worker/time.ts reads the clock or sleeps; the two scheduler turns elsewhere say why", () => {
+    const where = (read: string) => read.replace(/:\d+ /, " ");
+    expect(clockReads(files).map(where)).toEqual([
+      // Group commit: one scheduler turn for other requests to join the write; no time is measured or waited for.
+      "src/worker/limiter.ts scheduler.wait(0)",
+      // Resuming in the request's own I/O context polls one turn at a time (injected into the Coalescer as `resume`).
+      "src/worker/object_call.ts scheduler.wait(1)",
+      "src/worker/time.ts Date.now()",
+      "src/worker/time.ts scheduler.wait(ms)",
+    ]);
+  });
+
+  it("the check sees every kind of clock read, in code but not in strings or comments", () => {
+    const [file] = scratch({
+      "t.ts": [
+        "// Date.now() in a comment",
+        'const page = "<script>Date.now()</script>";',
+        "export const a = [Date.now(), performance.now(), new Date(), new Date(0), page];",
+        "setTimeout(() => {}, 1);",
+        "setInterval(() => {}, 1);",
+        "void scheduler.wait(5);",
+      ].join("\n"),
+    });
+    expect(clockReads([file!]).map((r) => r.slice(r.indexOf(" ") + 1))).toEqual([
+      "Date.now()",
+      "performance.now()",
+      "new Date()",
+      "setTimeout(() => {}, 1)",
+      "setInterval(() => {}, 1)",
+      "scheduler.wait(5)",
+    ]);
+  });
+});
