@@ -218,6 +218,7 @@ describe("endpoints", () => {
         "leases",
         "lease_units_returned",
         "leases_held",
+        "queue_overflows",
       ].sort(),
     );
     // 3 admitted (one call each), the 4th denied by the object, the 5th and 6th answered by the cache.
