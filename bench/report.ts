@@ -215,6 +215,32 @@ type SoakRule = {
   failOpen: number;
   failClosed503: number;
 };
+interface SoakFiveXX {
+  atS: number;
+  fromKillS: number | null;
+  phase: string;
+  kind: string;
+  method: string;
+  path: string;
+  status: number;
+  class: string;
+  body: string;
+}
+interface SoakMemoryPhase {
+  phase: string;
+  warmAtS: number | null;
+  warmSpanS: number;
+  startMb: number;
+  warmMb: number;
+  endMb: number;
+  maxMb: number;
+  warmupSlopeMbPerMin: number;
+  firstHalfSlopeMbPerMin: number;
+  secondHalfSlopeMbPerMin: number;
+  objectsSeenSecondHalf: [number, number] | null;
+  secondHalf?: { minutes: number; requests: number; objectsMade: number; grewMb: number; allowedMb: number };
+  levelled: boolean | null;
+}
 const soak = load<{
   durationS: number;
   concurrency: number;
@@ -231,20 +257,30 @@ const soak = load<{
   overAdmission: number;
   unexplainedAdmissions: number;
   unexpected5xx: number;
-  unexpected5xxSamples?: string[];
-  devServerRestart503?: number;
-  memory: {
-    levelled: boolean | null;
-    phases: { phase: string; secondQuarterMb: number; lastQuarterMb: number; maxMb: number }[];
-  };
+  fiveXX?: { counts: Record<string, number>; records: SoakFiveXX[] };
+  wranglerReloads?: { atS: number; fromKillS: number | null; before: string[] }[];
+  memory: { criterion?: string; levelled: boolean | null; phases: SoakMemoryPhase[] };
 }>("soak");
 if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && soak !== null) {
   const d = soak.data;
   const p = d.population;
+  const five = d.fiveXX ?? { counts: {}, records: [] };
+  const restarts = five.records.filter((r) => r.class === "wrangler_dev_restart");
+  const unexpected = five.records.filter((r) => r.class !== "wrangler_dev_restart");
+  const when = (r: SoakFiveXX) =>
+    `${r.atS} s${r.fromKillS === null ? "" : ` (${r.fromKillS > 0 ? "+" : ""}${r.fromKillS} s from the kill)`}`;
   const verdict =
-    d.memory.levelled === null ? "not judged (phases under 2 minutes)" : d.memory.levelled ? "levels off" : "grows";
+    d.memory.levelled === null
+      ? "not judged (a warm phase under a minute: run the full soak)"
+      : d.memory.levelled
+        ? "levels off"
+        : "grows";
+  const phaseText = (m: SoakMemoryPhase) =>
+    m.warmAtS === null
+      ? `${m.phase} the crash: ${m.startMb} -> ${m.endMb} MB (max ${m.maxMb}), ${m.warmupSlopeMbPerMin} MB/min, its warm-up sweep unfinished`
+      : `${m.phase} the crash: ${m.startMb} MB at its start, ${m.warmMb} MB once warm (${m.warmAtS} s), ${m.endMb} MB at its end (max ${m.maxMb}); slope ${m.warmupSlopeMbPerMin} MB/min while warming up, ${m.firstHalfSlopeMbPerMin ?? "-"} then **${m.secondHalfSlopeMbPerMin ?? "-"} MB/min** over the first and second half of the warm part (${m.warmSpanS} s)${m.objectsSeenSecondHalf === null ? "" : `, objects reached ${m.objectsSeenSecondHalf[0]} -> ${m.objectsSeenSecondHalf[1]} in the second half`}${m.secondHalf === undefined ? "" : `; in that half (${m.secondHalf.minutes} min, ${m.secondHalf.requests} requests, ${m.secondHalf.objectsMade} objects made again after eviction) it grew ${m.secondHalf.grewMb} MB against ${m.secondHalf.allowedMb} MB allowed`}`;
   out.push(
-    `A real \`wrangler dev\` (a temp copy with bench/soak/rules.yaml: every algorithm, mixed routes, identities and costs, both failure policies; LIMITER_TIMEOUT_MS ${d.limiterTimeoutMs}), ${d.concurrency} closed-loop clients for ${d.durationS} s, SIGKILL of the server's process group half-way and a restart on the same state. ${p.distinctKeysUsed} API keys (${p.seededAccounts} seeded as accounts), ${p.distinctUsersUsed} users and ${p.distinctAddressesUsed} client addresses (documentation ranges) seen, skewed hot/cold. Admissions are read from each admitted response's echo and held to what each rule allows (bench/soak/allowance.ts, from the rule's own parameters); local and shadow rules are not held to it. The machine was shared with other agents' test runs during the measurement: the throughput and latencies are not this server's capacity.`,
+    `A real \`wrangler dev\` (a temp copy with bench/soak/rules.yaml: every algorithm, mixed routes, identities and costs, both failure policies; LIMITER_TIMEOUT_MS ${d.limiterTimeoutMs}), ${d.concurrency} closed-loop clients for ${d.durationS} s, SIGKILL of the server's process group half-way and a restart on the same state. ${p.distinctKeysUsed} API keys (${p.seededAccounts} seeded as accounts), ${p.distinctUsersUsed} users and ${p.distinctAddressesUsed} client addresses (documentation ranges) seen, skewed hot/cold; the routes a global rule counts per address come from ${p.ipKeyedAddresses ?? "all"} of them, so the Durable Objects are a bounded population, which a warm-up sweep at the start and again after the restart reaches once each. Admissions are read from each admitted response's echo and held to what each rule allows (bench/soak/allowance.ts, from the rule's own parameters); local and shadow rules are not held to it. The machine was shared with other agents' test runs during the measurement: the throughput and latencies are not this server's capacity.`,
     "",
     `- **${d.requests.toLocaleString("en-US")} requests** answered, ${d.requestsPerS} req/s (including the restart's downtime), p50 ${d.p50Ms} ms, p99 ${d.p99Ms} ms; statuses ${Object.entries(
       d.statuses,
@@ -252,8 +288,16 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
       .map(([k, v]) => `${k}: ${v}`)
       .join(", ")}; ${d.connectionErrors.total} connection errors while the server was down.`,
     `- **Crash**: ${d.crash === null ? "none" : `SIGKILL at ${d.crash.atS} s, answering again ${(d.crash.downMs / 1000).toFixed(1)} s later`}.`,
-    `- **Over-admission across the crash: ${d.overAdmission}**; admitted responses missing an expected rule's decision: ${d.unexplainedAdmissions}; **5xx other than a fail-closed rule's 503: ${d.unexpected5xx}**${d.devServerRestart503 === undefined ? (d.unexpected5xx > 0 ? ` (samples: ${(d.unexpected5xxSamples ?? []).map((x) => `\`${x.slice(0, 90)}...\``).join("; ")})` : "") : `, besides ${d.devServerRestart503} of wrangler dev's own "worker restarted mid-request" 503`}.`,
-    `- **Memory** (RSS of workerd, second to last quarter of each phase): ${d.memory.phases.map((m) => `${m.phase} the crash ${m.secondQuarterMb} -> ${m.lastQuarterMb} MB (max ${m.maxMb})`).join("; ")}: ${verdict}.`,
+    `- **Over-admission across the crash: ${d.overAdmission}**; admitted responses missing an expected rule's decision: ${d.unexplainedAdmissions}.`,
+    `- **5xx other than a fail-closed rule's 503: ${d.unexpected5xx}**${
+      unexpected.length === 0
+        ? ""
+        : ` (${unexpected
+            .slice(0, 5)
+            .map((r) => `${r.class} at ${when(r)}, ${r.method} ${r.kind}: ${r.status} \`${r.body.slice(0, 80)}\``)
+            .join("; ")})`
+    }. wrangler dev's own "worker restarted mid-request" 503 (its proxy's answer, by its exact text, when its local runtime restarts with a non-GET request in flight; not Sluice's): ${five.counts.wrangler_dev_restart ?? 0}${restarts.length === 0 ? "" : `, at ${[...new Set(restarts.map(when))].slice(0, 6).join(", ")}`}; wrangler dev reloaded its runtime mid-run (from its debug log) ${(d.wranglerReloads ?? []).length} time(s)${(d.wranglerReloads ?? []).length === 0 ? "" : `, at ${(d.wranglerReloads ?? []).map((r) => `${r.atS} s`).join(", ")}`}.`,
+    `- **Memory** (RSS of workerd; ${d.memory.criterion ?? "levels off"}): ${d.memory.phases.map(phaseText).join("; ")}: ${verdict}.`,
     "",
     "| rule | algorithm | keys | cost admitted | tightest key: admitted / allowed over its run | keys at >= 90% of their allowance | over-admission | fail-open | fail-closed 503 |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -350,6 +394,50 @@ if (
     `- 0 over-admission for window rules: ${met(g.windowMet)} (${g["0 over-admission for window rules (all loads)"]})`,
     `- rate rules within burst + rate x (t + ttl): ${met(g.rateMet)} (${g["rate rules within burst + rate x (t + ttl) (all loads)"]})`,
     `- no change at <= 10 req/s per key: ${met(g.lowMet)} (${g["no change at <= 10 req/s per key"]})`,
+    "",
+  );
+}
+
+interface ObjectMemoryRow {
+  variant: string;
+  failedRequests: number;
+  kbPerNewObject: number;
+  startMb: number;
+  afterNewMb: number;
+  afterIdleMb: number;
+  reuseFirstMb: number;
+  reuseLastMb: number;
+  samples?: { phase: string; requests: number; workerdRssMb: number }[];
+}
+const objectMemory = load<{ newKeys: number; reuseKeys: number; reuseRequests?: number; results: ObjectMemoryRow[] }>(
+  "object_memory",
+);
+/** The largest rise of RSS between two consecutive samples of the reuse phase, MB (a step, not a slope). */
+function largestStep(r: ObjectMemoryRow): number {
+  const reuse = (r.samples ?? []).filter((x) => x.phase === "reuse");
+  let step = 0;
+  for (let i = 1; i < reuse.length; i++) step = Math.max(step, reuse[i]!.workerdRssMb - reuse[i - 1]!.workerdRssMb);
+  return Math.round(step * 10) / 10;
+}
+if (
+  section("9. What a Durable Object costs local workerd's memory, bare Worker vs Sluice", objectMemory) &&
+  objectMemory !== null
+) {
+  const d = objectMemory.data;
+  const reuse = d.reuseRequests ?? d.newKeys;
+  out.push(
+    `bench/object_memory.ts: one \`wrangler dev\` per variant, one after the other, state on tmpfs, 16 closed-loop clients. Phases: ${d.newKeys.toLocaleString("en-US")} requests each for a new object; 15 s idle (the runtime evicts an object after 10 s without requests); ${reuse.toLocaleString("en-US")} requests over the first ${d.reuseKeys.toLocaleString("en-US")} keys only (no new object, but each is evicted between its requests and made again). "bare" is a Durable Object whose one RPC method writes one value, called by a Worker; "sluice" is Sluice with one fixed_window rule per client address (every request admitted). RSS of the server's workerd processes. Taken while other agents shared the 2 cores: the memory figures stand, the durations do not.`,
+    "",
+    "| variant | KB per new object | start | after the new objects | after 15 s idle | reuse phase: first -> last | KB per reuse request | its largest step between two samples | failed requests |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+  );
+  for (const r of d.results)
+    out.push(
+      `| ${r.variant} | ${r.kbPerNewObject} | ${r.startMb} MB | ${r.afterNewMb} MB | ${r.afterIdleMb} MB | ${r.reuseFirstMb} -> ${r.reuseLastMb} MB | ${Math.round(((r.reuseLastMb - r.reuseFirstMb) * 1024) / reuse)} | ${largestStep(r)} MB | ${r.failedRequests} |`,
+    );
+  out.push(
+    "",
+    "The bare Worker, with no Sluice code, keeps memory for every object made and does not give it back when the object is evicted: RSS grows with the objects made, new or made again, so in local `wrangler dev` memory cannot level off while new keys keep coming. The soak (section 6) therefore reuses a bounded key population, sweeps it once, and allows the runtime this cost per object made again.",
     "",
   );
 }

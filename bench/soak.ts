@@ -5,13 +5,21 @@
  *
  * - The server: a temp copy of the project with bench/soak/rules.yaml as its only rules (every algorithm, mixed
  *   routes, identities and costs, both failure policies, a shadow and a local rule), on a free 127.0.0.1 port, its
- *   state in a temp dir (on /dev/shm when there is one) (bench/wrangler_dev.ts). Hundreds of API keys are seeded as accounts in its local KV,
- *   the way scripts/seed-accounts.mjs does; a quarter of the keys have no record (the default plan).
+ *   state in a temp dir (on /dev/shm when there is one) (bench/wrangler_dev.ts). Hundreds of API keys are seeded as
+ *   accounts in its local KV, the way scripts/seed-accounts.mjs does; a quarter of the keys have no record (the
+ *   default plan).
  * - The clients: `--concurrency` loops (default 32), each sending its next request as soon as the last one is
  *   answered. Each request picks a route (quotes, label batches, tracking, sync, address validation, login, public
  *   pages) and its identities with a seeded generator, skewed: most requests come from a few hot keys, users and
- *   addresses, the rest are spread over hundreds of keys, thousands of users and up to 200,000 client addresses, all
- *   from the documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, and one 2001:db8::/32 /64 each).
+ *   addresses, the rest are spread over hundreds of keys, 500 users and 50,000 client addresses, all from the
+ *   documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, and one 2001:db8::/32 /64 each). The routes a
+ *   global rule counts per address (logins, public pages) come from the first 1,000 of them (500 with `--quick`), so
+ *   the Durable Objects are a bounded population (4,700; 3,200 with `--quick`), and memory can level off once they
+ *   all exist.
+ * - The warm-up: every other request the clients send is the sweep's until it is done, one request to every object
+ *   the load can reach (every key's sync, every user's validation, every counted address's public page and login);
+ *   and the same sweep again after the restart (a restarted server makes each object again on its first use). These
+ *   requests are judged like any other.
  * - The crash: at half-time the server's whole process group gets SIGKILL (no shutdown of any kind), and the same
  *   command restarts it on the same state directory and port. Clients see connection errors meanwhile and go on.
  *
@@ -21,8 +29,18 @@
  *   held to it (approximate and log-only by design);
  * - that every admitted request carries a decision of every enforcing rule the client expects to apply to it, at the
  *   cost it expects (a rule silently skipped would be a free pass); fail-open decisions are counted apart;
- * - 5xx other than a fail-closed rule's deliberate 503 (must be 0);
- * - the RSS of the server's workerd processes, sampled every 2 s (must level off, not grow with the keys seen).
+ * - 5xx other than a fail-closed rule's deliberate 503 (must be 0): each is recorded in full (time, from the kill,
+ *   route, rules, status, headers, body) and classified by its body: wrangler dev's own "worker restarted mid-request"
+ *   503 (its proxy's exact text, when its local runtime restarts) is reported apart, as wrangler dev's; anything else
+ *   is unexpected;
+ * - the RSS of the server's workerd processes, sampled every 2 s: once the warm-up sweep of a phase is answered, over
+ *   the second half of the rest of the phase, the least-squares growth must be at most 10 MB/min plus 10 KB per object
+ *   the runtime made again (judged when that part lasts a minute or more: the full run, not `--quick`). Why: local
+ *   workerd keeps memory for every object it makes, tens of KB for a new one and about 7 KB for one it evicted after
+ *   10 s idle and makes again, whatever the Worker does (bench/object_memory.ts measures it for a bare Worker and for
+ *   Sluice side by side). So the key set must be warm (all objects made), and the churn of evicted objects made again
+ *   (counted by the client: a request to an object idle for over 10 s) is the runtime's allowance; what grows beyond
+ *   it would be Sluice's.
  *
  * Prints a summary, writes bench/results/soak.json and regenerates BENCHMARKS.md. Exit status 1 when a check fails.
  */
@@ -36,7 +54,9 @@ import type { AlgorithmParams } from "../src/rules/types.ts";
 import { BENCH_DIR, log, ROOT, round, writeResult } from "./common.ts";
 import { type Admission, verdictOf } from "./soak/allowance.ts";
 import {
+  dropBuildStep,
   freePort,
+  groupRss,
   killGroup,
   projectCopy,
   signalGroup,
@@ -133,8 +153,14 @@ function zipf(n: number, s: number): () => number {
 }
 
 const KEYS = 400;
-const USERS = 3_000;
-const ADDRESSES = 200_000;
+const USERS = 500;
+/** Client addresses: tens of thousands, all seen by the isolate's own structures (the local flood guard, key lookups). */
+const ADDRESSES = 50_000;
+/**
+ * The addresses that send the routes a global rule counts per address (logins, public pages): a bounded set, so the
+ * Durable Objects are a bounded population that the warm-up sweep creates (see "The server's memory" below).
+ */
+const IP_KEYED_ADDRESSES = opts.quick ? 500 : 1_000;
 const HOT_ADDRESSES = 500;
 
 type Plan = "free" | "pro";
@@ -153,8 +179,12 @@ function addressOf(i: number): string {
 const pickKey = zipf(KEYS, 1.1);
 const pickUser = zipf(USERS, 1.1);
 const pickHotAddress = zipf(HOT_ADDRESSES, 1.1);
-/** 30% of the traffic from a few hundred hot addresses, the rest spread evenly over all of them. */
-const pickAddress = () => (random() < 0.3 ? pickHotAddress() : Math.floor(random() * ADDRESSES));
+/**
+ * 30% of the traffic from a few hundred hot addresses, the rest spread evenly over all of them, or over the bounded
+ * set for a route that a global rule counts per address.
+ */
+const pickAddress = (ipKeyed: boolean) =>
+  random() < 0.3 ? pickHotAddress() : Math.floor(random() * (ipKeyed ? IP_KEYED_ADDRESSES : ADDRESSES));
 
 // ---------------------------------------------------------------------------------------------------------------
 // Requests, and the rules the client expects to decide each (its own table, independent of the Worker's matcher)
@@ -250,6 +280,34 @@ function pickKind(): Kind {
   }
   return KINDS[KINDS.length - 1]!;
 }
+const ipKeyed = (kind: Kind) => kind.expect("free").some((e) => e.identity === "ip");
+
+/** A request chosen in advance: the warm-up sweep's. */
+interface Planned {
+  readonly kind: Kind;
+  readonly ids: Record<Identity, number>;
+  /** Which sweep it belongs to (the restart starts another). */
+  readonly sweep: number;
+}
+
+/**
+ * The warm-up sweep: one request for every Durable Object the load can reach (every API key's sync request, which
+ * three rules decide; every user's validation; every counted address's public page and login), so that the object
+ * population is complete early and the server's memory can be judged once the key set is warm. Its requests are
+ * recorded and judged like all others (they spend the keys' budgets like any request).
+ */
+function sweep(n: number): Planned[] {
+  const kind = (name: string) => KINDS.find((k) => k.name === name)!;
+  const list: { kind: Kind; ids: Record<Identity, number> }[] = [];
+  const other = () => pickAddress(false);
+  for (let i = 0; i < KEYS; i++) list.push({ kind: kind("sync"), ids: { api_key: i, user: 0, ip: other() } });
+  for (let i = 0; i < USERS; i++) list.push({ kind: kind("validate"), ids: { api_key: 0, user: i, ip: other() } });
+  for (let i = 0; i < IP_KEYED_ADDRESSES; i++) {
+    list.push({ kind: kind("public"), ids: { api_key: 0, user: 0, ip: i } });
+    list.push({ kind: kind("login"), ids: { api_key: 0, user: 0, ip: i } });
+  }
+  return list.map((p) => ({ ...p, sweep: n })).reverse(); // taken from the end
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The rules, as the Worker runs them
@@ -282,17 +340,54 @@ const failOpen = new Map<string, number>();
 const failClosed503 = new Map<string, number>();
 /** An admitted request without a decision of a rule that applies to it, or with another cost: must be 0. */
 const unexplained: string[] = [];
-let unexpected5xx = 0;
 /** What wrangler dev's proxy answers (node_modules/wrangler/wrangler-dist/ProxyWorker.js) when its runtime restarts. */
 const WRANGLER_DEV_RESTARTED =
   "Your worker restarted mid-request. Please try sending the request again. Only GET or HEAD requests are retried automatically.";
-let devServerRestart503 = 0;
-const unexpected5xxSamples: string[] = [];
+
+/**
+ * Where a 5xx came from, told by its body and headers alone:
+ * - `wrangler_dev_restart`: wrangler dev's proxy, whose local runtime restarted with this request (not a GET or HEAD,
+ *   which it retries itself) in flight: the exact text of ProxyWorker.js. Not Sluice's, reported apart.
+ * - `sluice_problem`: a problem+json answer of Sluice's other than a fail-closed rule's deliberate 503. Unexpected.
+ * - `other`: anything else (an uncaught exception's 500, a proxy error). Unexpected.
+ */
+type FiveXXClass = "wrangler_dev_restart" | "sluice_problem" | "other";
+interface FiveXX {
+  readonly atMs: number;
+  readonly phase: string;
+  readonly kind: string;
+  readonly method: string;
+  readonly path: string;
+  /** The enforcing rules the client expects to decide it. */
+  readonly rules: readonly string[];
+  readonly status: number;
+  readonly class: FiveXXClass;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+/** Every 5xx other than a fail-closed rule's deliberate 503, in full (the first 1,000). */
+const fiveXX: FiveXX[] = [];
+const fiveXXCounts: Record<FiveXXClass, number> = { wrangler_dev_restart: 0, sluice_problem: 0, other: 0 };
+const failClosedSamples: string[] = [];
 const distinct = { keys: new Set<number>(), users: new Set<number>(), addresses: new Set<number>() };
+/** The (rule, key) objects answered requests went to, as the client counts them: how warm the key set is. */
+const objectsSeen = new Set<string>();
+/**
+ * When each (rule, key) object last had a request answered, and how many times the server made an object, as the
+ * client can tell: a first request, or one after more than IDLE_EVICTION_MS without any (the runtime evicts an idle
+ * object from memory after 10 s and makes it again on its next request). Reset by the restart (a new process).
+ */
+const lastUseMs = new Map<string, number>();
+let objectsMade = 0;
+const IDLE_EVICTION_MS = 10_000;
 
 let phase: "before" | "down" | "after" = "before";
 let loadStartMs = 0;
 let stopping = false;
+/** The warm-up sweep still to send, and when each phase's sweep was done (ms since the start). */
+let warmup: Planned[] = [];
+let warmupLeft = 0;
+const warmedAtMs: { before: number | null; after: number | null } = { before: null, after: null };
 
 interface EchoDecision {
   readonly rule: string;
@@ -330,46 +425,68 @@ function recordAdmitted(
   }
 }
 
-function record5xx(status: number, body: unknown, kind: Kind): void {
-  const problem = body as { type?: string; "violated-policies"?: string[] } | null;
+function record5xx(status: number, body: unknown, text: string, headers: Headers, kind: Kind, path: string): void {
+  const problem = typeof body === "object" ? (body as { type?: string; "violated-policies"?: string[] } | null) : null;
   const rules = problem?.["violated-policies"] ?? [];
-  if (status === 503 && problem?.type === TEMPORARY_REDUCED_CAPACITY && rules.length > 0) {
+  const problemJson = headers.get("content-type")?.startsWith("application/problem+json") === true;
+  if (status === 503 && problemJson && problem?.type === TEMPORARY_REDUCED_CAPACITY && rules.length > 0) {
     if (rules.every((r) => FAIL_CLOSED.has(r))) {
       for (const r of rules) failClosed503.set(r, (failClosed503.get(r) ?? 0) + 1);
+      if (failClosedSamples.length < 3) failClosedSamples.push(`${kind.name}: ${text.slice(0, 200)}`);
       return;
     }
   }
-  if (status === 503 && body === WRANGLER_DEV_RESTARTED) {
-    // wrangler dev's proxy, not Sluice: its local runtime restarted with this (non-GET) request in flight.
-    devServerRestart503++;
-    return;
-  }
-  unexpected5xx++;
-  if (unexpected5xxSamples.length < 5)
-    unexpected5xxSamples.push(
-      `${phase} at ${Date.now() - loadStartMs} ms, ${kind.name}: ${status} ${JSON.stringify(body)}`,
-    );
+  const klass: FiveXXClass =
+    status === 503 && text === WRANGLER_DEV_RESTARTED
+      ? "wrangler_dev_restart"
+      : problemJson
+        ? "sluice_problem"
+        : "other";
+  fiveXXCounts[klass]++;
+  if (fiveXX.length < 1000)
+    fiveXX.push({
+      atMs: Date.now(),
+      phase,
+      kind: kind.name,
+      method: kind.method,
+      path,
+      rules: kind.expect("free").map((e) => e.rule),
+      status,
+      class: klass,
+      headers: Object.fromEntries(headers.entries()),
+      body: text.slice(0, 500),
+    });
 }
 
 async function client(base: string): Promise<void> {
   while (!stopping) {
-    const kind = pickKind();
-    const ids: Record<Identity, number> = { api_key: pickKey(), user: pickUser(), ip: pickAddress() };
+    // While a sweep lasts, every other request is the sweep's: the random load (hot keys included) runs from the start.
+    const planned = (sent++ & 1) === 0 ? warmup.pop() : undefined;
+    const kind = planned?.kind ?? pickKind();
+    const ids: Record<Identity, number> = planned?.ids ?? {
+      api_key: pickKey(),
+      user: pickUser(),
+      ip: pickAddress(ipKeyed(kind)),
+    };
     const { plan } = planOfKey(ids.api_key);
     const headers: Record<string, string> = { "CF-Connecting-IP": addressOf(ids.ip) };
     if (kind.identities.includes("api_key")) headers["Authorization"] = `Bearer ${apiKeyOf(ids.api_key)}`;
     if (kind.identities.includes("user")) headers["X-User-Id"] = userOf(ids.user);
+    const path = kind.path();
     const sentMs = Date.now();
     let status: number;
     let body: unknown;
+    let text: string;
+    let responseHeaders: Headers;
     try {
-      const response = await fetch(base + kind.path(), {
+      const response = await fetch(base + path, {
         method: kind.method,
         headers,
         signal: AbortSignal.timeout(20_000),
       });
       status = response.status;
-      const text = await response.text();
+      responseHeaders = response.headers;
+      text = await response.text();
       try {
         body = JSON.parse(text);
       } catch {
@@ -378,18 +495,39 @@ async function client(base: string): Promise<void> {
     } catch {
       networkErrors++;
       networkErrorsByPhase[phase]++;
+      if (planned !== undefined) warmedOne(planned);
       await new Promise((resolve) => setTimeout(resolve, 50)); // the server is down: do not spin
       continue;
     }
+    if (planned !== undefined) warmedOne(planned);
     const receivedMs = Date.now();
+    for (const e of kind.expect(plan)) {
+      const object = `${e.rule}:${ids[e.identity]}`;
+      objectsSeen.add(object);
+      const last = lastUseMs.get(object);
+      if (last === undefined || sentMs - last > IDLE_EVICTION_MS) objectsMade++;
+      lastUseMs.set(object, receivedMs);
+    }
     latencies.push(receivedMs - sentMs);
     statuses.set(String(status), (statuses.get(String(status)) ?? 0) + 1);
     if (kind.identities.includes("api_key")) distinct.keys.add(ids.api_key);
     if (kind.identities.includes("user")) distinct.users.add(ids.user);
     distinct.addresses.add(ids.ip);
     if (status >= 200 && status < 300) recordAdmitted(kind, plan, ids, body as object, sentMs, receivedMs);
-    else if (status >= 500) record5xx(status, body, kind);
+    else if (status >= 500) record5xx(status, body, text, responseHeaders, kind, path);
   }
+}
+
+let sweeps = 0;
+let sent = 0;
+function warmedOne(planned: Planned): void {
+  if (planned.sweep !== sweeps) return; // the sweep before the crash
+  if (--warmupLeft === 0 && (phase === "before" || phase === "after")) warmedAtMs[phase] = Date.now() - loadStartMs;
+}
+
+function startWarmup(): void {
+  warmup = sweep(++sweeps);
+  warmupLeft = warmup.length;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -400,36 +538,70 @@ const SAMPLE_EVERY_MS = 2_000;
 interface MemorySample {
   readonly atS: number;
   readonly phase: string;
+  /** Taken after this phase's warm-up sweep was answered: every object the load can reach exists. */
+  readonly warm: boolean;
   readonly workerdRssMb: number;
   readonly groupRssMb: number;
   readonly requests: number;
   readonly distinctAddresses: number;
+  /** (rule, key) objects answered requests went to so far. */
+  readonly objectsSeen: number;
+  /** Objects the server made so far (first uses, and uses after 10 s idle), as the client counts them. */
+  readonly objectsMade: number;
 }
 
-function groupRss(pgid: number): { workerdKb: number; totalKb: number } {
-  let workerdKb = 0;
-  let totalKb = 0;
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const close = stat.lastIndexOf(")");
-      const comm = stat.slice(stat.indexOf("(") + 1, close);
-      const fields = stat.slice(close + 2).split(" ");
-      if (Number(fields[2]) !== pgid) continue; // fields: state, ppid, pgrp, ...
-      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${entry}/status`, "utf8"));
-      const kb = rss === null ? 0 : Number(rss[1]);
-      totalKb += kb;
-      if (comm.startsWith("workerd")) workerdKb += kb;
-    } catch {
-      // the process ended between readdir and read
-    }
+/** The growth rate the memory may keep in the second half of a warm phase and still be said to level off, MB/min. */
+const LEVEL_MB_PER_MIN = 10;
+/**
+ * What local workerd itself keeps for each object it makes again after evicting it, KB: bench/object_memory.ts
+ * measured about 7 KB per such request for a bare Worker with no Sluice code (its reuse phase), rounded up. Memory
+ * that grows by no more than this per object made, plus LEVEL_MB_PER_MIN, is the runtime's, not Sluice's.
+ */
+const RUNTIME_KB_PER_OBJECT_MADE = 10;
+/** A warm phase shorter than this is reported, not judged. */
+const JUDGED_SPAN_S = 60;
+
+/** Least-squares slope of RSS over time, MB per minute; NaN with fewer than 3 samples. */
+function slopeMbPerMin(samples: readonly MemorySample[]): number {
+  if (samples.length < 3) return Number.NaN;
+  const n = samples.length;
+  const mx = samples.reduce((a, x) => a + x.atS, 0) / n;
+  const my = samples.reduce((a, x) => a + x.workerdRssMb, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const x of samples) {
+    num += (x.atS - mx) * (x.workerdRssMb - my);
+    den += (x.atS - mx) ** 2;
   }
-  return { workerdKb, totalKb };
+  return den === 0 ? Number.NaN : (num / den) * 60;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Run
+
+/**
+ * The times wrangler dev (re)loaded its local runtime, from its debug logs (one file per session, entries headed
+ * `--- <ISO time> <level>`): each session's first load is its start; any later one is a reload mid-run, which answers
+ * requests in flight with "worker restarted mid-request". With each, the log entries just before it (what set it off).
+ */
+function wranglerReloads(logDir: string): { atMs: number; file: string; before: string[] }[] {
+  const reloads: { atMs: number; file: string; before: string[] }[] = [];
+  if (!existsSync(logDir)) return reloads;
+  for (const file of readdirSync(logDir).sort()) {
+    const entries = readFileSync(join(logDir, file), "utf8").split(/^--- /m);
+    let loads = 0;
+    entries.forEach((entry, i) => {
+      if (!entry.includes('"type":"reloadComplete"')) return;
+      if (loads++ === 0) return; // the session's start
+      const before = entries
+        .slice(Math.max(0, i - 6), i)
+        .map((e) => e.split("\n").slice(0, 2).join(" ").slice(0, 200))
+        .filter((e) => e.trim() !== "");
+      reloads.push({ atMs: Date.parse(entry.slice(0, 24)), file, before });
+    });
+  }
+  return reloads;
+}
 
 const sha256Hex = (text: string) => createHash("sha256").update(text).digest("hex");
 
@@ -457,12 +629,7 @@ function percentile(sorted: readonly number[], p: number): number {
 
 async function main(): Promise<number> {
   const dir = projectCopy("sluice-soak-", { "soak.yaml": readFileSync(RULES_FILE, "utf8") });
-  // The rules are compiled above, once. Without this, wrangler dev re-runs the build command as soon as its watcher of
-  // rules/ is ready and reloads the Worker a few seconds after start-up (and after the restart), answering requests
-  // in flight with its own "worker restarted mid-request" 503: an artefact of wrangler dev, not of Sluice.
-  const toml = join(dir, "wrangler.toml");
-  writeFileSync(toml, readFileSync(toml, "utf8").replace(/\[build\]\n(?:[a-z_]+ = .*\n)+/, ""));
-  if (readFileSync(toml, "utf8").includes("[build]")) throw new Error(`soak: could not drop [build] from ${toml}`);
+  dropBuildStep(dir); // the rules are compiled once, above: no reload of the Worker by wrangler dev's rules/ watcher
   // The state lives in memory when the machine has a tmpfs: a fresh Durable Object opens its own SQLite file, and on a
   // disk each one costs a synchronous flush (~80 ms here, against ~10 ms on tmpfs). A SIGKILL leaves a tmpfs intact
   // exactly as it leaves a disk's page cache, so the crash is the same crash.
@@ -490,7 +657,10 @@ async function main(): Promise<number> {
   ];
   const start = async (): Promise<{ child: ChildProcess; upAfterMs: number }> => {
     const t = Date.now();
-    const child = startWrangler(dir, port, args, "pipe", { WRANGLER_LOG_PATH: join(dir, "wrangler-logs") });
+    const child = startWrangler(dir, port, args, "pipe", {
+      WRANGLER_LOG_PATH: join(dir, "wrangler-logs"), // its debug log: when it reloaded its runtime, and why
+      WRANGLER_CI_DISABLE_CONFIG_WATCHING: "true", // no reload if something touches the copy's wrangler.toml
+    });
     child.stdout?.pipe(logStream, { end: false });
     child.stderr?.pipe(logStream, { end: false });
     const deadline = Date.now() + 90_000;
@@ -517,33 +687,40 @@ async function main(): Promise<number> {
     samples.push({
       atS: round((Date.now() - t0) / 1000, 1),
       phase,
+      warm: phase !== "down" && warmedAtMs[phase] !== null,
       workerdRssMb: round(workerdKb / 1024, 1),
       groupRssMb: round(totalKb / 1024, 1),
       requests: latencies.length,
       distinctAddresses: distinct.addresses.size,
+      objectsSeen: objectsSeen.size,
+      objectsMade,
     });
   };
   const sampler = setInterval(sample, SAMPLE_EVERY_MS);
   const progress = setInterval(() => {
     const last = samples[samples.length - 1];
     log(
-      `soak: ${Math.round((Date.now() - t0) / 1000)} s, ${latencies.length} answered, ${networkErrors} connection errors, workerd ${last?.workerdRssMb ?? "?"} MB`,
+      `soak: ${Math.round((Date.now() - t0) / 1000)} s, ${latencies.length} answered, ${networkErrors} connection errors, workerd ${last?.workerdRssMb ?? "?"} MB, ${objectsSeen.size} objects, ${warmupLeft > 0 ? `warm-up: ${warmupLeft} to go` : "warm"}`,
     );
   }, 10_000);
 
+  startWarmup();
   const clients = Array.from({ length: opts.concurrency }, () => client(base));
   let crash: { atS: number; downMs: number; restartUpMs: number } | null = null;
+  let killedAt: number | null = null;
   try {
     await new Promise((resolve) => setTimeout(resolve, opts.durationMs / 2));
     const pgid = server.child.pid!;
-    const killedAt = Date.now();
+    killedAt = Date.now();
     const exited = new Promise<void>((resolve) => server.child.once("exit", () => resolve()));
     signalGroup(pgid, "SIGKILL");
     phase = "down";
+    lastUseMs.clear(); // the new process makes every object again
     await exited;
     log(`soak: SIGKILL sent to the server's process group at ${Math.round((killedAt - t0) / 1000)} s; restarting`);
     server = await start();
     phase = "after";
+    startWarmup(); // the restarted server's objects are made again as they are used: sweep them again
     crash = {
       atS: round((killedAt - t0) / 1000, 1),
       downMs: Date.now() - killedAt,
@@ -607,27 +784,75 @@ async function main(): Promise<number> {
       };
     });
 
-  // Memory: does it level off? Per phase, the median of its last quarter against the median of its second quarter.
+  // Memory: does it level off once the key set is warm? Per phase, the samples after its warm-up sweep; over their
+  // second half, the least-squares slope of workerd's RSS must stay under LEVEL_MB_PER_MIN.
   const memory = (["before", "after"] as const).map((p) => {
-    const list = samples.filter((s) => s.phase === p).map((s) => s.workerdRssMb);
-    const q = Math.floor(list.length / 4);
-    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? Number.NaN;
-    const second = med(list.slice(q, 2 * q));
-    const last = med(list.slice(3 * q));
+    const all = samples.filter((x) => x.phase === p);
+    const warm = all.filter((x) => x.warm);
+    const spanS = warm.length === 0 ? 0 : warm[warm.length - 1]!.atS - warm[0]!.atS;
+    const mid = warm.length === 0 ? 0 : warm[0]!.atS + spanS / 2;
+    const firstHalf = warm.filter((x) => x.atS < mid);
+    const secondHalf = warm.filter((x) => x.atS >= mid);
+    const slope = slopeMbPerMin(secondHalf);
+    const h0 = secondHalf[0];
+    const h1 = secondHalf[secondHalf.length - 1];
+    const minutes = h0 === undefined || h1 === undefined ? 0 : (h1.atS - h0.atS) / 60;
+    const made = h0 === undefined || h1 === undefined ? 0 : h1.objectsMade - h0.objectsMade;
+    const grewMb = slope * minutes;
+    const allowedMb = LEVEL_MB_PER_MIN * minutes + (RUNTIME_KB_PER_OBJECT_MADE * made) / 1024;
     return {
       phase: p,
-      samples: list.length,
-      secondQuarterMb: second,
-      lastQuarterMb: last,
-      growthPct: round(((last - second) / second) * 100, 1),
-      maxMb: Math.max(...list),
+      samples: all.length,
+      warmAtS: warmedAtMs[p] === null ? null : round(warmedAtMs[p]! / 1000, 1),
+      warmSpanS: round(spanS, 1),
+      startMb: all[0]?.workerdRssMb ?? Number.NaN,
+      warmMb: warm[0]?.workerdRssMb ?? Number.NaN,
+      endMb: all[all.length - 1]?.workerdRssMb ?? Number.NaN,
+      maxMb: Math.max(...all.map((x) => x.workerdRssMb)),
+      warmupSlopeMbPerMin: round(slopeMbPerMin(all.filter((x) => !x.warm)), 1),
+      firstHalfSlopeMbPerMin: round(slopeMbPerMin(firstHalf), 1),
+      secondHalfSlopeMbPerMin: round(slope, 1),
+      objectsSeenSecondHalf:
+        secondHalf.length === 0 ? null : [secondHalf[0]!.objectsSeen, secondHalf[secondHalf.length - 1]!.objectsSeen],
+      secondHalf: {
+        minutes: round(minutes, 2),
+        requests: h0 === undefined || h1 === undefined ? 0 : h1.requests - h0.requests,
+        objectsMade: made,
+        grewMb: round(grewMb, 1),
+        allowedMb: round(allowedMb, 1),
+      },
+      levelled: spanS >= JUDGED_SPAN_S && Number.isFinite(slope) ? grewMb <= allowedMb : null,
     };
   });
-  // Judged only over phases of 2 minutes or more: a shorter one is mostly the server warming up (and the objects the
-  // runtime keeps for 10 s after their last request filling up to their steady number).
-  const judged = memory.every((m) => m.samples * SAMPLE_EVERY_MS >= 120_000);
-  const grows = memory.some((m) => m.growthPct > 15 && m.lastQuarterMb - m.secondQuarterMb > 30);
-  const levelled = judged ? !grows : null;
+  const levelled = memory.some((m) => m.levelled === false)
+    ? false
+    : memory.every((m) => m.levelled === true)
+      ? true
+      : null;
+
+  // wrangler dev's own messages in the server log (its JSON lines are Sluice's events), the errors among them counted.
+  const serverMessages = new Map<string, number>();
+  for (const line of serverText.split("\n")) {
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes in wrangler's output
+    const plain = line.replace(/\x1b\[[0-9;]*m/g, "").trim();
+    if (plain === "" || plain.startsWith("{") || !/error|warn|restart|reload|overload|crash|fail/i.test(plain))
+      continue;
+    const shape = plain.replace(/\d+/g, "N").slice(0, 200);
+    serverMessages.set(shape, (serverMessages.get(shape) ?? 0) + 1);
+  }
+
+  const fromKill = (atMs: number) => (killedAt === null ? null : round((atMs - killedAt) / 1000, 1));
+  const fiveXXRecords = fiveXX.map(({ atMs, ...rest }) => ({
+    atS: round((atMs - t0) / 1000, 1),
+    fromKillS: fromKill(atMs),
+    ...rest,
+  }));
+  const unexpected5xx = fiveXXCounts.sluice_problem + fiveXXCounts.other;
+  const reloads = wranglerReloads(join(dir, "wrangler-logs")).map((r) => ({
+    atS: round((r.atMs - t0) / 1000, 1),
+    fromKillS: fromKill(r.atMs),
+    before: r.before,
+  }));
 
   const sorted = [...latencies].sort((a, b) => a - b);
   const answered = latencies.length;
@@ -643,6 +868,7 @@ async function main(): Promise<number> {
       seededAccounts: seeded,
       users: USERS,
       addressSpace: ADDRESSES,
+      ipKeyedAddresses: IP_KEYED_ADDRESSES,
       distinctKeysUsed: distinct.keys.size,
       distinctUsersUsed: distinct.users.size,
       distinctAddressesUsed: distinct.addresses.size,
@@ -660,18 +886,34 @@ async function main(): Promise<number> {
     unexplainedAdmissions: unexplained.length,
     unexplainedSamples: unexplained.slice(0, 5),
     unexpected5xx,
-    unexpected5xxSamples,
-    devServerRestart503,
+    fiveXX: { counts: fiveXXCounts, records: fiveXXRecords },
+    /** wrangler dev's reloads of its runtime mid-run (not the start, not the restart after the kill). */
+    wranglerReloads: reloads,
+    failClosedSamples,
     serverEvents: events,
-    memory: { levelled, phases: memory, samples },
+    serverMessages: Object.fromEntries([...serverMessages.entries()].slice(0, 30)),
+    memory: {
+      criterion: `over the second half of each phase after its warm-up sweep (at least ${JUDGED_SPAN_S} s of it), workerd's RSS (least-squares fit) grows by at most ${LEVEL_MB_PER_MIN} MB/min plus ${RUNTIME_KB_PER_OBJECT_MADE} KB per object the runtime made again after evicting it (its own cost, bench/object_memory.ts)`,
+      levelled,
+      phases: memory,
+      samples,
+    },
   };
   const path = writeResult("soak", COMMAND, data);
-  printSummary(data);
   log(`soak: wrote ${path}`);
   const report = spawnSync(process.execPath, ["--import", "tsx", join("bench", "report.ts")], {
     cwd: ROOT,
-    stdio: "inherit",
+    stdio: ["ignore", "ignore", "inherit"],
   });
+  // The section report.ts wrote into BENCHMARKS.md, printed as it stands there.
+  const benchmarks = readFileSync(join(ROOT, "BENCHMARKS.md"), "utf8");
+  const at = benchmarks.indexOf("## 6. Soak");
+  const next = benchmarks.indexOf("\n## ", at + 1);
+  process.stdout.write(`\n${at < 0 ? "" : benchmarks.slice(at, next < 0 ? undefined : next + 1)}`);
+  for (const r of fiveXXRecords)
+    process.stdout.write(
+      `5xx ${r.class} at ${r.atS} s (${r.fromKillS === null ? "no kill" : `${r.fromKillS} s from the kill`}), ${r.method} ${r.path} (${r.kind}): ${r.status} ${r.body.slice(0, 160)}\n`,
+    );
   if (opts.keep) log(`soak: kept ${dir} (server log in server.log) and its state in ${state}`);
   else {
     rmSync(dir, { recursive: true, force: true });
@@ -680,60 +922,6 @@ async function main(): Promise<number> {
   const ok = overAdmission === 0 && unexplained.length === 0 && unexpected5xx === 0 && levelled !== false;
   log(ok ? "soak: PASS" : "soak: FAIL");
   return ok && report.status === 0 ? 0 : 1;
-}
-
-function printSummary(d: {
-  durationS: number;
-  requests: number;
-  requestsPerS: number;
-  p50Ms: number;
-  p99Ms: number;
-  statuses: Record<string, number>;
-  connectionErrors: Record<string, number>;
-  crash: { atS: number; downMs: number } | null;
-  population: Record<string, number>;
-  rules: readonly {
-    rule: string;
-    algorithm: string;
-    keys: number;
-    admittedCost: number;
-    tightestKey: { admitted: number; allowedOverRun: number } | null;
-    keysAt90PctOrMore: number;
-    overAdmission: number;
-    failOpen: number;
-    failClosed503: number;
-  }[];
-  overAdmission: number;
-  unexplainedAdmissions: number;
-  unexpected5xx: number;
-  devServerRestart503: number;
-  memory: {
-    levelled: boolean | null;
-    phases: readonly { phase: string; secondQuarterMb: number; lastQuarterMb: number }[];
-  };
-}): void {
-  const out = process.stdout;
-  out.write(
-    `\nsoak: ${d.durationS} s, ${d.requests} requests answered, ${d.requestsPerS} req/s, p50 ${d.p50Ms} ms, p99 ${d.p99Ms} ms\n`,
-  );
-  out.write(`statuses: ${JSON.stringify(d.statuses)}; connection errors: ${JSON.stringify(d.connectionErrors)}\n`);
-  if (d.crash !== null) out.write(`crash: SIGKILL at ${d.crash.atS} s, back after ${d.crash.downMs} ms\n`);
-  out.write(
-    `distinct: ${d.population.distinctKeysUsed} API keys, ${d.population.distinctUsersUsed} users, ${d.population.distinctAddressesUsed} client addresses\n\n`,
-  );
-  out.write(
-    "rule                  algorithm        keys  admitted  tightest key (admitted/allowed)  keys>=90%  over  fail_open  fail_closed\n",
-  );
-  for (const r of d.rules)
-    out.write(
-      `${r.rule.padEnd(22)}${r.algorithm.padEnd(17)}${String(r.keys).padStart(5)}${String(r.admittedCost).padStart(10)}  ${(r.tightestKey === null ? "-" : `${r.tightestKey.admitted}/${r.tightestKey.allowedOverRun}`).padStart(31)}${String(r.keysAt90PctOrMore).padStart(11)}${String(r.overAdmission).padStart(6)}${String(r.failOpen).padStart(11)}${String(r.failClosed503).padStart(13)}\n`,
-    );
-  out.write(
-    `\nover-admission: ${d.overAdmission}; admissions without an expected rule's decision: ${d.unexplainedAdmissions}; unexpected 5xx: ${d.unexpected5xx} (and ${d.devServerRestart503} of wrangler dev's own "worker restarted mid-request" 503)\n`,
-  );
-  out.write(
-    `memory (workerd RSS, 2nd -> last quarter of each phase): ${d.memory.phases.map((m) => `${m.phase} ${m.secondQuarterMb} -> ${m.lastQuarterMb} MB`).join(", ")}: ${d.memory.levelled === null ? "not judged (phases under 2 minutes)" : d.memory.levelled ? "levels off" : "GROWS"}\n\n`,
-  );
 }
 
 process.exitCode = await main();
