@@ -436,8 +436,6 @@ export class Coalescer {
    * Make one call for everything queued (the leader first) and whatever leases are to be given back; answer every
    * request in it, and return the leader's answer (`null` without a leader: a call that only gives units back).
    * `st.inFlight` is already set; it is cleared here, and the next call handed to the first request waiting.
-   * long: one call's whole life, read in the order that matters (lease answers, give-backs, the call, hand-off,
-   * answers); the lease rework in progress changes each of these steps.
    */
   private async flush(
     st: KeyState,
@@ -448,39 +446,76 @@ export class Coalescer {
     const { clock, counters } = this.options;
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
-    // Requests that waited while a lease arrived are answered from it first, in arrival order.
-    let mine: Asked | null = null;
-    const now = clock();
-    const lease = st.lease;
-    let served = 0;
-    if (lease !== null && !lease.returned && now < lease.endsAtMs) {
-      for (const w of queued) {
-        if (lease.unitsLeft < w.cost) break;
-        lease.unitsLeft -= w.cost;
-        counters.lease_answers++;
-        const answer = this.leaseAnswer(st, lease, w.cost, now);
-        if (w === leader) mine = answer;
-        else w.resolve(answer);
-        served++;
-      }
-    }
-    let batch = queued.slice(served);
-    if (batch.length > 0 && now < st.scarceUntilMs) {
-      // The key is scarce and this isolate's share is spent: refuse here, not by a call each (see `scarceAnswer`).
-      for (const w of batch) {
-        counters.lease_answers++;
-        const answer = this.scarceAnswer(st, now);
-        if (w === leader) mine = answer;
-        else w.resolve(answer);
-      }
-      batch = [];
-    }
+    const { batch, mine } = this.answerHere(st, queued, leader, clock());
     if (batch.length === 0 && st.returns.length === 0 && !renew) {
       st.inFlight = false;
       this.handOff(st);
       return mine;
     }
     if (st.lease !== null) this.endLease(st);
+    const input = this.callInput(st, batch, renew);
+    const sentAtMs = clock();
+    let answers: Asked[] = [];
+    try {
+      const answer = await callObject(st.transport, st.name, input, st.timeoutMs, {
+        sleep: this.options.sleep,
+        stats: counters,
+      });
+      answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
+    } finally {
+      st.inFlight = false;
+      this.handOff(st);
+    }
+    batch.forEach((w, i) => {
+      const a = answers[i]!;
+      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
+    });
+    let leaderAnswer = mine;
+    batch.forEach((w, i) => {
+      const a = answers[i]!;
+      if (w === leader) leaderAnswer = a;
+      else w.resolve(a);
+    });
+    return leaderAnswer;
+  }
+
+  /**
+   * The queued requests this isolate answers without a call: first from a lease that arrived while they waited, in
+   * arrival order; then, while the key is scarce and this isolate's share spent, refused here rather than by a call
+   * each (see `scarceAnswer`). The rest make the call's batch; `mine` is the leader's answer if it got one here.
+   */
+  private answerHere(
+    st: KeyState,
+    queued: readonly Waiting[],
+    leader: Waiting | null,
+    now: number,
+  ): { batch: Waiting[]; mine: Asked | null } {
+    const { counters } = this.options;
+    let mine: Asked | null = null;
+    const answer = (w: Waiting, a: Asked) => {
+      counters.lease_answers++;
+      if (w === leader) mine = a;
+      else w.resolve(a);
+    };
+    const lease = st.lease;
+    let served = 0;
+    if (lease !== null && !lease.returned && now < lease.endsAtMs) {
+      for (const w of queued) {
+        if (lease.unitsLeft < w.cost) break;
+        lease.unitsLeft -= w.cost;
+        answer(w, this.leaseAnswer(st, lease, w.cost, now));
+        served++;
+      }
+    }
+    const batch = queued.slice(served);
+    if (batch.length === 0 || now >= st.scarceUntilMs) return { batch, mine };
+    for (const w of batch) answer(w, this.scarceAnswer(st, now));
+    return { batch: [], mine };
+  }
+
+  /** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
+  private callInput(st: KeyState, batch: readonly Waiting[], renew: boolean): CallInput {
+    const { counters } = this.options;
     const giveBack: LeaseReturn[] = [];
     for (const held of st.returns.splice(0)) {
       held.returned = true;
@@ -500,28 +535,7 @@ export class Coalescer {
     if (input.lease == null) this.lastAsk.delete(st);
     else this.lastAsk.set(st, input.lease);
     if (batch.length > 1) counters.batched_requests += batch.length;
-    const sentAtMs = clock();
-    let answers: Asked[] = [];
-    try {
-      const answer = await callObject(st.transport, st.name, input, st.timeoutMs, {
-        sleep: this.options.sleep,
-        stats: counters,
-      });
-      answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
-    } finally {
-      st.inFlight = false;
-      this.handOff(st);
-    }
-    batch.forEach((w, i) => {
-      const a = answers[i]!;
-      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
-    });
-    batch.forEach((w, i) => {
-      const a = answers[i]!;
-      if (w === leader) mine = a;
-      else w.resolve(a);
-    });
-    return mine;
+    return input;
   }
 
   /**
