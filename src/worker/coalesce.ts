@@ -181,13 +181,15 @@ export class Coalescer {
   private readonly lastAsk = new WeakMap<KeyState, LeaseAsk>();
   private readonly maxKeys: number;
   private readonly maxWaiting: number;
-  /** A small pseudo-random sequence, seeded from this isolate's first id: spreads renewals (see `spread`). */
-  private spreadSeed: number;
+  /**
+   * A small pseudo-random sequence, seeded from an id on first use: spreads renewals (see `spread`). Not in the
+   * constructor: the Worker makes its coalescer at module load, where the runtime refuses random values.
+   */
+  private spreadSeed: number | null = null;
 
   constructor(private readonly options: CoalescerOptions) {
     this.maxKeys = options.maxKeys ?? COALESCE_MAX_KEYS;
     this.maxWaiting = options.maxWaiting ?? COALESCE_MAX_WAITING;
-    this.spreadSeed = hashString(options.newId());
   }
 
   /**
@@ -198,7 +200,7 @@ export class Coalescer {
   private spread(rangeMs: number): number {
     if (rangeMs < 1) return 0;
     // xorshift32
-    let x = this.spreadSeed;
+    let x = this.spreadSeed ?? hashString(this.options.newId());
     x ^= x << 13;
     x ^= x >>> 17;
     x ^= x << 5;
