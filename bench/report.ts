@@ -351,6 +351,7 @@ type ClusterRow = {
   requests: number;
   objectCallsPerS: number;
   overloaded: number;
+  overloadedInWarmup?: number;
   failed: number;
   admitted: number;
   exactAdmitted: number;
@@ -377,23 +378,28 @@ if (
   const met = (ok: unknown) => (ok === true ? "**met**" : "**not met**");
   const worst = (r: Record<string, number> | null) => (r === null ? "n/a" : String(Math.max(...Object.values(r))));
   out.push(
-    `bench/cluster.ts: simulated time over the REAL isolate coalescer and leases (src/worker/coalesce.ts), the object's batch/lease/idempotency logic (store.ts) and the pure core. ${d.isolates} isolates in 5 regions (round trips 5-150 ms), uneven load (isolate i gets a share proportional to 1/(i + 10)), one object serving at most ~1,000 calls/s (1 ms per call, \`overloaded\` beyond 100 queued), one key, Poisson arrivals for ${d.durationMs / 1000} s after 1 s of warm-up. Rules: token_bucket 5000/s burst 1000 and fixed_window 300000/min, each \`lease: { ttl: 1s, above: 10/s }\`. "Exact" = the pure core deciding every arrival at its arrival time. Over-admission: window = admitted beyond the limit in any window (by decision time); rate = beyond burst + rate x t (and beyond the lease bound burst + rate x (t + ttl)), worst over spans of 0.1, 1 and 5 s. Added latency = arrival to answer. A failed call (overloaded, timeout) fails open (\`on_error: open\`, the default) and its requests count as admitted: that, not the leases, is the over-admission at 50k req/s (with \`on_error: closed\` they would be refused with 503).`,
+    `bench/cluster.ts: simulated time over the REAL isolate coalescer and leases (src/worker/coalesce.ts), the object's batch/lease/idempotency logic (store.ts) and the pure core. ${d.isolates} isolates in 5 regions (round trips 5-150 ms), uneven load (isolate i gets a share proportional to 1/(i + 10)), one object serving at most ~1,000 calls/s (1 ms per call, \`overloaded\` beyond 100 queued), one key, Poisson arrivals for ${d.durationMs / 1000} s after 1 s of warm-up. Rules: token_bucket 5000/s burst 1000 and fixed_window 300000/min, each \`lease: { ttl: 1s, above: 10/s }\`. Leases as built: an isolate asks for what it saw in one ttl plus a margin; the object grants a rate rule's key by demand (units x min(1, supply / demand), supply = what the key holds + its refill over the ttl), a window's first come; an isolate renews at its lease's end in one call (unused units back + next ask), refuses locally until then once its share of a short key is spent, and spreads renewals (terms shortened pseudo-randomly, a hold after a window's end). "Exact" = the pure core deciding every arrival at its arrival time. Over-admission: window = admitted beyond the limit in any window (by decision time); rate = beyond burst + rate x t (and beyond the lease bound burst + rate x (t + ttl)), worst over spans of 0.1, 1 and 5 s. Added latency = arrival to answer. A failed call (overloaded, timeout) fails open (\`on_error: open\`, the default) and its requests count as admitted. "overloaded" counts the measured 10 s; "cold start" the overloaded calls of the warm-up second, when every isolate first meets the key at once and makes coalesced calls until it has seen enough to lease (they fail open too, and are not in the measured figures).`,
     "",
-    "| rule | load req/s | object calls/s | overloaded | admitted | exact | diff | from lease | over-admission | over lease bound | added p50 / p99 ms |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| rule | load req/s | object calls/s | overloaded | cold start overloaded | admitted | exact | diff | from lease | over-admission | over lease bound | added p50 / p99 ms |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...d.rows.map(
       (r) =>
-        `| ${r.rule} | ${r.loadPerS} | ${r.objectCallsPerS} | ${r.overloaded} | ${r.admitted} | ${r.exactAdmitted} | ${r.admittedVsExactPct}% | ${r.leaseAnswersPct}% | ${r.overWindow ?? worst(r.overRate)} | ${r.overWindow === null ? worst(r.overLeaseBound) : "n/a"} | ${r.addedLatencyP50Ms} / ${r.addedLatencyP99Ms} |`,
+        `| ${r.rule} | ${r.loadPerS} | ${r.objectCallsPerS} | ${r.overloaded} | ${r.overloadedInWarmup ?? "n/a"} | ${r.admitted} | ${r.exactAdmitted} | ${r.admittedVsExactPct}% | ${r.leaseAnswersPct}% | ${r.overWindow ?? worst(r.overRate)} | ${r.overWindow === null ? worst(r.overLeaseBound) : "n/a"} | ${r.addedLatencyP50Ms} / ${r.addedLatencyP99Ms} |`,
     ),
     "",
     "Goals (issue 10):",
     "",
     `- object calls <= 500/s at 10k req/s: ${met(g.callsMet)} (${g["object calls <= 500/s at 10k req/s"]})`,
     `- none overloaded at 10k req/s: ${met(g.overloadMet)} (${g["none overloaded at 10k req/s"]})`,
-    `- admitted within 1% of the exact single writer at 10k req/s: ${met(g.accuracyMet)} (${g["admitted within 1% of the exact single writer at 10k req/s"]}; a rate rule over its limit under-admits: an isolate granted less than it asked for refuses beyond its share for one ttl)`,
+    `- admitted within 1% of the exact single writer at 10k req/s: ${met(g.accuracyMet)} (${g["admitted within 1% of the exact single writer at 10k req/s"]})`,
     `- 0 over-admission for window rules: ${met(g.windowMet)} (${g["0 over-admission for window rules (all loads)"]})`,
     `- rate rules within burst + rate x (t + ttl): ${met(g.rateMet)} (${g["rate rules within burst + rate x (t + ttl) (all loads)"]})`,
     `- no change at <= 10 req/s per key: ${met(g.lowMet)} (${g["no change at <= 10 req/s per key"]})`,
+    "",
+    "Not stated goals, reported as they are:",
+    "",
+    `- object calls/s bounded whatever the load (at most ~1,000/s, none overloaded, in the measured 10 s): ${met(g.boundedMet)} (${g["object calls/s at every load (bounded whatever the load)"]})`,
+    `- the cold start (warm-up second, not measured above): overloaded calls ${g["overloaded in the warm-up (cold start), all loads"]}`,
     "",
   );
 }

@@ -189,10 +189,12 @@ export function leaseTermMs(params: AlgorithmParams, atMs: number, ttlMs: number
 }
 
 /**
- * What a key can hand out as leases over the next `ttlMs`, beyond what it holds now: a rate algorithm's refill over
- * that time; nothing for a window algorithm (its budget comes back only at the window's end, which no lease crosses).
+ * What a key can hand out as leases over the next `ttlMs`, beyond what it holds now, when it is shared by demand: a
+ * rate algorithm's refill over that time. `null` for a window algorithm: its remaining units go first come, as its own
+ * exact requests would (a window does not refill within it, and sharing its last units across a ttl would hand them
+ * out later than the single writer does).
  */
-export function leaseRefillOver(params: AlgorithmParams, ttlMs: number): number {
+export function leaseRefillOver(params: AlgorithmParams, ttlMs: number): number | null {
   const lease = leasePolicy(params.algorithm);
-  return lease.kind === "rate" ? lease.refillOver(params, ttlMs) : 0;
+  return lease.kind === "rate" ? lease.refillOver(params, ttlMs) : null;
 }

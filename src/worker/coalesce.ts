@@ -122,6 +122,8 @@ interface KeyState {
    * lease's end (when this isolate asks again), or later when the object's own denial said so. 0: not scarce.
    */
   scarceUntilMs: number;
+  /** What a refusal while scarce tells the client to wait for (at least `scarceUntilMs`): see `scarceAnswer`. */
+  scarceRetryAtMs: number;
   /** Arrivals this isolate saw, per bucket of the lease ttl: for `lease.above` and lease sizing. */
   seenBucket: number;
   seenCurr: number;
@@ -129,6 +131,8 @@ interface KeyState {
   /** When this isolate's current run of arrivals of the key began (after a quiet bucket), and how many it has had. */
   runStartMs: number;
   runCount: number;
+  /** The last arrival of the key here (this isolate's clock), ms. */
+  lastSeenMs: number;
 }
 
 /** Counters for `/_sluice/stats`. */
@@ -257,11 +261,11 @@ export class Coalescer {
   }
 
   /**
-   * A refusal while the key is scarce: this isolate has had its share until `scarceUntilMs`, when it asks the object
-   * again (its renewal), so that is the honest retry: no earlier request can be admitted here.
+   * A refusal while the key is scarce. Its retry is honest: this isolate admits nothing before its lease ends (when it
+   * asks the object again), nor before the key reopens if the object's own denial said when (a window's end).
    */
   private scarceAnswer(st: KeyState, now: number): Asked {
-    const waitMs = Math.max(1, st.scarceUntilMs - now);
+    const waitMs = Math.max(1, st.scarceRetryAtMs - now);
     return {
       kind: "answered",
       result: {
@@ -358,11 +362,13 @@ export class Coalescer {
         lease: null,
         returns: [],
         scarceUntilMs: 0,
+        scarceRetryAtMs: 0,
         seenBucket: 0,
         seenCurr: 0,
         seenPrev: 0,
         runStartMs: 0,
         runCount: 0,
+        lastSeenMs: 0,
       };
       this.evict();
     } else {
@@ -395,6 +401,7 @@ export class Coalescer {
     }
     st.seenCurr++;
     st.runCount++;
+    st.lastSeenMs = now;
   }
 
   private roll(st: KeyState, now: number): void {
@@ -546,7 +553,9 @@ export class Coalescer {
    * Nothing while a call is in flight (the units go back with it).
    */
   private async renewOrReturn(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): Promise<void> {
-    const renew = this.leaseAsk(st) !== null;
+    // Renew only a key requested here within the last ttl, so an idle key's lease is given back, not kept alive.
+    const ttlMs = st.leaseSettings?.ttlMs ?? 0;
+    const renew = this.options.clock() - st.lastSeenMs < ttlMs && this.leaseAsk(st) !== null;
     if (st.inFlight) return;
     if (st.returns.length === 0 && !renew) {
       this.handOff(st); // requests that waited through a hold go on as usual
@@ -573,17 +582,20 @@ export class Coalescer {
           ? this.adopt(st, result, sentAtMs, asked, keepAlive)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
       // Asked for a slice and got less: the key's budget is short; this isolate makes do with its share until its
-      // lease ends (and asks again then), or until the object's own denial in this call says the key reopens.
+      // lease ends, and asks again then (so units given back meanwhile are not lost). Its refusals tell the client
+      // the later of that and when the object's own denial in this call said the key reopens.
       st.scarceUntilMs = 0;
+      st.scarceRetryAtMs = 0;
       if (asked !== undefined && granted < asked.units) {
         const now = this.options.clock();
         let reopensAtMs = endsAtMs;
         for (const r of result.results) {
           if (r.ok && !r.decision.allowed && r.decision.retryAfterMs !== null) {
-            reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs + this.spread(asked.ttlMs / 4));
+            reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs);
           }
         }
-        st.scarceUntilMs = reopensAtMs;
+        st.scarceUntilMs = endsAtMs;
+        st.scarceRetryAtMs = reopensAtMs;
       }
       return batch.map((w, i): Asked => {
         const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };

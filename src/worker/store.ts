@@ -293,12 +293,12 @@ export function callRecord(
 /**
  * Grant a lease: charge up to `ask.units` at `nowMs`, exactly as that many cost-1 requests then.
  *
- * When the key is short, it is shared by demand: the record keeps the units isolates asked for over the last ttl
- * (`leaseAsks`, the key's demand D), and the supply S over one ttl is what the key holds now plus what it regains in
- * that time (a rate algorithm's refill; nothing for a window). Each ask gets `units × min(1, S / D)` (rounded up, so
- * a last unit is still handed out), and never more than the key holds now. So the grants of one ttl add up to about
- * the supply, each isolate gets a slice in proportion to its traffic, and none holds units it will not use while
- * others refuse.
+ * A rate algorithm's key, when short, is shared by demand: the record keeps the units isolates asked for over the
+ * last ttl (`leaseAsks`, the key's demand D), and the supply S over one ttl is what the key holds now plus its refill
+ * in that time. Each ask gets `units × min(1, S / D)` (rounded up, so a last unit is still handed out), and never
+ * more than the key holds now. So the grants of one ttl add up to about the supply, each isolate gets a slice in
+ * proportion to its traffic, and none holds units it will not use while others refuse. A window's remaining units go
+ * first come (`leaseRefillOver`).
  */
 function grantLease(
   record: LimiterRecord | null,
@@ -312,8 +312,12 @@ function grantLease(
   const elapsedMs = Math.min(ttlMs, Math.max(0, nowMs - asks.bucket * ttlMs));
   const demand = asks.curr + Math.floor((asks.prev * (ttlMs - elapsedMs)) / ttlMs);
   const available = peekRecord(record, rule, nowMs).remaining;
-  const supply = available + leaseRefillOver(rule.params, ttlMs);
-  const share = demand <= supply ? ask.units : Number(ceilDivBig(BigInt(ask.units) * BigInt(supply), BigInt(demand)));
+  const refill = leaseRefillOver(rule.params, ttlMs);
+  const supply = refill === null ? null : available + refill;
+  const share =
+    supply === null || demand <= supply
+      ? ask.units
+      : Number(ceilDivBig(BigInt(ask.units) * BigInt(supply), BigInt(demand)));
   const units = Math.min(ask.units, share, available);
   let current = record;
   let lease: LeaseGrant | null = null;
