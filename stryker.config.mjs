@@ -2,8 +2,10 @@
 // One file at a time is kinder to a shared machine: `npm run test:mutation -- --mutate src/algorithms/gcra.ts`.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
-  testRunner: "vitest",
-  // The plain-Node tests of the core (vitest.mutation.config.ts); the Workers-runtime tests cannot run under Stryker.
+  // Stryker's vitest runner, but a test file that fails to load counts as a failed test (scripts/stryker-vitest-files.mjs).
+  plugins: ["@stryker-mutator/*", "./scripts/stryker-vitest-files.mjs"],
+  testRunner: "vitest-files",
+  // The core's tests and the rule-file tests (vitest.mutation.config.ts), quick tables first, fewer fast-check cases.
   vitest: { configFile: "vitest.mutation.config.ts", related: true },
   mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts"],
   coverageAnalysis: "perTest",
@@ -12,6 +14,8 @@ export default {
   // A mutant that loops forever (a loop bound flipped) is stopped after its tests' normal time × 1.5 + this many ms.
   timeoutMS: 10_000,
   reporters: ["clear-text", "progress", "html", "json"],
+  // `npm run test:mutation -- --incremental` retests only mutants whose code or tests changed since the last run.
+  incrementalFile: "reports/stryker-incremental.json",
   htmlReporter: { fileName: "reports/mutation/index.html" },
   jsonReporter: { fileName: "reports/mutation/mutation.json" },
   thresholds: { high: 95, low: 90, break: 95 },

@@ -93,8 +93,8 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
     return same ? state : null;
   },
 
+  // The length of the window `nowMs` is in: `window` ms, or this calendar month's length.
   headerWindowMs(params, nowMs) {
-    if (params.window.kind === "ms") return params.window.ms;
     const i = windowIndex(params.window, nowMs);
     return windowStartMs(params.window, i + 1) - windowStartMs(params.window, i);
   },

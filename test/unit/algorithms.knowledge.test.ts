@@ -18,16 +18,24 @@ import {
   deniedUntilMs,
   describeParams,
   headerWindowMs,
+  LEASE_ALGORITHMS,
+  leasePolicy,
+  leaseRefillOver,
+  leaseTermMs,
   levelAt,
   levelName,
+  packedPath,
   peakSpanMs,
+  type Window,
   type Words,
 } from "../../src/algorithms/index.ts";
+import type { ParamReader } from "../../src/algorithms/types.ts";
 import {
   fixedWindow,
   gcraP,
   leakyBucket,
   leakyQueue,
+  rate as rateOf,
   slidingCounter,
   slidingLog,
   tokenBucket,
@@ -74,6 +82,278 @@ describe("rule-file fields: what each algorithm takes, as docs/rules.md lists th
     expect(spec.keys).toEqual(keys);
     expect(spec.takes).toBe(takes);
     expect(spec.capacityName).toBe(capacityName);
+  });
+});
+
+/**
+ * A reader that hands out given values, the way src/rules does after checking the syntax: a field in `invalid` reads
+ * as `undefined` (its error already reported), a field not given reads as its fallback.
+ */
+function reader(fields: Readonly<Record<string, unknown>>, invalid: readonly string[] = []) {
+  const errors: string[] = [];
+  const given = (key: string) => key in fields || invalid.includes(key);
+  const value = (key: string) => (invalid.includes(key) ? undefined : fields[key]);
+  const r: ParamReader = {
+    rate: () => value("rate") as ReturnType<ParamReader["rate"]>,
+    window: () => value("window") as Window | undefined,
+    int: (key, options = {}) => (given(key) ? (value(key) as number | undefined) : options.fallback),
+    bool: (key, fallback) => (given(key) ? (value(key) as boolean | undefined) : fallback),
+    has: (key) => key in fields,
+    error: (key, message) => errors.push(`${key}: ${message}`),
+  };
+  return { r, errors };
+}
+
+describe("params.read: the resolved parameters, or null when a field was invalid", () => {
+  const R = rateOf(10, 1000);
+  const W: Window = { kind: "ms", ms: 60_000 };
+  const MONTH: Window = { kind: "month" };
+  type Row = readonly [
+    string,
+    string,
+    Readonly<Record<string, unknown>>,
+    readonly string[],
+    unknown,
+    readonly string[],
+  ];
+  // [name, algorithm, fields, invalid fields, expected, errors the algorithm itself reports]
+  const table: readonly Row[] = [
+    ...(["token_bucket", "gcra", "leaky_bucket"] as const).flatMap((a): Row[] => [
+      [`${a}`, a, { rate: R, burst: 20 }, [], { algorithm: a, rate: R, burst: 20 }, []],
+      [`${a}, rate invalid`, a, { rate: R, burst: 20 }, ["rate"], null, []],
+      [`${a}, burst invalid`, a, { rate: R, burst: 20 }, ["burst"], null, []],
+    ]),
+    [
+      "token_bucket: burst × rate period past 2^50",
+      "token_bucket",
+      { rate: rateOf(1, 2 ** 40), burst: 1025 },
+      [],
+      null,
+      [
+        `burst: burst × rate period is too large for exact arithmetic (max 2^50); use a shorter period or a smaller burst (1025 × ${2 ** 40} ms)`,
+      ],
+    ],
+    [
+      "token_bucket: exactly 2^50",
+      "token_bucket",
+      { rate: rateOf(1, 2 ** 40), burst: 1024 },
+      [],
+      { algorithm: "token_bucket", rate: rateOf(1, 2 ** 40), burst: 1024 },
+      [],
+    ],
+    [
+      "leaky_queue: its capacity, burst + 1, past 2^50",
+      "leaky_queue",
+      { rate: rateOf(1, 2 ** 40), burst: 1024 },
+      [],
+      null,
+      [
+        `burst: (burst + 1) × rate period is too large for exact arithmetic (max 2^50); use a shorter period or a smaller burst (1025 × ${2 ** 40} ms)`,
+      ],
+    ],
+    [
+      "leaky_queue, delay",
+      "leaky_queue",
+      { rate: R, burst: 20, delay: 5 },
+      [],
+      { algorithm: "leaky_queue", rate: R, burst: 20, delay: 5 },
+      [],
+    ],
+    [
+      "leaky_queue, no delay given: 0",
+      "leaky_queue",
+      { rate: R, burst: 20 },
+      [],
+      { algorithm: "leaky_queue", rate: R, burst: 20, delay: 0 },
+      [],
+    ],
+    [
+      "leaky_queue, nodelay: the burst",
+      "leaky_queue",
+      { rate: R, burst: 20, nodelay: true },
+      [],
+      { algorithm: "leaky_queue", rate: R, burst: 20, delay: 20 },
+      [],
+    ],
+    [
+      "leaky_queue, nodelay false: 0",
+      "leaky_queue",
+      { rate: R, burst: 20, nodelay: false },
+      [],
+      { algorithm: "leaky_queue", rate: R, burst: 20, delay: 0 },
+      [],
+    ],
+    [
+      "leaky_queue, delay = burst",
+      "leaky_queue",
+      { rate: R, burst: 20, delay: 20 },
+      [],
+      { algorithm: "leaky_queue", rate: R, burst: 20, delay: 20 },
+      [],
+    ],
+    [
+      "leaky_queue, delay above burst",
+      "leaky_queue",
+      { rate: R, burst: 20, delay: 21 },
+      [],
+      null,
+      ["delay: must be at most burst (20), got 21"],
+    ],
+    [
+      "leaky_queue, delay and nodelay",
+      "leaky_queue",
+      { rate: R, burst: 20, delay: 1, nodelay: true },
+      [],
+      null,
+      ["nodelay: give delay or nodelay, not both"],
+    ],
+    ["leaky_queue, delay invalid", "leaky_queue", { rate: R, burst: 20, delay: 1 }, ["delay"], null, []],
+    ["leaky_queue, nodelay invalid", "leaky_queue", { rate: R, burst: 20, nodelay: true }, ["nodelay"], null, []],
+    ["leaky_queue, rate invalid", "leaky_queue", { rate: R, burst: 20 }, ["rate"], null, []],
+    [
+      "fixed_window",
+      "fixed_window",
+      { limit: 10, window: W },
+      [],
+      { algorithm: "fixed_window", limit: 10, window: W },
+      [],
+    ],
+    [
+      "fixed_window, month",
+      "fixed_window",
+      { limit: 10, window: MONTH },
+      [],
+      { algorithm: "fixed_window", limit: 10, window: MONTH },
+      [],
+    ],
+    ["fixed_window, limit invalid", "fixed_window", { limit: 10, window: W }, ["limit"], null, []],
+    ["fixed_window, window invalid", "fixed_window", { limit: 10, window: W }, ["window"], null, []],
+    [
+      "sliding_log",
+      "sliding_log",
+      { limit: 10, window: W },
+      [],
+      { algorithm: "sliding_log", limit: 10, windowMs: 60_000 },
+      [],
+    ],
+    ["sliding_log, limit invalid", "sliding_log", { limit: 10, window: W }, ["limit"], null, []],
+    ["sliding_log, window invalid", "sliding_log", { limit: 10, window: W }, ["window"], null, []],
+    ["sliding_log, a month", "sliding_log", { limit: 10, window: MONTH }, [], null, []],
+    [
+      "sliding_log: limit × window past 2^50",
+      "sliding_log",
+      { limit: 2 ** 20 + 1, window: { kind: "ms", ms: 2 ** 30 } },
+      [],
+      null,
+      [
+        `limit: limit × window is too large for exact arithmetic (max 2^50); use a shorter window or a smaller limit (${2 ** 20 + 1} × ${2 ** 30} ms)`,
+      ],
+    ],
+    [
+      "sliding_log: exactly 2^50",
+      "sliding_log",
+      { limit: 2 ** 20, window: { kind: "ms", ms: 2 ** 30 } },
+      [],
+      { algorithm: "sliding_log", limit: 2 ** 20, windowMs: 2 ** 30 },
+      [],
+    ],
+    [
+      "sliding_counter, defaults",
+      "sliding_counter",
+      { limit: 10, window: W },
+      [],
+      { algorithm: "sliding_counter", limit: 10, windowMs: 60_000, countDenied: false, buckets: 1 },
+      [],
+    ],
+    [
+      "sliding_counter, all given",
+      "sliding_counter",
+      { limit: 10, window: W, count_denied: true, buckets: 6 },
+      [],
+      { algorithm: "sliding_counter", limit: 10, windowMs: 60_000, countDenied: true, buckets: 6 },
+      [],
+    ],
+    ["sliding_counter, limit invalid", "sliding_counter", { limit: 10, window: W }, ["limit"], null, []],
+    ["sliding_counter, window invalid", "sliding_counter", { limit: 10, window: W }, ["window"], null, []],
+    ["sliding_counter, a month", "sliding_counter", { limit: 10, window: MONTH }, [], null, []],
+    [
+      "sliding_counter, count_denied invalid",
+      "sliding_counter",
+      { limit: 10, window: W, count_denied: true },
+      ["count_denied"],
+      null,
+      [],
+    ],
+    [
+      "sliding_counter, buckets invalid",
+      "sliding_counter",
+      { limit: 10, window: W, buckets: 2 },
+      ["buckets"],
+      null,
+      [],
+    ],
+    [
+      "sliding_counter, 10000 buckets (the most)",
+      "sliding_counter",
+      { limit: 10, window: { kind: "ms", ms: 10_000 }, buckets: 10_000 },
+      [],
+      { algorithm: "sliding_counter", limit: 10, windowMs: 10_000, countDenied: false, buckets: 10_000 },
+      [],
+    ],
+    [
+      "sliding_counter, 10001 buckets",
+      "sliding_counter",
+      { limit: 10, window: { kind: "ms", ms: 100_010 }, buckets: 10_001 },
+      [],
+      null,
+      ["buckets: must be at most 10000 (the state keeps buckets + 1 counts per key), got 10001"],
+    ],
+    [
+      "sliding_counter, buckets that do not divide the window",
+      "sliding_counter",
+      { limit: 10, window: W, buckets: 7 },
+      [],
+      null,
+      [
+        "buckets: the window (60000 ms) must be a whole multiple of buckets, got 7; try 6 or 8 (or a window in ms divisible by 7)",
+      ],
+    ],
+    [
+      "sliding_counter, no divisor above up to twice the buckets",
+      "sliding_counter",
+      { limit: 10, window: { kind: "ms", ms: 7 }, buckets: 2 },
+      [],
+      null,
+      [
+        "buckets: the window (7 ms) must be a whole multiple of buckets, got 2; try 1 (or a window in ms divisible by 2)",
+      ],
+    ],
+    [
+      "sliding_counter, a divisor above, at twice the buckets",
+      "sliding_counter",
+      { limit: 10, window: { kind: "ms", ms: 10 }, buckets: 4 },
+      [],
+      null,
+      [
+        "buckets: the window (10 ms) must be a whole multiple of buckets, got 4; try 2 or 5 (or a window in ms divisible by 4)",
+      ],
+    ],
+    [
+      "sliding_counter, the window itself is the divisor above",
+      "sliding_counter",
+      { limit: 10, window: { kind: "ms", ms: 6 }, buckets: 4 },
+      [],
+      null,
+      [
+        "buckets: the window (6 ms) must be a whole multiple of buckets, got 4; try 3 or 6 (or a window in ms divisible by 4)",
+      ],
+    ],
+  ];
+  it.each(table)("%s", (_name, algorithm, fields, invalid, expected, errors) => {
+    const { r, errors: reported } = reader(fields, invalid);
+    const spec = algorithmFor({ algorithm: algorithm as AlgorithmParams["algorithm"] }).params;
+    expect(spec.read(r)).toEqual(expected);
+    expect(reported).toEqual(errors);
   });
 });
 
@@ -362,5 +642,94 @@ describe("the chart's level: its name, the capacity line's label, and the level 
     );
     const state = stateAfter(params, requests);
     for (const [t, level] of reads) expect([t, levelAt(params, state, t)]).toEqual([t, expect.closeTo(level, 9)]);
+  });
+});
+
+describe("leases: whether isolates may hold a slice of a key's budget, and what the algorithm then promises", () => {
+  it("the buckets promise a rate, fixed_window a window; the others take none, and say why", () => {
+    expect(LEASE_ALGORITHMS).toEqual(["token_bucket", "gcra", "leaky_bucket", "fixed_window"]);
+    const kinds = Object.fromEntries(ALGORITHMS.map((name) => [name, leasePolicy(name).kind]));
+    expect(kinds).toEqual({
+      token_bucket: "rate",
+      gcra: "rate",
+      leaky_bucket: "rate",
+      leaky_queue: "none",
+      fixed_window: "window",
+      sliding_log: "none",
+      sliding_counter: "none",
+    });
+    const why = (name: AlgorithmParams["algorithm"]) => {
+      const lease = leasePolicy(name);
+      return lease.kind === "none" ? lease.why : null;
+    };
+    expect(why("leaky_queue")).toBe("each request's place in the queue is decided when it arrives");
+    expect(why("sliding_log")).toBe("a unit charged early would leave the sliding window before its request does");
+    expect(why("sliding_counter")).toBe("a unit charged early would leave the sliding window before its request does");
+  });
+
+  // [name, params, charged at, ttl, expected term]
+  const terms: readonly (readonly [string, AlgorithmParams, number, number, number])[] = [
+    ["token_bucket: the ttl", tokenBucket(10, 1000, 20), 1999, 500, 500],
+    ["gcra: the ttl", gcraP(10, 1000, 20), 1999, 500, 500],
+    ["leaky_bucket: the ttl", leakyBucket(10, 1000, 20), 1999, 500, 500],
+    ["fixed_window: the ttl, inside the window", fixedWindow(10, 1000), 1200, 500, 500],
+    ["fixed_window: cut at the window's end", fixedWindow(10, 1000), 1700, 500, 300],
+    ["fixed_window: 1 ms before the end", fixedWindow(10, 1000), 1999, 500, 1],
+    ["fixed_window: at a window's start", fixedWindow(10, 1000), 2000, 1500, 1000],
+    ["fixed_window month: cut at 1 March", fixedWindow(10, "month"), Date.UTC(2026, 1, 28, 23, 59, 59), 5000, 1000],
+    ["leaky_queue: none", leakyQueue(10, 1000, 20), 1200, 500, 0],
+    ["sliding_log: none", slidingLog(10, 1000), 1200, 500, 0],
+    ["sliding_counter: none", slidingCounter(10, 1000), 1200, 500, 0],
+  ];
+  it.each(terms)("leaseTermMs, %s", (_name, params, atMs, ttlMs, expected) => {
+    expect(leaseTermMs(params, atMs, ttlMs)).toBe(expected);
+  });
+
+  it("fixed_window: the window limit, and the window a time falls in", () => {
+    const lease = leasePolicy("fixed_window");
+    if (lease.kind !== "window") throw new Error("fixed_window leases by window");
+    expect(lease.limit(fixedWindow(17, 1000))).toBe(17);
+    expect(lease.windowOf(fixedWindow(17, 1000), 1999)).toBe(1);
+    expect(lease.windowOf(fixedWindow(17, 1000), 2000)).toBe(2);
+    expect(lease.windowOf(fixedWindow(17, "month"), Date.UTC(1970, 2, 5))).toBe(2);
+  });
+
+  // [params, count, span, ttl, within burst + rate × (span + ttl)]
+  const bounds: readonly (readonly [AlgorithmParams, number, number, number, boolean])[] = [
+    // 10/s burst 20: 20 at once, 1 more per 100 ms of span or ttl
+    [tokenBucket(10, 1000, 20), 20, 0, 0, true],
+    [tokenBucket(10, 1000, 20), 21, 0, 0, false],
+    [gcraP(10, 1000, 20), 25, 300, 200, true],
+    [gcraP(10, 1000, 20), 26, 300, 200, false],
+    [leakyBucket(10, 1000, 20), 22, 200, 0, true],
+    [leakyBucket(10, 1000, 20), 22, 0, 199, false],
+    // 7/3s burst 2: 2 + 7 × 1000/3000 = 4.33
+    [tokenBucket(7, 3000, 2), 4, 500, 500, true],
+    [tokenBucket(7, 3000, 2), 5, 500, 500, false],
+  ];
+  it.each(bounds)("withinBound %j: %d in %d ms with ttl %d: %s", (params, count, spanMs, ttlMs, within) => {
+    const lease = leasePolicy(params.algorithm);
+    if (lease.kind !== "rate") throw new Error("a bucket leases by rate");
+    expect(lease.withinBound(params, count, spanMs, ttlMs)).toBe(within);
+  });
+
+  // [params, span, whole units regained]
+  const refills: readonly (readonly [AlgorithmParams, number, number])[] = [
+    [tokenBucket(10, 1000, 20), 250, 2],
+    [gcraP(7, 3000, 2), 1000, 2],
+    [leakyBucket(7, 3000, 2), 3000, 7],
+    [fixedWindow(10, 1000), 5000, 0],
+    [leakyQueue(10, 1000, 20), 5000, 0],
+    [slidingLog(10, 1000), 5000, 0],
+  ];
+  it.each(refills)("leaseRefillOver %j over %d ms: %d", (params, spanMs, expected) => {
+    expect(leaseRefillOver(params, spanMs)).toBe(expected);
+  });
+});
+
+describe("the packed one-number path: the buckets and the queue have one, the windows do not", () => {
+  it.each(ALGORITHMS.map((name) => [name] as const))("%s", (name) => {
+    const has = ["token_bucket", "gcra", "leaky_bucket", "leaky_queue"].includes(name);
+    expect(packedPath({ algorithm: name } as AlgorithmParams) !== undefined).toBe(has);
   });
 });

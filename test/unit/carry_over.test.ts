@@ -76,6 +76,12 @@ describe("carryOver", () => {
     const s = spend(fw, 4, 0);
     expect(carryOver(fw, fixedWindow(5, 60_000), s, 1)).toBe(s);
     expect(carryOver(fw, fixedWindow(10, 3_600_000), s, 1)).toBeNull();
+    // a calendar month is the same window whatever the limit; a month and a length of ms never are
+    const month = fixedWindow(10, "month");
+    const m = spend(month, 4, 0);
+    expect(carryOver(month, fixedWindow(5, "month"), m, 1)).toBe(m);
+    expect(carryOver(month, fixedWindow(10, 31 * 86_400_000), m, 1)).toBeNull();
+    expect(carryOver(fixedWindow(10, 31 * 86_400_000), month, s, 1)).toBeNull();
     const sc = slidingCounter(10, 60_000);
     const c = spend(sc, 4, 0);
     expect(carryOver(sc, slidingCounter(10, 60_000, true), c, 1)).toBe(c);
