@@ -713,16 +713,16 @@ describe("leases: whether isolates may hold a slice of a key's budget, and what 
     expect(lease.withinBound(params, count, spanMs, ttlMs)).toBe(within);
   });
 
-  // [params, span, whole units regained]
-  const refills: readonly (readonly [AlgorithmParams, number, number])[] = [
+  // [params, span, whole units regained; null for a window, whose remaining units go first come]
+  const refills: readonly (readonly [AlgorithmParams, number, number | null])[] = [
     [tokenBucket(10, 1000, 20), 250, 2],
     [gcraP(7, 3000, 2), 1000, 2],
     [leakyBucket(7, 3000, 2), 3000, 7],
-    [fixedWindow(10, 1000), 5000, 0],
-    [leakyQueue(10, 1000, 20), 5000, 0],
-    [slidingLog(10, 1000), 5000, 0],
+    [fixedWindow(10, 1000), 5000, null],
+    [leakyQueue(10, 1000, 20), 5000, null],
+    [slidingLog(10, 1000), 5000, null],
   ];
-  it.each(refills)("leaseRefillOver %j over %d ms: %d", (params, spanMs, expected) => {
+  it.each(refills)("leaseRefillOver %j over %d ms: %s", (params, spanMs, expected) => {
     expect(leaseRefillOver(params, spanMs)).toBe(expected);
   });
 });
