@@ -230,7 +230,7 @@ function refLog(limit: number, windowMs: number): RefKey {
 }
 
 /**
- * sliding_counter with `buckets: k`, as the spec writes it: sub-window j = floor(t / w) with w = W / k, c_j what it
+ * sliding_counter with `buckets: k`, as docs/rules.md writes it: sub-window j = floor(t / w) with w = W / k, c_j what it
  * counted, and at `now` in sub-window s, e = now − s·w:
  * estimate = c_s + … + c_(s−k+1) + c_(s−k) × (w − e) / w. Every sub-window's count is kept (no k + 1 window).
  */

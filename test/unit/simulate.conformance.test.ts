@@ -136,7 +136,7 @@ const traceArb = (capacity: number) =>
     ),
   );
 
-describe("sluice simulate conforms to the spec on random rules and traces", () => {
+describe("sluice simulate conforms to docs/rules.md on random rules and traces", () => {
   const dir = mkdtempSync(join(tmpdir(), "sluice-conf-"));
   it("every output line, for every algorithm", async () => {
     let n = 0;
