@@ -3,7 +3,7 @@
  * no import cycles between modules, and folders in layers (algorithms imports nothing else, rules only algorithms, no
  * two folders import each other), and one owner of the clock. Read with the TypeScript compiler API (test/support/source_shape.ts).
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -161,5 +161,31 @@ describe("time in src/", () => {
       "setInterval(() => {}, 1)",
       "scheduler.wait(5)",
     ]);
+  });
+});
+
+describe("the README's layout", () => {
+  const readme = readFileSync("README.md", "utf8");
+  const layout = /^## Layout\n\n```\n([\s\S]*?)\n```/m.exec(readme)?.[1] ?? "";
+  const listed = new Set(layout.split("\n").map((line) => line.split(/\s/)[0]!.replace(/\/$/, "")));
+  const ignored = new Set(
+    readFileSync(".gitignore", "utf8")
+      .split("\n")
+      .map((l) => l.trim().replace(/\/$/, ""))
+      .filter((l) => l !== "" && !l.includes("*")),
+  );
+  const folders = (dir: string) =>
+    readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => (dir === "." ? d.name : `${dir}/${d.name}`));
+
+  it("names every top-level folder and every folder of src/", () => {
+    expect(listed.size).toBeGreaterThan(10);
+    const expected = [
+      ...folders(".").filter((f) => f !== ".git" && f !== "src" && !ignored.has(f)),
+      ...folders("src"),
+      "src/generated", // written by `sluice compile`, so it may not exist yet; the layout says why it is not committed
+    ];
+    expect(expected.filter((f) => !listed.has(f))).toEqual([]);
   });
 });
