@@ -7,7 +7,7 @@
  *   (isolate i gets a share proportional to 1/(i + 10), about 21x between the busiest and the quietest);
  * - one object serving 1 call per ms (at most ~1,000 calls/s) that rejects a call as `overloaded` when 100 calls are
  *   already waiting;
- * - one key at 10, 1k, 10k and 50k req/s, Poisson arrivals, for 10 s (after 1 s of warm-up);
+ * - one key at 10, 1k, 3k, 5k (the rate rule's limit), 10k and 50k req/s, Poisson arrivals, for 10 s (after 1 s of warm-up);
  * - two rules, each with `lease: { ttl: 1s, above: 10/s }`: token_bucket 5000/s burst 1000 and fixed_window 300000/min.
  *
  * Reported per load and rule: object calls/s, overloaded calls (and, apart, those of the cold start in the warm-up), admitted vs an exact single writer (the pure core
@@ -30,7 +30,7 @@ const ISOLATES = 200;
 const REGION_RTT_MS = [5, 30, 60, 100, 150];
 const WARMUP_MS = 1_000;
 const DURATION_MS = QUICK ? 3_000 : 10_000;
-const LOADS = QUICK ? [10, 1_000, 10_000] : [10, 1_000, 10_000, 50_000];
+const LOADS = QUICK ? [10, 1_000, 10_000] : [10, 1_000, 3_000, 5_000, 10_000, 50_000];
 /** 55 s into a minute: the fixed window turns over during each run, at the start of second 5. */
 const T0 = Date.UTC(2030, 0, 1, 0, 0, 55);
 

@@ -133,6 +133,8 @@ interface KeyState {
   runCount: number;
   /** The last arrival of the key here (this isolate's clock), ms. */
   lastSeenMs: number;
+  /** Until when the key's object said it is busy (`CallResult.busy`): lease even below `above`. 0: not. */
+  busyUntilMs: number;
 }
 
 /** Counters for `/_sluice/stats`. */
@@ -181,8 +183,8 @@ export interface CoalescerOptions {
 
 export class Coalescer {
   private readonly keys = new Map<string, KeyState>();
-  /** The lease each key's call in flight asked for. */
-  private readonly lastAsk = new WeakMap<KeyState, LeaseAsk>();
+  /** The lease each key's call in flight asked for, and what this isolate expected to need of it (seen per ttl). */
+  private readonly lastAsk = new WeakMap<KeyState, LeaseAsk & { readonly need: number }>();
   private readonly maxKeys: number;
   private readonly maxWaiting: number;
   /**
@@ -369,6 +371,7 @@ export class Coalescer {
         runStartMs: 0,
         runCount: 0,
         lastSeenMs: 0,
+        busyUntilMs: 0,
       };
       this.evict();
     } else {
@@ -434,8 +437,11 @@ export class Coalescer {
     const settings = st.leaseSettings;
     if (settings === null) return null;
     const seen = this.seenPerTtl(st);
-    // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers.
-    if (settings.above !== null && seen * settings.above.perMs <= settings.above.tokens * settings.ttlMs) return null;
+    // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers. A busy object (many
+    // isolates, each under `above`) asks for leases all the same.
+    const busy = this.options.clock() < st.busyUntilMs;
+    const above = settings.above;
+    if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
     // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease
     // rarely runs out before its term while the key has room.
     return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
@@ -542,7 +548,7 @@ export class Coalescer {
       lease: batch.length > 0 || renew ? this.leaseAsk(st) : null,
     };
     if (input.lease == null) this.lastAsk.delete(st);
-    else this.lastAsk.set(st, input.lease);
+    else this.lastAsk.set(st, { ...input.lease, need: Math.min(input.lease.units, this.seenPerTtl(st)) });
     if (batch.length > 1) counters.batched_requests += batch.length;
     return input;
   }
@@ -575,18 +581,20 @@ export class Coalescer {
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
+      if (result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
       const asked = this.lastAsk.get(st);
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
         result.lease !== null
           ? this.adopt(st, result, sentAtMs, asked, keepAlive)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
-      // Asked for a slice and got less: the key's budget is short; this isolate makes do with its share until its
-      // lease ends, and asks again then (so units given back meanwhile are not lost). Its refusals tell the client
-      // the later of that and when the object's own denial in this call said the key reopens.
+      // Got less than this isolate expects to need in one ttl (its ask without the margin): the key's budget is
+      // short; this isolate makes do with its share until its lease ends, and asks again then (so units given back
+      // meanwhile are not lost). Its refusals tell the client the later of that and when the object's own denial in
+      // this call said the key reopens. (Granted what it needs but not the margin: it calls again if it runs out.)
       st.scarceUntilMs = 0;
       st.scarceRetryAtMs = 0;
-      if (asked !== undefined && granted < asked.units) {
+      if (asked !== undefined && granted < asked.need) {
         const now = this.options.clock();
         let reopensAtMs = endsAtMs;
         for (const r of result.results) {

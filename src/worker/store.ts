@@ -174,6 +174,9 @@ export function recordFreshAtMs(record: LimiterRecord): number {
 
 /** How long the object remembers a call id, ms: far longer than any retry (which follows within one `timeout_ms`). */
 export const CALL_MEMORY_MS = 60_000;
+/** Calls per second for one key beyond which its object tells isolates it is busy (`CallResult.busy`). */
+export const BUSY_CALLS_PER_S = 100;
+
 /** How many call ids the object remembers at most (oldest forgotten first). */
 export const CALL_MEMORY_MAX = 512;
 
@@ -240,6 +243,12 @@ export interface CallResult {
   readonly lease: LeaseGrant | null;
   /** True when the object had already applied this call id (a retry): nothing was charged again. */
   readonly replayed: boolean;
+  /**
+   * True when the key's object is busy: it applied at least `BUSY_CALLS_PER_S` calls for the key in the last second.
+   * An isolate then leases the key (if its rule has `lease`) even below the rule's `lease.above`, so that many
+   * isolates each just under `above` do not together make a call per request. Absent: not busy.
+   */
+  readonly busy?: boolean;
 }
 
 /**
@@ -273,7 +282,7 @@ export function callRecord(
     lease = granted.lease;
   }
   const result: CallResult = { atMs: nowMs, results, lease, replayed: false };
-  if (current === record) return { result, record };
+  if (current === record) return { result: withBusy(result, record, nowMs), record };
   if (current === null) return { result, record: null };
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
   const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
@@ -287,7 +296,17 @@ export function callRecord(
   };
   const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
   const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
-  return { result, record: { ...current, calls } };
+  const next = { ...current, calls };
+  return { result: withBusy(result, next, nowMs), record: next };
+}
+
+/** The result, marked busy when the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
+function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: number): CallResult {
+  const calls = record?.calls;
+  if (calls === undefined || calls.length < BUSY_CALLS_PER_S) return result;
+  // The newest are last: look back from the BUSY_CALLS_PER_S-th newest.
+  const nth = calls[calls.length - BUSY_CALLS_PER_S]!;
+  return nowMs - nth.atMs < 1000 ? { ...result, busy: true } : result;
 }
 
 /**

@@ -182,6 +182,62 @@ function harness(params: AlgorithmParams, oneWayMs = 10) {
   return { clock, object, counters, coalescer, ask, applied, transport };
 }
 
+describe("a busy object", () => {
+  it("says so once it has applied 100 calls for the key within a second, and not when they are older", () => {
+    const params = fixedWindow(1_000_000, 60_000);
+    let record: LimiterRecord | null = null;
+    let last = callRecord(record, { rule: rule(params), id: "c0", costs: [1] }, T0);
+    for (let i = 1; i < 100; i++) {
+      last = callRecord(last.record, { rule: rule(params), id: `c${i}`, costs: [1] }, T0 + i * 5);
+      if (i < 99) expect(last.result.busy).toBeUndefined();
+    }
+    expect(last.result.busy).toBe(true);
+    record = last.record;
+    // A second after the oldest of the last 100 (c1, once this call is counted): not busy any more.
+    expect(callRecord(record, { rule: rule(params), id: "late", costs: [1] }, T0 + 1004).result.busy).toBe(true);
+    expect(callRecord(record, { rule: rule(params), id: "late", costs: [1] }, T0 + 1005).result.busy).toBeUndefined();
+  });
+
+  it("makes an isolate lease the key even below `above`", async () => {
+    const params = fixedWindow(1_000, 60_000);
+    const clock = new EventClock(T0);
+    let record: LimiterRecord | null = null;
+    const inputs: CallInput[] = [];
+    const transport: ObjectTransport = {
+      call: (_name, input) =>
+        new Promise((resolve) => {
+          inputs.push(input);
+          const out = callRecord(record, input, clock.nowMs());
+          record = out.record;
+          clock.after(5, () => resolve({ ...out.result, busy: true }));
+        }),
+      refund: async () => null,
+    };
+    const c: CoalesceCounters = {
+      object_calls: 0,
+      object_retries: 0,
+      batched_requests: 0,
+      lease_answers: 0,
+      leases: 0,
+      lease_units_returned: 0,
+    };
+    let n = 0;
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters: c, newId: () => `id${n++}` });
+    // Above 1,000/s: this isolate alone never gets there.
+    const lease = { ttlMs: 1000, units: null, above: { amount: 1000, periodMs: 1000, tokens: 1, perMs: 1 } };
+    const ask = () => coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease });
+    const first = ask();
+    await clock.runUntil(T0 + 20);
+    await first;
+    expect(inputs[0]!.lease ?? null).toBeNull();
+    const second = ask();
+    await clock.runUntil(T0 + 40);
+    await second;
+    expect(inputs[1]!.lease).toMatchObject({ ttlMs: 1000 });
+    expect(c.leases).toBe(1);
+  });
+});
+
 describe("the coalescer", () => {
   it("sends one call per key at a time: 64 concurrent requests make 2 calls, each answered on its own", async () => {
     const params = tokenBucket(10, 1000, 40);
@@ -381,40 +437,39 @@ describe("the coalescer", () => {
     expect(h.coalescer.leaseOf("r:key")).toBeNull();
   });
 
-  it("refuses here, with an honest retry, once its share of a short key is spent, and asks again at the lease's end", async () => {
-    // 10/s, burst 4: a lease of 10 cannot be had; the isolate gets what is left and refuses beyond it.
+  it("refuses here, with an honest retry, once its share of a short key is spent, and asks again after", async () => {
+    // 10/s, burst 4; 8 requests at once go in one call: the object admits 4, denies 4, and has nothing to lease.
     const h = harness(tokenBucket(10, 1000, 4), 5);
     const lease = { ttlMs: 1000, units: 10, above: null };
-    const first = await (async () => {
-      const a = h.ask(1, lease);
-      await h.clock.runUntil(T0 + 20);
-      return a;
-    })();
-    expect(first.kind === "answered" && first.result.ok && first.result.decision.allowed).toBe(true);
-    expect(h.applied[0]!.result.lease!.units).toBe(3);
-    const callsBefore = h.counters.object_calls;
-    const answers: Asked[] = [];
-    for (let i = 0; i < 6; i++) answers.push(await h.ask(1, lease));
-    expect(answers.map((a) => a.kind === "answered" && a.result.ok && a.result.decision.allowed)).toEqual([
-      true,
-      true,
-      true,
-      false,
-      false,
-      false,
+    const first = Array.from({ length: 8 }, () => h.ask(1, lease));
+    await h.clock.runUntil(T0 + 100);
+    const got = await Promise.all(first);
+    expect(got.map((a) => a.kind === "answered" && a.result.ok && a.result.decision.allowed)).toEqual([
+      ...Array(4).fill(true),
+      ...Array(4).fill(false),
     ]);
-    // No call for the refusals; each says when this isolate asks again (its lease's end), and comes from the lease.
-    expect(h.counters.object_calls).toBe(callsBefore);
-    const leaseEnd = h.coalescer.leaseOf("r:key")!.endsInMs;
-    for (const a of answers.slice(3)) {
-      expect(a.kind === "answered" && a.source).toBe("lease");
-      expect(a.kind === "answered" && a.result.ok && a.result.decision.retryAfterMs).toBe(leaseEnd);
-    }
-    // Its term was cut short in proportion (3 of a share of 10: the rest comes with the refill). At its end, after a
-    // pseudo-random hold of at most 250 ms, it renews by itself (the key is hot: above is null), in one call.
-    await h.clock.runUntil(h.clock.nowMs() + leaseEnd + 255);
-    expect(h.counters.object_calls).toBe(callsBefore + 1);
-    expect(h.applied.at(-1)!.input).toMatchObject({ costs: [], lease: { units: 10 } });
+    expect(h.applied.map((a) => [a.input.costs.length, a.input.lease?.units, a.result.lease])).toEqual([[8, 10, null]]);
+    // Scarce now: later requests are refused here, without a call, each with the same honest retry (when this isolate
+    // asks the object again), from the lease logic.
+    const calls = h.counters.object_calls;
+    const later: Asked[] = [];
+    for (let i = 0; i < 5; i++) later.push(await h.ask(1, lease));
+    expect(h.counters.object_calls).toBe(calls);
+    const retries = later.map((a) => (a.kind === "answered" && a.result.ok ? a.result.decision.retryAfterMs : -1));
+    expect(later.every((a) => a.kind === "answered" && a.source === "lease")).toBe(true);
+    expect(new Set(retries).size).toBe(1);
+    const retryMs = retries[0]!;
+    expect(retryMs).toBeGreaterThan(0);
+    expect(retryMs).toBeLessThanOrEqual(1000);
+    // 1 ms before it, still refused here; at it, the request goes to the object again.
+    await h.clock.runUntil(h.clock.nowMs() + retryMs - 1);
+    const early = await h.ask(1, lease);
+    expect(early.kind === "answered" && early.source).toBe("lease");
+    await h.clock.runUntil(h.clock.nowMs() + 1);
+    const again = h.ask(1, lease);
+    await h.clock.runUntil(h.clock.nowMs() + 50);
+    expect((await again).kind === "answered" && (await again).source).toBe("object");
+    expect(h.counters.object_calls).toBe(calls + 1);
   });
 
   it("leases only above `above`, sized to what the isolate saw in one ttl", async () => {
