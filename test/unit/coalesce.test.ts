@@ -468,7 +468,8 @@ describe("the coalescer", () => {
     await h.clock.runUntil(h.clock.nowMs() + 1);
     const again = h.ask(1, lease);
     await h.clock.runUntil(h.clock.nowMs() + 50);
-    expect((await again).kind === "answered" && (await again).source).toBe("object");
+    const answer = await again;
+    expect(answer.kind === "answered" && answer.source).toBe("object");
     expect(h.counters.object_calls).toBe(calls + 1);
   });
 
