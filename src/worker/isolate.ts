@@ -40,6 +40,8 @@ export interface Isolate {
 export interface IsolateOptions {
   readonly clock?: Clock;
   readonly sleep?: Sleep;
+  /** Requests waiting for one key's call at most (coalesce.ts, `COALESCE_MAX_WAITING` by default); for tests. */
+  readonly maxWaiting?: number;
 }
 
 export function createIsolate(options: IsolateOptions = {}): Isolate {
@@ -57,6 +59,7 @@ export function createIsolate(options: IsolateOptions = {}): Isolate {
       counters: stats,
       newId: () => crypto.randomUUID(),
       resume: resumeInOwnContext,
+      maxWaiting: options.maxWaiting,
     }),
     local: new LocalScope(),
     plans: new PlanCache(),
