@@ -22,7 +22,16 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { log, QUICK, ROOT, round, writeResult } from "./common.ts";
-import { dropBuildStep, freePort, groupRss, killGroup, projectCopy, startWrangler, waitUp } from "./wrangler_dev.ts";
+import {
+  dropBuildStep,
+  freePort,
+  groupRss,
+  killGroup,
+  projectCopy,
+  startWrangler,
+  waitUp,
+  wranglerReloads,
+} from "./wrangler_dev.ts";
 
 const NEW_KEYS = QUICK ? 4_000 : 8_000;
 /** Requests of the reuse phase, over the first REUSE_KEYS keys: long enough to see whether memory levels off. */
@@ -84,6 +93,7 @@ function addressOf(i: number): string {
 }
 
 interface Sample {
+  readonly atMs: number;
   readonly phase: "new" | "idle" | "reuse";
   readonly requests: number;
   readonly objectsCreated: number;
@@ -120,7 +130,10 @@ async function measure(name: string, dir: string, extra: readonly string[]) {
   const state = mkdtempSync(join("/dev/shm", "sluice-objmem-state-"));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const child = startWrangler(dir, port, ["--persist-to", state, "--log-level", "warn", ...extra], "pipe");
+  const logs = join(dir, `wrangler-logs-${port}`);
+  const child = startWrangler(dir, port, ["--persist-to", state, "--log-level", "warn", ...extra], "pipe", {
+    WRANGLER_LOG_PATH: logs, // its debug log: whether it reloaded its runtime during the run
+  });
   let output = "";
   child.stdout?.on("data", (b: Buffer) => {
     output += b.toString();
@@ -135,29 +148,47 @@ async function measure(name: string, dir: string, extra: readonly string[]) {
       throw new Error(`${name}: ${String(error)}\n${output}`);
     });
     const rss = () => round(groupRss(child.pid!).workerdKb / 1024, 1);
-    samples.push({ phase: "new", requests: 0, objectsCreated: 0, workerdRssMb: rss() });
+    samples.push({ atMs: Date.now(), phase: "new", requests: 0, objectsCreated: 0, workerdRssMb: rss() });
     const t = Date.now();
     failed += await load(
       base,
       NEW_KEYS,
       (i) => i,
-      (done) => samples.push({ phase: "new", requests: done, objectsCreated: done, workerdRssMb: rss() }),
+      (done) =>
+        samples.push({ atMs: Date.now(), phase: "new", requests: done, objectsCreated: done, workerdRssMb: rss() }),
     );
     const newS = (Date.now() - t) / 1000;
     await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
-    samples.push({ phase: "idle", requests: NEW_KEYS, objectsCreated: NEW_KEYS, workerdRssMb: rss() });
+    samples.push({
+      atMs: Date.now(),
+      phase: "idle",
+      requests: NEW_KEYS,
+      objectsCreated: NEW_KEYS,
+      workerdRssMb: rss(),
+    });
     failed += await load(
       base,
       REUSE_REQUESTS,
       (i) => i % REUSE_KEYS,
       (done) =>
-        samples.push({ phase: "reuse", requests: NEW_KEYS + done, objectsCreated: NEW_KEYS, workerdRssMb: rss() }),
+        samples.push({
+          atMs: Date.now(),
+          phase: "reuse",
+          requests: NEW_KEYS + done,
+          objectsCreated: NEW_KEYS,
+          workerdRssMb: rss(),
+        }),
     );
     log(`object_memory: ${name}: ${NEW_KEYS} new objects in ${round(newS, 1)} s, ${failed} failed requests`);
   } finally {
     await killGroup(child.pid!, child);
     rmSync(state, { recursive: true, force: true });
   }
+  // Mid-run reloads of wrangler dev's runtime (a new workerd process), placed by the requests answered before each.
+  const reloads = wranglerReloads(logs).map((r) => ({
+    phase: samples.filter((s) => s.atMs <= r.atMs).at(-1)?.phase ?? "new",
+    afterRequests: samples.filter((s) => s.atMs <= r.atMs).at(-1)?.requests ?? 0,
+  }));
   const newPhase = samples.filter((s) => s.phase === "new");
   const reuse = samples.filter((s) => s.phase === "reuse");
   const first = newPhase[1]!; // after the first 1,000: the Worker's code and first isolate are loaded
@@ -166,6 +197,7 @@ async function measure(name: string, dir: string, extra: readonly string[]) {
   return {
     variant: name,
     failedRequests: failed,
+    reloads,
     kbPerNewObject: round(kbPerObject, 1),
     startMb: newPhase[0]!.workerdRssMb,
     afterNewMb: last.workerdRssMb,

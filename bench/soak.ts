@@ -46,11 +46,12 @@
  */
 import { type ChildProcess, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { projectParams } from "../src/algorithms/index.ts";
 import { loadRules } from "../src/rules/load.ts";
 import type { AlgorithmParams } from "../src/rules/types.ts";
+import { seeded } from "../test/support/random.ts";
 import { BENCH_DIR, log, ROOT, round, writeResult } from "./common.ts";
 import { type Admission, verdictOf } from "./soak/allowance.ts";
 import {
@@ -63,6 +64,7 @@ import {
   startWrangler,
   WRANGLER_BIN,
   WRANGLER_ENV,
+  wranglerReloads,
 } from "./wrangler_dev.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -117,19 +119,8 @@ const COMMAND = `npm run soak${process.argv.length > 2 ? ` -- ${process.argv.sli
 // ---------------------------------------------------------------------------------------------------------------
 // The population: keys, users, addresses, with a seeded generator and skewed picks
 
-/** xorshift32: a small seeded generator, so a run's traffic can be replayed. */
-function generator(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4_294_967_296;
-  };
-}
-const random = generator(opts.seed);
+/** The request generator's seeded randomness (xorshift32), so a run's traffic can be replayed. */
+const random = seeded(opts.seed);
 
 /** A Zipf(s) pick over `n` items: item 0 is the hottest. */
 function zipf(n: number, s: number): () => number {
@@ -578,30 +569,6 @@ function slopeMbPerMin(samples: readonly MemorySample[]): number {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Run
-
-/**
- * The times wrangler dev (re)loaded its local runtime, from its debug logs (one file per session, entries headed
- * `--- <ISO time> <level>`): each session's first load is its start; any later one is a reload mid-run, which answers
- * requests in flight with "worker restarted mid-request". With each, the log entries just before it (what set it off).
- */
-function wranglerReloads(logDir: string): { atMs: number; file: string; before: string[] }[] {
-  const reloads: { atMs: number; file: string; before: string[] }[] = [];
-  if (!existsSync(logDir)) return reloads;
-  for (const file of readdirSync(logDir).sort()) {
-    const entries = readFileSync(join(logDir, file), "utf8").split(/^--- /m);
-    let loads = 0;
-    entries.forEach((entry, i) => {
-      if (!entry.includes('"type":"reloadComplete"')) return;
-      if (loads++ === 0) return; // the session's start
-      const before = entries
-        .slice(Math.max(0, i - 6), i)
-        .map((e) => e.split("\n").slice(0, 2).join(" ").slice(0, 200))
-        .filter((e) => e.trim() !== "");
-      reloads.push({ atMs: Date.parse(entry.slice(0, 24)), file, before });
-    });
-  }
-  return reloads;
-}
 
 const sha256Hex = (text: string) => createHash("sha256").update(text).digest("hex");
 

@@ -5,7 +5,7 @@
  * (wrangler, esbuild and workerd together), stopped by signalling that group: the process it started, by id.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { OFFLINE_ENV } from "../test/support/wrangler_dev.ts";
 import { ROOT } from "./common.ts";
@@ -38,6 +38,30 @@ export function groupRss(pgid: number): { workerdKb: number; totalKb: number } {
     }
   }
   return { workerdKb, totalKb };
+}
+
+/**
+ * The times wrangler dev (re)loaded its local runtime, from its debug logs (one file per session, entries headed
+ * `--- <ISO time> <level>`): each session's first load is its start; any later one is a reload mid-run, which answers
+ * requests in flight with "worker restarted mid-request". With each, the log entries just before it (what set it off).
+ */
+export function wranglerReloads(logDir: string): { atMs: number; file: string; before: string[] }[] {
+  const reloads: { atMs: number; file: string; before: string[] }[] = [];
+  if (!existsSync(logDir)) return reloads;
+  for (const file of readdirSync(logDir).sort()) {
+    const entries = readFileSync(join(logDir, file), "utf8").split(/^--- /m);
+    let loads = 0;
+    entries.forEach((entry, i) => {
+      if (!entry.includes('"type":"reloadComplete"')) return;
+      if (loads++ === 0) return; // the session's start
+      const before = entries
+        .slice(Math.max(0, i - 6), i)
+        .map((e) => e.split("\n").slice(0, 2).join(" ").slice(0, 200))
+        .filter((e) => e.trim() !== "");
+      reloads.push({ atMs: Date.parse(entry.slice(0, 24)), file, before });
+    });
+  }
+  return reloads;
 }
 
 /** Start `wrangler dev` in `dir` on `port` with extra arguments; its own process group, whose id is its pid. */

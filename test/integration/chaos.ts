@@ -15,18 +15,7 @@ import type { CallResult } from "../../src/worker/store.ts";
 
 export type Fault = "retryable" | "overloaded" | "reset" | "error" | "hang" | "lost";
 
-/** xorshift32: a seeded generator in [0, 1), so a failing run can be replayed. */
-export function seeded(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4_294_967_296;
-  };
-}
+export { seeded } from "../support/random.ts";
 
 /** What happened to the calls, per object name and in total. */
 export interface ChaosLedger {
