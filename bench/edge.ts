@@ -1,16 +1,17 @@
 /**
  * Part 3: edge overhead through a real `wrangler dev` (--log-level warn): passthrough (no rule matches), one global
- * rule, one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
+ * rule (all 50 connections on one key: a hot key, coalesced), the same with waiting requests forced to poll a 1 ms
+ * timer to resume (an A/B of src/worker/object_call.ts), one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
  * passthrough; object calls per request from the admin counters (`GET /_sluice/stats`), or "n/a" while there is none.
  *
  * The working tree is never touched: each scenario runs in a temp copy of the project with its rules compiled in
  * (bench/wrangler_dev.ts), on a free 127.0.0.1 port, killed as a process group when the scenario ends.
  */
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import { log, median, QUICK, round, writeResult } from "./common.ts";
-import { freePort, killGroup, projectCopy, startWrangler, waitUp } from "./wrangler_dev.ts";
+import { dropBuildStep, freePort, groupCpuMs, killGroup, projectCopy, startWrangler, waitUp } from "./wrangler_dev.ts";
 
 const ADMIN_TOKEN = "bench-admin-token";
 const DURATION_S = QUICK ? 3 : 10;
@@ -20,10 +21,25 @@ const RUNS = QUICK ? 1 : 3;
 const SCENARIOS = {
   passthrough: `- id: never-matches\n  match: { route: "GET /never/matches", identity: ip }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`,
   "one global rule": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
+  "one global rule, 1 ms polling": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
   "one local rule": `- id: bench-local\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  scope: local\n`,
   "blocked key flooding": `- id: bench-blocked\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1/min\n  burst: 1\n`,
 } as const;
 type Scenario = keyof typeof SCENARIOS;
+
+/**
+ * A/B in the same run: the copy's Worker made to resume waiting requests by polling a 1 ms timer (what it did before
+ * using the runtime's own cross-request resumption, src/worker/object_call.ts), to show what that costs.
+ */
+const PATCHES: Partial<Record<Scenario, (dir: string) => void>> = {
+  "one global rule, 1 ms polling": (dir) => {
+    const file = join(dir, "src", "worker", "object_call.ts");
+    const from = "resumesInOwnContext ??= runtimeResumesInOwnContext();";
+    const source = readFileSync(file, "utf8");
+    if (!source.includes(from)) throw new Error(`edge: cannot force polling, ${file} changed`);
+    writeFileSync(file, source.replace(from, "resumesInOwnContext = false;"));
+  },
+};
 
 async function stats(base: string): Promise<Record<string, unknown> | null> {
   const response = await fetch(`${base}/_sluice/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -51,10 +67,14 @@ interface Figures {
   readonly p99Ms: number;
   readonly non2xx: number;
   readonly objectCallsPerRequest: number | null;
+  /** CPU of wrangler dev's process group (workerd, node, esbuild) per request of the measured run, ms. */
+  readonly serverCpuMsPerRequest: number;
 }
 
 async function runScenario(scenario: Scenario): Promise<Figures> {
   const dir = projectCopy("sluice-bench-edge-", { "bench.yaml": SCENARIOS[scenario] });
+  dropBuildStep(dir); // compiled already: no rebuild and reload by wrangler dev in the middle of a measurement
+  PATCHES[scenario]?.(dir);
   const port = await freePort();
   const child = startWrangler(dir, port, [
     "--log-level",
@@ -70,18 +90,21 @@ async function runScenario(scenario: Scenario): Promise<Figures> {
     const headers = { "cf-connecting-ip": "203.0.113.7" };
     await autocannon({ url: `${base}/v1/ping`, connections: 10, duration: 1, headers }); // warm-up
     const before = objectCalls(await stats(base));
+    const cpuBeforeMs = groupCpuMs(child.pid!);
     const result = await autocannon({
       url: `${base}/v1/ping`,
       connections: CONNECTIONS,
       duration: DURATION_S,
       headers,
     });
+    const cpuMs = groupCpuMs(child.pid!) - cpuBeforeMs;
     const after = objectCalls(await stats(base));
     return {
       requestsPerS: result.requests.average,
       p50Ms: result.latency.p50,
       p99Ms: result.latency.p99,
       non2xx: result.non2xx,
+      serverCpuMsPerRequest: cpuMs / Math.max(1, result.requests.total),
       objectCallsPerRequest:
         before === null || after === null || result.requests.total === 0
           ? null
@@ -100,18 +123,20 @@ async function main(): Promise<void> {
       const figures = await runScenario(scenario);
       runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
       log(
-        `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms`,
+        `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms, server CPU ${figures.serverCpuMsPerRequest.toFixed(3)} ms/request, ${figures.objectCallsPerRequest?.toFixed(4)} calls/request`,
       );
     }
   }
   const med = (s: Scenario, f: (x: Figures) => number) => median((runs.get(s) ?? []).map(f));
   const pass = { rps: med("passthrough", (x) => x.requestsPerS), p50: med("passthrough", (x) => x.p50Ms) };
   const p99Pass = med("passthrough", (x) => x.p99Ms);
+  const cpuPass = med("passthrough", (x) => x.serverCpuMsPerRequest);
   const rows = (Object.keys(SCENARIOS) as Scenario[]).map((scenario) => {
     const calls = (runs.get(scenario) ?? []).map((x) => x.objectCallsPerRequest);
     const rps = med(scenario, (x) => x.requestsPerS);
     const p50 = med(scenario, (x) => x.p50Ms);
     const p99 = med(scenario, (x) => x.p99Ms);
+    const cpu = med(scenario, (x) => x.serverCpuMsPerRequest);
     return {
       scenario,
       requestsPerS: Math.round(rps),
@@ -121,6 +146,9 @@ async function main(): Promise<void> {
       p50Ratio: round(p50 / Math.max(pass.p50, 1e-9), 2),
       p99Ratio: round(p99 / Math.max(p99Pass, 1e-9), 2),
       non2xx: med(scenario, (x) => x.non2xx),
+      serverCpuMsPerRequest: round(cpu, 3),
+      // What a server limited by its CPU would keep of passthrough's throughput: passthrough's CPU per request / this.
+      cpuThroughputRatio: round(cpuPass / cpu, 2),
       objectCallsPerRequest: calls.every((c) => c !== null) ? round(median(calls as number[]), 4) : "n/a",
     };
   });

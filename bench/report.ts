@@ -108,14 +108,14 @@ const edge = load<{ rows: EdgeRow[]; connections: number; durationS: number; run
 if (section("3. Edge overhead (wrangler dev, --log-level warn)", edge) && edge !== null) {
   const d = edge.data;
   out.push(
-    `autocannon, ${d.connections} connections, ${d.durationS} s, median of ${d.runs} run(s); one client IP; a temp copy of the project with the scenario's rules compiled in. Local workerd on 2 shared cores: ratios only.`,
+    `autocannon, ${d.connections} connections, ${d.durationS} s, median of ${d.runs} run(s); one client IP (so a rule on the address is one hot key); a temp copy of the project with the scenario's rules compiled in. Local workerd on 2 shared cores: ratios only. "Server CPU" is the user + system time of wrangler dev's process group (workerd, node, esbuild) during the measured run, per request; "CPU-bound throughput" is passthrough's CPU per request divided by the scenario's: what a server limited by its own CPU keeps, and far steadier than req/s while other work shares the machine. "1 ms polling" is the same global rule with waiting requests forced to resume by polling a 1 ms timer, as before the runtime's own cross-request resumption was used (src/worker/object_call.ts).`,
     "",
-    "| scenario | req/s | p50 ms | p99 ms | throughput vs passthrough | p50 vs passthrough | p99 vs passthrough | non-2xx | object calls / request |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| scenario | req/s | p50 ms | p99 ms | throughput vs passthrough | p50 vs passthrough | p99 vs passthrough | non-2xx | object calls / request | server CPU ms / request | CPU-bound throughput vs passthrough |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   );
   for (const r of d.rows)
     out.push(
-      `| ${r.scenario} | ${r.requestsPerS} | ${r.p50Ms} | ${r.p99Ms} | ${r.throughputRatio}x | ${r.p50Ratio}x | ${r.p99Ratio}x | ${r.non2xx} | ${r.objectCallsPerRequest} |`,
+      `| ${r.scenario} | ${r.requestsPerS} | ${r.p50Ms} | ${r.p99Ms} | ${r.throughputRatio}x | ${r.p50Ratio}x | ${r.p99Ratio}x | ${r.non2xx} | ${r.objectCallsPerRequest} | ${r.serverCpuMsPerRequest ?? "-"} | ${r.cpuThroughputRatio === undefined ? "-" : `${r.cpuThroughputRatio}x`} |`,
     );
   out.push("");
 }

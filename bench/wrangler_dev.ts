@@ -17,19 +17,31 @@ export const WRANGLER_ENV = OFFLINE_ENV;
 
 export const WRANGLER_BIN = join(ROOT, "node_modules", ".bin", "wrangler");
 
+/** The processes in group `pgid` (wrangler dev's: node, esbuild, workerd), from /proc: pid, name, /proc/<pid>/stat fields. */
+function groupProcesses(pgid: number): { pid: string; comm: string; fields: string[] }[] {
+  const found = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const fields = stat.slice(close + 2).split(" "); // state, ppid, pgrp, ...
+      if (Number(fields[2]) === pgid) found.push({ pid, comm, fields });
+    } catch {
+      // the process ended between readdir and read
+    }
+  }
+  return found;
+}
+
 /** RSS of the processes in group `pgid` (wrangler dev's: node, esbuild, workerd), from /proc, kB. */
 export function groupRss(pgid: number): { workerdKb: number; totalKb: number } {
   let workerdKb = 0;
   let totalKb = 0;
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
+  for (const { pid, comm } of groupProcesses(pgid)) {
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const close = stat.lastIndexOf(")");
-      const comm = stat.slice(stat.indexOf("(") + 1, close);
-      const fields = stat.slice(close + 2).split(" ");
-      if (Number(fields[2]) !== pgid) continue; // fields: state, ppid, pgrp, ...
-      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${entry}/status`, "utf8"));
+      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
       const kb = rss === null ? 0 : Number(rss[1]);
       totalKb += kb;
       if (comm.startsWith("workerd")) workerdKb += kb;
@@ -62,6 +74,21 @@ export function wranglerReloads(logDir: string): { atMs: number; file: string; b
     });
   }
   return reloads;
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux). */
+const TICKS_PER_S = 100;
+
+/**
+ * CPU time the processes in group `pgid` have used so far (user + system, their own threads), ms. The difference over a
+ * run is the server's CPU for that run: on a machine shared with other work it is far steadier than wall-clock
+ * throughput, which depends on how much CPU the others leave.
+ */
+export function groupCpuMs(pgid: number): number {
+  let ticks = 0;
+  // utime and stime are fields 14 and 15 of /proc/<pid>/stat: 11 and 12 after the name.
+  for (const { fields } of groupProcesses(pgid)) ticks += Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1000) / TICKS_PER_S;
 }
 
 /** Start `wrangler dev` in `dir` on `port` with extra arguments; its own process group, whose id is its pid. */

@@ -309,12 +309,20 @@ export class Coalescer {
     st.queue.push(me);
     // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.
     // (Two waits of one budget each: one for the call in flight, one for this request's own.)
+    // Then, until its turn comes, the request keeps a timer of its own pending: while another request's call carries
+    // it, it has no I/O of its own, and the Workers runtime cancels a request that waits on nothing of its own ("the
+    // Worker's code had hung") when the runtime itself resumes it (object_call.ts, `resumeInOwnContext`).
     const { sleep } = this.options;
-    void sleep(st.timeoutMs)
-      .then(() => (me.settled ? undefined : sleep(st.timeoutMs)))
-      .then(() => this.giveUp(st, me));
+    let turnCame = false;
+    void (async () => {
+      await sleep(st.timeoutMs);
+      if (!me.settled) await sleep(st.timeoutMs);
+      this.giveUp(st, me);
+      while (!turnCame) await sleep(st.timeoutMs);
+    })();
     if (!st.inFlight) this.handOff(st);
     const got = await (this.options.resume?.(turn) ?? turn);
+    turnCame = true;
     if (got !== "lead") return got;
     const answer = await this.flush(st, me, input.keepAlive);
     return answer!;
