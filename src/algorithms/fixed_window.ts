@@ -124,5 +124,6 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
       if (state === null) return 0;
       return windowIndex(params.window, tMs) === state.window ? state.count : 0;
     },
+    window: (params) => params.window,
   },
 };

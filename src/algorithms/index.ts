@@ -9,6 +9,7 @@ import { fixedWindow } from "./fixed_window.ts";
 import { gcra } from "./gcra.ts";
 import { leakyBucket } from "./leaky_bucket.ts";
 import { leakyQueue } from "./leaky_queue.ts";
+import type { Window } from "./params.ts";
 import { slidingCounter } from "./sliding_counter.ts";
 import { slidingLog } from "./sliding_log.ts";
 import { tokenBucket } from "./token_bucket.ts";
@@ -143,6 +144,11 @@ export function capacityLabel(params: AlgorithmParams): string {
 /** The level a chart draws for `state` at `tMs` (no request in between). */
 export function levelAt(params: AlgorithmParams, state: AlgorithmState | null, tMs: number): number {
   return algorithmFor(params).level.at(params, state, tMs);
+}
+
+/** The window whose boundaries a chart marks for this rule, or `null` (no epoch-aligned window). */
+export function chartWindowOf(params: AlgorithmParams): Window | null {
+  return algorithmFor(params).level.window?.(params) ?? null;
 }
 
 /** The span a report measures "the most admitted in any span of the rule's length" over, ms. */

@@ -199,6 +199,7 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
     name: "estimate",
     label: (params) => `limit ${params.limit}`,
     at: (params, state, tMs) => estimateAt(params, state, tMs),
+    window: (params) => ({ kind: "ms", ms: params.windowMs }),
   },
 };
 

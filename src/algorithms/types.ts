@@ -84,6 +84,8 @@ export interface Level<P, S> {
   label(params: P): string;
   /** The level at `tMs` with no request in between (`null`: a fresh key). */
   at(params: P, state: S | null, tMs: number): number;
+  /** The epoch-aligned window the count starts again on, whose boundaries a chart marks (absent: none). */
+  window?(params: P): Window;
 }
 
 /**

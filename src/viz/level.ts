@@ -3,4 +3,4 @@
  * queue's length, a window's count, a sliding counter's estimate. Each algorithm draws its own level from its exact
  * state (`level` in src/algorithms); the charts only ask.
  */
-export { capacityLabel, levelAt, levelName } from "../algorithms/index.ts";
+export { capacityLabel, chartWindowOf, levelAt, levelName } from "../algorithms/index.ts";

@@ -9,7 +9,7 @@
 
 import { windowIndex, windowStartMs } from "../algorithms/windows.ts";
 import { capacityOf, type ResolvedRule } from "../rules/types.ts";
-import { capacityLabel, levelAt, levelName } from "./level.ts";
+import { capacityLabel, chartWindowOf, levelAt, levelName } from "./level.ts";
 import { type Comparison, describeRule, type Lane, type Outcome } from "./run.ts";
 import { formatSpan, formatTick, type TimeStyle, tickStep, ticks, trimNumber } from "./time.ts";
 
@@ -371,14 +371,14 @@ function dedupe(coords: (readonly [number, number])[]): (readonly [number, numbe
 }
 
 function hasWindows(rule: ResolvedRule): boolean {
-  return rule.algorithm === "fixed_window" || rule.algorithm === "sliding_counter";
+  return chartWindowOf(rule) !== null;
 }
 
-/** Window starts strictly inside (fromMs, toMs] for epoch-aligned window rules (fixed_window, sliding_counter). */
+/** Window starts strictly inside (fromMs, toMs] for rules with an epoch-aligned window (`chartWindowOf`). */
 export function boundaries(rule: ResolvedRule, fromMs: number, toMs: number): number[] {
   const out: number[] = [];
-  if (rule.algorithm !== "fixed_window" && rule.algorithm !== "sliding_counter") return out;
-  const window = rule.algorithm === "fixed_window" ? rule.window : ({ kind: "ms", ms: rule.windowMs } as const);
+  const window = chartWindowOf(rule);
+  if (window === null) return out;
   for (let i = windowIndex(window, fromMs) + 1; out.length <= MAX_BOUNDARY_LINES; i++) {
     const start = windowStartMs(window, i);
     if (start > toMs) break;

@@ -5,12 +5,13 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { generateTrace, parseGenArgs } from "../../src/cli/gen.ts";
 import { loadRules } from "../../src/rules/load.ts";
-import type { ResolvedRule } from "../../src/rules/types.ts";
+import type { AlgorithmParams, ResolvedRule } from "../../src/rules/types.ts";
 import { compareRules, MAX_MARK_BINS, MAX_TRACK_BINS } from "../../src/viz/accumulate.ts";
 import { formatComparison, type TraceLine } from "../../src/viz/run.ts";
-import { defaultRange, renderSvg } from "../../src/viz/svg.ts";
+import { boundaries, defaultRange, renderSvg } from "../../src/viz/svg.ts";
 import { xmlProblems } from "../fixtures/compare/xml.ts";
 import { runCli } from "../support/io.ts";
+import { fixedWindow, slidingCounter, slidingLog, tokenBucket } from "../support/params.ts";
 
 const RULES = "test/fixtures/compare/rules.yaml";
 
@@ -137,6 +138,20 @@ describe("compareRules", () => {
     }
     // The same decisions as on a short trace: token_bucket 10/s per key admits 20 + 10 per second after the first.
     expect(c.lanes[0]!.stats.admitted).toBe(2 * (20 + Math.floor((299_999 * 10) / 1000)));
+  });
+});
+
+describe("window boundaries, as each algorithm says (level.window)", () => {
+  const ruleOf = (params: AlgorithmParams) => ({ id: "r", ...params }) as ResolvedRule;
+  it.each([
+    ["fixed_window 60 s", fixedWindow(10, 60_000), [60_000, 120_000]],
+    ["fixed_window month", fixedWindow(10, "month"), [Date.UTC(1970, 1, 1), Date.UTC(1970, 2, 1)]],
+    ["sliding_counter 60 s", slidingCounter(10, 60_000, false, 4), [60_000, 120_000]],
+    ["sliding_log: none", slidingLog(10, 60_000), []],
+    ["token_bucket: none", tokenBucket(10, 1000, 20), []],
+  ])("%s", (_, params, starts) => {
+    // The first two window starts after 0 (the range reaches past March 1970, so a month has two as well).
+    expect(boundaries(ruleOf(params), 0, 6e9).slice(0, 2)).toEqual(starts);
   });
 });
 
