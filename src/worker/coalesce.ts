@@ -596,23 +596,7 @@ export class Coalescer {
         result.lease !== null
           ? this.adopt(st, result, sentAtMs, asked, keepAlive)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
-      // Got less than this isolate expects to need in one ttl (its ask without the margin): the key's budget is
-      // short; this isolate makes do with its share until its lease ends, and asks again then (so units given back
-      // meanwhile are not lost). Its refusals tell the client the later of that and when the object's own denial in
-      // this call said the key reopens. (Granted what it needs but not the margin: it calls again if it runs out.)
-      st.scarceUntilMs = 0;
-      st.scarceRetryAtMs = 0;
-      if (asked !== undefined && granted < asked.need) {
-        const now = this.options.clock();
-        let reopensAtMs = endsAtMs;
-        for (const r of result.results) {
-          if (r.ok && !r.decision.allowed && r.decision.retryAfterMs !== null) {
-            reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs);
-          }
-        }
-        st.scarceUntilMs = endsAtMs;
-        st.scarceRetryAtMs = reopensAtMs;
-      }
+      this.noteScarcity(st, asked !== undefined && granted < asked.need, endsAtMs, result.results);
       return batch.map((w, i): Asked => {
         const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
         return {
@@ -641,6 +625,27 @@ export class Coalescer {
         refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs),
       }),
     );
+  }
+
+  /**
+   * Got less than this isolate expects to need in one ttl (its ask without the margin): the key's budget is short;
+   * this isolate makes do with its share until its lease ends, and asks again then (so units given back meanwhile are
+   * not lost). Its refusals tell the client the later of that and when the object's own denial in this call said the
+   * key reopens. (Granted what it needs but not the margin: it calls again if it runs out.)
+   */
+  private noteScarcity(st: KeyState, short: boolean, endsAtMs: number, results: readonly CheckResult[]): void {
+    st.scarceUntilMs = 0;
+    st.scarceRetryAtMs = 0;
+    if (!short) return;
+    const now = this.options.clock();
+    let reopensAtMs = endsAtMs;
+    for (const r of results) {
+      if (r.ok && !r.decision.allowed && r.decision.retryAfterMs !== null) {
+        reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs);
+      }
+    }
+    st.scarceUntilMs = endsAtMs;
+    st.scarceRetryAtMs = reopensAtMs;
   }
 
   /**
