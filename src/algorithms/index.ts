@@ -3,7 +3,7 @@
  * store, simulator, charts, headers) calls. Everything per algorithm lives in its own file behind the `Algorithm`
  * interface (src/algorithms/types.ts); the names, parameter and state types below are derived from this table, so
  * adding an algorithm is one new file plus one entry here (test/unit/algorithms.contract.test.ts runs every entry
- * through the same contract).
+ * through the same contract; docs/adding-an-algorithm.md lists the steps).
  */
 import { fixedWindow } from "./fixed_window.ts";
 import { gcra } from "./gcra.ts";

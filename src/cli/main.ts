@@ -13,7 +13,7 @@ ${lines.join("\n")}
 
 Every command that reads rules takes --rules PATH (a YAML file or a directory of them; repeatable; default rules/).
 Run "sluice <command> --help" for a command's options.
-${EXIT_CODES}(sluice simulate also exits 2 for invalid rules and malformed trace lines, as its contract requires.)
+${EXIT_CODES}(sluice simulate also exits 2 for invalid rules and malformed trace lines, as docs/rules.md requires.)
 `;
 }
 

@@ -45,7 +45,7 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   return simulateTrace(rule, parsed.values.get("trace")?.[0], io);
 }
 
-/** The rule with id `ruleId` in the rule files, or exit status 2 (the simulator contract) with the reason said. */
+/** The rule with id `ruleId` in the rule files, or exit status 2 (docs/rules.md fixes it for simulate) with the reason said. */
 function ruleNamed(rulesPaths: string[], ruleId: string, io: Io): ResolvedRule | number {
   const loaded = loadRules(rulesPaths);
   if (loaded.errors.length > 0) {

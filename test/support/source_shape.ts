@@ -223,6 +223,7 @@ export function clockReads(files: readonly string[]): string[] {
 export const folderOf = (file: string) => relative("src", file).split(/[\\/]/)[0]!;
 
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename ?? "")) {
+  process.stdout.on("error", () => process.exit(0)); // `| head` closed the pipe: nothing more to say
   const files = sourceFiles("src");
   const { long } = longFunctions(files);
   console.log(`functions in src/ longer than ${MAX_FUNCTION_LINES} lines: ${long.length}`);
