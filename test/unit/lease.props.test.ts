@@ -179,6 +179,24 @@ describe("leases keep the algorithm's promise", () => {
     expect(leased).toBeGreaterThan(100);
   });
 
+  it("a slice charged before a window's end is not used after it", async () => {
+    const params = fixedWindow(10, 1000); // a window ends at T0 + 2000
+    const list: Arrival[] = [
+      { dtMs: 1900, isolate: 0, cost: 1, refund: false }, // A: admitted, and a slice of 8 (its term cut at the end)
+      { dtMs: 20, isolate: 0, cost: 1, refund: false }, // A: from its slice
+      { dtMs: 90, isolate: 1, cost: 10, refund: false }, // B, in the next window: its whole limit
+      { dtMs: 5, isolate: 0, cost: 1, refund: false }, // A: its old slice must not answer this one
+    ];
+    const { admitted, leaseAnswers } = await simulate(params, { ttlMs: 1000, units: 8, above: null }, [1, 1], list);
+    expect(leaseAnswers).toBeGreaterThanOrEqual(1);
+    expect(admitted.map((a) => [a.atMs - T0 >= 2000, a.cost])).toEqual([
+      [false, 1],
+      [false, 1],
+      [true, 10],
+    ]);
+    expect(violation(params, 1000, admitted)).toBeNull();
+  });
+
   it("the bound is tight: the check itself catches one unit too many", () => {
     const tb = tokenBucket(10, 1000, 5);
     // burst 5 + 10/s × (0 + 1 s) = 15 at one instant with a 1 s lease; 16 is one too many.
