@@ -239,6 +239,7 @@ interface SoakMemoryPhase {
   secondHalfSlopeMbPerMin: number;
   objectsSeenSecondHalf: [number, number] | null;
   secondHalf?: { minutes: number; requests: number; objectsMade: number; grewMb: number; allowedMb: number };
+  jsHeap?: { firstMb: number; lastMb: number; maxMb: number; secondHalfSlopeMbPerMin: number | null } | null;
   levelled: boolean | null;
 }
 const soak = load<{
@@ -275,10 +276,14 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
       : d.memory.levelled
         ? "levels off"
         : "grows";
+  const heapText = (m: SoakMemoryPhase) =>
+    m.jsHeap == null
+      ? ""
+      : ` (of which the Worker isolate's JS heap, Sluice's own objects: ${m.jsHeap.firstMb} -> ${m.jsHeap.lastMb} MB, max ${m.jsHeap.maxMb}${m.jsHeap.secondHalfSlopeMbPerMin === null ? "" : `, ${m.jsHeap.secondHalfSlopeMbPerMin} MB/min in the second warm half`})`;
   const phaseText = (m: SoakMemoryPhase) =>
     m.warmAtS === null
-      ? `${m.phase} the crash: ${m.startMb} -> ${m.endMb} MB (max ${m.maxMb}), ${m.warmupSlopeMbPerMin} MB/min, its warm-up sweep unfinished`
-      : `${m.phase} the crash: ${m.startMb} MB at its start, ${m.warmMb} MB once warm (${m.warmAtS} s), ${m.endMb} MB at its end (max ${m.maxMb}); slope ${m.warmupSlopeMbPerMin} MB/min while warming up, ${m.firstHalfSlopeMbPerMin ?? "-"} then **${m.secondHalfSlopeMbPerMin ?? "-"} MB/min** over the first and second half of the warm part (${m.warmSpanS} s)${m.objectsSeenSecondHalf === null ? "" : `, objects reached ${m.objectsSeenSecondHalf[0]} -> ${m.objectsSeenSecondHalf[1]} in the second half`}${m.secondHalf === undefined ? "" : `; in that half (${m.secondHalf.minutes} min, ${m.secondHalf.requests} requests, ${m.secondHalf.objectsMade} objects made again after eviction) it grew ${m.secondHalf.grewMb} MB against ${m.secondHalf.allowedMb} MB allowed`}`;
+      ? `${m.phase} the crash: ${m.startMb} -> ${m.endMb} MB (max ${m.maxMb}), ${m.warmupSlopeMbPerMin} MB/min, its warm-up sweep unfinished${heapText(m)}`
+      : `${m.phase} the crash: ${m.startMb} MB at its start, ${m.warmMb} MB once warm (${m.warmAtS} s), ${m.endMb} MB at its end (max ${m.maxMb}); slope ${m.warmupSlopeMbPerMin} MB/min while warming up, ${m.firstHalfSlopeMbPerMin ?? "-"} then **${m.secondHalfSlopeMbPerMin ?? "-"} MB/min** over the first and second half of the warm part (${m.warmSpanS} s)${m.objectsSeenSecondHalf === null ? "" : `, objects reached ${m.objectsSeenSecondHalf[0]} -> ${m.objectsSeenSecondHalf[1]} in the second half`}${m.secondHalf === undefined ? "" : `; in that half (${m.secondHalf.minutes} min, ${m.secondHalf.requests} requests, ${m.secondHalf.objectsMade} objects made again after eviction) it grew ${m.secondHalf.grewMb} MB against ${m.secondHalf.allowedMb} MB allowed`}${heapText(m)}`;
   out.push(
     `A real \`wrangler dev\` (a temp copy with bench/soak/rules.yaml: every algorithm, mixed routes, identities and costs, both failure policies; LIMITER_TIMEOUT_MS ${d.limiterTimeoutMs}), ${d.concurrency} closed-loop clients for ${d.durationS} s, SIGKILL of the server's process group half-way and a restart on the same state. ${p.distinctKeysUsed} API keys (${p.seededAccounts} seeded as accounts), ${p.distinctUsersUsed} users and ${p.distinctAddressesUsed} client addresses (documentation ranges) seen, skewed hot/cold; the routes a global rule counts per address come from ${p.ipKeyedAddresses ?? "all"} of them, so the Durable Objects are a bounded population, which a warm-up sweep at the start and again after the restart reaches once each. Admissions are read from each admitted response's echo and held to what each rule allows (bench/soak/allowance.ts, from the rule's own parameters); local and shadow rules are not held to it. The machine was shared with other agents' test runs during the measurement: the throughput and latencies are not this server's capacity.`,
     "",

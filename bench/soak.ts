@@ -33,7 +33,9 @@
  *   route, rules, status, headers, body) and classified by its body: wrangler dev's own "worker restarted mid-request"
  *   503 (its proxy's exact text, when its local runtime restarts) is reported apart, as wrangler dev's; anything else
  *   is unexpected;
- * - the RSS of the server's workerd processes, sampled every 2 s: once the warm-up sweep of a phase is answered, over
+ * - the RSS of the server's workerd processes, sampled every 2 s with the Worker isolate's JS heap in use (through the
+ *   devtools inspector, reported beside it: Sluice's own objects, apart from the runtime's native memory): once the
+ *   warm-up sweep of a phase is answered, over
  *   the second half of the rest of the phase, the least-squares growth must be at most 10 MB/min plus 10 KB per object
  *   the runtime made again (judged when that part lasts a minute or more: the full run, not `--quick`). Why: local
  *   workerd keeps memory for every object it makes, tens of KB for a new one and about 7 KB for one it evicted after
@@ -58,6 +60,7 @@ import {
   dropBuildStep,
   freePort,
   groupRss,
+  inspectHeap,
   killGroup,
   projectCopy,
   signalGroup,
@@ -539,6 +542,8 @@ interface MemorySample {
   readonly objectsSeen: number;
   /** Objects the server made so far (first uses, and uses after 10 s idle), as the client counts them. */
   readonly objectsMade: number;
+  /** The Worker isolate's JS heap in use (its code's own objects, the objects' records included), MB; null: unread. */
+  jsHeapMb: number | null;
 }
 
 /** The growth rate the memory may keep in the second half of a warm phase and still be said to level off, MB/min. */
@@ -551,6 +556,21 @@ const LEVEL_MB_PER_MIN = 10;
 const RUNTIME_KB_PER_OBJECT_MADE = 10;
 /** A warm phase shorter than this is reported, not judged. */
 const JUDGED_SPAN_S = 60;
+
+/** The Worker isolate's JS heap over a phase: its largest, and its least-squares slope over the second warm half. */
+function jsHeapOf(all: readonly MemorySample[], secondHalf: readonly MemorySample[]) {
+  const read = (xs: readonly MemorySample[]) =>
+    xs.filter((x) => x.jsHeapMb !== null).map((x) => ({ ...x, workerdRssMb: x.jsHeapMb! }));
+  const sampled = read(all);
+  if (sampled.length === 0) return null;
+  const slope = slopeMbPerMin(read(secondHalf));
+  return {
+    firstMb: sampled[0]!.workerdRssMb,
+    lastMb: sampled[sampled.length - 1]!.workerdRssMb,
+    maxMb: Math.max(...sampled.map((x) => x.workerdRssMb)),
+    secondHalfSlopeMbPerMin: Number.isFinite(slope) ? round(slope, 2) : null,
+  };
+}
 
 /** Least-squares slope of RSS over time, MB per minute; NaN with fewer than 3 samples. */
 function slopeMbPerMin(samples: readonly MemorySample[]): number {
@@ -604,6 +624,8 @@ async function main(): Promise<number> {
   const serverLog = join(dir, "server.log");
   const logStream = createWriteStream(serverLog);
   const port = await freePort();
+  let inspectorPort = await freePort();
+  while (inspectorPort === port) inspectorPort = await freePort();
   const base = `http://127.0.0.1:${port}`;
   log(`soak: ${opts.durationMs / 1000} s, ${opts.concurrency} clients, seed ${opts.seed}; server in ${dir}`);
   const seeded = seedAccounts(dir, state);
@@ -613,6 +635,8 @@ async function main(): Promise<number> {
   // LIMITER_TIMEOUT_MS: a budget a shared 2-core machine meets even while cold objects open their storage, so that
   // decisions are decisions (fail-opens are counted apart either way; the failure paths have their own tests).
   const args = [
+    "--inspector-port",
+    String(inspectorPort),
     "--persist-to",
     state,
     "--log-level",
@@ -645,13 +669,14 @@ async function main(): Promise<number> {
   };
 
   let server = await start();
+  let heap = await inspectHeap(inspectorPort);
   log(`soak: server up in ${server.upAfterMs} ms on ${base}`);
   const samples: MemorySample[] = [];
   const t0 = Date.now();
   loadStartMs = t0;
   const sample = () => {
     const { workerdKb, totalKb } = groupRss(server.child.pid!);
-    samples.push({
+    const taken: MemorySample = {
       atS: round((Date.now() - t0) / 1000, 1),
       phase,
       warm: phase !== "down" && warmedAtMs[phase] !== null,
@@ -661,7 +686,13 @@ async function main(): Promise<number> {
       distinctAddresses: distinct.addresses.size,
       objectsSeen: objectsSeen.size,
       objectsMade,
-    });
+      jsHeapMb: null,
+    };
+    samples.push(taken);
+    if (phase !== "down")
+      void heap.heapMb().then((mb) => {
+        taken.jsHeapMb = mb === null ? null : round(mb, 1);
+      });
   };
   const sampler = setInterval(sample, SAMPLE_EVERY_MS);
   const progress = setInterval(() => {
@@ -685,7 +716,9 @@ async function main(): Promise<number> {
     lastUseMs.clear(); // the new process makes every object again
     await exited;
     log(`soak: SIGKILL sent to the server's process group at ${Math.round((killedAt - t0) / 1000)} s; restarting`);
+    heap.close();
     server = await start();
+    heap = await inspectHeap(inspectorPort);
     phase = "after";
     startWarmup(); // the restarted server's objects are made again as they are used: sweep them again
     crash = {
@@ -701,6 +734,8 @@ async function main(): Promise<number> {
     clearInterval(sampler);
     clearInterval(progress);
     sample();
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the last heap reading
+    heap.close();
     await killGroup(server.child.pid!, server.child);
     logStream.end();
   }
@@ -779,6 +814,7 @@ async function main(): Promise<number> {
       warmupSlopeMbPerMin: round(slopeMbPerMin(all.filter((x) => !x.warm)), 1),
       firstHalfSlopeMbPerMin: round(slopeMbPerMin(firstHalf), 1),
       secondHalfSlopeMbPerMin: round(slope, 1),
+      jsHeap: jsHeapOf(all, secondHalf),
       objectsSeenSecondHalf:
         secondHalf.length === 0 ? null : [secondHalf[0]!.objectsSeen, secondHalf[secondHalf.length - 1]!.objectsSeen],
       secondHalf: {

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { OFFLINE_ENV } from "../test/support/wrangler_dev.ts";
 import { ROOT } from "./common.ts";
@@ -138,4 +139,69 @@ export async function killGroup(pgid: number, child: ChildProcess): Promise<void
   await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 3_000))]);
   await new Promise((resolve) => setTimeout(resolve, 200));
   signalGroup(pgid, "SIGKILL"); // whatever of the group is left (workerd)
+}
+
+/** The `ws` client (installed with miniflare and wrangler, which depend on it), for the devtools protocol. */
+interface DevtoolsSocket {
+  on(event: "open" | "error" | "close", listener: (e?: unknown) => void): void;
+  on(event: "message", listener: (data: unknown) => void): void;
+  send(data: string): void;
+  close(): void;
+}
+
+/**
+ * The JS heap of wrangler dev's Worker isolate (the Worker and its Durable Objects, one isolate), read through its
+ * devtools inspector (`--inspector-port`): what the Worker's own code keeps, apart from the runtime's native memory
+ * that RSS also counts. `null` from `heapMb` when the inspector cannot be reached.
+ */
+export async function inspectHeap(
+  inspectorPort: number,
+): Promise<{ heapMb: () => Promise<number | null>; close: () => void }> {
+  const none = { heapMb: async () => null, close: () => {} };
+  try {
+    const WebSocket = createRequire(import.meta.url)("ws") as new (
+      url: string,
+      options: { headers: Record<string, string> },
+    ) => DevtoolsSocket;
+    const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+      webSocketDebuggerUrl: string;
+    }[];
+    const url = targets[0]?.webSocketDebuggerUrl;
+    if (url === undefined) return none;
+    // The inspector proxy takes a local Origin only.
+    const socket = new WebSocket(url, { headers: { Origin: "http://localhost" } });
+    await new Promise((resolve, reject) => {
+      socket.on("open", resolve);
+      socket.on("error", reject);
+    });
+    let id = 0;
+    const waiting = new Map<number, (result: { usedSize?: number } | undefined) => void>();
+    socket.on("message", (data) => {
+      const message = JSON.parse(String(data)) as { id?: number; result?: { usedSize?: number } };
+      if (message.id !== undefined) waiting.get(message.id)?.(message.result);
+      if (message.id !== undefined) waiting.delete(message.id);
+    });
+    let open = true;
+    socket.on("close", () => {
+      open = false;
+      for (const answer of waiting.values()) answer(undefined);
+    });
+    return {
+      heapMb: () =>
+        open
+          ? new Promise<number | null>((resolve) => {
+              const i = ++id;
+              const timer = setTimeout(() => resolve(null), 2_000);
+              waiting.set(i, (result) => {
+                clearTimeout(timer);
+                resolve(result?.usedSize === undefined ? null : result.usedSize / 1_048_576);
+              });
+              socket.send(JSON.stringify({ id: i, method: "Runtime.getHeapUsage" }));
+            })
+          : Promise.resolve(null),
+      close: () => socket.close(),
+    };
+  } catch {
+    return none;
+  }
 }
