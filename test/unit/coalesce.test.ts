@@ -4,6 +4,7 @@
  * and reloaded; the isolate's coalescer sends one call per key at a time, answers every request with its own decision,
  * and fails every request of a failed batch.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
@@ -295,6 +296,52 @@ describe("the coalescer", () => {
     ]);
     // Then they resume, in whatever order (the leader of the call last, here).
     expect(events.slice(6).sort()).toEqual(["1 resumes", "2 resumes", "3 resumes", "4 resumes"]);
+  });
+
+  it("keeps a timer of each waiting request's own pending until its answer comes (the runtime cancels a request waiting on nothing of its own)", async () => {
+    // Which request started a timer: Node's AsyncLocalStorage follows each request's own chain of promises, as the
+    // Workers runtime follows a request's I/O context.
+    const owner = new AsyncLocalStorage<string>();
+    const h = harness(tokenBucket(10, 1000, 5), 100);
+    const pending: { owner: string | undefined; untilMs: number }[] = [];
+    const sleep = (ms: number) => {
+      const entry = { owner: owner.getStore(), untilMs: h.clock.nowMs() + ms };
+      pending.push(entry);
+      return h.clock.sleep(ms).then(() => void pending.splice(pending.indexOf(entry), 1));
+    };
+    const counters = { ...h.counters };
+    const coalescer = new Coalescer({ clock: h.clock.clock, sleep, counters, newId: () => crypto.randomUUID() });
+    let answeredAtMs: number | null = null;
+    const ask = (who: string) =>
+      owner.run(who, () =>
+        coalescer.ask({
+          transport: h.transport,
+          name: "r:key",
+          rule: rule(tokenBucket(10, 1000, 5)),
+          cost: 1,
+          timeoutMs: 250,
+          lease: null,
+        }),
+      );
+    void ask("first");
+    await h.clock.runUntil(T0 + 1);
+    void ask("leader");
+    void ask("waiter").then(() => {
+      answeredAtMs = h.clock.nowMs();
+    });
+    // The first call answers at +200 (100 ms each way); the next one, made by the first request waiting (its own timer
+    // for the call's budget), carries the waiter too and answers at +400: after the waiter's first timer (250 ms from
+    // +1) has run out. Only the waiter's own timers can keep the waiter's request alive meanwhile.
+    for (let t = T0 + 2; t < T0 + 400; t += 10) {
+      await h.clock.runUntil(t);
+      expect(answeredAtMs, `at +${t - T0}`).toBeNull();
+      expect(
+        pending.some((p) => p.owner === "waiter"),
+        `a timer of the waiter's own at +${t - T0}`,
+      ).toBe(true);
+    }
+    await h.clock.runUntil(T0 + 1000);
+    expect(answeredAtMs).toBe(T0 + 400);
   });
 
   it("sends a lone request at once, with no added wait", async () => {
