@@ -4,7 +4,7 @@
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { SluiceLimiter } from "../../src/worker/limiter.ts";
+import { ALARM_SPREAD_MS, alarmSpreadMs, type SluiceLimiter } from "../../src/worker/limiter.ts";
 import {
   bearer,
   bodyOf,
@@ -99,13 +99,15 @@ describe("the alarm", () => {
     expect((await SELF.fetch(req("POST", "/v1/login", { "CF-Connecting-IP": ip }))).status).toBe(200);
     // One alarm, set by the first write, at the time the first state would have been fresh.
     const stub = await limiterFor("login-per-ip", ip);
-    expect((await storage("login-per-ip", ip)).alarmAtMs).toBe(T0 + 60_000);
+    const spread = alarmSpreadMs(stub.id.toString()); // each object's alarm put off by its own spread
+    expect(spread).toBeLessThan(ALARM_SPREAD_MS);
+    expect((await storage("login-per-ip", ip)).alarmAtMs).toBe(T0 + 60_000 + spread);
 
     setNow(T0 + 60_000);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     const kept = await storage("login-per-ip", ip);
     expect(kept.record).toMatchObject({ state: { times: [T0, T0 + 10_000], costs: [1, 1] } });
-    expect(kept.alarmAtMs).toBe(T0 + 70_000);
+    expect(kept.alarmAtMs).toBe(T0 + 70_000 + spread);
 
     setNow(T0 + 70_000);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
