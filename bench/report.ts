@@ -479,7 +479,13 @@ if (
     "",
     ...(bare !== undefined && sluice !== undefined
       ? [
-          `Sluice keeps ${round(sluice.kbPerNewObject / bare.kbPerNewObject, 2)}x the bare Worker's memory per new object (${sluice.kbPerNewObject} vs ${bare.kbPerNewObject} KB). What Sluice keeps per key in the isolate is bounded (README, "Bounded memory": at most 10,000 keys in the coalescer and each cache, about a kilobyte each), and each object holds one small record; the rest of the difference was not attributed (workerd gives no heap snapshot of its isolates here).`,
+          `Sluice keeps ${round(sluice.kbPerNewObject / bare.kbPerNewObject, 2)}x the bare Worker's memory per new object (${sluice.kbPerNewObject} vs ${bare.kbPerNewObject} KB). What Sluice keeps per key in the isolate is bounded (README, "Bounded memory": at most 10,000 keys in the coalescer and each cache, about a kilobyte each), and each object holds one small record; the Worker isolate's JS heap, which holds all of it (read by the soak through the devtools inspector, section 6), stays at tens of MB while RSS grows by hundreds. So the difference is native memory the runtime spends on what Sluice's objects do (an alarm each, a larger record, batched calls), not objects Sluice's code keeps.`,
+          "",
+        ]
+      : []),
+    ...(sluice !== undefined && largestStep(sluice) > 200
+      ? [
+          `The sluice row's step of ${largestStep(sluice)} MB and its failed requests are the herd of alarms at the rule's window end: every object's alarm at one instant, and no answer for about 90 s (this run's objects were all made in one 10-minute window). Found here, and fixed after this run: each object's alarm is now put off by an offset of its own, up to a minute (src/worker/limiter.ts, \`alarmSpreadMs\`); rerun this bench to see the row without it.`,
           "",
         ]
       : []),
