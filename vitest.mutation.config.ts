@@ -13,6 +13,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 // fast-check properties last; and each property tries a fraction of its cases (test/support/runs.ts).
 const ORDER = [
   "algorithms.knowledge.test.ts",
+  "algorithms.edges.test.ts",
   "algorithms.tables.test.ts",
   "algorithms.vectors.test.ts",
   "carry_over.test.ts",

@@ -13,6 +13,7 @@ import {
   type AlgorithmState,
   algorithmFor,
   capacityLabel,
+  chartWindowOf,
   decide,
   denialsCount,
   deniedUntilMs,
@@ -488,6 +489,21 @@ describe("the chart's level: its name, the capacity line's label, and the level 
   it.each(names)("%j: %s, %s", (params, name, label) => {
     expect(levelName(params)).toBe(name);
     expect(capacityLabel(params)).toBe(label);
+  });
+
+  // [params, the window whose boundaries a chart marks]
+  const windows: readonly (readonly [AlgorithmParams, Window | null])[] = [
+    [fixedWindow(10, 1000), { kind: "ms", ms: 1000 }],
+    [fixedWindow(10, "month"), { kind: "month" }],
+    [slidingCounter(10, 60_000, false, 4), { kind: "ms", ms: 60_000 }],
+    [tokenBucket(10, 1000, 20), null],
+    [gcraP(10, 1000, 20), null],
+    [leakyBucket(10, 1000, 20), null],
+    [leakyQueue(10, 1000, 20), null],
+    [slidingLog(10, 60_000), null],
+  ];
+  it.each(windows)("chartWindowOf %j: %j", (params, window) => {
+    expect(chartWindowOf(params)).toEqual(window);
   });
 
   // [name, params, requests admitted before ([t, cost]), [t, level] read after them]
