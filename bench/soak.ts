@@ -14,7 +14,7 @@
  *   addresses, the rest are spread over hundreds of keys, 500 users and 50,000 client addresses, all from the
  *   documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, and one 2001:db8::/32 /64 each). The routes a
  *   global rule counts per address (logins, public pages) come from the first 1,000 of them (500 with `--quick`), so
- *   the Durable Objects are a bounded population (4,700; 3,200 with `--quick`), and memory can level off once they
+ *   the Durable Objects are a bounded population (7,400; 4,400 with `--quick`), and memory can level off once they
  *   all exist.
  * - The warm-up: every other request the clients send is the sweep's until it is done, one request to every object
  *   the load can reach (every key's sync, every user's validation, every counted address's public page and login);
@@ -286,7 +286,8 @@ interface Planned {
 
 /**
  * The warm-up sweep: one request for every Durable Object the load can reach (every API key's sync request, which
- * three rules decide; every user's validation; every counted address's public page and login), so that the object
+ * three rules decide; every user's validation; every counted address's public page, login, and a sync with a key that
+ * has no account, which the api_key rules count by address), so that the object
  * population is complete early and the server's memory can be judged once the key set is warm. Its requests are
  * recorded and judged like all others (they spend the keys' budgets like any request).
  */
@@ -296,9 +297,12 @@ function sweep(n: number): Planned[] {
   const other = () => pickAddress(false);
   for (let i = 0; i < KEYS; i++) list.push({ kind: kind("sync"), ids: { api_key: i, user: 0, ip: other() } });
   for (let i = 0; i < USERS; i++) list.push({ kind: kind("validate"), ids: { api_key: 0, user: i, ip: other() } });
+  const unseededKey = [...Array(KEYS).keys()].find((i) => !planOfKey(i).seeded)!;
   for (let i = 0; i < IP_KEYED_ADDRESSES; i++) {
     list.push({ kind: kind("public"), ids: { api_key: 0, user: 0, ip: i } });
     list.push({ kind: kind("login"), ids: { api_key: 0, user: 0, ip: i } });
+    // A key without an account, from this address: the api_key rules' buckets for the address.
+    list.push({ kind: kind("sync"), ids: { api_key: unseededKey, user: 0, ip: i } });
   }
   return list.map((p) => ({ ...p, sweep: n })).reverse(); // taken from the end
 }
@@ -390,6 +394,16 @@ interface EchoDecision {
   readonly error?: string;
 }
 
+/**
+ * Who a rule counts, as the Worker does: an API key without an account record is not an identity of its own, so an
+ * `identity: api_key` rule (`unverified: by_address`, the default) counts its caller by client address instead
+ * (docs/rules.md, "Who counts as the same caller"). Such a bucket is numbered -(address + 1), apart from the keys.
+ */
+function counted(e: Expected, ids: Record<Identity, number>): number {
+  if (e.identity === "api_key" && !planOfKey(ids.api_key).seeded) return -(ids.ip + 1);
+  return ids[e.identity];
+}
+
 function recordAdmitted(
   kind: Kind,
   plan: Plan,
@@ -412,7 +426,7 @@ function recordAdmitted(
     }
     const perKey = admissions.get(e.rule) ?? new Map<number, Admission[]>();
     admissions.set(e.rule, perKey);
-    const id = ids[e.identity];
+    const id = counted(e, ids);
     const list = perKey.get(id) ?? [];
     perKey.set(id, list);
     list.push({ sentMs, receivedMs, cost: e.cost });
@@ -457,10 +471,13 @@ async function client(base: string): Promise<void> {
     // While a sweep lasts, every other request is the sweep's: the random load (hot keys included) runs from the start.
     const planned = (sent++ & 1) === 0 ? warmup.pop() : undefined;
     const kind = planned?.kind ?? pickKind();
+    const apiKey = planned?.ids.api_key ?? pickKey();
+    // A key without an account is counted by address (`counted`): its addresses come from the bounded set too.
+    const byAddress = ipKeyed(kind) || (kind.identities.includes("api_key") && !planOfKey(apiKey).seeded);
     const ids: Record<Identity, number> = planned?.ids ?? {
-      api_key: pickKey(),
+      api_key: apiKey,
       user: pickUser(),
-      ip: pickAddress(ipKeyed(kind)),
+      ip: pickAddress(byAddress),
     };
     const { plan } = planOfKey(ids.api_key);
     const headers: Record<string, string> = { "CF-Connecting-IP": addressOf(ids.ip) };
@@ -496,7 +513,7 @@ async function client(base: string): Promise<void> {
     if (planned !== undefined) warmedOne(planned);
     const receivedMs = Date.now();
     for (const e of kind.expect(plan)) {
-      const object = `${e.rule}:${ids[e.identity]}`;
+      const object = `${e.rule}:${counted(e, ids)}`;
       objectsSeen.add(object);
       const last = lastUseMs.get(object);
       if (last === undefined || sentMs - last > IDLE_EVICTION_MS) objectsMade++;
@@ -759,8 +776,20 @@ async function main(): Promise<number> {
       let saturated = 0;
       let tightest: { admitted: number; allowedOverRun: number } | null = null;
       const keys = admissions.get(rule.id) ?? new Map<number, Admission[]>();
-      for (const list of keys.values()) {
+      const over: { key: number; excess: number; admissions: [number, number, number][] }[] = [];
+      for (const [key, list] of keys) {
         const v = verdictOf(params, list);
+        // A key over its allowance: its admissions (sent, received: s from the kill; cost), to see when and why.
+        if (v.excess > 0 && over.length < 3)
+          over.push({
+            key,
+            excess: v.excess,
+            admissions: list.map((a) => [
+              round((a.sentMs - (killedAt ?? t0)) / 1000, 3),
+              round((a.receivedMs - (killedAt ?? t0)) / 1000, 3),
+              a.cost,
+            ]),
+          });
         admitted += v.admitted;
         allowed += v.allowedOverRun;
         excess = Math.max(excess, v.excess);
@@ -780,6 +809,7 @@ async function main(): Promise<number> {
         keysAt90PctOrMore: saturated,
         overAdmission: excess,
         keysOver,
+        over,
         ambiguous,
         failOpen: failOpen.get(rule.id) ?? 0,
         failClosed503: failClosed503.get(rule.id) ?? 0,
