@@ -90,4 +90,14 @@ describe("carry-over", () => {
     // burst 1 holds 2: the third is dropped
     expect(carryOver(q, leakyQueue(10, 1000, 1), state, 1000)).toEqual({ tatMs: 1200, tatFrac: 0 });
   });
+
+  it("leaky_queue: queued work in the new rate's units is rounded up, never down", () => {
+    // 7/3s: one request at t = 0 is queued until 3000/7 ms (TAT 428 + 4/7); at t = 100, 2300/7000 of a second is
+    // left, 766.67 ms at 1/s: kept as 767
+    const q = leakyQueue(7, 3000, 2);
+    const r = decide(q, null, 1, 0);
+    if (!r.ok) throw new Error("admitted");
+    expect(r.state).toEqual({ tatMs: 428, tatFrac: 4 });
+    expect(carryOver(q, leakyQueue(1, 1000, 2), r.state, 100)).toEqual({ tatMs: 867, tatFrac: 0 });
+  });
 });
