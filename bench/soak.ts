@@ -49,6 +49,7 @@
 import { type ChildProcess, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { projectParams } from "../src/algorithms/index.ts";
 import { loadRules } from "../src/rules/load.ts";
@@ -691,7 +692,9 @@ async function main(): Promise<number> {
   const samples: MemorySample[] = [];
   const t0 = Date.now();
   loadStartMs = t0;
+  const loads: number[] = [];
   const sample = () => {
+    loads.push(loadavg()[0]!);
     const { workerdKb, totalKb } = groupRss(server.child.pid!);
     const taken: MemorySample = {
       atS: round((Date.now() - t0) / 1000, 1),
@@ -896,6 +899,12 @@ async function main(): Promise<number> {
     concurrency: opts.concurrency,
     seed: opts.seed,
     limiterTimeoutMs: opts.timeoutMs,
+    // The machine's 1-minute load average over the run (this process, wrangler dev and anything else): a 2-core
+    // machine near 2 was running little besides the soak.
+    loadAverage: {
+      median: round([...loads].sort((a, b) => a - b)[loads.length >> 1] ?? 0, 2),
+      max: round(Math.max(0, ...loads), 2),
+    },
     population: {
       apiKeys: KEYS,
       seededAccounts: seeded,
