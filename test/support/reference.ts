@@ -201,10 +201,12 @@ function refLog(limit: number, windowMs: number): RefKey {
   return {
     check(cost, nowMs) {
       const now = log.length > 0 ? Math.max(nowMs, log[log.length - 1]!.t) : nowMs;
-      log = log.filter((e) => now - e.t < windowMs);
-      const total = log.reduce((s, e) => s + e.cost, 0);
+      // A denial changes nothing: the entries that left the window are dropped only when a request is logged. (Dropping
+      // them on a denial too would remember a later `now` that the clock then steps back from, and count less.)
+      const kept = log.filter((e) => now - e.t < windowMs);
+      const total = kept.reduce((s, e) => s + e.cost, 0);
       if (total + cost <= limit) {
-        log.push({ t: now, cost });
+        log = [...kept, { t: now, cost }];
         return {
           allowed: true,
           remaining: limit - total - cost,
@@ -215,13 +217,13 @@ function refLog(limit: number, windowMs: number): RefKey {
       }
       // the smallest d at which enough entries have left: search it from the definition
       let d = 1;
-      while (log.filter((e) => now + d - e.t < windowMs).reduce((s, e) => s + e.cost, 0) + cost > limit) {
-        d = Math.min(...log.filter((e) => now + d - e.t < windowMs).map((e) => e.t + windowMs - now));
+      while (kept.filter((e) => now + d - e.t < windowMs).reduce((s, e) => s + e.cost, 0) + cost > limit) {
+        d = Math.min(...kept.filter((e) => now + d - e.t < windowMs).map((e) => e.t + windowMs - now));
       }
       return {
         allowed: false,
         remaining: limit - total,
-        resetAfterMs: log.length === 0 ? 0 : log[log.length - 1]!.t + windowMs - now,
+        resetAfterMs: kept.length === 0 ? 0 : kept[kept.length - 1]!.t + windowMs - now,
         retryAfterMs: d,
         delayMs: 0,
       };

@@ -83,6 +83,35 @@ describe("the clock stepping back", () => {
       { numRuns: runs(600) },
     );
   });
+  it("a denial does not drop a log's old entries, so a step back still counts them (found by this property)", () => {
+    // sliding_log 3 per 10 ms: t=10 is denied (the entry of t=0 has left by then, but a denial changes nothing);
+    // back at t=9 the entry of t=0 is inside the window again and counts, so 1 more fits and none remain.
+    const params = { algorithm: "sliding_log", limit: 3, windowMs: 10 } as const;
+    const ref = referenceKey(params);
+    let state: AlgorithmState | null = null;
+    const t0 = Date.UTC(2024, 0, 20);
+    const seen: [boolean, number][] = [];
+    for (const [at, cost] of [
+      [0, 1],
+      [3, 1],
+      [10, 3],
+      [9, 1],
+      [10, 1],
+    ] as const) {
+      const r = decide(params, state, cost, t0 + at);
+      if (!r.ok) throw new Error(r.error);
+      expect(r.decision).toEqual(ref.check(cost, t0 + at));
+      seen.push([r.decision.allowed, r.decision.remaining]);
+      state = r.state;
+    }
+    expect(seen).toEqual([
+      [true, 2],
+      [true, 1],
+      [false, 2],
+      [true, 0],
+      [true, 0],
+    ]);
+  });
 });
 
 /** Decisions of `requests` ([t, cost]) on one key, from a fresh state. */
