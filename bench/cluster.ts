@@ -24,6 +24,7 @@ import { EventClock } from "../src/sim/event_clock.ts";
 import { SimObject } from "../src/sim/object.ts";
 import { type Asked, type CoalesceCounters, Coalescer } from "../src/worker/coalesce.ts";
 import { compileRules } from "../src/worker/match.ts";
+import { newStats } from "../src/worker/metrics.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
 const ISOLATES = 200;
@@ -106,14 +107,7 @@ async function run(ruleId: string, loadPerS: number, plain: boolean) {
   const isolates = Array.from({ length: ISOLATES }, (_, i) => {
     const base = REGION_RTT_MS[i % REGION_RTT_MS.length]!;
     const rttMs = Math.max(5, Math.min(150, base + Math.floor((random() - 0.5) * 10)));
-    const counters: CoalesceCounters = {
-      object_calls: 0,
-      object_retries: 0,
-      batched_requests: 0,
-      lease_answers: 0,
-      leases: 0,
-      lease_units_returned: 0,
-    };
+    const counters: CoalesceCounters = newStats();
     let n = 0;
     const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `i${i}-${n++}` });
     return { coalescer, counters, transport: object.transportFrom(() => rttMs / 2), rttMs };

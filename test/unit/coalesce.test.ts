@@ -11,6 +11,7 @@ import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";
 import { type Asked, type CoalesceCounters, Coalescer } from "../../src/worker/coalesce.ts";
+import { newStats } from "../../src/worker/metrics.ts";
 import type { ObjectTransport } from "../../src/worker/object_call.ts";
 import {
   type CallInput,
@@ -167,14 +168,7 @@ function harness(params: AlgorithmParams, oneWayMs = 10) {
   const object = new SimObject(clock, { serviceMs: 0, maxBacklog: Number.POSITIVE_INFINITY }, (input, result) =>
     applied.push({ input, result }),
   );
-  const counters: CoalesceCounters = {
-    object_calls: 0,
-    object_retries: 0,
-    batched_requests: 0,
-    lease_answers: 0,
-    leases: 0,
-    lease_units_returned: 0,
-  };
+  const counters: CoalesceCounters = newStats();
   let n = 0;
   const transport = object.transportFrom(() => oneWayMs);
   const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `call-${n++}` });
@@ -214,14 +208,7 @@ describe("a busy object", () => {
         }),
       refund: async () => null,
     };
-    const c: CoalesceCounters = {
-      object_calls: 0,
-      object_retries: 0,
-      batched_requests: 0,
-      lease_answers: 0,
-      leases: 0,
-      lease_units_returned: 0,
-    };
+    const c: CoalesceCounters = newStats();
     let n = 0;
     const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters: c, newId: () => `id${n++}` });
     // Above 1,000/s: this isolate alone never gets there.
@@ -359,14 +346,7 @@ describe("the coalescer", () => {
   it("fails every request of a failed batch, each with the same failure", async () => {
     const params = tokenBucket(10, 1000, 5);
     const clock = new EventClock(T0);
-    const counters: CoalesceCounters = {
-      object_calls: 0,
-      object_retries: 0,
-      batched_requests: 0,
-      lease_answers: 0,
-      leases: 0,
-      lease_units_returned: 0,
-    };
+    const counters: CoalesceCounters = newStats();
     let calls = 0;
     const transport: ObjectTransport = {
       call: () =>
@@ -391,14 +371,7 @@ describe("the coalescer", () => {
   it("retries a reset with the same call id, and the object does not charge the batch twice", async () => {
     const params = fixedWindow(10, 60_000);
     const clock = new EventClock(T0);
-    const counters: CoalesceCounters = {
-      object_calls: 0,
-      object_retries: 0,
-      batched_requests: 0,
-      lease_answers: 0,
-      leases: 0,
-      lease_units_returned: 0,
-    };
+    const counters: CoalesceCounters = newStats();
     let record: LimiterRecord | null = null;
     const ids: string[] = [];
     let attempt = 0;

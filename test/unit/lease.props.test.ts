@@ -14,6 +14,7 @@ import type { AlgorithmParams, LeaseSettings } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";
 import { type Asked, type CoalesceCounters, Coalescer } from "../../src/worker/coalesce.ts";
+import { newStats } from "../../src/worker/metrics.ts";
 import { type CallInput, callRecord, type LimiterRecord } from "../../src/worker/store.ts";
 import { fixedWindow, gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
 
@@ -62,14 +63,7 @@ const settings: fc.Arbitrary<LeaseSettings> = fc.record({
 });
 
 function counters(): CoalesceCounters {
-  return {
-    object_calls: 0,
-    object_retries: 0,
-    batched_requests: 0,
-    lease_answers: 0,
-    leases: 0,
-    lease_units_returned: 0,
-  };
+  return newStats();
 }
 
 /** Run the arrivals through isolates and one object; the admissions (time, cost) net of refunds. */
