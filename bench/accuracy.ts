@@ -12,7 +12,7 @@
 import type { AlgorithmState } from "../src/algorithms/index.ts";
 import { decide } from "../src/algorithms/index.ts";
 import { mulberry32 as prng } from "../src/cli/gen.ts";
-import { createLocalStore } from "../src/local/local_store.ts";
+import { createLocalStore } from "../src/isolate/local_store.ts";
 import type { AlgorithmParams } from "../src/rules/types.ts";
 import { slidingCounter, slidingLog } from "../test/support/params.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";

@@ -1,6 +1,6 @@
 /**
  * Part: one hot key beyond one Durable Object, as a DISCRETE-EVENT SIMULATION (this machine cannot run 200 isolates
- * across regions). It runs the real code: the isolate's coalescer and leases (src/worker/coalesce.ts), the object's
+ * across regions). It runs the real code: the isolate's coalescer and leases (src/isolate/coalesce.ts), the object's
  * batch, lease and idempotency logic (store.ts `callRecord`) and the pure core, over simulated time (src/sim):
  *
  * - 200 isolates in 5 regions, round trips 5-150 ms to the object (one way = half), uneven load across isolates
@@ -18,13 +18,13 @@
  */
 import { decide } from "../src/algorithms/index.ts";
 import { mulberry32 } from "../src/cli/gen.ts";
+import { type Asked, type CoalesceCounters, Coalescer } from "../src/isolate/coalesce.ts";
+import { newStats } from "../src/isolate/metrics.ts";
+import { compileRules } from "../src/request/match.ts";
 import type { LeaseSettings, ResolvedRule } from "../src/rules/types.ts";
 import { parseRules } from "../src/rules/yaml.ts";
 import { EventClock } from "../src/sim/event_clock.ts";
 import { SimObject } from "../src/sim/object.ts";
-import { type Asked, type CoalesceCounters, Coalescer } from "../src/worker/coalesce.ts";
-import { compileRules } from "../src/worker/match.ts";
-import { newStats } from "../src/worker/metrics.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
 const ISOLATES = 200;

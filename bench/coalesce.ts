@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- --only coalesce`: object calls per request for one hot key in a real `wrangler dev`, with the
- * isolate's coalescing (src/worker/coalesce.ts): N concurrent requests on one key, N = 1, 8 and 64, several rounds each
+ * isolate's coalescing (src/isolate/coalesce.ts): N concurrent requests on one key, N = 1, 8 and 64, several rounds each
  * (a fresh client address per round: a fresh key). Calls come from the isolate's own counters (`GET /_sluice/stats`,
  * where a batch is one call), so this is a count, not a timing; the wall time of a round is reported beside it.
  *

@@ -12,7 +12,7 @@ import { TokenBucket } from "limiter";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { Bench } from "tinybench";
 import { type AlgorithmState, algorithmFor } from "../src/algorithms/index.ts";
-import { createLocalStore } from "../src/local/local_store.ts";
+import { createLocalStore } from "../src/isolate/local_store.ts";
 import type { AlgorithmParams } from "../src/rules/types.ts";
 import {
   fixedWindow,

@@ -1,7 +1,7 @@
 /**
  * Part 3: edge overhead through a real `wrangler dev` (--log-level warn): passthrough (no rule matches), one global
  * rule (all 50 connections on one key: a hot key, coalesced), the same with waiting requests forced to poll a 1 ms
- * timer to resume (an A/B of src/worker/object_call.ts), one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
+ * timer to resume (an A/B of src/isolate/resume.ts), one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
  * passthrough; object calls per request from the admin counters (`GET /_sluice/stats`), or "n/a" while there is none.
  *
  * The working tree is never touched: each scenario runs in a temp copy of the project with its rules compiled in
@@ -29,11 +29,11 @@ type Scenario = keyof typeof SCENARIOS;
 
 /**
  * A/B in the same run: the copy's Worker made to resume waiting requests by polling a 1 ms timer (what it did before
- * using the runtime's own cross-request resumption, src/worker/object_call.ts), to show what that costs.
+ * using the runtime's own cross-request resumption, src/isolate/resume.ts), to show what that costs.
  */
 const PATCHES: Partial<Record<Scenario, (dir: string) => void>> = {
   "one global rule, 1 ms polling": (dir) => {
-    const file = join(dir, "src", "worker", "object_call.ts");
+    const file = join(dir, "src", "isolate", "resume.ts");
     const from = "resumesInOwnContext ??= runtimeResumesInOwnContext();";
     const source = readFileSync(file, "utf8");
     if (!source.includes(from)) throw new Error(`edge: cannot force polling, ${file} changed`);

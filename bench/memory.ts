@@ -8,7 +8,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { createLocalStore } from "../src/local/local_store.ts";
+import { createLocalStore } from "../src/isolate/local_store.ts";
 import { gcraP, slidingCounter } from "../test/support/params.ts";
 import { log, median, QUICK, round, writeResult } from "./common.ts";
 

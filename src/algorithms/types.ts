@@ -119,7 +119,7 @@ export interface PackedRate {
 }
 
 /**
- * Leases (src/worker/coalesce.ts): the object charges a slice of a key's budget at one instant, exactly as that many
+ * Leases (src/isolate/coalesce.ts): the object charges a slice of a key's budget at one instant, exactly as that many
  * cost-1 requests then, and an isolate admits from it locally for a while. Whether that keeps the algorithm's promise,
  * for how long a slice may be used, and what the promise then is, is the algorithm's to say:
  *

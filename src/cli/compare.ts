@@ -1,17 +1,17 @@
 /**
  * `sluice compare`: run several rules over one trace and print what each did, one row per rule; with `--svg`, draw
- * it. The work is in `../viz/` (pure); this file reads files, checks flags and writes the results.
+ * it. The work is in `../replay/` and `../viz/` (pure); this file reads files, checks flags and writes the results.
  */
 import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
+import { ComparisonBuilder, KeyCounter } from "../replay/accumulate.ts";
+import { type Comparison, formatComparison } from "../replay/run.ts";
+import { defaultTimeStyle, type TimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { ComparisonBuilder, KeyCounter } from "../viz/accumulate.ts";
-import { type Comparison, formatComparison } from "../viz/run.ts";
 import { defaultRange, renderSvg } from "../viz/svg.ts";
-import { defaultTimeStyle, type TimeStyle } from "../viz/time.ts";
 import {
   type CommandArgs,
   type CommandInfo,

@@ -4,7 +4,7 @@
  */
 import { createReadStream } from "node:fs";
 
-export type { TraceLine } from "../viz/run.ts";
+export type { TraceLine } from "../replay/run.ts";
 
 /** Where `parseTraceLineInto` writes a parsed line: reused, so parsing a line allocates only the key. */
 export interface TraceLineSlot {

@@ -8,7 +8,7 @@
  * - Trailing slash: one trailing `/` is ignored, in patterns and in request paths alike, so `/v1/login/` counts
  *   against `POST /v1/login`. Most frameworks route both to the same handler; treating them as different paths would
  *   let a client step around a limit by adding a slash.
- * - The Worker matches the canonical path (src/worker/canonical_path.ts: decoded once, dot segments resolved,
+ * - The Worker matches the canonical path (src/request/canonical_path.ts: decoded once, dot segments resolved,
  *   slashes merged, `;params` dropped, lower-cased unless PATH_CASE_SENSITIVE), so a pattern is written decoded and
  *   holds no `%` or `;`. A query string is not part of the path.
  */

@@ -4,7 +4,7 @@
  * takes `serviceMs` per call and rejects a call with `overloaded` when its backlog is already `maxBacklog` calls long
  * (Cloudflare documents a soft limit of about 1,000 requests/s per object).
  */
-import type { ObjectTransport } from "../worker/object_call.ts";
+import type { ObjectTransport } from "../protocol/object_call.ts";
 import {
   type CallInput,
   type CallResult,
@@ -13,7 +13,7 @@ import {
   type RefundInput,
   type RefundResult,
   refundRecord,
-} from "../worker/store.ts";
+} from "../protocol/store.ts";
 import type { EventClock } from "./event_clock.ts";
 
 export interface SimObjectOptions {

@@ -2,9 +2,9 @@
  * `sluice plan --svg`: the flips of a replay over time, one lane per replayed rule: bars up for requests the new
  * rules deny that the old ones allowed, bars down for the reverse. Pure and deterministic (numbers rounded to 0.1 px).
  */
-import type { Replay } from "./plan.ts";
+import type { Replay } from "../replay/plan.ts";
+import { formatTick, type TimeStyle, ticks, trimNumber } from "../replay/time.ts";
 import { esc } from "./svg.ts";
-import { formatTick, type TimeStyle, ticks, trimNumber } from "./time.ts";
 
 const WIDTH = 1000;
 const PLOT_X0 = 220;

@@ -4,9 +4,9 @@
  */
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { hmacSha256Hex, sha256Hex } from "../../src/worker/hash.ts";
-import type { Env } from "../../src/worker/settings.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { hmacSha256Hex, sha256Hex } from "../../src/edge/hash.ts";
+import type { Env } from "../../src/edge/settings.ts";
 import {
   bearer,
   freshIp,

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { RULES } from "../../src/generated/rules.ts";
-import { compileRules } from "../../src/worker/match.ts";
+import { compileRules } from "../../src/request/match.ts";
 import { bodyOf, freshIp, freshKey, gatewayFetch, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());

@@ -10,8 +10,8 @@
  *   charge the key twice).
  * Refunds are passed through, and counted, like every call that reached the object.
  */
-import type { SluiceLimiter } from "../../src/worker/limiter.ts";
-import type { CallResult } from "../../src/worker/store.ts";
+import type { SluiceLimiter } from "../../src/object/limiter.ts";
+import type { CallResult } from "../../src/protocol/store.ts";
 
 export type Fault = "retryable" | "overloaded" | "reset" | "error" | "hang" | "lost";
 

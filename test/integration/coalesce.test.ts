@@ -20,14 +20,14 @@
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Decision } from "../../src/algorithms/index.ts";
+import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/gateway.ts";
 import { RULES } from "../../src/generated/rules.ts";
+import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
+import { runtimeResumesInOwnContext } from "../../src/isolate/resume.ts";
+import { SluiceLimiter } from "../../src/object/limiter.ts";
+import type { CallInput, CallResult } from "../../src/protocol/store.ts";
+import { type CompiledRule, compileRules } from "../../src/request/match.ts";
 import { capacityOf } from "../../src/rules/types.ts";
-import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker/gateway.ts";
-import { createIsolate, type Isolate } from "../../src/worker/isolate.ts";
-import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
-import { runtimeResumesInOwnContext } from "../../src/worker/object_call.ts";
-import type { CallInput, CallResult } from "../../src/worker/store.ts";
 import { sequential } from "../support/sequential.ts";
 import { bearer, freshIp, knownKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 

@@ -5,12 +5,12 @@
  */
 import { createExecutionContext, env, runInDurableObject, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { jitterSeconds, sha256Hex } from "../../src/worker/hash.ts";
-import { createIsolate } from "../../src/worker/isolate.ts";
-import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import { compileRules } from "../../src/worker/match.ts";
-import type { LimiterRecord } from "../../src/worker/store.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { jitterSeconds, sha256Hex } from "../../src/edge/hash.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import { SluiceLimiter } from "../../src/object/limiter.ts";
+import type { LimiterRecord } from "../../src/protocol/store.ts";
+import { compileRules } from "../../src/request/match.ts";
 import {
   bearer,
   bodyOf,

@@ -5,9 +5,9 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { sha256Hex } from "../../src/worker/hash.ts";
-import type { Env } from "../../src/worker/settings.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { sha256Hex } from "../../src/edge/hash.ts";
+import type { Env } from "../../src/edge/settings.ts";
 import { bearer, gatewayFetch, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 const TOKEN = "test-admin-token-0123456789abcdef";

@@ -11,10 +11,10 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { createIsolate, type Sleep } from "../../src/worker/isolate.ts";
-import { PLAN_LOOKUP_BUDGET_MS } from "../../src/worker/plan.ts";
-import type { Env } from "../../src/worker/settings.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import type { Env } from "../../src/edge/settings.ts";
+import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
+import { PLAN_LOOKUP_BUDGET_MS } from "../../src/isolate/plan_cache.ts";
 import { bearer, freshKey, knownKey, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
 
 /** One client address (a key whose account cannot be read is counted by its address, under the default plan). */

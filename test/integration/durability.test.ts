@@ -4,7 +4,7 @@
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ALARM_SPREAD_MS, alarmSpreadMs, type SluiceLimiter } from "../../src/worker/limiter.ts";
+import { ALARM_SPREAD_MS, alarmSpreadMs, type SluiceLimiter } from "../../src/object/limiter.ts";
 import {
   bearer,
   bodyOf,

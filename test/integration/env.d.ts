@@ -1,4 +1,4 @@
-import type { Env as SluiceEnv } from "../../src/worker/settings.ts";
+import type { Env as SluiceEnv } from "../../src/edge/settings.ts";
 
 declare global {
   namespace Cloudflare {

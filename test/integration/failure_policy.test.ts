@@ -6,11 +6,11 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker/gateway.ts";
-import { sha256Hex } from "../../src/worker/hash.ts";
-import { createIsolate } from "../../src/worker/isolate.ts";
-import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import type { CallInput, CallResult } from "../../src/worker/store.ts";
+import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/gateway.ts";
+import { sha256Hex } from "../../src/edge/hash.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import { SluiceLimiter } from "../../src/object/limiter.ts";
+import type { CallInput, CallResult } from "../../src/protocol/store.ts";
 import { bearer, bodyOf, knownKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {

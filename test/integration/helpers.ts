@@ -1,13 +1,13 @@
 /** Shared helpers for the Workers-runtime tests. */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { vi } from "vitest";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { sha256Hex } from "../../src/edge/hash.ts";
+import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
+import { limiterStub } from "../../src/object/names.ts";
+import { type CompiledRule, compileRules } from "../../src/request/match.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { sha256Hex } from "../../src/worker/hash.ts";
-import { createIsolate, type Sleep } from "../../src/worker/isolate.ts";
-import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
-import { limiterStub } from "../../src/worker/names.ts";
 
 /** Noon UTC, so day windows do not roll over during a test; far in the future, so no alarm fires by itself. */
 export const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);

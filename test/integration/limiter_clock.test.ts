@@ -5,8 +5,8 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { alarmSpreadMs, SluiceLimiter } from "../../src/worker/limiter.ts";
-import { CALL_MEMORY_MS } from "../../src/worker/store.ts";
+import { alarmSpreadMs, SluiceLimiter } from "../../src/object/limiter.ts";
+import { CALL_MEMORY_MS } from "../../src/protocol/store.ts";
 import { freshKey, limiterFor, rulesFrom, T0 } from "./helpers.ts";
 
 const [compiled] = rulesFrom(`

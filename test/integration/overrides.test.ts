@@ -7,9 +7,9 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { sha256Hex } from "../../src/worker/hash.ts";
-import type { CompiledRule } from "../../src/worker/match.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { sha256Hex } from "../../src/edge/hash.ts";
+import type { CompiledRule } from "../../src/request/match.ts";
 import { bearer, freshKey, gatewayFetch, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 /** PLAN_CACHE_TTL_MS's default: a changed record is read once the cached one expires. */

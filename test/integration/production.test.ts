@@ -5,10 +5,10 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { sha256Hex } from "../../src/worker/hash.ts";
-import { SluiceLimiter } from "../../src/worker/limiter.ts";
-import type { Env } from "../../src/worker/settings.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { sha256Hex } from "../../src/edge/hash.ts";
+import type { Env } from "../../src/edge/settings.ts";
+import { SluiceLimiter } from "../../src/object/limiter.ts";
 import { bearer, freshKey, gatewayFetch, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {

@@ -7,9 +7,9 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/worker/gateway.ts";
-import { createIsolate } from "../../src/worker/isolate.ts";
-import type { SluiceLimiter } from "../../src/worker/limiter.ts";
+import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/gateway.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import type { SluiceLimiter } from "../../src/object/limiter.ts";
 import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {

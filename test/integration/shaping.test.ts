@@ -7,10 +7,10 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { settingsOf } from "../../src/edge/settings.ts";
+import { createIsolate, systemSleep } from "../../src/isolate/isolate.ts";
 import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { createIsolate, systemSleep } from "../../src/worker/isolate.ts";
-import { settingsOf } from "../../src/worker/settings.ts";
 import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());

@@ -6,9 +6,9 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/worker/gateway.ts";
-import { createIsolate } from "../../src/worker/isolate.ts";
-import type { Env } from "../../src/worker/settings.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import type { Env } from "../../src/edge/settings.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
 import { bearer, bodyOf, freshKey, gatewayFetch, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());

@@ -219,8 +219,55 @@ export function clockReads(files: readonly string[]): string[] {
   return out;
 }
 
-/** `src/cli/main.ts` -> `cli`. */
-export const folderOf = (file: string) => relative("src", file).split(/[\\/]/)[0]!;
+/** `src/cli/main.ts` -> `cli` (`src/edge/admin/admin.ts` -> `edge`); `root` is where the folders are. */
+export const folderOf = (file: string, root = "src") => relative(root, file).split(/[\\/]/)[0]!;
+
+/** Names only the Workers runtime provides (globals from @cloudflare/workers-types), beyond web-standard APIs. */
+export const WORKERS_GLOBALS = new Set([
+  "AnalyticsEngineDataset",
+  "Cloudflare",
+  "DurableObject",
+  "DurableObjectId",
+  "DurableObjectNamespace",
+  "DurableObjectState",
+  "DurableObjectStub",
+  "ExecutionContext",
+  "HTMLRewriter",
+  "KVNamespace",
+  "WebSocketPair",
+  "caches",
+  "scheduler",
+]);
+
+/**
+ * Where `files` use the Workers API, as `file name`: a `cloudflare:*` import, or a name only the Workers runtime
+ * provides (`WORKERS_GLOBALS`) used in code (not in strings or comments). Each name once per file.
+ */
+export function workersApiUses(files: readonly string[]): string[] {
+  const out = new Set<string>();
+  for (const file of files) {
+    for (const name of importSpecifiers(file)) if (name.startsWith("cloudflare:")) out.add(`${file} ${name}`);
+    const source = parse(file);
+    const visit = (node: ts.Node) => {
+      if (ts.isIdentifier(node) && WORKERS_GLOBALS.has(node.text)) out.add(`${file} ${node.text}`);
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return [...out];
+}
+
+/** Every file reachable from `starts` through `graph` (the starts included). */
+export function reachable(graph: ReadonlyMap<string, readonly string[]>, starts: readonly string[]): string[] {
+  const seen = new Set<string>();
+  const walk = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    for (const next of graph.get(file) ?? []) walk(next);
+  };
+  for (const file of starts) walk(file);
+  return [...seen].sort();
+}
 
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename ?? "")) {
   process.stdout.on("error", () => process.exit(0)); // `| head` closed the pipe: nothing more to say

@@ -1,9 +1,10 @@
 /**
  * The shape of src/ that the README's layout section promises: short functions (or a reason in a `long:` comment),
- * no import cycles between modules, and folders in layers (algorithms imports nothing else, rules only algorithms, no
- * two folders import each other), and one owner of the clock. Read with the TypeScript compiler API (test/support/source_shape.ts).
+ * no import cycles between modules, folders in layers (algorithms imports nothing else, rules only algorithms, no
+ * two folders import each other), folders by where their code runs (the pure ones use no Workers API; `cloudflare:*`
+ * only in object and edge; sim and bench reach neither), and one owner of the clock. Read with the TypeScript compiler API (test/support/source_shape.ts).
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -16,7 +17,9 @@ import {
   importSpecifiers,
   longFunctions,
   MAX_FUNCTION_LINES,
+  reachable,
   sourceFiles,
+  workersApiUses,
 } from "../support/source_shape.ts";
 
 const files = sourceFiles("src");
@@ -35,13 +38,45 @@ function folderEdges(g: ReadonlyMap<string, readonly string[]>): Set<string> {
 
 /** A throwaway source tree for checking that the checks can fail. */
 function scratch(sources: Record<string, string>): string[] {
+  return scratchTree(sources).files;
+}
+
+function scratchTree(sources: Record<string, string>): { root: string; files: string[] } {
   const dir = mkdtempSync(join(tmpdir(), "sluice-shape-"));
-  return Object.entries(sources).map(([name, text]) => {
+  const files = Object.entries(sources).map(([name, text]) => {
     const path = join(dir, name);
     mkdirSync(join(path, ".."), { recursive: true });
     writeFileSync(path, text);
     return relative(process.cwd(), path);
   });
+  return { root: relative(process.cwd(), dir), files };
+}
+
+/** Folders whose code runs anywhere (Node, the simulator, the bench, a Worker): no Workers API. */
+const PURE = new Set(["algorithms", "rules", "protocol", "request", "replay", "viz", "sim"]);
+/** The only folders that import `cloudflare:*`: the Durable Object and the Worker. */
+const RUNTIME = new Set(["object", "edge"]);
+
+/** What breaks the layout by runtime under `root` (its `src/` and `bench/`), one line per fault. */
+function runtimeFaults(root: string): string[] {
+  const srcDir = join(root, "src");
+  const src = sourceFiles(srcDir);
+  const bench = sourceFiles(join(root, "bench"));
+  const support = existsSync(join(root, "test", "support")) ? sourceFiles(join(root, "test", "support")) : [];
+  const folder = (f: string) => folderOf(f, srcDir);
+  const faults = workersApiUses(src.filter((f) => PURE.has(folder(f)))).map((u) => `pure folder uses ${u}`);
+  for (const f of src.filter((f) => !RUNTIME.has(folder(f)))) {
+    for (const name of importSpecifiers(f).filter((n) => n.startsWith("cloudflare:"))) {
+      faults.push(`${name} outside object and edge: ${f}`);
+    }
+  }
+  const graph = importGraph([...src, ...bench, ...support]);
+  const reached = reachable(graph, [...bench, ...src.filter((f) => folder(f) === "sim")]).filter((f) =>
+    src.includes(f),
+  );
+  for (const f of reached.filter((f) => RUNTIME.has(folder(f)))) faults.push(`sim or bench reaches ${f}`);
+  for (const use of workersApiUses(reached)) faults.push(`sim or bench reaches the Workers API: ${use}`);
+  return faults;
 }
 
 const body = (lines: number) => Array.from({ length: lines - 2 }, (_, i) => `  const v${i} = ${i};`).join("\n");
@@ -117,9 +152,9 @@ describe("imports in src/", () => {
     expect(edges).toEqual(["rules -> algorithms"]);
   });
 
-  it("viz imports nothing from cli, and no two folders import each other", () => {
+  it("viz and replay import nothing from cli, and no two folders import each other", () => {
     const edges = folderEdges(graph);
-    expect([...edges].filter((e) => e.startsWith("viz -> cli"))).toEqual([]);
+    expect([...edges].filter((e) => e.startsWith("viz -> cli") || e.startsWith("replay -> cli"))).toEqual([]);
     const mutual = [...edges].filter((e) => {
       const [from, to] = e.split(" -> ");
       return edges.has(`${to} -> ${from}`);
@@ -129,16 +164,58 @@ describe("imports in src/", () => {
   });
 });
 
+describe("folders by where code runs", () => {
+  it("the pure folders use no Workers API, cloudflare:* is imported only in object and edge, sim and bench reach neither", () => {
+    expect(runtimeFaults(".")).toEqual([]);
+  });
+
+  it("the checks are not vacuous: the Workers API is used where it belongs, and bench reaches the isolate code", () => {
+    const uses = workersApiUses(files);
+    expect(uses).toContain(`${join("src", "object", "limiter.ts")} cloudflare:workers`);
+    expect(uses.some((u) => u.startsWith(join("src", "edge")))).toBe(true);
+    const bench = sourceFiles("bench");
+    const reached = reachable(importGraph([...files, ...bench, ...sourceFiles(join("test", "support"))]), bench);
+    expect(reached).toContain(join("src", "isolate", "coalesce.ts"));
+    expect(reached).toContain(join("src", "protocol", "store.ts"));
+  });
+
+  it("each check fails on a tree that breaks it", () => {
+    const { root } = scratchTree({
+      "src/request/a.ts": "export const wait = () => scheduler.wait(1);",
+      "src/viz/b.ts": 'import { DurableObject } from "cloudflare:workers";\nexport class B extends DurableObject {}',
+      "src/isolate/c.ts": 'import { connect } from "cloudflare:sockets";\nexport const c = connect;',
+      "src/edge/d.ts": 'import { DurableObject } from "cloudflare:workers";\nexport const d = DurableObject;',
+      "src/sim/e.ts": 'import { d } from "../edge/d.ts";\nexport const e = d;',
+      "src/isolate/f.ts": "export const f = (ns: KVNamespace) => ns;",
+      "bench/g.ts": 'import { f } from "../src/isolate/f.ts";\nvoid f;',
+    });
+    const at = (f: string) => join(root, f);
+    expect(runtimeFaults(root).sort()).toEqual(
+      [
+        `pure folder uses ${at("src/request/a.ts")} scheduler`,
+        `pure folder uses ${at("src/viz/b.ts")} cloudflare:workers`,
+        `pure folder uses ${at("src/viz/b.ts")} DurableObject`,
+        `cloudflare:sockets outside object and edge: ${at("src/isolate/c.ts")}`,
+        `cloudflare:workers outside object and edge: ${at("src/viz/b.ts")}`,
+        `sim or bench reaches ${at("src/edge/d.ts")}`,
+        `sim or bench reaches the Workers API: ${at("src/edge/d.ts")} cloudflare:workers`,
+        `sim or bench reaches the Workers API: ${at("src/edge/d.ts")} DurableObject`,
+        `sim or bench reaches the Workers API: ${at("src/isolate/f.ts")} KVNamespace`,
+      ].sort(),
+    );
+  });
+});
+
 describe("time in src/", () => {
-  it("only src/worker/time.ts reads the clock or sleeps; the two scheduler turns elsewhere say why", () => {
+  it("only src/isolate/time.ts reads the clock or sleeps; the two scheduler turns elsewhere say why", () => {
     const where = (read: string) => read.replace(/:\d+ /, " ");
     expect(clockReads(files).map(where)).toEqual([
-      // Group commit: one scheduler turn for other requests to join the write; no time is measured or waited for.
-      "src/worker/limiter.ts scheduler.wait(0)",
       // Resuming in the request's own I/O context polls one turn at a time (injected into the Coalescer as `resume`).
-      "src/worker/object_call.ts scheduler.wait(1)",
-      "src/worker/time.ts Date.now()",
-      "src/worker/time.ts scheduler.wait(ms)",
+      "src/isolate/resume.ts scheduler.wait(1)",
+      "src/isolate/time.ts Date.now()",
+      "src/isolate/time.ts scheduler.wait(ms)",
+      // Group commit: one scheduler turn for other requests to join the write; no time is measured or waited for.
+      "src/object/limiter.ts scheduler.wait(0)",
     ]);
   });
 

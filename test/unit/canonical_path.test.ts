@@ -5,10 +5,10 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { canonicalPath, DEFAULT_PATH_OPTIONS, forwardedPath } from "../../src/request/canonical_path.ts";
+import { foldRoute } from "../../src/request/match.ts";
 import { compileRoute, routeMatches } from "../../src/rules/route.ts";
 import type { RoutePattern } from "../../src/rules/types.ts";
-import { canonicalPath, DEFAULT_PATH_OPTIONS, forwardedPath } from "../../src/worker/canonical_path.ts";
-import { foldRoute } from "../../src/worker/match.ts";
 
 const canon = (p: string, options = DEFAULT_PATH_OPTIONS) => {
   const r = canonicalPath(p, options);

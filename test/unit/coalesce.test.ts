@@ -7,19 +7,19 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { AlgorithmParams } from "../../src/rules/types.ts";
-import { EventClock } from "../../src/sim/event_clock.ts";
-import { SimObject } from "../../src/sim/object.ts";
-import { type Asked, type CoalesceCounters, Coalescer } from "../../src/worker/coalesce.ts";
-import { newStats } from "../../src/worker/metrics.ts";
-import type { ObjectTransport } from "../../src/worker/object_call.ts";
+import { type Asked, type CoalesceCounters, Coalescer } from "../../src/isolate/coalesce.ts";
+import { newStats } from "../../src/isolate/metrics.ts";
+import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import {
   type CallInput,
   type CallResult,
   callRecord,
   checkRecord,
   type LimiterRecord,
-} from "../../src/worker/store.ts";
+} from "../../src/protocol/store.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
+import { EventClock } from "../../src/sim/event_clock.ts";
+import { SimObject } from "../../src/sim/object.ts";
 import {
   fixedWindow,
   gcraP,

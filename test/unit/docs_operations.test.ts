@@ -1,10 +1,10 @@
 /**
- * docs/operations.md stays true to src/worker/metrics.ts: its column table says what writeDataPoint really writes
+ * docs/operations.md stays true to src/isolate/metrics.ts: its column table says what writeDataPoint really writes
  * where, its outcome list is complete, and its SQL reads only documented columns and real outcomes.
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { type DataPoint, writeDataPoint } from "../../src/worker/metrics.ts";
+import { type DataPoint, writeDataPoint } from "../../src/isolate/metrics.ts";
 
 const text = readFileSync("docs/operations.md", "utf8");
 const rowOf = (column: string) => text.split("\n").find((l) => new RegExp(`^\\|\\s*\`${column}\`\\s*\\|`).test(l));

@@ -10,26 +10,26 @@
  * open, 503 when closed). (The Isolate's other members are counters, a clock and a sleeper.)
  */
 import { describe, expect, it } from "vitest";
-import { parseRules } from "../../src/rules/yaml.ts";
-import { ask } from "../../src/worker/ask.ts";
-import { BLOCKED_CACHE_MAX_ENTRIES, BlockedCache } from "../../src/worker/blocked_cache.ts";
+import { ask } from "../../src/edge/ask.ts";
+import { type Env, parseSettings } from "../../src/edge/settings.ts";
+import { BLOCKED_CACHE_MAX_ENTRIES, BlockedCache } from "../../src/isolate/blocked_cache.ts";
 import {
   type Asked,
   COALESCE_MAX_KEYS,
   COALESCE_MAX_WAITING,
   type CoalesceCounters,
   Coalescer,
-} from "../../src/worker/coalesce.ts";
-import { createIsolate, type Isolate } from "../../src/worker/isolate.ts";
-import { KEY_LOOKUPS_MAX_ADDRESSES, KeyLookups } from "../../src/worker/key_lookups.ts";
-import { LocalScope } from "../../src/worker/local_scope.ts";
-import { type CompiledRule, compileRules } from "../../src/worker/match.ts";
-import { newStats } from "../../src/worker/metrics.ts";
-import type { ObjectTransport } from "../../src/worker/object_call.ts";
-import { PLAN_CACHE_MAX_ENTRIES, PlanCache } from "../../src/worker/plan.ts";
-import { RECENT_DENIALS_MAX, RecentDenials } from "../../src/worker/recent_denials.ts";
-import { type Env, parseSettings } from "../../src/worker/settings.ts";
-import { type CallInput, type CallResult, callRecord, type LimiterRecord } from "../../src/worker/store.ts";
+} from "../../src/isolate/coalesce.ts";
+import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
+import { KEY_LOOKUPS_MAX_ADDRESSES, KeyLookups } from "../../src/isolate/key_lookups.ts";
+import { LocalScope } from "../../src/isolate/local_scope.ts";
+import { newStats } from "../../src/isolate/metrics.ts";
+import { PLAN_CACHE_MAX_ENTRIES, PlanCache } from "../../src/isolate/plan_cache.ts";
+import { RECENT_DENIALS_MAX, RecentDenials } from "../../src/isolate/recent_denials.ts";
+import type { ObjectTransport } from "../../src/protocol/object_call.ts";
+import { type CallInput, type CallResult, callRecord, type LimiterRecord } from "../../src/protocol/store.ts";
+import { type CompiledRule, compileRules } from "../../src/request/match.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
 import { fixedWindow, gcraP } from "../support/params.ts";
 
 const FLOOD = 1_000_000;

@@ -1,5 +1,5 @@
 /**
- * The lease guarantee, over the real code: several isolates (src/worker/coalesce.ts, each on its own simulated link)
+ * The lease guarantee, over the real code: several isolates (src/isolate/coalesce.ts, each on its own simulated link)
  * ask one simulated object (src/sim/object.ts, store.ts `callRecord`) with random arrivals, costs and refunds, with
  * leases on. Whatever the timing, a window rule never admits more than `limit` in a window, and a rate rule never more
  * than `burst + rate × (t + ttl)` in any span `t` (each algorithm's `lease` entry states its bound).
@@ -10,12 +10,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { leasePolicy } from "../../src/algorithms/index.ts";
+import { type Asked, type CoalesceCounters, Coalescer } from "../../src/isolate/coalesce.ts";
+import { newStats } from "../../src/isolate/metrics.ts";
+import { type CallInput, callRecord, type LimiterRecord } from "../../src/protocol/store.ts";
 import type { AlgorithmParams, LeaseSettings } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";
-import { type Asked, type CoalesceCounters, Coalescer } from "../../src/worker/coalesce.ts";
-import { newStats } from "../../src/worker/metrics.ts";
-import { type CallInput, callRecord, type LimiterRecord } from "../../src/worker/store.ts";
 import { fixedWindow, gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1, 0, 0, 58); // 2 s before a minute's end: windows turn over during a run

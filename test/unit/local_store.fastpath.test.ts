@@ -7,7 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type GcraState, gcra } from "../../src/algorithms/gcra.ts";
 import { leakyQueue } from "../../src/algorithms/leaky_queue.ts";
-import { createLocalStore } from "../../src/local/local_store.ts";
+import { createLocalStore } from "../../src/isolate/local_store.ts";
 import { type AlgorithmParams, capacityOf, type Rate } from "../../src/rules/types.ts";
 import { gcraP, leakyBucket, leakyQueue as leakyQueueP, tokenBucket } from "../support/params.ts";
 

@@ -2,8 +2,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
-import { CompactTable } from "../../src/local/compact_table.ts";
-import { createLocalStore } from "../../src/local/local_store.ts";
+import { CompactTable } from "../../src/isolate/compact_table.ts";
+import { createLocalStore } from "../../src/isolate/local_store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { generateTrace, parseGenArgs } from "../../src/cli/gen.ts";
+import { changeOf, pairRules, ReplayBuilder, stateFate, totalFlips } from "../../src/replay/plan.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
-import { changeOf, pairRules, ReplayBuilder, stateFate, totalFlips } from "../../src/viz/plan.ts";
 import { xmlProblems } from "../fixtures/compare/xml.ts";
 import { runCli } from "../support/io.ts";
 

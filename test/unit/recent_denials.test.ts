@@ -1,6 +1,6 @@
 /** The ring of recent denials: bounded, newest first, repeats of the newest (rule, key) folded into one entry. */
 import { describe, expect, it } from "vitest";
-import { RecentDenials } from "../../src/worker/recent_denials.ts";
+import { RecentDenials } from "../../src/isolate/recent_denials.ts";
 
 const denial = (atMs: number, rule: string, key: string) => ({ atMs, rule, key, retryAfterMs: 100, source: "object" });
 

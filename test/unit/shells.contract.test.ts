@@ -1,6 +1,6 @@
 /**
  * One contract for every shell (throttled's storetest is the model): the Durable Object's record functions
- * (src/worker/store.ts), the in-isolate store (src/local) and the simulator (`sluice simulate`) run the same random
+ * (src/protocol/store.ts), the in-isolate store (src/isolate/local_store.ts) and the simulator (`sluice simulate`) run the same random
  * scenarios, for every algorithm in the table, and must answer exactly as the pure core does, decision for decision
  * (the local store while no key is evicted, with a clock that only moves forward, as an isolate's does).
  */
@@ -18,8 +18,8 @@ import {
   decide,
   refund,
 } from "../../src/algorithms/index.ts";
-import { createLocalStore } from "../../src/local/local_store.ts";
-import { checkRecord, type LimiterRecord, refundRecord } from "../../src/worker/store.ts";
+import { createLocalStore } from "../../src/isolate/local_store.ts";
+import { checkRecord, type LimiterRecord, refundRecord } from "../../src/protocol/store.ts";
 import { PARAMS, type Step, stepsArb, yamlOf } from "../support/contract.ts";
 import { runCli } from "../support/io.ts";
 

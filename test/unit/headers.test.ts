@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { jitterSeconds } from "../../src/edge/hash.ts";
+import { limitFields, policyWindowS, type RuleView, sfString } from "../../src/request/headers.ts";
 import { rateOf } from "../../src/rules/duration.ts";
-import { jitterSeconds } from "../../src/worker/hash.ts";
-import { limitFields, policyWindowS, type RuleView, sfString } from "../../src/worker/headers.ts";
 
 const view = (over: Partial<RuleView>): RuleView => ({
   ruleId: "r",

@@ -1,10 +1,10 @@
 /**
- * The Durable Object's record operations (src/worker/store.ts), as pure functions: a refund that leaves the key as
+ * The Durable Object's record operations (src/protocol/store.ts), as pure functions: a refund that leaves the key as
  * good as fresh drops the record (the soak found an emptied sliding log kept with a fresh-at time of 0, whose alarm
  * the object then failed to arm: `setAlarm() cannot be called with an alarm time <= 0`, a failed refund).
  */
 import { describe, expect, it } from "vitest";
-import { checkRecord, type LimiterRule, refundRecord } from "../../src/worker/store.ts";
+import { checkRecord, type LimiterRule, refundRecord } from "../../src/protocol/store.ts";
 import { fixedWindow, gcraP, leakyQueue, slidingCounter, slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);

@@ -4,15 +4,16 @@
  * burst 5). An address that has used them up gets 429 with Retry-After before its token is even compared, so
  * guessing goes no faster than that, and a right guess is not revealed while locked out.
  */
-import { rateOf } from "../rules/duration.ts";
-import type { AlgorithmParams } from "../rules/types.ts";
-import { keyHashOf } from "./hash.ts";
-import { clientIpKey } from "./identity.ts";
-import { logEvent } from "./metrics.ts";
-import { limiterStub } from "./names.ts";
-import { messageOf } from "./object_call.ts";
-import type { Env, Settings } from "./settings.ts";
-import type { LimiterRule, PeekResult } from "./store.ts";
+
+import { logEvent } from "../../isolate/metrics.ts";
+import { limiterStub } from "../../object/names.ts";
+import { messageOf } from "../../protocol/object_call.ts";
+import type { LimiterRule, PeekResult } from "../../protocol/store.ts";
+import { clientIpKey } from "../../request/identity.ts";
+import { rateOf } from "../../rules/duration.ts";
+import type { AlgorithmParams } from "../../rules/types.ts";
+import { keyHashOf } from "../hash.ts";
+import type { Env, Settings } from "../settings.ts";
 
 /** Failed admin token checks allowed per client address per minute. */
 export const ADMIN_FAILURES_PER_MIN = 5;

@@ -1,6 +1,6 @@
 /**
  * Composition: what the answers of every rule that applied to a request add up to. Pure (no I/O, no clock), so a
- * table test drives it (test/unit/worker-compose.test.ts).
+ * table test drives it (test/unit/compose.test.ts).
  *
  * - A request is admitted only if every enforcing rule admits it and none failed closed.
  * - An enforcing denial wins over a closed failure (the caller learns when to retry); a closed failure answers 503.
@@ -10,7 +10,19 @@
  * - An admitted request waits for the longest shaping delay among the enforcing rules (leaky_queue).
  */
 import type { Decision } from "../algorithms/index.ts";
-import type { Outcome as MetricOutcome } from "./metrics.ts";
+
+/** What one rule's answer counts as in the metrics. */
+export type RuleOutcome =
+  | "allowed"
+  /** Admitted by this rule, denied by another, and refunded. */
+  | "refunded"
+  | "denied"
+  | "shadow_denied"
+  | "fail_open"
+  | "fail_closed"
+  | "cost_exceeds_capacity"
+  /** Not asked: another rule was already known to deny (blocked-key cache). */
+  | "not_asked";
 
 /** What composition needs to know of one rule's answer. */
 export type Answer =
@@ -31,7 +43,7 @@ export interface Composition {
   /** Whether a failed call that is still running is refunded if it turns out to have admitted. */
   readonly refundLate: boolean;
   /** What each rule's answer counts as in the metrics, by index. */
-  readonly outcomes: readonly MetricOutcome[];
+  readonly outcomes: readonly RuleOutcome[];
 }
 
 export function compose(answers: readonly Answer[]): Composition {
@@ -53,7 +65,7 @@ export function compose(answers: readonly Answer[]): Composition {
         : { kind: "admit", delayMs };
   const admitted = verdict.kind === "admit";
   const refund: number[] = [];
-  const outcomes = answers.map((a, i): MetricOutcome => {
+  const outcomes = answers.map((a, i): RuleOutcome => {
     if (a.kind === "failed") return a.reason;
     if (!a.decision.allowed) return a.mode === "shadow" ? "shadow_denied" : "denied";
     if (admitted) return "allowed";

@@ -6,8 +6,9 @@
  * unverified (counted by its address under the default plan) until the budget refills. Known keys already cached are
  * never charged, and real accounts stay in the plan cache (plan.ts keeps them apart from misses).
  */
-import { createLocalStore, type LocalStore } from "../local/local_store.ts";
+
 import { rateOf } from "../rules/duration.ts";
+import { createLocalStore, type LocalStore } from "./local_store.ts";
 
 /** Addresses remembered per isolate (least recently used forgotten first). */
 export const KEY_LOOKUPS_MAX_ADDRESSES = 100_000;

@@ -19,21 +19,21 @@
  * request, not the others.
  */
 
-import type { Identity } from "../rules/types.ts";
+import { BLOCKED_CACHE_MAX_ENTRIES } from "../../isolate/blocked_cache.ts";
+import type { Isolate } from "../../isolate/isolate.ts";
+import { logEvent } from "../../isolate/metrics.ts";
+import { limiterStub, objectNameOf } from "../../object/names.ts";
+import { messageOf } from "../../protocol/object_call.ts";
+import type { PeekResult } from "../../protocol/store.ts";
+import { problemResponse } from "../../request/headers.ts";
+import { clientIpKey, identityKey } from "../../request/identity.ts";
+import type { CompiledRule } from "../../request/match.ts";
+import type { Identity } from "../../rules/types.ts";
+import { unverifiedKeyText } from "../caller.ts";
+import { constantTimeEqual, keyHashOf, sha256Hex } from "../hash.ts";
+import type { Env, Settings } from "../settings.ts";
 import { adminGuard } from "./admin_guard.ts";
-import { BLOCKED_CACHE_MAX_ENTRIES } from "./blocked_cache.ts";
-import { unverifiedKeyText } from "./caller.ts";
 import { dashboardPage } from "./dashboard.ts";
-import { constantTimeEqual, keyHashOf, sha256Hex } from "./hash.ts";
-import { problemResponse } from "./headers.ts";
-import { clientIpKey, identityKey } from "./identity.ts";
-import type { Isolate } from "./isolate.ts";
-import type { CompiledRule } from "./match.ts";
-import { logEvent } from "./metrics.ts";
-import { limiterStub, objectNameOf } from "./names.ts";
-import { messageOf } from "./object_call.ts";
-import type { Env, Settings } from "./settings.ts";
-import type { PeekResult } from "./store.ts";
 
 export const ADMIN_PREFIX = "/_sluice";
 

@@ -7,8 +7,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_SCALED } from "../../src/algorithms/arith.ts";
 import { type AlgorithmState, decide, refund } from "../../src/algorithms/index.ts";
+import { BlockedCache, cacheable } from "../../src/isolate/blocked_cache.ts";
 import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
-import { BlockedCache, cacheable } from "../../src/worker/blocked_cache.ts";
 import {
   fixedWindow,
   gcraP,

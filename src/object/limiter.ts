@@ -19,6 +19,7 @@
  * nothing charged or written) and `reset()` (forget the key).
  */
 import { DurableObject } from "cloudflare:workers";
+import { type Clock, systemClock } from "../isolate/time.ts";
 import {
   type CallInput,
   type CallResult,
@@ -31,8 +32,7 @@ import {
   type RefundResult,
   recordFreshAtMs,
   refundRecord,
-} from "./store.ts";
-import { type Clock, systemClock } from "./time.ts";
+} from "../protocol/store.ts";
 
 const RECORD_KEY = "record";
 

@@ -1,7 +1,7 @@
 /** The plan cache keeps known accounts apart from misses: a flood of made-up keys never evicts a real account. */
 import { describe, expect, it } from "vitest";
-import type { CompiledRule } from "../../src/worker/match.ts";
-import { PlanCache } from "../../src/worker/plan.ts";
+import { PlanCache } from "../../src/isolate/plan_cache.ts";
+import type { CompiledRule } from "../../src/request/match.ts";
 
 const RULES: readonly CompiledRule[] = [];
 /** A lookup budget that never runs out: these tests are about what is cached. */

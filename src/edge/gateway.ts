@@ -22,21 +22,21 @@
  */
 
 import type { Decision } from "../algorithms/index.ts";
+import type { Isolate } from "../isolate/isolate.ts";
+import { logEvent, type Source, writeDataPoint } from "../isolate/metrics.ts";
+import { objectNameOf } from "../object/names.ts";
+import { messageOf } from "../protocol/object_call.ts";
+import type { RefundResult } from "../protocol/store.ts";
+import { type Answer, type Composition, compose, type RuleOutcome } from "../request/compose.ts";
+import { limitFields, policyWindowS, problemResponse, type RuleView, rateLimitPolicy } from "../request/headers.ts";
+import { type Applicable, applicableRules, type CompiledRule, rejectingRule } from "../request/match.ts";
+import { shapeOf } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { handleAdmin, isAdminPath } from "./admin.ts";
+import { handleAdmin, isAdminPath } from "./admin/admin.ts";
 import { type AskContext, ask, fingerprintOfRule, type Outcome } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
-import { type Answer, type Composition, compose } from "./compose.ts";
 import { jitterSeconds } from "./hash.ts";
-import { limitFields, policyWindowS, problemResponse, type RuleView, rateLimitPolicy } from "./headers.ts";
-import type { Isolate } from "./isolate.ts";
-import { type Applicable, applicableRules, type CompiledRule, rejectingRule } from "./match.ts";
-import { logEvent, type Outcome as MetricOutcome, type Source, writeDataPoint } from "./metrics.ts";
-import { objectNameOf } from "./names.ts";
-import { messageOf } from "./object_call.ts";
-import { shapeOf } from "./request_shape.ts";
 import { type Env, settingsOf } from "./settings.ts";
-import type { RefundResult } from "./store.ts";
 
 export const TEMPORARY_REDUCED_CAPACITY_TYPE =
   "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
@@ -366,7 +366,7 @@ const routeOf = (rule: ResolvedRule): string => rule.match.route?.source ?? "*";
 function metric(
   cx: RequestContext,
   app: Applicable,
-  outcome: MetricOutcome,
+  outcome: RuleOutcome,
   source: Source | "none",
   retryAfterMs: number | null,
 ): void {

@@ -1,7 +1,7 @@
 /** Composition as a table: every enforce/shadow × admit/deny/fail mix, with its verdict, refunds and metric outcomes. */
 import { describe, expect, it } from "vitest";
 import type { Decision } from "../../src/algorithms/index.ts";
-import { type Answer, type Composition, compose } from "../../src/worker/compose.ts";
+import { type Answer, type Composition, compose } from "../../src/request/compose.ts";
 
 const admit = (delayMs = 0): Decision => ({
   allowed: true,

@@ -8,12 +8,13 @@
  * therefore all land in their sender's one budget, and cost at most `KEY_LOOKUPS_PER_MIN` KV reads per address per
  * minute (key_lookups.ts).
  */
+
+import type { Isolate } from "../isolate/isolate.ts";
+import { type Account, PLAN_LOOKUP_BUDGET_MS } from "../isolate/plan_cache.ts";
+import { identitiesOf } from "../request/identity.ts";
+import type { CompiledRule } from "../request/match.ts";
 import type { Identity } from "../rules/types.ts";
 import { keyHashOf, sha256Hex } from "./hash.ts";
-import { identitiesOf } from "./identity.ts";
-import type { Isolate } from "./isolate.ts";
-import type { CompiledRule } from "./match.ts";
-import { type Account, PLAN_LOOKUP_BUDGET_MS } from "./plan.ts";
 import type { Env, Settings } from "./settings.ts";
 
 export interface Caller {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { apiKeyOf, clientIpKey, formatIpv6, identitiesOf, parseIpv6 } from "../../src/worker/identity.ts";
+import { apiKeyOf, clientIpKey, formatIpv6, identitiesOf, parseIpv6 } from "../../src/request/identity.ts";
 
 const h = (init: Record<string, string>) => new Headers(init);
 

@@ -3,9 +3,10 @@
  * limit; settings say where to forward, which plan an unknown caller gets, which header carries the user id.
  * A malformed var falls back to its default with one warning line, so a typo never turns every request into a 500.
  */
+
+import type { SluiceLimiter } from "../object/limiter.ts";
+import type { PathOptions } from "../request/canonical_path.ts";
 import { DEFAULT_TIMEOUT_MS } from "../rules/types.ts";
-import type { PathOptions } from "./canonical_path.ts";
-import type { SluiceLimiter } from "./limiter.ts";
 
 /** The Worker's bindings and vars, as wrangler.toml declares them. */
 export interface Env {

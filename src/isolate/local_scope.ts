@@ -1,6 +1,6 @@
 /**
  * `scope: local` rules: decided in this isolate's memory by the same pure core, with no Durable Object call, in the
- * packed store of src/local (a typed-array table per rule keyed by a 64-bit hash of the key hash, ~30 B per key,
+ * packed store of local_store.ts (a typed-array table per rule keyed by a 64-bit hash of the key hash, ~30 B per key,
  * bounded by `MAX_KEYS` with exact least-recently-used eviction, as NGINX's limit_req zone).
  *
  * Approximate by design: each isolate (and each Cloudflare location) counts alone, so N isolates admit up to N times
@@ -10,15 +10,15 @@
  * security-critical limits `scope: global`.
  */
 import { type AlgorithmParams, fingerprintOf, packedPath } from "../algorithms/index.ts";
-import { createLocalStore, type LocalCheckResult, type LocalStore } from "../local/local_store.ts";
-import type { CompiledRule } from "./match.ts";
-import { type PeekResult, peekState, type RefundResult } from "./store.ts";
+import { type PeekResult, peekState, type RefundResult } from "../protocol/store.ts";
+import type { CompiledRule } from "../request/match.ts";
+import { createLocalStore, type LocalCheckResult, type LocalStore } from "./local_store.ts";
 
 interface RuleStore {
   readonly fingerprint: string;
   readonly maxKeys: number;
   readonly store: LocalStore;
-  /** The parameters the store's states are kept under (token and leaky buckets are run as GCRA, see src/local). */
+  /** The parameters the store's states are kept under (token and leaky buckets are run as GCRA, see local_store.ts). */
   readonly stateParams: AlgorithmParams;
 }
 

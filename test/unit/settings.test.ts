@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { parseSettings } from "../../src/edge/settings.ts";
 import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";
-import { parseSettings } from "../../src/worker/settings.ts";
 
 describe("parseSettings", () => {
   it("fills every default", () => {

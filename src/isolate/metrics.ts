@@ -4,6 +4,7 @@
  * denial and limiter failure. Keys appear only as their hash (SHA-256, or HMAC-SHA256 under `KEY_HASH_SECRET`);
  * routes appear as the rule's route pattern, never the request's path (which a client can fill with anything).
  */
+import type { RuleOutcome } from "../request/compose.ts";
 
 /** An isolate's counters since it started (one set per isolate, see isolate.ts). */
 export function newStats() {
@@ -45,24 +46,12 @@ export function newStats() {
 
 export type Stats = ReturnType<typeof newStats>;
 
-export type Outcome =
-  | "allowed"
-  /** Admitted by this rule, denied by another, and refunded. */
-  | "refunded"
-  | "denied"
-  | "shadow_denied"
-  | "fail_open"
-  | "fail_closed"
-  | "cost_exceeds_capacity"
-  /** Not asked: another rule was already known to deny (blocked-key cache). */
-  | "not_asked";
-
 /** Where a decision came from. */
 export type Source = "object" | "cache" | "local" | "lease";
 
 export interface DataPoint {
   readonly rule: string;
-  readonly outcome: Outcome;
+  readonly outcome: RuleOutcome;
   readonly source: Source | "none";
   readonly plan: string;
   /** The rule's route pattern, `*` when it names none. */
@@ -73,11 +62,16 @@ export interface DataPoint {
   readonly retryAfterMs: number | null;
 }
 
+/** Where data points go: the `METRICS` Analytics Engine binding in the Worker (this is the part of it used here). */
+export interface DataPointSink {
+  writeDataPoint(point: { blobs: string[]; doubles: number[]; indexes: string[] }): void;
+}
+
 /**
  * One data point: blobs (rule, outcome, plan, route, method, source), doubles (cost, retry_after_ms or 0),
  * index the key hash (so sampling keeps a key's points together). Never throws: metrics must not fail a request.
  */
-export function writeDataPoint(dataset: AnalyticsEngineDataset | undefined, p: DataPoint): void {
+export function writeDataPoint(dataset: DataPointSink | undefined, p: DataPoint): void {
   if (dataset === undefined) return;
   try {
     dataset.writeDataPoint({

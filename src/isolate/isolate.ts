@@ -1,17 +1,17 @@
 /**
  * Everything one isolate keeps between requests, in one object that the entry point creates once and passes in:
  * the clock and the sleeper (injected, so tests drive time instead of racing it), the blocked-key cache, the
- * counters, the `scope: local` stores, the plan cache and the ring of recent denials. Nothing in src/worker keeps request state in a module
- * singleton; a test that wants a clean isolate makes a new one.
+ * counters, the `scope: local` stores, the plan cache and the ring of recent denials. Nothing in src/edge keeps
+ * request state in a module singleton; a test that wants a clean isolate makes a new one.
  */
 import { BlockedCache } from "./blocked_cache.ts";
 import { Coalescer } from "./coalesce.ts";
 import { KeyLookups } from "./key_lookups.ts";
 import { LocalScope } from "./local_scope.ts";
 import { newStats, type Stats } from "./metrics.ts";
-import { resumeInOwnContext } from "./object_call.ts";
-import { PlanCache } from "./plan.ts";
+import { PlanCache } from "./plan_cache.ts";
 import { RecentDenials } from "./recent_denials.ts";
+import { resumeInOwnContext } from "./resume.ts";
 
 import { type Clock, type Sleep, systemClock, systemSleep } from "./time.ts";
 

@@ -13,9 +13,10 @@
  * validator: each valid one becomes that rule compiled with the account's parameters; an invalid one is logged
  * (`bad_override`) and the rule's own parameters apply.
  */
+
+import { type CompiledRule, compileOverride } from "../request/match.ts";
 import { readAccount } from "../rules/account.ts";
 import { makeRoom } from "./bounded.ts";
-import { type CompiledRule, compileOverride } from "./match.ts";
 import type { Sleep } from "./time.ts";
 
 /** A caller's account as the gateway uses it. */

@@ -22,15 +22,24 @@
  * The transport, the clock and the id source are passed in: the Worker uses its Durable Object namespace and the
  * system clock; bench/cluster.ts runs this same code over a simulated network and clock.
  */
-import type { LeaseSettings } from "../rules/types.ts";
+
 import {
   type CallAnswer,
   type CallCounters,
   callObject,
   type FailureKind,
   type ObjectTransport,
-} from "./object_call.ts";
-import type { CallInput, CallResult, CheckResult, LeaseAsk, LeaseReturn, LimiterRule, RefundResult } from "./store.ts";
+} from "../protocol/object_call.ts";
+import type {
+  CallInput,
+  CallResult,
+  CheckResult,
+  LeaseAsk,
+  LeaseReturn,
+  LimiterRule,
+  RefundResult,
+} from "../protocol/store.ts";
+import type { LeaseSettings } from "../rules/types.ts";
 
 /** One request for one (rule, key). */
 export interface AskInput {
@@ -168,7 +177,7 @@ export interface CoalescerOptions {
    * Wait for a promise that another request settles, and continue in this request's own context. In the Workers
    * runtime the continuation of a promise settled by another request runs in that request's I/O context, where this
    * request's I/O fails ("Cannot perform I/O on behalf of a different request"); the Worker passes `resumeInOwnContext`
-   * (object_call.ts). Default: plain `await` (simulation and tests).
+   * (resume.ts). Default: plain `await` (simulation and tests).
    */
   readonly resume?: <T>(settled: Promise<T>) => Promise<T>;
   /** Keys tracked at most (least recently used forgotten first; a key with a call in flight or a lease is kept). */
@@ -311,7 +320,7 @@ export class Coalescer {
     // (Two waits of one budget each: one for the call in flight, one for this request's own.)
     // Then, until its turn comes, the request keeps a timer of its own pending: while another request's call carries
     // it, it has no I/O of its own, and the Workers runtime cancels a request that waits on nothing of its own ("the
-    // Worker's code had hung") when the runtime itself resumes it (object_call.ts, `resumeInOwnContext`).
+    // Worker's code had hung") when the runtime itself resumes it (resume.ts, `resumeInOwnContext`).
     const { sleep } = this.options;
     let turnCame = false;
     void (async () => {

@@ -4,12 +4,12 @@
  * isolate's state (isolate.ts) is made too.
  */
 import { RULES } from "../generated/rules.ts";
+import { createIsolate } from "../isolate/isolate.ts";
+import { compileRules } from "../request/match.ts";
 import { handleRequest } from "./gateway.ts";
-import { createIsolate } from "./isolate.ts";
-import { compileRules } from "./match.ts";
 import type { Env } from "./settings.ts";
 
-export { SluiceLimiter } from "./limiter.ts";
+export { SluiceLimiter } from "../object/limiter.ts";
 
 const COMPILED = compileRules(RULES);
 /** What this isolate keeps between requests: made once, when the isolate loads this module. */

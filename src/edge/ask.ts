@@ -6,13 +6,14 @@
  * looked it up once and passes it in).
  */
 import type { Decision } from "../algorithms/index.ts";
-import type { Isolate } from "./isolate.ts";
-import type { Applicable, CompiledRule } from "./match.ts";
-import type { Source } from "./metrics.ts";
-import { objectNameOf } from "./names.ts";
-import { durableObjectTransport, type FailureKind } from "./object_call.ts";
+import type { Isolate } from "../isolate/isolate.ts";
+import type { Source } from "../isolate/metrics.ts";
+import { objectNameOf } from "../object/names.ts";
+import { durableObjectTransport } from "../object/transport.ts";
+import type { FailureKind } from "../protocol/object_call.ts";
+import { type CheckResult, fingerprintOf, type RefundResult } from "../protocol/store.ts";
+import type { Applicable, CompiledRule } from "../request/match.ts";
 import type { Env, Settings } from "./settings.ts";
-import { type CheckResult, fingerprintOf, type RefundResult } from "./store.ts";
 
 /** What asking one rule produced. */
 export type Outcome =
