@@ -6,7 +6,16 @@ import { fileURLToPath } from "node:url";
 
 export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 export const ROOT = dirname(BENCH_DIR);
-export const RESULTS_DIR = join(BENCH_DIR, "results");
+
+/**
+ * `--publish`: refresh the committed figures (bench/results/*.json, BENCHMARKS.md, the docs/ figure). Without it a
+ * run writes the same files under bench/out/ (ignored by git), so trying the benchmarks leaves the tree clean and the
+ * published figures alone.
+ */
+export const PUBLISH = process.argv.includes("--publish");
+/** Where the report and figures go: the repository root when publishing, bench/out/ otherwise. */
+export const OUT_DIR = PUBLISH ? ROOT : join(BENCH_DIR, "out");
+export const RESULTS_DIR = PUBLISH ? join(BENCH_DIR, "results") : join(OUT_DIR, "results");
 
 export interface Machine {
   readonly cores: number;
@@ -21,6 +30,10 @@ export function machine(): Machine {
 }
 
 export const QUICK = process.argv.includes("--quick");
+if (QUICK && PUBLISH) {
+  process.stderr.write("bench: --quick figures are not published; run the full benchmark with --publish\n");
+  process.exit(2);
+}
 
 export function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
@@ -34,7 +47,7 @@ export function round(value: number, digits = 2): number {
   return Math.round(value * f) / f;
 }
 
-/** Write `bench/results/<name>.json` with the machine and the exact command next to the figures. */
+/** Write `<results>/<name>.json` (bench/results/ when publishing, bench/out/results/ otherwise) with the machine and the exact command next to the figures. */
 export function writeResult(name: string, command: string, data: unknown): string {
   const path = join(RESULTS_DIR, `${name}.json`);
   mkdirSync(dirname(path), { recursive: true });

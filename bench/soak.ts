@@ -44,7 +44,8 @@
  *   (counted by the client: a request to an object idle for over 10 s) is the runtime's allowance; what grows beyond
  *   it would be Sluice's.
  *
- * Prints a summary, writes bench/results/soak.json and regenerates BENCHMARKS.md. Exit status 1 when a check fails.
+ * Prints a summary, writes soak.json and regenerates BENCHMARKS.md (under bench/out/, or the committed ones with
+ * `--publish`). Exit status 1 when a check fails.
  */
 import { type ChildProcess, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -55,7 +56,7 @@ import { projectParams } from "../src/algorithms/index.ts";
 import { loadRules } from "../src/rules/load.ts";
 import type { AlgorithmParams } from "../src/rules/types.ts";
 import { seeded } from "../test/support/random.ts";
-import { BENCH_DIR, log, ROOT, round, writeResult } from "./common.ts";
+import { BENCH_DIR, log, OUT_DIR, PUBLISH, ROOT, round, writeResult } from "./common.ts";
 import { type Admission, verdictOf } from "./soak/allowance.ts";
 import {
   dropBuildStep,
@@ -75,13 +76,14 @@ import {
 // Options
 
 const USAGE =
-  "usage: npm run soak -- [--quick | --minutes N] [--concurrency C] [--timeout-ms T] [--seed S] [--keep]\n" +
+  "usage: npm run soak -- [--quick | --minutes N] [--concurrency C] [--timeout-ms T] [--seed S] [--keep] [--publish]\n" +
   "  --quick          about 60 s (default: 5 minutes)\n" +
   "  --minutes N      run for N minutes (a positive number)\n" +
   "  --concurrency C  closed-loop clients (default 32)\n" +
   "  --timeout-ms T   the server's LIMITER_TIMEOUT_MS (default 5000)\n" +
   "  --seed S         seed of the request generator (default 1)\n" +
-  "  --keep           keep the temp copy and its state and server log\n";
+  "  --keep           keep the temp copy and its state and server log\n" +
+  "  --publish        write the committed bench/results/soak.json and BENCHMARKS.md (default: under bench/out/)\n";
 
 function options(argv: readonly string[]) {
   let minutes = 5;
@@ -102,6 +104,8 @@ function options(argv: readonly string[]) {
     const arg = argv[i]!;
     if (arg === "--quick") quick = true;
     else if (arg === "--keep") keep = true;
+    else if (arg === "--publish")
+      continue; // read by common.ts (PUBLISH)
     else if (arg === "--minutes") minutes = number(arg, argv[++i], false);
     else if (arg === "--concurrency") concurrency = number(arg, argv[++i], true);
     else if (arg === "--seed") seed = number(arg, argv[++i], true);
@@ -943,12 +947,16 @@ async function main(): Promise<number> {
   };
   const path = writeResult("soak", COMMAND, data);
   log(`soak: wrote ${path}`);
-  const report = spawnSync(process.execPath, ["--import", "tsx", join("bench", "report.ts")], {
-    cwd: ROOT,
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const report = spawnSync(
+    process.execPath,
+    ["--import", "tsx", join("bench", "report.ts"), ...(PUBLISH ? ["--publish"] : [])],
+    {
+      cwd: ROOT,
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
   // The section report.ts wrote into BENCHMARKS.md, printed as it stands there.
-  const benchmarks = readFileSync(join(ROOT, "BENCHMARKS.md"), "utf8");
+  const benchmarks = readFileSync(join(OUT_DIR, "BENCHMARKS.md"), "utf8");
   const at = benchmarks.indexOf("## 6. Soak");
   const next = benchmarks.indexOf("\n## ", at + 1);
   process.stdout.write(`\n${at < 0 ? "" : benchmarks.slice(at, next < 0 ? undefined : next + 1)}`);

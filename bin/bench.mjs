@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick] [-- --only decisions,memory,edge,coalesce,accuracy,simulator,compare,cluster]`: run the benchmarks in bench/,
-// each in a process of its own, write bench/results/<name>.json and regenerate BENCHMARKS.md from them.
+// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,coalesce,accuracy,simulator,compare,cluster]`:
+// run the benchmarks in bench/, each in a process of its own, and write their results and a report from them:
+// by default to bench/out/ (results/<name>.json, BENCHMARKS.md; ignored by git); with --publish to the committed
+// bench/results/<name>.json and BENCHMARKS.md (a full run only: --quick figures are never published).
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -8,6 +10,12 @@ import { fileURLToPath } from "node:url";
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
+const publish = args.includes("--publish");
+if (quick && publish) {
+  process.stderr.write("bench: --quick figures are not published; run the full benchmark with --publish\n");
+  process.exit(2);
+}
+const flags = [...(quick ? ["--quick"] : []), ...(publish ? ["--publish"] : [])];
 const onlyAt = args.indexOf("--only");
 const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "coalesce", "cluster"];
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? "").split(",") : all;
@@ -22,26 +30,18 @@ let failed = false;
 for (const name of all.filter((n) => only.includes(n))) {
   const t = Date.now();
   process.stderr.write(`bench: ${name}${quick ? " (quick)" : ""}\n`);
-  const run = spawnSync(
-    process.execPath,
-    ["--import", "tsx", join("bench", `${name}.ts`), ...(quick ? ["--quick"] : [])],
-    {
-      cwd: root,
-      stdio: "inherit",
-    },
-  );
+  const run = spawnSync(process.execPath, ["--import", "tsx", join("bench", `${name}.ts`), ...flags], {
+    cwd: root,
+    stdio: "inherit",
+  });
   if (run.status !== 0) {
     failed = true;
     process.stderr.write(`bench: ${name} failed (exit ${run.status})\n`);
   } else process.stderr.write(`bench: ${name} took ${((Date.now() - t) / 1000).toFixed(1)} s\n`);
 }
-const report = spawnSync(
-  process.execPath,
-  ["--import", "tsx", join("bench", "report.ts"), ...(quick ? ["--quick"] : [])],
-  {
-    cwd: root,
-    stdio: "inherit",
-  },
-);
+const report = spawnSync(process.execPath, ["--import", "tsx", join("bench", "report.ts"), ...flags], {
+  cwd: root,
+  stdio: "inherit",
+});
 process.stderr.write(`bench: done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 process.exitCode = failed || report.status !== 0 ? 1 : 0;
