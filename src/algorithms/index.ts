@@ -101,8 +101,9 @@ export function freshAtMs(params: AlgorithmParams, state: AlgorithmState): numbe
 
 /**
  * Rule changes across a redeploy: the state under `next` equivalent to `state` under `prev` at `nowMs`, or `null`
- * to start fresh (another algorithm; otherwise what each algorithm's `carryOver` says). Never in the client's favour
- * beyond what the new rule allows.
+ * to start fresh (another algorithm; otherwise what each algorithm's `carryOver` says; docs/rules.md sums them up).
+ * Never in the client's favour beyond what the new rule allows. Conversions may pass 2^53, so they use BigInt; this
+ * runs once per key per change.
  */
 export function carryOver(
   prev: AlgorithmParams,

@@ -2,9 +2,9 @@
  * `sluice simulate`: run one rule's algorithm over a trace, in process, with no wall clock, and print one JSON
  * decision per input line. The same pure core as the Worker, so its answer is the edge's answer.
  */
-import { type AlgorithmState, algorithmFor, freshAtMs } from "../algorithms/index.ts";
+import { type AlgorithmState, algorithmFor, capacityOf, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
-import { capacityOf, type ResolvedRule } from "../rules/types.ts";
+import type { ResolvedRule } from "../rules/types.ts";
 import { commandArgs, rulePaths, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";

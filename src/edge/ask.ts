@@ -5,13 +5,13 @@
  * rule's lease if it has one, see coalesce.ts), unless this isolate already knows the object's denial (the gateway
  * looked it up once and passes it in).
  */
-import type { Decision } from "../algorithms/index.ts";
+import { type Decision, fingerprintOf } from "../algorithms/index.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { Source } from "../isolate/metrics.ts";
 import { objectNameOf } from "../object/names.ts";
 import { durableObjectTransport } from "../object/transport.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
-import { type CheckResult, fingerprintOf, type RefundResult } from "../protocol/store.ts";
+import type { CheckResult, RefundResult } from "../protocol/store.ts";
 import type { Applicable, CompiledRule } from "../request/match.ts";
 import type { Env, Settings } from "./settings.ts";
 

@@ -310,7 +310,7 @@ function viewOf(app: Applicable, decision: Decision, atMs: number, after: Refund
   return {
     ruleId: compiled.rule.id,
     quota: compiled.capacity,
-    windowS: policyWindowS(compiled.params, compiled.capacity, atMs),
+    windowS: policyWindowS(compiled.params, atMs),
     remaining: after?.remaining ?? decision.remaining,
     resetAfterMs: after?.resetAfterMs ?? decision.resetAfterMs,
     retryAfterMs: decision.allowed ? null : decision.retryAfterMs,
@@ -458,7 +458,7 @@ function policyHeader(apps: readonly Applicable[], nowMs: number): [string, stri
     .map(({ compiled }) => ({
       ruleId: compiled.rule.id,
       quota: compiled.capacity,
-      windowS: policyWindowS(compiled.params, compiled.capacity, nowMs),
+      windowS: policyWindowS(compiled.params, nowMs),
     }));
   return policies.length === 0 ? [] : [["RateLimit-Policy", rateLimitPolicy(policies)]];
 }

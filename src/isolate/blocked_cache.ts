@@ -113,8 +113,4 @@ export class BlockedCache {
   get size(): number {
     return this.entries.size;
   }
-
-  clear(): void {
-    this.entries.clear();
-  }
 }

@@ -73,8 +73,6 @@ export interface RefundInput {
 /** What the key looks like after a refund, for the RateLimit header: `null` when there was nothing to refund. */
 export type RefundResult = { readonly remaining: number; readonly resetAfterMs: number } | null;
 
-export { fingerprintOf };
-
 /** The state to decide on: the stored one, carried over to the current parameters, or `null` (fresh). */
 function currentState(record: LimiterRecord | null, params: AlgorithmParams, fingerprint: string, nowMs: number) {
   if (record === null) return null;

@@ -5,8 +5,8 @@
  * state are kept in time bins that start 1 ms wide (a short trace is drawn request for request) and double in width
  * whenever a lane holds too many, so a day of traffic draws a figure of the same size as a minute of it.
  */
-import { type AlgorithmState, algorithmFor, levelAt } from "../algorithms/index.ts";
-import { capacityOf, type ResolvedRule } from "../rules/types.ts";
+import { type AlgorithmState, algorithmFor, capacityOf, levelAt } from "../algorithms/index.ts";
+import type { ResolvedRule } from "../rules/types.ts";
 import {
   type Comparison,
   type Lane,

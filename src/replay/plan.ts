@@ -3,9 +3,8 @@
  * (asked of the core's `carryOver`, never re-derived), and a streaming replay of a trace under both sets that counts
  * the requests whose answer flips. Data in, data out; the command reads files and git, and writes the results.
  */
-import { carryOver } from "../algorithms/carry_over.ts";
-import { type AlgorithmState, decide } from "../algorithms/index.ts";
-import { capacityOf, type ResolvedRule } from "../rules/types.ts";
+import { type AlgorithmState, capacityOf, carryOver, decide } from "../algorithms/index.ts";
+import type { ResolvedRule } from "../rules/types.ts";
 import { describeRule } from "./run.ts";
 import { formatDurationUnit } from "./time.ts";
 

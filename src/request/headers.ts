@@ -108,9 +108,9 @@ export function rateLimitPolicy(
 
 /**
  * `w` for a rule, in whole seconds (at least 1): the window, or the time to refill the whole capacity from empty, as
- * the algorithm says (`headerWindowMs`). `_capacity` is not needed any more (the algorithm knows it).
+ * the algorithm says (`headerWindowMs`).
  */
-export function policyWindowS(params: AlgorithmParams, _capacity: number, nowMs: number): number {
+export function policyWindowS(params: AlgorithmParams, nowMs: number): number {
   return Math.max(1, ceilDiv(headerWindowMs(params, nowMs), 1000));
 }
 

@@ -7,16 +7,14 @@
  * missing or invalid id; the index counts from 0), or `<file>:<line>: <message>` for YAML syntax. Bad input never
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
-import { algorithmFor, LEASE_ALGORITHMS, leasePolicy } from "../algorithms/index.ts";
+import { ALGORITHMS, algorithmFor, capacityOf, LEASE_ALGORITHMS, leasePolicy } from "../algorithms/index.ts";
 import type { ParamReader } from "../algorithms/types.ts";
 import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
 import { DEFAULT_LEASE_TTL_MS, MAX_LEASE_TTL_MS } from "./lease.ts";
 import { compileRoute } from "./route.ts";
 import {
-  ALGORITHMS,
   type AlgorithmName,
   type AlgorithmParams,
-  capacityOf,
   DEFAULT_TIMEOUT_MS,
   type Identity,
   type LeaseSettings,

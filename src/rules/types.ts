@@ -7,7 +7,6 @@ import type { AlgorithmName, ParamsOf } from "../algorithms/index.ts";
 import type { Rate } from "../algorithms/params.ts";
 
 export type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
-export { ALGORITHMS, capacityOf } from "../algorithms/index.ts";
 export type { Rate, Window } from "../algorithms/params.ts";
 
 export type Identity = "api_key" | "ip" | "user";

@@ -7,11 +7,11 @@
  * rounded to 0.1 px), so generated figures can be committed and checked for drift.
  */
 
-import { capacityLabel, chartWindowOf, levelAt, levelName } from "../algorithms/index.ts";
+import { capacityLabel, capacityOf, chartWindowOf, levelAt, levelName } from "../algorithms/index.ts";
 import { windowIndex, windowStartMs } from "../algorithms/windows.ts";
 import { type Comparison, describeRule, type Lane, type Outcome } from "../replay/run.ts";
 import { formatSpan, formatTick, type TimeStyle, tickStep, ticks, trimNumber } from "../replay/time.ts";
-import { capacityOf, type ResolvedRule } from "../rules/types.ts";
+import type { ResolvedRule } from "../rules/types.ts";
 
 export interface SvgOptions {
   readonly title: string;

@@ -11,12 +11,12 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { capacityOf } from "../../src/algorithms/index.ts";
 import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/gateway.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { objectNameOf } from "../../src/object/names.ts";
 import type { CompiledRule } from "../../src/request/match.ts";
-import { capacityOf } from "../../src/rules/types.ts";
 import { ChaosClock, chaosNamespace, type Fault, seeded } from "./chaos.ts";
 import { bearer, knownKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 

@@ -19,7 +19,7 @@
  */
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Decision } from "../../src/algorithms/index.ts";
+import { capacityOf, type Decision } from "../../src/algorithms/index.ts";
 import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/gateway.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
@@ -27,7 +27,6 @@ import { runtimeResumesInOwnContext } from "../../src/isolate/resume.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import type { CallInput, CallResult } from "../../src/protocol/store.ts";
 import { type CompiledRule, compileRules } from "../../src/request/match.ts";
-import { capacityOf } from "../../src/rules/types.ts";
 import { sequential } from "../support/sequential.ts";
 import { bearer, freshIp, knownKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 

@@ -6,8 +6,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AlgorithmState, type Decision, decide } from "../../src/algorithms/index.ts";
-import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
+import { type AlgorithmState, capacityOf, type Decision, decide } from "../../src/algorithms/index.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,
   gcraP,

@@ -7,8 +7,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_SCALED } from "../../src/algorithms/arith.ts";
-import { type AlgorithmState, type Decision, decide, freshAtMs, refund } from "../../src/algorithms/index.ts";
-import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
+import {
+  type AlgorithmState,
+  capacityOf,
+  type Decision,
+  decide,
+  freshAtMs,
+  refund,
+} from "../../src/algorithms/index.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,
   gcraP,

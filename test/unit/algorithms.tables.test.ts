@@ -7,9 +7,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ceilDiv, floorDiv, floorMod, gcd } from "../../src/algorithms/arith.ts";
-import { type AlgorithmState, decide, freshAtMs, refund } from "../../src/algorithms/index.ts";
+import { type AlgorithmState, capacityOf, decide, freshAtMs, refund } from "../../src/algorithms/index.ts";
 import { estimateAt } from "../../src/algorithms/sliding_counter.ts";
-import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,
   gcraP,

@@ -6,9 +6,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_SCALED } from "../../src/algorithms/arith.ts";
-import { type AlgorithmState, decide, refund } from "../../src/algorithms/index.ts";
+import { type AlgorithmState, capacityOf, decide, refund } from "../../src/algorithms/index.ts";
 import { BlockedCache, cacheable } from "../../src/isolate/blocked_cache.ts";
-import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,
   gcraP,

@@ -1,8 +1,7 @@
 /** State across a redeploy that changed a rule's parameters. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { carryOver } from "../../src/algorithms/carry_over.ts";
-import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
+import { type AlgorithmState, carryOver, decide } from "../../src/algorithms/index.ts";
 import { estimateAt, type SlidingCounterState } from "../../src/algorithms/sliding_counter.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {

@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ALGORITHMS } from "../../src/rules/types.ts";
+import { ALGORITHMS } from "../../src/algorithms/index.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
 const DOC = "docs/rules.md";

@@ -63,18 +63,18 @@ describe("limitFields", () => {
 
 describe("policyWindowS", () => {
   it("rate algorithms: the time to refill the whole capacity; windows: the window; at least 1 s", () => {
-    expect(policyWindowS({ algorithm: "token_bucket", rate: rateOf(10, 1000), burst: 20 }, 20, 0)).toBe(2);
-    expect(policyWindowS({ algorithm: "gcra", rate: rateOf(7, 3000), burst: 5 }, 5, 0)).toBe(3);
-    expect(policyWindowS({ algorithm: "leaky_queue", rate: rateOf(10, 1000), burst: 20, delay: 0 }, 21, 0)).toBe(3);
-    expect(policyWindowS({ algorithm: "token_bucket", rate: rateOf(1000, 1000), burst: 10 }, 10, 0)).toBe(1);
-    expect(policyWindowS({ algorithm: "sliding_log", limit: 5, windowMs: 60_000 }, 5, 0)).toBe(60);
-    expect(policyWindowS({ algorithm: "fixed_window", limit: 5, window: { kind: "ms", ms: 86_400_000 } }, 5, 0)).toBe(
+    expect(policyWindowS({ algorithm: "token_bucket", rate: rateOf(10, 1000), burst: 20 }, 0)).toBe(2);
+    expect(policyWindowS({ algorithm: "gcra", rate: rateOf(7, 3000), burst: 5 }, 0)).toBe(3);
+    expect(policyWindowS({ algorithm: "leaky_queue", rate: rateOf(10, 1000), burst: 20, delay: 0 }, 0)).toBe(3);
+    expect(policyWindowS({ algorithm: "token_bucket", rate: rateOf(1000, 1000), burst: 10 }, 0)).toBe(1);
+    expect(policyWindowS({ algorithm: "sliding_log", limit: 5, windowMs: 60_000 }, 0)).toBe(60);
+    expect(policyWindowS({ algorithm: "fixed_window", limit: 5, window: { kind: "ms", ms: 86_400_000 } }, 0)).toBe(
       86_400,
     );
     // A calendar month: February 2030 has 28 days, January 31.
     const month = { algorithm: "fixed_window", limit: 5, window: { kind: "month" } } as const;
-    expect(policyWindowS(month, 5, Date.UTC(2030, 1, 10))).toBe(28 * 86_400);
-    expect(policyWindowS(month, 5, Date.UTC(2030, 0, 10))).toBe(31 * 86_400);
+    expect(policyWindowS(month, Date.UTC(2030, 1, 10))).toBe(28 * 86_400);
+    expect(policyWindowS(month, Date.UTC(2030, 0, 10))).toBe(31 * 86_400);
   });
 });
 

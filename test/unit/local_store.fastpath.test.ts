@@ -6,9 +6,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type GcraState, gcra } from "../../src/algorithms/gcra.ts";
+import { capacityOf } from "../../src/algorithms/index.ts";
 import { leakyQueue } from "../../src/algorithms/leaky_queue.ts";
 import { createLocalStore } from "../../src/isolate/local_store.ts";
-import { type AlgorithmParams, capacityOf, type Rate } from "../../src/rules/types.ts";
+import type { AlgorithmParams, Rate } from "../../src/rules/types.ts";
 import { gcraP, leakyBucket, leakyQueue as leakyQueueP, tokenBucket } from "../support/params.ts";
 
 const CASES: AlgorithmParams[] = [

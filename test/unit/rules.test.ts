@@ -4,8 +4,9 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { capacityOf } from "../../src/algorithms/index.ts";
 import { loadRules } from "../../src/rules/load.ts";
-import { capacityOf, type ResolvedRule } from "../../src/rules/types.ts";
+import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
 const DIR = "test/fixtures/rules";

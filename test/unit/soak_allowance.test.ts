@@ -6,8 +6,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type Admission, rateAllowance, refilled, verdictOf } from "../../bench/soak/allowance.ts";
-import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
-import { type AlgorithmParams, capacityOf } from "../../src/rules/types.ts";
+import { type AlgorithmState, capacityOf, decide } from "../../src/algorithms/index.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
 import {
   fixedWindow,
   gcraP,
