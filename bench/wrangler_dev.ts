@@ -92,7 +92,10 @@ export function groupCpuMs(pgid: number): number {
   return (ticks * 1000) / TICKS_PER_S;
 }
 
-/** Start `wrangler dev` in `dir` on `port` with extra arguments; its own process group, whose id is its pid. */
+/**
+ * Start `wrangler dev` in `dir` on `port` with extra arguments, the echo origin answering admitted requests; its own
+ * process group, whose id is its pid.
+ */
 export function startWrangler(
   dir: string,
   port: number,
@@ -100,12 +103,16 @@ export function startWrangler(
   stdio: "ignore" | "pipe" = "ignore",
   env: Record<string, string> = {},
 ): ChildProcess {
-  return spawn(WRANGLER_BIN, ["dev", "--ip", "127.0.0.1", "--port", String(port), ...extra], {
-    cwd: dir,
-    detached: true,
-    stdio: ["ignore", stdio, stdio],
-    env: { ...process.env, ...WRANGLER_ENV, ...env },
-  });
+  return spawn(
+    WRANGLER_BIN,
+    ["dev", "--ip", "127.0.0.1", "--port", String(port), "--var", "ECHO_ORIGIN:true", ...extra],
+    {
+      cwd: dir,
+      detached: true,
+      stdio: ["ignore", stdio, stdio],
+      env: { ...process.env, ...WRANGLER_ENV, ...env },
+    },
+  );
 }
 
 export async function waitUp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {

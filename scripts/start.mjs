@@ -21,7 +21,9 @@ const seeded = spawnSync(process.execPath, ["scripts/seed-accounts.mjs", ...seed
 if (seeded.status !== 0) process.exit(seeded.status ?? 1);
 
 const port = process.env.PORT ?? "8787";
-const child = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", port, ...extra], {
+// ECHO_ORIGIN: with no UPSTREAM_URL set, the built-in echo origin answers admitted requests (local development only).
+const devArgs = ["wrangler", "dev", "--ip", "127.0.0.1", "--port", port, "--var", "ECHO_ORIGIN:true", ...extra];
+const child = spawn("npx", devArgs, {
   stdio: "inherit",
   env,
 });

@@ -2,6 +2,11 @@
  * The request path: identify the caller, find its plan, find every rule that applies, ask all of them at once,
  * compose their answers, then forward (after any shaping delay) or deny.
  *
+ * One path for every way in: `judgeRequest` decides an HTTP request (the gateway's `handleRequest` and the service
+ * binding's `check`, entrypoint.ts), `judgeApplicable` decides rules already chosen (the binding's `limit` enters
+ * here with its one rule). Both end in a `Judgement`: refused (status, problem body, headers) or admitted (headers,
+ * after any shaping delay). Only the gateway then asks an origin (origin.ts).
+ *
  * The steps, each a short function below: who is calling (caller.ts) -> which rules apply (match.ts, and no cost
  * above a rule's capacity) -> what this isolate already knows (the blocked-key cache, looked up once) -> ask
  * (ask.ts) -> compose (compose.ts, pure) -> answer (refunds, logs and metrics, then forward, delay or deny). Time and
@@ -36,20 +41,58 @@ import { handleAdmin, isAdminPath } from "./admin/admin.ts";
 import { type AskContext, ask, fingerprintOfRule, type Outcome } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
 import { jitterSeconds } from "./hash.ts";
+import { noOrigin, originResponse } from "./origin.ts";
 import { type Env, settingsOf } from "./settings.ts";
 
 export const TEMPORARY_REDUCED_CAPACITY_TYPE =
   "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
 /** Everything one request's steps share. */
-interface RequestContext extends AskContext {
+export interface RequestContext extends AskContext {
   readonly ctx: ExecutionContext;
+  /** The request's method, upper-case (`RPC` for the service binding's `limit`); for logs and metrics. */
   readonly method: string;
-  /** The caller's plan. */
+  /** The caller's plan (`none` for the service binding's `limit`, which names its rule). */
   readonly plan: string;
-  /** The path the upstream receives (canonical_path.ts). */
-  readonly forwardPath: string;
 }
+
+/** One rule's part in a judgement, as the service binding reports it. */
+export interface RuleReport {
+  readonly rule: string;
+  readonly mode: "enforce" | "shadow";
+  /** What the rule's answer counted as (metrics.ts). */
+  readonly outcome: RuleOutcome;
+  /** After any refund; `null` when the rule did not decide (failed, not asked, or costlier than its capacity). */
+  readonly remaining: number | null;
+  readonly resetAfterMs: number | null;
+  /** Set iff the rule denied (or would have, for a shadow rule). */
+  readonly retryAfterMs: number | null;
+}
+
+/** Why a request was not admitted. */
+export type RefusalReason = "bad_request" | "unauthorized" | "cost_exceeds_capacity" | "denied" | "fail_closed";
+
+/** What the request path decided, before any origin is asked. */
+export type Judgement =
+  | {
+      readonly kind: "refused";
+      readonly reason: RefusalReason;
+      readonly status: number;
+      /** The RFC 9457 body the gateway answers with. */
+      readonly problem: Readonly<Record<string, unknown>>;
+      readonly headers: ReadonlyArray<readonly [string, string]>;
+      readonly rules: readonly RuleReport[];
+    }
+  | {
+      readonly kind: "admitted";
+      /** RateLimit fields (and the lease header) for the response. */
+      readonly headers: ReadonlyArray<readonly [string, string]>;
+      /** How long the request was held for shaping before this answer (leaky_queue), ms. */
+      readonly delayedMs: number;
+      readonly rules: readonly RuleReport[];
+      /** Every rule's answer, for the echo origin. */
+      readonly outcomes: readonly Outcome[];
+    };
 
 export async function handleRequest(
   request: Request,
@@ -62,39 +105,67 @@ export async function handleRequest(
     const url = new URL(request.url);
     const settings = settingsOf(env);
     if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules, isolate);
-    return await gateway(request, url, { env, settings, isolate }, ctx, rules);
+    return await gateway(request, url, { env, settings, isolate, ctx }, rules);
   } catch (error) {
     logEvent("error", { event: "gateway_error", error: messageOf(error) });
-    return problemResponse(500, { type: "about:blank", title: "Internal Server Error", status: 500 });
+    return problemResponse(500, INTERNAL_ERROR);
   }
 }
 
-/** The request path, step by step. */
+export const INTERNAL_ERROR = { type: "about:blank", title: "Internal Server Error", status: 500 } as const;
+
+/** The gateway: judge the request, then answer the refusal or ask the origin and add the fields to its answer. */
 async function gateway(
   request: Request,
   url: URL,
-  base: AskContext,
-  ctx: ExecutionContext,
+  base: AskContext & { readonly ctx: ExecutionContext },
   rules: readonly CompiledRule[],
 ): Promise<Response> {
+  const origin = base.settings.origin;
+  // Checked before anything is counted: a Sluice with nowhere to send admitted requests must not spend budgets.
+  if (origin.kind === "none") return noOrigin(origin.problem);
+  const judged = await judgeRequest(request, url, base, rules);
+  if (judged.judgement.kind === "refused") {
+    const { status, problem, headers } = judged.judgement;
+    return problemResponse(status, { ...problem }, headers);
+  }
+  const response = await originResponse(origin, request, url, judged.forwardPath, judged.plan, judged.judgement);
+  for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
+  return response;
+}
+
+/** The request path, step by step, for one HTTP request; with the request's forwarded path and the caller's plan. */
+export async function judgeRequest(
+  request: Request,
+  url: URL,
+  base: AskContext & { readonly ctx: ExecutionContext },
+  rules: readonly CompiledRule[],
+): Promise<{ readonly judgement: Judgement; readonly forwardPath: string; readonly plan: string | null }> {
   const { env, settings, isolate } = base;
   isolate.stats.requests++;
   const shape = shapeOf(request, url.pathname, settings.path);
-  if (!shape.ok) return badRequest(shape.detail);
+  if (!shape.ok) return { judgement: badRequest(shape.detail), forwardPath: url.pathname, plan: null };
   const { method, methods, path } = shape;
   const caller = await whoIsCalling(request, env, settings, isolate, rules);
-  const cx: RequestContext = { ...base, ctx, method, plan: caller.plan, forwardPath: shape.forwardPath };
-  const nowMs = isolate.clock();
-
+  const cx: RequestContext = { ...base, method, plan: caller.plan };
   const { plan, keyHashes, unverified, overrides } = caller;
   const facts = { methods, path, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
   const rejecting = rejectingRule(rules, facts);
-  if (rejecting !== null) return unauthorized(cx, rejecting);
-  const matched = applicableRules(rules, facts);
+  const judgement =
+    rejecting !== null ? unauthorized(cx, rejecting) : await judgeApplicable(cx, applicableRules(rules, facts));
+  return { judgement, forwardPath: shape.forwardPath, plan };
+}
+
+/**
+ * The steps after matching, for rules already chosen (by the request's facts, or named by the service binding's
+ * `limit`): capacity, what this isolate already knows, ask, compose, report, refund, shape.
+ */
+export async function judgeApplicable(cx: RequestContext, matched: readonly Applicable[]): Promise<Judgement> {
+  const nowMs = cx.isolate.clock();
   const { applicable, tooCostly } = withinCapacity(cx, matched);
   if (tooCostly !== null) return refuseTooCostly(cx, tooCostly, matched, nowMs);
 
-  const known = knownDenials(isolate, applicable, nowMs);
+  const known = knownDenials(cx.isolate, applicable, nowMs);
   const refusal = refuseFromCache(cx, applicable, known, nowMs);
   if (refusal !== null) return refusal;
 
@@ -102,7 +173,7 @@ async function gateway(
   const composition = compose(outcomes.map(answerOf));
   report(cx, outcomes, composition);
   const refunded = await giveBack(cx, outcomes, composition);
-  return respond(request, url, cx, outcomes, composition, refunded);
+  return settle(cx, outcomes, composition, refunded);
 }
 
 /**
@@ -128,7 +199,12 @@ function withinCapacity(
 }
 
 /** 400: this request costs more than an enforcing rule can ever admit. No state changes: only policies are sent. */
-function refuseTooCostly(cx: RequestContext, app: Applicable, matched: readonly Applicable[], nowMs: number): Response {
+function refuseTooCostly(
+  cx: RequestContext,
+  app: Applicable,
+  matched: readonly Applicable[],
+  nowMs: number,
+): Judgement {
   const { rule } = app.compiled;
   cx.isolate.stats.denials++;
   logEvent("log", {
@@ -147,7 +223,9 @@ function refuseTooCostly(cx: RequestContext, app: Applicable, matched: readonly 
     cost: app.cost,
     capacity: app.compiled.capacity,
   };
-  return problemResponse(400, body, policyHeader(matched, nowMs));
+  const rules = matched.map((a) => reportOf(a, a === app ? "cost_exceeds_capacity" : "not_asked", null, null));
+  const headers = policyHeader(matched, nowMs);
+  return { kind: "refused", reason: "cost_exceeds_capacity", status: 400, problem: body, headers, rules };
 }
 
 /** The denials this isolate already knows, for every `scope: global` rule: one cache lookup per rule and request. */
@@ -173,7 +251,7 @@ function refuseFromCache(
   applicable: readonly Applicable[],
   known: ReadonlyMap<Applicable, Decision>,
   nowMs: number,
-): Response | null {
+): Judgement | null {
   const views: RuleView[] = [];
   for (const app of applicable) {
     const decision = known.get(app);
@@ -185,11 +263,19 @@ function refuseFromCache(
   const { stats } = cx.isolate;
   stats.cache_answers += views.length;
   stats.denials++;
+  const rules: RuleReport[] = [];
   for (const app of applicable) {
-    if (!(known.has(app) && app.compiled.rule.mode === "enforce")) metric(cx, app, "not_asked", "none", null);
+    const decision = known.get(app);
+    if (decision !== undefined && app.compiled.rule.mode === "enforce") {
+      rules.push(reportOf(app, "denied", decision, null));
+      continue;
+    }
+    metric(cx, app, "not_asked", "none", null);
+    rules.push(reportOf(app, "not_asked", null, null));
   }
   const fields = limitFields(views);
-  return problemResponse(fields.denial!.status, { ...fields.denial!.problem }, fields.headers);
+  const { status, problem } = fields.denial!;
+  return { kind: "refused", reason: "denied", status, problem: { ...problem }, headers: fields.headers, rules };
 }
 
 function answerOf(o: Outcome): Answer {
@@ -256,50 +342,62 @@ async function giveBack(
   return refunded;
 }
 
-/** The response: a denial, a closed failure, or (after any shaping delay) the upstream's answer, with the fields. */
-async function respond(
-  request: Request,
-  url: URL,
+/** The judgement: a denial, a closed failure, or an admission after any shaping delay, with the fields. */
+async function settle(
   cx: RequestContext,
   outcomes: readonly Outcome[],
   composition: Composition,
   refunded: ReadonlyMap<Outcome, RefundResult>,
-): Promise<Response> {
+): Promise<Judgement> {
   const views: RuleView[] = [];
-  for (const o of outcomes) {
-    if (o.kind === "decided" && o.app.compiled.rule.mode === "enforce") {
-      views.push(viewOf(o.app, o.decision, o.atMs, refunded.get(o) ?? null));
-    }
-  }
+  const rules = outcomes.map((o, i): RuleReport => {
+    const outcome = composition.outcomes[i]!;
+    if (o.kind === "failed") return reportOf(o.app, outcome, null, null);
+    const after = refunded.get(o) ?? null;
+    if (o.app.compiled.rule.mode === "enforce") views.push(viewOf(o.app, o.decision, o.atMs, after));
+    return reportOf(o.app, outcome, o.decision, after);
+  });
   const fields = limitFields(views);
   const { verdict } = composition;
-  if (verdict.kind === "deny")
-    return deny(
+  if (verdict.kind === "deny") {
+    const denial = deny(
       cx,
       fields,
       verdict.denying.map((i) => outcomes[i]!),
     );
-  if (verdict.kind === "fail_closed")
-    return failClosed(
+    return { kind: "refused", reason: "denied", ...denial, rules };
+  }
+  if (verdict.kind === "fail_closed") {
+    const failure = failClosed(
       fields,
       verdict.failed.map((i) => outcomes[i]!),
     );
+    return { kind: "refused", reason: "fail_closed", ...failure, rules };
+  }
   // Shaping: leaky-queue rules hold an admitted request until its turn.
   if (verdict.delayMs > 0) await cx.isolate.sleep(verdict.delayMs);
-  const upstream = cx.settings.upstreamUrl;
-  const response =
-    upstream === null
-      ? echo(request, url, cx, outcomes, verdict.delayMs)
-      : await forward(request, url, cx.forwardPath, upstream);
-  for (const [name, value] of fields.headers) response.headers.set(name, value);
+  const headers = [...fields.headers];
   // Said plainly: these rules answered from this isolate's lease (their RateLimit figures are the lease's).
   const leased = outcomes.flatMap((o) =>
     o.kind === "decided" && o.source === "lease" && o.app.compiled.rule.mode === "enforce"
       ? [o.app.compiled.rule.id]
       : [],
   );
-  if (leased.length > 0) response.headers.set(LEASE_HEADER, leased.join(", "));
-  return response;
+  if (leased.length > 0) headers.push([LEASE_HEADER, leased.join(", ")]);
+  return { kind: "admitted", headers, delayedMs: verdict.delayMs, rules, outcomes };
+}
+
+/** One rule's report; `decision` is `null` when the rule did not decide, `after` its refund's figures. */
+function reportOf(app: Applicable, outcome: RuleOutcome, decision: Decision | null, after: RefundResult): RuleReport {
+  const { rule } = app.compiled;
+  return {
+    rule: rule.id,
+    mode: rule.mode,
+    outcome,
+    remaining: decision === null ? null : (after?.remaining ?? decision.remaining),
+    resetAfterMs: decision === null ? null : (after?.resetAfterMs ?? decision.resetAfterMs),
+    retryAfterMs: decision === null || decision.allowed ? null : decision.retryAfterMs,
+  };
 }
 
 /** Lists the rules whose decision came from this isolate's lease (a slice of the key's budget held here). */
@@ -319,8 +417,15 @@ function viewOf(app: Applicable, decision: Decision, atMs: number, after: Refund
   };
 }
 
-/** The denial response, with its one log line. */
-function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denials: readonly Outcome[]): Response {
+/** A refusal's status, body and fields. */
+interface Refusal {
+  readonly status: number;
+  readonly problem: Readonly<Record<string, unknown>>;
+  readonly headers: ReadonlyArray<readonly [string, string]>;
+}
+
+/** The denial, with its one log line. */
+function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denials: readonly Outcome[]): Refusal {
   cx.isolate.stats.denials++;
   logEvent("log", {
     event: "deny",
@@ -342,23 +447,23 @@ function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denial
     ),
   });
   const denial = fields.denial!;
-  return problemResponse(denial.status, { ...denial.problem }, fields.headers);
+  return { status: denial.status, problem: { ...denial.problem }, headers: fields.headers };
 }
 
 /** 503 temporary-reduced-capacity: an enforcing rule with `on_error: closed` could not decide. */
-function failClosed(fields: ReturnType<typeof limitFields>, failed: readonly Outcome[]): Response {
+function failClosed(fields: ReturnType<typeof limitFields>, failed: readonly Outcome[]): Refusal {
   const ruleIds = failed.map((o) => o.app.compiled.rule.id);
-  return problemResponse(
-    503,
-    {
+  return {
+    status: 503,
+    problem: {
       type: TEMPORARY_REDUCED_CAPACITY_TYPE,
       title: "Temporary Reduced Capacity",
       status: 503,
       detail: `The rate limiter for ${ruleIds.join(", ")} is unavailable, and fails closed.`,
       "violated-policies": ruleIds,
     },
-    [...fields.headers, ["Retry-After", "1"]],
-  );
+    headers: [...fields.headers, ["Retry-After", "1"]],
+  };
 }
 
 const routeOf = (rule: ResolvedRule): string => rule.match.route?.source ?? "*";
@@ -423,7 +528,7 @@ function logShadow(
 }
 
 /** 401: a rule with `unverified: reject` applies, and the caller has no verified API key. Nothing is counted. */
-function unauthorized(cx: RequestContext, compiled: CompiledRule): Response {
+function unauthorized(cx: RequestContext, compiled: CompiledRule): Judgement {
   const { rule } = compiled;
   cx.isolate.stats.denials++;
   logEvent("log", {
@@ -433,22 +538,26 @@ function unauthorized(cx: RequestContext, compiled: CompiledRule): Response {
     rule: rule.id,
     route: routeOf(rule),
   });
-  return problemResponse(
-    401,
-    {
+  return {
+    kind: "refused",
+    reason: "unauthorized",
+    status: 401,
+    problem: {
       type: "about:blank",
       title: "Unauthorized",
       status: 401,
       detail: `Rule ${rule.id} needs a valid API key (Authorization: Bearer <key> or X-API-Key).`,
       rule: rule.id,
     },
-    [["WWW-Authenticate", 'Bearer realm="api"']],
-  );
+    headers: [["WWW-Authenticate", 'Bearer realm="api"']],
+    rules: [],
+  };
 }
 
 /** 400 problem+json for a request no rule can be asked about (an unreadable path, a bad method override). */
-function badRequest(detail: string): Response {
-  return problemResponse(400, { type: "about:blank", title: "Bad Request", status: 400, detail });
+function badRequest(detail: string): Judgement {
+  const problem = { type: "about:blank", title: "Bad Request", status: 400, detail };
+  return { kind: "refused", reason: "bad_request", status: 400, problem, headers: [], rules: [] };
 }
 
 /** `RateLimit-Policy` alone, for the enforcing rules that applied (nothing was decided, so no `RateLimit`). */
@@ -461,53 +570,4 @@ function policyHeader(apps: readonly Applicable[], nowMs: number): [string, stri
       windowS: policyWindowS(compiled.params, nowMs),
     }));
   return policies.length === 0 ? [] : [["RateLimit-Policy", rateLimitPolicy(policies)]];
-}
-/** The built-in origin for local development: describes the request and the decisions, never a raw key. */
-function echo(
-  request: Request,
-  url: URL,
-  cx: RequestContext,
-  outcomes: readonly Outcome[],
-  delayedMs: number,
-): Response {
-  const decisions = outcomes.map((o) => {
-    const base = { rule: o.app.compiled.rule.id, mode: o.app.compiled.rule.mode, cost: o.app.cost, key: o.app.keyHash };
-    if (o.kind === "failed") return { ...base, error: o.reason };
-    const d = o.decision;
-    return {
-      ...base,
-      allowed: d.allowed,
-      remaining: d.remaining,
-      reset_after_ms: d.resetAfterMs,
-      retry_after_ms: d.retryAfterMs,
-      delay_ms: d.delayMs,
-    };
-  });
-  return Response.json(
-    {
-      echo: true,
-      method: request.method,
-      path: url.pathname,
-      forwarded_path: cx.forwardPath,
-      query: url.search,
-      plan: cx.plan,
-      delayed_ms: delayedMs,
-      decisions,
-    },
-    { headers: { "Cache-Control": "no-store" } },
-  );
-}
-
-async function forward(request: Request, url: URL, path: string, upstream: URL): Promise<Response> {
-  const target = new URL(upstream);
-  target.pathname = upstream.pathname.replace(/\/$/, "") + path;
-  target.search = url.search;
-  try {
-    const response = await fetch(new Request(target, request), { redirect: "manual" });
-    // Re-wrap so the headers are mutable.
-    return new Response(response.body, response);
-  } catch (error) {
-    logEvent("error", { event: "upstream_failed", error: messageOf(error) });
-    return problemResponse(502, { type: "about:blank", title: "Bad Gateway", status: 502 });
-  }
 }

@@ -15,6 +15,8 @@ export interface Env {
   /** Account records: SHA-256 hex of the API key -> JSON `{ "plan": "growth", ... }`. */
   readonly ACCOUNTS: KVNamespace;
   readonly UPSTREAM_URL?: string;
+  readonly PASS_THROUGH?: string;
+  readonly ECHO_ORIGIN?: string;
   readonly DEFAULT_PLAN?: string;
   readonly USER_HEADER?: string;
   readonly IPV6_PREFIX?: string;
@@ -39,9 +41,22 @@ export type Vars = Omit<Env, "LIMITER" | "ACCOUNTS" | "METRICS">;
 /** A shorter admin token is refused (the admin surface stays off), so a guessable token never guards it. */
 export const MIN_ADMIN_TOKEN_CHARS = 16;
 
+/**
+ * Where admitted requests go. Exactly one is chosen, never by accident: `UPSTREAM_URL` (Sluice as a proxy in front
+ * of that origin), `PASS_THROUGH = "true"` (Sluice on a zone route: the request goes on to the zone's own origin),
+ * or, only when neither is set, `ECHO_ORIGIN = "true"` (the built-in echo origin, for local development: `npm start`
+ * sets it). With none of them, or a bad or ambiguous value, the gateway answers every request with a 500 that says
+ * what to set (`none`); the admin API and the service binding still work.
+ */
+export type Origin =
+  | { readonly kind: "upstream"; readonly url: URL }
+  | { readonly kind: "pass_through" }
+  | { readonly kind: "echo" }
+  | { readonly kind: "none"; readonly problem: string };
+
 export interface Settings {
-  /** Origin admitted requests go to (path and query are appended); `null`: the built-in echo origin answers. */
-  readonly upstreamUrl: URL | null;
+  /** Where admitted requests go (see `Origin`). */
+  readonly origin: Origin;
   /** Plan for anonymous callers and API keys without an account record. Default `free`. */
   readonly defaultPlan: string;
   /** Trusted header carrying the authenticated user id, lower-cased. Default `x-user-id`. */
@@ -99,18 +114,6 @@ export function parseSettings(env: Vars): Settings {
     return fallback;
   };
 
-  let upstreamUrl: URL | null = null;
-  const upstream = text("UPSTREAM_URL");
-  if (upstream !== "") {
-    try {
-      const url = new URL(upstream);
-      if (url.protocol === "http:" || url.protocol === "https:") upstreamUrl = url;
-      else
-        warnings.push(`UPSTREAM_URL: must be an http(s) URL, got ${JSON.stringify(upstream)}; using the echo origin`);
-    } catch (e) {
-      warnings.push(`UPSTREAM_URL: ${String(e)}; using the echo origin`);
-    }
-  }
   const flag = (name: keyof typeof env): boolean => {
     const raw = text(name).toLowerCase();
     if (raw === "" || raw === "false") return false;
@@ -118,13 +121,15 @@ export function parseSettings(env: Vars): Settings {
     warnings.push(`${name}: must be true or false, got ${JSON.stringify(text(name))}; using false`);
     return false;
   };
+  const origin = originOf(text("UPSTREAM_URL"), flag("PASS_THROUGH"), flag("ECHO_ORIGIN"));
+  if (origin.kind === "none") warnings.push(origin.problem);
   const timeout = text("LIMITER_TIMEOUT_MS");
   const adminToken = (env.ADMIN_TOKEN ?? "").trim();
   if (adminToken !== "" && adminToken.length < MIN_ADMIN_TOKEN_CHARS)
     warnings.push(`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_CHARS} characters; the admin API stays off`);
   const keyHashSecret = env.KEY_HASH_SECRET ?? "";
   return {
-    upstreamUrl,
+    origin,
     defaultPlan: text("DEFAULT_PLAN") === "" ? "free" : text("DEFAULT_PLAN"),
     userHeader: (text("USER_HEADER") === "" ? "X-User-Id" : text("USER_HEADER")).toLowerCase(),
     ipv6PrefixBits: int("IPV6_PREFIX", 64, 0, 128),
@@ -141,4 +146,30 @@ export function parseSettings(env: Vars): Settings {
     keyHashSecret: keyHashSecret === "" ? null : keyHashSecret,
     warnings,
   };
+}
+
+const SET_AN_ORIGIN =
+  'set UPSTREAM_URL to your API\'s URL, or PASS_THROUGH = "true" on a zone route in front of your origin, or ECHO_ORIGIN = "true" for local development only';
+
+/** The origin the vars choose; `none` with the reason when they choose none or more than one. */
+function originOf(upstream: string, passThrough: boolean, echo: boolean): Origin {
+  const none = (why: string): Origin => ({
+    kind: "none",
+    problem: `Sluice has no origin for admitted requests: ${why}; ${SET_AN_ORIGIN} (wrangler.toml [vars]). The service binding needs none.`,
+  });
+  if (upstream !== "" && passThrough) return none("UPSTREAM_URL and PASS_THROUGH are both set, choose one");
+  if (upstream !== "") {
+    let url: URL;
+    try {
+      url = new URL(upstream);
+    } catch {
+      return none(`UPSTREAM_URL is not a URL, got ${JSON.stringify(upstream)}`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      return none(`UPSTREAM_URL must be an http(s) URL, got ${JSON.stringify(upstream)}`);
+    return { kind: "upstream", url };
+  }
+  if (passThrough) return { kind: "pass_through" };
+  if (echo) return { kind: "echo" };
+  return none("none is set");
 }

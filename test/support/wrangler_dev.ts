@@ -63,7 +63,8 @@ export function dropBuildStep(dir: string): void {
 }
 
 /**
- * Start `wrangler dev` in `cwd` (the project, or a `projectCopy`) with `vars` (`--var NAME:VALUE`) and wait until it
+ * Start `wrangler dev` in `cwd` (the project, or a `projectCopy`) with `vars` (`--var NAME:VALUE`; `ECHO_ORIGIN` is
+ * `true` unless `vars` says otherwise) and wait until it
  * answers (60 s at most).
  */
 export async function startWrangler(
@@ -76,7 +77,11 @@ export async function startWrangler(
   let inspectorPort = await freePort();
   while (inspectorPort === port) inspectorPort = await freePort();
   const output: string[] = [];
-  const varArgs = Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]);
+  // The echo origin answers admitted requests (a Sluice with no origin set answers 500, settings.ts `Origin`).
+  const varArgs = Object.entries({ ECHO_ORIGIN: "true", ...vars }).flatMap(([name, value]) => [
+    "--var",
+    `${name}:${value}`,
+  ]);
   const child = spawn(
     "npx",
     [

@@ -2,10 +2,42 @@ import { describe, expect, it } from "vitest";
 import { parseSettings } from "../../src/edge/settings.ts";
 import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";
 
+const SET_AN_ORIGIN =
+  'set UPSTREAM_URL to your API\'s URL, or PASS_THROUGH = "true" on a zone route in front of your origin, or ECHO_ORIGIN = "true" for local development only (wrangler.toml [vars]). The service binding needs none.';
+
+describe("origin", () => {
+  it.each([
+    [{}, "none is set"],
+    [
+      { UPSTREAM_URL: "https://api.example.com", PASS_THROUGH: "true" },
+      "UPSTREAM_URL and PASS_THROUGH are both set, choose one",
+    ],
+    [{ UPSTREAM_URL: "not a url", ECHO_ORIGIN: "true" }, 'UPSTREAM_URL is not a URL, got "not a url"'],
+    [{ PASS_THROUGH: "yes" }, "none is set"],
+  ])("%j chooses no origin and says what to set", (vars, why) => {
+    const s = parseSettings(vars);
+    const problem = `Sluice has no origin for admitted requests: ${why}; ${SET_AN_ORIGIN}`;
+    expect(s.origin).toEqual({ kind: "none", problem });
+    expect(s.warnings).toContain(problem);
+  });
+
+  it.each([
+    [
+      { UPSTREAM_URL: "https://api.example.com/v1", ECHO_ORIGIN: "true" },
+      { kind: "upstream", url: new URL("https://api.example.com/v1") },
+    ],
+    [{ PASS_THROUGH: "true", ECHO_ORIGIN: "true" }, { kind: "pass_through" }],
+    [{ PASS_THROUGH: "TRUE" }, { kind: "pass_through" }],
+    [{ ECHO_ORIGIN: "true" }, { kind: "echo" }],
+  ])("%j chooses %j (the echo origin only when nothing else is set)", (vars, origin) => {
+    expect(parseSettings(vars).origin).toEqual(origin);
+  });
+});
+
 describe("parseSettings", () => {
   it("fills every default", () => {
-    expect(parseSettings({})).toEqual({
-      upstreamUrl: null,
+    expect(parseSettings({ ECHO_ORIGIN: "true" })).toEqual({
+      origin: { kind: "echo" },
       defaultPlan: "free",
       userHeader: "x-user-id",
       ipv6PrefixBits: 64,
@@ -21,13 +53,14 @@ describe("parseSettings", () => {
   });
 
   it("reads the secrets and MAX_KEYS; a short ADMIN_TOKEN keeps the admin API off, with a warning", () => {
-    expect(parseSettings({ MAX_KEYS: "5000", ADMIN_TOKEN: " 0123456789abcdef ", KEY_HASH_SECRET: "s" })).toMatchObject({
+    const secrets = { MAX_KEYS: "5000", ADMIN_TOKEN: " 0123456789abcdef ", KEY_HASH_SECRET: "s", ECHO_ORIGIN: "true" };
+    expect(parseSettings(secrets)).toMatchObject({
       maxKeys: 5000,
       adminToken: "0123456789abcdef",
       keyHashSecret: "s",
       warnings: [],
     });
-    const short = parseSettings({ ADMIN_TOKEN: "hunter2", MAX_KEYS: "0" });
+    const short = parseSettings({ ADMIN_TOKEN: "hunter2", MAX_KEYS: "0", ECHO_ORIGIN: "true" });
     expect(short.adminToken).toBeNull();
     expect(short.maxKeys).toBe(100_000);
     expect(short.warnings).toEqual([
@@ -45,7 +78,7 @@ describe("parseSettings", () => {
       PLAN_CACHE_TTL_MS: "0",
       LIMITER_TIMEOUT_MS: "250",
     });
-    expect(s.upstreamUrl?.href).toBe("https://api.example.com/base");
+    expect(s.origin).toEqual({ kind: "upstream", url: new URL("https://api.example.com/base") });
     expect(s).toMatchObject({
       defaultPlan: "anonymous",
       userHeader: "x-auth-user",
@@ -60,9 +93,9 @@ describe("parseSettings", () => {
     const s = parseSettings({ IPV6_PREFIX: "129", PLAN_CACHE_TTL_MS: "30s", UPSTREAM_URL: "ftp://x" });
     expect(s.ipv6PrefixBits).toBe(64);
     expect(s.planCacheTtlMs).toBe(30_000);
-    expect(s.upstreamUrl).toBeNull();
+    expect(s.origin.kind).toBe("none");
     expect(s.warnings).toEqual([
-      `UPSTREAM_URL: must be an http(s) URL, got "ftp://x"; using the echo origin`,
+      `Sluice has no origin for admitted requests: UPSTREAM_URL must be an http(s) URL, got "ftp://x"; ${SET_AN_ORIGIN}`,
       `IPV6_PREFIX: must be an integer from 0 to 128, got "129"; using 64`,
       `PLAN_CACHE_TTL_MS: must be an integer from 0 to 86400000, got "30s"; using 30000`,
     ]);
@@ -71,7 +104,7 @@ describe("parseSettings", () => {
   it.each(["0", "50ms", "-1", "1.5", "600001"])(
     "a malformed LIMITER_TIMEOUT_MS (%s) falls back to the rules' default timeout, 250 ms",
     (raw) => {
-      const s = parseSettings({ LIMITER_TIMEOUT_MS: raw });
+      const s = parseSettings({ LIMITER_TIMEOUT_MS: raw, ECHO_ORIGIN: "true" });
       expect(DEFAULT_TIMEOUT_MS).toBe(250);
       expect(s.limiterTimeoutMs).toBe(DEFAULT_TIMEOUT_MS);
       expect(s.warnings).toEqual([
@@ -88,7 +121,7 @@ describe("parseSettings", () => {
       keepEncodedSlash: true,
       keepParams: false,
     });
-    const s = parseSettings({ PATH_KEEP_PARAMS: "yes" });
+    const s = parseSettings({ PATH_KEEP_PARAMS: "yes", ECHO_ORIGIN: "true" });
     expect(s.path.keepParams).toBe(false);
     expect(s.warnings).toEqual([`PATH_KEEP_PARAMS: must be true or false, got "yes"; using false`]);
   });

@@ -1,0 +1,150 @@
+/**
+ * The service binding's types, for the Worker that binds to Sluice (`import type { SluiceBinding } from
+ * "sluice/client"`). Plain data only: everything here crosses the binding by JS RPC (structured clone).
+ *
+ * In the consumer's wrangler.toml, the native Rate Limiting binding
+ *
+ *   [[ratelimits]]
+ *   name = "MY_RATE_LIMITER"
+ *   namespace_id = "1001"
+ *   simple = { limit = 100, period = 60 }
+ *
+ * becomes
+ *
+ *   [[services]]
+ *   binding = "MY_RATE_LIMITER"
+ *   service = "sluice"
+ *   entrypoint = "RateLimiter"
+ *   props = { rule = "api-per-key" }
+ *
+ * and `const { success } = await env.MY_RATE_LIMITER.limit({ key })` keeps working, on the named rule of Sluice's
+ * rule set: exact, global, with any of its algorithms.
+ */
+
+/** What `limit` counts: like the native binding's `{ key }`, plus the rule and the cost. */
+export interface LimitOptions {
+  /**
+   * What to count by (an API key, a user id, an address, a path...): 1 to 1,024 characters, taken as given. Sluice
+   * keeps only its hash. The same key on the same rule is the same budget, whether it comes through `limit` or as
+   * the identity of a request through the gateway or `check`.
+   */
+  readonly key: string;
+  /** The id of a rule in Sluice's rule set. Default: the binding's `props.rule`; one of the two is required. */
+  readonly rule?: string;
+  /** A positive whole number of units. Default: the rule's `cost` (1 unless the rule says otherwise). */
+  readonly cost?: number;
+}
+
+/** Why a request (or a `limit` call) was not admitted; `null` when it was. */
+export type Refusal = "bad_request" | "unauthorized" | "cost_exceeds_capacity" | "denied" | "fail_closed";
+
+/** What one rule's answer counted as. */
+export type RuleOutcome =
+  | "allowed"
+  /** Admitted by this rule, denied by another, and given back. */
+  | "refunded"
+  | "denied"
+  /** A shadow rule would have denied (it never blocks). */
+  | "shadow_denied"
+  /** The limiter could not answer and the rule is skipped (`on_error: open`). */
+  | "fail_open"
+  /** The limiter could not answer and the rule refuses (`on_error: closed`). */
+  | "fail_closed"
+  | "cost_exceeds_capacity"
+  /** Not asked: another rule was already known to deny. */
+  | "not_asked";
+
+/** One rule's part in a decision. */
+export interface RuleResult {
+  readonly rule: string;
+  readonly mode: "enforce" | "shadow";
+  readonly outcome: RuleOutcome;
+  /** Units left after this request (after any refund); `null` when the rule did not decide. */
+  readonly remaining: number | null;
+  /** Until the rule is back to full, ms; `null` when the rule did not decide. */
+  readonly resetAfterMs: number | null;
+  /** Set iff the rule denied (or would have, for a shadow rule): the exact wait before a retry can succeed, ms. */
+  readonly retryAfterMs: number | null;
+}
+
+/** An RFC 9457 problem body, as the gateway answers it (`application/problem+json`). */
+export interface Problem {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly detail?: string;
+  readonly [member: string]: unknown;
+}
+
+/** A decision, with everything needed to answer it the way the gateway does. */
+export interface CheckResult {
+  /** Admitted: go on to the handler. */
+  readonly success: boolean;
+  /** The status the gateway would answer: 200 when admitted, else 429 (or the rule's status), 400, 401 or 503. */
+  readonly status: number;
+  readonly reason: Refusal | null;
+  /**
+   * Header fields for the response, admitted or not: `RateLimit-Policy` and `RateLimit` for every enforcing rule that
+   * applied, `Retry-After` on a denial (or a closed failure), and others the gateway sends (`WWW-Authenticate`,
+   * `Sluice-Lease`). Names as the gateway writes them.
+   */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The problem+json body of the refusal; `null` when admitted. */
+  readonly problem: Problem | null;
+  /** How long Sluice held an admitted request for shaping (leaky_queue rules) before answering, ms. */
+  readonly delayedMs: number;
+  /** On a denial: the longest exact wait among the denying rules, ms (without jitter); else `null`. */
+  readonly retryAfterMs: number | null;
+  /** Every rule that applied, in rule order. */
+  readonly rules: readonly RuleResult[];
+}
+
+/** `limit`'s answer: the native binding's `{ success }`, and what it cannot say. */
+export interface LimitResult extends CheckResult {
+  /** The rule that decided. */
+  readonly rule: string;
+  /** Units left on that rule after this call; `null` if it did not decide (its limiter failed). */
+  readonly remaining: number | null;
+  /** Until that rule is back to full, ms; `null` if it did not decide. */
+  readonly resetAfterMs: number | null;
+}
+
+/**
+ * A request as `check` reads it: its URL (absolute), method and headers; never its body. `requestLike(request)`
+ * makes one from a `Request` without touching the body, so the handler can still read it.
+ */
+export interface RequestLike {
+  readonly url: string;
+  /** Default `GET`. */
+  readonly method?: string;
+  /** Header fields; repeated names already joined with ", " (as `Headers` does). */
+  readonly headers?: Readonly<Record<string, string>> | ReadonlyArray<readonly [string, string]>;
+}
+
+/**
+ * The binding as the consumer sees it (`entrypoint = "RateLimiter"`). Bad input (a missing or unknown rule, an
+ * empty or over-long key, a cost that is not a positive whole number, a request without an absolute URL) rejects
+ * with a `TypeError` or `RangeError` whose message says what to fix; the limiter's own failures follow each rule's
+ * `on_error` and come back as a result.
+ */
+export interface SluiceBinding {
+  /** Count `cost` units of `key` against one rule, as the native binding's `limit` does, and answer at once. */
+  limit(options: LimitOptions): Promise<LimitResult>;
+  /**
+   * Apply every rule of Sluice's rule set that matches the request (plan, route, identity, costs, composition and
+   * refunds, shadow rules, failure policy), exactly as the gateway does.
+   */
+  check(request: RequestLike): Promise<CheckResult>;
+}
+
+/** The longest `limit` key Sluice accepts, in UTF-16 code units. */
+export const MAX_LIMIT_KEY_CHARS = 1024;
+
+/** A `RequestLike` of `request`: URL, method and headers, never the body (which stays readable). */
+export function requestLike(request: Request): RequestLike {
+  const headers: Record<string, string> = {};
+  request.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  return { url: request.url, method: request.method, headers };
+}

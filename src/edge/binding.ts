@@ -1,0 +1,170 @@
+/**
+ * The service binding's two calls, on the gateway's own request path (gateway.ts): `check` judges a request exactly as
+ * the gateway does (`judgeRequest`), `limit` enters after matching with the one rule it names (`judgeApplicable`).
+ * Their inputs come from another Worker and are read strictly here: a wrong one is a `TypeError` or `RangeError`
+ * whose message says what to fix, never a silent default; the limiter's own failures follow each rule's `on_error`.
+ * entrypoint.ts is the thin `WorkerEntrypoint` around these functions.
+ */
+import {
+  type CheckResult,
+  type LimitOptions,
+  type LimitResult,
+  MAX_LIMIT_KEY_CHARS,
+  type Problem,
+  type RequestLike,
+} from "../client/types.ts";
+import type { Isolate } from "../isolate/isolate.ts";
+import type { CompiledRule } from "../request/match.ts";
+import { type Judgement, judgeApplicable, judgeRequest, type RequestContext } from "./gateway.ts";
+import { keyHashOf } from "./hash.ts";
+import { type Env, settingsOf } from "./settings.ts";
+
+/** What the binding's caller configured on its side (`props` of its `[[services]]` entry). */
+export interface BindingProps {
+  /** The rule `limit` uses when the call names none. */
+  readonly rule?: string;
+}
+
+/** A `limit` call, read: the rule it counts against, the raw key (hashed before use) and the cost. */
+export interface LimitCall {
+  readonly compiled: CompiledRule;
+  readonly key: string;
+  readonly cost: number;
+}
+
+const where = "Sluice limit()";
+
+/** Read a `limit` call strictly; throws a `TypeError` or `RangeError` that says what to fix. */
+export function readLimitCall(input: unknown, props: unknown, rules: readonly CompiledRule[]): LimitCall {
+  if (typeof input !== "object" || input === null)
+    throw new TypeError(`${where}: expects { key, rule?, cost? }, got ${describe(input)}`);
+  const { key, rule, cost } = input as Record<string, unknown>;
+  for (const name of Object.keys(input)) {
+    if (name !== "key" && name !== "rule" && name !== "cost")
+      throw new TypeError(`${where}: unknown option ${JSON.stringify(name)}; the options are key, rule and cost`);
+  }
+  if (typeof key !== "string") throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
+  if (key.length === 0) throw new RangeError(`${where}: key must not be empty`);
+  if (key.length > MAX_LIMIT_KEY_CHARS)
+    throw new RangeError(`${where}: key must be at most ${MAX_LIMIT_KEY_CHARS} characters, got ${key.length}`);
+  const compiled = ruleOf(rule, props, rules);
+  if (cost === undefined) return { compiled, key, cost: compiled.rule.cost };
+  if (typeof cost !== "number") throw new TypeError(`${where}: cost must be a number, got ${describe(cost)}`);
+  if (!Number.isSafeInteger(cost) || cost < 1)
+    throw new RangeError(`${where}: cost must be a positive whole number, got ${cost}`);
+  return { compiled, key, cost };
+}
+
+function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): CompiledRule {
+  const fromProps = typeof props === "object" && props !== null ? (props as BindingProps).rule : undefined;
+  const named = rule ?? fromProps;
+  const known = () => `the rules are: ${rules.map((r) => r.rule.id).join(", ")}`;
+  if (named === undefined)
+    throw new TypeError(
+      `${where}: no rule: pass { rule } or set props = { rule = "..." } on the binding in wrangler.toml; ${known()}`,
+    );
+  if (typeof named !== "string") {
+    const source = rule === undefined ? "the binding's props.rule" : "rule";
+    throw new TypeError(`${where}: ${source} must be a rule id (a string), got ${describe(named)}`);
+  }
+  const compiled = rules.find((r) => r.rule.id === named);
+  if (compiled === undefined) {
+    const source = rule === undefined ? " (the binding's props.rule)" : "";
+    throw new RangeError(`${where}: unknown rule ${JSON.stringify(named)}${source}; ${known()}`);
+  }
+  return compiled;
+}
+
+/** Read a `check` request strictly: an absolute http(s) URL, a method name, header fields as strings. */
+export function readCheckRequest(input: unknown): { readonly request: Request; readonly url: URL } {
+  const at = "Sluice check()";
+  if (input instanceof Request) return { request: input, url: new URL(input.url) };
+  if (typeof input !== "object" || input === null)
+    throw new TypeError(`${at}: expects a request { url, method?, headers? }, got ${describe(input)}`);
+  const { url, method, headers } = input as Record<string, unknown>;
+  if (typeof url !== "string") throw new TypeError(`${at}: url must be a string, got ${describe(url)}`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`${at}: url must be an absolute URL, got ${JSON.stringify(url.slice(0, 100))}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
+    throw new TypeError(`${at}: url must be http(s), got ${JSON.stringify(parsed.protocol)}`);
+  if (method !== undefined && (typeof method !== "string" || !/^[A-Za-z]{1,20}$/.test(method)))
+    throw new TypeError(`${at}: method must be an HTTP method name, got ${describe(method)}`);
+  const fields = new Headers();
+  const entries = headers === undefined ? [] : Array.isArray(headers) ? headers : Object.entries(headers as object);
+  if (typeof headers !== "object" && headers !== undefined)
+    throw new TypeError(`${at}: headers must be an object of strings, got ${describe(headers)}`);
+  for (const entry of entries) {
+    const [name, value] = Array.isArray(entry) ? entry : [undefined, undefined];
+    if (typeof name !== "string" || typeof value !== "string")
+      throw new TypeError(`${at}: headers must map names to strings, got ${describe(entry)}`);
+    try {
+      fields.append(name, value);
+    } catch {
+      throw new TypeError(`${at}: header ${JSON.stringify(name.slice(0, 100))} is not a valid header field`);
+    }
+  }
+  const request = new Request(parsed, { method: method ?? "GET", headers: fields });
+  return { request, url: parsed };
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+  if (typeof value === "object") return "an object";
+  return `${typeof value} ${String(value)}`;
+}
+
+/** Everything the two calls run with: the Worker's bindings and its isolate, the deployed rules, the call's context. */
+export interface BindingContext {
+  readonly env: Env;
+  readonly ctx: ExecutionContext;
+  readonly rules: readonly CompiledRule[];
+  readonly isolate: Isolate;
+}
+
+/** `check`: the gateway's judgement of one request, as data. */
+export async function checkRequest(input: unknown, bx: BindingContext): Promise<CheckResult> {
+  const { request, url } = readCheckRequest(input);
+  const { env, ctx, rules, isolate } = bx;
+  const base = { env, settings: settingsOf(env), isolate, ctx };
+  const { judgement } = await judgeRequest(request, url, base, rules);
+  return resultOf(judgement);
+}
+
+/** `limit`: one rule, one key, one cost, on the same steps as the gateway after matching. */
+export async function limitKey(input: unknown, props: unknown, bx: BindingContext): Promise<LimitResult> {
+  const { compiled, key, cost } = readLimitCall(input, props, bx.rules);
+  const { env, ctx, isolate } = bx;
+  const settings = settingsOf(env);
+  isolate.stats.requests++;
+  const keyHash = await keyHashOf(settings.keyHashSecret, key);
+  const cx: RequestContext = { env, settings, isolate, ctx, method: "RPC", plan: "none" };
+  const result = resultOf(await judgeApplicable(cx, [{ compiled, keyHash, cost }]));
+  const own = result.rules[0];
+  return {
+    ...result,
+    rule: compiled.rule.id,
+    remaining: own?.remaining ?? null,
+    resetAfterMs: own?.resetAfterMs ?? null,
+  };
+}
+
+/** A judgement as the binding answers it. */
+export function resultOf(judgement: Judgement): CheckResult {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of judgement.headers) headers[name] = value;
+  const rules = judgement.rules.map((r) => ({ ...r }));
+  if (judgement.kind === "admitted") {
+    const { delayedMs } = judgement;
+    return { success: true, status: 200, reason: null, headers, problem: null, delayedMs, retryAfterMs: null, rules };
+  }
+  const problem = { ...judgement.problem } as Problem;
+  const retryAfterMs = typeof problem.retry_after_ms === "number" ? problem.retry_after_ms : null;
+  const { status, reason } = judgement;
+  return { success: false, status, reason, headers, problem, delayedMs: 0, retryAfterMs, rules };
+}

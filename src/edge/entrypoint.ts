@@ -1,0 +1,33 @@
+/**
+ * The service binding: another Worker binds to Sluice with
+ *
+ *   [[services]]
+ *   binding = "SLUICE"
+ *   service = "sluice"
+ *   entrypoint = "RateLimiter"
+ *   props = { rule = "api-per-key" }   # optional: the rule `limit` uses when a call names none
+ *
+ * and calls `env.SLUICE.limit({ key })` (the native Rate Limiting binding's shape) or `env.SLUICE.check(request)`
+ * (every matching rule, as the gateway applies them). The calls themselves are binding.ts; the types the caller
+ * imports are src/client/types.ts.
+ */
+import { WorkerEntrypoint } from "cloudflare:workers";
+import type { CheckResult, LimitResult, SluiceBinding } from "../client/types.ts";
+import { checkRequest, limitKey } from "./binding.ts";
+import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
+import type { Env } from "./settings.ts";
+
+export class RateLimiter extends WorkerEntrypoint<Env, unknown> implements SluiceBinding {
+  limit(options: unknown): Promise<LimitResult> {
+    return limitKey(options, this.ctx.props, this.#bindingContext());
+  }
+
+  check(request: unknown): Promise<CheckResult> {
+    return checkRequest(request, this.#bindingContext());
+  }
+
+  // A private name (#) is not callable over RPC: the env and the isolate never leave this Worker.
+  #bindingContext() {
+    return { env: this.env, ctx: this.ctx, rules: DEPLOYED_RULES, isolate: ISOLATE };
+  }
+}
