@@ -1,5 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
+import { buildSync } from "esbuild";
+import { kCurrentWorker } from "miniflare";
 import { defineConfig } from "vitest/config";
 
 // The Worker imports the compiled rules: validate and compile them first, so invalid rules stop the tests with the
@@ -9,6 +11,35 @@ if (compiled.status !== 0) {
   process.stderr.write(compiled.stderr);
   throw new Error("sluice compile failed: the rules are invalid (see above)");
 }
+
+// The example consumers (examples/), bundled as `wrangler deploy` would, with sluice/client and sluice/hono from their
+// sources. They run as auxiliary Workers beside the one under test and bind to its `RateLimiter` entrypoint.
+const CONSUMERS_DIR = "node_modules/.cache/sluice-consumers";
+for (const name of ["plain-worker", "hono-api"]) {
+  buildSync({
+    entryPoints: [`examples/${name}/src/index.ts`],
+    outfile: `${CONSUMERS_DIR}/${name}.mjs`,
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    conditions: ["sluice-source", "workerd", "worker", "browser"],
+    mainFields: ["module", "main"],
+    external: ["cloudflare:*"],
+    logLevel: "error",
+  });
+}
+/** The Worker under test, as the pool names it for the project named `workers` (the consumers bind to it). */
+const SLUICE = "vitest-pool-workers-runner-workers";
+const consumer = (
+  name: string,
+  serviceBindings: Record<string, { name: string; entrypoint: string; props?: Record<string, unknown> }>,
+) => ({
+  name,
+  modules: true,
+  scriptPath: `${CONSUMERS_DIR}/${name}.mjs`,
+  compatibilityDate: "2026-04-20",
+  serviceBindings,
+});
 
 // Workers-runtime tests: the Worker and its Durable Object in workerd, with the wrangler.toml bindings.
 export default defineConfig({
@@ -28,10 +59,25 @@ export default defineConfig({
           ADMIN_TOKEN: "test-admin-token-0123456789abcdef",
           KEY_LOOKUPS_PER_MIN: "1000000",
         },
+        // The service binding as a consumer sees it (test/integration/binding.test.ts), and the example consumers.
+        serviceBindings: {
+          SLUICE: { name: kCurrentWorker, entrypoint: "RateLimiter" },
+          SLUICE_LOGIN: { name: kCurrentWorker, entrypoint: "RateLimiter", props: { rule: "login-per-ip" } },
+          PLAIN_WORKER: "plain-worker",
+          HONO_API: "hono-api",
+        },
+        workers: [
+          consumer("plain-worker", {
+            MY_RATE_LIMITER: { name: SLUICE, entrypoint: "RateLimiter", props: { rule: "login-per-ip" } },
+            SLUICE: { name: SLUICE, entrypoint: "RateLimiter" },
+          }),
+          consumer("hono-api", { SLUICE: { name: SLUICE, entrypoint: "RateLimiter" } }),
+        ],
       },
     }),
   ],
   test: {
+    name: "workers",
     include: ["test/integration/**/*.test.ts"],
     testTimeout: 30_000,
   },

@@ -1,0 +1,19 @@
+/**
+ * `sluice/client`: what a Worker that binds to Sluice imports. The binding's types, `requestLike` (a request for
+ * `check`, without its body), `withSluice` for plain `fetch` handlers, and the gateway's way of answering a decision.
+ * The Hono middleware is `sluice/hono`.
+ */
+export { DEFAULT_BINDING, refusalResponse, withHeaders } from "./respond.ts";
+export type {
+  CheckResult,
+  LimitOptions,
+  LimitResult,
+  Problem,
+  Refusal,
+  RequestLike,
+  RuleOutcome,
+  RuleResult,
+  SluiceBinding,
+} from "./types.ts";
+export { MAX_LIMIT_KEY_CHARS, requestLike } from "./types.ts";
+export { type FetchHandler, type WithSluiceOptions, withSluice } from "./with_sluice.ts";

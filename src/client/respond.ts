@@ -1,0 +1,67 @@
+/**
+ * Answering a decision the way the gateway does, for the middleware (hono.ts) and the wrapper (with_sluice.ts): a
+ * refusal is its problem+json body with its status and header fields; an admitted request's response gets the
+ * fields added.
+ */
+import type { CheckResult, LimitOptions, SluiceBinding } from "./types.ts";
+import { requestLike } from "./types.ts";
+
+/** The binding's default name in the consumer's env. */
+export const DEFAULT_BINDING = "SLUICE";
+
+/** The gateway's answer to a refused request: `status`, `application/problem+json`, the decision's header fields. */
+export function refusalResponse(result: CheckResult): Response {
+  const headers = new Headers(result.headers);
+  headers.set("Content-Type", "application/problem+json");
+  headers.set("Cache-Control", "no-store");
+  return new Response(JSON.stringify(result.problem), { status: result.status, headers });
+}
+
+/** `response` with the decision's header fields set (re-wrapped when its headers are immutable, as a fetch's are). */
+export function withHeaders(response: Response, headers: Readonly<Record<string, string>>): Response {
+  const names = Object.keys(headers);
+  if (names.length === 0) return response;
+  let out = response;
+  try {
+    for (const name of names) out.headers.set(name, headers[name]!);
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    out = new Response(response.body, response);
+    for (const name of names) out.headers.set(name, headers[name]!);
+  }
+  return out;
+}
+
+/** The binding named `name` in `env`, or a `TypeError` that says how to add it. */
+export function bindingIn(env: unknown, name: string): SluiceBinding {
+  const binding = typeof env === "object" && env !== null ? (env as Record<string, unknown>)[name] : undefined;
+  if (typeof binding !== "object" && typeof binding !== "function")
+    throw new TypeError(
+      `Sluice: env.${name} is not bound; add to wrangler.toml: [[services]] binding = "${name}" service = "sluice" entrypoint = "RateLimiter"`,
+    );
+  return binding as SluiceBinding;
+}
+
+/** How a middleware decides: every matching rule (`check`, the default), or one rule by a key of its choosing. */
+export interface DecideBy<Args extends unknown[]> {
+  /** Count by this key against one rule (`limit`) instead of applying every matching rule to the request (`check`). */
+  readonly key?: (...args: Args) => string | Promise<string>;
+  /** With `key`: the rule (default: the binding's `props.rule`). */
+  readonly rule?: string;
+  /** With `key`: the cost (default: the rule's). */
+  readonly cost?: number | ((...args: Args) => number);
+}
+
+/** Ask the binding: `limit` when a key is configured, else `check` of the request (never its body). */
+export async function decide<Args extends unknown[]>(
+  binding: SluiceBinding,
+  request: Request,
+  by: DecideBy<Args>,
+  args: Args,
+): Promise<CheckResult> {
+  if (by.key === undefined) return binding.check(requestLike(request));
+  const options: { -readonly [K in keyof LimitOptions]: LimitOptions[K] } = { key: await by.key(...args) };
+  if (by.rule !== undefined) options.rule = by.rule;
+  if (by.cost !== undefined) options.cost = typeof by.cost === "function" ? by.cost(...args) : by.cost;
+  return binding.limit(options);
+}

@@ -1,0 +1,29 @@
+/**
+ * `withSluice(handler)`: a plain `fetch` handler behind Sluice. A refused request is answered as the gateway answers
+ * it (429 problem+json with `Retry-After` and the RateLimit fields, or 400/401/503); an admitted one goes to the
+ * handler and its response gets the RateLimit fields.
+ *
+ *   export default { fetch: withSluice(async (request, env, ctx) => new Response("ok")) };
+ */
+import { bindingIn, DEFAULT_BINDING, type DecideBy, decide, refusalResponse, withHeaders } from "./respond.ts";
+import type { SluiceBinding } from "./types.ts";
+
+export type FetchHandler<Env, Ctx> = (request: Request, env: Env, ctx: Ctx) => Response | Promise<Response>;
+
+export interface WithSluiceOptions<Env, Ctx> extends DecideBy<[Request, Env, Ctx]> {
+  /** The binding: its name in `env` (default `SLUICE`), or a function that finds it. */
+  readonly binding?: string | ((env: Env) => SluiceBinding);
+}
+
+export function withSluice<Env, Ctx>(
+  handler: FetchHandler<Env, Ctx>,
+  options: WithSluiceOptions<Env, Ctx> = {},
+): FetchHandler<Env, Ctx> {
+  const find = options.binding;
+  return async (request, env, ctx) => {
+    const binding = typeof find === "function" ? find(env) : bindingIn(env, find ?? DEFAULT_BINDING);
+    const result = await decide(binding, request, options, [request, env, ctx]);
+    if (!result.success) return refusalResponse(result);
+    return withHeaders(await handler(request, env, ctx), result.headers);
+  };
+}
