@@ -5,14 +5,7 @@
  * whose message says what to fix, never a silent default; the limiter's own failures follow each rule's `on_error`.
  * entrypoint.ts is the thin `WorkerEntrypoint` around these functions.
  */
-import {
-  type CheckResult,
-  type LimitOptions,
-  type LimitResult,
-  MAX_LIMIT_KEY_CHARS,
-  type Problem,
-  type RequestLike,
-} from "../client/types.ts";
+import { type CheckResult, type LimitResult, MAX_LIMIT_KEY_CHARS, type Problem } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { type Judgement, judgeApplicable, judgeRequest, type RequestContext } from "./gateway.ts";
