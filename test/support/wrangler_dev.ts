@@ -71,6 +71,8 @@ export async function startWrangler(
   persistTo: string,
   vars: Record<string, string>,
   cwd: string = ROOT,
+  /** More arguments for wrangler dev, e.g. `-c` configurations (the first is the Worker on the port). */
+  extraArgs: readonly string[] = [],
 ): Promise<WranglerDev> {
   const port = await freePort();
   // The devtools inspector listens too (9229/9230 by default): another wrangler dev on the machine may hold those.
@@ -98,6 +100,7 @@ export async function startWrangler(
       "--log-level",
       "warn",
       ...varArgs,
+      ...extraArgs,
     ],
     {
       cwd,
