@@ -124,6 +124,27 @@ if (section("3. Edge overhead (wrangler dev, --log-level warn)", edge) && edge !
   out.push("");
 }
 
+const binding = load<{ rows: EdgeRow[]; connections: number; durationS: number; hopDurationS: number; runs: number }>(
+  "binding",
+);
+if (
+  section("3b. The service binding: a consumer Worker calling `limit` (wrangler dev, two Workers)", binding) &&
+  binding !== null
+) {
+  const d = binding.data;
+  out.push(
+    `One \`wrangler dev\` running two Workers from two configurations: a consumer on the port and Sluice beside it, bound by \`[[services]] entrypoint = "RateLimiter"\`. "no limiter" is the consumer answering at once; the others call \`env.SLUICE.limit({ key, rule })\` first (one client IP: one hot key). Scenarios interleaved, median of ${d.runs} run(s); autocannon with ${d.connections} connections for ${d.durationS} s (req/s, p50, p99), then 1 connection for ${d.hopDurationS} s: the binding hop is the scenario's 1-connection latency minus "no limiter"'s, so queueing does not hide it. Local workerd on 2 shared cores: ratios only.`,
+    "",
+    "| scenario | req/s | p50 ms | p99 ms | throughput vs no limiter | p50 vs no limiter | p99 vs no limiter | non-2xx | binding hop p50 ms | binding hop p99 ms |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  );
+  for (const r of d.rows)
+    out.push(
+      `| ${r.scenario} | ${r.requestsPerS} | ${r.p50Ms} | ${r.p99Ms} | ${r.throughputRatio}x | ${r.p50Ratio}x | ${r.p99Ratio}x | ${r.non2xx} | ${r.hopP50Ms} | ${r.hopP99Ms} |`,
+    );
+  out.push("");
+}
+
 type CoalesceRow = {
   scenario: string;
   concurrency: number;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,coalesce,accuracy,simulator,compare,cluster]`:
+// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,binding,coalesce,accuracy,simulator,compare,cluster]`:
 // run the benchmarks in bench/, each in a process of its own, and write their results and a report from them:
 // by default to bench/out/ (results/<name>.json, BENCHMARKS.md; ignored by git); with --publish to the committed
 // bench/results/<name>.json and BENCHMARKS.md (a full run only: --quick figures are never published).
@@ -17,7 +17,7 @@ if (quick && publish) {
 }
 const flags = [...(quick ? ["--quick"] : []), ...(publish ? ["--publish"] : [])];
 const onlyAt = args.indexOf("--only");
-const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "coalesce", "cluster"];
+const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "binding", "coalesce", "cluster"];
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? "").split(",") : all;
 const unknown = only.filter((name) => !all.includes(name));
 if (unknown.length > 0) {
