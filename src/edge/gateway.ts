@@ -41,7 +41,7 @@ import { handleAdmin, isAdminPath } from "./admin/admin.ts";
 import { type AskContext, ask, fingerprintOfRule, type Outcome } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
 import { jitterSeconds } from "./hash.ts";
-import { noOrigin, originResponse } from "./origin.ts";
+import { noOrigin, originResponse, unreachableOrigin } from "./origin.ts";
 import { type Env, settingsOf } from "./settings.ts";
 
 export const TEMPORARY_REDUCED_CAPACITY_TYPE =
@@ -124,6 +124,8 @@ async function gateway(
   const origin = base.settings.origin;
   // Checked before anything is counted: a Sluice with nowhere to send admitted requests must not spend budgets.
   if (origin.kind === "none") return noOrigin(origin.problem);
+  const unreachable = unreachableOrigin(origin, url);
+  if (unreachable !== null) return noOrigin(unreachable);
   const judged = await judgeRequest(request, url, base, rules);
   if (judged.judgement.kind === "refused") {
     const { status, problem, headers } = judged.judgement;

@@ -33,8 +33,6 @@ export function originResponse(
       return forward(request, target);
     }
     case "pass_through": {
-      // On workers.dev there is no origin behind the Worker: the fetch would come back to Sluice itself.
-      if (url.hostname.endsWith(".workers.dev")) return noOrigin(PASS_THROUGH_ON_WORKERS_DEV);
       const target = new URL(url);
       target.pathname = forwardPath;
       return forward(request, target);
@@ -46,6 +44,12 @@ export function originResponse(
       return never;
     }
   }
+}
+
+/** Why `origin` cannot serve a request to `url`, or `null`: checked before the request is judged. */
+export function unreachableOrigin(origin: Origin, url: URL): string | null {
+  // On workers.dev there is no origin behind the Worker: the fetch would come back to Sluice itself.
+  return origin.kind === "pass_through" && url.hostname.endsWith(".workers.dev") ? PASS_THROUGH_ON_WORKERS_DEV : null;
 }
 
 const PASS_THROUGH_ON_WORKERS_DEV =
