@@ -29,7 +29,11 @@ export interface LimitOptions {
    * the identity of a request through the gateway or `check`.
    */
   readonly key: string;
-  /** The id of a rule in Sluice's rule set. Default: the binding's `props.rule`; one of the two is required. */
+  /**
+   * The id of a rule in Sluice's rule set. Default: the binding's `props.rule`; one of the two is required. The rule's
+   * algorithm, parameters, mode, scope and `on_error` apply; its `match` (plan, route, identity) does not, since the
+   * caller chose the rule, and neither do per-account overrides (`check` applies both).
+   */
   readonly rule?: string;
   /** A positive whole number of units. Default: the rule's `cost` (1 unless the rule says otherwise). */
   readonly cost?: number;
