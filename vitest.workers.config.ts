@@ -1,15 +1,22 @@
 import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { buildSync } from "esbuild";
 import { kCurrentWorker } from "miniflare";
 import { defineConfig } from "vitest/config";
 
-// The Worker imports the compiled rules: validate and compile them first, so invalid rules stop the tests with the
-// validator's messages (and a fresh checkout needs no separate step).
-const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { encoding: "utf8" });
+// The Worker imports the compiled rules (src/generated/rules.ts). Here it gets a copy of the shipped example
+// (test/fixtures/shipped/), compiled into a module of its own, so that a user's edits to rules/ never change what
+// these tests see, and a running `npm start` never sees the tests' rules.
+const TEST_RULES = join(import.meta.dirname, "src", "generated", "test-rules.ts");
+const compiled = spawnSync(
+  process.execPath,
+  ["bin/sluice.mjs", "compile", "--rules", "test/fixtures/shipped", "--out", TEST_RULES],
+  { encoding: "utf8" },
+);
 if (compiled.status !== 0) {
   process.stderr.write(compiled.stderr);
-  throw new Error("sluice compile failed: the rules are invalid (see above)");
+  throw new Error("sluice compile failed: the test rules are invalid (see above)");
 }
 
 // The example consumers (examples/), bundled as `wrangler deploy` would, with sluice/client and sluice/hono from their
@@ -76,6 +83,7 @@ export default defineConfig({
       },
     }),
   ],
+  resolve: { alias: [{ find: /^.*\/generated\/rules\.ts$/, replacement: TEST_RULES }] },
   test: {
     name: "workers",
     include: ["test/integration/**/*.test.ts"],

@@ -11,13 +11,23 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OFFLINE_ENV, ROOT, startWrangler, stopWrangler, type WranglerDev } from "../support/wrangler_dev.ts";
+import {
+  dropBuildStep,
+  OFFLINE_ENV,
+  projectCopy,
+  shippedRules,
+  startWrangler,
+  stopWrangler,
+  type WranglerDev,
+} from "../support/wrangler_dev.ts";
 
 const persistTo = mkdtempSync(join(tmpdir(), "sluice-e2e-overrides-"));
+const COPY = projectCopy("sluice-e2e-overrides-copy-", shippedRules());
+dropBuildStep(COPY);
 let server: WranglerDev | null = null;
 
 function sluice(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  return spawnSync(process.execPath, ["bin/sluice.mjs", ...args], { cwd: ROOT, encoding: "utf8" });
+  return spawnSync(process.execPath, ["bin/sluice.mjs", ...args], { cwd: COPY, encoding: "utf8" });
 }
 
 function account(key: string, ...limits: string[]): void {
@@ -31,13 +41,14 @@ function account(key: string, ...limits: string[]): void {
 beforeAll(async () => {
   account("sk_e2e_big", "growth-global.rate=1/h", "growth-global.burst=3");
   // No plan cache, so a changed record applies to the very next request.
-  server = await startWrangler(persistTo, { LIMITER_TIMEOUT_MS: "5000", PLAN_CACHE_TTL_MS: "0" });
+  server = await startWrangler(persistTo, { LIMITER_TIMEOUT_MS: "5000", PLAN_CACHE_TTL_MS: "0" }, COPY);
 });
 
 afterAll(async () => {
   if (process.env.E2E_DEBUG === "1") process.stderr.write(server?.output.join("") ?? "");
   if (server !== null) await stopWrangler(server);
   rmSync(persistTo, { recursive: true, force: true });
+  rmSync(COPY, { recursive: true, force: true });
 });
 
 async function get(key: string): Promise<Response> {
@@ -73,7 +84,7 @@ describe("per-account overrides through wrangler dev", () => {
     const put = spawnSync(
       "npx",
       ["wrangler", "kv", "key", "put", "--binding", "ACCOUNTS", "--local", "--persist-to", persistTo, hash, record],
-      { cwd: ROOT, encoding: "utf8", env: { ...process.env, ...OFFLINE_ENV } },
+      { cwd: COPY, encoding: "utf8", env: { ...process.env, ...OFFLINE_ENV } },
     );
     expect(put.status, put.stderr).toBe(0);
     const r = await get("sk_e2e_bad");

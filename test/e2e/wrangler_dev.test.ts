@@ -9,19 +9,33 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT, startWrangler as startWith, stopWrangler, type WranglerDev } from "../support/wrangler_dev.ts";
+import {
+  dropBuildStep,
+  projectCopy,
+  ROOT,
+  shippedRules,
+  startWrangler as startWith,
+  stopWrangler,
+  type WranglerDev,
+} from "../support/wrangler_dev.ts";
 
 const ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef";
 const persistTo = mkdtempSync(join(tmpdir(), "sluice-e2e-"));
+const dir = projectCopy("sluice-e2e-copy-", shippedRules());
+dropBuildStep(dir);
 let server: WranglerDev | null = null;
 
 const startWrangler = () =>
-  startWith(persistTo, {
-    // A cold start on a loaded machine must not turn a decision into a fail-open.
-    LIMITER_TIMEOUT_MS: "5000",
-    // A secret in production (`wrangler secret put ADMIN_TOKEN`); a var here, for the admin API test.
-    ADMIN_TOKEN,
-  });
+  startWith(
+    persistTo,
+    {
+      // A cold start on a loaded machine must not turn a decision into a fail-open.
+      LIMITER_TIMEOUT_MS: "5000",
+      // A secret in production (`wrangler secret put ADMIN_TOKEN`); a var here, for the admin API test.
+      ADMIN_TOKEN,
+    },
+    dir,
+  );
 
 beforeAll(async () => {
   const seeded = spawnSync(process.execPath, ["scripts/seed-accounts.mjs", "--persist-to", persistTo], {
@@ -35,6 +49,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (server !== null) await stopWrangler(server);
   rmSync(persistTo, { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
 });
 
 const get = (path: string, headers: Record<string, string>) => fetch(`${server!.base}${path}`, { headers });

@@ -38,6 +38,11 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** The shipped example rules, from the tests' copy (rules/ is the user's to edit): file name -> YAML. */
+export function shippedRules(): Record<string, string> {
+  return { "shiplane.yaml": readFileSync(join(ROOT, "test", "fixtures", "shipped", "shiplane.yaml"), "utf8") };
+}
+
 /** A temp copy of the project whose rules/ holds `rules` (file name -> YAML), compiled; node_modules linked. */
 export function projectCopy(prefix: string, rules: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EXIT_CODES } from "../../src/cli/args.ts";
 import { COMMANDS } from "../../src/cli/commands.ts";
-import { runCli } from "../support/io.ts";
+import { runCli, runCliIn, scratchRules } from "../support/io.ts";
 
 const RULES = "test/fixtures/cli/rules.yaml";
 const sim = (trace: string, ...extra: string[]) =>
@@ -109,10 +109,10 @@ describe("sluice validate", () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^test\/fixtures\/cli\/bad\.yaml: tb\.burst: .*\n1 problem found\n$/);
   });
-  it("the shipped rules/ validate", async () => {
-    const r = await runCli(["validate"]);
+  it("the shipped example validates", async () => {
+    const r = await runCli(["validate", "test/fixtures/shipped"]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^rules\/shiplane\.yaml: \d+ rules ok: /);
+    expect(r.stdout).toMatch(/^test\/fixtures\/shipped\/shiplane\.yaml: \d+ rules ok: /);
   });
 });
 
@@ -146,7 +146,8 @@ describe("one dialect across commands", () => {
     // The fixture directory also holds bad.yaml, so loading it all is invalid rules: exit 2 (the simulator contract).
     expect(dir.code).toBe(2);
     expect(dir.stderr).toContain("test/fixtures/cli/bad.yaml: tb.burst:");
-    const shipped = await runCli(["simulate", "--rule", "free-global"], "0,a\n");
+    const cwd = scratchRules({ "api.yaml": readFileSync(RULES, "utf8") });
+    const shipped = runCliIn(cwd, ["simulate", "--rule", "tb"], "0,a\n");
     expect(shipped.code).toBe(0);
     expect(JSON.parse(shipped.stdout)).toMatchObject({ allowed: true, remaining: 19 });
   });

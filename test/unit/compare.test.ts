@@ -10,7 +10,7 @@ import { loadRules } from "../../src/rules/load.ts";
 import type { AlgorithmParams, ResolvedRule } from "../../src/rules/types.ts";
 import { boundaries, defaultRange, renderSvg } from "../../src/viz/svg.ts";
 import { xmlProblems } from "../fixtures/compare/xml.ts";
-import { runCli } from "../support/io.ts";
+import { runCli, runCliIn, scratchRules } from "../support/io.ts";
 import { fixedWindow, slidingCounter, slidingLog, tokenBucket } from "../support/params.ts";
 
 const RULES = "test/fixtures/compare/rules.yaml";
@@ -280,8 +280,10 @@ describe("sluice compare", () => {
   });
 
   it("reads rules/ when no --rules is given", async () => {
-    const r = await runCli(["compare", "--rule", "free-global"], "0,a\n");
+    const cwd = scratchRules({ "api.yaml": readFileSync("test/fixtures/cli/rules.yaml", "utf8") });
+    const r = runCliIn(cwd, ["compare", "--rule", "tb"], "0,a\n");
+    expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/free-global\s+token_bucket/);
+    expect(r.stdout).toMatch(/tb\s+token_bucket/);
   });
 });

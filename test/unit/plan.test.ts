@@ -1,4 +1,5 @@
 /** `sluice plan`: rule pairs with known flips, the fate of live state, and the command's output and exit codes. */
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +9,7 @@ import { changeOf, pairRules, ReplayBuilder, stateFate, totalFlips } from "../..
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 import { xmlProblems } from "../fixtures/compare/xml.ts";
-import { runCli } from "../support/io.ts";
+import { runCli, runCliIn, scratchRules } from "../support/io.ts";
 
 function rules(yaml: string): ResolvedRule[] {
   const parsed = parseRules(yaml, "test.yaml");
@@ -133,8 +134,15 @@ describe("sluice plan", () => {
     expect(loose.code).toBe(0);
   });
 
-  it("reads --from at a git ref: the shipped rules against themselves are unchanged", async () => {
-    const r = await runCli(["plan", "--from", "HEAD", "--trace", traceFile]);
+  it("reads --from at a git ref: rules committed and unchanged since are unchanged", () => {
+    // A scratch repository of its own: the project's rules/ is the user's to edit, and a test must not read it.
+    const repo = scratchRules({ "api.yaml": readFileSync("test/fixtures/cli/rules.yaml", "utf8") });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd: repo });
+    git("init", "--quiet");
+    git("add", "rules");
+    git("commit", "--quiet", "-m", "rules");
+    const r = runCliIn(repo, ["plan", "--from", "HEAD", "--trace", traceFile]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^sluice plan: rules\/ at HEAD -> rules\/\n/);
