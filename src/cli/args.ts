@@ -48,7 +48,7 @@ export function parseArgs(args: readonly string[], spec: FlagSpec): ParsedArgs {
   try {
     parsed = nodeParseArgs({ args: [...args], options, strict: true, allowPositionals: true, tokens: true });
   } catch (err) {
-    return { ok: false, error: parseError(err as Error & { code?: string }) };
+    return { ok: false, error: parseError(err as Error & { code?: string }, Object.keys(options)) };
   }
   const values = new Map<string, string[]>();
   const booleans = new Set<string>();
@@ -70,12 +70,14 @@ export function parseArgs(args: readonly string[], spec: FlagSpec): ParsedArgs {
   return { ok: true, values, booleans, positionals: parsed.positionals, flags };
 }
 
-/** `util.parseArgs`' messages, shortened to ours (`unknown option --x`, `--x needs a value`). */
-function parseError(err: Error & { code?: string }): string {
+/** `util.parseArgs`' messages, shortened to ours (`unknown option --x; did you mean --y?`, `--x needs a value`). */
+function parseError(err: Error & { code?: string }, known: readonly string[]): string {
   const flag = /'(?:-\w, )?(-[^' ]+)/.exec(err.message)?.[1] ?? "";
   switch (err.code) {
-    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
-      return `unknown option ${flag}`;
+    case "ERR_PARSE_ARGS_UNKNOWN_OPTION": {
+      const guess = nearest(flag.replace(/^-+/, ""), known);
+      return `unknown option ${flag}${guess === null ? "" : `; did you mean --${guess}?`}`;
+    }
     case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
       return err.message.includes("does not take an argument") ? `${flag} takes no value` : `${flag} needs a value`;
     default:
@@ -94,9 +96,59 @@ export interface CommandInfo {
 /** A command's flags once `commandArgs` has accepted them. */
 export type CommandArgs = Extract<ParsedArgs, { ok: true }>;
 
-/** A usage error: the message and the command's help on standard error; exit status 2. */
+/**
+ * The word in `known` nearest to `word`: the fewest edits (insertions, deletions, substitutions, adjacent swaps), at
+ * most 2, else one that `word` begins (an abbreviation); ties go to the first in `known`. Null when none is near.
+ */
+export function nearest(word: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = 3;
+  for (const k of known) {
+    const d = editDistance(word.toLowerCase(), k);
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  if (best !== null || word.length < 3) return best;
+  return known.find((k) => k.startsWith(word.toLowerCase())) ?? null;
+}
+
+/** Optimal-string-alignment distance (`simualte` -> `simulate` is 1). */
+function editDistance(a: string, b: string): number {
+  let before: number[] = [];
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      let v = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, before[j - 2]! + 1);
+      row.push(v);
+    }
+    before = prev;
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/** `no rule with id "x"; did you mean "y"? (rules: ...)`, for an unknown rule id. */
+export function unknownRuleId(id: string, known: readonly string[]): string {
+  const guess = nearest(id, known);
+  const list = known.length === 0 ? "none" : known.join(", ");
+  return `no rule with id "${id}"${guess === null ? "" : `; did you mean "${guess}"?`} (rules: ${list})`;
+}
+
+/** A command's usage line(s): its help up to the first blank line. */
+export function usageLines(help: string): string {
+  const end = help.indexOf("\n\n");
+  return end < 0 ? help.trimEnd() : help.slice(0, end);
+}
+
+/** A usage error: the message, the command's usage line and where its help is, on standard error; exit status 2. */
 export function usageError(cmd: CommandInfo, message: string): number {
-  cmd.stderr.write(`sluice ${cmd.name}: ${message}\n\n${cmd.help}`);
+  cmd.stderr.write(
+    `sluice ${cmd.name}: ${message}\n${usageLines(cmd.help)}\nRun "sluice ${cmd.name} --help" for every option.\n`,
+  );
   return 2;
 }
 

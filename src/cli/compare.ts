@@ -19,6 +19,7 @@ import {
   EXIT_CODES,
   inputError,
   rulePaths,
+  unknownRuleId,
   usageError,
 } from "./args.ts";
 import type { Io } from "./io.ts";
@@ -149,8 +150,8 @@ async function compareTrace(
     ...(range.from === undefined ? {} : { fromMs: range.from }),
     ...(range.to === undefined ? {} : { toMs: range.to }),
   });
-  const failure = await feedTrace(builder, tracePath, traceName, io.stdin);
-  if (failure !== null) return inputError(io, [failure]);
+  const failure = await feedTrace(builder, tracePath, traceName, io.stdin, io.stderr);
+  if (failure.length > 0) return inputError(io, failure);
   if (key !== undefined && !builder.hasKey(key)) {
     return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);
   }
@@ -214,8 +215,12 @@ export function chooseRules(
   for (const id of ids) {
     const rule = rules.find((r) => r.id === id);
     if (rule === undefined) {
-      const known = rules.map((r) => r.id).join(", ");
-      return { error: `no rule with id "${id}" (rules: ${known === "" ? "none" : known})` };
+      return {
+        error: unknownRuleId(
+          id,
+          rules.map((r) => r.id),
+        ),
+      };
     }
     if (!out.includes(rule)) out.push(rule);
   }

@@ -1,5 +1,7 @@
 /** `sluice <command>`: the command-line entry. Each command returns its exit status; nothing here calls exit(). */
-import { EXIT_CODES } from "./args.ts";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { EXIT_CODES, nearest } from "./args.ts";
 import { COMMANDS } from "./commands.ts";
 import type { Io } from "./io.ts";
 
@@ -17,15 +19,33 @@ ${EXIT_CODES}(sluice simulate also exits 2 for invalid rules and malformed trace
 `;
 }
 
+/** The version in package.json. */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
 export async function main(argv: string[], io: Io = process): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     (name === undefined ? io.stderr : io.stdout).write(usage());
     return name === undefined ? 2 : 0;
   }
+  if (name === "--version" || name === "-v" || name === "version") {
+    io.stdout.write(`sluice ${version()}\n`);
+    return 0;
+  }
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {
-    io.stderr.write(`sluice: unknown command "${name}"\n\n${usage()}`);
+    const names = COMMANDS.map((c) => c.name);
+    const guess = nearest(name.replace(/^-+/, ""), name.startsWith("-") ? ["help", "version"] : names);
+    const what = name.startsWith("-") ? "option" : "command";
+    const hint = guess === null ? "" : `; did you mean ${name.startsWith("-") ? "--" : ""}${guess}?`;
+    io.stderr.write(
+      `sluice: unknown ${what} ${JSON.stringify(name)}${hint}\nUsage: sluice <command> [options], one of: ${names.join(", ")}\nRun "sluice --help" for what each does.\n`,
+    );
     return 2;
   }
   return command.run(rest, io);

@@ -123,8 +123,8 @@ async function replayTrace(pairs: RulePair[], request: PlanRequest, io: Io): Pro
   if (request.tracePath === undefined) return null;
   const builder = new ReplayBuilder(pairs);
   const path = request.tracePath === "-" ? undefined : request.tracePath;
-  const failure = await feedTrace(builder, path, path ?? "<stdin>", io.stdin);
-  if (failure !== null) return inputError(io, [failure]);
+  const failure = await feedTrace(builder, path, path ?? "<stdin>", io.stdin, io.stderr);
+  if (failure.length > 0) return inputError(io, failure);
   return builder.finish(request.top);
 }
 

@@ -5,9 +5,9 @@
 import { type AlgorithmState, algorithmFor, capacityOf, freshAtMs } from "../algorithms/index.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { commandArgs, rulePaths, usageError } from "./args.ts";
+import { commandArgs, rulePaths, unknownRuleId, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
-import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
+import { BufferedWriter, parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
 
 const HELP = `Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]
 
@@ -54,44 +54,60 @@ function ruleNamed(rulesPaths: string[], ruleId: string, io: Io): ResolvedRule |
   }
   const rule = loaded.rules.find((r) => r.id === ruleId);
   if (rule === undefined) {
-    const known = loaded.rules.map((r) => r.id).join(", ");
     io.stderr.write(
-      `${rulesPaths.join(", ")}: no rule with id "${ruleId}" (rules: ${known === "" ? "none" : known})\n`,
+      `${rulesPaths.join(", ")}: ${unknownRuleId(
+        ruleId,
+        loaded.rules.map((r) => r.id),
+      )}\n`,
     );
     return 2;
   }
   return rule;
 }
 
-/** Every line of the trace (`tracePath`, or standard input) decided and written; exit status 2 at the first bad line. */
+/**
+ * Every line of the trace (`tracePath`, or standard input) decided and written; exit status 2 when a line is
+ * malformed: nothing is decided after the first one, but the rest is read on to report every malformed line (up to
+ * `MAX_REPORTED_LINES`).
+ */
 async function simulateTrace(rule: ResolvedRule, tracePath: string | undefined, io: Io): Promise<number> {
   const traceName = tracePath ?? "<stdin>";
   const out = new BufferedWriter(io.stdout);
   const simulation = new Simulation(rule, out);
+  const problems = new TraceProblems(traceName);
   const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
   let lineNo = 0;
   try {
     // Each chunk's lines are decided synchronously; only the output's back-pressure is awaited, once per chunk.
-    for await (const batch of readLineBatches(tracePath, io.stdin)) {
+    reading: for await (const batch of readLineBatches(tracePath, io.stdin)) {
       for (const raw of batch) {
         lineNo++;
         const parsed = parseTraceLineInto(raw, lineNo === 1, line);
         if (parsed === null) continue;
         if (parsed !== true) {
-          await out.flush();
-          io.stderr.write(`${traceName}:${lineNo}: ${parsed}\n`);
-          return 2;
+          if (problems.errors.length === 0) await out.flush();
+          if (!problems.malformed(lineNo, parsed)) break reading;
+          continue;
         }
-        simulation.decide(line.tMs, line.key, line.cost);
+        problems.time(lineNo, line.tMs);
+        if (problems.errors.length === 0) simulation.decide(line.tMs, line.key, line.cost);
       }
       await out.drained();
     }
   } catch (err) {
     await out.flush();
-    io.stderr.write(`${traceName}: cannot read trace: ${(err as Error).message}\n`);
+    io.stderr.write(
+      `${[...problems.errors, `${traceName}: cannot read trace: ${(err as Error).message}`].join("\n")}\n`,
+    );
     return 2;
   }
   await out.flush();
+  if (problems.errors.length > 0) {
+    io.stderr.write(`${problems.errors.join("\n")}\n`);
+    return 2;
+  }
+  const warning = problems.warning();
+  if (warning !== null) io.stderr.write(`${warning}\n`);
   return 0;
 }
 

@@ -95,32 +95,84 @@ export async function* readLineBatches(
   if (rest !== "") yield [rest];
 }
 
+/** Malformed lines reported at most per run; reading stops at the next one. */
+export const MAX_REPORTED_LINES = 20;
+
 /**
- * Every line of a trace into `sink` (`compare`, `plan`): the first malformed line's message (file and line) or a
- * read error, else `null`.
+ * What a trace reader found wrong with a trace: every malformed line (up to `MAX_REPORTED_LINES`, each with its line
+ * number), and the lines whose time goes back (a trace merged out of order), summed up in one warning.
+ */
+export class TraceProblems {
+  readonly errors: string[] = [];
+  private latestMs = Number.NEGATIVE_INFINITY;
+  private backwards = 0;
+  private firstBackwards = "";
+
+  constructor(private readonly name: string) {}
+
+  /** Records a malformed line; false when the limit is reached and reading should stop. */
+  malformed(lineNo: number, message: string): boolean {
+    if (this.errors.length === MAX_REPORTED_LINES) {
+      this.errors.push(`${this.name}: stopped at line ${lineNo}, after ${MAX_REPORTED_LINES} malformed lines`);
+      return false;
+    }
+    this.errors.push(`${this.name}:${lineNo}: ${message}`);
+    return true;
+  }
+
+  /** Notes a well-formed line's time. */
+  time(lineNo: number, tMs: number): void {
+    if (tMs >= this.latestMs) {
+      this.latestMs = tMs;
+      return;
+    }
+    if (this.backwards === 0) this.firstBackwards = `line ${lineNo}: ${tMs} after ${this.latestMs}`;
+    this.backwards++;
+  }
+
+  /** One line on lines out of time order, or null. */
+  warning(): string | null {
+    if (this.backwards === 0) return null;
+    const lines = this.backwards === 1 ? "1 line goes" : `${this.backwards} lines go`;
+    return `${this.name}: warning: ${lines} back in time (first at ${this.firstBackwards}); a trace is replayed in file order, each key at the latest time seen for it`;
+  }
+}
+
+/**
+ * Every line of a trace into `sink` (`compare`, `plan`): the malformed lines' messages (file and line, up to
+ * `MAX_REPORTED_LINES`) or a read error; empty when the trace is good. Lines out of time order are a warning, written
+ * to `stderr`.
  */
 export async function feedTrace(
   sink: { add(tMs: number, key: string, cost: number): void },
   path: string | undefined,
   name: string,
   stdin: NodeJS.ReadableStream,
-): Promise<string | null> {
+  stderr: NodeJS.WritableStream,
+): Promise<readonly string[]> {
   const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
+  const problems = new TraceProblems(name);
   let lineNo = 0;
   try {
-    for await (const batch of readLineBatches(path, stdin)) {
+    reading: for await (const batch of readLineBatches(path, stdin)) {
       for (const raw of batch) {
         lineNo++;
         const parsed = parseTraceLineInto(raw, lineNo === 1, line);
         if (parsed === null) continue;
-        if (parsed !== true) return `${name}:${lineNo}: ${parsed}`;
-        sink.add(line.tMs, line.key, line.cost);
+        if (parsed !== true) {
+          if (!problems.malformed(lineNo, parsed)) break reading;
+          continue;
+        }
+        problems.time(lineNo, line.tMs);
+        if (problems.errors.length === 0) sink.add(line.tMs, line.key, line.cost);
       }
     }
   } catch (err) {
-    return `${name}: cannot read trace: ${(err as Error).message}`;
+    return [...problems.errors, `${name}: cannot read trace: ${(err as Error).message}`];
   }
-  return null;
+  const warning = problems.warning();
+  if (warning !== null && problems.errors.length === 0) stderr.write(`${warning}\n`);
+  return problems.errors;
 }
 
 /** Buffered writing that respects back-pressure. */

@@ -2,10 +2,10 @@
  * Rule files: YAML text -> plain values (`Raw`) -> the validation in parse.ts. The only module that imports the YAML
  * parser, so the Worker bundle (which validates per-account overrides with parse.ts) never carries it.
  *
- * YAML syntax errors are reported as `<file>:<line>: <message>`; integers stay exact (bigints), floats keep their
+ * YAML syntax errors are reported as `<file>:<line>:<column>: <message>`; integers stay exact (bigints), floats keep their
  * text for messages, duplicate keys are errors.
  */
-import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument } from "yaml";
+import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument, type YAMLError } from "yaml";
 import { describe, type Raw, resolveRules, YamlFloat } from "./parse.ts";
 import type { ResolvedRule } from "./types.ts";
 
@@ -14,18 +14,80 @@ export function parseRules(text: string, file: string): { rules: ResolvedRule[];
   return "errors" in parsed ? { rules: [], errors: parsed.errors } : resolveRules(parsed.value, file);
 }
 
-/** One YAML document as a `Raw` value, or its syntax errors (`<file>:<line>: <message>`). */
+/**
+ * One YAML document as a `Raw` value, or its syntax errors (`<file>:<line>:<column>: <message>`), one per mistake:
+ * a tab in an indentation is one problem per line (the parser's dozen follow-on errors are dropped), and of the
+ * parser's own errors only the first is kept (what follows a syntax error is misread), except duplicate keys, which
+ * are each a mistake of their own.
+ */
 export function parseYaml(text: string, file: string): { value: Raw } | { errors: string[] } {
+  const tabs = tabIndents(text, file);
+  if (tabs.length > 0) return { errors: tabs };
   const doc = parseDocument(text, { intAsBigInt: true, uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length === 0) return { value: toRaw(doc.contents, doc, 0) };
-  return {
-    errors: doc.errors.map((e) => {
-      const line = e.linePos?.[0]?.line;
-      // yaml appends " at line L, column C:" and a source excerpt; keep the first line, without the position.
-      const message = (e.message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "");
-      return line === undefined ? `${file}: ${message}` : `${file}:${line}: ${message}`;
-    }),
-  };
+  const duplicates = doc.errors.filter((e) => e.code === "DUPLICATE_KEY");
+  const first = doc.errors.find((e) => e.code !== "DUPLICATE_KEY");
+  const kept = first === undefined ? duplicates : [first, ...duplicates];
+  return { errors: kept.map((e) => syntaxError(e, text, file)) };
+}
+
+/** Lines indented with a tab, one problem each (YAML indents with spaces only). */
+function tabIndents(text: string, file: string): string[] {
+  const errors: string[] = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const indent = /^[ \t]*/.exec(lines[i]!)?.[0] ?? "";
+    const column = indent.indexOf("\t");
+    if (column >= 0 && lines[i]!.trim() !== "" && !lines[i]!.trimStart().startsWith("#")) {
+      errors.push(`${file}:${i + 1}:${column + 1}: a tab in the indentation; YAML indents with spaces only`);
+    }
+  }
+  return errors;
+}
+
+function syntaxError(e: YAMLError, text: string, file: string): string {
+  // yaml appends " at line L, column C:" and a source excerpt; keep the first line, without the position.
+  const message = (e.message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "");
+  const at = e.linePos?.[0];
+  if (at === undefined) return `${file}: ${message}`;
+  const close = /end with an? ([}\]])/.exec(message)?.[1];
+  const opened = close === undefined ? null : unclosedBefore(text, at, close === "}" ? "{" : "[", close);
+  if (opened !== null) return `${file}:${opened.line}:${opened.column}: "${opened.char}" is never closed`;
+  // A line indented under a key that already has a value on its own line: the mistake is the deeper line.
+  if (e.code === "BLOCK_AS_IMPLICIT_KEY" && at.line < text.split("\n").length) {
+    return `${file}:${at.line + 1}:1: indented deeper than line ${at.line}, whose key already has a value`;
+  }
+  if (e.code === "MULTILINE_IMPLICIT_KEY") {
+    return `${file}:${at.line}:${at.col}: expected "key: value" (is a colon missing?)`;
+  }
+  return `${file}:${at.line}:${at.col}: ${message}`;
+}
+
+/** The last `open` before `at` (1-based line and column) that its own line does not close, outside quotes. */
+function unclosedBefore(
+  text: string,
+  at: { line: number; col: number },
+  open: string,
+  close: string,
+): { line: number; column: number; char: string } | null {
+  const lines = text.split("\n").slice(0, at.line);
+  lines[at.line - 1] = (lines[at.line - 1] ?? "").slice(0, at.col - 1);
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const stack: number[] = [];
+    let quote: string | null = null;
+    const line = lines[i]!;
+    for (let c = 0; c < line.length; c++) {
+      const ch = line[c]!;
+      if (quote !== null) {
+        if (ch === quote) quote = null;
+      } else if (ch === '"' || ch === "'") quote = ch;
+      else if (ch === "#" && (c === 0 || line[c - 1] === " ")) break;
+      else if (ch === open) stack.push(c);
+      else if (ch === close) stack.pop();
+    }
+    if (stack.length > 0) return { line: i + 1, column: stack[0]! + 1, char: open };
+  }
+  return null;
 }
 
 /**
