@@ -2,7 +2,16 @@
 // `npm start`: validate and compile the rules, load the demo accounts into the local KV, then run the Worker locally
 // with wrangler dev on 127.0.0.1:8787 (PORT overrides), offline and quiet. Extra arguments go to wrangler dev, e.g.
 // `npm start -- --persist-to /tmp/sluice-state` (the demo accounts are then seeded there too).
+//
+// Live reload: this process watches rules/ and compiles on every change, in process (milliseconds). Valid rules are
+// written to src/generated/rules.ts, which wrangler dev (watching the Worker's sources) bundles and serves; invalid
+// rules print the validator's messages and change nothing, so the Worker keeps serving the last valid rules and no
+// request waits. wrangler dev runs from a copy of wrangler.toml without its [build] step (.wrangler.dev.toml): that
+// step is for `wrangler deploy`, and under wrangler dev it would compile again and hold requests while it runs.
 import { spawn, spawnSync } from "node:child_process";
+import { readFileSync, watch, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { register } from "tsx/esm/api";
 
 const extra = process.argv.slice(2);
 const env = {
@@ -12,20 +21,63 @@ const env = {
   WRANGLER_HIDE_BANNER: "true",
 };
 
-const compiled = spawnSync(process.execPath, ["bin/sluice.mjs", "compile"], { stdio: "inherit" });
-if (compiled.status !== 0) process.exit(compiled.status ?? 1);
+const port = process.env.PORT ?? "8787";
+
+/** Whether 127.0.0.1:`p` can be listened on (0: any free port, whose number is returned). */
+function probe(p) {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", (err) => resolve(err.code === "EADDRINUSE" ? null : err));
+    server.listen(Number(p), "127.0.0.1", () => {
+      const taken = server.address().port;
+      server.close(() => resolve(taken));
+    });
+  });
+}
+
+const free = await probe(port);
+if (typeof free !== "number") {
+  const why = free === null ? "is taken (is another `npm start` running?)" : `cannot be used: ${free.message}`;
+  process.stderr.write(
+    `sluice: port ${port} on 127.0.0.1 ${why}; stop it, or run PORT=${Number(port) + 1} npm start\n`,
+  );
+  process.exit(1);
+}
+// The devtools inspector listens too (9229 by default), and a second wrangler dev would fight over it.
+const inspector = extra.includes("--inspector-port") ? [] : ["--inspector-port", String(await probe(0))];
+
+register();
+const { runCompile } = await import("../src/cli/compile.ts");
+const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin };
+if ((await runCompile([], io)) !== 0) process.exit(1);
 
 const persistAt = extra.indexOf("--persist-to");
 const seedArgs = persistAt >= 0 && extra[persistAt + 1] !== undefined ? ["--persist-to", extra[persistAt + 1]] : [];
 const seeded = spawnSync(process.execPath, ["scripts/seed-accounts.mjs", ...seedArgs], { stdio: "inherit", env });
 if (seeded.status !== 0) process.exit(seeded.status ?? 1);
 
-const port = process.env.PORT ?? "8787";
+const DEV_CONFIG = ".wrangler.dev.toml";
+const toml = readFileSync("wrangler.toml", "utf8");
+const withoutBuild = toml.replace(/^\[build\]\n(?:[a-z_]+ = .*\n)+/m, "");
+if (withoutBuild.includes("[build]")) throw new Error("start.mjs: could not drop [build] from wrangler.toml");
+writeFileSync(
+  DEV_CONFIG,
+  `# Written by scripts/start.mjs for wrangler dev: wrangler.toml without [build]. Edit wrangler.toml.\n${withoutBuild}`,
+);
+
 // ECHO_ORIGIN: with no UPSTREAM_URL set, the built-in echo origin answers admitted requests (local development only).
-const devArgs = ["wrangler", "dev", "--ip", "127.0.0.1", "--port", port, "--var", "ECHO_ORIGIN:true", ...extra];
-const child = spawn("npx", devArgs, {
-  stdio: "inherit",
-  env,
+const args = ["wrangler", "dev", "--config", DEV_CONFIG, "--ip", "127.0.0.1", "--port", port, ...inspector];
+args.push("--var", "ECHO_ORIGIN:true", ...extra);
+const child = spawn("npx", args, { stdio: "inherit", env });
+
+let timer = null;
+watch("rules", () => {
+  // Editors write a file in several steps (truncate, write, rename): compile once they are done.
+  clearTimeout(timer);
+  timer = setTimeout(() => {
+    process.stdout.write("sluice: rules/ changed\n");
+    void runCompile(["--watching"], io);
+  }, 100);
 });
 child.on("exit", (code) => process.exit(code ?? 0));
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));

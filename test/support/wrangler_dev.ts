@@ -46,7 +46,7 @@ export function shippedRules(): Record<string, string> {
 /** A temp copy of the project whose rules/ holds `rules` (file name -> YAML), compiled; node_modules linked. */
 export function projectCopy(prefix: string, rules: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  for (const name of ["src", "bin", "wrangler.toml", "package.json", "tsconfig.json"])
+  for (const name of ["src", "bin", "scripts", "wrangler.toml", "package.json", "tsconfig.json"])
     cpSync(join(ROOT, name), join(dir, name), { recursive: true });
   symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
   mkdirSync(join(dir, "rules"));

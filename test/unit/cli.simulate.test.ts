@@ -2,9 +2,11 @@
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { EXIT_CODES } from "../../src/cli/args.ts";
 import { COMMANDS } from "../../src/cli/commands.ts";
+import { runCompile } from "../../src/cli/compile.ts";
 import { runCli, runCliIn, scratchRules } from "../support/io.ts";
 
 const RULES = "test/fixtures/cli/rules.yaml";
@@ -131,6 +133,28 @@ describe("sluice compile", () => {
     const unwritable = await runCli(["compile", "--rules", RULES, "--out", `${RULES}/rules.ts`]);
     expect(unwritable.code).toBe(1);
     expect(unwritable.stderr).toContain(`sluice compile: cannot write ${RULES}/rules.ts:`);
+  });
+
+  it("--watching (and wrangler dev's WRANGLER_COMMAND=dev): invalid rules keep the last valid module, exit 0", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-"));
+    const out = join(dir, "rules.ts");
+    const bad = "test/fixtures/cli/bad.yaml";
+    const none = await runCli(["compile", "--watching", "--rules", bad, "--out", out]);
+    expect(none.code).toBe(1); // nothing valid to keep serving
+    expect((await runCli(["compile", "--rules", RULES, "--out", out])).code).toBe(0);
+    const lastValid = readFileSync(out, "utf8");
+    const kept = await runCli(["compile", "--watching", "--rules", bad, "--out", out]);
+    expect(kept.code).toBe(0);
+    expect(kept.stdout).toBe("");
+    expect(kept.stderr).toMatch(
+      new RegExp(
+        `^sluice: the rules are invalid; still serving the last valid ones \\(${out}\\) until they are fixed:\n${bad}: tb\\.burst: .*\n$`,
+      ),
+    );
+    expect(readFileSync(out, "utf8")).toBe(lastValid);
+    const io = { stdout: new PassThrough(), stderr: new PassThrough(), stdin: Readable.from([""]) };
+    expect(await runCompile(["--rules", bad, "--out", out], io, { WRANGLER_COMMAND: "dev" })).toBe(0);
+    expect(await runCompile(["--rules", bad, "--out", out], io, { WRANGLER_COMMAND: "deploy" })).toBe(1);
   });
 });
 
