@@ -27,6 +27,7 @@
  */
 
 import type { Decision } from "../algorithms/index.ts";
+import type { Companion } from "../isolate/blocked_cache.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { logEvent, type Source, writeDataPoint } from "../isolate/metrics.ts";
 import { objectNameOf } from "../object/names.ts";
@@ -244,9 +245,11 @@ function knownDenials(isolate: Isolate, applicable: readonly Applicable[], nowMs
 }
 
 /**
- * An enforcing rule this isolate knows will deny: refuse with its answer and ask nobody. Not logged one by one: a
- * flood from a blocked key must not become a flood of log lines (each cache answer is still counted in the stats and
- * written as an Analytics Engine point); the object's denial was logged.
+ * An enforcing rule this isolate knows will deny: refuse with its answer and ask nobody. The response carries the
+ * same RateLimit items as the object's denial did, one per enforcing rule: the other rules' figures are those that
+ * denial reported (kept with it, aged); when one of them is not known (it did not apply then), the objects are asked.
+ * Not logged one by one: a flood from a blocked key must not become a flood of log lines (each cache answer is still
+ * counted in the stats and written as an Analytics Engine point); the object's denial was logged.
  */
 function refuseFromCache(
   cx: RequestContext,
@@ -254,16 +257,19 @@ function refuseFromCache(
   known: ReadonlyMap<Applicable, Decision>,
   nowMs: number,
 ): Judgement | null {
+  const enforcing = applicable.filter((app) => app.compiled.rule.mode === "enforce");
+  const denied = enforcing.filter((app) => known.has(app));
+  if (denied.length === 0) return null;
+  const deniedIds = denied.map(objectNameOfApp);
   const views: RuleView[] = [];
-  for (const app of applicable) {
-    const decision = known.get(app);
-    if (decision === undefined || app.compiled.rule.mode !== "enforce") continue;
-    metric(cx, app, "denied", "cache", decision.retryAfterMs);
+  for (const app of enforcing) {
+    const decision = known.get(app) ?? companionDecision(cx.isolate, deniedIds, app, nowMs);
+    if (decision === null) return null;
     views.push(viewOf(app, decision, nowMs, null));
   }
-  if (views.length === 0) return null;
+  for (const app of denied) metric(cx, app, "denied", "cache", known.get(app)!.retryAfterMs);
   const { stats } = cx.isolate;
-  stats.cache_answers += views.length;
+  stats.cache_answers += denied.length;
   stats.denials++;
   const rules: RuleReport[] = [];
   for (const app of applicable) {
@@ -278,6 +284,37 @@ function refuseFromCache(
   const fields = limitFields(views);
   const { status, problem } = fields.denial!;
   return { kind: "refused", reason: "denied", status, problem: { ...problem }, headers: fields.headers, rules };
+}
+
+const objectNameOfApp = (app: Applicable) => objectNameOf(app.compiled.rule.id, app.keyHash);
+
+/** An admitting rule's figures as a cached denial's response reported them, or null when none did. */
+function companionDecision(isolate: Isolate, deniedIds: readonly string[], app: Applicable, nowMs: number) {
+  const otherId = objectNameOfApp(app);
+  for (const id of deniedIds) {
+    const figures = isolate.blocked.companion(id, otherId, nowMs);
+    if (figures !== null) return { allowed: true, retryAfterMs: null, delayMs: 0, ...figures } satisfies Decision;
+  }
+  return null;
+}
+
+/** Keep, with each cached denial, what the other enforcing rules of this denied response said (`refuseFromCache`). */
+function rememberCompanions(cx: RequestContext, outcomes: readonly Outcome[], views: readonly RuleView[]): void {
+  const atMs = cx.isolate.clock();
+  const companions = new Map<string, Companion>();
+  for (const o of outcomes) {
+    if (o.kind !== "decided" || o.app.compiled.rule.mode !== "enforce") continue;
+    const view = views.find((v) => v.ruleId === o.app.compiled.rule.id);
+    if (view === undefined) continue;
+    companions.set(objectNameOfApp(o.app), {
+      remaining: view.remaining,
+      resetAfterMs: view.resetAfterMs,
+      atMs,
+    });
+  }
+  for (const o of outcomes) {
+    if (o.kind === "decided" && !o.decision.allowed) cx.isolate.blocked.accompany(objectNameOfApp(o.app), companions);
+  }
 }
 
 function answerOf(o: Outcome): Answer {
@@ -362,6 +399,7 @@ async function settle(
   const fields = limitFields(views);
   const { verdict } = composition;
   if (verdict.kind === "deny") {
+    rememberCompanions(cx, outcomes, views);
     const denial = deny(
       cx,
       fields,

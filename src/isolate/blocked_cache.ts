@@ -33,7 +33,20 @@ import { makeRoom } from "./bounded.ts";
 /** Entries kept per isolate at most, the least recently used evicted first (a sixteenth at a time, bounded.ts). */
 export const BLOCKED_CACHE_MAX_ENTRIES = 10_000;
 
+/**
+ * What another enforcing rule of a denied request said (after its refund), kept with the denial so that an answer from
+ * this cache carries the same RateLimit items as the object's answer did: one per enforcing rule (docs/rules.md).
+ */
+export interface Companion {
+  readonly remaining: number;
+  readonly resetAfterMs: number;
+  /** This isolate's clock when it was known, ms. */
+  readonly atMs: number;
+}
+
 interface Entry {
+  /** Other rules' figures from the denied response, by their object name (rule and key). */
+  readonly companions?: ReadonlyMap<string, Companion>;
   readonly fingerprint: string;
   readonly params: AlgorithmParams;
   /** The denied cost. */
@@ -103,6 +116,25 @@ export class BlockedCache {
       retryAfterMs: untilMs - nowMs,
       delayMs: 0,
     };
+  }
+
+  /**
+   * The other enforcing rules' figures in the response that denied `id` (by object name); nothing when `id` is not
+   * cached.
+   */
+  accompany(id: string, companions: ReadonlyMap<string, Companion>): void {
+    const entry = this.entries.get(id);
+    if (entry !== undefined) this.entries.set(id, { ...entry, companions });
+  }
+
+  /**
+   * What the response that denied `deniedId` said of `otherId` (another rule's object name), aged to `nowMs`; null
+   * when it did not name it.
+   */
+  companion(deniedId: string, otherId: string, nowMs: number): { remaining: number; resetAfterMs: number } | null {
+    const known = this.entries.get(deniedId)?.companions?.get(otherId);
+    if (known === undefined) return null;
+    return { remaining: known.remaining, resetAfterMs: Math.max(0, known.resetAfterMs - (nowMs - known.atMs)) };
   }
 
   /** Forget a (rule, key): it was refunded, reset, or admitted. */
