@@ -57,7 +57,10 @@ describe("blocked-key cache", () => {
     expect(checks).toHaveBeenCalledTimes(6);
     expect(isolate.stats.cache_answers - cacheBefore).toBe(1);
     expect(fromCache.headers.get("Retry-After")).toBe("1");
-    expect(fromCache.headers.get("RateLimit")).toBe(`"tight";r=0;t=1`);
+    // The same items as the object's denial: the daily quota's figures are those that denial reported (refunded).
+    expect(fromCache.headers.get("RateLimit")).toBe(`"tight";r=0;t=1, "daily";r=998;t=43200`);
+    expect(fromCache.headers.get("RateLimit")).toBe(fromObject.headers.get("RateLimit"));
+    expect(fromCache.headers.get("RateLimit-Policy")).toBe(fromObject.headers.get("RateLimit-Policy"));
     expect(await fromCache.json()).toEqual({
       type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
       title: "Request cannot be satisfied as assigned quota has been exceeded",
