@@ -4,6 +4,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/unit/**/*.test.ts"],
+    // What a test logs is shown when it fails.
+    silent: "passed-only",
     environment: "node",
     testTimeout: 60_000,
   },

@@ -87,6 +87,8 @@ export default defineConfig({
   test: {
     name: "workers",
     include: ["test/integration/**/*.test.ts"],
+    // The Worker logs a JSON line per denial: shown for a failing test only.
+    silent: "passed-only",
     testTimeout: 30_000,
   },
 });

@@ -22,7 +22,7 @@ import {
   unknownRuleId,
   usageError,
 } from "./args.ts";
-import type { Io } from "./io.ts";
+import { type Io, makeParentFolder } from "./io.ts";
 import { parseTime } from "./time_flag.ts";
 import { feedTrace, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
@@ -167,6 +167,7 @@ async function compareTrace(
     ...drawnRange(comparison, range),
   });
   try {
+    makeParentFolder(svgPath);
     writeFileSync(svgPath, svg);
   } catch (err) {
     return inputError(io, [`sluice compare: cannot write ${svgPath}: ${(err as Error).message}`]);

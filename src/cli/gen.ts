@@ -7,7 +7,7 @@ import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import { parseRate } from "../rules/duration.ts";
 import type { Rate } from "../rules/types.ts";
 import { commandArgs, EXIT_CODES, type ParsedArgs, parseArgs, usageError } from "./args.ts";
-import type { Io } from "./io.ts";
+import { type Io, makeParentFolder } from "./io.ts";
 import { parseTime } from "./time_flag.ts";
 import { BufferedWriter, type TraceLine } from "./trace.ts";
 
@@ -311,6 +311,7 @@ export async function runGen(args: string[], io: Io): Promise<number> {
   let file: WriteStream;
   try {
     // Opened synchronously, so a bad path is reported here rather than as a stream error later.
+    makeParentFolder(out);
     file = createWriteStream(out, { fd: openSync(out, "w") });
   } catch (err) {
     io.stderr.write(`sluice gen: cannot write ${out}: ${(err as Error).message}\n`);

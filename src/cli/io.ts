@@ -1,3 +1,6 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+
 /** What every command is given and returns: its streams in, its exit status out. No command calls `exit()`. */
 export interface Io {
   readonly stdout: NodeJS.WritableStream;
@@ -13,4 +16,9 @@ export interface Command {
   /** One line for `sluice --help`. */
   readonly summary: string;
   readonly run: Run;
+}
+
+/** Creates the folder an output file goes to (`--out out/trace.csv` works in a fresh checkout); throws as a write would. */
+export function makeParentFolder(path: string): void {
+  mkdirSync(dirname(path), { recursive: true });
 }

@@ -21,7 +21,7 @@ import {
   rulePaths,
   usageError,
 } from "./args.ts";
-import type { Io } from "./io.ts";
+import { type Io, makeParentFolder } from "./io.ts";
 import { feedTrace } from "./trace.ts";
 
 const HELP = `Usage: sluice plan --from REF|PATH [--to PATH]... [--trace FILE.csv] [--svg OUT.svg] [--max-flips N] [--top N]
@@ -87,6 +87,7 @@ export async function runPlan(args: string[], io: Io): Promise<number> {
       defaultTimeStyle(replay.firstMs ?? 0),
     );
     try {
+      makeParentFolder(request.svgPath);
       writeFileSync(request.svgPath, svg);
     } catch (err) {
       return inputError(io, [`sluice plan: cannot write ${request.svgPath}: ${(err as Error).message}`]);

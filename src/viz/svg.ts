@@ -1,5 +1,5 @@
 /**
- * The comparison as a plain SVG figure, as in docs/examples/ (README "Watching a token bucket decide"): one lane per
+ * The comparison as a plain SVG figure, as in docs/examples/ (docs/rules.md shows one): one lane per
  * rule, each request marked allowed, delayed or denied (by color and by shape, so it reads in grey scale and for
  * color-blind readers), the charted key's state as a line underneath, window boundaries, a time axis and a legend.
  *

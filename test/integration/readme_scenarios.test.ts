@@ -1,5 +1,5 @@
 /**
- * The scenarios of the README and docs/rules.md, end to end through the Worker (SELF) with the compiled Shiplane rules (rules/shiplane.yaml),
+ * The scenarios of the README and docs/rules.md, end to end through the Worker (SELF) with the shipped Shiplane rules (test/fixtures/shipped/),
  * on a frozen clock: the Free-plan burst, bulk labels costing 10, login attempts per IP, and the NGINX queue table
  * with its delays measured for real.
  */

@@ -1,5 +1,5 @@
 /**
- * The shape of src/ that the README's layout section promises: short functions (or a reason in a `long:` comment),
+ * The shape of src/ that the layout in CONTRIBUTING.md promises: short functions (or a reason in a `long:` comment),
  * no import cycles between modules, folders in layers (algorithms imports nothing else, rules only algorithms, no
  * two folders import each other), folders by where their code runs (the pure ones use no Workers API; `cloudflare:*`
  * only in object and edge; sim and bench reach neither), and one owner of the clock. Read with the TypeScript compiler API (test/support/source_shape.ts).
@@ -241,8 +241,8 @@ describe("time in src/", () => {
   });
 });
 
-describe("the README's layout", () => {
-  const readme = readFileSync("README.md", "utf8");
+describe("the layout in CONTRIBUTING.md", () => {
+  const readme = readFileSync("CONTRIBUTING.md", "utf8");
   const layout = /^## Layout\n\n```\n([\s\S]*?)\n```/m.exec(readme)?.[1] ?? "";
   const listed = new Set(layout.split("\n").map((line) => line.split(/\s/)[0]!.replace(/\/$/, "")));
   const ignored = new Set(
