@@ -105,7 +105,12 @@ async function flood(keys: readonly string[], count: number, faults: readonly [F
     return { path, key, status: response.status, body };
   };
   const sent: Sent[] = [];
-  for (let i = 0; i < plan.length; i += WAVE) sent.push(...(await Promise.all(plan.slice(i, i + WAVE).map(one))));
+  const stop = clock.start();
+  try {
+    for (let i = 0; i < plan.length; i += WAVE) sent.push(...(await Promise.all(plan.slice(i, i + WAVE).map(one))));
+  } finally {
+    stop();
+  }
   return { sent, ledger };
 }
 

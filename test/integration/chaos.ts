@@ -34,20 +34,21 @@ const thrown = (fault: Fault, message: string) =>
   });
 
 /**
- * A time budget the chaos drives: `sleep(ms)` ends when no call to an object is in flight any more (after a
+ * A time budget the chaos drives: `sleep(ms)` ends when no call to an object is in flight any more (checked once per
  * macrotask, so a retry about to be sent is sent first). Every call still waiting then is one the fault held: its
- * budget has run out. Use it as the isolate's sleeper for rules without shaping delays.
+ * budget has run out. Use it as the isolate's sleeper for rules without shaping delays, and `start` it from the
+ * test's own code, so that it runs on a timer of the test's: a timer set from a request's code may never fire (under
+ * load one did not, the check it carried stayed pending, and every budget then waited until the test timed out).
  */
 export class ChaosClock {
   private inFlight = 0;
   private readonly sleepers: (() => void)[] = [];
   private readonly held: (() => void)[] = [];
-  private checking = false;
+  private releaseHeld = false;
 
   readonly sleep = (_ms: number): Promise<void> =>
     new Promise<void>((wake) => {
       this.sleepers.push(wake);
-      this.whenIdle();
     });
 
   /** Run `call` as a call in flight. */
@@ -57,7 +58,6 @@ export class ChaosClock {
       return await call();
     } finally {
       this.inFlight--;
-      this.whenIdle();
     }
   }
 
@@ -65,22 +65,33 @@ export class ChaosClock {
   hold(): Promise<void> {
     return new Promise<void>((go) => {
       this.held.push(go);
-      this.whenIdle();
     });
   }
 
-  private whenIdle(): void {
-    if (this.checking) return;
-    this.checking = true;
-    void scheduler.wait(0).then(() => {
-      this.checking = false;
-      if (this.inFlight > 0 || this.sleepers.length === 0) return;
-      for (const wake of this.sleepers.splice(0)) wake();
+  /** Drive the clock, one check per macrotask, until the returned function is called. */
+  start(): () => void {
+    let running = true;
+    void (async () => {
+      while (running) {
+        await scheduler.wait(0);
+        this.tick();
+      }
+    })();
+    return () => {
+      running = false;
+    };
+  }
+
+  private tick(): void {
+    if (this.releaseHeld) {
       // The held calls go on only after the callers have seen their budgets run out.
-      void scheduler.wait(0).then(() => {
-        for (const go of this.held.splice(0)) go();
-      });
-    });
+      this.releaseHeld = false;
+      for (const go of this.held.splice(0)) go();
+      return;
+    }
+    if (this.inFlight > 0 || this.sleepers.length === 0) return;
+    for (const wake of this.sleepers.splice(0)) wake();
+    this.releaseHeld = true;
   }
 }
 
