@@ -236,6 +236,16 @@ describe("check through the service binding = the gateway, on the shipped rules 
     }
   });
 
+  it("a Request sent as it is (structured clone) is read like a request-like one", async () => {
+    setNow(T0);
+    const key = await knownKey("as_request");
+    const viaRequest = await env.SLUICE.check(req("GET", "/v1/quotes", bearer(key)) as never);
+    expect(viaRequest.rules.map((r) => [r.rule, r.outcome, r.remaining])).toEqual([
+      ["free-global", "allowed", 19],
+      ["free-daily", "allowed", 9999],
+    ]);
+  });
+
   it("a verified key's login attempts per address, and its refusal with the gateway's body", async () => {
     setNow(T0);
     const [a, b] = ["198.51.100.7", "198.51.100.8"];
