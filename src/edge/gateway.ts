@@ -262,9 +262,11 @@ function refuseFromCache(
   if (denied.length === 0) return null;
   const deniedIds = denied.map(objectNameOfApp);
   const views: RuleView[] = [];
+  const companions = new Map<Applicable, Decision>();
   for (const app of enforcing) {
     const decision = known.get(app) ?? companionDecision(cx.isolate, deniedIds, app, nowMs);
     if (decision === null) return null;
+    if (!known.has(app)) companions.set(app, decision);
     views.push(viewOf(app, decision, nowMs, null));
   }
   for (const app of denied) metric(cx, app, "denied", "cache", known.get(app)!.retryAfterMs);
@@ -279,7 +281,8 @@ function refuseFromCache(
       continue;
     }
     metric(cx, app, "not_asked", "none", null);
-    rules.push(reportOf(app, "not_asked", null, null));
+    // Not asked; an enforcing rule's figures are the ones its RateLimit item reports.
+    rules.push(reportOf(app, "not_asked", companions.get(app) ?? null, null));
   }
   const fields = limitFields(views);
   const { status, problem } = fields.denial!;

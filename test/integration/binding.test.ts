@@ -236,6 +236,23 @@ describe("check through the service binding = the gateway, on the shipped rules 
     }
   });
 
+  it("a refusal from the blocked-key cache reports each rule as its RateLimit item does", async () => {
+    setNow(T0);
+    const key = await knownKey("cached");
+    const ask = () => env.SLUICE.check(requestLike(req("GET", "/v1/quotes", bearer(key))));
+    for (let i = 0; i < 21; i++) await ask();
+    const cached = await ask();
+    expect(cached.status).toBe(429);
+    expect(cached.rules.map((r) => [r.rule, r.outcome])).toEqual([
+      ["free-global", "denied"],
+      ["free-daily", "not_asked"],
+    ]);
+    const items = cached.headers.RateLimit!.split(", ");
+    cached.rules.forEach((r, i) => {
+      expect(items[i]).toMatch(new RegExp(`^"${r.rule}";r=${r.remaining};t=${Math.ceil(r.resetAfterMs! / 1000)}$`));
+    });
+  });
+
   it("a Request sent as it is (structured clone) is read like a request-like one", async () => {
     setNow(T0);
     const key = await knownKey("as_request");
