@@ -3,10 +3,26 @@
  * path counts against its rule; genuinely different paths do not. HEAD spends a GET rule's budget and a method
  * override counts against the overriding method's rules too.
  */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { RULES } from "../../src/generated/rules.ts";
-import { compileRules } from "../../src/request/match.ts";
-import { bodyOf, freshIp, freshKey, gatewayFetch, setNow, T0 } from "./helpers.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import { type CompiledRule, compileRules } from "../../src/request/match.ts";
+import type { Env } from "../../src/edge/settings.ts";
+import {
+  bearer,
+  bodyOf,
+  freshIp,
+  freshKey,
+  gatewayFetch,
+  isolate,
+  knownKey,
+  req,
+  rulesFrom,
+  setNow,
+  T0,
+} from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
@@ -210,5 +226,236 @@ describe("unreadable requests are refused before any rule", () => {
     expect(r.headers.get("Content-Type")).toBe("application/problem+json");
     expect(r.headers.get("RateLimit-Policy")).toBeNull();
     expect(await r.json()).toMatchObject({ type: "about:blank", title: "Bad Request", status: 400 });
+  });
+});
+
+/**
+ * Round two (issue 23): each row is one crafted request an attacker sent past a rule with a real NGINX and a
+ * recording upstream. A row passes when the rule counts every attempt or Sluice refuses it: never more admitted than
+ * the rule allows, never an admin path forwarded.
+ */
+describe("round two: no way around a rule", () => {
+  const TOKEN = "test-admin-token-0123456789abcdef";
+  const perKeyRules = rulesFrom(`
+- id: per-key-3
+  match: { identity: api_key }
+  algorithm: fixed_window
+  limit: 3
+  window: d
+- id: per-user-3
+  match: { identity: user }
+  algorithm: fixed_window
+  limit: 3
+  window: d
+`);
+  const deleteRules = rulesFrom(`
+- id: delete-label-3
+  match: { route: "DELETE /v1/labels/*", identity: ip }
+  algorithm: fixed_window
+  limit: 3
+  window: d
+`);
+
+  /** Send `times` copies of one request (a fresh Request each time) and count the ones admitted (the echo origin). */
+  async function admitted(
+    rules: readonly CompiledRule[],
+    times: number,
+    make: () => Request,
+    vars: Partial<Env> = {},
+  ): Promise<number> {
+    let n = 0;
+    for (let i = 0; i < times; i++) {
+      const ctx = createExecutionContext();
+      const r = await handleRequest(make(), { ...env, ...vars } as Env, ctx, rules, isolate);
+      await waitOnExecutionContext(ctx);
+      const text = await r.text();
+      if (r.status === 200 && text.includes('"echo": true')) n++;
+      else if (r.status === 200 && text.includes('"echo":true')) n++;
+    }
+    return n;
+  }
+
+  const post = (path: string, headers: HeadersInit, body?: string) => () =>
+    new Request(`https://sluice.test${path}`, { method: "POST", headers, body });
+
+  it.each([
+    ["a ;param holding %2F..%2F", "/v1/a;b%2F..%2Flogin"],
+    ["a ;param holding %2f..%2f, lower-case", "/v1/a;b%2f..%2flogin"],
+    ["%2F.. climbing out of another prefix", "/v1/public;x%2F..%2F..%2Fv1%2Flogin"],
+    ["%5C as a separator", "/v1/a;b%5C..%5Clogin"],
+    ["a format suffix", "/v1/login.json"],
+    ["a format suffix, encoded dot", "/v1/login%2Ejson"],
+  ])("POST %s (%s): at most 5 of 7 admitted by login-per-ip", async (_name, path) => {
+    setNow(T0);
+    const ip = freshIp();
+    expect(await admitted(shipped, 7, post(path, { "CF-Connecting-IP": ip }))).toBeLessThanOrEqual(5);
+  });
+
+  it.each([
+    ["a duplicated CF-Connecting-IP", "192.0.2.31, 192.0.2.31"],
+    ["two different addresses", "192.0.2.32, 198.51.100.32"],
+    ["a zone id", "2001:db8::33%eth0"],
+    ["brackets", "[2001:db8::34]"],
+    ["brackets and a port", "[2001:db8::35]:443"],
+    ["a port", "192.0.2.36:443"],
+  ])("an address that does not parse (%s) never turns login-per-ip off", async (_name, address) => {
+    setNow(T0);
+    expect(await admitted(shipped, 7, post("/v1/login", { "CF-Connecting-IP": address }))).toBeLessThanOrEqual(5);
+  });
+
+  it.each([
+    ["?_method=DELETE (Express, Laravel, Symfony, Spring)", "any", "/v1/labels/1?_method=DELETE", undefined],
+    ["?_method=delete under the express profile", "express", "/v1/labels/2?_method=delete", undefined],
+    ["_method=DELETE in a form body (Rails)", "rails", "/v1/labels/3", "_method=DELETE"],
+    ["_method=DELETE in a form body (any upstream)", "any", "/v1/labels/4", "a=1&_method=DELETE"],
+  ])("POST %s: at most 3 of 6 admitted by a DELETE rule", async (_name, profile, path, body) => {
+    setNow(T0);
+    const headers: Record<string, string> = { "CF-Connecting-IP": freshIp() };
+    if (body !== undefined) headers["Content-Type"] = "application/x-www-form-urlencoded";
+    const n = await admitted(deleteRules, 6, post(path, headers, body), { UPSTREAM_PROFILE: profile } as Partial<Env>);
+    expect(n).toBeLessThanOrEqual(3);
+  });
+
+  it.each([
+    [
+      "a duplicated X-API-Key",
+      (k: string) => [
+        ["X-API-Key", k],
+        ["X-API-Key", k],
+      ],
+    ],
+    [
+      "a duplicated Authorization",
+      (k: string) => [
+        ["Authorization", `Bearer ${k}`],
+        ["Authorization", `Bearer ${k}`],
+      ],
+    ],
+    [
+      "a made-up Bearer beside the real X-API-Key",
+      (k: string) => [
+        ["Authorization", "Bearer made-up"],
+        ["X-API-Key", k],
+      ],
+    ],
+  ] as const)("%s: a key's own budget of 3 is never stepped around (at most 3 of 6)", async (_name, headersOf) => {
+    setNow(T0);
+    const key = await knownKey();
+    const headers = () => [...headersOf(key), ["CF-Connecting-IP", freshIp()]] as [string, string][];
+    expect(
+      await admitted(perKeyRules, 6, () => new Request("https://sluice.test/v1/x", { headers: headers() })),
+    ).toBeLessThanOrEqual(3);
+  });
+
+  it("a duplicated user header: the user's budget of 3 is never stepped around (at most 3 of 6)", async () => {
+    setNow(T0);
+    const user = `u-${freshKey()}`;
+    const once = () => new Request("https://sluice.test/v1/x", { headers: [["X-User-Id", user]] });
+    const twice = () =>
+      new Request("https://sluice.test/v1/x", {
+        headers: [
+          ["X-User-Id", user],
+          ["X-User-Id", user],
+        ],
+      });
+    expect((await admitted(perKeyRules, 3, once)) + (await admitted(perKeyRules, 3, twice))).toBeLessThanOrEqual(3);
+  });
+
+  it.each([
+    ["skip", "198.51.100.41"],
+    ["by_address", "198.51.100.42"],
+  ])(
+    "unverified: %s: a known key that spent its quota is not admitted again after 32 made-up keys",
+    async (unverified, ip) => {
+      const rules = rulesFrom(`
+- id: daily-3
+  match: { route: "GET /v1/quota/**", identity: api_key }
+  algorithm: fixed_window
+  limit: 3
+  window: d
+  unverified: ${unverified}
+`);
+      const fresh = createIsolate();
+      const vars = { ...env, KEY_LOOKUPS_PER_MIN: "30" } as Env;
+      const send = async (key: string, from: string, path = "/v1/quota/x") => {
+        const ctx = createExecutionContext();
+        const r = await handleRequest(
+          req("GET", path, { ...bearer(key), "CF-Connecting-IP": from }),
+          vars,
+          ctx,
+          rules,
+          fresh,
+        );
+        await waitOnExecutionContext(ctx);
+        return r.status;
+      };
+      const key = await knownKey();
+      setNow(T0);
+      for (let i = 0; i < 3; i++) expect(await send(key, ip)).toBe(200);
+      // The key's cached record expires; then the caller spends each address's lookups on made-up keys elsewhere.
+      setNow(T0 + 60_000);
+      for (const from of [ip, "198.51.100.43"]) {
+        for (let i = 0; i < 32; i++) await send(freshKey("sk_made_up"), from, "/v1/other");
+        expect(await send(key, from)).not.toBe(200);
+      }
+    },
+  );
+
+  it("the Kelvin sign is not k: case folding is ASCII only, as upstreams fold", async () => {
+    setNow(T0);
+    const ids = await decidedBy("GET", "/v1/trac%E2%84%AAing/x", { "CF-Connecting-IP": freshIp() });
+    expect(ids).not.toContain("free-tracking-shadow");
+  });
+
+  it.each([
+    "//_sluice/rules",
+    "/%5Fsluice/rules",
+    "/%5fsluice/stats",
+    "/_SLUICE/rules",
+    "/_sluice;x/rules",
+    "/v1/a;b%2F..%2F..%2F_sluice/rules",
+    "/v1/x%2F..%2F..%2F_sluice/stats",
+    "/_sluice%2Frules",
+  ])("GET %s with the admin token is admin or refused, never forwarded", async (path) => {
+    setNow(T0);
+    const upstream = vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response("origin"));
+    const ctx = createExecutionContext();
+    const r = await handleRequest(
+      req("GET", path, { Authorization: `Bearer ${TOKEN}`, "CF-Connecting-IP": freshIp() }),
+      { ...env, UPSTREAM_URL: "https://origin.example" } as Env,
+      ctx,
+      shipped,
+      isolate,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(upstream).not.toHaveBeenCalled();
+    expect(await r.text()).not.toBe("origin");
+    upstream.mockRestore();
+  });
+
+  it("the admin token is never sent upstream", async () => {
+    setNow(T0);
+    const upstream = vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response("origin"));
+    for (const headers of <Record<string, string>[]>[
+      { Authorization: `Bearer ${TOKEN}` },
+      { "X-API-Key": TOKEN },
+      { Authorization: `Basic ${btoa(`admin:${TOKEN}`)}` },
+    ]) {
+      const ctx = createExecutionContext();
+      await handleRequest(
+        req("GET", "/v1/public/quote", { ...headers, "CF-Connecting-IP": freshIp() }),
+        { ...env, UPSTREAM_URL: "https://origin.example" } as Env,
+        ctx,
+        shipped,
+        isolate,
+      );
+      await waitOnExecutionContext(ctx);
+    }
+    for (const call of upstream.mock.calls) {
+      const sent = call[0] as Request;
+      for (const [, value] of sent.headers) expect(value).not.toContain(TOKEN);
+      for (const [, value] of sent.headers) expect(value).not.toContain(btoa(`admin:${TOKEN}`));
+    }
+    upstream.mockRestore();
   });
 });
