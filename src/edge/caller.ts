@@ -7,6 +7,11 @@
  * (IPv6 grouped by prefix, as for `ip` rules) unless the rule's `unverified` says otherwise (match.ts). Made-up keys
  * therefore all land in their sender's one budget, and cost at most `KEY_LOOKUPS_PER_MIN` KV reads per address per
  * minute (key_lookups.ts).
+ *
+ * Refused before anything is counted (`CallerRefusal`): a request naming two identities of a kind (identity.ts, 400),
+ * and a key this isolate cannot look up because its address spent its lookups (429 of type
+ * `KEY_LOOKUPS_EXHAUSTED_TYPE` with Retry-After): counted as unverified, a real key would be counted more leniently
+ * than itself. A known key due for a refresh keeps its last record instead of waiting.
  */
 
 import type { Isolate } from "../isolate/isolate.ts";
@@ -27,6 +32,18 @@ export interface Caller {
   readonly unverified: { readonly keyHash: string | null } | null;
 }
 
+/** The problem type of a request refused because its address spent its key lookups (429). */
+export const KEY_LOOKUPS_EXHAUSTED_TYPE = "tag:sluice.dev,2026:key-lookups-exhausted";
+
+/** A request refused while finding out who calls: the response to send, nothing counted. */
+export interface CallerRefusal {
+  readonly refused: {
+    readonly status: 400 | 429;
+    readonly body: Record<string, unknown>;
+    readonly headers: [string, string][];
+  };
+}
+
 /**
  * The text an unverified caller's address is hashed from: never equal to an API key's text (`:` is not in a key), so
  * an address's bucket and a key's bucket in one rule are different objects.
@@ -43,8 +60,19 @@ export async function whoIsCalling(
   settings: Settings,
   isolate: Isolate,
   rules: readonly CompiledRule[],
-): Promise<Caller> {
-  const ids = identitiesOf(request.headers, settings);
+): Promise<Caller | CallerRefusal> {
+  const read = identitiesOf(request.headers, settings);
+  if (!read.ok) {
+    const body = {
+      type: "about:blank",
+      title: "Bad Request",
+      status: 400,
+      detail: read.detail,
+      error: "two_identities",
+    };
+    return { refused: { status: 400, body, headers: [] } };
+  }
+  const ids = read.ids;
   const secret = settings.keyHashSecret;
   const hashOf = (v: string | null) => (v === null ? Promise.resolve(null) : keyHashOf(secret, v));
   const [apiKey, ip, user, account] = await Promise.all([
@@ -53,6 +81,7 @@ export async function whoIsCalling(
     hashOf(ids.user),
     accountOf(ids.api_key, ids.ip, env, settings, isolate, rules),
   ]);
+  if (typeof account === "number") return lookupsExhausted(account);
   if (account !== null) {
     const { plan, overrides } = account;
     return { keyHashes: { api_key: apiKey, ip, user }, plan, overrides, unverified: null };
@@ -66,7 +95,24 @@ export async function whoIsCalling(
   };
 }
 
-/** The key's account, `null` when the key is absent, unknown, or its address used up its lookups. */
+function lookupsExhausted(retryAfterMs: number): CallerRefusal {
+  const retryAfterS = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  const body = {
+    type: KEY_LOOKUPS_EXHAUSTED_TYPE,
+    title: "Too Many Key Lookups",
+    status: 429,
+    detail:
+      "This client address sent more API keys this isolate does not know than it may look up per minute " +
+      "(KEY_LOOKUPS_PER_MIN); retry after Retry-After seconds.",
+    retry_after_ms: retryAfterMs,
+  };
+  return { refused: { status: 429, body, headers: [["Retry-After", String(retryAfterS)]] } };
+}
+
+/**
+ * The key's account, `null` when the key is absent or unknown, or the ms until its address may look a key up again
+ * (its lookups are spent and this isolate holds no record of the key).
+ */
 async function accountOf(
   key: string | null,
   address: string | null,
@@ -74,17 +120,20 @@ async function accountOf(
   settings: Settings,
   isolate: Isolate,
   rules: readonly CompiledRule[],
-): Promise<Account | null> {
+): Promise<Account | null | number> {
   if (key === null) return null;
   // The account record is keyed by the plain SHA-256 of the API key, whatever KEY_HASH_SECRET says.
   const accountKey = await sha256Hex(key);
   const { stats, plans, keyLookups } = isolate;
   const nowMs = isolate.clock();
   if (plans.cached(accountKey, rules, nowMs)) stats.plan_cache_hits++;
-  else if (keyLookups.allow(address ?? "", settings.keyLookupsPerMin, nowMs)) stats.kv_reads++;
   else {
-    stats.key_lookups_refused++;
-    return null;
+    const waitMs = keyLookups.take(address ?? "", settings.keyLookupsPerMin, nowMs);
+    if (waitMs !== null) {
+      stats.key_lookups_refused++;
+      return plans.lastKnown(accountKey, rules) ?? waitMs;
+    }
+    stats.kv_reads++;
   }
   const budgetMs = settings.limiterTimeoutMs ?? PLAN_LOOKUP_BUDGET_MS;
   return plans.accountFor(env.ACCOUNTS, accountKey, rules, settings.planCacheTtlMs, nowMs, isolate.sleep, budgetMs);

@@ -33,12 +33,13 @@ import { logEvent, type Source, writeDataPoint } from "../isolate/metrics.ts";
 import { objectNameOf } from "../object/names.ts";
 import { messageOf } from "../protocol/object_call.ts";
 import type { RefundResult } from "../protocol/store.ts";
+import { adminReading, isAdminPath } from "../request/admin_path.ts";
 import { type Answer, type Composition, compose, type RuleOutcome } from "../request/compose.ts";
 import { limitFields, policyWindowS, problemResponse, type RuleView, rateLimitPolicy } from "../request/headers.ts";
 import { type Applicable, applicableRules, type CompiledRule, rejectingRule } from "../request/match.ts";
 import { shapeOf } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { handleAdmin, isAdminPath } from "./admin/admin.ts";
+import { handleAdmin, withoutAdminToken } from "./admin/admin.ts";
 import { type AskContext, ask, fingerprintOfRule, type Outcome } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
 import { jitterSeconds } from "./hash.ts";
@@ -106,6 +107,8 @@ export async function handleRequest(
     const url = new URL(request.url);
     const settings = settingsOf(env);
     if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules, isolate);
+    // Another spelling of an admin path is never forwarded: an upstream may read it as /_sluice/... too.
+    if (adminReading(url.pathname)) return problemResponse(400, ADMIN_SPELLING);
     return await gateway(request, url, { env, settings, isolate, ctx }, rules);
   } catch (error) {
     logEvent("error", { event: "gateway_error", error: messageOf(error) });
@@ -114,6 +117,14 @@ export async function handleRequest(
 }
 
 export const INTERNAL_ERROR = { type: "about:blank", title: "Internal Server Error", status: 500 } as const;
+
+const ADMIN_SPELLING = {
+  type: "about:blank",
+  title: "Bad Request",
+  status: 400,
+  detail: "This path reads as the admin API (/_sluice/...) only in another spelling; it is not forwarded.",
+  error: "admin_path_spelling",
+} as const;
 
 /** The gateway: judge the request, then answer the refusal or ask the origin and add the fields to its answer. */
 async function gateway(
@@ -132,9 +143,19 @@ async function gateway(
     const { status, problem, headers } = judged.judgement;
     return problemResponse(status, { ...problem }, headers);
   }
-  const response = await originResponse(origin, request, url, judged.forwardPath, judged.plan, judged.judgement);
+  const outgoing = withoutAdminTokenIn(request, base.settings.adminToken);
+  const response = await originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement);
   for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
   return response;
+}
+
+/** `request`, or a copy without any header that carries the admin token: an upstream never receives it. */
+function withoutAdminTokenIn(request: Request, adminToken: string | null): Request {
+  if (adminToken === null) return request;
+  const copy = new Request(request);
+  if (withoutAdminToken(copy.headers, adminToken) === 0) return request;
+  logEvent("warn", { event: "admin_token_stripped" });
+  return copy;
 }
 
 /** The request path, step by step, for one HTTP request; with the request's forwarded path and the caller's plan. */
@@ -146,13 +167,18 @@ export async function judgeRequest(
 ): Promise<{ readonly judgement: Judgement; readonly forwardPath: string; readonly plan: string | null }> {
   const { env, settings, isolate } = base;
   isolate.stats.requests++;
-  const shape = shapeOf(request, url.pathname, settings.path);
-  if (!shape.ok) return { judgement: badRequest(shape.detail), forwardPath: url.pathname, plan: null };
-  const { method, methods, path } = shape;
+  const shape = await shapeOf(request, url, settings);
+  if (!shape.ok) return { judgement: badRequest(shape.detail, shape.error), forwardPath: url.pathname, plan: null };
+  const { method, methods, paths } = shape;
   const caller = await whoIsCalling(request, env, settings, isolate, rules);
+  if ("refused" in caller) {
+    const { status, body, headers } = caller.refused;
+    const judgement: Judgement = { kind: "refused", reason: "bad_request", status, problem: body, headers, rules: [] };
+    return { judgement, forwardPath: shape.forwardPath, plan: null };
+  }
   const cx: RequestContext = { ...base, method, plan: caller.plan };
   const { plan, keyHashes, unverified, overrides } = caller;
-  const facts = { methods, path, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
+  const facts = { methods, paths, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
   const rejecting = rejectingRule(rules, facts);
   const judgement =
     rejecting !== null ? unauthorized(cx, rejecting) : await judgeApplicable(cx, applicableRules(rules, facts));
@@ -597,9 +623,12 @@ function unauthorized(cx: RequestContext, compiled: CompiledRule): Judgement {
   };
 }
 
-/** 400 problem+json for a request no rule can be asked about (an unreadable path, a bad method override). */
-function badRequest(detail: string): Judgement {
-  const problem = { type: "about:blank", title: "Bad Request", status: 400, detail };
+/**
+ * 400 problem+json for a request no rule can be asked about (an unreadable or ambiguous path, a bad method override);
+ * `error` names the kind.
+ */
+function badRequest(detail: string, error: string): Judgement {
+  const problem = { type: "about:blank", title: "Bad Request", status: 400, detail, error };
   return { kind: "refused", reason: "bad_request", status: 400, problem, headers: [], rules: [] };
 }
 

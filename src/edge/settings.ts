@@ -5,7 +5,8 @@
  */
 
 import type { SluiceLimiter } from "../object/limiter.ts";
-import type { PathOptions } from "../request/canonical_path.ts";
+import type { AmbiguousPaths, PathOptions } from "../request/canonical_path.ts";
+import { UPSTREAM_PROFILES, type UpstreamProfile } from "../request/upstream_profile.ts";
 import { DEFAULT_TIMEOUT_MS } from "../rules/types.ts";
 
 /** The Worker's bindings and vars, as wrangler.toml declares them. */
@@ -27,6 +28,8 @@ export interface Env {
   readonly PATH_CASE_SENSITIVE?: string;
   readonly PATH_KEEP_ENCODED_SLASH?: string;
   readonly PATH_KEEP_PARAMS?: string;
+  readonly PATH_AMBIGUOUS?: string;
+  readonly UPSTREAM_PROFILE?: string;
   /** Secret (`wrangler secret put ADMIN_TOKEN`): enables /_sluice/. Never in wrangler.toml. */
   readonly ADMIN_TOKEN?: string;
   /** Secret (`wrangler secret put KEY_HASH_SECRET`): when set, keys are HMAC-SHA256'd instead of SHA-256'd. */
@@ -79,6 +82,13 @@ export interface Settings {
    * default: `PATH_CASE_SENSITIVE`, `PATH_KEEP_ENCODED_SLASH`, `PATH_KEEP_PARAMS` (`true` or `false`).
    */
   readonly path: PathOptions;
+  /**
+   * A path holding an encoded separator (`%2F`, `%5C`): `refuse` it with 400 (default), or `forward` the path as
+   * matched (canonical_path.ts). `PATH_AMBIGUOUS`.
+   */
+  readonly ambiguousPaths: AmbiguousPaths;
+  /** The upstream's router, for its own equivalences (upstream_profile.ts). `UPSTREAM_PROFILE`, default `any`. */
+  readonly upstreamProfile: UpstreamProfile;
   /** The admin bearer token; `null`: the admin surface answers 404. */
   readonly adminToken: string | null;
   /** HMAC key for key hashes; `null`: plain SHA-256. */
@@ -97,6 +107,41 @@ export function settingsOf(env: Env): Settings {
   for (const w of settings.warnings) console.warn(JSON.stringify({ event: "settings_warning", message: w }));
   cache.set(env, settings);
   return settings;
+}
+
+/** How paths are read and which upstream router they go to: the settings of canonical_path.ts and request_shape.ts. */
+function routingSettings(
+  text: (name: keyof Vars) => string,
+  warnings: string[],
+): Pick<Settings, "path" | "ambiguousPaths" | "upstreamProfile"> {
+  const flag = (name: keyof Vars): boolean => {
+    const raw = text(name).toLowerCase();
+    if (raw === "" || raw === "false") return false;
+    if (raw === "true") return true;
+    warnings.push(`${name}: must be true or false, got ${JSON.stringify(text(name))}; using false`);
+    return false;
+  };
+  const choice = <T extends string>(name: keyof Vars, allowed: readonly T[], fallback: T): T => {
+    const raw = text(name).toLowerCase();
+    if (raw === "") return fallback;
+    if ((allowed as readonly string[]).includes(raw)) return raw as T;
+    warnings.push(
+      `${name}: must be one of ${allowed.join(", ")}, got ${JSON.stringify(text(name))}; using ${fallback}`,
+    );
+    return fallback;
+  };
+  const upstreamProfile = choice("UPSTREAM_PROFILE", UPSTREAM_PROFILES, "any");
+  const ambiguousPaths = choice<AmbiguousPaths>("PATH_AMBIGUOUS", ["refuse", "forward"], "refuse");
+  const path = {
+    caseSensitive: flag("PATH_CASE_SENSITIVE"),
+    keepEncodedSlash: flag("PATH_KEEP_ENCODED_SLASH"),
+    keepParams: flag("PATH_KEEP_PARAMS"),
+  };
+  if (path.keepEncodedSlash && (upstreamProfile === "nginx" || upstreamProfile === "flask"))
+    warnings.push(
+      `PATH_KEEP_ENCODED_SLASH: ${upstreamProfile} decodes %2F into a separator, so it would route what Sluice counted as one segment as two; use it only with an upstream that keeps %2F as data`,
+    );
+  return { path, ambiguousPaths, upstreamProfile };
 }
 
 /** Pure: vars -> settings, with every default filled in and every problem listed. */
@@ -124,6 +169,7 @@ export function parseSettings(env: Vars): Settings {
   const origin = originOf(text("UPSTREAM_URL"), flag("PASS_THROUGH"), flag("ECHO_ORIGIN"));
   if (origin.kind === "none") warnings.push(origin.problem);
   const timeout = text("LIMITER_TIMEOUT_MS");
+  const { path, ambiguousPaths, upstreamProfile } = routingSettings(text, warnings);
   const adminToken = (env.ADMIN_TOKEN ?? "").trim();
   if (adminToken !== "" && adminToken.length < MIN_ADMIN_TOKEN_CHARS)
     warnings.push(`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_CHARS} characters; the admin API stays off`);
@@ -137,11 +183,9 @@ export function parseSettings(env: Vars): Settings {
     keyLookupsPerMin: int("KEY_LOOKUPS_PER_MIN", 30, 1, 1_000_000),
     limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, 600_000),
     maxKeys: int("MAX_KEYS", 100_000, 1, 50_000_000),
-    path: {
-      caseSensitive: flag("PATH_CASE_SENSITIVE"),
-      keepEncodedSlash: flag("PATH_KEEP_ENCODED_SLASH"),
-      keepParams: flag("PATH_KEEP_PARAMS"),
-    },
+    path,
+    ambiguousPaths,
+    upstreamProfile,
     adminToken: adminToken.length >= MIN_ADMIN_TOKEN_CHARS ? adminToken : null,
     keyHashSecret: keyHashSecret === "" ? null : keyHashSecret,
     warnings,

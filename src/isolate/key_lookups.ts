@@ -2,9 +2,11 @@
  * How many account lookups (KV reads for API keys this isolate has not cached) one client address may cause: a GCRA
  * budget of `perMinute` per minute, burst `perMinute`, per address, in this isolate's memory (the same packed store
  * and pure core as `scope: local` rules, bounded with least-recently-used eviction). A caller rotating made-up keys
- * from one address therefore costs at most that many KV reads a minute per isolate; past it, a new key is simply
- * unverified (counted by its address under the default plan) until the budget refills. Known keys already cached are
- * never charged, and real accounts stay in the plan cache (plan.ts keeps them apart from misses).
+ * from one address therefore costs at most that many KV reads a minute per isolate. Past it, a key this isolate has
+ * never seen is not looked up and its request is refused (429, caller.ts), never counted as unverified: a real key
+ * would then be counted more leniently than itself (by an address, or not at all under `unverified: skip`). Known
+ * keys already cached are never charged, and a known key whose record is due for a refresh keeps its last record
+ * while its address is out of lookups (plan.ts keeps real accounts apart from misses).
  */
 
 import { rateOf } from "../rules/duration.ts";
@@ -24,8 +26,11 @@ export class KeyLookups {
     return this.store?.size ?? 0;
   }
 
-  /** Spend one lookup for `address` (`""` without one) at `nowMs`; `false` when its budget is used up. */
-  allow(address: string, perMinute: number, nowMs: number): boolean {
+  /**
+   * Spend one lookup for `address` (`""` without one) at `nowMs`: `null` when spent, else the ms until one is
+   * available (its budget is used up, nothing was spent).
+   */
+  take(address: string, perMinute: number, nowMs: number): number | null {
     if (this.store === null || this.perMinute !== perMinute) {
       this.perMinute = perMinute;
       this.store = createLocalStore(
@@ -35,6 +40,7 @@ export class KeyLookups {
     }
     this.latestMs = Math.max(this.latestMs, nowMs);
     const result = this.store.check(address, 1, this.latestMs);
-    return result.ok && result.decision.allowed;
+    if (!result.ok) return 60_000;
+    return result.decision.allowed ? null : Math.max(1, result.decision.retryAfterMs ?? 60_000);
   }
 }

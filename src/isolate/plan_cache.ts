@@ -69,6 +69,16 @@ export class PlanCache {
   }
 
   /**
+   * The last record read for a known account (`keyHash` has an account record), even when it is due for a refresh;
+   * `null` when this isolate holds none for `rules`. The caller uses it when it may not read KV now (caller.ts): a
+   * known key is never counted as unverified because its address spent its lookups.
+   */
+  lastKnown(keyHash: string, rules: readonly CompiledRule[]): Account | null {
+    const hit = this.known.get(keyHash);
+    return hit !== undefined && hit.rules === rules ? (hit.settled ?? null) : null;
+  }
+
+  /**
    * A caller's account, `null` without a (valid) record, or when the read takes longer than `budgetMs` on the
    * isolate's timer `sleep`. `keyHash` is the SHA-256 hex of the API key.
    */

@@ -11,7 +11,8 @@
  *    text `%2F` and stays inside its segment (upstreams decode once, so they do not route it as a separator either);
  * 3. drop empty segments (`//` is `/`; one trailing `/` is ignored) and `.`; `..` removes the previous segment (never
  *    above the root), also when the dots were encoded (`%2e%2E`);
- * 4. lower-case, unless `caseSensitive`;
+ * 4. lower-case ASCII letters only (`A-Z`), unless `caseSensitive`: upstreams fold case that way (NGINX's `~*`,
+ *    Express's and Spring's case-insensitive routes compare bytes or ASCII), so the Kelvin sign is not `k`;
  * 5. re-encode `%` as `%25`, `;` as `%3B` (and, with `keepEncodedSlash`, a decoded `/` as `%2F`), so the form is
  *    unambiguous and canonicalising it again changes nothing. Route patterns contain neither `%` nor `;` (the
  *    validator refuses them), so a pattern segment never equals such a segment; `*` and `**` still match it.
@@ -20,7 +21,9 @@
  * what an upstream may read as data: `%2F` written as `/` (unless `keepEncodedSlash`: matching did not split there,
  * so neither does the upstream), empty segments merged, `.`/`..` segments (encoded or not, with or without
  * `;params`) resolved, percent-encoded unreserved characters (`A-Z a-z 0-9 - . _ ~`) decoded, other escapes kept (hex
- * upper-cased), case and `;params` kept, one trailing `/` kept as sent. Its canonical form is the request's.
+ * upper-cased), case kept, one trailing `/` kept as sent. `;params` are kept, unless `dropParams` (the `forward`
+ * answer to an ambiguous path: a parameter may hold `%2F..%2F`, which NGINX decodes and resolves into another
+ * route). Its canonical form is the request's.
  */
 
 export interface PathOptions {
@@ -33,6 +36,30 @@ export interface PathOptions {
 }
 
 export const DEFAULT_PATH_OPTIONS: PathOptions = { caseSensitive: false, keepEncodedSlash: false, keepParams: false };
+
+/**
+ * What is done with a path that still holds something an upstream may read as a separator after the canonical form:
+ * an encoded `/` (`%2F`, unless `keepEncodedSlash` declares it data) or an encoded `\` (`%5C`), anywhere, `;params`
+ * included. NGINX and Werkzeug decode `%2F` into a separator, Express, Go and Rails keep it as data, Tomcat and Spring
+ * refuse it: no one reading is every upstream's.
+ * - `refuse` (the default): 400 problem+json, nothing counted, nothing forwarded. Safe for every upstream.
+ * - `forward`: the request is counted as matched and the upstream receives the matched path (`forwardedPath`):
+ *   `%2F` written as `/`, `;params` dropped (unless `keepParams`), so no upstream can read another route into it.
+ */
+export type AmbiguousPaths = "refuse" | "forward";
+
+/** Why `pathname` is ambiguous under `options` (see `AmbiguousPaths`), or `null` when it is not. */
+export function ambiguityOf(pathname: string, options: PathOptions = DEFAULT_PATH_OPTIONS): string | null {
+  if (/%5c/i.test(pathname)) return "an encoded backslash (%5C), which some upstreams read as a separator";
+  if (!options.keepEncodedSlash && ENCODED_SLASH.test(pathname))
+    return "an encoded slash (%2F), which some upstreams read as a separator and others as data";
+  return null;
+}
+
+/** `text` with ASCII upper-case letters lower-cased and nothing else changed. */
+export function asciiLower(text: string): string {
+  return text.replace(/[A-Z]+/g, (run) => run.toLowerCase());
+}
 
 export type PathResult = { readonly ok: true; readonly path: string } | { readonly ok: false; readonly error: string };
 
@@ -83,7 +110,7 @@ export function canonicalPath(pathname: string, options: PathOptions = DEFAULT_P
       }
       let text = piece.replaceAll("%", "%25").replaceAll(";", "%3B");
       if (options.keepEncodedSlash) text = text.replaceAll("/", "%2F");
-      out.push(options.caseSensitive ? text : text.toLowerCase());
+      out.push(options.caseSensitive ? text : asciiLower(text));
     }
   }
   return { ok: true, path: `/${out.join("/")}` };
@@ -91,10 +118,10 @@ export function canonicalPath(pathname: string, options: PathOptions = DEFAULT_P
 
 /**
  * A route pattern's literal segment as case-insensitive matching compares it. Patterns are written decoded and hold
- * no `%` or `;` (the validator refuses them), so lower-casing is all it takes.
+ * no `%` or `;` (the validator refuses them), so lower-casing ASCII is all it takes.
  */
 export function foldSegment(segment: string): string {
-  return segment.toLowerCase();
+  return asciiLower(segment);
 }
 
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
@@ -102,7 +129,11 @@ const DOT = /^(?:\.|%2e)$/i;
 const DOT_DOT = /^(?:\.|%2e){2}$/i;
 
 /** The path to forward: see the module comment. `pathname` must have passed `canonicalPath` (escapes are valid). */
-export function forwardedPath(pathname: string, options: PathOptions = DEFAULT_PATH_OPTIONS): string {
+export function forwardedPath(
+  pathname: string,
+  options: PathOptions = DEFAULT_PATH_OPTIONS,
+  dropParams = false,
+): string {
   const out: string[] = [];
   for (const raw of pathname.split("/")) {
     const cut = options.keepParams ? -1 : raw.indexOf(";");
@@ -116,7 +147,7 @@ export function forwardedPath(pathname: string, options: PathOptions = DEFAULT_P
         out.pop();
         return;
       }
-      out.push(normalizeEscapes(piece) + (i === pieces.length - 1 ? params : ""));
+      out.push(normalizeEscapes(piece) + (i === pieces.length - 1 && !dropParams ? params : ""));
     });
   }
   const path = `/${out.join("/")}`;

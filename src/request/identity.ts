@@ -1,12 +1,20 @@
 /**
  * Who a request is, per identity kind. Pure: headers in, keys out; unit-tested in plain Node.
  *
- * - `api_key`: `Authorization: Bearer <key>`, else `X-API-Key: <key>`. A key must be a token68 of at most 512
- *   characters; anything else (another auth scheme, an empty or malformed token) counts as no key, never an error.
+ * One request is one identity of each kind. A request an upstream could read as someone else than Sluice counted
+ * (RFC 9110 and the request-smuggling literature treat two readings of one header as an attack) is refused with the
+ * reason, never counted as nobody:
+ * - `api_key`: `Authorization: Bearer <key>` or `X-API-Key: <key>`. A key must be a token68 of at most 512
+ *   characters; another auth scheme, or a malformed key alone, counts as no key. Refused: a header repeated (its
+ *   values joined by `,`, which no key contains: Go's `Header.Get` would read the first), two Bearer credentials, and
+ *   a Bearer credential beside an `X-API-Key` that is not the very same key (an upstream may prefer either).
  * - `ip`: `CF-Connecting-IP` only. `X-Forwarded-For` and friends are client-controlled and never read.
  *   IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 address; other IPv6 addresses are grouped by prefix (a /64
- *   by default: one subscriber usually holds a whole /64, so per-address keys would let it rotate freely).
- * - `user`: a trusted header set by the auth layer in front (`X-User-Id` by default).
+ *   by default: one subscriber usually holds a whole /64, so per-address keys would let it rotate freely). A value
+ *   that is not exactly one address (repeated, a port, brackets, a zone id) is refused: Cloudflare never sends one,
+ *   so it comes from a proxy in front or a test, and counting it as no address would turn every `ip` rule off.
+ * - `user`: a trusted header set by the auth layer in front (`X-User-Id` by default); repeated (a `,` in it) is
+ *   refused, as for keys.
  * An identity that is absent is `null`: rules keyed on it do not apply to the request.
  */
 import type { Identity } from "../rules/types.ts";
@@ -25,23 +33,62 @@ export interface IdentityOptions {
   readonly ipv6PrefixBits: number;
 }
 
-export function identitiesOf(headers: Headers, options: IdentityOptions): Identities {
+/** A request's identities, or why it names more than one of a kind. */
+export type IdentitiesResult =
+  | { readonly ok: true; readonly ids: Identities }
+  | { readonly ok: false; readonly detail: string };
+
+type One = string | null | { readonly error: string };
+const failed = (v: One): v is { readonly error: string } => v !== null && typeof v === "object";
+
+export function identitiesOf(headers: Headers, options: IdentityOptions): IdentitiesResult {
+  const api_key = apiKeyOf(headers);
+  const ip = clientAddressOf(headers, options.ipv6PrefixBits);
+  const user = userHeaderOf(headers.get(options.userHeader), options.userHeader);
+  for (const v of [api_key, ip, user]) if (failed(v)) return { ok: false, detail: v.error };
+  return { ok: true, ids: { api_key: api_key as string | null, ip: ip as string | null, user: user as string | null } };
+}
+
+const BEARER_ANYWHERE = /(?:^|,)[ \t]*bearer(?:[ \t]|$)/i;
+const ONE_BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
+
+/** The request's API key, `null` without one, or why it names more than one. */
+export function apiKeyOf(headers: Headers): string | null | { readonly error: string } {
+  const auth = headers.get("authorization")?.trim() ?? null;
+  const header = headers.get("x-api-key")?.trim() ?? null;
+  let bearer: string | null = null;
+  if (auth !== null && BEARER_ANYWHERE.test(auth)) {
+    const token = ONE_BEARER.exec(auth)?.[1];
+    if (token?.includes(",")) return TWO_KEYS("Authorization is repeated");
+    if (token === undefined && auth.includes(",")) return TWO_KEYS("Authorization holds more than one credential");
+    bearer = token !== undefined && validKey(token) ? token : "";
+  }
+  if (header?.includes(",")) return TWO_KEYS("X-API-Key is repeated");
+  if (bearer !== null && header !== null && bearer !== header) {
+    return TWO_KEYS("Authorization: Bearer and X-API-Key name different keys");
+  }
+  if (bearer !== null) return bearer === "" ? null : bearer;
+  return header !== null && validKey(header) ? header : null;
+}
+
+const TWO_KEYS = (why: string) => ({
+  error: `This request names more than one API key (${why}); send one key, in Authorization: Bearer or X-API-Key.`,
+});
+
+/** The client address key (`clientIpKey`), `null` without the header, or why the header is not one address. */
+export function clientAddressOf(headers: Headers, ipv6PrefixBits: number): string | null | { readonly error: string } {
+  const value = headers.get("cf-connecting-ip");
+  if (value === null) return null;
+  const key = clientIpKey(value, ipv6PrefixBits);
+  if (key !== null) return key;
   return {
-    api_key: apiKeyOf(headers),
-    ip: clientIpKey(headers.get("cf-connecting-ip"), options.ipv6PrefixBits),
-    user: userOf(headers.get(options.userHeader)),
+    error: `CF-Connecting-IP must be one IPv4 or IPv6 address (no port, brackets, zone or list), got ${JSON.stringify(value.slice(0, 64))}.`,
   };
 }
 
-export function apiKeyOf(headers: Headers): string | null {
-  const auth = headers.get("authorization");
-  if (auth !== null) {
-    const m = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(auth.trim());
-    const key = m?.[1];
-    if (key !== undefined && validKey(key)) return key;
-  }
-  const header = headers.get("x-api-key")?.trim();
-  return header !== undefined && validKey(header) ? header : null;
+function userHeaderOf(value: string | null, name: string): string | null | { readonly error: string } {
+  if (value?.includes(",")) return { error: `${name} is repeated or holds a list; send one user id.` };
+  return userOf(value);
 }
 
 /**

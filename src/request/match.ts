@@ -43,8 +43,11 @@ export interface RequestFacts {
    * request_shape.ts). A rule applies if its route matches any of them.
    */
   readonly methods: readonly string[];
-  /** The canonical path (canonical_path.ts). */
-  readonly path: string;
+  /**
+   * The canonical paths the request counts as (canonical_path.ts), the request's own first, then any its upstream
+   * routes it as too (a format suffix stripped, upstream_profile.ts). A rule applies if its route matches any.
+   */
+  readonly paths: readonly string[];
   /** Match route patterns case-insensitively (the path is then lower-cased already). */
   readonly foldCase: boolean;
   readonly plan: string;
@@ -114,7 +117,7 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
   const route = facts.foldCase ? compiled.folded.route : compiled.rule.match.route;
-  return route === null || facts.methods.some((m) => routeMatches(route, m, facts.path));
+  return route === null || facts.methods.some((m) => facts.paths.some((p) => routeMatches(route, m, p)));
 }
 
 /**
@@ -128,15 +131,17 @@ export function compileOverride(compiled: CompiledRule, params: AlgorithmParams)
 }
 
 /**
- * `cost_by_route` for the first matching route, else the rule's cost. A request that counts as several methods pays
- * the highest of their costs.
+ * `cost_by_route` for the first matching route, else the rule's cost. A request that counts as several methods or
+ * paths pays the highest of their costs.
  */
-export function costOf(compiled: CompiledRule, facts: Pick<RequestFacts, "methods" | "path" | "foldCase">): number {
+export function costOf(compiled: CompiledRule, facts: Pick<RequestFacts, "methods" | "paths" | "foldCase">): number {
   const entries = facts.foldCase ? compiled.folded.costByRoute : compiled.rule.costByRoute;
   let cost = 0;
   for (const method of facts.methods) {
-    const entry = entries.find((e) => routeMatches(e.route, method, facts.path));
-    cost = Math.max(cost, entry?.cost ?? compiled.rule.cost);
+    for (const path of facts.paths) {
+      const entry = entries.find((e) => routeMatches(e.route, method, path));
+      cost = Math.max(cost, entry?.cost ?? compiled.rule.cost);
+    }
   }
   return cost;
 }

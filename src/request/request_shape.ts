@@ -1,6 +1,7 @@
 /**
- * What a request counts as, before any rule is asked: the methods it is matched under and its canonical path
- * (canonical_path.ts). A path that cannot be read is refused here with 400, so no rule ever sees it.
+ * What a request counts as, before any rule is asked: the methods and the canonical paths it is matched under
+ * (canonical_path.ts), and the path the upstream receives. A path that cannot be read, or that is ambiguous under
+ * `PATH_AMBIGUOUS=refuse`, is refused here with 400, so no rule ever sees it and no upstream receives it.
  *
  * Methods:
  * - `HEAD` counts as `GET` (and as `HEAD`): every common framework answers it with the GET handler.
@@ -8,11 +9,31 @@
  *   the rules of its own method and of the named one; when a rule matches both, the higher cost applies. An upstream
  *   that honours the header cannot be used to step around a rule of either method, and one that ignores it loses
  *   nothing. A value that is not a method name is refused with 400.
+ * - `_method` on a `POST`, where the upstream profile reads it (upstream_profile.ts): in the query, or in a urlencoded
+ *   form body of at most `FORM_READ_MAX_BYTES`, counted the same way. A body that cannot be read cheaply (multipart,
+ *   no Content-Length, larger) counts against every method `_method` can name. Two different `_method` values are a
+ *   400: the upstream would run one of them, and which one depends on the framework.
+ *
+ * Paths: the canonical path, and for a router that strips format suffixes the path without it.
  */
-import { canonicalPath, forwardedPath, type PathOptions } from "./canonical_path.ts";
+import { type AmbiguousPaths, ambiguityOf, canonicalPath, forwardedPath, type PathOptions } from "./canonical_path.ts";
+import {
+  FORM_READ_MAX_BYTES,
+  OVERRIDABLE_METHODS,
+  PROFILE_RULES,
+  type ProfileRules,
+  type UpstreamProfile,
+  withoutFormatSuffix,
+} from "./upstream_profile.ts";
 
 const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-override"] as const;
 const METHOD_RE = /^[A-Za-z]{1,20}$/;
+
+export interface ShapeOptions {
+  readonly path: PathOptions;
+  readonly ambiguousPaths: AmbiguousPaths;
+  readonly upstreamProfile: UpstreamProfile;
+}
 
 export type RequestShape =
   | {
@@ -23,12 +44,48 @@ export type RequestShape =
       readonly methods: readonly string[];
       /** The canonical path rules match. */
       readonly path: string;
+      /** Every canonical path the request counts as: `path` first. */
+      readonly paths: readonly string[];
       /** The path sent upstream. */
       readonly forwardPath: string;
     }
-  | { readonly ok: false; readonly detail: string };
+  | { readonly ok: false; readonly detail: string; readonly error: "unreadable_request" | "ambiguous_path" };
 
-export function shapeOf(request: Request, pathname: string, options: PathOptions): RequestShape {
+export async function shapeOf(request: Request, url: URL, options: ShapeOptions): Promise<RequestShape> {
+  const profile = PROFILE_RULES[options.upstreamProfile];
+  const methods = await methodsOf(request, url, profile);
+  if (typeof methods === "string") return unreadable(methods);
+  const pathname = url.pathname;
+  const canonical = canonicalPath(pathname, options.path);
+  if (!canonical.ok) return unreadable(`The request path cannot be read: ${canonical.error}.`);
+  const ambiguity = ambiguityOf(pathname, options.path);
+  const forward = options.ambiguousPaths === "forward";
+  if (ambiguity !== null && !forward) {
+    return {
+      ok: false,
+      detail: `The request path holds ${ambiguity}; send the path with plain / separators.`,
+      error: "ambiguous_path",
+    };
+  }
+  const paths = [canonical.path];
+  if (profile.formatSuffix) {
+    const bare = withoutFormatSuffix(canonical.path);
+    if (bare !== null) paths.push(bare);
+  }
+  return {
+    ok: true,
+    method: methods[0]!,
+    methods,
+    path: canonical.path,
+    paths,
+    forwardPath: forwardedPath(pathname, options.path, forward && !options.path.keepParams),
+  };
+}
+
+const unreadable = (detail: string) => ({ ok: false, detail, error: "unreadable_request" }) as const;
+
+/** Every method the request counts as, its own first; or why a method override cannot be read. */
+async function methodsOf(request: Request, url: URL, profile: ProfileRules): Promise<string[] | string> {
   const method = request.method.toUpperCase();
   const methods = [method];
   const add = (m: string) => {
@@ -38,13 +95,42 @@ export function shapeOf(request: Request, pathname: string, options: PathOptions
     const value = request.headers.get(name);
     if (value === null) continue;
     const trimmed = value.trim();
-    if (!METHOD_RE.test(trimmed)) {
-      return { ok: false, detail: `${name} must name an HTTP method, got ${JSON.stringify(trimmed.slice(0, 40))}.` };
-    }
+    if (!METHOD_RE.test(trimmed))
+      return `${name} must name an HTTP method, got ${JSON.stringify(trimmed.slice(0, 40))}.`;
     add(trimmed.toUpperCase());
   }
+  if (method === "POST") {
+    const named: string[] = [];
+    if (profile.methodInQuery) named.push(...url.searchParams.getAll("_method"));
+    if (profile.methodInForm) {
+      const form = await formMethods(request);
+      if (form === "unreadable") for (const m of OVERRIDABLE_METHODS) add(m);
+      else named.push(...form);
+    }
+    const distinct = new Set(named.map((m) => m.trim().toUpperCase()));
+    for (const m of distinct) {
+      if (!METHOD_RE.test(m)) return `_method must name an HTTP method, got ${JSON.stringify(m.slice(0, 40))}.`;
+    }
+    if (distinct.size > 1) return `_method names ${distinct.size} different methods; send one.`;
+    for (const m of distinct) add(m);
+  }
   if (methods.includes("HEAD")) add("GET");
-  const canonical = canonicalPath(pathname, options);
-  if (!canonical.ok) return { ok: false, detail: `The request path cannot be read: ${canonical.error}.` };
-  return { ok: true, method, methods, path: canonical.path, forwardPath: forwardedPath(pathname, options) };
+  return methods;
+}
+
+const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
+const MULTIPART = /^multipart\/form-data\s*(;|$)/i;
+
+/**
+ * The `_method` values of a form body, `[]` for a body that is no form, or `"unreadable"` for a form too large or of
+ * unknown length to read here. The body is read from a clone: the upstream still receives all of it.
+ */
+async function formMethods(request: Request): Promise<string[] | "unreadable"> {
+  const type = request.headers.get("content-type") ?? "";
+  if (MULTIPART.test(type)) return "unreadable";
+  if (!FORM.test(type) || request.body === null) return [];
+  const length = Number(request.headers.get("content-length") ?? Number.NaN);
+  if (!Number.isInteger(length) || length > FORM_READ_MAX_BYTES) return "unreadable";
+  const text = await request.clone().text();
+  return new URLSearchParams(text).getAll("_method");
 }

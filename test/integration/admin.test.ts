@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/edge/gateway.ts";
 import { hmacSha256Hex, sha256Hex } from "../../src/edge/hash.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { SluiceLimiter } from "../../src/object/limiter.ts";
 import {
   bearer,
   freshIp,
@@ -251,13 +252,13 @@ describe("endpoints", () => {
 });
 
 describe("failed token checks are limited per client address", () => {
-  it("the 5th failure within a minute answers 429; then even the right token waits; other addresses are not affected", async () => {
+  it("5 wrong tokens a minute are compared; the 6th answers 429; then even the right token waits; other addresses are not affected", async () => {
     setNow(T0);
     const ip = "192.0.2.201";
     const wrong = { Authorization: "Bearer not-the-token-0123456789abcdef", "CF-Connecting-IP": ip };
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) statuses.push((await call("GET", "/_sluice/stats", wrong)).status);
-    expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
     const locked = await call("GET", "/_sluice/stats", { ...admin, "CF-Connecting-IP": ip });
     expect(locked.status).toBe(429);
     expect(locked.headers.get("Content-Type")).toBe("application/problem+json");
@@ -267,6 +268,82 @@ describe("failed token checks are limited per client address", () => {
     // One failure's worth refills in 12 s (5 per minute).
     setNow(T0 + 12_000);
     expect((await call("GET", "/_sluice/stats", { ...admin, "CF-Connecting-IP": ip })).status).toBe(200);
+  });
+});
+
+describe("the guard cannot be turned against its operator (issue 23)", () => {
+  it("tokenless requests (CORS preflights, cross-site GETs, a malformed header) count nothing: the right token still opens it", async () => {
+    setNow(T0);
+    const ip = "192.0.2.211";
+    const from = { "CF-Connecting-IP": ip };
+    const tokenless: [string, Record<string, string>][] = [
+      ["OPTIONS", { ...from, "Access-Control-Request-Method": "GET", Origin: "https://evil.example" }],
+      ["OPTIONS", { ...from, "Access-Control-Request-Method": "POST", Origin: "https://evil.example" }],
+      ["OPTIONS", { ...from, "Access-Control-Request-Headers": "authorization", Origin: "https://evil.example" }],
+      ["GET", from],
+      ["GET", { ...from, Origin: "https://evil.example" }],
+      ["POST", from],
+      ["GET", { ...from, Authorization: "Bearer" }],
+      ["GET", { ...from, Authorization: `Basic ${btoa("admin:guess")}` }],
+    ];
+    for (let round = 0; round < 3; round++) {
+      for (const [method, headers] of tokenless) {
+        const r = await call(method, "/_sluice/stats", headers);
+        expect(r.status, `${method} ${JSON.stringify(headers)}`).toBe(401);
+      }
+    }
+    expect((await call("GET", "/_sluice/stats", { ...admin, ...from })).status).toBe(200);
+  });
+
+  it("40 wrong tokens at once: at most 5 compared (401), every other one refused before comparing (429)", async () => {
+    setNow(T0);
+    const headers = { Authorization: "Bearer wrong-token-0123456789abcdef", "CF-Connecting-IP": "192.0.2.212" };
+    const statuses = await Promise.all(Array.from({ length: 40 }, () => call("GET", "/_sluice/stats", headers)));
+    const counts = statuses.map((r) => r.status);
+    expect(counts.filter((s) => s === 401)).toHaveLength(5);
+    expect(counts.filter((s) => s === 429)).toHaveLength(35);
+  });
+
+  it("the right token gives its charge back: 20 right tokens leave all 5 attempts for wrong ones", async () => {
+    setNow(T0);
+    const from = { "CF-Connecting-IP": "192.0.2.213" };
+    for (let i = 0; i < 20; i++) expect((await call("GET", "/_sluice/stats", { ...admin, ...from })).status).toBe(200);
+    const wrong = { Authorization: "Bearer wrong-token-0123456789abcdef", ...from };
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await call("GET", "/_sluice/stats", wrong)).status);
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
+  });
+
+  it("when the guard's object fails, admin answers 503 and compares nothing, right token or wrong", async () => {
+    setNow(T0);
+    vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(() => {
+      throw new Error("injected guard failure");
+    });
+    const from = { "CF-Connecting-IP": "192.0.2.214" };
+    for (const headers of [
+      { ...admin, ...from },
+      { Authorization: "Bearer wrong-token-0123456789abcdef", ...from },
+    ]) {
+      const r = await call("GET", "/_sluice/stats", headers);
+      expect(r.status).toBe(503);
+      expect(r.headers.get("Retry-After")).toBe("1");
+      expect(r.headers.get("Content-Type")).toBe("application/problem+json");
+      expect(((await r.json()) as { detail: string }).detail).toContain("nothing was compared");
+    }
+  });
+
+  it.each(["//_sluice/stats", "/%5Fsluice/stats", "/_SLUICE/stats", "/_sluice;x/stats", "/x/..%2F_sluice/stats"])(
+    "%s: another spelling of an admin path is refused with 400, never forwarded",
+    async (path) => {
+      const r = await call("GET", path);
+      expect(r.status).toBe(400);
+      expect(await r.json()).toMatchObject({ error: "admin_path_spelling" });
+    },
+  );
+
+  it("an address that is not one address is refused before the guard", async () => {
+    const r = await call("GET", "/_sluice/stats", { ...admin, "CF-Connecting-IP": "192.0.2.215:443" });
+    expect(r.status).toBe(400);
   });
 });
 

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { apiKeyOf, clientIpKey, formatIpv6, identitiesOf, parseIpv6 } from "../../src/request/identity.ts";
+import {
+  apiKeyOf,
+  clientAddressOf,
+  clientIpKey,
+  formatIpv6,
+  identitiesOf,
+  parseIpv6,
+} from "../../src/request/identity.ts";
 
 const h = (init: Record<string, string>) => new Headers(init);
 
@@ -8,7 +15,7 @@ describe("api key", () => {
     [{ Authorization: "Bearer sk_live_abc" }, "sk_live_abc"],
     [{ Authorization: "bearer   sk_live_abc  " }, "sk_live_abc"],
     [{ "X-API-Key": " sk_live_abc " }, "sk_live_abc"],
-    [{ Authorization: "Bearer from-auth", "X-API-Key": "from-header" }, "from-auth"],
+    [{ Authorization: "Bearer same-key", "X-API-Key": "same-key" }, "same-key"],
     [{ Authorization: "Basic dXNlcjpwYXNz", "X-API-Key": "from-header" }, "from-header"],
     [{ Authorization: "Bearer" }, null],
     [{ Authorization: "Bearer a b" }, null],
@@ -19,6 +26,84 @@ describe("api key", () => {
     [{}, null],
   ])("%j -> %s", (headers, expected) => {
     expect(apiKeyOf(h(headers))).toBe(expected);
+  });
+
+  it.each([
+    [
+      "two headers naming different keys",
+      [
+        ["Authorization", "Bearer from-auth"],
+        ["X-API-Key", "from-header"],
+      ],
+    ],
+    [
+      "a made-up Bearer beside a key",
+      [
+        ["Authorization", "Bearer made-up"],
+        ["X-API-Key", "sk_real"],
+      ],
+    ],
+    [
+      "a malformed Bearer beside a key",
+      [
+        ["Authorization", "Bearer a b"],
+        ["X-API-Key", "sk_real"],
+      ],
+    ],
+    [
+      "X-API-Key repeated",
+      [
+        ["X-API-Key", "sk_a"],
+        ["X-API-Key", "sk_a"],
+      ],
+    ],
+    [
+      "X-API-Key repeated, two keys",
+      [
+        ["X-API-Key", "sk_a"],
+        ["X-API-Key", "sk_b"],
+      ],
+    ],
+    [
+      "Authorization repeated",
+      [
+        ["Authorization", "Bearer sk_a"],
+        ["Authorization", "Bearer sk_a"],
+      ],
+    ],
+    [
+      "a Basic and a Bearer credential",
+      [
+        ["Authorization", "Basic dXNlcjpwYXNz"],
+        ["Authorization", "Bearer sk_a"],
+      ],
+    ],
+    ["a comma inside the token", [["Authorization", "Bearer sk_a,sk_b"]]],
+  ] as const)("%s: refused as naming more than one key", (_name, pairs) => {
+    const result = apiKeyOf(new Headers(pairs.map(([n, v]) => [n, v] as [string, string])));
+    expect(result).toEqual({ error: expect.stringContaining("more than one API key") });
+  });
+});
+
+describe("client address header", () => {
+  it.each([
+    "192.0.2.1, 192.0.2.1",
+    "192.0.2.1,198.51.100.1",
+    "2001:db8::1%eth0",
+    "[2001:db8::1]",
+    "[2001:db8::1]:443",
+    "192.0.2.1:443",
+    "",
+    "unknown",
+  ])("%j is not one address: refused", (value) => {
+    expect(clientAddressOf(h({ "CF-Connecting-IP": value }), 64)).toEqual({
+      error: expect.stringContaining("must be one IPv4 or IPv6 address"),
+    });
+  });
+
+  it("no header is no address; one address is its key", () => {
+    expect(clientAddressOf(h({}), 64)).toBeNull();
+    expect(clientAddressOf(h({ "CF-Connecting-IP": " 192.0.2.1 " }), 64)).toBe("192.0.2.1");
   });
 });
 
@@ -55,7 +140,7 @@ describe("client address", () => {
       userHeader: "x-user-id",
       ipv6PrefixBits: 64,
     });
-    expect(ids).toEqual({ api_key: null, ip: null, user: null });
+    expect(ids).toEqual({ ok: true, ids: { api_key: null, ip: null, user: null } });
   });
 
   it("formats RFC 5952 text: the longest zero run compressed, the first on a tie, never a single group", () => {
@@ -68,9 +153,14 @@ describe("client address", () => {
 describe("user", () => {
   const opts = { userHeader: "x-account-user", ipv6PrefixBits: 64 };
   it("reads the configured trusted header only", () => {
-    expect(identitiesOf(h({ "X-Account-User": " u_42 " }), opts).user).toBe("u_42");
-    expect(identitiesOf(h({ "X-User-Id": "u_42" }), opts).user).toBeNull();
-    expect(identitiesOf(h({ "X-Account-User": "" }), opts).user).toBeNull();
-    expect(identitiesOf(h({ "X-Account-User": "x".repeat(257) }), opts).user).toBeNull();
+    const user = (init: Record<string, string>) => {
+      const r = identitiesOf(h(init), opts);
+      return r.ok ? r.ids.user : r.detail;
+    };
+    expect(user({ "X-Account-User": " u_42 " })).toBe("u_42");
+    expect(user({ "X-User-Id": "u_42" })).toBeNull();
+    expect(user({ "X-Account-User": "" })).toBeNull();
+    expect(user({ "X-Account-User": "x".repeat(257) })).toBeNull();
+    expect(user({ "X-Account-User": "u_42, u_42" })).toContain("x-account-user is repeated");
   });
 });

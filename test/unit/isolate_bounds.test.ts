@@ -52,14 +52,14 @@ describe("isolate structures under a flood of a million distinct keys", () => {
     let largest = 0;
     let refused = 0;
     for (let i = 0; i < FLOOD; i++) {
-      if (!lookups.allow(keyOf(i), 1, T0)) refused++; // each new address has its one lookup
+      if (lookups.take(keyOf(i), 1, T0) !== null) refused++; // each new address has its one lookup
       if ((i & 0xfff) === 0 && lookups.size > largest) largest = lookups.size;
     }
     expect(refused).toBe(0);
     expect(Math.max(largest, lookups.size)).toBeLessThanOrEqual(KEY_LOOKUPS_MAX_ADDRESSES);
     expect(lookups.size).toBe(KEY_LOOKUPS_MAX_ADDRESSES);
-    expect(lookups.allow(keyOf(FLOOD - 1), 1, T0)).toBe(false); // remembered: its budget is spent
-    expect(lookups.allow(keyOf(0), 1, T0)).toBe(true); // long forgotten: fresh again
+    expect(lookups.take(keyOf(FLOOD - 1), 1, T0)).toBe(60_000); // remembered: its budget is spent for a minute
+    expect(lookups.take(keyOf(0), 1, T0)).toBeNull(); // long forgotten: fresh again
   });
 
   it(`the ring of recent denials keeps the last ${RECENT_DENIALS_MAX}`, () => {

@@ -46,10 +46,28 @@ describe("parseSettings", () => {
       limiterTimeoutMs: null,
       maxKeys: 100_000,
       path: { caseSensitive: false, keepEncodedSlash: false, keepParams: false },
+      ambiguousPaths: "refuse",
+      upstreamProfile: "any",
       adminToken: null,
       keyHashSecret: null,
       warnings: [],
     });
+  });
+
+  it("reads UPSTREAM_PROFILE and PATH_AMBIGUOUS; an unknown value falls back to the safe default, with a warning", () => {
+    expect(parseSettings({ UPSTREAM_PROFILE: " Rails ", PATH_AMBIGUOUS: "forward" })).toMatchObject({
+      upstreamProfile: "rails",
+      ambiguousPaths: "forward",
+      warnings: [],
+    });
+    const bad = parseSettings({ UPSTREAM_PROFILE: "django", PATH_AMBIGUOUS: "allow" });
+    expect(bad).toMatchObject({ upstreamProfile: "any", ambiguousPaths: "refuse" });
+    expect(bad.warnings).toEqual([
+      'UPSTREAM_PROFILE: must be one of any, nginx, express, go, flask, spring, rails, laravel, got "django"; using any',
+      'PATH_AMBIGUOUS: must be one of refuse, forward, got "allow"; using refuse',
+    ]);
+    const nginx = parseSettings({ UPSTREAM_PROFILE: "nginx", PATH_KEEP_ENCODED_SLASH: "true" });
+    expect(nginx.warnings[0]).toContain("nginx decodes %2F into a separator");
   });
 
   it("reads the secrets and MAX_KEYS; a short ADMIN_TOKEN keeps the admin API off, with a warning", () => {

@@ -10,7 +10,9 @@
  *   GET  /_sluice/                           the dashboard: one HTML page over the four above (dashboard.ts)
  *
  * Every request needs `Authorization: Bearer <ADMIN_TOKEN>` (a wrangler secret), compared in constant time, except
- * the dashboard page itself, which carries no data and asks for the token. With the secret unset (or too short to be
+ * the dashboard page itself, which carries no data and asks for the token. Wrong tokens are limited per client
+ * address (admin_guard.ts). Another spelling of an admin path (`//_sluice/...`, `/%5Fsluice/...`, `/_SLUICE/...`) is
+ * refused by the gateway and never forwarded, and the admin token is stripped from anything forwarded upstream. With the secret unset (or too short to be
  * safe) the whole surface, the page too, answers 404, as if it did not exist. `KEY` is the raw
  * identity value (API key, client address, user id), hashed exactly as the gateway hashes it (addresses normalised and
  * IPv6 grouped by prefix first); nothing lists keys, so a token holder learns only about keys they already know.
@@ -25,8 +27,9 @@ import { logEvent } from "../../isolate/metrics.ts";
 import { limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
+import { canonicalPath } from "../../request/canonical_path.ts";
 import { problemResponse } from "../../request/headers.ts";
-import { clientIpKey, identityKey } from "../../request/identity.ts";
+import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
 import type { CompiledRule } from "../../request/match.ts";
 import type { Identity } from "../../rules/types.ts";
 import { unverifiedKeyText } from "../caller.ts";
@@ -39,6 +42,38 @@ export const ADMIN_PREFIX = "/_sluice";
 
 export function isAdminPath(path: string): boolean {
   return path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`);
+}
+
+/**
+ * Whether some upstream may read `pathname` as a path under /_sluice: decoded (`%5F`), case folded, `;params` dropped
+ * (Tomcat) or kept as data (NGINX), `%2F` or `%5C` as separators, dot segments resolved. Pure.
+ */
+export function adminReading(pathname: string): boolean {
+  const readings = [pathname, pathname.replace(/%5c/gi, "%2F")].flatMap((p) => [
+    canonicalPath(p, { caseSensitive: false, keepEncodedSlash: false, keepParams: false }),
+    canonicalPath(p, { caseSensitive: false, keepEncodedSlash: false, keepParams: true }),
+  ]);
+  return readings.some((r) => r.ok && isAdminPath(r.path));
+}
+
+/**
+ * Deletes every header of `headers` that carries `token` (as is, or inside a Basic credential); returns how many.
+ * The admin token is for /_sluice only: an upstream never receives it.
+ */
+export function withoutAdminToken(headers: Headers, token: string): number {
+  const carrying: string[] = [];
+  for (const [name, value] of headers) {
+    if (value.includes(token) || basicCarries(value, token)) carrying.push(name);
+  }
+  for (const name of carrying) headers.delete(name);
+  return carrying.length;
+}
+
+function basicCarries(value: string, token: string): boolean {
+  const m = /^basic[ \t]+([A-Za-z0-9+/]+)={0,2}$/i.exec(value.trim());
+  // A length of 4n+1 is no base64 (atob would throw): it cannot carry the token in that form.
+  if (m === null || m[1]!.length % 4 === 1) return false;
+  return atob(m[1]!).includes(token);
 }
 
 const JSON_HEADERS = { "Content-Type": "application/json", "Cache-Control": "no-store" };
@@ -203,23 +238,40 @@ async function stateOrReset(
   return json({ ...base, reset: true, existed });
 }
 
-/** `null` when the request carries the admin token; else the 401 (or, for an address out of attempts, 429). */
+/**
+ * `null` when the request carries the admin token; else its answer: 401 without a token (nothing counted), 429 for an
+ * address out of attempts, 503 when the guard cannot count (nothing compared), 401 for a wrong token (counted).
+ */
 async function checkToken(request: Request, url: URL, env: Env, settings: Settings): Promise<Response | null> {
-  const guard = await adminGuard(request, env, settings);
-  const tooMany = (retryAfterS: number) =>
-    problem(429, "Too Many Requests", "Too many failed admin token checks from this address.", [
-      ["Retry-After", String(retryAfterS)],
+  const unauthorized = () =>
+    problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
+      ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
     ]);
-  const locked = await guard.lockedForS();
-  if (locked !== null) return tooMany(locked);
   const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
-  if (presented !== undefined && (await constantTimeEqual(presented, settings.adminToken!))) return null;
+  if (presented === undefined) return unauthorized();
+  const address = clientAddressOf(request.headers, settings.ipv6PrefixBits);
+  if (address !== null && typeof address === "object") return problem(400, "Bad Request", address.error);
+  const guard = await adminGuard(address ?? "", env, settings);
+  const attempt = await guard.charge();
+  if (attempt.kind === "unavailable") {
+    return problem(
+      503,
+      "Service Unavailable",
+      "The admin token guard cannot count attempts now; nothing was compared.",
+      [["Retry-After", "1"]],
+    );
+  }
+  if (attempt.kind === "locked") {
+    return problem(429, "Too Many Requests", "Too many wrong admin tokens from this address.", [
+      ["Retry-After", String(attempt.retryAfterS)],
+    ]);
+  }
+  if (await constantTimeEqual(presented, settings.adminToken!)) {
+    await guard.giveBack(attempt.atMs);
+    return null;
+  }
   logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
-  const nowLocked = await guard.failed();
-  if (nowLocked !== null) return tooMany(nowLocked);
-  return problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
-    ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
-  ]);
+  return unauthorized();
 }
 
 /**

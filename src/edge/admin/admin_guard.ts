@@ -1,21 +1,26 @@
 /**
- * The admin API is not a brute-force target: failed token checks are counted per client address (CF-Connecting-IP,
+ * The admin API is not a brute-force target: wrong admin tokens are counted per client address (CF-Connecting-IP,
  * IPv6 by prefix) by a Durable Object like any rule's (exact across isolates and locations), 5 per minute (GCRA,
- * burst 5). An address that has used them up gets 429 with Retry-After before its token is even compared, so
- * guessing goes no faster than that, and a right guess is not revealed while locked out.
+ * burst 5).
+ *
+ * Only a presented token is ever compared, and only after one attempt has been charged: the charge is what admits the
+ * comparison, so forty guesses sent at once get five comparisons, not "five and whatever raced past a look". The
+ * right token gives its charge back, so an operator's own requests never use up the address's attempts. A request
+ * without a token (a CORS preflight, a page's cross-site GET, a malformed header) is answered 401 without touching
+ * the guard: nobody can lock an operator out by making their browser send tokenless requests. When the guard's object
+ * cannot answer, nothing is compared (admin.ts answers 503): a guess is never let through uncounted.
  */
 
 import { logEvent } from "../../isolate/metrics.ts";
 import { limiterStub } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
-import type { LimiterRule, PeekResult } from "../../protocol/store.ts";
-import { clientIpKey } from "../../request/identity.ts";
+import type { CallResult, LimiterRule } from "../../protocol/store.ts";
 import { rateOf } from "../../rules/duration.ts";
 import type { AlgorithmParams } from "../../rules/types.ts";
 import { keyHashOf } from "../hash.ts";
 import type { Env, Settings } from "../settings.ts";
 
-/** Failed admin token checks allowed per client address per minute. */
+/** Wrong admin tokens compared per client address per minute. */
 export const ADMIN_FAILURES_PER_MIN = 5;
 
 /** Not a valid rule id (`/`), so it never shares an object with a rule. */
@@ -28,33 +33,42 @@ const RULE: LimiterRule = {
   } as AlgorithmParams,
 };
 
+/** The answer to "may this address have one token compared now". */
+export type Attempt =
+  | { readonly kind: "charged"; readonly atMs: number }
+  | { readonly kind: "locked"; readonly retryAfterS: number }
+  | { readonly kind: "unavailable" };
+
 export interface AdminGuard {
-  /** Seconds until this address may try again, or `null` when it may now. */
-  lockedForS(): Promise<number | null>;
-  /** Count one failed check; seconds until the next try is allowed if that was the last allowed, else `null`. */
-  failed(): Promise<number | null>;
+  /** Charge one attempt for the address, before any comparison. */
+  charge(): Promise<Attempt>;
+  /** Give a charged attempt back (the token was right). A failure is logged: the attempt stays spent. */
+  giveBack(atMs: number): Promise<void>;
 }
 
-export async function adminGuard(request: Request, env: Env, settings: Settings): Promise<AdminGuard> {
-  const address = clientIpKey(request.headers.get("cf-connecting-ip"), settings.ipv6PrefixBits) ?? "";
+/** The guard for `address` (the address key, identity.ts; `""` for a request without one). */
+export async function adminGuard(address: string, env: Env, settings: Settings): Promise<AdminGuard> {
   const keyHash = await keyHashOf(settings.keyHashSecret, `admin:${address}`);
   const stub = () => limiterStub(env.LIMITER, RULE.id, keyHash);
-  // The guard must not lock operators out when the limiter itself fails: such a failure is logged and not counted.
-  const guarded = async (what: () => Promise<number | null>) => {
-    try {
-      return await what();
-    } catch (error) {
-      logEvent("error", { event: "admin_guard_failed", key: keyHash, error: messageOf(error) });
-      return null;
-    }
-  };
-  const seconds = (ms: number | null) => (ms === null ? null : Math.max(1, Math.ceil(ms / 1000)));
   return {
-    lockedForS: () => guarded(async () => seconds(((await stub().peek({ rule: RULE })) as PeekResult).retryAfterMs)),
-    failed: () =>
-      guarded(async () => {
-        await stub().check({ rule: RULE, id: crypto.randomUUID(), costs: [1] });
-        return seconds(((await stub().peek({ rule: RULE })) as PeekResult).retryAfterMs);
-      }),
+    async charge() {
+      try {
+        const call = (await stub().check({ rule: RULE, id: crypto.randomUUID(), costs: [1] })) as CallResult;
+        const result = call.results[0];
+        if (result === undefined || !result.ok) throw new Error("the guard's object answered no decision");
+        if (result.decision.allowed) return { kind: "charged", atMs: result.atMs };
+        return { kind: "locked", retryAfterS: Math.max(1, Math.ceil((result.decision.retryAfterMs ?? 1000) / 1000)) };
+      } catch (error) {
+        logEvent("error", { event: "admin_guard_failed", key: keyHash, error: messageOf(error) });
+        return { kind: "unavailable" };
+      }
+    },
+    async giveBack(atMs) {
+      try {
+        await stub().refund({ rule: RULE, cost: 1, admittedAtMs: atMs });
+      } catch (error) {
+        logEvent("error", { event: "admin_guard_refund_failed", key: keyHash, error: messageOf(error) });
+      }
+    },
   };
 }
