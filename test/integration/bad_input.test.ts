@@ -78,10 +78,16 @@ describe("client addresses", () => {
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
   });
 
+  it("missing CF-Connecting-IP (never on Cloudflare): no ip rule applies; forwarded", async () => {
+    setNow(T0);
+    const r = await login(null);
+    expect(r.status).toBe(200);
+    expect((await r.json<Echo>()).decisions).toEqual([]);
+  });
+
   it.each([
-    ["missing", null],
     ["empty", ""],
-    ["a zone id", "fe80::1%eth0"],
+    ["a zone id", "2001:db8::1%eth0"],
     ["brackets", "[2001:db8::1]"],
     ["a port", "198.51.100.1:443"],
     ["too many groups", "1:2:3:4:5:6:7:8:9"],
@@ -89,12 +95,16 @@ describe("client addresses", () => {
     ["an octet above 255", "198.51.100.256"],
     ["garbage", "not-an-address"],
     ["a list (X-Forwarded-For style)", "198.51.100.1, 203.0.113.9"],
-  ])("%s CF-Connecting-IP: no ip rule applies; forwarded", async (_name, ip) => {
-    setNow(T0);
-    const r = await login(ip);
-    expect(r.status).toBe(200);
-    expect((await r.json<Echo>()).decisions).toEqual([]);
-  });
+  ])(
+    "%s CF-Connecting-IP: 400 problem+json, nothing counted or forwarded (never ip rules turned off)",
+    async (_name, ip) => {
+      setNow(T0);
+      const r = await login(ip);
+      expect(r.status).toBe(400);
+      expect(r.headers.get("Content-Type")).toBe("application/problem+json");
+      expect(await r.json()).toMatchObject({ error: "two_identities" });
+    },
+  );
 });
 
 describe("methods and paths", () => {
@@ -109,7 +119,7 @@ describe("methods and paths", () => {
     ["GET", "/v1/%ZZ", 400],
     ["GET", "/v1/%C3%28", 400],
     ["GET", "//v1//quotes//", 200],
-    ["GET", "/v1/quotes/..%2F..%2Fetc%2Fpasswd", 200],
+    ["GET", "/v1/quotes/..%2F..%2Fetc%2Fpasswd", 400],
     ["GET", "/v1/labels:batch;jsessionid=1", 200],
     ["GET", "/a/a/a/... (8000 characters)", 200],
     ["POST", "/v1/labels:batch?x=%FF%FE", 200],

@@ -363,11 +363,17 @@ describe("bad input never produces a 500", () => {
     ["bearer with spaces", { Authorization: "Bearer a b c" }],
     ["oversized key", { "X-API-Key": "k".repeat(5000) }],
     ["control characters in the user header", { "X-User-Id": "a\u0001b" }],
-    ["garbage address", { "CF-Connecting-IP": "::ffff:999.1.1.1" }],
   ])("%s: no rule keyed on the missing identity applies", async (_name, headers) => {
     setNow(T0);
     const r = await gatewayFetch(rules, req("GET", "/x", headers as Record<string, string>));
     expect(r.status).toBe(200);
+    expect(r.headers.get("RateLimit")).toBeNull();
+  });
+
+  it("a garbage address is refused (400), never read as no address", async () => {
+    setNow(T0);
+    const r = await gatewayFetch(rules, req("GET", "/x", { "CF-Connecting-IP": "::ffff:999.1.1.1" }));
+    expect(r.status).toBe(400);
     expect(r.headers.get("RateLimit")).toBeNull();
   });
 

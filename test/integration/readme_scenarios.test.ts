@@ -184,9 +184,9 @@ describe("login: 5 per 60 s per IP (sliding log)", () => {
     expect(await spend({ "CF-Connecting-IP": "2001:db8:1:2::1" }, 3)).toEqual([200, 200, 200]);
     expect(await spend({ "CF-Connecting-IP": "2001:db8:1:2:ffff:ffff:ffff:ffff" }, 3)).toEqual([200, 200, 429]);
     expect(await spend({ "CF-Connecting-IP": "2001:db8:1:3::1" }, 1)).toEqual([200]);
-    // No usable address: the per-IP rule does not apply (and nothing fails).
+    // An address that does not parse is refused: it never turns the per-IP rule off.
     const noIp = await send(req("POST", "/v1/login", { "CF-Connecting-IP": "not-an-ip" }));
-    expect(noIp.status).toBe(200);
+    expect(noIp.status).toBe(400);
     expect(noIp.headers.get("RateLimit")).toBeNull();
   });
 });
