@@ -27,7 +27,7 @@ import { logEvent } from "../../isolate/metrics.ts";
 import { limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
-import { canonicalPath } from "../../request/canonical_path.ts";
+import { ADMIN_PREFIX } from "../../request/admin_path.ts";
 import { problemResponse } from "../../request/headers.ts";
 import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
 import type { CompiledRule } from "../../request/match.ts";
@@ -37,24 +37,6 @@ import { constantTimeEqual, keyHashOf, sha256Hex } from "../hash.ts";
 import type { Env, Settings } from "../settings.ts";
 import { adminGuard } from "./admin_guard.ts";
 import { dashboardPage } from "./dashboard.ts";
-
-export const ADMIN_PREFIX = "/_sluice";
-
-export function isAdminPath(path: string): boolean {
-  return path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`);
-}
-
-/**
- * Whether some upstream may read `pathname` as a path under /_sluice: decoded (`%5F`), case folded, `;params` dropped
- * (Tomcat) or kept as data (NGINX), `%2F` or `%5C` as separators, dot segments resolved. Pure.
- */
-export function adminReading(pathname: string): boolean {
-  const readings = [pathname, pathname.replace(/%5c/gi, "%2F")].flatMap((p) => [
-    canonicalPath(p, { caseSensitive: false, keepEncodedSlash: false, keepParams: false }),
-    canonicalPath(p, { caseSensitive: false, keepEncodedSlash: false, keepParams: true }),
-  ]);
-  return readings.some((r) => r.ok && isAdminPath(r.path));
-}
 
 /**
  * Deletes every header of `headers` that carries `token` (as is, or inside a Basic credential); returns how many.
