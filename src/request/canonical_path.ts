@@ -53,8 +53,12 @@ export function ambiguityOf(pathname: string, options: PathOptions = DEFAULT_PAT
   if (/%5c/i.test(pathname)) return "an encoded backslash (%5C), which some upstreams read as a separator";
   if (!options.keepEncodedSlash && ENCODED_SLASH.test(pathname))
     return "an encoded slash (%2F), which some upstreams read as a separator and others as data";
+  if (!options.keepParams && pathname.split("/").some((segment) => DOT_WITH_PARAMS.test(segment)))
+    return "a dot segment with ;params (..;x), which Tomcat reads as .. and NGINX as a name";
   return null;
 }
+
+const DOT_WITH_PARAMS = /^(?:\.|%2e){1,2};/i;
 
 /** `text` with ASCII upper-case letters lower-cased and nothing else changed. */
 export function asciiLower(text: string): string {

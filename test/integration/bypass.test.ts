@@ -79,16 +79,16 @@ const LOGIN_SPELLINGS = [
   "/v1/x/%2e%2e/login",
   "/v1/x/%2E%2E/login",
   "/v1/x/.%2e/login",
-  "/v1/x/..;y=z/login",
   "/v1/%2e/login",
   "/../v1/login",
 ];
 
 /**
- * Spellings with an encoded separator: NGINX routes them to the login handler, Express and Go do not. Refused by
+ * Spellings with an encoded separator or a dot segment with ;params: some upstreams route them to the login handler,
+ * others do not. Refused by
  * default (PATH_AMBIGUOUS=refuse); under PATH_AMBIGUOUS=forward they count, and the upstream receives `/v1/login`.
  */
-const LOGIN_ENCODED_SEPARATORS = ["/v1%2Flogin", "/v1%2flogin", "/v1/x%2F..%2Flogin"];
+const LOGIN_ENCODED_SEPARATORS = ["/v1%2Flogin", "/v1%2flogin", "/v1/x%2F..%2Flogin", "/v1/x/..;y=z/login"];
 
 /** Paths that are not the login route, and must not spend its budget. */
 const NOT_LOGIN = [
