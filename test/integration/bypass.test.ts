@@ -497,6 +497,7 @@ describe("round two: no way around a rule", () => {
       );
       await waitOnExecutionContext(ctx);
     }
+    expect(upstream).toHaveBeenCalledTimes(3);
     for (const call of upstream.mock.calls) {
       const sent = call[0] as Request;
       for (const [, value] of sent.headers) expect(value).not.toContain(TOKEN);

@@ -55,18 +55,20 @@ describe("parseSettings", () => {
   });
 
   it("reads UPSTREAM_PROFILE and PATH_AMBIGUOUS; an unknown value falls back to the safe default, with a warning", () => {
-    expect(parseSettings({ UPSTREAM_PROFILE: " Rails ", PATH_AMBIGUOUS: "forward" })).toMatchObject({
+    expect(
+      parseSettings({ UPSTREAM_PROFILE: " Rails ", PATH_AMBIGUOUS: "forward", ECHO_ORIGIN: "true" }),
+    ).toMatchObject({
       upstreamProfile: "rails",
       ambiguousPaths: "forward",
       warnings: [],
     });
-    const bad = parseSettings({ UPSTREAM_PROFILE: "django", PATH_AMBIGUOUS: "allow" });
+    const bad = parseSettings({ UPSTREAM_PROFILE: "django", PATH_AMBIGUOUS: "allow", ECHO_ORIGIN: "true" });
     expect(bad).toMatchObject({ upstreamProfile: "any", ambiguousPaths: "refuse" });
     expect(bad.warnings).toEqual([
       'UPSTREAM_PROFILE: must be one of any, nginx, express, go, flask, spring, rails, laravel, got "django"; using any',
       'PATH_AMBIGUOUS: must be one of refuse, forward, got "allow"; using refuse',
     ]);
-    const nginx = parseSettings({ UPSTREAM_PROFILE: "nginx", PATH_KEEP_ENCODED_SLASH: "true" });
+    const nginx = parseSettings({ UPSTREAM_PROFILE: "nginx", PATH_KEEP_ENCODED_SLASH: "true", ECHO_ORIGIN: "true" });
     expect(nginx.warnings[0]).toContain("nginx decodes %2F into a separator");
   });
 
