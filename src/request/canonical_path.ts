@@ -55,6 +55,8 @@ export function ambiguityOf(pathname: string, options: PathOptions = DEFAULT_PAT
     return "an encoded slash (%2F), which some upstreams read as a separator and others as data";
   if (!options.keepParams && pathname.split("/").some((segment) => DOT_WITH_PARAMS.test(segment)))
     return "a dot segment with ;params (..;x), which Tomcat reads as .. and NGINX as a name";
+  if (!options.keepParams && pathname.split("/").some((segment) => segment.startsWith(";")))
+    return "a segment of ;params alone (/;x/), which Tomcat reads as empty and NGINX as a name";
   return null;
 }
 

@@ -207,6 +207,11 @@ describe("bypass corpus: POST /v1/addresses/*/validate (address-validate-per-use
     expect(await decidedBy("POST", path, { "X-User-Id": `u-${freshIp()}` })).toContain("address-validate-per-user");
   });
 
+  it("POST /v1/addresses/;/validate (a segment of ;params alone, NGINX's `*`) is refused, not read as two segments", async () => {
+    setNow(T0);
+    await expectAmbiguous("POST", "/v1/addresses/;/validate");
+  });
+
   it.each(["/v1/addresses/validate", "/v1/addresses/a1/b/validate", "/v1/addresses/a1/validated"])(
     "POST %s does not count",
     async (path) => {
