@@ -46,7 +46,13 @@ export function parseArgs(args: readonly string[], spec: FlagSpec): ParsedArgs {
   if (options.help !== undefined) options.help = { type: "boolean", short: "h" };
   let parsed: ReturnType<typeof nodeParseArgs>;
   try {
-    parsed = nodeParseArgs({ args: [...args], options, strict: true, allowPositionals: true, tokens: true });
+    parsed = nodeParseArgs({
+      args: joinNegativeValues(args, spec.values),
+      options,
+      strict: true,
+      allowPositionals: true,
+      tokens: true,
+    });
   } catch (err) {
     return { ok: false, error: parseError(err as Error & { code?: string }, Object.keys(options)) };
   }
@@ -68,6 +74,25 @@ export function parseArgs(args: readonly string[], spec: FlagSpec): ParsedArgs {
     values.set(token.name, list);
   }
   return { ok: true, values, booleans, positionals: parsed.positionals, flags };
+}
+
+/**
+ * `--flag -1` as `--flag=-1`: `util.parseArgs` takes a value starting with "-" for another flag and says the flag
+ * "needs a value"; a negative number is a value, which the command then checks (and refuses with its own message).
+ */
+function joinNegativeValues(args: readonly string[], valueFlags: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const next = args[i + 1];
+    if (arg.startsWith("--") && valueFlags.includes(arg.slice(2)) && next !== undefined && /^-\d/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
 }
 
 /** `util.parseArgs`' messages, shortened to ours (`unknown option --x; did you mean --y?`, `--x needs a value`). */

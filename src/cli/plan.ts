@@ -6,7 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import { formatPlan, pairRules, type Replay, ReplayBuilder, type RulePair, totalFlips } from "../replay/plan.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
@@ -67,7 +67,6 @@ export async function runPlan(args: string[], io: Io): Promise<number> {
   if (typeof request === "number") return request;
 
   const before = loadBefore(request.from, request.toPaths);
-  if ("usage" in before) return usageError(cmd, before.usage);
   const after = loadRules(request.toPaths);
   const errors = [...before.errors, ...after.errors];
   if (errors.length > 0) return inputError(io, errors);
@@ -139,7 +138,7 @@ function flipGate(replay: Replay, maxFlips: number | undefined, io: Io): number 
   return 0;
 }
 
-type Loaded = { rules: ResolvedRule[]; errors: string[]; name: string } | { usage: string };
+type Loaded = { rules: ResolvedRule[]; errors: string[]; name: string };
 
 /**
  * The rules before: from disk when `from` is a path; else, at git ref `from`, the `toPaths` (or at `REF:PATH`,
@@ -154,18 +153,25 @@ function loadBefore(from: string, toPaths: readonly string[]): Loaded {
   try {
     git(["rev-parse", "--verify", "--quiet", `${ref}^{commit}`]);
   } catch {
-    return { usage: `--from ${JSON.stringify(from)} is neither a file or folder nor a git ref` };
+    const errors = [`--from ${JSON.stringify(from)}: cannot read it: no such file or folder, and not a git ref`];
+    return { rules: [], errors, name: from };
   }
   const name = `${paths.join(", ")} at ${ref}`;
   const dir = mkdtempSync(join(tmpdir(), "sluice-plan-"));
   try {
-    const files = git(["ls-tree", "-r", "--name-only", ref, "--", ...paths])
+    // Paths from the repository's top (--full-name), so `../rules` asked from a subfolder names `rules/...`; each
+    // file is still checked to land inside the fresh folder before anything is written.
+    const files = git(["ls-tree", "-r", "--name-only", "--full-name", ref, "--", ...paths])
       .split("\n")
       .filter((f) => /\.ya?ml$/.test(f));
     if (files.length === 0) return { rules: [], errors: [`${name}: no *.yaml or *.yml rule files there`], name };
     for (const file of files) {
-      mkdirSync(dirname(join(dir, file)), { recursive: true });
-      writeFileSync(join(dir, file), git(["show", `${ref}:./${file}`]));
+      const target = resolve(dir, file);
+      if (!target.startsWith(`${dir}${sep}`)) {
+        return { rules: [], errors: [`${name}: ${file}: not a path inside the repository`], name };
+      }
+      mkdirSync(dirname(target), { recursive: true });
+      writeFileSync(target, git(["show", `${ref}:${file}`]));
     }
     const loaded = loadRules(files.map((f) => join(dir, f)));
     // Name files as `ref:path`, not by the temporary copy.

@@ -100,6 +100,12 @@ function show(key: string, value: unknown): string {
 export interface StateFate {
   readonly kind: "none" | "dropped" | "kept" | "converted" | "capped" | "discarded";
   readonly text: string;
+  /**
+   * Cost-1 requests a key that had spent its whole capacity just before the deploy may make at once just after it,
+   * under the new rule (`null` when the rule was removed or cannot be probed): the claim a test checks against the
+   * Worker.
+   */
+  readonly atLimitAdmits: number | null;
 }
 
 /** The probe time: window algorithms are epoch-aligned, so a window's start is as good as any moment. */
@@ -118,32 +124,76 @@ function headroom(rule: ResolvedRule, state: AlgorithmState | null): number {
  */
 export function stateFate(pair: RulePair): StateFate {
   const { before, after } = pair;
-  if (before === null) return { kind: "none", text: "new rule: every key starts fresh" };
-  if (after === null) return { kind: "dropped", text: "rule removed: its state is no longer read" };
-  const light = decide(before, null, 1, PROBE_MS);
-  const full = decide(before, null, capacityOf(before), PROBE_MS);
-  if (!light.ok || !full.ok) return { kind: "discarded", text: "cannot probe" };
-  const lightNext = carryOver(before, after, light.state, PROBE_MS);
-  if (lightNext === null) {
+  if (before === null) {
+    return { kind: "none", text: "new rule: every key starts fresh", atLimitAdmits: after && headroom(after, null) };
+  }
+  if (after === null)
+    return { kind: "dropped", text: "rule removed: its state is no longer read", atLimitAdmits: null };
+  const fresh = (why: string): StateFate => {
+    const admits = headroom(after, null);
     return {
       kind: "discarded",
-      text: `discarded: every key starts fresh under the new rule (${headroom(after, null)} requests at once)`,
+      text: `discarded: every key starts fresh (${admits} requests at once): ${why}`,
+      atLimitAdmits: admits,
     };
+  };
+  const unread = unreadState(before, after);
+  if (unread !== null) return fresh(unread);
+  const light = decide(before, null, 1, PROBE_MS);
+  const full = decide(before, null, capacityOf(before), PROBE_MS);
+  if (!light.ok || !full.ok) return { kind: "discarded", text: "cannot probe", atLimitAdmits: null };
+  const lightNext = carryOver(before, after, light.state, PROBE_MS);
+  if (lightNext === null) {
+    return fresh(
+      before.algorithm === after.algorithm
+        ? "the old state means nothing under the new window"
+        : `another algorithm (${before.algorithm} -> ${after.algorithm})`,
+    );
   }
   const fullNext = carryOver(before, after, full.state, PROBE_MS);
   const was = headroom(before, light.state);
   const keeps = headroom(after, lightNext);
   const atLimit = fullNext === null ? headroom(after, null) : headroom(after, fullNext);
   const detail = `a key with ${was} left keeps ${keeps}; a key at its limit keeps ${atLimit}`;
+  // A change of match keeps the key and its object: it changes which requests count, not what they counted.
+  const matchChanged =
+    JSON.stringify(before.match.plans) !== JSON.stringify(after.match.plans) ||
+    before.match.route?.source !== after.match.route?.source;
+  const matchNote = matchChanged ? " (a match change keeps each key's state: it changes which requests count)" : "";
+  const fate = (kind: StateFate["kind"], text: string): StateFate => ({
+    kind,
+    text: `${text}${matchNote}`,
+    atLimitAdmits: atLimit,
+  });
   if (lightNext === light.state) {
     // The same state, judged by the new rule (e.g. a window's count under a new limit).
-    if (keeps === was && atLimit === headroom(before, full.state))
-      return { kind: "kept", text: "carried over as it is" };
-    return { kind: keeps < was ? "capped" : "kept", text: `carried over as it is, judged by the new rule: ${detail}` };
+    if (keeps === was && atLimit === headroom(before, full.state)) return fate("kept", "carried over as it is");
+    return fate(keeps < was ? "capped" : "kept", `carried over as it is, judged by the new rule: ${detail}`);
   }
-  return keeps < was
-    ? { kind: "capped", text: `carried over, capped: ${detail}` }
-    : { kind: "converted", text: `carried over: ${detail}` };
+  return keeps < was ? fate("capped", `carried over, capped: ${detail}`) : fate("converted", `carried over: ${detail}`);
+}
+
+/**
+ * Why the Worker will not read a key's old state under the new rule at all, or `null` when it will (and carryOver
+ * decides). State is found by the key's Durable Object name (rule id and the hash of the identity value) for
+ * `scope: global`, and in an isolate's memory for `scope: local`.
+ */
+function unreadState(before: ResolvedRule, after: ResolvedRule): string | null {
+  if (before.match.identity !== after.match.identity) {
+    return (
+      `keys are counted by ${after.match.identity} instead of ${before.match.identity}, so every caller has a new ` +
+      "key and the old keys' state is never read"
+    );
+  }
+  if (before.scope === "global" && after.scope === "local") {
+    return "scope: local keeps keys in each isolate's memory, so the Durable Objects' state is no longer read (and each isolate counts alone)";
+  }
+  if (before.scope === "local" && after.scope === "global") {
+    return "scope: local state lived in isolate memory, which is not moved into the keys' Durable Objects";
+  }
+  if (before.scope === "local")
+    return "scope: local state lives in isolate memory, and a deploy starts every isolate afresh";
+  return null;
 }
 
 /** Counts of answers that flip: allowed then denied, denied then allowed. */

@@ -263,6 +263,14 @@ export function resolveOverride(rule: ResolvedRule, value: Raw, where: string, o
   if (params === null || e.count > 0) return null;
   const capacity = capacityOf(params);
   const capacityName = paramSpec(algorithm).capacityName;
+  const leaseUnits = rule.lease?.units ?? null;
+  if (leaseUnits !== null && leaseUnits > capacity) {
+    e.add(
+      "lease.units",
+      `must be at most this override's capacity ${capacity} (its ${capacityName}), got the rule's ${leaseUnits}: ` +
+        `raise ${capacityName} or lower the rule's lease.units`,
+    );
+  }
   if (rule.cost > capacity) e.add("cost", exceedsCapacity(rule.cost, capacity, capacityName));
   for (const { route, cost } of rule.costByRoute) {
     if (cost > capacity)
@@ -384,7 +392,7 @@ function resolveRate(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErr
     }
     return rate;
   }
-  e.add("rate_per_s", `required for ${algorithm} (or rate: "<amount>/<duration>")`);
+  e.add("rate", `required for ${algorithm}: "<amount>/<duration>" such as 250/s (or rate_per_s: <count per second>)`);
   return undefined;
 }
 

@@ -3,6 +3,9 @@
  * the record it would write, checked against the rules with the rule-file messages, and the production command.
  */
 import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../support/io.ts";
 
@@ -33,10 +36,62 @@ describe("sluice accounts", () => {
 
   it("takes the hash instead of the key, and quotes the JSON for the shell", async () => {
     const hash = sha("x");
-    const r = await run("--key-sha256", hash, "--plan", "o'brien");
+    const r = await run("--key-sha256", hash, "--plan", "o'brien", "--allow-unknown-plan");
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`--remote ${hash} '{"plan":"o'\\''brien"}'`);
     expect(r.stderr).toContain(`warning: no rule names plan "o'brien" (rules name: free, growth, scale)`);
+  });
+
+  it("an unknown plan is an error, with the plan it was probably meant to be; nothing is written", async () => {
+    const r = await runCli(["accounts", "--key", "sk_growth_demo", "--plan", "growht", "--persist-to", "/nonexistent"]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe(
+      '--plan: no rule names plan "growht" (rules name: free, growth, scale), so this key would escape every ' +
+        'plan-scoped rule; did you mean "growth"? (for a plan whose rules ship later, give --allow-unknown-plan)\n' +
+        "nothing written\n",
+    );
+  });
+
+  it("an override may not make the rule's lease.units larger than the override's capacity", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-accounts-"));
+    const rules = join(dir, "lease.yaml");
+    writeFileSync(
+      rules,
+      "- id: g\n  match: { plan: growth, identity: api_key }\n  algorithm: token_bucket\n  rate: 100/s\n" +
+        "  burst: 200\n  lease: { units: 50 }\n",
+    );
+    const small = await run(
+      "--rules",
+      rules,
+      "--key",
+      "k",
+      "--plan",
+      "growth",
+      "--limit",
+      "g.rate=10/s",
+      "--limit",
+      "g.burst=20",
+    );
+    expect(small.code).toBe(1);
+    expect(small.stderr).toBe(
+      "--limit g.lease.units: must be at most this override's capacity 20 (its burst), got the rule's 50: raise " +
+        "burst or lower the rule's lease.units\nnothing written\n",
+    );
+    const enough = await run(
+      "--rules",
+      rules,
+      "--key",
+      "k",
+      "--plan",
+      "growth",
+      "--limit",
+      "g.rate=10/s",
+      "--limit",
+      "g.burst=50",
+    );
+    expect(enough.code).toBe(0);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("checks every override with the rule-file messages, writes nothing, exits 1", async () => {
@@ -73,7 +128,9 @@ describe("sluice accounts", () => {
   it("an override must give every parameter of the rule's algorithm", async () => {
     const r = await run("--key", "k", "--plan", "growth", "--limit", "growth-global.burst=500");
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('--limit growth-global.rate_per_s: required for gcra (or rate: "<amount>/<duration>")');
+    expect(r.stderr).toBe(
+      '--limit growth-global.rate: required for gcra: "<amount>/<duration>" such as 250/s (or rate_per_s: <count per second>)\nnothing written\n',
+    );
   });
 
   it.each([
@@ -85,6 +142,64 @@ describe("sluice accounts", () => {
     [["--key", "k", "--plan", "growth", "--limit", "growth-global.burst=[1"], "--limit growth-global.burst: "],
   ])("%j: usage error (exit 2)", async (args, message) => {
     const r = await run(...args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`sluice accounts: ${message}`);
+  });
+});
+
+describe("sluice accounts show and delete (a local namespace of their own, through wrangler)", () => {
+  const persistTo = mkdtempSync(join(tmpdir(), "sluice-accounts-kv-"));
+  const accounts = (...args: string[]) => runCli(["accounts", ...args, "--persist-to", persistTo]);
+  const hash = sha("sk_show_me");
+
+  it("show prints the record as the Worker reads it; delete removes it; both print the remote command", async () => {
+    const put = await accounts(
+      "--key",
+      "sk_show_me",
+      "--plan",
+      "growth",
+      "--limit",
+      "growth-global.rate=5/s",
+      "--limit",
+      "growth-global.burst=7",
+    );
+    expect(put.code).toBe(0);
+    const shown = await accounts("show", "sk_show_me");
+    expect(shown.stderr).toBe("");
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toBe(
+      `account ${hash} in the local ACCOUNTS namespace (${persistTo}):\n` +
+        '  {"plan":"growth","limits":{"growth-global":{"rate":"5/s","burst":7}}}\n' +
+        "  plan: growth\n  override growth-global: gcra 5/s, burst 7\n" +
+        `for the deployed namespace:\n  npx wrangler kv key get --binding ACCOUNTS --remote ${hash}\n`,
+    );
+    expect(shown.stdout).not.toContain("sk_show_me");
+
+    const dry = await accounts("delete", "--key-sha256", hash, "--dry-run");
+    expect(dry.stdout).toContain("--dry-run: nothing deleted");
+
+    const deleted = await accounts("delete", "sk_show_me");
+    expect(deleted.code).toBe(0);
+    expect(deleted.stdout).toBe(
+      `account ${hash}: deleted from the local ACCOUNTS namespace (${persistTo}) ` +
+        '(was {"plan":"growth","limits":{"growth-global":{"rate":"5/s","burst":7}}})\n' +
+        `for the deployed namespace:\n  npx wrangler kv key delete --binding ACCOUNTS --remote ${hash}\n`,
+    );
+    const gone = await accounts("show", "sk_show_me");
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toBe(
+      `account ${hash}: no record in the local ACCOUNTS namespace (${persistTo}) (the key is on the default plan)\n`,
+    );
+    expect((await accounts("delete", "sk_show_me")).stdout).toContain("no record");
+    rmSync(persistTo, { recursive: true, force: true });
+  }, 240_000);
+
+  it.each([
+    [["show"], "give KEY or --key-sha256 HEX"],
+    [["show", "a", "b"], 'unexpected argument "b"'],
+    [["delete", "k", "--plan", "x"], "unknown option --plan"],
+  ])("%j: usage error (exit 2)", async (args, message) => {
+    const r = await runCli(["accounts", ...args]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`sluice accounts: ${message}`);
   });

@@ -1,6 +1,6 @@
 /** `sluice plan`: rule pairs with known flips, the fate of live state, and the command's output and exit codes. */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -19,6 +19,8 @@ function rules(yaml: string): ResolvedRule[] {
 
 const rule = (body: string, id = "r") => `- id: ${id}\n  match: { identity: api_key }\n${body}`;
 const TB = (burst: number) => rule(`  algorithm: token_bucket\n  rate: 10/s\n  burst: ${burst}\n`);
+/** The rule made `scope: local`. */
+const local = (r: string) => `${r}  scope: local\n`;
 const FW = (limit: number, extra = "") => rule(`  algorithm: fixed_window\n  limit: ${limit}\n  window: s\n${extra}`);
 
 function trace(...args: string[]) {
@@ -90,15 +92,52 @@ describe("live state on deploy, as the core's carryOver decides", () => {
     ["higher burst", TB(10), TB(20), "changed", "converted", "a key with 9 left keeps 9; a key at its limit keeps 0"],
     ["same window, lower limit", FW(10), FW(5), "changed", "capped", "a key with 9 left keeps 4"],
     ["another window", FW(10), FW(10).replace("window: s", "window: min"), "changed", "discarded", "starts fresh"],
-    ["another algorithm", TB(20), FW(20), "changed", "discarded", "every key starts fresh under the new rule (20"],
+    ["another algorithm", TB(20), FW(20), "changed", "discarded", "every key starts fresh (20 requests at once)"],
     ["only the mode", FW(5), FW(5, "  mode: shadow\n"), "changed", "kept", "carried over as it is"],
     ["added", "", FW(5), "added", "none", "every key starts fresh"],
     ["removed", FW(5), "", "removed", "dropped", "no longer read"],
+    // The Worker finds a global key's state by its object's name (rule id, hash of the identity value) and a local
+    // key's in isolate memory: these changes leave the old state unread, whatever carryOver would make of it.
+    ["global to local", TB(4), local(TB(4)), "changed", "discarded", "each isolate's memory"],
+    ["local to global", local(TB(4)), TB(4), "changed", "discarded", "not moved"],
+    ["local, a new burst", local(TB(4)), local(TB(6)), "changed", "discarded", "starts every isolate afresh"],
+    [
+      "api_key to ip",
+      TB(4),
+      TB(4).replace("api_key", "ip"),
+      "changed",
+      "discarded",
+      "counted by ip instead of api_key",
+    ],
+    [
+      "ip to user",
+      TB(4).replace("api_key", "ip"),
+      TB(4).replace("api_key", "user"),
+      "changed",
+      "discarded",
+      "a new key",
+    ],
+    [
+      "a route added",
+      TB(4),
+      TB(4).replace("identity: api_key", 'route: "GET /x", identity: api_key'),
+      "changed",
+      "kept",
+      "a match change keeps each key's state",
+    ],
   ])("%s", (_name, before, after, change, kind, text) => {
     const f = fate(before, after);
     expect(f.change).toBe(change);
     expect(f.kind).toBe(kind);
     expect(f.text).toContain(text);
+  });
+
+  it("says how many requests a key spent to its limit may make just after the deploy", () => {
+    expect(fate(TB(4), TB(4).replace("api_key", "ip")).atLimitAdmits).toBe(4);
+    expect(fate(TB(4), TB(4).replace("burst: 4", "burst: 4\n  scope: local")).atLimitAdmits).toBe(4);
+    expect(fate(TB(4), TB(6)).atLimitAdmits).toBe(0);
+    expect(fate(TB(4), FW(5)).atLimitAdmits).toBe(5);
+    expect(fate(FW(5), FW(8)).atLimitAdmits).toBe(3);
   });
 });
 
@@ -152,13 +191,53 @@ describe("sluice plan", () => {
 
   it.each([
     [[], "--from REF|PATH is required"],
-    [["--from", "no-such-ref-or-path"], "is neither a file or folder nor a git ref"],
     [["--from", before, "--max-flips", "x"], "--max-flips must be a whole number"],
+    [["--from", before, "--trace", traceFile, "--max-flips", "-1"], '--max-flips must be a whole number, got "-1"'],
+    [["--from", before, "--trace", traceFile, "--top", "-5"], '--top must be a whole number, got "-5"'],
     [["--from", before, "--svg", "x.svg"], "--svg and --max-flips need --trace"],
   ])("usage error %j exits 2", async (args, message) => {
     const r = await runCli(["plan", ...args]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(message);
+  });
+
+  it("a --from path that is not there cannot be read: exit 1, as for any unreadable file", async () => {
+    for (const from of ["no-such-ref-or-path", join(dir, "missing.yaml")]) {
+      const r = await runCli(["plan", "--from", from, "--to", after]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(
+        `--from ${JSON.stringify(from)}: cannot read it: no such file or folder, and not a git ref\n`,
+      );
+    }
+  });
+
+  it("reads a git ref's files only into a fresh temporary folder, also for --to ../rules from a subfolder", () => {
+    // A repository of its own, with rules/ beside docs/; the command runs in docs/ with TMPDIR pointing at a
+    // folder the test watches: nothing may be left there, and nothing written outside the fresh folder.
+    const repo = mkdtempSync(join(tmpdir(), "sluice-plan-repo-"));
+    const watched = mkdtempSync(join(tmpdir(), "sluice-plan-tmp-"));
+    const git = (...args: string[]) => execFileSync("git", args, { cwd: repo, stdio: "pipe" });
+    mkdirSync(join(repo, "rules"));
+    mkdirSync(join(repo, "docs"));
+    writeFileSync(join(repo, "rules", "api.yaml"), TB(20));
+    git("init", "-q");
+    git("add", ".");
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "rules");
+    writeFileSync(join(repo, "rules", "api.yaml"), TB(10));
+    const bin = join(process.cwd(), "bin", "sluice.mjs");
+    const r = spawnSync(process.execPath, [bin, "plan", "--from", "HEAD", "--to", "../rules"], {
+      cwd: join(repo, "docs"),
+      encoding: "utf8",
+      env: { ...process.env, TMPDIR: watched },
+    });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("sluice plan: ../rules at HEAD -> ../rules");
+    expect(r.stdout).toContain("r: changed (token_bucket 10/s, burst 10)\n  burst: 20 -> 10");
+    // tsx, which runs the command, keeps its own cache there.
+    expect(readdirSync(watched).filter((name) => !name.startsWith("tsx-"))).toEqual([]);
+    rmSync(repo, { recursive: true, force: true });
+    rmSync(watched, { recursive: true, force: true });
   });
 
   it("invalid rules and a malformed trace exit 1", async () => {
