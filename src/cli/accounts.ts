@@ -7,12 +7,12 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { describeRule } from "../replay/run.ts";
 import { readAccount } from "../rules/account.ts";
 import { loadRules } from "../rules/load.ts";
 import { closest } from "../rules/parse.ts";
 import type { AlgorithmParams, ResolvedRule } from "../rules/types.ts";
 import { parseYamlValue } from "../rules/yaml.ts";
-import { describeRule } from "../replay/run.ts";
 import { type CommandInfo, commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 
