@@ -31,24 +31,40 @@ if (persistAt >= 0 && persistTo === undefined) {
   process.exit(2);
 }
 
-const dir = mkdtempSync(join(tmpdir(), "sluice-seed-"));
-try {
-  const file = join(dir, "accounts.json");
-  const records = DEMO_ACCOUNTS.map(({ key, plan }) => ({ key: sha256Hex(key), value: JSON.stringify({ plan }) }));
-  writeFileSync(file, JSON.stringify(records));
-  const wranglerArgs = ["wrangler", "kv", "bulk", "put", file, "--binding", "ACCOUNTS", "--local"];
-  if (persistTo !== undefined) wranglerArgs.push("--persist-to", persistTo);
-  const result = spawnSync("npx", wranglerArgs, {
-    encoding: "utf8",
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true" },
-  });
+const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true" };
+const local = (args) => {
+  const all = ["wrangler", "kv", ...args, "--binding", "ACCOUNTS", "--local"];
+  if (persistTo !== undefined) all.push("--persist-to", persistTo);
+  const result = spawnSync("npx", all, { encoding: "utf8", env: WRANGLER_ENV });
   if (result.status !== 0) {
     process.stderr.write(result.stdout + result.stderr);
-    process.stderr.write("seed-accounts: could not write the demo accounts into the local KV\n");
+    process.stderr.write("seed-accounts: could not use the local ACCOUNTS namespace\n");
     process.exit(result.status ?? 1);
   }
-  const plans = DEMO_ACCOUNTS.map(({ key, plan }) => `${key} (${plan})`).join(", ");
-  process.stdout.write(`seeded demo accounts into the local ACCOUNTS namespace: ${plans}\n`);
-} finally {
-  rmSync(dir, { recursive: true, force: true });
+  return result.stdout;
+};
+
+// A demo key that already has a record keeps it: overrides set on it (`sluice accounts --key sk_growth_demo ...`,
+// as the README shows) survive a restart. Only missing records are written.
+const present = new Set(JSON.parse(local(["key", "list"])).map((k) => k.name));
+const missing = DEMO_ACCOUNTS.filter(({ key }) => !present.has(sha256Hex(key)));
+const kept = DEMO_ACCOUNTS.filter(({ key }) => present.has(sha256Hex(key)));
+if (missing.length > 0) {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-seed-"));
+  try {
+    const file = join(dir, "accounts.json");
+    const records = missing.map(({ key, plan }) => ({ key: sha256Hex(key), value: JSON.stringify({ plan }) }));
+    writeFileSync(file, JSON.stringify(records));
+    local(["bulk", "put", file]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+const list = (accounts) => accounts.map(({ key, plan }) => `${key} (${plan})`).join(", ");
+if (missing.length > 0)
+  process.stdout.write(`seeded demo accounts into the local ACCOUNTS namespace: ${list(missing)}\n`);
+if (kept.length > 0) {
+  process.stdout.write(
+    `kept the demo accounts already there, with any overrides: ${kept.map((a) => a.key).join(", ")}\n`,
+  );
 }

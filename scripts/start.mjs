@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm start`: validate and compile the rules, load the demo accounts into the local KV, then run the Worker locally
 // with wrangler dev on 127.0.0.1:8787 (PORT overrides), offline and quiet. Extra arguments go to wrangler dev, e.g.
-// `npm start -- --persist-to /tmp/sluice-state` (the demo accounts are then seeded there too).
+// `npm start -- --persist-to /tmp/sluice-state` (the demo accounts are then seeded there too). A local admin token for
+// /_sluice/ is generated into .dev.vars when it has none (dev-admin-token.mjs).
 //
 // Live reload: this process watches rules/ and compiles on every change, in process (milliseconds). Valid rules are
 // written to src/generated/rules.ts, which wrangler dev (watching the Worker's sources) bundles and serves; invalid
@@ -12,6 +13,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, watch, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { register } from "tsx/esm/api";
+import { ensureAdminToken } from "./dev-admin-token.mjs";
 
 const extra = process.argv.slice(2);
 const env = {
@@ -65,6 +67,7 @@ writeFileSync(
   `# Written by scripts/start.mjs for wrangler dev: wrangler.toml without [build]. Edit wrangler.toml.\n${withoutBuild}`,
 );
 
+process.stdout.write(ensureAdminToken(".dev.vars", `http://127.0.0.1:${port}/_sluice/`));
 // ECHO_ORIGIN: with no UPSTREAM_URL set, the built-in echo origin answers admitted requests (local development only).
 const args = ["wrangler", "dev", "--config", DEV_CONFIG, "--ip", "127.0.0.1", "--port", port, ...inspector];
 args.push("--var", "ECHO_ORIGIN:true", ...extra);

@@ -36,6 +36,14 @@ export interface Env {
   readonly KEY_HASH_SECRET?: string;
   /** Optional Workers Analytics Engine dataset: one data point per decision. */
   readonly METRICS?: AnalyticsEngineDataset;
+  /** The fleet view (admin/fleet.ts): the Cloudflare account whose Analytics Engine holds METRICS' points. */
+  readonly AE_ACCOUNT_ID?: string;
+  /** The fleet view: the dataset METRICS writes to. Default `sluice_decisions`. */
+  readonly AE_DATASET?: string;
+  /** Secret (`wrangler secret put AE_API_TOKEN`): an API token with Account Analytics: Read, for the fleet view. */
+  readonly AE_API_TOKEN?: string;
+  /** The fleet view: the Cloudflare API's base URL. Default `https://api.cloudflare.com/client/v4`. */
+  readonly AE_API_BASE?: string;
 }
 
 /** The vars and secrets: the string-valued part of `Env`. */
@@ -93,8 +101,19 @@ export interface Settings {
   readonly adminToken: string | null;
   /** HMAC key for key hashes; `null`: plain SHA-256. */
   readonly keyHashSecret: string | null;
+  /** The fleet view's Analytics Engine SQL API; `null` (off) unless both `AE_ACCOUNT_ID` and `AE_API_TOKEN` are set. */
+  readonly fleet: FleetSettings | null;
   /** Problems found in the vars, reported once per isolate. */
   readonly warnings: readonly string[];
+}
+
+/** Where the fleet view reads Analytics Engine. */
+export interface FleetSettings {
+  readonly accountId: string;
+  readonly dataset: string;
+  readonly apiToken: string;
+  /** No trailing slash. */
+  readonly apiBase: string;
 }
 
 const cache = new WeakMap<object, Settings>();
@@ -188,6 +207,13 @@ export function parseSettings(env: Vars): Settings {
     upstreamProfile,
     adminToken: adminToken.length >= MIN_ADMIN_TOKEN_CHARS ? adminToken : null,
     keyHashSecret: keyHashSecret === "" ? null : keyHashSecret,
+    fleet: fleetSettings(
+      text("AE_ACCOUNT_ID"),
+      text("AE_DATASET"),
+      text("AE_API_TOKEN"),
+      text("AE_API_BASE"),
+      warnings,
+    ),
     warnings,
   };
 }
@@ -216,4 +242,46 @@ function originOf(upstream: string, passThrough: boolean, echo: boolean): Origin
   if (passThrough) return { kind: "pass_through" };
   if (echo) return { kind: "echo" };
   return none("none is set");
+}
+
+/** The fleet view's settings: off unless the account id and the token are both set; a bad value is warned and off. */
+function fleetSettings(
+  accountId: string,
+  dataset: string,
+  apiToken: string,
+  apiBase: string,
+  warnings: string[],
+): FleetSettings | null {
+  if (accountId === "" && apiToken === "") return null;
+  if (accountId === "" || apiToken === "") {
+    warnings.push("AE_ACCOUNT_ID and AE_API_TOKEN: the fleet view needs both; it stays off");
+    return null;
+  }
+  if (!/^[0-9a-f]{32}$/i.test(accountId)) {
+    warnings.push(
+      `AE_ACCOUNT_ID: must be a 32-digit hex account id, got ${JSON.stringify(accountId)}; the fleet view stays off`,
+    );
+    return null;
+  }
+  const name = dataset === "" ? "sluice_decisions" : dataset;
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name)) {
+    warnings.push(
+      `AE_DATASET: must be a dataset name (letters, digits, _), got ${JSON.stringify(name)}; the fleet view stays off`,
+    );
+    return null;
+  }
+  let base = "https://api.cloudflare.com/client/v4";
+  if (apiBase !== "") {
+    try {
+      const url = new URL(apiBase);
+      if (url.protocol !== "https:" && url.protocol !== "http:") throw new Error("not http(s)");
+      base = url.href.replace(/\/+$/, "");
+    } catch (e) {
+      warnings.push(
+        `AE_API_BASE: must be an http(s) URL, got ${JSON.stringify(apiBase)} (${String(e)}); the fleet view stays off`,
+      );
+      return null;
+    }
+  }
+  return { accountId, dataset: name, apiToken, apiBase: base };
 }

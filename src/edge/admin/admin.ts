@@ -5,9 +5,12 @@
  *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged,
  *                                            and the lease this isolate holds of it (`lease`, null when none)
  *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
+ *        (both also take key_hash=HEX instead of key=: the hashed key a denial row shows)
+ *   GET  /_sluice/account?key=KEY            an API key's account record as the Worker reads it: plan, overrides
  *   GET  /_sluice/stats                      this isolate's counters
  *   GET  /_sluice/denials                    this isolate's most recent denials (hashed keys; a bounded ring)
- *   GET  /_sluice/                           the dashboard: one HTML page over the four above (dashboard.ts)
+ *   GET  /_sluice/fleet?period=1h            the whole fleet's decisions from Analytics Engine (fleet.ts)
+ *   GET  /_sluice/                           the dashboard: one HTML page over the above (dashboard.ts)
  *
  * Every request needs `Authorization: Bearer <ADMIN_TOKEN>` (a wrangler secret), compared in constant time, except
  * the dashboard page itself, which carries no data and asks for the token. Wrong tokens are limited per client
@@ -15,7 +18,8 @@
  * refused by the gateway and never forwarded, and the admin token is stripped from anything forwarded upstream. With the secret unset (or too short to be
  * safe) the whole surface, the page too, answers 404, as if it did not exist. `KEY` is the raw
  * identity value (API key, client address, user id), hashed exactly as the gateway hashes it (addresses normalised and
- * IPv6 grouped by prefix first); nothing lists keys, so a token holder learns only about keys they already know.
+ * IPv6 grouped by prefix first); nothing lists raw keys, so a token holder learns only about keys they already know
+ * or hashes the denial ring and the fleet view already showed them.
  *
  * `scope: local` rules answer for this isolate only: state and reset reach the isolate that served the admin
  * request, not the others.
@@ -37,6 +41,8 @@ import { constantTimeEqual, keyHashOf, sha256Hex } from "../hash.ts";
 import type { Env, Settings } from "../settings.ts";
 import { adminGuard } from "./admin_guard.ts";
 import { dashboardPage } from "./dashboard.ts";
+import { FleetError, fleetPeriodOf, fleetView } from "./fleet.ts";
+import { FLEET_PERIODS } from "./fleet_sql.ts";
 
 /**
  * Deletes every header of `headers` that carries `token` (as is, or inside a Basic credential); returns how many.
@@ -98,6 +104,10 @@ export async function handleAdmin(
       return allow("GET") ?? json(statsOf(isolate, settings));
     case "/denials":
       return allow("GET") ?? json(denialsOf(isolate));
+    case "/fleet":
+      return allow("GET") ?? (await fleetRoute(url, settings, isolate));
+    case "/account":
+      return allow("GET") ?? (await accountRoute(url, env, settings, rules, isolate));
     case "/state":
     case "/reset":
       return allow(route === "/state" ? "GET" : "POST") ?? (await keyRoute(route, url, env, settings, rules, isolate));
@@ -147,17 +157,27 @@ async function keyRoute(
 ): Promise<Response> {
   const ruleId = url.searchParams.get("rule");
   const rawKey = url.searchParams.get("key");
-  if (ruleId === null || rawKey === null) return problem(400, "Bad Request", "Both rule= and key= are required.");
+  const givenHash = url.searchParams.get("key_hash");
+  if (ruleId === null || (rawKey === null) === (givenHash === null)) {
+    return problem(400, "Bad Request", "rule= and one of key= (the raw key) or key_hash= (its hash) are required.");
+  }
   const compiled = rules.find((c) => c.rule.id === ruleId);
   if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
   const { rule } = compiled;
-  const counted = await countedKeyHash(rule.match.identity, rawKey, env, settings, isolate, rules);
+  const counted =
+    givenHash !== null
+      ? /^[0-9a-f]{64}$/.test(givenHash)
+        ? givenHash
+        : { error: "key_hash= must be the 64 lower-case hex digits of a hashed key." }
+      : await countedKeyHash(rule.match.identity, rawKey!, env, settings, isolate, rules);
   if (typeof counted !== "string") return problem(400, "Bad Request", counted.error);
   const keyHash = counted;
   const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
   try {
     if (route === "/reset") return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
-    const applied = await limitFor(env, settings, isolate, rules, compiled, rawKey);
+    // By hash, the account is known only when hashes are plain SHA-256 (the account record's key).
+    const accountHash = rawKey !== null ? await sha256Hex(rawKey) : settings.keyHashSecret === null ? keyHash : null;
+    const applied = await limitFor(env, settings, isolate, rules, compiled, accountHash);
     // `override`: the key's account has its own limit for this rule (a per-account override), and it applies.
     const limit = { quota: applied.capacity, override: applied !== compiled };
     return await stateOrReset(route, env, settings, isolate, applied, keyHash, { ...base, ...limit });
@@ -174,13 +194,57 @@ async function limitFor(
   isolate: Isolate,
   rules: readonly CompiledRule[],
   compiled: CompiledRule,
-  key: string,
+  accountHash: string | null,
 ): Promise<CompiledRule> {
   if (compiled.rule.match.identity !== "api_key") return compiled;
   const ttlMs = settings.planCacheTtlMs;
-  const hash = await sha256Hex(key);
-  const account = await isolate.plans.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
+  const account = await isolate.plans.accountFor(
+    env.ACCOUNTS,
+    accountHash,
+    rules,
+    ttlMs,
+    isolate.clock(),
+    isolate.sleep,
+  );
   return account?.overrides.get(compiled.rule.id) ?? compiled;
+}
+
+/** `/fleet?period=`: the fleet view from Analytics Engine, or how to enable it; 502 when its API fails. */
+async function fleetRoute(url: URL, settings: Settings, isolate: Isolate): Promise<Response> {
+  const period = fleetPeriodOf(url.searchParams.get("period"));
+  if (period === null) {
+    const names = FLEET_PERIODS.map((p) => p.name).join(", ");
+    return problem(400, "Bad Request", `period= must be one of ${names}.`);
+  }
+  try {
+    return json(await fleetView(settings.fleet, period, isolate.clock()));
+  } catch (error) {
+    if (!(error instanceof FleetError)) throw error;
+    logEvent("error", { event: "fleet_failed", status: error.status, error: error.message });
+    return problem(502, "Bad Gateway", error.message);
+  }
+}
+
+/** `/account?key=`: the key's account record as the Worker reads it (plan, valid overrides with their limits). */
+async function accountRoute(
+  url: URL,
+  env: Env,
+  settings: Settings,
+  rules: readonly CompiledRule[],
+  isolate: Isolate,
+): Promise<Response> {
+  const key = url.searchParams.get("key");
+  if (key === null || key === "") return problem(400, "Bad Request", "key= (the raw API key) is required.");
+  const hash = await sha256Hex(key);
+  const ttlMs = settings.planCacheTtlMs;
+  const account = await isolate.plans.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
+  return json({
+    account: hash,
+    found: account !== null,
+    plan: account?.plan ?? settings.defaultPlan,
+    // Each override as the rule it makes for this account: the rule with the account's own parameters.
+    overrides: [...(account?.overrides.values() ?? [])].map((o) => ({ ...o.rule, ...o.params })),
+  });
 }
 
 async function stateOrReset(
