@@ -1,14 +1,18 @@
 /**
  * docs/operations.md stays true to src/isolate/metrics.ts: its column table says what writeDataPoint really writes
- * where, its outcome list is complete, and its SQL reads only documented columns and real outcomes.
+ * where, its outcome list is complete, and its SQL reads only documented columns and real outcomes. The dashboard's
+ * fleet view runs its queries from one module (src/edge/admin/fleet_sql.ts): each of them is in the doc word for
+ * word (rendered with the doc's period), and every period's rendering reads only documented columns too.
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { FLEET_PERIODS, fleetQueries } from "../../src/edge/admin/fleet_sql.ts";
 import { type DataPoint, writeDataPoint } from "../../src/isolate/metrics.ts";
 
 const text = readFileSync("docs/operations.md", "utf8");
 const rowOf = (column: string) => text.split("\n").find((l) => new RegExp(`^\\|\\s*\`${column}\`\\s*\\|`).test(l));
-const sql = [...text.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!).join("\n");
+const blocks = [...text.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+const sql = blocks.join("\n");
 
 /** A point whose every field is distinct, and the words the doc's row for each column must start with. */
 const POINT: DataPoint = {
@@ -75,6 +79,27 @@ describe("docs/operations.md", () => {
     for (const [, literal] of sql.matchAll(/'([a-z_]+)'/g)) expect(OUTCOMES).toContain(literal);
     // Sampled rows are counted by their weight.
     expect(sql).not.toMatch(/COUNT\(/i);
+  });
+
+  it("prints each query of the fleet view word for word", () => {
+    const hour = FLEET_PERIODS.find((p) => p.name === "1h")!;
+    const queries = fleetQueries("sluice_decisions", hour);
+    // The doc's time series spans a day in minutes; the dashboard picks the bucket per period.
+    const overADay = fleetQueries("sluice_decisions", { ...hour, interval: "'1' DAY" }).denialsOverTime;
+    for (const query of [overADay, queries.topDeniedKeys, queries.ruleTotals]) expect(blocks).toContain(query);
+  });
+
+  it("the fleet view's queries read only documented columns and real outcomes, for every period", () => {
+    for (const period of FLEET_PERIODS) {
+      for (const query of Object.values(fleetQueries("sluice_decisions", period))) {
+        for (const [, column] of query.matchAll(/\b((?:blob|double|index)\d+)\b/g))
+          expect(DOC_WORDS).toHaveProperty(column!);
+        for (const [, literal] of query.matchAll(/'([a-z_]+)'/g)) expect(OUTCOMES).toContain(literal);
+        expect(query).not.toMatch(/COUNT\(/i);
+        expect(query).toContain(`NOW() - INTERVAL ${period.interval}`);
+      }
+    }
+    expect(() => fleetQueries("x; DROP", FLEET_PERIODS[0]!)).toThrow("not a dataset name");
   });
 });
 
