@@ -1,27 +1,78 @@
 /**
  * The dashboard at /_sluice/ in a real browser: Debian's Chromium driven by playwright-core, against a real
- * `wrangler dev` on a free port of 127.0.0.1. A client is denied at login, then the page is loaded, a wrong token is
- * refused, the right one logs in, the denial shows up in the isolate's ring, the client's key is looked up and reset
- * (and its next login is admitted again). The page makes no request outside this origin and never puts the token in
- * a URL. Run by `npm run test:browser`; UPDATE_SCREENSHOT=1 rewrites docs/dashboard.png.
+ * `wrangler dev` on a free port of 127.0.0.1. Two Workers: one without Analytics Engine settings (the page says the
+ * fleet view is off and shows this isolate), one whose AE_API_BASE points at a local server playing back the SQL
+ * API's recorded responses (test/support/analytics_engine.ts), so the fleet view draws its chart and lists keys.
+ *
+ * Covered: two wrong tokens then the right one (one API call per login, the refused token never kept); the lockout
+ * shown with its time left, and the right token working once it ends; acting on a denial row (look up, reset only
+ * after confirming); a key's account and override; the fleet view; the token in no URL; no console errors. Run by
+ * `npm run test:browser`; UPDATE_SCREENSHOT=1 rewrites the screenshots in docs/.
  */
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AE_ACCOUNT_ID, AE_API_TOKEN, aeAnswer } from "../support/analytics_engine.ts";
 import { ROOT, startWrangler, stopWrangler, type WranglerDev } from "../support/wrangler_dev.ts";
 
 const ADMIN_TOKEN = "browser-admin-token-0123456789abcdef";
 const CLIENT_IP = "198.51.100.23";
-const persistTo = mkdtempSync(join(tmpdir(), "sluice-browser-"));
-let server: WranglerDev | null = null;
-let browser: Browser | null = null;
+const OVERRIDE_KEY = "sk_browser_override";
 /** Evaluated in the page (a string, since the tests are type-checked without the DOM library). */
 const TOKEN_IN_STORAGE = `sessionStorage.getItem("sluice-admin-token")`;
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOT === "1";
+
+const dirs: string[] = [];
+let isolateOnly: WranglerDev | null = null;
+let fleet: WranglerDev | null = null;
+let aeServer: Server | null = null;
+let browser: Browser | null = null;
 
 beforeAll(async () => {
-  server = await startWrangler(persistTo, { LIMITER_TIMEOUT_MS: "5000", ADMIN_TOKEN });
+  const plain = mkdtempSync(join(tmpdir(), "sluice-browser-"));
+  const withFleet = mkdtempSync(join(tmpdir(), "sluice-browser-fleet-"));
+  dirs.push(plain, withFleet);
+  const account = spawnSync(
+    process.execPath,
+    ["bin/sluice.mjs", "accounts", "--key", OVERRIDE_KEY, "--plan", "growth", "--persist-to", plain].concat([
+      "--limit",
+      "growth-global.rate=250/s",
+      "--limit",
+      "growth-global.burst=500",
+    ]),
+    { cwd: ROOT, encoding: "utf8" },
+  );
+  expect(account.status, account.stderr).toBe(0);
+  aeServer = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (c: Buffer) => chunks.push(c));
+    request.on("end", async () => {
+      const url = `http://${request.headers.host}${request.url}`;
+      const answer = aeAnswer(
+        url,
+        request.headers.authorization ?? null,
+        Buffer.concat(chunks).toString(),
+        Date.now() / 1000,
+      );
+      response.writeHead(answer.status, { "Content-Type": answer.headers.get("Content-Type") ?? "text/plain" });
+      response.end(await answer.text());
+    });
+  });
+  await new Promise<void>((resolve) => aeServer!.listen(0, "127.0.0.1", resolve));
+  const aePort = (aeServer.address() as AddressInfo).port;
+  isolateOnly = await startWrangler(plain, { LIMITER_TIMEOUT_MS: "5000", ADMIN_TOKEN });
+  fleet = await startWrangler(withFleet, {
+    LIMITER_TIMEOUT_MS: "5000",
+    ADMIN_TOKEN,
+    AE_ACCOUNT_ID,
+    AE_API_TOKEN,
+    AE_API_BASE: `http://127.0.0.1:${aePort}/client/v4`,
+  });
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
     args: [
@@ -39,18 +90,91 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (server !== null) await stopWrangler(server);
-  rmSync(persistTo, { recursive: true, force: true });
+  if (isolateOnly !== null) await stopWrangler(isolateOnly);
+  if (fleet !== null) await stopWrangler(fleet);
+  await new Promise((resolve) => (aeServer === null ? resolve(null) : aeServer.close(resolve)));
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-const login = () => fetch(`${server!.base}/v1/login`, { method: "POST", headers: { "CF-Connecting-IP": CLIENT_IP } });
+/** A page in its own context, from one client address, recording what it requests and any console error. */
+async function open(server: WranglerDev, ip: string) {
+  const context: BrowserContext = await browser!.newContext({
+    viewport: { width: 1240, height: 900 },
+    extraHTTPHeaders: { "CF-Connecting-IP": ip },
+  });
+  const page = await context.newPage();
+  const requested: string[] = [];
+  const problems: string[] = [];
+  page.on("request", (r) => requested.push(r.url()));
+  page.on("console", (m) => {
+    // Chromium reports every refused token (401) and lockout (429) answer as a failed resource load: expected here.
+    const expected = /Failed to load resource: the server responded with a status of (401|429)/.test(m.text());
+    if (m.type() === "error" && !expected) problems.push(m.text());
+  });
+  page.on("pageerror", (e) => problems.push(String(e)));
+  await page.goto(`${server.base}/_sluice/`);
+  await expect.poll(() => page.locator("#login").isVisible()).toBe(true);
+  const apiCalls = () =>
+    requested.filter((u) => new URL(u).pathname.startsWith("/_sluice/") && new URL(u).pathname !== "/_sluice/");
+  return { context, page, requested, problems, apiCalls };
+}
+
+async function logIn(page: Page, token: string) {
+  await page.fill("#token", token);
+  await page.click("#login-button");
+}
 
 /** The value of one row of the key result table. */
 const field = (page: Page, name: string) => page.locator(`#key-result tr[data-field="${name}"] td`);
 
-describe("dashboard in Chromium", () => {
-  it("logs in with the token, shows rules, counters and the denial, looks up a key and resets it", async () => {
-    // login-per-ip admits 5 per 60 s: the sixth is denied, and lands in this isolate's ring of recent denials.
+function expectNoTokenInUrls(requested: readonly string[], server: WranglerDev) {
+  expect(requested.length).toBeGreaterThan(3);
+  for (const url of requested) {
+    expect(url.startsWith(`${server.base}/`) || url.startsWith("data:"), url).toBe(true);
+    expect(url).not.toContain(ADMIN_TOKEN);
+    expect(url).not.toContain("not-the-admin-token");
+  }
+}
+
+describe("dashboard in Chromium, without Analytics Engine", () => {
+  it("two wrong tokens, then the right one: one call per login, the refused token never kept", async () => {
+    const { context, page, requested, problems, apiCalls } = await open(isolateOnly!, "192.0.2.10");
+    expect(await page.locator("#app").isVisible()).toBe(false);
+    expect(await page.locator("#refresh").isVisible()).toBe(false);
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      await logIn(page, `not-the-admin-token-${attempt}`);
+      await page.locator("#login-error").filter({ hasText: "The token was refused." }).waitFor();
+      expect(apiCalls()).toHaveLength(attempt);
+      expect(await page.evaluate(TOKEN_IN_STORAGE)).toBeNull();
+      expect(await page.locator("#app").isVisible()).toBe(false);
+    }
+    await logIn(page, ADMIN_TOKEN);
+    await page.locator("#rules-body tr", { hasText: "login-per-ip" }).waitFor();
+    expect(await page.evaluate(TOKEN_IN_STORAGE)).toBe(ADMIN_TOKEN);
+    expect(await page.locator("#refresh").isVisible()).toBe(true);
+    // Without Analytics Engine the page says which view it shows and how to enable the fleet one.
+    await expect.poll(() => page.locator("#view").textContent()).toBe("this isolate only");
+    expect(await page.locator("#view").isVisible()).toBe(true);
+    await page.locator("#fleet-off").waitFor();
+    expect(await page.locator("#fleet-steps").textContent()).toContain("npx wrangler secret put AE_API_TOKEN");
+    // Counters say what they count; the rules table splits mode, scope and on_error; numbers have separators.
+    const requests = page.locator('#stats-body tr[data-stat="requests"] td');
+    expect(await requests.first().textContent()).toBe("requests through the gateway (admin requests excluded)");
+    await expect.poll(() => requests.nth(2).textContent(), { timeout: 20_000 }).toMatch(/^\d+(\.\d+)?$/);
+    const monthly = page.locator("#rules-body tr", { hasText: "scale-monthly" }).locator("td");
+    expect(await monthly.nth(2).textContent()).toBe("2,000,000 per calendar month");
+    expect(await monthly.nth(7).textContent()).toBe("global");
+    expect(await monthly.nth(8).textContent()).toBe("open");
+    await expect.poll(() => page.locator("#updated").textContent()).toMatch(/^updated \d\d:\d\d:\d\d UTC$/);
+    if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard-isolate.png"), fullPage: true });
+    expect(problems).toEqual([]);
+    expectNoTokenInUrls(requested, isolateOnly!);
+    await context.close();
+  });
+
+  it("acts on a denial row: looks it up, resets it only after confirming; shows a key's override", async () => {
+    const login = () =>
+      fetch(`${isolateOnly!.base}/v1/login`, { method: "POST", headers: { "CF-Connecting-IP": CLIENT_IP } });
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
       const r = await login();
@@ -59,53 +183,42 @@ describe("dashboard in Chromium", () => {
     }
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
 
-    const context = await browser!.newContext({ viewport: { width: 1200, height: 900 } });
-    const page = await context.newPage();
-    const requested: string[] = [];
-    const problems: string[] = [];
-    page.on("request", (r) => requested.push(r.url()));
-    page.on("console", (m) => {
-      if (m.type() === "error" && !m.text().includes("401")) problems.push(m.text());
-    });
-    page.on("pageerror", (e) => problems.push(String(e)));
-
-    await page.goto(`${server!.base}/_sluice/`);
-    await expect.poll(() => page.locator("#login").isVisible()).toBe(true);
-    expect(await page.locator("#app").isVisible()).toBe(false);
-
-    await page.fill("#token", "not-the-admin-token-at-all");
-    await page.click("#login-button");
-    await page.locator("#login-error").filter({ hasText: "The token was refused." }).waitFor();
-    expect(await page.evaluate(TOKEN_IN_STORAGE)).toBeNull();
-
-    await page.fill("#token", ADMIN_TOKEN);
-    await page.click("#login-button");
-    await page.locator("#rules-body tr", { hasText: "login-per-ip" }).waitFor();
-    expect(await page.locator("#per-isolate").textContent()).toContain("Counters are per isolate.");
-    expect(await page.locator("#rules-body tr").count()).toBeGreaterThanOrEqual(10);
+    const { context, page, requested, problems } = await open(isolateOnly!, "192.0.2.11");
+    await logIn(page, ADMIN_TOKEN);
     const denial = page.locator("#denials-body tr", { hasText: "login-per-ip" });
     await denial.waitFor();
-    expect(await denial.locator("td").nth(3).textContent()).toMatch(/^\d+(\.\d)? m?s$/);
-    expect(Number(await page.locator('[data-stat="denials"] .mono').textContent())).toBeGreaterThanOrEqual(1);
-
-    await page.selectOption("#key-rule", "login-per-ip");
-    await page.fill("#key-value", CLIENT_IP);
-    await page.click("#lookup");
+    expect(await denial.locator("td").first().textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    await denial.locator('button[data-action="lookup"]').click();
     await expect.poll(() => field(page, "remaining").textContent()).toBe("0");
     expect(await field(page, "quota").textContent()).toBe("5 (the rule's)");
-    expect(await field(page, "retry after").textContent()).toMatch(/^\d+(\.\d)? m?s$/);
 
-    if (process.env.UPDATE_SCREENSHOT === "1") {
-      await page.screenshot({ path: join(ROOT, "docs", "dashboard.png"), fullPage: true });
-    }
-
-    await page.click("#reset");
+    // Reset asks first; cancelling changes nothing.
+    await denial.locator('button[data-action="reset"]').click();
+    await page.locator("#confirm").waitFor();
+    expect(await page.locator("#confirm-text").textContent()).toContain("under login-per-ip?");
+    await page.click("#confirm-no");
+    expect(await page.locator("#confirm").isVisible()).toBe(false);
+    const stillDenied = await login();
+    await stillDenied.arrayBuffer();
+    expect(stillDenied.status).toBe(429);
+    await denial.locator('button[data-action="reset"]').click();
+    await page.click("#confirm-yes");
     await expect.poll(() => field(page, "reset").textContent()).toBe("state forgotten");
-    await page.click("#lookup");
-    await expect.poll(() => field(page, "remaining").textContent()).toBe("5");
     const afterReset = await login();
     await afterReset.arrayBuffer();
     expect(afterReset.status).toBe(200);
+
+    // A key's account and its override, from the form (the raw key).
+    await page.selectOption("#key-rule", "growth-global");
+    await page.fill("#key-value", OVERRIDE_KEY);
+    await page.click("#lookup");
+    await expect.poll(() => field(page, "account").textContent()).toBe("plan growth");
+    expect(await field(page, "overrides").textContent()).toBe("growth-global: rate 250/s, burst 500");
+    expect(await field(page, "quota").textContent()).toBe("500 (this account's own limit)");
+    await page.click("#reset");
+    await page.locator("#confirm").waitFor();
+    if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard-key.png"), fullPage: true });
+    await page.click("#confirm-no");
 
     // The token survives a reload (session storage) and is gone after logging out.
     await page.reload();
@@ -113,13 +226,57 @@ describe("dashboard in Chromium", () => {
     await page.click("#logout");
     await expect.poll(() => page.locator("#login").isVisible()).toBe(true);
     expect(await page.evaluate(TOKEN_IN_STORAGE)).toBeNull();
-
     expect(problems).toEqual([]);
-    expect(requested.length).toBeGreaterThan(4);
-    for (const url of requested) {
-      expect(url.startsWith(`${server!.base}/`) || url.startsWith("data:"), url).toBe(true);
-      expect(url).not.toContain(ADMIN_TOKEN);
+    expectNoTokenInUrls(requested, isolateOnly!);
+    await context.close();
+  });
+
+  it("shows a lockout as a lockout with its time left; the right token works once it ends", async () => {
+    const { context, page, requested, problems, apiCalls } = await open(isolateOnly!, "192.0.2.12");
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      await logIn(page, `not-the-admin-token-${attempt}`);
+      await page.locator("#login-error").filter({ hasText: "The token was refused." }).waitFor();
     }
+    await logIn(page, "not-the-admin-token-5");
+    await page.locator("#lockout").waitFor();
+    expect(apiCalls()).toHaveLength(5);
+    expect(await page.locator("#lockout").textContent()).toContain("Locked out.");
+    expect(await page.locator("#lockout-left").textContent()).toMatch(/^\d+ s$/);
+    expect(await page.locator("#login-button").isDisabled()).toBe(true);
+    expect(await page.locator("#app").isVisible()).toBe(false);
+    expect(await page.evaluate(TOKEN_IN_STORAGE)).toBeNull();
+    if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard-lockout.png") });
+    await page.locator("#login-error").filter({ hasText: "The lockout has ended" }).waitFor({ timeout: 30_000 });
+    await logIn(page, ADMIN_TOKEN);
+    await page.locator("#rules-body tr", { hasText: "login-per-ip" }).waitFor();
+    expect(problems).toEqual([]);
+    expectNoTokenInUrls(requested, isolateOnly!);
+    await context.close();
+  });
+});
+
+describe("dashboard in Chromium, with the fleet view (recorded Analytics Engine responses)", () => {
+  it("draws denials per rule over time, lists the top keys and each rule's traffic beside its limit", async () => {
+    const { context, page, requested, problems } = await open(fleet!, "192.0.2.13");
+    await logIn(page, ADMIN_TOKEN);
+    await expect.poll(() => page.locator("#view").textContent()).toBe("fleet view + this isolate");
+    expect(await page.locator("#view").isVisible()).toBe(true);
+    await page.locator("#fleet-chart polyline").first().waitFor();
+    expect(await page.locator("#fleet-chart polyline").count()).toBe(4);
+    const points = await page.locator('#fleet-chart polyline[data-rule="free-global"]').getAttribute("points");
+    expect(points!.split(" ")).toHaveLength(60);
+    expect(await page.locator("#fleet-legend").textContent()).toContain("free-global");
+    expect(await page.locator("#fleet-keys-body tr").count()).toBe(5);
+    expect(await page.locator("#fleet-keys-body tr").first().locator("td").nth(3).textContent()).toBe("1,840");
+    const free = page.locator("#fleet-rules-body tr", { hasText: "free-global" }).locator("td");
+    expect(await free.nth(1).textContent()).toBe("rate 10/s, burst 20");
+    expect(await free.nth(2).textContent()).toBe("1,284,000");
+    expect(await free.nth(3).textContent()).toBe("357");
+    expect(await free.nth(5).textContent()).toBe("0.2%");
+    expect(await page.locator("#fleet-source").textContent()).toMatch(/queried at \d\d:\d\d:\d\d UTC/);
+    if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard.png"), fullPage: true });
+    expect(problems).toEqual([]);
+    expectNoTokenInUrls(requested, fleet!);
     await context.close();
   });
 });

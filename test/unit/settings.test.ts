@@ -50,6 +50,7 @@ describe("parseSettings", () => {
       upstreamProfile: "any",
       adminToken: null,
       keyHashSecret: null,
+      fleet: null,
       warnings: [],
     });
   });
@@ -144,5 +145,42 @@ describe("parseSettings", () => {
     const s = parseSettings({ PATH_KEEP_PARAMS: "yes", ECHO_ORIGIN: "true" });
     expect(s.path.keepParams).toBe(false);
     expect(s.warnings).toEqual([`PATH_KEEP_PARAMS: must be true or false, got "yes"; using false`]);
+  });
+});
+
+describe("the fleet view's settings", () => {
+  const ACCOUNT = "0123456789abcdef0123456789abcdef";
+  it.each([
+    [{}, null, []],
+    [
+      { AE_ACCOUNT_ID: ACCOUNT, AE_API_TOKEN: "t" },
+      {
+        accountId: ACCOUNT,
+        dataset: "sluice_decisions",
+        apiToken: "t",
+        apiBase: "https://api.cloudflare.com/client/v4",
+      },
+      [],
+    ],
+    [
+      { AE_ACCOUNT_ID: ACCOUNT, AE_API_TOKEN: "t", AE_DATASET: "mine", AE_API_BASE: "http://127.0.0.1:9/client/v4/" },
+      { accountId: ACCOUNT, dataset: "mine", apiToken: "t", apiBase: "http://127.0.0.1:9/client/v4" },
+      [],
+    ],
+    [{ AE_ACCOUNT_ID: ACCOUNT }, null, ["AE_ACCOUNT_ID and AE_API_TOKEN: the fleet view needs both; it stays off"]],
+    [
+      { AE_ACCOUNT_ID: "acme", AE_API_TOKEN: "t" },
+      null,
+      ['AE_ACCOUNT_ID: must be a 32-digit hex account id, got "acme"; the fleet view stays off'],
+    ],
+    [
+      { AE_ACCOUNT_ID: ACCOUNT, AE_API_TOKEN: "t", AE_DATASET: "x; DROP" },
+      null,
+      ['AE_DATASET: must be a dataset name (letters, digits, _), got "x; DROP"; the fleet view stays off'],
+    ],
+  ])("%j", (vars, fleet, warnings) => {
+    const settings = parseSettings(vars);
+    expect(settings.fleet).toEqual(fleet);
+    expect(settings.warnings).toEqual(warnings);
   });
 });

@@ -402,6 +402,7 @@ const SCRIPT = `
     $("fleet-off").hidden = f.configured;
     $("fleet-on").hidden = !f.configured;
     const badge = $("view");
+    badge.hidden = false;
     if (!f.configured) {
       badge.textContent = "this isolate only";
       badge.className = "badge isolate";
@@ -630,7 +631,7 @@ const BODY = `
       <h3>Each rule's traffic beside its limit</h3>
       <table>
         <thead><tr><th>rule</th><th>limit</th><th class="num">decisions</th><th class="num">per second</th>
-        <th class="num">denied</th><th class="num">denied</th><th class="num">shadow-denied</th><th class="num">fail-open</th>
+        <th class="num">denied</th><th class="num">denied %</th><th class="num">shadow-denied %</th><th class="num">fail-open %</th>
         <th class="num">fail-closed</th></tr></thead>
         <tbody id="fleet-rules-body"></tbody>
       </table>
