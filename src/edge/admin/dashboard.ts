@@ -64,7 +64,9 @@ const SCRIPT = `
   let timer = null;
   let lockTimer = null;
   let rules = [];
-  let lastStats = null;
+  // Recent snapshots of the counters: a rate is taken against one at least 2 s old, so a quick refresh (after a
+  // reset) does not show the noise of half a second.
+  let snapshots = [];
   let fleetAt = 0;
   let pending = null;
 
@@ -222,13 +224,14 @@ const SCRIPT = `
   function showStats(stats, atMs) {
     const body = $("stats-body");
     body.replaceChildren();
-    const seconds = lastStats === null ? null : (atMs - lastStats.atMs) / 1000;
+    const base = snapshots.filter((x) => x.atMs <= atMs - 2000).pop() ?? null;
+    const seconds = base === null ? null : (atMs - base.atMs) / 1000;
     for (const [name, value] of Object.entries(stats)) {
       if (BOUNDS.has(name)) continue;
       const [kind, what, boundName, boundText] = STATS[name] || ["total", name.replaceAll("_", " ")];
       let perSecond = "";
-      if (kind === "total" && seconds !== null && seconds > 0 && lastStats.values[name] !== undefined) {
-        perSecond = rate(Math.max(0, value - lastStats.values[name]) / seconds);
+      if (kind === "total" && seconds !== null && base.values[name] !== undefined) {
+        perSecond = rate(Math.max(0, value - base.values[name]) / seconds);
       }
       const bound = boundName && stats[boundName] !== undefined ? boundText + " " + fmt(stats[boundName]) : "";
       const tr = row([el("td", what), num(value), el("td", kind === "total" ? perSecond || "-" : "now", "num"), el("td", bound, "desc")]);
@@ -239,7 +242,7 @@ const SCRIPT = `
       seconds === null
         ? "Per-second rates appear from the next refresh (every 5 s)."
         : "Per second over the last " + seconds.toFixed(1) + " s.";
-    lastStats = { atMs, values: stats };
+    snapshots = [...snapshots, { atMs, values: stats }].slice(-6);
   }
 
   function showDenials(list) {
@@ -538,7 +541,7 @@ const SCRIPT = `
     sessionStorage.removeItem(TOKEN_KEY);
     if (timer !== null) clearInterval(timer);
     timer = null;
-    lastStats = null;
+    snapshots = [];
     $("app").hidden = true;
     $("logout").hidden = true;
     $("refresh").hidden = true;
