@@ -149,7 +149,8 @@ export function importSpecifiers(file: string): string[] {
 
 /**
  * Module graph of `files`: for each file, the files it imports (static `import`, `import type`, `export ... from`
- * and `import()`), resolved relative to it. Imports of packages (`yaml`, `node:fs`) are left out.
+ * and `import()`), resolved relative to it. Imports of packages (`yaml`, `node:fs`) and of JSON data (recorded
+ * responses: leaves that import nothing) are left out.
  */
 export function importGraph(files: readonly string[]): Map<string, string[]> {
   const known = new Set(files.map((f) => resolve(f)));
@@ -157,7 +158,7 @@ export function importGraph(files: readonly string[]): Map<string, string[]> {
   for (const file of files) {
     const targets: string[] = [];
     for (const fileName of importSpecifiers(file)) {
-      if (!fileName.startsWith(".")) continue;
+      if (!fileName.startsWith(".") || fileName.endsWith(".json")) continue;
       const base = resolve(dirname(file), fileName);
       const hit = [base, base.replace(/\.js$/, ".ts"), `${base}.ts`, join(base, "index.ts")].find((p) => known.has(p));
       if (!hit) throw new Error(`${file}: cannot resolve import "${fileName}"`);
