@@ -18,8 +18,9 @@ import type { Io } from "./io.ts";
 
 const HELP = `Usage: sluice accounts (--key KEY | --key-sha256 HEX) --plan PLAN [--limit RULE.FIELD=VALUE]...
                       [--rules PATH]... [--persist-to DIR] [--dry-run] [--allow-unknown-plan]
-       sluice accounts show (KEY | --key-sha256 HEX) [--rules PATH]... [--persist-to DIR]
-       sluice accounts delete (KEY | --key-sha256 HEX) [--persist-to DIR] [--dry-run]
+
+  sluice accounts show (KEY | --key-sha256 HEX) [--rules PATH]... [--persist-to DIR]
+  sluice accounts delete (KEY | --key-sha256 HEX) [--persist-to DIR] [--dry-run]
 
 Writes one account record into the local ACCOUNTS KV namespace (the one \`npm start\` and \`wrangler dev\` use; with
 --persist-to, the one under DIR), and prints the \`wrangler kv key put\` command for the deployed namespace. The
