@@ -3,8 +3,9 @@
  * state per key, no clock), and sum up what each did. Data in, data out; the command and the SVG are shells.
  */
 import { type AlgorithmState, describeParams, peakSpanMs as peakSpanOf } from "../algorithms/index.ts";
+import { formatDurationUnit } from "../rules/duration.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { formatDurationUnit, formatSpan, formatTime, type TimeStyle } from "./time.ts";
+import { formatSpan, formatTime, type TimeStyle } from "./time.ts";
 
 /** One request of a trace: when, whose, and what it costs. */
 export interface TraceLine {

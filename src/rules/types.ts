@@ -70,6 +70,8 @@ export interface RuleCommon {
    * `skip`: does not apply to it; `reject`: refuses it with 401 at the edge.
    */
   readonly unverified: Unverified;
+  /** What the rule is for, in a sentence, for people (the dashboard, `sluice plan`). Default `""`. */
+  readonly description: string;
 }
 
 /** A rule's `lease` setting. */

@@ -1,7 +1,8 @@
 /**
  * The admin API under /_sluice/, for operators (curl, dashboards):
  *
- *   GET  /_sluice/rules                      the resolved rules, as deployed
+ *   GET  /_sluice/rules                      the resolved rules, as deployed, each with `limits`: its algorithm and
+ *                                            parameters in one line (`token_bucket 10/s, burst 20`)
  *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged,
  *                                            and the lease this isolate holds of it (`lease`, null when none)
  *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
@@ -27,6 +28,7 @@ import { logEvent } from "../../isolate/metrics.ts";
 import { limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
+import { describeRule } from "../../replay/run.ts";
 import { ADMIN_PREFIX } from "../../request/admin_path.ts";
 import { problemResponse } from "../../request/headers.ts";
 import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
@@ -93,7 +95,7 @@ export async function handleAdmin(
 
   switch (route) {
     case "/rules":
-      return allow("GET") ?? json({ rules: rules.map((c) => c.rule) });
+      return allow("GET") ?? json({ rules: rules.map((c) => ({ ...c.rule, limits: describeRule(c.rule) })) });
     case "/stats":
       return allow("GET") ?? json(statsOf(isolate, settings));
     case "/denials":

@@ -54,41 +54,11 @@ const SCRIPT = `
     return tr;
   };
   const num = (n) => el("td", n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"), "num");
-  // A rule's period as written in rules: "s", "min", "30s", "1500ms".
-  const period = (ms) => {
-    const units = [["d", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]];
-    for (const [name, size] of units) if (ms >= size && ms % size === 0) return (ms === size ? "" : ms / size) + name;
-    return ms + "ms";
-  };
   // A wait: "850 ms", "59.7 s".
   const wait = (ms) => {
     if (ms === null || ms === undefined) return "-";
     return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
   };
-  const per = (amount, ms) => amount + "/" + period(ms);
-  const windowText = (w) => (w.kind === "month" ? "calendar month" : period(w.ms));
-
-  function limitsOf(r) {
-    switch (r.algorithm) {
-      case "token_bucket":
-      case "gcra":
-      case "leaky_bucket":
-        return "rate " + per(r.rate.amount, r.rate.periodMs) + ", burst " + r.burst;
-      case "leaky_queue":
-        return "rate " + per(r.rate.amount, r.rate.periodMs) + ", burst " + r.burst + ", delay " + r.delay;
-      case "fixed_window":
-        return r.limit + " per " + windowText(r.window);
-      case "sliding_log":
-        return r.limit + " per " + period(r.windowMs);
-      case "sliding_counter":
-        return (
-          r.limit + " per " + period(r.windowMs) + (r.buckets > 1 ? ", " + r.buckets + " sub-windows" : "") +
-          (r.countDenied ? ", counts denials" : "")
-        );
-      default:
-        return JSON.stringify(r);
-    }
-  }
 
   async function api(method, path) {
     const token = sessionStorage.getItem(TOKEN_KEY);
@@ -113,6 +83,13 @@ const SCRIPT = `
     return body;
   }
 
+  // The rule's id, and under it what the rule is for (its description), when it says.
+  function idCell(r) {
+    const cell = el("td", r.id, "mono");
+    if (r.description) cell.append(el("div", r.description, "note"));
+    return cell;
+  }
+
   function showRules(rules) {
     const body = $("rules-body");
     body.replaceChildren();
@@ -123,9 +100,8 @@ const SCRIPT = `
       const m = r.match;
       body.append(
         row([
-          el("td", r.id, "mono"),
-          r.algorithm,
-          limitsOf(r),
+          idCell(r),
+          r.limits,
           m.plans === null ? "any" : m.plans.join(", "),
           m.route === null ? "any" : m.route.source,
           m.identity,
@@ -308,7 +284,7 @@ const BODY = `
 
   <h2>Rules as deployed</h2>
   <table>
-    <thead><tr><th>id</th><th>algorithm</th><th>limit</th><th>plans</th><th>route</th><th>identity</th><th>mode</th></tr></thead>
+    <thead><tr><th>id</th><th>limits</th><th>plans</th><th>route</th><th>identity</th><th>mode</th></tr></thead>
     <tbody id="rules-body"></tbody>
   </table>
 </main>
