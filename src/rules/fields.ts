@@ -45,14 +45,15 @@ export interface RuleField<K extends FieldKey> {
 
 export type AnyRuleField = { [K in FieldKey]: RuleField<K> }[FieldKey];
 
-const field = <K extends FieldKey>(f: RuleField<K>) => f as unknown as AnyRuleField;
 const text = (value: string | number) => String(value);
 
-/** The common fields in the order they are read and their errors reported. */
-export const RULE_FIELDS: readonly AnyRuleField[] = [
-  field({
+/**
+ * The common fields, keyed by resolved key (so the compiler holds the table to `RuleCommon`: every field once), in
+ * the order they are read and their errors reported.
+ */
+const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
+  cost: {
     yaml: "cost",
-    resolved: "cost",
     fallback: 1,
     read: (v, cx) => {
       const cost = positiveInt(cx.e, "cost", v);
@@ -63,50 +64,44 @@ export const RULE_FIELDS: readonly AnyRuleField[] = [
     },
     print: text,
     doc: "What a request spends when no `cost_by_route` entry matches.",
-  }),
-  field({
+  },
+  costByRoute: {
     yaml: "cost_by_route",
-    resolved: "costByRoute",
     fallback: [],
     read: readCostByRoute,
     print: (list) => (list.length === 0 ? "none" : list.map((c) => `${c.route.source}: ${c.cost}`).join(", ")),
     doc: "Per-route costs; the first matching entry wins.",
-  }),
-  field({
+  },
+  mode: {
     yaml: "mode",
-    resolved: "mode",
     fallback: "enforce",
     read: (v, cx) => oneOf(cx.e, "mode", v, ["enforce", "shadow"]),
     print: text,
     doc: "Shadow rules never block; see [Shadow mode](#shadow-mode).",
-  }),
-  field({
+  },
+  scope: {
     yaml: "scope",
-    resolved: "scope",
     fallback: "global",
     read: (v, cx) => oneOf(cx.e, "scope", v, ["global", "local"]),
     print: text,
     doc: "Where the state lives; see [Scope](#scope).",
-  }),
-  field({
+  },
+  onError: {
     yaml: "on_error",
-    resolved: "onError",
     fallback: "open",
     read: (v, cx) => oneOf(cx.e, "on_error", v, ["open", "closed"]),
     print: text,
     doc: "When the limiter fails or is late: forward (`open`) or answer 503 (`closed`).",
-  }),
-  field({
+  },
+  timeoutMs: {
     yaml: "timeout_ms",
-    resolved: "timeoutMs",
     fallback: DEFAULT_TIMEOUT_MS,
     read: (v, cx) => positiveInt(cx.e, "timeout_ms", v),
     print: text,
     doc: "How long to wait for this rule's decision before `on_error` applies.",
-  }),
-  field({
+  },
+  status: {
     yaml: "status",
-    resolved: "status",
     fallback: 429,
     read: (v, cx) => {
       if (typeof v === "bigint" && v >= 400n && v <= 599n) return Number(v);
@@ -115,34 +110,30 @@ export const RULE_FIELDS: readonly AnyRuleField[] = [
     },
     print: text,
     doc: "The status of a denial by this rule.",
-  }),
-  field({
+  },
+  retryJitterS: {
     yaml: "retry_jitter_s",
-    resolved: "retryJitterS",
     fallback: 0,
     read: (v, cx) => nonNegativeInt(cx.e, "retry_jitter_s", v),
     print: text,
     doc: "Up to this many whole seconds added to `Retry-After`, fixed per client, so denied clients do not all come back at once.",
-  }),
-  field({
+  },
+  lease: {
     yaml: "lease",
-    resolved: "lease",
     fallback: null,
     read: (v, cx) => readLease(v, cx.e, cx.algorithm, cx.earlier.scope, cx.capacity),
     print: printLease,
     doc: "Let isolates hold a slice of a hot key's budget",
-  }),
-  field({
+  },
+  unverified: {
     yaml: "unverified",
-    resolved: "unverified",
     fallback: "by_address",
     read: (v, cx) => oneOf(cx.e, "unverified", v, ["by_address", "skip", "reject"]),
     print: text,
     doc: "`identity: api_key` rules only: a caller without a known key is counted by its address, skipped, or refused with 401",
-  }),
-  field({
+  },
+  description: {
     yaml: "description",
-    resolved: "description",
     fallback: "",
     read: (v, cx) => {
       if (typeof v === "string" && v.length <= MAX_DESCRIPTION && !/[\n\r]/.test(v)) return v;
@@ -154,8 +145,11 @@ export const RULE_FIELDS: readonly AnyRuleField[] = [
     },
     print: (v) => (v === "" ? "none" : v),
     doc: "What the rule is for, in a line, for people: the dashboard shows it, `sluice plan` reports a change.",
-  }),
-];
+  },
+};
+
+/** The table as a list, each entry with its resolved key. */
+export const RULE_FIELDS = Object.entries(TABLE).map(([resolved, f]) => ({ ...f, resolved })) as AnyRuleField[];
 
 /** The longest `description`: a line on the dashboard, not documentation. */
 const MAX_DESCRIPTION = 200;
