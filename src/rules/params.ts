@@ -15,6 +15,24 @@ export const paramSpec = (algorithm: AlgorithmName) => algorithmFor({ algorithm 
 /** Every parameter field of any algorithm. */
 export const ALL_PARAM_KEYS = [...new Set(ALGORITHMS.flatMap((a) => paramSpec(a).keys))];
 
+/** The algorithms whose window may be a calendar month (their `params.read` asks for `window(true)`), for messages. */
+const MONTH_ALGORITHMS = ALGORITHMS.filter((algorithm) => {
+  let month = false;
+  const probe: ParamReader = {
+    rate: () => undefined,
+    window: (allowed) => {
+      month ||= allowed;
+      return undefined;
+    },
+    int: () => undefined,
+    bool: (_key, fallback) => fallback,
+    has: () => false,
+    error: () => {},
+  };
+  paramSpec(algorithm).read(probe);
+  return month;
+}).join(", ");
+
 export function notAParameterOf(algorithm: AlgorithmName): string {
   return `not a parameter of ${algorithm} (${algorithm} takes ${paramSpec(algorithm).takes})`;
 }
@@ -113,7 +131,7 @@ function resolveWindow(
     const v = raw.get("window");
     if (v === "month") {
       if (month) return { kind: "month" };
-      e.add("window", `month is only for fixed_window; ${algorithm} needs a fixed length such as 30d`);
+      e.add("window", `month is only for ${MONTH_ALGORITHMS}; ${algorithm} needs a fixed length such as 30d`);
       return undefined;
     }
     if (typeof v !== "string") {

@@ -165,7 +165,7 @@ function legend(c: Comparison): string[] {
   const items: { mark: string; text: string }[] = [];
   const y = 74;
   items.push({ mark: "allowed", text: "allowed" });
-  if (c.lanes.some((l) => l.rule.algorithm === "leaky_queue")) {
+  if (c.lanes.some((l) => l.stats.delayed > 0)) {
     items.push({ mark: "delayed", text: "delayed (queued; line to its release)" });
   }
   items.push({ mark: "denied", text: "denied" });

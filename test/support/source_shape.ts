@@ -257,6 +257,35 @@ export function workersApiUses(files: readonly string[]): string[] {
   return [...out];
 }
 
+/**
+ * Where `files` name one of `names` in code (comments are not code): a string or template literal holding one as a
+ * word, or an identifier spelt as one, as `file:line text`. A parameters object choosing its algorithm
+ * (`algorithm: "gcra"`) is no branch on the name, and an import's module path is no name, so neither counts.
+ */
+export function namesInCode(files: readonly string[], names: readonly string[]): string[] {
+  const word = new RegExp(`\\b(${names.join("|")})\\b`);
+  const out: string[] = [];
+  for (const file of files) {
+    const source = parse(file);
+    const at = (node: ts.Node) => `${file}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`;
+    const visit = (node: ts.Node) => {
+      if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) return;
+      const chosen =
+        ts.isPropertyAssignment(node) &&
+        node.name.getText(source) === "algorithm" &&
+        ts.isStringLiteral(node.initializer);
+      if (chosen) return;
+      const literal =
+        ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateLiteralToken(node);
+      if (literal && word.test(node.text)) out.push(`${at(node)} ${node.getText(source).slice(0, 80)}`);
+      if (ts.isIdentifier(node) && names.includes(node.text)) out.push(`${at(node)} ${node.text}`);
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return out;
+}
+
 /** Every file reachable from `starts` through `graph` (the starts included). */
 export function reachable(graph: ReadonlyMap<string, readonly string[]>, starts: readonly string[]): string[] {
   const seen = new Set<string>();

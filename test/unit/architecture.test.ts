@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ALGORITHMS } from "../../src/algorithms/index.ts";
 import {
   clockReads,
   folderOf,
@@ -17,6 +18,7 @@ import {
   importSpecifiers,
   longFunctions,
   MAX_FUNCTION_LINES,
+  namesInCode,
   reachable,
   sourceFiles,
   workersApiUses,
@@ -203,6 +205,36 @@ describe("folders by where code runs", () => {
         `sim or bench reaches the Workers API: ${at("src/isolate/f.ts")} KVNamespace`,
       ].sort(),
     );
+  });
+});
+
+describe("algorithm names", () => {
+  const outside = files.filter((f) => !["algorithms", "generated"].includes(folderOf(f)));
+
+  it("appear in code only in src/algorithms: everything else asks the algorithm table", () => {
+    expect(outside.length).toBeGreaterThan(50);
+    expect(namesInCode(outside, ALGORITHMS)).toEqual([]);
+  });
+
+  it("the check sees a branch on a name, a table keyed by names and a name in a message, but not a choice", () => {
+    const [file] = scratch({
+      "n.ts": [
+        "// token_bucket in a comment",
+        'import { gcra } from "../algorithms/gcra.ts";',
+        'export const params = { algorithm: "gcra", burst: 1 };',
+        'export const isQueue = (p: { algorithm: string }) => p.algorithm === "leaky_queue";',
+        "export const widths = { fixed_window: 2, sliding_counter: 3 };",
+        "export const message = `month is only for fixed_window`;",
+        "void gcra;",
+      ].join("\n"),
+    });
+    expect(namesInCode([file!], ALGORITHMS).map((r) => r.slice(r.indexOf(":") + 1))).toEqual([
+      '4 "leaky_queue"',
+      "5 fixed_window",
+      "5 sliding_counter",
+      "6 `month is only for fixed_window`",
+      "7 gcra",
+    ]);
   });
 });
 
