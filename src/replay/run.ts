@@ -15,7 +15,7 @@ export interface TraceLine {
 }
 
 /** What happened to one request: admitted at once, admitted after a wait (a shaping rule), denied, or impossible. */
-export type Outcome = "allowed" | "delayed" | "denied" | "error";
+export type RequestOutcome = "allowed" | "delayed" | "denied" | "error";
 
 /**
  * Requests of one outcome within one time bin of a lane, for drawing. Bins start 1 ms wide (one per instant, so a
@@ -23,7 +23,7 @@ export type Outcome = "allowed" | "delayed" | "denied" | "error";
  * trace's figure (and memory) bounded while every bin stays far narrower than a pixel.
  */
 export interface MarkBin {
-  readonly outcome: Outcome;
+  readonly outcome: RequestOutcome;
   /** Time of the first request in the bin. */
   readonly firstMs: number;
   count: number;

@@ -286,6 +286,21 @@ export function namesInCode(files: readonly string[], names: readonly string[]):
   return out;
 }
 
+/** A file should be read in one sitting; a longer one says why in a comment carrying this marker. */
+export const MAX_FILE_LINES = 400;
+export const LONG_FILE_MARKER = /\blong-file:\s*\S/;
+
+/** Files longer than `maxLines`, each with whether it states a reason (a `long-file:` comment). */
+export function longFiles(files: readonly string[], maxLines = MAX_FILE_LINES) {
+  return files
+    .map((file) => {
+      const text = readFileSync(file, "utf8");
+      const lines = text.split("\n").length - (text.endsWith("\n") ? 1 : 0);
+      return { file, lines, explained: LONG_FILE_MARKER.test(text) };
+    })
+    .filter((f) => f.lines > maxLines);
+}
+
 /** Every file reachable from `starts` through `graph` (the starts included). */
 export function reachable(graph: ReadonlyMap<string, readonly string[]>, starts: readonly string[]): string[] {
   const seen = new Set<string>();

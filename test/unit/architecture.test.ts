@@ -16,7 +16,9 @@ import {
   importCycles,
   importGraph,
   importSpecifiers,
+  longFiles,
   longFunctions,
+  MAX_FILE_LINES,
   MAX_FUNCTION_LINES,
   namesInCode,
   reachable,
@@ -117,6 +119,27 @@ describe(`functions in src/ (at most ${MAX_FUNCTION_LINES} lines, or a reason in
       ["prop", null],
     ]);
     expect(unexplained.map((f) => f.name)).toEqual(["declared", "C.method", "prop"]);
+  });
+});
+
+describe(`files in src/ (at most ${MAX_FILE_LINES} lines, or a reason in a \`long-file:\` comment)`, () => {
+  it("every longer file says why", () => {
+    const long = longFiles(files.filter((f) => folderOf(f) !== "generated"));
+    expect(long.length).toBeGreaterThan(0); // the check sees real files
+    expect(long.filter((f) => !f.explained).map((f) => `${f.file} (${f.lines} lines)`)).toEqual([]);
+  });
+
+  it("counts lines, and only a `long-file:` comment excuses a long file", () => {
+    const lines = (n: number) => Array.from({ length: n }, (_, i) => `export const v${i} = ${i};`).join("\n");
+    const [fits, long, excused] = scratch({
+      "fits.ts": `${lines(MAX_FILE_LINES)}\n`,
+      "long.ts": `// long: is the marker for functions, not files\n${lines(MAX_FILE_LINES)}\n`,
+      "excused.ts": `// long-file: one table\n${lines(MAX_FILE_LINES)}\n`,
+    });
+    expect(longFiles([fits!, long!, excused!]).map((f) => [f.file, f.lines, f.explained])).toEqual([
+      [long, MAX_FILE_LINES + 1, false],
+      [excused, MAX_FILE_LINES + 1, true],
+    ]);
   });
 });
 

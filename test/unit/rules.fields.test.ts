@@ -1,6 +1,6 @@
 /** The rule field table (src/rules/fields.ts): each field once, walked by the parser, printed in rule-file terms. */
 import { describe, expect, it } from "vitest";
-import { fieldChanges } from "../../src/replay/plan.ts";
+import { fieldChanges } from "../../src/replay/deploy_plan.ts";
 import { printRule, RULE_FIELDS } from "../../src/rules/fields.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 

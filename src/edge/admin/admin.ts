@@ -181,7 +181,7 @@ async function limitFor(
   if (compiled.rule.match.identity !== "api_key") return compiled;
   const ttlMs = settings.planCacheTtlMs;
   const hash = await sha256Hex(key);
-  const account = await isolate.plans.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
+  const account = await isolate.accounts.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
   return account?.overrides.get(compiled.rule.id) ?? compiled;
 }
 
@@ -274,7 +274,7 @@ async function countedKeyHash(
   const key = identityKey(identity, raw, settings);
   if (identity === "api_key") {
     const accountKey = key === null ? null : await sha256Hex(key);
-    const plan = await isolate.plans.accountFor(
+    const plan = await isolate.accounts.accountFor(
       env.ACCOUNTS,
       accountKey,
       rules,
