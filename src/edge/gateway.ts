@@ -1,4 +1,4 @@
-// long-file: the one request path, read top to bottom; its steps are split out as the pipeline settles (issue 19).
+// long-file: the one request path, read top to bottom.
 /**
  * The request path: identify the caller, find its plan, find every rule that applies, ask all of them at once,
  * compose their answers, then forward (after any shaping delay) or deny.

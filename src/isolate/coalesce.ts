@@ -1,4 +1,4 @@
-// long-file: one class owns a key's in-flight call, its waiters and its lease; hot-key work (issue 18) reshapes it.
+// long-file: one class owns a key's in-flight call, its waiters and its lease, which share per-key state.
 /**
  * Coalesced calls and leases: how one isolate asks a key's Durable Object.
  *

@@ -1,4 +1,4 @@
-// long-file: compare's streaming engine and its per-rule statistics; the one replay engine (issue 20) replaces it.
+// long-file: compare's streaming engine and the per-rule statistics that share its bins.
 /**
  * `sluice compare`'s engine, streaming: requests go in one at a time (`ComparisonBuilder.add`), each rule decides
  * them alone with the exact core, and `finish` sums up. Memory is per-key state (a request count, and per rule the
