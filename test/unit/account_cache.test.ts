@@ -1,4 +1,4 @@
-/** The plan cache keeps known accounts apart from misses: a flood of made-up keys never evicts a real account. */
+/** The account cache keeps known accounts apart from misses: a flood of made-up keys never evicts a real account. */
 import { describe, expect, it } from "vitest";
 import { AccountCache } from "../../src/isolate/account_cache.ts";
 import type { CompiledRule } from "../../src/request/match.ts";

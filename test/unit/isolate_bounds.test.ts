@@ -1,9 +1,9 @@
 /**
  * Every structure an isolate keeps between requests is bounded, and says so: flooded in process (a botnet rotating API
- * keys or addresses: a million distinct keys; the asynchronous plan cache 200,000 and the coalescer's keys 50,000, as
+ * keys or addresses: a million distinct keys; the asynchronous account cache 200,000 and the coalescer's keys 50,000, as
  * each of their requests is a chain of promises; 200,000 requests waiting for one key), each stays within its bound
  * and keeps the most recent keys. The bounds: the blocked-key
- * cache (`BLOCKED_CACHE_MAX_ENTRIES`), the plan cache (`ACCOUNT_CACHE_MAX_ENTRIES`), each `scope: local` rule's store
+ * cache (`BLOCKED_CACHE_MAX_ENTRIES`), the account cache (`ACCOUNT_CACHE_MAX_ENTRIES`), each `scope: local` rule's store
  * (`MAX_KEYS`), the account lookups per client address (`KEY_LOOKUPS_MAX_ADDRESSES`), the ring of recent denials
  * (`RECENT_DENIALS_MAX`), and the coalescer: the keys it tracks (`COALESCE_MAX_KEYS`) and the requests waiting for one
  * key (`COALESCE_MAX_WAITING`; one more fails at once as overloaded, and its rule's `on_error` decides: skipped when
@@ -89,7 +89,7 @@ describe("isolate structures under a flood of a million distinct keys", () => {
   });
 
   // Each lookup is a few promises: 200,000 keys (20 times the bound) keep this test to seconds on a shared machine.
-  it(`the plan cache stays within ${ACCOUNT_CACHE_MAX_ENTRIES} entries, the most recent kept`, async () => {
+  it(`the account cache stays within ${ACCOUNT_CACHE_MAX_ENTRIES} entries, the most recent kept`, async () => {
     const flood = 200_000;
     const plans = new AccountCache();
     let reads = 0;
