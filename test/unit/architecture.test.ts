@@ -40,6 +40,32 @@ function folderEdges(g: ReadonlyMap<string, readonly string[]>): Set<string> {
   return edges;
 }
 
+/**
+ * What breaks the layers under `root` (its `src/`), one line per fault: algorithms importing anything beyond itself,
+ * rules importing beyond algorithms, viz or replay importing cli, two folders importing each other.
+ */
+function layerFaults(root: string): string[] {
+  const srcDir = join(root, "src");
+  const src = sourceFiles(srcDir);
+  const folder = (f: string) => folderOf(f, srcDir);
+  const edges = new Set<string>();
+  for (const [file, targets] of importGraph(src)) {
+    for (const t of targets) if (folder(file) !== folder(t)) edges.add(`${folder(file)} -> ${folder(t)}`);
+  }
+  const faults: string[] = [];
+  for (const f of src.filter((f) => folder(f) === "algorithms")) {
+    for (const name of importSpecifiers(f)) if (!name.startsWith("./")) faults.push(`algorithms imports ${name}`);
+  }
+  for (const edge of edges) {
+    const [from, to] = edge.split(" -> ");
+    if (from === "rules" && to !== "algorithms") faults.push(`rules beyond algorithms: ${edge}`);
+    if ((from === "viz" || from === "replay") && to === "cli")
+      faults.push(`drawing or replay imports the CLI: ${edge}`);
+    if (edges.has(`${to} -> ${from}`)) faults.push(`folders import each other: ${edge}`);
+  }
+  return faults.sort();
+}
+
 /** A throwaway source tree for checking that the checks can fail. */
 function scratch(sources: Record<string, string>): string[] {
   return scratchTree(sources).files;
@@ -186,6 +212,33 @@ describe("imports in src/", () => {
     });
     expect(mutual).toEqual([]);
     expect(edges.has("cli -> viz")).toBe(true); // the CLI draws viz's charts; the other way round is the cycle
+  });
+});
+
+describe("layers", () => {
+  it("hold in src/", () => {
+    expect(layerFaults(".")).toEqual([]);
+  });
+
+  it("each layer check fails on a tree that breaks it", () => {
+    const { root } = scratchTree({
+      "src/algorithms/a.ts": 'import "yaml";\nimport { r } from "../rules/r.ts";\nexport const a = r;',
+      "src/rules/r.ts": 'import type { Q } from "../request/q.ts";\nexport const r = 1 as unknown as Q;',
+      "src/request/q.ts": 'import type { E } from "../edge/e.ts";\nexport type Q = E;',
+      "src/edge/e.ts": 'import type { Q } from "../request/q.ts";\nexport type E = Q | 1;',
+      "src/viz/v.ts": 'import { c } from "../cli/c.ts";\nexport const v = c;',
+      "src/cli/c.ts": "export const c = 1;",
+    });
+    expect(layerFaults(root)).toEqual(
+      [
+        "algorithms imports ../rules/r.ts",
+        "algorithms imports yaml",
+        "drawing or replay imports the CLI: viz -> cli",
+        "folders import each other: edge -> request",
+        "folders import each other: request -> edge",
+        "rules beyond algorithms: rules -> request",
+      ].sort(),
+    );
   });
 });
 
