@@ -102,6 +102,14 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
   peakSpanMs: (params) => (params.window.kind === "ms" ? params.window.ms : 31 * 86_400_000),
   describe: (params, words) =>
     `fixed_window ${params.limit} per ${params.window.kind === "ms" ? words.span(params.window.ms) : "month"}`,
+  fields: {
+    count: () => 2,
+    read: (_params, get) => ({ window: get(0), count: get(1) }),
+    write(_params, state, set) {
+      set(0, state.window);
+      set(1, state.count);
+    },
+  },
   denialsCount: () => false,
   // Until the window ends, any cost above what was left is denied too.
   smallerDeniedUntilMs: (_params, denied, cost) => (cost > denied.remaining ? denied.untilMs : null),

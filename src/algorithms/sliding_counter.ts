@@ -193,6 +193,23 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
   // How fast a smaller cost fits depends on how the counts are spread: nothing is certain.
   smallerDeniedUntilMs: () => null,
 
+  // (window, prev, mid × (k − 1), curr): k + 2 fields.
+  fields: {
+    count: (params) => params.buckets + 2,
+    read(params, get) {
+      const k = params.buckets;
+      const head = { window: get(0), prev: get(1) };
+      if (k === 1) return { ...head, curr: get(2) };
+      return { ...head, mid: Array.from({ length: k - 1 }, (_, i) => get(2 + i)), curr: get(k + 1) };
+    },
+    write(params, state, set) {
+      const k = params.buckets;
+      set(0, state.window);
+      set(1, state.prev);
+      for (let i = 0; i < k - 1; i++) set(2 + i, state.mid?.[i] ?? 0);
+      set(k + 1, state.curr);
+    },
+  },
   lease: { kind: "none", why: "a unit charged early would leave the sliding window before its request does" },
 
   level: {

@@ -112,6 +112,19 @@ export interface PackedPath<P> {
   refund(params: Own<P>, stored: number, cost: number): number;
 }
 
+/**
+ * A state of a fixed number of integer fields, as a shell's packed store keeps it (a row of the in-isolate store's
+ * typed arrays): how many fields, and the state to and from them. Only the layout: the decisions stay `check`'s.
+ */
+export interface FieldLayout<P, S> {
+  /** How many fields a state under these parameters takes. */
+  count(params: P): number;
+  /** The state from its fields (`get(i)`, `0 <= i < count`). */
+  read(params: P, get: (i: number) => number): S;
+  /** The state's fields, in the order `read` takes them. */
+  write(params: P, state: S, set: (i: number, value: number) => void): void;
+}
+
 /** The two fields of a rate the packed path scales by. */
 export interface PackedRate {
   readonly tokens: number;
@@ -194,6 +207,8 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
   describe(params: P, words: Words): string;
   /** A packed one-number fast path, where the state is one number. */
   readonly packed?: PackedPath<P>;
+  /** Where the state is a fixed number of integer fields (and not one number): its layout. */
+  readonly fields?: FieldLayout<Own<P>, S>;
   /** Whether isolates may hold leases of a key's budget, and what the algorithm then promises. */
   readonly lease: LeasePolicy<P>;
 }

@@ -5,9 +5,9 @@
 import { runAccounts } from "./accounts.ts";
 import { runCompare } from "./compare.ts";
 import { runCompile } from "./compile.ts";
+import { runPlan } from "./deploy_plan.ts";
 import { runGen } from "./gen.ts";
 import type { Command } from "./io.ts";
-import { runPlan } from "./plan.ts";
 import { runSimulate } from "./simulate.ts";
 import { runValidate } from "./validate.ts";
 

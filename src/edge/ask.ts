@@ -16,7 +16,7 @@ import type { Applicable, CompiledRule } from "../request/match.ts";
 import type { Env, Settings } from "./settings.ts";
 
 /** What asking one rule produced. */
-export type Outcome =
+export type AskResult =
   | {
       readonly kind: "decided";
       readonly app: Applicable;
@@ -50,7 +50,7 @@ export interface AskContext {
  * Ask one rule about the request. `known` is this isolate's cached denial for the rule's object, if any (only shadow
  * rules get here with one: a known enforcing denial refuses the request before anyone is asked).
  */
-export function ask(cx: AskContext, app: Applicable, known: Decision | null): Promise<Outcome> {
+export function ask(cx: AskContext, app: Applicable, known: Decision | null): Promise<AskResult> {
   if (app.compiled.rule.scope === "local") return Promise.resolve(askLocal(cx, app));
   if (known !== null) {
     cx.isolate.stats.cache_answers++;
@@ -64,7 +64,7 @@ const noRefund = () => Promise.resolve(null);
 
 const failureReason = (app: Applicable) => (app.compiled.rule.onError === "closed" ? "fail_closed" : "fail_open");
 
-function askLocal({ settings, isolate }: AskContext, app: Applicable): Outcome {
+function askLocal({ settings, isolate }: AskContext, app: Applicable): AskResult {
   const { compiled, keyHash, cost } = app;
   const atMs = isolate.clock();
   const refund = (admittedAtMs: number) =>
@@ -77,7 +77,7 @@ function askLocal({ settings, isolate }: AskContext, app: Applicable): Outcome {
   return { kind: "decided", app, decision: result.decision, source: "local", atMs, refund: () => refund(atMs) };
 }
 
-async function askObject({ env, settings, isolate, ctx }: AskContext, app: Applicable): Promise<Outcome> {
+async function askObject({ env, settings, isolate, ctx }: AskContext, app: Applicable): Promise<AskResult> {
   const { compiled, keyHash, cost } = app;
   const { rule, params } = compiled;
   const name = objectNameOf(rule.id, keyHash);

@@ -14,8 +14,8 @@
  * than itself. A known key due for a refresh keeps its last record instead of waiting.
  */
 
+import { type Account, PLAN_LOOKUP_BUDGET_MS } from "../isolate/account_cache.ts";
 import type { Isolate } from "../isolate/isolate.ts";
-import { type Account, PLAN_LOOKUP_BUDGET_MS } from "../isolate/plan_cache.ts";
 import { identitiesOf } from "../request/identity.ts";
 import type { CompiledRule } from "../request/match.ts";
 import type { Identity } from "../rules/types.ts";
@@ -124,17 +124,17 @@ async function accountOf(
   if (key === null) return null;
   // The account record is keyed by the plain SHA-256 of the API key, whatever KEY_HASH_SECRET says.
   const accountKey = await sha256Hex(key);
-  const { stats, plans, keyLookups } = isolate;
+  const { stats, accounts, keyLookups } = isolate;
   const nowMs = isolate.clock();
-  if (plans.cached(accountKey, rules, nowMs)) stats.plan_cache_hits++;
+  if (accounts.cached(accountKey, rules, nowMs)) stats.plan_cache_hits++;
   else {
     const waitMs = keyLookups.take(address ?? "", settings.keyLookupsPerMin, nowMs);
     if (waitMs !== null) {
       stats.key_lookups_refused++;
-      return plans.lastKnown(accountKey, rules) ?? waitMs;
+      return accounts.lastKnown(accountKey, rules) ?? waitMs;
     }
     stats.kv_reads++;
   }
   const budgetMs = settings.limiterTimeoutMs ?? PLAN_LOOKUP_BUDGET_MS;
-  return plans.accountFor(env.ACCOUNTS, accountKey, rules, settings.planCacheTtlMs, nowMs, isolate.sleep, budgetMs);
+  return accounts.accountFor(env.ACCOUNTS, accountKey, rules, settings.planCacheTtlMs, nowMs, isolate.sleep, budgetMs);
 }

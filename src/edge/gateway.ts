@@ -1,3 +1,4 @@
+// long-file: the one request path, read top to bottom.
 /**
  * The request path: identify the caller, find its plan, find every rule that applies, ask all of them at once,
  * compose their answers, then forward (after any shaping delay) or deny.
@@ -40,7 +41,7 @@ import { type Applicable, applicableRules, type CompiledRule, rejectingRule } fr
 import { shapeOf } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { handleAdmin, withoutAdminToken } from "./admin/admin.ts";
-import { type AskContext, ask, fingerprintOfRule, type Outcome } from "./ask.ts";
+import { type AskContext, type AskResult, ask, fingerprintOfRule } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
 import { jitterSeconds } from "./hash.ts";
 import { noOrigin, originResponse, unreachableOrigin } from "./origin.ts";
@@ -93,7 +94,7 @@ export type Judgement =
       readonly delayedMs: number;
       readonly rules: readonly RuleReport[];
       /** Every rule's answer, for the echo origin. */
-      readonly outcomes: readonly Outcome[];
+      readonly outcomes: readonly AskResult[];
     };
 
 export async function handleRequest(
@@ -328,7 +329,7 @@ function companionDecision(isolate: Isolate, deniedIds: readonly string[], app: 
 }
 
 /** Keep, with each cached denial, what the other enforcing rules of this denied response said (`refuseFromCache`). */
-function rememberCompanions(cx: RequestContext, outcomes: readonly Outcome[], views: readonly RuleView[]): void {
+function rememberCompanions(cx: RequestContext, outcomes: readonly AskResult[], views: readonly RuleView[]): void {
   const atMs = cx.isolate.clock();
   const companions = new Map<string, Companion>();
   for (const o of outcomes) {
@@ -346,13 +347,13 @@ function rememberCompanions(cx: RequestContext, outcomes: readonly Outcome[], vi
   }
 }
 
-function answerOf(o: Outcome): Answer {
+function answerOf(o: AskResult): Answer {
   const mode = o.app.compiled.rule.mode;
   return o.kind === "decided" ? { mode, kind: o.kind, decision: o.decision } : { mode, kind: o.kind, reason: o.reason };
 }
 
 /** Counters, metrics and log lines for every rule's answer. */
-function report(cx: RequestContext, outcomes: readonly Outcome[], composition: Composition): void {
+function report(cx: RequestContext, outcomes: readonly AskResult[], composition: Composition): void {
   const { stats } = cx.isolate;
   outcomes.forEach((o, i) => {
     const outcome = composition.outcomes[i]!;
@@ -385,10 +386,10 @@ function report(cx: RequestContext, outcomes: readonly Outcome[], composition: C
 /** A request that is not admitted costs nothing anywhere: give back what the admitting rules charged. */
 async function giveBack(
   cx: RequestContext,
-  outcomes: readonly Outcome[],
+  outcomes: readonly AskResult[],
   composition: Composition,
-): Promise<Map<Outcome, RefundResult>> {
-  const refunded = new Map<Outcome, RefundResult>();
+): Promise<Map<AskResult, RefundResult>> {
+  const refunded = new Map<AskResult, RefundResult>();
   if (composition.refundLate) {
     for (const o of outcomes) {
       if (o.kind !== "failed" || o.late === null) continue;
@@ -413,9 +414,9 @@ async function giveBack(
 /** The judgement: a denial, a closed failure, or an admission after any shaping delay, with the fields. */
 async function settle(
   cx: RequestContext,
-  outcomes: readonly Outcome[],
+  outcomes: readonly AskResult[],
   composition: Composition,
-  refunded: ReadonlyMap<Outcome, RefundResult>,
+  refunded: ReadonlyMap<AskResult, RefundResult>,
 ): Promise<Judgement> {
   const views: RuleView[] = [];
   const rules = outcomes.map((o, i): RuleReport => {
@@ -494,7 +495,7 @@ interface Refusal {
 }
 
 /** The denial, with its one log line. */
-function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denials: readonly Outcome[]): Refusal {
+function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denials: readonly AskResult[]): Refusal {
   cx.isolate.stats.denials++;
   logEvent("log", {
     event: "deny",
@@ -520,7 +521,7 @@ function deny(cx: RequestContext, fields: ReturnType<typeof limitFields>, denial
 }
 
 /** 503 temporary-reduced-capacity: an enforcing rule with `on_error: closed` could not decide. */
-function failClosed(fields: ReturnType<typeof limitFields>, failed: readonly Outcome[]): Refusal {
+function failClosed(fields: ReturnType<typeof limitFields>, failed: readonly AskResult[]): Refusal {
   const ruleIds = failed.map((o) => o.app.compiled.rule.id);
   return {
     status: 503,

@@ -7,13 +7,13 @@
 import { logEvent } from "../isolate/metrics.ts";
 import { messageOf } from "../protocol/object_call.ts";
 import { problemResponse } from "../request/headers.ts";
-import type { Outcome } from "./ask.ts";
+import type { AskResult } from "./ask.ts";
 import type { Origin } from "./settings.ts";
 
 /** What the echo origin describes of an admitted request. */
 export interface Admission {
   readonly delayedMs: number;
-  readonly outcomes: readonly Outcome[];
+  readonly outcomes: readonly AskResult[];
 }
 
 /** The origin's response to an admitted request, with mutable headers. */

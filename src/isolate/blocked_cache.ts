@@ -3,23 +3,15 @@
  * *certainly* denied, and answers those requests itself, without a call. A flood from one blocked key then costs
  * about one object call per retry period instead of one per request.
  *
- * Exactness is kept: a request the object would admit is never refused here. What a denial of cost `c` at time `t`
- * with `retry_after_ms = R` and `remaining = r` proves, absent refunds (below):
- *
- * - every algorithm: a request of cost `c' >= c` is denied until `t + R`. `R` is the smallest wait after which the
- *   same request is admitted with no traffic in between; other traffic only spends more; a larger cost never fits
- *   where a smaller one does not.
- * - leaky_queue: every cost is denied until `t + R` (admission depends on the queue's wait, not on the cost).
- * - fixed_window: a cost `c' > r` is denied until the window ends, which is `t + R`.
- * - token_bucket, gcra, leaky_bucket: a cost `r < c' < c` is denied until `t + R − ceil((c − c') × T)`, T = 1/rate
- *   (cost c needs (c − c') × T more refill than c', so its retry is at most that much later).
- * - sliding_log and sliding_counter: only `c' >= c` (how fast a smaller cost fits depends on the state's shape).
+ * Exactness is kept: a request the object would admit is never refused here. A denial of cost `c` at time `t` with
+ * `retry_after_ms = R` proves, absent refunds (below), that a request of cost `c' >= c` is denied until `t + R`: `R`
+ * is the smallest wait after which the same request is admitted with no traffic in between, other traffic only
+ * spends more, and a larger cost never fits where a smaller one does not. For a smaller cost, each algorithm says
+ * what its denial proves (`smallerDeniedUntilMs`, with the reason in its own file), and an algorithm whose denials
+ * change its state (`denialsCount`) is not cached at all: a hammering key must keep reaching the object.
  *
  * `t` is this isolate's clock when the call was *sent*, never later than the object's decision, so the deadline is
  * early rather than late and clock skew between the isolate and the object does not matter (only durations are used).
- *
- * Not cached: sliding_counter with `count_denied`, whose denials change the state (a hammering key must keep reaching
- * the object for its lock to be extended, which is the point of `count_denied`).
  *
  * What can make the object more generous than a cached denial: a refund (a request admitted by this rule and then
  * denied by another gives its cost back) and an admin reset. This isolate forgets the entry whenever it refunds or

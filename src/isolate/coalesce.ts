@@ -1,3 +1,4 @@
+// long-file: one class owns a key's in-flight call, its waiters and its lease, which share per-key state.
 /**
  * Coalesced calls and leases: how one isolate asks a key's Durable Object.
  *

@@ -6,7 +6,7 @@
  *   per slot: 64-bit key hash (8 B) + `fields` float64 of state (8 B each) + LRU links (8 B)
  *   index:    open addressing over uint32 slot numbers, 1.5 entries per slot (6 B per key)
  *
- * A one-field state (the TAT of gcra, token_bucket, leaky_bucket and leaky_queue) is 30 B per key when full.
+ * A one-field state (a TAT) is 30 B per key when full.
  * Keys are identified by their 64-bit hash alone: two keys colliding (about 1 in 2^64 per pair) would share state,
  * acceptable for a store that is approximate by design. Float64 fields hold integers below 2^53 only, so they are exact.
  */

@@ -1,15 +1,16 @@
 /**
  * Everything one isolate keeps between requests, in one object that the entry point creates once and passes in:
  * the clock and the sleeper (injected, so tests drive time instead of racing it), the blocked-key cache, the
- * counters, the `scope: local` stores, the plan cache and the ring of recent denials. Nothing in src/edge keeps
+ * counters, the `scope: local` stores, the account cache and the ring of recent denials. Nothing in src/edge keeps
  * request state in a module singleton; a test that wants a clean isolate makes a new one.
  */
+
+import { AccountCache } from "./account_cache.ts";
 import { BlockedCache } from "./blocked_cache.ts";
 import { Coalescer } from "./coalesce.ts";
 import { KeyLookups } from "./key_lookups.ts";
 import { LocalScope } from "./local_scope.ts";
 import { newStats, type Stats } from "./metrics.ts";
-import { PlanCache } from "./plan_cache.ts";
 import { RecentDenials } from "./recent_denials.ts";
 import { resumeInOwnContext } from "./resume.ts";
 
@@ -28,7 +29,7 @@ export interface Isolate {
   /** The `scope: local` rules' stores (local_scope.ts). */
   readonly local: LocalScope;
   /** Account records read from KV (plan.ts). */
-  readonly plans: PlanCache;
+  readonly accounts: AccountCache;
   /** Account lookups per client address (key_lookups.ts). */
   readonly keyLookups: KeyLookups;
   /** The most recent denials, for the dashboard (recent_denials.ts). */
@@ -62,7 +63,7 @@ export function createIsolate(options: IsolateOptions = {}): Isolate {
       maxWaiting: options.maxWaiting,
     }),
     local: new LocalScope(),
-    plans: new PlanCache(),
+    accounts: new AccountCache(),
     keyLookups: new KeyLookups(),
     denials: new RecentDenials(),
   };

@@ -6,7 +6,7 @@
  * never seen is not looked up and its request is refused (429, caller.ts), never counted as unverified: a real key
  * would then be counted more leniently than itself (by an address, or not at all under `unverified: skip`). Known
  * keys already cached are never charged, and a known key whose record is due for a refresh keeps its last record
- * while its address is out of lookups (plan.ts keeps real accounts apart from misses).
+ * while its address is out of lookups (account_cache.ts keeps real accounts apart from misses).
  */
 
 import { rateOf } from "../rules/duration.ts";

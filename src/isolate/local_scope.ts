@@ -18,11 +18,11 @@ interface RuleStore {
   readonly fingerprint: string;
   readonly maxKeys: number;
   readonly store: LocalStore;
-  /** The parameters the store's states are kept under (token and leaky buckets are run as GCRA, see local_store.ts). */
+  /** The parameters the store's states are kept under (a packed path may keep another algorithm's that decides the same). */
   readonly stateParams: AlgorithmParams;
 }
 
-/** The parameters the store's states are kept under: the packed path's (token and leaky buckets keep GCRA's). */
+/** The parameters the store's states are kept under: the packed path's, where the algorithm has one. */
 function stateParamsOf(params: AlgorithmParams): AlgorithmParams {
   return (packedPath(params)?.stateParams(params) as AlgorithmParams | undefined) ?? params;
 }

@@ -1,13 +1,13 @@
 /**
  * The in-isolate store for `scope: local` rules, packed: per rule, a `CompactTable` of fixed-size states keyed by a
  * 64-bit hash of the key, bounded by `maxKeys` with least-recently-used eviction (as NGINX's limit_req zone).
- * The decisions come from the same pure core as the Durable Object and the simulator:
+ * The decisions come from the same pure core as the Durable Object and the simulator; how a state is kept is the
+ * algorithm's to say, never a branch on its name here:
  *
- * - gcra, token_bucket, leaky_bucket and leaky_queue keep one number, the TAT, in units of 1/rate.tokens ms relative
- *   to the table's base time (token_bucket and leaky_bucket are decided by gcra, which makes the same decisions with
- *   the same fields; the property tests hold them to it);
- * - fixed_window keeps (window, count), sliding_counter (window, prev, curr) plus k − 1 middle counts with `buckets: k`;
- * - sliding_log's state grows with its limit, so it is kept in a bounded Map instead (same LRU rule).
+ * - a state of one number (the algorithm's `packed` path): the TAT, in units of 1/rate.tokens ms relative to the
+ *   table's base time;
+ * - a state of a fixed number of integer fields (the algorithm's `fields` layout): one row of that many fields;
+ * - any other state (one that grows with the limit): a bounded Map (same LRU rule).
  *
  * Approximate by design: each isolate counts alone, and an evicted key starts again with a full allowance. A flood of
  * new keys (rotating IPs) can evict real keys; keep security-critical limits `scope: global`.
@@ -20,10 +20,11 @@ import {
   capacityOf,
   type Decision,
   decide,
+  fieldLayout,
   packedPath,
   refund,
 } from "../algorithms/index.ts";
-import type { PackedPath } from "../algorithms/types.ts";
+import type { FieldLayout, PackedPath } from "../algorithms/types.ts";
 import { CompactTable } from "./compact_table.ts";
 import { hash64Into } from "./hash64.ts";
 
@@ -90,7 +91,7 @@ abstract class TableStore {
 }
 
 /**
- * One-number TAT states (gcra, token_bucket, leaky_bucket as gcra; leaky_queue): the algorithm's packed path.
+ * One-number TAT states: the algorithm's packed path.
  *
  * The stored number is the TAT in units of 1/rate.tokens ms relative to `baseMs`: exactly the pure core's
  * `(tatMs − base) × a + tatFrac`. The decision is the algorithm's own arithmetic on that number (`packed.check` in
@@ -165,14 +166,14 @@ class TatStore extends TableStore implements Store {
   }
 }
 
-/** Window states of a fixed number of integer fields. */
+/** States of a fixed number of integer fields, laid out as the algorithm says (its `fields`). */
 class FieldsStore extends TableStore implements Store {
   constructor(
-    private readonly params: Extract<AlgorithmParams, { algorithm: "fixed_window" | "sliding_counter" }>,
+    private readonly params: AlgorithmParams,
+    private readonly layout: FieldLayout<AlgorithmParams, AlgorithmState>,
     maxKeys: number,
   ) {
-    // fixed_window: (window, count); sliding_counter: (window, prev, mid × (k − 1), curr), k + 2 fields
-    super(params.algorithm === "fixed_window" ? 2 : params.buckets + 2, maxKeys);
+    super(layout.count(params), maxKeys);
   }
 
   check(key: string, cost: number, nowMs: number): LocalCheckResult {
@@ -195,30 +196,15 @@ class FieldsStore extends TableStore implements Store {
   }
 
   private read(slot: number): AlgorithmState {
-    const t = this.table;
-    if (this.params.algorithm === "fixed_window") return { window: t.get(slot, 0), count: t.get(slot, 1) };
-    const k = this.params.buckets;
-    const head = { window: t.get(slot, 0), prev: t.get(slot, 1) };
-    if (k === 1) return { ...head, curr: t.get(slot, 2) };
-    const mid = Array.from({ length: k - 1 }, (_, i) => t.get(slot, 2 + i));
-    return { ...head, mid, curr: t.get(slot, k + 1) };
+    return this.layout.read(this.params, (i) => this.table.get(slot, i));
   }
 
   private write(slot: number, state: AlgorithmState): void {
-    const s = state as { window: number; count?: number; prev?: number; mid?: readonly number[]; curr?: number };
-    this.table.set(slot, 0, s.window);
-    if (this.params.algorithm === "fixed_window") {
-      this.table.set(slot, 1, s.count ?? 0);
-      return;
-    }
-    const k = this.params.buckets;
-    this.table.set(slot, 1, s.prev ?? 0);
-    for (let i = 0; i < k - 1; i++) this.table.set(slot, 2 + i, s.mid?.[i] ?? 0);
-    this.table.set(slot, k + 1, s.curr ?? 0);
+    this.layout.write(this.params, state, (i, value) => this.table.set(slot, i, value));
   }
 }
 
-/** sliding_log (any variable-size state): kept in a Map, whose insertion order is the LRU order. */
+/** Any other state (of a size that varies): kept in a Map, whose insertion order is the LRU order. */
 class MapStore implements Store {
   private readonly map = new Map<string, AlgorithmState>();
   evictions = 0;
@@ -275,18 +261,12 @@ class MapStore implements Store {
   }
 }
 
-/** A bounded local store for one rule's parameters: packed where the algorithm has a packed path. */
+/** A bounded local store for one rule's parameters: packed where the algorithm's state is one number or fields. */
 export function createLocalStore(params: AlgorithmParams, maxKeys: number): Store {
   const packed = packedPath(params);
   if (packed !== undefined) return new TatStore(params, packed, maxKeys);
-  switch (params.algorithm) {
-    case "fixed_window":
-    case "sliding_counter":
-      return new FieldsStore(params, maxKeys);
-    default:
-      // sliding_log, and any state that is not a fixed number of fields
-      return new MapStore(params, maxKeys);
-  }
+  const layout = fieldLayout(params);
+  return layout !== undefined ? new FieldsStore(params, layout, maxKeys) : new MapStore(params, maxKeys);
 }
 
 export type LocalStore = Store;

@@ -35,7 +35,7 @@ export function newStats() {
     fail_closed: 0,
     /** Would-be denials of shadow rules. */
     shadow_denials: 0,
-    /** API keys answered by the plan cache (no KV read). */
+    /** API keys answered by the account cache (no KV read). */
     plan_cache_hits: 0,
     /** Account lookups sent to KV. */
     kv_reads: 0,

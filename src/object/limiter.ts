@@ -42,8 +42,7 @@ export const ALARM_SPREAD_MS = 60_000;
 /**
  * How long after its record is fresh an object's alarm fires: an offset in [0, ALARM_SPREAD_MS) of its own, from its id
  * (hex). The keys of a window rule are fresh at the same instant (the window's end), and their alarms all at once
- * would be a herd that stalls the runtime: in local wrangler dev, 8,000 objects' alarms at one window's end held
- * every request for about 90 s (bench/object_memory.ts). A fresh record is as good as none, so deleting it later
+ * would be a herd that stalls the runtime (CHANGELOG.md). A fresh record is as good as none, so deleting it later
  * changes no decision.
  */
 export function alarmSpreadMs(idHex: string): number {

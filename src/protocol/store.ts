@@ -5,7 +5,8 @@
  *
  * Rule changes across a redeploy: the record remembers the parameters its state was made under. When a request
  * arrives with other parameters, `carryOver` converts the state (tokens capped at the new burst, counts kept in an
- * unchanged window, ...) or discards it (another algorithm, another window); see src/algorithms/carry_over.ts.
+ * unchanged window, ...) or discards it (another algorithm, another window); see docs/rules.md, "Changing a rule's
+ * parameters".
  */
 import {
   type AlgorithmState,

@@ -1,3 +1,4 @@
+// long-file: compare's streaming engine and the per-rule statistics that share its bins.
 /**
  * `sluice compare`'s engine, streaming: requests go in one at a time (`ComparisonBuilder.add`), each rule decides
  * them alone with the exact core, and `finish` sums up. Memory is per-key state (a request count, and per rule the
@@ -12,9 +13,9 @@ import {
   type Lane,
   type LevelPoint,
   type MarkBin,
-  type Outcome,
   type Peak,
   peakSpanMs,
+  type RequestOutcome,
   type TraceLine,
   type TrackBin,
 } from "./run.ts";
@@ -37,7 +38,7 @@ export const MAX_TRACK_BINS = 2048;
 const MAX_RELEASES = 64;
 /** Level points kept per track bin before it is thinned to its first, lowest, highest and last. */
 const MAX_POINTS = 16;
-const OUTCOMES: readonly Outcome[] = ["allowed", "delayed", "denied", "error"];
+const OUTCOMES: readonly RequestOutcome[] = ["allowed", "delayed", "denied", "error"];
 const [ALLOWED, DELAYED, DENIED, ERROR] = [0, 1, 2, 3] as const;
 
 /** The admitted requests of one key within the last peak span, in time order, and their total cost. */

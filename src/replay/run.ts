@@ -3,8 +3,9 @@
  * state per key, no clock), and sum up what each did. Data in, data out; the command and the SVG are shells.
  */
 import { type AlgorithmState, describeParams, peakSpanMs as peakSpanOf } from "../algorithms/index.ts";
+import { formatDurationUnit } from "../rules/duration.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { formatDurationUnit, formatSpan, formatTime, type TimeStyle } from "./time.ts";
+import { formatSpan, formatTime, type TimeStyle } from "./time.ts";
 
 /** One request of a trace: when, whose, and what it costs. */
 export interface TraceLine {
@@ -13,8 +14,8 @@ export interface TraceLine {
   readonly cost: number;
 }
 
-/** What happened to one request: admitted at once, admitted after a wait (leaky_queue), denied, or impossible. */
-export type Outcome = "allowed" | "delayed" | "denied" | "error";
+/** What happened to one request: admitted at once, admitted after a wait (a shaping rule), denied, or impossible. */
+export type RequestOutcome = "allowed" | "delayed" | "denied" | "error";
 
 /**
  * Requests of one outcome within one time bin of a lane, for drawing. Bins start 1 ms wide (one per instant, so a
@@ -22,13 +23,13 @@ export type Outcome = "allowed" | "delayed" | "denied" | "error";
  * trace's figure (and memory) bounded while every bin stays far narrower than a pixel.
  */
 export interface MarkBin {
-  readonly outcome: Outcome;
+  readonly outcome: RequestOutcome;
   /** Time of the first request in the bin. */
   readonly firstMs: number;
   count: number;
   /** Whether every request of the bin came at `firstMs` (a burst at one instant is labelled "×N"). */
   oneInstant: boolean;
-  /** When delayed requests are released (leaky_queue), ms: every one for 1 ms bins, at most a few (the latest kept). */
+  /** When delayed requests are released (shaping rules), ms: every one for 1 ms bins, at most a few (the latest kept). */
   releasesMs: number[];
 }
 
@@ -63,7 +64,7 @@ export interface RuleStats {
   /** Admitted requests, delayed ones included. */
   readonly admitted: number;
   readonly denied: number;
-  /** Admitted after a wait (leaky_queue only). */
+  /** Admitted after a wait (shaping rules only). */
   readonly delayed: number;
   /** Impossible requests (cost above the rule's capacity). */
   readonly errors: number;
@@ -118,7 +119,7 @@ export function formatComparison(c: Comparison, traceName: string, style: TimeSt
   const header = [
     `trace ${traceName}: ${plural(c.requests, "request")}, ${plural(c.keys, "key")}${range}`,
     "Each rule runs alone over the whole trace, as `sluice simulate` runs it (no composition; shadow rules are judged",
-    'as if enforcing). "admitted" includes delayed requests (leaky_queue). "peak" is the most cost admitted' +
+    'as if enforcing). "admitted" includes delayed requests (shaping rules). "peak" is the most cost admitted' +
       (manyKeys ? " for one key" : ""),
     "in any span of the rule's length: its window, or its rate's period for rate algorithms.",
     "",

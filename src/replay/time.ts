@@ -4,15 +4,6 @@
  */
 import { UNIT_MS } from "../rules/duration.ts";
 
-/** A duration as rule files write it: `s`, `3s`, `min`, `250ms` (the largest unit that divides it). */
-export function formatDurationUnit(ms: number): string {
-  for (const unit of ["d", "h", "min", "s"] as const) {
-    const size = UNIT_MS[unit];
-    if (ms % size === 0) return ms === size ? unit : `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}
-
 /** A duration for prose: `60 s`, `1 s`, `250 ms`, `10 min`, `2 h`, `1 d` (seconds below 10 minutes). */
 export function formatSpan(ms: number): string {
   if (ms < 1000 || (ms < 600_000 && ms % 1000 !== 0)) return ms < 1000 ? `${ms} ms` : `${trimNumber(ms / 1000, 3)} s`;

@@ -7,7 +7,7 @@
  * - When the request is not admitted, every rule that did admit it (shadow rules too) is refunded, and a failed call
  *   still running is refunded if its late answer admits: a denied request costs nothing anywhere.
  * - Shadow rules never block; their would-be denials are reported. A rule that fails open is skipped.
- * - An admitted request waits for the longest shaping delay among the enforcing rules (leaky_queue).
+ * - An admitted request waits for the longest shaping delay among the enforcing rules (a decision's `delay_ms`).
  */
 import type { Decision } from "../algorithms/index.ts";
 

@@ -13,7 +13,9 @@
  * record with it (a bad plan falls back to the default plan, a bad override to the rule's own parameters; both are
  * logged, neither fails a request). Imports no YAML parser: it runs in the Worker.
  */
-import { closest, rawFromJson, resolveOverride } from "./parse.ts";
+import { closest } from "./closest.ts";
+import { resolveOverride } from "./parse.ts";
+import { rawFromJson } from "./raw.ts";
 import type { AlgorithmParams, ResolvedRule } from "./types.ts";
 
 export interface Account {

@@ -71,3 +71,12 @@ export function parseRate(text: string): Rate | { readonly error: string } {
   }
   return rateOf(amount, period.ms);
 }
+
+/** A duration as rule files write it: `s`, `3s`, `min`, `250ms` (the largest unit that divides it). */
+export function formatDurationUnit(ms: number): string {
+  for (const unit of ["d", "h", "min", "s"] as const) {
+    const size = UNIT_MS[unit];
+    if (ms % size === 0) return ms === size ? unit : `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}

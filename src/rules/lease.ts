@@ -7,10 +7,103 @@
  * leases, how long a slice may be used and what the algorithm then promises are the algorithm's own (its `lease`
  * entry, src/algorithms/types.ts `LeasePolicy`): window algorithms never admit more than `limit` per window; rate
  * algorithms never more than `burst + rate × (t + ttl)` in any span `t`. test/unit/lease.props.test.ts checks both
- * against the real isolate and object code. This file holds the rule-file limits of the `lease` setting.
+ * against the real isolate and object code. This file reads and prints the rule-file `lease` setting.
  */
+import { type AlgorithmName, LEASE_ALGORITHMS, leasePolicy } from "../algorithms/index.ts";
+import { DURATION_HINT, formatDurationUnit, parseDuration, parseRate } from "./duration.ts";
+import { describe, type Raw } from "./raw.ts";
+import { positiveInt, type RuleErrors, unknownKey } from "./read.ts";
+import type { LeaseSettings, Rate } from "./types.ts";
 
 /** The longest lease, ms: the bound for rate rules loosens by `rate × ttl`, and an unused slice waits that long. */
 export const MAX_LEASE_TTL_MS = 10_000;
 /** The default lease time, ms. */
 export const DEFAULT_LEASE_TTL_MS = 1_000;
+
+const LEASE_KEYS = ["ttl", "units", "above"] as const;
+
+/** `lease`: the setting checked field by field, and against the rule's algorithm and scope. */
+export function readLease(
+  v: Raw | undefined,
+  e: RuleErrors,
+  algorithm: AlgorithmName | null,
+  scope: string | undefined,
+  capacity: number | null,
+): LeaseSettings | null | undefined {
+  if (!(v instanceof Map)) {
+    e.add("lease", `must be a mapping such as { ttl: 1s, units: 100, above: 200/s }, got ${describe(v)}`);
+    return undefined;
+  }
+  const errorsBefore = e.count;
+  for (const key of v.keys()) {
+    if ((LEASE_KEYS as readonly string[]).includes(key)) continue;
+    e.add(`lease.${key}`, unknownKey(key, LEASE_KEYS, "lease takes ttl, units and above"));
+  }
+  if (algorithm !== null) {
+    const policy = leasePolicy(algorithm);
+    if (policy.kind === "none") {
+      const names = LEASE_ALGORITHMS.join(", ").replace(/, ([^,]*)$/, " and $1");
+      e.add("lease", `${algorithm} takes no lease (${policy.why}); leases are for ${names}`);
+    }
+  }
+  if (scope === "local") {
+    e.add(
+      "lease",
+      "a lease is a slice of a global key's budget; a scope: local rule is already decided in the isolate",
+    );
+  }
+  const ttlMs = v.has("ttl") ? leaseTtl(v.get("ttl"), e) : DEFAULT_LEASE_TTL_MS;
+  const units = v.has("units") ? leaseUnits(v.get("units"), e, capacity) : null;
+  const above = v.has("above") ? leaseAbove(v.get("above"), e) : null;
+  if (e.count > errorsBefore || ttlMs === undefined || units === undefined || above === undefined) return undefined;
+  return { ttlMs, units, above };
+}
+
+/** `lease.ttl`: a duration up to `MAX_LEASE_TTL_MS`. */
+function leaseTtl(t: Raw | undefined, e: RuleErrors): number | undefined {
+  const d = typeof t === "string" ? parseDuration(t) : { error: `must be ${DURATION_HINT}, got ${describe(t)}` };
+  if ("error" in d) {
+    e.add("lease.ttl", d.error);
+    return undefined;
+  }
+  if (d.ms > MAX_LEASE_TTL_MS) {
+    e.add(
+      "lease.ttl",
+      `must be at most 10s (the bound for rate rules loosens by rate × ttl), got ${JSON.stringify(t)}`,
+    );
+    return undefined;
+  }
+  return d.ms;
+}
+
+/** `lease.units`: a positive integer no larger than the rule's capacity. */
+function leaseUnits(u: Raw | undefined, e: RuleErrors, capacity: number | null): number | undefined {
+  const n = positiveInt(e, "lease.units", u);
+  if (n !== undefined && capacity !== null && n > capacity) {
+    e.add("lease.units", `must be at most the rule's capacity ${capacity}, got ${n}`);
+    return undefined;
+  }
+  return n;
+}
+
+/** `lease.above`: a rate, as in rule files. */
+function leaseAbove(a: Raw | undefined, e: RuleErrors): Rate | undefined {
+  const rate =
+    typeof a === "string"
+      ? parseRate(a)
+      : { error: `must be a rate "<amount>/<duration>" such as 200/s, got ${describe(a)}` };
+  if ("error" in rate) {
+    e.add("lease.above", rate.error);
+    return undefined;
+  }
+  return rate;
+}
+
+/** A lease setting in rule-file terms: `ttl 1s, units 100, above 200/s` (`none`: no leases). */
+export function printLease(lease: LeaseSettings | null): string {
+  if (lease === null) return "none";
+  const parts = [`ttl ${formatDurationUnit(lease.ttlMs)}`];
+  if (lease.units !== null) parts.push(`units ${lease.units}`);
+  if (lease.above !== null) parts.push(`above ${lease.above.amount}/${formatDurationUnit(lease.above.periodMs)}`);
+  return parts.join(", ");
+}

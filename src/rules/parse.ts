@@ -1,67 +1,29 @@
 /**
  * Rule validation: plain values -> strict validation -> `ResolvedRule[]` with every default filled in. YAML text
  * becomes plain values in yaml.ts (`parseRules`); this module imports no YAML parser, so the Worker can run the very
- * same checks on a per-account override read from KV (`resolveOverride`, JSON via `rawFromJson`).
+ * same checks on a per-account override read from KV (`resolveOverride`, JSON via `rawFromJson` in raw.ts).
+ *
+ * A rule is its id, its algorithm and that algorithm's parameters (params.ts), its `match`, and the common fields of
+ * the field table (fields.ts), read in that order.
  *
  * Every problem is reported, all at once, as `<file>: <ruleId>.<field>: <message>` (`rules[3]` stands in for a
  * missing or invalid id; the index counts from 0), or `<file>:<line>: <message>` for YAML syntax. Bad input never
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
-import { ALGORITHMS, algorithmFor, capacityOf, LEASE_ALGORITHMS, leasePolicy } from "../algorithms/index.ts";
-import type { ParamReader } from "../algorithms/types.ts";
-import { DURATION_HINT, MAX_AMOUNT, MAX_PERIOD_MS, parseDuration, parseRate, rateOf } from "./duration.ts";
-import { DEFAULT_LEASE_TTL_MS, MAX_LEASE_TTL_MS } from "./lease.ts";
+import { ALGORITHMS, type AlgorithmName, type AlgorithmParams, capacityOf } from "../algorithms/index.ts";
+import { CROSS_FIELD_CHECKS, type FieldContext, RULE_FIELDS } from "./fields.ts";
+import { ALL_PARAM_KEYS, notAParameterOf, paramSpec, resolveParams } from "./params.ts";
+import { describe, type Raw } from "./raw.ts";
+import { exceedsCapacity, oneOf, RuleErrors, unknownKey } from "./read.ts";
 import { compileRoute } from "./route.ts";
-import {
-  type AlgorithmName,
-  type AlgorithmParams,
-  DEFAULT_TIMEOUT_MS,
-  type Identity,
-  type LeaseSettings,
-  type Rate,
-  type ResolvedRule,
-  type RoutePattern,
-  type RuleCommon,
-  type RuleMatch,
-  type Window,
-} from "./types.ts";
-
-/** A YAML float kept with its source text, so a message can show `1.0` as written rather than `1`. */
-export class YamlFloat {
-  constructor(
-    readonly value: number,
-    readonly source: string,
-  ) {}
-}
-/** A YAML value as validation sees it: integers are bigints (exact at any size), floats are `YamlFloat`. */
-export type Raw = string | bigint | boolean | null | YamlFloat | Raw[] | Map<string, Raw>;
+import type { Identity, ResolvedRule, RoutePattern, RuleCommon, RuleMatch } from "./types.ts";
 
 const ID_RE = /^[A-Za-z0-9_.-]+$/;
 const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
-const MODES = ["enforce", "shadow"] as const;
-const SCOPES = ["global", "local"] as const;
-const ON_ERRORS = ["open", "closed"] as const;
-const UNVERIFIED = ["by_address", "skip", "reject"] as const;
 
-const COMMON_KEYS = [
-  "id",
-  "match",
-  "algorithm",
-  "cost",
-  "cost_by_route",
-  "mode",
-  "scope",
-  "on_error",
-  "timeout_ms",
-  "status",
-  "retry_jitter_s",
-  "lease",
-  "unverified",
-] as const;
+/** The keys a rule file may give besides its algorithm's parameters. */
+const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
 const MATCH_KEYS = ["plan", "route", "identity"] as const;
-/** The parameter fields an algorithm takes (its file says which); any other parameter field on it is an error. */
-const paramSpec = (algorithm: AlgorithmName) => algorithmFor({ algorithm }).params;
-const ALL_PARAM_KEYS = [...new Set(ALGORITHMS.flatMap((a) => paramSpec(a).keys))];
 
 /** The rules of one file, from its plain values (see yaml.ts): all valid rules, and every problem. */
 export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[] } {
@@ -92,47 +54,6 @@ export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; 
   return { rules, errors };
 }
 
-/**
- * A JSON value (an account record read from KV) as a `Raw` value: integers become bigints, other numbers keep their
- * text, so the checks and messages are those of a rule file. Nesting stops at depth 100 as null.
- */
-export function rawFromJson(value: unknown, depth = 0): Raw {
-  if (depth > 100 || value === undefined || value === null) return null;
-  if (typeof value === "number")
-    return Number.isSafeInteger(value) ? BigInt(value) : new YamlFloat(value, String(value));
-  if (typeof value === "string" || typeof value === "boolean") return value;
-  if (Array.isArray(value)) return value.map((v) => rawFromJson(v, depth + 1));
-  if (typeof value === "object") {
-    const out = new Map<string, Raw>();
-    for (const [k, v] of Object.entries(value)) out.set(k, rawFromJson(v, depth + 1));
-    return out;
-  }
-  return String(value);
-}
-
-/** A value as a message shows it: strings quoted, numbers as written. */
-export function describe(v: Raw | undefined): string {
-  if (v === undefined || v === null) return "an empty value";
-  if (typeof v === "string") return JSON.stringify(v);
-  if (v instanceof YamlFloat) return v.source;
-  if (Array.isArray(v)) return "a list";
-  if (v instanceof Map) return "a mapping";
-  return String(v);
-}
-
-/** The errors of one rule, each prefixed with the file and the rule's id (or `rules[i]`). */
-class RuleErrors {
-  count = 0;
-  constructor(
-    private readonly out: string[],
-    private readonly where: string,
-  ) {}
-  add(field: string, message: string): void {
-    this.out.push(`${this.where}.${field}: ${message}`);
-    this.count++;
-  }
-}
-
 /** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
 function resolveRule(raw: Raw, index: number, file: string, out: string[]): ResolvedRule | null {
   if (!(raw instanceof Map)) {
@@ -153,50 +74,39 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   const params = algorithm === null ? null : resolveParams(algorithm, raw, e);
   const capacity = params === null ? null : capacityOf(params);
   const capacityName = algorithm === null ? "" : paramSpec(algorithm).capacityName;
-  const cost = optional(raw, "cost", 1, (v) => positiveInt(e, "cost", v));
-  if (cost !== undefined && capacity !== null && cost > capacity) {
-    e.add("cost", exceedsCapacity(cost, capacity, capacityName));
-  }
-  const costByRoute = resolveCostByRoute(raw, e, capacity, capacityName);
-  const mode = optional(raw, "mode", "enforce", (v) => oneOf(e, "mode", v, MODES));
-  const scope = optional(raw, "scope", "global", (v) => oneOf(e, "scope", v, SCOPES));
-  const onError = optional(raw, "on_error", "open", (v) => oneOf(e, "on_error", v, ON_ERRORS));
-  const timeoutMs = optional(raw, "timeout_ms", DEFAULT_TIMEOUT_MS, (v) => positiveInt(e, "timeout_ms", v));
-  const status = optional(raw, "status", 429, (v) => httpStatus(e, v));
-  const retryJitterS = optional(raw, "retry_jitter_s", 0, (v) => nonNegativeInt(e, "retry_jitter_s", v));
-  const lease = optional(raw, "lease", null, (v) => resolveLease(v, e, algorithm, scope, capacity));
-  const unverified = optional(raw, "unverified", "by_address", (v) => oneOf(e, "unverified", v, UNVERIFIED));
-  if (raw.has("unverified") && match !== undefined && match.identity !== "api_key") {
-    e.add(
-      "unverified",
-      `only rules with identity: api_key have unverified callers; this one has identity: ${match.identity}`,
-    );
-  }
+  const common = readFields(raw, { e, algorithm, capacity, capacityName }, match);
+  if (e.count > 0 || id === null || match === undefined || common === null || params === null) return null;
+  return { id, file, match, ...common, ...params } as ResolvedRule;
+}
 
-  const common: RuleCommon | null = allResolved({
-    id: id ?? undefined,
-    file,
-    match,
-    mode,
-    scope,
-    onError,
-    timeoutMs,
-    status,
-    cost,
-    costByRoute,
-    retryJitterS,
-    lease,
-    unverified,
-  });
-  if (e.count > 0 || common === null || params === null) return null;
-  return { ...common, ...params } as ResolvedRule;
+/**
+ * The field table's fields, in table order (a reader may consult the fields read before it), then the checks across
+ * fields: every field resolved, or `null` when one is invalid (its error is reported).
+ */
+function readFields(
+  raw: Map<string, Raw>,
+  base: Omit<FieldContext, "earlier">,
+  match: RuleMatch | undefined,
+): Omit<RuleCommon, "id" | "file" | "match"> | null {
+  const earlier: Record<string, unknown> = { match };
+  let ok = true;
+  for (const f of RULE_FIELDS) {
+    const read = f.read as (v: Raw | undefined, cx: FieldContext) => unknown;
+    const value = raw.has(f.yaml) ? read(raw.get(f.yaml), { ...base, earlier }) : f.fallback;
+    if (value === undefined) ok = false;
+    earlier[f.resolved] = value;
+  }
+  for (const check of CROSS_FIELD_CHECKS) check(earlier, (key) => raw.has(key), base.e);
+  if (!ok) return null;
+  const { match: _, ...fields } = earlier;
+  return fields as Omit<RuleCommon, "id" | "file" | "match">;
 }
 
 /** Keys that are neither common fields nor the algorithm's parameters, each with the likeliest fix. */
 function checkKeys(raw: Map<string, Raw>, algorithm: AlgorithmName | null, e: RuleErrors): void {
   const known: readonly string[] = algorithm === null ? ALL_PARAM_KEYS : paramSpec(algorithm).keys;
   for (const key of raw.keys()) {
-    if ((COMMON_KEYS as readonly string[]).includes(key) || known.includes(key)) continue;
+    if (COMMON_KEYS.includes(key) || known.includes(key)) continue;
     if ((MATCH_KEYS as readonly string[]).includes(key)) {
       e.add(key, `unknown key; ${key} belongs inside match: { ${key}: ... }`);
     } else if (algorithm !== null && ALL_PARAM_KEYS.includes(key)) {
@@ -205,24 +115,6 @@ function checkKeys(raw: Map<string, Raw>, algorithm: AlgorithmName | null, e: Ru
       e.add(key, unknownKey(key, [...COMMON_KEYS, ...known]));
     }
   }
-}
-
-/** `status`: the HTTP status a denial answers with. */
-function httpStatus(e: RuleErrors, v: Raw | undefined): number | undefined {
-  if (typeof v === "bigint" && v >= 400n && v <= 599n) return Number(v);
-  e.add("status", `must be an HTTP status from 400 to 599, got ${describe(v)}`);
-  return undefined;
-}
-
-/** The fields when every one resolved, else `null` (a field that did not is `undefined`; its error is reported). */
-function allResolved<T extends Record<string, unknown>>(
-  fields: T,
-): { [K in keyof T]: Exclude<T[K], undefined> } | null {
-  return Object.values(fields).includes(undefined) ? null : (fields as { [K in keyof T]: Exclude<T[K], undefined> });
-}
-
-function notAParameterOf(algorithm: AlgorithmName): string {
-  return `not a parameter of ${algorithm} (${algorithm} takes ${paramSpec(algorithm).takes})`;
 }
 
 /**
@@ -337,313 +229,4 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
 function describePlan(p: Raw | undefined): string {
   if (Array.isArray(p)) return p.length === 0 ? "an empty list" : `[${p.map(describe).join(", ")}]`;
   return describe(p);
-}
-
-/** The algorithm's parameters, read by its own `params.read` through a reader that knows rule-file syntax. */
-function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): AlgorithmParams | null {
-  const reader: ParamReader = {
-    rate: () => resolveRate(algorithm, raw, e),
-    window: (month) => resolveWindow(algorithm, raw, e, month),
-    int(key, options = {}) {
-      const { min = 1, fallback, zeroHint } = options;
-      const parse = (v: Raw | undefined) => {
-        if (min === 1 && v === 0n && zeroHint !== undefined) {
-          e.add(key, `must be a positive integer, got 0 (${zeroHint})`);
-          return undefined;
-        }
-        return min === 1 ? positiveInt(e, key, v) : nonNegativeInt(e, key, v);
-      };
-      return fallback === undefined ? required(raw, e, algorithm, key, parse) : optional(raw, key, fallback, parse);
-    },
-    bool: (key, fallback) =>
-      optional(raw, key, fallback, (v) => {
-        if (typeof v === "boolean") return v;
-        e.add(key, `must be true or false, got ${describe(v)}`);
-        return undefined;
-      }),
-    has: (key) => raw.has(key),
-    error: (key, message) => e.add(key, message),
-  };
-  return paramSpec(algorithm).read(reader) as AlgorithmParams | null;
-}
-
-function resolveRate(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErrors): Rate | undefined {
-  const hasPerS = raw.has("rate_per_s");
-  const hasText = raw.has("rate");
-  if (hasPerS && hasText) {
-    e.add("rate", "give rate_per_s or rate, not both");
-    return undefined;
-  }
-  if (hasPerS) {
-    const n = positiveInt(e, "rate_per_s", raw.get("rate_per_s"));
-    return n === undefined ? undefined : rateOf(n, 1000);
-  }
-  if (hasText) {
-    const v = raw.get("rate");
-    if (typeof v !== "string") {
-      const hint = typeof v === "bigint" ? " (for a count per second, use rate_per_s)" : "";
-      e.add("rate", `must be a rate "<amount>/<duration>" such as 10/s, 100/min or 7/3s, got ${describe(v)}${hint}`);
-      return undefined;
-    }
-    const rate = parseRate(v);
-    if ("error" in rate) {
-      e.add("rate", rate.error);
-      return undefined;
-    }
-    return rate;
-  }
-  e.add("rate", `required for ${algorithm}: "<amount>/<duration>" such as 250/s (or rate_per_s: <count per second>)`);
-  return undefined;
-}
-
-function resolveWindow(
-  algorithm: AlgorithmName,
-  raw: Map<string, Raw>,
-  e: RuleErrors,
-  month: boolean,
-): Window | undefined {
-  const hasSeconds = raw.has("window_s");
-  const hasText = raw.has("window");
-  if (hasSeconds && hasText) {
-    e.add("window", "give window_s or window, not both");
-    return undefined;
-  }
-  if (hasSeconds) {
-    const s = positiveInt(e, "window_s", raw.get("window_s"));
-    if (s === undefined) return undefined;
-    if (s * 1000 > MAX_PERIOD_MS) {
-      e.add("window_s", `is too long (max 2^40 ms, about 34 years), got ${s}`);
-      return undefined;
-    }
-    return { kind: "ms", ms: s * 1000 };
-  }
-  if (hasText) {
-    const v = raw.get("window");
-    if (v === "month") {
-      if (month) return { kind: "month" };
-      e.add("window", `month is only for fixed_window; ${algorithm} needs a fixed length such as 30d`);
-      return undefined;
-    }
-    if (typeof v !== "string") {
-      const hint = typeof v === "bigint" ? " (for a number of seconds, use window_s)" : "";
-      e.add("window", `must be ${DURATION_HINT}${month ? ", or month" : ""}, got ${describe(v)}${hint}`);
-      return undefined;
-    }
-    const d = parseDuration(v);
-    if ("error" in d) {
-      e.add("window", d.error);
-      return undefined;
-    }
-    return { kind: "ms", ms: d.ms };
-  }
-  e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
-  return undefined;
-}
-
-const LEASE_KEYS = ["ttl", "units", "above"] as const;
-
-/** `lease`: the setting checked field by field, and against the rule's algorithm and scope. */
-function resolveLease(
-  v: Raw | undefined,
-  e: RuleErrors,
-  algorithm: AlgorithmName | null,
-  scope: string | undefined,
-  capacity: number | null,
-): LeaseSettings | null | undefined {
-  if (!(v instanceof Map)) {
-    e.add("lease", `must be a mapping such as { ttl: 1s, units: 100, above: 200/s }, got ${describe(v)}`);
-    return undefined;
-  }
-  const errorsBefore = e.count;
-  for (const key of v.keys()) {
-    if ((LEASE_KEYS as readonly string[]).includes(key)) continue;
-    e.add(`lease.${key}`, unknownKey(key, LEASE_KEYS, "lease takes ttl, units and above"));
-  }
-  if (algorithm !== null) {
-    const policy = leasePolicy(algorithm);
-    if (policy.kind === "none") {
-      const names = LEASE_ALGORITHMS.join(", ").replace(/, ([^,]*)$/, " and $1");
-      e.add("lease", `${algorithm} takes no lease (${policy.why}); leases are for ${names}`);
-    }
-  }
-  if (scope === "local") {
-    e.add(
-      "lease",
-      "a lease is a slice of a global key's budget; a scope: local rule is already decided in the isolate",
-    );
-  }
-  const ttlMs = v.has("ttl") ? leaseTtl(v.get("ttl"), e) : DEFAULT_LEASE_TTL_MS;
-  const units = v.has("units") ? leaseUnits(v.get("units"), e, capacity) : null;
-  const above = v.has("above") ? leaseAbove(v.get("above"), e) : null;
-  if (e.count > errorsBefore || ttlMs === undefined || units === undefined || above === undefined) return undefined;
-  return { ttlMs, units, above };
-}
-
-/** `lease.ttl`: a duration up to `MAX_LEASE_TTL_MS`. */
-function leaseTtl(t: Raw | undefined, e: RuleErrors): number | undefined {
-  const d = typeof t === "string" ? parseDuration(t) : { error: `must be ${DURATION_HINT}, got ${describe(t)}` };
-  if ("error" in d) {
-    e.add("lease.ttl", d.error);
-    return undefined;
-  }
-  if (d.ms > MAX_LEASE_TTL_MS) {
-    e.add(
-      "lease.ttl",
-      `must be at most 10s (the bound for rate rules loosens by rate × ttl), got ${JSON.stringify(t)}`,
-    );
-    return undefined;
-  }
-  return d.ms;
-}
-
-/** `lease.units`: a positive integer no larger than the rule's capacity. */
-function leaseUnits(u: Raw | undefined, e: RuleErrors, capacity: number | null): number | undefined {
-  const n = positiveInt(e, "lease.units", u);
-  if (n !== undefined && capacity !== null && n > capacity) {
-    e.add("lease.units", `must be at most the rule's capacity ${capacity}, got ${n}`);
-    return undefined;
-  }
-  return n;
-}
-
-/** `lease.above`: a rate, as in rule files. */
-function leaseAbove(a: Raw | undefined, e: RuleErrors): Rate | undefined {
-  const rate =
-    typeof a === "string"
-      ? parseRate(a)
-      : { error: `must be a rate "<amount>/<duration>" such as 200/s, got ${describe(a)}` };
-  if ("error" in rate) {
-    e.add("lease.above", rate.error);
-    return undefined;
-  }
-  return rate;
-}
-
-function resolveCostByRoute(
-  raw: Map<string, Raw>,
-  e: RuleErrors,
-  capacity: number | null,
-  capacityName: string,
-): RuleCommon["costByRoute"] | undefined {
-  if (!raw.has("cost_by_route")) return [];
-  const m = raw.get("cost_by_route");
-  if (!(m instanceof Map)) {
-    e.add("cost_by_route", `must be a mapping of "METHOD /path" to a cost, got ${describe(m)}`);
-    return undefined;
-  }
-  const out: { route: RoutePattern; cost: number }[] = [];
-  let ok = true;
-  for (const [source, v] of m) {
-    const field = `cost_by_route[${JSON.stringify(source)}]`;
-    const route = compileRoute(source);
-    if ("error" in route) {
-      e.add(field, route.error);
-      ok = false;
-    }
-    const cost = positiveInt(e, field, v);
-    if (cost !== undefined && capacity !== null && cost > capacity) {
-      e.add(field, exceedsCapacity(cost, capacity, capacityName));
-      ok = false;
-    }
-    if ("error" in route || cost === undefined) ok = false;
-    else out.push({ route, cost });
-  }
-  return ok ? out : undefined;
-}
-
-function exceedsCapacity(cost: number, capacity: number, capacityName: string): string {
-  return `cost ${cost} is more than the rule's capacity ${capacity} (${capacityName}); such a request could never be admitted`;
-}
-
-/** `parse(value)` when the key is present, else the default. `undefined` means invalid (already reported). */
-function optional<T>(raw: Map<string, Raw>, key: string, fallback: T, parse: (v: Raw | undefined) => T | undefined) {
-  return raw.has(key) ? parse(raw.get(key)) : fallback;
-}
-
-function required<T>(
-  raw: Map<string, Raw>,
-  e: RuleErrors,
-  algorithm: AlgorithmName,
-  key: string,
-  parse: (v: Raw | undefined) => T | undefined,
-): T | undefined {
-  if (raw.has(key)) return parse(raw.get(key));
-  e.add(key, `required for ${algorithm}`);
-  return undefined;
-}
-
-function positiveInt(e: RuleErrors, field: string, v: Raw | undefined): number | undefined {
-  if (typeof v === "bigint" && v >= 1n) {
-    if (v <= BigInt(MAX_AMOUNT)) return Number(v);
-    e.add(field, `must be at most 2^50, got ${describe(v)}`);
-    return undefined;
-  }
-  e.add(field, `must be a positive integer, got ${describe(v)}`);
-  return undefined;
-}
-
-function nonNegativeInt(e: RuleErrors, field: string, v: Raw | undefined): number | undefined {
-  if (typeof v === "bigint" && v >= 0n) {
-    if (v <= BigInt(MAX_AMOUNT)) return Number(v);
-    e.add(field, `must be at most 2^50, got ${describe(v)}`);
-    return undefined;
-  }
-  e.add(field, `must be an integer >= 0, got ${describe(v)}`);
-  return undefined;
-}
-
-function oneOf<T extends string>(
-  e: RuleErrors,
-  field: string,
-  v: Raw | undefined,
-  allowed: readonly T[],
-): T | undefined {
-  if (typeof v === "string" && (allowed as readonly string[]).includes(v)) return v as T;
-  const guess = typeof v === "string" ? closest(v, allowed) : null;
-  e.add(
-    field,
-    `must be one of ${allowed.join(", ")}, got ${describe(v)}${guess === null ? "" : `; did you mean "${guess}"?`}`,
-  );
-  return undefined;
-}
-
-function unknownKey(key: string, known: readonly string[], fallback?: string): string {
-  const guess = closest(key, known);
-  if (guess !== null) return `unknown key; did you mean "${guess}"?`;
-  return fallback === undefined ? "unknown key" : `unknown key (${fallback})`;
-}
-
-/** The known word nearest to `word` (edit distance <= 2, or a prefix of it), or null. */
-export function closest(word: string, known: readonly string[]): string | null {
-  const w = word.toLowerCase().replaceAll("-", "_");
-  let best: string | null = null;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const k of known) {
-    // An abbreviation (`timeout` for `timeout_ms`) is as good as one typo.
-    const prefix = w.length >= 3 && k.startsWith(w);
-    const d = prefix ? 1 : editDistance(w, k);
-    if (d < bestDistance) {
-      best = k;
-      bestDistance = d;
-    }
-  }
-  return bestDistance <= 2 ? best : null;
-}
-
-/** Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent swaps (`brust` -> `burst`). */
-function editDistance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-  );
-  for (let i = 1; i <= a.length; i++) {
-    const row = d[i]!;
-    const prev = d[i - 1]!;
-    for (let j = 1; j <= b.length; j++) {
-      const sub = a[i - 1] === b[j - 1] ? 0 : 1;
-      let v = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + sub);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
-      row[j] = v;
-    }
-  }
-  return d[a.length]![b.length]!;
 }

@@ -70,6 +70,8 @@ export interface RuleCommon {
    * `skip`: does not apply to it; `reject`: refuses it with 401 at the edge.
    */
   readonly unverified: Unverified;
+  /** What the rule is for, in a sentence, for people (the dashboard, `sluice plan`). Default `""`. */
+  readonly description: string;
 }
 
 /** A rule's `lease` setting. */
@@ -84,13 +86,6 @@ export interface LeaseSettings {
 
 /** A rule for one algorithm: what every rule has, and that algorithm's parameters. */
 export type RuleOf<K extends AlgorithmName> = RuleCommon & ParamsOf<K>;
-export type TokenBucketRule = RuleOf<"token_bucket">;
-export type GcraRule = RuleOf<"gcra">;
-export type LeakyBucketRule = RuleOf<"leaky_bucket">;
-export type LeakyQueueRule = RuleOf<"leaky_queue">;
-export type FixedWindowRule = RuleOf<"fixed_window">;
-export type SlidingLogRule = RuleOf<"sliding_log">;
-export type SlidingCounterRule = RuleOf<"sliding_counter">;
 
 /** A resolved rule: every default filled in, its algorithm's parameters beside the common fields. */
 export type ResolvedRule = { [K in AlgorithmName]: RuleOf<K> }[AlgorithmName];

@@ -6,7 +6,8 @@
  * text for messages, duplicate keys are errors.
  */
 import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument, type YAMLError } from "yaml";
-import { describe, type Raw, resolveRules, YamlFloat } from "./parse.ts";
+import { resolveRules } from "./parse.ts";
+import { describe, type Raw, YamlFloat } from "./raw.ts";
 import type { ResolvedRule } from "./types.ts";
 
 export function parseRules(text: string, file: string): { rules: ResolvedRule[]; errors: string[] } {

@@ -1,3 +1,4 @@
+// long-file: one SVG document drawn top to bottom (lanes, marks, state line, axes, legend); the parts share its geometry.
 /**
  * The comparison as a plain SVG figure, as in docs/examples/ (docs/rules.md shows one): one lane per
  * rule, each request marked allowed, delayed or denied (by color and by shape, so it reads in grey scale and for
@@ -9,7 +10,7 @@
 
 import { capacityLabel, capacityOf, chartWindowOf, levelAt, levelName } from "../algorithms/index.ts";
 import { windowIndex, windowStartMs } from "../algorithms/windows.ts";
-import { type Comparison, describeRule, type Lane, type Outcome } from "../replay/run.ts";
+import { type Comparison, describeRule, type Lane, type RequestOutcome } from "../replay/run.ts";
 import { formatSpan, formatTick, type TimeStyle, tickStep, ticks, trimNumber } from "../replay/time.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 
@@ -24,7 +25,7 @@ export interface SvgOptions {
 }
 
 /** Okabe–Ito colors: distinguishable with every common color-vision deficiency. */
-const COLOR: Readonly<Record<Outcome, string>> = {
+const COLOR: Readonly<Record<RequestOutcome, string>> = {
   allowed: "#0072B2",
   delayed: "#E69F00",
   denied: "#D55E00",
@@ -41,7 +42,7 @@ const LANES_TOP = 104;
 const LANE_HEIGHT = 122;
 const LANE_GAP = 10;
 /** Mark rows, from a lane's top. */
-const ROW_Y: Readonly<Record<Outcome, number>> = { allowed: 16, delayed: 31, denied: 46, error: 46 };
+const ROW_Y: Readonly<Record<RequestOutcome, number>> = { allowed: 16, delayed: 31, denied: 46, error: 46 };
 const STATE_TOP = 60;
 const STATE_BOTTOM = 110;
 /** Above this many boundaries in the range, window boundary lines are left out (they would be a grey wash). */
@@ -165,7 +166,7 @@ function legend(c: Comparison): string[] {
   const items: { mark: string; text: string }[] = [];
   const y = 74;
   items.push({ mark: "allowed", text: "allowed" });
-  if (c.lanes.some((l) => l.rule.algorithm === "leaky_queue")) {
+  if (c.lanes.some((l) => l.stats.delayed > 0)) {
     items.push({ mark: "delayed", text: "delayed (queued; line to its release)" });
   }
   items.push({ mark: "denied", text: "denied" });
@@ -184,7 +185,7 @@ function legend(c: Comparison): string[] {
         `<line x1="${x + 1}" y1="${y - 11}" x2="${x + 1}" y2="${y + 3}" stroke="#444444" stroke-width="1.2" stroke-dasharray="5 3"/>`,
       );
     } else {
-      out.push(mark(item.mark as Outcome, x + 1, y - 4));
+      out.push(mark(item.mark as RequestOutcome, x + 1, y - 4));
     }
     out.push(`<text x="${x + 14}" y="${y}" font-size="12">${esc(item.text)}</text>`);
     x += 30 + textWidth(item.text, 12);
@@ -243,7 +244,7 @@ function stateChart(lane: Lane, y: number, { fromMs, toMs, xOf }: Frame, stateOf
 /** The requests of one pixel column with one outcome, drawn as one mark. */
 interface MarkColumn {
   x: number;
-  outcome: Outcome;
+  outcome: RequestOutcome;
   count: number;
   firstMs: number;
   oneInstant: boolean;
@@ -254,9 +255,9 @@ interface MarkColumn {
 function laneMarks(lane: Lane, y: number, frame: Frame): string[] {
   const columns = markColumns(lane, frame);
   const out: string[] = [];
-  const lastLabelX = new Map<Outcome, number>();
+  const lastLabelX = new Map<RequestOutcome, number>();
   const nextX = new Map<MarkColumn, number>();
-  const seen = new Map<Outcome, MarkColumn>();
+  const seen = new Map<RequestOutcome, MarkColumn>();
   for (const b of columns) {
     const prev = seen.get(b.outcome);
     if (prev !== undefined) nextX.set(prev, b.x);
@@ -303,7 +304,7 @@ function markColumns(lane: Lane, { fromMs, toMs, xOf }: Frame): MarkColumn[] {
   return [...columns.values()].sort((a, b) => a.x - b.x || rowOrder(a.outcome) - rowOrder(b.outcome));
 }
 
-function rowOrder(o: Outcome): number {
+function rowOrder(o: RequestOutcome): number {
   return ["allowed", "delayed", "denied", "error"].indexOf(o);
 }
 
@@ -389,7 +390,7 @@ export function boundaries(rule: ResolvedRule, fromMs: number, toMs: number): nu
 
 /** The four marks, defined once and placed with `<use>` (a dense trace has thousands of them). */
 function markDefs(): string {
-  const shapes: Record<Outcome, string> = {
+  const shapes: Record<RequestOutcome, string> = {
     allowed: `<circle id="mark-allowed" r="3.6" fill="${COLOR.allowed}"/>`,
     delayed: `<path id="mark-delayed" d="M-4 3.5 L4 3.5 L0 -4 Z" fill="${COLOR.delayed}"/>`,
     denied: `<path id="mark-denied" d="M-3.5 -3.5 L3.5 3.5 M-3.5 3.5 L3.5 -3.5" stroke="${COLOR.denied}" stroke-width="2" stroke-linecap="round"/>`,
@@ -398,7 +399,7 @@ function markDefs(): string {
   return `<defs>${Object.values(shapes).join("")}</defs>`;
 }
 
-function mark(outcome: Outcome, x: number, y: number): string {
+function mark(outcome: RequestOutcome, x: number, y: number): string {
   return `<use href="#mark-${outcome}" x="${n(x)}" y="${n(y)}"/>`;
 }
 

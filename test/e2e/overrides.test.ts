@@ -40,7 +40,7 @@ function account(key: string, ...limits: string[]): void {
 
 beforeAll(async () => {
   account("sk_e2e_big", "growth-global.rate=1/h", "growth-global.burst=3");
-  // No plan cache, so a changed record applies to the very next request.
+  // No account cache, so a changed record applies to the very next request.
   server = await startWrangler(persistTo, { LIMITER_TIMEOUT_MS: "5000", PLAN_CACHE_TTL_MS: "0" }, COPY);
 });
 

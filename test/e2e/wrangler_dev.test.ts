@@ -161,7 +161,7 @@ describe("wrangler dev", () => {
     const seen = `${rotated.join(",")} in ${elapsedMs} ms`;
     expect(rotated.filter((s) => s === 429).length, seen).toBeGreaterThan(0);
     expect(rotated.filter((s) => s === 200).length, seen).toBeLessThanOrEqual(20 + Math.ceil(elapsedMs / 100));
-    // The rotation did not touch the known key's budget (nor evict its account from the plan cache).
+    // The rotation did not touch the known key's budget (nor evict its account from the account cache).
     expect(await known("sk_free_demo_2")).toMatch(/"free-daily";r=9997;/);
   });
 

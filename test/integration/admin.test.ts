@@ -114,6 +114,11 @@ describe("endpoints", () => {
     expect(body.rules[0]).toMatchObject({ mode: "enforce", scope: "global", onError: "open", timeoutMs: 250 });
   });
 
+  it("GET /_sluice/rules gives each rule's limits in one line, from the algorithm table (the dashboard shows it)", async () => {
+    const body = await (await call("GET", "/_sluice/rules")).json<{ rules: { algorithm: string; limits: string }[] }>();
+    for (const rule of body.rules) expect(rule.limits).toMatch(new RegExp(`^${rule.algorithm} \\S`));
+  });
+
   it("GET /_sluice/state reports remaining, reset and retry without charging the key", async () => {
     const key = await knownKey();
     setNow(T0);

@@ -13,8 +13,8 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/edge/gateway.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { PLAN_LOOKUP_BUDGET_MS } from "../../src/isolate/account_cache.ts";
 import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
-import { PLAN_LOOKUP_BUDGET_MS } from "../../src/isolate/plan_cache.ts";
 import { bearer, freshKey, knownKey, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";
 
 /** One client address (a key whose account cannot be read is counted by its address, under the default plan). */
@@ -134,7 +134,7 @@ describe("the plan lookup (KV) at load", () => {
     expect(errors.mock.calls.some((c) => String(c[0]).includes('"event":"plan_lookup_slow"'))).toBe(true);
 
     release();
-    await until(() => isolate.plans.size === 1);
+    await until(() => isolate.accounts.size === 1);
     const ctx = createExecutionContext();
     const later = await handleRequest(
       req("GET", "/v1/quotes", { ...bearer(key), "CF-Connecting-IP": ADDRESS }),

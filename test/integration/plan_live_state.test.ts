@@ -8,7 +8,7 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/edge/gateway.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
-import { changeOf, pairRules, stateFate } from "../../src/replay/plan.ts";
+import { changeOf, pairRules, stateFate } from "../../src/replay/deploy_plan.ts";
 import { compileRules } from "../../src/request/match.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { bearer, freshIp, knownKey, req, resolvedFrom, setNow, T0 } from "./helpers.ts";

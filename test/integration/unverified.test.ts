@@ -2,7 +2,7 @@
  * Unverified API keys (issue 9): a key with no account record is not an identity of its own. Made-up keys from one
  * address share that address's budget; known keys keep their own, even behind one address; `unverified: skip` and
  * `reject` do what they say; and a flood of made-up keys costs a bounded number of KV reads, without pushing real
- * accounts out of the plan cache (measured with a counting ACCOUNTS binding).
+ * accounts out of the account cache (measured with a counting ACCOUNTS binding).
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -91,7 +91,7 @@ describe("unverified callers are counted by their address", () => {
 });
 
 describe("a flood of made-up keys costs nothing extra", () => {
-  it("KV reads stay bounded per address, and known keys are answered from the plan cache", async () => {
+  it("KV reads stay bounded per address, and known keys are answered from the account cache", async () => {
     // Local scope, so the measurement is about accounts, not Durable Object calls.
     const local = rulesFrom(`
 - id: per-key-local

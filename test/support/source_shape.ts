@@ -258,6 +258,50 @@ export function workersApiUses(files: readonly string[]): string[] {
   return [...out];
 }
 
+/**
+ * Where `files` name one of `names` in code (comments are not code): a string or template literal holding one as a
+ * word, or an identifier spelt as one, as `file:line text`. A parameters object choosing its algorithm
+ * (`algorithm: "gcra"`) is no branch on the name, and an import's module path is no name, so neither counts.
+ */
+export function namesInCode(files: readonly string[], names: readonly string[]): string[] {
+  const word = new RegExp(`\\b(${names.join("|")})\\b`);
+  const out: string[] = [];
+  for (const file of files) {
+    const source = parse(file);
+    const at = (node: ts.Node) => `${file}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`;
+    const visit = (node: ts.Node) => {
+      if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) return;
+      const chosen =
+        ts.isPropertyAssignment(node) &&
+        node.name.getText(source) === "algorithm" &&
+        ts.isStringLiteral(node.initializer);
+      if (chosen) return;
+      const literal =
+        ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateLiteralToken(node);
+      if (literal && word.test(node.text)) out.push(`${at(node)} ${node.getText(source).slice(0, 80)}`);
+      if (ts.isIdentifier(node) && names.includes(node.text)) out.push(`${at(node)} ${node.text}`);
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return out;
+}
+
+/** A file should be read in one sitting; a longer one says why in a comment carrying this marker. */
+export const MAX_FILE_LINES = 400;
+export const LONG_FILE_MARKER = /\blong-file:\s*\S/;
+
+/** Files longer than `maxLines`, each with whether it states a reason (a `long-file:` comment). */
+export function longFiles(files: readonly string[], maxLines = MAX_FILE_LINES) {
+  return files
+    .map((file) => {
+      const text = readFileSync(file, "utf8");
+      const lines = text.split("\n").length - (text.endsWith("\n") ? 1 : 0);
+      return { file, lines, explained: LONG_FILE_MARKER.test(text) };
+    })
+    .filter((f) => f.lines > maxLines);
+}
+
 /** Every file reachable from `starts` through `graph` (the starts included). */
 export function reachable(graph: ReadonlyMap<string, readonly string[]>, starts: readonly string[]): string[] {
   const seen = new Set<string>();

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { readAccount } from "../../src/rules/account.ts";
-import { rawFromJson, resolveOverride } from "../../src/rules/parse.ts";
+import { resolveOverride } from "../../src/rules/parse.ts";
+import { rawFromJson } from "../../src/rules/raw.ts";
 import { parseRules, parseYaml } from "../../src/rules/yaml.ts";
 
 const RULES_YAML = `

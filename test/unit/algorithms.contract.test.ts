@@ -3,7 +3,7 @@
  * parameters and traces. A new algorithm is one file plus one table entry; test/support/contract.ts then asks for its
  * random parameters and its YAML, and this suite holds it to what every shell relies on: well-formed decisions, the
  * capacity, denials that change nothing, an honest retry_after_ms, exact refunds, freshAtMs, carry-over, the
- * blocked-cache bound, the chart level and, where there is one, the packed fast path.
+ * blocked-cache bound, the chart level and, where there is one, the packed fast path and the field layout.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -18,6 +18,7 @@ import {
   decide,
   denialsCount,
   deniedUntilMs,
+  fieldLayout,
   fingerprintOf,
   freshAtMs,
   headerWindowMs,
@@ -176,6 +177,31 @@ describe.each(ALGORITHMS.map((name) => [name] as const))("%s meets the algorithm
         }
       }),
       { numRuns: runs(150) },
+    );
+  });
+
+  const layout = fieldLayout({ algorithm: name } as AlgorithmParams);
+  it.runIf(layout !== undefined)("its field layout keeps every state it makes, field for field", () => {
+    fc.assert(
+      fc.property(withSteps, ([params, steps]) => {
+        const fields = fieldLayout(params);
+        if (fields === undefined) throw new Error("no field layout");
+        let state: AlgorithmState | null = null;
+        let t = T0;
+        for (const step of steps) {
+          t += step.gapMs;
+          state = check(params, state, Math.min(step.cost, capacityOf(params)), t).state;
+          if (state === null) continue;
+          const row: number[] = [];
+          fields.write(params, state, (i, value) => {
+            row[i] = value;
+          });
+          expect(row.length).toBe(fields.count(params));
+          expect(row.every(Number.isSafeInteger)).toBe(true);
+          expect(fields.read(params, (i) => row[i]!)).toEqual(state);
+        }
+      }),
+      { numRuns: runs(100) },
     );
   });
 });

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ALGORITHMS } from "../../src/algorithms/index.ts";
 import {
   clockReads,
   folderOf,
@@ -15,8 +16,11 @@ import {
   importCycles,
   importGraph,
   importSpecifiers,
+  longFiles,
   longFunctions,
+  MAX_FILE_LINES,
   MAX_FUNCTION_LINES,
+  namesInCode,
   reachable,
   sourceFiles,
   workersApiUses,
@@ -34,6 +38,32 @@ function folderEdges(g: ReadonlyMap<string, readonly string[]>): Set<string> {
     }
   }
   return edges;
+}
+
+/**
+ * What breaks the layers under `root` (its `src/`), one line per fault: algorithms importing anything beyond itself,
+ * rules importing beyond algorithms, viz or replay importing cli, two folders importing each other.
+ */
+function layerFaults(root: string): string[] {
+  const srcDir = join(root, "src");
+  const src = sourceFiles(srcDir);
+  const folder = (f: string) => folderOf(f, srcDir);
+  const edges = new Set<string>();
+  for (const [file, targets] of importGraph(src)) {
+    for (const t of targets) if (folder(file) !== folder(t)) edges.add(`${folder(file)} -> ${folder(t)}`);
+  }
+  const faults: string[] = [];
+  for (const f of src.filter((f) => folder(f) === "algorithms")) {
+    for (const name of importSpecifiers(f)) if (!name.startsWith("./")) faults.push(`algorithms imports ${name}`);
+  }
+  for (const edge of edges) {
+    const [from, to] = edge.split(" -> ");
+    if (from === "rules" && to !== "algorithms") faults.push(`rules beyond algorithms: ${edge}`);
+    if ((from === "viz" || from === "replay") && to === "cli")
+      faults.push(`drawing or replay imports the CLI: ${edge}`);
+    if (edges.has(`${to} -> ${from}`)) faults.push(`folders import each other: ${edge}`);
+  }
+  return faults.sort();
 }
 
 /** A throwaway source tree for checking that the checks can fail. */
@@ -118,6 +148,27 @@ describe(`functions in src/ (at most ${MAX_FUNCTION_LINES} lines, or a reason in
   });
 });
 
+describe(`files in src/ (at most ${MAX_FILE_LINES} lines, or a reason in a \`long-file:\` comment)`, () => {
+  it("every longer file says why", () => {
+    const long = longFiles(files.filter((f) => folderOf(f) !== "generated"));
+    expect(long.length).toBeGreaterThan(0); // the check sees real files
+    expect(long.filter((f) => !f.explained).map((f) => `${f.file} (${f.lines} lines)`)).toEqual([]);
+  });
+
+  it("counts lines, and only a `long-file:` comment excuses a long file", () => {
+    const lines = (n: number) => Array.from({ length: n }, (_, i) => `export const v${i} = ${i};`).join("\n");
+    const [fits, long, excused] = scratch({
+      "fits.ts": `${lines(MAX_FILE_LINES)}\n`,
+      "long.ts": `// long: is the marker for functions, not files\n${lines(MAX_FILE_LINES)}\n`,
+      "excused.ts": `// long-file: one table\n${lines(MAX_FILE_LINES)}\n`,
+    });
+    expect(longFiles([fits!, long!, excused!]).map((f) => [f.file, f.lines, f.explained])).toEqual([
+      [long, MAX_FILE_LINES + 1, false],
+      [excused, MAX_FILE_LINES + 1, true],
+    ]);
+  });
+});
+
 describe("imports in src/", () => {
   it("form no cycle", () => {
     expect(importCycles(graph)).toEqual([]);
@@ -164,6 +215,33 @@ describe("imports in src/", () => {
   });
 });
 
+describe("layers", () => {
+  it("hold in src/", () => {
+    expect(layerFaults(".")).toEqual([]);
+  });
+
+  it("each layer check fails on a tree that breaks it", () => {
+    const { root } = scratchTree({
+      "src/algorithms/a.ts": 'import "yaml";\nimport { r } from "../rules/r.ts";\nexport const a = r;',
+      "src/rules/r.ts": 'import type { Q } from "../request/q.ts";\nexport const r = 1 as unknown as Q;',
+      "src/request/q.ts": 'import type { E } from "../edge/e.ts";\nexport type Q = E;',
+      "src/edge/e.ts": 'import type { Q } from "../request/q.ts";\nexport type E = Q | 1;',
+      "src/viz/v.ts": 'import { c } from "../cli/c.ts";\nexport const v = c;',
+      "src/cli/c.ts": "export const c = 1;",
+    });
+    expect(layerFaults(root)).toEqual(
+      [
+        "algorithms imports ../rules/r.ts",
+        "algorithms imports yaml",
+        "drawing or replay imports the CLI: viz -> cli",
+        "folders import each other: edge -> request",
+        "folders import each other: request -> edge",
+        "rules beyond algorithms: rules -> request",
+      ].sort(),
+    );
+  });
+});
+
 describe("folders by where code runs", () => {
   it("the pure folders use no Workers API, cloudflare:* is imported only in object and edge, sim and bench reach neither", () => {
     expect(runtimeFaults(".")).toEqual([]);
@@ -203,6 +281,36 @@ describe("folders by where code runs", () => {
         `sim or bench reaches the Workers API: ${at("src/isolate/f.ts")} KVNamespace`,
       ].sort(),
     );
+  });
+});
+
+describe("algorithm names", () => {
+  const outside = files.filter((f) => !["algorithms", "generated"].includes(folderOf(f)));
+
+  it("appear in code only in src/algorithms: everything else asks the algorithm table", () => {
+    expect(outside.length).toBeGreaterThan(50);
+    expect(namesInCode(outside, ALGORITHMS)).toEqual([]);
+  });
+
+  it("the check sees a branch on a name, a table keyed by names and a name in a message, but not a choice", () => {
+    const [file] = scratch({
+      "n.ts": [
+        "// token_bucket in a comment",
+        'import { gcra } from "../algorithms/gcra.ts";',
+        'export const params = { algorithm: "gcra", burst: 1 };',
+        'export const isQueue = (p: { algorithm: string }) => p.algorithm === "leaky_queue";',
+        "export const widths = { fixed_window: 2, sliding_counter: 3 };",
+        "export const message = `month is only for fixed_window`;",
+        "void gcra;",
+      ].join("\n"),
+    });
+    expect(namesInCode([file!], ALGORITHMS).map((r) => r.slice(r.indexOf(":") + 1))).toEqual([
+      '4 "leaky_queue"',
+      "5 fixed_window",
+      "5 sliding_counter",
+      "6 `month is only for fixed_window`",
+      "7 gcra",
+    ]);
   });
 });
 

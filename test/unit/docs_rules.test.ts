@@ -3,6 +3,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ALGORITHMS } from "../../src/algorithms/index.ts";
+import { MATCH_FIELDS, RULE_FIELDS } from "../../src/rules/fields.ts";
+import { ALL_PARAM_KEYS } from "../../src/rules/params.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
 const DOC = "docs/rules.md";
@@ -11,32 +13,16 @@ const lines = text.split("\n");
 /** The table row whose first cell is `name` in backticks (the formatter pads cells, so spaces vary). */
 const rowOf = (name: string) => lines.find((l) => new RegExp(`^\\|\\s*\`${name}\`\\s*\\|`).test(l));
 
+/** Every rule-file key: the field table's, `match`'s, and every algorithm's parameters. */
 const FIELDS = [
   "id",
-  "match.plan",
-  "match.route",
-  "match.identity",
+  ...MATCH_FIELDS.map((m) => `match.${m.yaml}`),
   "algorithm",
-  "rate_per_s",
-  "rate",
-  "burst",
-  "limit",
-  "window_s",
-  "window",
-  "delay",
-  "nodelay",
-  "count_denied",
-  "buckets",
-  "cost",
-  "cost_by_route",
-  "mode",
-  "scope",
-  "on_error",
-  "timeout_ms",
-  "status",
-  "retry_jitter_s",
-  "lease",
+  ...ALL_PARAM_KEYS,
+  ...RULE_FIELDS.map((f) => f.yaml),
 ];
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe("docs/rules.md", () => {
   it("has a row for every rule field, with a type, a default and an example", () => {
@@ -47,6 +33,19 @@ describe("docs/rules.md", () => {
       const cells = row!.split(/\s\|\s/).map((c) => c.trim());
       expect(cells.length, `row for ${field}`).toBe(5);
       for (const cell of cells) expect(cell.replace(/^\|\s*/, ""), `row for ${field}`).not.toBe("");
+    }
+  });
+
+  it("says for every field of the field table what the table says: its default and its first sentence", () => {
+    expect(FIELDS).toEqual(expect.arrayContaining(["rate_per_s", "count_denied", "on_error", "lease", "description"]));
+    for (const f of RULE_FIELDS) {
+      const cells = rowOf(f.yaml)!
+        .split(/\s\|\s/)
+        .map((c) => c.trim());
+      const printed = (f.print as (v: unknown) => string)(f.fallback);
+      if (printed === "none") expect(cells[2], f.yaml).toMatch(/^none\b/);
+      else expect(cells[2], f.yaml).toMatch(new RegExp(`^\`${printed}\``));
+      expect(cells[4]!.replace(/\s*\|$/, ""), f.yaml).toMatch(new RegExp(`^${escapeRegExp(f.doc)}`));
     }
   });
 

@@ -1,9 +1,9 @@
 /**
  * Every structure an isolate keeps between requests is bounded, and says so: flooded in process (a botnet rotating API
- * keys or addresses: a million distinct keys; the asynchronous plan cache 200,000 and the coalescer's keys 50,000, as
+ * keys or addresses: a million distinct keys; the asynchronous account cache 200,000 and the coalescer's keys 50,000, as
  * each of their requests is a chain of promises; 200,000 requests waiting for one key), each stays within its bound
  * and keeps the most recent keys. The bounds: the blocked-key
- * cache (`BLOCKED_CACHE_MAX_ENTRIES`), the plan cache (`PLAN_CACHE_MAX_ENTRIES`), each `scope: local` rule's store
+ * cache (`BLOCKED_CACHE_MAX_ENTRIES`), the account cache (`ACCOUNT_CACHE_MAX_ENTRIES`), each `scope: local` rule's store
  * (`MAX_KEYS`), the account lookups per client address (`KEY_LOOKUPS_MAX_ADDRESSES`), the ring of recent denials
  * (`RECENT_DENIALS_MAX`), and the coalescer: the keys it tracks (`COALESCE_MAX_KEYS`) and the requests waiting for one
  * key (`COALESCE_MAX_WAITING`; one more fails at once as overloaded, and its rule's `on_error` decides: skipped when
@@ -12,6 +12,7 @@
 import { describe, expect, it } from "vitest";
 import { ask } from "../../src/edge/ask.ts";
 import { type Env, parseSettings } from "../../src/edge/settings.ts";
+import { ACCOUNT_CACHE_MAX_ENTRIES, AccountCache } from "../../src/isolate/account_cache.ts";
 import { BLOCKED_CACHE_MAX_ENTRIES, BlockedCache } from "../../src/isolate/blocked_cache.ts";
 import {
   type Asked,
@@ -24,7 +25,6 @@ import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
 import { KEY_LOOKUPS_MAX_ADDRESSES, KeyLookups } from "../../src/isolate/key_lookups.ts";
 import { LocalScope } from "../../src/isolate/local_scope.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
-import { PLAN_CACHE_MAX_ENTRIES, PlanCache } from "../../src/isolate/plan_cache.ts";
 import { RECENT_DENIALS_MAX, RecentDenials } from "../../src/isolate/recent_denials.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import { type CallInput, type CallResult, callRecord, type LimiterRecord } from "../../src/protocol/store.ts";
@@ -40,7 +40,7 @@ describe("isolate structures under a flood of a million distinct keys", () => {
   it("the isolate is made of these bounded structures", () => {
     const isolate = createIsolate({ clock: () => T0, sleep: () => new Promise(() => {}) });
     expect(isolate.blocked).toBeInstanceOf(BlockedCache);
-    expect(isolate.plans).toBeInstanceOf(PlanCache);
+    expect(isolate.accounts).toBeInstanceOf(AccountCache);
     expect(isolate.local).toBeInstanceOf(LocalScope);
     expect(isolate.keyLookups).toBeInstanceOf(KeyLookups);
     expect(isolate.denials).toBeInstanceOf(RecentDenials);
@@ -89,9 +89,9 @@ describe("isolate structures under a flood of a million distinct keys", () => {
   });
 
   // Each lookup is a few promises: 200,000 keys (20 times the bound) keep this test to seconds on a shared machine.
-  it(`the plan cache stays within ${PLAN_CACHE_MAX_ENTRIES} entries, the most recent kept`, async () => {
+  it(`the account cache stays within ${ACCOUNT_CACHE_MAX_ENTRIES} entries, the most recent kept`, async () => {
     const flood = 200_000;
-    const plans = new PlanCache();
+    const plans = new AccountCache();
     let reads = 0;
     const accounts = {
       get: async () => {
@@ -112,8 +112,8 @@ describe("isolate structures under a flood of a million distinct keys", () => {
       if (plans.size > largest) largest = plans.size;
     }
     expect(reads).toBe(flood);
-    expect(largest).toBe(PLAN_CACHE_MAX_ENTRIES);
-    expect(plans.size).toBeGreaterThan(PLAN_CACHE_MAX_ENTRIES * 0.9);
+    expect(largest).toBe(ACCOUNT_CACHE_MAX_ENTRIES);
+    expect(plans.size).toBeGreaterThan(ACCOUNT_CACHE_MAX_ENTRIES * 0.9);
     await plans.accountFor(accounts, keyOf(flood - 1), noRules, 30_000, T0, sleep);
     expect(reads).toBe(flood); // still cached
     await plans.accountFor(accounts, keyOf(0), noRules, 30_000, T0, sleep);

@@ -341,6 +341,7 @@ describe("the shipped example (test/fixtures/shipped/shiplane.yaml)", () => {
       costByRoute: [],
       retryJitterS: 0,
       lease: null,
+      description: "Free plan per API key; also anonymous and unknown callers, by address",
       algorithm: "token_bucket",
       rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 },
       burst: 20,

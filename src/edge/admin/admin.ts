@@ -1,7 +1,8 @@
 /**
  * The admin API under /_sluice/, for operators (curl, dashboards):
  *
- *   GET  /_sluice/rules                      the resolved rules, as deployed
+ *   GET  /_sluice/rules                      the resolved rules, as deployed, each with `limits`: its algorithm and
+ *                                            parameters in one line (`token_bucket 10/s, burst 20`)
  *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged,
  *                                            and the lease this isolate holds of it (`lease`, null when none)
  *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
@@ -31,11 +32,12 @@ import { logEvent } from "../../isolate/metrics.ts";
 import { limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
+import { describeRule } from "../../replay/run.ts";
 import { ADMIN_PREFIX } from "../../request/admin_path.ts";
 import { problemResponse } from "../../request/headers.ts";
 import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
 import type { CompiledRule } from "../../request/match.ts";
-import type { Identity } from "../../rules/types.ts";
+import type { Identity, ResolvedRule } from "../../rules/types.ts";
 import { unverifiedKeyText } from "../caller.ts";
 import { constantTimeEqual, keyHashOf, sha256Hex } from "../hash.ts";
 import type { Env, Settings } from "../settings.ts";
@@ -99,7 +101,7 @@ export async function handleAdmin(
 
   switch (route) {
     case "/rules":
-      return allow("GET") ?? json({ rules: rules.map((c) => c.rule) });
+      return allow("GET") ?? json({ rules: rules.map((c) => ({ ...c.rule, limits: describeRule(c.rule) })) });
     case "/stats":
       return allow("GET") ?? json(statsOf(isolate, settings));
     case "/denials":
@@ -198,7 +200,7 @@ async function limitFor(
 ): Promise<CompiledRule> {
   if (compiled.rule.match.identity !== "api_key") return compiled;
   const ttlMs = settings.planCacheTtlMs;
-  const account = await isolate.plans.accountFor(
+  const account = await isolate.accounts.accountFor(
     env.ACCOUNTS,
     accountHash,
     rules,
@@ -237,13 +239,16 @@ async function accountRoute(
   if (key === null || key === "") return problem(400, "Bad Request", "key= (the raw API key) is required.");
   const hash = await sha256Hex(key);
   const ttlMs = settings.planCacheTtlMs;
-  const account = await isolate.plans.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
+  const account = await isolate.accounts.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
   return json({
     account: hash,
     found: account !== null,
     plan: account?.plan ?? settings.defaultPlan,
     // Each override as the rule it makes for this account: the rule with the account's own parameters.
-    overrides: [...(account?.overrides.values() ?? [])].map((o) => ({ ...o.rule, ...o.params })),
+    overrides: [...(account?.overrides.values() ?? [])].map((o) => {
+      const applied = { ...o.rule, ...o.params } as ResolvedRule;
+      return { ...applied, limits: describeRule(applied) };
+    }),
   });
 }
 
@@ -336,7 +341,7 @@ async function countedKeyHash(
   const key = identityKey(identity, raw, settings);
   if (identity === "api_key") {
     const accountKey = key === null ? null : await sha256Hex(key);
-    const plan = await isolate.plans.accountFor(
+    const plan = await isolate.accounts.accountFor(
       env.ACCOUNTS,
       accountKey,
       rules,

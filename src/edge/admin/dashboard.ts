@@ -89,40 +89,12 @@ const SCRIPT = `
   const utc = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC";
   const utcTime = (ms) => new Date(ms).toISOString().slice(11, 19) + " UTC";
   const short = (hash) => hash.slice(0, 12) + "\\u2026";
-  // A rule's period as written in rules: "s", "min", "30s", "1500ms".
-  const period = (ms) => {
-    const units = [["d", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]];
-    for (const [name, size] of units) if (ms >= size && ms % size === 0) return (ms === size ? "" : fmt(ms / size)) + name;
-    return fmt(ms) + "ms";
-  };
+  // A wait: "850 ms", "59.7 s".
   const wait = (ms) => {
     if (ms === null || ms === undefined) return "-";
     return ms < 1000 ? fmt(ms) + " ms" : fmt(Math.round(ms / 100) / 10) + " s";
   };
-  const per = (amount, ms) => fmt(amount) + "/" + period(ms);
-  const windowText = (w) => (w.kind === "month" ? "calendar month" : period(w.ms));
-
-  function limitsOf(r) {
-    switch (r.algorithm) {
-      case "token_bucket":
-      case "gcra":
-      case "leaky_bucket":
-        return "rate " + per(r.rate.amount, r.rate.periodMs) + ", burst " + fmt(r.burst);
-      case "leaky_queue":
-        return "rate " + per(r.rate.amount, r.rate.periodMs) + ", burst " + fmt(r.burst) + ", delay " + fmt(r.delay);
-      case "fixed_window":
-        return fmt(r.limit) + " per " + windowText(r.window);
-      case "sliding_log":
-        return fmt(r.limit) + " per " + period(r.windowMs);
-      case "sliding_counter":
-        return (
-          fmt(r.limit) + " per " + period(r.windowMs) + (r.buckets > 1 ? ", " + r.buckets + " sub-windows" : "") +
-          (r.countDenied ? ", counts denials" : "")
-        );
-      default:
-        return r.algorithm;
-    }
-  }
+  const limitsOf = (r) => r.limits || r.algorithm;
 
   // One admin API call. Never throws for an HTTP status: the caller decides what 401 and 429 mean.
   async function call(method, path, token) {
@@ -166,6 +138,13 @@ const SCRIPT = `
     return r.body;
   }
 
+  // The rule's id, and under it what the rule is for (its description), when it says.
+  function idCell(r) {
+    const cell = el("td", r.id, "mono");
+    if (r.description) cell.append(el("div", r.description, "note"));
+    return cell;
+  }
+
   function showRules(list) {
     rules = list;
     const body = $("rules-body");
@@ -177,9 +156,8 @@ const SCRIPT = `
       const m = r.match;
       body.append(
         row([
-          el("td", r.id, "mono"),
-          r.algorithm,
-          limitsOf(r),
+          idCell(r),
+          r.limits,
           m.plans === null ? "any" : m.plans.join(", "),
           m.route === null ? "any" : m.route.source,
           m.identity,
@@ -682,7 +660,7 @@ const BODY = `
 
   <h2>Rules as deployed</h2>
   <table>
-    <thead><tr><th>id</th><th>algorithm</th><th>limit</th><th>plans</th><th>route</th><th>identity</th><th>mode</th>
+    <thead><tr><th>id</th><th>limits</th><th>plans</th><th>route</th><th>identity</th><th>mode</th>
     <th>scope</th><th>on error</th></tr></thead>
     <tbody id="rules-body"></tbody>
   </table>

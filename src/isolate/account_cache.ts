@@ -1,5 +1,5 @@
 /**
- * Plans. An API key's account record lives in the `ACCOUNTS` KV namespace under the SHA-256 hex of the key (the raw
+ * The account cache: which pricing plan (and which per-account overrides) an API key has. An API key's account record lives in the `ACCOUNTS` KV namespace under the SHA-256 hex of the key (the raw
  * key is never stored), as JSON `{ "plan": "growth", "limits": {...} }` (the format: src/rules/account.ts). Records
  * are cached in the isolate for `planCacheTtlMs`, misses too, so an unknown key costs one KV read per isolate per
  * TTL, and at most `KEY_LOOKUPS_PER_MIN` reads per client address per minute (caller.ts). Known accounts and misses
@@ -36,7 +36,7 @@ interface CacheEntry {
 }
 
 /** Entries kept per isolate at most, the oldest dropped first (bounded.ts): a flood of new keys cannot grow memory. */
-export const PLAN_CACHE_MAX_ENTRIES = 10_000;
+export const ACCOUNT_CACHE_MAX_ENTRIES = 10_000;
 
 /**
  * How long a request waits for its account record before it is limited by the default plan instead, ms, unless
@@ -51,11 +51,11 @@ const SLOW = Symbol("slow");
  * misses (no record, or a read still running) are kept in two maps, each bounded on its own: a flood of made-up keys
  * fills the misses and never pushes a real account out.
  */
-export class PlanCache {
+export class AccountCache {
   private readonly known = new Map<string, CacheEntry>();
   private readonly misses = new Map<string, CacheEntry>();
 
-  constructor(private readonly maxEntries: number = PLAN_CACHE_MAX_ENTRIES) {}
+  constructor(private readonly maxEntries: number = ACCOUNT_CACHE_MAX_ENTRIES) {}
 
   /** Records (and pending reads) held now; never more than twice the bound. */
   get size(): number {

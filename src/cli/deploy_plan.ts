@@ -7,11 +7,11 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve, sep } from "node:path";
-import { formatPlan, pairRules, type Replay, ReplayBuilder, type RulePair, totalFlips } from "../replay/plan.ts";
+import { formatPlan, pairRules, type Replay, ReplayBuilder, type RulePair, totalFlips } from "../replay/deploy_plan.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { renderPlanSvg } from "../viz/plan_svg.ts";
+import { renderPlanSvg } from "../viz/deploy_plan_svg.ts";
 import {
   type CommandArgs,
   type CommandInfo,

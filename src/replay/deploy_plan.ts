@@ -4,9 +4,9 @@
  * the requests whose answer flips. Data in, data out; the command reads files and git, and writes the results.
  */
 import { type AlgorithmState, capacityOf, carryOver, decide } from "../algorithms/index.ts";
+import { printRule } from "../rules/fields.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { describeRule } from "./run.ts";
-import { formatDurationUnit } from "./time.ts";
 
 /** One rule id across the two sets. */
 export interface RulePair {
@@ -39,61 +39,17 @@ export function changeOf(pair: RulePair): Change {
   return fieldChanges(pair.before, pair.after).length === 0 ? "unchanged" : "changed";
 }
 
-/** Rule-file names of the resolved fields (the rest are spelt alike). */
-const FIELD_NAMES: Readonly<Record<string, string>> = {
-  onError: "on_error",
-  timeoutMs: "timeout_ms",
-  countDenied: "count_denied",
-  costByRoute: "cost_by_route",
-  retryJitterS: "retry_jitter_s",
-  windowMs: "window",
-  "match.plans": "match.plan",
-};
-
-/** Every field whose value differs, in rule-file terms (the file a rule lives in is not a field). */
+/** Every field whose value differs, in rule-file terms (the rule field table's printing, src/rules/fields.ts). */
 export function fieldChanges(before: ResolvedRule, after: ResolvedRule): FieldChange[] {
-  const a = flatten(before);
-  const b = flatten(after);
+  const a = new Map(printRule(before));
+  const b = new Map(printRule(after));
   const out: FieldChange[] = [];
   for (const field of new Set([...a.keys(), ...b.keys()])) {
-    const x = a.get(field) ?? "(none)";
-    const y = b.get(field) ?? "(none)";
-    if (x !== y) out.push({ field: FIELD_NAMES[field] ?? field, before: x, after: y });
+    const x = a.get(field) ?? "none";
+    const y = b.get(field) ?? "none";
+    if (x !== y) out.push({ field, before: x, after: y });
   }
   return out;
-}
-
-function flatten(rule: ResolvedRule): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const [key, value] of Object.entries(rule)) {
-    if (key === "file" || key === "id") continue;
-    if (key === "match") {
-      const m = rule.match;
-      out.set("match.plans", m.plans === null ? "(any)" : m.plans.join(", "));
-      out.set("match.route", m.route === null ? "(any)" : m.route.source);
-      out.set("match.identity", m.identity);
-    } else {
-      out.set(key, show(key, value));
-    }
-  }
-  return out;
-}
-
-function show(key: string, value: unknown): string {
-  if (key === "rate") {
-    const r = value as { amount: number; periodMs: number };
-    return `${r.amount}/${formatDurationUnit(r.periodMs)}`;
-  }
-  if (key === "window") {
-    const w = value as { kind: "ms"; ms: number } | { kind: "month" };
-    return w.kind === "month" ? "month" : formatDurationUnit(w.ms);
-  }
-  if (key === "windowMs") return formatDurationUnit(value as number);
-  if (key === "costByRoute") {
-    const list = value as { route: { source: string }; cost: number }[];
-    return list.length === 0 ? "(none)" : list.map((c) => `${c.route.source}: ${c.cost}`).join(", ");
-  }
-  return typeof value === "string" ? value : JSON.stringify(value);
 }
 
 /** What a deploy does to the live state of a rule's keys. */

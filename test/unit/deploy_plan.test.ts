@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { generateTrace, parseGenArgs } from "../../src/cli/gen.ts";
-import { changeOf, pairRules, ReplayBuilder, stateFate, totalFlips } from "../../src/replay/plan.ts";
+import { changeOf, pairRules, ReplayBuilder, stateFate, totalFlips } from "../../src/replay/deploy_plan.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 import { xmlProblems } from "../fixtures/compare/xml.ts";

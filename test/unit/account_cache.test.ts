@@ -1,6 +1,6 @@
-/** The plan cache keeps known accounts apart from misses: a flood of made-up keys never evicts a real account. */
+/** The account cache keeps known accounts apart from misses: a flood of made-up keys never evicts a real account. */
 import { describe, expect, it } from "vitest";
-import { PlanCache } from "../../src/isolate/plan_cache.ts";
+import { AccountCache } from "../../src/isolate/account_cache.ts";
 import type { CompiledRule } from "../../src/request/match.ts";
 
 const RULES: readonly CompiledRule[] = [];
@@ -18,11 +18,11 @@ function fakeKv(records: Map<string, string>): { kv: KVNamespace; reads: () => n
   return { kv, reads: () => reads };
 }
 
-describe("PlanCache", () => {
+describe("AccountCache", () => {
   it("20,000 misses do not evict 10 known accounts; the misses stay bounded", async () => {
     const records = new Map(Array.from({ length: 10 }, (_, i) => [`known-${i}`, JSON.stringify({ plan: "growth" })]));
     const { kv, reads } = fakeKv(records);
-    const cache = new PlanCache();
+    const cache = new AccountCache();
     for (const key of records.keys())
       expect((await cache.accountFor(kv, key, RULES, 30_000, 0, NEVER))?.plan ?? null).toBe("growth");
     for (let i = 0; i < 20_000; i++)
@@ -40,11 +40,11 @@ describe("PlanCache", () => {
 
   it("entries expire after the TTL; a TTL of 0 caches nothing", async () => {
     const { kv, reads } = fakeKv(new Map([["k", JSON.stringify({ plan: "scale" })]]));
-    const cache = new PlanCache();
+    const cache = new AccountCache();
     (await cache.accountFor(kv, "k", RULES, 1000, 0, NEVER))?.plan ?? null;
     expect(cache.cached("k", RULES, 999)).toBe(true);
     expect(cache.cached("k", RULES, 1000)).toBe(false);
-    const none = new PlanCache();
+    const none = new AccountCache();
     await none.accountFor(kv, "k", RULES, 0, 0, NEVER);
     expect(none.cached("k", RULES, 0)).toBe(false);
     expect(reads()).toBe(2);
