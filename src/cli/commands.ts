@@ -7,6 +7,7 @@ import { runCompare } from "./compare.ts";
 import { runCompile } from "./compile.ts";
 import { runPlan } from "./deploy_plan.ts";
 import { runGen } from "./gen.ts";
+import { runImport } from "./import.ts";
 import type { Command } from "./io.ts";
 import { runSimulate } from "./simulate.ts";
 import { runValidate } from "./validate.ts";
@@ -33,6 +34,11 @@ export const COMMANDS: readonly Command[] = [
     name: "accounts",
     summary: "write an account record (plan, per-account limits) locally and print the production command",
     run: runAccounts,
+  },
+  {
+    name: "import",
+    summary: "turn an nginx.conf or an Envoy rate limit configuration into Sluice rules, with a report",
+    run: runImport,
   },
   {
     name: "plan",
