@@ -10,6 +10,7 @@ import { runGen } from "./gen.ts";
 import { runImport } from "./import.ts";
 import type { Command } from "./io.ts";
 import { runSimulate } from "./simulate.ts";
+import { runTrace } from "./trace_from.ts";
 import { runValidate } from "./validate.ts";
 
 export const COMMANDS: readonly Command[] = [
@@ -30,6 +31,11 @@ export const COMMANDS: readonly Command[] = [
     run: runCompare,
   },
   { name: "gen", summary: "write a synthetic trace", run: runGen },
+  {
+    name: "trace",
+    summary: "trace from nginx|envoy|cloudflare LOG: turn an access log into a request trace",
+    run: runTrace,
+  },
   {
     name: "accounts",
     summary: "write an account record (plan, per-account limits) locally and print the production command",
