@@ -3,7 +3,7 @@
  * when the input's size is known, the time left. One line, rewritten in place at most twice a second, cleared at the
  * end. Nothing at all when standard error is not a terminal (a pipe, a file, a test).
  */
-import { systemClock } from "../worker/time.ts";
+import { systemClock } from "../isolate/time.ts";
 
 export class Progress {
   private readonly enabled: boolean;

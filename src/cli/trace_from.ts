@@ -4,6 +4,7 @@
  * slow request logged late are put back in start order within a window.
  */
 import { createWriteStream, statSync } from "node:fs";
+import { type Directive, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
 import {
   cloudflareParser,
   envoyParser,
@@ -11,9 +12,8 @@ import {
   type LogParser,
   NGINX_COMBINED,
   nginxParser,
-} from "../migrate/logs.ts";
-import { type Directive, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
-import { Reorder } from "../migrate/reorder.ts";
+} from "../replay/logs.ts";
+import { Reorder } from "../replay/reorder.ts";
 import { emptyRequestLine, formatRequestLine, requestTraceHeader } from "../replay/request_trace.ts";
 import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
 import type { Io } from "./io.ts";

@@ -251,6 +251,7 @@ function serviceRule(
   };
 }
 
+// long: each descriptor step's meaning, checked in chain order with its own message
 /** The rule's match from a descriptor chain through the mapping, or `null` (reported) when it has no single identity. */
 function matchOf(
   steps: readonly Step[],

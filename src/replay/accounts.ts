@@ -6,9 +6,9 @@
  * messages; a file with a bad record is refused rather than replayed differently from what the gateway would do.
  */
 import { createHash } from "node:crypto";
+import type { Account } from "../isolate/plan_cache.ts";
+import { type CompiledRule, compileOverride } from "../request/match.ts";
 import { readAccount } from "../rules/account.ts";
-import { type CompiledRule, compileOverride } from "../worker/match.ts";
-import type { Account } from "../worker/plan.ts";
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 

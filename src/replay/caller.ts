@@ -5,13 +5,23 @@
  * are the identity values themselves: a replay names no object, so nothing is hashed but the account lookup.
  */
 import { createHash } from "node:crypto";
+import { unverifiedKeyText } from "../edge/caller.ts";
+import type { Settings } from "../edge/settings.ts";
+import type { Account } from "../isolate/plan_cache.ts";
+import { identityKey } from "../request/identity.ts";
+import type { CompiledRule, RequestFacts } from "../request/match.ts";
 import type { Identity } from "../rules/types.ts";
-import { unverifiedKeyText } from "../worker/caller.ts";
-import { identityKey } from "../worker/identity.ts";
-import type { CompiledRule, RequestFacts } from "../worker/match.ts";
-import type { Account } from "../worker/plan.ts";
-import type { ReplayOptions } from "./engine.ts";
 import type { RequestLine } from "./request_trace.ts";
+
+/** What a request replay needs beyond the rules. */
+export interface ReplayOptions {
+  readonly settings: Pick<Settings, "defaultPlan" | "ipv6PrefixBits" | "path">;
+  /**
+   * Account records by the SHA-256 hex of the API key. `null`: no accounts file, and every API key in the trace is
+   * taken as verified on the default plan.
+   */
+  readonly accounts: ReadonlyMap<string, Account> | null;
+}
 
 export interface Caller {
   readonly facts: Pick<RequestFacts, "plan" | "keyHashes" | "unverified" | "overrides">;

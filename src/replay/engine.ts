@@ -15,13 +15,15 @@
  * the limiter failing; every rule decides as its one Durable Object would.
  */
 import { type AlgorithmParams, type AlgorithmState, type Decision, decide, refund } from "../algorithms/index.ts";
+import type { Account } from "../isolate/plan_cache.ts";
+import { compose } from "../request/compose.ts";
+import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
+import { shapeOfParts } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { compose } from "../worker/compose.ts";
-import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../worker/match.ts";
-import type { Account } from "../worker/plan.ts";
-import { shapeOfParts } from "../worker/request_shape.ts";
-import type { Settings } from "../worker/settings.ts";
-import { type Caller, callerOf } from "./caller.ts";
+import { type Caller, callerOf, type ReplayOptions } from "./caller.ts";
+
+export type { ReplayOptions };
+
 import type { RequestLine } from "./request_trace.ts";
 import { KeyIndex, RuleStates } from "./states.ts";
 
@@ -59,16 +61,6 @@ export interface Replayed {
   readonly answers: readonly RuleAnswer[];
   /** The caller's key number for reports: its API key, else its user, else its address; -1 when it has none. */
   readonly caller: number;
-}
-
-/** What a request replay needs beyond the rules. */
-export interface ReplayOptions {
-  readonly settings: Pick<Settings, "defaultPlan" | "ipv6PrefixBits" | "path">;
-  /**
-   * Account records by the SHA-256 hex of the API key. `null`: no accounts file, and every API key in the trace is
-   * taken as verified on the default plan.
-   */
-  readonly accounts: ReadonlyMap<string, Account> | null;
 }
 
 const ADMIT: Verdict = { kind: "admit", delayMs: 0 };

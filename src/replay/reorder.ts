@@ -3,7 +3,7 @@
  * `Reorder` holds the lines of the last `windowMs` (bounded memory) and lets them out in start-time order, stable
  * for equal times; a line more than `windowMs` late goes out where it came and is counted.
  */
-import type { RequestLine } from "../replay/request_trace.ts";
+import type { RequestLine } from "./request_trace.ts";
 
 interface Held {
   readonly line: RequestLine;

@@ -11,7 +11,7 @@
  * - Cloudflare Logpush `http_requests` NDJSON: `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
  *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`.
  */
-import type { RequestLine } from "../replay/request_trace.ts";
+import type { RequestLine } from "./request_trace.ts";
 
 /** Which request headers carry the caller's API key and user id (lower-case names). */
 export interface FieldOptions {
