@@ -192,7 +192,9 @@ describe("one dialect across commands", () => {
       "simulate",
       "compare",
       "gen",
+      "trace",
       "accounts",
+      "import",
       "plan",
     ]);
     for (const { name } of COMMANDS) expect(r.stdout).toContain(`  ${name} `);
