@@ -8,7 +8,7 @@
  */
 import { type AlgorithmState, levelAt } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { type ReplayOptions, Replayer, type RuleAnswer, type Verdict } from "./engine.ts";
+import { Replayer, type ReplayOptions, type RuleAnswer, type Verdict } from "./engine.ts";
 import { PeakWindows } from "./peak.ts";
 import type { RequestLine } from "./request_trace.ts";
 import {
