@@ -177,9 +177,7 @@ export class ReplayBuilder {
     const keyed = this.mode === "keyed";
     return {
       mode: this.mode,
-      lanes: keyed
-        ? this.lanes.filter((l) => canFlip(l.pair))
-        : this.lanes.filter((l) => total(l.flips) > 0 || changed(l.pair)),
+      lanes: keyed ? this.lanes.filter((l) => canFlip(l.pair)) : this.lanes.filter((l) => total(l.flips) > 0),
       requests: this.requests,
       keys: keyed ? this.keyed.before.keys.size || this.keyed.after.keys.size : this.callers.size,
       firstMs: this.firstMs,
@@ -241,11 +239,6 @@ const NOT_IN_KEYED_TRACES = new Set([
   "scope",
   "mode",
 ]);
-
-/** Whether the two sides of a pair differ at all (a request trace can show any change). */
-function changed(pair: RulePair): boolean {
-  return pair.before === null || pair.after === null || fieldChanges(pair.before, pair.after).length > 0;
-}
 
 /** Why a `t_ms,key` trace cannot replay this rule: it applies only on some routes or plans. */
 function notReplayedWhy(pair: RulePair): string | null {

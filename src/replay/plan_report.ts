@@ -62,9 +62,10 @@ function requestReplay(replay: Replay, traceName: string): string[] {
     `replay of ${traceName}: ${plural(replay.requests, "request")}, ${plural(replay.keys, "caller")}. Every request through each whole`,
     "rule set as the gateway runs it (routes, callers, plans, costs, composition and refunds, shadow rules). A flip is",
     "a request the gateway answers differently; each row counts the flips its rule caused (allowed->denied: it denies",
-    "after; denied->allowed: it denied before), so a request two rules deny counts in both rows and once in the total.",
+    "after; denied->allowed: it denied before), so a request two rules deny counts in both rows and once in the last.",
     "",
   ];
+  if (totalFlips(replay) === 0) return [...out, "no request is answered differently: 0 flips", ""];
   const { requestFlips } = replay;
   const rows = replay.lanes.map((l) => [
     l.pair.id,
@@ -80,7 +81,6 @@ function requestReplay(replay: Replay, traceName: string): string[] {
     ]),
     "",
   );
-  if (totalFlips(replay) === 0) out.push("no request is answered differently", "");
   out.push(...topKeys(replay, "caller"));
   return out;
 }
