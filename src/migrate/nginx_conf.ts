@@ -26,6 +26,9 @@ interface Token {
   readonly column: number;
 }
 
+/** What a backslash escapes, as NGINX reads it; before anything else (`\.` in a regex) the backslash stays. */
+const ESCAPED = new Set(['"', "'", "\\", " ", ";", "{", "}", "#"]);
+
 /** Split configuration text into tokens. */
 export function tokenize(text: string, file: string): Token[] {
   const tokens: Token[] = [];
@@ -54,7 +57,7 @@ export function tokenize(text: string, file: string): Token[] {
       let value = "";
       i++;
       while (i < text.length && text[i] !== c) {
-        if (text[i] === "\\" && i + 1 < text.length) i++;
+        if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
         if (text[i] === "\n") {
           line++;
           lineStart = i + 1;
@@ -77,7 +80,7 @@ export function tokenize(text: string, file: string): Token[] {
           i = close + 1;
           continue;
         }
-        if (text[i] === "\\" && i + 1 < text.length) i++;
+        if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
         value += text[i];
         i++;
       }

@@ -257,17 +257,18 @@ function serverRules(
   report: ReportItem[],
   taken: Set<string>,
 ): DraftRule[] {
-  const byLimit = new Map<string, { limit: Directive; places: Place[] }>();
+  const byLimit = new Map<Directive, Map<string, Place[]>>();
   for (const place of places) {
     for (const limit of place.context.limits) {
-      const id = `${where(limit)}|${place.context.status}|${place.context.dryRun}`;
-      const entry = byLimit.get(id) ?? { limit, places: [] };
-      entry.places.push(place);
-      byLimit.set(id, entry);
+      const settings = `${place.context.status}|${place.context.dryRun}`;
+      const bySettings = byLimit.get(limit) ?? new Map<string, Place[]>();
+      bySettings.set(settings, [...(bySettings.get(settings) ?? []), place]);
+      byLimit.set(limit, bySettings);
     }
   }
+  const groups = [...byLimit].flatMap(([limit, bySettings]) => [...bySettings.values()].map((having) => ({ limit, places: having })));
   const rules: DraftRule[] = [];
-  for (const { limit, places: having } of byLimit.values()) {
+  for (const { limit, places: having } of groups) {
     const zone = zoneOf(limit, zones);
     if (zone.identity === null) {
       report.push({
@@ -282,6 +283,8 @@ function serverRules(
       continue;
     }
     for (const place of having) {
+      // A nested location that inherits its parent's limit is already covered by the parent's rule.
+      if (having.some((p) => p !== place && p.route !== null && place.route !== null && covers(p.route, place.route))) continue;
       const rule = placeRule(limit, zone, place, places, having, report, taken);
       if (rule !== null) rules.push(rule);
     }
@@ -365,7 +368,7 @@ function draft(
   const suffix = route === null ? "" : `-${route.slice(2).replace("/**", "")}`;
   return {
     id: ruleId(`${zone.name}${suffix}`, taken),
-    source: `${where(limit)}: ${text(limit)} (${route === null ? "every location" : place.label}; zone at ${where(zone.at)}: ${text(zone.at)})`,
+    source: `${where(limit)}: ${text(limit)} (${route === null ? "every location" : place.label}; zone ${zone.name} at ${where(zone.at)}: ${text(zone.at)})`,
     notes,
     match: { ...(route === null ? {} : { route }), identity: zone.identity! },
     fields,
@@ -394,7 +397,7 @@ function burstOf(limit: Directive): { burst: number; delay: number | "nodelay" }
 /** A zone read by several rules: NGINX keeps one state per key for all of them, Sluice one per rule. */
 function sharedZones(rules: readonly DraftRule[], zones: Map<string, Zone>, report: ReportItem[]): void {
   for (const zone of zones.values()) {
-    const using = rules.filter((r) => r.source.includes(`zone at ${where(zone.at)}:`));
+    const using = rules.filter((r) => r.source.includes(`; zone ${zone.name} at ${where(zone.at)}:`));
     if (using.length > 1) {
       report.push({
         where: where(zone.at),
