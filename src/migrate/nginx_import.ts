@@ -266,7 +266,9 @@ function serverRules(
       byLimit.set(limit, bySettings);
     }
   }
-  const groups = [...byLimit].flatMap(([limit, bySettings]) => [...bySettings.values()].map((having) => ({ limit, places: having })));
+  const groups = [...byLimit].flatMap(([limit, bySettings]) =>
+    [...bySettings.values()].map((having) => ({ limit, places: having })),
+  );
   const rules: DraftRule[] = [];
   for (const { limit, places: having } of groups) {
     const zone = zoneOf(limit, zones);
@@ -284,7 +286,8 @@ function serverRules(
     }
     for (const place of having) {
       // A nested location that inherits its parent's limit is already covered by the parent's rule.
-      if (having.some((p) => p !== place && p.route !== null && place.route !== null && covers(p.route, place.route))) continue;
+      if (having.some((p) => p !== place && p.route !== null && place.route !== null && covers(p.route, place.route)))
+        continue;
       const rule = placeRule(limit, zone, place, places, having, report, taken);
       if (rule !== null) rules.push(rule);
     }

@@ -75,7 +75,10 @@ describe("Envoy configurations: the rules and the report", () => {
       "6 replaces and name",
       "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { name: per-ip, unit: minute, requests_per_unit: 100 }\n  - key: generic_key\n    value: bulk\n    descriptors:\n      - key: remote_address\n        rate_limit:\n          name: bulk-ip\n          replaces: [{ name: per-ip }]\n          unit: minute\n          requests_per_unit: 500\n",
       ["generic_key:bulk=route:POST /v1/bulk"],
-      ["per-ip * ip algorithm=fixed_window limit=100 window=min", "bulk-ip POST /v1/bulk ip algorithm=fixed_window limit=500 window=min"],
+      [
+        "per-ip * ip algorithm=fixed_window limit=100 window=min",
+        "bulk-ip POST /v1/bulk ip algorithm=fixed_window limit=500 window=min",
+      ],
       ["approximate: bulk-ip replaces per-ip where both apply"],
     ],
     [
@@ -97,7 +100,9 @@ describe("Envoy configurations: the rules and the report", () => {
     ],
     [
       "9 the local filter: per-address descriptor, the filter-wide bucket left out",
-      LOCAL("filter_enforced: { default_value: { numerator: 100, denominator: HUNDRED } }\ndescriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 20, tokens_per_fill: 10, fill_interval: 1s }\n"),
+      LOCAL(
+        "filter_enforced: { default_value: { numerator: 100, denominator: HUNDRED } }\ndescriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 20, tokens_per_fill: 10, fill_interval: 1s }\n",
+      ),
       [],
       ["local-remote_address * ip algorithm=token_bucket rate=10/1s burst=20 scope=local"],
       [
@@ -137,11 +142,33 @@ describe("Envoy configurations: the rules and the report", () => {
 describe("malformed Envoy configurations", () => {
   it.each([
     ["YAML syntax", "domain: edge\ndescriptors:\n  - key: [unclosed\n", /ratelimit\.yaml:\d+:\d+: /],
-    ["no domain and no filter", "hello: world\n", /neither a ratelimit service configuration .* nor a local rate limit filter/],
-    ["a descriptor without key", "domain: edge\ndescriptors:\n  - value: x\n", /ratelimit\.yaml:3: a descriptor needs a key/],
-    ["a bad unit", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n", /ratelimit\.yaml:3: rate_limit\.unit must be second, minute/],
-    ["a bad count", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: many }\n", /requests_per_unit must be a whole number, got "many"/],
-    ["a bad fill interval", LOCAL("descriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 5, fill_interval: soon }\n"), /fill_interval must be a duration/],
+    [
+      "no domain and no filter",
+      "hello: world\n",
+      /neither a ratelimit service configuration .* nor a local rate limit filter/,
+    ],
+    [
+      "a descriptor without key",
+      "domain: edge\ndescriptors:\n  - value: x\n",
+      /ratelimit\.yaml:3: a descriptor needs a key/,
+    ],
+    [
+      "a bad unit",
+      "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n",
+      /ratelimit\.yaml:3: rate_limit\.unit must be second, minute/,
+    ],
+    [
+      "a bad count",
+      "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: many }\n",
+      /requests_per_unit must be a whole number, got "many"/,
+    ],
+    [
+      "a bad fill interval",
+      LOCAL(
+        "descriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 5, fill_interval: soon }\n",
+      ),
+      /fill_interval must be a duration/,
+    ],
   ])("%s", async (_name, yaml, message) => {
     const dir = mkdtempSync(join(tmpdir(), "sluice-envoy-"));
     const path = join(dir, "ratelimit.yaml");
