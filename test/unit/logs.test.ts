@@ -176,7 +176,8 @@ describe("Cloudflare Logpush http_requests", () => {
     const p = cloudflareParser({ keyHeader: "x-api-key", userHeader: "x-user-id" });
     const base = { ClientIP: "198.51.100.4", ClientRequestMethod: "GET", ClientRequestURI: "/v1/quotes?a=1" };
     const lines = [
-      JSON.stringify({ ...base, EdgeStartTimestamp: 1796119200123456789, RequestHeaders: { "x-api-key": "sk_9" } }),
+      // A unixnano timestamp as Logpush writes it: 19 digits, more than a double holds exactly.
+      `${JSON.stringify({ ...base, RequestHeaders: { "x-api-key": "sk_9" } }).slice(0, -1)},"EdgeStartTimestamp":1796119200123456789}`,
       JSON.stringify({ ...base, EdgeStartTimestamp: "2026-12-01T10:00:00.5Z" }),
       JSON.stringify({ ...base, EdgeStartTimestamp: 1796119201 }),
       JSON.stringify({ ...base, EdgeStartTimestamp: "soon" }),
