@@ -121,20 +121,7 @@ export function formatComparison(c: Comparison, traceName: string, style: TimeSt
       : `, ${formatTime(c.firstMs, style)} to ${formatTime(c.lastMs, style)}`;
   const manyKeys = c.keys > 1;
   const anyErrors = c.lanes.some((l) => l.stats.errors > 0);
-  const how =
-    c.verdicts === null || c.verdicts === undefined
-      ? [
-          "Each rule runs alone over the whole trace, as `sluice simulate` runs it (no composition; shadow rules are judged",
-          'as if enforcing). "admitted" includes delayed requests (shaping rules). "peak" is the most cost admitted' +
-            (manyKeys ? " for one key" : ""),
-        ]
-      : [
-          `The gateway's answers: ${gatewayLine(c.verdicts)}.`,
-          "Every request went through the whole rule set as the gateway runs it (routes, callers, plans, costs,",
-          "composition). Each row counts the requests its rule applied to, as the rule answered them (a shadow rule's",
-          'denials are would-be denials); "admitted" includes delayed requests. "peak" is the most cost admitted and kept',
-          `(not given back because another rule denied)${manyKeys ? " for one key" : ""}`,
-        ];
+  const how = howToRead(c, manyKeys);
   const header = [
     `trace ${traceName}: ${plural(c.requests, "request")}, ${plural(c.keys, "key")}${range}`,
     ...how,
@@ -189,4 +176,21 @@ function gatewayLine(verdicts: Readonly<Record<string, number>>): string {
   return VERDICT_WORDS.filter(([k]) => (verdicts[k] ?? 0) > 0)
     .map(([k, words]) => `${verdicts[k]} ${words}`)
     .join(", ");
+}
+
+/** The lines that say how to read the table: each rule alone, or the gateway's answers to a request trace. */
+function howToRead(c: Comparison, manyKeys: boolean): string[] {
+  return c.verdicts === null || c.verdicts === undefined
+    ? [
+        "Each rule runs alone over the whole trace, as `sluice simulate` runs it (no composition; shadow rules are judged",
+        'as if enforcing). "admitted" includes delayed requests (shaping rules). "peak" is the most cost admitted' +
+          (manyKeys ? " for one key" : ""),
+      ]
+    : [
+        `The gateway's answers: ${gatewayLine(c.verdicts)}.`,
+        "Every request went through the whole rule set as the gateway runs it (routes, callers, plans, costs,",
+        "composition). Each row counts the requests its rule applied to, as the rule answered them (a shadow rule's",
+        'denials are would-be denials); "admitted" includes delayed requests. "peak" is the most cost admitted and kept',
+        `(not given back because another rule denied)${manyKeys ? " for one key" : ""}`,
+      ];
 }
