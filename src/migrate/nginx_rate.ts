@@ -2,8 +2,8 @@
  * NGINX's `limit_req` arithmetic, as ngx_http_limit_req_module.c does it, where it differs from Sluice's exact
  * `leaky_queue`: a zone's rate is stored as whole requests per 1000 s (`N r/m` is `N × 1000 / 60`, rounded down),
  * and each admitted request moves the key's clock to now while what leaked since the last admission is rounded down
- * to whole thousandths of a request. `NginxLimitModel` replays that arithmetic, so a differential test can predict,
- * before it sends anything, where NGINX and Sluice will decide differently.
+ * to whole thousandths of a request. `nginxRequest` replays that arithmetic, so the differential test
+ * (scripts/nginx-differential.ts) predicts from the request times alone where NGINX and Sluice decide differently.
  */
 
 /** The rate NGINX keeps, in requests per 1000 s. */
@@ -43,44 +43,74 @@ function fmt(ms: number): string {
   return rounded.toLocaleString("en-US", { maximumFractionDigits: 1 });
 }
 
-/** One `limit_req` with NGINX's arithmetic. */
-export interface NginxLimit {
-  /** Requests per 1000 s (`nginxStoredRate`). */
-  readonly rate: number;
-  readonly burst: number;
-  /** Requests beyond this many in excess wait (`nodelay`: `burst`). */
-  readonly delay: number;
-}
-
+/** NGINX's answer to one request. */
 export interface NginxAnswer {
   readonly allowed: boolean;
   /** How long NGINX holds an admitted request, ms. */
   readonly delayMs: number;
 }
 
-/** NGINX's per-key state for one zone: the excess in thousandths of a request and the last admission's time. */
-export class NginxLimitModel {
+/** One `limit_req_zone`'s per-key state, with NGINX's arithmetic: excess in thousandths of a request, last admission. */
+export class NginxZone {
   private readonly nodes = new Map<string, { excess: number; last: number }>();
 
-  constructor(private readonly limit: NginxLimit) {}
+  /** `rate`: requests per 1000 s (`nginxStoredRate`). */
+  constructor(readonly rate: number) {}
 
-  /** `ngx_http_limit_req_lookup` with `account` set, then the handler's delay. */
-  request(key: string, nowMs: number): NginxAnswer {
+  /** The excess a request at `nowMs` would leave (`ngx_http_limit_req_lookup`), or `null` when over `burst`. */
+  excessAt(key: string, nowMs: number, burst: number): number | null {
     const node = this.nodes.get(key);
-    const { rate, burst, delay } = this.limit;
-    if (node === undefined) {
-      this.nodes.set(key, { excess: 0, last: nowMs });
-      return { allowed: true, delayMs: 0 };
-    }
-    let ms = nowMs - node.last;
-    if (ms < -60_000) ms = 1;
-    else if (ms < 0) ms = 0;
-    let excess = node.excess - Math.trunc((rate * ms) / 1000) + 1000;
-    if (excess < 0) excess = 0;
-    if (excess > burst * 1000) return { allowed: false, delayMs: 0 };
-    node.excess = excess;
-    if (ms !== 0) node.last = nowMs;
-    const over = excess - delay * 1000;
-    return { allowed: true, delayMs: over <= 0 ? 0 : Math.trunc((over * 1000) / rate) };
+    if (node === undefined) return 0;
+    const excess = Math.max(0, node.excess - Math.trunc((this.rate * elapsed(node.last, nowMs)) / 1000) + 1000);
+    return excess > burst * 1000 ? null : excess;
   }
+
+  /** When the key's clock was last moved (its last admission), or `null` for a new key. */
+  lastMs(key: string): number | null {
+    return this.nodes.get(key)?.last ?? null;
+  }
+
+  /** Charge the request (`ngx_http_limit_req_account`): the excess is stored and the clock moves to now. */
+  account(key: string, nowMs: number, excess: number): void {
+    const node = this.nodes.get(key);
+    if (node === undefined) this.nodes.set(key, { excess, last: nowMs });
+    else {
+      if (elapsed(node.last, nowMs) !== 0) node.last = nowMs;
+      node.excess = excess;
+    }
+  }
+}
+
+function elapsed(lastMs: number, nowMs: number): number {
+  const ms = nowMs - lastMs;
+  return ms < -60_000 ? 1 : Math.max(0, ms);
+}
+
+/** A `limit_req` in a location: its zone, `burst` and `delay` (`nodelay`: `burst`). */
+export interface NginxLimit {
+  readonly zone: NginxZone;
+  readonly burst: number;
+  readonly delay: number;
+}
+
+/**
+ * One request through a location's `limit_req` directives, as ngx_http_limit_req_handler does it: every limit is
+ * looked up first; one over its burst denies and none is charged; else every limit is charged, and the request waits
+ * for the longest delay among them.
+ */
+export function nginxRequest(limits: readonly NginxLimit[], key: string, nowMs: number): NginxAnswer {
+  const excesses: number[] = [];
+  for (const limit of limits) {
+    const excess = limit.zone.excessAt(key, nowMs, limit.burst);
+    if (excess === null) return { allowed: false, delayMs: 0 };
+    excesses.push(excess);
+  }
+  let delayMs = 0;
+  limits.forEach((limit, i) => {
+    const excess = excesses[i]!;
+    limit.zone.account(key, nowMs, excess);
+    const over = excess - limit.delay * 1000;
+    if (over > 0) delayMs = Math.max(delayMs, Math.trunc((over * 1000) / limit.zone.rate));
+  });
+  return { allowed: true, delayMs };
 }

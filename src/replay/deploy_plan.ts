@@ -6,7 +6,6 @@
 import { type AlgorithmState, capacityOf, carryOver, decide } from "../algorithms/index.ts";
 import { printRule } from "../rules/fields.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { describeRule } from "./run.ts";
 
 /** One rule id across the two sets. */
 export interface RulePair {
