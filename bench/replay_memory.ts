@@ -34,7 +34,7 @@ async function writeTrace(path: string, keyCount: number): Promise<void> {
     const t = Math.floor((i * DAY_MS) / lines);
     chunk += `${t},k${Math.floor(random() * keyCount)},1\n`;
     if (chunk.length > 1 << 16) {
-      if (!out.write(chunk)) await new Promise((r) => out.once("drain", r));
+      if (!out.write(chunk)) await new Promise<void>((r) => out.once("drain", () => r()));
       chunk = "";
     }
   }
