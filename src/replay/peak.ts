@@ -1,29 +1,49 @@
 /**
  * "The most admitted in any span of the rule's length", per key, streaming: each key keeps the admitted requests of
- * its last span (time and cost, in one flat array), and a key whose last admission is a span old holds nothing (its
- * window is swept away). Memory: about 70 bytes per (rule, key) with an admission inside its span, plus 16 bytes per
- * admitted request inside it (so a day-long window holds a day's admissions of each key).
+ * its last span, and a key whose last admission is a span old holds nothing (its window is swept away). Memory: about
+ * 50 bytes per (rule, key) with one admission inside its span, plus 16 bytes per further admission inside it (so a
+ * day-long window holds a day's admissions of each key).
  */
 
-/** The admitted requests of one key within the last span: `[t0, cost0, t1, cost1, ...]` from `head`, in time order. */
+/**
+ * The admitted requests of one key within the last span, in time order: the first one inline (most keys have one
+ * admission in a short span, and an object with two numbers is a quarter of one holding an array), the others, when
+ * there are more, in one flat array `[t0, cost0, t1, cost1, ...]` from `head`.
+ */
 export class SpanWindow {
-  entries: number[] = [];
-  head = 0;
+  private t = 0;
+  private c = 0;
   sum = 0;
+  private more: number[] | null = null;
+  private head = 0;
 
   /** Time of the first admitted request inside the span. */
   firstMs(): number {
-    return this.entries[this.head]!;
+    return this.more === null ? this.t : this.more[this.head]!;
   }
 
   lastMs(): number {
-    return this.entries.length > this.head ? this.entries[this.entries.length - 2]! : Number.NEGATIVE_INFINITY;
+    if (this.more !== null) return this.more[this.more.length - 2]!;
+    return this.sum === 0 ? Number.NEGATIVE_INFINITY : this.t;
   }
 
   /** Adds an admitted request and drops those a span or more before the latest one. */
   add(tMs: number, cost: number, spanMs: number): void {
-    const e = this.entries;
-    if (e.length === this.head || e[e.length - 2]! <= tMs) {
+    if (this.more === null) {
+      if (this.sum === 0 || tMs - this.t >= spanMs) {
+        this.t = tMs;
+        this.c = cost;
+        this.sum = cost;
+        return;
+      }
+      this.more = [this.t, this.c];
+      this.head = 0;
+    }
+    this.addToList(this.more, tMs, cost, spanMs);
+  }
+
+  private addToList(e: number[], tMs: number, cost: number, spanMs: number): void {
+    if (e[e.length - 2]! <= tMs) {
       e.push(tMs, cost);
     } else {
       // A key whose clock steps back: insert in order (rare, so a linear scan is fine).
@@ -37,7 +57,12 @@ export class SpanWindow {
       this.sum -= e[this.head + 1]!;
       this.head += 2;
     }
-    if (this.head > 64 && this.head * 2 > e.length) {
+    if (e.length - this.head === 2) {
+      // One left: back inline, the array dropped.
+      this.t = e[this.head]!;
+      this.c = e[this.head + 1]!;
+      this.more = null;
+    } else if (this.head > 64 && this.head * 2 > e.length) {
       e.copyWithin(0, this.head);
       e.length -= this.head;
       this.head = 0;
@@ -45,7 +70,7 @@ export class SpanWindow {
   }
 }
 
-const SWEEP_MIN_LIVE = 65_536;
+const SWEEP_MIN_LIVE = 16_384;
 
 /** One rule's span windows by key number. */
 export class PeakWindows {
