@@ -4,8 +4,9 @@
  * - a `t_ms,key[,cost]` trace: every rule alone;
  * - an access log (NGINX, Envoy or Cloudflare Logpush, recognised by its first line; NGINX in the format an
  *   nginx.conf gives, else `combined`): read as a request trace is, its unreadable lines reported and skipped.
- * Malformed lines of a trace are errors: each is reported with its line number (up to `MAX_REPORTED_LINES`), and no
- * request reaches the sink after the first one. Progress is shown on a terminal.
+ * Malformed lines of a trace are errors: each is reported with its line number (up to `MAX_REPORTED_LINES`, as
+ * `TraceProblems` counts them), and no request reaches the sink after the first one; lines whose time goes back are
+ * a warning. Progress is shown on a terminal.
  */
 import { statSync } from "node:fs";
 import {
@@ -18,7 +19,7 @@ import {
 } from "../replay/logs.ts";
 import { emptyRequestLine, parseRequestLineInto, type RequestLine, traceKindOf } from "../replay/request_trace.ts";
 import { Progress } from "./progress.ts";
-import { parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
+import { parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
 import { BadLines } from "./trace_from.ts";
 
 export interface TraceSink {
@@ -38,9 +39,6 @@ export interface FeedOptions {
   /** Called once the kind is known, before the first request reaches the sink. */
   readonly onKind?: (kind: TraceKind) => void;
 }
-
-/** Malformed trace lines reported per run; reading stops at the next one. */
-export const MAX_REPORTED_LINES = 20;
 
 export interface FeedResult {
   /** `null` for an empty trace. */
@@ -79,13 +77,11 @@ export async function feedAnyTrace(
 class LineReader {
   lineNo = 0;
   kind: TraceKind | null = null;
-  readonly errors: string[] = [];
+  private readonly problems: TraceProblems;
   private readonly keyedSlot: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
   private readonly requestSlot = emptyRequestLine();
   private log: LogParser | null = null;
   private readonly bad: BadLines;
-  private latestMs = Number.NEGATIVE_INFINITY;
-  private backwards = 0;
 
   constructor(
     private readonly sink: TraceSink,
@@ -94,6 +90,11 @@ class LineReader {
     private readonly options: FeedOptions,
   ) {
     this.bad = new BadLines(name, stderr);
+    this.problems = new TraceProblems(name);
+  }
+
+  get errors(): string[] {
+    return this.problems.errors;
   }
 
   /** One raw line; `false` to stop reading. */
@@ -160,27 +161,17 @@ class LineReader {
   }
 
   private malformed(message: string): boolean {
-    if (this.errors.length === MAX_REPORTED_LINES) {
-      this.errors.push(`${this.name}: stopped at line ${this.lineNo}, after ${MAX_REPORTED_LINES} malformed lines`);
-      return false;
-    }
-    this.errors.push(`${this.name}:${this.lineNo}: ${message}`);
-    return true;
+    return this.problems.malformed(this.lineNo, message);
   }
 
   private time(tMs: number): void {
-    if (tMs >= this.latestMs) this.latestMs = tMs;
-    else this.backwards++;
+    this.problems.time(this.lineNo, tMs);
   }
 
   finish(): void {
     this.bad.summary(this.lineNo);
-    if (this.backwards > 0 && this.errors.length === 0) {
-      const lines = this.backwards === 1 ? "1 line goes" : `${this.backwards} lines go`;
-      this.stderr.write(
-        `${this.name}: warning: ${lines} back in time; the trace is replayed in file order, each key at the latest time seen for it\n`,
-      );
-    }
+    const warning = this.problems.warning();
+    if (warning !== null && this.errors.length === 0) this.stderr.write(`${warning}\n`);
   }
 }
 

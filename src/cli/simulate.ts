@@ -9,7 +9,7 @@ import { type Replayed, Replayer } from "../replay/engine.ts";
 import type { RequestLine } from "../replay/request_trace.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
-import { commandArgs, rulePaths, usageError } from "./args.ts";
+import { commandArgs, rulePaths, unknownRuleId, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { feedAnyTrace, type TraceKind, type TraceSink } from "./replay_input.ts";
 import { replayOptions } from "./replay_setup.ts";
@@ -87,9 +87,11 @@ function rulesNamed(rulesPaths: string[], ruleId: string | undefined, io: Io): R
   if (ruleId === undefined) return loaded.rules;
   const rule = loaded.rules.find((r) => r.id === ruleId);
   if (rule === undefined) {
-    const known = loaded.rules.map((r) => r.id).join(", ");
     io.stderr.write(
-      `${rulesPaths.join(", ")}: no rule with id "${ruleId}" (rules: ${known === "" ? "none" : known})\n`,
+      `${rulesPaths.join(", ")}: ${unknownRuleId(
+        ruleId,
+        loaded.rules.map((r) => r.id),
+      )}\n`,
     );
     return 2;
   }
