@@ -15,8 +15,7 @@ import { feedAnyTrace, type TraceKind, type TraceSink } from "./replay_input.ts"
 import { replayOptions } from "./replay_setup.ts";
 import { BufferedWriter } from "./trace.ts";
 
-const HELP = `Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]
-       sluice simulate [--rules PATH]... [--rule RULE_ID] --trace REQUESTS.csv|ACCESS.log [--accounts FILE.json]
+const HELP = `Usage: sluice simulate [--rules PATH]... [--rule RULE_ID] [--trace FILE] [--accounts FILE.json]
 
 Replays a trace read from --trace or standard input, and writes one JSON line per request to standard output.
 
