@@ -15,7 +15,7 @@ import type { RequestLine } from "./request_trace.ts";
 
 /** What a request replay needs beyond the rules. */
 export interface ReplayOptions {
-  readonly settings: Pick<Settings, "defaultPlan" | "ipv6PrefixBits" | "path">;
+  readonly settings: Pick<Settings, "defaultPlan" | "ipv6PrefixBits" | "path" | "ambiguousPaths" | "upstreamProfile">;
   /**
    * Account records by the SHA-256 hex of the API key. `null`: no accounts file, and every API key in the trace is
    * taken as verified on the default plan.

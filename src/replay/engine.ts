@@ -18,7 +18,7 @@ import { type AlgorithmParams, type AlgorithmState, type Decision, decide, refun
 import type { Account } from "../isolate/plan_cache.ts";
 import { compose } from "../request/compose.ts";
 import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
-import { shapeOfParts } from "../request/request_shape.ts";
+import { headAsGet, shapeWith } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { type Caller, callerOf, type ReplayOptions } from "./caller.ts";
 
@@ -78,7 +78,13 @@ export class Replayer {
   constructor(
     readonly rules: readonly ResolvedRule[],
     private readonly options: ReplayOptions = {
-      settings: { defaultPlan: "free", ipv6PrefixBits: 64, path: DEFAULT_PATH },
+      settings: {
+        defaultPlan: "free",
+        ipv6PrefixBits: 64,
+        path: DEFAULT_PATH,
+        ambiguousPaths: "refuse",
+        upstreamProfile: "any",
+      },
       accounts: null,
     },
   ) {
@@ -108,13 +114,13 @@ export class Replayer {
   /** One request of a request trace, through the gateway's steps. */
   request(line: RequestLine): Replayed {
     if (line.tMs > this.latestMs) this.latestMs = line.tMs;
-    const shape = shapeOfParts(line.method, () => null, line.path, this.options.settings.path);
+    const shape = shapeWith(headAsGet([line.method]), line.path, this.options.settings);
     if (!shape.ok) return { verdict: { kind: "bad_request", detail: shape.detail }, answers: [], caller: -1 };
     const caller = callerOf(line, this.options);
     const callerKey = caller.reportKey === null ? -1 : this.keys.of(caller.reportKey);
     const facts = {
       methods: shape.methods,
-      path: shape.path,
+      paths: shape.paths,
       foldCase: !this.options.settings.path.caseSensitive,
       ...caller.facts,
     };

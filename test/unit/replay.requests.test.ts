@@ -68,6 +68,8 @@ const SETTINGS: ReplayOptions["settings"] = {
   defaultPlan: "free",
   ipv6PrefixBits: 64,
   path: { caseSensitive: false, keepEncodedSlash: false, keepParams: false },
+  ambiguousPaths: "refuse",
+  upstreamProfile: "any",
 };
 
 function accounts(rs: readonly ResolvedRule[], records: Record<string, unknown>): ReplayOptions {
