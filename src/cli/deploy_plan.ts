@@ -8,9 +8,9 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { formatReport, rulesYaml } from "../migrate/report.ts";
+import { pairRules, type RulePair } from "../replay/deploy_plan.ts";
 import type { ReplayOptions } from "../replay/engine.ts";
 import { type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
-import { pairRules, type RulePair } from "../replay/deploy_plan.ts";
 import { formatPlan } from "../replay/plan_report.ts";
 import type { RequestLine } from "../replay/request_trace.ts";
 import { defaultTimeStyle } from "../replay/time.ts";

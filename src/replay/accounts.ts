@@ -6,7 +6,7 @@
  * messages; a file with a bad record is refused rather than replayed differently from what the gateway would do.
  */
 import { createHash } from "node:crypto";
-import type { Account } from "../isolate/plan_cache.ts";
+import type { Account } from "../isolate/account_cache.ts";
 import { type CompiledRule, compileOverride } from "../request/match.ts";
 import { readAccount } from "../rules/account.ts";
 

@@ -7,7 +7,7 @@
 import { createHash } from "node:crypto";
 import { unverifiedKeyText } from "../edge/caller.ts";
 import type { Settings } from "../edge/settings.ts";
-import type { Account } from "../isolate/plan_cache.ts";
+import type { Account } from "../isolate/account_cache.ts";
 import { identityKey } from "../request/identity.ts";
 import type { CompiledRule, RequestFacts } from "../request/match.ts";
 import type { Identity } from "../rules/types.ts";

@@ -15,7 +15,7 @@
  * the limiter failing; every rule decides as its one Durable Object would.
  */
 import { type AlgorithmParams, type AlgorithmState, type Decision, decide, refund } from "../algorithms/index.ts";
-import type { Account } from "../isolate/plan_cache.ts";
+import type { Account } from "../isolate/account_cache.ts";
 import { compose } from "../request/compose.ts";
 import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
 import { headAsGet, shapeWith } from "../request/request_shape.ts";

@@ -12,8 +12,8 @@
  * Memory: the engine's states, a record per key that flipped, a bounded histogram per rule.
  */
 import type { ResolvedRule } from "../rules/types.ts";
-import { Replayer, type ReplayOptions, type Verdict } from "./engine.ts";
 import { fieldChanges, type RulePair } from "./deploy_plan.ts";
+import { Replayer, type ReplayOptions, type Verdict } from "./engine.ts";
 import type { RequestLine } from "./request_trace.ts";
 
 /** Counts of answers that flip: allowed then denied, denied then allowed. */

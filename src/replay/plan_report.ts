@@ -1,7 +1,7 @@
 /** `sluice plan`'s report as text: one block per rule (change, fields, live state), then the replay's tables. */
 
-import { type Flips, type Replay, totalFlips } from "./flips.ts";
 import { changeOf, fieldChanges, type RulePair, stateFate } from "./deploy_plan.ts";
+import { type Flips, type Replay, totalFlips } from "./flips.ts";
 import { describeRule } from "./run.ts";
 
 export function formatPlan(
