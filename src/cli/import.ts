@@ -23,7 +23,7 @@ Envoy", describe the mapping.
   nginx FILE   an nginx.conf (include is followed): limit_req_zone, limit_req (burst, nodelay, delay=N) in http,
                server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run
   envoy FILE   an envoyproxy/ratelimit service configuration (domain, descriptors), or a local rate limit filter
-               configuration (token_bucket, descriptors; also found inside a bootstrap file)
+               configuration (its token bucket and descriptors; also found inside a bootstrap file)
   --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
   --map KEY:VALUE=route:METHOD /path envoy: which requests a valued descriptor stands for (also plan:NAME, any)
   --out FILE       write the rules there instead of standard output

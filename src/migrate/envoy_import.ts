@@ -1,3 +1,4 @@
+// long-file: two configuration formats (the service and the local filter), each with its checks and messages
 /**
  * `sluice import envoy`: Envoy's rate limits as Sluice rules, from either
  * - the envoyproxy/ratelimit service's configuration (`domain`, nested `descriptors` of `key`/`value`, `rate_limit`

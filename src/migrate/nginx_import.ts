@@ -1,3 +1,4 @@
+// long-file: NGINX's inheritance, locations and zones, read top to bottom
 /**
  * `sluice import nginx`: NGINX's request limits as Sluice rules. `limit_req_zone` gives the key and the rate,
  * `limit_req` (zone, `burst`, `nodelay`, `delay=`) in `http`, `server` and `location` blocks gives a `leaky_queue`

@@ -5,17 +5,24 @@
  * are the identity values themselves: a replay names no object, so nothing is hashed but the account lookup.
  */
 import { createHash } from "node:crypto";
-import { unverifiedKeyText } from "../edge/caller.ts";
-import type { Settings } from "../edge/settings.ts";
 import type { Account } from "../isolate/account_cache.ts";
+import type { AmbiguousPaths, PathOptions } from "../request/canonical_path.ts";
 import { identityKey } from "../request/identity.ts";
 import type { CompiledRule, RequestFacts } from "../request/match.ts";
+import type { UpstreamProfile } from "../request/upstream_profile.ts";
 import type { Identity } from "../rules/types.ts";
 import type { RequestLine } from "./request_trace.ts";
 
 /** What a request replay needs beyond the rules. */
 export interface ReplayOptions {
-  readonly settings: Pick<Settings, "defaultPlan" | "ipv6PrefixBits" | "path" | "ambiguousPaths" | "upstreamProfile">;
+  /** The Worker's settings a replay reads (src/edge/settings.ts has them all). */
+  readonly settings: {
+    readonly defaultPlan: string;
+    readonly ipv6PrefixBits: number;
+    readonly path: PathOptions;
+    readonly ambiguousPaths: AmbiguousPaths;
+    readonly upstreamProfile: UpstreamProfile;
+  };
   /**
    * Account records by the SHA-256 hex of the API key. `null`: no accounts file, and every API key in the trace is
    * taken as verified on the default plan.
@@ -61,7 +68,7 @@ export function callerOf(line: RequestLine, options: ReplayOptions): Caller {
     facts: {
       plan: settings.defaultPlan,
       keyHashes: { api_key: null, ip, user },
-      unverified: { keyHash: ip === null ? null : unverifiedKeyText(ip) },
+      unverified: { keyHash: ip === null ? null : `unverified:${ip}` },
       overrides: NO_OVERRIDES,
     },
     overridden: NO_IDS,
