@@ -7,8 +7,10 @@ import { runCompare } from "./compare.ts";
 import { runCompile } from "./compile.ts";
 import { runPlan } from "./deploy_plan.ts";
 import { runGen } from "./gen.ts";
+import { runImport } from "./import.ts";
 import type { Command } from "./io.ts";
 import { runSimulate } from "./simulate.ts";
+import { runTrace } from "./trace_from.ts";
 import { runValidate } from "./validate.ts";
 
 export const COMMANDS: readonly Command[] = [
@@ -30,9 +32,19 @@ export const COMMANDS: readonly Command[] = [
   },
   { name: "gen", summary: "write a synthetic trace", run: runGen },
   {
+    name: "trace",
+    summary: "trace from nginx|envoy|cloudflare LOG: turn an access log into a request trace",
+    run: runTrace,
+  },
+  {
     name: "accounts",
     summary: "write an account record (plan, per-account limits) locally and print the production command",
     run: runAccounts,
+  },
+  {
+    name: "import",
+    summary: "turn an nginx.conf or an Envoy rate limit configuration into Sluice rules, with a report",
+    run: runImport,
   },
   {
     name: "plan",

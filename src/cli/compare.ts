@@ -5,8 +5,11 @@
 import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
+import { PassThrough } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { ComparisonBuilder, KeyCounter } from "../replay/accumulate.ts";
+import type { ReplayOptions } from "../replay/engine.ts";
+import type { RequestLine } from "../replay/request_trace.ts";
 import { type Comparison, formatComparison } from "../replay/run.ts";
 import { defaultTimeStyle, type TimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
@@ -23,18 +26,23 @@ import {
   usageError,
 } from "./args.ts";
 import { type Io, makeParentFolder } from "./io.ts";
+import { feedAnyTrace } from "./replay_input.ts";
+import { replayOptions } from "./replay_setup.ts";
 import { parseTime } from "./time_flag.ts";
-import { feedTrace, parseTraceLineInto, readLineBatches, type TraceLineSlot } from "./trace.ts";
 
 const HELP = `Usage: sluice compare [--rules PATH]... [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
-                      [--key KEY] [--from TIME] [--to TIME] [--time seconds|clock] [--title TEXT]
+                      [--key KEY] [--from TIME] [--to TIME] [--time seconds|clock] [--title TEXT] [--accounts FILE]
 
-Runs each rule (default: every rule in the file(s), in file order) alone over the same trace, CSV "t_ms,key,cost"
-as for "sluice simulate" (from --trace, or standard input), and prints one row per rule: requests admitted, denied
-and delayed, the most admitted in any span of the rule's length (its window; for rate algorithms, the rate's
-period), and the first denial.
+Replays a trace (from --trace, or standard input) and prints one row per rule (default: every rule in the file(s),
+in file order): requests admitted, denied and delayed, the most admitted in any span of the rule's length (its
+window; for rate algorithms, the rate's period), and the first denial.
+A trace of CSV "t_ms,key,cost" (as for "sluice simulate") runs each rule alone over every line. A request trace
+(docs/rules.md, "Request traces") or an access log (NGINX, Envoy, Cloudflare) runs every request through the whole
+rule set as the gateway does (routes, callers, plans, costs, composition), and each row counts the requests its rule
+applied to.
   --rules PATH     a rule file or directory (repeatable; default rules/)
   --rule ID        only these rules, in this order (repeatable)
+  --accounts FILE  requests: account records (plans, per-account limits), as for "sluice simulate"
   --svg OUT.svg    also draw a figure: one lane per rule, each request marked allowed, delayed or denied,
                    the state (tokens, count or estimate) of one key underneath, window boundaries, time axis
   --key KEY        the key whose state is drawn (default: the busiest key)
@@ -44,6 +52,8 @@ period), and the first denial.
                    trace starts at or after 1 h, else seconds
   --title TEXT     the figure's title (default: "sluice compare: <trace file name>")
 --key naming a key that is not in the trace is a usage error, like an unknown --rule id.
+Memory: about 100 bytes per (rule, key) with live state, plus 16 bytes per admitted request inside a rule's peak
+span (BENCHMARKS.md); progress is shown on standard error when it is a terminal.
 ${EXIT_CODES}`;
 
 /** What `sluice compare` was asked to do, its flags checked and its rules chosen. */
@@ -56,6 +66,7 @@ interface CompareRequest {
   readonly title: string | undefined;
   readonly style: TimeStyle | undefined;
   readonly range: TimeRange;
+  readonly replay: ReplayOptions;
 }
 
 /** `--from` and `--to` in trace ms, each when given. */
@@ -67,7 +78,7 @@ interface TimeRange {
 export async function runCompare(args: string[], io: Io): Promise<number> {
   const cmd = { name: "compare", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["rules", "trace", "rule", "svg", "key", "from", "to", "time", "title"],
+    values: ["rules", "trace", "rule", "svg", "key", "from", "to", "time", "title", "accounts"],
     repeated: ["rules", "rule"],
     positionals: false,
   });
@@ -106,7 +117,10 @@ function compareRequest(cmd: CommandInfo, parsed: CommandArgs, io: Io): CompareR
     io.stderr.write(`${rulesPaths.join(", ")}: ${chosen.error}\n`);
     return 2;
   }
+  const setup = replayOptions(loaded.rules, one("accounts"));
+  if ("errors" in setup) return inputError(io, setup.errors);
   return {
+    replay: setup.options,
     rules: chosen.rules,
     tracePath: one("trace"),
     svgPath: one("svg"),
@@ -143,15 +157,23 @@ async function compareTrace(
   const { svgPath, key, range } = request;
   const tracePath = request.tracePath ?? spooled ?? undefined;
   const traceName = request.tracePath ?? "<stdin>";
-  const stateKey = svgPath === undefined ? null : (key ?? (await busiestOf(tracePath, io.stdin)));
-  const builder = new ComparisonBuilder(request.rules, {
-    stateKey,
-    draw: svgPath !== undefined,
-    ...(range.from === undefined ? {} : { fromMs: range.from }),
-    ...(range.to === undefined ? {} : { toMs: range.to }),
-  });
-  const failure = await feedTrace(builder, tracePath, traceName, io.stdin, io.stderr);
-  if (failure.length > 0) return inputError(io, failure);
+  const stateKey = svgPath === undefined ? null : (key ?? (await busiestOf(tracePath, io)));
+  const builder = new ComparisonBuilder(
+    request.rules,
+    {
+      stateKey,
+      draw: svgPath !== undefined,
+      ...(range.from === undefined ? {} : { fromMs: range.from }),
+      ...(range.to === undefined ? {} : { toMs: range.to }),
+    },
+    request.replay,
+  );
+  const sink = {
+    keyed: (t: number, k: string, c: number) => builder.add(t, k, c),
+    request: (l: RequestLine) => builder.request(l),
+  };
+  const fed = await feedAnyTrace(sink, tracePath, traceName, io, { label: "sluice compare" });
+  if (fed.errors.length > 0) return inputError(io, fed.errors);
   if (key !== undefined && !builder.hasKey(key)) {
     return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);
   }
@@ -184,16 +206,21 @@ function drawnRange(comparison: Comparison, range: TimeRange): { fromMs: number;
   };
 }
 
-/** The busiest key of the trace (a first pass; malformed lines are left for the real pass to report). */
-async function busiestOf(path: string | undefined, stdin: NodeJS.ReadableStream): Promise<string | null> {
+/**
+ * The busiest key of the trace (a first pass; malformed lines are left for the real pass to report): by key for a
+ * `t_ms,key` trace, by caller (API key, else user, else address) for requests.
+ */
+async function busiestOf(path: string | undefined, io: Io): Promise<string | null> {
   const counter = new KeyCounter();
-  const line: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
-  let lineNo = 0;
-  for await (const batch of readLineBatches(path, stdin)) {
-    for (const raw of batch) {
-      if (parseTraceLineInto(raw, ++lineNo === 1, line) === true) counter.add(line.key);
-    }
-  }
+  const quiet = { stdin: io.stdin, stderr: new PassThrough() };
+  const sink = {
+    keyed: (_t: number, key: string) => counter.add(key),
+    request: (l: RequestLine) => {
+      const caller = l.key ?? l.user ?? l.address;
+      if (caller !== null) counter.add(caller);
+    },
+  };
+  await feedAnyTrace(sink, path, path ?? "<stdin>", quiet, { label: "sluice compare (busiest key)" });
   return counter.busiest();
 }
 

@@ -7,10 +7,16 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve, sep } from "node:path";
-import { formatPlan, pairRules, type Replay, ReplayBuilder, type RulePair, totalFlips } from "../replay/deploy_plan.ts";
+import { formatReport, rulesYaml } from "../migrate/report.ts";
+import { pairRules, type RulePair } from "../replay/deploy_plan.ts";
+import type { ReplayOptions } from "../replay/engine.ts";
+import { type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
+import { formatPlan } from "../replay/plan_report.ts";
+import type { RequestLine } from "../replay/request_trace.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
+import { parseRules } from "../rules/yaml.ts";
 import { renderPlanSvg } from "../viz/deploy_plan_svg.ts";
 import {
   type CommandArgs,
@@ -21,10 +27,14 @@ import {
   rulePaths,
   usageError,
 } from "./args.ts";
+import { importFile } from "./import.ts";
 import { type Io, makeParentFolder } from "./io.ts";
-import { feedTrace } from "./trace.ts";
+import { feedAnyTrace } from "./replay_input.ts";
+import { replayOptions } from "./replay_setup.ts";
+import { nginxLogFormat } from "./trace_from.ts";
 
-const HELP = `Usage: sluice plan --from REF|PATH [--to PATH]... [--trace FILE.csv] [--svg OUT.svg] [--max-flips N] [--top N]
+const HELP = `Usage: sluice plan --from REF|PATH|nginx:FILE|envoy:FILE [--to PATH]... [--trace FILE] [--accounts FILE]
+                   [--svg OUT.svg] [--max-flips N] [--top N] [--map KEY=MEANING]...
 
 Compares two rule sets and prints, per rule: added, removed, or each changed field (in rule-file terms), and what a
 deploy does to the rule's live state (carried over, capped or discarded, as the core's carry-over decides: two
@@ -32,12 +42,18 @@ probe keys, one that made a single request and one at its limit, are converted a
 may still do).
   --from REF|PATH   the rules before: a folder or file; or a git ref (HEAD, main, v1.2), whose copy of the --to
                     paths is read with git; or REF:PATH for another path at that ref
+  --from nginx:FILE the limits of an nginx.conf (or envoy:FILE, an Envoy rate limit configuration), imported as
+                    "sluice import" does (its report goes to standard error; what it leaves out is not replayed)
   --to PATH         the rules after (repeatable; default rules/)
-  --trace FILE.csv  replay both sets over a trace (CSV "t_ms,key,cost", as for "sluice simulate"; "-" for standard
-                    input), streaming, and count the requests whose answer flips (allowed -> denied, denied ->
-                    allowed) per rule and for the most affected keys. Each rule runs alone, as "sluice compare"
-                    runs it; a shadow rule lets everything through; changes to match, cost and cost_by_route are
-                    listed but not replayed (the trace has no routes).
+  --trace FILE      replay both sets, streaming, and count the requests whose answer flips (allowed -> denied,
+                    denied -> allowed) per rule and for the most affected keys; "-" is standard input.
+                    A request trace (docs/rules.md, "Request traces") or an access log (NGINX in the nginx.conf's
+                    log_format, Envoy, Cloudflare) goes through each whole rule set as the gateway runs it: routes,
+                    callers, plans, costs, composition; changes to match, costs and plans are replayed too.
+                    A "t_ms,key,cost" trace runs each rule alone (a shadow rule lets everything through), and rules
+                    limited to some routes or plans are named but left out of the totals (the trace has neither).
+  --accounts FILE   account records for a request replay (plans, per-account limits), as for "sluice simulate"
+  --map KEY=MEANING with --from envoy:FILE: what a descriptor key means, as for "sluice import envoy"
   --svg OUT.svg     with --trace: draw the flips over time, one lane per replayed rule
   --max-flips N     with --trace: exit 3 when more than N answers flip (for a CI job)
   --top N           how many of the most affected keys to list (default 10)
@@ -58,22 +74,25 @@ interface PlanRequest {
 export async function runPlan(args: string[], io: Io): Promise<number> {
   const cmd = { name: "plan", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["from", "to", "rules", "trace", "svg", "max-flips", "top"],
-    repeated: ["to", "rules"],
+    values: ["from", "to", "rules", "trace", "svg", "max-flips", "top", "accounts", "map"],
+    repeated: ["to", "rules", "map"],
     positionals: false,
   });
   if (typeof parsed === "number") return parsed;
   const request = planRequest(cmd, parsed);
   if (typeof request === "number") return request;
 
-  const before = loadBefore(request.from, request.toPaths);
+  const before = loadBefore(request.from, request.toPaths, parsed.values.get("map") ?? [], io);
+  if ("usage" in before) return usageError(cmd, before.usage);
   const after = loadRules(request.toPaths);
   const errors = [...before.errors, ...after.errors];
   if (errors.length > 0) return inputError(io, errors);
   const pairs = pairRules(before.rules, after.rules);
   const toName = request.toPaths.join(", ");
+  const setup = replayOptions(after.rules, parsed.values.get("accounts")?.[0]);
+  if ("errors" in setup) return inputError(io, setup.errors);
 
-  const replay = await replayTrace(pairs, request, io);
+  const replay = await replayTrace(pairs, request, setup.options, before.nginxFormat, io);
   if (typeof replay === "number") return replay;
   const { tracePath } = request;
   const traceName = tracePath === undefined || tracePath === "-" ? "<stdin>" : basename(tracePath);
@@ -119,12 +138,25 @@ function planRequest(cmd: CommandInfo, parsed: CommandArgs): PlanRequest | numbe
 }
 
 /** Both rule sets replayed over the trace, if one was given (`null` if not); exit status 1 for a bad trace. */
-async function replayTrace(pairs: RulePair[], request: PlanRequest, io: Io): Promise<Replay | null | number> {
+async function replayTrace(
+  pairs: RulePair[],
+  request: PlanRequest,
+  options: ReplayOptions,
+  nginxFormat: string | undefined,
+  io: Io,
+): Promise<Replay | null | number> {
   if (request.tracePath === undefined) return null;
-  const builder = new ReplayBuilder(pairs);
+  const builder = new ReplayBuilder(pairs, options);
   const path = request.tracePath === "-" ? undefined : request.tracePath;
-  const failure = await feedTrace(builder, path, path ?? "<stdin>", io.stdin, io.stderr);
-  if (failure.length > 0) return inputError(io, failure);
+  const sink = {
+    keyed: (t: number, k: string, c: number) => builder.add(t, k, c),
+    request: (l: RequestLine) => builder.request(l),
+  };
+  const fed = await feedAnyTrace(sink, path, path ?? "<stdin>", io, {
+    label: "sluice plan",
+    ...(nginxFormat === undefined ? {} : { nginxFormat }),
+  });
+  if (fed.errors.length > 0) return inputError(io, fed.errors);
   return builder.finish(request.top);
 }
 
@@ -138,13 +170,15 @@ function flipGate(replay: Replay, maxFlips: number | undefined, io: Io): number 
   return 0;
 }
 
-type Loaded = { rules: ResolvedRule[]; errors: string[]; name: string };
+type Loaded = { rules: ResolvedRule[]; errors: string[]; name: string; nginxFormat?: string } | { usage: string };
 
 /**
  * The rules before: from disk when `from` is a path; else, at git ref `from`, the `toPaths` (or at `REF:PATH`,
  * that path), copied out of git into a temporary folder and named `REF:PATH` in messages.
  */
-function loadBefore(from: string, toPaths: readonly string[]): Loaded {
+function loadBefore(from: string, toPaths: readonly string[], maps: readonly string[], io: Io): Loaded {
+  const proxy = /^(nginx|envoy):(.+)$/.exec(from);
+  if (proxy !== null) return importBefore(proxy[1] as "nginx" | "envoy", proxy[2]!, maps, io);
   if (existsSync(from)) return { ...loadRules([from]), name: from };
   const colon = from.indexOf(":");
   const ref = colon > 0 ? from.slice(0, colon) : from;
@@ -187,4 +221,20 @@ function loadBefore(from: string, toPaths: readonly string[]): Loaded {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The rules before, imported from an nginx.conf or an Envoy configuration; the import's report on standard error. */
+function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly string[], io: Io): Loaded {
+  const imported = importFile(kind, file, maps);
+  if ("usage" in imported) return { usage: imported.usage };
+  const name = `${kind}:${file}`;
+  if ("error" in imported) return { rules: [], errors: [imported.error], name };
+  io.stderr.write(formatReport(imported.result));
+  const parsed = parseRules(rulesYaml(imported.result, `Imported from ${name}.`), name);
+  const format = kind === "nginx" ? nginxLogFormat(file, undefined) : null;
+  return {
+    ...parsed,
+    name,
+    ...(format !== null && "format" in format ? { nginxFormat: format.format } : {}),
+  };
 }

@@ -1,13 +1,16 @@
 // long-file: compare's streaming engine and the per-rule statistics that share its bins.
 /**
- * `sluice compare`'s engine, streaming: requests go in one at a time (`ComparisonBuilder.add`), each rule decides
- * them alone with the exact core, and `finish` sums up. Memory is per-key state (a request count, and per rule the
- * algorithm state and the admitted requests within its peak span) plus a bounded picture: the marks and the charted key's
+ * `sluice compare`'s statistics, streaming: requests go in one at a time, the replay engine (engine.ts) decides them,
+ * and `finish` sums up. Memory is per-(rule, key) state (the engine's, and each rule's peak window, peak.ts) plus a
+ * bounded picture: the marks and the charted key's
  * state are kept in time bins that start 1 ms wide (a short trace is drawn request for request) and double in width
  * whenever a lane holds too many, so a day of traffic draws a figure of the same size as a minute of it.
  */
-import { type AlgorithmState, algorithmFor, capacityOf, levelAt } from "../algorithms/index.ts";
+import { type AlgorithmState, levelAt } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
+import { Replayer, type ReplayOptions, type RuleAnswer, type Verdict } from "./engine.ts";
+import { PeakWindows } from "./peak.ts";
+import type { RequestLine } from "./request_trace.ts";
 import {
   type Comparison,
   type Lane,
@@ -40,43 +43,6 @@ const MAX_RELEASES = 64;
 const MAX_POINTS = 16;
 const OUTCOMES: readonly RequestOutcome[] = ["allowed", "delayed", "denied", "error"];
 const [ALLOWED, DELAYED, DENIED, ERROR] = [0, 1, 2, 3] as const;
-
-/** The admitted requests of one key within the last peak span, in time order, and their total cost. */
-class SpanWindow {
-  times: number[] = [];
-  costs: number[] = [];
-  head = 0;
-  sum = 0;
-
-  lastMs(): number {
-    return this.times.length > this.head ? this.times[this.times.length - 1]! : Number.NEGATIVE_INFINITY;
-  }
-
-  /** Adds an admitted request and drops those a span or more before the latest one. */
-  add(tMs: number, cost: number, spanMs: number): void {
-    const { times, costs } = this;
-    if (times.length === this.head || times[times.length - 1]! <= tMs) {
-      times.push(tMs);
-      costs.push(cost);
-    } else {
-      // A key whose clock steps back: insert in order (rare, so a linear scan is fine).
-      let i = times.length;
-      while (i > this.head && times[i - 1]! > tMs) i--;
-      times.splice(i, 0, tMs);
-      costs.splice(i, 0, cost);
-    }
-    this.sum += cost;
-    const latest = times[times.length - 1]!;
-    while (latest - times[this.head]! >= spanMs) this.sum -= costs[this.head++]!;
-    if (this.head > 32 && this.head * 2 > times.length) {
-      times.copyWithin(0, this.head);
-      costs.copyWithin(0, this.head);
-      times.length -= this.head;
-      costs.length -= this.head;
-      this.head = 0;
-    }
-  }
-}
 
 /** Mark bins of one lane: a bin per (time bin, outcome), doubling in width past `MAX_MARK_BINS`. */
 class MarkBins {
@@ -217,18 +183,10 @@ function thin(points: readonly LevelPoint[]): LevelPoint[] {
   return [...new Set([0, lo, hi, points.length - 1])].sort((a, b) => a - b).map((i) => points[i]!);
 }
 
-/** What the comparison keeps per key: its request count, and per rule its state and peak span. */
-interface KeyRecord {
-  count: number;
-  readonly states: (AlgorithmState | null)[];
-  readonly windows: (SpanWindow | null)[];
-}
-
-/** One rule over the trace. */
+/** One rule over the trace: its answers counted, its peak, and what a figure needs. */
 class LaneBuilder {
-  private readonly check: ReturnType<typeof algorithmFor>["check"];
-  private readonly capacity: number;
   private readonly spanMs: number;
+  private readonly windows: PeakWindows;
   private requests = 0;
   private admitted = 0;
   private denied = 0;
@@ -241,60 +199,43 @@ class LaneBuilder {
 
   constructor(
     readonly rule: ResolvedRule,
-    /** This lane's place in each key's record. */
-    private readonly index: number,
     private readonly options: BuildOptions,
   ) {
-    const algorithm = algorithmFor(rule);
-    this.check = algorithm.check.bind(algorithm);
-    this.capacity = capacityOf(rule);
     this.spanMs = peakSpanMs(rule);
+    this.windows = new PeakWindows(this.spanMs);
   }
 
-  add(tMs: number, key: string, cost: number, record: KeyRecord): void {
+  /** One answer of this rule (`key` is the answer's key by name); `latestMs` the trace's latest time so far. */
+  add(tMs: number, key: string, answer: RuleAnswer, latestMs: number): void {
     this.requests++;
-    const before = record.states[this.index] ?? null;
-    let after = before;
+    const d = answer.decision;
     let outcome: number = ERROR;
-    let delayMs = 0;
-    if (cost > this.capacity) {
+    if (d === null) {
       this.errors++;
+    } else if (!d.allowed) {
+      outcome = DENIED;
+      this.denied++;
+      if (this.firstDenial === null || tMs < this.firstDenial.tMs) this.firstDenial = { tMs, key };
     } else {
-      // `decide` without its wrapper: the cost is a checked integer in [1, capacity] here.
-      const { decision: d, state } = this.check(this.rule, before, cost, tMs);
-      after = state;
-      record.states[this.index] = state;
-      if (!d.allowed) {
-        outcome = DENIED;
-        this.denied++;
-        if (this.firstDenial === null || tMs < this.firstDenial.tMs) this.firstDenial = { tMs, key };
-      } else {
-        this.admitted++;
-        delayMs = d.delayMs;
-        outcome = delayMs > 0 ? DELAYED : ALLOWED;
-        if (delayMs > 0) this.delayed++;
-        this.addAdmitted(tMs, key, cost, record);
-      }
+      this.admitted++;
+      outcome = d.delayMs > 0 ? DELAYED : ALLOWED;
+      if (d.delayMs > 0) this.delayed++;
+      if (!answer.refunded) this.addAdmitted(tMs, key, answer, latestMs);
     }
     const { draw, fromMs, toMs, stateKey } = this.options;
     if (!draw) return;
     if ((fromMs === undefined || tMs >= fromMs) && (toMs === undefined || tMs <= toMs)) {
-      this.marks.add(tMs, outcome, outcome === DELAYED ? tMs + delayMs : null);
+      this.marks.add(tMs, outcome, outcome === DELAYED ? tMs + d!.delayMs : null);
     }
     if (key === stateKey) {
-      this.track.add(tMs, levelAt(this.rule, before, tMs), levelAt(this.rule, after, tMs), after);
+      this.track.add(tMs, levelAt(this.rule, answer.before, tMs), levelAt(this.rule, answer.after, tMs), answer.after);
     }
   }
 
-  private addAdmitted(tMs: number, key: string, cost: number, record: KeyRecord): void {
-    let w = record.windows[this.index];
-    if (w === undefined || w === null) {
-      w = new SpanWindow();
-      record.windows[this.index] = w;
-    }
-    w.add(tMs, cost, this.spanMs);
+  private addAdmitted(tMs: number, key: string, answer: RuleAnswer, latestMs: number): void {
+    const w = this.windows.add(answer.key, tMs, answer.cost, latestMs);
     // Strictly more: on a tie, the span reached first in the trace stays.
-    if (this.peak === null || w.sum > this.peak.cost) this.peak = { cost: w.sum, key, startMs: w.times[w.head]! };
+    if (this.peak === null || w.sum > this.peak.cost) this.peak = { cost: w.sum, key, startMs: w.firstMs() };
   }
 
   finish(): Lane {
@@ -317,49 +258,63 @@ class LaneBuilder {
 }
 
 /**
- * Several rules over one trace, each alone, one request at a time. Memory: a record per distinct key (about 200
- * bytes plus each rule's state and the admitted requests of its last peak span), nothing per request.
+ * Several rules over one trace, one request at a time, decided by the replay engine (engine.ts): a `t_ms,key,cost`
+ * line by each rule alone (`add`), a request trace's line through the gateway's steps (`request`). Memory: the
+ * engine's per-(rule, key) states, and each rule's peak windows (peak.ts); nothing per request.
  */
 export class ComparisonBuilder {
   private readonly lanes: LaneBuilder[];
-  private readonly keys = new Map<string, KeyRecord>();
+  private readonly replayer: Replayer;
   private requests = 0;
   private firstMs: number | null = null;
   private lastMs: number | null = null;
+  private readonly verdicts = new Map<Verdict["kind"] | "delayed", number>();
 
   constructor(
     rules: readonly ResolvedRule[],
     private readonly options: BuildOptions,
+    replayOptions?: ReplayOptions,
   ) {
-    this.lanes = rules.map((rule, i) => new LaneBuilder(rule, i, options));
+    this.lanes = rules.map((rule) => new LaneBuilder(rule, options));
+    this.replayer = new Replayer(rules, replayOptions);
   }
 
   add(tMs: number, key: string, cost: number): void {
+    this.seen(tMs);
+    const answers = this.replayer.keyed(tMs, key, cost);
+    for (let i = 0; i < this.lanes.length; i++) this.lanes[i]!.add(tMs, key, answers[i]!, this.lastMs!);
+  }
+
+  /** One request of a request trace, replayed through the whole rule set. */
+  request(line: RequestLine): void {
+    this.seen(line.tMs);
+    const { verdict, answers } = this.replayer.request(line);
+    const kind = verdict.kind === "admit" && verdict.delayMs > 0 ? "delayed" : verdict.kind;
+    this.verdicts.set(kind, (this.verdicts.get(kind) ?? 0) + 1);
+    const names = this.replayer.keys.names;
+    for (const a of answers) this.lanes[a.rule]!.add(line.tMs, names[a.key]!, a, this.lastMs!);
+  }
+
+  private seen(tMs: number): void {
     this.requests++;
-    let record = this.keys.get(key);
-    if (record === undefined) {
-      record = { count: 0, states: this.lanes.map(() => null), windows: this.lanes.map(() => null) };
-      this.keys.set(key, record);
-    }
-    record.count++;
     if (this.firstMs === null || tMs < this.firstMs) this.firstMs = tMs;
     if (this.lastMs === null || tMs > this.lastMs) this.lastMs = tMs;
-    for (const lane of this.lanes) lane.add(tMs, key, cost, record);
   }
 
   /** Whether `key` came in the trace. */
   hasKey(key: string): boolean {
-    return this.keys.has(key);
+    return this.replayer.keys.find(key) >= 0;
   }
 
   finish(): Comparison {
     return {
       lanes: this.lanes.map((l) => l.finish()),
       requests: this.requests,
-      keys: this.keys.size,
+      keys: this.replayer.keys.size,
       stateKey: this.options.stateKey,
       firstMs: this.firstMs,
       lastMs: this.lastMs,
+      verdicts: this.verdicts.size === 0 ? null : Object.fromEntries(this.verdicts),
     };
   }
 }

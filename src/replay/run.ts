@@ -91,6 +91,11 @@ export interface Comparison {
   readonly stateKey: string | null;
   readonly firstMs: number | null;
   readonly lastMs: number | null;
+  /**
+   * For a request trace, what the gateway answered, by kind (`admit`, `delayed`, `deny`, `unauthorized`,
+   * `too_costly`, `bad_request`); `null` for a `t_ms,key,cost` trace (each rule ran alone).
+   */
+  readonly verdicts?: Readonly<Record<string, number>> | null;
 }
 
 /** The span a rule's "most admitted in any window of the rule's length" is measured over (the algorithm says). */
@@ -116,11 +121,10 @@ export function formatComparison(c: Comparison, traceName: string, style: TimeSt
       : `, ${formatTime(c.firstMs, style)} to ${formatTime(c.lastMs, style)}`;
   const manyKeys = c.keys > 1;
   const anyErrors = c.lanes.some((l) => l.stats.errors > 0);
+  const how = howToRead(c, manyKeys);
   const header = [
     `trace ${traceName}: ${plural(c.requests, "request")}, ${plural(c.keys, "key")}${range}`,
-    "Each rule runs alone over the whole trace, as `sluice simulate` runs it (no composition; shadow rules are judged",
-    'as if enforcing). "admitted" includes delayed requests (shaping rules). "peak" is the most cost admitted' +
-      (manyKeys ? " for one key" : ""),
+    ...how,
     "in any span of the rule's length: its window, or its rate's period for rate algorithms.",
     "",
   ];
@@ -156,4 +160,37 @@ export function formatComparison(c: Comparison, traceName: string, style: TimeSt
       .trimEnd(),
   );
   return `${[...header, ...table].join("\n")}\n`;
+}
+
+const VERDICT_WORDS: readonly (readonly [string, string])[] = [
+  ["admit", "admitted"],
+  ["delayed", "admitted after a wait"],
+  ["deny", "denied"],
+  ["unauthorized", "refused 401 (unverified: reject)"],
+  ["too_costly", "refused 400 (cost above a rule's capacity)"],
+  ["bad_request", "refused 400 (unreadable path)"],
+];
+
+/** `90 admitted, 10 denied`: the gateway's answers by kind, in a fixed order. */
+function gatewayLine(verdicts: Readonly<Record<string, number>>): string {
+  return VERDICT_WORDS.filter(([k]) => (verdicts[k] ?? 0) > 0)
+    .map(([k, words]) => `${verdicts[k]} ${words}`)
+    .join(", ");
+}
+
+/** The lines that say how to read the table: each rule alone, or the gateway's answers to a request trace. */
+function howToRead(c: Comparison, manyKeys: boolean): string[] {
+  return c.verdicts === null || c.verdicts === undefined
+    ? [
+        "Each rule runs alone over the whole trace, as `sluice simulate` runs it (no composition; shadow rules are judged",
+        'as if enforcing). "admitted" includes delayed requests (shaping rules). "peak" is the most cost admitted' +
+          (manyKeys ? " for one key" : ""),
+      ]
+    : [
+        `The gateway's answers: ${gatewayLine(c.verdicts)}.`,
+        "Every request went through the whole rule set as the gateway runs it (routes, callers, plans, costs,",
+        "composition). Each row counts the requests its rule applied to, as the rule answered them (a shadow rule's",
+        'denials are would-be denials); "admitted" includes delayed requests. "peak" is the most cost admitted and kept',
+        `(not given back because another rule denied)${manyKeys ? " for one key" : ""}`,
+      ];
 }

@@ -55,7 +55,15 @@ export async function shapeOf(request: Request, url: URL, options: ShapeOptions)
   const profile = PROFILE_RULES[options.upstreamProfile];
   const methods = await methodsOf(request, url, profile);
   if (typeof methods === "string") return unreadable(methods);
-  const pathname = url.pathname;
+  return shapeWith(methods, url.pathname, options);
+}
+
+/**
+ * The shape of a request whose methods are known (`methodsOf` for a request; a replayed trace line has one method,
+ * and `headAsGet`): its canonical paths, whether its path is ambiguous, and the path forwarded.
+ */
+export function shapeWith(methods: string[], pathname: string, options: ShapeOptions): RequestShape {
+  const profile = PROFILE_RULES[options.upstreamProfile];
   const canonical = canonicalPath(pathname, options.path);
   if (!canonical.ok) return unreadable(`The request path cannot be read: ${canonical.error}.`);
   const ambiguity = ambiguityOf(pathname, options.path);
@@ -114,7 +122,12 @@ async function methodsOf(request: Request, url: URL, profile: ProfileRules): Pro
     if (distinct.size > 1) return `_method names ${distinct.size} different methods; send one.`;
     for (const m of distinct) add(m);
   }
-  if (methods.includes("HEAD")) add("GET");
+  return headAsGet(methods);
+}
+
+/** `HEAD` counts as `GET` too (every common framework answers it with the GET handler). */
+export function headAsGet(methods: string[]): string[] {
+  if (methods.includes("HEAD") && !methods.includes("GET")) methods.push("GET");
   return methods;
 }
 

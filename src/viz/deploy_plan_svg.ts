@@ -2,7 +2,7 @@
  * `sluice plan --svg`: the flips of a replay over time, one lane per replayed rule: bars up for requests the new
  * rules deny that the old ones allowed, bars down for the reverse. Pure and deterministic (numbers rounded to 0.1 px).
  */
-import type { Replay } from "../replay/deploy_plan.ts";
+import type { Replay } from "../replay/flips.ts";
 import { formatTick, type TimeStyle, ticks, trimNumber } from "../replay/time.ts";
 import { esc } from "./svg.ts";
 

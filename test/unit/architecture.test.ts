@@ -285,7 +285,8 @@ describe("folders by where code runs", () => {
 });
 
 describe("algorithm names", () => {
-  const outside = files.filter((f) => !["algorithms", "generated"].includes(folderOf(f)));
+  // src/migrate writes rule files from other proxies' configurations (whose own fields are named token_bucket).
+  const outside = files.filter((f) => !["algorithms", "generated", "migrate"].includes(folderOf(f)));
 
   it("appear in code only in src/algorithms: everything else asks the algorithm table", () => {
     expect(outside.length).toBeGreaterThan(50);

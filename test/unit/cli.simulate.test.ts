@@ -95,7 +95,9 @@ describe("sluice simulate", () => {
     expect((await runCli(["simulate", "--rule", "tb"])).code).toBe(2);
     const help = await runCli(["simulate", "--help"]);
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain("Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]");
+    expect(help.stdout).toContain(
+      "Usage: sluice simulate [--rules PATH]... [--rule RULE_ID] [--trace FILE] [--accounts FILE.json]",
+    );
     expect((await runCli(["frobnicate"])).code).toBe(2);
   });
 });
@@ -192,7 +194,9 @@ describe("one dialect across commands", () => {
       "simulate",
       "compare",
       "gen",
+      "trace",
       "accounts",
+      "import",
       "plan",
     ]);
     for (const { name } of COMMANDS) expect(r.stdout).toContain(`  ${name} `);

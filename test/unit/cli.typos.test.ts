@@ -102,7 +102,7 @@ describe("a misspelt flag: one line that says what was meant, the usage line, an
     expect(r.code).toBe(2);
     expect(r.stderr.trimEnd().split("\n")).toEqual([
       "sluice simulate: unknown option --frobnicate",
-      "Usage: sluice simulate --rules FILE.yaml --rule RULE_ID [--trace FILE.csv]",
+      "Usage: sluice simulate [--rules PATH]... [--rule RULE_ID] [--trace FILE] [--accounts FILE.json]",
       'Run "sluice simulate --help" for every option.',
     ]);
   });

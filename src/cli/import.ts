@@ -1,0 +1,115 @@
+/**
+ * `sluice import nginx|envoy FILE`: another proxy's rate limits as a Sluice rule file, and a report of what was
+ * mapped approximately or left out. The work is in src/migrate/; this file reads, writes and sets the exit status.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { basename } from "node:path";
+import { EnvoyImportError, importEnvoy, parseMapping } from "../migrate/envoy_import.ts";
+import { NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
+import { importNginx, NginxImportError } from "../migrate/nginx_import.ts";
+import { formatReport, type ImportResult, leftOut, rulesYaml } from "../migrate/report.ts";
+import { parseRules } from "../rules/yaml.ts";
+import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
+import type { Io } from "./io.ts";
+
+const HELP = `Usage: sluice import nginx FILE [--out RULES.yaml] [--allow-partial]
+       sluice import envoy FILE [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
+
+Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a
+comment naming the directive it came from, and prints a report on standard error: every limit mapped
+approximately (and why), every one left out, and a summary. docs/rules.md, "Coming from NGINX" and "Coming from
+Envoy", describe the mapping.
+
+  nginx FILE   an nginx.conf (include is followed): limit_req_zone, limit_req (burst, nodelay, delay=N) in http,
+               server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run
+  envoy FILE   an envoyproxy/ratelimit service configuration (domain, descriptors), or a local rate limit filter
+               configuration (its token bucket and descriptors; also found inside a bootstrap file)
+  --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
+  --map KEY:VALUE=route:METHOD /path envoy: which requests a valued descriptor stands for (also plan:NAME, any)
+  --out FILE       write the rules there instead of standard output
+  --allow-partial  exit 0 even when something was left out
+
+${EXIT_CODES}Also 1 when something was left out, unless --allow-partial.
+`;
+
+export async function runImport(args: string[], io: Io): Promise<number> {
+  const cmd = { name: "import", help: HELP, stdout: io.stdout, stderr: io.stderr };
+  const parsed = commandArgs(cmd, args, {
+    values: ["out", "map"],
+    repeated: ["map"],
+    booleans: ["allow-partial"],
+    positionals: true,
+  });
+  if (typeof parsed === "number") return parsed;
+  const [kind, file, extra] = parsed.positionals;
+  if (kind !== "nginx" && kind !== "envoy")
+    return usageError(cmd, `expected "nginx" or "envoy", got ${JSON.stringify(kind ?? "")}`);
+  if (file === undefined) return usageError(cmd, `sluice import ${kind} needs a FILE`);
+  if (extra !== undefined) return usageError(cmd, `unexpected argument "${extra}"`);
+  if (kind === "nginx" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
+  const imported = importFile(kind, file, parsed.values.get("map") ?? []);
+  if ("usage" in imported) return usageError(cmd, imported.usage);
+  if ("error" in imported) return inputError(io, [imported.error]);
+  return writeResult(
+    imported.result,
+    `${kind} ${basename(file)}`,
+    parsed.values.get("out")?.[0],
+    parsed.booleans.has("allow-partial"),
+    io,
+  );
+}
+
+/** The import of one file, or the error to print (exit 1), or a usage error (exit 2). */
+export function importFile(
+  kind: "nginx" | "envoy",
+  file: string,
+  maps: readonly string[],
+): { result: ImportResult } | { error: string } | { usage: string } {
+  try {
+    if (kind === "nginx") return { result: importNginx(readNginxConfig(file)) };
+    const mapping = parseMapping(maps);
+    if ("error" in mapping) return { usage: mapping.error };
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (err) {
+      return { error: `${file}: cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+    }
+    return { result: importEnvoy(text, file, mapping.mapping) };
+  } catch (err) {
+    if (err instanceof NginxSyntaxError || err instanceof NginxImportError || err instanceof EnvoyImportError) {
+      return { error: err.message };
+    }
+    throw err;
+  }
+}
+
+async function writeResult(
+  result: ImportResult,
+  from: string,
+  out: string | undefined,
+  allowPartial: boolean,
+  io: Io,
+): Promise<number> {
+  const yaml = rulesYaml(result, `Imported from ${from} by sluice import.`);
+  const check = parseRules(yaml, out ?? "<imported rules>");
+  if (check.errors.length > 0)
+    return inputError(io, ["sluice import: the imported rules do not validate:", ...check.errors]);
+  if (out === undefined) io.stdout.write(yaml);
+  else {
+    try {
+      writeFileSync(out, yaml);
+    } catch (err) {
+      return inputError(io, [`sluice import: cannot write ${out}: ${(err as Error).message}`]);
+    }
+  }
+  io.stderr.write(formatReport(result));
+  const missing = leftOut(result);
+  if (missing > 0 && !allowPartial) {
+    io.stderr.write(
+      `sluice import: ${missing} left out; rerun with --allow-partial to accept the rules without them\n`,
+    );
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,196 @@
+/**
+ * What `simulate`, `compare` and `plan` replay: a trace in any of the forms they read, told apart by its first line.
+ * - a request trace (its first line `# sluice request trace v1`): every request through the gateway's steps;
+ * - a `t_ms,key[,cost]` trace: every rule alone;
+ * - an access log (NGINX, Envoy or Cloudflare Logpush, recognised by its first line; NGINX in the format an
+ *   nginx.conf gives, else `combined`): read as a request trace is, its unreadable lines reported and skipped.
+ * Malformed lines of a trace are errors: each is reported with its line number (up to `MAX_REPORTED_LINES`, as
+ * `TraceProblems` counts them), and no request reaches the sink after the first one; lines whose time goes back are
+ * a warning. Progress is shown on a terminal.
+ */
+import { statSync } from "node:fs";
+import {
+  cloudflareParser,
+  DEFAULT_FIELDS,
+  envoyParser,
+  type LogParser,
+  NGINX_COMBINED,
+  nginxParser,
+} from "../replay/logs.ts";
+import { emptyRequestLine, parseRequestLineInto, type RequestLine, traceKindOf } from "../replay/request_trace.ts";
+import { Progress } from "./progress.ts";
+import { parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
+import { BadLines } from "./trace_from.ts";
+
+export interface TraceSink {
+  /** A `t_ms,key,cost` line. */
+  keyed(tMs: number, key: string, cost: number): void;
+  /** A request (of a request trace or a log). */
+  request(line: RequestLine): void;
+}
+
+export type TraceKind = "keyed" | "request" | "log";
+
+export interface FeedOptions {
+  /** For NGINX logs: the `log_format` to read them with (default `combined`). */
+  readonly nginxFormat?: string;
+  /** The progress line's label (`sluice compare`). */
+  readonly label: string;
+  /** Called once the kind is known, before the first request reaches the sink. */
+  readonly onKind?: (kind: TraceKind) => void;
+}
+
+export interface FeedResult {
+  /** `null` for an empty trace. */
+  readonly kind: TraceKind | null;
+  /** Malformed lines and read errors (file and line): the replay's answers are not to be trusted. */
+  readonly errors: readonly string[];
+}
+
+/** Every request of the trace at `path` (standard input when undefined) into `sink`. */
+export async function feedAnyTrace(
+  sink: TraceSink,
+  path: string | undefined,
+  name: string,
+  io: { stdin: NodeJS.ReadableStream; stderr: NodeJS.WritableStream },
+  options: FeedOptions,
+): Promise<FeedResult> {
+  const reader = new LineReader(sink, name, io.stderr, options);
+  const progress = new Progress(io.stderr, options.label, path === undefined ? null : sizeOf(path));
+  let bytes = 0;
+  try {
+    reading: for await (const batch of readLineBatches(path, io.stdin)) {
+      for (const raw of batch) {
+        bytes += raw.length + 1;
+        if (!reader.line(raw)) break reading;
+      }
+      progress.update(reader.lineNo, bytes);
+    }
+  } catch (err) {
+    reader.errors.push(`${name}: cannot read trace: ${(err as Error).message}`);
+  }
+  progress.done();
+  reader.finish();
+  return { kind: reader.kind, errors: reader.errors };
+}
+
+class LineReader {
+  lineNo = 0;
+  kind: TraceKind | null = null;
+  private readonly problems: TraceProblems;
+  private readonly keyedSlot: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
+  private readonly requestSlot = emptyRequestLine();
+  private log: LogParser | null = null;
+  private readonly bad: BadLines;
+
+  constructor(
+    private readonly sink: TraceSink,
+    private readonly name: string,
+    private readonly stderr: NodeJS.WritableStream,
+    private readonly options: FeedOptions,
+  ) {
+    this.bad = new BadLines(name, stderr);
+    this.problems = new TraceProblems(name);
+  }
+
+  get errors(): string[] {
+    return this.problems.errors;
+  }
+
+  /** One raw line; `false` to stop reading. */
+  line(raw: string): boolean {
+    this.lineNo++;
+    if (this.kind === null) {
+      if (raw.trim() === "") return true;
+      const kind = this.kindOf(raw);
+      if (kind === null) return false;
+      this.kind = kind;
+      this.options.onKind?.(kind);
+    }
+    if (this.kind === "keyed") return this.keyed(raw);
+    if (this.kind === "request") return this.request(raw);
+    return this.logLine(raw);
+  }
+
+  private kindOf(first: string): TraceKind | null {
+    const kind = traceKindOf(first);
+    if (typeof kind !== "string") {
+      this.errors.push(`${this.name}:${this.lineNo}: ${kind.error}`);
+      return null;
+    }
+    if (kind === "request") return "request";
+    if (parseTraceLineInto(first, true, this.keyedSlot) !== true && /^t_ms,key/.test(first) === false) {
+      this.log = logParserFor(first, this.options.nginxFormat);
+      if (this.log !== null) {
+        for (const w of this.log.warnings) this.stderr.write(`${this.name}: warning: ${w}\n`);
+        return "log";
+      }
+    }
+    return "keyed";
+  }
+
+  private keyed(raw: string): boolean {
+    const parsed = parseTraceLineInto(raw, this.lineNo === 1, this.keyedSlot);
+    if (parsed === null) return true;
+    if (parsed !== true) return this.malformed(parsed);
+    this.time(this.keyedSlot.tMs);
+    const { tMs, key, cost } = this.keyedSlot;
+    if (this.errors.length === 0) this.sink.keyed(tMs, key, cost);
+    return true;
+  }
+
+  private request(raw: string): boolean {
+    const parsed = parseRequestLineInto(raw, this.requestSlot);
+    if (parsed === null) return true;
+    if (parsed !== true) return this.malformed(parsed);
+    this.time(this.requestSlot.tMs);
+    if (this.errors.length === 0) this.sink.request(this.requestSlot);
+    return true;
+  }
+
+  private logLine(raw: string): boolean {
+    const parsed = this.log!.parse(raw, this.requestSlot);
+    if (parsed === null) return true;
+    if (parsed !== true) {
+      this.bad.add(this.lineNo, parsed);
+      return true;
+    }
+    this.time(this.requestSlot.tMs);
+    this.sink.request(this.requestSlot);
+    return true;
+  }
+
+  private malformed(message: string): boolean {
+    return this.problems.malformed(this.lineNo, message);
+  }
+
+  private time(tMs: number): void {
+    this.problems.time(this.lineNo, tMs);
+  }
+
+  finish(): void {
+    this.bad.summary(this.lineNo);
+    const warning = this.problems.warning();
+    if (warning !== null && this.errors.length === 0) this.stderr.write(`${warning}\n`);
+  }
+}
+
+/** The log parser whose format reads `first`, or `null` when none does. */
+export function logParserFor(first: string, nginxFormat: string | undefined): LogParser | null {
+  const candidates: LogParser[] = [];
+  const nginx = nginxParser(nginxFormat ?? NGINX_COMBINED, DEFAULT_FIELDS);
+  if (!("error" in nginx)) candidates.push(nginx);
+  const envoy = envoyParser(undefined, DEFAULT_FIELDS);
+  if (!("error" in envoy)) candidates.push(envoy);
+  if (first.trimStart().startsWith("{")) candidates.push(cloudflareParser(DEFAULT_FIELDS));
+  const slot = emptyRequestLine();
+  return candidates.find((p) => p.parse(first, slot) === true) ?? null;
+}
+
+function sizeOf(path: string): number | null {
+  try {
+    return statSync(path).size;
+  } catch {
+    return null;
+  }
+}

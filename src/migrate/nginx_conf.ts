@@ -1,0 +1,199 @@
+/**
+ * NGINX configuration syntax: directives (`name arg ...;`) and blocks (`name arg ... { ... }`), `#` comments,
+ * single and double quotes with backslash escapes, and `include` followed (globs too, relative to the main file's
+ * folder, as NGINX resolves them against its configuration prefix). The tree keeps each directive's file and line, so
+ * the importer can name where a rule came from. Syntax errors name the file, line and column.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+
+export interface Directive {
+  readonly name: string;
+  readonly args: readonly string[];
+  readonly file: string;
+  readonly line: number;
+  /** The block's directives, for a block (`http { ... }`); `null` for a simple directive. */
+  readonly block: readonly Directive[] | null;
+}
+
+export class NginxSyntaxError extends Error {}
+
+interface Token {
+  readonly text: string;
+  /** `word` (a name or argument, unquoted or quoted), or one of `;`, `{`, `}`. */
+  readonly kind: "word" | ";" | "{" | "}";
+  readonly line: number;
+  readonly column: number;
+}
+
+/** What a backslash escapes, as NGINX reads it; before anything else (`\.` in a regex) the backslash stays. */
+const ESCAPED = new Set(['"', "'", "\\", " ", ";", "{", "}", "#"]);
+
+/** Split configuration text into tokens. */
+export function tokenize(text: string, file: string): Token[] {
+  const tokens: Token[] = [];
+  let line = 1;
+  let lineStart = 0;
+  let i = 0;
+  const fail = (why: string, at: number): never => {
+    throw new NginxSyntaxError(`${file}:${line}:${at - lineStart + 1}: ${why}`);
+  };
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === "\n") {
+      line++;
+      lineStart = ++i;
+    } else if (c === " " || c === "\t" || c === "\r") {
+      i++;
+    } else if (c === "#") {
+      while (i < text.length && text[i] !== "\n") i++;
+    } else if (c === ";" || c === "{" || c === "}") {
+      tokens.push({ text: c, kind: c, line, column: i - lineStart + 1 });
+      i++;
+    } else if (c === '"' || c === "'") {
+      const start = i;
+      const startLine = line;
+      const startColumn = i - lineStart + 1;
+      let value = "";
+      i++;
+      while (i < text.length && text[i] !== c) {
+        if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
+        if (text[i] === "\n") {
+          line++;
+          lineStart = i + 1;
+        }
+        value += text[i];
+        i++;
+      }
+      if (i >= text.length) fail(`unterminated ${c === '"' ? "double" : "single"} quote`, start);
+      i++;
+      tokens.push({ text: value, kind: "word", line: startLine, column: startColumn });
+    } else {
+      const start = i;
+      let value = "";
+      while (i < text.length && !/[\s;{}"'#]/.test(text[i]!)) {
+        // `${var}` may hold a brace.
+        if (text[i] === "$" && text[i + 1] === "{") {
+          const close = text.indexOf("}", i);
+          if (close < 0) fail("unterminated ${", i);
+          value += text.slice(i, close + 1);
+          i = close + 1;
+          continue;
+        }
+        if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
+        value += text[i];
+        i++;
+      }
+      tokens.push({ text: value, kind: "word", line, column: start - lineStart + 1 });
+    }
+  }
+  return tokens;
+}
+
+/** The directives of one file, includes not yet followed. */
+export function parseText(text: string, file: string): Directive[] {
+  const tokens = tokenize(text, file);
+  let pos = 0;
+  const parseBlock = (depth: number): Directive[] => {
+    const out: Directive[] = [];
+    while (pos < tokens.length) {
+      const t = tokens[pos]!;
+      if (t.kind === "}") {
+        if (depth === 0) throw new NginxSyntaxError(`${file}:${t.line}:${t.column}: unexpected "}"`);
+        pos++;
+        return out;
+      }
+      if (t.kind !== "word") throw new NginxSyntaxError(`${file}:${t.line}:${t.column}: unexpected "${t.text}"`);
+      const args: string[] = [];
+      pos++;
+      while (pos < tokens.length && tokens[pos]!.kind === "word") args.push(tokens[pos++]!.text);
+      const end = tokens[pos];
+      if (end === undefined) {
+        throw new NginxSyntaxError(`${file}:${t.line}:${t.column}: directive "${t.text}" has no ending ";"`);
+      }
+      pos++;
+      if (end.kind === ";") out.push({ name: t.text, args, file, line: t.line, block: null });
+      else if (end.kind === "{") out.push({ name: t.text, args, file, line: t.line, block: parseBlock(depth + 1) });
+      else
+        throw new NginxSyntaxError(
+          `${file}:${end.line}:${end.column}: unexpected "}" (directive "${t.text}" has no ending ";")`,
+        );
+    }
+    if (depth > 0) throw new NginxSyntaxError(`${file}: unexpected end of file, expecting "}"`);
+    return out;
+  };
+  return parseBlock(0);
+}
+
+/** The whole configuration from its main file, every `include` replaced by the directives it names. */
+export function readNginxConfig(path: string): Directive[] {
+  const root = dirname(resolve(path));
+  return expand(parseText(readText(path, null), path), root, [resolve(path)]);
+}
+
+function readText(path: string, from: Directive | null): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    const where = from === null ? "" : `${from.file}:${from.line}: include: `;
+    throw new NginxSyntaxError(
+      `${where}cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
+  }
+}
+
+function expand(directives: readonly Directive[], root: string, stack: readonly string[]): Directive[] {
+  const out: Directive[] = [];
+  for (const d of directives) {
+    if (d.name === "include" && d.block === null) {
+      if (d.args.length !== 1) throw new NginxSyntaxError(`${d.file}:${d.line}: include takes one file or glob`);
+      for (const file of includedFiles(d, root)) {
+        if (stack.includes(file)) throw new NginxSyntaxError(`${d.file}:${d.line}: include loops back to ${file}`);
+        out.push(...expand(parseText(readText(file, d), file), root, [...stack, file]));
+      }
+    } else if (d.block !== null) {
+      out.push({ ...d, block: expand(d.block, root, stack) });
+    } else {
+      out.push(d);
+    }
+  }
+  return out;
+}
+
+/** The files an `include` names: one path, or a glob's matches in name order (none is fine, as for NGINX). */
+function includedFiles(d: Directive, root: string): string[] {
+  const pattern = d.args[0]!;
+  const full = isAbsolute(pattern) ? pattern : join(root, pattern);
+  if (!/[*?[]/.test(full)) {
+    try {
+      statSync(full);
+    } catch {
+      throw new NginxSyntaxError(`${d.file}:${d.line}: include: no such file ${full}`);
+    }
+    return [full];
+  }
+  const dir = dirname(full);
+  if (/[*?[]/.test(dir))
+    throw new NginxSyntaxError(`${d.file}:${d.line}: include: a glob only in the file name is supported`);
+  const re = new RegExp(`^${globToRegex(basename(full))}$`);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => re.test(n))
+    .sort()
+    .map((n) => join(dir, n));
+}
+
+function globToRegex(glob: string): string {
+  let out = "";
+  for (const c of glob) {
+    if (c === "*") out += "[^/]*";
+    else if (c === "?") out += "[^/]";
+    else out += c.replace(/[.+^${}()|\\\]]/g, "\\$&").replace("[", "[");
+  }
+  return out;
+}

@@ -1,0 +1,88 @@
+/**
+ * What an importer produces: draft rules (rule-file fields in order, each with a comment naming where it came from)
+ * and a report of everything it mapped approximately or left out. `rulesYaml` writes the drafts as a rule file that
+ * `sluice validate` reads; `formatReport` writes the report.
+ */
+
+/** A rule as it will be written: its fields in rule-file spelling and order. */
+export interface DraftRule {
+  readonly id: string;
+  /** Where it came from, for the comment above it: `nginx.conf:12: limit_req zone=api burst=20 nodelay`. */
+  readonly source: string;
+  /** Further comment lines (approximations that concern this rule). */
+  readonly notes: readonly string[];
+  readonly match: { readonly plan?: string; readonly route?: string; readonly identity: string };
+  readonly fields: readonly (readonly [string, string | number | boolean])[];
+}
+
+export type ReportKind = "approximate" | "left out" | "note";
+
+export interface ReportItem {
+  /** `file:line`. */
+  readonly where: string;
+  readonly kind: ReportKind;
+  readonly message: string;
+}
+
+export interface ImportResult {
+  readonly rules: readonly DraftRule[];
+  readonly report: readonly ReportItem[];
+}
+
+/** Whether something was left out (the import then exits non-zero unless `--allow-partial`). */
+export function leftOut(result: ImportResult): number {
+  return result.report.filter((r) => r.kind === "left out").length;
+}
+
+/** The drafts as a rule file. */
+export function rulesYaml(result: ImportResult, header: string): string {
+  const out = [`# ${header}`, "# Review the rules and the report before deploying; `sluice validate` checks them.", ""];
+  if (result.rules.length === 0) out.push("[]");
+  for (const rule of result.rules) {
+    out.push(`# from ${rule.source}`);
+    for (const note of rule.notes) out.push(`# ${note}`);
+    out.push(`- id: ${rule.id}`);
+    const m = rule.match;
+    const match = [
+      ...(m.plan === undefined ? [] : [`plan: ${scalar(m.plan)}`]),
+      ...(m.route === undefined ? [] : [`route: ${JSON.stringify(m.route)}`]),
+      `identity: ${m.identity}`,
+    ];
+    out.push(`  match: { ${match.join(", ")} }`);
+    for (const [name, value] of rule.fields) out.push(`  ${name}: ${scalar(value)}`);
+    out.push("");
+  }
+  return `${out.join("\n")}\n`;
+}
+
+function scalar(value: string | number | boolean): string {
+  if (typeof value !== "string") return String(value);
+  return /^[A-Za-z0-9_./-]+$/.test(value) && !/^(?:true|false|null|yes|no|on|off|~)$/i.test(value)
+    ? value
+    : JSON.stringify(value);
+}
+
+/** The report: one line per item, then a summary line. */
+export function formatReport(result: ImportResult): string {
+  const lines = result.report.map((r) => `${r.where}: ${r.kind}: ${r.message}`);
+  const count = (k: ReportKind) => result.report.filter((r) => r.kind === k).length;
+  const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? "" : "s"}`;
+  lines.push(
+    `${plural(result.rules.length, "rule")} written; ${count("approximate")} approximate, ${count("left out")} left out`,
+  );
+  return `${lines.join("\n")}\n`;
+}
+
+/** A rule id from free text: letters, digits, `-`, `_`, `.`; unique within `taken` (which it joins). */
+export function ruleId(text: string, taken: Set<string>): string {
+  const base =
+    text
+      .toLowerCase()
+      .replace(/[^a-z0-9_.-]+/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .replace(/-{2,}/g, "-") || "rule";
+  let id = base;
+  for (let n = 2; taken.has(id); n++) id = `${base}-${n}`;
+  taken.add(id);
+  return id;
+}

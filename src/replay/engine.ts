@@ -1,0 +1,216 @@
+/**
+ * The one replay engine behind `sluice simulate`, `compare` and `plan`: requests in, in trace order, and each rule's
+ * answer out, decided by the core's `decide` (which also refuses a cost above a rule's capacity: the one cost guard).
+ *
+ * Two ways to replay:
+ * - `keyed(tMs, key, cost)`, for `t_ms,key[,cost]` traces: every rule decides every request alone, under the line's
+ *   key and cost (the trace says nothing of routes, plans or callers, so there is no matching and no composition).
+ * - `request(line)`, for request traces (request_trace.ts): the gateway's steps, calling the gateway's own pure
+ *   functions: the request's shape and canonical path, the caller (identity, account and plan, unverified keys counted
+ *   by address), the rules that apply (routes, plans, `cost_by_route`, per-account overrides), the capacity check,
+ *   then every rule asked and the answers composed, with the admitting rules refunded when the request is not
+ *   admitted. Shadow rules answer but never block.
+ *
+ * Not replayed: the isolate's approximations (the blocked-key cache, `scope: local` counting per isolate, leases) and
+ * the limiter failing; every rule decides as its one Durable Object would.
+ */
+import { type AlgorithmParams, type AlgorithmState, type Decision, decide, refund } from "../algorithms/index.ts";
+import type { Account } from "../isolate/account_cache.ts";
+import { compose } from "../request/compose.ts";
+import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
+import { headAsGet, shapeWith } from "../request/request_shape.ts";
+import type { ResolvedRule } from "../rules/types.ts";
+import { type Caller, callerOf, type ReplayOptions } from "./caller.ts";
+
+export type { ReplayOptions };
+
+import type { RequestLine } from "./request_trace.ts";
+import { KeyIndex, RuleStates } from "./states.ts";
+
+/** One rule's answer to one request. Reused between requests: read it before the next call. */
+export interface RuleAnswer {
+  /** The rule's place in the rule list. */
+  rule: number;
+  /** The key's number (`Replayer.keys`). */
+  key: number;
+  cost: number;
+  /** `null`: the cost is above the rule's capacity (nothing was charged). */
+  decision: Decision | null;
+  /** The key's state before and after this request (after any refund). */
+  before: AlgorithmState | null;
+  after: AlgorithmState | null;
+  /** Charged, then given back because the request was not admitted. */
+  refunded: boolean;
+}
+
+/** What the gateway answers a replayed request. */
+export type Verdict =
+  | { readonly kind: "admit"; readonly delayMs: number }
+  /** `rules`: the enforcing rules that denied, by place; `status`: the one answered (the longest retry's rule). */
+  | { readonly kind: "deny"; readonly rules: readonly number[]; readonly status: number }
+  /** 401: a rule with `unverified: reject` applies to a caller without a verified key. */
+  | { readonly kind: "unauthorized"; readonly rule: number }
+  /** 400: the request costs more than an enforcing rule can ever admit. */
+  | { readonly kind: "too_costly"; readonly rule: number }
+  /** 400: the path or method cannot be read. */
+  | { readonly kind: "bad_request"; readonly detail: string };
+
+export interface Replayed {
+  readonly verdict: Verdict;
+  /** The rules that applied, in rule order. */
+  readonly answers: readonly RuleAnswer[];
+  /** The caller's key number for reports: its API key, else its user, else its address; -1 when it has none. */
+  readonly caller: number;
+}
+
+const ADMIT: Verdict = { kind: "admit", delayMs: 0 };
+
+export class Replayer {
+  readonly compiled: readonly CompiledRule[];
+  readonly keys = new KeyIndex();
+  private readonly states: RuleStates[];
+  private readonly place = new Map<string, number>();
+  /** Per rule, the keys with an account's own parameters. */
+  private readonly overridden: Map<number, AlgorithmParams>[];
+  private readonly pool: RuleAnswer[];
+  private latestMs = 0;
+
+  constructor(
+    readonly rules: readonly ResolvedRule[],
+    private readonly options: ReplayOptions = {
+      settings: {
+        defaultPlan: "free",
+        ipv6PrefixBits: 64,
+        path: DEFAULT_PATH,
+        ambiguousPaths: "refuse",
+        upstreamProfile: "any",
+      },
+      accounts: null,
+    },
+  ) {
+    this.compiled = compileRules(rules);
+    this.overridden = rules.map(() => new Map());
+    this.states = this.compiled.map((c, i) => new RuleStates((key) => this.overridden[i]!.get(key) ?? c.params));
+    for (const [i, r] of rules.entries()) this.place.set(r.id, i);
+    this.pool = rules.map((_, i) => ({
+      rule: i,
+      key: -1,
+      cost: 0,
+      decision: null,
+      before: null,
+      after: null,
+      refunded: false,
+    }));
+  }
+
+  /** Every rule alone on one `t_ms,key[,cost]` line. The answers are in rule order, one per rule. */
+  keyed(tMs: number, key: string, cost: number): readonly RuleAnswer[] {
+    if (tMs > this.latestMs) this.latestMs = tMs;
+    const k = this.keys.of(key);
+    for (let i = 0; i < this.compiled.length; i++) this.ask(this.pool[i]!, this.compiled[i]!.params, k, cost, tMs);
+    return this.pool;
+  }
+
+  /** One request of a request trace, through the gateway's steps. */
+  request(line: RequestLine): Replayed {
+    if (line.tMs > this.latestMs) this.latestMs = line.tMs;
+    const shape = shapeWith(headAsGet([line.method]), line.path, this.options.settings);
+    if (!shape.ok) return { verdict: { kind: "bad_request", detail: shape.detail }, answers: [], caller: -1 };
+    const caller = callerOf(line, this.options);
+    const callerKey = caller.reportKey === null ? -1 : this.keys.of(caller.reportKey);
+    const facts = {
+      methods: shape.methods,
+      paths: shape.paths,
+      foldCase: !this.options.settings.path.caseSensitive,
+      ...caller.facts,
+    };
+    const rejecting = rejectingRule(this.compiled, facts);
+    if (rejecting !== null) {
+      return { verdict: { kind: "unauthorized", rule: this.placeOf(rejecting) }, answers: [], caller: callerKey };
+    }
+    const apps = applicableRules(this.compiled, facts);
+    return { ...this.decideAll(apps, line, caller), caller: callerKey };
+  }
+
+  /** Ask every applicable rule (after the capacity check), compose, refund. */
+  private decideAll(apps: Applicable[], line: RequestLine, caller: Caller): Omit<Replayed, "caller"> {
+    const answers: RuleAnswer[] = [];
+    for (const app of apps) {
+      const cost = line.cost ?? app.cost;
+      if (cost <= app.compiled.capacity) continue;
+      if (app.compiled.rule.mode === "enforce") {
+        return { verdict: { kind: "too_costly", rule: this.placeOf(app.compiled) }, answers };
+      }
+    }
+    for (const app of apps) {
+      const cost = line.cost ?? app.cost;
+      const i = this.placeOf(app.compiled);
+      const key = this.keys.of(app.keyHash);
+      if (caller.overridden.has(app.compiled.rule.id)) this.overridden[i]!.set(key, app.compiled.params);
+      const answer = this.pool[i]!;
+      this.ask(answer, app.compiled.params, key, cost, line.tMs);
+      if (answer.decision !== null) answers.push(answer);
+    }
+    const composition = compose(
+      answers.map((a) => ({
+        mode: this.rules[a.rule]!.mode,
+        kind: "decided" as const,
+        decision: a.decision!,
+      })),
+    );
+    for (const index of composition.refund) this.giveBack(answers[index]!, line.tMs);
+    const { verdict } = composition;
+    if (verdict.kind === "admit") return { verdict: verdict.delayMs === 0 ? ADMIT : verdict, answers };
+    if (verdict.kind === "deny") return { verdict: this.denial(verdict.denying.map((d) => answers[d]!)), answers };
+    // A replayed rule never fails, so nothing fails closed.
+    return { verdict: ADMIT, answers };
+  }
+
+  private ask(answer: RuleAnswer, params: AlgorithmParams, key: number, cost: number, tMs: number): void {
+    const states = this.states[answer.rule]!;
+    const before = states.get(key);
+    const r = decide(params, before, cost, tMs);
+    answer.key = key;
+    answer.cost = cost;
+    answer.before = before;
+    answer.refunded = false;
+    if (!r.ok) {
+      answer.decision = null;
+      answer.after = before;
+      return;
+    }
+    answer.decision = r.decision;
+    answer.after = r.state;
+    states.set(key, r.state, this.latestMs);
+  }
+
+  private giveBack(answer: RuleAnswer, tMs: number): void {
+    if (answer.after === null) return;
+    const params = this.overridden[answer.rule]!.get(answer.key) ?? this.compiled[answer.rule]!.params;
+    const state = refund(params, answer.after, answer.cost, tMs);
+    answer.after = state;
+    answer.refunded = true;
+    this.states[answer.rule]!.set(answer.key, state, this.latestMs);
+  }
+
+  private denial(denying: readonly RuleAnswer[]): Verdict {
+    let longest = denying[0]!;
+    for (const a of denying) {
+      if ((a.decision!.retryAfterMs ?? 0) > (longest.decision!.retryAfterMs ?? 0)) longest = a;
+    }
+    return { kind: "deny", rules: denying.map((a) => a.rule), status: this.rules[longest.rule]!.status };
+  }
+
+  private placeOf(compiled: CompiledRule): number {
+    return this.place.get(compiled.rule.id)!;
+  }
+
+  /** States held now, over every rule (for memory reports). */
+  get liveStates(): number {
+    return this.states.reduce((n, s) => n + s.size, 0);
+  }
+}
+
+const DEFAULT_PATH = { caseSensitive: false, keepEncodedSlash: false, keepParams: false };
+
+export type { Account };

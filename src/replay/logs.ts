@@ -1,0 +1,347 @@
+/**
+ * Access logs as request traces (`sluice trace from`): one parser per kind, each turning one log line into a
+ * `RequestLine` (or saying why it cannot), in constant memory per line.
+ *
+ * - NGINX: the line format of a `log_format` (default `combined`). Time from `$msec` (ms; with `$request_time`, the
+ *   request's start: the moment `limit_req` decided), else `$time_iso8601` or `$time_local` (whole seconds: said in a
+ *   warning). Method and path from `$request` (or `$request_method` and `$request_uri`), address from `$remote_addr`,
+ *   key and user from the header variables named by the options.
+ * - Envoy: its access log format (default: Envoy's default format), `%START_TIME%` (ms), `%REQ(:METHOD)%`, the path,
+ *   the address from `%DOWNSTREAM_REMOTE_ADDRESS%` or the first `X-Forwarded-For` hop, headers by `%REQ(NAME)%`.
+ * - Cloudflare Logpush `http_requests` NDJSON: `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
+ *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`.
+ */
+import type { RequestLine } from "./request_trace.ts";
+
+/** Which request headers carry the caller's API key and user id (lower-case names). */
+export interface FieldOptions {
+  readonly keyHeader: string;
+  readonly userHeader: string;
+}
+
+export const DEFAULT_FIELDS: FieldOptions = { keyHeader: "x-api-key", userHeader: "x-user-id" };
+
+export interface LogParser {
+  /** `true`: `slot` holds the request; `null`: a line to skip (blank); else why the line cannot be read. */
+  parse(line: string, slot: RequestLine): true | null | string;
+  /** Said once, before any line: what the log cannot tell (whole-second times, no address). */
+  readonly warnings: readonly string[];
+}
+
+export const NGINX_COMBINED =
+  '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"';
+
+export const ENVOY_DEFAULT =
+  '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% ' +
+  '%BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" ' +
+  '"%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"';
+
+/** A line format compiled to a regular expression with one group per variable. */
+export interface CompiledFormat {
+  readonly re: RegExp;
+  /** The variable of each group, in order (`remote_addr`, `REQ(:METHOD)`). */
+  readonly names: readonly string[];
+}
+
+/** NGINX `log_format` text (`$var`, `${var}`, literal text) compiled. */
+export function compileNginxFormat(format: string): CompiledFormat {
+  const names: string[] = [];
+  let source = "^";
+  const re = /\$\{?([A-Za-z0-9_]+)\}?/g;
+  let last = 0;
+  for (let m = re.exec(format); m !== null; m = re.exec(format)) {
+    source += escapeRe(format.slice(last, m.index));
+    source += "(.*?)";
+    names.push(m[1]!);
+    last = m.index + m[0].length;
+  }
+  source += `${escapeRe(format.slice(last))}$`;
+  return { re: new RegExp(source), names };
+}
+
+/** Envoy format text (`%COMMAND%`, `%REQ(NAME)%`) compiled. */
+export function compileEnvoyFormat(format: string): CompiledFormat {
+  const names: string[] = [];
+  let source = "^";
+  const re = /%([A-Z_]+(?:\([^)]*\))?(?::\d+)?)%/g;
+  let last = 0;
+  const body = format.endsWith("\n") ? format.slice(0, -1) : format;
+  for (let m = re.exec(body); m !== null; m = re.exec(body)) {
+    source += escapeRe(body.slice(last, m.index));
+    source += "(.*?)";
+    names.push(m[1]!.replace(/:\d+$/, ""));
+    last = m.index + m[0].length;
+  }
+  source += `${escapeRe(body.slice(last))}$`;
+  return { re: new RegExp(source), names };
+}
+
+function escapeRe(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** NGINX's `\xHH` escapes undone; `-` (NGINX's and Envoy's "no value") is `null`. */
+function value(raw: string | undefined): string | null {
+  if (raw === undefined || raw === "-" || raw === "") return null;
+  return raw.includes("\\x")
+    ? raw.replace(/\\x([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(Number.parseInt(h, 16)))
+    : raw;
+}
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** `10/Oct/2000:13:55:36 -0700` as ms since the epoch, or NaN. */
+export function parseTimeLocal(text: string): number {
+  const m = /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})$/.exec(text);
+  if (m === null) return Number.NaN;
+  const month = MONTHS.indexOf(m[2]!);
+  if (month < 0) return Number.NaN;
+  const offsetMs = (m[7] === "-" ? -1 : 1) * (Number(m[8]) * 60 + Number(m[9])) * 60_000;
+  return Date.UTC(Number(m[3]), month, Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6])) - offsetMs;
+}
+
+/** RFC 3339 / ISO 8601 with any fraction (truncated to ms) and `Z` or an offset, as ms; NaN when not one. */
+export function parseIsoMs(text: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})$/.exec(text);
+  if (m === null) return Number.NaN;
+  const ms = Number((m[7] ?? "").slice(0, 3).padEnd(3, "0"));
+  let offsetMs = 0;
+  if (m[8] !== "Z") {
+    const z = m[8]!.replace(":", "");
+    offsetMs = (z[0] === "-" ? -1 : 1) * (Number(z.slice(1, 3)) * 60 + Number(z.slice(3, 5))) * 60_000;
+  }
+  return (
+    Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]), ms) - offsetMs
+  );
+}
+
+/** `"GET /path?q HTTP/1.1"` as method and path (without the query). */
+function requestLine(text: string | null): { method: string; path: string } | string {
+  if (text === null) return "no request line";
+  const m = /^([A-Za-z]+) (\S+)(?: [A-Z]+\/[0-9.]+)?$/.exec(text);
+  if (m === null) return `not a request line: ${JSON.stringify(text.slice(0, 60))}`;
+  return { method: m[1]!, path: pathOf(m[2]!) };
+}
+
+/** A request target's path: the query and fragment dropped, an absolute URL's path taken. */
+function pathOf(target: string): string {
+  let path = target;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\/[^/]*/i.exec(path);
+  if (scheme !== null) path = path.slice(scheme[0].length) || "/";
+  const q = path.search(/[?#]/);
+  return q < 0 ? path : path.slice(0, q);
+}
+
+/** The API key from a header value: a `Bearer` token, or the value itself. */
+function keyOf(raw: string | null): string | null {
+  if (raw === null) return null;
+  const bearer = /^bearer\s+(\S+)\s*$/i.exec(raw);
+  return bearer?.[1] ?? raw.trim();
+}
+
+/** The request's fields, checked, into `slot`: true, or why not. */
+function fill(
+  slot: RequestLine,
+  tMs: number,
+  req: { method: string; path: string } | string,
+  address: string | null,
+  key: string | null,
+  user: string | null,
+): true | string {
+  if (typeof req === "string") return req;
+  if (!Number.isSafeInteger(tMs) || tMs < 0) return "no readable time";
+  if (!req.path.startsWith("/")) return `the path must start with /, got ${JSON.stringify(req.path.slice(0, 60))}`;
+  if (/[\s,]/.test(user ?? "") || /[\s,]/.test(key ?? "")) return "a key or user with a comma or a space";
+  slot.tMs = tMs;
+  slot.method = req.method.toUpperCase();
+  slot.path = req.path.replace(/\s/g, "%20");
+  slot.address = address;
+  slot.key = key;
+  slot.user = user;
+  slot.cost = null;
+  return true;
+}
+
+const headerVar = (header: string) => `http_${header.toLowerCase().replaceAll("-", "_")}`;
+
+export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELDS): LogParser | { error: string } {
+  const compiled = compileNginxFormat(format);
+  const has = (n: string) => compiled.names.includes(n);
+  const time = ["msec", "time_iso8601", "time_local"].find(has);
+  if (time === undefined) return { error: "the log format has no time ($msec, $time_iso8601 or $time_local)" };
+  if (!has("request") && !(has("request_method") && (has("request_uri") || has("uri")))) {
+    return { error: "the log format has no request ($request, or $request_method and $request_uri)" };
+  }
+  const warnings: string[] = [];
+  if (time !== "msec")
+    warnings.push(
+      `the log's times ($${time}) are whole seconds: requests within a second keep their order but not their spacing; log $msec for milliseconds`,
+    );
+  if (!has("remote_addr")) warnings.push("the log format has no $remote_addr: requests have no client address");
+  const keyVar = has(headerVar(fields.keyHeader))
+    ? headerVar(fields.keyHeader)
+    : has("http_authorization")
+      ? "http_authorization"
+      : null;
+  const index = new Map(compiled.names.map((n, i) => [n, i + 1]));
+  const at = (m: RegExpExecArray, n: string | null) => (n === null || !index.has(n) ? null : value(m[index.get(n)!]));
+  return {
+    warnings,
+    parse(line, slot) {
+      if (line.trim() === "") return null;
+      const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
+      if (m === null) return "does not match the log format";
+      const raw = at(m, time) ?? "";
+      let tMs: number;
+      if (time === "msec") {
+        tMs = /^\d+\.\d{3}$/.test(raw) ? Number(raw.replace(".", "")) : Number.NaN;
+        const took = at(m, "request_time");
+        if (took !== null && /^\d+\.\d{3}$/.test(took)) tMs -= Number(took.replace(".", ""));
+      } else tMs = time === "time_local" ? parseTimeLocal(raw) : parseIsoMs(raw);
+      if (Number.isNaN(tMs)) return `unreadable time ${JSON.stringify(raw)}`;
+      const req = has("request")
+        ? requestLine(at(m, "request"))
+        : { method: at(m, "request_method") ?? "", path: pathOf(at(m, "request_uri") ?? at(m, "uri") ?? "") };
+      return fill(slot, tMs, req, at(m, "remote_addr"), keyOf(at(m, keyVar)), at(m, headerVar(fields.userHeader)));
+    },
+  };
+}
+
+export function envoyParser(
+  format: string = ENVOY_DEFAULT,
+  fields: FieldOptions = DEFAULT_FIELDS,
+): LogParser | { error: string } {
+  const compiled = compileEnvoyFormat(format);
+  const find = (...names: string[]) => names.map((n) => compiled.names.indexOf(n)).find((i) => i >= 0) ?? -1;
+  const time = find("START_TIME");
+  const method = find("REQ(:METHOD)");
+  const path = find("REQ(X-ENVOY-ORIGINAL-PATH?:PATH)", "REQ(:PATH)", "REQ(:PATH?X-ENVOY-ORIGINAL-PATH)");
+  if (time < 0 || method < 0 || path < 0)
+    return { error: "the log format needs %START_TIME%, %REQ(:METHOD)% and the path (%REQ(:PATH)%)" };
+  const direct = find("DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT", "DOWNSTREAM_REMOTE_ADDRESS");
+  const xff = find("REQ(X-FORWARDED-FOR)");
+  const key = find(`REQ(${fields.keyHeader.toUpperCase()})`, "REQ(AUTHORIZATION)");
+  const user = find(`REQ(${fields.userHeader.toUpperCase()})`);
+  const warnings =
+    direct < 0
+      ? [
+          xff < 0
+            ? "the log has no client address"
+            : "client addresses are the first X-Forwarded-For hop (the default format logs no downstream address)",
+        ]
+      : [];
+  if (key < 0) warnings.push(`the log has no API key (add %REQ(${fields.keyHeader.toUpperCase()})% to the format)`);
+  return {
+    warnings,
+    parse(line, slot) {
+      if (line.trim() === "") return null;
+      const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
+      if (m === null) return "does not match the log format";
+      const get = (i: number) => (i < 0 ? null : value(m[i + 1]));
+      const tMs = parseIsoMs(get(time) ?? "");
+      if (Number.isNaN(tMs)) return `unreadable %START_TIME% ${JSON.stringify(get(time))}`;
+      const address = direct >= 0 ? withoutPort(get(direct)) : (get(xff)?.split(",")[0]?.trim() ?? null);
+      return fill(
+        slot,
+        tMs,
+        { method: get(method) ?? "", path: pathOf(get(path) ?? "") },
+        address,
+        keyOf(get(key)),
+        get(user),
+      );
+    },
+  };
+}
+
+function withoutPort(address: string | null): string | null {
+  if (address === null) return null;
+  const v6 = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
+  if (v6 !== null) return v6[1]!;
+  return /^[\d.]+:\d+$/.test(address) ? address.slice(0, address.lastIndexOf(":")) : address;
+}
+
+export function cloudflareParser(fields: FieldOptions = DEFAULT_FIELDS): LogParser {
+  const warned: string[] = [];
+  return {
+    warnings: warned,
+    parse(line, slot) {
+      if (line.trim() === "") return null;
+      let record: Record<string, unknown>;
+      try {
+        record = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return "not JSON";
+      }
+      if (typeof record !== "object" || record === null) return "not a JSON object";
+      const tMs = edgeStartMs(record.EdgeStartTimestamp);
+      if (Number.isNaN(tMs)) return `unreadable EdgeStartTimestamp ${JSON.stringify(record.EdgeStartTimestamp)}`;
+      const uri = typeof record.ClientRequestURI === "string" ? record.ClientRequestURI : "";
+      const method = typeof record.ClientRequestMethod === "string" ? record.ClientRequestMethod : "";
+      if (method === "" || uri === "") return "no ClientRequestMethod or ClientRequestURI";
+      const headers = (
+        typeof record.RequestHeaders === "object" && record.RequestHeaders !== null ? record.RequestHeaders : {}
+      ) as Record<string, unknown>;
+      const header = (name: string) => {
+        const v = headers[name] ?? headers[name.toLowerCase()];
+        return typeof v === "string" && v !== "" ? v : null;
+      };
+      const address = typeof record.ClientIP === "string" && record.ClientIP !== "" ? record.ClientIP : null;
+      return fill(
+        slot,
+        tMs,
+        { method, path: pathOf(uri) },
+        address,
+        keyOf(header(fields.keyHeader) ?? header("authorization")),
+        header(fields.userHeader),
+      );
+    },
+  };
+}
+
+/** Logpush timestamps: unixnano, unixms or unix (numbers or digit strings, told apart by size), or RFC 3339. */
+export function edgeStartMs(v: unknown): number {
+  if (typeof v === "string" && !/^\d+$/.test(v)) return parseIsoMs(v);
+  const digits = typeof v === "number" ? String(Math.trunc(v)) : typeof v === "string" ? v : "";
+  if (!/^\d{1,19}$/.test(digits)) return Number.NaN;
+  if (digits.length >= 17) return Number(digits.slice(0, digits.length - 6));
+  if (digits.length >= 14) return Number(digits.slice(0, digits.length - 3));
+  if (digits.length >= 12) return Number(digits);
+  return Number(digits) * 1000;
+}
+
+/**
+ * A request as an NGINX log line in `format` (for round trips and tests): the variables a request trace knows are
+ * written (`$msec`, `$time_local` in UTC, `$request`, `$remote_addr`, header variables), every other one as `-`.
+ */
+export function formatNginxLine(format: string, r: RequestLine, fields: FieldOptions = DEFAULT_FIELDS): string {
+  return format.replace(/\$\{?([A-Za-z0-9_]+)\}?/g, (_, name: string) => {
+    switch (name) {
+      case "msec":
+        return `${Math.floor(r.tMs / 1000)}.${String(r.tMs % 1000).padStart(3, "0")}`;
+      case "time_local":
+        return timeLocal(r.tMs);
+      case "request":
+        return `${r.method} ${r.path} HTTP/1.1`;
+      case "request_method":
+        return r.method;
+      case "request_uri":
+        return r.path;
+      case "remote_addr":
+        return r.address ?? "-";
+      case "request_time":
+        return "0.000";
+      case "status":
+        return "200";
+      default:
+        if (name === headerVar(fields.keyHeader)) return r.key ?? "-";
+        if (name === headerVar(fields.userHeader)) return r.user ?? "-";
+        return "-";
+    }
+  });
+}
+
+function timeLocal(tMs: number): string {
+  const d = new Date(tMs);
+  const two = (n: number) => String(n).padStart(2, "0");
+  return `${two(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())} +0000`;
+}

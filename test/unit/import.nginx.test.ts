@@ -1,0 +1,329 @@
+/**
+ * `sluice import nginx`: real-world-shaped nginx.conf snippets with the rules and the report each must give, the
+ * malformed configurations with their errors, and the command's output and exit status.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
+import { importNginx } from "../../src/migrate/nginx_import.ts";
+import { type DraftRule, type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+import { runCli } from "../support/io.ts";
+
+/** The files of one configuration in a fresh folder; the path of the first (the main file). */
+function conf(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-"));
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(join(dir, name, ".."), { recursive: true });
+    writeFileSync(join(dir, name), text);
+  }
+  return join(dir, Object.keys(files)[0]!);
+}
+
+const http = (body: string) => `events {}\nhttp {\n${body}\n}\n`;
+
+/** A rule in one line: `id route identity fields`. */
+function line(rule: DraftRule): string {
+  const fields = rule.fields
+    .filter(([k]) => k !== "algorithm")
+    .map(([k, v]) => `${k}=${v}`)
+    .join(" ");
+  return `${rule.id} ${rule.match.route ?? "*"} ${rule.match.identity} ${fields}`;
+}
+
+function imported(files: Record<string, string>): ImportResult {
+  const result = importNginx(readNginxConfig(conf(files)));
+  // Every import must be a rule file the validator accepts.
+  expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
+  return result;
+}
+
+const reportOf = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`);
+
+const ZONE_IP = "limit_req_zone $binary_remote_addr zone=ip:10m rate=10r/s;";
+
+describe("nginx.conf snippets: the rules and the report", () => {
+  it.each([
+    [
+      "1 one zone for the whole server",
+      { "nginx.conf": http(`${ZONE_IP}\nserver { listen 80; limit_req zone=ip burst=20 nodelay; }`) },
+      ["ip * ip rate=10/s burst=20 nodelay=true status=503"],
+      [],
+    ],
+    [
+      "2 burst 0 and the default status (503, not Sluice's 429)",
+      { "nginx.conf": http(`${ZONE_IP}\nserver { location /api/ { limit_req zone=ip; } }`) },
+      ["ip-api * /api/** ip rate=10/s burst=0 delay=0 status=503"],
+      [],
+    ],
+    [
+      "3 delay=N and limit_req_status",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nlimit_req_status 429;\nserver { location / { limit_req zone=ip burst=12 delay=8; } }`,
+        ),
+      },
+      ["ip * ip rate=10/s burst=12 delay=8 status=429"],
+      [],
+    ],
+    [
+      "4 several limit_req in one location: both apply (composition)",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nlimit_req_zone $http_x_api_key zone=key:10m rate=100r/m;\nserver { location /v1/ { limit_req zone=ip burst=5; limit_req zone=key burst=50 nodelay; } location / {} }`,
+        ),
+      },
+      [
+        "ip-v1 * /v1/** ip rate=10/s burst=5 delay=0 status=503",
+        "key-v1 * /v1/** api_key rate=100/min burst=50 nodelay=true status=503",
+      ],
+      ["approximate: limit_req_zone $http_x_api_key zone=key:10m rate=100r/m: NGINX rounds 100r/m down to 1666"],
+    ],
+    [
+      "5 a location's limit_req replaces the inherited one",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nlimit_req_zone $binary_remote_addr zone=login:1m rate=1r/s;\nserver { limit_req zone=ip burst=20; location /login { limit_req zone=login; } location / {} }`,
+        ),
+      },
+      [
+        "login-login * /login/** ip rate=1/s burst=0 delay=0 status=503",
+        "ip * /** ip rate=10/s burst=20 delay=0 status=503",
+      ],
+      [
+        "approximate: limit_req zone=ip burst=20 (location /) also applies to location /login, which NGINX limits on its own",
+        "approximate: location /login: NGINX's prefix also matches longer names",
+      ],
+    ],
+    [
+      "6 an exact location (=)",
+      { "nginx.conf": http(`${ZONE_IP}\nserver { location = /v1/login { limit_req zone=ip burst=2; } }`) },
+      ["ip-v1-login * /v1/login ip rate=10/s burst=2 delay=0 status=503"],
+      [],
+    ],
+    [
+      "7 limit_req_dry_run on: a shadow rule",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { limit_req_dry_run on; location /api/ { limit_req zone=ip burst=3; } }`,
+        ),
+      },
+      ["ip-api * /api/** ip rate=10/s burst=3 delay=0 status=503 mode=shadow"],
+      [],
+    ],
+    [
+      "8 include of a zones file and a server glob",
+      {
+        "nginx.conf": http("include zones.conf;\ninclude sites/*.conf;"),
+        "zones.conf": ZONE_IP,
+        "sites/api.conf": "server { location /api/ { limit_req zone=ip burst=4 nodelay; } }",
+      },
+      ["ip-api * /api/** ip rate=10/s burst=4 nodelay=true status=503"],
+      [],
+    ],
+    [
+      "9 an unmappable key ($arg_token) is left out",
+      { "nginx.conf": http("limit_req_zone $arg_token zone=t:1m rate=1r/s;\nserver { limit_req zone=t; }") },
+      [],
+      [
+        "left out: limit_req_zone $arg_token zone=t:1m rate=1r/s: Sluice has no identity for the key $arg_token",
+        "left out: limit_req zone=t: its zone's key has no Sluice identity",
+      ],
+    ],
+    [
+      "10 limit_conn is reported, not mapped",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nlimit_conn_zone $binary_remote_addr zone=c:10m;\nserver { limit_conn c 10; limit_req zone=ip; }`,
+        ),
+      },
+      ["ip * ip rate=10/s burst=0 delay=0 status=503"],
+      [
+        "left out: limit_conn_zone $binary_remote_addr zone=c:10m: Sluice limits request rates, not concurrent connections",
+        "left out: limit_conn c 10: Sluice limits request rates, not concurrent connections",
+      ],
+    ],
+    [
+      "11 r/m rounding: both of NGINX's roundings with their numbers",
+      {
+        "nginx.conf": http(
+          "limit_req_zone $remote_addr zone=slow:1m rate=7r/m;\nserver { limit_req zone=slow burst=3; }",
+        ),
+      },
+      ["slow * ip rate=7/min burst=3 delay=0 status=503"],
+      [
+        "approximate: limit_req_zone $remote_addr zone=slow:1m rate=7r/m: NGINX rounds 7r/m down to 116 requests per 1000 s, so it admits one request every 8,621 ms where Sluice's exact 7/min admits one every 8,571.4 ms",
+        "approximate: limit_req_zone $remote_addr zone=slow:1m rate=7r/m: NGINX rounds down what leaked since the last admitted request and moves its clock to now: admissions less than 9 ms apart leak nothing",
+      ],
+    ],
+    [
+      "12 3r/m: whole milli-requests, so only the leak rounding",
+      { "nginx.conf": http("limit_req_zone $remote_addr zone=m:1m rate=3r/m;\nserver { limit_req zone=m; }") },
+      ["m * ip rate=3/min burst=0 delay=0 status=503"],
+      [
+        "approximate: limit_req_zone $remote_addr zone=m:1m rate=3r/m: NGINX rounds down what leaked since the last admitted request and moves its clock to now: admissions less than 20 ms apart leak nothing",
+      ],
+    ],
+    [
+      "13 a header key other than the API key counts as the user",
+      {
+        "nginx.conf": http(
+          "limit_req_zone $http_x_tenant zone=tenant:1m rate=50r/s;\nserver { location /v2/ { limit_req zone=tenant burst=100 nodelay; } }",
+        ),
+      },
+      ["tenant-v2 * /v2/** user rate=50/s burst=100 nodelay=true status=503"],
+      [
+        "note: limit_req_zone $http_x_tenant zone=tenant:1m rate=50r/s: counted as the user, from the x-tenant header: set USER_HEADER=x-tenant in wrangler.toml",
+      ],
+    ],
+    [
+      "14 a regex location mapped to a route",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location ~ ^/v1/users/[0-9]+/orders$ { limit_req zone=ip burst=1; } }`,
+        ),
+      },
+      ["ip-v1-users-orders * /v1/users/*/orders ip rate=10/s burst=1 delay=0 status=503"],
+      [],
+    ],
+    [
+      "15 a regex location that cannot be a route is reported",
+      { "nginx.conf": http(`${ZONE_IP}\nserver { location ~ \\.php$ { limit_req zone=ip; } location / {} }`) },
+      [],
+      ["left out: location ~ \\.php$: cannot be written as a Sluice route, so limit_req zone=ip is not applied there"],
+    ],
+    [
+      "16 one zone in two locations: one state in NGINX, two rules in Sluice",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location /a/ { limit_req zone=ip burst=5; } location /b/ { limit_req zone=ip burst=5; } location / {} }`,
+        ),
+      },
+      ["ip-a * /a/** ip rate=10/s burst=5 delay=0 status=503", "ip-b * /b/** ip rate=10/s burst=5 delay=0 status=503"],
+      [
+        "approximate: zone ip is read by 2 rules (ip-a, ip-b): NGINX keeps one state per key for the zone, Sluice one per rule",
+      ],
+    ],
+    [
+      "17 two servers with limits: rules do not match by host",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { server_name a.example; limit_req zone=ip burst=1; }\nserver { server_name b.example; limit_req zone=ip burst=9; }`,
+        ),
+      },
+      ["ip * ip rate=10/s burst=1 delay=0 status=503", "ip-2 * ip rate=10/s burst=9 delay=0 status=503"],
+      [
+        "approximate: several server blocks have limits: Sluice rules do not match by host, so each applies to every host",
+      ],
+    ],
+    [
+      "18 delay above burst is nodelay; nested location inherits",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location /api/ { limit_req zone=ip burst=2 delay=5; location /api/admin/ { } } }`,
+        ),
+      },
+      ["ip-api * /api/** ip rate=10/s burst=2 nodelay=true status=503"],
+      [],
+    ],
+  ] as const)("%s", (_name, files, rules, report) => {
+    const result = imported(files as Record<string, string>);
+    expect(result.rules.map(line)).toEqual(rules);
+    const items = reportOf(result).filter(
+      (r) =>
+        !r.startsWith("note: limit_req_zone $binary_remote_addr") && !r.startsWith("note: limit_req_zone $remote_addr"),
+    );
+    for (const expected of report) expect(items.some((i) => i.startsWith(expected))).toBe(true);
+    expect(items.length).toBeGreaterThanOrEqual(report.length);
+  });
+
+  it("names the directive each rule came from in a comment", () => {
+    const path = conf({
+      "nginx.conf": http(`${ZONE_IP}\nserver {\n  location /api/ {\n    limit_req zone=ip burst=20 nodelay;\n  }\n}`),
+    });
+    const yaml = rulesYaml(importNginx(readNginxConfig(path)), "test");
+    expect(yaml).toContain(
+      `# from ${path}:6: limit_req zone=ip burst=20 nodelay (location /api/; zone ip at ${path}:3: ${ZONE_IP.slice(0, -1)})`,
+    );
+  });
+});
+
+describe("malformed nginx.conf: the error names the file and line", () => {
+  it.each([
+    [
+      "a missing ;",
+      http("limit_req_zone $binary_remote_addr zone=ip:10m rate=10r/s\n"),
+      /nginx\.conf:\d+:\d+: .*(no ending ";"|unexpected "}")/,
+    ],
+    ["an unclosed block", "events {}\nhttp {\n server {\n", /nginx\.conf: unexpected end of file, expecting "}"/],
+    ["an unterminated quote", 'http { log_format x "abc; }', /nginx\.conf:1:21: unterminated double quote/],
+    ["a stray }", "events {}\n}\n", /nginx\.conf:2:1: unexpected "}"/],
+    [
+      "a bad rate",
+      http("limit_req_zone $binary_remote_addr zone=ip:10m rate=1.5r/s;"),
+      /nginx\.conf:3: limit_req_zone: bad rate=1\.5r\/s/,
+    ],
+    [
+      "an unknown zone",
+      http("server { limit_req zone=nope; }"),
+      /nginx\.conf:3: limit_req: no limit_req_zone defines zone "nope"/,
+    ],
+    [
+      "a zone defined twice",
+      http(`${ZONE_IP}\n${ZONE_IP}`),
+      /nginx\.conf:4: limit_req_zone: zone "ip" is defined twice/,
+    ],
+    [
+      "a bad limit_req parameter",
+      http(`${ZONE_IP}\nserver { limit_req zone=ip brust=5; }`),
+      /nginx\.conf:4: limit_req: unknown parameter "brust=5"/,
+    ],
+    [
+      "a bad status",
+      http(`${ZONE_IP}\nlimit_req_status 200;`),
+      /nginx\.conf:4: limit_req_status must be a status from 400 to 599/,
+    ],
+    ["no http block", "events {}\n", /no http \{ \.\.\. \} block/],
+    ["a missing include", http("include missing.conf;"), /nginx\.conf:3: include: no such file .*missing\.conf/],
+  ])("%s", async (_name, text, message) => {
+    const path = conf({ "nginx.conf": text });
+    const r = await runCli(["import", "nginx", path]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe("");
+  });
+});
+
+describe("sluice import nginx", () => {
+  const partial = http(
+    "limit_req_zone $binary_remote_addr zone=ip:10m rate=10r/s;\nlimit_req_zone $arg_t zone=t:1m rate=1r/s;\nserver { location /a/ { limit_req zone=ip; } location /b/ { limit_req zone=t; } }",
+  );
+
+  it("writes the rules, the report and exits 1 when something was left out", async () => {
+    const path = conf({ "nginx.conf": partial });
+    const r = await runCli(["import", "nginx", path]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("- id: ip-a");
+    expect(r.stdout).not.toContain("- id: t-b");
+    expect(r.stderr).toContain("1 rule written; 0 approximate, 2 left out");
+    expect(r.stderr).toContain("rerun with --allow-partial");
+  });
+
+  it("--allow-partial exits 0; --out writes a file sluice validate accepts", async () => {
+    const path = conf({ "nginx.conf": partial });
+    const out = join(path, "..", "imported.yaml");
+    const r = await runCli(["import", "nginx", path, "--allow-partial", "--out", out]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("");
+    const v = await runCli(["validate", out]);
+    expect(v.code).toBe(0);
+  });
+
+  it("says what it expects on a usage error", async () => {
+    const r = await runCli(["import", "haproxy", "x.cfg"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('expected "nginx" or "envoy", got "haproxy"');
+  });
+});

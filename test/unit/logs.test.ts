@@ -1,0 +1,250 @@
+/**
+ * Access logs as request traces: samples of each kind (NGINX, Envoy, Cloudflare Logpush) with malformed lines, the
+ * `sluice trace from` command (bad lines reported with their numbers, never fatal; late lines put back in order),
+ * and the round trip: a generated request trace printed as an NGINX log and parsed back is the same trace.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import {
+  cloudflareParser,
+  edgeStartMs,
+  envoyParser,
+  formatNginxLine,
+  type LogParser,
+  NGINX_COMBINED,
+  nginxParser,
+  parseTimeLocal,
+} from "../../src/replay/logs.ts";
+import { emptyRequestLine, parseRequestLineInto, type RequestLine } from "../../src/replay/request_trace.ts";
+import { runCli } from "../support/io.ts";
+import { seeded } from "../support/random.ts";
+
+function parser(p: LogParser | { error: string }): LogParser {
+  if ("error" in p) throw new Error(p.error);
+  return p;
+}
+
+/** Every line parsed: the request (without cost) or the error. */
+function parseAll(p: LogParser, text: string): (RequestLine | string | null)[] {
+  return text.split("\n").map((l) => {
+    const slot = emptyRequestLine();
+    const r = p.parse(l, slot);
+    return r === true ? { ...slot } : r;
+  });
+}
+
+const req = (
+  tMs: number,
+  method: string,
+  path: string,
+  address: string | null,
+  key: string | null = null,
+  user: string | null = null,
+): RequestLine => ({
+  tMs,
+  method,
+  path,
+  address,
+  key,
+  user,
+  cost: null,
+});
+
+function tmp(name: string, text: string): string {
+  const path = join(mkdtempSync(join(tmpdir(), "sluice-logs-")), name);
+  writeFileSync(path, text);
+  return path;
+}
+
+describe("NGINX access logs", () => {
+  const TIMED =
+    '$remote_addr - $remote_user [$time_local] $msec $request_time "$request" $status "$http_x_api_key" "$http_x_user_id"';
+
+  it("combined: whole-second times (with a warning), the query dropped, \\x escapes undone, bad lines said", () => {
+    const p = parser(nginxParser(NGINX_COMBINED));
+    expect(p.warnings[0]).toContain("whole seconds");
+    const lines = [
+      '192.0.2.10 - - [01/Dec/2026:10:00:00 +0000] "GET /v1/quotes?zip=10115 HTTP/1.1" 200 512 "-" "curl/8.5"',
+      '198.51.100.7 - alice [01/Dec/2026:11:00:01 +0100] "POST /v1/labels:batch HTTP/2.0" 429 0 "-" "a \\x22quoted\\x22 agent"',
+      "not a log line",
+      '192.0.2.10 - - [01/Dec/2026:10:00:00 +0000] "\\x16\\x03\\x01" 400 0 "-" "-"',
+      '192.0.2.10 - - [31/Foo/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 0 "-" "-"',
+      "",
+    ];
+    expect(parseAll(p, lines.join("\n"))).toEqual([
+      req(Date.UTC(2026, 11, 1, 10), "GET", "/v1/quotes", "192.0.2.10"),
+      req(Date.UTC(2026, 11, 1, 10, 0, 1), "POST", "/v1/labels:batch", "198.51.100.7"),
+      "does not match the log format",
+      'not a request line: "\\u0016\\u0003\\u0001"',
+      'unreadable time "31/Foo/2026:10:00:00 +0000"',
+      null,
+    ]);
+  });
+
+  it("$msec with $request_time: the request's start, in ms; the API key and user from their headers", () => {
+    const p = parser(nginxParser(TIMED));
+    expect(p.warnings).toEqual([]);
+    const line =
+      '2001:db8::1 - - [01/Dec/2026:10:00:00 +0000] 1796119200.250 0.120 "GET /v1/tracking/1Z99 HTTP/1.1" 200 "sk_live_9" "u-17"';
+    expect(parseAll(p, line)).toEqual([
+      req(1796119200130, "GET", "/v1/tracking/1Z99", "2001:db8::1", "sk_live_9", "u-17"),
+    ]);
+  });
+
+  it("the key from Authorization: Bearer when the format logs it", () => {
+    const p = parser(nginxParser('$remote_addr $msec "$request" "$http_authorization"'));
+    expect(parseAll(p, '192.0.2.1 1796119200.001 "GET / HTTP/1.1" "Bearer sk_x"')).toEqual([
+      req(1796119200001, "GET", "/", "192.0.2.1", "sk_x"),
+    ]);
+  });
+
+  it("a format without a time or a request is refused", () => {
+    expect(nginxParser("$remote_addr $request")).toEqual({
+      error: "the log format has no time ($msec, $time_iso8601 or $time_local)",
+    });
+    expect(nginxParser("$remote_addr $msec")).toEqual({
+      error: "the log format has no request ($request, or $request_method and $request_uri)",
+    });
+  });
+
+  it("reads $time_local with its offset", () => {
+    expect(parseTimeLocal("10/Oct/2000:13:55:36 -0700")).toBe(Date.UTC(2000, 9, 10, 20, 55, 36));
+  });
+
+  it("round trip: a generated request trace printed as an NGINX log and parsed back is the same trace", () => {
+    const random = seeded(20);
+    const pick = <T>(xs: readonly T[]) => xs[Math.floor(random() * xs.length)]!;
+    const addresses = ["192.0.2.1", "198.51.100.23", "203.0.113.254", "2001:db8::7", "2001:db8:1:2::ff"];
+    const paths = ["/", "/v1/quotes", "/v1/labels:batch", "/v1/addresses/a%2Fb/validate", "/V1//public/x/"];
+    let t = 1_796_119_200_000;
+    const trace: RequestLine[] = [];
+    for (let i = 0; i < 500; i++) {
+      t += Math.floor(random() * 50);
+      trace.push(
+        req(
+          t,
+          pick(["GET", "POST", "HEAD", "DELETE"]),
+          pick(paths),
+          pick([...addresses, null]),
+          pick(["sk_a", "sk_b9", null]),
+          pick(["u1", null]),
+        ),
+      );
+    }
+    const log = trace.map((r) => formatNginxLine(TIMED, r)).join("\n");
+    const p = parser(nginxParser(TIMED));
+    expect(parseAll(p, log)).toEqual(trace);
+  });
+});
+
+describe("Envoy access logs (the default format)", () => {
+  it("reads the start time in ms, the first X-Forwarded-For hop, and says what it cannot", () => {
+    const p = parser(envoyParser());
+    expect(p.warnings).toEqual([
+      "client addresses are the first X-Forwarded-For hop (the default format logs no downstream address)",
+      "the log has no API key (add %REQ(X-API-KEY)% to the format)",
+    ]);
+    const lines = [
+      '[2026-12-01T10:00:00.310Z] "GET /v1/quotes?x=1 HTTP/1.1" 200 - 0 58 12 10 "203.0.113.9, 10.0.0.1" "curl/8" "req-1" "api.example" "10.0.0.5:8080"',
+      '[2026-12-01T10:00:00.311Z] "POST /v1/login HTTP/2" 429 RL 0 0 0 - "-" "-" "req-2" "api.example" "-"',
+      '[yesterday] "GET / HTTP/1.1" 200 - 0 0 0 - "-" "-" "-" "-" "-"',
+      "garbage",
+    ];
+    expect(parseAll(p, lines.join("\n"))).toEqual([
+      req(Date.UTC(2026, 11, 1, 10, 0, 0, 310), "GET", "/v1/quotes", "203.0.113.9"),
+      req(Date.UTC(2026, 11, 1, 10, 0, 0, 311), "POST", "/v1/login", null),
+      'unreadable %START_TIME% "yesterday"',
+      "does not match the log format",
+    ]);
+  });
+
+  it("a custom format with the downstream address and the key", () => {
+    const p = parser(
+      envoyParser("%START_TIME% %REQ(:METHOD)% %REQ(:PATH)% %DOWNSTREAM_REMOTE_ADDRESS% %REQ(X-API-KEY)%\n"),
+    );
+    expect(p.warnings).toEqual([]);
+    expect(parseAll(p, "2026-12-01T10:00:00.000Z GET /a [2001:db8::2]:443 sk_1")).toEqual([
+      req(Date.UTC(2026, 11, 1, 10), "GET", "/a", "2001:db8::2", "sk_1"),
+    ]);
+  });
+});
+
+describe("Cloudflare Logpush http_requests", () => {
+  it("reads EdgeStartTimestamp in each format, the headers, and reports bad records", () => {
+    const p = cloudflareParser({ keyHeader: "x-api-key", userHeader: "x-user-id" });
+    const base = { ClientIP: "198.51.100.4", ClientRequestMethod: "GET", ClientRequestURI: "/v1/quotes?a=1" };
+    const lines = [
+      // A unixnano timestamp as Logpush writes it: 19 digits, more than a double holds exactly.
+      `${JSON.stringify({ ...base, RequestHeaders: { "x-api-key": "sk_9" } }).slice(0, -1)},"EdgeStartTimestamp":1796119200123456789}`,
+      JSON.stringify({ ...base, EdgeStartTimestamp: "2026-12-01T10:00:00.5Z" }),
+      JSON.stringify({ ...base, EdgeStartTimestamp: 1796119201 }),
+      JSON.stringify({ ...base, EdgeStartTimestamp: "soon" }),
+      "{not json",
+      JSON.stringify({ EdgeStartTimestamp: 1796119201 }),
+    ];
+    const t = Date.UTC(2026, 11, 1, 10);
+    expect(parseAll(p, lines.join("\n"))).toEqual([
+      req(1796119200123, "GET", "/v1/quotes", "198.51.100.4", "sk_9"),
+      req(t + 500, "GET", "/v1/quotes", "198.51.100.4"),
+      req(t + 1000, "GET", "/v1/quotes", "198.51.100.4"),
+      'unreadable EdgeStartTimestamp "soon"',
+      "not JSON",
+      "no ClientRequestMethod or ClientRequestURI",
+    ]);
+    expect(edgeStartMs("1796119200123")).toBe(1796119200123);
+  });
+});
+
+describe("sluice trace from", () => {
+  it("writes a request trace, reports every bad line with its number, and puts late lines back in order", async () => {
+    const format = '$remote_addr $msec $request_time "$request"';
+    const log = tmp(
+      "access.log",
+      [
+        '192.0.2.1 1796119200.500 0.000 "GET /a HTTP/1.1"',
+        "oops",
+        '192.0.2.2 1796119200.900 0.600 "GET /slow HTTP/1.1"',
+        '192.0.2.1 1796119200.400 0.000 "GET /b HTTP/1.1"',
+        "also bad",
+      ].join("\n"),
+    );
+    const r = await runCli(["trace", "from", "nginx", log, "--format", format]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(
+      "# sluice request trace v1\nt_ms,method,path,address,key,user,cost\n" +
+        "1796119200300,GET,/slow,192.0.2.2,,,\n1796119200400,GET,/b,192.0.2.1,,,\n1796119200500,GET,/a,192.0.2.1,,,\n",
+    );
+    expect(r.stderr).toContain(`${log}:2: does not match the log format`);
+    expect(r.stderr).toContain(`${log}:5: does not match the log format`);
+    expect(r.stderr).toContain(`${log}: 2 of 5 lines could not be read and were left out`);
+    // What it wrote is a request trace.
+    const slot = emptyRequestLine();
+    for (const l of r.stdout.split("\n").slice(2, -1)) expect(parseRequestLineInto(l, slot)).toBe(true);
+  });
+
+  it("reads the format from an nginx.conf's access_log", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-logs-"));
+    writeFileSync(
+      join(dir, "nginx.conf"),
+      "http {\n  log_format ms '$remote_addr $msec \"$request\"';\n  access_log /var/log/a.log ms;\n}\n",
+    );
+    writeFileSync(join(dir, "a.log"), '203.0.113.1 1796119200.007 "PUT /x HTTP/1.1"\n');
+    const r = await runCli(["trace", "from", "nginx", join(dir, "a.log"), "--conf", join(dir, "nginx.conf")]);
+    expect(r.stdout.split("\n")[2]).toBe("1796119200007,PUT,/x,203.0.113.1,,,");
+  });
+
+  it("exits 1 when no line can be read, and stops at 20 shown", async () => {
+    const log = tmp("bad.log", Array.from({ length: 30 }, (_, i) => `bad ${i}`).join("\n"));
+    const r = await runCli(["trace", "from", "cloudflare", log]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split("\n").filter((l) => l.endsWith(": not JSON"))).toHaveLength(20);
+    expect(r.stderr).toContain("30 of 30 lines could not be read and were left out (the first 20 shown: lines 1, 2,");
+  });
+
+  it("usage errors", async () => {
+    expect((await runCli(["trace", "into", "nginx"])).stderr).toContain('expected "from", got "into"');
+    expect((await runCli(["trace", "from", "apache", "x"])).stderr).toContain("expected nginx, envoy or cloudflare");
+  });
+});
