@@ -1,3 +1,4 @@
+// long-file: one self-contained page (markup, style and script) served as a single string.
 /**
  * The dashboard at `/_sluice/`: one self-contained HTML page (inline style and script, no external assets) that shows
  * the limiter at work through the admin API: the fleet view from Analytics Engine (or how to enable it), this
