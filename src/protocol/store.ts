@@ -10,11 +10,13 @@
  */
 import {
   type AlgorithmState,
+  capacityOf,
   carryOver,
   type Decision,
   decide,
   fingerprintOf,
   freshAtMs,
+  leasePolicy,
   leaseRefillOver,
   leaseTermMs,
   refund,
@@ -109,14 +111,19 @@ function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord
   };
 }
 
-/** Give back an admitted request's cost. A record made under other parameters (a redeploy in between) is left alone. */
+/**
+ * Give back an admitted request's cost. A refund names units charged under the rule as its caller had it; a record
+ * made under other parameters since (a deploy, an override change) takes them back in its own terms: its state is
+ * that charge converted by the algorithm's carry-over, and a unit is one request under either rule, so nothing a caller
+ * gives back is dropped (the algorithm's `refund` never gives back more than the state holds).
+ */
 export function refundRecord(
   record: LimiterRecord | null,
   input: RefundInput,
   nowMs: number,
 ): { readonly result: RefundResult; readonly record: LimiterRecord | null } {
-  const { params } = input.rule;
-  if (record === null || record.fingerprint !== fingerprintOf(params)) return { result: null, record };
+  if (record === null) return { result: null, record };
+  const { params } = record;
   const state = refund(params, record.state, input.cost, input.admittedAtMs);
   // Peek with a cost-1 check whose new state is thrown away: n cost-1 requests fit iff the first does and n-1 follow.
   const peek = decide(params, state, 1, nowMs);
@@ -176,8 +183,13 @@ export const CALL_MEMORY_MS = 60_000;
 /** Calls per second for one key beyond which its object tells isolates it is busy (`CallResult.busy`). */
 export const BUSY_CALLS_PER_S = 100;
 
-/** How many call ids the object remembers at most (oldest forgotten first). */
-export const CALL_MEMORY_MAX = 512;
+/**
+ * How many call ids the object remembers at most (oldest forgotten first). A retry follows its first attempt within
+ * one call budget, while its isolate has no other call in flight for the key; 128 covers that at the object's own
+ * limit of about 1,000 calls/s for budgets up to 128 ms, and at the busy mark (`BUSY_CALLS_PER_S`) for over a second.
+ * The object stores each remembered call on its own (limiter.ts), so a call writes one entry, not the list.
+ */
+export const CALL_MEMORY_MAX = 128;
 
 /** A call the object applied, as it remembers it (compactly: one character per request). */
 export interface AppliedCall {
@@ -192,6 +204,21 @@ export interface AppliedCall {
   readonly leaseUnits: number;
   /** The lease's term, ms. */
   readonly leaseForMs: number;
+}
+
+/**
+ * The most one lease of a window rule takes of its window's budget: a quarter of the limit (at least 1 unit), so that
+ * no isolate holds most of a small window's budget while the others' requests are refused (a `5 per minute` rule
+ * lends 1 unit at a time). A rate rule's leases are shared by demand instead (`grantLease`), and capped only by its
+ * capacity. The validator refuses a `lease.units` above the cap (src/rules/parse.ts).
+ */
+export const LEASE_MAX_SHARE_DIVISOR = 4;
+
+/** The most units one lease of this rule takes (`LEASE_MAX_SHARE_DIVISOR`). */
+export function leaseCapOf(params: AlgorithmParams): number {
+  const capacity = capacityOf(params);
+  if (leasePolicy(params.algorithm).kind !== "window") return capacity;
+  return Math.max(1, Math.floor(capacity / LEASE_MAX_SHARE_DIVISOR));
 }
 
 /** A lease request: after the batch, charge up to `units` more, for the caller to admit from locally. */
@@ -248,6 +275,8 @@ export interface CallResult {
    * isolates each just under `above` do not together make a call per request. Absent: not busy.
    */
   readonly busy?: boolean;
+  /** For a call that gave units back (`giveBack`): the key's figures after it, as a refund reports them. */
+  readonly refunded?: RefundResult;
 }
 
 /**
@@ -280,7 +309,14 @@ export function callRecord(
     current = granted.record;
     lease = granted.lease;
   }
-  const result: CallResult = { atMs: nowMs, results, lease, replayed: false };
+  const refunded = (input.giveBack?.length ?? 0) > 0 ? figuresOf(current, input.rule, nowMs) : null;
+  const result: CallResult = {
+    atMs: nowMs,
+    results,
+    lease,
+    replayed: false,
+    ...(refunded === null ? {} : { refunded }),
+  };
   if (current === record) return { result: withBusy(result, record, nowMs), record };
   if (current === null) return { result, record: null };
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
@@ -297,6 +333,12 @@ export function callRecord(
   const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
   const next = { ...current, calls };
   return { result: withBusy(result, next, nowMs), record: next };
+}
+
+/** The key's figures for a cost-1 request now, as a refund reports them. */
+function figuresOf(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): RefundResult {
+  const peek = peekRecord(record, rule, nowMs);
+  return { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs };
 }
 
 /** The result, marked busy when the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
@@ -336,16 +378,20 @@ function grantLease(
     supply === null || demand <= supply
       ? ask.units
       : Number(ceilDivBig(BigInt(ask.units) * BigInt(supply), BigInt(demand)));
-  const units = Math.min(ask.units, share, available);
+  const cap = leaseCapOf(rule.params);
+  const units = Math.min(ask.units, share, available, cap);
   let current = record;
   let lease: LeaseGrant | null = null;
   if (units >= 1) {
     const out = checkRecord(current, { rule, cost: units }, nowMs);
     if (out.result.ok && out.result.decision.allowed) {
       current = out.record;
-      // Cut short by what the key holds now, not by its share: the rest of the share comes back with the refill, so
-      // the lease is shorter in proportion (down to a quarter of the ttl) and its holder asks again sooner.
-      const termMs = units < share ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share)) : ttlMs;
+      // Cut short by what the key holds now, not by its share (nor by the cap): the rest of the share comes back with
+      // the refill, so the lease is shorter in proportion (down to a quarter of the ttl) and its holder asks again sooner.
+      const termMs =
+        units === available && available < share
+          ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share))
+          : ttlMs;
       lease = { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
     }
   }
@@ -392,5 +438,7 @@ function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCal
     };
   });
   const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
-  return { atMs: nowMs, results, lease, replayed: true };
+  const refunded =
+    (input.giveBack?.length ?? 0) > 0 ? { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } : null;
+  return { atMs: nowMs, results, lease, replayed: true, ...(refunded === null ? {} : { refunded }) };
 }
