@@ -21,6 +21,7 @@ import {
   leaseTermMs,
   refund,
 } from "../algorithms/index.ts";
+import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 
 /** The stored record: the state and the parameters it was made under. */
@@ -207,12 +208,11 @@ export interface AppliedCall {
 }
 
 /**
- * The most one lease of a window rule takes of its window's budget: a quarter of the limit (at least 1 unit), so that
- * no isolate holds most of a small window's budget while the others' requests are refused (a `5 per minute` rule
- * lends 1 unit at a time). A rate rule's leases are shared by demand instead (`grantLease`), and capped only by its
- * capacity. The validator refuses a `lease.units` above the cap (src/rules/parse.ts).
+ * A window rule's lease takes at most a quarter of its limit (`LEASE_MAX_SHARE_DIVISOR`, src/rules/lease.ts), so no
+ * isolate holds most of a small window's budget while the others' requests are refused. A rate rule's leases are
+ * shared by demand instead (`grantLease`), and capped only by its capacity.
  */
-export const LEASE_MAX_SHARE_DIVISOR = 4;
+export { LEASE_MAX_SHARE_DIVISOR };
 
 /** The most units one lease of this rule takes (`LEASE_MAX_SHARE_DIVISOR`). */
 export function leaseCapOf(params: AlgorithmParams): number {
