@@ -3,10 +3,13 @@
  * The Durable Object (exact, persisted) and the in-isolate store (`scope: local`, approximate) are shells around
  * these, and both run the same pure core as the simulator.
  *
- * Rule changes across a redeploy: the record remembers the parameters its state was made under. When a request
- * arrives with other parameters, `carryOver` converts the state (tokens capped at the new burst, counts kept in an
- * unchanged window, ...) or discards it (another algorithm, another window); see docs/rules.md, "Changing a rule's
- * parameters".
+ * Rule changes across a redeploy: the record remembers the parameters its state was made under, and the rules version
+ * they came from. When a request arrives with other parameters of a version at least as new, `carryOver` converts the
+ * state (tokens capped at the new burst, counts kept in an unchanged window, ...) or discards it (another algorithm,
+ * another window); see docs/rules.md, "Changing a rule's
+ * parameters". A request from an older version (an isolate the deploy or an
+ * override change has not reached yet) is decided under the record's newer parameters (`ruleFor`): two versions
+ * serving at once never thrash the state between two fingerprints.
  */
 import {
   type AlgorithmState,
@@ -32,6 +35,8 @@ export interface LimiterRecord {
   /** `JSON.stringify(params)`: compared to detect a rule change. */
   readonly fingerprint: string;
   readonly state: AlgorithmState;
+  /** The rules version `params` came from (`LimiterRule.version`); absent: 0. */
+  readonly version?: number;
   /** Calls applied in the last `CALL_MEMORY_MS` (at most `CALL_MEMORY_MAX`), so a retried call is not charged twice. */
   readonly calls?: readonly AppliedCall[];
   /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget (`callRecord`). */
@@ -50,6 +55,21 @@ export interface LeaseAsks {
 export interface LimiterRule {
   readonly id: string;
   readonly params: AlgorithmParams;
+  /**
+   * The rules version the parameters come from: the build's `RULES_VERSION`, or an account record's own for an
+   * override (src/request/match.ts `compileOverride`). Monotonic; absent: 0.
+   */
+  readonly version?: number;
+}
+
+/**
+ * The rule a call is decided under: its own, unless the record was made under a newer rules version, whose parameters
+ * then decide it (the object obeys the newest version it has seen). Equal versions: the call's own (an unversioned
+ * caller, or a redeploy of the same version, behaves as before versions).
+ */
+export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): LimiterRule {
+  if (record === null || (rule.version ?? 0) >= (record.version ?? 0)) return rule;
+  return { id: rule.id, params: record.params, version: record.version ?? 0 };
 }
 
 export interface CheckInput {
@@ -90,15 +110,21 @@ export function checkRecord(
   input: CheckInput,
   nowMs: number,
 ): { readonly result: CheckResult; readonly record: LimiterRecord | null } {
-  const { params } = input.rule;
+  const rule = ruleFor(record, input.rule);
+  const { params } = rule;
   const fingerprint = fingerprintOf(params);
   const state = currentState(record, params, fingerprint, nowMs);
   const out = decide(params, state, input.cost, nowMs);
   if (!out.ok) return { result: out, record };
   const result: CheckResult = { ok: true, decision: out.decision, atMs: nowMs };
-  const unchanged = record !== null && record.fingerprint === fingerprint && out.state === record.state;
+  const version = rule.version ?? 0;
+  const unchanged =
+    record !== null &&
+    record.fingerprint === fingerprint &&
+    out.state === record.state &&
+    version === (record.version ?? 0);
   if (unchanged) return { result, record };
-  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state };
+  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state, ...(version === 0 ? {} : { version }) };
   return { result, record: record === null ? next : keepBookkeeping(record, next) };
 }
 
@@ -150,7 +176,7 @@ export interface PeekResult {
 
 /** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away. */
 export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
-  const { params } = rule;
+  const { params } = ruleFor(record, rule);
   const state = currentState(record, params, fingerprintOf(params), nowMs);
   return peekState(params, state, nowMs);
 }
@@ -291,6 +317,8 @@ export function callRecord(
 ): { readonly result: CallResult; readonly record: LimiterRecord | null } {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
+  // Decided under the newest rules version the object has seen (the call's own, or the record's).
+  input = { ...input, rule: ruleFor(record, input.rule) };
 
   let current = record;
   for (const back of input.giveBack ?? []) {
