@@ -818,7 +818,7 @@ export class Coalescer {
           failure,
           message,
           attempts,
-          late: late === null ? null : late.then((r) => r.results[i] ?? { ok: false, error: "invalid_cost" }),
+          late: late === null ? null : lateResult(late, i),
           refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs, w.keepAlive),
         },
     );
@@ -1032,6 +1032,17 @@ export class Coalescer {
     });
     keepAlive?.(work);
   }
+}
+
+/**
+ * Request `i`'s result from a call that answered after its budget ran out. A late call that fails is nobody's
+ * concern unless its caller looks (the gateway refunds a late admission only when the request was refused): the
+ * rejection is marked handled here, and still reaches whoever awaits the result.
+ */
+function lateResult(late: Promise<CallResult>, i: number): Promise<CheckResult> {
+  const result = late.then((r): CheckResult => r.results[i] ?? { ok: false, error: "invalid_cost" });
+  result.catch(() => undefined);
+  return result;
 }
 
 /** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
