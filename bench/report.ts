@@ -440,7 +440,25 @@ if (
     `- rate rules within 1% of the exact single writer at >= 2x the limit and 3% at the limit: ${met(g.rateAccuracy)} (${g.rateAccuracy?.detail ?? ""})`,
     `- at 10 req/s, decisions identical to one call per request: ${met(g.low)} (${g.low?.detail ?? ""})`,
     "",
+    ...clusterMisses(d.rows),
+    "",
   );
+}
+
+/** Why the goals this run missed are missed, with its figures. */
+function clusterMisses(rows: readonly ClusterRow[]): string[] {
+  const steady = rows.filter((r) => r.scenario === "steady" && r.loadPerS >= 5000);
+  const by = (n: number) => steady.filter((r) => r.isolates === n);
+  const busiest = (rs: readonly ClusterRow[]) => Math.max(0, ...rs.map((r) => r.busiestSecondCalls));
+  const worstDiff = (rs: readonly ClusterRow[]) => Math.min(0, ...rs.map((r) => r.admittedVsExactPct));
+  const sizes = [...new Set(steady.map((r) => r.isolates))].sort((a, b) => a - b);
+  return [
+    "Why the misses (causes, from this run):",
+    "",
+    `- calls and overload: with no delegate tier, the key's object sees about one call per isolate per lease term (the automatic ttl is 1 s), so fan-out, not load, sets its calls: the busiest second at or above the limit is ${sizes.map((n) => `${busiest(by(n))} calls at ${n} isolates`).join(", ")}. At 1,000 isolates and more that is the object's own ceiling (about 1,000 calls/s): it refuses calls as overloaded for the whole run, not only in the cold start.`,
+    `- what overload costs now: never an admission uncounted (the "failed open" column holds only real failures, timeouts and a restart's resets, of keys this isolate did not yet know to be hot, which \`on_error\` decides as the issue asks; an overloaded object never fails open), but refusals: admitted vs exact at or above the limit goes down to ${sizes.map((n) => `${worstDiff(by(n))}% at ${n} isolates`).join(", ")}. Under-admission, never over-admission: the window and rate bounds hold in every row.`,
+    "- what would meet the goals, not built: a delegate object per (rule, key, region) holding a share for its region's isolates (9 regions: about 9 calls per term on the key's object), and rate shares as a rate with an expiry (nothing charged up front, so a dead isolate loses nothing). See docs/rules.md, \"Hot keys: what each algorithm guarantees\".",
+  ];
 }
 
 interface ObjectMemoryRow {
