@@ -181,6 +181,8 @@ interface KeyState {
   returnsArmed: boolean;
   /** An overloaded object sent refunds back: none go in a call of their own before this (this isolate's clock). */
   returnsNotBeforeMs: number;
+  /** Until when the key's object is known overloaded (one lease ttl after its last overloaded answer here). */
+  overloadedUntilMs: number;
   lastGrant: LastGrant | null;
   /** A share this isolate decides from while the object cannot be asked (never charged, never given back). */
   fallback: HeldLease | null;
@@ -343,7 +345,12 @@ export class Coalescer {
   /** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
   private isHot(st: KeyState, now: number): boolean {
     const g = st.lastGrant;
-    return now < st.busyUntilMs || st.lease !== null || (g !== null && now < g.endsAtMs + g.termMs);
+    return (
+      now < st.busyUntilMs ||
+      now < st.overloadedUntilMs ||
+      st.lease !== null ||
+      (g !== null && now < g.endsAtMs + g.termMs)
+    );
   }
 
   /**
@@ -361,11 +368,15 @@ export class Coalescer {
    *    refused (no backoff: the requests already waiting still go to the object). An overload thus never admits
    *    anything uncounted; it under-admits for that backoff at most.
    * 4. Any other failure (unreachable, timeout, an error) of a key that is not hot here: its rule's `on_error`.
-   *    A hot key (a share held lately, or a busy object) was decided by 1 or 2 when they apply.
+   *    A hot key (a share held lately, or a busy object) was decided by 1 or 2 when they apply; and its call that
+   *    times out (or any call within a lease ttl of an overloaded answer that does) is taken for what it most likely
+   *    is, an overloaded object whose queue outlasted the budget, and decided as 3.
    */
   private lastKnown(st: KeyState, failure: FailureKind, cost: number, now: number, backoff = true): Asked | null {
-    const overloaded = failure === "overloaded";
-    if (!overloaded && !this.isHot(st, now)) return null;
+    if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
+    const hot = this.isHot(st, now);
+    const overloaded = failure === "overloaded" || (failure === "timeout" && hot);
+    if (!overloaded && !hot) return null;
     const share = this.fallbackShare(st, now);
     if (share !== null && share.unitsLeft >= cost) {
       share.unitsLeft -= cost;
@@ -540,6 +551,7 @@ export class Coalescer {
         refundWaiters: [],
         returnsArmed: false,
         returnsNotBeforeMs: 0,
+        overloadedUntilMs: 0,
         lastGrant: null,
         fallback: null,
       };

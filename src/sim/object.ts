@@ -6,6 +6,8 @@
  * long (Cloudflare documents a soft limit of about 1,000 requests/s per object). `restart()` models the object being
  * reset: its memory is lost (the stored record stays), and calls in the next `downMs` fail with `durableObjectReset`.
  */
+
+import { storedRecord } from "../protocol/call_slots.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
 import {
   type CallInput,
@@ -16,7 +18,6 @@ import {
   type RefundResult,
   refundRecord,
 } from "../protocol/store.ts";
-import { storedRecord } from "../protocol/call_slots.ts";
 import type { EventClock } from "./event_clock.ts";
 
 export interface SimObjectOptions {
@@ -84,7 +85,8 @@ export class SimObject {
             }
             this.counters.calls++;
             const bytes =
-              JSON.stringify(input).length + (this.record === null ? 0 : JSON.stringify(storedRecord(this.record)).length);
+              JSON.stringify(input).length +
+              (this.record === null ? 0 : JSON.stringify(storedRecord(this.record)).length);
             this.counters.bytes += bytes;
             const costMs = this.options.serviceMs + ((this.options.perKbMs ?? 0) * bytes) / 1024;
             this.freeAtMs = Math.max(this.freeAtMs, now) + costMs;

@@ -390,6 +390,38 @@ describe("the coalescer", () => {
     expect(calls).toBe(2);
   });
 
+  it("takes a timeout within a ttl of an overloaded answer for the same overload: refused, not on_error", async () => {
+    const params = fixedWindow(100, 60_000);
+    const clock = new EventClock(T0);
+    const counters: CoalesceCounters = newStats();
+    let calls = 0;
+    const transport: ObjectTransport = {
+      call: () =>
+        new Promise((_resolve, reject) => {
+          calls++;
+          // The first call is refused as overloaded; the next ones hang past the budget (the object's queue).
+          if (calls === 1) clock.after(5, () => reject(Object.assign(new Error("busy"), { overloaded: true })));
+        }),
+      refund: async () => null,
+    };
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
+    const ask = () =>
+      coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
+    const first = ask();
+    await clock.runUntil(T0 + 10);
+    expect(await first).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    // After the backoff, within a second of the overload: the call times out, and the request is still refused.
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 10);
+    const second = ask();
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 300);
+    expect(await second).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    // Long after it, a timeout is a real failure again: its rule's on_error decides.
+    await clock.runUntil(T0 + 3000);
+    const third = ask();
+    await clock.runUntil(T0 + 3300);
+    expect(await third).toMatchObject({ kind: "failed", failure: "timeout" });
+  });
+
   it("decides from a rate rule's last share, once, when the object cannot be asked; a window rule's share never", async () => {
     for (const params of [tokenBucket(100, 1000, 100), fixedWindow(1000, 60_000)]) {
       const clock = new EventClock(T0);
