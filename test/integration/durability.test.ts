@@ -56,6 +56,8 @@ describe("persistence", () => {
         burst: 20,
       }),
       state: { tokensScaled: 1900, lastMs: T0 },
+      // The rules version its parameters came from (the build's RULES_VERSION): the object obeys the newest.
+      version: expect.any(Number),
     });
     // The call it applied, remembered so that a retry of it is not charged twice: an entry of its own (a call writes
     // its entry and the record, never the list of every call remembered).
