@@ -1,3 +1,4 @@
+// long-file: the record and every operation on it (checks, refunds, batches, leases, versions), one pure protocol.
 /**
  * What a limiter keeps per (rule, key), and the two operations on it, as pure functions of (record, input, now).
  * The Durable Object (exact, persisted) and the in-isolate store (`scope: local`, approximate) are shells around

@@ -5,7 +5,7 @@
  * docs test holds docs/rules.md to it. An algorithm's own parameters are in the algorithm table (src/algorithms).
  * docs/adding-a-field.md says how to add a field.
  */
-import type { AlgorithmName } from "../algorithms/index.ts";
+import type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
 import { printLease, readLease } from "./lease.ts";
 import { describe, type Raw } from "./raw.ts";

@@ -82,10 +82,14 @@ function leaseTtl(t: Raw | undefined, e: RuleErrors, params: AlgorithmParams | n
     );
     return undefined;
   }
-  if (params?.algorithm === "fixed_window" && params.window.kind === "ms" && d.ms > params.window.ms) {
+  // A window algorithm cuts a lease at its window's end: from a window's start (the epoch starts one), a ttl longer
+  // than the window is cut to the window.
+  const policy = params === null ? null : leasePolicy(params.algorithm);
+  const windowMs = params !== null && policy?.kind === "window" ? policy.termMs(params, 0, d.ms) : d.ms;
+  if (windowMs < d.ms) {
     e.add(
       "lease.ttl",
-      `must be at most the rule's window (${params.window.ms} ms): a lease is cut at its window's end, so a longer ttl cannot work, got ${JSON.stringify(t)}`,
+      `must be at most the rule's window (${windowMs} ms): a lease is cut at its window's end, so a longer ttl cannot work, got ${JSON.stringify(t)}`,
     );
     return undefined;
   }
