@@ -92,7 +92,7 @@ async function askObject({ env, settings, isolate, ctx }: AskContext, app: Appli
   const asked = await isolate.calls.ask({
     transport: durableObjectTransport(env.LIMITER),
     name,
-    rule: { id: rule.id, params },
+    rule: { id: rule.id, params, version: compiled.version },
     cost,
     timeoutMs: settings.limiterTimeoutMs ?? rule.timeoutMs,
     lease: rule.lease,

@@ -175,9 +175,17 @@ export function parseAccount(text: string, keyHash: string, rules: readonly Comp
     console.warn(JSON.stringify({ event: "bad_override", key: keyHash, errors: limitErrors }));
   }
   const overrides = new Map<string, CompiledRule>();
+  const version = account.version ?? 0;
   for (const [ruleId, params] of account.limits) {
     const compiled = rules.find((c) => c.rule.id === ruleId);
-    if (compiled !== undefined) overrides.set(ruleId, compileOverride(compiled, params));
+    if (compiled !== undefined) overrides.set(ruleId, compileOverride(compiled, params, version));
+  }
+  // A versioned record stamps its version on the key's other rules too: an override it no longer has (removed) must
+  // win over the one an isolate still caches, as a newer version.
+  for (const compiled of rules) {
+    if (version > compiled.version && compiled.rule.match.identity === "api_key" && !overrides.has(compiled.rule.id)) {
+      overrides.set(compiled.rule.id, { ...compiled, version });
+    }
   }
   return { plan: account.plan, overrides };
 }

@@ -16,14 +16,24 @@
  * *sent* (never later than the charge), so clock skew between the isolate and the object does not stretch it. What
  * this guarantees is each algorithm's `lease` entry (src/algorithms/types.ts `LeasePolicy`), tested in test/unit/lease.props.test.ts.
  *
- * **Failures.** A batch that fails (overloaded, reset twice, timeout, ...) fails each of its requests, and the
- * gateway applies each request's rule policy (`on_error`). A retry carries the same call id, so the object never
+ * **Hot keys without hand-tuning.** A `scope: global` rule of an algorithm that takes leases but has no `lease:` of its
+ * own leases the key with the default ttl (1 s) while, and only while, the key's object says it is busy
+ * (`CallResult.busy`): at low traffic nothing changes.
+ *
+ * **Refunds** (another rule denied the request) ride with the key's next call as `giveBack`, never one call each:
+ * while a call is in flight, or the key is hot here (a lease, a busy object), they wait for the next call (at most
+ * `RETURN_WAIT_MS`, then one call carries all of them); a cold key's refund with nothing in flight starts that call at
+ * once, as a lone request would.
+ *
+ * **Failures.** When the object cannot decide a batch, each request is decided from what this isolate last knew, and
+ * only what is left takes its rule's `on_error` (`lastKnown`): an overloaded object (or a key with `maxWaiting`
+ * requests already waiting here) never admits without counting. A retry carries the same call id, so the object never
  * charges a batch twice.
  *
  * The transport, the clock and the id source are passed in: the Worker uses its Durable Object namespace and the
  * system clock; bench/cluster.ts runs this same code over a simulated network and clock.
  */
-
+import { leasePolicy } from "../algorithms/index.ts";
 import {
   type CallAnswer,
   type CallCounters,
@@ -31,14 +41,15 @@ import {
   type FailureKind,
   type ObjectTransport,
 } from "../protocol/object_call.ts";
-import type {
-  CallInput,
-  CallResult,
-  CheckResult,
-  LeaseAsk,
-  LeaseReturn,
-  LimiterRule,
-  RefundResult,
+import {
+  type CallInput,
+  type CallResult,
+  type CheckResult,
+  type LeaseAsk,
+  type LeaseReturn,
+  type LimiterRule,
+  leaseCapOf,
+  type RefundResult,
 } from "../protocol/store.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 
@@ -65,7 +76,7 @@ export interface AskInput {
   readonly observe?: (result: CheckResult, sentAtMs: number) => void;
 }
 
-/** Where an answer came from: the object (possibly in a batch), or this isolate's lease. */
+/** Where an answer came from: the object (possibly in a batch), or this isolate's lease (or what it last knew). */
 export type AskSource = "object" | "lease";
 
 export type Asked =
@@ -107,10 +118,24 @@ interface HeldLease {
 interface Waiting {
   readonly cost: number;
   readonly observe: AskInput["observe"];
+  /** Its own request's `keepAlive` (a refund it makes may start a call that outlives it). */
+  readonly keepAlive: AskInput["keepAlive"];
   /** Its answer, or `"lead"`: make the next call, in this request's own context. */
   readonly resolve: (turn: Asked | "lead") => void;
   /** Taken into a batch, chosen to lead, or given up. */
   settled: boolean;
+}
+
+/** The last lease granted here, kept after it ends: what this isolate last knew of its share (`lastKnown`). */
+interface LastGrant {
+  readonly units: number;
+  /** The object's clock when it charged them. */
+  readonly atMs: number;
+  /** Its term, ms, and when it ended or ends (this isolate's clock). */
+  readonly termMs: number;
+  readonly endsAtMs: number;
+  /** Already decided from once (a share is reused at most once: the bound in `lastKnown`). */
+  reused: boolean;
 }
 
 interface KeyState {
@@ -118,7 +143,10 @@ interface KeyState {
   transport: ObjectTransport;
   rule: LimiterRule;
   timeoutMs: number;
+  /** The rule's lease setting, or `AUTO_LEASE` (see `autoLease`). */
   leaseSettings: LeaseSettings | null;
+  /** The rule has no `lease:` of its own: lease (with `AUTO_LEASE`) only while the object says it is busy. */
+  autoLease: boolean;
   inFlight: boolean;
   /** When the call in flight was started (this isolate's clock), ms. */
   inFlightSinceMs: number;
@@ -145,6 +173,19 @@ interface KeyState {
   lastSeenMs: number;
   /** Until when the key's object said it is busy (`CallResult.busy`): lease even below `above`. 0: not. */
   busyUntilMs: number;
+  /** Refunds waiting for the key's next call (merged by the admission's `atMs`). */
+  refunds: LeaseReturn[];
+  /** Who waits for `refunds` to land (a cold key's refund answers with the figures after it). */
+  refundWaiters: ((result: RefundResult) => void)[];
+  /** A timer is set to send `refunds` (and `returns`) if no call takes them first. */
+  returnsArmed: boolean;
+  /** An overloaded object sent refunds back: none go in a call of their own before this (this isolate's clock). */
+  returnsNotBeforeMs: number;
+  /** Until when the key's object is known overloaded (one lease ttl after its last overloaded answer here). */
+  overloadedUntilMs: number;
+  lastGrant: LastGrant | null;
+  /** A share this isolate decides from while the object cannot be asked (never charged, never given back). */
+  fallback: HeldLease | null;
 }
 
 /** Counters for `/_sluice/stats`. */
@@ -159,12 +200,28 @@ export interface CoalesceCounters extends CallCounters {
   lease_units_returned: number;
   /** Requests refused because `maxWaiting` requests already waited for their key (answered as an overloaded call). */
   queue_overflows?: number;
+  /** Rule decisions made from what this isolate last knew because the object could not decide (`lastKnown`). */
+  last_known_answers?: number;
 }
 
 /** Requests one isolate lets wait for one (rule, key) at most, by default (see `CoalescerOptions.maxWaiting`). */
 export const COALESCE_MAX_WAITING = 1_000;
 /** Keys one isolate tracks at most, by default (see `CoalescerOptions.maxKeys`). */
 export const COALESCE_MAX_KEYS = 10_000;
+/** How long a refund of a hot key waits for the key's next call, at most, ms (then one call takes all waiting). */
+export const RETURN_WAIT_MS = 1_000;
+/**
+ * After an overloaded call with nothing known to decide from, how long this isolate refuses the key without asking,
+ * ms: between a half and the whole of this (spread, so isolates do not come back together).
+ */
+export const OVERLOAD_BACKOFF_MS = 500;
+/** The lease a rule without `lease:` takes while its key's object is busy. */
+export const AUTO_LEASE: LeaseSettings = { ttlMs: 1_000, units: null, above: null };
+
+/** Whether a rule without its own `lease:` leases automatically (while busy): its algorithm takes leases. */
+export function autoLease(rule: LimiterRule, settings: LeaseSettings | null): boolean {
+  return settings === null && leasePolicy(rule.params.algorithm).kind !== "none";
+}
 
 export interface CoalescerOptions {
   /** This isolate's clock, ms. */
@@ -195,6 +252,8 @@ export class Coalescer {
   private readonly keys = new Map<string, KeyState>();
   /** The lease each key's call in flight asked for, and what this isolate expected to need of it (seen per ttl). */
   private readonly lastAsk = new WeakMap<KeyState, LeaseAsk & { readonly need: number }>();
+  /** Who waits for the refunds each call in flight carries (`refundObject`). */
+  private readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
   private readonly maxKeys: number;
   private readonly maxWaiting: number;
   /**
@@ -263,13 +322,115 @@ export class Coalescer {
     if (lease !== null && !lease.returned && now < lease.endsAtMs && lease.unitsLeft >= input.cost) {
       lease.unitsLeft -= input.cost;
       this.options.counters.lease_answers++;
-      return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now));
+      return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now, input.keepAlive));
+    }
+    const fallback = st.fallback;
+    if (fallback !== null && now < fallback.endsAtMs && fallback.unitsLeft >= input.cost) {
+      fallback.unitsLeft -= input.cost;
+      this.countLastKnown();
+      return Promise.resolve(this.shareAnswer(st, fallback, input.cost, now));
     }
     if (now < st.scarceUntilMs) {
       this.options.counters.lease_answers++;
       return Promise.resolve(this.scarceAnswer(st, now));
     }
     return this.wait(st, input);
+  }
+
+  private countLastKnown(): void {
+    const { counters } = this.options;
+    counters.last_known_answers = (counters.last_known_answers ?? 0) + 1;
+  }
+
+  /** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
+  private isHot(st: KeyState, now: number): boolean {
+    const g = st.lastGrant;
+    return (
+      now < st.busyUntilMs ||
+      now < st.overloadedUntilMs ||
+      st.lease !== null ||
+      (g !== null && now < g.endsAtMs + g.termMs)
+    );
+  }
+
+  /**
+   * A request the object could not decide (`failure`), decided from what this isolate last knew; `null` leaves it to
+   * its rule's `on_error`. In order:
+   *
+   * 1. A rate rule's last share, reused once: the units of the last lease granted here, for at most one more term
+   *    after it ended (never charged, never given back). Each isolate thus admits at most its last share once more,
+   *    as if the object had granted it again when it ended; over all isolates that is what the object granted in the
+   *    last two terms, at most `burst + rate × 2·ttl` beyond the lease bound, once per outage. Window rules never
+   *    reuse a share (a window's units are counted exactly).
+   * 2. A key known to be short here (`scarceUntilMs`): refused, as before the failure.
+   * 3. An overloaded object: refused, and the key refused here without asking for a short, spread backoff
+   *    (`OVERLOAD_BACKOFF_MS`), so the object is not asked more while it drowns. A request beyond `maxWaiting` here:
+   *    refused (no backoff: the requests already waiting still go to the object). An overload thus never admits
+   *    anything uncounted; it under-admits for that backoff at most.
+   * 4. Any other failure (unreachable, timeout, an error) of a key that is not hot here: its rule's `on_error`.
+   *    A hot key (a share held lately, or a busy object) was decided by 1 or 2 when they apply; and its call that
+   *    times out (or any call within a lease ttl of an overloaded answer that does) is taken for what it most likely
+   *    is, an overloaded object whose queue outlasted the budget, and decided as 3.
+   */
+  private lastKnown(st: KeyState, failure: FailureKind, cost: number, now: number, backoff = true): Asked | null {
+    if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
+    const hot = this.isHot(st, now);
+    const overloaded = failure === "overloaded" || (failure === "timeout" && hot);
+    if (!overloaded && !hot) return null;
+    const share = this.fallbackShare(st, now);
+    if (share !== null && share.unitsLeft >= cost) {
+      share.unitsLeft -= cost;
+      this.countLastKnown();
+      return this.shareAnswer(st, share, cost, now);
+    }
+    if (now >= st.scarceUntilMs) {
+      if (!overloaded) return null;
+      if (!backoff) {
+        this.countLastKnown();
+        return this.scarceAnswer(st, now);
+      }
+      const backoffMs = OVERLOAD_BACKOFF_MS / 2 + this.spread(OVERLOAD_BACKOFF_MS / 2);
+      st.scarceUntilMs = now + backoffMs;
+      st.scarceRetryAtMs = Math.max(st.scarceRetryAtMs, st.scarceUntilMs);
+    }
+    this.countLastKnown();
+    return this.scarceAnswer(st, now);
+  }
+
+  /** The share to decide from while the object cannot be asked (see `lastKnown`, 1), or `null`. */
+  private fallbackShare(st: KeyState, now: number): HeldLease | null {
+    if (st.fallback !== null && now < st.fallback.endsAtMs) return st.fallback;
+    const g = st.lastGrant;
+    if (g === null || g.reused || leasePolicy(st.rule.params.algorithm).kind !== "rate") return null;
+    if (now >= g.endsAtMs + g.termMs) return null;
+    g.reused = true;
+    st.fallback = { unitsLeft: g.units, units: g.units, atMs: g.atMs, endsAtMs: g.endsAtMs + g.termMs, returned: true };
+    return st.fallback;
+  }
+
+  /** An admission from the share this isolate decides from (`fallbackShare`): a refund goes back into it, if live. */
+  private shareAnswer(st: KeyState, share: HeldLease, cost: number, now: number): Asked {
+    return {
+      kind: "answered",
+      result: {
+        ok: true,
+        atMs: now,
+        decision: {
+          allowed: true,
+          remaining: share.unitsLeft,
+          resetAfterMs: Math.max(0, share.endsAtMs - now),
+          retryAfterMs: null,
+          delayMs: 0,
+        },
+      },
+      source: "lease",
+      batchSize: 0,
+      attempts: 0,
+      refund: () => {
+        if (st.fallback === share && this.options.clock() < share.endsAtMs) share.unitsLeft += cost;
+        return Promise.resolve(null);
+      },
+    };
   }
 
   /**
@@ -302,18 +463,13 @@ export class Coalescer {
     if (st.queue.length >= this.maxWaiting) {
       const { counters } = this.options;
       counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
-      return {
-        kind: "failed",
-        failure: "overloaded",
-        message: `${st.queue.length} requests already wait for this key in this isolate (the bound)`,
-        attempts: 0,
-        late: null,
-        refund: () => Promise.resolve(null),
-      };
+      // As an overloaded call: decided from what this isolate last knew (never `on_error`, see `lastKnown`), without
+      // the backoff: the object is not the one overloaded, and the requests already waiting still go to it.
+      return this.lastKnown(st, "overloaded", input.cost, this.options.clock(), false)!;
     }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
-      waiting = { cost: input.cost, observe: input.observe, resolve, settled: false };
+      waiting = { cost: input.cost, observe: input.observe, keepAlive: input.keepAlive, resolve, settled: false };
     });
     const me = waiting!;
     st.queue.push(me);
@@ -375,7 +531,8 @@ export class Coalescer {
         transport: input.transport,
         rule: input.rule,
         timeoutMs: input.timeoutMs,
-        leaseSettings: input.lease,
+        leaseSettings: input.lease ?? (autoLease(input.rule, input.lease) ? AUTO_LEASE : null),
+        autoLease: autoLease(input.rule, input.lease),
         inFlight: false,
         inFlightSinceMs: 0,
         queue: [],
@@ -390,6 +547,13 @@ export class Coalescer {
         runCount: 0,
         lastSeenMs: 0,
         busyUntilMs: 0,
+        refunds: [],
+        refundWaiters: [],
+        returnsArmed: false,
+        returnsNotBeforeMs: 0,
+        overloadedUntilMs: 0,
+        lastGrant: null,
+        fallback: null,
       };
       this.evict();
     } else {
@@ -397,7 +561,8 @@ export class Coalescer {
       st.transport = input.transport;
       st.rule = input.rule;
       st.timeoutMs = input.timeoutMs;
-      st.leaseSettings = input.lease;
+      st.autoLease = autoLease(input.rule, input.lease);
+      st.leaseSettings = input.lease ?? (st.autoLease ? AUTO_LEASE : null);
     }
     this.keys.set(input.name, st);
     return st;
@@ -407,7 +572,7 @@ export class Coalescer {
     if (this.keys.size < this.maxKeys) return;
     for (const [name, st] of this.keys) {
       if (this.keys.size < this.maxKeys) return;
-      if (st.inFlight || st.lease !== null || st.returns.length > 0) continue;
+      if (st.inFlight || st.lease !== null || st.returns.length > 0 || st.refunds.length > 0) continue;
       this.keys.delete(name);
     }
   }
@@ -458,6 +623,7 @@ export class Coalescer {
     // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers. A busy object (many
     // isolates, each under `above`) asks for leases all the same.
     const busy = this.options.clock() < st.busyUntilMs;
+    if (st.autoLease && !busy) return null;
     const above = settings.above;
     if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
     // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease
@@ -480,7 +646,7 @@ export class Coalescer {
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
     const { batch, mine } = this.answerHere(st, queued, leader, clock());
-    if (batch.length === 0 && st.returns.length === 0 && !renew) {
+    if (batch.length === 0 && st.returns.length === 0 && st.refunds.length === 0 && !renew) {
       st.inFlight = false;
       this.handOff(st);
       return mine;
@@ -494,10 +660,10 @@ export class Coalescer {
         sleep: this.options.sleep,
         stats: counters,
       });
+      this.refundsLanded(st, input, answer);
       answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
     } finally {
-      st.inFlight = false;
-      this.handOff(st);
+      this.afterCall(st, keepAlive);
     }
     batch.forEach((w, i) => {
       const a = answers[i]!;
@@ -536,7 +702,7 @@ export class Coalescer {
       for (const w of queued) {
         if (lease.unitsLeft < w.cost) break;
         lease.unitsLeft -= w.cost;
-        answer(w, this.leaseAnswer(st, lease, w.cost, now));
+        answer(w, this.leaseAnswer(st, lease, w.cost, now, w.keepAlive));
         served++;
       }
     }
@@ -558,6 +724,8 @@ export class Coalescer {
         held.unitsLeft = 0;
       }
     }
+    giveBack.push(...st.refunds.splice(0));
+    const waiters = st.refundWaiters.splice(0);
     const input: CallInput = {
       rule: st.rule,
       id: this.options.newId(),
@@ -566,9 +734,36 @@ export class Coalescer {
       lease: batch.length > 0 || renew ? this.leaseAsk(st) : null,
     };
     if (input.lease == null) this.lastAsk.delete(st);
-    else this.lastAsk.set(st, { ...input.lease, need: Math.min(input.lease.units, this.seenPerTtl(st)) });
+    else {
+      // What this isolate needs of one ttl, but never more than one lease may take (store.ts `leaseCapOf`): a grant
+      // cut at that cap is no sign of a short key.
+      const need = Math.min(input.lease.units, this.seenPerTtl(st), leaseCapOf(st.rule.params));
+      this.lastAsk.set(st, { ...input.lease, need });
+    }
     if (batch.length > 1) counters.batched_requests += batch.length;
+    if (waiters.length > 0) this.refundWaiters.set(input, waiters);
     return input;
+  }
+
+  /**
+   * The refunds a call carried have landed (or not: `null`); tell who waits for them. An overloaded object never saw
+   * the call: what it carried goes back in the queue for a later call (never sooner than a backoff). Any other
+   * failure may have been applied (a timeout's late answer, an error after the write), so what it carried is not
+   * sent again: the key is short that much, never over.
+   */
+  private refundsLanded(st: KeyState, input: CallInput, answer: CallAnswer): void {
+    if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {
+      st.refunds.unshift(...(input.giveBack ?? []));
+      st.refundWaiters.unshift(...(this.refundWaiters.get(input) ?? []));
+      this.refundWaiters.delete(input);
+      st.returnsNotBeforeMs = this.options.clock() + OVERLOAD_BACKOFF_MS;
+      return;
+    }
+    const waiters = this.refundWaiters.get(input);
+    if (waiters === undefined) return;
+    this.refundWaiters.delete(input);
+    const refunded = answer.kind === "answered" ? (answer.result.refunded ?? null) : null;
+    for (const resolve of waiters) resolve(refunded);
   }
 
   /**
@@ -581,7 +776,7 @@ export class Coalescer {
     const ttlMs = st.leaseSettings?.ttlMs ?? 0;
     const renew = this.options.clock() - st.lastSeenMs < ttlMs && this.leaseAsk(st) !== null;
     if (st.inFlight) return;
-    if (st.returns.length === 0 && !renew) {
+    if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
       this.handOff(st); // requests that waited through a hold go on as usual
       return;
     }
@@ -599,6 +794,7 @@ export class Coalescer {
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
+      st.fallback = null; // the object decides again
       if (result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
       const asked = this.lastAsk.get(st);
       const granted = result.lease?.units ?? 0;
@@ -615,7 +811,8 @@ export class Coalescer {
           source: "object",
           batchSize: batch.length,
           attempts,
-          refund: () => (r.ok && r.decision.allowed ? this.refundObject(st, w.cost, r.atMs) : Promise.resolve(null)),
+          refund: () =>
+            r.ok && r.decision.allowed ? this.refundObject(st, w.cost, r.atMs, w.keepAlive) : Promise.resolve(null),
         };
       });
     }
@@ -625,15 +822,17 @@ export class Coalescer {
       (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive)),
       () => undefined,
     );
+    const now = this.options.clock();
     return batch.map(
-      (w, i): Asked => ({
-        kind: "failed",
-        failure,
-        message,
-        attempts,
-        late: late === null ? null : late.then((r) => r.results[i] ?? { ok: false, error: "invalid_cost" }),
-        refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs),
-      }),
+      (w, i): Asked =>
+        this.lastKnown(st, failure, w.cost, now) ?? {
+          kind: "failed",
+          failure,
+          message,
+          attempts,
+          late: late === null ? null : lateResult(late, i),
+          refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs, w.keepAlive),
+        },
     );
   }
 
@@ -688,6 +887,13 @@ export class Coalescer {
     };
     if (st.lease !== null) this.endLease(st);
     st.lease = held;
+    st.lastGrant = {
+      units: grant.units,
+      atMs: grant.atMs,
+      termMs: Math.max(0, held.endsAtMs - sentAtMs),
+      endsAtMs: held.endsAtMs,
+      reused: false,
+    };
     const { sleep } = this.options;
     const wait = Math.max(0, held.endsAtMs - this.options.clock());
     const holdMs = cut ? this.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
@@ -716,7 +922,13 @@ export class Coalescer {
     else held.returned = true;
   }
 
-  private leaseAnswer(st: KeyState, lease: HeldLease, cost: number, now: number): Asked {
+  private leaseAnswer(
+    st: KeyState,
+    lease: HeldLease,
+    cost: number,
+    now: number,
+    keepAlive?: (work: Promise<unknown>) => void,
+  ): Asked {
     return {
       kind: "answered",
       result: {
@@ -745,14 +957,104 @@ export class Coalescer {
           lease.unitsLeft += cost;
           return Promise.resolve(null);
         }
-        return this.refundObject(st, cost, lease.atMs);
+        return this.refundObject(st, cost, lease.atMs, keepAlive);
       },
     };
   }
 
-  private refundObject(st: KeyState, cost: number, admittedAtMs: number): Promise<RefundResult> {
-    return st.transport.refund(st.name, { rule: st.rule, cost, admittedAtMs });
+  /**
+   * Give an admission back with the key's next call (`giveBack`). A cold key with no call in flight sends it at once
+   * (with any other refunds waiting), and its figures after the refund come back; otherwise it waits for the next
+   * call, at most `RETURN_WAIT_MS` (then one call takes every refund waiting), and the caller gets `null` (the figures
+   * it already has, one unit short: the safe side).
+   */
+  private refundObject(
+    st: KeyState,
+    cost: number,
+    admittedAtMs: number,
+    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+  ): Promise<RefundResult> {
+    const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
+    if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs });
+    else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs };
+    const now = this.options.clock();
+    if (this.isHot(st, now) || now < st.returnsNotBeforeMs) {
+      this.armReturns(st, keepAlive);
+      return Promise.resolve(null);
+    }
+    if (!st.inFlight) return this.sendReturns(st, keepAlive);
+    // A call is in flight: this refund goes with the next one (`afterCall`), and answers when it lands, or after two
+    // call budgets at most (its own timer: a request waiting on nothing of its own is cancelled by the runtime).
+    const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
+    const { sleep, resume } = this.options;
+    const bounded = sleep(2 * st.timeoutMs).then(() => null);
+    return Promise.race([resume?.(landed) ?? landed, bounded]);
   }
+
+  /** Send the refunds and lease returns waiting, in a call of their own (nothing else to carry them). */
+  private async sendReturns(
+    st: KeyState,
+    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+  ): Promise<RefundResult> {
+    st.inFlight = true;
+    st.inFlightSinceMs = this.options.clock();
+    try {
+      const input = this.callInput(st, [], false);
+      const answer = await callObject(st.transport, st.name, input, st.timeoutMs, {
+        sleep: this.options.sleep,
+        stats: this.options.counters,
+      });
+      this.refundsLanded(st, input, answer);
+      if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
+      if (answer.result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
+      return answer.result.refunded ?? null;
+    } finally {
+      this.afterCall(st, keepAlive);
+    }
+  }
+
+  /**
+   * A call ended: the next call goes to the first request waiting; with none, the refunds that came meanwhile go now
+   * in one call of their own, unless the key is hot here (then they wait for the next call, `armReturns`).
+   */
+  private afterCall(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
+    st.inFlight = false;
+    this.handOff(st);
+    if (st.inFlight || st.refunds.length === 0) return;
+    const now = this.options.clock();
+    if (this.isHot(st, now) || now < st.returnsNotBeforeMs) this.armReturns(st, keepAlive);
+    else {
+      const work = this.sendReturns(st, keepAlive);
+      keepAlive?.(work);
+    }
+  }
+
+  /** Make sure the refunds waiting reach the object: with the next call, or in one of their own after a wait. */
+  private armReturns(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
+    if (st.returnsArmed) return;
+    st.returnsArmed = true;
+    const work = this.options.sleep(RETURN_WAIT_MS).then(async () => {
+      st.returnsArmed = false;
+      if (st.refunds.length === 0) return;
+      if (st.inFlight) {
+        this.armReturns(st, keepAlive);
+        return;
+      }
+      await this.sendReturns(st, keepAlive);
+    });
+    keepAlive?.(work);
+  }
+}
+
+/**
+ * Request `i`'s result from a call that answered after its budget ran out. A late call that fails is nobody's
+ * concern unless its caller looks (the gateway refunds a late admission only when the request was refused): the
+ * rejection is marked handled here, and still reaches whoever awaits the result.
+ */
+function lateResult(late: Promise<CallResult>, i: number): Promise<CheckResult> {
+  const result = late.then((r): CheckResult => r.results[i] ?? { ok: false, error: "invalid_cost" });
+  result.catch(() => undefined);
+  return result;
 }
 
 /** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */

@@ -25,6 +25,8 @@ export function newStats() {
     lease_units_returned: 0,
     /** Requests refused at once because COALESCE_MAX_WAITING requests already waited for their key (overloaded). */
     queue_overflows: 0,
+    /** Rule decisions made from what the isolate last knew, because the object could not decide (overloaded, ...). */
+    last_known_answers: 0,
     /** Rule decisions answered by the blocked-key cache, without a call. */
     cache_answers: 0,
     /** Requests denied (by any enforcing rule, from any source). */

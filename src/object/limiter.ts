@@ -3,7 +3,8 @@
  * HMAC-SHA256 under `KEY_HASH_SECRET`, see hash.ts). A thin shell
  * around the pure core (via store.ts): it reads its clock (injected: the runtime's `Date.now()` unless a test passes
  * its own to the constructor), keeps the record in memory, and writes it to its
- * SQLite storage on every change, synchronously, before answering. An evicted or restarted object reloads the record
+ * SQLite storage on every change, synchronously, before answering: the record without its call ids (a few hundred
+ * bytes), and the call it applied as one entry of a ring of slots (call_slots.ts), never the whole list of ids. An evicted or restarted object reloads the record
  * and so grants no free allowance. Requests to one object are serialised by the runtime and each call runs to
  * completion without awaiting before its write, so concurrent checks never interleave.
  *
@@ -20,7 +21,9 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { type Clock, systemClock } from "../isolate/time.ts";
+import { CALL_KEY_PREFIX, CallSlots, callKey, RECORD_KEY, writesOf } from "../protocol/call_slots.ts";
 import {
+  type AppliedCall,
   type CallInput,
   type CallResult,
   callRecord,
@@ -33,8 +36,6 @@ import {
   recordFreshAtMs,
   refundRecord,
 } from "../protocol/store.ts";
-
-const RECORD_KEY = "record";
 
 /** The most an object's alarm is put off after its record is fresh, ms. */
 export const ALARM_SPREAD_MS = 60_000;
@@ -56,6 +57,10 @@ export class SluiceLimiter extends DurableObject {
   private alarmAtMs: number | null | undefined;
   /** The write every change since the last one is waiting for; `null` when none is scheduled. */
   private pendingCommit: Promise<void> | null = null;
+  /** Where each remembered call is stored; set by `load`. */
+  private slots = new CallSlots();
+  /** Calls applied since the last write, each to its slot. */
+  private pendingCalls: { readonly slot: number; readonly call: AppliedCall }[] = [];
 
   /** The runtime constructs it with `(ctx, env)`; a test may add its own clock, so it never races real time. */
   constructor(
@@ -70,7 +75,11 @@ export class SluiceLimiter extends DurableObject {
     const nowMs = this.clock();
     const before = this.load();
     const { result, record } = callRecord(before, input, nowMs);
-    if (record !== before) await this.save(record);
+    if (record !== before) {
+      const { call } = writesOf(before, record);
+      if (call !== null) this.pendingCalls.push({ slot: this.slots.next(), call });
+      await this.save(record);
+    }
     return result;
   }
 
@@ -90,6 +99,8 @@ export class SluiceLimiter extends DurableObject {
     const existed = this.load() !== null;
     this.record = null;
     this.alarmAtMs = null;
+    this.slots.clear();
+    this.pendingCalls = [];
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
     return existed;
@@ -102,6 +113,8 @@ export class SluiceLimiter extends DurableObject {
     const freshAt = recordFreshAtMs(record);
     if (this.clock() >= freshAt) {
       this.record = null;
+      this.slots.clear();
+      this.pendingCalls = [];
       await this.ctx.storage.deleteAll();
       return;
     }
@@ -109,7 +122,12 @@ export class SluiceLimiter extends DurableObject {
   }
 
   private load(): LimiterRecord | null {
-    if (this.record === undefined) this.record = this.ctx.storage.kv.get<LimiterRecord>(RECORD_KEY) ?? null;
+    if (this.record !== undefined) return this.record;
+    const { kv } = this.ctx.storage;
+    const stored = kv.get<LimiterRecord>(RECORD_KEY) ?? null;
+    const { slots, calls } = CallSlots.load(kv.list<AppliedCall>({ prefix: CALL_KEY_PREFIX }));
+    this.slots = slots;
+    this.record = stored === null || calls.length === 0 ? stored : { ...stored, calls };
     return this.record;
   }
 
@@ -137,8 +155,11 @@ export class SluiceLimiter extends DurableObject {
       this.pendingCommit = scheduler.wait(0).then(() => {
         this.pendingCommit = null;
         const record = this.record;
+        const calls = this.pendingCalls.splice(0);
         if (record === null || record === undefined) return; // reset or expired in the meantime: already deleted
-        this.ctx.storage.kv.put(RECORD_KEY, record);
+        const { kv } = this.ctx.storage;
+        for (const { slot, call } of calls) kv.put(callKey(slot), call);
+        kv.put(RECORD_KEY, writesOf(null, record).record);
       });
     }
     return this.pendingCommit;

@@ -1,24 +1,31 @@
+// long-file: the record and every operation on it (checks, refunds, batches, leases, versions), one pure protocol.
 /**
  * What a limiter keeps per (rule, key), and the two operations on it, as pure functions of (record, input, now).
  * The Durable Object (exact, persisted) and the in-isolate store (`scope: local`, approximate) are shells around
  * these, and both run the same pure core as the simulator.
  *
- * Rule changes across a redeploy: the record remembers the parameters its state was made under. When a request
- * arrives with other parameters, `carryOver` converts the state (tokens capped at the new burst, counts kept in an
- * unchanged window, ...) or discards it (another algorithm, another window); see docs/rules.md, "Changing a rule's
- * parameters".
+ * Rule changes across a redeploy: the record remembers the parameters its state was made under, and the rules version
+ * they came from. When a request arrives with other parameters of a version at least as new, `carryOver` converts the
+ * state (tokens capped at the new burst, counts kept in an unchanged window, ...) or discards it (another algorithm,
+ * another window); see docs/rules.md, "Changing a rule's
+ * parameters". A request from an older version (an isolate the deploy or an
+ * override change has not reached yet) is decided under the record's newer parameters (`ruleFor`): two versions
+ * serving at once never thrash the state between two fingerprints.
  */
 import {
   type AlgorithmState,
+  capacityOf,
   carryOver,
   type Decision,
   decide,
   fingerprintOf,
   freshAtMs,
+  leasePolicy,
   leaseRefillOver,
   leaseTermMs,
   refund,
 } from "../algorithms/index.ts";
+import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 
 /** The stored record: the state and the parameters it was made under. */
@@ -29,6 +36,8 @@ export interface LimiterRecord {
   /** `JSON.stringify(params)`: compared to detect a rule change. */
   readonly fingerprint: string;
   readonly state: AlgorithmState;
+  /** The rules version `params` came from (`LimiterRule.version`); absent: 0. */
+  readonly version?: number;
   /** Calls applied in the last `CALL_MEMORY_MS` (at most `CALL_MEMORY_MAX`), so a retried call is not charged twice. */
   readonly calls?: readonly AppliedCall[];
   /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget (`callRecord`). */
@@ -47,6 +56,21 @@ export interface LeaseAsks {
 export interface LimiterRule {
   readonly id: string;
   readonly params: AlgorithmParams;
+  /**
+   * The rules version the parameters come from: the build's `RULES_VERSION`, or an account record's own for an
+   * override (src/request/match.ts `compileOverride`). Monotonic; absent: 0.
+   */
+  readonly version?: number;
+}
+
+/**
+ * The rule a call is decided under: its own, unless the record was made under a newer rules version, whose parameters
+ * then decide it (the object obeys the newest version it has seen). Equal versions: the call's own (an unversioned
+ * caller, or a redeploy of the same version, behaves as before versions).
+ */
+export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): LimiterRule {
+  if (record === null || (rule.version ?? 0) >= (record.version ?? 0)) return rule;
+  return { id: rule.id, params: record.params, version: record.version ?? 0 };
 }
 
 export interface CheckInput {
@@ -87,15 +111,21 @@ export function checkRecord(
   input: CheckInput,
   nowMs: number,
 ): { readonly result: CheckResult; readonly record: LimiterRecord | null } {
-  const { params } = input.rule;
+  const rule = ruleFor(record, input.rule);
+  const { params } = rule;
   const fingerprint = fingerprintOf(params);
   const state = currentState(record, params, fingerprint, nowMs);
   const out = decide(params, state, input.cost, nowMs);
   if (!out.ok) return { result: out, record };
   const result: CheckResult = { ok: true, decision: out.decision, atMs: nowMs };
-  const unchanged = record !== null && record.fingerprint === fingerprint && out.state === record.state;
+  const version = rule.version ?? 0;
+  const unchanged =
+    record !== null &&
+    record.fingerprint === fingerprint &&
+    out.state === record.state &&
+    version === (record.version ?? 0);
   if (unchanged) return { result, record };
-  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state };
+  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state, ...(version === 0 ? {} : { version }) };
   return { result, record: record === null ? next : keepBookkeeping(record, next) };
 }
 
@@ -109,14 +139,19 @@ function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord
   };
 }
 
-/** Give back an admitted request's cost. A record made under other parameters (a redeploy in between) is left alone. */
+/**
+ * Give back an admitted request's cost. A refund names units charged under the rule as its caller had it; a record
+ * made under other parameters since (a deploy, an override change) takes them back in its own terms: its state is
+ * that charge converted by the algorithm's carry-over, and a unit is one request under either rule, so nothing a caller
+ * gives back is dropped (the algorithm's `refund` never gives back more than the state holds).
+ */
 export function refundRecord(
   record: LimiterRecord | null,
   input: RefundInput,
   nowMs: number,
 ): { readonly result: RefundResult; readonly record: LimiterRecord | null } {
-  const { params } = input.rule;
-  if (record === null || record.fingerprint !== fingerprintOf(params)) return { result: null, record };
+  if (record === null) return { result: null, record };
+  const { params } = record;
   const state = refund(params, record.state, input.cost, input.admittedAtMs);
   // Peek with a cost-1 check whose new state is thrown away: n cost-1 requests fit iff the first does and n-1 follow.
   const peek = decide(params, state, 1, nowMs);
@@ -142,7 +177,7 @@ export interface PeekResult {
 
 /** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away. */
 export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
-  const { params } = rule;
+  const { params } = ruleFor(record, rule);
   const state = currentState(record, params, fingerprintOf(params), nowMs);
   return peekState(params, state, nowMs);
 }
@@ -176,8 +211,13 @@ export const CALL_MEMORY_MS = 60_000;
 /** Calls per second for one key beyond which its object tells isolates it is busy (`CallResult.busy`). */
 export const BUSY_CALLS_PER_S = 100;
 
-/** How many call ids the object remembers at most (oldest forgotten first). */
-export const CALL_MEMORY_MAX = 512;
+/**
+ * How many call ids the object remembers at most (oldest forgotten first). A retry follows its first attempt within
+ * one call budget, while its isolate has no other call in flight for the key; 128 covers that at the object's own
+ * limit of about 1,000 calls/s for budgets up to 128 ms, and at the busy mark (`BUSY_CALLS_PER_S`) for over a second.
+ * The object stores each remembered call on its own (limiter.ts), so a call writes one entry, not the list.
+ */
+export const CALL_MEMORY_MAX = 128;
 
 /** A call the object applied, as it remembers it (compactly: one character per request). */
 export interface AppliedCall {
@@ -192,6 +232,20 @@ export interface AppliedCall {
   readonly leaseUnits: number;
   /** The lease's term, ms. */
   readonly leaseForMs: number;
+}
+
+/**
+ * A window rule's lease takes at most a quarter of its limit (`LEASE_MAX_SHARE_DIVISOR`, src/rules/lease.ts), so no
+ * isolate holds most of a small window's budget while the others' requests are refused. A rate rule's leases are
+ * shared by demand instead (`grantLease`), and capped only by its capacity.
+ */
+export { LEASE_MAX_SHARE_DIVISOR };
+
+/** The most units one lease of this rule takes (`LEASE_MAX_SHARE_DIVISOR`). */
+export function leaseCapOf(params: AlgorithmParams): number {
+  const capacity = capacityOf(params);
+  if (leasePolicy(params.algorithm).kind !== "window") return capacity;
+  return Math.max(1, Math.floor(capacity / LEASE_MAX_SHARE_DIVISOR));
 }
 
 /** A lease request: after the batch, charge up to `units` more, for the caller to admit from locally. */
@@ -248,6 +302,8 @@ export interface CallResult {
    * isolates each just under `above` do not together make a call per request. Absent: not busy.
    */
   readonly busy?: boolean;
+  /** For a call that gave units back (`giveBack`): the key's figures after it, as a refund reports them. */
+  readonly refunded?: RefundResult;
 }
 
 /**
@@ -262,6 +318,8 @@ export function callRecord(
 ): { readonly result: CallResult; readonly record: LimiterRecord | null } {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
+  // Decided under the newest rules version the object has seen (the call's own, or the record's).
+  input = { ...input, rule: ruleFor(record, input.rule) };
 
   let current = record;
   for (const back of input.giveBack ?? []) {
@@ -280,7 +338,14 @@ export function callRecord(
     current = granted.record;
     lease = granted.lease;
   }
-  const result: CallResult = { atMs: nowMs, results, lease, replayed: false };
+  const refunded = (input.giveBack?.length ?? 0) > 0 ? figuresOf(current, input.rule, nowMs) : null;
+  const result: CallResult = {
+    atMs: nowMs,
+    results,
+    lease,
+    replayed: false,
+    ...(refunded === null ? {} : { refunded }),
+  };
   if (current === record) return { result: withBusy(result, record, nowMs), record };
   if (current === null) return { result, record: null };
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
@@ -297,6 +362,12 @@ export function callRecord(
   const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
   const next = { ...current, calls };
   return { result: withBusy(result, next, nowMs), record: next };
+}
+
+/** The key's figures for a cost-1 request now, as a refund reports them. */
+function figuresOf(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): RefundResult {
+  const peek = peekRecord(record, rule, nowMs);
+  return { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs };
 }
 
 /** The result, marked busy when the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
@@ -336,16 +407,20 @@ function grantLease(
     supply === null || demand <= supply
       ? ask.units
       : Number(ceilDivBig(BigInt(ask.units) * BigInt(supply), BigInt(demand)));
-  const units = Math.min(ask.units, share, available);
+  const cap = leaseCapOf(rule.params);
+  const units = Math.min(ask.units, share, available, cap);
   let current = record;
   let lease: LeaseGrant | null = null;
   if (units >= 1) {
     const out = checkRecord(current, { rule, cost: units }, nowMs);
     if (out.result.ok && out.result.decision.allowed) {
       current = out.record;
-      // Cut short by what the key holds now, not by its share: the rest of the share comes back with the refill, so
-      // the lease is shorter in proportion (down to a quarter of the ttl) and its holder asks again sooner.
-      const termMs = units < share ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share)) : ttlMs;
+      // Cut short by what the key holds now, not by its share (nor by the cap): the rest of the share comes back with
+      // the refill, so the lease is shorter in proportion (down to a quarter of the ttl) and its holder asks again sooner.
+      const termMs =
+        units === available && available < share
+          ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share))
+          : ttlMs;
       lease = { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
     }
   }
@@ -392,5 +467,7 @@ function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCal
     };
   });
   const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
-  return { atMs: nowMs, results, lease, replayed: true };
+  const refunded =
+    (input.giveBack?.length ?? 0) > 0 ? { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } : null;
+  return { atMs: nowMs, results, lease, replayed: true, ...(refunded === null ? {} : { refunded }) };
 }

@@ -17,6 +17,11 @@ import { foldSegment } from "./canonical_path.ts";
 
 export interface CompiledRule {
   readonly rule: ResolvedRule;
+  /**
+   * The rules version its parameters come from (`RULES_VERSION`, stamped by `sluice compile`; an account override's
+   * own, `compileOverride`): the key's object obeys the newest it has seen. 0 when unversioned.
+   */
+  readonly version: number;
   /** The algorithm's parameters alone, in a fixed key order: what the limiter runs and fingerprints. */
   readonly params: AlgorithmParams;
   /** The largest cost the rule can ever admit. */
@@ -67,13 +72,14 @@ export interface RequestFacts {
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
 
-export function compileRules(rules: readonly ResolvedRule[]): readonly CompiledRule[] {
+export function compileRules(rules: readonly ResolvedRule[], version = 0): readonly CompiledRule[] {
   const hit = compiledCache.get(rules);
   if (hit !== undefined) return hit;
   const compiled = rules.map((rule) => {
     const params = projectParams(rule);
     return {
       rule,
+      version,
       params,
       capacity: capacityOf(params),
       plans: rule.match.plans === null ? null : new Set(rule.match.plans),
@@ -125,9 +131,14 @@ function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
  * downstream (the object's parameters and fingerprint, so its state carries over as on a redeploy; the capacity; the
  * RateLimit headers) then sees the account's limit.
  */
-export function compileOverride(compiled: CompiledRule, params: AlgorithmParams): CompiledRule {
+export function compileOverride(compiled: CompiledRule, params: AlgorithmParams, version = 0): CompiledRule {
   const normalised = projectParams({ ...compiled.rule, ...params } as ResolvedRule);
-  return { ...compiled, params: normalised, capacity: capacityOf(normalised) };
+  return {
+    ...compiled,
+    params: normalised,
+    capacity: capacityOf(normalised),
+    version: Math.max(compiled.version, version),
+  };
 }
 
 /**

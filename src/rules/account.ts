@@ -6,8 +6,10 @@
  *
  * `plan` names the account's plan. `limits` (optional) gives this account its own parameters for some rules: under a
  * rule's id, that rule's algorithm parameters in rule-file spelling, all of them, replacing the rule's for this
- * account's key only (see `resolveOverride` in parse.ts: the same checks and messages as a rule file). Other fields
- * are the account system's and are ignored.
+ * account's key only (see `resolveOverride` in parse.ts: the same checks and messages as a rule file). `version`
+ * (optional, a non-negative integer such as the change's time in ms) is the record's own rules version: raise it with
+ * every change of `limits`, so the key's Durable Object obeys the new parameters, not an isolate's cached old ones
+ * (src/protocol/store.ts `ruleFor`). Other fields are the account system's and are ignored.
  *
  * One reader for both sides: `sluice accounts` checks a record with it before writing, and the Worker reads every
  * record with it (a bad plan falls back to the default plan, a bad override to the rule's own parameters; both are
@@ -23,6 +25,8 @@ export interface Account {
   readonly plan: string | null;
   /** Rule id -> the parameters that replace the rule's for this account (only valid overrides). */
   readonly limits: ReadonlyMap<string, AlgorithmParams>;
+  /** The record's own rules version (`version`); `null` when it has none (or an invalid one, reported). */
+  readonly version: number | null;
 }
 
 export interface AccountReading {
@@ -40,7 +44,7 @@ export function readAccount(value: unknown, rules: readonly ResolvedRule[], wher
   const limits = new Map<string, AlgorithmParams>();
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     recordErrors.push(`${where}: an account record must be a JSON object such as {"plan": "growth"}`);
-    return { account: { plan: null, limits }, recordErrors, limitErrors };
+    return { account: { plan: null, limits, version: null }, recordErrors, limitErrors };
   }
   const record = value as Record<string, unknown>;
   const plan = typeof record.plan === "string" && record.plan !== "" ? record.plan : null;
@@ -76,5 +80,13 @@ export function readAccount(value: unknown, rules: readonly ResolvedRule[], wher
       }
     }
   }
-  return { account: { plan, limits }, recordErrors, limitErrors };
+  let version: number | null = null;
+  if (record.version !== undefined) {
+    if (typeof record.version === "number" && Number.isSafeInteger(record.version) && record.version >= 0) {
+      version = record.version;
+    } else {
+      limitErrors.push(`${where}: version: must be a non-negative integer, got ${JSON.stringify(record.version)}`);
+    }
+  }
+  return { account: { plan, limits, version }, recordErrors, limitErrors };
 }

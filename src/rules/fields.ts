@@ -5,7 +5,7 @@
  * docs test holds docs/rules.md to it. An algorithm's own parameters are in the algorithm table (src/algorithms).
  * docs/adding-a-field.md says how to add a field.
  */
-import type { AlgorithmName } from "../algorithms/index.ts";
+import type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
 import { printLease, readLease } from "./lease.ts";
 import { describe, type Raw } from "./raw.ts";
@@ -20,6 +20,8 @@ export interface FieldContext {
   readonly algorithm: AlgorithmName | null;
   /** The rule's capacity and what it is called (`burst`), when the algorithm's parameters resolved. */
   readonly capacity: number | null;
+  /** The rule's algorithm parameters, when they resolved (a lease's ttl is checked against a window). */
+  readonly params?: AlgorithmParams | null;
   readonly capacityName: string;
   /** The fields read before this one, in table order (`undefined`: absent from the table or invalid). */
   readonly earlier: Partial<RuleCommon>;
@@ -121,7 +123,7 @@ const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
   lease: {
     yaml: "lease",
     fallback: null,
-    read: (v, cx) => readLease(v, cx.e, cx.algorithm, cx.earlier.scope, cx.capacity),
+    read: (v, cx) => readLease(v, cx.e, cx.algorithm, cx.earlier.scope, cx.capacity, cx.params ?? null),
     print: printLease,
     doc: "Let isolates hold a slice of a hot key's budget",
   },

@@ -74,7 +74,7 @@ function resolveRule(raw: Raw, index: number, file: string, out: string[]): Reso
   const params = algorithm === null ? null : resolveParams(algorithm, raw, e);
   const capacity = params === null ? null : capacityOf(params);
   const capacityName = algorithm === null ? "" : paramSpec(algorithm).capacityName;
-  const common = readFields(raw, { e, algorithm, capacity, capacityName }, match);
+  const common = readFields(raw, { e, algorithm, capacity, capacityName, params }, match);
   if (e.count > 0 || id === null || match === undefined || common === null || params === null) return null;
   return { id, file, match, ...common, ...params } as ResolvedRule;
 }

@@ -1,9 +1,13 @@
 /**
  * A simulated Durable Object and network, for bench/cluster.ts and tests: the real record operations (store.ts
  * `callRecord`, `refundRecord`) behind one-way delays, with one object's capacity modelled as a single server that
- * takes `serviceMs` per call and rejects a call with `overloaded` when its backlog is already `maxBacklog` calls long
- * (Cloudflare documents a soft limit of about 1,000 requests/s per object).
+ * takes `serviceMs` per call (plus `perKbMs` per KB of the call and of the record it writes, when given: a large record
+ * costs the object on every call) and rejects a call with `overloaded` when its backlog is already `maxBacklog` calls
+ * long (Cloudflare documents a soft limit of about 1,000 requests/s per object). `restart()` models the object being
+ * reset: its memory is lost (the stored record stays), and calls in the next `downMs` fail with `durableObjectReset`.
  */
+
+import { storedRecord } from "../protocol/call_slots.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
 import {
   type CallInput,
@@ -21,19 +25,36 @@ export interface SimObjectOptions {
   readonly serviceMs: number;
   /** Calls waiting beyond which a new call is rejected as overloaded. */
   readonly maxBacklog: number;
+  /** Time per KB of the call's input and of the record it stores, ms (default 0). */
+  readonly perKbMs?: number;
 }
 
 export interface SimObjectCounters {
   calls: number;
   overloaded: number;
   refunds: number;
+  /** Calls refused while the object was restarting. */
+  resets: number;
+  /** Bytes of call inputs and stored records the object handled. */
+  bytes: number;
 }
 
 export class SimObject {
   record: LimiterRecord | null = null;
-  readonly counters: SimObjectCounters = { calls: 0, overloaded: 0, refunds: 0 };
+  readonly counters: SimObjectCounters = { calls: 0, overloaded: 0, refunds: 0, resets: 0, bytes: 0 };
   /** When the server is next free, ms. */
   private freeAtMs = 0;
+  /** Until when calls fail as reset (a restart), ms. */
+  private downUntilMs = 0;
+  /** When each applied call was applied, ms (for calls per second). */
+  readonly appliedAtMs: number[] = [];
+
+  /** Reset the object now: calls in the next `downMs` fail as reset; the stored record (without memory) stays. */
+  restart(downMs: number): void {
+    this.downUntilMs = this.clock.nowMs() + downMs;
+    this.freeAtMs = this.clock.nowMs();
+    // What survives: the record as stored, with the calls stored beside it (call_slots.ts), as limiter.ts reloads it.
+  }
 
   constructor(
     private readonly clock: EventClock,
@@ -49,6 +70,12 @@ export class SimObject {
         new Promise<CallResult>((resolve, reject) => {
           this.clock.after(oneWayMs(), () => {
             const now = this.clock.nowMs();
+            if (now < this.downUntilMs) {
+              this.counters.resets++;
+              const error = Object.assign(new Error("Durable Object reset"), { durableObjectReset: true });
+              this.clock.after(oneWayMs(), () => reject(error));
+              return;
+            }
             const backlog = Math.max(0, this.freeAtMs - now) / this.options.serviceMs;
             if (backlog >= this.options.maxBacklog) {
               this.counters.overloaded++;
@@ -57,10 +84,17 @@ export class SimObject {
               return;
             }
             this.counters.calls++;
-            this.freeAtMs = Math.max(this.freeAtMs, now) + this.options.serviceMs;
-            this.clock.after(this.freeAtMs - now, () => {
+            const bytes =
+              JSON.stringify(input).length +
+              (this.record === null ? 0 : JSON.stringify(storedRecord(this.record)).length);
+            this.counters.bytes += bytes;
+            const costMs = this.options.serviceMs + ((this.options.perKbMs ?? 0) * bytes) / 1024;
+            this.freeAtMs = Math.max(this.freeAtMs, now) + costMs;
+            // Applied at a whole ms (the object's clock, as `Date.now()`), however fractional the service time.
+            this.clock.after(Math.ceil(this.freeAtMs) - now, () => {
               const { result, record } = callRecord(this.record, input, this.clock.nowMs());
               this.record = record;
+              this.appliedAtMs.push(this.clock.nowMs());
               this.onApplied(input, result);
               this.clock.after(oneWayMs(), () => resolve(result));
             });

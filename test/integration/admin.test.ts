@@ -225,6 +225,7 @@ describe("endpoints", () => {
         "lease_units_returned",
         "leases_held",
         "queue_overflows",
+        "last_known_answers",
       ].sort(),
     );
     // 3 admitted (one call each), the 4th denied by the object, the 5th and 6th answered by the cache.

@@ -44,15 +44,16 @@ describe("blocked-key cache", () => {
     expect((await send()).status).toBe(200);
     const fromObject = await send();
     expect(fromObject.status).toBe(429);
-    // 2 rules × 3 requests.
-    expect(checks).toHaveBeenCalledTimes(6);
+    // 2 rules × 3 requests, and one call that gives the denied request's daily unit back.
+    expect(checks).toHaveBeenCalledTimes(7);
+    expect(checks.mock.calls.at(-1)![0]).toMatchObject({ costs: [], giveBack: [{ units: 1 }] });
 
     const cacheBefore = isolate.stats.cache_answers;
     setNow(T0 + 40);
     const fromCache = await send();
     expect(fromCache.status).toBe(429);
     // Nobody asked: not the denying rule, not the daily quota it would have charged and refunded.
-    expect(checks).toHaveBeenCalledTimes(6);
+    expect(checks).toHaveBeenCalledTimes(7);
     expect(isolate.stats.cache_answers - cacheBefore).toBe(1);
     expect(fromCache.headers.get("Retry-After")).toBe("1");
     // The same items as the object's denial: the daily quota's figures are those that denial reported (refunded).
@@ -73,11 +74,11 @@ describe("blocked-key cache", () => {
       setNow(T0 + 40 + i);
       expect((await send()).status).toBe(429);
     }
-    expect(checks).toHaveBeenCalledTimes(6);
+    expect(checks).toHaveBeenCalledTimes(7);
     // At the retry time the object is asked again, and admits.
     setNow(T0 + 100);
     expect((await send()).status).toBe(200);
-    expect(checks).toHaveBeenCalledTimes(8);
+    expect(checks).toHaveBeenCalledTimes(9);
   });
 
   it("forgets a denial when this isolate refunds the rule (the object may have become more generous)", async () => {

@@ -11,7 +11,7 @@
  * Refunds are passed through, and counted, like every call that reached the object.
  */
 import type { SluiceLimiter } from "../../src/object/limiter.ts";
-import type { CallResult } from "../../src/protocol/store.ts";
+import type { CallInput, CallResult } from "../../src/protocol/store.ts";
 
 export type Fault = "retryable" | "overloaded" | "reset" | "error" | "hang" | "lost";
 
@@ -20,8 +20,12 @@ export { seeded } from "../support/random.ts";
 /** What happened to the calls, per object name and in total. */
 export interface ChaosLedger {
   readonly injected: Record<Fault, number>;
-  /** Checks that reached the object, and those of them that it admitted. */
-  readonly applied: Map<string, { checks: number; admitted: number; refunds: number }>;
+  /**
+   * Checks that reached the object, those of them that it admitted, the units given back (refunds and lease returns,
+   * which ride with calls as `giveBack`), and the units given back in calls the object never applied (a fault lost
+   * them: the key is short that much, never over).
+   */
+  readonly applied: Map<string, { checks: number; admitted: number; refunds: number; lostRefunds: number }>;
   /** Checks that reached the object after the caller's time budget had run out. */
   late: number;
 }
@@ -107,8 +111,11 @@ export function chaosNamespace(
     late: 0,
   };
   const names = new Map<string, string>();
+  /** Call ids the object applied, and the units given back by calls it has not applied (yet). */
+  const appliedIds = new Set<string>();
+  const notApplied = new Map<string, number>();
   const countsOf = (name: string) => {
-    const c = ledger.applied.get(name) ?? { checks: 0, admitted: 0, refunds: 0 };
+    const c = ledger.applied.get(name) ?? { checks: 0, admitted: 0, refunds: 0, lostRefunds: 0 };
     ledger.applied.set(name, c);
     return c;
   };
@@ -124,6 +131,15 @@ export function chaosNamespace(
       const apply = async (input: unknown) => {
         const result = (await stub.check(input as never)) as CallResult;
         const c = countsOf(name);
+        const { id, giveBack } = input as CallInput;
+        const back = (giveBack ?? []).reduce((n, g) => n + g.units, 0);
+        if (!appliedIds.has(id) && back > 0) {
+          appliedIds.add(id);
+          c.refunds += back;
+          c.lostRefunds -= notApplied.get(id) ?? 0;
+          notApplied.delete(id);
+        }
+        appliedIds.add(id);
         // A call the object had already applied (a retry) applies nothing again.
         if (result.replayed) return result;
         // One call carries a batch of requests (coalesced): count each request it decided.
@@ -135,6 +151,13 @@ export function chaosNamespace(
       };
       return {
         check: (input: unknown) => {
+          const { id, giveBack } = input as CallInput;
+          const back = (giveBack ?? []).reduce((n, g) => n + g.units, 0);
+          if (back > 0 && !appliedIds.has(id) && !notApplied.has(id)) {
+            // Counted lost until the object applies it (a retry or a late answer may still).
+            notApplied.set(id, back);
+            countsOf(name).lostRefunds += back;
+          }
           const fault = pick();
           if (fault !== null) ledger.injected[fault]++;
           if (fault === "hang") {

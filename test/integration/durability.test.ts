@@ -25,6 +25,7 @@ afterEach(() => vi.useRealTimers());
 const storage = async (ruleId: string, key: string) =>
   runInDurableObject(await limiterFor(ruleId, key), async (_instance: SluiceLimiter, state) => ({
     record: state.storage.kv.get("record"),
+    calls: [...state.storage.kv.list({ prefix: "call:" })],
     alarmAtMs: await state.storage.getAlarm(),
   }));
 
@@ -45,7 +46,7 @@ describe("persistence", () => {
     const key = await knownKey("sk_free");
     setNow(T0);
     await SELF.fetch(req("GET", "/v1/quotes", bearer(key)));
-    const { record } = await storage("free-global", key);
+    const { record, calls } = await storage("free-global", key);
     expect(record).toEqual({
       v: 1,
       params: { algorithm: "token_bucket", rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 }, burst: 20 },
@@ -55,9 +56,31 @@ describe("persistence", () => {
         burst: 20,
       }),
       state: { tokensScaled: 1900, lastMs: T0 },
-      // The call it applied, remembered so that a retry of it is not charged twice.
-      calls: [{ id: expect.any(String), atMs: T0, verdicts: "1", leaseUnits: 0, leaseForMs: 0 }],
+      // The rules version its parameters came from (the build's RULES_VERSION): the object obeys the newest.
+      version: expect.any(Number),
     });
+    // The call it applied, remembered so that a retry of it is not charged twice: an entry of its own (a call writes
+    // its entry and the record, never the list of every call remembered).
+    expect(calls).toEqual([
+      ["call:0", { id: expect.any(String), atMs: T0, verdicts: "1", leaseUnits: 0, leaseForMs: 0 }],
+    ]);
+  });
+});
+
+describe("remembered calls", () => {
+  it("a call applied before the object restarts is answered as remembered after it, not charged again", async () => {
+    const key = await knownKey("sk_free");
+    setNow(T0);
+    const limiter = await limiterFor("free-daily", key);
+    const window = { kind: "ms" as const, ms: 86_400_000 };
+    const rule = { id: "free-daily", params: { algorithm: "fixed_window" as const, limit: 10, window } };
+    const first = await limiter.check({ rule, id: "call-a", costs: [1] });
+    expect(first.replayed).toBe(false);
+    for (let i = 0; i < 2; i++) await limiter.check({ rule, id: `call-${i}`, costs: [1] });
+    await abortAllDurableObjects();
+    const again = await (await limiterFor("free-daily", key)).check({ rule, id: "call-a", costs: [1] });
+    expect(again.replayed).toBe(true);
+    expect(again.results[0]).toMatchObject({ ok: true, decision: { allowed: true, remaining: 7 } });
   });
 });
 
@@ -111,7 +134,7 @@ describe("the alarm", () => {
 
     setNow(T0 + 70_000);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
-    expect(await storage("login-per-ip", ip)).toEqual({ record: undefined, alarmAtMs: null });
+    expect(await storage("login-per-ip", ip)).toEqual({ record: undefined, calls: [], alarmAtMs: null });
 
     // Deleted state is fresh state: the next attempt starts a new log.
     const next = await SELF.fetch(req("POST", "/v1/login", { "CF-Connecting-IP": ip }));

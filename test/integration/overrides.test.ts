@@ -5,12 +5,14 @@
  * from); a stale blocked-key cache entry does not outlive an override; an invalid stored override is logged and the
  * rule's own parameters apply (never a 5xx).
  */
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/edge/gateway.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import type { SluiceLimiter } from "../../src/object/limiter.ts";
 import type { CompiledRule } from "../../src/request/match.ts";
-import { bearer, freshKey, gatewayFetch, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, freshKey, gatewayFetch, isolate, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 /** PLAN_CACHE_TTL_MS's default: a changed record is read once the cached one expires. */
 const PLAN_TTL_MS = 30_000;
@@ -188,5 +190,36 @@ describe("per-account overrides", () => {
     const plain = freshKey();
     await putAccount(plain, { plan: "growth" });
     expect(await state(plain)).toMatchObject({ quota: 3, override: false, remaining: 3 });
+  });
+});
+
+describe("an override change reaching isolates at different times (rules versions)", () => {
+  it("the key's object obeys the account record's newest version; an isolate's stale override is decided under it", async () => {
+    const key = freshKey();
+    const headers = { ...bearer(key), "CF-Connecting-IP": "192.0.2.11" };
+    const stale = createIsolate();
+    const fresh = createIsolate();
+    const send = async (iso: typeof stale) => {
+      const ctx = createExecutionContext();
+      const r = await handleRequest(req("GET", "/v1/quotes", headers), env, ctx, rules, iso);
+      await r.arrayBuffer();
+      await waitOnExecutionContext(ctx);
+      return r.status;
+    };
+    await putAccount(key, { plan: "growth", limits: { "growth-global": { rate: "1/h", burst: 10 } }, version: 100 });
+    expect([await send(stale), await send(stale)]).toEqual([200, 200]); // burst 10: 8 left; `stale` caches it
+    // The override is removed (version 200). `fresh` reads the new record: burst 3, the 8 left carried over to 3.
+    await putAccount(key, { plan: "growth", version: 200 });
+    expect(await send(fresh)).toBe(200); // 2 left
+    // `stale` still sends burst 10 (version 100): decided under burst 3, so 2 more and then denials; the object's
+    // state stays on the newest parameters (no thrash back to burst 10).
+    const later = [await send(stale), await send(stale), await send(stale), await send(stale)];
+    expect(later).toEqual([200, 200, 429, 429]);
+    const record = await runInDurableObject(
+      await limiterFor("growth-global", key),
+      (_o: SluiceLimiter, state) => state.storage.kv.get("record") as { fingerprint: string; version?: number },
+    );
+    expect(JSON.parse(record.fingerprint)).toMatchObject({ burst: 3 });
+    expect(record.version).toBe(200);
   });
 });

@@ -1,8 +1,8 @@
 /**
  * The coalescer's bound on requests waiting for one key, through the real gateway and Durable Object: while a key's
- * call hangs, `maxWaiting` requests wait for the next call and every one beyond them is answered at once by its rule's
- * `on_error`: a `closed` rule's 503 problem+json (temporary-reduced-capacity, naming the rule), an `open` rule's 200
- * without its decision. None is queued, so a flood on one key cannot grow the isolate's memory; those that waited are
+ * call hangs, `maxWaiting` requests wait for the next call and every one beyond them is refused at once (429 naming
+ * the rule, with a Retry-After), as an overloaded object's request is, whatever the rule's `on_error`: a flood is never
+ * admitted uncounted. None is queued, so a flood on one key cannot grow the isolate's memory; those that waited are
  * decided as usual once the call ends. (The unit test floods the same bound with 200,000 requests.)
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
@@ -70,7 +70,7 @@ describe("requests waiting for one key are bounded", () => {
     ["/closed", "bound-closed", "closed"],
     ["/open", "bound-open", "open"],
   ] as const) {
-    it(`beyond ${MAX_WAITING} waiting, a request is answered at once by on_error: ${onError}`, async () => {
+    it(`beyond ${MAX_WAITING} waiting, a request is refused at once (on_error: ${onError} plays no part)`, async () => {
       setNow(T0);
       vi.spyOn(console, "error").mockImplementation(() => {});
       vi.spyOn(console, "log").mockImplementation(() => {});
@@ -98,15 +98,12 @@ describe("requests waiting for one key are bounded", () => {
       expect(isolate.stats.queue_overflows).toBe(3);
       expect(isolate.calls.size.waiting).toBe(MAX_WAITING);
       for (const r of refused) {
-        if (onError === "closed") {
-          expect(r.status).toBe(503);
-          expect(r.type).toContain("application/problem+json");
-          expect(r.body).toMatchObject({ type: TEMPORARY_REDUCED_CAPACITY_TYPE, "violated-policies": [rule] });
-        } else {
-          expect(r.status).toBe(200); // skipped: forwarded without this rule's decision
-          expect(r.body.decisions?.some((d) => d.rule === rule && "allowed" in d)).toBe(false);
-        }
+        expect(r.status).toBe(429);
+        expect(r.type).toContain("application/problem+json");
+        expect(r.body).toMatchObject({ "violated-policies": [rule] });
+        expect(r.body.type).not.toBe(TEMPORARY_REDUCED_CAPACITY_TYPE);
       }
+      expect(isolate.stats.fail_open + isolate.stats.fail_closed).toBe(0);
       expect(hanging.calls()).toBe(1); // the refused requests cost the object nothing
       hanging.release();
       await until(() => hanging.calls() === 2); // the waiting ones go in the next call, together

@@ -6,7 +6,7 @@ import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { EXIT_CODES } from "../../src/cli/args.ts";
 import { COMMANDS } from "../../src/cli/commands.ts";
-import { runCompile } from "../../src/cli/compile.ts";
+import { rulesVersion, runCompile } from "../../src/cli/compile.ts";
 import { runCli, runCliIn, scratchRules } from "../support/io.ts";
 
 const RULES = "test/fixtures/cli/rules.yaml";
@@ -157,6 +157,35 @@ describe("sluice compile", () => {
     const io = { stdout: new PassThrough(), stderr: new PassThrough(), stdin: Readable.from([""]) };
     expect(await runCompile(["--rules", bad, "--out", out], io, { WRANGLER_COMMAND: "dev" })).toBe(0);
     expect(await runCompile(["--rules", bad, "--out", out], io, { WRANGLER_COMMAND: "deploy" })).toBe(1);
+  });
+});
+
+describe("the rules version sluice compile stamps", () => {
+  const rules = "export const RULES: readonly ResolvedRule[] = [];\n";
+  const module = (version: number, text = rules) => `// header\nexport const RULES_VERSION = ${version};\n\n${text}`;
+
+  it("keeps the version while the rules are unchanged, and moves it forward (never back) when they change", () => {
+    expect(rulesVersion("", rules, undefined, 1_000)).toBe(1_000);
+    expect(rulesVersion(module(1_000), rules, undefined, 5_000)).toBe(1_000);
+    expect(rulesVersion(module(1_000), "export const RULES = [1];\n", undefined, 5_000)).toBe(5_000);
+    // A build clock behind the last version still moves forward.
+    expect(rulesVersion(module(9_000), "export const RULES = [1];\n", undefined, 5_000)).toBe(9_001);
+  });
+
+  it("takes SLUICE_RULES_VERSION when set, and refuses one that is not a non-negative integer", () => {
+    expect(rulesVersion(module(1_000), rules, "42", 5_000)).toBe(42);
+    expect(rulesVersion("", rules, "-1", 5_000)).toBe(
+      'sluice compile: SLUICE_RULES_VERSION must be a non-negative integer, got "-1"',
+    );
+  });
+
+  it("is written into the module", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-"));
+    const out = join(dir, "rules.ts");
+    expect((await runCli(["compile", "--rules", RULES, "--out", out])).code).toBe(0);
+    const first = /RULES_VERSION = (\d+);/.exec(readFileSync(out, "utf8"))![1];
+    expect((await runCli(["compile", "--rules", RULES, "--out", out])).code).toBe(0);
+    expect(/RULES_VERSION = (\d+);/.exec(readFileSync(out, "utf8"))![1]).toBe(first);
   });
 });
 

@@ -7,15 +7,17 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type Asked, type CoalesceCounters, Coalescer } from "../../src/isolate/coalesce.ts";
+import { type Asked, type CoalesceCounters, Coalescer, OVERLOAD_BACKOFF_MS } from "../../src/isolate/coalesce.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import {
+  CALL_MEMORY_MAX,
   type CallInput,
   type CallResult,
   callRecord,
   checkRecord,
   type LimiterRecord,
+  leaseCapOf,
 } from "../../src/protocol/store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
@@ -106,20 +108,20 @@ describe("a batch in the object", () => {
     );
   });
 
-  it("forgets a call id after a minute, and keeps at most 512", () => {
+  it(`forgets a call id after a minute, and keeps at most ${CALL_MEMORY_MAX}`, () => {
     const params = fixedWindow(1_000_000, 86_400_000);
     let record: LimiterRecord | null = null;
     for (let i = 0; i < 600; i++) {
       record = callRecord(record, { rule: rule(params), id: `c${i}`, costs: [1] }, T0 + i).record;
     }
-    expect(record!.calls).toHaveLength(512);
-    expect(record!.calls![0]!.id).toBe("c88");
+    expect(record!.calls).toHaveLength(CALL_MEMORY_MAX);
+    expect(record!.calls![0]!.id).toBe(`c${600 - CALL_MEMORY_MAX}`);
     const later = callRecord(record, { rule: rule(params), id: "late", costs: [1] }, T0 + 61_000).record;
     expect(later!.calls!.map((c) => c.id)).toEqual(["late"]);
   });
 
   it("grants a lease from what is left, charged like that many requests, and takes unused units back", () => {
-    const params = fixedWindow(10, 60_000);
+    const params = fixedWindow(20, 60_000);
     const at = T0 + 15_000; // 45 s before the window ends
     const first = callRecord(
       null,
@@ -128,11 +130,11 @@ describe("a batch in the object", () => {
     );
     expect(first.result.lease).toEqual({ units: 5, atMs: at, forMs: 1000 });
     expect(first.record!.state).toEqual({ window: Math.floor(at / 60_000), count: 7 });
-    // Only 3 left: the lease is cut to 3; the window's end cuts its term.
+    // Only 3 left after 10 more requests: the lease is cut to 3; the window's end cuts its term.
     const nearEnd = T0 + 59_500;
     const second = callRecord(
       first.record,
-      { rule: rule(params), id: "b", costs: [], lease: { units: 5, ttlMs: 1000 } },
+      { rule: rule(params), id: "b", costs: Array(10).fill(1), lease: { units: 5, ttlMs: 1000 } },
       nearEnd,
     );
     expect(second.result.lease).toEqual({ units: 3, atMs: nearEnd, forMs: 500 });
@@ -150,14 +152,23 @@ describe("a batch in the object", () => {
       },
       nearEnd + 10,
     );
-    expect(back.record!.state).toEqual({ window: Math.floor(at / 60_000), count: 6 });
+    expect(back.record!.state).toEqual({ window: Math.floor(at / 60_000), count: 16 });
+    expect(back.result.refunded).toEqual({ remaining: 4, resetAfterMs: 490 });
     // Nothing left: no lease.
     const full = callRecord(
       first.record,
-      { rule: rule(params), id: "d", costs: [3], lease: { units: 5, ttlMs: 1000 } },
+      { rule: rule(params), id: "d", costs: [13], lease: { units: 5, ttlMs: 1000 } },
       at,
     );
     expect(full.result.lease).toBeNull();
+  });
+
+  it("lends a window rule at most a quarter of its limit per lease, so no isolate holds most of a small window", () => {
+    const params = fixedWindow(5, 60_000);
+    const out = callRecord(null, { rule: rule(params), id: "a", costs: [1], lease: { units: 4, ttlMs: 10_000 } }, T0);
+    expect(out.result.lease).toMatchObject({ units: 1 });
+    expect(leaseCapOf(fixedWindow(300_000, 60_000))).toBe(75_000);
+    expect(leaseCapOf(tokenBucket(5000, 1000, 1000))).toBe(1000);
   });
 });
 
@@ -343,7 +354,7 @@ describe("the coalescer", () => {
     expect(h.counters.object_calls).toBe(1);
   });
 
-  it("fails every request of a failed batch, each with the same failure", async () => {
+  it("never fails a batch open when the object is overloaded: refuses it, and backs off before asking again", async () => {
     const params = tokenBucket(10, 1000, 5);
     const clock = new EventClock(T0);
     const counters: CoalesceCounters = newStats();
@@ -364,8 +375,96 @@ describe("the coalescer", () => {
     for (let i = 0; i < 4; i++) asks.push(ask());
     await clock.runUntil(T0 + 100);
     const got = await Promise.all(asks);
+    // The first call failed overloaded: its request is refused, and the four that waited are refused here without a
+    // call (the backoff), each with a retry after it.
+    expect(calls).toBe(1);
+    for (const a of got) {
+      expect(a).toMatchObject({ kind: "answered", source: "lease", result: { decision: { allowed: false } } });
+      if (a.kind === "answered" && a.result.ok) expect(a.result.decision.retryAfterMs).toBeGreaterThan(0);
+    }
+    expect(counters.last_known_answers).toBe(1); // the others were refused as the backoff's (`lease_answers`)
+    // After the backoff (at most OVERLOAD_BACKOFF_MS) the key is asked again.
+    await clock.runUntil(T0 + 5 + OVERLOAD_BACKOFF_MS);
+    void ask();
+    await clock.runUntil(T0 + 5 + OVERLOAD_BACKOFF_MS + 50);
     expect(calls).toBe(2);
-    expect(got.map((a) => (a.kind === "failed" ? a.failure : a.kind))).toEqual(Array(5).fill("overloaded"));
+  });
+
+  it("takes a timeout within a ttl of an overloaded answer for the same overload: refused, not on_error", async () => {
+    const params = fixedWindow(100, 60_000);
+    const clock = new EventClock(T0);
+    const counters: CoalesceCounters = newStats();
+    let calls = 0;
+    const transport: ObjectTransport = {
+      call: () =>
+        new Promise((_resolve, reject) => {
+          calls++;
+          // The first call is refused as overloaded; the next ones hang past the budget (the object's queue).
+          if (calls === 1) clock.after(5, () => reject(Object.assign(new Error("busy"), { overloaded: true })));
+        }),
+      refund: async () => null,
+    };
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
+    const ask = () =>
+      coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
+    const first = ask();
+    await clock.runUntil(T0 + 10);
+    expect(await first).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    // After the backoff, within a second of the overload: the call times out, and the request is still refused.
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 10);
+    const second = ask();
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 300);
+    expect(await second).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    // Long after it, a timeout is a real failure again: its rule's on_error decides.
+    await clock.runUntil(T0 + 3000);
+    const third = ask();
+    await clock.runUntil(T0 + 3300);
+    expect(await third).toMatchObject({ kind: "failed", failure: "timeout" });
+  });
+
+  it("decides from a rate rule's last share, once, when the object cannot be asked; a window rule's share never", async () => {
+    for (const params of [tokenBucket(100, 1000, 100), fixedWindow(1000, 60_000)]) {
+      const clock = new EventClock(T0);
+      const counters: CoalesceCounters = newStats();
+      let record: LimiterRecord | null = null;
+      let failing = false;
+      const transport: ObjectTransport = {
+        call: (_name, input) =>
+          new Promise((resolve, reject) => {
+            clock.after(5, () => {
+              if (failing) {
+                reject(Object.assign(new Error("busy"), { overloaded: true }));
+                return;
+              }
+              const out = callRecord(record, input, clock.nowMs());
+              record = out.record;
+              resolve(out.result);
+            });
+          }),
+        refund: async () => null,
+      };
+      let n = 0;
+      const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${n++}` });
+      const lease = { ttlMs: 1000, units: 10, above: null };
+      const ask = () => coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease });
+      const first = ask();
+      await clock.runUntil(T0 + 20);
+      expect(await first).toMatchObject({ kind: "answered", source: "object" });
+      expect(coalescer.leaseOf("r:k")).toMatchObject({ units: 10 });
+      failing = true;
+      // 30 requests 5 ms apart: the lease's 10 units, then calls that fail overloaded.
+      const admitted: boolean[] = [];
+      for (let i = 0; i < 30; i++) {
+        const p = ask();
+        await clock.runUntil(clock.nowMs() + 5);
+        await clock.runUntil(clock.nowMs() + 15);
+        const a = await p;
+        admitted.push(a.kind === "answered" && a.result.ok && a.result.decision.allowed);
+      }
+      // A rate rule reuses its last share of 10 units once (never more); a window rule admits nothing uncounted.
+      expect(admitted.filter(Boolean)).toHaveLength(params.algorithm === "token_bucket" ? 20 : 10);
+      expect(admitted.slice(params.algorithm === "token_bucket" ? 20 : 10).some(Boolean)).toBe(false);
+    }
   });
 
   it("retries a reset with the same call id, and the object does not charge the batch twice", async () => {

@@ -6,8 +6,8 @@
  * cache (`BLOCKED_CACHE_MAX_ENTRIES`), the account cache (`ACCOUNT_CACHE_MAX_ENTRIES`), each `scope: local` rule's store
  * (`MAX_KEYS`), the account lookups per client address (`KEY_LOOKUPS_MAX_ADDRESSES`), the ring of recent denials
  * (`RECENT_DENIALS_MAX`), and the coalescer: the keys it tracks (`COALESCE_MAX_KEYS`) and the requests waiting for one
- * key (`COALESCE_MAX_WAITING`; one more fails at once as overloaded, and its rule's `on_error` decides: skipped when
- * open, 503 when closed). (The Isolate's other members are counters, a clock and a sleeper.)
+ * key (`COALESCE_MAX_WAITING`; one more is refused at once, as an overloaded object's request is: never by its rule's
+ * `on_error`, so a flood is never admitted uncounted). (The Isolate's other members are counters, a clock and a sleeper.)
  */
 import { describe, expect, it } from "vitest";
 import { ask } from "../../src/edge/ask.ts";
@@ -180,7 +180,7 @@ const never = () => new Promise<void>(() => {});
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 describe("the coalescer under a flood", () => {
-  it(`keeps at most ${COALESCE_MAX_WAITING} requests waiting for one key; the rest fail at once as overloaded`, async () => {
+  it(`keeps at most ${COALESCE_MAX_WAITING} requests waiting for one key; the rest are refused at once`, async () => {
     const o = objects();
     const stats = counters();
     let id = 0;
@@ -195,15 +195,17 @@ describe("the coalescer under a flood", () => {
     for (let i = 0; i < COALESCE_MAX_WAITING; i++) waiting.push(one());
     expect(calls.size).toEqual({ keys: 1, waiting: COALESCE_MAX_WAITING });
     // 200,000 more on the same key while the call hangs: each is answered at once, none is queued.
-    let overloaded = 0;
+    let refused = 0;
     const chunk = 10_000;
     const flood = 200_000; // 200 times the bound; each refusal is a few promises, so this keeps the test to seconds
     for (let start = 0; start < flood; start += chunk) {
       const got = await Promise.all(Array.from({ length: chunk }, one));
-      for (const a of got) if (a.kind === "failed" && a.failure === "overloaded" && a.attempts === 0) overloaded++;
+      for (const a of got) {
+        if (a.kind === "answered" && a.result.ok && !a.result.decision.allowed && a.attempts === 0) refused++;
+      }
       expect(calls.size.waiting).toBe(COALESCE_MAX_WAITING);
     }
-    expect(overloaded).toBe(flood);
+    expect(refused).toBe(flood);
     expect(stats.queue_overflows).toBe(flood);
     expect(o.calls).toHaveLength(1); // the refused requests cost the object nothing
     // Released: the waiting requests go in one call and each gets its own decision (100 allowed in all: the limit).
@@ -216,7 +218,7 @@ describe("the coalescer under a flood", () => {
     expect(calls.size).toEqual({ keys: 1, waiting: 0 });
   });
 
-  it("answers each refused request by its rule's on_error: skipped when open, fail_closed (a 503) when closed", async () => {
+  it("refuses each request beyond the bound whatever its rule's on_error: a flood is never admitted uncounted", async () => {
     const { rules, errors } = parseRules(
       [
         "- id: open-rule\n  match: { identity: ip }\n  algorithm: fixed_window\n  limit: 100\n  window: min\n",
@@ -246,9 +248,9 @@ describe("the coalescer under a flood", () => {
       await settle(); // its call is in flight, and hangs
       const queued = [leader, ...Array.from({ length: COALESCE_MAX_WAITING }, () => ask(cx, app, null))];
       const refused = await Promise.all(Array.from({ length: 3 }, () => ask(cx, app, null)));
-      const reason = rule.rule.onError === "closed" ? "fail_closed" : "fail_open";
-      for (const outcome of refused)
-        expect(outcome).toMatchObject({ kind: "failed", reason, failure: "overloaded", attempts: 0 });
+      for (const outcome of refused) {
+        expect(outcome).toMatchObject({ kind: "decided", source: "lease", decision: { allowed: false } });
+      }
       o.hold(false);
       o.release();
       const answered = await Promise.all(queued);

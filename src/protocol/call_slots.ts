@@ -1,0 +1,75 @@
+/**
+ * How an object stores the call ids it remembers (store.ts `LimiterRecord.calls`): one storage entry per call, in a
+ * ring of `CALL_MEMORY_MAX` slots, so a call writes its own entry (about 100 bytes) and the record without the list
+ * (a few hundred), never the whole list again. Pure: the Durable Object (limiter.ts) and the simulated object
+ * (src/sim/object.ts) keep one of these beside the record.
+ */
+import { type AppliedCall, CALL_MEMORY_MAX, type LimiterRecord } from "./store.ts";
+
+/** The storage key of the record without its calls. */
+export const RECORD_KEY = "record";
+/** The storage key prefix of one remembered call. */
+export const CALL_KEY_PREFIX = "call:";
+
+export const callKey = (slot: number): string => `${CALL_KEY_PREFIX}${slot}`;
+
+/** The record as stored under `RECORD_KEY`: everything but its calls. */
+export function storedRecord(record: LimiterRecord): LimiterRecord {
+  if (record.calls === undefined) return record;
+  const { calls: _calls, ...rest } = record;
+  return rest;
+}
+
+/** Which slot each remembered call is in, oldest first; the slots not in use. */
+export class CallSlots {
+  /** Slots in use, oldest call first. */
+  private readonly used: number[] = [];
+  private readonly free: number[] = [];
+
+  /** From the entries found in storage (key, call), in any order; returns the calls, oldest first. */
+  static load(entries: Iterable<readonly [string, AppliedCall]>): { slots: CallSlots; calls: AppliedCall[] } {
+    const found: { slot: number; call: AppliedCall }[] = [];
+    for (const [key, call] of entries) {
+      const slot = Number(key.slice(CALL_KEY_PREFIX.length));
+      if (Number.isSafeInteger(slot) && slot >= 0 && slot < CALL_MEMORY_MAX) found.push({ slot, call });
+    }
+    found.sort((a, b) => a.call.atMs - b.call.atMs || a.slot - b.slot);
+    const slots = new CallSlots(found.map((f) => f.slot));
+    return { slots, calls: found.map((f) => f.call) };
+  }
+
+  constructor(used: readonly number[] = []) {
+    this.used.push(...used);
+    const taken = new Set(used);
+    for (let slot = CALL_MEMORY_MAX - 1; slot >= 0; slot--) if (!taken.has(slot)) this.free.push(slot);
+  }
+
+  /** The slot for the next call: a free one, else the oldest call's (which the record forgot too). */
+  next(): number {
+    const slot = this.free.pop() ?? this.used.shift()!;
+    this.used.push(slot);
+    return slot;
+  }
+
+  /** Forget every slot (the object forgot the key). */
+  clear(): void {
+    this.used.length = 0;
+    this.free.length = 0;
+    for (let slot = CALL_MEMORY_MAX - 1; slot >= 0; slot--) this.free.push(slot);
+  }
+}
+
+/**
+ * The writes one change of a record makes: the record without its calls, and the call it applied, if any (the new
+ * last entry of `calls`). `null` record: delete the record (its call entries stay until the object is cleared; they
+ * are only read along with a record).
+ */
+export function writesOf(
+  before: LimiterRecord | null,
+  after: LimiterRecord | null,
+): { readonly record: LimiterRecord | null; readonly call: AppliedCall | null } {
+  if (after === null) return { record: null, call: null };
+  const last = after.calls?.at(-1);
+  const call = last !== undefined && last !== before?.calls?.at(-1) ? last : null;
+  return { record: storedRecord(after), call };
+}
