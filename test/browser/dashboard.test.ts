@@ -162,9 +162,9 @@ describe("dashboard in Chromium, without Analytics Engine", () => {
     expect(await requests.first().textContent()).toBe("requests through the gateway (admin requests excluded)");
     await expect.poll(() => requests.nth(2).textContent(), { timeout: 20_000 }).toMatch(/^\d+(\.\d+)?$/);
     const monthly = page.locator("#rules-body tr", { hasText: "scale-monthly" }).locator("td");
-    expect(await monthly.nth(2).textContent()).toBe("2,000,000 per calendar month");
-    expect(await monthly.nth(7).textContent()).toBe("global");
-    expect(await monthly.nth(8).textContent()).toBe("open");
+    expect(await monthly.nth(1).textContent()).toBe("fixed_window 2,000,000 per month");
+    expect(await monthly.nth(6).textContent()).toBe("global");
+    expect(await monthly.nth(7).textContent()).toBe("open");
     await expect.poll(() => page.locator("#updated").textContent()).toMatch(/^updated \d\d:\d\d:\d\d UTC$/);
     if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard-isolate.png"), fullPage: true });
     expect(problems).toEqual([]);
@@ -213,7 +213,7 @@ describe("dashboard in Chromium, without Analytics Engine", () => {
     await page.fill("#key-value", OVERRIDE_KEY);
     await page.click("#lookup");
     await expect.poll(() => field(page, "account").textContent()).toBe("plan growth");
-    expect(await field(page, "overrides").textContent()).toBe("growth-global: rate 250/s, burst 500");
+    expect(await field(page, "overrides").textContent()).toBe("growth-global: gcra 250/s, burst 500");
     expect(await field(page, "quota").textContent()).toBe("500 (this account's own limit)");
     await page.click("#reset");
     await page.locator("#confirm").waitFor();
@@ -269,7 +269,7 @@ describe("dashboard in Chromium, with the fleet view (recorded Analytics Engine 
     expect(await page.locator("#fleet-keys-body tr").count()).toBe(5);
     expect(await page.locator("#fleet-keys-body tr").first().locator("td").nth(3).textContent()).toBe("1,840");
     const free = page.locator("#fleet-rules-body tr", { hasText: "free-global" }).locator("td");
-    expect(await free.nth(1).textContent()).toBe("rate 10/s, burst 20");
+    expect(await free.nth(1).textContent()).toBe("token_bucket 10/s, burst 20");
     expect(await free.nth(2).textContent()).toBe("1,284,000");
     expect(await free.nth(3).textContent()).toBe("357");
     expect(await free.nth(5).textContent()).toBe("0.2%");

@@ -79,6 +79,22 @@ export async function startWrangler(
   /** More arguments for wrangler dev, e.g. `-c` configurations (the first is the Worker on the port). */
   extraArgs: readonly string[] = [],
 ): Promise<WranglerDev> {
+  // A free port can be taken by another process between `freePort` and wrangler's own bind: try another, twice.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startWranglerOnce(persistTo, vars, cwd, extraArgs);
+    } catch (error) {
+      if (attempt === 3 || !String(error).includes("Address already in use")) throw error;
+    }
+  }
+}
+
+async function startWranglerOnce(
+  persistTo: string,
+  vars: Record<string, string>,
+  cwd: string,
+  extraArgs: readonly string[],
+): Promise<WranglerDev> {
   const port = await freePort();
   // The devtools inspector listens too (9229/9230 by default): another wrangler dev on the machine may hold those.
   let inspectorPort = await freePort();

@@ -95,7 +95,8 @@ const SCRIPT = `
     if (ms === null || ms === undefined) return "-";
     return ms < 1000 ? fmt(ms) + " ms" : fmt(Math.round(ms / 100) / 10) + " s";
   };
-  const limitsOf = (r) => r.limits || r.algorithm;
+  // A rule's limits as the algorithm table describes them, with thousands separators: "fixed_window 2,000,000 per month".
+  const limitsOf = (r) => (r.limits || r.algorithm).replace(/\\d{4,}/g, (n) => fmt(n));
 
   // One admin API call. Never throws for an HTTP status: the caller decides what 401 and 429 mean.
   async function call(method, path, token) {
@@ -158,7 +159,7 @@ const SCRIPT = `
       body.append(
         row([
           idCell(r),
-          r.limits,
+          limitsOf(r),
           m.plans === null ? "any" : m.plans.join(", "),
           m.route === null ? "any" : m.route.source,
           m.identity,
