@@ -1,5 +1,5 @@
 /**
- * The service binding's two calls, on the gateway's own request path (gateway.ts): `check` judges a request exactly as
+ * The service binding's two calls, on the gateway's own request path (judge.ts): `check` judges a request exactly as
  * the gateway does (`judgeRequest`), `limit` enters after matching with the one rule it names (`judgeApplicable`).
  * Their inputs come from another Worker and are read strictly here: a wrong one is a `TypeError` or `RangeError`
  * whose message says what to fix, never a silent default; the limiter's own failures follow each rule's `on_error`.
@@ -8,7 +8,7 @@
 import { type CheckResult, type LimitResult, MAX_LIMIT_KEY_CHARS, type Problem } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { CompiledRule } from "../request/match.ts";
-import { type Judgement, judgeApplicable, judgeRequest, type RequestContext } from "./gateway.ts";
+import { type Judgement, judgeApplicable, judgeRequest, type RequestContext } from "./judge.ts";
 import { keyHashOf } from "./hash.ts";
 import { type Env, settingsOf } from "./settings.ts";
 

@@ -6,7 +6,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/gateway.ts";
+import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/judge.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
