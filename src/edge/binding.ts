@@ -8,8 +8,9 @@
 import { type CheckResult, type LimitResult, MAX_LIMIT_KEY_CHARS, type Problem } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { CompiledRule } from "../request/match.ts";
-import { type Judgement, judgeApplicable, judgeRequest, type RequestContext } from "./judge.ts";
 import { keyHashOf } from "./hash.ts";
+import { judgeApplicable, judgeRequest } from "./judge.ts";
+import type { Judgement, RequestContext } from "./judgement.ts";
 import { type Env, settingsOf } from "./settings.ts";
 
 /** What the binding's caller configured on its side (`props` of its `[[services]]` entry). */

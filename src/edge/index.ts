@@ -1,9 +1,9 @@
 /**
- * Sluice at the edge: the Worker (judge.ts), its service binding (entrypoint.ts, `RateLimiter`) and its Durable
+ * Sluice at the edge: the Worker (gateway.ts), its service binding (entrypoint.ts, `RateLimiter`) and its Durable
  * Object (limiter.ts), on the rules and isolate state of deployed.ts.
  */
 import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
-import { handleRequest } from "./judge.ts";
+import { handleRequest } from "./gateway.ts";
 import type { Env } from "./settings.ts";
 
 export { SluiceLimiter } from "../object/limiter.ts";

@@ -1,5 +1,5 @@
 /**
- * Who a replayed request is, as the gateway's "who is calling" step decides it (src/worker/caller.ts), from a trace
+ * Who a replayed request is, as the gateway's "who is calling" step decides it (src/edge/caller.ts), from a trace
  * line instead of headers: the identities through the gateway's own readers (identity.ts), the account by the SHA-256
  * of the API key, and a caller without a verified key on the default plan, counted by its address. The key "hashes"
  * are the identity values themselves: a replay names no object, so nothing is hashed but the account lookup.

@@ -5,7 +5,7 @@
  */
 import { createExecutionContext, env, runInDurableObject, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/judge.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
 import { jitterSeconds, sha256Hex } from "../../src/edge/hash.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { dashboardPage, LOGIN_CHECK_PATH } from "../../src/edge/admin/dashboard.ts";
 import { fleetPeriodOf, fleetView } from "../../src/edge/admin/fleet.ts";
 import { FLEET_PERIODS, fleetQueries } from "../../src/edge/admin/fleet_sql.ts";
-import { handleRequest } from "../../src/edge/judge.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import type { Env } from "../../src/edge/settings.ts";
 import { AE_ACCOUNT_ID, AE_API_TOKEN, aeFetcher } from "../support/analytics_engine.ts";

@@ -7,7 +7,7 @@
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/judge.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import type { SluiceLimiter } from "../../src/object/limiter.ts";

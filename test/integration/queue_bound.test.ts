@@ -7,7 +7,8 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest, TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/judge.ts";
+import { handleRequest } from "../../src/edge/gateway.ts";
+import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import type { SluiceLimiter } from "../../src/object/limiter.ts";
 import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
