@@ -95,7 +95,7 @@ const SCRIPT = `
     if (ms === null || ms === undefined) return "-";
     return ms < 1000 ? fmt(ms) + " ms" : fmt(Math.round(ms / 100) / 10) + " s";
   };
-  // A rule's limits as the algorithm table describes them, with thousands separators: "fixed_window 2,000,000 per month".
+  // A rule's limits as the algorithm table describes them, with thousands separators ("2,000,000 per month").
   const limitsOf = (r) => (r.limits || r.algorithm).replace(/\\d{4,}/g, (n) => fmt(n));
 
   // One admin API call. Never throws for an HTTP status: the caller decides what 401 and 429 mean.
