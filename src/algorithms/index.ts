@@ -210,3 +210,12 @@ export function leaseRefillOver(params: AlgorithmParams, ttlMs: number): number 
   const lease = leasePolicy(params.algorithm);
   return lease.kind === "rate" ? lease.refillOver(params, ttlMs) : null;
 }
+
+/**
+ * The parameters of a rate share: `num/den` of the rule's rate and burst (`LeasePolicy.slice`); `null` for an
+ * algorithm without rate shares (a window or no leases), for `num` 0, or where the slice would not stay exact.
+ */
+export function sliceParams(params: AlgorithmParams, num: number, den: number): AlgorithmParams | null {
+  const lease = leasePolicy(params.algorithm);
+  return lease.kind === "rate" ? lease.slice(params, num, den) : null;
+}

@@ -1,5 +1,5 @@
 /** Pieces several algorithms share: the rate family's header window and cached-denial bound, carry-over scaling. */
-import { ceilDiv, MAX_SCALED } from "./arith.ts";
+import { ceilDiv, gcd, MAX_SCALED } from "./arith.ts";
 import type { Rate } from "./params.ts";
 import type { Algorithm, Denied, LeasePolicy, ParamReader } from "./types.ts";
 
@@ -53,7 +53,34 @@ export function bucketLease<P extends { readonly rate: Rate; readonly burst: num
     withinBound: (params, count, spanMs, ttlMs) =>
       count * params.rate.perMs <= params.burst * params.rate.perMs + params.rate.tokens * (spanMs + ttlMs),
     refillOver: (params, spanMs) => Math.floor((params.rate.tokens * spanMs) / params.rate.perMs),
+    slice: (params, num, den) => sliceBucket(params, num, den),
   };
+}
+
+/** `num/den` of a bucket's rate and burst (see `LeasePolicy.slice`). */
+export function sliceBucket<P extends { readonly rate: Rate; readonly burst: number }>(
+  params: P,
+  num: number,
+  den: number,
+): P | null {
+  if (!Number.isSafeInteger(num) || !Number.isSafeInteger(den) || num < 1 || den < 1 || num > den) return null;
+  if (num === den) return params;
+  const { rate } = params;
+  const tokensNum = rate.tokens * num;
+  const perMsNum = rate.perMs * den;
+  const g = gcd(tokensNum, perMsNum);
+  const tokens = tokensNum / g;
+  const perMs = perMsNum / g;
+  const burst = Math.max(1, Math.floor((params.burst * num) / den));
+  if (burst * perMs > MAX_SCALED || !Number.isSafeInteger(tokensNum) || !Number.isSafeInteger(perMsNum)) return null;
+  const g2 = gcd(rate.amount * num, rate.periodMs * den);
+  const sliced: Rate = {
+    amount: (rate.amount * num) / g2,
+    periodMs: (rate.periodMs * den) / g2,
+    tokens,
+    perMs,
+  };
+  return { ...params, rate: sliced, burst };
 }
 
 /** The rate family's rule-file fields: the rate and the burst. */

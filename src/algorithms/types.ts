@@ -158,6 +158,13 @@ export type LeasePolicy<P> =
       withinBound(params: Own<P>, count: number, spanMs: number, ttlMs: number): boolean;
       /** Whole units the key regains over `spanMs` with no requests (`rate × spanMs`, rounded down). */
       refillOver(params: Own<P>, spanMs: number): number;
+      /**
+       * The parameters of a rate share (src/protocol/share.ts): `num/den` of the rate, and of the burst (rounded down,
+       * at least 1), with the rate kept as an exact reduced rational; `null` when `num` is 0 or the slice would pass
+       * exact arithmetic (`MAX_SCALED`). Shares whose parts add up to `den` add up to the rule (plus at most one unit of
+       * burst per share, from rounding up to 1).
+       */
+      slice(params: P, num: number, den: number): P | null;
     }
   | { readonly kind: "none"; readonly why: string };
 

@@ -42,6 +42,44 @@ export interface LimiterRecord {
   readonly calls?: readonly AppliedCall[];
   /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget (`callRecord`). */
   readonly leaseAsks?: LeaseAsks;
+  /** The shares granted to delegates, and the direct slice's state while rate shares are out (share.ts). */
+  readonly shares?: ShareBook;
+}
+
+/**
+ * The shares of a hot key's budget its object granted (src/protocol/share.ts owns every operation on it). Bounded:
+ * at most `SHARE_HOLDERS_MAX` entries (a few hundred bytes each at most).
+ */
+export interface ShareBook {
+  readonly entries: readonly ShareEntry[];
+  /**
+   * While rate shares are out: the slice of the rate the object decides direct calls from (`parts` of `SHARE_PARTS`,
+   * what no live share holds) and its state under those parameters; the record's own `state` then waits unused.
+   */
+  readonly direct?: { readonly parts: number; readonly state: AlgorithmState | null };
+  /** The key is hot until then (object clock), ms: callers are told to go to their region's delegate. */
+  readonly hotUntilMs: number;
+}
+
+/** One holder's share, as the key's object remembers it. */
+export interface ShareEntry {
+  /** The holder: a delegate's region and shard (`weur.0`), never a key. */
+  readonly holder: string;
+  /** Rate share: parts of `SHARE_PARTS` of the rule's rate and burst. 0 for a window share. */
+  readonly parts: number;
+  /** Window share: units charged at `atMs` for it. 0 for a rate share. */
+  readonly units: number;
+  /** The object's clock at the grant, ms. */
+  readonly atMs: number;
+  /** When the share ends at the latest (object clock), ms: the grant time plus its term. */
+  readonly endsAtMs: number;
+  /** The holder's previous parts, still promised until `prevEndsAtMs` (the holder uses them until it hears). */
+  readonly prevParts: number;
+  readonly prevEndsAtMs: number;
+  /** Cost the holder was asked for over its last term: its demand. */
+  readonly demand: number;
+  /** The ask this grant answered (a retried ask is answered again, not granted twice). */
+  readonly askId: string;
 }
 
 /** Lease units asked in the current and the previous bucket of one ttl (`bucket` = floor(now / ttl)). */
@@ -129,13 +167,14 @@ export function checkRecord(
   return { result, record: record === null ? next : keepBookkeeping(record, next) };
 }
 
-/** A new record with the old one's call ids and lease asks (which are not algorithm state). */
+/** A new record with the old one's call ids, lease asks and shares (which are not algorithm state). */
 function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
-  if (old.calls === undefined && old.leaseAsks === undefined) return next;
+  if (old.calls === undefined && old.leaseAsks === undefined && old.shares === undefined) return next;
   return {
     ...next,
     ...(old.calls === undefined ? {} : { calls: old.calls }),
     ...(old.leaseAsks === undefined ? {} : { leaseAsks: old.leaseAsks }),
+    ...(old.shares === undefined ? {} : { shares: old.shares }),
   };
 }
 
@@ -304,6 +343,11 @@ export interface CallResult {
   readonly busy?: boolean;
   /** For a call that gave units back (`giveBack`): the key's figures after it, as a refund reports them. */
   readonly refunded?: RefundResult;
+  /**
+   * The key is hot (src/protocol/share.ts): `true` from the key's object tells the caller to send this key's batches
+   * to its region's delegate; `false` from a delegate tells it to go back to the key's object. Absent: no change.
+   */
+  readonly hot?: boolean;
 }
 
 /**
@@ -372,11 +416,16 @@ function figuresOf(record: LimiterRecord | null, rule: LimiterRule, nowMs: numbe
 
 /** The result, marked busy when the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
 function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: number): CallResult {
+  return isBusy(record, nowMs) ? { ...result, busy: true } : result;
+}
+
+/** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
+export function isBusy(record: LimiterRecord | null, nowMs: number): boolean {
   const calls = record?.calls;
-  if (calls === undefined || calls.length < BUSY_CALLS_PER_S) return result;
+  if (calls === undefined || calls.length < BUSY_CALLS_PER_S) return false;
   // The newest are last: look back from the BUSY_CALLS_PER_S-th newest.
   const nth = calls[calls.length - BUSY_CALLS_PER_S]!;
-  return nowMs - nth.atMs < 1000 ? { ...result, busy: true } : result;
+  return nowMs - nth.atMs < 1000;
 }
 
 /**

@@ -1,0 +1,286 @@
+/**
+ * A delegate's decisions: the holder's side of the delegate tier (share.ts has the key's object's side).
+ *
+ * One delegate per (rule, key, region) holds a share of a hot key's budget, durably (its Durable Object stores this
+ * record on every change), and decides the batches of the isolates in its region from it:
+ * - a rate share: a bucket of its own under the sliced parameters (`sliceParams`), kept across renewals and converted
+ *   by the algorithm's carry-over when the slice or the rule changes; a new share starts empty;
+ * - a window share: units already charged in the key's record, admitted first come; the unused ones go back with the
+ *   next renewal, which asks for the next term's units.
+ * It renews before the term ends (`renewDue`), with the cost it was asked for over the last term (its demand), and
+ * before deciding when the share has ended, is short of units it may still get, or an isolate brings a newer rules
+ * version (`delegateNeed`). Without a share (the key went cold, or the object refused) its shell passes batches
+ * through to the key's object unchanged.
+ *
+ * Pure: (record, input, now) → (result, record). The Durable Object (src/object/delegate.ts) and the simulator run it.
+ */
+import {
+  type AlgorithmParams,
+  type AlgorithmState,
+  capacityOf,
+  carryOver,
+  decide,
+  refund,
+  sliceParams,
+} from "../algorithms/index.ts";
+import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "./share.ts";
+import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
+
+/** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
+export const DELEGATE_CALL_MEMORY = 32;
+
+/** The share a delegate holds. */
+export interface HeldShare {
+  readonly kind: "rate" | "window";
+  /** The rule the share is under (the newest version the key's object had seen). */
+  readonly rule: LimiterRule;
+  /** Rate share: parts of `SHARE_PARTS`. */
+  readonly parts: number;
+  /** Rate share: the bucket under the sliced parameters (`null` with no parts). */
+  readonly state: AlgorithmState | null;
+  /** Window share: units granted, and those still to admit from. */
+  readonly units: number;
+  readonly unitsLeft: number;
+  /** Window share: granted fewer than asked: refuse beyond them until the term ends. */
+  readonly short: boolean;
+  /** The object's clock at the grant (a window share's refunds name it), ms. */
+  readonly atMs: number;
+  /** This delegate's clock when the share ends (the ask's sending time plus its term), and when to renew, ms. */
+  readonly endsAtMs: number;
+  readonly renewAtMs: number;
+}
+
+export interface DelegateRecord {
+  readonly v: 1;
+  readonly share: HeldShare | null;
+  /** Whether the key is hot, as the last grant said (`false`: callers go back to the key's object). */
+  readonly hot: boolean;
+  /** Cost asked of this delegate per share term: the current and the previous term bucket. */
+  readonly demand: { readonly bucket: number; readonly curr: number; readonly prev: number };
+  /** Units to give back to the key's object with the next ask. */
+  readonly giveBack: readonly LeaseReturn[];
+  /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
+  readonly calls: readonly AppliedCall[];
+}
+
+export const NEW_DELEGATE: DelegateRecord = {
+  v: 1,
+  share: null,
+  hot: true,
+  demand: { bucket: 0, curr: 0, prev: 0 },
+  giveBack: [],
+  calls: [],
+};
+
+/** The sliced parameters of a rate share (`null`: no parts). */
+function sliceOf(share: HeldShare): AlgorithmParams | null {
+  return share.kind === "rate" && share.parts > 0 ? sliceParams(share.rule.params, share.parts, SHARE_PARTS) : null;
+}
+
+/**
+ * What deciding `costs` needs first: `renew` (no share, its term ended, an isolate has a newer rules version, or a
+ * window share is out of units it may still get), or `ready`.
+ */
+export function delegateNeed(
+  record: DelegateRecord,
+  rule: LimiterRule,
+  costs: readonly number[],
+  nowMs: number,
+): "ready" | "renew" {
+  const share = record.share;
+  if (share === null || nowMs >= share.endsAtMs) return "renew";
+  if ((rule.version ?? 0) > (share.rule.version ?? 0)) return "renew";
+  if (share.kind === "window" && !share.short) {
+    const cost = costs.reduce((a, b) => a + b, 0);
+    if (cost > share.unitsLeft) return "renew";
+  }
+  return "ready";
+}
+
+/** Whether the share should be renewed now, in the background (the last quarter of its term, with demand). */
+export function renewDue(record: DelegateRecord, nowMs: number): boolean {
+  const share = record.share;
+  return share !== null && nowMs >= share.renewAtMs && demandPerTerm(record, nowMs) > 0;
+}
+
+/** Cost asked over one term, from the current and previous buckets (the larger of the two). */
+export function demandPerTerm(record: DelegateRecord, nowMs: number): number {
+  const d = rolled(record.demand, nowMs);
+  return Math.max(d.curr, d.prev);
+}
+
+function rolled(d: DelegateRecord["demand"], nowMs: number): DelegateRecord["demand"] {
+  const bucket = Math.floor(nowMs / SHARE_TERM_MS);
+  if (bucket === d.bucket) return d;
+  return { bucket, curr: 0, prev: bucket === d.bucket + 1 ? d.curr : 0 };
+}
+
+/**
+ * The ask renewing this delegate's share, and the record once it is sent: a window share's unused units go back with
+ * it (they are no longer this delegate's, whatever the answer: a lost answer leaves the key short, never over).
+ */
+export function shareAsk(
+  record: DelegateRecord,
+  holder: string,
+  rule: LimiterRule,
+  id: string,
+  nowMs: number,
+  release = false,
+): { readonly ask: ShareAsk; readonly record: DelegateRecord } {
+  const share = record.share;
+  const giveBack = [...record.giveBack];
+  let kept = share;
+  if (share !== null && share.kind === "window") {
+    if (share.unitsLeft > 0 && nowMs < share.endsAtMs) giveBack.push({ units: share.unitsLeft, atMs: share.atMs });
+    kept = { ...share, unitsLeft: 0 };
+  }
+  const newest = share !== null && (share.rule.version ?? 0) > (rule.version ?? 0) ? share.rule : rule;
+  const demand = demandPerTerm(record, nowMs);
+  const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
+  const ask: ShareAsk = { rule: newest, holder, id, demand, units, giveBack, ...(release ? { release } : {}) };
+  return { ask, record: { ...record, share: kept, giveBack: [] } };
+}
+
+/** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */
+export function adoptGrant(
+  record: DelegateRecord,
+  ask: ShareAsk,
+  grant: ShareGrant,
+  sentAtMs: number,
+  nowMs: number,
+): DelegateRecord {
+  if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
+  const endsAtMs = sentAtMs + grant.termMs;
+  const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
+  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs };
+  if (grant.kind === "window") {
+    const share: HeldShare = {
+      kind: "window",
+      ...common,
+      parts: 0,
+      state: null,
+      units: grant.units,
+      unitsLeft: grant.units,
+      short: grant.units < ask.units,
+    };
+    return { ...record, share, hot: grant.hot };
+  }
+  const next = sliceParams(grant.rule.params, grant.parts, SHARE_PARTS);
+  const old = record.share;
+  const from = old === null ? null : sliceOf(old);
+  let state: AlgorithmState | null = null;
+  if (next !== null) {
+    state =
+      from !== null && old?.state != null
+        ? (carryOver(from, next, old.state, nowMs) ?? emptyState(next, nowMs))
+        : emptyState(next, nowMs);
+  }
+  const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
+  return { ...record, share, hot: grant.hot };
+}
+
+/**
+ * Decide an isolate's batch from the share (the shell made sure it is `ready`): refunds first (into the share while
+ * it holds them, else kept to give back to the key's object), then each request in order. A retried call is answered
+ * as remembered.
+ */
+export function delegateCall(
+  record: DelegateRecord,
+  input: CallInput,
+  nowMs: number,
+): { readonly result: CallResult; readonly record: DelegateRecord } {
+  const seen = record.calls.find((c) => c.id === input.id);
+  if (seen !== undefined) return { result: replayed(record, input, seen, nowMs), record };
+  let share = record.share;
+  const giveBack = [...record.giveBack];
+  for (const back of input.giveBack ?? []) {
+    if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
+    const took = share === null ? null : refundInto(share, back, nowMs);
+    if (took === null) giveBack.push(back);
+    else share = took;
+  }
+  const results: CheckResult[] = [];
+  for (const cost of input.costs) {
+    const out = decideOne(share, input.rule, cost, nowMs);
+    results.push(out.result);
+    share = out.share;
+  }
+  const d = rolled(record.demand, nowMs);
+  const asked = input.costs.reduce((a, b) => a + (Number.isSafeInteger(b) && b > 0 ? b : 0), 0);
+  const applied: AppliedCall = {
+    id: input.id,
+    atMs: nowMs,
+    verdicts: results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join(""),
+    leaseUnits: 0,
+    leaseForMs: 0,
+  };
+  const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
+  const next: DelegateRecord = { ...record, share, giveBack, calls, demand: { ...d, curr: d.curr + asked } };
+  const result: CallResult = { atMs: nowMs, results, lease: null, replayed: false, hot: record.hot };
+  return { result, record: next };
+}
+
+/** A refund taken into the share (`null`: it is not this share's to take, give it back to the key's object). */
+function refundInto(share: HeldShare, back: LeaseReturn, nowMs: number): HeldShare | null {
+  if (nowMs >= share.endsAtMs) return null;
+  if (share.kind === "window") {
+    if (back.atMs !== share.atMs) return null;
+    return { ...share, unitsLeft: Math.min(share.units, share.unitsLeft + back.units) };
+  }
+  const params = sliceOf(share);
+  if (params === null || share.state === null) return null;
+  return { ...share, state: refund(params, share.state, back.units, back.atMs) };
+}
+
+/** One request decided from the share. */
+function decideOne(
+  share: HeldShare | null,
+  rule: LimiterRule,
+  cost: number,
+  nowMs: number,
+): { readonly result: CheckResult; readonly share: HeldShare | null } {
+  const checked = decide(share?.rule.params ?? rule.params, null, cost, nowMs);
+  if (!checked.ok) return { result: checked, share };
+  const waitMs = Math.max(1, (share?.endsAtMs ?? nowMs) - nowMs);
+  const refused: CheckResult = {
+    ok: true,
+    atMs: nowMs,
+    decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
+  };
+  if (share === null || nowMs >= share.endsAtMs) return { result: refused, share };
+  if (share.kind === "window") {
+    if (share.unitsLeft < cost) return { result: refused, share };
+    const unitsLeft = share.unitsLeft - cost;
+    const decision = { allowed: true, remaining: unitsLeft, resetAfterMs: waitMs, retryAfterMs: null, delayMs: 0 };
+    return { result: { ok: true, atMs: share.atMs, decision }, share: { ...share, unitsLeft } };
+  }
+  const params = sliceOf(share);
+  if (params === null || share.state === null || cost > capacityOf(params)) return { result: refused, share };
+  const out = decide(params, share.state, cost, nowMs);
+  if (!out.ok) return { result: refused, share };
+  return { result: { ok: true, atMs: nowMs, decision: out.decision }, share: { ...share, state: out.state } };
+}
+
+/** The answer to a call already decided: its verdicts as remembered. */
+function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
+  const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
+  const results = input.costs.map((cost, i): CheckResult => {
+    const verdict = seen.verdicts[i];
+    if (verdict === "e" || verdict === undefined) {
+      const out = decide(input.rule.params, null, cost, nowMs);
+      return out.ok ? { ok: false, error: "invalid_cost" } : out;
+    }
+    const allowed = verdict === "1";
+    return {
+      ok: true,
+      atMs: seen.atMs,
+      decision: { allowed, remaining: 0, resetAfterMs: waitMs, retryAfterMs: allowed ? null : waitMs, delayMs: 0 },
+    };
+  });
+  return { atMs: nowMs, results, lease: null, replayed: true, hot: record.hot };
+}
+
+/** A delegate record that is as good as none: no share, nothing to give back. */
+export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
+  return (record.share === null || nowMs >= record.share.endsAtMs) && record.giveBack.length === 0;
+}

@@ -1,0 +1,317 @@
+/**
+ * Shares of a hot key's budget: the key's object's side of the delegate tier (docs/production.md, "Hot keys").
+ *
+ * A key whose object is busy is *hot*: the object answers its callers `hot: true`, and they send the key's batches to
+ * their region's delegate (delegate.ts) instead. Each delegate holds a **share** granted by the key's object, renewed
+ * every term (`SHARE_TERM_MS`) with its demand, and decides the isolates' batches from it. The key's object stays the
+ * single writer of the key's record: the shares, their holders and their terms are in that record (`ShareBook`,
+ * at most `SHARE_HOLDERS_MAX` entries).
+ *
+ * - **Rate algorithms** (the algorithm's `lease.kind` is `rate`): a share is `parts` of `SHARE_PARTS` of the rule's rate
+ *   and burst (`sliceParams`), for one term. Nothing is charged up front: the holder decides from a bucket of its own
+ *   under the sliced parameters, so what it does not use is never charged anywhere, and a holder that dies loses
+ *   nothing (its rate comes back to the object when its term ends). While shares are out, the object decides direct
+ *   calls from the slice no live share holds (`ShareBook.direct`). The slices add up to the rule: any span `t` admits
+ *   at most `burst + rate × t` (plus one unit of burst per share, from rounding a slice's burst up to 1). A holder
+ *   whose parts shrink keeps its old parts promised until its old term ends, so a regrant never overlaps its use.
+ *   New and grown slices start from what they held (an empty bucket for a new one): a share never brings a burst.
+ * - **Window algorithms** (`window`): a share is units of the current window, charged in the record at the grant
+ *   exactly as that many requests (as a lease is), held by a durable delegate, used only in that window, and given
+ *   back at the next renewal when unused. No window ever admits more than its limit.
+ * - Parts and units go by demand (Doorman's fair share): each ask reports the cost the holder was asked for over its
+ *   last term, the object counts its own direct calls' cost the same way (from the calls it remembers), and a holder
+ *   gets its demand's proportion of the whole (rate) or of what is left in the window (window).
+ * - The key goes cold again when the demand over all holders and direct calls falls below `HOT_EXIT_PER_S` and the
+ *   object is not busy: the grant then says `hot: false`, the holder lets its share go and its callers return.
+ *
+ * Every function here is pure (record, input, now) → (result, record); the Durable Object (src/object/limiter.ts) and
+ * the simulated object (src/sim) are shells around them.
+ */
+import {
+  type AlgorithmParams,
+  type AlgorithmState,
+  capacityOf,
+  carryOver,
+  decide,
+  fingerprintOf,
+  freshAtMs,
+  leasePolicy,
+  refund,
+  sliceParams,
+} from "../algorithms/index.ts";
+import {
+  BUSY_CALLS_PER_S,
+  type CallInput,
+  type CallResult,
+  type CheckResult,
+  callRecord,
+  isBusy,
+  type LeaseReturn,
+  type LimiterRecord,
+  type LimiterRule,
+  type PeekResult,
+  peekRecord,
+  peekState,
+  recordFreshAtMs,
+  ruleFor,
+  type ShareBook,
+  type ShareEntry,
+} from "./store.ts";
+
+/** A rate share's unit: parts of the rule's rate and burst out of this many. */
+export const SHARE_PARTS = 1000;
+/** How long a share lasts from its holder's ask, ms (a window share: cut at the window's end). */
+export const SHARE_TERM_MS = 1000;
+/** Holders one key's record keeps at most (9 regions × 4 shards, and room). */
+export const SHARE_HOLDERS_MAX = 40;
+/** Below this demand per second (all holders and direct calls) the key is no longer hot, unless its object is busy. */
+export const HOT_EXIT_PER_S = BUSY_CALLS_PER_S / 2;
+/** How long a key stays hot after the last grant that found it hot, ms. */
+export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
+
+/** What a key's shares are made of: a slice of the rate, units of a window, or nothing (no shares). */
+export type ShareKind = "rate" | "window" | "none";
+
+export function shareKindOf(params: AlgorithmParams): ShareKind {
+  return leasePolicy(params.algorithm).kind;
+}
+
+/** A holder asks for (or renews, or lets go of) its share. */
+export interface ShareAsk {
+  readonly rule: LimiterRule;
+  /** The holder: its region and shard (`weur.0`), never a key. */
+  readonly holder: string;
+  /** Unique per ask, the same across its retries: a retried ask is answered again, not granted twice. */
+  readonly id: string;
+  /** Cost the holder was asked for over its last term (admitted or not): its demand. */
+  readonly demand: number;
+  /** Window shares: the units the holder wants for the next term; 0 lets its share go. Rate shares: ignored. */
+  readonly units: number;
+  /** Units given back: a window share's unused units, and admissions refunded that its share no longer holds. */
+  readonly giveBack: readonly LeaseReturn[];
+  /** The holder lets its share go (its key is cold, or it is shutting down). */
+  readonly release?: boolean;
+}
+
+/** What the key's object granted. */
+export interface ShareGrant {
+  /** The object's clock at the grant, ms (a window share's refunds name it). */
+  readonly atMs: number;
+  /** `none`: no share (the key is cold, or no room): the holder passes its batches through to the key's object. */
+  readonly kind: ShareKind;
+  /** Rate share: parts of `SHARE_PARTS` (0: none now; ask again at the term's end). */
+  readonly parts: number;
+  /** Window share: units charged for the holder at `atMs`. */
+  readonly units: number;
+  /** How long the holder may use it, ms, counted from when it *sent* the ask. */
+  readonly termMs: number;
+  /** The rule the share is under: the newest rules version the object has seen. */
+  readonly rule: LimiterRule;
+  /** Whether the key is still hot (callers stay with their delegate). */
+  readonly hot: boolean;
+}
+
+export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };
+
+/** Parts an entry still holds at `nowMs`: its own, or its previous ones while the holder may still be using them. */
+export function promisedParts(e: ShareEntry, nowMs: number): number {
+  return Math.max(nowMs < e.endsAtMs ? e.parts : 0, nowMs < e.prevEndsAtMs ? e.prevParts : 0);
+}
+
+export function live(e: ShareEntry, nowMs: number): boolean {
+  return nowMs < e.endsAtMs || nowMs < e.prevEndsAtMs;
+}
+
+/** The parts of the rate no live share holds: the direct calls' slice. */
+export function directParts(book: ShareBook, nowMs: number): number {
+  let promised = 0;
+  for (const e of book.entries) promised += promisedParts(e, nowMs);
+  return Math.max(0, SHARE_PARTS - promised);
+}
+
+/** A full state under `params` (a fresh key's, made concrete). */
+export function fullState(params: AlgorithmParams, nowMs: number): AlgorithmState {
+  const out = decide(params, null, 1, nowMs);
+  if (!out.ok) throw new Error("a fresh key admits one unit");
+  return refund(params, out.state, 1, nowMs);
+}
+
+/** An empty state under `params`: a bucket with nothing in it, refilling from `nowMs`. */
+export function emptyState(params: AlgorithmParams, nowMs: number): AlgorithmState {
+  const out = decide(params, null, capacityOf(params), nowMs);
+  if (!out.ok) throw new Error("a fresh key admits its capacity");
+  return out.state;
+}
+
+/** The direct slice's parameters for `parts` (`null`: no parts). */
+function sliceOf(params: AlgorithmParams, parts: number): AlgorithmParams | null {
+  return parts <= 0 ? null : sliceParams(params, parts, SHARE_PARTS);
+}
+
+/** The direct slice folded back into the record's own state (no rate share is live any more). */
+function fold(rec: LimiterRecord, direct: NonNullable<ShareBook["direct"]>, nowMs: number): AlgorithmState {
+  const from = sliceOf(rec.params, direct.parts);
+  if (from === null || direct.state === null) return emptyState(rec.params, nowMs);
+  return carryOver(from, rec.params, direct.state, nowMs) ?? emptyState(rec.params, nowMs);
+}
+
+/**
+ * The record at `nowMs`: shares whose terms ended dropped; with no live rate share, the direct slice folded back; a
+ * book with nothing left in it and a key no longer hot, dropped.
+ */
+export function settleShares(record: LimiterRecord | null, nowMs: number): LimiterRecord | null {
+  const book = record?.shares;
+  if (record === null || book === undefined) return record;
+  const entries = book.entries.filter((e) => live(e, nowMs));
+  let rec: LimiterRecord = record;
+  let direct = book.direct;
+  const rateLive = entries.some((e) => promisedParts(e, nowMs) > 0);
+  if (direct !== undefined && (!rateLive || shareKindOf(rec.params) !== "rate")) {
+    rec = { ...rec, state: fold(rec, direct, nowMs) };
+    direct = undefined;
+  }
+  if (entries.length === 0 && direct === undefined && nowMs >= book.hotUntilMs) {
+    const { shares: _shares, ...rest } = rec;
+    return rest;
+  }
+  if (entries.length === book.entries.length && direct === book.direct && rec === record) return record;
+  const { direct: _direct, ...rest } = book;
+  return { ...rec, shares: { ...rest, entries, ...(direct === undefined ? {} : { direct }) } };
+}
+
+/**
+ * Cost of the direct calls the record remembers over the last share term (their requests, one unit each): the direct
+ * callers' demand, weighed against the holders'. The memory of calls is bounded (`CALL_MEMORY_MAX`): when it spans
+ * less than a term, its count is scaled up to one.
+ */
+export function directDemand(record: LimiterRecord | null, nowMs: number): number {
+  const calls = record?.calls ?? [];
+  let n = 0;
+  let oldestMs = nowMs;
+  for (let i = calls.length - 1; i >= 0; i--) {
+    const c = calls[i]!;
+    if (nowMs - c.atMs >= SHARE_TERM_MS) break;
+    n += c.verdicts.length;
+    oldestMs = c.atMs;
+  }
+  const spanMs = nowMs - oldestMs;
+  if (n === 0 || spanMs >= SHARE_TERM_MS / 2) return n;
+  return Math.floor((n * SHARE_TERM_MS) / Math.max(spanMs, SHARE_TERM_MS / 10));
+}
+
+/**
+ * One direct call to a key's object (an isolate's batch, or a delegate passing one through), aware of shares: as
+ * `callRecord` while no rate share is out; else decided from the direct slice (`directCall`). The answer says
+ * `hot: true` while the key is hot (its object busy, or shares out and demand high), for an algorithm that takes shares.
+ */
+export function keyCall(
+  record: LimiterRecord | null,
+  input: CallInput,
+  nowMs: number,
+): { readonly result: CallResult; readonly record: LimiterRecord | null } {
+  const settled = settleShares(record, nowMs);
+  const direct = settled?.shares?.direct;
+  const out =
+    settled === null || direct === undefined
+      ? callRecord(settled, input, nowMs)
+      : directCall(settled, direct, input, nowMs);
+  const rule = ruleFor(out.record, input.rule);
+  const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
+  const hot = shareKindOf(rule.params) !== "none" && (isBusy(out.record, nowMs) || nowMs < hotUntilMs);
+  return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
+}
+
+/**
+ * A direct call while rate shares are out: decided by `callRecord` on a view of the record whose parameters are the
+ * direct slice's and whose state is the slice's own (converted by the algorithm's carry-over when the slice changed),
+ * then merged back. With no parts left for direct calls, every request is refused until the next share ends.
+ */
+function directCall(
+  rec: LimiterRecord,
+  direct: NonNullable<ShareBook["direct"]>,
+  input: CallInput,
+  nowMs: number,
+): { readonly result: CallResult; readonly record: LimiterRecord | null } {
+  const book = rec.shares!;
+  const rule = ruleFor(rec, input.rule);
+  const parts = directParts(book, nowMs);
+  const to = sliceOf(rule.params, parts);
+  if (to === null) return { result: refuseAll(rec, book, input, nowMs), record: rec };
+  const from = sliceOf(rec.params, direct.parts);
+  const state = from === null || direct.state === null ? emptyState(to, nowMs) : direct.state;
+  const viewParams = from === null || direct.state === null ? to : from;
+  const view: LimiterRecord = {
+    v: 1,
+    params: viewParams,
+    fingerprint: fingerprintOf(viewParams),
+    state,
+    ...(rule.version === undefined || rule.version === 0 ? {} : { version: rule.version }),
+    ...(rec.calls === undefined ? {} : { calls: rec.calls }),
+    ...(rec.leaseAsks === undefined ? {} : { leaseAsks: rec.leaseAsks }),
+  };
+  const out = callRecord(view, { ...input, rule: { ...rule, params: to } }, nowMs);
+  if (out.record === view) return { result: out.result, record: rec };
+  const after = out.record ?? { ...view, state: fullState(to, nowMs), params: to };
+  const main =
+    fingerprintOf(rec.params) === fingerprintOf(rule.params)
+      ? rec.state
+      : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyState(rule.params, nowMs));
+  const version = rule.version ?? 0;
+  const { version: _v, calls: _c, leaseAsks: _l, ...base } = rec;
+  const merged: LimiterRecord = {
+    ...base,
+    params: rule.params,
+    fingerprint: fingerprintOf(rule.params),
+    state: main,
+    ...(version === 0 ? {} : { version }),
+    ...(after.calls === undefined ? {} : { calls: after.calls }),
+    ...(after.leaseAsks === undefined ? {} : { leaseAsks: after.leaseAsks }),
+    shares: { ...book, direct: { parts, state: after.state } },
+  };
+  return { result: out.result, record: merged };
+}
+
+/** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
+function refuseAll(rec: LimiterRecord, book: ShareBook, input: CallInput, nowMs: number): CallResult {
+  let nextEndMs = nowMs + SHARE_TERM_MS;
+  for (const e of book.entries) {
+    for (const end of [e.endsAtMs, e.prevEndsAtMs]) if (end > nowMs) nextEndMs = Math.min(nextEndMs, end);
+  }
+  const waitMs = Math.max(1, nextEndMs - nowMs);
+  const params = ruleFor(rec, input.rule).params;
+  const results = input.costs.map((cost): CheckResult => {
+    const out = decide(params, null, cost, nowMs);
+    if (!out.ok) return out;
+    return {
+      ok: true,
+      atMs: nowMs,
+      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
+    };
+  });
+  return { atMs: nowMs, results, lease: null, replayed: false };
+}
+
+/** What the key looks like to a cost-1 direct request now (the admin API's peek), shares considered. */
+export function keyPeek(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
+  const rec = settleShares(record, nowMs);
+  const direct = rec?.shares?.direct;
+  if (rec === null || direct === undefined) return peekRecord(rec, rule, nowMs);
+  const to = sliceOf(ruleFor(rec, rule).params, directParts(rec.shares!, nowMs));
+  const from = sliceOf(rec.params, direct.parts);
+  if (to === null || from === null || direct.state === null) {
+    return { remaining: 0, resetAfterMs: SHARE_TERM_MS, retryAfterMs: SHARE_TERM_MS, atMs: nowMs };
+  }
+  return peekState(to, carryOver(from, to, direct.state, nowMs), nowMs);
+}
+
+/** When the record is as good as none: its state fresh, no call remembered, no share live, the key not hot. */
+export function keyFreshAtMs(record: LimiterRecord): number {
+  let atMs = recordFreshAtMs(record);
+  const book = record.shares;
+  if (book === undefined) return atMs;
+  atMs = Math.max(atMs, book.hotUntilMs);
+  for (const e of book.entries) atMs = Math.max(atMs, e.endsAtMs, e.prevEndsAtMs);
+  const from = book.direct === undefined ? null : sliceOf(record.params, book.direct.parts);
+  if (from !== null && book.direct?.state != null) atMs = Math.max(atMs, freshAtMs(from, book.direct.state));
+  return atMs;
+}

@@ -1,0 +1,288 @@
+/**
+ * The delegate tier's pure protocol (src/protocol/share.ts, the key's object; src/protocol/delegate.ts, the holder):
+ * tables for each step, and a small fleet driven at and above the limit through the real functions, checking the
+ * promises docs/rules.md states (rate: never above `burst + rate × t` plus one unit per share, within 1% of an exact
+ * single writer at 2× the limit; window: never above the limit in any window).
+ */
+import { describe, expect, it } from "vitest";
+import { capacityOf, decide, sliceParams } from "../../src/algorithms/index.ts";
+import {
+  adoptGrant,
+  type DelegateRecord,
+  delegateCall,
+  delegateNeed,
+  NEW_DELEGATE,
+  renewDue,
+  shareAsk,
+} from "../../src/protocol/delegate.ts";
+import {
+  directDemand,
+  directParts,
+  keyCall,
+  keyFreshAtMs,
+  SHARE_PARTS,
+  settleShares,
+} from "../../src/protocol/share.ts";
+import { shareRecord } from "../../src/protocol/share_grant.ts";
+import {
+  BUSY_CALLS_PER_S,
+  type CallInput,
+  callRecord,
+  type LimiterRecord,
+  type LimiterRule,
+} from "../../src/protocol/store.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
+import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 1);
+const ruleOf = (params: AlgorithmParams, version = 1): LimiterRule => ({ id: "r", params, version });
+let ids = 0;
+const call = (rule: LimiterRule, costs: number[], giveBack?: CallInput["giveBack"]): CallInput => ({
+  rule,
+  id: `c${ids++}`,
+  costs,
+  ...(giveBack === undefined ? {} : { giveBack }),
+});
+const admitted = (r: { results: readonly { ok: boolean; decision?: { allowed: boolean } }[] }) =>
+  r.results.filter((x) => x.ok && x.decision?.allowed === true).length;
+
+describe("sliceParams", () => {
+  it("slices a bucket's rate exactly and its burst rounded down, at least 1", () => {
+    const p = tokenBucket(5000, 1000, 200);
+    const a = sliceParams(p, 300, 1000)!;
+    const b = sliceParams(p, 700, 1000)!;
+    expect(a).toMatchObject({ burst: 60, rate: { tokens: 3, perMs: 2 } });
+    expect(b).toMatchObject({ burst: 140, rate: { tokens: 7, perMs: 2 } });
+    expect(sliceParams(tokenBucket(10, 1000, 2), 1, 1000)).toMatchObject({ burst: 1 });
+    expect(sliceParams(p, 1000, 1000)).toBe(p);
+    expect(sliceParams(p, 0, 1000)).toBeNull();
+    expect(sliceParams(fixedWindow(100, 60_000), 1, 2)).toBeNull();
+  });
+});
+
+describe("keyCall on a cold key", () => {
+  it("decides exactly as callRecord, and says nothing about heat at low traffic", () => {
+    const rule = ruleOf(tokenBucket(10, 1000, 5));
+    let a: LimiterRecord | null = null;
+    let b: LimiterRecord | null = null;
+    for (let i = 0; i < 40; i++) {
+      const input = call(rule, [1]);
+      const x = keyCall(a, input, T0 + i * 100);
+      const y = callRecord(b, input, T0 + i * 100);
+      a = x.record;
+      b = y.record;
+      expect(x.result).toEqual(y.result);
+      expect(x.result.hot).toBeUndefined();
+    }
+  });
+
+  it("says hot when the object is busy, for an algorithm with shares only", () => {
+    for (const [params, hot] of [
+      [tokenBucket(10_000, 1000, 100), true],
+      [slidingLog(10_000, 1000), undefined],
+    ] as const) {
+      let rec: LimiterRecord | null = null;
+      let last: boolean | undefined;
+      for (let i = 0; i < BUSY_CALLS_PER_S; i++) {
+        const out = keyCall(rec, call(ruleOf(params), [1]), T0 + i);
+        rec = out.record;
+        last = out.result.hot;
+      }
+      expect(last).toBe(hot);
+    }
+  });
+});
+
+/** Make the key hot: BUSY_CALLS_PER_S direct calls in a second. */
+function busy(params: AlgorithmParams, t: number): LimiterRecord | null {
+  let rec: LimiterRecord | null = null;
+  for (let i = 0; i < BUSY_CALLS_PER_S; i++) rec = keyCall(rec, call(ruleOf(params), [1]), t + i).record;
+  return rec;
+}
+
+describe("shareRecord", () => {
+  it("grants a rate share by demand, and direct calls then decide from what no share holds", () => {
+    const params = tokenBucket(5000, 1000, 500);
+    let rec = busy(params, T0);
+    const g = shareRecord(rec, ask("weur.0", 3000, params, "a1"), T0 + 200);
+    expect(directDemand(rec, T0 + 200)).toBe(500);
+    rec = g.record;
+    expect(g.grant.kind).toBe("rate");
+    expect(g.grant.hot).toBe(true);
+    // Direct demand: 100 requests within the last 200 ms, 500 per term; this holder asked for 3000: 3000/3500.
+    expect(g.grant.parts).toBe(Math.floor((SHARE_PARTS * 3000) / 3500));
+    expect(directParts(rec!.shares!, T0 + 200)).toBe(SHARE_PARTS - g.grant.parts);
+    // A retried ask is answered again, not granted twice.
+    const again = shareRecord(rec, ask("weur.0", 3000, params, "a1"), T0 + 201);
+    expect(again.grant.parts).toBe(g.grant.parts);
+    expect(again.record).toBe(rec);
+  });
+
+  it("lets a share go when the key's demand falls: hot false, and the rate comes back at the term's end", () => {
+    const params = tokenBucket(5000, 1000, 500);
+    let rec = shareRecord(busy(params, T0), ask("weur.0", 3000, params, "a1"), T0 + 200).record;
+    const cold = shareRecord(rec, ask("weur.0", 10, params, "a2"), T0 + 5_000);
+    expect(cold.grant).toMatchObject({ kind: "none", hot: false });
+    rec = cold.record;
+    // Still promised until the first term ends (the holder may be using it until it hears).
+    expect(directParts(rec!.shares!, T0 + 1_100)).toBe(SHARE_PARTS);
+    const settled = settleShares(rec, T0 + 20_000);
+    expect(settled?.shares).toBeUndefined();
+    expect(keyFreshAtMs(rec!)).toBeGreaterThanOrEqual(T0 + 1_200);
+  });
+
+  it("grants window units charged in the record, and takes unused ones back", () => {
+    const params = fixedWindow(1000, 60_000);
+    let rec = busy(params, T0);
+    const g = shareRecord(rec, ask("weur.0", 200, params, "w1"), T0 + 300);
+    rec = g.record;
+    expect(g.grant.kind).toBe("window");
+    expect(g.grant.units).toBe(200 + 2 * Math.ceil(Math.sqrt(200)) + 1);
+    const back = shareRecord(
+      rec,
+      { ...ask("weur.0", 0, params, "w2"), giveBack: [{ units: 50, atMs: T0 + 300 }] },
+      T0 + 400,
+    );
+    const used = 100 + g.grant.units - 50 + (back.grant.units ?? 0);
+    expect(back.record!.state).toMatchObject({ count: used });
+  });
+});
+
+function ask(holder: string, demand: number, params: AlgorithmParams, id: string, version = 1) {
+  return {
+    rule: ruleOf(params, version),
+    holder,
+    id,
+    demand,
+    units: demand + 2 * Math.ceil(Math.sqrt(demand)) + 1,
+    giveBack: [],
+  };
+}
+
+/**
+ * A small fleet through the real functions: `regions` delegates and direct callers, each with its own demand per
+ * step, renewing as their shells would (before deciding when `delegateNeed` says so; in the last quarter of a term
+ * otherwise). Every request is one unit. Returns the admissions per step.
+ */
+function fleet(params: AlgorithmParams, demandPerMs: number[], steps: number, stepMs: number, restartAt = -1) {
+  let rec = busy(params, T0 - 2_000);
+  let delegates: DelegateRecord[] = demandPerMs.map(() => NEW_DELEGATE);
+  const perStep: number[] = [];
+  let n = 0;
+  for (let s = 0; s < steps; s++) {
+    const now = T0 + s * stepMs;
+    if (s === restartAt) delegates = delegates.map((d) => structuredClone(d)); // durable: the record survives
+    let got = 0;
+    delegates = delegates.map((d, i) => {
+      const rule = ruleOf(params);
+      const costs = Array.from({ length: demandPerMs[i]! * stepMs }, () => 1);
+      if (delegateNeed(d, rule, costs, now) === "renew" || renewDue(d, now)) {
+        const a = shareAsk(d, `r${i}`, rule, `s${n++}`, now);
+        const out = shareRecord(rec, a.ask, now);
+        rec = out.record;
+        d = adoptGrant(a.record, a.ask, out.grant, now, now);
+      }
+      const out = delegateCall(d, call(rule, costs), now);
+      got += admitted(out.result);
+      return out.record;
+    });
+    perStep.push(got);
+  }
+  return perStep;
+}
+
+describe("a fleet of delegates", () => {
+  for (const params of [tokenBucket(5000, 1000, 500), gcraP(5000, 1000, 500)]) {
+    it(`${params.algorithm}: at 2× the limit, within the bound in every span and within 1% of the exact writer`, () => {
+      const stepMs = 10;
+      const steps = 2_000; // 20 s
+      const perStep = fleet(params, [4, 3, 2, 1], steps, stepMs);
+      const burst = capacityOf(params);
+      const rateTokensPerMs = 5;
+      for (const spanSteps of [1, 10, 100, 1000]) {
+        let sum = 0;
+        for (let s = 0; s < steps; s++) {
+          sum += perStep[s]!;
+          if (s >= spanSteps) sum -= perStep[s - spanSteps]!;
+          expect(sum).toBeLessThanOrEqual(burst + 4 + rateTokensPerMs * spanSteps * stepMs);
+        }
+      }
+      // After the first term (new shares start empty), the rate is met within 1%.
+      const steady = perStep.slice(200).reduce((a, b) => a + b, 0);
+      const exact = rateTokensPerMs * (steps - 200) * stepMs;
+      expect(steady).toBeGreaterThanOrEqual(exact * 0.99);
+      expect(steady).toBeLessThanOrEqual(exact + burst + 4);
+    });
+  }
+
+  it("fixed_window: never above the limit in a window, and the limit reached at 2× demand", () => {
+    const params = fixedWindow(10_000, 1_000);
+    const perStep = fleet(params, [8, 6, 4, 2], 1_000, 10);
+    for (let w = 0; w < 10; w++) {
+      const inWindow = perStep.slice(w * 100, (w + 1) * 100).reduce((a, b) => a + b, 0);
+      expect(inWindow).toBeLessThanOrEqual(10_000);
+      if (w > 0) expect(inWindow).toBeGreaterThanOrEqual(9_850);
+    }
+  });
+
+  it("a delegate restart (its record reloaded) changes nothing", () => {
+    const params = fixedWindow(10_000, 1_000);
+    expect(fleet(params, [8, 6], 500, 10, 250)).toEqual(fleet(params, [8, 6], 500, 10));
+  });
+});
+
+describe("delegate", () => {
+  it("renews before deciding for a newer rules version, and decides under the newest", () => {
+    const older = tokenBucket(5000, 1000, 500);
+    const newer = tokenBucket(4000, 1000, 400);
+    let rec = busy(older, T0);
+    let d: DelegateRecord = NEW_DELEGATE;
+    const a = shareAsk(d, "weur.0", ruleOf(older, 1), "v1", T0);
+    const out = shareRecord(rec, a.ask, T0);
+    rec = out.record;
+    d = adoptGrant(a.record, a.ask, out.grant, T0, T0);
+    expect(delegateNeed(d, ruleOf(older, 1), [1], T0 + 10)).toBe("ready");
+    expect(delegateNeed(d, ruleOf(newer, 2), [1], T0 + 10)).toBe("renew");
+    const b = shareAsk(d, "weur.0", ruleOf(newer, 2), "v2", T0 + 10);
+    const out2 = shareRecord(rec, b.ask, T0 + 10);
+    expect(out2.grant.rule.version).toBe(2);
+    d = adoptGrant(b.record, b.ask, out2.grant, T0 + 10, T0 + 10);
+    // An isolate still on the older version is decided under the newer share.
+    expect(delegateNeed(d, ruleOf(older, 1), [1], T0 + 20)).toBe("ready");
+    expect(d.share?.rule.params).toEqual(newer);
+  });
+
+  it("answers a retried call as remembered, and takes refunds of its own window units back", () => {
+    const params = fixedWindow(1000, 60_000);
+    const rec = busy(params, T0);
+    const a = shareAsk(NEW_DELEGATE, "weur.0", ruleOf(params), "w", T0);
+    const g = shareRecord(rec, { ...a.ask, demand: 100, units: 1 }, T0 + 100);
+    expect(g.grant.units).toBe(1);
+    let d = adoptGrant(a.record, { ...a.ask, units: 1 }, g.grant, T0 + 100, T0 + 100);
+    const input = call(ruleOf(params), [1, 1]);
+    const first = delegateCall(d, input, T0 + 1);
+    d = first.record;
+    const retry = delegateCall(d, input, T0 + 2);
+    expect(retry.result.replayed).toBe(true);
+    expect(retry.record).toBe(d);
+    const left = d.share!.unitsLeft;
+    d = delegateCall(d, call(ruleOf(params), [], [{ units: 1, atMs: g.grant.atMs }]), T0 + 3).record;
+    expect(d.share!.unitsLeft).toBe(left + 1);
+    // A refund of another share's units goes back to the key's object with the next ask.
+    d = delegateCall(d, call(ruleOf(params), [], [{ units: 1, atMs: 5 }]), T0 + 4).record;
+    expect(shareAsk(d, "weur.0", ruleOf(params), "x", T0 + 5).ask.giveBack).toContainEqual({ units: 1, atMs: 5 });
+  });
+
+  it("a new rate share starts empty: it brings no burst", () => {
+    const params = tokenBucket(1000, 1000, 1000);
+    const rec = busy(params, T0);
+    const a = shareAsk(NEW_DELEGATE, "weur.0", ruleOf(params), "r", T0);
+    const g = shareRecord(rec, { ...a.ask, demand: 5000 }, T0);
+    const d = adoptGrant(a.record, a.ask, g.grant, T0, T0);
+    const out = delegateCall(d, call(ruleOf(params), [1, 1, 1]), T0);
+    expect(admitted(out.result)).toBe(0);
+    const later = delegateCall(out.record, call(ruleOf(params), [1]), T0 + 10);
+    expect(admitted(later.result)).toBe(1);
+    expect(decide(params, null, 1, T0).ok).toBe(true);
+  });
+});
