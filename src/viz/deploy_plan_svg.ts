@@ -4,7 +4,7 @@
  */
 import type { Replay } from "../replay/flips.ts";
 import { formatTick, type TimeStyle, ticks, trimNumber } from "../replay/time.ts";
-import { esc } from "./svg.ts";
+import { esc } from "./svg_primitives.ts";
 
 const WIDTH = 1000;
 const PLOT_X0 = 220;
