@@ -5,8 +5,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { EnvoyImportError, importEnvoy, parseMapping } from "../migrate/envoy_import.ts";
-import { NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
-import { importNginx, NginxImportError } from "../migrate/nginx_import.ts";
+import { NginxImportError, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
+import { importNginx } from "../migrate/nginx_import.ts";
 import { formatReport, type ImportResult, leftOut, rulesYaml } from "../migrate/report.ts";
 import { parseRules } from "../rules/yaml.ts";
 import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";

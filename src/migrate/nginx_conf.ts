@@ -18,6 +18,14 @@ export interface Directive {
 
 export class NginxSyntaxError extends Error {}
 
+/** A configuration that parses but cannot be imported; its message starts with the directive's `file:line`. */
+export class NginxImportError extends Error {}
+
+/** Where a directive stands: `file:line`. */
+export const where = (d: Directive) => `${d.file}:${d.line}`;
+/** A directive as written, for messages: `limit_req zone=api burst=20`. */
+export const text = (d: Directive) => [d.name, ...d.args].join(" ");
+
 interface Token {
   readonly text: string;
   /** `word` (a name or argument, unquoted or quoted), or one of `;`, `{`, `}`. */
