@@ -4,7 +4,9 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
-import { EnvoyImportError, importEnvoy, parseMapping } from "../migrate/envoy_import.ts";
+import { EnvoyImportError } from "../migrate/envoy_file.ts";
+import { importEnvoy } from "../migrate/envoy_import.ts";
+import { parseMapping } from "../migrate/envoy_mapping.ts";
 import { NginxImportError, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
 import { importNginx } from "../migrate/nginx_import.ts";
 import { formatReport, type ImportResult, leftOut, rulesYaml } from "../migrate/report.ts";

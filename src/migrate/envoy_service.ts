@@ -1,0 +1,143 @@
+/**
+ * The envoyproxy/ratelimit service's configuration as Sluice rules: each descriptor chain with a rate limit becomes a
+ * `fixed_window` rule (the service's windows are fixed per unit and aligned to the epoch, as Sluice's are).
+ */
+import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
+import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
+import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
+
+export function importService(root: Obj, file: string, loaded: Loaded, mapping: EnvoyMapping): ImportResult {
+  if (typeof root.domain !== "string" || root.domain === "")
+    throw new EnvoyImportError(`${file}:${loaded.lineOf(root)}: domain must be a non-empty string`);
+  const report: ReportItem[] = [];
+  const rules: DraftRule[] = [];
+  const taken = new Set<string>();
+  const named = new Map<string, string>();
+  const replaced: { name: string; by: string; line: number }[] = [];
+  const walk = (list: unknown, chain: Step[], where: string) => {
+    if (list === undefined || list === null) return;
+    if (!Array.isArray(list)) throw new EnvoyImportError(`${where}: descriptors must be a list`);
+    for (const d of list) {
+      const line = isObject(d) ? loaded.lineOf(d) : 0;
+      if (!isObject(d) || typeof d.key !== "string" || d.key === "") {
+        throw new EnvoyImportError(`${file}:${line}: a descriptor needs a key`);
+      }
+      const value = d.value === undefined || d.value === null ? null : String(d.value);
+      const steps = [...chain, { key: d.key, value, line }];
+      if (d.rate_limit !== undefined) {
+        const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken);
+        if (rule !== null) {
+          rules.push(rule.draft);
+          if (rule.name !== null) named.set(rule.name, rule.draft.id);
+          for (const r of rule.replaces) replaced.push({ name: r, by: rule.draft.id, line });
+        }
+      }
+      walk(d.descriptors, steps, `${file}:${line}`);
+    }
+  };
+  walk(root.descriptors, [], `${file}:${loaded.lineOf(root)}`);
+  for (const r of replaced) {
+    const target = named.get(r.name);
+    report.push({
+      where: `${file}:${r.line}`,
+      kind: "approximate",
+      message: `${r.by} replaces ${target ?? `"${r.name}"`} where both apply; Sluice applies every rule that matches, so ${target ?? "it"} also applies there`,
+    });
+  }
+  if (rules.length > 1) {
+    report.push({
+      where: file,
+      kind: "note",
+      message:
+        "the service counts a request in every matching limit even when another denies it; Sluice gives back what the admitting rules charged",
+    });
+  }
+  return { rules, report };
+}
+
+const UNITS: Readonly<Record<string, string>> = {
+  second: "s",
+  minute: "min",
+  hour: "h",
+  day: "d",
+  week: "7d",
+  month: "month",
+};
+
+// long: one descriptor's checks in the order the service reads its fields, each with its own message
+function serviceRule(
+  d: Obj,
+  steps: Step[],
+  domain: string,
+  file: string,
+  mapping: EnvoyMapping,
+  report: ReportItem[],
+  taken: Set<string>,
+): { draft: DraftRule; name: string | null; replaces: string[] } | null {
+  const rl = d.rate_limit;
+  const line = steps.at(-1)!.line;
+  const where = `${file}:${line}`;
+  const chainText = steps.map((s) => (s.value === null ? s.key : `${s.key}=${s.value}`)).join(" > ");
+  if (!isObject(rl)) throw new EnvoyImportError(`${where}: rate_limit must be a mapping`);
+  if (rl.unlimited === true) {
+    const last = steps.at(-1)!;
+    const exempts = last.value !== null && mapping.get(last.key)?.kind === "identity";
+    report.push(
+      exempts
+        ? {
+            where,
+            kind: "approximate",
+            message: `${chainText}: unlimited for one ${last.key}; Sluice cannot exempt one caller, so the rules counted by ${last.key} still count it`,
+          }
+        : { where, kind: "note", message: `${chainText}: unlimited, so no rule` },
+    );
+    return null;
+  }
+  const unit = typeof rl.unit === "string" ? UNITS[rl.unit.toLowerCase()] : undefined;
+  const perUnit = rl.requests_per_unit;
+  if (unit === undefined) {
+    if (typeof rl.unit === "string" && rl.unit.toLowerCase() === "year") {
+      report.push({ where, kind: "left out", message: `${chainText}: unit year: Sluice windows go up to a month` });
+      return null;
+    }
+    throw new EnvoyImportError(
+      `${where}: rate_limit.unit must be second, minute, hour, day, week or month, got ${JSON.stringify(rl.unit)}`,
+    );
+  }
+  if (typeof perUnit !== "number" || !Number.isSafeInteger(perUnit) || perUnit < 0) {
+    throw new EnvoyImportError(
+      `${where}: rate_limit.requests_per_unit must be a whole number, got ${JSON.stringify(perUnit)}`,
+    );
+  }
+  const match = matchOf(steps, chainText, where, mapping, report);
+  if (match === null) return null;
+  if (perUnit === 0) {
+    report.push({
+      where,
+      kind: "left out",
+      message: `${chainText}: requests_per_unit 0 denies every request; Sluice limits are at least 1`,
+    });
+    return null;
+  }
+  const name = typeof rl.name === "string" ? rl.name : null;
+  const replaces = Array.isArray(rl.replaces)
+    ? rl.replaces.flatMap((r) => (isObject(r) && typeof r.name === "string" ? [r.name] : []))
+    : [];
+  const fields: [string, string | number | boolean][] = [
+    ["algorithm", "fixed_window"],
+    ["limit", perUnit],
+    ["window", unit],
+  ];
+  if (d.shadow_mode === true) fields.push(["mode", "shadow"]);
+  return {
+    draft: {
+      id: ruleId(name ?? `${domain}-${steps.map((s) => s.value ?? s.key).join("-")}`, taken),
+      source: `${where}: domain ${domain}, descriptor ${chainText}: ${perUnit} per ${rl.unit}`,
+      notes: match.notes,
+      match: match.match,
+      fields,
+    },
+    name,
+    replaces,
+  };
+}
