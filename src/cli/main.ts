@@ -5,13 +5,28 @@ import { EXIT_CODES, nearest } from "./args.ts";
 import { COMMANDS } from "./commands.ts";
 import type { Io } from "./io.ts";
 
+/** The options `sluice` takes before (or instead of) a command: what `--help` lists and a typo is matched against. */
+export const TOP_OPTIONS: readonly {
+  readonly name: string;
+  readonly aliases: readonly string[];
+  readonly summary: string;
+}[] = [
+  { name: "help", aliases: ["-h", "help"], summary: "print this help" },
+  { name: "version", aliases: ["-v", "version"], summary: "print the version (from package.json)" },
+];
+
 function usage(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  const options = TOP_OPTIONS.map((o) => [`--${o.name}, ${o.aliases[0]}`, o.summary] as const);
+  const width = Math.max(...COMMANDS.map((c) => c.name.length), ...options.map(([flags]) => flags.length));
   const lines = COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
   return `Usage: sluice <command> [options]
+       sluice --help | --version
 
 Commands:
 ${lines.join("\n")}
+
+Options:
+${options.map(([flags, summary]) => `  ${flags.padEnd(width)}  ${summary}`).join("\n")}
 
 Every command that reads rules takes --rules PATH (a YAML file or a directory of them; repeatable; default rules/).
 Run "sluice <command> --help" for a command's options.
@@ -29,18 +44,19 @@ export function version(): string {
 
 export async function main(argv: string[], io: Io = process): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+  const option = TOP_OPTIONS.find((o) => name === `--${o.name}` || o.aliases.includes(name ?? ""));
+  if (name === undefined || option?.name === "help") {
     (name === undefined ? io.stderr : io.stdout).write(usage());
     return name === undefined ? 2 : 0;
   }
-  if (name === "--version" || name === "-v" || name === "version") {
+  if (option?.name === "version") {
     io.stdout.write(`sluice ${version()}\n`);
     return 0;
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {
     const names = COMMANDS.map((c) => c.name);
-    const guess = nearest(name.replace(/^-+/, ""), name.startsWith("-") ? ["help", "version"] : names);
+    const guess = nearest(name.replace(/^-+/, ""), name.startsWith("-") ? TOP_OPTIONS.map((o) => o.name) : names);
     const what = name.startsWith("-") ? "option" : "command";
     const hint = guess === null ? "" : `; did you mean ${name.startsWith("-") ? "--" : ""}${guess}?`;
     io.stderr.write(

@@ -8,24 +8,84 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { COMMANDS } from "../../src/cli/commands.ts";
+import { TOP_OPTIONS } from "../../src/cli/main.ts";
 import { MAX_REPORTED_LINES } from "../../src/cli/trace.ts";
 import { parseYaml } from "../../src/rules/yaml.ts";
 import { runCli } from "../support/io.ts";
 
 const RULES = "test/fixtures/cli/rules.yaml";
 
+const COMMAND_TYPOS: readonly (readonly [string, string])[] = [
+  ["simualte", "simulate"],
+  ["valdiate", "validate"],
+  ["validat", "validate"],
+  ["comapre", "compare"],
+  ["compil", "compile"],
+  ["genn", "gen"],
+  ["paln", "plan"],
+  ["acounts", "accounts"],
+  ["tarce", "trace"],
+  ["improt", "import"],
+  ["Simulate", "simulate"],
+];
+
+const OPTION_TYPOS: readonly (readonly [string, string])[] = [
+  ["--verison", "--version"],
+  ["--vresion", "--version"],
+  ["--hepl", "--help"],
+  ["--halp", "--help"],
+];
+
+const FLAG_TYPOS: readonly (readonly [string, string, string])[] = [
+  ["simulate", "--rul", "--rule"],
+  ["simulate", "--rulez", "--rules"],
+  ["simulate", "--rlues", "--rules"],
+  ["simulate", "--trce", "--trace"],
+  ["simulate", "--tarce", "--trace"],
+  ["compare", "--tracee", "--trace"],
+  ["compare", "--sgv", "--svg"],
+  ["compare", "--tiltle", "--title"],
+  ["compare", "--frm", "--from"],
+  ["plan", "--form", "--from"],
+  ["plan", "--max-flip", "--max-flips"],
+  ["plan", "--max_flips", "--max-flips"],
+  ["gen", "--poison", "--poisson"],
+  ["gen", "--seeed", "--seed"],
+  ["gen", "--bursts", "--burst"],
+  ["gen", "--constnat", "--constant"],
+  ["validate", "--rule", "--rules"],
+  ["compile", "--outt", "--out"],
+  ["accounts", "--kye", "--key"],
+  ["accounts", "--paln", "--plan"],
+  ["accounts", "--dryrun", "--dry-run"],
+  ["accounts", "--persist", "--persist-to"],
+  ["trace", "--ot", "--out"],
+  ["trace", "--fromat", "--format"],
+  ["import", "--ot", "--out"],
+  ["import", "--allow-partail", "--allow-partial"],
+];
+
+describe("the typo tables cover every command and top-level option", () => {
+  it("every command has a misspelling case", () => {
+    expect([...new Set(COMMAND_TYPOS.map(([, meant]) => meant))].sort()).toEqual(COMMANDS.map((c) => c.name).sort());
+  });
+
+  it("every command has a misspelt flag case", () => {
+    expect([...new Set(FLAG_TYPOS.map(([command]) => command))].sort()).toEqual(COMMANDS.map((c) => c.name).sort());
+  });
+
+  it("every top-level option has a misspelling case, and sluice --help lists it", async () => {
+    expect([...new Set(OPTION_TYPOS.map(([, meant]) => meant))].sort()).toEqual(
+      TOP_OPTIONS.map((o) => `--${o.name}`).sort(),
+    );
+    const help = (await runCli(["--help"])).stdout;
+    for (const o of TOP_OPTIONS) expect(help).toMatch(new RegExp(`^  --${o.name}, ${o.aliases[0]} +\\S`, "m"));
+  });
+});
+
 describe("a misspelt command", () => {
-  it.each([
-    ["simualte", "simulate"],
-    ["valdiate", "validate"],
-    ["validat", "validate"],
-    ["comapre", "compare"],
-    ["compil", "compile"],
-    ["genn", "gen"],
-    ["paln", "plan"],
-    ["acounts", "accounts"],
-    ["Simulate", "simulate"],
-  ])("%s: did you mean %s?", async (typo, meant) => {
+  it.each(COMMAND_TYPOS)("%s: did you mean %s?", async (typo, meant) => {
     const r = await runCli([typo]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
@@ -50,12 +110,7 @@ describe("--version and the top-level options", () => {
     expect(r).toEqual({ code: 0, stdout: `sluice ${version}\n`, stderr: "" });
   });
 
-  it.each([
-    ["--verison", "--version"],
-    ["--vresion", "--version"],
-    ["--hepl", "--help"],
-    ["--halp", "--help"],
-  ])("%s: did you mean %s?", async (typo, meant) => {
+  it.each(OPTION_TYPOS)("%s: did you mean %s?", async (typo, meant) => {
     const r = await runCli([typo]);
     expect(r.code).toBe(2);
     expect(r.stderr.split("\n")[0]).toBe(`sluice: unknown option "${typo}"; did you mean ${meant}?`);
@@ -63,30 +118,7 @@ describe("--version and the top-level options", () => {
 });
 
 describe("a misspelt flag: one line that says what was meant, the usage line, and where the help is", () => {
-  it.each([
-    ["simulate", "--rul", "--rule"],
-    ["simulate", "--rulez", "--rules"],
-    ["simulate", "--rlues", "--rules"],
-    ["simulate", "--trce", "--trace"],
-    ["simulate", "--tarce", "--trace"],
-    ["compare", "--tracee", "--trace"],
-    ["compare", "--sgv", "--svg"],
-    ["compare", "--tiltle", "--title"],
-    ["compare", "--frm", "--from"],
-    ["plan", "--form", "--from"],
-    ["plan", "--max-flip", "--max-flips"],
-    ["plan", "--max_flips", "--max-flips"],
-    ["gen", "--poison", "--poisson"],
-    ["gen", "--seeed", "--seed"],
-    ["gen", "--bursts", "--burst"],
-    ["gen", "--constnat", "--constant"],
-    ["validate", "--rule", "--rules"],
-    ["compile", "--outt", "--out"],
-    ["accounts", "--kye", "--key"],
-    ["accounts", "--paln", "--plan"],
-    ["accounts", "--dryrun", "--dry-run"],
-    ["accounts", "--persist", "--persist-to"],
-  ])("sluice %s %s: did you mean %s?", async (command, typo, meant) => {
+  it.each(FLAG_TYPOS)("sluice %s %s: did you mean %s?", async (command, typo, meant) => {
     const r = await runCli([command, typo, "x"]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
