@@ -6,7 +6,8 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { dashboardPage, LOGIN_CHECK_PATH } from "../../src/edge/admin/dashboard.ts";
+import { dashboardPage } from "../../src/edge/admin/dashboard.ts";
+import { LOGIN_CHECK_PATH } from "../../src/edge/admin/dashboard_script.ts";
 import { fleetPeriodOf, fleetView } from "../../src/edge/admin/fleet.ts";
 import { FLEET_PERIODS, fleetQueries } from "../../src/edge/admin/fleet_sql.ts";
 import { handleRequest } from "../../src/edge/gateway.ts";
