@@ -1,10 +1,9 @@
-// long-file: compare's streaming engine and the per-rule statistics that share its bins.
 /**
  * `sluice compare`'s statistics, streaming: requests go in one at a time, the replay engine (engine.ts) decides them,
  * and `finish` sums up. Memory is per-(rule, key) state (the engine's, and each rule's peak window, peak.ts) plus a
- * bounded picture: the marks and the charted key's
- * state are kept in time bins that start 1 ms wide (a short trace is drawn request for request) and double in width
- * whenever a lane holds too many, so a day of traffic draws a figure of the same size as a minute of it.
+ * bounded picture: the marks and the charted key's state are kept in time bins that start 1 ms wide (a short trace
+ * is drawn request for request) and double in width whenever a lane holds too many, so a day of traffic draws a
+ * figure of the same size as a minute of it.
  */
 import { type AlgorithmState, levelAt } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
