@@ -27,6 +27,11 @@ export interface SimObjectOptions {
   readonly maxBacklog: number;
   /** Time per KB of the call's input and of the record it stores, ms (default 0). */
   readonly perKbMs?: number;
+  /**
+   * The record operation a call runs (default store.ts `callRecord`): a test swaps in a deliberately wrong copy to
+   * show that its property catches the fault (test/unit/share_bound.props.test.ts).
+   */
+  readonly apply?: typeof callRecord;
 }
 
 export interface SimObjectCounters {
@@ -92,7 +97,8 @@ export class SimObject {
             this.freeAtMs = Math.max(this.freeAtMs, now) + costMs;
             // Applied at a whole ms (the object's clock, as `Date.now()`), however fractional the service time.
             this.clock.after(Math.ceil(this.freeAtMs) - now, () => {
-              const { result, record } = callRecord(this.record, input, this.clock.nowMs());
+              const apply = this.options.apply ?? callRecord;
+              const { result, record } = apply(this.record, input, this.clock.nowMs());
               this.record = record;
               this.appliedAtMs.push(this.clock.nowMs());
               this.onApplied(input, result);

@@ -1,0 +1,234 @@
+/**
+ * The share bound, with traffic driven TO it (issue 18). Several isolates (the real coalescer, src/isolate) on
+ * simulated links ask one simulated object (src/sim/object.ts over store.ts `callRecord`); whatever the timing, a
+ * window rule never admits more than `limit` in a window, and a rate rule never more than `burst + rate × (t + ttl)`
+ * in any span `t` (each algorithm's `lease` entry).
+ *
+ * Unlike a property that samples arrivals at random, these generators push each case to its bound:
+ * - arrivals paced at 1×, 2×, 4× and 10× the rule's own rate (a key at and above its limit);
+ * - bursts at term ends: a step that jumps to just before (or just after) an isolate's lease ends, so a burst from
+ *   that isolate (and one from another) lands where a term counted too long would show;
+ * - refunds after a term's end (another rule's denial arriving later than the lease that admitted the request);
+ * - isolate clocks stepping back by up to 500 ms.
+ * A check that the generators reach the bound (most cases come within 10% of it) keeps them honest.
+ *
+ * Three deliberate faults must fail the property, each as a pinned case and by the property finding it on its own:
+ * (a) a lease term counted from the answer's receipt instead of the call's send;
+ * (b) a unit given back after its lease's end counted twice by the object;
+ * (c) a rate lease usable for 3 × its ttl.
+ * Each is a small wrong copy at the protocol's boundary (the grant an isolate receives, the record operation the
+ * object runs), so the isolate and object code under test stay the real ones.
+ *
+ * Three gaps in today's lease protocol the property found are pinned as `it.fails` cases (they pass while the gap is
+ * there; fixed, they fail, and become plain cases): a leader's lease answer let through only when the call for the
+ * requests behind it returns, after its term; a clock step back while a call is in flight stretching the lease it
+ * brings; and a rate rule's late refund giving back what the refill cap absorbed.
+ * The random property runs from a fixed seed, so that the leader gap (about 1 case in 1,000) does not make it flaky
+ * until it is fixed; it leaves out clock steps and rate rules' refunds until their gaps are fixed (`caseArb`,
+ * `refundArb` in test/support/share_sim.ts), and a third pinned case shows the clock-step gap.
+ *
+ * Times: an admission counts at the simulated (true) time it was let through: the object's apply time for a decision
+ * the object made, the isolate's answer time for a request admitted from a lease.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
+import { fixedWindow, tokenBucket } from "../support/params.ts";
+import { runs } from "../support/runs.ts";
+import { type Case, caseArb, type Fault, measure, type Refund, type Step, simulate } from "../support/share_sim.ts";
+
+const arrive = (dtMs: number, isolate: number, refund: Refund = "none"): Step => ({
+  kind: "arrive",
+  dtMs,
+  isolate,
+  refund,
+});
+const burst = (isolate: number, n: number): Step => ({ kind: "burst", isolate, n, refund: "none" });
+const violationOf = async (c: Case, fault: Fault = "none") => {
+  const { admitted } = await simulate(c, fault);
+  return measure(c.params, c.lease.ttlMs, admitted).violation;
+};
+
+/** The bound holds (no clock steps, no refunds of rate rules: see `caseArb` for the gaps that keep them out for now). */
+const property = (pressures: number[]) =>
+  fc.asyncProperty(caseArb(), async (c) => {
+    const { admitted } = await simulate(c);
+    const { pressure, violation } = measure(c.params, c.lease.ttlMs, admitted);
+    pressures.push(pressure);
+    expect(violation).toBeNull();
+  });
+
+/** With the fault, no case breaks the bound that the real code keeps (the property a fault must fail). */
+const faultProperty = (fault: Fault) =>
+  fc.asyncProperty(caseArb({ rate: fault === "rate lease for 3 ttl" }), async (c) => {
+    const faulty = await violationOf(c, fault);
+    if (faulty !== null) expect(await violationOf(c)).not.toBeNull();
+  });
+
+describe("the share bound, with traffic driven to it", () => {
+  it("window: never more than limit per window; rate: never more than burst + rate × (t + ttl) (property)", async () => {
+    const pressures: number[] = [];
+    await fc.assert(property(pressures), { numRuns: runs(150), seed: 1 });
+    // The generators reach the bound: most cases are at their key's limit (a property far below its bound proves
+    // nothing, the old lease property's fault: 1.6% of it at most), and some go past an exact writer's, into the
+    // slack the lease bound allows.
+    const atLimit = pressures.filter((p) => p >= 0.9).length;
+    expect(atLimit / pressures.length).toBeGreaterThan(0.5);
+    expect(Math.max(...pressures)).toBeGreaterThanOrEqual(1);
+  });
+
+  // Each fault is found by the generators on their own (from a fixed seed, so that this is repeatable), not only by
+  // its pin: a case the real code keeps within the bound and the faulty copy does not.
+  for (const fault of ["term from receipt", "late return counted twice", "rate lease for 3 ttl"] as const) {
+    it(`finds the fault "${fault}" on its own`, async () => {
+      const out = await fc.check(faultProperty(fault), { numRuns: 300, seed: 1, endOnFailure: true });
+      expect(out.failed).toBe(true);
+    });
+  }
+});
+
+describe("the three faults, pinned: each breaks the bound, the real code does not", () => {
+  it("(a) a term counted from the receipt outlives its window", async () => {
+    // 10 per 1 s window, ending at T0 + 2000. Isolate 0 (40 ms away) leases 2 units near the end: its term is cut at
+    // the window's end counted from the send; counted from the receipt it reaches 40 ms into the next window, where
+    // isolate 1 takes the whole new limit: 12 in a 10-per-window window.
+    const c: Case = {
+      params: fixedWindow(10, 1000),
+      lease: { ttlMs: 1000, units: 2, above: null },
+      oneWayMs: [40, 1],
+      steps: [arrive(1850, 0), { kind: "term end", isolate: 0, offsetMs: -2 }, burst(0, 2), burst(1, 10)],
+    };
+    expect(await violationOf(c)).toBeNull();
+    expect(await violationOf(c, "term from receipt")).toMatch(/: 12 admitted > limit 10$/);
+  });
+
+  it("(b) a refund after its lease's end counted twice", async () => {
+    // 10 per 2 s window. Isolate 0 leases 2 units and admits 2 requests from them, which another rule refunds a term
+    // later: counted twice, the window admits 11.
+    const c: Case = {
+      params: fixedWindow(10, 2000),
+      lease: { ttlMs: 300, units: 2, above: null },
+      oneWayMs: [5, 5],
+      steps: [arrive(10, 0), arrive(1, 0, "after term"), arrive(1, 0, "after term"), arrive(900, 1), burst(1, 20)],
+    };
+    expect(await violationOf(c)).toBeNull();
+    expect(await violationOf(c, "late return counted twice")).toMatch(/: 11 admitted > limit 10$/);
+  });
+
+  it("(c) a rate lease usable for 3 × ttl", async () => {
+    // 10/s, burst 30, ttl 1 s: at most 30 + 10 × (t + 1 s). Isolate 0 leases 12 units and falls idle; at its term's
+    // end (3 s later with the fault) the bucket is full again for isolate 1, and isolate 0 spends its stale units.
+    const c: Case = {
+      params: tokenBucket(10, 1000, 30),
+      lease: { ttlMs: 1000, units: 12, above: null },
+      oneWayMs: [5, 5],
+      steps: [arrive(0, 0), { kind: "term end", isolate: 0, offsetMs: -3 }, burst(0, 12), burst(1, 40)],
+    };
+    expect(await violationOf(c)).toBeNull();
+    expect(await violationOf(c, "rate lease for 3 ttl")).toMatch(/^41 admitted within \d+ ms > 40$/);
+  });
+});
+
+// Gaps in today's lease protocol that the property found (reported in /work/team/proof-needs.md). `it.fails` passes
+// while the gap is there; once fixed, the case fails here: make it a plain `it`.
+describe("known gaps, pinned", () => {
+  it.fails("a leader answered from the lease is let through only when the call for the rest returns", async () => {
+    // 10 per 1 s window, ending at T0 + 2000. Isolate 0 (40 ms away) gets a lease of 2 at 1900; four requests queued
+    // meanwhile: the first leads the next call and is answered from the lease, but let through only when that call
+    // returns (2022), in the next window, where isolate 1 takes the whole new limit.
+    const c: Case = {
+      params: fixedWindow(10, 1000),
+      lease: { ttlMs: 1000, units: 2, above: null },
+      oneWayMs: [40, 1],
+      steps: [arrive(1860, 0), arrive(1, 0), arrive(1, 0), arrive(1, 0), arrive(1, 0), arrive(166, 1), burst(1, 10)],
+    };
+    expect(await violationOf(c)).toBeNull();
+  });
+
+  it.fails("an isolate clock stepping back while a call is in flight stretches the lease it brings", async () => {
+    // Found by the property with clock steps (shrunk): a window unit used past its window's end.
+    expect(await violationOf(STEP_BACK as Case)).toBeNull();
+  });
+
+  it.fails("a rate rule's refund a term late gives back what the refill cap absorbed", async () => {
+    // Found by the property (shrunk): gcra 5 per 3 s, burst 5, ttl 300 ms; 6 admitted within 259 ms (bound 5.93).
+    const c = LATE_REFUND as Case;
+    expect(await violationOf(c)).toBeNull();
+  });
+});
+
+const LATE_REFUND: { params: AlgorithmParams } & Omit<Case, "params"> = {
+  params: { algorithm: "gcra", rate: { amount: 5, periodMs: 3000, tokens: 1, perMs: 600 }, burst: 5 },
+  lease: { ttlMs: 300, units: 1, above: null },
+  oneWayMs: [33, 36, 11, 3],
+  steps: [
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 322, isolate: 0, refund: "now" },
+    { kind: "arrive", dtMs: 334, isolate: 0, refund: "after term" },
+    { kind: "arrive", dtMs: 329, isolate: 0, refund: "none" },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "arrive", dtMs: 28, isolate: 0, refund: "after term" },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "step back", isolate: 0, backMs: 1 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 77, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 37, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 76, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 37, isolate: 0, refund: "none" },
+    { kind: "term end", isolate: 0, offsetMs: 0 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "after term" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "step back", isolate: 0, backMs: 1 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "term end", isolate: 0, offsetMs: 0 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "now" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "now" },
+  ],
+};
+
+const STEP_BACK: { params: AlgorithmParams } & Omit<Case, "params"> = {
+  params: { algorithm: "fixed_window", limit: 8, window: { kind: "ms", ms: 500 } },
+  lease: { ttlMs: 50, units: null, above: null },
+  oneWayMs: [13, 0],
+  steps: [
+    { kind: "term end", isolate: 0, offsetMs: 0, burst: 0, others: 0 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 13, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 3, isolate: 0, refund: "none" },
+    { kind: "term end", isolate: 0, offsetMs: -1, burst: 0, others: 0 },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "term end", isolate: 0, offsetMs: 0, burst: 0, others: 0 },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "step back", isolate: 0, backMs: 1 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "now" },
+    { kind: "arrive", dtMs: 4, isolate: 0, refund: "none" },
+    { kind: "term end", isolate: 0, offsetMs: 0, burst: 0, others: 0 },
+    { kind: "burst", isolate: 0, n: 2, refund: "none" },
+    { kind: "arrive", dtMs: 1, isolate: 0, refund: "none" },
+    { kind: "step back", isolate: 0, backMs: 289 },
+    { kind: "arrive", dtMs: 3, isolate: 0, refund: "after term" },
+    { kind: "arrive", dtMs: 10, isolate: 0, refund: "after term" },
+    { kind: "term end", isolate: 1, offsetMs: 0, burst: 0, others: 0 },
+    { kind: "arrive", dtMs: 9, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "now" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "now" },
+    { kind: "step back", isolate: 0, backMs: 1 },
+    { kind: "term end", isolate: 0, offsetMs: 0, burst: 0, others: 5 },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "none" },
+    { kind: "arrive", dtMs: 0, isolate: 0, refund: "after term" },
+  ],
+};
