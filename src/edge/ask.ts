@@ -6,10 +6,11 @@
  * looked it up once and passes it in).
  */
 import { type Decision, fingerprintOf } from "../algorithms/index.ts";
+import type { DelegateRoute } from "../isolate/coalesce.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { Source } from "../isolate/metrics.ts";
-import { objectNameOf } from "../object/names.ts";
-import { durableObjectTransport } from "../object/transport.ts";
+import { delegateNameOf, holderOf, objectNameOf } from "../object/names.ts";
+import { delegateTransport, durableObjectTransport } from "../object/transport.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
 import type { CheckResult, RefundResult } from "../protocol/store.ts";
 import type { Applicable, CompiledRule } from "../request/match.ts";
@@ -44,6 +45,8 @@ export interface AskContext {
   readonly isolate: Isolate;
   /** The request's context, to keep background work alive (a lease's return at its end). */
   readonly ctx?: ExecutionContext;
+  /** The region the request came in through (src/request/region.ts): whose delegate a hot key's batches go to. */
+  readonly region?: string | null;
 }
 
 /**
@@ -77,7 +80,7 @@ function askLocal({ settings, isolate }: AskContext, app: Applicable): AskResult
   return { kind: "decided", app, decision: result.decision, source: "local", atMs, refund: () => refund(atMs) };
 }
 
-async function askObject({ env, settings, isolate, ctx }: AskContext, app: Applicable): Promise<AskResult> {
+async function askObject({ env, settings, isolate, ctx, region }: AskContext, app: Applicable): Promise<AskResult> {
   const { compiled, keyHash, cost } = app;
   const { rule, params } = compiled;
   const name = objectNameOf(rule.id, keyHash);
@@ -96,6 +99,7 @@ async function askObject({ env, settings, isolate, ctx }: AskContext, app: Appli
     cost,
     timeoutMs: settings.limiterTimeoutMs ?? rule.timeoutMs,
     lease: rule.lease,
+    delegate: delegateOf(env, name, region ?? null),
     keepAlive: ctx === undefined ? undefined : (work) => ctx.waitUntil(work),
     observe,
   });
@@ -120,6 +124,13 @@ async function askObject({ env, settings, isolate, ctx }: AskContext, app: Appli
   if (asked.source === "lease") observe(result, arrivedAtMs);
   const { decision, atMs } = result;
   return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund) };
+}
+
+/** The region's delegate for a key's object, when the Worker has the `DELEGATE` binding. */
+function delegateOf(env: AskContext["env"], object: string, region: string | null): DelegateRoute | null {
+  if (env.DELEGATE === undefined) return null;
+  const transport = delegateTransport(env.DELEGATE, object, holderOf(region), region);
+  return { transport, name: delegateNameOf(object, region) };
 }
 
 const fingerprints = new WeakMap<CompiledRule, string>();

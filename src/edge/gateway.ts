@@ -9,6 +9,7 @@ import { messageOf } from "../protocol/object_call.ts";
 import { adminReading, isAdminPath } from "../request/admin_path.ts";
 import { problemResponse } from "../request/headers.ts";
 import type { CompiledRule } from "../request/match.ts";
+import { type CfFacts, regionOf } from "../request/region.ts";
 import { handleAdmin, withoutAdminToken } from "./admin/admin.ts";
 import type { AskContext } from "./ask.ts";
 import { judgeRequest } from "./judge.ts";
@@ -28,7 +29,8 @@ export async function handleRequest(
     if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules, isolate);
     // Another spelling of an admin path is never forwarded: an upstream may read it as /_sluice/... too.
     if (adminReading(url.pathname)) return problemResponse(400, ADMIN_SPELLING);
-    return await gateway(request, url, { env, settings, isolate, ctx }, rules);
+    const region = regionOf(request.cf as CfFacts | undefined);
+    return await gateway(request, url, { env, settings, isolate, ctx, region }, rules);
   } catch (error) {
     logEvent("error", { event: "gateway_error", error: messageOf(error) });
     return problemResponse(500, INTERNAL_ERROR);

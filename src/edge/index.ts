@@ -6,6 +6,7 @@ import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
 import { handleRequest } from "./gateway.ts";
 import type { Env } from "./settings.ts";
 
+export { SluiceDelegate } from "../object/delegate.ts";
 export { SluiceLimiter } from "../object/limiter.ts";
 export { RateLimiter } from "./entrypoint.ts";
 

@@ -4,6 +4,7 @@
  * A malformed var falls back to its default with one warning line, so a typo never turns every request into a 500.
  */
 
+import type { SluiceDelegate } from "../object/delegate.ts";
 import type { SluiceLimiter } from "../object/limiter.ts";
 import type { AmbiguousPaths, PathOptions } from "../request/canonical_path.ts";
 import { UPSTREAM_PROFILES, type UpstreamProfile } from "../request/upstream_profile.ts";
@@ -13,6 +14,8 @@ import { DEFAULT_TIMEOUT_MS } from "../rules/types.ts";
 export interface Env {
   /** One Durable Object per (rule, key). */
   readonly LIMITER: DurableObjectNamespace<SluiceLimiter>;
+  /** One delegate per (rule, hot key, region) (src/object/delegate.ts); absent: hot keys stay with their object. */
+  readonly DELEGATE?: DurableObjectNamespace<SluiceDelegate>;
   /** Account records: SHA-256 hex of the API key -> JSON `{ "plan": "growth", ... }`. */
   readonly ACCOUNTS: KVNamespace;
   readonly UPSTREAM_URL?: string;
@@ -47,7 +50,7 @@ export interface Env {
 }
 
 /** The vars and secrets: the string-valued part of `Env`. */
-export type Vars = Omit<Env, "LIMITER" | "ACCOUNTS" | "METRICS">;
+export type Vars = Omit<Env, "LIMITER" | "DELEGATE" | "ACCOUNTS" | "METRICS">;
 
 /** A shorter admin token is refused (the admin surface stays off), so a guessable token never guards it. */
 export const MIN_ADMIN_TOKEN_CHARS = 16;

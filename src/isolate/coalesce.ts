@@ -41,6 +41,7 @@ import {
   type FailureKind,
   type ObjectTransport,
 } from "../protocol/object_call.ts";
+import { HOT_HOLD_MS } from "../protocol/share.ts";
 import {
   type CallInput,
   type CallResult,
@@ -74,6 +75,17 @@ export interface AskInput {
    * blocked-key cache); it must not do I/O (it runs in the context of the request that made the call).
    */
   readonly observe?: (result: CheckResult, sentAtMs: number) => void;
+  /**
+   * This isolate's region's delegate for the key (src/object/delegate.ts), if the Worker has one: while the key's
+   * object says the key is hot, batches go there instead (same call, same answer); `null` or absent: never.
+   */
+  readonly delegate?: DelegateRoute | null;
+}
+
+/** Where a hot key's batches go: a delegate's transport and name. */
+export interface DelegateRoute {
+  readonly transport: ObjectTransport;
+  readonly name: string;
 }
 
 /** Where an answer came from: the object (possibly in a batch), or this isolate's lease (or what it last knew). */
@@ -186,6 +198,12 @@ interface KeyState {
   lastGrant: LastGrant | null;
   /** A share this isolate decides from while the object cannot be asked (never charged, never given back). */
   fallback: HeldLease | null;
+  /** The region's delegate for the key, if any (`AskInput.delegate`). */
+  delegate: DelegateRoute | null;
+  /** Until when the key is hot (this isolate's clock): batches go to the delegate. 0: not hot. */
+  hotUntilMs: number;
+  /** Until when the delegate is avoided after a failed call (batches go to the key's object). */
+  delegateDownUntilMs: number;
 }
 
 /** Counters for `/_sluice/stats`. */
@@ -202,6 +220,8 @@ export interface CoalesceCounters extends CallCounters {
   queue_overflows?: number;
   /** Rule decisions made from what this isolate last knew because the object could not decide (`lastKnown`). */
   last_known_answers?: number;
+  /** Calls to a delegate that failed (the batch then went to the key's object). */
+  delegate_failures?: number;
 }
 
 /** Requests one isolate lets wait for one (rule, key) at most, by default (see `CoalescerOptions.maxWaiting`). */
@@ -215,6 +235,8 @@ export const RETURN_WAIT_MS = 1_000;
  * ms: between a half and the whole of this (spread, so isolates do not come back together).
  */
 export const OVERLOAD_BACKOFF_MS = 500;
+/** After a delegate's call failed, how long this isolate sends the key's batches to the key's object instead, ms. */
+export const DELEGATE_BACKOFF_MS = 5_000;
 /** The lease a rule without `lease:` takes while its key's object is busy. */
 export const AUTO_LEASE: LeaseSettings = { ttlMs: 1_000, units: null, above: null };
 
@@ -346,6 +368,7 @@ export class Coalescer {
   private isHot(st: KeyState, now: number): boolean {
     const g = st.lastGrant;
     return (
+      now < st.hotUntilMs ||
       now < st.busyUntilMs ||
       now < st.overloadedUntilMs ||
       st.lease !== null ||
@@ -554,6 +577,9 @@ export class Coalescer {
         overloadedUntilMs: 0,
         lastGrant: null,
         fallback: null,
+        delegate: input.delegate ?? null,
+        hotUntilMs: 0,
+        delegateDownUntilMs: 0,
       };
       this.evict();
     } else {
@@ -563,6 +589,7 @@ export class Coalescer {
       st.timeoutMs = input.timeoutMs;
       st.autoLease = autoLease(input.rule, input.lease);
       st.leaseSettings = input.lease ?? (st.autoLease ? AUTO_LEASE : null);
+      st.delegate = input.delegate ?? null;
     }
     this.keys.set(input.name, st);
     return st;
@@ -642,7 +669,7 @@ export class Coalescer {
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
     renew = false,
   ): Promise<Asked | null> {
-    const { clock, counters } = this.options;
+    const { clock } = this.options;
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
     const { batch, mine } = this.answerHere(st, queued, leader, clock());
@@ -652,14 +679,12 @@ export class Coalescer {
       return mine;
     }
     if (st.lease !== null) this.endLease(st);
-    const input = this.callInput(st, batch, renew);
+    const delegate = this.delegateFor(st, clock());
+    const input = this.callInput(st, batch, renew && delegate === null, delegate !== null);
     const sentAtMs = clock();
     let answers: Asked[] = [];
     try {
-      const answer = await callObject(st.transport, st.name, input, st.timeoutMs, {
-        sleep: this.options.sleep,
-        stats: counters,
-      });
+      const answer = await this.callTarget(st, delegate, input);
       this.refundsLanded(st, input, answer);
       answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
     } finally {
@@ -712,8 +737,32 @@ export class Coalescer {
     return { batch: [], mine };
   }
 
+  /** The delegate to send the key's next call to: while the key is hot and the delegate was not failing lately. */
+  private delegateFor(st: KeyState, now: number): DelegateRoute | null {
+    if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
+    return st.delegate;
+  }
+
+  /**
+   * Make the call: to the delegate, when there is one, and to the key's object if the delegate fails (the delegate is
+   * then avoided for `DELEGATE_BACKOFF_MS`). The fallback carries no refunds unless the delegate certainly did not
+   * apply them (it was overloaded): a refund applied twice would admit more than the rule allows.
+   */
+  private async callTarget(st: KeyState, delegate: DelegateRoute | null, input: CallInput): Promise<CallAnswer> {
+    const isolate = { sleep: this.options.sleep, stats: this.options.counters };
+    if (delegate === null) return callObject(st.transport, st.name, input, st.timeoutMs, isolate);
+    const answer = await callObject(delegate.transport, delegate.name, input, st.timeoutMs, isolate);
+    if (answer.kind === "answered") return answer;
+    const { counters } = this.options;
+    counters.delegate_failures = (counters.delegate_failures ?? 0) + 1;
+    st.delegateDownUntilMs = this.options.clock() + DELEGATE_BACKOFF_MS;
+    const applied = answer.failure !== "overloaded";
+    const direct: CallInput = { ...input, id: this.options.newId(), ...(applied ? { giveBack: [] } : {}) };
+    return callObject(st.transport, st.name, direct, st.timeoutMs, isolate);
+  }
+
   /** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
-  private callInput(st: KeyState, batch: readonly Waiting[], renew: boolean): CallInput {
+  private callInput(st: KeyState, batch: readonly Waiting[], renew: boolean, toDelegate = false): CallInput {
     const { counters } = this.options;
     const giveBack: LeaseReturn[] = [];
     for (const held of st.returns.splice(0)) {
@@ -731,7 +780,8 @@ export class Coalescer {
       id: this.options.newId(),
       costs: batch.map((w) => w.cost),
       giveBack,
-      lease: batch.length > 0 || renew ? this.leaseAsk(st) : null,
+      // A delegate grants no leases: it decides every batch itself.
+      lease: !toDelegate && (batch.length > 0 || renew) ? this.leaseAsk(st) : null,
     };
     if (input.lease == null) this.lastAsk.delete(st);
     else {
@@ -796,6 +846,7 @@ export class Coalescer {
       const { result, attempts } = answer;
       st.fallback = null; // the object decides again
       if (result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
+      this.noteHot(st, result.hot);
       const asked = this.lastAsk.get(st);
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
@@ -834,6 +885,12 @@ export class Coalescer {
           refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs, w.keepAlive),
         },
     );
+  }
+
+  /** The key's object (or delegate) said the key is hot (go to the delegate) or cold (`false`: back to the object). */
+  private noteHot(st: KeyState, hot: boolean | undefined): void {
+    if (hot === true) st.hotUntilMs = this.options.clock() + HOT_HOLD_MS;
+    else if (hot === false) st.hotUntilMs = 0;
   }
 
   /**
@@ -999,14 +1056,13 @@ export class Coalescer {
     st.inFlight = true;
     st.inFlightSinceMs = this.options.clock();
     try {
-      const input = this.callInput(st, [], false);
-      const answer = await callObject(st.transport, st.name, input, st.timeoutMs, {
-        sleep: this.options.sleep,
-        stats: this.options.counters,
-      });
+      const delegate = this.delegateFor(st, this.options.clock());
+      const input = this.callInput(st, [], false, delegate !== null);
+      const answer = await this.callTarget(st, delegate, input);
       this.refundsLanded(st, input, answer);
       if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
       if (answer.result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
+      this.noteHot(st, answer.result.hot);
       return answer.result.refunded ?? null;
     } finally {
       this.afterCall(st, keepAlive);

@@ -22,18 +22,17 @@
 import { DurableObject } from "cloudflare:workers";
 import { type Clock, systemClock } from "../isolate/time.ts";
 import { CALL_KEY_PREFIX, CallSlots, callKey, RECORD_KEY, writesOf } from "../protocol/call_slots.ts";
+import { keyCall, keyFreshAtMs, keyPeek, type ShareAsk, type ShareGrant } from "../protocol/share.ts";
+import { shareRecord } from "../protocol/share_grant.ts";
 import {
   type AppliedCall,
   type CallInput,
   type CallResult,
-  callRecord,
   type LimiterRecord,
   type LimiterRule,
   type PeekResult,
-  peekRecord,
   type RefundInput,
   type RefundResult,
-  recordFreshAtMs,
   refundRecord,
 } from "../protocol/store.ts";
 
@@ -74,13 +73,25 @@ export class SluiceLimiter extends DurableObject {
   async check(input: CallInput): Promise<CallResult> {
     const nowMs = this.clock();
     const before = this.load();
-    const { result, record } = callRecord(before, input, nowMs);
-    if (record !== before) {
-      const { call } = writesOf(before, record);
-      if (call !== null) this.pendingCalls.push({ slot: this.slots.next(), call });
-      await this.save(record);
-    }
+    const { result, record } = keyCall(before, input, nowMs);
+    await this.apply(before, record);
     return result;
+  }
+
+  /** A delegate's ask for its share of this key (share.ts): granted, renewed or let go, in this key's record. */
+  async share(ask: ShareAsk): Promise<ShareGrant> {
+    const before = this.load();
+    const { grant, record } = shareRecord(before, ask, this.clock());
+    await this.apply(before, record);
+    return grant;
+  }
+
+  /** Store a changed record, and the call it applied in its slot. */
+  private async apply(before: LimiterRecord | null, record: LimiterRecord | null): Promise<void> {
+    if (record === before) return;
+    const { call } = writesOf(before, record);
+    if (call !== null) this.pendingCalls.push({ slot: this.slots.next(), call });
+    await this.save(record);
   }
 
   async refund(input: RefundInput): Promise<RefundResult> {
@@ -91,7 +102,7 @@ export class SluiceLimiter extends DurableObject {
   }
 
   peek(input: { readonly rule: LimiterRule }): PeekResult {
-    return peekRecord(this.load(), input.rule, this.clock());
+    return keyPeek(this.load(), input.rule, this.clock());
   }
 
   /** Forget the key: its next request starts fresh. `true` if there was state to forget. */
@@ -110,7 +121,7 @@ export class SluiceLimiter extends DurableObject {
     this.alarmAtMs = null;
     const record = this.load();
     if (record === null) return;
-    const freshAt = recordFreshAtMs(record);
+    const freshAt = keyFreshAtMs(record);
     if (this.clock() >= freshAt) {
       this.record = null;
       this.slots.clear();
@@ -140,7 +151,7 @@ export class SluiceLimiter extends DurableObject {
     await this.commit();
     if (this.alarmAtMs === undefined) this.alarmAtMs = await this.ctx.storage.getAlarm();
     // An alarm that fires early re-arms itself (see `alarm`), so one pending alarm is enough.
-    if (this.alarmAtMs === null) await this.armAlarm(recordFreshAtMs(record));
+    if (this.alarmAtMs === null) await this.armAlarm(keyFreshAtMs(record));
   }
 
   /**

@@ -3,6 +3,7 @@
  * identity value (HMAC-SHA256 under `KEY_HASH_SECRET`, see hash.ts), never the raw key. The blocked-key cache uses the
  * same name as its entry id, so "the object" and "what this isolate knows about it" can never disagree.
  */
+import type { SluiceDelegate } from "./delegate.ts";
 import type { SluiceLimiter } from "./limiter.ts";
 
 export function objectNameOf(ruleId: string, keyHash: string): string {
@@ -16,4 +17,27 @@ export function limiterStub(
   keyHash: string,
 ): DurableObjectStub<SluiceLimiter> {
   return namespace.get(namespace.idFromName(objectNameOf(ruleId, keyHash)));
+}
+
+/**
+ * A delegate's name: the key's object's name (hashed key, never the raw key), its region and its shard, e.g.
+ * `api-per-key:3f…@weur.0`. The part after `@` is the holder id the key's object knows it by (share.ts).
+ */
+export function delegateNameOf(objectName: string, region: string | null, shard = 0): string {
+  return `${objectName}@${holderOf(region, shard)}`;
+}
+
+/** The holder id of a region's delegate: `weur.0` (`any.0` where the region is unknown). */
+export function holderOf(region: string | null, shard = 0): string {
+  return `${region ?? "any"}.${shard}`;
+}
+
+/** The stub of a delegate, placed in its region (`locationHint`) when the region is known. */
+export function delegateStub(
+  namespace: DurableObjectNamespace<SluiceDelegate>,
+  name: string,
+  region: string | null,
+): DurableObjectStub<SluiceDelegate> {
+  const id = namespace.idFromName(name);
+  return region === null ? namespace.get(id) : namespace.get(id, { locationHint: region as DurableObjectLocationHint });
 }

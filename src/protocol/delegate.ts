@@ -41,7 +41,7 @@ export interface HeldShare {
   /** Window share: units granted, and those still to admit from. */
   readonly units: number;
   readonly unitsLeft: number;
-  /** Window share: granted fewer than asked: refuse beyond them until the term ends. */
+  /** Window share: the window was spent at the grant: refuse beyond these units until the term ends. */
   readonly short: boolean;
   /** The object's clock at the grant (a window share's refunds name it), ms. */
   readonly atMs: number;
@@ -118,6 +118,7 @@ function rolled(d: DelegateRecord["demand"], nowMs: number): DelegateRecord["dem
 /**
  * The ask renewing this delegate's share, and the record once it is sent: a window share's unused units go back with
  * it (they are no longer this delegate's, whatever the answer: a lost answer leaves the key short, never over).
+ * `pendingCost`: the cost of the batch waiting for the renewal.
  */
 export function shareAsk(
   record: DelegateRecord,
@@ -126,16 +127,19 @@ export function shareAsk(
   id: string,
   nowMs: number,
   release = false,
+  pendingCost = 0,
 ): { readonly ask: ShareAsk; readonly record: DelegateRecord } {
   const share = record.share;
   const giveBack = [...record.giveBack];
   let kept = share;
   if (share !== null && share.kind === "window") {
-    if (share.unitsLeft > 0 && nowMs < share.endsAtMs) giveBack.push({ units: share.unitsLeft, atMs: share.atMs });
+    // Unused at the term's end too: the key's object still counts them until given back (a past window's are ignored).
+    if (share.unitsLeft > 0) giveBack.push({ units: share.unitsLeft, atMs: share.atMs });
     kept = { ...share, unitsLeft: 0 };
   }
   const newest = share !== null && (share.rule.version ?? 0) > (rule.version ?? 0) ? share.rule : rule;
-  const demand = demandPerTerm(record, nowMs);
+  // The batch waiting for this ask counts too: a new delegate has no term behind it yet.
+  const demand = Math.max(demandPerTerm(record, nowMs), pendingCost);
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
   const ask: ShareAsk = { rule: newest, holder, id, demand, units, giveBack, ...(release ? { release } : {}) };
   return { ask, record: { ...record, share: kept, giveBack: [] } };
@@ -161,7 +165,8 @@ export function adoptGrant(
       state: null,
       units: grant.units,
       unitsLeft: grant.units,
-      short: grant.units < ask.units,
+      // Short only when the window is spent: a proportional cut asks again once its units are used.
+      short: grant.units < ask.units && grant.remaining === 0,
     };
     return { ...record, share, hot: grant.hot };
   }

@@ -103,6 +103,8 @@ export interface ShareGrant {
   readonly parts: number;
   /** Window share: units charged for the holder at `atMs`. */
   readonly units: number;
+  /** Window share: units left in the window after this grant (0: the window is spent until it ends). */
+  readonly remaining: number;
   /** How long the holder may use it, ms, counted from when it *sent* the ask. */
   readonly termMs: number;
   /** The rule the share is under: the newest rules version the object has seen. */

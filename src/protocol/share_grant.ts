@@ -57,7 +57,16 @@ export function shareRecord(
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
   const roomy = mine !== undefined || others.length < SHARE_HOLDERS_MAX;
   if (!hot || ask.release === true || !roomy) {
-    const none: ShareGrant = { atMs: nowMs, kind: "none", parts: 0, units: 0, termMs: 0, rule, hot: hot && !roomy };
+    const none: ShareGrant = {
+      atMs: nowMs,
+      kind: "none",
+      parts: 0,
+      units: 0,
+      remaining: 0,
+      termMs: 0,
+      rule,
+      hot: hot && !roomy,
+    };
     if (mine === undefined || rec === null) return { record: rec, grant: none };
     const ended: ShareEntry = { ...ended0(mine, nowMs), askId: ask.id };
     return { record: withEntry(rec, book, others, ended, hot, nowMs), grant: none };
@@ -117,6 +126,7 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
     kind: granted ? kind : "none",
     parts: e.parts,
     units: e.units,
+    remaining: kind === "window" && rec !== null ? keyPeek(rec, rule, nowMs).remaining : 0,
     termMs: Math.max(0, e.endsAtMs - e.atMs),
     rule,
     hot,
@@ -145,7 +155,7 @@ function rateGrant(
   const fair = total === 0 ? 0 : Math.max(demand > 0 ? 1 : 0, Math.floor((SHARE_PARTS * demand) / total));
   const parts = Math.min(fair, room);
   const termMs = parts < fair ? Math.ceil(SHARE_TERM_MS / 4) : SHARE_TERM_MS;
-  const grant: ShareGrant = { atMs: nowMs, kind: "rate", parts, units: 0, termMs, rule, hot: true };
+  const grant: ShareGrant = { atMs: nowMs, kind: "rate", parts, units: 0, remaining: 0, termMs, rule, hot: true };
   return { record: { ...base, shares: { ...book, direct } }, grant };
 }
 
@@ -174,7 +184,8 @@ function windowGrant(
   }
   const termMs = Math.max(1, leaseTermMs(rule.params, nowMs, SHARE_TERM_MS));
   const record = current ?? newRecord(rule, fullState(rule.params, nowMs));
-  return { record, grant: { atMs: nowMs, kind: "window", parts: 0, units, termMs, rule, hot: true } };
+  const remaining = available - units;
+  return { record, grant: { atMs: nowMs, kind: "window", parts: 0, units, remaining, termMs, rule, hot: true } };
 }
 
 function newRecord(rule: LimiterRule, state: AlgorithmState): LimiterRecord {
