@@ -287,6 +287,7 @@ const soak = load<{
   fiveXX?: { counts: Record<string, number>; records: SoakFiveXX[] };
   wranglerReloads?: { atS: number; fromKillS: number | null; before: string[] }[];
   memory: { criterion?: string; levelled: boolean | null; phases: SoakMemoryPhase[] };
+  failedDecisions?: { total: number; failOpen: number; failClosed503: number; sqliteNomemLines: number };
 }>("soak");
 if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && soak !== null) {
   const d = soak.data;
@@ -320,6 +321,11 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
       .join(", ")}; ${d.connectionErrors.total} connection errors while the server was down.`,
     `- **Crash**: ${d.crash === null ? "none" : `SIGKILL at ${d.crash.atS} s, answering again ${(d.crash.downMs / 1000).toFixed(1)} s later`}.`,
     `- **Over-admission across the crash: ${d.overAdmission}**; admitted responses missing an expected rule's decision: ${d.unexplainedAdmissions}.`,
+    ...(d.failedDecisions === undefined
+      ? []
+      : [
+          `- **Failed rule decisions (no fault injected): ${d.failedDecisions.total}** (the server's \`limiter_failed\` events; fail-open decisions seen by the clients ${d.failedDecisions.failOpen}, fail-closed 503s ${d.failedDecisions.failClosed503}); \`SQLITE_NOMEM\` lines in the server log: ${d.failedDecisions.sqliteNomemLines} (local workerd caps SQLite's heap at 512 MiB per process, about 2,750 live objects: section 9b; ${p.ipKeyedAddresses ?? "?"} per-address addresses here).`,
+        ]),
     `- **5xx other than a fail-closed rule's 503: ${d.unexpected5xx}**${
       unexpected.length === 0
         ? ""
@@ -516,6 +522,32 @@ if (
         ]
       : []),
     "The bare Worker, with no Sluice code, keeps memory for every object made and does not give it back when the object is evicted: RSS grows with the objects made, new or made again, so in local `wrangler dev` memory cannot level off while new keys keep coming. The soak (section 6) therefore reuses a bounded key population, sweeps it once, and allows the runtime this cost per object made again.",
+    "",
+  );
+}
+
+const objectLimit = load<{
+  step: number;
+  max: number;
+  rounds: { live: number; seconds: number; failed: number; workerdRssMb: number }[];
+  lastOk: number;
+  firstFailing: number | null;
+  firstError: string | null;
+  sqliteNomemInServerLog: number;
+}>("object_limit");
+if (
+  section("9b. How many live Durable Objects one local workerd holds (no Sluice code)", objectLimit) &&
+  objectLimit !== null
+) {
+  const d = objectLimit.data;
+  out.push(
+    "bench/object_limit.ts: a bare Worker (one Durable Object class whose RPC method reads and writes one value) in one `wrangler dev`; round k calls objects 0 .. k × step - 1 from inside the Worker (`Promise.allSettled`, 250 at a time), so every object made stays live (the runtime evicts one after 10 s idle) while more are made.",
+    "",
+    "| live objects called | seconds | failed calls | workerd RSS |",
+    "|---:|---:|---:|---:|",
+    ...d.rounds.map((r) => `| ${r.live.toLocaleString("en-US")} | ${r.seconds} | ${r.failed} | ${r.workerdRssMb} MB |`),
+    "",
+    `Every call answered up to **${d.lastOk.toLocaleString("en-US")} live objects**; ${d.firstFailing === null ? `none failed up to ${d.max}` : `at ${d.firstFailing.toLocaleString("en-US")} calls failed with \`${(d.firstError ?? "").slice(0, 80)}\` (${d.sqliteNomemInServerLog} \`SQLITE_NOMEM\` lines in the server's output)`}. The cause is the local runtime's: workerd 1.20260426.1 caps SQLite's heap for the whole process at 512 MiB (\`sqlite3_hard_heap_limit64\` in src/workerd/util/sqlite.c++; 8 GiB only behind its \`INCREASE_SQLITE_HARD_HEAP_LIMIT\` autogate, which wrangler dev cannot turn on), and each live object keeps its own SQLite database open, about 190 KB of that heap each. On Cloudflare objects are spread over many processes and machines. This is the \`SQLITE_NOMEM\` the soak saw with 7,400 objects; the soak now keeps its population near 2,000 (\`--addresses 100\`), and \`npm run soak -- --addresses 1000\` shows the limit again.`,
     "",
   );
 }

@@ -13,8 +13,8 @@
  *   pages) and its identities with a seeded generator, skewed: most requests come from a few hot keys, users and
  *   addresses, the rest are spread over hundreds of keys, 500 users and 50,000 client addresses, all from the
  *   documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, and one 2001:db8::/32 /64 each). The routes a
- *   global rule counts per address (logins, public pages) come from the first 1,000 of them (500 with `--quick`), so
- *   the Durable Objects are a bounded population (7,400; 4,400 with `--quick`), and memory can level off once they
+ *   global rule counts per address (logins, public pages) come from the first 100 of them (`--addresses`), so
+ *   the Durable Objects are a bounded population (about 2,000), and memory can level off once they
  *   all exist.
  * - The warm-up: every other request the clients send is the sweep's until it is done, one request to every object
  *   the load can reach (every key's sync, every user's validation, every counted address's public page and login);
@@ -82,6 +82,7 @@ const USAGE =
   "  --concurrency C  closed-loop clients (default 32)\n" +
   "  --timeout-ms T   the server's LIMITER_TIMEOUT_MS (default 5000)\n" +
   "  --seed S         seed of the request generator (default 1)\n" +
+  "  --addresses N    client addresses the per-address routes come from (default 100; see below)\n" +
   "  --keep           keep the temp copy and its state and server log\n" +
   "  --publish        write the committed bench/results/soak.json and BENCHMARKS.md (default: under bench/out/)\n";
 
@@ -92,6 +93,7 @@ function options(argv: readonly string[]) {
   let timeoutMs = 5_000;
   let seed = 1;
   let keep = false;
+  let addresses = 100;
   const number = (flag: string, value: string | undefined, integer: boolean): number => {
     const n = Number(value);
     if (value === undefined || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
@@ -110,6 +112,7 @@ function options(argv: readonly string[]) {
     else if (arg === "--concurrency") concurrency = number(arg, argv[++i], true);
     else if (arg === "--seed") seed = number(arg, argv[++i], true);
     else if (arg === "--timeout-ms") timeoutMs = number(arg, argv[++i], true);
+    else if (arg === "--addresses") addresses = number(arg, argv[++i], true);
     else if (arg === "--help" || arg === "-h") {
       process.stdout.write(USAGE);
       process.exit(0);
@@ -118,7 +121,15 @@ function options(argv: readonly string[]) {
       process.exit(2);
     }
   }
-  return { durationMs: quick ? 60_000 : Math.round(minutes * 60_000), quick, concurrency, seed, keep, timeoutMs };
+  return {
+    durationMs: quick ? 60_000 : Math.round(minutes * 60_000),
+    quick,
+    concurrency,
+    seed,
+    keep,
+    timeoutMs,
+    addresses,
+  };
 }
 
 const opts = options(process.argv.slice(2));
@@ -157,9 +168,13 @@ const USERS = 500;
 const ADDRESSES = 50_000;
 /**
  * The addresses that send the routes a global rule counts per address (logins, public pages): a bounded set, so the
- * Durable Objects are a bounded population that the warm-up sweep creates (see "The server's memory" below).
+ * Durable Objects are a bounded population that the warm-up sweep creates (see "The server's memory" below). About
+ * 1,400 objects plus 6 per address: 100 addresses (the default) keep the live objects under what one local workerd
+ * process holds. Its SQLite heap is capped at 512 MiB for the whole process, and at about 2,750 live objects it
+ * answers SQLITE_NOMEM with no Sluice code at all (bench/object_limit.ts, BENCHMARKS.md section 9b). `--addresses 1000`
+ * (7,400 objects) shows that limit.
  */
-const IP_KEYED_ADDRESSES = opts.quick ? 500 : 1_000;
+const IP_KEYED_ADDRESSES = opts.addresses;
 const HOT_ADDRESSES = 500;
 
 type Plan = "free" | "pro";
@@ -183,7 +198,9 @@ const pickHotAddress = zipf(HOT_ADDRESSES, 1.1);
  * set for a route that a global rule counts per address.
  */
 const pickAddress = (ipKeyed: boolean) =>
-  random() < 0.3 ? pickHotAddress() : Math.floor(random() * (ipKeyed ? IP_KEYED_ADDRESSES : ADDRESSES));
+  random() < 0.3
+    ? pickHotAddress() % (ipKeyed ? IP_KEYED_ADDRESSES : HOT_ADDRESSES)
+    : Math.floor(random() * (ipKeyed ? IP_KEYED_ADDRESSES : ADDRESSES));
 
 // ---------------------------------------------------------------------------------------------------------------
 // Requests, and the rules the client expects to decide each (its own table, independent of the Worker's matcher)
@@ -937,6 +954,14 @@ async function main(): Promise<number> {
     wranglerReloads: reloads,
     failClosedSamples,
     serverEvents: events,
+    /** Rule decisions that failed with no fault injected (the server's `limiter_failed` events), and the local
+     * runtime's SQLite `out of memory` lines among the server's messages (bench/object_limit.ts). */
+    failedDecisions: {
+      total: events.limiter_failed ?? 0,
+      failOpen: [...failOpen.values()].reduce((a, b) => a + b, 0),
+      failClosed503: [...failClosed503.values()].reduce((a, b) => a + b, 0),
+      sqliteNomemLines: (serverText.match(/SQLITE_NOMEM/g) ?? []).length,
+    },
     serverMessages: Object.fromEntries([...serverMessages.entries()].slice(0, 30)),
     memory: {
       criterion: `over the second half of each phase after its warm-up sweep (at least ${JUDGED_SPAN_S} s of it), workerd's RSS (least-squares fit) grows by at most ${LEVEL_MB_PER_MIN} MB/min plus ${RUNTIME_KB_PER_OBJECT_MADE} KB per object the runtime made again after evicting it (its own cost, bench/object_memory.ts)`,
