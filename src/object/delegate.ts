@@ -1,15 +1,13 @@
 /**
  * `SluiceDelegate`: the delegate tier's Durable Object, one per (rule, key, region), named by names.ts
- * `delegateNameOf` (hashed key only) and created with the region's `locationHint`. A thin shell around the pure
- * delegate (src/protocol/delegate.ts): it keeps its record in memory and writes it to its SQLite storage on every
- * change, synchronously, before answering (the runtime's output gate holds the answer until the write is durable),
- * so the share it holds survives a restart.
+ * `delegateNameOf` (hashed key only) and created with the region's `locationHint`. A thin shell around the delegate's
+ * steps (src/protocol/delegate_run.ts) and pure decisions (src/protocol/delegate.ts): it keeps its record in memory
+ * and writes it to its SQLite storage on every change, synchronously, before answering (the runtime's output gate
+ * holds the answer until the write is durable), so the share it holds survives a restart.
  *
  * RPC `check(input)`: an isolate's batch (the same `CallInput` the key's object takes, plus the key's object's name
- * and this delegate's holder id). When its share has ended, is short, or an isolate brings a newer rules version, it
- * renews with the key's object first (`SluiceLimiter.share`); in the last quarter of a term it renews in the
- * background. Without a share (the key went cold, or the key's object could not be asked), it passes the batch
- * through to the key's object unchanged and answers what that says, `hot: false` unless the object says hot.
+ * and this delegate's holder id), decided from the share, renewed with the key's object (`SluiceLimiter.share`) when
+ * needed, or passed through to the key's object without a share (`hot: false` unless that object says hot).
  *
  * An alarm at its share's end gives a window share's unused units back (nothing else would, if no isolate calls), and
  * an idle delegate deletes its record later.
@@ -17,18 +15,9 @@
 import { DurableObject } from "cloudflare:workers";
 import { logEvent } from "../isolate/metrics.ts";
 import { type Clock, systemClock } from "../isolate/time.ts";
-import {
-  adoptGrant,
-  type DelegateRecord,
-  delegateCall,
-  delegateIdle,
-  delegateNeed,
-  NEW_DELEGATE,
-  renewDue,
-  shareAsk,
-} from "../protocol/delegate.ts";
-import { messageOf } from "../protocol/object_call.ts";
-import type { CallInput, CallResult, LimiterRule } from "../protocol/store.ts";
+import { type DelegateRecord, delegateIdle, NEW_DELEGATE } from "../protocol/delegate.ts";
+import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
+import type { CallInput, CallResult } from "../protocol/store.ts";
 import type { SluiceLimiter } from "./limiter.ts";
 
 /** An isolate's batch for a delegate. */
@@ -45,78 +34,41 @@ const WHO_KEY = "who";
 /** How long an idle delegate keeps its record before deleting it, ms. */
 export const DELEGATE_IDLE_MS = 60_000;
 
-interface Who {
-  readonly object: string;
-  readonly holder: string;
-  readonly rule: LimiterRule;
-}
+type DelegateEnv = { readonly LIMITER: DurableObjectNamespace<SluiceLimiter> };
 
-export class SluiceDelegate extends DurableObject<{ readonly LIMITER: DurableObjectNamespace<SluiceLimiter> }> {
+export class SluiceDelegate extends DurableObject<DelegateEnv> {
   private record: DelegateRecord | undefined;
-  /** The renewal in flight, if any (one at a time: the others wait for it). */
-  private renewing: Promise<void> | null = null;
+  private readonly run: DelegateRun;
 
   constructor(
     ctx: DurableObjectState,
-    env: { readonly LIMITER: DurableObjectNamespace<SluiceLimiter> },
+    env: DelegateEnv,
     private readonly clock: Clock = systemClock,
   ) {
     super(ctx, env);
-  }
-
-  async check(input: DelegateCallInput): Promise<CallResult> {
-    const { object, holder, ...call } = input;
-    const who: Who = { object, holder, rule: call.rule };
-    // At most twice: a renewal that another call started may have been for an older version or a smaller need.
-    const cost = call.costs.reduce((a, b) => a + b, 0);
-    for (let i = 0; i < 2 && delegateNeed(this.load(), call.rule, call.costs, this.clock()) === "renew"; i++) {
-      await this.renew(who, false, cost);
-    }
-    const record = this.load();
-    if (record.share === null || delegateNeed(record, call.rule, call.costs, this.clock()) === "renew") {
-      return this.passThrough(object, call);
-    }
-    if (renewDue(record, this.clock()) && this.renewing === null) void this.renew(who);
-    const out = delegateCall(record, call, this.clock());
-    this.save(out.record);
-    return out.result;
-  }
-
-  /** The batch decided by the key's object itself (no share here): cold unless the object says hot. */
-  private async passThrough(object: string, call: CallInput): Promise<CallResult> {
-    const result = (await this.keyObject(object).check(call)) as CallResult;
-    return { ...result, hot: result.hot === true };
-  }
-
-  /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
-  private renew(who: Who, release = false, pendingCost = 0): Promise<void> {
-    if (this.renewing !== null) return this.renewing;
-    this.renewing = (async () => {
-      const sentAtMs = this.clock();
-      const id = crypto.randomUUID();
-      const asked = shareAsk(this.load(), who.holder, who.rule, id, sentAtMs, release, pendingCost);
-      // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
-      this.save(asked.record);
-      this.ctx.storage.kv.put(WHO_KEY, who);
-      try {
-        const grant = await this.keyObject(who.object).share(asked.ask);
-        const record = adoptGrant(this.load(), asked.ask, grant, sentAtMs, this.clock());
-        this.save(record);
+    this.run = new DelegateRun({
+      clock,
+      newId: () => crypto.randomUUID(),
+      load: () => this.load(),
+      save: (record) => this.save(record),
+      call: async (object, input) => (await this.keyObject(object).check(input)) as CallResult,
+      share: (object, ask) => this.keyObject(object).share(ask),
+      adopted: async (record, who) => {
+        this.ctx.storage.kv.put(WHO_KEY, who);
         if (record.share !== null) await this.ctx.storage.setAlarm(record.share.endsAtMs);
-      } catch (error) {
-        // No share: batches pass through to the key's object until a renewal succeeds.
-        this.save({ ...this.load(), share: null });
-        logEvent("warn", { event: "delegate_renew_failed", error: messageOf(error) });
-      } finally {
-        this.renewing = null;
-      }
-    })();
-    return this.renewing;
+      },
+      failed: (error) => logEvent("warn", { event: "delegate_renew_failed", error }),
+    });
+  }
+
+  check(input: DelegateCallInput): Promise<CallResult> {
+    const { object, holder, ...call } = input;
+    return this.run.check({ object, holder, rule: call.rule }, call);
   }
 
   override async alarm(): Promise<void> {
     const record = this.load();
-    const who = this.ctx.storage.kv.get<Who>(WHO_KEY);
+    const who = this.ctx.storage.kv.get<DelegateWho>(WHO_KEY);
     const now = this.clock();
     const share = record.share;
     if (
@@ -126,7 +78,7 @@ export class SluiceDelegate extends DurableObject<{ readonly LIMITER: DurableObj
       share.unitsLeft > 0 &&
       now >= share.endsAtMs
     ) {
-      await this.renew(who, true);
+      await this.run.renew(who, true);
     }
     const after = this.load();
     const lastCallMs = after.calls.at(-1)?.atMs ?? 0;
@@ -135,7 +87,8 @@ export class SluiceDelegate extends DurableObject<{ readonly LIMITER: DurableObj
       await this.ctx.storage.deleteAll();
       return;
     }
-    await this.ctx.storage.setAlarm(Math.max(now + 1, Math.min(lastCallMs + DELEGATE_IDLE_MS, share?.endsAtMs ?? now)));
+    const endsAtMs = after.share?.endsAtMs ?? now;
+    await this.ctx.storage.setAlarm(Math.max(now + 1, endsAtMs > now ? endsAtMs : lastCallMs + DELEGATE_IDLE_MS));
   }
 
   private keyObject(name: string): DurableObjectStub<SluiceLimiter> {

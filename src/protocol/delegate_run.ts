@@ -1,0 +1,89 @@
+/**
+ * A delegate's steps around its pure decisions (delegate.ts), with its storage, its clock and the key's object passed
+ * in: the Durable Object (src/object/delegate.ts) runs it over its SQLite storage and RPC, the simulator over its own.
+ *
+ * Per batch: renew first when the share must be (ended, short of units it may still get, a newer rules version), at
+ * most twice (a renewal another batch started may not have been enough); decide from the share; without one (the key
+ * went cold, the key's object refused or could not be asked), pass the batch through to the key's object unchanged.
+ * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it.
+ */
+
+import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
+import { messageOf } from "./object_call.ts";
+import type { ShareAsk, ShareGrant } from "./share.ts";
+import type { CallInput, CallResult, LimiterRule } from "./store.ts";
+
+/** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
+export interface DelegateWho {
+  readonly object: string;
+  readonly holder: string;
+  readonly rule: LimiterRule;
+}
+
+/** What a delegate's steps need from their shell. */
+export interface DelegatePorts {
+  readonly clock: () => number;
+  readonly newId: () => string;
+  /** The stored record (`NEW_DELEGATE` when none), and a durable write of it (done before any answer is given). */
+  readonly load: () => DelegateRecord;
+  readonly save: (record: DelegateRecord) => void;
+  /** The key's object: a batch passed through (`SluiceLimiter.check`), and a share asked for (`share`). */
+  readonly call: (object: string, input: CallInput) => Promise<CallResult>;
+  readonly share: (object: string, ask: ShareAsk) => Promise<ShareGrant>;
+  /** After a share was adopted (the shell may arm an alarm for its end). */
+  readonly adopted?: (record: DelegateRecord, who: DelegateWho) => void | Promise<void>;
+  /** A renewal failed (for the log). */
+  readonly failed?: (message: string) => void;
+}
+
+export class DelegateRun {
+  private renewing: Promise<void> | null = null;
+
+  constructor(private readonly ports: DelegatePorts) {}
+
+  /** Decide an isolate's batch (see the file's comment). */
+  async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
+    const { clock, load, save } = this.ports;
+    const cost = call.costs.reduce((a, b) => a + b, 0);
+    for (let i = 0; i < 2 && delegateNeed(load(), call.rule, call.costs, clock()) === "renew"; i++) {
+      await this.renew(who, false, cost);
+    }
+    const record = load();
+    if (record.share === null || delegateNeed(record, call.rule, call.costs, clock()) === "renew") {
+      const result = await this.ports.call(who.object, call);
+      return { ...result, hot: result.hot === true };
+    }
+    const out = delegateCall(record, call, clock());
+    save(out.record);
+    // After the batch is saved: a renewal takes a window share's unused units back at once (synchronously).
+    if (renewDue(out.record, clock()) && this.renewing === null) void this.renew(who);
+    return out.result;
+  }
+
+  /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
+  renew(who: DelegateWho, release = false, pendingCost = 0): Promise<void> {
+    if (this.renewing !== null) return this.renewing;
+    this.renewing = this.renewOnce(who, release, pendingCost).finally(() => {
+      this.renewing = null;
+    });
+    return this.renewing;
+  }
+
+  private async renewOnce(who: DelegateWho, release: boolean, pendingCost: number): Promise<void> {
+    const { clock, load, save } = this.ports;
+    const sentAtMs = clock();
+    const asked = shareAsk(load(), who.holder, who.rule, this.ports.newId(), sentAtMs, release, pendingCost);
+    // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
+    save(asked.record);
+    try {
+      const grant = await this.ports.share(who.object, asked.ask);
+      const record = adoptGrant(load(), asked.ask, grant, sentAtMs, clock());
+      save(record);
+      await this.ports.adopted?.(record, who);
+    } catch (error) {
+      // No share: batches pass through to the key's object until a renewal succeeds.
+      save({ ...load(), share: null });
+      this.ports.failed?.(messageOf(error));
+    }
+  }
+}
