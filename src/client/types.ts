@@ -2,23 +2,10 @@
  * The service binding's types, for the Worker that binds to Sluice (`import type { SluiceBinding } from
  * "sluice/client"`). Plain data only: everything here crosses the binding by JS RPC (structured clone).
  *
- * In the consumer's wrangler.toml, the native Rate Limiting binding
- *
- *   [[ratelimits]]
- *   name = "MY_RATE_LIMITER"
- *   namespace_id = "1001"
- *   simple = { limit = 100, period = 60 }
- *
- * becomes
- *
- *   [[services]]
- *   binding = "MY_RATE_LIMITER"
- *   service = "sluice"
- *   entrypoint = "RateLimiter"
- *   props = { rule = "api-per-key" }
- *
- * and `const { success } = await env.MY_RATE_LIMITER.limit({ key })` keeps working, on the named rule of Sluice's
- * rule set: exact, global, with any of its algorithms.
+ * A native Rate Limiting binding (`[[ratelimits]]`) becomes a `[[services]]` binding to Sluice's `RateLimiter`
+ * entrypoint, with `props = { rule = "..." }` naming the rule (README.md, "Use it from your Worker"), and
+ * `const { success } = await env.MY_RATE_LIMITER.limit({ key })` keeps working on that rule: exact, global, with any
+ * of Sluice's algorithms.
  */
 
 /** What `limit` counts: like the native binding's `{ key }`, plus the rule and the cost. */

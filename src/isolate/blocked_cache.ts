@@ -1,22 +1,15 @@
 /**
  * The blocked-key cache: after a Durable Object denies a (rule, key), this isolate remembers until when that key is
- * *certainly* denied, and answers those requests itself, without a call. A flood from one blocked key then costs
- * about one object call per retry period instead of one per request.
+ * *certainly* denied, and answers those requests itself, without a call: a flood from one blocked key costs about one
+ * object call per retry period. A request the object would admit is never refused here: a denial of cost `c` at `t`
+ * with `retry_after_ms = R` proves (absent refunds) that a cost `c' >= c` is denied until `t + R`; for a smaller cost
+ * each algorithm says what its denial proves (`smallerDeniedUntilMs`), and an algorithm whose denials change its
+ * state (`denialsCount`) is not cached. `t` is this isolate's clock when the call was *sent*, so the deadline is early
+ * rather than late and clock skew does not matter.
  *
- * Exactness is kept: a request the object would admit is never refused here. A denial of cost `c` at time `t` with
- * `retry_after_ms = R` proves, absent refunds (below), that a request of cost `c' >= c` is denied until `t + R`: `R`
- * is the smallest wait after which the same request is admitted with no traffic in between, other traffic only
- * spends more, and a larger cost never fits where a smaller one does not. For a smaller cost, each algorithm says
- * what its denial proves (`smallerDeniedUntilMs`, with the reason in its own file), and an algorithm whose denials
- * change its state (`denialsCount`) is not cached at all: a hammering key must keep reaching the object.
- *
- * `t` is this isolate's clock when the call was *sent*, never later than the object's decision, so the deadline is
- * early rather than late and clock skew between the isolate and the object does not matter (only durations are used).
- *
- * What can make the object more generous than a cached denial: a refund (a request admitted by this rule and then
- * denied by another gives its cost back) and an admin reset. This isolate forgets the entry whenever it refunds or
- * resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this isolate's cache only
- * when the entry expires, at most `R` later.
+ * A refund or an admin reset makes the object more generous than a cached denial: this isolate forgets the entry when
+ * it refunds or resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this cache
+ * only when the entry expires, at most `R` later.
  */
 import { type Decision, denialsCount, deniedUntilMs } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";

@@ -1,23 +1,17 @@
 /**
- * `SluiceLimiter`: one Durable Object per (rule, key), named `<rule id>:<key hash>` (SHA-256 hex of the key, or
- * HMAC-SHA256 under `KEY_HASH_SECRET`, see hash.ts). A thin shell
- * around the pure core (via store.ts): it reads its clock (injected: the runtime's `Date.now()` unless a test passes
- * its own to the constructor), keeps the record in memory, and writes it to its
- * SQLite storage on every change, synchronously, before answering: the record without its call ids (a few hundred
- * bytes), and the call it applied as one entry of a ring of slots (call_slots.ts), never the whole list of ids. An evicted or restarted object reloads the record
- * and so grants no free allowance. Requests to one object are serialised by the runtime and each call runs to
- * completion without awaiting before its write, so concurrent checks never interleave.
+ * `SluiceLimiter`: one Durable Object per (rule, key), named by names.ts (the rule id and the key's hash, never the
+ * raw key). A thin shell around the pure record protocol (store.ts): it reads an injected clock (the runtime's
+ * `Date.now()` unless a test passes its own), keeps the record in memory and, on every change, writes it to SQLite
+ * storage synchronously before answering (the record without its call ids, and the applied call as one slot of a
+ * ring, call_slots.ts). A restarted object reloads the record, so it grants no free allowance; calls to one object
+ * are serialised and never await before their write, so concurrent checks never interleave.
  *
- * An alarm deletes the record once it is as good as fresh (`freshAtMs`), so idle keys cost no storage. The alarm is
- * set once and re-armed by the alarm itself if the key was used since: one alarm write per idle period, not one per
- * request.
+ * An alarm deletes the record once it is as good as fresh (`freshAtMs`), re-armed by itself if the key was used
+ * since: one alarm write per idle period, not one per request.
  *
- * RPC: `check({ rule, id, costs, giveBack?, lease? })` decides a batch of requests in arrival order at one instant (an
- * isolate coalesces the requests for this key that arrived while its previous call was in flight, see coalesce.ts),
- * takes back a lease's unused units and grants a new lease; a call id it already applied (a retry after a broken
- * connection or a reset) is answered as remembered and charged nothing. `refund({ rule, cost, admittedAtMs })` gives
- * an admission back. See store.ts for the types. For the admin API, `peek({ rule })` (a cost-1 request's view,
- * nothing charged or written) and `reset()` (forget the key).
+ * RPC (types in store.ts): `check` decides a batch at one instant (coalesce.ts), takes back a lease's unused units,
+ * grants a new one, and answers a call id it already applied as remembered, charging nothing; `refund` gives an
+ * admission back; `peek` (nothing charged or written) and `reset` serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
 import { type Clock, systemClock } from "../isolate/time.ts";

@@ -1,18 +1,13 @@
 /**
  * One call to a key's Durable Object within a time budget, as a value: the answer, or why there is none.
- *
- * - An error is classified by its structured fields only, never by its message text: `overloaded` and `retryable`
- *   (both survive RPC when true) and `durableObjectReset` (the object was reset, e.g. by `ctx.abort()` or a code
- *   update, while the call was in flight).
- * - A retryable error is retried once, inside the same budget, on a fresh stub (an object that was reset breaks the
- *   stub that saw it). The retry carries the same call id, so if the first attempt was applied before its connection
- *   broke, the object answers it as remembered and charges nothing twice (store.ts, `callRecord`). An overloaded
- *   object is never retried: more calls are what it is drowning in.
+ * - An error is classified by its structured fields only, never its message: `overloaded` and `retryable` (both
+ *   survive RPC when true) and `durableObjectReset` (the object was reset while the call was in flight).
+ * - A retryable error is retried once, inside the same budget, on a fresh stub (a reset breaks the stub that saw it),
+ *   with the same call id, so an attempt applied before its connection broke is answered as remembered and charged
+ *   once (store.ts, `callRecord`). An overloaded object is never retried: more calls are what it is drowning in.
  * - A call that misses the budget is `timeout`; it keeps running, and its late answer is handed back so the caller
  *   can refund admissions nobody used.
- *
- * The transport (a stub per attempt in the Worker, a simulated network in bench/cluster.ts) and the sleeper are passed
- * in.
+ * The transport (a stub per attempt in the Worker, a simulated network in the simulator) and the sleeper are passed in.
  */
 import type { CallInput, CallResult, RefundInput, RefundResult } from "./store.ts";
 

@@ -1,16 +1,11 @@
 /**
  * The one replay engine behind `sluice simulate`, `compare` and `plan`: requests in, in trace order, and each rule's
  * answer out, decided by the core's `decide` (which also refuses a cost above a rule's capacity: the one cost guard).
- *
- * Two ways to replay:
  * - `keyed(tMs, key, cost)`, for `t_ms,key[,cost]` traces: every rule decides every request alone, under the line's
- *   key and cost (the trace says nothing of routes, plans or callers, so there is no matching and no composition).
- * - `request(line)`, for request traces (request_trace.ts): the gateway's steps, calling the gateway's own pure
- *   functions: the request's shape and canonical path, the caller (identity, account and plan, unverified keys counted
- *   by address), the rules that apply (routes, plans, `cost_by_route`, per-account overrides), the capacity check,
- *   then every rule asked and the answers composed, with the admitting rules refunded when the request is not
- *   admitted. Shadow rules answer but never block.
- *
+ *   key and cost (no matching, no composition: the trace says nothing of routes, plans or callers).
+ * - `request(line)`, for request traces (request_trace.ts): the gateway's steps through its own pure functions (shape
+ *   and canonical path, caller and plan, the rules that apply, the capacity check), then every rule asked and the
+ *   answers composed, the admitting rules refunded when the request is not admitted; shadow rules never block.
  * Not replayed: the isolate's approximations (the blocked-key cache, `scope: local` counting per isolate, leases) and
  * the limiter failing; every rule decides as its one Durable Object would.
  */

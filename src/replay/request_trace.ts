@@ -1,20 +1,15 @@
 /**
  * Request traces, version 1: one request per line, with what the gateway reads of it, so a replay can match routes,
- * identify callers and price requests as the Worker does. docs/rules.md, "Request traces", is the user's description.
+ * identify callers and price requests as the Worker does. docs/rules.md, "Request traces", describes each column.
  *
  *   # sluice request trace v1
  *   t_ms,method,path,address,key,user,cost
  *   1733011200000,GET,/v1/quotes,192.0.2.10,sk_live_a1,,
  *   1733011200125,POST,/v1/labels:batch,2001:db8::7,sha256:9f86d0...,,
  *
- * - The first line names the format and its version; the second names the columns (always these seven, in order).
- * - `t_ms`: integer ms (the epoch, or any origin). `method`: letters. `path`: the request's path as sent (percent
- *   escapes kept, no query); a comma in it is written `%2C`, which the canonical path reads as a comma.
- * - `address`: the client address (IPv4 or IPv6), as `CF-Connecting-IP` would carry it; empty when unknown.
- * - `key`: the caller's API key, or `sha256:<64 hex digits>` (its hash, as account records are keyed); empty: none.
- * - `user`: the trusted user id header's value; empty: none. `cost`: empty (the rules price it, as the gateway does)
- *   or a positive integer that every applying rule charges instead.
- * - Blank lines and lines starting with `#` after the first are skipped.
+ * The first line names the format and its version; the second names the columns (always these seven, in order).
+ * `key` is an API key or `sha256:<64 hex digits>` (its hash, as account records are keyed); `cost` is empty (the
+ * rules price it) or a positive integer that every applying rule charges instead. Empty fields are absent.
  */
 
 /** The first line of a version 1 request trace. */

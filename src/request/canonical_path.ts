@@ -1,29 +1,9 @@
 /**
  * What counts as the same path. Upstreams route many spellings of one path to one handler (NGINX decodes and merges
  * slashes, Go's ServeMux cleans dot segments, Rails and Spring strip `;jsessionid=...`, Express and ASP.NET ignore
- * case), so rules match a canonical form of the path, never the spelling a client chose. Pure; docs/rules.md, "What
- * counts as the same request", is the user-facing description.
- *
- * Canonical form, for matching (`canonicalPath`), from `URL.pathname`:
- * 1. split on `/`; per segment, drop `;` and everything after it (path parameters), unless `keepParams`;
- * 2. decode every percent escape once (a malformed escape, `%00` or bytes that are not UTF-8 are an error); a decoded
- *    `/` (`%2F`) separates segments too, unless `keepEncodedSlash`; a double-encoded `%252F` decodes to the literal
- *    text `%2F` and stays inside its segment (upstreams decode once, so they do not route it as a separator either);
- * 3. drop empty segments (`//` is `/`; one trailing `/` is ignored) and `.`; `..` removes the previous segment (never
- *    above the root), also when the dots were encoded (`%2e%2E`);
- * 4. lower-case ASCII letters only (`A-Z`), unless `caseSensitive`: upstreams fold case that way (NGINX's `~*`,
- *    Express's and Spring's case-insensitive routes compare bytes or ASCII), so the Kelvin sign is not `k`;
- * 5. re-encode `%` as `%25`, `;` as `%3B` (and, with `keepEncodedSlash`, a decoded `/` as `%2F`), so the form is
- *    unambiguous and canonicalising it again changes nothing. Route patterns contain neither `%` nor `;` (the
- *    validator refuses them), so a pattern segment never equals such a segment; `*` and `**` still match it.
- *
- * Forwarded form (`forwardedPath`): what the upstream receives, routed the way the rules matched it without changing
- * what an upstream may read as data: `%2F` written as `/` (unless `keepEncodedSlash`: matching did not split there,
- * so neither does the upstream), empty segments merged, `.`/`..` segments (encoded or not, with or without
- * `;params`) resolved, percent-encoded unreserved characters (`A-Z a-z 0-9 - . _ ~`) decoded, other escapes kept (hex
- * upper-cased), case kept, one trailing `/` kept as sent. `;params` are kept, unless `dropParams` (the `forward`
- * answer to an ambiguous path: a parameter may hold `%2F..%2F`, which NGINX decodes and resolves into another
- * route). Its canonical form is the request's.
+ * case), so rules match a canonical form of the path (`canonicalPath`), never the spelling a client chose, and the
+ * upstream receives a path routed the way the rules matched it (`forwardedPath`). Pure; docs/rules.md, "What counts
+ * as the same request", is the user-facing description.
  */
 
 export interface PathOptions {
@@ -100,7 +80,20 @@ function decodeSegment(raw: string): string | { readonly error: string } {
   }
 }
 
-/** The canonical form of `pathname` for matching, or why the path cannot be read. */
+/**
+ * The canonical form of `pathname` (a `URL.pathname`) for matching, or why the path cannot be read:
+ * 1. split on `/`; per segment, drop `;` and everything after it (path parameters), unless `keepParams`;
+ * 2. decode every percent escape once (a malformed escape, `%00` or bytes that are not UTF-8 are an error); a decoded
+ *    `/` (`%2F`) separates segments too, unless `keepEncodedSlash`; a double-encoded `%252F` decodes to the literal
+ *    text `%2F` and stays inside its segment (upstreams decode once, so they do not route it as a separator either);
+ * 3. drop empty segments (`//` is `/`; one trailing `/` is ignored) and `.`; `..` removes the previous segment (never
+ *    above the root), also when the dots were encoded (`%2e%2E`);
+ * 4. lower-case ASCII letters only (`A-Z`), unless `caseSensitive`: upstreams fold case that way (NGINX's `~*`,
+ *    Express's and Spring's case-insensitive routes compare bytes or ASCII), so the Kelvin sign is not `k`;
+ * 5. re-encode `%` as `%25`, `;` as `%3B` (and, with `keepEncodedSlash`, a decoded `/` as `%2F`), so the form is
+ *    unambiguous and canonicalising it again changes nothing. Route patterns contain neither `%` nor `;` (the
+ *    validator refuses them), so a pattern segment never equals such a segment; `*` and `**` still match it.
+ */
 export function canonicalPath(pathname: string, options: PathOptions = DEFAULT_PATH_OPTIONS): PathResult {
   const out: string[] = [];
   for (const rawSegment of pathname.split("/")) {
@@ -134,7 +127,15 @@ const UNRESERVED = /[A-Za-z0-9\-._~]/;
 const DOT = /^(?:\.|%2e)$/i;
 const DOT_DOT = /^(?:\.|%2e){2}$/i;
 
-/** The path to forward: see the module comment. `pathname` must have passed `canonicalPath` (escapes are valid). */
+/**
+ * The path to forward, routed the way the rules matched it without changing what an upstream may read as data: `%2F`
+ * written as `/` (unless `keepEncodedSlash`: matching did not split there, so neither does the upstream), empty
+ * segments merged, `.`/`..` segments (encoded or not, with or without `;params`) resolved, percent-encoded unreserved
+ * characters (`A-Z a-z 0-9 - . _ ~`) decoded, other escapes kept (hex upper-cased), case kept, one trailing `/` kept
+ * as sent. `;params` are kept, unless `dropParams` (the `forward` answer to an ambiguous path: a parameter may hold
+ * `%2F..%2F`, which NGINX decodes and resolves into another route). Its canonical form is the request's.
+ * `pathname` must have passed `canonicalPath` (escapes are valid).
+ */
 export function forwardedPath(
   pathname: string,
   options: PathOptions = DEFAULT_PATH_OPTIONS,

@@ -1,19 +1,15 @@
 /**
  * Decisions -> HTTP: the one place that writes RateLimit-Policy, RateLimit, Retry-After and problem+json bodies.
- *
- * Fields follow draft-ietf-httpapi-ratelimit-headers-11 (Structured Field lists; one item per enforcing rule that
- * applied, named by the rule id as an sf-string):
+ * Fields follow draft-ietf-httpapi-ratelimit-headers-11, one item per enforcing rule that applied, named by its id:
  *
  *   RateLimit-Policy: "free-global";q=20;w=2, "labels-bulk";q=20;w=2
  *   RateLimit: "free-global";r=19;t=1, "labels-bulk";r=10;t=1
  *
- * `q` is the rule's capacity (the most cost a fresh key admits at once) and `w` the seconds it describes: the
- * window for window algorithms, the time to refill the whole burst from empty for rate algorithms (so q/w is the
- * long-run rate). `r` is the decision's `remaining`, `t` its `reset_after_ms` in seconds, rounded up.
- *
- * A denial answers the denying rule's status (429 by default) with `Retry-After` in whole seconds, rounded up from
- * the decision's `retry_after_ms`, plus the rule's per-client jitter; when several rules deny, the longest wait wins.
- * The RFC 9457 body carries the exact `retry_after_ms` (without jitter) and the ids of every rule that denied.
+ * `q` is the rule's capacity and `w` the seconds it describes (the window, or the time to refill the whole burst, so
+ * q/w is the long-run rate); `r` is the decision's `remaining`, `t` its `reset_after_ms` in seconds, rounded up. A
+ * denial answers the denying rule's status (429 by default) with `Retry-After` in whole seconds, rounded up, plus the
+ * rule's per-client jitter; when several rules deny, the longest wait wins. The RFC 9457 body carries the exact
+ * `retry_after_ms` (without jitter) and the ids of every rule that denied.
  */
 import { ceilDiv } from "../algorithms/arith.ts";
 import { headerWindowMs } from "../algorithms/index.ts";

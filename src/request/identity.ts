@@ -1,21 +1,10 @@
 /**
- * Who a request is, per identity kind. Pure: headers in, keys out; unit-tested in plain Node.
+ * Who a request is, per identity kind (`api_key`, `ip`, `user`). Pure: headers in, keys out; unit-tested in plain Node.
  *
  * One request is one identity of each kind. A request an upstream could read as someone else than Sluice counted
  * (RFC 9110 and the request-smuggling literature treat two readings of one header as an attack) is refused with the
- * reason, never counted as nobody:
- * - `api_key`: `Authorization: Bearer <key>` or `X-API-Key: <key>`. A key must be a token68 of at most 512
- *   characters; another auth scheme, or a malformed key alone, counts as no key. Refused: a header repeated (its
- *   values joined by `,`, which no key contains: Go's `Header.Get` would read the first), two Bearer credentials, and
- *   a Bearer credential beside an `X-API-Key` that is not the very same key (an upstream may prefer either).
- * - `ip`: `CF-Connecting-IP` only. `X-Forwarded-For` and friends are client-controlled and never read.
- *   IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 address; other IPv6 addresses are grouped by prefix (a /64
- *   by default: one subscriber usually holds a whole /64, so per-address keys would let it rotate freely). A value
- *   that is not exactly one address (repeated, a port, brackets, a zone id) is refused: Cloudflare never sends one,
- *   so it comes from a proxy in front or a test, and counting it as no address would turn every `ip` rule off.
- * - `user`: a trusted header set by the auth layer in front (`X-User-Id` by default); repeated (a `,` in it) is
- *   refused, as for keys.
- * An identity that is absent is `null`: rules keyed on it do not apply to the request.
+ * reason, never counted as nobody; each reader below says what it refuses. An identity that is absent is `null`:
+ * rules keyed on it do not apply to the request.
  */
 import type { Identity } from "../rules/types.ts";
 
@@ -52,7 +41,13 @@ export function identitiesOf(headers: Headers, options: IdentityOptions): Identi
 const BEARER_ANYWHERE = /(?:^|,)[ \t]*bearer(?:[ \t]|$)/i;
 const ONE_BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
 
-/** The request's API key, `null` without one, or why it names more than one. */
+/**
+ * The request's API key, `null` without one, or why it names more than one. `Authorization: Bearer <key>` or
+ * `X-API-Key: <key>`; a key must be a token68 of at most 512 characters, and another auth scheme, or a malformed key
+ * alone, counts as no key. Refused: a header repeated (its values joined by `,`, which no key contains: Go's
+ * `Header.Get` would read the first), two Bearer credentials, and a Bearer credential beside an `X-API-Key` that is
+ * not the very same key (an upstream may prefer either).
+ */
 export function apiKeyOf(headers: Headers): string | null | { readonly error: string } {
   const auth = headers.get("authorization")?.trim() ?? null;
   const header = headers.get("x-api-key")?.trim() ?? null;
@@ -75,7 +70,12 @@ const TWO_KEYS = (why: string) => ({
   error: `This request names more than one API key (${why}); send one key, in Authorization: Bearer or X-API-Key.`,
 });
 
-/** The client address key (`clientIpKey`), `null` without the header, or why the header is not one address. */
+/**
+ * The client address key (`clientIpKey`), `null` without the header, or why the header is not one address.
+ * `CF-Connecting-IP` only: `X-Forwarded-For` and friends are client-controlled and never read. A value that is not
+ * exactly one address (repeated, a port, brackets, a zone id) is refused: Cloudflare never sends one, so it comes from
+ * a proxy in front or a test, and counting it as no address would turn every `ip` rule off.
+ */
 export function clientAddressOf(headers: Headers, ipv6PrefixBits: number): string | null | { readonly error: string } {
   const value = headers.get("cf-connecting-ip");
   if (value === null) return null;
@@ -86,6 +86,7 @@ export function clientAddressOf(headers: Headers, ipv6PrefixBits: number): strin
   };
 }
 
+/** The user id from the trusted header set by the auth layer in front (`X-User-Id` by default); repeated is refused. */
 function userHeaderOf(value: string | null, name: string): string | null | { readonly error: string } {
   if (value?.includes(",")) return { error: `${name} is repeated or holds a list; send one user id.` };
   return userOf(value);
@@ -121,7 +122,11 @@ function userOf(value: string | null): string | null {
   return user;
 }
 
-/** The rate-limit key for a client address: dotted IPv4, or the IPv6 prefix as `2001:db8:1:2::/64`; `null` if invalid. */
+/**
+ * The rate-limit key for a client address: dotted IPv4, or the IPv6 prefix as `2001:db8:1:2::/64`; `null` if invalid.
+ * IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 address; other IPv6 addresses are grouped by prefix (a /64 by
+ * default: one subscriber usually holds a whole /64, so per-address keys would let it rotate freely).
+ */
 export function clientIpKey(value: string | null, ipv6PrefixBits: number): string | null {
   if (value === null) return null;
   const text = value.trim();

@@ -1,20 +1,8 @@
 /**
  * What a request counts as, before any rule is asked: the methods and the canonical paths it is matched under
  * (canonical_path.ts), and the path the upstream receives. A path that cannot be read, or that is ambiguous under
- * `PATH_AMBIGUOUS=refuse`, is refused here with 400, so no rule ever sees it and no upstream receives it.
- *
- * Methods:
- * - `HEAD` counts as `GET` (and as `HEAD`): every common framework answers it with the GET handler.
- * - `X-HTTP-Method-Override` (and its spellings `X-HTTP-Method`, `X-Method-Override`): the request counts against
- *   the rules of its own method and of the named one; when a rule matches both, the higher cost applies. An upstream
- *   that honours the header cannot be used to step around a rule of either method, and one that ignores it loses
- *   nothing. A value that is not a method name is refused with 400.
- * - `_method` on a `POST`, where the upstream profile reads it (upstream_profile.ts): in the query, or in a urlencoded
- *   form body of at most `FORM_READ_MAX_BYTES`, counted the same way. A body that cannot be read cheaply (multipart,
- *   no Content-Length, larger) counts against every method `_method` can name. Two different `_method` values are a
- *   400: the upstream would run one of them, and which one depends on the framework.
- *
- * Paths: the canonical path, and for a router that strips format suffixes the path without it.
+ * `PATH_AMBIGUOUS=refuse`, is refused here with 400, so no rule ever sees it and no upstream receives it. Paths: the
+ * canonical path, and for a router that strips format suffixes the path without it. Methods: see `methodsOf`.
  */
 import { type AmbiguousPaths, ambiguityOf, canonicalPath, forwardedPath, type PathOptions } from "./canonical_path.ts";
 import {
@@ -92,7 +80,18 @@ export function shapeWith(methods: string[], pathname: string, options: ShapeOpt
 
 const unreadable = (detail: string) => ({ ok: false, detail, error: "unreadable_request" }) as const;
 
-/** Every method the request counts as, its own first; or why a method override cannot be read. */
+/**
+ * Every method the request counts as, its own first; or why a method override cannot be read.
+ * - `HEAD` counts as `GET` (and as `HEAD`): every common framework answers it with the GET handler.
+ * - `X-HTTP-Method-Override` (and its spellings `X-HTTP-Method`, `X-Method-Override`): the request counts against
+ *   the rules of its own method and of the named one; when a rule matches both, the higher cost applies. An upstream
+ *   that honours the header cannot be used to step around a rule of either method, and one that ignores it loses
+ *   nothing. A value that is not a method name is refused with 400.
+ * - `_method` on a `POST`, where the upstream profile reads it (upstream_profile.ts): in the query, or in a urlencoded
+ *   form body of at most `FORM_READ_MAX_BYTES`, counted the same way. A body that cannot be read cheaply (multipart,
+ *   no Content-Length, larger) counts against every method `_method` can name. Two different `_method` values are a
+ *   400: the upstream would run one of them, and which one depends on the framework.
+ */
 async function methodsOf(request: Request, url: URL, profile: ProfileRules): Promise<string[] | string> {
   const method = request.method.toUpperCase();
   const methods = [method];

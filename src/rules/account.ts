@@ -1,15 +1,10 @@
 /**
  * Account records: what the `ACCOUNTS` KV namespace holds for an API key, under the SHA-256 hex of the key (never the
- * key itself), as JSON:
- *
- *   { "plan": "growth", "limits": { "growth-global": { "rate": "250/s", "burst": 500 } } }
- *
- * `plan` names the account's plan. `limits` (optional) gives this account its own parameters for some rules: under a
- * rule's id, that rule's algorithm parameters in rule-file spelling, all of them, replacing the rule's for this
- * account's key only (see `resolveOverride` in parse.ts: the same checks and messages as a rule file). `version`
- * (optional, a non-negative integer such as the change's time in ms) is the record's own rules version: raise it with
- * every change of `limits`, so the key's Durable Object obeys the new parameters, not an isolate's cached old ones
- * (src/protocol/store.ts `ruleFor`). Other fields are the account system's and are ignored.
+ * key itself), as JSON: `{ "plan": "growth", "limits": { "growth-global": { "rate": "250/s", "burst": 500 } } }`.
+ * `limits` (optional) replaces some rules' algorithm parameters for this account's key only, in rule-file spelling
+ * and with a rule file's checks (`resolveOverride` in parse.ts). `version` (optional, a non-negative integer) is the
+ * record's own rules version: raise it with every change of `limits`, so the key's Durable Object obeys the new
+ * parameters, not an isolate's cached old ones (store.ts `ruleFor`). Other fields are ignored.
  *
  * One reader for both sides: `sluice accounts` checks a record with it before writing, and the Worker reads every
  * record with it (a bad plan falls back to the default plan, a bad override to the rule's own parameters; both are

@@ -1,29 +1,15 @@
 /**
- * The admin API under /_sluice/, for operators (curl, dashboards):
- *
- *   GET  /_sluice/rules                      the resolved rules, as deployed, each with `limits`: its algorithm and
- *                                            parameters in one line (`token_bucket 10/s, burst 20`)
- *   GET  /_sluice/state?rule=ID&key=KEY      that key's remaining, reset and retry for a cost-1 request, not charged,
- *                                            and the lease this isolate holds of it (`lease`, null when none)
- *   POST /_sluice/reset?rule=ID&key=KEY      forget that key's state (its next request starts fresh)
- *        (both also take key_hash=HEX instead of key=: the hashed key a denial row shows)
- *   GET  /_sluice/account?key=KEY            an API key's account record as the Worker reads it: plan, overrides
- *   GET  /_sluice/stats                      this isolate's counters
- *   GET  /_sluice/denials                    this isolate's most recent denials (hashed keys; a bounded ring)
- *   GET  /_sluice/fleet?period=1h            the whole fleet's decisions from Analytics Engine (fleet.ts)
- *   GET  /_sluice/                           the dashboard: one HTML page over the above (dashboard.ts)
- *
- * Every request needs `Authorization: Bearer <ADMIN_TOKEN>` (a wrangler secret), compared in constant time, except
- * the dashboard page itself, which carries no data and asks for the token. Wrong tokens are limited per client
- * address (admin_guard.ts). Another spelling of an admin path (`//_sluice/...`, `/%5Fsluice/...`, `/_SLUICE/...`) is
- * refused by the gateway and never forwarded, and the admin token is stripped from anything forwarded upstream. With the secret unset (or too short to be
- * safe) the whole surface, the page too, answers 404, as if it did not exist. `KEY` is the raw
- * identity value (API key, client address, user id), hashed exactly as the gateway hashes it (addresses normalised and
- * IPv6 grouped by prefix first); nothing lists raw keys, so a token holder learns only about keys they already know
- * or hashes the denial ring and the fleet view already showed them.
- *
- * `scope: local` rules answer for this isolate only: state and reset reach the isolate that served the admin
- * request, not the others.
+ * The admin API under /_sluice/, for operators; every call needs `Authorization: Bearer <ADMIN_TOKEN>` but the page:
+ *   GET  /_sluice/rules                   the resolved rules, as deployed, each with its limits in one line
+ *   GET  /_sluice/state?rule=ID&key=KEY   that key's remaining, reset and retry (not charged), and the lease held here
+ *   POST /_sluice/reset?rule=ID&key=KEY   forget that key's state (both also take key_hash=HEX, as a denial row shows)
+ *   GET  /_sluice/account?key=KEY         an API key's account record as the Worker reads it: plan, overrides
+ *   GET  /_sluice/stats | /denials        this isolate's counters | its most recent denials (hashed keys)
+ *   GET  /_sluice/fleet?period=1h         the whole fleet's decisions from Analytics Engine (fleet.ts)
+ *   GET  /_sluice/                        the dashboard page, which carries no data and asks for the token
+ * The token is compared in constant time; wrong tokens are limited per client address (admin_guard.ts); without a
+ * (long enough) token the whole surface answers 404. `KEY` is hashed as the gateway hashes it, and nothing lists raw
+ * keys. `scope: local` rules answer for the isolate that served the call. docs/production.md, "Admin API", has more.
  */
 
 import { BLOCKED_CACHE_MAX_ENTRIES } from "../../isolate/blocked_cache.ts";
