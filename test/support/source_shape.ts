@@ -302,6 +302,32 @@ export function longFiles(files: readonly string[], maxLines = MAX_FILE_LINES) {
     .filter((f) => f.lines > maxLines);
 }
 
+/** A file's opening comment says what the file is for and why, in a few lines; history goes to CHANGELOG.md. */
+export const MAX_HEADER_LINES = 15;
+
+/** The lines of a file's opening comments (every comment before its first line of code), blank lines not counted. */
+export function headerLines(file: string): number {
+  let count = 0;
+  let inBlock = false;
+  for (const raw of readFileSync(file, "utf8").split("\n")) {
+    const line = raw.trim();
+    if (inBlock) {
+      count++;
+      inBlock = !line.includes("*/");
+      continue;
+    }
+    if (line === "") continue;
+    if (line.startsWith("//")) {
+      count++;
+      continue;
+    }
+    if (!line.startsWith("/*")) break;
+    count++;
+    inBlock = !line.includes("*/", 2);
+  }
+  return count;
+}
+
 /** Every file reachable from `starts` through `graph` (the starts included). */
 export function reachable(graph: ReadonlyMap<string, readonly string[]>, starts: readonly string[]): string[] {
   const seen = new Set<string>();

@@ -2,7 +2,8 @@
  * The shape of src/ that the layout in CONTRIBUTING.md promises: short functions (or a reason in a `long:` comment),
  * no import cycles between modules, folders in layers (algorithms imports nothing else, rules only algorithms, no
  * two folders import each other), folders by where their code runs (the pure ones use no Workers API; `cloudflare:*`
- * only in object and edge; sim and bench reach neither), and one owner of the clock. Read with the TypeScript compiler API (test/support/source_shape.ts).
+ * only in object and edge; sim and bench reach neither), one owner of the clock, files of at most 400 lines and
+ * headers of at most 15. Read with the TypeScript compiler API (test/support/source_shape.ts).
  */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +14,7 @@ import {
   clockReads,
   folderOf,
   functionShapes,
+  headerLines,
   importCycles,
   importGraph,
   importSpecifiers,
@@ -20,6 +22,7 @@ import {
   longFunctions,
   MAX_FILE_LINES,
   MAX_FUNCTION_LINES,
+  MAX_HEADER_LINES,
   namesInCode,
   reachable,
   sourceFiles,
@@ -148,11 +151,33 @@ describe(`functions in src/ (at most ${MAX_FUNCTION_LINES} lines, or a reason in
   });
 });
 
+/**
+ * The files of issue 18's work in flight (the hot-key tier: the coalescer and the record protocol), allowed a long
+ * file with a `long-file:` reason or a long header until they are split; the list only shrinks.
+ */
+const IN_FLIGHT = new Set([
+  join("src", "isolate", "coalesce.ts"),
+  join("src", "protocol", "store.ts"),
+  join("src", "protocol", "share.ts"),
+  join("src", "protocol", "delegate.ts"),
+]);
+
 describe(`files in src/ (at most ${MAX_FILE_LINES} lines, or a reason in a \`long-file:\` comment)`, () => {
-  it("every longer file says why", () => {
-    const long = longFiles(files.filter((f) => folderOf(f) !== "generated"));
-    expect(long.length).toBeGreaterThan(0); // the check sees real files
+  const measured = longFiles(
+    files.filter((f) => folderOf(f) !== "generated"),
+    0,
+  );
+
+  it("only the files in flight are longer, and each says why", () => {
+    expect(measured.filter((f) => f.lines > 100).length).toBeGreaterThan(10); // the check sees real files
+    const long = measured.filter((f) => f.lines > MAX_FILE_LINES);
     expect(long.filter((f) => !f.explained).map((f) => `${f.file} (${f.lines} lines)`)).toEqual([]);
+    expect(long.filter((f) => !IN_FLIGHT.has(f.file)).map((f) => `${f.file} (${f.lines} lines)`)).toEqual([]);
+  });
+
+  it("no file that fits keeps a `long-file:` reason", () => {
+    const stale = measured.filter((f) => f.explained && f.lines <= MAX_FILE_LINES);
+    expect(stale.map((f) => `${f.file} (${f.lines} lines)`)).toEqual([]);
   });
 
   it("counts lines, and only a `long-file:` comment excuses a long file", () => {
@@ -165,6 +190,40 @@ describe(`files in src/ (at most ${MAX_FILE_LINES} lines, or a reason in a \`lon
     expect(longFiles([fits!, long!, excused!]).map((f) => [f.file, f.lines, f.explained])).toEqual([
       [long, MAX_FILE_LINES + 1, false],
       [excused, MAX_FILE_LINES + 1, true],
+    ]);
+  });
+});
+
+describe(`file headers in src/ (at most ${MAX_HEADER_LINES} lines of opening comment)`, () => {
+  it("say what a file is for in a few lines (history goes to CHANGELOG.md or BENCHMARKS.md)", () => {
+    const long = files
+      .filter((f) => folderOf(f) !== "generated" && !IN_FLIGHT.has(f))
+      .map((f) => ({ file: f, lines: headerLines(f) }));
+    expect(long.filter((h) => h.lines > 5).length).toBeGreaterThan(10); // the check sees real headers
+    expect(long.filter((h) => h.lines > MAX_HEADER_LINES).map((h) => `${h.file} (${h.lines} lines)`)).toEqual([]);
+  });
+
+  it("counts every comment line before the first line of code, and only those", () => {
+    const comment = (n: number) => ["/**", ...Array.from({ length: n - 2 }, (_, i) => ` * line ${i}`), " */"];
+    const [fits, long, spread, code] = scratch({
+      "fits.ts": [...comment(MAX_HEADER_LINES), "", "export const a = 1; // not the header", "/** nor this */"].join(
+        "\n",
+      ),
+      "long.ts": [...comment(MAX_HEADER_LINES + 1), "export const a = 1;"].join("\n"),
+      "spread.ts": [
+        "// long-file: a reason",
+        ...comment(MAX_HEADER_LINES - 2),
+        "",
+        "/* one more */",
+        "// and one",
+      ].join("\n"),
+      "code.ts": ["export const a = 1;", ...comment(MAX_HEADER_LINES + 1)].join("\n"),
+    });
+    expect([fits, long, spread, code].map((f) => headerLines(f!))).toEqual([
+      MAX_HEADER_LINES,
+      MAX_HEADER_LINES + 1,
+      MAX_HEADER_LINES + 1,
+      0,
     ]);
   });
 });
