@@ -1,18 +1,14 @@
 /**
  * `node --import tsx bench/object_limit.ts [--max N] [--step N]`: how many Durable Objects one local `wrangler dev`
- * (workerd) keeps live before SQLite answers `SQLITE_NOMEM`, with no Sluice code at all.
+ * (workerd) keeps live before SQLite answers `SQLITE_NOMEM`, with no Sluice code at all. Local workerd 1.20260426.1
+ * caps SQLite's heap for the whole process at 512 MiB (`sqlite3_hard_heap_limit64` in src/workerd/util/sqlite.c++;
+ * 8 GiB only behind the `INCREASE_SQLITE_HARD_HEAP_LIMIT` autogate, off in wrangler dev), and every live object holds
+ * its own SQLite database; on Cloudflare objects are spread over many processes and machines.
  *
- * Why: the soak (section 6) saw rule decisions fail with `SQLITE_NOMEM` while thousands of objects lived in one
- * process. Local workerd 1.20260426.1 caps SQLite's heap for the whole process at 512 MiB
- * (`sqlite3_hard_heap_limit64` in src/workerd/util/sqlite.c++; 8 GiB only behind the `INCREASE_SQLITE_HARD_HEAP_LIMIT`
- * autogate, which wrangler dev does not turn on), and every live object holds its own SQLite database. On Cloudflare
- * objects are spread over many processes and machines.
- *
- * The Worker here has one Durable Object class whose one RPC method reads and writes one value
- * (`ctx.storage.kv`), and a route that calls `n` objects at once (`/fan?from=i&n=n`), so objects are made faster than
- * HTTP from outside could. Rounds: round k calls objects 0 .. k × step - 1 (the earlier ones again, so none is idle
- * for the 10 s after which the runtime evicts it, and `step` new ones). It stops at the first round with a failed
- * call (and records the first error) or at `--max` live objects.
+ * The Worker has one Durable Object class whose one RPC method reads and writes one value (`ctx.storage.kv`), and a
+ * route that calls `n` objects at once (`/fan?from=i&n=n`). Round k calls objects 0 .. k × step - 1 (the earlier ones
+ * again, so none idles into eviction, and `step` new ones); it stops at the first round with a failed call (recording
+ * the first error) or at `--max` live objects.
  */
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

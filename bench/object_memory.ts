@@ -1,22 +1,15 @@
 /**
  * `node --import tsx bench/object_memory.ts [--quick]`: what a distinct Durable Object costs the memory of a local
- * `wrangler dev` (workerd), for Sluice and for a minimal Worker, in the same run, so the soak's memory curve can be read.
+ * `wrangler dev` (workerd), for Sluice and for a minimal Worker in the same run, so the soak's memory can be read.
  *
- * Three servers, one after the other, each a real `wrangler dev` on a free 127.0.0.1 port with its state on tmpfs:
- * - **bare**: a Durable Object class whose one RPC method writes one small value (`ctx.storage.kv.put`), and a Worker
- *   that calls the object named by the request;
- * - **bare + alarm** (with `--quick` only): the same, and the object sets an alarm minutes ahead the first time (as Sluice's objects do, to
- *   delete their record once it is fresh);
- * - **sluice**: Sluice with one `fixed_window` rule per client address (`limit` far above what is sent: every request
- *   is admitted and reaches the echo origin), so each new address is one new object.
- *
- * Each server gets the same three phases from 16 closed-loop clients: **new** (N requests, each for a key never seen
- * before: N new objects), **idle** (15 s without requests: past the runtime's 10 s eviction of an idle object), **reuse**
- * (3N requests over the first 1,000 keys only: no new object, but each one is evicted after 10 s idle and made again
- * when its next request comes, about every 15 s here). The RSS of the server's workerd process is sampled after
- * every 1,000 requests. If memory grows with the objects ever created in the bare Worker as in Sluice, at a similar
- * slope, the growth is the local runtime's per-object cost, not Sluice's; flat in the reuse phase means it stops
- * growing once the key set is warm.
+ * Servers, one after the other, each a real `wrangler dev` on a free 127.0.0.1 port with its state on tmpfs: **bare**
+ * (one Durable Object class that writes one small value, and a Worker that calls the object named by the request),
+ * **bare + alarm** (`--quick` only: the object also sets an alarm, as Sluice's do) and **sluice** (one `fixed_window`
+ * rule per client address, never denying, so each new address is one new object). Each gets three phases from 16
+ * closed-loop clients: **new** (N requests, each a new object), **idle** (15 s: past the runtime's 10 s eviction of an
+ * idle object), **reuse** (3N requests over the first 1,000 keys: each evicted and made again). workerd's RSS is
+ * sampled every 1,000 requests: growth with the objects made, at the bare Worker's slope, is the runtime's cost, not
+ * Sluice's.
  */
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

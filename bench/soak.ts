@@ -1,49 +1,14 @@
 /**
- * `npm run soak [-- --quick | --minutes N] [--concurrency C] [--timeout-ms T] [--seed S] [--keep]`: minutes of closed-loop load against
- * a real `wrangler dev`, with a SIGKILL of the server half-way and a restart on the same persisted state, and the
- * evidence that nothing was lost: every response is recorded and judged.
- *
- * - The server: a temp copy of the project with bench/soak/rules.yaml as its only rules (every algorithm, mixed
- *   routes, identities and costs, both failure policies, a shadow and a local rule), on a free 127.0.0.1 port, its
- *   state in a temp dir (on /dev/shm when there is one) (bench/wrangler_dev.ts). Hundreds of API keys are seeded as
- *   accounts in its local KV, the way scripts/seed-accounts.mjs does; a quarter of the keys have no record (the
- *   default plan).
- * - The clients: `--concurrency` loops (default 32), each sending its next request as soon as the last one is
- *   answered. Each request picks a route (quotes, label batches, tracking, sync, address validation, login, public
- *   pages) and its identities with a seeded generator, skewed: most requests come from a few hot keys, users and
- *   addresses, the rest are spread over hundreds of keys, 500 users and 50,000 client addresses, all from the
- *   documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, and one 2001:db8::/32 /64 each). The routes a
- *   global rule counts per address (logins, public pages) come from the first 100 of them (`--addresses`), so
- *   the Durable Objects are a bounded population (about 2,000), and memory can level off once they
- *   all exist.
- * - The warm-up: every other request the clients send is the sweep's until it is done, one request to every object
- *   the load can reach (every key's sync, every user's validation, every counted address's public page and login);
- *   and the same sweep again after the restart (a restarted server makes each object again on its first use). These
- *   requests are judged like any other.
- * - The crash: at half-time the server's whole process group gets SIGKILL (no shutdown of any kind), and the same
- *   command restarts it on the same state directory and port. Clients see connection errors meanwhile and go on.
- *
- * What is judged, from the responses alone (the echo origin lists each rule's decision in an admitted response):
- * - over-admission, per rule and key, against what the rule allows (bench/soak/allowance.ts: burst + rate × t in any
- *   span for rate rules, the limit per window for window rules), across the crash; local and shadow rules are not
- *   held to it (approximate and log-only by design);
- * - that every admitted request carries a decision of every enforcing rule the client expects to apply to it, at the
- *   cost it expects (a rule silently skipped would be a free pass); fail-open decisions are counted apart;
- * - 5xx other than a fail-closed rule's deliberate 503 (must be 0): each is recorded in full (time, from the kill,
- *   route, rules, status, headers, body) and classified by its body: wrangler dev's own "worker restarted mid-request"
- *   503 (its proxy's exact text, when its local runtime restarts) is reported apart, as wrangler dev's; anything else
- *   is unexpected;
- * - the RSS of the server's workerd processes, sampled every 2 s with the Worker isolate's JS heap in use (through the
- *   devtools inspector, reported beside it: Sluice's own objects, apart from the runtime's native memory): once the
- *   warm-up sweep of a phase is answered, over
- *   the second half of the rest of the phase, the least-squares growth must be at most 10 MB/min plus 10 KB per object
- *   the runtime made again (judged when that part lasts a minute or more: the full run, not `--quick`). Why: local
- *   workerd keeps memory for every object it makes, tens of KB for a new one and about 7 KB for one it evicted after
- *   10 s idle and makes again, whatever the Worker does (bench/object_memory.ts measures it for a bare Worker and for
- *   Sluice side by side). So the key set must be warm (all objects made), and the churn of evicted objects made again
- *   (counted by the client: a request to an object idle for over 10 s) is the runtime's allowance; what grows beyond
- *   it would be Sluice's.
- *
+ * `npm run soak [-- --quick | --minutes N] [--concurrency C] [--timeout-ms T] [--seed S] [--addresses N] [--keep]`:
+ * minutes of closed-loop load against a real `wrangler dev` (bench/wrangler_dev.ts: a temp copy of the project with
+ * bench/soak/rules.yaml as its only rules), a SIGKILL of the server's process group half-way and a restart on the
+ * same state, and the evidence that nothing was lost: every response is recorded and judged. CONTRIBUTING.md, "Soak",
+ * describes the load (seeded, skewed, documentation-range addresses, a warm-up sweep of every object) and the checks:
+ * - no over-admission per rule and key, across the crash (bench/soak/allowance.ts); local and shadow rules apart;
+ * - every admitted request carries a decision of every enforcing rule the client expects, at the cost it expects;
+ * - no 5xx but a fail-closed rule's deliberate 503 (wrangler dev's own "worker restarted mid-request" 503 apart);
+ * - once warm, workerd's RSS grows at most 10 MB/min plus 10 KB per object the runtime made again after evicting it
+ *   (the runtime's own cost, bench/object_memory.ts), judged when that part lasts a minute (the full run).
  * Prints a summary, writes soak.json and regenerates BENCHMARKS.md (under bench/out/, or the committed ones with
  * `--publish`). Exit status 1 when a check fails.
  */

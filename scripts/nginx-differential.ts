@@ -1,18 +1,14 @@
 /**
  * `npm run test:nginx`: Sluice against a real NGINX, decision for decision.
- *
  * 1. An nginx.conf with one location per case (burst 0, a queue with delays, nodelay, delay=N, two limits on one
- *    location, and r/m rates where NGINX's integer arithmetic differs) is imported with `sluice import nginx`.
+ *    location, r/m rates where NGINX's integer arithmetic differs) is imported with `sluice import nginx`.
  * 2. NGINX starts on a free loopback port from that configuration and gets a fixed schedule of requests.
- * 3. Its access log goes through `sluice trace from nginx --conf` (the request times NGINX saw, to the ms) and the
- *    trace through `sluice simulate` on the imported rules.
- * 4. Before looking at NGINX's answers, a model of NGINX's arithmetic (src/migrate/nginx_rate.ts) predicts, from the
- *    request times alone, where NGINX and Sluice decide differently. Then: NGINX must answer as the model says, and
- *    Sluice as NGINX does, except exactly where a difference was predicted. Requests whose predicted answer would
- *    change if their time moved by `MARGIN_MS` (plus `SLEW_MARGIN` of the time since the key's last admission) are
- *    reported, not judged. The model runs on NGINX's own clock: the
- *    log's wall-clock times, corrected for the slew measured against the times the requests were sent. Delays must
- *    agree within `DELAY_TOLERANCE_MS`.
+ * 3. Its access log goes through `sluice trace from nginx --conf` and the trace through `sluice simulate`.
+ * 4. Before looking at NGINX's answers, a model of NGINX's arithmetic (src/migrate/nginx_rate.ts), on NGINX's own
+ *    clock (the log's times, corrected for the slew against the send times), predicts where NGINX and Sluice differ.
+ *    NGINX must answer as the model says, and Sluice as NGINX does except exactly where a difference was predicted.
+ *    Requests whose predicted answer would change within `MARGIN_MS` (plus `SLEW_MARGIN` of the time since the key's
+ *    last admission) are reported, not judged. Delays must agree within `DELAY_TOLERANCE_MS`.
  * Needs the `nginx` binary (Debian: apt-get install -y nginx). Exit status 0 when everything agrees.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";

@@ -1,22 +1,17 @@
 /**
  * What a rule allows one key, from the rule's algorithm parameters (the very `AlgorithmParams` the Worker runs), and
- * how far a key's observed admissions go beyond it.
+ * how far a key's observed admissions go beyond it. An admission is observed from the client: the limiter decided it
+ * at some instant in `[sentMs, receivedMs]`, and every bound is applied so that this uncertainty can only loosen it,
+ * so a positive excess is a real over-admission, not a measuring artefact.
  *
- * An admission is observed from the client: the limiter decided it at some instant in `[sentMs, receivedMs]`. Every
- * bound below is applied so that this uncertainty can only make it looser, never stricter, so a positive excess is a
- * real over-admission, not a measuring artefact.
- *
- * - token_bucket, gcra, leaky_bucket: at most `burst + rate × t` cost in any span of `t` ms (the bucket holds at most
- *   `burst` at the span's start and refills `rate × t` during it).
+ * - token_bucket, gcra, leaky_bucket: at most `burst + rate × t` cost in any span of `t` ms.
  * - leaky_queue: at most `burst + c + rate × t`, `c` the largest single cost in the span (admission looks only at the
- *   queue's wait, so the last admitted request may bring its whole cost; with cost 1 this is `capacity + rate × t`).
- * - fixed_window: at most `limit` per epoch-aligned window.
- * - sliding_counter: at most `limit` per epoch-aligned window too (the estimate is never below the current window's
- *   count, which it must keep at or under the limit, with or without sub-window buckets).
- * - sliding_log: at most `limit` in every span of `window` ms.
+ *   queue's wait, so the last admitted request may bring its whole cost).
+ * - fixed_window and sliding_counter: at most `limit` per epoch-aligned window (a sliding estimate is never below the
+ *   current window's count). sliding_log: at most `limit` in every span of `window` ms.
  *
- * For rate rules every span between two admissions is checked (in bins when a key has very many admissions, which
- * only widens each span); for window rules every window (aligned or sliding) with the admissions certainly inside it.
+ * Rate rules check every span between two admissions (in bins for very many, which only widens each span); window
+ * rules every window with the admissions certainly inside it.
  */
 import { floorDiv } from "../../src/algorithms/arith.ts";
 import { windowIndex } from "../../src/algorithms/windows.ts";
