@@ -3,9 +3,12 @@
  * `--publish` from bench/results/ into the committed BENCHMARKS.md; otherwise from bench/out/results/ into
  * bench/out/BENCHMARKS.md.
  */
+
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { bucketsSvg } from "./accuracy_plot.ts";
+import { CLUSTER_MISSES } from "./cluster_misses.ts";
+import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
 
 /** The accuracy-against-k figure, written with BENCHMARKS.md (not by a --quick run), linked relative to it. */
@@ -382,89 +385,12 @@ if (section("7. `sluice compare` on a long trace, against `sluice simulate`", co
   );
 }
 
-type ClusterRow = {
-  rule: string;
-  scenario: string;
-  isolates: number;
-  loadPerS: number;
-  requests: number;
-  objectCallsPerS: number;
-  busiestSecondCalls: number;
-  firstSecondCalls: number;
-  overloaded: number;
-  overloadedAfterFirstSecond: number;
-  failedOpen: Record<string, number>;
-  failedOpenBusy: number;
-  lastKnown: number;
-  admitted: number;
-  exactAdmitted: number;
-  admittedVsExactPct: number;
-  fromLeasePct: number;
-  overWindow: number | null;
-  overRateBound: number | null;
-  addedLatencyP50Ms: number;
-  addedLatencyP99Ms: number;
-  objectKbPerCall: number;
-  decisionsIdenticalToPlain?: boolean;
-};
-type ClusterGoal = { met: boolean; detail: string };
-
-const cluster = load<{
-  sizes: number[];
-  durationMs: number;
-  rows: ClusterRow[];
-  goals: Record<string, ClusterGoal>;
-}>("cluster");
+const cluster = load<ClusterData>("cluster");
 if (
   section("8. One hot key across 200-5,000 isolates (a discrete-event SIMULATION, not a measurement)", cluster) &&
   cluster
 ) {
-  const d = cluster.data;
-  const g = d.goals;
-  const met = (goal: ClusterGoal | undefined) => (goal?.met === true ? "**met**" : "**not met**");
-  const failed = (r: ClusterRow) =>
-    Object.entries(r.failedOpen)
-      .map(([k, v]) => `${v} ${k}`)
-      .join(", ") || "0";
-  out.push(
-    `bench/cluster.ts: simulated time over the REAL isolate coalescer, automatic leases and last-known decisions (src/isolate/coalesce.ts), the object's batch/lease/version/idempotency logic (src/protocol/store.ts) and the pure core. ${d.sizes.join(", ")} isolates in 9 regions (round trips 5-150 ms, each one-way delay jittered ±25% per call), uneven load (isolate i gets a share proportional to 1/(i + 10)), one object costing 1 ms per call plus 0.007 ms per KB of the call and of the record it stores (\`overloaded\` beyond 100 queued, so about 1,000 calls/s at most), one key, Poisson arrivals for ${d.durationMs / 1000} s, every figure from the first request (the cold start included; the first second's calls also apart). Rules as the shipped global rules are, without \`lease:\` (hot-key handling is automatic while the object is busy), sized so the load crosses them: token_bucket 5000/s burst 1000 and fixed_window 50000 per 10 s, runs starting 5 s into a window. Scenarios at 1,000 isolates and 10k req/s (2x): a redeploy at mid-run (every isolate restarts, version bumps), an override change (0.9x, reaching isolates over 1 s), two versions 50/50 for the whole run, churn (a tenth of the isolates replaced each second), the object restarting (100 ms of resets), half the admissions refunded by another rule, ±500 ms clock skew. "Exact" = the pure core deciding every arrival at its arrival time under the newest version. "failed open" = requests whose call failed and that \`on_error: open\` (the default) let through uncounted, by cause; "last known" = requests decided from what the isolate last knew because the object could not decide (refusals, a rate rule's last lease reused once). Over-admission: window = beyond the limit in any window; rate = beyond burst + rate x (t + ttl), ttl the automatic 1 s, over spans of 0.1, 1 and 5 s.`,
-    "",
-    "| rule | scenario | isolates | load req/s | calls/s | busiest s | 1st s | overloaded (after 1st s) | failed open | last known | admitted | exact | diff | from lease | over | p50 / p99 ms | KB/call |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ...d.rows.map(
-      (r) =>
-        `| ${r.rule} | ${r.scenario} | ${r.isolates} | ${r.loadPerS} | ${r.objectCallsPerS} | ${r.busiestSecondCalls} | ${r.firstSecondCalls} | ${r.overloaded} (${r.overloadedAfterFirstSecond}) | ${failed(r)} | ${r.lastKnown} | ${r.admitted} | ${r.exactAdmitted} | ${r.admittedVsExactPct}% | ${r.fromLeasePct}% | ${r.overWindow ?? r.overRateBound ?? "n/a"} | ${r.addedLatencyP50Ms} / ${r.addedLatencyP99Ms} | ${r.objectKbPerCall} |`,
-    ),
-    "",
-    "Goals (issue 18), at every scenario and size:",
-    "",
-    `- the key's object at most 100 calls/s (busiest second): ${met(g.objectCalls)}`,
-    `- 0 overloaded calls after the first second: ${met(g.overloaded)}`,
-    `- 0 requests admitted by failing open because an object was busy: ${met(g.failOpenBusy)}`,
-    `- window rules: 0 over-admission in any window (cold start, deploys and version skew included): ${met(g.window)}`,
-    `- rate rules: never above burst + rate x (t + ttl): ${met(g.rateBound)}`,
-    `- rate rules within 1% of the exact single writer at >= 2x the limit and 3% at the limit: ${met(g.rateAccuracy)} (${g.rateAccuracy?.detail ?? ""})`,
-    `- at 10 req/s, decisions identical to one call per request: ${met(g.low)} (${g.low?.detail ?? ""})`,
-    "",
-    ...clusterMisses(d.rows),
-    "",
-  );
-}
-
-/** Why the goals this run missed are missed, with its figures. */
-function clusterMisses(rows: readonly ClusterRow[]): string[] {
-  const steady = rows.filter((r) => r.scenario === "steady" && r.loadPerS >= 5000);
-  const by = (n: number) => steady.filter((r) => r.isolates === n);
-  const busiest = (rs: readonly ClusterRow[]) => Math.max(0, ...rs.map((r) => r.busiestSecondCalls));
-  const worstDiff = (rs: readonly ClusterRow[]) => Math.min(0, ...rs.map((r) => r.admittedVsExactPct));
-  const sizes = [...new Set(steady.map((r) => r.isolates))].sort((a, b) => a - b);
-  return [
-    "Why the misses (causes, from this run):",
-    "",
-    `- calls and overload: with no delegate tier, the key's object sees about one call per isolate per lease term (the automatic ttl is 1 s), so fan-out, not load, sets its calls: the busiest second at or above the limit is ${sizes.map((n) => `${busiest(by(n))} calls at ${n} isolates`).join(", ")}. At 1,000 isolates and more that is the object's own ceiling (about 1,000 calls/s): it refuses calls as overloaded for the whole run, not only in the cold start.`,
-    `- what overload costs now: never an admission uncounted (the "failed open" column holds only real failures, timeouts and a restart's resets, of keys this isolate did not yet know to be hot, which \`on_error\` decides as the issue asks; an overloaded object never fails open), but refusals: admitted vs exact at or above the limit goes down to ${sizes.map((n) => `${worstDiff(by(n))}% at ${n} isolates`).join(", ")}. Where a rate rule admits more than the exact single writer (1,000 isolates far over the limit), it is the shares reused once during the overload, within the bound: the window and rate bounds hold in every row.`,
-    "- what would meet the goals, not built: a delegate object per (rule, key, region) holding a share for its region's isolates (9 regions: about 9 calls per term on the key's object), and rate shares as a rate with an expiry (nothing charged up front, so a dead isolate loses nothing). See docs/rules.md, \"Hot keys: what each algorithm guarantees\".",
-  ];
+  out.push(...clusterSection(cluster.data), ...CLUSTER_MISSES, "");
 }
 
 interface ObjectMemoryRow {

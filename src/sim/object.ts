@@ -1,119 +1,109 @@
 /**
- * A simulated Durable Object and network, for bench/cluster.ts and tests: the real record operations (store.ts
- * `callRecord`, `refundRecord`) behind one-way delays, with one object's capacity modelled as a single server that
- * takes `serviceMs` per call (plus `perKbMs` per KB of the call and of the record it writes, when given: a large record
- * costs the object on every call) and rejects a call with `overloaded` when its backlog is already `maxBacklog` calls
- * long (Cloudflare documents a soft limit of about 1,000 requests/s per object). `restart()` models the object being
- * reset: its memory is lost (the stored record stays), and calls in the next `downMs` fail with `durableObjectReset`.
+ * A simulated key's Durable Object and network, for bench/cluster.ts and tests: the real record operations (the
+ * key's object's call, by default share.ts `keyCall`; store.ts `refundRecord`; share_grant.ts `shareRecord` for a
+ * delegate's share) behind one-way delays, on one server's capacity (server.ts): every call is charged by its size
+ * and the record it writes, refunds and share renewals included. `restart()` resets the object: its memory is lost
+ * (the stored record, with its call slots, stays, as limiter.ts reloads it) and calls in the next `downMs` fail.
  */
 
 import { storedRecord } from "../protocol/call_slots.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
+import { keyCall, type ShareAsk, type ShareGrant } from "../protocol/share.ts";
+import { shareRecord } from "../protocol/share_grant.ts";
 import {
   type CallInput,
   type CallResult,
-  callRecord,
   type LimiterRecord,
   type RefundInput,
   type RefundResult,
   refundRecord,
 } from "../protocol/store.ts";
 import type { EventClock } from "./event_clock.ts";
+import { SimServer, type SimServerCounters, type SimServerOptions } from "./server.ts";
 
-export interface SimObjectOptions {
-  /** Time the object spends on one call, ms (1 => at most 1,000 calls/s). */
-  readonly serviceMs: number;
-  /** Calls waiting beyond which a new call is rejected as overloaded. */
-  readonly maxBacklog: number;
-  /** Time per KB of the call's input and of the record it stores, ms (default 0). */
-  readonly perKbMs?: number;
+export interface SimObjectOptions extends SimServerOptions {
   /**
-   * The record operation a call runs (default store.ts `callRecord`): a test swaps in a deliberately wrong copy to
-   * show that its property catches the fault (test/unit/share_bound.props.test.ts).
+   * The record operation a call runs (default share.ts `keyCall`, as limiter.ts): a test swaps in a deliberately
+   * wrong copy to show that its property catches the fault (test/unit/share_bound.props.test.ts).
    */
-  readonly apply?: typeof callRecord;
+  readonly apply?: typeof keyCall;
 }
 
-export interface SimObjectCounters {
-  calls: number;
-  overloaded: number;
+export interface SimObjectCounters extends SimServerCounters {
   refunds: number;
-  /** Calls refused while the object was restarting. */
-  resets: number;
-  /** Bytes of call inputs and stored records the object handled. */
-  bytes: number;
+  /** Delegates' share asks served. */
+  shares: number;
+}
+
+/** How a delegate reaches the key's object for its share (limiter.ts `share`). */
+export interface ShareTransport {
+  share(ask: ShareAsk): Promise<ShareGrant>;
 }
 
 export class SimObject {
   record: LimiterRecord | null = null;
-  readonly counters: SimObjectCounters = { calls: 0, overloaded: 0, refunds: 0, resets: 0, bytes: 0 };
-  /** When the server is next free, ms. */
-  private freeAtMs = 0;
-  /** Until when calls fail as reset (a restart), ms. */
-  private downUntilMs = 0;
-  /** When each applied call was applied, ms (for calls per second). */
-  readonly appliedAtMs: number[] = [];
-
-  /** Reset the object now: calls in the next `downMs` fail as reset; the stored record (without memory) stays. */
-  restart(downMs: number): void {
-    this.downUntilMs = this.clock.nowMs() + downMs;
-    this.freeAtMs = this.clock.nowMs();
-    // What survives: the record as stored, with the calls stored beside it (call_slots.ts), as limiter.ts reloads it.
-  }
+  readonly server: SimServer;
+  private refunds = 0;
+  private shares = 0;
 
   constructor(
     private readonly clock: EventClock,
     private readonly options: SimObjectOptions,
     /** Called with every applied call's result, in the order the object applied them. */
     private readonly onApplied: (input: CallInput, result: CallResult) => void = () => {},
-  ) {}
+  ) {
+    this.server = new SimServer(clock, options);
+  }
 
-  /** A transport from one isolate, with this one-way delay each way. */
+  get counters(): SimObjectCounters {
+    return { ...this.server.counters, refunds: this.refunds, shares: this.shares };
+  }
+
+  /** When each applied call (of any kind) was applied, ms. */
+  get appliedAtMs(): readonly number[] {
+    return this.server.appliedAtMs;
+  }
+
+  restart(downMs: number): void {
+    this.server.restart(downMs);
+  }
+
+  /** Bytes a call costs: what it carries, and the record it leaves stored. */
+  private bytesWith(input: unknown): () => number {
+    return () =>
+      JSON.stringify(input).length + (this.record === null ? 0 : JSON.stringify(storedRecord(this.record)).length);
+  }
+
+  /** A transport from one isolate (or a delegate passing a batch through), with this one-way delay each way. */
   transportFrom(oneWayMs: () => number): ObjectTransport {
     return {
-      call: (_name, input) =>
-        new Promise<CallResult>((resolve, reject) => {
-          this.clock.after(oneWayMs(), () => {
-            const now = this.clock.nowMs();
-            if (now < this.downUntilMs) {
-              this.counters.resets++;
-              const error = Object.assign(new Error("Durable Object reset"), { durableObjectReset: true });
-              this.clock.after(oneWayMs(), () => reject(error));
-              return;
-            }
-            const backlog = Math.max(0, this.freeAtMs - now) / this.options.serviceMs;
-            if (backlog >= this.options.maxBacklog) {
-              this.counters.overloaded++;
-              const error = Object.assign(new Error("Durable Object is overloaded"), { overloaded: true });
-              this.clock.after(oneWayMs(), () => reject(error));
-              return;
-            }
-            this.counters.calls++;
-            const bytes =
-              JSON.stringify(input).length +
-              (this.record === null ? 0 : JSON.stringify(storedRecord(this.record)).length);
-            this.counters.bytes += bytes;
-            const costMs = this.options.serviceMs + ((this.options.perKbMs ?? 0) * bytes) / 1024;
-            this.freeAtMs = Math.max(this.freeAtMs, now) + costMs;
-            // Applied at a whole ms (the object's clock, as `Date.now()`), however fractional the service time.
-            this.clock.after(Math.ceil(this.freeAtMs) - now, () => {
-              const apply = this.options.apply ?? callRecord;
-              const { result, record } = apply(this.record, input, this.clock.nowMs());
-              this.record = record;
-              this.appliedAtMs.push(this.clock.nowMs());
-              this.onApplied(input, result);
-              this.clock.after(oneWayMs(), () => resolve(result));
-            });
-          });
+      call: (_name, input: CallInput) =>
+        this.server.serve(oneWayMs, this.bytesWith(input), () => {
+          const apply = this.options.apply ?? keyCall;
+          const { result, record } = apply(this.record, input, this.clock.nowMs());
+          this.record = record;
+          this.onApplied(input, result);
+          return result;
         }),
       refund: (_name, input: RefundInput) =>
-        new Promise<RefundResult>((resolve) => {
-          this.clock.after(oneWayMs(), () => {
-            this.counters.refunds++;
-            const { result, record } = refundRecord(this.record, input, this.clock.nowMs());
-            this.record = record;
-            this.clock.after(oneWayMs(), () => resolve(result));
-          });
+        this.server.serve(oneWayMs, this.bytesWith(input), (): RefundResult => {
+          this.refunds++;
+          const { result, record } = refundRecord(this.record, input, this.clock.nowMs());
+          this.record = record;
+          return result;
+        }),
+    };
+  }
+
+  /** A delegate's link to this object for its share asks. */
+  shareFrom(oneWayMs: () => number): ShareTransport {
+    return {
+      share: (ask) =>
+        this.server.serve(oneWayMs, this.bytesWith(ask), () => {
+          this.shares++;
+          const { grant, record } = shareRecord(this.record, ask, this.clock.nowMs());
+          this.record = record;
+          return grant;
         }),
     };
   }

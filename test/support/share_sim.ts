@@ -8,7 +8,8 @@ import { capacityOf, leasePolicy } from "../../src/algorithms/index.ts";
 import { type Asked, Coalescer } from "../../src/isolate/coalesce.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
-import { type CallResult, type CheckResult, callRecord } from "../../src/protocol/store.ts";
+import { keyCall } from "../../src/protocol/share.ts";
+import type { CallResult, CheckResult } from "../../src/protocol/store.ts";
 import type { AlgorithmParams, LeaseSettings } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";
@@ -186,14 +187,14 @@ function faulty(transport: ObjectTransport, fault: Fault, params: AlgorithmParam
 }
 
 /** The object's record operation with fault (b): units given back after their lease's term count twice. */
-function lateReturnCountedTwice(clock: EventClock): typeof callRecord {
+function lateReturnCountedTwice(clock: EventClock): typeof keyCall {
   const terms = new Map<number, number>(); // a grant's atMs -> when its term ends (the object's clock)
   return (record, input, nowMs) => {
     const giveBack = (input.giveBack ?? []).flatMap((back) => {
       const endsAtMs = terms.get(back.atMs);
       return endsAtMs !== undefined && nowMs >= endsAtMs ? [back, back] : [back];
     });
-    const out = callRecord(record, { ...input, giveBack }, nowMs);
+    const out = keyCall(record, { ...input, giveBack }, nowMs);
     const lease = out.result.lease;
     if (lease !== null && !out.result.replayed) terms.set(lease.atMs, clock.nowMs() + lease.forMs);
     return out;

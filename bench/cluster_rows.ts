@@ -1,0 +1,234 @@
+/**
+ * The cluster simulation's figures per run, and issue 18's goals over them (bench/cluster.ts; the report prints them in
+ * BENCHMARKS.md section 8).
+ */
+import { capacityOf } from "../src/algorithms/index.ts";
+import { SHARE_TERM_MS } from "../src/protocol/share.ts";
+import { type ClusterOutcome, type ClusterRun, DELEGATE_RTT_MS, type Scenario } from "../src/sim/cluster.ts";
+import { round } from "./common.ts";
+
+export interface ClusterRow {
+  readonly rule: string;
+  readonly algorithm: string;
+  readonly scenario: Scenario;
+  readonly isolates: number;
+  readonly loadPerS: number;
+  readonly durationS: number;
+  readonly requests: number;
+  /** The key's object: calls of every kind per second over the run, its busiest second, its first second. */
+  readonly keyCallsPerS: number;
+  readonly keyBusiestSecond: number;
+  readonly keyFirstSecond: number;
+  /** Of the key's object's calls: delegates' share asks, and refunds in a call of their own. */
+  readonly keyShareAsks: number;
+  readonly keyRefundCalls: number;
+  /** The busiest delegate's busiest second, and all delegates' calls. */
+  readonly delegateBusiestSecond: number;
+  readonly delegateCalls: number;
+  /** Overloaded calls on any object, and those after the first second. */
+  readonly overloaded: number;
+  readonly overloadedAfterFirstSecond: number;
+  /** Requests a failing call left to `on_error` (admitted uncounted: `open`, the default), by failure. */
+  readonly failedOpen: Record<string, number>;
+  readonly failedOpenBusy: number;
+  readonly lastKnown: number;
+  readonly admitted: number;
+  readonly exactAdmitted: number;
+  readonly admittedVsExactPct: number;
+  /** The first second (the cold start) apart: admitted vs exact in it. */
+  readonly firstSecondAdmitted: number;
+  readonly firstSecondExact: number;
+  /** Whether the load reached the rule's limit (the exact writer denied some): only then is a row evidence. */
+  readonly reachesLimit: boolean;
+  readonly fromLeasePct: number;
+  readonly overWindow: number | null;
+  readonly overRateBound: number | null;
+  /** After the scenario's event: what the exact writer admitted and this did not, in the next 2 s, % of a window. */
+  readonly underAfterEventPct: number | null;
+  readonly latencyP50Ms: number;
+  readonly latencyP99Ms: number;
+  readonly keyKbPerCall: number;
+  readonly decisionsIdenticalToPlain?: boolean;
+  readonly runSeconds: number;
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const within = (times: readonly number[], from: number, to: number) => times.filter((t) => t >= from && t < to).length;
+
+/** Window rules: the most admitted beyond the limit in any window (the larger limit for a window across a change). */
+function overWindow(run: ClusterRun, times: readonly number[], newestFromMs: number): number | null {
+  const p = run.rule.params;
+  if (p.algorithm !== "fixed_window" || p.window.kind !== "ms") return null;
+  const windowMs = p.window.ms;
+  const limitOf = (at: number) =>
+    (at >= newestFromMs ? (run.lowered.params as { limit: number }) : (p as { limit: number })).limit;
+  const perWindow = new Map<number, { n: number; limit: number }>();
+  for (const at of times) {
+    const w = Math.floor(at / windowMs);
+    const e = perWindow.get(w) ?? { n: 0, limit: limitOf(at) };
+    e.n++;
+    e.limit = Math.max(e.limit, limitOf(at));
+    perWindow.set(w, e);
+  }
+  return Math.max(0, ...[...perWindow.values()].map((e) => e.n - e.limit));
+}
+
+/** Rate rules: the most admitted beyond burst + rate × (t + one share term) over spans t of 0.1, 1 and 5 s. */
+function overRateBound(run: ClusterRun, sorted: readonly number[]): number | null {
+  const p = run.rule.params;
+  if (p.algorithm !== "token_bucket" && p.algorithm !== "gcra") return null;
+  const ratePerMs = p.rate.tokens / p.rate.perMs;
+  let worst = 0;
+  for (const spanMs of [100, 1_000, 5_000]) {
+    const bound = p.burst + ratePerMs * (spanMs + SHARE_TERM_MS);
+    let j = 0;
+    for (let i = 0; i < sorted.length; i++) {
+      while (sorted[i]! - sorted[j]! >= spanMs) j++;
+      worst = Math.max(worst, i - j + 1 - bound);
+    }
+  }
+  return Math.max(0, Math.ceil(worst));
+}
+
+export function rowOf(
+  run: ClusterRun,
+  out: ClusterOutcome,
+  exact: readonly number[],
+  identical: boolean | undefined,
+  runSeconds: number,
+): ClusterRow {
+  const t0 = run.t0Ms;
+  const seconds = run.durationMs / 1000;
+  const times = [...out.admissions].sort((a, b) => a - b);
+  const latencies = [...out.latencies].sort((a, b) => a - b);
+  const key = out.key.counters;
+  const delegateOverloaded = out.delegates.reduce((n, d) => n + d.server.counters.overloaded, 0);
+  const overloaded = key.overloaded + delegateOverloaded;
+  // A window's worth of the rule: its limit for a window rule, 10 s of its rate for a rate rule (both 50,000 here).
+  const p = run.rule.params;
+  const windowUnits = "rate" in p ? (p.rate.tokens * 10_000) / p.rate.perMs : capacityOf(p);
+  const under =
+    out.eventAtMs === null
+      ? null
+      : round(
+          (100 *
+            (within(exact, out.eventAtMs, out.eventAtMs + 2000) - within(times, out.eventAtMs, out.eventAtMs + 2000))) /
+            windowUnits,
+          2,
+        );
+  return {
+    rule: run.rule.id,
+    algorithm: run.rule.params.algorithm,
+    scenario: run.scenario,
+    isolates: run.isolates,
+    loadPerS: run.loadPerS,
+    durationS: seconds,
+    requests: out.arrivals.length,
+    keyCallsPerS: round(key.calls / seconds, 1),
+    keyBusiestSecond: out.key.server.busiestSecond(t0),
+    keyFirstSecond: out.key.server.callsInSecond(t0),
+    keyShareAsks: key.shares,
+    keyRefundCalls: key.refunds,
+    delegateBusiestSecond: Math.max(0, ...out.delegates.map((d) => d.server.busiestSecond(t0))),
+    delegateCalls: out.delegates.reduce((n, d) => n + d.server.counters.calls, 0),
+    overloaded,
+    overloadedAfterFirstSecond: overloaded - out.overloadedFirstSecond,
+    failedOpen: out.failedOpen,
+    failedOpenBusy: out.failedOpen.overloaded ?? 0,
+    lastKnown: out.lastKnown,
+    admitted: times.length,
+    exactAdmitted: exact.length,
+    admittedVsExactPct: round((100 * (times.length - exact.length)) / Math.max(1, exact.length), 2),
+    firstSecondAdmitted: within(times, t0, t0 + 1000),
+    firstSecondExact: within(exact, t0, t0 + 1000),
+    reachesLimit: exact.length < out.arrivals.length,
+    fromLeasePct: round((100 * out.fromLease) / Math.max(1, out.arrivals.length), 1),
+    overWindow: overWindow(run, times, out.newestFromMs),
+    overRateBound: overRateBound(run, times),
+    underAfterEventPct: under,
+    latencyP50Ms: round(percentile(latencies, 50), 1),
+    latencyP99Ms: round(percentile(latencies, 99), 1),
+    keyKbPerCall: round(key.bytes / 1024 / Math.max(1, key.calls), 2),
+    ...(identical === undefined ? {} : { decisionsIdenticalToPlain: identical }),
+    runSeconds: round(runSeconds, 1),
+  };
+}
+
+export interface ClusterGoal {
+  readonly met: boolean;
+  /** The rows that miss it (rule/isolates/load/scenario: figure), or every row's figure when few. */
+  readonly misses: string;
+}
+
+const label = (r: ClusterRow) =>
+  `${r.rule}/${r.isolates}/${r.loadPerS}/s${r.scenario === "steady" ? "" : ` ${r.scenario}`}`;
+
+function goal(rows: readonly ClusterRow[], ok: (r: ClusterRow) => boolean, figure: (r: ClusterRow) => unknown) {
+  const missed = rows.filter((r) => !ok(r));
+  return { met: missed.length === 0, misses: missed.map((r) => `${label(r)}: ${figure(r)}`).join(", ") };
+}
+
+/** Issue 18's goals, over every row they apply to. */
+export function clusterGoals(rows: readonly ClusterRow[]): Record<string, ClusterGoal> {
+  const rate = rows.filter((r) => r.overRateBound !== null);
+  const accuracy = rows.filter(
+    (r) => r.scenario === "steady" && r.rule === "hot-rate" && r.loadPerS >= 5_000 && r.reachesLimit,
+  );
+  const events = rows.filter((r) => r.underAfterEventPct !== null && r.scenario !== "object restart");
+  return {
+    keyCalls: goal(
+      rows,
+      (r) => r.keyBusiestSecond <= 100,
+      (r) => r.keyBusiestSecond,
+    ),
+    anyObjectCalls: goal(
+      rows,
+      (r) => Math.max(r.keyBusiestSecond, r.delegateBusiestSecond) <= 500,
+      (r) => Math.max(r.keyBusiestSecond, r.delegateBusiestSecond),
+    ),
+    overloaded: goal(
+      rows,
+      (r) => r.overloadedAfterFirstSecond === 0,
+      (r) => r.overloadedAfterFirstSecond,
+    ),
+    failOpenBusy: goal(
+      rows,
+      (r) => r.failedOpenBusy === 0,
+      (r) => r.failedOpenBusy,
+    ),
+    window: goal(
+      rows.filter((r) => r.overWindow !== null),
+      (r) => r.overWindow === 0,
+      (r) => r.overWindow,
+    ),
+    rateBound: goal(
+      rate,
+      (r) => r.overRateBound === 0,
+      (r) => r.overRateBound,
+    ),
+    rateAccuracy: goal(
+      accuracy,
+      (r) => Math.abs(r.admittedVsExactPct) <= (r.loadPerS >= 10_000 ? 1 : 3),
+      (r) => `${r.admittedVsExactPct}%`,
+    ),
+    underAfterEvent: goal(
+      events,
+      (r) => (r.underAfterEventPct ?? 0) <= 1,
+      (r) => `${r.underAfterEventPct}%`,
+    ),
+    low: goal(
+      rows.filter((r) => r.decisionsIdenticalToPlain !== undefined),
+      (r) => r.decisionsIdenticalToPlain === true,
+      () => "differ",
+    ),
+    latency: goal(
+      rows.filter((r) => r.loadPerS >= 5_000 && r.scenario === "steady"),
+      (r) => r.latencyP50Ms <= DELEGATE_RTT_MS,
+      (r) => `p50 ${r.latencyP50Ms} ms`,
+    ),
+  };
+}

@@ -1,0 +1,333 @@
+/**
+ * One run of the cluster SIMULATION (bench/cluster.ts): one hot key, many isolates in 9 regions, the key's object and
+ * (with the tier) one delegate per region, over simulated time. The code deciding is the real code: each isolate's
+ * coalescer (src/isolate/coalesce.ts: leases, batches, refunds, last-known answers, the switch to a delegate), the
+ * key's object's record operations (share.ts `keyCall`, share_grant.ts `shareRecord`, store.ts `refundRecord`), the
+ * delegate's decisions (src/protocol/delegate.ts, driven as its Durable Object drives them: delegate.ts here) and the
+ * pure core. Simulated: time, the network (a round trip by region, each one-way delay jittered ±25% per call), and
+ * each object's service rate (server.ts: 1 ms per call plus a cost per KB of what the call carries and writes).
+ */
+import type { AlgorithmState } from "../algorithms/index.ts";
+import { carryOver, decide } from "../algorithms/index.ts";
+import { mulberry32 } from "../cli/gen.ts";
+import { type Asked, type CoalesceCounters, Coalescer } from "../isolate/coalesce.ts";
+import { newStats } from "../isolate/metrics.ts";
+import type { LimiterRule } from "../protocol/store.ts";
+import { SimDelegate } from "./delegate.ts";
+import { EventClock } from "./event_clock.ts";
+import { SimObject } from "./object.ts";
+import type { SimServerOptions } from "./server.ts";
+
+/** Round trips from each of the 9 regions to the key's object, ms. */
+export const REGION_RTT_MS = [5, 20, 35, 50, 70, 90, 110, 130, 150];
+export const REGIONS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"];
+/** Round trip from an isolate to its region's delegate, ms. */
+export const DELEGATE_RTT_MS = 10;
+/** Each object: 1 ms per call plus 0.007 ms per KB, `overloaded` beyond 100 queued (about 1,000 calls/s at most). */
+export const OBJECT: SimServerOptions = { serviceMs: 1, maxBacklog: 100, perKbMs: 0.007 };
+const TIMEOUT_MS = 250;
+
+export type Scenario =
+  | "steady"
+  | "redeploy"
+  | "override change"
+  | "two versions 50/50"
+  | "churn"
+  | "object restart"
+  | "delegate restart"
+  | "half refunded"
+  | "clock skew";
+
+export interface ClusterRun {
+  /** The rule as it ships (version 1), and the same rule lowered (version 2: an override change, a new version). */
+  readonly rule: LimiterRule;
+  readonly lowered: LimiterRule;
+  readonly isolates: number;
+  readonly loadPerS: number;
+  readonly durationMs: number;
+  readonly scenario: Scenario;
+  /** Start of the run (a window's middle, so that runs cross a window's end). */
+  readonly t0Ms: number;
+  /** With the delegate tier (each isolate's region has a delegate). */
+  readonly tier: boolean;
+  /** Every request its own key (one call per request, nothing shared): the reference for identical decisions. */
+  readonly plain?: boolean;
+  readonly seed: number;
+}
+
+export interface Arrival {
+  readonly atMs: number;
+  readonly isolate: number;
+}
+
+export interface ClusterOutcome {
+  readonly arrivals: readonly Arrival[];
+  /** When each admission counts (the object's or delegate's decision time; an isolate's answer time from a lease). */
+  readonly admissions: readonly number[];
+  readonly verdicts: string;
+  readonly latencies: readonly number[];
+  readonly failedOpen: Record<string, number>;
+  readonly lastKnown: number;
+  readonly fromLease: number;
+  readonly key: SimObject;
+  readonly delegates: readonly SimDelegate[];
+  /** Overloaded calls on the key's object, and on any delegate, in the first second. */
+  readonly overloadedFirstSecond: number;
+  /** When the scenario's event happened (redeploy, restart), if it has one. */
+  readonly eventAtMs: number | null;
+  /** When the newest rule version reached its first isolate (`Infinity`: never). */
+  readonly newestFromMs: number;
+}
+
+/** Poisson arrivals at `loadPerS`, spread unevenly over isolates (isolate i's share is proportional to 1/(i + 10)). */
+export function arrivalsOf(run: ClusterRun, random: () => number): Arrival[] {
+  const cumulative: number[] = [];
+  let total = 0;
+  for (let i = 0; i < run.isolates; i++) total += 1 / (i + 10);
+  let acc = 0;
+  for (let i = 0; i < run.isolates; i++) {
+    acc += 1 / (i + 10) / total;
+    cumulative.push(acc);
+  }
+  const arrivals: Arrival[] = [];
+  let t = run.t0Ms;
+  const end = run.t0Ms + run.durationMs;
+  for (;;) {
+    t += -Math.log(1 - random()) * (1000 / run.loadPerS);
+    if (t >= end) break;
+    const u = random();
+    let lo = 0;
+    let hi = run.isolates - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cumulative[mid]! < u) lo = mid + 1;
+      else hi = mid;
+    }
+    arrivals.push({ atMs: Math.floor(t), isolate: lo });
+  }
+  return arrivals;
+}
+
+interface Isolate {
+  readonly coalescer: Coalescer;
+  readonly transport: ReturnType<SimObject["transportFrom"]>;
+  readonly delegate: { readonly transport: ReturnType<SimDelegate["transportFrom"]>; readonly name: string } | null;
+  /** When this isolate starts asking under the lowered rule (`Infinity`: never). */
+  readonly switchAtMs: number;
+}
+
+/** The simulated world of one run: the key's object, a delegate per region, and the isolates (replaced on events). */
+class World {
+  readonly clock: EventClock;
+  readonly random: () => number;
+  readonly key: SimObject;
+  readonly delegates: SimDelegate[];
+  readonly counted: CoalesceCounters[] = [];
+  isolates: Isolate[];
+  private ids = 0;
+
+  constructor(private readonly run: ClusterRun) {
+    this.clock = new EventClock(run.t0Ms);
+    this.random = mulberry32(run.seed);
+    this.key = new SimObject(this.clock, OBJECT);
+    this.delegates = REGIONS.map(
+      (region, r) =>
+        new SimDelegate(this.clock, OBJECT, `${region}.0`, {
+          calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
+          shares: this.key.shareFrom(this.jitter(REGION_RTT_MS[r]!)),
+          name: "key",
+        }),
+    );
+    this.isolates = Array.from({ length: run.isolates }, (_, i) => this.makeIsolate(i));
+  }
+
+  /** One-way delays of a link with this round trip, each jittered ±25%. */
+  jitter(rttMs: number): () => number {
+    return () => Math.max(1, Math.round((rttMs / 2) * (0.75 + 0.5 * this.random())));
+  }
+
+  newId(): string {
+    return `c${this.ids++}`;
+  }
+
+  makeIsolate(i: number): Isolate {
+    const { run, clock } = this;
+    const region = i % REGIONS.length;
+    const skewMs = run.scenario === "clock skew" ? Math.floor((this.random() - 0.5) * 1000) : 0;
+    const counters: CoalesceCounters = newStats();
+    this.counted.push(counters);
+    const coalescer = new Coalescer({
+      clock: () => clock.nowMs() + skewMs,
+      sleep: clock.sleep,
+      counters,
+      newId: () => this.newId(),
+    });
+    // Half the isolates on the lowered rule for the whole run; or all of them switching over one second mid-run.
+    const midMs = run.t0Ms + run.durationMs / 2;
+    const switchAtMs =
+      run.scenario === "two versions 50/50"
+        ? i % 2 === 0
+          ? run.t0Ms
+          : Number.POSITIVE_INFINITY
+        : run.scenario === "override change"
+          ? midMs + Math.floor(this.random() * 1000)
+          : Number.POSITIVE_INFINITY;
+    const delegate = run.tier
+      ? { transport: this.delegates[region]!.transportFrom(this.jitter(DELEGATE_RTT_MS)), name: `delegate:${region}` }
+      : null;
+    return { coalescer, transport: this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), delegate, switchAtMs };
+  }
+
+  /** Overloaded calls on every object so far. */
+  overloaded(): number {
+    return this.key.counters.overloaded + this.delegates.reduce((n, d) => n + d.server.counters.overloaded, 0);
+  }
+
+  /** Schedule the scenario's event (a redeploy, a restart, churn); returns when it happens, if it is one event. */
+  schedule(): number | null {
+    const { run, clock } = this;
+    const midMs = run.t0Ms + run.durationMs / 2;
+    const at = (ms: number, fn: () => void) => clock.after(ms - run.t0Ms, fn);
+    switch (run.scenario) {
+      case "redeploy":
+        at(midMs, () => {
+          this.isolates = this.isolates.map((_, i) => this.makeIsolate(i));
+          for (const d of this.delegates) d.restart(50);
+        });
+        return midMs;
+      case "delegate restart":
+        at(midMs, () => {
+          for (const d of this.delegates) d.restart(100);
+        });
+        return midMs;
+      case "object restart":
+        at(midMs, () => this.key.restart(100));
+        return midMs;
+      case "churn":
+        for (let s = 1; s * 1000 < run.durationMs; s++) {
+          at(run.t0Ms + s * 1000, () => {
+            for (let i = 0; i < run.isolates; i++) if (this.random() < 0.1) this.isolates[i] = this.makeIsolate(i);
+          });
+        }
+        return null;
+      default:
+        return null;
+    }
+  }
+
+  /** The rule an isolate asks under at `atMs` (a redeploy bumps the version; a lowered rule from its switch). */
+  ruleOf(iso: Isolate, atMs: number): LimiterRule {
+    const { run } = this;
+    if (run.scenario === "redeploy" && atMs >= run.t0Ms + run.durationMs / 2) return { ...run.rule, version: 2 };
+    return atMs >= iso.switchAtMs ? run.lowered : run.rule;
+  }
+}
+
+export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> {
+  const world = new World(run);
+  const { clock } = world;
+  const newestFromMs = Math.min(...world.isolates.map((x) => x.switchAtMs));
+  let overloadedFirstSecond = 0;
+  clock.after(1000, () => {
+    overloadedFirstSecond = world.overloaded();
+  });
+  const eventAtMs = world.schedule();
+  const arrivals = arrivalsOf(run, world.random);
+  const answers = new Answers(run.scenario === "half refunded");
+  const pending: Promise<void>[] = [];
+  for (const a of arrivals) {
+    await clock.runUntil(a.atMs);
+    const iso = world.isolates[a.isolate]!;
+    const asked = iso.coalescer.ask({
+      transport: iso.transport,
+      name: run.plain ? `plain-${world.newId()}` : "hot",
+      rule: world.ruleOf(iso, a.atMs),
+      cost: 1,
+      timeoutMs: TIMEOUT_MS,
+      lease: null,
+      delegate: run.plain ? null : iso.delegate,
+    });
+    pending.push(asked.then((answer) => answers.take(answer, a.atMs, clock.nowMs())));
+  }
+  await clock.runUntil(run.t0Ms + run.durationMs + 5_000);
+  await Promise.all(pending);
+  return {
+    arrivals,
+    admissions: answers.admissions,
+    verdicts: answers.verdicts.join(""),
+    latencies: answers.latencies,
+    failedOpen: answers.failedOpen,
+    lastKnown: world.counted.reduce((n, c) => n + (c.last_known_answers ?? 0), 0),
+    fromLease: answers.fromLease,
+    key: world.key,
+    delegates: world.delegates,
+    overloadedFirstSecond,
+    eventAtMs,
+    newestFromMs,
+  };
+}
+
+/** What the requests were answered: admissions (when they count), verdicts, latencies, failures. */
+class Answers {
+  readonly admissions: number[] = [];
+  readonly latencies: number[] = [];
+  readonly verdicts: string[] = [];
+  readonly failedOpen: Record<string, number> = {};
+  fromLease = 0;
+  private refundNext = false;
+
+  /** `halfRefunded`: every other admission is refunded (another rule denied it). */
+  constructor(private readonly halfRefunded: boolean) {}
+
+  take(answer: Asked, arrivedAtMs: number, nowMs: number): void {
+    this.latencies.push(nowMs - arrivedAtMs);
+    if (answer.kind === "failed") {
+      this.failedOpen[answer.failure] = (this.failedOpen[answer.failure] ?? 0) + 1;
+      this.admissions.push(nowMs); // on_error: open
+      this.verdicts.push("f");
+      return;
+    }
+    if (answer.source === "lease") this.fromLease++;
+    const r = answer.result;
+    const allowed = r.ok && r.decision.allowed;
+    this.verdicts.push(allowed ? "1" : "0");
+    if (!allowed) return;
+    if (this.halfRefunded) {
+      this.refundNext = !this.refundNext;
+      if (this.refundNext) {
+        void answer.refund();
+        return;
+      }
+    }
+    // A decision from the object or a delegate counts at its clock; one from this isolate's lease, now.
+    this.admissions.push(answer.source === "lease" ? nowMs : r.atMs);
+  }
+}
+
+/**
+ * What an exact single writer admits: the pure core deciding every arrival at its arrival time, under the newest rule
+ * version in effect (the lowered rule from the first isolate that switched); a refunded admission given back at once.
+ * Returns the admission times.
+ */
+export function exactAdmissions(run: ClusterRun, arrivals: readonly Arrival[], newestFromMs: number): number[] {
+  let state: AlgorithmState | null = null;
+  let params = run.rule.params;
+  let refundNext = false;
+  const out: number[] = [];
+  for (const a of arrivals) {
+    const newest = a.atMs >= newestFromMs ? run.lowered.params : run.rule.params;
+    if (newest !== params) {
+      state = state === null ? null : carryOver(params, newest, state, a.atMs);
+      params = newest;
+    }
+    const decided = decide(params, state, 1, a.atMs);
+    if (!decided.ok) continue;
+    if (decided.decision.allowed && run.scenario === "half refunded") {
+      refundNext = !refundNext;
+      if (refundNext) continue; // given back: as if never charged
+    }
+    state = decided.state;
+    if (decided.decision.allowed) out.push(a.atMs);
+  }
+  return out;
+}
