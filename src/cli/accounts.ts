@@ -17,7 +17,7 @@ import { type CommandInfo, commandArgs, EXIT_CODES, inputError, rulePaths, usage
 import type { Io } from "./io.ts";
 
 const HELP = `Usage: sluice accounts (--key KEY | --key-sha256 HEX) --plan PLAN [--limit RULE.FIELD=VALUE]...
-                      [--rules PATH]... [--persist-to DIR] [--dry-run] [--allow-unknown-plan]
+                      [--rules PATH]... [--persist-to DIR] [--dry-run] [--allow-unknown-plan] [--record-version N]
 
   sluice accounts show (KEY | --key-sha256 HEX) [--rules PATH]... [--persist-to DIR]
   sluice accounts delete (KEY | --key-sha256 HEX) [--persist-to DIR] [--dry-run]
@@ -25,7 +25,7 @@ const HELP = `Usage: sluice accounts (--key KEY | --key-sha256 HEX) --plan PLAN 
 Writes one account record into the local ACCOUNTS KV namespace (the one \`npm start\` and \`wrangler dev\` use; with
 --persist-to, the one under DIR), and prints the \`wrangler kv key put\` command for the deployed namespace. The
 record is stored under the SHA-256 hex of the API key (give the key, or its hash with --key-sha256) as JSON:
-  {"plan":"growth","limits":{"growth-global":{"rate":"250/s","burst":500}}}
+  {"plan":"growth","limits":{"growth-global":{"rate":"250/s","burst":500}},"version":1796100000000}
 
 --limit gives this account its own parameters for a rule, one field per flag, spelled as in a rule file (values
 are read as YAML scalars, so 500 is a number and 250/s a rate). A rule overridden must get all the parameters its
@@ -33,6 +33,8 @@ algorithm takes (they replace the rule's; the algorithm stays), must be scope: g
 apply to the account's plan. Everything is checked against the rules (default: rules/) before anything is
 written, with the messages a rule file gets. The record replaces any record the key had. The Worker reads it
 within PLAN_CACHE_TTL_MS (default 30 s); the key's state carries over to the new limit as on a redeploy.
+Every record carries a "version", the time of the change in ms (--record-version N to give one): the key's
+Durable Object obeys the newest record it has seen, while isolates may still cache the old one.
 
   sluice accounts --key sk_acme_live --plan growth --limit growth-global.rate=250/s --limit growth-global.burst=500
 
@@ -49,7 +51,7 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
   const cmd = { name: "accounts", help: HELP, stdout: io.stdout, stderr: io.stderr };
   if (args[0] === "show" || args[0] === "delete") return runOne(args[0], args.slice(1), cmd, io);
   const parsed = commandArgs(cmd, args, {
-    values: ["rules", "key", "key-sha256", "plan", "limit", "persist-to"],
+    values: ["rules", "key", "key-sha256", "plan", "limit", "persist-to", "record-version"],
     repeated: ["rules", "limit"],
     booleans: ["dry-run", "allow-unknown-plan"],
     positionals: false,
@@ -65,7 +67,9 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
 
   const loaded = loadRules(rulePaths(parsed));
   if (loaded.errors.length > 0) return inputError(io, loaded.errors);
-  const record = Object.keys(limits).length === 0 ? { plan } : { plan, limits };
+  const version = recordVersionOf(parsed.values.get("record-version")?.[0], Date.now());
+  if (typeof version === "string") return usageError(cmd, version);
+  const record = Object.keys(limits).length === 0 ? { plan, version } : { plan, limits, version };
   const reading = readAccount(record, loaded.rules, "--limit");
   const problems = [
     ...reading.recordErrors.map((m) => m.replace(/^--limit: /, "--plan: ")),
@@ -100,6 +104,19 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
     `for the deployed namespace:\n  npx wrangler kv key put --binding ACCOUNTS --remote ${hash} ${shellQuote(json)}\n`,
   );
   return 0;
+}
+
+/**
+ * The record's own rules version: `--record-version N` when given, else the time of the change in ms. Every record
+ * written carries one, so the key's Durable Object obeys the newest record (an override given, changed or taken
+ * away) over the older one an isolate may still cache (src/isolate/account_cache.ts).
+ */
+export function recordVersionOf(given: string | undefined, nowMs: number): number | string {
+  if (given === undefined) return nowMs;
+  const n = Number(given);
+  return /^\d+$/.test(given) && Number.isSafeInteger(n)
+    ? n
+    : `--record-version needs a non-negative integer, got ${JSON.stringify(given)}`;
 }
 
 /** The `--limit RULE.FIELD=VALUE` flags as a record's `limits`, or a usage error's exit status. */

@@ -10,7 +10,9 @@ import { describe, expect, it } from "vitest";
 import { runCli } from "../support/io.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
-const run = (...args: string[]) => runCli(["accounts", "--dry-run", ...args]);
+const VERSION = "1796100000000";
+/** `--dry-run`, with a fixed record version (the default is the time of the change: its own test below). */
+const run = (...args: string[]) => runCli(["accounts", "--dry-run", "--record-version", VERSION, ...args]);
 
 describe("sluice accounts", () => {
   it("prints the record under the key's SHA-256 and the wrangler command for production, never the raw key", async () => {
@@ -26,7 +28,7 @@ describe("sluice accounts", () => {
     );
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    const json = '{"plan":"growth","limits":{"growth-global":{"rate":"250/s","burst":500}}}';
+    const json = `{"plan":"growth","limits":{"growth-global":{"rate":"250/s","burst":500}},"version":${VERSION}}`;
     expect(r.stdout).toBe(
       `account ${sha("sk_acme_live")}: ${json}\n--dry-run: nothing written\nfor the deployed namespace:\n` +
         `  npx wrangler kv key put --binding ACCOUNTS --remote ${sha("sk_acme_live")} '${json}'\n`,
@@ -34,11 +36,24 @@ describe("sluice accounts", () => {
     expect(r.stdout).not.toContain("sk_acme_live");
   });
 
+  it("stamps every record with the time of the change in ms, so the key's object obeys the newest record", async () => {
+    const before = Date.now();
+    const r = await runCli(["accounts", "--dry-run", "--key", "sk_acme_live", "--plan", "growth"]);
+    const after = Date.now();
+    expect(r.code).toBe(0);
+    const version = Number(/"version":(\d+)/.exec(r.stdout)?.[1]);
+    expect(version).toBeGreaterThanOrEqual(before);
+    expect(version).toBeLessThanOrEqual(after);
+    const bad = await runCli(["accounts", "--dry-run", "--key", "k", "--plan", "growth", "--record-version", "1.5"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--record-version needs a non-negative integer, got "1.5"');
+  });
+
   it("takes the hash instead of the key, and quotes the JSON for the shell", async () => {
     const hash = sha("x");
     const r = await run("--key-sha256", hash, "--plan", "o'brien", "--allow-unknown-plan");
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain(`--remote ${hash} '{"plan":"o'\\''brien"}'`);
+    expect(r.stdout).toContain(`--remote ${hash} '{"plan":"o'\\''brien","version":${VERSION}}'`);
     expect(r.stderr).toContain(`warning: no rule names plan "o'brien" (rules name: free, growth, scale)`);
   });
 
@@ -162,6 +177,8 @@ describe("sluice accounts show and delete (a local namespace of their own, throu
       "growth-global.rate=5/s",
       "--limit",
       "growth-global.burst=7",
+      "--record-version",
+      "5",
     );
     expect(put.code).toBe(0);
     const shown = await accounts("show", "sk_show_me");
@@ -169,7 +186,7 @@ describe("sluice accounts show and delete (a local namespace of their own, throu
     expect(shown.code).toBe(0);
     expect(shown.stdout).toBe(
       `account ${hash} in the local ACCOUNTS namespace (${persistTo}):\n` +
-        '  {"plan":"growth","limits":{"growth-global":{"rate":"5/s","burst":7}}}\n' +
+        '  {"plan":"growth","limits":{"growth-global":{"rate":"5/s","burst":7}},"version":5}\n' +
         "  plan: growth\n  override growth-global: gcra 5/s, burst 7\n" +
         `for the deployed namespace:\n  npx wrangler kv key get --binding ACCOUNTS --remote ${hash}\n`,
     );
@@ -182,7 +199,7 @@ describe("sluice accounts show and delete (a local namespace of their own, throu
     expect(deleted.code).toBe(0);
     expect(deleted.stdout).toBe(
       `account ${hash}: deleted from the local ACCOUNTS namespace (${persistTo}) ` +
-        '(was {"plan":"growth","limits":{"growth-global":{"rate":"5/s","burst":7}}})\n' +
+        '(was {"plan":"growth","limits":{"growth-global":{"rate":"5/s","burst":7}},"version":5})\n' +
         `for the deployed namespace:\n  npx wrangler kv key delete --binding ACCOUNTS --remote ${hash}\n`,
     );
     const gone = await accounts("show", "sk_show_me");
