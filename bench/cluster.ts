@@ -1,26 +1,14 @@
 /**
- * Part: one hot key beyond one Durable Object, as a discrete-event SIMULATION (this machine cannot run thousands of
- * isolates across regions). Each run (src/sim/cluster.ts) drives the real code: the isolates' coalescers (leases,
- * batches, refunds with the next call, last-known answers, the switch to a region's delegate), the key's object's
- * record operations (keyCall, shareRecord, refundRecord), the delegates' decisions (src/protocol/delegate.ts, driven
- * as their Durable Object drives them) and the pure core, over simulated time, network and service rates:
- *
- * - 200, 1,000 and 5,000 isolates in 9 regions, round trips to the key's object 5-150 ms by region and 10 ms to the
- *   region's delegate, each one-way delay jittered ±25% per call; uneven load (isolate i's share ~ 1/(i + 10));
- * - every object (the key's and each delegate) 1 ms per call plus 0.007 ms per KB of what the call carries and of the
- *   record it writes, refunds and share renewals included; `overloaded` beyond 100 queued (~1,000 calls/s at most);
- * - rules: a rate rule and a window rule sized so that the load crosses them (token_bucket 5000/s burst 1000;
- *   fixed_window 50000 per 10 s), and two shipped rules as they ship (rules/shiplane.yaml growth-global, gcra 50/s
- *   burst 100; growth-daily, fixed_window 500000 a day); none has `lease:`; runs start 5 s into a 10 s window;
- * - loads of 10, 1k, 5k (the limit), 10k (2x), 50k (10x) and 200k req/s, Poisson arrivals, for 8 s (50k: 4 s, 200k:
- *   2 s, to keep the whole bench near 10 minutes on 2 cores; the two-versions scenario 60 s);
- * - scenarios at 1,000 isolates (redeploy, churn, delegate restart also at 5,000) and 2x the limit: a redeploy mid-run (every isolate and delegate restarts,
- *   the rules version bumps), an override change mid-term (0.9x, reaching isolates over 1 s), two rule versions
- *   50/50 for 60 s, isolate churn (a tenth replaced every second), the key's object restarting, every delegate
- *   restarting, half the admissions refunded by another rule, ±500 ms clock skew.
- *
- * Every figure counts the whole run from the first request (the cold start included); the first second is also
- * reported apart. Goals are issue 18's; a row whose load never reaches its rule's limit is no evidence of accuracy.
+ * Part: one hot key beyond one Durable Object, as a discrete-event SIMULATION (src/sim/cluster.ts runs the real
+ * coalescer, key's object record operations, delegate steps and core over simulated time, network and service rates).
+ * 200, 1,000 and 5,000 isolates in 9 regions (round trips 5-150 ms to the key's object, 10 ms to the region's delegate,
+ * jittered per call); every object 1 ms per call plus 0.007 ms per KB carried and written, overloaded beyond 100
+ * queued. Rules sized so the load crosses them (token_bucket 5000/s burst 1000, fixed_window 50000 per 10 s) and two
+ * shipped rules as they ship (growth-global, growth-daily). Loads 10, 1k, 5k (the limit), 10k (2x), 50k (10x) and
+ * 200k req/s for 8 s (50k: 4 s, 200k: 2 s, to keep the bench near 10 minutes on 2 cores). Scenarios at 2x the limit,
+ * 1,000 isolates (redeploy, churn and delegate restart also at 5,000): redeploy, override change, two versions 50/50
+ * for 60 s, churn, the key's object restarting, every delegate restarting, half refunded, ±500 ms clock skew.
+ * Every figure counts the whole run from the first request (cold start included; the first second also apart).
  */
 import { SHARE_TERM_MS } from "../src/protocol/share.ts";
 import type { LimiterRule } from "../src/protocol/store.ts";

@@ -1,37 +1,27 @@
 /**
  * A simulated delegate (the delegate tier's Durable Object, src/object/delegate.ts `SluiceDelegate`), for
- * bench/cluster.ts: the same steps as that shell, over the real pure delegate (src/protocol/delegate.ts) and the
- * simulated key's object (object.ts), on one server's capacity (server.ts). Per isolate batch: renew first when the
- * share needs it (`delegateNeed`, at most twice), pass the batch through to the key's object without a share, else
- * decide it from the share (`delegateCall`), renewing in the background in the last quarter of a term (`renewDue`);
- * at a window share's end, an alarm gives its unused units back. Its record is durable (`restart()` keeps it and
- * loses only the renewal in flight), as the shell writes it on every change.
+ * bench/cluster.ts: the real delegate steps (src/protocol/delegate_run.ts `DelegateRun`, which SluiceDelegate runs too)
+ * over the real pure delegate, with the simulated key's object (object.ts) as its ports and one server's capacity
+ * (server.ts). Like the shell, it keeps its record durably (written on every change), and at a window share's end an
+ * alarm gives its unused units back. `restart()` keeps the record and loses the instance: a renewal in flight is
+ * answered to nobody.
  *
  * Simulated here: the Durable Object's storage, RPC and alarm. What it decides is the real code's.
  */
-
-import {
-  adoptGrant,
-  type DelegateRecord,
-  delegateCall,
-  delegateNeed,
-  NEW_DELEGATE,
-  renewDue,
-  shareAsk,
-} from "../protocol/delegate.ts";
+import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
+import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
-import type { CallInput, CallResult, LimiterRule } from "../protocol/store.ts";
+import type { CallInput } from "../protocol/store.ts";
 import type { EventClock } from "./event_clock.ts";
 import type { ShareTransport } from "./object.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
 
 export class SimDelegate {
   readonly server: SimServer;
-  /** The durable record (written on every change). */
+  /** The durable record. */
   private record: DelegateRecord = NEW_DELEGATE;
-  /** The renewal in flight (memory: lost on a restart). */
-  private renewing: Promise<void> | null = null;
-  /** Restarts so far: a renewal answered after one went to an instance that is gone. */
+  private run: DelegateRun;
+  /** Restarts so far: an instance that is gone writes nothing. */
   private life = 0;
   private ids = 0;
   /** Share asks that failed (batches then pass through to the key's object). */
@@ -46,20 +36,44 @@ export class SimDelegate {
     private readonly key: { readonly calls: ObjectTransport; readonly shares: ShareTransport; readonly name: string },
   ) {
     this.server = new SimServer(clock, options);
+    this.run = this.instance();
   }
 
-  /** A restart (a deploy, `ctx.abort()`): the record stays, the renewal in flight is forgotten. */
+  /** A restart (a deploy, `ctx.abort()`): the record stays, the instance and its renewal in flight are gone. */
   restart(downMs: number): void {
     this.server.restart(downMs);
-    this.renewing = null;
     this.life++;
+    this.run = this.instance();
+  }
+
+  private instance(): DelegateRun {
+    const life = this.life;
+    const alive = () => this.life === life;
+    return new DelegateRun({
+      clock: () => this.clock.nowMs(),
+      newId: () => `${this.holder}-${this.ids++}`,
+      load: () => this.record,
+      save: (record) => {
+        if (alive()) this.record = record;
+      },
+      call: (_object, input) => this.key.calls.call(this.key.name, input),
+      share: (_object, ask) => this.key.shares.share(ask),
+      adopted: (record, who) => {
+        const share = record.share;
+        if (alive() && share !== null && share.kind === "window") this.alarmAt(share.endsAtMs, who);
+      },
+      failed: () => {
+        this.renewFailures++;
+      },
+    });
   }
 
   /** A transport from one isolate of this delegate's region, with this one-way delay each way. */
   transportFrom(oneWayMs: () => number): ObjectTransport {
     const bytes = (input: unknown) => () => JSON.stringify(input).length + JSON.stringify(this.record).length;
+    const who = (call: CallInput): DelegateWho => ({ object: this.key.name, holder: this.holder, rule: call.rule });
     return {
-      call: (_name, input) => this.server.serve(oneWayMs, bytes(input), () => this.check(input)),
+      call: (_name, input) => this.server.serve(oneWayMs, bytes(input), () => this.run.check(who(input), input)),
       refund: async (_name, input) => {
         const call: CallInput = {
           rule: input.rule,
@@ -67,59 +81,19 @@ export class SimDelegate {
           costs: [],
           giveBack: [{ units: input.cost, atMs: input.admittedAtMs }],
         };
-        const result = await this.server.serve(oneWayMs, bytes(call), () => this.check(call));
+        const result = await this.server.serve(oneWayMs, bytes(call), () => this.run.check(who(call), call));
         return result.refunded ?? null;
       },
     };
   }
 
-  private async check(call: CallInput): Promise<CallResult> {
-    const cost = call.costs.reduce((a, b) => a + b, 0);
-    for (let i = 0; i < 2 && delegateNeed(this.record, call.rule, call.costs, this.clock.nowMs()) === "renew"; i++) {
-      await this.renew(call.rule, false, cost);
-    }
-    const record = this.record;
-    if (record.share === null || delegateNeed(record, call.rule, call.costs, this.clock.nowMs()) === "renew") {
-      const result = await this.key.calls.call(this.key.name, call);
-      return { ...result, hot: result.hot === true };
-    }
-    if (renewDue(record, this.clock.nowMs()) && this.renewing === null) void this.renew(call.rule);
-    const out = delegateCall(record, call, this.clock.nowMs());
-    this.record = out.record;
-    return out.result;
-  }
-
-  private renew(rule: LimiterRule, release = false, pendingCost = 0): Promise<void> {
-    if (this.renewing !== null) return this.renewing;
-    const life = this.life;
-    this.renewing = (async () => {
-      const sentAtMs = this.clock.nowMs();
-      const id = `${this.holder}-s${this.ids++}`;
-      const asked = shareAsk(this.record, this.holder, rule, id, sentAtMs, release, pendingCost);
-      this.record = asked.record;
-      try {
-        const grant = await this.key.shares.share(asked.ask);
-        if (this.life !== life) return; // restarted meanwhile: the answer went to an instance that is gone
-        this.record = adoptGrant(this.record, asked.ask, grant, sentAtMs, this.clock.nowMs());
-        const share = this.record.share;
-        if (share !== null && share.kind === "window") this.alarmAt(share.endsAtMs, rule);
-      } catch {
-        this.renewFailures++;
-        if (this.life === life) this.record = { ...this.record, share: null };
-      } finally {
-        if (this.life === life) this.renewing = null;
-      }
-    })();
-    return this.renewing;
-  }
-
   /** The shell's alarm at a window share's end: give its unused units back if no call did. */
-  private alarmAt(atMs: number, rule: LimiterRule): void {
+  private alarmAt(atMs: number, who: DelegateWho): void {
     this.clock.after(Math.max(0, atMs - this.clock.nowMs()), () => {
       const share = this.record.share;
       if (share === null || share.kind !== "window" || share.unitsLeft === 0) return;
       if (this.clock.nowMs() < share.endsAtMs) return;
-      void this.renew(rule, true);
+      void this.run.renew(who, true);
     });
   }
 }
