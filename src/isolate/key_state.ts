@@ -1,0 +1,129 @@
+/**
+ * A key's state in this isolate's coalescer (coalesce_types.ts `KeyState`): made new, and the arrivals it counts per
+ * lease ttl (`see`), from which the lease to ask for is sized (`leaseAsk`). Pure functions of the state and the time.
+ */
+import { HOT_HOLD_MS } from "../protocol/share.ts";
+import type { CallInput, CallResult, CheckResult } from "../protocol/store.ts";
+import { type AskInput, AUTO_LEASE, autoLease, type DelegateRoute, type KeyState } from "./coalesce_types.ts";
+
+/** A key this isolate has not tracked yet (or forgot). */
+export function newKeyState(input: AskInput): KeyState {
+  return {
+    name: input.name,
+    transport: input.transport,
+    rule: input.rule,
+    timeoutMs: input.timeoutMs,
+    leaseSettings: input.lease ?? (autoLease(input.rule, input.lease) ? AUTO_LEASE : null),
+    autoLease: autoLease(input.rule, input.lease),
+    inFlight: false,
+    inFlightSinceMs: 0,
+    queue: [],
+    lease: null,
+    returns: [],
+    scarceUntilMs: 0,
+    scarceRetryAtMs: 0,
+    seenBucket: 0,
+    seenCurr: 0,
+    seenPrev: 0,
+    runStartMs: 0,
+    runCount: 0,
+    lastSeenMs: 0,
+    busyUntilMs: 0,
+    refunds: [],
+    refundWaiters: [],
+    returnsArmed: false,
+    returnsNotBeforeMs: 0,
+    overloadedUntilMs: 0,
+    lastGrant: null,
+    fallback: null,
+    delegate: input.delegate ?? null,
+    hotUntilMs: 0,
+    delegateDownUntilMs: 0,
+  };
+}
+
+/** Count an arrival, in buckets of the lease ttl (1 s without a lease). */
+export function see(st: KeyState, now: number): void {
+  roll(st, now);
+  if (st.seenPrev === 0 && st.seenCurr === 0) {
+    // The key was quiet here for a whole bucket: a new run of arrivals starts now.
+    st.runStartMs = now;
+    st.runCount = 0;
+  }
+  st.seenCurr++;
+  st.runCount++;
+  st.lastSeenMs = now;
+}
+
+export function roll(st: KeyState, now: number): void {
+  const bucket = Math.floor(now / (st.leaseSettings?.ttlMs ?? 1000));
+  if (bucket !== st.seenBucket) {
+    st.seenPrev = bucket === st.seenBucket + 1 ? st.seenCurr : 0;
+    st.seenCurr = 0;
+    st.seenBucket = bucket;
+  }
+}
+
+/**
+ * Arrivals this isolate sees of the key in one lease ttl: the larger of the last full bucket and this one; and in
+ * a run younger than one ttl (a key that just became hot, a cold start), once it has seen 3, its count so far
+ * extrapolated to one ttl (over at least a tenth of it), so a hot key leases within its first tenth of a ttl
+ * instead of making a call per round trip until its bucket fills.
+ */
+export function seenPerTtl(st: KeyState, now: number): number {
+  roll(st, now);
+  const seen = Math.max(st.seenPrev, st.seenCurr);
+  const ttlMs = st.leaseSettings?.ttlMs ?? 1000;
+  const elapsedMs = now - st.runStartMs;
+  if (st.runCount < 3 || elapsedMs >= ttlMs) return seen;
+  return Math.max(seen, Math.floor(((st.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
+}
+
+/** The lease to ask for with the next call, if any. */
+export function leaseAsk(st: KeyState, now: number): CallInput["lease"] {
+  const settings = st.leaseSettings;
+  if (settings === null) return null;
+  const seen = seenPerTtl(st, now);
+  // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers. A busy object (many
+  // isolates, each under `above`) asks for leases all the same.
+  const busy = now < st.busyUntilMs;
+  if (st.autoLease && !busy) return null;
+  const above = settings.above;
+  if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
+  // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease
+  // rarely runs out before its term while the key has room.
+  return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
+}
+
+/** The delegate to send the key's next call to: while the key is hot and the delegate was not failing lately. */
+export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
+  if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
+  return st.delegate;
+}
+
+/** The key's object (or delegate) said the key is hot (go to the delegate) or cold (`false`: back to the object). */
+export function noteHot(st: KeyState, hot: boolean | undefined, now: number): void {
+  if (hot === true) st.hotUntilMs = now + HOT_HOLD_MS;
+  else if (hot === false) st.hotUntilMs = 0;
+}
+
+/**
+ * Request `i`'s result from a call that answered after its budget ran out. A late call that fails is nobody's
+ * concern unless its caller looks (the gateway refunds a late admission only when the request was refused): the
+ * rejection is marked handled here, and still reaches whoever awaits the result.
+ */
+export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckResult> {
+  const result = late.then((r): CheckResult => r.results[i] ?? { ok: false, error: "invalid_cost" });
+  result.catch(() => undefined);
+  return result;
+}
+
+/** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
+export function hashString(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0 || 1;
+}
