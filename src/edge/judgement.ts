@@ -80,6 +80,7 @@ export function viewOf(app: Applicable, decision: Decision, atMs: number, after:
     windowS: policyWindowS(compiled.params, atMs),
     remaining: after?.remaining ?? decision.remaining,
     resetAfterMs: after?.resetAfterMs ?? decision.resetAfterMs,
+    cost: app.cost,
     retryAfterMs: decision.allowed ? null : decision.retryAfterMs,
     status: compiled.rule.status,
     jitterS: decision.allowed ? 0 : jitterSeconds(keyHash, compiled.rule.id, compiled.rule.retryJitterS),

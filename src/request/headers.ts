@@ -9,7 +9,8 @@
  * q/w is the long-run rate); `r` is the decision's `remaining`, `t` its `reset_after_ms` in seconds, rounded up. A
  * denial answers the denying rule's status (429 by default) with `Retry-After` in whole seconds, rounded up, plus the
  * rule's per-client jitter; when several rules deny, the longest wait wins. The RFC 9457 body carries the exact
- * `retry_after_ms` (without jitter) and the ids of every rule that denied.
+ * `retry_after_ms` (without jitter) and the ids of every rule that denied. `r` counts cost-1 requests, so a request
+ * costing more than 1 that is denied says its cost and what was left, per denying rule (`detail`, `costs`).
  */
 import { ceilDiv } from "../algorithms/arith.ts";
 import { headerWindowMs } from "../algorithms/index.ts";
@@ -27,6 +28,8 @@ export interface RuleView {
   readonly windowS: number;
   readonly remaining: number;
   readonly resetAfterMs: number;
+  /** What this request costs under the rule (`cost_by_route`, or 1). */
+  readonly cost: number;
   /** Set iff the rule denied the request. */
   readonly retryAfterMs: number | null;
   /** The rule's denial status. */
@@ -48,6 +51,8 @@ export interface QuotaProblem {
   readonly detail: string;
   readonly "violated-policies": readonly string[];
   readonly retry_after_ms: number;
+  /** Only when the request costs more than 1 under a denying rule: its cost under each denying rule. */
+  readonly costs?: Readonly<Record<string, number>>;
 }
 
 export interface LimitFields {
@@ -84,13 +89,16 @@ export function limitFields(views: readonly RuleView[]): LimitFields {
   }
   headers.push(["Retry-After", String(retryAfterS)]);
   const ids = denied.map((v) => v.ruleId);
+  const costly = denied.some((v) => v.cost > 1);
+  const why = costly ? denied.map((v) => `${v.ruleId}: this request costs ${v.cost}, ${v.remaining} left`) : ids;
   const problem: QuotaProblem = {
     type: QUOTA_EXCEEDED_TYPE,
     title: "Request cannot be satisfied as assigned quota has been exceeded",
     status: longest.status,
-    detail: `Rate limit exceeded (${ids.join(", ")}); retry in ${retryAfterMs} ms.`,
+    detail: `Rate limit exceeded (${why.join(costly ? "; " : ", ")}); retry in ${retryAfterMs} ms.`,
     "violated-policies": ids,
     retry_after_ms: retryAfterMs,
+    ...(costly ? { costs: Object.fromEntries(denied.map((v) => [v.ruleId, v.cost])) } : {}),
   };
   return { headers, denial: { status: longest.status, retryAfterS, problem } };
 }

@@ -9,6 +9,7 @@ const view = (over: Partial<RuleView>): RuleView => ({
   windowS: 2,
   remaining: 19,
   resetAfterMs: 100,
+  cost: 1,
   retryAfterMs: null,
   status: 429,
   jitterS: 0,
@@ -53,6 +54,26 @@ describe("limitFields", () => {
         "violated-policies": ["a", "b", "c"],
         retry_after_ms: 1500,
       },
+    });
+  });
+
+  it("a denial of a request costing more than 1 says what it costs and what was left, per denying rule", () => {
+    // r counts requests of cost 1: a cost-5 request denied with r=3 had no room, and the body says so.
+    const fields = limitFields([
+      view({ ruleId: "free-global", retryAfterMs: null, remaining: 15, cost: 1 }),
+      view({ ruleId: "labels-bulk", retryAfterMs: 700, remaining: 3, cost: 5 }),
+      view({ ruleId: "free-daily", retryAfterMs: 2000, remaining: 0, cost: 1 }),
+    ]);
+    expect(fields.headers.find(([n]) => n === "RateLimit")).toEqual([
+      "RateLimit",
+      `"free-global";r=15;t=1, "labels-bulk";r=3;t=1, "free-daily";r=0;t=1`,
+    ]);
+    expect(fields.denial?.problem).toMatchObject({
+      detail:
+        "Rate limit exceeded (labels-bulk: this request costs 5, 3 left; free-daily: this request costs 1, 0 left); " +
+        "retry in 2000 ms.",
+      "violated-policies": ["labels-bulk", "free-daily"],
+      costs: { "labels-bulk": 5, "free-daily": 1 },
     });
   });
 
