@@ -10,7 +10,15 @@
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
 import type { Rate } from "./params.ts";
-import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale, usedScaled } from "./shared.ts";
+import {
+  bucketLease,
+  bucketRuleSide,
+  bucketSmallerDeniedUntilMs,
+  pairLayout,
+  refillMs,
+  rescale,
+  usedScaled,
+} from "./shared.ts";
 import type { Algorithm, CheckOutcome, Decision, PackedPath } from "./types.ts";
 
 export interface GcraParams {
@@ -132,4 +140,5 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
   },
 
   packed: gcraPacked<GcraParams>(),
+  fields: pairLayout<GcraState>("tatMs", "tatFrac"),
 };

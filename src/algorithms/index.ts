@@ -16,7 +16,7 @@ import { tokenBucket } from "./token_bucket.ts";
 import type { Algorithm, Decision, Denied, FieldLayout, LeasePolicy, PackedPath, Words } from "./types.ts";
 
 export type { Rate, Window } from "./params.ts";
-export type { Decision, Denied, LeasePolicy, Words } from "./types.ts";
+export type { Decision, Denied, FieldLayout, LeasePolicy, Words } from "./types.ts";
 
 const TABLE = {
   token_bucket: tokenBucket,

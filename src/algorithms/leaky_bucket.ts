@@ -10,7 +10,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
+import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, pairLayout, refillMs, rescale } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
 export interface LeakyBucketParams {
@@ -103,4 +103,5 @@ export const leakyBucket: Algorithm<LeakyBucketParams, LeakyBucketState> = {
 
   // The same decisions and fields as GCRA (the property tests hold them to it), kept as GCRA's one number.
   packed: gcraPacked<LeakyBucketParams>(),
+  fields: pairLayout<LeakyBucketState>("levelScaled", "lastMs"),
 };

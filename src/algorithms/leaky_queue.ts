@@ -11,7 +11,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { admitted, type GcraState, refused, shiftTime } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { RATE_KEYS, readRateAndBurst, refillMs, rescale, usedScaled } from "./shared.ts";
+import { pairLayout, RATE_KEYS, readRateAndBurst, refillMs, rescale, usedScaled } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own, ParamReader } from "./types.ts";
 
 export interface LeakyQueueParams {
@@ -141,4 +141,5 @@ export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
     // The TAT moves back by cost × T: the queue slot is freed.
     refund: (params, stored, cost) => stored - cost * params.rate.perMs,
   },
+  fields: pairLayout<LeakyQueueState>("tatMs", "tatFrac"),
 };

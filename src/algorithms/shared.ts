@@ -1,7 +1,7 @@
 /** Pieces several algorithms share: the rate family's header window and cached-denial bound, carry-over scaling. */
 import { ceilDiv, gcd, MAX_SCALED } from "./arith.ts";
 import type { Rate } from "./params.ts";
-import type { Algorithm, Denied, LeasePolicy, ParamReader } from "./types.ts";
+import type { Algorithm, Denied, FieldLayout, LeasePolicy, ParamReader } from "./types.ts";
 
 interface RateLike {
   readonly tokens: number;
@@ -149,4 +149,16 @@ export function slidingExact(r: ParamReader, limit: number, windowMs: number): b
       `use a shorter window or a smaller limit (${limit} × ${windowMs} ms)`,
   );
   return false;
+}
+
+/** A state of two integer fields, `first` then `second`, as a shell's packed store keeps it (a row of two numbers). */
+export function pairLayout<S>(first: keyof S & string, second: keyof S & string): FieldLayout<unknown, S> {
+  return {
+    count: () => 2,
+    read: (_params, get) => ({ [first]: get(0), [second]: get(1) }) as S,
+    write(_params, state, set) {
+      set(0, state[first] as number);
+      set(1, state[second] as number);
+    },
+  };
 }

@@ -11,7 +11,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
-import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, refillMs, rescale } from "./shared.ts";
+import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, pairLayout, refillMs, rescale } from "./shared.ts";
 import type { Algorithm, CheckOutcome, Own } from "./types.ts";
 
 export interface TokenBucketParams {
@@ -113,4 +113,5 @@ export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
 
   // The same decisions and fields as GCRA (the property tests hold them to it), kept as GCRA's one number.
   packed: gcraPacked<TokenBucketParams>(),
+  fields: pairLayout<TokenBucketState>("tokensScaled", "lastMs"),
 };

@@ -214,7 +214,10 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
   describe(params: P, words: Words): string;
   /** A packed one-number fast path, where the state is one number. */
   readonly packed?: PackedPath<P>;
-  /** Where the state is a fixed number of integer fields (and not one number): its layout. */
+  /**
+   * Where the state is a fixed number of integer fields: its layout (a store with both prefers `packed`, one number;
+   * the replay keeps every such state as its fields, src/replay/states.ts).
+   */
   readonly fields?: FieldLayout<Own<P>, S>;
   /** Whether isolates may hold leases of a key's budget, and what the algorithm then promises. */
   readonly lease: LeasePolicy<P>;

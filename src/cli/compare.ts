@@ -28,6 +28,7 @@ import {
 import { type Io, makeParentFolder } from "./io.ts";
 import { feedAnyTrace } from "./replay_input.ts";
 import { replayOptions } from "./replay_setup.ts";
+import { FileSpill } from "./spill.ts";
 import { parseTime } from "./time_flag.ts";
 
 const HELP = `Usage: sluice compare [--rules PATH]... [--trace FILE.csv] [--rule RULE_ID]... [--svg OUT.svg]
@@ -52,8 +53,10 @@ applied to.
                    trace starts at or after 1 h, else seconds
   --title TEXT     the figure's title (default: "sluice compare: <trace file name>")
 --key naming a key that is not in the trace is a usage error, like an unknown --rule id.
-Memory: about 100 bytes per (rule, key) with live state, plus 16 bytes per admitted request inside a rule's peak
-span (BENCHMARKS.md); progress is shown on standard error when it is a terminal.
+Memory: about 25 bytes per key, 30 to 60 per (rule, key) whose state is not yet as good as fresh, and a few MB
+per rule for the admissions inside its peak span (more go to a temporary file, 20 bytes each): a day of traffic
+with 1,000,000 keys and all 11 shipped rules peaks near 400 MB (BENCHMARKS.md). Progress is shown on standard error
+when it is a terminal.
 ${EXIT_CODES}`;
 
 /** What `sluice compare` was asked to do, its flags checked and its rules chosen. */
@@ -147,21 +150,40 @@ function timeRange(cmd: CommandInfo, one: (name: string) => string | undefined):
   return range;
 }
 
-/** One pass over the trace (`spooled` stands in for standard input), the table printed, the figure written. */
+/** One pass over the trace (`spooled` stands in for standard input), after a first for the busiest key if needed. */
 async function compareTrace(
   cmd: CommandInfo,
   request: CompareRequest,
   spooled: string | null,
   io: Io,
 ): Promise<number> {
-  const { svgPath, key, range } = request;
+  const { svgPath, key } = request;
   const tracePath = request.tracePath ?? spooled ?? undefined;
-  const traceName = request.tracePath ?? "<stdin>";
   const stateKey = svgPath === undefined ? null : (key ?? (await busiestOf(tracePath, io)));
+  const spill = new FileSpill();
+  try {
+    return await replayAndReport(cmd, request, tracePath, stateKey, spill, io);
+  } finally {
+    spill.close();
+  }
+}
+
+/** The replay (the peak windows' overflow in `spill`), the table printed, the figure written. */
+async function replayAndReport(
+  cmd: CommandInfo,
+  request: CompareRequest,
+  tracePath: string | undefined,
+  stateKey: string | null,
+  spill: FileSpill,
+  io: Io,
+): Promise<number> {
+  const { svgPath, key, range } = request;
+  const traceName = request.tracePath ?? "<stdin>";
   const builder = new ComparisonBuilder(
     request.rules,
     {
       stateKey,
+      spill,
       draw: svgPath !== undefined,
       ...(range.from === undefined ? {} : { fromMs: range.from }),
       ...(range.to === undefined ? {} : { toMs: range.to }),

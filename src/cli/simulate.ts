@@ -103,7 +103,7 @@ function simulationSink(replayer: Replayer, out: BufferedWriter, skip: () => boo
   const jsonOf = (key: number) => {
     let json = keyJson.get(key);
     if (json === undefined) {
-      json = JSON.stringify(replayer.keys.names[key]);
+      json = JSON.stringify(replayer.keys.name(key));
       if (keyJson.size < 100_000) keyJson.set(key, json);
     }
     return json;

@@ -7,6 +7,7 @@
  */
 import { type AlgorithmState, levelAt } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
+import type { ChunkSpill } from "./admission_queue.ts";
 import { Replayer, type ReplayOptions, type RuleAnswer, type Verdict } from "./engine.ts";
 import { PeakWindows } from "./peak.ts";
 import type { RequestLine } from "./request_trace.ts";
@@ -15,7 +16,6 @@ import {
   type Lane,
   type LevelPoint,
   type MarkBin,
-  type Peak,
   peakSpanMs,
   type RequestOutcome,
   type TraceLine,
@@ -30,6 +30,8 @@ export interface BuildOptions {
   /** Only requests within `[fromMs, toMs]` are kept for drawing (all of them count in the statistics). */
   readonly fromMs?: number;
   readonly toMs?: number;
+  /** Where the peak windows' admissions go beyond a few megabytes per rule (the CLI gives a temporary file). */
+  readonly spill?: ChunkSpill | null;
 }
 
 /** Most mark bins (all outcomes) a lane keeps before its bins double in width. */
@@ -191,7 +193,6 @@ class LaneBuilder {
   private denied = 0;
   private delayed = 0;
   private errors = 0;
-  private peak: Peak | null = null;
   private firstDenial: { tMs: number; key: string } | null = null;
   private readonly marks = new MarkBins();
   private readonly track = new TrackBins();
@@ -201,11 +202,11 @@ class LaneBuilder {
     private readonly options: BuildOptions,
   ) {
     this.spanMs = peakSpanMs(rule);
-    this.windows = new PeakWindows(this.spanMs);
+    this.windows = new PeakWindows(this.spanMs, options.spill ?? null);
   }
 
-  /** One answer of this rule (`key` is the answer's key by name); `latestMs` the trace's latest time so far. */
-  add(tMs: number, key: string, answer: RuleAnswer, latestMs: number): void {
+  /** One answer of this rule (`key` is the answer's key by name). */
+  add(tMs: number, key: string, answer: RuleAnswer): void {
     this.requests++;
     const d = answer.decision;
     let outcome: number = ERROR;
@@ -219,7 +220,7 @@ class LaneBuilder {
       this.admitted++;
       outcome = d.delayMs > 0 ? DELAYED : ALLOWED;
       if (d.delayMs > 0) this.delayed++;
-      if (!answer.refunded) this.addAdmitted(tMs, key, answer, latestMs);
+      if (!answer.refunded) this.windows.add(answer.key, key, tMs, answer.cost);
     }
     const { draw, fromMs, toMs, stateKey } = this.options;
     if (!draw) return;
@@ -229,12 +230,6 @@ class LaneBuilder {
     if (key === stateKey) {
       this.track.add(tMs, levelAt(this.rule, answer.before, tMs), levelAt(this.rule, answer.after, tMs), answer.after);
     }
-  }
-
-  private addAdmitted(tMs: number, key: string, answer: RuleAnswer, latestMs: number): void {
-    const w = this.windows.add(answer.key, tMs, answer.cost, latestMs);
-    // Strictly more: on a tie, the span reached first in the trace stays.
-    if (this.peak === null || w.sum > this.peak.cost) this.peak = { cost: w.sum, key, startMs: w.firstMs() };
   }
 
   finish(): Lane {
@@ -247,7 +242,7 @@ class LaneBuilder {
         delayed: this.delayed,
         errors: this.errors,
         spanMs: this.spanMs,
-        peak: this.peak,
+        peak: this.windows.finish(),
         firstDenial: this.firstDenial,
       },
       marks: this.marks.list(),
@@ -281,7 +276,7 @@ export class ComparisonBuilder {
   add(tMs: number, key: string, cost: number): void {
     this.seen(tMs);
     const answers = this.replayer.keyed(tMs, key, cost);
-    for (let i = 0; i < this.lanes.length; i++) this.lanes[i]!.add(tMs, key, answers[i]!, this.lastMs!);
+    for (let i = 0; i < this.lanes.length; i++) this.lanes[i]!.add(tMs, key, answers[i]!);
   }
 
   /** One request of a request trace, replayed through the whole rule set. */
@@ -290,8 +285,8 @@ export class ComparisonBuilder {
     const { verdict, answers } = this.replayer.request(line);
     const kind = verdict.kind === "admit" && verdict.delayMs > 0 ? "delayed" : verdict.kind;
     this.verdicts.set(kind, (this.verdicts.get(kind) ?? 0) + 1);
-    const names = this.replayer.keys.names;
-    for (const a of answers) this.lanes[a.rule]!.add(line.tMs, names[a.key]!, a, this.lastMs!);
+    const { keys } = this.replayer;
+    for (const a of answers) this.lanes[a.rule]!.add(line.tMs, keys.name(a.key), a);
   }
 
   private seen(tMs: number): void {

@@ -62,7 +62,7 @@ const ADMIT: Verdict = { kind: "admit", delayMs: 0 };
 
 export class Replayer {
   readonly compiled: readonly CompiledRule[];
-  readonly keys = new KeyIndex();
+  readonly keys: KeyIndex;
   private readonly states: RuleStates[];
   private readonly place = new Map<string, number>();
   /** Per rule, the keys with an account's own parameters. */
@@ -82,10 +82,15 @@ export class Replayer {
       },
       accounts: null,
     },
+    /** The key numbering, shared by replayers that see the same keys (`plan` runs two over one trace). */
+    keys: KeyIndex = new KeyIndex(),
   ) {
+    this.keys = keys;
     this.compiled = compileRules(rules);
     this.overridden = rules.map(() => new Map());
-    this.states = this.compiled.map((c, i) => new RuleStates((key) => this.overridden[i]!.get(key) ?? c.params));
+    this.states = this.compiled.map(
+      (c, i) => new RuleStates(c.params, (key) => this.overridden[i]!.get(key) ?? c.params),
+    );
     for (const [i, r] of rules.entries()) this.place.set(r.id, i);
     this.pool = rules.map((_, i) => ({
       rule: i,
@@ -203,6 +208,11 @@ export class Replayer {
   /** States held now, over every rule (for memory reports). */
   get liveStates(): number {
     return this.states.reduce((n, s) => n + s.size, 0);
+  }
+
+  /** Bytes of the packed states and the key index (objects not counted; for memory reports). */
+  get packedBytes(): number {
+    return this.states.reduce((n, s) => n + s.packedBytes, this.keys.byteSize);
   }
 }
 

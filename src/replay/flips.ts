@@ -9,11 +9,13 @@
  * - A request trace (or an access log): every request through each whole rule set as the gateway runs it; a flip is a
  *   request the gateway answers differently, attributed to the rules that denied it (after, for allowed -> denied;
  *   before, for denied -> allowed), and to its caller (API key, else user, else address).
- * Memory: the engine's states, a record per key that flipped, a bounded histogram per rule.
+ * Memory: the engine's packed states (states.ts) and one key index for both sides, a record per key that flipped, a
+ * bounded histogram per rule.
  */
 import type { ResolvedRule } from "../rules/types.ts";
 import { fieldChanges, type RulePair } from "./deploy_plan.ts";
 import { Replayer, type ReplayOptions, type Verdict } from "./engine.ts";
+import { KeyIndex } from "./key_index.ts";
 import type { RequestLine } from "./request_trace.ts";
 
 /** Counts of answers that flip: allowed then denied, denied then allowed. */
@@ -111,9 +113,19 @@ export class ReplayBuilder {
     }));
     for (const lane of this.lanes) this.laneOf.set(lane.pair.id, lane);
     const replayed = this.lanes.filter((l) => canFlip(l.pair) && l.notReplayed === null);
+    // Both sides see the same keys: one numbering (one copy of every key) serves both.
+    const keys = new KeyIndex();
     this.keyed = {
-      before: new Replayer(replayed.flatMap((l) => (l.pair.before === null ? [] : [l.pair.before]))),
-      after: new Replayer(replayed.flatMap((l) => (l.pair.after === null ? [] : [l.pair.after]))),
+      before: new Replayer(
+        replayed.flatMap((l) => (l.pair.before === null ? [] : [l.pair.before])),
+        undefined,
+        keys,
+      ),
+      after: new Replayer(
+        replayed.flatMap((l) => (l.pair.after === null ? [] : [l.pair.after])),
+        undefined,
+        keys,
+      ),
       lanes: replayed,
     };
     const side = (s: "before" | "after") => pairs.flatMap((p) => (p[s] === null ? [] : [p[s]!]));
@@ -179,7 +191,7 @@ export class ReplayBuilder {
       mode: this.mode,
       lanes: keyed ? this.lanes.filter((l) => canFlip(l.pair)) : this.lanes.filter((l) => total(l.flips) > 0),
       requests: this.requests,
-      keys: keyed ? this.keyed.before.keys.size || this.keyed.after.keys.size : this.callers.size,
+      keys: keyed ? this.keyed.before.keys.size : this.callers.size,
       firstMs: this.firstMs,
       lastMs: this.lastMs,
       topKeys: topKeys(this.flipped, top),

@@ -1,109 +1,82 @@
 /**
- * "The most admitted in any span of the rule's length", per key, streaming: each key keeps the admitted requests of
- * its last span, and a key whose last admission is a span old holds nothing (its window is swept away). Memory: about
- * 50 bytes per (rule, key) with one admission inside its span, plus 16 bytes per further admission inside it (so a
- * day-long window holds a day's admissions of each key).
+ * "The most admitted in any span of the rule's length", per key, streaming, packed: one queue of the rule's admitted
+ * requests inside the last span (admission_queue.ts, 20 bytes each, spilled beyond a few megabytes when a spill is
+ * given) and, per key with admissions inside it, their sum (a `KeyedRows` row, about 24 bytes). An admission adds to
+ * its key's sum; one a span old leaves the queue and subtracts from it. A key's sum right after its admission at `t`
+ * is what it admitted in `(t - span, t]`; the largest such sum is the peak (the first reached, on a tie).
+ *
+ * The span runs on the trace's clock: a line earlier than one before it (a trace out of time order, which the CLI
+ * reports) counts at the latest time seen.
  */
+import { AdmissionQueue, type ChunkSpill } from "./admission_queue.ts";
+import { KeyedRows } from "./rows.ts";
+import type { Peak } from "./run.ts";
 
-/**
- * The admitted requests of one key within the last span, in time order: the first one inline (most keys have one
- * admission in a short span, and an object with two numbers is a quarter of one holding an array), the others, when
- * there are more, in one flat array `[t0, cost0, t1, cost1, ...]` from `head`.
- */
-export class SpanWindow {
-  private t = 0;
-  private c = 0;
-  sum = 0;
-  private more: number[] | null = null;
-  private head = 0;
+/** Drop the keys whose sum fell to 0 no more often than every this many new keys (and not below it). */
+const SWEEP_MIN_KEYS = 16_384;
 
-  /** Time of the first admitted request inside the span. */
-  firstMs(): number {
-    return this.more === null ? this.t : this.more[this.head]!;
-  }
-
-  lastMs(): number {
-    if (this.more !== null) return this.more[this.more.length - 2]!;
-    return this.sum === 0 ? Number.NEGATIVE_INFINITY : this.t;
-  }
-
-  /** Adds an admitted request and drops those a span or more before the latest one. */
-  add(tMs: number, cost: number, spanMs: number): void {
-    if (this.more === null) {
-      if (this.sum === 0 || tMs - this.t >= spanMs) {
-        this.t = tMs;
-        this.c = cost;
-        this.sum = cost;
-        return;
-      }
-      this.more = [this.t, this.c];
-      this.head = 0;
-    }
-    this.addToList(this.more, tMs, cost, spanMs);
-  }
-
-  private addToList(e: number[], tMs: number, cost: number, spanMs: number): void {
-    if (e[e.length - 2]! <= tMs) {
-      e.push(tMs, cost);
-    } else {
-      // A key whose clock steps back: insert in order (rare, so a linear scan is fine).
-      let i = e.length;
-      while (i > this.head && e[i - 2]! > tMs) i -= 2;
-      e.splice(i, 0, tMs, cost);
-    }
-    this.sum += cost;
-    const latest = e[e.length - 2]!;
-    while (latest - e[this.head]! >= spanMs) {
-      this.sum -= e[this.head + 1]!;
-      this.head += 2;
-    }
-    if (e.length - this.head === 2) {
-      // One left: back inline, the array dropped.
-      this.t = e[this.head]!;
-      this.c = e[this.head + 1]!;
-      this.more = null;
-    } else if (this.head > 64 && this.head * 2 > e.length) {
-      e.copyWithin(0, this.head);
-      e.length -= this.head;
-      this.head = 0;
-    }
-  }
-}
-
-const SWEEP_MIN_LIVE = 16_384;
-
-/** One rule's span windows by key number. */
 export class PeakWindows {
-  private readonly windows: (SpanWindow | undefined)[] = [];
-  private live = 0;
-  private sweepAtLive = SWEEP_MIN_LIVE;
+  private readonly sums = new KeyedRows(1);
+  private readonly queue: AdmissionQueue;
+  private clockMs = Number.NEGATIVE_INFINITY;
+  private sweepAtKeys = SWEEP_MIN_KEYS;
+  private best: { cost: number; key: string; startMs: number | null } | null = null;
+  /** The best peak's key number while its start is not known yet (it is its key's first entry in the queue). */
+  private pendingKey = -1;
 
-  constructor(private readonly spanMs: number) {}
-
-  /** Adds an admitted request of `key`; its window after it. */
-  add(key: number, tMs: number, cost: number, latestMs: number): SpanWindow {
-    while (this.windows.length < key) this.windows.push(undefined);
-    let w = this.windows[key];
-    if (w === undefined) {
-      w = new SpanWindow();
-      this.windows[key] = w;
-      this.live++;
-    }
-    w.add(tMs, cost, this.spanMs);
-    if (this.live >= this.sweepAtLive) this.sweep(latestMs);
-    return w;
+  constructor(
+    private readonly spanMs: number,
+    spill: ChunkSpill | null = null,
+    /** Chunks of admissions held in memory before the spill takes them. */
+    memoryChunks?: number,
+  ) {
+    this.queue = new AdmissionQueue(spill, memoryChunks);
   }
 
-  /** Windows whose last admission is a span or more before `latestMs` can add nothing to a later span. */
-  private sweep(latestMs: number): void {
-    const { windows } = this;
-    for (let k = 0; k < windows.length; k++) {
-      const w = windows[k];
-      if (w !== undefined && latestMs - w.lastMs() >= this.spanMs) {
-        windows[k] = undefined;
-        this.live--;
-      }
+  /** Adds an admitted request of key number `key` (named `name`) at `tMs` costing `cost`. */
+  add(key: number, name: string, tMs: number, cost: number): void {
+    const t = Math.max(tMs, this.clockMs);
+    this.clockMs = t;
+    this.evictUpTo(t - this.spanMs);
+    let slot = this.sums.find(key);
+    if (slot < 0) slot = this.sums.insert(key);
+    const sum = this.sums.get(slot, 0) + cost;
+    this.sums.set(slot, 0, sum);
+    this.queue.push(t, key, cost);
+    // Strictly more: on a tie, the span reached first in the trace stays.
+    if (this.best === null || sum > this.best.cost) {
+      // A sum of this one cost is the key's only admission inside the span: it starts there.
+      this.best = { cost: sum, key: name, startMs: sum === cost ? t : null };
+      this.pendingKey = sum === cost ? -1 : key;
     }
-    this.sweepAtLive = Math.max(SWEEP_MIN_LIVE, this.live * 2);
+    if (this.sums.size >= this.sweepAtKeys) {
+      this.sums.keepOnly((s) => this.sums.get(s, 0) > 0);
+      this.sweepAtKeys = Math.max(SWEEP_MIN_KEYS, this.sums.size * 2);
+    }
+  }
+
+  /** The peak so far; `null` when nothing was admitted. Call once, at the end (it consumes the queue). */
+  finish(): Peak | null {
+    if (this.best === null) return null;
+    while (this.pendingKey >= 0 && this.queue.length > 0) this.dropHead();
+    return { cost: this.best.cost, key: this.best.key, startMs: this.best.startMs! };
+  }
+
+  /** Admissions at or before `limitMs` leave the span. */
+  private evictUpTo(limitMs: number): void {
+    while (this.queue.length > 0 && this.queue.headTime() <= limitMs) this.dropHead();
+  }
+
+  private dropHead(): void {
+    const { queue } = this;
+    const key = queue.headKey();
+    // The best peak's key's first entry still queued was its first inside the span then.
+    if (key === this.pendingKey) {
+      this.best!.startMs = queue.headTime();
+      this.pendingKey = -1;
+    }
+    const slot = this.sums.find(key);
+    this.sums.set(slot, 0, this.sums.get(slot, 0) - queue.headCost());
+    queue.shift();
   }
 }
