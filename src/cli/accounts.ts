@@ -7,6 +7,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { systemClock } from "../isolate/time.ts";
 import { describeRule } from "../replay/run.ts";
 import { readAccount } from "../rules/account.ts";
 import { closest } from "../rules/closest.ts";
@@ -67,7 +68,7 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
 
   const loaded = loadRules(rulePaths(parsed));
   if (loaded.errors.length > 0) return inputError(io, loaded.errors);
-  const version = recordVersionOf(parsed.values.get("record-version")?.[0], Date.now());
+  const version = recordVersionOf(parsed.values.get("record-version")?.[0], systemClock());
   if (typeof version === "string") return usageError(cmd, version);
   const record = Object.keys(limits).length === 0 ? { plan, version } : { plan, limits, version };
   const reading = readAccount(record, loaded.rules, "--limit");
