@@ -1,4 +1,4 @@
-// Mutation testing of the pure core (`npm run test:mutation`; not part of `npm test`). See docs/testing.md.
+// Mutation testing of the pure core and the protocol (`npm run test:mutation`; not part of `npm test`). See docs/testing.md.
 // One file at a time is kinder to a shared machine: `npm run test:mutation -- --mutate src/algorithms/gcra.ts`.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -7,7 +7,8 @@ export default {
   testRunner: "vitest-files",
   // The core's tests and the rule-file tests (vitest.mutation.config.ts), quick tables first, fewer fast-check cases.
   vitest: { configFile: "vitest.mutation.config.ts", related: true },
-  mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts"],
+  // The pure core, and the isolate <-> object protocol's pure code (shares, batches, refunds, versions, call ids).
+  mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts", "src/protocol/**/*.ts"],
   coverageAnalysis: "perTest",
   // Two cores shared by many processes: 1 (override with --concurrency 2 on a quiet machine).
   concurrency: 1,

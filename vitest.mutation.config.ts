@@ -1,7 +1,7 @@
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-// The tests Stryker runs against mutants of src/algorithms (`npm run test:mutation`, stryker.config.mjs; see
+// The tests Stryker runs against mutants of src/algorithms and src/protocol (`npm run test:mutation`, stryker.config.mjs; see
 // docs/testing.md): the core's own tests, which hold every algorithm to everything the shells ask of it (decisions,
 // refunds, freshAtMs, carry-over, the packed path, and the shell knowledge: parameters, header window, blocked-cache
 // bound, whether denials count, peak span, describe, chart level), and the rule-file tests, which read each
@@ -21,6 +21,16 @@ const ORDER = [
   "algorithms.contract.test.ts",
   "algorithms.clock.test.ts",
   "algorithms.props.test.ts",
+  // The protocol (src/protocol): its tables, then the runs through the isolate's coalescer and the simulated object.
+  "store.test.ts",
+  "protocol.versions.test.ts",
+  "share.test.ts",
+  "tier.test.ts",
+  "shells.contract.test.ts",
+  "coalesce.test.ts",
+  "isolate_bounds.test.ts",
+  "lease.props.test.ts",
+  "share_bound.props.test.ts",
 ];
 const rank = (spec: TestSpecification) => {
   const i = ORDER.findIndex((name) => spec.moduleId.endsWith(`/${name}`));

@@ -123,20 +123,30 @@ class World {
   readonly key: SimObject;
   readonly delegates: SimDelegate[];
   readonly counted: CoalesceCounters[] = [];
+  /** When each result was decided (the key's object's or a delegate's clock). */
+  readonly decidedAt = new WeakMap<object, number>();
   isolates: Isolate[];
   private ids = 0;
 
   constructor(private readonly run: ClusterRun) {
     this.clock = new EventClock(run.t0Ms);
     this.random = mulberry32(run.seed);
-    this.key = new SimObject(this.clock, OBJECT);
+    this.key = new SimObject(this.clock, OBJECT, (_input, result) => {
+      for (const r of result.results) this.decidedAt.set(r, this.clock.nowMs());
+    });
     this.delegates = REGIONS.map(
       (region, r) =>
-        new SimDelegate(this.clock, OBJECT, `${region}.0`, {
-          calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
-          shares: this.key.shareFrom(this.jitter(REGION_RTT_MS[r]!)),
-          name: "key",
-        }),
+        new SimDelegate(
+          this.clock,
+          OBJECT,
+          `${region}.0`,
+          {
+            calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
+            shares: this.key.shareFrom(this.jitter(REGION_RTT_MS[r]!)),
+            name: "key",
+          },
+          this.decidedAt,
+        ),
     );
     this.isolates = Array.from({ length: run.isolates }, (_, i) => this.makeIsolate(i));
   }
@@ -233,7 +243,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
   });
   const eventAtMs = world.schedule();
   const arrivals = arrivalsOf(run, world.random);
-  const answers = new Answers(run.scenario === "half refunded");
+  const answers = new Answers(run.scenario === "half refunded", world.decidedAt);
   const pending: Promise<void>[] = [];
   for (const a of arrivals) {
     await clock.runUntil(a.atMs);
@@ -277,7 +287,10 @@ class Answers {
   private refundNext = false;
 
   /** `halfRefunded`: every other admission is refunded (another rule denied it). */
-  constructor(private readonly halfRefunded: boolean) {}
+  constructor(
+    private readonly halfRefunded: boolean,
+    private readonly decidedAt: WeakMap<object, number>,
+  ) {}
 
   take(answer: Asked, arrivedAtMs: number, nowMs: number): void {
     this.latencies.push(nowMs - arrivedAtMs);
@@ -299,8 +312,8 @@ class Answers {
         return;
       }
     }
-    // A decision from the object or a delegate counts at its clock; one from this isolate's lease, now.
-    this.admissions.push(answer.source === "lease" ? nowMs : r.atMs);
+    // A decision counts when it was made: by the key's object or a delegate (its clock), or from this isolate's lease.
+    this.admissions.push(answer.source === "lease" ? nowMs : (this.decidedAt.get(r) ?? r.atMs));
   }
 }
 

@@ -34,6 +34,8 @@ export class SimDelegate {
     private readonly holder: string,
     /** Its links to the key's object: batches passed through, and share asks. */
     private readonly key: { readonly calls: ObjectTransport; readonly shares: ShareTransport; readonly name: string },
+    /** When each result was decided: set for the ones this delegate decides (a window share's carry its grant's time). */
+    private readonly decidedAt: WeakMap<object, number> = new WeakMap(),
   ) {
     this.server = new SimServer(clock, options);
     this.run = this.instance();
@@ -72,8 +74,16 @@ export class SimDelegate {
   transportFrom(oneWayMs: () => number): ObjectTransport {
     const bytes = (input: unknown) => () => JSON.stringify(input).length + JSON.stringify(this.record).length;
     const who = (call: CallInput): DelegateWho => ({ object: this.key.name, holder: this.holder, rule: call.rule });
+    // A batch is answered only if the instance that took it is still alive: a restart loses its answers.
+    const check = async (call: CallInput) => {
+      const life = this.life;
+      const result = await this.run.check(who(call), call);
+      if (this.life !== life) throw Object.assign(new Error("Durable Object reset"), { durableObjectReset: true });
+      for (const r of result.results) if (!this.decidedAt.has(r)) this.decidedAt.set(r, this.clock.nowMs());
+      return result;
+    };
     return {
-      call: (_name, input) => this.server.serve(oneWayMs, bytes(input), () => this.run.check(who(input), input)),
+      call: (_name, input) => this.server.serve(oneWayMs, bytes(input), () => check(input)),
       refund: async (_name, input) => {
         const call: CallInput = {
           rule: input.rule,
@@ -81,7 +91,7 @@ export class SimDelegate {
           costs: [],
           giveBack: [{ units: input.cost, atMs: input.admittedAtMs }],
         };
-        const result = await this.server.serve(oneWayMs, bytes(call), () => this.run.check(who(call), call));
+        const result = await this.server.serve(oneWayMs, bytes(call), () => check(call));
         return result.refunded ?? null;
       },
     };
