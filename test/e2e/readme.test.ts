@@ -6,7 +6,7 @@
  * whole unit suite there instead (minutes; not part of npm test).
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -83,9 +83,11 @@ describe("the README, followed step by step in a fresh copy", () => {
             "test/unit/cli.simulate.test.ts",
             "test/unit/cli.typos.test.ts",
             "test/unit/compare.test.ts",
-            "test/unit/plan.test.ts",
+            "test/unit/deploy_plan.test.ts",
             "test/unit/docs_rules.test.ts",
           ];
+    // vitest runs nothing for a file name that matches no file (plan.test.ts was renamed once, unnoticed).
+    for (const file of suite) expect(existsSync(join(dir, file)), file).toBe(true);
     const unit = sh(`npx vitest run --config vitest.unit.config.ts ${suite.join(" ")}`);
     expect(unit.status, unit.stdout.slice(-5000)).toBe(0);
   }, 900_000);
