@@ -20,7 +20,7 @@
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { capacityOf, type Decision } from "../../src/algorithms/index.ts";
-import { handleRequest } from "../../src/edge/gateway.ts";
+import { handleRequest } from "../../src/edge/index.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";

@@ -11,7 +11,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/gateway.ts";
+import { handleRequest } from "../../src/edge/index.ts";
 import type { Env } from "../../src/edge/settings.ts";
 import { PLAN_LOOKUP_BUDGET_MS } from "../../src/isolate/account_cache.ts";
 import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";

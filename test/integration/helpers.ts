@@ -1,8 +1,8 @@
 /** Shared helpers for the Workers-runtime tests. */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { vi } from "vitest";
-import { handleRequest } from "../../src/edge/gateway.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
+import { handleRequest } from "../../src/edge/index.ts";
 import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
 import { limiterStub } from "../../src/object/names.ts";
 import { type CompiledRule, compileRules } from "../../src/request/match.ts";

@@ -7,7 +7,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/gateway.ts";
+import { handleRequest } from "../../src/edge/index.ts";
 import { settingsOf } from "../../src/edge/settings.ts";
 import { createIsolate, systemSleep } from "../../src/isolate/isolate.ts";
 import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";

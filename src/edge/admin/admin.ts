@@ -19,7 +19,7 @@ import { limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
 import { describeRule } from "../../replay/run.ts";
-import { ADMIN_PREFIX } from "../../request/admin_path.ts";
+import { ADMIN_PREFIX, adminReading, isAdminPath } from "../../request/admin_path.ts";
 import { problemResponse } from "../../request/headers.ts";
 import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
 import type { CompiledRule } from "../../request/match.ts";
@@ -68,7 +68,32 @@ function problem(status: number, title: string, detail?: string, headers: [strin
 
 const notFound = () => problem(404, "Not Found");
 
-export async function handleAdmin(
+/**
+ * The admin router: the answer to an admin path, or to another spelling of one (never forwarded: an upstream may read
+ * it as /_sluice/... too); `null` for any other request, which the gateway answers.
+ */
+export async function routeAdmin(
+  request: Request,
+  url: URL,
+  env: Env,
+  settings: Settings,
+  rules: readonly CompiledRule[],
+  isolate: Isolate,
+): Promise<Response | null> {
+  if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules, isolate);
+  if (adminReading(url.pathname)) return problemResponse(400, ADMIN_SPELLING);
+  return null;
+}
+
+const ADMIN_SPELLING = {
+  type: "about:blank",
+  title: "Bad Request",
+  status: 400,
+  detail: "This path reads as the admin API (/_sluice/...) only in another spelling; it is not forwarded.",
+  error: "admin_path_spelling",
+} as const;
+
+async function handleAdmin(
   request: Request,
   url: URL,
   env: Env,
