@@ -24,7 +24,6 @@ import { handleRequest } from "../../src/edge/index.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
-import { runtimeResumesInOwnContext } from "../../src/isolate/resume.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import type { CallInput, CallResult } from "../../src/protocol/store.ts";
 import { type CompiledRule, compileRules } from "../../src/request/match.ts";
@@ -98,15 +97,6 @@ async function flood(
 
 const delta = (before: Record<string, number>, after: Record<string, number>, name: string) =>
   after[name]! - before[name]!;
-
-describe("the runtime here", () => {
-  it("runs a promise's continuation in the context that settled it: waiting requests poll (1 ms) to resume in their own", () => {
-    // The vitest pool sets `no_handle_cross_request_promise_resolution` for its runner, so these tests exercise the
-    // polling path of resumeInOwnContext; `wrangler dev` and production resume in the request's own context by
-    // themselves, and test/e2e/hot_key.test.ts exercises that path.
-    expect(runtimeResumesInOwnContext()).toBe(false);
-  });
-});
 
 describe("through the Worker's own entry (each request in its own I/O context)", () => {
   const shipped = compileRules(RULES);
