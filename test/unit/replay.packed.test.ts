@@ -42,7 +42,9 @@ describe("KeyIndex", () => {
   it("numbers keys in order of first appearance, exactly, and gives their names back", () => {
     const keys = new KeyIndex();
     const names = ["a", "b", "", "ä", "鍵", "🔑", "a ", " a", "ab", "ba", "a".repeat(1000), "k1", "k10", "k01"];
-    names.forEach((n, i) => expect(keys.of(n)).toBe(i));
+    names.forEach((n, i) => {
+      expect(keys.of(n)).toBe(i);
+    });
     names.forEach((n, i) => {
       expect(keys.of(n)).toBe(i);
       expect(keys.find(n)).toBe(i);
@@ -112,7 +114,8 @@ describe("AdmissionQueue", () => {
       // Grow to several chunks, then drain to empty and grow again.
       const pushing = step < 3 * CHUNK || (step >= 5 * CHUNK && step < 6 * CHUNK) || random() < 0.3;
       if (pushing || model.length === 0) {
-        const entry: [number, number, number] = [(t += Math.floor(random() * 5)), step % 70_001, 1 + (step % 3)];
+        t += Math.floor(random() * 5);
+        const entry: [number, number, number] = [t, step % 70_001, 1 + (step % 3)];
         queue.push(...entry);
         model.push(entry);
       } else {
@@ -164,7 +167,10 @@ const admissionsArb = fc
   )
   .map((steps) => {
     let t = 0;
-    return steps.map((s) => ({ tMs: (t += s.gapMs), key: s.key, cost: s.cost }));
+    return steps.map((s) => {
+      t += s.gapMs;
+      return { tMs: t, key: s.key, cost: s.cost };
+    });
   });
 
 describe("PeakWindows", () => {
@@ -226,11 +232,14 @@ describe("the packed replay decides as the plain fold of decide does", () => {
   function trace(lines: number, keys: number, hot: number, seed: number, costs = [1]): TraceLine[] {
     const random = seeded(seed);
     let t = 1_764_547_200_000; // 2025-12-01, a real epoch time: states hold large numbers
-    return Array.from({ length: lines }, (_, i) => ({
-      tMs: (t += Math.floor(random() * 40)),
-      key: random() < hot ? `k${Math.floor(random() * keys)}` : `once${i}`,
-      cost: costs[Math.floor(random() * costs.length)]!,
-    }));
+    return Array.from({ length: lines }, (_, i) => {
+      t += Math.floor(random() * 40);
+      return {
+        tMs: t,
+        key: random() < hot ? `k${Math.floor(random() * keys)}` : `once${i}`,
+        cost: costs[Math.floor(random() * costs.length)]!,
+      };
+    });
   }
 
   const same = (a: Decision, b: Decision) =>
