@@ -1,4 +1,5 @@
-// Mutation testing of the pure core and the protocol (`npm run test:mutation`; not part of `npm test`). See docs/testing.md.
+// Mutation testing of the pure core (`npm run test:mutation`; not part of `npm test`). See docs/testing.md.
+// The protocol's pure code has its own run and goal: stryker.protocol.config.mjs (`npm run test:mutation:protocol`).
 // One file at a time is kinder to a shared machine: `npm run test:mutation -- --mutate src/algorithms/gcra.ts`.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -7,8 +8,7 @@ export default {
   testRunner: "vitest-files",
   // The core's tests and the rule-file tests (vitest.mutation.config.ts), quick tables first, fewer fast-check cases.
   vitest: { configFile: "vitest.mutation.config.ts", related: true },
-  // The pure core, and the isolate <-> object protocol's pure code (shares, batches, refunds, versions, call ids).
-  mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts", "src/protocol/**/*.ts"],
+  mutate: ["src/algorithms/**/*.ts", "!src/algorithms/types.ts"],
   coverageAnalysis: "perTest",
   // Two cores shared by many processes: 1 (override with --concurrency 2 on a quiet machine).
   concurrency: 1,
