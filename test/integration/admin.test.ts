@@ -5,8 +5,8 @@
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { hmacSha256Hex, sha256Hex } from "../../src/edge/hash.ts";
-import { handleRequest } from "../../src/edge/index.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import {
   bearer,

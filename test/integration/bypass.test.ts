@@ -5,8 +5,8 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { type CompiledRule, compileRules } from "../../src/request/match.ts";

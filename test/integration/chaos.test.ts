@@ -14,8 +14,8 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { capacityOf } from "../../src/algorithms/index.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
-import { handleRequest } from "../../src/edge/index.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { objectNameOf } from "../../src/object/names.ts";
 import type { CompiledRule } from "../../src/request/match.ts";

@@ -20,8 +20,8 @@
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { capacityOf, type Decision } from "../../src/algorithms/index.ts";
-import { handleRequest } from "../../src/edge/index.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";

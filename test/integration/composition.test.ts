@@ -6,7 +6,7 @@
 import { createExecutionContext, env, runInDurableObject, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { jitterSeconds, sha256Hex } from "../../src/edge/hash.ts";
-import { handleRequest } from "../../src/edge/index.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import type { LimiterRecord } from "../../src/protocol/store.ts";

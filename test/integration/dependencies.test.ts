@@ -11,8 +11,8 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { PLAN_LOOKUP_BUDGET_MS } from "../../src/isolate/account_cache.ts";
 import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
 import { bearer, freshKey, knownKey, req, rulesFrom, seedAccount, setNow, T0 } from "./helpers.ts";

@@ -11,8 +11,8 @@ import { LOGIN_CHECK_PATH } from "../../src/edge/admin/dashboard_script.ts";
 import { fleetPeriodOf, fleetView } from "../../src/edge/admin/fleet.ts";
 import { FLEET_PERIODS, fleetQueries } from "../../src/edge/admin/fleet_sql.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
-import { handleRequest } from "../../src/edge/index.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { AE_ACCOUNT_ID, AE_API_TOKEN, aeFetcher } from "../support/analytics_engine.ts";
 import { bearer, gatewayFetch, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 

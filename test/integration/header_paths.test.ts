@@ -9,7 +9,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
 import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 

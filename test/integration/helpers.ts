@@ -2,7 +2,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { vi } from "vitest";
 import { sha256Hex } from "../../src/edge/hash.ts";
-import { handleRequest } from "../../src/edge/index.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
 import { limiterStub } from "../../src/object/names.ts";
 import { type CompiledRule, compileRules } from "../../src/request/match.ts";

@@ -1,8 +1,8 @@
 /** `scope: local` through the gateway: bounded by MAX_KEYS in least-recently-used order, and refunded like any rule. */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
 import type { Env } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import { bearer, gatewayFetch, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 

@@ -6,7 +6,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
 import { changeOf, pairRules, stateFate } from "../../src/replay/deploy_plan.ts";
 import { compileRules } from "../../src/request/match.ts";

@@ -7,8 +7,8 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import type { SluiceLimiter } from "../../src/object/limiter.ts";
 import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";

@@ -7,8 +7,8 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { handleRequest } from "../../src/edge/index.ts";
 import { settingsOf } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, systemSleep } from "../../src/isolate/isolate.ts";
 import { DEFAULT_TIMEOUT_MS } from "../../src/rules/types.ts";
 import { bearer, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
