@@ -3,7 +3,7 @@
  * holder gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
-import { type AlgorithmState, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
+import { type AlgorithmState, carryOver, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import {
   directDemand,
   EMPTY_BOOK,
@@ -42,8 +42,8 @@ export function shareRecord(
   ask: ShareAsk,
   nowMs: number,
 ): { readonly record: LimiterRecord | null; readonly grant: ShareGrant } {
-  let rec = settleShares(record, nowMs);
-  const rule = ruleFor(rec, ask.rule);
+  const rule = ruleFor(record, ask.rule);
+  let rec = withVersion(settleShares(record, nowMs), rule, nowMs);
   const mine = rec?.shares?.entries.find((e) => e.holder === ask.holder);
   if (mine !== undefined && mine.askId === ask.id) return { record: rec, grant: grantOf(mine, rule, rec, nowMs) };
   if (ask.giveBack.length > 0) {
@@ -197,4 +197,24 @@ function newRecord(rule: LimiterRule, state: AlgorithmState): LimiterRecord {
     state,
     ...(version === 0 ? {} : { version }),
   };
+}
+
+/**
+ * The record under a newer rules version an ask brought (its state converted by the carry-over), so the object obeys
+ * the newest version it has seen even when the ask grants nothing. While rate shares are out, only the record's own
+ * parameters move: the direct slice's state converts at its next call.
+ */
+function withVersion(rec: LimiterRecord | null, rule: LimiterRule, nowMs: number): LimiterRecord | null {
+  if (rec === null || (rule.version ?? 0) <= (rec.version ?? 0)) return rec;
+  const fingerprint = fingerprintOf(rule.params);
+  const state =
+    fingerprint === rec.fingerprint
+      ? rec.state
+      : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyOrFull(rule, rec, nowMs));
+  return { ...rec, params: rule.params, fingerprint, state, version: rule.version ?? 0 };
+}
+
+/** A state for a record whose algorithm changed (the carry-over starts it fresh). */
+function emptyOrFull(rule: LimiterRule, _rec: LimiterRecord, nowMs: number): AlgorithmState {
+  return fullState(rule.params, nowMs);
 }
