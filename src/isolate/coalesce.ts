@@ -1,36 +1,17 @@
 /**
- * Coalesced calls and leases: how one isolate asks a key's Durable Object.
+ * Coalesced calls and leases: how one isolate asks a key's Durable Object (docs/production.md, "Hot keys").
  *
- * **Coalescing (exact).** Per (rule, key) an isolate has at most one call in flight. Requests that arrive while it is
- * in flight wait, and go together in the next call as one batch, in arrival order. The object decides the batch at
- * its own clock, request by request, exactly as if they had arrived together (store.ts, `callRecord`), and each
- * request gets its own decision. A lone request (nothing in flight) is sent at once, so at low traffic nothing changes.
- * Under a flood of N concurrent requests on one key, the object sees about two calls, not N.
- *
- * **Leases (opt-in per rule, `lease:` in its YAML).** With the rule's lease on (and this isolate seeing the key above
- * `lease.above`, when set), a call also asks for a slice of the budget: after the batch the object charges up to
- * `units` more (fewer if fewer are left) and this isolate admits later requests from that slice without a call, until
- * the slice is spent or its term ends (`ttl`, cut at the window's end for window rules). Unused units go back to the
- * object with the next call, or by a call of their own when the term ends. A term is counted from when the call was
- * *sent* (never later than the charge), so clock skew between the isolate and the object does not stretch it. What
- * this guarantees is each algorithm's `lease` entry (src/algorithms/types.ts `LeasePolicy`), tested in test/unit/lease.props.test.ts.
- *
- * **Hot keys without hand-tuning.** A `scope: global` rule of an algorithm that takes leases but has no `lease:` of its
- * own leases the key with the default ttl (1 s) while, and only while, the key's object says it is busy
- * (`CallResult.busy`): at low traffic nothing changes.
- *
- * **Refunds** (another rule denied the request) ride with the key's next call as `giveBack`, never one call each:
- * while a call is in flight, or the key is hot here (a lease, a busy object), they wait for the next call (at most
- * `RETURN_WAIT_MS`, then one call carries all of them); a cold key's refund with nothing in flight starts that call at
- * once, as a lone request would.
- *
- * **Failures.** When the object cannot decide a batch, each request is decided from what this isolate last knew, and
- * only what is left takes its rule's `on_error` (`lastKnown`): an overloaded object (or a key with `maxWaiting`
- * requests already waiting here) never admits without counting. A retry carries the same call id, so the object never
- * charges a batch twice.
- *
- * The transport, the clock and the id source are passed in: the Worker uses its Durable Object namespace and the
- * system clock; bench/cluster.ts runs this same code over a simulated network and clock.
+ * - **Coalescing (exact):** per (rule, key) at most one call in flight; requests arriving meanwhile go together in the
+ *   next call, in arrival order, and the object decides them one by one (store.ts `callRecord`). A lone request is sent
+ *   at once, so at low traffic nothing changes.
+ * - **Leases** (a rule's `lease:`, or automatic for a global rule while its object says busy): a call also asks for a
+ *   slice of the budget, admitted here without a call until spent or its term (counted from the call's send) ends;
+ *   each algorithm's `lease` entry states the bound (src/algorithms/types.ts `LeasePolicy`).
+ * - **Hot keys:** once the object answers `hot`, the key's batches go to the region's delegate (delegate tier).
+ * - **Refunds** ride with the key's next call (`giveBack`), at most `RETURN_WAIT_MS` later.
+ * - **Failures:** a batch the object cannot decide is decided from what this isolate last knew (`lastKnown`); only what
+ *   is left takes `on_error`, and an overloaded object never admits without counting. Retries keep the call id.
+ * The transport, clock and id source are passed in (the Worker's namespace, or bench/cluster.ts's simulation).
  */
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { CallInput, CallResult, LeaseAsk, RefundResult } from "../protocol/store.ts";

@@ -1,16 +1,12 @@
 /**
  * A delegate's decisions: the holder's side of the delegate tier (share.ts has the key's object's side).
  *
- * One delegate per (rule, key, region) holds a share of a hot key's budget, durably (its Durable Object stores this
- * record on every change), and decides the batches of the isolates in its region from it:
- * - a rate share: a bucket of its own under the sliced parameters (`sliceParams`), kept across renewals and converted
- *   by the algorithm's carry-over when the slice or the rule changes; a new share starts empty;
- * - a window share: units already charged in the key's record, admitted first come; the unused ones go back with the
- *   next renewal, which asks for the next term's units.
- * It renews before the term ends (`renewDue`), with the cost it was asked for over the last term (its demand), and
- * before deciding when the share has ended, is short of units it may still get, or an isolate brings a newer rules
- * version (`delegateNeed`). Without a share (the key went cold, or the object refused) its shell passes batches
- * through to the key's object unchanged.
+ * One delegate per (rule, key, region) holds a share of a hot key's budget durably and decides its region's isolates'
+ * batches from it: a rate share is a bucket of its own under the sliced parameters (`sliceParams`, a new one starts
+ * empty, converted by carry-over on a change); a window share is units already charged in the key's record, admitted
+ * first come, the unused ones given back at the next renewal. It renews before the term ends (`renewDue`) with its
+ * demand, and before deciding when the share has ended, is short, or a newer rules version arrives (`delegateNeed`).
+ * Without a share its shell passes batches through to the key's object.
  *
  * Pure: (record, input, now) → (result, record). The Durable Object (src/object/delegate.ts) and the simulator run it.
  */

@@ -1,31 +1,15 @@
 /**
- * Shares of a hot key's budget: the key's object's side of the delegate tier (docs/production.md, "Hot keys").
+ * Shares of a hot key's budget: the key's object's side of the delegate tier (docs/production.md, "Hot keys";
+ * the guarantees per algorithm are in docs/rules.md).
  *
- * A key whose object is busy is *hot*: the object answers its callers `hot: true`, and they send the key's batches to
- * their region's delegate (delegate.ts) instead. Each delegate holds a **share** granted by the key's object, renewed
- * every term (`SHARE_TERM_MS`) with its demand, and decides the isolates' batches from it. The key's object stays the
- * single writer of the key's record: the shares, their holders and their terms are in that record (`ShareBook`,
- * at most `SHARE_HOLDERS_MAX` entries).
- *
- * - **Rate algorithms** (the algorithm's `lease.kind` is `rate`): a share is `parts` of `SHARE_PARTS` of the rule's rate
- *   and burst (`sliceParams`), for one term. Nothing is charged up front: the holder decides from a bucket of its own
- *   under the sliced parameters, so what it does not use is never charged anywhere, and a holder that dies loses
- *   nothing (its rate comes back to the object when its term ends). While shares are out, the object decides direct
- *   calls from the slice no live share holds (`ShareBook.direct`). The slices add up to the rule: any span `t` admits
- *   at most `burst + rate × t` (plus one unit of burst per share, from rounding a slice's burst up to 1). A holder
- *   whose parts shrink keeps its old parts promised until its old term ends, so a regrant never overlaps its use.
- *   New and grown slices start from what they held (an empty bucket for a new one): a share never brings a burst.
- * - **Window algorithms** (`window`): a share is units of the current window, charged in the record at the grant
- *   exactly as that many requests (as a lease is), held by a durable delegate, used only in that window, and given
- *   back at the next renewal when unused. No window ever admits more than its limit.
- * - Parts and units go by demand (Doorman's fair share): each ask reports the cost the holder was asked for over its
- *   last term, the object counts its own direct calls' cost the same way (from the calls it remembers), and a holder
- *   gets its demand's proportion of the whole (rate) or of what is left in the window (window).
- * - The key goes cold again when the demand over all holders and direct calls falls below `HOT_EXIT_PER_S` and the
- *   object is not busy: the grant then says `hot: false`, the holder lets its share go and its callers return.
- *
- * Every function here is pure (record, input, now) → (result, record); the Durable Object (src/object/limiter.ts) and
- * the simulated object (src/sim) are shells around them.
+ * A busy key's object answers `hot: true`; callers then send the key's batches to their region's delegate
+ * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
+ * shares are in its record (`ShareBook`, at most `SHARE_HOLDERS_MAX` holders).
+ * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`), never charged up
+ *   front; direct calls are decided from the slice no live share holds; new slices start empty.
+ * - **Window algorithms:** units of the current window, charged at the grant, given back unused at the next renewal.
+ * - Parts and units go by demand (a fair share); the key goes cold below `HOT_EXIT_PER_S` when not busy.
+ * Pure functions (record, input, now) → (result, record); src/object/limiter.ts and src/sim are shells around them.
  */
 import {
   type AlgorithmParams,

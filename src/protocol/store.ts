@@ -1,252 +1,30 @@
-// long-file: the record and every operation on it (checks, refunds, batches, leases, versions), one pure protocol.
 /**
- * What a limiter keeps per (rule, key), and the two operations on it, as pure functions of (record, input, now).
- * The Durable Object (exact, persisted) and the in-isolate store (`scope: local`, approximate) are shells around
- * these, and both run the same pure core as the simulator.
- *
- * Rule changes across a redeploy: the record remembers the parameters its state was made under, and the rules version
- * they came from. When a request arrives with other parameters of a version at least as new, `carryOver` converts the
- * state (tokens capped at the new burst, counts kept in an unchanged window, ...) or discards it (another algorithm,
- * another window); see docs/rules.md, "Changing a rule's
- * parameters". A request from an older version (an isolate the deploy or an
- * override change has not reached yet) is decided under the record's newer parameters (`ruleFor`): two versions
- * serving at once never thrash the state between two fingerprints.
+ * One call to a key's object, as pure functions of (record, input, now): a batch of requests decided in arrival order,
+ * an id so that a retry is never charged twice, the busy mark, and a lease. The record and its single operations
+ * (check, refund, peek, versions) are record.ts, re-exported here for the shells.
  */
-import {
-  type AlgorithmState,
-  capacityOf,
-  carryOver,
-  type Decision,
-  decide,
-  fingerprintOf,
-  freshAtMs,
-  leasePolicy,
-  leaseRefillOver,
-  leaseTermMs,
-  refund,
-} from "../algorithms/index.ts";
+import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 
-/** The stored record: the state and the parameters it was made under. */
-export interface LimiterRecord {
-  /** Record format version. */
-  readonly v: 1;
-  readonly params: AlgorithmParams;
-  /** `JSON.stringify(params)`: compared to detect a rule change. */
-  readonly fingerprint: string;
-  readonly state: AlgorithmState;
-  /** The rules version `params` came from (`LimiterRule.version`); absent: 0. */
-  readonly version?: number;
-  /** Calls applied in the last `CALL_MEMORY_MS` (at most `CALL_MEMORY_MAX`), so a retried call is not charged twice. */
-  readonly calls?: readonly AppliedCall[];
-  /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget (`callRecord`). */
-  readonly leaseAsks?: LeaseAsks;
-  /** The shares granted to delegates, and the direct slice's state while rate shares are out (share.ts). */
-  readonly shares?: ShareBook;
-}
+import {
+  type AppliedCall,
+  CALL_MEMORY_MS,
+  type CheckResult,
+  checkRecord,
+  type LeaseAsks,
+  type LimiterRecord,
+  type LimiterRule,
+  peekRecord,
+  type RefundResult,
+  refundRecord,
+  ruleFor,
+} from "./record.ts";
 
-/**
- * The shares of a hot key's budget its object granted (src/protocol/share.ts owns every operation on it). Bounded:
- * at most `SHARE_HOLDERS_MAX` entries (a few hundred bytes each at most).
- */
-export interface ShareBook {
-  readonly entries: readonly ShareEntry[];
-  /**
-   * While rate shares are out: the slice of the rate the object decides direct calls from (`parts` of `SHARE_PARTS`,
-   * what no live share holds) and its state under those parameters; the record's own `state` then waits unused.
-   */
-  readonly direct?: { readonly parts: number; readonly state: AlgorithmState | null };
-  /** The key is hot until then (object clock), ms: callers are told to go to their region's delegate. */
-  readonly hotUntilMs: number;
-}
-
-/** One holder's share, as the key's object remembers it. */
-export interface ShareEntry {
-  /** The holder: a delegate's region and shard (`weur.0`), never a key. */
-  readonly holder: string;
-  /** Rate share: parts of `SHARE_PARTS` of the rule's rate and burst. 0 for a window share. */
-  readonly parts: number;
-  /** Window share: units charged at `atMs` for it. 0 for a rate share. */
-  readonly units: number;
-  /** The object's clock at the grant, ms. */
-  readonly atMs: number;
-  /** When the share ends at the latest (object clock), ms: the grant time plus its term. */
-  readonly endsAtMs: number;
-  /** The holder's previous parts, still promised until `prevEndsAtMs` (the holder uses them until it hears). */
-  readonly prevParts: number;
-  readonly prevEndsAtMs: number;
-  /** Cost the holder was asked for over its last term: its demand. */
-  readonly demand: number;
-  /** The ask this grant answered (a retried ask is answered again, not granted twice). */
-  readonly askId: string;
-}
-
-/** Lease units asked in the current and the previous bucket of one ttl (`bucket` = floor(now / ttl)). */
-export interface LeaseAsks {
-  readonly ttlMs: number;
-  readonly bucket: number;
-  readonly curr: number;
-  readonly prev: number;
-}
-
-/** The rule as the limiter sees it: its id (for messages) and its algorithm parameters. */
-export interface LimiterRule {
-  readonly id: string;
-  readonly params: AlgorithmParams;
-  /**
-   * The rules version the parameters come from: the build's `RULES_VERSION`, or an account record's own for an
-   * override (src/request/match.ts `compileOverride`). Monotonic; absent: 0.
-   */
-  readonly version?: number;
-}
-
-/**
- * The rule a call is decided under: its own, unless the record was made under a newer rules version, whose parameters
- * then decide it (the object obeys the newest version it has seen). Equal versions: the call's own (an unversioned
- * caller, or a redeploy of the same version, behaves as before versions).
- */
-export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): LimiterRule {
-  if (record === null || (rule.version ?? 0) >= (record.version ?? 0)) return rule;
-  return { id: rule.id, params: record.params, version: record.version ?? 0 };
-}
-
-export interface CheckInput {
-  readonly rule: LimiterRule;
-  /** Integer >= 1. */
-  readonly cost: number;
-}
-
-export type CheckResult =
-  | {
-      readonly ok: true;
-      readonly decision: Decision;
-      /** The limiter's clock at the decision, ms: pass it back to `refund`. */
-      readonly atMs: number;
-    }
-  | { readonly ok: false; readonly error: "cost_exceeds_capacity" | "invalid_cost" };
-
-export interface RefundInput {
-  readonly rule: LimiterRule;
-  readonly cost: number;
-  /** `atMs` of the admitting check. */
-  readonly admittedAtMs: number;
-}
-
-/** What the key looks like after a refund, for the RateLimit header: `null` when there was nothing to refund. */
-export type RefundResult = { readonly remaining: number; readonly resetAfterMs: number } | null;
-
-/** The state to decide on: the stored one, carried over to the current parameters, or `null` (fresh). */
-function currentState(record: LimiterRecord | null, params: AlgorithmParams, fingerprint: string, nowMs: number) {
-  if (record === null) return null;
-  if (record.fingerprint === fingerprint) return record.state;
-  return carryOver(record.params, params, record.state, nowMs);
-}
-
-/** Decide one request. `record` is the new record to store, or the very same object when nothing changed. */
-export function checkRecord(
-  record: LimiterRecord | null,
-  input: CheckInput,
-  nowMs: number,
-): { readonly result: CheckResult; readonly record: LimiterRecord | null } {
-  const rule = ruleFor(record, input.rule);
-  const { params } = rule;
-  const fingerprint = fingerprintOf(params);
-  const state = currentState(record, params, fingerprint, nowMs);
-  const out = decide(params, state, input.cost, nowMs);
-  if (!out.ok) return { result: out, record };
-  const result: CheckResult = { ok: true, decision: out.decision, atMs: nowMs };
-  const version = rule.version ?? 0;
-  const unchanged =
-    record !== null &&
-    record.fingerprint === fingerprint &&
-    out.state === record.state &&
-    version === (record.version ?? 0);
-  if (unchanged) return { result, record };
-  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state, ...(version === 0 ? {} : { version }) };
-  return { result, record: record === null ? next : keepBookkeeping(record, next) };
-}
-
-/** A new record with the old one's call ids, lease asks and shares (which are not algorithm state). */
-function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
-  if (old.calls === undefined && old.leaseAsks === undefined && old.shares === undefined) return next;
-  return {
-    ...next,
-    ...(old.calls === undefined ? {} : { calls: old.calls }),
-    ...(old.leaseAsks === undefined ? {} : { leaseAsks: old.leaseAsks }),
-    ...(old.shares === undefined ? {} : { shares: old.shares }),
-  };
-}
-
-/**
- * Give back an admitted request's cost. A refund names units charged under the rule as its caller had it; a record
- * made under other parameters since (a deploy, an override change) takes them back in its own terms: its state is
- * that charge converted by the algorithm's carry-over, and a unit is one request under either rule, so nothing a caller
- * gives back is dropped (the algorithm's `refund` never gives back more than the state holds).
- */
-export function refundRecord(
-  record: LimiterRecord | null,
-  input: RefundInput,
-  nowMs: number,
-): { readonly result: RefundResult; readonly record: LimiterRecord | null } {
-  if (record === null) return { result: null, record };
-  const { params } = record;
-  const state = refund(params, record.state, input.cost, input.admittedAtMs);
-  // Peek with a cost-1 check whose new state is thrown away: n cost-1 requests fit iff the first does and n-1 follow.
-  const peek = decide(params, state, 1, nowMs);
-  const remaining = peek.ok && peek.decision.allowed ? peek.decision.remaining + 1 : 0;
-  const freshAt = freshAtMs(params, state);
-  const resetAfterMs = Math.max(0, freshAt - nowMs);
-  // A refund that leaves the key as good as fresh (an emptied log) drops the record: there is nothing to keep, and no
-  // alarm to arm for a time that has already passed.
-  return { result: { remaining, resetAfterMs }, record: freshAt <= nowMs ? null : { ...record, state } };
-}
-
-/** What a key looks like now, for a cost-1 request, without charging it (the admin API's state). */
-export interface PeekResult {
-  /** Largest n such that n cost-1 requests now would all be admitted. */
-  readonly remaining: number;
-  /** Until the key is as good as fresh, ms (0 when it already is). */
-  readonly resetAfterMs: number;
-  /** When a cost-1 request would be denied now: how long until it is admitted, ms; else `null`. */
-  readonly retryAfterMs: number | null;
-  /** The limiter's clock, ms. */
-  readonly atMs: number;
-}
-
-/** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away. */
-export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
-  const { params } = ruleFor(record, rule);
-  const state = currentState(record, params, fingerprintOf(params), nowMs);
-  return peekState(params, state, nowMs);
-}
-
-/** `peekRecord` on a bare state (also used for `scope: local`). */
-export function peekState(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): PeekResult {
-  const out = decide(params, state, 1, nowMs);
-  const resetAfterMs = state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
-  if (!out.ok) return { remaining: 0, resetAfterMs, retryAfterMs: null, atMs: nowMs };
-  const d = out.decision;
-  return {
-    remaining: d.allowed ? d.remaining + 1 : 0,
-    resetAfterMs,
-    retryAfterMs: d.allowed ? null : d.retryAfterMs,
-    atMs: nowMs,
-  };
-}
-
-/** When the record is as good as no record, ms: its state is fresh and it remembers no recent call. */
-export function recordFreshAtMs(record: LimiterRecord): number {
-  const lastCallMs = record.calls?.at(-1)?.atMs;
-  const fresh = freshAtMs(record.params, record.state);
-  return lastCallMs === undefined ? fresh : Math.max(fresh, lastCallMs + CALL_MEMORY_MS);
-}
-
+export * from "./record.ts";
 // ---------------------------------------------------------------------------------------------------------------------
 // One call: a batch of requests decided in arrival order, an id so a retry is never charged twice, and a lease.
 
-/** How long the object remembers a call id, ms: far longer than any retry (which follows within one `timeout_ms`). */
-export const CALL_MEMORY_MS = 60_000;
 /** Calls per second for one key beyond which its object tells isolates it is busy (`CallResult.busy`). */
 export const BUSY_CALLS_PER_S = 100;
 
@@ -257,21 +35,6 @@ export const BUSY_CALLS_PER_S = 100;
  * The object stores each remembered call on its own (limiter.ts), so a call writes one entry, not the list.
  */
 export const CALL_MEMORY_MAX = 128;
-
-/** A call the object applied, as it remembers it (compactly: one character per request). */
-export interface AppliedCall {
-  readonly id: string;
-  /** The object's clock when it applied the call, ms. */
-  readonly atMs: number;
-  /** Per request in order: `1` admitted, `0` denied, `e` an error value. */
-  readonly verdicts: string;
-  /** Per request, the admitted ones' shaping delays, ms; absent when all are 0. */
-  readonly delaysMs?: readonly number[];
-  /** Units of the lease it granted (0 for none). */
-  readonly leaseUnits: number;
-  /** The lease's term, ms. */
-  readonly leaseForMs: number;
-}
 
 /**
  * A window rule's lease takes at most a quarter of its limit (`LEASE_MAX_SHARE_DIVISOR`, src/rules/lease.ts), so no
