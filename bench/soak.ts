@@ -47,7 +47,7 @@ const USAGE =
   "  --concurrency C  closed-loop clients (default 32)\n" +
   "  --timeout-ms T   the server's LIMITER_TIMEOUT_MS (default 5000)\n" +
   "  --seed S         seed of the request generator (default 1)\n" +
-  "  --addresses N    client addresses the per-address routes come from (default 100; see below)\n" +
+  "  --addresses N    client addresses the per-address routes come from (default 50; see below)\n" +
   "  --keep           keep the temp copy and its state and server log\n" +
   "  --publish        write the committed bench/results/soak.json and BENCHMARKS.md (default: under bench/out/)\n";
 
@@ -58,7 +58,7 @@ function options(argv: readonly string[]) {
   let timeoutMs = 5_000;
   let seed = 1;
   let keep = false;
-  let addresses = 100;
+  let addresses = 50;
   const number = (flag: string, value: string | undefined, integer: boolean): number => {
     const n = Number(value);
     if (value === undefined || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
@@ -134,8 +134,8 @@ const ADDRESSES = 50_000;
 /**
  * The addresses that send the routes a global rule counts per address (logins, public pages): a bounded set, so the
  * Durable Objects are a bounded population that the warm-up sweep creates (see "The server's memory" below). About
- * 1,400 objects plus 6 per address: 100 addresses (the default) keep the live objects under what one local workerd
- * process holds. Its SQLite heap is capped at 512 MiB for the whole process, and at about 2,750 live objects it
+ * 1,400 objects plus 6 per address: 50 addresses (the default) keep the live objects under what one local workerd
+ * process holds (with 100, a fast warm-up still hit it once). Its SQLite heap is capped at 512 MiB for the whole process, and at about 2,750 live objects it
  * answers SQLITE_NOMEM with no Sluice code at all (bench/object_limit.ts, BENCHMARKS.md section 9b). `--addresses 1000`
  * (7,400 objects) shows that limit.
  */
