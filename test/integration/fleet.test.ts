@@ -175,7 +175,13 @@ describe("acting on a denial row and a key's account", () => {
     const key = "sk_with_override_for_admin";
     await env.ACCOUNTS.put(
       await sha256Hex(key),
-      JSON.stringify({ plan: "growth", limits: { "growth-global": { rate: "250/s", burst: 500 } } }),
+      // Versioned, as `sluice accounts` writes it: the version is stamped on the key's other rules too, which are
+      // not overrides and must not be listed as such.
+      JSON.stringify({
+        plan: "growth",
+        limits: { "growth-global": { rate: "250/s", burst: 500 } },
+        version: 9_000_000_000_000,
+      }),
     );
     const r = await call("GET", `/_sluice/account?key=${key}`);
     expect(r.status).toBe(200);

@@ -190,6 +190,10 @@ describe("per-account overrides", () => {
     const plain = freshKey();
     await putAccount(plain, { plan: "growth" });
     expect(await state(plain)).toMatchObject({ quota: 3, override: false, remaining: 3 });
+    // A versioned record without an override of this rule (its version is stamped on the rule): still the rule's own.
+    const versioned = freshKey();
+    await putAccount(versioned, { plan: "growth", version: 9_000_000_000_000 });
+    expect(await state(versioned)).toMatchObject({ quota: 3, override: false, remaining: 3 });
   });
 });
 

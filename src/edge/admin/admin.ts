@@ -192,7 +192,9 @@ async function keyRoute(
     const accountHash = rawKey !== null ? await sha256Hex(rawKey) : settings.keyHashSecret === null ? keyHash : null;
     const applied = await limitFor(env, settings, isolate, rules, compiled, accountHash);
     // `override`: the key's account has its own limit for this rule (a per-account override), and it applies.
-    const limit = { quota: applied.capacity, override: applied !== compiled };
+    // A versioned record stamps its version on the key's other rules too (account_cache.ts): only other parameters
+    // make an override.
+    const limit = { quota: applied.capacity, override: applied.params !== compiled.params };
     return await stateOrReset(route, env, settings, isolate, applied, keyHash, { ...base, ...limit });
   } catch (error) {
     logEvent("error", { event: "admin_failed", rule: rule.id, key: keyHash, error: messageOf(error) });
@@ -256,10 +258,12 @@ async function accountRoute(
     found: account !== null,
     plan: account?.plan ?? settings.defaultPlan,
     // Each override as the rule it makes for this account: the rule with the account's own parameters.
-    overrides: [...(account?.overrides.values() ?? [])].map((o) => {
-      const applied = { ...o.rule, ...o.params } as ResolvedRule;
-      return { ...applied, limits: describeRule(applied) };
-    }),
+    overrides: [...(account?.overrides.values() ?? [])]
+      .filter((o) => rules.find((c) => c.rule.id === o.rule.id)?.params !== o.params)
+      .map((o) => {
+        const applied = { ...o.rule, ...o.params } as ResolvedRule;
+        return { ...applied, limits: describeRule(applied) };
+      }),
   });
 }
 
