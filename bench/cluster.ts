@@ -104,14 +104,16 @@ async function row(ruleId: string, isolates: number, loadPerS: number, scenario:
   return r;
 }
 
-const rows: ClusterRow[] = [];
+/** One row to run: rule, isolates, load, scenario. */
+type Spec = readonly [string, number, number, Scenario];
+const specs: Spec[] = [];
 for (const isolates of SIZES) {
   for (const loadPerS of LOADS) {
-    for (const ruleId of ["hot-rate", "hot-window"]) rows.push(await row(ruleId, isolates, loadPerS, "steady"));
+    for (const ruleId of ["hot-rate", "hot-window"]) specs.push([ruleId, isolates, loadPerS, "steady"]);
   }
 }
 for (const loadPerS of QUICK ? [10, 10_000] : [10, 1_000, 10_000]) {
-  for (const ruleId of ["growth-global", "growth-daily"]) rows.push(await row(ruleId, 1_000, loadPerS, "steady"));
+  for (const ruleId of ["growth-global", "growth-daily"]) specs.push([ruleId, 1_000, loadPerS, "steady"]);
 }
 const SCENARIOS: Scenario[] = [
   "redeploy",
@@ -128,11 +130,39 @@ const AT_5000: Scenario[] = ["redeploy", "churn", "delegate restart"];
 for (const isolates of QUICK ? [1_000] : [1_000, 5_000]) {
   for (const scenario of SCENARIOS) {
     if (isolates !== 1_000 && !AT_5000.includes(scenario)) continue;
-    for (const ruleId of ["hot-rate", "hot-window"]) rows.push(await row(ruleId, isolates, 10_000, scenario));
+    for (const ruleId of ["hot-rate", "hot-window"]) specs.push([ruleId, isolates, 10_000, scenario]);
   }
 }
 
-const command = `npm run bench -- --only cluster${QUICK ? " --quick" : ""}`;
+/**
+ * `--rows hot-rate/5000/10000/steady,hot-window/1000/10000/delegate-restart`: only the rows whose
+ * rule/isolates/load/scenario (spaces in a scenario written as `-`) starts with one of the comma-separated prefixes.
+ */
+const rowsAt = process.argv.indexOf("--rows");
+const filters =
+  rowsAt >= 0
+    ? (process.argv[rowsAt + 1] ?? "")
+        .split(",")
+        .map((f) => f.trim().replace(/ /g, "-"))
+        .filter((f) => f !== "")
+    : [];
+const specLabel = ([rule, isolates, load, scenario]: Spec) =>
+  `${rule}/${isolates}/${load}/${scenario.replace(/ /g, "-")}`;
+const chosen = filters.length === 0 ? specs : specs.filter((s) => filters.some((f) => specLabel(s).startsWith(f)));
+if (rowsAt >= 0 && chosen.length === 0) {
+  process.stderr.write(`cluster: no row matches --rows; rows:\n${specs.map(specLabel).join("\n")}\n`);
+  process.exit(2);
+}
+const rows: ClusterRow[] = [];
+for (const spec of chosen) {
+  const r = await row(...spec);
+  rows.push(r);
+  if (filters.length > 0) process.stdout.write(`${specLabel(spec)} ${JSON.stringify(r)}\n`);
+}
+
+const command = `npm run bench -- --only cluster${QUICK ? " --quick" : ""}${
+  filters.length > 0 ? ` --rows ${filters.join(",")}` : ""
+}`;
 const data = {
   sizes: SIZES,
   loads: LOADS,

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,binding,coalesce,accuracy,simulator,compare,cluster]`:
+// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,binding,coalesce,accuracy,simulator,compare,cluster]`
+// [-- --rows hot-rate/5000/10000/steady,...] (the cluster part: only rows whose rule/isolates/load/scenario starts so):
 // run the benchmarks in bench/, each in a process of its own, and write their results and a report from them:
 // by default to bench/out/ (results/<name>.json, BENCHMARKS.md; ignored by git); with --publish to the committed
 // bench/results/<name>.json and BENCHMARKS.md (a full run only: --quick figures are never published).
@@ -15,7 +16,16 @@ if (quick && publish) {
   process.stderr.write("bench: --quick figures are not published; run the full benchmark with --publish\n");
   process.exit(2);
 }
-const flags = [...(quick ? ["--quick"] : []), ...(publish ? ["--publish"] : [])];
+const rowsAt = args.indexOf("--rows");
+if (rowsAt >= 0 && publish) {
+  process.stderr.write("bench: --rows runs part of the cluster table; it is never published\n");
+  process.exit(2);
+}
+const flags = [
+  ...(quick ? ["--quick"] : []),
+  ...(publish ? ["--publish"] : []),
+  ...(rowsAt >= 0 ? ["--rows", args[rowsAt + 1] ?? ""] : []),
+];
 const onlyAt = args.indexOf("--only");
 const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "binding", "coalesce", "cluster"];
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? "").split(",") : all;
