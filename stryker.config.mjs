@@ -1,6 +1,7 @@
-// Mutation testing of the pure core (`npm run test:mutation`; not part of `npm test`). See docs/testing.md.
-// The protocol's pure code has its own run and goal: stryker.protocol.config.mjs (`npm run test:mutation:protocol`).
-// One file at a time is kinder to a shared machine: `npm run test:mutation -- --mutate src/algorithms/gcra.ts`.
+// Mutation testing of the pure core (`npm run test:mutation:core`; not part of `npm test`). See docs/testing.md.
+// The protocol's pure code has its own run and goal: stryker.protocol.config.mjs (`npm run test:mutation:protocol`);
+// `npm run test:mutation` runs both. One file at a time is kinder to a shared machine:
+// `npm run test:mutation:core -- --mutate src/algorithms/gcra.ts`.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   // Stryker's vitest runner, but a test file that fails to load counts as a failed test (scripts/stryker-vitest-files.mjs).
@@ -15,7 +16,7 @@ export default {
   // A mutant that loops forever (a loop bound flipped) is stopped after its tests' normal time × 1.5 + this many ms.
   timeoutMS: 10_000,
   reporters: ["clear-text", "progress", "html", "json"],
-  // `npm run test:mutation -- --incremental` retests only mutants whose code or tests changed since the last run.
+  // `npm run test:mutation:core -- --incremental` retests only mutants whose code or tests changed since the last run.
   incrementalFile: "reports/stryker-incremental.json",
   htmlReporter: { fileName: "reports/mutation/index.html" },
   jsonReporter: { fileName: "reports/mutation/mutation.json" },

@@ -1,13 +1,13 @@
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-// The tests Stryker runs against mutants of src/algorithms and src/protocol (`npm run test:mutation`, stryker.config.mjs; see
+// The tests Stryker runs against mutants of src/algorithms (`npm run test:mutation:core`, stryker.config.mjs; see
 // docs/testing.md): the core's own tests, which hold every algorithm to everything the shells ask of it (decisions,
 // refunds, freshAtMs, carry-over, the packed path, and the shell knowledge: parameters, header window, blocked-cache
 // bound, whether denials count, peak span, describe, chart level), and the rule-file tests, which read each
 // algorithm's parameters through its ParamSpec. The worker, viz and CLI tests call the same functions, but add
 // nothing the core tests miss and cost seconds per mutant (a mutant that emptied `peakSpanMs` made a chart loop
-// forever there, a timeout per mutant).
+// forever there, a timeout per mutant). The protocol's run has its own set (vitest.mutation.protocol.config.ts).
 //
 // The order matters: Stryker stops at the first failing test, so the quick exact tables run first and the
 // fast-check properties last; and each property tries a fraction of its cases (test/support/runs.ts).
@@ -21,16 +21,6 @@ const ORDER = [
   "algorithms.contract.test.ts",
   "algorithms.clock.test.ts",
   "algorithms.props.test.ts",
-  // The protocol (src/protocol): its tables, then the runs through the isolate's coalescer and the simulated object.
-  "store.test.ts",
-  "protocol.versions.test.ts",
-  "share.test.ts",
-  "tier.test.ts",
-  "shells.contract.test.ts",
-  "coalesce.test.ts",
-  "isolate_bounds.test.ts",
-  "lease.props.test.ts",
-  "share_bound.props.test.ts",
 ];
 const rank = (spec: TestSpecification) => {
   const i = ORDER.findIndex((name) => spec.moduleId.endsWith(`/${name}`));
