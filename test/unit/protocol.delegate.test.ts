@@ -1,0 +1,359 @@
+/**
+ * Exact tables for a delegate's pure decisions (src/protocol/delegate.ts): when it must renew, its demand, the ask it
+ * sends and what it gives back, how it adopts a grant, and how it decides a batch from its share (refunds, window
+ * units, rate slices, retried calls, the call memory).
+ */
+import { describe, expect, it } from "vitest";
+import { sliceParams } from "../../src/algorithms/index.ts";
+import {
+  adoptGrant,
+  DELEGATE_CALL_MEMORY,
+  type DelegateRecord,
+  delegateCall,
+  delegateIdle,
+  delegateNeed,
+  demandPerTerm,
+  type HeldShare,
+  NEW_DELEGATE,
+  renewDue,
+  shareAsk,
+} from "../../src/protocol/delegate.ts";
+import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import type { AppliedCall, CallInput, CheckResult, LimiterRule } from "../../src/protocol/store.ts";
+import { fixedWindow, tokenBucket } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const B0 = T0 / SHARE_TERM_MS;
+const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 2 };
+const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), version: 2 };
+const half = sliceParams(rate.params, 500, SHARE_PARTS)!;
+
+const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
+  kind: "window",
+  rule: win,
+  parts: 0,
+  state: null,
+  units: 10,
+  unitsLeft: 4,
+  short: false,
+  atMs: T0 - 7,
+  endsAtMs: T0 + 1000,
+  renewAtMs: T0 + 750,
+  ...over,
+});
+const rateShare = (over: Partial<HeldShare> = {}): HeldShare => ({
+  kind: "rate",
+  rule: rate,
+  parts: 500,
+  state: emptyState(half, T0),
+  units: 0,
+  unitsLeft: 0,
+  short: false,
+  atMs: T0,
+  endsAtMs: T0 + 1000,
+  renewAtMs: T0 + 750,
+  ...over,
+});
+const withShare = (share: HeldShare | null, over: Partial<DelegateRecord> = {}): DelegateRecord => ({
+  ...NEW_DELEGATE,
+  share,
+  ...over,
+});
+const batch = (rule: LimiterRule, costs: number[], over: Partial<CallInput> = {}): CallInput => ({
+  rule,
+  id: "b1",
+  costs,
+  ...over,
+});
+const brief = (r: CheckResult) => (r.ok ? `${r.decision.allowed ? "+" : "-"}${r.decision.remaining}` : r.error);
+
+describe("delegateNeed", () => {
+  it("renews without a share, at its end, and for a newer rules version", () => {
+    expect(delegateNeed(NEW_DELEGATE, win, [1], T0)).toBe("renew");
+    expect(delegateNeed(withShare(windowShare()), win, [1], T0 + 999)).toBe("ready");
+    expect(delegateNeed(withShare(windowShare()), win, [1], T0 + 1000)).toBe("renew");
+    expect(delegateNeed(withShare(windowShare()), { ...win, version: 3 }, [1], T0)).toBe("renew");
+    expect(delegateNeed(withShare(windowShare()), { ...win, version: 1 }, [1], T0)).toBe("ready");
+    const unversioned = windowShare({ rule: { id: "w", params: win.params } });
+    expect(delegateNeed(withShare(unversioned), { id: "w", params: win.params }, [1], T0)).toBe("ready");
+    expect(delegateNeed(withShare(unversioned), { ...win, version: 1 }, [1], T0)).toBe("renew");
+  });
+
+  it("renews a window share short of a batch's cost, unless the window was spent at the grant", () => {
+    expect(delegateNeed(withShare(windowShare()), win, [2, 2], T0)).toBe("ready");
+    expect(delegateNeed(withShare(windowShare()), win, [2, 3], T0)).toBe("renew");
+    expect(delegateNeed(withShare(windowShare({ short: true })), win, [2, 3], T0)).toBe("ready");
+    expect(delegateNeed(withShare(rateShare()), rate, [5000], T0)).toBe("ready");
+  });
+});
+
+describe("demand and renewDue", () => {
+  const demand = { bucket: B0, curr: 5, prev: 8 };
+
+  it("is the larger of this term's and the last one's, rolled to now", () => {
+    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(8);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 999)).toBe(8);
+    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(9);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 1000)).toBe(5);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 2000)).toBe(0);
+  });
+
+  it("renews in the background from the renewal time, only with demand", () => {
+    expect(renewDue(withShare(null, { demand }), T0 + 900)).toBe(false);
+    expect(renewDue(withShare(windowShare(), { demand }), T0 + 749)).toBe(false);
+    expect(renewDue(withShare(windowShare(), { demand }), T0 + 750)).toBe(true);
+    expect(renewDue(withShare(windowShare(), { demand: { bucket: B0, curr: 0, prev: 0 } }), T0 + 750)).toBe(false);
+  });
+});
+
+describe("shareAsk", () => {
+  it("asks for the demand and a margin of twice its square root, plus one", () => {
+    const ask = (curr: number) =>
+      shareAsk(withShare(null, { demand: { bucket: B0, curr, prev: 0 } }), "weur.0", win, "a1", T0).ask;
+    expect(ask(0)).toEqual({ rule: win, holder: "weur.0", id: "a1", demand: 0, units: 1, giveBack: [] });
+    expect(ask(9).units).toBe(9 + 6 + 1);
+    expect(ask(10).units).toBe(10 + 8 + 1);
+    // The batch waiting for the ask counts when it is more.
+    expect(shareAsk(NEW_DELEGATE, "weur.0", win, "a1", T0, false, 4).ask).toMatchObject({ demand: 4, units: 9 });
+    const more = withShare(null, { demand: { bucket: B0, curr: 6, prev: 0 } });
+    expect(shareAsk(more, "weur.0", win, "a1", T0, false, 4).ask.demand).toBe(6);
+  });
+
+  it("gives a window share's unused units back with earlier returns, and keeps the share without them", () => {
+    const earlier = [{ units: 2, atMs: 5 }];
+    const record = withShare(windowShare(), { giveBack: earlier });
+    const out = shareAsk(record, "weur.0", win, "a1", T0);
+    expect(out.ask.giveBack).toEqual([
+      { units: 2, atMs: 5 },
+      { units: 4, atMs: T0 - 7 },
+    ]);
+    expect(out.record).toEqual({ ...record, share: windowShare({ unitsLeft: 0 }), giveBack: [] });
+    expect(record.giveBack).toEqual(earlier);
+    const spent = shareAsk(withShare(windowShare({ unitsLeft: 0 })), "weur.0", win, "a1", T0);
+    expect(spent.ask.giveBack).toEqual([]);
+    const rated = withShare(rateShare());
+    expect(shareAsk(rated, "weur.0", rate, "a1", T0).record.share).toBe(rated.share);
+  });
+
+  it("asks under the newest rules version it knows, and lets go with nothing asked", () => {
+    const newer = windowShare({ rule: { ...win, version: 3 } });
+    expect(shareAsk(withShare(newer), "weur.0", win, "a1", T0).ask.rule.version).toBe(3);
+    expect(shareAsk(withShare(windowShare()), "weur.0", { ...win, version: 4 }, "a", T0).ask.rule.version).toBe(4);
+    const same = windowShare({ rule: { id: "old", params: win.params, version: 2 } });
+    expect(shareAsk(withShare(same), "weur.0", win, "a1", T0).ask.rule).toBe(win);
+    const released = shareAsk(withShare(null, { demand: { bucket: B0, curr: 9, prev: 0 } }), "x", win, "a", T0, true);
+    expect(released.ask).toEqual({ rule: win, holder: "x", id: "a", demand: 9, units: 0, giveBack: [], release: true });
+  });
+});
+
+describe("adoptGrant", () => {
+  const ask: ShareAsk = { rule: win, holder: "weur.0", id: "a1", demand: 5, units: 7, giveBack: [] };
+  const grant = (over: Partial<ShareGrant>): ShareGrant => ({
+    atMs: T0 + 3,
+    kind: "window",
+    parts: 0,
+    units: 3,
+    remaining: 0,
+    termMs: 1001,
+    rule: win,
+    hot: true,
+    ...over,
+  });
+
+  it("holds window units from the ask's send for the term, renewing in its last quarter", () => {
+    const got = adoptGrant(NEW_DELEGATE, ask, grant({}), T0 - 10, T0);
+    expect(got).toEqual({
+      ...NEW_DELEGATE,
+      share: {
+        kind: "window",
+        rule: win,
+        parts: 0,
+        state: null,
+        units: 3,
+        unitsLeft: 3,
+        short: true,
+        atMs: T0 + 3,
+        endsAtMs: T0 + 991,
+        renewAtMs: T0 + 991 - 250,
+      },
+      hot: true,
+    });
+    expect(adoptGrant(NEW_DELEGATE, ask, grant({ remaining: 1 }), T0, T0).share?.short).toBe(false);
+    expect(adoptGrant(NEW_DELEGATE, ask, grant({ units: 7 }), T0, T0).share?.short).toBe(false);
+    expect(adoptGrant(NEW_DELEGATE, ask, grant({ units: 8 }), T0, T0).share?.short).toBe(false);
+  });
+
+  it("holds no share for a grant of none, keeping what it has to give back", () => {
+    const record = withShare(windowShare(), { giveBack: [{ units: 1, atMs: 2 }] });
+    expect(adoptGrant(record, ask, grant({ kind: "none", hot: false }), T0, T0)).toEqual({
+      ...record,
+      share: null,
+      hot: false,
+    });
+  });
+
+  it("starts a new rate slice empty, and carries an old slice's tokens over to new parts", () => {
+    const fresh = adoptGrant(NEW_DELEGATE, ask, grant({ kind: "rate", parts: 500, units: 0, rule: rate }), T0, T0);
+    expect(fresh.share).toMatchObject({ kind: "rate", parts: 500, units: 0, unitsLeft: 0, short: false });
+    expect(fresh.share?.state).toEqual(emptyState(half, T0));
+    // 100 ms later the half slice holds 50 tokens; a quarter slice (1 token per 4 ms, burst 250) keeps the 50.
+    const old = withShare(rateShare());
+    const moved = adoptGrant(old, ask, grant({ kind: "rate", parts: 250, units: 0, rule: rate }), T0, T0 + 100);
+    expect(moved.share?.state).toEqual({ tokensScaled: 50 * 4, lastMs: T0 + 100 });
+    // From a window share (no slice), or no parts: empty, or none.
+    const fromWindow = adoptGrant(
+      withShare(windowShare()),
+      ask,
+      grant({ kind: "rate", parts: 500, rule: rate }),
+      T0,
+      T0,
+    );
+    expect(fromWindow.share?.state).toEqual(emptyState(half, T0));
+    const noParts = adoptGrant(old, ask, grant({ kind: "rate", parts: 0, rule: rate }), T0, T0);
+    expect(noParts.share).toMatchObject({ kind: "rate", parts: 0, state: null });
+    const fromNone = adoptGrant(
+      withShare(rateShare({ parts: 0, state: null })),
+      ask,
+      grant({ kind: "rate", parts: 500, rule: rate }),
+      T0,
+      T0 + 5,
+    );
+    expect(fromNone.share?.state).toEqual(emptyState(half, T0 + 5));
+  });
+});
+
+describe("delegateCall", () => {
+  it("decides a window batch in order from its units, counting the demand", () => {
+    const out = delegateCall(withShare(windowShare()), batch(win, [1, 0, 2, 2, 101]), T0 + 400);
+    expect(out.result.results.map(brief)).toEqual(["+3", "invalid_cost", "+1", "-0", "cost_exceeds_capacity"]);
+    expect(out.result.results[0]).toEqual({
+      ok: true,
+      atMs: T0 - 7,
+      decision: { allowed: true, remaining: 3, resetAfterMs: 600, retryAfterMs: null, delayMs: 0 },
+    });
+    expect(out.result.results[3]).toEqual({
+      ok: true,
+      atMs: T0 + 400,
+      decision: { allowed: false, remaining: 0, resetAfterMs: 600, retryAfterMs: 600, delayMs: 0 },
+    });
+    expect(out.result).toMatchObject({ atMs: T0 + 400, lease: null, replayed: false, hot: true });
+    expect(out.record.share?.unitsLeft).toBe(1);
+    expect(out.record.demand).toEqual({ bucket: B0, curr: 1 + 2 + 2 + 101, prev: 0 });
+    expect(out.record.calls).toEqual([{ id: "b1", atMs: T0 + 400, verdicts: "1e10e", leaseUnits: 0, leaseForMs: 0 }]);
+    const cold = delegateCall(withShare(windowShare(), { hot: false }), batch(win, [1]), T0);
+    expect(cold.result.hot).toBe(false);
+  });
+
+  it("adds the demand to this term's and rolls the previous one", () => {
+    const record = withShare(windowShare(), { demand: { bucket: B0 - 1, curr: 7, prev: 3 } });
+    expect(delegateCall(record, batch(win, [1, 1.5, -2]), T0).record.demand).toEqual({ bucket: B0, curr: 1, prev: 7 });
+  });
+
+  it("refuses without a share or after its end, waiting at least a ms", () => {
+    const none = delegateCall(NEW_DELEGATE, batch(win, [1]), T0);
+    expect(none.result.results[0]).toEqual({
+      ok: true,
+      atMs: T0,
+      decision: { allowed: false, remaining: 0, resetAfterMs: 1, retryAfterMs: 1, delayMs: 0 },
+    });
+    const ended = delegateCall(withShare(windowShare()), batch(win, [1]), T0 + 1000);
+    expect(ended.result.results.map(brief)).toEqual(["-0"]);
+    expect(ended.record.share?.unitsLeft).toBe(4);
+  });
+
+  it("decides a rate batch from its slice's bucket", () => {
+    const share = rateShare();
+    const out = delegateCall(withShare(share), batch(rate, [1, 5, 501]), T0 + 10);
+    // 10 ms of 500/s: 5 tokens (1 per 2 ms, so scaled by 2).
+    expect(out.result.results.map(brief)).toEqual(["+4", "-4", "-0"]);
+    expect(out.result.results[0]).toMatchObject({ ok: true, atMs: T0 + 10 });
+    expect(out.record.share?.state).toEqual({ tokensScaled: 4 * 2, lastMs: T0 + 10 });
+    const noParts = delegateCall(withShare(rateShare({ parts: 0, state: null })), batch(rate, [1]), T0 + 10);
+    expect(noParts.result.results.map(brief)).toEqual(["-0"]);
+    const noState = delegateCall(withShare(rateShare({ state: null })), batch(rate, [1]), T0 + 10);
+    expect(noState.result.results.map(brief)).toEqual(["-0"]);
+  });
+
+  it("takes its own window units back while the share lasts, capped at what it was granted", () => {
+    const share = windowShare();
+    const back = (units: number, atMs = share.atMs) => ({ units, atMs });
+    const out = delegateCall(withShare(share), batch(win, [], { giveBack: [back(3), back(0), back(1.5)] }), T0);
+    expect(out.record.share?.unitsLeft).toBe(7);
+    expect(out.record.giveBack).toEqual([]);
+    const capped = delegateCall(withShare(share), batch(win, [], { giveBack: [back(9)] }), T0);
+    expect(capped.record.share?.unitsLeft).toBe(10);
+    // Another grant's units, or after the share's end: kept to give back to the key's object.
+    const other = delegateCall(withShare(share), batch(win, [], { giveBack: [back(2, 5)] }), T0);
+    expect(other.record).toMatchObject({ giveBack: [back(2, 5)], share: { unitsLeft: 4 } });
+    const late = delegateCall(withShare(share), batch(win, [], { giveBack: [back(2)] }), T0 + 1000);
+    expect(late.record.giveBack).toEqual([back(2)]);
+    const none = delegateCall(NEW_DELEGATE, batch(win, [], { giveBack: [back(2)] }), T0);
+    expect(none.record.giveBack).toEqual([back(2)]);
+  });
+
+  it("takes a refund into its rate slice, and passes it on without a slice", () => {
+    const spent = delegateCall(withShare(rateShare()), batch(rate, [5]), T0 + 10).record;
+    const back = { units: 2, atMs: T0 + 10 };
+    const out = delegateCall(spent, batch(rate, [], { id: "b2", giveBack: [back] }), T0 + 10);
+    expect(out.record.share?.state).toEqual({ tokensScaled: 2 * 2, lastMs: T0 + 10 });
+    expect(out.record.giveBack).toEqual([]);
+    const noSlice = delegateCall(withShare(rateShare({ state: null })), batch(rate, [], { giveBack: [back] }), T0);
+    expect(noSlice.record.giveBack).toEqual([back]);
+  });
+
+  it("answers a retried call as remembered, the same record back", () => {
+    const first = delegateCall(withShare(windowShare()), batch(win, [2, 3, 0]), T0 + 400);
+    const again = delegateCall(first.record, batch(win, [2, 3, 0, 1, 101]), T0 + 500);
+    expect(again.record).toBe(first.record);
+    expect(again.result).toEqual({
+      atMs: T0 + 500,
+      lease: null,
+      replayed: true,
+      hot: true,
+      results: [
+        {
+          ok: true,
+          atMs: T0 + 400,
+          decision: { allowed: true, remaining: 0, resetAfterMs: 500, retryAfterMs: null, delayMs: 0 },
+        },
+        {
+          ok: true,
+          atMs: T0 + 400,
+          decision: { allowed: false, remaining: 0, resetAfterMs: 500, retryAfterMs: 500, delayMs: 0 },
+        },
+        { ok: false, error: "invalid_cost" },
+        { ok: false, error: "invalid_cost" },
+        { ok: false, error: "cost_exceeds_capacity" },
+      ],
+    });
+    const noShare = delegateCall({ ...first.record, share: null, hot: false }, batch(win, [2]), T0 + 500);
+    expect(noShare.result.results[0]).toMatchObject({ decision: { resetAfterMs: 1 } });
+    expect(noShare.result.hot).toBe(false);
+    const ended = delegateCall(first.record, batch(win, [2, 3]), T0 + 5000);
+    expect(ended.result.results[1]).toMatchObject({ decision: { resetAfterMs: 1, retryAfterMs: 1 } });
+  });
+
+  it(`remembers the last ${DELEGATE_CALL_MEMORY} calls`, () => {
+    const calls: AppliedCall[] = Array.from({ length: DELEGATE_CALL_MEMORY }, (_, i) => ({
+      id: `c${i}`,
+      atMs: T0,
+      verdicts: "1",
+      leaseUnits: 0,
+      leaseForMs: 0,
+    }));
+    const out = delegateCall(withShare(windowShare(), { calls }), batch(win, [1]), T0);
+    expect(out.record.calls.map((c) => c.id)).toEqual([...calls.slice(1).map((c) => c.id), "b1"]);
+    const fewer = delegateCall(withShare(windowShare(), { calls: calls.slice(2) }), batch(win, [1]), T0);
+    expect(fewer.record.calls).toHaveLength(DELEGATE_CALL_MEMORY - 1);
+  });
+});
+
+describe("delegateIdle", () => {
+  it("is idle with no live share and nothing to give back", () => {
+    expect(delegateIdle(NEW_DELEGATE, T0)).toBe(true);
+    expect(delegateIdle(withShare(windowShare()), T0 + 999)).toBe(false);
+    expect(delegateIdle(withShare(windowShare()), T0 + 1000)).toBe(true);
+    expect(delegateIdle(withShare(null, { giveBack: [{ units: 1, atMs: 1 }] }), T0)).toBe(false);
+    expect(delegateIdle(withShare(windowShare(), { giveBack: [{ units: 1, atMs: 1 }] }), T0 + 1000)).toBe(false);
+  });
+});

@@ -1,0 +1,199 @@
+/**
+ * A delegate's steps (src/protocol/delegate_run.ts) with scripted ports: when it renews (first, at most twice, in the
+ * background in the last quarter of a term, one renewal at a time), what it asks, what it saves and when, and when it
+ * passes a batch through to the key's object.
+ */
+import { describe, expect, it } from "vitest";
+import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
+import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
+import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import { fixedWindow } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const rule: LimiterRule = { id: "w", params: fixedWindow(100, 10_000), version: 1 };
+const who: DelegateWho = { object: "w:key", holder: "weur.0", rule };
+const windowGrant = (units: number, over: Partial<ShareGrant> = {}): ShareGrant => ({
+  atMs: T0 + 3,
+  kind: "window",
+  parts: 0,
+  units,
+  remaining: 50,
+  termMs: 1000,
+  rule,
+  hot: true,
+  ...over,
+});
+const NONE: ShareGrant = { ...windowGrant(0), kind: "none", remaining: 0, termMs: 0, hot: false };
+const passed: CallResult = { atMs: T0 + 9, results: [], lease: null, replayed: false };
+
+/** Ports over a stored record and a scripted key's object; every step is written down. */
+function harness(grants: (ShareGrant | Error | Promise<ShareGrant>)[], direct: CallResult = passed) {
+  let now = T0;
+  let stored: DelegateRecord = NEW_DELEGATE;
+  let ids = 0;
+  const asks: ShareAsk[] = [];
+  const saves: DelegateRecord[] = [];
+  const calls: { object: string; input: CallInput }[] = [];
+  const log: string[] = [];
+  const ports: DelegatePorts = {
+    clock: () => now,
+    newId: () => `ask${ids++}`,
+    load: () => stored,
+    save: (record) => {
+      stored = record;
+      saves.push(record);
+    },
+    call: (object, input) => {
+      calls.push({ object, input });
+      return Promise.resolve(direct);
+    },
+    share: (object, ask) => {
+      expect(object).toBe("w:key");
+      asks.push(ask);
+      const next = grants.shift();
+      if (next === undefined) return Promise.reject(new Error("no grant scripted"));
+      if (next instanceof Error) return Promise.reject(next);
+      return Promise.resolve(next);
+    },
+    adopted: (record, w) => {
+      log.push(`adopted ${record.share?.units ?? "none"} for ${w.holder}`);
+    },
+    failed: (message) => {
+      log.push(`failed: ${message}`);
+    },
+  };
+  return {
+    run: new DelegateRun(ports),
+    ports,
+    asks,
+    saves,
+    calls,
+    log,
+    stored: () => stored,
+    at: (ms: number) => {
+      now = T0 + ms;
+    },
+  };
+}
+const batch = (costs: number[], id = "b1"): CallInput => ({ rule, id, costs });
+
+describe("DelegateRun.check", () => {
+  it("renews first, asking for the waiting batch's cost, then decides from the share", async () => {
+    const h = harness([windowGrant(5)]);
+    const out = await h.run.check(who, batch([1, 2]));
+    expect(h.asks).toEqual([{ rule, holder: "weur.0", id: "ask0", demand: 3, units: 3 + 2 * 2 + 1, giveBack: [] }]);
+    expect(out.results.map((r) => r.ok && [r.decision.allowed, r.decision.remaining])).toEqual([
+      [true, 4],
+      [true, 2],
+    ]);
+    expect(out.hot).toBe(true);
+    expect(h.calls).toEqual([]);
+    expect(h.log).toEqual(["adopted 5 for weur.0"]);
+    expect(h.stored().share).toMatchObject({ kind: "window", units: 5, unitsLeft: 2, endsAtMs: T0 + 1000 });
+  });
+
+  it("renews at most twice, then passes the batch through (hot as the object says, false when it does not)", async () => {
+    const h = harness([NONE, NONE, NONE]);
+    const out = await h.run.check(who, batch([1]));
+    expect(h.asks).toHaveLength(2);
+    expect(h.calls).toEqual([{ object: "w:key", input: batch([1]) }]);
+    expect(out).toEqual({ ...passed, hot: false });
+    const hot = harness([NONE, NONE], { ...passed, hot: true });
+    expect(await hot.run.check(who, batch([1]))).toEqual({ ...passed, hot: true });
+  });
+
+  it("renews a second time when the first grant is short of the batch, and decides once it is not", async () => {
+    const h = harness([windowGrant(1), windowGrant(4)]);
+    const out = await h.run.check(who, batch([3]));
+    expect(h.asks.map((a) => a.id)).toEqual(["ask0", "ask1"]);
+    // The first grant's unused unit went back with the second ask.
+    expect(h.asks[1]?.giveBack).toEqual([{ units: 1, atMs: T0 + 3 }]);
+    expect(out.results[0]).toMatchObject({ ok: true, decision: { allowed: true, remaining: 1 } });
+  });
+
+  it("passes the batch through when the share is still short after two renewals", async () => {
+    const h = harness([windowGrant(1), windowGrant(2), windowGrant(9)]);
+    await h.run.check(who, batch([3]));
+    expect(h.asks).toHaveLength(2);
+    expect(h.calls).toHaveLength(1);
+  });
+
+  it("a failed renewal leaves no share and says why; the batch goes to the key's object", async () => {
+    const h = harness([new Error("object down"), windowGrant(3)]);
+    const out = await h.run.check(who, batch([1]));
+    expect(h.log).toEqual(["failed: object down", "adopted 3 for weur.0"]);
+    expect(out.results[0]).toMatchObject({ ok: true, decision: { allowed: true, remaining: 2 } });
+    const down = harness([new Error("one"), new Error("two")]);
+    expect(await down.run.check(who, batch([1]))).toEqual({ ...passed, hot: false });
+    expect(down.log).toEqual(["failed: one", "failed: two"]);
+    expect(down.stored().share).toBeNull();
+  });
+
+  it("decides from a live share without asking, and renews in the background in the term's last quarter", async () => {
+    const h = harness([windowGrant(10), windowGrant(10, { atMs: T0 + 800 })]);
+    await h.run.check(who, batch([1]));
+    h.at(749);
+    await h.run.check(who, batch([1], "b2"));
+    expect(h.asks).toHaveLength(1);
+    h.at(750);
+    const out = await h.run.check(who, batch([1], "b3"));
+    expect(out.results[0]).toMatchObject({ ok: true, atMs: T0 + 3, decision: { allowed: true, remaining: 7 } });
+    // The background renewal was started after the batch was saved: its ask gives the 7 unused units back.
+    expect(h.asks).toHaveLength(2);
+    expect(h.asks[1]).toMatchObject({ id: "ask1", demand: 3, giveBack: [{ units: 7, atMs: T0 + 3 }] });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(h.stored().share).toMatchObject({ unitsLeft: 10, atMs: T0 + 800, endsAtMs: T0 + 1750 });
+  });
+});
+
+describe("DelegateRun.renew", () => {
+  it("runs one renewal at a time: a second asker waits for the first", async () => {
+    let answer: (g: ShareGrant) => void = () => {};
+    const h = harness([new Promise<ShareGrant>((r) => (answer = r))]);
+    const first = h.run.renew(who);
+    const second = h.run.renew(who);
+    expect(second).toBe(first);
+    answer(windowGrant(2));
+    await first;
+    expect(h.asks).toHaveLength(1);
+    expect(h.stored().share?.units).toBe(2);
+    // Once it is done, the next renewal asks again.
+    const h2 = harness([windowGrant(2), windowGrant(3)]);
+    await h2.run.renew(who);
+    await h2.run.renew(who);
+    expect(h2.asks).toHaveLength(2);
+  });
+
+  it("lets a share go: asks for nothing, says release, and saves what it gave back before the answer", async () => {
+    const h = harness([windowGrant(4), NONE]);
+    await h.run.renew(who);
+    expect(h.asks[0]).toEqual({ rule, holder: "weur.0", id: "ask0", demand: 0, units: 1, giveBack: [] });
+    h.saves.length = 0;
+    await h.run.renew(who, true);
+    expect(h.asks[1]).toEqual({
+      rule,
+      holder: "weur.0",
+      id: "ask1",
+      demand: 0,
+      units: 0,
+      giveBack: [{ units: 4, atMs: T0 + 3 }],
+      release: true,
+    });
+    expect(h.saves[0]?.share).toMatchObject({ unitsLeft: 0 });
+    expect(h.saves[0]?.giveBack).toEqual([]);
+    expect(h.saves[1]).toMatchObject({ share: null, hot: false });
+  });
+
+  it("works without the optional hooks", async () => {
+    const h = harness([new Error("x")]);
+    const { adopted: _a, failed: _f, ...bare } = h.ports;
+    const run = new DelegateRun(bare);
+    await run.renew(who);
+    expect(h.stored().share).toBeNull();
+    const ok = harness([windowGrant(2)]);
+    const { adopted: _a2, failed: _f2, ...bare2 } = ok.ports;
+    await new DelegateRun(bare2).renew(who);
+    expect(ok.stored().share?.units).toBe(2);
+  });
+});
