@@ -1,0 +1,230 @@
+/**
+ * Exact tables for a key's state in an isolate's coalescer (src/isolate/key_state.ts): a new key, the arrivals it
+ * counts per lease ttl, the lease it asks for, whether it goes to its delegate, a late call's result, the spread seed.
+ */
+import { describe, expect, it } from "vitest";
+import { type AskInput, AUTO_LEASE, type DelegateRoute, type KeyState } from "../../src/isolate/coalesce_types.ts";
+import {
+  delegateFor,
+  hashString,
+  lateResult,
+  leaseAsk,
+  newKeyState,
+  noteHot,
+  roll,
+  see,
+  seenPerTtl,
+} from "../../src/isolate/key_state.ts";
+import type { ObjectTransport } from "../../src/protocol/object_call.ts";
+import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
+import type { CallResult } from "../../src/protocol/store.ts";
+import type { LeaseSettings } from "../../src/rules/types.ts";
+import { fixedWindow, rate, slidingLog, tokenBucket } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const transport: ObjectTransport = {
+  call: () => Promise.reject(new Error("unused")),
+  refund: () => Promise.resolve(null),
+};
+const route: DelegateRoute = { transport, name: "k@weur.0" };
+const input = (over: Partial<AskInput> = {}): AskInput => ({
+  transport,
+  name: "r:key",
+  rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+  cost: 1,
+  timeoutMs: 250,
+  lease: null,
+  ...over,
+});
+const keyWith = (lease: LeaseSettings | null, over: Partial<AskInput> = {}): KeyState =>
+  newKeyState(input({ lease, ...over }));
+
+describe("newKeyState", () => {
+  it("takes the rule's lease, or the automatic one for an algorithm that leases", () => {
+    const auto = newKeyState(input());
+    expect(auto).toMatchObject({
+      name: "r:key",
+      timeoutMs: 250,
+      leaseSettings: AUTO_LEASE,
+      autoLease: true,
+      inFlight: false,
+      lease: null,
+      delegate: null,
+      hotUntilMs: 0,
+      scarceUntilMs: 0,
+      seenBucket: 0,
+      seenCurr: 0,
+      seenPrev: 0,
+      runCount: 0,
+      busyUntilMs: 0,
+      fallback: null,
+      lastGrant: null,
+    });
+    expect(auto.queue).toEqual([]);
+    expect(auto.returns).toEqual([]);
+    const own = { ttlMs: 500, units: 3, above: null };
+    expect(newKeyState(input({ lease: own }))).toMatchObject({ leaseSettings: own, autoLease: false });
+    const none = newKeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }));
+    expect(none).toMatchObject({ leaseSettings: null, autoLease: false });
+    expect(newKeyState(input({ delegate: route })).delegate).toBe(route);
+    expect(AUTO_LEASE).toEqual({ ttlMs: 1000, units: null, above: null });
+  });
+});
+
+describe("arrivals per ttl", () => {
+  it("counts arrivals per bucket of the ttl, the previous bucket kept for one bucket", () => {
+    const st = keyWith({ ttlMs: 500, units: null, above: null });
+    see(st, T0);
+    see(st, T0 + 499);
+    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500, 2, 0]);
+    see(st, T0 + 500);
+    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500 + 1, 1, 2]);
+    roll(st, T0 + 1500);
+    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500 + 3, 0, 0]);
+    roll(st, T0 + 1999);
+    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500 + 3, 0, 0]);
+    expect(st.lastSeenMs).toBe(T0 + 500);
+  });
+
+  it("counts in 1 s buckets without a lease", () => {
+    const st = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
+    see(st, T0 + 999);
+    see(st, T0 + 1000);
+    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 1000 + 1, 1, 1]);
+  });
+
+  it("starts a run after a quiet bucket, and extrapolates a young run from its third arrival", () => {
+    const st = keyWith({ ttlMs: 1000, units: null, above: null });
+    see(st, T0 + 100);
+    see(st, T0 + 150);
+    expect([st.runStartMs, st.runCount]).toEqual([T0 + 100, 2]);
+    expect(seenPerTtl(st, T0 + 200)).toBe(2);
+    see(st, T0 + 200);
+    // 3 arrivals in 100 ms (at least a tenth of the ttl): (3 - 1) × 1000 / 100.
+    expect(seenPerTtl(st, T0 + 200)).toBe(20);
+    expect(seenPerTtl(st, T0 + 150)).toBe(20);
+    expect(seenPerTtl(st, T0 + 600)).toBe(4);
+    // A run a whole ttl old: what was seen.
+    expect(seenPerTtl(st, T0 + 1100)).toBe(3);
+    see(st, T0 + 1100);
+    expect(st.runStartMs).toBe(T0 + 100);
+    // A whole bucket quiet (none in the last and none in this one): a new run.
+    see(st, T0 + 3000);
+    expect([st.runStartMs, st.runCount, st.seenCurr, st.seenPrev]).toEqual([T0 + 3000, 1, 1, 0]);
+  });
+
+  it("keeps the run going while the last bucket saw the key", () => {
+    const st = keyWith({ ttlMs: 1000, units: null, above: null });
+    see(st, T0 + 900);
+    see(st, T0 + 1900);
+    expect([st.runStartMs, st.runCount]).toEqual([T0 + 900, 2]);
+  });
+});
+
+describe("leaseAsk", () => {
+  const fill = (st: KeyState, n: number, atMs: number) => {
+    for (let i = 0; i < n; i++) see(st, atMs);
+  };
+
+  it("asks for what it saw in one ttl with a margin, or the rule's units", () => {
+    const st = keyWith({ ttlMs: 1000, units: null, above: null });
+    expect(leaseAsk(st, T0)).toEqual({ units: 1, ttlMs: 1000 });
+    fill(st, 9, T0 - 2000);
+    expect(leaseAsk(st, T0 - 1000)).toEqual({ units: 9 + 6 + 1, ttlMs: 1000 });
+    const fixed = keyWith({ ttlMs: 300, units: 7, above: null });
+    fill(fixed, 50, T0);
+    expect(leaseAsk(fixed, T0 + 1)).toEqual({ units: 7, ttlMs: 300 });
+  });
+
+  it("asks for none without a lease setting, and an automatic one only while the object is busy", () => {
+    const none = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
+    expect(leaseAsk(none, T0)).toBeNull();
+    const auto = keyWith(null);
+    fill(auto, 4, T0 - 2000);
+    expect(leaseAsk(auto, T0 - 1000)).toBeNull();
+    auto.busyUntilMs = T0 - 999;
+    expect(leaseAsk(auto, T0 - 1000)).toEqual({ units: 4 + 4 + 1, ttlMs: 1000 });
+    expect(leaseAsk(auto, T0 - 999)).toBeNull();
+  });
+
+  it("asks only above `above` (seen / ttl more than its rate), or while busy", () => {
+    // Above 10 per second, ttl 1 s: 10 seen is not above, 11 is.
+    const at = (n: number) => {
+      const st = keyWith(
+        { ttlMs: 1000, units: null, above: rate(10, 1000) },
+        { rule: { id: "r", params: fixedWindow(100, 60_000) } },
+      );
+      fill(st, n, T0 - 2000);
+      return st;
+    };
+    expect(leaseAsk(at(10), T0 - 1000)).toBeNull();
+    expect(leaseAsk(at(11), T0 - 1000)).toEqual({ units: 11 + 8 + 1, ttlMs: 1000 });
+    const busy = at(10);
+    busy.busyUntilMs = T0;
+    expect(leaseAsk(busy, T0 - 1000)).toEqual({ units: 10 + 8 + 1, ttlMs: 1000 });
+    // A rate in other units: 3 per 500 ms over a 2 s ttl is 12 per ttl.
+    const half = (n: number) => {
+      const st = keyWith({ ttlMs: 2000, units: null, above: rate(3, 500) });
+      fill(st, n, T0 - 4000);
+      return st;
+    };
+    expect(leaseAsk(half(12), T0 - 2000)).toBeNull();
+    expect(leaseAsk(half(13), T0 - 2000)).toEqual({ units: 13 + 8 + 1, ttlMs: 2000 });
+  });
+});
+
+describe("hot keys and delegates", () => {
+  it("goes to its delegate while hot and the delegate is not failing", () => {
+    const st = keyWith(null, { delegate: route });
+    expect(delegateFor(st, T0)).toBeNull();
+    noteHot(st, true, T0);
+    expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
+    expect(delegateFor(st, T0 + HOT_HOLD_MS - 1)).toBe(route);
+    expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
+    st.delegateDownUntilMs = T0 + 10;
+    expect(delegateFor(st, T0 + 9)).toBeNull();
+    expect(delegateFor(st, T0 + 10)).toBe(route);
+    noteHot(st, undefined, T0 + 20);
+    expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
+    noteHot(st, false, T0 + 20);
+    expect(st.hotUntilMs).toBe(0);
+    const without = keyWith(null);
+    noteHot(without, true, T0);
+    expect(delegateFor(without, T0)).toBeNull();
+  });
+});
+
+describe("lateResult", () => {
+  const late: CallResult = {
+    atMs: T0,
+    results: [
+      {
+        ok: true,
+        atMs: T0,
+        decision: { allowed: true, remaining: 3, resetAfterMs: 5, retryAfterMs: null, delayMs: 0 },
+      },
+    ],
+    lease: null,
+    replayed: false,
+  };
+
+  it("is the request's result from the late answer, an error for one it does not have", async () => {
+    expect(await lateResult(Promise.resolve(late), 0)).toBe(late.results[0]);
+    expect(await lateResult(Promise.resolve(late), 1)).toEqual({ ok: false, error: "invalid_cost" });
+  });
+
+  it("marks a failed late call handled, and still fails for whoever awaits it", async () => {
+    const failed = lateResult(Promise.reject(new Error("gone")), 0);
+    await new Promise((r) => setTimeout(r, 0));
+    await expect(failed).rejects.toThrow("gone");
+  });
+});
+
+describe("hashString", () => {
+  it("is FNV-1a, unsigned 32-bit, never 0", () => {
+    expect(hashString("")).toBe(0x811c9dc5);
+    expect(hashString("a")).toBe(0xe40c292c);
+    expect(hashString("foobar")).toBe(0xbf9cf968);
+    expect(hashString("r:key@weur.0")).toBeGreaterThan(0);
+  });
+});
