@@ -89,11 +89,13 @@ describe("callRecord: a batch", () => {
 });
 
 describe("callRecord: a retried call", () => {
-  const first = callRecord(null, call({ rule: win, costs: [4, 4, 4, 0] }), T0 + 10);
+  // Built inside each test, never while the file is collected (that would make every mutant it reaches "static").
+  const first = () => callRecord(null, call({ rule: win, costs: [4, 4, 4, 0] }), T0 + 10);
 
   it("is answered as remembered, with the key's figures now, and charges nothing", () => {
-    const again = callRecord(first.record, call({ rule: win, costs: [4, 4, 4, 0] }), T0 + 20);
-    expect(again.record).toBe(first.record);
+    const { record } = first();
+    const again = callRecord(record, call({ rule: win, costs: [4, 4, 4, 0] }), T0 + 20);
+    expect(again.record).toBe(record);
     expect(again.result).toEqual({
       atMs: T0 + 20,
       lease: null,
@@ -183,7 +185,12 @@ describe("callRecord: the call memory", () => {
     leaseUnits: 0,
     leaseForMs: 0,
   });
-  const base = callRecord(null, call({ rule: win, costs: [1] }), T0).record!;
+  const base: LimiterRecord = {
+    v: 1,
+    params: win.params,
+    fingerprint: JSON.stringify(win.params),
+    state: { window: T0 / 10_000, count: 1 } as never,
+  };
 
   it(`forgets calls ${CALL_MEMORY_MS} ms old, and keeps one a ms younger`, () => {
     const rec: LimiterRecord = { ...base, calls: [applied("old", T0), applied("young", T0 + 1)] };
@@ -212,7 +219,12 @@ describe("isBusy and the busy mark", () => {
     leaseUnits: 0,
     leaseForMs: 0,
   });
-  const base = callRecord(null, call({ rule: win, costs: [1] }), T0).record!;
+  const base: LimiterRecord = {
+    v: 1,
+    params: win.params,
+    fingerprint: JSON.stringify(win.params),
+    state: { window: T0 / 10_000, count: 1 } as never,
+  };
   const withCalls = (n: number, firstMs: number) => ({
     ...base,
     calls: Array.from({ length: n }, (_, i) => applied(firstMs + i)),
