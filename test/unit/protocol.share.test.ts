@@ -283,8 +283,6 @@ describe("keyCall", () => {
       shares: book([entry({ parts: 200 })], { direct: { parts: 0, state: tbState(40) } }),
     });
     expect(keyCall(noParts, input(tb, [1]), T0 + 5).result.results.map(brief)).toEqual(["-0"]);
-    // 5 ms on, an empty 800-part slice holds 4 tokens.
-    expect(keyCall(noParts, input(tb, [1]), T0 + 10).result.results.map(brief)).toEqual(["+3"]);
   });
 
   it("returns the very record for a direct call that changes nothing", () => {
