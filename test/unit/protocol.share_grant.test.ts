@@ -1,0 +1,367 @@
+/**
+ * Exact tables for the key's object's answer to a share ask (src/protocol/share_grant.ts): when a key is hot, a
+ * window's units and a rate's parts by demand, retried asks, returns, letting go, a full book, newer rules versions.
+ */
+import { describe, expect, it } from "vitest";
+import { SHARE_HOLDERS_MAX, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import { shareRecord } from "../../src/protocol/share_grant.ts";
+import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
+import type { AlgorithmParams } from "../../src/rules/types.ts";
+import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
+
+/** A minute's start. */
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const W = T0 / 60_000;
+const winP = fixedWindow(100, 60_000);
+const win: LimiterRule = { id: "w", params: winP, version: 1 };
+const tbP = tokenBucket(1000, 1000, 1000);
+const tb: LimiterRule = { id: "t", params: tbP, version: 1 };
+
+const ask = (rule: LimiterRule, demand: number, over: Partial<ShareAsk> = {}): ShareAsk => ({
+  rule,
+  holder: "weur.0",
+  id: "a1",
+  demand,
+  units: demand + 10,
+  giveBack: [],
+  ...over,
+});
+const entry = (over: Partial<ShareEntry> = {}): ShareEntry => ({
+  holder: "other",
+  parts: 0,
+  units: 0,
+  atMs: T0 - 100,
+  endsAtMs: T0 + 900,
+  prevParts: 0,
+  prevEndsAtMs: 0,
+  demand: 0,
+  askId: "o1",
+  ...over,
+});
+const record = (params: AlgorithmParams, state: unknown, over: Partial<LimiterRecord> = {}): LimiterRecord => ({
+  v: 1,
+  params,
+  fingerprint: JSON.stringify(params),
+  state: state as never,
+  version: 1,
+  ...over,
+});
+const book = (entries: ShareEntry[], over: Partial<ShareBook> = {}): ShareBook => ({ entries, hotUntilMs: 0, ...over });
+const count = (n: number) => ({ window: W, count: n });
+const none = (rule: LimiterRule, atMs: number, hot = false): ShareGrant => ({
+  atMs,
+  kind: "none",
+  parts: 0,
+  units: 0,
+  remaining: 0,
+  termMs: 0,
+  rule,
+  hot,
+});
+
+describe("shareRecord: is the key hot", () => {
+  it("is cold below 50 requests per second of demand: no share, the record as it was", () => {
+    const rec = record(winP, count(5));
+    const out = shareRecord(rec, ask(win, 49), T0);
+    expect(out).toEqual({ record: rec, grant: none(win, T0) });
+    expect(out.record).toBe(rec);
+    expect(shareRecord(null, ask(win, 49.9), T0)).toEqual({ record: null, grant: none(win, T0) });
+    expect(shareRecord(null, ask(win, -5), T0).grant.kind).toBe("none");
+  });
+
+  it("is hot from 50, its own demand, the direct calls' and the other holders' together", () => {
+    expect(shareRecord(null, ask(win, 50), T0).grant.kind).toBe("window");
+    const others = record(winP, count(5), {
+      shares: book([entry({ demand: 30 }), entry({ holder: "x", demand: 10 })]),
+    });
+    expect(shareRecord(others, ask(win, 10), T0).grant.kind).toBe("window");
+    expect(shareRecord(others, ask(win, 9), T0).grant.kind).toBe("none");
+    // An ended holder's demand does not count.
+    const ended = record(winP, count(5), { shares: book([entry({ demand: 45, endsAtMs: T0 })]) });
+    expect(shareRecord(ended, ask(win, 10), T0).grant.kind).toBe("none");
+    const calls: AppliedCall[] = [{ id: "d", atMs: T0 - 600, verdicts: "1".repeat(40), leaseUnits: 0, leaseForMs: 0 }];
+    expect(shareRecord(record(winP, count(5), { calls }), ask(win, 10), T0).grant.kind).toBe("window");
+    expect(shareRecord(record(winP, count(5), { calls }), ask(win, 9), T0).grant.kind).toBe("none");
+  });
+
+  it("is hot while the object is busy, whatever the demand; never for an algorithm without shares", () => {
+    const calls = Array.from(
+      { length: 100 },
+      (_, i): AppliedCall => ({
+        id: `c${i}`,
+        atMs: T0 - 900,
+        verdicts: "",
+        leaseUnits: 0,
+        leaseForMs: 0,
+      }),
+    );
+    // No demand anywhere (the calls decided no request): what was asked.
+    expect(shareRecord(record(winP, count(5), { calls }), ask(win, 0, { units: 7 }), T0).grant).toMatchObject({
+      kind: "window",
+      units: 7,
+    });
+    const log = slidingLog(100, 60_000);
+    const logRule: LimiterRule = { id: "l", params: log, version: 1 };
+    expect(shareRecord(null, ask(logRule, 5000), T0)).toEqual({ record: null, grant: none(logRule, T0) });
+  });
+});
+
+describe("shareRecord: window units", () => {
+  it("grants what was asked while the window has room for every holder, charged now, the term cut at the window's end", () => {
+    const out = shareRecord(null, ask(win, 50, { units: 60 }), T0);
+    expect(out.grant).toEqual({
+      atMs: T0,
+      kind: "window",
+      parts: 0,
+      units: 60,
+      remaining: 40,
+      termMs: 1000,
+      rule: win,
+      hot: true,
+    });
+    expect(out.record).toEqual(
+      record(winP, count(60), {
+        shares: book(
+          [
+            {
+              holder: "weur.0",
+              parts: 0,
+              units: 60,
+              atMs: T0,
+              endsAtMs: T0 + 1000,
+              prevParts: 0,
+              prevEndsAtMs: 0,
+              demand: 50,
+              askId: "a1",
+            },
+          ],
+          { hotUntilMs: T0 + 5000 },
+        ),
+      }),
+    );
+    expect(shareRecord(null, ask(win, 50, { units: 60 }), T0 + 59_400).grant.termMs).toBe(600);
+    expect(shareRecord(null, ask(win, 50, { units: 60.9 }), T0).grant.units).toBe(60);
+    expect(shareRecord(null, ask(win, 50, { units: 160 }), T0).grant).toMatchObject({ units: 100, remaining: 0 });
+  });
+
+  it("grants its demand's proportion of what is left when the window is short, rounded up, at least 1", () => {
+    const rec = record(winP, count(20), { shares: book([entry({ demand: 150 })]) });
+    // 80 left, demand 50 of 200: 20.
+    expect(shareRecord(rec, ask(win, 50, { units: 60 }), T0).grant).toMatchObject({ units: 20, remaining: 60 });
+    // 80 left, demand 50 of 250: 16.
+    const more = record(winP, count(20), { shares: book([entry({ demand: 200 })]) });
+    expect(shareRecord(more, ask(win, 50, { units: 60 }), T0).grant).toMatchObject({ units: 16, remaining: 64 });
+    // 1 left for a tiny demand: ceil(1 × 1 / 201) = 1.
+    const tiny = record(winP, count(99), { shares: book([entry({ demand: 200 })]) });
+    expect(shareRecord(tiny, ask(win, 1, { units: 5 }), T0).grant).toMatchObject({ units: 1, remaining: 0 });
+    // Exactly the room left for every holder's demand: what was asked.
+    const exact = record(winP, count(20), { shares: book([entry({ demand: 30 })]) });
+    expect(shareRecord(exact, ask(win, 50, { units: 60 }), T0).grant).toMatchObject({ units: 60, remaining: 20 });
+  });
+
+  it("grants nothing from a spent window, and no units for no demand", () => {
+    const spent = record(winP, count(100), { shares: book([entry({ demand: 150 })]) });
+    const out = shareRecord(spent, ask(win, 50), T0);
+    expect(out.grant).toMatchObject({ kind: "window", units: 0, remaining: 0 });
+    expect(out.record?.state).toEqual(count(100));
+    const idle = record(winP, count(20), { shares: book([entry({ demand: 150 })]) });
+    expect(shareRecord(idle, ask(win, 0, { units: 5 }), T0).grant).toMatchObject({ units: 0, remaining: 80 });
+  });
+
+  it("takes the units given back before granting, as a call of the ask's id", () => {
+    const rec = record(winP, count(100), { shares: book([entry({ demand: 150 })]) });
+    const out = shareRecord(rec, ask(win, 50, { units: 5, giveBack: [{ units: 30, atMs: T0 + 1 }] }), T0 + 5);
+    expect(out.grant).toMatchObject({ units: 5, remaining: 25 });
+    expect(out.record?.state).toEqual(count(75));
+    expect(out.record?.calls).toEqual([{ id: "a1:back", atMs: T0 + 5, verdicts: "", leaseUnits: 0, leaseForMs: 0 }]);
+  });
+});
+
+describe("shareRecord: rate parts", () => {
+  it("grants the demand's proportion of the parts, the record's state moved into the direct slice", () => {
+    const out = shareRecord(null, ask(tb, 300), T0);
+    expect(out.grant).toEqual({
+      atMs: T0,
+      kind: "rate",
+      parts: 1000,
+      units: 0,
+      remaining: 0,
+      termMs: 1000,
+      rule: tb,
+      hot: true,
+    });
+    expect(out.record?.shares?.direct).toEqual({ parts: 1000, state: { tokensScaled: 1000, lastMs: T0 } });
+    expect(out.record?.state).toEqual({ tokensScaled: 1000, lastMs: T0 });
+    expect(out.record?.shares?.entries).toEqual([
+      {
+        holder: "weur.0",
+        parts: 1000,
+        units: 0,
+        atMs: T0,
+        endsAtMs: T0 + 1000,
+        prevParts: 0,
+        prevEndsAtMs: 0,
+        demand: 300,
+        askId: "a1",
+      },
+    ]);
+    const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100, parts: 100 })]) });
+    // 300 of 400: 750 parts.
+    expect(shareRecord(rec, ask(tb, 300), T0).grant).toMatchObject({ parts: 750, termMs: 1000 });
+    expect(shareRecord(rec, ask(tb, 300), T0).record?.shares?.direct).toEqual({
+      parts: 1000,
+      state: { tokensScaled: 10, lastMs: T0 },
+    });
+  });
+
+  it("cuts the grant to the parts the other live shares leave, for a quarter term", () => {
+    const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100, parts: 700 })]) });
+    expect(shareRecord(rec, ask(tb, 300), T0).grant).toMatchObject({ parts: 300, termMs: 250 });
+    const prev = record(
+      tbP,
+      { tokensScaled: 10, lastMs: T0 },
+      {
+        shares: book([entry({ demand: 100, parts: 0, prevParts: 900, prevEndsAtMs: T0 + 1 })]),
+      },
+    );
+    expect(shareRecord(prev, ask(tb, 300), T0).grant).toMatchObject({ parts: 100, termMs: 250 });
+    const full = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100, parts: 1000 })]) });
+    expect(shareRecord(full, ask(tb, 300), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
+  });
+
+  it("gives at least a part for any demand, none for no demand", () => {
+    const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100_000 })]) });
+    expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 1000 });
+    expect(shareRecord(rec, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 1000 });
+  });
+});
+
+describe("shareRecord: asks again, letting go, a full book", () => {
+  it("answers a retried ask as granted, changing nothing", () => {
+    const first = shareRecord(null, ask(win, 50, { units: 60 }), T0);
+    const again = shareRecord(first.record, ask(win, 50, { units: 60 }), T0 + 10);
+    expect(again.record).toBe(first.record);
+    expect(again.grant).toEqual({ ...first.grant, remaining: 40 });
+    const rate = shareRecord(null, ask(tb, 300), T0);
+    expect(shareRecord(rate.record, ask(tb, 300), T0 + 10).grant).toEqual(rate.grant);
+    // A retried ask whose share is live but whose key's hot time is over: the same grant, not hot.
+    const cooled = record(
+      tbP,
+      { tokensScaled: 10, lastMs: T0 },
+      {
+        shares: book([entry({ holder: "weur.0", askId: "a1", parts: 400, atMs: T0 - 100, endsAtMs: T0 + 900 })], {
+          hotUntilMs: T0 + 10,
+          direct: { parts: 600, state: null },
+        }),
+      },
+    );
+    expect(shareRecord(cooled, ask(tb, 300), T0 + 9).grant).toMatchObject({ kind: "rate", parts: 400, hot: true });
+    expect(shareRecord(cooled, ask(tb, 300), T0 + 10).grant).toEqual({
+      atMs: T0 - 100,
+      kind: "rate",
+      parts: 400,
+      units: 0,
+      remaining: 0,
+      termMs: 1000,
+      rule: tb,
+      hot: false,
+    });
+  });
+
+  it("answers a retried ask that got nothing with nothing", () => {
+    const spent = record(winP, count(100), { shares: book([entry({ demand: 150 })]) });
+    const first = shareRecord(spent, ask(win, 50), T0);
+    expect(shareRecord(first.record, ask(win, 50), T0 + 1).grant).toEqual({ ...none(win, T0, true), termMs: 1000 });
+    const rateNone = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100 })]) });
+    const zero = shareRecord(rateNone, ask(tb, 0), T0);
+    expect(shareRecord(zero.record, ask(tb, 0), T0 + 1).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 1000 });
+  });
+
+  it("renews a holder's share, its earlier parts promised until their end", () => {
+    const first = shareRecord(null, ask(tb, 300), T0);
+    const next = shareRecord(first.record, ask(tb, 300, { id: "a2" }), T0 + 800);
+    expect(next.record?.shares?.entries).toEqual([
+      {
+        holder: "weur.0",
+        parts: 1000,
+        units: 0,
+        atMs: T0 + 800,
+        endsAtMs: T0 + 1800,
+        prevParts: 1000,
+        prevEndsAtMs: T0 + 1000,
+        demand: 300,
+        askId: "a2",
+      },
+    ]);
+    expect(next.record?.shares?.hotUntilMs).toBe(T0 + 5800);
+  });
+
+  it("lets a share go: its parts stay promised until its term ends, and the key stays hot for others", () => {
+    const first = shareRecord(null, ask(tb, 300), T0);
+    const out = shareRecord(first.record, ask(tb, 300, { id: "a2", release: true }), T0 + 200);
+    expect(out.grant).toEqual(none(tb, T0 + 200));
+    expect(out.record?.shares?.entries).toEqual([
+      {
+        holder: "weur.0",
+        parts: 0,
+        units: 0,
+        atMs: T0,
+        endsAtMs: T0 + 200,
+        prevParts: 1000,
+        prevEndsAtMs: T0 + 1000,
+        demand: 0,
+        askId: "a2",
+      },
+    ]);
+    expect(out.record?.shares?.hotUntilMs).toBe(T0 + 5200);
+    // Gone cold: the entry ends, the hot time is not extended.
+    const cold = shareRecord(first.record, ask(tb, 3, { id: "a3" }), T0 + 200);
+    expect(cold.grant).toEqual(none(tb, T0 + 200));
+    expect(cold.record?.shares?.hotUntilMs).toBe(T0 + 5000);
+    // A window share let go after its term: nothing promised, the entry dropped.
+    const w = shareRecord(null, ask(win, 50), T0);
+    const late = shareRecord(w.record, ask(win, 3, { id: "w2" }), T0 + 1000);
+    expect(late.record?.shares?.entries).toEqual([]);
+  });
+
+  it(`grants none to a new holder when ${SHARE_HOLDERS_MAX} others hold shares, saying the key is hot`, () => {
+    const many = Array.from({ length: SHARE_HOLDERS_MAX }, (_, i) => entry({ holder: `h${i}`, demand: 10 }));
+    const rec = record(winP, count(5), { shares: book(many) });
+    const out = shareRecord(rec, ask(win, 50), T0);
+    expect(out.grant).toEqual(none(win, T0, true));
+    expect(out.record).toBe(rec);
+    const fewer = record(winP, count(5), { shares: book(many.slice(1)) });
+    expect(shareRecord(fewer, ask(win, 50), T0).grant.kind).toBe("window");
+    // A holder already in the book keeps its place.
+    const mine = record(winP, count(5), { shares: book([...many.slice(1), entry({ holder: "weur.0" })]) });
+    expect(shareRecord(mine, ask(win, 50, { id: "a9" }), T0).grant.kind).toBe("window");
+  });
+});
+
+describe("shareRecord: rules versions", () => {
+  it("moves the record to a newer version an ask brings, even when it grants nothing", () => {
+    const newer: LimiterRule = { id: "w", params: fixedWindow(200, 60_000), version: 2 };
+    const out = shareRecord(record(winP, count(30)), ask(newer, 1), T0);
+    expect(out.grant).toEqual(none(newer, T0));
+    expect(out.record).toEqual(record(newer.params, count(30), { version: 2 }));
+    // The same parameters under a newer version: the same state, the new version.
+    const same = record(winP, count(30));
+    const bumped = shareRecord(same, ask({ ...win, version: 3 }, 1), T0).record;
+    expect(bumped).toEqual({ ...same, version: 3 });
+    expect(bumped?.state).toBe(same.state);
+    // Another algorithm: its state starts full.
+    const other = shareRecord(record(winP, count(30)), ask({ ...tb, version: 2 }, 1), T0 + 7);
+    expect(other.record).toEqual(record(tbP, { tokensScaled: 1000, lastMs: T0 + 7 }, { version: 2 }));
+  });
+
+  it("decides an older ask under the record's newer version", () => {
+    const newer = fixedWindow(200, 60_000);
+    const rec = record(newer, count(30), { version: 2 });
+    const out = shareRecord(rec, ask(win, 50, { units: 60 }), T0);
+    expect(out.grant).toMatchObject({ units: 60, remaining: 110, rule: { id: "w", params: newer, version: 2 } });
+    expect(out.record?.version).toBe(2);
+    expect(shareRecord(rec, ask({ ...win, version: 2 }, 1), T0).record).toBe(rec);
+    const unversioned = record(winP, count(30), { version: undefined });
+    expect(shareRecord(unversioned, ask({ id: "w", params: winP }, 1), T0).record).toBe(unversioned);
+  });
+});
