@@ -154,7 +154,7 @@ describe("settleShares", () => {
 
   it("folds the direct slice back into the record's state once no rate share is live", () => {
     // The direct slice held 600 of 1000 parts, with 60 tokens (1 per 1.67 ms: scaled by 5): 60 tokens of the whole.
-    const sixty = sliceParams(tbP, 600, SHARE_PARTS)!;
+    const sixty = sliceParams(tbP, 600, SHARE_PARTS) as typeof tbP & { rate: { tokens: number; perMs: number } };
     expect(sixty.rate).toMatchObject({ tokens: 3, perMs: 5 });
     const rec = record(tbP, tbState(999), {
       shares: book([entry({ endsAtMs: T0 + 5 })], {
@@ -267,7 +267,7 @@ describe("keyCall", () => {
     });
     const out = keyCall(rec, input(tb, [1]), T0);
     expect(out.result.results.map(brief)).toEqual(["+19"]);
-    const eight = sliceParams(tbP, 800, SHARE_PARTS)!;
+    const eight = sliceParams(tbP, 800, SHARE_PARTS) as typeof tbP & { rate: { perMs: number } };
     expect(out.record?.shares?.direct).toEqual({
       parts: 800,
       state: { tokensScaled: 19 * eight.rate.perMs, lastMs: T0 },

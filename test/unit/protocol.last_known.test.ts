@@ -1,0 +1,289 @@
+/**
+ * Exact tables for what an isolate decides without its key's object (src/isolate/last_known.ts): whether the key is
+ * hot here, the last share reused once, refusals while the key is scarce, the overload backoff, and scarcity noted
+ * from a short grant.
+ */
+import { describe, expect, it } from "vitest";
+import {
+  type Asked,
+  type AskInput,
+  type HeldLease,
+  type KeyState,
+  OVERLOAD_BACKOFF_MS,
+} from "../../src/isolate/coalesce_types.ts";
+import { newKeyState } from "../../src/isolate/key_state.ts";
+import {
+  countLastKnown,
+  fallbackShare,
+  isHot,
+  type KeyCtx,
+  lastKnown,
+  noteScarcity,
+  scarceAnswer,
+  shareAnswer,
+} from "../../src/isolate/last_known.ts";
+import { newStats } from "../../src/isolate/metrics.ts";
+import type { ObjectTransport } from "../../src/protocol/object_call.ts";
+import type { CheckResult } from "../../src/protocol/store.ts";
+import { fixedWindow, tokenBucket } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const transport: ObjectTransport = {
+  call: () => Promise.reject(new Error("unused")),
+  refund: () => Promise.resolve(null),
+};
+const key = (over: Partial<AskInput> = {}, state: Partial<KeyState> = {}): KeyState =>
+  Object.assign(
+    newKeyState({
+      transport,
+      name: "r:key",
+      rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+      cost: 1,
+      timeoutMs: 250,
+      lease: { ttlMs: 2000, units: null, above: null },
+      ...over,
+    }),
+    state,
+  );
+const ctxAt = (now: number, spread = 0) => {
+  let clock = now;
+  const counters = newStats();
+  const ctx: KeyCtx = { clock: () => clock, counters, spread: (range) => Math.min(range, spread) };
+  return { ctx, counters, set: (ms: number) => (clock = ms) };
+};
+const grant = (over: Partial<NonNullable<KeyState["lastGrant"]>> = {}): NonNullable<KeyState["lastGrant"]> => ({
+  units: 5,
+  atMs: T0 - 1900,
+  termMs: 2000,
+  endsAtMs: T0 + 100,
+  reused: false,
+  ...over,
+});
+const resultOf = (asked: Asked | null) => (asked?.kind === "answered" ? asked.result : null);
+const held = (over: Partial<HeldLease> = {}): HeldLease => ({
+  unitsLeft: 3,
+  units: 5,
+  atMs: T0 - 5,
+  endsAtMs: T0 + 500,
+  returned: false,
+  ...over,
+});
+
+describe("isHot", () => {
+  it("is hot while told hot, busy or overloaded, holding a lease, or within a term after its last grant", () => {
+    expect(isHot(key(), T0)).toBe(false);
+    for (const field of ["hotUntilMs", "busyUntilMs", "overloadedUntilMs"] as const) {
+      expect(isHot(key({}, { [field]: T0 + 1 }), T0)).toBe(true);
+      expect(isHot(key({}, { [field]: T0 }), T0)).toBe(false);
+    }
+    expect(isHot(key({}, { lease: held() }), T0 + 10_000)).toBe(true);
+    expect(isHot(key({}, { lastGrant: grant() }), T0 + 2099)).toBe(true);
+    expect(isHot(key({}, { lastGrant: grant() }), T0 + 2100)).toBe(false);
+  });
+});
+
+describe("countLastKnown", () => {
+  it("counts from nothing", () => {
+    const { ctx, counters } = ctxAt(T0);
+    Reflect.deleteProperty(counters, "last_known_answers");
+    countLastKnown(ctx);
+    expect(counters.last_known_answers).toBe(1);
+    countLastKnown(ctx);
+    expect(counters.last_known_answers).toBe(2);
+  });
+});
+
+describe("fallbackShare", () => {
+  it("reuses a rate rule's last grant once, for one more term after it ended", () => {
+    const st = key({}, { lastGrant: grant() });
+    const share = fallbackShare(st, T0 + 50);
+    expect(share).toEqual({ unitsLeft: 5, units: 5, atMs: T0 - 1900, endsAtMs: T0 + 2100, returned: true });
+    expect(st.lastGrant?.reused).toBe(true);
+    expect(st.fallback).toBe(share);
+    // The same share until its end; then none (reused already).
+    expect(fallbackShare(st, T0 + 2099)).toBe(share);
+    expect(fallbackShare(st, T0 + 2100)).toBeNull();
+  });
+
+  it("reuses nothing after the extra term, nothing twice, nothing of a window rule, nothing without a grant", () => {
+    expect(fallbackShare(key({}, { lastGrant: grant() }), T0 + 2100)).toBeNull();
+    expect(fallbackShare(key({}, { lastGrant: grant() }), T0 + 2099)).not.toBeNull();
+    expect(fallbackShare(key({}, { lastGrant: grant({ reused: true }) }), T0)).toBeNull();
+    const win = key({ rule: { id: "w", params: fixedWindow(10, 60_000) } }, { lastGrant: grant() });
+    expect(fallbackShare(win, T0)).toBeNull();
+    expect(win.lastGrant?.reused).toBe(false);
+    expect(fallbackShare(key(), T0)).toBeNull();
+  });
+});
+
+describe("answers without the object", () => {
+  it("admits from a share, its refund going back into it while it lasts", async () => {
+    const { ctx, set } = ctxAt(T0);
+    const share = held({ unitsLeft: 2 });
+    const st = key({}, { fallback: share });
+    const asked = shareAnswer(ctx, st, share, 3, T0 + 100);
+    expect(asked).toMatchObject({
+      kind: "answered",
+      result: {
+        ok: true,
+        atMs: T0 + 100,
+        decision: { allowed: true, remaining: 2, resetAfterMs: 400, retryAfterMs: null, delayMs: 0 },
+      },
+      source: "lease",
+      batchSize: 0,
+      attempts: 0,
+    });
+    if (asked.kind !== "answered") throw new Error("answered");
+    set(T0 + 499);
+    expect(await asked.refund()).toBeNull();
+    expect(share.unitsLeft).toBe(5);
+    set(T0 + 500);
+    await asked.refund();
+    expect(share.unitsLeft).toBe(5);
+    // Not the share decided from any more: nothing goes back into it.
+    set(T0);
+    st.fallback = null;
+    await asked.refund();
+    expect(share.unitsLeft).toBe(5);
+    expect(resultOf(shareAnswer(ctx, st, held({ endsAtMs: T0 }), 1, T0 + 7))).toMatchObject({
+      decision: { resetAfterMs: 0 },
+    });
+  });
+
+  it("refuses while scarce, telling the client when the key reopens here (at least a ms)", async () => {
+    const asked = scarceAnswer(key({}, { scarceRetryAtMs: T0 + 300 }), T0 + 100);
+    expect(asked).toMatchObject({
+      kind: "answered",
+      result: {
+        ok: true,
+        atMs: T0 + 100,
+        decision: { allowed: false, remaining: 0, resetAfterMs: 200, retryAfterMs: 200, delayMs: 0 },
+      },
+      source: "lease",
+      batchSize: 0,
+      attempts: 0,
+    });
+    if (asked.kind === "answered") expect(await asked.refund()).toBeNull();
+    expect(resultOf(scarceAnswer(key({}, { scarceRetryAtMs: T0 }), T0 + 100))).toMatchObject({
+      decision: { retryAfterMs: 1, resetAfterMs: 1 },
+    });
+  });
+});
+
+describe("lastKnown", () => {
+  it("leaves a cold key's failure to its rule's on_error", () => {
+    const { ctx, counters } = ctxAt(T0);
+    for (const failure of ["timeout", "error", "retryable", "reset", "invalid"] as const) {
+      expect(lastKnown(ctx, key(), failure, 1, T0)).toBeNull();
+    }
+    expect(counters.last_known_answers).toBe(0);
+  });
+
+  it("decides a hot key's request from its last share, reused once", () => {
+    const { ctx, counters } = ctxAt(T0);
+    const st = key({}, { lastGrant: grant() });
+    const first = lastKnown(ctx, st, "error", 2, T0);
+    expect(resultOf(first)).toMatchObject({
+      ok: true,
+      decision: { allowed: true, remaining: 3 },
+    });
+    expect(lastKnown(ctx, st, "error", 3, T0)).toMatchObject({ result: { decision: { allowed: true, remaining: 0 } } });
+    expect(counters.last_known_answers).toBe(2);
+    // Spent, and not overloaded: on_error.
+    expect(lastKnown(ctx, st, "error", 1, T0)).toBeNull();
+    expect(counters.last_known_answers).toBe(2);
+  });
+
+  it("refuses a hot key known scarce here", () => {
+    const { ctx, counters } = ctxAt(T0);
+    const st = key({}, { hotUntilMs: T0 + 10, scarceUntilMs: T0 + 1, scarceRetryAtMs: T0 + 40 });
+    expect(lastKnown(ctx, st, "error", 1, T0)).toMatchObject({
+      result: { decision: { allowed: false, retryAfterMs: 40 } },
+    });
+    expect(counters.last_known_answers).toBe(1);
+    expect(lastKnown(ctx, st, "error", 1, T0 + 1)).toBeNull();
+  });
+
+  it("backs off an overloaded key for half to all of the backoff, spread", () => {
+    const { ctx, counters } = ctxAt(T0, 100);
+    const st = key();
+    const asked = lastKnown(ctx, st, "overloaded", 1, T0);
+    expect(st.overloadedUntilMs).toBe(T0 + 2000);
+    expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
+    expect(st.scarceRetryAtMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
+    expect(asked).toMatchObject({ result: { decision: { allowed: false, retryAfterMs: 350 } } });
+    expect(counters.last_known_answers).toBe(1);
+    // While backing off: refused without a new backoff.
+    expect(lastKnown(ctx, st, "overloaded", 1, T0 + 349)).toMatchObject({ result: { decision: { retryAfterMs: 1 } } });
+    expect(st.scarceUntilMs).toBe(T0 + 350);
+    // A later retry time is kept.
+    const later = key({}, { scarceRetryAtMs: T0 + 900 });
+    lastKnown(ctx, later, "overloaded", 1, T0);
+    expect([later.scarceUntilMs, later.scarceRetryAtMs]).toEqual([T0 + 350, T0 + 900]);
+    // Without a lease setting, the automatic lease's ttl marks the overload.
+    const auto = key({ lease: null });
+    lastKnown(ctx, auto, "overloaded", 1, T0);
+    expect(auto.overloadedUntilMs).toBe(T0 + 1000);
+  });
+
+  it("refuses without a backoff when asked not to back off", () => {
+    const { ctx, counters } = ctxAt(T0, 100);
+    const st = key({}, { scarceRetryAtMs: T0 + 30 });
+    expect(lastKnown(ctx, st, "overloaded", 1, T0, false)).toMatchObject({
+      result: { decision: { allowed: false, retryAfterMs: 30 } },
+    });
+    expect(st.scarceUntilMs).toBe(0);
+    expect(counters.last_known_answers).toBe(1);
+  });
+
+  it("takes a hot key's timeout for an overload; a cold key's is on_error", () => {
+    const { ctx } = ctxAt(T0);
+    const hot = key({}, { busyUntilMs: T0 + 1 });
+    expect(lastKnown(ctx, hot, "timeout", 1, T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(hot.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
+    expect(hot.overloadedUntilMs).toBe(0);
+    expect(lastKnown(ctx, key(), "timeout", 1, T0)).toBeNull();
+  });
+
+  it("decides an overload from the last share before backing off", () => {
+    const { ctx } = ctxAt(T0);
+    const st = key({}, { lastGrant: grant({ units: 1 }) });
+    expect(lastKnown(ctx, st, "overloaded", 1, T0)).toMatchObject({ result: { decision: { allowed: true } } });
+    expect(st.scarceUntilMs).toBe(0);
+    expect(lastKnown(ctx, st, "overloaded", 1, T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
+  });
+});
+
+describe("noteScarcity", () => {
+  const denied = (retryAfterMs: number | null): CheckResult => ({
+    ok: true,
+    atMs: T0,
+    decision: { allowed: false, remaining: 0, resetAfterMs: 5, retryAfterMs, delayMs: 0 },
+  });
+  const allowed: CheckResult = {
+    ok: true,
+    atMs: T0,
+    decision: { allowed: true, remaining: 0, resetAfterMs: 5, retryAfterMs: 9_999, delayMs: 0 },
+  };
+
+  it("clears scarcity for a grant that is not short", () => {
+    const { ctx } = ctxAt(T0);
+    const st = key({}, { scarceUntilMs: T0 + 5, scarceRetryAtMs: T0 + 9 });
+    noteScarcity(ctx, st, false, T0 + 100, [denied(500)]);
+    expect([st.scarceUntilMs, st.scarceRetryAtMs]).toEqual([0, 0]);
+  });
+
+  it("is scarce until the lease's end, with a retry at the latest reopening a denial said", () => {
+    const { ctx } = ctxAt(T0 + 10);
+    const st = key();
+    noteScarcity(ctx, st, true, T0 + 100, [denied(50), allowed, { ok: false, error: "invalid_cost" }, denied(null)]);
+    expect([st.scarceUntilMs, st.scarceRetryAtMs]).toEqual([T0 + 100, T0 + 100]);
+    noteScarcity(ctx, st, true, T0 + 100, [denied(50), denied(300), denied(200)]);
+    expect([st.scarceUntilMs, st.scarceRetryAtMs]).toEqual([T0 + 100, T0 + 310]);
+    noteScarcity(ctx, st, true, T0 + 100, [denied(90)]);
+    expect(st.scarceRetryAtMs).toBe(T0 + 100);
+    noteScarcity(ctx, st, true, T0 + 100, [denied(91)]);
+    expect(st.scarceRetryAtMs).toBe(T0 + 101);
+  });
+});
