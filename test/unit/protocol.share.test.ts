@@ -34,7 +34,7 @@ import {
   type ShareEntry,
 } from "../../src/protocol/store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
-import { fixedWindow, gcraP, leakyQueue, slidingLog, tokenBucket } from "../support/params.ts";
+import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 /** 1 token per ms, burst 1000: a token is one scaled unit. */
