@@ -128,6 +128,11 @@ describe("call slots (call_slots.ts)", () => {
     const second = { ...first, calls: [...first.calls, call("b", 2)] };
     expect(writesOf(first, second)).toEqual({ record: base, call: call("b", 2) });
     // The same last call (a state change without a call of its own, or a replay): no call to write.
+    // A record that lost its calls: no call to write.
+    expect(writesOf(first, base)).toEqual({ record: base, call: null });
+    // A replay of the newest call of three: nothing new.
+    const third = { ...second, calls: [...second.calls, call("c", 3)] };
+    expect(writesOf(third, { ...third, state: { windowIndex: 0, count: 2 } as never }).call).toBeNull();
     const refunded = { ...second, state: { windowIndex: 0, count: 0 } as never };
     const written = writesOf(second, refunded);
     expect(written.call).toBeNull();
@@ -181,6 +186,7 @@ describe("one call within a budget (object_call.ts)", () => {
     });
     expect(classify(new Error("Durable Object is overloaded"))).toEqual({ failure: "error", retry: false });
     expect(classify(null)).toEqual({ failure: "error", retry: false });
+    expect(classify(undefined)).toEqual({ failure: "error", retry: false });
     expect(classify("overloaded")).toEqual({ failure: "error", retry: false });
   });
 

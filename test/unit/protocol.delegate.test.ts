@@ -268,6 +268,10 @@ describe("delegateCall", () => {
     expect(out.result.results.map(brief)).toEqual(["+4", "-4", "-0"]);
     expect(out.result.results[0]).toMatchObject({ ok: true, atMs: T0 + 10 });
     expect(out.record.share?.state).toEqual({ tokensScaled: 4 * 2, lastMs: T0 + 10 });
+    // A full slice admits its whole capacity at once (500), and no more.
+    const full = rateShare({ state: { tokensScaled: 500 * 2, lastMs: T0 } });
+    expect(delegateCall(withShare(full), batch(rate, [500]), T0).result.results.map(brief)).toEqual(["+0"]);
+    expect(delegateCall(withShare(full), batch(rate, [501]), T0).result.results.map(brief)).toEqual(["-0"]);
     const noParts = delegateCall(withShare(rateShare({ parts: 0, state: null })), batch(rate, [1]), T0 + 10);
     expect(noParts.result.results.map(brief)).toEqual(["-0"]);
     const noState = delegateCall(withShare(rateShare({ state: null })), batch(rate, [1]), T0 + 10);
@@ -277,7 +281,11 @@ describe("delegateCall", () => {
   it("takes its own window units back while the share lasts, capped at what it was granted", () => {
     const share = windowShare();
     const back = (units: number, atMs = share.atMs) => ({ units, atMs });
-    const out = delegateCall(withShare(share), batch(win, [], { giveBack: [back(3), back(0), back(1.5)] }), T0);
+    const out = delegateCall(
+      withShare(share),
+      batch(win, [], { giveBack: [back(3), back(0), back(-2), back(1.5)] }),
+      T0,
+    );
     expect(out.record.share?.unitsLeft).toBe(7);
     expect(out.record.giveBack).toEqual([]);
     const capped = delegateCall(withShare(share), batch(win, [], { giveBack: [back(9)] }), T0);
@@ -289,6 +297,16 @@ describe("delegateCall", () => {
     expect(late.record.giveBack).toEqual([back(2)]);
     const none = delegateCall(NEW_DELEGATE, batch(win, [], { giveBack: [back(2)] }), T0);
     expect(none.record.giveBack).toEqual([back(2)]);
+    // Returns kept from earlier stay, with the new ones after them.
+    const kept = delegateCall(
+      withShare(null, { giveBack: [back(1, 9)] }),
+      batch(win, [1], { giveBack: [back(2)] }),
+      T0,
+    );
+    expect(kept.record.giveBack).toEqual([back(1, 9), back(2)]);
+    expect(delegateCall(withShare(null, { giveBack: [back(1, 9)] }), batch(win, [1]), T0).record.giveBack).toEqual([
+      back(1, 9),
+    ]);
   });
 
   it("takes a refund into its rate slice, and passes it on without a slice", () => {

@@ -60,8 +60,38 @@ describe("newKeyState", () => {
       fallback: null,
       lastGrant: null,
     });
-    expect(auto.queue).toEqual([]);
-    expect(auto.returns).toEqual([]);
+    expect(auto).toEqual({
+      name: "r:key",
+      transport,
+      rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+      timeoutMs: 250,
+      leaseSettings: AUTO_LEASE,
+      autoLease: true,
+      inFlight: false,
+      inFlightSinceMs: 0,
+      queue: [],
+      lease: null,
+      returns: [],
+      scarceUntilMs: 0,
+      scarceRetryAtMs: 0,
+      seenBucket: 0,
+      seenCurr: 0,
+      seenPrev: 0,
+      runStartMs: 0,
+      runCount: 0,
+      lastSeenMs: 0,
+      busyUntilMs: 0,
+      refunds: [],
+      refundWaiters: [],
+      returnsArmed: false,
+      returnsNotBeforeMs: 0,
+      overloadedUntilMs: 0,
+      lastGrant: null,
+      fallback: null,
+      delegate: null,
+      hotUntilMs: 0,
+      delegateDownUntilMs: 0,
+    });
     const own = { ttlMs: 500, units: 3, above: null };
     expect(newKeyState(input({ lease: own }))).toMatchObject({ leaseSettings: own, autoLease: false });
     const none = newKeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }));
@@ -111,6 +141,20 @@ describe("arrivals per ttl", () => {
     // A whole bucket quiet (none in the last and none in this one): a new run.
     see(st, T0 + 3000);
     expect([st.runStartMs, st.runCount, st.seenCurr, st.seenPrev]).toEqual([T0 + 3000, 1, 1, 0]);
+  });
+
+  it("extrapolates over the rule's own ttl, and not once the run is a ttl old", () => {
+    const st = keyWith({ ttlMs: 2000, units: null, above: null });
+    for (let i = 0; i < 4; i++) see(st, T0 + 100);
+    // 4 arrivals within 500 ms of a 2 s ttl: (4 - 1) × 2000 / 500.
+    expect(seenPerTtl(st, T0 + 600)).toBe(12);
+    // 5 in the last bucket of 1 s and 5 in this one, the run exactly a ttl old: what was seen, not 9.
+    const edge = keyWith({ ttlMs: 1000, units: null, above: null });
+    for (let i = 0; i < 5; i++) see(edge, T0 + 999);
+    for (let i = 0; i < 5; i++) see(edge, T0 + 1000);
+    expect(seenPerTtl(edge, T0 + 1998)).toBe(9);
+    expect(seenPerTtl(edge, T0 + 1999)).toBe(5);
+    expect(seenPerTtl(edge, T0 + 2000)).toBe(5);
   });
 
   it("keeps the run going while the last bucket saw the key", () => {

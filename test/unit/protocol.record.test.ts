@@ -69,6 +69,10 @@ describe("checkRecord", () => {
     expect(newer.record).toEqual(rec(p10, 10, 3));
     const error = checkRecord(full, { rule: { id: "r", params: p10, version: 3 }, cost: 11 }, T0 + 5);
     expect(error).toEqual({ result: { ok: false, error: "cost_exceeds_capacity" }, record: full });
+    // A bucket's denial under the same parameters: the very record (its state is not carried over to itself).
+    const tb: LimiterRule = { id: "t", params: tokenBucket(1, 1000, 5) };
+    const spent = checkRecord(null, { rule: tb, cost: 5 }, T0).record;
+    expect(checkRecord(spent, { rule: tb, cost: 1 }, T0 + 10).record).toBe(spent);
     // The same state from another fingerprint (a rule change that carries the count over as it was) is a new record.
     const changed = checkRecord(rec(p10, 10), { rule: { id: "r", params: fixedWindow(10, 20_000) }, cost: 11 }, T0);
     expect(changed.record).toEqual(rec(p10, 10));
@@ -196,5 +200,8 @@ describe("recordFreshAtMs", () => {
       T0 + 10_000,
     );
     expect(recordFreshAtMs({ ...rec(p10, 3), calls: [] })).toBe(T0 + 10_000);
+    expect(
+      recordFreshAtMs({ ...rec(p10, 3), calls: [applied(T0), applied(T0 + 1), applied(T0 - CALL_MEMORY_MS)] }),
+    ).toBe(T0 + 10_000);
   });
 });

@@ -170,6 +170,18 @@ describe("callRecord: units given back", () => {
     const out = callRecord(charged, call({ rule: win, id: "c2", costs: [1], giveBack }), T0 + 1_000);
     expect(verdicts(out.result.results)).toEqual(["+2"]);
     expect(out.result.refunded).toEqual({ remaining: 2, resetAfterMs: 9_000 });
+    // A return that leaves the key as fresh (a sliding log's only entry) drops the record.
+    const log: LimiterRule = { id: "l", params: slidingLog(5, 10_000) };
+    const one: LimiterRecord = {
+      v: 1,
+      params: log.params,
+      fingerprint: JSON.stringify(log.params),
+      state: { times: [T0], costs: [1] } as never,
+    };
+    expect(callRecord(one, call({ rule: log, id: "c4", giveBack: [{ units: 1, atMs: T0 }] }), T0 + 5)).toEqual({
+      result: { atMs: T0 + 5, results: [], lease: null, replayed: false, refunded: { remaining: 5, resetAfterMs: 0 } },
+      record: null,
+    });
     // An empty list of returns reports nothing.
     const none = callRecord(charged, call({ rule: win, id: "c3", costs: [1], giveBack: [] }), T0 + 1_000);
     expect("refunded" in none.result).toBe(false);
@@ -313,6 +325,14 @@ describe("callRecord: leases", () => {
     // An ask with another ttl starts over.
     const other = callRecord(next.record, call({ rule, id: "c4", lease: { units: 3, ttlMs: 500 } }), T0 + 1_300);
     expect(other.record?.leaseAsks).toEqual({ ttlMs: 500, bucket: Math.floor((T0 + 1_300) / 500), curr: 3, prev: 0 });
+    // So does one whose ttl is a ms longer, although its bucket number is lower.
+    const longer = callRecord(next.record, call({ rule, id: "c6", lease: { units: 3, ttlMs: 1001 } }), T0 + 1_300);
+    expect(longer.record?.leaseAsks).toEqual({
+      ttlMs: 1001,
+      bucket: Math.floor((T0 + 1_300) / 1001),
+      curr: 3,
+      prev: 0,
+    });
     // An earlier clock counts in the current bucket.
     const back = callRecord(next.record, call({ rule, id: "c5", lease: { units: 3, ttlMs: 1000 } }), T0 + 800);
     expect(back.record?.leaseAsks).toEqual({ ttlMs: 1000, bucket: T0 / 1000 + 1, curr: 203, prev: 400 });
