@@ -25,7 +25,7 @@ import {
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CheckResult } from "../../src/protocol/store.ts";
-import { fixedWindow, tokenBucket } from "../support/params.ts";
+import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const transport: ObjectTransport = {
@@ -224,6 +224,11 @@ describe("lastKnown", () => {
     const auto = key({ lease: null });
     lastKnown(ctx, auto, "overloaded", 1, T0);
     expect(auto.overloadedUntilMs).toBe(T0 + 1000);
+    // A rule that takes no leases at all: the automatic lease's ttl too.
+    const none = key({ lease: null, rule: { id: "l", params: slidingLog(5, 1000) } });
+    expect(none.leaseSettings).toBeNull();
+    lastKnown(ctx, none, "overloaded", 1, T0);
+    expect(none.overloadedUntilMs).toBe(T0 + 1000);
   });
 
   it("refuses without a backoff when asked not to back off", () => {

@@ -142,6 +142,14 @@ describe("settleShares", () => {
     expect(settleShares(liveBook, T0 + 999)).toBe(liveBook);
   });
 
+  it("drops ended entries and keeps the rest, with the direct slice while a rate share is live", () => {
+    const direct = { parts: 700, state: tbState(5) };
+    const rec = record(tbP, tbState(9), {
+      shares: book([entry({ holder: "old", endsAtMs: T0 + 10 }), entry()], { direct }),
+    });
+    expect(settleShares(rec, T0 + 10)).toEqual({ ...rec, shares: book([entry()], { direct }) });
+  });
+
   it("drops ended entries and keeps the rest", () => {
     const ended = entry({ holder: "old", endsAtMs: T0 + 10 });
     const rec = record(
@@ -243,6 +251,10 @@ describe("keyCall", () => {
     const busyRec = record(winP, { window: T0 / 60_000, count: 5 }, { calls: busy });
     expect(keyCall(busyRec, input(rule, [1]), T0).result).toMatchObject({ hot: true, busy: true });
     expect(keyCall(null, input(rule, [1]), T0).result.hot).toBeUndefined();
+    // Not hot from the hot time's end on, while the book is kept for a live share.
+    const kept = record(winP, { window: T0 / 60_000, count: 5 }, { shares: book([entry()], { hotUntilMs: T0 + 10 }) });
+    expect(keyCall(kept, input(rule, [1]), T0 + 9).result.hot).toBe(true);
+    expect("hot" in keyCall(kept, input(rule, [1]), T0 + 10).result).toBe(false);
   });
 
   it("decides direct calls from the slice no share holds, its state kept apart", () => {
@@ -285,6 +297,32 @@ describe("keyCall", () => {
     expect(keyCall(noParts, input(tb, [1]), T0 + 5).result.results.map(brief)).toEqual(["-0"]);
   });
 
+  it("keeps the rules version in the slice's view: a denial changes nothing, a retry is answered as remembered", () => {
+    const rule: LimiterRule = { id: "t", params: tbP, version: 2 };
+    const rec = record(tbP, tbState(1000), {
+      version: 2,
+      shares: book([entry({ parts: 500 })], { direct: { parts: 500, state: tbState(0, T0) } }),
+    });
+    expect(keyCall(rec, input(rule, [1]), T0).record).toBe(rec);
+    const first = keyCall(rec, input(rule, [1, 1]), T0 + 4);
+    expect(first.result.results.map(brief)).toEqual(["+1", "+0"]);
+    const again = keyCall(first.record, input(rule, [1, 1]), T0 + 4);
+    expect(again.result.replayed).toBe(true);
+    expect(again.record).toBe(first.record);
+    expect(again.result.results.map(brief)).toEqual(["+0", "+0"]);
+  });
+
+  it("refills the slice to full when a return leaves its view as fresh", () => {
+    // 499 of the half slice's 500 tokens, and one given back: full, so its view's record is dropped; the slice is full.
+    const rec = record(tbP, tbState(1000), {
+      shares: book([entry({ parts: 500 })], { direct: { parts: 500, state: tbState(998, T0) } }),
+    });
+    const out = keyCall(rec, input(tb, [], { giveBack: [{ units: 1, atMs: T0 }] }), T0);
+    expect(out.result.refunded).toEqual({ remaining: 500, resetAfterMs: 0 });
+    expect(out.record?.shares?.direct).toEqual({ parts: 500, state: tbState(1000, T0) });
+    expect(out.record?.state).toEqual(tbState(1000));
+  });
+
   it("returns the very record for a direct call that changes nothing", () => {
     const rec = record(tbP, tbState(1000), {
       shares: book([entry({ parts: 500 })], { direct: { parts: 500, state: tbState(0, T0) } }),
@@ -293,7 +331,8 @@ describe("keyCall", () => {
   });
 
   it("moves the record to a newer rules version, its own state carried over, the slice's kept", () => {
-    const newer = tokenBucket(2000, 1000, 1000);
+    // Half the rate: 1 token per 2 ms, so 100 tokens are 200 scaled.
+    const newer = tokenBucket(1000, 2000, 1000);
     const rec = record(tbP, tbState(100), {
       version: 1,
       leaseAsks: { ttlMs: 1000, bucket: 1, curr: 1, prev: 0 },
@@ -304,7 +343,7 @@ describe("keyCall", () => {
       params: newer,
       fingerprint: JSON.stringify(newer),
       version: 2,
-      state: { tokensScaled: 100, lastMs: T0 },
+      state: { tokensScaled: 200, lastMs: T0 },
       leaseAsks: rec.leaseAsks,
     });
     expect(out.record?.shares?.direct?.parts).toBe(500);
@@ -340,6 +379,15 @@ describe("keyCall", () => {
         { ok: false, error: "cost_exceeds_capacity" },
       ],
     });
+    // A share that ended now (its previous parts still promised) is not the next end.
+    const endedNow = record(tbP, tbState(1000), {
+      shares: book([entry({ parts: 0, endsAtMs: T0 + 100, prevParts: 1000, prevEndsAtMs: T0 + 500 })], {
+        direct: { parts: 100, state: tbState(0) },
+      }),
+    });
+    expect(keyCall(endedNow, input(tb, [1]), T0 + 100).result.results[0]).toMatchObject({
+      decision: { retryAfterMs: 400 },
+    });
     // Ends far off: at most a term's wait.
     const far = record(tbP, tbState(1000), {
       shares: book([entry({ parts: 1000, endsAtMs: T0 + 5000 })], { direct: { parts: 100, state: tbState(0) } }),
@@ -351,6 +399,10 @@ describe("keyCall", () => {
 });
 
 describe("keyPeek", () => {
+  it("peeks a key it has no record of", () => {
+    expect(keyPeek(null, tb, T0)).toEqual({ remaining: 1000, resetAfterMs: 0, retryAfterMs: null, atMs: T0 });
+  });
+
   it("peeks the record without a direct slice, and the slice with one", () => {
     expect(keyPeek(record(tbP, tbState(7)), tb, T0)).toMatchObject({ remaining: 7, retryAfterMs: null });
     const rec = record(tbP, tbState(1000), {

@@ -192,6 +192,9 @@ describe("shareRecord: rate parts", () => {
     });
     expect(out.record?.shares?.direct).toEqual({ parts: 1000, state: { tokensScaled: 1000, lastMs: T0 } });
     expect(out.record?.state).toEqual({ tokensScaled: 1000, lastMs: T0 });
+    expect(out.record?.version).toBe(1);
+    const plain = shareRecord(null, ask({ id: "t", params: tbP }, 300), T0).record;
+    expect(plain && "version" in plain).toBe(false);
     expect(out.record?.shares?.entries).toEqual([
       {
         holder: "weur.0",
@@ -229,6 +232,21 @@ describe("shareRecord: rate parts", () => {
     expect(shareRecord(full, ask(tb, 300), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
   });
 
+  it("grants no parts while busy with no demand at all", () => {
+    const calls = Array.from(
+      { length: 100 },
+      (_, i): AppliedCall => ({
+        id: `c${i}`,
+        atMs: T0 - 900,
+        verdicts: "",
+        leaseUnits: 0,
+        leaseForMs: 0,
+      }),
+    );
+    const busy = record(tbP, { tokensScaled: 10, lastMs: T0 }, { calls });
+    expect(shareRecord(busy, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0 });
+  });
+
   it("gives at least a part for any demand, none for no demand", () => {
     const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100_000 })]) });
     expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 1000 });
@@ -251,7 +269,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
       {
         shares: book([entry({ holder: "weur.0", askId: "a1", parts: 400, atMs: T0 - 100, endsAtMs: T0 + 900 })], {
           hotUntilMs: T0 + 10,
-          direct: { parts: 600, state: null },
+          direct: { parts: 600, state: { tokensScaled: 100, lastMs: T0 } },
         }),
       },
     );
@@ -275,6 +293,17 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     const rateNone = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100 })]) });
     const zero = shareRecord(rateNone, ask(tb, 0), T0);
     expect(shareRecord(zero.record, ask(tb, 0), T0 + 1).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 1000 });
+  });
+
+  it("answers a retried letting-go as nothing, even when it ended the share in the ms it was granted", () => {
+    const first = shareRecord(null, ask(tb, 300), T0);
+    const released = shareRecord(first.record, ask(tb, 300, { id: "a2", release: true }), T0);
+    expect(released.record?.shares?.entries[0]).toMatchObject({ parts: 0, atMs: T0, endsAtMs: T0, askId: "a2" });
+    expect(shareRecord(released.record, ask(tb, 300, { id: "a2", release: true }), T0 + 1).grant).toMatchObject({
+      kind: "none",
+      parts: 0,
+      termMs: 0,
+    });
   });
 
   it("renews a holder's share, its earlier parts promised until their end", () => {
@@ -333,7 +362,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     const fewer = record(winP, count(5), { shares: book(many.slice(1)) });
     expect(shareRecord(fewer, ask(win, 50), T0).grant.kind).toBe("window");
     // A holder already in the book keeps its place.
-    const mine = record(winP, count(5), { shares: book([...many.slice(1), entry({ holder: "weur.0" })]) });
+    const mine = record(winP, count(5), { shares: book([...many, entry({ holder: "weur.0" })]) });
     expect(shareRecord(mine, ask(win, 50, { id: "a9" }), T0).grant.kind).toBe("window");
   });
 });
@@ -349,6 +378,9 @@ describe("shareRecord: rules versions", () => {
     const bumped = shareRecord(same, ask({ ...win, version: 3 }, 1), T0).record;
     expect(bumped).toEqual({ ...same, version: 3 });
     expect(bumped?.state).toBe(same.state);
+    // A bucket's state under a newer version with the same parameters: the very state, not carried over to itself.
+    const tbRec = record(tbP, { tokensScaled: 10, lastMs: T0 });
+    expect(shareRecord(tbRec, ask({ ...tb, version: 2 }, 1), T0 + 50).record?.state).toBe(tbRec.state);
     // Another algorithm: its state starts full.
     const other = shareRecord(record(winP, count(30)), ask({ ...tb, version: 2 }, 1), T0 + 7);
     expect(other.record).toEqual(record(tbP, { tokensScaled: 1000, lastMs: T0 + 7 }, { version: 2 }));
