@@ -8,5 +8,8 @@ export default defineConfig({
     silent: "passed-only",
     environment: "node",
     testTimeout: 60_000,
+    // Two files at a time. Vitest's default in `run` is one fewer than the cores, which is one on a 2-core machine;
+    // many of these files spend their time waiting on child processes (the CLI, wrangler's local KV, tsc, git).
+    maxWorkers: 2,
   },
 });
