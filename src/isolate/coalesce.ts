@@ -7,10 +7,10 @@
  * - **Leases** (a rule's `lease:`, or automatic for a global rule while its object says busy): a call also asks for a
  *   slice of the budget, admitted here without a call until spent or its term (counted from the call's send) ends;
  *   each algorithm's `lease` entry states the bound (src/algorithms/types.ts `LeasePolicy`).
- * - **Hot keys:** once the object answers `hot`, the key's batches go to the region's delegate (delegate tier).
+ * - **Hot keys:** once the object answers `hot` (or overloaded), the key's batches go to the region's delegate.
  * - **Refunds** ride with the key's next call (`giveBack`), at most `RETURN_WAIT_MS` later.
- * - **Failures:** a batch the object cannot decide is decided from what this isolate last knew (`lastKnown`); only what
- *   is left takes `on_error`, and an overloaded object never admits without counting. Retries keep the call id.
+ * - **Failures:** what the object cannot decide is refused from what this isolate last knew (`lastKnown`), never
+ *   admitted uncounted; only a cold key's real failure takes `on_error`. Retries keep the call id.
  * The transport, clock and id source are passed in (the Worker's namespace, or bench/cluster.ts's simulation).
  */
 import type { CallAnswer } from "../protocol/object_call.ts";
@@ -25,7 +25,7 @@ import {
   RETURN_WAIT_MS,
 } from "./coalesce_types.ts";
 import { delegateFor, leaseAsk, noteHot, see } from "./key_state.ts";
-import { countLastKnown, isHot, scarceAnswer, shareAnswer } from "./last_known.ts";
+import { isHot, scarceAnswer } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
@@ -70,12 +70,6 @@ export class Coalescer extends KeyCalls {
       lease.unitsLeft -= input.cost;
       this.options.counters.lease_answers++;
       return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now, input.keepAlive));
-    }
-    const fallback = st.fallback;
-    if (fallback !== null && now < fallback.endsAtMs && fallback.unitsLeft >= input.cost) {
-      fallback.unitsLeft -= input.cost;
-      countLastKnown(this.ctx);
-      return Promise.resolve(shareAnswer(this.ctx, st, fallback, input.cost, now));
     }
     if (now < st.scarceUntilMs) {
       this.options.counters.lease_answers++;
@@ -141,7 +135,6 @@ export class Coalescer extends KeyCalls {
       atMs: grant.atMs,
       termMs: Math.max(0, held.endsAtMs - sentAtMs),
       endsAtMs: held.endsAtMs,
-      reused: false,
     };
     const { sleep } = this.options;
     const wait = Math.max(0, held.endsAtMs - this.options.clock());

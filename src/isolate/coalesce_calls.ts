@@ -29,7 +29,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { delegateFor, hashString, lateResult, leaseAsk, newKeyState, noteHot, seenPerTtl } from "./key_state.ts";
-import { type KeyCtx, lastKnown, noteScarcity, scarceAnswer } from "./last_known.ts";
+import { type KeyCtx, lastKnown, noteScarcity, overloadTeachesHot, scarceAnswer } from "./last_known.ts";
 
 export abstract class KeyCalls {
   protected readonly ctx: KeyCtx;
@@ -85,7 +85,7 @@ export abstract class KeyCalls {
       counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
       // As an overloaded call: decided from what this isolate last knew (never `on_error`, see `lastKnown`), without
       // the backoff: the object is not the one overloaded, and the requests already waiting still go to it.
-      return lastKnown(this.ctx, st, "overloaded", input.cost, this.options.clock(), false)!;
+      return lastKnown(this.ctx, st, "overloaded", this.options.clock(), false)!;
     }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
@@ -251,20 +251,26 @@ export abstract class KeyCalls {
 
   /**
    * Make the call: to the delegate, when there is one, and to the key's object if the delegate fails (the delegate is
-   * then avoided for `DELEGATE_BACKOFF_MS`). The fallback carries no refunds unless the delegate certainly did not
-   * apply them (it was overloaded): a refund applied twice would admit more than the rule allows.
+   * then avoided for `DELEGATE_BACKOFF_MS`). An overloaded delegate is busy, not failing: its batch is not sent to the
+   * key's object (which would take every region's overflow at once) but decided from what this isolate last knew. The
+   * fallback carries no refunds (the delegate may have applied them): a refund applied twice would admit more than the
+   * rule allows. An overloaded key's object (or one timing out while the key is busy)
+   * sends the key to the delegate (`overloadTeachesHot`).
    */
   protected async callTarget(st: KeyState, delegate: DelegateRoute | null, input: CallInput): Promise<CallAnswer> {
     const isolate = { sleep: this.options.sleep, stats: this.options.counters };
-    if (delegate === null) return callObject(st.transport, st.name, input, st.timeoutMs, isolate);
+    const direct = async (call: CallInput) => {
+      const answer = await callObject(st.transport, st.name, call, st.timeoutMs, isolate);
+      if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, this.options.clock());
+      return answer;
+    };
+    if (delegate === null) return direct(input);
     const answer = await callObject(delegate.transport, delegate.name, input, st.timeoutMs, isolate);
-    if (answer.kind === "answered") return answer;
+    if (answer.kind === "answered" || answer.failure === "overloaded") return answer;
     const { counters } = this.options;
     counters.delegate_failures = (counters.delegate_failures ?? 0) + 1;
     st.delegateDownUntilMs = this.options.clock() + DELEGATE_BACKOFF_MS;
-    const applied = answer.failure !== "overloaded";
-    const direct: CallInput = { ...input, id: this.options.newId(), ...(applied ? { giveBack: [] } : {}) };
-    return callObject(st.transport, st.name, direct, st.timeoutMs, isolate);
+    return direct({ ...input, id: this.options.newId(), giveBack: [] });
   }
 
   /** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
@@ -310,7 +316,6 @@ export abstract class KeyCalls {
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
-      st.fallback = null; // the object decides again
       if (result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
       noteHot(st, result.hot, this.options.clock());
       const asked = this.lastAsk.get(st);
@@ -342,7 +347,7 @@ export abstract class KeyCalls {
     const now = this.options.clock();
     return batch.map(
       (w, i): Asked =>
-        lastKnown(this.ctx, st, failure, w.cost, now) ?? {
+        lastKnown(this.ctx, st, failure, now) ?? {
           kind: "failed",
           failure,
           message,

@@ -90,7 +90,7 @@ export interface Waiting {
   settled: boolean;
 }
 
-/** The last lease granted here, kept after it ends: what this isolate last knew of its share (`lastKnown`). */
+/** The last lease granted here, kept after it ends: the key counts as hot here a term after it (`isHot`). */
 export interface LastGrant {
   readonly units: number;
   /** The object's clock when it charged them. */
@@ -98,8 +98,6 @@ export interface LastGrant {
   /** Its term, ms, and when it ended or ends (this isolate's clock). */
   readonly termMs: number;
   readonly endsAtMs: number;
-  /** Already decided from once (a share is reused at most once: the bound in `lastKnown`). */
-  reused: boolean;
 }
 
 export interface KeyState {
@@ -148,8 +146,6 @@ export interface KeyState {
   /** Until when the key's object is known overloaded (one lease ttl after its last overloaded answer here). */
   overloadedUntilMs: number;
   lastGrant: LastGrant | null;
-  /** A share this isolate decides from while the object cannot be asked (never charged, never given back). */
-  fallback: HeldLease | null;
   /** The region's delegate for the key, if any (`AskInput.delegate`). */
   delegate: DelegateRoute | null;
   /** Until when the key is hot (this isolate's clock): batches go to the delegate. 0: not hot. */

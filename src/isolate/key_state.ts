@@ -35,7 +35,6 @@ export function newKeyState(input: AskInput): KeyState {
     returnsNotBeforeMs: 0,
     overloadedUntilMs: 0,
     lastGrant: null,
-    fallback: null,
     delegate: input.delegate ?? null,
     hotUntilMs: 0,
     delegateDownUntilMs: 0,

@@ -1,20 +1,14 @@
 /**
  * What an isolate decides for a key without asking its object: while the object cannot be asked (overloaded, timing
- * out), from what it last knew (`lastKnown`: its last share reused once, a key known short, a backoff); while the key
+ * out), from what it last knew (`lastKnown`: a key known short, a backoff; never an admission); while the key
  * is short here, refused (`scarceAnswer`). Functions of a key's state (coalesce_types.ts `KeyState`) and the
  * coalescer's clock, counters and spread (`KeyCtx`).
  */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
+import { HOT_HOLD_MS } from "../protocol/share.ts";
 import type { CheckResult } from "../protocol/store.ts";
-import {
-  type Asked,
-  AUTO_LEASE,
-  type CoalesceCounters,
-  type HeldLease,
-  type KeyState,
-  OVERLOAD_BACKOFF_MS,
-} from "./coalesce_types.ts";
+import { type Asked, AUTO_LEASE, type CoalesceCounters, type KeyState, OVERLOAD_BACKOFF_MS } from "./coalesce_types.ts";
 
 /** What these functions need of the coalescer: its clock, its counters, and its spread of renewals. */
 export interface KeyCtx {
@@ -41,42 +35,39 @@ export function isHot(st: KeyState, now: number): boolean {
 }
 
 /**
+ * The key's object could not take a call: overloaded, or timing out while the key is known busy here (`isHot`). In the
+ * real runtime an overloaded Durable Object throws at the caller, so no `hot` answer ever comes; the isolate infers it:
+ * a key whose rule takes shares and that has a delegate goes to the delegate for `HOT_HOLD_MS`, as if the object had
+ * said `hot`. Call it before `lastKnown` (which marks the key overloaded). Returns whether the key is now hot.
+ */
+export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
+  if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;
+  if (failure !== "overloaded" && !(failure === "timeout" && isHot(st, now))) return false;
+  st.hotUntilMs = Math.max(st.hotUntilMs, now + HOT_HOLD_MS);
+  return true;
+}
+
+/**
  * A request the object could not decide (`failure`), decided from what this isolate last knew; `null` leaves it to
- * its rule's `on_error`. In order:
+ * its rule's `on_error`. Nothing is admitted here: a live lease's units were already offered before the call
+ * (`Coalescer.ask`), and a share that ended is not reused (over many isolates that reuse grew with their number and
+ * broke the rate bound). In order:
  *
- * 1. A rate rule's last share, reused once: the units of the last lease granted here, for at most one more term
- *    after it ended (never charged, never given back). Each isolate thus admits at most its last share once more,
- *    as if the object had granted it again when it ended; over all isolates that is what the object granted in the
- *    last two terms, at most `burst + rate × 2·ttl` beyond the lease bound, once per outage. Window rules never
- *    reuse a share (a window's units are counted exactly).
- * 2. A key known to be short here (`scarceUntilMs`): refused, as before the failure.
- * 3. An overloaded object: refused, and the key refused here without asking for a short, spread backoff
+ * 1. A key known to be short here (`scarceUntilMs`): refused, as before the failure.
+ * 2. An overloaded object: refused, and the key refused here without asking for a short, spread backoff
  *    (`OVERLOAD_BACKOFF_MS`), so the object is not asked more while it drowns. A request beyond `maxWaiting` here:
  *    refused (no backoff: the requests already waiting still go to the object). An overload thus never admits
  *    anything uncounted; it under-admits for that backoff at most.
- * 4. Any other failure (unreachable, timeout, an error) of a key that is not hot here: its rule's `on_error`.
- *    A hot key (a share held lately, or a busy object) was decided by 1 or 2 when they apply; and its call that
- *    times out (or any call within a lease ttl of an overloaded answer that does) is taken for what it most likely
- *    is, an overloaded object whose queue outlasted the budget, and decided as 3.
+ * 3. Any other failure (unreachable, timeout, an error) of a key that is not hot here: its rule's `on_error`.
+ *    A hot key (a share held lately, or a busy object) is refused by 1 when it applies; and its call that times out
+ *    (or any call within a lease ttl of an overloaded answer that does) is taken for what it most likely is, an
+ *    overloaded object whose queue outlasted the budget, and decided as 2.
  */
-export function lastKnown(
-  ctx: KeyCtx,
-  st: KeyState,
-  failure: FailureKind,
-  cost: number,
-  now: number,
-  backoff = true,
-): Asked | null {
+export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
   if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
   const hot = isHot(st, now);
   const overloaded = failure === "overloaded" || (failure === "timeout" && hot);
   if (!overloaded && !hot) return null;
-  const share = fallbackShare(st, now);
-  if (share !== null && share.unitsLeft >= cost) {
-    share.unitsLeft -= cost;
-    countLastKnown(ctx);
-    return shareAnswer(ctx, st, share, cost, now);
-  }
   if (now >= st.scarceUntilMs) {
     if (!overloaded) return null;
     if (!backoff) {
@@ -89,42 +80,6 @@ export function lastKnown(
   }
   countLastKnown(ctx);
   return scarceAnswer(st, now);
-}
-
-/** The share to decide from while the object cannot be asked (see `lastKnown`, 1), or `null`. */
-export function fallbackShare(st: KeyState, now: number): HeldLease | null {
-  if (st.fallback !== null && now < st.fallback.endsAtMs) return st.fallback;
-  const g = st.lastGrant;
-  if (g === null || g.reused || leasePolicy(st.rule.params.algorithm).kind !== "rate") return null;
-  if (now >= g.endsAtMs + g.termMs) return null;
-  g.reused = true;
-  st.fallback = { unitsLeft: g.units, units: g.units, atMs: g.atMs, endsAtMs: g.endsAtMs + g.termMs, returned: true };
-  return st.fallback;
-}
-
-/** An admission from the share this isolate decides from (`fallbackShare`): a refund goes back into it, if live. */
-export function shareAnswer(ctx: KeyCtx, st: KeyState, share: HeldLease, cost: number, now: number): Asked {
-  return {
-    kind: "answered",
-    result: {
-      ok: true,
-      atMs: now,
-      decision: {
-        allowed: true,
-        remaining: share.unitsLeft,
-        resetAfterMs: Math.max(0, share.endsAtMs - now),
-        retryAfterMs: null,
-        delayMs: 0,
-      },
-    },
-    source: "lease",
-    batchSize: 0,
-    attempts: 0,
-    refund: () => {
-      if (st.fallback === share && ctx.clock() < share.endsAtMs) share.unitsLeft += cost;
-      return Promise.resolve(null);
-    },
-  };
 }
 
 /**

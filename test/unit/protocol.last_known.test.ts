@@ -1,7 +1,7 @@
 /**
  * Exact tables for what an isolate decides without its key's object (src/isolate/last_known.ts): whether the key is
- * hot here, the last share reused once, refusals while the key is scarce, the overload backoff, and scarcity noted
- * from a short grant.
+ * hot here, an overload teaching hot, refusals while the key is scarce (never an admission: an ended share is not
+ * reused), the overload backoff, and scarcity noted from a short grant.
  */
 import { describe, expect, it } from "vitest";
 import {
@@ -14,18 +14,18 @@ import {
 import { newKeyState } from "../../src/isolate/key_state.ts";
 import {
   countLastKnown,
-  fallbackShare,
   isHot,
   type KeyCtx,
   lastKnown,
   noteScarcity,
+  overloadTeachesHot,
   scarceAnswer,
-  shareAnswer,
 } from "../../src/isolate/last_known.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
+import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
 import type { CheckResult } from "../../src/protocol/store.ts";
-import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
+import { slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const transport: ObjectTransport = {
@@ -56,7 +56,6 @@ const grant = (over: Partial<NonNullable<KeyState["lastGrant"]>> = {}): NonNulla
   atMs: T0 - 1900,
   termMs: 2000,
   endsAtMs: T0 + 100,
-  reused: false,
   ...over,
 });
 const resultOf = (asked: Asked | null) => (asked?.kind === "answered" ? asked.result : null);
@@ -93,63 +92,43 @@ describe("countLastKnown", () => {
   });
 });
 
-describe("fallbackShare", () => {
-  it("reuses a rate rule's last grant once, for one more term after it ended", () => {
-    const st = key({}, { lastGrant: grant() });
-    const share = fallbackShare(st, T0 + 50);
-    expect(share).toEqual({ unitsLeft: 5, units: 5, atMs: T0 - 1900, endsAtMs: T0 + 2100, returned: true });
-    expect(st.lastGrant?.reused).toBe(true);
-    expect(st.fallback).toBe(share);
-    // The same share until its end; then none (reused already).
-    expect(fallbackShare(st, T0 + 2099)).toBe(share);
-    expect(fallbackShare(st, T0 + 2100)).toBeNull();
+describe("overloadTeachesHot", () => {
+  const route = { transport, name: "r:key@weur.0" };
+  it("sends a key with a delegate to it for HOT_HOLD_MS after an overloaded call", () => {
+    const st = key({ delegate: route });
+    expect(overloadTeachesHot(st, "overloaded", T0)).toBe(true);
+    expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
+    // Never shortens a longer hold.
+    st.hotUntilMs = T0 + HOT_HOLD_MS + 10;
+    expect(overloadTeachesHot(st, "overloaded", T0)).toBe(true);
+    expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS + 10);
   });
 
-  it("reuses nothing after the extra term, nothing twice, nothing of a window rule, nothing without a grant", () => {
-    expect(fallbackShare(key({}, { lastGrant: grant() }), T0 + 2100)).toBeNull();
-    expect(fallbackShare(key({}, { lastGrant: grant() }), T0 + 2099)).not.toBeNull();
-    expect(fallbackShare(key({}, { lastGrant: grant({ reused: true }) }), T0)).toBeNull();
-    const win = key({ rule: { id: "w", params: fixedWindow(10, 60_000) } }, { lastGrant: grant() });
-    expect(fallbackShare(win, T0)).toBeNull();
-    expect(win.lastGrant?.reused).toBe(false);
-    expect(fallbackShare(key(), T0)).toBeNull();
+  it("takes a timeout for an overload only while the key is known busy here", () => {
+    const cold = key({ delegate: route });
+    expect(overloadTeachesHot(cold, "timeout", T0)).toBe(false);
+    expect(cold.hotUntilMs).toBe(0);
+    const busy = key({ delegate: route }, { busyUntilMs: T0 + 1 });
+    expect(overloadTeachesHot(busy, "timeout", T0)).toBe(true);
+    expect(busy.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
+  });
+
+  it("teaches nothing without a delegate, for a rule that takes no shares, or for another failure", () => {
+    expect(overloadTeachesHot(key(), "overloaded", T0)).toBe(false);
+    const log = key({
+      delegate: route,
+      rule: { id: "s", params: slidingLog(5, 1000) },
+    });
+    expect(overloadTeachesHot(log, "overloaded", T0)).toBe(false);
+    for (const failure of ["error", "retryable", "reset", "invalid"] as const) {
+      const st = key({ delegate: route }, { busyUntilMs: T0 + 1 });
+      expect(overloadTeachesHot(st, failure, T0)).toBe(false);
+      expect(st.hotUntilMs).toBe(0);
+    }
   });
 });
 
 describe("answers without the object", () => {
-  it("admits from a share, its refund going back into it while it lasts", async () => {
-    const { ctx, set } = ctxAt(T0);
-    const share = held({ unitsLeft: 2 });
-    const st = key({}, { fallback: share });
-    const asked = shareAnswer(ctx, st, share, 3, T0 + 100);
-    expect(asked).toMatchObject({
-      kind: "answered",
-      result: {
-        ok: true,
-        atMs: T0 + 100,
-        decision: { allowed: true, remaining: 2, resetAfterMs: 400, retryAfterMs: null, delayMs: 0 },
-      },
-      source: "lease",
-      batchSize: 0,
-      attempts: 0,
-    });
-    if (asked.kind !== "answered") throw new Error("answered");
-    set(T0 + 499);
-    expect(await asked.refund()).toBeNull();
-    expect(share.unitsLeft).toBe(5);
-    set(T0 + 500);
-    await asked.refund();
-    expect(share.unitsLeft).toBe(5);
-    // Not the share decided from any more: nothing goes back into it.
-    set(T0);
-    st.fallback = null;
-    await asked.refund();
-    expect(share.unitsLeft).toBe(5);
-    expect(resultOf(shareAnswer(ctx, st, held({ endsAtMs: T0 }), 1, T0 + 7))).toMatchObject({
-      decision: { resetAfterMs: 0 },
-    });
-  });
-
   it("refuses while scarce, telling the client when the key reopens here (at least a ms)", async () => {
     const asked = scarceAnswer(key({}, { scarceRetryAtMs: T0 + 300 }), T0 + 100);
     expect(asked).toMatchObject({
@@ -174,67 +153,61 @@ describe("lastKnown", () => {
   it("leaves a cold key's failure to its rule's on_error", () => {
     const { ctx, counters } = ctxAt(T0);
     for (const failure of ["timeout", "error", "retryable", "reset", "invalid"] as const) {
-      expect(lastKnown(ctx, key(), failure, 1, T0)).toBeNull();
+      expect(lastKnown(ctx, key(), failure, T0)).toBeNull();
     }
     expect(counters.last_known_answers).toBe(0);
   });
 
-  it("decides a hot key's request from its last share, reused once", () => {
+  it("never admits from a hot key's last share once it ended: an error is on_error, an overload refused", () => {
     const { ctx, counters } = ctxAt(T0);
     const st = key({}, { lastGrant: grant() });
-    const first = lastKnown(ctx, st, "error", 2, T0);
-    expect(resultOf(first)).toMatchObject({
-      ok: true,
-      decision: { allowed: true, remaining: 3 },
-    });
-    expect(lastKnown(ctx, st, "error", 3, T0)).toMatchObject({ result: { decision: { allowed: true, remaining: 0 } } });
-    expect(counters.last_known_answers).toBe(2);
-    // Spent, and not overloaded: on_error.
-    expect(lastKnown(ctx, st, "error", 1, T0)).toBeNull();
-    expect(counters.last_known_answers).toBe(2);
+    expect(lastKnown(ctx, st, "error", T0)).toBeNull();
+    expect(counters.last_known_answers).toBe(0);
+    expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(counters.last_known_answers).toBe(1);
   });
 
   it("refuses a hot key known scarce here", () => {
     const { ctx, counters } = ctxAt(T0);
     const st = key({}, { hotUntilMs: T0 + 10, scarceUntilMs: T0 + 1, scarceRetryAtMs: T0 + 40 });
-    expect(lastKnown(ctx, st, "error", 1, T0)).toMatchObject({
+    expect(lastKnown(ctx, st, "error", T0)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: 40 } },
     });
     expect(counters.last_known_answers).toBe(1);
-    expect(lastKnown(ctx, st, "error", 1, T0 + 1)).toBeNull();
+    expect(lastKnown(ctx, st, "error", T0 + 1)).toBeNull();
   });
 
   it("backs off an overloaded key for half to all of the backoff, spread", () => {
     const { ctx, counters } = ctxAt(T0, 100);
     const st = key();
-    const asked = lastKnown(ctx, st, "overloaded", 1, T0);
+    const asked = lastKnown(ctx, st, "overloaded", T0);
     expect(st.overloadedUntilMs).toBe(T0 + 2000);
     expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
     expect(st.scarceRetryAtMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
     expect(asked).toMatchObject({ result: { decision: { allowed: false, retryAfterMs: 350 } } });
     expect(counters.last_known_answers).toBe(1);
     // While backing off: refused without a new backoff.
-    expect(lastKnown(ctx, st, "overloaded", 1, T0 + 349)).toMatchObject({ result: { decision: { retryAfterMs: 1 } } });
+    expect(lastKnown(ctx, st, "overloaded", T0 + 349)).toMatchObject({ result: { decision: { retryAfterMs: 1 } } });
     expect(st.scarceUntilMs).toBe(T0 + 350);
     // A later retry time is kept.
     const later = key({}, { scarceRetryAtMs: T0 + 900 });
-    lastKnown(ctx, later, "overloaded", 1, T0);
+    lastKnown(ctx, later, "overloaded", T0);
     expect([later.scarceUntilMs, later.scarceRetryAtMs]).toEqual([T0 + 350, T0 + 900]);
     // Without a lease setting, the automatic lease's ttl marks the overload.
     const auto = key({ lease: null });
-    lastKnown(ctx, auto, "overloaded", 1, T0);
+    lastKnown(ctx, auto, "overloaded", T0);
     expect(auto.overloadedUntilMs).toBe(T0 + 1000);
     // A rule that takes no leases at all: the automatic lease's ttl too.
     const none = key({ lease: null, rule: { id: "l", params: slidingLog(5, 1000) } });
     expect(none.leaseSettings).toBeNull();
-    lastKnown(ctx, none, "overloaded", 1, T0);
+    lastKnown(ctx, none, "overloaded", T0);
     expect(none.overloadedUntilMs).toBe(T0 + 1000);
   });
 
   it("refuses without a backoff when asked not to back off", () => {
     const { ctx, counters } = ctxAt(T0, 100);
     const st = key({}, { scarceRetryAtMs: T0 + 30 });
-    expect(lastKnown(ctx, st, "overloaded", 1, T0, false)).toMatchObject({
+    expect(lastKnown(ctx, st, "overloaded", T0, false)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: 30 } },
     });
     expect(st.scarceUntilMs).toBe(0);
@@ -244,18 +217,16 @@ describe("lastKnown", () => {
   it("takes a hot key's timeout for an overload; a cold key's is on_error", () => {
     const { ctx } = ctxAt(T0);
     const hot = key({}, { busyUntilMs: T0 + 1 });
-    expect(lastKnown(ctx, hot, "timeout", 1, T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(lastKnown(ctx, hot, "timeout", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(hot.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
     expect(hot.overloadedUntilMs).toBe(0);
-    expect(lastKnown(ctx, key(), "timeout", 1, T0)).toBeNull();
+    expect(lastKnown(ctx, key(), "timeout", T0)).toBeNull();
   });
 
-  it("decides an overload from the last share before backing off", () => {
+  it("refuses an overload though a rate share was granted lately, and backs off", () => {
     const { ctx } = ctxAt(T0);
     const st = key({}, { lastGrant: grant({ units: 1 }) });
-    expect(lastKnown(ctx, st, "overloaded", 1, T0)).toMatchObject({ result: { decision: { allowed: true } } });
-    expect(st.scarceUntilMs).toBe(0);
-    expect(lastKnown(ctx, st, "overloaded", 1, T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
   });
 });

@@ -33,8 +33,14 @@ function world(params: AlgorithmParams, regions: number, isolatesPerRegion: numb
     await clock.sleep(HOP_MS);
     return out;
   };
-  const objectCall = (input: CallInput): Promise<CallResult> =>
+  /** While set, the key's object refuses isolates' direct calls as overloaded (never answering `hot`). */
+  const direct = { overloaded: false, refused: 0 };
+  const objectCall = (input: CallInput, fromIsolate = false): Promise<CallResult> =>
     hop(() => {
+      if (fromIsolate && direct.overloaded) {
+        direct.refused++;
+        throw Object.assign(new Error("Durable Object is overloaded"), { overloaded: true });
+      }
       objectCalls.push(clock.nowMs());
       const out = keyCall(record, input, clock.nowMs());
       record = out.record;
@@ -72,7 +78,7 @@ function world(params: AlgorithmParams, regions: number, isolatesPerRegion: numb
     return { route: { transport, name: `r:key@region${r}.0` } as DelegateRoute, stored: () => stored };
   });
   const keyTransport: ObjectTransport = {
-    call: (_name, input) => objectCall(input),
+    call: (_name, input) => objectCall(input, true),
     refund: () => Promise.resolve(null),
   };
   const isolates = Array.from({ length: regions * isolatesPerRegion }, (_, i) => {
@@ -93,7 +99,7 @@ function world(params: AlgorithmParams, regions: number, isolatesPerRegion: numb
         }),
     };
   });
-  return { clock, isolates, delegates, objectCalls, failing, record: () => record };
+  return { clock, isolates, delegates, objectCalls, failing, direct, record: () => record };
 }
 
 /** `perSecond` requests a second spread over the isolates for `seconds`; admissions per `bucketMs`. */
@@ -130,6 +136,18 @@ describe("the delegate tier, simulated", () => {
     for (let s = 2; s < 6; s++) expect(admitted.get(s) ?? 0).toBeGreaterThanOrEqual(1960);
     const late = w.objectCalls.filter((t) => t >= T0 + 3000 && t < T0 + 6000).length;
     expect(late / 3).toBeLessThanOrEqual(100);
+    for (const d of w.delegates) expect(d.stored().calls.length).toBeGreaterThan(0);
+  });
+
+  it("an overloaded key's object sends isolates to the delegates, though it never answered hot", async () => {
+    const w = world(fixedWindow(2000, 1000), 3, 20);
+    w.direct.overloaded = true;
+    const admitted = await drive(w, 4000, 4, 1000);
+    for (const [, count] of admitted) expect(count).toBeLessThanOrEqual(2000);
+    // About one refused call per isolate (each learns from its own; a delegate without a share yet may pass a batch
+    // through and call the key cold once more, here where the object serves nothing direct), then the delegates decide.
+    expect(w.direct.refused).toBeLessThanOrEqual(2 * w.isolates.length);
+    for (let s = 1; s < 4; s++) expect(admitted.get(s) ?? 0).toBeGreaterThanOrEqual(1900);
     for (const d of w.delegates) expect(d.stored().calls.length).toBeGreaterThan(0);
   });
 
