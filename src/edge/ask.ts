@@ -8,9 +8,11 @@
 import { type Decision, fingerprintOf } from "../algorithms/index.ts";
 import type { DelegateRoute } from "../isolate/coalesce.ts";
 import type { Isolate } from "../isolate/isolate.ts";
+import { hashString } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
 import { delegateNameOf, holderOf, objectNameOf } from "../object/names.ts";
 import { delegateTransport, durableObjectTransport } from "../object/transport.ts";
+import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
 import type { CheckResult, RefundResult } from "../protocol/store.ts";
 import type { Applicable, CompiledRule } from "../request/match.ts";
@@ -126,11 +128,38 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund) };
 }
 
-/** The region's delegate for a key's object, when the Worker has the `DELEGATE` binding. */
-function delegateOf(env: AskContext["env"], object: string, region: string | null): DelegateRoute | null {
-  if (env.DELEGATE === undefined) return null;
-  const transport = delegateTransport(env.DELEGATE, object, holderOf(region), region);
-  return { transport, name: delegateNameOf(object, region) };
+/**
+ * This isolate's delegate shard (0 to `DELEGATE_SHARDS` - 1): a hash of an id drawn on first use (not at module
+ * load, where the runtime refuses random values), so a region's isolates spread evenly over its shards.
+ */
+let isolateShard: number | undefined;
+export function shardOfIsolate(): number {
+  isolateShard ??= hashString(crypto.randomUUID()) % DELEGATE_SHARDS;
+  return isolateShard;
+}
+
+/** Fix this isolate's shard (tests: which shard a busy delegate spreads it to). */
+export function pinIsolateShard(shard: number): void {
+  isolateShard = shard % DELEGATE_SHARDS;
+}
+
+/**
+ * The region's delegate for a key's object, when the Worker has the `DELEGATE` binding: the first shard, and this
+ * isolate's own shard to spread to when the first says it is busy.
+ */
+export function delegateOf(
+  env: AskContext["env"],
+  object: string,
+  region: string | null,
+  shard = shardOfIsolate(),
+): DelegateRoute | null {
+  const namespace = env.DELEGATE;
+  if (namespace === undefined) return null;
+  const route = (s: number): DelegateRoute => ({
+    transport: delegateTransport(namespace, object, holderOf(region, s), region),
+    name: delegateNameOf(object, region, s),
+  });
+  return shard === 0 ? route(0) : { ...route(0), spread: route(shard) };
 }
 
 const fingerprints = new WeakMap<CompiledRule, string>();

@@ -28,7 +28,16 @@ import {
   type KeyState,
   type Waiting,
 } from "./coalesce_types.ts";
-import { delegateFor, hashString, lateResult, leaseAsk, newKeyState, noteHot, seenPerTtl } from "./key_state.ts";
+import {
+  delegateFor,
+  hashString,
+  lateResult,
+  leaseAsk,
+  newKeyState,
+  noteDelegateBusy,
+  noteHot,
+  seenPerTtl,
+} from "./key_state.ts";
 import { type KeyCtx, lastKnown, noteScarcity, overloadTeachesHot, scarceAnswer } from "./last_known.ts";
 
 export abstract class KeyCalls {
@@ -58,13 +67,11 @@ export abstract class KeyCalls {
   }
 
   /**
-   * A deterministic pseudo-random integer in [0, rangeMs): how much this isolate shortens a lease's term, or waits
-   * past a window's end before renewing. Isolates whose leases were synchronized (a cold start, a window's end) thus
-   * renew at different instants, so the object's queue never takes them all at once.
+   * A deterministic pseudo-random integer in [0, rangeMs): how much this isolate shortens a lease's term, or waits past
+   * a window's end before renewing, so isolates synchronized (a cold start, a window's end) renew at different instants.
    */
   protected spread(rangeMs: number): number {
     if (rangeMs < 1) return 0;
-    // xorshift32
     let x = this.spreadSeed ?? hashString(this.options.newId());
     x ^= x << 13;
     x ^= x >>> 17;
@@ -251,11 +258,12 @@ export abstract class KeyCalls {
 
   /**
    * Make the call: to the delegate, when there is one, and to the key's object if the delegate fails (the delegate is
-   * then avoided for `DELEGATE_BACKOFF_MS`). An overloaded delegate is busy, not failing: its batch is not sent to the
-   * key's object (which would take every region's overflow at once) but decided from what this isolate last knew. The
-   * fallback carries no refunds (the delegate may have applied them): a refund applied twice would admit more than the
-   * rule allows. An overloaded key's object (or one timing out while the key is busy)
-   * sends the key to the delegate (`overloadTeachesHot`).
+   * then avoided for `DELEGATE_BACKOFF_MS`; the fallback carries no refunds: the delegate may have applied them, and a
+   * refund applied twice would admit more than the rule allows). An overloaded or slow (timing out) delegate is busy,
+   * not failing: its batch is not sent to the key's object (which would take every region's overflow at once) but
+   * decided from what this isolate last knew (a hot key's timeout is refused as an overload's). An overloaded key's
+   * object (or one timing out while the key is busy) sends the key to the delegate (`overloadTeachesHot`); a busy or
+   * overloaded delegate sends it to this isolate's own shard (`noteDelegateBusy`).
    */
   protected async callTarget(st: KeyState, delegate: DelegateRoute | null, input: CallInput): Promise<CallAnswer> {
     const isolate = { sleep: this.options.sleep, stats: this.options.counters };
@@ -266,7 +274,8 @@ export abstract class KeyCalls {
     };
     if (delegate === null) return direct(input);
     const answer = await callObject(delegate.transport, delegate.name, input, st.timeoutMs, isolate);
-    if (answer.kind === "answered" || answer.failure === "overloaded") return answer;
+    noteDelegateBusy(st, answer.kind === "answered" ? answer.result.busy === true : answer.failure === "overloaded");
+    if (answer.kind === "answered" || answer.failure === "overloaded" || answer.failure === "timeout") return answer;
     const { counters } = this.options;
     counters.delegate_failures = (counters.delegate_failures ?? 0) + 1;
     st.delegateDownUntilMs = this.options.clock() + DELEGATE_BACKOFF_MS;

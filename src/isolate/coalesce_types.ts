@@ -38,6 +38,11 @@ export interface AskInput {
 export interface DelegateRoute {
   readonly transport: ObjectTransport;
   readonly name: string;
+  /**
+   * This isolate's own shard of the region's delegate (names.ts `DELEGATE_SHARDS`, chosen by a hash of the isolate),
+   * where its batches go once the first delegate said it is busy; absent: this isolate's shard is the first.
+   */
+  readonly spread?: DelegateRoute;
 }
 
 /** Where an answer came from: the object (possibly in a batch), or this isolate's lease (or what it last knew). */
@@ -152,6 +157,8 @@ export interface KeyState {
   hotUntilMs: number;
   /** Until when the delegate is avoided after a failed call (batches go to the key's object). */
   delegateDownUntilMs: number;
+  /** The first delegate said it is busy (or was overloaded): batches go to `delegate.spread` until the key is cold. */
+  spread: boolean;
 }
 
 /** Counters for `/_sluice/stats`. */

@@ -38,6 +38,7 @@ export function newKeyState(input: AskInput): KeyState {
     delegate: input.delegate ?? null,
     hotUntilMs: 0,
     delegateDownUntilMs: 0,
+    spread: false,
   };
 }
 
@@ -94,16 +95,27 @@ export function leaseAsk(st: KeyState, now: number): CallInput["lease"] {
   return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
 }
 
-/** The delegate to send the key's next call to: while the key is hot and the delegate was not failing lately. */
+/**
+ * The delegate to send the key's next call to: while the key is hot and the delegate was not failing lately; this
+ * isolate's own shard once the first said it is busy (`noteDelegateBusy`).
+ */
 export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
-  return st.delegate;
+  return st.spread ? (st.delegate.spread ?? st.delegate) : st.delegate;
+}
+
+/** A delegate answered busy, or was overloaded: this isolate spreads to its own shard (until the key goes cold). */
+export function noteDelegateBusy(st: KeyState, busy: boolean): void {
+  if (busy) st.spread = true;
 }
 
 /** The key's object (or delegate) said the key is hot (go to the delegate) or cold (`false`: back to the object). */
 export function noteHot(st: KeyState, hot: boolean | undefined, now: number): void {
   if (hot === true) st.hotUntilMs = now + HOT_HOLD_MS;
-  else if (hot === false) st.hotUntilMs = 0;
+  else if (hot === false) {
+    st.hotUntilMs = 0;
+    st.spread = false;
+  }
 }
 
 /**

@@ -24,6 +24,17 @@ import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, Limi
 
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
 export const DELEGATE_CALL_MEMORY = 32;
+/**
+ * Calls in a second (the current or the last) from which a delegate says it is busy (`CallResult.busy`): its isolates
+ * then spread over their region's shards (`DELEGATE_SHARDS`, each shard a delegate with its own share).
+ */
+export const DELEGATE_BUSY_CALLS_PER_S = 250;
+/**
+ * Delegates per (rule, key, region) at most: the first, and the shards a busy first spreads its isolates over (each
+ * isolate to one, by a hash of the isolate). 9 regions × 4 holders fit the key's object's book (share.ts
+ * `SHARE_HOLDERS_MAX`), and renew about 36 times a second.
+ */
+export const DELEGATE_SHARDS = 4;
 
 /** The share a delegate holds. */
 export interface HeldShare {
@@ -57,6 +68,8 @@ export interface DelegateRecord {
   readonly giveBack: readonly LeaseReturn[];
   /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
   readonly calls: readonly AppliedCall[];
+  /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
+  readonly load?: { readonly second: number; readonly curr: number; readonly prev: number };
 }
 
 export const NEW_DELEGATE: DelegateRecord = {
@@ -216,9 +229,27 @@ export function delegateCall(
     leaseForMs: 0,
   };
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  const next: DelegateRecord = { ...record, share, giveBack, calls, demand: { ...d, curr: d.curr + asked } };
-  const result: CallResult = { atMs: nowMs, results, lease: null, replayed: false, hot: record.hot };
+  const load = countCall(record.load, nowMs);
+  const next: DelegateRecord = { ...record, share, giveBack, calls, demand: { ...d, curr: d.curr + asked }, load };
+  const busy = Math.max(load.curr, load.prev) >= DELEGATE_BUSY_CALLS_PER_S;
+  const result: CallResult = {
+    atMs: nowMs,
+    results,
+    lease: null,
+    replayed: false,
+    hot: record.hot,
+    ...(busy ? { busy: true } : {}),
+  };
   return { result, record: next };
+}
+
+/** The per-second call count with one more call at `nowMs`. */
+export function countCall(load: DelegateRecord["load"], nowMs: number): NonNullable<DelegateRecord["load"]> {
+  const second = Math.floor(nowMs / 1000);
+  if (load === undefined || second > load.second + 1) return { second, curr: 1, prev: 0 };
+  if (second === load.second + 1) return { second, curr: 1, prev: load.curr };
+  if (second < load.second) return load; // a clock stepping back counts nothing new
+  return { ...load, curr: load.curr + 1 };
 }
 
 /** A refund taken into the share (`null`: it is not this share's to take, give it back to the key's object). */

@@ -1,6 +1,6 @@
 /**
  * One run of the cluster SIMULATION (bench/cluster.ts): one hot key, many isolates in 9 regions, the key's object and
- * (with the tier) one delegate per region, over simulated time. The code deciding is the real code: each isolate's
+ * (with the tier) `DELEGATE_SHARDS` delegates per region, over simulated time. The code deciding is the real code: each isolate's
  * coalescer (src/isolate/coalesce.ts: leases, batches, refunds, last-known answers, the switch to a delegate), the
  * key's object's record operations (share.ts `keyCall`, share_grant.ts `shareRecord`, store.ts `refundRecord`), the
  * delegate's decisions (src/protocol/delegate.ts, driven as its Durable Object drives them: delegate.ts here) and the
@@ -10,8 +10,10 @@
 import type { AlgorithmState } from "../algorithms/index.ts";
 import { carryOver, decide } from "../algorithms/index.ts";
 import { mulberry32 } from "../cli/gen.ts";
-import { type Asked, type CoalesceCounters, Coalescer } from "../isolate/coalesce.ts";
+import { type Asked, type CoalesceCounters, Coalescer, type DelegateRoute } from "../isolate/coalesce.ts";
+import { hashString } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
+import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import type { LimiterRule } from "../protocol/store.ts";
 import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
@@ -111,7 +113,7 @@ export function arrivalsOf(run: ClusterRun, random: () => number): Arrival[] {
 interface Isolate {
   readonly coalescer: Coalescer;
   readonly transport: ReturnType<SimObject["transportFrom"]>;
-  readonly delegate: { readonly transport: ReturnType<SimDelegate["transportFrom"]>; readonly name: string } | null;
+  readonly delegate: DelegateRoute | null;
   /** When this isolate starts asking under the lowered rule (`Infinity`: never). */
   readonly switchAtMs: number;
 }
@@ -134,19 +136,23 @@ class World {
     this.key = new SimObject(this.clock, OBJECT, (_input, result) => {
       for (const r of result.results) this.decidedAt.set(r, this.clock.nowMs());
     });
-    this.delegates = REGIONS.map(
-      (region, r) =>
-        new SimDelegate(
-          this.clock,
-          OBJECT,
-          `${region}.0`,
-          {
-            calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
-            shares: this.key.shareFrom(this.jitter(REGION_RTT_MS[r]!)),
-            name: "key",
-          },
-          this.decidedAt,
-        ),
+    // Region r's shard s is delegates[r * DELEGATE_SHARDS + s].
+    this.delegates = REGIONS.flatMap((region, r) =>
+      Array.from(
+        { length: DELEGATE_SHARDS },
+        (_, s) =>
+          new SimDelegate(
+            this.clock,
+            OBJECT,
+            `${region}.${s}`,
+            {
+              calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
+              shares: this.key.shareFrom(this.jitter(REGION_RTT_MS[r]!)),
+              name: "key",
+            },
+            this.decidedAt,
+          ),
+      ),
     );
     this.isolates = Array.from({ length: run.isolates }, (_, i) => this.makeIsolate(i));
   }
@@ -182,9 +188,13 @@ class World {
         : run.scenario === "override change"
           ? midMs + Math.floor(this.random() * 1000)
           : Number.POSITIVE_INFINITY;
-    const delegate = run.tier
-      ? { transport: this.delegates[region]!.transportFrom(this.jitter(DELEGATE_RTT_MS)), name: `delegate:${region}` }
-      : null;
+    // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to spread to.
+    const route = (s: number): DelegateRoute => ({
+      transport: this.delegates[region * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)),
+      name: `delegate:${REGIONS[region]}.${s}`,
+    });
+    const shard = hashString(`isolate-${i}-${this.ids}`) % DELEGATE_SHARDS;
+    const delegate = run.tier ? (shard === 0 ? route(0) : { ...route(0), spread: route(shard) }) : null;
     return { coalescer, transport: this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), delegate, switchAtMs };
   }
 

@@ -9,9 +9,10 @@
  */
 import { abortAllDurableObjects, env, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { pinIsolateShard } from "../../src/edge/ask.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
-import type { DelegateRecord } from "../../src/protocol/delegate.ts";
+import { DELEGATE_BUSY_CALLS_PER_S, type DelegateRecord } from "../../src/protocol/delegate.ts";
 import { BUSY_CALLS_PER_S } from "../../src/protocol/store.ts";
 import { compileRules } from "../../src/request/match.ts";
 import { bearer, gatewayFetch, isolate, knownKey, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
@@ -39,9 +40,9 @@ async function send(rules: ReturnType<typeof compileRules>, key: string, n: numb
   return admitted;
 }
 
-async function delegateRecord(key: string): Promise<DelegateRecord | undefined> {
+async function delegateRecord(key: string, shard = 0): Promise<DelegateRecord | undefined> {
   const object = objectNameOf("hotwin", await sha256Hex(key));
-  const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null), null);
+  const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, shard), null);
   return runInDurableObject(stub, (_instance, state) => state.storage.kv.get<DelegateRecord>("delegate"));
 }
 
@@ -72,5 +73,28 @@ describe("the delegate tier", () => {
     expect((await delegateRecord(key))?.share?.rule.version).toBe(2);
     // An isolate still on the older version is decided under the newer one: nothing more in this window.
     expect(await send(v1, key, 20)).toBe(0);
+  });
+
+  it("a busy delegate spreads its isolates to their own shard, each with its own share, and the window stays exact", async () => {
+    setNow(T0);
+    pinIsolateShard(2);
+    const key = await knownKey();
+    const limit = 700;
+    const rules = compileRules(resolvedFrom(RULES_YAML(limit)), 1);
+    // Hot after BUSY_CALLS_PER_S calls; then the first delegate says busy after DELEGATE_BUSY_CALLS_PER_S calls in a
+    // second (time is frozen: all of them), and this isolate's batches go to its own shard, 2.
+    const first = BUSY_CALLS_PER_S + DELEGATE_BUSY_CALLS_PER_S + 10;
+    expect(await send(rules, key, first)).toBe(first);
+    expect((await delegateRecord(key, 2))?.share?.kind).toBe("window");
+    const before = (await delegateRecord(key, 2))?.calls.length ?? 0;
+    const rest = await send(rules, key, limit);
+    expect((await delegateRecord(key, 2))?.calls.length).toBeGreaterThan(before);
+    // Exact: never more than the limit; what is not admitted is held (unused) by a shard's share in this window.
+    const held = [await delegateRecord(key, 0), await delegateRecord(key, 2)]
+      .map((r) => (r?.share?.kind === "window" ? r.share.unitsLeft : 0))
+      .reduce((a, b) => a + b, 0);
+    expect(first + rest).toBeLessThanOrEqual(limit);
+    expect(first + rest + held).toBe(limit);
+    pinIsolateShard(0);
   });
 });

@@ -7,6 +7,8 @@ import { describe, expect, it } from "vitest";
 import { sliceParams } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
+  countCall,
+  DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
   type DelegateRecord,
   delegateCall,
@@ -373,5 +375,29 @@ describe("delegateIdle", () => {
     expect(delegateIdle(withShare(windowShare()), T0 + 1000)).toBe(true);
     expect(delegateIdle(withShare(null, { giveBack: [{ units: 1, atMs: 1 }] }), T0)).toBe(false);
     expect(delegateIdle(withShare(windowShare(), { giveBack: [{ units: 1, atMs: 1 }] }), T0 + 1000)).toBe(false);
+  });
+});
+
+describe("a delegate's load (its shards)", () => {
+  const S0 = Math.floor(T0 / 1000);
+  it("counts calls in the current and the last second", () => {
+    expect(countCall(undefined, T0)).toEqual({ second: S0, curr: 1, prev: 0 });
+    expect(countCall({ second: S0, curr: 4, prev: 2 }, T0 + 999)).toEqual({ second: S0, curr: 5, prev: 2 });
+    expect(countCall({ second: S0, curr: 4, prev: 2 }, T0 + 1000)).toEqual({ second: S0 + 1, curr: 1, prev: 4 });
+    expect(countCall({ second: S0, curr: 4, prev: 2 }, T0 + 2000)).toEqual({ second: S0 + 2, curr: 1, prev: 0 });
+    // A clock stepping back counts nothing new.
+    const load = { second: S0, curr: 4, prev: 2 };
+    expect(countCall(load, T0 - 1)).toBe(load);
+  });
+
+  it("says busy from DELEGATE_BUSY_CALLS_PER_S calls in a second (its isolates then spread over the shards)", () => {
+    const S = Math.floor((T0 + 400) / 1000);
+    const under = withShare(windowShare(), { load: { second: S, curr: DELEGATE_BUSY_CALLS_PER_S - 2, prev: 0 } });
+    const quiet = delegateCall(under, batch(win, [1]), T0 + 400);
+    expect(quiet.result.busy).toBeUndefined();
+    expect(quiet.record.load).toEqual({ second: S, curr: DELEGATE_BUSY_CALLS_PER_S - 1, prev: 0 });
+    expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), T0 + 400).result.busy).toBe(true);
+    const last = withShare(windowShare(), { load: { second: S - 1, curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 } });
+    expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
   });
 });

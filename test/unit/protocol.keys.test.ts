@@ -10,6 +10,7 @@ import {
   lateResult,
   leaseAsk,
   newKeyState,
+  noteDelegateBusy,
   noteHot,
   roll,
   see,
@@ -57,7 +58,7 @@ describe("newKeyState", () => {
       seenPrev: 0,
       runCount: 0,
       busyUntilMs: 0,
-      fallback: null,
+      spread: false,
       lastGrant: null,
     });
     expect(auto).toEqual({
@@ -87,7 +88,7 @@ describe("newKeyState", () => {
       returnsNotBeforeMs: 0,
       overloadedUntilMs: 0,
       lastGrant: null,
-      fallback: null,
+      spread: false,
       delegate: null,
       hotUntilMs: 0,
       delegateDownUntilMs: 0,
@@ -235,6 +236,30 @@ describe("hot keys and delegates", () => {
     const without = keyWith(null);
     noteHot(without, true, T0);
     expect(delegateFor(without, T0)).toBeNull();
+  });
+
+  it("spreads to its own shard once a delegate said busy, until the key goes cold", () => {
+    const own = { ...route, name: "r:key@weur.2" };
+    const sharded = { ...route, spread: own };
+    const st = keyWith(null, { delegate: sharded });
+    noteHot(st, true, T0);
+    expect(delegateFor(st, T0)).toBe(sharded);
+    noteDelegateBusy(st, false);
+    expect(delegateFor(st, T0)).toBe(sharded);
+    noteDelegateBusy(st, true);
+    expect(st.spread).toBe(true);
+    expect(delegateFor(st, T0)).toBe(own);
+    // Not hot: no delegate at all; gone cold (`hot: false`): back to the first shard when hot again.
+    expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
+    noteHot(st, false, T0);
+    expect(st.spread).toBe(false);
+    noteHot(st, true, T0);
+    expect(delegateFor(st, T0)).toBe(sharded);
+    // An isolate whose own shard is the first stays there.
+    const first = keyWith(null, { delegate: route });
+    noteHot(first, true, T0);
+    noteDelegateBusy(first, true);
+    expect(delegateFor(first, T0)).toBe(route);
   });
 });
 
