@@ -172,7 +172,9 @@ export class SluiceLimiter extends DurableObject {
 
   /** Arm the alarm for when the record is fresh, put off by this object's own spread (`alarmSpreadMs`). */
   private async armAlarm(freshAtMs: number): Promise<void> {
-    const atMs = freshAtMs + alarmSpreadMs(this.ctx.id.toString());
+    // A record kept fresh (its call ids, shares or rules version outlive its state) may be fresh already: never arm
+    // for a time that has passed (an emptied log is fresh at 0).
+    const atMs = Math.max(freshAtMs, this.clock()) + alarmSpreadMs(this.ctx.id.toString());
     this.alarmAtMs = atMs;
     await this.ctx.storage.setAlarm(atMs);
   }

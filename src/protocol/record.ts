@@ -69,6 +69,8 @@ export interface ShareEntry {
   readonly prevEndsAtMs: number;
   /** Cost the holder was asked for over its last term: its demand. */
   readonly demand: number;
+  /** Rate share: tokens moved from the direct slice to the holder with this grant (absent: none). */
+  readonly tokens?: number;
   /** The ask this grant answered (a retried ask is answered again, not granted twice). */
   readonly askId: string;
 }
@@ -188,9 +190,33 @@ export function refundRecord(
   const remaining = peek.ok && peek.decision.allowed ? peek.decision.remaining + 1 : 0;
   const freshAt = freshAtMs(params, state);
   const resetAfterMs = Math.max(0, freshAt - nowMs);
-  // A refund that leaves the key as good as fresh (an emptied log) drops the record: there is nothing to keep, and no
-  // alarm to arm for a time that has already passed.
-  return { result: { remaining, resetAfterMs }, record: freshAt <= nowMs ? null : { ...record, state } };
+  // A refund that leaves the key's state as good as fresh (an emptied log, a full bucket) drops the record only when
+  // it holds nothing else: call ids (a retry must not be charged twice, and the busy mark counts them), lease asks,
+  // a share book, or a rules version (the newest the object has seen) keep it, with its fresh state.
+  // The state kept is then one fresh at any time (made at 0), not at `nowMs`: a clock that later reads earlier (a
+  // test's, a restarted object's) must not find the key charged.
+  if (freshAt > nowMs) return { result: { remaining, resetAfterMs }, record: { ...record, state } };
+  return {
+    result: { remaining, resetAfterMs },
+    record: bare(record) ? null : { ...record, state: freshState(params) },
+  };
+}
+
+/** A state as good as none at any time: one unit charged and given back at time 0. */
+function freshState(params: AlgorithmParams): AlgorithmState {
+  const out = decide(params, null, 1, 0);
+  if (!out.ok) throw new Error("a fresh key admits one unit");
+  return refund(params, out.state, 1, 0);
+}
+
+/** Whether the record holds nothing but its algorithm state (no call ids, lease asks, shares or rules version). */
+function bare(record: LimiterRecord): boolean {
+  return (
+    record.calls === undefined &&
+    record.leaseAsks === undefined &&
+    record.shares === undefined &&
+    (record.version ?? 0) === 0
+  );
 }
 
 /** What a key looks like now, for a cost-1 request, without charging it (the admin API's state). */
