@@ -188,6 +188,8 @@ export function adoptGrant(
       from !== null && old?.state != null
         ? (carryOver(from, next, old.state, nowMs) ?? emptyState(next, nowMs))
         : emptyState(next, nowMs);
+    // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`), capped at its burst.
+    if ((grant.tokens ?? 0) > 0) state = refund(next, state, grant.tokens ?? 0, nowMs);
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
   return { ...record, share, hot: grant.hot };

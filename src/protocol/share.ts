@@ -6,9 +6,11 @@
  * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
  * shares are in its record (`ShareBook`, at most `SHARE_HOLDERS_MAX` holders).
  * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`), never charged up
- *   front; direct calls are decided from the slice no live share holds; new slices start empty.
+ *   front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
+ *   slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).
  * - **Window algorithms:** units of the current window, charged at the grant, given back unused at the next renewal.
- * - Parts and units go by demand (a fair share); the key goes cold below `HOT_EXIT_PER_S` when not busy.
+ * - Parts and units go by demand (a fair share, rounded up); a share that is new, cut short or moving by more than a
+ *   quarter lasts a quarter term, so parts follow demand fast; the key goes cold below `HOT_EXIT_PER_S` when not busy.
  * Pure functions (record, input, now) → (result, record); src/object/limiter.ts and src/sim are shells around them.
  */
 import {
@@ -85,6 +87,12 @@ export interface ShareGrant {
   readonly kind: ShareKind;
   /** Rate share: parts of `SHARE_PARTS` (0: none now; ask again at the term's end). */
   readonly parts: number;
+  /**
+   * Rate share: tokens moved to the holder with this grant (absent: none), taken out of the direct slice's bucket, so
+   * that a new slice starts with its proportion of what the key holds now instead of empty. A transfer, never a
+   * creation: the holder adds them to its slice's bucket (capped at its burst); lost in transit, they are gone.
+   */
+  readonly tokens?: number;
   /** Window share: units charged for the holder at `atMs`. */
   readonly units: number;
   /** Window share: units left in the window after this grant (0: the window is spent until it ends). */

@@ -3,10 +3,18 @@
  * holder gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
-import { type AlgorithmState, carryOver, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
+import {
+  type AlgorithmState,
+  carryOver,
+  decide,
+  fingerprintOf,
+  leaseTermMs,
+  sliceParams,
+} from "../algorithms/index.ts";
 import {
   directDemand,
   EMPTY_BOOK,
+  emptyState,
   fullState,
   HOT_EXIT_PER_S,
   HOT_HOLD_MS,
@@ -27,6 +35,7 @@ import {
   isBusy,
   type LimiterRecord,
   type LimiterRule,
+  peekState,
   ruleFor,
   type ShareBook,
   type ShareEntry,
@@ -71,9 +80,10 @@ export function shareRecord(
     const ended: ShareEntry = { ...ended0(mine, nowMs), askId: ask.id };
     return { record: withEntry(rec, book, others, ended, hot, nowMs), grant: none };
   }
+  const held = mine === undefined ? 0 : promisedParts(mine, nowMs);
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, nowMs)
+      ? rateGrant(rec, rule, demand, total, others, held, nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const prev = mine === undefined ? null : ended0(mine, nowMs);
   const entry: ShareEntry = {
@@ -85,6 +95,7 @@ export function shareRecord(
     prevParts: prev?.prevParts ?? 0,
     prevEndsAtMs: prev?.prevEndsAtMs ?? 0,
     demand,
+    ...(out.grant.tokens === undefined ? {} : { tokens: out.grant.tokens }),
     askId: ask.id,
   };
   return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
@@ -125,6 +136,7 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
     atMs: e.atMs,
     kind: granted ? kind : "none",
     parts: e.parts,
+    ...(e.tokens === undefined ? {} : { tokens: e.tokens }),
     units: e.units,
     remaining: kind === "window" && rec !== null ? keyPeek(rec, rule, nowMs).remaining : 0,
     termMs: Math.max(0, e.endsAtMs - e.atMs),
@@ -136,7 +148,11 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 /**
  * A rate share: the holder's demand's proportion of `SHARE_PARTS` (at least 1 part when it has demand), within what
  * the other live shares leave. Cut short by them: a quarter term, so it asks again sooner. The first rate share
- * moves the record's state into the direct slice (`ShareBook.direct`, converted lazily by the next direct call).
+ * moves the record's state into the direct slice (`ShareBook.direct`).
+ *
+ * Parts the holder gets beyond those it held (`held`, still promised) come out of the direct slice, and with them
+ * their proportion of the tokens the direct slice holds now (`ShareGrant.tokens`): moved, not made, so the slices'
+ * tokens never add up to more than the key held. The direct slice is converted to its new parts here, at once.
  */
 function rateGrant(
   rec: LimiterRecord | null,
@@ -144,19 +160,67 @@ function rateGrant(
   demand: number,
   total: number,
   others: readonly ShareEntry[],
+  held: number,
   nowMs: number,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
   const book = base.shares ?? EMPTY_BOOK;
-  const direct = book.direct ?? { parts: SHARE_PARTS, state: base.state };
   let promised = 0;
   for (const e of others) promised += promisedParts(e, nowMs);
   const room = Math.max(0, SHARE_PARTS - promised);
-  const fair = total === 0 ? 0 : Math.max(demand > 0 ? 1 : 0, Math.floor((SHARE_PARTS * demand) / total));
+  // Rounded up, so that the holders' parts add up to all of them (not up to one part short each); `room` keeps them
+  // within `SHARE_PARTS`.
+  const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
   const parts = Math.min(fair, room);
-  const termMs = parts < fair ? Math.ceil(SHARE_TERM_MS / 4) : SHARE_TERM_MS;
-  const grant: ShareGrant = { atMs: nowMs, kind: "rate", parts, units: 0, remaining: 0, termMs, rule, hot: true };
-  return { record: { ...base, shares: { ...book, direct } }, grant };
+  // Unsettled (cut short by the others, a new holder, or parts moving by more than a quarter): a quarter term, so the
+  // parts follow demand within a quarter term instead of a whole one.
+  const unsettled = parts < fair || held === 0 || 4 * Math.abs(parts - held) > held;
+  const termMs = unsettled ? Math.ceil(SHARE_TERM_MS / 4) : SHARE_TERM_MS;
+  const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
+  const grant: ShareGrant = {
+    atMs: nowMs,
+    kind: "rate",
+    parts,
+    ...(moved.tokens > 0 ? { tokens: moved.tokens } : {}),
+    units: 0,
+    remaining: 0,
+    termMs,
+    rule,
+    hot: true,
+  };
+  return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
+}
+
+/**
+ * The direct slice going from `before` parts to `after` (fewer, or as many): its state converted to `after`, and the
+ * tokens that go with the parts it gives up: their proportion of what it holds now, rounded down.
+ */
+function transfer(
+  rec: LimiterRecord,
+  book: ShareBook,
+  rule: LimiterRule,
+  before: number,
+  after: number,
+  nowMs: number,
+): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number } {
+  const direct = book.direct ?? { parts: SHARE_PARTS, state: rec.state };
+  const from = sliceParams(rec.params, direct.parts, SHARE_PARTS);
+  const mid = sliceParams(rule.params, before, SHARE_PARTS);
+  const to = sliceParams(rule.params, after, SHARE_PARTS);
+  if (mid === null) return { direct: { parts: after, state: to === null ? null : emptyState(to, nowMs) }, tokens: 0 };
+  let state =
+    from === null || direct.state === null
+      ? emptyState(mid, nowMs)
+      : (carryOver(from, mid, direct.state, nowMs) ?? emptyState(mid, nowMs));
+  const level = peekState(mid, state, nowMs).remaining;
+  let tokens = Math.floor((level * (before - after)) / before);
+  if (tokens >= 1) {
+    const out = decide(mid, state, tokens, nowMs);
+    if (out.ok && out.decision.allowed) state = out.state;
+    else tokens = 0;
+  }
+  if (to === null) return { direct: { parts: 0, state: null }, tokens };
+  return { direct: { parts: after, state: carryOver(mid, to, state, nowMs) ?? emptyState(to, nowMs) }, tokens };
 }
 
 /**

@@ -4,8 +4,9 @@
  * promises docs/rules.md states (rate: never above `burst + rate × t` plus one unit per share, within 1% of an exact
  * single writer at 2× the limit; window: never above the limit in any window).
  */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { capacityOf, decide, sliceParams } from "../../src/algorithms/index.ts";
+import { capacityOf, sliceParams } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
   type DelegateRecord,
@@ -20,6 +21,7 @@ import {
   directParts,
   keyCall,
   keyFreshAtMs,
+  keyPeek,
   SHARE_PARTS,
   settleShares,
 } from "../../src/protocol/share.ts";
@@ -109,8 +111,9 @@ describe("shareRecord", () => {
     rec = g.record;
     expect(g.grant.kind).toBe("rate");
     expect(g.grant.hot).toBe(true);
-    // Direct demand: 100 requests within the last 200 ms, 500 per term; this holder asked for 3000: 3000/3500.
-    expect(g.grant.parts).toBe(Math.floor((SHARE_PARTS * 3000) / 3500));
+    // Direct demand: 100 requests within the last 200 ms, 500 per term; this holder asked for 3000: 3000/3500, rounded
+    // up. A new holder's share is unsettled: a quarter term.
+    expect(g.grant).toMatchObject({ parts: 858, termMs: 250 });
     expect(directParts(rec!.shares!, T0 + 200)).toBe(SHARE_PARTS - g.grant.parts);
     // A retried ask is answered again, not granted twice.
     const again = shareRecord(rec, ask("weur.0", 3000, params, "a1"), T0 + 201);
@@ -273,16 +276,79 @@ describe("delegate", () => {
     expect(shareAsk(d, "weur.0", ruleOf(params), "x", T0 + 5).ask.giveBack).toContainEqual({ units: 1, atMs: 5 });
   });
 
-  it("a new rate share starts empty: it brings no burst", () => {
+  it("a new rate share starts with its parts' proportion of the tokens the key holds: moved, never made", () => {
     const params = tokenBucket(1000, 1000, 1000);
-    const rec = busy(params, T0);
-    const a = shareAsk(NEW_DELEGATE, "weur.0", ruleOf(params), "r", T0);
-    const g = shareRecord(rec, { ...a.ask, demand: 5000 }, T0);
-    const d = adoptGrant(a.record, a.ask, g.grant, T0, T0);
-    const out = delegateCall(d, call(ruleOf(params), [1, 1, 1]), T0);
-    expect(admitted(out.result)).toBe(0);
-    const later = delegateCall(out.record, call(ruleOf(params), [1]), T0 + 10);
-    expect(admitted(later.result)).toBe(1);
-    expect(decide(params, null, 1, T0).ok).toBe(true);
+    const t = T0 + BUSY_CALLS_PER_S;
+    const rec = busy(params, T0); // 100 requests in 100 ms at 1 token per ms: the bucket is full again at t
+    expect(keyPeek(rec, ruleOf(params), t).remaining).toBe(1000);
+    const a = shareAsk(NEW_DELEGATE, "weur.0", ruleOf(params), "r", t);
+    // Demand 5000 against the direct callers' 1000 (100 calls in 100 ms): 834 parts (rounded up), and 834 of the
+    // 1000 tokens; a new holder's share is unsettled: a quarter term.
+    const g = shareRecord(rec, { ...a.ask, demand: 5000 }, t);
+    expect(g.grant).toMatchObject({ kind: "rate", parts: 834, tokens: 834, termMs: 250 });
+    expect(g.record!.shares!.direct!.parts).toBe(166);
+    expect(keyPeek(g.record, ruleOf(params), t).remaining).toBe(166);
+    // A retried ask is answered with the same tokens, and moves none again.
+    const again = shareRecord(g.record, { ...a.ask, demand: 5000 }, t + 5);
+    expect(again.grant).toMatchObject({ parts: 834, tokens: 834 });
+    expect(again.record).toBe(g.record);
+    const d = adoptGrant(a.record, a.ask, g.grant, t, t);
+    const out = delegateCall(d, call(ruleOf(params), Array(835).fill(1)), t);
+    expect(admitted(out.result)).toBe(834);
+    // The holder's renewal with more parts brings their tokens too; with fewer, none (the direct slice keeps its own).
+    const b = shareAsk(out.record, "weur.0", ruleOf(params), "r2", t + 200);
+    const more = shareRecord(g.record, { ...b.ask, demand: 1_000_000 }, t + 200);
+    // All 1000 parts (999.9, rounded up): the direct slice's 166 parts and its 166 tokens; a settled share (its parts
+    // moved by less than a quarter): a whole term.
+    expect(more.grant).toMatchObject({ parts: 1000, tokens: 166, termMs: 1000 });
+    expect(more.record!.shares!.direct).toEqual({ parts: 0, state: null });
+    expect(keyPeek(more.record, ruleOf(params), t + 200).remaining).toBe(0);
+    const fewer = shareRecord(g.record, { ...b.ask, demand: 10 }, t + 200);
+    // Demand 10 against the direct callers' 333 (100 calls in the last 300 ms): 30 parts, none moved.
+    expect(fewer.grant).toMatchObject({ parts: 30, termMs: 250 });
+    expect(fewer.grant.tokens).toBeUndefined();
+    expect(keyPeek(fewer.record, ruleOf(params), t + 200).remaining).toBe(166);
+  });
+});
+
+describe("a rate grant's tokens are moved, never made (property)", () => {
+  it("tokens granted + the direct slice's level after <= its level before; within the new slice's burst", () => {
+    let moving = 0;
+    fc.assert(
+      fc.property(
+        fc.constantFrom(tokenBucket(1000, 1000, 1000), gcraP(500, 1000, 300), tokenBucket(7, 3000, 13)),
+        fc.array(
+          fc.record({
+            gapMs: fc.integer({ min: 0, max: 600 }),
+            holder: fc.integer({ min: 0, max: 3 }),
+            demand: fc.integer({ min: 0, max: 5000 }),
+            direct: fc.integer({ min: 0, max: 30 }),
+          }),
+          { minLength: 1, maxLength: 30 },
+        ),
+        (params, steps) => {
+          const rule = ruleOf(params);
+          let rec = busy(params, T0);
+          let t = T0 + BUSY_CALLS_PER_S;
+          let moved = 0;
+          for (const [i, step] of steps.entries()) {
+            t += step.gapMs;
+            rec = keyCall(rec, call(rule, Array(step.direct).fill(1)), t).record;
+            const before = keyPeek(rec, rule, t).remaining;
+            const a = { ...ask(`h${step.holder}`, step.demand, params, `a${i}`), units: 0 };
+            const g = shareRecord(rec, a, t);
+            rec = g.record;
+            const tokens = g.grant.tokens ?? 0;
+            expect(tokens + keyPeek(rec, rule, t).remaining).toBeLessThanOrEqual(before);
+            if (tokens > 0) expect(tokens).toBeLessThanOrEqual(capacityOf(sliceParams(params, g.grant.parts, 1000)!));
+            moved += tokens;
+          }
+          if (moved > 0) moving++;
+        },
+      ),
+      { numRuns: 300, seed: 7 },
+    );
+    // Not vacuous: most runs move tokens.
+    expect(moving).toBeGreaterThan(150);
   });
 });
