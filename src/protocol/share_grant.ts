@@ -101,10 +101,11 @@ export function shareRecord(
   return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
 }
 
-/** An entry's share ended now: what it held stays promised until its term ends. */
+/** An entry's share ended now: what it held stays promised until its term ends (and no tokens move with it). */
 function ended0(e: ShareEntry, nowMs: number): ShareEntry {
+  const { tokens: _tokens, ...rest } = e;
   return {
-    ...e,
+    ...rest,
     parts: 0,
     units: 0,
     endsAtMs: nowMs,

@@ -178,19 +178,22 @@ describe("shareRecord: window units", () => {
 });
 
 describe("shareRecord: rate parts", () => {
-  it("grants the demand's proportion of the parts, the record's state moved into the direct slice", () => {
+  it("grants the demand's proportion of the parts with their proportion of the direct slice's tokens", () => {
+    // The only demand: every part, and every token of the full bucket (moved out of the direct slice, left empty); a
+    // new holder's share lasts a quarter term.
     const out = shareRecord(null, ask(tb, 300), T0);
     expect(out.grant).toEqual({
       atMs: T0,
       kind: "rate",
       parts: 1000,
+      tokens: 1000,
       units: 0,
       remaining: 0,
-      termMs: 1000,
+      termMs: 250,
       rule: tb,
       hot: true,
     });
-    expect(out.record?.shares?.direct).toEqual({ parts: 1000, state: { tokensScaled: 1000, lastMs: T0 } });
+    expect(out.record?.shares?.direct).toEqual({ parts: 0, state: null });
     expect(out.record?.state).toEqual({ tokensScaled: 1000, lastMs: T0 });
     expect(out.record?.version).toBe(1);
     const plain = shareRecord(null, ask({ id: "t", params: tbP }, 300), T0).record;
@@ -201,20 +204,24 @@ describe("shareRecord: rate parts", () => {
         parts: 1000,
         units: 0,
         atMs: T0,
-        endsAtMs: T0 + 1000,
+        endsAtMs: T0 + 250,
         prevParts: 0,
         prevEndsAtMs: 0,
         demand: 300,
+        tokens: 1000,
         askId: "a1",
       },
     ]);
     const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100, parts: 100 })]) });
-    // 300 of 400: 750 parts.
-    expect(shareRecord(rec, ask(tb, 300), T0).grant).toMatchObject({ parts: 750, termMs: 1000 });
-    expect(shareRecord(rec, ask(tb, 300), T0).record?.shares?.direct).toEqual({
-      parts: 1000,
-      state: { tokensScaled: 10, lastMs: T0 },
-    });
+    // 300 of 400: 750 parts of the direct slice's 900, and floor(10 × 750 / 900) = 8 of its 10 tokens; 150 parts and 2
+    // tokens stay (2 tokens of a 150-part slice, 3 per 20 ms: 40 scaled).
+    const some = shareRecord(rec, ask(tb, 300), T0);
+    expect(some.grant).toMatchObject({ parts: 750, tokens: 8, termMs: 250 });
+    expect(some.record?.shares?.direct).toEqual({ parts: 150, state: { tokensScaled: 40, lastMs: T0 } });
+    // A rounded-up share: 1 of 3 is 334 parts; no tokens when the slice's proportion is less than one.
+    const third = record(tbP, { tokensScaled: 2, lastMs: T0 }, { shares: book([entry({ demand: 200 })]) });
+    expect(shareRecord(third, ask(tb, 100), T0).grant).toMatchObject({ parts: 334 });
+    expect(shareRecord(third, ask(tb, 100), T0).grant.tokens).toBeUndefined();
   });
 
   it("cuts the grant to the parts the other live shares leave, for a quarter term", () => {
@@ -249,8 +256,8 @@ describe("shareRecord: rate parts", () => {
 
   it("gives at least a part for any demand, none for no demand", () => {
     const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100_000 })]) });
-    expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 1000 });
-    expect(shareRecord(rec, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 1000 });
+    expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 250 });
+    expect(shareRecord(rec, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
   });
 });
 
@@ -292,7 +299,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(shareRecord(first.record, ask(win, 50), T0 + 1).grant).toEqual({ ...none(win, T0, true), termMs: 1000 });
     const rateNone = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100 })]) });
     const zero = shareRecord(rateNone, ask(tb, 0), T0);
-    expect(shareRecord(zero.record, ask(tb, 0), T0 + 1).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 1000 });
+    expect(shareRecord(zero.record, ask(tb, 0), T0 + 1).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
   });
 
   it("answers a retried letting-go as nothing, even when it ended the share in the ms it was granted", () => {
@@ -306,23 +313,38 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     });
   });
 
-  it("renews a holder's share, its earlier parts promised until their end", () => {
+  it("renews a holder's share, its earlier parts promised until their end; settled, a whole term", () => {
     const first = shareRecord(null, ask(tb, 300), T0);
-    const next = shareRecord(first.record, ask(tb, 300, { id: "a2" }), T0 + 800);
+    const next = shareRecord(first.record, ask(tb, 300, { id: "a2" }), T0 + 200);
+    // The same parts (none gained, so no tokens move), settled: a whole term.
+    expect(next.grant).toMatchObject({ parts: 1000, termMs: 1000 });
+    expect(next.grant.tokens).toBeUndefined();
     expect(next.record?.shares?.entries).toEqual([
       {
         holder: "weur.0",
         parts: 1000,
         units: 0,
-        atMs: T0 + 800,
-        endsAtMs: T0 + 1800,
+        atMs: T0 + 200,
+        endsAtMs: T0 + 1200,
         prevParts: 1000,
-        prevEndsAtMs: T0 + 1000,
+        prevEndsAtMs: T0 + 250,
         demand: 300,
         askId: "a2",
       },
     ]);
-    expect(next.record?.shares?.hotUntilMs).toBe(T0 + 5800);
+    expect(next.record?.shares?.hotUntilMs).toBe(T0 + 5200);
+    // Parts moving by more than a quarter: a quarter term; by a quarter exactly: a whole one.
+    const other = (parts: number) =>
+      record(
+        tbP,
+        { tokensScaled: 0, lastMs: T0 },
+        {
+          shares: book([entry({ holder: "weur.0", parts, demand: 100 }), entry({ holder: "x", demand: 300 })]),
+        },
+      );
+    expect(shareRecord(other(400), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
+    expect(shareRecord(other(200), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 1000 });
+    expect(shareRecord(other(199), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
   });
 
   it("lets a share go: its parts stay promised until its term ends, and the key stays hot for others", () => {
@@ -337,7 +359,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
         atMs: T0,
         endsAtMs: T0 + 200,
         prevParts: 1000,
-        prevEndsAtMs: T0 + 1000,
+        prevEndsAtMs: T0 + 250,
         demand: 0,
         askId: "a2",
       },
