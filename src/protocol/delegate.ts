@@ -19,7 +19,7 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
-import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "./share.ts";
+import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
@@ -70,7 +70,20 @@ export interface DelegateRecord {
   readonly calls: readonly AppliedCall[];
   /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
   readonly load?: { readonly second: number; readonly curr: number; readonly prev: number };
+  /**
+   * A window share's renewal sent last, while unanswered (its answer lost to a restart or a failure): sent again as
+   * it was, with its id, while younger than `PENDING_RESEND_MS`, so that the key's object answers it as granted: its
+   * units are not charged twice nor left charged to nobody, and nothing is given back twice. Absent: none.
+   */
+  readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
 }
+
+/**
+ * How long an unanswered renewal is sent again as it was, ms: within a quarter term its share is still in the key's
+ * object's book (the shortest term is a quarter), so the object answers it from there. Older, a new ask replaces it
+ * (what it charged or gave back stays so: short, never over).
+ */
+export const PENDING_RESEND_MS = SHARE_TERM_MS / 4;
 
 export const NEW_DELEGATE: DelegateRecord = {
   v: 1,
@@ -137,7 +150,11 @@ export function shareAsk(
   nowMs: number,
   release = false,
   pendingCost = 0,
-): { readonly ask: ShareAsk; readonly record: DelegateRecord } {
+): { readonly ask: ShareAsk; readonly record: DelegateRecord; readonly sentAtMs: number } {
+  const pending = record.pending;
+  if (pending !== undefined && nowMs >= pending.sentAtMs && nowMs - pending.sentAtMs < PENDING_RESEND_MS) {
+    return { ask: pending.ask, record, sentAtMs: pending.sentAtMs };
+  }
   const share = record.share;
   const giveBack = [...record.giveBack];
   let kept = share;
@@ -151,7 +168,11 @@ export function shareAsk(
   const demand = Math.max(demandPerTerm(record, nowMs), pendingCost);
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
   const ask: ShareAsk = { rule: newest, holder, id, demand, units, giveBack, ...(release ? { release } : {}) };
-  return { ask, record: { ...record, share: kept, giveBack: [] } };
+  // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask
+  // brings the demand as it is now).
+  const charged = shareKindOf(newest.params) === "window" && !release;
+  const next = { ...record, share: kept, giveBack: [], ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}) };
+  return { ask, record: next, sentAtMs: nowMs };
 }
 
 /** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */
@@ -162,6 +183,7 @@ export function adoptGrant(
   sentAtMs: number,
   nowMs: number,
 ): DelegateRecord {
+  record = answered(record, ask);
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
@@ -193,6 +215,13 @@ export function adoptGrant(
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
   return { ...record, share, hot: grant.hot };
+}
+
+/** The record with `ask` answered: no longer pending. */
+function answered(record: DelegateRecord, ask: ShareAsk): DelegateRecord {
+  if (record.pending?.ask.id !== ask.id) return record;
+  const { pending: _pending, ...rest } = record;
+  return rest;
 }
 
 /**

@@ -71,8 +71,9 @@ export class DelegateRun {
 
   private async renewOnce(who: DelegateWho, release: boolean, pendingCost: number): Promise<void> {
     const { clock, load, save } = this.ports;
-    const sentAtMs = clock();
-    const asked = shareAsk(load(), who.holder, who.rule, this.ports.newId(), sentAtMs, release, pendingCost);
+    // An unanswered renewal (a restart, a failure) is sent again as it was: its id, its send time (delegate.ts).
+    const asked = shareAsk(load(), who.holder, who.rule, this.ports.newId(), clock(), release, pendingCost);
+    const { sentAtMs } = asked;
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {

@@ -17,6 +17,7 @@ import {
   demandPerTerm,
   type HeldShare,
   NEW_DELEGATE,
+  PENDING_RESEND_MS,
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
@@ -129,7 +130,13 @@ describe("shareAsk", () => {
       { units: 2, atMs: 5 },
       { units: 4, atMs: T0 - 7 },
     ]);
-    expect(out.record).toEqual({ ...record, share: windowShare({ unitsLeft: 0 }), giveBack: [] });
+    expect(out.record).toEqual({
+      ...record,
+      share: windowShare({ unitsLeft: 0 }),
+      giveBack: [],
+      pending: { ask: out.ask, sentAtMs: T0 },
+    });
+    expect(out.sentAtMs).toBe(T0);
     expect(record.giveBack).toEqual(earlier);
     const spent = shareAsk(withShare(windowShare({ unitsLeft: 0 })), "weur.0", win, "a1", T0);
     expect(spent.ask.giveBack).toEqual([]);
@@ -145,6 +152,41 @@ describe("shareAsk", () => {
     expect(shareAsk(withShare(same), "weur.0", win, "a1", T0).ask.rule).toBe(win);
     const released = shareAsk(withShare(null, { demand: { bucket: B0, curr: 9, prev: 0 } }), "x", win, "a", T0, true);
     expect(released.ask).toEqual({ rule: win, holder: "x", id: "a", demand: 9, units: 0, giveBack: [], release: true });
+  });
+});
+
+describe("an unanswered renewal (a restart, a failure)", () => {
+  it("is sent again as it was, its id and send time, for a quarter term; then a new ask replaces it", () => {
+    const first = shareAsk(withShare(windowShare(), { giveBack: [{ units: 2, atMs: 5 }] }), "weur.0", win, "a1", T0);
+    // The share's units and the earlier returns went with the first ask: the same ask again, nothing given twice.
+    for (const atMs of [T0, T0 + 1, T0 + PENDING_RESEND_MS - 1]) {
+      const again = shareAsk(first.record, "weur.0", win, "a2", atMs);
+      expect(again.ask).toBe(first.ask);
+      expect(again.sentAtMs).toBe(T0);
+      expect(again.record).toBe(first.record);
+    }
+    const late = shareAsk(first.record, "weur.0", win, "a3", T0 + PENDING_RESEND_MS);
+    expect(late.ask).toMatchObject({ id: "a3", giveBack: [] });
+    expect(late.record.pending).toEqual({ ask: late.ask, sentAtMs: T0 + PENDING_RESEND_MS });
+    // A clock that reads earlier than the send: a new ask.
+    expect(shareAsk(first.record, "weur.0", win, "a4", T0 - 1).ask.id).toBe("a4");
+  });
+
+  it("is answered by the grant for its id, not by another's", () => {
+    const first = shareAsk(withShare(null), "weur.0", win, "a1", T0);
+    const grant: ShareGrant = {
+      atMs: T0 + 3,
+      kind: "window",
+      parts: 0,
+      units: 7,
+      remaining: 10,
+      termMs: 1000,
+      rule: win,
+      hot: true,
+    };
+    expect(adoptGrant(first.record, first.ask, grant, T0, T0 + 5).pending).toBeUndefined();
+    const other = { ...first.ask, id: "zz" };
+    expect(adoptGrant(first.record, other, grant, T0, T0 + 5).pending).toEqual(first.record.pending);
   });
 });
 

@@ -130,6 +130,29 @@ describe("DelegateRun.check", () => {
     expect(down.stored().share).toBeNull();
   });
 
+  it("sends a renewal whose answer was lost again as it was: its id, its send time (no second charge)", async () => {
+    const h = harness([new Error("reset"), windowGrant(3)]);
+    await h.run.check(who, batch([1]));
+    expect(h.asks.map((a) => a.id)).toEqual(["ask0", "ask0"]);
+    expect(h.asks[1]).toBe(h.asks[0]);
+    expect(h.stored().pending).toBeUndefined();
+    expect(h.stored().share).toMatchObject({ units: 3, endsAtMs: T0 + 1000 });
+    // A restart (a new runner on the stored record) sends it again too, while it is young; its term from the first send.
+    const r = harness([new Error("reset"), new Error("reset")]);
+    await r.run.check(who, batch([1]));
+    r.at(100);
+    const restarted = new DelegateRun({
+      ...r.ports,
+      share: (_o, ask) => {
+        r.asks.push(ask);
+        return Promise.resolve(windowGrant(4));
+      },
+    });
+    await restarted.check(who, batch([1], "b2"));
+    expect(r.asks.map((a) => a.id)).toEqual(["ask0", "ask0", "ask0"]);
+    expect(r.stored().share).toMatchObject({ units: 4, unitsLeft: 3, endsAtMs: T0 + 1000 });
+  });
+
   it("decides from a live share without asking, and renews in the background in the term's last quarter", async () => {
     const h = harness([windowGrant(10), windowGrant(10, { atMs: T0 + 800 })]);
     await h.run.check(who, batch([1]));
