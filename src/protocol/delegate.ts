@@ -35,6 +35,8 @@ export const DELEGATE_BUSY_CALLS_PER_S = 250;
  * `SHARE_HOLDERS_MAX`), and renew about 36 times a second.
  */
 export const DELEGATE_SHARDS = 4;
+/** After a share ask failed (the key's object overloaded or unreachable), how long a delegate refuses instead, ms. */
+export const DELEGATE_RENEW_BACKOFF_MS = 250;
 
 /** The share a delegate holds. */
 export interface HeldShare {
@@ -341,6 +343,24 @@ function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, n
     };
   });
   return { atMs: nowMs, results, lease: null, replayed: true, hot: record.hot };
+}
+
+/**
+ * Every request of a batch refused until `untilMs` (the key's object could not be asked for a share lately: passing
+ * the batch through would only add to its load). Invalid costs keep their errors. Still hot: the isolates stay here.
+ */
+export function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
+  const waitMs = Math.max(1, untilMs - nowMs);
+  const results = input.costs.map((cost): CheckResult => {
+    const out = decide(input.rule.params, null, cost, nowMs);
+    if (!out.ok) return out;
+    return {
+      ok: true,
+      atMs: nowMs,
+      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
+    };
+  });
+  return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }
 
 /** A delegate record that is as good as none: no share, nothing to give back. */

@@ -4,11 +4,21 @@
  *
  * Per batch: renew first when the share must be (ended, short of units it may still get, a newer rules version), at
  * most twice (a renewal another batch started may not have been enough); decide from the share; without one (the key
- * went cold, the key's object refused or could not be asked), pass the batch through to the key's object unchanged.
+ * went cold, the key's object refused), pass the batch through to the key's object unchanged; but for
+ * `DELEGATE_RENEW_BACKOFF_MS` after a share ask failed (the object overloaded or unreachable), refuse it instead.
  * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it.
  */
 
-import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
+import {
+  adoptGrant,
+  DELEGATE_RENEW_BACKOFF_MS,
+  type DelegateRecord,
+  delegateCall,
+  delegateNeed,
+  refusedBatch,
+  renewDue,
+  shareAsk,
+} from "./delegate.ts";
 import { messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { CallInput, CallResult, LimiterRule } from "./store.ts";
@@ -38,6 +48,8 @@ export interface DelegatePorts {
 
 export class DelegateRun {
   private renewing: Promise<void> | null = null;
+  /** Until when a failed share ask holds this delegate back from the key's object (this delegate's clock). */
+  private failedUntilMs = 0;
 
   constructor(private readonly ports: DelegatePorts) {}
 
@@ -45,11 +57,14 @@ export class DelegateRun {
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save } = this.ports;
     const cost = call.costs.reduce((a, b) => a + b, 0);
-    for (let i = 0; i < 2 && delegateNeed(load(), call.rule, call.costs, clock()) === "renew"; i++) {
+    const backingOff = () => clock() < this.failedUntilMs;
+    for (let i = 0; i < 2 && !backingOff() && delegateNeed(load(), call.rule, call.costs, clock()) === "renew"; i++) {
       await this.renew(who, false, cost);
     }
     const record = load();
     if (record.share === null || delegateNeed(record, call.rule, call.costs, clock()) === "renew") {
+      // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
+      if (backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
       const result = await this.ports.call(who.object, call);
       return { ...result, hot: result.hot === true };
     }
@@ -82,8 +97,10 @@ export class DelegateRun {
       save(record);
       await this.ports.adopted?.(record, who);
     } catch (error) {
-      // No share: batches pass through to the key's object until a renewal succeeds.
+      // No share: batches are refused for a short backoff, then pass through to the key's object until a renewal
+      // succeeds.
       save({ ...load(), share: null });
+      this.failedUntilMs = clock() + DELEGATE_RENEW_BACKOFF_MS;
       this.ports.failed?.(messageOf(error));
     }
   }

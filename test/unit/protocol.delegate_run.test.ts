@@ -4,7 +4,7 @@
  * passes a batch through to the key's object.
  */
 import { describe, expect, it } from "vitest";
-import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import { DELEGATE_RENEW_BACKOFF_MS, type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
@@ -119,15 +119,47 @@ describe("DelegateRun.check", () => {
     expect(h.calls).toHaveLength(1);
   });
 
-  it("a failed renewal leaves no share and says why; the batch goes to the key's object", async () => {
+  it("a failed renewal leaves no share and says why; the batch is refused for the backoff, then asks again", async () => {
     const h = harness([new Error("object down"), windowGrant(3)]);
-    const out = await h.run.check(who, batch([1]));
+    const out = await h.run.check(who, batch([1, 1.5]));
+    expect(h.log).toEqual(["failed: object down"]);
+    expect(out).toEqual({
+      atMs: T0,
+      results: [
+        {
+          ok: true,
+          atMs: T0,
+          decision: {
+            allowed: false,
+            remaining: 0,
+            resetAfterMs: DELEGATE_RENEW_BACKOFF_MS,
+            retryAfterMs: DELEGATE_RENEW_BACKOFF_MS,
+            delayMs: 0,
+          },
+        },
+        { ok: false, error: "invalid_cost" },
+      ],
+      lease: null,
+      replayed: false,
+      hot: true,
+    });
+    expect(h.stored().share).toBeNull();
+    // Within the backoff: refused without asking (at least a ms to wait).
+    h.at(DELEGATE_RENEW_BACKOFF_MS - 1);
+    const still = await h.run.check(who, batch([1], "b2"));
+    expect(still.results[0]).toMatchObject({ decision: { allowed: false, retryAfterMs: 1 } });
+    expect(h.asks).toHaveLength(1);
+    h.at(DELEGATE_RENEW_BACKOFF_MS);
+    const after = await h.run.check(who, batch([1], "b3"));
     expect(h.log).toEqual(["failed: object down", "adopted 3 for weur.0"]);
-    expect(out.results[0]).toMatchObject({ ok: true, decision: { allowed: true, remaining: 2 } });
-    const down = harness([new Error("one"), new Error("two")]);
-    expect(await down.run.check(who, batch([1]))).toEqual({ ...passed, hot: false });
-    expect(down.log).toEqual(["failed: one", "failed: two"]);
-    expect(down.stored().share).toBeNull();
+    expect(after.results[0]).toMatchObject({ ok: true, decision: { allowed: true, remaining: 2 } });
+  });
+
+  it("passes a batch through to the key's object when it grants no share (the key went cold)", async () => {
+    const none: ShareGrant = { ...windowGrant(0), kind: "none", hot: false };
+    const cold = harness([none, none]);
+    expect(await cold.run.check(who, batch([1]))).toEqual({ ...passed, hot: false });
+    expect(cold.stored().share).toBeNull();
   });
 
   it("sends a renewal whose answer was lost again as it was: its id, its send time (no second charge)", async () => {
