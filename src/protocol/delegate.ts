@@ -35,7 +35,7 @@ export const DELEGATE_BUSY_CALLS_PER_S = 250;
  * `SHARE_HOLDERS_MAX`), and renew about 36 times a second.
  */
 export const DELEGATE_SHARDS = 4;
-/** After a share ask failed (the key's object overloaded or unreachable), how long a delegate refuses instead, ms. */
+/** After a share ask found the key's object overloaded, how long a delegate refuses batches instead, ms. */
 export const DELEGATE_RENEW_BACKOFF_MS = 250;
 
 /** The share a delegate holds. */

@@ -5,7 +5,7 @@
  * Per batch: renew first when the share must be (ended, short of units it may still get, a newer rules version), at
  * most twice (a renewal another batch started may not have been enough); decide from the share; without one (the key
  * went cold, the key's object refused), pass the batch through to the key's object unchanged; but for
- * `DELEGATE_RENEW_BACKOFF_MS` after a share ask failed (the object overloaded or unreachable), refuse it instead.
+ * `DELEGATE_RENEW_BACKOFF_MS` after a share ask found the object overloaded, refuse it instead.
  * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it.
  */
 
@@ -19,7 +19,7 @@ import {
   renewDue,
   shareAsk,
 } from "./delegate.ts";
-import { messageOf } from "./object_call.ts";
+import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { CallInput, CallResult, LimiterRule } from "./store.ts";
 
@@ -48,7 +48,7 @@ export interface DelegatePorts {
 
 export class DelegateRun {
   private renewing: Promise<void> | null = null;
-  /** Until when a failed share ask holds this delegate back from the key's object (this delegate's clock). */
+  /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
 
   constructor(private readonly ports: DelegatePorts) {}
@@ -97,10 +97,10 @@ export class DelegateRun {
       save(record);
       await this.ports.adopted?.(record, who);
     } catch (error) {
-      // No share: batches are refused for a short backoff, then pass through to the key's object until a renewal
-      // succeeds.
+      // No share: batches pass through to the key's object until a renewal succeeds; but an overloaded object is
+      // left alone for a short backoff, its batches refused here.
       save({ ...load(), share: null });
-      this.failedUntilMs = clock() + DELEGATE_RENEW_BACKOFF_MS;
+      if (classify(error).failure === "overloaded") this.failedUntilMs = clock() + DELEGATE_RENEW_BACKOFF_MS;
       this.ports.failed?.(messageOf(error));
     }
   }

@@ -119,8 +119,8 @@ describe("DelegateRun.check", () => {
     expect(h.calls).toHaveLength(1);
   });
 
-  it("a failed renewal leaves no share and says why; the batch is refused for the backoff, then asks again", async () => {
-    const h = harness([new Error("object down"), windowGrant(3)]);
+  it("a renewal that finds the object overloaded: no share, why; batches refused for the backoff, then it asks again", async () => {
+    const h = harness([Object.assign(new Error("object down"), { overloaded: true }), windowGrant(3)]);
     const out = await h.run.check(who, batch([1, 1.5]));
     expect(h.log).toEqual(["failed: object down"]);
     expect(out).toEqual({
