@@ -127,10 +127,13 @@ export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   return share !== null && nowMs >= share.renewAtMs && demandPerTerm(record, nowMs) > 0;
 }
 
-/** Cost asked over one term, from the current and previous buckets (the larger of the two). */
+/** Cost asked over the last term, from the current and previous buckets. */
 export function demandPerTerm(record: DelegateRecord, nowMs: number): number {
   const d = rolled(record.demand, nowMs);
-  return Math.max(d.curr, d.prev);
+  // Over the last term, sliding: this bucket's, and the last one's weighed by how much of it is in (a region's demand
+  // moving to another shard counts within the term, not a whole term later).
+  const elapsedMs = Math.min(SHARE_TERM_MS, Math.max(0, nowMs - d.bucket * SHARE_TERM_MS));
+  return d.curr + Math.floor((d.prev * (SHARE_TERM_MS - elapsedMs)) / SHARE_TERM_MS);
 }
 
 function rolled(d: DelegateRecord["demand"], nowMs: number): DelegateRecord["demand"] {

@@ -175,7 +175,9 @@ function rateGrant(
   const parts = Math.min(fair, room);
   // Unsettled (cut short by the others, a new holder, or parts moving by more than a quarter): a quarter term, so the
   // parts follow demand within a quarter term instead of a whole one.
-  const unsettled = parts < fair || held === 0 || 4 * Math.abs(parts - held) > held;
+  // Also while another holder has fewer parts than its demand's proportion: this one may hold what that one needs.
+  const starved = others.some((e) => e.parts < Math.ceil((SHARE_PARTS * e.demand) / Math.max(1, total)));
+  const unsettled = parts < fair || held === 0 || 4 * Math.abs(parts - held) > held || starved;
   const termMs = unsettled ? Math.ceil(SHARE_TERM_MS / 4) : SHARE_TERM_MS;
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {

@@ -93,11 +93,16 @@ describe("delegateNeed", () => {
 describe("demand and renewDue", () => {
   const demand = { bucket: B0, curr: 5, prev: 8 };
 
-  it("is the larger of this term's and the last one's, rolled to now", () => {
-    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(8);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 999)).toBe(8);
-    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(9);
+  it("is this term's and the last one's weighed by how much of it is in (sliding), rolled to now", () => {
+    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(13);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 500)).toBe(9);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 874)).toBe(6);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 875)).toBe(6);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 876)).toBe(5);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 999)).toBe(5);
+    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(17);
     expect(demandPerTerm(withShare(null, { demand }), T0 + 1000)).toBe(5);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 1600)).toBe(2);
     expect(demandPerTerm(withShare(null, { demand }), T0 + 2000)).toBe(0);
   });
 

@@ -334,17 +334,25 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     ]);
     expect(next.record?.shares?.hotUntilMs).toBe(T0 + 5200);
     // Parts moving by more than a quarter: a quarter term; by a quarter exactly: a whole one.
-    const other = (parts: number) =>
+    const other = (parts: number, xParts = 750) =>
       record(
         tbP,
         { tokensScaled: 0, lastMs: T0 },
         {
-          shares: book([entry({ holder: "weur.0", parts, demand: 100 }), entry({ holder: "x", demand: 300 })]),
+          shares: book([
+            entry({ holder: "weur.0", parts, demand: 100 }),
+            entry({ holder: "x", parts: xParts, demand: 300 }),
+          ]),
         },
       );
     expect(shareRecord(other(400), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
     expect(shareRecord(other(200), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 1000 });
     expect(shareRecord(other(199), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
+    // Another holder with fewer parts than its demand's proportion (749 of 750): a quarter term.
+    expect(shareRecord(other(200, 749), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({
+      parts: 250,
+      termMs: 250,
+    });
   });
 
   it("lets a share go: its parts stay promised until its term ends, and the key stays hot for others", () => {
