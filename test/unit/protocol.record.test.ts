@@ -97,6 +97,11 @@ describe("checkRecord", () => {
     expect(checkRecord({ ...rec(), calls }, { rule, cost: 1 }, T0).record).toEqual({ ...rec(p10, 4), calls });
     expect(checkRecord({ ...rec(), leaseAsks }, { rule, cost: 1 }, T0).record).toEqual({ ...rec(p10, 4), leaseAsks });
     expect(checkRecord({ ...rec(), shares }, { rule, cost: 1 }, T0).record).toEqual({ ...rec(p10, 4), shares });
+    // Only the fields the old record had, not the others as `undefined`.
+    const keys = (old: LimiterRecord) => Object.keys(checkRecord(old, { rule, cost: 1 }, T0).record!).sort();
+    expect(keys({ ...rec(), calls })).toEqual(["calls", "fingerprint", "params", "state", "v"]);
+    expect(keys({ ...rec(), leaseAsks })).toEqual(["fingerprint", "leaseAsks", "params", "state", "v"]);
+    expect(keys({ ...rec(), shares })).toEqual(["fingerprint", "params", "shares", "state", "v"]);
     const none = checkRecord(rec(), { rule, cost: 1 }, T0).record!;
     expect(Object.keys(none).sort()).toEqual(["fingerprint", "params", "state", "v"]);
   });
@@ -176,6 +181,15 @@ describe("refundRecord", () => {
     );
     expect(newer.result).toEqual({ remaining: 9, resetAfterMs: 9_500 });
     expect(newer.record).toEqual(rec(p20, 11, 2));
+  });
+
+  it("drops a bare record whose refund makes it fresh at this very ms", () => {
+    const tb: LimiterRule = { id: "t", params: tokenBucket(1, 1000, 5) };
+    const spent = checkRecord(null, { rule: tb, cost: 5 }, T0).record;
+    expect(refundRecord(spent, { rule: tb, cost: 5, admittedAtMs: T0 }, T0)).toEqual({
+      result: { remaining: 5, resetAfterMs: 0 },
+      record: null,
+    });
   });
 
   it("reports 0 remaining while the key is still spent", () => {
