@@ -268,6 +268,14 @@ interface SoakMemoryPhase {
   objectsSeenSecondHalf: [number, number] | null;
   secondHalf?: { minutes: number; requests: number; objectsMade: number; grewMb: number; allowedMb: number };
   jsHeap?: { firstMb: number; lastMb: number; maxMb: number; secondHalfSlopeMbPerMin: number | null } | null;
+  secondHalfSlopesMbPerMin?: {
+    anon: number | null;
+    file: number | null;
+    shmem: number | null;
+    jsHeapTotal: number | null;
+    native?: number | null;
+  };
+  retainedHeap?: { readings: [number, number][]; slopeMbPerMin: number | null; levelled: boolean | null };
   levelled: boolean | null;
 }
 const soak = load<{
@@ -289,7 +297,13 @@ const soak = load<{
   unexpected5xx: number;
   fiveXX?: { counts: Record<string, number>; records: SoakFiveXX[] };
   wranglerReloads?: { atS: number; fromKillS: number | null; before: string[] }[];
-  memory: { criterion?: string; levelled: boolean | null; phases: SoakMemoryPhase[] };
+  memory: {
+    criterion?: string;
+    levelled: boolean | null;
+    retainedCriterion?: string;
+    retainedLevelled?: boolean | null;
+    phases: SoakMemoryPhase[];
+  };
   failedDecisions?: { total: number; failOpen: number; failClosed503: number; sqliteNomemLines: number };
 }>("soak");
 if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && soak !== null) {
@@ -303,17 +317,35 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
   const verdict =
     d.memory.levelled === null
       ? "not judged (a warm phase under a minute: run the full soak)"
-      : d.memory.levelled
-        ? "levels off"
-        : "grows";
+      : d.memory.retainedCriterion === undefined
+        ? d.memory.levelled
+          ? "levels off"
+          : "grows"
+        : d.memory.levelled
+          ? "within the bare Worker's cost"
+          : "above the bare Worker's cost (reported, not judged)";
   const heapText = (m: SoakMemoryPhase) =>
     m.jsHeap == null
       ? ""
       : ` (of which the Worker isolate's JS heap, Sluice's own objects: ${m.jsHeap.firstMb} -> ${m.jsHeap.lastMb} MB, max ${m.jsHeap.maxMb}${m.jsHeap.secondHalfSlopeMbPerMin === null ? "" : `, ${m.jsHeap.secondHalfSlopeMbPerMin} MB/min in the second warm half`})`;
+  const partsText = (m: SoakMemoryPhase) =>
+    m.secondHalfSlopesMbPerMin === undefined
+      ? ""
+      : ` (by kind: anonymous ${m.secondHalfSlopesMbPerMin.anon}, file ${m.secondHalfSlopesMbPerMin.file}, shared ${m.secondHalfSlopesMbPerMin.shmem} MB/min; V8's whole heap ${m.secondHalfSlopesMbPerMin.jsHeapTotal ?? "-"} MB/min; RSS less V8's heap ${m.secondHalfSlopesMbPerMin.native ?? "-"} MB/min)`;
+  const retainedText = (m: SoakMemoryPhase) =>
+    m.retainedHeap === undefined || m.retainedHeap.readings.length === 0
+      ? `${m.phase} the crash: not read`
+      : `${m.phase} the crash ${m.retainedHeap.readings.map(([, mb]) => mb).join(", ")} MB (**${m.retainedHeap.slopeMbPerMin ?? "-"} MB/min**)`;
+  const retainedVerdict =
+    d.memory.retainedLevelled === undefined || d.memory.retainedLevelled === null
+      ? "not judged"
+      : d.memory.retainedLevelled
+        ? "levels off"
+        : "grows";
   const phaseText = (m: SoakMemoryPhase) =>
     m.warmAtS === null
       ? `${m.phase} the crash: ${m.startMb} -> ${m.endMb} MB (max ${m.maxMb}), ${m.warmupSlopeMbPerMin} MB/min, its warm-up sweep unfinished${heapText(m)}`
-      : `${m.phase} the crash: ${m.startMb} MB at its start, ${m.warmMb} MB once warm (${m.warmAtS} s), ${m.endMb} MB at its end (max ${m.maxMb}); slope ${m.warmupSlopeMbPerMin} MB/min while warming up, ${m.firstHalfSlopeMbPerMin ?? "-"} then **${m.secondHalfSlopeMbPerMin ?? "-"} MB/min** over the first and second half of the warm part (${m.warmSpanS} s)${m.objectsSeenSecondHalf === null ? "" : `, objects reached ${m.objectsSeenSecondHalf[0]} -> ${m.objectsSeenSecondHalf[1]} in the second half`}${m.secondHalf === undefined ? "" : `; in that half (${m.secondHalf.minutes} min, ${m.secondHalf.requests} requests, ${m.secondHalf.objectsMade} objects made again after eviction) it grew ${m.secondHalf.grewMb} MB against ${m.secondHalf.allowedMb} MB allowed`}${heapText(m)}`;
+      : `${m.phase} the crash: ${m.startMb} MB at its start, ${m.warmMb} MB once warm (${m.warmAtS} s), ${m.endMb} MB at its end (max ${m.maxMb}); slope ${m.warmupSlopeMbPerMin} MB/min while warming up, ${m.firstHalfSlopeMbPerMin ?? "-"} then **${m.secondHalfSlopeMbPerMin ?? "-"} MB/min** over the first and second half of the warm part (${m.warmSpanS} s)${m.objectsSeenSecondHalf === null ? "" : `, objects reached ${m.objectsSeenSecondHalf[0]} -> ${m.objectsSeenSecondHalf[1]} in the second half`}${m.secondHalf === undefined ? "" : `; in that half (${m.secondHalf.minutes} min, ${m.secondHalf.requests} requests, ${m.secondHalf.objectsMade} objects made again after eviction) it grew ${m.secondHalf.grewMb} MB against ${m.secondHalf.allowedMb} MB allowed${partsText(m)}`}${heapText(m)}`;
   out.push(
     `A real \`wrangler dev\` (a temp copy with bench/soak/rules.yaml: every algorithm, mixed routes, identities and costs, both failure policies; LIMITER_TIMEOUT_MS ${d.limiterTimeoutMs}), ${d.concurrency} closed-loop clients for ${d.durationS} s, SIGKILL of the server's process group half-way and a restart on the same state. ${p.distinctKeysUsed} API keys (${p.seededAccounts} seeded as accounts), ${p.distinctUsersUsed} users and ${p.distinctAddressesUsed} client addresses (documentation ranges) seen, skewed hot/cold; the routes a global rule counts per address come from ${p.ipKeyedAddresses ?? "all"} of them, so the Durable Objects are a bounded population, which a warm-up sweep at the start and again after the restart reaches once each. Admissions are read from each admitted response's echo and held to what each rule allows (bench/soak/allowance.ts, from the rule's own parameters); local and shadow rules are not held to it. ${d.loadAverage === undefined ? "The machine was shared with other agents' test runs during the measurement" : `The machine's 1-minute load average during the run: median ${d.loadAverage.median}, max ${d.loadAverage.max} (2 cores; the soak's own clients and wrangler dev included)`}: the throughput and latencies are not this server's capacity.`,
     "",
@@ -337,6 +369,11 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
             .map((r) => `${r.class} at ${when(r)}, ${r.method} ${r.kind}: ${r.status} \`${r.body.slice(0, 80)}\``)
             .join("; ")})`
     }. wrangler dev's own "worker restarted mid-request" 503 (its proxy's answer, by its exact text, when its local runtime restarts with a non-GET request in flight; not Sluice's): ${five.counts.wrangler_dev_restart ?? 0}${restarts.length === 0 ? "" : `, at ${[...new Set(restarts.map(when))].slice(0, 6).join(", ")}`}; wrangler dev reloaded its runtime mid-run (from its debug log) ${(d.wranglerReloads ?? []).length} time(s)${(d.wranglerReloads ?? []).length === 0 ? "" : `, at ${(d.wranglerReloads ?? []).map((r) => `${r.atS} s`).join(", ")}`}.`,
+    ...(d.memory.retainedCriterion === undefined
+      ? []
+      : [
+          `- **Sluice's own memory** (${d.memory.retainedCriterion}): ${d.memory.phases.map(retainedText).join("; ")}: ${retainedVerdict}.`,
+        ]),
     `- **Memory** (RSS of workerd; ${d.memory.criterion ?? "levels off"}): ${d.memory.phases.map(phaseText).join("; ")}: ${verdict}.`,
     "",
     "| rule | algorithm | keys | cost admitted | tightest key: admitted / allowed over its run | keys at >= 90% of their allowance | over-admission | fail-open | fail-closed 503 |",
@@ -476,6 +513,47 @@ if (
     `Every call answered up to **${d.lastOk.toLocaleString("en-US")} live objects**; ${d.firstFailing === null ? `none failed up to ${d.max}` : `at ${d.firstFailing.toLocaleString("en-US")} calls failed with \`${(d.firstError ?? "").slice(0, 80)}\` (${d.sqliteNomemInServerLog} \`SQLITE_NOMEM\` lines in the server's output)`}. The cause is the local runtime's: workerd 1.20260426.1 caps SQLite's heap for the whole process at 512 MiB (\`sqlite3_hard_heap_limit64\` in src/workerd/util/sqlite.c++; 8 GiB only behind its \`INCREASE_SQLITE_HARD_HEAP_LIMIT\` autogate, which wrangler dev cannot turn on), and each live object keeps its own SQLite database open, about 190 KB of that heap each. On Cloudflare objects are spread over many processes and machines. This is the \`SQLITE_NOMEM\` the soak saw with 7,400 objects; the soak now keeps its population near 1,700 (\`--addresses 50\`), and \`npm run soak -- --addresses 1000\` shows the limit again.`,
     "",
   );
+}
+
+interface ChurnRun {
+  command: string;
+  date: string;
+  keys: number;
+  rate: number;
+  churnMs: number;
+  results: {
+    variant: string;
+    failed: number;
+    skipped: number;
+    secondHalf: {
+      callsPerS: number;
+      objectsMadePerMin: number;
+      rssSlopeMbPerMin: number | null;
+      anonSlopeMbPerMin: number | null;
+      v8TotalSlopeMbPerMin: number | null;
+      kbPerObjectMade: number | null;
+    };
+  }[];
+}
+const objectChurn = load<{ runs: ChurnRun[] }>("object_churn");
+if (
+  section("9c. The soak's memory growth: a bare Worker and Sluice at the same churn of objects", objectChurn) &&
+  objectChurn !== null
+) {
+  out.push(
+    "bench/object_churn.ts: one `wrangler dev` per variant, one after the other, state on tmpfs (as the soak's). 2,000 keys, a warm-up sweep that calls each once, then 2 minutes of calls at a fixed rate (open loop, at most 64 in flight: a call due while 64 are waiting is skipped, so both variants get the same rate), half over a few hot keys and half uniform over all, so most of the uniform half find their object evicted (10 s idle) and the runtime makes it again. Judged over the churn's second half: the slope of workerd's RSS, of its anonymous part, and of the Worker isolate's whole V8 heap; *KB per object made* is the RSS slope over the objects made again per minute (counted by the client). Variants: **bare** (an RPC method that writes one value), **bare + alarm** (and arms an alarm a minute or two ahead when none is pending, whose handler deletes the object's storage, as Sluice's objects do), **bare + storage** (Sluice's object's storage pattern without Sluice's code: the record and a 128-slot ring of call ids, the group commit's scheduler turn, the alarm that reads both and deletes all), **sluice** (Sluice, one fixed_window rule per client address, a minute's window, never denying). The machine was shared with other sessions' jobs (load average 6-9 on 2 cores): the servers could not take the 150 calls/s asked of the first run, hence the skipped calls; the rates actually served are in the table.",
+    "",
+    "| run | variant | calls/s served | objects made again per minute | RSS MB/min | anonymous MB/min | V8 heap (whole) MB/min | KB per object made | failed | skipped |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+  );
+  for (const run of objectChurn.data.runs)
+    for (const r of run.results) {
+      const h = r.secondHalf;
+      out.push(
+        `| \`${run.command}\` (${run.date.slice(11, 16)} UTC) | ${r.variant} | ${h.callsPerS} | ${h.objectsMadePerMin} | ${h.rssSlopeMbPerMin ?? "-"} | ${h.anonSlopeMbPerMin ?? "-"} | ${h.v8TotalSlopeMbPerMin ?? "-"} | ${h.kbPerObjectMade ?? "-"} | ${r.failed} | ${r.skipped} |`,
+      );
+    }
+  out.push("");
 }
 
 const notes = join(ROOT, "bench", "NOTES.md");

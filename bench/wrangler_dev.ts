@@ -54,6 +54,28 @@ export function groupRss(pgid: number): { workerdKb: number; totalKb: number } {
 }
 
 /**
+ * What workerd's RSS is made of, kB, from /proc/<pid>/status of the group's workerd processes: anonymous memory (its
+ * heaps: V8's, SQLite's, the runtime's own allocations), file-backed pages it maps, and shared memory (tmpfs files it
+ * maps, such as a SQLite database's `-shm` index when the state lives on /dev/shm).
+ */
+export function workerdRssParts(pgid: number): { anonKb: number; fileKb: number; shmemKb: number } {
+  const parts = { anonKb: 0, fileKb: 0, shmemKb: 0 };
+  for (const { pid, comm } of groupProcesses(pgid)) {
+    if (!comm.startsWith("workerd")) continue;
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, "utf8");
+      const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
+      parts.anonKb += kb("RssAnon");
+      parts.fileKb += kb("RssFile");
+      parts.shmemKb += kb("RssShmem");
+    } catch {
+      // the process ended between readdir and read
+    }
+  }
+  return parts;
+}
+
+/**
  * The times wrangler dev (re)loaded its local runtime, from its debug logs (one file per session, entries headed
  * `--- <ISO time> <level>`): each session's first load is its start; any later one is a reload mid-run, which answers
  * requests in flight with "worker restarted mid-request". With each, the log entries just before it (what set it off).
@@ -159,12 +181,16 @@ interface DevtoolsSocket {
 /**
  * The JS heap of wrangler dev's Worker isolate (the Worker and its Durable Objects, one isolate), read through its
  * devtools inspector (`--inspector-port`): what the Worker's own code keeps, apart from the runtime's native memory
- * that RSS also counts. `null` from `heapMb` when the inspector cannot be reached.
+ * that RSS also counts. `null` from `heapMb` when the inspector cannot be reached; `heapTotalMb`: V8's whole heap at
+ * the last reading (what it holds from the system, used or not).
  */
-export async function inspectHeap(
-  inspectorPort: number,
-): Promise<{ heapMb: () => Promise<number | null>; close: () => void }> {
-  const none = { heapMb: async () => null, close: () => {} };
+export async function inspectHeap(inspectorPort: number): Promise<{
+  heapMb: () => Promise<number | null>;
+  heapTotalMb: () => number | null;
+  retainedMb: () => Promise<number | null>;
+  close: () => void;
+}> {
+  const none = { heapMb: async () => null, heapTotalMb: () => null, retainedMb: async () => null, close: () => {} };
   try {
     const WebSocket = createRequire(import.meta.url)("ws") as new (
       url: string,
@@ -182,9 +208,11 @@ export async function inspectHeap(
       socket.on("error", reject);
     });
     let id = 0;
-    const waiting = new Map<number, (result: { usedSize?: number } | undefined) => void>();
+    const waiting = new Map<number, (result: { usedSize?: number; totalSize?: number } | undefined) => void>();
+    /** V8's heap as allocated from the system (used and free), MB, at the last reading. */
+    let totalMb: number | null = null;
     socket.on("message", (data) => {
-      const message = JSON.parse(String(data)) as { id?: number; result?: { usedSize?: number } };
+      const message = JSON.parse(String(data)) as { id?: number; result?: { usedSize?: number; totalSize?: number } };
       if (message.id !== undefined) waiting.get(message.id)?.(message.result);
       if (message.id !== undefined) waiting.delete(message.id);
     });
@@ -193,19 +221,32 @@ export async function inspectHeap(
       open = false;
       for (const answer of waiting.values()) answer(undefined);
     });
+    /** One devtools call; its result, or undefined if the socket closed or it took over `timeoutMs`. */
+    const call = (method: string, timeoutMs: number) =>
+      new Promise<{ usedSize?: number; totalSize?: number } | undefined>((resolve) => {
+        if (!open) return resolve(undefined);
+        const i = ++id;
+        const timer = setTimeout(() => resolve(undefined), timeoutMs);
+        waiting.set(i, (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        });
+        socket.send(JSON.stringify({ id: i, method }));
+      });
+    const usage = async () => {
+      const result = await call("Runtime.getHeapUsage", 2_000);
+      totalMb = result?.totalSize === undefined ? null : result.totalSize / 1_048_576;
+      return result?.usedSize === undefined ? null : result.usedSize / 1_048_576;
+    };
     return {
-      heapMb: () =>
-        open
-          ? new Promise<number | null>((resolve) => {
-              const i = ++id;
-              const timer = setTimeout(() => resolve(null), 2_000);
-              waiting.set(i, (result) => {
-                clearTimeout(timer);
-                resolve(result?.usedSize === undefined ? null : result.usedSize / 1_048_576);
-              });
-              socket.send(JSON.stringify({ id: i, method: "Runtime.getHeapUsage" }));
-            })
-          : Promise.resolve(null),
+      heapMb: usage,
+      heapTotalMb: () => totalMb,
+      /**
+       * The heap still in use after a full garbage collection (`HeapProfiler.collectGarbage`): what the Worker's code
+       * and its objects' records actually retain, without the garbage a reading between collections also counts. The
+       * collection pauses the isolate for a moment; `null` when it could not be read.
+       */
+      retainedMb: async () => ((await call("HeapProfiler.collectGarbage", 10_000)) === undefined ? null : usage()),
       close: () => socket.close(),
     };
   } catch {
