@@ -19,11 +19,11 @@
  * total, through the inspector), and the objects made as the client can tell (a first call, or one after 10 s idle).
  * Judged over the churn's second half: RSS slope (MB/min) and its cost per object made again.
  */
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { seeded } from "../test/support/random.ts";
-import { log, QUICK, ROOT, round, writeResult } from "./common.ts";
+import { BARE_FETCH, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
+import { log, QUICK, round, writeResult } from "./common.ts";
 import {
   dropBuildStep,
   freePort,
@@ -64,14 +64,7 @@ export class Counter extends DurableObject {
   }
   ${alarm ? "async alarm() { await this.ctx.storage.deleteAll(); }" : ""}
 }
-export default {
-  async fetch(request, env) {
-    const key = request.headers.get("CF-Connecting-IP") ?? "none";
-    const n = await env.COUNTER.get(env.COUNTER.idFromName(key)).check(1);
-    return new Response(String(n));
-  },
-};
-`;
+${BARE_FETCH}`;
 
 /**
  * Sluice's object's storage pattern without Sluice's code (src/object/limiter.ts): on its first call it reads its
@@ -115,25 +108,9 @@ export class Counter extends DurableObject {
     await this.ctx.storage.deleteAll();
   }
 }
-export default {
-  async fetch(request, env) {
-    const key = request.headers.get("CF-Connecting-IP") ?? "none";
-    const n = await env.COUNTER.get(env.COUNTER.idFromName(key)).check(1);
-    return new Response(String(n));
-  },
-};
-`;
+${BARE_FETCH}`;
 
-const BARE_TOML = `name = "bare"
-main = "index.js"
-compatibility_date = "2026-04-20"
-[[durable_objects.bindings]]
-name = "COUNTER"
-class_name = "Counter"
-[[migrations]]
-tag = "v1"
-new_sqlite_classes = ["Counter"]
-`;
+const BARE_TOML = bareToml("bare");
 
 const SLUICE_RULES = `- id: churn-ip
   match: { identity: ip }
@@ -142,19 +119,7 @@ const SLUICE_RULES = `- id: churn-ip
   window: min
 `;
 
-function bareCopy(source: string): string {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-churn-"));
-  writeFileSync(join(dir, "index.js"), source);
-  writeFileSync(join(dir, "wrangler.toml"), BARE_TOML);
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-  return dir;
-}
-
-/** Key `i`: an IPv6 documentation address, one /64 each (Sluice groups IPv6 clients by /64). */
-function addressOf(i: number): string {
-  const n = i + 1;
-  return `2001:db8:${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}::1`;
-}
+const bareCopy = (source: string) => bareWorkerCopy("sluice-churn-", source, BARE_TOML);
 
 interface Sample {
   readonly atS: number;
@@ -246,7 +211,7 @@ async function measure(name: string, dir: string, extra: readonly string[]) {
       inFlight++;
       try {
         const r = await fetch(`${base}/v1/churn`, {
-          headers: { "CF-Connecting-IP": addressOf(key) },
+          headers: { "CF-Connecting-IP": ipv6Of(key) },
           signal: AbortSignal.timeout(30_000),
         });
         await r.arrayBuffer();

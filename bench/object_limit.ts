@@ -10,10 +10,10 @@
  * again, so none idles into eviction, and `step` new ones); it stops at the first round with a failed call (recording
  * the first error) or at `--max` live objects.
  */
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { log, ROOT, round, writeResult } from "./common.ts";
+import { bareToml, bareWorkerCopy } from "./bare_worker.ts";
+import { log, round, writeResult } from "./common.ts";
 import { freePort, groupRss, killGroup, startWrangler, waitUp } from "./wrangler_dev.ts";
 
 const arg = (name: string, fallback: number): number => {
@@ -48,16 +48,7 @@ export default {
 };
 `;
 
-const TOML = `name = "object-limit"
-main = "index.js"
-compatibility_date = "2026-04-20"
-[[durable_objects.bindings]]
-name = "COUNTER"
-class_name = "Counter"
-[[migrations]]
-tag = "v1"
-new_sqlite_classes = ["Counter"]
-`;
+const TOML = bareToml("object-limit");
 
 interface Round {
   readonly live: number;
@@ -92,10 +83,7 @@ async function fanRound(base: string, count: number): Promise<{ failed: number; 
 }
 
 async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-objlimit-"));
-  writeFileSync(join(dir, "index.js"), WORKER);
-  writeFileSync(join(dir, "wrangler.toml"), TOML);
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+  const dir = bareWorkerCopy("sluice-objlimit-", WORKER, TOML);
   const state = mkdtempSync(join("/dev/shm", "sluice-objlimit-state-"));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;

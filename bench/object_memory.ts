@@ -11,10 +11,10 @@
  * sampled every 1,000 requests: growth with the objects made, at the bare Worker's slope, is the runtime's cost, not
  * Sluice's.
  */
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { log, QUICK, ROOT, round, writeResult } from "./common.ts";
+import { BARE_FETCH, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
+import { log, QUICK, round, writeResult } from "./common.ts";
 import {
   dropBuildStep,
   freePort,
@@ -44,25 +44,9 @@ export class Counter extends DurableObject {
   }
   ${alarm ? "async alarm() { this.ctx.storage.deleteAll(); }" : ""}
 }
-export default {
-  async fetch(request, env) {
-    const key = request.headers.get("CF-Connecting-IP") ?? "none";
-    const n = await env.COUNTER.get(env.COUNTER.idFromName(key)).check(1);
-    return new Response(String(n));
-  },
-};
-`;
+${BARE_FETCH}`;
 
-const BARE_TOML = `name = "bare"
-main = "index.js"
-compatibility_date = "2026-04-20"
-[[durable_objects.bindings]]
-name = "COUNTER"
-class_name = "Counter"
-[[migrations]]
-tag = "v1"
-new_sqlite_classes = ["Counter"]
-`;
+const BARE_TOML = bareToml("bare");
 
 const SLUICE_RULES = `- id: mem-ip
   match: { identity: ip }
@@ -71,19 +55,7 @@ const SLUICE_RULES = `- id: mem-ip
   window: 10min
 `;
 
-function bareCopy(alarm: boolean): string {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-objmem-"));
-  writeFileSync(join(dir, "index.js"), BARE_WORKER(alarm));
-  writeFileSync(join(dir, "wrangler.toml"), BARE_TOML);
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
-  return dir;
-}
-
-/** Key `i`: an IPv6 documentation address, one /64 each (Sluice groups IPv6 clients by /64). */
-function addressOf(i: number): string {
-  const n = i + 1;
-  return `2001:db8:${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}::1`;
-}
+const bareCopy = (alarm: boolean) => bareWorkerCopy("sluice-objmem-", BARE_WORKER(alarm), BARE_TOML);
 
 interface Sample {
   readonly atMs: number;
@@ -103,7 +75,7 @@ async function load(base: string, count: number, keyOf: (i: number) => number, o
       if (i >= count) return;
       try {
         const r = await fetch(`${base}/v1/mem`, {
-          headers: { "CF-Connecting-IP": addressOf(keyOf(i)) },
+          headers: { "CF-Connecting-IP": ipv6Of(keyOf(i)) },
           signal: AbortSignal.timeout(30_000),
         });
         await r.arrayBuffer();
