@@ -22,12 +22,12 @@ import {
   COALESCE_MAX_KEYS,
   COALESCE_MAX_WAITING,
   type CoalescerOptions,
-  DELEGATE_BACKOFF_MS,
   type DelegateRoute,
   type HeldLease,
   type KeyState,
   type Waiting,
 } from "./coalesce_types.ts";
+import { callDelegates } from "./delegate_call.ts";
 import {
   delegateFor,
   hashString,
@@ -257,13 +257,11 @@ export abstract class KeyCalls {
   }
 
   /**
-   * Make the call: to the delegate, when there is one, and to the key's object if the delegate fails (the delegate is
-   * then avoided for `DELEGATE_BACKOFF_MS`; the fallback carries no refunds: the delegate may have applied them, and a
-   * refund applied twice would admit more than the rule allows). An overloaded or slow (timing out) delegate is busy,
-   * not failing: its batch is not sent to the key's object (which would take every region's overflow at once) but
-   * decided from what this isolate last knew (a hot key's timeout is refused as an overload's). An overloaded key's
-   * object (or one timing out while the key is busy) sends the key to the delegate (`overloadTeachesHot`); a busy or
-   * overloaded delegate sends it to this isolate's own shard (`noteDelegateBusy`).
+   * Make the call: to the delegate, when there is one (delegate_call.ts `callDelegates`: a reset one is tried on the
+   * other shard, then again shortly), else, or when it fails, to the key's object (the fallback carries no refunds: the
+   * delegate may have applied them). A busy delegate's failure (overloaded, timing out) is decided from what this
+   * isolate last knew, never sent to the key's object. An overloaded key's object (or one timing out while the key is
+   * busy) sends the key to the delegate (`overloadTeachesHot`); a busy delegate, to its own shard (`noteDelegateBusy`).
    */
   protected async callTarget(st: KeyState, delegate: DelegateRoute | null, input: CallInput): Promise<CallAnswer> {
     const isolate = { sleep: this.options.sleep, stats: this.options.counters };
@@ -272,13 +270,14 @@ export abstract class KeyCalls {
       if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, this.options.clock());
       return answer;
     };
-    if (delegate === null) return direct(input);
-    const answer = await callObject(delegate.transport, delegate.name, input, st.timeoutMs, isolate);
-    noteDelegateBusy(st, answer.kind === "answered" ? answer.result.busy === true : answer.failure === "overloaded");
-    if (answer.kind === "answered" || answer.failure === "overloaded" || answer.failure === "timeout") return answer;
-    const { counters } = this.options;
-    counters.delegate_failures = (counters.delegate_failures ?? 0) + 1;
-    st.delegateDownUntilMs = this.options.clock() + DELEGATE_BACKOFF_MS;
+    if (delegate === null || st.delegate === null) return direct(input);
+    const out = await callDelegates(this.options, st.delegate, delegate, input, st.timeoutMs);
+    if (out.kind === "answer") {
+      const { answer } = out;
+      noteDelegateBusy(st, answer.kind === "answered" ? answer.result.busy === true : answer.failure === "overloaded");
+      return answer;
+    }
+    st.delegateDownUntilMs = this.options.clock() + out.avoidForMs;
     return direct({ ...input, id: this.options.newId(), giveBack: [] });
   }
 

@@ -19,6 +19,7 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
+import { type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 
@@ -38,6 +39,16 @@ export const DELEGATE_SHARDS = 4;
 /** After a share ask found the key's object overloaded, how long a delegate refuses batches instead, ms. */
 export const DELEGATE_RENEW_BACKOFF_MS = 250;
 
+export {
+  DEMAND_BUCKET_MS,
+  demandMoved,
+  demandPerTerm,
+  keptParts,
+  RENEW_LEAD_MS,
+  RENEW_SLACK,
+  renewDue,
+} from "./delegate_demand.ts";
+
 /** The share a delegate holds. */
 export interface HeldShare {
   readonly kind: "rate" | "window";
@@ -54,6 +65,8 @@ export interface HeldShare {
   readonly short: boolean;
   /** The object's clock at the grant (a window share's refunds name it), ms. */
   readonly atMs: number;
+  /** The demand the share was asked with, per term (absent in a record from before it was kept). */
+  readonly demand?: number;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), and when to renew, ms. */
   readonly endsAtMs: number;
   readonly renewAtMs: number;
@@ -64,8 +77,8 @@ export interface DelegateRecord {
   readonly share: HeldShare | null;
   /** Whether the key is hot, as the last grant said (`false`: callers go back to the key's object). */
   readonly hot: boolean;
-  /** Cost asked of this delegate per share term: the current and the previous term bucket. */
-  readonly demand: { readonly bucket: number; readonly curr: number; readonly prev: number };
+  /** Cost asked of this delegate (delegate_demand.ts). */
+  readonly demand: DemandBuckets;
   /** Units to give back to the key's object with the next ask. */
   readonly giveBack: readonly LeaseReturn[];
   /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
@@ -121,27 +134,6 @@ export function delegateNeed(
   return "ready";
 }
 
-/** Whether the share should be renewed now, in the background (the last quarter of its term, with demand). */
-export function renewDue(record: DelegateRecord, nowMs: number): boolean {
-  const share = record.share;
-  return share !== null && nowMs >= share.renewAtMs && demandPerTerm(record, nowMs) > 0;
-}
-
-/** Cost asked over the last term, from the current and previous buckets. */
-export function demandPerTerm(record: DelegateRecord, nowMs: number): number {
-  const d = rolled(record.demand, nowMs);
-  // Over the last term, sliding: this bucket's, and the last one's weighed by how much of it is in (a region's demand
-  // moving to another shard counts within the term, not a whole term later).
-  const elapsedMs = Math.min(SHARE_TERM_MS, Math.max(0, nowMs - d.bucket * SHARE_TERM_MS));
-  return d.curr + Math.floor((d.prev * (SHARE_TERM_MS - elapsedMs)) / SHARE_TERM_MS);
-}
-
-function rolled(d: DelegateRecord["demand"], nowMs: number): DelegateRecord["demand"] {
-  const bucket = Math.floor(nowMs / SHARE_TERM_MS);
-  if (bucket === d.bucket) return d;
-  return { bucket, curr: 0, prev: bucket === d.bucket + 1 ? d.curr : 0 };
-}
-
 /**
  * The ask renewing this delegate's share, and the record once it is sent: a window share's unused units go back with
  * it (they are no longer this delegate's, whatever the answer: a lost answer leaves the key short, never over).
@@ -172,12 +164,40 @@ export function shareAsk(
   // The batch waiting for this ask counts too: a new delegate has no term behind it yet.
   const demand = Math.max(demandPerTerm(record, nowMs), pendingCost);
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
-  const ask: ShareAsk = { rule: newest, holder, id, demand, units, giveBack, ...(release ? { release } : {}) };
+  // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so: the
+  // key's object then holds only those promised until the old term ends, not every part this share gives up.
+  let keep: number | undefined;
+  if (kept !== null && kept.kind === "rate" && !release && nowMs < kept.endsAtMs) {
+    const parts = keptParts(kept.parts, kept.demand, demand);
+    if (parts < kept.parts) {
+      kept = { ...cutShare(kept, parts, nowMs), demand };
+      keep = parts;
+    }
+  }
+  const ask: ShareAsk = {
+    rule: newest,
+    holder,
+    id,
+    demand,
+    units,
+    giveBack,
+    ...(release ? { release } : {}),
+    ...(keep === undefined ? {} : { keep }),
+  };
   // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask
   // brings the demand as it is now).
   const charged = shareKindOf(newest.params) === "window" && !release;
   const next = { ...record, share: kept, giveBack: [], ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}) };
   return { ask, record: next, sentAtMs: nowMs };
+}
+
+/** A rate share cut to `parts` now: its bucket converted to the smaller slice (tokens above its burst dropped). */
+function cutShare(share: HeldShare, parts: number, nowMs: number): HeldShare {
+  const from = sliceOf(share);
+  const next = { ...share, parts };
+  const to = sliceOf(next);
+  if (to === null || from === null || share.state === null) return { ...next, state: null };
+  return { ...next, state: carryOver(from, to, share.state, nowMs) ?? emptyState(to, nowMs) };
 }
 
 /** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */
@@ -192,7 +212,7 @@ export function adoptGrant(
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
-  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs };
+  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs, demand: ask.demand };
   if (grant.kind === "window") {
     const share: HeldShare = {
       kind: "window",

@@ -77,6 +77,12 @@ export interface ShareAsk {
   readonly giveBack: readonly LeaseReturn[];
   /** The holder lets its share go (its key is cold, or it is shutting down). */
   readonly release?: boolean;
+  /**
+   * Rate shares: the parts the holder uses at most from this ask's sending until it adopts the answer (its demand
+   * fell: it cut its own slice to these when it sent the ask), so the key's object holds only these promised for the
+   * rest of the old term, not every part given up. Absent: all it holds.
+   */
+  readonly keep?: number;
 }
 
 /** What the key's object granted. */

@@ -80,12 +80,12 @@ export function shareRecord(
     const ended: ShareEntry = { ...ended0(mine, nowMs), askId: ask.id };
     return { record: withEntry(rec, book, others, ended, hot, nowMs), grant: none };
   }
-  const held = mine === undefined ? 0 : promisedParts(mine, nowMs);
+  const held = mine === undefined ? 0 : keptOf(promisedParts(mine, nowMs), ask);
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, held, nowMs)
+      ? rateGrant(rec, rule, demand, total, others, held, mine === undefined ? 0 : termOf(mine), nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
-  const prev = mine === undefined ? null : ended0(mine, nowMs);
+  const prev = mine === undefined ? null : ended0(mine, nowMs, ask);
   const entry: ShareEntry = {
     holder: ask.holder,
     parts: out.grant.parts,
@@ -101,15 +101,25 @@ export function shareRecord(
   return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
 }
 
-/** An entry's share ended now: what it held stays promised until its term ends (and no tokens move with it). */
-function ended0(e: ShareEntry, nowMs: number): ShareEntry {
+/** Parts a holder still uses of `promised` after sending `ask` (its `keep`, a valid count below them). */
+function keptOf(promised: number, ask: ShareAsk): number {
+  const keep = ask.keep;
+  return keep !== undefined && Number.isSafeInteger(keep) && keep >= 0 ? Math.min(promised, keep) : promised;
+}
+
+/**
+ * An entry's share ended now: what it held (or what the ask says it keeps) stays promised until its term ends (and
+ * no tokens move with it).
+ */
+function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {
   const { tokens: _tokens, ...rest } = e;
+  const promised = promisedParts(e, nowMs);
   return {
     ...rest,
     parts: 0,
     units: 0,
     endsAtMs: nowMs,
-    prevParts: promisedParts(e, nowMs),
+    prevParts: ask === undefined ? promised : keptOf(promised, ask),
     prevEndsAtMs: Math.max(e.endsAtMs, e.prevEndsAtMs),
     demand: 0,
   };
@@ -148,8 +158,8 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 
 /**
  * A rate share: the holder's demand's proportion of `SHARE_PARTS` (at least 1 part when it has demand), within what
- * the other live shares leave. Cut short by them: a quarter term, so it asks again sooner. The first rate share
- * moves the record's state into the direct slice (`ShareBook.direct`).
+ * the other live shares leave, for a term by how settled it is (`rateTermMs`). The first rate share moves the
+ * record's state into the direct slice (`ShareBook.direct`).
  *
  * Parts the holder gets beyond those it held (`held`, still promised) come out of the direct slice, and with them
  * their proportion of the tokens the direct slice holds now (`ShareGrant.tokens`): moved, not made, so the slices'
@@ -162,6 +172,7 @@ function rateGrant(
   total: number,
   others: readonly ShareEntry[],
   held: number,
+  prevTermMs: number,
   nowMs: number,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
@@ -173,12 +184,7 @@ function rateGrant(
   // within `SHARE_PARTS`.
   const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
   const parts = Math.min(fair, room);
-  // Unsettled (cut short by the others, a new holder, or parts moving by more than a quarter): a quarter term, so the
-  // parts follow demand within a quarter term instead of a whole one.
-  // Also while another holder has fewer parts than its demand's proportion: this one may hold what that one needs.
-  const starved = others.some((e) => e.parts < Math.ceil((SHARE_PARTS * e.demand) / Math.max(1, total)));
-  const unsettled = parts < fair || held === 0 || 4 * Math.abs(parts - held) > held || starved;
-  const termMs = unsettled ? Math.ceil(SHARE_TERM_MS / 4) : SHARE_TERM_MS;
+  const termMs = rateTermMs(parts, fair, held, prevTermMs);
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -192,6 +198,34 @@ function rateGrant(
     hot: true,
   };
   return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
+}
+
+/** The longest term of a settled rate share, ms: its term doubles at each settled renewal, up to this. */
+export const SHARE_TERM_MAX_MS = 4 * SHARE_TERM_MS;
+/** A rate share's parts may differ from its fair parts, or from those it held, by this many (1% of the rate) and settle. */
+export const SETTLED_SLACK_PARTS = 10;
+
+/**
+ * A rate share's term, ms. Unsettled, a quarter term, so that its parts follow demand within a quarter term: a new
+ * holder (`held` 0), one cut short of its demand's proportion (`fair`) by more than an eighth (the others' parts are
+ * still promised), or one whose parts move by more than a quarter of those it held. Settled, its last term doubled
+ * (`prevTermMs`), from `SHARE_TERM_MS` up to `SHARE_TERM_MAX_MS`: a holder whose demand holds still renews less and
+ * less often, so the key's object renews its 36 holders about 9 times a second rather than 36 to 144 times (a
+ * holder whose demand moves renews sooner: delegate.ts `renewDue`). Differences of `SETTLED_SLACK_PARTS` or fewer
+ * never unsettle (a small share's noise). Another holder being short settles nothing here: it asks again itself.
+ */
+export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number): number {
+  const quarter = Math.ceil(SHARE_TERM_MS / 4);
+  const short = fair - parts > Math.max(SETTLED_SLACK_PARTS, Math.floor(fair / 8));
+  if (short) return quarter;
+  const moved = Math.abs(parts - held) > Math.max(SETTLED_SLACK_PARTS, Math.floor(held / 4));
+  if (held <= 0 || moved) return quarter;
+  return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
+}
+
+/** The term an entry's share was granted for, ms (0: it holds none now). */
+function termOf(e: ShareEntry): number {
+  return e.parts > 0 ? Math.max(0, e.endsAtMs - e.atMs) : 0;
 }
 
 /**

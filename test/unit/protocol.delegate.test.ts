@@ -10,23 +10,34 @@ import {
   countCall,
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
+  DEMAND_BUCKET_MS,
   type DelegateRecord,
   delegateCall,
   delegateIdle,
   delegateNeed,
+  demandMoved,
   demandPerTerm,
   type HeldShare,
+  keptParts,
   NEW_DELEGATE,
   PENDING_RESEND_MS,
+  RENEW_LEAD_MS,
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
-import type { AppliedCall, CallInput, CheckResult, LimiterRule } from "../../src/protocol/store.ts";
+import {
+  type AppliedCall,
+  type CallInput,
+  type CheckResult,
+  type LimiterRule,
+  peekState,
+} from "../../src/protocol/store.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
-const B0 = T0 / SHARE_TERM_MS;
+/** The demand bucket T0 starts (a quarter term each). */
+const B0 = T0 / DEMAND_BUCKET_MS;
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 2 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), version: 2 };
 const half = sliceParams(rate.params, 500, SHARE_PARTS)!;
@@ -93,24 +104,93 @@ describe("delegateNeed", () => {
 describe("demand and renewDue", () => {
   const demand = { bucket: B0, curr: 5, prev: 8 };
 
-  it("is this term's and the last one's weighed by how much of it is in (sliding), rolled to now", () => {
-    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(13);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 500)).toBe(9);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 874)).toBe(6);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 875)).toBe(6);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 876)).toBe(5);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 999)).toBe(5);
-    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(17);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 1000)).toBe(5);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 1600)).toBe(2);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 2000)).toBe(0);
+  it("is the last quarter term's cost (this bucket's, and the last one's weighed by how much of it is in), per term", () => {
+    expect(DEMAND_BUCKET_MS).toBe(SHARE_TERM_MS / 4);
+    // (5 + 8) in the last 250 ms: 52 per 1 s term.
+    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(52);
+    // 5 + 8 × 125/250 = 9 in the last 250 ms.
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 125)).toBe(36);
+    // 5 + 8 × 1/250 = 5.032: 20.128 per term, rounded down.
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 249)).toBe(20);
+    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(68);
+    // Rolled: the next bucket starts empty, this one's 5 becomes the last one's.
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 250)).toBe(20);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 375)).toBe(10);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 500)).toBe(0);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 10_000)).toBe(0);
   });
 
-  it("renews in the background from the renewal time, only with demand", () => {
-    expect(renewDue(withShare(null, { demand }), T0 + 900)).toBe(false);
-    expect(renewDue(withShare(windowShare(), { demand }), T0 + 749)).toBe(false);
-    expect(renewDue(withShare(windowShare(), { demand }), T0 + 750)).toBe(true);
-    expect(renewDue(withShare(windowShare(), { demand: { bucket: B0, curr: 0, prev: 0 } }), T0 + 750)).toBe(false);
+  it("renews in the background from the renewal time, at most RENEW_LEAD_MS before the end, only with demand", () => {
+    const at = (ms: number, curr = 5) => ({
+      demand: { bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS), curr, prev: 0 },
+    });
+    expect(renewDue(withShare(null, at(900)), T0 + 900)).toBe(false);
+    expect(renewDue(withShare(windowShare(), at(749)), T0 + 749)).toBe(false);
+    expect(renewDue(withShare(windowShare(), at(750)), T0 + 750)).toBe(true);
+    expect(renewDue(withShare(windowShare(), at(750, 0)), T0 + 750)).toBe(false);
+    // A 4 s term: its last quarter starts 1 s before its end, but it renews RENEW_LEAD_MS before.
+    const long = rateShare({ endsAtMs: T0 + 4000, renewAtMs: T0 + 3000, demand: 20 });
+    expect(RENEW_LEAD_MS).toBe(300);
+    expect(renewDue(withShare(long, at(3699)), T0 + 3699)).toBe(false);
+    expect(renewDue(withShare(long, at(3700)), T0 + 3700)).toBe(true);
+  });
+
+  it("renews a rate share of a whole term or more early, a quarter term old, when its demand moved by more than half", () => {
+    // 5 in the last 250 ms: 20 per term; 12 = 48; 2 = 8.
+    const at = (ms: number, curr: number) => ({
+      demand: { bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS), curr, prev: 0 },
+    });
+    const long = rateShare({ endsAtMs: T0 + 4000, renewAtMs: T0 + 3000, demand: 20 });
+    expect(renewDue(withShare(long, at(1000, 5)), T0 + 1000)).toBe(false);
+    expect(renewDue(withShare(long, at(1000, 12)), T0 + 1000)).toBe(true);
+    expect(renewDue(withShare(long, at(1000, 2)), T0 + 1000)).toBe(true);
+    // 20 → 12 and 20 → 28: by 8, within half of 20 (10).
+    expect(renewDue(withShare(long, at(1000, 3)), T0 + 1000)).toBe(false);
+    expect(renewDue(withShare(long, at(1000, 7)), T0 + 1000)).toBe(false);
+    // Too young: less than a quarter term since the term began (T0).
+    expect(renewDue(withShare(long, at(249, 12)), T0 + 249)).toBe(false);
+    expect(renewDue(withShare(long, at(250, 12)), T0 + 250)).toBe(true);
+    // A quarter-term share renews soon anyway; a window share, and a share from before `demand` was kept, never early.
+    const quarter = rateShare({ endsAtMs: T0 + 250, renewAtMs: T0 + 188, demand: 20 });
+    expect(renewDue(withShare(quarter, at(100, 12)), T0 + 100)).toBe(false);
+    expect(renewDue(withShare(rateShare({ demand: 20 }), at(300, 12)), T0 + 300)).toBe(true);
+    expect(renewDue(withShare(windowShare({ demand: 20 }), at(300, 12)), T0 + 300)).toBe(false);
+    expect(renewDue(withShare(rateShare(), at(300, 12)), T0 + 300)).toBe(false);
+  });
+
+  it("demandMoved: by more than half of what it was, and more than RENEW_SLACK", () => {
+    const table: [number, number, boolean][] = [
+      [100, 150, false],
+      [100, 151, true],
+      [100, 50, false],
+      [100, 49, true],
+      [10, 18, false],
+      [10, 19, true],
+      [0, 8, false],
+      [0, 9, true],
+      [20, 8, true],
+      [20, 10, false],
+    ];
+    for (const [was, now, moved] of table) expect([was, now, demandMoved(was, now)]).toEqual([was, now, moved]);
+  });
+
+  it("keptParts: all the parts while demand holds, its proportion with a margin when it fell, at least 1", () => {
+    const table: [number, number | undefined, number, number][] = [
+      [100, undefined, 10, 100],
+      [100, 0, 10, 100],
+      [100, 400, 400, 100],
+      [100, 400, 500, 100],
+      // 100 of demand now needs 100 + 2 × 10 + 1 = 121 of the 400 it was granted for: 100 × 121/400, rounded up.
+      [100, 400, 100, 31],
+      [100, 400, 1, 1],
+      [100, 400, 20, 8],
+      [1, 400, 1, 1],
+      [100, 400, 0, 1],
+      [0, 400, 0, 0],
+    ];
+    for (const [parts, was, now, kept] of table) {
+      expect([parts, was, now, keptParts(parts, was, now)]).toEqual([parts, was, now, kept]);
+    }
   });
 });
 
@@ -119,12 +199,13 @@ describe("shareAsk", () => {
     const ask = (curr: number) =>
       shareAsk(withShare(null, { demand: { bucket: B0, curr, prev: 0 } }), "weur.0", win, "a1", T0).ask;
     expect(ask(0)).toEqual({ rule: win, holder: "weur.0", id: "a1", demand: 0, units: 1, giveBack: [] });
-    expect(ask(9).units).toBe(9 + 6 + 1);
-    expect(ask(10).units).toBe(10 + 8 + 1);
+    // The last quarter term's cost, per term: 4 × 4 = 16, and 4 × 10 = 40.
+    expect(ask(4).units).toBe(16 + 8 + 1);
+    expect(ask(10).units).toBe(40 + 14 + 1);
     // The batch waiting for the ask counts when it is more.
     expect(shareAsk(NEW_DELEGATE, "weur.0", win, "a1", T0, false, 4).ask).toMatchObject({ demand: 4, units: 9 });
     const more = withShare(null, { demand: { bucket: B0, curr: 6, prev: 0 } });
-    expect(shareAsk(more, "weur.0", win, "a1", T0, false, 4).ask.demand).toBe(6);
+    expect(shareAsk(more, "weur.0", win, "a1", T0, false, 4).ask.demand).toBe(24);
   });
 
   it("gives a window share's unused units back with earlier returns, and keeps the share without them", () => {
@@ -149,6 +230,25 @@ describe("shareAsk", () => {
     expect(shareAsk(rated, "weur.0", rate, "a1", T0).record.share).toBe(rated.share);
   });
 
+  it("cuts a rate share whose demand fell to the parts it still needs, and says so (`keep`)", () => {
+    // Granted 500 parts for 400 of demand; 25 in the last quarter term: 100 per term, needing 100 + 21 = 121.
+    const full = emptyState(half, T0 - 1000); // refilled: 500 tokens, the slice's burst
+    const record = withShare(rateShare({ demand: 400, state: full }), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    const out = shareAsk(record, "weur.0", rate, "a1", T0);
+    expect(out.ask).toMatchObject({ demand: 100, keep: 152 });
+    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152).
+    expect(out.record.share).toMatchObject({ parts: 152, demand: 100 });
+    const slice = sliceParams(rate.params, 152, SHARE_PARTS)!;
+    expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(152);
+    // Demand that held or grew, a share that ended, a release, or a share from before `demand` was kept: no cut.
+    const same = withShare(rateShare({ demand: 100 }), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    expect(shareAsk(same, "weur.0", rate, "a1", T0).ask.keep).toBeUndefined();
+    expect(shareAsk(record, "weur.0", rate, "a1", T0 + 1000).ask.keep).toBeUndefined();
+    expect(shareAsk(record, "weur.0", rate, "a1", T0, true).ask.keep).toBeUndefined();
+    const old = withShare(rateShare(), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    expect(shareAsk(old, "weur.0", rate, "a1", T0).record.share).toBe(old.share);
+  });
+
   it("asks under the newest rules version it knows, and lets go with nothing asked", () => {
     const newer = windowShare({ rule: { ...win, version: 3 } });
     expect(shareAsk(withShare(newer), "weur.0", win, "a1", T0).ask.rule.version).toBe(3);
@@ -156,7 +256,15 @@ describe("shareAsk", () => {
     const same = windowShare({ rule: { id: "old", params: win.params, version: 2 } });
     expect(shareAsk(withShare(same), "weur.0", win, "a1", T0).ask.rule).toBe(win);
     const released = shareAsk(withShare(null, { demand: { bucket: B0, curr: 9, prev: 0 } }), "x", win, "a", T0, true);
-    expect(released.ask).toEqual({ rule: win, holder: "x", id: "a", demand: 9, units: 0, giveBack: [], release: true });
+    expect(released.ask).toEqual({
+      rule: win,
+      holder: "x",
+      id: "a",
+      demand: 36,
+      units: 0,
+      giveBack: [],
+      release: true,
+    });
   });
 });
 
@@ -222,6 +330,7 @@ describe("adoptGrant", () => {
         unitsLeft: 3,
         short: true,
         atMs: T0 + 3,
+        demand: 5,
         endsAtMs: T0 + 991,
         renewAtMs: T0 + 991 - 250,
       },
@@ -287,7 +396,7 @@ describe("delegateCall", () => {
     });
     expect(out.result).toMatchObject({ atMs: T0 + 400, lease: null, replayed: false, hot: true });
     expect(out.record.share?.unitsLeft).toBe(1);
-    expect(out.record.demand).toEqual({ bucket: B0, curr: 1 + 2 + 2 + 101, prev: 0 });
+    expect(out.record.demand).toEqual({ bucket: B0 + 1, curr: 1 + 2 + 2 + 101, prev: 0 });
     expect(out.record.calls).toEqual([{ id: "b1", atMs: T0 + 400, verdicts: "1e10e", leaseUnits: 0, leaseForMs: 0 }]);
     const cold = delegateCall(withShare(windowShare(), { hot: false }), batch(win, [1]), T0);
     expect(cold.result.hot).toBe(false);

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { SHARE_HOLDERS_MAX, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
-import { shareRecord } from "../../src/protocol/share_grant.ts";
+import { rateTermMs, SETTLED_SLACK_PARTS, SHARE_TERM_MAX_MS, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
@@ -333,7 +333,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
       },
     ]);
     expect(next.record?.shares?.hotUntilMs).toBe(T0 + 5200);
-    // Parts moving by more than a quarter: a quarter term; by a quarter exactly: a whole one.
+    // Parts moving by more than a quarter: a quarter term; by a quarter exactly: settled, its last term (1 s) doubled.
     const other = (parts: number, xParts = 750) =>
       record(
         tbP,
@@ -346,13 +346,82 @@ describe("shareRecord: asks again, letting go, a full book", () => {
         },
       );
     expect(shareRecord(other(400), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
-    expect(shareRecord(other(200), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 1000 });
+    expect(shareRecord(other(200), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 2000 });
     expect(shareRecord(other(199), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
-    // Another holder with fewer parts than its demand's proportion (749 of 750): a quarter term.
+    // Another holder with fewer parts than its demand's proportion (749 of 750) changes nothing: it asks again itself
+    // (a quarter term for every holder while one is short doubled the asks at the key's object).
     expect(shareRecord(other(200, 749), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({
       parts: 250,
-      termMs: 250,
+      termMs: 2000,
     });
+  });
+
+  it("lengthens a settled share's term at each renewal, 1 s, 2 s, 4 s, and no more", () => {
+    let rec = shareRecord(null, ask(tb, 300), T0).record;
+    const terms: number[] = [];
+    let at = T0;
+    for (let i = 0; i < 5; i++) {
+      const out = shareRecord(rec, ask(tb, 300, { id: `r${i}` }), at);
+      terms.push(out.grant.termMs);
+      rec = out.record;
+      at += out.grant.termMs - 100;
+    }
+    expect(terms).toEqual([1000, 2000, 4000, 4000, 4000]);
+    expect(SHARE_TERM_MAX_MS).toBe(4000);
+  });
+
+  it("keeps promised only the parts a holder says it keeps (`keep`) until its old term ends", () => {
+    // weur.0 held 600 parts until T0 + 900; its demand fell, and it kept 200 of them when it asked.
+    const rec = record(
+      tbP,
+      { tokensScaled: 0, lastMs: T0 },
+      {
+        shares: book([
+          entry({ holder: "weur.0", parts: 600, demand: 300 }),
+          entry({ holder: "x", parts: 400, demand: 200 }),
+        ]),
+      },
+    );
+    const out = shareRecord(rec, ask(tb, 100, { id: "a3", keep: 200 }), T0);
+    // 100 of 300 of demand: 334 parts (rounded up), within the 600 the other share leaves.
+    expect(out.grant).toMatchObject({ parts: 334 });
+    const mine = out.record?.shares?.entries.find((e) => e.holder === "weur.0");
+    expect(mine).toMatchObject({ parts: 334, prevParts: 200, prevEndsAtMs: T0 + 900 });
+    // Without `keep`, or one above what it held (or not a count), all 600 stay promised.
+    for (const keep of [undefined, 700, -1, 1.5]) {
+      const plain = shareRecord(rec, ask(tb, 100, { id: "a3", ...(keep === undefined ? {} : { keep }) }), T0);
+      expect(plain.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ prevParts: 600 });
+    }
+    // Letting go, `keep` is not taken (a holder letting go keeps its slice until the answer: delegate.ts `shareAsk`).
+    const gone = shareRecord(rec, ask(tb, 100, { id: "a3", keep: 50, release: true }), T0);
+    expect(gone.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ parts: 0, prevParts: 600 });
+  });
+
+  it("rateTermMs: a quarter term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {
+    // [parts, fair, held, prevTermMs, termMs]
+    const table: [number, number, number, number, number][] = [
+      [100, 100, 0, 0, 250], // new
+      [5, 5, 0, 0, 250],
+      [100, 100, 100, 250, 1000], // settled after a quarter term: a whole one
+      [100, 100, 100, 1000, 2000],
+      [100, 100, 100, 2000, 4000],
+      [100, 100, 100, 4000, 4000],
+      [100, 100, 100, 3000, 4000],
+      [100, 112, 100, 1000, 2000], // short by 12 of 112: within an eighth (14)
+      [100, 115, 100, 1000, 250], // short by 15 > 14
+      [5, 15, 5, 1000, 2000], // short by 10: within SETTLED_SLACK_PARTS
+      [4, 15, 4, 1000, 250], // short by 11
+      [125, 125, 100, 1000, 2000], // moved by a quarter
+      [126, 126, 100, 1000, 250], // by more
+      [74, 74, 100, 1000, 250],
+      [75, 75, 100, 1000, 2000],
+      [12, 12, 2, 1000, 2000], // by 10: within SETTLED_SLACK_PARTS
+      [13, 13, 2, 1000, 250],
+    ];
+    for (const [parts, fair, held, prev, term] of table) {
+      expect([parts, fair, held, prev, rateTermMs(parts, fair, held, prev)]).toEqual([parts, fair, held, prev, term]);
+    }
+    expect(SETTLED_SLACK_PARTS).toBe(10);
   });
 
   it("lets a share go: its parts stay promised until its term ends, and the key stays hot for others", () => {

@@ -1,0 +1,86 @@
+/**
+ * An isolate's call to its region's delegate (coalesce_calls.ts `callTarget` makes it, and falls back to the key's
+ * object when this gives up). A delegate that fails as **reset** is restarting: it keeps its record durably and is
+ * back in about 100 ms, so sending every region's batches to the key's object (which holds none of the rate the
+ * delegates' shares hold, and is one object for the world) for `DELEGATE_BACKOFF_MS` cost 4-9% of a window in the
+ * cluster simulation. Instead: the region's other shard first, then the same delegate again after a short wait, within
+ * half the call's budget; only then the key's object, and the delegate avoided for `DELEGATE_RESET_BACKOFF_MS`.
+ * Any other failure (unreachable, an error) avoids it for `DELEGATE_BACKOFF_MS`, as before.
+ */
+import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
+import type { CallInput } from "../protocol/store.ts";
+import { type CoalesceCounters, DELEGATE_BACKOFF_MS, type DelegateRoute } from "./coalesce_types.ts";
+
+/** After a delegate's call failed as reset, how long this isolate waits before asking it again, ms. */
+export const DELEGATE_RESET_RETRY_MS = 50;
+/** After a reset delegate did not answer within the retries, how long it is avoided, ms. */
+export const DELEGATE_RESET_BACKOFF_MS = 500;
+
+export interface DelegateCallDeps {
+  readonly clock: () => number;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly counters: CoalesceCounters;
+  readonly newId: () => string;
+}
+
+/** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
+export type DelegateOutcome =
+  | { readonly kind: "answer"; readonly answer: CallAnswer; readonly from: DelegateRoute }
+  | { readonly kind: "fallBack"; readonly avoidForMs: number };
+
+/**
+ * The region's other shard for a route that failed: the first shard when `tried` is this isolate's own, its own when
+ * `tried` is the first (`null`: this isolate's shard is the first, or no other is known).
+ */
+export function otherShard(routes: DelegateRoute, tried: DelegateRoute): DelegateRoute | null {
+  if (routes.spread === undefined) return null;
+  return tried.name === routes.name ? routes.spread : { transport: routes.transport, name: routes.name };
+}
+
+/**
+ * How long to avoid a delegate whose call failed as `failure` (after its retries), ms: `null` for a failure that is
+ * not a delegate's failure (it answered, or is busy: overloaded or slow).
+ */
+export function avoidFor(failure: CallAnswer): number | null {
+  if (failure.kind === "answered" || failure.failure === "overloaded" || failure.failure === "timeout") return null;
+  return failure.failure === "reset" ? DELEGATE_RESET_BACKOFF_MS : DELEGATE_BACKOFF_MS;
+}
+
+/**
+ * Call `delegate` (the route `routes` chose) with `input` within `timeoutMs`. An answer, or a busy delegate's failure
+ * (overloaded, timing out: decided from what the isolate last knew, never sent to the key's object), is the outcome;
+ * a reset is tried on the other shard (a new id, no refunds: the first may have applied them), then on the same
+ * delegate (the same input: a delegate that applied it answers as remembered) every `DELEGATE_RESET_RETRY_MS` while
+ * within half the budget; any other failure, or a reset that outlasts that, falls back to the key's object.
+ */
+export async function callDelegates(
+  deps: DelegateCallDeps,
+  routes: DelegateRoute,
+  delegate: DelegateRoute,
+  input: CallInput,
+  timeoutMs: number,
+): Promise<DelegateOutcome> {
+  const startMs = deps.clock();
+  const isolate = { sleep: deps.sleep, stats: deps.counters };
+  const call = (route: { transport: ObjectTransport; name: string }, call: CallInput) =>
+    callObject(route.transport, route.name, call, timeoutMs, isolate);
+  const first = await call(delegate, input);
+  let avoid = avoidFor(first);
+  if (avoid === null) return { kind: "answer", answer: first, from: delegate };
+  deps.counters.delegate_failures = (deps.counters.delegate_failures ?? 0) + 1;
+  if (first.kind === "failed" && first.failure === "reset") {
+    const other = otherShard(routes, delegate);
+    if (other !== null) {
+      const answer = await call(other, { ...input, id: deps.newId(), giveBack: [] });
+      if (avoidFor(answer) === null) return { kind: "answer", answer, from: other };
+    }
+    while (deps.clock() + DELEGATE_RESET_RETRY_MS - startMs < timeoutMs / 2) {
+      await deps.sleep(DELEGATE_RESET_RETRY_MS);
+      const again = await call(delegate, input);
+      avoid = avoidFor(again);
+      if (avoid === null) return { kind: "answer", answer: again, from: delegate };
+      if (again.kind === "failed" && again.failure !== "reset") break;
+    }
+  }
+  return { kind: "fallBack", avoidForMs: avoid ?? DELEGATE_BACKOFF_MS };
+}

@@ -1,0 +1,97 @@
+/**
+ * A delegate's demand and when it renews its share (delegate.ts holds the share and decides from it): demand counted
+ * in quarter-term buckets and estimated per term (`demandPerTerm`), the renewal due in the term's last quarter but
+ * close to its end, or early when demand moved (`renewDue`), and the parts a rate share still needs when its demand
+ * fell (`keptParts`, sent as the ask's `keep`).
+ *
+ * Pure functions of a delegate's record and its clock.
+ */
+import { SHARE_TERM_MS } from "./share.ts";
+
+/** Cost asked of a delegate: the current and the previous bucket of `DEMAND_BUCKET_MS` (`bucket`: its index). */
+export interface DemandBuckets {
+  readonly bucket: number;
+  readonly curr: number;
+  readonly prev: number;
+}
+
+/** What renewing needs of a delegate's record (delegate.ts `DelegateRecord`). */
+interface Renewable {
+  readonly share: {
+    readonly kind: "rate" | "window";
+    readonly endsAtMs: number;
+    readonly renewAtMs: number;
+    readonly demand?: number;
+  } | null;
+  readonly demand: DemandBuckets;
+}
+
+/** How long before its term ends a share is renewed at most, ms (a quarter of a shorter term). */
+export const RENEW_LEAD_MS = 300;
+
+/**
+ * Whether the share should be renewed now, in the background, with demand: in the last quarter of its term, but no
+ * earlier than `RENEW_LEAD_MS` before its end (a long term's parts given up stay promised until its end: a short lead
+ * wastes little of them); or, a rate share of a whole term or more, a quarter of `SHARE_TERM_MS` old, when its demand
+ * has moved by more than half (`demandMoved`) from the demand it was granted for (`HeldShare.demand`): a settled
+ * share's term grows to 4 s (share_grant.ts `rateTermMs`), and demand that moves (isolates spreading over a region's
+ * shards, a surge) must not wait that long.
+ */
+export function renewDue(record: Renewable, nowMs: number): boolean {
+  const share = record.share;
+  if (share === null) return false;
+  const demand = demandPerTerm(record, nowMs);
+  if (demand <= 0) return false;
+  const leadMs = share.endsAtMs - share.renewAtMs;
+  if (nowMs >= Math.max(share.renewAtMs, share.endsAtMs - RENEW_LEAD_MS)) return true;
+  // Only a share of a whole term or more (a shorter one renews soon anyway), a quarter of `SHARE_TERM_MS` old.
+  const termMs = 4 * leadMs; // adoptGrant: the lead is a quarter of the term
+  if (share.kind !== "rate" || share.demand === undefined || termMs < SHARE_TERM_MS) return false;
+  const ageMs = nowMs - (share.endsAtMs - termMs);
+  return ageMs >= SHARE_TERM_MS / 4 && demandMoved(share.demand, demand);
+}
+
+/** Units of demand per term within which a change never counts as moved (Poisson noise of a small share). */
+export const RENEW_SLACK = 8;
+
+/** Whether demand per term moved from `was` to `now` by more than half of `was` and more than `RENEW_SLACK`. */
+export function demandMoved(was: number, now: number): boolean {
+  return Math.abs(now - was) > Math.max(RENEW_SLACK, Math.floor(was / 2));
+}
+
+/**
+ * Demand is counted in buckets of this many ms. A quarter term: a region's demand moving to another shard (or
+ * surging) shows within a quarter term, not a whole one (measured: a whole term's lag cost 5-30% of admissions in the
+ * second the shards start, the cluster simulation's hot-rate at 200 isolates).
+ */
+export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 4;
+
+/**
+ * Cost asked per term (`SHARE_TERM_MS`), estimated over the last `DEMAND_BUCKET_MS`, sliding: this bucket's, and the
+ * last one's weighed by how much of it is in, scaled to a term.
+ */
+export function demandPerTerm(record: { readonly demand: DemandBuckets }, nowMs: number): number {
+  const d = rolled(record.demand, nowMs);
+  const bucketMs = DEMAND_BUCKET_MS;
+  const elapsedMs = Math.min(bucketMs, Math.max(0, nowMs - d.bucket * bucketMs));
+  const weighed = d.curr * bucketMs + d.prev * (bucketMs - elapsedMs);
+  return Math.floor((weighed * SHARE_TERM_MS) / (bucketMs * bucketMs));
+}
+
+/** The demand buckets rolled to `nowMs`: a new bucket starts empty, the last one kept if it was the one before. */
+export function rolled(d: DemandBuckets, nowMs: number): DemandBuckets {
+  const bucket = Math.floor(nowMs / DEMAND_BUCKET_MS);
+  if (bucket === d.bucket) return d;
+  return { bucket, curr: 0, prev: bucket === d.bucket + 1 ? d.curr : 0 };
+}
+
+/**
+ * The parts a rate share of `parts`, granted for demand `was`, still needs for demand `now` (per term): all of them
+ * while demand holds or grows (or was never told); fewer in proportion when it fell, with a margin for chance (two
+ * standard deviations of a Poisson count), at least 1 while there is demand.
+ */
+export function keptParts(parts: number, was: number | undefined, now: number): number {
+  if (was === undefined || was <= 0 || now >= was) return parts;
+  const need = now + 2 * Math.ceil(Math.sqrt(now)) + 1;
+  return Math.min(parts, Math.max(now > 0 ? 1 : 0, Math.ceil((parts * need) / was)));
+}

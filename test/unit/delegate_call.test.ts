@@ -1,0 +1,175 @@
+/**
+ * An isolate's call to its region's delegates (src/isolate/delegate_call.ts), over simulated time: a reset delegate is
+ * tried on the other shard, then again after a short wait within half the budget, and only then given up on (briefly);
+ * other failures give up at once (for `DELEGATE_BACKOFF_MS`); a busy delegate's failure is kept, never a fallback.
+ */
+import { describe, expect, it } from "vitest";
+import { type CoalesceCounters, DELEGATE_BACKOFF_MS, type DelegateRoute } from "../../src/isolate/coalesce_types.ts";
+import {
+  avoidFor,
+  callDelegates,
+  DELEGATE_RESET_BACKOFF_MS,
+  DELEGATE_RESET_RETRY_MS,
+  otherShard,
+} from "../../src/isolate/delegate_call.ts";
+import { newStats } from "../../src/isolate/metrics.ts";
+import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
+import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import { EventClock } from "../../src/sim/event_clock.ts";
+import { fixedWindow } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 1);
+const HOP_MS = 5;
+const rule: LimiterRule = { id: "w", params: fixedWindow(100, 60_000) };
+const input: CallInput = { rule, id: "c1", costs: [1], giveBack: [{ units: 1, atMs: T0 - 10 }] };
+const answered = (): CallResult => ({ atMs: T0, results: [], lease: null, replayed: false, hot: true });
+const error = (kind: "reset" | "overloaded" | "other") =>
+  Object.assign(
+    new Error(kind),
+    kind === "reset" ? { durableObjectReset: true } : kind === "overloaded" ? { overloaded: true } : {},
+  );
+
+/** A delegate that fails as `failing(nowMs)` says (or answers), one hop each way, recording the calls it got. */
+function delegate(
+  clock: EventClock,
+  name: string,
+  failing: (nowMs: number) => "reset" | "overloaded" | "other" | null,
+) {
+  const got: { atMs: number; input: CallInput }[] = [];
+  const transport: ObjectTransport = {
+    call: async (_name, call) => {
+      await clock.sleep(HOP_MS);
+      got.push({ atMs: clock.nowMs(), input: call });
+      const kind = failing(clock.nowMs());
+      await clock.sleep(HOP_MS);
+      if (kind !== null) throw error(kind);
+      return answered();
+    },
+    refund: () => Promise.reject(new Error("no refunds here")),
+  };
+  return { route: { transport, name } as DelegateRoute, got };
+}
+
+async function run(
+  first: (nowMs: number) => "reset" | "overloaded" | "other" | null,
+  other: ((nowMs: number) => "reset" | "overloaded" | "other" | null) | null,
+  timeoutMs = 250,
+) {
+  const clock = new EventClock(T0);
+  const a = delegate(clock, "delegate:weur.0", first);
+  const b = delegate(clock, "delegate:weur.2", other ?? (() => null));
+  const routes: DelegateRoute = other === null ? a.route : { ...a.route, spread: b.route };
+  const counters: CoalesceCounters = newStats();
+  let ids = 0;
+  const deps = { clock: clock.clock, sleep: clock.sleep, counters, newId: () => `n${ids++}` };
+  const pending = callDelegates(deps, routes, a.route, input, timeoutMs);
+  await clock.runUntil(T0 + 1000);
+  return { out: await pending, a: a.got, b: b.got, counters, endsAtMs: clock.nowMs() };
+}
+
+describe("otherShard and avoidFor", () => {
+  it("names the first shard for this isolate's own, its own for the first, none without one", () => {
+    const first: DelegateRoute = { transport: {} as ObjectTransport, name: "delegate:weur.0" };
+    const own: DelegateRoute = { transport: {} as ObjectTransport, name: "delegate:weur.3" };
+    expect(otherShard({ ...first, spread: own }, own)?.name).toBe("delegate:weur.0");
+    expect(otherShard({ ...first, spread: own }, first)).toBe(own);
+    expect(otherShard(first, first)).toBeNull();
+  });
+
+  it("avoids a reset delegate briefly, a failing one for DELEGATE_BACKOFF_MS, a busy or answering one not at all", () => {
+    const failed = (failure: "reset" | "error" | "retryable" | "overloaded" | "timeout"): CallAnswer => ({
+      kind: "failed",
+      failure,
+      message: failure,
+      attempts: 1,
+      late: null,
+    });
+    expect(DELEGATE_RESET_BACKOFF_MS).toBe(500);
+    expect(DELEGATE_BACKOFF_MS).toBe(5000);
+    expect(avoidFor(failed("reset"))).toBe(DELEGATE_RESET_BACKOFF_MS);
+    expect(avoidFor(failed("error"))).toBe(DELEGATE_BACKOFF_MS);
+    expect(avoidFor(failed("retryable"))).toBe(DELEGATE_BACKOFF_MS);
+    expect(avoidFor(failed("overloaded"))).toBeNull();
+    expect(avoidFor(failed("timeout"))).toBeNull();
+    expect(avoidFor({ kind: "answered", result: answered(), attempts: 1 })).toBeNull();
+  });
+});
+
+describe("callDelegates", () => {
+  it("answers from the delegate when it answers: one call, no failure counted", async () => {
+    const { out, a, b, counters } = await run(
+      () => null,
+      () => null,
+    );
+    expect(out).toMatchObject({ kind: "answer", answer: { kind: "answered" }, from: { name: "delegate:weur.0" } });
+    expect(a).toHaveLength(1);
+    expect(b).toHaveLength(0);
+    expect(counters.delegate_failures ?? 0).toBe(0);
+  });
+
+  it("tries the other shard when the delegate resets, with a new id and no refunds", async () => {
+    const { out, a, b, counters } = await run(
+      () => "reset",
+      () => null,
+    );
+    expect(out).toMatchObject({ kind: "answer", from: { name: "delegate:weur.2" } });
+    // The reset is retried once at once by callObject, then the other shard.
+    expect(a).toHaveLength(2);
+    expect(b.map((c) => [c.input.id, c.input.giveBack])).toEqual([["n0", []]]);
+    expect(counters.delegate_failures).toBe(1);
+  });
+
+  it("asks the same delegate again after a short wait while both shards restart: the same input", async () => {
+    // Both restart for 100 ms from T0.
+    const down = (nowMs: number) => (nowMs < T0 + 100 ? "reset" : null);
+    const { out, a, b } = await run(down, down);
+    expect(out).toMatchObject({ kind: "answer", answer: { kind: "answered" }, from: { name: "delegate:weur.0" } });
+    expect(b.length).toBeGreaterThan(0);
+    const last = a.at(-1)!;
+    expect(last.input).toBe(input);
+    expect(last.atMs).toBeGreaterThanOrEqual(T0 + 100);
+    // Retries DELEGATE_RESET_RETRY_MS apart, within half the budget.
+    expect(last.atMs - T0).toBeLessThan(125 + DELEGATE_RESET_RETRY_MS);
+  });
+
+  it("gives up on a reset that outlasts half the budget: the key's object, the delegate avoided briefly", async () => {
+    const { out, a } = await run(
+      () => "reset",
+      () => "reset",
+    );
+    expect(out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
+    // Every retry started within half the budget (125 ms) of the first call.
+    for (const c of a) expect(c.atMs - T0).toBeLessThan(125 + HOP_MS);
+    expect(a.length).toBeGreaterThan(2);
+    // Without another shard: the retries all the same.
+    const alone = await run(() => "reset", null);
+    expect(alone.out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
+    expect(alone.b).toHaveLength(0);
+  });
+
+  it("gives up at once on another failure, for DELEGATE_BACKOFF_MS, the other shard not tried", async () => {
+    const { out, a, b } = await run(
+      () => "other",
+      () => null,
+    );
+    expect(out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_BACKOFF_MS });
+    expect(a).toHaveLength(1);
+    expect(b).toHaveLength(0);
+    // A reset, then another failure on the retry: given up then, for DELEGATE_BACKOFF_MS.
+    const mixed = await run(
+      (nowMs) => (nowMs < T0 + 30 ? "reset" : "other"),
+      () => "reset",
+    );
+    expect(mixed.out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_BACKOFF_MS });
+  });
+
+  it("keeps a busy delegate's failure (overloaded): decided from what the isolate knew, not sent elsewhere", async () => {
+    const { out, a, b } = await run(
+      () => "overloaded",
+      () => null,
+    );
+    expect(out).toMatchObject({ kind: "answer", answer: { kind: "failed", failure: "overloaded" } });
+    expect(a).toHaveLength(1);
+    expect(b).toHaveLength(0);
+  });
+});
