@@ -15,7 +15,7 @@
  */
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { CallInput, CallResult, LeaseAsk, RefundResult } from "../protocol/store.ts";
-import { KeyCalls } from "./coalesce_calls.ts";
+import { type KeepAlive, KeyCalls } from "./coalesce_calls.ts";
 import {
   type Asked,
   type AskInput,
@@ -23,6 +23,7 @@ import {
   type KeyState,
   OVERLOAD_BACKOFF_MS,
   RETURN_WAIT_MS,
+  type Waiting,
 } from "./coalesce_types.ts";
 import { delegateFor, leaseAsk, noteHot, see } from "./key_state.ts";
 import { isHot, scarceAnswer } from "./last_known.ts";
@@ -108,6 +109,10 @@ export class Coalescer extends KeyCalls {
    * not all renew together again. A term cut at a window's end cannot be shortened into a useful lease (the next
    * renewal would still meet the others at the boundary), so this isolate then waits up to a quarter of the ttl
    * (at most the call budget) past the end before it renews, and requests meanwhile wait for that call.
+   *
+   * The term counts from the call's send. A clock that reads earlier now than at the send stepped back meanwhile, by
+   * an unknown amount, so the time since the send is unknown too: the call's whole budget counts as gone (an answer
+   * came within it), and for a late answer (`late`, after the budget) the whole term.
    */
   protected override adopt(
     st: KeyState,
@@ -115,17 +120,20 @@ export class Coalescer extends KeyCalls {
     sentAtMs: number,
     asked: LeaseAsk | undefined,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    late = false,
   ): number {
     const grant = result.lease;
     if (grant === null) return sentAtMs;
     this.options.counters.leases++;
     const askedTtlMs = asked?.ttlMs ?? grant.forMs;
     const cut = grant.forMs < askedTtlMs;
+    const now = this.options.clock();
+    const fromMs = now >= sentAtMs ? sentAtMs : now - (late ? grant.forMs : st.timeoutMs);
     const held: HeldLease = {
       unitsLeft: grant.units,
       units: grant.units,
       atMs: grant.atMs,
-      endsAtMs: sentAtMs + grant.forMs - (cut ? 0 : this.spread(grant.forMs / 2)),
+      endsAtMs: fromMs + grant.forMs - (cut ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
     };
     if (st.lease !== null) this.endLease(st);
@@ -133,7 +141,7 @@ export class Coalescer extends KeyCalls {
     st.lastGrant = {
       units: grant.units,
       atMs: grant.atMs,
-      termMs: Math.max(0, held.endsAtMs - sentAtMs),
+      termMs: Math.max(0, held.endsAtMs - fromMs),
       endsAtMs: held.endsAtMs,
     };
     const { sleep } = this.options;
@@ -153,6 +161,20 @@ export class Coalescer extends KeyCalls {
     });
     keepAlive?.(ended);
     return held.endsAtMs;
+  }
+
+  /**
+   * The leader of a call was answered from a lease that came while it waited: it goes now, not when a call for the
+   * rest returns (its lease's term runs meanwhile). The first request left leads that call (a call is made in the
+   * context of a request it carries); with none, the units to give back go in the background.
+   */
+  protected override leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
+    if (rest.length === 0 && st.returns.length === 0 && st.refunds.length === 0) return false;
+    for (const w of rest) w.settled = w === rest[0];
+    st.queue.unshift(...rest);
+    if (rest.length === 0) keepAlive?.(this.flush(st, null, keepAlive));
+    else rest[0]!.resolve("lead");
+    return true;
   }
 
   /** Stop admitting from the key's lease; its unused units go back with the next call. */

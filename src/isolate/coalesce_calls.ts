@@ -40,18 +40,16 @@ import {
 } from "./key_state.ts";
 import { type KeyCtx, lastKnown, noteScarcity, overloadTeachesHot, scarceAnswer } from "./last_known.ts";
 
+export type KeepAlive = AskInput["keepAlive"];
 export abstract class KeyCalls {
   protected readonly ctx: KeyCtx;
   protected readonly keys = new Map<string, KeyState>();
 
   /** The lease each key's call in flight asked for, and what this isolate expected to need of it (seen per ttl). */
   protected readonly lastAsk = new WeakMap<KeyState, LeaseAsk & { readonly need: number }>();
-
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   protected readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
-
   protected readonly maxKeys: number;
-
   protected readonly maxWaiting: number;
 
   /**
@@ -185,13 +183,14 @@ export abstract class KeyCalls {
   protected async flush(
     st: KeyState,
     leader: Waiting | null,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    keepAlive: KeepAlive,
     renew = false,
   ): Promise<Asked | null> {
     const { clock } = this.options;
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
     const { batch, mine } = this.answerHere(st, queued, leader, clock());
+    if (leader !== null && mine !== null && this.leadOn(st, batch, keepAlive)) return mine;
     if (batch.length === 0 && st.returns.length === 0 && st.refunds.length === 0 && !renew) {
       st.inFlight = false;
       this.handOff(st);
@@ -320,7 +319,7 @@ export abstract class KeyCalls {
     batch: readonly Waiting[],
     answer: CallAnswer,
     sentAtMs: number,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    keepAlive: KeepAlive,
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
@@ -349,7 +348,7 @@ export abstract class KeyCalls {
     const { failure, message, attempts, late } = answer;
     // A lease that arrives too late is still a charge: take it, so its units are used or given back.
     late?.then(
-      (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive)),
+      (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive, true)),
       () => undefined,
     );
     const now = this.options.clock();
@@ -366,14 +365,17 @@ export abstract class KeyCalls {
     );
   }
 
-  /** Hold a granted lease (coalesce.ts); returns when it ends (this isolate's clock). */
+  /** Hold a granted lease (coalesce.ts); returns when it ends (this isolate's clock). `late`: after the budget. */
   protected abstract adopt(
     st: KeyState,
     result: CallResult,
     sentAtMs: number,
     asked: LeaseAsk | undefined,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    keepAlive: KeepAlive,
+    late?: boolean,
   ): number;
+  /** A leader answered from a lease goes now: who makes the call for the rest (coalesce.ts); `false`: none needed. */
+  protected abstract leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean;
   /** Stop admitting from the key's lease; its unused units go back with the next call. */
   protected abstract endLease(st: KeyState): void;
   /** An answer from the key's lease. */
@@ -389,10 +391,10 @@ export abstract class KeyCalls {
     st: KeyState,
     cost: number,
     admittedAtMs: number,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    keepAlive: KeepAlive,
   ): Promise<RefundResult>;
   /** The refunds a call carried have landed (or not): tell who waits for them (coalesce.ts). */
   protected abstract refundsLanded(st: KeyState, input: CallInput, answer: CallAnswer): void;
   /** A call ended: hand the next one on, and send the refunds waiting if nothing else will. */
-  protected abstract afterCall(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): void;
+  protected abstract afterCall(st: KeyState, keepAlive: KeepAlive): void;
 }
