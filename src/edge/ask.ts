@@ -7,6 +7,7 @@
  */
 import { type Decision, fingerprintOf } from "../algorithms/index.ts";
 import type { DelegateRoute } from "../isolate/coalesce.ts";
+import { type HotMarkStore, markFrom, WrittenMarks } from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { hashString } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
@@ -16,6 +17,7 @@ import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
 import type { CheckResult, RefundResult } from "../protocol/store.ts";
 import type { Applicable, CompiledRule } from "../request/match.ts";
+import { cacheMarks } from "./hot_mark_cache.ts";
 import type { Env, Settings } from "./settings.ts";
 
 /** What asking one rule produced. */
@@ -93,6 +95,11 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     else isolate.blocked.remember(name, fingerprintOfRule(compiled), params, cost, sentAtMs, result.decision);
   };
   const arrivedAtMs = isolate.clock();
+  const delegate = delegateOf(env, name, region ?? null);
+  const keepAlive = ctx === undefined ? undefined : (work: Promise<unknown>) => ctx.waitUntil(work);
+  // A key this isolate does not track yet: its data center may know it is hot (hot_marks.ts).
+  const marks = delegate === null || isolate.calls.tracks(name) ? null : hotMarks();
+  const hotMark = marks === null ? null : markFrom(await marks.read(name), isolate.clock());
   // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.
   const asked = await isolate.calls.ask({
     transport: durableObjectTransport(env.LIMITER),
@@ -101,10 +108,12 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     cost,
     timeoutMs: settings.limiterTimeoutMs ?? rule.timeoutMs,
     lease: rule.lease,
-    delegate: delegateOf(env, name, region ?? null),
-    keepAlive: ctx === undefined ? undefined : (work) => ctx.waitUntil(work),
+    delegate,
+    keepAlive,
     observe,
+    ...(hotMark === null ? {} : { hotMark }),
   });
+  if (delegate !== null) markHot(isolate, name, keepAlive);
   // A refund can make the object more generous than a denial this isolate remembers.
   const forgetting =
     <A extends unknown[]>(refund: (...args: A) => Promise<RefundResult>) =>
@@ -126,6 +135,24 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   if (asked.source === "lease") observe(result, arrivedAtMs);
   const { decision, atMs } = result;
   return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund) };
+}
+
+/** This isolate's data center's hot marks (`null`: no Cache API here), and the marks it wrote lately. */
+let marksStore: HotMarkStore | null | undefined;
+const hotMarks = (): HotMarkStore | null => {
+  marksStore ??= cacheMarks();
+  return marksStore;
+};
+const written = new WrittenMarks();
+
+/** Mark the key hot for the data center if this isolate knows it hot (or spread) and has not marked it lately. */
+function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
+  const mark = isolate.calls.markOf(name);
+  const store = mark === null ? null : hotMarks();
+  if (store === null || !written.take(name, mark, isolate.clock())) return;
+  const work = store.write(name, { spread: mark?.spread === true });
+  if (keepAlive === undefined) void work;
+  else keepAlive(work);
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   type Asked,
   type AskInput,
   type HeldLease,
+  type HotMark,
   type KeyState,
   OVERLOAD_BACKOFF_MS,
   RETURN_WAIT_MS,
@@ -52,6 +53,18 @@ export class Coalescer extends KeyCalls {
     const now = this.options.clock();
     if (lease === null || now >= lease.endsAtMs) return null;
     return { unitsLeft: lease.unitsLeft, units: lease.units, endsInMs: lease.endsAtMs - now };
+  }
+
+  /** Whether this isolate tracks the key now (a data center's hot mark is taken only for a key it does not). */
+  tracks(name: string): boolean {
+    return this.keys.has(name);
+  }
+
+  /** The key as hot as this isolate knows it now (hot_marks.ts writes it for the data center); `null`: not hot. */
+  markOf(name: string): HotMark | null {
+    const st = this.keys.get(name);
+    if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
+    return { untilMs: st.hotUntilMs, spread: st.spread };
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */

@@ -32,6 +32,17 @@ export interface AskInput {
    * object says the key is hot, batches go there instead (same call, same answer); `null` or absent: never.
    */
   readonly delegate?: DelegateRoute | null;
+  /**
+   * What this isolate's data center says of the key (hot_marks.ts: another isolate found it hot), taken only when this
+   * isolate does not track the key yet: its batches go to the delegate (its own shard if `spread`) from the first.
+   */
+  readonly hotMark?: HotMark | null;
+}
+
+/** A key known hot (hot_marks.ts): until when (this isolate's clock), and whether its delegate is busy (spread). */
+export interface HotMark {
+  readonly untilMs: number;
+  readonly spread: boolean;
 }
 
 /** Where a hot key's batches go: a delegate's transport and name. */

@@ -36,9 +36,9 @@ export function newKeyState(input: AskInput): KeyState {
     overloadedUntilMs: 0,
     lastGrant: null,
     delegate: input.delegate ?? null,
-    hotUntilMs: 0,
+    hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
     delegateDownUntilMs: 0,
-    spread: false,
+    spread: input.delegate != null && input.hotMark?.spread === true,
   };
 }
 

@@ -10,13 +10,21 @@
 import type { AlgorithmState } from "../algorithms/index.ts";
 import { carryOver, decide } from "../algorithms/index.ts";
 import { mulberry32 } from "../cli/gen.ts";
-import { type Asked, type CoalesceCounters, Coalescer, type DelegateRoute } from "../isolate/coalesce.ts";
+import {
+  type Asked,
+  type AskInput,
+  type CoalesceCounters,
+  Coalescer,
+  type DelegateRoute,
+} from "../isolate/coalesce.ts";
+import { markFrom, WrittenMarks } from "../isolate/hot_marks.ts";
 import { hashString } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import type { LimiterRule } from "../protocol/store.ts";
 import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
+import { SimMarks } from "./hot_marks.ts";
 import { SimObject } from "./object.ts";
 import type { SimServerOptions } from "./server.ts";
 
@@ -54,6 +62,8 @@ export interface ClusterRun {
   readonly tier: boolean;
   /** Every request its own key (one call per request, nothing shared): the reference for identical decisions. */
   readonly plain?: boolean;
+  /** Without the data centers' hot marks (src/isolate/hot_marks.ts; with the tier they are on by default). */
+  readonly noMarks?: boolean;
   readonly seed: number;
 }
 
@@ -112,6 +122,9 @@ export function arrivalsOf(run: ClusterRun, random: () => number): Arrival[] {
 
 interface Isolate {
   readonly coalescer: Coalescer;
+  readonly region: number;
+  readonly clock: () => number;
+  readonly written: WrittenMarks;
   readonly transport: ReturnType<SimObject["transportFrom"]>;
   readonly delegate: DelegateRoute | null;
   /** When this isolate starts asking under the lowered rule (`Infinity`: never). */
@@ -124,6 +137,8 @@ class World {
   readonly random: () => number;
   readonly key: SimObject;
   readonly delegates: SimDelegate[];
+  /** Each region's hot marks (its data center's Cache API). */
+  readonly marks: SimMarks[];
   readonly counted: CoalesceCounters[] = [];
   /** When each result was decided (the key's object's or a delegate's clock). */
   readonly decidedAt = new WeakMap<object, number>();
@@ -154,7 +169,23 @@ class World {
           ),
       ),
     );
+    this.marks = REGIONS.map(() => new SimMarks(this.clock));
     this.isolates = Array.from({ length: run.isolates }, (_, i) => this.makeIsolate(i));
+  }
+
+  /**
+   * One request through an isolate: a key it does not track yet is looked up in its region's hot marks first; after
+   * the answer, the isolate marks the key if it now knows it hot (or spread) and has not lately.
+   */
+  async ask(iso: Isolate, input: AskInput): Promise<Asked> {
+    const marks = this.run.tier && !this.run.plain && !this.run.noMarks ? this.marks[iso.region]! : null;
+    if (marks === null) return iso.coalescer.ask(input);
+    const hotMark = iso.coalescer.tracks(input.name) ? null : markFrom(await marks.read(input.name), iso.clock());
+    const answer = await iso.coalescer.ask(hotMark === null ? input : { ...input, hotMark });
+    const mark = iso.coalescer.markOf(input.name);
+    if (iso.written.take(input.name, mark, iso.clock()))
+      void marks.write(input.name, { spread: mark?.spread === true });
+    return answer;
   }
 
   /** One-way delays of a link with this round trip, each jittered ±25%. */
@@ -172,8 +203,9 @@ class World {
     const skewMs = run.scenario === "clock skew" ? Math.floor((this.random() - 0.5) * 1000) : 0;
     const counters: CoalesceCounters = newStats();
     this.counted.push(counters);
+    const isoClock = () => clock.nowMs() + skewMs;
     const coalescer = new Coalescer({
-      clock: () => clock.nowMs() + skewMs,
+      clock: isoClock,
       sleep: clock.sleep,
       counters,
       newId: () => this.newId(),
@@ -195,7 +227,8 @@ class World {
     });
     const shard = hashString(`isolate-${i}-${this.ids}`) % DELEGATE_SHARDS;
     const delegate = run.tier ? (shard === 0 ? route(0) : { ...route(0), spread: route(shard) }) : null;
-    return { coalescer, transport: this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), delegate, switchAtMs };
+    const transport = this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!));
+    return { coalescer, region, clock: isoClock, written: new WrittenMarks(), transport, delegate, switchAtMs };
   }
 
   /** Overloaded calls on every object so far. */
@@ -258,7 +291,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
   for (const a of arrivals) {
     await clock.runUntil(a.atMs);
     const iso = world.isolates[a.isolate]!;
-    const asked = iso.coalescer.ask({
+    const asked = world.ask(iso, {
       transport: iso.transport,
       name: run.plain ? `plain-${world.newId()}` : "hot",
       rule: world.ruleOf(iso, a.atMs),

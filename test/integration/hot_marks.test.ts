@@ -1,0 +1,76 @@
+/**
+ * Hot marks in the Workers runtime (src/isolate/hot_marks.ts, src/edge/hot_mark_cache.ts): the Cache API's
+ * `caches.default` keeps a mark; an isolate that finds a key hot through the real gateway marks it; a new isolate
+ * (a redeploy) that finds the mark sends its first batch to the region's delegate, not to the key's object.
+ *
+ * Time is frozen (`Date`, in the Worker and both objects), as in tier.test.ts.
+ */
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { sha256Hex } from "../../src/edge/hash.ts";
+import { cacheMarks } from "../../src/edge/hot_mark_cache.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
+import type { DelegateRecord } from "../../src/protocol/delegate.ts";
+import { BUSY_CALLS_PER_S } from "../../src/protocol/store.ts";
+import { compileRules } from "../../src/request/match.ts";
+import { bearer, knownKey, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const RULES = compileRules(
+  resolvedFrom(`
+- id: markwin
+  match: { route: "GET /hot", identity: api_key }
+  algorithm: fixed_window
+  limit: 100000
+  window: h
+`),
+  1,
+);
+
+async function send(iso: ReturnType<typeof createIsolate>, key: string, n: number): Promise<number> {
+  let admitted = 0;
+  for (let i = 0; i < n; i++) {
+    const ctx = createExecutionContext();
+    const response = await handleRequest(req("GET", "/hot", bearer(key)), env, ctx, RULES, iso);
+    await waitOnExecutionContext(ctx);
+    await response.arrayBuffer();
+    if (response.status === 200) admitted++;
+  }
+  return admitted;
+}
+
+describe("hot marks", () => {
+  it("caches.default keeps a mark for its ttl", async () => {
+    const marks = cacheMarks();
+    expect(marks).not.toBeNull();
+    expect(await marks?.read("limiter:markwin:none")).toBeNull();
+    await marks?.write("limiter:markwin:one", { spread: true });
+    expect(await marks?.read("limiter:markwin:one")).toEqual({ spread: true });
+  });
+
+  it("a key found hot is marked; a new isolate that finds the mark goes to the delegate from its first request", async () => {
+    setNow(T0);
+    const key = await knownKey();
+    const object = objectNameOf("markwin", await sha256Hex(key));
+    const first = createIsolate();
+    // Cold, then hot: the call that makes the key's object busy answers `hot`, and the isolate marks the key.
+    expect(await send(first, key, BUSY_CALLS_PER_S + 1)).toBe(BUSY_CALLS_PER_S + 1);
+    expect(await cacheMarks()?.read(object)).toEqual({ spread: false });
+    const delegateCalls = async () => {
+      const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, 0), null);
+      const record = await runInDurableObject(stub, (_o, state) => state.storage.kv.get<DelegateRecord>("delegate"));
+      return record?.calls.length ?? 0;
+    };
+    const before = await delegateCalls();
+    // A new isolate (a redeploy): no call of its own to the key's object before it goes to the delegate.
+    const second = createIsolate();
+    expect(await send(second, key, 1)).toBe(1);
+    expect(second.stats.object_calls).toBe(1);
+    expect(await delegateCalls()).toBe(before + 1);
+  });
+});

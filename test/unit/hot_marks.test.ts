@@ -1,0 +1,201 @@
+/**
+ * A data center's hot marks (src/isolate/hot_marks.ts, src/edge/hot_mark_cache.ts, src/sim/hot_marks.ts): when an
+ * isolate writes one, what a read gives, the Cache API's store (over a fake cache), and a coalescer that takes a mark
+ * for a key it does not track: its first batch goes to the delegate (its own shard when spread), not the key's object.
+ */
+import { describe, expect, it } from "vitest";
+import { cacheMarks, markUrl, parseMark } from "../../src/edge/hot_mark_cache.ts";
+import { Coalescer, type DelegateRoute } from "../../src/isolate/coalesce.ts";
+import { HOT_MARK_TTL_MS, MARKS_REMEMBERED, markDue, markFrom, WrittenMarks } from "../../src/isolate/hot_marks.ts";
+import { newStats } from "../../src/isolate/metrics.ts";
+import type { ObjectTransport } from "../../src/protocol/object_call.ts";
+import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
+import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import { EventClock } from "../../src/sim/event_clock.ts";
+import { MARK_LATENCY_MS, SimMarks } from "../../src/sim/hot_marks.ts";
+import { fixedWindow } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 1);
+
+describe("hot marks: when to write one, what a read gives", () => {
+  it("markFrom: hot for the mark's ttl from now, spread as stored; nothing from nothing", () => {
+    expect(HOT_MARK_TTL_MS).toBe(HOT_HOLD_MS);
+    expect(markFrom(null, T0)).toBeNull();
+    expect(markFrom({ spread: false }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: false });
+    expect(markFrom({ spread: true }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: true });
+  });
+
+  it("markDue: a first mark, a key that spread since, or half a ttl after the last write", () => {
+    const hot = { untilMs: T0 + 1000, spread: false };
+    const spread = { untilMs: T0 + 1000, spread: true };
+    const table: [typeof hot | null, { spread: boolean; atMs: number } | undefined, number, boolean][] = [
+      [null, undefined, T0, false],
+      [hot, undefined, T0, true],
+      [hot, { spread: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2 - 1, false],
+      [hot, { spread: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2, true],
+      [spread, { spread: false, atMs: T0 }, T0 + 1, true],
+      [spread, { spread: true, atMs: T0 }, T0 + 1, false],
+      [hot, { spread: true, atMs: T0 }, T0 + 1, false],
+    ];
+    for (const [mark, last, now, due] of table)
+      expect([mark, last, now, markDue(mark, last, now)]).toEqual([mark, last, now, due]);
+  });
+
+  it("WrittenMarks: takes a due mark once, remembers at most MARKS_REMEMBERED keys", () => {
+    const w = new WrittenMarks();
+    const hot = { untilMs: T0 + 1000, spread: false };
+    expect(w.take("a", hot, T0)).toBe(true);
+    expect(w.take("a", hot, T0 + 1)).toBe(false);
+    expect(w.take("a", { ...hot, spread: true }, T0 + 2)).toBe(true);
+    expect(w.take("a", null, T0 + HOT_MARK_TTL_MS)).toBe(false);
+    expect(w.take("a", hot, T0 + 2 + HOT_MARK_TTL_MS / 2)).toBe(true);
+    for (let i = 0; i < MARKS_REMEMBERED; i++) w.take(`k${i}`, hot, T0);
+    // "a" was the oldest: forgotten, so due again.
+    expect(w.take("a", hot, T0 + 3 + HOT_MARK_TTL_MS / 2)).toBe(true);
+    expect(w.take(`k${MARKS_REMEMBERED - 1}`, hot, T0 + 1)).toBe(false);
+  });
+});
+
+/** A fake Cache API: a map of URL to body and max-age. */
+function fakeCache(fail = false) {
+  const stored = new Map<string, { body: string; cacheControl: string | null }>();
+  const cache = {
+    match: async (url: string) => {
+      if (fail) throw new Error("cache down");
+      const hit = stored.get(url);
+      return hit === undefined ? undefined : new Response(hit.body);
+    },
+    put: async (url: string, response: Response) => {
+      if (fail) throw new Error("cache down");
+      stored.set(url, { body: await response.text(), cacheControl: response.headers.get("cache-control") });
+    },
+  } as unknown as Cache;
+  return { cache, stored };
+}
+
+describe("the Cache API's store", () => {
+  it("writes a mark under the object's name for the mark's ttl, and reads it back", async () => {
+    const { cache, stored } = fakeCache();
+    const marks = cacheMarks(cache)!;
+    expect(await marks.read("limiter:r:abc")).toBeNull();
+    await marks.write("limiter:r:abc", { spread: true });
+    expect(stored.get(markUrl("limiter:r:abc"))).toEqual({ body: '{"spread":true}', cacheControl: "max-age=5" });
+    expect(await marks.read("limiter:r:abc")).toEqual({ spread: true });
+    expect(markUrl("a b/c")).toBe("https://hot-marks.sluice.invalid/a%20b%2Fc");
+  });
+
+  it("reads no mark when the cache fails or holds something else; writes fail quietly; no cache, no store", async () => {
+    const down = cacheMarks(fakeCache(true).cache)!;
+    await down.write("n", { spread: false });
+    expect(await down.read("n")).toBeNull();
+    const table: [string, unknown][] = [
+      ['{"spread":false}', { spread: false }],
+      ['{"spread":true}', { spread: true }],
+      ['{"spread":1}', null],
+      ["null", null],
+      ["[]", null],
+      ["not json", null],
+    ];
+    for (const [body, mark] of table) expect([body, parseMark(body)]).toEqual([body, mark]);
+    expect(cacheMarks(null)).toBeNull();
+  });
+});
+
+describe("the simulation's store", () => {
+  it("takes MARK_LATENCY_MS to read or write, and forgets a mark its ttl after the write", async () => {
+    const clock = new EventClock(T0);
+    const marks = new SimMarks(clock);
+    const seen: unknown[] = [];
+    // A read that started before the write lands finds nothing.
+    void marks.read("k").then((m) => seen.push(["early", m]));
+    void marks.write("k", { spread: false });
+    clock.after(10, () => void marks.read("k").then((m) => seen.push(["written", m])));
+    clock.after(MARK_LATENCY_MS + HOT_MARK_TTL_MS, () => void marks.read("k").then((m) => seen.push(["late", m])));
+    await clock.runUntil(T0 + 2 * HOT_MARK_TTL_MS);
+    expect(seen).toEqual([
+      ["early", null],
+      ["written", { spread: false }],
+      ["late", null],
+    ]);
+    expect([marks.reads, marks.writes]).toEqual([3, 1]);
+  });
+});
+
+describe("a coalescer taking a mark", () => {
+  const rule: LimiterRule = { id: "w", params: fixedWindow(100_000, 60_000) };
+  const answer = (input: CallInput, hot: boolean): CallResult => ({
+    atMs: T0,
+    results: input.costs.map(() => ({
+      ok: true,
+      atMs: T0,
+      decision: { allowed: true, remaining: 1, resetAfterMs: 1, retryAfterMs: null, delayMs: 0 },
+    })),
+    lease: null,
+    replayed: false,
+    hot,
+  });
+  const transport = (calls: string[], who: string, hot: boolean): ObjectTransport => ({
+    call: async (_name, input) => {
+      calls.push(who);
+      return answer(input, hot);
+    },
+    refund: () => Promise.reject(new Error("none")),
+  });
+
+  function isolate() {
+    const calls: string[] = [];
+    const coalescer = new Coalescer({
+      clock: () => T0,
+      sleep: () => new Promise(() => {}),
+      counters: newStats(),
+      newId: () => "id",
+    });
+    const delegate: DelegateRoute = {
+      transport: transport(calls, "delegate.0", true),
+      name: "delegate:weur.0",
+      spread: { transport: transport(calls, "delegate.2", true), name: "delegate:weur.2" },
+    };
+    const ask = (hotMark: { untilMs: number; spread: boolean } | null, withDelegate = true) =>
+      coalescer.ask({
+        transport: transport(calls, "object", false),
+        name: "k",
+        rule,
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+        delegate: withDelegate ? delegate : null,
+        hotMark,
+      });
+    return { calls, coalescer, ask };
+  }
+
+  it("sends a marked key's first batch to the delegate, its own shard when spread; unmarked, to the key's object", async () => {
+    const marked = isolate();
+    expect(marked.coalescer.tracks("k")).toBe(false);
+    expect(marked.coalescer.markOf("k")).toBeNull();
+    await marked.ask({ untilMs: T0 + 1000, spread: false });
+    expect(marked.calls).toEqual(["delegate.0"]);
+    expect(marked.coalescer.tracks("k")).toBe(true);
+    // The delegate said hot: the isolate knows it hot for HOT_HOLD_MS, not spread.
+    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, spread: false });
+    const spread = isolate();
+    await spread.ask({ untilMs: T0 + 1000, spread: true });
+    expect(spread.calls).toEqual(["delegate.2"]);
+    expect(spread.coalescer.markOf("k")?.spread).toBe(true);
+    const plain = isolate();
+    await plain.ask(null);
+    expect(plain.calls).toEqual(["object"]);
+    expect(plain.coalescer.markOf("k")).toBeNull();
+  });
+
+  it("takes a mark only for a key it does not track, and never without a delegate", async () => {
+    const known = isolate();
+    await known.ask(null);
+    await known.ask({ untilMs: T0 + 1000, spread: true });
+    expect(known.calls).toEqual(["object", "object"]);
+    const none = isolate();
+    await none.ask({ untilMs: T0 + 1000, spread: true }, false);
+    expect(none.calls).toEqual(["object"]);
+    expect(none.coalescer.markOf("k")).toBeNull();
+  });
+});
