@@ -5,7 +5,7 @@
  * rule's lease if it has one, see coalesce.ts), unless this isolate already knows the object's denial (the gateway
  * looked it up once and passes it in).
  */
-import { type Decision, fingerprintOf } from "../algorithms/index.ts";
+import { type Decision, fingerprintOf, leasePolicy } from "../algorithms/index.ts";
 import type { DelegateRoute } from "../isolate/coalesce.ts";
 import { type HotMarkStore, markFrom, WrittenMarks } from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
@@ -97,8 +97,10 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   const arrivedAtMs = isolate.clock();
   const delegate = delegateOf(env, name, region ?? null);
   const keepAlive = ctx === undefined ? undefined : (work: Promise<unknown>) => ctx.waitUntil(work);
-  // A key this isolate does not track yet: its data center may know it is hot (hot_marks.ts).
-  const marks = delegate === null || isolate.calls.tracks(name) ? null : hotMarks();
+  // A key this isolate does not track yet, of a rule that takes shares: its data center may know it is hot
+  // (hot_marks.ts).
+  const shares = delegate !== null && leasePolicy(params.algorithm).kind !== "none";
+  const marks = !shares || isolate.calls.tracks(name) ? null : hotMarks();
   const hotMark = marks === null ? null : markFrom(await marks.read(name), isolate.clock());
   // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.
   const asked = await isolate.calls.ask({
@@ -113,7 +115,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     observe,
     ...(hotMark === null ? {} : { hotMark }),
   });
-  if (delegate !== null) markHot(isolate, name, keepAlive);
+  if (shares) markHot(isolate, name, keepAlive);
   // A refund can make the object more generous than a denial this isolate remembers.
   const forgetting =
     <A extends unknown[]>(refund: (...args: A) => Promise<RefundResult>) =>

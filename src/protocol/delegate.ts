@@ -67,6 +67,8 @@ export interface HeldShare {
   readonly atMs: number;
   /** The demand the share was asked with, per term (absent in a record from before it was kept). */
   readonly demand?: number;
+  /** The id of the ask the share answered (sent back as `ShareAsk.holding`; absent in an older record). */
+  readonly askId?: string;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), and when to renew, ms. */
   readonly endsAtMs: number;
   readonly renewAtMs: number;
@@ -167,7 +169,8 @@ export function shareAsk(
   // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so: the
   // key's object then holds only those promised until the old term ends, not every part this share gives up.
   let keep: number | undefined;
-  if (kept !== null && kept.kind === "rate" && !release && nowMs < kept.endsAtMs) {
+  const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
+  if (kept !== null && live && !release) {
     const parts = keptParts(kept.parts, kept.demand, demand);
     if (parts < kept.parts) {
       kept = { ...cutShare(kept, parts, nowMs), demand };
@@ -183,6 +186,7 @@ export function shareAsk(
     giveBack,
     ...(release ? { release } : {}),
     ...(keep === undefined ? {} : { keep }),
+    ...(live && kept?.askId !== undefined ? { holding: kept.askId } : {}),
   };
   // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask
   // brings the demand as it is now).
@@ -212,7 +216,7 @@ export function adoptGrant(
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
-  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs, demand: ask.demand };
+  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id };
   if (grant.kind === "window") {
     const share: HeldShare = {
       kind: "window",

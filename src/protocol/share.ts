@@ -83,6 +83,11 @@ export interface ShareAsk {
    * rest of the old term, not every part given up. Absent: all it holds.
    */
   readonly keep?: number;
+  /**
+   * Rate shares: the id of the ask whose grant the holder uses now (it replaced any older share when it adopted it),
+   * so the key's object need not keep that older share's parts promised. Absent: not known (a lost answer).
+   */
+  readonly holding?: string;
 }
 
 /** What the key's object granted. */

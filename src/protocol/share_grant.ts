@@ -77,10 +77,10 @@ export function shareRecord(
       hot: hot && !roomy,
     };
     if (mine === undefined || rec === null) return { record: rec, grant: none };
-    const ended: ShareEntry = { ...ended0(mine, nowMs), askId: ask.id };
+    const ended: ShareEntry = { ...ended0(mine, nowMs, ask), askId: ask.id };
     return { record: withEntry(rec, book, others, ended, hot, nowMs), grant: none };
   }
-  const held = mine === undefined ? 0 : keptOf(promisedParts(mine, nowMs), ask);
+  const held = mine === undefined ? 0 : inUse(mine, ask, nowMs).parts;
   const out =
     kind === "rate"
       ? rateGrant(rec, rule, demand, total, others, held, mine === undefined ? 0 : termOf(mine), nowMs)
@@ -101,26 +101,34 @@ export function shareRecord(
   return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
 }
 
-/** Parts a holder still uses of `promised` after sending `ask` (its `keep`, a valid count below them). */
-function keptOf(promised: number, ask: ShareAsk): number {
-  const keep = ask.keep;
-  return keep !== undefined && Number.isSafeInteger(keep) && keep >= 0 ? Math.min(promised, keep) : promised;
+/**
+ * Parts of an entry still in use after its holder sent `ask`, and until when: only its last grant's when the ask says
+ * the holder adopted that grant (`holding` is its ask's id: an older share was replaced then), else every part it
+ * still holds or held (`promisedParts`); at most what the ask says it keeps (`keep`, a valid count).
+ */
+function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts: number; untilMs: number } {
+  const adopted = ask?.holding !== undefined && ask.holding === e.askId;
+  const parts = adopted ? (nowMs < e.endsAtMs ? e.parts : 0) : promisedParts(e, nowMs);
+  const untilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
+  const keep = ask?.keep;
+  const valid = keep !== undefined && Number.isSafeInteger(keep) && keep >= 0;
+  return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
 }
 
 /**
- * An entry's share ended now: what it held (or what the ask says it keeps) stays promised until its term ends (and
- * no tokens move with it).
+ * An entry's share ended now: what it still uses (`inUse`) stays promised until its term ends (and no tokens move
+ * with it).
  */
 function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {
   const { tokens: _tokens, ...rest } = e;
-  const promised = promisedParts(e, nowMs);
+  const used = inUse(e, ask, nowMs);
   return {
     ...rest,
     parts: 0,
     units: 0,
     endsAtMs: nowMs,
-    prevParts: ask === undefined ? promised : keptOf(promised, ask),
-    prevEndsAtMs: Math.max(e.endsAtMs, e.prevEndsAtMs),
+    prevParts: used.parts,
+    prevEndsAtMs: used.untilMs,
     demand: 0,
   };
 }

@@ -236,6 +236,11 @@ describe("shareAsk", () => {
     const record = withShare(rateShare({ demand: 400, state: full }), { demand: { bucket: B0, curr: 25, prev: 0 } });
     const out = shareAsk(record, "weur.0", rate, "a1", T0);
     expect(out.ask).toMatchObject({ demand: 100, keep: 152 });
+    // It says which grant it holds (the ask its share answered), when its share kept that id.
+    expect(out.ask.holding).toBeUndefined();
+    const named = withShare(rateShare({ demand: 400, askId: "a0" }), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    expect(shareAsk(named, "weur.0", rate, "a1", T0).ask).toMatchObject({ keep: 152, holding: "a0" });
+    expect(shareAsk(named, "weur.0", rate, "a1", T0 + 1000).ask.holding).toBeUndefined();
     // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152).
     expect(out.record.share).toMatchObject({ parts: 152, demand: 100 });
     const slice = sliceParams(rate.params, 152, SHARE_PARTS)!;
@@ -331,6 +336,7 @@ describe("adoptGrant", () => {
         short: true,
         atMs: T0 + 3,
         demand: 5,
+        askId: "a1",
         endsAtMs: T0 + 991,
         renewAtMs: T0 + 991 - 250,
       },

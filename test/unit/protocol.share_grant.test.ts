@@ -392,9 +392,39 @@ describe("shareRecord: asks again, letting go, a full book", () => {
       const plain = shareRecord(rec, ask(tb, 100, { id: "a3", ...(keep === undefined ? {} : { keep }) }), T0);
       expect(plain.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ prevParts: 600 });
     }
-    // Letting go, `keep` is not taken (a holder letting go keeps its slice until the answer: delegate.ts `shareAsk`).
+    // Letting go with `keep`: only those stay promised too (a delegate letting go sends none: delegate.ts `shareAsk`).
     const gone = shareRecord(rec, ask(tb, 100, { id: "a3", keep: 50, release: true }), T0);
-    expect(gone.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ parts: 0, prevParts: 600 });
+    expect(gone.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ parts: 0, prevParts: 50 });
+  });
+
+  it("keeps only the last grant's parts promised when the holder says it adopted it (`holding`)", () => {
+    // weur.0's last grant (ask a2): 300 parts until T0 + 900; its grant before: 600 parts, promised until T0 + 500.
+    const rec = record(
+      tbP,
+      { tokensScaled: 0, lastMs: T0 },
+      {
+        shares: book([
+          entry({ holder: "weur.0", parts: 300, prevParts: 600, prevEndsAtMs: T0 + 500, demand: 300, askId: "a2" }),
+          entry({ holder: "x", parts: 400, demand: 300 }),
+        ]),
+      },
+    );
+    const mine = (out: ReturnType<typeof shareRecord>) =>
+      out.record?.shares?.entries.find((e) => e.holder === "weur.0");
+    // Holding a2: the 600 are no longer in use; 300 stay promised until a2's end.
+    const adopted = shareRecord(rec, ask(tb, 300, { id: "a3", holding: "a2" }), T0);
+    expect(mine(adopted)).toMatchObject({ prevParts: 300, prevEndsAtMs: T0 + 900 });
+    // Holding an older grant (a2's answer lost), or not saying: all it held or holds, until the later end.
+    for (const holding of ["a1", undefined]) {
+      const out = shareRecord(rec, ask(tb, 300, { id: "a3", ...(holding === undefined ? {} : { holding }) }), T0);
+      expect(mine(out)).toMatchObject({ prevParts: 600, prevEndsAtMs: T0 + 900 });
+    }
+    // With `keep` too: the less of the two.
+    const both = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", keep: 120 }), T0);
+    expect(mine(both)).toMatchObject({ prevParts: 120, prevEndsAtMs: T0 + 900 });
+    // A last grant already ended: nothing of it in use.
+    const late = shareRecord(rec, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 950);
+    expect(mine(late)).toMatchObject({ prevParts: 0 });
   });
 
   it("rateTermMs: a quarter term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {
