@@ -14,10 +14,11 @@
  * The transport, clock and id source are passed in (the Worker's namespace, or bench/cluster.ts's simulation).
  */
 import type { CallAnswer } from "../protocol/object_call.ts";
-import type { CallInput, CallResult, LeaseAsk, RefundResult } from "../protocol/store.ts";
+import type { CallInput, CallResult, RefundResult } from "../protocol/store.ts";
 import { type KeepAlive, KeyCalls } from "./coalesce_calls.ts";
 import {
   type Asked,
+  type AskedLease,
   type AskInput,
   type HeldLease,
   type HotMark,
@@ -100,10 +101,13 @@ export class Coalescer extends KeyCalls {
   protected async renewOrReturn(
     st: KeyState,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    used = true,
   ): Promise<void> {
-    // Renew only a key requested here within the last ttl, so an idle key's lease is given back, not kept alive.
+    // Renew only a key requested here within the last ttl (and `used`, below), so an idle key's lease is given back,
+    // not kept alive.
     const ttlMs = st.leaseSettings?.ttlMs ?? 0;
-    const renew = this.options.clock() - st.lastSeenMs < ttlMs && leaseAsk(st, this.options.clock()) !== null;
+    const now = this.options.clock();
+    const renew = used && now - st.lastSeenMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
     if (st.inFlight) return;
     if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
       this.handOff(st); // requests that waited through a hold go on as usual
@@ -119,7 +123,7 @@ export class Coalescer extends KeyCalls {
    * Returns when the lease ends (this isolate's clock).
    *
    * A full term is shortened by up to a half, pseudo-randomly, so that isolates whose leases began together do
-   * not all renew together again. A term cut at a window's end cannot be shortened into a useful lease (the next
+   * not all renew together again (not a delegate's sub-lease: see below). A term cut at a window's end cannot be shortened into a useful lease (the next
    * renewal would still meet the others at the boundary), so this isolate then waits up to a quarter of the ttl
    * (at most the call budget) past the end before it renews, and requests meanwhile wait for that call.
    *
@@ -131,7 +135,7 @@ export class Coalescer extends KeyCalls {
     st: KeyState,
     result: CallResult,
     sentAtMs: number,
-    asked: LeaseAsk | undefined,
+    asked: AskedLease | undefined,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
     late = false,
   ): number {
@@ -146,7 +150,9 @@ export class Coalescer extends KeyCalls {
       unitsLeft: grant.units,
       units: grant.units,
       atMs: grant.atMs,
-      endsAtMs: fromMs + grant.forMs - (cut ? 0 : this.spread(grant.forMs / 2)),
+      // A delegate's sub-lease is not shortened: sized to its term, its units would go back unused (into a small
+      // bucket that may be full by then); isolates ask their delegate at their own times anyway.
+      endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
     };
     if (st.lease !== null) this.endLease(st);
@@ -162,6 +168,8 @@ export class Coalescer extends KeyCalls {
     const holdMs = cut ? this.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
     const ended = sleep(wait).then(async () => {
       if (st.lease !== held) return; // ended before its term (replaced by the next call, which gave it back)
+      // A delegate's sub-lease that admitted nothing is not renewed (a lease from the key's object is, within its ttl).
+      const used = asked?.sub !== true || held.unitsLeft < held.units;
       this.endLease(st);
       if (holdMs > 0 && !st.inFlight) {
         // Hold the key as if a call were in flight, so the requests meanwhile wait for the renewal.
@@ -170,7 +178,7 @@ export class Coalescer extends KeyCalls {
         await sleep(holdMs);
         st.inFlight = false;
       }
-      return this.renewOrReturn(st, keepAlive);
+      return this.renewOrReturn(st, keepAlive, used);
     });
     keepAlive?.(ended);
     return held.endsAtMs;

@@ -6,16 +6,10 @@
  * subclass's (coalesce.ts `Coalescer`).
  */
 import { type CallAnswer, callObject } from "../protocol/object_call.ts";
-import {
-  type CallInput,
-  type CallResult,
-  type LeaseAsk,
-  type LeaseReturn,
-  leaseCapOf,
-  type RefundResult,
-} from "../protocol/store.ts";
+import { type CallInput, type CallResult, type LeaseReturn, leaseCapOf, type RefundResult } from "../protocol/store.ts";
 import {
   type Asked,
+  type AskedLease,
   type AskInput,
   AUTO_LEASE,
   autoLease,
@@ -36,7 +30,8 @@ import {
   newKeyState,
   noteDelegateBusy,
   noteHot,
-  seenPerTtl,
+  seenOver,
+  shortOf,
 } from "./key_state.ts";
 import { type KeyCtx, lastKnown, noteScarcity, overloadTeachesHot, scarceAnswer } from "./last_known.ts";
 
@@ -45,8 +40,8 @@ export abstract class KeyCalls {
   protected readonly ctx: KeyCtx;
   protected readonly keys = new Map<string, KeyState>();
 
-  /** The lease each key's call in flight asked for, and what this isolate expected to need of it (seen per ttl). */
-  protected readonly lastAsk = new WeakMap<KeyState, LeaseAsk & { readonly need: number }>();
+  /** The lease each key's call in flight asked for (coalesce_types.ts `AskedLease`). */
+  protected readonly lastAsk = new WeakMap<KeyState, AskedLease>();
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   protected readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
   protected readonly maxKeys: number;
@@ -155,6 +150,8 @@ export abstract class KeyCalls {
       this.evict();
     } else {
       this.keys.delete(input.name); // re-inserted below: the map's order is least recently used first
+      // A newer rules version: the lease held under the older one ends (its units go back with the next call).
+      if ((input.rule.version ?? 0) > (st.rule.version ?? 0) && st.lease !== null) this.endLease(st);
       st.transport = input.transport;
       st.rule = input.rule;
       st.timeoutMs = input.timeoutMs;
@@ -198,7 +195,7 @@ export abstract class KeyCalls {
     }
     if (st.lease !== null) this.endLease(st);
     const delegate = delegateFor(st, clock());
-    const input = this.callInput(st, batch, renew && delegate === null, delegate !== null);
+    const input = this.callInput(st, batch, renew, delegate !== null);
     const sentAtMs = clock();
     let answers: Asked[] = [];
     try {
@@ -299,15 +296,16 @@ export abstract class KeyCalls {
       id: this.options.newId(),
       costs: batch.map((w) => w.cost),
       giveBack,
-      // A delegate grants no leases: it decides every batch itself.
-      lease: !toDelegate && (batch.length > 0 || renew) ? leaseAsk(st, this.options.clock()) : null,
+      // A delegate grants sub-leases out of its share (src/protocol/sublease.ts), sized for their shorter term.
+      lease: batch.length > 0 || renew ? leaseAsk(st, this.options.clock(), toDelegate) : null,
     };
     if (input.lease == null) this.lastAsk.delete(st);
     else {
       // What this isolate needs of one ttl, but never more than one lease may take (store.ts `leaseCapOf`): a grant
       // cut at that cap is no sign of a short key.
-      const need = Math.min(input.lease.units, seenPerTtl(st, this.options.clock()), leaseCapOf(st.rule.params));
-      this.lastAsk.set(st, { ...input.lease, need });
+      const seen = seenOver(st, this.options.clock(), input.lease.ttlMs);
+      const need = Math.min(input.lease.units, seen, leaseCapOf(st.rule.params));
+      this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
     }
     if (batch.length > 1) counters.batched_requests += batch.length;
     if (waiters.length > 0) this.refundWaiters.set(input, waiters);
@@ -331,7 +329,7 @@ export abstract class KeyCalls {
         result.lease !== null
           ? this.adopt(st, result, sentAtMs, asked, keepAlive)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
-      noteScarcity(this.ctx, st, asked !== undefined && granted < asked.need, endsAtMs, result.results);
+      noteScarcity(this.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), endsAtMs, result.results);
       return batch.map((w, i): Asked => {
         const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
         return {
@@ -370,7 +368,7 @@ export abstract class KeyCalls {
     st: KeyState,
     result: CallResult,
     sentAtMs: number,
-    asked: LeaseAsk | undefined,
+    asked: AskedLease | undefined,
     keepAlive: KeepAlive,
     late?: boolean,
   ): number;

@@ -4,7 +4,7 @@
  */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { CallCounters, FailureKind, ObjectTransport } from "../protocol/object_call.ts";
-import type { CheckResult, LeaseReturn, LimiterRule, RefundResult } from "../protocol/store.ts";
+import type { CheckResult, LeaseAsk, LeaseReturn, LimiterRule, RefundResult } from "../protocol/store.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 
 export interface AskInput {
@@ -81,6 +81,12 @@ export type Asked =
       /** Refund an admission that arrived late (its `atMs`). */
       readonly refund: (admittedAtMs: number) => Promise<RefundResult>;
     };
+
+/** The lease a call asked for: what this isolate expects to need of it, and whether a delegate was asked (a sub-lease). */
+export interface AskedLease extends LeaseAsk {
+  readonly need: number;
+  readonly sub?: boolean;
+}
 
 /** What this isolate holds of a key's budget. */
 export interface HeldLease {

@@ -2,9 +2,18 @@
  * A key's state in this isolate's coalescer (coalesce_types.ts `KeyState`): made new, and the arrivals it counts per
  * lease ttl (`see`), from which the lease to ask for is sized (`leaseAsk`). Pure functions of the state and the time.
  */
+import { leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { HOT_HOLD_MS } from "../protocol/share.ts";
-import type { CallInput, CallResult, CheckResult } from "../protocol/store.ts";
-import { type AskInput, AUTO_LEASE, autoLease, type DelegateRoute, type KeyState } from "./coalesce_types.ts";
+import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
+import { subleaseTermMs } from "../protocol/sublease.ts";
+import {
+  type AskedLease,
+  type AskInput,
+  AUTO_LEASE,
+  autoLease,
+  type DelegateRoute,
+  type KeyState,
+} from "./coalesce_types.ts";
 
 /** A key this isolate has not tracked yet (or forgot). */
 export function newKeyState(input: AskInput): KeyState {
@@ -79,10 +88,14 @@ export function seenPerTtl(st: KeyState, now: number): number {
   return Math.max(seen, Math.floor(((st.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
 }
 
-/** The lease to ask for with the next call, if any. */
-export function leaseAsk(st: KeyState, now: number): CallInput["lease"] {
+/**
+ * The lease to ask for with the next call, if any. `toDelegate`: the call goes to the key's delegate, which grants
+ * sub-leases (src/protocol/sublease.ts) while the key is hot, whatever `above` and the busy mark say.
+ */
+export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInput["lease"] {
   const settings = st.leaseSettings;
   if (settings === null) return null;
+  if (toDelegate) return subleaseAsk(st, now);
   const seen = seenPerTtl(st, now);
   // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers. A busy object (many
   // isolates, each under `above`) asks for leases all the same.
@@ -93,6 +106,46 @@ export function leaseAsk(st: KeyState, now: number): CallInput["lease"] {
   // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease
   // rarely runs out before its term while the key has room.
   return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
+}
+
+/**
+ * What this isolate expects to need of the key over `ttlMs`: its arrivals per lease ttl (`seenPerTtl`), scaled to it
+ * (rounded up).
+ */
+export function seenOver(st: KeyState, now: number, ttlMs: number): number {
+  const settingsTtlMs = st.leaseSettings?.ttlMs ?? 1000;
+  return Math.ceil((seenPerTtl(st, now) * ttlMs) / settingsTtlMs);
+}
+
+/**
+ * A sub-lease to ask a delegate for: over the sub-lease's term (sublease.ts `SUBLEASE_TERM_MS`), what this
+ * isolate saw in that time, with no margin (one that runs out calls its delegate again, 10 ms away; units held and
+ * not used would be missing from the delegate's bucket meanwhile); at most the rule's own `units` and a quarter of a
+ * window rule's limit (`leaseCapOf`); none below 2 requests a term (a lease would save no call).
+ */
+export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
+  const settings = st.leaseSettings;
+  const kind = leasePolicy(st.rule.params.algorithm).kind;
+  if (settings === null || kind === "none") return null;
+  const ttlMs = subleaseTermMs(settings.ttlMs);
+  // None the window's end would cut short: near it, batches are decided by the delegate itself, so that no units sit
+  // with isolates when the window ends (and a delegate that cuts one anyway makes it shorter and smaller).
+  if (leaseTermMs(st.rule.params, now, ttlMs) < ttlMs) return null;
+  const need = seenOver(st, now, ttlMs);
+  if (need < 2) return null;
+  const units = Math.min(need, settings.units ?? need, leaseCapOf(st.rule.params));
+  return { units, ttlMs };
+}
+
+/**
+ * Whether a grant of `units` for `forMs` is short of what this isolate asked (`asked`): fewer units than it needs. A
+ * delegate's sub-lease is short only at a slower pace than its need over its term: a delegate cuts the term of a
+ * smaller sub-lease in proportion (sublease.ts `shorter`), and this isolate asks again when the units run out.
+ */
+export function shortOf(asked: AskedLease | undefined, units: number, forMs: number): boolean {
+  if (asked === undefined) return false;
+  if (asked.sub !== true || units === 0) return units < asked.need;
+  return units * asked.ttlMs < asked.need * forMs;
 }
 
 /**

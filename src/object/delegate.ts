@@ -6,8 +6,9 @@
  * holds the answer until the write is durable), so the share it holds survives a restart.
  *
  * RPC `check(input)`: an isolate's batch (the same `CallInput` the key's object takes, plus the key's object's name
- * and this delegate's holder id), decided from the share, renewed with the key's object (`SluiceLimiter.share`) when
- * needed, or passed through to the key's object without a share (`hot: false` unless that object says hot).
+ * and this delegate's holder id), decided from the share (with a sub-lease for the isolate when it asks: sublease.ts),
+ * renewed with the key's object (`SluiceLimiter.share`) when needed, or passed through to the key's object without a
+ * share (`hot: false` unless that object says hot).
  *
  * An alarm at its share's end gives a window share's unused units back (nothing else would, if no isolate calls), and
  * an idle delegate deletes its record later.

@@ -6,7 +6,8 @@
  * empty, converted by carry-over on a change); a window share is units already charged in the key's record, admitted
  * first come, the unused ones given back at the next renewal. It renews before the term ends (`renewDue`) with its
  * demand, and before deciding when the share has ended, is short, or a newer rules version arrives (`delegateNeed`).
- * Without a share its shell passes batches through to the key's object.
+ * Without a share its shell passes batches through to the key's object. With a batch's lease ask it grants the isolate
+ * a sub-lease out of what the share holds (sublease.ts).
  *
  * Pure: (record, input, now) → (result, record). The Durable Object (src/object/delegate.ts) and the simulator run it.
  */
@@ -22,6 +23,7 @@ import {
 import { type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
+import { callDemand, subleaseFrom, takeBack } from "./sublease.ts";
 
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
 export const DELEGATE_CALL_MEMORY = 32;
@@ -93,6 +95,8 @@ export interface DelegateRecord {
    * units are not charged twice nor left charged to nobody, and nothing is given back twice. Absent: none.
    */
   readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
+  /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
+  readonly taken?: readonly string[];
 }
 
 /**
@@ -117,20 +121,21 @@ function sliceOf(share: HeldShare): AlgorithmParams | null {
 }
 
 /**
- * What deciding `costs` needs first: `renew` (no share, its term ended, an isolate has a newer rules version, or a
- * window share is out of units it may still get), or `ready`.
+ * What deciding `costs` (and granting a sub-lease of `leaseUnits`) needs first: `renew` (no share, its term ended, an
+ * isolate has a newer rules version, or a window share is out of units it may still get), or `ready`.
  */
 export function delegateNeed(
   record: DelegateRecord,
   rule: LimiterRule,
   costs: readonly number[],
   nowMs: number,
+  leaseUnits = 0,
 ): "ready" | "renew" {
   const share = record.share;
   if (share === null || nowMs >= share.endsAtMs) return "renew";
   if ((rule.version ?? 0) > (share.rule.version ?? 0)) return "renew";
   if (share.kind === "window" && !share.short) {
-    const cost = costs.reduce((a, b) => a + b, 0);
+    const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
     if (cost > share.unitsLeft) return "renew";
   }
   return "ready";
@@ -265,37 +270,39 @@ export function delegateCall(
 ): { readonly result: CallResult; readonly record: DelegateRecord } {
   const seen = record.calls.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replayed(record, input, seen, nowMs), record };
-  let share = record.share;
-  const giveBack = [...record.giveBack];
-  for (const back of input.giveBack ?? []) {
-    if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
-    const took = share === null ? null : refundInto(share, back, nowMs);
-    if (took === null) giveBack.push(back);
-    else share = took;
-  }
+  const took = takeBack(record, input, nowMs);
+  let share = took.share;
+  const giveBack = took.giveBack;
+  const taken = took.taken?.filter((id) => id !== input.id);
   const results: CheckResult[] = [];
   for (const cost of input.costs) {
     const out = decideOne(share, input.rule, cost, nowMs);
     results.push(out.result);
     share = out.share;
   }
+  // Then a sub-lease out of what the share still holds (sublease.ts), for the isolate to admit from itself.
+  const sub = share === null ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
+  share = sub.share;
+  const lease = sub.lease;
   const d = rolled(record.demand, nowMs);
-  const asked = input.costs.reduce((a, b) => a + (Number.isSafeInteger(b) && b > 0 ? b : 0), 0);
+  const asked = callDemand(input);
   const applied: AppliedCall = {
     id: input.id,
     atMs: nowMs,
     verdicts: results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join(""),
-    leaseUnits: 0,
-    leaseForMs: 0,
+    leaseUnits: lease?.units ?? 0,
+    leaseForMs: lease?.forMs ?? 0,
   };
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
   const load = countCall(record.load, nowMs);
-  const next: DelegateRecord = { ...record, share, giveBack, calls, demand: { ...d, curr: d.curr + asked }, load };
+  const { taken: _t, ...rest } = record;
+  const demand = { ...d, curr: d.curr + asked };
+  const next: DelegateRecord = { ...rest, share, giveBack, calls, demand, load, ...(taken?.length ? { taken } : {}) };
   const busy = Math.max(load.curr, load.prev) >= DELEGATE_BUSY_CALLS_PER_S;
   const result: CallResult = {
     atMs: nowMs,
     results,
-    lease: null,
+    lease,
     replayed: false,
     hot: record.hot,
     ...(busy ? { busy: true } : {}),
@@ -310,18 +317,6 @@ export function countCall(load: DelegateRecord["load"], nowMs: number): NonNulla
   if (second === load.second + 1) return { second, curr: 1, prev: load.curr };
   if (second < load.second) return load; // a clock stepping back counts nothing new
   return { ...load, curr: load.curr + 1 };
-}
-
-/** A refund taken into the share (`null`: it is not this share's to take, give it back to the key's object). */
-function refundInto(share: HeldShare, back: LeaseReturn, nowMs: number): HeldShare | null {
-  if (nowMs >= share.endsAtMs) return null;
-  if (share.kind === "window") {
-    if (back.atMs !== share.atMs) return null;
-    return { ...share, unitsLeft: Math.min(share.units, share.unitsLeft + back.units) };
-  }
-  const params = sliceOf(share);
-  if (params === null || share.state === null) return null;
-  return { ...share, state: refund(params, share.state, back.units, back.atMs) };
 }
 
 /** One request decided from the share. */
@@ -369,25 +364,13 @@ function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, n
       decision: { allowed, remaining: 0, resetAfterMs: waitMs, retryAfterMs: allowed ? null : waitMs, delayMs: 0 },
     };
   });
-  return { atMs: nowMs, results, lease: null, replayed: true, hot: record.hot };
-}
-
-/**
- * Every request of a batch refused until `untilMs` (the key's object could not be asked for a share lately: passing
- * the batch through would only add to its load). Invalid costs keep their errors. Still hot: the isolates stay here.
- */
-export function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
-  const waitMs = Math.max(1, untilMs - nowMs);
-  const results = input.costs.map((cost): CheckResult => {
-    const out = decide(input.rule.params, null, cost, nowMs);
-    if (!out.ok) return out;
-    return {
-      ok: true,
-      atMs: nowMs,
-      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
-    };
-  });
-  return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
+  // A rate share's sub-lease too (its tokens name the call), so that a lost answer's tokens are held and given back.
+  // A window share's is not: the share that charged its units may be gone, and a refund naming another share's charge
+  // could be taken into that one; its units stay charged until the window ends (short, never over).
+  const rate = record.share?.kind === "rate";
+  const lease =
+    rate && seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
+  return { atMs: nowMs, results, lease, replayed: true, hot: record.hot };
 }
 
 /** A delegate record that is as good as none: no share, nothing to give back. */

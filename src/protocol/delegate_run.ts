@@ -2,26 +2,28 @@
  * A delegate's steps around its pure decisions (delegate.ts), with its storage, its clock and the key's object passed
  * in: the Durable Object (src/object/delegate.ts) runs it over its SQLite storage and RPC, the simulator over its own.
  *
- * Per batch: renew first when the share must be (ended, short of units it may still get, a newer rules version), at
- * most twice (a renewal another batch started may not have been enough); decide from the share; without one (the key
+ * Per batch: take the units it gives back; renew first when the share must be (ended, short of units it may still
+ * get, a newer rules version), at most twice (a renewal another batch started may not have been enough; the first also for the units of the batch's
+ * lease ask: sublease.ts); decide from the share, and grant the sub-lease from what is left; without one (the key
  * went cold, the key's object refused), pass the batch through to the key's object unchanged; but for
  * `DELEGATE_RENEW_BACKOFF_MS` after a share ask found the object overloaded, refuse it instead.
  * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it.
  */
 
+import { decide } from "../algorithms/index.ts";
 import {
   adoptGrant,
   DELEGATE_RENEW_BACKOFF_MS,
   type DelegateRecord,
   delegateCall,
   delegateNeed,
-  refusedBatch,
   renewDue,
   shareAsk,
 } from "./delegate.ts";
 import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
-import type { CallInput, CallResult, LimiterRule } from "./store.ts";
+import type { CallInput, CallResult, CheckResult, LimiterRule } from "./store.ts";
+import { takeBack } from "./sublease.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
 export interface DelegateWho {
@@ -56,16 +58,25 @@ export class DelegateRun {
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save } = this.ports;
+    // The units the batch gives back first: a renewal then takes them back to the key's object (delegate.ts).
+    const taking = (call.giveBack ?? []).length > 0;
+    if (taking) save(takeBack(load(), call, clock()));
     const cost = call.costs.reduce((a, b) => a + b, 0);
+    // A window share renews for a sub-lease's units too, once (the batch itself may renew twice).
+    const asked = call.lease?.units;
+    const leaseUnits = asked !== undefined && Number.isSafeInteger(asked) && asked > 0 ? asked : 0;
     const backingOff = () => clock() < this.failedUntilMs;
-    for (let i = 0; i < 2 && !backingOff() && delegateNeed(load(), call.rule, call.costs, clock()) === "renew"; i++) {
-      await this.renew(who, false, cost);
+    for (let i = 0; i < 2 && !backingOff(); i++) {
+      const extra = i === 0 ? leaseUnits : 0;
+      if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") break;
+      await this.renew(who, false, cost + extra);
     }
     const record = load();
     if (record.share === null || delegateNeed(record, call.rule, call.costs, clock()) === "renew") {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
       if (backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
-      const result = await this.ports.call(who.object, call);
+      // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
+      const result = await this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call);
       return { ...result, hot: result.hot === true };
     }
     const out = delegateCall(record, call, clock());
@@ -104,4 +115,22 @@ export class DelegateRun {
       this.ports.failed?.(messageOf(error));
     }
   }
+}
+
+/**
+ * Every request of a batch refused until `untilMs` (the key's object could not be asked for a share lately: passing
+ * the batch through would only add to its load). Invalid costs keep their errors. Still hot: the isolates stay here.
+ */
+function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
+  const waitMs = Math.max(1, untilMs - nowMs);
+  const results = input.costs.map((cost): CheckResult => {
+    const out = decide(input.rule.params, null, cost, nowMs);
+    if (!out.ok) return out;
+    return {
+      ok: true,
+      atMs: nowMs,
+      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
+    };
+  });
+  return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }

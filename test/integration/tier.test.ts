@@ -5,19 +5,48 @@
  * across a restart of every object and a rules version change (the newer, smaller limit obeyed from then on).
  *
  * Time is frozen (`Date`, in the Worker and both objects), so the window never rolls over and no share term ends by
- * itself: every renewal here is one the delegate needed (out of units, or a newer rules version).
+ * itself: every renewal here is one the delegate needed (out of units, or a newer rules version). Once hot, the
+ * isolate answers most requests from the sub-leases its delegate grants it (src/protocol/sublease.ts); their terms end
+ * only when the test says (`manualSleep`), so nothing runs between the test's steps.
  */
-import { abortAllDurableObjects, env, runInDurableObject } from "cloudflare:test";
+import {
+  abortAllDurableObjects,
+  createExecutionContext,
+  env,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { pinIsolateShard } from "../../src/edge/ask.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
 import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
 import { DELEGATE_BUSY_CALLS_PER_S, type DelegateRecord } from "../../src/protocol/delegate.ts";
 import { BUSY_CALLS_PER_S } from "../../src/protocol/store.ts";
 import { compileRules } from "../../src/request/match.ts";
-import { bearer, gatewayFetch, isolate, knownKey, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, knownKey, manualSleep, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
 
-afterEach(() => {
+/** This file's isolate: its sleeps (call budgets, lease terms) end only when `manual.expire()` says. */
+const manual = manualSleep();
+const isolate = createIsolate({ sleep: manual.sleep });
+/** The requests' contexts, waited for at the end of each test (a lease's end is background work of its request). */
+const contexts: ExecutionContext[] = [];
+
+async function gatewayFetch(rules: ReturnType<typeof compileRules>, request: Request): Promise<Response> {
+  const ctx = createExecutionContext();
+  contexts.push(ctx);
+  return handleRequest(request, env, ctx, rules, isolate);
+}
+
+/** End every lease term and budget (time frozen: an unused sub-lease is given back, not renewed), then the requests. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await manual.expire();
+  await Promise.all(contexts.splice(0).map((ctx) => waitOnExecutionContext(ctx)));
+}
+
+afterEach(async () => {
+  await settle();
   vi.useRealTimers();
 });
 
@@ -29,9 +58,15 @@ const RULES_YAML = (limit: number) => `
   window: h
 `;
 
+/** The test's clock: it moves `STEP_MS` per request (the window, an hour, never rolls over). */
+const STEP_MS = 5;
+let nowMs = T0;
+
 async function send(rules: ReturnType<typeof compileRules>, key: string, n: number): Promise<number> {
   let admitted = 0;
   for (let i = 0; i < n; i++) {
+    nowMs += STEP_MS;
+    setNow(nowMs);
     const response = await gatewayFetch(rules, req("GET", "/hot", bearer(key)));
     await response.arrayBuffer();
     if (response.status === 200) admitted++;
@@ -46,8 +81,22 @@ async function delegateRecord(key: string, shard = 0): Promise<DelegateRecord | 
   return runInDurableObject(stub, (_instance, state) => state.storage.kv.get<DelegateRecord>("delegate"));
 }
 
+/** Make a delegate busy: `DELEGATE_BUSY_CALLS_PER_S` calls decided in this second, in its record and its instance. */
+async function markBusy(key: string, shard: number): Promise<void> {
+  const object = objectNameOf("hotwin", await sha256Hex(key));
+  const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, shard), null);
+  await runInDurableObject(stub, (instance, state) => {
+    const record = state.storage.kv.get<DelegateRecord>("delegate")!;
+    const load = { second: Math.floor(Date.now() / 1000), curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 };
+    const busy: DelegateRecord = { ...record, load };
+    state.storage.kv.put("delegate", busy);
+    (instance as unknown as { record: DelegateRecord }).record = busy;
+  });
+}
+
 describe("the delegate tier", () => {
   it("a hot key switches to its region's delegate, and stays exact across a restart and a version change", async () => {
+    nowMs = T0;
     setNow(T0);
     const key = await knownKey();
     const v1 = compileRules(resolvedFrom(RULES_YAML(300)), 1);
@@ -56,11 +105,17 @@ describe("the delegate tier", () => {
     expect(await delegateRecord(key)).toBeUndefined();
     // The call that makes the object busy answers `hot`: the next batches go to the delegate.
     const callsBefore = isolate.stats.object_calls;
+    const leaseAnswersBefore = isolate.stats.lease_answers;
     expect(await send(v1, key, 101)).toBe(101);
     const held = await delegateRecord(key);
     expect(held?.share?.kind).toBe("window");
     expect(held?.calls.length).toBeGreaterThan(0);
     expect(isolate.stats.object_calls - callsBefore).toBeGreaterThan(0);
+    // The delegate granted this isolate a sub-lease out of its share, and the isolate answered from it: most of the
+    // 101 requests never left the isolate (a quarter of the limit at most per sub-lease: 75 units).
+    expect(held?.calls.some((c) => c.leaseUnits > 0)).toBe(true);
+    expect(isolate.stats.lease_answers - leaseAnswersBefore).toBeGreaterThan(50);
+    expect(held?.calls.length).toBeLessThan(20);
 
     // Every object restarts (storage survives): the delegate's share is still there, and nothing is admitted twice.
     await abortAllDurableObjects();
@@ -76,25 +131,37 @@ describe("the delegate tier", () => {
   });
 
   it("a busy delegate spreads its isolates to their own shard, each with its own share, and the window stays exact", async () => {
+    nowMs = T0;
     setNow(T0);
     pinIsolateShard(2);
     const key = await knownKey();
     const limit = 700;
     const rules = compileRules(resolvedFrom(RULES_YAML(limit)), 1);
-    // Hot after BUSY_CALLS_PER_S calls; then the first delegate says busy after DELEGATE_BUSY_CALLS_PER_S calls in a
-    // second (time is frozen: all of them), and this isolate's batches go to its own shard, 2.
-    const first = BUSY_CALLS_PER_S + DELEGATE_BUSY_CALLS_PER_S + 10;
+    // Hot after BUSY_CALLS_PER_S calls: the delegate, shard 0, decides from here (and grants sub-leases).
+    const first = BUSY_CALLS_PER_S + 10;
     expect(await send(rules, key, first)).toBe(first);
+    expect((await delegateRecord(key, 0))?.share?.kind).toBe("window");
+    // Shard 0 has decided DELEGATE_BUSY_CALLS_PER_S calls in this second (other isolates' batches, as one isolate
+    // answering from its sub-leases makes few): its next answer says busy, and this isolate goes to its own shard, 2.
+    await markBusy(key, 0);
+    // Its next call (its sub-lease used up or ended: 100 units, 500 ms at 5 ms a request) is answered busy.
+    const second = await send(rules, key, 250);
     expect((await delegateRecord(key, 2))?.share?.kind).toBe("window");
     const before = (await delegateRecord(key, 2))?.calls.length ?? 0;
     const rest = await send(rules, key, limit);
     expect((await delegateRecord(key, 2))?.calls.length).toBeGreaterThan(before);
-    // Exact: never more than the limit; what is not admitted is held (unused) by a shard's share in this window.
+    // Exact: never more than the limit; what is not admitted is held (unused) by a shard's share in this window, by
+    // units a shard keeps to give back to the key's object, or by the isolate's sub-lease.
+    const object = objectNameOf("hotwin", await sha256Hex(key));
+    const subleased = isolate.calls.leaseOf(object)?.unitsLeft ?? 0;
     const held = [await delegateRecord(key, 0), await delegateRecord(key, 2)]
-      .map((r) => (r?.share?.kind === "window" ? r.share.unitsLeft : 0))
-      .reduce((a, b) => a + b, 0);
-    expect(first + rest).toBeLessThanOrEqual(limit);
-    expect(first + rest + held).toBe(limit);
+      .map(
+        (r) =>
+          (r?.share?.kind === "window" ? r.share.unitsLeft : 0) + (r?.giveBack ?? []).reduce((a, b) => a + b.units, 0),
+      )
+      .reduce((a, b) => a + b, subleased);
+    expect(first + second + rest).toBeLessThanOrEqual(limit);
+    expect(first + second + rest + held).toBe(limit);
     pinIsolateShard(0);
   });
 });

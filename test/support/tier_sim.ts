@@ -3,7 +3,8 @@
  * src/protocol/delegate_run.ts, over the real pure delegate) and direct callers share one key's object (share.ts
  * `keyCall`, share_grant.ts `shareRecord`) over simulated time, one delay per hop. Generators drive a case to its
  * bound: load at 1-10x the rule's rate, bursts at a share's term end, delegate restarts (record kept, instance gone),
- * a rules version bump to a lowered limit, and refunds riding with a later batch.
+ * a rules version bump to a lowered limit, refunds riding with a later batch, and callers holding the sub-leases
+ * their delegate grants them (src/protocol/sublease.ts), admitting from them until their term ends.
  */
 import fc from "fast-check";
 import { capacityOf, leasePolicy } from "../../src/algorithms/index.ts";
@@ -19,8 +20,19 @@ import { fixedWindow, gcraP, tokenBucket } from "./params.ts";
 export const TIER_T0 = Date.UTC(2030, 0, 1, 0, 0, 58);
 
 export type TierStep =
-  /** `to`: a delegate's index, or -1 for a caller that asks the key's object directly. */
-  | { readonly kind: "batch"; readonly dtMs: number; readonly to: number; readonly n: number; readonly refund: number }
+  /**
+   * `to`: a delegate's index, or -1 for a caller that asks the key's object directly. `lease`: units of a sub-lease
+   * the caller asks its delegate for (absent or 0: none); the caller holds it (sublease.ts), admits its next requests
+   * from it until its term ends, and gives what is left back with its next call.
+   */
+  | {
+      readonly kind: "batch";
+      readonly dtMs: number;
+      readonly to: number;
+      readonly n: number;
+      readonly refund: number;
+      readonly lease?: number;
+    }
   /** Jump to `offsetMs` from when delegate `to`'s share ends, then a batch of `n` there and `others` to the next one. */
   | {
       readonly kind: "term end";
@@ -85,6 +97,10 @@ export function tierCaseArb(kinds: { readonly versions?: boolean } = {}): fc.Arb
               { arbitrary: fc.constant(0), weight: 6 },
               { arbitrary: fc.integer({ min: 1, max: size }), weight: 1 },
             ),
+            lease: fc.oneof(
+              { arbitrary: fc.constant(0), weight: 1 },
+              { arbitrary: fc.integer({ min: 1, max: big }), weight: 2 },
+            ),
           }),
         );
         const step: fc.Arbitrary<TierStep> = fc.oneof(
@@ -113,9 +129,12 @@ export function tierCaseArb(kinds: { readonly versions?: boolean } = {}): fc.Arb
 /** Run a case: the admissions, each at the time it was decided (by the key's object or a delegate). */
 export async function simulateTier(
   c: TierCase,
-  /** A deliberate fault: every share granted for 3 × its term (the property must catch it). */
-  fault: "none" | "share for 3 terms" = "none",
-): Promise<{ admitted: number[]; bumpedAtMs: number; shared: number }> {
+  /**
+   * A deliberate fault: every share granted for 3 × its term, or every sub-lease held for 3 × its term (the property
+   * must catch both).
+   */
+  fault: "none" | "share for 3 terms" | "sublease for 3 terms" = "none",
+): Promise<{ admitted: number[]; bumpedAtMs: number; shared: number; subleased: number }> {
   const clock = new EventClock(TIER_T0);
   let record: LimiterRecord | null = null;
   let ids = 0;
@@ -183,8 +202,34 @@ export async function simulateTier(
   const admitted: number[] = [];
   const pending: Promise<void>[] = [];
   const refunds: { units: number; atMs: number }[] = [];
-  const send = (to: number, n: number, refund: number) => {
-    const input: CallInput = { rule: ruleNow(to), id: newId(), costs: Array(n).fill(1), giveBack: refunds.splice(0) };
+  /** The sub-lease each delegate's caller holds (one caller per delegate), and units admitted from them. */
+  const held = new Map<number, { unitsLeft: number; atMs: number; endsAtMs: number }>();
+  let subleased = 0;
+  const send = (to: number, n: number, refund: number, leaseUnits = 0) => {
+    // First from the caller's sub-lease while its term lasts (admitted now, as an isolate does).
+    const mine = held.get(to);
+    if (mine !== undefined && clock.nowMs() < mine.endsAtMs) {
+      const local = Math.min(n, mine.unitsLeft);
+      mine.unitsLeft -= local;
+      subleased += local;
+      for (let k = 0; k < local; k++) admitted.push(clock.nowMs());
+      n -= local;
+      if (n === 0) return; // answered from the sub-lease: no call (an isolate asks for the next one when this runs out)
+    }
+    // A call ends the sub-lease: what is left goes back with it.
+    const giveBack = refunds.splice(0);
+    if (mine !== undefined) {
+      if (mine.unitsLeft > 0) giveBack.push({ units: mine.unitsLeft, atMs: mine.atMs });
+      held.delete(to);
+    }
+    const input: CallInput = {
+      rule: ruleNow(to),
+      id: newId(),
+      costs: Array(n).fill(1),
+      giveBack,
+      ...(leaseUnits > 0 && to >= 0 ? { lease: { units: leaseUnits, ttlMs: 1000 } } : {}),
+    };
+    const sentAtMs = clock.nowMs();
     const d = delegates[to];
     const answer =
       d === undefined
@@ -200,6 +245,15 @@ export async function simulateTier(
     pending.push(
       answer.then(
         (result) => {
+          const grant = result.lease;
+          if (grant !== null && to >= 0) {
+            const termMs = fault === "sublease for 3 terms" ? 3 * grant.forMs : grant.forMs;
+            const before = held.get(to);
+            // A sub-lease held already (a call that crossed this one) goes back with the next call.
+            if (before !== undefined && before.unitsLeft > 0)
+              refunds.push({ units: before.unitsLeft, atMs: before.atMs });
+            held.set(to, { unitsLeft: grant.units, atMs: grant.atMs, endsAtMs: sentAtMs + termMs });
+          }
           let refunded = 0;
           for (const r of result.results) {
             if (!r.ok || !r.decision.allowed) continue;
@@ -219,7 +273,7 @@ export async function simulateTier(
     if (step.kind === "batch") {
       t += step.dtMs;
       await clock.runUntil(t);
-      send(step.to, step.n, step.refund);
+      send(step.to, step.n, step.refund, step.lease ?? 0);
     } else if (step.kind === "term end") {
       const share = delegates[step.to]!.stored().share;
       if (share === null) continue;
@@ -234,7 +288,7 @@ export async function simulateTier(
   }
   await clock.runUntil(t + 3 * SHARE_TERM_MS);
   await Promise.all(pending);
-  return { admitted, bumpedAtMs, shared };
+  return { admitted, bumpedAtMs, shared, subleased };
 }
 
 /** The first excess over the bound: window, the newest limit in effect (the larger across a bump); rate, burst +

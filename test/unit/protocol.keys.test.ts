@@ -14,7 +14,10 @@ import {
   noteHot,
   roll,
   see,
+  seenOver,
   seenPerTtl,
+  shortOf,
+  subleaseAsk,
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
@@ -163,6 +166,82 @@ describe("arrivals per ttl", () => {
     see(st, T0 + 900);
     see(st, T0 + 1900);
     expect([st.runStartMs, st.runCount]).toEqual([T0 + 900, 2]);
+  });
+});
+
+describe("sub-leases: what an isolate asks its delegate for", () => {
+  const fill = (st: KeyState, n: number, atMs: number) => {
+    for (let i = 0; i < n; i++) see(st, atMs);
+  };
+
+  it("seenOver: arrivals per lease ttl, scaled to another term (rounded up)", () => {
+    const st = keyWith({ ttlMs: 1000, units: null, above: null });
+    fill(st, 9, T0 - 2000);
+    expect(seenOver(st, T0 - 1000, 1000)).toBe(9);
+    expect(seenOver(st, T0 - 1000, 500)).toBe(5);
+    expect(seenOver(st, T0 - 1000, 250)).toBe(3);
+    const short = keyWith({ ttlMs: 200, units: null, above: null });
+    fill(short, 4, T0 - 400);
+    expect(seenOver(short, T0 - 200, 500)).toBe(10);
+  });
+
+  it("asks for what it saw over half a term, no margin, whatever `above` or the busy mark say", () => {
+    // The automatic lease (no `lease:`), never busy: asked all the same, for 500 ms.
+    const auto = keyWith(null);
+    fill(auto, 30, T0 - 2000);
+    expect(subleaseAsk(auto, T0 - 1000)).toEqual({ units: 15, ttlMs: 500 });
+    expect(leaseAsk(auto, T0 - 1000, true)).toEqual({ units: 15, ttlMs: 500 });
+    expect(leaseAsk(auto, T0 - 1000)).toBeNull();
+    const above = keyWith({ ttlMs: 1000, units: null, above: rate(100, 1000) });
+    fill(above, 30, T0 - 2000);
+    expect(subleaseAsk(above, T0 - 1000)).toEqual({ units: 15, ttlMs: 500 });
+    // A shorter ttl of the rule's own: that.
+    const own = keyWith({ ttlMs: 200, units: null, above: null });
+    fill(own, 10, T0 - 400);
+    expect(subleaseAsk(own, T0 - 200)).toEqual({ units: 10, ttlMs: 200 });
+  });
+
+  it("none below 2 requests a term, nor without a lease setting", () => {
+    // 2 a second: 1 in 500 ms, no lease; 3 a second: 1.5, rounded up to 2.
+    const st = keyWith(null);
+    fill(st, 2, T0 - 2000);
+    expect(subleaseAsk(st, T0 - 1000)).toBeNull();
+    const three = keyWith(null);
+    fill(three, 3, T0 - 2000);
+    expect(subleaseAsk(three, T0 - 1000)).toEqual({ units: 2, ttlMs: 500 });
+    const none = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
+    fill(none, 50, T0 - 2000);
+    expect(subleaseAsk(none, T0 - 1000)).toBeNull();
+  });
+
+  it("at most the rule's units and a quarter of a window's limit; none the window's end would cut", () => {
+    const capped = keyWith({ ttlMs: 1000, units: 6, above: null });
+    fill(capped, 40, T0 - 2000);
+    expect(subleaseAsk(capped, T0 - 1000)).toEqual({ units: 6, ttlMs: 500 });
+    const win = keyWith(null, { rule: { id: "w", params: fixedWindow(40, 60_000) } });
+    fill(win, 100, T0 - 2000);
+    expect(subleaseAsk(win, T0 - 1000)).toEqual({ units: 10, ttlMs: 500 });
+    // The 60 s window ends at T0: 500 ms before it, a whole term still fits; 499 ms before, none.
+    fill(win, 100, T0 - 1000);
+    expect(subleaseAsk(win, T0 - 500)).toEqual({ units: 10, ttlMs: 500 });
+    expect(subleaseAsk(win, T0 - 499)).toBeNull();
+  });
+});
+
+describe("shortOf", () => {
+  const ask = (need: number, sub?: boolean) => ({ units: 20, ttlMs: 500, need, ...(sub === undefined ? {} : { sub }) });
+  it("a lease from the key's object: fewer units than needed", () => {
+    expect(shortOf(undefined, 0, 0)).toBe(false);
+    expect(shortOf(ask(10), 9, 500)).toBe(true);
+    expect(shortOf(ask(10), 10, 100)).toBe(false);
+    expect(shortOf(ask(10, false), 0, 0)).toBe(true);
+  });
+  it("a delegate's sub-lease: none, or at a slower pace than the need over its term", () => {
+    expect(shortOf(ask(10, true), 0, 0)).toBe(true);
+    expect(shortOf(ask(10, true), 5, 250)).toBe(false);
+    expect(shortOf(ask(10, true), 5, 251)).toBe(true);
+    expect(shortOf(ask(10, true), 2, 125)).toBe(true);
+    expect(shortOf(ask(10, true), 10, 500)).toBe(false);
   });
 });
 

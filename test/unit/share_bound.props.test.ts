@@ -95,18 +95,36 @@ describe("the share bound, with traffic driven to it", () => {
 });
 
 describe("the share bound through the delegate tier", () => {
-  it("delegates' rate and window shares keep the bound: load at 1-10x, bursts at term ends, restarts, late refunds (property)", async () => {
+  it("delegates' rate and window shares keep the bound: load at 1-10x, bursts at term ends, restarts, late refunds, sub-leases (property)", async () => {
     let shared = 0;
+    let subleased = 0;
+    let admitted = 0;
     await fc.assert(
       fc.asyncProperty(tierCaseArb(), async (c) => {
         const out = await simulateTier(c);
         shared += out.shared;
+        subleased += out.subleased;
+        admitted += out.admitted.length;
         expect(tierViolation(c, out.admitted, out.bumpedAtMs)).toBeNull();
       }),
       { numRuns: runs(40), seed: 1 },
     );
-    // The property is about shares: the key went hot and delegates held shares in the runs.
+    // The property is about shares: the key went hot and delegates held shares in the runs; and about the sub-leases
+    // delegates grant their callers (sublease.ts): dozens of admissions per run came from them.
     expect(shared).toBeGreaterThan(40);
+    expect(subleased).toBeGreaterThan(20 * runs(40));
+    expect(subleased).toBeLessThan(admitted);
+  });
+
+  it.skipIf(MUTATION)("finds a sub-lease used for 3 × its term on its own", async () => {
+    const out = await fc.check(
+      fc.asyncProperty(tierCaseArb(), async (c) => {
+        const { admitted, bumpedAtMs } = await simulateTier(c, "sublease for 3 terms");
+        expect(tierViolation(c, admitted, bumpedAtMs)).toBeNull();
+      }),
+      { numRuns: 100, seed: 1, endOnFailure: true },
+    );
+    expect(out.failed).toBe(true);
   });
 
   it.skipIf(MUTATION)("finds a share used for 3 × its term on its own", async () => {

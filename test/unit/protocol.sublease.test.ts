@@ -1,0 +1,355 @@
+/**
+ * Exact tables for sub-leases (src/protocol/sublease.ts): what a delegate grants an isolate out of its window units or
+ * its rate slice, for how long, and how a call's demand is counted; and how a delegate's batch carries one
+ * (delegate.ts `delegateCall`, `delegateNeed`, a retried call). A property: whatever is asked, a grant never holds
+ * more than the share had, never outlives the window it was charged in, and takes exactly its units from the share.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { capacityOf, sliceParams } from "../../src/algorithms/index.ts";
+import {
+  type DelegateRecord,
+  delegateCall,
+  delegateNeed,
+  type HeldShare,
+  NEW_DELEGATE,
+} from "../../src/protocol/delegate.ts";
+import { emptyState, fullState, SHARE_PARTS } from "../../src/protocol/share.ts";
+import { type CallInput, type LimiterRule, peekState } from "../../src/protocol/store.ts";
+import {
+  callDemand,
+  SUBLEASE_TERM_MS,
+  shorter,
+  subleaseFrom,
+  subleaseTermMs,
+  takeBack,
+} from "../../src/protocol/sublease.ts";
+import { fixedWindow, tokenBucket } from "../support/params.ts";
+import { runs } from "../support/runs.ts";
+
+/** 12:00:00 on a day: a 60 s window starts here. */
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 1 };
+const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 200), version: 1 };
+const half = sliceParams(rate.params, 500, SHARE_PARTS)!; // 500/s, burst 100
+
+const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
+  kind: "window",
+  rule: win,
+  parts: 0,
+  state: null,
+  units: 40,
+  unitsLeft: 30,
+  short: false,
+  atMs: T0 + 3,
+  endsAtMs: T0 + 1000,
+  renewAtMs: T0 + 750,
+  ...over,
+});
+const rateShare = (over: Partial<HeldShare> = {}): HeldShare => ({
+  kind: "rate",
+  rule: rate,
+  parts: 500,
+  state: fullState(half, T0),
+  units: 0,
+  unitsLeft: 0,
+  short: false,
+  atMs: T0,
+  endsAtMs: T0 + 1000,
+  renewAtMs: T0 + 750,
+  ...over,
+});
+const levelOf = (share: HeldShare, nowMs: number) => peekState(half, share.state, nowMs).remaining;
+
+describe("subleaseTermMs", () => {
+  it("is the lease ttl, at most SUBLEASE_TERM_MS (half a share term), at least 1 ms", () => {
+    expect(SUBLEASE_TERM_MS).toBe(500);
+    expect([1000, 500, 499, 50, 1, 0, -5].map(subleaseTermMs)).toEqual([500, 500, 499, 50, 1, 1, 1]);
+  });
+});
+
+describe("subleaseFrom: a window share", () => {
+  it("grants what is asked out of the units left, naming the share's charge, for the asked term", () => {
+    const out = subleaseFrom(windowShare(), { units: 12, ttlMs: 500 }, T0 + 100);
+    expect(out.lease).toEqual({ units: 12, atMs: T0 + 3, forMs: 500 });
+    expect(out.share.unitsLeft).toBe(18);
+    expect(out.share.units).toBe(40);
+  });
+
+  it("fewer than asked: a term as much shorter (down to a quarter), unless the window is spent", () => {
+    expect(subleaseFrom(windowShare({ unitsLeft: 6 }), { units: 12, ttlMs: 500 }, T0).lease?.forMs).toBe(250);
+    expect(subleaseFrom(windowShare({ unitsLeft: 2 }), { units: 12, ttlMs: 500 }, T0).lease?.forMs).toBe(125);
+    expect(subleaseFrom(windowShare({ unitsLeft: 6, short: true }), { units: 12, ttlMs: 500 }, T0).lease?.forMs).toBe(
+      500,
+    );
+    // Cut at the quarter of the limit: also fewer than asked.
+    expect(subleaseFrom(windowShare({ unitsLeft: 90 }), { units: 50, ttlMs: 500 }, T0).lease).toEqual({
+      units: 25,
+      atMs: T0 + 3,
+      forMs: 250,
+    });
+    expect([shorter(500, 1, 1), shorter(500, 3, 4), shorter(500, 1, 100), shorter(7, 1, 2)]).toEqual([
+      500, 375, 125, 3,
+    ]);
+  });
+
+  it("never more than the units left, nor than a quarter of the rule's limit", () => {
+    expect(subleaseFrom(windowShare({ unitsLeft: 7 }), { units: 12, ttlMs: 500 }, T0).lease?.units).toBe(7);
+    expect(subleaseFrom(windowShare({ unitsLeft: 90 }), { units: 60, ttlMs: 500 }, T0).lease?.units).toBe(25);
+    expect(subleaseFrom(windowShare({ unitsLeft: 0 }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
+  });
+
+  it("cuts the term at the window's end, with units in proportion (rounded up)", () => {
+    // 200 ms before the window's end: 200 of the 500 ms asked, and 12 × 200 / 500 = 4.8 -> 5 units.
+    const out = subleaseFrom(windowShare({ endsAtMs: T0 + 60_000 }), { units: 12, ttlMs: 500 }, T0 + 59_800);
+    expect(out.lease).toEqual({ units: 5, atMs: T0 + 3, forMs: 200 });
+    expect(out.share.unitsLeft).toBe(25);
+  });
+
+  it("a term over SUBLEASE_TERM_MS is cut to it; the units are not", () => {
+    expect(subleaseFrom(windowShare(), { units: 12, ttlMs: 1000 }, T0).lease).toEqual({
+      units: 12,
+      atMs: T0 + 3,
+      forMs: 500,
+    });
+  });
+
+  it("nothing out of a window gone by (whatever the share's end says)", () => {
+    const share = windowShare({ endsAtMs: T0 + 120_000 });
+    expect(subleaseFrom(share, { units: 3, ttlMs: 500 }, T0 + 59_999).lease?.units).toBe(1);
+    expect(subleaseFrom(share, { units: 3, ttlMs: 500 }, T0 + 60_000).lease).toBeNull();
+  });
+
+  it("nothing after the share's end, nor for an ask that is absent or not a positive integer", () => {
+    const share = windowShare();
+    for (const ask of [
+      null,
+      undefined,
+      { units: 0, ttlMs: 500 },
+      { units: 1.5, ttlMs: 500 },
+      { units: -2, ttlMs: 9 },
+    ]) {
+      const out = subleaseFrom(share, ask, T0);
+      expect(out.lease).toBeNull();
+      expect(out.share).toBe(share);
+    }
+    expect(subleaseFrom(share, { units: 3, ttlMs: 500 }, T0 + 1000).lease).toBeNull();
+    expect(subleaseFrom(share, { units: 3, ttlMs: 500 }, T0 + 999).lease?.units).toBe(3);
+  });
+});
+
+describe("subleaseFrom: a rate share", () => {
+  it("takes the tokens out of the slice's bucket, as that many requests admitted now, for the asked term", () => {
+    const share = rateShare();
+    expect(levelOf(share, T0)).toBe(100);
+    const out = subleaseFrom(share, { units: 30, ttlMs: 500 }, T0);
+    expect(out.lease).toEqual({ units: 30, atMs: T0, forMs: 500 });
+    expect(levelOf(out.share, T0)).toBe(70);
+  });
+
+  it("fewer than asked when the bucket is low, and a term as much shorter, down to a quarter", () => {
+    // 40 in the bucket: 40 of 80 asked, for 500 × 40 / 80 = 250 ms.
+    const low = rateShare({ state: emptyState(half, T0 - 80) }); // refilled 80 ms at 500/s
+    expect(levelOf(low, T0)).toBe(40);
+    expect(subleaseFrom(low, { units: 80, ttlMs: 500 }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 250 });
+    // 40 of 400: a tenth, but never under a quarter of the term.
+    expect(subleaseFrom(low, { units: 400, ttlMs: 500 }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 125 });
+  });
+
+  it("never more than the slice's burst; nothing from an empty bucket, no parts, or no state", () => {
+    expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: 500 }, T0).lease?.units).toBe(capacityOf(half));
+    expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
+    expect(subleaseFrom(rateShare({ parts: 0 }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
+    expect(subleaseFrom(rateShare({ state: null }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
+  });
+});
+
+describe("callDemand", () => {
+  const call = (over: Partial<CallInput>): CallInput => ({ rule: win, id: "c", costs: [], ...over });
+  it("counts the requests, and a lease ask's units net of the units given back, never below the requests", () => {
+    expect(callDemand(call({ costs: [1, 2, 1] }))).toBe(4);
+    expect(callDemand(call({ costs: [1, 2], lease: { units: 10, ttlMs: 500 } }))).toBe(13);
+    expect(
+      callDemand(
+        call({
+          costs: [1],
+          lease: { units: 10, ttlMs: 500 },
+          giveBack: [
+            { units: 3, atMs: T0 },
+            { units: 2, atMs: T0 },
+          ],
+        }),
+      ),
+    ).toBe(6);
+    expect(callDemand(call({ costs: [1], lease: { units: 4, ttlMs: 500 }, giveBack: [{ units: 9, atMs: T0 }] }))).toBe(
+      1,
+    );
+    // Given back without a lease ask: the requests only (refunds are not demand).
+    expect(callDemand(call({ costs: [1], giveBack: [{ units: 9, atMs: T0 }] }))).toBe(1);
+  });
+
+  it("ignores costs, asks and returns that are not positive integers", () => {
+    expect(
+      callDemand(
+        call({
+          costs: [1, 0, -3, 1.5, 2],
+          lease: { units: 5, ttlMs: 500 },
+          giveBack: [
+            { units: -4, atMs: T0 },
+            { units: 1.5, atMs: T0 },
+          ],
+        }),
+      ),
+    ).toBe(8);
+    expect(callDemand(call({ costs: [1], lease: { units: 2.5, ttlMs: 500 } }))).toBe(1);
+    expect(callDemand(call({ costs: [1], lease: null }))).toBe(1);
+  });
+});
+
+describe("a delegate's batch with a sub-lease ask", () => {
+  const record = (share: HeldShare | null): DelegateRecord => ({ ...NEW_DELEGATE, share });
+  const batch = (rule: LimiterRule, costs: number[], over: Partial<CallInput> = {}): CallInput => ({
+    rule,
+    id: "b1",
+    costs,
+    ...over,
+  });
+
+  it("decides the requests first, then grants the sub-lease from what is left, and remembers it", () => {
+    const out = delegateCall(
+      record(windowShare({ unitsLeft: 10 })),
+      batch(win, [1, 1], { lease: { units: 20, ttlMs: 500 } }),
+      T0,
+    );
+    expect(out.result.results.map((r) => r.ok && r.decision.allowed)).toEqual([true, true]);
+    // 8 of the 20 asked: a term as much shorter (200 ms).
+    expect(out.result.lease).toEqual({ units: 8, atMs: T0 + 3, forMs: 200 });
+    expect(out.record.share?.unitsLeft).toBe(0);
+    expect(out.record.calls.at(-1)).toMatchObject({ id: "b1", leaseUnits: 8, leaseForMs: 200 });
+    // Its demand: the 2 requests and the 20 units asked.
+    expect(out.record.demand.curr).toBe(22);
+  });
+
+  it("a retried call gets its rate sub-lease again (its tokens name the call), never taken twice", () => {
+    const first = delegateCall(record(rateShare()), batch(rate, [1], { lease: { units: 10, ttlMs: 500 } }), T0);
+    expect(first.result.lease).toEqual({ units: 10, atMs: T0, forMs: 500 });
+    const again = delegateCall(first.record, batch(rate, [1], { lease: { units: 10, ttlMs: 500 } }), T0 + 5);
+    expect(again.result.replayed).toBe(true);
+    expect(again.result.lease).toEqual({ units: 10, atMs: T0, forMs: 500 });
+    expect(again.record).toBe(first.record);
+  });
+
+  it("a retried call's window sub-lease is not given again (its units stay charged: short, never over)", () => {
+    const first = delegateCall(record(windowShare()), batch(win, [1], { lease: { units: 5, ttlMs: 500 } }), T0);
+    expect(first.result.lease?.units).toBe(5);
+    const again = delegateCall(first.record, batch(win, [1], { lease: { units: 5, ttlMs: 500 } }), T0 + 5);
+    expect(again.result.replayed).toBe(true);
+    expect(again.result.lease).toBeNull();
+  });
+
+  it("units given back go into the share, then the sub-lease may take them", () => {
+    const out = delegateCall(
+      record(windowShare({ unitsLeft: 2 })),
+      batch(win, [], { giveBack: [{ units: 6, atMs: T0 + 3 }], lease: { units: 5, ttlMs: 500 } }),
+      T0,
+    );
+    expect(out.result.lease?.units).toBe(5);
+    expect(out.record.share?.unitsLeft).toBe(3);
+  });
+
+  it("delegateNeed: a window share renews for the sub-lease's units too; short or rate shares do not", () => {
+    const rec = record(windowShare({ unitsLeft: 10 }));
+    expect(delegateNeed(rec, win, [4], T0, 6)).toBe("ready");
+    expect(delegateNeed(rec, win, [4], T0, 7)).toBe("renew");
+    expect(delegateNeed(record(windowShare({ unitsLeft: 10, short: true })), win, [4], T0, 70)).toBe("ready");
+    expect(delegateNeed(record(rateShare()), rate, [4], T0, 7000)).toBe("ready");
+  });
+});
+
+describe("takeBack", () => {
+  const record = (share: HeldShare | null): DelegateRecord => ({ ...NEW_DELEGATE, share });
+  const back = (over: Partial<CallInput>): CallInput => ({
+    rule: win,
+    id: "c1",
+    costs: [1],
+    giveBack: [
+      { units: 4, atMs: T0 + 3 },
+      { units: 2, atMs: T0 - 60_000 },
+      { units: 0, atMs: T0 + 3 },
+    ],
+    ...over,
+  });
+
+  it("into the share what is its own, the rest kept to give back; once per call id", () => {
+    const taken = takeBack(record(windowShare({ unitsLeft: 30 })), back({}), T0);
+    expect(taken.share?.unitsLeft).toBe(34);
+    expect(taken.giveBack).toEqual([{ units: 2, atMs: T0 - 60_000 }]);
+    expect(taken.taken).toEqual(["c1"]);
+    // Again (a retry, or the batch decided after a renewal): nothing taken twice.
+    expect(takeBack(taken, back({}), T0)).toBe(taken);
+    const decided = delegateCall(taken, back({}), T0);
+    expect(decided.record.share?.unitsLeft).toBe(33);
+    expect(decided.record.giveBack).toEqual([{ units: 2, atMs: T0 - 60_000 }]);
+    expect(decided.record.taken).toBeUndefined();
+    expect(takeBack(decided.record, back({}), T0)).toBe(decided.record);
+  });
+
+  it("nothing to take: the record as it is; without a share, all kept to give back", () => {
+    const rec = record(windowShare());
+    expect(takeBack(rec, back({ giveBack: [] }), T0)).toBe(rec);
+    expect(takeBack(record(null), back({ id: "c2" }), T0).giveBack).toEqual([
+      { units: 4, atMs: T0 + 3 },
+      { units: 2, atMs: T0 - 60_000 },
+    ]);
+    // A rate share takes refunds into its bucket; after its end, nothing.
+    const low = rateShare({ state: emptyState(half, T0) });
+    expect(levelOf(takeBack(record(low), back({ rule: rate }), T0).share!, T0)).toBe(6);
+    expect(takeBack(record(low), back({ rule: rate }), T0 + 1000).giveBack).toHaveLength(2);
+  });
+
+  it("remembers the last 32 call ids taken", () => {
+    let rec = record(windowShare());
+    for (let i = 0; i < 40; i++) rec = takeBack(rec, back({ id: `c${i}` }), T0);
+    expect(rec.taken).toHaveLength(32);
+    expect(rec.taken?.[0]).toBe("c8");
+  });
+});
+
+describe("subleaseFrom (property)", () => {
+  it("never more than asked or held; the share loses exactly the grant; a window's never outlives its window", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 60 }),
+        fc.integer({ min: -2, max: 300 }),
+        fc.integer({ min: -10, max: 2000 }),
+        fc.integer({ min: 0, max: 61_000 }),
+        fc.integer({ min: 0, max: 400 }),
+        (unitsLeft, units, ttlMs, atOffsetMs, refillMs) => {
+          const nowMs = T0 + atOffsetMs;
+          const ask = { units, ttlMs };
+          const w = windowShare({ unitsLeft, endsAtMs: T0 + 61_000 });
+          const wOut = subleaseFrom(w, ask, nowMs);
+          if (wOut.lease === null) expect(wOut.share).toBe(w);
+          else {
+            expect(wOut.lease.units).toBeGreaterThanOrEqual(1);
+            expect(wOut.lease.units).toBeLessThanOrEqual(Math.min(units, unitsLeft, 25));
+            expect(wOut.share.unitsLeft).toBe(unitsLeft - wOut.lease.units);
+            expect(nowMs + wOut.lease.forMs).toBeLessThanOrEqual(T0 + 60_000);
+            expect(wOut.lease.forMs).toBeLessThanOrEqual(SUBLEASE_TERM_MS);
+          }
+          const r = rateShare({ state: emptyState(half, nowMs - refillMs), endsAtMs: nowMs + 1 });
+          const before = levelOf(r, nowMs);
+          const rOut = subleaseFrom(r, ask, nowMs);
+          const granted = rOut.lease?.units ?? 0;
+          expect(granted).toBeLessThanOrEqual(Math.max(0, Math.min(units, before)));
+          expect(levelOf(rOut.share, nowMs)).toBe(before - granted);
+          if (rOut.lease !== null) {
+            expect(rOut.lease.forMs).toBeGreaterThanOrEqual(Math.ceil(subleaseTermMs(ttlMs) / 4));
+            expect(rOut.lease.forMs).toBeLessThanOrEqual(SUBLEASE_TERM_MS);
+          }
+        },
+      ),
+      { numRuns: runs(300) },
+    );
+  });
+});
