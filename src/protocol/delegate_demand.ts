@@ -1,6 +1,6 @@
 /**
  * A delegate's demand and when it renews its share (delegate.ts holds the share and decides from it): demand counted
- * in quarter-term buckets and estimated per term (`demandPerTerm`), the renewal due in the term's last quarter but
+ * in half-term buckets and estimated per term (`demandPerTerm`), the renewal due in the term's last quarter but
  * close to its end, or early when demand moved (`renewDue`), and the parts a rate share still needs when its demand
  * fell (`keptParts`, sent as the ask's `keep`).
  *
@@ -60,11 +60,13 @@ export function demandMoved(was: number, now: number): boolean {
 }
 
 /**
- * Demand is counted in buckets of this many ms. A quarter term: a region's demand moving to another shard (or
- * surging) shows within a quarter term, not a whole one (measured: a whole term's lag cost 5-30% of admissions in the
- * second the shards start, the cluster simulation's hot-rate at 200 isolates).
+ * Demand is counted in buckets of this many ms. Half a term: a region's demand moving to another shard (or surging)
+ * shows within half a term, not a whole one (measured, the cluster simulation's hot-rate at 200 isolates: a whole
+ * term's lag cost 5-30% of admissions in the second the shards start); not a quarter, since isolates holding
+ * sub-leases ask in lumps (a quarter term's estimate then moved by half often enough to renew 1.6x as often, for
+ * 3 points of admission less).
  */
-export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 4;
+export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
 
 /**
  * Cost asked per term (`SHARE_TERM_MS`), estimated over the last `DEMAND_BUCKET_MS`, sliding: this bucket's, and the

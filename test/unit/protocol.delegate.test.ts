@@ -104,25 +104,30 @@ describe("delegateNeed", () => {
 describe("demand and renewDue", () => {
   const demand = { bucket: B0, curr: 5, prev: 8 };
 
-  it("is the last quarter term's cost (this bucket's, and the last one's weighed by how much of it is in), per term", () => {
-    expect(DEMAND_BUCKET_MS).toBe(SHARE_TERM_MS / 4);
-    // (5 + 8) in the last 250 ms: 52 per 1 s term.
-    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(52);
-    // 5 + 8 × 125/250 = 9 in the last 250 ms.
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 125)).toBe(36);
-    // 5 + 8 × 1/250 = 5.032: 20.128 per term, rounded down.
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 249)).toBe(20);
-    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(68);
+  it("is the last half term's cost (this bucket's, and the last one's weighed by how much of it is in), per term", () => {
+    expect(DEMAND_BUCKET_MS).toBe(SHARE_TERM_MS / 2);
+    // (5 + 8) in the last 500 ms: 26 per 1 s term.
+    expect(demandPerTerm(withShare(null, { demand }), T0)).toBe(26);
+    // 5 + 8 × 250/500 = 9 in the last 500 ms.
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 250)).toBe(18);
+    // 5 + 8 × 1/500 = 5.016: 10.032 per term, rounded down.
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 499)).toBe(10);
+    expect(demandPerTerm(withShare(null, { demand: { bucket: B0, curr: 9, prev: 8 } }), T0)).toBe(34);
     // Rolled: the next bucket starts empty, this one's 5 becomes the last one's.
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 250)).toBe(20);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 375)).toBe(10);
-    expect(demandPerTerm(withShare(null, { demand }), T0 + 500)).toBe(0);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 500)).toBe(10);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 750)).toBe(5);
+    expect(demandPerTerm(withShare(null, { demand }), T0 + 1000)).toBe(0);
     expect(demandPerTerm(withShare(null, { demand }), T0 + 10_000)).toBe(0);
   });
 
   it("renews in the background from the renewal time, at most RENEW_LEAD_MS before the end, only with demand", () => {
-    const at = (ms: number, curr = 5) => ({
-      demand: { bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS), curr, prev: 0 },
+    // `perTerm` of demand per term: that times a bucket's share of a term, in the current bucket.
+    const at = (ms: number, perTerm = 20) => ({
+      demand: {
+        bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS),
+        curr: (perTerm * DEMAND_BUCKET_MS) / SHARE_TERM_MS,
+        prev: 0,
+      },
     });
     expect(renewDue(withShare(null, at(900)), T0 + 900)).toBe(false);
     expect(renewDue(withShare(windowShare(), at(749)), T0 + 749)).toBe(false);
@@ -136,26 +141,30 @@ describe("demand and renewDue", () => {
   });
 
   it("renews a rate share of a whole term or more early, a quarter term old, when its demand moved by more than half", () => {
-    // 5 in the last 250 ms: 20 per term; 12 = 48; 2 = 8.
-    const at = (ms: number, curr: number) => ({
-      demand: { bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS), curr, prev: 0 },
+    // Demand per term `perTerm`: that times a bucket's share of a term, in the current bucket.
+    const at = (ms: number, perTerm: number) => ({
+      demand: {
+        bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS),
+        curr: (perTerm * DEMAND_BUCKET_MS) / SHARE_TERM_MS,
+        prev: 0,
+      },
     });
     const long = rateShare({ endsAtMs: T0 + 4000, renewAtMs: T0 + 3000, demand: 20 });
-    expect(renewDue(withShare(long, at(1000, 5)), T0 + 1000)).toBe(false);
-    expect(renewDue(withShare(long, at(1000, 12)), T0 + 1000)).toBe(true);
-    expect(renewDue(withShare(long, at(1000, 2)), T0 + 1000)).toBe(true);
+    expect(renewDue(withShare(long, at(1000, 20)), T0 + 1000)).toBe(false);
+    expect(renewDue(withShare(long, at(1000, 48)), T0 + 1000)).toBe(true);
+    expect(renewDue(withShare(long, at(1000, 8)), T0 + 1000)).toBe(true);
     // 20 → 12 and 20 → 28: by 8, within half of 20 (10).
-    expect(renewDue(withShare(long, at(1000, 3)), T0 + 1000)).toBe(false);
-    expect(renewDue(withShare(long, at(1000, 7)), T0 + 1000)).toBe(false);
+    expect(renewDue(withShare(long, at(1000, 12)), T0 + 1000)).toBe(false);
+    expect(renewDue(withShare(long, at(1000, 28)), T0 + 1000)).toBe(false);
     // Too young: less than a quarter term since the term began (T0).
-    expect(renewDue(withShare(long, at(249, 12)), T0 + 249)).toBe(false);
-    expect(renewDue(withShare(long, at(250, 12)), T0 + 250)).toBe(true);
+    expect(renewDue(withShare(long, at(249, 48)), T0 + 249)).toBe(false);
+    expect(renewDue(withShare(long, at(250, 48)), T0 + 250)).toBe(true);
     // A quarter-term share renews soon anyway; a window share, and a share from before `demand` was kept, never early.
     const quarter = rateShare({ endsAtMs: T0 + 250, renewAtMs: T0 + 188, demand: 20 });
-    expect(renewDue(withShare(quarter, at(100, 12)), T0 + 100)).toBe(false);
-    expect(renewDue(withShare(rateShare({ demand: 20 }), at(300, 12)), T0 + 300)).toBe(true);
-    expect(renewDue(withShare(windowShare({ demand: 20 }), at(300, 12)), T0 + 300)).toBe(false);
-    expect(renewDue(withShare(rateShare(), at(300, 12)), T0 + 300)).toBe(false);
+    expect(renewDue(withShare(quarter, at(100, 48)), T0 + 100)).toBe(false);
+    expect(renewDue(withShare(rateShare({ demand: 20 }), at(300, 48)), T0 + 300)).toBe(true);
+    expect(renewDue(withShare(windowShare({ demand: 20 }), at(300, 48)), T0 + 300)).toBe(false);
+    expect(renewDue(withShare(rateShare(), at(300, 48)), T0 + 300)).toBe(false);
   });
 
   it("demandMoved: by more than half of what it was, and more than RENEW_SLACK", () => {
@@ -199,12 +208,12 @@ describe("shareAsk", () => {
     const ask = (curr: number) =>
       shareAsk(withShare(null, { demand: { bucket: B0, curr, prev: 0 } }), "weur.0", win, "a1", T0).ask;
     expect(ask(0)).toEqual({ rule: win, holder: "weur.0", id: "a1", demand: 0, units: 1, giveBack: [] });
-    // The last quarter term's cost, per term: 4 × 4 = 16, and 4 × 10 = 40.
-    expect(ask(4).units).toBe(16 + 8 + 1);
-    expect(ask(10).units).toBe(40 + 14 + 1);
+    // The last half term's cost, per term: 2 × 8 = 16, and 2 × 20 = 40.
+    expect(ask(8).units).toBe(16 + 8 + 1);
+    expect(ask(20).units).toBe(40 + 14 + 1);
     // The batch waiting for the ask counts when it is more.
     expect(shareAsk(NEW_DELEGATE, "weur.0", win, "a1", T0, false, 4).ask).toMatchObject({ demand: 4, units: 9 });
-    const more = withShare(null, { demand: { bucket: B0, curr: 6, prev: 0 } });
+    const more = withShare(null, { demand: { bucket: B0, curr: 12, prev: 0 } });
     expect(shareAsk(more, "weur.0", win, "a1", T0, false, 4).ask.demand).toBe(24);
   });
 
@@ -231,14 +240,14 @@ describe("shareAsk", () => {
   });
 
   it("cuts a rate share whose demand fell to the parts it still needs, and says so (`keep`)", () => {
-    // Granted 500 parts for 400 of demand; 25 in the last quarter term: 100 per term, needing 100 + 21 = 121.
+    // Granted 500 parts for 400 of demand; 50 in the last half term: 100 per term, needing 100 + 21 = 121.
     const full = emptyState(half, T0 - 1000); // refilled: 500 tokens, the slice's burst
-    const record = withShare(rateShare({ demand: 400, state: full }), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    const record = withShare(rateShare({ demand: 400, state: full }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     const out = shareAsk(record, "weur.0", rate, "a1", T0);
     expect(out.ask).toMatchObject({ demand: 100, keep: 152 });
     // It says which grant it holds (the ask its share answered), when its share kept that id.
     expect(out.ask.holding).toBeUndefined();
-    const named = withShare(rateShare({ demand: 400, askId: "a0" }), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    const named = withShare(rateShare({ demand: 400, askId: "a0" }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(named, "weur.0", rate, "a1", T0).ask).toMatchObject({ keep: 152, holding: "a0" });
     expect(shareAsk(named, "weur.0", rate, "a1", T0 + 1000).ask.holding).toBeUndefined();
     // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152).
@@ -246,11 +255,11 @@ describe("shareAsk", () => {
     const slice = sliceParams(rate.params, 152, SHARE_PARTS)!;
     expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(152);
     // Demand that held or grew, a share that ended, a release, or a share from before `demand` was kept: no cut.
-    const same = withShare(rateShare({ demand: 100 }), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    const same = withShare(rateShare({ demand: 100 }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(same, "weur.0", rate, "a1", T0).ask.keep).toBeUndefined();
     expect(shareAsk(record, "weur.0", rate, "a1", T0 + 1000).ask.keep).toBeUndefined();
     expect(shareAsk(record, "weur.0", rate, "a1", T0, true).ask.keep).toBeUndefined();
-    const old = withShare(rateShare(), { demand: { bucket: B0, curr: 25, prev: 0 } });
+    const old = withShare(rateShare(), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(old, "weur.0", rate, "a1", T0).record.share).toBe(old.share);
   });
 
@@ -260,7 +269,7 @@ describe("shareAsk", () => {
     expect(shareAsk(withShare(windowShare()), "weur.0", { ...win, version: 4 }, "a", T0).ask.rule.version).toBe(4);
     const same = windowShare({ rule: { id: "old", params: win.params, version: 2 } });
     expect(shareAsk(withShare(same), "weur.0", win, "a1", T0).ask.rule).toBe(win);
-    const released = shareAsk(withShare(null, { demand: { bucket: B0, curr: 9, prev: 0 } }), "x", win, "a", T0, true);
+    const released = shareAsk(withShare(null, { demand: { bucket: B0, curr: 18, prev: 0 } }), "x", win, "a", T0, true);
     expect(released.ask).toEqual({
       rule: win,
       holder: "x",
@@ -402,7 +411,7 @@ describe("delegateCall", () => {
     });
     expect(out.result).toMatchObject({ atMs: T0 + 400, lease: null, replayed: false, hot: true });
     expect(out.record.share?.unitsLeft).toBe(1);
-    expect(out.record.demand).toEqual({ bucket: B0 + 1, curr: 1 + 2 + 2 + 101, prev: 0 });
+    expect(out.record.demand).toEqual({ bucket: B0, curr: 1 + 2 + 2 + 101, prev: 0 });
     expect(out.record.calls).toEqual([{ id: "b1", atMs: T0 + 400, verdicts: "1e10e", leaseUnits: 0, leaseForMs: 0 }]);
     const cold = delegateCall(withShare(windowShare(), { hot: false }), batch(win, [1]), T0);
     expect(cold.result.hot).toBe(false);

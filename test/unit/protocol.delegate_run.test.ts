@@ -196,8 +196,8 @@ describe("DelegateRun.check", () => {
     expect(out.results[0]).toMatchObject({ ok: true, atMs: T0 + 3, decision: { allowed: true, remaining: 7 } });
     // The background renewal was started after the batch was saved: its ask gives the 7 unused units back.
     expect(h.asks).toHaveLength(2);
-    // Its demand: the two batches of the last quarter term (at 749 and 750 ms), per term: 8.
-    expect(h.asks[1]).toMatchObject({ id: "ask1", demand: 8, giveBack: [{ units: 7, atMs: T0 + 3 }] });
+    // Its demand over the last half term, per term: the batches at 749 and 750 ms, and half the one at 0: 5.
+    expect(h.asks[1]).toMatchObject({ id: "ask1", demand: 5, giveBack: [{ units: 7, atMs: T0 + 3 }] });
     await new Promise((r) => setTimeout(r, 0));
     expect(h.stored().share).toMatchObject({ unitsLeft: 10, atMs: T0 + 800, endsAtMs: T0 + 1750 });
   });
