@@ -130,6 +130,12 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
   // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
   lease: bucketLease<GcraParams>(),
 
+  scaled: {
+    deficit: (params, state, nowMs) =>
+      state === null ? 0 : usedScaled(state, params.rate, nowMs, params.burst * params.rate.perMs),
+    refund: (params, state, scaled) => shiftTime(state.tatMs, state.tatFrac, -scaled, params.rate.tokens),
+  },
+
   level: {
     name: "tokens",
     label: (params) => `burst ${params.burst}`,

@@ -94,6 +94,21 @@ export function refund(
   return algorithmFor(params).refund(params, state, cost, admittedAtMs);
 }
 
+/**
+ * A bucket's distance from full at `nowMs`, in 1/rate.perMs of a request (exact); `null` for the other algorithms.
+ * With `scaledRefund`, what a late refund needs (src/protocol/late_refund.ts).
+ */
+export function scaledDeficit(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number | null {
+  const scaled = (algorithmFor(params) as Algorithm<AlgorithmParams, AlgorithmState>).scaled;
+  return scaled === undefined ? null : scaled.deficit(params, state, nowMs);
+}
+
+/** `state` with `scaled` 1/rate.perMs of a request given back, never past full (a bucket's; others: unchanged). */
+export function scaledRefund(params: AlgorithmParams, state: AlgorithmState, scaled: number): AlgorithmState {
+  const algorithm = algorithmFor(params) as Algorithm<AlgorithmParams, AlgorithmState>;
+  return algorithm.scaled === undefined ? state : algorithm.scaled.refund(params, state, scaled);
+}
+
 /** When `state` is as good as no state (an alarm may delete it then). */
 export function freshAtMs(params: AlgorithmParams, state: AlgorithmState): number {
   return algorithmFor(params).freshAtMs(params, state);

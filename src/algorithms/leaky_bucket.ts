@@ -92,6 +92,14 @@ export const leakyBucket: Algorithm<LeakyBucketParams, LeakyBucketState> = {
   // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
   lease: bucketLease<LeakyBucketParams>(),
 
+  scaled: {
+    deficit: (params, state, nowMs) => (state === null ? 0 : leaked(params, state, Math.max(nowMs, state.lastMs))),
+    refund: (_params, state, scaled) => ({
+      levelScaled: Math.max(0, state.levelScaled - scaled),
+      lastMs: state.lastMs,
+    }),
+  },
+
   level: {
     name: "bucket level",
     label: (params) => `burst ${params.burst}`,

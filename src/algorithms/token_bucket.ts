@@ -102,6 +102,17 @@ export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
   // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
   lease: bucketLease<TokenBucketParams>(),
 
+  scaled: {
+    deficit: (params, state, nowMs) =>
+      state === null
+        ? 0
+        : params.burst * params.rate.perMs - refilledScaled(params, state, Math.max(nowMs, state.lastMs)),
+    refund: (params, state, scaled) => ({
+      tokensScaled: Math.min(params.burst * params.rate.perMs, state.tokensScaled + scaled),
+      lastMs: state.lastMs,
+    }),
+  },
+
   level: {
     name: "tokens",
     label: (params) => `burst ${params.burst}`,

@@ -221,4 +221,13 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
   readonly fields?: FieldLayout<Own<P>, S>;
   /** Whether isolates may hold leases of a key's budget, and what the algorithm then promises. */
   readonly lease: LeasePolicy<P>;
+  /**
+   * The buckets: how far from full the key is at `nowMs`, and a refund of part of a request, both in units of
+   * 1/rate.perMs of a request (exact): for a refund that lands late (src/protocol/late_refund.ts).
+   */
+  readonly scaled?: {
+    deficit(params: Own<P>, state: S | null, nowMs: number): number;
+    /** `state` with `scaled` given back, never past full. */
+    refund(params: Own<P>, state: S, scaled: number): S;
+  };
 }

@@ -16,8 +16,10 @@ import {
   fingerprintOf,
   freshAtMs,
   refund,
+  scaledRefund,
 } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
+import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
 
 /** The stored record: the state and the parameters it was made under. */
 export interface LimiterRecord {
@@ -35,6 +37,8 @@ export interface LimiterRecord {
   readonly leaseAsks?: LeaseAsks;
   /** The shares granted to delegates, and the direct slice's state while rate shares are out (share.ts). */
   readonly shares?: ShareBook;
+  /** A rate rule's least deficits lately, which bound what a late refund gives back (late_refund.ts). */
+  readonly lows?: Lows;
 }
 
 /**
@@ -157,18 +161,32 @@ export function checkRecord(
     version === (record.version ?? 0);
   if (unchanged) return { result, record };
   const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state, ...(version === 0 ? {} : { version }) };
-  return { result, record: record === null ? next : keepBookkeeping(record, next) };
+  const kept = record === null ? next : keepBookkeeping(record, next);
+  // A charge notes the key's deficit just before it, for later refunds of earlier charges (late_refund.ts).
+  const lows = out.state === state ? null : noteLow(record?.lows, params, state, nowMs, false);
+  return { result, record: lows === null ? kept : { ...kept, lows } };
 }
 
-/** A new record with the old one's call ids, lease asks and shares (which are not algorithm state). */
+/** A new record with the old one's call ids, lease asks, shares and lows (which are not algorithm state). */
 function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
-  if (old.calls === undefined && old.leaseAsks === undefined && old.shares === undefined) return next;
+  if (old.calls === undefined && old.leaseAsks === undefined && old.shares === undefined && old.lows === undefined) {
+    return next;
+  }
   return {
     ...next,
     ...(old.calls === undefined ? {} : { calls: old.calls }),
     ...(old.leaseAsks === undefined ? {} : { leaseAsks: old.leaseAsks }),
     ...(old.shares === undefined ? {} : { shares: old.shares }),
+    ...(old.lows === undefined ? {} : { lows: old.lows }),
   };
+}
+
+/** `record` (after a refund) with the key's deficit now noted, for later refunds of earlier charges (a bucket's). */
+function withLow(record: LimiterRecord, rule: LimiterRule, nowMs: number): LimiterRecord {
+  const { params } = ruleFor(record, rule);
+  const state = currentState(record, params, fingerprintOf(params), nowMs);
+  const lows = noteLow(record.lows, params, state, nowMs, true);
+  return lows === null ? record : { ...record, lows };
 }
 
 /**
@@ -184,21 +202,29 @@ export function refundRecord(
 ): { readonly result: RefundResult; readonly record: LimiterRecord | null } {
   if (record === null) return { result: null, record };
   const { params } = record;
-  const state = refund(params, record.state, input.cost, input.admittedAtMs);
+  // A bucket's refund gives back no more than the key lacked from full at every instant since the charge.
+  const bucket = lowsPer(params) !== null;
+  const given = bucket ? refundable(record.lows, params, input.cost, input.admittedAtMs) : 0;
+  const state = bucket
+    ? scaledRefund(params, record.state, given)
+    : refund(params, record.state, input.cost, input.admittedAtMs);
+  const noted = (r: LimiterRecord) => withLow(r, input.rule, nowMs);
   // Peek with a cost-1 check whose new state is thrown away: n cost-1 requests fit iff the first does and n-1 follow.
   const peek = decide(params, state, 1, nowMs);
   const remaining = peek.ok && peek.decision.allowed ? peek.decision.remaining + 1 : 0;
   const freshAt = freshAtMs(params, state);
   const resetAfterMs = Math.max(0, freshAt - nowMs);
+  if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
+  if (bucket && given === 0) return { result: { remaining, resetAfterMs }, record };
   // A refund that leaves the key's state as good as fresh (an emptied log, a full bucket) drops the record only when
   // it holds nothing else: call ids (a retry must not be charged twice, and the busy mark counts them), lease asks,
   // a share book, or a rules version (the newest the object has seen) keep it, with its fresh state.
   // The state kept is then one fresh at any time (made at 0), not at `nowMs`: a clock that later reads earlier (a
   // test's, a restarted object's) must not find the key charged.
-  if (freshAt > nowMs) return { result: { remaining, resetAfterMs }, record: { ...record, state } };
+  if (freshAt > nowMs) return { result: { remaining, resetAfterMs }, record: noted({ ...record, state }) };
   return {
     result: { remaining, resetAfterMs },
-    record: bare(record) ? null : { ...record, state: freshState(params) },
+    record: bare(record) ? null : noted({ ...record, state: freshState(params) }),
   };
 }
 

@@ -253,6 +253,7 @@ function directCall(
     ...(rule.version === undefined || rule.version === 0 ? {} : { version: rule.version }),
     ...(rec.calls === undefined ? {} : { calls: rec.calls }),
     ...(rec.leaseAsks === undefined ? {} : { leaseAsks: rec.leaseAsks }),
+    ...(rec.lows === undefined ? {} : { lows: rec.lows }),
   };
   const out = callRecord(view, { ...input, rule: { ...rule, params: to } }, nowMs);
   if (out.record === view) return { result: out.result, record: rec };
@@ -262,7 +263,7 @@ function directCall(
       ? rec.state
       : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyState(rule.params, nowMs));
   const version = rule.version ?? 0;
-  const { version: _v, calls: _c, leaseAsks: _l, ...base } = rec;
+  const { version: _v, calls: _c, leaseAsks: _l, lows: _w, ...base } = rec;
   const merged: LimiterRecord = {
     ...base,
     params: rule.params,
@@ -271,6 +272,7 @@ function directCall(
     ...(version === 0 ? {} : { version }),
     ...(after.calls === undefined ? {} : { calls: after.calls }),
     ...(after.leaseAsks === undefined ? {} : { leaseAsks: after.leaseAsks }),
+    ...(after.lows === undefined ? {} : { lows: after.lows }),
     shares: { ...book, direct: { parts, state: after.state } },
   };
   return { result: out.result, record: merged };

@@ -58,6 +58,8 @@ describe("persistence", () => {
       state: { tokensScaled: 1900, lastMs: T0 },
       // The rules version its parameters came from (the build's RULES_VERSION): the object obeys the newest.
       version: expect.any(Number),
+      // The key's deficit just before its charge (full: none), which bounds what a later refund gives back.
+      lows: { s: [[2 * T0, 0]], slack: 0, per: 100 },
     });
     // The call it applied, remembered so that a retry of it is not charged twice: an entry of its own (a call writes
     // its entry and the record, never the list of every call remembered).

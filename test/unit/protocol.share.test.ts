@@ -268,6 +268,9 @@ describe("keyCall", () => {
     expect(out.record).toEqual({
       ...rec,
       calls: [{ id: "k1", atMs: T0 + 10, verdicts: "111110", leaseUnits: 0, leaseForMs: 0 }],
+      // The slice (burst 500) held 5 before the call: a later refund of an earlier charge gets at most 495 back
+      // (in halves of a request: the slice's perMs is 2).
+      lows: { s: [[2 * (T0 + 10), 990]], slack: 0, per: 2 },
       shares: { ...rec.shares, direct: { parts: 500, state: tbState(0, T0 + 10) } },
     });
   });

@@ -66,7 +66,12 @@ describe("refundRecord", () => {
     const out = refundRecord(record, { rule, cost: 1, admittedAtMs: T0 }, T0);
     expect(out.result).toEqual({ remaining: 2, resetAfterMs: 0 });
     // Kept with a state fresh at any time (made at 0): a clock that later reads earlier finds the key fresh too.
-    expect(out.record).toEqual({ ...record, state: { tokensScaled: 200, lastMs: 0 } });
+    // (The key's deficit after the refund is noted for later refunds: none, late_refund.ts.)
+    expect(out.record).toEqual({
+      ...record,
+      state: { tokensScaled: 200, lastMs: 0 },
+      lows: { s: [[2 * T0 + 1, 0]], slack: 0, per: 100 },
+    });
     const earlier = checkRecord(out.record, { rule, cost: 1 }, T0 - 60_000);
     expect(earlier.result).toEqual(checkRecord(null, { rule, cost: 1 }, T0 - 60_000).result);
   });

@@ -1,0 +1,120 @@
+/**
+ * How much of a rate rule's charge a refund may still give back (issue 18). A refund lands late (with the key's next
+ * call, or a lease's unused units at its term's end); if the bucket filled up meanwhile, the refill cap absorbed part
+ * of the charge, and giving it back in full admits more than the rule's bound.
+ *
+ * The standard: the key never holds more than a bucket that decided the same admissions without the refunded ones.
+ * A charge still weighs on the key only as far as that bucket lacked it from full at every instant since, so a refund
+ * gives back at most the least deficit since its charge (exactly, in 1/rate.perMs of a request). The record keeps
+ * the key's deficits at each operation that changed its state (between them the deficit only falls), as a staircase
+ * of suffix minima (at most `LOWS_MAX` steps); a refund lowers the steps after its charge by its cost, and one cut
+ * short may leave that bucket fuller than the key by what it did not give back (`slack`, taken off later steps
+ * until the key is full again). Window rules need none of this: a unit counts only in the window it was charged in.
+ */
+import { type AlgorithmState, scaledDeficit } from "../algorithms/index.ts";
+import type { AlgorithmParams } from "../rules/types.ts";
+
+/** Steps the staircase keeps at most (older steps merge, on the safe side). */
+export const LOWS_MAX = 8;
+
+/**
+ * `s`: `[tick, deficit]` steps, oldest first, deficits rising: from `tick` on (ticks are half ms, `2 × ms`, `+ 1` for
+ * an instant after refunds landed in it) the bucket without the refunded charges lacked at least `deficit` from full.
+ * `slack`: how much fuller than the key that bucket may be now. Both in 1/`per` of a request (`per`: the perMs of
+ * the parameters they were taken under).
+ */
+export interface Lows {
+  readonly s: readonly (readonly [number, number])[];
+  readonly slack: number;
+  readonly per: number;
+}
+
+type Step = readonly [number, number];
+
+/** The perMs deficits of `params` are counted in; `null`: not a bucket (no staircase). */
+export function lowsPer(params: AlgorithmParams): number | null {
+  if (scaledDeficit(params, null, 0) === null) return null;
+  return (params as { rate: { perMs: number } }).rate.perMs;
+}
+
+/** `lows` in 1/`per` of a request: converted from other parameters' units, rounded on the safe side. */
+function inUnits(lows: Lows | undefined, per: number): Lows {
+  if (lows === undefined) return { s: [], slack: 0, per };
+  if (lows.per === per) return lows;
+  const scale = (n: number, up: boolean) => {
+    const num = BigInt(n) * BigInt(per);
+    const q = num / BigInt(lows.per);
+    return Number(up && q * BigInt(lows.per) !== num ? q + 1n : q);
+  };
+  return { s: lows.s.map(([t, u]) => [t, scale(u, false)] as const), slack: scale(lows.slack, true), per };
+}
+
+/** Steps with every step whose deficit is not below a later one's dropped (the staircase's form). */
+function suffixMinima(steps: readonly Step[]): Step[] {
+  const out: Step[] = [];
+  for (const step of steps) {
+    while (out.length > 0 && out.at(-1)![1] >= step[1]) out.pop();
+    out.push(step);
+  }
+  return out;
+}
+
+/**
+ * The staircase with the key's deficit at `nowMs` under `params` (`state`) added, less the slack; a full key resets
+ * the slack (the bucket without the refunded charges is full too). Noted just before each charge (`afterRefunds`
+ * false: the charge's own step, at an even tick, never counts for it) and after each refund (an odd tick: it counts
+ * for charges made earlier in the same ms). `null`: not a bucket.
+ */
+export function noteLow(
+  lows: Lows | undefined,
+  params: AlgorithmParams,
+  state: AlgorithmState | null,
+  nowMs: number,
+  afterRefunds: boolean,
+): Lows | null {
+  const per = lowsPer(params);
+  const deficit = scaledDeficit(params, state, nowMs);
+  if (per === null || deficit === null) return null;
+  const kept = inUnits(lows, per);
+  const slack = deficit === 0 ? 0 : kept.slack;
+  // Steps kept are before this one: one with a tick not below it (refunds earlier in this ms, before a call's charges;
+  // an object clock that stepped back) moves to just before it, so that it never counts for a charge made now.
+  const tick = 2 * nowMs + (afterRefunds ? 1 : 0);
+  const units = Math.max(0, deficit - slack);
+  const last = kept.s.at(-1);
+  // A later charge of the same batch (same instant, more deficit) adds nothing a refund could use.
+  if (last !== undefined && last[0] === tick && last[1] <= units) return { ...kept, slack };
+  const before = kept.s.map(([t, u]): Step => [Math.min(t, tick - 1), u]);
+  const next = suffixMinima([...before, [tick, units]]);
+  // Too many steps: the two oldest merge into one at the later's time with the smaller deficit (never more back).
+  while (next.length > LOWS_MAX) next.splice(0, 2, [next[1]![0], next[0]![1]]);
+  return { s: next, slack, per };
+}
+
+/**
+ * Of a refund of `cost` requests charged at `admittedAtMs`, what the key may still take back, in 1/perMs of a
+ * request of `params`: the least deficit since (all of it when no operation came since: the refund caps it at full).
+ */
+export function refundable(lows: Lows | undefined, params: AlgorithmParams, cost: number, admittedAtMs: number) {
+  const per = lowsPer(params)!;
+  const after = inUnits(lows, per).s.find(([t]) => t > 2 * admittedAtMs);
+  return Math.max(0, after === undefined ? cost * per : Math.min(cost * per, after[1]));
+}
+
+/**
+ * The staircase after a refund of `cost` charged at `admittedAtMs`, of which `given` (1/perMs) went back: the bucket
+ * without it lacked up to `cost` less at every step since the charge, and may now be fuller than the key by what
+ * was not given back.
+ */
+export function afterRefund(
+  lows: Lows | undefined,
+  params: AlgorithmParams,
+  cost: number,
+  given: number,
+  admittedAtMs: number,
+): Lows {
+  const per = lowsPer(params)!;
+  const kept = inUnits(lows, per);
+  const steps = kept.s.map(([t, u]): Step => (t > 2 * admittedAtMs ? [t, Math.max(0, u - cost * per)] : [t, u]));
+  return { s: suffixMinima(steps), slack: kept.slack + (cost * per - given), per };
+}
