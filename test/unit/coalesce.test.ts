@@ -534,6 +534,31 @@ describe("the coalescer", () => {
     expect(h.object.record!.state).toMatchObject({ count: 14 });
   });
 
+  it("ends a lease held under an older rules version when a newer one comes: its units go back with that call", async () => {
+    const params = fixedWindow(100, 60_000);
+    const h = harness(params);
+    const lease = { ttlMs: 1000, units: 10, above: null };
+    const first = h.ask(1, lease);
+    await h.clock.runUntil(T0 + 50);
+    expect((await first).kind).toBe("answered");
+    expect(h.coalescer.leaseOf("r:key")).toMatchObject({ unitsLeft: 10 });
+    // Then under version 1 (the lease came under none, 0): the lease ends, and the request goes to the object.
+    const v1 = h.coalescer.ask({
+      transport: h.transport,
+      name: "r:key",
+      rule: { ...rule(params), version: 1 },
+      cost: 1,
+      timeoutMs: 250,
+      lease,
+    });
+    await h.clock.runUntil(T0 + 100);
+    const answered = await v1;
+    expect(answered.kind === "answered" && answered.source).toBe("object");
+    // The call carried the lease's 10 unused units back, and asked for the next lease under version 1.
+    expect(h.applied[1]!.input).toMatchObject({ giveBack: [{ units: 10 }], rule: { version: 1 } });
+    expect(h.counters.lease_units_returned).toBe(10);
+  });
+
   it("gives a lease's unused units back when it ends and the key has gone quiet here", async () => {
     const h = harness(fixedWindow(100, 60_000), 1);
     const lease = { ttlMs: 1000, units: 10, above: { amount: 1, periodMs: 1000, tokens: 1, perMs: 1000 } };

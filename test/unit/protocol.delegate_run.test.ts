@@ -112,6 +112,36 @@ describe("DelegateRun.check", () => {
     expect(out.results[0]).toMatchObject({ ok: true, decision: { allowed: true, remaining: 1 } });
   });
 
+  it("a batch's units given back are taken before its renewal, and go back with it (once)", async () => {
+    const v2: LimiterRule = { ...rule, version: 2 };
+    const h = harness([windowGrant(5), windowGrant(8, { rule: v2 })]);
+    const first = await h.run.check(who, { ...batch([1]), lease: { units: 3, ttlMs: 500 } });
+    expect(first.lease).toEqual({ units: 3, atMs: T0 + 3, forMs: 500 });
+    // 1 unit left of the first share; the isolate gives 2 of its sub-lease's 3 back with a batch of a newer version.
+    const out = await h.run.check(who, {
+      rule: v2,
+      id: "b2",
+      costs: [1],
+      giveBack: [{ units: 2, atMs: T0 + 3 }],
+    });
+    // Renewed for the newer version: the share's 1 and the batch's 2 went back with that ask.
+    expect(h.asks[1]?.giveBack).toEqual([{ units: 3, atMs: T0 + 3 }]);
+    expect(out.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
+    expect(h.stored().share).toMatchObject({ units: 8, unitsLeft: 7 });
+    expect(h.stored().giveBack).toEqual([]);
+    expect(h.stored().taken).toBeUndefined();
+  });
+
+  it("a batch passed through goes without the units it gave back: they go to the key's object with the next ask", async () => {
+    const h = harness([NONE, NONE]);
+    await h.run.check(who, { ...batch([1]), giveBack: [{ units: 2, atMs: T0 - 5 }] });
+    expect(h.calls).toEqual([{ object: "w:key", input: { ...batch([1]), giveBack: [] } }]);
+    // The first ask carried them already (nothing to take them into); none is kept to give twice.
+    expect(h.asks[0]?.giveBack).toEqual([{ units: 2, atMs: T0 - 5 }]);
+    expect(h.asks[1]?.giveBack).toEqual([]);
+    expect(h.stored().giveBack).toEqual([]);
+  });
+
   it("passes the batch through when the share is still short after two renewals", async () => {
     const h = harness([windowGrant(1), windowGrant(2), windowGrant(9)]);
     await h.run.check(who, batch([3]));
