@@ -11,6 +11,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 const TABLES = "test/unit/protocol.*.test.ts"; // protocol.calls, .record, .store, .share, .delegate, ...: exact tables
 const ORDER = [
   "store.test.ts",
+  "late_refund.test.ts",
   "protocol.versions.test.ts",
   "share.test.ts",
   "tier.test.ts",

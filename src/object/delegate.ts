@@ -67,6 +67,19 @@ export class SluiceDelegate extends DurableObject<DelegateEnv> {
     return this.run.check({ object, holder, rule: call.rule }, call);
   }
 
+  /**
+   * Forget this delegate's share and everything it keeps (an admin reset of its key, which forgot the charge): its
+   * next batch starts fresh, asking the key's object for a new share. `true` if there was a share or calls.
+   */
+  async reset(): Promise<boolean> {
+    const record = this.load();
+    const existed = record.share !== null || record.calls.length > 0;
+    this.record = NEW_DELEGATE;
+    await this.ctx.storage.deleteAlarm();
+    await this.ctx.storage.deleteAll();
+    return existed;
+  }
+
   override async alarm(): Promise<void> {
     const record = this.load();
     const who = this.ctx.storage.kv.get<DelegateWho>(WHO_KEY);

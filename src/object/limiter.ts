@@ -99,6 +99,11 @@ export class SluiceLimiter extends DurableObject {
     return keyPeek(this.load(), input.rule, this.clock());
   }
 
+  /** The delegates holding a share of this key (their holder ids, `weur.0`): what an admin reset also forgets. */
+  shareHolders(): string[] {
+    return (this.load()?.shares?.entries ?? []).map((e) => e.holder);
+  }
+
   /** Forget the key: its next request starts fresh. `true` if there was state to forget. */
   async reset(): Promise<boolean> {
     const existed = this.load() !== null;

@@ -164,4 +164,26 @@ describe("the delegate tier", () => {
     expect(first + second + rest + held).toBe(limit);
     pinIsolateShard(0);
   });
+
+  it("an admin reset of a hot key forgets its delegates' shares too, not only the key's object", async () => {
+    nowMs = T0;
+    setNow(T0);
+    const key = await knownKey();
+    const rules = compileRules(resolvedFrom(RULES_YAML(300)), 1);
+    expect(await send(rules, key, BUSY_CALLS_PER_S + 10)).toBe(BUSY_CALLS_PER_S + 10);
+    expect((await delegateRecord(key))?.share?.kind).toBe("window");
+    const admin = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
+    const reset = await gatewayFetch(
+      rules,
+      req("POST", `/_sluice/reset?rule=hotwin&key=${encodeURIComponent(key)}`, admin),
+    );
+    expect(reset.status).toBe(200);
+    expect(await reset.json()).toMatchObject({ reset: true, existed: true });
+    // The delegate's share (units the forgotten record had charged) is gone with it: it admits nothing from it.
+    expect(await delegateRecord(key)).toBeUndefined();
+    // The window starts again from the key's fresh object: never more than the limit from here.
+    const after = await send(rules, key, 320);
+    expect(after).toBeLessThanOrEqual(300);
+    expect(after).toBeGreaterThan(200);
+  });
 });

@@ -15,7 +15,7 @@
 import { BLOCKED_CACHE_MAX_ENTRIES } from "../../isolate/blocked_cache.ts";
 import type { Isolate } from "../../isolate/isolate.ts";
 import { logEvent } from "../../isolate/metrics.ts";
-import { limiterStub, objectNameOf } from "../../object/names.ts";
+import { delegateNameOf, delegateStub, limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
 import { describeRule } from "../../replay/run.ts";
@@ -299,7 +299,7 @@ async function stateOrReset(
   const existed =
     rule.scope === "local"
       ? isolate.local.delete(compiled, settings.maxKeys, keyHash)
-      : await limiterStub(env.LIMITER, rule.id, keyHash).reset();
+      : await resetGlobal(env, rule.id, keyHash);
   logEvent("log", { event: "admin_reset", rule: rule.id, key: keyHash, existed });
   return json({ ...base, reset: true, existed });
 }
@@ -375,4 +375,25 @@ async function countedKeyHash(
   }
   if (key === null) return { error: `key= is not a ${identity} the gateway would count by.` };
   return keyHashOf(settings.keyHashSecret, key);
+}
+
+/**
+ * Reset a global key: its object, then the delegates it knew holding a share (their shares' units or slices, charged
+ * or promised by the record just forgotten, would keep admitting until their terms end). A delegate that got a share
+ * between the two keeps it until its term ends (under-admission only if it then asks again: the object forgot it).
+ */
+async function resetGlobal(env: Env, ruleId: string, keyHash: string): Promise<boolean> {
+  const stub = limiterStub(env.LIMITER, ruleId, keyHash);
+  const holders = env.DELEGATE === undefined ? [] : await stub.shareHolders();
+  const existed = await stub.reset();
+  const object = objectNameOf(ruleId, keyHash);
+  await Promise.all(
+    holders.map((holder) => {
+      const dot = holder.lastIndexOf(".");
+      const region = holder.slice(0, dot) === "any" ? null : holder.slice(0, dot);
+      const name = delegateNameOf(object, region, Number(holder.slice(dot + 1)));
+      return delegateStub(env.DELEGATE!, name, region).reset();
+    }),
+  );
+  return existed;
 }
