@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { decide, refund, scaledDeficit, scaledRefund } from "../../src/algorithms/index.ts";
-import { LOWS_MAX, type Lows, noteLow, refundable } from "../../src/protocol/late_refund.ts";
+import { afterRefund, LOWS_MAX, type Lows, noteLow, refundable } from "../../src/protocol/late_refund.ts";
 import { callRecord, type LimiterRecord, peekRecord, refundRecord } from "../../src/protocol/store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
@@ -230,5 +230,91 @@ describe("the staircase of deficits", () => {
     // Deficits 0..11 requests at T0..T0+11: a charge at T0 + 1 sees the least after it, 2, or less (merged).
     expect(refundable(lows, twenty, 20, T0 + 1)).toBeLessThanOrEqual(200);
     expect(refundable(lows, twenty, 20, T0 + 10)).toBe(1100);
+  });
+});
+
+describe("the staircase's edges (each value written out)", () => {
+  const p100 = tokenBucket(10, 1000, 5); // perMs 100
+  const p30 = tokenBucket(10, 3000, 5); // 10 per 3 s: perMs 300
+  const at = (tokensScaled: number, lastMs: number) => ({ tokensScaled, lastMs });
+  const base: Lows = { s: [[2 * T0, 150]], slack: 7, per: 100 };
+
+  it("is none for an algorithm that is not a bucket", () => {
+    expect(noteLow(base, fixedWindow(5, 1000), null, T0, false)).toBeNull();
+  });
+
+  it("converts steps (rounded down) and slack (rounded up) to other parameters' units", () => {
+    // 150/100 of a request = 450/300; slack 7/100 = 21/300. Deficit now 300 - 0 ... (p30 burst 5: 1500 full).
+    const out = noteLow(base, p30, at(1500 - 600, T0 + 10), T0 + 10, false)!;
+    expect(out).toEqual({
+      s: [
+        [2 * T0, 450],
+        [2 * (T0 + 10), 600 - 21],
+      ],
+      slack: 21,
+      per: 300,
+    });
+    const odd: Lows = { s: [[2 * T0, 1]], slack: 1, per: 300 };
+    expect(noteLow(odd, p100, at(500 - 200, T0 + 10), T0 + 10, false)).toEqual({
+      s: [
+        [2 * T0, 0],
+        [2 * (T0 + 10), 199],
+      ],
+      slack: 1,
+      per: 100,
+    });
+    expect(refundable(base, p30, 5, T0 - 1)).toBe(450);
+  });
+
+  it("takes the slack off a new step, and a full key drops it", () => {
+    expect(noteLow(base, p100, at(300, T0 + 10), T0 + 10, false)).toEqual({
+      s: [
+        [2 * T0, 150],
+        [2 * (T0 + 10), 193],
+      ],
+      slack: 7,
+      per: 100,
+    });
+    expect(noteLow(base, p100, at(500, T0 + 10), T0 + 10, false)).toEqual({
+      s: [[2 * (T0 + 10), 0]],
+      slack: 0,
+      per: 100,
+    });
+  });
+
+  it("adds no step for a later charge of the same instant, and moves steps not before a new one to just before it", () => {
+    const one = noteLow(undefined, p100, at(300, T0), T0, false)!; // 200
+    expect(noteLow(one, p100, at(200, T0), T0, false)).toEqual({ s: [[2 * T0, 200]], slack: 0, per: 100 });
+    expect(noteLow(one, p100, at(300, T0), T0, false)).toEqual({ s: [[2 * T0, 200]], slack: 0, per: 100 });
+    const refunded = noteLow(undefined, p100, at(100, T0), T0, true)!; // 400, at the odd tick
+    expect(noteLow(refunded, p100, at(50, T0), T0, false)).toEqual({
+      s: [
+        [2 * T0 - 1, 400],
+        [2 * T0, 450],
+      ],
+      slack: 0,
+      per: 100,
+    });
+  });
+
+  it("after a refund: the steps after its charge lose its cost, those before keep theirs, the rest is slack", () => {
+    const lows: Lows = {
+      s: [
+        [2 * T0, 100],
+        [2 * T0 + 1, 250],
+        [2 * (T0 + 5), 400],
+      ],
+      slack: 0,
+      per: 100,
+    };
+    expect(afterRefund(lows, p100, 2, 150, T0)).toEqual({
+      s: [
+        [2 * T0 + 1, 50],
+        [2 * (T0 + 5), 200],
+      ],
+      slack: 50,
+      per: 100,
+    });
+    expect(afterRefund(lows, p100, 1, 100, T0 + 5)).toEqual({ ...lows, slack: 0 });
   });
 });
