@@ -72,7 +72,10 @@ export class DelegateRun {
       await this.renew(who, false, cost + extra);
     }
     const record = load();
-    if (record.share === null || delegateNeed(record, call.rule, call.costs, clock()) === "renew") {
+    if (
+      record.share === null ||
+      (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock()))
+    ) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
       if (backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
       // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
@@ -115,6 +118,23 @@ export class DelegateRun {
       this.ports.failed?.(messageOf(error));
     }
   }
+}
+
+/**
+ * A live window share, under the batch's rules version, that the renewals before this batch left with too few units
+ * for it: the batch is decided from it (what fits admitted, the rest refused until the next renewal) rather than
+ * passed through to the key's object, which all of a region's waiting batches would otherwise reach at once. A
+ * request costing more than the share's last grant still goes through (no grant may ever be big enough for it).
+ */
+function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
+  const share = record.share;
+  return (
+    share !== null &&
+    share.kind === "window" &&
+    nowMs < share.endsAtMs &&
+    (call.rule.version ?? 0) <= (share.rule.version ?? 0) &&
+    call.costs.every((cost) => cost <= share.units)
+  );
 }
 
 /**

@@ -149,6 +149,14 @@ describe("DelegateRun.check", () => {
     expect(h.calls).toHaveLength(1);
   });
 
+  it("decides from a share two renewals left dry: what fits admitted, the rest refused, nothing passed through", async () => {
+    const h = harness([windowGrant(1), windowGrant(2), windowGrant(9)]);
+    const out = await h.run.check(who, batch([1, 1, 1]));
+    expect(h.asks).toHaveLength(2);
+    expect(h.calls).toHaveLength(0);
+    expect(out.results.map((r) => r.ok && r.decision.allowed)).toEqual([true, true, false]);
+  });
+
   it("a renewal that finds the object overloaded: no share, why; batches refused for the backoff, then it asks again", async () => {
     const h = harness([Object.assign(new Error("object down"), { overloaded: true }), windowGrant(3)]);
     const out = await h.run.check(who, batch([1, 1.5]));
