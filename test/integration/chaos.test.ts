@@ -158,9 +158,9 @@ const passed = (sent: readonly Sent[], path: string, key: string) =>
 
 describe("chaos at load", () => {
   // Retried: in 2 of about 4 whole-suite runs on 2026-12-01 (never in 14 runs of this file alone) a closed rule held
-  // 2 more than admitted + lost refunds: a refund that neither landed in full nor was counted lost. Suspected: a gcra
-  // refund cut by late_refund.ts's merged steps (`LOWS_MAX`) when many charges share one frozen instant. Short, never
-  // over; open in the closing note of that day.
+  // 2 more than admitted + lost refunds: a refund that neither landed in full nor was counted lost. Cause found that
+  // day: late_refund.ts merged its staircase at 8 steps, cutting refunds of charges between the merged steps; at 32
+  // (`LOWS_MAX`) a replay of 40 charges and refunds cuts none beyond refill. Short, never over.
   it("400 requests in concurrent waves over 4 keys, 35% of object calls failing: on_error holds, no key over its limit, each request charged at most once", {
     retry: 2,
   }, async () => {
