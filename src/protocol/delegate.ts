@@ -23,7 +23,7 @@ import {
 import { type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
-import { callDemand, subleaseFrom, takeBack } from "./sublease.ts";
+import { callDemand, type SubleaseSource, subleaseFrom, takeBack } from "./sublease.ts";
 
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
 export const DELEGATE_CALL_MEMORY = 32;
@@ -51,28 +51,13 @@ export {
   renewDue,
 } from "./delegate_demand.ts";
 
-/** The share a delegate holds. */
-export interface HeldShare {
-  readonly kind: "rate" | "window";
-  /** The rule the share is under (the newest version the key's object had seen). */
-  readonly rule: LimiterRule;
-  /** Rate share: parts of `SHARE_PARTS`. */
-  readonly parts: number;
-  /** Rate share: the bucket under the sliced parameters (`null` with no parts). */
-  readonly state: AlgorithmState | null;
-  /** Window share: units granted, and those still to admit from. */
-  readonly units: number;
-  readonly unitsLeft: number;
-  /** Window share: the window was spent at the grant: refuse beyond these units until the term ends. */
-  readonly short: boolean;
-  /** The object's clock at the grant (a window share's refunds name it), ms. */
-  readonly atMs: number;
+/** The share a delegate holds: what a sub-lease is granted from (sublease.ts `SubleaseSource`), and its renewal. */
+export interface HeldShare extends SubleaseSource {
   /** The demand the share was asked with, per term (absent in a record from before it was kept). */
   readonly demand?: number;
   /** The id of the ask the share answered (sent back as `ShareAsk.holding`; absent in an older record). */
   readonly askId?: string;
-  /** This delegate's clock when the share ends (the ask's sending time plus its term), and when to renew, ms. */
-  readonly endsAtMs: number;
+  /** This delegate's clock when to renew, ms. */
   readonly renewAtMs: number;
 }
 

@@ -34,17 +34,23 @@ import {
  */
 export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
 
-/** What a sub-lease is granted from: the parts of a delegate's share it needs (delegate.ts `HeldShare`). */
+/** What a sub-lease is granted from: the share a delegate holds, as far as a sub-lease needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
   readonly kind: "rate" | "window";
+  /** The rule the share is under (the newest version the key's object had seen). */
   readonly rule: LimiterRule;
+  /** Rate share: parts of `SHARE_PARTS`. */
   readonly parts: number;
+  /** Rate share: the bucket under the sliced parameters (`null` with no parts). */
   readonly state: AlgorithmState | null;
+  /** Window share: units granted, and those still to admit from. */
   readonly units: number;
   readonly unitsLeft: number;
-  /** A window share: the window was spent at its grant. */
+  /** Window share: the window was spent at the grant: refuse beyond these units until the term ends. */
   readonly short: boolean;
+  /** The object's clock at the grant (a window share's refunds name it), ms. */
   readonly atMs: number;
+  /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
 }
 
