@@ -6,6 +6,7 @@
  * read as no mark, and the isolate learns from its own first call as before.
  */
 import { HOT_MARK_TTL_MS, type HotMarkStore, type StoredMark } from "../isolate/hot_marks.ts";
+import { type Sleep, systemSleep } from "../isolate/time.ts";
 
 /** The cache key of a mark (a name no request can reach: the Cache API is only ever asked by this code). */
 export function markUrl(name: string): string {
@@ -24,18 +25,21 @@ export function parseMark(body: string): StoredMark | null {
   }
 }
 
+/**
+ * How long reading a mark may take, ms, before it counts as no mark: the read sits on the request path (before a new
+ * key's first call), so a stalled cache must never hold a request.
+ */
+export const HOT_MARK_READ_MS = 50;
+
 /** The data center's marks through `cache` (default: `caches.default` when the runtime has it; else none). */
-export function cacheMarks(cache: Cache | null = defaultCache()): HotMarkStore | null {
+export function cacheMarks(
+  cache: Cache | null = defaultCache(),
+  sleep: Sleep = systemSleep,
+  readMs = HOT_MARK_READ_MS,
+): HotMarkStore | null {
   if (cache === null) return null;
   return {
-    async read(name) {
-      try {
-        const hit = await cache.match(markUrl(name));
-        return hit === undefined ? null : parseMark(await hit.text());
-      } catch {
-        return null;
-      }
-    },
+    read: (name) => Promise.race([readMark(cache, name), sleep(readMs).then(() => null)]),
     async write(name, mark) {
       const maxAge = Math.floor(HOT_MARK_TTL_MS / 1000);
       const response = new Response(JSON.stringify({ spread: mark.spread }), {
@@ -48,6 +52,15 @@ export function cacheMarks(cache: Cache | null = defaultCache()): HotMarkStore |
       }
     },
   };
+}
+
+async function readMark(cache: Cache, name: string): Promise<StoredMark | null> {
+  try {
+    const hit = await cache.match(markUrl(name));
+    return hit === undefined ? null : parseMark(await hit.text());
+  } catch {
+    return null;
+  }
 }
 
 function defaultCache(): Cache | null {

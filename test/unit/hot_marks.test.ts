@@ -57,6 +57,9 @@ describe("hot marks: when to write one, what a read gives", () => {
 });
 
 /** A fake Cache API: a map of URL to body and max-age. */
+/** A sleep that never ends: the cache always answers first. */
+const never = () => new Promise<void>(() => {});
+
 function fakeCache(fail = false) {
   const stored = new Map<string, { body: string; cacheControl: string | null }>();
   const cache = {
@@ -76,7 +79,7 @@ function fakeCache(fail = false) {
 describe("the Cache API's store", () => {
   it("writes a mark under the object's name for the mark's ttl, and reads it back", async () => {
     const { cache, stored } = fakeCache();
-    const marks = cacheMarks(cache)!;
+    const marks = cacheMarks(cache, never)!;
     expect(await marks.read("limiter:r:abc")).toBeNull();
     await marks.write("limiter:r:abc", { spread: true });
     expect(stored.get(markUrl("limiter:r:abc"))).toEqual({ body: '{"spread":true}', cacheControl: "max-age=5" });
@@ -85,7 +88,7 @@ describe("the Cache API's store", () => {
   });
 
   it("reads no mark when the cache fails or holds something else; writes fail quietly; no cache, no store", async () => {
-    const down = cacheMarks(fakeCache(true).cache)!;
+    const down = cacheMarks(fakeCache(true).cache, never)!;
     await down.write("n", { spread: false });
     expect(await down.read("n")).toBeNull();
     const table: [string, unknown][] = [
@@ -98,6 +101,20 @@ describe("the Cache API's store", () => {
     ];
     for (const [body, mark] of table) expect([body, parseMark(body)]).toEqual([body, mark]);
     expect(cacheMarks(null)).toBeNull();
+  });
+
+  it("reads no mark from a cache that stalls, once its read budget is slept, and a mark from one that answers", async () => {
+    const stalled = { match: () => new Promise(() => {}), put: async () => {} } as unknown as Cache;
+    const slept: number[] = [];
+    const sleep = async (ms: number) => {
+      slept.push(ms);
+    };
+    expect(await cacheMarks(stalled, sleep, 20)!.read("n")).toBeNull();
+    expect(slept).toEqual([20]);
+    const { cache } = fakeCache();
+    const marks = cacheMarks(cache, never)!;
+    await marks.write("n", { spread: false });
+    expect(await marks.read("n")).toEqual({ spread: false });
   });
 });
 
