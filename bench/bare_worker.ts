@@ -43,3 +43,19 @@ export function ipv6Of(i: number): string {
   const n = i + 1;
   return `2001:db8:${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}::1`;
 }
+
+/**
+ * A bare Worker's counter object (the Durable Object the object benchmarks compare Sluice's with): one number in its
+ * storage; with `alarmAt` (a JavaScript expression for the alarm's time), an alarm that deletes it, as Sluice's does.
+ */
+export const bareCounterWorker = (alarmAt: string | null) => `import { DurableObject } from "cloudflare:workers";
+export class Counter extends DurableObject {
+  async check(n) {
+    const next = (this.ctx.storage.kv.get("n") ?? 0) + n;
+    this.ctx.storage.kv.put("n", next);
+    ${alarmAt !== null ? `if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(${alarmAt});` : ""}
+    return next;
+  }
+  ${alarmAt !== null ? "async alarm() { await this.ctx.storage.deleteAll(); }" : ""}
+}
+${BARE_FETCH}`;

@@ -22,7 +22,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { seeded } from "../test/support/random.ts";
-import { BARE_FETCH, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
+import { BARE_FETCH, bareCounterWorker, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 import {
   dropBuildStep,
@@ -54,17 +54,10 @@ const MAX_IN_FLIGHT = 64;
 const SAMPLE_MS = 2_000;
 const IDLE_EVICTION_MS = 10_000;
 
-const BARE_WORKER = (alarm: boolean) => `import { DurableObject } from "cloudflare:workers";
-export class Counter extends DurableObject {
-  async check(n) {
-    const next = (this.ctx.storage.kv.get("n") ?? 0) + n;
-    this.ctx.storage.kv.put("n", next);
-    ${alarm ? "if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + 60_000 + (Number.parseInt(this.ctx.id.toString().slice(-8), 16) % 60_000));" : ""}
-    return next;
-  }
-  ${alarm ? "async alarm() { await this.ctx.storage.deleteAll(); }" : ""}
-}
-${BARE_FETCH}`;
+const BARE_WORKER = (alarm: boolean) =>
+  bareCounterWorker(
+    alarm ? "Date.now() + 60_000 + (Number.parseInt(this.ctx.id.toString().slice(-8), 16) % 60_000)" : null,
+  );
 
 /**
  * Sluice's object's storage pattern without Sluice's code (src/object/limiter.ts): on its first call it reads its

@@ -13,7 +13,7 @@
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { BARE_FETCH, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
+import { bareCounterWorker, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 import {
   dropBuildStep,
@@ -34,17 +34,7 @@ const STEP = 1_000;
 const CLIENTS = 16;
 const IDLE_MS = 15_000;
 
-const BARE_WORKER = (alarm: boolean) => `import { DurableObject } from "cloudflare:workers";
-export class Counter extends DurableObject {
-  async check(n) {
-    const next = (this.ctx.storage.kv.get("n") ?? 0) + n;
-    this.ctx.storage.kv.put("n", next);
-    ${alarm ? "if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + 600_000);" : ""}
-    return next;
-  }
-  ${alarm ? "async alarm() { this.ctx.storage.deleteAll(); }" : ""}
-}
-${BARE_FETCH}`;
+const BARE_WORKER = (alarm: boolean) => bareCounterWorker(alarm ? "Date.now() + 600_000" : null);
 
 const BARE_TOML = bareToml("bare");
 
