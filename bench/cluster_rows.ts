@@ -5,6 +5,7 @@
 import { capacityOf } from "../src/algorithms/index.ts";
 import { SHARE_TERM_MS } from "../src/protocol/share.ts";
 import { type ClusterOutcome, type ClusterRun, DELEGATE_RTT_MS, type Scenario } from "../src/sim/cluster.ts";
+import type { FirstSecondCalls } from "../src/sim/first_second.ts";
 import { round } from "./common.ts";
 
 export interface ClusterRow {
@@ -21,11 +22,18 @@ export interface ClusterRow {
   readonly keyFirstSecond: number;
   /** The key's object's busiest second after the first (the cold start apart; the goal counts it too). */
   readonly keyBusiestAfterFirst: number;
+  /**
+   * The key's object's first-second calls by kind (src/sim/first_second.ts): isolates' first calls made while their
+   * region had no hot mark (the cold start's floor), their later direct calls, batches passed through, share asks and
+   * refunds.
+   */
+  readonly keyFirstSecondBy: FirstSecondCalls;
   /** Of the key's object's calls: delegates' share asks, and refunds in a call of their own. */
   readonly keyShareAsks: number;
   readonly keyRefundCalls: number;
-  /** The busiest delegate's busiest second, and all delegates' calls. */
+  /** The busiest delegate's busiest second (the first second included, and after it), and all delegates' calls. */
   readonly delegateBusiestSecond: number;
+  readonly delegateBusiestAfterFirst: number;
   readonly delegateCalls: number;
   /** Overloaded calls on any object, and those after the first second. */
   readonly overloaded: number;
@@ -145,9 +153,11 @@ export function rowOf(
     keyBusiestSecond: out.key.server.busiestSecond(t0),
     keyFirstSecond: out.key.server.callsInSecond(t0),
     keyBusiestAfterFirst: busiestFrom(out.key.appliedAtMs, t0 + 1000),
+    keyFirstSecondBy: out.keyFirstSecondBy,
     keyShareAsks: key.shares,
     keyRefundCalls: key.refunds,
     delegateBusiestSecond: Math.max(0, ...out.delegates.map((d) => d.server.busiestSecond(t0))),
+    delegateBusiestAfterFirst: Math.max(0, ...out.delegates.map((d) => busiestFrom(d.server.appliedAtMs, t0 + 1000))),
     delegateCalls: out.delegates.reduce((n, d) => n + d.server.counters.calls, 0),
     overloaded,
     overloadedAfterFirstSecond: overloaded - out.overloadedFirstSecond,

@@ -22,8 +22,10 @@ import { hashString } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import type { LimiterRule } from "../protocol/store.ts";
+import { Answers } from "./answers.ts";
 import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
+import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
 import { SimMarks } from "./hot_marks.ts";
 import { SimObject } from "./object.ts";
 import type { SimServerOptions } from "./server.ts";
@@ -89,6 +91,8 @@ export interface ClusterOutcome {
   readonly eventAtMs: number | null;
   /** When the newest rule version reached its first isolate (`Infinity`: never). */
   readonly newestFromMs: number;
+  /** The key's object's calls applied in the run's first second, by kind (first_second.ts). */
+  readonly keyFirstSecondBy: FirstSecondCalls;
 }
 
 /** Poisson arrivals at `loadPerS`, spread unevenly over isolates (isolate i's share is proportional to 1/(i + 10)). */
@@ -143,13 +147,16 @@ class World {
   /** When each result was decided (the key's object's or a delegate's clock). */
   readonly decidedAt = new WeakMap<object, number>();
   isolates: Isolate[];
+  readonly firstSecond: FirstSecondCount;
   private ids = 0;
 
   constructor(private readonly run: ClusterRun) {
     this.clock = new EventClock(run.t0Ms);
     this.random = mulberry32(run.seed);
-    this.key = new SimObject(this.clock, OBJECT, (_input, result) => {
+    this.firstSecond = new FirstSecondCount(run.t0Ms + 1000);
+    this.key = new SimObject(this.clock, OBJECT, (input, result) => {
       for (const r of result.results) this.decidedAt.set(r, this.clock.nowMs());
+      this.firstSecond.applied(input, this.clock.nowMs());
     });
     // Region r's shard s is delegates[r * DELEGATE_SHARDS + s].
     this.delegates = REGIONS.flatMap((region, r) =>
@@ -221,13 +228,17 @@ class World {
           ? midMs + Math.floor(this.random() * 1000)
           : Number.POSITIVE_INFINITY;
     // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to spread to.
+    const counted = this.firstSecond.isolate(this.marks[region]!);
     const route = (s: number): DelegateRoute => ({
-      transport: this.delegates[region * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)),
+      transport: counted(
+        this.delegates[region * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)),
+        false,
+      ),
       name: `delegate:${REGIONS[region]}.${s}`,
     });
     const shard = hashString(`isolate-${i}-${this.ids}`) % DELEGATE_SHARDS;
     const delegate = run.tier ? (shard === 0 ? route(0) : { ...route(0), spread: route(shard) }) : null;
-    const transport = this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!));
+    const transport = counted(this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), true);
     return { coalescer, region, clock: isoClock, written: new WrittenMarks(), transport, delegate, switchAtMs };
   }
 
@@ -317,47 +328,8 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
     overloadedFirstSecond,
     eventAtMs,
     newestFromMs,
+    keyFirstSecondBy: world.firstSecond.of(world.key.server.callsInSecond(run.t0Ms)),
   };
-}
-
-/** What the requests were answered: admissions (when they count), verdicts, latencies, failures. */
-class Answers {
-  readonly admissions: number[] = [];
-  readonly latencies: number[] = [];
-  readonly verdicts: string[] = [];
-  readonly failedOpen: Record<string, number> = {};
-  fromLease = 0;
-  private refundNext = false;
-
-  /** `halfRefunded`: every other admission is refunded (another rule denied it). */
-  constructor(
-    private readonly halfRefunded: boolean,
-    private readonly decidedAt: WeakMap<object, number>,
-  ) {}
-
-  take(answer: Asked, arrivedAtMs: number, nowMs: number): void {
-    this.latencies.push(nowMs - arrivedAtMs);
-    if (answer.kind === "failed") {
-      this.failedOpen[answer.failure] = (this.failedOpen[answer.failure] ?? 0) + 1;
-      this.admissions.push(nowMs); // on_error: open
-      this.verdicts.push("f");
-      return;
-    }
-    if (answer.source === "lease") this.fromLease++;
-    const r = answer.result;
-    const allowed = r.ok && r.decision.allowed;
-    this.verdicts.push(allowed ? "1" : "0");
-    if (!allowed) return;
-    if (this.halfRefunded) {
-      this.refundNext = !this.refundNext;
-      if (this.refundNext) {
-        void answer.refund();
-        return;
-      }
-    }
-    // A decision counts when it was made: by the key's object or a delegate (its clock), or from this isolate's lease.
-    this.admissions.push(answer.source === "lease" ? nowMs : (this.decidedAt.get(r) ?? r.atMs));
-  }
 }
 
 /**

@@ -24,6 +24,12 @@ export class SimMarks implements HotMarkStore {
     return { spread: mark.spread };
   }
 
+  /** Whether a mark for `name` is live now (the bench's accounting: no read, no latency). */
+  holds(name: string): boolean {
+    const mark = this.marks.get(name);
+    return mark !== undefined && this.clock.nowMs() < mark.expiresAtMs;
+  }
+
   async write(name: string, mark: StoredMark): Promise<void> {
     this.writes++;
     await this.clock.sleep(MARK_LATENCY_MS);
