@@ -12,6 +12,8 @@ const TABLES = "test/unit/protocol.*.test.ts"; // protocol.calls, .record, .stor
 const ORDER = [
   "store.test.ts",
   "late_refund.test.ts",
+  "hot_marks.test.ts",
+  "delegate_call.test.ts",
   "protocol.versions.test.ts",
   "share.test.ts",
   "tier.test.ts",

@@ -157,13 +157,11 @@ const passed = (sent: readonly Sent[], path: string, key: string) =>
   sent.filter((s) => s.key === key && s.path === path && s.status === 200).length;
 
 describe("chaos at load", () => {
-  // Retried: in 2 of about 4 whole-suite runs on 2026-12-01 (never in 14 runs of this file alone) a closed rule held
-  // 2 more than admitted + lost refunds: a refund that neither landed in full nor was counted lost. Cause found that
-  // day: late_refund.ts merged its staircase at 8 steps, cutting refunds of charges between the merged steps; at 32
-  // (`LOWS_MAX`) a replay of 40 charges and refunds cuts none beyond refill. Short, never over.
-  it("400 requests in concurrent waves over 4 keys, 35% of object calls failing: on_error holds, no key over its limit, each request charged at most once", {
-    retry: 2,
-  }, async () => {
+  // Deterministic without the delegate tier (flood): 45 seeds of this case, and whole-suite runs, all pass. With the
+  // tier (the flake of 2026-12-01, retried then) 2 of 10 seeds held more than admitted + lost refunds: a delegate's
+  // window share keeps the units charged for it until its term ends, which a frozen clock never reaches (seed 13:
+  // chaos-closed charged 7, admitted 4, lost 1, the share holding 2). Short, never over.
+  it("400 requests in concurrent waves over 4 keys, 35% of object calls failing: on_error holds, no key over its limit, each request charged at most once", async () => {
     const keys = [
       await knownKey("sk_chaos"),
       await knownKey("sk_chaos"),
@@ -196,16 +194,17 @@ describe("chaos at load", () => {
         const path = Object.keys(ROUTES).find((p) => ROUTES[p]!.includes(rule.rule.id))!;
         const name = objectNameOf(rule.rule.id, await sha256Hex(key));
         const lost = ledger.applied.get(name)?.lostRefunds ?? 0;
+        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, passed ${passed(sent, path, key)}, admitted ${admitted}, lost ${lost}, ${JSON.stringify(ledger.applied.get(name))}`;
         if (rule.rule.onError === "closed") {
           // Every admitted request was admitted by this rule, once; every other one was given back (late ones too),
           // unless the call carrying its refund failed before the object saw it.
-          expect(charged).toBeGreaterThanOrEqual(passed(sent, path, key));
-          expect(charged).toBeLessThanOrEqual(passed(sent, path, key) + lost);
+          expect(charged, seen).toBeGreaterThanOrEqual(passed(sent, path, key));
+          expect(charged, seen).toBeLessThanOrEqual(passed(sent, path, key) + lost);
         } else {
           // Admitted with its decision: charged; admitted while it failed: charged at most once (a late answer);
           // not admitted: given back.
-          expect(charged).toBeGreaterThanOrEqual(admitted);
-          expect(charged).toBeLessThanOrEqual(passed(sent, path, key) + lost);
+          expect(charged, seen).toBeGreaterThanOrEqual(admitted);
+          expect(charged, seen).toBeLessThanOrEqual(passed(sent, path, key) + lost);
         }
       }
     }

@@ -147,6 +147,53 @@ describe("callDelegates", () => {
     expect(alone.b).toHaveLength(0);
   });
 
+  it("asks again every DELEGATE_RESET_RETRY_MS while the delegate resets, up to (not at) half the budget", async () => {
+    // Each call to a reset delegate is two attempts (callObject retries a reset once), 2 hops each: 20 ms. The first
+    // call and the other shard's take 40 ms; the retries start at 90, 160, 230 ms (a sleep of 50 ms, then a call).
+    // A retry is started only while its start is before half the budget: at 250 ms (half 125) none after 90.
+    const starts = (got: { atMs: number }[]) => got.map((c) => c.atMs - T0);
+    const half125 = await run(
+      () => "reset",
+      () => "reset",
+      250,
+    );
+    expect(starts(half125.a)).toEqual([5, 15, 95, 105]);
+    // Half the budget exactly at a retry's start (160 ms): not started.
+    const half160 = await run(
+      () => "reset",
+      () => "reset",
+      320,
+    );
+    expect(starts(half160.a)).toEqual([5, 15, 95, 105]);
+    // One ms more: started.
+    const half161 = await run(
+      () => "reset",
+      () => "reset",
+      322,
+    );
+    expect(starts(half161.a)).toEqual([5, 15, 95, 105, 165, 175]);
+    expect(half161.out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
+    // A restart that outlasts the first retry is answered by the second.
+    const long = await run(
+      (nowMs) => (nowMs < T0 + 110 ? "reset" : null),
+      () => "reset",
+      400,
+    );
+    expect(long.out).toMatchObject({ kind: "answer", answer: { kind: "answered" }, from: { name: "delegate:weur.0" } });
+    expect(starts(long.a)).toEqual([5, 15, 95, 105, 165]);
+  });
+
+  it("stops asking again at the first failure that is not a reset, though it would answer after", async () => {
+    // Reset until 30 ms, an error at the first retry (95 ms), answers from 100 ms: given up at 95 ms all the same.
+    const { out, a } = await run(
+      (nowMs) => (nowMs < T0 + 30 ? "reset" : nowMs < T0 + 100 ? "other" : null),
+      () => "reset",
+      400,
+    );
+    expect(out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_BACKOFF_MS });
+    expect(a.map((c) => c.atMs - T0)).toEqual([5, 15, 95]);
+  });
+
   it("gives up at once on another failure, for DELEGATE_BACKOFF_MS, the other shard not tried", async () => {
     const { out, a, b } = await run(
       () => "other",

@@ -50,6 +50,8 @@ describe("hot marks: when to write one, what a read gives", () => {
     expect(w.take("a", null, T0 + HOT_MARK_TTL_MS)).toBe(false);
     expect(w.take("a", hot, T0 + 2 + HOT_MARK_TTL_MS / 2)).toBe(true);
     for (let i = 0; i < MARKS_REMEMBERED; i++) w.take(`k${i}`, hot, T0);
+    // MARKS_REMEMBERED keys kept: "a" forgotten, the first of the others still there.
+    expect(w.take("k0", hot, T0 + 1)).toBe(false);
     // "a" was the oldest: forgotten, so due again.
     expect(w.take("a", hot, T0 + 3 + HOT_MARK_TTL_MS / 2)).toBe(true);
     expect(w.take(`k${MARKS_REMEMBERED - 1}`, hot, T0 + 1)).toBe(false);
