@@ -7,7 +7,7 @@
  */
 import { type Decision, fingerprintOf, leasePolicy } from "../algorithms/index.ts";
 import type { DelegateRoute } from "../isolate/coalesce.ts";
-import { type HotMarkStore, markFrom, WrittenMarks } from "../isolate/hot_marks.ts";
+import { type HotMarkStore, markFrom, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { hashString } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
@@ -151,8 +151,8 @@ const written = new WrittenMarks();
 function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
   const mark = isolate.calls.markOf(name);
   const store = mark === null ? null : hotMarks();
-  if (store === null || !written.take(name, mark, isolate.clock())) return;
-  const work = store.write(name, { spread: mark?.spread === true });
+  if (store === null || mark === null || !written.take(name, mark, isolate.clock())) return;
+  const work = writeMark(store, name, mark, () => isolate.calls.spreadKey(name));
   if (keepAlive === undefined) void work;
   else keepAlive(work);
 }

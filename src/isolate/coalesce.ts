@@ -68,6 +68,15 @@ export class Coalescer extends KeyCalls {
     return { untilMs: st.hotUntilMs, spread: st.spread };
   }
 
+  /**
+   * Send the key's batches to this isolate's own shard of its region's delegate, as if the first had said it is busy:
+   * its data center's mark says the region's isolates spread (hot_marks.ts `writeMark`).
+   */
+  spreadKey(name: string): void {
+    const st = this.keys.get(name);
+    if (st !== undefined && st.delegate !== null) st.spread = true;
+  }
+
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
   dropLease(name: string): void {
     const st = this.keys.get(name);

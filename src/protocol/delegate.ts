@@ -17,6 +17,7 @@ import {
   capacityOf,
   carryOver,
   decide,
+  fingerprintOf,
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
@@ -107,7 +108,12 @@ function sliceOf(share: HeldShare): AlgorithmParams | null {
 
 /**
  * What deciding `costs` (and granting a sub-lease of `leaseUnits`) needs first: `renew` (no share, its term ended, an
- * isolate has a newer rules version, or a window share is out of units it may still get), or `ready`.
+ * isolate has a newer rules version with other parameters, or a window share is out of units it may still get), or
+ * `ready`. A newer version with the same parameters (every rule's version moves at a deploy, when every delegate
+ * restarts too) is `ready`: the share decides exactly as it would under it, and its next renewal carries the version
+ * to the key's object (`shareAsk` asks under the newest it knows). Renewing first held every batch of a redeploy for a
+ * round trip to the key's object (up to 150 ms and jitter) while the slices' small buckets filled and overflowed;
+ * renewing at once after deciding gave a window share's units back and held the batches all the same.
  */
 export function delegateNeed(
   record: DelegateRecord,
@@ -118,12 +124,16 @@ export function delegateNeed(
 ): "ready" | "renew" {
   const share = record.share;
   if (share === null || nowMs >= share.endsAtMs) return "renew";
-  if ((rule.version ?? 0) > (share.rule.version ?? 0)) return "renew";
+  if (newerVersion(share, rule) && fingerprintOf(rule.params) !== fingerprintOf(share.rule.params)) return "renew";
   if (share.kind === "window" && !share.short) {
     const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
     if (cost > share.unitsLeft) return "renew";
   }
   return "ready";
+}
+
+function newerVersion(share: HeldShare, rule: LimiterRule): boolean {
+  return (rule.version ?? 0) > (share.rule.version ?? 0);
 }
 
 /**

@@ -10,7 +10,7 @@
  * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it.
  */
 
-import { decide } from "../algorithms/index.ts";
+import { decide, fingerprintOf } from "../algorithms/index.ts";
 import {
   adoptGrant,
   DELEGATE_RENEW_BACKOFF_MS,
@@ -132,7 +132,8 @@ function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
     share !== null &&
     share.kind === "window" &&
     nowMs < share.endsAtMs &&
-    (call.rule.version ?? 0) <= (share.rule.version ?? 0) &&
+    ((call.rule.version ?? 0) <= (share.rule.version ?? 0) ||
+      fingerprintOf(call.rule.params) === fingerprintOf(share.rule.params)) &&
     call.costs.every((cost) => cost <= share.units)
   );
 }

@@ -17,7 +17,7 @@ import {
   Coalescer,
   type DelegateRoute,
 } from "../isolate/coalesce.ts";
-import { markFrom, WrittenMarks } from "../isolate/hot_marks.ts";
+import { markFrom, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import { hashString } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
@@ -190,8 +190,8 @@ class World {
     const hotMark = iso.coalescer.tracks(input.name) ? null : markFrom(await marks.read(input.name), iso.clock());
     const answer = await iso.coalescer.ask(hotMark === null ? input : { ...input, hotMark });
     const mark = iso.coalescer.markOf(input.name);
-    if (iso.written.take(input.name, mark, iso.clock()))
-      void marks.write(input.name, { spread: mark?.spread === true });
+    if (mark !== null && iso.written.take(input.name, mark, iso.clock()))
+      void writeMark(marks, input.name, mark, () => iso.coalescer.spreadKey(input.name));
     return answer;
   }
 

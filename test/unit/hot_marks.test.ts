@@ -6,7 +6,16 @@
 import { describe, expect, it } from "vitest";
 import { cacheMarks, markUrl, parseMark } from "../../src/edge/hot_mark_cache.ts";
 import { Coalescer, type DelegateRoute } from "../../src/isolate/coalesce.ts";
-import { HOT_MARK_TTL_MS, MARKS_REMEMBERED, markDue, markFrom, WrittenMarks } from "../../src/isolate/hot_marks.ts";
+import {
+  HOT_MARK_TTL_MS,
+  type HotMarkStore,
+  MARKS_REMEMBERED,
+  markDue,
+  markFrom,
+  type StoredMark,
+  WrittenMarks,
+  writeMark,
+} from "../../src/isolate/hot_marks.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
@@ -55,6 +64,58 @@ describe("hot marks: when to write one, what a read gives", () => {
     // "a" was the oldest: forgotten, so due again.
     expect(w.take("a", hot, T0 + 3 + HOT_MARK_TTL_MS / 2)).toBe(true);
     expect(w.take(`k${MARKS_REMEMBERED - 1}`, hot, T0 + 1)).toBe(false);
+  });
+});
+
+describe("hot marks: writing one", () => {
+  /** A store over a map, with every read and write written down. */
+  function store(initial: StoredMark | null) {
+    let stored = initial;
+    const log: string[] = [];
+    const s: HotMarkStore = {
+      read: async () => {
+        log.push("read");
+        return stored;
+      },
+      write: async (_name, mark) => {
+        log.push(`write ${mark.spread}`);
+        stored = mark;
+      },
+    };
+    return { s, log, stored: () => stored };
+  }
+  const hot = { untilMs: T0 + 1000, spread: false };
+  const spread = { untilMs: T0 + 1000, spread: true };
+
+  it("writes a spread mark as it is, without reading", async () => {
+    for (const initial of [null, { spread: false }, { spread: true }]) {
+      const st = store(initial);
+      let spreads = 0;
+      await writeMark(st.s, "k", spread, () => spreads++);
+      expect(st.log).toEqual(["write true"]);
+      expect(st.stored()).toEqual({ spread: true });
+      expect(spreads).toBe(0);
+    }
+  });
+
+  it("writes a mark that is not spread only over none or another not spread", async () => {
+    for (const initial of [null, { spread: false }]) {
+      const st = store(initial);
+      let spreads = 0;
+      await writeMark(st.s, "k", hot, () => spreads++);
+      expect(st.log).toEqual(["read", "write false"]);
+      expect(st.stored()).toEqual({ spread: false });
+      expect(spreads).toBe(0);
+    }
+  });
+
+  it("never turns a spread mark back: the isolate spreads instead", async () => {
+    const st = store({ spread: true });
+    let spreads = 0;
+    await writeMark(st.s, "k", hot, () => spreads++);
+    expect(st.log).toEqual(["read"]);
+    expect(st.stored()).toEqual({ spread: true });
+    expect(spreads).toBe(1);
   });
 });
 
@@ -205,6 +266,21 @@ describe("a coalescer taking a mark", () => {
     await plain.ask(null);
     expect(plain.calls).toEqual(["object"]);
     expect(plain.coalescer.markOf("k")).toBeNull();
+  });
+
+  it("spreadKey: its next batch goes to its own shard (a key it tracks, with a delegate); else nothing", async () => {
+    const first = isolate();
+    first.coalescer.spreadKey("k"); // not tracked: nothing to spread
+    await first.ask({ untilMs: T0 + 1000, spread: false });
+    expect(first.coalescer.markOf("k")?.spread).toBe(false);
+    first.coalescer.spreadKey("k");
+    expect(first.coalescer.markOf("k")?.spread).toBe(true);
+    await first.ask(null);
+    expect(first.calls).toEqual(["delegate.0", "delegate.2"]);
+    const none = isolate();
+    await none.ask(null, false);
+    none.coalescer.spreadKey("k");
+    expect(none.coalescer.markOf("k")).toBeNull();
   });
 
   it("takes a mark only for a key it does not track, and never without a delegate", async () => {

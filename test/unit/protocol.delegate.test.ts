@@ -82,15 +82,29 @@ const batch = (rule: LimiterRule, costs: number[], over: Partial<CallInput> = {}
 const brief = (r: CheckResult) => (r.ok ? `${r.decision.allowed ? "+" : "-"}${r.decision.remaining}` : r.error);
 
 describe("delegateNeed", () => {
-  it("renews without a share, at its end, and for a newer rules version", () => {
+  it("renews without a share, at its end, and for a newer rules version with other parameters", () => {
+    const lowered = fixedWindow(90, 60_000);
     expect(delegateNeed(NEW_DELEGATE, win, [1], T0)).toBe("renew");
     expect(delegateNeed(withShare(windowShare()), win, [1], T0 + 999)).toBe("ready");
     expect(delegateNeed(withShare(windowShare()), win, [1], T0 + 1000)).toBe("renew");
-    expect(delegateNeed(withShare(windowShare()), { ...win, version: 3 }, [1], T0)).toBe("renew");
-    expect(delegateNeed(withShare(windowShare()), { ...win, version: 1 }, [1], T0)).toBe("ready");
+    expect(delegateNeed(withShare(windowShare()), { ...win, params: lowered, version: 3 }, [1], T0)).toBe("renew");
+    expect(delegateNeed(withShare(windowShare()), { ...win, params: lowered, version: 1 }, [1], T0)).toBe("ready");
     const unversioned = windowShare({ rule: { id: "w", params: win.params } });
     expect(delegateNeed(withShare(unversioned), { id: "w", params: win.params }, [1], T0)).toBe("ready");
-    expect(delegateNeed(withShare(unversioned), { ...win, version: 1 }, [1], T0)).toBe("renew");
+    expect(delegateNeed(withShare(unversioned), { ...win, params: lowered, version: 1 }, [1], T0)).toBe("renew");
+  });
+
+  it("a newer rules version with the same parameters decides from the share; its next ask carries the version", () => {
+    const table: [HeldShare, LimiterRule, "ready" | "renew"][] = [
+      [windowShare(), { ...win, version: 3 }, "ready"],
+      [windowShare({ rule: { id: "w", params: win.params } }), { ...win, version: 1 }, "ready"],
+      [rateShare(), { ...rate, version: 3 }, "ready"],
+      [rateShare(), { ...rate, params: tokenBucket(900, 1000, 900), version: 3 }, "renew"],
+    ];
+    for (const [share, rule, need] of table) {
+      expect(delegateNeed(withShare(share), rule, [1], T0)).toBe(need);
+      expect(shareAsk(withShare(share), "weur.0", rule, "a", T0 + 800).ask.rule.version).toBe(rule.version);
+    }
   });
 
   it("renews a window share short of a batch's cost, unless the window was spent at the grant", () => {

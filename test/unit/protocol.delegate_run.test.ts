@@ -113,7 +113,7 @@ describe("DelegateRun.check", () => {
   });
 
   it("a batch's units given back are taken before its renewal, and go back with it (once)", async () => {
-    const v2: LimiterRule = { ...rule, version: 2 };
+    const v2: LimiterRule = { ...rule, params: fixedWindow(120, 10_000), version: 2 };
     const h = harness([windowGrant(5), windowGrant(8, { rule: v2 })]);
     const first = await h.run.check(who, { ...batch([1]), lease: { units: 3, ttlMs: 500 } });
     expect(first.lease).toEqual({ units: 3, atMs: T0 + 3, forMs: 500 });
@@ -130,6 +130,21 @@ describe("DelegateRun.check", () => {
     expect(h.stored().share).toMatchObject({ units: 8, unitsLeft: 7 });
     expect(h.stored().giveBack).toEqual([]);
     expect(h.stored().taken).toBeUndefined();
+  });
+
+  it("a newer rules version with the same parameters is decided from the share, without a renewal", async () => {
+    const v2: LimiterRule = { ...rule, version: 2 };
+    // A second ask would never be answered: a batch that waited for one would never be decided.
+    const h = harness([windowGrant(5), new Promise<ShareGrant>(() => {})]);
+    await h.run.check(who, batch([1]));
+    const out = await h.run.check({ ...who, rule: v2 }, { rule: v2, id: "b2", costs: [1, 1] });
+    expect(out.results.map((r) => r.ok && r.decision.allowed)).toEqual([true, true]);
+    expect(h.calls).toEqual([]);
+    expect(h.asks.map((a) => a.rule.version)).toEqual([1]);
+    // Its next renewal (the last quarter of the term) asks under the newer version.
+    h.at(800);
+    await h.run.check({ ...who, rule: v2 }, { rule: v2, id: "b3", costs: [1] });
+    expect(h.asks.map((a) => a.rule.version)).toEqual([1, 2]);
   });
 
   it("a batch passed through goes without the units it gave back: they go to the key's object with the next ask", async () => {
