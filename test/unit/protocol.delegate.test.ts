@@ -176,6 +176,10 @@ describe("demand and renewDue", () => {
     // A quarter-term share renews soon anyway; a window share, and a share from before `demand` was kept, never early.
     const quarter = rateShare({ endsAtMs: T0 + 250, renewAtMs: T0 + 188, demand: 20 });
     expect(renewDue(withShare(quarter, at(100, 48)), T0 + 100)).toBe(false);
+    // A half-term share, a quarter of SHARE_TERM_MS old and before its last quarter: not early either.
+    const half = rateShare({ endsAtMs: T0 + 500, renewAtMs: T0 + 375, demand: 20 });
+    expect(renewDue(withShare(half, at(300, 48)), T0 + 300)).toBe(false);
+    expect(renewDue(withShare(half, at(375, 48)), T0 + 375)).toBe(true);
     expect(renewDue(withShare(rateShare({ demand: 20 }), at(300, 48)), T0 + 300)).toBe(true);
     expect(renewDue(withShare(windowShare({ demand: 20 }), at(300, 48)), T0 + 300)).toBe(false);
     expect(renewDue(withShare(rateShare(), at(300, 48)), T0 + 300)).toBe(false);
