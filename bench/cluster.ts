@@ -15,7 +15,7 @@ import type { LimiterRule } from "../src/protocol/store.ts";
 import { compileRules } from "../src/request/match.ts";
 import { parseRules } from "../src/rules/yaml.ts";
 import { type ClusterRun, exactAdmissions, type Scenario, simulateCluster } from "../src/sim/cluster.ts";
-import { type ClusterRow, clusterGoals, rowOf } from "./cluster_rows.ts";
+import { type ClusterRow, clusterGoals, rowOf, underAfterPct } from "./cluster_rows.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
 /** 5 s into a 10 s window: the window rule turns over during each run. */
@@ -99,7 +99,23 @@ async function row(ruleId: string, isolates: number, loadPerS: number, scenario:
     const plain = await simulateCluster({ ...run, plain: true });
     identical = plain.verdicts === out.verdicts;
   }
-  const r = rowOf(run, out, exact, identical, (Date.now() - started) / 1000);
+  // The same run without its event (same seed: the same arrivals), over the same 2 s after the event's time.
+  let underWithoutEventPct: number | undefined;
+  if (out.eventAtMs !== null) {
+    const calm: ClusterRun = { ...run, scenario: "steady" };
+    const quiet = await simulateCluster(calm);
+    const times = [...quiet.admissions].sort((a, b) => a - b);
+    underWithoutEventPct = underAfterPct(
+      calm,
+      exactAdmissions(calm, quiet.arrivals, quiet.newestFromMs),
+      times,
+      out.eventAtMs,
+    );
+  }
+  const r = {
+    ...rowOf(run, out, exact, identical, (Date.now() - started) / 1000),
+    ...(underWithoutEventPct === undefined ? {} : { underWithoutEventPct }),
+  };
   log(`cluster: ${ruleId} ${scenario} ${isolates} isolates at ${loadPerS}/s in ${r.runSeconds} s`);
   return r;
 }
