@@ -18,13 +18,14 @@ import {
   carryOver,
   decide,
   fingerprintOf,
+  leasePolicy,
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
 import { type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
-import { callDemand, type SubleaseSource, subleaseFrom, takeBack } from "./sublease.ts";
+import { callDemand, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
 
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
 export const DELEGATE_CALL_MEMORY = 32;
@@ -228,7 +229,7 @@ export function adoptGrant(
       // Short only when the window is spent: a proportional cut asks again once its units are used.
       short: grant.units < ask.units && grant.remaining === 0,
     };
-    return { ...record, share, hot: grant.hot };
+    return { ...record, share: withLent(share, lentBefore(record.share, grant)), hot: grant.hot };
   }
   const next = sliceParams(grant.rule.params, grant.parts, SHARE_PARTS);
   const old = record.share;
@@ -244,6 +245,19 @@ export function adoptGrant(
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
   return { ...record, share, hot: grant.hot };
+}
+
+/**
+ * Units still sub-leased out of the shares before `grant`, when it is a share of the same window under the same
+ * parameters (its isolates' returns naming those shares are then taken into the new one: sublease.ts `takeBack`).
+ */
+function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
+  if (old === null || old.kind !== "window" || (old.lent ?? 0) < 1) return 0;
+  const params = grant.rule.params;
+  if (fingerprintOf(old.rule.params) !== fingerprintOf(params)) return 0;
+  const policy = leasePolicy(params.algorithm);
+  if (policy.kind !== "window" || policy.windowOf(params, old.atMs) !== policy.windowOf(params, grant.atMs)) return 0;
+  return old.lent ?? 0;
 }
 
 /** The record with `ask` answered: no longer pending. */

@@ -270,8 +270,9 @@ function transfer(
 
 /**
  * A window share: units of the current window, charged now as that many requests; as many as asked while the window
- * has room for every holder's demand, else the holder's demand's proportion of what is left (rounded up). The term is
- * cut at the window's end.
+ * has room for every holder's demand, else the holder's demand's proportion of what is left (rounded up), or all that
+ * is left when that is no more than asked (the holder is then short: delegate.ts, until its term's renewal). The term
+ * is cut at the window's end.
  */
 function windowGrant(
   rec: LimiterRecord | null,
@@ -283,7 +284,12 @@ function windowGrant(
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
   const available = keyPeek(rec, rule, nowMs).remaining;
   const want = Math.max(0, Math.floor(ask.units));
-  const fair = total <= available || total === 0 ? want : Math.ceil((available * demand) / total);
+  const termMs = Math.max(1, leaseTermMs(rule.params, nowMs, SHARE_TERM_MS));
+  // What is left no more than this one ask (over the term, cut at the window's end): all of it, first come. A
+  // proportion of it would be renewed for again by every holder it leaves dry within milliseconds: hundreds of asks a
+  // second over a nearly spent window.
+  const whole = demand > 0 && available * SHARE_TERM_MS <= want * termMs;
+  const fair = total <= available || total === 0 || whole ? want : Math.ceil((available * demand) / total);
   let units = Math.min(want, Math.max(demand > 0 ? 1 : 0, fair), available);
   let current = rec;
   if (units >= 1) {
@@ -291,7 +297,6 @@ function windowGrant(
     if (out.result.ok && out.result.decision.allowed) current = out.record;
     else units = 0;
   }
-  const termMs = Math.max(1, leaseTermMs(rule.params, nowMs, SHARE_TERM_MS));
   const record = current ?? newRecord(rule, fullState(rule.params, nowMs));
   const remaining = available - units;
   return { record, grant: { atMs: nowMs, kind: "window", parts: 0, units, remaining, termMs, rule, hot: true } };

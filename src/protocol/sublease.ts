@@ -50,6 +50,12 @@ export interface SubleaseSource {
   readonly short: boolean;
   /** The object's clock at the grant (a window share's refunds name it), ms. */
   readonly atMs: number;
+  /**
+   * Window share: units sub-leased out of it and out of the earlier shares of the same window under the same
+   * parameters, not yet given back (absent: 0). A return naming one of those earlier shares is taken into this one,
+   * up to these (`takeBack`).
+   */
+  readonly lent?: number;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
 }
@@ -66,8 +72,8 @@ export function subleaseTermMs(ttlMs: number): number {
  * - **Window share:** units the delegate still holds, usable for at most `SUBLEASE_TERM_MS` (shorter, down to a
  *   quarter, when it holds fewer than asked and the window is not spent) and never past the window's end (every unit is used in the window it was charged in: 0 over-admission; isolates ask for none the
  *   window's end would cut, src/isolate/key_state.ts `subleaseAsk`). Given back with the isolate's next call, they go
- *   back into the share while it holds them (the refund names the share's charge), else on to the key's object with
- *   the delegate's next ask. A dead isolate's units are lost until the window ends: at most its lease (about half a
+ *   back into the share while it holds them (the refund names the share's charge), or into the share that renewed it
+ *   in the same window (at most what was lent: `lent`), else on to the key's object with the delegate's next ask. A dead isolate's units are lost until the window ends: at most its lease (about half a
  *   term of its own demand, never more than a quarter of the limit).
  * - **Rate share:** tokens taken out of the slice's bucket as that many requests admitted now, usable for at most
  *   `SUBLEASE_TERM_MS` (shorter, down to a quarter, when the bucket had fewer than asked); what is left goes back into
@@ -102,7 +108,7 @@ export function subleaseFrom<S extends SubleaseSource>(
     const termMs = units < wanted && !share.short ? shorter(forMs, units, wanted) : forMs;
     return {
       lease: { units, atMs: share.atMs, forMs: termMs },
-      share: { ...share, unitsLeft: share.unitsLeft - units },
+      share: withLent({ ...share, unitsLeft: share.unitsLeft - units }, (share.lent ?? 0) + units),
     };
   }
   const params = share.parts > 0 ? sliceParams(share.rule.params, share.parts, SHARE_PARTS) : null;
@@ -165,20 +171,51 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
     if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
     const took = share === null ? null : refundInto(share, back, nowMs);
     if (took === null) giveBack.push(back);
-    else share = took;
+    else {
+      share = took.share;
+      if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
+    }
   }
   const taken = [...(record.taken ?? []).slice(1 - TAKEN_MEMORY), input.id];
   return { ...record, share, giveBack, taken };
 }
 
-/** A refund taken into the share (`null`: it is not this share's to take, give it back to the key's object). */
-function refundInto<S extends SubleaseSource>(share: S, back: LeaseReturn, nowMs: number): S | null {
+/**
+ * A refund taken into the share, and the units of it left to give back to the key's object (`null`: none of it is this
+ * share's to take). A window share takes its own units back (up to those it was granted), and units sub-leased out of
+ * an earlier share of the same window (`lent`: charged in this window, they are as good as its own; without this they
+ * would wait in `giveBack` for the next ask while the share is short).
+ */
+function refundInto<S extends SubleaseSource>(
+  share: S,
+  back: LeaseReturn,
+  nowMs: number,
+): { readonly share: S; readonly rest: number } | null {
   if (nowMs >= share.endsAtMs) return null;
   if (share.kind === "window") {
-    if (back.atMs !== share.atMs) return null;
-    return { ...share, unitsLeft: Math.min(share.units, share.unitsLeft + back.units) };
+    const lent = share.lent ?? 0;
+    if (back.atMs === share.atMs) {
+      const unitsLeft = Math.min(share.units, share.unitsLeft + back.units);
+      return { share: withLent({ ...share, unitsLeft }, Math.max(0, lent - back.units)), rest: 0 };
+    }
+    const policy = leasePolicy(share.rule.params.algorithm);
+    const sameWindow =
+      policy.kind === "window" &&
+      policy.windowOf(share.rule.params, back.atMs) === policy.windowOf(share.rule.params, share.atMs);
+    if (!sameWindow || lent < 1) return null;
+    const took = Math.min(back.units, lent);
+    const grown = { ...share, units: share.units + took, unitsLeft: share.unitsLeft + took };
+    return { share: withLent(grown, lent - took), rest: back.units - took };
   }
   const params = share.parts > 0 ? sliceParams(share.rule.params, share.parts, SHARE_PARTS) : null;
   if (params === null || share.state === null) return null;
-  return { ...share, state: refund(params, share.state, back.units, back.atMs) };
+  return { share: { ...share, state: refund(params, share.state, back.units, back.atMs) }, rest: 0 };
+}
+
+/** The share with `lent` units out (the field absent at 0). */
+export function withLent<S extends SubleaseSource>(share: S, lent: number): S {
+  if (lent > 0) return { ...share, lent };
+  if (share.lent === undefined) return share;
+  const { lent: _lent, ...rest } = share;
+  return rest as S;
 }

@@ -374,6 +374,18 @@ describe("adoptGrant", () => {
     expect(adoptGrant(NEW_DELEGATE, ask, grant({ units: 8 }), T0, T0).share?.short).toBe(false);
   });
 
+  it("carries the units still lent over a grant of the same window and parameters only", () => {
+    const lent = withShare(windowShare({ atMs: T0 + 1, lent: 6 }));
+    expect(adoptGrant(lent, ask, grant({}), T0, T0).share?.lent).toBe(6);
+    // Another window (the old share's was the last minute's), other parameters, or nothing lent: none.
+    expect(adoptGrant(withShare(windowShare({ lent: 6 })), ask, grant({}), T0, T0).share?.lent).toBeUndefined();
+    const other = { ...win, params: fixedWindow(90, 60_000) };
+    expect(adoptGrant(lent, ask, grant({ rule: other }), T0, T0).share?.lent).toBeUndefined();
+    expect(adoptGrant(withShare(windowShare({ atMs: T0 + 1 })), ask, grant({}), T0, T0).share).not.toHaveProperty(
+      "lent",
+    );
+  });
+
   it("holds no share for a grant of none, keeping what it has to give back", () => {
     const record = withShare(windowShare(), { giveBack: [{ units: 1, atMs: 2 }] });
     expect(adoptGrant(record, ask, grant({ kind: "none", hot: false }), T0, T0)).toEqual({

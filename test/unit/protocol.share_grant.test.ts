@@ -159,6 +159,25 @@ describe("shareRecord: window units", () => {
     expect(shareRecord(exact, ask(win, 50, { units: 60 }), T0).grant).toMatchObject({ units: 60, remaining: 20 });
   });
 
+  it("grants all that is left when that is no more than the ask over its term, first come (the window is then spent)", () => {
+    // 50 left, other demand 150: a proportion would be 13 (and every holder asks again as soon as it is used).
+    const rec = record(winP, count(50), { shares: book([entry({ demand: 150 })]) });
+    expect(shareRecord(rec, ask(win, 50, { units: 60 }), T0).grant).toMatchObject({ units: 50, remaining: 0 });
+    expect(shareRecord(rec, ask(win, 50, { units: 50 }), T0).grant).toMatchObject({ units: 50, remaining: 0 });
+    expect(shareRecord(rec, ask(win, 48, { units: 49 }), T0).grant).toMatchObject({ units: 13, remaining: 37 });
+    // Over a term cut at the window's end (600 ms): 60 asked are 36 of it; 50 left is more, a proportion.
+    const late = entry({ demand: 150, endsAtMs: T0 + 59_900 });
+    const lateRec = record(winP, count(50), { shares: book([late]) });
+    expect(shareRecord(lateRec, ask(win, 50, { units: 60 }), T0 + 59_400).grant).toMatchObject({
+      units: 13,
+      termMs: 600,
+    });
+    const fewer = record(winP, count(70), { shares: book([late]) });
+    expect(shareRecord(fewer, ask(win, 50, { units: 60 }), T0 + 59_400).grant).toMatchObject({ units: 30 });
+    // No demand: nothing, whatever is left.
+    expect(shareRecord(rec, ask(win, 0, { units: 60 }), T0).grant).toMatchObject({ units: 0, remaining: 50 });
+  });
+
   it("grants nothing from a spent window, and no units for no demand", () => {
     const spent = record(winP, count(100), { shares: book([entry({ demand: 150 })]) });
     const out = shareRecord(spent, ask(win, 50), T0);

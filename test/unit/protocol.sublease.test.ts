@@ -307,6 +307,30 @@ describe("takeBack", () => {
     expect(takeBack(record(low), back({ rule: rate }), T0 + 1000).giveBack).toHaveLength(2);
   });
 
+  it("takes units lent out of an earlier share of the same window, up to those lent; the rest goes back", () => {
+    // The share holds 30 of its 40; 5 units are out with isolates from earlier shares of this window.
+    const share = windowShare({ unitsLeft: 30, lent: 5 });
+    const earlier = (units: number, atMs = T0 + 1): CallInput => ({ ...back({}), giveBack: [{ units, atMs }] });
+    const taken = takeBack(record(share), earlier(3), T0);
+    expect(taken.share).toEqual({ ...share, units: 43, unitsLeft: 33, lent: 2 });
+    expect(taken.giveBack).toEqual([]);
+    // More than lent: what was lent is taken, the rest goes to the key's object with the next ask.
+    const over = takeBack(record(share), earlier(7), T0);
+    expect(over.share).toEqual({ ...windowShare({ unitsLeft: 30 }), units: 45, unitsLeft: 35 });
+    expect(over.giveBack).toEqual([{ units: 2, atMs: T0 + 1 }]);
+    // Nothing lent, or another window's: none of it taken.
+    expect(takeBack(record(windowShare()), earlier(3), T0).giveBack).toEqual([{ units: 3, atMs: T0 + 1 }]);
+    expect(takeBack(record(share), earlier(3, T0 - 1), T0).giveBack).toEqual([{ units: 3, atMs: T0 - 1 }]);
+    // Its own units back: what was lent goes down by them too.
+    expect(takeBack(record(share), earlier(4, T0 + 3), T0).share).toEqual({ ...share, unitsLeft: 34, lent: 1 });
+    expect(takeBack(record(share), earlier(9, T0 + 3), T0).share).toEqual(windowShare({ unitsLeft: 39 }));
+  });
+
+  it("a window sub-lease counts as lent", () => {
+    const out = subleaseFrom(windowShare({ unitsLeft: 30, lent: 2 }), { units: 5, ttlMs: 500 }, T0 + 10);
+    expect(out.share).toEqual(windowShare({ unitsLeft: 25, lent: 7 }));
+  });
+
   it("remembers the last 32 call ids taken", () => {
     let rec = record(windowShare());
     for (let i = 0; i < 40; i++) rec = takeBack(rec, back({ id: `c${i}` }), T0);
