@@ -135,6 +135,8 @@ describe("subleaseFrom: a window share", () => {
     }
     expect(subleaseFrom(share, { units: 3, ttlMs: 500 }, T0 + 1000).lease).toBeNull();
     expect(subleaseFrom(share, { units: 3, ttlMs: 500 }, T0 + 999).lease?.units).toBe(3);
+    // One unit is a positive integer too.
+    expect(subleaseFrom(share, { units: 1, ttlMs: 500 }, T0).lease).toEqual({ units: 1, atMs: T0 + 3, forMs: 500 });
   });
 });
 
@@ -161,6 +163,11 @@ describe("subleaseFrom: a rate share", () => {
     expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
     expect(subleaseFrom(rateShare({ parts: 0 }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
     expect(subleaseFrom(rateShare({ state: null }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
+    // One token: granted, whether one is asked or one is left.
+    expect(subleaseFrom(rateShare(), { units: 1, ttlMs: 500 }, T0).lease).toEqual({ units: 1, atMs: T0, forMs: 500 });
+    const one = rateShare({ state: emptyState(half, T0 - 2) }); // refilled 2 ms at 500/s
+    expect(levelOf(one, T0)).toBe(1);
+    expect(subleaseFrom(one, { units: 4, ttlMs: 500 }, T0).lease).toEqual({ units: 1, atMs: T0, forMs: 125 });
   });
 });
 
@@ -297,6 +304,7 @@ describe("takeBack", () => {
   it("nothing to take: the record as it is; without a share, all kept to give back", () => {
     const rec = record(windowShare());
     expect(takeBack(rec, back({ giveBack: [] }), T0)).toBe(rec);
+    expect(takeBack(rec, back({ giveBack: undefined }), T0)).toBe(rec);
     expect(takeBack(record(null), back({ id: "c2" }), T0).giveBack).toEqual([
       { units: 4, atMs: T0 + 3 },
       { units: 2, atMs: T0 - 60_000 },
