@@ -18,6 +18,7 @@ import {
   seenPerTtl,
   shortOf,
   subleaseAsk,
+  windowSubleaseTermMs,
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
@@ -201,6 +202,37 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
     expect(subleaseAsk(own, T0 - 200)).toEqual({ units: 10, ttlMs: 200 });
   });
 
+  it("a window rule's: shorter in the window's last 2 s, a quarter of what is left, at least 250 ms", () => {
+    // 10 s windows: T0 is a window's end.
+    const windowed = (at: number) => {
+      const st = keyWith(null, { rule: { id: "w", params: fixedWindow(100_000, 10_000) } });
+      fill(st, 60, at - 1000);
+      return st;
+    };
+    const table: [number, number | null][] = [
+      [T0 - 4000, 500],
+      [T0 - 2000, 500],
+      [T0 - 1600, 400],
+      [T0 - 1000, 250],
+      [T0 - 600, 250],
+      [T0 - 250, 250],
+      [T0 - 249, null],
+    ];
+    for (const [at, ttlMs] of table) {
+      const st = windowed(at);
+      expect(subleaseAsk(st, at)?.ttlMs ?? null).toBe(ttlMs);
+      expect(windowSubleaseTermMs(st.rule.params, at, 500)).toBe(Math.max(250, Math.min(500, (T0 - at) / 4)));
+    }
+    // A short window (1 s) keeps whole terms: its every term would be in its last 2 s.
+    const short = keyWith(null, { rule: { id: "w", params: fixedWindow(100_000, 1000) } });
+    fill(short, 60, T0 - 1600);
+    expect(subleaseAsk(short, T0 - 600)?.ttlMs).toBe(500);
+    // A rate rule's term does not depend on the time.
+    const rated = keyWith(null);
+    fill(rated, 60, T0 - 2000);
+    expect(subleaseAsk(rated, T0 - 1000)?.ttlMs).toBe(500);
+  });
+
   it("none below 2 requests a term, nor without a lease setting", () => {
     // 2 a second: 1 in 500 ms, no lease; 3 a second: 1.5, rounded up to 2.
     const st = keyWith(null);
@@ -220,11 +252,12 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
     expect(subleaseAsk(capped, T0 - 1000)).toEqual({ units: 6, ttlMs: 500 });
     const win = keyWith(null, { rule: { id: "w", params: fixedWindow(40, 60_000) } });
     fill(win, 100, T0 - 2000);
-    expect(subleaseAsk(win, T0 - 1000)).toEqual({ units: 10, ttlMs: 500 });
-    // The 60 s window ends at T0: 500 ms before it, a whole term still fits; 499 ms before, none.
+    // 1 s before the 60 s window's end (T0): a quarter-second term (windowSubleaseTermMs).
+    expect(subleaseAsk(win, T0 - 1000)).toEqual({ units: 10, ttlMs: 250 });
+    // 250 ms before it, a whole term still fits; 249 ms before, none.
     fill(win, 100, T0 - 1000);
-    expect(subleaseAsk(win, T0 - 500)).toEqual({ units: 10, ttlMs: 500 });
-    expect(subleaseAsk(win, T0 - 499)).toBeNull();
+    expect(subleaseAsk(win, T0 - 250)).toEqual({ units: 10, ttlMs: 250 });
+    expect(subleaseAsk(win, T0 - 249)).toBeNull();
   });
 });
 
