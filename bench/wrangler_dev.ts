@@ -196,16 +196,26 @@ export async function inspectHeap(inspectorPort: number): Promise<{
       url: string,
       options: { headers: Record<string, string> },
     ) => DevtoolsSocket;
-    const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    const json = await fetch(`http://127.0.0.1:${inspectorPort}/json`, { signal: AbortSignal.timeout(10_000) });
+    const targets = (await json.json()) as {
       webSocketDebuggerUrl: string;
     }[];
     const url = targets[0]?.webSocketDebuggerUrl;
     if (url === undefined) return none;
     // The inspector proxy takes a local Origin only.
     const socket = new WebSocket(url, { headers: { Origin: "http://localhost" } });
+    // Bounded: an inspector that neither opens nor fails held a whole soak before its load began (2026-12-01, load
+    // average 15): without it the heap is not read (`null`), and the run goes on.
     await new Promise((resolve, reject) => {
-      socket.on("open", resolve);
-      socket.on("error", reject);
+      const timer = setTimeout(() => reject(new Error("inspector did not open in 10 s")), 10_000);
+      socket.on("open", () => {
+        clearTimeout(timer);
+        resolve(undefined);
+      });
+      socket.on("error", (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
     });
     let id = 0;
     const waiting = new Map<number, (result: { usedSize?: number; totalSize?: number } | undefined) => void>();
