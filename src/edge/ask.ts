@@ -9,7 +9,7 @@ import { type Decision, fingerprintOf, leasePolicy } from "../algorithms/index.t
 import type { DelegateRoute } from "../isolate/coalesce.ts";
 import { type HotMarkStore, markFrom, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
-import { hashString } from "../isolate/key_state.ts";
+import { shardOf } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
 import { delegateNameOf, holderOf, objectNameOf } from "../object/names.ts";
 import { delegateTransport, durableObjectTransport } from "../object/transport.ts";
@@ -163,7 +163,7 @@ function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unkn
  */
 let isolateShard: number | undefined;
 export function shardOfIsolate(): number {
-  isolateShard ??= hashString(crypto.randomUUID()) % DELEGATE_SHARDS;
+  isolateShard ??= shardOf(crypto.randomUUID(), DELEGATE_SHARDS);
   return isolateShard;
 }
 

@@ -22,7 +22,15 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
-import { type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
+import {
+  type CallBurst,
+  type CallLoad,
+  countLoad,
+  type DemandBuckets,
+  demandPerTerm,
+  keptParts,
+  rolled,
+} from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 import { callDemand, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
@@ -51,6 +59,10 @@ export const DELEGATE_SHARDS = 4;
 export const DELEGATE_RENEW_BACKOFF_MS = 100;
 
 export {
+  countBurst,
+  countCall,
+  DELEGATE_BURST_CALLS,
+  DELEGATE_BURST_MS,
   DEMAND_BUCKET_MS,
   demandMoved,
   demandPerTerm,
@@ -82,7 +94,9 @@ export interface DelegateRecord {
   /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
   readonly calls: readonly AppliedCall[];
   /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
-  readonly load?: { readonly second: number; readonly curr: number; readonly prev: number };
+  readonly load?: CallLoad;
+  /** Calls decided in the current `DELEGATE_BURST_MS` (absent: none counted yet). */
+  readonly burst?: CallBurst;
   /**
    * A window share's renewal sent last, while unanswered (its answer lost to a restart or a failure): sent again as
    * it was, with its id, while younger than `PENDING_RESEND_MS`, so that the key's object answers it as granted: its
@@ -310,11 +324,11 @@ export function delegateCall(
     leaseForMs: lease?.forMs ?? 0,
   };
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  const load = countCall(record.load, nowMs);
+  const { load, burst, busy } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
   const { taken: _t, ...rest } = record;
   const demand = { ...d, curr: d.curr + asked };
-  const next: DelegateRecord = { ...rest, share, giveBack, calls, demand, load, ...(taken?.length ? { taken } : {}) };
-  const busy = Math.max(load.curr, load.prev) >= DELEGATE_BUSY_CALLS_PER_S;
+  const counted = { demand, load, burst, ...(taken?.length ? { taken } : {}) };
+  const next: DelegateRecord = { ...rest, share, giveBack, calls, ...counted };
   const result: CallResult = {
     atMs: nowMs,
     results,
@@ -324,15 +338,6 @@ export function delegateCall(
     ...(busy ? { busy: true } : {}),
   };
   return { result, record: next };
-}
-
-/** The per-second call count with one more call at `nowMs`. */
-export function countCall(load: DelegateRecord["load"], nowMs: number): NonNullable<DelegateRecord["load"]> {
-  const second = Math.floor(nowMs / 1000);
-  if (load === undefined || second > load.second + 1) return { second, curr: 1, prev: 0 };
-  if (second === load.second + 1) return { second, curr: 1, prev: load.curr };
-  if (second < load.second) return load; // a clock stepping back counts nothing new
-  return { ...load, curr: load.curr + 1 };
 }
 
 /** One request decided from the share. */

@@ -2,7 +2,8 @@
  * A delegate's demand and when it renews its share (delegate.ts holds the share and decides from it): demand counted
  * in half-term buckets and estimated per term (`demandPerTerm`), the renewal due in the term's last quarter but
  * close to its end, or early when demand moved (`renewDue`), and the parts a rate share still needs when its demand
- * fell (`keptParts`, sent as the ask's `keep`).
+ * fell (`keptParts`, sent as the ask's `keep`); and the calls it decided lately, per second and per quarter second
+ * (`countCall`, `countBurst`: when it says busy).
  *
  * Pure functions of a delegate's record and its clock.
  */
@@ -96,4 +97,58 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
   if (was === undefined || was <= 0 || now >= was) return parts;
   const need = now + 2 * Math.ceil(Math.sqrt(now)) + 1;
   return Math.min(parts, Math.max(now > 0 ? 1 : 0, Math.ceil((parts * need) / was)));
+}
+
+/** Calls a delegate decided per second: the current second (its index) and the last one. */
+export interface CallLoad {
+  readonly second: number;
+  readonly curr: number;
+  readonly prev: number;
+}
+
+/** Calls a delegate decided in the current `DELEGATE_BURST_MS` (`bucket`: its index). */
+export interface CallBurst {
+  readonly bucket: number;
+  readonly calls: number;
+}
+
+/**
+ * Calls in one `DELEGATE_BURST_MS` from which a delegate says it is busy at once: a pace of 600 calls/s, beyond the
+ * 500 calls/s an object should take. At a cold start a big region's isolates all come to its first shard within a few
+ * hundred ms, and waiting for 250 calls in the second (delegate.ts `DELEGATE_BUSY_CALLS_PER_S`) kept that shard
+ * saturated (overloaded into the next second). Below this pace only the per-second count says busy, so a region just
+ * under it keeps one holder (more holders cost the key's object more share asks).
+ */
+export const DELEGATE_BURST_CALLS = 150;
+export const DELEGATE_BURST_MS = 250;
+
+/** The per-second call count with one more call at `nowMs`. */
+export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
+  const second = Math.floor(nowMs / 1000);
+  if (load === undefined || second > load.second + 1) return { second, curr: 1, prev: 0 };
+  if (second === load.second + 1) return { second, curr: 1, prev: load.curr };
+  if (second < load.second) return load; // a clock stepping back counts nothing new
+  return { ...load, curr: load.curr + 1 };
+}
+
+/** The count of calls in the current `DELEGATE_BURST_MS` with one more call at `nowMs`. */
+export function countBurst(burst: CallBurst | undefined, nowMs: number): CallBurst {
+  const bucket = Math.floor(nowMs / DELEGATE_BURST_MS);
+  if (burst === undefined || bucket > burst.bucket) return { bucket, calls: 1 };
+  if (bucket < burst.bucket) return burst; // a clock stepping back counts nothing new
+  return { bucket, calls: burst.calls + 1 };
+}
+
+/**
+ * One more call decided at `nowMs`: the counts per second and per quarter second, and whether they say busy (`busyPerS`
+ * calls in the current or the last second, or `DELEGATE_BURST_CALLS` in the current quarter).
+ */
+export function countLoad(
+  record: { readonly load?: CallLoad; readonly burst?: CallBurst },
+  nowMs: number,
+  busyPerS: number,
+): { readonly load: CallLoad; readonly burst: CallBurst; readonly busy: boolean } {
+  const load = countCall(record.load, nowMs);
+  const burst = countBurst(record.burst, nowMs);
+  return { load, burst, busy: Math.max(load.curr, load.prev) >= busyPerS || burst.calls >= DELEGATE_BURST_CALLS };
 }

@@ -18,7 +18,7 @@ import {
   type DelegateRoute,
 } from "../isolate/coalesce.ts";
 import { markFrom, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
-import { hashString } from "../isolate/key_state.ts";
+import { shardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import type { LimiterRule } from "../protocol/store.ts";
@@ -236,7 +236,7 @@ class World {
       ),
       name: `delegate:${REGIONS[region]}.${s}`,
     });
-    const shard = hashString(`isolate-${i}-${this.ids}`) % DELEGATE_SHARDS;
+    const shard = shardOf(`isolate-${i}-${this.ids}`, DELEGATE_SHARDS);
     const delegate = run.tier ? (shard === 0 ? route(0) : { ...route(0), spread: route(shard) }) : null;
     const transport = counted(this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), true);
     return { coalescer, region, clock: isoClock, written: new WrittenMarks(), transport, delegate, switchAtMs };

@@ -7,7 +7,10 @@ import { describe, expect, it } from "vitest";
 import { sliceParams } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
+  countBurst,
   countCall,
+  DELEGATE_BURST_CALLS,
+  DELEGATE_BURST_MS,
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
   DEMAND_BUCKET_MS,
@@ -600,5 +603,35 @@ describe("a delegate's load (its shards)", () => {
     expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), T0 + 400).result.busy).toBe(true);
     const last = withShare(windowShare(), { load: { second: S - 1, curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 } });
     expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
+  });
+
+  it("counts calls in the current DELEGATE_BURST_MS", () => {
+    const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
+    expect(DELEGATE_BURST_MS).toBe(250);
+    expect(countBurst(undefined, T0)).toEqual({ bucket: B0, calls: 1 });
+    expect(countBurst({ bucket: B0, calls: 7 }, T0 + 249)).toEqual({ bucket: B0, calls: 8 });
+    expect(countBurst({ bucket: B0, calls: 7 }, T0 + 250)).toEqual({ bucket: B0 + 1, calls: 1 });
+    const burst = { bucket: B0, calls: 7 };
+    expect(countBurst(burst, T0 - 1)).toBe(burst); // a clock stepping back counts nothing new
+  });
+
+  it("says busy at once from DELEGATE_BURST_CALLS calls in a quarter second (a pace over 500/s), fewer in the second", () => {
+    // 600 calls/s: a cold start's rush to a big region's first shard, long before 250 calls in the second.
+    expect((DELEGATE_BURST_CALLS * 1000) / DELEGATE_BURST_MS).toBe(600);
+    expect(DELEGATE_BURST_CALLS).toBeLessThan(DELEGATE_BUSY_CALLS_PER_S);
+    const at = T0 + 100;
+    const bucket = Math.floor(at / DELEGATE_BURST_MS);
+    const second = { second: Math.floor(at / 1000), curr: DELEGATE_BURST_CALLS - 1, prev: 0 };
+    const under = withShare(windowShare(), { load: second, burst: { bucket, calls: DELEGATE_BURST_CALLS - 2 } });
+    const quiet = delegateCall(under, batch(win, [1]), at);
+    expect(quiet.result.busy).toBeUndefined();
+    expect(quiet.record.burst).toEqual({ bucket, calls: DELEGATE_BURST_CALLS - 1 });
+    expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), at).result.busy).toBe(true);
+    // The same calls spread over the second (a bucket gone by) are not busy.
+    const spread = withShare(windowShare(), {
+      load: second,
+      burst: { bucket: bucket - 1, calls: DELEGATE_BURST_CALLS },
+    });
+    expect(delegateCall(spread, batch(win, [1]), at).result.busy).toBeUndefined();
   });
 });

@@ -16,6 +16,7 @@ import {
   see,
   seenOver,
   seenPerTtl,
+  shardOf,
   shortOf,
   subleaseAsk,
   windowSubleaseTermMs,
@@ -407,5 +408,23 @@ describe("hashString", () => {
     expect(hashString("a")).toBe(0xe40c292c);
     expect(hashString("foobar")).toBe(0xbf9cf968);
     expect(hashString("r:key@weur.0")).toBeGreaterThan(0);
+  });
+});
+
+describe("shardOf", () => {
+  it("spreads similar ids evenly: the high bits of the hash, not its low bits", () => {
+    // Isolates 0..4999 in 9 regions (i % 9), 4 shards each: per region about 555 / 4 = 139 per shard.
+    const perShard = (pick: (text: string) => number) => {
+      const counts = Array.from({ length: 9 }, () => [0, 0, 0, 0]);
+      for (let i = 0; i < 5000; i++) counts[i % 9]![pick(`isolate-${i}-0`)]!++;
+      return counts.flat();
+    };
+    const even = perShard((t) => shardOf(t, 4));
+    expect(Math.min(...even)).toBeGreaterThanOrEqual(115);
+    expect(Math.max(...even)).toBeLessThanOrEqual(165);
+    // The low bits alone (what the shard used to be) are far from even on the same ids.
+    const low = perShard((t) => hashString(t) % 4);
+    expect(Math.max(...low)).toBeGreaterThan(230);
+    expect(shardOf("x", 1)).toBe(0);
   });
 });
