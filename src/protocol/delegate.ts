@@ -58,19 +58,8 @@ export const DELEGATE_SHARDS = 4;
  */
 export const DELEGATE_RENEW_BACKOFF_MS = 100;
 
-export {
-  countBurst,
-  countCall,
-  DELEGATE_BURST_CALLS,
-  DELEGATE_BURST_MS,
-  DEMAND_BUCKET_MS,
-  demandMoved,
-  demandPerTerm,
-  keptParts,
-  RENEW_LEAD_MS,
-  RENEW_SLACK,
-  renewDue,
-} from "./delegate_demand.ts";
+// What delegate_demand.ts decides about the renewal and the load, for the shells and the tests.
+export * from "./delegate_demand.ts";
 
 /** The share a delegate holds: what a sub-lease is granted from (sublease.ts `SubleaseSource`), and its renewal. */
 export interface HeldShare extends SubleaseSource {
@@ -80,6 +69,8 @@ export interface HeldShare extends SubleaseSource {
   readonly askId?: string;
   /** This delegate's clock when to renew, ms. */
   readonly renewAtMs: number;
+  /** The round trip of the renewal the share answered, ms (a rate share renews that early: `renewDue`; or absent). */
+  readonly rttMs?: number;
 }
 
 export interface DelegateRecord {
@@ -238,7 +229,10 @@ export function adoptGrant(
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
-  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id };
+  const { rule, atMs } = grant;
+  // A renewal's round trip only: a first ask's, at a cold start, waited in the key's object's queue too.
+  const rtt = ask.holding === undefined ? {} : { rttMs: nowMs - sentAtMs };
+  const common = { rule, atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id, ...rtt };
   if (grant.kind === "window") {
     const share: HeldShare = {
       kind: "window",

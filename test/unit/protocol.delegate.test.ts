@@ -157,6 +157,34 @@ describe("demand and renewDue", () => {
     expect(renewDue(withShare(long, at(3700)), T0 + 3700)).toBe(true);
   });
 
+  it("renews a rate share at least its last renewal's round trip before its end, at most half its term early", () => {
+    const at = (ms: number) => ({
+      demand: {
+        bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS),
+        curr: (20 * DEMAND_BUCKET_MS) / SHARE_TERM_MS,
+        prev: 0,
+      },
+    });
+    // [share, the first ms of T0 + ms it renews at]: a quarter term (250 ms: renewAtMs 62 ms before its end).
+    const quarter = { endsAtMs: T0 + 250, renewAtMs: T0 + 188, demand: 20 };
+    const long = { endsAtMs: T0 + 4000, renewAtMs: T0 + 3000, demand: 20 };
+    const table: [HeldShare, number][] = [
+      [rateShare(quarter), 188], // no round trip known (a first ask's, an older record): its last quarter
+      [rateShare({ ...quarter, rttMs: 0 }), 188],
+      [rateShare({ ...quarter, rttMs: 40 }), 188], // within its last quarter
+      [rateShare({ ...quarter, rttMs: 62 }), 188],
+      [rateShare({ ...quarter, rttMs: 75 }), 175],
+      [rateShare({ ...quarter, rttMs: 150 }), 126], // at most half of its 248 ms term
+      [windowShare({ ...quarter, rttMs: 150 }), 188], // a window share: its last quarter only
+      [rateShare({ ...long, rttMs: 190 }), 3700], // within RENEW_LEAD_MS
+      [rateShare({ ...long, rttMs: 350 }), 3650],
+    ];
+    for (const [share, dueMs] of table) {
+      const due = (ms: number) => renewDue(withShare(share, at(ms)), T0 + ms);
+      expect([share.rttMs, due(dueMs - 1), due(dueMs)]).toEqual([share.rttMs, false, true]);
+    }
+  });
+
   it("renews a rate share of a whole term or more early, a quarter term old, when its demand moved by more than half", () => {
     // Demand per term `perTerm`: that times a bucket's share of a term, in the current bucket.
     const at = (ms: number, perTerm: number) => ({
@@ -373,6 +401,9 @@ describe("adoptGrant", () => {
       hot: true,
     });
     expect(adoptGrant(NEW_DELEGATE, ask, grant({ remaining: 1 }), T0, T0).share?.short).toBe(false);
+    // A renewal's round trip is kept (a rate share renews that early: renewDue); a first ask's is not.
+    expect(adoptGrant(NEW_DELEGATE, { ...ask, holding: "a0" }, grant({}), T0 - 10, T0).share?.rttMs).toBe(10);
+    expect(adoptGrant(NEW_DELEGATE, ask, grant({}), T0 - 10, T0).share?.rttMs).toBeUndefined();
     expect(adoptGrant(NEW_DELEGATE, ask, grant({ units: 7 }), T0, T0).share?.short).toBe(false);
     expect(adoptGrant(NEW_DELEGATE, ask, grant({ units: 8 }), T0, T0).share?.short).toBe(false);
   });
