@@ -7,7 +7,7 @@
  */
 import { type Decision, fingerprintOf, leasePolicy } from "../algorithms/index.ts";
 import type { DelegateRoute } from "../isolate/coalesce.ts";
-import { type HotMarkStore, markFrom, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
+import { type HotMarkStore, markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
@@ -100,7 +100,8 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   // A key this isolate does not track yet, of a rule that takes shares: its data center may know it is hot
   // (hot_marks.ts).
   const shares = delegate !== null && leasePolicy(params.algorithm).kind !== "none";
-  const marks = !shares || isolate.calls.tracks(name) ? null : hotMarks();
+  const store = shares ? hotMarks() : null;
+  const marks = store === null || isolate.calls.tracks(name) ? null : store;
   const hotMark = marks === null ? null : markFrom(await marks.read(name), isolate.clock());
   // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.
   const asked = await isolate.calls.ask({
@@ -114,6 +115,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     keepAlive,
     observe,
     ...(hotMark === null ? {} : { hotMark }),
+    ...(store === null ? {} : { spreadMark: spreadOfMark(store) }),
   });
   if (shares) markHot(isolate, name, keepAlive);
   // A refund can make the object more generous than a denial this isolate remembers.

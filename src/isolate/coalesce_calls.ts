@@ -30,6 +30,7 @@ import {
   newKeyState,
   noteDelegateBusy,
   noteHot,
+  readMark,
   seenOver,
   shortOf,
 } from "./key_state.ts";
@@ -194,7 +195,8 @@ export abstract class KeyCalls {
       return mine;
     }
     if (st.lease !== null) this.endLease(st);
-    const delegate = delegateFor(st, clock());
+    let delegate = delegateFor(st, clock());
+    if (delegate !== null && !st.spread && !st.markRead) delegate = await readMark(st, clock);
     const input = this.callInput(st, batch, renew, delegate !== null);
     const sentAtMs = clock();
     let answers: Asked[] = [];

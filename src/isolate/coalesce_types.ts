@@ -37,6 +37,13 @@ export interface AskInput {
    * isolate does not track the key yet: its batches go to the delegate (its own shard if `spread`) from the first.
    */
   readonly hotMark?: HotMark | null;
+  /**
+   * Reads whether this isolate's data center's mark of the key says spread now (hot_marks.ts `spreadOfMark`). Asked
+   * once per hot spell before the key's first call to the delegate, when no mark was read for it then: at a cold start
+   * an isolate learns the key hot from the key's object, and the mark (written meanwhile by an isolate the first shard
+   * told busy) sends it to its own shard at once instead of one more call to the first.
+   */
+  readonly spreadMark?: ((name: string) => Promise<boolean>) | null;
 }
 
 /** A key known hot (hot_marks.ts): until when (this isolate's clock), and whether its delegate is busy (spread). */
@@ -176,6 +183,10 @@ export interface KeyState {
   delegateDownUntilMs: number;
   /** The first delegate said it is busy (or was overloaded): batches go to `delegate.spread` until the key is cold. */
   spread: boolean;
+  /** The data center's mark was read for this hot spell (a mark taken at the start counts; so does no way to read). */
+  markRead: boolean;
+  /** How to read the mark (the first `AskInput.spreadMark`: one store per isolate, per region in the simulation). */
+  spreadMark: ((name: string) => Promise<boolean>) | null;
 }
 
 /** Counters for `/_sluice/stats`. */

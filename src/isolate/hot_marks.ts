@@ -72,6 +72,14 @@ export async function writeMark(
   await store.write(name, { spread: mark.spread });
 }
 
+/**
+ * How an isolate reads whether `store`'s mark of a key says spread (`AskInput.spreadMark`: once per hot spell, before
+ * the key's first call to the delegate when no mark was read for it). The Worker and the simulation both pass this.
+ */
+export function spreadOfMark(store: HotMarkStore): (name: string) => Promise<boolean> {
+  return async (name) => (await store.read(name))?.spread === true;
+}
+
 /** Marks this isolate wrote lately, at most this many keys (the oldest forgotten first). */
 export const MARKS_REMEMBERED = 1_000;
 

@@ -48,6 +48,8 @@ export function newKeyState(input: AskInput): KeyState {
     hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
     delegateDownUntilMs: 0,
     spread: input.delegate != null && input.hotMark?.spread === true,
+    markRead: input.hotMark != null || input.spreadMark == null,
+    spreadMark: input.spreadMark ?? null,
   };
 }
 
@@ -175,6 +177,16 @@ export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   return st.spread ? (st.delegate.spread ?? st.delegate) : st.delegate;
 }
 
+/**
+ * Before a hot key's call to its first delegate, when no mark was read for this hot spell (`KeyState.markRead`): read
+ * the data center's mark, spread if it says so, and return the delegate to call (`delegateFor`).
+ */
+export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
+  st.markRead = true;
+  if (st.spreadMark !== null && (await st.spreadMark(st.name).catch(() => false))) st.spread = true;
+  return delegateFor(st, clock());
+}
+
 /** A delegate answered busy, or was overloaded: this isolate spreads to its own shard (until the key goes cold). */
 export function noteDelegateBusy(st: KeyState, busy: boolean): void {
   if (busy) st.spread = true;
@@ -186,6 +198,7 @@ export function noteHot(st: KeyState, hot: boolean | undefined, now: number): vo
   else if (hot === false) {
     st.hotUntilMs = 0;
     st.spread = false;
+    st.markRead = st.spreadMark === null;
   }
 }
 

@@ -17,7 +17,7 @@ import {
   Coalescer,
   type DelegateRoute,
 } from "../isolate/coalesce.ts";
-import { markFrom, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
+import { markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
@@ -188,7 +188,11 @@ class World {
     const marks = this.run.tier && !this.run.plain && !this.run.noMarks ? this.marks[iso.region]! : null;
     if (marks === null) return iso.coalescer.ask(input);
     const hotMark = iso.coalescer.tracks(input.name) ? null : markFrom(await marks.read(input.name), iso.clock());
-    const answer = await iso.coalescer.ask(hotMark === null ? input : { ...input, hotMark });
+    const answer = await iso.coalescer.ask({
+      ...input,
+      spreadMark: spreadOfMark(marks),
+      ...(hotMark ? { hotMark } : {}),
+    });
     const mark = iso.coalescer.markOf(input.name);
     if (mark !== null && iso.written.take(input.name, mark, iso.clock()))
       void writeMark(marks, input.name, mark, () => iso.coalescer.spreadKey(input.name));

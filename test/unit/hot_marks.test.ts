@@ -235,9 +235,14 @@ describe("a coalescer taking a mark", () => {
       name: "delegate:weur.0",
       spread: { transport: transport(calls, "delegate.2", true), name: "delegate:weur.2" },
     };
-    const ask = (hotMark: { untilMs: number; spread: boolean } | null, withDelegate = true) =>
+    const ask = (
+      hotMark: { untilMs: number; spread: boolean } | null,
+      withDelegate = true,
+      more: { objectHot?: boolean; spreadMark?: (name: string) => Promise<boolean> } = {},
+    ) =>
       coalescer.ask({
-        transport: transport(calls, "object", false),
+        transport: transport(calls, "object", more.objectHot ?? false),
+        ...(more.spreadMark === undefined ? {} : { spreadMark: more.spreadMark }),
         name: "k",
         rule,
         cost: 1,
@@ -292,5 +297,33 @@ describe("a coalescer taking a mark", () => {
     await none.ask({ untilMs: T0 + 1000, spread: true }, false);
     expect(none.calls).toEqual(["object"]);
     expect(none.coalescer.markOf("k")).toBeNull();
+  });
+
+  it("reads the mark once per hot spell before its first call to the delegate, and spreads at once if it says so", async () => {
+    // [the mark read after the key's object said hot, a mark taken at the start, calls, mark reads]
+    const table: [boolean | "fails" | "no reader", boolean, string[], number][] = [
+      [true, false, ["object", "delegate.2", "delegate.2"], 1],
+      [false, false, ["object", "delegate.0", "delegate.0"], 1],
+      ["fails", false, ["object", "delegate.0", "delegate.0"], 1],
+      ["no reader", false, ["object", "delegate.0", "delegate.0"], 0],
+      // Started from a mark (read then): no read again, whatever the store says now.
+      [true, true, ["delegate.0", "delegate.0", "delegate.0"], 0],
+    ];
+    for (const [mark, startMarked, calls, reads] of table) {
+      const iso = isolate();
+      let read = 0;
+      const spreadMark =
+        mark === "no reader"
+          ? undefined
+          : (name: string) => {
+              read++;
+              expect(name).toBe("k");
+              return mark === "fails" ? Promise.reject(new Error("cache down")) : Promise.resolve(mark);
+            };
+      const more = { objectHot: true, ...(spreadMark === undefined ? {} : { spreadMark }) };
+      const first = startMarked ? { untilMs: T0 + 1000, spread: false } : null;
+      for (const hotMark of [first, null, null]) await iso.ask(hotMark, true, more);
+      expect([String(mark), startMarked, iso.calls, read]).toEqual([String(mark), startMarked, calls, reads]);
+    }
   });
 });

@@ -64,6 +64,8 @@ describe("newKeyState", () => {
       runCount: 0,
       busyUntilMs: 0,
       spread: false,
+      markRead: true, // no way to read a mark: nothing to read
+      spreadMark: null,
       lastGrant: null,
     });
     expect(auto).toEqual({
@@ -94,6 +96,8 @@ describe("newKeyState", () => {
       overloadedUntilMs: 0,
       lastGrant: null,
       spread: false,
+      markRead: true,
+      spreadMark: null,
       delegate: null,
       hotUntilMs: 0,
       delegateDownUntilMs: 0,
