@@ -326,6 +326,10 @@ describe("takeBack", () => {
     const over = takeBack(record(share), earlier(7), T0);
     expect(over.share).toEqual({ ...windowShare({ unitsLeft: 30 }), units: 45, unitsLeft: 35 });
     expect(over.giveBack).toEqual([{ units: 2, atMs: T0 + 1 }]);
+    // One unit lent: that one taken, the rest goes back.
+    const one = takeBack(record(windowShare({ unitsLeft: 30, lent: 1 })), earlier(3), T0);
+    expect(one.share).toEqual({ ...windowShare({ unitsLeft: 30 }), units: 41, unitsLeft: 31 });
+    expect(one.giveBack).toEqual([{ units: 2, atMs: T0 + 1 }]);
     // Nothing lent, or another window's: none of it taken.
     expect(takeBack(record(windowShare()), earlier(3), T0).giveBack).toEqual([{ units: 3, atMs: T0 + 1 }]);
     expect(takeBack(record(share), earlier(3, T0 - 1), T0).giveBack).toEqual([{ units: 3, atMs: T0 - 1 }]);
