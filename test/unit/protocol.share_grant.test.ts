@@ -387,6 +387,19 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     }
     expect(terms).toEqual([1000, 2000, 4000, 4000, 4000]);
     expect(SHARE_TERM_MAX_MS).toBe(4000);
+    // A share let go and asked for again within its old term: settled, but from a whole term (its last is over, not
+    // doubled: the 800 ms it ran).
+    const ended = record(
+      tbP,
+      { tokensScaled: 0, lastMs: T0 },
+      {
+        shares: book([
+          entry({ holder: "weur.0", atMs: T0 - 800, endsAtMs: T0, prevParts: 600, prevEndsAtMs: T0 + 900 }),
+          entry({ holder: "x", parts: 400, demand: 200 }),
+        ]),
+      },
+    );
+    expect(shareRecord(ended, ask(tb, 300, { id: "a3" }), T0 + 10).grant).toMatchObject({ parts: 600, termMs: 1000 });
   });
 
   it("keeps promised only the parts a holder says it keeps (`keep`) until its old term ends", () => {
@@ -406,6 +419,9 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(out.grant).toMatchObject({ parts: 334 });
     const mine = out.record?.shares?.entries.find((e) => e.holder === "weur.0");
     expect(mine).toMatchObject({ parts: 334, prevParts: 200, prevEndsAtMs: T0 + 900 });
+    // Keeping none (0 is a count): none stay promised.
+    const kept0 = shareRecord(rec, ask(tb, 100, { id: "a3", keep: 0 }), T0);
+    expect(kept0.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ prevParts: 0 });
     // Without `keep`, or one above what it held (or not a count), all 600 stay promised.
     for (const keep of [undefined, 700, -1, 1.5]) {
       const plain = shareRecord(rec, ask(tb, 100, { id: "a3", ...(keep === undefined ? {} : { keep }) }), T0);
@@ -444,6 +460,20 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     // A last grant already ended: nothing of it in use.
     const late = shareRecord(rec, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 950);
     expect(mine(late)).toMatchObject({ prevParts: 0 });
+    // Ended in this very ms (an older grant still promised for longer keeps the entry): none of it either.
+    const longer = record(
+      tbP,
+      { tokensScaled: 0, lastMs: T0 },
+      {
+        shares: book([
+          entry({ holder: "weur.0", parts: 300, prevParts: 600, prevEndsAtMs: T0 + 1000, demand: 300, askId: "a2" }),
+          entry({ holder: "x", parts: 400, demand: 300 }),
+        ]),
+      },
+    );
+    expect(mine(shareRecord(longer, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 900))).toMatchObject({
+      prevParts: 0,
+    });
   });
 
   it("rateTermMs: a quarter term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {
