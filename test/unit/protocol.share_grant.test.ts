@@ -426,6 +426,8 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     for (const keep of [undefined, 700, -1, 1.5]) {
       const plain = shareRecord(rec, ask(tb, 100, { id: "a3", ...(keep === undefined ? {} : { keep }) }), T0);
       expect(plain.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ prevParts: 600 });
+      // Every part promised: the direct slice has none, and no state.
+      expect(plain.record?.shares?.direct).toEqual({ parts: 0, state: null });
     }
     // Letting go with `keep`: only those stay promised too (a delegate letting go sends none: delegate.ts `shareAsk`).
     const gone = shareRecord(rec, ask(tb, 100, { id: "a3", keep: 50, release: true }), T0);
