@@ -15,6 +15,7 @@ import type { LimiterRule } from "../src/protocol/store.ts";
 import { compileRules } from "../src/request/match.ts";
 import { parseRules } from "../src/rules/yaml.ts";
 import { type ClusterRun, exactAdmissions, type Scenario, simulateCluster } from "../src/sim/cluster.ts";
+import { ledgerLines, withExact } from "../src/sim/rate_ledger.ts";
 import { type ClusterRow, clusterGoals, rowOf, underAfterPct } from "./cluster_rows.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
@@ -111,6 +112,10 @@ async function row(ruleId: string, isolates: number, loadPerS: number, scenario:
       times,
       out.eventAtMs,
     );
+  }
+  if (process.argv.includes("--ledger") && out.ledger !== null) {
+    const l = withExact(out.ledger, exact, run.t0Ms, run.t0Ms + run.durationMs);
+    process.stderr.write(`${ledgerLines(l).join("\n")}\n`);
   }
   const r = {
     ...rowOf(run, out, exact, identical, (Date.now() - started) / 1000),

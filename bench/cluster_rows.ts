@@ -6,6 +6,7 @@ import { capacityOf } from "../src/algorithms/index.ts";
 import { SHARE_TERM_MS } from "../src/protocol/share.ts";
 import { type ClusterOutcome, type ClusterRun, DELEGATE_RTT_MS, type Scenario } from "../src/sim/cluster.ts";
 import type { FirstSecondCalls } from "../src/sim/first_second.ts";
+import { type LedgerTotals, ledgerTotals, withExact } from "../src/sim/rate_ledger.ts";
 import { round } from "./common.ts";
 
 export interface ClusterRow {
@@ -64,6 +65,8 @@ export interface ClusterRow {
   readonly latencyP99Ms: number;
   readonly keyKbPerCall: number;
   readonly decisionsIdenticalToPlain?: boolean;
+  /** Rate rules: where the budget went, whole run, tokens (src/sim/rate_ledger.ts; a simulation's bookkeeping). */
+  readonly ledger?: LedgerTotals;
   readonly runSeconds: number;
 }
 
@@ -187,6 +190,7 @@ export function rowOf(
     latencyP99Ms: round(percentile(latencies, 99), 1),
     keyKbPerCall: round(key.bytes / 1024 / Math.max(1, key.calls), 2),
     ...(identical === undefined ? {} : { decisionsIdenticalToPlain: identical }),
+    ...(out.ledger === null ? {} : { ledger: ledgerTotals(withExact(out.ledger, exact, t0, t0 + run.durationMs)) }),
     runSeconds: round(runSeconds, 1),
   };
 }

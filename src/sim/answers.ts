@@ -3,6 +3,7 @@
  * verdicts, the latencies and the failures, as the bench reads them.
  */
 import type { Asked } from "../isolate/coalesce.ts";
+import type { DeniedBy } from "./rate_ledger.ts";
 
 /** What the requests were answered: admissions (when they count), verdicts, latencies, failures. */
 export class Answers {
@@ -17,6 +18,12 @@ export class Answers {
   constructor(
     private readonly halfRefunded: boolean,
     private readonly decidedAt: WeakMap<object, number>,
+    /** Who decided each result the key's object or a delegate refused, and the rate ledger to tell (rate_ledger.ts). */
+    private readonly deniedBy: WeakMap<object, DeniedBy> = new WeakMap(),
+    private readonly ledger: {
+      denied(by: DeniedBy, atMs: number): void;
+      fromLease(atMs: number): void;
+    } | null = null,
   ) {}
 
   take(answer: Asked, arrivedAtMs: number, nowMs: number): void {
@@ -31,7 +38,12 @@ export class Answers {
     const r = answer.result;
     const allowed = r.ok && r.decision.allowed;
     this.verdicts.push(allowed ? "1" : "0");
-    if (!allowed) return;
+    if (!allowed) {
+      if (r.ok)
+        this.ledger?.denied(answer.source === "lease" ? "isolateLocal" : (this.deniedBy.get(r) ?? "unknown"), nowMs);
+      return;
+    }
+    if (answer.source === "lease") this.ledger?.fromLease(nowMs);
     if (this.halfRefunded) {
       this.refundNext = !this.refundNext;
       if (this.refundNext) {

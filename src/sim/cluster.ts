@@ -21,6 +21,7 @@ import { markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_
 import { shardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
+import { directParts, shareKindOf } from "../protocol/share.ts";
 import type { LimiterRule } from "../protocol/store.ts";
 import { Answers } from "./answers.ts";
 import { SimDelegate } from "./delegate.ts";
@@ -28,6 +29,7 @@ import { EventClock } from "./event_clock.ts";
 import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
 import { SimMarks } from "./hot_marks.ts";
 import { SimObject } from "./object.ts";
+import { type DeniedBy, type RateLedger, RateLedgerCount } from "./rate_ledger.ts";
 import type { SimServerOptions } from "./server.ts";
 
 /** Round trips from each of the 9 regions to the key's object, ms. */
@@ -93,6 +95,8 @@ export interface ClusterOutcome {
   readonly newestFromMs: number;
   /** The key's object's calls applied in the run's first second, by kind (first_second.ts). */
   readonly keyFirstSecondBy: FirstSecondCalls;
+  /** A rate rule's token ledger (rate_ledger.ts), the exact writer's side still to add (`withExact`). */
+  readonly ledger: RateLedger | null;
 }
 
 /** Poisson arrivals at `loadPerS`, spread unevenly over isolates (isolate i's share is proportional to 1/(i + 10)). */
@@ -146,6 +150,9 @@ class World {
   readonly counted: CoalesceCounters[] = [];
   /** When each result was decided (the key's object's or a delegate's clock). */
   readonly decidedAt = new WeakMap<object, number>();
+  /** Who refused each refused result the key's object or a delegate decided (the rate ledger). */
+  readonly deniedBy = new WeakMap<object, DeniedBy>();
+  readonly ledger: RateLedgerCount | null;
   isolates: Isolate[];
   readonly firstSecond: FirstSecondCount;
   private ids = 0;
@@ -154,10 +161,19 @@ class World {
     this.clock = new EventClock(run.t0Ms);
     this.random = mulberry32(run.seed);
     this.firstSecond = new FirstSecondCount(run.t0Ms + 1000);
+    const rate = shareKindOf(run.rule.params) === "rate" && !run.plain;
+    this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, run.t0Ms + run.durationMs, this.clock.clock) : null;
     this.key = new SimObject(this.clock, OBJECT, (input, result) => {
-      for (const r of result.results) this.decidedAt.set(r, this.clock.nowMs());
+      const book = this.key.record?.shares;
+      const by =
+        book?.direct !== undefined && directParts(book, this.clock.nowMs()) === 0 ? "keyNoParts" : "keyNoTokens";
+      for (const r of result.results) {
+        this.decidedAt.set(r, this.clock.nowMs());
+        if (r.ok && !r.decision.allowed) this.deniedBy.set(r, by);
+      }
       this.firstSecond.applied(input, this.clock.nowMs());
     });
+    const watch = this.ledger?.watch(this.deniedBy) ?? null;
     // Region r's shard s is delegates[r * DELEGATE_SHARDS + s].
     this.delegates = REGIONS.flatMap((region, r) =>
       Array.from(
@@ -173,6 +189,7 @@ class World {
               name: "key",
             },
             this.decidedAt,
+            watch,
           ),
       ),
     );
@@ -246,6 +263,15 @@ class World {
     return { coalescer, region, clock: isoClock, written: new WrittenMarks(), transport, delegate, switchAtMs };
   }
 
+  /** Every ms of the run: the rate ledger's sample of the key's and the delegates' records. */
+  sampleLedger(): void {
+    const ledger = this.ledger;
+    if (ledger === null) return;
+    const lastKnown = this.counted.reduce((n, c) => n + (c.last_known_answers ?? 0), 0);
+    ledger.sample(this.clock.nowMs(), this.key.record, this.delegates, lastKnown);
+    if (this.clock.nowMs() < this.run.t0Ms + this.run.durationMs) this.clock.after(1, () => this.sampleLedger());
+  }
+
   /** Overloaded calls on every object so far. */
   overloaded(): number {
     return this.key.counters.overloaded + this.delegates.reduce((n, d) => n + d.server.counters.overloaded, 0);
@@ -300,8 +326,9 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
     overloadedFirstSecond = world.overloaded();
   });
   const eventAtMs = world.schedule();
+  world.sampleLedger();
   const arrivals = arrivalsOf(run, world.random);
-  const answers = new Answers(run.scenario === "half refunded", world.decidedAt);
+  const answers = new Answers(run.scenario === "half refunded", world.decidedAt, world.deniedBy, world.ledger);
   const pending: Promise<void>[] = [];
   for (const a of arrivals) {
     await clock.runUntil(a.atMs);
@@ -333,6 +360,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
     eventAtMs,
     newestFromMs,
     keyFirstSecondBy: world.firstSecond.of(world.key.server.callsInSecond(run.t0Ms)),
+    ledger: world.ledger?.finish(answers.admissions) ?? null,
   };
 }
 

@@ -8,13 +8,36 @@
  *
  * Simulated here: the Durable Object's storage, RPC and alarm. What it decides is the real code's.
  */
+
+import { capacityOf, sliceParams } from "../algorithms/index.ts";
 import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
-import type { CallInput } from "../protocol/store.ts";
+import { SHARE_PARTS } from "../protocol/share.ts";
+import { type CallInput, peekState } from "../protocol/store.ts";
 import type { EventClock } from "./event_clock.ts";
 import type { ShareTransport } from "./object.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
+
+/** What a rate ledger (rate_ledger.ts) learns from a delegate: nothing here changes what it decides. */
+export interface DelegateWatch {
+  /** Results this delegate decided itself (not passed through): from a live share or without one; tokens lent. */
+  decided(results: readonly object[], withShare: boolean, lent: number): void;
+  /** Units a batch gave back, and the room its live rate slice had for them (`null`: no live slice). */
+  gaveBack(units: number, room: number | null): void;
+  /**
+   * A rate share replaced, cut or lost: the tokens its bucket held (and a grant moved to it) that the new bucket does
+   * not hold (`dropped`), or holds beyond them (`made`: an ended share's bucket refilled until it was renewed).
+   */
+  changed(dropped: number, made: number): void;
+}
+
+/** Tokens in a rate share's bucket now (0: none). */
+function tokensOf(share: DelegateRecord["share"], nowMs: number): number {
+  if (share === null || share.kind !== "rate" || share.state === null) return 0;
+  const slice = sliceParams(share.rule.params, share.parts, SHARE_PARTS);
+  return slice === null ? 0 : peekState(slice, share.state, nowMs).remaining;
+}
 
 export class SimDelegate {
   readonly server: SimServer;
@@ -24,21 +47,52 @@ export class SimDelegate {
   /** Restarts so far: an instance that is gone writes nothing. */
   private life = 0;
   private ids = 0;
+  /** Tokens the last grant moved to this delegate, not yet seen adopted (the rate ledger). */
+  private grantTokens = 0;
   /** Share asks that failed (batches then pass through to the key's object). */
   renewFailures = 0;
 
   constructor(
     private readonly clock: EventClock,
     options: SimServerOptions,
-    /** This delegate's holder id: `${region}.0`. */
-    private readonly holder: string,
+    /** This delegate's holder id: `${region}.${shard}`. */
+    readonly holder: string,
     /** Its links to the key's object: batches passed through, and share asks. */
     private readonly key: { readonly calls: ObjectTransport; readonly shares: ShareTransport; readonly name: string },
     /** When each result was decided: set for the ones this delegate decides (a window share's carry its grant's time). */
     private readonly decidedAt: WeakMap<object, number> = new WeakMap(),
+    private readonly watch: DelegateWatch | null = null,
   ) {
     this.server = new SimServer(clock, options);
     this.run = this.instance();
+  }
+
+  /** The durable record now (for the rate ledger). */
+  get state(): DelegateRecord {
+    return this.record;
+  }
+
+  /** A rate share replaced (a grant adopted), cut, or lost: its tokens told to the watch. */
+  private watchChange(before: DelegateRecord, after: DelegateRecord): void {
+    const was = before.share;
+    const now = after.share;
+    if (this.watch === null || was === now) return;
+    const adopted = now !== null && now.askId !== was?.askId;
+    if (!adopted && now !== null && was !== null && now.parts === was.parts) return;
+    const t = this.clock.nowMs();
+    const d = tokensOf(was, t) + (adopted ? this.grantTokens : 0) - tokensOf(now, t);
+    if (adopted) this.grantTokens = 0;
+    this.watch.changed(Math.max(0, d), Math.max(0, -d));
+  }
+
+  /** Room for units given back in the live rate slice now (`null`: none). */
+  private room(): number | null {
+    const share = this.record.share;
+    const now = this.clock.nowMs();
+    if (share === null || share.kind !== "rate" || share.state === null || now >= share.endsAtMs) return null;
+    const slice = sliceParams(share.rule.params, share.parts, SHARE_PARTS);
+    if (slice === null) return null;
+    return capacityOf(slice) - peekState(slice, share.state, now).remaining;
   }
 
   /** A restart (a deploy, `ctx.abort()`): the record stays, the instance and its renewal in flight are gone. */
@@ -56,10 +110,16 @@ export class SimDelegate {
       newId: () => `${this.holder}-${this.ids++}`,
       load: () => this.record,
       save: (record) => {
-        if (alive()) this.record = record;
+        if (!alive()) return;
+        this.watchChange(this.record, record);
+        this.record = record;
       },
       call: (_object, input) => this.key.calls.call(this.key.name, input),
-      share: (_object, ask) => this.key.shares.share(ask),
+      share: async (_object, ask) => {
+        const grant = await this.key.shares.share(ask);
+        this.grantTokens = grant.tokens ?? 0;
+        return grant;
+      },
       adopted: (record, who) => {
         const share = record.share;
         if (alive() && share !== null && share.kind === "window") this.alarmAt(share.endsAtMs, who);
@@ -77,9 +137,17 @@ export class SimDelegate {
     // A batch is answered only if the instance that took it is still alive: a restart loses its answers.
     const check = async (call: CallInput) => {
       const life = this.life;
+      const back = (call.giveBack ?? []).reduce((n, b) => n + b.units, 0);
+      if (back > 0) this.watch?.gaveBack(back, this.room());
       const result = await this.run.check(who(call), call);
       if (this.life !== life) throw Object.assign(new Error("Durable Object reset"), { durableObjectReset: true });
-      for (const r of result.results) if (!this.decidedAt.has(r)) this.decidedAt.set(r, this.clock.nowMs());
+      const mine = result.results.filter((r) => !this.decidedAt.has(r));
+      for (const r of mine) this.decidedAt.set(r, this.clock.nowMs());
+      const share = this.record.share;
+      const live = share !== null && this.clock.nowMs() < share.endsAtMs;
+      if (mine.length > 0 || result.lease !== null) {
+        this.watch?.decided(mine, live, live && share.kind === "rate" ? (result.lease?.units ?? 0) : 0);
+      }
       return result;
     };
     return {

@@ -1,0 +1,309 @@
+/**
+ * A token ledger of one rate rule's run of the cluster SIMULATION (cluster.ts): where the exact single writer's budget
+ * (a full bucket at the start plus the rate over the run) went. Sluice admits some; the refusals are counted by who
+ * refused (the key's object, a delegate, an isolate locally); unspent tokens by where they went (`LedgerSinks`):
+ * refill lost at a full bucket (the direct slice, a delegate's slice), parts the key's object keeps promised to a
+ * holder holding none or beyond what it holds (a cut or renewed share's `prevParts`), sub-lease tokens neither admitted
+ * nor given back, units given back into a full slice, tokens a delegate's slice drops when its share is replaced, cut
+ * or lost, and the buckets at the end; `rest` is what these leave unexplained. Sampled every ms of simulated time
+ * from the objects' records (nothing here decides anything), per 100 ms of the first 2 s and over the run, in tokens.
+ * Bookkeeping of a simulation, not algorithm state: fractions of a token (a slice's refill per ms) are fine here.
+ */
+import { type AlgorithmParams, capacityOf, sliceParams } from "../algorithms/index.ts";
+import type { DelegateRecord } from "../protocol/delegate.ts";
+import { keyPeek, promisedParts, SHARE_PARTS, settleShares } from "../protocol/share.ts";
+import { type LimiterRecord, type LimiterRule, peekState } from "../protocol/store.ts";
+import type { DelegateWatch } from "./delegate.ts";
+
+/** Who refused a request, and why. */
+export type DeniedBy =
+  /** The key's object: its direct slice (or the whole key, before any share) had no token. */
+  | "keyNoTokens"
+  /** The key's object: live shares held every part, none left for direct calls. */
+  | "keyNoParts"
+  /** A delegate: its slice had no token. */
+  | "delegateSlice"
+  /** A delegate without a share (held off after an overloaded share ask). */
+  | "delegateNoShare"
+  /** An isolate by itself: a used-up sub-lease (short), or what it last knew (overloaded, busy, timeout). */
+  | "isolateLocal"
+  | "unknown";
+
+export const DENIED_BY: readonly DeniedBy[] = [
+  "keyNoTokens",
+  "keyNoParts",
+  "delegateSlice",
+  "delegateNoShare",
+  "isolateLocal",
+  "unknown",
+];
+
+/** Where unspent tokens went (see the file's comment). */
+export interface LedgerSinks {
+  overflowDirect: number;
+  overflowDelegates: number;
+  promisedUnheld: number;
+  promisedAboveHeld: number;
+  subleaseLost: number;
+  givenBackOverflow: number;
+  /** A delegate's share replaced, cut or lost: tokens its bucket held that the new one does not. */
+  droppedAtChange: number;
+  left: number;
+}
+
+export interface LedgerSpan {
+  exact: number;
+  admitted: number;
+  denied: Record<DeniedBy, number>;
+  /** Of `isolateLocal`: answers from what the isolate last knew (the object overloaded, busy, timing out). */
+  lastKnown: number;
+  overflowDirect: number;
+  overflowDelegates: number;
+  promisedUnheld: number;
+  promisedAboveHeld: number;
+  givenBackOverflow: number;
+  droppedAtChange: number;
+  /** Tokens an ended share's bucket refilled until it was renewed (made, not spent: a negative sink). */
+  madeAtChange: number;
+  /** Sub-lease tokens: lent by delegates, admitted from any lease (answer time), given back to delegates. */
+  lent: number;
+  fromLease: number;
+  givenBack: number;
+  /** At the span's end: tokens in every bucket (live slices and the direct slice). */
+  left: number;
+}
+
+export interface RateLedger {
+  /** The exact writer's budget: its burst plus the rate over the run, tokens. */
+  readonly supply: number;
+  readonly total: LedgerSpan;
+  readonly sinks: LedgerSinks;
+  /** supply - admitted - sinks: conversions, rounding, tokens moved with a grant that a slice could not take. */
+  readonly rest: number;
+  /** The first 2 s per 100 ms. */
+  readonly bins: readonly LedgerSpan[];
+}
+
+const BIN_MS = 100;
+const BINS = 20;
+
+function emptySpan(): LedgerSpan {
+  return {
+    exact: 0,
+    admitted: 0,
+    denied: Object.fromEntries(DENIED_BY.map((d) => [d, 0])) as Record<DeniedBy, number>,
+    lastKnown: 0,
+    overflowDirect: 0,
+    overflowDelegates: 0,
+    promisedUnheld: 0,
+    promisedAboveHeld: 0,
+    givenBackOverflow: 0,
+    droppedAtChange: 0,
+    madeAtChange: 0,
+    lent: 0,
+    fromLease: 0,
+    givenBack: 0,
+    left: 0,
+  };
+}
+
+/** A slice's bucket now: its level and its capacity (tokens), `null` without parts or state. */
+function level(params: AlgorithmParams | null, state: unknown, nowMs: number): { n: number; cap: number } | null {
+  if (params === null || state === null || state === undefined) return null;
+  return { n: peekState(params, state as never, nowMs).remaining, cap: capacityOf(params) };
+}
+
+/**
+ * The refill lost in the next ms by a bucket at level `b.n` (whole tokens, rounded down) refilling `perMs` a ms: what
+ * passes its capacity (a bucket a token short of full loses most of a large slice's refill).
+ */
+function overflow(b: { n: number; cap: number }, perMs: number): number {
+  return Math.max(0, Math.min(perMs, b.n + perMs - b.cap));
+}
+
+export class RateLedgerCount {
+  readonly total = emptySpan();
+  readonly bins = Array.from({ length: BINS }, emptySpan);
+  private lastKnownSeen = 0;
+  /** Tokens per ms of the whole rate. */
+  private readonly perMs: number;
+
+  constructor(
+    private readonly rule: LimiterRule,
+    private readonly t0Ms: number,
+    private readonly endMs: number,
+    private readonly clock: () => number,
+  ) {
+    const p = rule.params as { rate?: { tokens: number; perMs: number } };
+    this.perMs = p.rate === undefined ? 0 : p.rate.tokens / p.rate.perMs;
+  }
+
+  private spans(atMs: number): LedgerSpan[] {
+    if (atMs < this.t0Ms || atMs >= this.endMs) return [];
+    const bin = Math.floor((atMs - this.t0Ms) / BIN_MS);
+    return bin < BINS ? [this.total, this.bins[bin]!] : [this.total];
+  }
+
+  /** What the simulated delegates tell this ledger (delegate.ts `DelegateWatch`); `deniedBy` marks their refusals. */
+  watch(deniedBy: WeakMap<object, DeniedBy>): DelegateWatch {
+    return {
+      decided: (results, withShare, lent) => {
+        for (const r of results) deniedBy.set(r, withShare ? "delegateSlice" : "delegateNoShare");
+        if (lent > 0) this.lent(lent);
+      },
+      gaveBack: (units, room) => this.gaveBack(units, room),
+      changed: (dropped, made) => this.changed(dropped, made),
+    };
+  }
+
+  private now(): number {
+    return this.clock();
+  }
+
+  denied(by: DeniedBy, atMs: number): void {
+    for (const s of this.spans(atMs)) s.denied[by]++;
+  }
+
+  fromLease(atMs: number): void {
+    for (const s of this.spans(atMs)) s.fromLease++;
+  }
+
+  lent(units: number): void {
+    for (const s of this.spans(this.now())) s.lent += units;
+  }
+
+  /** Units given back to a delegate whose slice had `room` tokens of room then (`null`: no live slice). */
+  gaveBack(units: number, room: number | null): void {
+    for (const s of this.spans(this.now())) {
+      s.givenBack += units;
+      if (room !== null) s.givenBackOverflow += Math.max(0, units - room);
+    }
+  }
+
+  changed(dropped: number, made: number): void {
+    for (const s of this.spans(this.now())) {
+      s.droppedAtChange += dropped;
+      s.madeAtChange += made;
+    }
+  }
+
+  /**
+   * One ms of the run: the key's record and each delegate's (by holder id), and the isolates' last-known answers so
+   * far. Full buckets lose that ms's refill; parts promised to a holder beyond what it holds lose theirs.
+   */
+  sample(
+    nowMs: number,
+    record: LimiterRecord | null,
+    delegates: Iterable<{ readonly holder: string; readonly state: DelegateRecord }>,
+    lastKnown: number,
+  ): void {
+    const spans = this.spans(nowMs);
+    for (const s of spans) s.lastKnown += lastKnown - this.lastKnownSeen;
+    this.lastKnownSeen = lastKnown;
+    if (spans.length === 0) return;
+    const partMs = this.perMs / SHARE_PARTS;
+    const held = new Map<string, number>();
+    let left = 0;
+    for (const { holder, state } of delegates) {
+      const share = state.share;
+      if (share === null || share.kind !== "rate" || nowMs >= share.endsAtMs || share.parts <= 0) continue;
+      held.set(holder, share.parts);
+      const b = level(sliceParams(share.rule.params, share.parts, SHARE_PARTS), share.state, nowMs);
+      if (b === null) continue;
+      left += b.n;
+      const lost = overflow(b, share.parts * partMs);
+      for (const s of spans) s.overflowDelegates += lost;
+    }
+    const rec = settleShares(record, nowMs);
+    const book = rec?.shares;
+    let promised = 0;
+    for (const e of book?.entries ?? []) {
+      const p = promisedParts(e, nowMs);
+      promised += p;
+      const h = held.get(e.holder) ?? 0;
+      for (const s of spans) {
+        if (h === 0) s.promisedUnheld += p * partMs;
+        else s.promisedAboveHeld += Math.max(0, p - h) * partMs;
+      }
+    }
+    const direct = Math.max(0, SHARE_PARTS - promised);
+    const peek = keyPeek(rec, this.rule, nowMs);
+    const cap = direct <= 0 ? 0 : capacityOf(sliceParams(this.rule.params, direct, SHARE_PARTS)!);
+    left += peek.remaining;
+    const lost = direct > 0 ? overflow({ n: peek.remaining, cap }, direct * partMs) : 0;
+    for (const s of spans) s.overflowDirect += lost;
+    for (const s of spans) s.left = left;
+  }
+
+  /** The ledger, given when each admission counted (the exact writer's side: `withExact`). */
+  finish(admissions: readonly number[]): RateLedger {
+    for (const at of admissions) for (const s of this.spans(at)) s.admitted++;
+    const t = this.total;
+    const sinks: LedgerSinks = {
+      overflowDirect: t.overflowDirect,
+      overflowDelegates: t.overflowDelegates,
+      promisedUnheld: t.promisedUnheld,
+      promisedAboveHeld: t.promisedAboveHeld,
+      subleaseLost: Math.max(0, t.lent - t.fromLease - t.givenBack),
+      givenBackOverflow: t.givenBackOverflow,
+      droppedAtChange: t.droppedAtChange - t.madeAtChange,
+      left: t.left,
+    };
+    const supply = capacityOf(this.rule.params) + this.perMs * (this.endMs - this.t0Ms);
+    const spent = Object.values(sinks).reduce((a, b) => a + b, 0);
+    return { supply, total: t, sinks, rest: supply - t.admitted - spent, bins: this.bins };
+  }
+}
+
+/** The ledger with the exact writer's admissions (their times) counted in. */
+export function withExact(ledger: RateLedger, exact: readonly number[], t0Ms: number, endMs: number): RateLedger {
+  const total = { ...ledger.total, exact: 0 };
+  const bins = ledger.bins.map((b) => ({ ...b, exact: 0 }));
+  for (const at of exact) {
+    if (at < t0Ms || at >= endMs) continue;
+    total.exact++;
+    const bin = Math.floor((at - t0Ms) / BIN_MS);
+    if (bin < BINS) bins[bin]!.exact++;
+  }
+  return { ...ledger, total, bins };
+}
+
+/** A ledger's whole-run figures, in whole tokens (bench/results/cluster.json). */
+export interface LedgerTotals {
+  readonly supply: number;
+  readonly exact: number;
+  readonly admitted: number;
+  readonly denied: Record<DeniedBy, number>;
+  readonly lastKnown: number;
+  readonly sinks: Record<keyof LedgerSinks, number>;
+  readonly subleases: { readonly lent: number; readonly fromLease: number; readonly givenBack: number };
+  readonly rest: number;
+}
+
+export function ledgerTotals(l: RateLedger): LedgerTotals {
+  const sinks = Object.fromEntries(Object.entries(l.sinks).map(([k, v]) => [k, Math.round(v)]));
+  return {
+    supply: Math.round(l.supply),
+    exact: l.total.exact,
+    admitted: l.total.admitted,
+    denied: l.total.denied,
+    lastKnown: l.total.lastKnown,
+    sinks: sinks as Record<keyof LedgerSinks, number>,
+    subleases: { lent: l.total.lent, fromLease: l.total.fromLease, givenBack: l.total.givenBack },
+    rest: Math.round(l.rest),
+  };
+}
+
+/** The first 2 s per 100 ms as text lines (bench/cluster.ts `--ledger`). */
+export function ledgerLines(l: RateLedger): string[] {
+  const head =
+    "  ms  exact  admit | keyTok keyPrt dlgSlc dlgNoS  local(lastKnown) | ovfDir ovfDlg unheld aboveH backOv droppd   made |   lent fromLs   back |   left";
+  const r = (n: number) => Math.round(n).toString().padStart(6);
+  return [
+    head,
+    ...l.bins.map((b, i) => {
+      const d = b.denied;
+      return `${String(i * BIN_MS).padStart(4)} ${r(b.exact)} ${r(b.admitted)} | ${r(d.keyNoTokens)} ${r(d.keyNoParts)} ${r(d.delegateSlice)} ${r(d.delegateNoShare)} ${r(d.isolateLocal)}(${Math.round(b.lastKnown)}) | ${r(b.overflowDirect)} ${r(b.overflowDelegates)} ${r(b.promisedUnheld)} ${r(b.promisedAboveHeld)} ${r(b.givenBackOverflow)} ${r(b.droppedAtChange)} ${r(b.madeAtChange)} | ${r(b.lent)} ${r(b.fromLease)} ${r(b.givenBack)} | ${r(b.left)}`;
+    }),
+  ];
+}

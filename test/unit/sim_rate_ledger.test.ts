@@ -1,0 +1,142 @@
+/**
+ * The cluster simulation's token ledger (src/sim/rate_ledger.ts): refill lost at full buckets, parts promised beyond
+ * what their holders hold, denials by who refused, per 100 ms and over the run; and over a small simulated run, the
+ * sinks account for the budget the run did not admit.
+ */
+import { describe, expect, it } from "vitest";
+import { sliceParams } from "../../src/algorithms/index.ts";
+import type { DelegateRecord } from "../../src/protocol/delegate.ts";
+import { NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import { emptyState, fullState } from "../../src/protocol/share.ts";
+import type { LimiterRecord } from "../../src/protocol/store.ts";
+import { exactAdmissions, simulateCluster } from "../../src/sim/cluster.ts";
+import { ledgerTotals, RateLedgerCount, withExact } from "../../src/sim/rate_ledger.ts";
+import { tokenBucket } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 1);
+// 5 tokens a ms, burst 1000.
+const params = tokenBucket(5000, 1000, 1000);
+const rule = { id: "r", params, version: 1 };
+
+function record(direct: number, promised: number): LimiterRecord {
+  const slice = sliceParams(params, direct, 1000)!;
+  return {
+    v: 1,
+    params,
+    fingerprint: "f",
+    state: fullState(params, T0),
+    shares: {
+      entries: [
+        {
+          holder: "wnam.0",
+          parts: promised,
+          units: 0,
+          atMs: T0,
+          endsAtMs: T0 + 1000,
+          prevParts: 0,
+          prevEndsAtMs: 0,
+          demand: 1,
+          askId: "a",
+        },
+      ],
+      hotUntilMs: T0 + 5000,
+      direct: { parts: direct, state: fullState(slice, T0) },
+    },
+  } as LimiterRecord;
+}
+
+function holding(parts: number, full: boolean): DelegateRecord {
+  const slice = sliceParams(params, parts, 1000)!;
+  const state = full ? fullState(slice, T0) : emptyState(slice, T0);
+  return {
+    ...NEW_DELEGATE,
+    share: {
+      kind: "rate",
+      rule,
+      parts,
+      state,
+      units: 0,
+      unitsLeft: 0,
+      short: false,
+      atMs: T0,
+      endsAtMs: T0 + 1000,
+      renewAtMs: T0 + 750,
+    },
+  };
+}
+
+describe("RateLedgerCount", () => {
+  it("counts a full bucket's refill as overflow, and a fresh key as a full one", () => {
+    let now = T0;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 10, () => now);
+    for (; now < T0 + 10; now++) ledger.sample(now, null, [], 0);
+    const out = ledger.finish([]);
+    // 10 ms of a full 1000-token bucket refilling 5 a ms: 50 tokens lost; 1000 left; nothing admitted.
+    expect(out.sinks.overflowDirect).toBeCloseTo(50);
+    expect(out.sinks.left).toBe(1000);
+    expect(out.supply).toBe(1050);
+    expect(out.rest).toBeCloseTo(0);
+  });
+
+  it("splits the rate: direct slice, a holder's slice, and parts promised beyond what the holder holds", () => {
+    const now = T0;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 100, () => now);
+    // The key's object promises wnam.0 400 parts (600 direct, full); the delegate holds 300 of them, empty.
+    const rec = record(600, 400);
+    const delegates = [{ holder: "wnam.0", state: holding(300, false) }];
+    ledger.sample(now, rec, delegates, 0);
+    const out = ledger.finish([]);
+    // One ms: the direct slice's 3 tokens lost at full, 100 parts unheld = 0.5 token, the holder's slice not full.
+    expect(out.total.overflowDirect).toBeCloseTo(3);
+    expect(out.total.promisedAboveHeld).toBeCloseTo(0.5);
+    expect(out.total.overflowDelegates).toBe(0);
+    // With the holder holding none: all 400 promised to nobody (2 tokens a ms).
+    const none = new RateLedgerCount(rule, T0, T0 + 100, () => now);
+    none.sample(now, rec, [{ holder: "wnam.0", state: NEW_DELEGATE }], 0);
+    expect(none.finish([]).total.promisedUnheld).toBeCloseTo(2);
+    // A full holder's slice loses its refill too.
+    const full = new RateLedgerCount(rule, T0, T0 + 100, () => now);
+    full.sample(now, rec, [{ holder: "wnam.0", state: holding(400, true) }], 0);
+    expect(full.finish([]).total.overflowDelegates).toBeCloseTo(2);
+  });
+
+  it("bins denials, admissions and the exact writer's by 100 ms in the first 2 s, and totals the run", () => {
+    const now = T0;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 3000, () => now);
+    ledger.denied("delegateSlice", T0 + 150);
+    ledger.denied("isolateLocal", T0 + 2500);
+    ledger.denied("keyNoParts", T0 + 3000); // after the run: not counted
+    const out = withExact(ledger.finish([T0 + 5, T0 + 120]), [T0, T0 + 1, T0 + 2999], T0, T0 + 3000);
+    expect(out.bins[0]!.admitted).toBe(1);
+    expect(out.bins[1]!.admitted).toBe(1);
+    expect(out.bins[1]!.denied.delegateSlice).toBe(1);
+    expect(out.bins[0]!.exact).toBe(2);
+    expect(out.total.exact).toBe(3);
+    expect(ledgerTotals(out).denied).toMatchObject({ delegateSlice: 1, isolateLocal: 1, keyNoParts: 0 });
+  });
+});
+
+describe("the ledger of a simulated run", () => {
+  it("accounts for what the run did not admit within a few % of the budget", async () => {
+    const run = {
+      rule,
+      lowered: rule,
+      isolates: 200,
+      loadPerS: 5_000,
+      durationMs: 1_000,
+      scenario: "steady" as const,
+      t0Ms: T0,
+      tier: true,
+      seed: 7,
+    };
+    const out = await simulateCluster(run);
+    const exact = exactAdmissions(run, out.arrivals, out.newestFromMs);
+    const l = withExact(out.ledger!, exact, T0, T0 + run.durationMs);
+    expect(l.total.exact).toBe(exact.length);
+    expect(l.total.admitted).toBeGreaterThan(0);
+    // Every refusal has a known decider.
+    expect(l.total.denied.unknown).toBe(0);
+    expect(l.supply - l.total.admitted).toBeGreaterThan(0.2 * l.supply);
+    expect(Math.abs(l.rest)).toBeLessThan(0.03 * l.supply);
+  }, 60_000);
+});
