@@ -15,8 +15,9 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { logEvent } from "../isolate/metrics.ts";
-import { type Clock, systemClock } from "../isolate/time.ts";
+import { type Clock, type Sleep, systemClock, systemSleep } from "../isolate/time.ts";
 import { type DelegateRecord, delegateIdle, NEW_DELEGATE } from "../protocol/delegate.ts";
+import { releaseDue } from "../protocol/delegate_ahead.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { CallInput, CallResult } from "../protocol/store.ts";
 import type { SluiceLimiter } from "./limiter.ts";
@@ -45,6 +46,7 @@ export class SluiceDelegate extends DurableObject<DelegateEnv> {
     ctx: DurableObjectState,
     env: DelegateEnv,
     private readonly clock: Clock = systemClock,
+    sleep: Sleep = systemSleep,
   ) {
     super(ctx, env);
     this.run = new DelegateRun({
@@ -59,6 +61,7 @@ export class SluiceDelegate extends DurableObject<DelegateEnv> {
         if (record.share !== null) await this.ctx.storage.setAlarm(record.share.endsAtMs);
       },
       failed: (error) => logEvent("warn", { event: "delegate_renew_failed", error }),
+      sleep,
     });
   }
 
@@ -84,16 +87,7 @@ export class SluiceDelegate extends DurableObject<DelegateEnv> {
     const record = this.load();
     const who = this.ctx.storage.kv.get<DelegateWho>(WHO_KEY);
     const now = this.clock();
-    const share = record.share;
-    if (
-      who !== undefined &&
-      share !== null &&
-      share.kind === "window" &&
-      share.unitsLeft > 0 &&
-      now >= share.endsAtMs
-    ) {
-      await this.run.renew(who, true);
-    }
+    if (who !== undefined && releaseDue(record, now)) await this.run.renew(who, true);
     const after = this.load();
     const lastCallMs = after.calls.at(-1)?.atMs ?? 0;
     if (delegateIdle(after, now) && now - lastCallMs >= DELEGATE_IDLE_MS) {

@@ -22,6 +22,7 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
+import { type AheadHeld, aheadHeld } from "./delegate_ahead.ts";
 import {
   type CallBurst,
   type CallLoad,
@@ -71,6 +72,8 @@ export interface HeldShare extends SubleaseSource {
   readonly renewAtMs: number;
   /** The round trip of the renewal the share answered, ms (a rate share renews that early: `renewDue`; or absent). */
   readonly rttMs?: number;
+  /** Window share: units of the next window granted ahead, used from `fromMs` (delegate_ahead.ts; absent: none). */
+  readonly ahead?: AheadHeld;
 }
 
 export interface DelegateRecord {
@@ -173,7 +176,9 @@ export function shareAsk(
   if (share !== null && share.kind === "window") {
     // Unused at the term's end too: the key's object still counts them until given back (a past window's are ignored).
     if (share.unitsLeft > 0) giveBack.push({ units: share.unitsLeft, atMs: share.atMs });
-    kept = { ...share, unitsLeft: 0 };
+    if (share.ahead !== undefined) giveBack.push({ units: share.ahead.units, atMs: share.ahead.atMs });
+    const { ahead: _ahead, ...rest } = share;
+    kept = { ...rest, unitsLeft: 0 };
   }
   const newest = share !== null && (share.rule.version ?? 0) > (rule.version ?? 0) ? share.rule : rule;
   // The batch waiting for this ask counts too: a new delegate has no term behind it yet.
@@ -243,6 +248,7 @@ export function adoptGrant(
       unitsLeft: grant.units,
       // Short only when the window is spent: a proportional cut asks again once its units are used.
       short: grant.units < ask.units && grant.remaining === 0,
+      ...aheadHeld(grant, sentAtMs, nowMs),
     };
     return { ...record, share: withLent(share, lentBefore(record.share, grant)), hot: grant.hot };
   }

@@ -24,6 +24,7 @@ interface Renewable {
     readonly renewAtMs: number;
     readonly demand?: number;
     readonly rttMs?: number;
+    readonly ahead?: unknown;
   } | null;
   readonly demand: DemandBuckets;
 }
@@ -41,7 +42,8 @@ export const RENEW_LEAD_MS = 300;
  */
 export function renewDue(record: Renewable, nowMs: number): boolean {
   const share = record.share;
-  if (share === null) return false;
+  // A window share holding units of the next window goes on with them at its end (delegate_ahead.ts).
+  if (share === null || share.ahead !== undefined) return false;
   const demand = demandPerTerm(record, nowMs);
   if (demand <= 0) return false;
   const leadMs = share.endsAtMs - share.renewAtMs;

@@ -20,6 +20,7 @@ import {
   renewDue,
   shareAsk,
 } from "./delegate.ts";
+import { aheadWaitMs, rollAhead } from "./delegate_ahead.ts";
 import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { CallInput, CallResult, CheckResult, LimiterRule } from "./store.ts";
@@ -46,6 +47,8 @@ export interface DelegatePorts {
   readonly adopted?: (record: DelegateRecord, who: DelegateWho) => void | Promise<void>;
   /** A renewal failed (for the log). */
   readonly failed?: (message: string) => void;
+  /** Wait this long, ms (for a window share's units ahead: delegate_ahead.ts). Absent: such a batch renews instead. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 export class DelegateRun {
@@ -57,7 +60,12 @@ export class DelegateRun {
 
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
-    const { clock, load, save } = this.ports;
+    const { clock, load, save, sleep } = this.ports;
+    // A window share that ended with units of the next window: they become the share, once they may be used.
+    const waitMs = aheadWaitMs(load(), clock());
+    if (waitMs > 0 && sleep !== undefined) await sleep(waitMs);
+    const rolled = rollAhead(load(), clock());
+    if (rolled !== load()) save(rolled);
     // The units the batch gives back first: a renewal then takes them back to the key's object (delegate.ts).
     const taking = (call.giveBack ?? []).length > 0;
     if (taking) save(takeBack(load(), call, clock()));

@@ -54,6 +54,12 @@ export interface ShareBook {
   readonly direct?: { readonly parts: number; readonly state: AlgorithmState | null };
   /** The key is hot until then (object clock), ms: callers are told to go to their region's delegate. */
   readonly hotUntilMs: number;
+  /**
+   * Window shares: units of a window that has not started yet (`window`, its index) granted ahead to holders shortly
+   * before it starts (share_grant.ts `windowGrant`), charged to the record's state when that window starts
+   * (window_ahead.ts `applyAhead`, by `settleShares`). Absent: none.
+   */
+  readonly ahead?: { readonly window: number; readonly units: number };
 }
 
 /** One holder's share, as the key's object remembers it. */
@@ -75,6 +81,8 @@ export interface ShareEntry {
   readonly demand: number;
   /** Rate share: tokens moved from the direct slice to the holder with this grant (absent: none). */
   readonly tokens?: number;
+  /** Window share: units of the next window granted ahead with it (`ShareGrant.ahead`; absent: none). */
+  readonly ahead?: { readonly units: number; readonly atMs: number; readonly termMs: number };
   /** The ask this grant answered (a retried ask is answered again, not granted twice). */
   readonly askId: string;
 }

@@ -43,6 +43,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
+import { type AheadUnits, applyAhead } from "./window_ahead.ts";
 
 /** A rate share's unit: parts of the rule's rate and burst out of this many. */
 export const SHARE_PARTS = 1000;
@@ -108,6 +109,12 @@ export interface ShareGrant {
   readonly units: number;
   /** Window share: units left in the window after this grant (0: the window is spent until it ends). */
   readonly remaining: number;
+  /**
+   * Window share asked shortly before its window's end: units of the NEXT window, charged against it, for the holder
+   * to use from that window's start (its clock: this answer's arrival plus `termMs`) for `ahead.termMs`; their refunds
+   * name `ahead.atMs`, that window's start (window_ahead.ts). Absent: none.
+   */
+  readonly ahead?: AheadUnits;
   /** How long the holder may use it, ms, counted from when it *sent* the ask. */
   readonly termMs: number;
   /** The rule the share is under: the newest rules version the object has seen. */
@@ -165,21 +172,23 @@ function fold(rec: LimiterRecord, direct: NonNullable<ShareBook["direct"]>, nowM
  * book with nothing left in it and a key no longer hot, dropped.
  */
 export function settleShares(record: LimiterRecord | null, nowMs: number): LimiterRecord | null {
-  const book = record?.shares;
-  if (record === null || book === undefined) return record;
+  if (record === null || record.shares === undefined) return record;
+  // Units granted ahead of a window that has now started go into the state first (window_ahead.ts).
+  const applied = applyAhead(record, nowMs);
+  const book = applied.shares!;
   const entries = book.entries.filter((e) => live(e, nowMs));
-  let rec: LimiterRecord = record;
+  let rec: LimiterRecord = applied;
   let direct = book.direct;
   const rateLive = entries.some((e) => promisedParts(e, nowMs) > 0);
   if (direct !== undefined && (!rateLive || shareKindOf(rec.params) !== "rate")) {
     rec = { ...rec, state: fold(rec, direct, nowMs) };
     direct = undefined;
   }
-  if (entries.length === 0 && direct === undefined && nowMs >= book.hotUntilMs) {
+  if (entries.length === 0 && direct === undefined && book.ahead === undefined && nowMs >= book.hotUntilMs) {
     const { shares: _shares, ...rest } = rec;
     return rest;
   }
-  if (entries.length === book.entries.length && direct === book.direct && rec === record) return record;
+  if (entries.length === book.entries.length && direct === book.direct && rec === applied) return applied;
   const { direct: _direct, ...rest } = book;
   return { ...rec, shares: { ...rest, entries, ...(direct === undefined ? {} : { direct }) } };
 }

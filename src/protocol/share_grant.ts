@@ -40,6 +40,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
+import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 /**
  * Grant (renew, or take back) a holder's share. In order: a retried ask is answered as granted; the units given back
  * are refunded (converted by the algorithm's carry-over when the parameters changed, never dropped); then, while the
@@ -55,8 +56,11 @@ export function shareRecord(
   let rec = withVersion(settleShares(record, nowMs), rule, nowMs);
   const mine = rec?.shares?.entries.find((e) => e.holder === ask.holder);
   if (mine !== undefined && mine.askId === ask.id) return { record: rec, grant: grantOf(mine, rule, rec, nowMs) };
-  if (ask.giveBack.length > 0) {
-    rec = keyCall(rec, { rule, id: `${ask.id}:back`, costs: [], giveBack: ask.giveBack }, nowMs).record;
+  // Units of a window not started yet come off its grants ahead; the rest is refunded (window_ahead.ts).
+  const back = takeAheadBack(rec, ask.giveBack);
+  rec = back.record;
+  if (back.rest.length > 0) {
+    rec = keyCall(rec, { rule, id: `${ask.id}:back`, costs: [], giveBack: back.rest }, nowMs).record;
   }
   const kind = shareKindOf(rule.params);
   const book = rec?.shares ?? EMPTY_BOOK;
@@ -86,16 +90,18 @@ export function shareRecord(
       ? rateGrant(rec, rule, demand, total, others, held, mine === undefined ? 0 : termOf(mine), nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const prev = mine === undefined ? null : ended0(mine, nowMs, ask);
+  const ahead = out.grant.ahead;
   const entry: ShareEntry = {
     holder: ask.holder,
     parts: out.grant.parts,
     units: out.grant.units,
     atMs: nowMs,
-    endsAtMs: nowMs + out.grant.termMs,
+    endsAtMs: nowMs + out.grant.termMs + (ahead?.termMs ?? 0),
     prevParts: prev?.prevParts ?? 0,
     prevEndsAtMs: prev?.prevEndsAtMs ?? 0,
     demand,
     ...(out.grant.tokens === undefined ? {} : { tokens: out.grant.tokens }),
+    ...(ahead === undefined ? {} : { ahead }),
     askId: ask.id,
   };
   return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
@@ -120,7 +126,7 @@ function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts
  * with it).
  */
 function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {
-  const { tokens: _tokens, ...rest } = e;
+  const { tokens: _tokens, ahead: _ahead, ...rest } = e;
   const used = inUse(e, ask, nowMs);
   return {
     ...rest,
@@ -158,7 +164,8 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
     ...(e.tokens === undefined ? {} : { tokens: e.tokens }),
     units: e.units,
     remaining: kind === "window" && rec !== null ? keyPeek(rec, rule, nowMs).remaining : 0,
-    termMs: Math.max(0, e.endsAtMs - e.atMs),
+    termMs: Math.max(0, e.endsAtMs - e.atMs - (e.ahead?.termMs ?? 0)),
+    ...(e.ahead === undefined ? {} : { ahead: e.ahead }),
     rule,
     hot,
   };
@@ -297,9 +304,16 @@ function windowGrant(
     if (out.result.ok && out.result.decision.allowed) current = out.record;
     else units = 0;
   }
-  const record = current ?? newRecord(rule, fullState(rule.params, nowMs));
+  let record = current ?? newRecord(rule, fullState(rule.params, nowMs));
   const remaining = available - units;
-  return { record, grant: { atMs: nowMs, kind: "window", parts: 0, units, remaining, termMs, rule, hot: true } };
+  // Shortly before the window's end, units of the next window too (window_ahead.ts).
+  const next = aheadGrant(record.shares ?? EMPTY_BOOK, rule, want, termMs, SHARE_TERM_MS, nowMs);
+  if (next !== null) record = { ...record, shares: next.book };
+  const ahead = next === null ? {} : { ahead: next.ahead };
+  return {
+    record,
+    grant: { atMs: nowMs, kind: "window", parts: 0, units, remaining, termMs, ...ahead, rule, hot: true },
+  };
 }
 
 function newRecord(rule: LimiterRule, state: AlgorithmState): LimiterRecord {

@@ -11,6 +11,7 @@
 
 import { capacityOf, sliceParams } from "../algorithms/index.ts";
 import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
+import { releaseDue } from "../protocol/delegate_ahead.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
 import { SHARE_PARTS } from "../protocol/share.ts";
@@ -127,6 +128,7 @@ export class SimDelegate {
       failed: () => {
         this.renewFailures++;
       },
+      sleep: (ms) => this.clock.sleep(ms),
     });
   }
 
@@ -168,10 +170,7 @@ export class SimDelegate {
   /** The shell's alarm at a window share's end: give its unused units back if no call did. */
   private alarmAt(atMs: number, who: DelegateWho): void {
     this.clock.after(Math.max(0, atMs - this.clock.nowMs()), () => {
-      const share = this.record.share;
-      if (share === null || share.kind !== "window" || share.unitsLeft === 0) return;
-      if (this.clock.nowMs() < share.endsAtMs) return;
-      void this.run.renew(who, true);
+      if (releaseDue(this.record, this.clock.nowMs())) void this.run.renew(who, true);
     });
   }
 }

@@ -1,0 +1,106 @@
+/**
+ * Window shares granted ahead: the key's object's side. Shortly before a window ends, a holder renewing its window
+ * share also gets units of the NEXT window (`ShareGrant.ahead`), charged against that window, not the current one:
+ * they wait in the record's share book (`ShareBook.ahead`: the next window's index and the units granted of it) and go
+ * into the record's state when that window starts (`applyAhead`, run by share.ts `settleShares` before anything reads
+ * or charges the record). The holder uses them from the next window's start (delegate_ahead.ts), so it need not renew
+ * at the window's turn, when every holder's share ends at once.
+ *
+ * Exact: no window admits more than its limit. The units granted ahead of a window never add up to more than its limit
+ * (`aheadGrant`), and nothing else charges that window before they are applied: every operation on the record settles
+ * it first. Units given back before their window started come off the book (`takeAheadBack`), after it through the
+ * record's own refund. Pure functions.
+ */
+import { capacityOf, decide, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
+import type { LeaseReturn, LimiterRecord, LimiterRule, ShareBook } from "./store.ts";
+
+/**
+ * A window share whose term the window's end cuts to this or less (ms) comes with units of the next window. Its holder
+ * renews in its term's last quarter, at most 300 ms before its end (delegate_demand.ts `RENEW_LEAD_MS`): every holder's
+ * last renewal before the window's end falls within this.
+ */
+export const AHEAD_LEAD_MS = 500;
+
+/** What a grant ahead gives: units of the next window, charged from `atMs` (its start), usable for `termMs`. */
+export interface AheadUnits {
+  readonly units: number;
+  /** The next window's start, object clock, ms: its refunds name it. */
+  readonly atMs: number;
+  readonly termMs: number;
+}
+
+/**
+ * The units of the next window granted with a window share asked at `nowMs` for `want` units, whose term the window's
+ * end cuts to `termMs` (`null`: none): up to `want`, within what the next window's limit leaves after the others'
+ * grants ahead, when the term is cut to `AHEAD_LEAD_MS` or less. `book` with them charged.
+ */
+export function aheadGrant(
+  book: ShareBook,
+  rule: LimiterRule,
+  want: number,
+  termMs: number,
+  termMaxMs: number,
+  nowMs: number,
+): { readonly ahead: AheadUnits; readonly book: ShareBook } | null {
+  const policy = leasePolicy(rule.params.algorithm);
+  if (policy.kind !== "window" || want < 1 || termMs >= termMaxMs || termMs > AHEAD_LEAD_MS) return null;
+  const atMs = nowMs + termMs;
+  const window = policy.windowOf(rule.params, atMs);
+  if (window !== policy.windowOf(rule.params, nowMs) + 1) return null;
+  const charged = book.ahead?.window === window ? book.ahead.units : 0;
+  const units = Math.min(want, policy.limit(rule.params) - charged);
+  if (units < 1) return null;
+  const aheadTermMs = leaseTermMs(rule.params, atMs, termMaxMs);
+  return { ahead: { units, atMs, termMs: aheadTermMs }, book: { ...book, ahead: { window, units: charged + units } } };
+}
+
+/**
+ * The record with the units granted ahead of a window charged to its state once that window has started (the whole
+ * window's limit at most, when a newer version lowered it: the holders have them already), or dropped once it has
+ * passed; the very same record when there is nothing to do.
+ */
+export function applyAhead(record: LimiterRecord, nowMs: number): LimiterRecord {
+  const ahead = record.shares?.ahead;
+  const policy = leasePolicy(record.params.algorithm);
+  if (ahead === undefined || policy.kind !== "window") return record;
+  const window = policy.windowOf(record.params, nowMs);
+  if (window < ahead.window) return record;
+  const { ahead: _ahead, ...book } = record.shares!;
+  if (window > ahead.window) return { ...record, shares: book };
+  let state = record.state;
+  let cost = Math.min(ahead.units, capacityOf(record.params));
+  while (cost >= 1) {
+    const out = decide(record.params, state, cost, nowMs);
+    if (!out.ok) break;
+    if (out.decision.allowed) {
+      state = out.state;
+      break;
+    }
+    cost = out.decision.remaining;
+  }
+  return { ...record, state, shares: book };
+}
+
+/**
+ * Units given back that were granted ahead of a window that has not started: taken off the book (at most what it
+ * holds); the rest, for the record's own refund.
+ */
+export function takeAheadBack(
+  record: LimiterRecord | null,
+  giveBack: readonly LeaseReturn[],
+): { readonly record: LimiterRecord | null; readonly rest: readonly LeaseReturn[] } {
+  const ahead = record?.shares?.ahead;
+  const policy = record === null ? null : leasePolicy(record.params.algorithm);
+  if (record === null || ahead === undefined || policy?.kind !== "window") return { record, rest: giveBack };
+  let units = ahead.units;
+  const rest: LeaseReturn[] = [];
+  for (const back of giveBack) {
+    const valid = Number.isSafeInteger(back.units) && back.units >= 1;
+    if (valid && policy.windowOf(record.params, back.atMs) === ahead.window) units -= Math.min(units, back.units);
+    else rest.push(back);
+  }
+  if (units === ahead.units) return { record, rest };
+  const { ahead: _ahead, ...book } = record.shares!;
+  const shares: ShareBook = units > 0 ? { ...book, ahead: { window: ahead.window, units } } : book;
+  return { record: { ...record, shares }, rest };
+}
