@@ -111,8 +111,7 @@ export abstract class KeyCalls {
     const got = await (this.options.resume?.(turn) ?? turn);
     turnCame = true;
     if (got !== "lead") return got;
-    const answer = await this.flush(st, me, input.keepAlive);
-    return answer!;
+    return (await this.flush(st, me, input.keepAlive))!;
   }
 
   /** Let the first waiting request make the next call. */
@@ -130,14 +129,7 @@ export abstract class KeyCalls {
     me.settled = true;
     st.queue.splice(st.queue.indexOf(me), 1);
     const message = `no call for this key ended within ${2 * st.timeoutMs} ms`;
-    me.resolve({
-      kind: "failed",
-      failure: "timeout",
-      message,
-      attempts: 0,
-      late: null,
-      refund: () => Promise.resolve(null),
-    });
+    me.resolve({ kind: "failed", failure: "timeout", message, attempts: 0, late: null, refund: async () => null });
     if (st.inFlight && this.options.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
       st.inFlight = false;
       this.handOff(st);
@@ -346,13 +338,8 @@ export abstract class KeyCalls {
       });
     }
     const { failure, message, attempts, late } = answer;
-    // A lease that arrives too late is still a charge: take it, so its units are used or given back.
-    late?.then(
-      (r) => (r.lease === null ? undefined : this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive, true)),
-      () => undefined,
-    );
     const now = this.options.clock();
-    return batch.map(
+    const answers = batch.map(
       (w, i): Asked =>
         lastKnown(this.ctx, st, failure, now) ?? {
           kind: "failed",
@@ -363,6 +350,18 @@ export abstract class KeyCalls {
           refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs, w.keepAlive),
         },
     );
+    // A late answer still charges: its lease is taken (its units used or given back), and what it admitted of a request
+    // refused here from what this isolate last knew (`lastKnown`) is given back: nobody else sees that answer.
+    const work = late?.then((r) => {
+      if (r.lease !== null) this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive, true);
+      batch.forEach((w, i) => {
+        const x = answers[i]?.kind === "answered" ? r.results[i] : undefined;
+        if (x?.ok && x.decision.allowed) void this.refundObject(st, w.cost, x.atMs, w.keepAlive);
+      });
+    });
+    work?.catch(() => undefined);
+    if (work !== undefined) keepAlive?.(work);
+    return answers;
   }
 
   /** Hold a granted lease (coalesce.ts); returns when it ends (this isolate's clock). `late`: after the budget. */

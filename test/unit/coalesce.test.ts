@@ -422,6 +422,51 @@ describe("the coalescer", () => {
     expect(await third).toMatchObject({ kind: "failed", failure: "timeout" });
   });
 
+  it("gives back what a late answer admitted for a request already refused from what the isolate last knew", async () => {
+    // Chaos with the delegate tier (seed 14): a hot key's call timed out, its requests were refused here (`lastKnown`),
+    // and the object (through the delegate's pass-through) admitted them when the call arrived: charged, never used.
+    const params = fixedWindow(100, 60_000);
+    const clock = new EventClock(T0);
+    const counters: CoalesceCounters = newStats();
+    let record: LimiterRecord | null = null;
+    let calls = 0;
+    let charged = 0;
+    const transport: ObjectTransport = {
+      call: (_name, input) =>
+        new Promise((resolve, reject) => {
+          calls++;
+          // The first call is refused as overloaded; the second is applied 400 ms on (past its 250 ms budget).
+          const delayMs = calls === 2 ? 400 : 5;
+          clock.after(delayMs, () => {
+            if (calls === 1) return reject(Object.assign(new Error("busy"), { overloaded: true }));
+            const out = callRecord(record, input, clock.nowMs());
+            record = out.record;
+            for (const r of out.result.results) if (r.ok && r.decision.allowed) charged++;
+            for (const g of input.giveBack ?? []) charged -= g.units;
+            resolve(out.result);
+          });
+        }),
+      refund: async () => null,
+    };
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
+    const ask = () =>
+      coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
+    const first = ask();
+    await clock.runUntil(T0 + 10);
+    expect(await first).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 10);
+    const second = ask();
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 300);
+    expect(await second).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    expect(charged).toBe(0); // not applied yet
+    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 420);
+    expect(charged).toBe(1); // the late answer admitted it
+    // The unit goes back with the key's next call: nobody was admitted, nothing stays charged.
+    await clock.runUntil(T0 + 3000);
+    expect(calls).toBe(3);
+    expect(charged).toBe(0);
+  });
+
   it("never admits beyond a live lease when the object cannot be asked: an ended share is not reused", async () => {
     for (const params of [tokenBucket(100, 1000, 100), fixedWindow(1000, 60_000)]) {
       const clock = new EventClock(T0);
