@@ -27,7 +27,7 @@ import {
   RETURN_WAIT_MS,
   type Waiting,
 } from "./coalesce_types.ts";
-import { delegateFor, leaseAsk, noteHot, see } from "./key_state.ts";
+import { delegateFor, leaseAsk, noteHot, see, unsee } from "./key_state.ts";
 import { isHot, scarceAnswer } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
@@ -242,6 +242,7 @@ export class Coalescer extends KeyCalls {
       attempts: 0,
       refund: () => {
         const at = this.options.clock();
+        unsee(st, at);
         if (st.lease === lease && at < lease.endsAtMs) {
           lease.unitsLeft += cost;
           return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
@@ -251,7 +252,7 @@ export class Coalescer extends KeyCalls {
           lease.unitsLeft += cost;
           return Promise.resolve(null);
         }
-        return this.refundObject(st, cost, lease.atMs, keepAlive);
+        return this.refundObject(st, cost, lease.atMs, keepAlive, false);
       },
     };
   }
@@ -267,7 +268,9 @@ export class Coalescer extends KeyCalls {
     cost: number,
     admittedAtMs: number,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    unseen = true,
   ): Promise<RefundResult> {
+    if (unseen) unsee(st, this.options.clock());
     const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
     if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs });
     else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs };

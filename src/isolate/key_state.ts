@@ -66,6 +66,18 @@ export function see(st: KeyState, now: number): void {
   st.lastSeenMs = now;
 }
 
+/**
+ * Uncount an arrival whose admission was given back (another rule denied it): it used none of the key's budget, so
+ * the demand a lease is sized by is the arrivals that keep their admission. Taken off this bucket's count, or the
+ * last one's when this one has none (a refund lands soon after its admission).
+ */
+export function unsee(st: KeyState, now: number): void {
+  roll(st, now);
+  if (st.seenCurr > 0) st.seenCurr--;
+  else if (st.seenPrev > 0) st.seenPrev--;
+  if (st.runCount > 0) st.runCount--;
+}
+
 export function roll(st: KeyState, now: number): void {
   const bucket = Math.floor(now / (st.leaseSettings?.ttlMs ?? 1000));
   if (bucket !== st.seenBucket) {

@@ -681,4 +681,21 @@ describe("the coalescer", () => {
     // 6 seen, with a margin for chance: 6 + 2 × ceil(sqrt(6)) + 1.
     expect(h.applied.at(-1)!.input.lease).toEqual({ units: 13, ttlMs: 1000 });
   });
+
+  it("sizes the next lease by the admissions kept: a refunded one is not counted as demand", async () => {
+    const h = harness(tokenBucket(1000, 1000, 1000), 1);
+    const lease = { ttlMs: 1000, units: null, above: null };
+    const first = h.ask(1, lease);
+    await h.clock.runUntil(T0 + 10);
+    expect((await first).kind).toBe("answered");
+    // 1 seen: 1 + 2 × 1 + 1.
+    expect(h.applied[0]!.input.lease).toEqual({ units: 4, ttlMs: 1000 });
+    const fromLease: Asked[] = [];
+    for (let i = 0; i < 4; i++) fromLease.push(await h.ask(1, lease));
+    for (const a of fromLease.slice(0, 3)) if (a.kind === "answered") await a.refund();
+    // The renewal at the lease's end: 5 seen, 3 of them given back: 2 + 2 × ceil(sqrt(2)) + 1 (not 5 + 2 × 3 + 1).
+    await h.clock.runUntil(T0 + 1100);
+    expect(h.applied.length).toBe(2);
+    expect(h.applied[1]!.input).toMatchObject({ giveBack: [{ units: 3 }], lease: { units: 7, ttlMs: 1000 } });
+  });
 });

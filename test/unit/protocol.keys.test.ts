@@ -19,6 +19,7 @@ import {
   shardOf,
   shortOf,
   subleaseAsk,
+  unsee,
   windowSubleaseTermMs,
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -172,6 +173,32 @@ describe("arrivals per ttl", () => {
     see(st, T0 + 900);
     see(st, T0 + 1900);
     expect([st.runStartMs, st.runCount]).toEqual([T0 + 900, 2]);
+  });
+});
+
+describe("unsee: an arrival whose admission was given back", () => {
+  it("comes off this bucket's count, else the last one's, and off the run; never below 0", () => {
+    const st = keyWith({ ttlMs: 1000, units: null, above: null });
+    for (let i = 0; i < 4; i++) see(st, T0 + 100);
+    unsee(st, T0 + 200);
+    expect([st.seenCurr, st.seenPrev, st.runCount]).toEqual([3, 0, 3]);
+    // In the next bucket, with none seen in it yet: off the last bucket's count.
+    unsee(st, T0 + 1100);
+    expect([st.seenCurr, st.seenPrev, st.runCount]).toEqual([0, 2, 2]);
+    see(st, T0 + 1200);
+    unsee(st, T0 + 1300);
+    expect([st.seenCurr, st.seenPrev, st.runCount]).toEqual([0, 2, 2]);
+    const none = keyWith({ ttlMs: 1000, units: null, above: null });
+    unsee(none, T0);
+    expect([none.seenCurr, none.seenPrev, none.runCount]).toEqual([0, 0, 0]);
+  });
+
+  it("sizes the sub-lease by the admissions kept: half given back, half the units asked", () => {
+    const st = keyWith(null);
+    for (let i = 0; i < 40; i++) see(st, T0 - 2000);
+    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 20, ttlMs: 500 });
+    for (let i = 0; i < 20; i++) unsee(st, T0 - 1000);
+    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 10, ttlMs: 500 });
   });
 });
 
