@@ -23,15 +23,7 @@ import {
   sliceParams,
 } from "../algorithms/index.ts";
 import { type AheadHeld, aheadHeld } from "./delegate_ahead.ts";
-import {
-  type CallBurst,
-  type CallLoad,
-  countLoad,
-  type DemandBuckets,
-  demandPerTerm,
-  keptParts,
-  rolled,
-} from "./delegate_demand.ts";
+import { type CallLoad, countLoad, type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 import { callDemand, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
@@ -89,8 +81,6 @@ export interface DelegateRecord {
   readonly calls: readonly AppliedCall[];
   /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
   readonly load?: CallLoad;
-  /** Calls decided in the current `DELEGATE_BURST_MS` (absent: none counted yet). */
-  readonly burst?: CallBurst;
   /**
    * A window share's renewal sent last, while unanswered (its answer lost to a restart or a failure): sent again as
    * it was, with its id, while younger than `PENDING_RESEND_MS`, so that the key's object answers it as granted: its
@@ -324,10 +314,10 @@ export function delegateCall(
     leaseForMs: lease?.forMs ?? 0,
   };
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  const { load, burst, busy } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
+  const { load, busy } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
   const { taken: _t, ...rest } = record;
   const demand = { ...d, curr: d.curr + asked };
-  const counted = { demand, load, burst, ...(taken?.length ? { taken } : {}) };
+  const counted = { demand, load, ...(taken?.length ? { taken } : {}) };
   const next: DelegateRecord = { ...rest, share, giveBack, calls, ...counted };
   const result: CallResult = {
     atMs: nowMs,

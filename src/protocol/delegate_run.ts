@@ -7,12 +7,16 @@
  * lease ask: sublease.ts); decide from the share, and grant the sub-lease from what is left; without one (the key
  * went cold, the key's object refused), pass the batch through to the key's object unchanged; but for
  * `DELEGATE_RENEW_BACKOFF_MS` after a share ask found the object overloaded, refuse it instead.
- * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it.
+ * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it. Every answer
+ * says busy while calls arrive faster than one shard should take (`check`).
  */
 
 import { decide, fingerprintOf } from "../algorithms/index.ts";
 import {
   adoptGrant,
+  burstBusy,
+  type CallBurst,
+  countBurst,
   DELEGATE_RENEW_BACKOFF_MS,
   type DelegateRecord,
   delegateCall,
@@ -56,10 +60,28 @@ export class DelegateRun {
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
 
+  /**
+   * Calls that reached this instance lately (delegate_demand.ts `countBurst`). Kept in memory, not in the record: it
+   * is counted before the call is decided, and a write per arrival would double the delegate's writes; a restarted
+   * delegate counts afresh.
+   */
+  private burst: CallBurst | undefined;
+
   constructor(private readonly ports: DelegatePorts) {}
 
-  /** Decide an isolate's batch (see the file's comment). */
+  /**
+   * Decide an isolate's batch (see the file's comment). The answer, whatever it is (decided, refused, passed through),
+   * says busy when `DELEGATE_BURST_CALLS` calls reached this delegate in the last quarter second by the time it is
+   * given (`burstBusy`), so that a region's isolates spread over its shards while this one is still waiting for its
+   * first share.
+   */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
+    this.burst = countBurst(this.burst, this.ports.clock());
+    const result = await this.decide(who, call);
+    return burstBusy(this.burst, this.ports.clock()) ? { ...result, busy: true } : result;
+  }
+
+  private async decide(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
     // A window share that ended with units of the next window: they become the share, once they may be used.
     const waitMs = aheadWaitMs(load(), clock());

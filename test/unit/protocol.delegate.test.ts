@@ -7,6 +7,9 @@ import { describe, expect, it } from "vitest";
 import { sliceParams } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
+  burstBusy,
+  burstCalls,
+  type CallBurst,
   countBurst,
   countCall,
   DELEGATE_BURST_CALLS,
@@ -636,33 +639,52 @@ describe("a delegate's load (its shards)", () => {
     expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
   });
 
-  it("counts calls in the current DELEGATE_BURST_MS", () => {
+  it("counts calls in the current DELEGATE_BURST_MS and the one before", () => {
     const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
     expect(DELEGATE_BURST_MS).toBe(250);
-    expect(countBurst(undefined, T0)).toEqual({ bucket: B0, calls: 1 });
-    expect(countBurst({ bucket: B0, calls: 7 }, T0 + 249)).toEqual({ bucket: B0, calls: 8 });
-    expect(countBurst({ bucket: B0, calls: 7 }, T0 + 250)).toEqual({ bucket: B0 + 1, calls: 1 });
-    const burst = { bucket: B0, calls: 7 };
-    expect(countBurst(burst, T0 - 1)).toBe(burst); // a clock stepping back counts nothing new
+    expect(countBurst(undefined, T0)).toEqual({ bucket: B0, calls: 1, prev: 0 });
+    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 + 249)).toEqual({ bucket: B0, calls: 8, prev: 3 });
+    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 + 250)).toEqual({ bucket: B0 + 1, calls: 1, prev: 7 });
+    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 + 500)).toEqual({ bucket: B0 + 2, calls: 1, prev: 0 });
+    // A clock stepping back counts in the bucket it had.
+    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 - 1)).toEqual({ bucket: B0, calls: 8, prev: 3 });
   });
 
-  it("says busy at once from DELEGATE_BURST_CALLS calls in a quarter second (a pace over 500/s), fewer in the second", () => {
+  it.each([
+    // [calls in the bucket before, in this one, ms into this one, calls in the last quarter second]
+    [0, 150, 0, 150],
+    [200, 0, 0, 200],
+    [200, 0, 125, 100],
+    [200, 0, 250, 0],
+    [100, 60, 50, 140], // 100 × 200/250 = 80
+    [100, 80, 50, 160],
+  ])("slides: %i calls in the bucket before, %i in this one, %i ms in: %i", (prev, calls, inMs, sliding) => {
+    const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
+    const at = B0 * DELEGATE_BURST_MS + inMs;
+    const burst = { bucket: B0, calls, prev };
+    expect(burstCalls(burst, at)).toBe(sliding);
+    expect(burstBusy(burst, at)).toBe(sliding >= DELEGATE_BURST_CALLS);
+  });
+
+  it("says busy from DELEGATE_BURST_CALLS calls in a quarter second (a pace over 500/s), fewer in the second", () => {
     // 600 calls/s: a cold start's rush to a big region's first shard, long before 250 calls in the second.
     expect((DELEGATE_BURST_CALLS * 1000) / DELEGATE_BURST_MS).toBe(600);
     expect(DELEGATE_BURST_CALLS).toBeLessThan(DELEGATE_BUSY_CALLS_PER_S);
-    const at = T0 + 100;
-    const bucket = Math.floor(at / DELEGATE_BURST_MS);
-    const second = { second: Math.floor(at / 1000), curr: DELEGATE_BURST_CALLS - 1, prev: 0 };
-    const under = withShare(windowShare(), { load: second, burst: { bucket, calls: DELEGATE_BURST_CALLS - 2 } });
-    const quiet = delegateCall(under, batch(win, [1]), at);
-    expect(quiet.result.busy).toBeUndefined();
-    expect(quiet.record.burst).toEqual({ bucket, calls: DELEGATE_BURST_CALLS - 1 });
-    expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), at).result.busy).toBe(true);
-    // The same calls spread over the second (a bucket gone by) are not busy.
-    const spread = withShare(windowShare(), {
-      load: second,
-      burst: { bucket: bucket - 1, calls: DELEGATE_BURST_CALLS },
-    });
-    expect(delegateCall(spread, batch(win, [1]), at).result.busy).toBeUndefined();
+    // A rush that starts late in a bucket: 1 call per ms from 200 ms into it. Fixed buckets counted 50 in it, and said
+    // busy only at the 200th call (150 into the next); sliding (the 50 weighed as if spread over their bucket), at the
+    // 175th.
+    const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
+    let burst: CallBurst | undefined;
+    let busyFrom = -1;
+    for (let i = 0; i < 200 && busyFrom < 0; i++) {
+      const at = B0 * DELEGATE_BURST_MS + 200 + i;
+      burst = countBurst(burst, at);
+      if (burstBusy(burst, at)) busyFrom = i + 1;
+    }
+    expect(busyFrom).toBe(175);
+    // Spent at a slower pace (the same 150 calls over the second) it is not.
+    burst = undefined;
+    for (let i = 0; i < DELEGATE_BURST_CALLS; i++) burst = countBurst(burst, T0 + Math.floor((i * 1000) / 150));
+    expect(burstBusy(burst, T0 + 999)).toBe(false);
   });
 });
