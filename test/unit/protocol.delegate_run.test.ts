@@ -292,6 +292,81 @@ describe("DelegateRun.check: busy from the calls that reach it", () => {
   });
 });
 
+describe("DelegateRun.check, exact edges (each kills a mutant of delegate_run.ts; docs/testing.md)", () => {
+  /** The demand of each renewal a batch with a lease ask of `units` makes: the first counts the lease, the second not. */
+  const demands = async (units: number) => {
+    const h = harness([windowGrant(0), windowGrant(0), windowGrant(9)]);
+    await h.run.check(who, { ...batch([1]), lease: { units, ttlMs: 500 } });
+    return h.asks.map((a) => a.demand);
+  };
+
+  it("renews first for the batch's cost and its lease ask's units, then for the cost alone", async () => {
+    expect(await demands(4)).toEqual([5, 1]);
+    // A lease ask that is not a whole number of units above 0 asks for none.
+    expect(await demands(2.5)).toEqual([1, 1]);
+    expect(await demands(0)).toEqual([1, 1]);
+    expect(await demands(-2)).toEqual([1, 1]);
+  });
+
+  /** Two renewals under `granted` that leave the share short of the batch `costs` (under `asked`). */
+  const shortTwice = async (granted: LimiterRule, asked: LimiterRule, costs: number[]) => {
+    const h = harness([windowGrant(1, { rule: granted }), windowGrant(2, { rule: granted }), windowGrant(9)]);
+    const out = await h.run.check({ ...who, rule: asked }, { rule: asked, id: "b1", costs });
+    expect(h.asks).toHaveLength(2);
+    return { calls: h.calls.length, admitted: out.results.map((r) => r.ok && r.decision.allowed) };
+  };
+  const other = fixedWindow(120, 10_000);
+
+  it("decides from a dry share under the batch's version or a newer one, or the same parameters; else passes it through", async () => {
+    const local = { calls: 0, admitted: [true, true, false] };
+    // The share under a newer version than the batch's (or the batch without one), whatever the parameters.
+    expect(await shortTwice({ ...rule, params: other, version: 2 }, rule, [1, 1, 1])).toEqual(local);
+    expect(await shortTwice({ ...rule, version: 2 }, { id: "w", params: other }, [1, 1, 1])).toEqual(local);
+    // Under the same version (both have it): decided from the share.
+    expect(await shortTwice({ ...rule, params: other }, rule, [1, 1, 1])).toEqual(local);
+    // The batch under a newer version with the same parameters: decided from the share too.
+    expect(await shortTwice(rule, { ...rule, version: 2 }, [1, 1, 1])).toEqual(local);
+    // The batch under a newer version with other parameters: through to the key's object.
+    expect(await shortTwice(rule, { ...rule, params: other, version: 2 }, [1, 1, 1])).toMatchObject({ calls: 1 });
+    // A request costing as much as the share's last grant fits it; one costing more goes through with the batch.
+    expect(await shortTwice(rule, rule, [2, 1])).toEqual({ calls: 0, admitted: [true, false] });
+    expect(await shortTwice(rule, rule, [1, 3])).toMatchObject({ calls: 1 });
+  });
+
+  it("passes a batch through when the share it renewed has ended by the time the grant lands", async () => {
+    for (const kind of ["window", "rate"] as const) {
+      const h = harness([]);
+      let now = T0;
+      const grant = (): ShareGrant =>
+        kind === "window" ? windowGrant(5, { termMs: 50 }) : { ...windowGrant(0, { termMs: 50 }), kind, parts: 4 };
+      const run = new DelegateRun({
+        ...h.ports,
+        clock: () => now,
+        // Each answer lands as its share's term (50 ms) ends.
+        share: (_o, ask) => {
+          h.asks.push(ask);
+          now += 50;
+          return Promise.resolve(grant());
+        },
+      });
+      await run.check(who, batch(kind === "window" ? [1] : []));
+      expect(h.asks).toHaveLength(2);
+      expect(h.calls).toHaveLength(1);
+    }
+  });
+
+  it("neither sleeps nor saves without a reason: one save for a batch decided from a live share", async () => {
+    const h = harness([windowGrant(10)]);
+    const sleeps: number[] = [];
+    const run = new DelegateRun({ ...h.ports, sleep: async (ms) => void sleeps.push(ms) });
+    await run.check(who, batch([1]));
+    h.saves.length = 0;
+    await run.check(who, batch([1], "b2"));
+    expect(h.saves).toHaveLength(1);
+    expect(sleeps).toEqual([]);
+  });
+});
+
 describe("DelegateRun.renew", () => {
   it("runs one renewal at a time: a second asker waits for the first", async () => {
     let answer: (g: ShareGrant) => void = () => {};
