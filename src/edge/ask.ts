@@ -97,8 +97,8 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   const arrivedAtMs = isolate.clock();
   const delegate = delegateOf(env, name, region ?? null);
   const keepAlive = ctx === undefined ? undefined : (work: Promise<unknown>) => ctx.waitUntil(work);
-  // A key this isolate does not track yet, of a rule that takes shares: its data center may know it is hot
-  // (hot_marks.ts).
+  // A key this isolate does not track yet (or whose hot spell here lapsed), of a rule that takes shares: its data
+  // center may know it is hot (hot_marks.ts).
   const shares = delegate !== null && leasePolicy(params.algorithm).kind !== "none";
   const store = shares ? hotMarks() : null;
   const marks = store === null || isolate.calls.tracks(name) ? null : store;
@@ -114,7 +114,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     delegate,
     keepAlive,
     observe,
-    ...(hotMark === null ? {} : { hotMark }),
+    ...(marks === null ? {} : { hotMark }),
     ...(store === null ? {} : { spreadMark: spreadOfMark(store) }),
   });
   if (shares) markHot(isolate, name, keepAlive);

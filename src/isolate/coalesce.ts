@@ -27,7 +27,7 @@ import {
   RETURN_WAIT_MS,
   type Waiting,
 } from "./coalesce_types.ts";
-import { delegateFor, leaseAsk, noteHot, see, unsee } from "./key_state.ts";
+import { delegateFor, leaseAsk, noteHot, see, takeMark, unsee } from "./key_state.ts";
 import { isHot, scarceAnswer } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
@@ -56,9 +56,14 @@ export class Coalescer extends KeyCalls {
     return { unitsLeft: lease.unitsLeft, units: lease.units, endsInMs: lease.endsAtMs - now };
   }
 
-  /** Whether this isolate tracks the key now (a data center's hot mark is taken only for a key it does not). */
+  /**
+   * Whether this isolate tracks the key and needs no data center's hot mark for it: a mark is read for a key it does
+   * not track, and for one whose hot spell here lapsed (key_state.ts `takeMark`).
+   */
   tracks(name: string): boolean {
-    return this.keys.has(name);
+    const st = this.keys.get(name);
+    if (st === undefined) return false;
+    return st.delegate === null || st.hotUntilMs === 0 || this.options.clock() < st.hotUntilMs;
   }
 
   /** The key as hot as this isolate knows it now (hot_marks.ts writes it for the data center); `null`: not hot. */
@@ -88,6 +93,7 @@ export class Coalescer extends KeyCalls {
   ask(input: AskInput): Promise<Asked> {
     const st = this.stateOf(input);
     const now = this.options.clock();
+    takeMark(st, input.hotMark, now);
     see(st, now);
     const lease = st.lease;
     if (lease !== null && !lease.returned && now < lease.endsAtMs && lease.unitsLeft >= input.cost) {

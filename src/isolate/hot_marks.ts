@@ -3,7 +3,8 @@
  * without a call. Without them every isolate's first request for a key is a call to the key's object, which answers
  * `hot` (or refuses as overloaded): at a redeploy (every isolate new) a second cold start, about one call per isolate
  * in the first second (781-989 calls/s at 1,000 isolates in the cluster simulation) and 4.8-32% of a window lost.
- * With them, an isolate that does not track a key yet looks for its mark first and, marked, sends its batches to
+ * With them, an isolate that does not track a key yet (or whose hot spell there lapsed: no answer for 5 s, coalesce.ts
+ * `tracks`) looks for its mark first and, marked, sends its batches to
  * its region's delegate from the first (to its own shard when the mark says the first is busy). An isolate writes the
  * mark when it learns the key is hot or spread, and again before it expires while the key stays hot.
  *

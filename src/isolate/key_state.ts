@@ -12,6 +12,7 @@ import {
   AUTO_LEASE,
   autoLease,
   type DelegateRoute,
+  type HotMark,
   type KeyState,
 } from "./coalesce_types.ts";
 
@@ -202,6 +203,17 @@ export async function readMark(st: KeyState, clock: () => number): Promise<Deleg
 /** A delegate answered busy, or was overloaded: this isolate spreads to its own shard (until the key goes cold). */
 export function noteDelegateBusy(st: KeyState, busy: boolean): void {
   if (busy) st.spread = true;
+}
+
+/**
+ * A hot spell that lapsed here (no answer said hot for `HOT_HOLD_MS`: an isolate with few requests for the key)
+ * renewed by the data center's mark read for this request (coalesce.ts `tracks`), or ended by its absence (`null`):
+ * its next call then goes to the key's object, which says whether the key is still hot. `undefined`: none was read.
+ */
+export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
+  if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
+  st.hotUntilMs = mark?.untilMs ?? 0;
+  if (mark?.spread === true) st.spread = true;
 }
 
 /** The key's object (or delegate) said the key is hot (go to the delegate) or cold (`false`: back to the object). */

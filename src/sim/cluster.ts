@@ -204,11 +204,12 @@ class World {
   async ask(iso: Isolate, input: AskInput): Promise<Asked> {
     const marks = this.run.tier && !this.run.plain && !this.run.noMarks ? this.marks[iso.region]! : null;
     if (marks === null) return iso.coalescer.ask(input);
-    const hotMark = iso.coalescer.tracks(input.name) ? null : markFrom(await marks.read(input.name), iso.clock());
+    const read = !iso.coalescer.tracks(input.name);
+    const hotMark = read ? markFrom(await marks.read(input.name), iso.clock()) : null;
     const answer = await iso.coalescer.ask({
       ...input,
       spreadMark: spreadOfMark(marks),
-      ...(hotMark ? { hotMark } : {}),
+      ...(read ? { hotMark } : {}),
     });
     const mark = iso.coalescer.markOf(input.name);
     if (mark !== null && iso.written.take(input.name, mark, iso.clock()))

@@ -222,10 +222,10 @@ describe("a coalescer taking a mark", () => {
     refund: () => Promise.reject(new Error("none")),
   });
 
-  function isolate() {
+  function isolate(clock = () => T0) {
     const calls: string[] = [];
     const coalescer = new Coalescer({
-      clock: () => T0,
+      clock,
       sleep: () => new Promise(() => {}),
       counters: newStats(),
       newId: () => "id",
@@ -297,6 +297,26 @@ describe("a coalescer taking a mark", () => {
     await none.ask({ untilMs: T0 + 1000, spread: true }, false);
     expect(none.calls).toEqual(["object"]);
     expect(none.coalescer.markOf("k")).toBeNull();
+  });
+
+  it("takes a mark again for a key whose hot spell here lapsed: a mark renews it, none ends it", async () => {
+    let now = T0;
+    const iso = isolate(() => now);
+    await iso.ask({ untilMs: T0 + 1000, spread: false });
+    expect(iso.coalescer.tracks("k")).toBe(true);
+    // No answer for HOT_HOLD_MS (an isolate with few requests): the spell lapsed, its data center's mark is wanted.
+    now = T0 + HOT_HOLD_MS;
+    expect(iso.coalescer.tracks("k")).toBe(false);
+    await iso.ask({ untilMs: now + 1000, spread: true });
+    expect(iso.coalescer.tracks("k")).toBe(true);
+    // Lapsed again, and no mark any more: to the key's object, which says the key is cold.
+    now += HOT_HOLD_MS;
+    expect(iso.coalescer.tracks("k")).toBe(false);
+    await iso.ask(null);
+    expect(iso.coalescer.tracks("k")).toBe(true);
+    // Known cold here: a mark is not taken (only for a key not tracked, or lapsed).
+    await iso.ask({ untilMs: now + 1000, spread: false });
+    expect(iso.calls).toEqual(["delegate.0", "delegate.2", "object", "object"]);
   });
 
   it("reads the mark once per hot spell before its first call to the delegate, and spreads at once if it says so", async () => {
