@@ -171,6 +171,7 @@ class World {
         this.decidedAt.set(r, this.clock.nowMs());
         if (r.ok && !r.decision.allowed) this.deniedBy.set(r, by);
       }
+      if (result.lease !== null && !result.replayed) this.ledger?.lent(result.lease.units);
       this.firstSecond.applied(input, this.clock.nowMs());
     });
     const watch = this.ledger?.watch(this.deniedBy) ?? null;

@@ -3,7 +3,7 @@
  * (a full bucket at the start plus the rate over the run) went. Sluice admits some; the refusals are counted by who
  * refused (the key's object, a delegate, an isolate locally); unspent tokens by where they went (`LedgerSinks`):
  * refill lost at a full bucket (the direct slice, a delegate's slice), parts the key's object keeps promised to a
- * holder holding none or beyond what it holds (a cut or renewed share's `prevParts`), sub-lease tokens neither admitted
+ * holder holding none or beyond what it holds (a cut or renewed share's `prevParts`), (sub-)lease tokens neither admitted
  * nor given back, units given back into a full slice, tokens a delegate's slice drops when its share is replaced, cut
  * or lost, and the buckets at the end; `rest` is what these leave unexplained. Sampled every ms of simulated time
  * from the objects' records (nothing here decides anything), per 100 ms of the first 2 s and over the run, in tokens.
