@@ -84,7 +84,7 @@ describe("otherShard and avoidFor", () => {
       attempts: 1,
       late: null,
     });
-    expect(DELEGATE_RESET_BACKOFF_MS).toBe(500);
+    expect(DELEGATE_RESET_BACKOFF_MS).toBe(150);
     expect(DELEGATE_BACKOFF_MS).toBe(5000);
     expect(avoidFor(failed("reset"))).toBe(DELEGATE_RESET_BACKOFF_MS);
     expect(avoidFor(failed("error"))).toBe(DELEGATE_BACKOFF_MS);
