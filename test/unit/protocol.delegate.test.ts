@@ -87,6 +87,21 @@ const batch = (rule: LimiterRule, costs: number[], over: Partial<CallInput> = {}
 });
 const brief = (r: CheckResult) => (r.ok ? `${r.decision.allowed ? "+" : "-"}${r.decision.remaining}` : r.error);
 
+describe("delegate.ts constants and replays (exact edges: mutants of delegate.ts; docs/testing.md)", () => {
+  it("resends an unanswered renewal as it was for a quarter term: 250 ms", () => {
+    expect(SHARE_TERM_MS).toBe(1000);
+    expect(PENDING_RESEND_MS).toBe(250);
+  });
+
+  it("a retried call of a rate share answered without a sub-lease is replayed without one", () => {
+    const first = delegateCall(withShare(rateShare()), batch(rate, [1]), T0);
+    expect(first.result.lease).toBeNull();
+    const again = delegateCall(first.record, batch(rate, [1]), T0 + 1);
+    expect(again.result.replayed).toBe(true);
+    expect(again.result.lease).toBeNull();
+  });
+});
+
 describe("delegateNeed", () => {
   it("renews without a share, at its end, and for a newer rules version with other parameters", () => {
     const lowered = fixedWindow(90, 60_000);
@@ -95,6 +110,8 @@ describe("delegateNeed", () => {
     expect(delegateNeed(withShare(windowShare()), win, [1], T0 + 1000)).toBe("renew");
     expect(delegateNeed(withShare(windowShare()), { ...win, params: lowered, version: 3 }, [1], T0)).toBe("renew");
     expect(delegateNeed(withShare(windowShare()), { ...win, params: lowered, version: 1 }, [1], T0)).toBe("ready");
+    // Only a newer version renews: the same one (other parameters, written by hand) does not.
+    expect(delegateNeed(withShare(windowShare()), { ...win, params: lowered, version: 2 }, [1], T0)).toBe("ready");
     const unversioned = windowShare({ rule: { id: "w", params: win.params } });
     expect(delegateNeed(withShare(unversioned), { id: "w", params: win.params }, [1], T0)).toBe("ready");
     expect(delegateNeed(withShare(unversioned), { ...win, params: lowered, version: 1 }, [1], T0)).toBe("renew");
