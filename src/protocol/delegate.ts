@@ -2,7 +2,7 @@
  * A delegate's decisions: the holder's side of the delegate tier (share.ts has the key's object's side).
  *
  * One delegate per (rule, key, region) holds a share of a hot key's budget durably and decides its region's isolates'
- * batches from it: a rate share is a bucket of its own under the sliced parameters (`sliceParams`, a new one starts
+ * batches from it: a rate share is a bucket of its own under the sliced parameters (`delegateSlice`, a new one starts
  * empty, converted by carry-over on a change); a window share is units already charged in the key's record, admitted
  * first come, the unused ones given back at the next renewal. It renews before the term ends (`renewDue`) with its
  * demand, and before deciding when the share has ended, is short, or a newer rules version arrives (`delegateNeed`).
@@ -20,7 +20,6 @@ import {
   fingerprintOf,
   leasePolicy,
   refund,
-  sliceParams,
 } from "../algorithms/index.ts";
 import { type AheadHeld, aheadHeld, windowShort } from "./delegate_ahead.ts";
 import {
@@ -32,9 +31,9 @@ import {
   rolled,
   windowPace,
 } from "./delegate_demand.ts";
-import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
+import { emptyState, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
-import { callDemand, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
+import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
 
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
 export const DELEGATE_CALL_MEMORY = 32;
@@ -117,7 +116,7 @@ export const NEW_DELEGATE: DelegateRecord = {
 
 /** The sliced parameters of a rate share (`null`: no parts). */
 function sliceOf(share: HeldShare): AlgorithmParams | null {
-  return share.kind === "rate" && share.parts > 0 ? sliceParams(share.rule.params, share.parts, SHARE_PARTS) : null;
+  return share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
 }
 
 /**
@@ -249,7 +248,7 @@ export function adoptGrant(
     };
     return { ...record, share: withLent(share, lentBefore(record.share, grant)), hot: grant.hot };
   }
-  const next = sliceParams(grant.rule.params, grant.parts, SHARE_PARTS);
+  const next = delegateSlice(grant.rule.params, grant.parts);
   const old = record.share;
   const from = old === null ? null : sliceOf(old);
   let state: AlgorithmState | null = null;

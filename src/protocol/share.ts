@@ -5,8 +5,8 @@
  * A busy key's object answers `hot: true`; callers then send the key's batches to their region's delegate
  * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
  * shares are in its record (`ShareBook`, at most `SHARE_HOLDERS_MAX` holders).
- * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`), never charged up
- *   front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
+ * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`; a delegate's bucket
+ *   holds `SLICE_EXTRA_MS` of its rate more, sublease.ts `delegateSlice`), never charged up front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
  *   slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).
  * - **Window algorithms:** units of the current window, charged at the grant, given back unused at the next renewal.
  * - Parts and units go by demand (a fair share, rounded up); a share that is new, cut short or moving by more than a

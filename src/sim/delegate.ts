@@ -9,13 +9,13 @@
  * Simulated here: the Durable Object's storage, RPC and alarm. What it decides is the real code's.
  */
 
-import { capacityOf, sliceParams } from "../algorithms/index.ts";
+import { capacityOf } from "../algorithms/index.ts";
 import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
 import { releaseDue } from "../protocol/delegate_ahead.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
-import { SHARE_PARTS } from "../protocol/share.ts";
 import { type CallInput, peekState } from "../protocol/store.ts";
+import { delegateSlice } from "../protocol/sublease.ts";
 import type { EventClock } from "./event_clock.ts";
 import type { ShareTransport } from "./object.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
@@ -36,7 +36,7 @@ export interface DelegateWatch {
 /** Tokens in a rate share's bucket now (0: none). */
 function tokensOf(share: DelegateRecord["share"], nowMs: number): number {
   if (share === null || share.kind !== "rate" || share.state === null) return 0;
-  const slice = sliceParams(share.rule.params, share.parts, SHARE_PARTS);
+  const slice = delegateSlice(share.rule.params, share.parts);
   return slice === null ? 0 : peekState(slice, share.state, nowMs).remaining;
 }
 
@@ -91,7 +91,7 @@ export class SimDelegate {
     const share = this.record.share;
     const now = this.clock.nowMs();
     if (share === null || share.kind !== "rate" || share.state === null || now >= share.endsAtMs) return null;
-    const slice = sliceParams(share.rule.params, share.parts, SHARE_PARTS);
+    const slice = delegateSlice(share.rule.params, share.parts);
     if (slice === null) return null;
     return capacityOf(slice) - peekState(slice, share.state, now).remaining;
   }

@@ -13,6 +13,7 @@ import { type AlgorithmParams, capacityOf, sliceParams } from "../algorithms/ind
 import type { DelegateRecord } from "../protocol/delegate.ts";
 import { keyPeek, promisedParts, SHARE_PARTS, settleShares } from "../protocol/share.ts";
 import { type LimiterRecord, type LimiterRule, peekState } from "../protocol/store.ts";
+import { delegateSlice } from "../protocol/sublease.ts";
 import type { DelegateWatch } from "./delegate.ts";
 
 /** Who refused a request, and why. */
@@ -208,7 +209,7 @@ export class RateLedgerCount {
       const share = state.share;
       if (share === null || share.kind !== "rate" || nowMs >= share.endsAtMs || share.parts <= 0) continue;
       held.set(holder, share.parts);
-      const b = level(sliceParams(share.rule.params, share.parts, SHARE_PARTS), share.state, nowMs);
+      const b = level(delegateSlice(share.rule.params, share.parts), share.state, nowMs);
       if (b === null) continue;
       left += b.n;
       const lost = overflow(b, share.parts * partMs);

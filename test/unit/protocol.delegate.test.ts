@@ -4,7 +4,6 @@
  * units, rate slices, retried calls, the call memory).
  */
 import { describe, expect, it } from "vitest";
-import { sliceParams } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
   burstBusy,
@@ -39,6 +38,7 @@ import {
   type LimiterRule,
   peekState,
 } from "../../src/protocol/store.ts";
+import { delegateSlice, SLICE_EXTRA_MS } from "../../src/protocol/sublease.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -46,7 +46,8 @@ const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const B0 = T0 / DEMAND_BUCKET_MS;
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 2 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), version: 2 };
-const half = sliceParams(rate.params, 500, SHARE_PARTS)!;
+/** A delegate's slice of 500 parts: 500/s, burst 500 and 200 ms of its rate more (`SLICE_EXTRA_MS`): 600. */
+const half = delegateSlice(rate.params, 500)!;
 
 const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
   kind: "window",
@@ -310,7 +311,7 @@ describe("shareAsk", () => {
 
   it("cuts a rate share whose demand fell to the parts it still needs, and says so (`keep`)", () => {
     // Granted 500 parts for 400 of demand; 50 in the last half term: 100 per term, needing 100 + 21 = 121.
-    const full = emptyState(half, T0 - 1000); // refilled: 500 tokens, the slice's burst
+    const full = emptyState(half, T0 - 1000); // refilled: 500 tokens
     const record = withShare(rateShare({ demand: 400, state: full }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     const out = shareAsk(record, "weur.0", rate, "a1", T0);
     expect(out.ask).toMatchObject({ demand: 100, keep: 152 });
@@ -319,10 +320,11 @@ describe("shareAsk", () => {
     const named = withShare(rateShare({ demand: 400, askId: "a0" }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(named, "weur.0", rate, "a1", T0).ask).toMatchObject({ keep: 152, holding: "a0" });
     expect(shareAsk(named, "weur.0", rate, "a1", T0 + 1000).ask.holding).toBeUndefined();
-    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152).
+    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152, and 200 ms of
+    // 152/s more: 30).
     expect(out.record.share).toMatchObject({ parts: 152, demand: 100 });
-    const slice = sliceParams(rate.params, 152, SHARE_PARTS)!;
-    expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(152);
+    const slice = delegateSlice(rate.params, 152)!;
+    expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(182);
     // Demand that held or grew, a share that ended, a release, or a share from before `demand` was kept: no cut.
     const same = withShare(rateShare({ demand: 100 }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(same, "weur.0", rate, "a1", T0).ask.keep).toBeUndefined();
@@ -520,15 +522,21 @@ describe("delegateCall", () => {
 
   it("decides a rate batch from its slice's bucket", () => {
     const share = rateShare();
-    const out = delegateCall(withShare(share), batch(rate, [1, 5, 501]), T0 + 10);
+    const out = delegateCall(withShare(share), batch(rate, [1, 5, 601]), T0 + 10);
     // 10 ms of 500/s: 5 tokens (1 per 2 ms, so scaled by 2).
     expect(out.result.results.map(brief)).toEqual(["+4", "-4", "-0"]);
     expect(out.result.results[0]).toMatchObject({ ok: true, atMs: T0 + 10 });
     expect(out.record.share?.state).toEqual({ tokensScaled: 4 * 2, lastMs: T0 + 10 });
-    // A full slice admits its whole capacity at once (500), and no more.
-    const full = rateShare({ state: { tokensScaled: 500 * 2, lastMs: T0 } });
-    expect(delegateCall(withShare(full), batch(rate, [500]), T0).result.results.map(brief)).toEqual(["+0"]);
-    expect(delegateCall(withShare(full), batch(rate, [501]), T0).result.results.map(brief)).toEqual(["-0"]);
+    // A full slice admits its whole capacity at once, and no more: its part of the burst (500) and SLICE_EXTRA_MS
+    // (200 ms) of its rate (100 more).
+    expect(SLICE_EXTRA_MS).toBe(200);
+    const full = rateShare({ state: { tokensScaled: 600 * 2, lastMs: T0 } });
+    expect(delegateCall(withShare(full), batch(rate, [600]), T0).result.results.map(brief)).toEqual(["+0"]);
+    expect(delegateCall(withShare(full), batch(rate, [601]), T0).result.results.map(brief)).toEqual(["-0"]);
+    // It fills to it: empty at T0, 1.2 s of 500/s later it holds 600 (not 500, the part's burst).
+    const long = rateShare({ endsAtMs: T0 + 4000, renewAtMs: T0 + 3000 });
+    const refilled = delegateCall(withShare(long), batch(rate, [600]), T0 + 1200);
+    expect(refilled.result.results.map(brief)).toEqual(["+0"]);
     const noParts = delegateCall(withShare(rateShare({ parts: 0, state: null })), batch(rate, [1]), T0 + 10);
     expect(noParts.result.results.map(brief)).toEqual(["-0"]);
     const noState = delegateCall(withShare(rateShare({ state: null })), batch(rate, [1]), T0 + 10);

@@ -18,6 +18,7 @@ import { emptyState, fullState, SHARE_PARTS } from "../../src/protocol/share.ts"
 import { type CallInput, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import {
   callDemand,
+  delegateSlice,
   SUBLEASE_TERM_MS,
   shorter,
   subleaseFrom,
@@ -31,7 +32,8 @@ import { runs } from "../support/runs.ts";
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 1 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 200), version: 1 };
-const half = sliceParams(rate.params, 500, SHARE_PARTS)!; // 500/s, burst 100
+/** A delegate's slice of 500 parts: 500/s, burst 100, and 200 ms of its rate more (`SLICE_EXTRA_MS`): 200. */
+const half = delegateSlice(rate.params, 500)!;
 
 const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
   kind: "window",
@@ -143,10 +145,10 @@ describe("subleaseFrom: a window share", () => {
 describe("subleaseFrom: a rate share", () => {
   it("takes the tokens out of the slice's bucket, as that many requests admitted now, for the asked term", () => {
     const share = rateShare();
-    expect(levelOf(share, T0)).toBe(100);
+    expect(levelOf(share, T0)).toBe(200);
     const out = subleaseFrom(share, { units: 30, ttlMs: 500 }, T0);
     expect(out.lease).toEqual({ units: 30, atMs: T0, forMs: 500 });
-    expect(levelOf(out.share, T0)).toBe(70);
+    expect(levelOf(out.share, T0)).toBe(170);
   });
 
   it("fewer than asked when the bucket is low, and a term as much shorter, down to a quarter", () => {
@@ -160,6 +162,8 @@ describe("subleaseFrom: a rate share", () => {
 
   it("never more than the slice's burst; nothing from an empty bucket, no parts, or no state", () => {
     expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: 500 }, T0).lease?.units).toBe(capacityOf(half));
+    // The slice's burst: its part of the rule's (100) and SLICE_EXTRA_MS (200 ms) of its 500/s more.
+    expect(capacityOf(half)).toBe(200);
     expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
     expect(subleaseFrom(rateShare({ parts: 0 }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
     expect(subleaseFrom(rateShare({ state: null }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();

@@ -33,6 +33,7 @@ import {
   type LimiterRecord,
   type LimiterRule,
 } from "../../src/protocol/store.ts";
+import { delegateSlice, SLICE_EXTRA_MS } from "../../src/protocol/sublease.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -59,6 +60,21 @@ describe("sliceParams", () => {
     expect(sliceParams(p, 1000, 1000)).toBe(p);
     expect(sliceParams(p, 0, 1000)).toBeNull();
     expect(sliceParams(fixedWindow(100, 60_000), 1, 2)).toBeNull();
+  });
+
+  it("with extraMs, that many ms of the slice's rate more burst (rounded down): a delegate's slice", () => {
+    const p = tokenBucket(5000, 1000, 200);
+    // 300 parts: 1.5 tokens a ms, burst 60; 200 ms more: 300.
+    expect(sliceParams(p, 300, 1000, 200)).toMatchObject({ burst: 360, rate: { tokens: 3, perMs: 2 } });
+    expect(sliceParams(p, 300, 1000, 1)).toMatchObject({ burst: 61 });
+    expect(sliceParams(p, 1000, 1000, 200)).toMatchObject({ burst: 1200 });
+    // Under a token of extra, or no parts: as without.
+    expect(sliceParams(tokenBucket(10, 1000, 2), 1, 1000, 200)).toMatchObject({ burst: 1 });
+    expect(sliceParams(p, 0, 1000, 200)).toBeNull();
+    // The delegate side: SLICE_EXTRA_MS of the slice's rate.
+    expect(delegateSlice(p, 300)).toEqual(sliceParams(p, 300, 1000, SLICE_EXTRA_MS));
+    expect(SLICE_EXTRA_MS).toBe(200);
+    expect(delegateSlice(p, 0)).toBeNull();
   });
 });
 

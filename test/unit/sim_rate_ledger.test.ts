@@ -9,6 +9,7 @@ import type { DelegateRecord } from "../../src/protocol/delegate.ts";
 import { NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import { emptyState, fullState } from "../../src/protocol/share.ts";
 import type { LimiterRecord } from "../../src/protocol/store.ts";
+import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { exactAdmissions, simulateCluster } from "../../src/sim/cluster.ts";
 import { ledgerTotals, RateLedgerCount, withExact } from "../../src/sim/rate_ledger.ts";
 import { tokenBucket } from "../support/params.ts";
@@ -46,7 +47,7 @@ function record(direct: number, promised: number): LimiterRecord {
 }
 
 function holding(parts: number, full: boolean): DelegateRecord {
-  const slice = sliceParams(params, parts, 1000)!;
+  const slice = delegateSlice(params, parts)!;
   const state = full ? fullState(slice, T0) : emptyState(slice, T0);
   return {
     ...NEW_DELEGATE,
