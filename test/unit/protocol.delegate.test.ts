@@ -39,6 +39,7 @@ import {
   peekState,
 } from "../../src/protocol/store.ts";
 import { delegateSlice, SLICE_EXTRA_MS } from "../../src/protocol/sublease.ts";
+import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -62,19 +63,8 @@ const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
   renewAtMs: T0 + 750,
   ...over,
 });
-const rateShare = (over: Partial<HeldShare> = {}): HeldShare => ({
-  kind: "rate",
-  rule: rate,
-  parts: 500,
-  state: emptyState(half, T0),
-  units: 0,
-  unitsLeft: 0,
-  short: false,
-  atMs: T0,
-  endsAtMs: T0 + 1000,
-  renewAtMs: T0 + 750,
-  ...over,
-});
+const rateShare = (over: Partial<HeldShare> = {}): HeldShare =>
+  heldRateShare(rate, 500, emptyState(half, T0), T0, over);
 const withShare = (share: HeldShare | null, over: Partial<DelegateRecord> = {}): DelegateRecord => ({
   ...NEW_DELEGATE,
   share,

@@ -25,6 +25,7 @@ import {
   subleaseTermMs,
   takeBack,
 } from "../../src/protocol/sublease.ts";
+import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
 
@@ -48,19 +49,7 @@ const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
   renewAtMs: T0 + 750,
   ...over,
 });
-const rateShare = (over: Partial<HeldShare> = {}): HeldShare => ({
-  kind: "rate",
-  rule: rate,
-  parts: 500,
-  state: fullState(half, T0),
-  units: 0,
-  unitsLeft: 0,
-  short: false,
-  atMs: T0,
-  endsAtMs: T0 + 1000,
-  renewAtMs: T0 + 750,
-  ...over,
-});
+const rateShare = (over: Partial<HeldShare> = {}): HeldShare => heldRateShare(rate, 500, fullState(half, T0), T0, over);
 const levelOf = (share: HeldShare, nowMs: number) => peekState(half, share.state, nowMs).remaining;
 
 describe("subleaseTermMs", () => {

@@ -12,6 +12,7 @@ import type { LimiterRecord } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { exactAdmissions, simulateCluster } from "../../src/sim/cluster.ts";
 import { ledgerTotals, RateLedgerCount, withExact } from "../../src/sim/rate_ledger.ts";
+import { heldRateShare } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -51,18 +52,7 @@ function holding(parts: number, full: boolean): DelegateRecord {
   const state = full ? fullState(slice, T0) : emptyState(slice, T0);
   return {
     ...NEW_DELEGATE,
-    share: {
-      kind: "rate",
-      rule,
-      parts,
-      state,
-      units: 0,
-      unitsLeft: 0,
-      short: false,
-      atMs: T0,
-      endsAtMs: T0 + 1000,
-      renewAtMs: T0 + 750,
-    },
+    share: heldRateShare(rule, parts, state, T0),
   };
 }
 
