@@ -88,7 +88,7 @@ function run(params: AlgorithmParams, holders: number, steps: readonly Step[]): 
 
 describe("rate shares (property)", () => {
   for (const params of [tokenBucket(50, 1000, 20), gcraP(30, 1000, 10), leakyBucket(100, 1000, 40)]) {
-    it(`${params.algorithm}: never above burst + rate × t (+ one unit per share) over any span`, () => {
+    it(`${params.algorithm}: never above burst + rate × t (+ one unit per share, + 200 ms of rate) over any span`, () => {
       fc.assert(
         fc.property(
           fc
