@@ -148,15 +148,32 @@ async function startWranglerOnce(
   throw new Error(`wrangler dev did not start within 60 s:\n${output.join("")}`);
 }
 
-/** Stop the process group this module started: SIGTERM, then SIGKILL after 10 s. */
+/**
+ * Stop the process group this module started: SIGTERM, then SIGKILL after 10 s; then SIGKILL whatever of the group
+ * outlived wrangler. workerd can: an orphaned workerd of the binding test was found spinning a core after a full run.
+ */
 export async function stopWrangler(server: WranglerDev): Promise<void> {
   const { child } = server;
-  if (child.exitCode !== null || child.pid === undefined) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  process.kill(-child.pid, "SIGTERM");
-  const killed = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
-  if (!killed) {
-    process.kill(-child.pid, "SIGKILL");
-    await exited;
+  if (child.pid === undefined) return;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    signalGroup(child.pid, "SIGTERM");
+    const killed = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+    if (!killed) {
+      signalGroup(child.pid, "SIGKILL");
+      await exited;
+    }
+    await sleep(200);
+  }
+  signalGroup(child.pid, "SIGKILL");
+}
+
+/** Send `sig` to the process group `pgid`; `false` when the group is gone (ESRCH). */
+function signalGroup(pgid: number, sig: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, sig);
+    return true;
+  } catch {
+    return false;
   }
 }
