@@ -359,7 +359,7 @@ export abstract class KeyCalls {
         if (x?.ok && x.decision.allowed) void this.refundObject(st, w.cost, x.atMs, w.keepAlive);
       });
     });
-    work?.catch(() => undefined);
+    work?.catch(() => undefined); // the late call failed as well: no answer, so nothing it charged is known here
     if (work !== undefined) keepAlive?.(work);
     return answers;
   }

@@ -407,14 +407,7 @@ describe("the coalescer", () => {
     const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
     const ask = () =>
       coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
-    const first = ask();
-    await clock.runUntil(T0 + 10);
-    expect(await first).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
-    // After the backoff, within a second of the overload: the call times out, and the request is still refused.
-    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 10);
-    const second = ask();
-    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 300);
-    expect(await second).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    await overloadThenTimeout(clock, ask);
     // Long after it, a timeout is a real failure again: its rule's on_error decides.
     await clock.runUntil(T0 + 3000);
     const third = ask();
@@ -451,13 +444,7 @@ describe("the coalescer", () => {
     const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
     const ask = () =>
       coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
-    const first = ask();
-    await clock.runUntil(T0 + 10);
-    expect(await first).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
-    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 10);
-    const second = ask();
-    await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 300);
-    expect(await second).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
+    await overloadThenTimeout(clock, ask);
     expect(charged).toBe(0); // not applied yet
     await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 420);
     expect(charged).toBe(1); // the late answer admitted it
@@ -699,3 +686,18 @@ describe("the coalescer", () => {
     expect(h.applied[1]!.input).toMatchObject({ giveBack: [{ units: 3 }], lease: { units: 7, ttlMs: 1000 } });
   });
 });
+
+/**
+ * An overloaded answer, then, after the backoff and within a second of the overload, a call that times out: both
+ * requests are refused from what the isolate last knew (not by `on_error`).
+ */
+async function overloadThenTimeout(clock: EventClock, ask: () => Promise<unknown>): Promise<void> {
+  const refused = { kind: "answered", result: { decision: { allowed: false } } };
+  const first = ask();
+  await clock.runUntil(T0 + 10);
+  expect(await first).toMatchObject(refused);
+  await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 10);
+  const second = ask();
+  await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 300);
+  expect(await second).toMatchObject(refused);
+}
