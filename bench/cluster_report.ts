@@ -67,14 +67,23 @@ function whereTheRateWent(rows: readonly ClusterRow[]): string[] {
   if (rated.length === 0) return [];
   const pts = (n: number, r: ClusterRow) => (Math.round((1000 * n) / Math.max(1, r.exactAdmitted)) / 10).toFixed(1);
   return [
-    'Where the rate went (rate rows at their limit or above; a SIMULATION\'s bookkeeping, src/sim/rate_ledger.ts, sampled every ms; in points of the exact writer\'s admissions, whole run). The budget is burst + rate x run; "unused (exact)" is what the exact writer left of it; "overflow" the refill a full bucket lost, the key\'s object\'s direct slice or a delegate\'s; "promised, unheld" the parts the key\'s object kept promised to a holder holding none (its share ended, or the grant on its way), "above held" beyond what the holder held (a cut or renewed share\'s old parts); "sub-lease" the tokens delegates lent isolates not admitted nor given back by the run\'s end (most still held then); "back into full" units given back that a full slice could not take; "dropped" tokens a delegate\'s slice lost when its share was replaced, cut or lost; "left" the buckets at the end; "rest" what these leave unexplained.',
+    'Where the rate went (rate rows at their limit or above; a SIMULATION\'s bookkeeping, src/sim/rate_ledger.ts, sampled every ms; in points of the exact writer\'s admissions, whole run). Under each row, "1st s" is its first second\'s part, in the same points (of the whole run\'s exact admissions, so that it reads against the row above): "diff" what that second admitted less than the exact writer in it, "sub-lease" and "left" what was still out at its end (with isolates, in the buckets: spent or lost later, not lost yet). The budget is burst + rate x run; "unused (exact)" is what the exact writer left of it; "overflow" the refill a full bucket lost, the key\'s object\'s direct slice or a delegate\'s; "promised, unheld" the parts the key\'s object kept promised to a holder holding none (its share ended, or the grant on its way), "above held" beyond what the holder held (a cut or renewed share\'s old parts); "sub-lease" the tokens delegates lent isolates not admitted nor given back by the run\'s end (most still held then); "back into full" units given back that a full slice could not take; "dropped" tokens a delegate\'s slice lost when its share was replaced, cut or lost; "left" the buckets at the end; "rest" what these leave unexplained.',
     "",
     "| rule | scenario | isolates | load req/s | diff | unused (exact) | overflow direct | overflow delegates | promised, unheld | above held | sub-lease | back into full | dropped | left | rest |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ...rated.map((r) => {
+    ...rated.flatMap((r) => {
       const l = r.ledger!;
-      const k = l.sinks;
-      return `| ${r.rule} | ${r.scenario} | ${r.isolates} | ${r.loadPerS} | ${r.admittedVsExactPct}% | ${pts(l.supply - l.exact, r)} | ${pts(k.overflowDirect, r)} | ${pts(k.overflowDelegates, r)} | ${pts(k.promisedUnheld, r)} | ${pts(k.promisedAboveHeld, r)} | ${pts(k.subleaseLost, r)} | ${pts(k.givenBackOverflow, r)} | ${pts(k.droppedAtChange, r)} | ${pts(k.left, r)} | ${pts(l.rest, r)} |`;
+      const cells = (k: typeof l.sinks, unused: number, rest: number) =>
+        `${pts(unused, r)} | ${pts(k.overflowDirect, r)} | ${pts(k.overflowDelegates, r)} | ${pts(k.promisedUnheld, r)} | ${pts(k.promisedAboveHeld, r)} | ${pts(k.subleaseLost, r)} | ${pts(k.givenBackOverflow, r)} | ${pts(k.droppedAtChange, r)} | ${pts(k.left, r)} | ${pts(rest, r)} |`;
+      const f = l.firstSecond;
+      const first =
+        f === undefined
+          ? []
+          : [`| | 1st s | | | ${pts(f.admitted - f.exact, r)} | ${cells(f.sinks, f.supply - f.exact, f.rest)}`];
+      return [
+        `| ${r.rule} | ${r.scenario} | ${r.isolates} | ${r.loadPerS} | ${r.admittedVsExactPct}% | ${cells(l.sinks, l.supply - l.exact, l.rest)}`,
+        ...first,
+      ];
     }),
     "",
   ];

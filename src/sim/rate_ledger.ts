@@ -72,6 +72,12 @@ export interface LedgerSpan {
   givenBack: number;
   /** At the span's end: tokens in every bucket (live slices and the direct slice). */
   left: number;
+  /** At the span's end: tokens in the key's object's direct slice (the whole key's bucket before any share), its parts. */
+  leftDirect: number;
+  directParts: number;
+  /** At the span's end: delegates holding a live rate share, the parts they hold. */
+  holders: number;
+  heldParts: number;
 }
 
 export interface RateLedger {
@@ -83,10 +89,15 @@ export interface RateLedger {
   readonly rest: number;
   /** The first 2 s per 100 ms. */
   readonly bins: readonly LedgerSpan[];
+  /** The run's first second (the cold start) as one span, and its budget: the burst and 1 s of the rate. */
+  readonly first: LedgerSpan;
+  readonly firstSupply: number;
 }
 
 const BIN_MS = 100;
 const BINS = 20;
+/** The first second: the cold start. */
+const FIRST_MS = 1000;
 
 function emptySpan(): LedgerSpan {
   return {
@@ -105,6 +116,10 @@ function emptySpan(): LedgerSpan {
     fromLease: 0,
     givenBack: 0,
     left: 0,
+    leftDirect: 0,
+    directParts: 0,
+    holders: 0,
+    heldParts: 0,
   };
 }
 
@@ -125,6 +140,7 @@ function overflow(b: { n: number; cap: number }, perMs: number): number {
 export class RateLedgerCount {
   readonly total = emptySpan();
   readonly bins = Array.from({ length: BINS }, emptySpan);
+  readonly first = emptySpan();
   private lastKnownSeen = 0;
   /** Tokens per ms of the whole rate. */
   private readonly perMs: number;
@@ -142,7 +158,8 @@ export class RateLedgerCount {
   private spans(atMs: number): LedgerSpan[] {
     if (atMs < this.t0Ms || atMs >= this.endMs) return [];
     const bin = Math.floor((atMs - this.t0Ms) / BIN_MS);
-    return bin < BINS ? [this.total, this.bins[bin]!] : [this.total];
+    const spans = bin < BINS ? [this.total, this.bins[bin]!] : [this.total];
+    return atMs - this.t0Ms < FIRST_MS ? [...spans, this.first] : spans;
   }
 
   /** What the simulated delegates tell this ledger (delegate.ts `DelegateWatch`); `deniedBy` marks their refusals. */
@@ -205,10 +222,12 @@ export class RateLedgerCount {
     const partMs = this.perMs / SHARE_PARTS;
     const held = new Map<string, number>();
     let left = 0;
+    let heldParts = 0;
     for (const { holder, state } of delegates) {
       const share = state.share;
       if (share === null || share.kind !== "rate" || nowMs >= share.endsAtMs || share.parts <= 0) continue;
       held.set(holder, share.parts);
+      heldParts += share.parts;
       const b = level(delegateSlice(share.rule.params, share.parts), share.state, nowMs);
       if (b === null) continue;
       left += b.n;
@@ -232,41 +251,60 @@ export class RateLedgerCount {
     const cap = direct <= 0 ? 0 : capacityOf(sliceParams(this.rule.params, direct, SHARE_PARTS)!);
     left += peek.remaining;
     const lost = direct > 0 ? overflow({ n: peek.remaining, cap }, direct * partMs) : 0;
-    for (const s of spans) s.overflowDirect += lost;
-    for (const s of spans) s.left = left;
+    for (const s of spans) {
+      s.overflowDirect += lost;
+      s.left = left;
+      s.leftDirect = peek.remaining;
+      s.directParts = direct;
+      s.holders = held.size;
+      s.heldParts = heldParts;
+    }
   }
 
   /** The ledger, given when each admission counted (the exact writer's side: `withExact`). */
   finish(admissions: readonly number[]): RateLedger {
     for (const at of admissions) for (const s of this.spans(at)) s.admitted++;
     const t = this.total;
-    const sinks: LedgerSinks = {
-      overflowDirect: t.overflowDirect,
-      overflowDelegates: t.overflowDelegates,
-      promisedUnheld: t.promisedUnheld,
-      promisedAboveHeld: t.promisedAboveHeld,
-      subleaseLost: Math.max(0, t.lent - t.fromLease - t.givenBack),
-      givenBackOverflow: t.givenBackOverflow,
-      droppedAtChange: t.droppedAtChange - t.madeAtChange,
-      left: t.left,
-    };
+    const sinks = sinksOf(t);
     const supply = capacityOf(this.rule.params) + this.perMs * (this.endMs - this.t0Ms);
     const spent = Object.values(sinks).reduce((a, b) => a + b, 0);
-    return { supply, total: t, sinks, rest: supply - t.admitted - spent, bins: this.bins };
+    // The first second's budget: the burst and the rate over it (or over the run, if shorter).
+    const firstSupply = capacityOf(this.rule.params) + this.perMs * Math.min(FIRST_MS, this.endMs - this.t0Ms);
+    const rest = supply - t.admitted - spent;
+    return { supply, firstSupply, total: t, sinks, rest, bins: this.bins, first: this.first };
   }
+}
+
+/**
+ * A span's sinks. Over the run, `subleaseLost` and `left` are what the run ends with; over its first second, what was
+ * still out then (sub-lease tokens with isolates, the buckets): spent or lost later, not lost yet.
+ */
+function sinksOf(t: LedgerSpan): LedgerSinks {
+  return {
+    overflowDirect: t.overflowDirect,
+    overflowDelegates: t.overflowDelegates,
+    promisedUnheld: t.promisedUnheld,
+    promisedAboveHeld: t.promisedAboveHeld,
+    subleaseLost: Math.max(0, t.lent - t.fromLease - t.givenBack),
+    givenBackOverflow: t.givenBackOverflow,
+    droppedAtChange: t.droppedAtChange - t.madeAtChange,
+    left: t.left,
+  };
 }
 
 /** The ledger with the exact writer's admissions (their times) counted in. */
 export function withExact(ledger: RateLedger, exact: readonly number[], t0Ms: number, endMs: number): RateLedger {
   const total = { ...ledger.total, exact: 0 };
   const bins = ledger.bins.map((b) => ({ ...b, exact: 0 }));
+  const first = { ...ledger.first, exact: 0 };
   for (const at of exact) {
     if (at < t0Ms || at >= endMs) continue;
     total.exact++;
+    if (at - t0Ms < FIRST_MS) first.exact++;
     const bin = Math.floor((at - t0Ms) / BIN_MS);
     if (bin < BINS) bins[bin]!.exact++;
   }
-  return { ...ledger, total, bins };
+  return { ...ledger, total, bins, first };
 }
 
 /** A ledger's whole-run figures, in whole tokens (bench/results/cluster.json). */
@@ -279,32 +317,60 @@ export interface LedgerTotals {
   readonly sinks: Record<keyof LedgerSinks, number>;
   readonly subleases: { readonly lent: number; readonly fromLease: number; readonly givenBack: number };
   readonly rest: number;
+  /**
+   * The first second apart (the cold start): its budget (the burst and 1 s of the rate), the exact writer's and this
+   * run's admissions in it, its sinks (`subleaseLost` and `left`: still out at its end, spent or lost later) and rest.
+   */
+  readonly firstSecond?: {
+    readonly supply: number;
+    readonly exact: number;
+    readonly admitted: number;
+    readonly denied: Record<DeniedBy, number>;
+    readonly sinks: Record<keyof LedgerSinks, number>;
+    readonly rest: number;
+  };
 }
 
+const rounded = (sinks: LedgerSinks) =>
+  Object.fromEntries(Object.entries(sinks).map(([k, v]) => [k, Math.round(v)])) as Record<keyof LedgerSinks, number>;
+
 export function ledgerTotals(l: RateLedger): LedgerTotals {
-  const sinks = Object.fromEntries(Object.entries(l.sinks).map(([k, v]) => [k, Math.round(v)]));
+  const f = l.first;
+  const firstSupply = l.firstSupply;
+  const firstSinks = sinksOf(f);
+  const firstSpent = Object.values(firstSinks).reduce((a, b) => a + b, 0);
   return {
     supply: Math.round(l.supply),
     exact: l.total.exact,
     admitted: l.total.admitted,
     denied: l.total.denied,
     lastKnown: l.total.lastKnown,
-    sinks: sinks as Record<keyof LedgerSinks, number>,
+    sinks: rounded(l.sinks),
     subleases: { lent: l.total.lent, fromLease: l.total.fromLease, givenBack: l.total.givenBack },
     rest: Math.round(l.rest),
+    firstSecond: {
+      supply: Math.round(firstSupply),
+      exact: f.exact,
+      admitted: f.admitted,
+      denied: f.denied,
+      sinks: rounded(firstSinks),
+      rest: Math.round(firstSupply - f.admitted - firstSpent),
+    },
   };
 }
 
-/** The first 2 s per 100 ms as text lines (bench/cluster.ts `--ledger`). */
+/**
+ * The first 2 s per 100 ms as text lines, then the first second as one (bench/cluster.ts `--ledger`). At each bin's
+ * end: `left` every bucket's tokens, `dirTok`/`dirPrt` the direct slice's tokens and parts, `hold`/`hldPrt` the
+ * delegates holding a live rate share and their parts.
+ */
 export function ledgerLines(l: RateLedger): string[] {
   const head =
-    "  ms  exact  admit | keyTok keyPrt dlgSlc dlgNoS  local(lastKnown) | ovfDir ovfDlg unheld aboveH backOv droppd   made |   lent fromLs   back |   left";
+    "   ms  exact  admit | keyTok keyPrt dlgSlc dlgNoS  local(lastKnown) | ovfDir ovfDlg unheld aboveH backOv droppd   made |   lent fromLs   back |   left dirTok dirPrt hold hldPrt";
   const r = (n: number) => Math.round(n).toString().padStart(6);
-  return [
-    head,
-    ...l.bins.map((b, i) => {
-      const d = b.denied;
-      return `${String(i * BIN_MS).padStart(4)} ${r(b.exact)} ${r(b.admitted)} | ${r(d.keyNoTokens)} ${r(d.keyNoParts)} ${r(d.delegateSlice)} ${r(d.delegateNoShare)} ${r(d.isolateLocal)}(${Math.round(b.lastKnown)}) | ${r(b.overflowDirect)} ${r(b.overflowDelegates)} ${r(b.promisedUnheld)} ${r(b.promisedAboveHeld)} ${r(b.givenBackOverflow)} ${r(b.droppedAtChange)} ${r(b.madeAtChange)} | ${r(b.lent)} ${r(b.fromLease)} ${r(b.givenBack)} | ${r(b.left)}`;
-    }),
-  ];
+  const line = (label: string, b: LedgerSpan) => {
+    const d = b.denied;
+    return `${label.padStart(5)} ${r(b.exact)} ${r(b.admitted)} | ${r(d.keyNoTokens)} ${r(d.keyNoParts)} ${r(d.delegateSlice)} ${r(d.delegateNoShare)} ${r(d.isolateLocal)}(${Math.round(b.lastKnown)}) | ${r(b.overflowDirect)} ${r(b.overflowDelegates)} ${r(b.promisedUnheld)} ${r(b.promisedAboveHeld)} ${r(b.givenBackOverflow)} ${r(b.droppedAtChange)} ${r(b.madeAtChange)} | ${r(b.lent)} ${r(b.fromLease)} ${r(b.givenBack)} | ${r(b.left)} ${r(b.leftDirect)} ${r(b.directParts)} ${String(b.holders).padStart(4)} ${r(b.heldParts)}`;
+  };
+  return [head, ...l.bins.map((b, i) => line(String(i * BIN_MS), b)), line("1st s", l.first)];
 }

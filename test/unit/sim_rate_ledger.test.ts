@@ -105,6 +105,34 @@ describe("RateLedgerCount", () => {
     expect(out.total.exact).toBe(3);
     expect(ledgerTotals(out).denied).toMatchObject({ delegateSlice: 1, isolateLocal: 1, keyNoParts: 0 });
   });
+
+  it("keeps the first second apart: its budget, admissions, sinks and what was still out at its end", () => {
+    let now = T0;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 3000, () => now);
+    // A full key sampled over the first 10 ms and at 1500 ms: only the first 10 ms' overflow is the first second's.
+    for (; now < T0 + 10; now++) ledger.sample(now, null, [], 0);
+    now = T0 + 1500;
+    ledger.sample(now, null, [], 0);
+    now = T0 + 500;
+    ledger.lent(30);
+    ledger.fromLease(T0 + 600);
+    ledger.denied("delegateSlice", T0 + 999);
+    ledger.denied("delegateSlice", T0 + 1000);
+    const out = withExact(ledger.finish([T0 + 5, T0 + 1200]), [T0, T0 + 1, T0 + 1001], T0, T0 + 3000);
+    expect(out.first.admitted).toBe(1);
+    expect(out.first.exact).toBe(2);
+    expect(out.first.denied.delegateSlice).toBe(1);
+    expect(out.first.overflowDirect).toBeCloseTo(50);
+    expect(out.total.overflowDirect).toBeCloseTo(55);
+    const f = ledgerTotals(out).firstSecond!;
+    // The burst and 1 s of the rate; 29 sub-lease tokens still out at its end, 1000 tokens left in the key's bucket.
+    expect(f.supply).toBe(6000);
+    expect(f.sinks.subleaseLost).toBe(29);
+    expect(f.sinks.left).toBe(1000);
+    expect(f.rest).toBe(6000 - 1 - 50 - 29 - 1000);
+    // The bins show the direct slice's tokens and parts at their end (the whole key before any share).
+    expect(out.bins[0]).toMatchObject({ leftDirect: 1000, directParts: 1000, holders: 0, heldParts: 0 });
+  });
 });
 
 describe("the ledger of a simulated run", () => {
