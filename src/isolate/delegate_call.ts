@@ -4,7 +4,8 @@
  * back in about 100 ms, so sending every region's batches to the key's object (which holds none of the rate the
  * delegates' shares hold, and is one object for the world) for `DELEGATE_BACKOFF_MS` cost 4-9% of a window in the
  * cluster simulation. Instead: the region's other shard first, then the same delegate again after a short wait, within
- * half the call's budget; only then the key's object, and the delegate avoided for `DELEGATE_RESET_BACKOFF_MS`.
+ * three quarters of the call's budget (`resetRetryMs`); only then the key's object, and the delegate avoided for
+ * `DELEGATE_RESET_BACKOFF_MS`.
  * Any other failure (unreachable, an error) avoids it for `DELEGATE_BACKOFF_MS`, as before.
  */
 import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
@@ -20,6 +21,19 @@ export const DELEGATE_RESET_RETRY_MS = 50;
  * delegate restarting: 182 calls in a second at the key's object, 129 with 150 ms).
  */
 export const DELEGATE_RESET_BACKOFF_MS = 150;
+
+/**
+ * How long after its first call an isolate may start another call to a reset delegate, ms: three quarters of the
+ * call's budget (the fallback to the key's object then has a budget of its own). A restarting delegate is back in
+ * about 100 ms, and a call it was deciding when it went fails at the restart's start: within half the budget (125 ms
+ * of 250) such a call's retries (its first two calls take some 40 ms, the next starts 50 ms after) ended about 105 ms
+ * in, before the delegate was back, and it went to the key's object (cluster simulation, every delegate restarting,
+ * hot-window 1,000 isolates at 10k req/s: 32 such calls in 100 ms, then 17 more while those isolates avoided their
+ * delegate; 129 calls in that second at the key's object, 77 with three quarters, none of them an isolate's).
+ */
+export function resetRetryMs(timeoutMs: number): number {
+  return (timeoutMs * 3) / 4;
+}
 
 export interface DelegateCallDeps {
   readonly clock: () => number;
@@ -56,7 +70,7 @@ export function avoidFor(failure: CallAnswer): number | null {
  * (overloaded, timing out: decided from what the isolate last knew, never sent to the key's object), is the outcome;
  * a reset is tried on the other shard (a new id, no refunds: the first may have applied them), then on the same
  * delegate (the same input: a delegate that applied it answers as remembered) every `DELEGATE_RESET_RETRY_MS` while
- * within half the budget; any other failure, or a reset that outlasts that, falls back to the key's object.
+ * within `resetRetryMs` of the budget; any other failure, or a reset that outlasts that, falls back to the key's object.
  */
 export async function callDelegates(
   deps: DelegateCallDeps,
@@ -79,7 +93,7 @@ export async function callDelegates(
       const answer = await call(other, { ...input, id: deps.newId(), giveBack: [] });
       if (avoidFor(answer) === null) return { kind: "answer", answer, from: other };
     }
-    while (deps.clock() + DELEGATE_RESET_RETRY_MS - startMs < timeoutMs / 2) {
+    while (deps.clock() + DELEGATE_RESET_RETRY_MS - startMs < resetRetryMs(timeoutMs)) {
       await deps.sleep(DELEGATE_RESET_RETRY_MS);
       const again = await call(delegate, input);
       avoid = avoidFor(again);

@@ -1,6 +1,7 @@
 /**
  * An isolate's call to its region's delegates (src/isolate/delegate_call.ts), over simulated time: a reset delegate is
- * tried on the other shard, then again after a short wait within half the budget, and only then given up on (briefly);
+ * tried on the other shard, then again after a short wait within three quarters of the budget, and only then given up
+ * on (briefly);
  * other failures give up at once (for `DELEGATE_BACKOFF_MS`); a busy delegate's failure is kept, never a fallback.
  */
 import { describe, expect, it } from "vitest";
@@ -11,6 +12,7 @@ import {
   DELEGATE_RESET_BACKOFF_MS,
   DELEGATE_RESET_RETRY_MS,
   otherShard,
+  resetRetryMs,
 } from "../../src/isolate/delegate_call.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -128,18 +130,28 @@ describe("callDelegates", () => {
     const last = a.at(-1)!;
     expect(last.input).toBe(input);
     expect(last.atMs).toBeGreaterThanOrEqual(T0 + 100);
-    // Retries DELEGATE_RESET_RETRY_MS apart, within half the budget.
-    expect(last.atMs - T0).toBeLessThan(125 + DELEGATE_RESET_RETRY_MS);
+    // Retries DELEGATE_RESET_RETRY_MS apart, within three quarters of the budget.
+    expect(last.atMs - T0).toBeLessThan(187.5 + DELEGATE_RESET_RETRY_MS);
   });
 
-  it("gives up on a reset that outlasts half the budget: the key's object, the delegate avoided briefly", async () => {
+  it("outlasts a restart that began as the call was sent: its last retry starts up to three quarters of the budget in", async () => {
+    // Down 110 ms from T0: the retry at 90 ms (attempts at 95 and 105) still meets the restart; within half the
+    // budget (125 ms) that was the last, and the call went to the key's object. The retry at 160 ms is answered.
+    const down = (nowMs: number) => (nowMs < T0 + 110 ? "reset" : null);
+    const { out, a } = await run(down, down);
+    expect(out).toMatchObject({ kind: "answer", answer: { kind: "answered" }, from: { name: "delegate:weur.0" } });
+    expect(a.map((c) => c.atMs - T0)).toEqual([5, 15, 95, 105, 165]);
+    expect(resetRetryMs(250)).toBe(187.5);
+  });
+
+  it("gives up on a reset that outlasts three quarters of the budget: the key's object, the delegate avoided briefly", async () => {
     const { out, a } = await run(
       () => "reset",
       () => "reset",
     );
     expect(out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
-    // Every retry started within half the budget (125 ms) of the first call.
-    for (const c of a) expect(c.atMs - T0).toBeLessThan(125 + HOP_MS);
+    // Every retry started within three quarters of the budget (187.5 ms) of the first call.
+    for (const c of a) expect(c.atMs - T0).toBeLessThan(187.5 + HOP_MS);
     expect(a.length).toBeGreaterThan(2);
     // Without another shard: the retries all the same.
     const alone = await run(() => "reset", null);
@@ -147,32 +159,32 @@ describe("callDelegates", () => {
     expect(alone.b).toHaveLength(0);
   });
 
-  it("asks again every DELEGATE_RESET_RETRY_MS while the delegate resets, up to (not at) half the budget", async () => {
+  it("asks again every DELEGATE_RESET_RETRY_MS while the delegate resets, up to (not at) three quarters of the budget", async () => {
     // Each call to a reset delegate is two attempts (callObject retries a reset once), 2 hops each: 20 ms. The first
     // call and the other shard's take 40 ms; the retries start at 90, 160, 230 ms (a sleep of 50 ms, then a call).
-    // A retry is started only while its start is before half the budget: at 250 ms (half 125) none after 90.
+    // A retry is started only while its start is before three quarters of the budget: at 250 ms (187.5) none after 160.
     const starts = (got: { atMs: number }[]) => got.map((c) => c.atMs - T0);
-    const half125 = await run(
+    const at250 = await run(
       () => "reset",
       () => "reset",
       250,
     );
-    expect(starts(half125.a)).toEqual([5, 15, 95, 105]);
-    // Half the budget exactly at a retry's start (160 ms): not started.
-    const half160 = await run(
+    expect(starts(at250.a)).toEqual([5, 15, 95, 105, 165, 175]);
+    // Three quarters of the budget just short of a retry's start (229.5 of 230 ms): not started.
+    const at306 = await run(
       () => "reset",
       () => "reset",
-      320,
+      306,
     );
-    expect(starts(half160.a)).toEqual([5, 15, 95, 105]);
-    // One ms more: started.
-    const half161 = await run(
+    expect(starts(at306.a)).toEqual([5, 15, 95, 105, 165, 175]);
+    // Just past it (230.25 ms): started.
+    const at307 = await run(
       () => "reset",
       () => "reset",
-      322,
+      307,
     );
-    expect(starts(half161.a)).toEqual([5, 15, 95, 105, 165, 175]);
-    expect(half161.out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
+    expect(starts(at307.a)).toEqual([5, 15, 95, 105, 165, 175, 235, 245]);
+    expect(at307.out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
     // A restart that outlasts the first retry is answered by the second.
     const long = await run(
       (nowMs) => (nowMs < T0 + 110 ? "reset" : null),
