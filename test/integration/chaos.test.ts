@@ -7,17 +7,27 @@
  * - no key is admitted more than its limit;
  * - every request is charged at most once, and a request that is not admitted is charged nothing once its refunds,
  *   late answers included, have landed: what each object holds equals what the responses say it admitted, but for
- *   refunds carried by a call that a fault kept from the object (they ride with calls: the key is short that much).
+ *   refunds carried by a call that a fault kept from the object (they ride with calls: the key is short that much);
+ * - with the delegate tier on, a window share's holder may also hold units charged for it and not used yet: never more
+ *   than the key's object's book says its live shares were charged, and given back once their terms end.
  * Time is frozen (`Date`) and the time budget runs out when the held calls are the only ones left (ChaosClock).
  */
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  env,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { capacityOf } from "../../src/algorithms/index.ts";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
+import type { SluiceLimiter } from "../../src/object/limiter.ts";
 import { objectNameOf } from "../../src/object/names.ts";
+import type { LimiterRecord } from "../../src/protocol/store.ts";
 import type { CompiledRule } from "../../src/request/match.ts";
 import { ChaosClock, chaosNamespace, type Fault, seeded } from "./chaos.ts";
 import { bearer, knownKey, limiterFor, req, rulesFrom, setNow, T0 } from "./helpers.ts";
@@ -73,7 +83,13 @@ interface Sent {
 const WAVE = 8;
 
 /** Send `count` requests in concurrent waves, spread over `keys` and the routes in a seeded order, through a chaotic namespace. */
-async function flood(keys: readonly string[], count: number, faults: readonly [Fault, number][], seed: number) {
+async function flood(
+  keys: readonly string[],
+  count: number,
+  faults: readonly [Fault, number][],
+  seed: number,
+  tier = false,
+) {
   setNow(T0);
   vi.spyOn(console, "error").mockImplementation(() => {});
   vi.spyOn(console, "log").mockImplementation(() => {});
@@ -88,9 +104,10 @@ async function flood(keys: readonly string[], count: number, faults: readonly [F
     return null;
   };
   const { namespace, ledger } = chaosNamespace(env.LIMITER, pick, clock);
-  // Without the delegate tier: its delegates would call the key's objects around the chaotic namespace (unseen by the
-  // ledger) and hold window units charged for their shares; the tier's faults are tier.test.ts's.
-  const chaotic = { ...env, LIMITER: namespace, DELEGATE: undefined };
+  // With the delegate tier (`tier`) or without. Its delegates call the key's objects around the chaotic namespace
+  // (unseen by the ledger: no faults there, the tier's faults are tier.test.ts's) and hold window units charged for
+  // their shares (`sharesOf`).
+  const chaotic = { ...env, LIMITER: namespace, ...(tier ? {} : { DELEGATE: undefined }) };
   const isolate = createIsolate({ sleep: clock.sleep });
   const paths = Object.keys(ROUTES);
   const plan = Array.from({ length: count }, () => ({
@@ -122,6 +139,43 @@ async function flood(keys: readonly string[], count: number, faults: readonly [F
 async function chargedBy(rule: CompiledRule, key: string): Promise<number> {
   const peek = await (await limiterFor(rule.rule.id, key)).peek({ rule: { id: rule.rule.id, params: rule.params } });
   return capacityOf(rule.params) - peek.remaining;
+}
+
+/**
+ * The key's object's stored record: units its book charged to live window shares (the most their delegates can still
+ * hold unused: they hold them until the share's term ends, which the frozen clock never reaches), and its holders.
+ */
+async function sharesOf(
+  rule: CompiledRule,
+  key: string,
+): Promise<{ held: number; holders: string[]; endsAtMs: number }> {
+  const stub = await limiterFor(rule.rule.id, key);
+  const record = await runInDurableObject(stub, (_instance: SluiceLimiter, state) =>
+    state.storage.kv.get<LimiterRecord>("record"),
+  );
+  const entries = record?.shares?.entries ?? [];
+  return {
+    held: entries.reduce((n, e) => n + e.units, 0),
+    holders: entries.map((e) => e.holder),
+    endsAtMs: Math.max(0, ...entries.map((e) => e.endsAtMs)),
+  };
+}
+
+/**
+ * Past the end of every share of (rule, key), run each holder's alarm (a window share's unused units go back then:
+ * delegate.ts), and come back to the frozen time.
+ */
+async function endShares(rule: CompiledRule, key: string, holders: readonly string[], endsAtMs: number) {
+  const name = objectNameOf(rule.rule.id, await sha256Hex(key));
+  setNow(endsAtMs + 1);
+  try {
+    for (const holder of holders) {
+      const stub = env.DELEGATE!.get(env.DELEGATE!.idFromName(`${name}@${holder}`));
+      expect(await runDurableObjectAlarm(stub)).toBe(true);
+    }
+  } finally {
+    setNow(T0);
+  }
 }
 
 function expectOutcomesFollowOnError(sent: readonly Sent[]): void {
@@ -156,6 +210,64 @@ const admittedBy = (sent: readonly Sent[], ruleId: string, key: string) =>
 const passed = (sent: readonly Sent[], path: string, key: string) =>
   sent.filter((s) => s.key === key && s.path === path && s.status === 200).length;
 
+/**
+ * 400 requests in concurrent waves over 4 keys, 35% of the key's objects' calls failing (`seed`: the faults' and the
+ * requests' order; `tier`: with the delegate tier on): see the file's comment for what it checks.
+ */
+async function chaosAtLoad(seed: number, tier: boolean): Promise<void> {
+  const keys = [
+    await knownKey("sk_chaos"),
+    await knownKey("sk_chaos"),
+    await knownKey("sk_chaos"),
+    await knownKey("sk_chaos"),
+  ];
+  const faults: [Fault, number][] = [
+    ["retryable", 0.07],
+    ["overloaded", 0.07],
+    ["reset", 0.07],
+    ["error", 0.07],
+    ["hang", 0.07],
+  ];
+  const { sent, ledger } = await flood(keys, 400, faults, seed, tier);
+
+  // The chaos happened: every kind of fault, late answers, and denials, fail-opens and fail-closes among them.
+  for (const [fault] of faults) expect(ledger.injected[fault]).toBeGreaterThan(0);
+  expect(ledger.late).toBe(ledger.injected.hang);
+  const statuses = new Set(sent.map((s) => s.status));
+  expect([...statuses].sort()).toEqual([200, 429, 503]);
+  expect(sent.some((s) => s.body.decisions?.some((d) => d.error === "fail_open"))).toBe(true);
+
+  expectOutcomesFollowOnError(sent);
+  for (const key of keys) {
+    for (const rule of rules) {
+      const limit = capacityOf(rule.params);
+      const admitted = admittedBy(sent, rule.rule.id, key);
+      expect(admitted).toBeLessThanOrEqual(limit);
+      const charged = await chargedBy(rule, key);
+      const path = Object.keys(ROUTES).find((p) => ROUTES[p]!.includes(rule.rule.id))!;
+      const name = objectNameOf(rule.rule.id, await sha256Hex(key));
+      const lost = ledger.applied.get(name)?.lostRefunds ?? 0;
+      const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, passed ${passed(sent, path, key)}, admitted ${admitted}, lost ${lost}, ${JSON.stringify(ledger.applied.get(name))}`;
+      // Every admitted request was admitted by this rule, once (closed); admitted with its decision: charged, admitted
+      // while it failed: charged at most once, a late answer (open). Every other one was given back (late ones too),
+      // unless the call carrying its refund failed before the object saw it; or, with the tier, its units are held
+      // by a delegate's window share (the share's units not used yet), never more than its charge in the book.
+      expect(charged, seen).toBeGreaterThanOrEqual(rule.rule.onError === "closed" ? passed(sent, path, key) : admitted);
+      const { held, holders, endsAtMs } = await sharesOf(rule, key);
+      if (!tier) expect(holders, seen).toEqual([]);
+      expect(charged, `${seen}, held ${held}`).toBeLessThanOrEqual(passed(sent, path, key) + lost + held);
+      if (holders.length > 0) {
+        // Held, not lost: once the shares' terms end, their delegates give the units back.
+        await endShares(rule, key, holders, endsAtMs);
+        expect(await chargedBy(rule, key), `${seen}, shares ended`).toBeLessThanOrEqual(passed(sent, path, key) + lost);
+      }
+    }
+  }
+  // The late answers that admitted a request nobody was let through for were refunded.
+  const refunds = [...ledger.applied.values()].reduce((n, c) => n + c.refunds, 0);
+  expect(refunds).toBeGreaterThan(0);
+}
+
 describe("chaos at load", () => {
   // Deterministic without the delegate tier (flood): 45 seeds of this case, and whole-suite runs, all pass. With the
   // tier, two causes held more than admitted + lost refunds. (1) A hot key's call timed out (the delegate's calls are
@@ -163,58 +275,21 @@ describe("chaos at load", () => {
   // and the delegate's pass-through admitted them late, never given back: a bug, fixed in coalesce_calls.ts `settle`
   // (coalesce.test.ts pins it; seed 14 showed it 3 times in 4, then 0 in 4). (2) A delegate's window share keeps the
   // units charged for it until its term ends, which a frozen clock never reaches (seeds 36, 38 of 45 after the fix:
-  // chaos-closed charged 9, admitted 6, lost 1, the share holding 3). Short, never over.
+  // chaos-closed charged 8, passed 5, lost 1, the share holding 3): held capacity, bounded by the share's charge and
+  // given back at its term's end (the tier-on cases below check both). Short, never over. With the tier the runs are
+  // not deterministic (the delegates' calls race the chaos) and keys here rarely get hot (100 calls a second at one
+  // key's object, where a limit of 25-35 is spent first): 0-3 batches per run go to a delegate. In 10 runs of seeds 36
+  // and 38 (2026-12-01) shares were out at the end in 4, holding units in 2 (seed 36: charged 12, passed 9, lost 1,
+  // held 2; and 9, 6, 1, 3), which the old check (charged <= passed + lost) failed; each was given back at the end.
   it("400 requests in concurrent waves over 4 keys, 35% of object calls failing: on_error holds, no key over its limit, each request charged at most once", async () => {
-    const keys = [
-      await knownKey("sk_chaos"),
-      await knownKey("sk_chaos"),
-      await knownKey("sk_chaos"),
-      await knownKey("sk_chaos"),
-    ];
-    const faults: [Fault, number][] = [
-      ["retryable", 0.07],
-      ["overloaded", 0.07],
-      ["reset", 0.07],
-      ["error", 0.07],
-      ["hang", 0.07],
-    ];
-    const { sent, ledger } = await flood(keys, 400, faults, 13);
-
-    // The chaos happened: every kind of fault, late answers, and denials, fail-opens and fail-closes among them.
-    for (const [fault] of faults) expect(ledger.injected[fault]).toBeGreaterThan(0);
-    expect(ledger.late).toBe(ledger.injected.hang);
-    const statuses = new Set(sent.map((s) => s.status));
-    expect([...statuses].sort()).toEqual([200, 429, 503]);
-    expect(sent.some((s) => s.body.decisions?.some((d) => d.error === "fail_open"))).toBe(true);
-
-    expectOutcomesFollowOnError(sent);
-    for (const key of keys) {
-      for (const rule of rules) {
-        const limit = capacityOf(rule.params);
-        const admitted = admittedBy(sent, rule.rule.id, key);
-        expect(admitted).toBeLessThanOrEqual(limit);
-        const charged = await chargedBy(rule, key);
-        const path = Object.keys(ROUTES).find((p) => ROUTES[p]!.includes(rule.rule.id))!;
-        const name = objectNameOf(rule.rule.id, await sha256Hex(key));
-        const lost = ledger.applied.get(name)?.lostRefunds ?? 0;
-        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, passed ${passed(sent, path, key)}, admitted ${admitted}, lost ${lost}, ${JSON.stringify(ledger.applied.get(name))}`;
-        if (rule.rule.onError === "closed") {
-          // Every admitted request was admitted by this rule, once; every other one was given back (late ones too),
-          // unless the call carrying its refund failed before the object saw it.
-          expect(charged, seen).toBeGreaterThanOrEqual(passed(sent, path, key));
-          expect(charged, seen).toBeLessThanOrEqual(passed(sent, path, key) + lost);
-        } else {
-          // Admitted with its decision: charged; admitted while it failed: charged at most once (a late answer);
-          // not admitted: given back.
-          expect(charged, seen).toBeGreaterThanOrEqual(admitted);
-          expect(charged, seen).toBeLessThanOrEqual(passed(sent, path, key) + lost);
-        }
-      }
-    }
-    // The late answers that admitted a request nobody was let through for were refunded.
-    const refunds = [...ledger.applied.values()].reduce((n, c) => n + c.refunds, 0);
-    expect(refunds).toBeGreaterThan(0);
+    await chaosAtLoad(13, false);
   });
+
+  for (const seed of [36, 38]) {
+    it(`with the delegate tier on (seed ${seed}): the same, and units a share holds are given back at its term's end`, async () => {
+      await chaosAtLoad(seed, true);
+    });
+  }
 
   it("answers lost after the object applied them (retried with the same call id): no key over its limit, none charged twice", async () => {
     // Most keys stay under their limits, where a second charge would show.
