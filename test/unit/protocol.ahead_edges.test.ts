@@ -53,6 +53,23 @@ describe("aheadGrant: the key's object's bounds", () => {
   });
 });
 
+describe("shareRecord: no units ahead, no field", () => {
+  it("a window share granted without units ahead has no `ahead` (nor `tokens`) in its entry, nor in a retry's grant", () => {
+    // Stored records keep a field written as undefined (structured clone): absent is what a reader expects.
+    const out = shareRecord(record(0), ask(30), T0 + 100);
+    expect(out.grant.ahead).toBeUndefined();
+    const entry = out.record?.shares?.entries[0];
+    expect(entry !== undefined && ["ahead", "tokens"].filter((k) => k in entry)).toEqual([]);
+    const retried = shareRecord(out.record, ask(30), T0 + 110).grant;
+    expect(retried.units).toBe(30);
+    expect("ahead" in retried).toBe(false);
+    // With units ahead, both have them.
+    const near = shareRecord(record(0), ask(30), END - 200);
+    expect(near.record?.shares?.entries[0]?.ahead).toEqual({ units: 30, atMs: END, termMs: 1000 });
+    expect(shareRecord(near.record, ask(30), END - 190).grant.ahead).toEqual({ units: 30, atMs: END, termMs: 1000 });
+  });
+});
+
 describe("applyAhead: charging the units ahead when their window starts", () => {
   it("a record without shares, or without units ahead, is the very same", () => {
     const bare = record(5);
