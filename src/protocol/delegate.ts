@@ -31,6 +31,7 @@ import {
   rolled,
   windowPace,
 } from "./delegate_demand.ts";
+import { flightCredit } from "./flight_credit.ts";
 import { emptyState, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
@@ -257,8 +258,10 @@ export function adoptGrant(
       from !== null && old?.state != null
         ? (carryOver(from, next, old.state, nowMs) ?? emptyState(next, nowMs))
         : emptyState(next, nowMs);
-    // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`), capped at its burst.
-    if ((grant.tokens ?? 0) > 0) state = refund(next, state, grant.tokens ?? 0, nowMs);
+    // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`) and the refill of the
+    // parts it gained while the answer was on its way (flight_credit.ts), capped at its burst.
+    const moved = (grant.tokens ?? 0) + flightCredit(grant.rule.params, grant.parts, old, sentAtMs, nowMs);
+    if (moved > 0) state = refund(next, state, moved, nowMs);
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
   return { ...record, share, hot: grant.hot };

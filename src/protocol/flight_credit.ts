@@ -1,0 +1,63 @@
+/**
+ * The refill of a rate share's parts while its grant was on its way back: a delegate's credit at adoption (delegate.ts
+ * `adoptGrant`). The key's object promises the parts it grants from the grant on (they leave the direct slice then),
+ * and the holder starts its slice when the answer arrives: in between, the parts it gained refill nobody's bucket. That
+ * flight comes with every grant that adds parts: a holder's first (all its parts, while its region waits for it), and
+ * every renewal that grows a share.
+ *
+ * The holder cannot see the flight itself (the clocks differ; its round trip also holds the ask's way there and its
+ * wait in the object's queue): it takes half the smallest round trip it has seen lately, this ask's and its last
+ * renewal's (`HeldShare.rttMs`), so a queue at the object counts only when every recent ask met one. The legs'
+ * difference (jitter, an asymmetric path, a queue) can make the credit longer than the flight, by at most half the
+ * round trip: a holder then admits at most `rate × RTT / 2` of the parts it gained beyond the object's book, taken from
+ * the rate bound's term (docs/rules.md). Pure: whole tokens by the algorithm's own refill.
+ */
+import { type AlgorithmParams, sliceParams } from "../algorithms/index.ts";
+import { emptyState, SHARE_PARTS } from "./share.ts";
+import { peekState } from "./store.ts";
+
+/** A delegate's rate share as the credit needs it: its parts, its term's end, its last renewal's round trip. */
+interface Held {
+  readonly kind: "rate" | "window";
+  readonly parts: number;
+  readonly endsAtMs: number;
+  readonly rttMs?: number;
+}
+
+/**
+ * How long the answer to an ask sent at `sentAtMs` and taken at `nowMs` was on its way, as the holder estimates it:
+ * half the smaller of this round trip and the last renewal's (`old.rttMs`), ms.
+ */
+export function flightMs(old: Held | null, sentAtMs: number, nowMs: number): number {
+  const rttMs = Math.max(0, nowMs - sentAtMs);
+  const last = old?.rttMs;
+  const smallest = last !== undefined && last >= 0 ? Math.min(rttMs, last) : rttMs;
+  return Math.floor(smallest / 2);
+}
+
+/**
+ * Tokens a rate grant of `parts` (under `params`) adds to its holder's new slice for the answer's flight (`flightMs`
+ * before `nowMs`): the refill of the parts beyond those the holder held (`old`; all of them when it held none) over
+ * the flight, and of the parts it held, up to `parts`, from when its old share ended if that was during the flight.
+ * 0 when it gains none.
+ */
+export function flightCredit(
+  params: AlgorithmParams,
+  parts: number,
+  old: Held | null,
+  sentAtMs: number,
+  nowMs: number,
+): number {
+  const ms = flightMs(old, sentAtMs, nowMs);
+  const fromMs = nowMs - ms;
+  const endedMs = old !== null && old.kind === "rate" ? Math.max(fromMs, Math.min(nowMs, old.endsAtMs)) : fromMs;
+  const held = old !== null && old.kind === "rate" ? Math.min(old.parts, parts) : 0;
+  return refill(params, parts - held, ms, nowMs) + refill(params, held, nowMs - endedMs, nowMs);
+}
+
+/** The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most their burst). */
+function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
+  if (parts <= 0 || ms <= 0) return 0;
+  const slice = sliceParams(params, parts, SHARE_PARTS);
+  return slice === null ? 0 : peekState(slice, emptyState(slice, nowMs - ms), nowMs).remaining;
+}
