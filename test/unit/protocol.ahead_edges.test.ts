@@ -13,6 +13,7 @@ import {
   shareAsk,
 } from "../../src/protocol/delegate.ts";
 import { aheadHeld, aheadWaitMs, releaseDue, rollAhead } from "../../src/protocol/delegate_ahead.ts";
+import { windowPace } from "../../src/protocol/delegate_demand.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import type { LimiterRecord, LimiterRule, ShareBook } from "../../src/protocol/store.ts";
@@ -176,5 +177,25 @@ describe("units ahead: the delegate's edges", () => {
       ["no share", { ...rec, share: null }, ends, false],
     ];
     for (const [name, r, now, due] of table) expect([name, releaseDue(r, now)]).toEqual([name, due]);
+  });
+});
+
+describe("windowPace at its edges", () => {
+  it("counts units admitted, not those lent out; a pace only when it at least doubles the demand asked", () => {
+    // A term of 1 s from T0 (renewed 250 ms before its end); at T0 + 300: 40 granted, 10 left.
+    const share = { kind: "window" as const, endsAtMs: T0 + 1000, renewAtMs: T0 + 750, units: 40, unitsLeft: 10 };
+    // [lent, demand asked] -> pace per term
+    const table: [number, number | undefined, number][] = [
+      [0, undefined, 100], // 30 used in 300 ms
+      [10, undefined, 66], // 20 admitted, 10 out in sub-leases
+      [30, undefined, 0], // all out in sub-leases: none admitted
+      [0, 50, 100], // exactly twice the demand asked
+      [0, 51, 0], // less than twice
+      [0, 100, 0],
+    ];
+    for (const [lent, demand, pace] of table) {
+      const s = { ...share, lent, ...(demand === undefined ? {} : { demand }) };
+      expect([lent, demand, windowPace(s, T0 + 300)]).toEqual([lent, demand, pace]);
+    }
   });
 });
