@@ -29,6 +29,7 @@ import {
   demandPerTerm,
   keptParts,
   rolled,
+  usedUntilAnswer,
   windowPace,
 } from "./delegate_demand.ts";
 import { flightCredit } from "./flight_credit.ts";
@@ -138,16 +139,13 @@ export function delegateNeed(
 ): "ready" | "renew" {
   const share = record.share;
   if (share === null || nowMs >= share.endsAtMs) return "renew";
-  if (newerVersion(share, rule) && fingerprintOf(rule.params) !== fingerprintOf(share.rule.params)) return "renew";
+  const newer = (rule.version ?? 0) > (share.rule.version ?? 0);
+  if (newer && fingerprintOf(rule.params) !== fingerprintOf(share.rule.params)) return "renew";
   if (share.kind === "window" && !share.short) {
     const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
     if (cost > share.unitsLeft) return "renew";
   }
   return "ready";
-}
-
-function newerVersion(share: HeldShare, rule: LimiterRule): boolean {
-  return (rule.version ?? 0) > (share.rule.version ?? 0);
 }
 
 /**
@@ -182,8 +180,8 @@ export function shareAsk(
   // The batch waiting for this ask counts too (a new delegate has no term behind it yet), and a window share's pace.
   const demand = Math.max(demandPerTerm(record, nowMs), pendingCost, windowPace(share, nowMs));
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
-  // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so: the
-  // key's object then holds only those promised until the old term ends, not every part this share gives up.
+  // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so (`keep`); a
+  // live one is used `oldForMs` more at most, or until the answer: the key's object holds its old parts that long only.
   let keep: number | undefined;
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
   if (kept !== null && live && !release) {
@@ -193,6 +191,8 @@ export function shareAsk(
       keep = parts;
     }
   }
+  const old = live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
+  if (old !== null) kept = old.share;
   const ask: ShareAsk = {
     rule: newest,
     holder,
@@ -203,6 +203,7 @@ export function shareAsk(
     ...(release ? { release } : {}),
     ...(keep === undefined ? {} : { keep }),
     ...(live && kept?.askId !== undefined ? { holding: kept.askId } : {}),
+    ...(old === null ? {} : { oldForMs: old.forMs }),
   };
   // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask
   // brings the demand as it is now).

@@ -89,6 +89,13 @@ export interface ShareAsk {
    * so the key's object need not keep that older share's parts promised. Absent: not known (a lost answer).
    */
   readonly holding?: string;
+  /**
+   * Rate shares: how long after sending this ask the holder still uses the share it holds, ms, unless the answer comes
+   * first (it then uses the answer's). The key's object keeps the old share's parts promised until it received the ask
+   * plus this, not until the old term's end: both clocks measure a duration from an event, the receipt comes after the
+   * sending, so whatever their offset the parts are free only once the holder stopped using them. Absent: the old term.
+   */
+  readonly oldForMs?: number;
 }
 
 /** What the key's object granted. */

@@ -45,7 +45,7 @@ import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
  * Grant (renew, or take back) a holder's share. In order: a retried ask is answered as granted; the units given back
  * are refunded (converted by the algorithm's carry-over when the parameters changed, never dropped); then, while the
  * key is hot, the holder gets its demand's proportion (`rateGrant`, `windowGrant`); when it is not hot any more, or
- * the holder lets go, its share ends (its rate parts stay promised until the term it had ends).
+ * the holder lets go, its share ends (its rate parts stay promised until the term it had ends, or the ask's `oldForMs`).
  */
 export function shareRecord(
   record: LimiterRecord | null,
@@ -110,19 +110,23 @@ export function shareRecord(
 /**
  * Parts of an entry still in use after its holder sent `ask`, and until when: only its last grant's when the ask says
  * the holder adopted that grant (`holding` is its ask's id: an older share was replaced then), else every part it
- * still holds or held (`promisedParts`); at most what the ask says it keeps (`keep`, a valid count).
+ * still holds or held (`promisedParts`); at most what the ask says it keeps (`keep`, a valid count); until its term's
+ * end, or sooner the ask's receipt plus what it says it still uses them (`oldForMs`, a valid count of ms).
  */
 function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts: number; untilMs: number } {
   const adopted = ask?.holding !== undefined && ask.holding === e.askId;
   const parts = adopted ? (nowMs < e.endsAtMs ? e.parts : 0) : promisedParts(e, nowMs);
-  const untilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
+  const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
+  const forMs = ask?.oldForMs;
+  const bounded = forMs !== undefined && Number.isSafeInteger(forMs) && forMs >= 0;
+  const untilMs = bounded ? Math.min(heldUntilMs, nowMs + forMs) : heldUntilMs;
   const keep = ask?.keep;
   const valid = keep !== undefined && Number.isSafeInteger(keep) && keep >= 0;
   return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
 }
 
 /**
- * An entry's share ended now: what it still uses (`inUse`) stays promised until its term ends (and no tokens move
+ * An entry's share ended now: what it still uses (`inUse`) stays promised until then (and no tokens move
  * with it).
  */
 function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {

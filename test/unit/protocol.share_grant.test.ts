@@ -3,7 +3,13 @@
  * window's units and a rate's parts by demand, retried asks, returns, letting go, a full book, newer rules versions.
  */
 import { describe, expect, it } from "vitest";
-import { SHARE_HOLDERS_MAX, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import {
+  directParts,
+  SHARE_HOLDERS_MAX,
+  type ShareAsk,
+  type ShareGrant,
+  settleShares,
+} from "../../src/protocol/share.ts";
 import { rateTermMs, SETTLED_SLACK_PARTS, SHARE_TERM_MAX_MS, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
@@ -476,6 +482,46 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(mine(shareRecord(longer, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 900))).toMatchObject({
       prevParts: 0,
     });
+  });
+
+  it("keeps the old parts promised until the ask's receipt plus `oldForMs` only, when that is sooner", () => {
+    // weur.0 holds 600 parts until T0 + 900 and asks at T0 with demand for 100 of 300: 334 parts.
+    const rec = record(
+      tbP,
+      { tokensScaled: 0, lastMs: T0 },
+      {
+        shares: book([
+          entry({ holder: "weur.0", parts: 600, demand: 300, askId: "a2" }),
+          entry({ holder: "x", parts: 400, demand: 200 }),
+        ]),
+      },
+    );
+    const mine = (out: ReturnType<typeof shareRecord>) =>
+      out.record?.shares?.entries.find((e) => e.holder === "weur.0");
+    const bounded = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", oldForMs: 80 }), T0);
+    expect(bounded.grant).toMatchObject({ parts: 334 });
+    expect(mine(bounded)).toMatchObject({ parts: 334, prevParts: 600, prevEndsAtMs: T0 + 80 });
+    // Past it, only the new parts are promised: the direct slice gets the other 266.
+    const after = settleShares(bounded.record, T0 + 80);
+    expect(after?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ parts: 334 });
+    expect(directParts(after!.shares!, T0 + 80)).toBe(266);
+    expect(directParts(after!.shares!, T0 + 79)).toBe(0);
+    // With `keep`: those, that long. Longer than the old term, 0, or not a count of ms: the old term, or now.
+    const kept = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", keep: 200, oldForMs: 80 }), T0);
+    expect(mine(kept)).toMatchObject({ prevParts: 200, prevEndsAtMs: T0 + 80 });
+    for (const [oldForMs, endsAtMs] of [
+      [2000, T0 + 900],
+      [0, T0],
+      [-1, T0 + 900],
+      [1.5, T0 + 900],
+      [undefined, T0 + 900],
+    ] as const) {
+      const out = shareRecord(rec, ask(tb, 100, { id: "a3", ...(oldForMs === undefined ? {} : { oldForMs }) }), T0);
+      expect(mine(out)?.prevEndsAtMs).toBe(endsAtMs);
+    }
+    // Letting go: the old parts that long only too.
+    const gone = shareRecord(rec, ask(tb, 100, { id: "a3", release: true, oldForMs: 50 }), T0);
+    expect(mine(gone)).toMatchObject({ parts: 0, prevParts: 600, prevEndsAtMs: T0 + 50 });
   });
 
   it("rateTermMs: a quarter term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {
