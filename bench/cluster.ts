@@ -25,7 +25,7 @@ const SIZES = QUICK ? [200, 1_000] : [200, 1_000, 5_000];
 const LOADS = QUICK ? [10, 5_000, 10_000] : [10, 1_000, 5_000, 10_000, 50_000, 200_000];
 /** Simulated seconds per run: 8 s (a window's end and 3 s past it), fewer at the highest loads to keep the bench short. */
 const durationOf = (loadPerS: number, scenario: Scenario) =>
-  scenario === "two versions 50/50"
+  scenario === "two versions 50/50" || scenario === "long run"
     ? QUICK
       ? 10_000
       : 60_000
@@ -148,6 +148,16 @@ const SCENARIOS: Scenario[] = [
 ];
 /** At 5,000 isolates, the scenarios about fan-out and restarts only (the bench's time). */
 const AT_5000: Scenario[] = ["redeploy", "churn", "delegate restart"];
+/** The rate rule steady over 60 s at 2x and at the limit: the 8 s rows' fixed costs against a longer run. */
+if (!QUICK) {
+  for (const [isolates, loadPerS] of [
+    [1_000, 10_000],
+    [5_000, 10_000],
+    [5_000, 5_000],
+  ] as const) {
+    specs.push(["hot-rate", isolates, loadPerS, "long run"]);
+  }
+}
 for (const isolates of QUICK ? [1_000] : [1_000, 5_000]) {
   for (const scenario of SCENARIOS) {
     if (isolates !== 1_000 && !AT_5000.includes(scenario)) continue;

@@ -213,7 +213,11 @@ function goal(rows: readonly ClusterRow[], ok: (r: ClusterRow) => boolean, figur
 export function clusterGoals(rows: readonly ClusterRow[]): Record<string, ClusterGoal> {
   const rate = rows.filter((r) => r.overRateBound !== null);
   const accuracy = rows.filter(
-    (r) => r.scenario === "steady" && r.rule === "hot-rate" && r.loadPerS >= 5_000 && r.reachesLimit,
+    (r) =>
+      (r.scenario === "steady" || r.scenario === "long run") &&
+      r.rule === "hot-rate" &&
+      r.loadPerS >= 5_000 &&
+      r.reachesLimit,
   );
   const events = rows.filter((r) => r.underAfterEventPct !== null && r.scenario !== "object restart");
   return {

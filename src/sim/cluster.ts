@@ -43,6 +43,8 @@ const TIMEOUT_MS = 250;
 
 export type Scenario =
   | "steady"
+  /** Steady, over a longer run: what the fixed costs (cold start, convergence, tokens out) weigh over 60 s. */
+  | "long run"
   | "redeploy"
   | "override change"
   | "two versions 50/50"
