@@ -185,6 +185,13 @@ describe("callDelegates", () => {
     );
     expect(starts(at307.a)).toEqual([5, 15, 95, 105, 165, 175, 235, 245]);
     expect(at307.out).toEqual({ kind: "fallBack", avoidForMs: DELEGATE_RESET_BACKOFF_MS });
+    // Exactly at it (90 of a 120 ms budget: the first retry would start at 90 ms): not started.
+    const at120 = await run(
+      () => "reset",
+      () => "reset",
+      120,
+    );
+    expect(starts(at120.a)).toEqual([5, 15]);
     // A restart that outlasts the first retry is answered by the second.
     const long = await run(
       (nowMs) => (nowMs < T0 + 110 ? "reset" : null),
