@@ -8,6 +8,7 @@ import {
   carryOver,
   decide,
   fingerprintOf,
+  leasePolicy,
   leaseTermMs,
   sliceParams,
 } from "../algorithms/index.ts";
@@ -281,9 +282,10 @@ function transfer(
 
 /**
  * A window share: units of the current window, charged now as that many requests; as many as asked while the window
- * has room for every holder's demand, else the holder's demand's proportion of what is left (rounded up), or all that
- * is left when that is no more than asked (the holder is then short: delegate.ts, until its term's renewal). The term
- * is cut at the window's end.
+ * has room for every holder's demand, else the holder's demand's proportion of what is left and what the other holders
+ * still hold (`heldByOthers`; rounded up, at most its ask over what is left of its term, never more than is left), or
+ * all that is left when that is no more than asked (the holder is then short: delegate.ts, until its term's renewal).
+ * The term is cut at the window's end.
  */
 function windowGrant(
   rec: LimiterRecord | null,
@@ -300,7 +302,12 @@ function windowGrant(
   // proportion of it would be renewed for again by every holder it leaves dry within milliseconds: hundreds of asks a
   // second over a nearly spent window.
   const whole = demand > 0 && available * SHARE_TERM_MS <= want * termMs;
-  const fair = total <= available || total === 0 || whole ? want : Math.ceil((available * demand) / total);
+  const pool = available + heldByOthers(rec, rule, ask.holder, nowMs);
+  // Split, never more than the holder asks for what is left of its term (cut at the window's end): units granted
+  // beyond that are stranded with it when the window ends.
+  const useBy = Math.ceil((want * termMs) / SHARE_TERM_MS);
+  const split = Math.min(useBy, Math.ceil((pool * demand) / total));
+  const fair = total <= available || total === 0 || whole ? want : split;
   let units = Math.min(want, Math.max(demand > 0 ? 1 : 0, fair), available);
   let current = rec;
   if (units >= 1) {
@@ -318,6 +325,28 @@ function windowGrant(
     record,
     grant: { atMs: nowMs, kind: "window", parts: 0, units, remaining, termMs, ...ahead, rule, hot: true },
   };
+}
+
+/**
+ * What the other holders of the current window's shares still hold now, as their demand says (units granted less
+ * their demand over the time since): a window that cannot cover every holder's demand is split by demand over what is
+ * left AND what the others still hold of it. Split over what is left only, each grant in a round of renewals shrank
+ * what the next could get, every holder ran dry again within a fraction of its term, and a nearly spent window was
+ * renewed for in rounds of all 36 holders (cluster simulation, hot-window 1,000 isolates at 10k req/s, an override
+ * lowering the limit: 199 calls in a second at the key's object). An estimate: it splits, it never charges.
+ */
+function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {
+  const policy = leasePolicy(rule.params.algorithm);
+  if (policy.kind !== "window" || rec?.shares === undefined) return 0;
+  const window = policy.windowOf(rule.params, nowMs);
+  let held = 0;
+  for (const e of rec.shares.entries) {
+    if (e.holder === holder || e.units < 1 || nowMs >= e.endsAtMs) continue;
+    if (policy.windowOf(rule.params, e.atMs) !== window) continue;
+    const used = Math.ceil((e.demand * Math.max(0, nowMs - e.atMs)) / SHARE_TERM_MS);
+    held += Math.max(0, e.units - used);
+  }
+  return held;
 }
 
 function newRecord(rule: LimiterRule, state: AlgorithmState): LimiterRecord {

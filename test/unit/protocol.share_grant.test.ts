@@ -165,6 +165,36 @@ describe("shareRecord: window units", () => {
     expect(shareRecord(exact, ask(win, 50, { units: 60 }), T0).grant).toMatchObject({ units: 60, remaining: 20 });
   });
 
+  it("short: splits what is left and what the other live holders still hold, by demand, at most the ask over its term", () => {
+    // 80 left; another holder granted 40 units 100 ms ago at a demand of 150 a term: it used 15 of them, holds 25.
+    // Demand 50 of 200 over 80 + 25: 27 (over what is left only, 20: each grant in a round shrank the next).
+    const held = entry({ demand: 150, units: 40, atMs: T0 + 900, endsAtMs: T0 + 1900 });
+    const rec = record(winP, count(20), { shares: book([held]) });
+    expect(shareRecord(rec, ask(win, 50, { units: 60 }), T0 + 1000).grant).toMatchObject({ units: 27, remaining: 53 });
+    // Units the demand says it used are not counted (all 40 over 300 ms at 150 a term: 45); nor those of a share that
+    // ended, of a past window, or the asker's own.
+    const used = entry({ demand: 150, units: 40, atMs: T0 + 700, endsAtMs: T0 + 1700 });
+    const ended = entry({ demand: 150, units: 40, atMs: T0, endsAtMs: T0 + 1000 });
+    const past = entry({ demand: 150, units: 40, atMs: T0 - 100, endsAtMs: T0 + 1900 });
+    const own = entry({ holder: "weur.0", demand: 0, units: 40, atMs: T0 + 900, endsAtMs: T0 + 1900 });
+    const idle = entry({ holder: "idle", demand: 150, atMs: T0 + 900, endsAtMs: T0 + 1900 });
+    for (const es of [[used], [ended, idle], [past]]) {
+      const r = record(winP, count(20), { shares: book(es) });
+      expect(shareRecord(r, ask(win, 50, { units: 60 }), T0 + 1000).grant).toMatchObject({ units: 20 });
+    }
+    const r = record(winP, count(20), { shares: book([held, own]) });
+    expect(shareRecord(r, ask(win, 50, { units: 60 }), T0 + 1000).grant).toMatchObject({ units: 27 });
+    // 600 ms before the window's end: 40 left, the other holds 25 of 40. A split of 65 is 17; 25 asked per term are
+    // 15 of what is left of it, and no more (units it could not use before the window's end).
+    const late = entry({ demand: 150, units: 40, atMs: T0 + 59_300, endsAtMs: T0 + 60_000 });
+    const lateRec = record(winP, count(60), { shares: book([late]) });
+    expect(shareRecord(lateRec, ask(win, 50, { units: 60 }), T0 + 59_400).grant).toMatchObject({ units: 17 });
+    expect(shareRecord(lateRec, ask(win, 50, { units: 25 }), T0 + 59_400).grant).toMatchObject({
+      units: 15,
+      termMs: 600,
+    });
+  });
+
   it("grants all that is left when that is no more than the ask over its term, first come (the window is then spent)", () => {
     // 50 left, other demand 150: a proportion would be 13 (and every holder asks again as soon as it is used).
     const rec = record(winP, count(50), { shares: book([entry({ demand: 150 })]) });
