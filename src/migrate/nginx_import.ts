@@ -125,12 +125,9 @@ function placeRule(
     report.push({ where: where(limit), kind: "approximate", message });
     notes.push(`approximate: ${message}`);
   }
-  if (
-    place.at.args[0] !== "=" &&
-    !place.at.args.at(-1)!.endsWith("/") &&
-    place.at.name === "location" &&
-    !place.at.args[0]!.startsWith("~")
-  ) {
+  // The server itself (requests no location matches) has no prefix; only a prefix location (no `=`, no regex) does.
+  const prefix = place.at.name === "location" ? place.at.args.at(-1) : undefined;
+  if (prefix !== undefined && place.at.args[0] !== "=" && !place.at.args[0]!.startsWith("~") && !prefix.endsWith("/")) {
     const message = `${place.label}: NGINX's prefix also matches longer names (${place.at.args.at(-1)}x); the route matches whole segments`;
     report.push({ where: where(place.at), kind: "approximate", message });
   }

@@ -228,6 +228,21 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ["ip-api * /api/** ip rate=10/s burst=2 nodelay=true status=503"],
       [],
     ],
+    [
+      "19 a server-level limit_req with locations below and no location / (crashed with a TypeError)",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nlimit_req_zone $binary_remote_addr zone=login:1m rate=1r/s;\nserver { limit_req zone=ip burst=20 nodelay; location /v1/login { limit_req zone=login burst=2; } location /v1/search { } }`,
+        ),
+      },
+      [
+        "login-v1-login * /v1/login/** ip rate=1/s burst=2 delay=0 status=503",
+        "ip * /** ip rate=10/s burst=20 nodelay=true status=503",
+      ],
+      [
+        "approximate: limit_req zone=ip burst=20 nodelay (server (requests no location matches)) also applies to location /v1/login",
+      ],
+    ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
     expect(result.rules.map(line)).toEqual(rules);
