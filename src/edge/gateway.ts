@@ -39,11 +39,15 @@ export async function gateway(
   return response;
 }
 
-/** `request`, or a copy without any header that carries the admin token: an upstream never receives it. */
+/**
+ * `request`, or one without any header that carries the admin token: an upstream never receives it. The headers are
+ * checked on a copy of their own; only when one is stripped is a new request built, which takes over the body (the
+ * original is never used again), so a body is never read or buffered here.
+ */
 function withoutAdminTokenIn(request: Request, adminToken: string | null): Request {
   if (adminToken === null) return request;
-  const copy = new Request(request);
-  if (withoutAdminToken(copy.headers, adminToken) === 0) return request;
+  const headers = new Headers(request.headers);
+  if (withoutAdminToken(headers, adminToken) === 0) return request;
   logEvent("warn", { event: "admin_token_stripped" });
-  return copy;
+  return new Request(request, { headers });
 }
