@@ -1,13 +1,12 @@
 /**
  * Part 3: edge overhead through a real `wrangler dev` (--log-level warn): passthrough (no rule matches), one global
- * rule (all 50 connections on one key: a hot key, coalesced), the same with waiting requests forced to poll a 1 ms
- * timer to resume (an A/B of src/isolate/resume.ts), one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
+ * rule (all 50 connections on one key: a hot key, coalesced), one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
  * passthrough; object calls per request from the admin counters (`GET /_sluice/stats`), or "n/a" while there is none.
  *
  * The working tree is never touched: each scenario runs in a temp copy of the project with its rules compiled in
  * (bench/wrangler_dev.ts), on a free 127.0.0.1 port, killed as a process group when the scenario ends.
  */
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import { log, median, QUICK, round, writeResult } from "./common.ts";
@@ -21,25 +20,10 @@ const RUNS = QUICK ? 1 : 3;
 const SCENARIOS = {
   passthrough: `- id: never-matches\n  match: { route: "GET /never/matches", identity: ip }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`,
   "one global rule": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
-  "one global rule, 1 ms polling": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
   "one local rule": `- id: bench-local\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  scope: local\n`,
   "blocked key flooding": `- id: bench-blocked\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1/min\n  burst: 1\n`,
 } as const;
 type Scenario = keyof typeof SCENARIOS;
-
-/**
- * A/B in the same run: the copy's Worker made to resume waiting requests by polling a 1 ms timer (what it did before
- * using the runtime's own cross-request resumption, src/isolate/resume.ts), to show what that costs.
- */
-const PATCHES: Partial<Record<Scenario, (dir: string) => void>> = {
-  "one global rule, 1 ms polling": (dir) => {
-    const file = join(dir, "src", "isolate", "resume.ts");
-    const from = "resumesInOwnContext ??= runtimeResumesInOwnContext();";
-    const source = readFileSync(file, "utf8");
-    if (!source.includes(from)) throw new Error(`edge: cannot force polling, ${file} changed`);
-    writeFileSync(file, source.replace(from, "resumesInOwnContext = false;"));
-  },
-};
 
 async function stats(base: string): Promise<Record<string, unknown> | null> {
   const response = await fetch(`${base}/_sluice/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -74,7 +58,6 @@ interface Figures {
 async function runScenario(scenario: Scenario): Promise<Figures> {
   const dir = projectCopy("sluice-bench-edge-", { "bench.yaml": SCENARIOS[scenario] });
   dropBuildStep(dir); // compiled already: no rebuild and reload by wrangler dev in the middle of a measurement
-  PATCHES[scenario]?.(dir);
   const port = await freePort();
   const child = startWrangler(dir, port, [
     "--log-level",
