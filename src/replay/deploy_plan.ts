@@ -112,8 +112,7 @@ export function stateFate(pair: RulePair): StateFate {
   const detail = `a key with ${was} left keeps ${keeps}; a key at its limit keeps ${atLimit}`;
   // A change of match keeps the key and its object: it changes which requests count, not what they counted.
   const matchChanged =
-    JSON.stringify(before.match.plans) !== JSON.stringify(after.match.plans) ||
-    before.match.route?.source !== after.match.route?.source;
+    JSON.stringify(before.match.plans) !== JSON.stringify(after.match.plans) || routesOf(before) !== routesOf(after);
   const matchNote = matchChanged ? " (a match change keeps each key's state: it changes which requests count)" : "";
   const fate = (kind: StateFate["kind"], text: string): StateFate => ({
     kind,
@@ -149,4 +148,13 @@ function unreadState(before: ResolvedRule, after: ResolvedRule): string | null {
   if (before.scope === "local")
     return "scope: local state lives in isolate memory, and a deploy starts every isolate afresh";
   return null;
+}
+
+/** `match.route` and `match.except` as text, to tell a change. */
+function routesOf(rule: ResolvedRule): string {
+  const { route, moreRoutes, except } = rule.match;
+  return JSON.stringify([
+    route === null ? [] : [route, ...moreRoutes].map((r) => r.source),
+    except.map((r) => r.source),
+  ]);
 }

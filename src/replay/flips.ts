@@ -241,6 +241,7 @@ export function canFlip(pair: RulePair): boolean {
 const NOT_IN_KEYED_TRACES = new Set([
   "match.plan",
   "match.route",
+  "match.except",
   "match.identity",
   "cost",
   "cost_by_route",
@@ -256,7 +257,9 @@ const NOT_IN_KEYED_TRACES = new Set([
 function notReplayedWhy(pair: RulePair): string | null {
   for (const rule of [pair.before, pair.after]) {
     if (rule === null) continue;
-    if (rule.match.route !== null) return `only ${rule.match.route.source}`;
+    if (rule.match.route !== null)
+      return `only ${[rule.match.route, ...rule.match.moreRoutes].map((r) => r.source).join(", ")}`;
+    if (rule.match.except.length > 0) return `not ${rule.match.except.map((r) => r.source).join(", ")}`;
     if (rule.match.plans !== null) return `only plan ${rule.match.plans.join(", ")}`;
   }
   return null;

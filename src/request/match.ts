@@ -27,9 +27,11 @@ export interface CompiledRule {
   /** The largest cost the rule can ever admit. */
   readonly capacity: number;
   readonly plans: ReadonlySet<string> | null;
-  /** The rule's route and `cost_by_route` patterns with literal segments lower-cased, for case-insensitive matching. */
-  readonly folded: {
-    readonly route: RoutePattern | null;
+  /**
+   * The rule's routes (`match.route`, `[]` for any), `match.except` and `cost_by_route` patterns with literal segments
+   * lower-cased, for case-insensitive matching.
+   */
+  readonly folded: RouteSets & {
     readonly costByRoute: readonly { readonly route: RoutePattern; readonly cost: number }[];
   };
 }
@@ -84,7 +86,7 @@ export function compileRules(rules: readonly ResolvedRule[], version = 0): reado
       capacity: capacityOf(params),
       plans: rule.match.plans === null ? null : new Set(rule.match.plans),
       folded: {
-        route: rule.match.route === null ? null : foldRoute(rule.match.route),
+        ...foldRouteSets(routeSets(rule)),
         costByRoute: rule.costByRoute.map((e) => ({ route: foldRoute(e.route), cost: e.cost })),
       },
     };
@@ -122,8 +124,31 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 /** Plan and route (under any of the request's methods). */
 function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
-  const route = facts.foldCase ? compiled.folded.route : compiled.rule.match.route;
-  return route === null || facts.methods.some((m) => facts.paths.some((p) => routeMatches(route, m, p)));
+  const { routes, except } = facts.foldCase ? compiled.folded : routeSets(compiled.rule);
+  const any = (list: readonly RoutePattern[]) =>
+    facts.methods.some((m) => facts.paths.some((p) => list.some((r) => routeMatches(r, m, p))));
+  return (routes.length === 0 || any(routes)) && (except.length === 0 || !any(except));
+}
+
+/** A rule's `match.route` (all of its routes; `[]`: any) and `match.except`. */
+interface RouteSets {
+  readonly routes: readonly RoutePattern[];
+  readonly except: readonly RoutePattern[];
+}
+
+const routeSetsCache = new WeakMap<ResolvedRule, RouteSets>();
+
+function routeSets(rule: ResolvedRule): RouteSets {
+  const hit = routeSetsCache.get(rule);
+  if (hit !== undefined) return hit;
+  const { route, moreRoutes, except } = rule.match;
+  const sets = { routes: route === null ? [] : [route, ...moreRoutes], except };
+  routeSetsCache.set(rule, sets);
+  return sets;
+}
+
+function foldRouteSets(sets: RouteSets): RouteSets {
+  return { routes: sets.routes.map(foldRoute), except: sets.except.map(foldRoute) };
 }
 
 /**

@@ -213,7 +213,15 @@ function readCostByRoute(m: Raw | undefined, cx: FieldContext): RuleCommon["cost
 /** The keys of `match`, in rule-file terms, with how each prints (`any`: the rule applies to every value). */
 export const MATCH_FIELDS = [
   { yaml: "plan", print: (m: RuleCommon["match"]) => (m.plans === null ? "any" : m.plans.join(", ")) },
-  { yaml: "route", print: (m: RuleCommon["match"]) => (m.route === null ? "any" : m.route.source) },
+  {
+    yaml: "route",
+    print: (m: RuleCommon["match"]) =>
+      m.route === null ? "any" : [m.route, ...m.moreRoutes].map((r) => r.source).join(", "),
+  },
+  {
+    yaml: "except",
+    print: (m: RuleCommon["match"]) => (m.except.length === 0 ? "none" : m.except.map((r) => r.source).join(", ")),
+  },
   { yaml: "identity", print: (m: RuleCommon["match"]) => m.identity },
 ] as const;
 

@@ -23,7 +23,7 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 
 /** The keys a rule file may give besides its algorithm's parameters. */
 const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
-const MATCH_KEYS = ["plan", "route", "identity"] as const;
+const MATCH_KEYS = ["plan", "route", "except", "identity"] as const;
 
 /** The rules of one file, from its plain values (see yaml.ts): all valid rules, and every problem. */
 export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[] } {
@@ -192,7 +192,7 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   let ok = true;
   for (const key of m.keys()) {
     if ((MATCH_KEYS as readonly string[]).includes(key)) continue;
-    e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, "match takes plan, route and identity"));
+    e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, "match takes plan, route, except and identity"));
     ok = false;
   }
   let plans: string[] | null = null;
@@ -206,24 +206,36 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
       plans = list as string[];
     }
   }
-  let route: RoutePattern | null = null;
-  if (m.has("route")) {
-    const r = m.get("route");
-    const compiled = typeof r === "string" ? compileRoute(r) : { error: `must be "METHOD /path", got ${describe(r)}` };
-    if ("error" in compiled) {
-      e.add("match.route", compiled.error);
-      ok = false;
-    } else {
-      route = compiled;
-    }
-  }
+  const routes = m.has("route") ? routeList(e, "match.route", m.get("route")) : [];
+  const except = m.has("except") ? routeList(e, "match.except", m.get("except")) : [];
+  if (routes === null || except === null) ok = false;
+  const route = routes?.[0] ?? null;
   let identity: Identity | undefined;
   if (!m.has("identity")) {
     e.add("match.identity", `required: one of ${IDENTITIES.join(", ")}`);
   } else {
     identity = oneOf(e, "match.identity", m.get("identity"), IDENTITIES);
   }
-  return ok && identity !== undefined ? { plans, route, identity } : undefined;
+  return ok && identity !== undefined && routes !== null && except !== null
+    ? { plans, route, moreRoutes: routes.slice(1), except, identity }
+    : undefined;
+}
+
+/** `match.route` or `match.except`: one `"METHOD /path"` or a non-empty list of them; `null` after an error. */
+function routeList(e: RuleErrors, field: string, raw: Raw | undefined): RoutePattern[] | null {
+  const list = Array.isArray(raw) ? raw : [raw];
+  if (list.length === 0) {
+    e.add(field, `must be "METHOD /path" or a non-empty list of them, got an empty list`);
+    return null;
+  }
+  const out: RoutePattern[] = [];
+  list.forEach((r, i) => {
+    const name = Array.isArray(raw) ? `${field}[${i}]` : field;
+    const compiled = typeof r === "string" ? compileRoute(r) : { error: `must be "METHOD /path", got ${describe(r)}` };
+    if ("error" in compiled) e.add(name, compiled.error);
+    else out.push(compiled);
+  });
+  return out.length === list.length ? out : null;
 }
 
 function describePlan(p: Raw | undefined): string {

@@ -4,7 +4,9 @@
  * - The method is upper-cased; `*` matches any method.
  * - The path is split on `/`. Every character other than `/` is literal, so colons are too: `POST /v1/labels:batch`
  *   matches only that path, never `/v1/labels`. A segment `*` matches exactly one non-empty segment. A final `**`
- *   matches any rest, including nothing: `GET /v1/**` matches `/v1`, `/v1/` and `/v1/a/b`.
+ *   matches any rest, including nothing: `GET /v1/**` matches `/v1`, `/v1/` and `/v1/a/b`. A final segment of
+ *   letters followed by `**` matches any rest that starts with them: `GET /v1/login**` matches `/v1/login`,
+ *   `/v1/loginx` and `/v1/login/a` (NGINX's prefix locations, which do not stop at a `/`).
  * - Trailing slash: one trailing `/` is ignored, in patterns and in request paths alike, so `/v1/login/` counts
  *   against `POST /v1/login`. Most frameworks route both to the same handler; treating them as different paths would
  *   let a client step around a limit by adding a slash.
@@ -38,8 +40,11 @@ export function compileRoute(source: string): RoutePattern | { readonly error: s
     if (seg.includes("%") || seg.includes(";")) {
       return bad("write the path decoded, without % or ; (requests are matched decoded, with ;parameters removed)");
     }
-    if (seg !== "*" && seg !== "**" && seg.includes("*")) {
-      return bad(`* must be a whole segment (${JSON.stringify(seg)} mixes it with other characters)`);
+    const prefix = i === segments.length - 1 && seg.endsWith("**") ? seg.slice(0, -2) : seg;
+    if (seg !== "*" && seg !== "**" && prefix.includes("*")) {
+      return bad(
+        `* must be a whole segment, or ** end the last one (${JSON.stringify(seg)} mixes it with other characters)`,
+      );
     }
   }
   return { source, method: method === "*" ? "*" : method.toUpperCase(), segments };
@@ -59,6 +64,8 @@ export function routeMatches(p: RoutePattern, method: string, path: string): boo
     const seg = segs[i]!;
     if (seg === "**" && i === n - 1) return true;
     if (pos > end) return false;
+    // `text**`: the rest of the path starts with `text`.
+    if (i === n - 1 && seg.endsWith("**")) return end - pos >= seg.length - 2 && path.startsWith(seg.slice(0, -2), pos);
     let next = path.indexOf("/", pos);
     if (next === -1 || next > end) next = end;
     if (seg === "*") {

@@ -28,8 +28,12 @@ export interface RoutePattern {
 export interface RuleMatch {
   /** Plans the rule applies to; `null` means any plan. */
   readonly plans: readonly string[] | null;
-  /** Route the rule applies to; `null` means any route. */
+  /** Route the rule applies to; `null` means any route. With `match.route` as a list, the first of them. */
   readonly route: RoutePattern | null;
+  /** `match.route` as a list: the routes after the first; a request matching any one of them is matched. Default `[]`. */
+  readonly moreRoutes: readonly RoutePattern[];
+  /** `match.except`: routes the rule never applies to, even where `match.route` matches. Default `[]`. */
+  readonly except: readonly RoutePattern[];
   /** Whose budget this is: the API key, the client IP, or the authenticated user. */
   readonly identity: Identity;
 }

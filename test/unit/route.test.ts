@@ -18,6 +18,7 @@ describe("compileRoute", () => {
     ["GET /**", "GET", ["**"]],
     ["GET /v1/*/labels/", "GET", ["v1", "*", "labels"]],
     ["  GET   /v1  ", "GET", ["v1"]],
+    ["* /v1/login**", "*", ["v1", "login**"]],
   ])("%j compiles to %s %j", (source, method, segments) => {
     expect(compileRoute(source)).toEqual({ source, method, segments });
   });
@@ -36,8 +37,18 @@ describe("compileRoute", () => {
     ["GET /v1?x=1", 'a route matches the path only, without ? or #, got "GET /v1?x=1"'],
     ["GET /v1//x", 'the path has an empty segment (//), got "GET /v1//x"'],
     ["GET /**/x", '** may only be the last segment, got "GET /**/x"'],
-    ["GET /v1/x*", '* must be a whole segment ("x*" mixes it with other characters), got "GET /v1/x*"'],
-    ["GET /v1/***", '* must be a whole segment ("***" mixes it with other characters), got "GET /v1/***"'],
+    [
+      "GET /v1/x*",
+      '* must be a whole segment, or ** end the last one ("x*" mixes it with other characters), got "GET /v1/x*"',
+    ],
+    [
+      "GET /v1/***",
+      '* must be a whole segment, or ** end the last one ("***" mixes it with other characters), got "GET /v1/***"',
+    ],
+    [
+      "GET /v1/x**/y",
+      '* must be a whole segment, or ** end the last one ("x**" mixes it with other characters), got "GET /v1/x**/y"',
+    ],
     ["GET /v1/../x", 'the path has a . or .. segment (requests are matched with them resolved), got "GET /v1/../x"'],
     [
       "GET /v1/caf%C3%A9",
@@ -87,6 +98,14 @@ const TABLE: [string, string, string, boolean][] = [
   ["GET /**", "GET", "/anything/at/all", true],
   ["GET /v1/*/**", "GET", "/v1/a", true],
   ["GET /v1/*/**", "GET", "/v1", false],
+  // `text**` ends a route as NGINX's prefix locations do: the rest starts with `text`, slash or not.
+  ["* /v1/login**", "GET", "/v1/login", true],
+  ["* /v1/login**", "GET", "/v1/loginx", true],
+  ["* /v1/login**", "GET", "/v1/login/", true],
+  ["* /v1/login**", "GET", "/v1/login/a/b", true],
+  ["* /v1/login**", "GET", "/v1/logi", false],
+  ["* /v1/login**", "GET", "/v1", false],
+  ["* /v1/login**", "GET", "/v2/login", false],
   // Root.
   ["GET /", "GET", "/", true],
   ["GET /", "GET", "/v1", false],

@@ -64,7 +64,7 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
       `${DIR}/bad-route.yaml: a.match.route: must be "METHOD /path", e.g. "POST /v1/labels:batch", got "/v1/login"`,
       `${DIR}/bad-route.yaml: b.match.route: the path must start with /, got "POST v1/login"`,
       `${DIR}/bad-route.yaml: c.match.route: ** may only be the last segment, got "POST /v1/**/labels"`,
-      `${DIR}/bad-route.yaml: d.match.route: * must be a whole segment ("label*" mixes it with other characters), got "POST /v1/label*"`,
+      `${DIR}/bad-route.yaml: d.match.route: * must be a whole segment, or ** end the last one ("label*" mixes it with other characters), got "POST /v1/label*"`,
       `${DIR}/bad-route.yaml: d.cost_by_route["P0ST /v1/labels"]: the method must be letters (GET, POST, ...) or * for any, got "P0ST /v1/labels"`,
       `${DIR}/bad-route.yaml: d.cost_by_route["GET /v1//x"]: the path has an empty segment (//), got "GET /v1//x"`,
     ],
@@ -332,7 +332,7 @@ describe("the shipped example (test/fixtures/shipped/shiplane.yaml)", () => {
     expect(byId.get("free-global")).toEqual({
       id: "free-global",
       file: SHIPPED,
-      match: { plans: ["free"], route: null, identity: "api_key" },
+      match: { plans: ["free"], route: null, moreRoutes: [], except: [], identity: "api_key" },
       mode: "enforce",
       scope: "global",
       onError: "open",
@@ -448,6 +448,43 @@ describe("resolution details", () => {
       const { errors } = parseRules(text, "t.yaml");
       expect(errors.length).toBeGreaterThan(0);
     }
+  });
+});
+
+describe("match.route as a list, match.except", () => {
+  const rule = `- id: r
+  match: { route: ["* /v1/search/**", "* /**"], except: "* /v1/login**", identity: ip }
+  algorithm: leaky_queue
+  rate: 10/s
+  burst: 0
+`;
+
+  it("resolve to the first route, the others, and the exceptions", () => {
+    const m = one(rule).match;
+    expect([m.route?.source, m.moreRoutes.map((r) => r.source), m.except.map((r) => r.source)]).toEqual([
+      "* /v1/search/**",
+      ["* /**"],
+      ["* /v1/login**"],
+    ]);
+  });
+
+  it.each([
+    [
+      "match: { route: [], identity: ip }",
+      'match.route: must be "METHOD /path" or a non-empty list of them, got an empty list',
+    ],
+    [
+      'match: { route: ["* /a", "/b"], identity: ip }',
+      'match.route[1]: must be "METHOD /path", e.g. "POST /v1/labels:batch", got "/b"',
+    ],
+    ["match: { except: [3], identity: ip }", 'match.except[0]: must be "METHOD /path", got 3'],
+    ['match: { excpt: "* /a", identity: ip }', "match.excpt: unknown key"],
+  ])("%s: %s", (match, error) => {
+    const errors = errorsOf(`- id: r\n  ${match}\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`);
+    expect(
+      errors.some((e) => e.startsWith(`t.yaml: r.${error}`)),
+      errors.join("\n"),
+    ).toBe(true);
   });
 });
 

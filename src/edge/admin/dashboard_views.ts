@@ -26,7 +26,8 @@ export const VIEWS = `
           idCell(r),
           limitsOf(r),
           m.plans === null ? "any" : m.plans.join(", "),
-          m.route === null ? "any" : m.route.source,
+          (m.route === null ? "any" : [m.route, ...m.moreRoutes].map((x) => x.source).join(", ")) +
+            (m.except.length === 0 ? "" : " except " + m.except.map((x) => x.source).join(", ")),
           m.identity,
           r.mode,
           r.scope,
