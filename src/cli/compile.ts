@@ -14,7 +14,7 @@ import { systemClock } from "../isolate/time.ts";
 import { loadRules } from "../rules/load.ts";
 import { commandArgs, EXIT_CODES, inputError, rulePaths } from "./args.ts";
 import type { Io } from "./io.ts";
-import { problemCount, writeSummaries } from "./validate.ts";
+import { problemCount, writeSummaries, writeWarnings } from "./validate.ts";
 
 const HELP = `Usage: sluice compile [--rules PATH]... [--out FILE] [--watching]
 
@@ -63,6 +63,7 @@ export async function runCompile(args: string[], io: Io, env = process.env): Pro
   const out = parsed.values.get("out")?.[0] ?? "src/generated/rules.ts";
   const watching = parsed.booleans.has("watching") || env.WRANGLER_COMMAND === "dev";
   const loaded = loadRules(paths);
+  writeWarnings(io.stderr, loaded.warnings);
   if (loaded.errors.length > 0) {
     if (watching && existsSync(out)) {
       io.stderr.write(

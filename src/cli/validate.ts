@@ -16,9 +16,15 @@ export async function runValidate(args: string[], io: Io): Promise<number> {
   const parsed = commandArgs(cmd, args, { values: ["rules"], repeated: ["rules"], positionals: true });
   if (typeof parsed === "number") return parsed;
   const loaded = loadRules(rulePaths(parsed, true));
+  writeWarnings(io.stderr, loaded.warnings);
   if (loaded.errors.length > 0) return inputError(io, [...loaded.errors, problemCount(loaded.errors.length, "")]);
   writeSummaries(io.stdout, loaded);
   return 0;
+}
+
+/** Warnings (valid rules likely not meant as written), one a line on standard error; they never fail a command. */
+export function writeWarnings(err: NodeJS.WritableStream, warnings: readonly string[]): void {
+  for (const w of warnings) err.write(`${w}\n`);
 }
 
 /** `3 problems found` and what follows it (compile adds "; nothing written"). */

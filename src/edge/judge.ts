@@ -18,6 +18,7 @@ import { whoIsCalling } from "./caller.ts";
 import { type Judgement, type RequestContext, type RuleReport, reportOf, viewOf } from "./judgement.ts";
 import { knownDenials, refuseFromCache, rememberCompanions } from "./known_denials.ts";
 import { badRequest, deny, failClosed, refuseTooCostly, unauthorized } from "./refusals.ts";
+import { hasKeyedRules, keyedRules, keySourceOf } from "./rule_keys.ts";
 import { logShadow, metric, report } from "./telemetry.ts";
 
 /** The request path, step by step, for one HTTP request; with the request's forwarded path and the caller's plan. */
@@ -40,11 +41,16 @@ export async function judgeRequest(
   }
   const cx: RequestContext = { ...base, method, plan: caller.plan };
   const { plan, keyHashes, unverified, overrides } = caller;
-  const facts = { methods, paths, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
-  const rejecting = rejectingRule(rules, facts);
-  const judgement =
-    rejecting !== null ? unauthorized(cx, rejecting) : await judgeApplicable(cx, applicableRules(rules, facts));
-  return { judgement, forwardPath: shape.forwardPath, plan };
+  const known = { methods, paths, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
+  const rejecting = rejectingRule(rules, known);
+  if (rejecting !== null) return { judgement: unauthorized(cx, rejecting), forwardPath: shape.forwardPath, plan };
+  const keys = hasKeyedRules(rules) ? await keyedRules(rules, known, keySourceOf(request, url), settings) : null;
+  if (keys !== null && "refused" in keys) {
+    const { detail, error } = keys.refused;
+    return { judgement: badRequest(detail, error), forwardPath: shape.forwardPath, plan };
+  }
+  const facts = keys === null ? known : { ...known, keyed: keys.keyed };
+  return { judgement: await judgeApplicable(cx, applicableRules(rules, facts)), forwardPath: shape.forwardPath, plan };
 }
 
 /**

@@ -144,6 +144,21 @@ export function clientIpKey(value: string | null, ipv6PrefixBits: number): strin
   return `${formatIpv6(masked)}/${ipv6PrefixBits}`;
 }
 
+/**
+ * A client address masked for a key's `ip` part: IPv4 to `v4Bits` (`192.0.2.0/24`; the bare address at 32), IPv6 to
+ * `v6Bits` as `clientIpKey` groups it; IPv4-mapped IPv6 is IPv4. `null` if the text is not one address.
+ */
+export function clientAddressKey(value: string, v4Bits: number, v6Bits: number): string | null {
+  const text = value.trim();
+  const v6 = parseIpv4(text) === null ? parseIpv6(text) : null;
+  const v4 = v6 !== null && isV4Mapped(v6) ? [v6[6]! >> 8, v6[6]! & 0xff, v6[7]! >> 8, v6[7]! & 0xff] : parseIpv4(text);
+  if (v4 === null) return clientIpKey(text, v6Bits);
+  if (v4Bits >= 32) return formatIpv4(v4);
+  const word = ((v4[0]! << 24) | (v4[1]! << 16) | (v4[2]! << 8) | v4[3]!) >>> 0;
+  const masked = (word & (v4Bits === 0 ? 0 : (0xffffffff << (32 - v4Bits)) >>> 0)) >>> 0;
+  return `${formatIpv4([masked >>> 24, (masked >>> 16) & 0xff, (masked >>> 8) & 0xff, masked & 0xff])}/${v4Bits}`;
+}
+
 function parseIpv4(text: string): number[] | null {
   const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
   if (m === null) return null;

@@ -70,6 +70,11 @@ export interface RequestFacts {
    * by (its client address, caller.ts), `null` when it has no address. `null` for a verified caller.
    */
   readonly unverified: { readonly keyHash: string | null } | null;
+  /**
+   * The keys of the `key:` rules that matched, by rule id (key.ts `ruleKeyOf`: hashed at the edge, as text in a
+   * replay); a rule absent here, or `null`, does not apply. Absent when no rule has a `key:`.
+   */
+  readonly keyed?: ReadonlyMap<string, string | null>;
 }
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
@@ -109,20 +114,27 @@ export function applicableRules(rules: readonly CompiledRule[], facts: RequestFa
 export function rejectingRule(rules: readonly CompiledRule[], facts: RequestFacts): CompiledRule | null {
   if (facts.unverified === null) return null;
   for (const compiled of rules) {
-    const { match, unverified } = compiled.rule;
-    if (match.identity === "api_key" && unverified === "reject" && matchesRequest(compiled, facts)) return compiled;
+    const { unverified } = compiled.rule;
+    if (countsByApiKey(compiled.rule) && unverified === "reject" && matchesRequest(compiled, facts)) return compiled;
   }
   return null;
 }
 
+/** Whether a rule counts by the API key (`identity: api_key`, or an `api_key` part of its `key:`). */
+export function countsByApiKey(rule: ResolvedRule): boolean {
+  return rule.match.identity === "api_key" || rule.key?.some((p) => p.kind === "api_key") === true;
+}
+
 /** The key hash a rule counts this request by; `null`: the rule does not apply to it. */
 function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
-  if (rule.match.identity !== "api_key" || facts.unverified === null) return facts.keyHashes[rule.match.identity];
+  const identity = rule.match.identity;
+  if (identity === null) return facts.keyed?.get(rule.id) ?? null;
+  if (identity !== "api_key" || facts.unverified === null) return facts.keyHashes[identity];
   return rule.unverified === "by_address" ? facts.unverified.keyHash : null;
 }
 
 /** Plan and route (under any of the request's methods). */
-function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
+export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
   const { routes, except } = facts.foldCase ? compiled.folded : routeSets(compiled.rule);
   const any = (list: readonly RoutePattern[]) =>

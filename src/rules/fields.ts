@@ -7,6 +7,7 @@
  */
 import type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
+import { clientChosenWarning, KEY_MISSING, printKey, readKey } from "./key.ts";
 import { printLease, readLease } from "./lease.ts";
 import { describe, type Raw } from "./raw.ts";
 import { exceedsCapacity, nonNegativeInt, oneOf, positiveInt, type RuleErrors } from "./read.ts";
@@ -148,6 +149,28 @@ const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
     print: (v) => (v === "" ? "none" : v),
     doc: "What the rule is for, in a line, for people: the dashboard shows it, `sluice plan` reports a change.",
   },
+  // Keys (issue 33; src/rules/key.ts): key, key_missing, key_client_chosen.
+  key: {
+    yaml: "key",
+    fallback: null,
+    read: (v, cx) => readKey(v, cx.e),
+    print: printKey,
+    doc: "Whose budget a request spends, as a list of parts (instead of `match.identity`)",
+  },
+  keyMissing: {
+    yaml: "key_missing",
+    fallback: "empty",
+    read: (v, cx) => oneOf(cx.e, "key_missing", v, KEY_MISSING),
+    print: text,
+    doc: "`key:` rules only: what a request without a value for a part gets",
+  },
+  keyClientChosen: {
+    yaml: "key_client_chosen",
+    fallback: "warn",
+    read: (v, cx) => (v === "accept" ? "accept" : oneOf(cx.e, "key_client_chosen", v, ["accept"])),
+    print: text,
+    doc: "`key:` rules only: `accept` says a key the client can rotate is meant",
+  },
 };
 
 /** The table as a list, each entry with its resolved key. */
@@ -174,11 +197,25 @@ export const CROSS_FIELD_CHECKS: readonly ((
 ) => void)[] = [
   (rule, given, e) => {
     const identity = rule.match?.identity;
-    if (given("unverified") && identity !== undefined && identity !== "api_key") {
+    const keyed = rule.key?.some((p) => p.kind === "api_key") === true;
+    if (given("unverified") && identity !== undefined && identity !== "api_key" && !keyed) {
       e.add(
         "unverified",
-        `only rules with identity: api_key have unverified callers; this one has identity: ${identity}`,
+        identity === null
+          ? "only rules whose key has an api_key part have unverified callers; this key has none"
+          : `only rules with identity: api_key have unverified callers; this one has identity: ${identity}`,
       );
+    }
+  },
+  (rule, given, e) => {
+    for (const yaml of ["key_missing", "key_client_chosen"]) {
+      if (given(yaml) && !given("key")) {
+        e.add(yaml, "only rules with key: take it (a match.identity rule skips a request without its identity)");
+      }
+    }
+    if (rule.key !== undefined && rule.key !== null && rule.keyClientChosen !== "accept") {
+      const warning = clientChosenWarning(rule.key);
+      if (warning !== null) e.warn("key", warning);
     }
   },
 ];
@@ -222,7 +259,7 @@ export const MATCH_FIELDS = [
     yaml: "except",
     print: (m: RuleCommon["match"]) => (m.except.length === 0 ? "none" : m.except.map((r) => r.source).join(", ")),
   },
-  { yaml: "identity", print: (m: RuleCommon["match"]) => m.identity },
+  { yaml: "identity", print: (m: RuleCommon["match"]) => m.identity ?? "none (key)" },
 ] as const;
 
 /**

@@ -15,10 +15,13 @@ import { parseRules } from "./yaml.ts";
 export function loadRules(paths: string[]): {
   rules: ResolvedRule[];
   errors: string[];
+  /** Valid rules that are likely not what was meant (a key the client can rotate): printed, never fatal. */
+  warnings: string[];
   files: { file: string; count: number }[];
 } {
   const rules: ResolvedRule[] = [];
   const errors: string[] = [];
+  const warnings: string[] = [];
   const files: { file: string; count: number }[] = [];
   const seenFiles = new Set<string>();
   const firstFile = new Map<string, string>();
@@ -35,6 +38,7 @@ export function loadRules(paths: string[]): {
     }
     const parsed = parseRules(text, file);
     errors.push(...parsed.errors);
+    warnings.push(...parsed.warnings);
     let count = 0;
     for (const rule of parsed.rules) {
       const first = firstFile.get(rule.id);
@@ -48,7 +52,7 @@ export function loadRules(paths: string[]): {
     }
     files.push({ file, count });
   }
-  return { rules, errors, files };
+  return { rules, errors, warnings, files };
 }
 
 /** The files `paths` name: files as given, directories as their sorted `*.yaml` / `*.yml` files. */

@@ -12,6 +12,7 @@
  */
 import { ALGORITHMS, type AlgorithmName, type AlgorithmParams, capacityOf } from "../algorithms/index.ts";
 import { CROSS_FIELD_CHECKS, type FieldContext, RULE_FIELDS } from "./fields.ts";
+import { printKey } from "./key.ts";
 import { ALL_PARAM_KEYS, notAParameterOf, paramSpec, resolveParams } from "./params.ts";
 import { describe, type Raw } from "./raw.ts";
 import { exceedsCapacity, oneOf, RuleErrors, unknownKey } from "./read.ts";
@@ -25,21 +26,22 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
 const MATCH_KEYS = ["plan", "route", "except", "identity"] as const;
 
-/** The rules of one file, from its plain values (see yaml.ts): all valid rules, and every problem. */
-export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[] } {
+/** The rules of one file, from its plain values (see yaml.ts): all valid rules, every problem, every warning. */
+export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
   const errors: string[] = [];
+  const warnings: string[] = [];
   if (root === null) {
     errors.push(`${file}: the file is empty; expected a list of rules`);
-    return { rules: [], errors };
+    return { rules: [], errors, warnings };
   }
   if (!Array.isArray(root)) {
     errors.push(`${file}: the top level must be a list of rules ("- id: ..."), got ${describe(root)}`);
-    return { rules: [], errors };
+    return { rules: [], errors, warnings };
   }
   const rules: ResolvedRule[] = [];
   const firstIndex = new Map<string, number>();
   root.forEach((raw, index) => {
-    const rule = resolveRule(raw, index, file, errors);
+    const rule = resolveRule(raw, index, file, errors, warnings);
     const id = raw instanceof Map ? raw.get("id") : undefined;
     if (typeof id === "string" && ID_RE.test(id)) {
       const first = firstIndex.get(id);
@@ -51,18 +53,18 @@ export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; 
     }
     if (rule !== null) rules.push(rule);
   });
-  return { rules, errors };
+  return { rules, errors, warnings };
 }
 
 /** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
-function resolveRule(raw: Raw, index: number, file: string, out: string[]): ResolvedRule | null {
+function resolveRule(raw: Raw, index: number, file: string, out: string[], warnings: string[]): ResolvedRule | null {
   if (!(raw instanceof Map)) {
     out.push(`${file}: rules[${index}]: must be a mapping with id, match and algorithm, got ${describe(raw)}`);
     return null;
   }
   const idRaw = raw.get("id");
   const id = typeof idRaw === "string" && ID_RE.test(idRaw) ? idRaw : null;
-  const e = new RuleErrors(out, `${file}: ${id ?? `rules[${index}]`}`);
+  const e = new RuleErrors(out, `${file}: ${id ?? `rules[${index}]`}`, warnings);
   if (!raw.has("id")) e.add("id", "required");
   else if (id === null) {
     e.add("id", `must be a non-empty string of letters, digits, _, . and -, got ${describe(idRaw)}`);
@@ -132,7 +134,7 @@ export function resolveOverride(rule: ResolvedRule, value: Raw, where: string, o
     e.add(
       "limits",
       `only scope: global rules counted by api_key take a per-account override; this one is scope: ${rule.scope}, ` +
-        `identity: ${rule.match.identity}`,
+        (rule.match.identity === null ? `key: ${printKey(rule.key)}` : `identity: ${rule.match.identity}`),
     );
     return null;
   }
@@ -192,7 +194,8 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   let ok = true;
   for (const key of m.keys()) {
     if ((MATCH_KEYS as readonly string[]).includes(key)) continue;
-    e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, "match takes plan, route, except and identity"));
+    if (key === "key") e.add("match.key", "key belongs at the rule's top level (key: ..., beside match)");
+    else e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, "match takes plan, route, except and identity"));
     ok = false;
   }
   let plans: string[] | null = null;
@@ -210,11 +213,16 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   const except = m.has("except") ? routeList(e, "match.except", m.get("except")) : [];
   if (routes === null || except === null) ok = false;
   const route = routes?.[0] ?? null;
-  let identity: Identity | undefined;
-  if (!m.has("identity")) {
-    e.add("match.identity", `required: one of ${IDENTITIES.join(", ")}`);
-  } else {
+  // `match.identity: X` is the short spelling of `key: [X]` (key.ts); a rule gives one or the other.
+  let identity: Identity | null | undefined = null;
+  if (m.has("identity") && raw.has("key")) {
+    e.add("match.identity", "give match.identity or key, not both (match.identity: X is the short form of key: [X])");
+    identity = undefined;
+  } else if (m.has("identity")) {
     identity = oneOf(e, "match.identity", m.get("identity"), IDENTITIES);
+  } else if (!raw.has("key") && !m.has("key")) {
+    e.add("match.identity", `required: one of ${IDENTITIES.join(", ")} (or a key: at the rule's top level)`);
+    identity = undefined;
   }
   return ok && identity !== undefined && routes !== null && except !== null
     ? { plans, route, moreRoutes: routes.slice(1), except, identity }

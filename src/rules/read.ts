@@ -6,16 +6,23 @@ import { closest } from "./closest.ts";
 import { MAX_AMOUNT } from "./duration.ts";
 import { describe, type Raw } from "./raw.ts";
 
-/** The errors of one rule, each prefixed with the file and the rule's id (or `rules[i]`). */
+/**
+ * The errors of one rule, each prefixed with the file and the rule's id (or `rules[i]`), and its warnings (a rule that
+ * is valid but likely not what was meant: `sluice validate` and `compile` print them and go on).
+ */
 export class RuleErrors {
   count = 0;
   constructor(
     private readonly out: string[],
     private readonly where: string,
+    private readonly warnings: string[] = [],
   ) {}
   add(field: string, message: string): void {
     this.out.push(`${this.where}.${field}: ${message}`);
     this.count++;
+  }
+  warn(field: string, message: string): void {
+    this.warnings.push(`${this.where}.${field}: warning: ${message}`);
   }
 }
 

@@ -5,9 +5,11 @@
 
 import type { AlgorithmName, ParamsOf } from "../algorithms/index.ts";
 import type { Rate } from "../algorithms/params.ts";
+import type { KeyMissing, KeyPart } from "./key.ts";
 
 export type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
 export type { Rate, Window } from "../algorithms/params.ts";
+export type { KeyMissing, KeyPart } from "./key.ts";
 
 export type Identity = "api_key" | "ip" | "user";
 export type Mode = "enforce" | "shadow";
@@ -34,8 +36,11 @@ export interface RuleMatch {
   readonly moreRoutes: readonly RoutePattern[];
   /** `match.except`: routes the rule never applies to, even where `match.route` matches. Default `[]`. */
   readonly except: readonly RoutePattern[];
-  /** Whose budget this is: the API key, the client IP, or the authenticated user. */
-  readonly identity: Identity;
+  /**
+   * Whose budget this is: the API key, the client IP, or the authenticated user; `null` when the rule gives `key:`
+   * instead (the short spelling of `key: [<identity>]`, see src/rules/key.ts).
+   */
+  readonly identity: Identity | null;
 }
 
 /**
@@ -76,6 +81,15 @@ export interface RuleCommon {
   readonly unverified: Unverified;
   /** What the rule is for, in a sentence, for people (the dashboard, `sluice plan`). Default `""`. */
   readonly description: string;
+  /**
+   * The parts of the rule's key (`key:`): `[]` is `key: global`, one state for every caller. Default `null`: the rule
+   * counts by `match.identity`.
+   */
+  readonly key: readonly KeyPart[] | null;
+  /** `key:` rules: what a request without a value for a part gets. Default `empty` (`match.identity` rules skip it). */
+  readonly keyMissing: KeyMissing;
+  /** `key:` rules: `accept` silences the warning for a key the client can rotate. Default `warn`. */
+  readonly keyClientChosen: "warn" | "accept";
 }
 
 /** A rule's `lease` setting. */

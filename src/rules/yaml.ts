@@ -10,9 +10,12 @@ import { resolveRules } from "./parse.ts";
 import { describe, type Raw, YamlFloat } from "./raw.ts";
 import type { ResolvedRule } from "./types.ts";
 
-export function parseRules(text: string, file: string): { rules: ResolvedRule[]; errors: string[] } {
+export function parseRules(
+  text: string,
+  file: string,
+): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
   const parsed = parseYaml(text, file);
-  return "errors" in parsed ? { rules: [], errors: parsed.errors } : resolveRules(parsed.value, file);
+  return "errors" in parsed ? { rules: [], errors: parsed.errors, warnings: [] } : resolveRules(parsed.value, file);
 }
 
 /**

@@ -191,7 +191,7 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     valid: 0,
     errors: [
       `${DIR}/missing-param.yaml: free-global.burst: required for token_bucket`,
-      `${DIR}/missing-param.yaml: daily.match.identity: required: one of api_key, ip, user`,
+      `${DIR}/missing-param.yaml: daily.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)`,
       `${DIR}/missing-param.yaml: daily.window_s: required for fixed_window (or window: "<duration>")`,
       `${DIR}/missing-param.yaml: rules[2].id: required`,
       `${DIR}/missing-param.yaml: no-algorithm.algorithm: required: one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter`,
@@ -344,6 +344,9 @@ describe("the shipped example (test/fixtures/shipped/shiplane.yaml)", () => {
       retryJitterS: 0,
       lease: null,
       description: "Free plan per API key; also anonymous and unknown callers, by address",
+      key: null,
+      keyMissing: "empty",
+      keyClientChosen: "warn",
       algorithm: "token_bucket",
       rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 },
       burst: 20,
@@ -421,7 +424,7 @@ describe("resolution details", () => {
   });
 
   it("an empty list is zero rules, not an error", () => {
-    expect(parseRules("[]\n", "t.yaml")).toEqual({ rules: [], errors: [] });
+    expect(parseRules("[]\n", "t.yaml")).toEqual({ rules: [], errors: [], warnings: [] });
   });
 
   it("YAML aliases resolve like their anchors", () => {

@@ -23,9 +23,11 @@ import { ADMIN_PREFIX, adminReading, isAdminPath } from "../../request/admin_pat
 import { problemResponse } from "../../request/headers.ts";
 import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
 import type { CompiledRule } from "../../request/match.ts";
+import { printKey } from "../../rules/key.ts";
 import type { Identity, ResolvedRule } from "../../rules/types.ts";
 import { unverifiedKeyText } from "../caller.ts";
 import { constantTimeEqual, keyHashOf, sha256Hex } from "../hash.ts";
+import { adminKeyHash } from "../rule_keys.ts";
 import type { Env, Settings } from "../settings.ts";
 import { adminGuard } from "./admin_guard.ts";
 import { dashboardPage } from "./dashboard.ts";
@@ -171,21 +173,26 @@ async function keyRoute(
   const ruleId = url.searchParams.get("rule");
   const rawKey = url.searchParams.get("key");
   const givenHash = url.searchParams.get("key_hash");
-  if (ruleId === null || (rawKey === null) === (givenHash === null)) {
+  const compiled = rules.find((c) => c.rule.id === ruleId);
+  // A `key: global` rule has one key: it needs no key=.
+  const global = compiled?.rule.key?.length === 0 && givenHash === null;
+  if (ruleId === null || ((rawKey === null) === (givenHash === null) && !global)) {
     return problem(400, "Bad Request", "rule= and one of key= (the raw key) or key_hash= (its hash) are required.");
   }
-  const compiled = rules.find((c) => c.rule.id === ruleId);
   if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
   const { rule } = compiled;
+  const identity = rule.match.identity;
   const counted =
     givenHash !== null
       ? /^[0-9a-f]{64}$/.test(givenHash)
         ? givenHash
         : { error: "key_hash= must be the 64 lower-case hex digits of a hashed key." }
-      : await countedKeyHash(rule.match.identity, rawKey!, env, settings, isolate, rules);
+      : identity === null
+        ? await adminKeyHash(compiled, rawKey, settings)
+        : await countedKeyHash(identity, rawKey!, env, settings, isolate, rules);
   if (typeof counted !== "string") return problem(400, "Bad Request", counted.error);
   const keyHash = counted;
-  const base = { rule: rule.id, scope: rule.scope, identity: rule.match.identity, key: keyHash };
+  const base = { rule: rule.id, scope: rule.scope, identity: identity ?? `key: ${printKey(rule.key)}`, key: keyHash };
   try {
     if (route === "/reset") return await stateOrReset(route, env, settings, isolate, compiled, keyHash, base);
     // By hash, the account is known only when hashes are plain SHA-256 (the account record's key).
