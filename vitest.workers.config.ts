@@ -1,9 +1,11 @@
 import { spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { buildSync } from "esbuild";
 import { kCurrentWorker } from "miniflare";
 import { defineConfig } from "vitest/config";
+import { QUIET_WORKERS } from "./test/support/quiet.ts";
 
 // The Worker imports the compiled rules (src/generated/rules.ts). Here it gets a copy of the shipped example
 // (test/fixtures/shipped/), compiled into a module of its own, so that a user's edits to rules/ never change what
@@ -17,6 +19,21 @@ const compiled = spawnSync(
 if (compiled.status !== 0) {
   process.stderr.write(compiled.stderr);
   throw new Error("sluice compile failed: the test rules are invalid (see above)");
+}
+
+// wrangler.toml as the tests read it, from a folder of its own: wrangler reads `.dev.vars` beside the configuration,
+// and a developer's `.dev.vars` (the admin token `npm start` wrote, a KEY_HASH_SECRET) must not change what the tests
+// see. The copy names the Worker's entry by its absolute path and has no [build] step (the rules are compiled above).
+const TEST_CONFIG_DIR = join(import.meta.dirname, "node_modules", ".cache", "sluice-test-config");
+const TEST_CONFIG = join(TEST_CONFIG_DIR, "wrangler.toml");
+{
+  const toml = readFileSync(join(import.meta.dirname, "wrangler.toml"), "utf8")
+    .replace(/^main = "(.*)"$/m, (_, main: string) => `main = ${JSON.stringify(join(import.meta.dirname, main))}`)
+    .replace(/^\[build\]\n(?:[a-z_]+ = .*\n)+/m, "");
+  if (toml.includes("[build]") || !toml.includes(`main = "${import.meta.dirname}`))
+    throw new Error("vitest.workers.config.ts: could not rewrite wrangler.toml for the tests (main, [build])");
+  mkdirSync(TEST_CONFIG_DIR, { recursive: true });
+  writeFileSync(TEST_CONFIG, toml);
 }
 
 // The example consumers (examples/), bundled as `wrangler deploy` would, with sluice/client and sluice/hono from their
@@ -52,7 +69,7 @@ const consumer = (
 export default defineConfig({
   plugins: [
     cloudflareTest({
-      wrangler: { configPath: "./wrangler.toml" },
+      wrangler: { configPath: TEST_CONFIG },
       miniflare: {
         // Limiter calls get a generous budget here: a test machine under load must not turn a decision into a
         // fail-open. The failure paths are tested by injecting faults, not by racing the clock.
@@ -87,8 +104,9 @@ export default defineConfig({
   test: {
     name: "workers",
     include: ["test/integration/**/*.test.ts"],
-    // The Worker logs a JSON line per denial: shown for a failing test only.
-    silent: "passed-only",
+    // Only the summary when every test passes (test/support/quiet.ts): the Worker logs a JSON line per denial and
+    // workerd logs every fault a test injects; both are shown when a test fails.
+    ...QUIET_WORKERS,
     testTimeout: 30_000,
     // Two test files at a time, each in a workerd of its own (vitest's default is one fewer than the cores: one here).
     // A file's time is mostly starting its runtime and importing the Worker into it, so two overlap well on 2 cores.

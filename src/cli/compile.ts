@@ -7,6 +7,10 @@
  * command with `WRANGLER_COMMAND=dev`), or with `--watching`, it behaves as a reloading server should: rules that
  * became invalid leave the last valid module in place, so the Worker keeps serving it, and the messages say why
  * without a stack trace (exit status 0: wrangler would hold every request until a build succeeds).
+ *
+ * Under `wrangler deploy` (its build command, `WRANGLER_COMMAND=deploy`) it refuses a rule file marked as the demo's
+ * (`rules/shiplane.yaml`, for `npm start` and the README): shipped by mistake, the demo would limit every caller of
+ * the user's API by Shiplane's plans and routes.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -16,6 +20,35 @@ import { commandArgs, EXIT_CODES, inputError, rulePaths } from "./args.ts";
 import type { Io } from "./io.ts";
 import { problemCount, writeSummaries, writeWarnings } from "./validate.ts";
 
+/** A line of a rule file's opening comment that marks it as a demo, not rules to deploy (rules/shiplane.yaml). */
+export const DEMO_MARKER = "# sluice: demo";
+
+/** Whether `yaml`'s opening comment lines (before anything else) hold the demo marker. */
+export function isDemo(yaml: string): boolean {
+  for (const line of yaml.split("\n")) {
+    if (line.trim() === DEMO_MARKER) return true;
+    if (!line.startsWith("#") && line.trim() !== "") return false;
+  }
+  return false;
+}
+
+/**
+ * The loaded rule files that are marked as the demo's, when this compile is a deploy's build step that has not been
+ * told to ship the demo (SLUICE_DEPLOY_DEMO=1): a message per file, else none.
+ */
+export function demoRefusals(files: readonly string[], env: NodeJS.ProcessEnv): string[] {
+  const command = env.WRANGLER_COMMAND;
+  if (command === undefined || command === "dev" || env.SLUICE_DEPLOY_DEMO === "1") return [];
+  return files
+    .filter((file) => isDemo(readFileSync(file, "utf8")))
+    .map(
+      (file) =>
+        `${file}: the demo API's rules (marked "${DEMO_MARKER}"), not yours: deployed, they would limit every caller ` +
+        `of your API by the demo's plans and routes. Put your rules in rules/ and delete ${file}, or remove its ` +
+        `line "${DEMO_MARKER}" to deploy it as your own (SLUICE_DEPLOY_DEMO=1 deploys it as it is).`,
+    );
+}
+
 const HELP = `Usage: sluice compile [--rules PATH]... [--out FILE] [--watching]
 
 Validates the rules (default: rules/) and writes them resolved to FILE (default: src/generated/rules.ts), stamped
@@ -24,6 +57,8 @@ or SLUICE_RULES_VERSION when set. A key's Durable Object obeys the newest versio
 Exits 1 with every problem if the rules are invalid, writing nothing.
   --watching   as under wrangler dev (WRANGLER_COMMAND=dev): invalid rules keep the last valid FILE (exit 0 when
                there is one)
+As a deploy's build step (WRANGLER_COMMAND=deploy), a rule file whose opening comment has the line "${DEMO_MARKER}"
+(the demo, rules/shiplane.yaml) stops the deploy, unless SLUICE_DEPLOY_DEMO=1.
 ${EXIT_CODES}`;
 
 /**
@@ -73,6 +108,8 @@ export async function runCompile(args: string[], io: Io, env = process.env): Pro
     }
     return inputError(io, [...loaded.errors, problemCount(loaded.errors.length, "; nothing written")]);
   }
+  const demo = demoRefusals([...new Set(loaded.rules.map((rule) => rule.file))], env);
+  if (demo.length > 0) return inputError(io, [...demo, "sluice compile: nothing written"]);
   const rulesText = `export const RULES: readonly ResolvedRule[] = ${JSON.stringify(loaded.rules, null, 2)};\n`;
   try {
     mkdirSync(dirname(out), { recursive: true });

@@ -105,6 +105,10 @@ async function startWranglerOnce(
     "--var",
     `${name}:${value}`,
   ]);
+  // An env file of the test's own (empty) instead of the project's `.dev.vars`: a developer's local admin token or
+  // KEY_HASH_SECRET must not change what a test sees. (wrangler reads `.dev.vars` only when no env file is given.)
+  const envFile = join(mkdtempSync(join(tmpdir(), "sluice-env-")), "empty.env");
+  writeFileSync(envFile, "");
   const child = spawn(
     "npx",
     [
@@ -120,6 +124,8 @@ async function startWranglerOnce(
       persistTo,
       "--log-level",
       "warn",
+      "--env-file",
+      envFile,
       ...varArgs,
       ...extraArgs,
     ],

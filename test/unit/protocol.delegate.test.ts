@@ -32,7 +32,7 @@ import {
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
-import { emptyState, SHARE_PARTS, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import { emptyState, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
 import {
   type AppliedCall,
   type CallInput,

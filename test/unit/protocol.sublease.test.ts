@@ -6,7 +6,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { capacityOf, sliceParams } from "../../src/algorithms/index.ts";
+import { capacityOf } from "../../src/algorithms/index.ts";
 import {
   type DelegateRecord,
   delegateCall,
@@ -14,7 +14,7 @@ import {
   type HeldShare,
   NEW_DELEGATE,
 } from "../../src/protocol/delegate.ts";
-import { emptyState, fullState, SHARE_PARTS } from "../../src/protocol/share.ts";
+import { emptyState, fullState } from "../../src/protocol/share.ts";
 import { type CallInput, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import {
   callDemand,
