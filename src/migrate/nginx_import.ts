@@ -8,7 +8,7 @@
  * locations one rule per location. docs/rules.md, "Coming from NGINX", describes the mapping and its differences.
  */
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
-import { contextOf, covers, type Place, placesOf } from "./nginx_places.ts";
+import { beats, contextOf, covers, type Place, placesOf } from "./nginx_places.ts";
 import { readZones, type Zone, zoneOf } from "./nginx_zones.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
@@ -34,17 +34,27 @@ export function importNginx(config: readonly Directive[]): ImportResult {
       message: "several server blocks have limits: Sluice rules do not match by host, so each applies to every host",
     });
   }
-  const rules: DraftRule[] = [];
+  const made: { rule: DraftRule; group: Group }[] = [];
   const taken = new Set<string>();
   const seen = new Set<string>();
   for (const server of servers) {
-    for (const rule of serverRules(placesOf(server, base), zones, report, taken)) {
-      const identity = JSON.stringify([rule.match, rule.fields]);
-      if (!seen.has(identity)) rules.push(rule);
+    for (const one of serverRules(placesOf(server, base), zones, report, taken)) {
+      const identity = JSON.stringify([one.group.zone.name, one.rule.match, one.rule.fields]);
+      if (!seen.has(identity)) made.push(one);
       seen.add(identity);
     }
   }
-  sharedZones(rules, zones, report);
+  sharedZones(made, report);
+  const rules = made.map((m) => m.rule);
+  if (rules.some((r) => r.match.route !== undefined)) {
+    report.push({
+      where: where(http),
+      kind: "note",
+      message:
+        "NGINX matches locations case-sensitively (but ~*); Sluice folds a path's case before matching unless " +
+        "PATH_CASE_SENSITIVE=true in wrangler.toml's [vars]: set it to match as NGINX does",
+    });
+  }
   return { rules, report };
 }
 
@@ -56,107 +66,131 @@ function reportUnsupported(directives: readonly Directive[], report: ReportItem[
   }
 }
 
-/** One server's rules: one per limit that every place shares, else one per place that has it. */
+/** The requests of one server that one `limit_req` (with its settings) limits: they share one state per key. */
+interface Group {
+  readonly limit: Directive;
+  readonly zone: Zone;
+  readonly burst: number;
+  readonly delay: number | "nodelay";
+  readonly status: number;
+  readonly dryRun: boolean;
+  readonly places: Place[];
+}
+
+/**
+ * One server's rules: one per zone and settings, over the places that have it. NGINX sends a request to one place;
+ * a rule says which by its routes and `except`: the routes of its places, minus the places that would take the
+ * request from them. Where routes cannot say it exactly, the report lists the difference.
+ */
 function serverRules(
   places: readonly Place[],
   zones: Map<string, Zone>,
   report: ReportItem[],
   taken: Set<string>,
-): DraftRule[] {
-  const byLimit = new Map<Directive, Map<string, Place[]>>();
+): { rule: DraftRule; group: Group }[] {
+  const groups = new Map<string, Group>();
   for (const place of places) {
     for (const limit of place.context.limits) {
-      const settings = `${place.context.status}|${place.context.dryRun}`;
-      const bySettings = byLimit.get(limit) ?? new Map<string, Place[]>();
-      bySettings.set(settings, [...(bySettings.get(settings) ?? []), place]);
-      byLimit.set(limit, bySettings);
+      const zone = zoneOf(limit, zones);
+      const { burst, delay } = burstOf(limit);
+      const status = place.context.status ?? 503;
+      const dryRun = place.context.dryRun;
+      const id = JSON.stringify([zone.name, burst, delay, status, dryRun]);
+      const group = groups.get(id) ?? { limit, zone, burst, delay, status, dryRun, places: [] };
+      group.places.push(place);
+      groups.set(id, group);
     }
   }
-  const groups = [...byLimit].flatMap(([limit, bySettings]) =>
-    [...bySettings.values()].map((having) => ({ limit, places: having })),
-  );
-  const rules: DraftRule[] = [];
-  for (const { limit, places: having } of groups) {
-    const zone = zoneOf(limit, zones);
-    if (zone.identity === null) {
+  const out: { rule: DraftRule; group: Group }[] = [];
+  for (const group of groups.values()) {
+    if (group.zone.identity === null) {
       report.push({
-        where: where(limit),
+        where: where(group.limit),
         kind: "left out",
-        message: `${text(limit)}: its zone's key has no Sluice identity`,
+        message: `${text(group.limit)}: its zone's key has no Sluice identity`,
       });
       continue;
     }
-    if (having.length === places.length) {
-      rules.push(draft(limit, zone, having[0]!, null, taken, []));
-      continue;
-    }
-    for (const place of having) {
-      // A nested location that inherits its parent's limit is already covered by the parent's rule.
-      if (having.some((p) => p !== place && p.route !== null && place.route !== null && covers(p.route, place.route)))
-        continue;
-      const rule = placeRule(limit, zone, place, places, having, report, taken);
-      if (rule !== null) rules.push(rule);
-    }
+    const rule = groupRule(group, places, report, taken);
+    if (rule !== null) out.push({ rule, group });
   }
-  return rules;
+  return out;
 }
 
-function placeRule(
-  limit: Directive,
-  zone: Zone,
-  place: Place,
-  places: readonly Place[],
-  having: readonly Place[],
-  report: ReportItem[],
-  taken: Set<string>,
-): DraftRule | null {
-  if (place.route === null) {
-    report.push({
-      where: where(place.at),
-      kind: "left out",
-      message: `${place.label}: cannot be written as a Sluice route, so ${text(limit)} is not applied there`,
-    });
-    return null;
-  }
+function groupRule(group: Group, places: readonly Place[], report: ReportItem[], taken: Set<string>): DraftRule | null {
   const notes: string[] = [];
-  const others = places.filter((p) => !having.includes(p) && p.route !== null && covers(place.route!, p.route));
-  if (others.length > 0) {
-    const message = `${text(limit)} (${place.label}) also applies to ${others.map((o) => o.label).join(", ")}, which NGINX limits on its own`;
-    report.push({ where: where(limit), kind: "approximate", message });
-    notes.push(`approximate: ${message}`);
+  const say = (at: Directive, kind: ReportItem["kind"], message: string) => {
+    report.push({ where: where(at), kind, message });
+    if (kind === "approximate") notes.push(`approximate: ${message}`);
+  };
+  const limitText = text(group.limit);
+  const mapped = group.places.filter((p) => p.route !== null);
+  for (const place of group.places.filter((p) => p.route === null)) {
+    say(
+      place.at,
+      "left out",
+      `${place.label}: cannot be written as a Sluice route, so ${limitText} is not applied there`,
+    );
   }
-  // The server itself (requests no location matches) has no prefix; only a prefix location (no `=`, no regex) does.
-  const prefix = place.at.name === "location" ? place.at.args.at(-1) : undefined;
-  if (prefix !== undefined && place.at.args[0] !== "=" && !place.at.args[0]!.startsWith("~") && !prefix.endsWith("/")) {
-    const message = `${place.label}: NGINX's prefix also matches longer names (${place.at.args.at(-1)}x); the route matches whole segments`;
-    report.push({ where: where(place.at), kind: "approximate", message });
+  if (mapped.length === 0) return null;
+  const others = places.filter((p) => !group.places.includes(p));
+  if (others.length === 0) return draft(group, null, [], mapped, taken, notes);
+  const catchAll = mapped.some((p) => p.route === "* /**");
+  const own = [...new Set(mapped.map((p) => p.route!))];
+  const routes = catchAll ? ["* /**"] : own.filter((r) => !own.some((o) => o !== r && covers(o, r)));
+  const excluded = others.filter((q) => q.route !== null && (catchAll || mapped.some((p) => beats(q, p))));
+  for (const place of mapped.filter((p) => p.inexact !== null && (!catchAll || p.route === "* /**"))) {
+    say(place.at, "approximate", `${limitText} (${place.label}): ${place.inexact}`);
   }
-  return draft(limit, zone, place, place.route, taken, notes);
+  for (const q of excluded) {
+    if (q.inexact !== null) say(q.at, "approximate", `${limitText} is not applied to ${q.label}, and ${q.inexact}`);
+    for (const p of mapped.filter((p) => beats(p, q))) {
+      say(
+        p.at,
+        "approximate",
+        `${limitText} is not applied where ${q.label} matches, though NGINX sends ${p.label} (inside it) to a place that has it`,
+      );
+    }
+  }
+  for (const q of others.filter((q) => q.route === null)) {
+    say(
+      q.at,
+      "approximate",
+      `${limitText} (${mapped.map((p) => p.label).join(", ")}) also applies to requests NGINX sends to ${q.label}, which cannot be written as a route to leave them out`,
+    );
+  }
+  return draft(group, routes, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes);
 }
 
 function draft(
-  limit: Directive,
-  zone: Zone,
-  place: Place,
-  route: string | null,
+  group: Group,
+  routes: readonly string[] | null,
+  except: readonly string[],
+  places: readonly Place[],
   taken: Set<string>,
   notes: string[],
 ): DraftRule {
-  const { burst, delay } = burstOf(limit);
+  const { zone, limit } = group;
   const fields: [string, string | number | boolean][] = [
     ["algorithm", "leaky_queue"],
     ["rate", `${zone.rate.amount}/${zone.rate.unit}`],
-    ["burst", burst],
-    delay === "nodelay" ? ["nodelay", true] : ["delay", delay],
-    ["status", place.context.status ?? 503],
+    ["burst", group.burst],
+    group.delay === "nodelay" ? ["nodelay", true] : ["delay", group.delay],
+    ["status", group.status],
   ];
-  if (place.context.dryRun) fields.push(["mode", "shadow"]);
-  const suffix = route === null ? "" : `-${route.slice(2).replace("/**", "")}`;
+  if (group.dryRun) fields.push(["mode", "shadow"]);
+  const first = routes?.[0];
+  const suffix = first === undefined || first === "* /**" ? "" : `-${first.slice(2).replace(/\/?\*\*$/, "")}`;
+  const where_ = routes === null ? "every location" : places.map((p) => p.label).join(", ");
   return {
-    id: ruleId(`${zone.name}${suffix}`, taken),
-    source: `${where(limit)}: ${text(limit)} (${route === null ? "every location" : place.label}; zone ${zone.name} at ${where(zone.at)}: ${text(zone.at)})`,
+    id: ruleId(`${zone.name}${suffix}${group.dryRun ? "-dry-run" : ""}`, taken),
+    source: `${where(limit)}: ${text(limit)} (${where_}; zone ${zone.name} at ${where(zone.at)}: ${text(zone.at)})`,
     notes,
-    match: { ...(route === null ? {} : { route }), identity: zone.identity! },
+    match: {
+      ...(routes === null ? {} : { route: routes.length === 1 ? routes[0]! : routes }),
+      ...(except.length === 0 ? {} : { except }),
+      identity: zone.identity!,
+    },
     fields,
   };
 }
@@ -180,16 +214,16 @@ function burstOf(limit: Directive): { burst: number; delay: number | "nodelay" }
   return { burst, delay };
 }
 
-/** A zone read by several rules: NGINX keeps one state per key for all of them, Sluice one per rule. */
-function sharedZones(rules: readonly DraftRule[], zones: Map<string, Zone>, report: ReportItem[]): void {
-  for (const zone of zones.values()) {
-    const using = rules.filter((r) => r.source.includes(`; zone ${zone.name} at ${where(zone.at)}:`));
-    if (using.length > 1) {
-      report.push({
-        where: where(zone.at),
-        kind: "approximate",
-        message: `zone ${zone.name} is read by ${using.length} rules (${using.map((r) => r.id).join(", ")}): NGINX keeps one state per key for the zone, Sluice one per rule`,
-      });
-    }
+/** A zone read by several rules (other settings, dry run, or servers): NGINX keeps one state per key for the zone. */
+function sharedZones(made: readonly { rule: DraftRule; group: Group }[], report: ReportItem[]): void {
+  const byZone = new Map<Zone, DraftRule[]>();
+  for (const { rule, group } of made) byZone.set(group.zone, [...(byZone.get(group.zone) ?? []), rule]);
+  for (const [zone, rules] of byZone) {
+    if (rules.length < 2) continue;
+    report.push({
+      where: where(zone.at),
+      kind: "approximate",
+      message: `zone ${zone.name} is read by ${rules.length} rules (${rules.map((r) => r.id).join(", ")}) with different settings: NGINX keeps one state per key for the zone, Sluice one per rule`,
+    });
   }
 }

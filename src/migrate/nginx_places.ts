@@ -13,12 +13,22 @@ export interface Context {
   readonly dryRun: boolean;
 }
 
+/** How NGINX picks a location (ngx_http_core_find_location): exact, then the longest prefix, then regexes. */
+export type PlaceKind = "exact" | "caret" | "prefix" | "regex" | "server";
+
 /** A place requests go: a location (with its route), or a server's requests that match no location. */
 export interface Place {
   readonly route: string | null;
   readonly label: string;
   readonly context: Context;
   readonly at: Directive;
+  readonly kind: PlaceKind;
+  /** The location's literal (`/v1/login` of `location = /v1/login`), `""` for a regex or the server. */
+  readonly literal: string;
+  /** The place's position in the server: among regexes, the first that matches wins. */
+  readonly order: number;
+  /** Where the route matches other requests than the location does, if it does. */
+  readonly inexact: string | null;
 }
 
 export function contextOf(block: readonly Directive[], parent: Context): Context {
@@ -43,6 +53,8 @@ export function contextOf(block: readonly Directive[], parent: Context): Context
 }
 
 /** Every place of a server: its locations (nested ones too) and, when no `location /` catches all, the server itself. */
+
+/** Every place of a server: its locations (nested ones too) and, when no `location /` catches all, the server itself. */
 export function placesOf(server: Directive, base: Context): Place[] {
   const context = contextOf(server.block!, base);
   const places: Place[] = [];
@@ -50,41 +62,127 @@ export function placesOf(server: Directive, base: Context): Place[] {
     for (const loc of block.filter((d) => d.name === "location" && d.block !== null)) {
       const ctx = contextOf(loc.block!, parent);
       const route = routeOfLocation(loc);
-      if (route !== "named")
+      if (route !== "named") {
+        const [a, b] = loc.args;
+        const kind: PlaceKind =
+          a === "=" ? "exact" : a === "^~" ? "caret" : a === "~" || a === "~*" ? "regex" : "prefix";
         places.push({
-          route: route === null ? null : route,
+          route: route?.route ?? null,
           label: `location ${loc.args.join(" ")}`,
           context: ctx,
           at: loc,
+          kind,
+          literal: kind === "regex" ? "" : ((kind === "prefix" ? a : b) ?? ""),
+          order: places.length,
+          inexact: route?.inexact ?? null,
         });
+      }
       walk(loc.block!, ctx);
     }
   };
   walk(server.block!, context);
-  if (!places.some((p) => p.label === "location /")) {
-    places.push({ route: "* /**", label: `server (requests no location matches)`, context, at: server });
+  if (!places.some((p) => (p.kind === "prefix" || p.kind === "caret") && p.literal === "/")) {
+    places.push({
+      route: "* /**",
+      label: "server (requests no location matches)",
+      context,
+      at: server,
+      kind: "server",
+      literal: "",
+      order: places.length,
+      inexact: null,
+    });
   }
   return places;
 }
 
-/** The route of a location (`* /api/**`), `"named"` for `@name`, `null` when it cannot be mapped. */
-export function routeOfLocation(loc: Directive): string | null | "named" {
+/**
+ * Whether NGINX sends some request that both `q` and `p` match to `q`: an exact location wins its path; the longest
+ * matching prefix wins among prefixes; regexes, in order, win over a plain prefix (not over `^~`); every location wins
+ * over the server's own requests. Places whose routes cannot overlap never compete.
+ */
+export function beats(q: Place, p: Place): boolean {
+  if (q === p || q.route === null || p.route === null || q.kind === "server") return false;
+  if (!mayOverlap(q.route, p.route)) return false;
+  if (p.kind === "server") return true;
+  if (p.kind === "exact") return false;
+  if (q.kind === "exact") return true;
+  const prefixLike = (k: PlaceKind) => k === "prefix" || k === "caret";
+  if (prefixLike(q.kind) && prefixLike(p.kind)) return q.literal.length > p.literal.length;
+  if (q.kind === "regex" && p.kind === "regex") return q.order < p.order;
+  if (q.kind === "regex") return p.kind === "prefix";
+  return q.kind === "caret";
+}
+
+/** Whether two routes may match one request: `true` unless their segments tell them apart. */
+export function mayOverlap(a: string, b: string): boolean {
+  const sa = segmentsOf(a);
+  const sb = segmentsOf(b);
+  for (let i = 0; ; i++) {
+    const x = sa[i];
+    const y = sb[i];
+    if (x === "**" || y === "**") return true;
+    if (x === undefined || y === undefined) {
+      const other = x ?? y;
+      return other === undefined;
+    }
+    const px = x.endsWith("**") ? x.slice(0, -2) : null;
+    const py = y.endsWith("**") ? y.slice(0, -2) : null;
+    if (px !== null || py !== null) {
+      if (x === "*" || y === "*") return true;
+      const lx = px ?? x;
+      const ly = py ?? y;
+      return px !== null && py !== null
+        ? lx.startsWith(ly) || ly.startsWith(lx)
+        : px === null
+          ? lx.startsWith(ly)
+          : ly.startsWith(lx);
+    }
+    if (x !== "*" && y !== "*" && x !== y) return false;
+  }
+}
+
+function segmentsOf(route: string): string[] {
+  const path = route.slice(route.indexOf(" ") + 1);
+  const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+  return trimmed === "/" ? [] : trimmed.slice(1).split("/");
+}
+
+/**
+ * The route of a location (`* /api/**`) and where it matches other requests than the location does (`null`: it does
+ * not); `"named"` for `@name`; `null` when it cannot be a route.
+ */
+export function routeOfLocation(loc: Directive): { route: string; inexact: string | null } | null | "named" {
   const [a, b] = loc.args;
   if (a === undefined) return null;
   if (a.startsWith("@")) return "named";
-  if (a === "=") return b === undefined ? null : checked(`* ${b}`);
+  if (a === "=") {
+    const route = b === undefined ? null : checked(`* ${b}`);
+    if (route === null || b === undefined) return null;
+    if (b === "/") return { route, inexact: null };
+    const other = b.endsWith("/") ? b.slice(0, -1) : `${b}/`;
+    return { route, inexact: `the route also matches ${other} (Sluice ignores one trailing slash)` };
+  }
   if (a === "^~") return b === undefined ? null : prefixRoute(b);
-  if (a === "~" || a === "~*") return b === undefined ? null : regexRoute(b);
+  if (a === "~" || a === "~*") return b === undefined ? null : regexRoute(b, a === "~*");
   return prefixRoute(a);
 }
 
-function prefixRoute(prefix: string): string | null {
-  const trimmed = prefix.endsWith("/") ? prefix.slice(0, -1) : prefix;
-  return checked(`* ${trimmed}/**`);
+/** `/api/` as `* /api/**`; `/v1/login` as `* /v1/login**`, which matches `/v1/loginx` too, as NGINX does. */
+function prefixRoute(prefix: string): { route: string; inexact: string | null } | null {
+  if (prefix === "/") return { route: "* /**", inexact: null };
+  if (prefix.endsWith("/")) {
+    const bare = prefix.slice(0, -1);
+    const route = checked(`* ${bare}/**`);
+    const inexact = `the route also matches ${bare} itself, which NGINX sends elsewhere (Sluice ignores one trailing slash)`;
+    return route === null ? null : { route, inexact };
+  }
+  const route = checked(`* ${prefix}**`);
+  return route === null ? null : { route, inexact: null };
 }
 
 /** A regex made of literal segments, one-segment classes (`[^/]+`, `\d+`, `[0-9a-z]+`) and a final `.*`, as a route. */
-function regexRoute(re: string): string | null {
+function regexRoute(re: string, caseless: boolean): { route: string; inexact: string | null } | null {
   if (!re.startsWith("^/")) return null;
   let body = re.slice(1);
   let open = true;
@@ -98,24 +196,39 @@ function regexRoute(re: string): string | null {
   }
   const segments = body.slice(1).split("/");
   const out: string[] = [];
+  const widened: string[] = [];
   for (const seg of segments) {
-    if (/^(?:\[\^\/\]\+|\\d\+|\[0-9\]\+|\[[a-zA-Z0-9_-]+\]\+|\\w\+)$/.test(seg)) out.push("*");
-    else if (/^[A-Za-z0-9_:-]+$/.test(seg.replaceAll("\\.", "."))) out.push(seg.replaceAll("\\.", "."));
+    if (/^(?:\[\^\/\]\+|\\d\+|\[0-9\]\+|\[[a-zA-Z0-9_-]+\]\+|\\w\+)$/.test(seg)) {
+      out.push("*");
+      if (seg !== "[^/]+") widened.push(seg);
+    } else if (/^[A-Za-z0-9_:-]+$/.test(seg.replaceAll("\\.", "."))) out.push(seg.replaceAll("\\.", "."));
     else if (seg === "" && out.length === segments.length - 1) continue;
     else return null;
   }
-  return checked(`* /${out.join("/")}${open ? "/**" : ""}`.replace("//**", "/**"));
+  const route = checked(`* /${out.join("/")}${open ? "/**" : ""}`.replace("//**", "/**"));
+  if (route === null) return null;
+  const why = [
+    ...(widened.length > 0 ? [`* matches any segment where the regex takes only ${widened.join(", ")}`] : []),
+    ...(open ? [] : ["the route also matches the path with one trailing slash"]),
+    ...(caseless ? ["~* ignores case, as Sluice does unless PATH_CASE_SENSITIVE=true"] : []),
+  ];
+  return { route, inexact: why.length === 0 ? null : why.join("; ") };
 }
 
 function checked(route: string): string | null {
   return "error" in compileRoute(route) ? null : route;
 }
 
-/** Whether route `outer` matches every request that `inner` does (by its literal prefix). */
+/** Whether route `outer` (ending in `/**` or `text**`) matches every request that `inner` does. */
 export function covers(outer: string, inner: string): boolean {
   const o = outer.slice(2);
   const i = inner.slice(2);
-  if (!o.endsWith("/**")) return false;
-  const prefix = o.slice(0, -3);
-  return prefix === "" || i === prefix || i.startsWith(`${prefix}/`);
+  if (o === "/**") return true;
+  if (o.endsWith("/**")) {
+    const prefix = o.slice(0, -3);
+    return i === prefix || i.startsWith(`${prefix}/`);
+  }
+  // `text**`: every match of `inner` starts with its literal beginning, so with `text` when that does.
+  if (o.endsWith("**")) return i.startsWith(o.slice(0, -2));
+  return false;
 }

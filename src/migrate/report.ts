@@ -11,7 +11,13 @@ export interface DraftRule {
   readonly source: string;
   /** Further comment lines (approximations that concern this rule). */
   readonly notes: readonly string[];
-  readonly match: { readonly plan?: string; readonly route?: string; readonly identity: string };
+  readonly match: {
+    readonly plan?: string;
+    /** One route, or several (the rule applies on any of them). */
+    readonly route?: string | readonly string[];
+    readonly except?: readonly string[];
+    readonly identity: string;
+  };
   readonly fields: readonly (readonly [string, string | number | boolean])[];
 }
 
@@ -45,7 +51,8 @@ export function rulesYaml(result: ImportResult, header: string): string {
     const m = rule.match;
     const match = [
       ...(m.plan === undefined ? [] : [`plan: ${scalar(m.plan)}`]),
-      ...(m.route === undefined ? [] : [`route: ${JSON.stringify(m.route)}`]),
+      ...(m.route === undefined ? [] : [`route: ${routes(m.route)}`]),
+      ...(m.except === undefined || m.except.length === 0 ? [] : [`except: ${routes(m.except)}`]),
       `identity: ${m.identity}`,
     ];
     out.push(`  match: { ${match.join(", ")} }`);
@@ -53,6 +60,12 @@ export function rulesYaml(result: ImportResult, header: string): string {
     out.push("");
   }
   return `${out.join("\n")}\n`;
+}
+
+function routes(list: string | readonly string[]): string {
+  return typeof list === "string" || list.length === 1
+    ? JSON.stringify(typeof list === "string" ? list : list[0])
+    : `[${list.map((r) => JSON.stringify(r)).join(", ")}]`;
 }
 
 function scalar(value: string | number | boolean): string {

@@ -30,7 +30,8 @@ function line(rule: DraftRule): string {
     .filter(([k]) => k !== "algorithm")
     .map(([k, v]) => `${k}=${v}`)
     .join(" ");
-  return `${rule.id} ${rule.match.route ?? "*"} ${rule.match.identity} ${fields}`;
+  const except = rule.match.except === undefined ? "" : ` except ${rule.match.except.join(",")}`;
+  return `${rule.id} ${rule.match.route ?? "*"}${except} ${rule.match.identity} ${fields}`;
 }
 
 function imported(files: Record<string, string>): ImportResult {
@@ -89,13 +90,10 @@ describe("nginx.conf snippets: the rules and the report", () => {
         ),
       },
       [
-        "login-login * /login/** ip rate=1/s burst=0 delay=0 status=503",
-        "ip * /** ip rate=10/s burst=20 delay=0 status=503",
+        "login-login * /login** ip rate=1/s burst=0 delay=0 status=503",
+        "ip * /** except * /login** ip rate=10/s burst=20 delay=0 status=503",
       ],
-      [
-        "approximate: limit_req zone=ip burst=20 (location /) also applies to location /login, which NGINX limits on its own",
-        "approximate: location /login: NGINX's prefix also matches longer names",
-      ],
+      [],
     ],
     [
       "6 an exact location (=)",
@@ -110,7 +108,7 @@ describe("nginx.conf snippets: the rules and the report", () => {
           `${ZONE_IP}\nserver { limit_req_dry_run on; location /api/ { limit_req zone=ip burst=3; } }`,
         ),
       },
-      ["ip-api * /api/** ip rate=10/s burst=3 delay=0 status=503 mode=shadow"],
+      ["ip-api-dry-run * /api/** ip rate=10/s burst=3 delay=0 status=503 mode=shadow"],
       [],
     ],
     [
@@ -195,16 +193,14 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ["left out: location ~ \\.php$: cannot be written as a Sluice route, so limit_req zone=ip is not applied there"],
     ],
     [
-      "16 one zone in two locations: one state in NGINX, two rules in Sluice",
+      "16 one zone in two locations: one state, so one rule with both routes",
       {
         "nginx.conf": http(
           `${ZONE_IP}\nserver { location /a/ { limit_req zone=ip burst=5; } location /b/ { limit_req zone=ip burst=5; } location / {} }`,
         ),
       },
-      ["ip-a * /a/** ip rate=10/s burst=5 delay=0 status=503", "ip-b * /b/** ip rate=10/s burst=5 delay=0 status=503"],
-      [
-        "approximate: zone ip is read by 2 rules (ip-a, ip-b): NGINX keeps one state per key for the zone, Sluice one per rule",
-      ],
+      ["ip-a * /a/**,* /b/** ip rate=10/s burst=5 delay=0 status=503"],
+      ["approximate: limit_req zone=ip burst=5 (location /a/): the route also matches /a itself"],
     ],
     [
       "17 two servers with limits: rules do not match by host",
@@ -236,12 +232,37 @@ describe("nginx.conf snippets: the rules and the report", () => {
         ),
       },
       [
-        "login-v1-login * /v1/login/** ip rate=1/s burst=2 delay=0 status=503",
-        "ip * /** ip rate=10/s burst=20 nodelay=true status=503",
+        "login-v1-login * /v1/login** ip rate=1/s burst=2 delay=0 status=503",
+        "ip * /** except * /v1/login** ip rate=10/s burst=20 nodelay=true status=503",
+      ],
+      [],
+    ],
+    [
+      "20 server-level limits, a zone shared by two locations, a dry-run location, two keys in one location",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nlimit_req_zone $binary_remote_addr zone=login:1m rate=1r/s;\nlimit_req_zone $http_x_tenant zone=t:1m rate=5r/s;\nlimit_req_status 429;\nserver { limit_req zone=ip burst=20 nodelay; location /v1/login { limit_req zone=login burst=2; } location /v1/signup { limit_req zone=login burst=2; } location /v1/search { } location /v1/reports { limit_req_dry_run on; } location /v1/orders { limit_req zone=ip burst=20 nodelay; limit_req zone=t burst=5; } }`,
+        ),
+      },
+      [
+        "login-v1-login * /v1/login**,* /v1/signup** ip rate=1/s burst=2 delay=0 status=429",
+        "ip * /** except * /v1/login**,* /v1/signup**,* /v1/reports** ip rate=10/s burst=20 nodelay=true status=429",
+        "ip-v1-reports-dry-run * /v1/reports** ip rate=10/s burst=20 nodelay=true status=429 mode=shadow",
+        "t-v1-orders * /v1/orders** user rate=5/s burst=5 delay=0 status=429",
       ],
       [
-        "approximate: limit_req zone=ip burst=20 nodelay (server (requests no location matches)) also applies to location /v1/login",
+        "approximate: zone ip is read by 2 rules (ip, ip-v1-reports-dry-run) with different settings: NGINX keeps one state per key for the zone, Sluice one per rule",
       ],
+    ],
+    [
+      "21 NGINX's choice of location: exact, longest prefix, ^~, then regexes before plain prefixes",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location /api/ { limit_req zone=ip burst=1; } location = /api/health { } location /api/admin/ { } location ~ ^/api/v[0-9]+/export$ { } location ^~ /static/ { limit_req zone=ip burst=1; } location ~ ^/static/x$ { } }`,
+        ),
+      },
+      ["ip-api * /api/**,* /static/** except * /api/health,* /api/admin/** ip rate=10/s burst=1 delay=0 status=503"],
+      [],
     ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
@@ -322,7 +343,7 @@ describe("sluice import nginx", () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toContain("- id: ip-a");
     expect(r.stdout).not.toContain("- id: t-b");
-    expect(r.stderr).toContain("1 rule written; 0 approximate, 2 left out");
+    expect(r.stderr).toContain("1 rule written; 1 approximate, 2 left out");
     expect(r.stderr).toContain("rerun with --allow-partial");
   });
 
