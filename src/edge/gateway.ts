@@ -1,14 +1,13 @@
 /**
  * The gateway, the Worker's HTTP front for everything but the admin API: each request is judged on the request path
- * (judge.ts), then refused, or forwarded to the origin (origin.ts) with its RateLimit fields. An upstream never
- * receives the admin token.
+ * (judge.ts), then refused, or forwarded to the origin (origin.ts) with its RateLimit fields. What the origin receives
+ * is forwarding.ts: the client's request less its hop-by-hop fields and the admin token.
  */
-import { logEvent } from "../isolate/metrics.ts";
 import { problemResponse } from "../request/headers.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { type CfFacts, regionOf } from "../request/region.ts";
-import { withoutAdminToken } from "./admin/admin.ts";
 import type { AskContext } from "./ask.ts";
+import { outgoingRequest } from "./forwarding.ts";
 import { judgeRequest } from "./judge.ts";
 import { noOrigin, originResponse, unreachableOrigin } from "./origin.ts";
 
@@ -33,21 +32,8 @@ export async function gateway(
     const { status, problem, headers } = judged.judgement;
     return problemResponse(status, { ...problem }, headers);
   }
-  const outgoing = withoutAdminTokenIn(request, base.settings.adminToken);
+  const outgoing = outgoingRequest(request, base.settings.adminToken);
   const response = await originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement);
   for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
   return response;
-}
-
-/**
- * `request`, or one without any header that carries the admin token: an upstream never receives it. The headers are
- * checked on a copy of their own; only when one is stripped is a new request built, which takes over the body (the
- * original is never used again), so a body is never read or buffered here.
- */
-function withoutAdminTokenIn(request: Request, adminToken: string | null): Request {
-  if (adminToken === null) return request;
-  const headers = new Headers(request.headers);
-  if (withoutAdminToken(headers, adminToken) === 0) return request;
-  logEvent("warn", { event: "admin_token_stripped" });
-  return new Request(request, { headers });
 }

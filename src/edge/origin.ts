@@ -64,7 +64,9 @@ export function noOrigin(problem: string): Response {
 async function forward(request: Request, target: URL): Promise<Response> {
   try {
     const response = await fetch(new Request(target, request), { redirect: "manual" });
-    // Re-wrap so the headers are mutable.
+    // Re-wrapped so the headers are mutable; a WebSocket upgrade keeps its socket (the body of a 101 is none).
+    if (response.webSocket !== null)
+      return new Response(null, { status: 101, headers: response.headers, webSocket: response.webSocket });
     return new Response(response.body, response);
   } catch (error) {
     logEvent("error", { event: "upstream_failed", error: messageOf(error) });

@@ -35,6 +35,10 @@ export interface RecordingOrigin {
   readonly inFlight: Map<string, number>;
   /** WebSocket upgrades the origin accepted. */
   readonly upgrades: Received[];
+  /** Requests whose body broke off before its end (method, target, error). */
+  readonly aborted: string[];
+  /** The test read the last server-sent event: the origin writes the next one (`sse:N`). */
+  ack(): void;
   close(): Promise<void>;
 }
 
@@ -45,13 +49,26 @@ export async function startRecordingOrigin(): Promise<RecordingOrigin> {
   const received: Received[] = [];
   const upgrades: Received[] = [];
   const inFlight = new Map<string, number>();
+  const aborted: string[] = [];
+  const acks: (() => void)[] = [];
   const server: Server = createServer((req, res) => {
-    void record(req, inFlight).then((r) => {
-      received.push(r);
-      respond(req, res, r);
-    });
+    record(req, inFlight).then(
+      (r) => {
+        received.push(r);
+        respond(req, res, r, acks);
+      },
+      (error: unknown) => {
+        // A request whose client went away mid-body: kept for the test to see, never answered.
+        aborted.push(`${req.method} ${req.url}: ${String(error)}`);
+        res.destroy();
+      },
+    );
   });
+  const sockets = new Set<import("node:stream").Duplex>();
   server.on("upgrade", (req: IncomingMessage, socket) => {
+    // An upgraded socket is no longer the server's: closeAllConnections does not see it.
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
     upgrades.push(headOf(req, Buffer.alloc(0), false));
     acceptWebSocket(req, socket);
   });
@@ -63,8 +80,11 @@ export async function startRecordingOrigin(): Promise<RecordingOrigin> {
     received,
     inFlight,
     upgrades,
+    aborted,
+    ack: () => acks.shift()?.(),
     close: () =>
       new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
         server.closeAllConnections();
         server.close(() => resolve());
       }),
@@ -112,12 +132,11 @@ async function record(req: IncomingMessage, inFlight: Map<string, number>): Prom
  * - `cookies`: 200 with three `Set-Cookie` lines;
  * - `redirect`: 302 to /elsewhere (never followed by a proxy);
  * - `not-modified`: 304 with an ETag and no body;
- * - `sse:N`: `text/event-stream`, N events written one by one, each after the client's previous read is not
- *   awaited (the origin flushes each event on its own; the test reads them as they come);
+ * - `sse:N`: `text/event-stream`, N events, each written once the test acknowledged the one before (`ack`);
  * - `bytes:N`: N bytes of a repeating pattern, streamed in 64 KiB chunks (a large download);
  * - `status:N`: status N with a short body.
  */
-function respond(req: IncomingMessage, res: ServerResponse, r: Received): void {
+function respond(req: IncomingMessage, res: ServerResponse, r: Received, acks: (() => void)[]): void {
   const ask = String(req.headers["x-test-respond"] ?? "");
   if (ask === "cookies") {
     res.writeHead(200, [
@@ -142,7 +161,7 @@ function respond(req: IncomingMessage, res: ServerResponse, r: Received): void {
   const sse = /^sse:(\d+)$/.exec(ask);
   if (sse !== null) {
     res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-store" });
-    streamEvents(res, Number(sse[1]));
+    streamEvents(res, Number(sse[1]), acks);
     return;
   }
   const bytes = /^bytes:(\d+)$/.exec(ask);
@@ -158,8 +177,12 @@ function respond(req: IncomingMessage, res: ServerResponse, r: Received): void {
   res.end(req.method === "HEAD" ? undefined : summary);
 }
 
-/** Write event i, then wait for the socket to drain and a tick before the next: each event leaves on its own. */
-function streamEvents(res: ServerResponse, count: number): void {
+/**
+ * Write event 0, then each next event only once the test has read the one before (`ack`): if anything between held
+ * the stream back until its end, the test would never read event 0 and the exchange would stall (the test's timeout),
+ * so a passing run shows each event was delivered while the origin was still writing, without timing anything.
+ */
+function streamEvents(res: ServerResponse, count: number, acks: (() => void)[]): void {
   let i = 0;
   const next = () => {
     if (i === count) {
@@ -168,7 +191,7 @@ function streamEvents(res: ServerResponse, count: number): void {
     }
     res.write(`id: ${i}\ndata: event ${i}\n\n`);
     i++;
-    setTimeout(next, 20);
+    acks.push(next);
   };
   next();
 }
