@@ -39,6 +39,16 @@ export interface LimiterRecord {
   readonly shares?: ShareBook;
   /** A rate rule's least deficits lately, which bound what a late refund gives back (late_refund.ts). */
   readonly lows?: Lows;
+  /** A `block_for` rule's ban (outcome.ts): every request of the key is refused until then (object clock). */
+  readonly ban?: Ban;
+}
+
+/** A key held out by its rule's `block_for`, from the refusal (or the charge) that crossed the limit. */
+export interface Ban {
+  /** The object's clock at the refusal that started it, ms. */
+  readonly sinceMs: number;
+  /** Refused until then, ms (`sinceMs + block_for`). */
+  readonly untilMs: number;
 }
 
 /**
@@ -104,6 +114,8 @@ export interface LimiterRule {
    * override (src/request/match.ts `compileOverride`). Monotonic; absent: 0.
    */
   readonly version?: number;
+  /** `block_for`, ms: a refusal bans the key this long (outcome.ts). Absent: no bans. */
+  readonly blockForMs?: number;
 }
 
 /**
@@ -113,7 +125,7 @@ export interface LimiterRule {
  */
 export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): LimiterRule {
   if (record === null || (rule.version ?? 0) >= (record.version ?? 0)) return rule;
-  return { id: rule.id, params: record.params, version: record.version ?? 0 };
+  return { ...rule, params: record.params, version: record.version ?? 0 };
 }
 
 export interface CheckInput {
@@ -128,6 +140,10 @@ export type CheckResult =
       readonly decision: Decision;
       /** The limiter's clock at the decision, ms: pass it back to `refund`. */
       readonly atMs: number;
+      /** The key is banned (`block_for`) until then, limiter clock, ms; absent: no ban. */
+      readonly banUntilMs?: number;
+      /** A charge (outcome.ts): the units it charged (less than asked when it did not fit). */
+      readonly charged?: number;
     }
   | { readonly ok: false; readonly error: "cost_exceeds_capacity" | "invalid_cost" };
 
@@ -177,11 +193,18 @@ export function checkRecord(
 
 /** A new record with the old one's call ids, lease asks, shares and lows (which are not algorithm state). */
 function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
-  if (old.calls === undefined && old.leaseAsks === undefined && old.shares === undefined && old.lows === undefined) {
+  if (
+    old.calls === undefined &&
+    old.leaseAsks === undefined &&
+    old.shares === undefined &&
+    old.lows === undefined &&
+    old.ban === undefined
+  ) {
     return next;
   }
   return {
     ...next,
+    ...(old.ban === undefined ? {} : { ban: old.ban }),
     ...(old.calls === undefined ? {} : { calls: old.calls }),
     ...(old.leaseAsks === undefined ? {} : { leaseAsks: old.leaseAsks }),
     ...(old.shares === undefined ? {} : { shares: old.shares }),
@@ -249,6 +272,7 @@ function bare(record: LimiterRecord): boolean {
     record.calls === undefined &&
     record.leaseAsks === undefined &&
     record.shares === undefined &&
+    record.ban === undefined &&
     (record.version ?? 0) === 0
   );
 }
@@ -263,13 +287,36 @@ export interface PeekResult {
   readonly retryAfterMs: number | null;
   /** The limiter's clock, ms. */
   readonly atMs: number;
+  /** The key is banned (`block_for`) until then, ms; absent: no ban. */
+  readonly banUntilMs?: number;
 }
 
-/** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away. */
+/** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away; a ban refuses. */
 export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
+  const peek = peekAlgorithm(record, rule, nowMs);
+  const ban = activeBan(record, nowMs);
+  if (ban === null) return peek;
+  const waitMs = ban.untilMs - nowMs;
+  return {
+    remaining: 0,
+    resetAfterMs: Math.max(peek.resetAfterMs, waitMs),
+    retryAfterMs: waitMs,
+    atMs: nowMs,
+    banUntilMs: ban.untilMs,
+  };
+}
+
+/** `peekRecord` of the algorithm's state alone, ignoring any ban (what a charge fits into). */
+export function peekAlgorithm(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
   const { params } = ruleFor(record, rule);
   const state = currentState(record, params, fingerprintOf(params), nowMs);
   return peekState(params, state, nowMs);
+}
+
+/** The record's ban if it is still running at `nowMs` (it ends at `untilMs` exactly), else `null`. */
+export function activeBan(record: LimiterRecord | null, nowMs: number): Ban | null {
+  const ban = record?.ban;
+  return ban !== undefined && nowMs < ban.untilMs ? ban : null;
 }
 
 /** `peekRecord` on a bare state (also used for `scope: local`). */
@@ -289,7 +336,7 @@ export function peekState(params: AlgorithmParams, state: AlgorithmState | null,
 /** When the record is as good as no record, ms: its state is fresh and it remembers no recent call. */
 export function recordFreshAtMs(record: LimiterRecord): number {
   const lastCallMs = record.calls?.at(-1)?.atMs;
-  const fresh = freshAtMs(record.params, record.state);
+  const fresh = Math.max(freshAtMs(record.params, record.state), record.ban?.untilMs ?? 0);
   return lastCallMs === undefined ? fresh : Math.max(fresh, lastCallMs + CALL_MEMORY_MS);
 }
 

@@ -6,6 +6,7 @@
 import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
+import { type CallKind, stepRecord } from "./outcome.ts";
 
 import {
   type AppliedCall,
@@ -88,6 +89,8 @@ export interface CallInput {
   readonly giveBack?: readonly LeaseReturn[];
   /** Ask for a lease after the batch is decided. */
   readonly lease?: LeaseAsk | null;
+  /** What the call does with its costs (outcome.ts): `check` (default), `probe` (charge nothing) or `charge`. */
+  readonly kind?: CallKind;
 }
 
 export interface CallResult {
@@ -135,7 +138,7 @@ export function callRecord(
   }
   const results: CheckResult[] = [];
   for (const cost of input.costs) {
-    const out = checkRecord(current, { rule: input.rule, cost }, nowMs);
+    const out = stepRecord(current, input.rule, cost, input.kind ?? "check", nowMs);
     results.push(out.result);
     current = out.record;
   }

@@ -9,6 +9,14 @@ import type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
 import { clientChosenWarning, KEY_MISSING, printKey, readKey } from "./key.ts";
 import { printLease, readLease } from "./lease.ts";
+import {
+  printBlockFor,
+  printCostHeader,
+  printCountWhen,
+  readBlockFor,
+  readCostHeader,
+  readCountWhen,
+} from "./outcome.ts";
 import { describe, type Raw } from "./raw.ts";
 import { exceedsCapacity, nonNegativeInt, oneOf, positiveInt, type RuleErrors } from "./read.ts";
 import { compileRoute } from "./route.ts";
@@ -170,6 +178,28 @@ const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
     read: (v, cx) => (v === "accept" ? "accept" : oneOf(cx.e, "key_client_chosen", v, ["accept"])),
     print: text,
     doc: "`key:` rules only: `accept` says a key the client can rotate is meant",
+  },
+  // Counting by the response and bans (issue 34; src/rules/outcome.ts): count_when, cost_header, block_for.
+  countWhen: {
+    yaml: "count_when",
+    fallback: null,
+    read: readCountWhen,
+    print: printCountWhen,
+    doc: "Count only the requests whose response matches: checked before forwarding, charged after the origin answers.",
+  },
+  costHeader: {
+    yaml: "cost_header",
+    fallback: null,
+    read: readCostHeader,
+    print: printCostHeader,
+    doc: "Charge what the origin says a request cost, from this response header, after it answers.",
+  },
+  blockForMs: {
+    yaml: "block_for",
+    fallback: null,
+    read: readBlockFor,
+    print: printBlockFor,
+    doc: "Once the rule refuses a caller, it stays refused this long, everywhere.",
   },
 };
 

@@ -90,6 +90,30 @@ export interface RuleCommon {
   readonly keyMissing: KeyMissing;
   /** `key:` rules: `accept` silences the warning for a key the client can rotate. Default `warn`. */
   readonly keyClientChosen: "warn" | "accept";
+  /**
+   * Count by the response: the rule is checked before forwarding without charging, and charged after the origin
+   * answers, only when the response matches (src/rules/outcome.ts). Default `null`: every admitted request is charged
+   * when it is admitted.
+   */
+  readonly countWhen: CountWhen | null;
+  /**
+   * Charge what the origin says a request cost: the name of a response header holding a whole number of units (at
+   * most the rule's capacity), charged after the origin answers. Default `null`: the rule's own costs.
+   */
+  readonly costHeader: string | null;
+  /** Once the rule refuses a key, the key stays refused this long, ms (the key's object holds the ban). Default `null`. */
+  readonly blockForMs: number | null;
+}
+
+/** A status (`401`) or a class of statuses (`5xx`) a `count_when` names. */
+export type StatusMatch = number | `${1 | 2 | 3 | 4 | 5}xx`;
+
+/** A rule's `count_when`: a response counts when every part given holds. */
+export interface CountWhen {
+  /** The response's status is one of these; `null`: any status. */
+  readonly status: readonly StatusMatch[] | null;
+  /** The response carries this header (any value), as written; `null`: no header needed. */
+  readonly header: string | null;
 }
 
 /** A rule's `lease` setting. */

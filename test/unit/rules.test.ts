@@ -165,6 +165,21 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     ],
   },
   {
+    fixture: "outcome.yaml",
+    valid: 1,
+    errors: [
+      `${DIR}/outcome.yaml: not-a-mapping.count_when: must be a mapping such as { status: [401, 403] }, { status: 5xx } or { header: X-Name }, got 401`,
+      `${DIR}/outcome.yaml: bad-status.count_when.status: must be an HTTP status (100 to 599), a class such as 5xx, or a non-empty list of them, got "6xx"`,
+      `${DIR}/outcome.yaml: bad-status.count_when.body: unknown key (count_when takes status and header)`,
+      `${DIR}/outcome.yaml: bad-header.cost_header: must be a response header name such as X-Cost, got "X Cost"`,
+      `${DIR}/outcome.yaml: bad-header.block_for: must be a duration such as 30s, 10min or h, got 10`,
+      `${DIR}/outcome.yaml: queue.count_when: leaky_queue shapes requests before they go on; it cannot charge them after the origin answers`,
+      `${DIR}/outcome.yaml: counted-denials.cost_header: cannot be used with count_denied: true (a refused request has no response to count)`,
+      `${DIR}/outcome.yaml: local.block_for: needs scope: global (the key's Durable Object counts responses and holds bans); this rule is scope: local`,
+      `${DIR}/outcome.yaml: leased.block_for: cannot be used with lease (an isolate admitting from a lease would not see a ban or a late charge)`,
+    ],
+  },
+  {
     fixture: "leaky-queue-delay.yaml",
     valid: 0,
     errors: [
@@ -347,6 +362,9 @@ describe("the shipped example (test/fixtures/shipped/shiplane.yaml)", () => {
       key: null,
       keyMissing: "empty",
       keyClientChosen: "warn",
+      countWhen: null,
+      costHeader: null,
+      blockForMs: null,
       algorithm: "token_bucket",
       rate: { amount: 10, periodMs: 1000, tokens: 1, perMs: 100 },
       burst: 20,
@@ -416,6 +434,21 @@ describe("resolution details", () => {
     );
     expect(rule).toMatchObject({ countDenied: false, status: 599, retryJitterS: 0 });
     expect(one(`${head}  algorithm: gcra\n  rate: 1/s\n  burst: 1\n  status: 400\n`).status).toBe(400);
+  });
+
+  it("count_when, cost_header and block_for resolve to exact values; a single status becomes a list", () => {
+    const rule = one(
+      `${head}  algorithm: sliding_log\n  limit: 5\n  window: 10min\n` +
+        "  count_when: { status: [401, 5xx], header: X-Login-Failed }\n  cost_header: X-Cost\n  block_for: 2h\n",
+    );
+    expect(rule).toMatchObject({
+      countWhen: { status: [401, "5xx"], header: "X-Login-Failed" },
+      costHeader: "X-Cost",
+      blockForMs: 7_200_000,
+    });
+    const single = one(`${head}  algorithm: fixed_window\n  limit: 5\n  window: min\n  count_when: { status: 404 }\n`);
+    expect(single.countWhen).toEqual({ status: [404], header: null });
+    expect(single).toMatchObject({ costHeader: null, blockForMs: null });
   });
 
   it("a cost equal to the capacity is allowed", () => {

@@ -1,0 +1,134 @@
+/**
+ * One request's step on a key's record, by what the call asks (`CallKind`): a `check` (decide and charge, as every
+ * rule does), a `probe` (decide without charging: a rule that counts by the response, before forwarding), or a
+ * `charge` (what the origin's answer costs, after it). A rule's `block_for` bans the key from a refusal (a check's or
+ * a probe's) or from a charge that did not fit, whichever comes first while no ban runs; while a ban runs every check
+ * and probe is refused with the ban's end, and the algorithm is not asked. Pure: (record, input, now) -> (result,
+ * record); store.ts `callRecord` runs it for each request of a call. docs/rules.md, "Counting by the response" and
+ * "Holding a caller out", states the semantics.
+ */
+import type { Decision } from "../algorithms/index.ts";
+import {
+  activeBan,
+  type CheckResult,
+  checkRecord,
+  type LimiterRecord,
+  type LimiterRule,
+  peekAlgorithm,
+  peekRecord,
+} from "./record.ts";
+
+/**
+ * What a call does with its costs: `check` (default) decides and charges; `probe` decides whether each cost would fit
+ * now and charges nothing (the figures are the key's as they stand); `charge` charges each cost as far as it fits.
+ */
+export type CallKind = "check" | "probe" | "charge";
+
+type Step = { readonly result: CheckResult; readonly record: LimiterRecord | null };
+
+/** One request of a call, at `nowMs`. */
+export function stepRecord(
+  record: LimiterRecord | null,
+  rule: LimiterRule,
+  cost: number,
+  kind: CallKind,
+  nowMs: number,
+): Step {
+  if (kind === "charge") return chargeRecord(record, rule, cost, nowMs);
+  const ban = activeBan(record, nowMs);
+  if (ban !== null) {
+    // The cost must still be one the rule could ever admit: an impossible cost is the same error as without a ban.
+    const out = checkRecord(null, { rule, cost }, nowMs);
+    if (!out.result.ok) return { result: out.result, record };
+    return { result: bannedResult(record, rule, cost, ban.untilMs, nowMs), record };
+  }
+  const out = checkRecord(record, { rule, cost }, nowMs);
+  if (!out.result.ok) return out;
+  if (!out.result.decision.allowed) return banFrom(out, rule, cost, nowMs);
+  if (kind === "check") return out;
+  // A probe that fits: nothing charged, and the figures are the key's as it stands (its own effect is none).
+  const peek = peekAlgorithm(record, rule, nowMs);
+  const decision: Decision = {
+    allowed: true,
+    remaining: peek.remaining,
+    resetAfterMs: peek.resetAfterMs,
+    retryAfterMs: null,
+    delayMs: 0,
+  };
+  return { result: { ok: true, decision, atMs: nowMs }, record };
+}
+
+/**
+ * Charge `cost` units after the origin answered: as much of it as fits (the algorithms hold no debt), so a charge
+ * that does not fit in full leaves the key at its limit and crossed it (a `block_for` ban starts, unless one runs).
+ * The answer says whether it fit (`allowed`), the units charged, and the key's figures after it.
+ */
+export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, cost: number, nowMs: number): Step {
+  const possible = checkRecord(null, { rule, cost }, nowMs);
+  if (!possible.result.ok) return { result: possible.result, record };
+  const fits = peekAlgorithm(record, rule, nowMs).remaining;
+  const take = Math.min(cost, fits);
+  let current = record;
+  let charged = 0;
+  if (take >= 1) {
+    const out = checkRecord(record, { rule, cost: take }, nowMs);
+    // `fits` cost-1 requests fit, so a request of that many units does (every algorithm's remaining is additive).
+    if (out.result.ok && out.result.decision.allowed) {
+      current = out.record;
+      charged = take;
+    }
+  }
+  const over = charged < cost;
+  if (over && rule.blockForMs !== undefined && rule.blockForMs > 0 && activeBan(current, nowMs) === null) {
+    current = withBan(current, rule, nowMs);
+  }
+  const peek = peekRecord(current, rule, nowMs);
+  const decision: Decision = {
+    allowed: !over,
+    remaining: peek.remaining,
+    resetAfterMs: peek.resetAfterMs,
+    retryAfterMs: over ? Math.max(1, peek.retryAfterMs ?? 1) : null,
+    delayMs: 0,
+  };
+  const ban = activeBan(current, nowMs);
+  const result: CheckResult = {
+    ok: true,
+    decision,
+    atMs: nowMs,
+    charged,
+    ...(ban === null ? {} : { banUntilMs: ban.untilMs }),
+  };
+  return { result, record: current };
+}
+
+/** A refusal by the algorithm: with `block_for`, the ban starts here, and the answer says its end. */
+function banFrom(out: Step, rule: LimiterRule, cost: number, nowMs: number): Step {
+  if (rule.blockForMs === undefined || rule.blockForMs <= 0 || out.record === null) return out;
+  const record = withBan(out.record, rule, nowMs);
+  return { result: bannedResult(record, rule, cost, nowMs + rule.blockForMs, nowMs), record };
+}
+
+function withBan(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): LimiterRecord | null {
+  if (record === null || rule.blockForMs === undefined) return record;
+  return { ...record, ban: { sinceMs: nowMs, untilMs: nowMs + rule.blockForMs } };
+}
+
+/**
+ * A refusal during a ban: nothing left, fresh no earlier than the ban's end, and a retry at the ban's end or, when the
+ * algorithm alone would still refuse this cost then, when it would admit it (no request coming in between).
+ */
+function bannedResult(
+  record: LimiterRecord | null,
+  rule: LimiterRule,
+  cost: number,
+  untilMs: number,
+  nowMs: number,
+): CheckResult {
+  const waitMs = untilMs - nowMs;
+  const own = checkRecord(record, { rule, cost }, nowMs).result;
+  const ownRetryMs = own.ok && !own.decision.allowed ? (own.decision.retryAfterMs ?? 0) : 0;
+  const resetAfterMs = Math.max(waitMs, peekAlgorithm(record, rule, nowMs).resetAfterMs);
+  const retryAfterMs = Math.max(waitMs, ownRetryMs);
+  const decision: Decision = { allowed: false, remaining: 0, resetAfterMs, retryAfterMs, delayMs: 0 };
+  return { ok: true, decision, atMs: nowMs, banUntilMs: untilMs };
+}
