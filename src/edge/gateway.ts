@@ -6,7 +6,9 @@
 import { problemResponse } from "../request/headers.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { type CfFacts, regionOf } from "../request/region.ts";
+import { afterOrigin } from "./after_origin.ts";
 import type { AskContext } from "./ask.ts";
+import { chargesAfter } from "./direct.ts";
 import { outgoingRequest } from "./forwarding.ts";
 import { judgeRequest } from "./judge.ts";
 import { noOrigin, originResponse, unreachableOrigin } from "./origin.ts";
@@ -34,6 +36,8 @@ export async function gateway(
   }
   const outgoing = outgoingRequest(request, base.settings.adminToken);
   const response = await originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement);
+  // The origin answered: what needs its answer runs after the response has gone (after_origin.ts).
+  afterOrigin(base.ctx, response, [chargesAfter(base, judged.judgement.outcomes)]);
   for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
   return response;
 }

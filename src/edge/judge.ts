@@ -13,8 +13,9 @@ import { type Answer, type Composition, compose } from "../request/compose.ts";
 import { limitFields, type RuleView } from "../request/headers.ts";
 import { type Applicable, applicableRules, type CompiledRule, rejectingRule } from "../request/match.ts";
 import { shapeOf } from "../request/request_shape.ts";
-import { type AskContext, type AskResult, ask } from "./ask.ts";
+import type { AskContext, AskResult } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
+import { askRule } from "./direct.ts";
 import { type Judgement, type RequestContext, type RuleReport, reportOf, viewOf } from "./judgement.ts";
 import { knownDenials, refuseFromCache, rememberCompanions } from "./known_denials.ts";
 import { badRequest, deny, failClosed, refuseTooCostly, unauthorized } from "./refusals.ts";
@@ -66,7 +67,7 @@ export async function judgeApplicable(cx: RequestContext, matched: readonly Appl
   const refusal = refuseFromCache(cx, applicable, known, nowMs);
   if (refusal !== null) return refusal;
 
-  const outcomes = await Promise.all(applicable.map((app) => ask(cx, app, known.get(app) ?? null)));
+  const outcomes = await Promise.all(applicable.map((app) => askRule(cx, app, known.get(app) ?? null)));
   const composition = compose(outcomes.map(answerOf));
   report(cx, outcomes, composition);
   const refunded = await giveBack(cx, outcomes, composition);

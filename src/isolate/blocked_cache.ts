@@ -9,11 +9,17 @@
  *
  * A refund or an admin reset makes the object more generous than a cached denial: this isolate forgets the entry when
  * it refunds or resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this cache
- * only when the entry expires, at most `R` later.
+ * only when the entry expires, at most `R` later. A ban (`block_for`) answers any cost, for at most `BAN_CACHE_MS`.
  */
 import { type Decision, denialsCount, deniedUntilMs } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { makeRoom } from "./bounded.ts";
+
+/**
+ * How long this isolate answers from a ban (src/protocol/outcome.ts) before asking the key's object again, ms: a ban
+ * may last hours, and an admin reset (in another isolate) lifts it.
+ */
+export const BAN_CACHE_MS = 10_000;
 
 /** Entries kept per isolate at most, the least recently used evicted first (a sixteenth at a time, bounded.ts). */
 export const BLOCKED_CACHE_MAX_ENTRIES = 10_000;
@@ -42,6 +48,8 @@ interface Entry {
   readonly sentAtMs: number;
   readonly retryAfterMs: number;
   readonly resetAfterMs: number;
+  /** A ban's denial: every cost is refused until `sentAtMs + retryAfterMs`; the entry lapses at `sentAtMs + BAN_CACHE_MS`. */
+  readonly banned?: true;
 }
 
 /** Whether a rule's denials may be cached at all. */
@@ -62,6 +70,7 @@ export class BlockedCache {
     cost: number,
     sentAtMs: number,
     decision: Decision,
+    banned = false,
   ): void {
     if (decision.allowed || decision.retryAfterMs === null || !cacheable(params)) return;
     this.entries.delete(id);
@@ -74,6 +83,7 @@ export class BlockedCache {
       sentAtMs,
       retryAfterMs: decision.retryAfterMs,
       resetAfterMs: decision.resetAfterMs,
+      ...(banned ? { banned } : {}),
     });
   }
 
@@ -81,7 +91,8 @@ export class BlockedCache {
   lookup(id: string, fingerprint: string, cost: number, nowMs: number): Decision | null {
     const entry = this.entries.get(id);
     if (entry === undefined) return null;
-    if (entry.fingerprint !== fingerprint || nowMs >= entry.sentAtMs + entry.retryAfterMs) {
+    const lapsed = entry.banned === true && nowMs >= entry.sentAtMs + BAN_CACHE_MS;
+    if (entry.fingerprint !== fingerprint || nowMs >= entry.sentAtMs + entry.retryAfterMs || lapsed) {
       // Another rule under this id (a redeploy), or expired for every cost: it can prove nothing more.
       this.entries.delete(id);
       return null;
@@ -90,7 +101,7 @@ export class BlockedCache {
     if (nowMs < entry.sentAtMs) return null;
     // How far a smaller cost is certainly denied is the algorithm's to say.
     const denied = { cost: entry.cost, remaining: entry.remaining, untilMs: entry.sentAtMs + entry.retryAfterMs };
-    const untilMs = deniedUntilMs(entry.params, denied, cost);
+    const untilMs = entry.banned === true ? denied.untilMs : deniedUntilMs(entry.params, denied, cost);
     if (untilMs === null || nowMs >= untilMs) return null;
     this.entries.delete(id);
     this.entries.set(id, entry);

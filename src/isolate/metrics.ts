@@ -43,6 +43,8 @@ export function newStats() {
     kv_reads: 0,
     /** Account lookups not made: the client address had used up its KEY_LOOKUPS_PER_MIN (the key counts as unverified). */
     key_lookups_refused: 0,
+    /** Charges sent after the origin answered (rules with `count_when` or `cost_header`). */
+    charges: 0,
   };
 }
 

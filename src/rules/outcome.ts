@@ -7,10 +7,18 @@
  * admitted iff the request's cost would fit now, the key's state untouched), and the origin's answer is charged after
  * it (src/protocol/record.ts `chargeRecord`). docs/rules.md, "Counting by the response", says the guarantees.
  */
+import { type AlgorithmParams, denialsCount } from "../algorithms/index.ts";
 import { formatDurationUnit, parseDuration } from "./duration.ts";
-import type { FieldContext } from "./fields.ts";
 import { describe, type Raw } from "./raw.ts";
+import type { RuleErrors } from "./read.ts";
 import type { CountWhen, RuleCommon, StatusMatch } from "./types.ts";
+
+/** What the readers consult (a part of fields.ts's `FieldContext`). */
+interface FieldContext {
+  readonly e: RuleErrors;
+  readonly params?: AlgorithmParams | null;
+  readonly earlier: Partial<Pick<RuleCommon, "scope" | "lease">>;
+}
 
 /** A header field name (RFC 9110 `token`). */
 const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
@@ -43,11 +51,12 @@ function sharedChecks(yaml: string, cx: FieldContext, deferred: boolean): boolea
     );
     ok = false;
   }
-  if (deferred && cx.algorithm === "leaky_queue") {
-    cx.e.add(yaml, "leaky_queue shapes requests before they go on; it cannot charge them after the origin answers");
+  // A shaping algorithm (one with `delay`) places each request in its queue as it arrives.
+  if (deferred && cx.params != null && "delay" in cx.params) {
+    cx.e.add(yaml, "this algorithm shapes requests before they go on; it cannot charge them after the origin answers");
     ok = false;
   }
-  if (deferred && cx.params?.algorithm === "sliding_counter" && cx.params.countDenied) {
+  if (deferred && cx.params != null && denialsCount(cx.params)) {
     cx.e.add(yaml, "cannot be used with count_denied: true (a refused request has no response to count)");
     ok = false;
   }

@@ -134,6 +134,7 @@ describe("endpoints", () => {
       remaining: 3,
       reset_after_ms: 0,
       retry_after_ms: null,
+      ban_ends_in_ms: null,
       lease: null,
     });
     for (let i = 0; i < 3; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
@@ -213,6 +214,7 @@ describe("endpoints", () => {
         "plan_cache_hits",
         "kv_reads",
         "key_lookups_refused",
+        "charges",
         "local_keys",
         "local_bytes",
         "local_evictions",

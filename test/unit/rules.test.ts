@@ -173,7 +173,7 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
       `${DIR}/outcome.yaml: bad-status.count_when.body: unknown key (count_when takes status and header)`,
       `${DIR}/outcome.yaml: bad-header.cost_header: must be a response header name such as X-Cost, got "X Cost"`,
       `${DIR}/outcome.yaml: bad-header.block_for: must be a duration such as 30s, 10min or h, got 10`,
-      `${DIR}/outcome.yaml: queue.count_when: leaky_queue shapes requests before they go on; it cannot charge them after the origin answers`,
+      `${DIR}/outcome.yaml: queue.count_when: this algorithm shapes requests before they go on; it cannot charge them after the origin answers`,
       `${DIR}/outcome.yaml: counted-denials.cost_header: cannot be used with count_denied: true (a refused request has no response to count)`,
       `${DIR}/outcome.yaml: local.block_for: needs scope: global (the key's Durable Object counts responses and holds bans); this rule is scope: local`,
       `${DIR}/outcome.yaml: leased.block_for: cannot be used with lease (an isolate admitting from a lease would not see a ban or a late charge)`,

@@ -298,6 +298,7 @@ async function stateOrReset(
       remaining: peek.remaining,
       reset_after_ms: peek.resetAfterMs,
       retry_after_ms: peek.retryAfterMs,
+      ban_ends_in_ms: peek.banUntilMs === undefined ? null : peek.banUntilMs - peek.atMs,
       lease: lease === null ? null : { units_left: lease.unitsLeft, units: lease.units, ends_in_ms: lease.endsInMs },
     });
   }

@@ -59,6 +59,7 @@ export const VIEWS = `
     plan_cache_hits: ["total", "API keys answered by the plan cache (no KV read)"],
     kv_reads: ["total", "account lookups sent to KV"],
     key_lookups_refused: ["total", "account lookups refused (the address used up KEY_LOOKUPS_PER_MIN)"],
+    charges: ["total", "charges sent after the origin answered (count_when, cost_header)"],
     local_evictions: ["total", "scope: local keys evicted to make room"],
     local_keys: ["now", "keys held for scope: local rules", "max_keys", "per rule (MAX_KEYS)"],
     local_bytes: ["now", "bytes held for scope: local rules"],
@@ -138,6 +139,7 @@ export const VIEWS = `
         ["resets in", wait(result.reset_after_ms)],
         ["retry after", result.retry_after_ms === null ? "- (a request would be admitted)" : wait(result.retry_after_ms)],
       ];
+      if (result.ban_ends_in_ms != null) fields.push(["banned", "for " + wait(result.ban_ends_in_ms) + " more (block_for; Reset lifts it)"]);
       if (result.lease) fields.push(["lease here", fmt(result.lease.units_left) + " of " + fmt(result.lease.units) + " units, " + wait(result.lease.ends_in_ms) + " left"]);
     }
     if (account) {
