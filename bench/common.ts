@@ -1,6 +1,7 @@
 /** Shared helpers for the benchmarks: machine facts, medians, result files. Timings live here, never in tests. */
+import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -47,11 +48,31 @@ export function round(value: number, digits = 2): number {
   return Math.round(value * f) / f;
 }
 
+/**
+ * The commit the figures were measured on: `git rev-parse --short HEAD`, with `+dirty` when src/ or bench/ differ
+ * from it (figures of uncommitted code say so); "unknown" outside a git checkout.
+ */
+export function commit(): string {
+  const head = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" });
+  if (head.status !== 0) return "unknown";
+  const dirty = spawnSync("git", ["status", "--porcelain", "--", "src", "bench"], { cwd: ROOT, encoding: "utf8" });
+  return `${head.stdout.trim()}${dirty.stdout.trim() === "" ? "" : "+dirty"}`;
+}
+
 /** Write `<results>/<name>.json` (bench/results/ when publishing, bench/out/results/ otherwise) with the machine and the exact command next to the figures. */
 export function writeResult(name: string, command: string, data: unknown): string {
   const path = join(RESULTS_DIR, `${name}.json`);
   mkdirSync(dirname(path), { recursive: true });
-  const body = { name, command, quick: QUICK, machine: machine(), date: new Date().toISOString(), data };
+  const body = {
+    name,
+    command,
+    quick: QUICK,
+    machine: machine(),
+    commit: commit(),
+    loadAverage: loadavg().map((x) => round(x, 2)),
+    date: new Date().toISOString(),
+    data,
+  };
   writeFileSync(path, `${JSON.stringify(body, null, 2)}\n`);
   return path;
 }

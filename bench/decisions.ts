@@ -7,6 +7,7 @@
  * ns/decision = sample latency / BATCH. The figure is the median over rounds of each task's p50 sample.
  */
 import { spawnSync } from "node:child_process";
+import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { TokenBucket } from "limiter";
 import { RateLimiterMemory } from "rate-limiter-flexible";
@@ -23,6 +24,7 @@ import {
   slidingLog,
   tokenBucket,
 } from "../test/support/params.ts";
+import { boundVerdicts } from "./bounds.ts";
 import { log, median, QUICK, round, writeResult } from "./common.ts";
 
 /** The one rate every contender gets: 10 per second, burst 20 (window algorithms: 20 per 2 s). */
@@ -32,6 +34,8 @@ const BURST = 20;
 const BATCH = 1000;
 const MANY = 100_000;
 const ROUNDS = QUICK ? 3 : 5;
+/** `--check` runs quick samples but more rounds: the bounds are ratios of medians, on a machine others share. */
+const CHECK_ROUNDS = 5;
 const TIME_MS = QUICK ? 150 : 500;
 const T0 = 1_700_000_000_000;
 
@@ -233,12 +237,18 @@ async function runContender(name: string): Promise<void> {
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }
 
-async function main(): Promise<void> {
+/**
+ * Every round of the chosen contenders: all (or those `BENCH_ONLY` names), or with `storesOnly` Sluice's and the
+ * naive GCRA (what the bounds compare).
+ */
+async function measure(storesOnly: boolean, rounds_ = ROUNDS): Promise<Row[]> {
   const all = contenders();
-  const only = process.env.BENCH_ONLY?.split(",");
+  const only = storesOnly
+    ? [...all.keys()].filter((n) => n !== "limiter" && n !== "rlf")
+    : process.env.BENCH_ONLY?.split(",");
   const names = [...all.keys()].filter((n) => only === undefined || only.includes(n));
   const rounds = new Map<string, number[]>();
-  for (let r = 0; r < ROUNDS; r++) {
+  for (let r = 0; r < rounds_; r++) {
     for (const name of names) {
       const args = ["--import", "tsx", fileURLToPath(import.meta.url), "--contender", name];
       const child = spawnSync(process.execPath, QUICK ? [...args, "--quick"] : args, { encoding: "utf8" });
@@ -246,7 +256,7 @@ async function main(): Promise<void> {
       const figures = JSON.parse(child.stdout.trim().split("\n").pop() ?? "{}") as Record<string, number>;
       for (const [task, ns] of Object.entries(figures)) rounds.set(task, [...(rounds.get(task) ?? []), ns]);
     }
-    log(`decisions: round ${r + 1}/${ROUNDS} done`);
+    log(`decisions: round ${r + 1}/${rounds_} done`);
   }
   const rows: Row[] = names.flatMap((n) =>
     (all.get(n) ?? []).map((t) => {
@@ -263,6 +273,12 @@ async function main(): Promise<void> {
     }),
   );
   for (const r of rows) log(`${r.name.padEnd(32)} keys=${String(r.keys).padEnd(6)} ${r.nsPerDecision} ns`);
+  return rows;
+}
+
+async function main(): Promise<void> {
+  const only = process.env.BENCH_ONLY?.split(",");
+  const rows = await measure(false);
   const command = `node --import tsx bench/decisions.ts${QUICK ? " --quick" : ""}`;
   writeResult(only === undefined ? "decisions" : `decisions-${only.join("-")}`, command, {
     rate: `${AMOUNT}/${PERIOD_MS}ms burst ${BURST}; windows ${BURST} per ${2 * PERIOD_MS} ms`,
@@ -273,6 +289,23 @@ async function main(): Promise<void> {
   });
 }
 
+/**
+ * `npm run bench:check`: the keyed stores and the two references they are held to, in one run, and the bounds
+ * (bench/bounds.ts) checked on it; exit 1 on a miss. Not part of `npm test` (timings belong in bench/).
+ */
+async function check(): Promise<void> {
+  const rows = await measure(true, CHECK_ROUNDS);
+  const verdicts = boundVerdicts(rows);
+  for (const v of verdicts)
+    log(`${v.ok ? "ok  " : "MISS"} ${v.store.padEnd(22)} ${v.bound.padEnd(42)} ratio ${v.ratio}`);
+  const misses = verdicts.filter((v) => !v.ok);
+  log(
+    `bench:check: ${verdicts.length - misses.length}/${verdicts.length} bounds held (load average ${loadavg()[0]!.toFixed(1)})`,
+  );
+  process.exitCode = misses.length === 0 && verdicts.length > 0 ? 0 : 1;
+}
+
 const contenderArg = process.argv.indexOf("--contender");
 if (contenderArg >= 0) await runContender(process.argv[contenderArg + 1] ?? "");
+else if (process.argv.includes("--check")) await check();
 else await main();

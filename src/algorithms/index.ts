@@ -13,7 +13,7 @@ import type { Window } from "./params.ts";
 import { slidingCounter } from "./sliding_counter.ts";
 import { slidingLog } from "./sliding_log.ts";
 import { tokenBucket } from "./token_bucket.ts";
-import type { Algorithm, Decision, Denied, FieldLayout, LeasePolicy, PackedPath, Words } from "./types.ts";
+import type { Algorithm, Decision, Denied, FieldLayout, LeasePolicy, PackedPath, RowPath, Words } from "./types.ts";
 
 export type { Rate, Window } from "./params.ts";
 export type { Decision, Denied, FieldLayout, LeasePolicy, Words } from "./types.ts";
@@ -185,6 +185,11 @@ export function packedPath(params: AlgorithmParams): PackedPath<AlgorithmParams>
 /** The algorithm's layout of its state as a fixed number of integer fields, if it has one. */
 export function fieldLayout(params: AlgorithmParams): FieldLayout<AlgorithmParams, AlgorithmState> | undefined {
   return (algorithmFor(params) as unknown as Algorithm<AlgorithmParams, AlgorithmState>).fields;
+}
+
+/** The algorithm's row kernel (a state decided in place on a shell's typed row), if it has one. */
+export function rowPath(params: AlgorithmParams): RowPath<AlgorithmParams, AlgorithmState> | undefined {
+  return (algorithmFor(params) as unknown as Algorithm<AlgorithmParams, AlgorithmState>).rows;
 }
 
 /** Whether isolates may hold leases of a key's budget under this algorithm, and what it then promises. */

@@ -14,7 +14,7 @@
  */
 import { floorDiv, MAX_SCALED } from "./arith.ts";
 import { slidingExact } from "./shared.ts";
-import type { Algorithm, CheckOutcome, Own, ParamReader } from "./types.ts";
+import type { Algorithm, CheckOutcome, Own, ParamReader, RowKernel } from "./types.ts";
 
 export interface SlidingCounterParams {
   readonly algorithm: "sliding_counter";
@@ -93,7 +93,7 @@ function stateOf(index: number, counts: readonly number[], k: number): SlidingCo
 }
 
 /** c_(s−k+1) + … + c_s: the counts that weigh whole. */
-function wholeSum(counts: readonly number[]): number {
+function wholeSum(counts: Counts): number {
   let sum = 0;
   for (let i = 1; i < counts.length; i++) sum += counts[i]!;
   return sum;
@@ -124,7 +124,6 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
   }),
   capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<SlidingCounterState> {
-    const { limit: n, buckets: k } = params;
     const w = subWindowMs(params);
     let index = floorDiv(nowMs, w);
     let now = nowMs;
@@ -132,29 +131,10 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
       index = state.window; // clock rule: a sub-window never reopens
       now = index * w;
     }
-    const counts = countsAt(state, index, k);
-    const e = now - index * w;
-    const capacity = n * w;
-    const weighted = counts[0]! * (w - e);
-    const whole = wholeSum(counts);
-    const allowed = weighted + (whole + cost) * w <= capacity;
-    const changed = allowed || params.countDenied;
-    if (changed) {
-      // With count_denied a hammering client grows c_s without bound; keep the whole counts' sum at most
-      // MAX_SCALED / w, so every scaled sum stays exact (an admitted request keeps it below the limit anyway).
-      const room = floorDiv(MAX_SCALED, w) - (whole - counts[k]!);
-      counts[k] = Math.min(counts[k]! + cost, room);
-    }
-    const wholeAfter = changed ? wholeSum(counts) : whole;
-    const estimate = weighted + wholeAfter * w;
-    const decision = {
-      allowed,
-      remaining: Math.max(0, floorDiv(capacity - estimate, w)),
-      resetAfterMs: resetAfter(counts, index, w, now),
-      retryAfterMs: allowed ? null : retryAfter(n, w, cost, counts, e),
-      delayMs: 0,
-    };
-    const next = changed ? stateOf(index, counts, k) : (state as SlidingCounterState);
+    const counts = countsAt(state, index, params.buckets);
+    const decision = decideCounts(params, w, counts, index, now, cost);
+    const changed = decision.allowed || params.countDenied;
+    const next = changed ? stateOf(index, counts, params.buckets) : (state as SlidingCounterState);
     return { decision, state: next };
   },
 
@@ -210,6 +190,7 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
       set(k + 1, state.curr);
     },
   },
+  rows: { compile: counterKernel },
   lease: { kind: "none", why: "a unit charged early would leave the sliding window before its request does" },
 
   level: {
@@ -219,6 +200,77 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
     window: (params) => ({ kind: "ms", ms: params.windowMs }),
   },
 };
+
+/** Counts c_(s−k) … c_s: a plain array (the pure core) or a kernel's scratch row (the packed path). */
+type Counts = number[] | Float64Array;
+
+/**
+ * The one copy of the decision: `counts` seen from sub-window `index`, `now` in it (after the clock rule). Adds
+ * `cost` to c_s when admitted or counted (`count_denied`); the caller keeps `counts` as the next state then.
+ */
+function decideCounts(params: Params, w: number, counts: Counts, index: number, now: number, cost: number) {
+  const { limit: n, buckets: k } = params;
+  const e = now - index * w;
+  const capacity = n * w;
+  const weighted = counts[0]! * (w - e);
+  const whole = wholeSum(counts);
+  const allowed = weighted + (whole + cost) * w <= capacity;
+  const changed = allowed || params.countDenied;
+  if (changed) {
+    // With count_denied a hammering client grows c_s without bound; keep the whole counts' sum at most
+    // MAX_SCALED / w, so every scaled sum stays exact (an admitted request keeps it below the limit anyway).
+    const room = floorDiv(MAX_SCALED, w) - (whole - counts[k]!);
+    counts[k] = Math.min(counts[k]! + cost, room);
+  }
+  const wholeAfter = changed ? wholeSum(counts) : whole;
+  const estimate = weighted + wholeAfter * w;
+  return {
+    allowed,
+    remaining: Math.max(0, floorDiv(capacity - estimate, w)),
+    resetAfterMs: resetAfter(counts, index, w, now),
+    retryAfterMs: allowed ? null : retryAfter(n, w, cost, counts, e),
+    delayMs: 0,
+  };
+}
+
+/**
+ * The row kernel (the in-isolate store's fast path): a row of k + 2 fields, `window, c_(s−k) … c_s` (the `fields`
+ * layout), decided in place through `decideCounts` on a scratch of k + 1 counts made once per rule.
+ */
+function counterKernel(params: Params): RowKernel<SlidingCounterState> {
+  const k = params.buckets;
+  const w = subWindowMs(params);
+  const counts = new Float64Array(k + 1);
+  return {
+    width: k + 2,
+    check(row, at, fresh, cost, nowMs, out) {
+      let index = floorDiv(nowMs, w);
+      let now = nowMs;
+      const stored = fresh ? index : row[at]!;
+      if (stored > index) {
+        index = stored; // clock rule: a sub-window never reopens
+        now = index * w;
+      }
+      // countsAt on the row: position i of the stored counts moves to i − shift (or has left the window).
+      const shift = fresh ? k + 1 : index - stored;
+      for (let i = 0; i <= k; i++) counts[i] = i + shift <= k ? row[at + 1 + i + shift]! : 0;
+      const decision = decideCounts(params, w, counts, index, now, cost);
+      out.changed = decision.allowed || params.countDenied;
+      if (out.changed) {
+        row[at] = index;
+        for (let i = 0; i <= k; i++) row[at + 1 + i] = counts[i]!;
+      }
+      return decision;
+    },
+    refund(row, at, cost, admittedAtMs) {
+      const i = k - (row[at]! - floorDiv(admittedAtMs, w));
+      if (i >= 0 && i <= k) row[at + 1 + i] = Math.max(0, row[at + 1 + i]! - cost);
+    },
+    read(row, at) {
+      return stateOf(row[at]!, Array.from(row.subarray(at + 1, at + k + 2)), k);
+    },
+  };
+}
 
 /**
  * The estimate at `tMs` with no request in between, for a chart's state line (0 for a fresh key). Exact up to the
@@ -268,13 +320,13 @@ export function rebucket(
 }
 
 /** Index in `counts` of the newest non-zero count, or -1. */
-function newestCounted(counts: readonly number[]): number {
+function newestCounted(counts: Counts): number {
   for (let i = counts.length - 1; i >= 0; i--) if (counts[i]! > 0) return i;
   return -1;
 }
 
 /** Until the estimate is 0: `(m + k + 1) × w − now` for the newest sub-window m with a count (0 if none). */
-function resetAfter(counts: readonly number[], index: number, w: number, now: number): number {
+function resetAfter(counts: Counts, index: number, w: number, now: number): number {
   const i = newestCounted(counts);
   // counts[i] is sub-window m = index − k + i, so (m + k + 1) × w = (index + i + 1) × w
   return i < 0 ? 0 : (index + i + 1) * w - now;
@@ -286,7 +338,7 @@ function resetAfter(counts: readonly number[], index: number, w: number, now: nu
  * and counts[j+1..k] weigh whole, so solve `counts[j] × (w − e') + whole × w <= (n − cost) × w` for the first e'
  * in each in turn. By sub-window s + k + 1 every count has left and any cost <= limit fits.
  */
-function retryAfter(n: number, w: number, cost: number, counts: readonly number[], e: number): number {
+function retryAfter(n: number, w: number, cost: number, counts: Counts, e: number): number {
   const k = counts.length - 1;
   const budget = (n - cost) * w;
   let whole = wholeSum(counts);

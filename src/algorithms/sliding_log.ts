@@ -8,7 +8,7 @@
  * Pick it for small, security-critical limits such as login attempts per IP.
  */
 import { slidingExact } from "./shared.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import type { Algorithm, CheckOutcome, Decision, RowChange, RowKernel } from "./types.ts";
 
 export interface SlidingLogParams {
   readonly algorithm: "sliding_log";
@@ -25,6 +25,132 @@ export interface SlidingLogState {
 }
 
 const EMPTY: SlidingLogState = { times: [], costs: [] };
+
+/**
+ * The widest log a row keeps: limits up to this get the row kernel (16 × limit + 16 bytes a key, whatever the key
+ * holds); larger ones keep their entries as objects, which cost only what is in the log.
+ */
+export const MAX_ROW_LIMIT = 32;
+
+function admittedLog(limit: number, total: number, cost: number, windowMs: number): Decision {
+  return { allowed: true, remaining: limit - total - cost, resetAfterMs: windowMs, retryAfterMs: null, delayMs: 0 };
+}
+
+function deniedLog(
+  limit: number,
+  total: number,
+  lastMs: number,
+  retryFromMs: number,
+  params: { windowMs: number },
+  now: number,
+): Decision {
+  return {
+    allowed: false,
+    // never below 0: carried-over entries can exceed a lowered limit
+    remaining: Math.max(0, limit - total),
+    resetAfterMs: total === 0 ? 0 : lastMs + params.windowMs - now,
+    retryAfterMs: retryFromMs + params.windowMs - now,
+    delayMs: 0,
+  };
+}
+
+/**
+ * The row kernel (the in-isolate store's fast path): the log as a ring of at most `limit` entries in one row,
+ * `head, n, times × limit, costs × limit`. An admitted request keeps at most `limit` cost in the window, each entry
+ * at least 1, so the ring never overflows; entries that left the window are dropped by moving `head`, and a denial
+ * leaves the row as it was (as `check` leaves its state).
+ */
+function logKernel(params: { limit: number; windowMs: number }): RowKernel<SlidingLogState> | null {
+  if (params.limit > MAX_ROW_LIMIT) return null;
+  return {
+    width: 2 + 2 * params.limit,
+    check: (row, at, fresh, cost, nowMs, out) => checkRow(params, row, at, fresh, cost, nowMs, out),
+    refund: (row, at, cost, admittedAtMs) => refundRow(params.limit, row, at, cost, admittedAtMs),
+    read(row, at) {
+      const { limit } = params;
+      const head = row[at]!;
+      const n = row[at + 1]!;
+      const times: number[] = [];
+      const costs: number[] = [];
+      for (let i = 0; i < n; i++) {
+        times.push(row[at + 2 + ((head + i) % limit)]!);
+        costs.push(row[at + 2 + limit + ((head + i) % limit)]!);
+      }
+      return { times, costs };
+    },
+  };
+}
+
+/**
+ * `check` on a ring row: entry i of the log is at ring position (head + i) % limit, its time at `at + 2 + position`
+ * and its cost `limit` fields further. (No closure for the position: bundlers that keep names wrap every closure
+ * made per call, which costs more than the decision.)
+ */
+function checkRow(
+  params: { limit: number; windowMs: number },
+  row: Float64Array,
+  at: number,
+  fresh: boolean,
+  cost: number,
+  nowMs: number,
+  out: RowChange,
+): Decision {
+  const { limit, windowMs } = params;
+  const T = at + 2;
+  const C = at + 2 + limit;
+  const head = fresh ? 0 : row[at]!;
+  const n = fresh ? 0 : row[at + 1]!;
+  const lastMs = n > 0 ? row[T + ((head + n - 1) % limit)]! : 0;
+  // Clock rule: never judge at a time earlier than the newest entry.
+  const now = n > 0 ? Math.max(nowMs, lastMs) : nowMs;
+  let first = 0;
+  while (first < n && now - row[T + ((head + first) % limit)]! >= windowMs) first++;
+  let total = 0;
+  for (let i = first; i < n; i++) total += row[C + ((head + i) % limit)]!;
+  if (total + cost <= limit) {
+    const h = (head + first) % limit;
+    let m = n - first;
+    const last = (h + m - 1) % limit;
+    if (m > 0 && row[T + last] === now) row[C + last]! += cost;
+    else {
+      row[T + ((h + m) % limit)] = now;
+      row[C + ((h + m) % limit)] = cost;
+      m++;
+    }
+    row[at] = h;
+    row[at + 1] = m;
+    out.changed = true;
+    return admittedLog(limit, total, cost, windowMs);
+  }
+  // Wait until enough of the oldest entries have left for this cost to fit.
+  const excess = total + cost - limit;
+  let freed = 0;
+  let k = first;
+  while (freed < excess) freed += row[C + ((head + k++) % limit)]!;
+  out.changed = false;
+  return deniedLog(limit, total, lastMs, row[T + ((head + k - 1) % limit)]!, params, now);
+}
+
+/** `refund` on a ring row: the entry at `admittedAtMs` loses `cost`, and leaves the ring (later ones move up) at 0. */
+function refundRow(limit: number, row: Float64Array, at: number, cost: number, admittedAtMs: number): void {
+  const T = at + 2;
+  const C = at + 2 + limit;
+  const head = row[at]!;
+  const n = row[at + 1]!;
+  let i = n - 1;
+  while (i >= 0 && row[T + ((head + i) % limit)] !== admittedAtMs) i--;
+  if (i < 0) return;
+  const left = row[C + ((head + i) % limit)]! - cost;
+  if (left > 0) {
+    row[C + ((head + i) % limit)] = left;
+    return;
+  }
+  for (let j = i; j < n - 1; j++) {
+    row[T + ((head + j) % limit)] = row[T + ((head + j + 1) % limit)]!;
+    row[C + ((head + j) % limit)] = row[C + ((head + j + 1) % limit)]!;
+  }
+  row[at + 1] = n - 1;
+}
 
 export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
   params: {
@@ -59,33 +185,14 @@ export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
         times.push(now);
         costs.push(cost);
       }
-      return {
-        decision: {
-          allowed: true,
-          remaining: limit - total - cost,
-          resetAfterMs: windowMs,
-          retryAfterMs: null,
-          delayMs: 0,
-        },
-        state: { times, costs },
-      };
+      return { decision: admittedLog(limit, total, cost, windowMs), state: { times, costs } };
     }
     // Wait until enough of the oldest entries have left for this cost to fit.
     const excess = total + cost - limit;
     let freed = 0;
     let k = first;
     while (freed < excess) freed += log.costs[k++]!;
-    return {
-      decision: {
-        allowed: false,
-        // never below 0: carried-over entries can exceed a lowered limit
-        remaining: Math.max(0, limit - total),
-        resetAfterMs: total === 0 ? 0 : log.times[n - 1]! + windowMs - now,
-        retryAfterMs: log.times[k - 1]! + windowMs - now,
-        delayMs: 0,
-      },
-      state: log,
-    };
+    return { decision: deniedLog(limit, total, log.times[n - 1]!, log.times[k - 1]!, params, now), state: log };
   },
 
   refund(_params, state, cost, admittedAtMs) {
@@ -117,6 +224,7 @@ export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
   // How fast a smaller cost fits depends on the log's shape: nothing is certain.
   smallerDeniedUntilMs: () => null,
 
+  rows: { compile: logKernel },
   lease: { kind: "none", why: "a unit charged early would leave the sliding window before its request does" },
 
   level: {

@@ -125,6 +125,36 @@ export interface FieldLayout<P, S> {
   write(params: P, state: S, set: (i: number, value: number) => void): void;
 }
 
+/**
+ * A state kept as a row of a shell's typed table and decided there in place: the algorithm's own arithmetic on the
+ * row's fields, no state object made per decision (the in-isolate store's fast path where the state is not one
+ * number). `compile` fixes the parameters once per rule; the kernel it returns is what a shell calls per request.
+ */
+export interface RowPath<P, S> {
+  /** The kernel for these parameters, or `null` where a row would be too wide (the shell then keeps objects). */
+  compile(params: P): RowKernel<S> | null;
+}
+
+/** Whether the last `RowKernel.check` changed the row (a shell keeps a fresh key only then). */
+export interface RowChange {
+  changed: boolean;
+}
+
+/** One rule's row kernel: its width and its decisions on a row at offset `at` of a Float64Array. */
+export interface RowKernel<S> {
+  /** Fields per row. */
+  readonly width: number;
+  /**
+   * Decide a request of a valid `cost` (1..capacity) on the row (`fresh`: no state yet; its fields are zero): exactly
+   * `check`'s decision, the row then holding `check`'s next state. Sets `out.changed`.
+   */
+  check(row: Float64Array, at: number, fresh: boolean, cost: number, nowMs: number, out: RowChange): Decision;
+  /** `refund` in place. */
+  refund(row: Float64Array, at: number, cost: number, admittedAtMs: number): void;
+  /** The state the row holds. */
+  read(row: Float64Array, at: number): S;
+}
+
 /** The two fields of a rate the packed path scales by. */
 export interface PackedRate {
   readonly tokens: number;
@@ -220,6 +250,8 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
    * the replay keeps every such state as its fields, src/replay/states.ts).
    */
   readonly fields?: FieldLayout<Own<P>, S>;
+  /** A row kept in place, where the state is not one number (a shell with both prefers `packed`). */
+  readonly rows?: RowPath<Own<P>, S>;
   /** Whether isolates may hold leases of a key's budget, and what the algorithm then promises. */
   readonly lease: LeasePolicy<P>;
   /**

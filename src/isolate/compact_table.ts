@@ -71,6 +71,14 @@ export class CompactTable {
     return slot;
   }
 
+  /**
+   * The fields of every slot, `fields` per slot (slot s from `s × fields`): for a kernel that decides on a row in
+   * place. Valid until the next `insert` (which may grow the table).
+   */
+  get rows(): Float64Array {
+    return this.values;
+  }
+
   /** Read field `f` of `slot`. */
   get(slot: number, f: number): number {
     return this.values[slot * this.fields + f]!;
@@ -128,7 +136,8 @@ export class CompactTable {
     }
   }
 
-  private deleteSlot(slot: number): void {
+  /** Free `slot` (a slot in use): its key is gone. */
+  deleteSlot(slot: number): void {
     const size = this.index.length;
     let i = startOf(this.hashHi[slot]!, this.hashLo[slot]!, size);
     while (this.index[i] !== slot) i = i + 1 === size ? 0 : i + 1;

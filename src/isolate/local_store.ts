@@ -6,6 +6,7 @@
  *
  * - a state of one number (the algorithm's `packed` path): the TAT, in units of 1/rate.tokens ms relative to the
  *   table's base time;
+ * - a state decided in place on a row (the algorithm's `rows` kernel), no state object per decision;
  * - a state of a fixed number of integer fields (the algorithm's `fields` layout): one row of that many fields;
  * - any other state (one that grows with the limit): a bounded Map (same LRU rule).
  *
@@ -23,8 +24,9 @@ import {
   fieldLayout,
   packedPath,
   refund,
+  rowPath,
 } from "../algorithms/index.ts";
-import type { FieldLayout, PackedPath } from "../algorithms/types.ts";
+import type { FieldLayout, PackedPath, RowChange, RowKernel } from "../algorithms/types.ts";
 import { CompactTable } from "./compact_table.ts";
 import { hash64Into } from "./hash64.ts";
 
@@ -166,6 +168,49 @@ class TatStore extends TableStore implements Store {
   }
 }
 
+/**
+ * States decided in place on a row of the table: the algorithm's row kernel (`rows`), compiled once for the rule,
+ * reads and writes the row's fields directly, so a request allocates nothing but its decision. The unit tests hold it
+ * to the pure core decision for decision (local_store.rows.test.ts).
+ */
+class RowStore extends TableStore implements Store {
+  private readonly capacity: number;
+  private readonly width: number;
+  private readonly change: RowChange = { changed: false };
+
+  constructor(
+    params: AlgorithmParams,
+    private readonly kernel: RowKernel<AlgorithmState>,
+    maxKeys: number,
+  ) {
+    super(kernel.width, maxKeys);
+    this.capacity = capacityOf(params);
+    this.width = kernel.width;
+  }
+
+  check(key: string, cost: number, nowMs: number): LocalCheckResult {
+    if (!Number.isSafeInteger(cost) || cost < 1) return INVALID_COST;
+    if (cost > this.capacity) return COST_EXCEEDS_CAPACITY;
+    let slot = this.findSlot(key);
+    const fresh = slot < 0;
+    // A fresh key's row is taken at once (its fields zero) and given back if the request changed nothing.
+    if (fresh) slot = this.insertSlot();
+    const decision = this.kernel.check(this.table.rows, slot * this.width, fresh, cost, nowMs, this.change);
+    if (fresh && !this.change.changed) this.table.deleteSlot(slot);
+    return { ok: true, decision };
+  }
+
+  refund(key: string, cost: number, admittedAtMs: number): void {
+    const slot = this.findSlot(key);
+    if (slot >= 0) this.kernel.refund(this.table.rows, slot * this.width, cost, admittedAtMs);
+  }
+
+  peek(key: string): AlgorithmState | null {
+    const slot = this.findSlot(key);
+    return slot >= 0 ? this.kernel.read(this.table.rows, slot * this.width) : null;
+  }
+}
+
 /** States of a fixed number of integer fields, laid out as the algorithm says (its `fields`). */
 class FieldsStore extends TableStore implements Store {
   constructor(
@@ -261,10 +306,12 @@ class MapStore implements Store {
   }
 }
 
-/** A bounded local store for one rule's parameters: packed where the algorithm's state is one number or fields. */
+/** A bounded local store for one rule's parameters: packed where the algorithm's state is one number, a row or fields. */
 export function createLocalStore(params: AlgorithmParams, maxKeys: number): Store {
   const packed = packedPath(params);
   if (packed !== undefined) return new TatStore(params, packed, maxKeys);
+  const kernel = rowPath(params)?.compile(params) ?? null;
+  if (kernel !== null) return new RowStore(params, kernel, maxKeys);
   const layout = fieldLayout(params);
   return layout !== undefined ? new FieldsStore(params, layout, maxKeys) : new MapStore(params, maxKeys);
 }

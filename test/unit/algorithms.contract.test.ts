@@ -3,7 +3,8 @@
  * parameters and traces. A new algorithm is one file plus one table entry; test/support/contract.ts then asks for its
  * random parameters and its YAML, and this suite holds it to what every shell relies on: well-formed decisions, the
  * capacity, denials that change nothing, an honest retry_after_ms, exact refunds, freshAtMs, carry-over, the
- * blocked-cache bound, the chart level and, where there is one, the packed fast path and the field layout.
+ * blocked-cache bound, the chart level and, where there is one, the packed fast path, the row kernel and the field
+ * layout.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -26,6 +27,7 @@ import {
   packedPath,
   projectParams,
   refund,
+  rowPath,
 } from "../../src/algorithms/index.ts";
 import { PARAMS, stepsArb } from "../support/contract.ts";
 import { runs } from "../support/runs.ts";
@@ -174,6 +176,41 @@ describe.each(ALGORITHMS.map((name) => [name] as const))("%s meets the algorithm
           expect(kept.decision).toEqual(expected.decision);
           states.set(step.key, expected.state);
           if (got.stored !== null) packedStates.set(step.key, got.stored);
+        }
+      }),
+      { numRuns: runs(150) },
+    );
+  });
+
+  const rows = rowPath({ algorithm: name } as AlgorithmParams);
+  it.runIf(rows !== undefined)("its row kernel decides as its check does, in place on a row, refunds too", () => {
+    fc.assert(
+      fc.property(withSteps, ([params, steps]) => {
+        const kernel = rowPath(params)?.compile(params) ?? null;
+        if (kernel === null) return; // too wide a row for these parameters: the shells keep objects
+        const states = new Map<number, AlgorithmState>();
+        // Rows of four keys side by side (offsets not 0), plus a guard field each side that must stay untouched.
+        const table = new Float64Array(2 + 4 * kernel.width).fill(0);
+        table[0] = -7;
+        table[table.length - 1] = -7;
+        const change = { changed: false };
+        let t = T0;
+        for (const step of steps) {
+          t += step.gapMs;
+          const cost = Math.min(step.cost, capacityOf(params));
+          const before = states.get(step.key) ?? null;
+          const expected = check(params, before, cost, t);
+          const at = 1 + step.key * kernel.width;
+          expect(kernel.check(table, at, before === null, cost, t, change)).toEqual(expected.decision);
+          expect(change.changed).toBe(expected.state !== before);
+          if (!change.changed && before === null) table.fill(0, at, at + kernel.width);
+          else states.set(step.key, expected.state);
+          if (expected.decision.allowed && step.refund) {
+            states.set(step.key, refund(params, expected.state, cost, t));
+            kernel.refund(table, at, cost, t);
+          }
+          if (states.has(step.key)) expect(kernel.read(table, at)).toEqual(states.get(step.key));
+          expect([table[0], table[table.length - 1]]).toEqual([-7, -7]);
         }
       }),
       { numRuns: runs(150) },
