@@ -7,10 +7,12 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve, sep } from "node:path";
+import { readNginxConfig } from "../migrate/nginx_conf.ts";
+import { nginxLimitStatuses } from "../migrate/nginx_import.ts";
 import { formatReport, rulesYaml } from "../migrate/report.ts";
 import { pairRules, type RulePair } from "../replay/deploy_plan.ts";
 import type { ReplayOptions } from "../replay/engine.ts";
-import { type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
+import { type ObservedDenial, type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
 import { formatPlan } from "../replay/plan_report.ts";
 import type { RequestLine } from "../replay/request_trace.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
@@ -92,7 +94,7 @@ export async function runPlan(args: string[], io: Io): Promise<number> {
   const setup = replayOptions(after.rules, parsed.values.get("accounts")?.[0]);
   if ("errors" in setup) return inputError(io, setup.errors);
 
-  const replay = await replayTrace(pairs, request, setup.options, before.nginxFormat, io);
+  const replay = await replayTrace(pairs, request, setup.options, before.nginxFormat, before.observed, io);
   if (typeof replay === "number") return replay;
   const { tracePath } = request;
   const traceName = tracePath === undefined || tracePath === "-" ? "<stdin>" : basename(tracePath);
@@ -143,10 +145,11 @@ async function replayTrace(
   request: PlanRequest,
   options: ReplayOptions,
   nginxFormat: string | undefined,
+  observed: ObservedDenial | undefined,
   io: Io,
 ): Promise<Replay | null | number> {
   if (request.tracePath === undefined) return null;
-  const builder = new ReplayBuilder(pairs, options);
+  const builder = new ReplayBuilder(pairs, options, observed ?? null);
   const path = request.tracePath === "-" ? undefined : request.tracePath;
   const sink = {
     keyed: (t: number, k: string, c: number) => builder.add(t, k, c),
@@ -170,7 +173,16 @@ function flipGate(replay: Replay, maxFlips: number | undefined, io: Io): number 
   return 0;
 }
 
-type Loaded = { rules: ResolvedRule[]; errors: string[]; name: string; nginxFormat?: string } | { usage: string };
+type Loaded =
+  | {
+      rules: ResolvedRule[];
+      errors: string[];
+      name: string;
+      nginxFormat?: string;
+      /** For `--from nginx:` and `envoy:`: whether the proxy refused a logged request, from the line's answer. */
+      observed?: ObservedDenial;
+    }
+  | { usage: string };
 
 /**
  * The rules before: from disk when `from` is a path; else, at git ref `from`, the `toPaths` (or at `REF:PATH`,
@@ -236,5 +248,14 @@ function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly stri
     ...parsed,
     name,
     ...(format !== null && "format" in format ? { nginxFormat: format.format } : {}),
+    observed: observedDenial(kind === "nginx" ? nginxLimitStatuses(readNginxConfig(file)) : new Set([429])),
   };
+}
+
+/**
+ * A logged request was refused by the proxy's limiter when the log says so (NGINX's `$limit_req_status`, Envoy's
+ * `RL` flag), else when its status is one the limiter answers with (NGINX: 503 or a `limit_req_status`; Envoy: 429).
+ */
+function observedDenial(statuses: ReadonlySet<number>): ObservedDenial {
+  return (line) => (line.answered === null ? null : (line.answered.limited ?? statuses.has(line.answered.status)));
 }

@@ -83,7 +83,15 @@ export interface Replay {
   readonly topKeys: readonly KeyFlips[];
   /** Requests whose answer flips (requests mode; a request denied by two rules counts once here, in both rows). */
   readonly requestFlips: Flips;
+  /**
+   * Requests whose answer before is what the log says the proxy answered (`sluice plan --from nginx:` over its access
+   * log), not a replay of the rules before; their flips are blamed on the rules after only.
+   */
+  readonly observed: number;
 }
+
+/** Whether the proxy refused a request, as its log says; `null` when the line does not say (then the rules replay). */
+export type ObservedDenial = (line: RequestLine) => boolean | null;
 
 /** Whether an answer lets the request through: admitted, or from a shadow rule; no rule lets everything through. */
 function letsThrough(rule: ResolvedRule | undefined, allowed: boolean | null): boolean {
@@ -101,10 +109,15 @@ export class ReplayBuilder {
   private readonly requestFlips: Flips = { allowedToDenied: 0, deniedToAllowed: 0 };
   private readonly callers = new Set<string>();
   private requests = 0;
+  private observed = 0;
   private firstMs: number | null = null;
   private lastMs: number | null = null;
 
-  constructor(pairs: readonly RulePair[], options?: ReplayOptions) {
+  constructor(
+    pairs: readonly RulePair[],
+    options?: ReplayOptions,
+    private readonly observedDenial: ObservedDenial | null = null,
+  ) {
     this.lanes = pairs.map((pair) => ({
       pair,
       flips: { allowedToDenied: 0, deniedToAllowed: 0 },
@@ -150,15 +163,17 @@ export class ReplayBuilder {
   request(line: RequestLine): void {
     this.mode = "requests";
     this.seen(line.tMs);
-    const before = this.full.before.request(line).verdict;
+    const denied = this.observedDenial?.(line) ?? null;
+    if (denied !== null) this.observed++;
+    const before = denied === null ? this.full.before.request(line).verdict : null;
     const after = this.full.after.request(line).verdict;
     const caller = line.key ?? line.user ?? line.address ?? "(no caller)";
     if (this.callers.size < 10_000_000) this.callers.add(caller);
-    const was = before.kind === "admit";
+    const was = before === null ? !denied : before.kind === "admit";
     if (was === (after.kind === "admit")) return;
     const field = was ? "allowedToDenied" : "deniedToAllowed";
     this.requestFlips[field]++;
-    const blamed = was ? rulesOf(after, this.full.after) : rulesOf(before, this.full.before);
+    const blamed = was ? rulesOf(after, this.full.after) : before === null ? [] : rulesOf(before, this.full.before);
     for (const id of blamed) this.flip(this.laneOf.get(id)!, null, line.tMs, was);
     this.keyFlip(caller, field);
   }
@@ -196,6 +211,7 @@ export class ReplayBuilder {
       lastMs: this.lastMs,
       topKeys: topKeys(this.flipped, top),
       requestFlips: this.requestFlips,
+      observed: this.observed,
     };
   }
 }

@@ -11,7 +11,7 @@
  * - Cloudflare Logpush `http_requests` NDJSON: `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
  *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`.
  */
-import type { RequestLine } from "./request_trace.ts";
+import type { Answered, RequestLine } from "./request_trace.ts";
 
 /** Which request headers carry the caller's API key and user id (lower-case names). */
 export interface FieldOptions {
@@ -159,7 +159,13 @@ function fill(
   slot.key = key;
   slot.user = user;
   slot.cost = null;
+  slot.answered = null;
   return true;
+}
+
+/** The answer a log line records: its status (a 3-digit code) and whether the limiter refused it, if said. */
+function answeredOf(status: string | null, limited: boolean | null): Answered | null {
+  return status !== null && /^[1-5]\d\d$/.test(status) ? { status: Number(status), limited } : null;
 }
 
 const headerVar = (header: string) => `http_${header.toLowerCase().replaceAll("-", "_")}`;
@@ -202,7 +208,19 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
       const req = has("request")
         ? requestLine(at(m, "request"))
         : { method: at(m, "request_method") ?? "", path: pathOf(at(m, "request_uri") ?? at(m, "uri") ?? "") };
-      return fill(slot, tMs, req, at(m, "remote_addr"), keyOf(at(m, keyVar)), at(m, headerVar(fields.userHeader)));
+      const filled = fill(
+        slot,
+        tMs,
+        req,
+        at(m, "remote_addr"),
+        keyOf(at(m, keyVar)),
+        at(m, headerVar(fields.userHeader)),
+      );
+      // $limit_req_status: PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN or REJECTED_DRY_RUN (a dry run lets through).
+      const limitReq = at(m, "limit_req_status");
+      if (filled === true)
+        slot.answered = answeredOf(at(m, "status"), limitReq === null ? null : limitReq === "REJECTED");
+      return filled;
     },
   };
 }
@@ -241,7 +259,8 @@ export function envoyParser(
       const tMs = parseIsoMs(get(time) ?? "");
       if (Number.isNaN(tMs)) return `unreadable %START_TIME% ${JSON.stringify(get(time))}`;
       const address = direct >= 0 ? withoutPort(get(direct)) : (get(xff)?.split(",")[0]?.trim() ?? null);
-      return fill(
+      const flagsAt = find("RESPONSE_FLAGS");
+      const filled = fill(
         slot,
         tMs,
         { method: get(method) ?? "", path: pathOf(get(path) ?? "") },
@@ -249,6 +268,13 @@ export function envoyParser(
         keyOf(get(key)),
         get(user),
       );
+      // Envoy's response flag RL: rate limited (the rate limit service or the local filter).
+      if (filled === true)
+        slot.answered = answeredOf(
+          get(find("RESPONSE_CODE")),
+          flagsAt < 0 ? null : (get(flagsAt) ?? "").split(",").includes("RL"),
+        );
+      return filled;
     },
   };
 }

@@ -58,13 +58,16 @@ function keyedReplay(replay: Replay, traceName: string): string[] {
 }
 
 function requestReplay(replay: Replay, traceName: string): string[] {
-  const out = [
-    `replay of ${traceName}: ${plural(replay.requests, "request")}, ${plural(replay.keys, "caller")}. Every request through each whole`,
-    "rule set as the gateway runs it (routes, callers, plans, costs, composition and refunds, shadow rules). A flip is",
-    "a request the gateway answers differently; each row counts the flips its rule caused (allowed->denied: it denies",
-    "after; denied->allowed: it denied before), so a request two rules deny counts in both rows and once in the last.",
-    "",
-  ];
+  const out =
+    replay.observed > 0
+      ? observedHeader(replay, traceName)
+      : [
+          `replay of ${traceName}: ${plural(replay.requests, "request")}, ${plural(replay.keys, "caller")}. Every request through each whole`,
+          "rule set as the gateway runs it (routes, callers, plans, costs, composition and refunds, shadow rules). A flip is",
+          "a request the gateway answers differently; each row counts the flips its rule caused (allowed->denied: it denies",
+          "after; denied->allowed: it denied before), so a request two rules deny counts in both rows and once in the last.",
+          "",
+        ];
   if (totalFlips(replay) === 0) return [...out, "no request is answered differently: 0 flips", ""];
   const { requestFlips } = replay;
   const rows = replay.lanes.map((l) => [
@@ -83,6 +86,18 @@ function requestReplay(replay: Replay, traceName: string): string[] {
   );
   out.push(...topKeys(replay, "caller"));
   return out;
+}
+
+/** The header of a replay whose answers before are the proxy's own, from its log. */
+function observedHeader(replay: Replay, traceName: string): string[] {
+  const replayed = replay.requests - replay.observed;
+  return [
+    `replay of ${traceName}: ${plural(replay.requests, "request")}, ${plural(replay.keys, "caller")}. Before: what the proxy answered, as`,
+    `its log says (${plural(replay.observed, "request")}; a refusal by its limiter, or its limit status)${replayed > 0 ? `, and the imported rules replayed for the ${plural(replayed, "line")} without an answer` : ""}.`,
+    "After: every request through the rules as the gateway runs them. A flip is a request Sluice answers otherwise",
+    "than the proxy did; allowed->denied rows name the rule that denies after, denied->allowed count in the last row.",
+    "",
+  ];
 }
 
 function topKeys(replay: Replay, word = "key"): string[] {

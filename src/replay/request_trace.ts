@@ -29,10 +29,22 @@ export interface RequestLine {
   user: string | null;
   /** `null`: priced by the rules. */
   cost: number | null;
+  /** What the proxy answered, when the line comes from its access log; `null` for a request trace. */
+  answered: Answered | null;
+}
+
+/** What an access log says the proxy answered a request. */
+export interface Answered {
+  readonly status: number;
+  /**
+   * Whether its rate limiter refused the request, when the log says (NGINX's `$limit_req_status` is `REJECTED`,
+   * Envoy's `%RESPONSE_FLAGS%` hold `RL`); `null` when only the status tells.
+   */
+  readonly limited: boolean | null;
 }
 
 export function emptyRequestLine(): RequestLine {
-  return { tMs: 0, method: "GET", path: "/", address: null, key: null, user: null, cost: null };
+  return { tMs: 0, method: "GET", path: "/", address: null, key: null, user: null, cost: null, answered: null };
 }
 
 /** Which kind of trace a first line starts: a request trace, the wrong version of one, or the keyed CSV. */

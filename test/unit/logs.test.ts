@@ -26,12 +26,22 @@ function parser(p: LogParser | { error: string }): LogParser {
   return p;
 }
 
-/** Every line parsed: the request (without cost) or the error. */
+/** Every line parsed: the request (without cost, and without the answer: `answersOf` reads those) or the error. */
 function parseAll(p: LogParser, text: string): (RequestLine | string | null)[] {
   return text.split("\n").map((l) => {
     const slot = emptyRequestLine();
     const r = p.parse(l, slot);
-    return r === true ? { ...slot } : r;
+    return r === true ? { ...slot, answered: null } : r;
+  });
+}
+
+/** Every line's answer as the log says it: `status/limited` (limited: `y`, `n` or `?`). */
+function answersOf(p: LogParser, text: string): string[] {
+  return text.split("\n").map((l) => {
+    const slot = emptyRequestLine();
+    if (p.parse(l, slot) !== true || slot.answered === null) return "none";
+    const { status, limited } = slot.answered;
+    return `${status}/${limited === null ? "?" : limited ? "y" : "n"}`;
   });
 }
 
@@ -50,6 +60,7 @@ const req = (
   key,
   user,
   cost: null,
+  answered: null,
 });
 
 function tmp(name: string, text: string): string {
@@ -136,6 +147,26 @@ describe("NGINX access logs", () => {
     const log = trace.map((r) => formatNginxLine(TIMED, r)).join("\n");
     const p = parser(nginxParser(TIMED));
     expect(parseAll(p, log)).toEqual(trace);
+  });
+});
+
+describe("what the log says the proxy answered", () => {
+  it("NGINX: $status, and $limit_req_status when logged (a dry run's REJECTED_DRY_RUN let the request through)", () => {
+    const plain = parser(nginxParser('$msec "$request" $status'));
+    expect(
+      answersOf(plain, '1.000 "GET / HTTP/1.1" 503\n1.001 "GET / HTTP/1.1" 200\n1.002 "GET / HTTP/1.1" -'),
+    ).toEqual(["503/?", "200/?", "none"]);
+    const withLimit = parser(nginxParser('$msec "$request" $status $limit_req_status'));
+    const lines = ["REJECTED", "PASSED", "REJECTED_DRY_RUN", "-"].map(
+      (v, i) => `1.00${i} "GET / HTTP/1.1" ${i === 0 ? 503 : 200} ${v}`,
+    );
+    expect(answersOf(withLimit, lines.join("\n"))).toEqual(["503/y", "200/n", "200/n", "200/?"]);
+  });
+
+  it("Envoy: %RESPONSE_CODE%, rate limited when %RESPONSE_FLAGS% hold RL", () => {
+    const p = parser(envoyParser('[%START_TIME%] "%REQ(:METHOD)% %REQ(:PATH)%" %RESPONSE_CODE% %RESPONSE_FLAGS%'));
+    const lines = ["429 RL", "200 -", "503 UH,RL"].map((v) => `[2026-12-04T10:00:00.000Z] "GET /" ${v}`);
+    expect(answersOf(p, lines.join("\n"))).toEqual(["429/y", "200/n", "503/y"]);
   });
 });
 

@@ -93,6 +93,7 @@ const r = (
   key,
   user: null,
   cost,
+  answered: null,
 });
 
 /** Each request's verdict (`admit`, `deny:<rules>`, ...) and the rules that applied. */

@@ -1,0 +1,75 @@
+/**
+ * `sluice plan --from nginx:CONF --trace access.log`: the answers before are what NGINX answered, as its log says
+ * (a limit status, or `$limit_req_status`), not a replay of the imported rules; flips are where Sluice differs.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { runCli } from "../support/io.ts";
+
+const CONF = `events {}
+http {
+  log_format timed '$remote_addr [$msec] "$request" $status';
+  access_log logs/access.log timed;
+  limit_req_zone $binary_remote_addr zone=ip:1m rate=1r/s;
+  limit_req_status 429;
+  server { location /api/ { limit_req zone=ip; } }
+}
+`;
+
+/** One request a second apart at most 1/s: Sluice admits 0 ms and 1,500 ms, denies 100 ms and 200 ms. */
+const line = (address: string, ms: number, path: string, status: number) =>
+  `${address} [1796119200.${String(ms).padStart(3, "0")}] "GET ${path} HTTP/1.1" ${status}`;
+
+async function plan(log: string[]): Promise<{ code: number; stdout: string }> {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-plan-nginx-"));
+  writeFileSync(join(dir, "nginx.conf"), CONF);
+  writeFileSync(join(dir, "access.log"), `${log.join("\n")}\n`);
+  const imported = await runCli(["import", "nginx", join(dir, "nginx.conf"), "--out", join(dir, "rules.yaml")]);
+  expect(imported.code).toBe(0);
+  const r = await runCli([
+    "plan",
+    "--from",
+    `nginx:${join(dir, "nginx.conf")}`,
+    "--to",
+    join(dir, "rules.yaml"),
+    "--trace",
+    join(dir, "access.log"),
+  ]);
+  return { code: r.code, stdout: r.stdout };
+}
+
+const rows = (stdout: string) =>
+  stdout
+    .split("\n")
+    .filter((l) => /^(ip-api|requests) /.test(l))
+    .map((l) => l.split(/\s{2,}/).join("|"));
+
+describe("sluice plan --from nginx: over NGINX's access log", () => {
+  it("NGINX answered as Sluice does: 0 flips (not Sluice against itself: the log's statuses are the answers)", async () => {
+    const r = await plan([
+      line("192.0.2.1", 0, "/api/x", 200),
+      line("192.0.2.1", 100, "/api/x", 429),
+      line("192.0.2.1", 200, "/api/x", 429),
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("Before: what the proxy answered");
+    expect(r.stdout).toContain("no request is answered differently: 0 flips");
+  });
+
+  it("where the log says otherwise, each flip is counted and the denying rule named", async () => {
+    const r = await plan([
+      line("192.0.2.1", 0, "/api/x", 200),
+      // NGINX let this one through (its clock, its rounding): Sluice denies it.
+      line("192.0.2.1", 100, "/api/x", 200),
+      line("192.0.2.1", 200, "/api/x", 429),
+      // A 503 is an upstream's answer here (limit_req_status is 429), so NGINX admitted it and so does Sluice.
+      line("198.51.100.7", 300, "/api/y", 503),
+      // NGINX refused it; Sluice's rule does not apply off /api/: denied -> allowed.
+      line("203.0.113.9", 400, "/other", 429),
+    ]);
+    expect(r.code).toBe(0);
+    expect(rows(r.stdout)).toEqual(["ip-api|unchanged|1|0", "requests|1|1"]);
+  });
+});
