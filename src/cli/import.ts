@@ -31,7 +31,7 @@ Envoy", describe the mapping.
   --out FILE       write the rules there instead of standard output
   --allow-partial  exit 0 even when something was left out
 
-${EXIT_CODES}Also 1 when something was left out, unless --allow-partial.
+${EXIT_CODES}Also 1, writing nothing, when something was left out (unless --allow-partial) or FILE has no rate limits.
 `;
 
 export async function runImport(args: string[], io: Io): Promise<number> {
@@ -93,10 +93,23 @@ async function writeResult(
   allowPartial: boolean,
   io: Io,
 ): Promise<number> {
+  if (result.rules.length === 0 && result.report.length === 0)
+    return inputError(io, [
+      `sluice import: ${from} has no rate limits to import (${from.startsWith("nginx") ? "no limit_req" : "no rate_limit"}); nothing written`,
+    ]);
   const yaml = rulesYaml(result, `Imported from ${from} by sluice import.`);
   const check = parseRules(yaml, out ?? "<imported rules>");
   if (check.errors.length > 0)
     return inputError(io, ["sluice import: the imported rules do not validate:", ...check.errors]);
+  io.stderr.write(formatReport(result));
+  const missing = leftOut(result);
+  // Exiting 1 writes nothing: a rule file missing limits must not land in rules/ (or a pipe) as if complete.
+  if (missing > 0 && !allowPartial) {
+    io.stderr.write(
+      `sluice import: ${missing} left out; nothing written; rerun with --allow-partial to accept the rules without them\n`,
+    );
+    return 1;
+  }
   if (out === undefined) io.stdout.write(yaml);
   else {
     try {
@@ -104,14 +117,6 @@ async function writeResult(
     } catch (err) {
       return inputError(io, [`sluice import: cannot write ${out}: ${(err as Error).message}`]);
     }
-  }
-  io.stderr.write(formatReport(result));
-  const missing = leftOut(result);
-  if (missing > 0 && !allowPartial) {
-    io.stderr.write(
-      `sluice import: ${missing} left out; rerun with --allow-partial to accept the rules without them\n`,
-    );
-    return 1;
   }
   return 0;
 }
