@@ -14,6 +14,12 @@ if (!existsSync(new URL("../src/cli/main.ts", import.meta.url))) {
 // with a live heap of about 40 MB. Growing it by at most 30% per collection keeps the peak near the live size at no
 // measurable cost in time (bench/compare.ts). Read at every collection, so it takes effect when set here.
 setFlagsFromString("--heap-growing-percent=30");
+// A reader that stops early (`sluice accounts show KEY | head -1`) closes the pipe: stop writing, quietly, as `cat`
+// does, rather than die with an EPIPE stack trace.
+process.stdout.on("error", (err) => {
+  if (err.code !== "EPIPE") throw err;
+  process.exit(process.exitCode ?? 0);
+});
 const { register } = await import("tsx/esm/api");
 register();
 const { main } = await import("../src/cli/main.ts");

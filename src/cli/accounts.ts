@@ -12,6 +12,7 @@ import { describeRule } from "../replay/run.ts";
 import { readAccount } from "../rules/account.ts";
 import { closest } from "../rules/closest.ts";
 import { loadRules } from "../rules/load.ts";
+import { notAParameterOf } from "../rules/params.ts";
 import type { AlgorithmParams, ResolvedRule } from "../rules/types.ts";
 import { parseYamlValue } from "../rules/yaml.ts";
 import { type CommandInfo, commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
@@ -72,11 +73,16 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
   if (typeof version === "string") return usageError(cmd, version);
   const record = Object.keys(limits).length === 0 ? { plan, version } : { plan, limits, version };
   const reading = readAccount(record, loaded.rules, "--limit");
+  const unknown = unknownLimitRules(limits, loaded.rules);
   const problems = [
     ...reading.recordErrors.map((m) => m.replace(/^--limit: /, "--plan: ")),
-    ...reading.limitErrors.map((m) => m.replace(/^--limit: /, "--limit ")),
+    ...reading.limitErrors.map((m) => {
+      const ruleId = /^--limit: (.*?): no such rule is deployed/.exec(m)?.[1];
+      return (ruleId === undefined ? undefined : unknown.get(ruleId)) ?? m.replace(/^--limit: /, "--limit ");
+    }),
   ];
-  if (problems.length > 0) return inputError(io, [...problems, "nothing written"]);
+  // An unknown rule id is a usage error (exit 2), as for every command; the other problems are reported with it.
+  if (problems.length > 0) return inputError(io, [...problems, "nothing written"], unknown.size > 0 ? 2 : 1);
   const unnamed = planNamedByNoRule(plan, loaded.rules);
   if (unnamed !== null) {
     if (!parsed.booleans.has("allow-unknown-plan")) {
@@ -134,6 +140,33 @@ function limitsOf(cmd: CommandInfo, flags: readonly string[]): Record<string, Re
     limits[ruleId][field] = value.value;
   }
   return limits;
+}
+
+/**
+ * The `--limit` rule ids that name no rule, each with what to say when it is not a plain typo: `growth-global.lease.
+ * units=5` reads as rule "growth-global.lease" (ids may hold dots), field "units", but means a nested field of
+ * growth-global, which a per-account override cannot set. (`null`: readAccount's "no such rule" message says it.)
+ */
+function unknownLimitRules(
+  limits: Record<string, Record<string, unknown>>,
+  rules: readonly ResolvedRule[],
+): Map<string, string | null> {
+  const unknown = new Map<string, string | null>();
+  for (const [ruleId, fields] of Object.entries(limits)) {
+    if (rules.some((r) => r.id === ruleId)) continue;
+    const owner = rules.find((r) => ruleId.startsWith(`${r.id}.`));
+    if (owner === undefined) {
+      unknown.set(ruleId, null);
+      continue;
+    }
+    const field = `${ruleId.slice(owner.id.length + 1)}.${Object.keys(fields)[0]}`;
+    unknown.set(
+      ruleId,
+      `--limit ${owner.id}.${field}: "${field}" is ${notAParameterOf(owner.algorithm)}; --limit RULE.FIELD sets ` +
+        "one of the rule's algorithm parameters for this account",
+    );
+  }
+  return unknown;
 }
 
 /** What is wrong when no rule names `plan` (a typo gives the account only the rules that match any plan). */

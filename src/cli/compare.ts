@@ -25,7 +25,7 @@ import {
   unknownRuleId,
   usageError,
 } from "./args.ts";
-import { type Io, makeParentFolder } from "./io.ts";
+import { type Io, makeParentFolder, sayReadingStdin } from "./io.ts";
 import { feedAnyTrace } from "./replay_input.ts";
 import { replayOptions } from "./replay_setup.ts";
 import { FileSpill } from "./spill.ts";
@@ -93,6 +93,7 @@ export async function runCompare(args: string[], io: Io): Promise<number> {
     // The busiest key is charted unless --key names one: it takes a first pass, so standard input is spooled to a
     // temporary file for it (memory stays bounded either way).
     if (request.svgPath !== undefined && request.key === undefined && request.tracePath === undefined) {
+      sayReadingStdin(io, "sluice compare");
       spooled = await spool(io.stdin);
     }
     return await compareTrace(cmd, request, spooled, io);

@@ -22,3 +22,12 @@ export interface Command {
 export function makeParentFolder(path: string): void {
   mkdirSync(dirname(path), { recursive: true });
 }
+
+/**
+ * On a terminal, say that a command is waiting for a trace on standard input (else it would wait in silence for a
+ * user who forgot `--trace`). Nothing is said when standard input is a pipe or a file.
+ */
+export function sayReadingStdin(io: { stdin: NodeJS.ReadableStream; stderr: NodeJS.WritableStream }, label: string) {
+  if ((io.stdin as { isTTY?: boolean }).isTTY === true)
+    io.stderr.write(`${label}: reading a trace from standard input, Ctrl-D to end (or give --trace FILE)\n`);
+}

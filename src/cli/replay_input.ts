@@ -18,6 +18,7 @@ import {
   nginxParser,
 } from "../replay/logs.ts";
 import { emptyRequestLine, parseRequestLineInto, type RequestLine, traceKindOf } from "../replay/request_trace.ts";
+import { sayReadingStdin } from "./io.ts";
 import { Progress } from "./progress.ts";
 import { parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
 import { BadLines } from "./trace_from.ts";
@@ -55,6 +56,7 @@ export async function feedAnyTrace(
   io: { stdin: NodeJS.ReadableStream; stderr: NodeJS.WritableStream },
   options: FeedOptions,
 ): Promise<FeedResult> {
+  if (path === undefined) sayReadingStdin(io, options.label);
   const reader = new LineReader(sink, name, io.stderr, options);
   const progress = new Progress(io.stderr, options.label, path === undefined ? null : sizeOf(path));
   let bytes = 0;

@@ -109,7 +109,7 @@ describe("sluice accounts", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("checks every override with the rule-file messages, writes nothing, exits 1", async () => {
+  it("checks every override with the rule-file messages, writes nothing, exits 2 (an unknown rule id)", async () => {
     const r = await run(
       "--key",
       "k",
@@ -126,7 +126,7 @@ describe("sluice accounts", () => {
       "--limit",
       "login-per-ip.limit=50",
     );
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
     expect(r.stderr).toBe(
       [
