@@ -33,7 +33,9 @@ describe("sluice import exiting 1", () => {
     const out = join(dir, "plain.yaml");
     const r = await runCli(["import", "nginx", conf, "--out", out]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe("sluice import: nginx plain.conf has no rate limits to import (no limit_req); nothing written\n");
+    expect(r.stderr).toBe(
+      "sluice import: nginx plain.conf has no rate limits to import (no limit_req); nothing written\n",
+    );
     expect(existsSync(out)).toBe(false);
   });
 });
