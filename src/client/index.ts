@@ -7,6 +7,7 @@ export { DEFAULT_BINDING, refusalResponse, withHeaders } from "./respond.ts";
 export type {
   CheckResult,
   LimitOptions,
+  LimitOutcome,
   LimitResult,
   Problem,
   Refusal,

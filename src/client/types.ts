@@ -24,6 +24,21 @@ export interface LimitOptions {
   readonly rule?: string;
   /** A positive whole number of units. Default: the rule's `cost` (1 unless the rule says otherwise). */
   readonly cost?: number;
+  /**
+   * For a rule that counts by the response (`count_when`, `cost_header`): what the request admitted by an earlier
+   * `limit({ key, rule })` came to. It is charged as the rule says (only a matching status; the cost from the named
+   * header), and the answer's `success` is `false` when this charge crossed the limit. Without it, such a rule checks
+   * without charging.
+   */
+  readonly outcome?: LimitOutcome;
+}
+
+/** What the handler answered, for `limit({ key, rule, outcome })`. */
+export interface LimitOutcome {
+  /** The response's status, 100 to 599. */
+  readonly status: number;
+  /** Its header fields, by name (any case); only those the rule reads matter. */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** Why a request (or a `limit` call) was not admitted; `null` when it was. */
@@ -98,6 +113,8 @@ export interface LimitResult extends CheckResult {
   readonly remaining: number | null;
   /** Until that rule is back to full, ms; `null` if it did not decide. */
   readonly resetAfterMs: number | null;
+  /** With `outcome`: the units charged (0 when the outcome did not count, or the charge could not be made). */
+  readonly charged?: number;
 }
 
 /**

@@ -5,9 +5,16 @@
  * whose message says what to fix, never a silent default; the limiter's own failures follow each rule's `on_error`.
  * entrypoint.ts is the thin `WorkerEntrypoint` around these functions.
  */
-import { type CheckResult, type LimitResult, MAX_LIMIT_KEY_CHARS, type Problem } from "../client/types.ts";
+import {
+  type CheckResult,
+  type LimitOutcome,
+  type LimitResult,
+  MAX_LIMIT_KEY_CHARS,
+  type Problem,
+} from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { CompiledRule } from "../request/match.ts";
+import { chargeOutcome, readOutcome } from "./binding_outcome.ts";
 import { keyHashOf } from "./hash.ts";
 import { judgeApplicable, judgeRequest } from "./judge.ts";
 import type { Judgement, RequestContext } from "./judgement.ts";
@@ -24,6 +31,8 @@ export interface LimitCall {
   readonly compiled: CompiledRule;
   readonly key: string;
   readonly cost: number;
+  /** What an admitted request came to, to charge (a rule that counts by the response); `null`: a check. */
+  readonly outcome: LimitOutcome | null;
 }
 
 const where = "Sluice limit()";
@@ -31,22 +40,25 @@ const where = "Sluice limit()";
 /** Read a `limit` call strictly; throws a `TypeError` or `RangeError` that says what to fix. */
 export function readLimitCall(input: unknown, props: unknown, rules: readonly CompiledRule[]): LimitCall {
   if (typeof input !== "object" || input === null)
-    throw new TypeError(`${where}: expects { key, rule?, cost? }, got ${describe(input)}`);
-  const { key, rule, cost } = input as Record<string, unknown>;
+    throw new TypeError(`${where}: expects { key, rule?, cost?, outcome? }, got ${describe(input)}`);
+  const { key, rule, cost, outcome } = input as Record<string, unknown>;
   for (const name of Object.keys(input)) {
-    if (name !== "key" && name !== "rule" && name !== "cost")
-      throw new TypeError(`${where}: unknown option ${JSON.stringify(name)}; the options are key, rule and cost`);
+    if (name !== "key" && name !== "rule" && name !== "cost" && name !== "outcome")
+      throw new TypeError(
+        `${where}: unknown option ${JSON.stringify(name)}; the options are key, rule, cost and outcome`,
+      );
   }
   if (typeof key !== "string") throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
   if (key.length === 0) throw new RangeError(`${where}: key must not be empty`);
   if (key.length > MAX_LIMIT_KEY_CHARS)
     throw new RangeError(`${where}: key must be at most ${MAX_LIMIT_KEY_CHARS} characters, got ${key.length}`);
   const compiled = ruleOf(rule, props, rules);
-  if (cost === undefined) return { compiled, key, cost: compiled.rule.cost };
+  const read = outcome === undefined ? null : readOutcome(outcome, compiled);
+  if (cost === undefined) return { compiled, key, cost: compiled.rule.cost, outcome: read };
   if (typeof cost !== "number") throw new TypeError(`${where}: cost must be a number, got ${describe(cost)}`);
   if (!Number.isSafeInteger(cost) || cost < 1)
     throw new RangeError(`${where}: cost must be a positive whole number, got ${cost}`);
-  return { compiled, key, cost };
+  return { compiled, key, cost, outcome: read };
 }
 
 function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): CompiledRule {
@@ -132,12 +144,13 @@ export async function checkRequest(input: unknown, bx: BindingContext): Promise<
 
 /** `limit`: one rule, one key, one cost, on the same steps as the gateway after matching. */
 export async function limitKey(input: unknown, props: unknown, bx: BindingContext): Promise<LimitResult> {
-  const { compiled, key, cost } = readLimitCall(input, props, bx.rules);
+  const { compiled, key, cost, outcome } = readLimitCall(input, props, bx.rules);
   const { env, ctx, isolate } = bx;
   const settings = settingsOf(env);
-  isolate.stats.requests++;
   const keyHash = await keyHashOf(settings.keyHashSecret, key);
   const cx: RequestContext = { env, settings, isolate, ctx, method: "RPC", plan: "none" };
+  if (outcome !== null) return chargeOutcome(cx, compiled, keyHash, cost, outcome);
+  isolate.stats.requests++;
   const result = resultOf(await judgeApplicable(cx, [{ compiled, keyHash, cost }]));
   const own = result.rules[0];
   return {

@@ -300,7 +300,8 @@ export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowM
   return {
     remaining: 0,
     resetAfterMs: Math.max(peek.resetAfterMs, waitMs),
-    retryAfterMs: waitMs,
+    // At the ban's end the algorithm decides again: a retry succeeds only once it admits too.
+    retryAfterMs: Math.max(waitMs, peek.retryAfterMs ?? 0),
     atMs: nowMs,
     banUntilMs: ban.untilMs,
   };

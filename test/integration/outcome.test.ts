@@ -6,6 +6,7 @@
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { limitKey } from "../../src/edge/binding.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
@@ -154,5 +155,58 @@ describe("the origin's cost from a response header", () => {
     expect((await record("query-cost", ip))?.state).toMatchObject({ count: 10 });
     expect((await send(rules, iso, ip, "200;cost=1")).status).toBe(429);
     expect(seen).toHaveLength(4);
+  });
+});
+
+describe("the service binding reports outcomes: limit({ key, rule, outcome })", () => {
+  const rules = rulesFrom(`
+- id: failed-logins
+  match: { identity: user }
+  algorithm: fixed_window
+  limit: 2
+  window: h
+  count_when: { status: 401 }
+  block_for: 10min
+- id: plain
+  match: { identity: user }
+  algorithm: fixed_window
+  limit: 2
+  window: h
+`);
+  const bx = () => ({ env, ctx: createExecutionContext(), rules, isolate: createIsolate() });
+
+  it("checks without charging, charges the matching outcomes, and refuses with the ban once the limit is crossed", async () => {
+    setNow(T0);
+    const key = `user-${crypto.randomUUID()}`;
+    const rule = "failed-logins";
+    const check = () => limitKey({ key, rule }, undefined, bx());
+    expect((await check()).success).toBe(true);
+    expect((await check()).success).toBe(true);
+    expect(await limitKey({ key, rule, outcome: { status: 200 } }, undefined, bx())).toMatchObject({
+      success: true,
+      charged: 0,
+    });
+    expect(await limitKey({ key, rule, outcome: { status: 401 } }, undefined, bx())).toMatchObject({
+      success: true,
+      charged: 1,
+      remaining: 1,
+    });
+    expect((await limitKey({ key, rule, outcome: { status: 401 } }, undefined, bx())).remaining).toBe(0);
+    // A third failure that was in flight: it does not fit, and starts the ban.
+    const third = await limitKey({ key, rule, outcome: { status: 401, headers: {} } }, undefined, bx());
+    // The ban ends in 10 minutes, but the hour's window (noon to 13:00) is full until its end: the retry is then.
+    expect(third).toMatchObject({ success: false, charged: 0, retryAfterMs: 3_600_000 });
+    const refused = await check();
+    expect(refused).toMatchObject({ success: false, retryAfterMs: 3_600_000 });
+  });
+
+  it("an outcome for a rule that does not count by the response, or a malformed one, is an error that says so", async () => {
+    const key = "user-x";
+    await expect(limitKey({ key, rule: "plain", outcome: { status: 401 } }, undefined, bx())).rejects.toThrow(
+      'rule "plain" has no count_when or cost_header',
+    );
+    await expect(limitKey({ key, rule: "failed-logins", outcome: { status: 42 } }, undefined, bx())).rejects.toThrow(
+      "outcome.status must be an HTTP status from 100 to 599, got 42",
+    );
   });
 });
