@@ -41,7 +41,8 @@ export interface ClusterRow {
   readonly overloadedAfterFirstSecond: number;
   /** Requests a failing call left to `on_error` (admitted uncounted: `open`, the default), by failure. */
   readonly failedOpen: Record<string, number>;
-  readonly failedOpenBusy: number;
+  /** All of them, whatever the failure's label: every request admitted uncounted is a failure to open. */
+  readonly failedOpenAll: number;
   readonly lastKnown: number;
   readonly admitted: number;
   readonly exactAdmitted: number;
@@ -174,7 +175,7 @@ export function rowOf(
     overloaded,
     overloadedAfterFirstSecond: overloaded - out.overloadedFirstSecond,
     failedOpen: out.failedOpen,
-    failedOpenBusy: out.failedOpen.overloaded ?? 0,
+    failedOpenAll: Object.values(out.failedOpen).reduce((a, b) => a + b, 0),
     lastKnown: out.lastKnown,
     admitted: times.length,
     exactAdmitted: exact.length,
@@ -241,10 +242,10 @@ export function clusterGoals(rows: readonly ClusterRow[]): Record<string, Cluste
       (r) => r.overloadedAfterFirstSecond === 0,
       (r) => r.overloadedAfterFirstSecond,
     ),
-    failOpenBusy: goal(
+    failOpen: goal(
       rows,
-      (r) => r.failedOpenBusy === 0,
-      (r) => r.failedOpenBusy,
+      (r) => r.failedOpenAll === 0,
+      (r) => r.failedOpenAll,
     ),
     window: goal(
       rows.filter((r) => r.overWindow !== null),

@@ -55,6 +55,28 @@ export interface DelegatePorts {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
+/**
+ * How long a delegate waits for the key's object (a batch passed through, a share ask), ms. A call or answer lost on
+ * the way would otherwise hold the one renewal every batch waits for, for ever. Past it the call fails as
+ * `overloaded` (the object is taken for busy): the renewal backs off, and a batch's isolates decide from what they
+ * know (coalescer `lastKnown`), never admitting uncounted. About three round trips to the farthest region.
+ */
+export const DELEGATE_KEY_TIMEOUT_MS = 500;
+
+/** `work`, or an `overloaded` failure when it has not settled within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
+async function withinTimeout<T>(work: Promise<T>, sleep: ((ms: number) => Promise<void>) | undefined): Promise<T> {
+  if (sleep === undefined) return work;
+  const raced = await Promise.race([
+    work.then((value) => ({ value })),
+    sleep(DELEGATE_KEY_TIMEOUT_MS).then(() => null),
+  ]);
+  if (raced === null) {
+    const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
+    throw Object.assign(new Error(message), { overloaded: true });
+  }
+  return raced.value;
+}
+
 export class DelegateRun {
   private renewing: Promise<void> | null = null;
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
@@ -109,7 +131,10 @@ export class DelegateRun {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
       if (backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
       // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
-      const result = await this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call);
+      const result = await withinTimeout(
+        this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call),
+        this.ports.sleep,
+      );
       return { ...result, hot: result.hot === true };
     }
     const out = delegateCall(record, call, clock());
@@ -136,7 +161,7 @@ export class DelegateRun {
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {
-      const grant = await this.ports.share(who.object, asked.ask);
+      const grant = await withinTimeout(this.ports.share(who.object, asked.ask), this.ports.sleep);
       const record = adoptGrant(load(), asked.ask, grant, sentAtMs, clock());
       save(record);
       await this.ports.adopted?.(record, who);

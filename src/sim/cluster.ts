@@ -4,8 +4,9 @@
  * coalescer (src/isolate/coalesce.ts: leases, batches, refunds, last-known answers, the switch to a delegate), the
  * key's object's record operations (share.ts `keyCall`, share_grant.ts `shareRecord`, store.ts `refundRecord`), the
  * delegate's decisions (src/protocol/delegate.ts, driven as its Durable Object drives them: delegate.ts here) and the
- * pure core. Simulated: time, the network (a round trip by region, each one-way delay jittered ±25% per call), and
- * each object's service rate (server.ts: 1 ms per call plus a cost per KB of what the call carries and writes).
+ * pure core. Simulated: time, the network (a round trip by region; each one-way delay heavy-tailed and 0.1% of
+ * messages lost: network.ts), data centers' hot marks, clients that move between regions, and each object's service
+ * rate (server.ts: 1 ms per call plus a cost per KB of what the call carries and writes).
  */
 import type { AlgorithmState } from "../algorithms/index.ts";
 import { carryOver, decide } from "../algorithms/index.ts";
@@ -28,6 +29,7 @@ import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
 import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
 import { SimMarks } from "./hot_marks.ts";
+import { DATA_CENTERS_PER_REGION, delaysOf, lossOf, MOVED_REQUEST_RATE } from "./network.ts";
 import { SimObject } from "./object.ts";
 import { type DeniedBy, type RateLedger, RateLedgerCount } from "./rate_ledger.ts";
 import type { SimServerOptions } from "./server.ts";
@@ -137,6 +139,10 @@ interface Isolate {
   readonly written: WrittenMarks;
   readonly transport: ReturnType<SimObject["transportFrom"]>;
   readonly delegate: DelegateRoute | null;
+  /** Its route for a request whose client is in the next region (network.ts `MOVED_REQUEST_RATE`). */
+  readonly movedDelegate: DelegateRoute | null;
+  /** Its data center's hot marks. */
+  readonly marks: SimMarks;
   /** When this isolate starts asking under the lowered rule (`Infinity`: never). */
   readonly switchAtMs: number;
 }
@@ -147,7 +153,7 @@ class World {
   readonly random: () => number;
   readonly key: SimObject;
   readonly delegates: SimDelegate[];
-  /** Each region's hot marks (its data center's Cache API). */
+  /** Each data center's hot marks (its Cache API): region r's data center d is marks[r * DATA_CENTERS_PER_REGION + d]. */
   readonly marks: SimMarks[];
   readonly counted: CoalesceCounters[] = [];
   /** When each result was decided (the key's object's or a delegate's clock). */
@@ -165,7 +171,8 @@ class World {
     this.firstSecond = new FirstSecondCount(run.t0Ms + 1000);
     const rate = shareKindOf(run.rule.params) === "rate" && !run.plain;
     this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, run.t0Ms + run.durationMs, this.clock.clock) : null;
-    this.key = new SimObject(this.clock, OBJECT, (input, result) => {
+    const objects: SimServerOptions = { ...OBJECT, lose: lossOf(this.random) };
+    this.key = new SimObject(this.clock, objects, (input, result) => {
       const book = this.key.record?.shares;
       const by =
         book?.direct !== undefined && directParts(book, this.clock.nowMs()) === 0 ? "keyNoParts" : "keyNoTokens";
@@ -184,7 +191,7 @@ class World {
         (_, s) =>
           new SimDelegate(
             this.clock,
-            OBJECT,
+            objects,
             `${region}.${s}`,
             {
               calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
@@ -196,7 +203,7 @@ class World {
           ),
       ),
     );
-    this.marks = REGIONS.map(() => new SimMarks(this.clock));
+    this.marks = Array.from({ length: REGIONS.length * DATA_CENTERS_PER_REGION }, () => new SimMarks(this.clock));
     this.isolates = Array.from({ length: run.isolates }, (_, i) => this.makeIsolate(i));
   }
 
@@ -205,7 +212,7 @@ class World {
    * the answer, the isolate marks the key if it now knows it hot (or spread) and has not lately.
    */
   async ask(iso: Isolate, input: AskInput): Promise<Asked> {
-    const marks = this.run.tier && !this.run.plain && !this.run.noMarks ? this.marks[iso.region]! : null;
+    const marks = this.run.tier && !this.run.plain && !this.run.noMarks ? iso.marks : null;
     if (marks === null) return iso.coalescer.ask(input);
     const read = !iso.coalescer.tracks(input.name);
     const hotMark = read ? markFrom(await marks.read(input.name), iso.clock()) : null;
@@ -220,9 +227,9 @@ class World {
     return answer;
   }
 
-  /** One-way delays of a link with this round trip, each jittered ±25%. */
+  /** One-way delays of a link with this median round trip (heavy-tailed: network.ts). */
   jitter(rttMs: number): () => number {
-    return () => Math.max(1, Math.round((rttMs / 2) * (0.75 + 0.5 * this.random())));
+    return delaysOf(rttMs, this.random);
   }
 
   newId(): string {
@@ -252,19 +259,32 @@ class World {
         : run.scenario === "override change"
           ? midMs + Math.floor(this.random() * 1000)
           : Number.POSITIVE_INFINITY;
-    // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to spread to.
-    const counted = this.firstSecond.isolate(this.marks[region]!);
-    const route = (s: number): DelegateRoute => ({
-      transport: counted(
-        this.delegates[region * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)),
-        false,
-      ),
-      name: `delegate:${REGIONS[region]}.${s}`,
-    });
+    const marks =
+      this.marks[region * DATA_CENTERS_PER_REGION + (Math.floor(i / REGIONS.length) % DATA_CENTERS_PER_REGION)]!;
+    // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to spread to; in its
+    // region, and in the next (a moved client's requests: the Worker routes by the request's region).
+    const counted = this.firstSecond.isolate(marks);
     const shard = shardOf(`isolate-${i}-${this.ids}`, DELEGATE_SHARDS);
-    const delegate = run.tier ? (shard === 0 ? route(0) : { ...route(0), spread: route(shard) }) : null;
+    const routes = (r: number): DelegateRoute | null => {
+      if (!run.tier) return null;
+      const route = (s: number): DelegateRoute => ({
+        transport: counted(this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)), false),
+        name: `delegate:${REGIONS[r]}.${s}`,
+      });
+      return shard === 0 ? route(0) : { ...route(0), spread: route(shard) };
+    };
     const transport = counted(this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), true);
-    return { coalescer, region, clock: isoClock, written: new WrittenMarks(), transport, delegate, switchAtMs };
+    return {
+      coalescer,
+      region,
+      clock: isoClock,
+      written: new WrittenMarks(),
+      transport,
+      delegate: routes(region),
+      movedDelegate: routes((region + 1) % REGIONS.length),
+      marks,
+      switchAtMs,
+    };
   }
 
   /** Every ms of the run: the rate ledger's sample of the key's and the delegates' records. */
@@ -337,6 +357,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
   for (const a of arrivals) {
     await clock.runUntil(a.atMs);
     const iso = world.isolates[a.isolate]!;
+    const moved = world.random() < MOVED_REQUEST_RATE;
     const asked = world.ask(iso, {
       transport: iso.transport,
       name: run.plain ? `plain-${world.newId()}` : "hot",
@@ -344,7 +365,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
       cost: 1,
       timeoutMs: TIMEOUT_MS,
       lease: null,
-      delegate: run.plain ? null : iso.delegate,
+      delegate: run.plain ? null : moved ? iso.movedDelegate : iso.delegate,
     });
     pending.push(asked.then((answer) => answers.take(answer, a.atMs, clock.nowMs())));
   }

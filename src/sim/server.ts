@@ -17,6 +17,8 @@ export interface SimServerOptions {
   readonly maxBacklog: number;
   /** Time per KB of the call's input and of the record it stores, ms (default 0). */
   readonly perKbMs?: number;
+  /** Whether a message (the call, or its answer) is lost on the way (default: never). */
+  readonly lose?: () => boolean;
 }
 
 export interface SimServerCounters {
@@ -55,10 +57,16 @@ export class SimServer {
    */
   serve<T>(oneWayMs: () => number, bytesOf: () => number, work: () => T | Promise<T>): Promise<T> {
     const { clock, options } = this;
+    const lost = () => options.lose?.() === true;
     return new Promise<T>((resolve, reject) => {
+      // A lost call never reaches the object, a lost answer never reaches the caller: neither settles.
+      if (lost()) return;
+      const back = (settle: () => void) => {
+        if (!lost()) clock.after(oneWayMs(), settle);
+      };
       clock.after(oneWayMs(), () => {
         const now = clock.nowMs();
-        const fail = (error: Error) => clock.after(oneWayMs(), () => reject(error));
+        const fail = (error: Error) => back(() => reject(error));
         if (now < this.downUntilMs) {
           this.counters.resets++;
           fail(Object.assign(new Error("Durable Object reset"), { durableObjectReset: true }));
@@ -88,7 +96,7 @@ export class SimServer {
           this.counters.bytes += bytes;
           this.freeAtMs = Math.max(this.freeAtMs, at) + ((options.perKbMs ?? 0) * bytes) / 1024;
           Promise.resolve(out).then(
-            (value) => clock.after(oneWayMs(), () => resolve(value)),
+            (value) => back(() => resolve(value)),
             (error: Error) => fail(error),
           );
         });

@@ -22,6 +22,7 @@ import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { MARK_LATENCY_MS, SimMarks } from "../../src/sim/hot_marks.ts";
+import { MARK_PROPAGATION_MS } from "../../src/sim/network.ts";
 import { fixedWindow } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -182,22 +183,31 @@ describe("the Cache API's store", () => {
 });
 
 describe("the simulation's store", () => {
-  it("takes MARK_LATENCY_MS to read or write, and forgets a mark its ttl after the write", async () => {
+  it("takes MARK_LATENCY_MS to read or write, shows a mark MARK_PROPAGATION_MS after its write, forgets it its ttl after", async () => {
     const clock = new EventClock(T0);
     const marks = new SimMarks(clock);
     const seen: unknown[] = [];
     // A read that started before the write lands finds nothing.
     void marks.read("k").then((m) => seen.push(["early", m]));
     void marks.write("k", { spread: false });
-    clock.after(10, () => void marks.read("k").then((m) => seen.push(["written", m])));
+    // Written (at MARK_LATENCY_MS) but not yet propagated to the data center's other readers.
+    clock.after(
+      MARK_LATENCY_MS + MARK_PROPAGATION_MS - 2,
+      () => void marks.read("k").then((m) => seen.push(["propagating", m])),
+    );
+    clock.after(
+      MARK_LATENCY_MS + MARK_PROPAGATION_MS,
+      () => void marks.read("k").then((m) => seen.push(["written", m])),
+    );
     clock.after(MARK_LATENCY_MS + HOT_MARK_TTL_MS, () => void marks.read("k").then((m) => seen.push(["late", m])));
     await clock.runUntil(T0 + 2 * HOT_MARK_TTL_MS);
     expect(seen).toEqual([
       ["early", null],
+      ["propagating", null],
       ["written", { spread: false }],
       ["late", null],
     ]);
-    expect([marks.reads, marks.writes]).toEqual([3, 1]);
+    expect([marks.reads, marks.writes]).toEqual([4, 1]);
   });
 });
 

@@ -10,7 +10,12 @@ import {
   type DelegateRecord,
   NEW_DELEGATE,
 } from "../../src/protocol/delegate.ts";
-import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
+import {
+  DELEGATE_KEY_TIMEOUT_MS,
+  type DelegatePorts,
+  DelegateRun,
+  type DelegateWho,
+} from "../../src/protocol/delegate_run.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
 import { fixedWindow } from "../support/params.ts";
@@ -361,6 +366,7 @@ describe("DelegateRun.check, exact edges (each kills a mutant of delegate_run.ts
     const run = new DelegateRun({ ...h.ports, sleep: async (ms) => void sleeps.push(ms) });
     await run.check(who, batch([1]));
     h.saves.length = 0;
+    sleeps.length = 0; // the first batch's share ask waited within DELEGATE_KEY_TIMEOUT_MS
     await run.check(who, batch([1], "b2"));
     expect(h.saves).toHaveLength(1);
     expect(sleeps).toEqual([]);
@@ -415,5 +421,37 @@ describe("DelegateRun.renew", () => {
     const { adopted: _a2, failed: _f2, ...bare2 } = ok.ports;
     await new DelegateRun(bare2).renew(who);
     expect(ok.stored().share?.units).toBe(2);
+  });
+});
+
+describe("DelegateRun: the key's object not answering (a call or its answer lost)", () => {
+  it("a share ask that never settles fails as overloaded after DELEGATE_KEY_TIMEOUT_MS: batches refused, none hang", async () => {
+    const h = harness([new Promise<ShareGrant>(() => {})]);
+    const slept: number[] = [];
+    const run = new DelegateRun({
+      ...h.ports,
+      sleep: async (ms) => {
+        slept.push(ms);
+      },
+    });
+    const result = await run.check(who, batch([1]));
+    expect(slept).toEqual([DELEGATE_KEY_TIMEOUT_MS]);
+    expect(h.log).toEqual([
+      `failed: the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`,
+    ]);
+    // Taken for an overloaded object: refused for the renewal's backoff, not passed through, not admitted uncounted.
+    expect(h.calls).toEqual([]);
+    expect(result.results.map((r) => r.ok && r.decision.allowed)).toEqual([false]);
+    expect(h.stored().share).toBeNull();
+  });
+
+  it("a batch passed through that never settles fails as overloaded after DELEGATE_KEY_TIMEOUT_MS", async () => {
+    const h = harness([NONE]);
+    const run = new DelegateRun({
+      ...h.ports,
+      call: () => new Promise<CallResult>(() => {}),
+      sleep: () => Promise.resolve(),
+    });
+    await expect(run.check(who, batch([1]))).rejects.toMatchObject({ overloaded: true });
   });
 });

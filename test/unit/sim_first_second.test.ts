@@ -9,6 +9,7 @@ import type { CallInput, CallResult } from "../../src/protocol/store.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { FirstSecondCount } from "../../src/sim/first_second.ts";
 import { SimMarks } from "../../src/sim/hot_marks.ts";
+import { MARK_PROPAGATION_MS } from "../../src/sim/network.ts";
 import { fixedWindow } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -39,7 +40,7 @@ describe("FirstSecondCount", () => {
     await b(transport, true).call("hot", input("b2"));
     // Isolate c: its first call direct, but its region marked the key hot meanwhile (not the cold start's floor).
     const written = marks.write("hot", { spread: false });
-    await clock.runUntil(T0 + 5);
+    await clock.runUntil(T0 + 5 + MARK_PROPAGATION_MS);
     await written;
     const c = count.isolate(marks);
     await c(transport, true).call("hot", input("c1"));
