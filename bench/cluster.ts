@@ -11,6 +11,7 @@
  * for 60 s, churn, the key's object restarting, every delegate restarting, half refunded, ±500 ms clock skew.
  * Every figure counts the whole run from the first request (cold start included; the first second also apart).
  */
+import { ablate, MECHANISMS, type Mechanism } from "../src/protocol/mechanisms.ts";
 import { SHARE_TERM_MS } from "../src/protocol/share.ts";
 import type { LimiterRule } from "../src/protocol/store.ts";
 import { compileRules } from "../src/request/match.ts";
@@ -79,6 +80,20 @@ function rulesOf(yaml: string): Map<string, LimiterRule> {
 const RULES = rulesOf(YAML);
 const LOWERED = rulesOf(LOWERED_YAML);
 
+/**
+ * `--ablate NAME`: this process runs with one mechanism off (bench/ablation.ts): one of src/protocol/mechanisms.ts, or
+ * `hotMarks` (the data centers' hot marks, src/isolate/hot_marks.ts).
+ */
+const ablateAt = process.argv.indexOf("--ablate");
+const ablated = ablateAt >= 0 ? (process.argv[ablateAt + 1] ?? "") : null;
+if (ablated !== null && ablated !== "hotMarks") {
+  if (!(MECHANISMS as readonly string[]).includes(ablated)) {
+    process.stderr.write(`cluster: --ablate ${ablated}: not one of hotMarks, ${MECHANISMS.join(", ")}\n`);
+    process.exit(2);
+  }
+  ablate(ablated as Mechanism);
+}
+
 async function row(ruleId: string, isolates: number, loadPerS: number, scenario: Scenario): Promise<ClusterRow> {
   const started = Date.now();
   const rule = { ...RULES.get(ruleId)!, version: 1 };
@@ -92,6 +107,7 @@ async function row(ruleId: string, isolates: number, loadPerS: number, scenario:
     scenario,
     t0Ms: T0,
     tier: true,
+    ...(ablated === "hotMarks" ? { noMarks: true } : {}),
     seed: loadPerS * 7 + ruleId.length + isolates + scenario.length * 31,
   };
   const out = await simulateCluster(run);
@@ -206,4 +222,5 @@ const data = {
   rows,
   goals: clusterGoals(rows),
 };
-log(`cluster: wrote ${writeResult("cluster", command, data)}`);
+// An ablation's rows are read from stdout by bench/ablation.ts; they are not this part's results.
+if (ablated === null) log(`cluster: wrote ${writeResult("cluster", command, data)}`);

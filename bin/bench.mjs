@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,binding,coalesce,accuracy,simulator,compare,cluster]`
+// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,binding,coalesce,accuracy,simulator,compare,cluster,ablation]`
 // [-- --rows hot-rate/5000/10000/steady,...] (the cluster part: only rows whose rule/isolates/load/scenario starts so):
 // run the benchmarks in bench/, each in a process of its own, and write their results and a report from them:
 // by default to bench/out/ (results/<name>.json, BENCHMARKS.md; ignored by git); with --publish to the committed
@@ -27,7 +27,18 @@ const flags = [
   ...(rowsAt >= 0 ? ["--rows", args[rowsAt + 1] ?? ""] : []),
 ];
 const onlyAt = args.indexOf("--only");
-const all = ["decisions", "memory", "accuracy", "simulator", "compare", "edge", "binding", "coalesce", "cluster"];
+const all = [
+  "decisions",
+  "memory",
+  "accuracy",
+  "simulator",
+  "compare",
+  "edge",
+  "binding",
+  "coalesce",
+  "cluster",
+  "ablation",
+];
 const only = onlyAt >= 0 ? (args[onlyAt + 1] ?? "").split(",") : all;
 const unknown = only.filter((name) => !all.includes(name));
 if (unknown.length > 0) {

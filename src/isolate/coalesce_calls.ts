@@ -5,6 +5,8 @@
  * (`callTarget`); its answer is spread back over the batch (`settle`). Holding leases and giving units back are the
  * subclass's (coalesce.ts `Coalescer`).
  */
+
+import { uses } from "../protocol/mechanisms.ts";
 import { type CallAnswer, callObject } from "../protocol/object_call.ts";
 import { type CallInput, type CallResult, type LeaseReturn, leaseCapOf, type RefundResult } from "../protocol/store.ts";
 import {
@@ -356,7 +358,7 @@ export abstract class KeyCalls {
       if (r.lease !== null) this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive, true);
       batch.forEach((w, i) => {
         const x = answers[i]?.kind === "answered" ? r.results[i] : undefined;
-        if (x?.ok && x.decision.allowed) void this.refundObject(st, w.cost, x.atMs, w.keepAlive);
+        if (x?.ok && x.decision.allowed && uses("lateRefunds")) void this.refundObject(st, w.cost, x.atMs, w.keepAlive);
       });
     });
     work?.catch(() => undefined); // the late call failed as well: no answer, so nothing it charged is known here

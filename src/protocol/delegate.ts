@@ -33,6 +33,7 @@ import {
   windowPace,
 } from "./delegate_demand.ts";
 import { flightCredit } from "./flight_credit.ts";
+import { uses } from "./mechanisms.ts";
 import { emptyState, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
@@ -191,7 +192,7 @@ export function shareAsk(
       keep = parts;
     }
   }
-  const old = live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
+  const old = uses("oldShareFor") && live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
   if (old !== null) kept = old.share;
   const ask: ShareAsk = {
     rule: newest,
@@ -261,7 +262,8 @@ export function adoptGrant(
         : emptyState(next, nowMs);
     // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`) and the refill of the
     // parts it gained while the answer was on its way (flight_credit.ts), capped at its burst.
-    const moved = (grant.tokens ?? 0) + flightCredit(grant.rule.params, grant.parts, old, sentAtMs, nowMs);
+    const credit = uses("flightCredit") ? flightCredit(grant.rule.params, grant.parts, old, sentAtMs, nowMs) : 0;
+    const moved = (grant.tokens ?? 0) + credit;
     if (moved > 0) state = refund(next, state, moved, nowMs);
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
@@ -311,7 +313,7 @@ export function delegateCall(
     share = out.share;
   }
   // Then a sub-lease out of what the share still holds (sublease.ts), for the isolate to admit from itself.
-  const sub = share === null ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
+  const sub = share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
   share = sub.share;
   const lease = sub.lease;
   const d = rolled(record.demand, nowMs);

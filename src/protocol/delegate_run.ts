@@ -25,6 +25,7 @@ import {
   shareAsk,
 } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_ahead.ts";
+import { uses } from "./mechanisms.ts";
 import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { CallInput, CallResult, CheckResult, LimiterRule } from "./store.ts";
@@ -100,7 +101,7 @@ export class DelegateRun {
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     this.burst = countBurst(this.burst, this.ports.clock());
     const result = await this.decide(who, call);
-    return burstBusy(this.burst, this.ports.clock()) ? { ...result, busy: true } : result;
+    return uses("burstBusy") && burstBusy(this.burst, this.ports.clock()) ? { ...result, busy: true } : result;
   }
 
   private async decide(who: DelegateWho, call: CallInput): Promise<CallResult> {

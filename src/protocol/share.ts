@@ -25,6 +25,7 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
+import { uses } from "./mechanisms.ts";
 import {
   BUSY_CALLS_PER_S,
   type CallInput,
@@ -232,7 +233,7 @@ export function keyCall(
 ): { readonly result: CallResult; readonly record: LimiterRecord | null } {
   const settled = settleShares(record, nowMs);
   const direct = settled?.shares?.direct;
-  input = withHotLease(settled, input, nowMs);
+  if (uses("hotLease")) input = withHotLease(settled, input, nowMs);
   const out =
     settled === null || direct === undefined
       ? callRecord(settled, input, nowMs)

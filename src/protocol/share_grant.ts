@@ -12,6 +12,7 @@ import {
   leaseTermMs,
   sliceParams,
 } from "../algorithms/index.ts";
+import { uses } from "./mechanisms.ts";
 import {
   directDemand,
   EMPTY_BOOK,
@@ -302,11 +303,12 @@ function windowGrant(
   // proportion of it would be renewed for again by every holder it leaves dry within milliseconds: hundreds of asks a
   // second over a nearly spent window.
   const whole = demand > 0 && available * SHARE_TERM_MS <= want * termMs;
-  const pool = available + heldByOthers(rec, rule, ask.holder, nowMs);
+  const splitHeld = uses("scarceWindowSplit");
+  const pool = available + (splitHeld ? heldByOthers(rec, rule, ask.holder, nowMs) : 0);
   // Split, never more than the holder asks for what is left of its term (cut at the window's end): units granted
   // beyond that are stranded with it when the window ends.
   const useBy = Math.ceil((want * termMs) / SHARE_TERM_MS);
-  const split = Math.min(useBy, Math.ceil((pool * demand) / total));
+  const split = Math.min(splitHeld ? useBy : want, Math.ceil((pool * demand) / total));
   const fair = total <= available || total === 0 || whole ? want : split;
   let units = Math.min(want, Math.max(demand > 0 ? 1 : 0, fair), available);
   let current = rec;
@@ -318,7 +320,9 @@ function windowGrant(
   let record = current ?? newRecord(rule, fullState(rule.params, nowMs));
   const remaining = available - units;
   // Shortly before the window's end, units of the next window too (window_ahead.ts).
-  const next = aheadGrant(record.shares ?? EMPTY_BOOK, rule, want, termMs, SHARE_TERM_MS, nowMs);
+  const next = uses("windowAhead")
+    ? aheadGrant(record.shares ?? EMPTY_BOOK, rule, want, termMs, SHARE_TERM_MS, nowMs)
+    : null;
   if (next !== null) record = { ...record, shares: next.book };
   const ahead = next === null ? {} : { ahead: next.ahead };
   return {

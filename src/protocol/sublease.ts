@@ -17,6 +17,7 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
+import { uses } from "./mechanisms.ts";
 import { SHARE_PARTS, SHARE_TERM_MS } from "./share.ts";
 import {
   type CallInput,
@@ -73,7 +74,7 @@ export const SLICE_EXTRA_MS = 200;
 
 /** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, and `SLICE_EXTRA_MS` more burst. */
 export function delegateSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
-  return parts > 0 ? sliceParams(params, parts, SHARE_PARTS, SLICE_EXTRA_MS) : null;
+  return parts > 0 ? sliceParams(params, parts, SHARE_PARTS, uses("sliceExtra") ? SLICE_EXTRA_MS : 0) : null;
 }
 
 /** The term an isolate asks a delegate's sub-lease for, ms: `SUBLEASE_TERM_MS`, or its lease ttl if shorter. */
