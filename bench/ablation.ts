@@ -5,24 +5,42 @@
  * mechanism buys, goal by goal. The report (bench/ablation_report.ts) prints it in BENCHMARKS.md.
  */
 import { spawn } from "node:child_process";
-import { MECHANISMS } from "../src/protocol/mechanisms.ts";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { MECHANISMS, type Mechanism } from "../src/protocol/mechanisms.ts";
 import { type ClusterRow, clusterGoals } from "./cluster_rows.ts";
-import { log, ROOT, round, writeResult } from "./common.ts";
+import { BENCH_DIR, log, ROOT, round, writeResult } from "./common.ts";
 
-/** The rows: rate and window at 2x, the rate rule at its limit with 5,000 isolates, a 50/s rule at 200x, a change. */
-export const ABLATION_ROWS = [
-  "hot-rate/1000/10000/steady",
-  "hot-window/1000/10000/steady",
-  "hot-rate/5000/5000/steady",
-  "growth-global/1000/10000/steady",
-  "hot-window/1000/10000/override-change",
-] as const;
-const VARIANTS: readonly (string | null)[] = [null, ...MECHANISMS, "hotMarks"];
+const PARTIAL = join(BENCH_DIR, "out", "ablation.partial.jsonl");
+
+const RATE = ["hot-rate/1000/10000/steady", "growth-global/1000/10000/steady"];
+const WINDOW = ["hot-window/1000/10000/steady", "hot-window/1000/10000/override-change"];
+const FAN_OUT = ["hot-rate/1000/10000/steady", "hot-window/1000/10000/steady", "hot-rate/5000/5000/steady"];
+/**
+ * The rows each variant runs: every row with all on; with one mechanism off, the rows of what it was added for (a
+ * rate mechanism: the rate rule at 2x and a 50/s rule at 200x; a window one: the window rule at 2x and an override
+ * change; one of the fan-out: both at 2x and the rate rule at its limit with 5,000 isolates). The machine's 2 cores
+ * are shared, so not every variant runs every row.
+ */
+export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
+  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW])]],
+  ["flightCredit", RATE],
+  ["oldShareFor", RATE],
+  ["hotLease", RATE],
+  ["sliceExtra", RATE],
+  ["windowAhead", WINDOW],
+  ["scarceWindowSplit", WINDOW],
+  ["subleases", FAN_OUT],
+  ["lateRefunds", FAN_OUT],
+  ["burstBusy", FAN_OUT],
+  ["hotMarks", FAN_OUT],
+];
+if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const PARALLEL = 2;
 
-/** One variant's rows, in `ABLATION_ROWS` order. */
-function runVariant(variant: string | null): Promise<ClusterRow[]> {
-  const args = ["--import", "tsx", "bench/cluster.ts", "--rows", ABLATION_ROWS.join(",")];
+/** One variant's rows, in the order asked. */
+function runVariant(variant: string | null, labels: readonly string[]): Promise<ClusterRow[]> {
+  const args = ["--import", "tsx", "bench/cluster.ts", "--rows", labels.join(",")];
   if (variant !== null) args.push("--ablate", variant);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
@@ -38,7 +56,7 @@ function runVariant(variant: string | null): Promise<ClusterRow[]> {
         const space = line.indexOf(" ");
         if (space > 0 && line[space + 1] === "{") byLabel.set(line.slice(0, space), JSON.parse(line.slice(space + 1)));
       }
-      const rows = ABLATION_ROWS.map((label) => byLabel.get(label));
+      const rows = labels.map((label) => byLabel.get(label));
       if (rows.some((r) => r === undefined)) return reject(new Error(`ablation: ${variant ?? "all on"}: rows missing`));
       resolve(rows as ClusterRow[]);
     });
@@ -46,19 +64,25 @@ function runVariant(variant: string | null): Promise<ClusterRow[]> {
 }
 
 const started = Date.now();
-const results: { variant: string | null; rows: ClusterRow[] }[] = [];
-const queue = [...VARIANTS];
+type Variant = Mechanism | "hotMarks" | null;
+const results: { variant: Variant; rows: ClusterRow[] }[] = [];
+const queue = [...ABLATION];
+const order = ABLATION.map(([v]) => v);
 async function worker(): Promise<void> {
-  for (let v = queue.shift(); v !== undefined; v = queue.shift()) {
-    const rows = await runVariant(v);
+  for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
+    const [v, labels] = job;
+    const rows = await runVariant(v, labels);
     results.push({ variant: v, rows });
+    // Each variant as it ends (a long run interrupted keeps what it finished).
+    appendFileSync(PARTIAL, `${JSON.stringify({ variant: v, rows })}\n`);
     log(`ablation: ${v ?? "all on"} done`);
   }
 }
+mkdirSync(dirname(PARTIAL), { recursive: true });
+writeFileSync(PARTIAL, "");
 await Promise.all(Array.from({ length: PARALLEL }, worker));
-results.sort((a, b) => VARIANTS.indexOf(a.variant) - VARIANTS.indexOf(b.variant));
+results.sort((a, b) => order.indexOf(a.variant) - order.indexOf(b.variant));
 const data = {
-  rows: ABLATION_ROWS,
   wallSeconds: round((Date.now() - started) / 1000, 0),
   variants: results.map((r) => ({ off: r.variant, rows: r.rows, goals: clusterGoals(r.rows) })),
 };

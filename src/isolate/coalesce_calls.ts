@@ -2,8 +2,7 @@
  * How a coalescer calls a key's object (coalesce.ts has the whole story): requests wait in a queue per key and the
  * first of them leads the next call, which carries the whole batch (`wait`, `handOff`, `flush`); the call goes to the
  * key's object, or while the key is hot to its region's delegate, falling back to the object if the delegate fails
- * (`callTarget`); its answer is spread back over the batch (`settle`). Holding leases and giving units back are the
- * subclass's (coalesce.ts `Coalescer`).
+ * (`callTarget`); its answer is spread back over the batch (`settle`). Leases and returns: coalesce.ts `Coalescer`.
  */
 
 import { uses } from "../protocol/mechanisms.ts";
@@ -356,10 +355,10 @@ export abstract class KeyCalls {
     // refused here from what this isolate last knew (`lastKnown`) is given back: nobody else sees that answer.
     const work = late?.then((r) => {
       if (r.lease !== null) this.adopt(st, r, sentAtMs, this.lastAsk.get(st), keepAlive, true);
-      batch.forEach((w, i) => {
-        const x = answers[i]?.kind === "answered" ? r.results[i] : undefined;
-        if (x?.ok && x.decision.allowed && uses("lateRefunds")) void this.refundObject(st, w.cost, x.atMs, w.keepAlive);
-      });
+      for (const [i, w] of batch.entries()) {
+        const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? r.results[i] : undefined;
+        if (x?.ok && x.decision.allowed) void this.refundObject(st, w.cost, x.atMs, w.keepAlive);
+      }
     });
     work?.catch(() => undefined); // the late call failed as well: no answer, so nothing it charged is known here
     if (work !== undefined) keepAlive?.(work);

@@ -1,6 +1,5 @@
 /**
  * A delegate's decisions: the holder's side of the delegate tier (share.ts has the key's object's side).
- *
  * One delegate per (rule, key, region) holds a share of a hot key's budget durably and decides its region's isolates'
  * batches from it: a rate share is a bucket of its own under the sliced parameters (`delegateSlice`, a new one starts
  * empty, converted by carry-over on a change); a window share is units already charged in the key's record, admitted
@@ -263,8 +262,7 @@ export function adoptGrant(
     // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`) and the refill of the
     // parts it gained while the answer was on its way (flight_credit.ts), capped at its burst.
     const credit = uses("flightCredit") ? flightCredit(grant.rule.params, grant.parts, old, sentAtMs, nowMs) : 0;
-    const moved = (grant.tokens ?? 0) + credit;
-    if (moved > 0) state = refund(next, state, moved, nowMs);
+    if ((grant.tokens ?? 0) + credit > 0) state = refund(next, state, (grant.tokens ?? 0) + credit, nowMs);
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
   return { ...record, share, hot: grant.hot };
@@ -315,7 +313,7 @@ export function delegateCall(
   // Then a sub-lease out of what the share still holds (sublease.ts), for the isolate to admit from itself.
   const sub = share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
   share = sub.share;
-  const lease = sub.lease;
+  const { lease } = sub;
   const d = rolled(record.demand, nowMs);
   const asked = callDemand(input);
   const applied: AppliedCall = {

@@ -25,6 +25,7 @@ import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import { directParts, shareKindOf } from "../protocol/share.ts";
 import type { LimiterRule } from "../protocol/store.ts";
 import { Answers } from "./answers.ts";
+import { type Arrival, arrivalsOf } from "./arrivals.ts";
 import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
 import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
@@ -75,10 +76,7 @@ export interface ClusterRun {
   readonly seed: number;
 }
 
-export interface Arrival {
-  readonly atMs: number;
-  readonly isolate: number;
-}
+export type { Arrival };
 
 export interface ClusterOutcome {
   readonly arrivals: readonly Arrival[];
@@ -101,35 +99,6 @@ export interface ClusterOutcome {
   readonly keyFirstSecondBy: FirstSecondCalls;
   /** A rate rule's token ledger (rate_ledger.ts), the exact writer's side still to add (`withExact`). */
   readonly ledger: RateLedger | null;
-}
-
-/** Poisson arrivals at `loadPerS`, spread unevenly over isolates (isolate i's share is proportional to 1/(i + 10)). */
-export function arrivalsOf(run: ClusterRun, random: () => number): Arrival[] {
-  const cumulative: number[] = [];
-  let total = 0;
-  for (let i = 0; i < run.isolates; i++) total += 1 / (i + 10);
-  let acc = 0;
-  for (let i = 0; i < run.isolates; i++) {
-    acc += 1 / (i + 10) / total;
-    cumulative.push(acc);
-  }
-  const arrivals: Arrival[] = [];
-  let t = run.t0Ms;
-  const end = run.t0Ms + run.durationMs;
-  for (;;) {
-    t += -Math.log(1 - random()) * (1000 / run.loadPerS);
-    if (t >= end) break;
-    const u = random();
-    let lo = 0;
-    let hi = run.isolates - 1;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (cumulative[mid]! < u) lo = mid + 1;
-      else hi = mid;
-    }
-    arrivals.push({ atMs: Math.floor(t), isolate: lo });
-  }
-  return arrivals;
 }
 
 interface Isolate {
