@@ -4,14 +4,15 @@
  * `PATH_AMBIGUOUS=refuse`, is refused here with 400, so no rule ever sees it and no upstream receives it. Paths: the
  * canonical path, and for a router that strips format suffixes the path without it. Methods: see `methodsOf`.
  */
+
+import { bodyMethods } from "./body_method.ts";
 import { type AmbiguousPaths, ambiguityOf, canonicalPath, forwardedPath, type PathOptions } from "./canonical_path.ts";
 import {
-  FORM_READ_MAX_BYTES,
   OVERRIDABLE_METHODS,
   PROFILE_RULES,
   type ProfileRules,
   type UpstreamProfile,
-  withoutFormatSuffix,
+  withoutFormatSuffixes,
 } from "./upstream_profile.ts";
 
 const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-override"] as const;
@@ -63,11 +64,7 @@ export function shapeWith(methods: string[], pathname: string, options: ShapeOpt
       error: "ambiguous_path",
     };
   }
-  const paths = [canonical.path];
-  if (profile.formatSuffix) {
-    const bare = withoutFormatSuffix(canonical.path);
-    if (bare !== null) paths.push(bare);
-  }
+  const paths = [canonical.path, ...withoutFormatSuffixes(canonical.path, profile.formatSuffix)];
   return {
     ok: true,
     method: methods[0]!,
@@ -88,9 +85,10 @@ const unreadable = (detail: string) => ({ ok: false, detail, error: "unreadable_
  *   that honours the header cannot be used to step around a rule of either method, and one that ignores it loses
  *   nothing. A value that is not a method name is refused with 400.
  * - `_method` on a `POST`, where the upstream profile reads it (upstream_profile.ts): in the query, or in a urlencoded
- *   form body of at most `FORM_READ_MAX_BYTES`, counted the same way. A body that cannot be read cheaply (multipart,
- *   no Content-Length, larger) counts against every method `_method` can name. Two different `_method` values are a
- *   400: the upstream would run one of them, and which one depends on the framework.
+ *   or JSON body (inflated first where the framework does), read up to `BODY_READ_MAX_BYTES` (body_method.ts),
+ *   counted the same way. A body that cannot be read within the bound (multipart, larger, an encoding not decoded
+ *   here) counts against every method `_method` can name. Two different `_method` values are a 400: the upstream
+ *   would run one of them, and which one depends on the framework.
  */
 async function methodsOf(request: Request, url: URL, profile: ProfileRules): Promise<string[] | string> {
   const method = request.method.toUpperCase();
@@ -109,11 +107,9 @@ async function methodsOf(request: Request, url: URL, profile: ProfileRules): Pro
   if (method === "POST") {
     const named: string[] = [];
     if (profile.methodInQuery) named.push(...url.searchParams.getAll("_method"));
-    if (profile.methodInForm) {
-      const form = await formMethods(request);
-      if (form === "unreadable") for (const m of OVERRIDABLE_METHODS) add(m);
-      else named.push(...form);
-    }
+    const body = await bodyMethods(request, profile);
+    if (body === "unreadable") for (const m of OVERRIDABLE_METHODS) add(m);
+    else named.push(...body);
     const distinct = new Set(named.map((m) => m.trim().toUpperCase()));
     for (const m of distinct) {
       if (!METHOD_RE.test(m)) return `_method must name an HTTP method, got ${JSON.stringify(m.slice(0, 40))}.`;
@@ -128,21 +124,4 @@ async function methodsOf(request: Request, url: URL, profile: ProfileRules): Pro
 export function headAsGet(methods: string[]): string[] {
   if (methods.includes("HEAD") && !methods.includes("GET")) methods.push("GET");
   return methods;
-}
-
-const FORM = /^application\/x-www-form-urlencoded\s*(;|$)/i;
-const MULTIPART = /^multipart\/form-data\s*(;|$)/i;
-
-/**
- * The `_method` values of a form body, `[]` for a body that is no form, or `"unreadable"` for a form too large or of
- * unknown length to read here. The body is read from a clone: the upstream still receives all of it.
- */
-async function formMethods(request: Request): Promise<string[] | "unreadable"> {
-  const type = request.headers.get("content-type") ?? "";
-  if (MULTIPART.test(type)) return "unreadable";
-  if (!FORM.test(type) || request.body === null) return [];
-  const length = Number(request.headers.get("content-length") ?? Number.NaN);
-  if (!Number.isInteger(length) || length > FORM_READ_MAX_BYTES) return "unreadable";
-  const text = await request.clone().text();
-  return new URLSearchParams(text).getAll("_method");
 }

@@ -336,6 +336,11 @@ describe("round two: no way around a rule", () => {
     ["%5C as a separator", "/v1/a;b%5C..%5Clogin"],
     ["a format suffix", "/v1/login.json"],
     ["a format suffix, encoded dot", "/v1/login%2Ejson"],
+    // Issue 35: Spring's suffix match takes anything after the dot (an empty rest too), Rails any [^/.?]+.
+    ["a trailing dot (Spring)", "/v1/login."],
+    ["a suffix with a dot (Spring)", "/v1/login.tar.gz"],
+    ["a suffix with a dash (Spring, Rails)", "/v1/login.x-y"],
+    ["a 17-letter suffix (Spring, Rails)", "/v1/login.abcdefghijklmnopq"],
   ])("POST %s (%s): at most 5 of 7 admitted by login-per-ip", async (_name, path) => {
     setNow(T0);
     const ip = freshIp();
@@ -364,6 +369,36 @@ describe("round two: no way around a rule", () => {
     const headers: Record<string, string> = { "CF-Connecting-IP": freshIp() };
     if (body !== undefined) headers["Content-Type"] = "application/x-www-form-urlencoded";
     const n = await admitted(deleteRules, 6, post(path, headers, body), { UPSTREAM_PROFILE: profile } as Partial<Env>);
+    expect(n).toBeLessThanOrEqual(3);
+  });
+
+  // Issue 35: a JSON `_method` reached the DELETE handler 5 of 5 on a limit of 3 (Laravel; Express with
+  // method-override's `req.body._method` getter), and so did a gzip-encoded form (body-parser inflates it).
+  it.each([
+    ["_method in a JSON body (Laravel)", "laravel", "application/json", '{"_method":"DELETE"}', null],
+    ["_method in a JSON body (Express)", "express", "application/json", '{"_method":"DELETE"}', null],
+    ["_method in a JSON body (any upstream)", "any", "application/json; charset=utf-8", '{"_method":"DELETE"}', null],
+    ["_method in a gzip form (Express)", "express", "application/x-www-form-urlencoded", "_method=DELETE", "gzip"],
+    ["_method in a deflate JSON body (any upstream)", "any", "application/json", '{"_method":"DELETE"}', "deflate"],
+  ] as const)("POST %s: at most 3 of 6 admitted by a DELETE rule", async (_name, profile, type, text, coding) => {
+    setNow(T0);
+    const bytes = new TextEncoder().encode(text);
+    const encode = async () =>
+      coding === null
+        ? bytes
+        : new Uint8Array(
+            await new Response(new Blob([bytes]).stream().pipeThrough(new CompressionStream(coding))).arrayBuffer(),
+          );
+    const body = await encode();
+    // With its length, as curl and every HTTP library send a body they hold.
+    const headers: Record<string, string> = {
+      "CF-Connecting-IP": freshIp(),
+      "Content-Type": type,
+      "Content-Length": String(body.length),
+    };
+    if (coding !== null) headers["Content-Encoding"] = coding;
+    const make = () => new Request("https://sluice.test/v1/labels/9", { method: "POST", headers, body });
+    const n = await admitted(deleteRules, 6, make, { UPSTREAM_PROFILE: profile } as Partial<Env>);
     expect(n).toBeLessThanOrEqual(3);
   });
 

@@ -3,6 +3,7 @@
  * ambiguous paths refused or forwarded as matched, and docs/rules.md's table naming every profile.
  */
 import { readFileSync } from "node:fs";
+import { deflateSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { ambiguityOf, asciiLower, DEFAULT_PATH_OPTIONS } from "../../src/request/canonical_path.ts";
 import { type ShapeOptions, shapeOf } from "../../src/request/request_shape.ts";
@@ -10,7 +11,7 @@ import {
   PROFILE_RULES,
   UPSTREAM_PROFILES,
   type UpstreamProfile,
-  withoutFormatSuffix,
+  withoutFormatSuffixes,
 } from "../../src/request/upstream_profile.ts";
 
 const options = (upstreamProfile: UpstreamProfile, ambiguousPaths: "refuse" | "forward" = "refuse"): ShapeOptions => ({
@@ -81,25 +82,133 @@ describe("_method per profile", () => {
   });
 });
 
+const ALL_OVERRIDES = ["POST", "GET", "PUT", "PATCH", "DELETE", "OPTIONS", "LINK", "UNLINK"];
+
+function encoded(text: string, coding: "gzip" | "deflate", type: string): RequestInit {
+  const body = coding === "gzip" ? gzipSync(text) : deflateSync(text);
+  return { body, headers: { "Content-Type": type, "Content-Encoding": coding, "Content-Length": String(body.length) } };
+}
+
+const json = (text: string): RequestInit => ({ body: text, headers: { "Content-Type": "application/json" } });
+
+describe("_method in JSON and encoded bodies (issue 35's finding: 5 of 5 reached DELETE on a limit of 3)", () => {
+  it.each([
+    // Laravel reads a JSON body's fields as input; Express with method-override's `req.body._method` getter too.
+    ["any", json('{"_method":"DELETE"}'), ["POST", "DELETE"]],
+    ["laravel", json('{"_method":"DELETE","name":"x"}'), ["POST", "DELETE"]],
+    ["express", json('{"_method":"delete"}'), ["POST", "DELETE"]],
+    [
+      "express",
+      { ...json('{"_method":"PUT"}'), headers: { "Content-Type": "application/vnd.api+json" } },
+      ["POST", "PUT"],
+    ],
+    // Spring's HiddenHttpMethodFilter and Rack::MethodOverride read form parameters only.
+    ["spring", json('{"_method":"DELETE"}'), ["POST"]],
+    ["rails", json('{"_method":"DELETE"}'), ["POST"]],
+    // Not an object, not a string, not JSON: no framework runs another method.
+    ["any", json('["_method","DELETE"]'), ["POST"]],
+    ["any", json('{"_method":["DELETE"]}'), ["POST"]],
+    ["any", json('{"_method":'), ["POST"]],
+    // body-parser inflates gzip and deflate before express.urlencoded or express.json reads the fields.
+    ["express", encoded("_method=DELETE", "gzip", "application/x-www-form-urlencoded"), ["POST", "DELETE"]],
+    ["any", encoded("_method=DELETE", "gzip", "application/x-www-form-urlencoded"), ["POST", "DELETE"]],
+    ["any", encoded('{"_method":"PATCH"}', "deflate", "application/json"), ["POST", "PATCH"]],
+    // Rack and Laravel do not inflate request bodies: an encoded one names no method to them.
+    ["rails", encoded("_method=DELETE", "gzip", "application/x-www-form-urlencoded"), ["POST"]],
+    ["laravel", encoded('{"_method":"DELETE"}', "gzip", "application/json"), ["POST"]],
+  ] as const)("%s: POST %j counts as %j", async (profile, init, methods) => {
+    const s = await shape(profile, "POST", "/v1/x", init as RequestInit);
+    expect(s.ok && s.methods).toEqual(methods);
+  });
+
+  it("a body that cannot be read within 64 KiB counts against every method _method can name", async () => {
+    const big = `{"pad":"${"x".repeat(70_000)}","_method":"DELETE"}`;
+    const chunked = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode(big));
+        c.close();
+      },
+    });
+    const bomb = gzipSync(`_method=DELETE&pad=${"x".repeat(200_000)}`); // small encoded, large decoded
+    const cases: RequestInit[] = [
+      // No Content-Length (chunked): read up to the bound, then given up.
+      { body: chunked, headers: { "Content-Type": "application/json" }, duplex: "half" } as RequestInit,
+      { body: bomb, headers: { "Content-Type": "application/x-www-form-urlencoded", "Content-Encoding": "gzip" } },
+      { body: "x", headers: { "Content-Type": "application/json", "Content-Encoding": "br" } },
+      { body: "not gzip", headers: { "Content-Type": "application/json", "Content-Encoding": "gzip" } },
+    ];
+    for (const init of cases) {
+      const s = await shape("any", "POST", "/v1/x", init);
+      expect(s.ok && s.methods).toEqual(ALL_OVERRIDES);
+    }
+  });
+
+  it("the upstream still receives every byte of a JSON or encoded body after _method was read", async () => {
+    for (const init of [
+      json('{"_method":"DELETE","z":9}'),
+      encoded("_method=PUT", "gzip", "application/x-www-form-urlencoded"),
+    ]) {
+      const request = new Request("https://sluice.test/v1/x", { method: "POST", ...init });
+      const sent = new Uint8Array(await new Request("https://sluice.test/", { method: "POST", ...init }).arrayBuffer());
+      await shapeOf(request, new URL(request.url), options("any"));
+      expect(new Uint8Array(await request.arrayBuffer())).toEqual(sent);
+    }
+  });
+});
+
 describe("format suffixes", () => {
   it.each([
-    ["/v1/login.json", "/v1/login"],
-    ["/v1/labels/42.pdf", "/v1/labels/42"],
-    ["/v1/a.b.xml", "/v1/a.b"],
-    ["/v1/login", null],
-    ["/v1/.json", null],
-    ["/v1/login.", null],
-    ["/v1.json/login", null],
-  ])("%s -> %s", (path, expected) => {
-    expect(withoutFormatSuffix(path)).toBe(expected);
+    // Spring MVC 5.3 suffix pattern match (`/v1/login` matches as `/v1/login.*`): everything after the first dot.
+    ["/v1/login.json", ["spring"], ["/v1/login"]],
+    ["/v1/login.", ["spring"], ["/v1/login"]],
+    ["/v1/login.tar.gz", ["spring"], ["/v1/login"]],
+    ["/v1/login.x-y", ["spring"], ["/v1/login"]],
+    ["/v1/.json", ["spring"], []],
+    // Rails 7.1 `(.:format)`, a format of [^/.?]+: the last dot, something after it.
+    ["/v1/login.json", ["rails"], ["/v1/login"]],
+    ["/v1/login.x-y", ["rails"], ["/v1/login"]],
+    ["/v1/login.abcdefghijklmnopq", ["rails"], ["/v1/login"]],
+    ["/v1/a.b.xml", ["rails"], ["/v1/a.b"]],
+    ["/v1/login.", ["rails"], []],
+    // `any`: the union.
+    ["/v1/a.b.xml", ["spring", "rails"], ["/v1/a", "/v1/a.b"]],
+    ["/v1/login", ["spring", "rails"], []],
+    ["/v1.json/login", ["spring", "rails"], []],
+  ] as const)("%s under %j -> %j", (path, styles, expected) => {
+    expect(withoutFormatSuffixes(path, styles)).toEqual(expected);
   });
 
   it("rails, spring and any count /x.json as /x too; the others do not", async () => {
     for (const profile of UPSTREAM_PROFILES) {
       const s = await shape(profile, "POST", "/v1/login.json");
-      const paths = PROFILE_RULES[profile].formatSuffix ? ["/v1/login.json", "/v1/login"] : ["/v1/login.json"];
+      const paths =
+        PROFILE_RULES[profile].formatSuffix.length > 0 ? ["/v1/login.json", "/v1/login"] : ["/v1/login.json"];
       expect(s.ok && s.paths, profile).toEqual(paths);
     }
+  });
+
+  // Issue 35's finding: each was admitted 5 of 5 on a limit of 3 (before, only `.` + 1 to 16 letters or digits).
+  it.each([
+    ["any", "/v1/login.", true],
+    ["any", "/v1/login.tar.gz", true],
+    ["any", "/v1/login.x-y", true],
+    ["any", "/v1/login.abcdefghijklmnopq", true],
+    ["any", "/v1/units/export.", true],
+    ["spring", "/v1/login.", true],
+    ["spring", "/v1/login.tar.gz", true],
+    ["spring", "/v1/login.x-y", true],
+    ["spring", "/v1/login.abcdefghijklmnopq", true],
+    ["spring", "/v1/units/export.", true],
+    ["rails", "/v1/login.x-y", true],
+    ["rails", "/v1/login.abcdefghijklmnopq", true],
+    // Rails routes neither to /v1/login: an empty format, and a format holding a dot, match no `(.:format)`.
+    ["rails", "/v1/login.", false],
+    ["rails", "/v1/login.tar.gz", false],
+    ["express", "/v1/login.x-y", false],
+  ] as const)("%s: POST %s counts against POST /v1/login (or /v1/units/export): %s", async (profile, path, counted) => {
+    const s = await shape(profile, "POST", path);
+    const bare = path.slice(0, path.indexOf("."));
+    expect(s.ok && s.paths.includes(bare)).toBe(counted);
   });
 });
 
