@@ -93,17 +93,21 @@ export function verdictOf(params: AlgorithmParams, admissions: readonly Admissio
       const windows = windowIndex(window, lastMs) - windowIndex(window, firstMs) + 1;
       return { admitted, allowedOverRun: params.limit * windows, excess, ambiguous };
     }
-    case "sliding_log": {
+    case "sliding_log":
+    case "concurrency": {
+      // concurrency: a soak's clients never give a slot back, so every slot is held for its whole lease and the rule
+      // is a sliding log of `slot_ttl` (with releases, admissions are bounded in flight, not per span).
+      const windowMs = params.algorithm === "concurrency" ? params.slotTtlMs : params.windowMs;
       // Any span [x, x + W) holds at most `limit`; the worst x starts at some admission's send time.
       let excess = 0;
       for (let i = 0; i < sorted.length; i++) {
         const startMs = Math.floor(sorted[i]!.sentMs);
         let cost = 0;
-        for (let j = i; j < sorted.length && sorted[j]!.sentMs < startMs + params.windowMs; j++)
-          if (Math.ceil(sorted[j]!.receivedMs) < startMs + params.windowMs) cost += sorted[j]!.cost;
+        for (let j = i; j < sorted.length && sorted[j]!.sentMs < startMs + windowMs; j++)
+          if (Math.ceil(sorted[j]!.receivedMs) < startMs + windowMs) cost += sorted[j]!.cost;
         excess = Math.max(excess, cost - params.limit);
       }
-      const spans = Math.ceil((lastMs - firstMs + 1) / params.windowMs);
+      const spans = Math.ceil((lastMs - firstMs + 1) / windowMs);
       return { admitted, allowedOverRun: params.limit * spans, excess, ambiguous: 0 };
     }
     default: {

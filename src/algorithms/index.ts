@@ -5,6 +5,7 @@
  * adding an algorithm is one new file plus one entry here (test/unit/algorithms.contract.test.ts runs every entry
  * through the same contract; docs/adding-an-algorithm.md lists the steps).
  */
+import { concurrency } from "./concurrency.ts";
 import { fixedWindow } from "./fixed_window.ts";
 import { gcra } from "./gcra.ts";
 import { leakyBucket } from "./leaky_bucket.ts";
@@ -13,7 +14,17 @@ import type { Window } from "./params.ts";
 import { slidingCounter } from "./sliding_counter.ts";
 import { slidingLog } from "./sliding_log.ts";
 import { tokenBucket } from "./token_bucket.ts";
-import type { Algorithm, Decision, Denied, FieldLayout, LeasePolicy, PackedPath, RowPath, Words } from "./types.ts";
+import type {
+  Algorithm,
+  Decision,
+  Denied,
+  FieldLayout,
+  LeasePolicy,
+  PackedPath,
+  RowPath,
+  SlotPolicy,
+  Words,
+} from "./types.ts";
 
 export type { Rate, Window } from "./params.ts";
 export type { Decision, Denied, FieldLayout, LeasePolicy, Words } from "./types.ts";
@@ -26,6 +37,7 @@ const TABLE = {
   fixed_window: fixedWindow,
   sliding_log: slidingLog,
   sliding_counter: slidingCounter,
+  concurrency,
 } as const;
 
 type Table = typeof TABLE;
@@ -239,4 +251,11 @@ export function leaseRefillOver(params: AlgorithmParams, ttlMs: number): number 
 export function sliceParams(params: AlgorithmParams, num: number, den: number, extraMs = 0): AlgorithmParams | null {
   const lease = leasePolicy(params.algorithm);
   return lease.kind === "rate" ? lease.slice(params, num, den, extraMs) : null;
+}
+
+/** How the rule's algorithm names and gives back slots, if its requests hold one until they end (concurrency). */
+export function slotPolicy(params: {
+  readonly algorithm: AlgorithmName;
+}): SlotPolicy<AlgorithmParams, AlgorithmState> | undefined {
+  return algorithmFor(params).slots;
 }

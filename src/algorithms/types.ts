@@ -39,6 +39,8 @@ export interface ParamReader {
   ): number | undefined;
   /** A boolean field, `fallback` when absent. */
   bool(key: string, fallback: boolean): boolean | undefined;
+  /** A duration field (`30s`, `2min`) in ms, `fallbackMs` when absent. */
+  duration(key: string, fallbackMs: number): number | undefined;
   /** Whether the rule gives the field at all. */
   has(key: string): boolean;
   /** Report a problem with a field (the reader says where). */
@@ -155,6 +157,16 @@ export interface RowKernel<S> {
   read(row: Float64Array, at: number): S;
 }
 
+/** How a slot-holding algorithm names and gives back its slots. */
+export interface SlotPolicy<P, S> {
+  /** The id of the slot the admission that made `state` took. */
+  taken(state: S): number;
+  /** `state` with the slot `slotId` given back; the very same object when no such slot is held (idempotent). */
+  release(params: P, state: S, slotId: number, nowMs: number): S;
+  /** The cost held in slots at `nowMs` (`null`: a fresh key). */
+  heldAt(params: P, state: S | null, nowMs: number): number;
+}
+
 /** The two fields of a rate the packed path scales by. */
 export interface PackedRate {
   readonly tokens: number;
@@ -254,6 +266,11 @@ export interface Algorithm<P extends { readonly algorithm: string }, S> {
   readonly rows?: RowPath<Own<P>, S>;
   /** Whether isolates may hold leases of a key's budget, and what the algorithm then promises. */
   readonly lease: LeasePolicy<P>;
+  /**
+   * Algorithms whose admitted requests hold a slot until it is given back (concurrency): the shells return the slot's
+   * id with the admission and give it back by id (src/protocol/slots.ts).
+   */
+  readonly slots?: SlotPolicy<Own<P>, S>;
   /**
    * The buckets: how far from full the key is at `nowMs`, and a refund of part of a request, both in units of
    * 1/rate.perMs of a request (exact): for a refund that lands late (src/protocol/late_refund.ts).

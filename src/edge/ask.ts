@@ -29,6 +29,8 @@ export type AskResult =
       readonly source: Source;
       readonly atMs: number;
       readonly refund: () => Promise<RefundResult>;
+      /** The slot the admission took (a concurrency rule's), to give back when the request ends; absent: none. */
+      readonly slot?: number;
     }
   | {
       readonly kind: "failed";
@@ -137,8 +139,9 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   }
   // The object's answers were observed as the call answered; a lease's (this isolate's own) are seen here.
   if (asked.source === "lease") observe(result, arrivedAtMs);
-  const { decision, atMs } = result;
-  return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund) };
+  const { decision, atMs, slot } = result;
+  const held = slot === undefined ? {} : { slot };
+  return { kind: "decided", app, decision, source: asked.source, atMs, refund: forgetting(asked.refund), ...held };
 }
 
 /** This isolate's data center's hot marks (`null`: no Cache API here), and the marks it wrote lately. */

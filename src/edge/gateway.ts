@@ -12,6 +12,7 @@ import { chargesAfter } from "./direct.ts";
 import { outgoingRequest } from "./forwarding.ts";
 import { judgeRequest } from "./judge.ts";
 import { noOrigin, originResponse, unreachableOrigin } from "./origin.ts";
+import { holdSlots, slotsOf } from "./slot_release.ts";
 
 /**
  * The gateway, for any request the admin router passed on: judge it, then answer the refusal, or ask the origin and
@@ -35,9 +36,13 @@ export async function gateway(
     return problemResponse(status, { ...problem }, headers);
   }
   const outgoing = outgoingRequest(request, base.settings.adminToken);
-  const response = await originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement);
+  // Concurrency rules' slots are held until the response's body ends (slot_release.ts).
+  const slots = holdSlots(base.env, base.ctx, slotsOf(judged.judgement.outcomes));
+  const response = await slots.during(
+    originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement),
+  );
   // The origin answered: what needs its answer runs after the response has gone (after_origin.ts).
   afterOrigin(base.ctx, response, [chargesAfter(base, judged.judgement.outcomes)]);
   for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
-  return response;
+  return slots.after(response);
 }

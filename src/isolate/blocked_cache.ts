@@ -4,14 +4,14 @@
  * object call per retry period. A request the object would admit is never refused here: a denial of cost `c` at `t`
  * with `retry_after_ms = R` proves (absent refunds) that a cost `c' >= c` is denied until `t + R`; for a smaller cost
  * each algorithm says what its denial proves (`smallerDeniedUntilMs`), and an algorithm whose denials change its
- * state (`denialsCount`) is not cached. `t` is this isolate's clock when the call was *sent*, so the deadline is early
+ * state (`denialsCount`), or whose slots a release frees at any time (concurrency), is not cached. `t` is this isolate's clock when the call was *sent*, so the deadline is early
  * rather than late and clock skew does not matter.
  *
  * A refund or an admin reset makes the object more generous than a cached denial: this isolate forgets the entry when
  * it refunds or resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this cache
  * only when the entry expires, at most `R` later. A ban (`block_for`) answers any cost, for at most `BAN_CACHE_MS`.
  */
-import { type Decision, denialsCount, deniedUntilMs } from "../algorithms/index.ts";
+import { type Decision, denialsCount, deniedUntilMs, slotPolicy } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { makeRoom } from "./bounded.ts";
 
@@ -54,7 +54,8 @@ interface Entry {
 
 /** Whether a rule's denials may be cached at all. */
 export function cacheable(params: AlgorithmParams): boolean {
-  return !denialsCount(params);
+  // A slot-holding rule's denial lasts only until a release, which no isolate sees coming.
+  return !denialsCount(params) && slotPolicy(params) === undefined;
 }
 
 export class BlockedCache {

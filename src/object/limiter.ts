@@ -11,13 +11,14 @@
  *
  * RPC (types in store.ts): `check` decides a batch at one instant (coalesce.ts), takes back a lease's unused units,
  * grants a new one, and answers a call id it already applied as remembered, charging nothing; `refund` gives an
- * admission back; `peek` (nothing charged or written) and `reset` serve the admin API.
+ * admission back; `release` gives a concurrency rule's slots back; `peek` (nothing charged or written) and `reset` serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
 import { type Clock, systemClock } from "../isolate/time.ts";
 import { CALL_KEY_PREFIX, CallSlots, callKey, RECORD_KEY, writesOf } from "../protocol/call_slots.ts";
 import { keyCall, keyFreshAtMs, keyPeek, type ShareAsk, type ShareGrant } from "../protocol/share.ts";
 import { shareRecord } from "../protocol/share_grant.ts";
+import { type ReleaseInput, type ReleaseResult, releaseRecord } from "../protocol/slots.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -91,6 +92,14 @@ export class SluiceLimiter extends DurableObject {
   async refund(input: RefundInput): Promise<RefundResult> {
     const before = this.load();
     const { result, record } = refundRecord(before, input, this.clock());
+    if (record !== before) await this.save(record);
+    return result;
+  }
+
+  /** Give slots back (concurrency, slots.ts): idempotent, by slot id. */
+  async release(input: ReleaseInput): Promise<ReleaseResult> {
+    const before = this.load();
+    const { result, record } = releaseRecord(before, input, this.clock());
     if (record !== before) await this.save(record);
     return result;
   }

@@ -17,6 +17,7 @@ import {
   freshAtMs,
   refund,
   scaledRefund,
+  slotPolicy,
 } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
@@ -144,6 +145,8 @@ export type CheckResult =
       readonly banUntilMs?: number;
       /** A charge (outcome.ts): the units it charged (less than asked when it did not fit). */
       readonly charged?: number;
+      /** The slot an admission took, for its release (concurrency, slots.ts); absent: none. */
+      readonly slot?: number;
     }
   | { readonly ok: false; readonly error: "cost_exceeds_capacity" | "invalid_cost" };
 
@@ -176,7 +179,11 @@ export function checkRecord(
   const state = currentState(record, params, fingerprint, nowMs);
   const out = decide(params, state, input.cost, nowMs);
   if (!out.ok) return { result: out, record };
-  const result: CheckResult = { ok: true, decision: out.decision, atMs: nowMs };
+  const slots = out.decision.allowed ? slotPolicy(params) : undefined;
+  const result: CheckResult =
+    slots === undefined
+      ? { ok: true, decision: out.decision, atMs: nowMs }
+      : { ok: true, decision: out.decision, atMs: nowMs, slot: slots.taken(out.state) };
   const version = rule.version ?? 0;
   const unchanged =
     record !== null &&

@@ -5,7 +5,7 @@
  * docs test holds docs/rules.md to it. An algorithm's own parameters are in the algorithm table (src/algorithms).
  * docs/adding-a-field.md says how to add a field.
  */
-import type { AlgorithmName, AlgorithmParams } from "../algorithms/index.ts";
+import { type AlgorithmName, type AlgorithmParams, slotPolicy } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
 import { clientChosenWarning, KEY_MISSING, printKey, readKey } from "./key.ts";
 import { printLease, readLease } from "./lease.ts";
@@ -93,7 +93,15 @@ const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
   scope: {
     yaml: "scope",
     fallback: "global",
-    read: (v, cx) => oneOf(cx.e, "scope", v, ["global", "local"]),
+    read: (v, cx) => {
+      const scope = oneOf(cx.e, "scope", v, ["global", "local"]);
+      // A slot is given back by whichever isolate's request ends; only the key's object sees every one.
+      if (scope === "local" && cx.algorithm !== null && slotPolicy({ algorithm: cx.algorithm }) !== undefined) {
+        cx.e.add("scope", `must be global for ${cx.algorithm}: its slots are counted by the key's object`);
+        return undefined;
+      }
+      return scope;
+    },
     print: text,
     doc: "Where the state lives; see [Scope](#scope).",
   },

@@ -26,6 +26,7 @@ const MONTH_ALGORITHMS = ALGORITHMS.filter((algorithm) => {
     },
     int: () => undefined,
     bool: (_key, fallback) => fallback,
+    duration: (_key, fallbackMs) => fallbackMs,
     has: () => false,
     error: () => {},
   };
@@ -58,6 +59,19 @@ export function resolveParams(algorithm: AlgorithmName, raw: Map<string, Raw>, e
         if (typeof v === "boolean") return v;
         e.add(key, `must be true or false, got ${describe(v)}`);
         return undefined;
+      }),
+    duration: (key, fallbackMs) =>
+      optional(raw, key, fallbackMs, (v) => {
+        if (typeof v !== "string") {
+          e.add(key, `must be ${DURATION_HINT}, got ${describe(v)}`);
+          return undefined;
+        }
+        const d = parseDuration(v);
+        if ("error" in d) {
+          e.add(key, d.error);
+          return undefined;
+        }
+        return d.ms;
       }),
     has: (key) => raw.has(key),
     error: (key, message) => e.add(key, message),

@@ -50,6 +50,12 @@ export const PARAMS: { readonly [K in AlgorithmName]: fc.Arbitrary<ParamsOf<K>> 
       countDenied,
       buckets,
     })),
+  concurrency: fc
+    .tuple(
+      fc.integer({ min: 1, max: 30 }),
+      fc.oneof(fc.constantFrom(1000, 60_000), fc.integer({ min: 1000, max: 600_000 })),
+    )
+    .map(([limit, slotTtlMs]) => ({ algorithm: "concurrency", limit, slotTtlMs })),
 };
 
 /** Any algorithm's random parameters, within the exactness bounds validation enforces. */
@@ -75,6 +81,7 @@ export function yamlOf(p: AlgorithmParams): string {
       `count_denied: ${q.countDenied}`,
       `buckets: ${q.buckets}`,
     ],
+    concurrency: (q) => [`limit: ${q.limit}`, `slot_ttl: ${q.slotTtlMs}ms`],
   };
   lines.push(...(YAML[p.algorithm] as (q: AlgorithmParams) => string[])(p));
   return lines.map((l) => `  ${l}`).join("\n");

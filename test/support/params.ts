@@ -45,3 +45,8 @@ export const slidingCounter = (limit: number, windowMs: number, countDenied = fa
   countDenied,
   buckets,
 });
+export const concurrencyP = (limit: number, slotTtlMs = 60_000): AlgorithmParams => ({
+  algorithm: "concurrency",
+  limit,
+  slotTtlMs,
+});

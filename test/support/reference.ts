@@ -58,6 +58,10 @@ export function referenceKey(p: AlgorithmParams): RefKey {
       return refQueue(p.rate.amount, p.rate.periodMs, p.burst, p.delay);
     case "fixed_window":
       return refFixed(p);
+    case "concurrency":
+      // With no release in between (the contract's "no other event"), a slot is held for its whole lease: the decisions
+      // are a sliding log's whose entries live `slot_ttl` (src/algorithms/concurrency.ts). Releases: concurrency.test.ts.
+      return refLog(p.limit, p.slotTtlMs);
     case "sliding_log":
       return refLog(p.limit, p.windowMs);
     case "sliding_counter":

@@ -74,6 +74,7 @@ describe("rule-file fields: what each algorithm takes, as docs/rules.md lists th
       "limit, window_s or window, count_denied, and buckets",
       "limit",
     ],
+    ["concurrency", ["limit", "slot_ttl"], "limit, and optionally slot_ttl", "limit"],
   ];
   it("covers every algorithm in the table", () => {
     expect(table.map(([name]) => name).sort()).toEqual([...ALGORITHMS].sort());
@@ -99,6 +100,7 @@ function reader(fields: Readonly<Record<string, unknown>>, invalid: readonly str
     window: () => value("window") as Window | undefined,
     int: (key, options = {}) => (given(key) ? (value(key) as number | undefined) : options.fallback),
     bool: (key, fallback) => (given(key) ? (value(key) as boolean | undefined) : fallback),
+    duration: (key, fallbackMs) => (given(key) ? (value(key) as number | undefined) : fallbackMs),
     has: (key) => key in fields,
     error: (key, message) => errors.push(`${key}: ${message}`),
   };
@@ -673,6 +675,7 @@ describe("leases: whether isolates may hold a slice of a key's budget, and what 
       fixed_window: "window",
       sliding_log: "none",
       sliding_counter: "none",
+      concurrency: "none",
     });
     const why = (name: AlgorithmParams["algorithm"]) => {
       const lease = leasePolicy(name);

@@ -29,7 +29,7 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     fixture: "bad-enum.yaml",
     valid: 0,
     errors: [
-      `${DIR}/bad-enum.yaml: free-global.algorithm: must be one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter, got "token-bucket"; did you mean "token_bucket"?`,
+      `${DIR}/bad-enum.yaml: free-global.algorithm: must be one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter, concurrency, got "token-bucket"; did you mean "token_bucket"?`,
       `${DIR}/bad-enum.yaml: free-global.match.identity: must be one of api_key, ip, user, got "apikey"; did you mean "api_key"?`,
       `${DIR}/bad-enum.yaml: free-global.mode: must be one of enforce, shadow, got "dry_run"`,
       `${DIR}/bad-enum.yaml: free-global.scope: must be one of global, local, got "regional"`,
@@ -209,7 +209,7 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
       `${DIR}/missing-param.yaml: daily.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)`,
       `${DIR}/missing-param.yaml: daily.window_s: required for fixed_window (or window: "<duration>")`,
       `${DIR}/missing-param.yaml: rules[2].id: required`,
-      `${DIR}/missing-param.yaml: no-algorithm.algorithm: required: one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter`,
+      `${DIR}/missing-param.yaml: no-algorithm.algorithm: required: one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter, concurrency`,
       `${DIR}/missing-param.yaml: no-match.match: required, e.g. { plan: free, identity: api_key }`,
     ],
   },
