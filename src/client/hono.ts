@@ -9,7 +9,16 @@
  * Hono is a peer dependency for its types only: this file imports nothing from it at run time.
  */
 import type { Context, Env, MiddlewareHandler } from "hono";
-import { bindingIn, DEFAULT_BINDING, type DecideBy, decide, refusalResponse, withHeaders } from "./respond.ts";
+import {
+  bindingIn,
+  DEFAULT_BINDING,
+  type DecideBy,
+  decide,
+  keepAliveIn,
+  refusalResponse,
+  releasingSlots,
+  withHeaders,
+} from "./respond.ts";
 import type { SluiceBinding } from "./types.ts";
 
 export interface SluiceMiddlewareOptions<E extends Env> extends DecideBy<[Context<E>]> {
@@ -24,6 +33,18 @@ export function sluice<E extends Env = Env>(options: SluiceMiddlewareOptions<E> 
     const result = await decide(binding, c.req.raw, options, [c]);
     if (!result.success) return refusalResponse(result);
     await next();
-    c.res = withHeaders(c.res, result.headers);
+    // The slots it holds (concurrency rules) go back when the response's body ends (Hono turns a handler's error into
+    // a response too).
+    c.res = releasingSlots(binding, result, withHeaders(c.res, result.headers), keepAliveIn(executionContextOf(c)));
   };
+}
+
+/** The request's execution context, or `null` where Hono runs without one (`c.executionCtx` throws then). */
+function executionContextOf<E extends Env>(c: Context<E>): unknown {
+  try {
+    return c.executionCtx;
+  } catch (error) {
+    if (error instanceof Error) return null;
+    throw error;
+  }
 }

@@ -65,3 +65,46 @@ export async function decide<Args extends unknown[]>(
   if (by.cost !== undefined) options.cost = typeof by.cost === "function" ? by.cost(...args) : by.cost;
   return binding.limit(options);
 }
+
+/**
+ * The handler's `response`, with the request's slots (concurrency rules, `result.slots`) given back once its body
+ * ends: read to the end, cancelled (the client went away) or failed; at once without a body. `keepAlive` is the
+ * request's `waitUntil`. A failed release is logged: the slot then comes back after its rule's `slot_ttl`.
+ */
+export function releasingSlots(
+  binding: SluiceBinding,
+  result: CheckResult,
+  response: Response,
+  keepAlive: (work: Promise<unknown>) => void,
+): Response {
+  const release = releaseOf(binding, result);
+  if (release === null) return response;
+  if (response.body === null) {
+    keepAlive(release());
+    return response;
+  }
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  keepAlive(response.body.pipeTo(writable).then(release, release));
+  return new Response(readable, response);
+}
+
+/** Give back the request's slots, once; `null` when it holds none. */
+export function releaseOf(binding: SluiceBinding, result: CheckResult): (() => Promise<void>) | null {
+  const slots = result.slots ?? [];
+  if (slots.length === 0) return null;
+  let done: Promise<void> | null = null;
+  return () => {
+    done ??= binding.release(slots).then(
+      () => undefined,
+      (error: unknown) => console.error(`Sluice: release of ${slots.length} slot(s) failed: ${String(error)}`),
+    );
+    return done;
+  };
+}
+
+/** A `waitUntil` from a context that may have one (a Worker's `ctx`); otherwise the work just runs. */
+export function keepAliveIn(ctx: unknown): (work: Promise<unknown>) => void {
+  const waitUntil = typeof ctx === "object" && ctx !== null ? (ctx as { waitUntil?: unknown }).waitUntil : undefined;
+  if (typeof waitUntil !== "function") return () => undefined;
+  return (work) => (waitUntil as (w: Promise<unknown>) => void).call(ctx, work);
+}

@@ -103,6 +103,12 @@ export interface CheckResult {
   readonly retryAfterMs: number | null;
   /** Every rule that applied, in rule order. */
   readonly rules: readonly RuleResult[];
+  /**
+   * The slots an admitted request holds (concurrency rules): give them back with `release(slots)` when the work is
+   * done (the middlewares do it when the response's body ends). Each comes back by itself after its rule's `slot_ttl`.
+   * Absent: none held.
+   */
+  readonly slots?: readonly string[];
 }
 
 /** `limit`'s answer: the native binding's `{ success }`, and what it cannot say. */
@@ -115,6 +121,14 @@ export interface LimitResult extends CheckResult {
   readonly resetAfterMs: number | null;
   /** With `outcome`: the units charged (0 when the outcome did not count, or the charge could not be made). */
   readonly charged?: number;
+  /** A concurrency rule that admitted: the slot held, for `release(slot)` when the work is done. Absent: none. */
+  readonly slot?: string;
+}
+
+/** What `release` did. */
+export interface ReleaseResult {
+  /** How many of the slots named were held and are now given back (a slot released twice, or after its lease: 0). */
+  readonly released: number;
 }
 
 /**
@@ -143,6 +157,11 @@ export interface SluiceBinding {
    * refunds, shadow rules, failure policy), exactly as the gateway does.
    */
   check(request: RequestLike): Promise<CheckResult>;
+  /**
+   * Give back slots (`LimitResult.slot`, `CheckResult.slots`) of concurrency rules: idempotent; a slot whose lease
+   * ended is not released again, nor anyone else's.
+   */
+  release(slots: string | readonly string[]): Promise<ReleaseResult>;
 }
 
 /** The longest `limit` key Sluice accepts, in UTF-16 code units. */

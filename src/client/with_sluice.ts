@@ -1,11 +1,21 @@
 /**
  * `withSluice(handler)`: a plain `fetch` handler behind Sluice. A refused request is answered as the gateway answers
  * it (429 problem+json with `Retry-After` and the RateLimit fields, or 400/401/503); an admitted one goes to the
- * handler and its response gets the RateLimit fields.
+ * handler and its response gets the RateLimit fields; the slots it holds (concurrency rules) go back when its body ends.
  *
  *   export default { fetch: withSluice(async (request, env, ctx) => new Response("ok")) };
  */
-import { bindingIn, DEFAULT_BINDING, type DecideBy, decide, refusalResponse, withHeaders } from "./respond.ts";
+import {
+  bindingIn,
+  DEFAULT_BINDING,
+  type DecideBy,
+  decide,
+  keepAliveIn,
+  refusalResponse,
+  releaseOf,
+  releasingSlots,
+  withHeaders,
+} from "./respond.ts";
 import type { SluiceBinding } from "./types.ts";
 
 export type FetchHandler<Env, Ctx> = (request: Request, env: Env, ctx: Ctx) => Response | Promise<Response>;
@@ -24,6 +34,14 @@ export function withSluice<Env, Ctx>(
     const binding = typeof find === "function" ? find(env) : bindingIn(env, find ?? DEFAULT_BINDING);
     const result = await decide(binding, request, options, [request, env, ctx]);
     if (!result.success) return refusalResponse(result);
-    return withHeaders(await handler(request, env, ctx), result.headers);
+    let response: Response;
+    try {
+      response = await handler(request, env, ctx);
+    } catch (error) {
+      // The handler failed: the request's slots (concurrency rules) go back now.
+      await releaseOf(binding, result)?.();
+      throw error;
+    }
+    return releasingSlots(binding, result, withHeaders(response, result.headers), keepAliveIn(ctx));
   };
 }

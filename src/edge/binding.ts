@@ -1,6 +1,7 @@
 /**
- * The service binding's two calls, on the gateway's own request path (judge.ts): `check` judges a request exactly as
- * the gateway does (`judgeRequest`), `limit` enters after matching with the one rule it names (`judgeApplicable`).
+ * The service binding's calls, on the gateway's own request path (judge.ts): `check` judges a request exactly as
+ * the gateway does (`judgeRequest`), `limit` enters after matching with the one rule it names (`judgeApplicable`),
+ * `release` gives back the slots of concurrency rules either handed out.
  * Their inputs come from another Worker and are read strictly here: a wrong one is a `TypeError` or `RangeError`
  * whose message says what to fix, never a silent default; the limiter's own failures follow each rule's `on_error`.
  * entrypoint.ts is the thin `WorkerEntrypoint` around these functions.
@@ -11,6 +12,7 @@ import {
   type LimitResult,
   MAX_LIMIT_KEY_CHARS,
   type Problem,
+  type ReleaseResult,
 } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { CompiledRule } from "../request/match.ts";
@@ -19,6 +21,8 @@ import { keyHashOf } from "./hash.ts";
 import { judgeApplicable, judgeRequest } from "./judge.ts";
 import type { Judgement, RequestContext } from "./judgement.ts";
 import { type Env, settingsOf } from "./settings.ts";
+import { releaseSlots, slotsOf } from "./slot_release.ts";
+import { readSlotTokens, slotToken } from "./slot_tokens.ts";
 
 /** What the binding's caller configured on its side (`props` of its `[[services]]` entry). */
 export interface BindingProps {
@@ -153,12 +157,21 @@ export async function limitKey(input: unknown, props: unknown, bx: BindingContex
   isolate.stats.requests++;
   const result = resultOf(await judgeApplicable(cx, [{ compiled, keyHash, cost }]));
   const own = result.rules[0];
+  const slots = result.slots;
   return {
     ...result,
     rule: compiled.rule.id,
     remaining: own?.remaining ?? null,
     resetAfterMs: own?.resetAfterMs ?? null,
+    ...(slots?.[0] === undefined ? {} : { slot: slots[0] }),
   };
+}
+
+/** `release`: give back slots `limit` or `check` handed out (slot_tokens.ts reads them strictly). */
+export async function releaseSlotsCall(input: unknown, bx: BindingContext): Promise<ReleaseResult> {
+  const held = readSlotTokens(input, bx.rules);
+  const results = await releaseSlots(bx.env, held);
+  return { released: results.reduce((n, r) => n + (r?.released ?? 0), 0) };
 }
 
 /** A judgement as the binding answers it. */
@@ -168,7 +181,19 @@ export function resultOf(judgement: Judgement): CheckResult {
   const rules = judgement.rules.map((r) => ({ ...r }));
   if (judgement.kind === "admitted") {
     const { delayedMs } = judgement;
-    return { success: true, status: 200, reason: null, headers, problem: null, delayedMs, retryAfterMs: null, rules };
+    const slots = slotsOf(judgement.outcomes).map(slotToken);
+    const held = slots.length === 0 ? {} : { slots };
+    return {
+      success: true,
+      status: 200,
+      reason: null,
+      headers,
+      problem: null,
+      delayedMs,
+      retryAfterMs: null,
+      rules,
+      ...held,
+    };
   }
   const problem = { ...judgement.problem } as Problem;
   const retryAfterMs = typeof problem.retry_after_ms === "number" ? problem.retry_after_ms : null;

@@ -8,12 +8,12 @@
  *   props = { rule = "api-per-key" }   # optional: the rule `limit` uses when a call names none
  *
  * and calls `env.SLUICE.limit({ key })` (the native Rate Limiting binding's shape) or `env.SLUICE.check(request)`
- * (every matching rule, as the gateway applies them). The calls themselves are binding.ts; the types the caller
+ * (every matching rule, as the gateway applies them), and `env.SLUICE.release(slot)` for a concurrency rule's slot. The calls themselves are binding.ts; the types the caller
  * imports are src/client/types.ts.
  */
 import { WorkerEntrypoint } from "cloudflare:workers";
-import type { CheckResult, LimitResult, SluiceBinding } from "../client/types.ts";
-import { checkRequest, limitKey } from "./binding.ts";
+import type { CheckResult, LimitResult, ReleaseResult, SluiceBinding } from "../client/types.ts";
+import { checkRequest, limitKey, releaseSlotsCall } from "./binding.ts";
 import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
 import type { Env } from "./settings.ts";
 
@@ -24,6 +24,10 @@ export class RateLimiter extends WorkerEntrypoint<Env, unknown> implements Sluic
 
   check(request: unknown): Promise<CheckResult> {
     return checkRequest(request, this.#bindingContext());
+  }
+
+  release(slots: unknown): Promise<ReleaseResult> {
+    return releaseSlotsCall(slots, this.#bindingContext());
   }
 
   // A private name (#) is not callable over RPC: the env and the isolate never leave this Worker.

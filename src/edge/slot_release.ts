@@ -38,8 +38,8 @@ export function slotsOf(outcomes: readonly AskResult[]): HeldSlot[] {
 }
 
 /** Give the slots back, one call per key's object; never throws (a failure is logged, and the lease frees the slot). */
-export async function releaseSlots(env: Pick<Env, "LIMITER">, held: readonly HeldSlot[]): Promise<void> {
-  await Promise.all(held.map((h) => releaseOne(env, h)));
+export function releaseSlots(env: Pick<Env, "LIMITER">, held: readonly HeldSlot[]): Promise<(ReleaseResult | null)[]> {
+  return Promise.all(held.map((h) => releaseOne(env, h)));
 }
 
 async function releaseOne(env: Pick<Env, "LIMITER">, h: HeldSlot): Promise<ReleaseResult | null> {

@@ -6,7 +6,7 @@
 import { abortAllDurableObjects, createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { handleRequest } from "../../src/edge/worker.ts";
-import { freshIp, isolate, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, freshIp, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
@@ -92,5 +92,55 @@ describe("concurrency through the gateway", () => {
     setNow(T0 + 10_000);
     const late = await send(ip);
     expect(late.response.status).toBe(200);
+  });
+});
+
+describe("concurrency through the service binding", () => {
+  it("limit() hands out a slot; release() gives it back, once", async () => {
+    setNow(T0);
+    const key = `acct_${crypto.randomUUID()}`;
+    const rule = "exports-per-account";
+    const taken = [];
+    for (let i = 0; i < 3; i++) taken.push(await env.SLUICE.limit({ key, rule }));
+    expect(taken.map((r) => r.success)).toEqual([true, true, true]);
+    expect(taken.map((r) => r.remaining)).toEqual([2, 1, 0]);
+    const denied = await env.SLUICE.limit({ key, rule });
+    expect(denied).toMatchObject({ success: false, status: 429, reason: "denied" });
+    expect(denied.slot).toBeUndefined();
+    const slot = taken[0]!.slot!;
+    expect(slot).toMatch(/^exports-per-account:[0-9a-f]{64}:[0-9]+$/);
+    expect(await env.SLUICE.release(slot)).toEqual({ released: 1 });
+    expect(await env.SLUICE.release([slot])).toEqual({ released: 0 });
+    expect((await env.SLUICE.limit({ key, rule })).success).toBe(true);
+  });
+
+  it("check() of a request a concurrency rule admits says which slots it holds", async () => {
+    setNow(T0);
+    const key = await knownKey("sk_growth", "growth");
+    const result = await env.SLUICE.check({
+      url: "https://sluice.test/v1/reports/export",
+      method: "POST",
+      headers: bearer(key),
+    });
+    expect(result.success).toBe(true);
+    expect(result.slots).toHaveLength(1);
+    expect(await env.SLUICE.release(result.slots!)).toEqual({ released: 1 });
+  });
+
+  it("release() says what is wrong with what it was given", async () => {
+    const failure = async (call: () => Promise<unknown>) => {
+      try {
+        await call();
+      } catch (error) {
+        return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      }
+      return "no error";
+    };
+    expect(await failure(() => env.SLUICE.release("nope"))).toBe(
+      'TypeError: Sluice release(): not a slot from limit() or check(): "nope"',
+    );
+    expect(await failure(() => env.SLUICE.release(`login-per-ip:${"0".repeat(64)}:1`))).toBe(
+      'RangeError: Sluice release(): rule "login-per-ip" holds no slots (not a concurrency rule)',
+    );
   });
 });

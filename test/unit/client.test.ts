@@ -56,6 +56,7 @@ function binding(...answers: CheckResult[]) {
       calls.push({ method: "limit", input });
       return { ...answer(), rule: input.rule ?? "from-props", remaining: 0, resetAfterMs: 0 };
     },
+    release: async () => ({ released: 0 }),
   };
   return { binding: b, calls };
 }

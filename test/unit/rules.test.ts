@@ -335,6 +335,7 @@ describe("the shipped example (test/fixtures/shipped/shiplane.yaml)", () => {
         "fixed_window",
         "sliding_log",
         "sliding_counter",
+        "concurrency",
       ]),
     );
     expect(result.rules.some((r) => r.mode === "shadow")).toBe(true);
