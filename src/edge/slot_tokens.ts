@@ -27,8 +27,9 @@ export function readSlotTokens(input: unknown, rules: readonly CompiledRule[]): 
     const m = typeof token === "string" ? TOKEN_RE.exec(token) : null;
     if (m === null) throw new TypeError(`${where}: not a slot from limit() or check(): ${JSON.stringify(token)}`);
     const compiled = rules.find((r) => r.rule.id === m[1]);
-    if (compiled === undefined || slotPolicy(compiled.params) === undefined)
-      throw new RangeError(`${where}: rule ${JSON.stringify(m[1])} holds no slots (not a concurrency rule)`);
+    if (compiled === undefined) throw new RangeError(`${where}: unknown rule ${JSON.stringify(m[1])}`);
+    if (slotPolicy(compiled.params) === undefined)
+      throw new RangeError(`${where}: rule ${JSON.stringify(m[1])} holds no slots (${compiled.params.algorithm})`);
     const rule = { id: compiled.rule.id, params: compiled.params, version: compiled.version };
     return { rule, keyHash: m[2]!, slot: Number(m[3]) };
   });

@@ -140,7 +140,7 @@ describe("concurrency through the service binding", () => {
       'TypeError: Sluice release(): not a slot from limit() or check(): "nope"',
     );
     expect(await failure(() => env.SLUICE.release(`login-per-ip:${"0".repeat(64)}:1`))).toBe(
-      'RangeError: Sluice release(): rule "login-per-ip" holds no slots (not a concurrency rule)',
+      'RangeError: Sluice release(): rule "login-per-ip" holds no slots (sliding_log)',
     );
   });
 });
