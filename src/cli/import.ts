@@ -27,6 +27,7 @@ Envoy", describe the mapping.
   envoy FILE   an envoyproxy/ratelimit service configuration (domain, descriptors), or a local rate limit filter
                configuration (its token bucket and descriptors; also found inside a bootstrap file)
   --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
+  --map KEY=header:NAME|ip:V4:V6     envoy: a descriptor key from request_headers, or masked_remote_address's masks
   --map KEY:VALUE=route:METHOD /path envoy: which requests a valued descriptor stands for (also plan:NAME, any)
   --out FILE       write the rules there instead of standard output
   --allow-partial  exit 0 even when something was left out

@@ -41,15 +41,19 @@ export function importLocal(
       message: `${prefix}: enabled for ${enabled}% and enforced for ${enforced}% of requests; Sluice applies a rule to all of them (${shadow ? "shadow" : "enforce"})`,
     });
   }
-  report.push({
-    where,
-    kind: "left out",
-    message: `${prefix}: the filter-wide token_bucket is one budget shared by every client of an Envoy instance; Sluice counts per API key, address or user`,
-  });
-  const rules: DraftRule[] = [];
+  if (filter.local_rate_limit_per_downstream_connection === true) {
+    report.push({
+      where,
+      kind: "left out",
+      message: `${prefix}: local_rate_limit_per_downstream_connection keeps a bucket per client connection; Sluice sees requests, not connections`,
+    });
+    return [];
+  }
+  const status = statusOf(filter.status, where);
+  const rules: DraftRule[] = [filterWide(filter, prefix, where, shadow, status, report, taken)];
   const descriptors = Array.isArray(filter.descriptors) ? filter.descriptors : [];
   for (const d of descriptors) {
-    const rule = localRule(d, prefix, file, loaded, mapping, report, taken, shadow);
+    const rule = localRule(d, prefix, file, loaded, mapping, report, taken, shadow, status);
     if (rule !== null) rules.push(rule);
   }
   return rules;
@@ -64,6 +68,7 @@ function localRule(
   report: ReportItem[],
   taken: Set<string>,
   shadow: boolean,
+  status: number,
 ): DraftRule | null {
   const line = isObject(d) ? loaded.lineOf(d) : 0;
   const where = `${file}:${line}`;
@@ -86,6 +91,8 @@ function localRule(
     ["rate", `${bucket.perFill}/${bucket.interval}`],
     ["burst", bucket.maxTokens],
     ["scope", "local"],
+    ["status", status],
+    ...match.fields,
   ];
   if (shadow) fields.push(["mode", "shadow"]);
   return {
@@ -93,8 +100,87 @@ function localRule(
     source: `${where}: local rate limit ${prefix}, descriptor ${chainText}`,
     notes: [...match.notes, ...(bucket.perFill > 1 ? [`approximate: ${message}`] : [])],
     match: match.match,
+    ...(match.key === null ? {} : { key: match.key }),
     fields,
   };
+}
+
+/**
+ * The filter-wide `token_bucket`: one budget for every request through one Envoy (`key: global`, `scope: local`:
+ * one per isolate, as Envoy keeps one per instance).
+ */
+function filterWide(
+  filter: Obj,
+  prefix: string,
+  where: string,
+  shadow: boolean,
+  status: number,
+  report: ReportItem[],
+  taken: Set<string>,
+): DraftRule {
+  const bucket = tokenBucket(filter.token_bucket as Obj, where);
+  const notes: string[] = [];
+  const say = (message: string) => {
+    report.push({ where, kind: "approximate", message: `${prefix}: ${message}` });
+    notes.push(`approximate: ${message}`);
+  };
+  say(
+    "the filter-wide bucket is one per Envoy instance; as key: global with scope: local it is one per Worker isolate, and there are as many of those as Cloudflare runs",
+  );
+  if (Array.isArray(filter.descriptors) && filter.descriptors.length > 0) {
+    say(
+      "Envoy takes from the filter-wide bucket only requests no descriptor matched; Sluice's rule counts every request",
+    );
+  }
+  if (bucket.perFill > 1)
+    say(
+      `Envoy adds ${bucket.perFill} token(s) at once every ${bucket.interval}; Sluice's bucket refills continuously at the same rate`,
+    );
+  const fields: [string, string | number | boolean][] = [
+    ["algorithm", "token_bucket"],
+    ["rate", `${bucket.perFill}/${bucket.interval}`],
+    ["burst", bucket.maxTokens],
+    ["scope", "local"],
+    ["status", status],
+  ];
+  if (shadow) fields.push(["mode", "shadow"]);
+  return {
+    id: ruleId(prefix, taken),
+    source: `${where}: local rate limit ${prefix}, the filter-wide token_bucket`,
+    notes,
+    match: {},
+    key: "global",
+    fields,
+  };
+}
+
+/** Envoy's HttpStatus names the filter's `status` may take, as numbers. */
+const STATUS_NAMES: Readonly<Record<string, number>> = {
+  BadRequest: 400,
+  Unauthorized: 401,
+  PaymentRequired: 402,
+  Forbidden: 403,
+  NotFound: 404,
+  RequestTimeout: 408,
+  TooManyRequests: 429,
+  InternalServerError: 500,
+  BadGateway: 502,
+  ServiceUnavailable: 503,
+  GatewayTimeout: 504,
+};
+
+/** The filter's `status` (`{ code: TooManyRequests }` or a number): 429, Envoy's default, when not set. */
+function statusOf(v: unknown, where: string): number {
+  if (v === undefined || v === null) return 429;
+  const code = isObject(v) ? v.code : undefined;
+  const n =
+    typeof code === "number" ? code : typeof code === "string" ? (STATUS_NAMES[code] ?? Number(code)) : Number.NaN;
+  if (!Number.isInteger(n) || n < 400 || n > 599) {
+    throw new EnvoyImportError(
+      `${where}: status must be { code: NAME } with a 4xx or 5xx status (Sluice answers a denial with one), got ${JSON.stringify(v)}`,
+    );
+  }
+  return n;
 }
 
 function tokenBucket(b: Obj, where: string): { maxTokens: number; perFill: number; interval: string } {

@@ -9,22 +9,41 @@ import type { DraftRule, ReportItem } from "./report.ts";
 /** What a descriptor key (or key and value) stands for. */
 export type Meaning =
   | { readonly kind: "identity"; readonly identity: "api_key" | "ip" | "user" }
+  /** A part of the rule's key other than an identity: a header's value, the client address masked. */
+  | { readonly kind: "part"; readonly part: string; readonly text: string }
   | { readonly kind: "route"; readonly route: string }
   | { readonly kind: "plan"; readonly plan: string }
   | { readonly kind: "any" };
 
 export type EnvoyMapping = ReadonlyMap<string, Meaning>;
 
-/** `KEY=api_key|ip|user` or `KEY:VALUE=route:METHOD /path|plan:NAME|any`, parsed; or why not. */
+const MEANINGS = "api_key, ip, user, header:NAME, ip:V4:V6, any, plan:NAME or route:METHOD /path";
+
+/**
+ * `KEY=api_key|ip|user|header:NAME|ip:V4:V6` or `KEY:VALUE=route:METHOD /path|plan:NAME|any`, parsed; or why not.
+ * The defaults are Envoy's actions' own descriptor keys: `remote_address` (the address), `masked_remote_address`
+ * (the address under the action's masks, /32 and /128 unless its config says otherwise), and `generic_key`, whose
+ * value the route action names: any request (the routes that set it are in Envoy's route configuration).
+ */
 export function parseMapping(specs: readonly string[]): { mapping: Map<string, Meaning> } | { error: string } {
-  const mapping = new Map<string, Meaning>([["remote_address", { kind: "identity", identity: "ip" }]]);
+  const mapping = new Map<string, Meaning>([
+    ["remote_address", { kind: "identity", identity: "ip" }],
+    ["masked_remote_address", maskedIp(32, 128)],
+    ["generic_key:*", { kind: "any" }],
+  ]);
   for (const spec of specs) {
     const eq = spec.indexOf("=");
-    if (eq <= 0) return { error: `--map ${JSON.stringify(spec)}: expected KEY=IDENTITY or KEY:VALUE=MEANING` };
+    if (eq <= 0) return { error: `--map ${JSON.stringify(spec)}: expected KEY=MEANING or KEY:VALUE=MEANING` };
     const target = spec.slice(0, eq);
     const meaning = spec.slice(eq + 1);
+    const ip = /^ip:(\d{1,2}):(\d{1,3})$/.exec(meaning);
     if (meaning === "api_key" || meaning === "ip" || meaning === "user") {
       mapping.set(target, { kind: "identity", identity: meaning });
+    } else if (ip !== null && Number(ip[1]) >= 1 && Number(ip[1]) <= 32 && Number(ip[2]) >= 1 && Number(ip[2]) <= 128) {
+      mapping.set(target, maskedIp(Number(ip[1]), Number(ip[2])));
+    } else if (/^header:[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/.test(meaning)) {
+      const name = meaning.slice(7).toLowerCase();
+      mapping.set(target, { kind: "part", part: `{ header: ${name} }`, text: `the ${name} header` });
     } else if (meaning === "any") {
       mapping.set(target, { kind: "any" });
     } else if (meaning.startsWith("plan:") && meaning.length > 5) {
@@ -34,12 +53,14 @@ export function parseMapping(specs: readonly string[]): { mapping: Map<string, M
       if ("error" in route) return { error: `--map ${target}: route ${route.error}` };
       mapping.set(target, { kind: "route", route: route.source });
     } else {
-      return {
-        error: `--map ${target}: expected api_key, ip, user, any, plan:NAME or route:METHOD /path, got ${JSON.stringify(meaning)}`,
-      };
+      return { error: `--map ${target}: expected ${MEANINGS}, got ${JSON.stringify(meaning)}` };
     }
   }
   return { mapping };
+}
+
+function maskedIp(v4: number, v6: number): Meaning {
+  return { kind: "part", part: `{ ip: { v4: ${v4}, v6: ${v6} } }`, text: `the client address (/${v4}, /${v6})` };
 }
 
 /** One (key, value) step of a descriptor chain, and where it is. */
@@ -49,68 +70,83 @@ export interface Step {
   readonly line: number;
 }
 
+/** A descriptor chain as a rule: its match, its key (`null`: the match's identity), what the report says of it. */
+export interface ChainRule {
+  readonly match: DraftRule["match"];
+  readonly key: DraftRule["key"] | null;
+  /** Fields the key needs (`key_missing: skip`: Envoy sends no descriptor for a request without the header). */
+  readonly fields: readonly [string, string][];
+  readonly notes: string[];
+}
+
 // long: each descriptor step's meaning, checked in chain order with its own message
-/** The rule's match from a descriptor chain through the mapping, or `null` (reported) when it has no single identity. */
+/**
+ * The rule a descriptor chain becomes through the mapping, or `null` (reported as left out) when it cannot be said:
+ * a valued descriptor nobody mapped, a wildcard value, a limit for one caller.
+ */
 export function matchOf(
   steps: readonly Step[],
   chainText: string,
   where: string,
   mapping: EnvoyMapping,
   report: ReportItem[],
-): { match: DraftRule["match"]; notes: string[] } | null {
-  let identity: string | null = null;
+): ChainRule | null {
+  const parts: { part: string; identity: string | null }[] = [];
   let route: string | undefined;
   let plan: string | undefined;
   const notes: string[] = [];
-  const approximations: ReportItem[] = [];
+  const leftOut = (message: string) => {
+    report.push({ where, kind: "left out", message: `${chainText}: ${message}` });
+    return null;
+  };
   for (const step of steps) {
-    const meaning = step.value === null ? mapping.get(step.key) : (mapping.get(`${step.key}:${step.value}`) ?? null);
+    if (step.value?.endsWith("*") === true) {
+      return leftOut(
+        `the wildcard value ${step.key}=${step.value} keeps one counter per actual value starting with ${JSON.stringify(step.value.slice(0, -1))}; Sluice cannot match a value's prefix`,
+      );
+    }
+    const meaning =
+      step.value === null
+        ? mapping.get(step.key)
+        : (mapping.get(`${step.key}:${step.value}`) ?? mapping.get(`${step.key}:*`) ?? null);
     if (step.value === null && meaning === undefined) {
-      report.push({
-        where,
-        kind: "left out",
-        message: `${chainText}: no meaning for descriptor key ${step.key}: give --map ${step.key}=api_key, ip or user`,
-      });
-      return null;
+      return leftOut(`no meaning for descriptor key ${step.key}: give --map ${step.key}=${MEANINGS.split(", any")[0]}`);
     }
     if (meaning === null || meaning === undefined) {
-      const message = `${step.key}=${step.value} comes from an Envoy route action: mapped to every request (give --map ${step.key}:${step.value}=route:METHOD /path for one route)`;
-      approximations.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
-      notes.push(`approximate: ${message}`);
-      continue;
+      return leftOut(
+        `${step.key}=${step.value} comes from an Envoy route action, which this file does not show: give --map ${step.key}:${step.value}=route:METHOD /path, plan:NAME or any`,
+      );
     }
-    if (meaning.kind === "identity") {
+    if (meaning.kind === "identity" || meaning.kind === "part") {
       if (step.value !== null) {
-        report.push({
-          where,
-          kind: "left out",
-          message: `${chainText}: a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`,
-        });
-        return null;
+        return leftOut(`a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`);
       }
-      if (identity !== null) {
-        report.push({
-          where,
-          kind: "left out",
-          message: `${chainText}: counted by two identities at once (${identity} and ${meaning.identity})`,
-        });
-        return null;
-      }
-      identity = meaning.identity;
+      parts.push(
+        meaning.kind === "identity"
+          ? { part: meaning.identity, identity: meaning.identity }
+          : { part: meaning.part, identity: null },
+      );
     } else if (meaning.kind === "route") route = meaning.route;
     else if (meaning.kind === "plan") plan = meaning.plan;
+    else if (step.key === "generic_key" && mapping.get(`generic_key:${step.value}`) === undefined) {
+      const message = `generic_key=${step.value} is set by Envoy's route actions: imported for every request (give --map generic_key:${step.value}=route:METHOD /path if only some routes set it)`;
+      report.push({ where, kind: "note", message: `${chainText}: ${message}` });
+      notes.push(message);
+    }
   }
-  if (identity === null) {
-    report.push({
-      where,
-      kind: "left out",
-      message: `${chainText}: one budget shared by every client; Sluice counts per API key, address or user`,
-    });
-    return null;
+  const base = { ...(plan === undefined ? {} : { plan }), ...(route === undefined ? {} : { route }) };
+  if (parts.length === 1 && parts[0]!.identity !== null) {
+    return { match: { ...base, identity: parts[0]!.identity }, key: null, fields: [], notes };
   }
-  report.push(...approximations);
+  if (parts.length === 0) {
+    notes.push("one budget for every client (key: global), as the service keeps one counter for the descriptor");
+    return { match: base, key: "global", fields: [], notes };
+  }
+  const headers = parts.some((p) => p.part.startsWith("{ header:"));
   return {
-    match: { ...(plan === undefined ? {} : { plan }), ...(route === undefined ? {} : { route }), identity },
+    match: base,
+    key: parts.map((p) => p.part),
+    fields: headers ? [["key_missing", "skip"]] : [],
     notes,
   };
 }

@@ -61,7 +61,10 @@ const UNITS: Readonly<Record<string, string>> = {
   hour: "h",
   day: "d",
   week: "7d",
-  month: "month",
+  // The service's month and year are fixed 30-day and 365-day windows from the epoch (its UnitToDivider), not
+  // calendar months: Sluice's `month` window would be another limit.
+  month: "30d",
+  year: "365d",
 };
 
 // long: one descriptor's checks in the order the service reads its fields, each with its own message
@@ -96,12 +99,8 @@ function serviceRule(
   const unit = typeof rl.unit === "string" ? UNITS[rl.unit.toLowerCase()] : undefined;
   const perUnit = rl.requests_per_unit;
   if (unit === undefined) {
-    if (typeof rl.unit === "string" && rl.unit.toLowerCase() === "year") {
-      report.push({ where, kind: "left out", message: `${chainText}: unit year: Sluice windows go up to a month` });
-      return null;
-    }
     throw new EnvoyImportError(
-      `${where}: rate_limit.unit must be second, minute, hour, day, week or month, got ${JSON.stringify(rl.unit)}`,
+      `${where}: rate_limit.unit must be second, minute, hour, day, week, month or year, got ${JSON.stringify(rl.unit)}`,
     );
   }
   if (typeof perUnit !== "number" || !Number.isSafeInteger(perUnit) || perUnit < 0) {
@@ -128,6 +127,7 @@ function serviceRule(
     ["limit", perUnit],
     ["window", unit],
   ];
+  fields.push(...match.fields);
   if (d.shadow_mode === true) fields.push(["mode", "shadow"]);
   return {
     draft: {
@@ -135,6 +135,7 @@ function serviceRule(
       source: `${where}: domain ${domain}, descriptor ${chainText}: ${perUnit} per ${rl.unit}`,
       notes: match.notes,
       match: match.match,
+      ...(match.key === null ? {} : { key: match.key }),
       fields,
     },
     name,

@@ -16,8 +16,11 @@ export interface DraftRule {
     /** One route, or several (the rule applies on any of them). */
     readonly route?: string | readonly string[];
     readonly except?: readonly string[];
-    readonly identity: string;
+    /** `api_key`, `ip` or `user`; absent when the rule gives `key`. */
+    readonly identity?: string;
   };
+  /** The rule's `key:` instead of an identity: `global`, or its parts in rule-file flow style (`{ header: x-t }`). */
+  readonly key?: "global" | readonly string[];
   readonly fields: readonly (readonly [string, string | number | boolean])[];
 }
 
@@ -53,9 +56,10 @@ export function rulesYaml(result: ImportResult, header: string): string {
       ...(m.plan === undefined ? [] : [`plan: ${scalar(m.plan)}`]),
       ...(m.route === undefined ? [] : [`route: ${routes(m.route)}`]),
       ...(m.except === undefined || m.except.length === 0 ? [] : [`except: ${routes(m.except)}`]),
-      `identity: ${m.identity}`,
+      ...(m.identity === undefined ? [] : [`identity: ${m.identity}`]),
     ];
     out.push(`  match: { ${match.join(", ")} }`);
+    if (rule.key !== undefined) out.push(`  key: ${rule.key === "global" ? "global" : `[${rule.key.join(", ")}]`}`);
     for (const [name, value] of rule.fields) out.push(`  ${name}: ${scalar(value)}`);
     out.push("");
   }

@@ -2,7 +2,7 @@
  * `sluice import envoy`: ratelimit service configurations and local rate limit filters with the rules and the report
  * each must give, malformed ones with their errors, and the mapping flags.
  */
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -21,7 +21,8 @@ function mapping(...specs: string[]): EnvoyMapping {
 function line(rule: DraftRule): string {
   const m = rule.match;
   const fields = rule.fields.map(([k, v]) => `${k}=${v}`).join(" ");
-  return `${rule.id} ${m.plan === undefined ? "" : `plan=${m.plan} `}${m.route ?? "*"} ${m.identity} ${fields}`;
+  const key = rule.key === undefined ? m.identity : `key=${rule.key === "global" ? "global" : rule.key.join("+")}`;
+  return `${rule.id} ${m.plan === undefined ? "" : `plan=${m.plan} `}${m.route ?? "*"} ${key} ${fields}`;
 }
 
 function imported(yaml: string, ...maps: string[]): ImportResult {
@@ -52,11 +53,13 @@ describe("Envoy configurations: the rules and the report", () => {
       [],
     ],
     [
-      "3 the same without the mapping: every request, approximately",
+      "3 the same without the mapping: generic_key is every request by default, said in a note",
       "domain: edge\ndescriptors:\n  - key: generic_key\n    value: search\n    descriptors:\n      - key: remote_address\n        rate_limit: { unit: second, requests_per_unit: 5 }\n",
       [],
       ["edge-search-remote_address * ip algorithm=fixed_window limit=5 window=s"],
-      ["approximate: generic_key=search > remote_address: generic_key=search comes from an Envoy route action"],
+      [
+        "note: generic_key=search > remote_address: generic_key=search is set by Envoy's route actions: imported for every request",
+      ],
     ],
     [
       "4 shadow_mode",
@@ -90,24 +93,25 @@ describe("Envoy configurations: the rules and the report", () => {
       [],
     ],
     [
-      "8 a key with no meaning is left out; a shared budget too",
+      "8 a key with no meaning is left out; a generic_key alone is one budget for every client (key: global)",
       "domain: api\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: second, requests_per_unit: 10 }\n  - key: generic_key\n    value: global\n    rate_limit: { unit: second, requests_per_unit: 1000 }\n",
       [],
-      [],
-      [
-        "left out: tenant: no meaning for descriptor key tenant: give --map tenant=api_key, ip or user",
-        "left out: generic_key=global: one budget shared by every client",
-      ],
+      ["api-global * key=global algorithm=fixed_window limit=1000 window=s"],
+      ["left out: tenant: no meaning for descriptor key tenant: give --map tenant=api_key, ip, user, header:NAME"],
     ],
     [
-      "9 the local filter: per-address descriptor, the filter-wide bucket left out",
+      "9 the local filter: the filter-wide bucket (key: global, local), a per-address descriptor",
       LOCAL(
         "filter_enforced: { default_value: { numerator: 100, denominator: HUNDRED } }\ndescriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 20, tokens_per_fill: 10, fill_interval: 1s }\n",
       ),
       [],
-      ["local-remote_address * ip algorithm=token_bucket rate=10/1s burst=20 scope=local"],
       [
-        "left out: local: the filter-wide token_bucket is one budget shared by every client",
+        "local * key=global algorithm=token_bucket rate=100/1s burst=100 scope=local status=429",
+        "local-remote_address * ip algorithm=token_bucket rate=10/1s burst=20 scope=local status=429",
+      ],
+      [
+        "approximate: local: the filter-wide bucket is one per Envoy instance",
+        "approximate: local: Envoy takes from the filter-wide bucket only requests no descriptor matched",
         "approximate: remote_address: Envoy adds 10 token(s) at once every 1s",
       ],
     ],
@@ -115,7 +119,10 @@ describe("Envoy configurations: the rules and the report", () => {
       "10 the local filter not enforced: shadow",
       LOCAL("descriptors:\n  - entries: [{ key: x-user }]\n    token_bucket: { max_tokens: 5, fill_interval: 0.5s }\n"),
       ["x-user=user"],
-      ["local-x-user * user algorithm=token_bucket rate=1/500ms burst=5 scope=local mode=shadow"],
+      [
+        "local * key=global algorithm=token_bucket rate=100/1s burst=100 scope=local status=429 mode=shadow",
+        "local-x-user * user algorithm=token_bucket rate=1/500ms burst=5 scope=local status=429 mode=shadow",
+      ],
       [],
     ],
     [
@@ -126,11 +133,55 @@ describe("Envoy configurations: the rules and the report", () => {
       ["left out: rl: filter_enabled is 0% (Envoy's default when not set), so the filter limits nothing"],
     ],
     [
-      "12 a week window and a year left out",
+      "12 a week window; a year is the service's fixed 365 days",
       "domain: q\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: week, requests_per_unit: 7000 }\n  - key: user_id\n    rate_limit: { unit: year, requests_per_unit: 1 }\n",
       ["user_id=user"],
-      ["q-remote_address * ip algorithm=fixed_window limit=7000 window=7d"],
-      ["left out: user_id: unit year: Sluice windows go up to a month"],
+      [
+        "q-remote_address * ip algorithm=fixed_window limit=7000 window=7d",
+        "q-user_id * user algorithm=fixed_window limit=1 window=365d",
+      ],
+      [],
+    ],
+    [
+      "13 month is the service's fixed 30 days, not a calendar month",
+      "domain: q\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: month, requests_per_unit: 100000 }\n",
+      [],
+      ["q-remote_address * ip algorithm=fixed_window limit=100000 window=30d"],
+      [],
+    ],
+    [
+      "14 request_headers and masked_remote_address as key parts; nested, with and without values",
+      "domain: api\ndescriptors:\n  - key: tenant\n    descriptors:\n      - key: masked_remote_address\n        rate_limit: { unit: second, requests_per_unit: 50 }\n  - key: header_match\n    value: bots\n    descriptors:\n      - key: remote_address\n        rate_limit: { unit: minute, requests_per_unit: 10 }\n",
+      ["tenant=header:X-Tenant-Id", "masked_remote_address=ip:24:56", "header_match:bots=route:* /v1/**"],
+      [
+        "api-tenant-masked_remote_address * key={ header: x-tenant-id }+{ ip: { v4: 24, v6: 56 } } algorithm=fixed_window limit=50 window=s key_missing=skip",
+        "api-bots-remote_address * /v1/** ip algorithm=fixed_window limit=10 window=min",
+      ],
+      [],
+    ],
+    [
+      "15 refused: a valued descriptor nobody mapped, a wildcard value",
+      "domain: api\ndescriptors:\n  - key: header_match\n    value: bots\n    rate_limit: { unit: second, requests_per_unit: 1 }\n  - key: client_id\n    value: acme*\n    rate_limit: { unit: second, requests_per_unit: 1 }\n",
+      ["client_id=api_key"],
+      [],
+      [
+        "left out: header_match=bots: header_match=bots comes from an Envoy route action, which this file does not show",
+        'left out: client_id=acme*: the wildcard value client_id=acme* keeps one counter per actual value starting with "acme"',
+      ],
+    ],
+    [
+      "16 the local filter's status; a per-connection filter is refused",
+      LOCAL("status: { code: ServiceUnavailable }\n"),
+      [],
+      ["local * key=global algorithm=token_bucket rate=100/1s burst=100 scope=local status=503 mode=shadow"],
+      [],
+    ],
+    [
+      "17 local_rate_limit_per_downstream_connection",
+      LOCAL("local_rate_limit_per_downstream_connection: true\n"),
+      [],
+      [],
+      ["left out: local: local_rate_limit_per_downstream_connection keeps a bucket per client connection"],
     ],
   ] as const)("%s", (_name, yaml, maps, rules, report) => {
     const result = imported(yaml, ...maps);
@@ -179,9 +230,30 @@ describe("malformed Envoy configurations", () => {
     expect(r.stderr).toMatch(message);
   });
 
+  it("something left out: exit 1 and nothing written, not even --out; --allow-partial writes the rest", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-envoy-"));
+    const path = join(dir, "ratelimit.yaml");
+    const out = join(dir, "rules.yaml");
+    writeFileSync(
+      path,
+      "domain: api\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: 5 }\n  - key: destination_cluster\n    value: search\n    rate_limit: { unit: second, requests_per_unit: 100 }\n",
+    );
+    const r = await runCli(["import", "envoy", path, "--out", out]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(existsSync(out)).toBe(false);
+    expect(r.stderr).toContain("destination_cluster=search comes from an Envoy route action");
+    expect(r.stderr).toContain("1 left out; nothing written");
+    const partial = await runCli(["import", "envoy", path, "--out", out, "--allow-partial"]);
+    expect(partial.code).toBe(0);
+    expect(readFileSync(out, "utf8")).toContain("- id: api-remote_address");
+  });
+
   it("a bad --map is a usage error", async () => {
     const r = await runCli(["import", "envoy", "x.yaml", "--map", "client_id=apikey"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain("--map client_id: expected api_key, ip, user, any, plan:NAME or route:METHOD /path");
+    expect(r.stderr).toContain(
+      "--map client_id: expected api_key, ip, user, header:NAME, ip:V4:V6, any, plan:NAME or route:METHOD /path",
+    );
   });
 });
