@@ -17,7 +17,16 @@ import {
   NGINX_COMBINED,
   nginxParser,
 } from "../replay/logs.ts";
-import { emptyRequestLine, parseRequestLineInto, type RequestLine, traceKindOf } from "../replay/request_trace.ts";
+import {
+  columnsOf,
+  emptyRequestLine,
+  parseRequestLineInto,
+  REQUEST_TRACE_MAGIC_V2,
+  type RequestLine,
+  type TraceColumns,
+  traceKindOf,
+  V1_COLUMNS,
+} from "../replay/request_trace.ts";
 import { sayReadingStdin } from "./io.ts";
 import { Progress } from "./progress.ts";
 import { parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
@@ -82,6 +91,8 @@ class LineReader {
   private readonly problems: TraceProblems;
   private readonly keyedSlot: TraceLineSlot = { tMs: 0, key: "", cost: 1 };
   private readonly requestSlot = emptyRequestLine();
+  /** A request trace's layout: version 1 until a version 2 trace's column line says otherwise. */
+  private columns: TraceColumns = V1_COLUMNS;
   private log: LogParser | null = null;
   private readonly bad: BadLines;
 
@@ -142,7 +153,14 @@ class LineReader {
   }
 
   private request(raw: string): boolean {
-    const parsed = parseRequestLineInto(raw, this.requestSlot);
+    if (raw.startsWith(REQUEST_TRACE_MAGIC_V2)) this.columns = { version: 2, extras: [] };
+    if (this.columns.version === 2 && raw.startsWith("t_ms,")) {
+      const columns = columnsOf(raw);
+      if (typeof columns === "string") return this.malformed(columns);
+      this.columns = columns;
+      return true;
+    }
+    const parsed = parseRequestLineInto(raw, this.requestSlot, this.columns);
     if (parsed === null) return true;
     if (parsed !== true) return this.malformed(parsed);
     this.time(this.requestSlot.tMs);

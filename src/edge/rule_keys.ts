@@ -5,7 +5,7 @@
  * `key_missing: refuse`, a part given twice with different values) is refused with 400 before anything is counted.
  */
 import { clientAddressKey } from "../request/identity.ts";
-import { type KeySource, keyText, ruleKeyOf } from "../request/key.ts";
+import { cookieValues, type KeySource, keyText, ruleKeyOf } from "../request/key.ts";
 import { type CompiledRule, matchesRequest, type RequestFacts } from "../request/match.ts";
 import { printKey } from "../rules/key.ts";
 import { keyHashOf } from "./hash.ts";
@@ -24,6 +24,7 @@ export function keySourceOf(request: Request, url: URL): KeySource {
   const text = (v: unknown) => (typeof v === "string" || typeof v === "number" ? String(v) : null);
   return {
     header: (name) => request.headers.get(name),
+    cookie: (name) => cookieValues(request.headers.get("cookie"), name),
     query: (name) => url.searchParams.getAll(name),
     host: url.hostname,
     address: request.headers.get("cf-connecting-ip"),

@@ -16,6 +16,7 @@ import { type Applicable, applicableRules, type CompiledRule, compileRules, reje
 import { headAsGet, shapeWith } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { type Caller, callerOf, type ReplayOptions } from "./caller.ts";
+import { lineKeys } from "./line_keys.ts";
 
 export type { ReplayOptions };
 
@@ -69,6 +70,8 @@ export class Replayer {
   private readonly overridden: Map<number, AlgorithmParams>[];
   private readonly pool: RuleAnswer[];
   private latestMs = 0;
+  /** Whether a rule has a `key:` (then each request's keys are read from its line, key.ts). */
+  private readonly hasKeys: boolean;
 
   constructor(
     readonly rules: readonly ResolvedRule[],
@@ -87,6 +90,7 @@ export class Replayer {
   ) {
     this.keys = keys;
     this.compiled = compileRules(rules);
+    this.hasKeys = rules.some((r) => r.key !== null);
     this.overridden = rules.map(() => new Map());
     this.states = this.compiled.map(
       (c, i) => new RuleStates(c.params, (key) => this.overridden[i]!.get(key) ?? c.params),
@@ -128,7 +132,11 @@ export class Replayer {
     if (rejecting !== null) {
       return { verdict: { kind: "unauthorized", rule: this.placeOf(rejecting) }, answers: [], caller: callerKey };
     }
-    const apps = applicableRules(this.compiled, facts);
+    const keyed = this.hasKeys ? lineKeys(this.compiled, facts, line, this.options.settings) : null;
+    if (keyed !== null && "refused" in keyed) {
+      return { verdict: { kind: "bad_request", detail: keyed.refused }, answers: [], caller: callerKey };
+    }
+    const apps = applicableRules(this.compiled, keyed === null ? facts : { ...facts, keyed: keyed.keyed });
     return { ...this.decideAll(apps, line, caller), caller: callerKey };
   }
 

@@ -10,16 +10,75 @@
  * The first line names the format and its version; the second names the columns (always these seven, in order).
  * `key` is an API key or `sha256:<64 hex digits>` (its hash, as account records are keyed); `cost` is empty (the
  * rules price it) or a positive integer that every applying rule charges instead. Empty fields are absent.
+ *
+ * Version 2 adds what a `key:` rule can count by (src/rules/key.ts): `host,asn,country,colo,ja4` after `cost`, then
+ * one column per header, cookie or query parameter the rule set names (`header:x-tenant-id`, `cookie:session`,
+ * `query:tenant`); its column line says which. A value escapes `%`, `,`, `&` and line breaks as `%25`, `%2C`, `%26`,
+ * `%0A`, `%0D`; a cookie or query parameter given several times is its values joined by `&`. A secret value may be
+ * written as `sha256:<hex>` of its trimmed value (a key compares values, so a replay decides alike).
  */
+
+import type { ResolvedRule } from "../rules/types.ts";
 
 /** The first line of a version 1 request trace. */
 export const REQUEST_TRACE_MAGIC = "# sluice request trace v1";
+/** The first line of a version 2 request trace. */
+export const REQUEST_TRACE_MAGIC_V2 = "# sluice request trace v2";
 /** Its column line. */
 export const REQUEST_TRACE_COLUMNS = "t_ms,method,path,address,key,user,cost";
+/** Version 2's fixed columns, before the columns of the headers, cookies and query parameters it carries. */
+export const REQUEST_TRACE_COLUMNS_V2 = `${REQUEST_TRACE_COLUMNS},host,asn,country,colo,ja4`;
 const MAGIC_PREFIX = "# sluice request trace";
+
+/** A trace's layout: its version and, in version 2, its extra columns (`header:x-tenant-id`, `cookie:s`, `query:t`). */
+export interface TraceColumns {
+  readonly version: 1 | 2;
+  readonly extras: readonly string[];
+}
+export const V1_COLUMNS: TraceColumns = { version: 1, extras: [] };
+
+const EXTRA = /^(header:[!#$%&'*+\-.^_`|~0-9a-z]{1,64}|cookie:[\x21-\x7e]{1,64}|query:[\x21-\x7e]{1,64})$/;
+
+/** A version 2 column line's layout, or what is wrong with it. */
+export function columnsOf(line: string): TraceColumns | string {
+  const text = line.endsWith("\r") ? line.slice(0, -1) : line;
+  if (!text.startsWith(REQUEST_TRACE_COLUMNS_V2)) return `expected the column line ${REQUEST_TRACE_COLUMNS_V2},...`;
+  const rest = text.slice(REQUEST_TRACE_COLUMNS_V2.length);
+  const extras = rest === "" ? [] : rest.slice(1).split(",");
+  if (rest !== "" && !rest.startsWith(",")) return `unknown column in ${JSON.stringify(clip(text))}`;
+  const bad = extras.find((c) => !EXTRA.test(c) || c.includes(",") || c.includes("&"));
+  if (bad !== undefined)
+    return `a column must be header:NAME (lower-case), cookie:NAME or query:NAME, got ${JSON.stringify(clip(bad))}`;
+  if (new Set(extras).size !== extras.length) return "a column is named twice";
+  return { version: 2, extras };
+}
+
+/** The columns a trace needs for a rule set: every header, cookie and query parameter a `key:` names, sorted. */
+export function columnsFor(rules: readonly ResolvedRule[]): TraceColumns {
+  const names = new Set<string>();
+  for (const r of rules) {
+    for (const p of r.key ?? []) {
+      if (p.kind === "header" || p.kind === "cookie" || p.kind === "query") names.add(`${p.kind}:${p.name}`);
+    }
+  }
+  return { version: 2, extras: [...names].sort() };
+}
 
 /** One request of a request trace. Empty fields are `null`. */
 export interface RequestLine {
+  /** Version 2: the host the request was sent to. */
+  host?: string | null;
+  /** Version 2: `request.cf`'s fields, as text. */
+  asn?: string | null;
+  country?: string | null;
+  colo?: string | null;
+  ja4?: string | null;
+  /**
+   * Version 2: the headers, cookies and query parameters, by column name (`header:x-t`: the value as the Worker sees
+   * it, repeated fields joined by `, `; `cookie:s`, `query:t`: each value). Replaced, never changed in place (a copied
+   * line keeps its own).
+   */
+  fields?: ReadonlyMap<string, readonly string[]>;
   tMs: number;
   method: string;
   path: string;
@@ -47,13 +106,22 @@ export function emptyRequestLine(): RequestLine {
   return { tMs: 0, method: "GET", path: "/", address: null, key: null, user: null, cost: null, answered: null };
 }
 
+const NO_FIELDS: ReadonlyMap<string, readonly string[]> = new Map();
+/** A line without what version 2 adds: absent (`undefined`), as a version 1 line or a log without it reads. */
+const NO_V2 = { host: undefined, asn: undefined, country: undefined, colo: undefined, ja4: undefined, fields: undefined };
+
+/** Clear what version 2 adds (a version 1 line, or a log that has none of it). */
+export function clearV2(slot: RequestLine): void {
+  Object.assign(slot, NO_V2);
+}
+
 /** Which kind of trace a first line starts: a request trace, the wrong version of one, or the keyed CSV. */
 export function traceKindOf(firstLine: string): "request" | "keyed" | { readonly error: string } {
   const line = firstLine.trim();
-  if (line === REQUEST_TRACE_MAGIC) return "request";
+  if (line === REQUEST_TRACE_MAGIC || line === REQUEST_TRACE_MAGIC_V2) return "request";
   if (line.startsWith(MAGIC_PREFIX)) {
     return {
-      error: `unsupported request trace version ${JSON.stringify(line)} (this sluice reads "${REQUEST_TRACE_MAGIC}")`,
+      error: `unsupported request trace version ${JSON.stringify(line)} (this sluice reads "${REQUEST_TRACE_MAGIC}" and "${REQUEST_TRACE_MAGIC_V2}")`,
     };
   }
   return "keyed";
@@ -67,11 +135,20 @@ const MAX_T_MS = 8_640_000_000_000_000;
  * One line of a request trace (without its newline) into `slot`: `true` when parsed, `null` for a line to skip (blank,
  * a comment, the column line), or the error message.
  */
-export function parseRequestLineInto(raw: string, slot: RequestLine): true | null | string {
+export function parseRequestLineInto(
+  raw: string,
+  slot: RequestLine,
+  columns: TraceColumns = V1_COLUMNS,
+): true | null | string {
   const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
   if (line.trim() === "" || line.startsWith("#") || line === REQUEST_TRACE_COLUMNS) return null;
+  if (columns.version === 2 && line.startsWith(REQUEST_TRACE_COLUMNS_V2)) return null;
   const f = line.split(",");
-  if (f.length !== 7) return `expected 7 fields (${REQUEST_TRACE_COLUMNS}), got ${f.length}: ${clip(line)}`;
+  const expected = columns.version === 1 ? 7 : 12 + columns.extras.length;
+  if (f.length !== expected) {
+    const names = columns.version === 1 ? REQUEST_TRACE_COLUMNS : "its column line";
+    return `expected ${expected} fields (${names}), got ${f.length}: ${clip(line)}`;
+  }
   const [t, method, path, address, key, user, cost] = f as [string, string, string, string, string, string, string];
   if (!/^\d{1,16}$/.test(t)) return `t_ms must be an integer number of milliseconds, got ${JSON.stringify(clip(t))}`;
   const tMs = Number(t);
@@ -94,18 +171,59 @@ export function parseRequestLineInto(raw: string, slot: RequestLine): true | nul
   slot.key = key === "" ? null : key;
   slot.user = user === "" ? null : user;
   slot.cost = parsedCost;
+  if (columns.version === 1) {
+    clearV2(slot);
+    return true;
+  }
+  const text = (v: string) => (v === "" ? null : unescapeField(v));
+  slot.host = text(f[7]!);
+  slot.asn = text(f[8]!);
+  slot.country = text(f[9]!);
+  slot.colo = text(f[10]!);
+  slot.ja4 = text(f[11]!);
+  if (columns.extras.length === 0) slot.fields = NO_FIELDS;
+  else {
+    const fields = new Map<string, readonly string[]>();
+    columns.extras.forEach((name, i) => {
+      const v = f[12 + i]!;
+      if (v === "") return;
+      fields.set(name, name.startsWith("header:") ? [unescapeField(v)] : v.split("&").map(unescapeField));
+    });
+    slot.fields = fields;
+  }
   return true;
 }
 
-/** One request as a trace line (with its newline): the inverse of `parseRequestLineInto`. */
+/** A version 2 field's text, escaped: `%`, `,`, `&` and line breaks. */
+export function escapeField(v: string): string {
+  return v.replace(/[%,&\r\n]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`);
+}
+
+function unescapeField(v: string): string {
+  return v.replace(/%(25|2C|26|0A|0D)/gi, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
+
+/** One request as a version 1 trace line (with its newline): the inverse of `parseRequestLineInto`. */
 export function formatRequestLine(r: RequestLine): string {
+  return formatRequestLineIn(r, V1_COLUMNS);
+}
+
+/** One request as a line of a trace with these columns (with its newline). */
+export function formatRequestLineIn(r: RequestLine, columns: TraceColumns): string {
   const path = r.path.replaceAll(",", "%2C");
-  return `${r.tMs},${r.method},${path},${r.address ?? ""},${r.key ?? ""},${r.user ?? ""},${r.cost ?? ""}\n`;
+  const v1 = `${r.tMs},${r.method},${path},${r.address ?? ""},${r.key ?? ""},${r.user ?? ""},${r.cost ?? ""}`;
+  if (columns.version === 1) return `${v1}\n`;
+  const text = (v: string | null | undefined) => (v === null || v === undefined ? "" : escapeField(v));
+  const fixed = [r.host, r.asn, r.country, r.colo, r.ja4].map(text).join(",");
+  const extras = columns.extras.map((name) => (r.fields?.get(name) ?? []).map(escapeField).join("&"));
+  return `${v1},${fixed}${extras.map((e) => `,${e}`).join("")}\n`;
 }
 
 /** The two lines every request trace starts with. */
-export function requestTraceHeader(): string {
-  return `${REQUEST_TRACE_MAGIC}\n${REQUEST_TRACE_COLUMNS}\n`;
+export function requestTraceHeader(columns: TraceColumns = V1_COLUMNS): string {
+  if (columns.version === 1) return `${REQUEST_TRACE_MAGIC}\n${REQUEST_TRACE_COLUMNS}\n`;
+  const extras = columns.extras.map((c) => `,${c}`).join("");
+  return `${REQUEST_TRACE_MAGIC_V2}\n${REQUEST_TRACE_COLUMNS_V2}${extras}\n`;
 }
 
 function clip(s: string): string {

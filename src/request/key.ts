@@ -24,6 +24,8 @@ export type CfField = "asn" | "country" | "colo" | "ja4";
 export interface KeySource {
   /** A header's value (name lower-case) as the runtime gives it, repeated fields joined by `, `; `null`: absent. */
   header(name: string): string | null;
+  /** Every value of a cookie, in order (a `Cookie` header may name one twice). */
+  cookie(name: string): readonly string[];
   /** Every value of a query parameter, decoded, in order. */
   query(name: string): readonly string[];
   /** The host the request was sent to. */
@@ -115,7 +117,7 @@ function partValue(
     case "header":
       return oneValue(`The ${part.name} header`, splitHeader(part.name, source.header(part.name)));
     case "cookie":
-      return oneValue(`The ${part.name} cookie`, cookieValues(source.header("cookie"), part.name));
+      return oneValue(`The ${part.name} cookie`, source.cookie(part.name));
     case "query":
       return oneValue(`The ${part.name} query parameter`, source.query(part.name));
     case "method":

@@ -1,6 +1,7 @@
 /** `key:`, `key_missing`, `key_client_chosen` (src/rules/key.ts): what each spelling resolves to, each mistake's message. */
 import { describe, expect, it } from "vitest";
 import { printRule } from "../../src/rules/fields.ts";
+import { loadRules } from "../../src/rules/load.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
 const ALGO = "  algorithm: gcra\n  rate: 10/s\n  burst: 20\n";
@@ -152,5 +153,21 @@ describe("client-chosen parts: a warning, not an error", () => {
     "key: [{ header: X-T }]\n  key_client_chosen: accept",
   ])("%s does not", (yaml) => {
     expect(rule(`  match: {}\n  ${yaml}\n`).warnings).toEqual([]);
+  });
+});
+
+describe("the shipped rules' key: global rule", () => {
+  it("search-origin: one budget for every caller of GET /v1/search/**", () => {
+    const { rules, errors, warnings } = loadRules(["test/fixtures/shipped/shiplane.yaml"]);
+    expect(errors).toEqual([]);
+    expect(warnings).toEqual([]);
+    expect(rules.find((r) => r.id === "search-origin")).toMatchObject({
+      match: { plans: null, route: { source: "GET /v1/search/**" }, identity: null },
+      key: [],
+      keyMissing: "empty",
+      algorithm: "gcra",
+      rate: { amount: 200, periodMs: 1000 },
+      burst: 200,
+    });
   });
 });
