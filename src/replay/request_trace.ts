@@ -108,7 +108,14 @@ export function emptyRequestLine(): RequestLine {
 
 const NO_FIELDS: ReadonlyMap<string, readonly string[]> = new Map();
 /** A line without what version 2 adds: absent (`undefined`), as a version 1 line or a log without it reads. */
-const NO_V2 = { host: undefined, asn: undefined, country: undefined, colo: undefined, ja4: undefined, fields: undefined };
+const NO_V2 = {
+  host: undefined,
+  asn: undefined,
+  country: undefined,
+  colo: undefined,
+  ja4: undefined,
+  fields: undefined,
+};
 
 /** Clear what version 2 adds (a version 1 line, or a log that has none of it). */
 export function clearV2(slot: RequestLine): void {
