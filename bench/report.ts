@@ -6,8 +6,8 @@
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import { type AblationData, ablationSection } from "./ablation_report.ts";
 import { bucketsSvg } from "./accuracy_plot.ts";
-import { CLUSTER_MISSES } from "./cluster_misses.ts";
 import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
 
@@ -427,7 +427,12 @@ if (
   section("8. One hot key across 200-5,000 isolates (a discrete-event SIMULATION, not a measurement)", cluster) &&
   cluster
 ) {
-  out.push(...clusterSection(cluster.data), ...CLUSTER_MISSES, "");
+  out.push(...clusterSection(cluster.data), "");
+}
+
+const ablation = load<AblationData>("ablation");
+if (section("8a. The hot-key tier's ablation: what each mechanism buys (a SIMULATION)", ablation) && ablation) {
+  out.push(...ablationSection(ablation.data));
 }
 
 interface ObjectMemoryRow {
