@@ -1,29 +1,85 @@
 /**
- * Part 3: edge overhead through a real `wrangler dev` (--log-level warn): passthrough (no rule matches), one global
- * rule (all 50 connections on one key: a hot key, coalesced), one local rule, and one blocked key flooding. Requests/s, p50 and p99 from autocannon, each as a ratio to
- * passthrough; object calls per request from the admin counters (`GET /_sluice/stats`), or "n/a" while there is none.
- *
- * The working tree is never touched: each scenario runs in a temp copy of the project with its rules compiled in
- * (bench/wrangler_dev.ts), on a free 127.0.0.1 port, killed as a process group when the scenario ends.
+ * Part 3: what Sluice costs a forwarded request, against a bare forwarding Worker, through real `wrangler dev`s
+ * (--log-level warn, each on a free port with its own free inspector port) in front of one real local origin (a Node
+ * HTTP server in this process, counting what reaches it). Scenarios: the **bare** Worker (`fetch(origin + path)`,
+ * nothing else), and Sluice with `UPSTREAM_URL` set to the same origin: no matching rule, one global rule (one client
+ * IP: one hot key), one local rule, one blocked key flooding. The headline is the server's CPU per request: user +
+ * system time of the wrangler dev process group (workerd, node, esbuild) over the measured run, divided by the
+ * requests answered, and its difference from the bare Worker's, in ms; throughput and latency from autocannon are
+ * shown beside it but move with whatever else the machine runs. Scenarios are interleaved round by round; medians.
  */
-import { rmSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import autocannon from "autocannon";
-import { log, median, QUICK, round, writeResult } from "./common.ts";
-import { dropBuildStep, freePort, groupCpuMs, killGroup, projectCopy, startWrangler, waitUp } from "./wrangler_dev.ts";
+import { bareWorkerCopy } from "./bare_worker.ts";
+import { log, median, OUT_DIR, QUICK, round, writeResult } from "./common.ts";
+import {
+  dropBuildStep,
+  freePort,
+  groupCpuMs,
+  killGroup,
+  profileIsolate,
+  projectCopy,
+  startWrangler,
+  topSelfTime,
+  waitUp,
+} from "./wrangler_dev.ts";
 
 const ADMIN_TOKEN = "bench-admin-token";
 const DURATION_S = QUICK ? 3 : 10;
-const CONNECTIONS = 50;
+/** Few connections: the figure is CPU per request, which a saturated server does not change, and the machine is shared. */
+const CONNECTIONS = 10;
 const RUNS = QUICK ? 1 : 3;
+/**
+ * `--profile`: one more run of each scenario with the Worker isolate sampled through the inspector (its per-request
+ * path, in the isolate; not counted in the figures): each profile's top self-time functions go into the results, the
+ * whole profile to bench/out/edge-<scenario>.cpuprofile.
+ */
+const PROFILE = process.argv.includes("--profile");
+/** Goals of issue 38, ms of server CPU per request over the bare Worker's. */
+const GOALS_MS: Record<string, number> = { "no matching rule": 0.1, "one global rule": 0.3 };
 
-const SCENARIOS = {
-  passthrough: `- id: never-matches\n  match: { route: "GET /never/matches", identity: ip }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`,
+const BARE = "bare forwarding Worker";
+const SCENARIOS: Record<string, string | null> = {
+  [BARE]: null,
+  "no matching rule": `- id: never-matches\n  match: { route: "GET /never/matches", identity: ip }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`,
   "one global rule": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
   "one local rule": `- id: bench-local\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  scope: local\n`,
   "blocked key flooding": `- id: bench-blocked\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1/min\n  burst: 1\n`,
-} as const;
+};
 type Scenario = keyof typeof SCENARIOS;
+
+/** The bare Worker: forwards the request's path and query to the origin, nothing else. */
+const BARE_WORKER = `export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    return fetch(env.ORIGIN + url.pathname + url.search, { method: request.method, headers: request.headers });
+  },
+};
+`;
+const bareToml = (origin: string) =>
+  `name = "bare-forward"\nmain = "index.js"\ncompatibility_date = "2026-04-20"\n[vars]\nORIGIN = "${origin}"\n`;
+
+/** The origin: answers every request with a small JSON body, and counts them. */
+function startOrigin(): Promise<{ server: Server; base: string; hits: () => number }> {
+  let hits = 0;
+  const server = createServer((request, response) => {
+    hits++;
+    request.resume();
+    request.on("end", () => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end('{"ok":true}');
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      resolve({ server, base: `http://127.0.0.1:${port}`, hits: () => hits });
+    }),
+  );
+}
 
 async function stats(base: string): Promise<Record<string, unknown> | null> {
   const response = await fetch(`${base}/_sluice/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -31,18 +87,14 @@ async function stats(base: string): Promise<Record<string, unknown> | null> {
   try {
     return (await response.json()) as Record<string, unknown>;
   } catch {
-    return null; // not the admin API (yet): the echo origin answered
+    return null; // not the admin API: the origin answered
   }
 }
 
-/** Object calls so far, from whatever counter the admin API names for them; null when it is not there. */
+/** Object calls so far, from the admin counters; null when there are none (the bare Worker). */
 function objectCalls(s: Record<string, unknown> | null): number | null {
-  if (s === null) return null;
-  for (const name of ["objectCalls", "object_calls", "durableObjectCalls", "do_calls"]) {
-    const v = s[name];
-    if (typeof v === "number") return v;
-  }
-  return null;
+  const v = s?.object_calls;
+  return typeof v === "number" ? v : null;
 }
 
 interface Figures {
@@ -50,48 +102,66 @@ interface Figures {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly non2xx: number;
+  /** Requests that reached the origin, per request answered. */
+  readonly originPerRequest: number;
   readonly objectCallsPerRequest: number | null;
   /** CPU of wrangler dev's process group (workerd, node, esbuild) per request of the measured run, ms. */
   readonly serverCpuMsPerRequest: number;
 }
 
-async function runScenario(scenario: Scenario): Promise<Figures> {
-  const dir = projectCopy("sluice-bench-edge-", { "bench.yaml": SCENARIOS[scenario] });
-  dropBuildStep(dir); // compiled already: no rebuild and reload by wrangler dev in the middle of a measurement
+async function runScenario(
+  scenario: Scenario,
+  origin: Awaited<ReturnType<typeof startOrigin>>,
+  profile = false,
+): Promise<Figures & { profile?: unknown }> {
+  const rules = SCENARIOS[scenario] ?? null;
+  const dir =
+    rules === null
+      ? bareWorkerCopy("sluice-bench-edge-bare-", BARE_WORKER, bareToml(origin.base))
+      : projectCopy("sluice-bench-edge-", { "bench.yaml": rules });
+  if (rules !== null) dropBuildStep(dir); // compiled already: no rebuild and reload in the middle of a measurement
   const port = await freePort();
+  let inspectorPort = await freePort();
+  while (inspectorPort === port) inspectorPort = await freePort();
+  const sluiceVars = ["--var", `ADMIN_TOKEN:${ADMIN_TOKEN}`, "--var", `UPSTREAM_URL:${origin.base}`];
   const child = startWrangler(dir, port, [
     "--log-level",
     "warn",
+    "--inspector-port",
+    String(inspectorPort),
     "--persist-to",
     join(dir, ".state"),
-    "--var",
-    `ADMIN_TOKEN:${ADMIN_TOKEN}`,
+    ...(rules === null ? [] : sluiceVars),
   ]);
   const base = `http://127.0.0.1:${port}`;
   try {
     await waitUp(`${base}/v1/ping`, child, 60_000);
     const headers = { "cf-connecting-ip": "203.0.113.7" };
-    await autocannon({ url: `${base}/v1/ping`, connections: 10, duration: 1, headers }); // warm-up
-    const before = objectCalls(await stats(base));
+    await autocannon({ url: `${base}/v1/ping`, connections: CONNECTIONS, duration: 1, headers }); // warm-up
+    const before = rules === null ? null : objectCalls(await stats(base));
+    const hitsBefore = origin.hits();
     const cpuBeforeMs = groupCpuMs(child.pid!);
-    const result = await autocannon({
-      url: `${base}/v1/ping`,
-      connections: CONNECTIONS,
-      duration: DURATION_S,
-      headers,
-    });
+    const load = () => autocannon({ url: `${base}/v1/ping`, connections: CONNECTIONS, duration: DURATION_S, headers });
+    let measured: Awaited<ReturnType<typeof load>> | null = null;
+    const sampled = profile
+      ? await profileIsolate(inspectorPort, async () => {
+          measured = await load();
+        })
+      : undefined;
+    const result = measured ?? (await load());
     const cpuMs = groupCpuMs(child.pid!) - cpuBeforeMs;
-    const after = objectCalls(await stats(base));
+    const hits = origin.hits() - hitsBefore;
+    const after = rules === null ? null : objectCalls(await stats(base));
+    const total = Math.max(1, result.requests.total);
     return {
       requestsPerS: result.requests.average,
       p50Ms: result.latency.p50,
       p99Ms: result.latency.p99,
       non2xx: result.non2xx,
-      serverCpuMsPerRequest: cpuMs / Math.max(1, result.requests.total),
-      objectCallsPerRequest:
-        before === null || after === null || result.requests.total === 0
-          ? null
-          : (after - before) / result.requests.total,
+      originPerRequest: hits / total,
+      serverCpuMsPerRequest: cpuMs / total,
+      objectCallsPerRequest: before === null || after === null ? null : (after - before) / total,
+      ...(sampled === undefined ? {} : { profile: sampled }),
     };
   } finally {
     if (child.pid !== undefined) await killGroup(child.pid, child);
@@ -100,46 +170,70 @@ async function runScenario(scenario: Scenario): Promise<Figures> {
 }
 
 async function main(): Promise<void> {
+  const origin = await startOrigin();
   const runs = new Map<Scenario, Figures[]>();
-  for (let r = 0; r < RUNS; r++) {
-    for (const scenario of Object.keys(SCENARIOS) as Scenario[]) {
-      const figures = await runScenario(scenario);
-      runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
+  const profiles: Record<string, { share: number; where: string }[]> = {};
+  try {
+    for (let r = 0; r < RUNS; r++) {
+      for (const scenario of Object.keys(SCENARIOS)) {
+        const figures = await runScenario(scenario, origin);
+        runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
+        log(
+          `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, server CPU ${figures.serverCpuMsPerRequest.toFixed(3)} ms/request, origin ${figures.originPerRequest.toFixed(2)}/request`,
+        );
+      }
+    }
+    for (const scenario of PROFILE ? Object.keys(SCENARIOS) : []) {
+      const sampled = (await runScenario(scenario, origin, true)).profile;
+      if (sampled === null || sampled === undefined) continue;
+      const file = join(OUT_DIR, `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
+      mkdirSync(OUT_DIR, { recursive: true });
+      writeFileSync(file, JSON.stringify(sampled));
+      profiles[scenario] = topSelfTime(sampled, 15);
       log(
-        `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, p99 ${figures.p99Ms} ms, server CPU ${figures.serverCpuMsPerRequest.toFixed(3)} ms/request, ${figures.objectCallsPerRequest?.toFixed(4)} calls/request`,
+        `edge: profile of ${scenario} in ${file}:\n${profiles[scenario]!.map((x) => `  ${x.share}% ${x.where}`).join("\n")}`,
       );
     }
+  } finally {
+    origin.server.close();
   }
   const med = (s: Scenario, f: (x: Figures) => number) => median((runs.get(s) ?? []).map(f));
-  const pass = { rps: med("passthrough", (x) => x.requestsPerS), p50: med("passthrough", (x) => x.p50Ms) };
-  const p99Pass = med("passthrough", (x) => x.p99Ms);
-  const cpuPass = med("passthrough", (x) => x.serverCpuMsPerRequest);
-  const rows = (Object.keys(SCENARIOS) as Scenario[]).map((scenario) => {
-    const calls = (runs.get(scenario) ?? []).map((x) => x.objectCallsPerRequest);
-    const rps = med(scenario, (x) => x.requestsPerS);
-    const p50 = med(scenario, (x) => x.p50Ms);
-    const p99 = med(scenario, (x) => x.p99Ms);
+  const cpuBare = med(BARE, (x) => x.serverCpuMsPerRequest);
+  const rpsBare = med(BARE, (x) => x.requestsPerS);
+  const rows = Object.keys(SCENARIOS).map((scenario) => {
     const cpu = med(scenario, (x) => x.serverCpuMsPerRequest);
+    const calls = (runs.get(scenario) ?? []).map((x) => x.objectCallsPerRequest);
+    const goal = GOALS_MS[scenario];
     return {
       scenario,
-      requestsPerS: Math.round(rps),
-      p50Ms: p50,
-      p99Ms: p99,
-      throughputRatio: round(rps / pass.rps, 2),
-      p50Ratio: round(p50 / Math.max(pass.p50, 1e-9), 2),
-      p99Ratio: round(p99 / Math.max(p99Pass, 1e-9), 2),
-      non2xx: med(scenario, (x) => x.non2xx),
       serverCpuMsPerRequest: round(cpu, 3),
-      // What a server limited by its CPU would keep of passthrough's throughput: passthrough's CPU per request / this.
-      cpuThroughputRatio: round(cpuPass / cpu, 2),
+      cpuOverBareMs: round(cpu - cpuBare, 3),
+      cpuRatioToBare: round(cpu / cpuBare, 2),
+      goalOverBareMs: goal ?? null,
+      meetsGoal: goal === undefined ? null : cpu - cpuBare <= goal,
+      requestsPerS: Math.round(med(scenario, (x) => x.requestsPerS)),
+      throughputRatioToBare: round(med(scenario, (x) => x.requestsPerS) / rpsBare, 2),
+      p50Ms: med(scenario, (x) => x.p50Ms),
+      p99Ms: med(scenario, (x) => x.p99Ms),
+      non2xx: med(scenario, (x) => x.non2xx),
+      originPerRequest: round(
+        med(scenario, (x) => x.originPerRequest),
+        3,
+      ),
       objectCallsPerRequest: calls.every((c) => c !== null) ? round(median(calls as number[]), 4) : "n/a",
+      cpuMsPerRequestRuns: (runs.get(scenario) ?? []).map((x) => round(x.serverCpuMsPerRequest, 3)),
     };
   });
-  writeResult("edge", `node --import tsx bench/edge.ts${QUICK ? " --quick" : ""}`, {
+  for (const r of rows)
+    log(
+      `edge: ${r.scenario}: ${r.serverCpuMsPerRequest} ms CPU/request, ${r.cpuOverBareMs >= 0 ? "+" : ""}${r.cpuOverBareMs} ms over bare (${r.cpuRatioToBare}x)${r.meetsGoal === null ? "" : r.meetsGoal ? " goal met" : ` goal +${r.goalOverBareMs} ms MISSED`}`,
+    );
+  writeResult("edge", `node --import tsx bench/edge.ts${QUICK ? " --quick" : ""}${PROFILE ? " --profile" : ""}`, {
     connections: CONNECTIONS,
     durationS: DURATION_S,
     runs: RUNS,
     rows,
+    profiles,
   });
 }
 

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { type AblationData, ablationSection } from "./ablation_report.ts";
 import { bucketsSvg } from "./accuracy_plot.ts";
+import { boundVerdicts } from "./bounds.ts";
 import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
 
@@ -17,6 +18,9 @@ const PLOT = PUBLISH ? "docs/sliding-counter-buckets.svg" : "sliding-counter-buc
 interface Result<T> {
   readonly command: string;
   readonly quick: boolean;
+  /** The commit measured (bench/common.ts `commit`); absent in results written before it was recorded. */
+  readonly commit?: string;
+  readonly loadAverage?: readonly number[];
   readonly date: string;
   readonly machine: { cores: number; cpu: string; node: string };
   readonly data: T;
@@ -60,7 +64,11 @@ out.push(
 const section = (title: string, r: Result<unknown> | null) => {
   out.push(`## ${title}`, "");
   if (r === null) out.push("Not run yet.", "");
-  else out.push(`\`${r.command}\` (${r.quick ? "quick" : "full"}, ${r.date})`, "");
+  else {
+    const at = r.commit === undefined ? "commit not recorded" : `commit ${r.commit}`;
+    const load = r.loadAverage === undefined ? "" : `, load average ${r.loadAverage.join(" ")}`;
+    out.push(`\`${r.command}\` (${r.quick ? "quick" : "full"}, ${r.date}, ${at}${load}): every row below`, "");
+  }
   return r !== null;
 };
 
@@ -85,6 +93,9 @@ if (section("1. Decisions per second (single thread)", decisions) && decisions !
       `| ${name} | ${one.nsPerDecision} | ${many.nsPerDecision} | ${many.decisionsPerS.toLocaleString("en-US")} | ${(rlf / many.nsPerDecision).toFixed(1)}x faster | ${(naive / many.nsPerDecision).toFixed(2)}x |`,
     );
   }
+  out.push("", "The bounds `npm run bench:check` holds the keyed stores to (bench/bounds.ts), on this run:", "");
+  for (const v of boundVerdicts(d.rows))
+    out.push(`- ${v.store}, ${v.bound}: ${v.ratio}x, ${v.ok ? "held" : "**missed**"}`);
   out.push("");
 }
 
@@ -112,17 +123,20 @@ if (section("2. Bytes per key", memory) && memory !== null) {
 }
 
 const edge = load<{ rows: EdgeRow[]; connections: number; durationS: number; runs: number }>("edge");
-if (section("3. Edge overhead (wrangler dev, --log-level warn)", edge) && edge !== null) {
+if (
+  section("3. Edge overhead against a bare forwarding Worker (wrangler dev, --log-level warn)", edge) &&
+  edge !== null
+) {
   const d = edge.data;
   out.push(
-    `autocannon, ${d.connections} connections, ${d.durationS} s, median of ${d.runs} run(s); one client IP (so a rule on the address is one hot key); a temp copy of the project with the scenario's rules compiled in. Local workerd on 2 shared cores: ratios only. "Server CPU" is the user + system time of wrangler dev's process group (workerd, node, esbuild) during the measured run, per request; "CPU-bound throughput" is passthrough's CPU per request divided by the scenario's: what a server limited by its own CPU keeps, and far steadier than req/s while other work shares the machine.`,
+    `Each scenario a real \`wrangler dev\` (a temp copy, its own free port and inspector port) in front of one real local origin (a Node HTTP server in the bench process, counting what reaches it): the **bare forwarding Worker** (\`fetch(origin + path)\`, nothing else) and Sluice with \`UPSTREAM_URL\` set to the same origin. autocannon, ${d.connections} connections, ${d.durationS} s, one client IP (a rule on the address is one hot key); scenarios interleaved, median of ${d.runs} run(s). **Server CPU** is the user + system time of wrangler dev's process group (workerd, node, esbuild) over the measured run, per request answered: far steadier than req/s on a shared machine. Goals (issue 38): one global rule at most +0.3 ms over the bare Worker, no matching rule +0.1 ms.`,
     "",
-    "| scenario | req/s | p50 ms | p99 ms | throughput vs passthrough | p50 vs passthrough | p99 vs passthrough | non-2xx | object calls / request | server CPU ms / request | CPU-bound throughput vs passthrough |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| scenario | server CPU ms / request | over bare, ms | vs bare | goal | req/s | p50 ms | p99 ms | non-2xx | origin hits / request | object calls / request |",
+    "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
   );
   for (const r of d.rows)
     out.push(
-      `| ${r.scenario} | ${r.requestsPerS} | ${r.p50Ms} | ${r.p99Ms} | ${r.throughputRatio}x | ${r.p50Ratio}x | ${r.p99Ratio}x | ${r.non2xx} | ${r.objectCallsPerRequest} | ${r.serverCpuMsPerRequest ?? "-"} | ${r.cpuThroughputRatio === undefined ? "-" : `${r.cpuThroughputRatio}x`} |`,
+      `| ${r.scenario} | ${r.serverCpuMsPerRequest} | ${Number(r.cpuOverBareMs) >= 0 ? "+" : ""}${r.cpuOverBareMs} | ${r.cpuRatioToBare}x | ${r.goalOverBareMs === null ? "-" : `+${r.goalOverBareMs} ms: ${r.meetsGoal ? "met" : "missed"}`} | ${r.requestsPerS} | ${r.p50Ms} | ${r.p99Ms} | ${r.non2xx} | ${r.originPerRequest} | ${r.objectCallsPerRequest} |`,
     );
   out.push("");
 }

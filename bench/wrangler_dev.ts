@@ -263,3 +263,70 @@ export async function inspectHeap(inspectorPort: number): Promise<{
     return none;
   }
 }
+
+/**
+ * Sample the Worker isolate's CPU through its devtools inspector (`Profiler.start` .. `Profiler.stop`) while `during`
+ * runs: the per-request path's profile, in the devtools format (a .cpuprofile). `null` when the inspector cannot be
+ * reached.
+ */
+export async function profileIsolate(inspectorPort: number, during: () => Promise<void>): Promise<unknown | null> {
+  const WebSocket = createRequire(import.meta.url)("ws") as new (
+    url: string,
+    options: { headers: Record<string, string> },
+  ) => DevtoolsSocket;
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    webSocketDebuggerUrl: string;
+  }[];
+  const url = targets[0]?.webSocketDebuggerUrl;
+  if (url === undefined) {
+    await during();
+    return null;
+  }
+  const socket = new WebSocket(url, { headers: { Origin: "http://localhost" } });
+  await new Promise((resolve, reject) => {
+    socket.on("open", () => resolve(undefined));
+    socket.on("error", (error) => reject(error));
+  });
+  const waiting = new Map<number, (result: unknown) => void>();
+  socket.on("message", (data) => {
+    const message = JSON.parse(String(data)) as { id?: number; result?: unknown };
+    if (message.id !== undefined) waiting.get(message.id)?.(message.result);
+  });
+  let id = 0;
+  const call = (method: string, params: Record<string, unknown> = {}) =>
+    new Promise<unknown>((resolve) => {
+      const i = ++id;
+      waiting.set(i, resolve);
+      socket.send(JSON.stringify({ id: i, method, params }));
+    });
+  try {
+    await call("Profiler.enable");
+    await call("Profiler.setSamplingInterval", { interval: 200 });
+    await call("Profiler.start");
+    await during();
+    const result = (await call("Profiler.stop")) as { profile?: unknown } | undefined;
+    return result?.profile ?? null;
+  } finally {
+    socket.close();
+  }
+}
+
+/** The functions with the most self time in a devtools CPU profile: `share` of the samples, `name file:line`. */
+export function topSelfTime(profile: unknown, count: number): { share: number; where: string }[] {
+  const p = profile as {
+    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+    samples: number[];
+  };
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  for (const sample of p.samples) {
+    const frame = byId.get(sample)?.callFrame;
+    if (frame === undefined) continue;
+    const where = `${frame.functionName || "(anonymous)"} ${frame.url.split("/").at(-1) ?? ""}:${frame.lineNumber + 1}`;
+    self.set(where, (self.get(where) ?? 0) + 1);
+  }
+  return [...self.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([where, n]) => ({ share: Math.round((n / p.samples.length) * 1000) / 10, where }));
+}
