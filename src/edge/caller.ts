@@ -61,7 +61,7 @@ export async function whoIsCalling(
   isolate: Isolate,
   rules: readonly CompiledRule[],
 ): Promise<Caller | CallerRefusal> {
-  const read = identitiesOf(request.headers, settings);
+  const read = identitiesOf(request.headers, settings, new URL(request.url).searchParams);
   if (!read.ok) {
     const body = {
       type: "about:blank",

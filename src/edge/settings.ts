@@ -24,6 +24,7 @@ export interface Env {
   readonly DEFAULT_PLAN?: string;
   readonly USER_HEADER?: string;
   readonly IPV6_PREFIX?: string;
+  readonly API_KEY_QUERY?: string;
   readonly PLAN_CACHE_TTL_MS?: string;
   readonly LIMITER_TIMEOUT_MS?: string;
   readonly MAX_KEYS?: string;
@@ -77,6 +78,8 @@ export interface Settings {
   readonly userHeader: string;
   /** IPv6 clients share one budget per prefix of this many bits (0..128). Default 64. */
   readonly ipv6PrefixBits: number;
+  /** Query parameters that carry an API key (identity.ts), `API_KEY_QUERY` comma-separated; `none` for none. Default `api_key`. */
+  readonly apiKeyQuery: readonly string[];
   /** How long an account record (or its absence) is cached in the isolate, ms. Default 30000. */
   readonly planCacheTtlMs: number;
   /** Account lookups (KV reads of keys not cached) one client address may cause per minute, per isolate. Default 30. */
@@ -201,6 +204,7 @@ export function parseSettings(env: Vars): Settings {
     defaultPlan: text("DEFAULT_PLAN") === "" ? "free" : text("DEFAULT_PLAN"),
     userHeader: (text("USER_HEADER") === "" ? "X-User-Id" : text("USER_HEADER")).toLowerCase(),
     ipv6PrefixBits: int("IPV6_PREFIX", 64, 0, 128),
+    apiKeyQuery: apiKeyQueryOf(text("API_KEY_QUERY"), warnings),
     planCacheTtlMs: int("PLAN_CACHE_TTL_MS", 30_000, 0, 86_400_000),
     keyLookupsPerMin: int("KEY_LOOKUPS_PER_MIN", 30, 1, 1_000_000),
     limiterTimeoutMs: timeout === "" ? null : int("LIMITER_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, 600_000),
@@ -219,6 +223,19 @@ export function parseSettings(env: Vars): Settings {
     ),
     warnings,
   };
+}
+
+/** `API_KEY_QUERY`: parameter names, comma-separated (empty: `api_key`; `none`: no key is read from the query). */
+function apiKeyQueryOf(raw: string, warnings: string[]): readonly string[] {
+  if (raw === "") return ["api_key"];
+  if (raw.toLowerCase() === "none") return [];
+  const names = raw.split(",").map((n) => n.trim());
+  const bad = names.filter((n) => !/^[A-Za-z0-9_.~-]{1,64}$/.test(n));
+  if (bad.length === 0) return names;
+  warnings.push(
+    `API_KEY_QUERY: must be parameter names separated by commas, or none; got ${JSON.stringify(raw)}; using api_key`,
+  );
+  return ["api_key"];
 }
 
 const SET_AN_ORIGIN =

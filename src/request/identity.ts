@@ -20,6 +20,8 @@ export interface IdentityOptions {
   readonly userHeader: string;
   /** IPv6 prefix length that makes one client. */
   readonly ipv6PrefixBits: number;
+  /** Query parameters that carry an API key (`API_KEY_QUERY`, default `api_key`); none when empty. */
+  readonly apiKeyQuery?: readonly string[];
 }
 
 /** A request's identities, or why it names more than one of a kind. */
@@ -30,8 +32,12 @@ export type IdentitiesResult =
 type One = string | null | { readonly error: string };
 const failed = (v: One): v is { readonly error: string } => v !== null && typeof v === "object";
 
-export function identitiesOf(headers: Headers, options: IdentityOptions): IdentitiesResult {
-  const api_key = apiKeyOf(headers);
+export function identitiesOf(
+  headers: Headers,
+  options: IdentityOptions,
+  query: URLSearchParams = new URLSearchParams(),
+): IdentitiesResult {
+  const api_key = apiKeyOf(headers, query, options.apiKeyQuery ?? []);
   const ip = clientAddressOf(headers, options.ipv6PrefixBits);
   const user = userHeaderOf(headers.get(options.userHeader), options.userHeader);
   for (const v of [api_key, ip, user]) if (failed(v)) return { ok: false, detail: v.error };
@@ -42,32 +48,79 @@ const BEARER_ANYWHERE = /(?:^|,)[ \t]*bearer(?:[ \t]|$)/i;
 const ONE_BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
 
 /**
- * The request's API key, `null` without one, or why it names more than one. `Authorization: Bearer <key>` or
- * `X-API-Key: <key>`; a key must be a token68 of at most 512 characters, and another auth scheme, or a malformed key
- * alone, counts as no key. Refused: a header repeated (its values joined by `,`, which no key contains: Go's
- * `Header.Get` would read the first), two Bearer credentials, and a Bearer credential beside an `X-API-Key` that is
- * not the very same key (an upstream may prefer either).
+ * The request's API key, `null` without one, or why it names more than one. Its places, the ones upstreams read keys
+ * from: `Authorization: Bearer <key>`, `X-API-Key: <key>`, `Authorization: Basic base64(<key>:)` (the key as the user
+ * with an empty password, as Stripe's API takes it, or as the password with an empty user), and the query parameters
+ * `queryNames` (`?api_key=<key>`). A key must be a token68 of at most 512 characters; a Basic credential with both a
+ * user and a password is a login, not a key; a malformed key alone counts as no key. Refused: a header repeated (its
+ * values joined by `,`, which no key contains: Go's `Header.Get` would read the first), two credentials in one
+ * `Authorization`, and two places naming different keys, or a malformed key beside a key (an upstream may prefer
+ * either).
  */
-export function apiKeyOf(headers: Headers): string | null | { readonly error: string } {
+export function apiKeyOf(
+  headers: Headers,
+  query: URLSearchParams = new URLSearchParams(),
+  queryNames: readonly string[] = [],
+): string | null | { readonly error: string } {
   const auth = headers.get("authorization")?.trim() ?? null;
   const header = headers.get("x-api-key")?.trim() ?? null;
-  let bearer: string | null = null;
+  // Each place's key: "" for a malformed one (it still counts as a second key beside a real one).
+  const named: string[] = [];
   if (auth !== null && BEARER_ANYWHERE.test(auth)) {
     const token = ONE_BEARER.exec(auth)?.[1];
     if (token?.includes(",")) return TWO_KEYS("Authorization is repeated");
     if (token === undefined && auth.includes(",")) return TWO_KEYS("Authorization holds more than one credential");
-    bearer = token !== undefined && validKey(token) ? token : "";
+    named.push(token !== undefined && validKey(token) ? token : "");
+  } else if (auth !== null && BASIC_ANYWHERE.test(auth)) {
+    if (auth.includes(",")) return TWO_KEYS("Authorization holds more than one credential");
+    const key = basicKeyOf(auth);
+    if (key !== null) named.push(key);
   }
   if (header?.includes(",")) return TWO_KEYS("X-API-Key is repeated");
-  if (bearer !== null && header !== null && bearer !== header) {
-    return TWO_KEYS("Authorization: Bearer and X-API-Key name different keys");
+  if (header !== null) named.push(validKey(header) ? header : "");
+  for (const name of queryNames) {
+    for (const raw of query.getAll(name)) {
+      const value = raw.trim();
+      if (value !== "") named.push(validKey(value) ? value : "");
+    }
   }
-  if (bearer !== null) return bearer === "" ? null : bearer;
-  return header !== null && validKey(header) ? header : null;
+  const distinct = new Set(named);
+  if (distinct.size > 1) return TWO_KEYS(`${placesOf(auth, header, query, queryNames)} name different keys`);
+  const [key] = distinct;
+  return key === undefined || key === "" ? null : key;
+}
+
+const BASIC_ANYWHERE = /^basic(?:[ \t]|$)/i;
+const ONE_BASIC = /^basic[ \t]+([A-Za-z0-9+/]+={0,2})[ \t]*$/i;
+
+/** The key a Basic credential carries (`key:` or `:key`), `""` when it is malformed, `null` for a user's login. */
+function basicKeyOf(auth: string): string | null {
+  const encoded = ONE_BASIC.exec(auth)?.[1];
+  if (encoded === undefined) return "";
+  const bare = encoded.replace(/=+$/, "");
+  // What atob would throw on: a length of 4n+1, or padding that does not make a multiple of 4.
+  if (bare.length % 4 === 1 || (bare !== encoded && encoded.length % 4 !== 0)) return "";
+  const decoded = atob(encoded);
+  const colon = decoded.indexOf(":");
+  if (colon < 0) return "";
+  const user = decoded.slice(0, colon);
+  const password = decoded.slice(colon + 1);
+  if (user !== "" && password !== "") return null;
+  const key = user === "" ? password : user;
+  return validKey(key) ? key : "";
+}
+
+/** The places a request carries keys in, for the 400's detail (never the keys themselves). */
+function placesOf(auth: string | null, header: string | null, query: URLSearchParams, names: readonly string[]) {
+  const places: string[] = [];
+  if (auth !== null) places.push(`Authorization: ${auth.split(/[ \t]/)[0]}`);
+  if (header !== null) places.push("X-API-Key");
+  for (const name of names) if (query.has(name)) places.push(`?${name}=`);
+  return places.join(" and ");
 }
 
 const TWO_KEYS = (why: string) => ({
-  error: `This request names more than one API key (${why}); send one key, in Authorization: Bearer or X-API-Key.`,
+  error: `This request names more than one API key (${why}); send one key, in one place (Authorization: Bearer, X-API-Key, Authorization: Basic or the query).`,
 });
 
 /**

@@ -433,6 +433,25 @@ describe("round two: no way around a rule", () => {
     ).toBeLessThanOrEqual(3);
   });
 
+  // Issue 35: a known key sent where upstreams also read keys, from a new address each time, was counted by address
+  // (as no key), so its budget of 3 let 6 through.
+  it.each([
+    [
+      "Authorization: Basic base64(key:) (Stripe's form)",
+      (k: string) => ["/v1/x", { Authorization: `Basic ${btoa(`${k}:`)}` }],
+    ],
+    ["Authorization: Basic base64(:key)", (k: string) => ["/v1/x", { Authorization: `Basic ${btoa(`:${k}`)}` }]],
+    ["?api_key=", (k: string) => [`/v1/x?api_key=${k}`, {}]],
+  ] as const)("a known key in %s keeps its own budget of 3 (at most 3 of 6)", async (_name, place) => {
+    setNow(T0);
+    const key = await knownKey();
+    const make = () => {
+      const [path, headers] = place(key);
+      return new Request(`https://sluice.test${path}`, { headers: { ...headers, "CF-Connecting-IP": freshIp() } });
+    };
+    expect(await admitted(perKeyRules, 6, make)).toBeLessThanOrEqual(3);
+  });
+
   it("a duplicated user header: the user's budget of 3 is never stepped around (at most 3 of 6)", async () => {
     setNow(T0);
     const user = `u-${freshKey()}`;

@@ -164,3 +164,47 @@ describe("user", () => {
     expect(user({ "X-Account-User": "u_42, u_42" })).toContain("x-account-user is repeated");
   });
 });
+
+// Issue 35: a key in `Authorization: Basic base64(key:)` or `?api_key=` was not seen, so an upstream that reads keys
+// there (Stripe takes the key as the Basic user; many APIs take `?api_key=`) got 6 admitted on a key's limit of 3.
+describe("api key places: Basic and the query", () => {
+  const basic = (userPass: string) => `Basic ${btoa(userPass)}`;
+  const q = (search: string) => new URLSearchParams(search);
+  const names = ["api_key"];
+
+  it.each([
+    ["the key as the Basic user, empty password (Stripe)", { Authorization: basic("sk_live_abc:") }, "", "sk_live_abc"],
+    ["the key as the Basic password, empty user", { Authorization: basic(":sk_live_abc") }, "", "sk_live_abc"],
+    ["a login (user and password) is no key", { Authorization: basic("alice:secret") }, "", null],
+    ["Basic that is no base64 is no key", { Authorization: "Basic a" }, "", null],
+    ["?api_key=", {}, "?api_key=sk_q", "sk_q"],
+    ["?api_key= twice, the same key", {}, "?api_key=sk_q&api_key=sk_q", "sk_q"],
+    ["?api_key= empty is no key", {}, "?api_key=", null],
+    ["the same key in Bearer and the query", { Authorization: "Bearer sk_q" }, "?api_key=sk_q", "sk_q"],
+    ["the same key in Basic and X-API-Key", { Authorization: basic("sk_b:"), "X-API-Key": "sk_b" }, "", "sk_b"],
+    ["a login beside X-API-Key: the header's key", { Authorization: basic("alice:secret"), "X-API-Key": "k" }, "", "k"],
+  ])("%s", (_name, headers, search, expected) => {
+    expect(apiKeyOf(h(headers), q(search), names)).toBe(expected);
+  });
+
+  it.each([
+    ["Basic and X-API-Key naming different keys", { Authorization: basic("sk_a:"), "X-API-Key": "sk_b" }, ""],
+    ["Bearer and ?api_key= naming different keys", { Authorization: "Bearer sk_a" }, "?api_key=sk_b"],
+    ["?api_key= twice with different keys", {}, "?api_key=sk_a&api_key=sk_b"],
+    ["a malformed ?api_key= beside a key", { "X-API-Key": "sk_a" }, "?api_key=a%20b"],
+    ["two Basic credentials", { Authorization: `${basic("sk_a:")}, ${basic("sk_b:")}` }, ""],
+  ])("%s: 400, one identity too many", (_name, headers, search) => {
+    expect(apiKeyOf(h(headers), q(search), names)).toMatchObject({ error: expect.stringContaining("more than one") });
+  });
+
+  it("the query is read only under the configured names (API_KEY_QUERY)", () => {
+    expect(apiKeyOf(h({}), q("?api_key=sk_q"), [])).toBeNull();
+    expect(apiKeyOf(h({}), q("?key=sk_q"), ["key", "api_key"])).toBe("sk_q");
+    const ids = identitiesOf(
+      h({}),
+      { userHeader: "x-user-id", ipv6PrefixBits: 64, apiKeyQuery: ["api_key"] },
+      q("?api_key=k1"),
+    );
+    expect(ids).toEqual({ ok: true, ids: { api_key: "k1", ip: null, user: null } });
+  });
+});

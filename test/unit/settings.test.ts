@@ -41,6 +41,7 @@ describe("parseSettings", () => {
       defaultPlan: "free",
       userHeader: "x-user-id",
       ipv6PrefixBits: 64,
+      apiKeyQuery: ["api_key"],
       planCacheTtlMs: 30_000,
       keyLookupsPerMin: 30,
       limiterTimeoutMs: null,
