@@ -49,6 +49,22 @@ command that reads it from the deployed one; exit 1 when the key has no record. 
 (the key is then on the default plan, counted by its address) and prints the command for the deployed namespace.
 ${EXIT_CODES}`;
 
+/** What is wrong with the record `accounts` would write, in the command's own flag names. */
+function recordProblems(
+  record: unknown,
+  rules: readonly ResolvedRule[],
+  unknown: ReadonlyMap<string, string | null>,
+): string[] {
+  const reading = readAccount(record, rules, "--limit");
+  return [
+    ...reading.recordErrors.map((m) => m.replace(/^--limit: /, "--plan: ")),
+    ...reading.limitErrors.map((m) => {
+      const ruleId = /^--limit: (.*?): no such rule is deployed/.exec(m)?.[1];
+      return (ruleId === undefined ? undefined : unknown.get(ruleId)) ?? m.replace(/^--limit: /, "--limit ");
+    }),
+  ];
+}
+
 export async function runAccounts(args: string[], io: Io): Promise<number> {
   const cmd = { name: "accounts", help: HELP, stdout: io.stdout, stderr: io.stderr };
   if (args[0] === "show" || args[0] === "delete") return runOne(args[0], args.slice(1), cmd, io);
@@ -72,15 +88,8 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
   const version = recordVersionOf(parsed.values.get("record-version")?.[0], systemClock());
   if (typeof version === "string") return usageError(cmd, version);
   const record = Object.keys(limits).length === 0 ? { plan, version } : { plan, limits, version };
-  const reading = readAccount(record, loaded.rules, "--limit");
   const unknown = unknownLimitRules(limits, loaded.rules);
-  const problems = [
-    ...reading.recordErrors.map((m) => m.replace(/^--limit: /, "--plan: ")),
-    ...reading.limitErrors.map((m) => {
-      const ruleId = /^--limit: (.*?): no such rule is deployed/.exec(m)?.[1];
-      return (ruleId === undefined ? undefined : unknown.get(ruleId)) ?? m.replace(/^--limit: /, "--limit ");
-    }),
-  ];
+  const problems = recordProblems(record, loaded.rules, unknown);
   // An unknown rule id is a usage error (exit 2), as for every command; the other problems are reported with it.
   if (problems.length > 0) return inputError(io, [...problems, "nothing written"], unknown.size > 0 ? 2 : 1);
   const unnamed = planNamedByNoRule(plan, loaded.rules);

@@ -11,7 +11,7 @@
  * `Transfer-Encoding` (framing), drops `CF-Connecting-IP` and adds `CF-Worker`: those are not Sluice's to choose.
  */
 import { logEvent } from "../isolate/metrics.ts";
-import { withoutAdminToken } from "./admin/admin.ts";
+import { withoutAdminToken } from "./admin/admin_guard.ts";
 
 /** The fields RFC 9110 section 7.6.1 names as hop-by-hop, lower-case, with `Expect` (see above). */
 export const HOP_BY_HOP = ["connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade"];

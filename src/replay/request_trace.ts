@@ -1,21 +1,17 @@
 /**
- * Request traces, version 1: one request per line, with what the gateway reads of it, so a replay can match routes,
- * identify callers and price requests as the Worker does. docs/rules.md, "Request traces", describes each column.
+ * Request traces: one request per line, with what the gateway reads of it, so a replay can match routes, identify
+ * callers and price requests as the Worker does. docs/rules.md, "Request traces", describes each column.
  *
  *   # sluice request trace v1
  *   t_ms,method,path,address,key,user,cost
  *   1733011200000,GET,/v1/quotes,192.0.2.10,sk_live_a1,,
- *   1733011200125,POST,/v1/labels:batch,2001:db8::7,sha256:9f86d0...,,
  *
- * The first line names the format and its version; the second names the columns (always these seven, in order).
- * `key` is an API key or `sha256:<64 hex digits>` (its hash, as account records are keyed); `cost` is empty (the
- * rules price it) or a positive integer that every applying rule charges instead. Empty fields are absent.
- *
- * Version 2 adds what a `key:` rule can count by (src/rules/key.ts): `host,asn,country,colo,ja4` after `cost`, then
- * one column per header, cookie or query parameter the rule set names (`header:x-tenant-id`, `cookie:session`,
- * `query:tenant`); its column line says which. A value escapes `%`, `,`, `&` and line breaks as `%25`, `%2C`, `%26`,
- * `%0A`, `%0D`; a cookie or query parameter given several times is its values joined by `&`. A secret value may be
- * written as `sha256:<hex>` of its trimmed value (a key compares values, so a replay decides alike).
+ * The first line names the format and its version; the second names the columns (v1: always these seven, in order).
+ * `key` is an API key or `sha256:<64 hex digits>`; `cost` is empty (the rules price it) or a positive integer that
+ * every applying rule charges instead. Version 2 adds what a `key:` rule can count by (src/rules/key.ts):
+ * `host,asn,country,colo,ja4`, then one column per header, cookie or query parameter the rule set names
+ * (`header:x-tenant-id`, `cookie:session`, `query:tenant`). Values escape `%`, `,`, `&` and line breaks (`%25`,
+ * `%2C`, `%26`, `%0A`, `%0D`); repeated values are joined by `&`; a secret may be written as `sha256:<hex>`.
  */
 
 import type { ResolvedRule } from "../rules/types.ts";

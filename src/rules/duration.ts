@@ -5,7 +5,7 @@
  * A rate is `<amount>/<duration>`: `10/s`, `100/min`, `7/3s`, `1/d`. Nothing here is ever a float.
  */
 import { gcd, MAX_SCALED } from "../algorithms/arith.ts";
-import type { Rate } from "./types.ts";
+import type { Rate } from "../algorithms/params.ts";
 
 /** Milliseconds per unit. */
 export const UNIT_MS = { ms: 1, s: 1_000, min: 60_000, h: 3_600_000, d: 86_400_000 } as const;

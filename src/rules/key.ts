@@ -108,6 +108,7 @@ export function readKey(v: Raw | undefined, e: RuleErrors): readonly KeyPart[] |
   return ok ? parts : undefined;
 }
 
+// long: one branch per kind of part, each with its own message
 function readPart(raw: Raw, field: string, e: RuleErrors): KeyPart | undefined {
   if (typeof raw === "string") {
     if ((BARE as readonly string[]).includes(raw)) return bare(raw as KeyPartKind);

@@ -7,9 +7,8 @@
  *   matches any rest, including nothing: `GET /v1/**` matches `/v1`, `/v1/` and `/v1/a/b`. A final segment of
  *   letters followed by `**` matches any rest that starts with them: `GET /v1/login**` matches `/v1/login`,
  *   `/v1/loginx` and `/v1/login/a` (NGINX's prefix locations, which do not stop at a `/`).
- * - Trailing slash: one trailing `/` is ignored, in patterns and in request paths alike, so `/v1/login/` counts
- *   against `POST /v1/login`. Most frameworks route both to the same handler; treating them as different paths would
- *   let a client step around a limit by adding a slash.
+ * - One trailing `/` is ignored, in patterns and paths alike (`/v1/login/` counts against `POST /v1/login`): most
+ *   frameworks route both to one handler, so a slash must not step around a limit.
  * - The Worker matches the canonical path (src/request/canonical_path.ts: decoded once, dot segments resolved,
  *   slashes merged, `;params` dropped, lower-cased unless PATH_CASE_SENSITIVE), so a pattern is written decoded and
  *   holds no `%` or `;`. A query string is not part of the path.

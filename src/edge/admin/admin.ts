@@ -34,26 +34,6 @@ import { dashboardPage } from "./dashboard.ts";
 import { FleetError, fleetPeriodOf, fleetView } from "./fleet.ts";
 import { FLEET_PERIODS } from "./fleet_sql.ts";
 
-/**
- * Deletes every header of `headers` that carries `token` (as is, or inside a Basic credential); returns how many.
- * The admin token is for /_sluice only: an upstream never receives it.
- */
-export function withoutAdminToken(headers: Headers, token: string): number {
-  const carrying: string[] = [];
-  for (const [name, value] of headers) {
-    if (value.includes(token) || basicCarries(value, token)) carrying.push(name);
-  }
-  for (const name of carrying) headers.delete(name);
-  return carrying.length;
-}
-
-function basicCarries(value: string, token: string): boolean {
-  const m = /^basic[ \t]+([A-Za-z0-9+/]+)={0,2}$/i.exec(value.trim());
-  // A length of 4n+1 is no base64 (atob would throw): it cannot carry the token in that form.
-  if (m === null || m[1]!.length % 4 === 1) return false;
-  return atob(m[1]!).includes(token);
-}
-
 const JSON_HEADERS = { "Content-Type": "application/json", "Cache-Control": "no-store" };
 
 function json(body: unknown, status = 200): Response {

@@ -8,7 +8,8 @@
  * right token gives its charge back, so an operator's own requests never use up the address's attempts. A request
  * without a token (a CORS preflight, a page's cross-site GET, a malformed header) is answered 401 without touching
  * the guard: nobody can lock an operator out by making their browser send tokenless requests. When the guard's object
- * cannot answer, nothing is compared (admin.ts answers 503): a guess is never let through uncounted.
+ * cannot answer, nothing is compared (admin.ts answers 503): a guess is never let through uncounted. The token is
+ * for /_sluice only: `withoutAdminToken` strips it from what is forwarded.
  */
 
 import { logEvent } from "../../isolate/metrics.ts";
@@ -71,4 +72,24 @@ export async function adminGuard(address: string, env: Env, settings: Settings):
       }
     },
   };
+}
+
+/**
+ * Deletes every header of `headers` that carries `token` (as is, or inside a Basic credential); returns how many.
+ * The admin token is for /_sluice only: an upstream never receives it.
+ */
+export function withoutAdminToken(headers: Headers, token: string): number {
+  const carrying: string[] = [];
+  for (const [name, value] of headers) {
+    if (value.includes(token) || basicCarries(value, token)) carrying.push(name);
+  }
+  for (const name of carrying) headers.delete(name);
+  return carrying.length;
+}
+
+function basicCarries(value: string, token: string): boolean {
+  const m = /^basic[ \t]+([A-Za-z0-9+/]+)={0,2}$/i.exec(value.trim());
+  // A length of 4n+1 is no base64 (atob would throw): it cannot carry the token in that form.
+  if (m === null || m[1]!.length % 4 === 1) return false;
+  return atob(m[1]!).includes(token);
 }
