@@ -23,7 +23,8 @@ approximately (and why), every one left out, and a summary. docs/rules.md, "Comi
 Envoy", describe the mapping.
 
   nginx FILE   an nginx.conf (include is followed): limit_req_zone, limit_req (burst, nodelay, delay=N) in http,
-               server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run
+               server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run; and
+               limit_conn_zone, limit_conn (requests in flight), limit_conn_status, limit_conn_dry_run
   envoy FILE   an envoyproxy/ratelimit service configuration (domain, descriptors), or a local rate limit filter
                configuration (its token bucket and descriptors; also found inside a bootstrap file)
   --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
@@ -96,7 +97,7 @@ async function writeResult(
 ): Promise<number> {
   if (result.rules.length === 0 && result.report.length === 0)
     return inputError(io, [
-      `sluice import: ${from} has no rate limits to import (${from.startsWith("nginx") ? "no limit_req" : "no rate_limit"}); nothing written`,
+      `sluice import: ${from} has no rate limits to import (${from.startsWith("nginx") ? "no limit_req or limit_conn" : "no rate_limit"}); nothing written`,
     ]);
   const yaml = rulesYaml(result, `Imported from ${from} by sluice import.`);
   const check = parseRules(yaml, out ?? "<imported rules>");

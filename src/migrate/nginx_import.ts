@@ -1,20 +1,29 @@
 /**
  * `sluice import nginx`: NGINX's request limits as Sluice rules. `limit_req_zone` gives the key and the rate,
  * `limit_req` (zone, `burst`, `nodelay`, `delay=`) in `http`, `server` and `location` blocks gives a `leaky_queue`
- * rule, which has `limit_req`'s semantics. NGINX's inheritance is followed: a block with its own `limit_req`
+ * rule, which has `limit_req`'s semantics; `limit_conn_zone` and `limit_conn` give a `concurrency` rule (nginx_conn.ts),
+ * with the same inheritance (`limit_conn_status`, `limit_conn_dry_run`). NGINX's inheritance is followed: a block with its own `limit_req`
  * replaces the ones it would inherit, several in one block all apply (Sluice composes them), and `limit_req_status`
  * and `limit_req_dry_run` (shadow) inherit alike. NGINX sends a request to one location; Sluice applies every rule
  * whose route matches, so a limit that every location shares becomes one rule without a route, and a limit of some
  * locations one rule per location. docs/rules.md, "Coming from NGINX", describes the mapping and its differences.
  */
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
-import { beats, contextOf, covers, type Place, placesOf } from "./nginx_places.ts";
-import { readZones, type Zone, zoneOf } from "./nginx_zones.ts";
+import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
+import {
+  beats,
+  contextOf,
+  covers,
+  LIMIT_CONN,
+  LIMIT_REQ,
+  type LimitNames,
+  type Place,
+  placesOf,
+} from "./nginx_places.ts";
+import { readZones, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 const UNSUPPORTED: Readonly<Record<string, string>> = {
-  limit_conn: "Sluice limits request rates, not concurrent connections",
-  limit_conn_zone: "Sluice limits request rates, not concurrent connections",
   limit_rate: "Sluice limits request rates, not bandwidth",
   limit_rate_after: "Sluice limits request rates, not bandwidth",
 };
@@ -24,28 +33,11 @@ export function importNginx(config: readonly Directive[]): ImportResult {
   reportUnsupported(config, report);
   const http = config.find((d) => d.name === "http" && d.block !== null);
   if (http === undefined) throw new NginxImportError("no http { ... } block: nothing to import");
-  const zones = readZones(http.block!, report);
-  const base = contextOf(http.block!, { limits: [], status: null, dryRun: false });
-  const servers = http.block!.filter((d) => d.name === "server" && d.block !== null);
-  if (servers.filter((s) => placesOf(s, base).some((p) => p.context.limits.length > 0)).length > 1) {
-    report.push({
-      where: where(servers[1]!),
-      kind: "approximate",
-      message: "several server blocks have limits: Sluice rules do not match by host, so each applies to every host",
-    });
-  }
-  const made: { rule: DraftRule; group: Group }[] = [];
   const taken = new Set<string>();
-  const seen = new Set<string>();
-  for (const server of servers) {
-    for (const one of serverRules(placesOf(server, base), zones, report, taken)) {
-      const identity = JSON.stringify([one.group.zone.name, one.rule.match, one.rule.fields]);
-      if (!seen.has(identity)) made.push(one);
-      seen.add(identity);
-    }
-  }
-  sharedZones(made, report);
-  const rules = made.map((m) => m.rule);
+  const rules = [
+    ...kindRules(http.block!, requestRates(readZones(http.block!, report)), report, taken),
+    ...kindRules(http.block!, connections(readConnZones(http.block!, report)), report, taken),
+  ];
   if (rules.some((r) => r.match.route !== undefined)) {
     report.push({
       where: where(http),
@@ -56,6 +48,81 @@ export function importNginx(config: readonly Directive[]): ImportResult {
     });
   }
   return { rules, report };
+}
+
+/** The rules of one limiting module (`limit_req` or `limit_conn`) over every server. */
+function kindRules(http: readonly Directive[], kind: LimitKind, report: ReportItem[], taken: Set<string>): DraftRule[] {
+  const base = contextOf(http, { limits: [], status: null, dryRun: false }, kind.names);
+  const servers = http.filter((d) => d.name === "server" && d.block !== null);
+  if (servers.filter((s) => placesOf(s, base, kind.names).some((p) => p.context.limits.length > 0)).length > 1) {
+    report.push({
+      where: where(servers[1]!),
+      kind: "approximate",
+      message: "several server blocks have limits: Sluice rules do not match by host, so each applies to every host",
+    });
+  }
+  const made: { rule: DraftRule; group: Group }[] = [];
+  const seen = new Set<string>();
+  for (const server of servers) {
+    for (const one of serverRules(placesOf(server, base, kind.names), kind, report, taken)) {
+      const identity = JSON.stringify([one.group.zone.name, one.rule.match, one.rule.fields]);
+      if (!seen.has(identity)) made.push(one);
+      seen.add(identity);
+    }
+  }
+  sharedZones(made, report);
+  return made.map((m) => m.rule);
+}
+
+/**
+ * What differs between NGINX's two limiting modules: their directives, how a limit names its zone, and the
+ * algorithm fields a limit becomes (`settings`: what tells two limits of one zone apart).
+ */
+interface LimitKind {
+  readonly names: LimitNames;
+  zoneOf(limit: Directive): ZoneLike;
+  fieldsOf(limit: Directive, zone: ZoneLike): { readonly settings: string; readonly fields: DraftField[] };
+}
+
+type DraftField = readonly [string, string | number | boolean];
+
+/** `limit_req`: a `leaky_queue` at the zone's rate, with the limit's `burst` and `delay` or `nodelay`. */
+function requestRates(zones: Map<string, Zone>): LimitKind {
+  return {
+    names: LIMIT_REQ,
+    zoneOf: (limit) => zoneOf(limit, zones),
+    fieldsOf(limit, zone) {
+      const { burst, delay } = burstOf(limit);
+      const rate = (zone as Zone).rate;
+      return {
+        settings: JSON.stringify([burst, delay]),
+        fields: [
+          ["algorithm", "leaky_queue"],
+          ["rate", `${rate.amount}/${rate.unit}`],
+          ["burst", burst],
+          delay === "nodelay" ? ["nodelay", true] : ["delay", delay],
+        ],
+      };
+    },
+  };
+}
+
+/** `limit_conn`: `concurrency` with the limit's number of connections as its `limit` (nginx_conn.ts). */
+function connections(zones: Map<string, ZoneLike>): LimitKind {
+  return {
+    names: LIMIT_CONN,
+    zoneOf: (limit) => connZoneOf(limit, zones),
+    fieldsOf(limit) {
+      const n = connLimitOf(limit);
+      return {
+        settings: String(n),
+        fields: [
+          ["algorithm", "concurrency"],
+          ["limit", n],
+        ],
+      };
+    },
+  };
 }
 
 function reportUnsupported(directives: readonly Directive[], report: ReportItem[]): void {
@@ -69,9 +136,8 @@ function reportUnsupported(directives: readonly Directive[], report: ReportItem[
 /** The requests of one server that one `limit_req` (with its settings) limits: they share one state per key. */
 interface Group {
   readonly limit: Directive;
-  readonly zone: Zone;
-  readonly burst: number;
-  readonly delay: number | "nodelay";
+  readonly zone: ZoneLike;
+  readonly fields: readonly DraftField[];
   readonly status: number;
   readonly dryRun: boolean;
   readonly places: Place[];
@@ -84,19 +150,19 @@ interface Group {
  */
 function serverRules(
   places: readonly Place[],
-  zones: Map<string, Zone>,
+  kind: LimitKind,
   report: ReportItem[],
   taken: Set<string>,
 ): { rule: DraftRule; group: Group }[] {
   const groups = new Map<string, Group>();
   for (const place of places) {
     for (const limit of place.context.limits) {
-      const zone = zoneOf(limit, zones);
-      const { burst, delay } = burstOf(limit);
+      const zone = kind.zoneOf(limit);
+      const { settings, fields } = kind.fieldsOf(limit, zone);
       const status = place.context.status ?? 503;
       const dryRun = place.context.dryRun;
-      const id = JSON.stringify([zone.name, burst, delay, status, dryRun]);
-      const group = groups.get(id) ?? { limit, zone, burst, delay, status, dryRun, places: [] };
+      const id = JSON.stringify([zone.name, settings, status, dryRun]);
+      const group = groups.get(id) ?? { limit, zone, fields, status, dryRun, places: [] };
       group.places.push(place);
       groups.set(id, group);
     }
@@ -171,13 +237,7 @@ function draft(
   notes: string[],
 ): DraftRule {
   const { zone, limit } = group;
-  const fields: [string, string | number | boolean][] = [
-    ["algorithm", "leaky_queue"],
-    ["rate", `${zone.rate.amount}/${zone.rate.unit}`],
-    ["burst", group.burst],
-    group.delay === "nodelay" ? ["nodelay", true] : ["delay", group.delay],
-    ["status", group.status],
-  ];
+  const fields: DraftField[] = [...group.fields, ["status", group.status]];
   if (group.dryRun) fields.push(["mode", "shadow"]);
   const first = routes?.[0];
   const suffix = first === undefined || first === "* /**" ? "" : `-${first.slice(2).replace(/\/?\*\*$/, "")}`;
@@ -216,7 +276,7 @@ function burstOf(limit: Directive): { burst: number; delay: number | "nodelay" }
 
 /** A zone read by several rules (other settings, dry run, or servers): NGINX keeps one state per key for the zone. */
 function sharedZones(made: readonly { rule: DraftRule; group: Group }[], report: ReportItem[]): void {
-  const byZone = new Map<Zone, DraftRule[]>();
+  const byZone = new Map<ZoneLike, DraftRule[]>();
   for (const { rule, group } of made) byZone.set(group.zone, [...(byZone.get(group.zone) ?? []), rule]);
   for (const [zone, rules] of byZone) {
     if (rules.length < 2) continue;

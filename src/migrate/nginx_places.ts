@@ -6,7 +6,21 @@
 import { compileRoute } from "../rules/route.ts";
 import { type Directive, NginxImportError, where } from "./nginx_conf.ts";
 
-/** The `limit_req` settings in force in a block. */
+/** The directives of one NGINX limiting module: the limit, its status and its dry run (`limit_req`, `limit_conn`). */
+export interface LimitNames {
+  readonly limit: string;
+  readonly status: string;
+  readonly dryRun: string;
+}
+
+export const LIMIT_REQ: LimitNames = { limit: "limit_req", status: "limit_req_status", dryRun: "limit_req_dry_run" };
+export const LIMIT_CONN: LimitNames = {
+  limit: "limit_conn",
+  status: "limit_conn_status",
+  dryRun: "limit_conn_dry_run",
+};
+
+/** The `limit_req` (or `limit_conn`) settings in force in a block. */
 export interface Context {
   readonly limits: readonly Directive[];
   readonly status: number | null;
@@ -31,19 +45,19 @@ export interface Place {
   readonly inexact: string | null;
 }
 
-export function contextOf(block: readonly Directive[], parent: Context): Context {
-  const limits = block.filter((d) => d.name === "limit_req");
-  const status = block.filter((d) => d.name === "limit_req_status").at(-1);
-  const dryRun = block.filter((d) => d.name === "limit_req_dry_run").at(-1);
+export function contextOf(block: readonly Directive[], parent: Context, names: LimitNames = LIMIT_REQ): Context {
+  const limits = block.filter((d) => d.name === names.limit);
+  const status = block.filter((d) => d.name === names.status).at(-1);
+  const dryRun = block.filter((d) => d.name === names.dryRun).at(-1);
   let code = parent.status;
   if (status !== undefined) {
     code = Number(status.args[0]);
     if (status.args.length !== 1 || !Number.isInteger(code) || code < 400 || code > 599) {
-      throw new NginxImportError(`${where(status)}: limit_req_status must be a status from 400 to 599`);
+      throw new NginxImportError(`${where(status)}: ${names.status} must be a status from 400 to 599`);
     }
   }
   if (dryRun !== undefined && !(dryRun.args.length === 1 && ["on", "off"].includes(dryRun.args[0]!))) {
-    throw new NginxImportError(`${where(dryRun)}: limit_req_dry_run must be on or off`);
+    throw new NginxImportError(`${where(dryRun)}: ${names.dryRun} must be on or off`);
   }
   return {
     limits: limits.length > 0 ? limits : parent.limits,
@@ -55,12 +69,12 @@ export function contextOf(block: readonly Directive[], parent: Context): Context
 /** Every place of a server: its locations (nested ones too) and, when no `location /` catches all, the server itself. */
 
 /** Every place of a server: its locations (nested ones too) and, when no `location /` catches all, the server itself. */
-export function placesOf(server: Directive, base: Context): Place[] {
-  const context = contextOf(server.block!, base);
+export function placesOf(server: Directive, base: Context, names: LimitNames = LIMIT_REQ): Place[] {
+  const context = contextOf(server.block!, base, names);
   const places: Place[] = [];
   const walk = (block: readonly Directive[], parent: Context) => {
     for (const loc of block.filter((d) => d.name === "location" && d.block !== null)) {
-      const ctx = contextOf(loc.block!, parent);
+      const ctx = contextOf(loc.block!, parent, names);
       const route = routeOfLocation(loc);
       if (route !== "named") {
         const [a, b] = loc.args;

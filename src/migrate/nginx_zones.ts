@@ -6,8 +6,16 @@ import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { nginxRateNotes } from "./nginx_rate.ts";
 import type { ReportItem } from "./report.ts";
 
+/** A zone of either module: its name, its key's identity (or why there is none) and where it is defined. */
+export interface ZoneLike {
+  readonly name: string;
+  readonly identity: string | null;
+  readonly why: string;
+  readonly at: Directive;
+}
+
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
-export interface Zone {
+export interface Zone extends ZoneLike {
   readonly name: string;
   readonly identity: string | null;
   readonly why: string;

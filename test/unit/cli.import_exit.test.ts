@@ -34,7 +34,7 @@ describe("sluice import exiting 1", () => {
     const r = await runCli(["import", "nginx", conf, "--out", out]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      "sluice import: nginx plain.conf has no rate limits to import (no limit_req); nothing written\n",
+      "sluice import: nginx plain.conf has no rate limits to import (no limit_req or limit_conn); nothing written\n",
     );
     expect(existsSync(out)).toBe(false);
   });

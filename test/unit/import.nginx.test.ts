@@ -131,16 +131,22 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ],
     ],
     [
-      "10 limit_conn is reported, not mapped",
+      "10 limit_conn is a concurrency rule, with limit_conn_status and limit_conn_dry_run inherited",
       {
         "nginx.conf": http(
-          `${ZONE_IP}\nlimit_conn_zone $binary_remote_addr zone=c:10m;\nserver { limit_conn c 10; limit_req zone=ip; }`,
+          `${ZONE_IP}\nlimit_conn_zone $binary_remote_addr zone=c:10m;\nlimit_conn_status 429;\n` +
+            "server { limit_conn c 10; limit_req zone=ip;\n" +
+            "  location /v1/reports/ { limit_conn c 3; limit_conn_dry_run on; } }",
         ),
       },
-      ["ip * ip rate=10/s burst=0 delay=0 status=503"],
       [
-        "left out: limit_conn_zone $binary_remote_addr zone=c:10m: Sluice limits request rates, not concurrent connections",
-        "left out: limit_conn c 10: Sluice limits request rates, not concurrent connections",
+        "ip * ip rate=10/s burst=0 delay=0 status=503",
+        "c-v1-reports-dry-run * /v1/reports/** ip limit=3 status=429 mode=shadow",
+        "c * /** except * /v1/reports/** ip limit=10 status=429",
+      ],
+      [
+        "note: limit_conn_zone $binary_remote_addr zone=c:10m: counted by client address (CF-Connecting-IP); IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
+        "note: limit_conn_zone $binary_remote_addr zone=c:10m: a slot also comes back after slot_ttl (60s unless set), so a crashed isolate never holds one for long; set slot_ttl above your slowest request",
       ],
     ],
     [

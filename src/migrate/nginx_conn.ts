@@ -1,0 +1,53 @@
+/**
+ * NGINX's `limit_conn` module for `sluice import nginx`: `limit_conn_zone KEY zone=NAME:SIZE` gives the key, and
+ * `limit_conn NAME N` a `concurrency` rule of `limit: N`. NGINX counts a connection while it has a request being
+ * processed (with HTTP/2, each request in flight), which is what a concurrency slot counts: a request from its
+ * admission to the end of its response. Sluice adds a lease (`slot_ttl`, 60 s unless set) that NGINX has not.
+ */
+import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
+import { identityOfKey, type ZoneLike } from "./nginx_zones.ts";
+import type { ReportItem } from "./report.ts";
+
+export function readConnZones(http: readonly Directive[], report: ReportItem[]): Map<string, ZoneLike> {
+  const zones = new Map<string, ZoneLike>();
+  for (const d of http.filter((x) => x.name === "limit_conn_zone")) {
+    const [key, zoneArg, ...rest] = d.args;
+    const name = zoneArg === undefined ? undefined : /^zone=([^:]+):\d+[kKmM]?$/.exec(zoneArg)?.[1];
+    if (key === undefined || name === undefined || rest.length > 0)
+      throw new NginxImportError(`${where(d)}: limit_conn_zone needs a key and zone=NAME:SIZE`);
+    if (zones.has(name)) throw new NginxImportError(`${where(d)}: limit_conn_zone: zone "${name}" is defined twice`);
+    const zone = { name, ...identityOfKey(key), at: d };
+    zones.set(name, zone);
+    if (zone.identity === null) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });
+    else if (zone.why !== "") {
+      const kind = zone.identity === "api_key" ? "approximate" : "note";
+      report.push({ where: where(d), kind, message: `${text(d)}: ${zone.why}` });
+    }
+    report.push({
+      where: where(d),
+      kind: "note",
+      message: `${text(d)}: a slot also comes back after slot_ttl (60s unless set), so a crashed isolate never holds one for long; set slot_ttl above your slowest request`,
+    });
+  }
+  return zones;
+}
+
+/** The zone `limit_conn NAME N` names. */
+export function connZoneOf(limit: Directive, zones: Map<string, ZoneLike>): ZoneLike {
+  const name = limit.args[0];
+  const zone = name === undefined ? undefined : zones.get(name);
+  if (zone === undefined) {
+    throw new NginxImportError(
+      `${where(limit)}: limit_conn: ${name === undefined ? "no zone" : `no limit_conn_zone defines zone "${name}"`}`,
+    );
+  }
+  return zone;
+}
+
+/** The number of connections `limit_conn NAME N` allows. */
+export function connLimitOf(limit: Directive): number {
+  const n = limit.args[1];
+  if (limit.args.length !== 2 || n === undefined || !/^[1-9][0-9]{0,4}$/.test(n) || Number(n) > 10_000)
+    throw new NginxImportError(`${where(limit)}: limit_conn needs a zone and a number from 1 to 10000`);
+  return Number(n);
+}
