@@ -17,6 +17,7 @@ import {
   NGINX_COMBINED,
   nginxParser,
 } from "../replay/logs.ts";
+import type { Outcome } from "../replay/outcomes.ts";
 import {
   columnsOf,
   emptyRequestLine,
@@ -34,7 +35,7 @@ import { BadLines } from "./trace_from.ts";
 
 export interface TraceSink {
   /** A `t_ms,key,cost` line. */
-  keyed(tMs: number, key: string, cost: number): void;
+  keyed(tMs: number, key: string, cost: number, outcome?: Outcome | null): void;
   /** A request (of a request trace or a log). */
   request(line: RequestLine): void;
 }
@@ -147,8 +148,8 @@ class LineReader {
     if (parsed === null) return true;
     if (parsed !== true) return this.malformed(parsed);
     this.time(this.keyedSlot.tMs);
-    const { tMs, key, cost } = this.keyedSlot;
-    if (this.errors.length === 0) this.sink.keyed(tMs, key, cost);
+    const { tMs, key, cost, outcome } = this.keyedSlot;
+    if (this.errors.length === 0) this.sink.keyed(tMs, key, cost, outcome ?? null);
     return true;
   }
 

@@ -109,9 +109,9 @@ function simulationSink(replayer: Replayer, out: BufferedWriter, skip: () => boo
     return json;
   };
   return {
-    keyed(tMs, key, cost) {
+    keyed(tMs, key, cost, outcome) {
       if (skip()) return;
-      const a = replayer.keyed(tMs, key, cost)[0]!;
+      const a = replayer.keyed(tMs, key, cost, outcome ?? null)[0]!;
       const head = `{"t_ms":${tMs},"key":${jsonOf(a.key)},"cost":${cost},`;
       out.append(a.decision === null ? `${head}"error":"cost_exceeds_capacity"}\n` : `${head}${decisionJson(a)}}\n`);
     },

@@ -6,11 +6,16 @@ import { createReadStream } from "node:fs";
 
 export type { TraceLine } from "../replay/run.ts";
 
+import type { Outcome } from "../replay/outcomes.ts";
+import { outcomeOf } from "../replay/request_trace.ts";
+
 /** Where `parseTraceLineInto` writes a parsed line: reused, so parsing a line allocates only the key. */
 export interface TraceLineSlot {
   tMs: number;
   key: string;
   cost: number;
+  /** The `status,duration_ms` columns, for rules that count by the response; `null` or absent: not given. */
+  outcome?: Outcome | null;
 }
 
 const MAX_T_MS = 8_640_000_000_000_000;
@@ -47,14 +52,28 @@ function isDigits(s: string, from: number, to: number): boolean {
  */
 export function parseTraceLineInto(raw: string, isFirst: boolean, slot: TraceLineSlot): true | null | string {
   const end = raw.length > 0 && raw.charCodeAt(raw.length - 1) === 13 ? raw.length - 1 : raw.length;
-  const line = end === raw.length ? raw : raw.slice(0, end);
+  let line = end === raw.length ? raw : raw.slice(0, end);
   if (line.length === 0 || (line.charCodeAt(0) <= 32 && line.trim() === "")) return null;
-  if (isFirst && (line === "t_ms,key,cost" || line === "t_ms,key")) return null;
+  if (isFirst && (line === "t_ms,key,cost" || line === "t_ms,key" || line === "t_ms,key,cost,status,duration_ms")) {
+    return null;
+  }
   const c1 = line.indexOf(",");
   if (c1 < 0) return `expected "t_ms,key[,cost]", got ${JSON.stringify(clip(line))}`;
-  const c2 = line.indexOf(",", c1 + 1);
-  if (c2 >= 0 && line.indexOf(",", c2 + 1) >= 0) {
-    return `too many fields (keys may not contain commas): ${JSON.stringify(clip(line))}`;
+  let c2 = line.indexOf(",", c1 + 1);
+  const c3 = c2 < 0 ? -1 : line.indexOf(",", c2 + 1);
+  let outcome: Outcome | null = null;
+  if (c3 >= 0) {
+    // t_ms,key,cost,status,duration_ms: what the origin answered, for rules that count by the response.
+    const c4 = line.indexOf(",", c3 + 1);
+    if (c4 < 0 || line.indexOf(",", c4 + 1) >= 0) {
+      return `too many fields (keys may not contain commas): ${JSON.stringify(clip(line))}`;
+    }
+    const read = outcomeOf(line.slice(c3 + 1, c4), line.slice(c4 + 1));
+    if (typeof read === "string") return read;
+    outcome = read;
+    const costText = line.slice(c2 + 1, c3);
+    line = `${line.slice(0, c2)}${costText === "" ? "" : `,${costText}`}`;
+    c2 = costText === "" ? -1 : c2;
   }
   const tMs = integerAt(line, 0, c1);
   if (Number.isNaN(tMs)) {
@@ -71,6 +90,7 @@ export function parseTraceLineInto(raw: string, isFirst: boolean, slot: TraceLin
   slot.tMs = tMs;
   slot.key = c2 < 0 ? line.slice(c1 + 1) : line.slice(c1 + 1, c2);
   slot.cost = cost;
+  slot.outcome = outcome;
   return true;
 }
 

@@ -20,6 +20,7 @@ import { lineKeys } from "./line_keys.ts";
 
 export type { ReplayOptions };
 
+import { type Outcome, OutcomeBook } from "./outcomes.ts";
 import type { RequestLine } from "./request_trace.ts";
 import { KeyIndex, RuleStates } from "./states.ts";
 
@@ -69,6 +70,8 @@ export class Replayer {
   /** Per rule, the keys with an account's own parameters. */
   private readonly overridden: Map<number, AlgorithmParams>[];
   private readonly pool: RuleAnswer[];
+  /** Rules that count by the response or ban, decided on records as their objects decide them (outcomes.ts). */
+  private readonly outcomes: OutcomeBook;
   private latestMs = 0;
   /** Whether a rule has a `key:` (then each request's keys are read from its line, key.ts). */
   private readonly hasKeys: boolean;
@@ -96,6 +99,7 @@ export class Replayer {
       (c, i) => new RuleStates(c.params, (key) => this.overridden[i]!.get(key) ?? c.params),
     );
     for (const [i, r] of rules.entries()) this.place.set(r.id, i);
+    this.outcomes = new OutcomeBook(this.compiled);
     this.pool = rules.map((_, i) => ({
       rule: i,
       key: -1,
@@ -107,17 +111,26 @@ export class Replayer {
     }));
   }
 
-  /** Every rule alone on one `t_ms,key[,cost]` line. The answers are in rule order, one per rule. */
-  keyed(tMs: number, key: string, cost: number): readonly RuleAnswer[] {
+  /**
+   * Every rule alone on one `t_ms,key[,cost[,status,duration_ms]]` line. The answers are in rule order, one per rule.
+   * `outcome`: what the origin answered the request, for the rules that count by the response.
+   */
+  keyed(tMs: number, key: string, cost: number, outcome: Outcome | null = null): readonly RuleAnswer[] {
     if (tMs > this.latestMs) this.latestMs = tMs;
+    this.outcomes.settle(tMs);
     const k = this.keys.of(key);
-    for (let i = 0; i < this.compiled.length; i++) this.ask(this.pool[i]!, this.compiled[i]!.params, k, cost, tMs);
+    for (let i = 0; i < this.compiled.length; i++) {
+      const answer = this.pool[i]!;
+      this.ask(answer, this.compiled[i]!.params, k, cost, tMs);
+      if (answer.decision?.allowed === true) this.outcomes.answered(i, k, cost, tMs, outcome);
+    }
     return this.pool;
   }
 
   /** One request of a request trace, through the gateway's steps. */
   request(line: RequestLine): Replayed {
     if (line.tMs > this.latestMs) this.latestMs = line.tMs;
+    this.outcomes.settle(line.tMs);
     const shape = shapeWith(headAsGet([line.method]), line.path, this.options.settings);
     if (!shape.ok) return { verdict: { kind: "bad_request", detail: shape.detail }, answers: [], caller: -1 };
     const caller = callerOf(line, this.options);
@@ -168,13 +181,23 @@ export class Replayer {
     );
     for (const index of composition.refund) this.giveBack(answers[index]!, line.tMs);
     const { verdict } = composition;
-    if (verdict.kind === "admit") return { verdict: verdict.delayMs === 0 ? ADMIT : verdict, answers };
+    if (verdict.kind === "admit") {
+      for (const a of answers) this.outcomes.answered(a.rule, a.key, a.cost, line.tMs, line.outcome ?? null);
+      return { verdict: verdict.delayMs === 0 ? ADMIT : verdict, answers };
+    }
     if (verdict.kind === "deny") return { verdict: this.denial(verdict.denying.map((d) => answers[d]!)), answers };
     // A replayed rule never fails, so nothing fails closed.
     return { verdict: ADMIT, answers };
   }
 
   private ask(answer: RuleAnswer, params: AlgorithmParams, key: number, cost: number, tMs: number): void {
+    if (this.outcomes.handles(answer.rule)) {
+      const { decision, before, after } = this.outcomes.ask(answer.rule, key, cost, tMs);
+      Object.assign(answer, { key, cost, decision, refunded: false });
+      answer.before = before?.state ?? null;
+      answer.after = after?.state ?? null;
+      return;
+    }
     const states = this.states[answer.rule]!;
     const before = states.get(key);
     const r = decide(params, before, cost, tMs);
@@ -193,6 +216,11 @@ export class Replayer {
   }
 
   private giveBack(answer: RuleAnswer, tMs: number): void {
+    if (this.outcomes.handles(answer.rule)) {
+      answer.after = this.outcomes.giveBack(answer.rule, answer.key, answer.cost, tMs, tMs)?.state ?? null;
+      answer.refunded = true;
+      return;
+    }
     if (answer.after === null) return;
     const params = this.overridden[answer.rule]!.get(answer.key) ?? this.compiled[answer.rule]!.params;
     const state = refund(params, answer.after, answer.cost, tMs);

@@ -15,6 +15,7 @@
  */
 
 import type { ResolvedRule } from "../rules/types.ts";
+import type { Outcome } from "./outcomes.ts";
 
 /** The first line of a version 1 request trace. */
 export const REQUEST_TRACE_MAGIC = "# sluice request trace v1";
@@ -86,6 +87,19 @@ export interface RequestLine {
   cost: number | null;
   /** What the proxy answered, when the line comes from its access log; `null` for a request trace. */
   answered: Answered | null;
+  /** What the origin answered and how long it took, for rules that count by the response; absent: not known. */
+  outcome?: Outcome | null;
+}
+
+/** A trace's `status,duration_ms` fields: both empty (not known), or a status 100-599 and a duration (empty: 0). */
+export function outcomeOf(status: string, duration: string): Outcome | null | string {
+  if (status === "" && duration === "") return null;
+  if (!/^[1-5]\d\d$/.test(status))
+    return `status must be an HTTP status from 100 to 599, got ${JSON.stringify(status.slice(0, 80))}`;
+  if (duration !== "" && !/^\d{1,12}$/.test(duration)) {
+    return `duration_ms must be empty or an integer number of milliseconds, got ${JSON.stringify(duration.slice(0, 80))}`;
+  }
+  return { status: Number(status), durationMs: duration === "" ? 0 : Number(duration) };
 }
 
 /** What an access log says the proxy answered a request. */
