@@ -17,4 +17,4 @@ export type {
   SluiceBinding,
 } from "./types.ts";
 export { MAX_LIMIT_KEY_CHARS, requestLike } from "./types.ts";
-export { type FetchHandler, type WithSluiceOptions, withSluice } from "./with_sluice.ts";
+export { type FetchHandler, type SluicedHandler, type WithSluiceOptions, withSluice } from "./with_sluice.ts";

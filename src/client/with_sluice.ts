@@ -18,7 +18,11 @@ import {
 } from "./respond.ts";
 import type { SluiceBinding } from "./types.ts";
 
+/** A `fetch` handler as you write it: async or not. */
 export type FetchHandler<Env, Ctx> = (request: Request, env: Env, ctx: Ctx) => Response | Promise<Response>;
+
+/** What `withSluice` returns: always async (it asks Sluice first), so a caller can `await` or `.then` it as it is. */
+export type SluicedHandler<Env, Ctx> = (request: Request, env: Env, ctx: Ctx) => Promise<Response>;
 
 export interface WithSluiceOptions<Env, Ctx> extends DecideBy<[Request, Env, Ctx]> {
   /** The binding: its name in `env` (default `SLUICE`), or a function that finds it. */
@@ -28,7 +32,7 @@ export interface WithSluiceOptions<Env, Ctx> extends DecideBy<[Request, Env, Ctx
 export function withSluice<Env, Ctx>(
   handler: FetchHandler<Env, Ctx>,
   options: WithSluiceOptions<Env, Ctx> = {},
-): FetchHandler<Env, Ctx> {
+): SluicedHandler<Env, Ctx> {
   const find = options.binding;
   return async (request, env, ctx) => {
     const binding = typeof find === "function" ? find(env) : bindingIn(env, find ?? DEFAULT_BINDING);

@@ -16,6 +16,7 @@ import {
 } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import type { CompiledRule } from "../request/match.ts";
+import { closest } from "../rules/closest.ts";
 import { chargeOutcome, readOutcome } from "./binding_outcome.ts";
 import { keyHashOf } from "./hash.ts";
 import { judgeApplicable, judgeRequest } from "./judge.ts";
@@ -68,10 +69,9 @@ export function readLimitCall(input: unknown, props: unknown, rules: readonly Co
 function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): CompiledRule {
   const fromProps = typeof props === "object" && props !== null ? (props as BindingProps).rule : undefined;
   const named = rule ?? fromProps;
-  const known = () => `the rules are: ${rules.map((r) => r.rule.id).join(", ")}`;
   if (named === undefined)
     throw new TypeError(
-      `${where}: no rule: pass { rule } or set props = { rule = "..." } on the binding in wrangler.toml; ${known()}`,
+      `${where}: no rule: pass { rule } or set props = { rule = "..." } on the binding in wrangler.toml`,
     );
   if (typeof named !== "string") {
     const source = rule === undefined ? "the binding's props.rule" : "rule";
@@ -79,8 +79,14 @@ function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): 
   }
   const compiled = rules.find((r) => r.rule.id === named);
   if (compiled === undefined) {
+    // The caller is another Worker, maybe another team's: a near miss is named, the rule set is not listed.
     const source = rule === undefined ? " (the binding's props.rule)" : "";
-    throw new RangeError(`${where}: unknown rule ${JSON.stringify(named)}${source}; ${known()}`);
+    const guess = closest(
+      named,
+      rules.map((r) => r.rule.id),
+    );
+    const hint = guess === null ? "" : `; did you mean ${JSON.stringify(guess)}?`;
+    throw new RangeError(`${where}: unknown rule ${JSON.stringify(named)}${source}${hint}`);
   }
   return compiled;
 }
@@ -88,7 +94,15 @@ function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): 
 /** Read a `check` request strictly: an absolute http(s) URL, a method name, header fields as strings. */
 export function readCheckRequest(input: unknown): { readonly request: Request; readonly url: URL } {
   const at = "Sluice check()";
-  if (input instanceof Request) return { request: input, url: new URL(input.url) };
+  if (input instanceof Request) {
+    // A Request sent over a service binding takes its body with it: the caller's handler could no longer read it.
+    if (input.body !== null)
+      throw new TypeError(
+        `${at}: got a Request with a body, which the binding has now taken from your handler; pass ` +
+          "requestLike(request) from sluice/client (its URL, method and headers) instead",
+      );
+    return { request: input, url: new URL(input.url) };
+  }
   if (typeof input !== "object" || input === null)
     throw new TypeError(`${at}: expects a request { url, method?, headers? }, got ${describe(input)}`);
   const { url, method, headers } = input as Record<string, unknown>;
@@ -122,6 +136,7 @@ export function readCheckRequest(input: unknown): { readonly request: Request; r
 }
 
 function describe(value: unknown): string {
+  if (value === undefined) return "nothing";
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
   if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);

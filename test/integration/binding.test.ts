@@ -122,14 +122,32 @@ describe("bad input from another Worker: a clear error, never a 500 or a default
     [
       "no rule, none in props",
       () => env.SLUICE.limit({ key: "k" }),
-      /no rule: pass \{ rule \} or set props/,
+      /no rule: pass \{ rule \} or set props = \{ rule = "\.\.\." \} on the binding in wrangler\.toml$/,
       "TypeError",
     ],
     [
       "an unknown rule",
       () => env.SLUICE.limit({ key: "k", rule: "nope" }),
-      /unknown rule "nope"; the rules are: free-global, /,
+      /^Sluice limit\(\): unknown rule "nope"$/,
       "RangeError",
+    ],
+    [
+      "a near miss: named, and the rule set not listed",
+      () => env.SLUICE.limit({ key: "k", rule: "free-globl" }),
+      /^Sluice limit\(\): unknown rule "free-globl"; did you mean "free-global"\?$/,
+      "RangeError",
+    ],
+    [
+      "no options at all",
+      () => (env.SLUICE.limit as (options?: unknown) => Promise<unknown>)(),
+      /expects \{ key, rule\?, cost\? \}, got nothing$/,
+      "TypeError",
+    ],
+    [
+      "check of a Request with a body (which the binding would take from the caller's handler)",
+      () => env.SLUICE.check(new Request("https://a.test/v1/labels", { method: "POST", body: "{}" }) as never),
+      /got a Request with a body, .* pass requestLike\(request\) from sluice\/client/,
+      "TypeError",
     ],
     [
       "an unknown rule over props",
@@ -187,7 +205,7 @@ describe("bad input from another Worker: a clear error, never a 500 or a default
       /expects \{ key, rule\?, cost\? \}, got null/,
       "TypeError",
     ],
-    ["check without a url", () => env.SLUICE.check({} as never), /url must be a string, got undefined/, "TypeError"],
+    ["check without a url", () => env.SLUICE.check({} as never), /url must be a string, got nothing$/, "TypeError"],
     [
       "check with a relative url",
       () => env.SLUICE.check({ url: "/v1/quotes" }),
@@ -211,6 +229,19 @@ describe("bad input from another Worker: a clear error, never a 500 or a default
     const error = await rejectionOf(call());
     expect(error.message).toMatch(message);
     expect(error.name).toBe(type);
+  });
+});
+
+describe("check leaves the caller's request whole", () => {
+  it("check(requestLike(request)) as the README shows it: the handler still reads the POST body", async () => {
+    const request = new Request("https://api.test/v1/labels", {
+      method: "POST",
+      headers: { "CF-Connecting-IP": "192.0.2.44" },
+      body: '{"to":"x"}',
+    });
+    const result = await env.SLUICE.check(requestLike(request));
+    expect(result.success).toBe(true);
+    expect(await request.text()).toBe('{"to":"x"}');
   });
 });
 

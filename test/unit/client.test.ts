@@ -151,6 +151,18 @@ describe("withSluice(handler)", () => {
     expect(r.headers.get("RateLimit")).toBe('"free-global";r=19;t=1');
   });
 
+  it("wraps a non-async handler, and is itself a Promise-returning fetch (no cast in a non-async caller)", async () => {
+    const fetch = withSluice((request: Request) => new Response(`sync ${new URL(request.url).pathname}`));
+    // Typed Promise<Response> (typecheck runs on the tests): `.then` needs no cast.
+    const answered: Promise<Response> = fetch(
+      new Request("https://api.test/s"),
+      { SLUICE: binding(ADMITTED).binding },
+      {},
+    );
+    const text = await answered.then((r) => r.text());
+    expect(text).toBe("sync /s");
+  });
+
   it("adds the fields to a response whose headers are immutable (as a fetch's are)", async () => {
     const fetch = withSluice(async () => {
       const r = Response.redirect("https://api.test/elsewhere", 302);

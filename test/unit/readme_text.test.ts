@@ -62,4 +62,20 @@ describe("the README", () => {
     // `--trace` is read, not written: NGINX's own access log (plan --from nginx:) or a trace written into out/.
     for (const [, path] of nginx.matchAll(/--trace (\S+)/g)) expect(path).toMatch(/^(out\/|\/var\/log\/nginx\/)/);
   });
+
+  it("shows check() with requestLike, which leaves the request's body to the handler", () => {
+    const binding = section("Use it from your Worker");
+    expect(binding).toContain("check(requestLike(request))");
+    expect(binding).not.toMatch(/check\(request\)/);
+  });
+});
+
+describe("examples/README.md", () => {
+  it("runs its recipe offline, on a port it names", () => {
+    const recipe = readFileSync(join(ROOT, "examples", "README.md"), "utf8");
+    const dev = /```sh\n([\s\S]*?)```/.exec(recipe)?.[1] ?? "";
+    expect(dev).toContain("CLOUDFLARE_CF_FETCH_ENABLED=false");
+    expect(dev).toContain("--port 8787");
+    expect(dev).toContain("http://127.0.0.1:8787/");
+  });
 });
