@@ -16,6 +16,9 @@ export const SCRIPT = `
   const BASE = "/_sluice";
   const LOGIN_CHECK = "${LOGIN_CHECK_PATH}";
   const FLEET_EVERY_MS = 60000;
+  // How long the page waits for the Worker: above the Worker's own wait for Analytics Engine (fleet.ts, 10 s), so a
+  // hung API is reported by the Worker by name; a Worker that does not answer at all is reported here.
+  const CALL_TIMEOUT_MS = 20000;
   const $ = (id) => document.getElementById(id);
   const SVG_NS = "http://www.w3.org/2000/svg";
   let timer = null;
@@ -40,7 +43,12 @@ export const SCRIPT = `
   };
   const fmt = (n) => (n === null || n === undefined ? "-" : Number(n).toLocaleString("en-US"));
   const num = (n) => el("td", fmt(n), "num");
-  const pct = (part, whole) => (whole > 0 ? ((100 * part) / whole).toFixed(part > 0 && part < whole / 1000 ? 3 : 1) + "%" : "-");
+  // A share: one decimal from 0.1%; below it two significant digits, so 12 of 2,916,000 is 0.00041%, never 0.000%.
+  const pct = (part, whole) => {
+    if (!(whole > 0)) return "-";
+    const p = (100 * part) / whole;
+    return (p === 0 || p >= 0.1 ? p.toFixed(1) : p.toPrecision(2)) + "%";
+  };
   const rate = (n) => (n === null ? "-" : n < 10 ? n.toFixed(2) : fmt(Math.round(n)));
   // Times are UTC everywhere, with the zone said.
   const utc = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 19) + " UTC";
@@ -63,9 +71,11 @@ export const SCRIPT = `
         headers: { Authorization: "Bearer " + token },
         cache: "no-store",
         credentials: "omit",
+        signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       });
     } catch (error) {
-      return { status: 0, body: null, detail: "the Worker did not answer (" + error.message + ")" };
+      const why = error.name === "TimeoutError" ? "within " + CALL_TIMEOUT_MS / 1000 + " s" : "(" + error.message + ")";
+      return { status: 0, body: null, detail: "the Worker did not answer " + why };
     }
     let body = null;
     if ((response.headers.get("Content-Type") || "").includes("json")) body = await response.json();

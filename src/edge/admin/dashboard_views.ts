@@ -310,7 +310,10 @@ export const VIEWS = `
       $("fleet-error").textContent = "";
       showFleet(f);
     } catch (error) {
-      if (error.message !== "logged out") $("fleet-error").textContent = "Fleet view failed: " + error.message;
+      if (error.message === "logged out") return;
+      // What was shown is no longer known to be true: take it down rather than leave a stale chart up.
+      $("fleet-on").hidden = true;
+      $("fleet-error").textContent = "Fleet view failed: " + error.message;
     }
   }
 `;

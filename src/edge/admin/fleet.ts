@@ -12,6 +12,12 @@
 import type { FleetSettings } from "../settings.ts";
 import { FLEET_PERIODS, type FleetPeriod, fleetQueries } from "./fleet_sql.ts";
 
+/**
+ * How long the fleet view waits for the SQL API, ms: under the page's own wait for the Worker (dashboard_script.ts),
+ * so a hung API is reported by name rather than as a page that never fills.
+ */
+export const FLEET_TIMEOUT_MS = 10_000;
+
 /** How the page is told to enable the fleet view when it is off. */
 export const FLEET_HOW_TO = {
   summary:
@@ -84,13 +90,15 @@ export async function fleetView(
   period: FleetPeriod,
   nowMs: number,
   fetcher: typeof fetch = fetch,
+  /** The signal that ends the wait (a test passes one it controls). */
+  deadline: AbortSignal = AbortSignal.timeout(FLEET_TIMEOUT_MS),
 ): Promise<FleetAnswer> {
   if (fleet === null) return { configured: false, how_to: FLEET_HOW_TO };
   const queries = fleetQueries(fleet.dataset, period);
   const [overTime, topKeys, totals] = await Promise.all([
-    runQuery(fleet, queries.denialsOverTime, fetcher),
-    runQuery(fleet, queries.topDeniedKeys, fetcher),
-    runQuery(fleet, queries.ruleTotals, fetcher),
+    runQuery(fleet, queries.denialsOverTime, fetcher, deadline),
+    runQuery(fleet, queries.topDeniedKeys, fetcher, deadline),
+    runQuery(fleet, queries.ruleTotals, fetcher, deadline),
   ]);
   return {
     configured: true,
@@ -125,22 +133,34 @@ export async function fleetView(
 type Row = Record<string, unknown>;
 
 /** One query through the SQL API: its `data` rows. */
-async function runQuery(fleet: FleetSettings, sql: string, fetcher: typeof fetch): Promise<Row[]> {
+async function runQuery(
+  fleet: FleetSettings,
+  sql: string,
+  fetcher: typeof fetch,
+  deadline: AbortSignal,
+): Promise<Row[]> {
   const url = `${fleet.apiBase}/accounts/${encodeURIComponent(fleet.accountId)}/analytics_engine/sql`;
   let response: Response;
+  let body: string;
   try {
     response = await fetcher(url, {
       method: "POST",
       headers: { Authorization: `Bearer ${fleet.apiToken}`, "Content-Type": "text/plain" },
       body: `${sql}\nFORMAT JSON`,
+      signal: deadline,
     });
+    body = await response.text();
   } catch (error) {
+    if (deadline.aborted)
+      throw new FleetError(`the Analytics Engine SQL API did not answer within ${FLEET_TIMEOUT_MS / 1000} s`, null);
     throw new FleetError(`the Analytics Engine SQL API did not answer: ${(error as Error).message}`, null);
   }
-  const body = await response.text();
   if (!response.ok) {
     const first = body.trim().split("\n")[0]?.slice(0, 300) ?? "";
-    throw new FleetError(`the Analytics Engine SQL API answered ${response.status}: ${first}`, response.status);
+    throw new FleetError(
+      `the Analytics Engine SQL API answered ${response.status}: ${first}${refusalHint(response.status, fleet)}`,
+      response.status,
+    );
   }
   let parsed: unknown;
   try {
@@ -153,6 +173,15 @@ async function runQuery(fleet: FleetSettings, sql: string, fetcher: typeof fetch
     throw new FleetError("the Analytics Engine SQL API answered JSON without a data array of rows", response.status);
   }
   return data as Row[];
+}
+
+/** What to check when the SQL API refuses the Worker's credentials (401, 403), in the settings' own names. */
+function refusalHint(status: number, fleet: FleetSettings): string {
+  if (status !== 401 && status !== 403) return "";
+  return (
+    ` (Analytics Engine refused the credentials: check that the secret AE_API_TOKEN is an API token with ` +
+    `Account Analytics: Read, and that AE_ACCOUNT_ID, now ${fleet.accountId}, is the account it was made for)`
+  );
 }
 
 /** A numeric column: JSON output quotes 64-bit integers as strings, so both are read. */
