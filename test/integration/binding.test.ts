@@ -140,7 +140,7 @@ describe("bad input from another Worker: a clear error, never a 500 or a default
     [
       "no options at all",
       () => (env.SLUICE.limit as (options?: unknown) => Promise<unknown>)(),
-      /expects \{ key, rule\?, cost\? \}, got nothing$/,
+      /expects \{ key, rule\?, cost\?, outcome\? \}, got nothing$/,
       "TypeError",
     ],
     [
@@ -202,7 +202,7 @@ describe("bad input from another Worker: a clear error, never a 500 or a default
     [
       "no options",
       () => env.SLUICE.limit(null as unknown as LimitOptions),
-      /expects \{ key, rule\?, cost\? \}, got null/,
+      /expects \{ key, rule\?, cost\?, outcome\? \}, got null/,
       "TypeError",
     ],
     ["check without a url", () => env.SLUICE.check({} as never), /url must be a string, got nothing$/, "TypeError"],

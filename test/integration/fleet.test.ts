@@ -97,7 +97,9 @@ describe("GET /_sluice/fleet", () => {
     expect(r.status).toBe(502);
     expect(r.headers.get("Content-Type")).toBe("application/problem+json");
     expect((await r.json<{ detail: string }>()).detail).toBe(
-      "the Analytics Engine SQL API answered 403: Authorization error",
+      "the Analytics Engine SQL API answered 403: Authorization error (Analytics Engine refused the credentials: " +
+        "check that the secret AE_API_TOKEN is an API token with Account Analytics: Read, and that AE_ACCOUNT_ID, " +
+        `now ${withFleet.AE_ACCOUNT_ID}, is the account it was made for)`,
     );
     const bad = await call("GET", "/_sluice/fleet?period=1y", admin, withFleet);
     expect(bad.status).toBe(400);
