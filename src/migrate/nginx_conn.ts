@@ -16,7 +16,18 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
     if (key === undefined || name === undefined || rest.length > 0)
       throw new NginxImportError(`${where(d)}: limit_conn_zone needs a key and zone=NAME:SIZE`);
     if (zones.has(name)) throw new NginxImportError(`${where(d)}: limit_conn_zone: zone "${name}" is defined twice`);
-    const zone = { name, ...identityOfKey(key), at: d };
+    const counted = identityOfKey(key);
+    // A concurrency rule counts by an identity; a key of other parts is not imported for limit_conn.
+    const zone = {
+      name,
+      identity: counted.identity,
+      key: null,
+      why:
+        counted.identity === null && counted.key !== null
+          ? `a limit_conn key other than an address or API key (${key}) is not imported`
+          : counted.why,
+      at: d,
+    };
     zones.set(name, zone);
     if (zone.identity === null) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });
     else if (zone.why !== "") {

@@ -20,7 +20,7 @@ import {
   type Place,
   placesOf,
 } from "./nginx_places.ts";
-import { readZones, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
+import { readZones, SERVER_NAME_PART, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 const UNSUPPORTED: Readonly<Record<string, string>> = {
@@ -64,8 +64,9 @@ function kindRules(http: readonly Directive[], kind: LimitKind, report: ReportIt
   const made: { rule: DraftRule; group: Group }[] = [];
   const seen = new Set<string>();
   for (const server of servers) {
-    for (const one of serverRules(placesOf(server, base, kind.names), kind, report, taken)) {
-      const identity = JSON.stringify([one.group.zone.name, one.rule.match, one.rule.fields]);
+    const serverName = server.block!.find((d) => d.name === "server_name")?.args[0] ?? "";
+    for (const one of serverRules(placesOf(server, base, kind.names), kind, report, taken, serverName)) {
+      const identity = JSON.stringify([one.group.zone.name, one.rule.match, one.rule.key, one.rule.fields]);
       if (!seen.has(identity)) made.push(one);
       seen.add(identity);
     }
@@ -153,6 +154,7 @@ function serverRules(
   kind: LimitKind,
   report: ReportItem[],
   taken: Set<string>,
+  serverName: string,
 ): { rule: DraftRule; group: Group }[] {
   const groups = new Map<string, Group>();
   for (const place of places) {
@@ -169,7 +171,7 @@ function serverRules(
   }
   const out: { rule: DraftRule; group: Group }[] = [];
   for (const group of groups.values()) {
-    if (group.zone.identity === null) {
+    if (group.zone.identity === null && group.zone.key === null) {
       report.push({
         where: where(group.limit),
         kind: "left out",
@@ -177,13 +179,19 @@ function serverRules(
       });
       continue;
     }
-    const rule = groupRule(group, places, report, taken);
+    const rule = groupRule(group, places, report, taken, serverName);
     if (rule !== null) out.push({ rule, group });
   }
   return out;
 }
 
-function groupRule(group: Group, places: readonly Place[], report: ReportItem[], taken: Set<string>): DraftRule | null {
+function groupRule(
+  group: Group,
+  places: readonly Place[],
+  report: ReportItem[],
+  taken: Set<string>,
+  serverName: string,
+): DraftRule | null {
   const notes: string[] = [];
   const say = (at: Directive, kind: ReportItem["kind"], message: string) => {
     report.push({ where: where(at), kind, message });
@@ -200,7 +208,7 @@ function groupRule(group: Group, places: readonly Place[], report: ReportItem[],
   }
   if (mapped.length === 0) return null;
   const others = places.filter((p) => !group.places.includes(p));
-  if (others.length === 0) return draft(group, null, [], mapped, taken, notes);
+  if (others.length === 0) return draft(group, null, [], mapped, taken, notes, serverName);
   const catchAll = mapped.some((p) => p.route === "* /**");
   const own = [...new Set(mapped.map((p) => p.route!))];
   const routes = catchAll ? ["* /**"] : own.filter((r) => !own.some((o) => o !== r && covers(o, r)));
@@ -225,7 +233,7 @@ function groupRule(group: Group, places: readonly Place[], report: ReportItem[],
       `${limitText} (${mapped.map((p) => p.label).join(", ")}) also applies to requests NGINX sends to ${q.label}, which cannot be written as a route to leave them out`,
     );
   }
-  return draft(group, routes, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes);
+  return draft(group, routes, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes, serverName);
 }
 
 function draft(
@@ -235,9 +243,17 @@ function draft(
   places: readonly Place[],
   taken: Set<string>,
   notes: string[],
+  serverName: string,
 ): DraftRule {
   const { zone, limit } = group;
   const fields: DraftField[] = [...group.fields, ["status", group.status]];
+  const key = keyOf(zone, serverName);
+  if (key !== null && key !== "global") {
+    fields.push(["key_missing", "skip"]);
+    // NGINX counted every value the client sent; the warning for a rotatable key would only repeat that.
+    if (key.every((p) => /^\{ (header|cookie|query):/.test(p) || p === "path"))
+      fields.push(["key_client_chosen", "accept"]);
+  }
   if (group.dryRun) fields.push(["mode", "shadow"]);
   const first = routes?.[0];
   const suffix = first === undefined || first === "* /**" ? "" : `-${first.slice(2).replace(/\/?\*\*$/, "")}`;
@@ -249,8 +265,9 @@ function draft(
     match: {
       ...(routes === null ? {} : { route: routes.length === 1 ? routes[0]! : routes }),
       ...(except.length === 0 ? {} : { except }),
-      identity: zone.identity!,
+      ...(zone.identity === null ? {} : { identity: zone.identity }),
     },
+    ...(key === null ? {} : { key }),
     fields,
   };
 }
@@ -304,4 +321,10 @@ export function nginxLimitStatuses(config: readonly Directive[]): Set<number> {
   const http = config.find((d) => d.name === "http")?.block ?? [];
   if (!http.some((d) => d.name === "limit_req_status")) statuses.add(503);
   return statuses;
+}
+
+/** The zone's `key:` in one server: `$server_name` is that server's name, a constant. */
+function keyOf(zone: ZoneLike, serverName: string): "global" | readonly string[] | null {
+  if (zone.key === null || zone.key === "global") return zone.key;
+  return zone.key.map((p) => (p === SERVER_NAME_PART ? `{ const: ${JSON.stringify(serverName)} }` : p));
 }

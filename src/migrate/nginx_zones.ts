@@ -6,10 +6,12 @@ import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { nginxRateNotes } from "./nginx_rate.ts";
 import type { ReportItem } from "./report.ts";
 
-/** A zone of either module: its name, its key's identity (or why there is none) and where it is defined. */
+/** A zone of either module: its name, its key (an identity, or `key:` parts, or why neither) and where it is. */
 export interface ZoneLike {
   readonly name: string;
   readonly identity: string | null;
+  /** The rule's `key:` when the zone's key is not one identity alone; `null` with `identity`, or when it cannot be said. */
+  readonly key: readonly string[] | "global" | null;
   readonly why: string;
   readonly at: Directive;
 }
@@ -18,6 +20,7 @@ export interface ZoneLike {
 export interface Zone extends ZoneLike {
   readonly name: string;
   readonly identity: string | null;
+  readonly key: readonly string[] | "global" | null;
   readonly why: string;
   readonly rate: { readonly amount: number; readonly unit: "s" | "min" };
   readonly at: Directive;
@@ -33,12 +36,12 @@ export function readZones(http: readonly Directive[], report: ReportItem[]): Map
     for (const note of nginxRateNotes(zone.rate.amount, zone.rate.unit)) {
       report.push({ where: where(d), kind: "approximate", message: `${text(d)}: ${note}` });
     }
-    if (zone.identity === null) {
+    if (zone.identity === null && zone.key === null) {
       report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });
     } else if (zone.why !== "") {
       report.push({
         where: where(d),
-        kind: zone.identity === "api_key" ? "approximate" : "note",
+        kind: zone.identity === "api_key" || zone.why.includes("$request_uri") ? "approximate" : "note",
         message: `${text(d)}: ${zone.why}`,
       });
     }
@@ -68,34 +71,99 @@ function readZone(d: Directive): Zone {
   };
 }
 
-/** The Sluice identity for an NGINX key, and what to say about it. */
-export function identityOfKey(key: string): { identity: string | null; why: string } {
+/** `$server_name` in a key: the server's own name, filled in per server block (nginx_import.ts). */
+export const SERVER_NAME_PART = "$server_name";
+
+/** The variables a key can be made of, as key parts, and what to say of each beyond the part itself. */
+function partOf(v: string): { part: string; why: string | null } | null {
+  if (v === "binary_remote_addr" || v === "remote_addr") {
+    return {
+      part: "ip",
+      why: "the client address is CF-Connecting-IP; IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
+    };
+  }
+  const header = /^http_([a-z0-9_]+)$/.exec(v)?.[1];
+  if (header !== undefined && header !== "authorization" && header !== "x_api_key" && header !== "cookie") {
+    return { part: `{ header: ${header.replaceAll("_", "-")} }`, why: null };
+  }
+  const cookie = /^cookie_([A-Za-z0-9_]+)$/.exec(v)?.[1];
+  if (cookie !== undefined) return { part: `{ cookie: ${cookie} }`, why: null };
+  const arg = /^arg_([A-Za-z0-9_]+)$/.exec(v)?.[1];
+  if (arg !== undefined) return { part: `{ query: ${arg} }`, why: null };
+  if (v === "uri")
+    return {
+      part: "path",
+      why: "$uri is the path as Sluice canonicalises it (decoded, dot segments resolved; case folded unless PATH_CASE_SENSITIVE=true)",
+    };
+  if (v === "request_uri")
+    return {
+      part: "path",
+      why: "$request_uri holds the query string too; the path part does not, so requests differing only in their query share a budget",
+    };
+  if (v === "host" || v === "http_host") return { part: "host", why: null };
+  if (v === "server_name") return { part: SERVER_NAME_PART, why: null };
+  return null;
+}
+
+/**
+ * An NGINX key as a Sluice rule's counting: `identity` for the key that is one of Sluice's identities alone, else the
+ * parts of a `key:` (a variable each; text between them only separates; text alone is a constant), and what to say.
+ */
+export function identityOfKey(key: string): {
+  identity: string | null;
+  key: readonly string[] | "global" | null;
+  why: string;
+} {
   const v = /^\$\{?([a-z0-9_]+)\}?$/.exec(key)?.[1];
   if (v === "binary_remote_addr" || v === "remote_addr") {
     return {
       identity: "ip",
+      key: null,
       why: "counted by client address (CF-Connecting-IP); IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
     };
   }
   if (v === "http_authorization" || v === "http_x_api_key") {
     return {
       identity: "api_key",
+      key: null,
       why:
         "counted by API key (Authorization: Bearer or X-API-Key) only for keys with an account record; a caller " +
-        "without one is counted by its address (unverified: by_address), where NGINX counts every distinct value",
+        "without one is counted by its address (unverified: by_address), where NGINX counts every distinct value " +
+        "and does not limit a request without one",
     };
   }
-  if (v?.startsWith("http_")) {
-    const header = v.slice(5).replaceAll("_", "-");
+  const parts: string[] = [];
+  const notes: string[] = [];
+  const re = /\$\{?([A-Za-z0-9_]+)\}?/g;
+  let literal = key;
+  for (let m = re.exec(key); m !== null; m = re.exec(key)) {
+    const part = partOf(m[1]!);
+    if (part === null) {
+      return {
+        identity: null,
+        key: null,
+        why: `Sluice has no key part for $${m[1]} (it keys on addresses, headers, cookies, query values, the path, the host, the server's name and constants)`,
+      };
+    }
+    parts.push(part.part);
+    if (part.why !== null) notes.push(part.why);
+    literal = literal.replace(m[0], "");
+  }
+  if (parts.length === 0) {
     return {
-      identity: "user",
-      why: `counted as the user, from the ${header} header: set USER_HEADER=${header} in wrangler.toml`,
+      identity: null,
+      key: "global",
+      why: `the constant key ${JSON.stringify(key)} is one budget for every client (key: global)`,
     };
   }
-  const name = v === undefined ? JSON.stringify(key) : `$${v}`;
+  const unique = [...new Set(parts)];
   return {
     identity: null,
-    why: `Sluice has no identity for the key ${name} (it counts by API key, client address or user)`,
+    key: unique,
+    why: [
+      `counted by ${unique.join(" + ")}${literal.trim() === "" ? "" : ` (the text ${JSON.stringify(literal)} between them only separates)`}; a request with an empty key is not limited, as in NGINX (key_missing: skip)`,
+      ...notes,
+    ].join("; "),
   };
 }
 

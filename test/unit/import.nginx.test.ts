@@ -31,7 +31,9 @@ function line(rule: DraftRule): string {
     .map(([k, v]) => `${k}=${v}`)
     .join(" ");
   const except = rule.match.except === undefined ? "" : ` except ${rule.match.except.join(",")}`;
-  return `${rule.id} ${rule.match.route ?? "*"}${except} ${rule.match.identity} ${fields}`;
+  const key =
+    rule.key === undefined ? rule.match.identity : `key=${rule.key === "global" ? "global" : rule.key.join("+")}`;
+  return `${rule.id} ${rule.match.route ?? "*"}${except} ${key} ${fields}`;
 }
 
 function imported(files: Record<string, string>): ImportResult {
@@ -122,11 +124,11 @@ describe("nginx.conf snippets: the rules and the report", () => {
       [],
     ],
     [
-      "9 an unmappable key ($arg_token) is left out",
-      { "nginx.conf": http("limit_req_zone $arg_token zone=t:1m rate=1r/s;\nserver { limit_req zone=t; }") },
+      "9 a key Sluice cannot say ($request_id) is left out",
+      { "nginx.conf": http("limit_req_zone $request_id zone=t:1m rate=1r/s;\nserver { limit_req zone=t; }") },
       [],
       [
-        "left out: limit_req_zone $arg_token zone=t:1m rate=1r/s: Sluice has no identity for the key $arg_token",
+        "left out: limit_req_zone $request_id zone=t:1m rate=1r/s: Sluice has no key part for $request_id",
         "left out: limit_req zone=t: its zone's key has no Sluice identity",
       ],
     ],
@@ -171,15 +173,17 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ],
     ],
     [
-      "13 a header key other than the API key counts as the user",
+      "13 a header key: key: [{ header }], an empty one not limited (key_missing: skip)",
       {
         "nginx.conf": http(
           "limit_req_zone $http_x_tenant zone=tenant:1m rate=50r/s;\nserver { location /v2/ { limit_req zone=tenant burst=100 nodelay; } }",
         ),
       },
-      ["tenant-v2 * /v2/** user rate=50/s burst=100 nodelay=true status=503"],
       [
-        "note: limit_req_zone $http_x_tenant zone=tenant:1m rate=50r/s: counted as the user, from the x-tenant header: set USER_HEADER=x-tenant in wrangler.toml",
+        "tenant-v2 * /v2/** key={ header: x-tenant } rate=50/s burst=100 nodelay=true status=503 key_missing=skip key_client_chosen=accept",
+      ],
+      [
+        "note: limit_req_zone $http_x_tenant zone=tenant:1m rate=50r/s: counted by { header: x-tenant }; a request with an empty key is not limited, as in NGINX (key_missing: skip)",
       ],
     ],
     [
@@ -254,7 +258,7 @@ describe("nginx.conf snippets: the rules and the report", () => {
         "login-v1-login * /v1/login**,* /v1/signup** ip rate=1/s burst=2 delay=0 status=429",
         "ip * /** except * /v1/login**,* /v1/signup**,* /v1/reports** ip rate=10/s burst=20 nodelay=true status=429",
         "ip-v1-reports-dry-run * /v1/reports** ip rate=10/s burst=20 nodelay=true status=429 mode=shadow",
-        "t-v1-orders * /v1/orders** user rate=5/s burst=5 delay=0 status=429",
+        "t-v1-orders * /v1/orders** key={ header: x-tenant } rate=5/s burst=5 delay=0 status=429 key_missing=skip key_client_chosen=accept",
       ],
       [
         "approximate: zone ip is read by 2 rules (ip, ip-v1-reports-dry-run) with different settings: NGINX keeps one state per key for the zone, Sluice one per rule",
@@ -269,6 +273,21 @@ describe("nginx.conf snippets: the rules and the report", () => {
       },
       ["ip-api * /api/**,* /static/** except * /api/health,* /api/admin/** ip rate=10/s burst=1 delay=0 status=503"],
       [],
+    ],
+    [
+      "22 composite and other keys: $binary_remote_addr$uri, $cookie_*$arg_*, $server_name, a constant",
+      {
+        "nginx.conf": http(
+          `limit_req_zone $binary_remote_addr$uri zone=a:1m rate=10r/s;\nlimit_req_zone $cookie_s$arg_p zone=b:1m rate=1r/s;\nlimit_req_zone $server_name zone=c:1m rate=100r/s;\nlimit_req_zone origin zone=d:1m rate=200r/s;\nserver { server_name api.example.com; location / { limit_req zone=a; limit_req zone=b; limit_req zone=c; limit_req zone=d; } }`,
+        ),
+      },
+      [
+        "a * key=ip+path rate=10/s burst=0 delay=0 status=503 key_missing=skip",
+        "b * key={ cookie: s }+{ query: p } rate=1/s burst=0 delay=0 status=503 key_missing=skip key_client_chosen=accept",
+        'c * key={ const: "api.example.com" } rate=100/s burst=0 delay=0 status=503 key_missing=skip',
+        "d * key=global rate=200/s burst=0 delay=0 status=503",
+      ],
+      ['note: limit_req_zone origin zone=d:1m rate=200r/s: the constant key "origin" is one budget for every client'],
     ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
@@ -340,7 +359,7 @@ describe("malformed nginx.conf: the error names the file and line", () => {
 
 describe("sluice import nginx", () => {
   const partial = http(
-    "limit_req_zone $binary_remote_addr zone=ip:10m rate=10r/s;\nlimit_req_zone $arg_t zone=t:1m rate=1r/s;\nserver { location /a/ { limit_req zone=ip; } location /b/ { limit_req zone=t; } }",
+    "limit_req_zone $binary_remote_addr zone=ip:10m rate=10r/s;\nlimit_req_zone $request_id zone=t:1m rate=1r/s;\nserver { location /a/ { limit_req zone=ip; } location /b/ { limit_req zone=t; } }",
   );
 
   it("prints the report and exits 1, writing nothing, when something was left out", async () => {
