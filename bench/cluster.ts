@@ -58,6 +58,18 @@ const YAML = `
   algorithm: fixed_window
   limit: 500000
   window: d
+- id: search-origin
+  match: { route: "GET /v1/search/**" }
+  key: global
+  algorithm: gcra
+  rate: 200/s
+  burst: 200
+- id: global-rate
+  match: {}
+  key: global
+  algorithm: gcra
+  rate: 5000/s
+  burst: 1000
 `;
 const LOWERED_YAML = `
 - id: hot-rate
@@ -165,6 +177,13 @@ const SCENARIOS: Scenario[] = [
 ];
 /** At 5,000 isolates, the scenarios about fan-out and restarts only (the bench's time). */
 const AT_5000: Scenario[] = ["redeploy", "churn", "delegate restart"];
+/**
+ * `key: global` rules (one state for every caller: the hottest key there is, one (rule, key) to the tier like any
+ * other): the shipped search-origin as it ships, and one sized like hot-rate, each at 2x its rate.
+ */
+for (const isolates of QUICK ? [200, 1_000] : [200, 1_000, 5_000]) {
+  specs.push(["search-origin", isolates, 400, "steady"], ["global-rate", isolates, 10_000, "steady"]);
+}
 /** The rate rule steady over 60 s at 2x and at the limit: the 8 s rows' fixed costs against a longer run. */
 if (!QUICK) {
   for (const [isolates, loadPerS] of [
