@@ -8,7 +8,7 @@
  * Pick it for daily and monthly quotas.
  */
 import type { Window } from "./params.ts";
-import type { Algorithm, CheckOutcome } from "./types.ts";
+import type { Algorithm, CheckOutcome, Decision, Own, RowKernel } from "./types.ts";
 import { windowIndex, windowStartMs } from "./windows.ts";
 
 export interface FixedWindowParams {
@@ -23,6 +23,74 @@ export interface FixedWindowState {
   readonly window: number;
   /** Cost admitted in that window. */
   readonly count: number;
+}
+
+/**
+ * The one copy of the decision, on the state's two numbers (`state` null: a fresh key); when admitted, the next state
+ * is written into `next` (the pure core makes it a new state, the row kernel writes it into its row).
+ */
+function decideWindow(
+  params: Own<FixedWindowParams>,
+  state: FixedWindowState | null,
+  cost: number,
+  nowMs: number,
+  next: { window: number; count: number },
+): Decision {
+  let index = windowIndex(params.window, nowMs);
+  let now = nowMs;
+  // Clock rule: a window that has been seen never reopens for an earlier clock.
+  if (state !== null && state.window > index) {
+    index = state.window;
+    now = windowStartMs(params.window, index);
+  }
+  const count = state !== null && state.window === index ? state.count : 0;
+  const untilEndMs = windowStartMs(params.window, index + 1) - now;
+  if (count + cost <= params.limit) {
+    next.window = index;
+    next.count = count + cost;
+    return {
+      allowed: true,
+      remaining: params.limit - next.count,
+      resetAfterMs: untilEndMs,
+      retryAfterMs: null,
+      delayMs: 0,
+    };
+  }
+  return {
+    allowed: false,
+    // never below 0: a carried-over count can exceed a lowered limit
+    remaining: Math.max(0, params.limit - count),
+    resetAfterMs: count === 0 ? 0 : untilEndMs,
+    retryAfterMs: untilEndMs,
+    delayMs: 0,
+  };
+}
+
+/** The row kernel (the in-isolate store's fast path): `window, count` in place, through `decideWindow`. */
+function windowKernel(params: Own<FixedWindowParams>): RowKernel<FixedWindowState> {
+  // Scratch made once per rule: the stored state as `decideWindow` reads it, and the next one it writes.
+  const stored = { window: 0, count: 0 };
+  const next = { window: 0, count: 0 };
+  return {
+    width: 2,
+    check(row, at, fresh, cost, nowMs, out) {
+      if (!fresh) {
+        stored.window = row[at]!;
+        stored.count = row[at + 1]!;
+      }
+      const decision = decideWindow(params, fresh ? null : stored, cost, nowMs, next);
+      out.changed = decision.allowed;
+      if (decision.allowed) {
+        row[at] = next.window;
+        row[at + 1] = next.count;
+      }
+      return decision;
+    },
+    refund(row, at, cost, admittedAtMs) {
+      if (row[at] === windowIndex(params.window, admittedAtMs)) row[at + 1] = Math.max(0, row[at + 1]! - cost);
+    },
+    read: (row, at) => ({ window: row[at]!, count: row[at + 1]! }),
+  };
 }
 
 export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
@@ -40,39 +108,9 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
   project: ({ algorithm, limit, window }) => ({ algorithm, limit, window }),
   capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<FixedWindowState> {
-    let index = windowIndex(params.window, nowMs);
-    let now = nowMs;
-    // Clock rule: a window that has been seen never reopens for an earlier clock.
-    if (state !== null && state.window > index) {
-      index = state.window;
-      now = windowStartMs(params.window, index);
-    }
-    const count = state !== null && state.window === index ? state.count : 0;
-    const untilEndMs = windowStartMs(params.window, index + 1) - now;
-    if (count + cost <= params.limit) {
-      const after = count + cost;
-      return {
-        decision: {
-          allowed: true,
-          remaining: params.limit - after,
-          resetAfterMs: untilEndMs,
-          retryAfterMs: null,
-          delayMs: 0,
-        },
-        state: { window: index, count: after },
-      };
-    }
-    return {
-      decision: {
-        allowed: false,
-        // never below 0: a carried-over count can exceed a lowered limit
-        remaining: Math.max(0, params.limit - count),
-        resetAfterMs: count === 0 ? 0 : untilEndMs,
-        retryAfterMs: untilEndMs,
-        delayMs: 0,
-      },
-      state: state as FixedWindowState,
-    };
+    const next = { window: 0, count: 0 };
+    const decision = decideWindow(params, state, cost, nowMs, next);
+    return { decision, state: decision.allowed ? next : (state as FixedWindowState) };
   },
 
   refund(params, state, cost, admittedAtMs) {
@@ -110,6 +148,7 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
       set(1, state.count);
     },
   },
+  rows: { compile: windowKernel },
   denialsCount: () => false,
   // Until the window ends, any cost above what was left is denied too.
   smallerDeniedUntilMs: (_params, denied, cost) => (cost > denied.remaining ? denied.untilMs : null),

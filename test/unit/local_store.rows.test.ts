@@ -1,7 +1,7 @@
 /**
- * The local store decides sliding_counter and sliding_log in place on a row of its table (the algorithms' row
- * kernels). These properties hold that fast path to the pure core's `decide` and `refund`, decision for decision and
- * state for state (`peek`), on every bucket count and limit shape, costs up to the capacity, clock steps back, idle
+ * The local store decides fixed_window, sliding_counter and sliding_log in place on a row of its table (the
+ * algorithms' row kernels). These properties hold that fast path to the pure core's `decide` and `refund`, decision
+ * for decision and state for state (`peek`), on every bucket count and limit shape, costs up to the capacity, clock steps back, idle
  * gaps past every window, refunds of admitted and long-gone requests, and keys coming and going.
  */
 import fc from "fast-check";
@@ -10,9 +10,11 @@ import { type AlgorithmState, capacityOf, decide, refund, rowPath } from "../../
 import { MAX_ROW_LIMIT } from "../../src/algorithms/sliding_log.ts";
 import { createLocalStore } from "../../src/isolate/local_store.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
-import { slidingCounter, slidingLog } from "../support/params.ts";
+import { fixedWindow, slidingCounter, slidingLog } from "../support/params.ts";
 
 const CASES: AlgorithmParams[] = [
+  fixedWindow(1, 1000),
+  fixedWindow(20, 2000),
   slidingCounter(6, 1000, false),
   slidingCounter(6, 1000, true),
   slidingCounter(1, 60_000, false),
@@ -30,7 +32,12 @@ describe("local store row kernels = pure core", () => {
   it.each(CASES.map((p) => [JSON.stringify(p), p] as const))("%s", (_n, params) => {
     expect(rowPath(params)?.compile(params)).not.toBeNull();
     const capacity = capacityOf(params);
-    const windowMs = "windowMs" in params ? params.windowMs : 1000;
+    const windowMs =
+      "windowMs" in params
+        ? params.windowMs
+        : "window" in params && params.window.kind === "ms"
+          ? params.window.ms
+          : 1000;
     const step = fc.record({
       gapMs: fc.oneof(
         fc.integer({ min: 0, max: Math.ceil(windowMs / 8) }),
