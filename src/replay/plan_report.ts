@@ -4,6 +4,11 @@ import { changeOf, fieldChanges, type RulePair, stateFate } from "./deploy_plan.
 import { type Flips, type Replay, totalFlips } from "./flips.ts";
 import { describeRule } from "./run.ts";
 
+/** Why a replay shows no flips for `scope: global -> local`, and what the change may do. */
+export const LOCAL_FLEET_NOTE =
+  "the replay is one isolate, so it cannot show this change's effect: each isolate now counts alone, and the " +
+  "fleet may admit up to the limit once per isolate (the isolates running x the limit)";
+
 export function formatPlan(
   pairs: readonly RulePair[],
   fromName: string,
@@ -23,6 +28,7 @@ export function formatPlan(
       for (const c of fieldChanges(pair.before!, pair.after!)) out.push(`  ${c.field}: ${c.before} -> ${c.after}`);
     }
     out.push(`  live state: ${stateFate(pair).text}`);
+    if (pair.before?.scope === "global" && pair.after?.scope === "local") out.push(`  fleet: ${LOCAL_FLEET_NOTE}`);
   }
   const summary = (["added", "removed", "changed", "unchanged"] as const).map((c) => `${counts.get(c) ?? 0} ${c}`);
   out.push(`${pairs.length === 0 ? "no rules" : summary.join(", ")}`, "");

@@ -33,3 +33,12 @@ describe("the page's percentages", () => {
     );
   });
 });
+
+describe("the page's counters", () => {
+  it("say when they count rule decisions (one per rule a request asks), which can exceed requests", async () => {
+    const { VIEWS } = await import("../../src/edge/admin/dashboard_views.ts");
+    expect(VIEWS).toContain('batched_requests: ["total", "rule decisions sent to an object in a batch of 2 or more');
+    const { BODY } = await import("../../src/edge/admin/dashboard_markup.ts");
+    expect(BODY).toContain("rule decisions: one per rule a request asks");
+  });
+});

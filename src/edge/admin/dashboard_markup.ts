@@ -114,7 +114,7 @@ export const BODY = `
   many. <code>scope: global</code> key state is exact everywhere: it lives in the key's Durable Object.
   <span id="stats-rate-note"></span></p>
   <table>
-    <thead><tr><th>what it counts</th><th class="num">since the isolate started</th><th class="num">per second</th><th>bound</th></tr></thead>
+    <thead><tr><th>what it counts (requests, or rule decisions: one per rule a request asks)</th><th class="num">since the isolate started</th><th class="num">per second</th><th>bound</th></tr></thead>
     <tbody id="stats-body"></tbody>
   </table>
 

@@ -42,6 +42,7 @@ export const VIEWS = `
   }
 
   // What each of this isolate's counters counts; "total" counters also get a per-second rate between refreshes.
+  // A request asks each rule that applies to it: counters of rule decisions can exceed the count of requests.
   const STATS = {
     requests: ["total", "requests through the gateway (admin requests excluded)"],
     denials: ["total", "requests denied, by any enforcing rule"],
@@ -50,7 +51,7 @@ export const VIEWS = `
     fail_closed: ["total", "rule decisions that failed and refused the request (on_error: closed)"],
     object_calls: ["total", "Durable Object calls, retries included (a coalesced batch is one)"],
     object_retries: ["total", "retries after a retryable object error"],
-    batched_requests: ["total", "requests sent to an object in a batch of 2 or more"],
+    batched_requests: ["total", "rule decisions sent to an object in a batch of 2 or more (one per rule a request asks)"],
     cache_answers: ["total", "rule decisions answered by the blocked-key cache, without a call"],
     lease_answers: ["total", "rule decisions answered from a lease, without a call"],
     leases: ["total", "leases granted to this isolate"],
