@@ -112,6 +112,36 @@ function replay(replayer: Replayer, lines: readonly RequestLine[]): string[] {
 }
 
 describe("the gateway's steps, replayed", () => {
+  it("match.route as a list and match.except: NGINX's one location per request, as an import writes it", () => {
+    const nginx = `
+- id: login
+  match: { route: ["* /v1/login**", "* /v1/signup**"], identity: ip }
+  algorithm: leaky_queue
+  rate: 1/s
+  burst: 0
+- id: catch-all
+  match: { route: "* /**", except: ["* /v1/login**", "* /v1/signup**"], identity: ip }
+  algorithm: leaky_queue
+  rate: 100/s
+  burst: 100
+`;
+    const replayer = new Replayer(rules(nginx), { settings: SETTINGS, accounts: null });
+    const paths = ["/v1/login", "/v1/signup", "/v1/loginx/a", "/v1/search", "/"];
+    expect(
+      replay(
+        replayer,
+        paths.map((p, i) => r(i, "POST", p, "192.0.2.1")),
+      ),
+    ).toEqual([
+      "admit [login]",
+      // One zone over both locations: one budget.
+      "deny:login [login]",
+      "deny:login [login]",
+      "admit [catch-all]",
+      "admit [catch-all]",
+    ]);
+  });
+
   it("matches routes on the canonical path (case, slashes, dot segments, encodings) and HEAD as GET", () => {
     const replayer = new Replayer(rules(), { settings: SETTINGS, accounts: null });
     const spellings = ["/v1/login", "/V1//login/", "/v1/./x/../login", "/v1/%6Cogin", "/v1/login;jsessionid=1"];
