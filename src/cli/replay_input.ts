@@ -190,7 +190,7 @@ class LineReader {
   }
 
   finish(): void {
-    this.bad.summary(this.lineNo);
+    this.bad.summary(this.lineNo, this.log?.expected);
     const warning = this.problems.warning();
     if (warning !== null && this.errors.length === 0) this.stderr.write(`${warning}\n`);
   }

@@ -182,7 +182,7 @@ async function convert(
   await out.flush();
   if (stream !== io.stdout) await new Promise<void>((resolve) => stream.end(() => resolve()));
   progress.done();
-  bad.summary(lineNo);
+  bad.summary(lineNo, parser.expected);
   if (reorder.late > 0)
     io.stderr.write(
       `${name}: ${reorder.late} lines came more than the --reorder window late and were written out of order\n`,
@@ -217,9 +217,11 @@ export class BadLines {
     }
   }
 
-  summary(lines: number): void {
+  /** `expected`: what a readable line looks like, said when some line could not be read. */
+  summary(lines: number, expected?: string): void {
     if (this.count === 0) return;
     const more = this.count > MAX_SHOWN ? ` (the first ${MAX_SHOWN} shown: lines ${this.numbers.join(", ")})` : "";
     this.stderr.write(`${this.name}: ${this.count} of ${lines} lines could not be read and were left out${more}\n`);
+    if (expected !== undefined) this.stderr.write(`${this.name}: expected ${expected}\n`);
   }
 }

@@ -26,6 +26,8 @@ export interface LogParser {
   parse(line: string, slot: RequestLine): true | null | string;
   /** Said once, before any line: what the log cannot tell (whole-second times, no address). */
   readonly warnings: readonly string[];
+  /** What a readable line looks like: the format, and for NGINX a line written in it, said after unreadable lines. */
+  readonly expected: string;
 }
 
 export const NGINX_COMBINED =
@@ -170,6 +172,27 @@ function answeredOf(status: string | null, limited: boolean | null): Answered | 
 
 const headerVar = (header: string) => `http_${header.toLowerCase().replaceAll("-", "_")}`;
 
+/** Values for an NGINX format's variables, to show a line written in it (others print as `-`, as NGINX logs them). */
+const NGINX_SAMPLE: Readonly<Record<string, string>> = {
+  remote_addr: "192.0.2.10",
+  time_local: "04/Dec/2026:14:00:00 +0000",
+  time_iso8601: "2026-12-04T14:00:00+00:00",
+  msec: "1733320800.125",
+  request: "GET /v1/quotes HTTP/1.1",
+  request_method: "GET",
+  request_uri: "/v1/quotes",
+  uri: "/v1/quotes",
+  status: "200",
+  body_bytes_sent: "612",
+  request_time: "0.004",
+  http_user_agent: "curl/8.5.0",
+};
+
+/** A line `format` would log for one request. */
+export function nginxSample(format: string): string {
+  return format.replace(/\$\{?([A-Za-z0-9_]+)\}?/g, (_, name: string) => NGINX_SAMPLE[name] ?? "-");
+}
+
 export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELDS): LogParser | { error: string } {
   const compiled = compileNginxFormat(format);
   const has = (n: string) => compiled.names.includes(n);
@@ -193,6 +216,7 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
   const at = (m: RegExpExecArray, n: string | null) => (n === null || !index.has(n) ? null : value(m[index.get(n)!]));
   return {
     warnings,
+    expected: `log_format '${format}', a line like: ${nginxSample(format)}`,
     parse(line, slot) {
       if (line.trim() === "") return null;
       const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
@@ -251,6 +275,7 @@ export function envoyParser(
   if (key < 0) warnings.push(`the log has no API key (add %REQ(${fields.keyHeader.toUpperCase()})% to the format)`);
   return {
     warnings,
+    expected: `Envoy's access log format ${JSON.stringify(format.endsWith("\n") ? format.slice(0, -1) : format)}`,
     parse(line, slot) {
       if (line.trim() === "") return null;
       const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
@@ -290,6 +315,8 @@ export function cloudflareParser(fields: FieldOptions = DEFAULT_FIELDS): LogPars
   const warned: string[] = [];
   return {
     warnings: warned,
+    expected:
+      "Logpush http_requests NDJSON, one object a line with EdgeStartTimestamp, ClientIP, ClientRequestMethod and ClientRequestURI",
     parse(line, slot) {
       if (line.trim() === "") return null;
       let record: Record<string, unknown>;

@@ -15,6 +15,7 @@ import {
   type LogParser,
   NGINX_COMBINED,
   nginxParser,
+  nginxSample,
   parseTimeLocal,
 } from "../../src/replay/logs.ts";
 import { emptyRequestLine, parseRequestLineInto, type RequestLine } from "../../src/replay/request_trace.ts";
@@ -250,6 +251,11 @@ describe("sluice trace from", () => {
     expect(r.stderr).toContain(`${log}:2: does not match the log format`);
     expect(r.stderr).toContain(`${log}:5: does not match the log format`);
     expect(r.stderr).toContain(`${log}: 2 of 5 lines could not be read and were left out`);
+    // It names the format it expected and shows a line written in it, which it reads back.
+    expect(r.stderr).toContain(
+      `${log}: expected log_format '${format}', a line like: 192.0.2.10 1733320800.125 0.004 "GET /v1/quotes HTTP/1.1"\n`,
+    );
+    expect(parseAll(parser(nginxParser(format)), nginxSample(format))[0]).not.toBeTypeOf("string");
     // What it wrote is a request trace.
     const slot = emptyRequestLine();
     for (const l of r.stdout.split("\n").slice(2, -1)) expect(parseRequestLineInto(l, slot)).toBe(true);
