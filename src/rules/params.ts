@@ -87,7 +87,8 @@ function required<T>(
   parse: (v: Raw | undefined) => T | undefined,
 ): T | undefined {
   if (raw.has(key)) return parse(raw.get(key));
-  e.add(key, `required for ${algorithm}`);
+  // `brust: 20` already says "did you mean burst?": one typo, one message.
+  if (!e.suggested.has(key)) e.add(key, `required for ${algorithm}`);
   return undefined;
 }
 
@@ -116,7 +117,9 @@ function resolveRate(algorithm: AlgorithmName, raw: Map<string, Raw>, e: RuleErr
     }
     return rate;
   }
-  e.add("rate", `required for ${algorithm}: "<amount>/<duration>" such as 250/s (or rate_per_s: <count per second>)`);
+  if (!e.suggested.has("rate") && !e.suggested.has("rate_per_s")) {
+    e.add("rate", `required for ${algorithm}: "<amount>/<duration>" such as 250/s (or rate_per_s: <count per second>)`);
+  }
   return undefined;
 }
 
@@ -160,6 +163,8 @@ function resolveWindow(
     }
     return { kind: "ms", ms: d.ms };
   }
-  e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
+  if (!e.suggested.has("window") && !e.suggested.has("window_s")) {
+    e.add("window_s", `required for ${algorithm} (or window: "<duration>")`);
+  }
   return undefined;
 }

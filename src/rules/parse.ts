@@ -114,7 +114,7 @@ function checkKeys(raw: Map<string, Raw>, algorithm: AlgorithmName | null, e: Ru
     } else if (algorithm !== null && ALL_PARAM_KEYS.includes(key)) {
       e.add(key, notAParameterOf(algorithm));
     } else {
-      e.add(key, unknownKey(key, [...COMMON_KEYS, ...known]));
+      e.add(key, unknownKey(key, [...COMMON_KEYS, ...known], undefined, e));
     }
   }
 }
@@ -151,7 +151,7 @@ export function resolveOverride(rule: ResolvedRule, value: Raw, where: string, o
     if (key === "algorithm")
       e.add(key, `an override keeps the rule's algorithm (${algorithm}); change it in the rule file`);
     else if (ALL_PARAM_KEYS.includes(key)) e.add(key, notAParameterOf(algorithm));
-    else e.add(key, unknownKey(key, known, `${algorithm} takes ${paramSpec(algorithm).takes}`));
+    else e.add(key, unknownKey(key, known, `${algorithm} takes ${paramSpec(algorithm).takes}`, e));
   }
   const params = resolveParams(algorithm, value, e);
   if (params === null || e.count > 0) return null;

@@ -12,6 +12,8 @@ import { describe, type Raw } from "./raw.ts";
  */
 export class RuleErrors {
   count = 0;
+  /** Keys an "unknown key; did you mean" message already named: a missing one is not reported a second time. */
+  readonly suggested = new Set<string>();
   constructor(
     private readonly out: string[],
     private readonly where: string,
@@ -71,8 +73,9 @@ export function oneOf<T extends string>(
   return undefined;
 }
 
-export function unknownKey(key: string, known: readonly string[], fallback?: string): string {
+export function unknownKey(key: string, known: readonly string[], fallback?: string, e?: RuleErrors): string {
   const guess = closest(key, known);
+  if (guess !== null) e?.suggested.add(guess);
   if (guess !== null) return `unknown key; did you mean "${guess}"?`;
   return fallback === undefined ? "unknown key" : `unknown key (${fallback})`;
 }

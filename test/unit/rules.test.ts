@@ -601,3 +601,12 @@ describe("loadRules", () => {
     expect(parseRules(text, SHIPPED).rules).toEqual(loadRules([SHIPPED]).rules);
   });
 });
+
+describe("one typo, one message", () => {
+  it("a misspelt required parameter is reported once, as the typo, not also as missing", () => {
+    const yaml = "- id: a\n  match: { identity: ip }\n  algorithm: token_bucket\n  rate_per_s: 10\n  brust: 20\n";
+    expect(parseRules(yaml, "f.yaml").errors).toEqual(['f.yaml: a.brust: unknown key; did you mean "burst"?']);
+    const missing = "- id: a\n  match: { identity: ip }\n  algorithm: token_bucket\n  rate_per_s: 10\n";
+    expect(parseRules(missing, "f.yaml").errors).toEqual(["f.yaml: a.burst: required for token_bucket"]);
+  });
+});
