@@ -3,8 +3,9 @@
  * lines are counted and reported with their line numbers (the first `MAX_SHOWN` one by one), never fatal; lines a
  * slow request logged late are put back in start order within a window.
  */
-import { createWriteStream, statSync } from "node:fs";
+import { createWriteStream, existsSync, statSync } from "node:fs";
 import { type Directive, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
+import { hashedValue } from "../replay/log_fields.ts";
 import {
   cloudflareParser,
   envoyParser,
@@ -14,16 +15,28 @@ import {
   nginxParser,
 } from "../replay/logs.ts";
 import { Reorder } from "../replay/reorder.ts";
-import { emptyRequestLine, formatRequestLine, requestTraceHeader } from "../replay/request_trace.ts";
+import {
+  columnsFor,
+  emptyRequestLine,
+  formatRequestLineIn,
+  type RequestLine,
+  requestTraceHeader,
+  type TraceColumns,
+} from "../replay/request_trace.ts";
+import { loadRules } from "../rules/load.ts";
 import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { Progress } from "./progress.ts";
 import { BufferedWriter, readLineBatches } from "./trace.ts";
 
-const HELP = `Usage: sluice trace from nginx|envoy|cloudflare LOG [--out TRACE.csv] [options]
+const HELP = `Usage: sluice trace from nginx|envoy|cloudflare LOG [--out TRACE.csv] [--rules PATH]... [options]
 
-Turns an access log into a request trace (docs/rules.md, "Request traces") that sluice simulate, compare and plan
+Turns an access log into a request trace v2 (docs/rules.md, "Request traces") that sluice simulate, compare and plan
 replay through the whole rule set. Streams: a day of logs in bounded memory. LOG "-" (or none) is standard input.
+The trace carries what the log has of the host, the client's country, ASN, data center and JA4, and of the headers,
+cookies and query parameters that the rules' keys name (--rules, default rules/ when it exists). Secrets are never
+written raw: the API key, every cookie and a header or query parameter named like a credential (token, session, key,
+auth, ...) become sha256:<hex> of their value; a replay decides alike.
 Lines that cannot be read are counted and reported on standard error with their line numbers; they never stop the
 run. Lines written late by slow requests are put back in start order (within --reorder, default 60s).
 
@@ -34,6 +47,7 @@ run. Lines written late by slow requests are put back in start order (within --r
                %DOWNSTREAM_REMOTE_ADDRESS%, %REQ(X-API-KEY)%)
   cloudflare   Logpush http_requests NDJSON: EdgeStartTimestamp (unixnano, unix or RFC 3339), ClientIP,
                ClientRequestMethod, ClientRequestURI, and RequestHeaders for the key and user
+  --rules PATH         the rules whose keys say which headers, cookies and query parameters to carry (repeatable)
   --key-header NAME    the request header holding the API key (default x-api-key; Authorization: Bearer too)
   --user-header NAME   the request header holding the user id (default x-user-id)
   --out FILE           write the trace there instead of standard output
@@ -48,7 +62,8 @@ export const MAX_SHOWN = 20;
 export async function runTrace(args: string[], io: Io): Promise<number> {
   const cmd = { name: "trace", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["out", "format", "conf", "log-format", "key-header", "user-header", "reorder"],
+    values: ["out", "format", "conf", "log-format", "key-header", "user-header", "reorder", "rules"],
+    repeated: ["rules"],
     positionals: true,
   });
   if (typeof parsed === "number") return parsed;
@@ -63,15 +78,26 @@ export async function runTrace(args: string[], io: Io): Promise<number> {
   const windowMs = parseWindow(reorder);
   if (windowMs === null)
     return usageError(cmd, `--reorder must be a duration such as 60s or 0, got ${JSON.stringify(reorder)}`);
+  const columns = traceColumns(parsed.values.get("rules"));
+  if ("errors" in columns) return inputError(io, columns.errors, 2);
   const fields = {
     keyHeader: (one("key-header") ?? "x-api-key").toLowerCase(),
     userHeader: (one("user-header") ?? "x-user-id").toLowerCase(),
+    columns,
   };
   const parser = logParser(kind, { format: one("format"), conf: one("conf"), logFormat: one("log-format") }, fields);
   if ("usage" in parser) return usageError(cmd, parser.usage);
   if ("error" in parser) return inputError(io, [parser.error]);
   const path = log === undefined || log === "-" ? undefined : log;
-  return convert(parser, path, one("out"), windowMs, io);
+  return convert(parser, path, one("out"), windowMs, io, columns);
+}
+
+/** The trace's columns: the headers, cookies and query parameters the rules' keys name (`rules/` when it exists). */
+function traceColumns(paths: readonly string[] | undefined): TraceColumns | { errors: readonly string[] } {
+  const given = paths ?? (existsSync("rules/") ? ["rules/"] : []);
+  if (given.length === 0) return columnsFor([]);
+  const loaded = loadRules([...given]);
+  return loaded.errors.length > 0 ? { errors: loaded.errors } : columnsFor(loaded.rules);
 }
 
 function parseWindow(text: string): number | null {
@@ -147,13 +173,14 @@ async function convert(
   outPath: string | undefined,
   windowMs: number,
   io: Io,
+  columns: TraceColumns,
 ): Promise<number> {
   const name = path ?? "<stdin>";
   for (const w of parser.warnings) io.stderr.write(`${name}: warning: ${w}\n`);
   const stream = outPath === undefined ? io.stdout : createWriteStream(outPath);
   const out = new BufferedWriter(stream);
-  out.append(requestTraceHeader());
-  const reorder = new Reorder(windowMs, (line) => out.append(formatRequestLine(line)));
+  out.append(requestTraceHeader(columns));
+  const reorder = new Reorder(windowMs, (line) => out.append(formatRequestLineIn(withoutSecrets(line), columns)));
   const slot = emptyRequestLine();
   const bad = new BadLines(name, io.stderr);
   const progress = new Progress(io.stderr, "sluice trace from", path === undefined ? null : sizeOf(path));
@@ -189,6 +216,13 @@ async function convert(
     );
   io.stderr.write(`${name}: ${read} requests written from ${lineNo} lines\n`);
   return read === 0 && lineNo > 0 ? 1 : 0;
+}
+
+/** The line with its API key as `sha256:<hex>` (the log parsers already hash secret headers, cookies and queries). */
+function withoutSecrets(line: RequestLine): RequestLine {
+  if (line.key === null || /^sha256:[0-9a-f]{64}$/.test(line.key)) return line;
+  line.key = hashedValue(line.key);
+  return line;
 }
 
 function sizeOf(path: string): number | null {

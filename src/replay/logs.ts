@@ -11,12 +11,20 @@
  * - Cloudflare Logpush `http_requests` NDJSON: `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
  *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`.
  */
-import type { Answered, RequestLine } from "./request_trace.ts";
+
+import { fillLogFields, missingColumns } from "./log_fields.ts";
+import { cloudflareFields, envoyColumns, envoyFields, nginxColumns, nginxFields } from "./log_fields_of.ts";
+import { parseTimeLocal } from "./log_lines.ts";
+import type { Answered, RequestLine, TraceColumns } from "./request_trace.ts";
+
+export { formatNginxLine, parseTimeLocal } from "./log_lines.ts";
 
 /** Which request headers carry the caller's API key and user id (lower-case names). */
 export interface FieldOptions {
   readonly keyHeader: string;
   readonly userHeader: string;
+  /** A version 2 trace's columns to fill (host, `request.cf`'s fields, the headers the rules name); absent: none. */
+  readonly columns?: TraceColumns;
 }
 
 export const DEFAULT_FIELDS: FieldOptions = { keyHeader: "x-api-key", userHeader: "x-user-id" };
@@ -88,18 +96,6 @@ function value(raw: string | undefined): string | null {
   return raw.includes("\\x")
     ? raw.replace(/\\x([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(Number.parseInt(h, 16)))
     : raw;
-}
-
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-
-/** `10/Oct/2000:13:55:36 -0700` as ms since the epoch, or NaN. */
-export function parseTimeLocal(text: string): number {
-  const m = /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})$/.exec(text);
-  if (m === null) return Number.NaN;
-  const month = MONTHS.indexOf(m[2]!);
-  if (month < 0) return Number.NaN;
-  const offsetMs = (m[7] === "-" ? -1 : 1) * (Number(m[8]) * 60 + Number(m[9])) * 60_000;
-  return Date.UTC(Number(m[3]), month, Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6])) - offsetMs;
 }
 
 /** RFC 3339 / ISO 8601 with any fraction (truncated to ms) and `Z` or an offset, as ms; NaN when not one. */
@@ -207,6 +203,9 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
       `the log's times ($${time}) are whole seconds: requests within a second keep their order but not their spacing; log $msec for milliseconds`,
     );
   if (!has("remote_addr")) warnings.push("the log format has no $remote_addr: requests have no client address");
+  const columns = fields.columns;
+  const missing = columns === undefined ? null : missingColumns(columns, nginxColumns(has));
+  if (missing !== null) warnings.push(missing);
   const keyVar = has(headerVar(fields.keyHeader))
     ? headerVar(fields.keyHeader)
     : has("http_authorization")
@@ -242,9 +241,15 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
       );
       // $limit_req_status: PASSED, DELAYED, REJECTED, DELAYED_DRY_RUN or REJECTED_DRY_RUN (a dry run lets through).
       const limitReq = at(m, "limit_req_status");
-      if (filled === true)
-        slot.answered = answeredOf(at(m, "status"), limitReq === null ? null : limitReq === "REJECTED");
-      return filled;
+      if (filled !== true) return filled;
+      slot.answered = answeredOf(at(m, "status"), limitReq === null ? null : limitReq === "REJECTED");
+      if (columns !== undefined)
+        fillLogFields(
+          slot,
+          columns,
+          nginxFields((n) => at(m, n), has),
+        );
+      return true;
     },
   };
 }
@@ -273,6 +278,15 @@ export function envoyParser(
         ]
       : [];
   if (key < 0) warnings.push(`the log has no API key (add %REQ(${fields.keyHeader.toUpperCase()})% to the format)`);
+  const commands = new Map(compiled.names.map((n, i) => [n.toUpperCase(), i]));
+  const missing =
+    fields.columns === undefined
+      ? null
+      : missingColumns(
+          fields.columns,
+          envoyColumns((c) => commands.has(c)),
+        );
+  if (missing !== null) warnings.push(missing);
   return {
     warnings,
     expected: `Envoy's access log format ${JSON.stringify(format.endsWith("\n") ? format.slice(0, -1) : format)}`,
@@ -293,13 +307,15 @@ export function envoyParser(
         keyOf(get(key)),
         get(user),
       );
+      if (filled !== true) return filled;
       // Envoy's response flag RL: rate limited (the rate limit service or the local filter).
-      if (filled === true)
-        slot.answered = answeredOf(
-          get(find("RESPONSE_CODE")),
-          flagsAt < 0 ? null : (get(flagsAt) ?? "").split(",").includes("RL"),
-        );
-      return filled;
+      const flags = flagsAt < 0 ? null : (get(flagsAt) ?? "").split(",").includes("RL");
+      slot.answered = answeredOf(get(find("RESPONSE_CODE")), flags);
+      if (fields.columns !== undefined) {
+        const byCommand = (c: string) => get(commands.get(c) ?? -1);
+        fillLogFields(slot, fields.columns, envoyFields(byCommand, get(path)));
+      }
+      return true;
     },
   };
 }
@@ -339,14 +355,11 @@ export function cloudflareParser(fields: FieldOptions = DEFAULT_FIELDS): LogPars
         return typeof v === "string" && v !== "" ? v : null;
       };
       const address = typeof record.ClientIP === "string" && record.ClientIP !== "" ? record.ClientIP : null;
-      return fill(
-        slot,
-        tMs,
-        { method, path: pathOf(uri) },
-        address,
-        keyOf(header(fields.keyHeader) ?? header("authorization")),
-        header(fields.userHeader),
-      );
+      const key = keyOf(header(fields.keyHeader) ?? header("authorization"));
+      const filled = fill(slot, tMs, { method, path: pathOf(uri) }, address, key, header(fields.userHeader));
+      if (filled === true && fields.columns !== undefined)
+        fillLogFields(slot, fields.columns, cloudflareFields(record, headers));
+      return filled;
     },
   };
 }
@@ -360,41 +373,4 @@ export function edgeStartMs(v: unknown): number {
   if (digits.length >= 14) return Number(digits.slice(0, digits.length - 3));
   if (digits.length >= 12) return Number(digits);
   return Number(digits) * 1000;
-}
-
-/**
- * A request as an NGINX log line in `format` (for round trips and tests): the variables a request trace knows are
- * written (`$msec`, `$time_local` in UTC, `$request`, `$remote_addr`, header variables), every other one as `-`.
- */
-export function formatNginxLine(format: string, r: RequestLine, fields: FieldOptions = DEFAULT_FIELDS): string {
-  return format.replace(/\$\{?([A-Za-z0-9_]+)\}?/g, (_, name: string) => {
-    switch (name) {
-      case "msec":
-        return `${Math.floor(r.tMs / 1000)}.${String(r.tMs % 1000).padStart(3, "0")}`;
-      case "time_local":
-        return timeLocal(r.tMs);
-      case "request":
-        return `${r.method} ${r.path} HTTP/1.1`;
-      case "request_method":
-        return r.method;
-      case "request_uri":
-        return r.path;
-      case "remote_addr":
-        return r.address ?? "-";
-      case "request_time":
-        return "0.000";
-      case "status":
-        return "200";
-      default:
-        if (name === headerVar(fields.keyHeader)) return r.key ?? "-";
-        if (name === headerVar(fields.userHeader)) return r.user ?? "-";
-        return "-";
-    }
-  });
-}
-
-function timeLocal(tMs: number): string {
-  const d = new Date(tMs);
-  const two = (n: number) => String(n).padStart(2, "0");
-  return `${two(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())} +0000`;
 }

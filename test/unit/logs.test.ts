@@ -245,8 +245,9 @@ describe("sluice trace from", () => {
     const r = await runCli(["trace", "from", "nginx", log, "--format", format]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(
-      "# sluice request trace v1\nt_ms,method,path,address,key,user,cost\n" +
-        "1796119200300,GET,/slow,192.0.2.2,,,\n1796119200400,GET,/b,192.0.2.1,,,\n1796119200500,GET,/a,192.0.2.1,,,\n",
+      "# sluice request trace v2\nt_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4\n" +
+        "1796119200300,GET,/slow,192.0.2.2,,,,,,,,\n1796119200400,GET,/b,192.0.2.1,,,,,,,,\n" +
+        "1796119200500,GET,/a,192.0.2.1,,,,,,,,\n",
     );
     expect(r.stderr).toContain(`${log}:2: does not match the log format`);
     expect(r.stderr).toContain(`${log}:5: does not match the log format`);
@@ -258,7 +259,8 @@ describe("sluice trace from", () => {
     expect(parseAll(parser(nginxParser(format)), nginxSample(format))[0]).not.toBeTypeOf("string");
     // What it wrote is a request trace.
     const slot = emptyRequestLine();
-    for (const l of r.stdout.split("\n").slice(2, -1)) expect(parseRequestLineInto(l, slot)).toBe(true);
+    const columns = { version: 2, extras: [] } as const;
+    for (const l of r.stdout.split("\n").slice(2, -1)) expect(parseRequestLineInto(l, slot, columns)).toBe(true);
   });
 
   it("reads the format from an nginx.conf's access_log", async () => {
@@ -269,7 +271,7 @@ describe("sluice trace from", () => {
     );
     writeFileSync(join(dir, "a.log"), '203.0.113.1 1796119200.007 "PUT /x HTTP/1.1"\n');
     const r = await runCli(["trace", "from", "nginx", join(dir, "a.log"), "--conf", join(dir, "nginx.conf")]);
-    expect(r.stdout.split("\n")[2]).toBe("1796119200007,PUT,/x,203.0.113.1,,,");
+    expect(r.stdout.split("\n")[2]).toBe("1796119200007,PUT,/x,203.0.113.1,,,,,,,,");
   });
 
   it("exits 1 when no line can be read, and stops at 20 shown", async () => {

@@ -1,0 +1,62 @@
+/**
+ * NGINX's `$time_local` read and written, and a request written as an NGINX log line (for round trips and tests).
+ * logs.ts re-exports both.
+ */
+import { nginxHeaderVar } from "./log_fields.ts";
+import type { RequestLine } from "./request_trace.ts";
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** `10/Oct/2000:13:55:36 -0700` as ms since the epoch, or NaN. */
+export function parseTimeLocal(text: string): number {
+  const m = /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})$/.exec(text);
+  if (m === null) return Number.NaN;
+  const month = MONTHS.indexOf(m[2]!);
+  if (month < 0) return Number.NaN;
+  const offsetMs = (m[7] === "-" ? -1 : 1) * (Number(m[8]) * 60 + Number(m[9])) * 60_000;
+  return Date.UTC(Number(m[3]), month, Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6])) - offsetMs;
+}
+
+/**
+ * A request as an NGINX log line in `format` (for round trips and tests): the variables a request trace knows are
+ * written (`$msec`, `$time_local` in UTC, `$request`, `$remote_addr`, header variables), every other one as `-`.
+ */
+export function formatNginxLine(
+  format: string,
+  r: RequestLine,
+  fields: { readonly keyHeader: string; readonly userHeader: string } = {
+    keyHeader: "x-api-key",
+    userHeader: "x-user-id",
+  },
+): string {
+  return format.replace(/\$\{?([A-Za-z0-9_]+)\}?/g, (_, name: string) => {
+    switch (name) {
+      case "msec":
+        return `${Math.floor(r.tMs / 1000)}.${String(r.tMs % 1000).padStart(3, "0")}`;
+      case "time_local":
+        return timeLocal(r.tMs);
+      case "request":
+        return `${r.method} ${r.path} HTTP/1.1`;
+      case "request_method":
+        return r.method;
+      case "request_uri":
+        return r.path;
+      case "remote_addr":
+        return r.address ?? "-";
+      case "request_time":
+        return "0.000";
+      case "status":
+        return "200";
+      default:
+        if (name === nginxHeaderVar(fields.keyHeader)) return r.key ?? "-";
+        if (name === nginxHeaderVar(fields.userHeader)) return r.user ?? "-";
+        return "-";
+    }
+  });
+}
+
+function timeLocal(tMs: number): string {
+  const d = new Date(tMs);
+  const two = (n: number) => String(n).padStart(2, "0");
+  return `${two(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())} +0000`;
+}

@@ -1,0 +1,161 @@
+/**
+ * `sluice trace from` writes request traces v2: the host, `request.cf`'s fields and the headers, cookies and query
+ * parameters the rules' keys name, from NGINX, Envoy and Cloudflare Logpush logs; never a secret raw (the API key,
+ * cookies, credential-named headers and queries as `sha256:` of the trimmed value), and a replay of the trace decides
+ * as the values would.
+ */
+import { createHash } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { secretColumn } from "../../src/replay/log_fields.ts";
+import { runCli } from "../support/io.ts";
+
+const sha = (v: string) => `sha256:${createHash("sha256").update(v).digest("hex")}`;
+
+const RULES = `- id: tenant
+  match: { route: "* /v1/**" }
+  key:
+    - ip: { v4: 24 }
+    - header: X-Tenant-Id
+    - cookie: session
+    - query: region
+    - header: X-Session-Token
+  algorithm: fixed_window
+  limit: 1
+  window: h
+`;
+
+function files(log: string, rules = RULES): { dir: string; log: string; rules: string } {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-trace-keys-"));
+  writeFileSync(join(dir, "rules.yaml"), rules);
+  writeFileSync(join(dir, "access.log"), log);
+  return { dir, log: join(dir, "access.log"), rules: join(dir, "rules.yaml") };
+}
+
+const COLUMNS =
+  "t_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4," +
+  "cookie:session,header:x-session-token,header:x-tenant-id,query:region";
+
+describe("trace from nginx fills what the log has of the rules' key parts", () => {
+  const format =
+    '$remote_addr $msec "$request" $host "$http_x_tenant_id" "$http_x_session_token" "$http_cookie" "$http_x_api_key"';
+
+  it("carries the host, headers, cookies and query values; hashes the key, the cookie and the token", async () => {
+    const f = files(
+      [
+        '192.0.2.10 1796119200.000 "GET /v1/a?region=eu%2Dwest&x=1 HTTP/1.1" api.example.com "acme" "tok-1" "session=s3cret; theme=dark" "sk_live_1"',
+        '192.0.2.11 1796119200.001 "GET /v1/a HTTP/1.1" api.example.com " acme " "-" "-" "-"',
+      ].join("\n"),
+    );
+    const r = await runCli(["trace", "from", "nginx", f.log, "--format", format, "--rules", f.rules]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.split("\n");
+    expect(lines[0]).toBe("# sluice request trace v2");
+    expect(lines[1]).toBe(COLUMNS);
+    expect(lines[2]).toBe(
+      `1796119200000,GET,/v1/a,192.0.2.10,${sha("sk_live_1")},,,api.example.com,,,,,${sha("s3cret")},${sha("tok-1")},acme,eu-west`,
+    );
+    // A header's value as the Worker reads it (the replay trims); nothing the line lacks.
+    expect(lines[3]).toBe("1796119200001,GET,/v1/a,192.0.2.11,,,,api.example.com,,,,,,, acme ,");
+    for (const secret of ["sk_live_1", "s3cret", "tok-1"]) expect(r.stdout).not.toContain(secret);
+  });
+
+  it("warns once about a column the log format cannot fill", async () => {
+    const f = files('192.0.2.10 1796119200.000 "GET /v1/a HTTP/1.1"');
+    const r = await runCli([
+      "trace",
+      "from",
+      "nginx",
+      f.log,
+      "--format",
+      '$remote_addr $msec "$request"',
+      "--rules",
+      f.rules,
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      "warning: the log has no cookie:session, header:x-session-token, header:x-tenant-id: rules keyed on them read them as missing",
+    );
+  });
+
+  it("replayed, the hashed trace decides as the values would: a tenant's second request in the hour is refused", async () => {
+    const rules = `- id: tenant-session
+  match: { route: "* /v1/**" }
+  key: [ip, { cookie: session }]
+  algorithm: fixed_window
+  limit: 1
+  window: h
+`;
+    const f = files(
+      [
+        '192.0.2.10 1796119200.000 "GET /v1/a HTTP/1.1" h "-" "-" "session=abc" "-"',
+        '192.0.2.10 1796119200.001 "GET /v1/a HTTP/1.1" h "-" "-" "session= abc ;x=1" "-"',
+        '192.0.2.10 1796119200.002 "GET /v1/a HTTP/1.1" h "-" "-" "session=abd" "-"',
+        '192.0.2.10 1796119200.003 "GET /v1/a HTTP/1.1" h "-" "-" "session=abc; session=abd" "-"',
+      ].join("\n"),
+      rules,
+    );
+    const out = join(f.dir, "trace.csv");
+    const t = await runCli(["trace", "from", "nginx", f.log, "--format", format, "--rules", f.rules, "--out", out]);
+    expect(t.code).toBe(0);
+    const s = await runCli(["simulate", "--rules", f.rules, "--trace", out]);
+    expect(s.stderr).toBe("");
+    const statuses = s.stdout
+      .trim()
+      .split("\n")
+      .map((l) => (JSON.parse(l) as { status: number }).status);
+    expect(statuses).toEqual([200, 429, 200, 400]);
+  });
+});
+
+describe("trace from envoy and cloudflare", () => {
+  it("Envoy: the authority, a header and the path's query", async () => {
+    const format =
+      "%START_TIME% %REQ(:METHOD)% %REQ(:PATH)% %DOWNSTREAM_REMOTE_ADDRESS% %REQ(:AUTHORITY)% %REQ(X-TENANT-ID)%";
+    const f = files("2026-12-01T10:00:00.000Z GET /v1/a?region=us [2001:db8::2]:443 API.example.com:8443 acme");
+    const r = await runCli(["trace", "from", "envoy", f.log, "--format", format, "--rules", f.rules]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n")[2]).toBe(
+      `${Date.UTC(2026, 11, 1, 10)},GET,/v1/a,2001:db8::2,,,,API.example.com,,,,,,,acme,us`,
+    );
+    expect(r.stderr).toContain("the log has no cookie:session, header:x-session-token");
+  });
+
+  it("Cloudflare Logpush: host, ASN, country, colo, JA4, custom header and cookie fields", async () => {
+    const record = {
+      EdgeStartTimestamp: 1796119200123,
+      ClientIP: "198.51.100.4",
+      ClientRequestMethod: "GET",
+      ClientRequestURI: "/v1/a?region=ap",
+      ClientRequestHost: "api.example.com",
+      ClientASN: 64500,
+      ClientCountry: "nl",
+      EdgeColoCode: "AMS",
+      JA4: "t13d1516h2_8daaf6152771_02713d6af862",
+      RequestHeaders: { "x-tenant-id": "acme", "x-session-token": "tok", "x-api-key": "sk_9" },
+      Cookies: { session: "c00kie" },
+    };
+    const f = files(JSON.stringify(record));
+    const r = await runCli(["trace", "from", "cloudflare", f.log, "--rules", f.rules]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n")[2]).toBe(
+      `1796119200123,GET,/v1/a,198.51.100.4,${sha("sk_9")},,,api.example.com,64500,nl,AMS,t13d1516h2_8daaf6152771_02713d6af862,${sha("c00kie")},${sha("tok")},acme,ap`,
+    );
+  });
+});
+
+describe("which columns are secrets", () => {
+  it.each([
+    ["cookie:theme", true],
+    ["header:x-session-token", true],
+    ["header:authorization-v2", true],
+    ["header:x-signature", true],
+    ["query:api_key", true],
+    ["header:x-tenant-id", false],
+    ["query:region", false],
+  ])("%s: %s", (column, secret) => {
+    expect(secretColumn(column)).toBe(secret);
+  });
+});
