@@ -27,7 +27,14 @@ const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yam
 const MATCH_KEYS = ["plan", "route", "except", "identity"] as const;
 
 /** The rules of one file, from its plain values (see yaml.ts): all valid rules, every problem, every warning. */
-export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
+/** Where a field of the rule at `index` is in the file (`7:9`), when the reader knows: yaml.ts for key fields. */
+export type Locate = (index: number, field: string, message: string) => string | null;
+
+export function resolveRules(
+  root: Raw,
+  file: string,
+  locate: Locate = () => null,
+): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
   const errors: string[] = [];
   const warnings: string[] = [];
   if (root === null) {
@@ -41,7 +48,7 @@ export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; 
   const rules: ResolvedRule[] = [];
   const firstIndex = new Map<string, number>();
   root.forEach((raw, index) => {
-    const rule = resolveRule(raw, index, file, errors, warnings);
+    const rule = resolveRule(raw, { index, file, locate }, errors, warnings);
     const id = raw instanceof Map ? raw.get("id") : undefined;
     if (typeof id === "string" && ID_RE.test(id)) {
       const first = firstIndex.get(id);
@@ -57,14 +64,24 @@ export function resolveRules(root: Raw, file: string): { rules: ResolvedRule[]; 
 }
 
 /** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
-function resolveRule(raw: Raw, index: number, file: string, out: string[], warnings: string[]): ResolvedRule | null {
+function resolveRule(
+  raw: Raw,
+  { index, file, locate }: { index: number; file: string; locate: Locate },
+  out: string[],
+  warnings: string[],
+): ResolvedRule | null {
   if (!(raw instanceof Map)) {
     out.push(`${file}: rules[${index}]: must be a mapping with id, match and algorithm, got ${describe(raw)}`);
     return null;
   }
   const idRaw = raw.get("id");
   const id = typeof idRaw === "string" && ID_RE.test(idRaw) ? idRaw : null;
-  const e = new RuleErrors(out, `${file}: ${id ?? `rules[${index}]`}`, warnings);
+  const ref = id ?? `rules[${index}]`;
+  const at = (field: string, message: string) => {
+    const position = locate(index, field, message);
+    return position === null ? null : `${file}:${position}: ${ref}`;
+  };
+  const e = new RuleErrors(out, `${file}: ${ref}`, warnings, at);
   if (!raw.has("id")) e.add("id", "required");
   else if (id === null) {
     e.add("id", `must be a non-empty string of letters, digits, _, . and -, got ${describe(idRaw)}`);

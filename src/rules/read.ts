@@ -6,6 +6,9 @@ import { closest } from "./closest.ts";
 import { MAX_AMOUNT } from "./duration.ts";
 import { describe, type Raw } from "./raw.ts";
 
+/** Where a rule's field (`key[2].ip.v4`) is, as the prefix of its messages, or `null` when not known. */
+export type FieldPosition = (field: string, message: string) => string | null;
+
 /**
  * The errors of one rule, each prefixed with the file and the rule's id (or `rules[i]`), and its warnings (a rule that
  * is valid but likely not what was meant: `sluice validate` and `compile` print them and go on).
@@ -14,17 +17,19 @@ export class RuleErrors {
   count = 0;
   /** Keys an "unknown key; did you mean" message already named: a missing one is not reported a second time. */
   readonly suggested = new Set<string>();
+  /** `at`: where a field is in the file, as a prefix that replaces `where` (`rules/a.yaml:7:9: a`), when known. */
   constructor(
     private readonly out: string[],
     private readonly where: string,
     private readonly warnings: string[] = [],
+    private readonly at: FieldPosition = () => null,
   ) {}
   add(field: string, message: string): void {
-    this.out.push(`${this.where}.${field}: ${message}`);
+    this.out.push(`${this.at(field, message) ?? this.where}.${field}: ${message}`);
     this.count++;
   }
   warn(field: string, message: string): void {
-    this.warnings.push(`${this.where}.${field}: warning: ${message}`);
+    this.warnings.push(`${this.at(field, message) ?? this.where}.${field}: warning: ${message}`);
   }
 }
 

@@ -7,6 +7,7 @@
  */
 import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument, type YAMLError } from "yaml";
 import { resolveRules } from "./parse.ts";
+import { yamlLocator } from "./positions.ts";
 import { describe, type Raw, YamlFloat } from "./raw.ts";
 import type { ResolvedRule } from "./types.ts";
 
@@ -14,8 +15,9 @@ export function parseRules(
   text: string,
   file: string,
 ): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
-  const parsed = parseYaml(text, file);
-  return "errors" in parsed ? { rules: [], errors: parsed.errors, warnings: [] } : resolveRules(parsed.value, file);
+  const parsed = parseYamlDocument(text, file);
+  if ("errors" in parsed) return { rules: [], errors: parsed.errors, warnings: [] };
+  return resolveRules(parsed.value, file, yamlLocator(parsed.doc, text));
 }
 
 /**
@@ -25,10 +27,15 @@ export function parseRules(
  * are each a mistake of their own.
  */
 export function parseYaml(text: string, file: string): { value: Raw } | { errors: string[] } {
+  const parsed = parseYamlDocument(text, file);
+  return "errors" in parsed ? parsed : { value: parsed.value };
+}
+
+function parseYamlDocument(text: string, file: string): { value: Raw; doc: Document } | { errors: string[] } {
   const tabs = tabIndents(text, file);
   if (tabs.length > 0) return { errors: tabs };
   const doc = parseDocument(text, { intAsBigInt: true, uniqueKeys: true, prettyErrors: true });
-  if (doc.errors.length === 0) return { value: toRaw(doc.contents, doc, 0) };
+  if (doc.errors.length === 0) return { value: toRaw(doc.contents, doc, 0), doc };
   const duplicates = doc.errors.filter((e) => e.code === "DUPLICATE_KEY");
   const first = doc.errors.find((e) => e.code !== "DUPLICATE_KEY");
   const kept = first === undefined ? duplicates : [first, ...duplicates];

@@ -72,41 +72,44 @@ describe("key: each mistake, its message", () => {
     ["  match: { key: global }\n", "k.yaml: r.match.key: key belongs at the rule's top level (key: ..., beside match)"],
     [
       "  match: {}\n  key: [contry]\n",
-      'k.yaml: r.key[0]: unknown key part "contry"; did you mean "country"? (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
+      'k.yaml:3:9: r.key[0]: unknown key part "contry"; did you mean "country"? (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
     ],
     [
       "  match: {}\n  key: [{ haeder: X-T }]\n",
-      'k.yaml: r.key[0]: unknown key part "haeder"; did you mean "header"? (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
+      'k.yaml:3:9: r.key[0]: unknown key part "haeder"; did you mean "header"? (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
     ],
     [
       "  match: {}\n  key: []\n",
-      "k.yaml: r.key: must name at least one part, or be global (one budget for every caller)",
+      "k.yaml:3:8: r.key: must name at least one part, or be global (one budget for every caller)",
     ],
-    ["  match: {}\n  key: [global]\n", "k.yaml: r.key[0]: global is the whole key (key: global), not a part of one"],
-    ["  match: {}\n  key: [header]\n", "k.yaml: r.key[0]: header needs a value: { header: NAME }"],
+    [
+      "  match: {}\n  key: [global]\n",
+      "k.yaml:3:9: r.key[0]: global is the whole key (key: global), not a part of one",
+    ],
+    ["  match: {}\n  key: [header]\n", "k.yaml:3:9: r.key[0]: header needs a value: { header: NAME }"],
     [
       "  match: {}\n  key: [{ method: GET }]\n",
-      "k.yaml: r.key[0]: method takes no value: write it as a bare word (- method)",
+      "k.yaml:3:9: r.key[0]: method takes no value: write it as a bare word (- method)",
     ],
-    ["  match: {}\n  key: [{ header: 'X T' }]\n", 'k.yaml: r.key[0].header: must be a header name, got "X T"'],
+    ["  match: {}\n  key: [{ header: 'X T' }]\n", 'k.yaml:3:19: r.key[0].header: must be a header name, got "X T"'],
     [
       "  match: {}\n  key: [{ header: Authorization }]\n",
-      "k.yaml: r.key[0].header: Authorization is read by the gateway; key on api_key (the verified key) instead",
+      "k.yaml:3:19: r.key[0].header: Authorization is read by the gateway; key on api_key (the verified key) instead",
     ],
     [
       "  match: {}\n  key: [{ ip: { v4: 33 } }]\n",
-      "k.yaml: r.key[0].ip.v4: must be a prefix length from 1 to 32, got 33",
+      "k.yaml:3:21: r.key[0].ip.v4: must be a prefix length from 1 to 32, got 33",
     ],
-    ["  match: {}\n  key: [{ ip: { v5: 3 } }]\n", 'k.yaml: r.key[0].ip.v5: unknown key; did you mean "v4"?'],
-    ["  match: {}\n  key: [ip, ip]\n", "k.yaml: r.key[1]: ip is already a part of this key"],
-    ["  match: {}\n  key: [{ const: '' }]\n", 'k.yaml: r.key[0].const: must be 1 to 64 characters, got ""'],
+    ["  match: {}\n  key: [{ ip: { v5: 3 } }]\n", 'k.yaml:3:17: r.key[0].ip.v5: unknown key; did you mean "v4"?'],
+    ["  match: {}\n  key: [ip, ip]\n", "k.yaml:3:13: r.key[1]: ip is already a part of this key"],
+    ["  match: {}\n  key: [{ const: '' }]\n", 'k.yaml:3:18: r.key[0].const: must be 1 to 64 characters, got ""'],
     [
       "  match: {}\n  key: global\n  key_missing: drop\n",
-      'k.yaml: r.key_missing: must be one of skip, empty, refuse, got "drop"',
+      'k.yaml:4:16: r.key_missing: must be one of skip, empty, refuse, got "drop"',
     ],
     [
       "  match: { identity: ip }\n  key_missing: skip\n",
-      "k.yaml: r.key_missing: only rules with key: take it (a match.identity rule skips a request without its identity)",
+      "k.yaml:3:16: r.key_missing: only rules with key: take it (a match.identity rule skips a request without its identity)",
     ],
     [
       "  match: {}\n  key: ip\n  unverified: skip\n",
@@ -114,7 +117,7 @@ describe("key: each mistake, its message", () => {
     ],
     [
       "  match: {}\n  key: global\n  key_client_chosen: yes\n",
-      'k.yaml: r.key_client_chosen: must be one of accept, got "yes"',
+      'k.yaml:4:22: r.key_client_chosen: must be one of accept, got "yes"',
     ],
   ])("%#: %s", (body, message) => {
     const { rules, errors } = rule(body);
@@ -140,7 +143,7 @@ describe("client-chosen parts: a warning, not an error", () => {
     expect(errors).toEqual([]);
     expect(rules).toHaveLength(1);
     expect(warnings).toEqual([
-      `k.yaml: r.key: warning: the client picks ${named} freely, so each new value opens a fresh budget; add a part it cannot rotate (api_key, ip, user, asn, country, colo) or say key_client_chosen: accept`,
+      `k.yaml:3:8: r.key: warning: the client picks ${named} freely, so each new value opens a fresh budget; add a part it cannot rotate (api_key, ip, user, asn, country, colo) or say key_client_chosen: accept`,
     ]);
   });
 
@@ -169,5 +172,36 @@ describe("the shipped rules' key: global rule", () => {
       rate: { amount: 200, periodMs: 1000 },
       burst: 200,
     });
+  });
+});
+
+describe("key messages say where: file:line:col", () => {
+  it("a block list: each part's line and column; an unknown key at the key, a bad value at the value", () => {
+    const text = [
+      "- id: tenant",
+      '  match: { route: "GET /v1/**" }',
+      "  key:",
+      "    - ip: { v4: 40, v6s: 56 }",
+      "    - heder: X-Tenant-Id",
+      "    - adress",
+      "  key_missing: sometimes",
+      "  algorithm: gcra",
+      "  rate: 10/s",
+      "  burst: 20",
+      "",
+    ].join("\n");
+    const { errors } = parseRules(text, "rules/t.yaml");
+    expect(errors).toEqual([
+      'rules/t.yaml:4:21: tenant.key[0].ip.v6s: unknown key; did you mean "v6"?',
+      "rules/t.yaml:4:17: tenant.key[0].ip.v4: must be a prefix length from 1 to 32, got 40",
+      'rules/t.yaml:5:7: tenant.key[1]: unknown key part "heder"; did you mean "header"? (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
+      'rules/t.yaml:6:7: tenant.key[2]: unknown key part "adress" (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
+      'rules/t.yaml:7:16: tenant.key_missing: must be one of skip, empty, refuse, got "sometimes"',
+    ]);
+  });
+
+  it("key: glob points at its value and suggests global", () => {
+    const { errors } = rule("  match: {}\n  key: glob\n");
+    expect(errors[0]).toMatch(/^k\.yaml:3:8: r\.key: unknown key part "glob"; did you mean "global"\?/);
   });
 });
