@@ -7,14 +7,14 @@ import { basename } from "node:path";
 import { EnvoyImportError } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
 import { parseMapping } from "../migrate/envoy_mapping.ts";
-import { NginxImportError, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
+import { NginxImportError, NginxSyntaxError, readNginxConfig, type UnreadInclude } from "../migrate/nginx_conf.ts";
 import { importNginx } from "../migrate/nginx_import.ts";
 import { formatReport, type ImportResult, leftOut, rulesYaml } from "../migrate/report.ts";
 import { parseRules } from "../rules/yaml.ts";
 import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 
-const HELP = `Usage: sluice import nginx FILE [--out RULES.yaml] [--allow-partial]
+const HELP = `Usage: sluice import nginx FILE [--root DIR] [--out RULES.yaml] [--allow-partial]
        sluice import envoy FILE [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
 
 Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a
@@ -30,6 +30,9 @@ Envoy", describe the mapping.
   --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
   --map KEY=header:NAME|ip:V4:V6     envoy: a descriptor key from request_headers, or masked_remote_address's masks
   --map KEY:VALUE=route:METHOD /path envoy: which requests a valued descriptor stands for (also plan:NAME, any)
+  --root DIR       nginx: read absolute include paths under DIR (a configuration copied off its server: --root
+                   copy/ reads include /etc/nginx/conf.d/*.conf from copy/etc/nginx/conf.d/). An include that names
+                   no file is reported (left out; only noted for NGINX's stock files such as mime.types)
   --out FILE       write the rules there instead of standard output
   --allow-partial  exit 0 even when something was left out
 
@@ -39,7 +42,7 @@ ${EXIT_CODES}Also 1, writing nothing, when something was left out (unless --allo
 export async function runImport(args: string[], io: Io): Promise<number> {
   const cmd = { name: "import", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["out", "map"],
+    values: ["out", "map", "root"],
     repeated: ["map"],
     booleans: ["allow-partial"],
     positionals: true,
@@ -51,7 +54,8 @@ export async function runImport(args: string[], io: Io): Promise<number> {
   if (file === undefined) return usageError(cmd, `sluice import ${kind} needs a FILE`);
   if (extra !== undefined) return usageError(cmd, `unexpected argument "${extra}"`);
   if (kind === "nginx" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
-  const imported = importFile(kind, file, parsed.values.get("map") ?? []);
+  if (kind === "envoy" && parsed.values.has("root")) return usageError(cmd, "--root is for nginx");
+  const imported = importFile(kind, file, parsed.values.get("map") ?? [], parsed.values.get("root")?.[0]);
   if ("usage" in imported) return usageError(cmd, imported.usage);
   if ("error" in imported) return inputError(io, [imported.error]);
   return writeResult(
@@ -68,9 +72,13 @@ export function importFile(
   kind: "nginx" | "envoy",
   file: string,
   maps: readonly string[],
+  root?: string,
 ): { result: ImportResult } | { error: string } | { usage: string } {
   try {
-    if (kind === "nginx") return { result: importNginx(readNginxConfig(file)) };
+    if (kind === "nginx") {
+      const unread: UnreadInclude[] = [];
+      return { result: importNginx(readNginxConfig(file, { unread, absoluteUnder: root }), unread) };
+    }
     const mapping = parseMapping(maps);
     if ("error" in mapping) return { usage: mapping.error };
     let text: string;

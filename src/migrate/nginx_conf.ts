@@ -127,16 +127,45 @@ export function parseText(text: string, file: string): Directive[] {
           `${file}:${end.line}:${end.column}: unexpected "}" (directive "${t.text}" has no ending ";")`,
         );
     }
-    if (depth > 0) throw new NginxSyntaxError(`${file}: unexpected end of file, expecting "}"`);
+    if (depth > 0) {
+      const last = tokens.at(-1);
+      throw new NginxSyntaxError(`${file}:${last?.line ?? 1}: unexpected end of file, expecting "}"`);
+    }
     return out;
   };
   return parseBlock(0);
 }
 
+/** An `include` whose file (or glob's folder) is not there, so its directives are not read. */
+export interface UnreadInclude {
+  readonly at: Directive;
+  readonly why: string;
+}
+
+/** How includes are followed: `unread` collects those that name nothing (else they throw); `absoluteUnder` is a folder
+ * that absolute paths are read under (a configuration copied off its server, with its /etc/nginx/... beside it). */
+export interface ReadOptions {
+  readonly unread?: UnreadInclude[];
+  readonly absoluteUnder?: string;
+}
+
 /** The whole configuration from its main file, every `include` replaced by the directives it names. */
-export function readNginxConfig(path: string): Directive[] {
+export function readNginxConfig(path: string, options: ReadOptions = {}): Directive[] {
   const root = dirname(resolve(path));
-  return expand(parseText(readText(path, null), path), root, [resolve(path)]);
+  return expand(parseText(readText(path, null), path), root, [resolve(path)], options);
+}
+
+/**
+ * The directives of the `http` block, or of the file itself when it has none but holds what an `http` block does (a
+ * `conf.d/` or `sites-enabled/` file, which NGINX includes inside `http`); `null` when it has neither.
+ */
+export function httpBlockOf(
+  config: readonly Directive[],
+): { block: readonly Directive[]; at: Directive | null } | null {
+  const http = config.find((d) => d.name === "http" && d.block !== null);
+  if (http !== undefined) return { block: http.block!, at: http };
+  const inside = ["server", "limit_req_zone", "limit_conn_zone", "limit_req", "limit_conn", "map"];
+  return config.some((d) => inside.includes(d.name)) ? { block: config, at: null } : null;
 }
 
 function readText(path: string, from: Directive | null): string {
@@ -150,17 +179,22 @@ function readText(path: string, from: Directive | null): string {
   }
 }
 
-function expand(directives: readonly Directive[], root: string, stack: readonly string[]): Directive[] {
+function expand(
+  directives: readonly Directive[],
+  root: string,
+  stack: readonly string[],
+  options: ReadOptions,
+): Directive[] {
   const out: Directive[] = [];
   for (const d of directives) {
     if (d.name === "include" && d.block === null) {
       if (d.args.length !== 1) throw new NginxSyntaxError(`${d.file}:${d.line}: include takes one file or glob`);
-      for (const file of includedFiles(d, root)) {
+      for (const file of includedFiles(d, root, options)) {
         if (stack.includes(file)) throw new NginxSyntaxError(`${d.file}:${d.line}: include loops back to ${file}`);
-        out.push(...expand(parseText(readText(file, d), file), root, [...stack, file]));
+        out.push(...expand(parseText(readText(file, d), file), root, [...stack, file], options));
       }
     } else if (d.block !== null) {
-      out.push({ ...d, block: expand(d.block, root, stack) });
+      out.push({ ...d, block: expand(d.block, root, stack, options) });
     } else {
       out.push(d);
     }
@@ -168,15 +202,25 @@ function expand(directives: readonly Directive[], root: string, stack: readonly 
   return out;
 }
 
-/** The files an `include` names: one path, or a glob's matches in name order (none is fine, as for NGINX). */
-function includedFiles(d: Directive, root: string): string[] {
+/**
+ * The files an `include` names: one path, or a glob's matches in name order (none is fine, as for NGINX). A file or a
+ * glob's folder that is not there throws, or with `unread` is listed there.
+ */
+function includedFiles(d: Directive, root: string, options: ReadOptions): string[] {
   const pattern = d.args[0]!;
-  const full = isAbsolute(pattern) ? pattern : join(root, pattern);
+  const { unread, absoluteUnder } = options;
+  const full = isAbsolute(pattern)
+    ? absoluteUnder === undefined
+      ? pattern
+      : join(absoluteUnder, pattern)
+    : join(root, pattern);
   if (!/[*?[]/.test(full)) {
     try {
       statSync(full);
     } catch {
-      throw new NginxSyntaxError(`${d.file}:${d.line}: include: no such file ${full}`);
+      if (unread === undefined) throw new NginxSyntaxError(`${d.file}:${d.line}: include: no such file ${full}`);
+      unread.push({ at: d, why: `no such file ${full}` });
+      return [];
     }
     return [full];
   }
@@ -188,6 +232,7 @@ function includedFiles(d: Directive, root: string): string[] {
   try {
     names = readdirSync(dir);
   } catch {
+    unread?.push({ at: d, why: `no such folder ${dir}` });
     return [];
   }
   return names

@@ -5,18 +5,20 @@
  * admission to the end of its response. Sluice adds a lease (`slot_ttl`, 60 s unless set) that NGINX has not.
  */
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
-import { identityOfKey, type ZoneLike } from "./nginx_zones.ts";
+import { readMaps } from "./nginx_map.ts";
+import { keyOfZone, type ZoneLike } from "./nginx_zones.ts";
 import type { ReportItem } from "./report.ts";
 
 export function readConnZones(http: readonly Directive[], report: ReportItem[]): Map<string, ZoneLike> {
   const zones = new Map<string, ZoneLike>();
+  const maps = readMaps(http);
   for (const d of http.filter((x) => x.name === "limit_conn_zone")) {
     const [key, zoneArg, ...rest] = d.args;
     const name = zoneArg === undefined ? undefined : /^zone=([^:]+):\d+[kKmM]?$/.exec(zoneArg)?.[1];
     if (key === undefined || name === undefined || rest.length > 0)
       throw new NginxImportError(`${where(d)}: limit_conn_zone needs a key and zone=NAME:SIZE`);
     if (zones.has(name)) throw new NginxImportError(`${where(d)}: limit_conn_zone: zone "${name}" is defined twice`);
-    const counted = identityOfKey(key);
+    const counted = keyOfZone(key, maps);
     // A concurrency rule counts by an identity; a key of other parts is not imported for limit_conn.
     const zone = {
       name,
@@ -27,6 +29,7 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
           ? `a limit_conn key other than an address or API key (${key}) is not imported`
           : counted.why,
       at: d,
+      ...(counted.except === undefined ? {} : { except: counted.except }),
     };
     zones.set(name, zone);
     if (zone.identity === null) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });

@@ -8,7 +8,7 @@
  * whose route matches, so a limit that every location shares becomes one rule without a route, and a limit of some
  * locations one rule per location. docs/rules.md, "Coming from NGINX", describes the mapping and its differences.
  */
-import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
+import { type Directive, httpBlockOf, NginxImportError, text, type UnreadInclude, where } from "./nginx_conf.ts";
 import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
 import {
   beats,
@@ -28,19 +28,33 @@ const UNSUPPORTED: Readonly<Record<string, string>> = {
   limit_rate_after: "Sluice limits request rates, not bandwidth",
 };
 
-export function importNginx(config: readonly Directive[]): ImportResult {
+export function importNginx(config: readonly Directive[], unread: readonly UnreadInclude[] = []): ImportResult {
   const report: ReportItem[] = [];
+  reportUnread(unread, report);
   reportUnsupported(config, report);
-  const http = config.find((d) => d.name === "http" && d.block !== null);
-  if (http === undefined) throw new NginxImportError("no http { ... } block: nothing to import");
+  const http = httpBlockOf(config);
+  if (http === null)
+    throw new NginxImportError("no http { ... } block, and no server or limit_req_zone: nothing to import");
+  const first = http.block[0];
+  const at = http.at === null ? (first === undefined ? "" : `${first.file}:1`) : where(http.at);
+  if (http.at === null) {
+    report.push({
+      where: at,
+      kind: "note",
+      message:
+        "no http { ... } block: read as a file that NGINX includes inside http (conf.d/, sites-enabled/); zones defined in other files are not known",
+    });
+  }
   const taken = new Set<string>();
+  const zones = readZones(http.block, report);
+  reportUnused(config, zones, report);
   const rules = [
-    ...kindRules(http.block!, requestRates(readZones(http.block!, report)), report, taken),
-    ...kindRules(http.block!, connections(readConnZones(http.block!, report)), report, taken),
+    ...kindRules(http.block, requestRates(zones), report, taken),
+    ...kindRules(http.block, connections(readConnZones(http.block, report)), report, taken),
   ];
   if (rules.some((r) => r.match.route !== undefined)) {
     report.push({
-      where: where(http),
+      where: at,
       kind: "note",
       message:
         "NGINX matches locations case-sensitively (but ~*); Sluice folds a path's case before matching unless " +
@@ -124,6 +138,42 @@ function connections(zones: Map<string, ZoneLike>): LimitKind {
       };
     },
   };
+}
+
+/** NGINX's stock files, which hold no limits: an include of one that is not here is only noted. */
+const STOCK_INCLUDE = /(?:^|\/)(?:mime\.types|[a-z]+_params|fastcgi\.conf|koi-utf|koi-win|win-utf)$/;
+
+function reportUnread(unread: readonly UnreadInclude[], report: ReportItem[]): void {
+  for (const u of unread) {
+    const stock = STOCK_INCLUDE.test(u.at.args[0] ?? "");
+    report.push({
+      where: where(u.at),
+      kind: stock ? "note" : "left out",
+      message: stock
+        ? `${text(u.at)}: ${u.why} (NGINX's stock file: no limits in it)`
+        : `${text(u.at)}: ${u.why}, so any limits its files hold are not imported (import with them in place, or import each file)`,
+    });
+  }
+}
+
+/** Zones no `limit_req` names: NGINX limits nothing with them (their limits may be in files not read). */
+function reportUnused(config: readonly Directive[], zones: ReadonlyMap<string, Zone>, report: ReportItem[]): void {
+  const named = new Set<string>();
+  const walk = (block: readonly Directive[]) => {
+    for (const d of block) {
+      if (d.name === "limit_req") for (const a of d.args) if (a.startsWith("zone=")) named.add(a.slice(5));
+      if (d.block !== null) walk(d.block);
+    }
+  };
+  walk(config);
+  for (const zone of zones.values()) {
+    if (named.has(zone.name)) continue;
+    report.push({
+      where: where(zone.at),
+      kind: "note",
+      message: `zone ${zone.name}: no limit_req uses it in the files read, so it limits nothing here`,
+    });
+  }
 }
 
 function reportUnsupported(directives: readonly Directive[], report: ReportItem[]): void {
@@ -239,13 +289,15 @@ function groupRule(
 function draft(
   group: Group,
   routes: readonly string[] | null,
-  except: readonly string[],
+  exceptRoutes: readonly string[],
   places: readonly Place[],
   taken: Set<string>,
   notes: string[],
   serverName: string,
 ): DraftRule {
   const { zone, limit } = group;
+  // A `map $uri` key that is empty for some paths: NGINX does not limit them, so the rule leaves them out.
+  const except = [...new Set([...exceptRoutes, ...(zone.except ?? [])])];
   const fields: DraftField[] = [...group.fields, ["status", group.status]];
   const key = keyOf(zone, serverName);
   if (key !== null && key !== "global") {
@@ -318,7 +370,7 @@ export function nginxLimitStatuses(config: readonly Directive[]): Set<number> {
     }
   };
   walk(config);
-  const http = config.find((d) => d.name === "http")?.block ?? [];
+  const http = httpBlockOf(config)?.block ?? [];
   if (!http.some((d) => d.name === "limit_req_status")) statuses.add(503);
   return statuses;
 }

@@ -207,8 +207,15 @@ function regexRoute(re: string, caseless: boolean): { route: string; inexact: st
   if (body.endsWith("/.*") || body.endsWith("(/.*)?")) {
     body = body.replace(/(?:\/\.\*|\(\/\.\*\)\?)$/, "");
     open = true;
+  } else if (/(?:\(\.\*\)|\.\*)$/.test(body)) {
+    // `^/1/(.*)` is the prefix `/1/`; `^/api.*` the text prefix `/api`, which matches `/apiv2` too.
+    body = body.replace(/(?:\(\.\*\)|\.\*)$/, "");
+    open = true;
   }
-  const segments = body.slice(1).split("/");
+  // An open regex ending in a literal (`^/api`, `^/api.*`) matches any path starting with that text: `* /api**`.
+  const textPrefix = open && !body.endsWith("/") && /\/[A-Za-z0-9_:-]+$/.test(body.replaceAll("\\.", "."));
+  // A slash inside a class (`[^/]+`) does not separate segments.
+  const segments = body.slice(1).split(/\/(?![^[]*\])/);
   const out: string[] = [];
   const widened: string[] = [];
   for (const seg of segments) {
@@ -219,11 +226,18 @@ function regexRoute(re: string, caseless: boolean): { route: string; inexact: st
     else if (seg === "" && out.length === segments.length - 1) continue;
     else return null;
   }
-  const route = checked(`* /${out.join("/")}${open ? "/**" : ""}`.replace("//**", "/**"));
+  const route = checked(
+    textPrefix ? `* /${out.join("/")}**` : `* /${out.join("/")}${open ? "/**" : ""}`.replace("//**", "/**"),
+  );
   if (route === null) return null;
   const why = [
     ...(widened.length > 0 ? [`* matches any segment where the regex takes only ${widened.join(", ")}`] : []),
     ...(open ? [] : ["the route also matches the path with one trailing slash"]),
+    ...(open && body.endsWith("/") && body.length > 1
+      ? [
+          `the route also matches ${body.slice(0, -1)} itself, which the regex does not (Sluice ignores one trailing slash)`,
+        ]
+      : []),
     ...(caseless ? ["~* ignores case, as Sluice does unless PATH_CASE_SENSITIVE=true"] : []),
   ];
   return { route, inexact: why.length === 0 ? null : why.join("; ") };

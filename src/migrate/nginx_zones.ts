@@ -3,6 +3,7 @@
  * import report says about them; and the zone a `limit_req` names.
  */
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
+import { expandMaps, type Maps, readMaps } from "./nginx_map.ts";
 import { nginxRateNotes } from "./nginx_rate.ts";
 import type { ReportItem } from "./report.ts";
 
@@ -14,6 +15,8 @@ export interface ZoneLike {
   readonly key: readonly string[] | "global" | null;
   readonly why: string;
   readonly at: Directive;
+  /** Routes whose requests the zone's key leaves empty (a `map $uri`), so NGINX does not limit them. */
+  readonly except?: readonly string[];
 }
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
@@ -28,8 +31,9 @@ export interface Zone extends ZoneLike {
 
 export function readZones(http: readonly Directive[], report: ReportItem[]): Map<string, Zone> {
   const zones = new Map<string, Zone>();
+  const maps = readMaps(http);
   for (const d of http.filter((x) => x.name === "limit_req_zone")) {
-    const zone = readZone(d);
+    const zone = readZone(d, maps);
     if (zones.has(zone.name))
       throw new NginxImportError(`${where(d)}: limit_req_zone: zone "${zone.name}" is defined twice`);
     zones.set(zone.name, zone);
@@ -49,7 +53,7 @@ export function readZones(http: readonly Directive[], report: ReportItem[]): Map
   return zones;
 }
 
-function readZone(d: Directive): Zone {
+function readZone(d: Directive, maps: Maps): Zone {
   const [key, ...rest] = d.args;
   const zoneArg = rest.find((a) => a.startsWith("zone="));
   const rateArg = rest.find((a) => a.startsWith("rate="));
@@ -65,10 +69,23 @@ function readZone(d: Directive): Zone {
   }
   return {
     name,
-    ...identityOfKey(key),
+    ...keyOfZone(key, maps),
     rate: { amount: Number(rate[1]), unit: rate[2] === "s" ? "s" : "min" },
     at: d,
   };
+}
+
+/** A zone's key through its maps (nginx_map.ts), then as `identityOfKey` says it. */
+export function keyOfZone(
+  key: string,
+  maps: Maps,
+): ReturnType<typeof identityOfKey> & { readonly except?: readonly string[] } {
+  const expanded = expandMaps(key, maps);
+  if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
+  const counted = identityOfKey(expanded.key);
+  if (counted.identity === null && counted.key === null) return counted;
+  const why = [...expanded.notes, counted.why].filter((w) => w !== "").join("; ");
+  return { ...counted, why, ...(expanded.except.length === 0 ? {} : { except: expanded.except }) };
 }
 
 /** `$server_name` in a key: the server's own name, filled in per server block (nginx_import.ts). */

@@ -318,7 +318,7 @@ describe("malformed nginx.conf: the error names the file and line", () => {
       http("limit_req_zone $binary_remote_addr zone=ip:10m rate=10r/s\n"),
       /nginx\.conf:\d+:\d+: .*(no ending ";"|unexpected "}")/,
     ],
-    ["an unclosed block", "events {}\nhttp {\n server {\n", /nginx\.conf: unexpected end of file, expecting "}"/],
+    ["an unclosed block", "events {}\nhttp {\n server {\n", /nginx\.conf:3: unexpected end of file, expecting "}"/],
     ["an unterminated quote", 'http { log_format x "abc; }', /nginx\.conf:1:21: unterminated double quote/],
     ["a stray }", "events {}\n}\n", /nginx\.conf:2:1: unexpected "}"/],
     [
@@ -347,7 +347,11 @@ describe("malformed nginx.conf: the error names the file and line", () => {
       /nginx\.conf:4: limit_req_status must be a status from 400 to 599/,
     ],
     ["no http block", "events {}\n", /no http \{ \.\.\. \} block/],
-    ["a missing include", http("include missing.conf;"), /nginx\.conf:3: include: no such file .*missing\.conf/],
+    [
+      "a missing include",
+      http("include missing.conf;"),
+      /nginx\.conf:3: left out: include missing\.conf: no such file .*missing\.conf/,
+    ],
   ])("%s", async (_name, text, message) => {
     const path = conf({ "nginx.conf": text });
     const r = await runCli(["import", "nginx", path]);

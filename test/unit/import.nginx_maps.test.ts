@@ -1,0 +1,137 @@
+/**
+ * `sluice import nginx` on the shapes the importer corpus found (docs/testing.md, "The importer corpus"): `map` keys,
+ * files without an `http` block (conf.d/, sites-enabled/), includes that name no file here (`--root`), zones no
+ * limit uses, and regex locations that are prefixes (`^/1/(.*)`, `^/api`, `[^/]+`).
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readNginxConfig, type UnreadInclude } from "../../src/migrate/nginx_conf.ts";
+import { importNginx } from "../../src/migrate/nginx_import.ts";
+import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+import { runCli } from "../support/io.ts";
+
+function folder(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-maps-"));
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(join(dir, name, ".."), { recursive: true });
+    writeFileSync(join(dir, name), text);
+  }
+  return dir;
+}
+
+function imported(text: string, root?: string): ImportResult {
+  const dir = folder({ "nginx.conf": text });
+  const unread: UnreadInclude[] = [];
+  const result = importNginx(readNginxConfig(join(dir, "nginx.conf"), { unread, absoluteUnder: root ?? dir }), unread);
+  expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
+  return result;
+}
+
+const said = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`);
+
+describe("map keys", () => {
+  it("a map $uri giving an empty key to some paths: those paths become match.except", () => {
+    const r = imported(`http {
+  map $uri $limited { default $binary_remote_addr; /health ""; ~^/static/ ""; }
+  limit_req_zone $limited zone=a:1m rate=5r/s;
+  server { limit_req zone=a burst=5; }
+}`);
+    expect(r.rules.map((x) => [x.match.route, x.match.except, x.match.identity])).toEqual([
+      [undefined, ["* /health", "* /static/**"], "ip"],
+    ]);
+    expect(said(r).join("\n")).toMatch(/requests to \* \/health, \* \/static\/\*\* get an empty key/);
+  });
+
+  it.each([
+    [
+      "exempting by a header's value",
+      'map $http_user_agent $k { default ""; ~bot $binary_remote_addr; }',
+      /which requests get the key \$binary_remote_addr and which an empty key \(not limited\) depends on \$http_user_agent, which a Sluice rule cannot match on/,
+    ],
+    [
+      "several keys",
+      "map $http_authorization $k { default $remote_addr; ~. $http_authorization; }",
+      /gives different keys \(\$http_authorization, \$remote_addr\) by the value of \$http_authorization: a Sluice rule has one key/,
+    ],
+    ["a geo", "geo $k { default 1; 10.0.0.0/8 0; }", /comes from a geo block \(address ranges\)/],
+    [
+      "a map over a map",
+      "map $http_x $m { default 1; }\nmap $m $k { default $m; }",
+      /gives \$m, itself a map: one map over another is not imported/,
+    ],
+    ["an empty key for everyone", 'map $uri $k { default ""; }', /gives every request an empty key/],
+  ])("refused with its reason: %s", (_name, map, message) => {
+    const r = imported(`http {\n${map}\nlimit_req_zone $k zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}`);
+    expect(r.rules).toEqual([]);
+    const leftOut = r.report.filter((i) => i.kind === "left out").map((i) => i.message);
+    expect(leftOut.join("\n")).toMatch(message);
+  });
+
+  it("a map that is the key itself with an empty value kept empty is the key", () => {
+    const r = imported(`http {
+  map $http_x_tenant $t { default $http_x_tenant; "" ""; }
+  limit_req_zone $t zone=a:1m rate=5r/s;
+  server { limit_req zone=a; }
+}`);
+    expect(r.rules.map((x) => x.key)).toEqual([["{ header: x-tenant }"]]);
+    expect(r.rules[0]!.fields).toContainEqual(["key_missing", "skip"]);
+  });
+});
+
+describe("files as NGINX includes them", () => {
+  it("a file without http { } is read as the inside of one, and says so", () => {
+    const r = imported(
+      "limit_req_zone $binary_remote_addr zone=a:1m rate=5r/s;\nserver { location /api/ { limit_req zone=a; } }\n",
+    );
+    expect(r.rules.map((x) => x.match.route)).toEqual(["* /api/**"]);
+    expect(said(r)[0]).toMatch(/note: no http \{ \.\.\. \} block: read as a file that NGINX includes inside http/);
+  });
+
+  it("an include that names nothing here is left out; a stock file is only noted; --root reads absolute paths", () => {
+    const text =
+      "http {\ninclude mime.types;\ninclude /etc/nginx/conf.d/*.conf;\nlimit_req_zone $binary_remote_addr zone=a:1m rate=5r/s;\n}\n";
+    const bare = imported(text);
+    expect(said(bare)).toEqual([
+      expect.stringMatching(/^note: include mime.types: no such file .* \(NGINX's stock file: no limits in it\)$/),
+      expect.stringMatching(/^left out: include \/etc\/nginx\/conf.d\/\*.conf: no such folder .*, so any limits/),
+      expect.stringMatching(
+        /^note: limit_req_zone \$binary_remote_addr zone=a:1m rate=5r\/s: counted by client address/,
+      ),
+      "note: zone a: no limit_req uses it in the files read, so it limits nothing here",
+    ]);
+    const root = folder({ "etc/nginx/conf.d/api.conf": "server { location /api/ { limit_req zone=a; } }\n" });
+    const rooted = imported(text, root);
+    expect(rooted.rules.map((x) => x.match.route)).toEqual(["* /api/**"]);
+  });
+
+  it("sluice import nginx --root, and --root refused for envoy", async () => {
+    const root = folder({ "etc/nginx/conf.d/api.conf": "server { location /api/ { limit_req zone=a; } }\n" });
+    const dir = folder({
+      "nginx.conf":
+        "http {\ninclude /etc/nginx/conf.d/*.conf;\nlimit_req_zone $binary_remote_addr zone=a:1m rate=5r/s;\n}\n",
+    });
+    const r = await runCli(["import", "nginx", join(dir, "nginx.conf"), "--root", root]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/route: "\* \/api\/\*\*"/);
+    const e = await runCli(["import", "envoy", join(dir, "nginx.conf"), "--root", root]);
+    expect(e.code).toBe(2);
+    expect(e.stderr).toMatch(/--root is for nginx/);
+  });
+});
+
+describe("regex locations that are prefixes", () => {
+  it.each([
+    ["~ ^/1/(.*)", "* /1/**"],
+    ["~ ^/api", "* /api**"],
+    ["~ ^/x/y.*", "* /x/y**"],
+    ["~ ^/u/[^/]+$", "* /u/*"],
+  ])("location %s is the route %s", (location, route) => {
+    const r = imported(
+      `http {\nlimit_req_zone $binary_remote_addr zone=a:1m rate=5r/s;\nserver { location ${location} { limit_req zone=a; } location / { } }\n}`,
+    );
+    expect(r.rules.map((x) => x.match.route)).toEqual([route]);
+  });
+});
