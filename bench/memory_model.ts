@@ -13,6 +13,7 @@
  * port); every 60 s the heap after a full collection (what the code retains). The fits (least squares over each half,
  * the first minute of each skipped) give MB/min, KB per request and KB per object made. Writes memory_model.json
  * (bench/out/results/, or bench/results/ with --publish) after every sample, so a cut-short run still leaves figures.
+ * `--churn-only` makes the whole run churn.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -46,6 +47,8 @@ const flag = (name: string, fallback: number): number => {
 const MINUTES = flag("--minutes", QUICK ? 2 : 30);
 const RATE = flag("--rate", 25);
 const onlyAt = argv.indexOf("--only");
+/** `--churn-only`: every minute is churn (no warm half), to see the heap level off under churn for the whole run. */
+const CHURN_ONLY = argv.includes("--churn-only");
 const WARM_KEYS = 50;
 /** Revisited every CHURN_KEYS / RATE s (60 s at 25 req/s): past the 10 s eviction, so each request makes an object. */
 const CHURN_KEYS = Math.round(RATE * 60);
@@ -242,7 +245,7 @@ async function run(kind: Kind, runtime: Runtime, results: Record<string, unknown
     const heap = await inspectHeap(inspectorPort);
     const t0 = Date.now();
     const endMs = t0 + MINUTES * 60_000;
-    const halfMs = t0 + (MINUTES * 60_000) / 2;
+    const halfMs = CHURN_ONLY ? t0 : t0 + (MINUTES * 60_000) / 2;
     let requests = 0;
     let failed = 0;
     let dropped = 0;

@@ -9,6 +9,7 @@
  * Pick it where a token bucket fits and state size matters.
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
+import { tatKernel } from "./bucket_rows.ts";
 import type { Rate } from "./params.ts";
 import {
   bucketLease,
@@ -147,4 +148,5 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
 
   packed: gcraPacked<GcraParams>(),
   fields: pairLayout<GcraState>("tatMs", "tatFrac"),
+  rows: { compile: (params) => tatKernel(params, gcraPacked<GcraParams>(), gcra.check) },
 };

@@ -65,9 +65,20 @@ export function projectParams(rule: AlgorithmParams): AlgorithmParams {
   return algorithmFor(rule).project(rule);
 }
 
-/** The parameters' fingerprint: equal iff a state made under one means the same under the other. */
+/** Fingerprints by parameters object: a rule's parameters are read once and never changed. */
+const FINGERPRINTS = new WeakMap<AlgorithmParams, string>();
+
+/**
+ * The parameters' fingerprint: equal iff a state made under one means the same under the other. Remembered per
+ * parameters object (the Durable Object and the replay ask it on every record they step).
+ */
 export function fingerprintOf(params: AlgorithmParams): string {
-  return JSON.stringify(projectParams(params));
+  let fingerprint = FINGERPRINTS.get(params);
+  if (fingerprint === undefined) {
+    fingerprint = JSON.stringify(projectParams(params));
+    FINGERPRINTS.set(params, fingerprint);
+  }
+  return fingerprint;
 }
 
 /** The most requests of cost 1 a fresh key admits at once; a cost above it is an error. */

@@ -8,6 +8,7 @@
  * for delaying instead of refusing, use leaky_queue.
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
+import { bucketKernel } from "./bucket_rows.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
 import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, pairLayout, refillMs, rescale } from "./shared.ts";
@@ -112,4 +113,11 @@ export const leakyBucket: Algorithm<LeakyBucketParams, LeakyBucketState> = {
   // The same decisions and fields as GCRA (the property tests hold them to it), kept as GCRA's one number.
   packed: gcraPacked<LeakyBucketParams>(),
   fields: pairLayout<LeakyBucketState>("levelScaled", "lastMs"),
+  rows: {
+    compile: (params) =>
+      bucketKernel(params, gcraPacked<LeakyBucketParams>(), "level", (levelScaled, lastMs) => ({
+        levelScaled,
+        lastMs,
+      })),
+  },
 };

@@ -9,6 +9,7 @@
  * overload behind latency. Pick it in front of a downstream with a strict requests-per-second cap.
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
+import { tatKernel } from "./bucket_rows.ts";
 import { admitted, type GcraState, refused, shiftTime } from "./gcra.ts";
 import type { Rate } from "./params.ts";
 import { pairLayout, RATE_KEYS, readRateAndBurst, refillMs, rescale, usedScaled } from "./shared.ts";
@@ -142,4 +143,5 @@ export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
     refund: (params, stored, cost) => stored - cost * params.rate.perMs,
   },
   fields: pairLayout<LeakyQueueState>("tatMs", "tatFrac"),
+  rows: { compile: (params) => tatKernel(params, leakyQueue.packed!, leakyQueue.check) },
 };

@@ -9,6 +9,7 @@
  * Pick it for per-key API rates ("10/s with a burst of 20").
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
+import { bucketKernel } from "./bucket_rows.ts";
 import { gcraPacked } from "./gcra.ts";
 import type { Rate } from "./params.ts";
 import { bucketLease, bucketRuleSide, bucketSmallerDeniedUntilMs, pairLayout, refillMs, rescale } from "./shared.ts";
@@ -125,4 +126,11 @@ export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
   // The same decisions and fields as GCRA (the property tests hold them to it), kept as GCRA's one number.
   packed: gcraPacked<TokenBucketParams>(),
   fields: pairLayout<TokenBucketState>("tokensScaled", "lastMs"),
+  rows: {
+    compile: (params) =>
+      bucketKernel(params, gcraPacked<TokenBucketParams>(), "tokens", (tokensScaled, lastMs) => ({
+        tokensScaled,
+        lastMs,
+      })),
+  },
 };

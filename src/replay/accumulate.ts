@@ -271,6 +271,7 @@ export class ComparisonBuilder {
   ) {
     this.lanes = rules.map((rule) => new LaneBuilder(rule, options));
     this.replayer = new Replayer(rules, replayOptions);
+    if (options.draw) this.replayer.watch(options.stateKey);
   }
 
   add(tMs: number, key: string, cost: number): void {

@@ -9,7 +9,7 @@
  * Not replayed: the isolate's approximations (the blocked-key cache, `scope: local` counting per isolate, leases) and
  * the limiter failing; every rule decides as its one Durable Object would.
  */
-import { type AlgorithmParams, type AlgorithmState, type Decision, decide, refund } from "../algorithms/index.ts";
+import type { AlgorithmParams, AlgorithmState, Decision } from "../algorithms/index.ts";
 import type { Account } from "../isolate/account_cache.ts";
 import { compose } from "../request/compose.ts";
 import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
@@ -33,7 +33,10 @@ export interface RuleAnswer {
   cost: number;
   /** `null`: the cost is above the rule's capacity (nothing was charged). */
   decision: Decision | null;
-  /** The key's state before and after this request (after any refund). */
+  /**
+   * The key's state before and after this request (after any refund): for the watched key only (`Replayer.watch`,
+   * what a chart draws), else `null`; a rule that counts by the response has its record's state for every key.
+   */
   before: AlgorithmState | null;
   after: AlgorithmState | null;
   /** Charged, then given back because the request was not admitted. */
@@ -75,6 +78,10 @@ export class Replayer {
   private latestMs = 0;
   /** Whether a rule has a `key:` (then each request's keys are read from its line, key.ts). */
   private readonly hasKeys: boolean;
+  /** The key whose states the answers carry (`watch`), its number once it came (-1 before), and the keys then. */
+  private watched: string | null = null;
+  private watchedKey = -1;
+  private keysAtLook = -1;
 
   constructor(
     readonly rules: readonly ResolvedRule[],
@@ -111,6 +118,23 @@ export class Replayer {
     }));
   }
 
+  /** Carry `key`'s states before and after each request in its answers (a chart's state track); `null`: none. */
+  watch(key: string | null): void {
+    this.watched = key;
+    this.watchedKey = -1;
+    this.keysAtLook = -1;
+  }
+
+  /** Whether `key` is the watched key (looked up again only when new keys came since). */
+  private isWatched(key: number): boolean {
+    if (this.watched === null) return false;
+    if (this.watchedKey < 0 && this.keysAtLook !== this.keys.size) {
+      this.watchedKey = this.keys.find(this.watched);
+      this.keysAtLook = this.keys.size;
+    }
+    return key === this.watchedKey;
+  }
+
   /**
    * Every rule alone on one `t_ms,key[,cost[,status,duration_ms]]` line. The answers are in rule order, one per rule.
    * `outcome`: what the origin answered the request, for the rules that count by the response.
@@ -121,7 +145,7 @@ export class Replayer {
     const k = this.keys.of(key);
     for (let i = 0; i < this.compiled.length; i++) {
       const answer = this.pool[i]!;
-      this.ask(answer, this.compiled[i]!.params, k, cost, tMs);
+      this.ask(answer, k, cost, tMs);
       if (answer.decision?.allowed === true) this.outcomes.answered(i, k, cost, tMs, outcome);
     }
     return this.pool;
@@ -169,7 +193,7 @@ export class Replayer {
       const key = this.keys.of(app.keyHash);
       if (caller.overridden.has(app.compiled.rule.id)) this.overridden[i]!.set(key, app.compiled.params);
       const answer = this.pool[i]!;
-      this.ask(answer, app.compiled.params, key, cost, line.tMs);
+      this.ask(answer, key, cost, line.tMs);
       if (answer.decision !== null) answers.push(answer);
     }
     const composition = compose(
@@ -190,7 +214,7 @@ export class Replayer {
     return { verdict: ADMIT, answers };
   }
 
-  private ask(answer: RuleAnswer, params: AlgorithmParams, key: number, cost: number, tMs: number): void {
+  private ask(answer: RuleAnswer, key: number, cost: number, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {
       const { decision, before, after } = this.outcomes.ask(answer.rule, key, cost, tMs);
       Object.assign(answer, { key, cost, decision, refunded: false });
@@ -199,20 +223,13 @@ export class Replayer {
       return;
     }
     const states = this.states[answer.rule]!;
-    const before = states.get(key);
-    const r = decide(params, before, cost, tMs);
+    const watched = this.isWatched(key);
     answer.key = key;
     answer.cost = cost;
-    answer.before = before;
     answer.refunded = false;
-    if (!r.ok) {
-      answer.decision = null;
-      answer.after = before;
-      return;
-    }
-    answer.decision = r.decision;
-    answer.after = r.state;
-    states.set(key, r.state, this.latestMs);
+    answer.before = watched ? states.get(key) : null;
+    answer.decision = states.decide(key, cost, tMs, this.latestMs);
+    answer.after = watched ? states.get(key) : null;
   }
 
   private giveBack(answer: RuleAnswer, tMs: number): void {
@@ -221,12 +238,11 @@ export class Replayer {
       answer.refunded = true;
       return;
     }
-    if (answer.after === null) return;
-    const params = this.overridden[answer.rule]!.get(answer.key) ?? this.compiled[answer.rule]!.params;
-    const state = refund(params, answer.after, answer.cost, tMs);
-    answer.after = state;
+    if (answer.decision === null) return;
+    const states = this.states[answer.rule]!;
+    states.refund(answer.key, answer.cost, tMs);
+    if (this.isWatched(answer.key)) answer.after = states.get(answer.key);
     answer.refunded = true;
-    this.states[answer.rule]!.set(answer.key, state, this.latestMs);
   }
 
   private denial(denying: readonly RuleAnswer[]): Verdict {

@@ -55,6 +55,23 @@ export class KeyedRows {
     return slot;
   }
 
+  /**
+   * Take back the row `insert` just made (slot `size − 1`, nothing inserted since): it is the last one placed in its
+   * probe run, so clearing its index entry leaves every other key findable.
+   */
+  dropLast(slot: number): void {
+    const mask = this.index.length - 1;
+    let i = this.home(this.keys[slot]!);
+    while (this.index[i] !== slot) i = (i + 1) & mask;
+    this.index[i] = EMPTY;
+    this.size--;
+  }
+
+  /** The rows' values, `fields` per slot (reallocated as rows are added: read it again after `insert`). */
+  get table(): Float64Array {
+    return this.values;
+  }
+
   keyAt(slot: number): number {
     return this.keys[slot]!;
   }

@@ -1,17 +1,22 @@
 /**
- * What a replay keeps per (rule, key): the algorithm's state, with states that are as good as fresh swept away.
- * Packed where the algorithm lays its state out as a fixed number of integer fields (the algorithm table's `fields`):
- * a row of a `KeyedRows` table, `4 + 8 × fields` bytes plus its index (about 28 bytes for the two-field states of
- * most algorithms). Any other state (a sliding log, which grows with the limit), and the state of a key kept under an
- * account's own parameters, is an object in a Map. BENCHMARKS.md has the measured figures.
+ * What a replay keeps per (rule, key), and its decisions: the algorithm's state, with states that are as good as
+ * fresh swept away. Where the algorithm has a row kernel (`rows`, compiled once per rule) the state is a row of a
+ * `KeyedRows` table, `4 + 8 × width` bytes plus its index (about 28 bytes for the two-field states of most
+ * algorithms), decided and refunded in place: no state object per decision. Any other state (a long sliding log, a
+ * concurrency's slots), and the state of a key kept under an account's own parameters, is an object in a Map, decided
+ * by `decide`. BENCHMARKS.md has the measured figures.
  */
 import {
   type AlgorithmParams,
   type AlgorithmState,
-  type FieldLayout,
-  fieldLayout,
+  capacityOf,
+  type Decision,
+  decide,
   freshAtMs,
+  refund,
+  rowPath,
 } from "../algorithms/index.ts";
+import type { RowChange, RowKernel } from "../algorithms/types.ts";
 import { KeyedRows } from "./rows.ts";
 
 export { KeyIndex } from "./key_index.ts";
@@ -22,7 +27,10 @@ const SWEEP_MIN_LIVE = 65_536;
 /** One rule's states by key number; absent is a fresh key. */
 export class RuleStates {
   private readonly rows: KeyedRows | null;
-  private readonly layout: FieldLayout<AlgorithmParams, AlgorithmState> | undefined;
+  private readonly kernel: RowKernel<AlgorithmState> | null;
+  private readonly width: number;
+  private readonly capacity: number;
+  private readonly change: RowChange = { changed: false };
   private readonly objects = new Map<number, AlgorithmState>();
   private sweepAtLive = SWEEP_MIN_LIVE;
 
@@ -32,29 +40,55 @@ export class RuleStates {
     /** The parameters a key's state is kept under (a per-account override may differ from the rule's own). */
     private readonly paramsOf: (key: number) => AlgorithmParams,
   ) {
-    this.layout = fieldLayout(params);
-    this.rows = this.layout === undefined ? null : new KeyedRows(this.layout.count(params));
+    this.kernel = rowPath(params)?.compile(params) ?? null;
+    this.width = this.kernel?.width ?? 0;
+    this.rows = this.kernel === null ? null : new KeyedRows(this.width);
+    this.capacity = capacityOf(params);
   }
 
+  /**
+   * Decide `cost` for `key` at `tMs` and keep the state after it; `null` when the cost is invalid or above the
+   * capacity (nothing charged). Now and then, drop the states that are as good as fresh at `latestMs`.
+   */
+  decide(key: number, cost: number, tMs: number, latestMs: number): Decision | null {
+    const rows = this.packedFor(key);
+    let decision: Decision;
+    if (rows === null) {
+      const before = this.objects.get(key) ?? this.get(key);
+      const r = decide(this.paramsOf(key), before, cost, tMs);
+      if (!r.ok) return null;
+      if (r.state !== before) this.objects.set(key, r.state);
+      decision = r.decision;
+    } else {
+      if (!Number.isSafeInteger(cost) || cost < 1 || cost > this.capacity) return null;
+      let slot = rows.find(key);
+      const fresh = slot < 0;
+      // A fresh key's row is taken at once (its fields zero) and given back if the request changed nothing.
+      if (fresh) slot = rows.insert(key);
+      decision = this.kernel!.check(rows.table, slot * this.width, fresh, cost, tMs, this.change);
+      if (fresh && !this.change.changed) rows.dropLast(slot);
+    }
+    if (this.size >= this.sweepAtLive) this.sweep(latestMs);
+    return decision;
+  }
+
+  /** Give back what an admitted request of `cost` at `admittedAtMs` charged (`refund`), in place. */
+  refund(key: number, cost: number, admittedAtMs: number): void {
+    const object = this.objects.get(key);
+    if (object !== undefined) {
+      this.objects.set(key, refund(this.paramsOf(key), object, cost, admittedAtMs));
+      return;
+    }
+    const slot = this.rows?.find(key) ?? -1;
+    if (slot >= 0) this.kernel!.refund(this.rows!.table, slot * this.width, cost, admittedAtMs);
+  }
+
+  /** The key's state now (a new object for a row; for charts and tests, not per decision). */
   get(key: number): AlgorithmState | null {
     const object = this.objects.get(key);
     if (object !== undefined || this.rows === null) return object ?? null;
-    const rows = this.rows;
-    const slot = rows.find(key);
-    return slot < 0 ? null : this.layout!.read(this.params, (f) => rows.get(slot, f));
-  }
-
-  /** Store `state` for `key`; now and then, drop the states that are as good as fresh at `latestMs`. */
-  set(key: number, state: AlgorithmState, latestMs: number): void {
-    const rows = this.packedFor(key);
-    if (rows === null) {
-      this.objects.set(key, state);
-    } else {
-      let slot = rows.find(key);
-      if (slot < 0) slot = rows.insert(key);
-      this.layout!.write(this.params, state, (f, value) => rows.set(slot, f, value));
-    }
-    if (this.size >= this.sweepAtLive) this.sweep(latestMs);
+    const slot = this.rows.find(key);
+    return slot < 0 ? null : this.kernel!.read(this.rows.table, slot * this.width);
   }
 
   /** States held now. */
@@ -68,24 +102,18 @@ export class RuleStates {
   }
 
   /**
-   * The packed rows, when `key`'s state is kept there: the rule's own parameters, a field layout, and no object
+   * The packed rows, when `key`'s state is kept there: a row kernel, the rule's own parameters, and no object
    * already kept for the key (a key keeps its state where it started; `get` looks at the objects first).
    */
   private packedFor(key: number): KeyedRows | null {
-    if (this.rows === null || this.paramsOf(key) !== this.params || this.objects.has(key)) return null;
-    return this.rows;
+    if (this.rows === null || (this.objects.size > 0 && this.objects.has(key))) return null;
+    return this.paramsOf(key) === this.params ? this.rows : null;
   }
 
   private sweep(latestMs: number): void {
-    const { rows, layout, params } = this;
+    const { rows, kernel, params, width } = this;
     if (rows !== null) {
-      rows.keepOnly(
-        (slot) =>
-          freshAtMs(
-            params,
-            layout!.read(params, (f) => rows.get(slot, f)),
-          ) > latestMs,
-      );
+      rows.keepOnly((slot) => freshAtMs(params, kernel!.read(rows.table, slot * width)) > latestMs);
     }
     for (const [key, state] of this.objects) {
       if (freshAtMs(this.paramsOf(key), state) <= latestMs) this.objects.delete(key);
