@@ -42,6 +42,8 @@ interface Shot {
   readonly method?: string;
   readonly host?: string;
   readonly headers?: Record<string, string>;
+  /** `request.cf` as Cloudflare would give it (`asn`, `country`, `colo`, `botManagement.ja4`). */
+  readonly cf?: Record<string, unknown>;
 }
 
 function requestOf(s: Shot): Request {
@@ -49,6 +51,7 @@ function requestOf(s: Shot): Request {
   return new Request(`https://${s.host ?? "api.example.com"}${s.path ?? "/v1/a"}`, {
     method: s.method ?? "GET",
     headers,
+    ...(s.cf === undefined ? {} : { cf: s.cf }),
   });
 }
 
@@ -62,6 +65,8 @@ async function afterFirst(key: string, first: Shot, second: Shot, extra = ""): P
 
 const ip = (a: string) => ({ headers: { "CF-Connecting-IP": a } });
 const h = (name: string, value: string) => ({ headers: { [name]: value } });
+const cf = (fields: Record<string, unknown>): Shot => ({ cf: fields });
+const JA4 = "t13d1516h2_8daaf6152771_02713d6af862";
 
 describe("each part through the gateway: the same key (429) or another key (200)", () => {
   it.each<[string, Shot, Shot, number]>([
@@ -88,6 +93,20 @@ describe("each part through the gateway: the same key (429) or another key (200)
     ["[host]", { host: "api.example.com" }, { host: "API.example.COM" }, 429],
     ["[host]", { host: "api.example.com" }, { host: "eu.example.com" }, 200],
     ["[{ const: c }]", ip("192.0.2.1"), ip("198.51.100.1"), 429],
+    ["[user]", h("X-User-Id", "u-1"), h("X-User-Id", " u-1 "), 429],
+    ["[user]", h("X-User-Id", "u-1"), h("X-User-Id", "u-2"), 200],
+    // An api_key part of a caller without a verified key is its address (unverified: by_address).
+    ["[api_key]", h("X-API-Key", "sk_unknown_1"), h("X-API-Key", "sk_unknown_2"), 429],
+    ["[api_key]", h("X-API-Key", "sk_unknown_1"), { headers: { "CF-Connecting-IP": "192.0.2.11" } }, 200],
+    ["[asn]", cf({ asn: 64496 }), cf({ asn: 64496 }), 429],
+    ["[asn]", cf({ asn: 64496 }), cf({ asn: 64497 }), 200],
+    ["[country]", cf({ country: "DE" }), cf({ country: "de" }), 429],
+    ["[country]", cf({ country: "DE" }), cf({ country: "FR" }), 200],
+    ["[colo]", cf({ colo: "FRA" }), cf({ colo: "FRA" }), 429],
+    ["[colo]", cf({ colo: "FRA" }), cf({ colo: "AMS" }), 200],
+    ["[ja4]", cf({ botManagement: { ja4: JA4 } }), cf({ botManagement: { ja4: ` ${JA4}` } }), 429],
+    ["[ja4]", cf({ botManagement: { ja4: JA4 } }), cf({ botManagement: { ja4: `${JA4}0` } }), 200],
+    ["[ip, country]", cf({ country: "DE" }), { ...ip("192.0.2.11"), ...cf({ country: "DE" }) }, 200],
     ["[ip, { header: X-T }]", h("X-T", "a"), h("X-T", "b"), 200],
     ["[ip, { header: X-T }]", h("X-T", "a"), { headers: { "X-T": "a", "CF-Connecting-IP": "192.0.2.11" } }, 200],
   ])("%s: %j then %j -> %i", async (key, first, second, status) => {
@@ -213,6 +232,8 @@ describe("the replay engine decides as the gateway (property, generated request 
     cookie: fc.constantFrom(null, "s=x", "s=y", "s=x; s=y", "other=1"),
     query: fc.constantFrom("", "?t=1", "?t=2", "?t=1&t=2", "?t="),
     host: fc.constantFrom("api.example.com", "EU.example.com"),
+    country: fc.constantFrom(null, "DE", "de", "FR"),
+    user: fc.constantFrom(null, "u-1", " u-1", "u-2"),
   });
 
   it("same status for every request: admitted, denied (429) or refused (400)", async () => {
@@ -248,6 +269,12 @@ describe("the replay engine decides as the gateway (property, generated request 
   algorithm: sliding_log
   limit: 2
   window: min
+- id: p${run}-country-user
+  match: { route: "GET /v1/**" }
+  key: [country, user, { ip: { v4: 16, v6: 32 } }]
+  algorithm: gcra
+  rate: 2/s
+  burst: 3
 `);
         const rules = compileRules(resolved);
         const replayer = new Replayer(resolved, { settings: settingsOf(env), accounts: null });
@@ -258,8 +285,11 @@ describe("the replay engine decides as the gateway (property, generated request 
           const headers: Record<string, string> = { "CF-Connecting-IP": s.address };
           if (s.tenant !== null) headers["X-Tenant"] = s.tenant;
           if (s.cookie !== null) headers.Cookie = s.cookie;
+          if (s.user !== null) headers["X-User-Id"] = s.user;
           const url = `https://${s.host}${s.path}${s.query}`;
-          const edge = (await gatewayFetch(rules, new Request(url, { method: s.method, headers }))).status;
+          const cfInit = s.country === null ? {} : { cf: { country: s.country } };
+          const request = new Request(url, { method: s.method, headers, ...cfInit });
+          const edge = (await gatewayFetch(rules, request)).status;
           const query = new URL(url).searchParams.getAll("t");
           const fields = new Map<string, readonly string[]>();
           if (s.tenant !== null) fields.set("header:x-tenant", [s.tenant]);
@@ -276,10 +306,11 @@ describe("the replay engine decides as the gateway (property, generated request 
             path: s.path,
             address: s.address,
             key: null,
-            user: null,
+            user: s.user,
             cost: null,
             answered: null,
             host: s.host,
+            country: s.country,
             fields,
           };
           const v = replayer.request(line).verdict;
