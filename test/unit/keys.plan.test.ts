@@ -72,3 +72,64 @@ describe("a version 2 request trace through simulate", () => {
     expect(out.map((o) => o.status)).toEqual([200, 429, 200, 400]);
   });
 });
+
+describe("plan and compare on a composite key change", () => {
+  const rule = (key: string) => `- id: tenant
+  match: { route: "* /v1/**" }
+  key: ${key}
+  key_client_chosen: accept
+  algorithm: fixed_window
+  limit: 2
+  window: h
+`;
+  function setUp() {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-keys-composite-"));
+    writeFileSync(join(dir, "before.yaml"), rule("[{ ip: { v4: 24 } }, { header: X-Tenant-Id }]"));
+    writeFileSync(join(dir, "after.yaml"), rule("[{ header: X-Tenant-Id }]"));
+    // Two tenants, each from two /24 networks: 8 acme and 6 other requests, alternating networks.
+    const lines = [
+      "# sluice request trace v2",
+      "t_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4,header:x-tenant-id",
+    ];
+    let i = 0;
+    for (const tenant of ["acme", "acme", "acme", "other", "acme", "other", "other"]) {
+      for (const net of ["192.0.2", "198.51.100"]) {
+        lines.push(`${T0 + i},GET,/v1/a,${net}.${i + 1},,,,api.example.com,,,,,${tenant}`);
+        i++;
+      }
+    }
+    writeFileSync(join(dir, "t.csv"), `${lines.join("\n")}\n`);
+    return dir;
+  }
+
+  it("plan: dropping the /24 from [ip/24, tenant] merges budgets; 4 requests flip to denied", async () => {
+    const dir = setUp();
+    const r = await runCli([
+      "plan",
+      "--from",
+      join(dir, "before.yaml"),
+      "--to",
+      join(dir, "after.yaml"),
+      "--trace",
+      join(dir, "t.csv"),
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("  key: ip/24/IPV6_PREFIX, header:x-tenant-id -> header:x-tenant-id\n");
+    // Before: 4 budgets of 2 (acme and other per network): 8 admitted. After: 2 budgets of 2: 4 admitted.
+    expect(r.stdout).toMatch(/tenant +changed +4 +0\n/);
+    expect(r.stdout).toMatch(/requests +4 +0\n/);
+  });
+
+  it("compare: each side's answers and its busiest composite key", async () => {
+    const dir = setUp();
+    const before = await runCli(["compare", "--rules", join(dir, "before.yaml"), "--trace", join(dir, "t.csv")]);
+    const after = await runCli(["compare", "--rules", join(dir, "after.yaml"), "--trace", join(dir, "t.csv")]);
+    expect(before.code).toBe(0);
+    expect(before.stdout).toContain("The gateway's answers: 8 admitted, 6 denied.");
+    expect(before.stdout).toMatch(
+      /tenant +fixed_window 2 per 1 h +8 +6 +0 +2 in 1 h \(key \["192\.0\.2\.0\/24","acme"\]\)/,
+    );
+    expect(after.stdout).toContain("The gateway's answers: 4 admitted, 10 denied.");
+    expect(after.stdout).toMatch(/tenant +fixed_window 2 per 1 h +4 +10 +0 +2 in 1 h \(key acme\)/);
+  });
+});
