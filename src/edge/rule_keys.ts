@@ -83,8 +83,8 @@ function hashOf(secret: string | null, text: string, constant: boolean): Promise
 }
 
 /**
- * The hash a `key:` rule counts a key by, from the admin API's `key=`: nothing for `key: global`; one part's value as
- * the client sends it; several parts' values as a JSON list of strings, in the key's order. Each value is read as the
+ * The hash a `key:` rule counts a key by, from the raw key sent to the admin API (its X-Sluice-Key header): nothing
+ * for `key: global`; one part's value as the client sends it; several parts' values as a JSON list of strings, in the key's order. Each value is read as the
  * gateway reads it (an API key or user hashed, an address masked, text trimmed); an API key is taken as verified.
  */
 export async function adminKeyHash(
@@ -104,7 +104,7 @@ export async function adminKeyHash(
   }
   const values = parts.length === 1 ? [given] : given;
   if (!Array.isArray(values) || values.length !== parts.length || !values.every((v) => typeof v === "string")) {
-    return { error: `key= must be a JSON list of ${parts.length} strings, one per part (${printKey(parts)}).` };
+    return { error: `X-Sluice-Key must be a JSON list of ${parts.length} strings, one per part (${printKey(parts)}).` };
   }
   const out: string[] = [];
   for (const [i, part] of parts.entries()) {
@@ -112,7 +112,7 @@ export async function adminKeyHash(
     if (part.kind === "api_key" || part.kind === "user") out.push(await keyHashOf(settings.keyHashSecret, v));
     else if (part.kind === "ip") {
       const masked = clientAddressKey(v, part.v4, part.v6 ?? settings.ipv6PrefixBits);
-      if (masked === null) return { error: `key= part ${i + 1} (ip) is not an IPv4 or IPv6 address.` };
+      if (masked === null) return { error: `X-Sluice-Key part ${i + 1} (ip) is not an IPv4 or IPv6 address.` };
       out.push(masked);
     } else if (part.kind === "host") out.push(v.toLowerCase().replace(/\.$/, ""));
     else if (part.kind === "method" || part.kind === "country" || part.kind === "colo") out.push(v.toUpperCase());

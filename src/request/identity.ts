@@ -146,7 +146,7 @@ function userHeaderOf(value: string | null, name: string): string | null | { rea
 }
 
 /**
- * A raw identity value as the gateway would key it (the admin API's `key=` parameter): an API key or user id as
+ * A raw identity value as the gateway would key it (the admin API's X-Sluice-Key header): an API key or user id as
  * given if the gateway would accept it, an address normalised (IPv6 grouped by prefix); `null` if the gateway never
  * produces such a key.
  */

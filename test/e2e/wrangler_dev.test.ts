@@ -117,15 +117,16 @@ describe("wrangler dev", () => {
     expect(noToken.status).toBe(401);
     await noToken.arrayBuffer();
 
-    const statePath = `/_sluice/state?rule=login-per-ip&key=${ip}`;
-    const state = (await (await get(statePath, admin)).json()) as Record<string, unknown>;
+    const statePath = "/_sluice/state?rule=login-per-ip";
+    const withKey = { ...admin, "X-Sluice-Key": ip };
+    const state = (await (await get(statePath, withKey)).json()) as Record<string, unknown>;
     expect(state).toMatchObject({ rule: "login-per-ip", scope: "global", remaining: 0 });
     expect(state.retry_after_ms).toBeGreaterThan(0);
-    expect(await (await get(statePath, admin)).json()).toMatchObject({ remaining: 0 });
+    expect(await (await get(statePath, withKey)).json()).toMatchObject({ remaining: 0 });
 
-    const reset = await fetch(`${server!.base}/_sluice/reset?rule=login-per-ip&key=${ip}`, {
+    const reset = await fetch(`${server!.base}/_sluice/reset?rule=login-per-ip`, {
       method: "POST",
-      headers: admin,
+      headers: withKey,
     });
     expect(await reset.json()).toMatchObject({ reset: true, existed: true });
     const login = await fetch(`${server!.base}/v1/login`, { method: "POST", headers: { "CF-Connecting-IP": ip } });

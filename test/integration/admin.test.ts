@@ -24,6 +24,8 @@ import {
 
 const TOKEN = "test-admin-token-0123456789abcdef";
 const admin = { Authorization: `Bearer ${TOKEN}` };
+/** The admin token and a raw key: a raw key travels in a header, never in the URL. */
+const withKey = (key: string) => ({ ...admin, "X-Sluice-Key": key });
 
 afterEach(() => {
   vi.useRealTimers();
@@ -88,7 +90,7 @@ describe("authorization", () => {
       for (const [method, path] of [
         ["GET", "/_sluice/stats"],
         ["GET", "/_sluice/rules"],
-        ["POST", "/_sluice/reset?rule=per-key&key=x"],
+        ["POST", "/_sluice/reset?rule=per-key&key_hash=x"],
       ] as const) {
         expect((await call(method, path, admin, e)).status).toBe(404);
         expect((await call(method, path, {}, e)).status).toBe(404);
@@ -123,7 +125,7 @@ describe("endpoints", () => {
     const key = await knownKey();
     setNow(T0);
     const state = async () =>
-      (await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`)).json<Record<string, unknown>>();
+      (await call("GET", "/_sluice/state?rule=per-key", withKey(key))).json<Record<string, unknown>>();
     expect(await state()).toEqual({
       rule: "per-key",
       scope: "global",
@@ -149,15 +151,15 @@ describe("endpoints", () => {
     const key = await knownKey();
     setNow(T0);
     await gatewayFetch(rules, req("GET", "/x", bearer(key)));
-    const path = `/_sluice/state?rule=in-isolate&key=${encodeURIComponent(key)}`;
-    expect(await (await call("GET", path)).json()).toMatchObject({
+    const path = "/_sluice/state?rule=in-isolate";
+    expect(await (await call("GET", path, withKey(key))).json()).toMatchObject({
       scope: "local",
       remaining: 3,
       reset_after_ms: 60_000,
     });
-    const reset = await call("POST", `/_sluice/reset?rule=in-isolate&key=${encodeURIComponent(key)}`);
+    const reset = await call("POST", "/_sluice/reset?rule=in-isolate", withKey(key));
     expect(await reset.json()).toMatchObject({ reset: true, existed: true });
-    expect(await (await call("GET", path)).json()).toMatchObject({ remaining: 4, reset_after_ms: 0 });
+    expect(await (await call("GET", path, withKey(key))).json()).toMatchObject({ remaining: 4, reset_after_ms: 0 });
   });
 
   it("POST /_sluice/reset forgets a key: its next request starts fresh, in the object and in this isolate's cache", async () => {
@@ -165,7 +167,7 @@ describe("endpoints", () => {
     setNow(T0);
     for (let i = 0; i < 3; i++) await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(429);
-    const r = await call("POST", `/_sluice/reset?rule=per-key&key=${encodeURIComponent(key)}`);
+    const r = await call("POST", "/_sluice/reset?rule=per-key", withKey(key));
     expect(r.status).toBe(200);
     expect(await r.json()).toEqual({
       rule: "per-key",
@@ -178,7 +180,7 @@ describe("endpoints", () => {
     const after = await gatewayFetch(rules, req("GET", "/x", bearer(key)));
     expect(after.status).toBe(200);
     expect(after.headers.get("RateLimit")).toContain(`"per-key";r=2;t=60`);
-    const again = await call("POST", `/_sluice/reset?rule=per-key&key=${encodeURIComponent(await knownKey())}`);
+    const again = await call("POST", "/_sluice/reset?rule=per-key", withKey(await knownKey()));
     expect(await again.json()).toMatchObject({ existed: false });
   });
 
@@ -186,12 +188,12 @@ describe("endpoints", () => {
     setNow(T0);
     const ip = freshIp();
     await gatewayFetch(rules, req("GET", "/x", { "CF-Connecting-IP": ip }));
-    const v4 = await (await call("GET", `/_sluice/state?rule=per-ip&key=${ip}`)).json();
-    const mapped = await (await call("GET", `/_sluice/state?rule=per-ip&key=::ffff:${ip}`)).json();
+    const v4 = await (await call("GET", "/_sluice/state?rule=per-ip", withKey(ip))).json();
+    const mapped = await (await call("GET", "/_sluice/state?rule=per-ip", withKey(`::ffff:${ip}`))).json();
     expect(v4).toMatchObject({ remaining: 1, key: await sha256Hex(ip) });
     expect(mapped).toEqual(v4);
     await gatewayFetch(rules, req("GET", "/x", { "CF-Connecting-IP": "2001:db8:aa:bb::1" }));
-    const other = await (await call("GET", `/_sluice/state?rule=per-ip&key=2001:DB8:AA:BB:ffff:1:2:3`)).json();
+    const other = await (await call("GET", "/_sluice/state?rule=per-ip", withKey("2001:DB8:AA:BB:ffff:1:2:3"))).json();
     expect(other).toMatchObject({ remaining: 1, key: await sha256Hex("2001:db8:aa:bb::/64") });
   });
 
@@ -240,22 +242,45 @@ describe("endpoints", () => {
   });
 
   it.each([
-    ["GET", "/_sluice/reset?rule=per-key&key=k", 405, "POST"],
-    ["POST", "/_sluice/state?rule=per-key&key=k", 405, "GET"],
+    ["GET", "/_sluice/reset?rule=per-key", 405, "POST", "k"],
+    ["POST", "/_sluice/state?rule=per-key", 405, "GET", "k"],
     ["DELETE", "/_sluice/rules", 405, "GET"],
     ["GET", "/_sluice/state?rule=per-key", 400, null],
-    ["GET", "/_sluice/state?key=k", 400, null],
-    ["GET", "/_sluice/state?rule=nope&key=k", 404, null],
-    ["GET", `/_sluice/state?rule=per-key&key=${"k".repeat(600)}`, 400, null],
-    ["GET", "/_sluice/state?rule=per-key&key=", 400, null],
-    ["GET", "/_sluice/state?rule=per-ip&key=not-an-ip", 400, null],
-    ["GET", "/_sluice/state?rule=per-key&key=%E2%9C%93", 400, null],
+    ["GET", "/_sluice/state", 400, null, "k"],
+    ["GET", "/_sluice/state?rule=nope", 404, null, "k"],
+    ["GET", "/_sluice/state?rule=per-key", 400, null, "k".repeat(600)],
+    ["GET", "/_sluice/state?rule=per-key", 400, null, ""],
+    ["GET", "/_sluice/state?rule=per-ip", 400, null, "not-an-ip"],
+    ["GET", "/_sluice/account", 400, null],
     ["GET", "/_sluice/other", 404, null],
-  ])("%s %s: %i", async (method, path, status, allow) => {
-    const r = await call(method, path);
+  ] as [string, string, number, string | null, string?][])("%s %s: %i", async (method, path, status, allow, key) => {
+    const r = await call(method, path, key === undefined ? admin : withKey(key));
     expect(r.status).toBe(status);
     expect(r.headers.get("Allow")).toBe(allow);
     expect(r.headers.get("Content-Type")).toBe("application/problem+json");
+  });
+});
+
+describe("raw keys stay out of URLs (URLs reach request logs), as the token does", () => {
+  it.each([
+    ["GET", "/_sluice/state?rule=per-key&key=sk_in_url"],
+    ["POST", "/_sluice/reset?rule=per-key&key=sk_in_url"],
+    ["GET", "/_sluice/account?key=sk_in_url"],
+  ])("%s %s: 400 naming the X-Sluice-Key header, nothing done", async (method, path) => {
+    const r = await call(method, path);
+    expect(r.status).toBe(400);
+    const detail = (await r.json<{ detail: string }>()).detail;
+    expect(detail).toContain("send the raw key in the X-Sluice-Key header");
+    expect(detail).not.toContain("sk_in_url");
+  });
+
+  it("the header carries the key to /state, /reset and /account", async () => {
+    const key = await knownKey();
+    await seedAccount(key, "growth");
+    const account = await call("GET", "/_sluice/account", withKey(key));
+    expect(await account.json()).toMatchObject({ account: await sha256Hex(key), found: true, plan: "growth" });
+    expect((await call("GET", "/_sluice/state?rule=per-key", withKey(key))).status).toBe(200);
+    expect((await call("POST", "/_sluice/reset?rule=per-key", withKey(key))).status).toBe(200);
   });
 });
 
@@ -365,13 +390,13 @@ describe("state and reset use the identity the gateway counts by", () => {
     await gatewayFetch(rules, req("GET", "/x", { ...bearer(freshKey("sk_made_up")), "CF-Connecting-IP": ip }));
     await gatewayFetch(rules, req("GET", "/x", { ...bearer(freshKey("sk_made_up")), "CF-Connecting-IP": ip }));
     const state = async (key: string) =>
-      (await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`)).json<Record<string, unknown>>();
+      (await call("GET", "/_sluice/state?rule=per-key", withKey(key))).json<Record<string, unknown>>();
     expect(await state(known)).toMatchObject({ remaining: 2, key: await sha256Hex(known) });
     expect(await state(ip)).toMatchObject({ remaining: 1, key: await sha256Hex(`unverified:${ip}`) });
-    const unknown = await call("GET", `/_sluice/state?rule=per-key&key=${freshKey("sk_made_up")}`);
+    const unknown = await call("GET", "/_sluice/state?rule=per-key", withKey(freshKey("sk_made_up")));
     expect(unknown.status).toBe(400);
     expect(((await unknown.json()) as { detail: string }).detail).toContain("counted by their address");
-    const reset = await call("POST", `/_sluice/reset?rule=per-key&key=${ip}`);
+    const reset = await call("POST", "/_sluice/reset?rule=per-key", withKey(ip));
     expect(await reset.json()).toMatchObject({ reset: true, existed: true });
     expect(await state(ip)).toMatchObject({ remaining: 3 });
   });
@@ -392,7 +417,7 @@ describe("KEY_HASH_SECRET", () => {
     const hmac = await hmacSha256Hex(secret, key);
     expect(hmac).not.toBe(await sha256Hex(key));
     expect(body.decisions[0]?.key).toBe(hmac);
-    const state = await call("GET", `/_sluice/state?rule=per-key&key=${encodeURIComponent(key)}`, admin, keyed);
+    const state = await call("GET", "/_sluice/state?rule=per-key", withKey(key), keyed);
     expect(await state.json()).toMatchObject({ key: hmac, remaining: 2 });
   });
 });

@@ -81,10 +81,17 @@ describe("the page", () => {
 
   it("sends the token only as a Bearer header from fetch, keeps it in sessionStorage, never in a URL", async () => {
     const html = await (await call("GET", "/_sluice/", {})).text();
-    expect(html).toContain(`headers: { Authorization: "Bearer " + token }`);
+    expect(html).toContain(`headers: { ...headers, Authorization: "Bearer " + token }`);
     expect(html).toContain("sessionStorage.setItem(TOKEN_KEY, token)");
     expect(html).not.toContain("localStorage");
     expect(html).not.toMatch(/[?&]token=/);
+  });
+
+  it("sends a raw key typed into the lookup form in the X-Sluice-Key header, never in a URL (only a hash may be)", async () => {
+    const html = await (await call("GET", "/_sluice/", {})).text();
+    expect(html).toContain(`{ "X-Sluice-Key": key.key }`);
+    expect(html).not.toMatch(/[?&]key=/);
+    expect(html).toContain(`"&key_hash=" + encodeURIComponent(key.key_hash)`);
   });
 
   it("answers only GET, and is 404 like the rest of the surface when ADMIN_TOKEN is unset", async () => {

@@ -185,15 +185,16 @@ describe("acting on a denial row and a key's account", () => {
         version: 9_000_000_000_000,
       }),
     );
-    const r = await call("GET", `/_sluice/account?key=${key}`);
+    const r = await call("GET", "/_sluice/account", { ...admin, "X-Sluice-Key": key });
     expect(r.status).toBe(200);
     const body = await r.json<{ found: boolean; plan: string; overrides: Record<string, unknown>[] }>();
     expect(body).toMatchObject({ account: await sha256Hex(key), found: true, plan: "growth" });
     expect(body.overrides).toHaveLength(1);
     expect(body.overrides[0]).toMatchObject({ id: "growth-global", algorithm: "token_bucket", burst: 500 });
-    const none = await (await call("GET", "/_sluice/account?key=sk_nobody")).json<Record<string, unknown>>();
+    const nobody = { ...admin, "X-Sluice-Key": "sk_nobody" };
+    const none = await (await call("GET", "/_sluice/account", nobody)).json<Record<string, unknown>>();
     expect(none).toEqual({ account: await sha256Hex("sk_nobody"), found: false, plan: "free", overrides: [] });
     expect((await call("GET", "/_sluice/account")).status).toBe(400);
-    expect((await call("GET", "/_sluice/account?key=x", {})).status).toBe(401);
+    expect((await call("GET", "/_sluice/account", { "X-Sluice-Key": "x" })).status).toBe(401);
   });
 });

@@ -103,8 +103,8 @@ describe("failed logins per address, with a ban", () => {
     for (let i = 0; i < 3; i++) await send(rules, iso, ip, "403");
     expect((await send(rules, iso, ip, "200")).status).toBe(429);
     const state = await handleRequest(
-      new Request(`https://sluice.test/_sluice/state?rule=failed-logins&key=${ip}`, {
-        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+      new Request("https://sluice.test/_sluice/state?rule=failed-logins", {
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "X-Sluice-Key": ip },
       }),
       upstreamEnv,
       createExecutionContext(),
@@ -113,9 +113,9 @@ describe("failed logins per address, with a ban", () => {
     );
     expect(await state.json()).toMatchObject({ remaining: 0, ban_ends_in_ms: 3_600_000 });
     const reset = await handleRequest(
-      new Request(`https://sluice.test/_sluice/reset?rule=failed-logins&key=${ip}`, {
+      new Request("https://sluice.test/_sluice/reset?rule=failed-logins", {
         method: "POST",
-        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "X-Sluice-Key": ip },
       }),
       upstreamEnv,
       createExecutionContext(),

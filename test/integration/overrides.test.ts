@@ -179,8 +179,8 @@ describe("per-account overrides", () => {
     expect(await statuses(rules, key, 2)).toEqual([200, 200]);
     const state = async (k: string) => {
       const ctx = createExecutionContext();
-      const path = `/_sluice/state?rule=growth-global&key=${encodeURIComponent(k)}`;
-      const headers = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
+      const path = "/_sluice/state?rule=growth-global";
+      const headers = { Authorization: "Bearer test-admin-token-0123456789abcdef", "X-Sluice-Key": k };
       const r = await handleRequest(req("GET", path, headers), env, ctx, rules, isolate);
       await waitOnExecutionContext(ctx);
       return r.json<Record<string, unknown>>();

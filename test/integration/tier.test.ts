@@ -175,7 +175,7 @@ describe("the delegate tier", () => {
     const admin = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
     const reset = await gatewayFetch(
       rules,
-      req("POST", `/_sluice/reset?rule=hotwin&key=${encodeURIComponent(key)}`, admin),
+      req("POST", "/_sluice/reset?rule=hotwin", { ...admin, "X-Sluice-Key": key }),
     );
     expect(reset.status).toBe(200);
     expect(await reset.json()).toMatchObject({ reset: true, existed: true });

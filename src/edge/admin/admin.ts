@@ -1,14 +1,15 @@
 /**
  * The admin API under /_sluice/, for operators; every call needs `Authorization: Bearer <ADMIN_TOKEN>` but the page:
  *   GET  /_sluice/rules                   the resolved rules, as deployed, each with its limits in one line
- *   GET  /_sluice/state?rule=ID&key=KEY   that key's remaining, reset and retry (not charged), and the lease held here
- *   POST /_sluice/reset?rule=ID&key=KEY   forget that key's state (both also take key_hash=HEX, as a denial row shows)
- *   GET  /_sluice/account?key=KEY         an API key's account record as the Worker reads it: plan, overrides
+ *   GET  /_sluice/state?rule=ID           that key's remaining, reset and retry (not charged), and the lease held here
+ *   POST /_sluice/reset?rule=ID           forget that key's state (both take key_hash=HEX, as a denial row shows)
+ *   GET  /_sluice/account                 an API key's account record as the Worker reads it: plan, overrides
+ * A raw key travels in the `X-Sluice-Key` header, never in the URL (URLs reach request logs), as the token does.
  *   GET  /_sluice/stats | /denials        this isolate's counters | its most recent denials (hashed keys)
  *   GET  /_sluice/fleet?period=1h         the whole fleet's decisions from Analytics Engine (fleet.ts)
  *   GET  /_sluice/                        the dashboard page, which carries no data and asks for the token
  * The token is compared in constant time; wrong tokens are limited per client address (admin_guard.ts); without a
- * (long enough) token the whole surface answers 404. `KEY` is hashed as the gateway hashes it, and nothing lists raw
+ * (long enough) token the whole surface answers 404. A raw key is hashed as the gateway hashes it; nothing lists raw
  * keys. `scope: local` rules answer for the isolate that served the call. docs/production.md, "Admin API", has more.
  */
 
@@ -21,15 +22,15 @@ import type { PeekResult } from "../../protocol/store.ts";
 import { describeRule } from "../../replay/run.ts";
 import { ADMIN_PREFIX, adminReading, isAdminPath } from "../../request/admin_path.ts";
 import { problemResponse } from "../../request/headers.ts";
-import { clientAddressOf, clientIpKey, identityKey } from "../../request/identity.ts";
+import { clientIpKey, identityKey } from "../../request/identity.ts";
 import type { CompiledRule } from "../../request/match.ts";
 import { printKey } from "../../rules/key.ts";
 import type { Identity, ResolvedRule } from "../../rules/types.ts";
 import { unverifiedKeyText } from "../caller.ts";
-import { constantTimeEqual, keyHashOf, sha256Hex } from "../hash.ts";
+import { keyHashOf, sha256Hex } from "../hash.ts";
 import { adminKeyHash } from "../rule_keys.ts";
 import type { Env, Settings } from "../settings.ts";
-import { adminGuard } from "./admin_guard.ts";
+import { checkToken } from "./admin_guard.ts";
 import { dashboardPage } from "./dashboard.ts";
 import { FleetError, fleetPeriodOf, fleetView } from "./fleet.ts";
 import { FLEET_PERIODS } from "./fleet_sql.ts";
@@ -49,6 +50,21 @@ function problem(status: number, title: string, detail?: string, headers: [strin
 }
 
 const notFound = () => problem(404, "Not Found");
+
+/** The header that carries a raw key (an API key, address or user id) to `/state`, `/reset` and `/account`. */
+export const ADMIN_KEY_HEADER = "X-Sluice-Key";
+
+/** The raw key of an admin call (`null` when none was sent), or the 400 for one sent in the URL. */
+function rawKeyOf(request: Request, url: URL): string | null | Response {
+  if (url.searchParams.has("key")) {
+    return problem(
+      400,
+      "Bad Request",
+      `key= in a URL reaches request logs: send the raw key in the ${ADMIN_KEY_HEADER} header (or its hash as key_hash=).`,
+    );
+  }
+  return request.headers.get(ADMIN_KEY_HEADER);
+}
 
 /**
  * The admin router: the answer to an admin path, or to another spelling of one (never forwarded: an upstream may read
@@ -91,6 +107,8 @@ async function handleAdmin(
   if (route === "" || route === "/") return allow("GET") ?? (await dashboardPage());
   const refused = await checkToken(request, url, env, settings);
   if (refused !== null) return refused;
+  const rawKey = rawKeyOf(request, url);
+  if (rawKey instanceof Response) return rawKey;
 
   switch (route) {
     case "/rules":
@@ -102,10 +120,13 @@ async function handleAdmin(
     case "/fleet":
       return allow("GET") ?? (await fleetRoute(url, settings, isolate));
     case "/account":
-      return allow("GET") ?? (await accountRoute(url, env, settings, rules, isolate));
+      return allow("GET") ?? (await accountRoute(rawKey, env, settings, rules, isolate));
     case "/state":
     case "/reset":
-      return allow(route === "/state" ? "GET" : "POST") ?? (await keyRoute(route, url, env, settings, rules, isolate));
+      return (
+        allow(route === "/state" ? "GET" : "POST") ??
+        (await keyRoute(route, url, rawKey, env, settings, rules, isolate))
+      );
     default:
       return notFound();
   }
@@ -141,23 +162,27 @@ function denialsOf(isolate: Isolate) {
   };
 }
 
-/** `/state` and `/reset` of `rule=` and `key=`: the key hashed as the gateway counts it, then asked or forgotten. */
+/** `/state` and `/reset` of `rule=` and a raw key: the key hashed as the gateway counts it, then asked or forgotten. */
 async function keyRoute(
   route: "/state" | "/reset",
   url: URL,
+  rawKey: string | null,
   env: Env,
   settings: Settings,
   rules: readonly CompiledRule[],
   isolate: Isolate,
 ): Promise<Response> {
   const ruleId = url.searchParams.get("rule");
-  const rawKey = url.searchParams.get("key");
   const givenHash = url.searchParams.get("key_hash");
   const compiled = rules.find((c) => c.rule.id === ruleId);
-  // A `key: global` rule has one key: it needs no key=.
+  // A `key: global` rule has one key: it needs none.
   const global = compiled?.rule.key?.length === 0 && givenHash === null;
   if (ruleId === null || ((rawKey === null) === (givenHash === null) && !global)) {
-    return problem(400, "Bad Request", "rule= and one of key= (the raw key) or key_hash= (its hash) are required.");
+    return problem(
+      400,
+      "Bad Request",
+      `rule= and one of the ${ADMIN_KEY_HEADER} header (the raw key) or key_hash= (its hash) are required.`,
+    );
   }
   if (compiled === undefined) return problem(404, "Not Found", `No rule ${JSON.stringify(ruleId.slice(0, 100))}.`);
   const { rule } = compiled;
@@ -227,16 +252,17 @@ async function fleetRoute(url: URL, settings: Settings, isolate: Isolate): Promi
   }
 }
 
-/** `/account?key=`: the key's account record as the Worker reads it (plan, valid overrides with their limits). */
+/** `/account` of a raw API key: its account record as the Worker reads it (plan, valid overrides with their limits). */
 async function accountRoute(
-  url: URL,
+  key: string | null,
   env: Env,
   settings: Settings,
   rules: readonly CompiledRule[],
   isolate: Isolate,
 ): Promise<Response> {
-  const key = url.searchParams.get("key");
-  if (key === null || key === "") return problem(400, "Bad Request", "key= (the raw API key) is required.");
+  if (key === null || key === "") {
+    return problem(400, "Bad Request", `The ${ADMIN_KEY_HEADER} header (the raw API key) is required.`);
+  }
   const hash = await sha256Hex(key);
   const ttlMs = settings.planCacheTtlMs;
   const account = await isolate.accounts.accountFor(env.ACCOUNTS, hash, rules, ttlMs, isolate.clock(), isolate.sleep);
@@ -293,42 +319,6 @@ async function stateOrReset(
 }
 
 /**
- * `null` when the request carries the admin token; else its answer: 401 without a token (nothing counted), 429 for an
- * address out of attempts, 503 when the guard cannot count (nothing compared), 401 for a wrong token (counted).
- */
-async function checkToken(request: Request, url: URL, env: Env, settings: Settings): Promise<Response | null> {
-  const unauthorized = () =>
-    problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
-      ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
-    ]);
-  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
-  if (presented === undefined) return unauthorized();
-  const address = clientAddressOf(request.headers, settings.ipv6PrefixBits);
-  if (address !== null && typeof address === "object") return problem(400, "Bad Request", address.error);
-  const guard = await adminGuard(address ?? "", env, settings);
-  const attempt = await guard.charge();
-  if (attempt.kind === "unavailable") {
-    return problem(
-      503,
-      "Service Unavailable",
-      "The admin token guard cannot count attempts now; nothing was compared.",
-      [["Retry-After", "1"]],
-    );
-  }
-  if (attempt.kind === "locked") {
-    return problem(429, "Too Many Requests", "Too many wrong admin tokens from this address.", [
-      ["Retry-After", String(attempt.retryAfterS)],
-    ]);
-  }
-  if (await constantTimeEqual(presented, settings.adminToken!)) {
-    await guard.giveBack(attempt.atMs);
-    return null;
-  }
-  logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
-  return unauthorized();
-}
-
-/**
  * The key hash the gateway counts `raw` by under a rule of `identity`. For `api_key` rules that is the key's own hash
  * only for a key with an account record; callers without one are counted by their address, so `raw` may be an
  * address (the bucket its unverified callers share).
@@ -356,12 +346,11 @@ async function countedKeyHash(
     const address = clientIpKey(raw, settings.ipv6PrefixBits);
     if (address !== null) return keyHashOf(settings.keyHashSecret, unverifiedKeyText(address));
     return {
-      error:
-        "key= is not an API key with an account record, nor a client address: callers without a known key are " +
-        "counted by their address, so pass that.",
+      error: `${ADMIN_KEY_HEADER} is not an API key with an account record, nor a client address: callers without a known key are " +
+        "counted by their address, so pass that.`,
     };
   }
-  if (key === null) return { error: `key= is not a ${identity} the gateway would count by.` };
+  if (key === null) return { error: `${ADMIN_KEY_HEADER} is not a ${identity} the gateway would count by.` };
   return keyHashOf(settings.keyHashSecret, key);
 }
 

@@ -16,9 +16,11 @@ import { logEvent } from "../../isolate/metrics.ts";
 import { limiterStub } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { CallResult, LimiterRule } from "../../protocol/store.ts";
+import { problemResponse } from "../../request/headers.ts";
+import { clientAddressOf } from "../../request/identity.ts";
 import { rateOf } from "../../rules/duration.ts";
 import type { AlgorithmParams } from "../../rules/types.ts";
-import { keyHashOf } from "../hash.ts";
+import { constantTimeEqual, keyHashOf } from "../hash.ts";
 import type { Env, Settings } from "../settings.ts";
 
 /** Wrong admin tokens compared per client address per minute. */
@@ -92,4 +94,44 @@ function basicCarries(value: string, token: string): boolean {
   // A length of 4n+1 is no base64 (atob would throw): it cannot carry the token in that form.
   if (m === null || m[1]!.length % 4 === 1) return false;
   return atob(m[1]!).includes(token);
+}
+
+function problem(status: number, title: string, detail: string, headers: [string, string][] = []): Response {
+  return problemResponse(status, { type: "about:blank", title, status, detail }, headers);
+}
+
+/**
+ * `null` when the request carries the admin token; else its answer: 401 without a token (nothing counted), 429 for an
+ * address out of attempts, 503 when the guard cannot count (nothing compared), 401 for a wrong token (counted).
+ */
+export async function checkToken(request: Request, url: URL, env: Env, settings: Settings): Promise<Response | null> {
+  const unauthorized = () =>
+    problem(401, "Unauthorized", "Authorization: Bearer <ADMIN_TOKEN> is required.", [
+      ["WWW-Authenticate", 'Bearer realm="sluice-admin"'],
+    ]);
+  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.get("authorization")?.trim() ?? "")?.[1];
+  if (presented === undefined) return unauthorized();
+  const address = clientAddressOf(request.headers, settings.ipv6PrefixBits);
+  if (address !== null && typeof address === "object") return problem(400, "Bad Request", address.error);
+  const guard = await adminGuard(address ?? "", env, settings);
+  const attempt = await guard.charge();
+  if (attempt.kind === "unavailable") {
+    return problem(
+      503,
+      "Service Unavailable",
+      "The admin token guard cannot count attempts now; nothing was compared.",
+      [["Retry-After", "1"]],
+    );
+  }
+  if (attempt.kind === "locked") {
+    return problem(429, "Too Many Requests", "Too many wrong admin tokens from this address.", [
+      ["Retry-After", String(attempt.retryAfterS)],
+    ]);
+  }
+  if (await constantTimeEqual(presented, settings.adminToken!)) {
+    await guard.giveBack(attempt.atMs);
+    return null;
+  }
+  logEvent("warn", { event: "admin_unauthorized", path: url.pathname.slice(0, 64) });
+  return unauthorized();
 }

@@ -63,12 +63,12 @@ export const SCRIPT = `
   const limitsOf = (r) => (r.limits || r.algorithm).replace(/\\d{4,}/g, (n) => fmt(n));
 
   // One admin API call. Never throws for an HTTP status: the caller decides what 401 and 429 mean.
-  async function call(method, path, token) {
+  async function call(method, path, token, headers) {
     let response;
     try {
       response = await fetch(BASE + path, {
         method,
-        headers: { Authorization: "Bearer " + token },
+        headers: { ...headers, Authorization: "Bearer " + token },
         cache: "no-store",
         credentials: "omit",
         signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
@@ -89,10 +89,10 @@ export const SCRIPT = `
   }
 
   // A call made while logged in: a refused token logs out, a lockout is shown as one; else the body, or an Error.
-  async function api(method, path) {
+  async function api(method, path, headers) {
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token === null) throw new Error("not logged in");
-    const r = await call(method, path, token);
+    const r = await call(method, path, token, headers);
     if (r.status === 401) {
       logout("The token was refused (has ADMIN_TOKEN changed?). Log in again.");
       throw new Error("logged out");

@@ -117,9 +117,13 @@ export const VIEWS = `
     }
   }
 
-  function queryOf(rule, key) {
-    const name = key.key_hash !== undefined ? "key_hash" : "key";
-    return "?rule=" + encodeURIComponent(rule) + "&" + name + "=" + encodeURIComponent(key.key_hash ?? key.key);
+  // A raw key travels in a header, never in the URL (URLs reach request logs); a hash may.
+  function keyCall(method, route, rule, key) {
+    const query = rule === null ? "" : "?rule=" + encodeURIComponent(rule);
+    if (key.key_hash !== undefined) return api(method, route + query + "&key_hash=" + encodeURIComponent(key.key_hash));
+    // Header values are ISO-8859-1: say so rather than let fetch fail as if the Worker had not answered.
+    if (/[^\\x20-\\x7e]/.test(key.key)) throw new Error("A key is sent in a header: printable ASCII only.");
+    return api(method, route + query, { "X-Sluice-Key": key.key });
   }
 
   function showKey(result, account) {
@@ -160,10 +164,10 @@ export const VIEWS = `
   async function lookUp(rule, key) {
     $("key-error").textContent = "";
     try {
-      const state = await api("GET", "/state" + queryOf(rule, key));
+      const state = await keyCall("GET", "/state", rule, key);
       const r = rules.find((x) => x.id === rule);
       const account = key.key !== undefined && r && r.match.identity === "api_key"
-        ? await api("GET", "/account?key=" + encodeURIComponent(key.key))
+        ? await keyCall("GET", "/account", null, key)
         : null;
       showKey(state, account);
     } catch (error) {
@@ -186,7 +190,7 @@ export const VIEWS = `
     if (action === null) return;
     $("key-error").textContent = "";
     try {
-      showKey(await api("POST", "/reset" + queryOf(action.rule, action.key)), null);
+      showKey(await keyCall("POST", "/reset", action.rule, action.key), null);
       refresh();
     } catch (error) {
       if (error.message !== "logged out") $("key-error").textContent = error.message;
