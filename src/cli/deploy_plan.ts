@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { readNginxConfig } from "../migrate/nginx_conf.ts";
 import { nginxLimitStatuses } from "../migrate/nginx_import.ts";
-import { formatReport, rulesYaml } from "../migrate/report.ts";
+import { type ImportResult, rulesYaml } from "../migrate/report.ts";
 import { pairRules, type RulePair } from "../replay/deploy_plan.ts";
 import type { ReplayOptions } from "../replay/engine.ts";
 import { type ObservedDenial, type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
@@ -241,7 +241,7 @@ function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly stri
   if ("usage" in imported) return { usage: imported.usage };
   const name = `${kind}:${file}`;
   if ("error" in imported) return { rules: [], errors: [imported.error], name };
-  io.stderr.write(formatReport(imported.result));
+  io.stderr.write(importSummary(kind, file, imported.result));
   const parsed = parseRules(rulesYaml(imported.result, `Imported from ${name}.`), name);
   const format = kind === "nginx" ? nginxLogFormat(file, undefined) : null;
   return {
@@ -250,6 +250,19 @@ function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly stri
     ...(format !== null && "format" in format ? { nginxFormat: format.format } : {}),
     observed: observedDenial(kind === "nginx" ? nginxLimitStatuses(readNginxConfig(file)) : new Set([429])),
   };
+}
+
+/**
+ * The import in one line: its full report (every approximation, with its line) is `sluice import`'s to print, once,
+ * not every command's that reads the same file again.
+ */
+export function importSummary(kind: "nginx" | "envoy", file: string, result: ImportResult): string {
+  const count = (k: string) => result.report.filter((r) => r.kind === k).length;
+  const rules = `${result.rules.length} rule${result.rules.length === 1 ? "" : "s"}`;
+  return (
+    `${kind}:${file}: imported as ${rules}; ${count("approximate")} approximate, ${count("left out")} left out ` +
+    `(\`sluice import ${kind} ${file}\` says what and why)\n`
+  );
 }
 
 /**

@@ -107,8 +107,9 @@ async function open(server: WranglerDev, ip: string) {
   const problems: string[] = [];
   page.on("request", (r) => requested.push(r.url()));
   page.on("console", (m) => {
-    // Chromium reports every refused token (401) and lockout (429) answer as a failed resource load: expected here.
-    const expected = /Failed to load resource: the server responded with a status of (401|429)/.test(m.text());
+    // Chromium reports every refused token (401), lockout (429) and failed fleet query (502) answer as a failed
+    // resource load: expected here.
+    const expected = /Failed to load resource: the server responded with a status of (401|429|502)/.test(m.text());
     if (m.type() === "error" && !expected) problems.push(m.text());
   });
   page.on("pageerror", (e) => problems.push(String(e)));
@@ -265,19 +266,44 @@ describe("dashboard in Chromium, with the fleet view (recorded Analytics Engine 
     await expect.poll(() => page.locator("#view").textContent()).toBe("fleet view + this isolate");
     expect(await page.locator("#view").isVisible()).toBe(true);
     await page.locator("#fleet-chart polyline").first().waitFor();
-    expect(await page.locator("#fleet-chart polyline").count()).toBe(4);
+    expect(await page.locator("#fleet-chart polyline").count()).toBe(5);
+    // The chart says what a point is and how wide a bucket is, with more than two labels on each axis.
+    expect(await page.locator("#fleet-chart-unit").textContent()).toBe(
+      "Each point: the denials per 1-minute bucket, summed over every isolate and key (sampling-weighted).",
+    );
+    expect(await page.locator('#fleet-chart text[data-axis="y-title"]').textContent()).toBe(
+      "denials per 1-minute bucket",
+    );
+    expect(await page.locator('#fleet-chart text[data-axis="y"]').count()).toBeGreaterThan(2);
+    expect(await page.locator('#fleet-chart text[data-axis="x"]').count()).toBe(7);
+    expect(await page.locator('#fleet-chart text[data-axis="x"]').first().textContent()).toMatch(/^\d\d:\d\d$/);
     const points = await page.locator('#fleet-chart polyline[data-rule="free-global"]').getAttribute("points");
     expect(points!.split(" ")).toHaveLength(60);
     expect(await page.locator("#fleet-legend").textContent()).toContain("free-global");
     expect(await page.locator("#fleet-keys-body tr").count()).toBe(5);
     expect(await page.locator("#fleet-keys-body tr").first().locator("td").nth(3).textContent()).toBe("1,840");
+    expect(await page.locator("#fleet-legend").textContent()).toContain("free-global (2,600 in the period)");
+    // Fleet-wide decisions in one table; the limits they were made under (each key's own) apart, saying whose.
     const free = page.locator("#fleet-rules-body tr", { hasText: "free-global" }).locator("td");
-    expect(await free.nth(1).textContent()).toBe("token_bucket 10/s, burst 20");
-    expect(await free.nth(2).textContent()).toBe("1,284,000");
-    expect(await free.nth(3).textContent()).toBe("357");
-    expect(await free.nth(5).textContent()).toBe("0.2%");
+    expect(await free.nth(1).textContent()).toBe("1,284,000");
+    expect(await free.nth(2).textContent()).toBe("357");
+    expect(await free.nth(3).textContent()).toBe("2,600");
+    expect(await free.nth(4).textContent()).toBe("0.2%");
+    const growth = page.locator("#fleet-rules-body tr", { hasText: "growth-global" }).locator("td");
+    expect(await growth.nth(6).textContent()).toBe("0.00041%");
+    const limit = page.locator("#fleet-limits-body tr", { hasText: "free-global" }).locator("td");
+    expect(await limit.nth(1).textContent()).toBe("token_bucket 10/s, burst 20");
+    expect(await limit.nth(2).textContent()).toBe("each key on its own");
     expect(await page.locator("#fleet-source").textContent()).toMatch(/queried at \d\d:\d\d:\d\d UTC/);
     if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard.png"), fullPage: true });
+    // A failing fleet query (the recordings answer only 1h) takes the chart down; the period stays to choose from.
+    await page.selectOption("#fleet-period", "6h");
+    await page.locator("#fleet-error").filter({ hasText: "Fleet view failed: " }).waitFor();
+    expect(await page.locator("#fleet-data").isVisible()).toBe(false);
+    expect(await page.locator("#fleet-source").textContent()).toBe("");
+    await page.selectOption("#fleet-period", "1h");
+    await page.locator("#fleet-data").waitFor();
+    expect(await page.locator("#fleet-error").textContent()).toBe("");
     expect(problems).toEqual([]);
     expectNoTokenInUrls(requested, fleet!);
     await context.close();

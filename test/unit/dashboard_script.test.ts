@@ -29,7 +29,7 @@ describe("the page's percentages", () => {
 
   it("takes the stale fleet chart down when the fleet view fails", () => {
     expect(SCRIPT).toMatch(
-      /\$\("fleet-on"\)\.hidden = true;\s*\$\("fleet-error"\)\.textContent = "Fleet view failed: "/,
+      /\$\("fleet-data"\)\.hidden = true;\s*\$\("fleet-source"\)\.textContent = "";\s*\$\("fleet-error"\)\.textContent = "Fleet view failed: "/,
     );
   });
 });

@@ -22,7 +22,7 @@ http {
 const line = (address: string, ms: number, path: string, status: number) =>
   `${address} [1796119200.${String(ms).padStart(3, "0")}] "GET ${path} HTTP/1.1" ${status}`;
 
-async function plan(log: string[]): Promise<{ code: number; stdout: string }> {
+async function plan(log: string[]): Promise<{ code: number; stdout: string; stderr: string; conf: string }> {
   const dir = mkdtempSync(join(tmpdir(), "sluice-plan-nginx-"));
   writeFileSync(join(dir, "nginx.conf"), CONF);
   writeFileSync(join(dir, "access.log"), `${log.join("\n")}\n`);
@@ -37,7 +37,7 @@ async function plan(log: string[]): Promise<{ code: number; stdout: string }> {
     "--trace",
     join(dir, "access.log"),
   ]);
-  return { code: r.code, stdout: r.stdout };
+  return { code: r.code, stdout: r.stdout, stderr: r.stderr, conf: join(dir, "nginx.conf") };
 }
 
 const rows = (stdout: string) =>
@@ -56,6 +56,13 @@ describe("sluice plan --from nginx: over NGINX's access log", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("Before: what the proxy answered");
     expect(r.stdout).toContain("no request is answered differently: 0 flips");
+  });
+
+  it("says the import in one line: its report is `sluice import`'s to print, not every command's again", async () => {
+    const r = await plan([line("192.0.2.1", 0, "/api/x", 200)]);
+    expect(r.stderr).toBe(
+      `nginx:${r.conf}: imported as 1 rule; 1 approximate, 0 left out (\`sluice import nginx ${r.conf}\` says what and why)\n`,
+    );
   });
 
   it("where the log says otherwise, each flip is counted and the denying rule named", async () => {

@@ -86,8 +86,10 @@ export const BODY = `
         </select>
         <span class="note" id="fleet-source"></span>
       </form>
-      <h3>Denials per rule</h3>
-      <svg class="chart" id="fleet-chart" viewBox="0 0 960 220" role="img" aria-label="denials per rule over time"></svg>
+      <div id="fleet-data">
+      <h3>Denials per rule over time</h3>
+      <p class="note" id="fleet-chart-unit"></p>
+      <svg class="chart" id="fleet-chart" viewBox="0 0 960 240" role="img" aria-label="denials per rule over time"></svg>
       <div class="legend" id="fleet-legend"></div>
       <p class="note" id="fleet-chart-empty">No denials in this period.</p>
       <h3>Most denied keys</h3>
@@ -97,13 +99,23 @@ export const BODY = `
         <tbody id="fleet-keys-body"></tbody>
       </table>
       <p class="note" id="fleet-keys-empty" hidden>No key was denied in this period.</p>
-      <h3>Each rule's traffic beside its limit</h3>
+      <h3>Each rule's decisions, fleet-wide</h3>
+      <p class="note">Over every isolate and every key: one decision per rule a request asks, so a request asked by
+      three rules counts three times here. Sampling-weighted, over the whole period.</p>
       <table>
-        <thead><tr><th>rule</th><th>limit</th><th class="num">decisions</th><th class="num">per second</th>
+        <thead><tr><th>rule</th><th class="num">decisions, all keys</th><th class="num">per second, all keys</th>
         <th class="num">denied</th><th class="num">denied %</th><th class="num">shadow-denied %</th><th class="num">fail-open %</th>
         <th class="num">fail-closed</th></tr></thead>
         <tbody id="fleet-rules-body"></tbody>
       </table>
+      <h3>The limits these decisions were made under</h3>
+      <p class="note">Not comparable to the fleet-wide rates above: most limits are a budget of each key on its own,
+      so the fleet admits many times a limit when many keys call. The last column says whose budget each limit is.</p>
+      <table>
+        <thead><tr><th>rule</th><th>limit</th><th>a budget of</th></tr></thead>
+        <tbody id="fleet-limits-body"></tbody>
+      </table>
+      </div>
     </div>
     <p class="error" id="fleet-error" role="alert"></p>
   </section>

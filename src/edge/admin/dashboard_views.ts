@@ -212,13 +212,27 @@ export const VIEWS = `
 
   const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#475569", "#ea580c"];
 
-  // Denials per rule over the period, one line per rule, zero where a bucket has no row.
+  // The y axis's ticks: 0 and round steps (1, 2 or 5 times a power of ten) up to the first at or above max.
+  function niceTicks(max) {
+    const raw = Math.max(1, max) / 4;
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+    const ticks = [0];
+    while (ticks[ticks.length - 1] < max) ticks.push(ticks[ticks.length - 1] + Math.max(1, step));
+    return ticks.length > 1 ? ticks : [0, 1];
+  }
+
+  // A bucket's width in words: "1-minute", "15-minute", "1-hour".
+  const bucketName = (s) => (s % 3600 === 0 ? s / 3600 + "-hour" : s / 60 + "-minute");
+
+  // Denials per rule over the period, one line per rule, zero where a bucket has no row; each point counts the
+  // denials (rule decisions, fleet-wide, sampling-weighted) in one bucket of f.bucket_s seconds.
   function drawChart(f) {
     const svg = $("fleet-chart");
     svg.replaceChildren();
     const legend = $("fleet-legend");
     legend.replaceChildren();
-    const W = 960, H = 220, L = 56, R = 12, T = 10, B = 28;
+    const W = 960, H = 240, L = 64, R = 16, T = 12, B = 44;
     const bucketMs = f.bucket_s * 1000;
     const endMs = Math.floor(f.as_of_ms / bucketMs) * bucketMs;
     const spanMs = { "1h": 3600000, "6h": 21600000, "24h": 86400000, "7d": 604800000 }[f.period] || 3600000;
@@ -228,15 +242,27 @@ export const VIEWS = `
       if (!series.has(p.rule)) series.set(p.rule, new Map());
       series.get(p.rule).set(p.t_ms, p.denials);
     }
-    const max = Math.max(1, ...f.denials_over_time.map((p) => p.denials));
+    const ticks = niceTicks(Math.max(0, ...f.denials_over_time.map((p) => p.denials)));
+    const max = ticks[ticks.length - 1];
     const x = (t) => L + ((t - startMs) / Math.max(1, endMs - startMs)) * (W - L - R);
     const y = (v) => T + (1 - v / max) * (H - T - B);
-    svg.append(line("line", { x1: L, y1: y(0), x2: W - R, y2: y(0), stroke: "#9ca3af" }));
+    for (const v of ticks) {
+      svg.append(line("line", { x1: L, y1: y(v), x2: W - R, y2: y(v), stroke: v === 0 ? "#9ca3af" : "#e5e7eb" }));
+      svg.append(line("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", "data-axis": "y" }, fmt(v)));
+    }
     svg.append(line("line", { x1: L, y1: T, x2: L, y2: y(0), stroke: "#9ca3af" }));
-    svg.append(line("text", { x: L - 6, y: T + 9, "text-anchor": "end" }, fmt(max)));
-    svg.append(line("text", { x: L - 6, y: y(0), "text-anchor": "end" }, "0"));
-    svg.append(line("text", { x: L, y: H - 8 }, utc(startMs)));
-    svg.append(line("text", { x: W - R, y: H - 8, "text-anchor": "end" }, utc(endMs)));
+    const unit = "denials per " + bucketName(f.bucket_s) + " bucket";
+    svg.append(line("text", { x: 12, y: T + (H - T - B) / 2, transform: "rotate(-90 12 " + (T + (H - T - B) / 2) + ")", "text-anchor": "middle", "data-axis": "y-title" }, unit));
+    const long = spanMs > 86400000;
+    for (let k = 0; k <= 6; k++) {
+      const t = startMs + Math.round((k * (endMs - startMs)) / 6 / bucketMs) * bucketMs;
+      const anchor = k === 0 ? "start" : k === 6 ? "end" : "middle";
+      const label = long ? utc(t).slice(5, 16) : utc(t).slice(11, 16);
+      svg.append(line("line", { x1: x(t), y1: y(0), x2: x(t), y2: y(0) + 4, stroke: "#9ca3af" }));
+      svg.append(line("text", { x: x(t), y: H - 24, "text-anchor": anchor, "data-axis": "x" }, label));
+    }
+    svg.append(line("text", { x: L + (W - L - R) / 2, y: H - 6, "text-anchor": "middle", "data-axis": "x-title" }, "time (UTC), each point one " + bucketName(f.bucket_s) + " bucket"));
+    $("fleet-chart-unit").textContent = "Each point: the " + unit + ", summed over every isolate and key (sampling-weighted).";
     let i = 0;
     for (const [rule, points] of series) {
       const color = COLORS[i++ % COLORS.length];
@@ -248,10 +274,17 @@ export const VIEWS = `
       const item = el("span");
       const swatch = el("i");
       swatch.style.background = color;
-      item.append(swatch, rule + " (" + fmt([...points.values()].reduce((a, b) => a + b, 0)) + ")");
+      item.append(swatch, rule + " (" + fmt([...points.values()].reduce((a, b) => a + b, 0)) + " in the period)");
       legend.append(item);
     }
     $("fleet-chart-empty").hidden = series.size > 0;
+  }
+
+  // What one rule's limit is a budget of: a key's (the usual), an isolate's, or the whole fleet's (key: global).
+  function limitApplies(r) {
+    const fleetWide = Array.isArray(r.key) && r.key.length === 0;
+    if (r.scope === "local") return fleetWide ? "each isolate, all keys together" : "each key, in each isolate";
+    return fleetWide ? "the whole fleet, all keys together" : "each key on its own";
   }
 
   function showFleet(f) {
@@ -290,12 +323,12 @@ export const VIEWS = `
     const spanS = { "1h": 3600, "6h": 21600, "24h": 86400, "7d": 604800 }[f.period] || 3600;
     const body = $("fleet-rules-body");
     body.replaceChildren();
+    const limits = $("fleet-limits-body");
+    limits.replaceChildren();
     for (const t of f.rules) {
-      const r = rules.find((x) => x.id === t.rule);
       body.append(
         row([
           el("td", t.rule, "mono"),
-          r ? limitsOf(r) : "(not deployed now)",
           num(t.decisions),
           el("td", rate(t.decisions / spanS), "num"),
           num(t.denied),
@@ -305,6 +338,8 @@ export const VIEWS = `
           num(t.fail_closed),
         ]),
       );
+      const r = rules.find((x) => x.id === t.rule);
+      limits.append(row([el("td", t.rule, "mono"), r ? limitsOf(r) : "(not deployed now)", r ? limitApplies(r) : "-"]));
     }
   }
 
@@ -313,11 +348,14 @@ export const VIEWS = `
     try {
       const f = await api("GET", "/fleet?period=" + encodeURIComponent($("fleet-period").value));
       $("fleet-error").textContent = "";
+      $("fleet-data").hidden = false;
       showFleet(f);
     } catch (error) {
       if (error.message === "logged out") return;
-      // What was shown is no longer known to be true: take it down rather than leave a stale chart up.
-      $("fleet-on").hidden = true;
+      // What was shown is no longer known to be true: take it down rather than leave a stale chart up (the period
+      // stays to choose from).
+      $("fleet-data").hidden = true;
+      $("fleet-source").textContent = "";
       $("fleet-error").textContent = "Fleet view failed: " + error.message;
     }
   }
