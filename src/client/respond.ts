@@ -4,7 +4,7 @@
  * fields added.
  */
 import type { CheckResult, LimitOptions, SluiceBinding } from "./types.ts";
-import { requestLike } from "./types.ts";
+import { requestForCheck } from "./types.ts";
 
 /** The binding's default name in the consumer's env. */
 export const DEFAULT_BINDING = "SLUICE";
@@ -52,14 +52,17 @@ export interface DecideBy<Args extends unknown[]> {
   readonly cost?: number | ((...args: Args) => number);
 }
 
-/** Ask the binding: `limit` when a key is configured, else `check` of the request (never its body). */
+/**
+ * Ask the binding: `limit` when a key is configured, else `check` of the request (with the start of a body `_method`
+ * may be read from, from a copy: the handler still reads all of it).
+ */
 export async function decide<Args extends unknown[]>(
   binding: SluiceBinding,
   request: Request,
   by: DecideBy<Args>,
   args: Args,
 ): Promise<CheckResult> {
-  if (by.key === undefined) return binding.check(requestLike(request));
+  if (by.key === undefined) return binding.check(await requestForCheck(request));
   const options: { -readonly [K in keyof LimitOptions]: LimitOptions[K] } = { key: await by.key(...args) };
   if (by.rule !== undefined) options.rule = by.rule;
   if (by.cost !== undefined) options.cost = typeof by.cost === "function" ? by.cost(...args) : by.cost;

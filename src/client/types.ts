@@ -132,8 +132,9 @@ export interface ReleaseResult {
 }
 
 /**
- * A request as `check` reads it: its URL (absolute), method and headers; never its body. `requestLike(request)`
- * makes one from a `Request` without touching the body, so the handler can still read it.
+ * A request as `check` reads it: its URL (absolute), method and headers, and for a `POST` the start of its body.
+ * `requestForCheck(request)` makes one from a `Request` and leaves the body readable for the handler;
+ * `requestLike(request)` makes one without any body.
  */
 export interface RequestLike {
   readonly url: string;
@@ -141,7 +142,20 @@ export interface RequestLike {
   readonly method?: string;
   /** Header fields; repeated names already joined with ", " (as `Headers` does). */
   readonly headers?: Readonly<Record<string, string>> | ReadonlyArray<readonly [string, string]>;
+  /**
+   * The first bytes of the body (at most `CHECK_BODY_MAX_BYTES`), as sent (still encoded), for the upstreams that
+   * route a `POST` by a `_method` field in a urlencoded or JSON body. Absent on a `POST` of such a type whose
+   * `Content-Length` is not 0: Sluice cannot see the field, and counts the request against every method `_method`
+   * can name (docs/rules.md, "Your upstream").
+   */
+  readonly body?: ArrayBuffer | ArrayBufferView | string;
 }
+
+/**
+ * The most body bytes `check` takes: Sluice reads `_method` from at most 65,536 bytes of a body (its
+ * `BODY_READ_MAX_BYTES`), and one byte more tells it the body is larger than that.
+ */
+export const CHECK_BODY_MAX_BYTES = 65_537;
 
 /**
  * The binding as the consumer sees it (`entrypoint = "RateLimiter"`). Bad input (a missing or unknown rule, an
@@ -174,4 +188,35 @@ export function requestLike(request: Request): RequestLike {
     headers[name] = value;
   });
   return { url: request.url, method: request.method, headers };
+}
+
+const BODY_TYPES = /^(?:application\/x-www-form-urlencoded|application\/(?:[\w.+-]+\+)?json)\s*(;|$)/i;
+
+/**
+ * A `RequestLike` of `request` for `check`: `requestLike`, and for a `POST` with a urlencoded or JSON body the first
+ * `CHECK_BODY_MAX_BYTES` of it, read from a copy (`request.clone()`): the handler still reads the whole body, and
+ * no more than that prefix is held here.
+ */
+export async function requestForCheck(request: Request): Promise<RequestLike> {
+  const like = requestLike(request);
+  const type = request.headers.get("content-type") ?? "";
+  if (request.method.toUpperCase() !== "POST" || request.body === null || !BODY_TYPES.test(type)) return like;
+  return { ...like, body: await bodyStart(request.clone().body!, CHECK_BODY_MAX_BYTES) };
+}
+
+/** The first `maxBytes` of `stream` (all of it when shorter); the rest is cancelled unread. */
+async function bodyStart(stream: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
+  const reader = stream.getReader();
+  const out = new Uint8Array(maxBytes);
+  let total = 0;
+  while (total < maxBytes) {
+    const { done, value } = await reader.read();
+    if (done) return out.slice(0, total);
+    const take = Math.min(value.byteLength, maxBytes - total);
+    out.set(value.subarray(0, take), total);
+    total += take;
+  }
+  // Not awaited: a tee branch's cancel settles only once the other branch (the handler's) is read too.
+  void reader.cancel();
+  return out;
 }

@@ -7,6 +7,7 @@
  * entrypoint.ts is the thin `WorkerEntrypoint` around these functions.
  */
 import {
+  CHECK_BODY_MAX_BYTES,
   type CheckResult,
   type LimitOutcome,
   type LimitResult,
@@ -91,21 +92,31 @@ function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): 
   return compiled;
 }
 
-/** Read a `check` request strictly: an absolute http(s) URL, a method name, header fields as strings. */
-export function readCheckRequest(input: unknown): { readonly request: Request; readonly url: URL } {
+/** A `check` request, read: the request, its URL, and whether it stands for one whose body was not passed on. */
+export interface CheckCall {
+  readonly request: Request;
+  readonly url: URL;
+  readonly bodyWithheld: boolean;
+}
+
+/**
+ * Read a `check` request strictly: an absolute http(s) URL, a method name, header fields as strings, and the start of
+ * the body (at most `CHECK_BODY_MAX_BYTES`) or none.
+ */
+export function readCheckRequest(input: unknown): CheckCall {
   const at = "Sluice check()";
   if (input instanceof Request) {
     // A Request sent over a service binding takes its body with it: the caller's handler could no longer read it.
     if (input.body !== null)
       throw new TypeError(
         `${at}: got a Request with a body, which the binding has now taken from your handler; pass ` +
-          "requestLike(request) from sluice/client (its URL, method and headers) instead",
+          "await requestForCheck(request) from sluice/client (its URL, method, headers and a copy of the body's start) instead",
       );
-    return { request: input, url: new URL(input.url) };
+    return { request: input, url: new URL(input.url), bodyWithheld: false };
   }
   if (typeof input !== "object" || input === null)
     throw new TypeError(`${at}: expects a request { url, method?, headers? }, got ${describe(input)}`);
-  const { url, method, headers } = input as Record<string, unknown>;
+  const { url, method, headers, body } = input as Record<string, unknown>;
   if (typeof url !== "string") throw new TypeError(`${at}: url must be a string, got ${describe(url)}`);
   let parsed: URL;
   try {
@@ -131,8 +142,27 @@ export function readCheckRequest(input: unknown): { readonly request: Request; r
       throw new TypeError(`${at}: header ${JSON.stringify(name.slice(0, 100))} is not a valid header field`);
     }
   }
-  const request = new Request(parsed, { method: method ?? "GET", headers: fields });
-  return { request, url: parsed };
+  const verb = (method ?? "GET").toUpperCase();
+  const bytes = checkBody(body, verb);
+  const request = new Request(parsed, { method: verb, headers: fields, ...(bytes === null ? {} : { body: bytes }) });
+  return { request, url: parsed, bodyWithheld: bytes === null && verb !== "GET" && verb !== "HEAD" };
+}
+
+/** A `check` request's `body`, read strictly: bytes (or text) of at most `CHECK_BODY_MAX_BYTES`, or `null` for none. */
+function checkBody(body: unknown, method: string): Uint8Array | null {
+  const at = "Sluice check()";
+  if (body === undefined) return null;
+  let bytes: Uint8Array;
+  if (typeof body === "string") bytes = new TextEncoder().encode(body);
+  else if (body instanceof ArrayBuffer) bytes = new Uint8Array(body);
+  else if (ArrayBuffer.isView(body)) bytes = new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  else throw new TypeError(`${at}: body must be bytes or a string, got ${describe(body)}`);
+  if (method === "GET" || method === "HEAD") throw new TypeError(`${at}: a ${method} request has no body`);
+  if (bytes.byteLength > CHECK_BODY_MAX_BYTES)
+    throw new RangeError(
+      `${at}: body must be at most the first ${CHECK_BODY_MAX_BYTES} bytes of the request's body, got ${bytes.byteLength}; requestForCheck(request) sends just those`,
+    );
+  return bytes;
 }
 
 function describe(value: unknown): string {
@@ -154,10 +184,10 @@ export interface BindingContext {
 
 /** `check`: the gateway's judgement of one request, as data. */
 export async function checkRequest(input: unknown, bx: BindingContext): Promise<CheckResult> {
-  const { request, url } = readCheckRequest(input);
+  const { request, url, bodyWithheld } = readCheckRequest(input);
   const { env, ctx, rules, isolate } = bx;
   const base = { env, settings: settingsOf(env), isolate, ctx };
-  const { judgement } = await judgeRequest(request, url, base, rules);
+  const { judgement } = await judgeRequest(request, url, base, rules, bodyWithheld);
   return resultOf(judgement);
 }
 

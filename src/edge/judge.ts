@@ -22,16 +22,20 @@ import { badRequest, deny, failClosed, refuseTooCostly, unauthorized } from "./r
 import { hasKeyedRules, keyedRules, keySourceOf } from "./rule_keys.ts";
 import { logShadow, metric, report } from "./telemetry.ts";
 
-/** The request path, step by step, for one HTTP request; with the request's forwarded path and the caller's plan. */
+/**
+ * The request path, step by step, for one HTTP request; with the request's forwarded path and the caller's plan.
+ * `bodyWithheld`: the binding's `check` was not given the body of a request that has one (body_method.ts).
+ */
 export async function judgeRequest(
   request: Request,
   url: URL,
   base: AskContext & { readonly ctx: ExecutionContext },
   rules: readonly CompiledRule[],
+  bodyWithheld = false,
 ): Promise<{ readonly judgement: Judgement; readonly forwardPath: string; readonly plan: string | null }> {
   const { env, settings, isolate } = base;
   isolate.stats.requests++;
-  const shape = await shapeOf(request, url, settings);
+  const shape = await shapeOf(request, url, settings, bodyWithheld);
   if (!shape.ok) return { judgement: badRequest(shape.detail, shape.error), forwardPath: url.pathname, plan: null };
   const { method, methods, paths } = shape;
   const caller = await whoIsCalling(request, env, settings, isolate, rules);

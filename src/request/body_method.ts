@@ -12,14 +12,24 @@ const MULTIPART = /^multipart\/form-data\s*(;|$)/i;
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(;|$)/i;
 const DECODERS: Readonly<Record<string, "gzip" | "deflate">> = { gzip: "gzip", "x-gzip": "gzip", deflate: "deflate" };
 
-/** The `_method` values of `request`'s body, `[]` for a body the profile does not read, or `"unreadable"`. */
-export async function bodyMethods(request: Request, profile: ProfileRules): Promise<string[] | "unreadable"> {
+/**
+ * The `_method` values of `request`'s body, `[]` for a body the profile does not read, or `"unreadable"`.
+ * `withheld`: the request stands for another whose body was not passed on (the binding's `check` without `body`):
+ * a body its header fields announce (any but `Content-Length: 0`) is then unreadable.
+ */
+export async function bodyMethods(
+  request: Request,
+  profile: ProfileRules,
+  withheld = false,
+): Promise<string[] | "unreadable"> {
   const type = request.headers.get("content-type") ?? "";
   const kind = FORM.test(type) ? "form" : JSON_TYPE.test(type) ? "json" : MULTIPART.test(type) ? "multipart" : null;
   if (kind === null) return [];
   if (kind === "multipart") return profile.methodInBody.includes("form") ? "unreadable" : [];
-  if (!profile.methodInBody.includes(kind) || request.body === null) return [];
+  if (!profile.methodInBody.includes(kind)) return [];
   const length = Number(request.headers.get("content-length") ?? Number.NaN);
+  if (withheld && request.body === null) return length === 0 ? [] : "unreadable";
+  if (request.body === null) return [];
   if (Number.isInteger(length) && length > BODY_READ_MAX_BYTES) return "unreadable";
   const coding = (request.headers.get("content-encoding") ?? "identity").trim().toLowerCase();
   // A framework that does not inflate bodies reads no `_method` from an encoded one: nothing to count.

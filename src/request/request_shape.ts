@@ -40,9 +40,15 @@ export type RequestShape =
     }
   | { readonly ok: false; readonly detail: string; readonly error: "unreadable_request" | "ambiguous_path" };
 
-export async function shapeOf(request: Request, url: URL, options: ShapeOptions): Promise<RequestShape> {
+/** `bodyWithheld`: `request` stands for one whose body was not passed on (body_method.ts `bodyMethods`). */
+export async function shapeOf(
+  request: Request,
+  url: URL,
+  options: ShapeOptions,
+  bodyWithheld = false,
+): Promise<RequestShape> {
   const profile = PROFILE_RULES[options.upstreamProfile];
-  const methods = await methodsOf(request, url, profile);
+  const methods = await methodsOf(request, url, profile, bodyWithheld);
   if (typeof methods === "string") return unreadable(methods);
   return shapeWith(methods, url.pathname, options);
 }
@@ -90,7 +96,12 @@ const unreadable = (detail: string) => ({ ok: false, detail, error: "unreadable_
  *   here) counts against every method `_method` can name. Two different `_method` values are a 400: the upstream
  *   would run one of them, and which one depends on the framework.
  */
-async function methodsOf(request: Request, url: URL, profile: ProfileRules): Promise<string[] | string> {
+async function methodsOf(
+  request: Request,
+  url: URL,
+  profile: ProfileRules,
+  bodyWithheld: boolean,
+): Promise<string[] | string> {
   const method = request.method.toUpperCase();
   const methods = [method];
   const add = (m: string) => {
@@ -107,7 +118,7 @@ async function methodsOf(request: Request, url: URL, profile: ProfileRules): Pro
   if (method === "POST") {
     const named: string[] = [];
     if (profile.methodInQuery) named.push(...url.searchParams.getAll("_method"));
-    const body = await bodyMethods(request, profile);
+    const body = await bodyMethods(request, profile, bodyWithheld);
     if (body === "unreadable") for (const m of OVERRIDABLE_METHODS) add(m);
     else named.push(...body);
     const distinct = new Set(named.map((m) => m.trim().toUpperCase()));

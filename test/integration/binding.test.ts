@@ -7,7 +7,7 @@
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type CheckResult, type LimitOptions, requestLike } from "../../src/client/types.ts";
+import { type CheckResult, type LimitOptions, requestForCheck, requestLike } from "../../src/client/types.ts";
 import { checkRequest, limitKey } from "../../src/edge/binding.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import type { CompiledRule } from "../../src/request/match.ts";
@@ -146,7 +146,7 @@ describe("bad input from another Worker: a clear error, never a 500 or a default
     [
       "check of a Request with a body (which the binding would take from the caller's handler)",
       () => env.SLUICE.check(new Request("https://a.test/v1/labels", { method: "POST", body: "{}" }) as never),
-      /got a Request with a body, .* pass requestLike\(request\) from sluice\/client/,
+      /got a Request with a body, .* pass await requestForCheck\(request\) from sluice\/client/,
       "TypeError",
     ],
     [
@@ -242,6 +242,68 @@ describe("check leaves the caller's request whole", () => {
     const result = await env.SLUICE.check(requestLike(request));
     expect(result.success).toBe(true);
     expect(await request.text()).toBe('{"to":"x"}');
+  });
+});
+
+// Issue 35: an upstream that routes a POST by `_method` in its body (Laravel, Express with method-override's body
+// getter) ran the GET handler for a POST the binding's `check` had counted as a POST only: the body never reached it.
+describe("check reads `_method` from a POST's body as the gateway does, and the handler still reads all of it", () => {
+  /** Whether `anon-per-ip` (`GET /v1/public/**`) counted a check of `like`. */
+  const countedAsGet = async (like: Parameters<typeof env.SLUICE.check>[0]) =>
+    (await env.SLUICE.check(like)).rules.some((r) => r.rule === "anon-per-ip");
+  const post = (body: string | Uint8Array, headers: Record<string, string>) =>
+    new Request("https://api.test/v1/public/q", {
+      method: "POST",
+      headers: { "CF-Connecting-IP": freshIp(), ...headers },
+      body,
+    });
+  const json = { "Content-Type": "application/json" };
+
+  it.each([
+    ["a JSON `_method`", '{"_method":"GET"}', json, true],
+    ["a urlencoded `_method`", "a=1&_method=get", { "Content-Type": "application/x-www-form-urlencoded" }, true],
+    ["a JSON body without `_method`", '{"a":1}', json, false],
+    ["a body of another type", '{"_method":"GET"}', { "Content-Type": "text/plain" }, false],
+  ])("%s: counted as GET %s", async (_name, body, headers, expected) => {
+    const request = post(body, headers);
+    expect(await countedAsGet(await requestForCheck(request))).toBe(expected);
+    expect(await request.text()).toBe(body);
+  });
+
+  it("a gzip JSON body: read encoded, inflated by Sluice", async () => {
+    const gz = new Uint8Array(
+      await new Response(
+        new Blob(['{"_method":"GET"}']).stream().pipeThrough(new CompressionStream("gzip")),
+      ).arrayBuffer(),
+    );
+    const request = post(gz, { ...json, "Content-Encoding": "gzip" });
+    expect(await countedAsGet(await requestForCheck(request))).toBe(true);
+    expect(new Uint8Array(await request.arrayBuffer())).toEqual(gz);
+  });
+
+  it("a 100 KB body: only its first 65,537 bytes go to Sluice, which counts it against every method", async () => {
+    const text = `{"a":"${"x".repeat(100_000)}","_method":"DELETE"}`;
+    const request = post(text, json);
+    const like = await requestForCheck(request);
+    expect((like.body as Uint8Array).byteLength).toBe(65_537);
+    expect(await countedAsGet(like)).toBe(true);
+    expect(await request.text()).toBe(text);
+  });
+
+  it("without the body (requestLike): a JSON POST counts against every method; Content-Length: 0 does not", async () => {
+    expect(await countedAsGet(requestLike(post('{"a":1}', json)))).toBe(true);
+    expect(await countedAsGet({ ...requestLike(post("", json)), headers: { ...json, "content-length": "0" } })).toBe(
+      false,
+    );
+  });
+
+  it("a body over 65,537 bytes, or on a GET, is refused with what to send", async () => {
+    const big = await rejectionOf(
+      env.SLUICE.check({ url: "https://api.test/", method: "POST", body: "x".repeat(70_000) }),
+    );
+    expect(big.message).toMatch(/body must be at most the first 65537 bytes .* got 70000; requestForCheck/);
+    const onGet = await rejectionOf(env.SLUICE.check({ url: "https://api.test/", body: "x" }));
+    expect(onGet.message).toMatch(/a GET request has no body$/);
   });
 });
 

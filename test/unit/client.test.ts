@@ -7,7 +7,8 @@ import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
 import { sluice } from "../../src/client/hono.ts";
 import type { CheckResult, LimitOptions, LimitResult, RequestLike, SluiceBinding } from "../../src/client/index.ts";
-import { requestLike, withSluice } from "../../src/client/index.ts";
+import { CHECK_BODY_MAX_BYTES, requestForCheck, requestLike, withSluice } from "../../src/client/index.ts";
+import { BODY_READ_MAX_BYTES } from "../../src/request/upstream_profile.ts";
 
 const ADMITTED: CheckResult = {
   success: true,
@@ -182,6 +183,42 @@ describe("withSluice(handler)", () => {
     expect(r.status).toBe(429);
     expect(await r.json()).toEqual(DENIED.problem);
     expect(calls).toEqual([{ method: "limit", input: { key: "k" } }]);
+  });
+
+  it("sends Sluice the start of a JSON POST's body (for `_method`), from a copy: the handler reads all of it", async () => {
+    const { binding: b, calls } = binding(ADMITTED);
+    const text = JSON.stringify({ _method: "DELETE", pad: "x".repeat(200_000) });
+    const fetch = withSluice(async (request: Request) => new Response(String((await request.text()).length)));
+    const request = new Request("https://api.test/v1/labels/1", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: text,
+    });
+    const r = await fetch(request, { SLUICE: b }, {});
+    expect(await r.text()).toBe(String(text.length));
+    const sent = (calls[0]!.input as RequestLike).body as Uint8Array;
+    expect(sent.byteLength).toBe(CHECK_BODY_MAX_BYTES);
+    expect(new TextDecoder().decode(sent)).toBe(text.slice(0, CHECK_BODY_MAX_BYTES));
+  });
+
+  it("requestForCheck: the whole of a short form body, nothing for a GET, a text body or a PUT", async () => {
+    const form = new Request("https://api.test/x", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: "_method=PUT",
+    });
+    expect(new TextDecoder().decode((await requestForCheck(form)).body as Uint8Array)).toBe("_method=PUT");
+    expect(await form.text()).toBe("_method=PUT");
+    for (const [method, type] of [
+      ["POST", "text/plain"],
+      ["PUT", "application/json"],
+    ] as const) {
+      const request = new Request("https://api.test/x", { method, headers: { "Content-Type": type }, body: "{}" });
+      expect((await requestForCheck(request)).body).toBeUndefined();
+    }
+    expect((await requestForCheck(new Request("https://api.test/x"))).body).toBeUndefined();
+    // One byte over what Sluice reads tells it the body is larger.
+    expect(CHECK_BODY_MAX_BYTES).toBe(BODY_READ_MAX_BYTES + 1);
   });
 
   it("requestLike keeps the url, method and headers, and leaves the body unread", async () => {

@@ -63,9 +63,9 @@ describe("the README", () => {
     for (const [, path] of nginx.matchAll(/--trace (\S+)/g)) expect(path).toMatch(/^(out\/|\/var\/log\/nginx\/)/);
   });
 
-  it("shows check() with requestLike, which leaves the request's body to the handler", () => {
+  it("shows check() with requestForCheck, which leaves the request's body to the handler", () => {
     const binding = section("Use it from your Worker");
-    expect(binding).toContain("check(requestLike(request))");
+    expect(binding).toContain("check(await requestForCheck(request))");
     expect(binding).not.toMatch(/check\(request\)/);
   });
 });
