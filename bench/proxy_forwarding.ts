@@ -1,11 +1,12 @@
 /**
- * Hand-run (`node --import tsx bench/proxy_forwarding.ts [--mb 100] [--ttfb-runs 30]`): what forwarding costs
- * workerd's memory and a streamed response's first byte. `wrangler dev` (Sluice, `UPSTREAM_URL`) in front of the
- * recording origin (test/support/recording_origin.ts):
- * - a `--mb` MB upload (chunked, 1 MiB chunks) and a `--mb` MB download, with workerd's RSS sampled from /proc every
- *   20 ms: its growth over the RSS after a warm-up is what forwarding holds (a buffered body would hold all of it);
- * - the time to the first byte of a streamed response (`text/event-stream`, the origin's first event), through Sluice
- *   and from the origin alone, medians of `--ttfb-runs` each, one after the other.
+ * Hand-run (`node --import tsx bench/proxy_forwarding.ts [--mb 100] [--ttfb-runs 30] [--variants bare,sluice]`): what
+ * forwarding costs workerd's memory and a streamed response's first byte, for Sluice (`UPSTREAM_URL`) and for a bare
+ * forwarding Worker, each in its own `wrangler dev` in front of the recording origin (test/support/recording_origin.ts):
+ * - a `--mb` MB upload (chunked, 1 MiB chunks) and a `--mb` MB download, with the RSS of both workerd processes of
+ *   `wrangler dev` (the Worker's, and wrangler's dev proxy) sampled from /proc every 20 ms: growth over the RSS after
+ *   a warm-up is what forwarding holds (a buffered body would hold all of it);
+ * - the time to the first byte of a streamed response (`text/event-stream`, the origin's first event), through the
+ *   Worker and from the origin alone, medians of `--ttfb-runs` each, one after the other.
  * Prints one JSON object; bench/NOTES.md has the run.
  */
 import { execFileSync } from "node:child_process";
