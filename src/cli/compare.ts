@@ -9,6 +9,7 @@ import { PassThrough } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { ComparisonBuilder, KeyCounter } from "../replay/accumulate.ts";
 import type { ReplayOptions } from "../replay/engine.ts";
+import type { Outcome } from "../replay/outcomes.ts";
 import type { RequestLine } from "../replay/request_trace.ts";
 import { type Comparison, formatComparison } from "../replay/run.ts";
 import { defaultTimeStyle, type TimeStyle } from "../replay/time.ts";
@@ -192,7 +193,7 @@ async function replayAndReport(
     request.replay,
   );
   const sink = {
-    keyed: (t: number, k: string, c: number) => builder.add(t, k, c),
+    keyed: (t: number, k: string, c: number, o?: Outcome | null) => builder.add(t, k, c, o ?? null),
     request: (l: RequestLine) => builder.request(l),
   };
   const fed = await feedAnyTrace(sink, tracePath, traceName, io, { label: "sluice compare" });

@@ -13,6 +13,7 @@ import { type ImportResult, rulesYaml } from "../migrate/report.ts";
 import { pairRules, type RulePair } from "../replay/deploy_plan.ts";
 import type { ReplayOptions } from "../replay/engine.ts";
 import { type ObservedDenial, type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
+import type { Outcome } from "../replay/outcomes.ts";
 import { formatPlan } from "../replay/plan_report.ts";
 import type { RequestLine } from "../replay/request_trace.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
@@ -152,7 +153,7 @@ async function replayTrace(
   const builder = new ReplayBuilder(pairs, options, observed ?? null);
   const path = request.tracePath === "-" ? undefined : request.tracePath;
   const sink = {
-    keyed: (t: number, k: string, c: number) => builder.add(t, k, c),
+    keyed: (t: number, k: string, c: number, o?: Outcome | null) => builder.add(t, k, c, o ?? null),
     request: (l: RequestLine) => builder.request(l),
   };
   const fed = await feedAnyTrace(sink, path, path ?? "<stdin>", io, {

@@ -155,8 +155,8 @@ class LineReader {
 
   private request(raw: string): boolean {
     if (raw.startsWith(REQUEST_TRACE_MAGIC_V2)) this.columns = { version: 2, extras: [] };
-    if (this.columns.version === 2 && raw.startsWith("t_ms,")) {
-      const columns = columnsOf(raw);
+    if (raw.startsWith("t_ms,")) {
+      const columns = columnsOf(raw, this.columns.version);
       if (typeof columns === "string") return this.malformed(columns);
       this.columns = columns;
       return true;

@@ -19,6 +19,7 @@ import {
   columnsFor,
   emptyRequestLine,
   formatRequestLineIn,
+  OUTCOME_COLUMNS,
   type RequestLine,
   requestTraceHeader,
   type TraceColumns,
@@ -179,8 +180,10 @@ async function convert(
   for (const w of parser.warnings) io.stderr.write(`${name}: warning: ${w}\n`);
   const stream = outPath === undefined ? io.stdout : createWriteStream(outPath);
   const out = new BufferedWriter(stream);
-  out.append(requestTraceHeader(columns));
-  const reorder = new Reorder(windowMs, (line) => out.append(formatRequestLineIn(withoutSecrets(line), columns)));
+  // With NGINX's $status (and $request_time), each line also says what the origin answered.
+  const traced = parser.outcomes === true ? { ...columns, extras: [...columns.extras, ...OUTCOME_COLUMNS] } : columns;
+  out.append(requestTraceHeader(traced));
+  const reorder = new Reorder(windowMs, (line) => out.append(formatRequestLineIn(withoutSecrets(line), traced)));
   const slot = emptyRequestLine();
   const bad = new BadLines(name, io.stderr);
   const progress = new Progress(io.stderr, "sluice trace from", path === undefined ? null : sizeOf(path));

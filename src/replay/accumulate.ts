@@ -9,6 +9,7 @@ import { type AlgorithmState, levelAt } from "../algorithms/index.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import type { ChunkSpill } from "./admission_queue.ts";
 import { Replayer, type ReplayOptions, type RuleAnswer, type Verdict } from "./engine.ts";
+import type { Outcome } from "./outcomes.ts";
 import { PeakWindows } from "./peak.ts";
 import type { RequestLine } from "./request_trace.ts";
 import {
@@ -274,9 +275,9 @@ export class ComparisonBuilder {
     if (options.draw) this.replayer.watch(options.stateKey);
   }
 
-  add(tMs: number, key: string, cost: number): void {
+  add(tMs: number, key: string, cost: number, outcome: Outcome | null = null): void {
     this.seen(tMs);
-    const answers = this.replayer.keyed(tMs, key, cost);
+    const answers = this.replayer.keyed(tMs, key, cost, outcome);
     for (let i = 0; i < this.lanes.length; i++) this.lanes[i]!.add(tMs, key, answers[i]!);
   }
 

@@ -9,7 +9,7 @@
  * Not replayed: the isolate's approximations (the blocked-key cache, `scope: local` counting per isolate, leases) and
  * the limiter failing; every rule decides as its one Durable Object would.
  */
-import type { AlgorithmParams, AlgorithmState, Decision } from "../algorithms/index.ts";
+import { type AlgorithmParams, type AlgorithmState, type Decision, slotPolicy } from "../algorithms/index.ts";
 import type { Account } from "../isolate/account_cache.ts";
 import { compose } from "../request/compose.ts";
 import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
@@ -41,6 +41,8 @@ export interface RuleAnswer {
   after: AlgorithmState | null;
   /** Charged, then given back because the request was not admitted. */
   refunded: boolean;
+  /** The slot the admission took (concurrency), given back when its response ends; `null`: none. */
+  slot: number | null;
 }
 
 /** What the gateway answers a replayed request. */
@@ -72,6 +74,8 @@ export class Replayer {
   private readonly place = new Map<string, number>();
   /** Per rule, the keys with an account's own parameters. */
   private readonly overridden: Map<number, AlgorithmParams>[];
+  /** Per rule, whether its admissions hold a slot until their response ends (concurrency). */
+  private readonly holdsSlots: boolean[];
   private readonly pool: RuleAnswer[];
   /** Rules that count by the response or ban, decided on records as their objects decide them (outcomes.ts). */
   private readonly outcomes: OutcomeBook;
@@ -102,6 +106,7 @@ export class Replayer {
     this.compiled = compileRules(rules);
     this.hasKeys = rules.some((r) => r.key !== null);
     this.overridden = rules.map(() => new Map());
+    this.holdsSlots = this.compiled.map((c) => slotPolicy(c.params) !== undefined);
     this.states = this.compiled.map(
       (c, i) => new RuleStates(c.params, (key) => this.overridden[i]!.get(key) ?? c.params),
     );
@@ -115,6 +120,7 @@ export class Replayer {
       before: null,
       after: null,
       refunded: false,
+      slot: null,
     }));
   }
 
@@ -141,12 +147,12 @@ export class Replayer {
    */
   keyed(tMs: number, key: string, cost: number, outcome: Outcome | null = null): readonly RuleAnswer[] {
     if (tMs > this.latestMs) this.latestMs = tMs;
-    this.outcomes.settle(tMs);
+    this.outcomes.settle(tMs, this.releaseSlot);
     const k = this.keys.of(key);
     for (let i = 0; i < this.compiled.length; i++) {
       const answer = this.pool[i]!;
       this.ask(answer, k, cost, tMs);
-      if (answer.decision?.allowed === true) this.outcomes.answered(i, k, cost, tMs, outcome);
+      if (answer.decision?.allowed === true) this.outcomes.answered(i, k, cost, tMs, outcome, answer.slot ?? undefined);
     }
     return this.pool;
   }
@@ -154,7 +160,7 @@ export class Replayer {
   /** One request of a request trace, through the gateway's steps. */
   request(line: RequestLine): Replayed {
     if (line.tMs > this.latestMs) this.latestMs = line.tMs;
-    this.outcomes.settle(line.tMs);
+    this.outcomes.settle(line.tMs, this.releaseSlot);
     const shape = shapeWith(headAsGet([line.method]), line.path, this.options.settings);
     if (!shape.ok) return { verdict: { kind: "bad_request", detail: shape.detail }, answers: [], caller: -1 };
     const caller = callerOf(line, this.options);
@@ -206,7 +212,8 @@ export class Replayer {
     for (const index of composition.refund) this.giveBack(answers[index]!, line.tMs);
     const { verdict } = composition;
     if (verdict.kind === "admit") {
-      for (const a of answers) this.outcomes.answered(a.rule, a.key, a.cost, line.tMs, line.outcome ?? null);
+      const outcome = line.outcome ?? null;
+      for (const a of answers) this.outcomes.answered(a.rule, a.key, a.cost, line.tMs, outcome, a.slot ?? undefined);
       return { verdict: verdict.delayMs === 0 ? ADMIT : verdict, answers };
     }
     if (verdict.kind === "deny") return { verdict: this.denial(verdict.denying.map((d) => answers[d]!)), answers };
@@ -216,8 +223,8 @@ export class Replayer {
 
   private ask(answer: RuleAnswer, key: number, cost: number, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {
-      const { decision, before, after } = this.outcomes.ask(answer.rule, key, cost, tMs);
-      Object.assign(answer, { key, cost, decision, refunded: false });
+      const { decision, before, after, slot } = this.outcomes.ask(answer.rule, key, cost, tMs);
+      Object.assign(answer, { key, cost, decision, refunded: false, slot });
       answer.before = before?.state ?? null;
       answer.after = after?.state ?? null;
       return;
@@ -230,7 +237,13 @@ export class Replayer {
     answer.before = watched ? states.get(key) : null;
     answer.decision = states.decide(key, cost, tMs, this.latestMs);
     answer.after = watched ? states.get(key) : null;
+    answer.slot = this.holdsSlots[answer.rule] && answer.decision?.allowed === true ? states.lastSlot(key) : null;
   }
+
+  /** Give back a slot when its request's response ended (the replay's release; outcomes.ts queues them). */
+  private readonly releaseSlot = (rule: number, key: number, slot: number, atMs: number): void => {
+    this.states[rule]!.release(key, slot, atMs);
+  };
 
   private giveBack(answer: RuleAnswer, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {

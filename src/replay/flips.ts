@@ -16,6 +16,7 @@ import type { ResolvedRule } from "../rules/types.ts";
 import { fieldChanges, type RulePair } from "./deploy_plan.ts";
 import { Replayer, type ReplayOptions, type Verdict } from "./engine.ts";
 import { KeyIndex } from "./key_index.ts";
+import type { Outcome } from "./outcomes.ts";
 import type { RequestLine } from "./request_trace.ts";
 
 /** Counts of answers that flip: allowed then denied, denied then allowed. */
@@ -146,10 +147,10 @@ export class ReplayBuilder {
   }
 
   /** One `t_ms,key,cost` line. */
-  add(tMs: number, key: string, cost: number): void {
+  add(tMs: number, key: string, cost: number, outcome: Outcome | null = null): void {
     this.seen(tMs);
-    const before = this.keyed.before.keyed(tMs, key, cost);
-    const after = this.keyed.after.keyed(tMs, key, cost);
+    const before = this.keyed.before.keyed(tMs, key, cost, outcome);
+    const after = this.keyed.after.keyed(tMs, key, cost, outcome);
     let b = 0;
     let a = 0;
     for (const lane of this.keyed.lanes) {

@@ -15,6 +15,7 @@
 import { fillLogFields, missingColumns } from "./log_fields.ts";
 import { cloudflareFields, envoyColumns, envoyFields, nginxColumns, nginxFields } from "./log_fields_of.ts";
 import { parseTimeLocal } from "./log_lines.ts";
+import type { Outcome } from "./outcomes.ts";
 import type { Answered, RequestLine, TraceColumns } from "./request_trace.ts";
 
 export { formatNginxLine, parseTimeLocal } from "./log_lines.ts";
@@ -36,6 +37,8 @@ export interface LogParser {
   readonly warnings: readonly string[];
   /** What a readable line looks like: the format, and for NGINX a line written in it, said after unreadable lines. */
   readonly expected: string;
+  /** Whether its lines say what the origin answered (`RequestLine.outcome`: NGINX's `$status`, `$request_time`). */
+  readonly outcomes?: boolean;
 }
 
 export const NGINX_COMBINED =
@@ -158,12 +161,20 @@ function fill(
   slot.user = user;
   slot.cost = null;
   slot.answered = null;
+  slot.outcome = null;
   return true;
 }
 
 /** The answer a log line records: its status (a 3-digit code) and whether the limiter refused it, if said. */
 function answeredOf(status: string | null, limited: boolean | null): Answered | null {
   return status !== null && /^[1-5]\d\d$/.test(status) ? { status: Number(status), limited } : null;
+}
+
+/** What the origin answered, from NGINX's `$status` and `$request_time` (seconds with ms: `0.123` is 123 ms, exactly). */
+function outcomeOfLog(answered: Answered | null, took: string | null): Outcome | null {
+  if (answered === null) return null;
+  const durationMs = took !== null && /^\d{1,9}\.\d{3}$/.test(took) ? Number(took.replace(".", "")) : null;
+  return { status: answered.status, durationMs };
 }
 
 const headerVar = (header: string) => `http_${header.toLowerCase().replaceAll("-", "_")}`;
@@ -217,6 +228,7 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
   return {
     warnings,
     expected: `log_format '${format}', a line like: ${nginxSample(format)}`,
+    outcomes: has("status"),
     parse(line, slot) {
       if (line.trim() === "") return null;
       const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
@@ -244,6 +256,7 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
       const limitReq = at(m, "limit_req_status");
       if (filled !== true) return filled;
       slot.answered = answeredOf(at(m, "status"), limitReq === null ? null : limitReq === "REJECTED");
+      slot.outcome = outcomeOfLog(slot.answered, at(m, "request_time"));
       if (columns !== undefined)
         fillLogFields(
           slot,

@@ -1,20 +1,26 @@
 /**
- * The replay engine's side for rules that count by the response or ban (`count_when`, `cost_header`, `block_for`):
- * their keys are decided on records, as their Durable Objects decide them (src/protocol/outcome.ts: a probe before
- * forwarding, a check for a ban rule, a charge after the response), and the charges wait until their response's time:
- * a request at `t_ms` with a duration `d` is charged at `t_ms + d`, before any request later than that (a request at
- * the same millisecond comes first). A trace without a status for a request charges nothing for it.
+ * The replay engine's side for what happens after the origin answers. Rules that count by the response or ban
+ * (`count_when`, `cost_header`, `block_for`) are decided on records, as their Durable Objects decide them
+ * (src/protocol/outcome.ts: a probe before forwarding, a check for a ban rule, a charge after the response), and the
+ * charges wait until their response's time: a request at `t_ms` with a duration `d` is charged at `t_ms + d`, before
+ * any request later than that (a request at the same millisecond comes first). A concurrency slot is held over
+ * `[t_ms, t_ms + d)`: given back before any request at `t_ms + d` or later. A request without a status charges nothing;
+ * without a duration, its charge is due at once and its slot is held until its lease (`slot_ttl`) ends.
  */
 import type { Decision } from "../algorithms/index.ts";
 import { type CallKind, stepRecord } from "../protocol/outcome.ts";
+import { releaseRecord } from "../protocol/slots.ts";
 import { type LimiterRecord, type LimiterRule, refundRecord } from "../protocol/store.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { chargeOf, isDeferred, needsObject } from "../rules/outcome.ts";
 
-/** What a trace says the origin answered a request: its status and how long it took, ms. */
+/** What a trace says the origin answered a request: its status, how long it took and its response headers. */
 export interface Outcome {
   readonly status: number;
-  readonly durationMs: number;
+  /** ms from the request to the end of its response; `null`: not known. */
+  readonly durationMs: number | null;
+  /** Response headers the trace carries (lower-case names), for `cost_header` and `count_when.header`. */
+  readonly headers?: ReadonlyMap<string, string>;
 }
 
 interface Pending {
@@ -22,7 +28,18 @@ interface Pending {
   readonly seq: number;
   readonly rule: number;
   readonly key: number;
+  /** A charge's units, or a release's slot id. */
   readonly cost: number;
+}
+
+/** Gives back a slot of a rule decided on states (not records): (rule, key, slot id, time). */
+export type ReleaseSlot = (rule: number, key: number, slot: number, atMs: number) => void;
+
+/** `p` into `queue`, kept in (due, arrival) order. */
+function enqueue(queue: Pending[], p: Pending): void {
+  let i = queue.length;
+  while (i > 0 && queue[i - 1]!.dueMs > p.dueMs) i--;
+  queue.splice(i, 0, p);
 }
 
 export class OutcomeBook {
@@ -31,6 +48,8 @@ export class OutcomeBook {
   private readonly limiterRules: (LimiterRule | null)[];
   /** Charges not yet due, in (due, arrival) order. */
   private pending: Pending[] = [];
+  /** Slots not yet given back, in (due, arrival) order. */
+  private releases: Pending[] = [];
   private seq = 0;
 
   constructor(private readonly compiled: readonly CompiledRule[]) {
@@ -47,8 +66,22 @@ export class OutcomeBook {
     return this.records[place] !== null;
   }
 
-  /** Apply the charges due by `tMs` (strictly before it: a request at the same millisecond goes first). */
-  settle(tMs: number): void {
+  /**
+   * Give back the slots due by `tMs` (at it too) and apply the charges due by `tMs` (strictly before it: a request at
+   * the same millisecond goes first). `release` gives back a slot of a rule this book does not decide.
+   */
+  settle(tMs: number, release: ReleaseSlot): void {
+    let r = 0;
+    while (r < this.releases.length && this.releases[r]!.dueMs <= tMs) r++;
+    for (const p of r === 0 ? [] : this.releases.splice(0, r)) {
+      const records = this.records[p.rule];
+      if (records === null || records === undefined) {
+        release(p.rule, p.key, p.cost, p.dueMs);
+        continue;
+      }
+      const input = { rule: this.limiterRules[p.rule]!, slots: [p.cost] };
+      records.set(p.key, releaseRecord(records.get(p.key) ?? null, input, p.dueMs).record);
+    }
     let n = 0;
     while (n < this.pending.length && this.pending[n]!.dueMs < tMs) n++;
     if (n === 0) return;
@@ -65,13 +98,14 @@ export class OutcomeBook {
     key: number,
     cost: number,
     tMs: number,
-  ): { decision: Decision | null; before: LimiterRecord | null; after: LimiterRecord | null } {
+  ): { decision: Decision | null; before: LimiterRecord | null; after: LimiterRecord | null; slot: number | null } {
     const records = this.records[place]!;
     const kind: CallKind = isDeferred(this.compiled[place]!.rule) ? "probe" : "check";
     const before = records.get(key) ?? null;
     const out = stepRecord(before, this.limiterRules[place]!, cost, kind, tMs);
     records.set(key, out.record);
-    return { decision: out.result.ok ? out.result.decision : null, before, after: out.record };
+    const r = out.result;
+    return { decision: r.ok ? r.decision : null, before, after: out.record, slot: (r.ok ? r.slot : null) ?? null };
   }
 
   /** Give back an admission of a ban rule (a probe charged nothing). */
@@ -83,15 +117,22 @@ export class OutcomeBook {
     return out.record;
   }
 
-  /** An admitted request of a deferred rule, with what the origin answered: its charge, due at its response. */
-  answered(place: number, key: number, cost: number, tMs: number, outcome: Outcome | null): void {
+  /**
+   * An admitted request, with what the origin answered: a deferred rule's charge, due at its response; and the slot it
+   * took (`slot`, concurrency), given back at its response's end when its duration is known.
+   */
+  answered(place: number, key: number, cost: number, tMs: number, outcome: Outcome | null, slot?: number): void {
+    if (outcome === null) return;
+    if (slot !== undefined && outcome.durationMs !== null) {
+      enqueue(this.releases, { dueMs: tMs + outcome.durationMs, seq: this.seq++, rule: place, key, cost: slot });
+    }
     const compiled = this.compiled[place]!;
-    if (outcome === null || !isDeferred(compiled.rule)) return;
-    const charge = chargeOf(compiled.rule, { status: outcome.status, header: () => null }, cost, compiled.capacity);
+    if (!isDeferred(compiled.rule)) return;
+    const headers = outcome.headers;
+    const header = (name: string) => headers?.get(name.toLowerCase()) ?? null;
+    const charge = chargeOf(compiled.rule, { status: outcome.status, header }, cost, compiled.capacity);
     if (charge.cost < 1) return;
-    const p: Pending = { dueMs: tMs + outcome.durationMs, seq: this.seq++, rule: place, key, cost: charge.cost };
-    let i = this.pending.length;
-    while (i > 0 && this.pending[i - 1]!.dueMs > p.dueMs) i--;
-    this.pending.splice(i, 0, p);
+    const dueMs = tMs + (outcome.durationMs ?? 0);
+    enqueue(this.pending, { dueMs, seq: this.seq++, rule: place, key, cost: charge.cost });
   }
 }

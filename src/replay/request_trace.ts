@@ -6,12 +6,12 @@
  *   t_ms,method,path,address,key,user,cost
  *   1733011200000,GET,/v1/quotes,192.0.2.10,sk_live_a1,,
  *
- * The first line names the format and its version; the second names the columns (v1: always these seven, in order).
- * `key` is an API key or `sha256:<64 hex digits>`; `cost` is empty (the rules price it) or a positive integer that
- * every applying rule charges instead. Version 2 adds what a `key:` rule can count by (src/rules/key.ts):
- * `host,asn,country,colo,ja4`, then one column per header, cookie or query parameter the rule set names
- * (`header:x-tenant-id`, `cookie:session`, `query:tenant`). Values escape `%`, `,`, `&` and line breaks (`%25`,
- * `%2C`, `%26`, `%0A`, `%0D`); repeated values are joined by `&`; a secret may be written as `sha256:<hex>`.
+ * The first line names the format and its version; the second names the columns. `cost` is empty (the rules price
+ * it) or a positive integer. Version 2 adds what a `key:` rule can count by (src/rules/key.ts): `host,asn,country,
+ * colo,ja4`, then one column per header, cookie or query parameter (`header:x-tenant-id`, `cookie:s`, `query:t`);
+ * values escape `%`, `,`, `&` and line breaks (`%25`, `%2C`, `%26`, `%0A`, `%0D`), repeated ones joined by `&`.
+ * Either version may end with what the origin answered (`status`, `duration_ms`, `response:x-query-cost`), for
+ * rules that count by the response and for concurrency (outcomes.ts).
  */
 
 import type { ResolvedRule } from "../rules/types.ts";
@@ -36,18 +36,25 @@ export const V1_COLUMNS: TraceColumns = { version: 1, extras: [] };
 
 const EXTRA = /^(header:[!#$%&'*+\-.^_`|~0-9a-z]{1,64}|cookie:[\x21-\x7e]{1,64}|query:[\x21-\x7e]{1,64})$/;
 
-/** A version 2 column line's layout, or what is wrong with it. */
-export function columnsOf(line: string): TraceColumns | string {
+/** What the origin answered, after the other columns: its status, its duration and response headers (lower-case). */
+const OUTCOME_COLUMN = /^(status|duration_ms|response:[!#$%&'*+\-.^_`|~0-9a-z]{1,64})$/;
+
+/** A column line's layout (version 2's, or version 1's with what the origin answered), or what is wrong with it. */
+export function columnsOf(line: string, version: 1 | 2 = 2): TraceColumns | string {
   const text = line.endsWith("\r") ? line.slice(0, -1) : line;
-  if (!text.startsWith(REQUEST_TRACE_COLUMNS_V2)) return `expected the column line ${REQUEST_TRACE_COLUMNS_V2},...`;
-  const rest = text.slice(REQUEST_TRACE_COLUMNS_V2.length);
+  const fixed = version === 1 ? REQUEST_TRACE_COLUMNS : REQUEST_TRACE_COLUMNS_V2;
+  if (!text.startsWith(fixed)) return `expected the column line ${fixed},...`;
+  const rest = text.slice(fixed.length);
   const extras = rest === "" ? [] : rest.slice(1).split(",");
   if (rest !== "" && !rest.startsWith(",")) return `unknown column in ${JSON.stringify(clip(text))}`;
-  const bad = extras.find((c) => !EXTRA.test(c) || c.includes(",") || c.includes("&"));
-  if (bad !== undefined)
-    return `a column must be header:NAME (lower-case), cookie:NAME or query:NAME, got ${JSON.stringify(clip(bad))}`;
+  const known = (c: string) => OUTCOME_COLUMN.test(c) || (version === 2 && EXTRA.test(c));
+  const bad = extras.find((c) => !known(c) || c.includes(",") || c.includes("&"));
+  if (bad !== undefined) {
+    const kinds = version === 2 ? "header:NAME (lower-case), cookie:NAME, query:NAME, " : "";
+    return `a column must be ${kinds}status, duration_ms or response:NAME (lower-case), got ${JSON.stringify(clip(bad))}`;
+  }
   if (new Set(extras).size !== extras.length) return "a column is named twice";
-  return { version: 2, extras };
+  return { version, extras };
 }
 
 /** The columns a trace needs for a rule set: every header, cookie and query parameter a `key:` names, sorted. */
@@ -91,7 +98,10 @@ export interface RequestLine {
   outcome?: Outcome | null;
 }
 
-/** A trace's `status,duration_ms` fields: both empty (not known), or a status 100-599 and a duration (empty: 0). */
+/**
+ * A trace's `status,duration_ms` fields: both empty (not known), or a status 100-599 and a duration (empty: not known;
+ * a charge is then due at once, and a concurrency slot is held until its lease ends).
+ */
 export function outcomeOf(status: string, duration: string): Outcome | null | string {
   if (status === "" && duration === "") return null;
   if (!/^[1-5]\d\d$/.test(status))
@@ -99,7 +109,7 @@ export function outcomeOf(status: string, duration: string): Outcome | null | st
   if (duration !== "" && !/^\d{1,12}$/.test(duration)) {
     return `duration_ms must be empty or an integer number of milliseconds, got ${JSON.stringify(duration.slice(0, 80))}`;
   }
-  return { status: Number(status), durationMs: duration === "" ? 0 : Number(duration) };
+  return { status: Number(status), durationMs: duration === "" ? null : Number(duration) };
 }
 
 /** What an access log says the proxy answered a request. */
@@ -161,7 +171,8 @@ export function parseRequestLineInto(
   if (line.trim() === "" || line.startsWith("#") || line === REQUEST_TRACE_COLUMNS) return null;
   if (columns.version === 2 && line.startsWith(REQUEST_TRACE_COLUMNS_V2)) return null;
   const f = line.split(",");
-  const expected = columns.version === 1 ? 7 : 12 + columns.extras.length;
+  const fixed = columns.version === 1 ? 7 : 12;
+  const expected = fixed + columns.extras.length;
   if (f.length !== expected) {
     const names = columns.version === 1 ? REQUEST_TRACE_COLUMNS : "its column line";
     return `expected ${expected} fields (${names}), got ${f.length}: ${clip(line)}`;
@@ -188,10 +199,19 @@ export function parseRequestLineInto(
   slot.key = key === "" ? null : key;
   slot.user = user === "" ? null : user;
   slot.cost = parsedCost;
+  const outcome = outcomeColumns(columns, f, fixed);
+  if (typeof outcome === "string") return outcome;
+  slot.outcome = outcome;
   if (columns.version === 1) {
     clearV2(slot);
     return true;
   }
+  readV2(slot, f, columns);
+  return true;
+}
+
+/** Version 2's fields of a line (`f`) into `slot`. */
+function readV2(slot: RequestLine, f: readonly string[], columns: TraceColumns): void {
   const text = (v: string) => (v === "" ? null : unescapeField(v));
   slot.host = text(f[7]!);
   slot.asn = text(f[8]!);
@@ -203,12 +223,30 @@ export function parseRequestLineInto(
     const fields = new Map<string, readonly string[]>();
     columns.extras.forEach((name, i) => {
       const v = f[12 + i]!;
-      if (v === "") return;
+      if (v === "" || OUTCOME_COLUMN.test(name)) return;
       fields.set(name, name.startsWith("header:") ? [unescapeField(v)] : v.split("&").map(unescapeField));
     });
     slot.fields = fields;
   }
-  return true;
+}
+
+/** The outcome columns of a line (`f`, its fields; the extras start at `fixed`): what the origin answered, or `null`. */
+function outcomeColumns(columns: TraceColumns, f: readonly string[], fixed: number): Outcome | null | string {
+  let status = "";
+  let duration = "";
+  let headers: Map<string, string> | null = null;
+  for (const [i, name] of columns.extras.entries()) {
+    const v = f[fixed + i]!;
+    if (name === "status") status = v;
+    else if (name === "duration_ms") duration = v;
+    else if (name.startsWith("response:") && v !== "") {
+      headers ??= new Map();
+      headers.set(name.slice("response:".length), unescapeField(v));
+    }
+  }
+  const outcome = outcomeOf(status, duration);
+  if (outcome === null || typeof outcome === "string" || headers === null) return outcome;
+  return { ...outcome, headers };
 }
 
 /** A version 2 field's text, escaped: `%`, `,`, `&` and line breaks. */
@@ -229,17 +267,30 @@ export function formatRequestLine(r: RequestLine): string {
 export function formatRequestLineIn(r: RequestLine, columns: TraceColumns): string {
   const path = r.path.replaceAll(",", "%2C");
   const v1 = `${r.tMs},${r.method},${path},${r.address ?? ""},${r.key ?? ""},${r.user ?? ""},${r.cost ?? ""}`;
-  if (columns.version === 1) return `${v1}\n`;
   const text = (v: string | null | undefined) => (v === null || v === undefined ? "" : escapeField(v));
-  const fixed = [r.host, r.asn, r.country, r.colo, r.ja4].map(text).join(",");
-  const extras = columns.extras.map((name) => (r.fields?.get(name) ?? []).map(escapeField).join("&"));
-  return `${v1},${fixed}${extras.map((e) => `,${e}`).join("")}\n`;
+  const fixed = columns.version === 1 ? "" : `,${[r.host, r.asn, r.country, r.colo, r.ja4].map(text).join(",")}`;
+  const extras = columns.extras.map((name) => {
+    if (OUTCOME_COLUMN.test(name)) return outcomeField(r.outcome ?? null, name);
+    return (r.fields?.get(name) ?? []).map(escapeField).join("&");
+  });
+  return `${v1}${fixed}${extras.map((e) => `,${e}`).join("")}\n`;
 }
+
+function outcomeField(o: Outcome | null, name: string): string {
+  if (o === null) return "";
+  if (name === "status") return String(o.status);
+  if (name === "duration_ms") return o.durationMs === null ? "" : String(o.durationMs);
+  const v = o.headers?.get(name.slice("response:".length));
+  return v === undefined ? "" : escapeField(v);
+}
+
+/** The columns that say what the origin answered: `status,duration_ms`. */
+export const OUTCOME_COLUMNS: readonly string[] = ["status", "duration_ms"];
 
 /** The two lines every request trace starts with. */
 export function requestTraceHeader(columns: TraceColumns = V1_COLUMNS): string {
-  if (columns.version === 1) return `${REQUEST_TRACE_MAGIC}\n${REQUEST_TRACE_COLUMNS}\n`;
   const extras = columns.extras.map((c) => `,${c}`).join("");
+  if (columns.version === 1) return `${REQUEST_TRACE_MAGIC}\n${REQUEST_TRACE_COLUMNS}${extras}\n`;
   return `${REQUEST_TRACE_MAGIC_V2}\n${REQUEST_TRACE_COLUMNS_V2}${extras}\n`;
 }
 

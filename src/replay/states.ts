@@ -15,6 +15,7 @@ import {
   freshAtMs,
   refund,
   rowPath,
+  slotPolicy,
 } from "../algorithms/index.ts";
 import type { RowChange, RowKernel } from "../algorithms/types.ts";
 import { KeyedRows } from "./rows.ts";
@@ -81,6 +82,21 @@ export class RuleStates {
     }
     const slot = this.rows?.find(key) ?? -1;
     if (slot >= 0) this.kernel!.refund(this.rows!.table, slot * this.width, cost, admittedAtMs);
+  }
+
+  /** The slot the key's last admission took, when the rule's requests hold one (concurrency), else `null`. */
+  lastSlot(key: number): number | null {
+    const state = this.objects.get(key);
+    const policy = slotPolicy(this.paramsOf(key));
+    return state === undefined || policy === undefined ? null : policy.taken(state);
+  }
+
+  /** Give back `slot` of `key` at `atMs` (its request's response ended); a slot no longer held changes nothing. */
+  release(key: number, slot: number, atMs: number): void {
+    const state = this.objects.get(key);
+    const params = this.paramsOf(key);
+    const policy = slotPolicy(params);
+    if (state !== undefined && policy !== undefined) this.objects.set(key, policy.release(params, state, slot, atMs));
   }
 
   /** The key's state now (a new object for a row; for charts and tests, not per decision). */

@@ -27,12 +27,15 @@ function parser(p: LogParser | { error: string }): LogParser {
   return p;
 }
 
-/** Every line parsed: the request (without cost, and without the answer: `answersOf` reads those) or the error. */
+/**
+ * Every line parsed: the request (without cost, and without the answer: `answersOf` reads those, and
+ * test/unit/replay.durations.test.ts what the origin answered) or the error.
+ */
 function parseAll(p: LogParser, text: string): (RequestLine | string | null)[] {
   return text.split("\n").map((l) => {
     const slot = emptyRequestLine();
     const r = p.parse(l, slot);
-    return r === true ? { ...slot, answered: null } : r;
+    return r === true ? { ...slot, answered: null, outcome: undefined } : r;
   });
 }
 

@@ -251,7 +251,7 @@ describe("the request trace format", () => {
     expect(text).toBe("1796119200000,POST,/v1/a%2Cb,2001:db8::1,sk_1,,3\n");
     const slot = emptyRequestLine();
     expect(parseRequestLineInto(text.trimEnd(), slot)).toBe(true);
-    expect(slot).toEqual({ ...line, path: "/v1/a%2Cb" });
+    expect(slot).toEqual({ ...line, path: "/v1/a%2Cb", outcome: null });
     expect
       .soft(parseRequestLineInto("1,GET,/a,,,", slot))
       .toBe("expected 7 fields (t_ms,method,path,address,key,user,cost), got 6: 1,GET,/a,,,");
