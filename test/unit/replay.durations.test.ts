@@ -158,16 +158,15 @@ describe("trace from nginx: $status and $request_time", () => {
     );
     const res = await runCli(["trace", "from", "nginx", log, "--format", format]);
     expect(res.code).toBe(0);
-    expect(res.stdout).toBe(
-      [
-        "# sluice request trace v1",
-        "t_ms,method,path,address,key,user,cost,status,duration_ms",
-        "1796119200000,POST,/v1/export,192.0.2.1,sk_a,,,503,1005",
-        "1796119200500,POST,/v1/export,192.0.2.1,sk_a,,,200,123",
-        "1796119202005,POST,/v1/export,192.0.2.1,sk_a,,,200,",
-        "",
-      ].join("\n"),
-    );
+    const [magic, columnLine, ...lines] = res.stdout.trimEnd().split("\n");
+    expect(magic).toBe("# sluice request trace v2");
+    expect(columnLine).toMatch(/^t_ms,method,.*,status,duration_ms$/);
+    // In start order ($msec less $request_time), the keys hashed; the status and duration last.
+    expect(lines.map((l) => [l.split(",")[0], l.split(",").slice(-2).join(",")])).toEqual([
+      ["1796119200000", "503,1005"],
+      ["1796119200500", "200,123"],
+      ["1796119202005", "200,"],
+    ]);
   });
 
   it("property: any ms duration logged as seconds reads back as the same integer", () => {
@@ -190,7 +189,7 @@ describe("trace from nginx: $status and $request_time", () => {
       ["trace", "from", "nginx", "-", "--format", '$remote_addr [$msec] "$request"'],
       '192.0.2.1 [1796119200.623] "GET /a HTTP/1.1"\n',
     );
-    expect(res.stdout.split("\n")[1]).toBe("t_ms,method,path,address,key,user,cost");
+    expect(res.stdout.split("\n")[1]).not.toMatch(/status|duration_ms/);
   });
 });
 
