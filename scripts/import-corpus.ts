@@ -29,6 +29,8 @@ interface Entry {
   readonly commit: string;
   /** `--map` arguments for an Envoy file, when the entry tries one. */
   readonly map?: readonly string[];
+  /** `--envoy`: the path (in the same repository) of the Envoy configuration whose route actions the entry reads. */
+  readonly envoy?: string;
   readonly expect: Outcome;
 }
 
@@ -38,8 +40,10 @@ function run(dir: string, entry: Entry): { outcome: Outcome; report: string } | 
   let imported: ReturnType<typeof importFile>;
   try {
     // Absolute includes name files on the server the configuration came from: read them under its repository.
-    const root = entry.kind === "nginx" ? join(dir, entry.kind, entry.repo.replace("/", "+")) : undefined;
-    imported = importFile(entry.kind, join(dir, file), entry.map ?? [], root);
+    const repoDir = join(dir, entry.kind, entry.repo.replace("/", "+"));
+    const root = entry.kind === "nginx" ? repoDir : undefined;
+    const routes = entry.envoy === undefined ? undefined : join(repoDir, entry.envoy);
+    imported = importFile(entry.kind, join(dir, file), entry.map ?? [], root, routes);
   } catch (err) {
     return { crash: err instanceof Error ? (err.stack ?? err.message) : String(err) };
   }
@@ -74,7 +78,7 @@ function main(argv: readonly string[]): number {
   const counts: Record<string, number> = { imported: 0, partial: 0, refused: 0, empty: 0, crashed: 0, missing: 0 };
   const updated: Entry[] = [];
   for (const entry of manifest.files) {
-    const name = `${entry.kind} ${entry.repo} ${entry.path}`;
+    const name = `${entry.kind} ${entry.repo} ${entry.path}${entry.envoy === undefined ? "" : ` --envoy ${entry.envoy}`}${(entry.map ?? []).map((m) => ` --map ${m}`).join("")}`;
     const path = join(dir, entry.kind, entry.repo.replace("/", "+"), entry.path);
     if (!existsSync(path)) {
       counts.missing!++;

@@ -4,7 +4,7 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
-import { EnvoyImportError } from "../migrate/envoy_file.ts";
+import { EnvoyImportError, load } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
 import { parseMapping } from "../migrate/envoy_mapping.ts";
 import { NginxImportError, NginxSyntaxError, readNginxConfig, type UnreadInclude } from "../migrate/nginx_conf.ts";
@@ -15,7 +15,7 @@ import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 
 const HELP = `Usage: sluice import nginx FILE [--root DIR] [--out RULES.yaml] [--allow-partial]
-       sluice import envoy FILE [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
+       sluice import envoy FILE [--envoy ENVOY.yaml] [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
 
 Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a
 comment naming the directive it came from, and prints a report on standard error: every limit mapped
@@ -27,6 +27,9 @@ Envoy", describe the mapping.
                limit_conn_zone, limit_conn (requests in flight), limit_conn_status, limit_conn_dry_run
   envoy FILE   an envoyproxy/ratelimit service configuration (domain, descriptors), or a local rate limit filter
                configuration (its token bucket and descriptors; also found inside a bootstrap file)
+  --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
+                   (request_headers, query_parameters, generic_key and header_value_match on :path/:method; a
+                   file's own routes are read too); --map wins over it
   --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
   --map KEY=header:NAME|ip:V4:V6     envoy: a descriptor key from request_headers, or masked_remote_address's masks
   --map KEY:VALUE=route:METHOD /path envoy: which requests a valued descriptor stands for (also plan:NAME, any)
@@ -42,7 +45,7 @@ ${EXIT_CODES}Also 1, writing nothing, when something was left out (unless --allo
 export async function runImport(args: string[], io: Io): Promise<number> {
   const cmd = { name: "import", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["out", "map", "root"],
+    values: ["out", "map", "root", "envoy"],
     repeated: ["map"],
     booleans: ["allow-partial"],
     positionals: true,
@@ -55,7 +58,14 @@ export async function runImport(args: string[], io: Io): Promise<number> {
   if (extra !== undefined) return usageError(cmd, `unexpected argument "${extra}"`);
   if (kind === "nginx" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
   if (kind === "envoy" && parsed.values.has("root")) return usageError(cmd, "--root is for nginx");
-  const imported = importFile(kind, file, parsed.values.get("map") ?? [], parsed.values.get("root")?.[0]);
+  if (kind === "nginx" && parsed.values.has("envoy")) return usageError(cmd, "--envoy is for envoy");
+  const imported = importFile(
+    kind,
+    file,
+    parsed.values.get("map") ?? [],
+    parsed.values.get("root")?.[0],
+    parsed.values.get("envoy")?.[0],
+  );
   if ("usage" in imported) return usageError(cmd, imported.usage);
   if ("error" in imported) return inputError(io, [imported.error]);
   return writeResult(
@@ -73,6 +83,7 @@ export function importFile(
   file: string,
   maps: readonly string[],
   root?: string,
+  envoyConfig?: string,
 ): { result: ImportResult } | { error: string } | { usage: string } {
   try {
     if (kind === "nginx") {
@@ -87,7 +98,18 @@ export function importFile(
     } catch (err) {
       return { error: `${file}: cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
     }
-    return { result: importEnvoy(text, file, mapping.mapping) };
+    let routes: unknown = null;
+    if (envoyConfig !== undefined) {
+      try {
+        routes = load(readFileSync(envoyConfig, "utf8"), envoyConfig).value;
+      } catch (err) {
+        if (err instanceof EnvoyImportError) throw err;
+        return {
+          error: `${envoyConfig}: cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        };
+      }
+    }
+    return { result: importEnvoy(text, file, mapping.mapping, routes) };
   } catch (err) {
     if (err instanceof NginxSyntaxError || err instanceof NginxImportError || err instanceof EnvoyImportError) {
       return { error: err.message };

@@ -1,5 +1,5 @@
 /** An Envoy configuration file (YAML or JSON) as plain values, with the line each mapping starts on, for messages. */
-import { isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
+import { type Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments } from "yaml";
 
 export class EnvoyImportError extends Error {}
 
@@ -10,8 +10,20 @@ export interface Loaded {
 }
 
 export function load(text: string, file: string): Loaded {
+  const all = loadAll(text, file);
+  if (all.length === 1) return all[0]!;
+  return { value: all.map((d) => d.value), lineOf: (node) => all.find((d) => d.has(node))?.lineOf(node) ?? 1 };
+}
+
+/** Every document of a YAML stream (a Kubernetes manifest holds several, between `---` lines). */
+export function loadAll(text: string, file: string): (Loaded & { has: (node: object) => boolean })[] {
   const counter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true });
+  const docs = parseAllDocuments(text, { lineCounter: counter, uniqueKeys: true });
+  if (!Array.isArray(docs)) return [{ value: null, lineOf: () => 1, has: () => false }];
+  return docs.map((doc) => one(doc, counter, file));
+}
+
+function one(doc: Document.Parsed, counter: LineCounter, file: string): Loaded & { has: (node: object) => boolean } {
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
     const pos = e.linePos?.[0];
@@ -35,7 +47,7 @@ export function load(text: string, file: string): Loaded {
     }
     return null;
   };
-  return { value: convert(doc.contents), lineOf: (node) => lines.get(node) ?? 1 };
+  return { value: convert(doc.contents), lineOf: (node) => lines.get(node) ?? 1, has: (node) => lines.has(node) };
 }
 
 export type Obj = Record<string, unknown>;

@@ -5,20 +5,35 @@
  * - the local rate limit filter (`token_bucket` with `max_tokens`, `tokens_per_fill`, `fill_interval`;
  *   `filter_enabled`/`filter_enforced`; `descriptors`): envoy_local.ts.
  * What each descriptor key stands for comes from a small mapping (envoy_mapping.ts): `remote_address` is the client
- * address unless told otherwise. docs/rules.md, "Coming from Envoy", describes the mapping.
+ * address unless told otherwise; the route actions of an Envoy configuration (this file's, or `--envoy FILE`'s) say
+ * what the rest mean (envoy_actions.ts). docs/rules.md, "Coming from Envoy", describes the mapping.
  */
-import { EnvoyImportError, isObject, load } from "./envoy_file.ts";
+import { actionMeanings } from "./envoy_actions.ts";
+import { EnvoyImportError, isObject, type Loaded, load, type Obj } from "./envoy_file.ts";
 import { importLocal, localFilters } from "./envoy_local.ts";
-import type { EnvoyMapping } from "./envoy_mapping.ts";
+import { type EnvoyMapping, type Meaning, parseMapping } from "./envoy_mapping.ts";
 import { importService } from "./envoy_service.ts";
 import type { DraftRule, ImportResult, ReportItem } from "./report.ts";
 
-export function importEnvoy(text: string, file: string, mapping: EnvoyMapping): ImportResult {
+/**
+ * `routes`: the documents of an Envoy configuration (`--envoy FILE`) whose route actions say what descriptors mean;
+ * the file's own routes are read too. `--map` wins over both.
+ */
+export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, routes: unknown = null): ImportResult {
   const loaded = load(text, file);
-  const root = loaded.value;
-  if (isObject(root) && "domain" in root) return importService(root, file, loaded, mapping);
-  const filters = localFilters(root);
+  const meanings = withActions(mapping, [loaded.value, routes]);
+  const services = serviceConfigs(loaded, file);
+  if (services.length > 0) {
+    const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings));
+    return { rules: results.flatMap((r) => r.rules), report: results.flatMap((r) => r.report) };
+  }
+  const filters = localFilters(loaded.value);
   if (filters.length === 0) {
+    if (JSON.stringify(loaded.value ?? null).includes("envoy.filters.http.ratelimit")) {
+      throw new EnvoyImportError(
+        `${file}: an Envoy configuration with the global rate limit filter (envoy.filters.http.ratelimit): its limits are in the ratelimit service's configuration; import that file, with this one giving its routes' actions: sluice import envoy ratelimit.yaml --envoy ${file}`,
+      );
+    }
     throw new EnvoyImportError(
       `${file}: neither a ratelimit service configuration (domain, descriptors) nor a local rate limit filter (token_bucket)`,
     );
@@ -26,6 +41,37 @@ export function importEnvoy(text: string, file: string, mapping: EnvoyMapping): 
   const report: ReportItem[] = [];
   const rules: DraftRule[] = [];
   const taken = new Set<string>();
-  for (const filter of filters) rules.push(...importLocal(filter, file, loaded, mapping, report, taken));
+  for (const filter of filters) rules.push(...importLocal(filter, file, loaded, meanings, report, taken));
   return { rules, report };
+}
+
+/** The mapping with what route actions say added: `--map` first, then the actions, then the defaults. */
+function withActions(mapping: EnvoyMapping, roots: readonly unknown[]): EnvoyMapping {
+  const defaults = parseMapping([]);
+  const fallback = "mapping" in defaults ? defaults.mapping : new Map<string, Meaning>();
+  const out = new Map(mapping);
+  for (const [key, meaning] of actionMeanings(roots)) {
+    const given = mapping.get(key);
+    if (given === undefined || JSON.stringify(given) === JSON.stringify(fallback.get(key))) out.set(key, meaning);
+  }
+  return out;
+}
+
+/** The service configurations in a file: the file itself, a document of it, or a ConfigMap's data holding one. */
+function serviceConfigs(loaded: Loaded, file: string): { root: Obj; file: string; loaded: Loaded }[] {
+  const isService = (v: unknown): v is Obj => isObject(v) && "domain" in v;
+  if (isService(loaded.value)) return [{ root: loaded.value, file, loaded }];
+  const docs = Array.isArray(loaded.value) ? loaded.value : [loaded.value];
+  const out: { root: Obj; file: string; loaded: Loaded }[] = [];
+  for (const doc of docs) {
+    if (isService(doc)) out.push({ root: doc, file, loaded });
+    if (!isObject(doc) || doc.kind !== "ConfigMap" || !isObject(doc.data)) continue;
+    for (const [name, text] of Object.entries(doc.data)) {
+      if (typeof text !== "string" || !/^domain:/m.test(text)) continue;
+      const inner = load(text, `${file} (ConfigMap data ${name})`);
+      if (isService(inner.value))
+        out.push({ root: inner.value, file: `${file} (ConfigMap data ${name})`, loaded: inner });
+    }
+  }
+  return out;
 }

@@ -13,7 +13,9 @@ export type Meaning =
   | { readonly kind: "part"; readonly part: string; readonly text: string }
   | { readonly kind: "route"; readonly route: string }
   | { readonly kind: "plan"; readonly plan: string }
-  | { readonly kind: "any" };
+  | { readonly kind: "any" }
+  /** A descriptor that an Envoy route action sends for requests no Sluice match can pick out (envoy_actions.ts). */
+  | { readonly kind: "refused"; readonly why: string };
 
 export type EnvoyMapping = ReadonlyMap<string, Meaning>;
 
@@ -42,8 +44,7 @@ export function parseMapping(specs: readonly string[]): { mapping: Map<string, M
     } else if (ip !== null && Number(ip[1]) >= 1 && Number(ip[1]) <= 32 && Number(ip[2]) >= 1 && Number(ip[2]) <= 128) {
       mapping.set(target, maskedIp(Number(ip[1]), Number(ip[2])));
     } else if (/^header:[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/.test(meaning)) {
-      const name = meaning.slice(7).toLowerCase();
-      mapping.set(target, { kind: "part", part: `{ header: ${name} }`, text: `the ${name} header` });
+      mapping.set(target, headerMeaning(meaning.slice(7).toLowerCase()));
     } else if (meaning === "any") {
       mapping.set(target, { kind: "any" });
     } else if (meaning.startsWith("plan:") && meaning.length > 5) {
@@ -57,6 +58,23 @@ export function parseMapping(specs: readonly string[]): { mapping: Map<string, M
     }
   }
   return { mapping };
+}
+
+/** A key's meaning when it names a caller (a value of it is then one caller's), else `null`. */
+function perCaller(meaning: Meaning | undefined): Meaning | null {
+  return meaning?.kind === "identity" || meaning?.kind === "part" ? meaning : null;
+}
+
+/**
+ * A request header's value as a descriptor: a key part, or the identity the gateway reads from that header
+ * (CF-Connecting-IP is the client address, Authorization and X-API-Key the API key; a key may not name them).
+ */
+export function headerMeaning(name: string): Meaning {
+  if (name === "cf-connecting-ip") return { kind: "identity", identity: "ip" };
+  if (name === "authorization" || name === "x-api-key") return { kind: "identity", identity: "api_key" };
+  if (name === "cookie")
+    return { kind: "refused", why: "the whole Cookie header is not a key part (a rule keys on one cookie)" };
+  return { kind: "part", part: `{ header: ${name} }`, text: `the ${name} header` };
 }
 
 function maskedIp(v4: number, v6: number): Meaning {
@@ -108,7 +126,9 @@ export function matchOf(
     const meaning =
       step.value === null
         ? mapping.get(step.key)
-        : (mapping.get(`${step.key}:${step.value}`) ?? mapping.get(`${step.key}:*`) ?? null);
+        : (mapping.get(`${step.key}:${step.value}`) ??
+          mapping.get(`${step.key}:*`) ??
+          perCaller(mapping.get(step.key)));
     if (step.value === null && meaning === undefined) {
       return leftOut(`no meaning for descriptor key ${step.key}: give --map ${step.key}=${MEANINGS.split(", any")[0]}`);
     }
@@ -117,6 +137,7 @@ export function matchOf(
         `${step.key}=${step.value} comes from an Envoy route action, which this file does not show: give --map ${step.key}:${step.value}=route:METHOD /path, plan:NAME or any`,
       );
     }
+    if (meaning.kind === "refused") return leftOut(`${step.key}=${step.value ?? "*"}: ${meaning.why}`);
     if (meaning.kind === "identity" || meaning.kind === "part") {
       if (step.value !== null) {
         return leftOut(`a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`);

@@ -99,6 +99,8 @@ function partOf(v: string): { part: string; why: string | null } | null {
       why: "the client address is CF-Connecting-IP; IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
     };
   }
+  // CF-Connecting-IP is the client address at Cloudflare; a key may not name the header itself.
+  if (v === "http_cf_connecting_ip") return { part: "ip", why: "CF-Connecting-IP is the client address" };
   const header = /^http_([a-z0-9_]+)$/.exec(v)?.[1];
   if (header !== undefined && header !== "authorization" && header !== "x_api_key" && header !== "cookie") {
     return { part: `{ header: ${header.replaceAll("_", "-")} }`, why: null };

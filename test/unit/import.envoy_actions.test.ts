@@ -1,0 +1,169 @@
+/**
+ * `sluice import envoy` reading what descriptors mean from Envoy's route actions (the file's own routes, or
+ * `--envoy FILE`) instead of `--map`: `header_value_match` on `:path`/`:method` as a route, on anything else (or with
+ * `expect_match: false`) left out with its reason; `request_headers`, `query_parameters`; Kubernetes manifests of
+ * several documents and ConfigMaps holding the service's configuration.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { load } from "../../src/migrate/envoy_file.ts";
+import { importEnvoy } from "../../src/migrate/envoy_import.ts";
+import { parseMapping } from "../../src/migrate/envoy_mapping.ts";
+import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+import { runCli } from "../support/io.ts";
+
+const SERVICE = `domain: edge
+descriptors:
+  - key: header_match
+    value: login
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: minute, requests_per_unit: 5 }
+  - key: header_match
+    value: bots
+    rate_limit: { unit: second, requests_per_unit: 1 }
+  - key: header_match
+    value: no-key
+    rate_limit: { unit: second, requests_per_unit: 2 }
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 100 }
+  - key: generic_key
+    value: search
+    rate_limit: { unit: second, requests_per_unit: 200 }
+`;
+
+const ROUTES = `static_resources:
+  listeners:
+    - filter_chains:
+        - filters:
+            - typed_config:
+                route_config:
+                  virtual_hosts:
+                    - name: api
+                      rate_limits:
+                        - actions:
+                            - header_value_match:
+                                descriptor_value: login
+                                headers:
+                                  - { name: ":method", string_match: { exact: POST } }
+                                  - { name: ":path", string_match: { exact: /v1/login } }
+                            - remote_address: {}
+                        - actions:
+                            - header_value_match:
+                                descriptor_value: bots
+                                headers: [{ name: user-agent, string_match: { contains: bot } }]
+                        - actions:
+                            - header_value_match:
+                                descriptor_value: no-key
+                                expect_match: false
+                                headers: [{ name: x-api-key, present_match: true }]
+                        - actions:
+                            - request_headers: { header_name: X-Tenant, descriptor_key: tenant }
+                      routes:
+                        - match: { prefix: /v1/search }
+                          route:
+                            cluster: api
+                            rate_limits:
+                              - actions: [{ generic_key: { descriptor_value: search } }]
+`;
+
+function imported(service: string, routes: string): ImportResult {
+  const m = parseMapping([]);
+  if ("error" in m) throw new Error(m.error);
+  // The routes as `--envoy FILE` gives them: the file's documents' values.
+  const result = importEnvoy(service, "ratelimit.yaml", m.mapping, load(routes, "envoy.yaml").value);
+  expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
+  return result;
+}
+
+describe("descriptors read from route actions", () => {
+  it("maps header_value_match on :method and :path, request_headers and a route's generic_key; refuses the rest", () => {
+    const r = imported(SERVICE, ROUTES);
+    expect(r.rules.map((x) => [x.id, x.match.route ?? "*", x.match.identity ?? x.key])).toEqual([
+      ["edge-login-remote_address", "POST /v1/login", "ip"],
+      ["edge-tenant", "*", ["{ header: x-tenant }"]],
+      ["edge-search", "* /v1/search**", "global"],
+    ]);
+    const leftOut = r.report.filter((i) => i.kind === "left out").map((i) => i.message);
+    expect(leftOut).toEqual([
+      "header_match=bots: header_match=bots: its header_value_match matches the user-agent header, and a Sluice rule matches routes, plans and identities, not header values",
+      "header_match=no-key: header_match=no-key: its header_value_match has expect_match: false (requests whose headers do not match), which a Sluice rule cannot say",
+    ]);
+  });
+
+  it("without the routes, the same descriptors are left out asking for --map or --envoy", () => {
+    const m = parseMapping([]);
+    if ("error" in m) throw new Error(m.error);
+    const r = importEnvoy(SERVICE, "ratelimit.yaml", m.mapping);
+    expect(r.report.filter((i) => i.kind === "left out").length).toBe(4);
+  });
+
+  it("a value of a caller's key is one caller's limit, said as such", () => {
+    const r = imported(
+      "domain: d\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: { unit: second, requests_per_unit: 9 }\n",
+      ROUTES,
+    );
+    expect(r.report.map((i) => i.message)).toEqual([
+      "tenant=acme: a limit for one tenant value (acme): Sluice rules count every caller alike",
+    ]);
+  });
+
+  it("CF-Connecting-IP in request_headers is the address (a key may not name the header)", () => {
+    const routes = ROUTES.replace("header_name: X-Tenant", "header_name: CF-Connecting-IP");
+    const r = imported(
+      "domain: d\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: second, requests_per_unit: 9 }\n",
+      routes,
+    );
+    expect(r.rules.map((x) => x.match.identity)).toEqual(["ip"]);
+  });
+});
+
+describe("Kubernetes manifests", () => {
+  it("a ConfigMap holding config.yaml, among other documents", () => {
+    const m = parseMapping(["tenant=header:x-tenant"]);
+    if ("error" in m) throw new Error(m.error);
+    const manifest = `apiVersion: v1
+kind: Service
+metadata: { name: ratelimit }
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: ratelimit-config }
+data:
+  config.yaml: |
+    domain: d
+    descriptors:
+      - key: tenant
+        rate_limit: { unit: second, requests_per_unit: 9 }
+`;
+    const r = importEnvoy(manifest, "k8s.yaml", m.mapping);
+    expect(r.rules.map((x) => [x.key, x.source.split(":")[0]])).toEqual([
+      [["{ header: x-tenant }"], "k8s.yaml (ConfigMap data config.yaml)"],
+    ]);
+  });
+
+  it("an Envoy configuration with the global filter only says to import the service's file with --envoy", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-envoy-actions-"));
+    writeFileSync(
+      join(dir, "envoy.yaml"),
+      `${ROUTES}          http_filters:\n            - name: envoy.filters.http.ratelimit\n`,
+    );
+    writeFileSync(join(dir, "ratelimit.yaml"), SERVICE);
+    const alone = await runCli(["import", "envoy", join(dir, "envoy.yaml")]);
+    expect(alone.code).toBe(1);
+    expect(alone.stderr).toMatch(/global rate limit filter .* sluice import envoy ratelimit\.yaml --envoy /);
+    const both = await runCli([
+      "import",
+      "envoy",
+      join(dir, "ratelimit.yaml"),
+      "--envoy",
+      join(dir, "envoy.yaml"),
+      "--allow-partial",
+    ]);
+    expect(both.code).toBe(0);
+    expect(both.stdout).toMatch(/route: "POST \/v1\/login"/);
+  });
+});
