@@ -27,7 +27,7 @@ export interface SlidingLogState {
 const EMPTY: SlidingLogState = { times: [], costs: [] };
 
 /**
- * The widest log a row keeps: limits up to this get the row kernel (16 × limit + 16 bytes a key, whatever the key
+ * The widest log a row keeps: limits up to this get the row kernel (16 × limit + 24 bytes a key, whatever the key
  * holds); larger ones keep their entries as objects, which cost only what is in the log.
  */
 export const MAX_ROW_LIMIT = 32;
@@ -56,14 +56,14 @@ function deniedLog(
 
 /**
  * The row kernel (the in-isolate store's fast path): the log as a ring of at most `limit` entries in one row,
- * `head, n, times × limit, costs × limit`. An admitted request keeps at most `limit` cost in the window, each entry
+ * `head, n, total, times × limit, costs × limit` (`total`: the ring's costs summed, so a decision sums nothing). An admitted request keeps at most `limit` cost in the window, each entry
  * at least 1, so the ring never overflows; entries that left the window are dropped by moving `head`, and a denial
  * leaves the row as it was (as `check` leaves its state).
  */
 function logKernel(params: { limit: number; windowMs: number }): RowKernel<SlidingLogState> | null {
   if (params.limit > MAX_ROW_LIMIT) return null;
   return {
-    width: 2 + 2 * params.limit,
+    width: 3 + 2 * params.limit,
     check: (row, at, fresh, cost, nowMs, out) => checkRow(params, row, at, fresh, cost, nowMs, out),
     refund: (row, at, cost, admittedAtMs) => refundRow(params.limit, row, at, cost, admittedAtMs),
     read(row, at) {
@@ -73,8 +73,8 @@ function logKernel(params: { limit: number; windowMs: number }): RowKernel<Slidi
       const times: number[] = [];
       const costs: number[] = [];
       for (let i = 0; i < n; i++) {
-        times.push(row[at + 2 + ((head + i) % limit)]!);
-        costs.push(row[at + 2 + limit + ((head + i) % limit)]!);
+        times.push(row[at + 3 + ((head + i) % limit)]!);
+        costs.push(row[at + 3 + limit + ((head + i) % limit)]!);
       }
       return { times, costs };
     },
@@ -82,7 +82,7 @@ function logKernel(params: { limit: number; windowMs: number }): RowKernel<Slidi
 }
 
 /**
- * `check` on a ring row: entry i of the log is at ring position (head + i) % limit, its time at `at + 2 + position`
+ * `check` on a ring row: entry i of the log is at ring position (head + i) % limit, its time at `at + 3 + position`
  * and its cost `limit` fields further. (No closure for the position: bundlers that keep names wrap every closure
  * made per call, which costs more than the decision.)
  */
@@ -96,17 +96,19 @@ function checkRow(
   out: RowChange,
 ): Decision {
   const { limit, windowMs } = params;
-  const T = at + 2;
-  const C = at + 2 + limit;
+  const T = at + 3;
+  const C = at + 3 + limit;
   const head = fresh ? 0 : row[at]!;
   const n = fresh ? 0 : row[at + 1]!;
+  let total = fresh ? 0 : row[at + 2]!;
   const lastMs = n > 0 ? row[T + ((head + n - 1) % limit)]! : 0;
   // Clock rule: never judge at a time earlier than the newest entry.
   const now = n > 0 ? Math.max(nowMs, lastMs) : nowMs;
   let first = 0;
-  while (first < n && now - row[T + ((head + first) % limit)]! >= windowMs) first++;
-  let total = 0;
-  for (let i = first; i < n; i++) total += row[C + ((head + i) % limit)]!;
+  while (first < n && now - row[T + ((head + first) % limit)]! >= windowMs) {
+    total -= row[C + ((head + first) % limit)]!;
+    first++;
+  }
   if (total + cost <= limit) {
     const h = (head + first) % limit;
     let m = n - first;
@@ -119,6 +121,7 @@ function checkRow(
     }
     row[at] = h;
     row[at + 1] = m;
+    row[at + 2] = total + cost;
     out.changed = true;
     return admittedLog(limit, total, cost, windowMs);
   }
@@ -133,18 +136,21 @@ function checkRow(
 
 /** `refund` on a ring row: the entry at `admittedAtMs` loses `cost`, and leaves the ring (later ones move up) at 0. */
 function refundRow(limit: number, row: Float64Array, at: number, cost: number, admittedAtMs: number): void {
-  const T = at + 2;
-  const C = at + 2 + limit;
+  const T = at + 3;
+  const C = at + 3 + limit;
   const head = row[at]!;
   const n = row[at + 1]!;
   let i = n - 1;
   while (i >= 0 && row[T + ((head + i) % limit)] !== admittedAtMs) i--;
   if (i < 0) return;
-  const left = row[C + ((head + i) % limit)]! - cost;
+  const held = row[C + ((head + i) % limit)]!;
+  const left = held - cost;
   if (left > 0) {
     row[C + ((head + i) % limit)] = left;
+    row[at + 2] = row[at + 2]! - cost;
     return;
   }
+  row[at + 2] = row[at + 2]! - held;
   for (let j = i; j < n - 1; j++) {
     row[T + ((head + j) % limit)] = row[T + ((head + j + 1) % limit)]!;
     row[C + ((head + j) % limit)] = row[C + ((head + j + 1) % limit)]!;

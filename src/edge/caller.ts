@@ -17,7 +17,7 @@
 import { type Account, PLAN_LOOKUP_BUDGET_MS } from "../isolate/account_cache.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { identitiesOf } from "../request/identity.ts";
-import type { CompiledRule } from "../request/match.ts";
+import { type CompiledRule, countsByApiKey, matchesRoute, type RouteFacts } from "../request/match.ts";
 import type { Identity } from "../rules/types.ts";
 import { keyHashOf, sha256Hex } from "./hash.ts";
 import type { Env, Settings } from "./settings.ts";
@@ -54,12 +54,21 @@ export function unverifiedKeyText(address: string): string {
 
 const NO_OVERRIDES: ReadonlyMap<string, CompiledRule> = new Map();
 
+/** No identity hashed: no rule's route takes the request, so no rule can count it whoever calls. */
+const NOBODY = { api_key: null, ip: null, user: null } as const;
+
+/**
+ * Who calls. Only what a rule the request's route reaches can use is hashed (a SHA-256 or HMAC each): nothing when
+ * no rule's route takes the request and it names no API key (an API key still gives the plan, which is forwarded),
+ * and the address's unverified-caller hash only for a rule that counts by API key.
+ */
 export async function whoIsCalling(
   request: Request,
   env: Env,
   settings: Settings,
   isolate: Isolate,
   rules: readonly CompiledRule[],
+  route: RouteFacts,
 ): Promise<Caller | CallerRefusal> {
   const read = identitiesOf(request.headers, settings, new URL(request.url).searchParams);
   if (!read.ok) {
@@ -73,6 +82,10 @@ export async function whoIsCalling(
     return { refused: { status: 400, body, headers: [] } };
   }
   const ids = read.ids;
+  const reached = rules.filter((rule) => matchesRoute(rule, route));
+  if (reached.length === 0 && ids.api_key === null) {
+    return { keyHashes: NOBODY, plan: settings.defaultPlan, overrides: NO_OVERRIDES, unverified: { keyHash: null } };
+  }
   const secret = settings.keyHashSecret;
   const hashOf = (v: string | null) => (v === null ? Promise.resolve(null) : keyHashOf(secret, v));
   const [apiKey, ip, user, account] = await Promise.all([
@@ -86,7 +99,8 @@ export async function whoIsCalling(
     const { plan, overrides } = account;
     return { keyHashes: { api_key: apiKey, ip, user }, plan, overrides, unverified: null };
   }
-  const address = ids.ip === null ? null : await keyHashOf(secret, unverifiedKeyText(ids.ip));
+  const byKey = reached.some((rule) => countsByApiKey(rule.rule));
+  const address = ids.ip === null || !byKey ? null : await keyHashOf(secret, unverifiedKeyText(ids.ip));
   return {
     keyHashes: { api_key: null, ip, user },
     plan: settings.defaultPlan,

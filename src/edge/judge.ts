@@ -38,7 +38,8 @@ export async function judgeRequest(
   const shape = await shapeOf(request, url, settings, bodyWithheld);
   if (!shape.ok) return { judgement: badRequest(shape.detail, shape.error), forwardPath: url.pathname, plan: null };
   const { method, methods, paths } = shape;
-  const caller = await whoIsCalling(request, env, settings, isolate, rules);
+  const foldCase = !settings.path.caseSensitive;
+  const caller = await whoIsCalling(request, env, settings, isolate, rules, { methods, paths, foldCase });
   if ("refused" in caller) {
     const { status, body, headers } = caller.refused;
     const judgement: Judgement = { kind: "refused", reason: "bad_request", status, problem: body, headers, rules: [] };
@@ -46,7 +47,7 @@ export async function judgeRequest(
   }
   const cx: RequestContext = { ...base, method, plan: caller.plan };
   const { plan, keyHashes, unverified, overrides } = caller;
-  const known = { methods, paths, foldCase: !settings.path.caseSensitive, plan, keyHashes, unverified, overrides };
+  const known = { methods, paths, foldCase, plan, keyHashes, unverified, overrides };
   const rejecting = rejectingRule(rules, known);
   if (rejecting !== null) return { judgement: unauthorized(cx, rejecting), forwardPath: shape.forwardPath, plan };
   const keys = hasKeyedRules(rules) ? await keyedRules(rules, known, keySourceOf(request, url), settings) : null;

@@ -136,6 +136,14 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 /** Plan and route (under any of the request's methods). */
 export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
+  return matchesRoute(compiled, facts);
+}
+
+/** The request's methods, paths and case folding: what a route is matched on. */
+export type RouteFacts = Pick<RequestFacts, "methods" | "paths" | "foldCase">;
+
+/** Route alone (under any of the request's methods), whoever calls: a rule that fails it applies to no caller. */
+export function matchesRoute(compiled: CompiledRule, facts: RouteFacts): boolean {
   const { routes, except } = facts.foldCase ? compiled.folded : routeSets(compiled.rule);
   const any = (list: readonly RoutePattern[]) =>
     facts.methods.some((m) => facts.paths.some((p) => list.some((r) => routeMatches(r, m, p))));
