@@ -9,8 +9,8 @@
  *   each algorithm's `lease` entry states the bound (src/algorithms/types.ts `LeasePolicy`).
  * - **Hot keys:** once the object answers `hot` (or overloaded), the key's batches go to the region's delegate.
  * - **Refunds** ride with the key's next call (`giveBack`), at most `RETURN_WAIT_MS` later.
- * - **Failures:** what the object cannot decide is refused from what this isolate last knew (`lastKnown`), never
- *   admitted uncounted; only a cold key's real failure takes `on_error`. Retries keep the call id.
+ * - **Failures:** a busy object (overloaded, or late) is refused from what this isolate last knew (`lastKnown`), never
+ *   admitted uncounted; only an error or a reset, known nothing of, takes `on_error`. Retries keep the call id.
  * The transport, clock and id source are passed in (the Worker's namespace, or bench/cluster.ts's simulation).
  */
 import type { CallAnswer } from "../protocol/object_call.ts";

@@ -129,8 +129,8 @@ export abstract class KeyCalls {
     if (me.settled) return;
     me.settled = true;
     st.queue.splice(st.queue.indexOf(me), 1);
-    const message = `no call for this key ended within ${2 * st.timeoutMs} ms`;
-    me.resolve({ kind: "failed", failure: "timeout", message, attempts: 0, late: null, refund: async () => null });
+    // No call for this key ended within two budgets: the object is busy (a timeout), decided as `lastKnown` says.
+    me.resolve(lastKnown(this.ctx, st, "timeout", this.options.clock())!);
     if (st.inFlight && this.options.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
       st.inFlight = false;
       this.handOff(st);
@@ -251,8 +251,8 @@ export abstract class KeyCalls {
    * Make the call: to the delegate, when there is one (delegate_call.ts `callDelegates`: a reset one is tried on the
    * other shard, then again shortly), else, or when it fails, to the key's object (the fallback carries no refunds: the
    * delegate may have applied them). A busy delegate's failure (overloaded, timing out) is decided from what this
-   * isolate last knew, never sent to the key's object. An overloaded key's object (or one timing out while the key is
-   * busy) sends the key to the delegate (`overloadTeachesHot`); a busy delegate, to its own shard (`noteDelegateBusy`).
+   * isolate last knew, never sent to the key's object. A busy key's object (overloaded, or timing out) sends the key to
+   * the delegate (`overloadTeachesHot`); a busy delegate, to its own shard (`noteDelegateBusy`).
    */
   protected async callTarget(st: KeyState, delegate: DelegateRoute | null, input: CallInput): Promise<CallAnswer> {
     const isolate = { sleep: this.options.sleep, stats: this.options.counters };

@@ -35,16 +35,22 @@ export function isHot(st: KeyState, now: number): boolean {
 }
 
 /**
- * The key's object could not take a call: overloaded, or timing out while the key is known busy here (`isHot`). In the
- * real runtime an overloaded Durable Object throws at the caller, so no `hot` answer ever comes; the isolate infers it:
- * a key whose rule takes shares and that has a delegate goes to the delegate for `HOT_HOLD_MS`, as if the object had
- * said `hot`. Call it before `lastKnown` (which marks the key overloaded). Returns whether the key is now hot.
+ * The key's object could not take a call in time: overloaded, or timing out (a call that outlasts its budget is taken
+ * for what it most likely is, a busy object's queue). In the real runtime an overloaded Durable Object throws at the
+ * caller, so no `hot` answer ever comes; the isolate infers it: a key whose rule takes shares and that has a delegate
+ * goes to the delegate for `HOT_HOLD_MS`, as if the object had said `hot`, and the data center's other isolates learn
+ * it from this one's mark without an answered call. Returns whether the key is now hot.
  */
 export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
   if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;
-  if (failure !== "overloaded" && !(failure === "timeout" && isHot(st, now))) return false;
+  if (!busyFailure(failure)) return false;
   st.hotUntilMs = Math.max(st.hotUntilMs, now + HOT_HOLD_MS);
   return true;
+}
+
+/** A failure that says the object is busy, not broken: overloaded, or no answer within the budget. */
+export function busyFailure(failure: FailureKind): boolean {
+  return failure === "overloaded" || failure === "timeout";
 }
 
 /**
@@ -54,22 +60,18 @@ export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: numb
  * broke the rate bound). In order:
  *
  * 1. A key known to be short here (`scarceUntilMs`): refused, as before the failure.
- * 2. An overloaded object: refused, and the key refused here without asking for a short, spread backoff
- *    (`OVERLOAD_BACKOFF_MS`), so the object is not asked more while it drowns. A request beyond `maxWaiting` here:
- *    refused (no backoff: the requests already waiting still go to the object). An overload thus never admits
- *    anything uncounted; it under-admits for that backoff at most.
- * 3. Any other failure (unreachable, timeout, an error) of a key that is not hot here: its rule's `on_error`.
- *    A hot key (a share held lately, or a busy object) is refused by 1 when it applies; and its call that times out
- *    (or any call within a lease ttl of an overloaded answer that does) is taken for what it most likely is, an
- *    overloaded object whose queue outlasted the budget, and decided as 2.
+ * 2. A busy object (overloaded, or no answer within the budget: `busyFailure`): refused, and the key refused here
+ *    without asking for a short, spread backoff (`OVERLOAD_BACKOFF_MS`), so the object is not asked more while it
+ *    drowns. A request beyond `maxWaiting` here: refused (no backoff: the requests already waiting still go to the
+ *    object). A busy object thus never admits anything uncounted; it under-admits for that backoff at most.
+ * 3. Any other failure (an error, a reset: the object is broken or unreachable, and nothing usable is known): its
+ *    rule's `on_error`.
  */
 export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
   if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
-  const hot = isHot(st, now);
-  const overloaded = failure === "overloaded" || (failure === "timeout" && hot);
-  if (!overloaded && !hot) return null;
+  const busy = busyFailure(failure);
   if (now >= st.scarceUntilMs) {
-    if (!overloaded) return null;
+    if (!busy) return null;
     if (!backoff) {
       countLastKnown(ctx);
       return scarceAnswer(st, now);

@@ -110,14 +110,14 @@ const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
     fallback: "open",
     read: (v, cx) => oneOf(cx.e, "on_error", v, ["open", "closed"]),
     print: text,
-    doc: "When the limiter fails or is late: forward (`open`) or answer 503 (`closed`).",
+    doc: "When the limiter errors or is reset: forward (`open`) or answer 503 (`closed`). A busy (overloaded, late) one: 429.",
   },
   timeoutMs: {
     yaml: "timeout_ms",
     fallback: DEFAULT_TIMEOUT_MS,
     read: (v, cx) => positiveInt(cx.e, "timeout_ms", v),
     print: text,
-    doc: "How long to wait for this rule's decision before `on_error` applies.",
+    doc: "How long to wait for this rule's decision; a later one is a busy object's: refused (429), never `on_error`.",
   },
   status: {
     yaml: "status",

@@ -104,10 +104,10 @@ describe("overloadTeachesHot", () => {
     expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS + 10);
   });
 
-  it("takes a timeout for an overload only while the key is known busy here", () => {
+  it("takes a timeout for a busy object, on a key not yet known hot too (the first second)", () => {
     const cold = key({ delegate: route });
-    expect(overloadTeachesHot(cold, "timeout", T0)).toBe(false);
-    expect(cold.hotUntilMs).toBe(0);
+    expect(overloadTeachesHot(cold, "timeout", T0)).toBe(true);
+    expect(cold.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
     const busy = key({ delegate: route }, { busyUntilMs: T0 + 1 });
     expect(overloadTeachesHot(busy, "timeout", T0)).toBe(true);
     expect(busy.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
@@ -150,12 +150,23 @@ describe("answers without the object", () => {
 });
 
 describe("lastKnown", () => {
-  it("leaves a cold key's failure to its rule's on_error", () => {
+  it("leaves an error, a reset or an invalid call of a key known nothing of to its rule's on_error", () => {
     const { ctx, counters } = ctxAt(T0);
-    for (const failure of ["timeout", "error", "retryable", "reset", "invalid"] as const) {
+    for (const failure of ["error", "retryable", "reset", "invalid"] as const) {
       expect(lastKnown(ctx, key(), failure, T0)).toBeNull();
     }
     expect(counters.last_known_answers).toBe(0);
+  });
+
+  it("refuses a timeout (a busy object), a cold key's too, with a spread backoff: never on_error", () => {
+    const { ctx, counters } = ctxAt(T0, 100);
+    const st = key();
+    expect(lastKnown(ctx, st, "timeout", T0)).toMatchObject({
+      result: { decision: { allowed: false, retryAfterMs: OVERLOAD_BACKOFF_MS / 2 + 100 } },
+    });
+    expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
+    expect(st.overloadedUntilMs).toBe(0);
+    expect(counters.last_known_answers).toBe(1);
   });
 
   it("never admits from a hot key's last share once it ended: an error is on_error, an overload refused", () => {
@@ -214,13 +225,12 @@ describe("lastKnown", () => {
     expect(counters.last_known_answers).toBe(1);
   });
 
-  it("takes a hot key's timeout for an overload; a cold key's is on_error", () => {
+  it("takes a hot key's timeout for a busy object: refused, backed off, not marked overloaded", () => {
     const { ctx } = ctxAt(T0);
     const hot = key({}, { busyUntilMs: T0 + 1 });
     expect(lastKnown(ctx, hot, "timeout", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(hot.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
     expect(hot.overloadedUntilMs).toBe(0);
-    expect(lastKnown(ctx, key(), "timeout", T0)).toBeNull();
   });
 
   it("refuses an overload though a rate share was granted lately, and backs off", () => {
