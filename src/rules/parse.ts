@@ -11,6 +11,7 @@
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
 import { ALGORITHMS, type AlgorithmName, type AlgorithmParams, capacityOf } from "../algorithms/index.ts";
+import { closest } from "./closest.ts";
 import { CROSS_FIELD_CHECKS, type FieldContext, RULE_FIELDS } from "./fields.ts";
 import { printKey } from "./key.ts";
 import { ALL_PARAM_KEYS, notAParameterOf, paramSpec, resolveParams } from "./params.ts";
@@ -26,10 +27,13 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
 const MATCH_KEYS = ["plan", "route", "except", "identity"] as const;
 
-/** The rules of one file, from its plain values (see yaml.ts): all valid rules, every problem, every warning. */
-/** Where a field of the rule at `index` is in the file (`7:9`), when the reader knows: yaml.ts for key fields. */
+/**
+ * Where a field of the rule at `index` is in the file (`7:9`), when the reader knows: yaml.ts, for key fields and a
+ * rule's own problems (its id, what it lacks; field `""` is the rule itself).
+ */
 export type Locate = (index: number, field: string, message: string) => string | null;
 
+/** The rules of one file, from its plain values (see yaml.ts): all valid rules, every problem, every warning. */
 export function resolveRules(
   root: Raw,
   file: string,
@@ -46,37 +50,36 @@ export function resolveRules(
     return { rules: [], errors, warnings };
   }
   const rules: ResolvedRule[] = [];
-  const firstIndex = new Map<string, number>();
-  root.forEach((raw, index) => {
-    const rule = resolveRule(raw, { index, file, locate }, errors, warnings);
+  const ids = root.map((raw) => {
     const id = raw instanceof Map ? raw.get("id") : undefined;
-    if (typeof id === "string" && ID_RE.test(id)) {
-      const first = firstIndex.get(id);
-      if (first !== undefined) {
-        errors.push(`${file}: ${id}.id: duplicate id (first defined at rules[${first}])`);
-        return;
-      }
-      firstIndex.set(id, index);
-    }
+    return typeof id === "string" && ID_RE.test(id) ? id : null;
+  });
+  root.forEach((raw, index) => {
+    // Rules that share an id are each reported, by their place in the file, not under the one name.
+    const sharing = ids.flatMap((id, i) => (id !== null && id === ids[index] && i !== index ? [i] : []));
+    const rule = resolveRule(raw, { index, file, locate, sharing }, errors, warnings);
     if (rule !== null) rules.push(rule);
   });
   return { rules, errors, warnings };
 }
 
 /** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
+// long: the rule's steps in order (id, algorithm, keys, match, parameters, fields), each reporting into one RuleErrors.
 function resolveRule(
   raw: Raw,
-  { index, file, locate }: { index: number; file: string; locate: Locate },
+  { index, file, locate, sharing }: { index: number; file: string; locate: Locate; sharing: readonly number[] },
   out: string[],
   warnings: string[],
 ): ResolvedRule | null {
   if (!(raw instanceof Map)) {
-    out.push(`${file}: rules[${index}]: must be a mapping with id, match and algorithm, got ${describe(raw)}`);
+    const message = `must be a mapping with id, match and algorithm, got ${describe(raw)}`;
+    const position = locate(index, "", message);
+    out.push(`${file}${position === null ? "" : `:${position}`}: rules[${index}]: ${message}`);
     return null;
   }
   const idRaw = raw.get("id");
   const id = typeof idRaw === "string" && ID_RE.test(idRaw) ? idRaw : null;
-  const ref = id ?? `rules[${index}]`;
+  const ref = id === null ? `rules[${index}]` : sharing.length > 0 ? `${id} (rules[${index}])` : id;
   const at = (field: string, message: string) => {
     const position = locate(index, field, message);
     return position === null ? null : `${file}:${position}: ${ref}`;
@@ -86,15 +89,25 @@ function resolveRule(
   else if (id === null) {
     e.add("id", `must be a non-empty string of letters, digits, _, . and -, got ${describe(idRaw)}`);
   }
+  if (sharing.length > 0) {
+    const others = sharing.map((i) => {
+      const line = locate(i, "id", "duplicate id")?.split(":")[0];
+      return `rules[${i}]${line === undefined ? "" : ` (line ${line})`}`;
+    });
+    e.add("id", `duplicate id: ${others.join(", ")} ${others.length === 1 ? "has" : "have"} it too; ids are unique`);
+  }
 
   const algorithm = resolveAlgorithm(raw, e);
-  checkKeys(raw, algorithm, e);
+  // A misspelt algorithm ("gcar") does not hide its fields' problems: they are checked as the likeliest one's.
+  const checkedAs = algorithm ?? likelyAlgorithm(raw);
+  checkKeys(raw, checkedAs, e);
   const match = resolveMatch(raw, e);
-  const params = algorithm === null ? null : resolveParams(algorithm, raw, e);
+  const params = checkedAs === null ? null : resolveParams(checkedAs, raw, e);
   const capacity = params === null ? null : capacityOf(params);
-  const capacityName = algorithm === null ? "" : paramSpec(algorithm).capacityName;
-  const common = readFields(raw, { e, algorithm, capacity, capacityName, params }, match);
+  const capacityName = checkedAs === null ? "" : paramSpec(checkedAs).capacityName;
+  const common = readFields(raw, { e, algorithm: checkedAs, capacity, capacityName, params }, match);
   if (e.count > 0 || id === null || match === undefined || common === null || params === null) return null;
+  if (algorithm === null) return null;
   return { id, file, match, ...common, ...params } as ResolvedRule;
 }
 
@@ -188,6 +201,12 @@ export function resolveOverride(rule: ResolvedRule, value: Raw, where: string, o
       e.add(`cost_by_route[${JSON.stringify(route.source)}]`, exceedsCapacity(cost, capacity, capacityName));
   }
   return e.count > 0 ? null : params;
+}
+
+/** The algorithm a misspelt `algorithm:` most likely means (`gcar` -> gcra), or `null` when none is near. */
+function likelyAlgorithm(raw: Map<string, Raw>): AlgorithmName | null {
+  const given = raw.get("algorithm");
+  return typeof given === "string" ? (closest(given, ALGORITHMS) as AlgorithmName | null) : null;
 }
 
 function resolveAlgorithm(raw: Map<string, Raw>, e: RuleErrors): AlgorithmName | null {

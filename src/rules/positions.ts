@@ -1,13 +1,17 @@
 /**
  * Where a rule's field is in its YAML file (`7:9`, 1-based line and column), for messages about `key:`, its parts
- * (`key[2].ip.v4`), `key_missing` and `key_client_chosen`. An unknown key points at the key; any other message at
- * the value. Other fields' messages name the rule and the field only.
+ * (`key[2].ip.v4`), `key_missing` and `key_client_chosen`, and for a rule's own problems (not a mapping, its id, a
+ * field it lacks: at the rule, or at the deepest part present). An unknown key points at the key; any other message
+ * at the value. Other fields' messages name the rule and the field only.
  */
 import { type Document, isAlias, isMap, isScalar, isSeq, type Node } from "yaml";
 import type { Locate } from "./parse.ts";
 
 /** The fields whose messages carry a position. */
 const LOCATED = /^key(?:$|[[.]|_missing$|_client_chosen$)/;
+
+/** A rule's own problems (field `""`: the rule; its id; a field it lacks), which name no field present to find. */
+const ruleLevel = (field: string, message: string) => field === "" || field === "id" || message.startsWith("required");
 
 /** A field path as its steps: `key[2].ip.v4` -> `key`, 2, `ip`, `v4`. */
 function steps(field: string): (string | number)[] {
@@ -25,7 +29,7 @@ export function yamlLocator(doc: Document, text: string): Locate {
     return `${line + 1}:${offset - lineStarts[line]! + 1}`;
   };
   return (index, field, message) => {
-    if (!LOCATED.test(field)) return null;
+    if (!LOCATED.test(field) && !ruleLevel(field, message)) return null;
     const unknownKey = /^unknown key(?:;|$| \()/.test(message);
     let node: unknown = isSeq(doc.contents) ? doc.contents.items[index] : undefined;
     let found: Node | null = node as Node | null;

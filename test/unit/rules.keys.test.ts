@@ -67,7 +67,7 @@ describe("key: each mistake, its message", () => {
     ],
     [
       "  match: {}\n",
-      "k.yaml: r.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)",
+      "k.yaml:2:10: r.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)",
     ],
     ["  match: { key: global }\n", "k.yaml: r.match.key: key belongs at the rule's top level (key: ..., beside match)"],
     [

@@ -43,8 +43,8 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     fixture: "bad-id.yaml",
     valid: 0,
     errors: [
-      `${DIR}/bad-id.yaml: rules[0].id: must be a non-empty string of letters, digits, _, . and -, got "free global"`,
-      `${DIR}/bad-id.yaml: rules[1].id: must be a non-empty string of letters, digits, _, . and -, got 42`,
+      `${DIR}/bad-id.yaml:1:7: rules[0].id: must be a non-empty string of letters, digits, _, . and -, got "free global"`,
+      `${DIR}/bad-id.yaml:6:7: rules[1].id: must be a non-empty string of letters, digits, _, . and -, got 42`,
     ],
   },
   {
@@ -110,8 +110,12 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
   },
   {
     fixture: "duplicate-id.yaml",
-    valid: 1,
-    errors: [`${DIR}/duplicate-id.yaml: free-global.id: duplicate id (first defined at rules[0])`],
+    valid: 0,
+    // Each rule that has the id is reported, by its place: one name would not say which is which.
+    errors: [
+      `${DIR}/duplicate-id.yaml:1:7: free-global (rules[0]).id: duplicate id: rules[1] (line 6) has it too; ids are unique`,
+      `${DIR}/duplicate-id.yaml:6:7: free-global (rules[1]).id: duplicate id: rules[0] (line 1) has it too; ids are unique`,
+    ],
   },
   {
     fixture: "duplicate-key.yaml",
@@ -192,25 +196,26 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
     fixture: "many-errors.yaml",
     valid: 0,
     errors: [
-      `${DIR}/many-errors.yaml: free-global.limit: not a parameter of token_bucket (token_bucket takes rate_per_s or rate, and burst)`,
-      `${DIR}/many-errors.yaml: free-global.burst: must be a positive integer, got "20x"`,
+      `${DIR}/many-errors.yaml:2:7: free-global (rules[0]).id: duplicate id: rules[4] (line 21) has it too; ids are unique`,
+      `${DIR}/many-errors.yaml: free-global (rules[0]).limit: not a parameter of token_bucket (token_bucket takes rate_per_s or rate, and burst)`,
+      `${DIR}/many-errors.yaml: free-global (rules[0]).burst: must be a positive integer, got "20x"`,
       `${DIR}/many-errors.yaml: labels-bulk.rate_limit: unknown key`,
       `${DIR}/many-errors.yaml: labels-bulk.cost_by_route["POST /v1/labels:batch"]: cost 30 is more than the rule's capacity 20 (burst); such a request could never be admitted`,
       `${DIR}/many-errors.yaml: login-per-ip.limit: must be a positive integer, got 0`,
-      `${DIR}/many-errors.yaml: rules[3]: must be a mapping with id, match and algorithm, got "just a string"`,
-      `${DIR}/many-errors.yaml: free-global.id: duplicate id (first defined at rules[0])`,
+      `${DIR}/many-errors.yaml:20:3: rules[3]: must be a mapping with id, match and algorithm, got "just a string"`,
+      `${DIR}/many-errors.yaml:21:7: free-global (rules[4]).id: duplicate id: rules[0] (line 2) has it too; ids are unique`,
     ],
   },
   {
     fixture: "missing-param.yaml",
     valid: 0,
     errors: [
-      `${DIR}/missing-param.yaml: free-global.burst: required for token_bucket`,
-      `${DIR}/missing-param.yaml: daily.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)`,
-      `${DIR}/missing-param.yaml: daily.window_s: required for fixed_window (or window: "<duration>")`,
-      `${DIR}/missing-param.yaml: rules[2].id: required`,
-      `${DIR}/missing-param.yaml: no-algorithm.algorithm: required: one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter, concurrency`,
-      `${DIR}/missing-param.yaml: no-match.match: required, e.g. { plan: free, identity: api_key }`,
+      `${DIR}/missing-param.yaml:1:3: free-global.burst: required for token_bucket`,
+      `${DIR}/missing-param.yaml:6:10: daily.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)`,
+      `${DIR}/missing-param.yaml:5:3: daily.window_s: required for fixed_window (or window: "<duration>")`,
+      `${DIR}/missing-param.yaml:9:3: rules[2].id: required`,
+      `${DIR}/missing-param.yaml:13:3: no-algorithm.algorithm: required: one of token_bucket, gcra, leaky_bucket, leaky_queue, fixed_window, sliding_log, sliding_counter, concurrency`,
+      `${DIR}/missing-param.yaml:16:3: no-match.match: required, e.g. { plan: free, identity: api_key }`,
     ],
   },
   {
@@ -245,7 +250,9 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
   {
     fixture: "not-a-mapping.yaml",
     valid: 1,
-    errors: [`${DIR}/not-a-mapping.yaml: rules[0]: must be a mapping with id, match and algorithm, got "free-global"`],
+    errors: [
+      `${DIR}/not-a-mapping.yaml:1:3: rules[0]: must be a mapping with id, match and algorithm, got "free-global"`,
+    ],
   },
   {
     fixture: "rate-both.yaml",
@@ -603,10 +610,23 @@ describe("loadRules", () => {
 });
 
 describe("one typo, one message", () => {
+  it("a misspelt algorithm does not hide its fields' problems: they are checked as the likeliest algorithm's", () => {
+    const yaml = "- id: a\n  match: { identity: ip }\n  algorithm: gcar\n  rate: 10/x\n  burst: -1\n";
+    const { errors } = parseRules(yaml, "f.yaml");
+    expect(errors[0]).toMatch(/^f\.yaml: a\.algorithm: must be one of .*, got "gcar"; did you mean "gcra"\?$/);
+    expect(errors.slice(1)).toEqual([
+      expect.stringMatching(/^f\.yaml: a\.rate: bad period in rate "10\/x"/),
+      "f.yaml: a.burst: must be a positive integer, got -1",
+    ]);
+    // Nothing near: only the algorithm is reported, as before.
+    const far = parseRules(yaml.replace("gcar", "zzzzzzzz"), "f.yaml").errors;
+    expect(far).toHaveLength(1);
+  });
+
   it("a misspelt required parameter is reported once, as the typo, not also as missing", () => {
     const yaml = "- id: a\n  match: { identity: ip }\n  algorithm: token_bucket\n  rate_per_s: 10\n  brust: 20\n";
     expect(parseRules(yaml, "f.yaml").errors).toEqual(['f.yaml: a.brust: unknown key; did you mean "burst"?']);
     const missing = "- id: a\n  match: { identity: ip }\n  algorithm: token_bucket\n  rate_per_s: 10\n";
-    expect(parseRules(missing, "f.yaml").errors).toEqual(["f.yaml: a.burst: required for token_bucket"]);
+    expect(parseRules(missing, "f.yaml").errors).toEqual(["f.yaml:1:3: a.burst: required for token_bucket"]);
   });
 });
