@@ -13,84 +13,13 @@
  */
 import { ablate, MECHANISMS, type Mechanism } from "../src/protocol/mechanisms.ts";
 import { SHARE_TERM_MS } from "../src/protocol/share.ts";
-import type { LimiterRule } from "../src/protocol/store.ts";
-import { compileRules } from "../src/request/match.ts";
-import { parseRules } from "../src/rules/yaml.ts";
-import { type ClusterRun, exactAdmissions, type Scenario, simulateCluster } from "../src/sim/cluster.ts";
-import { ledgerLines, withExact } from "../src/sim/rate_ledger.ts";
-import { type ClusterRow, clusterGoals, rowOf, underAfterPct } from "./cluster_rows.ts";
+import type { Scenario } from "../src/sim/cluster.ts";
+import { type ClusterRow, clusterGoals } from "./cluster_rows.ts";
+import { clusterRow } from "./cluster_run.ts";
 import { log, QUICK, round, writeResult } from "./common.ts";
 
-/** 5 s into a 10 s window: the window rule turns over during each run. */
-const T0 = Date.UTC(2030, 0, 1, 0, 0, 5);
 const SIZES = QUICK ? [200, 1_000] : [200, 1_000, 5_000];
 const LOADS = QUICK ? [10, 5_000, 10_000] : [10, 1_000, 5_000, 10_000, 50_000, 200_000];
-/** Simulated seconds per run: 8 s (a window's end and 3 s past it), fewer at the highest loads to keep the bench short. */
-const durationOf = (loadPerS: number, scenario: Scenario) =>
-  scenario === "two versions 50/50" || scenario === "long run"
-    ? QUICK
-      ? 10_000
-      : 60_000
-    : loadPerS >= 200_000
-      ? 2_000
-      : loadPerS >= 50_000 || QUICK
-        ? 4_000
-        : 8_000;
-
-const YAML = `
-- id: hot-rate
-  match: { identity: api_key }
-  algorithm: token_bucket
-  rate: 5000/s
-  burst: 1000
-- id: hot-window
-  match: { identity: api_key }
-  algorithm: fixed_window
-  limit: 50000
-  window: 10s
-- id: growth-global
-  match: { identity: api_key }
-  algorithm: gcra
-  rate: 50/s
-  burst: 100
-- id: growth-daily
-  match: { identity: api_key }
-  algorithm: fixed_window
-  limit: 500000
-  window: d
-- id: search-origin
-  match: { route: "GET /v1/search/**" }
-  key: global
-  algorithm: gcra
-  rate: 200/s
-  burst: 200
-- id: global-rate
-  match: {}
-  key: global
-  algorithm: gcra
-  rate: 5000/s
-  burst: 1000
-`;
-const LOWERED_YAML = `
-- id: hot-rate
-  match: { identity: api_key }
-  algorithm: token_bucket
-  rate: 4500/s
-  burst: 900
-- id: hot-window
-  match: { identity: api_key }
-  algorithm: fixed_window
-  limit: 45000
-  window: 10s
-`;
-
-function rulesOf(yaml: string): Map<string, LimiterRule> {
-  const parsed = parseRules(yaml, "bench/cluster.ts");
-  if (parsed.errors.length > 0) throw new Error(parsed.errors.join("\n"));
-  return new Map(compileRules(parsed.rules).map((c) => [c.rule.id, { id: c.rule.id, params: c.params }]));
-}
-const RULES = rulesOf(YAML);
-const LOWERED = rulesOf(LOWERED_YAML);
 
 /**
  * `--ablate NAME`: this process runs with one mechanism off (bench/ablation.ts): one of src/protocol/mechanisms.ts, or
@@ -104,54 +33,6 @@ if (ablated !== null && ablated !== "hotMarks") {
     process.exit(2);
   }
   ablate(ablated as Mechanism);
-}
-
-async function row(ruleId: string, isolates: number, loadPerS: number, scenario: Scenario): Promise<ClusterRow> {
-  const started = Date.now();
-  const rule = { ...RULES.get(ruleId)!, version: 1 };
-  const lowered = { ...(LOWERED.get(ruleId) ?? rule), version: 2 };
-  const run: ClusterRun = {
-    rule,
-    lowered,
-    isolates,
-    loadPerS,
-    durationMs: durationOf(loadPerS, scenario),
-    scenario,
-    t0Ms: T0,
-    tier: true,
-    ...(ablated === "hotMarks" ? { noMarks: true } : {}),
-    seed: loadPerS * 7 + ruleId.length + isolates + scenario.length * 31,
-  };
-  const out = await simulateCluster(run);
-  const exact = exactAdmissions(run, out.arrivals, out.newestFromMs);
-  let identical: boolean | undefined;
-  if (loadPerS <= 10) {
-    const plain = await simulateCluster({ ...run, plain: true });
-    identical = plain.verdicts === out.verdicts;
-  }
-  // The same run without its event (same seed: the same arrivals), over the same 2 s after the event's time.
-  let underWithoutEventPct: number | undefined;
-  if (out.eventAtMs !== null) {
-    const calm: ClusterRun = { ...run, scenario: "steady" };
-    const quiet = await simulateCluster(calm);
-    const times = [...quiet.admissions].sort((a, b) => a - b);
-    underWithoutEventPct = underAfterPct(
-      calm,
-      exactAdmissions(calm, quiet.arrivals, quiet.newestFromMs),
-      times,
-      out.eventAtMs,
-    );
-  }
-  if (process.argv.includes("--ledger") && out.ledger !== null) {
-    const l = withExact(out.ledger, exact, run.t0Ms, run.t0Ms + run.durationMs);
-    process.stderr.write(`${ledgerLines(l).join("\n")}\n`);
-  }
-  const r = {
-    ...rowOf(run, out, exact, identical, (Date.now() - started) / 1000),
-    ...(underWithoutEventPct === undefined ? {} : { underWithoutEventPct }),
-  };
-  log(`cluster: ${ruleId} ${scenario} ${isolates} isolates at ${loadPerS}/s in ${r.runSeconds} s`);
-  return r;
 }
 
 /** One row to run: rule, isolates, load, scenario. */
@@ -222,7 +103,7 @@ if (rowsAt >= 0 && chosen.length === 0) {
 }
 const rows: ClusterRow[] = [];
 for (const spec of chosen) {
-  const r = await row(...spec);
+  const r = await clusterRow(...spec, ablated);
   rows.push(r);
   if (filters.length > 0) process.stdout.write(`${specLabel(spec)} ${JSON.stringify(r)}\n`);
 }

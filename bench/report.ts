@@ -11,6 +11,7 @@ import { bucketsSvg } from "./accuracy_plot.ts";
 import { boundVerdicts } from "./bounds.ts";
 import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
+import { type GlobalKeyData, globalKeySection } from "./global_key_report.ts";
 
 /** The accuracy-against-k figure, written with BENCHMARKS.md (not by a --quick run), linked relative to it. */
 const PLOT = PUBLISH ? "docs/sliding-counter-buckets.svg" : "sliding-counter-buckets.svg";
@@ -447,6 +448,17 @@ if (
 const ablation = load<AblationData>("ablation");
 if (section("8a. The hot-key tier's ablation: what each mechanism buys (a SIMULATION)", ablation) && ablation) {
   out.push(...ablationSection(ablation.data));
+}
+
+const globalKey = load<GlobalKeyData>("global_key");
+if (
+  section(
+    "8c. A `key: global` rule across 200-5,000 isolates (a discrete-event SIMULATION, not a measurement)",
+    globalKey,
+  ) &&
+  globalKey
+) {
+  out.push(...globalKeySection(globalKey.data));
 }
 
 interface ObjectMemoryRow {

@@ -52,6 +52,10 @@ export type Scenario =
   | "override change"
   | "two versions 50/50"
   | "churn"
+  /** 5% of the load, then all of it at a quarter of the run (src/sim/arrivals.ts `loadShare`). */
+  | "flash crowd"
+  /** The load rising evenly from 0 to all of it over the run. */
+  | "growth"
   | "object restart"
   | "delegate restart"
   | "half refunded"
@@ -320,7 +324,8 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
   });
   const eventAtMs = world.schedule();
   world.sampleLedger();
-  const arrivals = arrivalsOf(run, world.random);
+  const shape = run.scenario === "flash crowd" || run.scenario === "growth" ? run.scenario : "steady";
+  const arrivals = arrivalsOf({ ...run, shape }, world.random);
   const answers = new Answers(run.scenario === "half refunded", world.decidedAt, world.deniedBy, world.ledger);
   const pending: Promise<void>[] = [];
   for (const a of arrivals) {
