@@ -12,6 +12,7 @@ import { boundVerdicts } from "./bounds.ts";
 import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
 import { type GlobalKeyData, globalKeySection } from "./global_key_report.ts";
+import { type KeyMemoryData, keyMemorySection } from "./key_memory_report.ts";
 
 /** The accuracy-against-k figure, written with BENCHMARKS.md (not by a --quick run), linked relative to it. */
 const PLOT = PUBLISH ? "docs/sliding-counter-buckets.svg" : "sliding-counter-buckets.svg";
@@ -459,6 +460,14 @@ if (
   globalKey
 ) {
   out.push(...globalKeySection(globalKey.data));
+}
+
+const keyMemory = load<KeyMemoryData>("key_memory");
+if (
+  section("8d. Keys of many parts: bytes per key in the isolate, and the cost of reading one", keyMemory) &&
+  keyMemory
+) {
+  out.push(...keyMemorySection(keyMemory.data));
 }
 
 interface ObjectMemoryRow {

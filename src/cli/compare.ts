@@ -10,7 +10,7 @@ import { pipeline } from "node:stream/promises";
 import { ComparisonBuilder, KeyCounter } from "../replay/accumulate.ts";
 import type { ReplayOptions } from "../replay/engine.ts";
 import type { Outcome } from "../replay/outcomes.ts";
-import type { RequestLine } from "../replay/request_trace.ts";
+import { columnsFor, type RequestLine } from "../replay/request_trace.ts";
 import { type Comparison, formatComparison } from "../replay/run.ts";
 import { defaultTimeStyle, type TimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
@@ -196,7 +196,10 @@ async function replayAndReport(
     keyed: (t: number, k: string, c: number, o?: Outcome | null) => builder.add(t, k, c, o ?? null),
     request: (l: RequestLine) => builder.request(l),
   };
-  const fed = await feedAnyTrace(sink, tracePath, traceName, io, { label: "sluice compare" });
+  const fed = await feedAnyTrace(sink, tracePath, traceName, io, {
+    label: "sluice compare",
+    columns: columnsFor(request.rules),
+  });
   if (fed.errors.length > 0) return inputError(io, fed.errors);
   if (key !== undefined && !builder.hasKey(key)) {
     return usageError(cmd, `no request with key ${JSON.stringify(key)} in ${traceName} (--key)`);

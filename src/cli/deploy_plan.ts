@@ -15,7 +15,7 @@ import type { ReplayOptions } from "../replay/engine.ts";
 import { type ObservedDenial, type Replay, ReplayBuilder, totalFlips } from "../replay/flips.ts";
 import type { Outcome } from "../replay/outcomes.ts";
 import { formatPlan } from "../replay/plan_report.ts";
-import type { RequestLine } from "../replay/request_trace.ts";
+import { columnsFor, type RequestLine } from "../replay/request_trace.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
@@ -158,6 +158,7 @@ async function replayTrace(
   };
   const fed = await feedAnyTrace(sink, path, path ?? "<stdin>", io, {
     label: "sluice plan",
+    columns: columnsFor(pairs.flatMap((p) => [p.before, p.after].filter((r) => r !== null))),
     ...(nginxFormat === undefined ? {} : { nginxFormat }),
   });
   if (fed.errors.length > 0) return inputError(io, fed.errors);

@@ -45,6 +45,8 @@ export type TraceKind = "keyed" | "request" | "log";
 export interface FeedOptions {
   /** For NGINX logs: the `log_format` to read them with (default `combined`). */
   readonly nginxFormat?: string;
+  /** For access logs: the headers, cookies and query parameters the rules' keys read (`columnsFor`). */
+  readonly columns?: TraceColumns;
   /** The progress line's label (`sluice compare`). */
   readonly label: string;
   /** Called once the kind is known, before the first request reaches the sink. */
@@ -134,7 +136,7 @@ class LineReader {
     }
     if (kind === "request") return "request";
     if (parseTraceLineInto(first, true, this.keyedSlot) !== true && /^t_ms,key/.test(first) === false) {
-      this.log = logParserFor(first, this.options.nginxFormat);
+      this.log = logParserFor(first, this.options.nginxFormat, this.options.columns);
       if (this.log !== null) {
         for (const w of this.log.warnings) this.stderr.write(`${this.name}: warning: ${w}\n`);
         return "log";
@@ -197,13 +199,14 @@ class LineReader {
 }
 
 /** The log parser whose format reads `first`, or `null` when none does. */
-export function logParserFor(first: string, nginxFormat: string | undefined): LogParser | null {
+export function logParserFor(first: string, nginxFormat: string | undefined, columns?: TraceColumns): LogParser | null {
+  const fields = columns === undefined ? DEFAULT_FIELDS : { ...DEFAULT_FIELDS, columns };
   const candidates: LogParser[] = [];
-  const nginx = nginxParser(nginxFormat ?? NGINX_COMBINED, DEFAULT_FIELDS);
+  const nginx = nginxParser(nginxFormat ?? NGINX_COMBINED, fields);
   if (!("error" in nginx)) candidates.push(nginx);
-  const envoy = envoyParser(undefined, DEFAULT_FIELDS);
+  const envoy = envoyParser(undefined, fields);
   if (!("error" in envoy)) candidates.push(envoy);
-  if (first.trimStart().startsWith("{")) candidates.push(cloudflareParser(DEFAULT_FIELDS));
+  if (first.trimStart().startsWith("{")) candidates.push(cloudflareParser(fields));
   const slot = emptyRequestLine();
   return candidates.find((p) => p.parse(first, slot) === true) ?? null;
 }

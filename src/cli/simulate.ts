@@ -6,7 +6,7 @@
  */
 import type { RuleAnswer } from "../replay/engine.ts";
 import { type Replayed, Replayer } from "../replay/engine.ts";
-import type { RequestLine } from "../replay/request_trace.ts";
+import { columnsFor, type RequestLine } from "../replay/request_trace.ts";
 import { loadRules } from "../rules/load.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { commandArgs, rulePaths, unknownRuleId, usageError } from "./args.ts";
@@ -61,6 +61,7 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   let kind: TraceKind | null = null;
   const sink = simulationSink(replayer, out, () => kind === "keyed" && ruleId === undefined);
   const result = await feedAnyTrace(sink, tracePath, tracePath ?? "<stdin>", io, {
+    columns: columnsFor(rules),
     label: "sluice simulate",
     onKind: (k) => {
       kind = k;

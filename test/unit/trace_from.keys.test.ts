@@ -110,6 +110,34 @@ describe("trace from nginx fills what the log has of the rules' key parts", () =
   });
 });
 
+describe("simulate reads an access log directly, with the columns the rules' keys name", () => {
+  it("a header-keyed rule counts per tenant from a Logpush log's RequestHeaders", async () => {
+    const rules = `- id: per-tenant
+  match: { route: "* /v1/**" }
+  key: [ip, { header: X-Tenant-Id }]
+  algorithm: fixed_window
+  limit: 1
+  window: h
+`;
+    const line = (tenant: string, ms: number) =>
+      JSON.stringify({
+        EdgeStartTimestamp: 1796119200000 + ms,
+        ClientIP: "192.0.2.10",
+        ClientRequestMethod: "GET",
+        ClientRequestURI: "/v1/a",
+        RequestHeaders: { "x-tenant-id": tenant },
+      });
+    const f = files([line("acme", 1), line("acme", 2), line("other", 3)].join("\n"), rules);
+    const r = await runCli(["simulate", "--rules", f.rules, "--trace", f.log]);
+    expect(r.code).toBe(0);
+    const statuses = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => (JSON.parse(l) as { status: number }).status);
+    expect(statuses).toEqual([200, 429, 200]);
+  });
+});
+
 describe("trace from envoy and cloudflare", () => {
   it("Envoy: the authority, a header and the path's query", async () => {
     const format =
