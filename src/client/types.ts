@@ -144,9 +144,10 @@ export interface RequestLike {
   readonly headers?: Readonly<Record<string, string>> | ReadonlyArray<readonly [string, string]>;
   /**
    * The first bytes of the body (at most `CHECK_BODY_MAX_BYTES`), as sent (still encoded), for the upstreams that
-   * route a `POST` by a `_method` field in a urlencoded or JSON body. Absent on a `POST` of such a type whose
-   * `Content-Length` is not 0: Sluice cannot see the field, and counts the request against every method `_method`
-   * can name (docs/rules.md, "Your upstream").
+   * route a `POST` by a `_method` field in a urlencoded or JSON body (or one without a `Content-Type`). Absent on a
+   * `POST` whose header fields announce such a body (a length other than 0, chunked framing, or a form or JSON type
+   * without a length): Sluice cannot see the field, and counts the request against every method `_method` can name
+   * (docs/rules.md, "Your upstream").
    */
   readonly body?: ArrayBuffer | ArrayBufferView | string;
 }
@@ -190,10 +191,11 @@ export function requestLike(request: Request): RequestLike {
   return { url: request.url, method: request.method, headers };
 }
 
-const BODY_TYPES = /^(?:application\/x-www-form-urlencoded|application\/(?:[\w.+-]+\+)?json)\s*(;|$)/i;
+const BODY_TYPES = /^(?:application\/x-www-form-urlencoded|application\/(?:[\w.+-]+\+)?json)\s*(;|$)|^\s*$/i;
 
 /**
- * A `RequestLike` of `request` for `check`: `requestLike`, and for a `POST` with a urlencoded or JSON body the first
+ * A `RequestLike` of `request` for `check`: `requestLike`, and for a `POST` with a urlencoded or JSON body (or one
+ * without a `Content-Type`, which Rack reads as a form) the first
  * `CHECK_BODY_MAX_BYTES` of it, read from a copy (`request.clone()`): the handler still reads the whole body, and
  * no more than that prefix is held here.
  */

@@ -15,20 +15,26 @@ const DECODERS: Readonly<Record<string, "gzip" | "deflate">> = { gzip: "gzip", "
 /**
  * The `_method` values of `request`'s body, `[]` for a body the profile does not read, or `"unreadable"`.
  * `withheld`: the request stands for another whose body was not passed on (the binding's `check` without `body`):
- * a body its header fields announce (any but `Content-Length: 0`) is then unreadable.
+ * a body its header fields announce is then unreadable (see below).
  */
 export async function bodyMethods(
   request: Request,
   profile: ProfileRules,
   withheld = false,
 ): Promise<string[] | "unreadable"> {
-  const type = request.headers.get("content-type") ?? "";
-  const kind = FORM.test(type) ? "form" : JSON_TYPE.test(type) ? "json" : MULTIPART.test(type) ? "multipart" : null;
+  const type = (request.headers.get("content-type") ?? "").trim();
+  const untyped = type === "" && profile.untypedIsForm;
+  const kind =
+    FORM.test(type) || untyped ? "form" : JSON_TYPE.test(type) ? "json" : MULTIPART.test(type) ? "multipart" : null;
   if (kind === null) return [];
   if (kind === "multipart") return profile.methodInBody.includes("form") ? "unreadable" : [];
   if (!profile.methodInBody.includes(kind)) return [];
   const length = Number(request.headers.get("content-length") ?? Number.NaN);
-  if (withheld && request.body === null) return length === 0 ? [] : "unreadable";
+  if (withheld && request.body === null) {
+    // Announced by its length, its chunked framing, or (a form or JSON type) by its type when no length is given.
+    const announced = Number.isInteger(length) ? length > 0 : !untyped || request.headers.has("transfer-encoding");
+    return announced ? "unreadable" : [];
+  }
   if (request.body === null) return [];
   if (Number.isInteger(length) && length > BODY_READ_MAX_BYTES) return "unreadable";
   const coding = (request.headers.get("content-encoding") ?? "identity").trim().toLowerCase();
@@ -45,7 +51,10 @@ export async function bodyMethods(
   return kind === "form" ? new URLSearchParams(text).getAll("_method") : jsonMethod(text);
 }
 
-/** A JSON body's top-level `_method`, when it is a string (as Laravel's and body-parser's readers take it). */
+/**
+ * A JSON body's top-level `_method`: a string (as Laravel's and body-parser's readers take it), or an array's first
+ * element when that is a string (method-override takes the first of several values; Laravel ignores an array).
+ */
 function jsonMethod(text: string): string[] {
   let value: unknown;
   try {
@@ -54,7 +63,8 @@ function jsonMethod(text: string): string[] {
     return []; // not JSON: Laravel reads no fields from it, Express's parser refuses it (400)
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) return [];
-  const method = (value as Record<string, unknown>)._method;
+  const field = (value as Record<string, unknown>)._method;
+  const method = Array.isArray(field) ? field[0] : field;
   return typeof method === "string" ? [method] : [];
 }
 

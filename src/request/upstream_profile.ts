@@ -8,7 +8,8 @@
  *   documented `req.body._method` getter the parsed body (urlencoded or JSON, which body-parser first inflates from
  *   gzip, deflate or br); Laravel the form or JSON body and the query; Spring's `HiddenHttpMethodFilter`
  *   `getParameter` (query or form); Rails' `Rack::MethodOverride` the form body only. All of them honour it on `POST`
- *   only, so only a `POST` is read for it.
+ *   only, so only a `POST` is read for it. Rack also reads a `POST` body without a `Content-Type` as a form, and
+ *   method-override takes the first of several values (a JSON array's first string).
  * - Format suffixes: Spring MVC's suffix pattern match routes `/users/1.<anything>` as `/users/1` (the pattern `+ ".*"`:
  *   everything after the first dot of the last segment, an empty rest included), Rails' `(.:format)` strips a last
  *   `.format` of `[^/.?]+`. The request then counts as every path its router may route it as.
@@ -30,22 +31,36 @@ export interface ProfileRules {
   readonly methodInBody: readonly MethodBody[];
   /** The framework inflates a `Content-Encoding: gzip | deflate | br` body before reading `_method` from it. */
   readonly decodesBody: boolean;
+  /** A `POST` body without a `Content-Type` is read as a form (Rack's `form_data?`). */
+  readonly untypedIsForm: boolean;
   /** How the router strips a last segment's format suffix; none when empty. */
   readonly formatSuffix: readonly SuffixStyle[];
 }
 
-const NONE: ProfileRules = { methodInQuery: false, methodInBody: [], decodesBody: false, formatSuffix: [] };
+const NONE: ProfileRules = {
+  methodInQuery: false,
+  methodInBody: [],
+  decodesBody: false,
+  untypedIsForm: false,
+  formatSuffix: [],
+};
 
 /** Each profile's equivalences. `any` (the default) is all of them: safe when the upstream is not known. */
 export const PROFILE_RULES: { readonly [P in UpstreamProfile]: ProfileRules } = {
-  any: { methodInQuery: true, methodInBody: ["form", "json"], decodesBody: true, formatSuffix: ["spring", "rails"] },
+  any: {
+    methodInQuery: true,
+    methodInBody: ["form", "json"],
+    decodesBody: true,
+    untypedIsForm: true,
+    formatSuffix: ["spring", "rails"],
+  },
   nginx: NONE,
-  express: { methodInQuery: true, methodInBody: ["form", "json"], decodesBody: true, formatSuffix: [] },
+  express: { ...NONE, methodInQuery: true, methodInBody: ["form", "json"], decodesBody: true },
   go: NONE,
   flask: NONE,
-  spring: { methodInQuery: true, methodInBody: ["form"], decodesBody: false, formatSuffix: ["spring"] },
-  rails: { methodInQuery: false, methodInBody: ["form"], decodesBody: false, formatSuffix: ["rails"] },
-  laravel: { methodInQuery: true, methodInBody: ["form", "json"], decodesBody: false, formatSuffix: [] },
+  spring: { ...NONE, methodInQuery: true, methodInBody: ["form"], formatSuffix: ["spring"] },
+  rails: { ...NONE, methodInBody: ["form"], untypedIsForm: true, formatSuffix: ["rails"] },
+  laravel: { ...NONE, methodInQuery: true, methodInBody: ["form", "json"] },
 };
 
 /**

@@ -1,9 +1,12 @@
 /**
- * Differential route fuzzing (issue 23): random spellings of the shipped rules' routes, sent to a real NGINX (Debian's
- * package) whose locations are those routes and to a real Express 5 app with the same routes. Whenever either router
- * dispatches a request to a protected handler, Sluice (its pure request reading: the URL as the Workers runtime parses
- * it, the canonical path, the upstream profile, route matching and every refusal) must count that request against
- * the handler's rule or refuse it. An admin path (`/_sluice`) must be the admin API or refused, never forwarded.
+ * Differential route fuzzing (issues 23, 35): random spellings of the shipped rules' routes, some of them `POST`s whose
+ * body names another method in `_method` (bodies.ts), sent to a real NGINX (Debian's package) whose locations are
+ * those routes, to a real Express 5 app with the same routes and method-override 3, and to models of Spring MVC 5.3 and
+ * Rails 7.1 routing (framework_models.ts, checked on known cases before the run). Whenever a router dispatches a
+ * request to a protected handler, Sluice (its pure request reading: the URL as the Workers runtime parses it, the
+ * canonical path, the upstream profile, the body's `_method`, route matching and every refusal), under profile `any`
+ * and under the router's own profile, must count that request against the handler's rule or refuse it. An admin path
+ * (`/_sluice`) must be the admin API or refused, never forwarded.
  *
  * Each router is asked about three spellings of every generated request:
  * - `seen`: the path and query as the Worker sees them (`request.url`). The Workers runtime parses the request target
@@ -13,12 +16,12 @@
  * - `sent`: the bytes the client wrote. No upstream behind Sluice ever receives them (Sluice forwards its own path),
  *   but a router reading them differently from the runtime's parser is worth knowing: counted and shown as notes
  *   (the first 20), not failures.
- * Every disagreement is printed; the exit status is 1 if there was one.
+ * Every disagreement is printed (the first 200); the exit status is 1 if there was one.
  *
  *   npm run test:fuzz-routes -- [--seed N] [--count 100000] [--concurrency 32]
  *
  * Not part of `npm test` (it runs for minutes); run it under `flock /tmp/sluice-heavy.lock` on a shared machine.
- * NGINX locations answer with `return 200 "<route id>"`: the location NGINX picks is what is compared, and no
+ * NGINX locations answer with `return 200 "<route id> $request_method"`: the location NGINX picks is what is compared, and no
  * `limit_req` is involved here (TOOLCHAIN.md: `return` runs before `limit_req`, which is why the NGINX rate
  * differential serves a file instead).
  */
@@ -36,8 +39,11 @@ import { adminReading, isAdminPath } from "../../src/request/admin_path.ts";
 import { DEFAULT_PATH_OPTIONS } from "../../src/request/canonical_path.ts";
 import { foldRoute } from "../../src/request/match.ts";
 import { shapeOf } from "../../src/request/request_shape.ts";
+import type { UpstreamProfile } from "../../src/request/upstream_profile.ts";
 import { compileRoute, routeMatches } from "../../src/rules/route.ts";
 import type { RoutePattern } from "../../src/rules/types.ts";
+import { type FuzzBody, fuzzBody, useMethodOverride } from "./bodies.ts";
+import { railsDispatch, springDispatch } from "./framework_models.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -86,7 +92,7 @@ function nginxLocations(routes: readonly Protected[]): string {
   for (const r of routes) {
     const last = r.segments[r.segments.length - 1];
     const literal = r.segments.every((s) => s !== "*" && s !== "**");
-    const answer = `{ return 200 "${r.id}"; }`;
+    const answer = `{ return 200 "${r.id} $request_method"; }`;
     if (literal) {
       out.push(`location = /${r.segments.join("/")} ${answer}`);
     } else if (last === "**" && r.segments.slice(0, -1).every((s) => s !== "*")) {
@@ -180,10 +186,11 @@ function expressPaths(r: Protected): string[] {
 
 async function startExpress(port: number): Promise<http.Server> {
   const app = express();
+  useMethodOverride(app, express);
   for (const r of ROUTES) {
     const method = r.method === "*" ? "all" : (r.method.toLowerCase() as "get" | "post" | "put" | "delete" | "patch");
-    app[method](expressPaths(r), (_req, res) => {
-      res.type("text/plain").send(r.id);
+    app[method](expressPaths(r), (req, res) => {
+      res.type("text/plain").send(`${r.id} ${req.method}`);
     });
   }
   app.all(["/_sluice", "/_sluice/*rest"], (_req, res) => {
@@ -263,8 +270,17 @@ function spellSegment(seg: string): string {
 const JUNK = ["x", "a;b", "..", ".", "%2e%2e", ".%2E", "%2E.", "jsessionid=1", "v=2", "%2F..%2F", "..%2F..", "%5C.."];
 const SEPARATORS = ["/", "/", "/", "/", "//", "%2F", "%2f", "%5C", "\\", "/./", "/%2e/", "/;/"];
 
-/** One random spelling of a path, and the method sent with it. */
-function spelling(): { readonly method: string; readonly target: string } {
+const SUFFIXES = [".", ".json", ".tar.gz", ".x-y", ".abcdefghijklmnopq", "..json", ".j%73on", "%2Ejson", ".json/"];
+
+interface Generated {
+  readonly method: string;
+  readonly target: string;
+  /** A `POST` body naming a method in `_method`, or `null`. */
+  readonly body: FuzzBody | null;
+}
+
+/** One random spelling of a path, the method sent with it, and sometimes a body that names another method. */
+function spelling(): Generated {
   const base = pick(basePaths());
   const segs = base.segments.map((s) => spellSegment(s));
   const parts: string[] = [];
@@ -288,9 +304,15 @@ function spelling(): { readonly method: string; readonly target: string } {
     path += parts[i];
   }
   if (path === "") path = "/";
+  // Format suffixes as Spring (anything after the dot, nothing included) and Rails (`[^/.?]+`) route them.
+  if (chance(0.12)) path += pick(SUFFIXES);
   if (chance(0.15)) path += pick(["/", "//", "/.", "/..", ";", "%2F", "?a=1", "?_method=GET"]);
+  if (chance(0.3)) {
+    const named = chance(0.7) ? base.method : pick(["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "LINK"]);
+    return { method: "POST", target: path, body: fuzzBody(named, pick) };
+  }
   const method = chance(0.8) ? base.method : pick(["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"]);
-  return { method, target: path };
+  return { method, target: path, body: null };
 }
 
 // --- Sluice's reading of a request (pure; what the Worker does before any limiter is asked) ---------------------
@@ -300,7 +322,12 @@ type SluiceVerdict =
   | { readonly kind: "admin" }
   | { readonly kind: "counted"; readonly routes: ReadonlySet<string>; readonly forward: string };
 
-async function sluiceReads(method: string, target: string): Promise<SluiceVerdict> {
+async function sluiceReads(
+  method: string,
+  target: string,
+  body: FuzzBody | null,
+  profile: UpstreamProfile,
+): Promise<SluiceVerdict> {
   let url: URL;
   try {
     // The Workers runtime hands the Worker `request.url` as the WHATWG URL parser reads origin + request target (a
@@ -311,11 +338,15 @@ async function sluiceReads(method: string, target: string): Promise<SluiceVerdic
   }
   if (isAdminPath(url.pathname)) return { kind: "admin" };
   if (adminReading(url.pathname)) return { kind: "refused", why: "admin_path_spelling" };
-  const request = new Request(url, { method });
+  const headers = new Headers();
+  if (body?.contentType != null) headers.set("content-type", body.contentType);
+  if (body?.contentEncoding != null) headers.set("content-encoding", body.contentEncoding);
+  if (body !== null) headers.set("content-length", String(body.bytes.length));
+  const request = new Request(url, { method, headers, body: body === null ? null : new Uint8Array(body.bytes) });
   const shape = await shapeOf(request, url, {
     path: DEFAULT_PATH_OPTIONS,
     ambiguousPaths: "refuse",
-    upstreamProfile: "any",
+    upstreamProfile: profile,
   });
   if (!shape.ok) return { kind: "refused", why: shape.error };
   const routes = new Set<string>();
@@ -340,7 +371,7 @@ function seenTarget(target: string): string | null {
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 
 /** The handler a router dispatched to (its body when it answered 200), or `"none"`. */
-function dispatch(port: number, method: string, target: string): Promise<string> {
+function dispatch(port: number, method: string, target: string, body: FuzzBody | null): Promise<string> {
   return new Promise((resolve) => {
     let path: string;
     try {
@@ -350,70 +381,147 @@ function dispatch(port: number, method: string, target: string): Promise<string>
       resolve("none");
       return;
     }
-    const req = http.request({ host: "127.0.0.1", port, method, path, agent }, (res) => {
+    const headers: Record<string, string> = {};
+    if (body?.contentType != null) headers["content-type"] = body.contentType;
+    if (body?.contentEncoding != null) headers["content-encoding"] = body.contentEncoding;
+    const req = http.request({ host: "127.0.0.1", port, method, path, agent, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve(res.statusCode === 200 ? Buffer.concat(chunks).toString() : "none"));
       res.on("error", () => resolve("none"));
     });
     req.on("error", () => resolve("none"));
-    req.end();
+    req.end(body?.bytes);
   });
 }
 
-/** The route ids a handler counts for a request of `method` (`HEAD` is `GET`; NGINX locations take any method). */
-function handlerRoute(handler: string, method: string): Protected | "admin" | null {
-  if (handler === ADMIN) return "admin";
-  const r = ROUTES.find((x) => x.id === handler);
-  if (r === undefined) return null;
-  const m = method === "HEAD" ? "GET" : method;
+/**
+ * The protected route a router's answer (`"<route id> <method it ran as>"`) ran, when the route is for that method
+ * (`HEAD` is `GET`; NGINX locations take any method, so its answer names the request's own method).
+ */
+function handlerRoute(answer: string): Protected | "admin" | null {
+  if (answer === ADMIN) return "admin";
+  const [id, ran] = answer.split(" ");
+  const r = ROUTES.find((x) => x.id === id);
+  if (r === undefined || ran === undefined) return null;
+  const m = ran === "HEAD" ? "GET" : ran;
   return r.method === "*" || r.method === m ? r : null;
 }
 
+/** The routers compared, each with the upstream profile Sluice has for it (checked besides `any`). */
+const ROUTERS = ["nginx", "express", "spring", "rails"] as const;
+type Router = (typeof ROUTERS)[number];
+const PROFILE: { readonly [R in Router]: UpstreamProfile } = {
+  nginx: "nginx",
+  express: "express",
+  spring: "spring",
+  rails: "rails",
+};
+
 interface Tally {
   generated: number;
+  withBody: number;
   httpRequests: number;
   refused: number;
   admin: number;
   counted: number;
-  protectedDispatches: { nginx: number; express: number };
+  protectedDispatches: Record<Router, number>;
   disagreements: number;
   notes: number;
 }
 
+const said = (v: SluiceVerdict) => (v.kind === "counted" ? `counted [${[...v.routes].join(",")}]` : v.kind);
+
+/** Whether Sluice's verdict covers a router running `route`: refused, the admin API as such, or the route counted. */
+function covers(verdict: SluiceVerdict, route: Protected | "admin"): boolean {
+  if (verdict.kind === "refused") return true;
+  return route === "admin" ? verdict.kind === "admin" : verdict.kind === "counted" && verdict.routes.has(route.id);
+}
+
+// long: the run's setup, one generated request's comparison, and the report, in the order they happen
+/**
+ * The models route the cases their frameworks' documentation and sources state (a model that routed nothing would
+ * never disagree): checked before the run.
+ */
+function checkModels(): void {
+  const id = (source: string) => ROUTES.find((r) => r.source === source)!.id;
+  const login = id("POST /v1/login");
+  const publicGet = id("GET /v1/public/**");
+  const form = { contentType: "application/x-www-form-urlencoded", contentEncoding: null };
+  const cases: [string, string, string][] = [
+    ["spring", springDispatch(ROUTES, "POST", "/v1/login.tar.gz", null), `${login} POST`],
+    ["spring", springDispatch(ROUTES, "POST", "/v1/login.", null), `${login} POST`],
+    ["spring", springDispatch(ROUTES, "POST", "/v1/log%69n;jsessionid=1/", null), `${login} POST`],
+    ["spring", springDispatch(ROUTES, "POST", "/v1/login%2Fx", null), "none"],
+    ["spring", springDispatch(ROUTES, "POST", "/v1/public/a?_method=get", null), "none"],
+    ["spring", springDispatch(ROUTES, "POST", "/v1/login?_method=delete", null), "none"],
+    ["rails", railsDispatch(ROUTES, "POST", "/v1/login.x-y", null), `${login} POST`],
+    ["rails", railsDispatch(ROUTES, "POST", "/v1/login.", null), "none"],
+    ["rails", railsDispatch(ROUTES, "POST", "/v1/login.tar.gz", null), "none"],
+    ["rails", railsDispatch(ROUTES, "POST", "/v1//login/", null), `${login} POST`],
+    ["rails", railsDispatch(ROUTES, "POST", "/v1/log%69n", null), "none"],
+    [
+      "rails",
+      railsDispatch(ROUTES, "POST", "/v1/public/a", { ...form, bytes: Buffer.from("_method=get") }),
+      `${publicGet} GET`,
+    ],
+    [
+      "rails",
+      railsDispatch(ROUTES, "POST", "/v1/public/a", {
+        contentType: null,
+        contentEncoding: null,
+        bytes: Buffer.from("_method=GET"),
+      }),
+      `${publicGet} GET`,
+    ],
+  ];
+  const wrong = cases.filter(([, got, want]) => got !== want);
+  if (wrong.length > 0) throw new Error(`router models: ${JSON.stringify(wrong)}`);
+}
+
 async function main(): Promise<void> {
+  checkModels();
   const started = performance.now();
   const dir = mkdtempSync(join(tmpdir(), "sluice-fuzz-"));
   const nginxPort = await freePort();
   const expressPort = await freePort();
   const nginx = await startNginx(dir, nginxPort);
   const server = await startExpress(expressPort);
-  const routers = { nginx: nginxPort, express: expressPort } as const;
+  const ports = { nginx: nginxPort, express: expressPort } as const;
   const tally: Tally = {
     generated: 0,
+    withBody: 0,
     httpRequests: 0,
     refused: 0,
     admin: 0,
     counted: 0,
-    protectedDispatches: { nginx: 0, express: 0 },
+    protectedDispatches: { nginx: 0, express: 0, spring: 0, rails: 0 },
     disagreements: 0,
     notes: 0,
   };
   const cache = new Map<string, string>();
-  const ask = async (router: keyof typeof routers, method: string, target: string) => {
-    const k = `${router} ${method} ${target}`;
+  const ask = async (router: Router, method: string, target: string, body: FuzzBody | null) => {
+    if (router === "spring") return springDispatch(ROUTES, method, target, body);
+    if (router === "rails") return railsDispatch(ROUTES, method, target, body);
+    // NGINX never reads a body: its location depends on the path alone.
+    const sent = router === "nginx" ? null : body;
+    const k = `${router} ${method} ${target} ${sent?.label ?? ""}`;
     const hit = cache.get(k);
     if (hit !== undefined) return hit;
     tally.httpRequests++;
-    const handler = await dispatch(routers[router], method, target);
-    if (cache.size < 2_000_000) cache.set(k, handler);
+    const handler = await dispatch(ports[router], method, target, sent);
+    if (cache.size < 2_000_000 && (sent === null || sent.bytes.length < 4096)) cache.set(k, handler);
     return handler;
   };
 
   const one = async () => {
-    const { method, target } = spelling();
+    const { method, target, body } = spelling();
     tally.generated++;
-    const verdict = await sluiceReads(method, target);
+    if (body !== null) tally.withBody++;
+    const verdicts = new Map<UpstreamProfile, SluiceVerdict>();
+    for (const profile of ["any", ...Object.values(PROFILE)] as const)
+      verdicts.set(profile, await sluiceReads(method, target, body, profile));
+    const verdict = verdicts.get("any")!;
     tally[verdict.kind]++;
     const targets: ["sent" | "seen" | "forwarded", string][] = [["sent", target]];
     const seen = seenTarget(target);
@@ -423,25 +531,26 @@ async function main(): Promise<void> {
     for (const [which, path] of targets) {
       if (which !== "sent" && asked.has(path)) continue;
       asked.add(path);
-      for (const router of ["nginx", "express"] as const) {
-        const route = handlerRoute(await ask(router, method, path), method);
+      for (const router of ROUTERS) {
+        const route = handlerRoute(await ask(router, method, path, body));
         if (route === null) continue;
         if (which !== "sent") tally.protectedDispatches[router]++;
-        const ok =
-          verdict.kind === "refused" ||
-          (route === "admin" ? verdict.kind === "admin" : verdict.kind === "counted" && verdict.routes.has(route.id));
-        if (ok) continue;
-        const said = verdict.kind === "counted" ? `counted [${[...verdict.routes].join(",")}]` : verdict.kind;
-        const handler = route === "admin" ? "the admin API" : route.source;
-        const line =
-          `seed=${SEED} ${router} ran ${handler} for ${method} ${JSON.stringify(path)} (${which}; ` +
-          `sent ${JSON.stringify(target)}, seen ${JSON.stringify(seen)}); Sluice: ${said}`;
-        if (which === "sent") {
-          tally.notes++;
-          if (tally.notes <= 20) console.log(`NOTE (never reaches an upstream) ${line}`);
-        } else {
-          tally.disagreements++;
-          console.log(`DISAGREE ${line}`);
+        for (const profile of ["any", PROFILE[router]] as const) {
+          const v = verdicts.get(profile)!;
+          if (covers(v, route)) continue;
+          const handler = route === "admin" ? "the admin API" : route.source;
+          const line =
+            `seed=${SEED} ${router} ran ${handler} for ${method} ${JSON.stringify(path)} (${which}; ` +
+            `sent ${JSON.stringify(target)}, seen ${JSON.stringify(seen)}` +
+            `${body === null ? "" : `; body ${body.label}`}); Sluice (profile ${profile}): ${said(v)}`;
+          if (which === "sent") {
+            tally.notes++;
+            if (tally.notes <= 20) console.log(`NOTE (never reaches an upstream) ${line}`);
+          } else {
+            tally.disagreements++;
+            if (tally.disagreements <= 200) console.log(`DISAGREE ${line}`);
+          }
+          break;
         }
       }
     }
@@ -471,6 +580,7 @@ async function main(): Promise<void> {
       seed: SEED,
       routes: ROUTES.map((r) => r.source),
       generated: tally.generated,
+      with_body: tally.withBody,
       http_requests: tally.httpRequests,
       sluice: { counted: tally.counted, refused: tally.refused, admin: tally.admin },
       protected_dispatches: tally.protectedDispatches,
