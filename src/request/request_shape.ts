@@ -71,6 +71,12 @@ export function shapeWith(methods: string[], pathname: string, options: ShapeOpt
     };
   }
   const paths = [canonical.path, ...withoutFormatSuffixes(canonical.path, profile.formatSuffix)];
+  if (profile.formatSuffix.includes("rails") && !options.path.keepParams) {
+    // Rails reads `;` as a character, not as path parameters: `/v1/login.;x` is `/v1/login` with the format `;x`.
+    const literal = canonicalPath(pathname, { ...options.path, keepParams: true });
+    if (literal.ok)
+      for (const p of withoutFormatSuffixes(literal.path, ["rails"])) if (!paths.includes(p)) paths.push(p);
+  }
   return {
     ok: true,
     method: methods[0]!,

@@ -215,6 +215,9 @@ describe("format suffixes", () => {
     // Rails routes neither to /v1/login: an empty format, and a format holding a dot, match no `(.:format)`.
     ["rails", "/v1/login.", false],
     ["rails", "/v1/login.tar.gz", false],
+    // Rails reads `;` as a character (the route fuzzer found it): the format is `;` and `;x`.
+    ["rails", "/v1/login.;", true],
+    ["rails", "/v1/login.;x", true],
     ["express", "/v1/login.x-y", false],
   ] as const)("%s: POST %s counts against POST /v1/login (or /v1/units/export): %s", async (profile, path, counted) => {
     const s = await shape(profile, "POST", path);
