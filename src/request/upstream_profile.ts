@@ -4,12 +4,10 @@
  * so a framework's own spelling of "another method" or "the same route" cannot step around a rule. Pure; the table
  * in docs/rules.md ("Your upstream") is the user-facing description, and a unit test keeps the two in step.
  *
- * - `_method` (method override by parameter): Express's `method-override('_method')` reads the query, and with the
- *   documented `req.body._method` getter the parsed body (urlencoded or JSON, which body-parser first inflates from
- *   gzip, deflate or br); Laravel the form or JSON body and the query; Spring's `HiddenHttpMethodFilter`
- *   `getParameter` (query or form); Rails' `Rack::MethodOverride` the form body only. All of them honour it on `POST`
- *   only, so only a `POST` is read for it. Rack also reads a `POST` body without a `Content-Type` as a form, and
- *   method-override takes the first of several values (a JSON array's first string).
+ * - `_method`: Express's `method-override` reads the query, and with the documented `req.body._method` getter the
+ *   parsed body (urlencoded or JSON, inflated first; of several values the first); Laravel the form or JSON body and
+ *   the query; Spring's `HiddenHttpMethodFilter` the query or form; Rack the form body only (a `POST` body without a
+ *   `Content-Type` is a form to Rack). All honour it on `POST` only, so only a `POST` is read for it.
  * - Format suffixes: Spring MVC's suffix pattern match routes `/users/1.<anything>` as `/users/1` (the pattern `+ ".*"`:
  *   everything after the first dot of the last segment, an empty rest included), Rails' `(.:format)` strips a last
  *   `.format` of `[^/.?]+`. The request then counts as every path its router may route it as.
