@@ -3,7 +3,9 @@
  * (--log-level warn, each on a free port with its own free inspector port) in front of one real local origin (a Node
  * HTTP server in this process, counting what reaches it). Scenarios: the **bare** Worker (`fetch(origin + path)`,
  * nothing else), and Sluice with `UPSTREAM_URL` set to the same origin: no matching rule, one global rule (one client
- * IP: one hot key), one local rule, one blocked key flooding. The headline is the server's CPU per request: user +
+ * IP: one hot key), one local rule, one blocked key flooding, and the rules that ask the key's object on every request
+ * (count_when with every response counted, block_for, concurrency: take and release), each also against the plain
+ * global rule. `--scenarios a,b` runs only those (and the bare Worker). The headline is the server's CPU per request: user +
  * system time of the wrangler dev process group (workerd, node, esbuild) over the measured run, divided by the
  * requests answered, and its difference from the bare Worker's, in ms; throughput and latency from autocannon are
  * shown beside it but move with whatever else the machine runs. Scenarios are interleaved round by round; medians.
@@ -47,7 +49,20 @@ const SCENARIOS: Record<string, string | null> = {
   "one global rule": `- id: bench-global\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n`,
   "one local rule": `- id: bench-local\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  scope: local\n`,
   "blocked key flooding": `- id: bench-blocked\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1/min\n  burst: 1\n`,
+  // Issue 34's rules, never refusing here: what each costs a request over the plain global rule above.
+  "count_when rule": `- id: bench-count-when\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  count_when: { status: 2xx }\n`,
+  "block_for rule": `- id: bench-block-for\n  match: { identity: ip }\n  algorithm: gcra\n  rate: 1000000/s\n  burst: 1000000\n  block_for: 1min\n`,
+  "concurrency rule": `- id: bench-concurrency\n  match: { identity: ip }\n  algorithm: concurrency\n  limit: 10000\n`,
 };
+const PLAIN = "one global rule";
+/** `--scenarios a,b`: only these, with the bare Worker (and the plain rule, which the last three are compared with). */
+const ONLY = process.argv
+  .find((a) => a.startsWith("--scenarios="))
+  ?.slice("--scenarios=".length)
+  .split(",");
+const CHOSEN = Object.keys(SCENARIOS).filter(
+  (s) => ONLY === undefined || s === BARE || s === PLAIN || ONLY.includes(s),
+);
 type Scenario = keyof typeof SCENARIOS;
 
 /** The bare Worker: forwards the request's path and query to the origin, nothing else. */
@@ -175,7 +190,7 @@ async function main(): Promise<void> {
   const profiles: Record<string, { share: number; where: string }[]> = {};
   try {
     for (let r = 0; r < RUNS; r++) {
-      for (const scenario of Object.keys(SCENARIOS)) {
+      for (const scenario of CHOSEN) {
         const figures = await runScenario(scenario, origin);
         runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
         log(
@@ -183,7 +198,7 @@ async function main(): Promise<void> {
         );
       }
     }
-    for (const scenario of PROFILE ? Object.keys(SCENARIOS) : []) {
+    for (const scenario of PROFILE ? CHOSEN : []) {
       const sampled = (await runScenario(scenario, origin, true)).profile;
       if (sampled === null || sampled === undefined) continue;
       const file = join(OUT_DIR, `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
@@ -200,7 +215,8 @@ async function main(): Promise<void> {
   const med = (s: Scenario, f: (x: Figures) => number) => median((runs.get(s) ?? []).map(f));
   const cpuBare = med(BARE, (x) => x.serverCpuMsPerRequest);
   const rpsBare = med(BARE, (x) => x.requestsPerS);
-  const rows = Object.keys(SCENARIOS).map((scenario) => {
+  const cpuPlain = med(PLAIN, (x) => x.serverCpuMsPerRequest);
+  const rows = CHOSEN.map((scenario) => {
     const cpu = med(scenario, (x) => x.serverCpuMsPerRequest);
     const calls = (runs.get(scenario) ?? []).map((x) => x.objectCallsPerRequest);
     const goal = GOALS_MS[scenario];
@@ -209,6 +225,8 @@ async function main(): Promise<void> {
       serverCpuMsPerRequest: round(cpu, 3),
       cpuOverBareMs: round(cpu - cpuBare, 3),
       cpuRatioToBare: round(cpu / cpuBare, 2),
+      cpuOverPlainRuleMs: round(cpu - cpuPlain, 3),
+      cpuRatioToPlainRule: round(cpu / cpuPlain, 2),
       goalOverBareMs: goal ?? null,
       meetsGoal: goal === undefined ? null : cpu - cpuBare <= goal,
       requestsPerS: Math.round(med(scenario, (x) => x.requestsPerS)),
@@ -228,7 +246,8 @@ async function main(): Promise<void> {
     log(
       `edge: ${r.scenario}: ${r.serverCpuMsPerRequest} ms CPU/request, ${r.cpuOverBareMs >= 0 ? "+" : ""}${r.cpuOverBareMs} ms over bare (${r.cpuRatioToBare}x)${r.meetsGoal === null ? "" : r.meetsGoal ? " goal met" : ` goal +${r.goalOverBareMs} ms MISSED`}`,
     );
-  writeResult("edge", `node --import tsx bench/edge.ts${QUICK ? " --quick" : ""}${PROFILE ? " --profile" : ""}`, {
+  const flags = `${QUICK ? " --quick" : ""}${PROFILE ? " --profile" : ""}${ONLY === undefined ? "" : ` --scenarios=${ONLY.join(",")}`}`;
+  writeResult("edge", `node --import tsx bench/edge.ts${flags}`, {
     connections: CONNECTIONS,
     durationS: DURATION_S,
     runs: RUNS,

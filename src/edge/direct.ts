@@ -10,7 +10,7 @@
 
 import type { Decision } from "../algorithms/index.ts";
 import { logEvent } from "../isolate/metrics.ts";
-import { objectNameOf } from "../object/names.ts";
+import { banIndexStub, objectNameOf } from "../object/names.ts";
 import { durableObjectTransport } from "../object/transport.ts";
 import { callObject, messageOf } from "../protocol/object_call.ts";
 import type { CheckResult, LimiterRule } from "../protocol/store.ts";
@@ -100,8 +100,24 @@ function observe(
   if (result.decision.allowed) blocked.forget(name);
   else {
     const banned = result.banUntilMs !== undefined;
+    if (banned && !blocked.holdsBan(name)) noteBan(cx, compiled, name, result.banUntilMs!);
     blocked.remember(name, fingerprintOfRule(compiled), compiled.params, cost, sentAtMs, result.decision, banned);
   }
+}
+
+/**
+ * Tell the ban index (names.ts `BAN_INDEX_NAME`) of a ban this isolate met: once per ban and isolate, again at most
+ * every `BAN_CACHE_MS` while refused requests keep coming, in the background. A failed note only leaves the ban out of
+ * the dashboard's list; the key's object enforces it all the same.
+ */
+function noteBan(cx: AskContext, compiled: CompiledRule, object: string, untilMs: number): void {
+  const keyHash = object.slice(compiled.rule.id.length + 1);
+  const note = banIndexStub(cx.env.LIMITER)
+    .noteBan({ object, rule: compiled.rule.id, keyHash, untilMs })
+    .catch((error: unknown) =>
+      logEvent("warn", { event: "ban_note_failed", rule: compiled.rule.id, error: messageOf(error) }),
+    );
+  cx.ctx?.waitUntil(note);
 }
 
 /**

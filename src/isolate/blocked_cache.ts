@@ -134,6 +134,11 @@ export class BlockedCache {
     return { remaining: known.remaining, resetAfterMs: Math.max(0, known.resetAfterMs - (nowMs - known.atMs)) };
   }
 
+  /** Whether this isolate answers a ban of `id` from memory now (it met the ban less than `BAN_CACHE_MS` ago). */
+  holdsBan(id: string): boolean {
+    return this.entries.get(id)?.banned === true;
+  }
+
   /** Forget a (rule, key): it was refunded, reset, or admitted. */
   forget(id: string): void {
     this.entries.delete(id);

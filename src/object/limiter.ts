@@ -12,6 +12,7 @@
  * RPC (types in store.ts): `check` decides a batch at one instant (coalesce.ts), takes back a lease's unused units,
  * grants a new one, and answers a call id it already applied as remembered, charging nothing; `refund` gives an
  * admission back; `release` gives a concurrency rule's slots back; `peek` (nothing charged or written) and `reset` serve the admin API.
+ * One object of this class, named `BAN_INDEX_NAME`, is the ban index instead (`noteBan`, `bans`, `forgetBan`).
  */
 import { DurableObject } from "cloudflare:workers";
 import { type Clock, systemClock } from "../isolate/time.ts";
@@ -30,6 +31,9 @@ import {
   type RefundResult,
   refundRecord,
 } from "../protocol/store.ts";
+import { BAN_INDEX_MAX, type BanNote } from "./names.ts";
+
+const BAN_PREFIX = "ban:";
 
 /** The most an object's alarm is put off after its record is fresh, ms. */
 export const ALARM_SPREAD_MS = 60_000;
@@ -123,6 +127,35 @@ export class SluiceLimiter extends DurableObject {
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
     return existed;
+  }
+
+  /** The ban index: note a ban an isolate met (kept until it ends; the newest note of a key wins). */
+  noteBan(note: BanNote): void {
+    const { kv } = this.ctx.storage;
+    const live = this.bans();
+    if (live.length >= BAN_INDEX_MAX && !live.some((b) => b.object === note.object)) {
+      const soonest = live.reduce((a, b) => (b.untilMs < a.untilMs ? b : a));
+      if (soonest.untilMs >= note.untilMs) return;
+      kv.delete(BAN_PREFIX + soonest.object);
+    }
+    kv.put(BAN_PREFIX + note.object, note);
+  }
+
+  /** The ban index: the bans noted that have not ended, the longest first; ended ones are dropped. */
+  bans(): BanNote[] {
+    const { kv } = this.ctx.storage;
+    const now = this.clock();
+    const live: BanNote[] = [];
+    for (const [key, note] of kv.list<BanNote>({ prefix: BAN_PREFIX })) {
+      if (note.untilMs > now) live.push(note);
+      else kv.delete(key);
+    }
+    return live.sort((a, b) => b.untilMs - a.untilMs);
+  }
+
+  /** The ban index: forget a key's ban (an admin reset lifted it). */
+  forgetBan(object: string): void {
+    this.ctx.storage.kv.delete(BAN_PREFIX + object);
   }
 
   override async alarm(): Promise<void> {

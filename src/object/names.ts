@@ -10,6 +10,27 @@ export function objectNameOf(ruleId: string, keyHash: string): string {
   return `${ruleId}:${keyHash}`;
 }
 
+/**
+ * The ban index's name (limiter.ts `noteBan`): one object that lists the keys banned by `block_for`. It has no `:`, so
+ * no `<rule id>:<key hash>` is ever it.
+ */
+export const BAN_INDEX_NAME = "sluice-ban-index";
+
+/** A ban the index lists: the key's object, its rule and hashed key, and its end (the key's object's clock, ms). */
+export interface BanNote {
+  readonly object: string;
+  readonly rule: string;
+  readonly keyHash: string;
+  readonly untilMs: number;
+}
+
+/** The most bans the index keeps: when full, the one ending soonest makes room. */
+export const BAN_INDEX_MAX = 1000;
+
+export function banIndexStub(namespace: DurableObjectNamespace<SluiceLimiter>): DurableObjectStub<SluiceLimiter> {
+  return namespace.get(namespace.idFromName(BAN_INDEX_NAME));
+}
+
 /** The stub of the object for (rule, key hash). A fresh stub each call: a reset object breaks the stub that saw it. */
 export function limiterStub(
   namespace: DurableObjectNamespace<SluiceLimiter>,

@@ -7,6 +7,7 @@
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { limitKey } from "../../src/edge/binding.ts";
+import { sha256Hex } from "../../src/edge/hash.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, type Isolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
@@ -95,7 +96,7 @@ describe("failed logins per address, with a ban", () => {
     expect(seen).toHaveLength(9);
   });
 
-  it("an admin reset lifts the ban at once", async () => {
+  it("an admin reset lifts the ban at once, and takes it off the list of active bans", async () => {
     recordingOrigin();
     const ip = freshIp();
     const iso = createIsolate();
@@ -112,6 +113,22 @@ describe("failed logins per address, with a ban", () => {
       iso,
     );
     expect(await state.json()).toMatchObject({ remaining: 0, ban_ends_in_ms: 3_600_000 });
+    const keyHash = await sha256Hex(ip);
+    const listed = async () => {
+      const r = await handleRequest(
+        new Request("https://sluice.test/_sluice/bans", { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } }),
+        upstreamEnv,
+        createExecutionContext(),
+        rules,
+        iso,
+      );
+      const body = (await r.json()) as { max: number; bans: { rule: string; key_hash: string; ends_in_ms: number }[] };
+      expect(body.max).toBe(1000);
+      return body.bans.filter((b) => b.rule === "failed-logins" && b.key_hash === keyHash);
+    };
+    expect(await listed()).toEqual([
+      { rule: "failed-logins", key_hash: keyHash, until_ms: T0 + 3_600_000, ends_in_ms: 3_600_000 },
+    ]);
     const reset = await handleRequest(
       new Request("https://sluice.test/_sluice/reset?rule=failed-logins", {
         method: "POST",
@@ -123,6 +140,7 @@ describe("failed logins per address, with a ban", () => {
       iso,
     );
     expect(reset.status).toBe(200);
+    expect(await listed()).toEqual([]);
     expect((await send(rules, iso, ip, "200")).status).toBe(200);
   });
 });

@@ -6,6 +6,7 @@
  *   GET  /_sluice/account                 an API key's account record as the Worker reads it: plan, overrides
  * A raw key travels in the `X-Sluice-Key` header, never in the URL (URLs reach request logs), as the token does.
  *   GET  /_sluice/stats | /denials        this isolate's counters | its most recent denials (hashed keys)
+ *   GET  /_sluice/bans                    the `block_for` bans running, from the ban index (hashed keys)
  *   GET  /_sluice/fleet?period=1h         the whole fleet's decisions from Analytics Engine (fleet.ts)
  *   GET  /_sluice/                        the dashboard page, which carries no data and asks for the token
  * The token is compared in constant time; wrong tokens are limited per client address (admin_guard.ts); without a
@@ -16,7 +17,14 @@
 import { BLOCKED_CACHE_MAX_ENTRIES } from "../../isolate/blocked_cache.ts";
 import type { Isolate } from "../../isolate/isolate.ts";
 import { logEvent } from "../../isolate/metrics.ts";
-import { delegateNameOf, delegateStub, limiterStub, objectNameOf } from "../../object/names.ts";
+import {
+  BAN_INDEX_MAX,
+  banIndexStub,
+  delegateNameOf,
+  delegateStub,
+  limiterStub,
+  objectNameOf,
+} from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
 import { describeRule } from "../../replay/run.ts";
@@ -117,6 +125,8 @@ async function handleAdmin(
       return allow("GET") ?? json(statsOf(isolate, settings));
     case "/denials":
       return allow("GET") ?? json(denialsOf(isolate));
+    case "/bans":
+      return allow("GET") ?? json(await bansOf(env, isolate));
     case "/fleet":
       return allow("GET") ?? (await fleetRoute(url, settings, isolate));
     case "/account":
@@ -144,6 +154,24 @@ function statsOf(isolate: Isolate, settings: Settings) {
     cache_entries: isolate.blocked.size,
     cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
     leases_held: isolate.calls.leasesHeld,
+  };
+}
+
+/**
+ * `/bans`: the bans the index was told of (src/edge/direct.ts `noteBan`: by the isolates that met them), running now,
+ * longest first, at most `BAN_INDEX_MAX`; each ends in `ends_in_ms` on the index's clock.
+ */
+async function bansOf(env: Env, isolate: Isolate) {
+  const nowMs = isolate.clock();
+  const bans = await banIndexStub(env.LIMITER).bans();
+  return {
+    max: BAN_INDEX_MAX,
+    bans: bans.map((b) => ({
+      rule: b.rule,
+      key_hash: b.keyHash,
+      until_ms: b.untilMs,
+      ends_in_ms: Math.max(0, b.untilMs - nowMs),
+    })),
   };
 }
 
@@ -364,6 +392,7 @@ async function resetGlobal(env: Env, ruleId: string, keyHash: string): Promise<b
   const holders = env.DELEGATE === undefined ? [] : await stub.shareHolders();
   const existed = await stub.reset();
   const object = objectNameOf(ruleId, keyHash);
+  await banIndexStub(env.LIMITER).forgetBan(object);
   await Promise.all(
     holders.map((holder) => {
       const dot = holder.lastIndexOf(".");

@@ -139,6 +139,16 @@ export const BODY = `
   </table>
   <p class="note" id="denials-empty">No denials in this isolate yet.</p>
 
+  <h2>Active bans (block_for)</h2>
+  <p class="note">Keys held out by a rule's <code>block_for</code>, longest first, from the ban index: a ban is listed
+  once an isolate has met it (a refusal or a charge that started it, or a request it refused), up to
+  <span id="bans-max"></span>. Keys are hashed; Reset lifts a ban.</p>
+  <table>
+    <thead><tr><th>rule</th><th>hashed key</th><th>ends in</th><th></th></tr></thead>
+    <tbody id="bans-body"></tbody>
+  </table>
+  <p class="note" id="bans-empty">No bans running.</p>
+
   <section id="key-section">
     <h2>Look up or reset a key</h2>
     <p class="note">Looking up charges nothing and shows the key's account and overrides (api_key rules). Reset forgets

@@ -113,6 +113,7 @@ ${VIEWS}
       const stats = await api("GET", "/stats");
       showStats(stats, Date.now());
       showDenials(await api("GET", "/denials"));
+      showBans(await api("GET", "/bans"));
       $("updated").textContent = "updated " + utcTime(Date.now());
       $("status").textContent = "";
       if (Date.now() - fleetAt >= FLEET_EVERY_MS) await refreshFleet();

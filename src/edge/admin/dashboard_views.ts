@@ -93,6 +93,24 @@ export const VIEWS = `
     snapshots = [...snapshots, { atMs, values: stats }].slice(-6);
   }
 
+  function showBans(list) {
+    const body = $("bans-body");
+    body.replaceChildren();
+    $("bans-empty").hidden = list.bans.length > 0;
+    $("bans-max").textContent = String(list.max);
+    for (const b of list.bans) {
+      const key = el("td", short(b.key_hash), "mono");
+      key.title = b.key_hash;
+      const actions = el("td");
+      const reset = el("button", "Reset\\u2026", "small");
+      reset.type = "button";
+      reset.dataset.action = "reset";
+      reset.addEventListener("click", () => askReset(b.rule, { key_hash: b.key_hash }, short(b.key_hash)));
+      actions.append(reset);
+      body.append(row([el("td", b.rule, "mono"), key, wait(b.ends_in_ms), actions]));
+    }
+  }
+
   function showDenials(list) {
     const body = $("denials-body");
     body.replaceChildren();
