@@ -8,11 +8,10 @@
  *
  * An alarm deletes the record once it is as good as fresh (`freshAtMs`), re-armed by itself if the key was used
  * since: one alarm write per idle period, not one per request.
- *
  * RPC (types in store.ts): `check` decides a batch at one instant (coalesce.ts), takes back a lease's unused units,
  * grants a new one, and answers a call id it already applied as remembered, charging nothing; `refund` gives an
- * admission back; `release` gives a concurrency rule's slots back; `peek` (nothing charged or written) and `reset` serve the admin API.
- * One object of this class, named `BAN_INDEX_NAME`, is the ban index instead (`noteBan`, `bans`, `forgetBan`).
+ * admission back; `release` gives a concurrency rule's slots back; `peek` and `reset` serve the admin API. One object,
+ * named `BAN_INDEX_NAME`, is the ban index instead (`noteBan`, `bans`, `forgetBan`).
  */
 import { DurableObject } from "cloudflare:workers";
 import { type Clock, systemClock } from "../isolate/time.ts";
@@ -31,7 +30,7 @@ import {
   type RefundResult,
   refundRecord,
 } from "../protocol/store.ts";
-import { BAN_INDEX_MAX, type BanNote } from "./names.ts";
+import { BAN_INDEX_MAX, type BanNote } from "./ban_note.ts";
 
 const BAN_PREFIX = "ban:";
 

@@ -16,17 +16,6 @@ export function objectNameOf(ruleId: string, keyHash: string): string {
  */
 export const BAN_INDEX_NAME = "sluice-ban-index";
 
-/** A ban the index lists: the key's object, its rule and hashed key, and its end (the key's object's clock, ms). */
-export interface BanNote {
-  readonly object: string;
-  readonly rule: string;
-  readonly keyHash: string;
-  readonly untilMs: number;
-}
-
-/** The most bans the index keeps: when full, the one ending soonest makes room. */
-export const BAN_INDEX_MAX = 1000;
-
 export function banIndexStub(namespace: DurableObjectNamespace<SluiceLimiter>): DurableObjectStub<SluiceLimiter> {
   return namespace.get(namespace.idFromName(BAN_INDEX_NAME));
 }

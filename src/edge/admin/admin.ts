@@ -17,14 +17,7 @@
 import { BLOCKED_CACHE_MAX_ENTRIES } from "../../isolate/blocked_cache.ts";
 import type { Isolate } from "../../isolate/isolate.ts";
 import { logEvent } from "../../isolate/metrics.ts";
-import {
-  BAN_INDEX_MAX,
-  banIndexStub,
-  delegateNameOf,
-  delegateStub,
-  limiterStub,
-  objectNameOf,
-} from "../../object/names.ts";
+import { banIndexStub, delegateNameOf, delegateStub, limiterStub, objectNameOf } from "../../object/names.ts";
 import { messageOf } from "../../protocol/object_call.ts";
 import type { PeekResult } from "../../protocol/store.ts";
 import { describeRule } from "../../replay/run.ts";
@@ -39,6 +32,7 @@ import { keyHashOf, sha256Hex } from "../hash.ts";
 import { adminKeyHash } from "../rule_keys.ts";
 import type { Env, Settings } from "../settings.ts";
 import { checkToken } from "./admin_guard.ts";
+import { bansOf } from "./bans.ts";
 import { dashboardPage } from "./dashboard.ts";
 import { FleetError, fleetPeriodOf, fleetView } from "./fleet.ts";
 import { FLEET_PERIODS } from "./fleet_sql.ts";
@@ -154,24 +148,6 @@ function statsOf(isolate: Isolate, settings: Settings) {
     cache_entries: isolate.blocked.size,
     cache_max_entries: BLOCKED_CACHE_MAX_ENTRIES,
     leases_held: isolate.calls.leasesHeld,
-  };
-}
-
-/**
- * `/bans`: the bans the index was told of (src/edge/direct.ts `noteBan`: by the isolates that met them), running now,
- * longest first, at most `BAN_INDEX_MAX`; each ends in `ends_in_ms` on the index's clock.
- */
-async function bansOf(env: Env, isolate: Isolate) {
-  const nowMs = isolate.clock();
-  const bans = await banIndexStub(env.LIMITER).bans();
-  return {
-    max: BAN_INDEX_MAX,
-    bans: bans.map((b) => ({
-      rule: b.rule,
-      key_hash: b.keyHash,
-      until_ms: b.untilMs,
-      ends_in_ms: Math.max(0, b.untilMs - nowMs),
-    })),
   };
 }
 
