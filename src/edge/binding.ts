@@ -16,6 +16,7 @@ import {
   type ReleaseResult,
 } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
+import { logEvent } from "../isolate/metrics.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { closest } from "../rules/closest.ts";
 import { chargeOutcome, readOutcome } from "./binding_outcome.ts";
@@ -42,6 +43,15 @@ export interface LimitCall {
 }
 
 const where = "Sluice limit()";
+
+/**
+ * A binding's `props.rule` that names no rule (or no string): a mistake in the caller's wrangler.toml, the same on
+ * every call. Every call rejects with it (a binding cannot answer for a rule that does not exist, and admitting or
+ * refusing in silence would hide the mistake); `limitKey` logs it once per isolate as `binding_misconfigured`.
+ */
+export class BindingPropsError extends RangeError {
+  override name = "RangeError";
+}
 
 /** Read a `limit` call strictly; throws a `TypeError` or `RangeError` that says what to fix. */
 export function readLimitCall(input: unknown, props: unknown, rules: readonly CompiledRule[]): LimitCall {
@@ -75,19 +85,21 @@ function ruleOf(rule: unknown, props: unknown, rules: readonly CompiledRule[]): 
       `${where}: no rule: pass { rule } or set props = { rule = "..." } on the binding in wrangler.toml`,
     );
   if (typeof named !== "string") {
-    const source = rule === undefined ? "the binding's props.rule" : "rule";
-    throw new TypeError(`${where}: ${source} must be a rule id (a string), got ${describe(named)}`);
+    if (rule === undefined)
+      throw new BindingPropsError(`${where}: the binding's props.rule must be a rule id, got ${describe(named)}`);
+    throw new TypeError(`${where}: rule must be a rule id (a string), got ${describe(named)}`);
   }
   const compiled = rules.find((r) => r.rule.id === named);
   if (compiled === undefined) {
     // The caller is another Worker, maybe another team's: a near miss is named, the rule set is not listed.
-    const source = rule === undefined ? " (the binding's props.rule)" : "";
+    const source = rule === undefined ? " (the binding's props.rule, in your wrangler.toml)" : "";
     const guess = closest(
       named,
       rules.map((r) => r.rule.id),
     );
     const hint = guess === null ? "" : `; did you mean ${JSON.stringify(guess)}?`;
-    throw new RangeError(`${where}: unknown rule ${JSON.stringify(named)}${source}${hint}`);
+    const message = `${where}: unknown rule ${JSON.stringify(named)}${source}${hint}`;
+    throw rule === undefined ? new BindingPropsError(message) : new RangeError(message);
   }
   return compiled;
 }
@@ -193,7 +205,7 @@ export async function checkRequest(input: unknown, bx: BindingContext): Promise<
 
 /** `limit`: one rule, one key, one cost, on the same steps as the gateway after matching. */
 export async function limitKey(input: unknown, props: unknown, bx: BindingContext): Promise<LimitResult> {
-  const { compiled, key, cost, outcome } = readLimitCall(input, props, bx.rules);
+  const { compiled, key, cost, outcome } = readLimitCallOnce(input, props, bx);
   const { env, ctx, isolate } = bx;
   const settings = settingsOf(env);
   const keyHash = await keyHashOf(settings.keyHashSecret, key);
@@ -210,6 +222,19 @@ export async function limitKey(input: unknown, props: unknown, bx: BindingContex
     resetAfterMs: own?.resetAfterMs ?? null,
     ...(slots?.[0] === undefined ? {} : { slot: slots[0] }),
   };
+}
+
+/** `readLimitCall`, with a misconfigured binding logged once per isolate (every call still gets the error). */
+function readLimitCallOnce(input: unknown, props: unknown, bx: BindingContext): LimitCall {
+  try {
+    return readLimitCall(input, props, bx.rules);
+  } catch (error) {
+    if (error instanceof BindingPropsError && !bx.isolate.bindingProblems.has(error.message)) {
+      bx.isolate.bindingProblems.add(error.message);
+      logEvent("error", { event: "binding_misconfigured", error: error.message });
+    }
+    throw error;
+  }
 }
 
 /** `release`: give back slots `limit` or `check` handed out (slot_tokens.ts reads them strictly). */

@@ -36,6 +36,8 @@ export interface Isolate {
   readonly denials: RecentDenials;
   /** Calls to the objects, one in flight per key, and the leases held here (coalesce.ts). */
   readonly calls: Coalescer;
+  /** Binding misconfigurations already logged (a mistyped `props.rule`): each is logged once per isolate. */
+  readonly bindingProblems: Set<string>;
 }
 
 export interface IsolateOptions {
@@ -66,5 +68,6 @@ export function createIsolate(options: IsolateOptions = {}): Isolate {
     accounts: new AccountCache(),
     keyLookups: new KeyLookups(),
     denials: new RecentDenials(),
+    bindingProblems: new Set(),
   };
 }
