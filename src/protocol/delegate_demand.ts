@@ -2,8 +2,7 @@
  * A delegate's demand and when it renews its share (delegate.ts holds the share and decides from it): demand counted
  * in half-term buckets and estimated per term (`demandPerTerm`), the renewal due in the term's last quarter but
  * close to its end, or early when demand moved (`renewDue`), and the parts a rate share still needs when its demand
- * fell (`keptParts`, sent as the ask's `keep`); and the calls it decided per second (`countCall`), and that reached it
- * per quarter second (`countBurst`): when it says busy.
+ * fell (`keptParts`, sent as the ask's `keep`); and the calls it decided per second (`countCall`): when it says busy.
  *
  * Pure functions of a delegate's record and its clock.
  */
@@ -194,30 +193,6 @@ export interface CallLoad {
   readonly prev: number;
 }
 
-/**
- * Calls that reached a delegate in the current `DELEGATE_BURST_MS` (`bucket`: its index) and in the one before
- * (`prev`). Counted as they arrive (delegate_run.ts), not as they are decided: at a cold start a big region's first
- * shard has no share yet, and the calls that wait for its first grant, or are refused while it holds off an overloaded
- * key's object, were all decided (and counted) only once the grant came, 400 ms into the rush (cluster simulation,
- * hot-rate at 5,000 isolates and 50k req/s: the first shard served 1 call per ms from 105 ms, and said busy at 401).
- */
-export interface CallBurst {
-  readonly bucket: number;
-  readonly calls: number;
-  readonly prev: number;
-}
-
-/**
- * Calls in one `DELEGATE_BURST_MS` (sliding, `burstCalls`) from which a delegate says it is busy: a pace of 600
- * calls/s, beyond the 500 calls/s an object should take. At a cold start a big region's isolates all come to its
- * first shard within a few hundred ms, and waiting for 250 calls in the second (delegate.ts
- * `DELEGATE_BUSY_CALLS_PER_S`) kept that shard saturated (overloaded into the next second). Below this pace only the
- * per-second count of calls decided says busy, so a region just under it keeps one holder (more holders cost the key's
- * object more share asks).
- */
-export const DELEGATE_BURST_CALLS = 150;
-export const DELEGATE_BURST_MS = 250;
-
 /** The per-second call count with one more call at `nowMs`. */
 export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
   const second = Math.floor(nowMs / 1000);
@@ -227,40 +202,9 @@ export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
   return { ...load, curr: load.curr + 1 };
 }
 
-/** The burst count rolled to `nowMs`: a new bucket starts empty, the last one kept as `prev` if it was the one before. */
-function rolledBurst(burst: CallBurst | undefined, nowMs: number): CallBurst {
-  const bucket = Math.floor(nowMs / DELEGATE_BURST_MS);
-  if (burst === undefined || bucket > burst.bucket + 1) return { bucket, calls: 0, prev: 0 };
-  if (bucket === burst.bucket + 1) return { bucket, calls: 0, prev: burst.calls };
-  return burst; // this bucket, or a clock stepping back (counted in the bucket it had)
-}
-
-/** The burst count with one more call arriving at `nowMs`. */
-export function countBurst(burst: CallBurst | undefined, nowMs: number): CallBurst {
-  const d = rolledBurst(burst, nowMs);
-  return { ...d, calls: d.calls + 1 };
-}
-
-/**
- * Calls in the last `DELEGATE_BURST_MS` at `nowMs`, sliding: this bucket's, and the last one's weighed by how much of
- * it is still in (rounded down). A count by fixed buckets started again from 0 at each bucket's start, so a rush
- * that began late in a bucket (a shard saturated at 1 call per ms from 105 ms, in buckets of 0-250 and 250-500 ms)
- * said busy only 150 ms into the next one.
- */
-export function burstCalls(burst: CallBurst | undefined, nowMs: number): number {
-  const d = rolledBurst(burst, nowMs);
-  const elapsedMs = Math.min(DELEGATE_BURST_MS, Math.max(0, nowMs - d.bucket * DELEGATE_BURST_MS));
-  return d.calls + Math.floor((d.prev * (DELEGATE_BURST_MS - elapsedMs)) / DELEGATE_BURST_MS);
-}
-
-/** Whether `burstCalls` says busy at `nowMs` (`DELEGATE_BURST_CALLS` calls arrived in the last quarter second). */
-export function burstBusy(burst: CallBurst | undefined, nowMs: number): boolean {
-  return burstCalls(burst, nowMs) >= DELEGATE_BURST_CALLS;
-}
-
 /**
  * One more call decided at `nowMs`: the count per second, and whether it says busy (`busyPerS` calls in the current or
- * the last second). The quarter second's count is of calls arriving (`countBurst`, delegate_run.ts).
+ * the last second).
  */
 export function countLoad(
   record: { readonly load?: CallLoad },

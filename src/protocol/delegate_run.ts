@@ -14,9 +14,6 @@
 import { decide, fingerprintOf } from "../algorithms/index.ts";
 import {
   adoptGrant,
-  burstBusy,
-  type CallBurst,
-  countBurst,
   DELEGATE_RENEW_BACKOFF_MS,
   type DelegateRecord,
   delegateCall,
@@ -83,28 +80,10 @@ export class DelegateRun {
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
 
-  /**
-   * Calls that reached this instance lately (delegate_demand.ts `countBurst`). Kept in memory, not in the record: it
-   * is counted before the call is decided, and a write per arrival would double the delegate's writes; a restarted
-   * delegate counts afresh.
-   */
-  private burst: CallBurst | undefined;
-
   constructor(private readonly ports: DelegatePorts) {}
 
-  /**
-   * Decide an isolate's batch (see the file's comment). The answer, whatever it is (decided, refused, passed through),
-   * says busy when `DELEGATE_BURST_CALLS` calls reached this delegate in the last quarter second by the time it is
-   * given (`burstBusy`), so that a region's isolates spread over its shards while this one is still waiting for its
-   * first share.
-   */
+  /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
-    this.burst = countBurst(this.burst, this.ports.clock());
-    const result = await this.decide(who, call);
-    return uses("burstBusy") && burstBusy(this.burst, this.ports.clock()) ? { ...result, busy: true } : result;
-  }
-
-  private async decide(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
     // A window share that ended with units of the next window: they become the share, once they may be used.
     const waitMs = aheadWaitMs(load(), clock());

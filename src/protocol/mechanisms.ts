@@ -21,8 +21,6 @@ export const MECHANISMS = [
   "hotLease",
   /** Delegate rate slices hold `SLICE_EXTRA_MS` of their rate more burst (sublease.ts). */
   "sliceExtra",
-  /** A delegate says busy when calls arrive in a burst, so its isolates spread over the shards (delegate_demand.ts). */
-  "burstBusy",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];

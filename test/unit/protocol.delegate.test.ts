@@ -6,13 +6,7 @@
 import { describe, expect, it } from "vitest";
 import {
   adoptGrant,
-  burstBusy,
-  burstCalls,
-  type CallBurst,
-  countBurst,
   countCall,
-  DELEGATE_BURST_CALLS,
-  DELEGATE_BURST_MS,
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
   DEMAND_BUCKET_MS,
@@ -701,54 +695,5 @@ describe("a delegate's load (its shards)", () => {
     expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), T0 + 400).result.busy).toBe(true);
     const last = withShare(windowShare(), { load: { second: S - 1, curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 } });
     expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
-  });
-
-  it("counts calls in the current DELEGATE_BURST_MS and the one before", () => {
-    const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
-    expect(DELEGATE_BURST_MS).toBe(250);
-    expect(countBurst(undefined, T0)).toEqual({ bucket: B0, calls: 1, prev: 0 });
-    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 + 249)).toEqual({ bucket: B0, calls: 8, prev: 3 });
-    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 + 250)).toEqual({ bucket: B0 + 1, calls: 1, prev: 7 });
-    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 + 500)).toEqual({ bucket: B0 + 2, calls: 1, prev: 0 });
-    // A clock stepping back counts in the bucket it had.
-    expect(countBurst({ bucket: B0, calls: 7, prev: 3 }, T0 - 1)).toEqual({ bucket: B0, calls: 8, prev: 3 });
-  });
-
-  it.each([
-    // [calls in the bucket before, in this one, ms into this one, calls in the last quarter second]
-    [0, 150, 0, 150],
-    [200, 0, 0, 200],
-    [200, 0, 125, 100],
-    [200, 0, 250, 0],
-    [100, 60, 50, 140], // 100 × 200/250 = 80
-    [100, 80, 50, 160],
-  ])("slides: %i calls in the bucket before, %i in this one, %i ms in: %i", (prev, calls, inMs, sliding) => {
-    const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
-    const at = B0 * DELEGATE_BURST_MS + inMs;
-    const burst = { bucket: B0, calls, prev };
-    expect(burstCalls(burst, at)).toBe(sliding);
-    expect(burstBusy(burst, at)).toBe(sliding >= DELEGATE_BURST_CALLS);
-  });
-
-  it("says busy from DELEGATE_BURST_CALLS calls in a quarter second (a pace over 500/s), fewer in the second", () => {
-    // 600 calls/s: a cold start's rush to a big region's first shard, long before 250 calls in the second.
-    expect((DELEGATE_BURST_CALLS * 1000) / DELEGATE_BURST_MS).toBe(600);
-    expect(DELEGATE_BURST_CALLS).toBeLessThan(DELEGATE_BUSY_CALLS_PER_S);
-    // A rush that starts late in a bucket: 1 call per ms from 200 ms into it. Fixed buckets counted 50 in it, and said
-    // busy only at the 200th call (150 into the next); sliding (the 50 weighed as if spread over their bucket), at the
-    // 175th.
-    const B0 = Math.floor(T0 / DELEGATE_BURST_MS);
-    let burst: CallBurst | undefined;
-    let busyFrom = -1;
-    for (let i = 0; i < 200 && busyFrom < 0; i++) {
-      const at = B0 * DELEGATE_BURST_MS + 200 + i;
-      burst = countBurst(burst, at);
-      if (burstBusy(burst, at)) busyFrom = i + 1;
-    }
-    expect(busyFrom).toBe(175);
-    // Spent at a slower pace (the same 150 calls over the second) it is not.
-    burst = undefined;
-    for (let i = 0; i < DELEGATE_BURST_CALLS; i++) burst = countBurst(burst, T0 + Math.floor((i * 1000) / 150));
-    expect(burstBusy(burst, T0 + 999)).toBe(false);
   });
 });

@@ -4,12 +4,7 @@
  * passes a batch through to the key's object.
  */
 import { describe, expect, it } from "vitest";
-import {
-  DELEGATE_BURST_CALLS,
-  DELEGATE_RENEW_BACKOFF_MS,
-  type DelegateRecord,
-  NEW_DELEGATE,
-} from "../../src/protocol/delegate.ts";
+import { DELEGATE_RENEW_BACKOFF_MS, type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import {
   DELEGATE_KEY_TIMEOUT_MS,
   type DelegatePorts,
@@ -264,36 +259,6 @@ describe("DelegateRun.check", () => {
     expect(h.asks[1]).toMatchObject({ id: "ask1", demand: 5, giveBack: [{ units: 7, atMs: T0 + 3 }] });
     await new Promise((r) => setTimeout(r, 0));
     expect(h.stored().share).toMatchObject({ unitsLeft: 10, atMs: T0 + 800, endsAtMs: T0 + 1750 });
-  });
-});
-
-describe("DelegateRun.check: busy from the calls that reach it", () => {
-  it("counts every call as it arrives: refused while holding off, and waiting for the first share, say busy too", async () => {
-    // Held off an overloaded key's object: its refusals, decided by no share, were never counted (nor said busy).
-    const h = harness([Object.assign(new Error("object down"), { overloaded: true })]);
-    const answers: CallResult[] = [];
-    for (let i = 0; i < DELEGATE_BURST_CALLS; i++) answers.push(await h.run.check(who, batch([1], `r${i}`)));
-    expect(answers.slice(0, -1).every((a) => a.busy === undefined)).toBe(true);
-    expect(answers.at(-1)).toMatchObject({ busy: true, hot: true, results: [{ decision: { allowed: false } }] });
-    // Batches waiting for a share ask that has not come back are answered once it does: busy, by the count then.
-    let grant: (g: ShareGrant) => void = () => undefined;
-    const w = harness([new Promise<ShareGrant>((resolve) => (grant = resolve))]);
-    const waiting = Array.from({ length: DELEGATE_BURST_CALLS }, (_, i) => w.run.check(who, batch([1], `w${i}`)));
-    expect(w.asks).toHaveLength(1);
-    grant(windowGrant(1000));
-    const decided = await Promise.all(waiting);
-    expect(decided.every((a) => a.busy === true && a.results[0]?.ok === true)).toBe(true);
-    expect(w.stored().share).toMatchObject({ unitsLeft: 1000 - DELEGATE_BURST_CALLS });
-  });
-
-  it("says busy no longer once the last quarter second's calls are fewer (and a restarted one counts afresh)", async () => {
-    const h = harness([windowGrant(1000)]);
-    for (let i = 0; i < DELEGATE_BURST_CALLS; i++) await h.run.check(who, batch([1], `b${i}`));
-    expect((await h.run.check(who, batch([1], "c1"))).busy).toBe(true);
-    h.at(500);
-    expect((await h.run.check(who, batch([1], "c2"))).busy).toBeUndefined();
-    h.at(10);
-    expect((await new DelegateRun(h.ports).check(who, batch([1], "c3"))).busy).toBeUndefined();
   });
 });
 
