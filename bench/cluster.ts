@@ -12,7 +12,7 @@
  * Every figure counts the whole run from the first request (cold start included; the first second also apart).
  */
 import { ablate, MECHANISMS, type Mechanism } from "../src/protocol/mechanisms.ts";
-import { SHARE_TERM_MS } from "../src/protocol/share.ts";
+import { SHARE_TERM_MS } from "../src/protocol/tunables.ts";
 import type { Scenario } from "../src/sim/cluster.ts";
 import { type ClusterRow, clusterGoals } from "./cluster_rows.ts";
 import { clusterRow } from "./cluster_run.ts";

@@ -3,7 +3,7 @@
  * BENCHMARKS.md section 8).
  */
 import { capacityOf } from "../src/algorithms/index.ts";
-import { SHARE_TERM_MS } from "../src/protocol/share.ts";
+import { SHARE_TERM_MS } from "../src/protocol/tunables.ts";
 import { type ClusterOutcome, type ClusterRun, DELEGATE_RTT_MS, type Scenario } from "../src/sim/cluster.ts";
 import type { FirstSecondCalls } from "../src/sim/first_second.ts";
 import { type LedgerTotals, ledgerTotals, withExact } from "../src/sim/rate_ledger.ts";

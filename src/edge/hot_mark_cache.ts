@@ -5,8 +5,9 @@
  * Best effort: no Cache API (tests in Node, `*.workers.dev`, where its operations do nothing), a miss or an error all
  * read as no mark, and the isolate learns from its own first call as before.
  */
-import { HOT_MARK_TTL_MS, type HotMarkStore, type StoredMark } from "../isolate/hot_marks.ts";
+import type { HotMarkStore, StoredMark } from "../isolate/hot_marks.ts";
 import { type Sleep, systemSleep } from "../isolate/time.ts";
+import { HOT_MARK_TTL_MS } from "../protocol/tunables.ts";
 
 /** The cache key of a mark (a name no request can reach: the Cache API is only ever asked by this code). */
 export function markUrl(name: string): string {

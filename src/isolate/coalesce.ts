@@ -15,18 +15,9 @@
  */
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { CallInput, CallResult, RefundResult } from "../protocol/store.ts";
+import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
 import { type KeepAlive, KeyCalls } from "./coalesce_calls.ts";
-import {
-  type Asked,
-  type AskedLease,
-  type AskInput,
-  type HeldLease,
-  type HotMark,
-  type KeyState,
-  OVERLOAD_BACKOFF_MS,
-  RETURN_WAIT_MS,
-  type Waiting,
-} from "./coalesce_types.ts";
+import type { Asked, AskedLease, AskInput, HeldLease, HotMark, KeyState, Waiting } from "./coalesce_types.ts";
 import { delegateFor, leaseAsk, noteHot, see, takeMark, unsee } from "./key_state.ts";
 import { isHot, scarceAnswer } from "./last_known.ts";
 

@@ -211,15 +211,6 @@ export interface CoalesceCounters extends CallCounters {
 export const COALESCE_MAX_WAITING = 1_000;
 /** Keys one isolate tracks at most, by default (see `CoalescerOptions.maxKeys`). */
 export const COALESCE_MAX_KEYS = 10_000;
-/** How long a refund of a hot key waits for the key's next call, at most, ms (then one call takes all waiting). */
-export const RETURN_WAIT_MS = 1_000;
-/**
- * After an overloaded call with nothing known to decide from, how long this isolate refuses the key without asking,
- * ms: between a half and the whole of this (spread, so isolates do not come back together).
- */
-export const OVERLOAD_BACKOFF_MS = 500;
-/** After a delegate's call failed, how long this isolate sends the key's batches to the key's object instead, ms. */
-export const DELEGATE_BACKOFF_MS = 5_000;
 /** The lease a rule without `lease:` takes while its key's object is busy. */
 export const AUTO_LEASE: LeaseSettings = { ttlMs: 1_000, units: null, above: null };
 

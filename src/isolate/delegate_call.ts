@@ -10,17 +10,8 @@
  */
 import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
 import type { CallInput } from "../protocol/store.ts";
-import { type CoalesceCounters, DELEGATE_BACKOFF_MS, type DelegateRoute } from "./coalesce_types.ts";
-
-/** After a delegate's call failed as reset, how long this isolate waits before asking it again, ms. */
-export const DELEGATE_RESET_RETRY_MS = 50;
-/**
- * After a reset delegate did not answer within the retries, how long it is avoided, ms: about the rest of a restart
- * (some 100 ms). At 500 ms, every isolate of a region whose retries ran out sent all its batches to the key's object
- * for half a second after the delegates were back (cluster simulation, hot-window 1,000 isolates at 10k req/s, every
- * delegate restarting: 182 calls in a second at the key's object, 129 with 150 ms).
- */
-export const DELEGATE_RESET_BACKOFF_MS = 150;
+import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
+import type { CoalesceCounters, DelegateRoute } from "./coalesce_types.ts";
 
 /**
  * How long after its first call an isolate may start another call to a reset delegate, ms: three quarters of the

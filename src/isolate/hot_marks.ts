@@ -13,11 +13,9 @@
  * (src/sim/cluster.ts). A mark is a hint, never a decision: a stale one sends an isolate to a delegate that answers
  * `hot: false` for a cold key, and the isolate goes back to the key's object.
  */
-import { HOT_HOLD_MS } from "../protocol/share.ts";
-import type { HotMark } from "./coalesce_types.ts";
 
-/** How long a mark lasts once written, ms (a key that stays hot is marked again before it ends). */
-export const HOT_MARK_TTL_MS = HOT_HOLD_MS;
+import { HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../protocol/tunables.ts";
+import type { HotMark } from "./coalesce_types.ts";
 
 /** A data center's marks: read one (`null`: none, or it could not be read), write one (best effort). */
 export interface HotMarkStore {
@@ -80,9 +78,6 @@ export async function writeMark(
 export function spreadOfMark(store: HotMarkStore): (name: string) => Promise<boolean> {
   return async (name) => (await store.read(name))?.spread === true;
 }
-
-/** Marks this isolate wrote lately, at most this many keys (the oldest forgotten first). */
-export const MARKS_REMEMBERED = 1_000;
 
 /** What one isolate wrote lately, by key (to write each mark once per half ttl, not on every request). */
 export class WrittenMarks {

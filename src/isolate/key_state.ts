@@ -3,9 +3,9 @@
  * lease ttl (`see`), from which the lease to ask for is sized (`leaseAsk`). Pure functions of the state and the time.
  */
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
-import { HOT_HOLD_MS } from "../protocol/share.ts";
 import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
 import { subleaseTermMs } from "../protocol/sublease.ts";
+import { HOT_HOLD_MS } from "../protocol/tunables.ts";
 import {
   type AskedLease,
   type AskInput,

@@ -6,9 +6,9 @@
  */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
-import { HOT_HOLD_MS } from "../protocol/share.ts";
 import type { CheckResult } from "../protocol/store.ts";
-import { type Asked, AUTO_LEASE, type CoalesceCounters, type KeyState, OVERLOAD_BACKOFF_MS } from "./coalesce_types.ts";
+import { HOT_HOLD_MS, OVERLOAD_BACKOFF_MS } from "../protocol/tunables.ts";
+import { type Asked, AUTO_LEASE, type CoalesceCounters, type KeyState } from "./coalesce_types.ts";
 
 /** What these functions need of the coalescer: its clock, its counters, and its spread of renewals. */
 export interface KeyCtx {

@@ -20,6 +20,7 @@ import { type DelegateRecord, delegateIdle, NEW_DELEGATE } from "../protocol/del
 import { releaseDue } from "../protocol/delegate_ahead.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { CallInput, CallResult } from "../protocol/store.ts";
+import { DELEGATE_IDLE_MS } from "../protocol/tunables.ts";
 import type { SluiceLimiter } from "./limiter.ts";
 
 /** An isolate's batch for a delegate. */
@@ -33,8 +34,6 @@ export interface DelegateCallInput extends CallInput {
 /** Where the delegate keeps its record, and whom it works for (for the alarm, which has no call to read it from). */
 const RECORD_KEY = "delegate";
 const WHO_KEY = "who";
-/** How long an idle delegate keeps its record before deleting it, ms. */
-export const DELEGATE_IDLE_MS = 60_000;
 
 type DelegateEnv = { readonly LIMITER: DurableObjectNamespace<SluiceLimiter> };
 

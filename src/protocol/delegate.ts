@@ -33,32 +33,10 @@ import {
 } from "./delegate_demand.ts";
 import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
-import { emptyState, SHARE_TERM_MS, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
+import { emptyState, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
 import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
-
-/** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
-export const DELEGATE_CALL_MEMORY = 32;
-/**
- * Calls in a second (the current or the last) from which a delegate says it is busy (`CallResult.busy`): its isolates
- * then spread over their region's shards (`DELEGATE_SHARDS`, each shard a delegate with its own share).
- */
-export const DELEGATE_BUSY_CALLS_PER_S = 250;
-/**
- * Delegates per (rule, key, region) at most: the first, and the shards a busy first spreads its isolates over (each
- * isolate to one, by a hash of the isolate). 9 regions × 4 holders fit the key's object's book (share.ts
- * `SHARE_HOLDERS_MAX`), and renew about 36 times a second.
- */
-export const DELEGATE_SHARDS = 4;
-/**
- * After a share ask found the key's object overloaded, how long a delegate refuses batches instead, ms. Short: a key's
- * object overloads at a cold start, for about the round trip of the isolates' first calls, and a delegate that holds
- * off longer refuses its whole region after that has passed (cluster simulation, hot-rate 1,000 isolates at 10k req/s:
- * the object overloaded from 50 to 150 ms, and delegates holding off 250 ms refused 782 requests in the first 500 ms).
- * Not shorter: at 50 ms, delegates' grants took the direct slice's tokens while the isolates' first batches were still
- * reaching the object (hot-rate 1,000 isolates at 200k req/s: 1.4 points of admission less than at 250 ms).
- */
-export const DELEGATE_RENEW_BACKOFF_MS = 100;
+import { DELEGATE_BUSY_CALLS_PER_S, DELEGATE_CALL_MEMORY, PENDING_RESEND_MS } from "./tunables.ts";
 
 // What delegate_demand.ts decides about the renewal and the load, for the shells and the tests.
 export * from "./delegate_demand.ts";
@@ -99,13 +77,6 @@ export interface DelegateRecord {
   /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
   readonly taken?: readonly string[];
 }
-
-/**
- * How long an unanswered renewal is sent again as it was, ms: within a quarter term its share is still in the key's
- * object's book (the shortest term is a quarter), so the object answers it from there. Older, a new ask replaces it
- * (what it charged or gave back stays so: short, never over).
- */
-export const PENDING_RESEND_MS = SHARE_TERM_MS / 4;
 
 export const NEW_DELEGATE: DelegateRecord = {
   v: 1,

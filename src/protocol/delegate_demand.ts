@@ -6,7 +6,14 @@
  *
  * Pure functions of a delegate's record and its clock.
  */
-import { SHARE_TERM_MS } from "./share.ts";
+import {
+  DEMAND_BUCKET_MS,
+  OLD_SHARE_FOR_MS,
+  OLD_SHARE_MARGIN_MS,
+  RENEW_LEAD_MS,
+  RENEW_SLACK,
+  SHARE_TERM_MS,
+} from "./tunables.ts";
 
 /** Cost asked of a delegate: the current and the previous bucket of `DEMAND_BUCKET_MS` (`bucket`: its index). */
 export interface DemandBuckets {
@@ -27,9 +34,6 @@ interface Renewable {
   } | null;
   readonly demand: DemandBuckets;
 }
-
-/** How long before its term ends a share is renewed at most, ms (a quarter of a shorter term). */
-export const RENEW_LEAD_MS = 300;
 
 /**
  * Whether the share should be renewed now, in the background, with demand: in the last quarter of its term, but no
@@ -54,11 +58,6 @@ export function renewDue(record: Renewable, nowMs: number): boolean {
   const ageMs = nowMs - (share.endsAtMs - termMs);
   return ageMs >= SHARE_TERM_MS / 4 && demandMoved(share.demand, demand);
 }
-
-/** How long a rate share is used after its renewal is sent, ms, at most (`oldShareForMs`). */
-export const OLD_SHARE_FOR_MS = 250;
-/** What `oldShareForMs` adds to a measured round trip, ms (the next one's jitter, and the key's object's queue). */
-export const OLD_SHARE_MARGIN_MS = 50;
 
 /**
  * How long a rate share is still used after its renewal is sent, unless the answer comes first, ms (sent as the ask's
@@ -139,22 +138,10 @@ export function windowPace(
   return pace >= 2 * (share.demand ?? 0) ? pace : 0;
 }
 
-/** Units of demand per term within which a change never counts as moved (Poisson noise of a small share). */
-export const RENEW_SLACK = 8;
-
 /** Whether demand per term moved from `was` to `now` by more than half of `was` and more than `RENEW_SLACK`. */
 export function demandMoved(was: number, now: number): boolean {
   return Math.abs(now - was) > Math.max(RENEW_SLACK, Math.floor(was / 2));
 }
-
-/**
- * Demand is counted in buckets of this many ms. Half a term: a region's demand moving to another shard (or surging)
- * shows within half a term, not a whole one (measured, the cluster simulation's hot-rate at 200 isolates: a whole
- * term's lag cost 5-30% of admissions in the second the shards start); not a quarter, since isolates holding
- * sub-leases ask in lumps (a quarter term's estimate then moved by half often enough to renew 1.6x as often, for
- * 3 points of admission less).
- */
-export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
 
 /**
  * Cost asked per term (`SHARE_TERM_MS`), estimated over the last `DEMAND_BUCKET_MS`, sliding: this bucket's, and the

@@ -12,21 +12,13 @@
  */
 
 import { decide, fingerprintOf } from "../algorithms/index.ts";
-import {
-  adoptGrant,
-  DELEGATE_RENEW_BACKOFF_MS,
-  type DelegateRecord,
-  delegateCall,
-  delegateNeed,
-  renewDue,
-  shareAsk,
-} from "./delegate.ts";
+import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_ahead.ts";
-import { uses } from "./mechanisms.ts";
 import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { CallInput, CallResult, CheckResult, LimiterRule } from "./store.ts";
 import { takeBack } from "./sublease.ts";
+import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS } from "./tunables.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
 export interface DelegateWho {
@@ -52,14 +44,6 @@ export interface DelegatePorts {
   /** Wait this long, ms (for a window share's units ahead: delegate_ahead.ts). Absent: such a batch renews instead. */
   readonly sleep?: (ms: number) => Promise<void>;
 }
-
-/**
- * How long a delegate waits for the key's object (a batch passed through, a share ask), ms. A call or answer lost on
- * the way would otherwise hold the one renewal every batch waits for, for ever. Past it the call fails as
- * `overloaded` (the object is taken for busy): the renewal backs off, and a batch's isolates decide from what they
- * know (coalescer `lastKnown`), never admitting uncounted. About three round trips to the farthest region.
- */
-export const DELEGATE_KEY_TIMEOUT_MS = 500;
 
 /** `work`, or an `overloaded` failure when it has not settled within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
 async function withinTimeout<T>(work: Promise<T>, sleep: ((ms: number) => Promise<void>) | undefined): Promise<T> {

@@ -13,8 +13,9 @@
  * the rate bound's term (docs/rules.md). Pure: whole tokens by the algorithm's own refill.
  */
 import { type AlgorithmParams, sliceParams } from "../algorithms/index.ts";
-import { emptyState, SHARE_PARTS } from "./share.ts";
+import { emptyState } from "./share.ts";
 import { peekState } from "./store.ts";
+import { SHARE_PARTS } from "./tunables.ts";
 
 /** A delegate's rate share as the credit needs it: its parts, its term's end, its last renewal's round trip. */
 interface Held {

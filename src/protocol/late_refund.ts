@@ -13,13 +13,7 @@
  */
 import { type AlgorithmState, scaledDeficit } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
-
-/**
- * Steps the staircase keeps at most (older steps merge, on the safe side: a refund of a charge between two merged
- * steps gives back at most the older one's deficit). 8 cut up to 9 of 40 refunds short in a scratch replay of 40
- * charges and refunds 0-3 ms apart (gcra 1/h, burst 25); 32 at most one ε of refill: about 1 KB more per record.
- */
-export const LOWS_MAX = 32;
+import { LOWS_MAX } from "./tunables.ts";
 
 /**
  * `s`: `[tick, deficit]` steps, oldest first, deficits rising: from `tick` on (ticks are half ms, `2 × ms`, `+ 1` for

@@ -27,7 +27,6 @@ import {
 } from "../algorithms/index.ts";
 import { uses } from "./mechanisms.ts";
 import {
-  BUSY_CALLS_PER_S,
   type CallInput,
   type CallResult,
   type CheckResult,
@@ -44,18 +43,8 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
+import { HOT_LEASE_PER_REQUEST, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { type AheadUnits, applyAhead } from "./window_ahead.ts";
-
-/** A rate share's unit: parts of the rule's rate and burst out of this many. */
-export const SHARE_PARTS = 1000;
-/** How long a share lasts from its holder's ask, ms (a window share: cut at the window's end). */
-export const SHARE_TERM_MS = 1000;
-/** Holders one key's record keeps at most (9 regions × 4 shards, and room). */
-export const SHARE_HOLDERS_MAX = 40;
-/** Below this demand per second (all holders and direct calls) the key is no longer hot, unless its object is busy. */
-export const HOT_EXIT_PER_S = BUSY_CALLS_PER_S / 2;
-/** How long a key stays hot after the last grant that found it hot, ms. */
-export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
 
 /** What a key's shares are made of: a slice of the rate, units of a window, or nothing (no shares). */
 export type ShareKind = "rate" | "window" | "none";
@@ -243,9 +232,6 @@ export function keyCall(
   const hot = shareKindOf(rule.params) !== "none" && (isBusy(out.record, nowMs) || nowMs < hotUntilMs);
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
 }
-
-/** Units of an unasked lease a direct call to a hot rate key gets, per request it carries (`withHotLease`). */
-export const HOT_LEASE_PER_REQUEST = 4;
 
 /**
  * A direct call to a hot rate key that asks no lease, while the slice it is decided from (the direct slice, or the

@@ -18,15 +18,10 @@ import {
   EMPTY_BOOK,
   emptyState,
   fullState,
-  HOT_EXIT_PER_S,
-  HOT_HOLD_MS,
   keyCall,
   keyPeek,
   live,
   promisedParts,
-  SHARE_HOLDERS_MAX,
-  SHARE_PARTS,
-  SHARE_TERM_MS,
   type ShareAsk,
   type ShareGrant,
   settleShares,
@@ -42,6 +37,15 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
+import {
+  HOT_EXIT_PER_S,
+  HOT_HOLD_MS,
+  SETTLED_SLACK_PARTS,
+  SHARE_HOLDERS_MAX,
+  SHARE_PARTS,
+  SHARE_TERM_MAX_MS,
+  SHARE_TERM_MS,
+} from "./tunables.ts";
 import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 /**
  * Grant (renew, or take back) a holder's share. In order: a retried ask is answered as granted; the units given back
@@ -220,11 +224,6 @@ function rateGrant(
   };
   return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
 }
-
-/** The longest term of a settled rate share, ms: its term doubles at each settled renewal, up to this. */
-export const SHARE_TERM_MAX_MS = 4 * SHARE_TERM_MS;
-/** A rate share's parts may differ from its fair parts, or from those it held, by this many (1% of the rate) and settle. */
-export const SETTLED_SLACK_PARTS = 10;
 
 /**
  * A rate share's term, ms. Unsettled, a quarter term, so that its parts follow demand within a quarter term: a new

@@ -21,13 +21,11 @@ import {
   refundRecord,
   ruleFor,
 } from "./record.ts";
+import { BUSY_CALLS_PER_S } from "./tunables.ts";
 
 export * from "./record.ts";
 // ---------------------------------------------------------------------------------------------------------------------
 // One call: a batch of requests decided in arrival order, an id so a retry is never charged twice, and a lease.
-
-/** Calls per second for one key beyond which its object tells isolates it is busy (`CallResult.busy`). */
-export const BUSY_CALLS_PER_S = 100;
 
 /**
  * How many call ids the object remembers at most (oldest forgotten first). A retry follows its first attempt within

@@ -18,7 +18,6 @@ import {
   sliceParams,
 } from "../algorithms/index.ts";
 import { uses } from "./mechanisms.ts";
-import { SHARE_PARTS, SHARE_TERM_MS } from "./share.ts";
 import {
   type CallInput,
   type LeaseAsk,
@@ -28,13 +27,7 @@ import {
   leaseCapOf,
   peekState,
 } from "./store.ts";
-
-/**
- * The longest a sub-lease may be used, ms: half a share term. Longer, its units are away from the delegate's share
- * longer (a rate slice's small bucket fills meanwhile, and what comes back finds it full; a window's units sit with
- * isolates that may not use them), and at the rules' limits more are lost than calls saved (bench/cluster.ts).
- */
-export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
+import { SHARE_PARTS, SLICE_EXTRA_MS, SUBLEASE_TERM_MS } from "./tunables.ts";
 
 /** What a sub-lease is granted from: the share a delegate holds, as far as a sub-lease needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
@@ -61,16 +54,6 @@ export interface SubleaseSource {
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
 }
-
-/**
- * Burst a delegate's rate slice holds beyond its part of the rule's, ms of its own rate: 200. A slice's bucket is
- * small (its part of the burst), and while one delegate's fills and overflows another's is empty: at 5,000 isolates
- * and half the rule's rate again as load, 5-6% of what the exact limiter admits overflowed at delegate slices (cluster
- * simulation, bench/cluster.ts). The slices' extras add up to at most `rate × 200 ms`, which the rate bound's term
- * holds with the sub-leases' 500 ms and a share change's round trip (docs/rules.md). The key's object's direct slice
- * keeps its part only (it is renewed by no one: its tokens are the ones moved to new shares).
- */
-export const SLICE_EXTRA_MS = 200;
 
 /** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, and `SLICE_EXTRA_MS` more burst. */
 export function delegateSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {

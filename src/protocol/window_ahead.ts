@@ -13,13 +13,7 @@
  */
 import { capacityOf, decide, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import type { LeaseReturn, LimiterRecord, LimiterRule, ShareBook } from "./store.ts";
-
-/**
- * A window share whose term the window's end cuts to this or less (ms) comes with units of the next window. Its holder
- * renews in its term's last quarter, at most 300 ms before its end (delegate_demand.ts `RENEW_LEAD_MS`): every holder's
- * last renewal before the window's end falls within this.
- */
-export const AHEAD_LEAD_MS = 500;
+import { AHEAD_LEAD_MS } from "./tunables.ts";
 
 /** What a grant ahead gives: units of the next window, charged from `atMs` (its start), usable for `termMs`. */
 export interface AheadUnits {

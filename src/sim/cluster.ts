@@ -21,9 +21,9 @@ import {
 import { markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
-import { DELEGATE_SHARDS } from "../protocol/delegate.ts";
 import { directParts, shareKindOf } from "../protocol/share.ts";
 import type { LimiterRule } from "../protocol/store.ts";
+import { DELEGATE_SHARDS } from "../protocol/tunables.ts";
 import { Answers } from "./answers.ts";
 import { type Arrival, arrivalsOf } from "./arrivals.ts";
 import { SimDelegate } from "./delegate.ts";

@@ -4,7 +4,8 @@
  * center. Simulated: a read or a write takes `MARK_LATENCY_MS` (the Cache API is local to the data center), a mark is
  * seen by other readers `MARK_PROPAGATION_MS` after its write and lasts `HOT_MARK_TTL_MS` from it.
  */
-import { HOT_MARK_TTL_MS, type HotMarkStore, type StoredMark } from "../isolate/hot_marks.ts";
+import type { HotMarkStore, StoredMark } from "../isolate/hot_marks.ts";
+import { HOT_MARK_TTL_MS } from "../protocol/tunables.ts";
 import type { EventClock } from "./event_clock.ts";
 import { MARK_PROPAGATION_MS } from "./network.ts";
 

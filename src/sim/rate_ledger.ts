@@ -11,9 +11,10 @@
  */
 import { type AlgorithmParams, capacityOf, sliceParams } from "../algorithms/index.ts";
 import type { DelegateRecord } from "../protocol/delegate.ts";
-import { keyPeek, promisedParts, SHARE_PARTS, settleShares } from "../protocol/share.ts";
+import { keyPeek, promisedParts, settleShares } from "../protocol/share.ts";
 import { type LimiterRecord, type LimiterRule, peekState } from "../protocol/store.ts";
 import { delegateSlice } from "../protocol/sublease.ts";
+import { SHARE_PARTS } from "../protocol/tunables.ts";
 import type { DelegateWatch } from "./delegate.ts";
 
 /** Who refused a request, and why. */

@@ -7,10 +7,10 @@ import { createExecutionContext, env, runInDurableObject, SELF, waitOnExecutionC
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { jitterSeconds, sha256Hex } from "../../src/edge/hash.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
-import { RETURN_WAIT_MS } from "../../src/isolate/coalesce_types.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
 import type { LimiterRecord } from "../../src/protocol/store.ts";
+import { RETURN_WAIT_MS } from "../../src/protocol/tunables.ts";
 import { compileRules } from "../../src/request/match.ts";
 import {
   bearer,

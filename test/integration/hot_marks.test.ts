@@ -13,7 +13,7 @@ import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
 import type { DelegateRecord } from "../../src/protocol/delegate.ts";
-import { BUSY_CALLS_PER_S } from "../../src/protocol/store.ts";
+import { BUSY_CALLS_PER_S } from "../../src/protocol/tunables.ts";
 import { compileRules } from "../../src/request/match.ts";
 import { bearer, knownKey, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
 

@@ -22,8 +22,8 @@ import { sha256Hex } from "../../src/edge/hash.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
-import { DELEGATE_BUSY_CALLS_PER_S, type DelegateRecord } from "../../src/protocol/delegate.ts";
-import { BUSY_CALLS_PER_S } from "../../src/protocol/store.ts";
+import type { DelegateRecord } from "../../src/protocol/delegate.ts";
+import { BUSY_CALLS_PER_S, DELEGATE_BUSY_CALLS_PER_S } from "../../src/protocol/tunables.ts";
 import { compileRules } from "../../src/request/match.ts";
 import { bearer, knownKey, manualSleep, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
 

@@ -7,7 +7,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type Asked, type CoalesceCounters, Coalescer, OVERLOAD_BACKOFF_MS } from "../../src/isolate/coalesce.ts";
+import { type Asked, type CoalesceCounters, Coalescer } from "../../src/isolate/coalesce.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import {
@@ -19,6 +19,7 @@ import {
   type LimiterRecord,
   leaseCapOf,
 } from "../../src/protocol/store.ts";
+import { OVERLOAD_BACKOFF_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { SimObject } from "../../src/sim/object.ts";

@@ -5,18 +5,16 @@
  * other failures give up at once (for `DELEGATE_BACKOFF_MS`); a busy delegate's failure is kept, never a fallback.
  */
 import { describe, expect, it } from "vitest";
-import { type CoalesceCounters, DELEGATE_BACKOFF_MS, type DelegateRoute } from "../../src/isolate/coalesce_types.ts";
-import {
-  avoidFor,
-  callDelegates,
-  DELEGATE_RESET_BACKOFF_MS,
-  DELEGATE_RESET_RETRY_MS,
-  otherShard,
-  resetRetryMs,
-} from "../../src/isolate/delegate_call.ts";
+import type { CoalesceCounters, DelegateRoute } from "../../src/isolate/coalesce_types.ts";
+import { avoidFor, callDelegates, otherShard, resetRetryMs } from "../../src/isolate/delegate_call.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import {
+  DELEGATE_BACKOFF_MS,
+  DELEGATE_RESET_BACKOFF_MS,
+  DELEGATE_RESET_RETRY_MS,
+} from "../../src/protocol/tunables.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { fixedWindow } from "../support/params.ts";
 

@@ -7,9 +7,7 @@ import { describe, expect, it } from "vitest";
 import { cacheMarks, markUrl, parseMark } from "../../src/edge/hot_mark_cache.ts";
 import { Coalescer, type DelegateRoute } from "../../src/isolate/coalesce.ts";
 import {
-  HOT_MARK_TTL_MS,
   type HotMarkStore,
-  MARKS_REMEMBERED,
   markDue,
   markFrom,
   type StoredMark,
@@ -18,8 +16,8 @@ import {
 } from "../../src/isolate/hot_marks.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
-import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import { HOT_HOLD_MS, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../../src/protocol/tunables.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { MARK_LATENCY_MS, SimMarks } from "../../src/sim/hot_marks.ts";
 import { MARK_PROPAGATION_MS } from "../../src/sim/network.ts";

@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { decide, refund, scaledDeficit, scaledRefund } from "../../src/algorithms/index.ts";
-import { afterRefund, LOWS_MAX, type Lows, noteLow, refundable } from "../../src/protocol/late_refund.ts";
+import { afterRefund, type Lows, noteLow, refundable } from "../../src/protocol/late_refund.ts";
 import { callRecord, type LimiterRecord, peekRecord, refundRecord } from "../../src/protocol/store.ts";
+import { LOWS_MAX } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
 

@@ -7,9 +7,6 @@ import { describe, expect, it } from "vitest";
 import {
   adoptGrant,
   countCall,
-  DELEGATE_BUSY_CALLS_PER_S,
-  DELEGATE_CALL_MEMORY,
-  DEMAND_BUCKET_MS,
   type DelegateRecord,
   delegateCall,
   delegateIdle,
@@ -19,14 +16,11 @@ import {
   type HeldShare,
   keptParts,
   NEW_DELEGATE,
-  OLD_SHARE_FOR_MS,
   oldShareForMs,
-  PENDING_RESEND_MS,
-  RENEW_LEAD_MS,
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
-import { emptyState, SHARE_TERM_MS, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import { emptyState, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -34,7 +28,17 @@ import {
   type LimiterRule,
   peekState,
 } from "../../src/protocol/store.ts";
-import { delegateSlice, SLICE_EXTRA_MS } from "../../src/protocol/sublease.ts";
+import { delegateSlice } from "../../src/protocol/sublease.ts";
+import {
+  DELEGATE_BUSY_CALLS_PER_S,
+  DELEGATE_CALL_MEMORY,
+  DEMAND_BUCKET_MS,
+  OLD_SHARE_FOR_MS,
+  PENDING_RESEND_MS,
+  RENEW_LEAD_MS,
+  SHARE_TERM_MS,
+  SLICE_EXTRA_MS,
+} from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 

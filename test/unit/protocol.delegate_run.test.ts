@@ -4,15 +4,11 @@
  * passes a batch through to the key's object.
  */
 import { describe, expect, it } from "vitest";
-import { DELEGATE_RENEW_BACKOFF_MS, type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
-import {
-  DELEGATE_KEY_TIMEOUT_MS,
-  type DelegatePorts,
-  DelegateRun,
-  type DelegateWho,
-} from "../../src/protocol/delegate_run.ts";
+import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS } from "../../src/protocol/tunables.ts";
 import { fixedWindow } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);

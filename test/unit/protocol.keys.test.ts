@@ -23,8 +23,8 @@ import {
   windowSubleaseTermMs,
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
-import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
 import type { CallResult } from "../../src/protocol/store.ts";
+import { HOT_HOLD_MS } from "../../src/protocol/tunables.ts";
 import type { LeaseSettings } from "../../src/rules/types.ts";
 import { fixedWindow, rate, slidingLog, tokenBucket } from "../support/params.ts";
 

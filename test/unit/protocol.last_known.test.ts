@@ -4,13 +4,7 @@
  * reused), the overload backoff, and scarcity noted from a short grant.
  */
 import { describe, expect, it } from "vitest";
-import {
-  type Asked,
-  type AskInput,
-  type HeldLease,
-  type KeyState,
-  OVERLOAD_BACKOFF_MS,
-} from "../../src/isolate/coalesce_types.ts";
+import type { Asked, AskInput, HeldLease, KeyState } from "../../src/isolate/coalesce_types.ts";
 import { newKeyState } from "../../src/isolate/key_state.ts";
 import {
   countLastKnown,
@@ -23,8 +17,8 @@ import {
 } from "../../src/isolate/last_known.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
-import { HOT_HOLD_MS } from "../../src/protocol/share.ts";
 import type { CheckResult } from "../../src/protocol/store.ts";
+import { HOT_HOLD_MS, OVERLOAD_BACKOFF_MS } from "../../src/protocol/tunables.ts";
 import { slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);

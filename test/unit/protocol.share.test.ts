@@ -11,17 +11,11 @@ import {
   EMPTY_BOOK,
   emptyState,
   fullState,
-  HOT_EXIT_PER_S,
-  HOT_HOLD_MS,
-  HOT_LEASE_PER_REQUEST,
   keyCall,
   keyFreshAtMs,
   keyPeek,
   live,
   promisedParts,
-  SHARE_HOLDERS_MAX,
-  SHARE_PARTS,
-  SHARE_TERM_MS,
   settleShares,
   shareKindOf,
 } from "../../src/protocol/share.ts";
@@ -34,6 +28,14 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "../../src/protocol/store.ts";
+import {
+  HOT_EXIT_PER_S,
+  HOT_HOLD_MS,
+  HOT_LEASE_PER_REQUEST,
+  SHARE_HOLDERS_MAX,
+  SHARE_PARTS,
+  SHARE_TERM_MS,
+} from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
 

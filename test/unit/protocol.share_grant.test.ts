@@ -3,15 +3,10 @@
  * window's units and a rate's parts by demand, retried asks, returns, letting go, a full book, newer rules versions.
  */
 import { describe, expect, it } from "vitest";
-import {
-  directParts,
-  SHARE_HOLDERS_MAX,
-  type ShareAsk,
-  type ShareGrant,
-  settleShares,
-} from "../../src/protocol/share.ts";
-import { rateTermMs, SETTLED_SLACK_PARTS, SHARE_TERM_MAX_MS, shareRecord } from "../../src/protocol/share_grant.ts";
+import { directParts, type ShareAsk, type ShareGrant, settleShares } from "../../src/protocol/share.ts";
+import { rateTermMs, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
+import { SETTLED_SLACK_PARTS, SHARE_HOLDERS_MAX, SHARE_TERM_MAX_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
 

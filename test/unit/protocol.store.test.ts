@@ -5,7 +5,6 @@
 import { describe, expect, it } from "vitest";
 import {
   type AppliedCall,
-  BUSY_CALLS_PER_S,
   CALL_MEMORY_MAX,
   CALL_MEMORY_MS,
   type CallInput,
@@ -15,6 +14,7 @@ import {
   type LimiterRule,
   leaseCapOf,
 } from "../../src/protocol/store.ts";
+import { BUSY_CALLS_PER_S } from "../../src/protocol/tunables.ts";
 import { fixedWindow, gcraP, leakyQueue, slidingLog, tokenBucket } from "../support/params.ts";
 
 /** A window start: 10 s windows begin here, and 1 s lease-ask buckets too. */

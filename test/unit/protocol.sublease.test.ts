@@ -19,12 +19,12 @@ import { type CallInput, type LimiterRule, peekState } from "../../src/protocol/
 import {
   callDemand,
   delegateSlice,
-  SUBLEASE_TERM_MS,
   shorter,
   subleaseFrom,
   subleaseTermMs,
   takeBack,
 } from "../../src/protocol/sublease.ts";
+import { SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";

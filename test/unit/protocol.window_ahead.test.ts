@@ -12,7 +12,8 @@ import { DelegateRun } from "../../src/protocol/delegate_run.ts";
 import { keyCall, type ShareAsk, settleShares } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import type { CallInput, LimiterRecord, LimiterRule } from "../../src/protocol/store.ts";
-import { AHEAD_LEAD_MS, applyAhead, takeAheadBack } from "../../src/protocol/window_ahead.ts";
+import { AHEAD_LEAD_MS } from "../../src/protocol/tunables.ts";
+import { applyAhead, takeAheadBack } from "../../src/protocol/window_ahead.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 /** A minute's start: windows of a minute, W the index of the one starting at T0. */

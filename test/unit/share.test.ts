@@ -16,24 +16,11 @@ import {
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
-import {
-  directDemand,
-  directParts,
-  keyCall,
-  keyFreshAtMs,
-  keyPeek,
-  SHARE_PARTS,
-  settleShares,
-} from "../../src/protocol/share.ts";
+import { directDemand, directParts, keyCall, keyFreshAtMs, keyPeek, settleShares } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
-import {
-  BUSY_CALLS_PER_S,
-  type CallInput,
-  callRecord,
-  type LimiterRecord,
-  type LimiterRule,
-} from "../../src/protocol/store.ts";
-import { delegateSlice, SLICE_EXTRA_MS } from "../../src/protocol/sublease.ts";
+import { type CallInput, callRecord, type LimiterRecord, type LimiterRule } from "../../src/protocol/store.ts";
+import { delegateSlice } from "../../src/protocol/sublease.ts";
+import { BUSY_CALLS_PER_S, SHARE_PARTS, SLICE_EXTRA_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
 

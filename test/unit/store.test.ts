@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from "vitest";
 import {
-  BUSY_CALLS_PER_S,
   callRecord,
   checkRecord,
   isBusy,
@@ -13,6 +12,7 @@ import {
   type LimiterRule,
   refundRecord,
 } from "../../src/protocol/store.ts";
+import { BUSY_CALLS_PER_S } from "../../src/protocol/tunables.ts";
 import { fixedWindow, gcraP, leakyQueue, slidingCounter, slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
