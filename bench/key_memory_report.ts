@@ -27,7 +27,7 @@ export function keyMemorySection(d: KeyMemoryData): string[] {
         `| ${n.toLocaleString("en-US")} | ${bytes(IDENTITY, n) ?? "n/a"} | ${bytes(MANY, n) ?? "n/a"} | ${ratio(bytes(MANY, n), bytes(IDENTITY, n))} |`,
     ),
     "",
-    `Reading the key per request, in Node: an address ${t[IDENTITY]?.readUs ?? "n/a"} µs, the 8-part key ${t[MANY]?.readUs ?? "n/a"} µs (${ratio(t[MANY]?.readUs, t[IDENTITY]?.readUs)}: JSON-joining eight values, parsing the cookie, matching the route); reading and hashing ${t[IDENTITY]?.readAndHashUs ?? "n/a"} and ${t[MANY]?.readAndHashUs ?? "n/a"} µs (${ratio(t[MANY]?.readAndHashUs, t[IDENTITY]?.readAndHashUs)}), the digest dominating. Timings are from a shared, loaded machine: read the ratios.`,
+    `Reading the key per request, in Node: an address ${t[IDENTITY]?.readUs ?? "n/a"} µs, the 8-part key ${t[MANY]?.readUs ?? "n/a"} µs (${ratio(t[MANY]?.readUs, t[IDENTITY]?.readUs)}: JSON-joining eight values, parsing the cookie, matching the route); reading and hashing (WebCrypto SHA-256, as the Worker does) ${t[IDENTITY]?.readAndHashUs ?? "n/a"} and ${t[MANY]?.readAndHashUs ?? "n/a"} µs: the digest dominates, and on a shared, loaded machine its timing varies more than the two keys differ (the load average is in the line above). Bytes per key are heap figures, not timings: the load does not change them.`,
     "",
   ];
 }

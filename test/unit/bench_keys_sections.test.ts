@@ -1,0 +1,29 @@
+/**
+ * BENCHMARKS.md sections 8c (a `key: global` rule in the cluster simulation) and 8d (bytes per key of many-part keys)
+ * are generated: their text is what bench/report.ts writes from the committed bench/results/*.json, never hand-edited.
+ */
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { type GlobalKeyData, globalKeyGoals, globalKeySection } from "../../bench/global_key_report.ts";
+import { type KeyMemoryData, keyMemorySection } from "../../bench/key_memory_report.ts";
+
+const published = readFileSync("BENCHMARKS.md", "utf8");
+const dataOf = <T>(name: string) =>
+  (JSON.parse(readFileSync(`bench/results/${name}.json`, "utf8")) as { data: T }).data;
+
+describe("the key sections of BENCHMARKS.md are generated from bench/results", () => {
+  it("8c: every row and goal of results/global_key.json, and it says it is a simulation", () => {
+    const data = dataOf<GlobalKeyData>("global_key");
+    expect(published).toContain(globalKeySection(data).join("\n"));
+    expect(published).toContain("## 8c. A `key: global` rule across 200-5,000 isolates (a discrete-event SIMULATION");
+    expect(data.scenarios).toEqual(["steady", "flash crowd", "growth", "churn"]);
+    expect(new Set(data.rows.map((r) => r.isolates))).toEqual(new Set([200, 1_000, 5_000]));
+    expect(globalKeyGoals(data.rows)).toHaveLength(4);
+  });
+
+  it("8d: bytes per key of an 8-part key beside an address, from results/key_memory.json", () => {
+    const data = dataOf<KeyMemoryData>("key_memory");
+    expect(published).toContain(keyMemorySection(data).join("\n"));
+    expect(data.rows.map((r) => r.keys)).toContain(100_000);
+  });
+});
