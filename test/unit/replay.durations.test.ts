@@ -144,6 +144,20 @@ describe("simulate on a request trace with what the origin answered", () => {
   });
 });
 
+describe("compare on a t_ms,key,cost,status,duration_ms trace", () => {
+  it("holds each concurrency slot for its request's duration", async () => {
+    const rules = file(
+      "c.yaml",
+      "- id: exports\n  match: { identity: api_key }\n  algorithm: concurrency\n  limit: 1\n",
+    );
+    const trace = "t_ms,key,cost,status,duration_ms\n0,a,1,200,100\n50,a,1,200,100\n100,a,1,200,100\n150,a,1,200,10\n";
+    const res = await runCli(["compare", "--rules", rules, "--trace", file("k.csv", trace)]);
+    expect(res.code).toBe(0);
+    // 0 holds its slot until 100: 50 is refused, 100 admitted, 150 refused (without durations: only the first).
+    expect(res.stdout).toMatch(/exports\s+concurrency 1 in flight, slot_ttl 60 s\s+2\s+2\s+0/);
+  });
+});
+
 describe("trace from nginx: $status and $request_time", () => {
   const format = '$remote_addr [$msec] "$request" $status $request_time "$http_x_api_key"';
 
