@@ -34,7 +34,15 @@ import {
 import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
-import type { AppliedCall, CallInput, CallResult, CheckResult, LeaseReturn, LimiterRule } from "./store.ts";
+import {
+  type AppliedCall,
+  type CallInput,
+  type CallResult,
+  type CheckResult,
+  type LeaseReturn,
+  type LimiterRule,
+  replayedResults,
+} from "./store.ts";
 import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
 import { DELEGATE_BUSY_CALLS_PER_S, DELEGATE_CALL_MEMORY, PENDING_RESEND_MS } from "./tunables.ts";
 
@@ -343,19 +351,7 @@ function decideOne(
 /** The answer to a call already decided: its verdicts as remembered. */
 function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
   const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
-  const results = input.costs.map((cost, i): CheckResult => {
-    const verdict = seen.verdicts[i];
-    if (verdict === "e" || verdict === undefined) {
-      const out = decide(input.rule.params, null, cost, nowMs);
-      return out.ok ? { ok: false, error: "invalid_cost" } : out;
-    }
-    const allowed = verdict === "1";
-    return {
-      ok: true,
-      atMs: seen.atMs,
-      decision: { allowed, remaining: 0, resetAfterMs: waitMs, retryAfterMs: allowed ? null : waitMs, delayMs: 0 },
-    };
-  });
+  const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
   // A rate share's sub-lease too (its tokens name the call), so that a lost answer's tokens are held and given back.
   // A window share's is not: the share that charged its units may be gone, and a refund naming another share's charge
   // could be taken into that one; its units stay charged until the window ends (short, never over).

@@ -259,7 +259,28 @@ function ceilDivBig(a: bigint, b: bigint): bigint {
 /** The answer to a call already applied: its verdicts as remembered, with the key's figures as they are now. */
 function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
   const peek = peekRecord(record, input.rule, nowMs);
-  const results = input.costs.map((cost, i): CheckResult => {
+  const results = replayedResults(input, seen, nowMs, {
+    remaining: peek.remaining,
+    resetAfterMs: peek.resetAfterMs,
+    retryAfterMs: Math.max(1, peek.retryAfterMs ?? 1),
+  });
+  const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
+  const refunded =
+    (input.giveBack?.length ?? 0) > 0 ? { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } : null;
+  return { atMs: nowMs, results, lease, replayed: true, ...(refunded === null ? {} : { refunded }) };
+}
+
+/**
+ * The results of a call applied before (`seen`), answered again as remembered (the key's object's `replay`, a
+ * delegate's `replayed`): its verdicts, with the figures the answerer knows now.
+ */
+export function replayedResults(
+  input: CallInput,
+  seen: AppliedCall,
+  nowMs: number,
+  figures: { readonly remaining: number; readonly resetAfterMs: number; readonly retryAfterMs: number },
+): CheckResult[] {
+  return input.costs.map((cost, i): CheckResult => {
     const verdict = seen.verdicts[i];
     if (verdict === "e" || verdict === undefined) {
       const out = decide(input.rule.params, null, cost, nowMs);
@@ -267,20 +288,8 @@ function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCal
     }
     const allowed = verdict === "1";
     const delayMs = allowed ? Math.max(0, (seen.delaysMs?.[i] ?? 0) - (nowMs - seen.atMs)) : 0;
-    return {
-      ok: true,
-      atMs: seen.atMs,
-      decision: {
-        allowed,
-        remaining: peek.remaining,
-        resetAfterMs: peek.resetAfterMs,
-        retryAfterMs: allowed ? null : Math.max(1, peek.retryAfterMs ?? 1),
-        delayMs,
-      },
-    };
+    const { remaining, resetAfterMs } = figures;
+    const retryAfterMs = allowed ? null : figures.retryAfterMs;
+    return { ok: true, atMs: seen.atMs, decision: { allowed, remaining, resetAfterMs, retryAfterMs, delayMs } };
   });
-  const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
-  const refunded =
-    (input.giveBack?.length ?? 0) > 0 ? { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } : null;
-  return { atMs: nowMs, results, lease, replayed: true, ...(refunded === null ? {} : { refunded }) };
 }
