@@ -57,6 +57,13 @@ export class NginxZone {
   /** `rate`: requests per 1000 s (`nginxStoredRate`). */
   constructor(readonly rate: number) {}
 
+  /** A copy, to try a request at other times without changing this zone. */
+  clone(): NginxZone {
+    const copy = new NginxZone(this.rate);
+    for (const [key, node] of this.nodes) copy.nodes.set(key, { ...node });
+    return copy;
+  }
+
   /** The excess a request at `nowMs` would leave (`ngx_http_limit_req_lookup`), or `null` when over `burst`. */
   excessAt(key: string, nowMs: number, burst: number): number | null {
     const node = this.nodes.get(key);
@@ -91,6 +98,8 @@ export interface NginxLimit {
   readonly zone: NginxZone;
   readonly burst: number;
   readonly delay: number;
+  /** The request's key in this limit's zone, when it is not the one `nginxRequest` is given; `""` skips the limit. */
+  readonly key?: string;
 }
 
 /**
@@ -98,17 +107,19 @@ export interface NginxLimit {
  * looked up first; one over its burst denies and none is charged; else every limit is charged, and the request waits
  * for the longest delay among them.
  */
-export function nginxRequest(limits: readonly NginxLimit[], key: string, nowMs: number): NginxAnswer {
+export function nginxRequest(all: readonly NginxLimit[], key: string, nowMs: number): NginxAnswer {
+  // NGINX skips a limit whose key is empty (ngx_http_limit_req_handler).
+  const limits = all.filter((l) => (l.key ?? key) !== "");
   const excesses: number[] = [];
   for (const limit of limits) {
-    const excess = limit.zone.excessAt(key, nowMs, limit.burst);
+    const excess = limit.zone.excessAt(limit.key ?? key, nowMs, limit.burst);
     if (excess === null) return { allowed: false, delayMs: 0 };
     excesses.push(excess);
   }
   let delayMs = 0;
   limits.forEach((limit, i) => {
     const excess = excesses[i]!;
-    limit.zone.account(key, nowMs, excess);
+    limit.zone.account(limit.key ?? key, nowMs, excess);
     const over = excess - limit.delay * 1000;
     if (over > 0) delayMs = Math.max(delayMs, Math.trunc((over * 1000) / limit.zone.rate));
   });

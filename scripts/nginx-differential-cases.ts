@@ -1,0 +1,236 @@
+/**
+ * The configuration and schedule of `npm run test:nginx` (scripts/nginx-differential.ts): one NGINX server of the
+ * shape most configurations have, with no `location /`: a server-level `limit_req` that requests no location matches
+ * and a location without its own limits inherit; locations with their own limits (burst 0, a queue, `nodelay`,
+ * `delay=`, two limits, `r/m` rates NGINX rounds); a zone shared by two locations; a `limit_req_dry_run` location; and
+ * keys of `$binary_remote_addr$uri`, `$http_x_tenant` (a request without the header has an empty key: not limited)
+ * and `$server_name`. Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
+ */
+import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
+
+export const CLIENT = "127.0.0.1";
+export const SERVER_NAME = "sluice-differential";
+
+export interface ZoneSpec {
+  readonly name: string;
+  readonly amount: number;
+  readonly unit: "s" | "m";
+  readonly key: "$binary_remote_addr" | "$binary_remote_addr$uri" | "$http_x_tenant" | "$server_name";
+}
+
+export interface LimitSpec {
+  readonly zone: string;
+  readonly burst: number;
+  readonly delay: number | "nodelay";
+}
+
+/** One request: when (ms from the case's start), the path's last segment, the X-Tenant header. */
+export interface Send {
+  readonly at: number;
+  readonly sub?: string;
+  readonly tenant?: string;
+}
+
+export interface Case {
+  readonly path: string;
+  /** The locations the case's requests go to (`null`: none matches, the server's own limits apply). */
+  readonly location: "own" | "inherit" | null;
+  readonly limits: readonly LimitSpec[];
+  readonly dryRun?: boolean;
+  readonly schedule: readonly Send[];
+}
+
+export const ZONES: readonly ZoneSpec[] = [
+  { name: "srv", amount: 4, unit: "s", key: "$binary_remote_addr" },
+  { name: "b0", amount: 10, unit: "s", key: "$binary_remote_addr" },
+  { name: "queue", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "nd", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "dl", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "twoa", amount: 10, unit: "s", key: "$binary_remote_addr" },
+  { name: "twob", amount: 2, unit: "s", key: "$binary_remote_addr" },
+  { name: "rm7", amount: 7, unit: "m", key: "$binary_remote_addr" },
+  { name: "rm4", amount: 4, unit: "m", key: "$binary_remote_addr" },
+  { name: "rm3", amount: 3, unit: "m", key: "$binary_remote_addr" },
+  { name: "shared", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "dry", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "peruri", amount: 5, unit: "s", key: "$binary_remote_addr$uri" },
+  { name: "tenant", amount: 5, unit: "s", key: "$http_x_tenant" },
+  { name: "site", amount: 5, unit: "s", key: "$server_name" },
+  // Only for the readiness probe, which must not spend the server's limit.
+  { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
+];
+
+const SERVER_LIMIT: LimitSpec = { zone: "srv", burst: 2, delay: "nodelay" };
+const at = (...times: number[]): Send[] => times.map((t) => ({ at: t }));
+const burstAt = (start: number, n: number, gap = 0) => at(...Array.from({ length: n }, (_, i) => start + i * gap));
+
+export const CASES: readonly Case[] = [
+  // No location matches: the server's limit (4/s, burst 2, nodelay).
+  { path: "/nowhere/", location: null, limits: [SERVER_LIMIT], schedule: [...burstAt(0, 5), ...burstAt(300, 3, 130)] },
+  // A location without limit_req inherits the server's, with the same budget per key as /nowhere/.
+  { path: "/inherit/", location: "inherit", limits: [SERVER_LIMIT], schedule: at(900, 910, 1500) },
+  {
+    path: "/b0/",
+    location: "own",
+    limits: [{ zone: "b0", burst: 0, delay: 0 }],
+    schedule: [...burstAt(0, 3), ...burstAt(150, 8, 60), ...at(1000, 1040, 1160)],
+  },
+  // A queue of 5 at 5/s: 8 at once, 6 admitted with delays 0..1000 ms, 2 denied; more once it drains.
+  {
+    path: "/queue/",
+    location: "own",
+    limits: [{ zone: "queue", burst: 5, delay: 0 }],
+    schedule: [...burstAt(0, 8), ...at(1530, 1550, 2400, 2420)],
+  },
+  {
+    path: "/nd/",
+    location: "own",
+    limits: [{ zone: "nd", burst: 5, delay: "nodelay" }],
+    schedule: [...burstAt(0, 8), ...at(250, 450, 460, 1700)],
+  },
+  {
+    path: "/dl/",
+    location: "own",
+    limits: [{ zone: "dl", burst: 6, delay: 3 }],
+    schedule: [...burstAt(0, 9), ...at(700, 710, 2500)],
+  },
+  {
+    path: "/two/",
+    location: "own",
+    limits: [
+      { zone: "twoa", burst: 2, delay: "nodelay" },
+      { zone: "twob", burst: 4, delay: "nodelay" },
+    ],
+    schedule: [...burstAt(0, 7), ...at(330, 520, 1250, 1260, 1270)],
+  },
+  // 7r/m: NGINX admits every 8,621 ms, Sluice every 8,571.4 ms. Requests at 8,596 and 8,650 ms are where they part.
+  {
+    path: "/rm7/",
+    location: "own",
+    limits: [{ zone: "rm7", burst: 0, delay: 0 }],
+    schedule: at(0, 8596, 8650, 17330, 25900, 25975),
+  },
+  // 4r/m: NGINX every 15,152 ms (66 per 1000 s), Sluice every 15,000 ms.
+  { path: "/rm4/", location: "own", limits: [{ zone: "rm4", burst: 0, delay: 0 }], schedule: at(0, 15076, 15200) },
+  // 3r/m with a burst: admissions less than 20 ms apart leak nothing in NGINX.
+  {
+    path: "/rm3/",
+    location: "own",
+    limits: [{ zone: "rm3", burst: 3, delay: "nodelay" }],
+    schedule: at(0, 19, 38, 57, 20028, 20100, 40200),
+  },
+  // One zone in two locations with the same settings: one budget per key across them.
+  {
+    path: "/sh/",
+    location: "own",
+    limits: [{ zone: "shared", burst: 2, delay: "nodelay" }],
+    schedule: [0, 0, 10, 20, 30, 400, 410, 420].map((t, i) => ({ at: t, sub: i % 2 === 0 ? "a/" : "b/" })),
+  },
+  // Dry run: everything passes; NGINX logs REJECTED_DRY_RUN where it would have refused.
+  {
+    path: "/dry/",
+    location: "own",
+    limits: [{ zone: "dry", burst: 1, delay: "nodelay" }],
+    dryRun: true,
+    schedule: [...burstAt(0, 4), ...at(250, 260, 700)],
+  },
+  // $binary_remote_addr$uri: one budget per path.
+  {
+    path: "/uri/",
+    location: "own",
+    limits: [{ zone: "peruri", burst: 1, delay: "nodelay" }],
+    schedule: [0, 0, 0, 5, 5, 5, 250, 260].map((t, i) => ({ at: t, sub: i % 2 === 0 ? "x" : "y" })),
+  },
+  // $http_x_tenant: one budget per tenant; a request without the header has an empty key and is not limited.
+  {
+    path: "/tenant/",
+    location: "own",
+    limits: [{ zone: "tenant", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 0, 1, 1, 1].map((t, i) => ({ at: t, tenant: i < 3 ? "t1" : "t2" })),
+      ...[2, 3, 4, 5].map((t) => ({ at: t })),
+      { at: 400, tenant: "t1" },
+      { at: 410, tenant: "t1" },
+    ],
+  },
+  // $server_name: one budget for every client of the server.
+  {
+    path: "/site/",
+    location: "own",
+    limits: [{ zone: "site", burst: 2, delay: "nodelay" }],
+    schedule: [...burstAt(0, 5), ...at(200, 410, 420)],
+  },
+];
+
+function limitText(l: LimitSpec): string {
+  const delay = l.delay === "nodelay" ? " nodelay" : l.delay > 0 ? ` delay=${l.delay}` : "";
+  return `limit_req zone=${l.zone}${l.burst > 0 ? ` burst=${l.burst}` : ""}${delay};`;
+}
+
+function locationsOf(c: Case): string[] {
+  const body = (limits: string) => `${limits}\n      try_files /ok.txt =404;`;
+  const own = [...c.limits.map(limitText), ...(c.dryRun === true ? ["limit_req_dry_run on;"] : [])].join("\n      ");
+  if (c.location === null) return [];
+  const paths = [...new Set(c.schedule.map((s) => `${c.path}${s.sub ?? ""}`))];
+  const where = c.path === "/sh/" ? paths : [c.path];
+  return where.map(
+    (p) =>
+      `    location ${p} {\n      ${c.location === "own" ? body(own) : body("# inherits the server's limit_req")}\n    }`,
+  );
+}
+
+export function nginxConf(dir: string, port: number): string {
+  const user = process.getuid?.() === 0 ? "user root;\n" : "";
+  const zones = ZONES.map((z) => `  limit_req_zone ${z.key} zone=${z.name}:1m rate=${z.amount}r/${z.unit};`);
+  return `${user}daemon off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log;
+events { worker_connections 512; }
+http {
+  log_format timed '$remote_addr $msec $request_time $status $limit_req_status "$request" "$http_x_tenant"';
+  access_log ${dir}/access.log timed;
+  client_body_temp_path ${dir}/tmp;
+  proxy_temp_path ${dir}/tmp;
+  fastcgi_temp_path ${dir}/tmp;
+  uwsgi_temp_path ${dir}/tmp;
+  scgi_temp_path ${dir}/tmp;
+  default_type text/plain;
+${zones.join("\n")}
+  server {
+    listen ${CLIENT}:${port};
+    server_name ${SERVER_NAME};
+    root ${dir}/www;
+    ${limitText(SERVER_LIMIT)}
+    location = /ready { limit_req zone=ready burst=1000 nodelay; try_files /ok.txt =404; }
+${CASES.flatMap(locationsOf).join("\n")}
+  }
+}
+`;
+}
+
+/** The model's zones, fresh. */
+export function modelZones(): Map<string, NginxZone> {
+  return new Map(ZONES.map((z) => [z.name, new NginxZone(nginxStoredRate(z.amount, z.unit === "s" ? "s" : "min"))]));
+}
+
+/** A request's limits in the model, each with its key in its zone (`""`: empty, the limit is skipped). */
+export function modelLimits(
+  c: Case,
+  zones: ReadonlyMap<string, NginxZone>,
+  uri: string,
+  tenant: string | undefined,
+): NginxLimit[] {
+  return c.limits.map((l) => {
+    const spec = ZONES.find((z) => z.name === l.zone)!;
+    const key =
+      spec.key === "$binary_remote_addr"
+        ? CLIENT
+        : spec.key === "$binary_remote_addr$uri"
+          ? `${CLIENT}${uri}`
+          : spec.key === "$http_x_tenant"
+            ? (tenant ?? "")
+            : SERVER_NAME;
+    return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
+  });
+}
