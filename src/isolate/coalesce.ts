@@ -19,7 +19,7 @@ import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
 import { type KeepAlive, KeyCalls } from "./coalesce_calls.ts";
 import type { Asked, AskedLease, AskInput, HeldLease, HotMark, KeyState, Waiting } from "./coalesce_types.ts";
 import { delegateFor, leaseAsk, noteHot, see, takeMark, unsee } from "./key_state.ts";
-import { isHot, scarceAnswer } from "./last_known.ts";
+import { heldAnswer, isHot, scarceAnswer } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
@@ -220,38 +220,23 @@ export class Coalescer extends KeyCalls {
     now: number,
     keepAlive?: (work: Promise<unknown>) => void,
   ): Asked {
-    return {
-      kind: "answered",
-      result: {
-        ok: true,
-        atMs: lease.atMs,
-        decision: {
-          allowed: true,
-          // What this isolate's slice still holds, and when it ends: the honest figures for an answer from a lease.
-          remaining: lease.unitsLeft,
-          resetAfterMs: Math.max(0, lease.endsAtMs - now),
-          retryAfterMs: null,
-          delayMs: 0,
-        },
-      },
-      source: "lease",
-      batchSize: 0,
-      attempts: 0,
-      refund: () => {
-        const at = this.options.clock();
-        unsee(st, at);
-        if (st.lease === lease && at < lease.endsAtMs) {
-          lease.unitsLeft += cost;
-          return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
-        }
-        if (!lease.returned) {
-          // Ended but not yet given back: it goes back with its other unused units.
-          lease.unitsLeft += cost;
-          return Promise.resolve(null);
-        }
-        return this.refundObject(st, cost, lease.atMs, keepAlive, false);
-      },
-    };
+    // What this isolate's slice still holds, and when it ends: the honest figures for an answer from a lease.
+    const resetAfterMs = Math.max(0, lease.endsAtMs - now);
+    const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
+    return heldAnswer(lease.atMs, decision, () => {
+      const at = this.options.clock();
+      unsee(st, at);
+      if (st.lease === lease && at < lease.endsAtMs) {
+        lease.unitsLeft += cost;
+        return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
+      }
+      if (!lease.returned) {
+        // Ended but not yet given back: it goes back with its other unused units.
+        lease.unitsLeft += cost;
+        return Promise.resolve(null);
+      }
+      return this.refundObject(st, cost, lease.atMs, keepAlive, false);
+    });
   }
 
   /**

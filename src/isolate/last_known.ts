@@ -6,7 +6,7 @@
  */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
-import type { CheckResult } from "../protocol/store.ts";
+import type { CheckResult, RefundResult } from "../protocol/store.ts";
 import { HOT_HOLD_MS, OVERLOAD_BACKOFF_MS } from "../protocol/tunables.ts";
 import { type Asked, AUTO_LEASE, type CoalesceCounters, type KeyState } from "./coalesce_types.ts";
 
@@ -90,18 +90,20 @@ export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: 
  */
 export function scarceAnswer(st: KeyState, now: number): Asked {
   const waitMs = Math.max(1, st.scarceRetryAtMs - now);
-  return {
-    kind: "answered",
-    result: {
-      ok: true,
-      atMs: now,
-      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
-    },
-    source: "lease",
-    batchSize: 0,
-    attempts: 0,
-    refund: () => Promise.resolve(null),
-  };
+  const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
+  return heldAnswer(now, decision, () => Promise.resolve(null));
+}
+
+/**
+ * An answer this isolate gives from what it holds of the key, without a call: from its lease (coalesce.ts
+ * `leaseAnswer`), or a refusal while the key is scarce here (`scarceAnswer`).
+ */
+export function heldAnswer(
+  atMs: number,
+  decision: Extract<CheckResult, { ok: true }>["decision"],
+  refund: () => Promise<RefundResult>,
+): Asked {
+  return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", batchSize: 0, attempts: 0, refund };
 }
 
 /**
