@@ -71,11 +71,13 @@ export function shapeWith(methods: string[], pathname: string, options: ShapeOpt
     };
   }
   const paths = [canonical.path, ...withoutFormatSuffixes(canonical.path, profile.formatSuffix)];
-  if (profile.formatSuffix.includes("rails") && !options.path.keepParams) {
-    // Rails reads `;` as a character, not as path parameters: `/v1/login.;x` is `/v1/login` with the format `;x`.
-    const literal = canonicalPath(pathname, { ...options.path, keepParams: true });
-    if (literal.ok)
-      for (const p of withoutFormatSuffixes(literal.path, ["rails"])) if (!paths.includes(p)) paths.push(p);
+  if (profile.formatSuffix.includes("rails")) {
+    // Rails matches `.:format` on the path as sent, `;` and escapes included: `/v1/login.;x` is `/v1/login` with the
+    // format `;x`, and `/v1/a.xml%2Ejson` is `/v1/a` with the format `xml%2Ejson`.
+    const slash = pathname.lastIndexOf("/");
+    const format = /^(.+)\.[^/.?]+$/.exec(pathname.slice(slash + 1));
+    const bare = format === null ? null : canonicalPath(pathname.slice(0, slash + 1) + format[1], options.path);
+    if (bare?.ok && !paths.includes(bare.path)) paths.push(bare.path);
   }
   return {
     ok: true,

@@ -218,6 +218,8 @@ describe("format suffixes", () => {
     // Rails reads `;` as a character (the route fuzzer found it): the format is `;` and `;x`.
     ["rails", "/v1/login.;", true],
     ["rails", "/v1/login.;x", true],
+    // Rails matches the escaped path: the format `xml%2Ejson` holds no dot to it (the route fuzzer found it).
+    ["rails", "/v1/login.xml%2Ejson", true],
     ["express", "/v1/login.x-y", false],
   ] as const)("%s: POST %s counts against POST /v1/login (or /v1/units/export): %s", async (profile, path, counted) => {
     const s = await shape(profile, "POST", path);
