@@ -43,7 +43,8 @@ describeForwarding(
     route: "sluice",
     seed: 351,
     webSocket: true,
-    largeUpload: true,
+    // The 100 MiB upload runs through NGINX (real_origin_nginx.test.ts), the shorter file, in parallel with this one.
+    largeUpload: false,
   },
 );
 

@@ -36,5 +36,5 @@ describeForwarding(
       },
     };
   },
-  { route: "sluice", seed: 354, webSocket: true, largeUpload: false },
+  { route: "sluice", seed: 354, webSocket: true, largeUpload: true },
 );
