@@ -30,6 +30,7 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
           : counted.why,
       at: d,
       ...(counted.except === undefined ? {} : { except: counted.except }),
+      ...(counted.only === undefined ? {} : { only: counted.only }),
     };
     zones.set(name, zone);
     if (zone.identity === null) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });

@@ -14,6 +14,7 @@ import {
   beats,
   contextOf,
   covers,
+  intersectRoutes,
   LIMIT_CONN,
   LIMIT_REQ,
   type LimitNames,
@@ -258,7 +259,10 @@ function groupRule(
   }
   if (mapped.length === 0) return null;
   const others = places.filter((p) => !group.places.includes(p));
-  if (others.length === 0) return draft(group, null, [], mapped, taken, notes, serverName);
+  if (others.length === 0) {
+    const kept = keptRoutes(group, null, say);
+    return kept === undefined ? null : draft(group, kept, [], mapped, taken, notes, serverName);
+  }
   const catchAll = mapped.some((p) => p.route === "* /**");
   const own = [...new Set(mapped.map((p) => p.route!))];
   const routes = catchAll ? ["* /**"] : own.filter((r) => !own.some((o) => o !== r && covers(o, r)));
@@ -283,7 +287,37 @@ function groupRule(
       `${limitText} (${mapped.map((p) => p.label).join(", ")}) also applies to requests NGINX sends to ${q.label}, which cannot be written as a route to leave them out`,
     );
   }
-  return draft(group, routes, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes, serverName);
+  const kept = keptRoutes(group, routes, say);
+  if (kept === undefined) return null;
+  return draft(group, kept, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes, serverName);
+}
+
+/**
+ * The rule's routes narrowed to those its zone's key is given on (`ZoneLike.only`); `undefined` when none is left,
+ * so NGINX limits nothing there.
+ */
+function keptRoutes(
+  group: Group,
+  routes: readonly string[] | null,
+  say: (at: Directive, kind: ReportItem["kind"], message: string) => void,
+): readonly string[] | null | undefined {
+  const only = group.zone.only;
+  if (only === undefined) return routes;
+  const kept = intersectRoutes(routes, only);
+  for (const pair of kept.unsure) {
+    say(
+      group.limit,
+      "approximate",
+      `${text(group.limit)}: its key is given only on ${only.join(", ")}, and ${pair} overlap in part, which routes cannot say exactly`,
+    );
+  }
+  if (kept.routes.length > 0) return kept.routes;
+  say(
+    group.limit,
+    "note",
+    `${text(group.limit)}: its key is given only on ${only.join(", ")}, where it does not apply: it limits nothing`,
+  );
+  return undefined;
 }
 
 function draft(
@@ -308,7 +342,10 @@ function draft(
   }
   if (group.dryRun) fields.push(["mode", "shadow"]);
   const first = routes?.[0];
-  const suffix = first === undefined || first === "* /**" ? "" : `-${first.slice(2).replace(/\/?\*\*$/, "")}`;
+  const method =
+    first === undefined || first.startsWith("* ") ? "" : `-${first.slice(0, first.indexOf(" ")).toLowerCase()}`;
+  const path = first?.slice(first.indexOf(" ") + 1).replace(/\/?\*\*$/, "") ?? "";
+  const suffix = `${method}${path === "" ? "" : `-${path}`}`;
   const where_ = routes === null ? "every location" : places.map((p) => p.label).join(", ");
   return {
     id: ruleId(`${zone.name}${suffix}${group.dryRun ? "-dry-run" : ""}`, taken),

@@ -260,3 +260,32 @@ export function covers(outer: string, inner: string): boolean {
   if (o.endsWith("**")) return i.startsWith(o.slice(0, -2));
   return false;
 }
+
+/**
+ * The routes a rule keeps when its key is given only on `only` (a `map $uri` or `$request_method` with an empty
+ * default): each pair's narrower route, a method from either side. `unsure` lists the pairs that overlap without
+ * one holding the other, which routes cannot say exactly (the narrower-looking `only` route is kept for them).
+ */
+export function intersectRoutes(
+  routes: readonly string[] | null,
+  only: readonly string[],
+): { routes: string[]; unsure: string[] } {
+  if (routes === null) return { routes: [...only], unsure: [] };
+  const out: string[] = [];
+  const unsure: string[] = [];
+  for (const r of routes) {
+    for (const o of only) {
+      const [rm, om] = [r.slice(0, r.indexOf(" ")), o.slice(0, o.indexOf(" "))];
+      if (rm !== "*" && om !== "*" && rm !== om) continue;
+      const method = rm === "*" ? om : rm;
+      const [rp, op] = [r.slice(rm.length + 1), o.slice(om.length + 1)];
+      if (rp === op || covers(`* ${op}`, `* ${rp}`)) out.push(`${method} ${rp}`);
+      else if (covers(`* ${rp}`, `* ${op}`)) out.push(`${method} ${op}`);
+      else if (mayOverlap(r, o)) {
+        out.push(`${method} ${op}`);
+        unsure.push(`${r} and ${o}`);
+      }
+    }
+  }
+  return { routes: [...new Set(out)], unsure };
+}

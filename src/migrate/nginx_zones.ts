@@ -17,6 +17,8 @@ export interface ZoneLike {
   readonly at: Directive;
   /** Routes whose requests the zone's key leaves empty (a `map $uri`), so NGINX does not limit them. */
   readonly except?: readonly string[];
+  /** The only routes whose requests get a key (a `map $uri` or `$request_method` with an empty default). */
+  readonly only?: readonly string[];
 }
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
@@ -79,13 +81,18 @@ function readZone(d: Directive, maps: Maps): Zone {
 export function keyOfZone(
   key: string,
   maps: Maps,
-): ReturnType<typeof identityOfKey> & { readonly except?: readonly string[] } {
+): ReturnType<typeof identityOfKey> & { readonly except?: readonly string[]; readonly only?: readonly string[] } {
   const expanded = expandMaps(key, maps);
   if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
   const counted = identityOfKey(expanded.key);
   if (counted.identity === null && counted.key === null) return counted;
   const why = [...expanded.notes, counted.why].filter((w) => w !== "").join("; ");
-  return { ...counted, why, ...(expanded.except.length === 0 ? {} : { except: expanded.except }) };
+  return {
+    ...counted,
+    why,
+    ...(expanded.except.length === 0 ? {} : { except: expanded.except }),
+    ...(expanded.only === null ? {} : { only: expanded.only }),
+  };
 }
 
 /** `$server_name` in a key: the server's own name, filled in per server block (nginx_import.ts). */

@@ -53,8 +53,8 @@ describe("map keys", () => {
     ],
     [
       "several keys",
-      "map $http_authorization $k { default $remote_addr; ~. $http_authorization; }",
-      /gives different keys \(\$http_authorization, \$remote_addr\) by the value of \$http_authorization: a Sluice rule has one key/,
+      "map $http_x_plan $k { default $remote_addr; pro $http_x_plan; }",
+      /gives different keys \(\$http_x_plan, \$remote_addr\) by the value of \$http_x_plan: a Sluice rule has one key/,
     ],
     ["a geo", "geo $k { default 1; 10.0.0.0/8 0; }", /comes from a geo block \(address ranges\)/],
     [

@@ -1,0 +1,234 @@
+/**
+ * What a `map` over each kind of source variable can be as a Sluice rule, when the map gives one key and an empty one
+ * (not limited): `$uri` as routes left out or kept (`match.except`, `match.route`), `$request_method` as routes with a
+ * method, a header, cookie or query value that the key holds as `key_missing: skip`, addresses that never reach the
+ * Worker as a client's. Every other shape is refused with what a rule would need to say it.
+ */
+import type { Directive } from "./nginx_conf.ts";
+
+/** A `map SOURCE $VAR { value result; ... default result; }` as written. */
+export interface NginxMap {
+  readonly source: string;
+  readonly entries: readonly { readonly value: string; readonly result: string }[];
+  readonly fallback: string;
+  readonly at: Directive;
+}
+
+/**
+ * A key with its map variables replaced: the expression, the routes whose requests get an empty key (`except`), the
+ * only routes whose requests get a key (`only`, `null` for all), and notes.
+ */
+export type Expanded =
+  | {
+      readonly key: string;
+      readonly except: readonly string[];
+      readonly only: readonly string[] | null;
+      readonly notes: readonly string[];
+    }
+  | { readonly refused: string };
+
+/** A map as `expandOne` found it: how to name it, the map, and its distinct non-empty results. */
+export interface MapShape {
+  readonly said: string;
+  readonly map: NginxMap;
+  readonly keys: readonly string[];
+}
+
+type Entry = NginxMap["entries"][number];
+
+/** The map as a rule, by the variable it reads, or why it cannot be one. */
+export function bySource(shape: MapShape): Expanded {
+  const v = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(shape.map.source)?.[1];
+  if (v === undefined) return refuse(shape, `its source ${shape.map.source} is not one variable`);
+  if (/^(http|cookie|arg)_/.test(v)) return clientValue(shape, v);
+  if (shape.keys.length > 1) return severalKeys(shape);
+  if (v === "uri" || v === "document_uri") return byPath(shape);
+  if (v === "request_method") return byMethod(shape);
+  if (v === "remote_addr") return byAddress(shape);
+  if (v === "host" || v === "server_name") {
+    return {
+      refused: `${shape.said}: which requests get a key depends on the host, and Sluice rules do not match by host (every rule applies to every host the Worker serves)`,
+    };
+  }
+  return refuse(shape, null);
+}
+
+function refuse(shape: MapShape, why: string | null): Expanded {
+  if (shape.keys.length > 1) return severalKeys(shape);
+  return {
+    refused: `${shape.said}: which requests get the key ${shape.keys[0]} and which an empty key (not limited) depends on ${shape.map.source}, which a Sluice rule cannot match on (it matches routes, plans and identities)${why === null ? "" : `; ${why}`}`,
+  };
+}
+
+function severalKeys(shape: MapShape): Expanded {
+  return {
+    refused: `${shape.said} gives different keys (${[...shape.keys].sort().join(", ")}) by the value of ${shape.map.source}: a Sluice rule has one key; write one rule per key by hand`,
+  };
+}
+
+function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>, "key">> = {}): Expanded {
+  return { key, except: parts.except ?? [], only: parts.only ?? null, notes: parts.notes ?? [] };
+}
+
+const isRegex = (value: string) => value.startsWith("~");
+
+/** A regex that every non-empty value matches (`~.`, `~.+`, `~^.+$`, `~*.`): "the value is present". */
+const ANY_VALUE = /^~\*?\^?\.[+*]?\$?$/;
+
+/** What a request gets when the client value is absent and when it is present, if no particular value decides. */
+// long: the entries a header/cookie/query map can have, read as absent/present, each refusal with its reason
+function clientValue(shape: MapShape, v: string): Expanded {
+  const { map, said } = shape;
+  const kind = v.startsWith("http_")
+    ? `the header ${v.slice(5).replaceAll("_", "-")}`
+    : v.startsWith("cookie_")
+      ? `the cookie ${v.slice(7)}`
+      : `the query parameter ${v.slice(4)}`;
+  const particular = map.entries.filter((e) => e.value !== "" && !ANY_VALUE.test(e.value));
+  if (particular.length > 0) {
+    const regex = particular.some((e) => isRegex(e.value)) ? "regular expressions over " : "";
+    if (shape.keys.length > 1) return severalKeys(shape);
+    return refuse(shape, `a rule cannot match on ${regex}${kind}'s value`);
+  }
+  const missing = map.entries.find((e) => e.value === "")?.result ?? map.fallback;
+  const present = map.entries.find((e) => ANY_VALUE.test(e.value))?.result ?? map.fallback;
+  if (missing !== "" && present !== "" && missing !== present) {
+    const apiKey = v === "http_authorization" || v === "http_x_api_key";
+    return {
+      refused: `${said} gives ${present} when ${kind} is sent and ${missing} when not: a Sluice key has no part that falls back to another${apiKey ? " (for an API key that falls back to the address, a rule with identity: api_key and unverified: by_address is the closest: write it by hand)" : ""}`,
+    };
+  }
+  if (missing === "" && present !== "") {
+    const holds = [...present.matchAll(/\$\{?([A-Za-z0-9_]+)\}?/g)].some((m) => m[1] === v);
+    if (holds) return ok(present);
+    return {
+      refused: `${said}: only requests that send ${kind} are limited (by ${present}); a Sluice rule cannot match on a value being sent: key on it too (one budget per value, key_missing: skip) or limit every request`,
+    };
+  }
+  return {
+    refused: `${said}: only requests that do not send ${kind} are limited (by ${missing}); a Sluice rule cannot match on a value being absent`,
+  };
+}
+
+/** `map $uri`: values giving an empty key become `match.except`; with an empty default, the others `match.route`. */
+function byPath(shape: MapShape): Expanded {
+  const { map, said } = shape;
+  const key = shape.keys[0]!;
+  const empties = map.entries.filter((e) => e.result === "");
+  const given = map.entries.filter((e) => e.result !== "");
+  // NGINX tries exact paths first, then regexes in order: an empty-key regex beside paths given the key may lose.
+  if (empties.some((e) => isRegex(e.value)) && (map.fallback === "" || given.length > 0)) {
+    return {
+      refused: `${said}: a regex that gives an empty key beside entries that give the key (NGINX tries exact paths, then regexes in order) cannot be said as routes`,
+    };
+  }
+  const except = routesOf(empties, said);
+  if ("refused" in except) return except;
+  if (map.fallback !== "") {
+    return ok(key, {
+      except: except.routes,
+      notes: [
+        `${said}: requests to ${except.routes.join(", ")} get an empty key, so NGINX does not limit them (match.except)`,
+      ],
+    });
+  }
+  const only = routesOf(given, said);
+  if ("refused" in only) return only;
+  return ok(key, {
+    only: only.routes,
+    except: except.routes,
+    notes: [`${said}: only requests to ${only.routes.join(", ")} get a key, so NGINX limits only them (match.route)`],
+  });
+}
+
+function routesOf(entries: readonly Entry[], said: string): { routes: string[] } | { refused: string } {
+  const routes: string[] = [];
+  for (const e of entries) {
+    const route = routeOfUriValue(e.value);
+    if (route === null) {
+      return {
+        refused: `${said}: ${JSON.stringify(e.value)} gives ${e.result === "" ? "an empty key (not limited)" : `the key ${e.result}`}, and that pattern cannot be written as a route`,
+      };
+    }
+    routes.push(route);
+  }
+  return { routes };
+}
+
+/** A `map $uri` value as a route: `/health` exactly, or a regex `~^/static/` (a literal prefix) as `/static/**`. */
+function routeOfUriValue(value: string): string | null {
+  if (value.startsWith("/") && /^[A-Za-z0-9_./-]+$/.test(value)) return `* ${value}`;
+  const prefix = /^~\^(\/[A-Za-z0-9_/-]*)(?:\.\*)?$/.exec(value)?.[1];
+  if (prefix === undefined) return null;
+  return `* ${prefix}**`;
+}
+
+/** `map $request_method`: the methods that get an empty key become routes left out, or those that get one routes. */
+function byMethod(shape: MapShape): Expanded {
+  const { map, said } = shape;
+  const key = shape.keys[0]!;
+  const methods = (entries: readonly Entry[]) => entries.flatMap((e) => methodsOf(e.value) ?? [`?${e.value}`]);
+  const empty = methods(map.entries.filter((e) => e.result === ""));
+  const given = methods(map.entries.filter((e) => e.result !== ""));
+  const bad = [...empty, ...given].find((m) => m.startsWith("?"));
+  if (bad !== undefined)
+    return { refused: `${said}: ${JSON.stringify(bad.slice(1))} is not a method or an anchored list of methods` };
+  if (empty.some((m) => given.includes(m)))
+    return { refused: `${said}: a method gets both an empty key and the key, by entries NGINX tries in turn` };
+  if (map.fallback !== "") {
+    return ok(key, {
+      except: empty.map((m) => `${m} /**`),
+      notes: [`${said}: ${empty.join(", ")} requests get an empty key, so NGINX does not limit them (match.except)`],
+    });
+  }
+  return ok(key, {
+    only: given.map((m) => `${m} /**`),
+    notes: [`${said}: only ${given.join(", ")} requests get a key, so NGINX limits only them (routes with the method)`],
+  });
+}
+
+/** `POST`, `~^POST$`, `~^(GET|HEAD)$`, `~*^(get|head)$` as methods; anything else `null`. */
+function methodsOf(value: string): string[] | null {
+  if (/^[A-Za-z]+$/.test(value)) return [value.toUpperCase()];
+  const m = /^~(\*?)\^\(?([A-Za-z|]+)\)?\$$/.exec(value);
+  if (m === null || (m[1] === "" && m[2] !== m[2]!.toUpperCase())) return null;
+  return m[2]!.split("|").map((x) => x.toUpperCase());
+}
+
+/**
+ * `map $remote_addr`: NGINX does not limit the listed addresses. Addresses that are never a client's on Cloudflare
+ * (loopback, private, link-local: CF-Connecting-IP is the public address) change nothing; others cannot be said.
+ */
+function byAddress(shape: MapShape): Expanded {
+  const { map, said } = shape;
+  const empties = map.entries.filter((e) => e.result === "").map((e) => e.value);
+  if (map.fallback === "") {
+    return {
+      refused: `${said}: only requests from ${map.entries.map((e) => e.value).join(", ")} get a key; a Sluice rule cannot match on a client address`,
+    };
+  }
+  const public_ = empties.filter((a) => !neverAClient(a));
+  if (public_.length > 0) {
+    return {
+      refused: `${said}: NGINX does not limit requests from ${public_.join(", ")} (an allowlist), and a Sluice rule cannot leave out addresses: let them pass before the Worker (a WAF skip rule) and import without the map`,
+    };
+  }
+  return ok(shape.keys[0]!, {
+    notes: [
+      `${said}: NGINX does not limit requests from ${empties.join(", ")}; on Cloudflare CF-Connecting-IP is a public address, never one of these, so the rule limits the same requests`,
+    ],
+  });
+}
+
+/** Loopback, private and link-local addresses, written as NGINX's `$remote_addr` gives them. */
+function neverAClient(address: string): boolean {
+  const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(address);
+  if (v4 !== null) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return (
+      a === 127 || a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254)
+    );
+  }
+  const v6 = address.toLowerCase();
+  return v6 === "::1" || /^f[cd][0-9a-f]{0,2}:/.test(v6) || /^fe[89ab][0-9a-f]?:/.test(v6);
+}

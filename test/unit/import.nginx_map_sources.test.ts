@@ -1,0 +1,207 @@
+/**
+ * `sluice import nginx` on `map` blocks over each kind of source (src/migrate/nginx_map_sources.ts): what becomes a
+ * rule's routes, except or key, and what is refused with its reason.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
+import { importNginx } from "../../src/migrate/nginx_import.ts";
+import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+
+function imported(map: string, server = "server { limit_req zone=a; }"): ImportResult {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-map-sources-"));
+  const file = join(dir, "nginx.conf");
+  writeFileSync(file, `http {\n${map}\nlimit_req_zone $k zone=a:1m rate=5r/s;\n${server}\n}\n`);
+  const result = importNginx(readNginxConfig(file));
+  expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
+  return result;
+}
+
+const counting = (r: ImportResult) =>
+  r.rules.map((x) => ({
+    route: x.match.route,
+    except: x.match.except,
+    identity: x.match.identity,
+    key: x.key,
+    missing: x.fields.find(([f]) => f === "key_missing")?.[1],
+  }));
+
+describe("maps Sluice can say", () => {
+  it.each([
+    [
+      "methods given an empty key are left out",
+      'map $request_method $k { default $binary_remote_addr; GET ""; HEAD ""; }',
+      undefined,
+      { route: undefined, except: ["GET /**", "HEAD /**"], identity: "ip", key: undefined, missing: undefined },
+    ],
+    [
+      "only some methods get a key: routes with the method",
+      'map $request_method $k { default ""; ~^(POST|PUT)$ $binary_remote_addr; }',
+      undefined,
+      { route: ["POST /**", "PUT /**"], except: undefined, identity: "ip", key: undefined, missing: undefined },
+    ],
+    [
+      "only some methods, under a location: the location's routes with the method",
+      'map $request_method $k { default ""; ~*^(post)$ $binary_remote_addr; }',
+      "server { location /api/ { limit_req zone=a; } location / { } }",
+      { route: "POST /api/**", except: undefined, identity: "ip", key: undefined, missing: undefined },
+    ],
+    [
+      "only some paths get a key: match.route",
+      'map $uri $k { default ""; /login $binary_remote_addr; ~^/api/ $binary_remote_addr; }',
+      undefined,
+      { route: ["* /login", "* /api/**"], except: undefined, identity: "ip", key: undefined, missing: undefined },
+    ],
+    [
+      "a header sent (any value) gives itself: key_missing: skip",
+      'map $http_x_tenant $k { ~. $http_x_tenant; default ""; }',
+      undefined,
+      { route: undefined, except: undefined, identity: undefined, key: ["{ header: x-tenant }"], missing: "skip" },
+    ],
+    [
+      "a header sent gives the address with it",
+      'map $http_x_tenant $k { "" ""; default $binary_remote_addr$http_x_tenant; }',
+      undefined,
+      {
+        route: undefined,
+        except: undefined,
+        identity: undefined,
+        key: ["ip", "{ header: x-tenant }"],
+        missing: "skip",
+      },
+    ],
+    [
+      "a cookie",
+      'map $cookie_session $k { default $cookie_session; "" ""; }',
+      undefined,
+      { route: undefined, except: undefined, identity: undefined, key: ["{ cookie: session }"], missing: "skip" },
+    ],
+    [
+      "a query value",
+      'map $arg_token $k { "" ""; default $arg_token; }',
+      undefined,
+      { route: undefined, except: undefined, identity: undefined, key: ["{ query: token }"], missing: "skip" },
+    ],
+    [
+      "addresses that are never a client's on Cloudflare",
+      'map $remote_addr $k { default $binary_remote_addr; 127.0.0.1 ""; 10.1.2.3 ""; ::1 ""; }',
+      undefined,
+      { route: undefined, except: undefined, identity: "ip", key: undefined, missing: undefined },
+    ],
+    [
+      "one constant for every request: a global budget",
+      'map $http_x_anything $k { default "origin"; }',
+      undefined,
+      { route: undefined, except: undefined, identity: undefined, key: "global", missing: undefined },
+    ],
+  ])("%s", (_name, map, server, expected) => {
+    const r = imported(map, server);
+    expect(counting(r)).toEqual([expected]);
+    expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
+  });
+
+  it("says what the map leaves out", () => {
+    const r = imported('map $request_method $k { default $binary_remote_addr; GET ""; }');
+    expect(r.report.map((i) => i.message).join("\n")).toMatch(
+      /map \$request_method \$k: GET requests get an empty key, so NGINX does not limit them \(match.except\)/,
+    );
+    const a = imported('map $remote_addr $k { default $binary_remote_addr; 127.0.0.1 ""; }');
+    expect(a.report.map((i) => i.message).join("\n")).toMatch(
+      /NGINX does not limit requests from 127.0.0.1; on Cloudflare CF-Connecting-IP is a public address/,
+    );
+  });
+
+  it("a key given only on paths no limited location reaches limits nothing, and says so", () => {
+    const r = imported(
+      'map $uri $k { default ""; /login $binary_remote_addr; }',
+      "server { location /api/ { limit_req zone=a; } location / { } }",
+    );
+    expect(r.rules).toEqual([]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`).join("\n")).toMatch(
+      /note: limit_req zone=a: its key is given only on \* \/login, where it does not apply: it limits nothing/,
+    );
+  });
+});
+
+describe("maps refused with their reason", () => {
+  it.each([
+    [
+      "a regex over a header's value",
+      'map $http_user_agent $k { default ""; ~*bot $binary_remote_addr; }',
+      /depends on \$http_user_agent, which a Sluice rule cannot match on .*; a rule cannot match on regular expressions over the header user-agent's value/,
+    ],
+    [
+      "a header's particular value",
+      'map $http_x_plan $k { default $binary_remote_addr; internal ""; }',
+      /a rule cannot match on the header x-plan's value/,
+    ],
+    [
+      "only requests sending a header, by the address",
+      'map $http_x_tenant $k { "" ""; default $binary_remote_addr; }',
+      /only requests that send the header x-tenant are limited \(by \$binary_remote_addr\); a Sluice rule cannot match on a value being sent/,
+    ],
+    [
+      "only requests not sending a header",
+      'map $cookie_session $k { "" $binary_remote_addr; default ""; }',
+      /only requests that do not send the cookie session are limited/,
+    ],
+    [
+      "an API key falling back to the address",
+      'map $http_authorization $k { default $http_authorization; "" $binary_remote_addr; }',
+      /gives \$http_authorization when the header authorization is sent and \$binary_remote_addr when not: a Sluice key has no part that falls back to another \(for an API key .* identity: api_key and unverified: by_address is the closest/,
+    ],
+    [
+      "a query value falling back to the address",
+      'map $arg_key $k { default $arg_key; "" $binary_remote_addr; }',
+      /no part that falls back to another\n/,
+    ],
+    [
+      "an allowlist of public addresses",
+      'map $remote_addr $k { default $binary_remote_addr; 127.0.0.1 ""; 203.0.113.7 ""; }',
+      /NGINX does not limit requests from 203.0.113.7 \(an allowlist\), and a Sluice rule cannot leave out addresses/,
+    ],
+    [
+      "only some addresses limited",
+      'map $remote_addr $k { default ""; 198.51.100.1 $binary_remote_addr; }',
+      /only requests from 198.51.100.1 get a key; a Sluice rule cannot match on a client address/,
+    ],
+    [
+      "by host",
+      'map $host $k { default $binary_remote_addr; internal.example.com ""; }',
+      /depends on the host, and Sluice rules do not match by host/,
+    ],
+    [
+      "by server name",
+      'map $server_name $k { default ""; api.example.com $binary_remote_addr; }',
+      /depends on the host, and Sluice rules do not match by host/,
+    ],
+    [
+      "a method regex that is not a list",
+      'map $request_method $k { default ""; ~POST $binary_remote_addr; }',
+      /"~POST" is not a method or an anchored list of methods/,
+    ],
+    [
+      "a path regex giving an empty key beside paths given the key",
+      'map $uri $k { default ""; ~^/api/ $binary_remote_addr; ~^/api/health ""; }',
+      /a regex that gives an empty key beside entries that give the key .* cannot be said as routes/,
+    ],
+    [
+      "a source of several variables",
+      'map $http_x$uri $k { default ""; a $binary_remote_addr; }',
+      /its source \$http_x\$uri is not one variable/,
+    ],
+    [
+      "several constants by a header's value",
+      'map $http_x_plan $k { free f; pro p; default ""; }',
+      /gives different keys \(f, p\) by the value of \$http_x_plan: a Sluice rule has one key/,
+    ],
+  ])("%s", (_name, map, message) => {
+    const r = imported(map);
+    expect(r.rules).toEqual([]);
+    const leftOut = r.report.filter((i) => i.kind === "left out").map((i) => i.message);
+    expect(leftOut.join("\n")).toMatch(message);
+  });
+});
