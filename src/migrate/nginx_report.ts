@@ -1,0 +1,60 @@
+/**
+ * What `sluice import nginx` reports beside its rules: includes it could not read, directives Sluice has no rule for,
+ * and zones no limit uses.
+ */
+import { type Directive, text, type UnreadInclude, where } from "./nginx_conf.ts";
+import type { Zone } from "./nginx_zones.ts";
+import type { ReportItem } from "./report.ts";
+
+const UNSUPPORTED: Readonly<Record<string, string>> = {
+  limit_rate: "Sluice limits request rates, not bandwidth",
+  limit_rate_after: "Sluice limits request rates, not bandwidth",
+};
+
+/** NGINX's stock files, which hold no limits: an include of one that is not here is only noted. */
+const STOCK_INCLUDE = /(?:^|\/)(?:mime\.types|[a-z]+_params|fastcgi\.conf|koi-utf|koi-win|win-utf)$/;
+
+export function reportUnread(unread: readonly UnreadInclude[], report: ReportItem[]): void {
+  for (const u of unread) {
+    const stock = STOCK_INCLUDE.test(u.at.args[0] ?? "");
+    report.push({
+      where: where(u.at),
+      kind: stock ? "note" : "left out",
+      message: stock
+        ? `${text(u.at)}: ${u.why} (NGINX's stock file: no limits in it)`
+        : `${text(u.at)}: ${u.why}, so any limits its files hold are not imported (import with them in place, or import each file)`,
+    });
+  }
+}
+
+/** Zones no `limit_req` names: NGINX limits nothing with them (their limits may be in files not read). */
+export function reportUnused(
+  config: readonly Directive[],
+  zones: ReadonlyMap<string, Zone>,
+  report: ReportItem[],
+): void {
+  const named = new Set<string>();
+  const walk = (block: readonly Directive[]) => {
+    for (const d of block) {
+      if (d.name === "limit_req") for (const a of d.args) if (a.startsWith("zone=")) named.add(a.slice(5));
+      if (d.block !== null) walk(d.block);
+    }
+  };
+  walk(config);
+  for (const zone of zones.values()) {
+    if (named.has(zone.name)) continue;
+    report.push({
+      where: where(zone.at),
+      kind: "note",
+      message: `zone ${zone.name}: no limit_req uses it in the files read, so it limits nothing here`,
+    });
+  }
+}
+
+export function reportUnsupported(directives: readonly Directive[], report: ReportItem[]): void {
+  for (const d of directives) {
+    const why = UNSUPPORTED[d.name];
+    if (why !== undefined) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${why}` });
+    if (d.block !== null) reportUnsupported(d.block, report);
+  }
+}
