@@ -79,8 +79,38 @@ export class AdmissionQueue {
   /** Drops the oldest entry. */
   shift(): void {
     this.readHead();
-    this.headAt++;
-    this.length--;
+    this.advance(1);
+  }
+
+  /**
+   * Drops the entries at or before `limitMs`, oldest first, taking each one's cost off `sums[key]`, and stops before
+   * the first of key `stopKey` (-1: none): `true` when it stopped there (that entry is then the head).
+   */
+  dropUpTo(limitMs: number, sums: Float64Array, stopKey: number): boolean {
+    while (this.length > 0) {
+      const { t, key, cost } = this.readHead();
+      const end = this.chunks.length === 1 ? this.tailAt : CHUNK;
+      const from = this.headAt;
+      let at = from;
+      let stopped = false;
+      for (; at < end && t[at]! <= limitMs; at++) {
+        const k = key[at]!;
+        if (k === stopKey) {
+          stopped = true;
+          break;
+        }
+        sums[k] = sums[k]! - cost[at]!;
+      }
+      if (at > from) this.advance(at - from);
+      if (stopped || at < end) return stopped;
+    }
+    return false;
+  }
+
+  /** Moves the head `n` entries on, within the head chunk, freeing it when it is done. */
+  private advance(n: number): void {
+    this.headAt += n;
+    this.length -= n;
     const onlyChunk = this.chunks.length === 1;
     if (this.headAt === CHUNK || (onlyChunk && this.length === 0)) {
       const done = this.chunks.shift()!;
