@@ -4,37 +4,58 @@
  * `remote_address` and `masked_remote_address` the address; `generic_key` and `header_value_match` name which
  * requests send a value: the route the entry sits on, and the `:path`/`:method` a `header_value_match` matches.
  * A `header_value_match` on another header, or with `expect_match: false`, cannot be a Sluice match: its descriptor
- * is left out with that reason.
+ * is left out with that reason. `destination_cluster`, `source_cluster` and `metadata`: envoy_route_actions.ts.
  */
-import { compileRoute } from "../rules/route.ts";
 import { isObject, type Obj } from "./envoy_file.ts";
-import { headerMeaning, type Meaning } from "./envoy_mapping.ts";
+import { headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
+import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
 
 /** The descriptor meanings a configuration's route actions give, by `KEY` or `KEY:VALUE` as `--map` names them. */
 export function actionMeanings(root: unknown): Map<string, Meaning> {
   const out = new Map<string, Meaning>();
-  walk(root, "/", out, 0);
+  walk(root, "/", out, 0, nodeCluster(root));
   return out;
 }
 
-function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: number): void {
+function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: number, node: string | null): void {
   if (depth > 60) return;
   if (Array.isArray(value)) {
-    for (const v of value) walk(v, prefix, out, depth + 1);
+    for (const v of value) walk(v, prefix, out, depth + 1, node);
     return;
   }
   if (!isObject(value)) return;
-  // A route: `match` with its path, and `rate_limits` on it or on its `route` action.
+  // A route: `match` with its path, and `rate_limits` on it or on its `route` action; a virtual host's apply to its
+  // routes.
   const here = isObject(value.match) ? (pathOf(value.match) ?? prefix) : prefix;
+  const targets = isObject(value.match)
+    ? [routeFacts(value, here)]
+    : Array.isArray(value.routes)
+      ? value.routes.filter(takesHostLimits).map((r) => routeFacts(r, pathOf(r.match as Obj) ?? "/"))
+      : [];
   const lists = [value.rate_limits, isObject(value.route) ? value.route.rate_limits : undefined];
   for (const list of lists) {
     if (!Array.isArray(list)) continue;
     for (const entry of list) {
       if (!isObject(entry) || !Array.isArray(entry.actions)) continue;
-      for (const action of entry.actions) if (isObject(action)) readAction(action, here, out);
+      for (const action of entry.actions) {
+        if (!isObject(action)) continue;
+        readAction(action, here, out);
+        readRouteAction(action, { targets, node }, out);
+      }
     }
   }
-  for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") walk(v, here, out, depth + 1);
+  for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") walk(v, here, out, depth + 1, node);
+}
+
+/**
+ * Whether a virtual host's `rate_limits` apply to a route: Envoy uses them unless the route has its own (then only
+ * with `include_vh_rate_limits`).
+ */
+function takesHostLimits(route: unknown): route is Obj {
+  if (!isObject(route) || !isObject(route.match)) return false;
+  const action = isObject(route.route) ? route.route : null;
+  const own = action !== null && Array.isArray(action.rate_limits) && action.rate_limits.length > 0;
+  return !own || action?.include_vh_rate_limits === true;
 }
 
 /** A route's `match` as a Sluice path pattern: `prefix: /api` is `/api**`, `path: /login` is `/login`. */
@@ -44,14 +65,6 @@ function pathOf(match: Obj): string | null {
   if (typeof match.path_separated_prefix === "string") return `${match.path_separated_prefix}/**`;
   return null;
 }
-
-const routeOf = (method: string, path: string): Meaning => {
-  const source = `${method} ${path === "/" ? "/**" : path}`;
-  const r = compileRoute(source);
-  return "error" in r
-    ? { kind: "refused", why: `the route ${source} cannot be written as a Sluice route` }
-    : { kind: "route", route: r.source };
-};
 
 // long: one branch per kind of action, each with the meaning it gives
 function readAction(action: Obj, path: string, out: Map<string, Meaning>): void {
@@ -75,11 +88,7 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>): void 
   if (masked !== null) {
     const v4 = typeof masked.v4_prefix_mask_len === "number" ? masked.v4_prefix_mask_len : 32;
     const v6 = typeof masked.v6_prefix_mask_len === "number" ? masked.v6_prefix_mask_len : 128;
-    out.set("masked_remote_address", {
-      kind: "part",
-      part: `{ ip: { v4: ${v4}, v6: ${v6} } }`,
-      text: `the client address (/${v4}, /${v6})`,
-    });
+    out.set("masked_remote_address", maskedIp(v4, v6));
   }
   const generic = a("generic_key");
   if (generic !== null && typeof generic.descriptor_value === "string") {

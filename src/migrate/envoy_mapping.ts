@@ -4,14 +4,16 @@
  * a route, a plan, or any request. A descriptor chain becomes a rule's match through it.
  */
 import { compileRoute } from "../rules/route.ts";
+import { intersectRoutes } from "./nginx_places.ts";
 import type { DraftRule, ReportItem } from "./report.ts";
 
 /** What a descriptor key (or key and value) stands for. */
 export type Meaning =
-  | { readonly kind: "identity"; readonly identity: "api_key" | "ip" | "user" }
+  /** `note`: what differs, for the report (a forwarded-address header counted as the address). */
+  | { readonly kind: "identity"; readonly identity: "api_key" | "ip" | "user"; readonly note?: string }
   /** A part of the rule's key other than an identity: a header's value, the client address masked. */
   | { readonly kind: "part"; readonly part: string; readonly text: string }
-  | { readonly kind: "route"; readonly route: string }
+  | { readonly kind: "route"; readonly route: string | readonly string[] }
   | { readonly kind: "plan"; readonly plan: string }
   | { readonly kind: "any" }
   /** A descriptor that an Envoy route action sends for requests no Sluice match can pick out (envoy_actions.ts). */
@@ -65,19 +67,40 @@ function perCaller(meaning: Meaning | undefined): Meaning | null {
   return meaning?.kind === "identity" || meaning?.kind === "part" ? meaning : null;
 }
 
+/** Headers that carry the client's address as a proxy in front forwards it. */
+const FORWARDED_ADDRESS = new Set(["x-forwarded-for", "x-real-ip", "true-client-ip", "x-client-ip"]);
+
 /**
  * A request header's value as a descriptor: a key part, or the identity the gateway reads from that header
  * (CF-Connecting-IP is the client address, Authorization and X-API-Key the API key; a key may not name them).
  */
 export function headerMeaning(name: string): Meaning {
   if (name === "cf-connecting-ip") return { kind: "identity", identity: "ip" };
+  if (FORWARDED_ADDRESS.has(name)) {
+    return {
+      kind: "identity",
+      identity: "ip",
+      note: `Envoy counts the ${name} header as sent, which a client can rotate; Sluice counts by the address Cloudflare saw (CF-Connecting-IP), which it cannot`,
+    };
+  }
   if (name === "authorization" || name === "x-api-key") return { kind: "identity", identity: "api_key" };
   if (name === "cookie")
     return { kind: "refused", why: "the whole Cookie header is not a key part (a rule keys on one cookie)" };
   return { kind: "part", part: `{ header: ${name} }`, text: `the ${name} header` };
 }
 
-function maskedIp(v4: number, v6: number): Meaning {
+/**
+ * The client address under Envoy's masks. A 0-bit mask puts every address of that family in one counter: both 0 is
+ * one budget for every client; one of them 0 cannot be a Sluice part (its prefix lengths start at 1).
+ */
+export function maskedIp(v4: number, v6: number): Meaning {
+  if (v4 === 0 && v6 === 0) return { kind: "any" };
+  if (v4 < 1 || v4 > 32 || v6 < 1 || v6 > 128) {
+    return {
+      kind: "refused",
+      why: `masked_remote_address with v4_prefix_mask_len ${v4} and v6_prefix_mask_len ${v6}: a Sluice ip part masks to 1-32 and 1-128 bits, so one family in one counter and the other per address cannot be said`,
+    };
+  }
   return { kind: "part", part: `{ ip: { v4: ${v4}, v6: ${v6} } }`, text: `the client address (/${v4}, /${v6})` };
 }
 
@@ -110,7 +133,7 @@ export function matchOf(
   report: ReportItem[],
 ): ChainRule | null {
   const parts: { part: string; identity: string | null }[] = [];
-  let route: string | undefined;
+  let route: string | readonly string[] | undefined;
   let plan: string | undefined;
   const notes: string[] = [];
   const leftOut = (message: string) => {
@@ -134,7 +157,7 @@ export function matchOf(
     }
     if (meaning === null || meaning === undefined) {
       return leftOut(
-        `${step.key}=${step.value} comes from an Envoy route action, which this file does not show: give --map ${step.key}:${step.value}=route:METHOD /path, plan:NAME or any`,
+        `${step.key}=${step.value} comes from an Envoy route action, which this file does not show: give --envoy FILE with Envoy's routes, or --map ${step.key}:${step.value}=route:METHOD /path, plan:NAME or any`,
       );
     }
     if (meaning.kind === "refused") return leftOut(`${step.key}=${step.value ?? "*"}: ${meaning.why}`);
@@ -142,13 +165,20 @@ export function matchOf(
       if (step.value !== null) {
         return leftOut(`a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`);
       }
+      if (meaning.kind === "identity" && meaning.note !== undefined) {
+        report.push({ where, kind: "approximate", message: `${chainText}: ${meaning.note}` });
+        notes.push(`approximate: ${meaning.note}`);
+      }
       parts.push(
         meaning.kind === "identity"
           ? { part: meaning.identity, identity: meaning.identity }
           : { part: meaning.part, identity: null },
       );
-    } else if (meaning.kind === "route") route = meaning.route;
-    else if (meaning.kind === "plan") plan = meaning.plan;
+    } else if (meaning.kind === "route") {
+      route = route === undefined ? meaning.route : bothRoutes(route, meaning.route);
+      if (route.length === 0)
+        return leftOut(`${step.key}=${step.value}: its routes and the chain's others share no request`);
+    } else if (meaning.kind === "plan") plan = meaning.plan;
     else if (step.key === "generic_key" && mapping.get(`generic_key:${step.value}`) === undefined) {
       const message = `generic_key=${step.value} is set by Envoy's route actions: imported for every request (give --map generic_key:${step.value}=route:METHOD /path if only some routes set it)`;
       report.push({ where, kind: "note", message: `${chainText}: ${message}` });
@@ -170,4 +200,10 @@ export function matchOf(
     fields: headers ? [["key_missing", "skip"]] : [],
     notes,
   };
+}
+
+/** The requests two steps of one chain both send: their routes' common part (one route, or a list). */
+function bothRoutes(a: string | readonly string[], b: string | readonly string[]): string | readonly string[] {
+  const { routes } = intersectRoutes([a].flat(), [b].flat());
+  return routes.length === 1 ? routes[0]! : routes;
 }
