@@ -8,6 +8,7 @@ import { EnvoyImportError, load } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
 import { parseMapping } from "../migrate/envoy_mapping.ts";
 import { NginxImportError, NginxSyntaxError, readNginxConfig, type UnreadInclude } from "../migrate/nginx_conf.ts";
+import { withZonesElsewhere } from "../migrate/nginx_elsewhere.ts";
 import { importNginx } from "../migrate/nginx_import.ts";
 import { formatReport, type ImportResult, leftOut, rulesYaml } from "../migrate/report.ts";
 import { parseRules } from "../rules/yaml.ts";
@@ -88,7 +89,9 @@ export function importFile(
   try {
     if (kind === "nginx") {
       const unread: UnreadInclude[] = [];
-      return { result: importNginx(readNginxConfig(file, { unread, absoluteUnder: root }), unread) };
+      const elsewhere = withZonesElsewhere(readNginxConfig(file, { unread, absoluteUnder: root }), file, root);
+      const result = importNginx(elsewhere.config, unread);
+      return { result: { rules: result.rules, report: [...elsewhere.report, ...result.report] } };
     }
     const mapping = parseMapping(maps);
     if ("error" in mapping) return { usage: mapping.error };

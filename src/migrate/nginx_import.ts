@@ -39,7 +39,7 @@ export function importNginx(config: readonly Directive[], unread: readonly Unrea
       where: at,
       kind: "note",
       message:
-        "no http { ... } block: read as a file that NGINX includes inside http (conf.d/, sites-enabled/); zones defined in other files are not known",
+        "no http { ... } block: read as a file that NGINX includes inside http (conf.d/, sites-enabled/); a zone it uses that another file defines is read from under --root",
     });
   }
   const taken = new Set<string>();
