@@ -11,37 +11,79 @@
  * - **Refunds** ride with the key's next call (`giveBack`), at most `RETURN_WAIT_MS` later.
  * - **Failures:** a busy object (overloaded, or late) is refused from what this isolate last knew (`lastKnown`), never
  *   admitted uncounted; only an error or a reset, known nothing of, takes `on_error`. Retries keep the call id.
- * The transport, clock and id source are passed in (the Worker's namespace, or bench/cluster.ts's simulation).
+ * The transport, clock and id source are passed in. The calls, refunds and returns: coalesce_calls.ts (`Calls`).
  */
+
 import type { CallAnswer } from "../protocol/object_call.ts";
-import type { CallInput, CallResult, RefundResult } from "../protocol/store.ts";
-import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
-import { type KeepAlive, KeyCalls } from "./coalesce_calls.ts";
-import type { Asked, AskedLease, AskInput, HeldLease, HotMark, KeyState, Waiting } from "./coalesce_types.ts";
-import { delegateFor, leaseAsk, noteHot, see, takeMark, unsee } from "./key_state.ts";
-import { heldAnswer, isHot, scarceAnswer } from "./last_known.ts";
+import type { CallResult } from "../protocol/store.ts";
+import {
+  afterCall,
+  answered,
+  answerHere,
+  type Calls,
+  callInput,
+  endLease,
+  failed,
+  giveUp,
+  handOff,
+  type KeepAlive,
+  lateRefunds,
+  leaseAnswer,
+  refundsLanded,
+  stateOf,
+} from "./coalesce_calls.ts";
+import {
+  type Asked,
+  type AskedLease,
+  type AskInput,
+  COALESCE_MAX_KEYS,
+  COALESCE_MAX_WAITING,
+  type CoalescerOptions,
+  type HeldLease,
+  type HotMark,
+  type KeyState,
+  type Waiting,
+} from "./coalesce_types.ts";
+import { callTarget } from "./delegate_call.ts";
+import { delegateFor, hashString, leaseAsk, nextSeed, noteHot, readMark, see, shortOf, takeMark } from "./key_state.ts";
+import { lastKnown, noteScarcity, scarceAnswer } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
-export class Coalescer extends KeyCalls {
+export class Coalescer {
+  private readonly c: Calls;
+  private readonly maxWaiting: number;
+  /**
+   * A small pseudo-random sequence, seeded from an id on first use: spreads renewals (see `spread`). Not in the
+   * constructor: the Worker makes its coalescer at module load, where the runtime refuses random values.
+   */
+  private spreadSeed: number | null = null;
+
+  constructor(private readonly options: CoalescerOptions) {
+    const ctx = { clock: options.clock, counters: options.counters, spread: (rangeMs: number) => this.spread(rangeMs) };
+    const maxKeys = options.maxKeys ?? COALESCE_MAX_KEYS;
+    this.c = { options, ctx, keys: new Map(), lastAsk: new WeakMap(), refundWaiters: new WeakMap(), maxKeys };
+    this.maxWaiting = options.maxWaiting ?? COALESCE_MAX_WAITING;
+  }
+
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
   get size(): { readonly keys: number; readonly waiting: number } {
     let waiting = 0;
-    for (const st of this.keys.values()) waiting += st.queue.length;
-    return { keys: this.keys.size, waiting };
+    for (const st of this.c.keys.values()) waiting += st.queue.length;
+    return { keys: this.c.keys.size, waiting };
   }
 
   /** The number of keys with a lease held now (for `/_sluice/stats`). */
   get leasesHeld(): number {
     const now = this.options.clock();
     let n = 0;
-    for (const st of this.keys.values()) if (st.lease !== null && now < st.lease.endsAtMs) n++;
+    for (const st of this.c.keys.values()) if (st.lease !== null && now < st.lease.endsAtMs) n++;
     return n;
   }
 
   /** What this isolate holds of a key's budget now, for the admin API; `null` when nothing. */
   leaseOf(name: string): { readonly unitsLeft: number; readonly units: number; readonly endsInMs: number } | null {
-    const lease = this.keys.get(name)?.lease ?? null;
+    const lease = this.c.keys.get(name)?.lease ?? null;
     const now = this.options.clock();
     if (lease === null || now >= lease.endsAtMs) return null;
     return { unitsLeft: lease.unitsLeft, units: lease.units, endsInMs: lease.endsAtMs - now };
@@ -52,14 +94,14 @@ export class Coalescer extends KeyCalls {
    * not track, and for one whose hot spell here lapsed (key_state.ts `takeMark`).
    */
   tracks(name: string): boolean {
-    const st = this.keys.get(name);
+    const st = this.c.keys.get(name);
     if (st === undefined) return false;
     return st.delegate === null || st.hotUntilMs === 0 || this.options.clock() < st.hotUntilMs;
   }
 
   /** The key as hot as this isolate knows it now (hot_marks.ts writes it for the data center); `null`: not hot. */
   markOf(name: string): HotMark | null {
-    const st = this.keys.get(name);
+    const st = this.c.keys.get(name);
     if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
     return { untilMs: st.hotUntilMs, spread: st.spread };
   }
@@ -69,20 +111,20 @@ export class Coalescer extends KeyCalls {
    * its data center's mark says the region's isolates spread (hot_marks.ts `writeMark`).
    */
   spreadKey(name: string): void {
-    const st = this.keys.get(name);
+    const st = this.c.keys.get(name);
     if (st !== undefined && st.delegate !== null) st.spread = true;
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
   dropLease(name: string): void {
-    const st = this.keys.get(name);
+    const st = this.c.keys.get(name);
     if (st === undefined) return;
     st.lease = null;
     st.returns = [];
   }
 
   ask(input: AskInput): Promise<Asked> {
-    const st = this.stateOf(input);
+    const st = stateOf(this.c, input);
     const now = this.options.clock();
     takeMark(st, input.hotMark, now);
     see(st, now);
@@ -90,7 +132,7 @@ export class Coalescer extends KeyCalls {
     if (lease !== null && !lease.returned && now < lease.endsAtMs && lease.unitsLeft >= input.cost) {
       lease.unitsLeft -= input.cost;
       this.options.counters.lease_answers++;
-      return Promise.resolve(this.leaseAnswer(st, lease, input.cost, now, input.keepAlive));
+      return Promise.resolve(leaseAnswer(this.c, st, lease, input.cost, now, input.keepAlive));
     }
     if (now < st.scarceUntilMs) {
       this.options.counters.lease_answers++;
@@ -104,7 +146,7 @@ export class Coalescer extends KeyCalls {
    * the next lease, with whatever requests are waiting); else give the unused units back by a call of their own.
    * Nothing while a call is in flight (the units go back with it).
    */
-  protected async renewOrReturn(
+  private async renewOrReturn(
     st: KeyState,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
     used = true,
@@ -116,7 +158,7 @@ export class Coalescer extends KeyCalls {
     const renew = used && now - st.lastSeenMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
     if (st.inFlight) return;
     if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
-      this.handOff(st); // requests that waited through a hold go on as usual
+      handOff(this.c, st); // requests that waited through a hold go on as usual
       return;
     }
     st.inFlight = true;
@@ -137,7 +179,7 @@ export class Coalescer extends KeyCalls {
    * an unknown amount, so the time since the send is unknown too: the call's whole budget counts as gone (an answer
    * came within it), and for a late answer (`late`, after the budget) the whole term.
    */
-  protected override adopt(
+  private adopt(
     st: KeyState,
     result: CallResult,
     sentAtMs: number,
@@ -161,7 +203,7 @@ export class Coalescer extends KeyCalls {
       endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
     };
-    if (st.lease !== null) this.endLease(st);
+    if (st.lease !== null) endLease(st);
     st.lease = held;
     st.lastGrant = {
       units: grant.units,
@@ -176,7 +218,7 @@ export class Coalescer extends KeyCalls {
       if (st.lease !== held) return; // ended before its term (replaced by the next call, which gave it back)
       // A delegate's sub-lease that admitted nothing is not renewed (a lease from the key's object is, within its ttl).
       const used = asked?.sub !== true || held.unitsLeft < held.units;
-      this.endLease(st);
+      endLease(st);
       if (holdMs > 0 && !st.inFlight) {
         // Hold the key as if a call were in flight, so the requests meanwhile wait for the renewal.
         st.inFlight = true;
@@ -195,7 +237,7 @@ export class Coalescer extends KeyCalls {
    * rest returns (its lease's term runs meanwhile). The first request left leads that call (a call is made in the
    * context of a request it carries); with none, the units to give back go in the background.
    */
-  protected override leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
+  private leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
     if (rest.length === 0 && st.returns.length === 0 && st.refunds.length === 0) return false;
     for (const w of rest) w.settled = w === rest[0];
     st.queue.unshift(...rest);
@@ -204,143 +246,133 @@ export class Coalescer extends KeyCalls {
     return true;
   }
 
-  /** Stop admitting from the key's lease; its unused units go back with the next call. */
-  protected override endLease(st: KeyState): void {
-    const held = st.lease;
-    if (held === null) return;
-    st.lease = null;
-    if (held.unitsLeft > 0) st.returns.push(held);
-    else held.returned = true;
-  }
-
-  protected override leaseAnswer(
-    st: KeyState,
-    lease: HeldLease,
-    cost: number,
-    now: number,
-    keepAlive?: (work: Promise<unknown>) => void,
-  ): Asked {
-    // What this isolate's slice still holds, and when it ends: the honest figures for an answer from a lease.
-    const resetAfterMs = Math.max(0, lease.endsAtMs - now);
-    const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
-    return heldAnswer(lease.atMs, decision, () => {
-      const at = this.options.clock();
-      unsee(st, at);
-      if (st.lease === lease && at < lease.endsAtMs) {
-        lease.unitsLeft += cost;
-        return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
-      }
-      if (!lease.returned) {
-        // Ended but not yet given back: it goes back with its other unused units.
-        lease.unitsLeft += cost;
-        return Promise.resolve(null);
-      }
-      return this.refundObject(st, cost, lease.atMs, keepAlive, false);
+  /**
+   * Queue the request, and wait for its answer or its turn to lead. A call is always made in the context of a request
+   * it carries (the first of its batch): the Workers runtime forbids using one request's I/O (a stub, a timer) from
+   * another, so a request that finds nothing in flight calls itself, and when a call ends, it hands the next call to
+   * the first request waiting.
+   */
+  private async wait(st: KeyState, input: AskInput): Promise<Asked> {
+    if (st.queue.length >= this.maxWaiting) {
+      const { counters } = this.options;
+      counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
+      // As an overloaded call: decided from what this isolate last knew (never `on_error`, see `lastKnown`), without
+      // the backoff: the object is not the one overloaded, and the requests already waiting still go to it.
+      return lastKnown(this.c.ctx, st, "overloaded", this.options.clock(), false)!;
+    }
+    let waiting: Waiting | undefined;
+    const turn = new Promise<Asked | "lead">((resolve) => {
+      waiting = { cost: input.cost, observe: input.observe, keepAlive: input.keepAlive, resolve, settled: false };
     });
+    const me = waiting!;
+    st.queue.push(me);
+    // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.
+    // (Two waits of one budget each: one for the call in flight, one for this request's own.)
+    // Then, until its turn comes, the request keeps a timer of its own pending: while another request's call carries
+    // it, it has no I/O of its own, and the Workers runtime cancels a request that waits on nothing of its own ("the
+    // Worker's code had hung") when the runtime itself resumes it (resume.ts, `resumeInOwnContext`).
+    const { sleep } = this.options;
+    let turnCame = false;
+    void (async () => {
+      await sleep(st.timeoutMs);
+      if (!me.settled) await sleep(st.timeoutMs);
+      giveUp(this.c, st, me);
+      while (!turnCame) await sleep(st.timeoutMs);
+    })();
+    if (!st.inFlight) handOff(this.c, st);
+    const got = await (this.options.resume?.(turn) ?? turn);
+    turnCame = true;
+    if (got !== "lead") return got;
+    return (await this.flush(st, me, input.keepAlive))!;
   }
 
   /**
-   * Give an admission back with the key's next call (`giveBack`). A cold key with no call in flight sends it at once
-   * (with any other refunds waiting), and its figures after the refund come back; otherwise it waits for the next
-   * call, at most `RETURN_WAIT_MS` (then one call takes every refund waiting), and the caller gets `null` (the figures
-   * it already has, one unit short: the safe side).
+   * Make one call for everything queued (the leader first) and whatever leases are to be given back; answer every
+   * request in it, and return the leader's answer (`null` without a leader: a call that only gives units back).
+   * `st.inFlight` is already set; it is cleared here, and the next call handed to the first request waiting.
    */
-  protected override refundObject(
+  private async flush(
     st: KeyState,
-    cost: number,
-    admittedAtMs: number,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
-    unseen = true,
-  ): Promise<RefundResult> {
-    if (unseen) unsee(st, this.options.clock());
-    const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
-    if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs });
-    else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs };
-    const now = this.options.clock();
-    if (isHot(st, now) || now < st.returnsNotBeforeMs) {
-      this.armReturns(st, keepAlive);
-      return Promise.resolve(null);
+    leader: Waiting | null,
+    keepAlive: KeepAlive,
+    renew = false,
+  ): Promise<Asked | null> {
+    const { clock } = this.options;
+    const queued = st.queue.splice(0);
+    for (const w of queued) w.settled = true;
+    const { batch, mine } = answerHere(this.c, st, queued, leader, clock());
+    if (leader !== null && mine !== null && this.leadOn(st, batch, keepAlive)) return mine;
+    if (batch.length === 0 && st.returns.length === 0 && st.refunds.length === 0 && !renew) {
+      st.inFlight = false;
+      handOff(this.c, st);
+      return mine;
     }
-    if (!st.inFlight) return this.sendReturns(st, keepAlive);
-    // A call is in flight: this refund goes with the next one (`afterCall`), and answers when it lands, or after two
-    // call budgets at most (its own timer: a request waiting on nothing of its own is cancelled by the runtime).
-    const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
-    const { sleep, resume } = this.options;
-    const bounded = sleep(2 * st.timeoutMs).then(() => null);
-    return Promise.race([resume?.(landed) ?? landed, bounded]);
-  }
-
-  /** Send the refunds and lease returns waiting, in a call of their own (nothing else to carry them). */
-  protected async sendReturns(
-    st: KeyState,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
-  ): Promise<RefundResult> {
-    st.inFlight = true;
-    st.inFlightSinceMs = this.options.clock();
+    if (st.lease !== null) endLease(st);
+    let delegate = delegateFor(st, clock());
+    if (delegate !== null && !st.spread && !st.markRead) delegate = await readMark(st, clock);
+    const input = callInput(this.c, st, batch, renew, delegate !== null);
+    const sentAtMs = clock();
+    let answers: Asked[] = [];
     try {
-      const delegate = delegateFor(st, this.options.clock());
-      const input = this.callInput(st, [], false, delegate !== null);
-      const answer = await this.callTarget(st, delegate, input);
-      this.refundsLanded(st, input, answer);
-      if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
-      if (answer.result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
-      noteHot(st, answer.result.hot, this.options.clock());
-      return answer.result.refunded ?? null;
+      const answer = await callTarget(this.options, st, delegate, input);
+      refundsLanded(this.c, st, input, answer);
+      answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
     } finally {
-      this.afterCall(st, keepAlive);
+      afterCall(this.c, st, keepAlive);
     }
-  }
-
-  /**
-   * A call ended: the next call goes to the first request waiting; with none, the refunds that came meanwhile go now
-   * in one call of their own, unless the key is hot here (then they wait for the next call, `armReturns`).
-   */
-  protected override afterCall(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
-    st.inFlight = false;
-    this.handOff(st);
-    if (st.inFlight || st.refunds.length === 0) return;
-    const now = this.options.clock();
-    if (isHot(st, now) || now < st.returnsNotBeforeMs) this.armReturns(st, keepAlive);
-    else {
-      const work = this.sendReturns(st, keepAlive);
-      keepAlive?.(work);
-    }
-  }
-
-  /** Make sure the refunds waiting reach the object: with the next call, or in one of their own after a wait. */
-  protected armReturns(st: KeyState, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
-    if (st.returnsArmed) return;
-    st.returnsArmed = true;
-    const work = this.options.sleep(RETURN_WAIT_MS).then(async () => {
-      st.returnsArmed = false;
-      if (st.refunds.length === 0) return;
-      if (st.inFlight) {
-        this.armReturns(st, keepAlive);
-        return;
-      }
-      await this.sendReturns(st, keepAlive);
+    batch.forEach((w, i) => {
+      const a = answers[i]!;
+      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
     });
-    keepAlive?.(work);
+    let leaderAnswer = mine;
+    batch.forEach((w, i) => {
+      const a = answers[i]!;
+      if (w === leader) leaderAnswer = a;
+      else w.resolve(a);
+    });
+    return leaderAnswer;
+  }
+
+  private settle(
+    st: KeyState,
+    batch: readonly Waiting[],
+    answer: CallAnswer,
+    sentAtMs: number,
+    keepAlive: KeepAlive,
+  ): Asked[] {
+    if (answer.kind === "answered") {
+      const { result, attempts } = answer;
+      if (result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
+      noteHot(st, result.hot, this.options.clock());
+      const asked = this.c.lastAsk.get(st);
+      const granted = result.lease?.units ?? 0;
+      const endsAtMs =
+        result.lease !== null
+          ? this.adopt(st, result, sentAtMs, asked, keepAlive)
+          : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
+      noteScarcity(this.c.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), endsAtMs, result.results);
+      return answered(this.c, st, batch, result, attempts);
+    }
+    const answers = failed(this.c, st, batch, answer);
+    const { late } = answer;
+    // A late answer still charges: its lease is taken (its units used or given back), and what it admitted of a request
+    // refused here from what this isolate last knew (`lastKnown`) is given back: nobody else sees that answer.
+    const work = late?.then((r) => {
+      if (r.lease !== null) this.adopt(st, r, sentAtMs, this.c.lastAsk.get(st), keepAlive, true);
+      lateRefunds(this.c, st, batch, answers, r.results);
+    });
+    work?.catch(() => undefined); // the late call failed as well: no answer, so nothing it charged is known here
+    if (work !== undefined) keepAlive?.(work);
+    return answers;
   }
 
   /**
-   * The refunds a call carried have landed (or not: `null`); tell who waits for them. An overloaded object never saw
-   * the call: what it carried goes back in the queue for a later call (never sooner than a backoff). Any other
-   * failure may have been applied (a timeout's late answer, an error after the write), so what it carried is not
-   * sent again: the key is short that much, never over.
+   * A deterministic pseudo-random integer in [0, rangeMs): how much this isolate shortens a lease's term, or waits past
+   * a window's end before renewing, so isolates synchronized (a cold start, a window's end) renew at different instants.
    */
-  protected override refundsLanded(st: KeyState, input: CallInput, answer: CallAnswer): void {
-    if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {
-      st.refunds.unshift(...(input.giveBack ?? []));
-      st.refundWaiters.unshift(...(this.refundWaiters.get(input) ?? []));
-      this.refundWaiters.delete(input);
-      st.returnsNotBeforeMs = this.options.clock() + OVERLOAD_BACKOFF_MS;
-      return;
-    }
-    const waiters = this.refundWaiters.get(input);
-    if (waiters === undefined) return;
-    this.refundWaiters.delete(input);
-    const refunded = answer.kind === "answered" ? (answer.result.refunded ?? null) : null;
-    for (const resolve of waiters) resolve(refunded);
+  private spread(rangeMs: number): number {
+    if (rangeMs < 1) return 0;
+    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
+    return this.spreadSeed % Math.floor(rangeMs);
   }
 }

@@ -1,5 +1,5 @@
 /**
- * An isolate's call to its region's delegate (coalesce_calls.ts `callTarget` makes it, and falls back to the key's
+ * An isolate's call to its region's delegate (`callTarget` below makes it, and falls back to the key's
  * object when this gives up). A delegate that fails as **reset** is restarting: it keeps its record durably and is
  * back in about 100 ms, so sending every region's batches to the key's object (which holds none of the rate the
  * delegates' shares hold, and is one object for the world) for `DELEGATE_BACKOFF_MS` cost 4-9% of a window in the
@@ -11,7 +11,9 @@
 import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
 import type { CallInput } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
-import type { CoalesceCounters, DelegateRoute } from "./coalesce_types.ts";
+import type { CoalesceCounters, CoalescerOptions, DelegateRoute, KeyState } from "./coalesce_types.ts";
+import { noteDelegateBusy } from "./key_state.ts";
+import { overloadTeachesHot } from "./last_known.ts";
 
 /**
  * How long after its first call an isolate may start another call to a reset delegate, ms: three quarters of the
@@ -93,4 +95,34 @@ export async function callDelegates(
     }
   }
   return { kind: "fallBack", avoidForMs: avoid ?? DELEGATE_BACKOFF_MS };
+}
+
+/**
+ * Make the call: to the delegate, when there is one (delegate_call.ts `callDelegates`: a reset one is tried on the
+ * other shard, then again shortly), else, or when it fails, to the key's object (the fallback carries no refunds: the
+ * delegate may have applied them). A busy delegate's failure (overloaded, timing out) is decided from what this
+ * isolate last knew, never sent to the key's object. A busy key's object (overloaded, or timing out) sends the key to
+ * the delegate (`overloadTeachesHot`); a busy delegate, to its own shard (`noteDelegateBusy`).
+ */
+export async function callTarget(
+  options: CoalescerOptions,
+  st: KeyState,
+  delegate: DelegateRoute | null,
+  input: CallInput,
+): Promise<CallAnswer> {
+  const isolate = { sleep: options.sleep, stats: options.counters };
+  const direct = async (call: CallInput) => {
+    const answer = await callObject(st.transport, st.name, call, st.timeoutMs, isolate);
+    if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
+    return answer;
+  };
+  if (delegate === null || st.delegate === null) return direct(input);
+  const out = await callDelegates(options, st.delegate, delegate, input, st.timeoutMs);
+  if (out.kind === "answer") {
+    const { answer } = out;
+    noteDelegateBusy(st, answer.kind === "answered" ? answer.result.busy === true : answer.failure === "overloaded");
+    return answer;
+  }
+  st.delegateDownUntilMs = options.clock() + out.avoidForMs;
+  return direct({ ...input, id: options.newId(), giveBack: [] });
 }

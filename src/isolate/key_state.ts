@@ -238,6 +238,15 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
 }
 
 /** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
+/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals (coalesce.ts `spread`). */
+export function nextSeed(seed: number): number {
+  let x = seed;
+  x ^= x << 13;
+  x ^= x >>> 17;
+  x ^= x << 5;
+  return x >>> 0 || 1;
+}
+
 export function hashString(text: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
