@@ -230,12 +230,16 @@ async function chaosAtLoad(seed: number, tier: boolean): Promise<void> {
   ];
   const { sent, ledger } = await flood(keys, 400, faults, seed, tier);
 
-  // The chaos happened: every kind of fault, late answers, and denials, fail-opens and fail-closes among them.
+  // The chaos happened: every kind of fault, late answers, admissions and denials.
   for (const [fault] of faults) expect(ledger.injected[fault]).toBeGreaterThan(0);
   expect(ledger.late).toBe(ledger.injected.hang);
   const statuses = new Set(sent.map((s) => s.status));
-  expect([...statuses].sort()).toEqual([200, 429, 503]);
-  expect(sent.some((s) => s.body.decisions?.some((d) => d.error === "fail_open"))).toBe(true);
+  expect(statuses.has(200) && statuses.has(429)).toBe(true);
+  // And `on_error` was taken: a 503 (closed) or a fail-open. Either needs an error or a reset on a call with nothing
+  // known to refuse from; since a timeout is a busy object's (refused from what the isolate knows, never on_error),
+  // one of the two was missing in 3 of 7 runs on main (2026-12-04), so the run asks for one of them, not both.
+  const failOpen = sent.some((s) => s.body.decisions?.some((d) => d.error === "fail_open"));
+  expect(statuses.has(503) || failOpen).toBe(true);
 
   expectOutcomesFollowOnError(sent);
   for (const key of keys) {
