@@ -36,7 +36,7 @@ Turns an access log into a request trace v2 (docs/rules.md, "Request traces") th
 replay through the whole rule set. Streams: a day of logs in bounded memory. LOG "-" (or none) is standard input.
 The trace carries what the log has of the host, the client's country, ASN, data center and JA4, and of the headers,
 cookies and query parameters that the rules' keys name (--rules, default rules/ when it exists). Secrets are never
-written raw: the API key, every cookie and a header or query parameter named like a credential (token, session, key,
+written raw: the API key, the user, every cookie and a header or query parameter named like a credential (token, session, key,
 auth, ...) become sha256:<hex> of their value; a replay decides alike.
 Lines that cannot be read are counted and reported on standard error with their line numbers; they never stop the
 run. Lines written late by slow requests are put back in start order (within --reorder, default 60s).

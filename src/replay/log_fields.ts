@@ -3,9 +3,11 @@
  * headers, cookies and query parameters the rules key on), read by the log parsers of logs.ts through `LogFields`.
  * Only the columns asked for are read. Secret values never reach a trace raw: a cookie, and a header or query
  * parameter whose name says it holds a credential (`secretColumn`), is written as `sha256:<hex>` of each trimmed value,
- * so a replay still tells values apart exactly as the gateway would (a key only compares values).
+ * so a replay still tells values apart exactly as the gateway would (a key only compares values). The `user` column
+ * likewise (`hashedUser`).
  */
 import { createHash } from "node:crypto";
+import { identityKey } from "../request/identity.ts";
 import { cookieValues } from "../request/key.ts";
 import type { RequestLine, TraceColumns } from "./request_trace.ts";
 
@@ -38,6 +40,20 @@ export function secretColumn(column: string): boolean {
 export function hashedValue(value: string): string {
   return `sha256:${createHash("sha256").update(value).digest("hex")}`;
 }
+
+/**
+ * The trusted user header's value as a trace holds it: `sha256:<hex>` of the user id the gateway reads from it
+ * (trimmed and checked as src/request/identity.ts does), so equal users stay equal in a replay; `null` when the
+ * gateway reads none. A value already `sha256:<hex>` is kept.
+ */
+export function hashedUser(raw: string | null): string | null {
+  if (raw === null) return null;
+  if (HASHED.test(raw)) return raw;
+  const user = identityKey("user", raw, { userHeader: "", ipv6PrefixBits: 64 });
+  return user === null ? null : hashedValue(user);
+}
+
+const HASHED = /^sha256:[0-9a-f]{64}$/;
 
 /** Headers whose one value holds commas (as src/request/key.ts reads them): not split before hashing. */
 const WHOLE_HEADERS: ReadonlySet<string> = new Set(["user-agent", "date", "if-modified-since", "if-unmodified-since"]);

@@ -12,7 +12,7 @@
  *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`.
  */
 
-import { fillLogFields, missingColumns } from "./log_fields.ts";
+import { fillLogFields, hashedUser, missingColumns } from "./log_fields.ts";
 import { cloudflareFields, envoyColumns, envoyFields, nginxColumns, nginxFields } from "./log_fields_of.ts";
 import { parseTimeLocal } from "./log_lines.ts";
 import type { Outcome } from "./outcomes.ts";
@@ -158,7 +158,7 @@ function fill(
   slot.path = req.path.replace(/\s/g, "%20");
   slot.address = address;
   slot.key = key;
-  slot.user = user;
+  slot.user = hashedUser(user);
   slot.cost = null;
   slot.answered = null;
   slot.outcome = null;

@@ -187,6 +187,9 @@ export function parseRequestLineInto(
   if (key.startsWith("sha256:") && !HASHED_KEY.test(key)) {
     return `a hashed key must be sha256: and 64 lower-case hex digits, got ${JSON.stringify(clip(key))}`;
   }
+  if (user.startsWith("sha256:") && !HASHED_KEY.test(user)) {
+    return `a hashed user must be sha256: and 64 lower-case hex digits, got ${JSON.stringify(clip(user))}`;
+  }
   let parsedCost: number | null = null;
   if (cost !== "") {
     parsedCost = /^\d{1,15}$/.test(cost) ? Number(cost) : 0;

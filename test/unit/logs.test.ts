@@ -7,6 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { hashedValue } from "../../src/replay/log_fields.ts";
 import {
   cloudflareParser,
   edgeStartMs,
@@ -104,7 +105,7 @@ describe("NGINX access logs", () => {
     const line =
       '2001:db8::1 - - [01/Dec/2026:10:00:00 +0000] 1796119200.250 0.120 "GET /v1/tracking/1Z99 HTTP/1.1" 200 "sk_live_9" "u-17"';
     expect(parseAll(p, line)).toEqual([
-      req(1796119200130, "GET", "/v1/tracking/1Z99", "2001:db8::1", "sk_live_9", "u-17"),
+      req(1796119200130, "GET", "/v1/tracking/1Z99", "2001:db8::1", "sk_live_9", hashedValue("u-17")),
     ]);
   });
 
@@ -144,7 +145,7 @@ describe("NGINX access logs", () => {
           pick(paths),
           pick([...addresses, null]),
           pick(["sk_a", "sk_b9", null]),
-          pick(["u1", null]),
+          pick([hashedValue("u1"), null]),
         ),
       );
     }

@@ -187,3 +187,55 @@ describe("which columns are secrets", () => {
     expect(secretColumn(column)).toBe(secret);
   });
 });
+
+describe("the user column is hashed as the gateway reads the user", () => {
+  const USER_RULES = `- id: per-user
+  match: { identity: user }
+  algorithm: fixed_window
+  limit: 1
+  window: h
+`;
+
+  it.each([
+    [
+      "nginx",
+      ["--format", '$remote_addr $msec "$request" "$http_x_user_id"'],
+      (user: string, ms: number) => `192.0.2.10 1796119200.00${ms} "GET /v1/a HTTP/1.1" "${user}"`,
+    ],
+    [
+      "cloudflare",
+      [],
+      (user: string, ms: number) =>
+        JSON.stringify({
+          EdgeStartTimestamp: `2026-12-01T10:00:00.00${ms}Z`,
+          ClientIP: "192.0.2.10",
+          ClientRequestMethod: "GET",
+          ClientRequestURI: "/v1/a",
+          RequestHeaders: { "x-user-id": user },
+        }),
+    ],
+  ])(
+    "%s: sha256 of the user in the trace, and a replay still counts one user in one budget",
+    async (kind, extra, line) => {
+      const f = files([line("u-17", 0), line("u-17", 1), line("u-18", 2)].join("\n"), USER_RULES);
+      const r = await runCli(["trace", "from", kind, f.log, ...extra, "--rules", f.rules]);
+      expect(r.code).toBe(0);
+      const users = r.stdout
+        .split("\n")
+        .slice(2)
+        .filter((l) => l !== "")
+        .map((l) => l.split(",")[5]);
+      expect(users).toEqual([sha("u-17"), sha("u-17"), sha("u-18")]);
+      expect(r.stdout).not.toContain("u-17");
+      const trace = join(f.dir, "trace.csv");
+      writeFileSync(trace, r.stdout);
+      const sim = await runCli(["simulate", "--trace", trace, "--rules", f.rules]);
+      expect(sim.code).toBe(0);
+      const statuses = sim.stdout
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => (JSON.parse(l) as { status: number }).status);
+      expect(statuses).toEqual([200, 429, 200]);
+    },
+  );
+});
