@@ -12,54 +12,34 @@
  *    its duration. Sluice must answer every request as NGINX did. Exit status 0 when all agree.
  * Needs the `nginx` binary (Debian: apt-get install -y nginx).
  */
-import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { type ClientRequest, createServer, request, type ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import {
+  accessLogLines,
+  freePort,
+  LOOPBACK as HOST,
+  nginxOrHowToInstall,
+  nginxPreamble,
+  sluice,
+  startNginx,
+  stopNginx,
+} from "./nginx-run.ts";
 
-const HOST = "127.0.0.1";
 /** Each location and the zones it counts in: `a` 2 at once, `b` 1, `ab` both (NGINX and Sluice count it in each). */
 const LOCATIONS = ["/a/", "/b/", "/ab/"] as const;
 const EVENTS = Number(process.env.EVENTS ?? 120);
 /** How long an event may take to show its effect before the run fails (a hung NGINX, never a judged decision). */
 const EVENT_DEADLINE_MS = 15_000;
 
-function nginxBinary(): string | null {
-  for (const candidate of ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]) {
-    if (existsSync(candidate)) return candidate;
-  }
-  const found = spawnSync("sh", ["-c", "command -v nginx"], { encoding: "utf8" }).stdout.trim();
-  return found === "" ? null : found;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, HOST, resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
-
 function nginxConf(dir: string, port: number, originPort: number): string {
-  const user = process.getuid?.() === 0 ? "user root;\n" : "";
   const location = (path: string, limits: string) =>
     `    location ${path} { ${limits} proxy_pass http://${HOST}:${originPort}; proxy_buffering off; }`;
-  return `${user}daemon off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log;
-events { worker_connections 512; }
-http {
-  log_format timed '$remote_addr $msec $request_time $status "$request"';
-  access_log ${dir}/access.log timed;
+  return `${nginxPreamble(dir, '$remote_addr $msec $request_time $status "$request"')}
   keepalive_timeout 0;
-  client_body_temp_path ${dir}/tmp;
-  proxy_temp_path ${dir}/tmp;
-  fastcgi_temp_path ${dir}/tmp;
-  uwsgi_temp_path ${dir}/tmp;
-  scgi_temp_path ${dir}/tmp;
   limit_conn_zone $binary_remote_addr zone=ca:1m;
   limit_conn_zone $binary_remote_addr zone=cb:1m;
   server {
@@ -152,9 +132,9 @@ async function within<T>(what: string, p: Promise<T>): Promise<T> {
 }
 
 /** Resolves once NGINX's access log has a line for `path` (written as it frees the request, and its slots). */
-async function logged(log: string, path: string): Promise<void> {
+async function logged(dir: string, path: string): Promise<void> {
   const needle = ` "GET ${path} HTTP/`;
-  while (!(existsSync(log) && readFileSync(log, "utf8").includes(needle))) await sleep(2);
+  while (!accessLogLines(dir).some((l) => l.includes(needle))) await sleep(2);
 }
 
 interface Live {
@@ -164,7 +144,7 @@ interface Live {
 }
 
 // long: the schedule's one loop, each kind of event and the wait for its effect side by side
-async function runSchedule(port: number, origin: HeldOrigin, log: string, seed: number): Promise<Live[]> {
+async function runSchedule(port: number, origin: HeldOrigin, dir: string, seed: number): Promise<Live[]> {
   const next = random(seed);
   const inFlight: Open[] = [];
   const live: Live[] = [];
@@ -189,25 +169,17 @@ async function runSchedule(port: number, origin: HeldOrigin, log: string, seed: 
         o.req.destroy();
         counts.abort++;
       }
-      await within(`log ${o.path}`, logged(log, o.path));
+      await within(`log ${o.path}`, logged(dir, o.path));
     }
     await sleep(5);
   }
   for (const o of inFlight) {
     origin.finish(o.path);
     await within(`finish ${o.path}`, o.status);
-    await within(`log ${o.path}`, logged(log, o.path));
+    await within(`log ${o.path}`, logged(dir, o.path));
   }
   console.log(`${counts.open} requests opened, ${counts.finish} finished, ${counts.abort} abandoned by the client`);
   return live;
-}
-
-function sluice(args: string[]): string {
-  return execFileSync(process.execPath, ["bin/sluice.mjs", ...args], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-    maxBuffer: 1 << 26,
-  });
 }
 
 interface SluiceAnswer {
@@ -216,9 +188,9 @@ interface SluiceAnswer {
 }
 
 /** Every request's three answers side by side: NGINX live, NGINX's log, Sluice's replay of the log. */
-function judge(live: readonly Live[], log: string, replayed: readonly SluiceAnswer[]): number {
+function judge(live: readonly Live[], log: readonly string[], replayed: readonly SluiceAnswer[]): number {
   const logged = new Map<string, number>();
-  for (const line of log.split("\n")) {
+  for (const line of log) {
     const m = /^\S+ \S+ \S+ (\d{3}) "GET (\S+) HTTP/.exec(line);
     if (m !== null) logged.set(m[2]!, Number(m[1]));
   }
@@ -243,13 +215,8 @@ function judge(live: readonly Live[], log: string, replayed: readonly SluiceAnsw
 
 // long: the steps of the run, top to bottom, each printing what it found
 async function main(): Promise<number> {
-  const binary = nginxBinary();
-  if (binary === null) {
-    process.stderr.write(
-      "test:nginx: nginx not found. Install it and rerun:\n  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y nginx\n",
-    );
-    return 1;
-  }
+  const binary = nginxOrHowToInstall();
+  if (binary === null) return 1;
   const seed = Number(process.env.SEED ?? Date.now() % 1_000_000);
   console.log(`limit_conn differential, SEED=${seed} (rerun with it to repeat the schedule)`);
   const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-conn-"));
@@ -262,25 +229,17 @@ async function main(): Promise<number> {
     writeFileSync(conf, nginxConf(dir, port, await origin.listen()));
     const rules = join(dir, "rules.yaml");
     sluice(["import", "nginx", conf, "--out", rules]);
-    nginx = spawn(binary, ["-p", dir, "-c", conf, "-e", join(dir, "error.log")], { stdio: "ignore" });
-    for (let i = 0; ; i++) {
-      const up = await open(port, "/up").status;
-      if (up === 204) break;
-      if (i > 200 || nginx.exitCode !== null) throw new Error("nginx did not start listening");
-      await sleep(25);
-    }
-    const log = join(dir, "access.log");
-    const live = await runSchedule(port, origin, log, seed);
-    nginx.kill("SIGQUIT");
-    await new Promise((r) => nginx!.once("exit", r));
+    nginx = await startNginx(binary, dir, conf, port, { path: "/up", status: 204 });
+    const live = await runSchedule(port, origin, dir, seed);
+    await stopNginx(nginx);
     nginx = null;
     const trace = join(dir, "trace.csv");
-    writeFileSync(trace, sluice(["trace", "from", "nginx", log, "--conf", conf]));
+    writeFileSync(trace, sluice(["trace", "from", "nginx", join(dir, "access.log"), "--conf", conf]).stdout);
     const replayed = sluice(["simulate", "--rules", rules, "--trace", trace])
-      .trim()
+      .stdout.trim()
       .split("\n")
       .map((l) => JSON.parse(l) as SluiceAnswer);
-    return judge(live, readFileSync(log, "utf8"), replayed);
+    return judge(live, accessLogLines(dir), replayed);
   } finally {
     if (nginx !== null) nginx.kill("SIGKILL");
     await origin.close();

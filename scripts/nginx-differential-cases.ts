@@ -7,6 +7,7 @@
  * and `$server_name`. Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
+import { nginxPreamble } from "./nginx-run.ts";
 
 export const CLIENT = "127.0.0.1";
 export const SERVER_NAME = "sluice-differential";
@@ -180,21 +181,8 @@ function locationsOf(c: Case): string[] {
 }
 
 export function nginxConf(dir: string, port: number): string {
-  const user = process.getuid?.() === 0 ? "user root;\n" : "";
   const zones = ZONES.map((z) => `  limit_req_zone ${z.key} zone=${z.name}:1m rate=${z.amount}r/${z.unit};`);
-  return `${user}daemon off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log;
-events { worker_connections 512; }
-http {
-  log_format timed '$remote_addr $msec $request_time $status $limit_req_status "$request" "$http_x_tenant"';
-  access_log ${dir}/access.log timed;
-  client_body_temp_path ${dir}/tmp;
-  proxy_temp_path ${dir}/tmp;
-  fastcgi_temp_path ${dir}/tmp;
-  uwsgi_temp_path ${dir}/tmp;
-  scgi_temp_path ${dir}/tmp;
+  return `${nginxPreamble(dir, '$remote_addr $msec $request_time $status $limit_req_status "$request" "$http_x_tenant"')}
   default_type text/plain;
 ${zones.join("\n")}
   server {

@@ -17,14 +17,14 @@
  *    `DELAY_EARLY_MS` before Sluice's delay ends and no more than `DELAY_LATE_MS` after (its timers fire late under load).
  * Needs the `nginx` binary (Debian: apt-get install -y nginx). Exit status 0 when everything agrees.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NginxZone, nginxRequest } from "../src/migrate/nginx_rate.ts";
 import { CASES, type Case, CLIENT, modelLimits, modelZones, nginxConf } from "./nginx-differential-cases.ts";
+import { accessLogLines, freePort, nginxOrHowToInstall, sluice, startNginx, stopNginx } from "./nginx-run.ts";
 
 /** NGINX holds a request for its computed delay on a timer, which fires late on a loaded machine, never early. */
 const DELAY_EARLY_MS = 25;
@@ -36,31 +36,6 @@ const DELAY_LATE_MS = 500;
  */
 const MARGIN_MS = 2;
 const SLEW_MARGIN = 0.005;
-
-function nginxBinary(): string | null {
-  for (const candidate of ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]) {
-    if (existsSync(candidate)) return candidate;
-  }
-  const found = spawnSync("sh", ["-c", "command -v nginx"], { encoding: "utf8" }).stdout.trim();
-  return found === "" ? null : found;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, CLIENT, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function sluice(args: string[]): { stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, ["bin/sluice.mjs", ...args], { encoding: "utf8", maxBuffer: 1 << 26 });
-  if (r.status !== 0) throw new Error(`sluice ${args.join(" ")} exited ${r.status}:\n${r.stderr}`);
-  return { stdout: r.stdout, stderr: r.stderr };
-}
 
 function get(port: number, path: string, tenant?: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -118,19 +93,6 @@ async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<
   return n;
 }
 
-async function waitForPort(port: number, nginx: ChildProcess): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    if (nginx.exitCode !== null) throw new Error(`nginx exited (${nginx.exitCode})`);
-    try {
-      await get(port, "/ready");
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error("nginx did not start listening");
-}
-
 /** One access log line: when the request started (ms, as `trace from` reads it), what NGINX answered. */
 interface Logged {
   readonly r: number;
@@ -141,9 +103,9 @@ interface Logged {
   readonly delayMs: number;
 }
 
-function readLog(log: string): Logged[] {
+function readLog(lines: readonly string[]): Logged[] {
   const out: Logged[] = [];
-  for (const line of log.split("\n")) {
+  for (const line of lines) {
     const m = /^\S+ (\d+)\.(\d{3}) (\d+)\.(\d{3}) (\d+) (\S+) "GET ([^?\s]+)\?r=(\d+) HTTP\/[\d.]+" "([^"]*)"$/.exec(
       line,
     );
@@ -369,13 +331,8 @@ function judge(rows: readonly Row[], sluiceOf: ReadonlyMap<Row, SluiceAnswer>, m
 
 // long: the steps of the run, top to bottom, each printing what it found
 async function main(): Promise<number> {
-  const binary = nginxBinary();
-  if (binary === null) {
-    process.stderr.write(
-      "test:nginx: nginx not found. Install it and rerun:\n  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y nginx\n  macOS (Homebrew): brew install nginx\n",
-    );
-    return 1;
-  }
+  const binary = nginxOrHowToInstall();
+  if (binary === null) return 1;
   const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-"));
   mkdirSync(join(dir, "www"));
   mkdirSync(join(dir, "tmp"));
@@ -390,15 +347,13 @@ async function main(): Promise<number> {
     const listed = imported.stderr.split("\n").filter((l) => !/: note: /.test(l));
     console.log(`the import's report, its notes left out:\n${listed.join("\n").replaceAll(`${dir}/`, "")}`);
     console.log(spawnSync(binary, ["-v"], { encoding: "utf8" }).stderr.trim());
-    nginx = spawn(binary, ["-p", dir, "-c", conf, "-e", join(dir, "error.log")], { stdio: "ignore" });
-    await waitForPort(port, nginx);
+    nginx = await startNginx(binary, dir, conf, port, { path: "/ready", status: 200 });
     const sentAt = new Map<number, number>();
     const sent = await sendSchedule(port, sentAt);
-    nginx.kill("SIGQUIT");
-    await new Promise((r) => nginx!.once("exit", r));
+    await stopNginx(nginx);
     nginx = null;
     const log = join(dir, "access.log");
-    const logged = readLog(readFileSync(log, "utf8"));
+    const logged = readLog(accessLogLines(dir));
     if (logged.length !== sent) throw new Error(`${sent} requests sent, ${logged.length} in NGINX's access log`);
     const trace = sluice(["trace", "from", "nginx", log, "--conf", conf, "--rules", rules]).stdout;
     const clock = nginxClock(logged, sentAt);
