@@ -28,7 +28,7 @@ const rows = [];
 for (const run of ROWS) {
   const out = await runSlots(run);
   log(
-    `slots: ${run.loadPerS}/s on_error ${run.onError}: ${out.requests} requests, ${out.admitted} admitted, ${out.failed} take calls failed; at most ${out.maxInFlight} in flight (${out.maxInFlightWithSlot} with a slot), ${out.overLimit} over ${run.limit}; object held at most ${out.maxHeldAtObject}`,
+    `slots: ${run.loadPerS}/s on_error ${run.onError}: ${out.requests} requests, ${out.admitted} admitted, ${out.failed} take calls failed; at most ${out.maxInFlight} in flight (${out.maxInFlightWithSlot} with a slot), ${out.overLimit} over ${run.limit}; object held at most ${out.maxHeldAtObject}; ${out.lateReleases} late slots released, ${out.releasesLost} releases lost`,
   );
   rows.push({ ...run, ...out });
 }

@@ -2,12 +2,13 @@
  * Concurrency (NGINX's `limit_conn`): at most `limit` cost of a key in flight at once.
  *
  * Promise: an admitted request holds a slot of its cost until it is given back (`slots.release`: the response was read
- * to the end, the client went away, the request failed) or its lease of `slot_ttl` ends, so the slots held never add
- * up to more than `limit`, and a dead isolate's slots come back within `slot_ttl`. State: each slot's id, taking time
+ * to the end, the client went away, the request failed) or its lease of `slot_ttl` ends (renewed by `slots.renew`
+ * while the request runs), so the slots held never add up to more than `limit`, and a dead isolate's slots come back
+ * within `slot_ttl` of their last renewal. State: each slot's id, taking (or renewal) time
  * and cost, and the next id. Ids grow with the clock (`now × 1000` at least), so a release is idempotent and a late one
  * frees nobody else's slot, even after the record was dropped and made again.
  * Pros: caps work in progress (exports, uploads), whatever their rate. Cons: only as exact as its releases; one object
- * call more per request; a request running past `slot_ttl` loses its slot. Pick it for slow, expensive requests.
+ * call more per request, and a renewal per half `slot_ttl` of a long one. Pick it for slow, expensive requests.
  *
  * With no release in between, the decisions are a sliding log's whose entries live `slot_ttl`: `remaining` is `limit`
  * less the cost held, `reset_after_ms` the time until the newest lease ends, `retry_after_ms` until enough leases end.
@@ -26,7 +27,7 @@ export interface ConcurrencyParams {
 export interface Slot {
   /** Unique per key, increasing: what a release names. */
   readonly id: number;
-  /** When it was taken, ms (the key's clock). */
+  /** When it was taken or last renewed, ms (the key's clock): its lease ends `slotTtlMs` later. */
   readonly atMs: number;
   readonly cost: number;
 }
@@ -34,7 +35,7 @@ export interface Slot {
 export interface ConcurrencyState {
   /** The id the next slot gets at least. */
   readonly next: number;
-  /** The slots held, oldest first (taken times non-decreasing, ids increasing). */
+  /** The slots held, oldest lease first (taken or last renewed; times non-decreasing). */
   readonly slots: readonly Slot[];
 }
 
@@ -165,6 +166,16 @@ export const concurrency: Algorithm<ConcurrencyParams, ConcurrencyState> = {
       const slots = liveAt(params, [...state.slots.slice(0, i), ...state.slots.slice(i + 1)], clockOf(state, nowMs));
       return { next: state.next, slots };
     },
+    // The renewed slot moves to the end: the list stays in taking (now: renewal) order, which `liveAt` relies on.
+    renew(params, state, slotId, nowMs) {
+      const now = clockOf(state, nowMs);
+      const slots = liveAt(params, state.slots, now);
+      const i = slots.findIndex((s) => s.id === slotId);
+      if (i < 0) return state;
+      const renewed = { ...slots[i]!, atMs: now };
+      return { next: state.next, slots: [...slots.slice(0, i), ...slots.slice(i + 1), renewed] };
+    },
+    leaseMs: (params) => params.slotTtlMs,
     heldAt: (params, state, nowMs) => (state === null ? 0 : heldOf(liveAt(params, state.slots, nowMs))),
   },
 

@@ -163,6 +163,13 @@ export interface SlotPolicy<P, S> {
   taken(state: S): number;
   /** `state` with the slot `slotId` given back; the very same object when no such slot is held (idempotent). */
   release(params: P, state: S, slotId: number, nowMs: number): S;
+  /**
+   * `state` with the slot `slotId`'s lease started again at `nowMs` (its request still runs); the very same object
+   * when no such slot is held: a lease that ended is never revived (its capacity may be another request's by now).
+   */
+  renew(params: P, state: S, slotId: number, nowMs: number): S;
+  /** How long a slot is held without a release or a renewal, ms (`slot_ttl`). */
+  leaseMs(params: P): number;
   /** The cost held in slots at `nowMs` (`null`: a fresh key). */
   heldAt(params: P, state: S | null, nowMs: number): number;
 }

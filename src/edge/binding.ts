@@ -240,7 +240,7 @@ function readLimitCallOnce(input: unknown, props: unknown, bx: BindingContext): 
 /** `release`: give back slots `limit` or `check` handed out (slot_tokens.ts reads them strictly). */
 export async function releaseSlotsCall(input: unknown, bx: BindingContext): Promise<ReleaseResult> {
   const held = readSlotTokens(input, bx.rules);
-  const results = await releaseSlots(bx.env, held);
+  const results = await releaseSlots(bx.env, held, bx.isolate.sleep);
   return { released: results.reduce((n, r) => n + (r?.released ?? 0), 0) };
 }
 

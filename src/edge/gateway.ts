@@ -37,7 +37,7 @@ export async function gateway(
   }
   const outgoing = outgoingRequest(request, base.settings.adminToken);
   // Concurrency rules' slots are held until the response's body ends (slot_release.ts).
-  const slots = holdSlots(base.env, base.ctx, slotsOf(judged.judgement.outcomes));
+  const slots = holdSlots(base.env, base.ctx, slotsOf(judged.judgement.outcomes), base.isolate.sleep);
   const response = await slots.during(
     originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement),
   );

@@ -7,10 +7,12 @@
  * gateway's after-response seam: a response whose body runs a callback once, in the request's `waitUntil`, however
  * the body ends. A release that fails is logged; the slot then comes back when its lease (`slot_ttl`) ends.
  */
+import { slotPolicy } from "../algorithms/index.ts";
+import type { Sleep } from "../isolate/isolate.ts";
 import { logEvent } from "../isolate/metrics.ts";
 import { limiterStub } from "../object/names.ts";
-import { messageOf } from "../protocol/object_call.ts";
-import type { ReleaseResult } from "../protocol/slots.ts";
+import { classify, messageOf } from "../protocol/object_call.ts";
+import { RELEASE_RETRY_MS, type ReleaseResult } from "../protocol/slots.ts";
 import type { LimiterRule } from "../protocol/store.ts";
 import type { AskResult } from "./ask.ts";
 import type { Env } from "./settings.ts";
@@ -37,17 +39,31 @@ export function slotsOf(outcomes: readonly AskResult[]): HeldSlot[] {
   return held;
 }
 
-/** Give the slots back, one call per key's object; never throws (a failure is logged, and the lease frees the slot). */
-export function releaseSlots(env: Pick<Env, "LIMITER">, held: readonly HeldSlot[]): Promise<(ReleaseResult | null)[]> {
-  return Promise.all(held.map((h) => releaseOne(env, h)));
+/**
+ * Give the slots back, one call per key's object; never throws. A release the object refused as busy (or a retryable
+ * error) is retried after `RELEASE_RETRY_MS` (on `sleep`); one that still fails is logged, and the lease frees it.
+ */
+export function releaseSlots(
+  env: Pick<Env, "LIMITER">,
+  held: readonly HeldSlot[],
+  sleep: Sleep,
+): Promise<(ReleaseResult | null)[]> {
+  return Promise.all(held.map((h) => releaseOne(env, h, sleep)));
 }
 
-async function releaseOne(env: Pick<Env, "LIMITER">, h: HeldSlot): Promise<ReleaseResult | null> {
-  try {
-    return await limiterStub(env.LIMITER, h.rule.id, h.keyHash).release({ rule: h.rule, slots: [h.slot] });
-  } catch (error) {
-    logEvent("error", { event: "release_failed", rule: h.rule.id, key: h.keyHash, error: messageOf(error) });
-    return null;
+async function releaseOne(env: Pick<Env, "LIMITER">, h: HeldSlot, sleep: Sleep): Promise<ReleaseResult | null> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await limiterStub(env.LIMITER, h.rule.id, h.keyHash).release({ rule: h.rule, slots: [h.slot] });
+    } catch (error) {
+      const { failure, retry } = classify(error);
+      const waitMs = RELEASE_RETRY_MS[attempt];
+      if (waitMs === undefined || !(retry || failure === "overloaded")) {
+        logEvent("error", { event: "release_failed", rule: h.rule.id, key: h.keyHash, error: messageOf(error) });
+        return null;
+      }
+      await sleep(waitMs / 2 + Math.floor((Math.random() * waitMs) / 2));
+    }
   }
 }
 
@@ -88,8 +104,17 @@ export interface SlotHold {
   after(response: Response): Response;
 }
 
-/** The hold for `held` (nothing to do when it is empty). */
-export function holdSlots(env: Pick<Env, "LIMITER">, ctx: ExecutionContext, held: readonly HeldSlot[]): SlotHold {
+/**
+ * The hold for `held` (nothing to do when it is empty). While it lasts, the slots' leases are renewed every half of
+ * the shortest `slot_ttl` among them (`renewWhile`), so a request that runs longer than its lease keeps its slot;
+ * `sleep` is the isolate's (tests drive it).
+ */
+export function holdSlots(
+  env: Pick<Env, "LIMITER">,
+  ctx: ExecutionContext,
+  held: readonly HeldSlot[],
+  sleep: Sleep,
+): SlotHold {
   if (held.length === 0) return { during: (r) => Promise.resolve(r), after: (r) => r };
   let ended: (() => void) | undefined;
   ctx.waitUntil(
@@ -97,14 +122,20 @@ export function holdSlots(env: Pick<Env, "LIMITER">, ctx: ExecutionContext, held
       ended = resolve;
     }),
   );
+  let stop: (() => void) | undefined;
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
   let released = false;
   const release = async () => {
     if (released) return;
     released = true;
-    await releaseSlots(env, held);
+    stop?.();
+    await releaseSlots(env, held, sleep);
     ended?.();
   };
   const keepAlive = (work: Promise<unknown>) => ctx.waitUntil(work);
+  void renewWhile(env, held, sleep, stopped);
   return {
     async during(response) {
       try {
@@ -116,4 +147,38 @@ export function holdSlots(env: Pick<Env, "LIMITER">, ctx: ExecutionContext, held
     },
     after: (response) => whenBodyEnds(response, keepAlive, release),
   };
+}
+
+/** How often a hold renews its slots' leases: every half of the shortest `slot_ttl` among them, ms. */
+export function renewEveryMs(held: readonly HeldSlot[]): number {
+  let ttlMs = Number.POSITIVE_INFINITY;
+  for (const h of held) ttlMs = Math.min(ttlMs, slotPolicy(h.rule.params)?.leaseMs(h.rule.params) ?? ttlMs);
+  return ttlMs / 2;
+}
+
+/**
+ * Renew the slots' leases every `renewEveryMs` until `stopped` (the request's release). Not itself in `waitUntil`:
+ * the hold keeps the request alive until its release, and a renewal left waiting then must not. A renewal that fails
+ * is logged; the next one tries again, and an isolate that died renews nothing, so its slots come back with the lease.
+ */
+async function renewWhile(
+  env: Pick<Env, "LIMITER">,
+  held: readonly HeldSlot[],
+  sleep: Sleep,
+  stopped: Promise<void>,
+): Promise<void> {
+  const everyMs = renewEveryMs(held);
+  for (;;) {
+    const stop = await Promise.race([sleep(everyMs).then(() => false), stopped.then(() => true)]);
+    if (stop) return;
+    await Promise.all(held.map((h) => renewOne(env, h)));
+  }
+}
+
+async function renewOne(env: Pick<Env, "LIMITER">, h: HeldSlot): Promise<void> {
+  try {
+    await limiterStub(env.LIMITER, h.rule.id, h.keyHash).renew({ rule: h.rule, slots: [h.slot] });
+  } catch (error) {
+    logEvent("error", { event: "renew_failed", rule: h.rule.id, key: h.keyHash, error: messageOf(error) });
+  }
 }

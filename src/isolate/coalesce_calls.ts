@@ -24,6 +24,7 @@ import {
 import { callTarget } from "./delegate_call.ts";
 import { delegateFor, lateResult, leaseAsk, newKeyState, noteHot, seenOver, unsee } from "./key_state.ts";
 import { heldAnswer, isHot, type KeyCtx, lastKnown, scarceAnswer } from "./last_known.ts";
+import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
 
@@ -194,7 +195,9 @@ export function answered(
       batchSize: batch.length,
       attempts,
       refund: () =>
-        r.ok && r.decision.allowed ? refundObject(c, st, w.cost, r.atMs, w.keepAlive) : Promise.resolve(null),
+        r.ok && r.decision.allowed
+          ? (giveSlotBack(st, r.slot, w.keepAlive) ?? refundObject(c, st, w.cost, r.atMs, w.keepAlive))
+          : Promise.resolve(null),
     };
   });
 }
@@ -231,7 +234,9 @@ export function lateRefunds(
 ): void {
   for (const [i, w] of batch.entries()) {
     const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? results[i] : undefined;
-    if (x?.ok && x.decision.allowed) void refundObject(c, st, w.cost, x.atMs, w.keepAlive);
+    // A slot goes back by its id, at once (slot_return.ts); any other admission with the key's next call.
+    if (x?.ok && x.decision.allowed)
+      void (giveSlotBack(st, x.slot, w.keepAlive) ?? refundObject(c, st, w.cost, x.atMs, w.keepAlive));
   }
 }
 

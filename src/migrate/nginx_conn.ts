@@ -41,7 +41,7 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
     report.push({
       where: where(d),
       kind: "note",
-      message: `${text(d)}: a slot also comes back after slot_ttl (60s unless set), so a crashed isolate never holds one for long; set slot_ttl above your slowest request`,
+      message: `${text(d)}: a slot is a lease of slot_ttl (60s unless set), renewed while its request runs, so a crashed isolate never holds one for long`,
     });
   }
   return zones;

@@ -18,7 +18,7 @@ import { type Clock, systemClock } from "../isolate/time.ts";
 import { CALL_KEY_PREFIX, CallSlots, callKey, RECORD_KEY, writesOf } from "../protocol/call_slots.ts";
 import { keyCall, keyFreshAtMs, keyPeek, type ShareAsk, type ShareGrant } from "../protocol/share.ts";
 import { shareRecord } from "../protocol/share_grant.ts";
-import { type ReleaseInput, type ReleaseResult, releaseRecord } from "../protocol/slots.ts";
+import { type ReleaseInput, type ReleaseResult, releaseRecord, renewRecord } from "../protocol/slots.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -103,6 +103,14 @@ export class SluiceLimiter extends DurableObject {
   async release(input: ReleaseInput): Promise<ReleaseResult> {
     const before = this.load();
     const { result, record } = releaseRecord(before, input, this.clock());
+    if (record !== before) await this.save(record);
+    return result;
+  }
+
+  /** Renew slots' leases (concurrency, slots.ts): their requests still run. A slot whose lease ended stays ended. */
+  async renew(input: ReleaseInput): Promise<ReleaseResult> {
+    const before = this.load();
+    const { result, record } = renewRecord(before, input, this.clock());
     if (record !== before) await this.save(record);
     return result;
   }

@@ -1,5 +1,6 @@
 /** How the Worker reaches a key's Durable Object (the transport of ../protocol/object_call.ts). */
 import type { ObjectTransport } from "../protocol/object_call.ts";
+import type { ReleaseResult } from "../protocol/slots.ts";
 import type { CallResult, RefundResult } from "../protocol/store.ts";
 import type { SluiceDelegate } from "./delegate.ts";
 import type { SluiceLimiter } from "./limiter.ts";
@@ -11,6 +12,7 @@ export function durableObjectTransport(namespace: DurableObjectNamespace<SluiceL
   return {
     call: async (name, input) => (await stub(name).check(input)) as CallResult,
     refund: async (name, input) => (await stub(name).refund(input)) as RefundResult,
+    release: async (name, input) => (await stub(name).release(input)) as ReleaseResult,
   };
 }
 

@@ -9,6 +9,7 @@
  *   can refund admissions nobody used.
  * The transport (a stub per attempt in the Worker, a simulated network in the simulator) and the sleeper are passed in.
  */
+import type { ReleaseInput, ReleaseResult } from "./slots.ts";
 import type { CallInput, CallResult, RefundInput, RefundResult } from "./store.ts";
 
 export type FailureKind = "overloaded" | "retryable" | "reset" | "error" | "timeout" | "invalid";
@@ -29,6 +30,8 @@ export type CallAnswer =
 export interface ObjectTransport {
   call(name: string, input: CallInput): Promise<CallResult>;
   refund(name: string, input: RefundInput): Promise<RefundResult>;
+  /** Give slots back by id (slots.ts); absent where no slot-holding rule is called (the simulated tiers). */
+  release?(name: string, input: ReleaseInput): Promise<ReleaseResult>;
 }
 
 /** Counters a call updates (the isolate's `/_sluice/stats`). */

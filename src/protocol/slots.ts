@@ -10,6 +10,13 @@
 import { type AlgorithmParams, type AlgorithmState, slotPolicy } from "../algorithms/index.ts";
 import type { LimiterRecord, LimiterRule } from "./record.ts";
 
+/**
+ * The waits before each retry of a release the key's object refused as overloaded (or with a retryable error, or a
+ * reset), ms: each jittered to between half and all of it. A release frees capacity, so it is retried, unlike a
+ * take; one never given back is held until its lease (`slot_ttl`) ends.
+ */
+export const RELEASE_RETRY_MS: readonly number[] = [250, 1_000, 4_000];
+
 export interface ReleaseInput {
   /** The rule the slots were taken under (for its id in messages; the record's own parameters decide). */
   readonly rule: LimiterRule;
@@ -18,7 +25,7 @@ export interface ReleaseInput {
 }
 
 export interface ReleaseResult {
-  /** How many of the slots named were held and are now given back. */
+  /** How many of the slots named were held and are now given back (or renewed). */
   readonly released: number;
   /** The cost still held in slots after the release. */
   readonly held: number;
@@ -32,13 +39,29 @@ export function releaseRecord(
   input: ReleaseInput,
   nowMs: number,
 ): { readonly result: ReleaseResult; readonly record: LimiterRecord | null } {
+  return slotChange(record, input, nowMs, "release");
+}
+
+/**
+ * Start the leases of the slots named again at `nowMs` (their requests still run: the gateway renews every half
+ * `slot_ttl` while a response streams); `released` counts the slots renewed. A slot whose lease ended is not revived.
+ */
+export function renewRecord(
+  record: LimiterRecord | null,
+  input: ReleaseInput,
+  nowMs: number,
+): { readonly result: ReleaseResult; readonly record: LimiterRecord | null } {
+  return slotChange(record, input, nowMs, "renew");
+}
+
+function slotChange(record: LimiterRecord | null, input: ReleaseInput, nowMs: number, change: "release" | "renew") {
   const policy = record === null ? undefined : slotPolicy(record.params);
   if (record === null || policy === undefined) return { result: { released: 0, held: 0, atMs: nowMs }, record };
   let state: AlgorithmState = record.state;
   let released = 0;
   for (const id of input.slots) {
     if (!Number.isSafeInteger(id)) continue;
-    const next = policy.release(record.params, state, id, nowMs);
+    const next = policy[change](record.params, state, id, nowMs);
     if (next !== state) released++;
     state = next;
   }

@@ -240,9 +240,10 @@ export class Replayer {
     answer.slot = this.holdsSlots[answer.rule] && answer.decision?.allowed === true ? states.lastSlot(key) : null;
   }
 
-  /** Give back a slot when its request's response ended (the replay's release; outcomes.ts queues them). */
-  private readonly releaseSlot = (rule: number, key: number, slot: number, atMs: number): void => {
-    this.states[rule]!.release(key, slot, atMs);
+  /** Give back a slot when its request's response ended, or renew it meanwhile (outcomes.ts queues both). */
+  private readonly releaseSlot = (rule: number, key: number, slot: number, atMs: number, renew: boolean): void => {
+    if (renew) this.states[rule]!.renew(key, slot, atMs);
+    else this.states[rule]!.release(key, slot, atMs);
   };
 
   private giveBack(answer: RuleAnswer, tMs: number): void {

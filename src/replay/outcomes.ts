@@ -4,12 +4,13 @@
  * (src/protocol/outcome.ts: a probe before forwarding, a check for a ban rule, a charge after the response), and the
  * charges wait until their response's time: a request at `t_ms` with a duration `d` is charged at `t_ms + d`, before
  * any request later than that (a request at the same millisecond comes first). A concurrency slot is held over
- * `[t_ms, t_ms + d)`: given back before any request at `t_ms + d` or later. A request without a status charges nothing;
+ * `[t_ms, t_ms + d)`: given back before any request at `t_ms + d` or later, and its lease renewed every half `slot_ttl`
+ * meanwhile, as the gateway renews it while the response streams. A request without a status charges nothing;
  * without a duration, its charge is due at once and its slot is held until its lease (`slot_ttl`) ends.
  */
-import type { Decision } from "../algorithms/index.ts";
+import { type Decision, slotPolicy } from "../algorithms/index.ts";
 import { type CallKind, stepRecord } from "../protocol/outcome.ts";
-import { releaseRecord } from "../protocol/slots.ts";
+import { releaseRecord, renewRecord } from "../protocol/slots.ts";
 import { type LimiterRecord, type LimiterRule, refundRecord } from "../protocol/store.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { chargeOf, isDeferred, needsObject } from "../rules/outcome.ts";
@@ -28,12 +29,14 @@ interface Pending {
   readonly seq: number;
   readonly rule: number;
   readonly key: number;
-  /** A charge's units, or a release's slot id. */
+  /** A charge's units, or a release's (or renewal's) slot id. */
   readonly cost: number;
+  /** A renewal of the slot's lease (the gateway's, every half `slot_ttl` while the response streams) until then. */
+  readonly renewUntilMs?: number;
 }
 
-/** Gives back a slot of a rule decided on states (not records): (rule, key, slot id, time). */
-export type ReleaseSlot = (rule: number, key: number, slot: number, atMs: number) => void;
+/** Gives back (or renews) a slot of a rule decided on states (not records): (rule, key, slot id, time, renew). */
+export type ReleaseSlot = (rule: number, key: number, slot: number, atMs: number, renew: boolean) => void;
 
 /** `p` into `queue`, kept in (due, arrival) order. */
 function enqueue(queue: Pending[], p: Pending): void {
@@ -71,16 +74,18 @@ export class OutcomeBook {
    * the same millisecond goes first). `release` gives back a slot of a rule this book does not decide.
    */
   settle(tMs: number, release: ReleaseSlot): void {
-    let r = 0;
-    while (r < this.releases.length && this.releases[r]!.dueMs <= tMs) r++;
-    for (const p of r === 0 ? [] : this.releases.splice(0, r)) {
+    while (this.releases.length > 0 && this.releases[0]!.dueMs <= tMs) {
+      const p = this.releases.shift()!;
+      const renew = p.renewUntilMs !== undefined;
       const records = this.records[p.rule];
-      if (records === null || records === undefined) {
-        release(p.rule, p.key, p.cost, p.dueMs);
-        continue;
+      if (records === null || records === undefined) release(p.rule, p.key, p.cost, p.dueMs, renew);
+      else {
+        const input = { rule: this.limiterRules[p.rule]!, slots: [p.cost] };
+        const change = renew ? renewRecord : releaseRecord;
+        records.set(p.key, change(records.get(p.key) ?? null, input, p.dueMs).record);
       }
-      const input = { rule: this.limiterRules[p.rule]!, slots: [p.cost] };
-      records.set(p.key, releaseRecord(records.get(p.key) ?? null, input, p.dueMs).record);
+      const nextMs = p.dueMs + this.renewEveryMs(p.rule);
+      if (renew && nextMs < p.renewUntilMs!) enqueue(this.releases, { ...p, dueMs: nextMs, seq: this.seq++ });
     }
     let n = 0;
     while (n < this.pending.length && this.pending[n]!.dueMs < tMs) n++;
@@ -108,6 +113,12 @@ export class OutcomeBook {
     return { decision: r.ok ? r.decision : null, before, after: out.record, slot: (r.ok ? r.slot : null) ?? null };
   }
 
+  /** How often the gateway renews a slot of the rule at `place` while its response streams: half its lease, ms. */
+  private renewEveryMs(place: number): number {
+    const params = this.compiled[place]!.params;
+    return (slotPolicy(params)?.leaseMs(params) ?? Number.POSITIVE_INFINITY) / 2;
+  }
+
   /** Give back an admission of a ban rule (a probe charged nothing). */
   giveBack(place: number, key: number, cost: number, admittedAtMs: number, tMs: number): LimiterRecord | null {
     const records = this.records[place]!;
@@ -124,7 +135,19 @@ export class OutcomeBook {
   answered(place: number, key: number, cost: number, tMs: number, outcome: Outcome | null, slot?: number): void {
     if (outcome === null) return;
     if (slot !== undefined && outcome.durationMs !== null) {
-      enqueue(this.releases, { dueMs: tMs + outcome.durationMs, seq: this.seq++, rule: place, key, cost: slot });
+      const untilMs = tMs + outcome.durationMs;
+      enqueue(this.releases, { dueMs: untilMs, seq: this.seq++, rule: place, key, cost: slot });
+      const renewAtMs = tMs + this.renewEveryMs(place);
+      if (renewAtMs < untilMs) {
+        enqueue(this.releases, {
+          dueMs: renewAtMs,
+          seq: this.seq++,
+          rule: place,
+          key,
+          cost: slot,
+          renewUntilMs: untilMs,
+        });
+      }
     }
     const compiled = this.compiled[place]!;
     if (!isDeferred(compiled.rule)) return;

@@ -99,6 +99,14 @@ export class RuleStates {
     if (state !== undefined && policy !== undefined) this.objects.set(key, policy.release(params, state, slot, atMs));
   }
 
+  /** Renew `slot` of `key`'s lease at `atMs` (its request still runs); a slot no longer held changes nothing. */
+  renew(key: number, slot: number, atMs: number): void {
+    const state = this.objects.get(key);
+    const params = this.paramsOf(key);
+    const policy = slotPolicy(params);
+    if (state !== undefined && policy !== undefined) this.objects.set(key, policy.renew(params, state, slot, atMs));
+  }
+
   /** The key's state now (a new object for a row; for charts and tests, not per decision). */
   get(key: number): AlgorithmState | null {
     const object = this.objects.get(key);

@@ -3,10 +3,20 @@
  * response's body has been read to the end or cancelled, survives an object restart (`abortAllDurableObjects`), and
  * comes back after its lease. The echo origin answers; a body not yet read is a request still in flight.
  */
-import { abortAllDurableObjects, createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import {
+  abortAllDurableObjects,
+  createExecutionContext,
+  env,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Slot } from "../../src/algorithms/concurrency.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
-import { bearer, freshIp, isolate, knownKey, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { createIsolate } from "../../src/isolate/isolate.ts";
+import type { SluiceLimiter } from "../../src/object/limiter.ts";
+import type { LimiterRecord } from "../../src/protocol/store.ts";
+import { bearer, freshIp, isolate, knownKey, limiterFor, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => vi.useRealTimers());
 
@@ -19,16 +29,19 @@ const RULES = rulesFrom(`
 `);
 
 /** One request through the gateway; `settled` waits for its background work (the release, once the body ended). */
-async function send(ip: string) {
+async function send(ip: string, on = isolate) {
   const ctx = createExecutionContext();
-  const response = await handleRequest(
-    req("POST", "/v1/reports/export", { "CF-Connecting-IP": ip }),
-    env,
-    ctx,
-    RULES,
-    isolate,
-  );
+  const request = req("POST", "/v1/reports/export", { "CF-Connecting-IP": ip });
+  const response = await handleRequest(request, env, ctx, RULES, on);
   return { response, settled: () => waitOnExecutionContext(ctx) };
+}
+
+/** The (id, lease start) of each slot the key's object holds. */
+async function slotsHeld(ip: string): Promise<[number, number][]> {
+  return runInDurableObject(await limiterFor("exports", ip), (_instance: SluiceLimiter, state) => {
+    const record = state.storage.kv.get<LimiterRecord>("record");
+    return ((record?.state ?? { slots: [] }) as { slots: readonly Slot[] }).slots.map((s) => [s.id, s.atMs]);
+  });
 }
 
 describe("concurrency through the gateway", () => {
@@ -92,6 +105,45 @@ describe("concurrency through the gateway", () => {
     setNow(T0 + 10_000);
     const late = await send(ip);
     expect(late.response.status).toBe(200);
+  });
+});
+
+describe("slot renewal while a response streams", () => {
+  it("a request running past slot_ttl keeps its slot: the gateway renews it every half slot_ttl", async () => {
+    // The renewals wait on this isolate's sleeper, which only the test ends (`expire`): manual time, no real timers.
+    const timers = manualSleep();
+    const manual = createIsolate({ sleep: timers.sleep });
+    setNow(T0);
+    const ip = freshIp();
+    const a = await send(ip, manual);
+    const b = await send(ip, manual);
+    expect([a.response.status, b.response.status]).toEqual([200, 200]);
+    const [idA, idB] = (await slotsHeld(ip)).map(([id]) => id);
+    setNow(T0 + 5_000);
+    await timers.expire(5_000);
+    for (let i = 0; i < 200 && (await slotsHeld(ip)).some(([, atMs]) => atMs !== T0 + 5_000); i++) {
+      await scheduler.wait(5);
+    }
+    // Both renewed at the same ms (in whichever order their calls landed).
+    expect((await slotsHeld(ip)).sort((x, y) => x[0] - y[0])).toEqual([
+      [idA, T0 + 5_000],
+      [idB, T0 + 5_000],
+    ]);
+    // Past the first leases' end (T0 + 10 s), within the renewed ones: still full.
+    setNow(T0 + 12_000);
+    const c = await send(ip, manual);
+    expect(c.response.status).toBe(429);
+    expect(c.response.headers.get("Retry-After")).toBe("3");
+    await c.response.text();
+    // The body read to the end gives the slot back, and its renewals stop.
+    await a.response.text();
+    await a.settled();
+    expect(await slotsHeld(ip)).toEqual([[idB, T0 + 5_000]]);
+    // b's isolate renews nothing more (as if it died): its slot comes back when its renewed lease ends.
+    setNow(T0 + 15_000);
+    const d = await send(ip, manual);
+    const e = await send(ip, manual);
+    expect([d.response.status, e.response.status]).toEqual([200, 200]);
   });
 });
 

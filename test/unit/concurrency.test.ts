@@ -75,6 +75,24 @@ describe("concurrency: decisions", () => {
     expect(policy.heldAt(P3, late, T0 + 60_003)).toBe(3);
   });
 
+  it("a renewal starts a held slot's lease again; an ended lease or an unknown id is not revived", () => {
+    let state: AlgorithmState = take(null, T0).state;
+    const idA = policy.taken(state);
+    state = take(state, T0 + 10).state;
+    const renewed = policy.renew(P3, state, idA, T0 + 30_000) as ConcurrencyState;
+    // a's lease now ends at T0 + 90 s, after b's: it moves to the end, in lease order
+    expect(renewed.slots.map((s) => [s.id, s.atMs])).toEqual([
+      [policy.taken(state), T0 + 10],
+      [idA, T0 + 30_000],
+    ]);
+    expect(policy.heldAt(P3, renewed, T0 + 60_010)).toBe(1);
+    expect(policy.heldAt(P3, renewed, T0 + 89_999)).toBe(1);
+    expect(policy.heldAt(P3, renewed, T0 + 90_000)).toBe(0);
+    expect(policy.renew(P3, renewed, 42, T0 + 30_001)).toBe(renewed);
+    // past its lease, a renewal comes too late: the slot stays ended, its capacity free for others
+    expect(policy.heldAt(P3, policy.renew(P3, renewed, idA, T0 + 90_000), T0 + 90_000)).toBe(0);
+  });
+
   it("ids are at least now × 1000: a record dropped when fresh never hands out an old id again", () => {
     const a = take(null, T0);
     const id = policy.taken(a.state);

@@ -148,7 +148,7 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ],
       [
         "note: limit_conn_zone $binary_remote_addr zone=c:10m: counted by client address (CF-Connecting-IP); IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
-        "note: limit_conn_zone $binary_remote_addr zone=c:10m: a slot also comes back after slot_ttl (60s unless set), so a crashed isolate never holds one for long; set slot_ttl above your slowest request",
+        "note: limit_conn_zone $binary_remote_addr zone=c:10m: a slot is a lease of slot_ttl (60s unless set), renewed while its request runs, so a crashed isolate never holds one for long",
       ],
     ],
     [

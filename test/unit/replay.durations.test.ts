@@ -212,13 +212,17 @@ interface Req {
   readonly durationMs: number | null;
 }
 
-/** The independent fold: a request is admitted iff fewer than `limit` admitted ones hold a slot at its time. */
+/**
+ * The independent fold: a request is admitted iff fewer than `limit` admitted ones hold a slot at its time: over its
+ * whole duration when known (renewed), else for `slot_ttl`.
+ */
 function fold(limit: number, ttlMs: number, reqs: readonly Req[]): boolean[] {
   const held: { fromMs: number; untilMs: number }[] = [];
   return reqs.map((r) => {
     const inFlight = held.filter((h) => h.fromMs <= r.tMs && r.tMs < h.untilMs).length;
     if (inFlight >= limit) return false;
-    const untilMs = r.tMs + Math.min(r.durationMs ?? ttlMs, ttlMs);
+    // A known duration: held to its end (the gateway renews the lease meanwhile); unknown: until the lease ends.
+    const untilMs = r.tMs + (r.durationMs ?? ttlMs);
     held.push({ fromMs: r.tMs, untilMs });
     return true;
   });
