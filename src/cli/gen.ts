@@ -18,7 +18,8 @@ Patterns (each may be repeated; every pattern runs for every key unless it names
   --constant RATE,FROM,TO    evenly spaced arrivals at RATE from FROM (inclusive) to TO (exclusive):
                              arrival i is at FROM + floor(i × period / amount)
   --burst COUNT@AT           COUNT requests at the same instant AT
-  --poisson RATE,FROM,TO     Poisson arrivals with mean RATE (exponential gaps, from --seed), FROM to TO
+  --poisson RATE,FROM,TO     Poisson arrivals with mean RATE for each key (exponential gaps, from --seed), FROM
+                             to TO; for N keys, one stream at N x RATE with each arrival's key drawn at random
   Each pattern may end with ",cost=N" (default 1) and ",key=NAME" (only that key).
 RATE is as in rule files: 10/s, 100/min, 7/3s. Times (AT, FROM, TO) are integer ms ("2500"), a duration as in
 rule files ("500ms", "3s", "min", "10min"), or a UTC clock time ("12:00:50", "12:00:50.250") on 1970-01-01.
@@ -51,7 +52,8 @@ export interface Pattern {
 
 export interface GenSpec {
   readonly patterns: readonly Pattern[];
-  readonly keys: readonly string[];
+  /** The keys of the patterns without their own: `name-1` ... `name-count`, or `name` alone (`count` null). */
+  readonly keys: { readonly name: string; readonly count: number | null };
   readonly seed: number;
   readonly maxLines: number;
 }
@@ -114,78 +116,130 @@ function checkKey(key: string): string | null {
 export function expectedLines(spec: GenSpec): number {
   let total = 0;
   for (const p of spec.patterns) {
-    const keys = p.key === null ? spec.keys.length : 1;
+    const keys = p.key === null ? (spec.keys.count ?? 1) : 1;
     if (p.kind === "burst") total += p.count * keys;
     else total += Math.ceil(((p.toMs - p.fromMs) * p.rate!.amount) / p.rate!.periodMs) * keys;
   }
   return total;
 }
 
-/** One pattern for one key: its arrival times, in order, one at a time (`tMs` is Infinity when it is done). */
+/**
+ * One pattern over all its keys: its lines in order, one at a time (`tMs` is Infinity when it is done). The state is
+ * a few numbers whatever the number of keys, so `gen` costs the same per line and the same memory for 20 keys as for
+ * a million. At each time, a pattern's keys come in their order (each as many times as it arrives then).
+ */
 interface Stream {
   tMs: number;
-  /** Pattern-major, key-minor: breaks ties between equal times. */
+  /** The pattern's place: breaks ties between equal times. */
   readonly order: number;
-  readonly key: string;
+  /** The current line's key and its `,key,cost\n`. */
+  key: string;
+  tail: string;
   readonly cost: number;
-  /** `,key,cost\n`, formatted once. */
-  readonly tail: string;
   advance(): void;
 }
 
-function streamOf(
-  spec: GenSpec,
-  p: Pattern,
-  patternIndex: number,
-  key: string,
-  keyIndex: number,
-  order: number,
-): Stream {
-  const s = { tMs: p.fromMs, order, key, cost: p.cost, tail: `,${key},${p.cost}\n`, advance: () => {} };
-  if (p.kind === "burst") {
-    let left = p.count;
-    s.advance = () => {
-      s.tMs = left-- > 0 ? p.fromMs : Number.POSITIVE_INFINITY;
-    };
-  } else if (p.kind === "constant") {
-    const { amount, periodMs } = p.rate!;
-    let i = 0;
-    s.advance = () => {
-      const t = p.fromMs + Math.floor((i++ * periodMs) / amount);
-      s.tMs = t < p.toMs ? t : Number.POSITIVE_INFINITY;
-    };
-  } else {
-    const random = mulberry32(mix(spec.seed, patternIndex, keyIndex));
-    const meanGapMs = p.rate!.periodMs / p.rate!.amount;
-    let t = p.fromMs;
-    s.advance = () => {
-      // 1 - U is in (0, 1], so the logarithm is finite.
-      t += -Math.log(1 - random()) * meanGapMs;
-      const ms = Math.floor(t);
-      s.tMs = ms < p.toMs ? ms : Number.POSITIVE_INFINITY;
-    };
+/** The pattern's keys: its own, or the spec's `name-1 ... name-N` (or `name` alone). */
+function keysOf(spec: GenSpec, p: Pattern): { readonly count: number; nameAt(i: number): string } {
+  if (p.key !== null) {
+    const key = p.key;
+    return { count: 1, nameAt: () => key };
   }
-  s.advance();
+  const { name, count } = spec.keys;
+  return { count: count ?? 1, nameAt: count === null ? () => name : (i) => `${name}-${i + 1}` };
+}
+
+function streamOf(spec: GenSpec, p: Pattern, order: number): Stream {
+  const keys = keysOf(spec, p);
+  const s: Stream = { tMs: p.fromMs, order, key: "", tail: "", cost: p.cost, advance: () => {} };
+  const setKey = (k: number) => {
+    // One key: its tail is made once.
+    if (keys.count === 1 && s.tail !== "") return;
+    s.key = keys.nameAt(k);
+    s.tail = `,${s.key},${p.cost}\n`;
+  };
+  if (p.kind === "burst") burstStream(s, p, keys.count, setKey);
+  else if (p.kind === "constant") constantStream(s, p, keys.count, setKey);
+  else poissonStream(s, p, keys.count, setKey, mulberry32(mix(spec.seed, order, 0)));
   return s;
+}
+
+/** `count` lines at `fromMs` for each key in turn. */
+function burstStream(s: Stream, p: Pattern, keys: number, setKey: (k: number) => void): void {
+  let k = 0;
+  let left = p.count;
+  setKey(0);
+  s.advance = () => {
+    if (--left > 0) return;
+    left = p.count;
+    if (++k === keys) s.tMs = Number.POSITIVE_INFINITY;
+    else setKey(k);
+  };
+}
+
+/**
+ * Arrival i at `fromMs + floor(i × period / amount)` for every key: at each time, the arrivals `[first, end)` that
+ * fall on it, for each key in turn.
+ */
+function constantStream(s: Stream, p: Pattern, keys: number, setKey: (k: number) => void): void {
+  const { amount, periodMs } = p.rate!;
+  const at = (i: number) => p.fromMs + Math.floor((i * periodMs) / amount);
+  let first = 0;
+  let end = 0;
+  let i = 0;
+  let k = 0;
+  const group = () => {
+    const t = at(first);
+    end = first + 1;
+    while (at(end) === t) end++;
+    i = first;
+    k = 0;
+    s.tMs = t < p.toMs ? t : Number.POSITIVE_INFINITY;
+    setKey(0);
+  };
+  group();
+  s.advance = () => {
+    if (++i < end) return;
+    i = first;
+    if (++k < keys) return setKey(k);
+    first = end;
+    group();
+  };
+}
+
+/**
+ * Poisson arrivals at `rate` for each key. With one key, exponential gaps of mean 1 / rate; with N, the N processes
+ * as one (a sum of independent Poisson processes is one, at N × rate, each arrival's key uniform and independent of
+ * the rest): gaps of mean 1 / (N × rate), and a key drawn for each arrival. Same distribution, one generator.
+ */
+function poissonStream(s: Stream, p: Pattern, keys: number, setKey: (k: number) => void, random: () => number): void {
+  const meanGapMs = p.rate!.periodMs / p.rate!.amount / keys;
+  let t = p.fromMs;
+  s.advance = () => {
+    // 1 - U is in (0, 1], so the logarithm is finite.
+    t += -Math.log(1 - random()) * meanGapMs;
+    const ms = Math.floor(t);
+    s.tMs = ms < p.toMs ? ms : Number.POSITIVE_INFINITY;
+    if (keys > 1) setKey(Math.floor(random() * keys));
+  };
+  setKey(0);
+  s.advance();
 }
 
 const before = (a: Stream, b: Stream) => a.tMs < b.tMs || (a.tMs === b.tMs && a.order < b.order);
 
 /**
- * The trace `spec` describes, sorted by time, one line at a time: a k-way merge of one stream per pattern and key
- * (a binary heap), so memory is one small record per stream whatever the trace's length. Requests at the same ms
- * keep the order of the patterns, then of the keys. Deterministic: Poisson arrivals come from a seeded generator,
- * one per pattern and key. Yields the stream whose arrival is next (read `tMs`, `key`, `cost`, `tail` at once).
+ * The trace `spec` describes, sorted by time, one line at a time: a k-way merge of one stream per pattern (a binary
+ * heap), so memory is one small record per pattern whatever the trace's length or its number of keys. Requests at the
+ * same ms keep the order of the patterns, then (constant and burst) of the keys. Deterministic: Poisson arrivals come
+ * from a seeded generator, one per pattern. Yields the stream whose line is next (read `tMs`, `key`, `cost`, `tail`
+ * at once).
  */
 export function* traceStreams(spec: GenSpec): Generator<Readonly<Stream>> {
   const heap: Stream[] = [];
-  let order = 0;
-  spec.patterns.forEach((p, patternIndex) => {
-    const keys = p.key === null ? spec.keys : [p.key];
-    keys.forEach((key, keyIndex) => {
-      const s = streamOf(spec, p, patternIndex, key, keyIndex, order++);
-      if (s.tMs !== Number.POSITIVE_INFINITY) heap.push(s);
-    });
+  spec.patterns.forEach((p, order) => {
+    const s = streamOf(spec, p, order);
+    if (s.tMs !== Number.POSITIVE_INFINITY) heap.push(s);
   });
   for (let i = (heap.length >> 1) - 1; i >= 0; i--) siftDown(heap, i);
   while (heap.length > 0) {
@@ -227,7 +281,10 @@ export function formatTrace(lines: readonly TraceLine[]): string {
   return `t_ms,key,cost\n${lines.map((l) => `${l.tMs},${l.key},${l.cost}\n`).join("")}`;
 }
 
-/** A 32-bit seed from the user's seed and the stream's place, so streams differ but never depend on anything else. */
+/**
+ * A 32-bit seed from the user's seed and the pattern's place (`keyIndex` is 0: the one stream of a pattern; it was the
+ * key's place when each key had a stream, and stays so that a one-key trace keeps its bytes).
+ */
 function mix(seed: number, patternIndex: number, keyIndex: number): number {
   let h = Math.imul(seed ^ 0x9e3779b9, 0x85ebca6b);
   h = Math.imul(h ^ (patternIndex + 0x632be5ab), 0xc2b2ae35);
@@ -278,7 +335,7 @@ function specOf(parsed: Extract<ParsedArgs, { ok: true }>): { spec: GenSpec; out
   const keysText = parsed.values.get("keys")?.[0];
   const keyCount = keysText === undefined ? 1 : positiveInteger(keysText);
   if (keyCount === null) return { error: `--keys must be a positive integer, got ${JSON.stringify(keysText)}` };
-  const keys = keysText === undefined ? [name] : Array.from({ length: keyCount }, (_, i) => `${name}-${i + 1}`);
+  const keys = { name, count: keysText === undefined ? null : keyCount };
   const seedText = parsed.values.get("seed")?.[0] ?? "1";
   if (!/^\d+$/.test(seedText) || Number(seedText) > 0xffffffff) {
     return { error: `--seed must be an integer from 0 to 4294967295, got ${JSON.stringify(seedText)}` };

@@ -85,6 +85,31 @@ describe("generateTrace", () => {
     expect(Math.max(...times)).toBeLessThan(100_000);
   });
 
+  it("Poisson arrivals for many keys: one stream at N x rate, each key about its own rate, keys drawn uniformly", () => {
+    const parsed = parseGenArgs(["--poisson", "50/s,0,100s", "--keys", "10", "--seed", "3"]);
+    if (parsed === "help" || "error" in parsed) throw new Error("unexpected");
+    const lines = generateTrace(parsed.spec);
+    const perKey = new Map<string, number>();
+    for (const l of lines) perKey.set(l.key, (perKey.get(l.key) ?? 0) + 1);
+    expect([...perKey.keys()].sort()).toEqual(Array.from({ length: 10 }, (_, i) => `a-${i + 1}`).sort());
+    // 5000 expected per key (sd about 71), 50,000 in all (sd about 224): within 5 sd.
+    for (const n of perKey.values()) expect(Math.abs(n - 5000)).toBeLessThan(360);
+    expect(Math.abs(lines.length - 50_000)).toBeLessThan(1120);
+    const times = lines.map((l) => l.tMs);
+    expect(times).toEqual([...times].sort((x, y) => x - y));
+    expect(times.at(-1)!).toBeLessThan(100_000);
+  });
+
+  it("a constant rate over many keys repeats each time for every key in order, as many times as it falls there", () => {
+    const parsed = parseGenArgs(["--constant", "2500/s,0,2ms", "--keys", "2", "--key", "k"]);
+    if (parsed === "help" || "error" in parsed) throw new Error("unexpected");
+    // 2.5 arrivals per ms: arrivals 0, 1, 2 fall on 0 ms, 3 and 4 on 1 ms.
+    expect(generateTrace(parsed.spec).map((l) => `${l.tMs} ${l.key}`)).toEqual([
+      ...["0 k-1", "0 k-1", "0 k-1", "0 k-2", "0 k-2", "0 k-2"],
+      ...["1 k-1", "1 k-1", "1 k-2", "1 k-2"],
+    ]);
+  });
+
   it("pins the first Poisson arrivals of seed 1, so a change of generator shows up", async () => {
     const r = await gen("--poisson", "10/s,0,1s");
     expect(r.stdout.split("\n").slice(0, 4)).toEqual(["t_ms,key,cost", "83,a,1", "105,a,1", "423,a,1"]);
