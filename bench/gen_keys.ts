@@ -5,7 +5,8 @@
  *   node --import tsx bench/gen_keys.ts [--lines N] [--vs COMMIT] [--runs R]
  *
  * Each run is `sluice gen --poisson` (N / keys per hour for each key, over an hour) to /dev/null in a child process
- * under /usr/bin/time: its CPU (user + system, start-up included) and peak RSS; the trees and key counts alternate.
+ * under /usr/bin/time: its CPU (user + system) and peak RSS; the trees and key counts alternate. Start-up is measured
+ * apart (`gen --burst 1@0`, one line) and taken off for the CPU per line.
  * Writes bench/out/results/gen_keys.json (bench/results/ with --publish).
  */
 import { execFileSync, spawnSync } from "node:child_process";
@@ -32,7 +33,10 @@ interface Run {
 }
 
 function runGen(root: string, dir: string, keys: number, lines: number): Run {
-  const args = ["gen", "--poisson", `${lines / keys}/h,0,h`, "--keys", String(keys), "--max-lines", String(2 * lines)];
+  const args =
+    keys === 0
+      ? ["gen", "--burst", "1@0"]
+      : ["gen", "--poisson", `${lines / keys}/h,0,h`, "--keys", String(keys), "--max-lines", String(2 * lines)];
   const timeFile = join(dir, "time");
   const child = spawnSync(
     "/usr/bin/time",
@@ -60,11 +64,13 @@ function main(): void {
     const runs = new Map<string, Run[]>();
     for (let i = 0; i < Number(values.runs); i++) {
       for (const [name, root] of trees) {
-        for (const keys of KEYS) {
+        for (const keys of [0, ...KEYS]) {
           const r = runGen(root, dir, keys, lines);
           const id = `${name} ${keys}`;
           runs.set(id, [...(runs.get(id) ?? []), r]);
-          log(`gen_keys: run ${i + 1} ${id} keys: ${r.cpuS.toFixed(2)} s CPU, ${r.peakRssMb.toFixed(0)} MB peak RSS`);
+          log(
+            `gen_keys: run ${i + 1} ${id} keys${keys === 0 ? " (start-up)" : ""}: ${r.cpuS.toFixed(2)} s CPU, ${r.peakRssMb.toFixed(0)} MB peak RSS`,
+          );
         }
       }
     }
@@ -77,9 +83,13 @@ function main(): void {
           peakRssMb: round(Math.max(...list.map((r) => r.peakRssMb)), 1),
         };
       };
-      const few = at(KEYS[0]!);
-      const many = at(KEYS[1]!);
-      return { tree: name, few, many, cpuRatio: round(many.cpuS / few.cpuS, 2) };
+      const startup = at(0).cpuS;
+      const perLine = (cpuS: number) => round(((cpuS - startup) / lines) * 1e9, 0);
+      const few = { ...at(KEYS[0]!), nsPerLine: 0 };
+      const many = { ...at(KEYS[1]!), nsPerLine: 0 };
+      few.nsPerLine = perLine(few.cpuS);
+      many.nsPerLine = perLine(many.cpuS);
+      return { tree: name, startupS: startup, few, many, perLineRatio: round(many.nsPerLine / few.nsPerLine, 2) };
     });
     const data = { lines, keys: KEYS, runs: Number(values.runs), trees: rows };
     const argv = process.argv.slice(2).join(" ");
