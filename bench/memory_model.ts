@@ -13,7 +13,8 @@
  * port); every 60 s the heap after a full collection (what the code retains). The fits (least squares over each half,
  * the first minute of each skipped) give MB/min, KB per request and KB per object made. Writes memory_model.json
  * (bench/out/results/, or bench/results/ with --publish) after every sample, so a cut-short run still leaves figures.
- * `--churn-only` makes the whole run churn.
+ * `--churn-only` makes the whole run churn. `--snapshot-at 2,8` takes a heap snapshot of each server's isolate at
+ * those minutes (bench/out/heap-KIND-RUNTIME-MIN.heapsnapshot; bench/heap_diff.ts compares two by constructor).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -26,6 +27,7 @@ import {
   freePort,
   groupCpuMs,
   groupRss,
+  heapSnapshot,
   inspectHeap,
   killGroup,
   projectCopy,
@@ -49,6 +51,9 @@ const RATE = flag("--rate", 25);
 const onlyAt = argv.indexOf("--only");
 /** `--churn-only`: every minute is churn (no warm half), to see the heap level off under churn for the whole run. */
 const CHURN_ONLY = argv.includes("--churn-only");
+const snapshotAt = argv.indexOf("--snapshot-at");
+/** Minutes at which to take a heap snapshot of each server's isolate. */
+const SNAPSHOT_MINUTES = snapshotAt < 0 ? [] : (argv[snapshotAt + 1] ?? "").split(",").map(Number);
 const WARM_KEYS = 50;
 /** Revisited every CHURN_KEYS / RATE s (60 s at 25 req/s): past the 10 s eviction, so each request makes an object. */
 const CHURN_KEYS = Math.round(RATE * 60);
@@ -285,6 +290,7 @@ async function run(kind: Kind, runtime: Runtime, results: Record<string, unknown
       }
     }, 20);
     let n = 0;
+    const snapshots = new Set<number>();
     while (Date.now() < endMs && child.exitCode === null) {
       await new Promise((resolve) => setTimeout(resolve, SAMPLE_MS));
       const retained = ++n % RETAINED_EVERY === 0 ? await heap.retainedMb() : null;
@@ -311,6 +317,15 @@ async function run(kind: Kind, runtime: Runtime, results: Record<string, unknown
       });
       entry.fit = fits(samples, kind);
       flush();
+      const due = SNAPSHOT_MINUTES.filter((m) => (Date.now() - t0) / 60_000 >= m && !snapshots.has(m));
+      for (const m of due) {
+        snapshots.add(m);
+        const path = join(ROOT, "bench", "out", `heap-${kind}-${runtime}-${m}.heapsnapshot`);
+        mkdirSync(join(ROOT, "bench", "out"), { recursive: true });
+        log(
+          `memory_model: ${name}: heap snapshot at ${m} min: ${(await heapSnapshot(inspectorPort, path)) ? path : "failed"}`,
+        );
+      }
     }
     clearInterval(pace);
     heap.close();

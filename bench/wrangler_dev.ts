@@ -5,7 +5,7 @@
  * (wrangler, esbuild and workerd together), stopped by signalling that group: the process it started, by id.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { OFFLINE_ENV } from "../test/support/wrangler_dev.ts";
@@ -306,6 +306,51 @@ export async function profileIsolate(inspectorPort: number, during: () => Promis
     await during();
     const result = (await call("Profiler.stop")) as { profile?: unknown } | undefined;
     return result?.profile ?? null;
+  } finally {
+    socket.close();
+  }
+}
+
+/**
+ * A heap snapshot of the Worker isolate through its devtools inspector (`HeapProfiler.takeHeapSnapshot`, which
+ * collects garbage first), written to `path` in the devtools format (a .heapsnapshot; bench/heap_diff.ts compares
+ * two). `false` when the inspector cannot be reached or the snapshot did not finish within `timeoutMs`.
+ */
+export async function heapSnapshot(inspectorPort: number, path: string, timeoutMs = 120_000): Promise<boolean> {
+  const WebSocket = createRequire(import.meta.url)("ws") as new (
+    url: string,
+    options: { headers: Record<string, string>; maxPayload?: number },
+  ) => DevtoolsSocket;
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    webSocketDebuggerUrl: string;
+  }[];
+  const url = targets[0]?.webSocketDebuggerUrl;
+  if (url === undefined) return false;
+  const socket = new WebSocket(url, { headers: { Origin: "http://localhost" } });
+  await new Promise((resolve, reject) => {
+    socket.on("open", () => resolve(undefined));
+    socket.on("error", (error) => reject(error));
+  });
+  const chunks: string[] = [];
+  try {
+    return await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      socket.on("message", (data) => {
+        const message = JSON.parse(String(data)) as { id?: number; method?: string; params?: { chunk?: string } };
+        if (message.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(message.params?.chunk ?? "");
+        // workerd answers the snapshot's call after its last chunk (echoing the call rather than an empty result).
+        if (message.id === 2) {
+          clearTimeout(timer);
+          writeFileSync(path, chunks.join(""));
+          resolve(true);
+        }
+      });
+      // Without `enable` first, workerd never answers the snapshot.
+      socket.send(JSON.stringify({ id: 1, method: "HeapProfiler.enable" }));
+      socket.send(
+        JSON.stringify({ id: 2, method: "HeapProfiler.takeHeapSnapshot", params: { reportProgress: false } }),
+      );
+    });
   } finally {
     socket.close();
   }

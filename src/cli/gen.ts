@@ -149,14 +149,23 @@ function keysOf(spec: GenSpec, p: Pattern): { readonly count: number; nameAt(i: 
   return { count: count ?? 1, nameAt: count === null ? () => name : (i) => `${name}-${i + 1}` };
 }
 
+/** Keys whose line tails a stream keeps made. */
+const CACHED_KEYS = 4096;
+
 function streamOf(spec: GenSpec, p: Pattern, order: number): Stream {
   const keys = keysOf(spec, p);
   const s: Stream = { tMs: p.fromMs, order, key: "", tail: "", cost: p.cost, advance: () => {} };
+  // A few keys' names and tails are made once each; past CACHED_KEYS, for each line (memory stays flat).
+  const cached: { key: string; tail: string }[] = [];
   const setKey = (k: number) => {
-    // One key: its tail is made once.
-    if (keys.count === 1 && s.tail !== "") return;
-    s.key = keys.nameAt(k);
-    s.tail = `,${s.key},${p.cost}\n`;
+    let line = cached[k];
+    if (line === undefined) {
+      const key = keys.nameAt(k);
+      line = { key, tail: `,${key},${p.cost}\n` };
+      if (k < CACHED_KEYS) cached[k] = line;
+    }
+    s.key = line.key;
+    s.tail = line.tail;
   };
   if (p.kind === "burst") burstStream(s, p, keys.count, setKey);
   else if (p.kind === "constant") constantStream(s, p, keys.count, setKey);

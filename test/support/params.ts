@@ -50,3 +50,29 @@ export const concurrencyP = (limit: number, slotTtlMs = 60_000): AlgorithmParams
   limit,
   slotTtlMs,
 });
+
+/**
+ * Every algorithm with a row kernel, with awkward parameters (a rate that does not divide its period, bursts of 0
+ * and 1, a million a second, count_denied, sub-windows): the shared cases of the tests that hold a fast path (the row
+ * kernels, the local store) to the pure core.
+ */
+export const KERNEL_CASES: readonly AlgorithmParams[] = [
+  gcraP(10, 1000, 20),
+  gcraP(7, 3000, 1),
+  gcraP(7, 3000, 5),
+  gcraP(5000, 1000, 100),
+  leakyQueue(10, 1000, 5, 2),
+  leakyQueue(3, 7000, 0),
+  leakyQueue(200, 1000, 50, 50),
+  tokenBucket(10, 1000, 20),
+  tokenBucket(7, 3000, 2),
+  leakyBucket(120, 60_000, 10),
+  leakyBucket(3, 1000, 1),
+  leakyBucket(1_000_000, 1000, 1000),
+  fixedWindow(5, 1000),
+  slidingCounter(6, 1000, true),
+  slidingCounter(6, 1000, true, 3),
+  slidingCounter(6, 1000, false, 4),
+  slidingCounter(9, 1200, true, 6),
+  slidingLog(4, 1000),
+];

@@ -4,28 +4,9 @@ import { describe, expect, it } from "vitest";
 import { type AlgorithmState, decide } from "../../src/algorithms/index.ts";
 import { CompactTable } from "../../src/isolate/compact_table.ts";
 import { createLocalStore } from "../../src/isolate/local_store.ts";
-import type { AlgorithmParams } from "../../src/rules/types.ts";
-import {
-  fixedWindow,
-  gcraP,
-  leakyBucket,
-  leakyQueue,
-  slidingCounter,
-  slidingLog,
-  tokenBucket,
-} from "../support/params.ts";
+import { gcraP, KERNEL_CASES, slidingCounter, tokenBucket } from "../support/params.ts";
 
-const ALL: AlgorithmParams[] = [
-  tokenBucket(10, 1000, 20),
-  gcraP(7, 3000, 5),
-  leakyBucket(1_000_000, 1000, 1000),
-  leakyQueue(10, 1000, 5, 2),
-  fixedWindow(5, 1000),
-  slidingLog(4, 1000),
-  slidingCounter(6, 1000, true),
-  slidingCounter(6, 1000, false, 4),
-  slidingCounter(9, 1200, true, 6),
-];
+const ALL = KERNEL_CASES;
 
 describe("local store decides exactly as the pure core (while no key is evicted)", () => {
   it.each(ALL.map((p) => [JSON.stringify(p), p] as const))("%s", (_n, params) => {

@@ -8,31 +8,9 @@ import { describe, expect, it } from "vitest";
 import { type AlgorithmState, capacityOf, decide, refund, rowPath } from "../../src/algorithms/index.ts";
 import type { RowChange } from "../../src/algorithms/types.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
-import {
-  fixedWindow,
-  gcraP,
-  leakyBucket,
-  leakyQueue,
-  slidingCounter,
-  slidingLog,
-  tokenBucket,
-} from "../support/params.ts";
+import { KERNEL_CASES } from "../support/params.ts";
 
-const CASES: AlgorithmParams[] = [
-  gcraP(10, 1000, 20),
-  gcraP(7, 3000, 1),
-  gcraP(5000, 1000, 100),
-  leakyQueue(10, 1000, 5, 2),
-  leakyQueue(3, 7000, 0),
-  leakyQueue(200, 1000, 50, 50),
-  tokenBucket(10, 1000, 20),
-  tokenBucket(7, 3000, 2),
-  leakyBucket(120, 60_000, 10),
-  leakyBucket(3, 1000, 1),
-  fixedWindow(5, 1000),
-  slidingCounter(6, 1000, true, 3),
-  slidingLog(4, 1000),
-];
+const CASES = KERNEL_CASES;
 
 /** The span a case's time steps are drawn against: its window, or the time to refill its burst. */
 function spanOf(p: AlgorithmParams): number {
