@@ -155,7 +155,7 @@ export class Coalescer {
     // not kept alive.
     const ttlMs = st.leaseSettings?.ttlMs ?? 0;
     const now = this.options.clock();
-    const renew = used && now - st.lastSeenMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
+    const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
     if (st.inFlight) return;
     if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
       handOff(this.c, st); // requests that waited through a hold go on as usual

@@ -76,8 +76,7 @@ export function stateOf(c: Calls, input: AskInput): KeyState {
     st.transport = input.transport;
     st.rule = input.rule;
     st.timeoutMs = input.timeoutMs;
-    st.autoLease = autoLease(input.rule, input.lease);
-    st.leaseSettings = input.lease ?? (st.autoLease ? AUTO_LEASE : null);
+    st.leaseSettings = input.lease ?? (autoLease(input.rule, input.lease) ? AUTO_LEASE : null);
     st.delegate = input.delegate ?? null;
   }
   c.keys.set(input.name, st);

@@ -129,15 +129,29 @@ export interface LastGrant {
   readonly endsAtMs: number;
 }
 
+/** A key's arrivals at this isolate, per bucket of the lease ttl, and its current run of them. */
+export interface Arrivals {
+  /** The current bucket's index (time / ttl), and the arrivals in it and in the one before. */
+  bucket: number;
+  curr: number;
+  prev: number;
+  /** When this isolate's current run of arrivals of the key began (after a quiet bucket), and how many it has had. */
+  runStartMs: number;
+  runCount: number;
+  /** The last arrival of the key here (this isolate's clock), ms. */
+  lastMs: number;
+}
+
 export interface KeyState {
   readonly name: string;
   transport: ObjectTransport;
   rule: LimiterRule;
   timeoutMs: number;
-  /** The rule's lease setting, or `AUTO_LEASE` (see `autoLease`). */
+  /**
+   * The rule's lease setting, or `AUTO_LEASE` (see `autoLease`): the rule has no `lease:` of its own, and leases only
+   * while the object says it is busy.
+   */
   leaseSettings: LeaseSettings | null;
-  /** The rule has no `lease:` of its own: lease (with `AUTO_LEASE`) only while the object says it is busy. */
-  autoLease: boolean;
   inFlight: boolean;
   /** When the call in flight was started (this isolate's clock), ms. */
   inFlightSinceMs: number;
@@ -153,15 +167,8 @@ export interface KeyState {
   scarceUntilMs: number;
   /** What a refusal while scarce tells the client to wait for (at least `scarceUntilMs`): see `scarceAnswer`. */
   scarceRetryAtMs: number;
-  /** Arrivals this isolate saw, per bucket of the lease ttl: for `lease.above` and lease sizing. */
-  seenBucket: number;
-  seenCurr: number;
-  seenPrev: number;
-  /** When this isolate's current run of arrivals of the key began (after a quiet bucket), and how many it has had. */
-  runStartMs: number;
-  runCount: number;
-  /** The last arrival of the key here (this isolate's clock), ms. */
-  lastSeenMs: number;
+  /** Arrivals this isolate saw (key_state.ts `see`): for `lease.above` and lease sizing. */
+  seen: Arrivals;
   /** Until when the key's object said it is busy (`CallResult.busy`): lease even below `above`. 0: not. */
   busyUntilMs: number;
   /** Refunds waiting for the key's next call (merged by the admission's `atMs`). */

@@ -24,7 +24,6 @@ export function newKeyState(input: AskInput): KeyState {
     rule: input.rule,
     timeoutMs: input.timeoutMs,
     leaseSettings: input.lease ?? (autoLease(input.rule, input.lease) ? AUTO_LEASE : null),
-    autoLease: autoLease(input.rule, input.lease),
     inFlight: false,
     inFlightSinceMs: 0,
     queue: [],
@@ -32,12 +31,7 @@ export function newKeyState(input: AskInput): KeyState {
     returns: [],
     scarceUntilMs: 0,
     scarceRetryAtMs: 0,
-    seenBucket: 0,
-    seenCurr: 0,
-    seenPrev: 0,
-    runStartMs: 0,
-    runCount: 0,
-    lastSeenMs: 0,
+    seen: { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 },
     busyUntilMs: 0,
     refunds: [],
     refundWaiters: [],
@@ -57,14 +51,14 @@ export function newKeyState(input: AskInput): KeyState {
 /** Count an arrival, in buckets of the lease ttl (1 s without a lease). */
 export function see(st: KeyState, now: number): void {
   roll(st, now);
-  if (st.seenPrev === 0 && st.seenCurr === 0) {
+  if (st.seen.prev === 0 && st.seen.curr === 0) {
     // The key was quiet here for a whole bucket: a new run of arrivals starts now.
-    st.runStartMs = now;
-    st.runCount = 0;
+    st.seen.runStartMs = now;
+    st.seen.runCount = 0;
   }
-  st.seenCurr++;
-  st.runCount++;
-  st.lastSeenMs = now;
+  st.seen.curr++;
+  st.seen.runCount++;
+  st.seen.lastMs = now;
 }
 
 /**
@@ -74,17 +68,17 @@ export function see(st: KeyState, now: number): void {
  */
 export function unsee(st: KeyState, now: number): void {
   roll(st, now);
-  if (st.seenCurr > 0) st.seenCurr--;
-  else if (st.seenPrev > 0) st.seenPrev--;
-  if (st.runCount > 0) st.runCount--;
+  if (st.seen.curr > 0) st.seen.curr--;
+  else if (st.seen.prev > 0) st.seen.prev--;
+  if (st.seen.runCount > 0) st.seen.runCount--;
 }
 
 export function roll(st: KeyState, now: number): void {
   const bucket = Math.floor(now / (st.leaseSettings?.ttlMs ?? 1000));
-  if (bucket !== st.seenBucket) {
-    st.seenPrev = bucket === st.seenBucket + 1 ? st.seenCurr : 0;
-    st.seenCurr = 0;
-    st.seenBucket = bucket;
+  if (bucket !== st.seen.bucket) {
+    st.seen.prev = bucket === st.seen.bucket + 1 ? st.seen.curr : 0;
+    st.seen.curr = 0;
+    st.seen.bucket = bucket;
   }
 }
 
@@ -96,11 +90,11 @@ export function roll(st: KeyState, now: number): void {
  */
 export function seenPerTtl(st: KeyState, now: number): number {
   roll(st, now);
-  const seen = Math.max(st.seenPrev, st.seenCurr);
+  const seen = Math.max(st.seen.prev, st.seen.curr);
   const ttlMs = st.leaseSettings?.ttlMs ?? 1000;
-  const elapsedMs = now - st.runStartMs;
-  if (st.runCount < 3 || elapsedMs >= ttlMs) return seen;
-  return Math.max(seen, Math.floor(((st.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
+  const elapsedMs = now - st.seen.runStartMs;
+  if (st.seen.runCount < 3 || elapsedMs >= ttlMs) return seen;
+  return Math.max(seen, Math.floor(((st.seen.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
 }
 
 /**
@@ -115,7 +109,7 @@ export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInp
   // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers. A busy object (many
   // isolates, each under `above`) asks for leases all the same.
   const busy = now < st.busyUntilMs;
-  if (st.autoLease && !busy) return null;
+  if (st.leaseSettings === AUTO_LEASE && !busy) return null;
   const above = settings.above;
   if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
   // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease

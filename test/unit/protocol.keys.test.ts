@@ -53,16 +53,12 @@ describe("newKeyState", () => {
       name: "r:key",
       timeoutMs: 250,
       leaseSettings: AUTO_LEASE,
-      autoLease: true,
       inFlight: false,
       lease: null,
       delegate: null,
       hotUntilMs: 0,
       scarceUntilMs: 0,
-      seenBucket: 0,
-      seenCurr: 0,
-      seenPrev: 0,
-      runCount: 0,
+      seen: { bucket: 0, curr: 0, prev: 0, runCount: 0 },
       busyUntilMs: 0,
       spread: false,
       markRead: true, // no way to read a mark: nothing to read
@@ -75,7 +71,6 @@ describe("newKeyState", () => {
       rule: { id: "r", params: tokenBucket(10, 1000, 20) },
       timeoutMs: 250,
       leaseSettings: AUTO_LEASE,
-      autoLease: true,
       inFlight: false,
       inFlightSinceMs: 0,
       queue: [],
@@ -83,12 +78,7 @@ describe("newKeyState", () => {
       returns: [],
       scarceUntilMs: 0,
       scarceRetryAtMs: 0,
-      seenBucket: 0,
-      seenCurr: 0,
-      seenPrev: 0,
-      runStartMs: 0,
-      runCount: 0,
-      lastSeenMs: 0,
+      seen: { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 },
       busyUntilMs: 0,
       refunds: [],
       refundWaiters: [],
@@ -104,9 +94,9 @@ describe("newKeyState", () => {
       delegateDownUntilMs: 0,
     });
     const own = { ttlMs: 500, units: 3, above: null };
-    expect(newKeyState(input({ lease: own }))).toMatchObject({ leaseSettings: own, autoLease: false });
+    expect(newKeyState(input({ lease: own }))).toMatchObject({ leaseSettings: own });
     const none = newKeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }));
-    expect(none).toMatchObject({ leaseSettings: null, autoLease: false });
+    expect(none).toMatchObject({ leaseSettings: null });
     expect(newKeyState(input({ delegate: route })).delegate).toBe(route);
     expect(AUTO_LEASE).toEqual({ ttlMs: 1000, units: null, above: null });
   });
@@ -117,28 +107,28 @@ describe("arrivals per ttl", () => {
     const st = keyWith({ ttlMs: 500, units: null, above: null });
     see(st, T0);
     see(st, T0 + 499);
-    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500, 2, 0]);
+    expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500, 2, 0]);
     see(st, T0 + 500);
-    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500 + 1, 1, 2]);
+    expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500 + 1, 1, 2]);
     roll(st, T0 + 1500);
-    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500 + 3, 0, 0]);
+    expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500 + 3, 0, 0]);
     roll(st, T0 + 1999);
-    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 500 + 3, 0, 0]);
-    expect(st.lastSeenMs).toBe(T0 + 500);
+    expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500 + 3, 0, 0]);
+    expect(st.seen.lastMs).toBe(T0 + 500);
   });
 
   it("counts in 1 s buckets without a lease", () => {
     const st = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
     see(st, T0 + 999);
     see(st, T0 + 1000);
-    expect([st.seenBucket, st.seenCurr, st.seenPrev]).toEqual([T0 / 1000 + 1, 1, 1]);
+    expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 1000 + 1, 1, 1]);
   });
 
   it("starts a run after a quiet bucket, and extrapolates a young run from its third arrival", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
     see(st, T0 + 100);
     see(st, T0 + 150);
-    expect([st.runStartMs, st.runCount]).toEqual([T0 + 100, 2]);
+    expect([st.seen.runStartMs, st.seen.runCount]).toEqual([T0 + 100, 2]);
     expect(seenPerTtl(st, T0 + 200)).toBe(2);
     see(st, T0 + 200);
     // 3 arrivals in 100 ms (at least a tenth of the ttl): (3 - 1) × 1000 / 100.
@@ -148,10 +138,10 @@ describe("arrivals per ttl", () => {
     // A run a whole ttl old: what was seen.
     expect(seenPerTtl(st, T0 + 1100)).toBe(3);
     see(st, T0 + 1100);
-    expect(st.runStartMs).toBe(T0 + 100);
+    expect(st.seen.runStartMs).toBe(T0 + 100);
     // A whole bucket quiet (none in the last and none in this one): a new run.
     see(st, T0 + 3000);
-    expect([st.runStartMs, st.runCount, st.seenCurr, st.seenPrev]).toEqual([T0 + 3000, 1, 1, 0]);
+    expect([st.seen.runStartMs, st.seen.runCount, st.seen.curr, st.seen.prev]).toEqual([T0 + 3000, 1, 1, 0]);
   });
 
   it("extrapolates over the rule's own ttl, and not once the run is a ttl old", () => {
@@ -172,7 +162,7 @@ describe("arrivals per ttl", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
     see(st, T0 + 900);
     see(st, T0 + 1900);
-    expect([st.runStartMs, st.runCount]).toEqual([T0 + 900, 2]);
+    expect([st.seen.runStartMs, st.seen.runCount]).toEqual([T0 + 900, 2]);
   });
 });
 
@@ -181,16 +171,16 @@ describe("unsee: an arrival whose admission was given back", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
     for (let i = 0; i < 4; i++) see(st, T0 + 100);
     unsee(st, T0 + 200);
-    expect([st.seenCurr, st.seenPrev, st.runCount]).toEqual([3, 0, 3]);
+    expect([st.seen.curr, st.seen.prev, st.seen.runCount]).toEqual([3, 0, 3]);
     // In the next bucket, with none seen in it yet: off the last bucket's count.
     unsee(st, T0 + 1100);
-    expect([st.seenCurr, st.seenPrev, st.runCount]).toEqual([0, 2, 2]);
+    expect([st.seen.curr, st.seen.prev, st.seen.runCount]).toEqual([0, 2, 2]);
     see(st, T0 + 1200);
     unsee(st, T0 + 1300);
-    expect([st.seenCurr, st.seenPrev, st.runCount]).toEqual([0, 2, 2]);
+    expect([st.seen.curr, st.seen.prev, st.seen.runCount]).toEqual([0, 2, 2]);
     const none = keyWith({ ttlMs: 1000, units: null, above: null });
     unsee(none, T0);
-    expect([none.seenCurr, none.seenPrev, none.runCount]).toEqual([0, 0, 0]);
+    expect([none.seen.curr, none.seen.prev, none.seen.runCount]).toEqual([0, 0, 0]);
   });
 
   it("sizes the sub-lease by the admissions kept: half given back, half the units asked", () => {
