@@ -2,7 +2,7 @@
  * BENCHMARKS.md's ablation of the hot-key tier (bench/ablation.ts): each late mechanism off in turn, its rows against
  * the same rows with every mechanism on, and what the figures say of it (the verdict is computed, not written).
  */
-import { GOALS } from "./cluster_report.ts";
+import { GOALS, WORLD } from "./cluster_report.ts";
 import { type ClusterGoal, type ClusterRow, clusterGoals } from "./cluster_rows.ts";
 
 export interface AblationData {
@@ -47,7 +47,7 @@ export function ablationSection(d: AblationData): string[] {
   const cells = (r: ClusterRow) =>
     `${r.keyFirstSecond} | ${r.keyBusiestAfterFirst} | ${r.delegateBusiestSecond} | ${r.keyShareAsks} | ${failedOf(r)} | ${r.lastKnown} | ${overOf(r)} | ${r.admittedVsExactPct}% | ${r.latencyP50Ms} / ${r.latencyP99Ms} |`;
   const lines = [
-    `bench/ablation.ts: the cluster SIMULATION of section 8 (its less generous world: heavy-tailed network, lost messages, hot marks per data center seen after 100 ms, clients moving between regions), each row run with every mechanism on, then with one off (src/protocol/mechanisms.ts \`ablate\`, or the data centers' hot marks), each variant on the rows its mechanism was added for. Same seeds: the same arrivals with and without. ${d.wallSeconds} s of wall time, two variants at a time, on a machine shared with other work (the figures are simulated time: the load does not change them). "failed open" counts every request admitted uncounted, whatever its failure's label; "over": window rows, most admitted beyond the limit in any window; rate rows, beyond burst + rate x (t + one share term). The verdict is computed from the figures (bench/ablation_report.ts \`verdictOf\`): a goal of section 8 met with the mechanism and missed without, a bound broken without it, more than 0.5 points of accuracy, more than 10 calls/s at the key's object.`,
+    `bench/ablation.ts: the cluster SIMULATION of section 8, in its world (${WORLD}) Each row run with every mechanism on, then with one off (src/protocol/mechanisms.ts \`ablate\`, or the data centers' hot marks), each variant on the rows its mechanism was added for. Same seeds: the same arrivals with and without. ${d.wallSeconds} s of wall time, two variants at a time, on a machine shared with other work (the figures are simulated time: the load does not change them). "failed open" counts every request admitted uncounted, whatever its failure's label; "over": window rows, most admitted beyond the limit in any window; rate rows, beyond burst + rate x (t + one share term). The verdict is computed from the figures (bench/ablation_report.ts \`verdictOf\`): a goal of section 8 met with the mechanism and missed without, a bound broken without it, more than 0.5 points of accuracy, more than 10 calls/s at the key's object.`,
     "",
     "| off | row | key 1st s | key busiest after 1st s | delegate busiest s | share asks | failed open | last known | over | diff vs exact | p50 / p99 ms |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -65,14 +65,18 @@ export function ablationSection(d: AblationData): string[] {
     "",
     "What each mechanism buys (computed against all on, over its rows):",
     "",
-    "| mechanism | verdict |",
-    "|---|---|",
+    "The issue's rule for a cut: a mechanism stays if it turns a missed goal into a met one, guards a bound, or is worth more than 0.5 points of accuracy on a row; otherwise it goes. Applied to the verdicts:",
+    "",
+    "| mechanism | verdict | by the rule |",
+    "|---|---|---|",
     ...d.variants
       .filter((v) => v.off !== null)
       .map((v) => {
         const on = v.rows.map((r) => onOf.get(labelOf(r)));
-        if (on.some((r) => r === undefined)) return `| ${v.off} | (rows not run with all on) |`;
-        return `| ${v.off} | ${verdictOf(on as ClusterRow[], v.rows)} |`;
+        if (on.some((r) => r === undefined)) return `| ${v.off} | (rows not run with all on) | |`;
+        const verdict = verdictOf(on as ClusterRow[], v.rows);
+        const keep = /guards a bound|turns missed into met|closer to exact with it/.test(verdict);
+        return `| ${v.off} | ${verdict} | ${keep ? "stays" : "goes"} |`;
       }),
     "",
   ];
