@@ -36,8 +36,10 @@ function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: 
   for (const list of lists) {
     if (!Array.isArray(list)) continue;
     for (const entry of list) {
-      if (!isObject(entry) || !Array.isArray(entry.actions)) continue;
-      for (const action of entry.actions) {
+      if (!isObject(entry)) continue;
+      // `actions` is a list; some published configurations write one action as a mapping, read as a list of one.
+      const actions = Array.isArray(entry.actions) ? entry.actions : isObject(entry.actions) ? [entry.actions] : [];
+      for (const action of actions) {
         if (!isObject(action)) continue;
         readAction(action, here, out);
         readRouteAction(action, { targets, node }, out);

@@ -104,6 +104,14 @@ export function maskedIp(v4: number, v6: number): Meaning {
   return { kind: "part", part: `{ ip: { v4: ${v4}, v6: ${v6} } }`, text: `the client address (/${v4}, /${v6})` };
 }
 
+/** Descriptor keys whose values Envoy takes from its own configuration, and what to give to read them. */
+const ROUTE_FACTS: Readonly<Record<string, string>> = {
+  destination_cluster:
+    "the cluster Envoy routes the request to: give --envoy FILE with the route configuration (each cluster's routes), or --map destination_cluster:NAME=route:METHOD /path",
+  source_cluster:
+    "the calling Envoy's own cluster (node.cluster, --service-cluster): give --envoy FILE with its bootstrap, or --map source_cluster:NAME=any",
+};
+
 /** One (key, value) step of a descriptor chain, and where it is. */
 export interface Step {
   readonly key: string;
@@ -152,6 +160,8 @@ export function matchOf(
         : (mapping.get(`${step.key}:${step.value}`) ??
           mapping.get(`${step.key}:*`) ??
           perCaller(mapping.get(step.key)));
+    const fact = meaning === undefined || meaning === null ? ROUTE_FACTS[step.key] : undefined;
+    if (fact !== undefined) return leftOut(`${step.key} is ${fact}`);
     if (step.value === null && meaning === undefined) {
       return leftOut(`no meaning for descriptor key ${step.key}: give --map ${step.key}=${MEANINGS.split(", any")[0]}`);
     }

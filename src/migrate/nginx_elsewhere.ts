@@ -7,7 +7,7 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { type Directive, NginxImportError, NginxSyntaxError, parseText, where } from "./nginx_conf.ts";
+import { type Directive, httpBlockOf, NginxImportError, NginxSyntaxError, parseText, where } from "./nginx_conf.ts";
 import type { ReportItem } from "./report.ts";
 
 const ZONE_DEFINITIONS = new Set(["limit_req_zone", "limit_conn_zone"]);
@@ -23,6 +23,8 @@ export function withZonesElsewhere(
   file: string,
   root: string | undefined,
 ): { config: readonly Directive[]; report: ReportItem[] } {
+  // Without an http block, server or zone the importer refuses the file as it is; nothing here would change that.
+  if (httpBlockOf(config) === null) return { config, report: [] };
   const missing = [...usedZones(config)].filter((name) => !definedZones(config).has(name));
   if (missing.length === 0) return { config, report: [] };
   const report: ReportItem[] = [];

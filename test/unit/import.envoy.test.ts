@@ -242,7 +242,9 @@ describe("malformed Envoy configurations", () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(existsSync(out)).toBe(false);
-    expect(r.stderr).toContain("destination_cluster=search comes from an Envoy route action");
+    expect(r.stderr).toContain(
+      "destination_cluster=search: destination_cluster is the cluster Envoy routes the request to: give --envoy FILE",
+    );
     expect(r.stderr).toContain("1 left out; nothing written");
     const partial = await runCli(["import", "envoy", path, "--out", out, "--allow-partial"]);
     expect(partial.code).toBe(0);
