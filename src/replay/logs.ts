@@ -7,39 +7,33 @@
  *   warning). Method and path from `$request` (or `$request_method` and `$request_uri`), address from `$remote_addr`,
  *   key and user from the header variables named by the options.
  * - Envoy: its access log format (default: Envoy's default format), `%START_TIME%` (ms), `%REQ(:METHOD)%`, the path,
- *   the address from `%DOWNSTREAM_REMOTE_ADDRESS%` or the first `X-Forwarded-For` hop, headers by `%REQ(NAME)%`.
- * - Cloudflare Logpush `http_requests` NDJSON: `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
- *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`.
+ *   the address from `%DOWNSTREAM_REMOTE_ADDRESS%` or the first `X-Forwarded-For` hop, headers by `%REQ(NAME)%`;
+ *   the answer from `%RESPONSE_CODE%` and `%DURATION%` (ms from the start to the last byte out).
+ * - Cloudflare Logpush `http_requests` NDJSON (log_cloudflare.ts): `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
+ *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`; the answer
+ *   from `EdgeResponseStatus` and `EdgeEndTimestamp` (the response's last byte), else `OriginResponseDurationMs`.
  */
 
-import { fillLogFields, hashedUser, missingColumns } from "./log_fields.ts";
-import { cloudflareFields, envoyColumns, envoyFields, nginxColumns, nginxFields } from "./log_fields_of.ts";
+import { fillLogFields, missingColumns } from "./log_fields.ts";
+import { envoyColumns, envoyFields, nginxColumns, nginxFields } from "./log_fields_of.ts";
 import { parseTimeLocal } from "./log_lines.ts";
+import {
+  answeredOf,
+  DEFAULT_FIELDS,
+  type FieldOptions,
+  fill,
+  keyOf,
+  type LogParser,
+  outcomeOfMs,
+  parseIsoMs,
+  pathOf,
+} from "./log_request.ts";
 import type { Outcome } from "./outcomes.ts";
-import type { Answered, RequestLine, TraceColumns } from "./request_trace.ts";
+import type { Answered } from "./request_trace.ts";
 
+export { cloudflareParser, edgeStartMs } from "./log_cloudflare.ts";
 export { formatNginxLine, parseTimeLocal } from "./log_lines.ts";
-
-/** Which request headers carry the caller's API key and user id (lower-case names). */
-export interface FieldOptions {
-  readonly keyHeader: string;
-  readonly userHeader: string;
-  /** A version 2 trace's columns to fill (host, `request.cf`'s fields, the headers the rules name); absent: none. */
-  readonly columns?: TraceColumns;
-}
-
-export const DEFAULT_FIELDS: FieldOptions = { keyHeader: "x-api-key", userHeader: "x-user-id" };
-
-export interface LogParser {
-  /** `true`: `slot` holds the request; `null`: a line to skip (blank); else why the line cannot be read. */
-  parse(line: string, slot: RequestLine): true | null | string;
-  /** Said once, before any line: what the log cannot tell (whole-second times, no address). */
-  readonly warnings: readonly string[];
-  /** What a readable line looks like: the format, and for NGINX a line written in it, said after unreadable lines. */
-  readonly expected: string;
-  /** Whether its lines say what the origin answered (`RequestLine.outcome`: NGINX's `$status`, `$request_time`). */
-  readonly outcomes?: boolean;
-}
+export { DEFAULT_FIELDS, type FieldOptions, type LogParser, parseIsoMs } from "./log_request.ts";
 
 export const NGINX_COMBINED =
   '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"';
@@ -101,73 +95,12 @@ function value(raw: string | undefined): string | null {
     : raw;
 }
 
-/** RFC 3339 / ISO 8601 with any fraction (truncated to ms) and `Z` or an offset, as ms; NaN when not one. */
-export function parseIsoMs(text: string): number {
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})$/.exec(text);
-  if (m === null) return Number.NaN;
-  const ms = Number((m[7] ?? "").slice(0, 3).padEnd(3, "0"));
-  let offsetMs = 0;
-  if (m[8] !== "Z") {
-    const z = m[8]!.replace(":", "");
-    offsetMs = (z[0] === "-" ? -1 : 1) * (Number(z.slice(1, 3)) * 60 + Number(z.slice(3, 5))) * 60_000;
-  }
-  return (
-    Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]), ms) - offsetMs
-  );
-}
-
 /** `"GET /path?q HTTP/1.1"` as method and path (without the query). */
 function requestLine(text: string | null): { method: string; path: string } | string {
   if (text === null) return "no request line";
   const m = /^([A-Za-z]+) (\S+)(?: [A-Z]+\/[0-9.]+)?$/.exec(text);
   if (m === null) return `not a request line: ${JSON.stringify(text.slice(0, 60))}`;
   return { method: m[1]!, path: pathOf(m[2]!) };
-}
-
-/** A request target's path: the query and fragment dropped, an absolute URL's path taken. */
-function pathOf(target: string): string {
-  let path = target;
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\/[^/]*/i.exec(path);
-  if (scheme !== null) path = path.slice(scheme[0].length) || "/";
-  const q = path.search(/[?#]/);
-  return q < 0 ? path : path.slice(0, q);
-}
-
-/** The API key from a header value: a `Bearer` token, or the value itself. */
-function keyOf(raw: string | null): string | null {
-  if (raw === null) return null;
-  const bearer = /^bearer\s+(\S+)\s*$/i.exec(raw);
-  return bearer?.[1] ?? raw.trim();
-}
-
-/** The request's fields, checked, into `slot`: true, or why not. */
-function fill(
-  slot: RequestLine,
-  tMs: number,
-  req: { method: string; path: string } | string,
-  address: string | null,
-  key: string | null,
-  user: string | null,
-): true | string {
-  if (typeof req === "string") return req;
-  if (!Number.isSafeInteger(tMs) || tMs < 0) return "no readable time";
-  if (!req.path.startsWith("/")) return `the path must start with /, got ${JSON.stringify(req.path.slice(0, 60))}`;
-  if (/[\s,]/.test(user ?? "") || /[\s,]/.test(key ?? "")) return "a key or user with a comma or a space";
-  slot.tMs = tMs;
-  slot.method = req.method.toUpperCase();
-  slot.path = req.path.replace(/\s/g, "%20");
-  slot.address = address;
-  slot.key = key;
-  slot.user = hashedUser(user);
-  slot.cost = null;
-  slot.answered = null;
-  slot.outcome = null;
-  return true;
-}
-
-/** The answer a log line records: its status (a 3-digit code) and whether the limiter refused it, if said. */
-function answeredOf(status: string | null, limited: boolean | null): Answered | null {
-  return status !== null && /^[1-5]\d\d$/.test(status) ? { status: Number(status), limited } : null;
 }
 
 /** What the origin answered, from NGINX's `$status` and `$request_time` (seconds with ms: `0.123` is 123 ms, exactly). */
@@ -305,6 +238,7 @@ export function envoyParser(
   return {
     warnings,
     expected: `Envoy's access log format ${JSON.stringify(format.endsWith("\n") ? format.slice(0, -1) : format)}`,
+    outcomes: find("RESPONSE_CODE") >= 0,
     parse(line, slot) {
       if (line.trim() === "") return null;
       const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
@@ -326,6 +260,7 @@ export function envoyParser(
       // Envoy's response flag RL: rate limited (the rate limit service or the local filter).
       const flags = flagsAt < 0 ? null : (get(flagsAt) ?? "").split(",").includes("RL");
       slot.answered = answeredOf(get(find("RESPONSE_CODE")), flags);
+      slot.outcome = outcomeOfMs(slot.answered, get(find("DURATION")));
       if (fields.columns !== undefined) {
         const byCommand = (c: string) => get(commands.get(c) ?? -1);
         fillLogFields(slot, fields.columns, envoyFields(byCommand, get(path)));
@@ -340,52 +275,4 @@ function withoutPort(address: string | null): string | null {
   const v6 = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
   if (v6 !== null) return v6[1]!;
   return /^[\d.]+:\d+$/.test(address) ? address.slice(0, address.lastIndexOf(":")) : address;
-}
-
-export function cloudflareParser(fields: FieldOptions = DEFAULT_FIELDS): LogParser {
-  const warned: string[] = [];
-  return {
-    warnings: warned,
-    expected:
-      "Logpush http_requests NDJSON, one object a line with EdgeStartTimestamp, ClientIP, ClientRequestMethod and ClientRequestURI",
-    parse(line, slot) {
-      if (line.trim() === "") return null;
-      let record: Record<string, unknown>;
-      try {
-        record = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        return "not JSON";
-      }
-      if (typeof record !== "object" || record === null) return "not a JSON object";
-      const tMs = edgeStartMs(record.EdgeStartTimestamp);
-      if (Number.isNaN(tMs)) return `unreadable EdgeStartTimestamp ${JSON.stringify(record.EdgeStartTimestamp)}`;
-      const uri = typeof record.ClientRequestURI === "string" ? record.ClientRequestURI : "";
-      const method = typeof record.ClientRequestMethod === "string" ? record.ClientRequestMethod : "";
-      if (method === "" || uri === "") return "no ClientRequestMethod or ClientRequestURI";
-      const headers = (
-        typeof record.RequestHeaders === "object" && record.RequestHeaders !== null ? record.RequestHeaders : {}
-      ) as Record<string, unknown>;
-      const header = (name: string) => {
-        const v = headers[name] ?? headers[name.toLowerCase()];
-        return typeof v === "string" && v !== "" ? v : null;
-      };
-      const address = typeof record.ClientIP === "string" && record.ClientIP !== "" ? record.ClientIP : null;
-      const key = keyOf(header(fields.keyHeader) ?? header("authorization"));
-      const filled = fill(slot, tMs, { method, path: pathOf(uri) }, address, key, header(fields.userHeader));
-      if (filled === true && fields.columns !== undefined)
-        fillLogFields(slot, fields.columns, cloudflareFields(record, headers));
-      return filled;
-    },
-  };
-}
-
-/** Logpush timestamps: unixnano, unixms or unix (numbers or digit strings, told apart by size), or RFC 3339. */
-export function edgeStartMs(v: unknown): number {
-  if (typeof v === "string" && !/^\d+$/.test(v)) return parseIsoMs(v);
-  const digits = typeof v === "number" ? String(Math.trunc(v)) : typeof v === "string" ? v : "";
-  if (!/^\d{1,19}$/.test(digits)) return Number.NaN;
-  if (digits.length >= 17) return Number(digits.slice(0, digits.length - 6));
-  if (digits.length >= 14) return Number(digits.slice(0, digits.length - 3));
-  if (digits.length >= 12) return Number(digits);
-  return Number(digits) * 1000;
 }

@@ -175,6 +175,67 @@ describe("what the log says the proxy answered", () => {
   });
 });
 
+/** Every line's outcome (what the origin answered): `status/duration_ms` (`?`: not known), or `none`. */
+function outcomesOf(p: LogParser, lines: readonly string[]): string[] {
+  return lines.map((l) => {
+    const slot = emptyRequestLine();
+    if (p.parse(l, slot) !== true || slot.outcome === null || slot.outcome === undefined) return "none";
+    return `${slot.outcome.status}/${slot.outcome.durationMs ?? "?"}`;
+  });
+}
+
+describe("what the origin answered: Envoy's %RESPONSE_CODE% and %DURATION%, Logpush's status and times", () => {
+  it("Envoy: %DURATION% (ms, start to last byte out) beside %RESPONSE_CODE%; the default format has both", () => {
+    const p = parser(envoyParser());
+    expect(p.outcomes).toBe(true);
+    const lines = [
+      '[2026-12-01T10:00:00.310Z] "POST /v1/export HTTP/1.1" 200 - 0 58 1234 10 "203.0.113.9" "curl/8" "r1" "api" "10.0.0.5:80"',
+      '[2026-12-01T10:00:00.311Z] "POST /v1/login HTTP/2" 401 - 0 0 7 - "203.0.113.9" "-" "r2" "api" "-"',
+      '[2026-12-01T10:00:00.312Z] "GET / HTTP/1.1" 0 DC 0 0 5 - "-" "-" "r3" "api" "-"',
+    ];
+    expect(outcomesOf(p, lines)).toEqual(["200/1234", "401/7", "none"]);
+    const noDuration = parser(envoyParser("[%START_TIME%] %REQ(:METHOD)% %REQ(:PATH)% %RESPONSE_CODE% %DURATION%"));
+    expect(outcomesOf(noDuration, ["[2026-12-01T10:00:00.000Z] GET /a 503 -"])).toEqual(["503/?"]);
+    const neither = parser(envoyParser("[%START_TIME%] %REQ(:METHOD)% %REQ(:PATH)%"));
+    expect(neither.outcomes).toBe(false);
+    expect(outcomesOf(neither, ["[2026-12-01T10:00:00.000Z] GET /a"])).toEqual(["none"]);
+  });
+
+  it("Logpush: EdgeResponseStatus, and EdgeEndTimestamp less EdgeStartTimestamp, else OriginResponseDurationMs", () => {
+    const p = cloudflareParser();
+    expect(p.outcomes).toBe(true);
+    const base = { ClientIP: "198.51.100.4", ClientRequestMethod: "POST", ClientRequestURI: "/v1/export" };
+    const at = (fields: Record<string, unknown>) => JSON.stringify({ ...base, ...fields });
+    const lines = [
+      // unixnano, as Logpush writes it by default (19 digits: written as text here, beyond a double's exact range)
+      `${at({ EdgeResponseStatus: 200 }).slice(0, -1)},"EdgeStartTimestamp":1796119200123456789,"EdgeEndTimestamp":1796119202623456789}`,
+      at({
+        EdgeStartTimestamp: "2026-12-01T10:00:00.5Z",
+        EdgeEndTimestamp: "2026-12-01T10:00:00.75Z",
+        EdgeResponseStatus: 401,
+      }),
+      at({ EdgeStartTimestamp: 1796119201, OriginResponseDurationMs: 42, EdgeResponseStatus: "503" }),
+      // an end before the start is not a duration: the origin's own, if given
+      at({ EdgeStartTimestamp: 1796119201000, EdgeEndTimestamp: 1796119200000, EdgeResponseStatus: 200 }),
+      at({ EdgeStartTimestamp: 1796119201, OriginResponseDurationMs: 42 }),
+      at({ EdgeStartTimestamp: 1796119201, EdgeResponseStatus: 0 }),
+    ];
+    expect(outcomesOf(p, lines)).toEqual(["200/2500", "401/250", "503/42", "200/?", "none", "none"]);
+  });
+
+  it("trace from envoy writes the status and duration_ms columns, which simulate reads back", async () => {
+    const log = tmp(
+      "envoy.log",
+      '[2026-12-01T10:00:00.310Z] "POST /v1/export HTTP/1.1" 200 - 0 58 1234 10 "203.0.113.9" "curl/8" "r1" "api" "-"\n',
+    );
+    const r = await runCli(["trace", "from", "envoy", log]);
+    expect(r.code).toBe(0);
+    const [, columns, line] = r.stdout.split("\n");
+    expect(columns).toMatch(/,status,duration_ms$/);
+    expect(line).toMatch(/^1796119200310,POST,\/v1\/export,203\.0\.113\.9,.*,200,1234$/);
+  });
+});
+
 describe("Envoy access logs (the default format)", () => {
   it("reads the start time in ms, the first X-Forwarded-For hop, and says what it cannot", () => {
     const p = parser(envoyParser());
