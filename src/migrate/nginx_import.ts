@@ -287,7 +287,7 @@ function draft(
   const fields: DraftField[] = [...group.fields, ["status", group.status]];
   const key = keyOf(zone, serverName);
   if (key !== null && key !== "global") {
-    fields.push(["key_missing", "skip"]);
+    fields.push(["key_missing", zone.keyMissing ?? "skip"]);
     // NGINX counted every value the client sent; the warning for a rotatable key would only repeat that.
     if (key.every((p) => /^\{ (header|cookie|query):/.test(p) || p === "path"))
       fields.push(["key_client_chosen", "accept"]);

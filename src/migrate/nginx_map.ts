@@ -48,6 +48,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   const except: string[] = [];
   let only: string[] | null = null;
   const notes: string[] = [];
+  let skipMissing = false;
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
@@ -65,8 +66,9 @@ export function expandMaps(key: string, maps: Maps): Expanded {
       only = [...one.only];
     }
     notes.push(...one.notes);
+    skipMissing ||= one.skipMissing;
   }
-  return { key: expanded, except: [...new Set(except)], only, notes };
+  return { key: expanded, except: [...new Set(except)], only, notes, skipMissing };
 }
 
 function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {
@@ -83,6 +85,12 @@ function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {
     return { refused: `${said} gives every request an empty key, so NGINX limits nothing with it` };
   const shape: MapShape = { said, map, keys };
   if (keys.length === 1 && !results.includes(""))
-    return { key: keys[0]!, except: [], only: null, notes: [`${said} gives ${keys[0]} to every request`] };
+    return {
+      key: keys[0]!,
+      except: [],
+      only: null,
+      notes: [`${said} gives ${keys[0]} to every request`],
+      skipMissing: false,
+    };
   return bySource(shape);
 }

@@ -24,6 +24,8 @@ export type Expanded =
       readonly except: readonly string[];
       readonly only: readonly string[] | null;
       readonly notes: readonly string[];
+      /** The map gives an empty key exactly when a value the key holds is missing: `key_missing: skip`. */
+      readonly skipMissing: boolean;
     }
   | { readonly refused: string };
 
@@ -67,7 +69,13 @@ function severalKeys(shape: MapShape): Expanded {
 }
 
 function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>, "key">> = {}): Expanded {
-  return { key, except: parts.except ?? [], only: parts.only ?? null, notes: parts.notes ?? [] };
+  return {
+    key,
+    except: parts.except ?? [],
+    only: parts.only ?? null,
+    notes: parts.notes ?? [],
+    skipMissing: parts.skipMissing ?? false,
+  };
 }
 
 const isRegex = (value: string) => value.startsWith("~");
@@ -100,7 +108,7 @@ function clientValue(shape: MapShape, v: string): Expanded {
   }
   if (missing === "" && present !== "") {
     const holds = [...present.matchAll(/\$\{?([A-Za-z0-9_]+)\}?/g)].some((m) => m[1] === v);
-    if (holds) return ok(present);
+    if (holds) return ok(present, { skipMissing: true });
     return {
       refused: `${said}: only requests that send ${kind} are limited (by ${present}); a Sluice rule cannot match on a value being sent: key on it too (one budget per value, key_missing: skip) or limit every request`,
     };

@@ -19,6 +19,9 @@ export interface ZoneLike {
   readonly except?: readonly string[];
   /** The only routes whose requests get a key (a `map $uri` or `$request_method` with an empty default). */
   readonly only?: readonly string[];
+  /** For `key:` parts: what a request missing some gets (`identityOfKey`), and whether NGINX decides otherwise. */
+  readonly keyMissing?: "skip" | "empty";
+  readonly inexact?: boolean;
 }
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
@@ -47,7 +50,10 @@ export function readZones(http: readonly Directive[], report: ReportItem[]): Map
     } else if (zone.why !== "") {
       report.push({
         where: where(d),
-        kind: zone.identity === "api_key" || zone.why.includes("$request_uri") ? "approximate" : "note",
+        kind:
+          zone.identity === "api_key" || zone.why.includes("$request_uri") || zone.inexact === true
+            ? "approximate"
+            : "note",
         message: `${text(d)}: ${zone.why}`,
       });
     }
@@ -84,7 +90,7 @@ export function keyOfZone(
 ): ReturnType<typeof identityOfKey> & { readonly except?: readonly string[]; readonly only?: readonly string[] } {
   const expanded = expandMaps(key, maps);
   if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
-  const counted = identityOfKey(expanded.key);
+  const counted = identityOfKey(expanded.key, expanded.skipMissing);
   if (counted.identity === null && counted.key === null) return counted;
   const why = [...expanded.notes, counted.why].filter((w) => w !== "").join("; ");
   return {
@@ -135,29 +141,19 @@ function partOf(v: string): { part: string; why: string | null } | null {
  * An NGINX key as a Sluice rule's counting: `identity` for the key that is one of Sluice's identities alone, else the
  * parts of a `key:` (a variable each; text between them only separates; text alone is a constant), and what to say.
  */
-export function identityOfKey(key: string): {
+export function identityOfKey(
+  key: string,
+  skipMissing = false,
+): {
   identity: string | null;
   key: readonly string[] | "global" | null;
   why: string;
+  /** For `key:` parts: what a request missing some gets, and whether that differs from NGINX (listed). */
+  keyMissing?: "skip" | "empty";
+  inexact?: boolean;
 } {
-  const v = /^\$\{?([a-z0-9_]+)\}?$/.exec(key)?.[1];
-  if (v === "binary_remote_addr" || v === "remote_addr") {
-    return {
-      identity: "ip",
-      key: null,
-      why: "counted by client address (CF-Connecting-IP); IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
-    };
-  }
-  if (v === "http_authorization" || v === "http_x_api_key") {
-    return {
-      identity: "api_key",
-      key: null,
-      why:
-        "counted by API key (Authorization: Bearer or X-API-Key) only for keys with an account record; a caller " +
-        "without one is counted by its address (unverified: by_address), where NGINX counts every distinct value " +
-        "and does not limit a request without one",
-    };
-  }
+  const alone = identityAlone(/^\$\{?([a-z0-9_]+)\}?$/.exec(key)?.[1]);
+  if (alone !== null) return alone;
   const parts: string[] = [];
   const notes: string[] = [];
   const re = /\$\{?([A-Za-z0-9_]+)\}?/g;
@@ -183,13 +179,81 @@ export function identityOfKey(key: string): {
     };
   }
   const unique = [...new Set(parts)];
+  const missing = missingOf(unique, literal, skipMissing);
   return {
     identity: null,
     key: unique,
+    keyMissing: missing.keyMissing,
+    inexact: missing.inexact,
     why: [
-      `counted by ${unique.join(" + ")}${literal.trim() === "" ? "" : ` (the text ${JSON.stringify(literal)} between them only separates)`}; a request with an empty key is not limited, as in NGINX (key_missing: skip)`,
+      `counted by ${unique.join(" + ")}${literal.trim() === "" ? "" : ` (the text ${JSON.stringify(literal)} between them only separates)`}; ${missing.why}`,
       ...notes,
     ].join("; "),
+  };
+}
+
+/** A key of one variable that is a Sluice identity: the address, or the API key. */
+function identityAlone(v: string | undefined): { identity: string; key: null; why: string } | null {
+  if (v === "binary_remote_addr" || v === "remote_addr") {
+    return {
+      identity: "ip",
+      key: null,
+      why: "counted by client address (CF-Connecting-IP); IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
+    };
+  }
+  if (v === "http_authorization" || v === "http_x_api_key") {
+    return {
+      identity: "api_key",
+      key: null,
+      why:
+        "counted by API key (Authorization: Bearer or X-API-Key) only for keys with an account record; a caller " +
+        "without one is counted by its address (unverified: by_address), where NGINX counts every distinct value " +
+        "and does not limit a request without one",
+    };
+  }
+  return null;
+}
+
+/** Parts a request always has at the edge: NGINX's key with them is never empty. */
+const ALWAYS_THERE = new Set(["ip", "path", "host", SERVER_NAME_PART]);
+
+/**
+ * What a request missing some parts gets. NGINX joins the variables' values: the key is empty (not limited) only when
+ * every one is, and a request missing some is counted by the rest. So a key with text of its own or a part every
+ * request has is `empty` (a missing part counts as empty: NGINX's key without it); one part alone is `skip`; several
+ * parts that may all be missing are `skip`, which also leaves out a request missing only some (listed). `fromMap`: a
+ * map gives the key only to requests with the value it reads (nginx_map_sources.ts), so `skip` is exact.
+ */
+function missingOf(
+  parts: readonly string[],
+  literal: string,
+  fromMap: boolean,
+): { keyMissing: "skip" | "empty"; inexact: boolean; why: string } {
+  if (fromMap) {
+    return {
+      keyMissing: "skip",
+      inexact: false,
+      why: "a request without the value its map reads gets an empty key, not limited, as in NGINX (key_missing: skip)",
+    };
+  }
+  if (literal !== "" || parts.some((p) => ALWAYS_THERE.has(p))) {
+    return {
+      keyMissing: "empty",
+      inexact: false,
+      why: "a request missing a part counts it as empty (key_missing: empty), as NGINX counts it by the rest of its key",
+    };
+  }
+  if (parts.length === 1) {
+    return {
+      keyMissing: "skip",
+      inexact: false,
+      why: "a request with an empty key is not limited, as in NGINX (key_missing: skip)",
+    };
+  }
+  return {
+    keyMissing: "skip",
+    inexact: true,
+    why: "a request with none of them is not limited, as in NGINX (key_missing: skip); one with only some of them is not limited either, where NGINX counts it by the ones it has",
   };
 }
 

@@ -282,12 +282,15 @@ describe("nginx.conf snippets: the rules and the report", () => {
         ),
       },
       [
-        "a * key=ip+path rate=10/s burst=0 delay=0 status=503 key_missing=skip",
+        "a * key=ip+path rate=10/s burst=0 delay=0 status=503 key_missing=empty",
         "b * key={ cookie: s }+{ query: p } rate=1/s burst=0 delay=0 status=503 key_missing=skip key_client_chosen=accept",
-        'c * key={ const: "api.example.com" } rate=100/s burst=0 delay=0 status=503 key_missing=skip',
+        'c * key={ const: "api.example.com" } rate=100/s burst=0 delay=0 status=503 key_missing=empty',
         "d * key=global rate=200/s burst=0 delay=0 status=503",
       ],
-      ['note: limit_req_zone origin zone=d:1m rate=200r/s: the constant key "origin" is one budget for every client'],
+      [
+        'note: limit_req_zone origin zone=d:1m rate=200r/s: the constant key "origin" is one budget for every client',
+        "approximate: limit_req_zone $cookie_s$arg_p zone=b:1m rate=1r/s: counted by { cookie: s } + { query: p }; a request with none of them is not limited, as in NGINX (key_missing: skip); one with only some of them is not limited either, where NGINX counts it by the ones it has",
+      ],
     ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);

@@ -205,3 +205,24 @@ describe("maps refused with their reason", () => {
     expect(leftOut.join("\n")).toMatch(message);
   });
 });
+
+describe("keys of several variables: what a request missing some of them gets", () => {
+  it.each([
+    ["$binary_remote_addr$http_x_tenant", "empty", "note"],
+    ["$http_x_tenant:$http_x_user", "empty", "note"],
+    ["$http_x_tenant", "skip", "note"],
+    ["$http_x_tenant$http_x_user", "skip", "approximate"],
+  ])("%s: key_missing: %s (%s)", (key, missing, kind) => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-missing-"));
+    const file = join(dir, "nginx.conf");
+    writeFileSync(file, `http {\nlimit_req_zone ${key} zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}\n`);
+    const r = importNginx(readNginxConfig(file));
+    expect(r.rules.map((x) => x.fields.find(([f]) => f === "key_missing")?.[1])).toEqual([missing]);
+    expect(r.report.find((i) => i.message.startsWith(`limit_req_zone ${key} `))?.kind).toBe(kind);
+  });
+
+  it("a map that empties the key when the value it reads is missing keeps skip beside the address", () => {
+    const r = imported('map $http_x_tenant $k { "" ""; default $binary_remote_addr$http_x_tenant; }');
+    expect(counting(r)[0]?.missing).toBe("skip");
+  });
+});
