@@ -12,7 +12,15 @@ export type Meaning =
   /** `note`: what differs, for the report (a forwarded-address header counted as the address). */
   | { readonly kind: "identity"; readonly identity: "api_key" | "ip" | "user"; readonly note?: string }
   /** A part of the rule's key other than an identity: a header's value, the client address masked. */
-  | { readonly kind: "part"; readonly part: string; readonly text: string }
+  | {
+      readonly kind: "part";
+      readonly part: string;
+      readonly text: string;
+      /** Only requests on these routes send it (`destination_cluster`: the routes that name a cluster). */
+      readonly routes?: string | readonly string[];
+      /** What differs, for the report. */
+      readonly note?: string;
+    }
   | { readonly kind: "route"; readonly route: string | readonly string[] }
   | { readonly kind: "plan"; readonly plan: string }
   | { readonly kind: "any" }
@@ -175,7 +183,11 @@ export function matchOf(
       if (step.value !== null) {
         return leftOut(`a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`);
       }
-      if (meaning.kind === "identity" && meaning.note !== undefined) {
+      if (meaning.kind === "part" && meaning.routes !== undefined) {
+        route = route === undefined ? meaning.routes : bothRoutes(route, meaning.routes);
+        if (route.length === 0) return leftOut(`${step.key}: its routes and the chain's others share no request`);
+      }
+      if (meaning.note !== undefined) {
         report.push({ where, kind: "approximate", message: `${chainText}: ${meaning.note}` });
         notes.push(`approximate: ${meaning.note}`);
       }

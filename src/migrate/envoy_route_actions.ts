@@ -107,10 +107,41 @@ function destinationCluster(targets: readonly RouteFacts[], out: Map<string, Mea
           : "no route with a destination_cluster action sends to this cluster, so Envoy never sends this value",
     });
   }
-  out.set("destination_cluster", {
-    kind: "refused",
-    why: "one counter per cluster Envoy routes to, and Sluice has no key part for a cluster: give the service one descriptor per cluster (with its value), which imports as that cluster's routes",
-  });
+  out.set("destination_cluster", perCluster(targets, picked));
+}
+
+/**
+ * `destination_cluster` without a value: one counter per cluster. When every route sending it names its cluster, the
+ * rule's routes are those routes and its key the `route` part, one state per route: exactly one per cluster where each
+ * cluster has one route (else listed).
+ */
+function perCluster(targets: readonly RouteFacts[], picked: readonly string[]): Meaning {
+  if (picked.length > 0 || targets.length === 0) {
+    return {
+      kind: "refused",
+      why: `one counter per cluster Envoy routes to, and ${picked.length > 0 ? `a route picks its cluster at request time (${picked.join("; ")})` : "no route sends it"}: give the service one descriptor per cluster (with its value), which imports as that cluster's routes`,
+    };
+  }
+  const routes: string[] = [];
+  const byCluster = new Map<string, string[]>();
+  for (const t of targets) {
+    const r = routeOf("*", t.path);
+    if (r.kind !== "route") return r;
+    routes.push(...[r.route].flat());
+    byCluster.set(t.cluster!, [...(byCluster.get(t.cluster!) ?? []), ...[r.route].flat()]);
+  }
+  const shared = [...byCluster].filter(([, rs]) => rs.length > 1);
+  return {
+    kind: "part",
+    part: "route",
+    text: "the route, one per cluster",
+    routes: [...new Set(routes)],
+    ...(shared.length === 0
+      ? {}
+      : {
+          note: `Envoy keeps one counter per cluster, Sluice one per route: ${shared.map(([c, rs]) => `${c}'s routes ${rs.join(", ")}`).join("; ")} count apart`,
+        }),
+  };
 }
 
 function sourceCluster(node: string | null, out: Map<string, Meaning>): void {

@@ -121,6 +121,32 @@ describe("route actions Sluice can say", () => {
   });
 });
 
+describe("destination_cluster without a value: one counter per cluster", () => {
+  const fixed = (extra: string) =>
+    ENVOY.replace(
+      "                        - match: { prefix: /exp }\n                          route: { weighted_clusters: { clusters: [{ name: canary, weight: 10 }, { name: payments2, weight: 90 }] } }\n",
+      extra,
+    );
+
+  it("every route naming its cluster: the key is the route, on those routes", () => {
+    const r = imported(limit("destination_cluster", null), fixed(""));
+    expect(r.rules.map((x) => [x.match.route, x.key])).toEqual([[["* /v1/pay**", "* /v2/pay**"], ["route"]]]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      "approximate: destination_cluster: Envoy keeps one counter per cluster, Sluice one per route: payments's routes * /v1/pay**, * /v2/pay** count apart",
+    );
+  });
+
+  it("one route per cluster: exact", () => {
+    const envoy = fixed("").replace(
+      "prefix: /v2/pay }\n                          route: { cluster: payments }",
+      "prefix: /v2/pay }\n                          route: { cluster: ledger }",
+    );
+    const r = imported(limit("destination_cluster", null), envoy);
+    expect(r.rules.map((x) => [x.match.route, x.key])).toEqual([[["* /v1/pay**", "* /v2/pay**"], ["route"]]]);
+    expect(r.report.filter((i) => i.kind !== "note")).toEqual([]);
+  });
+});
+
 describe("route actions refused with their reason", () => {
   it.each([
     [
@@ -136,7 +162,7 @@ describe("route actions refused with their reason", () => {
     [
       "a counter per cluster",
       limit("destination_cluster", null),
-      "destination_cluster: destination_cluster=*: one counter per cluster Envoy routes to, and Sluice has no key part for a cluster: give the service one descriptor per cluster (with its value), which imports as that cluster's routes",
+      "destination_cluster: destination_cluster=*: one counter per cluster Envoy routes to, and a route picks its cluster at request time (/exp** picks its cluster by weight (canary, payments2)): give the service one descriptor per cluster (with its value), which imports as that cluster's routes",
     ],
     [
       "another Envoy's cluster",
