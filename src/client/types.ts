@@ -177,6 +177,17 @@ export interface SluiceBinding {
    * ended is not released again, nor anyone else's.
    */
   release(slots: string | readonly string[]): Promise<ReleaseResult>;
+  /**
+   * Start the leases of slots still held again (their work still runs): call it every half `slot_ttl` for work that
+   * may outlast the lease. A slot whose lease ended is not revived (`renewed` does not count it).
+   */
+  renew(slots: string | readonly string[]): Promise<RenewResult>;
+}
+
+/** What `renew` did. */
+export interface RenewResult {
+  /** How many of the slots named were held and now have a new lease of `slot_ttl`. */
+  readonly renewed: number;
 }
 
 /** The longest `limit` key Sluice accepts, in UTF-16 code units. */

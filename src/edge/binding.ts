@@ -14,6 +14,7 @@ import {
   MAX_LIMIT_KEY_CHARS,
   type Problem,
   type ReleaseResult,
+  type RenewResult,
 } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { logEvent } from "../isolate/metrics.ts";
@@ -24,7 +25,7 @@ import { keyHashOf } from "./hash.ts";
 import { judgeApplicable, judgeRequest } from "./judge.ts";
 import type { Judgement, RequestContext } from "./judgement.ts";
 import { type Env, settingsOf } from "./settings.ts";
-import { releaseSlots, slotsOf } from "./slot_release.ts";
+import { releaseSlots, renewSlots, slotsOf } from "./slot_release.ts";
 import { readSlotTokens, slotToken } from "./slot_tokens.ts";
 
 /** What the binding's caller configured on its side (`props` of its `[[services]]` entry). */
@@ -242,6 +243,12 @@ export async function releaseSlotsCall(input: unknown, bx: BindingContext): Prom
   const held = readSlotTokens(input, bx.rules);
   const results = await releaseSlots(bx.env, held, bx.isolate.sleep);
   return { released: results.reduce((n, r) => n + (r?.released ?? 0), 0) };
+}
+
+/** `renew`: start the leases of slots still held again (slot_tokens.ts reads them strictly). */
+export async function renewSlotsCall(input: unknown, bx: BindingContext): Promise<RenewResult> {
+  const results = await renewSlots(bx.env, readSlotTokens(input, bx.rules, "Sluice renew()"));
+  return { renewed: results.reduce((n, r) => n + (r?.released ?? 0), 0) };
 }
 
 /** A judgement as the binding answers it. */

@@ -12,8 +12,8 @@
  * imports are src/client/types.ts.
  */
 import { WorkerEntrypoint } from "cloudflare:workers";
-import type { CheckResult, LimitResult, ReleaseResult, SluiceBinding } from "../client/types.ts";
-import { checkRequest, limitKey, releaseSlotsCall } from "./binding.ts";
+import type { CheckResult, LimitResult, ReleaseResult, RenewResult, SluiceBinding } from "../client/types.ts";
+import { checkRequest, limitKey, releaseSlotsCall, renewSlotsCall } from "./binding.ts";
 import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
 import type { Env } from "./settings.ts";
 
@@ -28,6 +28,10 @@ export class RateLimiter extends WorkerEntrypoint<Env, unknown> implements Sluic
 
   release(slots: unknown): Promise<ReleaseResult> {
     return releaseSlotsCall(slots, this.#bindingContext());
+  }
+
+  renew(slots: unknown): Promise<RenewResult> {
+    return renewSlotsCall(slots, this.#bindingContext());
   }
 
   // A private name (#) is not callable over RPC: the env and the isolate never leave this Worker.

@@ -171,14 +171,20 @@ async function renewWhile(
   for (;;) {
     const stop = await Promise.race([sleep(everyMs).then(() => false), stopped.then(() => true)]);
     if (stop) return;
-    await Promise.all(held.map((h) => renewOne(env, h)));
+    await renewSlots(env, held);
   }
 }
 
-async function renewOne(env: Pick<Env, "LIMITER">, h: HeldSlot): Promise<void> {
+/** Renew the slots' leases, one call per slot; never throws (a failure is logged: the next renewal tries again). */
+export function renewSlots(env: Pick<Env, "LIMITER">, held: readonly HeldSlot[]): Promise<(ReleaseResult | null)[]> {
+  return Promise.all(held.map((h) => renewOne(env, h)));
+}
+
+async function renewOne(env: Pick<Env, "LIMITER">, h: HeldSlot): Promise<ReleaseResult | null> {
   try {
-    await limiterStub(env.LIMITER, h.rule.id, h.keyHash).renew({ rule: h.rule, slots: [h.slot] });
+    return await limiterStub(env.LIMITER, h.rule.id, h.keyHash).renew({ rule: h.rule, slots: [h.slot] });
   } catch (error) {
     logEvent("error", { event: "renew_failed", rule: h.rule.id, key: h.keyHash, error: messageOf(error) });
+    return null;
   }
 }

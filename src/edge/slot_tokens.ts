@@ -7,7 +7,6 @@ import { slotPolicy } from "../algorithms/index.ts";
 import type { CompiledRule } from "../request/match.ts";
 import type { HeldSlot } from "./slot_release.ts";
 
-const where = "Sluice release()";
 const TOKEN_RE = /^([A-Za-z0-9_.-]+):([0-9a-f]{64}):([0-9]{1,16})$/;
 /** The most slots one `release` call names. */
 export const MAX_RELEASE_SLOTS = 100;
@@ -16,8 +15,12 @@ export function slotToken(held: HeldSlot): string {
   return `${held.rule.id}:${held.keyHash}:${held.slot}`;
 }
 
-/** The slots named by `input` (one token or a list of them). */
-export function readSlotTokens(input: unknown, rules: readonly CompiledRule[]): HeldSlot[] {
+/** The slots named by `input` (one token or a list of them); `where` names the call in messages. */
+export function readSlotTokens(
+  input: unknown,
+  rules: readonly CompiledRule[],
+  where: "Sluice release()" | "Sluice renew()" = "Sluice release()",
+): HeldSlot[] {
   const tokens = typeof input === "string" ? [input] : Array.isArray(input) ? (input as unknown[]) : null;
   if (tokens === null)
     throw new TypeError(`${where}: expects a slot (a string from limit() or check()) or a list of them`);

@@ -166,6 +166,23 @@ describe("concurrency through the service binding", () => {
     expect((await env.SLUICE.limit({ key, rule })).success).toBe(true);
   });
 
+  it("renew() starts a held slot's lease again; an ended lease is not revived", async () => {
+    setNow(T0);
+    const key = `acct_${crypto.randomUUID()}`;
+    const rule = "exports-per-account"; // limit 3, slot_ttl 10 min
+    const slots = [];
+    for (let i = 0; i < 3; i++) slots.push((await env.SLUICE.limit({ key, rule })).slot!);
+    setNow(T0 + 6 * 60_000);
+    expect(await env.SLUICE.renew(slots[0]!)).toEqual({ renewed: 1 });
+    // Past the first leases' end: the two not renewed are back, the renewed one still held.
+    setNow(T0 + 10 * 60_000);
+    const taken = [];
+    for (let i = 0; i < 3; i++) taken.push(await env.SLUICE.limit({ key, rule }));
+    expect(taken.map((r) => r.success)).toEqual([true, true, false]);
+    expect(await env.SLUICE.renew([slots[1]!, slots[2]!])).toEqual({ renewed: 0 });
+    expect(await env.SLUICE.release(slots[0]!)).toEqual({ released: 1 });
+  });
+
   it("check() of a request a concurrency rule admits says which slots it holds", async () => {
     setNow(T0);
     const key = await knownKey("sk_growth", "growth");
@@ -190,6 +207,9 @@ describe("concurrency through the service binding", () => {
     };
     expect(await failure(() => env.SLUICE.release("nope"))).toBe(
       'TypeError: Sluice release(): not a slot from limit() or check(): "nope"',
+    );
+    expect(await failure(() => env.SLUICE.renew(["nope"]))).toBe(
+      'TypeError: Sluice renew(): not a slot from limit() or check(): "nope"',
     );
     expect(await failure(() => env.SLUICE.release(`login-per-ip:${"0".repeat(64)}:1`))).toBe(
       'RangeError: Sluice release(): rule "login-per-ip" holds no slots (sliding_log)',

@@ -58,6 +58,7 @@ function binding(...answers: CheckResult[]) {
       return { ...answer(), rule: input.rule ?? "from-props", remaining: 0, resetAfterMs: 0 };
     },
     release: async () => ({ released: 0 }),
+    renew: async () => ({ renewed: 0 }),
   };
   return { binding: b, calls };
 }
