@@ -224,7 +224,11 @@ export class Replayer {
   private ask(answer: RuleAnswer, key: number, cost: number, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {
       const { decision, before, after, slot } = this.outcomes.ask(answer.rule, key, cost, tMs);
-      Object.assign(answer, { key, cost, decision, refunded: false, slot });
+      answer.key = key;
+      answer.cost = cost;
+      answer.decision = decision;
+      answer.refunded = false;
+      answer.slot = slot;
       answer.before = before?.state ?? null;
       answer.after = after?.state ?? null;
       return;

@@ -108,7 +108,8 @@ export class OutcomeBook {
     const kind: CallKind = isDeferred(this.compiled[place]!.rule) ? "probe" : "check";
     const before = records.get(key) ?? null;
     const out = stepRecord(before, this.limiterRules[place]!, cost, kind, tMs);
-    records.set(key, out.record);
+    // A probe of a fresh key leaves it fresh: no entry for it.
+    if (out.record !== before) records.set(key, out.record);
     const r = out.result;
     return { decision: r.ok ? r.decision : null, before, after: out.record, slot: (r.ok ? r.slot : null) ?? null };
   }
