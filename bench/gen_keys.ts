@@ -2,9 +2,9 @@
  * `sluice gen` as keys grow: the same number of lines from 20 keys and from 1,000,000, side by side in one run,
  * optionally against another commit's tree (`git archive`, node_modules linked):
  *
- *   node --import tsx bench/gen_keys.ts [--lines N] [--vs COMMIT] [--runs R]
+ *   node --import tsx bench/gen_keys.ts [--lines N] [--vs COMMIT, default af3470e; "" for none] [--runs R]
  *
- * Each run is `sluice gen --poisson` (N / keys per hour for each key, over an hour) to /dev/null in a child process
+ * Each run is `sluice gen --poisson` (lines / keys an hour for each key, over an hour) to /dev/null in a child process
  * under /usr/bin/time: its CPU (user + system) and peak RSS; the trees and key counts alternate. Start-up is measured
  * apart (`gen --burst 1@0`, one line) and taken off for the CPU per line.
  * Writes bench/out/results/gen_keys.json (bench/results/ with --publish).
@@ -14,14 +14,17 @@ import { mkdtempSync, openSync, readFileSync, rmSync, symlinkSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { log, median, ROOT, round, writeResult } from "./common.ts";
+import { log, median, QUICK, ROOT, round, writeResult } from "./common.ts";
 
 const { values } = parseArgs({
   options: {
-    vs: { type: "string" },
-    lines: { type: "string", default: "1000000" },
-    runs: { type: "string", default: "3" },
-    publish: { type: "boolean", default: false },
+    // The tree before gen's streams were per pattern (npm run bench compares with it).
+    vs: { type: "string", default: "af3470e" },
+    lines: { type: "string", default: QUICK ? "200000" : "1000000" },
+    runs: { type: "string", default: QUICK ? "1" : "3" },
+    // Read by common.ts (npm run bench passes them on).
+    quick: { type: "boolean" },
+    publish: { type: "boolean" },
   },
 });
 
@@ -32,11 +35,26 @@ interface Run {
   readonly peakRssMb: number;
 }
 
+/** `lines / keys` an hour as a rule-file rate, reduced (`1/5h`, `50000/h`). */
+function perKeyRate(lines: number, keys: number): string {
+  const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+  const g = gcd(lines, keys);
+  return keys / g === 1 ? `${lines / g}/h` : `${lines / g}/${keys / g}h`;
+}
+
 function runGen(root: string, dir: string, keys: number, lines: number): Run {
   const args =
     keys === 0
       ? ["gen", "--burst", "1@0"]
-      : ["gen", "--poisson", `${lines / keys}/h,0,h`, "--keys", String(keys), "--max-lines", String(2 * lines)];
+      : [
+          "gen",
+          "--poisson",
+          `${perKeyRate(lines, keys)},0,h`,
+          "--keys",
+          String(keys),
+          "--max-lines",
+          String(2 * lines),
+        ];
   const timeFile = join(dir, "time");
   const child = spawnSync(
     "/usr/bin/time",
@@ -53,7 +71,7 @@ function main(): void {
   const dir = mkdtempSync(join(tmpdir(), "sluice-gen-keys-"));
   try {
     const trees: [string, string][] = [["this", ROOT]];
-    if (values.vs !== undefined) {
+    if (values.vs !== "") {
       const vs = execFileSync("git", ["rev-parse", "--short", values.vs], { cwd: ROOT, encoding: "utf8" }).trim();
       const old = join(dir, "old");
       execFileSync("sh", ["-c", `mkdir -p "${old}" && git archive ${vs} | tar -x -C "${old}"`], { cwd: ROOT });
@@ -92,8 +110,9 @@ function main(): void {
       return { tree: name, startupS: startup, few, many, perLineRatio: round(many.nsPerLine / few.nsPerLine, 2) };
     });
     const data = { lines, keys: KEYS, runs: Number(values.runs), trees: rows };
-    const argv = process.argv.slice(2).join(" ");
-    writeResult("gen_keys", `node --import tsx bench/gen_keys.ts ${argv}`.trim(), data);
+    const given = process.argv.slice(2);
+    const argv = [...(given.includes("--vs") ? [] : ["--vs", values.vs]), ...given].join(" ");
+    writeResult("gen_keys", `node --import tsx bench/gen_keys.ts ${argv}`, data);
     process.stdout.write(`${JSON.stringify(data)}\n`);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -13,6 +13,7 @@ import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
 import { type GlobalKeyData, globalKeySection } from "./global_key_report.ts";
 import { type KeyMemoryData, keyMemorySection } from "./key_memory_report.ts";
+import { type GenKeysData, genKeysSection, type ReplaySpeedData, replaySpeedSection } from "./replay_report.ts";
 
 /** The accuracy-against-k figure, written with BENCHMARKS.md (not by a --quick run), linked relative to it. */
 const PLOT = PUBLISH ? "docs/sliding-counter-buckets.svg" : "sliding-counter-buckets.svg";
@@ -246,6 +247,16 @@ if (section("5. Simulator throughput", simulator) && simulator !== null) {
     `| ratio | ${d.ratio}x | |`,
     "",
   );
+}
+
+const replaySpeed = load<ReplaySpeedData>("replay_speed");
+if (section("5b. `compare`'s replay against the tree before the row kernels", replaySpeed) && replaySpeed !== null) {
+  out.push(...replaySpeedSection(replaySpeed.data, replaySpeed.commit ?? "this tree"));
+}
+
+const genKeys = load<GenKeysData>("gen_keys");
+if (section("5c. `sluice gen` as keys grow", genKeys) && genKeys !== null) {
+  out.push(...genKeysSection(genKeys.data, genKeys.commit ?? "this tree"));
 }
 
 type SoakRule = {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,edge,binding,coalesce,accuracy,simulator,compare,cluster,ablation,global_key,key_memory]`
+// `npm run bench [-- --quick | --publish] [-- --only decisions,memory,replay_speed,gen_keys,edge,binding,coalesce,accuracy,simulator,compare,cluster,ablation,global_key,key_memory]`
 // [-- --rows hot-rate/5000/10000/steady,...] (the cluster part: only rows whose rule/isolates/load/scenario starts so):
 // run the benchmarks in bench/, each in a process of its own, and write their results and a report from them:
 // by default to bench/out/ (results/<name>.json, BENCHMARKS.md; ignored by git); with --publish to the committed
@@ -32,6 +32,8 @@ const all = [
   "memory",
   "accuracy",
   "simulator",
+  "replay_speed",
+  "gen_keys",
   "compare",
   "edge",
   "binding",
