@@ -20,7 +20,7 @@ const { values } = parseArgs({
   options: {
     // The tree before gen's streams were per pattern (npm run bench compares with it).
     vs: { type: "string", default: "af3470e" },
-    lines: { type: "string", default: QUICK ? "200000" : "1000000" },
+    lines: { type: "string", default: QUICK ? "200000" : "3000000" },
     runs: { type: "string", default: QUICK ? "1" : "3" },
     // Read by common.ts (npm run bench passes them on).
     quick: { type: "boolean" },
@@ -53,7 +53,7 @@ function runGen(root: string, dir: string, keys: number, lines: number): Run {
           "--keys",
           String(keys),
           "--max-lines",
-          String(2 * lines),
+          String(2 * lines + keys),
         ];
   const timeFile = join(dir, "time");
   const child = spawnSync(
