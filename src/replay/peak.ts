@@ -17,6 +17,8 @@ export class PeakWindows {
   private sums = new Float64Array(1024);
   private readonly queue: AdmissionQueue;
   private clockMs = Number.NEGATIVE_INFINITY;
+  /** The oldest queued admission's time (Infinity when none). */
+  private headMs = Number.POSITIVE_INFINITY;
   private best: { cost: number; key: string; startMs: number | null } | null = null;
   /** The best peak's key number while its start is not known yet (it is its key's first entry in the queue). */
   private pendingKey = -1;
@@ -34,7 +36,9 @@ export class PeakWindows {
   add(key: number, name: string, tMs: number, cost: number): void {
     const t = Math.max(tMs, this.clockMs);
     this.clockMs = t;
-    this.evictUpTo(t - this.spanMs);
+    // Nothing leaves the span before the oldest admission's time plus the span.
+    if (t - this.spanMs >= this.headMs) this.evictUpTo(t - this.spanMs);
+    if (this.queue.length === 0) this.headMs = t;
     if (key >= this.sums.length) this.grow(key);
     const sum = this.sums[key]! + cost;
     this.sums[key] = sum;
@@ -64,6 +68,7 @@ export class PeakWindows {
   private evictUpTo(limitMs: number): void {
     // The best peak's key's first entry still queued starts its span: stop there to note it, then go on.
     while (this.queue.dropUpTo(limitMs, this.sums, this.pendingKey)) this.dropHead();
+    this.headMs = this.queue.length > 0 ? this.queue.headTime() : Number.POSITIVE_INFINITY;
   }
 
   private dropHead(): void {
