@@ -92,6 +92,14 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>): void 
     const v6 = typeof masked.v6_prefix_mask_len === "number" ? masked.v6_prefix_mask_len : 128;
     out.set("masked_remote_address", maskedIp(v4, v6));
   }
+  if (a("remote_address") !== null) out.set("remote_address", { kind: "identity", identity: "ip" });
+  const qvm = a("query_parameter_value_match");
+  if (qvm !== null && typeof qvm.descriptor_value === "string") {
+    out.set(`${str(qvm, "descriptor_key", "query_match")}:${qvm.descriptor_value}`, {
+      kind: "refused",
+      why: "its query_parameter_value_match matches query parameters, and a Sluice rule matches routes, plans and identities",
+    });
+  }
   const generic = a("generic_key");
   if (generic !== null && typeof generic.descriptor_value === "string") {
     const key = `${str(generic, "descriptor_key", "generic_key")}:${generic.descriptor_value}`;

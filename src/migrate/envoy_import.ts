@@ -21,7 +21,7 @@ import type { DraftRule, ImportResult, ReportItem } from "./report.ts";
  */
 export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, routes: unknown = null): ImportResult {
   const loaded = load(text, file);
-  const meanings = withActions(mapping, [loaded.value, routes]);
+  const meanings = withActions(mapping, [loaded.value, routes], routes !== null);
   const services = serviceConfigs(loaded, file);
   if (services.length > 0) {
     const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings));
@@ -46,14 +46,22 @@ export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, r
 }
 
 /** The mapping with what route actions say added: `--map` first, then the actions, then the defaults. */
-function withActions(mapping: EnvoyMapping, roots: readonly unknown[]): EnvoyMapping {
+// With Envoy's routes known, a descriptor no action sends is one Envoy never sends: its limit never applies.
+function withActions(mapping: EnvoyMapping, roots: readonly unknown[], routesGiven: boolean): EnvoyMapping {
   const defaults = parseMapping([]);
   const fallback = "mapping" in defaults ? defaults.mapping : new Map<string, Meaning>();
+  const isDefault = (key: string) => JSON.stringify(mapping.get(key)) === JSON.stringify(fallback.get(key));
   const out = new Map(mapping);
-  for (const [key, meaning] of actionMeanings(roots)) {
-    const given = mapping.get(key);
-    if (given === undefined || JSON.stringify(given) === JSON.stringify(fallback.get(key))) out.set(key, meaning);
+  const actions = actionMeanings(roots);
+  for (const [key, meaning] of actions) {
+    if (mapping.get(key) === undefined || isDefault(key)) out.set(key, meaning);
   }
+  if (!routesGiven && actions.size === 0) return out;
+  for (const key of fallback.keys()) if (isDefault(key) && !actions.has(key)) out.delete(key);
+  out.set("*", {
+    kind: "refused",
+    why: "no rate_limits action in the Envoy configuration given sends it, so Envoy never applies this limit (give --map to say what it means anyway)",
+  });
   return out;
 }
 

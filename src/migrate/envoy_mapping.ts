@@ -163,11 +163,11 @@ export function matchOf(
       );
     }
     const meaning =
-      step.value === null
+      (step.value === null
         ? mapping.get(step.key)
         : (mapping.get(`${step.key}:${step.value}`) ??
           mapping.get(`${step.key}:*`) ??
-          perCaller(mapping.get(step.key)));
+          perCaller(mapping.get(step.key)))) ?? mapping.get("*");
     const fact = meaning === undefined || meaning === null ? ROUTE_FACTS[step.key] : undefined;
     if (fact !== undefined) return leftOut(`${step.key} is ${fact}`);
     if (step.value === null && meaning === undefined) {

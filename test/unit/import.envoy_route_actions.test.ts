@@ -195,6 +195,17 @@ describe("route actions refused with their reason", () => {
     expect(leftOut(r)).toEqual([message]);
   });
 
+  it.each([
+    ["a generic_key value", limit("generic_key", "bar"), "generic_key=bar: generic_key=bar"],
+    ["remote_address", limit("remote_address", null), "remote_address: remote_address=*"],
+    ["a header key", limit("tenant", null), "tenant: tenant=*"],
+  ])("with the routes given, %s that no action sends never applies: left out", (_name, descriptors, at) => {
+    const r = imported(descriptors);
+    expect(leftOut(r)).toEqual([
+      `${at}: no rate_limits action in the Envoy configuration given sends it, so Envoy never applies this limit (give --map to say what it means anyway)`,
+    ]);
+  });
+
   it("source_cluster without the bootstrap's node.cluster asks for --map", () => {
     const r = imported(limit("source_cluster", "edge"), ENVOY.replace("node: { id: edge-1, cluster: edge }\n", ""));
     expect(leftOut(r).join("\n")).toMatch(
