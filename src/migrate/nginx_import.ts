@@ -10,6 +10,7 @@
  */
 import { type Directive, httpBlockOf, NginxImportError, text, type UnreadInclude, where } from "./nginx_conf.ts";
 import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
+import { serverGetsKey } from "./nginx_map_sources.ts";
 import {
   beats,
   contextOf,
@@ -174,6 +175,14 @@ function serverRules(
   }
   const out: { rule: DraftRule; group: Group }[] = [];
   for (const group of groups.values()) {
+    if (group.zone.servers !== undefined && !serverGetsKey(group.zone.servers, serverName)) {
+      report.push({
+        where: where(group.limit),
+        kind: "note",
+        message: `${text(group.limit)}: server ${serverName === "" ? '""' : serverName}: its zone's map gives this server an empty key, so NGINX does not limit its requests (no rule)`,
+      });
+      continue;
+    }
     if (group.zone.identity === null && group.zone.key === null) {
       report.push({
         where: where(group.limit),

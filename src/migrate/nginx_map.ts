@@ -7,7 +7,7 @@
  * header's value, several keys, address ranges, a host) is refused with its reason.
  */
 import type { Directive } from "./nginx_conf.ts";
-import { bySource, type Expanded, type MapShape, type NginxMap } from "./nginx_map_sources.ts";
+import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoice } from "./nginx_map_sources.ts";
 
 export type { Expanded, NginxMap };
 
@@ -49,6 +49,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   let only: string[] | null = null;
   const notes: string[] = [];
   let skipMissing = false;
+  let servers: ServerChoice | null = null;
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
@@ -67,8 +68,12 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     }
     notes.push(...one.notes);
     skipMissing ||= one.skipMissing;
+    if (one.servers != null) {
+      if (servers !== null) return { refused: `${key}: two maps over $server_name in one key are not imported` };
+      servers = one.servers;
+    }
   }
-  return { key: expanded, except: [...new Set(except)], only, notes, skipMissing };
+  return { key: expanded, except: [...new Set(except)], only, notes, skipMissing, servers };
 }
 
 function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {

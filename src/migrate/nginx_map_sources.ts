@@ -26,8 +26,26 @@ export type Expanded =
       readonly notes: readonly string[];
       /** The map gives an empty key exactly when a value the key holds is missing: `key_missing: skip`. */
       readonly skipMissing: boolean;
+      /** `map $server_name`: which servers' requests get the key (the others NGINX does not limit); `null`: all. */
+      readonly servers?: ServerChoice | null;
     }
   | { readonly refused: string };
+
+/** The servers (by their first `server_name`, lower-case) a `map $server_name` gives the key or an empty one. */
+export interface ServerChoice {
+  readonly given: readonly string[];
+  readonly empty: readonly string[];
+  /** What a server the map does not list gets. */
+  readonly fallbackGiven: boolean;
+}
+
+/** Whether a server's requests get the key under `choice`. */
+export function serverGetsKey(choice: ServerChoice, serverName: string): boolean {
+  const name = serverName.toLowerCase();
+  if (choice.given.includes(name)) return true;
+  if (choice.empty.includes(name)) return false;
+  return choice.fallbackGiven;
+}
 
 /** A map as `expandOne` found it: how to name it, the map, and its distinct non-empty results. */
 export interface MapShape {
@@ -47,7 +65,8 @@ export function bySource(shape: MapShape): Expanded {
   if (v === "uri" || v === "document_uri") return byPath(shape);
   if (v === "request_method") return byMethod(shape);
   if (v === "remote_addr") return byAddress(shape);
-  if (v === "host" || v === "server_name") {
+  if (v === "server_name") return byServer(shape);
+  if (v === "host") {
     return {
       refused: `${shape.said}: which requests get a key depends on the host, and Sluice rules do not match by host (every rule applies to every host the Worker serves)`,
     };
@@ -75,6 +94,7 @@ function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>,
     only: parts.only ?? null,
     notes: parts.notes ?? [],
     skipMissing: parts.skipMissing ?? false,
+    servers: parts.servers ?? null,
   };
 }
 
@@ -239,4 +259,24 @@ function neverAClient(address: string): boolean {
   }
   const v6 = address.toLowerCase();
   return v6 === "::1" || /^f[cd][0-9a-f]{0,2}:/.test(v6) || /^fe[89ab][0-9a-f]?:/.test(v6);
+}
+
+/**
+ * `map $server_name`: each server block's name is known when importing, so a server the map gives an empty key gets
+ * no rule (NGINX does not limit its requests). Names as exact strings only (NGINX compares them ignoring case).
+ */
+function byServer(shape: MapShape): Expanded {
+  const { map, said } = shape;
+  const odd = map.entries.find((e) => isRegex(e.value) || e.value.includes("*") || e.value.startsWith("."));
+  if (odd !== undefined) {
+    return {
+      refused: `${said}: ${JSON.stringify(odd.value)} is a pattern, not a server name; only exact names can be resolved per server block`,
+    };
+  }
+  const names = (given: boolean) =>
+    map.entries.filter((e) => (e.result !== "") === given).map((e) => e.value.toLowerCase());
+  return ok(shape.keys[0]!, {
+    servers: { given: names(true), empty: names(false), fallbackGiven: map.fallback !== "" },
+    notes: [`${said}: resolved per server block; a server it gives an empty key is not limited, as in NGINX`],
+  });
 }

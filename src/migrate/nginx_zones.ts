@@ -4,6 +4,7 @@
  */
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { expandMaps, type Maps, readMaps } from "./nginx_map.ts";
+import type { ServerChoice } from "./nginx_map_sources.ts";
 import { nginxRateNotes } from "./nginx_rate.ts";
 import type { ReportItem } from "./report.ts";
 
@@ -22,6 +23,8 @@ export interface ZoneLike {
   /** For `key:` parts: what a request missing some gets (`identityOfKey`), and whether NGINX decides otherwise. */
   readonly keyMissing?: "skip" | "empty";
   readonly inexact?: boolean;
+  /** A `map $server_name` in the key: which server blocks' requests get it. */
+  readonly servers?: ServerChoice;
 }
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
@@ -87,7 +90,11 @@ function readZone(d: Directive, maps: Maps): Zone {
 export function keyOfZone(
   key: string,
   maps: Maps,
-): ReturnType<typeof identityOfKey> & { readonly except?: readonly string[]; readonly only?: readonly string[] } {
+): ReturnType<typeof identityOfKey> & {
+  readonly except?: readonly string[];
+  readonly only?: readonly string[];
+  readonly servers?: ServerChoice;
+} {
   const expanded = expandMaps(key, maps);
   if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
   const counted = identityOfKey(expanded.key, expanded.skipMissing);
@@ -98,6 +105,7 @@ export function keyOfZone(
     why,
     ...(expanded.except.length === 0 ? {} : { except: expanded.except }),
     ...(expanded.only === null ? {} : { only: expanded.only }),
+    ...(expanded.servers == null ? {} : { servers: expanded.servers }),
   };
 }
 

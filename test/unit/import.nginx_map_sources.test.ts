@@ -114,6 +114,20 @@ describe("maps Sluice can say", () => {
     );
   });
 
+  it("map $server_name: resolved per server block, a server given an empty key gets no rule", () => {
+    const r = imported(
+      'map $server_name $k { default ""; API.example.com $binary_remote_addr; }',
+      "server { server_name api.example.com; limit_req zone=a; }\nserver { server_name www.example.com; limit_req zone=a; }",
+    );
+    expect(counting(r)).toEqual([
+      { route: undefined, except: undefined, identity: "ip", key: undefined, missing: undefined },
+    ]);
+    expect(r.rules[0]!.source).toMatch(/^.*nginx\.conf:4: limit_req zone=a/);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      "note: limit_req zone=a: server www.example.com: its zone's map gives this server an empty key, so NGINX does not limit its requests (no rule)",
+    );
+  });
+
   it("a key given only on paths no limited location reaches limits nothing, and says so", () => {
     const r = imported(
       'map $uri $k { default ""; /login $binary_remote_addr; }',
@@ -174,9 +188,9 @@ describe("maps refused with their reason", () => {
       /depends on the host, and Sluice rules do not match by host/,
     ],
     [
-      "by server name",
-      'map $server_name $k { default ""; api.example.com $binary_remote_addr; }',
-      /depends on the host, and Sluice rules do not match by host/,
+      "by a server name pattern",
+      'map $server_name $k { default ""; ~^api $binary_remote_addr; }',
+      /"~\^api" is a pattern, not a server name; only exact names can be resolved per server block/,
     ],
     [
       "a method regex that is not a list",
