@@ -41,8 +41,14 @@ export async function gateway(
   const response = await slots.during(
     originResponse(origin, outgoing, url, judged.forwardPath, judged.plan, judged.judgement),
   );
-  // The origin answered: what needs its answer runs after the response has gone (after_origin.ts).
-  afterOrigin(base.ctx, response, [chargesAfter(base, judged.judgement.outcomes)]);
-  for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
+  try {
+    // The origin answered: what needs its answer runs after the response has gone (after_origin.ts).
+    afterOrigin(base.ctx, response, [chargesAfter(base, judged.judgement.outcomes)]);
+    for (const [name, value] of judged.judgement.headers) response.headers.set(name, value);
+  } catch (error) {
+    // Never a slot renewed for a request that is gone.
+    slots.abandon();
+    throw error;
+  }
   return slots.after(response);
 }

@@ -102,6 +102,8 @@ export function whenBodyEnds(
 export interface SlotHold {
   during(response: Promise<Response> | Response): Promise<Response>;
   after(response: Response): Response;
+  /** Give the slots back now: the request failed between `during` and `after` (its renewals stop too). */
+  abandon(): void;
 }
 
 /**
@@ -115,7 +117,7 @@ export function holdSlots(
   held: readonly HeldSlot[],
   sleep: Sleep,
 ): SlotHold {
-  if (held.length === 0) return { during: (r) => Promise.resolve(r), after: (r) => r };
+  if (held.length === 0) return { during: (r) => Promise.resolve(r), after: (r) => r, abandon: () => undefined };
   let ended: (() => void) | undefined;
   ctx.waitUntil(
     new Promise<void>((resolve) => {
@@ -146,6 +148,7 @@ export function holdSlots(
       }
     },
     after: (response) => whenBodyEnds(response, keepAlive, release),
+    abandon: () => keepAlive(release()),
   };
 }
 
