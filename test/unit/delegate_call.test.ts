@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import type { CoalesceCounters, DelegateRoute } from "../../src/isolate/coalesce_types.ts";
-import { avoidFor, callDelegates, otherShard, resetRetryMs } from "../../src/isolate/delegate_call.ts";
+import { avoidFor, callDelegates, callTarget, otherShard, resetRetryMs } from "../../src/isolate/delegate_call.ts";
+import { newKeyState } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
@@ -14,9 +15,10 @@ import {
   DELEGATE_BACKOFF_MS,
   DELEGATE_RESET_BACKOFF_MS,
   DELEGATE_RESET_RETRY_MS,
+  HOT_HOLD_MS,
 } from "../../src/protocol/tunables.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
-import { fixedWindow } from "../support/params.ts";
+import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
 const HOP_MS = 5;
@@ -235,5 +237,86 @@ describe("callDelegates", () => {
     expect(out).toMatchObject({ kind: "answer", answer: { kind: "failed", failure: "overloaded" } });
     expect(a).toHaveLength(1);
     expect(b).toHaveLength(0);
+  });
+});
+
+describe("callTarget: the delegate while there is one, else the key's object", () => {
+  type Outcome = "answer" | "busy" | "overloaded" | "other";
+  /** A transport answering (`busy` in its result) or failing as `outcome` says, recording the calls it got. */
+  const endpoint = (clock: EventClock, outcome: () => Outcome) => {
+    const got: CallInput[] = [];
+    const transport: ObjectTransport = {
+      call: async (_name, call) => {
+        got.push(call);
+        await clock.sleep(HOP_MS);
+        const o = outcome();
+        if (o === "overloaded" || o === "other") throw error(o);
+        return { ...answered(), hot: false, ...(o === "busy" ? { busy: true } : {}) };
+      },
+      refund: () => Promise.reject(new Error("no refunds here")),
+    };
+    return { transport, got };
+  };
+  async function target(opts: { object: Outcome; delegate: Outcome; route: boolean; bound: boolean }) {
+    const clock = new EventClock(T0);
+    const object = endpoint(clock, () => opts.object);
+    const del = endpoint(clock, () => opts.delegate);
+    const route: DelegateRoute = { transport: del.transport, name: "delegate:weur.0" };
+    const st = newKeyState({
+      transport: object.transport,
+      name: "r:key",
+      rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+      cost: 1,
+      timeoutMs: 250,
+      lease: null,
+      ...(opts.bound ? { delegate: route } : {}),
+    });
+    let ids = 0;
+    const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => `n${ids++}` };
+    const pending = callTarget(options, st, opts.route ? route : null, input);
+    await clock.runUntil(T0 + 1000);
+    return { answer: await pending, st, object: object.got, delegate: del.got };
+  }
+
+  it("without a route, or a key bound to no delegate, calls the key's object", async () => {
+    for (const [route, bound] of [
+      [false, true],
+      [true, false],
+    ] as const) {
+      const r = await target({ object: "answer", delegate: "answer", route, bound });
+      expect([r.object.length, r.delegate.length]).toEqual([1, 0]);
+      expect(r.answer.kind).toBe("answered");
+      expect(r.object[0]).toEqual(input);
+    }
+  });
+
+  it("a busy delegate (it says so, or is overloaded) sends the key to its own shard; its answer is kept", async () => {
+    const cases = [
+      ["busy", true, "answered"],
+      ["answer", false, "answered"],
+      ["overloaded", true, "failed"],
+    ] as const;
+    for (const [delegate, spread, kind] of cases) {
+      const r = await target({ object: "answer", delegate, route: true, bound: true });
+      expect([r.object.length, r.delegate.length, r.st.spread, r.answer.kind]).toEqual([0, 1, spread, kind]);
+    }
+  });
+
+  it("a failing delegate is avoided and the batch goes to the key's object, with a new id and no refunds", async () => {
+    const r = await target({ object: "answer", delegate: "other", route: true, bound: true });
+    expect(r.answer.kind).toBe("answered");
+    expect(r.object).toHaveLength(1);
+    expect(r.object[0]).toEqual({ ...input, id: "n0", giveBack: [] });
+    expect(r.st.spread).toBe(false);
+    expect(r.st.delegateDownUntilMs).toBe(T0 + HOP_MS + DELEGATE_BACKOFF_MS);
+  });
+
+  it("a key's object that is overloaded makes the key hot; one that fails otherwise does not", async () => {
+    const busy = await target({ object: "overloaded", delegate: "answer", route: false, bound: true });
+    expect(busy.answer.kind).toBe("failed");
+    expect(busy.st.hotUntilMs).toBe(T0 + HOP_MS + HOT_HOLD_MS);
+    const broken = await target({ object: "other", delegate: "answer", route: false, bound: true });
+    expect(broken.answer.kind).toBe("failed");
+    expect(broken.st.hotUntilMs).toBe(0);
   });
 });
