@@ -16,6 +16,7 @@ import {
   decide,
   keepAliveIn,
   refusalResponse,
+  releaseOf,
   releasingSlots,
   withHeaders,
 } from "./respond.ts";
@@ -32,10 +33,12 @@ export function sluice<E extends Env = Env>(options: SluiceMiddlewareOptions<E> 
     const binding = typeof find === "function" ? find(c) : bindingIn(c.env, find ?? DEFAULT_BINDING);
     const result = await decide(binding, c.req.raw, options, [c]);
     if (!result.success) return refusalResponse(result);
+    // The slots it holds (concurrency rules), renewed from now, go back when the response's body ends (Hono turns a
+    // handler's error into a response too).
+    const release = releaseOf(binding, result);
     await next();
-    // The slots it holds (concurrency rules) go back when the response's body ends (Hono turns a handler's error into
-    // a response too).
-    c.res = releasingSlots(binding, result, withHeaders(c.res, result.headers), keepAliveIn(executionContextOf(c)));
+    const keepAlive = keepAliveIn(executionContextOf(c));
+    c.res = releasingSlots(binding, result, withHeaders(c.res, result.headers), keepAlive, release);
   };
 }
 

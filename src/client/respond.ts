@@ -71,16 +71,17 @@ export async function decide<Args extends unknown[]>(
 
 /**
  * The handler's `response`, with the request's slots (concurrency rules, `result.slots`) given back once its body
- * ends: read to the end, cancelled (the client went away) or failed; at once without a body. `keepAlive` is the
- * request's `waitUntil`. A failed release is logged: the slot then comes back after its rule's `slot_ttl`.
+ * ends: read to the end, cancelled (the client went away) or failed; at once without a body. Until then they are
+ * renewed every `result.renewEveryMs` by `release`'s timer: make it (`releaseOf`) before the handler runs, so that
+ * a handler or a body that outlasts `slot_ttl` keeps its slots. `keepAlive` is the request's `waitUntil`. A failed release is logged: the slot then comes back after its rule's `slot_ttl`.
  */
 export function releasingSlots(
   binding: SluiceBinding,
   result: CheckResult,
   response: Response,
   keepAlive: (work: Promise<unknown>) => void,
+  release = releaseOf(binding, result),
 ): Response {
-  const release = releaseOf(binding, result);
   if (release === null) return response;
   if (response.body === null) {
     keepAlive(release());
@@ -91,18 +92,47 @@ export function releasingSlots(
   return new Response(readable, response);
 }
 
-/** Give back the request's slots, once; `null` when it holds none. */
-export function releaseOf(binding: SluiceBinding, result: CheckResult): (() => Promise<void>) | null {
+/**
+ * Give back the request's slots, once; `null` when it holds none. From the call on, they are renewed every
+ * `result.renewEveryMs` until the release (a timer in this Worker; `sleep` for tests).
+ */
+export function releaseOf(
+  binding: SluiceBinding,
+  result: CheckResult,
+  sleep: (ms: number) => Promise<void> = (ms) => new Promise((wake) => setTimeout(wake, ms)),
+): (() => Promise<void>) | null {
   const slots = result.slots ?? [];
   if (slots.length === 0) return null;
   let done: Promise<void> | null = null;
+  let stop: () => void = () => undefined;
+  const stopped = new Promise<boolean>((resolve) => {
+    stop = () => resolve(true);
+  });
+  const everyMs = result.renewEveryMs;
+  if (everyMs !== undefined && everyMs > 0) void renewing(binding, slots, everyMs, sleep, stopped);
   return () => {
+    stop();
     done ??= binding.release(slots).then(
       () => undefined,
       (error: unknown) => console.error(`Sluice: release of ${slots.length} slot(s) failed: ${String(error)}`),
     );
     return done;
   };
+}
+
+/** Renew `slots` every `everyMs` until `stopped`; a failed renewal is logged and the next one tries again. */
+async function renewing(
+  binding: SluiceBinding,
+  slots: readonly string[],
+  everyMs: number,
+  sleep: (ms: number) => Promise<void>,
+  stopped: Promise<boolean>,
+): Promise<void> {
+  while (!(await Promise.race([sleep(everyMs).then(() => false), stopped]))) {
+    await binding.renew(slots).catch((error: unknown) => {
+      console.error(`Sluice: renewal of ${slots.length} slot(s) failed: ${String(error)}`);
+    });
+  }
 }
 
 /** A `waitUntil` from a context that may have one (a Worker's `ctx`); otherwise the work just runs. */

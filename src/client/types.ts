@@ -109,6 +109,11 @@ export interface CheckResult {
    * Absent: none held.
    */
   readonly slots?: readonly string[];
+  /**
+   * With `slots`: renew them (`renew(slots)`) this often while the work runs, ms: half the shortest `slot_ttl` among
+   * their rules (the middlewares do it until the response's body ends).
+   */
+  readonly renewEveryMs?: number;
 }
 
 /** `limit`'s answer: the native binding's `{ success }`, and what it cannot say. */

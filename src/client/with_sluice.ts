@@ -38,14 +38,16 @@ export function withSluice<Env, Ctx>(
     const binding = typeof find === "function" ? find(env) : bindingIn(env, find ?? DEFAULT_BINDING);
     const result = await decide(binding, request, options, [request, env, ctx]);
     if (!result.success) return refusalResponse(result);
+    // The request's slots (concurrency rules), renewed from now until they go back.
+    const release = releaseOf(binding, result);
     let response: Response;
     try {
       response = await handler(request, env, ctx);
     } catch (error) {
-      // The handler failed: the request's slots (concurrency rules) go back now.
-      await releaseOf(binding, result)?.();
+      // The handler failed: the slots go back now.
+      await release?.();
       throw error;
     }
-    return releasingSlots(binding, result, withHeaders(response, result.headers), keepAliveIn(ctx));
+    return releasingSlots(binding, result, withHeaders(response, result.headers), keepAliveIn(ctx), release);
   };
 }

@@ -25,7 +25,7 @@ import { keyHashOf } from "./hash.ts";
 import { judgeApplicable, judgeRequest } from "./judge.ts";
 import type { Judgement, RequestContext } from "./judgement.ts";
 import { type Env, settingsOf } from "./settings.ts";
-import { releaseSlots, renewSlots, slotsOf } from "./slot_release.ts";
+import { releaseSlots, renewEveryMs, renewSlots, slotsOf } from "./slot_release.ts";
 import { readSlotTokens, slotToken } from "./slot_tokens.ts";
 
 /** What the binding's caller configured on its side (`props` of its `[[services]]` entry). */
@@ -258,8 +258,9 @@ export function resultOf(judgement: Judgement): CheckResult {
   const rules = judgement.rules.map((r) => ({ ...r }));
   if (judgement.kind === "admitted") {
     const { delayedMs } = judgement;
-    const slots = slotsOf(judgement.outcomes).map(slotToken);
-    const held = slots.length === 0 ? {} : { slots };
+    const taken = slotsOf(judgement.outcomes);
+    const slots = taken.map(slotToken);
+    const held = slots.length === 0 ? {} : { slots, renewEveryMs: renewEveryMs(taken) };
     return {
       success: true,
       status: 200,

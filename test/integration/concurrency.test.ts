@@ -193,6 +193,8 @@ describe("concurrency through the service binding", () => {
     });
     expect(result.success).toBe(true);
     expect(result.slots).toHaveLength(1);
+    // exports-per-account's slot_ttl is 10 min: renewed every 5 min while the work runs (withSluice and Hono do).
+    expect(result.renewEveryMs).toBe(5 * 60_000);
     expect(await env.SLUICE.release(result.slots!)).toEqual({ released: 1 });
   });
 

@@ -4,7 +4,7 @@
  * two Workers, is test/integration/binding.test.ts). A refusal is the gateway's answer; an admission gets the fields.
  */
 import { Hono } from "hono";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { sluice } from "../../src/client/hono.ts";
 import type { CheckResult, LimitOptions, LimitResult, RequestLike, SluiceBinding } from "../../src/client/index.ts";
 import { CHECK_BODY_MAX_BYTES, requestForCheck, requestLike, withSluice } from "../../src/client/index.ts";
@@ -234,5 +234,80 @@ describe("withSluice(handler)", () => {
       headers: { "content-type": "text/plain;charset=UTF-8", "x-api-key": "sk", "cf-connecting-ip": "203.0.113.4" },
     });
     expect(await request.text()).toBe("payload");
+  });
+});
+
+describe("slots held through the binding: renewed while the work runs, given back when the body ends", () => {
+  /** A binding that admits with one slot (renewed every `renewEveryMs`) and records renewals and releases. */
+  function slotBinding(renewEveryMs: number) {
+    const log: string[] = [];
+    const b: SluiceBinding = {
+      check: async () => ({ ...ADMITTED, slots: ["exports:abc:1"], renewEveryMs }),
+      limit: async () => {
+        throw new Error("not used");
+      },
+      release: async (slots) => {
+        log.push(`release ${String(slots)}`);
+        return { released: 1 };
+      },
+      renew: async (slots) => {
+        log.push(`renew ${String(slots)}`);
+        return { renewed: 1 };
+      },
+    };
+    return { b, log };
+  }
+
+  it("withSluice renews from the admission on, through a slow handler and its body, and stops at the release", async () => {
+    vi.useFakeTimers();
+    try {
+      const { b, log } = slotBinding(1_000);
+      let finish: () => void = () => undefined;
+      const slow = new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      const pending: Promise<unknown>[] = [];
+      const ctx = { waitUntil: (work: Promise<unknown>) => pending.push(work) };
+      const fetch = withSluice(async () => {
+        await slow;
+        return new Response("export");
+      });
+      const answer = fetch(new Request("https://api.test/v1/reports/export"), { SLUICE: b }, ctx);
+      await vi.advanceTimersByTimeAsync(2_500);
+      // The handler still runs: two renewals so far.
+      expect(log).toEqual(["renew exports:abc:1", "renew exports:abc:1"]);
+      finish();
+      const r = await answer;
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(log).toHaveLength(3);
+      expect(await r.text()).toBe("export");
+      await Promise.all(pending);
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect(log).toEqual([...Array(3).fill("renew exports:abc:1"), "release exports:abc:1"]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("the Hono middleware renews too, and releases once the response's body ends", async () => {
+    vi.useFakeTimers();
+    try {
+      const { b, log } = slotBinding(500);
+      const app = new Hono<{ Bindings: { SLUICE: SluiceBinding } }>();
+      app.use(sluice());
+      app.post("/x", async (c) => {
+        await new Promise((resolve) => setTimeout(resolve, 1_200));
+        return c.text("done");
+      });
+      const answer = app.request("/x", { method: "POST" }, { SLUICE: b });
+      await vi.advanceTimersByTimeAsync(1_200);
+      const r = await answer;
+      expect(await r.text()).toBe("done");
+      await vi.advanceTimersByTimeAsync(2_000);
+      expect(log.filter((l) => l.startsWith("renew"))).toHaveLength(2);
+      expect(log.at(-1)).toBe("release exports:abc:1");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
