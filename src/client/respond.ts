@@ -3,6 +3,7 @@
  * refusal is its problem+json body with its status and header fields; an admitted request's response gets the
  * fields added.
  */
+import { clientSleep } from "./time.ts";
 import type { CheckResult, LimitOptions, SluiceBinding } from "./types.ts";
 import { requestForCheck } from "./types.ts";
 
@@ -99,7 +100,7 @@ export function releasingSlots(
 export function releaseOf(
   binding: SluiceBinding,
   result: CheckResult,
-  sleep: (ms: number) => Promise<void> = (ms) => new Promise((wake) => setTimeout(wake, ms)),
+  sleep: (ms: number) => Promise<void> = clientSleep,
 ): (() => Promise<void>) | null {
   const slots = result.slots ?? [];
   if (slots.length === 0) return null;

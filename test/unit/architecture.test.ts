@@ -373,6 +373,8 @@ describe("time in src/", () => {
   it("only src/isolate/time.ts reads the clock or sleeps; the two scheduler turns elsewhere say why", () => {
     const where = (read: string) => read.replace(/:\d+ /, " ");
     expect(clockReads(files).map(where)).toEqual([
+      // The client package's one timer (its own root, outside src/isolate): a request's slot renewals.
+      "src/client/time.ts setTimeout(wake, ms)",
       // Resuming in the request's own I/O context polls one turn at a time (injected into the Coalescer as `resume`).
       "src/isolate/resume.ts scheduler.wait(1)",
       "src/isolate/time.ts Date.now()",
