@@ -17,7 +17,7 @@ describe("npm pack", () => {
     const packed = spawnSync("npm", ["pack", "--dry-run", "--json"], { cwd: ROOT, encoding: "utf8" });
     expect(packed.status, packed.stderr).toBe(0);
     const [{ files }] = JSON.parse(packed.stdout) as [{ files: { path: string }[] }];
-    const modules = ["hono", "index", "respond", "types", "with_sluice"];
+    const modules = ["hono", "index", "respond", "time", "types", "with_sluice"];
     expect(files.map((f) => f.path).sort()).toEqual(
       [
         "README.md",
