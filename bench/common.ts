@@ -49,13 +49,15 @@ export function round(value: number, digits = 2): number {
 }
 
 /**
- * The commit the figures were measured on: `git rev-parse --short HEAD`, with `+dirty` when src/ or bench/ differ
- * from it (figures of uncommitted code say so); "unknown" outside a git checkout.
+ * The commit the figures were measured on: `git rev-parse --short HEAD`, with `+dirty` when src/ or bench/ (but for
+ * bench/results/) differ from it (figures of uncommitted code say so); "unknown" outside a git checkout.
  */
 export function commit(): string {
   const head = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" });
   if (head.status !== 0) return "unknown";
-  const dirty = spawnSync("git", ["status", "--porcelain", "--", "src", "bench"], { cwd: ROOT, encoding: "utf8" });
+  // Not bench/results: a publishing run rewrites them as it goes, and they are not what is measured.
+  const paths = ["src", "bench", ":(exclude)bench/results"];
+  const dirty = spawnSync("git", ["status", "--porcelain", "--", ...paths], { cwd: ROOT, encoding: "utf8" });
   return `${head.stdout.trim()}${dirty.stdout.trim() === "" ? "" : "+dirty"}`;
 }
 
