@@ -18,6 +18,7 @@ import { type ClientRequest, createServer, request, type ServerResponse } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { mulberry32 } from "../src/cli/gen_streams.ts";
 import {
   accessLogLines,
   freePort,
@@ -85,18 +86,6 @@ class HeldOrigin {
   }
 }
 
-/** A deterministic random source (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 interface Open {
   readonly path: string;
   readonly req: ClientRequest;
@@ -145,7 +134,7 @@ interface Live {
 
 // long: the schedule's one loop, each kind of event and the wait for its effect side by side
 async function runSchedule(port: number, origin: HeldOrigin, dir: string, seed: number): Promise<Live[]> {
-  const next = random(seed);
+  const next = mulberry32(seed);
   const inFlight: Open[] = [];
   const live: Live[] = [];
   const counts = { open: 0, finish: 0, abort: 0 };

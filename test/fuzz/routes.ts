@@ -34,6 +34,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import express from "express";
+import { mulberry32 } from "../../src/cli/gen_streams.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { adminReading, isAdminPath } from "../../src/request/admin_path.ts";
 import { DEFAULT_PATH_OPTIONS } from "../../src/request/canonical_path.ts";
@@ -209,19 +210,7 @@ async function startExpress(port: number): Promise<http.Server> {
 
 // --- seeded generation of path spellings -------------------------------------------------------------------------
 
-/** mulberry32: small, seeded, reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const random = rng(SEED);
+const random = mulberry32(SEED);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
 const chance = (p: number) => random() < p;
 
