@@ -6,12 +6,13 @@
 import { spawnSync } from "node:child_process";
 import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   dropBuildStep,
   projectCopy,
   ROOT,
   startWrangler,
+  stopStarted,
   stopWrangler,
   type WranglerDev,
 } from "../support/wrangler_dev.ts";
@@ -40,6 +41,9 @@ afterEach(async () => {
   if (server !== null) await stopWrangler(server);
   server = null;
 });
+
+// A case that timed out while its `wrangler dev` was still starting leaves one that `server` never held.
+afterAll(stopStarted);
 
 /** wrangler dev with the consumer `example` on the port and Sluice beside it. */
 async function start(example: string): Promise<WranglerDev> {

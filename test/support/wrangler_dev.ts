@@ -18,6 +18,21 @@ export const OFFLINE_ENV = {
   WRANGLER_HIDE_BANNER: "true",
 };
 
+/**
+ * Every process group this module started and has not stopped yet. `stopStarted()` stops them (a test file's
+ * `afterAll`), and the process's exit kills what is left: a `wrangler dev` whose test timed out while it started
+ * was once found still running (3.3 GB, a core) after a whole `npm test`.
+ */
+const started = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of started) if (child.pid !== undefined) signalGroup(child.pid, "SIGKILL");
+});
+
+/** Stop every `wrangler dev` this module started that is still running. */
+export async function stopStarted(): Promise<void> {
+  for (const child of [...started]) await stopWrangler({ child, base: "", output: [] });
+}
+
 export interface WranglerDev {
   readonly child: ChildProcess;
   /** `http://127.0.0.1:<port>` */
@@ -136,6 +151,7 @@ async function startWranglerOnce(
       env: { ...process.env, ...OFFLINE_ENV },
     },
   );
+  started.add(child);
   child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
   child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
   const base = `http://127.0.0.1:${port}`;
@@ -172,6 +188,7 @@ export async function stopWrangler(server: WranglerDev): Promise<void> {
     await sleep(200);
   }
   signalGroup(child.pid, "SIGKILL");
+  started.delete(child);
 }
 
 /** Send `sig` to the process group `pgid`; `false` when the group is gone (ESRCH). */
