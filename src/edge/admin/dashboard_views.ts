@@ -99,16 +99,30 @@ export const VIEWS = `
     $("bans-empty").hidden = list.bans.length > 0;
     $("bans-max").textContent = String(list.max);
     for (const b of list.bans) {
-      const key = el("td", short(b.key_hash), "mono");
-      key.title = b.key_hash;
       const actions = el("td");
-      const reset = el("button", "Reset\\u2026", "small");
-      reset.type = "button";
-      reset.dataset.action = "reset";
-      reset.addEventListener("click", () => askReset(b.rule, { key_hash: b.key_hash }, short(b.key_hash)));
-      actions.append(reset);
-      body.append(row([el("td", b.rule, "mono"), key, wait(b.ends_in_ms), actions]));
+      actions.append(resetButton(b.rule, b.key_hash));
+      body.append(row([el("td", b.rule, "mono"), hashCell(b.key_hash), wait(b.ends_in_ms), actions]));
     }
+  }
+
+  // A key hash, shortened, with the whole hash on hover.
+  function hashCell(hash) {
+    const cell = el("td", short(hash), "mono");
+    cell.title = hash;
+    return cell;
+  }
+
+  // A small button; \`action\` (data-action) names it for the browser tests.
+  function button(label, action, onClick) {
+    const b = el("button", label, "small");
+    b.type = "button";
+    if (action !== null) b.dataset.action = action;
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  function resetButton(rule, hash) {
+    return button("Reset\\u2026", "reset", () => askReset(rule, { key_hash: hash }, short(hash)));
   }
 
   function showDenials(list) {
@@ -117,18 +131,10 @@ export const VIEWS = `
     $("denials-empty").hidden = list.denials.length > 0;
     $("denials-max").textContent = String(list.capacity);
     for (const d of list.denials) {
-      const key = el("td", short(d.key), "mono");
-      key.title = d.key;
       const actions = el("td");
-      const look = el("button", "Look up", "small");
-      look.type = "button";
-      look.dataset.action = "lookup";
-      look.addEventListener("click", () => lookUp(d.rule, { key_hash: d.key }));
-      const reset = el("button", "Reset\\u2026", "small");
-      reset.type = "button";
-      reset.dataset.action = "reset";
-      reset.addEventListener("click", () => askReset(d.rule, { key_hash: d.key }, short(d.key)));
-      actions.append(look, " ", reset);
+      const look = button("Look up", "lookup", () => lookUp(d.rule, { key_hash: d.key }));
+      actions.append(look, " ", resetButton(d.rule, d.key));
+      const key = hashCell(d.key);
       body.append(
         row([utc(d.at_ms), el("td", d.rule, "mono"), key, wait(d.retry_after_ms), d.source, num(d.count), actions]),
       );
@@ -328,13 +334,9 @@ export const VIEWS = `
     const top = $("fleet-keys-body");
     top.replaceChildren();
     for (const k of f.top_denied_keys) {
-      const key = el("td", short(k.key_hash), "mono");
-      key.title = k.key_hash;
-      const look = el("button", "Look up", "small");
-      look.type = "button";
-      look.addEventListener("click", () => lookUp(k.rule, { key_hash: k.key_hash }));
       const act = el("td");
-      act.append(look);
+      act.append(button("Look up", null, () => lookUp(k.rule, { key_hash: k.key_hash })));
+      const key = hashCell(k.key_hash);
       top.append(row([key, el("td", k.rule, "mono"), k.plan, num(k.denials), wait(k.mean_retry_after_ms), act]));
     }
     $("fleet-keys-empty").hidden = f.top_denied_keys.length > 0;
