@@ -3,12 +3,14 @@
  * - a request trace (its first line `# sluice request trace v1`): every request through the gateway's steps;
  * - a `t_ms,key[,cost]` trace: every rule alone;
  * - an access log (NGINX, Envoy or Cloudflare Logpush, recognised by its first line; NGINX in the format an
- *   nginx.conf gives, else `combined`): read as a request trace is, its unreadable lines reported and skipped.
+ *   nginx.conf gives, else `combined`): read as a request trace is, its unreadable lines reported and skipped, its
+ *   API keys hashed as `trace from` writes them (no report shows a raw key).
  * Malformed lines of a trace are errors: each is reported with its line number (up to `MAX_REPORTED_LINES`, as
  * `TraceProblems` counts them), and no request reaches the sink after the first one; lines whose time goes back are
  * a warning. Progress is shown on a terminal.
  */
 import { statSync } from "node:fs";
+import { hashedApiKey } from "../replay/log_fields.ts";
 import {
   cloudflareParser,
   DEFAULT_FIELDS,
@@ -179,6 +181,7 @@ class LineReader {
       return true;
     }
     this.time(this.requestSlot.tMs);
+    this.requestSlot.key = hashedApiKey(this.requestSlot.key);
     this.sink.request(this.requestSlot);
     return true;
   }

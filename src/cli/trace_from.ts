@@ -5,7 +5,7 @@
  */
 import { createWriteStream, existsSync, statSync } from "node:fs";
 import { type Directive, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
-import { hashedValue } from "../replay/log_fields.ts";
+import { hashedApiKey } from "../replay/log_fields.ts";
 import {
   cloudflareParser,
   envoyParser,
@@ -223,8 +223,7 @@ async function convert(
 
 /** The line with its API key as `sha256:<hex>` (the log parsers already hash secret headers, cookies and queries). */
 function withoutSecrets(line: RequestLine): RequestLine {
-  if (line.key === null || /^sha256:[0-9a-f]{64}$/.test(line.key)) return line;
-  line.key = hashedValue(line.key);
+  line.key = hashedApiKey(line.key);
   return line;
 }
 

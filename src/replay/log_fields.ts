@@ -53,6 +53,18 @@ export function hashedUser(raw: string | null): string | null {
   return user === null ? null : hashedValue(user);
 }
 
+/**
+ * An API key as a trace or a report holds it: `sha256:<hex>` of the key when the gateway would read it (a token68 of
+ * at most its length, src/request/identity.ts), else `null` (the gateway reads no key either). A value already
+ * `sha256:<hex>` is kept. Logs hold raw keys; nothing Sluice writes or shows from a log does.
+ */
+export function hashedApiKey(raw: string | null): string | null {
+  if (raw === null) return null;
+  if (HASHED.test(raw)) return raw;
+  const key = identityKey("api_key", raw, { userHeader: "", ipv6PrefixBits: 64 });
+  return key === null ? null : hashedValue(key);
+}
+
 const HASHED = /^sha256:[0-9a-f]{64}$/;
 
 /** Headers whose one value holds commas (as src/request/key.ts reads them): not split before hashing. */

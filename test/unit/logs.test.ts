@@ -352,3 +352,38 @@ describe("sluice trace from", () => {
     expect((await runCli(["trace", "from", "apache", "x"])).stderr).toContain("expected nginx, envoy or cloudflare");
   });
 });
+
+describe("a log read directly by simulate, compare and plan: no raw API key in what they print", () => {
+  // Logs hold keys as clients sent them; `trace from` writes them hashed, and a replay of the log itself must not
+  // print them either (simulate's `caller` and `key`, compare's and plan's callers).
+  const line = (i: number, key: string) =>
+    JSON.stringify({
+      ClientIP: "198.51.100.4",
+      ClientRequestMethod: "GET",
+      ClientRequestURI: "/v1/tracking/1Z99",
+      RequestHeaders: { "x-api-key": key },
+      EdgeStartTimestamp: 1796119200000 + i,
+    });
+
+  it("simulate shows the key as sha256:<hex>, the same hash `trace from` writes", async () => {
+    const log = tmp("cf.log", `${[0, 1, 2].map((i) => line(i, "sk_live_secret9")).join("\n")}\n`);
+    const r = await runCli(["simulate", "--trace", log]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain("sk_live_secret9");
+    const first = JSON.parse(r.stdout.split("\n")[0]!) as { caller: string; rules: { key: string }[] };
+    expect(first.caller).toBe(hashedValue("sk_live_secret9"));
+    expect(first.rules.map((d) => d.key)).toContain(hashedValue("sk_live_secret9"));
+    const traced = await runCli(["trace", "from", "cloudflare", log]);
+    expect(traced.stdout).toContain(`,${hashedValue("sk_live_secret9")},`);
+  });
+
+  it("a key the gateway would not read (not a token68) is no key: the caller is the address", async () => {
+    const log = tmp("cf.log", `${line(0, "sk=live")}\n`);
+    const r = await runCli(["simulate", "--trace", log]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain("sk=live");
+    expect((JSON.parse(r.stdout.split("\n")[0]!) as { caller: string }).caller).toBe("198.51.100.4");
+    const traced = await runCli(["trace", "from", "cloudflare", log]);
+    expect(traced.stdout.split("\n")[2]).toMatch(/^1796119200000,GET,\/v1\/tracking\/1Z99,198\.51\.100\.4,,/);
+  });
+});
