@@ -58,7 +58,7 @@ export function rulesYaml(result: ImportResult, header: string): string {
       ...(m.except === undefined || m.except.length === 0 ? [] : [`except: ${routes(m.except)}`]),
       ...(m.identity === undefined ? [] : [`identity: ${m.identity}`]),
     ];
-    out.push(`  match: { ${match.join(", ")} }`);
+    out.push(match.length === 0 ? "  match: {}" : `  match: { ${match.join(", ")} }`);
     if (rule.key !== undefined) out.push(`  key: ${rule.key === "global" ? "global" : `[${rule.key.join(", ")}]`}`);
     for (const [name, value] of rule.fields) out.push(`  ${name}: ${scalar(value)}`);
     out.push("");

@@ -189,6 +189,13 @@ describe("Envoy configurations: the rules and the report", () => {
     const items = result.report.map((r) => `${r.kind}: ${r.message}`);
     for (const expected of report) expect(items.some((i) => i.startsWith(expected))).toBe(true);
   });
+
+  it("a rule for every request is written `match: {}`, as a person writes it", () => {
+    const yaml =
+      "domain: api\ndescriptors:\n  - key: generic_key\n    value: global\n    rate_limit: { unit: second, requests_per_unit: 1000 }\n";
+    const text = rulesYaml(imported(yaml), "test");
+    expect(text).toContain("- id: api-global\n  match: {}\n  key: global\n");
+  });
 });
 
 describe("malformed Envoy configurations", () => {
