@@ -1,9 +1,7 @@
 /**
- * How a coalescer calls a key's object (coalesce.ts has the whole story and the `Coalescer` that holds the state these
- * work on, `Calls`): the request that leads the next call (`handOff`, `giveUp`), the key's state (`stateOf`), what a
- * call carries (`callInput`; delegate_call.ts `callTarget` makes it), its answers (`answered`, `failed`), and the
- * refunds and lease returns that ride with it or go in a call of their own (`refundObject`, `sendReturns`,
- * `afterCall`). Functions of the `Calls` they are given.
+ * How a coalescer (coalesce.ts) calls a key's object: who leads the next call (`handOff`, `giveUp`), the key's state
+ * (`stateOf`), what a call carries (`callInput`), its answers (`answered`, `failed`), and the refunds and lease returns
+ * that ride with it or go in a call of their own (`refundObject`, `sendReturns`, `afterCall`).
  */
 
 import { uses } from "../protocol/mechanisms.ts";
@@ -14,11 +12,10 @@ import {
   type Asked,
   type AskedLease,
   type AskInput,
-  AUTO_LEASE,
-  autoLease,
   type CoalescerOptions,
   type HeldLease,
   type KeyState,
+  leaseSettingsOf,
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
@@ -33,7 +30,7 @@ export interface Calls {
   readonly options: CoalescerOptions;
   readonly ctx: KeyCtx;
   readonly keys: Map<string, KeyState>;
-  /** The lease each key's call in flight asked for (coalesce_types.ts `AskedLease`). */
+  /** The lease each key's call in flight asked for. */
   readonly lastAsk: WeakMap<KeyState, AskedLease>;
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   readonly refundWaiters: WeakMap<CallInput, ((result: RefundResult) => void)[]>;
@@ -55,7 +52,6 @@ export function giveUp(c: Calls, st: KeyState, me: Waiting): void {
   if (me.settled) return;
   me.settled = true;
   st.queue.splice(st.queue.indexOf(me), 1);
-  // No call for this key ended within two budgets: the object is busy (a timeout), decided as `lastKnown` says.
   me.resolve(lastKnown(c.ctx, st, "timeout", c.options.clock())!);
   if (st.inFlight && c.options.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
     st.inFlight = false;
@@ -76,7 +72,7 @@ export function stateOf(c: Calls, input: AskInput): KeyState {
     st.transport = input.transport;
     st.rule = input.rule;
     st.timeoutMs = input.timeoutMs;
-    st.leaseSettings = input.lease ?? (autoLease(input.rule, input.lease) ? AUTO_LEASE : null);
+    st.leaseSettings = leaseSettingsOf(input);
     st.delegate = input.delegate ?? null;
   }
   c.keys.set(input.name, st);
@@ -102,9 +98,8 @@ export function endLease(st: KeyState): void {
 }
 
 /**
- * The queued requests this isolate answers without a call: first from a lease that arrived while they waited, in
- * arrival order; then, while the key is scarce and this isolate's share spent, refused here rather than by a call
- * each (see `scarceAnswer`). The rest make the call's batch; `mine` is the leader's answer if it got one here.
+ * The queued requests answered without a call: from the lease, in arrival order, then (while the last grant was short)
+ * a last known refusal each. The rest make the call's batch; `mine` is the leader's answer if it got one here.
  */
 export function answerHere(
   c: Calls,
@@ -161,13 +156,11 @@ export function callInput(
     id: c.options.newId(),
     costs: batch.map((w) => w.cost),
     giveBack,
-    // A delegate grants sub-leases out of its share (src/protocol/sublease.ts), sized for their shorter term.
     lease: batch.length > 0 || renew ? leaseAsk(st, clock(), toDelegate) : null,
   };
   if (input.lease == null) c.lastAsk.delete(st);
   else {
-    // What this isolate needs of one ttl, but never more than one lease may take (store.ts `leaseCapOf`): a grant
-    // cut at that cap is no sign of a short key.
+    // A grant cut at the cap one lease may take is no sign of a short key.
     const seen = seenOver(st, clock(), input.lease.ttlMs);
     const need = Math.min(input.lease.units, seen, leaseCapOf(st.rule.params));
     c.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
@@ -193,10 +186,7 @@ export function answered(
       source: "object",
       batchSize: batch.length,
       attempts,
-      refund: () =>
-        r.ok && r.decision.allowed
-          ? (giveSlotBack(st, r.slot, w.keepAlive) ?? refundObject(c, st, w.cost, r.atMs, w.keepAlive))
-          : Promise.resolve(null),
+      refund: () => (r.ok && r.decision.allowed ? giveAdmissionBack(c, st, w, r.slot, r.atMs) : Promise.resolve(null)),
     };
   });
 }
@@ -233,10 +223,13 @@ export function lateRefunds(
 ): void {
   for (const [i, w] of batch.entries()) {
     const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? results[i] : undefined;
-    // A slot goes back by its id, at once (slot_return.ts); any other admission with the key's next call.
-    if (x?.ok && x.decision.allowed)
-      void (giveSlotBack(st, x.slot, w.keepAlive) ?? refundObject(c, st, w.cost, x.atMs, w.keepAlive));
+    if (x?.ok && x.decision.allowed) void giveAdmissionBack(c, st, w, x.slot, x.atMs);
   }
+}
+
+/** An admission nobody uses: its slot back by id, at once (slot_return.ts), else a refund with the key's next call. */
+function giveAdmissionBack(c: Calls, st: KeyState, w: Waiting, slot: number | undefined, atMs: number) {
+  return giveSlotBack(st, slot, w.keepAlive) ?? refundObject(c, st, w.cost, atMs, w.keepAlive);
 }
 
 /** An answer from the key's lease (`refund` gives the unit back to the lease while it runs). */
@@ -248,7 +241,7 @@ export function leaseAnswer(
   now: number,
   keepAlive?: (work: Promise<unknown>) => void,
 ): Asked {
-  // What this isolate's slice still holds, and when it ends: the honest figures for an answer from a lease.
+  // What the lease still holds, and when it ends: the honest figures for an answer from a lease.
   const resetAfterMs = Math.max(0, lease.endsAtMs - now);
   const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
   return heldAnswer(lease.atMs, decision, () => {
@@ -268,10 +261,9 @@ export function leaseAnswer(
 }
 
 /**
- * Give an admission back with the key's next call (`giveBack`). A cold key with no call in flight sends it at once
- * (with any other refunds waiting), and its figures after the refund come back; otherwise it waits for the next
- * call, at most `RETURN_WAIT_MS` (then one call takes every refund waiting), and the caller gets `null` (the figures
- * it already has, one unit short: the safe side).
+ * Give an admission back with the key's next call. A cold key with no call in flight sends it at once and answers the
+ * figures after it; otherwise it waits for the next call (at most `RETURN_WAIT_MS`), answering `null` (the figures
+ * the caller has, one unit short: the safe side).
  */
 export function refundObject(
   c: Calls,
@@ -292,8 +284,8 @@ export function refundObject(
     return Promise.resolve(null);
   }
   if (!st.inFlight) return sendReturns(c, st, keepAlive);
-  // A call is in flight: this refund goes with the next one (`afterCall`), and answers when it lands, or after two
-  // call budgets at most (its own timer: a request waiting on nothing of its own is cancelled by the runtime).
+  // It goes with the next call (`afterCall`), answering when it lands or after two budgets (a timer of its own: a
+  // request waiting on nothing of its own is cancelled by the runtime).
   const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
   const bounded = sleep(2 * st.timeoutMs).then(() => null);
   return Promise.race([resume?.(landed) ?? landed, bounded]);
@@ -318,10 +310,7 @@ export async function sendReturns(c: Calls, st: KeyState, keepAlive: KeepAlive):
   }
 }
 
-/**
- * A call ended: the next call goes to the first request waiting; with none, the refunds that came meanwhile go now
- * in one call of their own, unless the key is hot here (then they wait for the next call, `armReturns`).
- */
+/** A call ended: the first request waiting leads the next; with none, refunds go now (hot: with the next call). */
 export function afterCall(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
   st.inFlight = false;
   handOff(c, st);
@@ -351,10 +340,8 @@ function armReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
 }
 
 /**
- * The refunds a call carried have landed (or not: `null`); tell who waits for them. An overloaded object never saw
- * the call: what it carried goes back in the queue for a later call (never sooner than a backoff). Any other
- * failure may have been applied (a timeout's late answer, an error after the write), so what it carried is not
- * sent again: the key is short that much, never over.
+ * The refunds a call carried have landed (or not: `null`). An overloaded object never saw the call: they go back in
+ * the queue (after a backoff). Any other failure may have been applied, so they are not sent again: short, never over.
  */
 export function refundsLanded(c: Calls, st: KeyState, input: CallInput, answer: CallAnswer): void {
   if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {

@@ -10,10 +10,10 @@ import {
   type AskedLease,
   type AskInput,
   AUTO_LEASE,
-  autoLease,
   type DelegateRoute,
   type HotMark,
   type KeyState,
+  leaseSettingsOf,
 } from "./coalesce_types.ts";
 
 /** A key this isolate has not tracked yet (or forgot). */
@@ -23,7 +23,7 @@ export function newKeyState(input: AskInput): KeyState {
     transport: input.transport,
     rule: input.rule,
     timeoutMs: input.timeoutMs,
-    leaseSettings: input.lease ?? (autoLease(input.rule, input.lease) ? AUTO_LEASE : null),
+    leaseSettings: leaseSettingsOf(input),
     inFlight: false,
     inFlightSinceMs: 0,
     queue: [],

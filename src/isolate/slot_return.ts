@@ -1,18 +1,13 @@
 /**
- * Giving back the slot an admission took (a concurrency rule's, src/algorithms/concurrency.ts) when nobody uses it:
- * another rule refused the request, or the answer came after the request was refused as busy. By the slot's id and
- * at once: a refund by time and cost may meet another request's slot taken in the same ms, or none once refunds of
- * one ms were merged, and leave the slot held until its lease (`slot_ttl`) ends.
+ * Giving back the slot an admission took (a concurrency rule's) when nobody uses it, by its id and at once: a refund
+ * by time and cost may meet another request's slot taken in the same ms and leave this one held until `slot_ttl`.
  */
 import { messageOf } from "../protocol/object_call.ts";
 import type { RefundResult } from "../protocol/store.ts";
 import type { KeyState } from "./coalesce_types.ts";
 import { logEvent } from "./metrics.ts";
 
-/**
- * Release `slot` of the key's object (answering `null`: the figures the caller already has), or `null` when there is
- * no slot or the transport cannot release (the caller then refunds by time and cost).
- */
+/** Release `slot` (answering `null`: the figures the caller has), or `null` when there is none or no way to release. */
 export function giveSlotBack(
   st: KeyState,
   slot: number | undefined,

@@ -1,17 +1,8 @@
 /**
- * `SluiceDelegate`: the delegate tier's Durable Object, one per (rule, key, region), named by names.ts
- * `delegateNameOf` (hashed key only) and created with the region's `locationHint`. A thin shell around the delegate's
- * steps (src/protocol/delegate_run.ts) and pure decisions (src/protocol/delegate.ts): it keeps its record in memory
- * and writes it to its SQLite storage on every change, synchronously, before answering (the runtime's output gate
- * holds the answer until the write is durable), so the share it holds survives a restart.
- *
- * RPC `check(input)`: an isolate's batch (the same `CallInput` the key's object takes, plus the key's object's name
- * and this delegate's holder id), decided from the share (with a sub-lease for the isolate when it asks: sublease.ts),
- * renewed with the key's object (`SluiceLimiter.share`) when needed, or passed through to the key's object without a
- * share (`hot: false` unless that object says hot).
- *
- * An alarm at its share's end gives a window share's unused units back (nothing else would, if no isolate calls), and
- * an idle delegate deletes its record later.
+ * `SluiceDelegate`: a delegate, one Durable Object per (rule, key, region, shard) (names.ts `delegateNameOf`), a thin
+ * shell around src/protocol/delegate_run.ts. It writes its record on every change before answering (the output gate
+ * holds the answer until the write is durable), so its share survives a restart. RPC `check`: an isolate's batch.
+ * Its alarm gives a window share's unused units back at the term's end, and deletes an idle delegate's record.
  */
 import { DurableObject } from "cloudflare:workers";
 import { logEvent } from "../isolate/metrics.ts";
@@ -25,13 +16,13 @@ import type { SluiceLimiter } from "./limiter.ts";
 
 /** An isolate's batch for a delegate. */
 export interface DelegateCallInput extends CallInput {
-  /** The key's object's name (names.ts `objectNameOf`): whom to renew with and pass batches through to. */
+  /** The key's object's name (names.ts `objectNameOf`). */
   readonly object: string;
-  /** This delegate's holder id (names.ts `holderOf`): `weur.0`. */
+  /** This delegate's region and shard (names.ts `holderOf`): `weur.0`. */
   readonly holder: string;
 }
 
-/** Where the delegate keeps its record, and whom it works for (for the alarm, which has no call to read it from). */
+/** Storage keys: the record, and whom it works for (the alarm has no call to read it from). */
 const RECORD_KEY = "delegate";
 const WHO_KEY = "who";
 
@@ -69,10 +60,7 @@ export class SluiceDelegate extends DurableObject<DelegateEnv> {
     return this.run.check({ object, holder, rule: call.rule }, call);
   }
 
-  /**
-   * Forget this delegate's share and everything it keeps (an admin reset of its key, which forgot the charge): its
-   * next batch starts fresh, asking the key's object for a new share. `true` if there was a share or calls.
-   */
+  /** Forget the share and every call (an admin reset of the key); `true` if there was a share or calls. */
   async reset(): Promise<boolean> {
     const record = this.load();
     const existed = record.share !== null || record.calls.length > 0;

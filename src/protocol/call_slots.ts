@@ -1,8 +1,7 @@
 /**
- * How an object stores the call ids it remembers (store.ts `LimiterRecord.calls`): one storage entry per call, in a
- * ring of `CALL_MEMORY_MAX` slots, so a call writes its own entry (about 100 bytes) and the record without the list
- * (a few hundred), never the whole list again. Pure: the Durable Object (limiter.ts) and the simulated object
- * (src/sim/object.ts) keep one of these beside the record.
+ * How an object stores the call ids it remembers (`LimiterRecord.calls`): one storage entry per call in a ring of
+ * `CALL_MEMORY_MAX` slots, so a call writes its own entry, never the whole list. Pure: limiter.ts and src/sim/object.ts
+ * keep one beside the record.
  */
 import { type AppliedCall, CALL_MEMORY_MAX, type LimiterRecord } from "./store.ts";
 
@@ -60,9 +59,8 @@ export class CallSlots {
 }
 
 /**
- * The writes one change of a record makes: the record without its calls, and the call it applied, if any (the new
- * last entry of `calls`). `null` record: delete the record (its call entries stay until the object is cleared; they
- * are only read along with a record).
+ * The writes one change of a record makes: the record without its calls, and the call it applied (a new last entry),
+ * if any. `null` record: delete it (its call entries are only read along with a record).
  */
 export function writesOf(
   before: LimiterRecord | null,

@@ -1,13 +1,8 @@
 /**
- * One call to a key's Durable Object within a time budget, as a value: the answer, or why there is none.
- * - An error is classified by its structured fields only, never its message: `overloaded` and `retryable` (both
- *   survive RPC when true) and `durableObjectReset` (the object was reset while the call was in flight).
- * - A retryable error is retried once, inside the same budget, on a fresh stub (a reset breaks the stub that saw it),
- *   with the same call id, so an attempt applied before its connection broke is answered as remembered and charged
- *   once (store.ts, `callRecord`). An overloaded object is never retried: more calls are what it is drowning in.
- * - A call that misses the budget is `timeout`; it keeps running, and its late answer is handed back so the caller
- *   can refund admissions nobody used.
- * The transport (a stub per attempt in the Worker, a simulated network in the simulator) and the sleeper are passed in.
+ * One call to a key's Durable Object within a time budget, as a value: the answer, or why there is none. Errors are
+ * classified by their structured fields only (`overloaded`, `retryable`, `durableObjectReset`). A retryable error is
+ * retried once within the budget on a fresh stub with the same call id (charged once); an overloaded object never is.
+ * A call past the budget is `timeout`, and its late answer is handed back for refunds.
  */
 import type { ReleaseInput, ReleaseResult } from "./slots.ts";
 import type { CallInput, CallResult, RefundInput, RefundResult } from "./store.ts";
@@ -19,7 +14,7 @@ export type CallAnswer =
   | {
       readonly kind: "failed";
       readonly failure: FailureKind;
-      /** For the log: the error's message (never used to decide anything). */
+      /** For the log only. */
       readonly message: string;
       readonly attempts: number;
       /** The call still running after the budget ran out, if any. */

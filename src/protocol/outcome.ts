@@ -1,11 +1,8 @@
 /**
- * One request's step on a key's record, by what the call asks (`CallKind`): a `check` (decide and charge, as every
- * rule does), a `probe` (decide without charging: a rule that counts by the response, before forwarding), or a
- * `charge` (what the origin's answer costs, after it). A rule's `block_for` bans the key from a refusal (a check's or
- * a probe's) or from a charge that did not fit, whichever comes first while no ban runs; while a ban runs every check
- * and probe is refused with the ban's end, and the algorithm is not asked. Pure: (record, input, now) -> (result,
- * record); store.ts `callRecord` runs it for each request of a call. docs/rules.md, "Counting by the response" and
- * "Holding a caller out", states the semantics.
+ * One request's step on a key's record, by what the call asks (`CallKind`). A rule's `block_for` bans the key from a
+ * refusal or a charge that did not fit while no ban runs; during a ban every check and probe is refused with its end.
+ * Pure; store.ts `callRecord` runs it per request. docs/rules.md, "Counting by the response" and "Holding a caller
+ * out", states the semantics.
  */
 import type { Decision } from "../algorithms/index.ts";
 import {
@@ -18,10 +15,7 @@ import {
   peekRecord,
 } from "./record.ts";
 
-/**
- * What a call does with its costs: `check` (default) decides and charges; `probe` decides whether each cost would fit
- * now and charges nothing (the figures are the key's as they stand); `charge` charges each cost as far as it fits.
- */
+/** `check` (default) decides and charges; `probe` decides without charging; `charge` charges as far as it fits. */
 export type CallKind = "check" | "probe" | "charge";
 
 type Step = { readonly result: CheckResult; readonly record: LimiterRecord | null };
@@ -46,7 +40,7 @@ export function stepRecord(
   if (!out.result.ok) return out;
   if (!out.result.decision.allowed) return banFrom(out, rule, cost, nowMs);
   if (kind === "check") return out;
-  // A probe that fits: nothing charged, and the figures are the key's as it stands (its own effect is none).
+  // A probe that fits charges nothing: the figures are the key's as it stands.
   const peek = peekAlgorithm(record, rule, nowMs);
   const decision: Decision = {
     allowed: true,
@@ -59,9 +53,8 @@ export function stepRecord(
 }
 
 /**
- * Charge `cost` units after the origin answered: as much of it as fits (the algorithms hold no debt), so a charge
- * that does not fit in full leaves the key at its limit and crossed it (a `block_for` ban starts, unless one runs).
- * The answer says whether it fit (`allowed`), the units charged, and the key's figures after it.
+ * Charge `cost` units after the origin answered, as much as fits (the algorithms hold no debt): one that does not fit
+ * in full crossed the limit (`allowed` false; a `block_for` ban starts unless one runs).
  */
 export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, cost: number, nowMs: number): Step {
   const possible = checkRecord(null, { rule, cost }, nowMs);

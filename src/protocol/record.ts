@@ -1,12 +1,8 @@
 /**
- * What a limiter keeps per (rule, key) and the operations on the record alone: check, refund, peek, freshness, and
- * which rules version it obeys (`ruleFor`). Pure functions of (record, input, now); the Durable Object, the
- * in-isolate store and the simulator are shells around them. A call (a batch, its id, a lease) is store.ts.
- *
- * Rule changes across a redeploy: the record remembers the parameters its state was made under and the rules version
- * they came from. Newer or equal versions with other parameters convert the state with `carryOver` (docs/rules.md,
- * "Changing a rule's parameters"); an older version is decided under the record's newer parameters, so two versions
- * serving at once never thrash the state between two fingerprints.
+ * What a limiter keeps per (rule, key), and the operations on the record alone (check, refund, peek, freshness, which
+ * rules version it obeys): pure functions of (record, input, now). A call (a batch, its id, a lease) is store.ts.
+ * A newer or equal rules version with other parameters converts the state (`carryOver`); an older one is decided under
+ * the record's newer parameters, so two versions serving at once never thrash the state.
  */
 import {
   type AlgorithmState,
@@ -34,9 +30,9 @@ export interface LimiterRecord {
   readonly version?: number;
   /** Calls applied in the last `CALL_MEMORY_MS` (at most `CALL_MEMORY_MAX`), so a retried call is not charged twice. */
   readonly calls?: readonly AppliedCall[];
-  /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget (`callRecord`). */
+  /** Lease units asked per ttl lately, across isolates: the key's demand, for sharing a short budget. */
   readonly leaseAsks?: LeaseAsks;
-  /** The shares granted to delegates, and the direct slice's state while rate shares are out (share.ts). */
+  /** The shares granted to delegates, and the direct slice while rate shares are out (share.ts). */
   readonly shares?: ShareBook;
   /** A rate rule's least deficits lately, which bound what a late refund gives back (late_refund.ts). */
   readonly lows?: Lows;
@@ -52,30 +48,20 @@ export interface Ban {
   readonly untilMs: number;
 }
 
-/**
- * The shares of a hot key's budget its object granted (src/protocol/share.ts owns every operation on it). Bounded:
- * at most `SHARE_HOLDERS_MAX` entries (a few hundred bytes each at most).
- */
+/** The shares of a hot key the key's object granted (share.ts), at most `SHARE_HOLDERS_MAX` entries. */
 export interface ShareBook {
   readonly entries: readonly ShareEntry[];
-  /**
-   * While rate shares are out: the slice of the rate the object decides direct calls from (`parts` of `SHARE_PARTS`,
-   * what no live share holds) and its state under those parameters; the record's own `state` then waits unused.
-   */
+  /** While rate shares are out: the direct slice (parts no live share holds) and its state; `state` waits unused. */
   readonly direct?: { readonly parts: number; readonly state: AlgorithmState | null };
-  /** The key is hot until then (object clock), ms: callers are told to go to their region's delegate. */
+  /** The key is hot until then (object clock), ms. */
   readonly hotUntilMs: number;
-  /**
-   * Window shares: units of a window that has not started yet (`window`, its index) granted ahead to holders shortly
-   * before it starts (share_grant.ts `windowGrant`), charged to the record's state when that window starts
-   * (window_ahead.ts `applyAhead`, by `settleShares`). Absent: none.
-   */
+  /** Units of the next window (`window`, its index) granted already, charged when it starts (window_ahead.ts). */
   readonly ahead?: { readonly window: number; readonly units: number };
 }
 
-/** One holder's share, as the key's object remembers it. */
+/** One delegate's share, as the key's object remembers it. */
 export interface ShareEntry {
-  /** The holder: a delegate's region and shard (`weur.0`), never a key. */
+  /** The delegate holding it: its region and shard (`weur.0`), never a key. */
   readonly holder: string;
   /** Rate share: parts of `SHARE_PARTS` of the rule's rate and burst. 0 for a window share. */
   readonly parts: number;
@@ -85,14 +71,14 @@ export interface ShareEntry {
   readonly atMs: number;
   /** When the share ends at the latest (object clock), ms: the grant time plus its term. */
   readonly endsAtMs: number;
-  /** The holder's previous parts, still promised until `prevEndsAtMs` (the holder uses them until it hears). */
+  /** The delegate's previous parts, still promised until `prevEndsAtMs` (it uses them until it hears). */
   readonly prevParts: number;
   readonly prevEndsAtMs: number;
-  /** Cost the holder was asked for over its last term: its demand. */
+  /** Cost the delegate was asked for over its last term: its demand. */
   readonly demand: number;
-  /** Rate share: tokens moved from the direct slice to the holder with this grant (absent: none). */
+  /** Rate share: tokens moved from the direct slice to the delegate with this grant (absent: none). */
   readonly tokens?: number;
-  /** Window share: units of the next window granted ahead with it (`ShareGrant.ahead`; absent: none). */
+  /** Window share: units of the next window granted with it (`ShareGrant.ahead`; absent: none). */
   readonly ahead?: { readonly units: number; readonly atMs: number; readonly termMs: number };
   /** The ask this grant answered (a retried ask is answered again, not granted twice). */
   readonly askId: string;
@@ -198,25 +184,10 @@ export function checkRecord(
   return { result, record: lows === null ? kept : { ...kept, lows } };
 }
 
-/** A new record with the old one's call ids, lease asks, shares and lows (which are not algorithm state). */
+/** A new record with the old one's bookkeeping (call ids, lease asks, shares, lows, ban: not algorithm state). */
 function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
-  if (
-    old.calls === undefined &&
-    old.leaseAsks === undefined &&
-    old.shares === undefined &&
-    old.lows === undefined &&
-    old.ban === undefined
-  ) {
-    return next;
-  }
-  return {
-    ...next,
-    ...(old.ban === undefined ? {} : { ban: old.ban }),
-    ...(old.calls === undefined ? {} : { calls: old.calls }),
-    ...(old.leaseAsks === undefined ? {} : { leaseAsks: old.leaseAsks }),
-    ...(old.shares === undefined ? {} : { shares: old.shares }),
-    ...(old.lows === undefined ? {} : { lows: old.lows }),
-  };
+  const { v: _v, params: _p, fingerprint: _f, state: _s, version: _version, ...bookkeeping } = old;
+  return { ...next, ...bookkeeping };
 }
 
 /** `record` (after a refund) with the key's deficit now noted, for later refunds of earlier charges (a bucket's). */
@@ -228,10 +199,8 @@ function withLow(record: LimiterRecord, rule: LimiterRule, nowMs: number): Limit
 }
 
 /**
- * Give back an admitted request's cost. A refund names units charged under the rule as its caller had it; a record
- * made under other parameters since (a deploy, an override change) takes them back in its own terms: its state is
- * that charge converted by the algorithm's carry-over, and a unit is one request under either rule, so nothing a caller
- * gives back is dropped (the algorithm's `refund` never gives back more than the state holds).
+ * Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule, so
+ * a refund across a rule change is not dropped; the algorithm never gives back more than the state holds).
  */
 export function refundRecord(
   record: LimiterRecord | null,
@@ -254,11 +223,8 @@ export function refundRecord(
   const resetAfterMs = Math.max(0, freshAt - nowMs);
   if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
   if (bucket && given === 0) return { result: { remaining, resetAfterMs }, record };
-  // A refund that leaves the key's state as good as fresh (an emptied log, a full bucket) drops the record only when
-  // it holds nothing else: call ids (a retry must not be charged twice, and the busy mark counts them), lease asks,
-  // a share book, or a rules version (the newest the object has seen) keep it, with its fresh state.
-  // The state kept is then one fresh at any time (made at 0), not at `nowMs`: a clock that later reads earlier (a
-  // test's, a restarted object's) must not find the key charged.
+  // A state now as good as fresh drops the record unless it holds more (`bare`); kept, its state is one fresh at any
+  // time (made at 0), so a clock that later reads earlier must not find the key charged.
   if (freshAt > nowMs) return { result: { remaining, resetAfterMs }, record: noted({ ...record, state }) };
   return {
     result: { remaining, resetAfterMs },

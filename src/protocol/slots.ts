@@ -1,19 +1,14 @@
 /**
- * Giving slots back (algorithms whose admitted requests hold a slot until they end: concurrency). A pure function of
- * (record, input, now), like the rest of the record protocol: the Durable Object (src/object/limiter.ts) and the
- * simulator are shells around it. A release names its slots by id: one that is no longer held (released already, its
- * lease over) changes nothing, so a release is idempotent and a late one frees nobody else's slot.
- *
- * Slots never go through the delegate tier: their algorithm takes no leases (`lease.kind` "none"), so its keys are
- * never hot and every take and every release is the key's object's (docs/rules.md, "Concurrency").
+ * Giving slots back (concurrency: an admitted request holds a slot until it ends), pure like record.ts. A release
+ * names slots by id, so it is idempotent and a late one frees nobody else's. Slots never reach delegates: their
+ * algorithm takes no leases, so its keys are never hot (docs/rules.md, "Concurrency").
  */
 import { type AlgorithmParams, type AlgorithmState, slotPolicy } from "../algorithms/index.ts";
 import type { LimiterRecord, LimiterRule } from "./record.ts";
 
 /**
- * The waits before each retry of a release the key's object refused as overloaded (or with a retryable error, or a
- * reset), ms: each jittered to between half and all of it. A release frees capacity, so it is retried, unlike a
- * take; one never given back is held until its lease (`slot_ttl`) ends.
+ * The waits before each retry of a release that failed as overloaded, retryable or reset, ms, each jittered to half to
+ * all of it (a release frees capacity, so unlike a take it is retried; one never given back ends with `slot_ttl`).
  */
 export const RELEASE_RETRY_MS: readonly number[] = [250, 1_000, 4_000];
 
@@ -42,10 +37,7 @@ export function releaseRecord(
   return slotChange(record, input, nowMs, "release");
 }
 
-/**
- * Start the leases of the slots named again at `nowMs` (their requests still run: the gateway renews every half
- * `slot_ttl` while a response streams); `released` counts the slots renewed. A slot whose lease ended is not revived.
- */
+/** Start the slots' leases again at `nowMs` (a response still streams); `released` counts them; an ended one stays so. */
 export function renewRecord(
   record: LimiterRecord | null,
   input: ReleaseInput,

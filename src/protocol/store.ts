@@ -1,13 +1,12 @@
 /**
- * One call to a key's object, as pure functions of (record, input, now): a batch of requests decided in arrival order,
- * an id so that a retry is never charged twice, the busy mark, and a lease. The record and its single operations
- * (check, refund, peek, versions) are record.ts, re-exported here for the shells.
+ * One call to a key's object, as pure functions of (record, input, now): a batch decided in arrival order, an id so
+ * that a retry is never charged twice, whether the key's object is busy, and a lease. record.ts (re-exported here for
+ * the shells) has the record and its single operations.
  */
 import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { type CallKind, stepRecord } from "./outcome.ts";
-
 import {
   type AppliedCall,
   CALL_MEMORY_MS,
@@ -24,25 +23,14 @@ import {
 import { BUSY_CALLS_PER_S } from "./tunables.ts";
 
 export * from "./record.ts";
-// ---------------------------------------------------------------------------------------------------------------------
-// One call: a batch of requests decided in arrival order, an id so a retry is never charged twice, and a lease.
 
 /**
- * How many call ids the object remembers at most (oldest forgotten first). A retry follows its first attempt within
- * one call budget, while its isolate has no other call in flight for the key; 128 covers that at the object's own
- * limit of about 1,000 calls/s for budgets up to 128 ms, and at the busy mark (`BUSY_CALLS_PER_S`) for over a second.
- * The object stores each remembered call on its own (limiter.ts), so a call writes one entry, not the list.
+ * Call ids the key's object remembers at most (oldest forgotten first). A retry follows its first attempt within one
+ * call budget: 128 covers budgets up to 128 ms at the object's ceiling of about 1,000 calls/s.
  */
 export const CALL_MEMORY_MAX = 128;
 
-/**
- * A window rule's lease takes at most a quarter of its limit (`LEASE_MAX_SHARE_DIVISOR`, src/rules/lease.ts), so no
- * isolate holds most of a small window's budget while the others' requests are refused. A rate rule's leases are
- * shared by demand instead (`grantLease`), and capped only by its capacity.
- */
-export { LEASE_MAX_SHARE_DIVISOR };
-
-/** The most units one lease of this rule takes (`LEASE_MAX_SHARE_DIVISOR`). */
+/** The most units one lease takes: a window rule's, a quarter of its limit (no isolate holds most of a window). */
 export function leaseCapOf(params: AlgorithmParams): number {
   const capacity = capacityOf(params);
   if (leasePolicy(params.algorithm).kind !== "window") return capacity;
@@ -99,25 +87,18 @@ export interface CallResult {
   readonly lease: LeaseGrant | null;
   /** True when the object had already applied this call id (a retry): nothing was charged again. */
   readonly replayed: boolean;
-  /**
-   * True when the key's object is busy: it applied at least `BUSY_CALLS_PER_S` calls for the key in the last second.
-   * An isolate then leases the key (if its rule has `lease`) even below the rule's `lease.above`, so that many
-   * isolates each just under `above` do not together make a call per request. Absent: not busy.
-   */
+  /** The key's object is busy (`isBusy`): isolates lease the key even below `lease.above`. Absent: not busy. */
   readonly busy?: boolean;
   /** For a call that gave units back (`giveBack`): the key's figures after it, as a refund reports them. */
   readonly refunded?: RefundResult;
-  /**
-   * The key is hot (src/protocol/share.ts): `true` from the key's object tells the caller to send this key's batches
-   * to its region's delegate; `false` from a delegate tells it to go back to the key's object. Absent: no change.
-   */
+  /** `true` (key's object): the key is hot, go to the delegate; `false` (delegate): go back. Absent: no change. */
   readonly hot?: boolean;
 }
 
 /**
- * Apply one call: give back the returned lease units, decide each request in order at `nowMs` (exactly as if they had
- * been separate calls at the same instant), then grant a lease from what is left (`grantLease`). A call whose id the
- * record remembers is not applied again: its verdicts are answered as remembered, with the key's figures now.
+ * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls at that
+ * instant would be), then grant a lease from what is left. A call whose id the record remembers is answered as
+ * remembered, with the key's figures now.
  */
 export function callRecord(
   record: LimiterRecord | null,
@@ -146,13 +127,13 @@ export function callRecord(
     current = granted.record;
     lease = granted.lease;
   }
-  const refunded = (input.giveBack?.length ?? 0) > 0 ? figuresOf(current, input.rule, nowMs) : null;
+  const refunded = (input.giveBack?.length ?? 0) > 0 ? peekRecord(current, input.rule, nowMs) : null;
   const result: CallResult = {
     atMs: nowMs,
     results,
     lease,
     replayed: false,
-    ...(refunded === null ? {} : { refunded }),
+    ...(refunded === null ? {} : { refunded: { remaining: refunded.remaining, resetAfterMs: refunded.resetAfterMs } }),
   };
   if (current === record) return { result: withBusy(result, record, nowMs), record };
   if (current === null) return { result, record: null };
@@ -172,12 +153,6 @@ export function callRecord(
   return { result: withBusy(result, next, nowMs), record: next };
 }
 
-/** The key's figures for a cost-1 request now, as a refund reports them. */
-function figuresOf(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): RefundResult {
-  const peek = peekRecord(record, rule, nowMs);
-  return { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs };
-}
-
 /** The result, marked busy when the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
 function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: number): CallResult {
   return isBusy(record, nowMs) ? { ...result, busy: true } : result;
@@ -193,14 +168,10 @@ export function isBusy(record: LimiterRecord | null, nowMs: number): boolean {
 }
 
 /**
- * Grant a lease: charge up to `ask.units` at `nowMs`, exactly as that many cost-1 requests then.
- *
- * A rate algorithm's key, when short, is shared by demand: the record keeps the units isolates asked for over the
- * last ttl (`leaseAsks`, the key's demand D), and the supply S over one ttl is what the key holds now plus its refill
- * in that time. Each ask gets `units × min(1, S / D)` (rounded up, so a last unit is still handed out), and never
- * more than the key holds now. So the grants of one ttl add up to about the supply, each isolate gets a slice in
- * proportion to its traffic, and none holds units it will not use while others refuse. A window's remaining units go
- * first come (`leaseRefillOver`).
+ * Grant a lease: charge up to `ask.units` at `nowMs`, as that many cost-1 requests then. A short rate key is shared by
+ * demand: each ask gets `units × min(1, supply / demand)` rounded up (supply: what the key holds plus its refill over
+ * the ttl; demand: the units asked over the last ttl, `leaseAsks`), never more than the key holds. A window's units go
+ * first come.
  */
 function grantLease(
   record: LimiterRecord | null,
@@ -219,7 +190,7 @@ function grantLease(
   const share =
     supply === null || demand <= supply
       ? ask.units
-      : Number(ceilDivBig(BigInt(ask.units) * BigInt(supply), BigInt(demand)));
+      : Number((BigInt(ask.units) * BigInt(supply) + BigInt(demand) - 1n) / BigInt(demand));
   const cap = leaseCapOf(rule.params);
   const units = Math.min(ask.units, share, available, cap);
   let current = record;
@@ -228,8 +199,8 @@ function grantLease(
     const out = checkRecord(current, { rule, cost: units }, nowMs);
     if (out.result.ok && out.result.decision.allowed) {
       current = out.record;
-      // Cut short by what the key holds now, not by its share (nor by the cap): the rest of the share comes back with
-      // the refill, so the lease is shorter in proportion (down to a quarter of the ttl) and its holder asks again sooner.
+      // Cut short by what the key holds, not by demand: the rest comes with the refill, so the term is shorter in
+      // proportion (down to a quarter of the ttl) and the isolate asks again sooner.
       const termMs =
         units === available && available < share
           ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share))
@@ -252,28 +223,17 @@ function noteAsk(asks: LeaseAsks | undefined, units: number, ttlMs: number, nowM
   return { ...asks, curr: asks.curr + units };
 }
 
-function ceilDivBig(a: bigint, b: bigint): bigint {
-  return (a + b - 1n) / b;
-}
-
 /** The answer to a call already applied: its verdicts as remembered, with the key's figures as they are now. */
 function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
-  const peek = peekRecord(record, input.rule, nowMs);
-  const results = replayedResults(input, seen, nowMs, {
-    remaining: peek.remaining,
-    resetAfterMs: peek.resetAfterMs,
-    retryAfterMs: Math.max(1, peek.retryAfterMs ?? 1),
-  });
+  const { remaining, resetAfterMs, retryAfterMs } = peekRecord(record, input.rule, nowMs);
+  const figures = { remaining, resetAfterMs, retryAfterMs: Math.max(1, retryAfterMs ?? 1) };
+  const results = replayedResults(input, seen, nowMs, figures);
   const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
-  const refunded =
-    (input.giveBack?.length ?? 0) > 0 ? { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } : null;
-  return { atMs: nowMs, results, lease, replayed: true, ...(refunded === null ? {} : { refunded }) };
+  const refunded = (input.giveBack?.length ?? 0) > 0 ? { refunded: { remaining, resetAfterMs } } : {};
+  return { atMs: nowMs, results, lease, replayed: true, ...refunded };
 }
 
-/**
- * The results of a call applied before (`seen`), answered again as remembered (the key's object's `replay`, a
- * delegate's `replayed`): its verdicts, with the figures the answerer knows now.
- */
+/** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures known now. */
 export function replayedResults(
   input: CallInput,
   seen: AppliedCall,
