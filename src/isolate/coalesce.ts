@@ -265,12 +265,18 @@ export class Coalescer {
       waiting = { cost: input.cost, observe: input.observe, keepAlive: input.keepAlive, resolve, settled: false };
     });
     const me = waiting!;
+    const leadsNow = !st.inFlight && st.queue.length === 0;
     st.queue.push(me);
+    // Nothing in flight or waiting: this request makes the call at once, from its own context (no timer, no resume).
+    if (leadsNow) {
+      handOff(this.c, st);
+      return (await this.flush(st, me, input.keepAlive))!;
+    }
     // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.
     // (Two waits of one budget each: one for the call in flight, one for this request's own.)
     // Then, until its turn comes, the request keeps a timer of its own pending: while another request's call carries
     // it, it has no I/O of its own, and the Workers runtime cancels a request that waits on nothing of its own ("the
-    // Worker's code had hung") when the runtime itself resumes it (resume.ts, `resumeInOwnContext`).
+    // Worker's code had hung") when the runtime itself resumes it (resume.ts, `ownContextResumer`).
     const { sleep } = this.options;
     let turnCame = false;
     void (async () => {

@@ -203,7 +203,7 @@ export interface CoalescerOptions {
   readonly newId: () => string;
   /**
    * Wait for a promise another request settles, continuing in this request's own I/O context (the Worker passes
-   * `resumeInOwnContext`, resume.ts). Default: plain `await` (simulation and tests).
+   * `ownContextResumer`'s, resume.ts). Default: plain `await` (simulation and tests).
    */
   readonly resume?: <T>(settled: Promise<T>) => Promise<T>;
   /** Keys tracked at most (least recently used forgotten first; a key with a call in flight or a lease is kept). */

@@ -12,7 +12,7 @@ import { KeyLookups } from "./key_lookups.ts";
 import { LocalScope } from "./local_scope.ts";
 import { newStats, type Stats } from "./metrics.ts";
 import { RecentDenials } from "./recent_denials.ts";
-import { resumeInOwnContext } from "./resume.ts";
+import { ownContextResumer } from "./resume.ts";
 
 import { type Clock, type Sleep, systemClock, systemSleep } from "./time.ts";
 
@@ -61,7 +61,7 @@ export function createIsolate(options: IsolateOptions = {}): Isolate {
       sleep,
       counters: stats,
       newId: () => crypto.randomUUID(),
-      resume: resumeInOwnContext,
+      resume: ownContextResumer(clock),
       maxWaiting: options.maxWaiting,
     }),
     local: new LocalScope(),

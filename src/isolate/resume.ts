@@ -4,23 +4,54 @@
  * request (I/O type: SpanParent)"), and workerd's flag `handle_cross_request_promise_resolution`, which routes a
  * continuation back to the request that made the promise, did not hold under load in `wrangler dev` (issue 18;
  * docs/production.md, "Why a waiting request polls"; the vitest pool turns it off). So another request's settlement
- * only records the value, and the waiting request takes it up from a timer of its own (polled every 1 ms), which the
- * runtime always fires in the request that set it.
+ * only records the value, and the waiting request takes it up from a timer of its own, which the runtime always fires
+ * in the request that set it. Each timer turn costs CPU (issue 38), so the timers are few: the first sleeps through
+ * about half of what recent waits took, the next back off from 1 ms to `POLL_MAX_MS`.
  */
-export async function resumeInOwnContext<T>(settled: Promise<T>): Promise<T> {
-  let outcome: { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown } | null = null;
-  // Runs in whichever context settles the promise: it only records the outcome (no I/O).
-  settled.then(
-    (value) => {
-      outcome = { ok: true, value };
-    },
-    (error: unknown) => {
-      outcome = { ok: false, error };
-    },
-  );
-  do await scheduler.wait(1);
-  while (outcome === null);
-  const done = outcome as { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
-  if (!done.ok) throw done.error;
-  return done.value;
+import type { Clock } from "./time.ts";
+
+/** The longest poll after the first sleep, ms: what a waiting request may answer later than its answer came. */
+export const POLL_MAX_MS = 4;
+/** The first sleep at most, ms, whatever recent waits took. */
+const FIRST_MAX_MS = 16;
+/** A wait counts at most this much in the estimate, ms (a stepped clock, a request held for a lease's renewal). */
+const SAMPLE_MAX_MS = 64;
+
+type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
+/**
+ * `resume` for the coalescer: waits for `settled` from this request's own timers. `clock` times the waits for the
+ * estimate only (a frozen clock gives a 1 ms first sleep); `wait` must be the runtime's own timer.
+ */
+export function ownContextResumer(
+  clock: Clock,
+  wait: (ms: number) => Promise<unknown> = (ms) => scheduler.wait(ms),
+): <T>(settled: Promise<T>) => Promise<T> {
+  // A moving average of recent waits (ms), each from its request's start of waiting to the timer that saw its answer.
+  let typicalMs = 0;
+  return async <T>(settled: Promise<T>): Promise<T> => {
+    let outcome: Outcome<T> | null = null;
+    // Runs in whichever context settles the promise: it only records the outcome (no I/O).
+    settled.then(
+      (value) => {
+        outcome = { ok: true, value };
+      },
+      (error: unknown) => {
+        outcome = { ok: false, error };
+      },
+    );
+    const startMs = clock();
+    let sleepMs = Math.min(FIRST_MAX_MS, Math.max(1, Math.floor(typicalMs / 2)));
+    let pollMs = 1;
+    do {
+      await wait(sleepMs);
+      sleepMs = pollMs;
+      pollMs = Math.min(POLL_MAX_MS, pollMs * 2);
+    } while (outcome === null);
+    const tookMs = Math.min(SAMPLE_MAX_MS, Math.max(0, clock() - startMs));
+    typicalMs += (tookMs - typicalMs) / 8;
+    const done = outcome as Outcome<T>;
+    if (!done.ok) throw done.error;
+    return done.value;
+  };
 }

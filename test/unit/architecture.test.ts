@@ -375,8 +375,8 @@ describe("time in src/", () => {
     expect(clockReads(files).map(where)).toEqual([
       // The client package's one timer (its own root, outside src/isolate): a request's slot renewals.
       "src/client/time.ts setTimeout(wake, ms)",
-      // Resuming in the request's own I/O context polls one turn at a time (injected into the Coalescer as `resume`).
-      "src/isolate/resume.ts scheduler.wait(1)",
+      // Resuming in the request's own I/O context waits on timers of its own (injected into the Coalescer as `resume`).
+      "src/isolate/resume.ts scheduler.wait(ms)",
       "src/isolate/time.ts Date.now()",
       "src/isolate/time.ts scheduler.wait(ms)",
       // Group commit: one scheduler turn for other requests to join the write; no time is measured or waited for.
