@@ -16,6 +16,7 @@ import { join } from "node:path";
 import autocannon from "autocannon";
 import { bareWorkerCopy } from "./bare_worker.ts";
 import { log, median, OUT_DIR, QUICK, round, writeResult } from "./common.ts";
+import { bundleOf, type ProfileSummary, summarize } from "./edge_profile.ts";
 import {
   dropBuildStep,
   freePort,
@@ -24,8 +25,8 @@ import {
   profileIsolate,
   projectCopy,
   startWrangler,
-  topSelfTime,
   waitUp,
+  workerdCpuMs,
 } from "./wrangler_dev.ts";
 
 const ADMIN_TOKEN = "bench-admin-token";
@@ -34,9 +35,16 @@ const DURATION_S = QUICK ? 3 : 10;
 const CONNECTIONS = 10;
 const RUNS = QUICK ? 1 : 3;
 /**
- * `--profile`: one more run of each scenario with the Worker isolate sampled through the inspector (its per-request
- * path, in the isolate; not counted in the figures): each profile's top self-time functions go into the results, the
- * whole profile to bench/out/edge-<scenario>.cpuprofile.
+ * Seconds of the group's CPU measured with no request in flight, before and after each measured run: an idle `wrangler dev`
+ * burns 80-115 ms of CPU a second (its own timers and watchers), which a per-request figure would otherwise charge
+ * to each request in inverse proportion to the scenario's throughput (a slower scenario's requests carrying more).
+ */
+const IDLE_S = QUICK ? 2 : 4;
+/**
+ * One more run of the bare Worker and the goals' scenarios (`--profile`: of every scenario) with the Worker isolate
+ * sampled through the inspector, not counted in the figures: where its time goes, by part (the object's, the
+ * isolate's) and source file (edge_profile.ts), goes into the results; the whole profile to
+ * bench/out/edge-<scenario>.cpuprofile.
  */
 const PROFILE = process.argv.includes("--profile");
 /** Goals of issue 38, ms of server CPU per request over the bare Worker's. */
@@ -122,13 +130,26 @@ interface Figures {
   readonly objectCallsPerRequest: number | null;
   /** CPU of wrangler dev's process group (workerd, node, esbuild) per request of the measured run, ms. */
   readonly serverCpuMsPerRequest: number;
+  /** The same less what the group burnt idle over as long (its idle rate measured just before), ms. */
+  readonly netCpuMsPerRequest: number;
+  /** workerd's part of `serverCpuMsPerRequest` (the runtime: the Worker, the object, their I/O), ms. */
+  readonly workerdCpuMsPerRequest: number;
+}
+
+/** The group's CPU per ms of wall time with no request in flight, after a second's pause (the last answers). */
+async function idleRate(pgid: number): Promise<number> {
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const fromMs = groupCpuMs(pgid);
+  const at = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
+  return (groupCpuMs(pgid) - fromMs) / (performance.now() - at);
 }
 
 async function runScenario(
   scenario: Scenario,
   origin: Awaited<ReturnType<typeof startOrigin>>,
   profile = false,
-): Promise<Figures & { profile?: unknown }> {
+): Promise<Figures & { profile?: ProfileSummary }> {
   const rules = SCENARIOS[scenario] ?? null;
   const dir =
     rules === null
@@ -153,9 +174,12 @@ async function runScenario(
     await waitUp(`${base}/v1/ping`, child, 60_000);
     const headers = { "cf-connecting-ip": "203.0.113.7" };
     await autocannon({ url: `${base}/v1/ping`, connections: CONNECTIONS, duration: 1, headers }); // warm-up
+    const idleBefore = await idleRate(child.pid!);
     const before = rules === null ? null : objectCalls(await stats(base));
     const hitsBefore = origin.hits();
     const cpuBeforeMs = groupCpuMs(child.pid!);
+    const workerdBeforeMs = workerdCpuMs(child.pid!);
+    const loadAt = performance.now();
     const load = () => autocannon({ url: `${base}/v1/ping`, connections: CONNECTIONS, duration: DURATION_S, headers });
     let measured: Awaited<ReturnType<typeof load>> | null = null;
     const sampled = profile
@@ -165,6 +189,11 @@ async function runScenario(
       : undefined;
     const result = measured ?? (await load());
     const cpuMs = groupCpuMs(child.pid!) - cpuBeforeMs;
+    const workerdMs = workerdCpuMs(child.pid!) - workerdBeforeMs;
+    const loadMs = performance.now() - loadAt;
+    // The lower of the idle rates before and after: each may carry some of the runs' tail (lingering connections).
+    const idleMs = Math.min(idleBefore, await idleRate(child.pid!)) * loadMs;
+    const bundle = sampled === undefined || sampled === null ? null : bundleOf(dir);
     const hits = origin.hits() - hitsBefore;
     const after = rules === null ? null : objectCalls(await stats(base));
     const total = Math.max(1, result.requests.total);
@@ -175,8 +204,10 @@ async function runScenario(
       non2xx: result.non2xx,
       originPerRequest: hits / total,
       serverCpuMsPerRequest: cpuMs / total,
+      netCpuMsPerRequest: (cpuMs - idleMs) / total,
+      workerdCpuMsPerRequest: workerdMs / total,
       objectCallsPerRequest: before === null || after === null ? null : (after - before) / total,
-      ...(sampled === undefined ? {} : { profile: sampled }),
+      ...(sampled === undefined || sampled === null ? {} : { profile: summarize(sampled, bundle), raw: sampled }),
     };
   } finally {
     if (child.pid !== undefined) await killGroup(child.pid, child);
@@ -184,40 +215,41 @@ async function runScenario(
   }
 }
 
-async function main(): Promise<void> {
-  const origin = await startOrigin();
-  const runs = new Map<Scenario, Figures[]>();
-  const profiles: Record<string, { share: number; where: string }[]> = {};
-  try {
-    for (let r = 0; r < RUNS; r++) {
-      for (const scenario of CHOSEN) {
-        const figures = await runScenario(scenario, origin);
-        runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
-        log(
-          `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, server CPU ${figures.serverCpuMsPerRequest.toFixed(3)} ms/request, origin ${figures.originPerRequest.toFixed(2)}/request`,
-        );
-      }
-    }
-    for (const scenario of PROFILE ? CHOSEN : []) {
-      const sampled = (await runScenario(scenario, origin, true)).profile;
-      if (sampled === null || sampled === undefined) continue;
-      const file = join(OUT_DIR, `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
-      mkdirSync(OUT_DIR, { recursive: true });
-      writeFileSync(file, JSON.stringify(sampled));
-      profiles[scenario] = topSelfTime(sampled, 15);
-      log(
-        `edge: profile of ${scenario} in ${file}:\n${profiles[scenario]!.map((x) => `  ${x.share}% ${x.where}`).join("\n")}`,
-      );
-    }
-  } finally {
-    origin.server.close();
+/** The scenarios profiled: with `--profile` every one chosen, else the goals' (and the bare Worker, for scale). */
+const PROFILED = CHOSEN.filter((s) => PROFILE || s === BARE || GOALS_MS[s] !== undefined);
+
+async function profiles(origin: Awaited<ReturnType<typeof startOrigin>>): Promise<Record<string, ProfileSummary>> {
+  const out: Record<string, ProfileSummary> = {};
+  for (const scenario of PROFILED) {
+    const { profile, raw } = (await runScenario(scenario, origin, true)) as { profile?: ProfileSummary; raw?: unknown };
+    if (profile === undefined) continue;
+    const file = join(OUT_DIR, `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
+    mkdirSync(OUT_DIR, { recursive: true });
+    writeFileSync(file, JSON.stringify(raw));
+    out[scenario] = profile;
+    const { parts, files } = profile;
+    log(
+      `edge: profile of ${scenario} in ${file}: ${profile.busySamples} busy samples; object ${parts.object}%, isolate ${parts.isolate}%, native ${parts.program}%, GC ${parts.gc}%\n${files.map((x) => `  ${x.share}% ${x.part} ${x.file}`).join("\n")}`,
+    );
   }
+  return out;
+}
+
+// long: the medians and ratios of every scenario's row, side by side with the bare Worker's
+function rowsOf(runs: ReadonlyMap<Scenario, Figures[]>) {
   const med = (s: Scenario, f: (x: Figures) => number) => median((runs.get(s) ?? []).map(f));
-  const cpuBare = med(BARE, (x) => x.serverCpuMsPerRequest);
+  const net = (x: Figures) => x.netCpuMsPerRequest;
+  const [cpuBare, netBare, workerdBare] = [
+    med(BARE, (x) => x.serverCpuMsPerRequest),
+    med(BARE, net),
+    med(BARE, (x) => x.workerdCpuMsPerRequest),
+  ];
   const rpsBare = med(BARE, (x) => x.requestsPerS);
-  const cpuPlain = med(PLAIN, (x) => x.serverCpuMsPerRequest);
-  const rows = CHOSEN.map((scenario) => {
+  const netPlain = med(PLAIN, net);
+  return CHOSEN.map((scenario) => {
     const cpu = med(scenario, (x) => x.serverCpuMsPerRequest);
+    const netCpu = med(scenario, net);
+    const workerd = med(scenario, (x) => x.workerdCpuMsPerRequest);
     const calls = (runs.get(scenario) ?? []).map((x) => x.objectCallsPerRequest);
     const goal = GOALS_MS[scenario];
     return {
@@ -225,10 +257,15 @@ async function main(): Promise<void> {
       serverCpuMsPerRequest: round(cpu, 3),
       cpuOverBareMs: round(cpu - cpuBare, 3),
       cpuRatioToBare: round(cpu / cpuBare, 2),
-      cpuOverPlainRuleMs: round(cpu - cpuPlain, 3),
-      cpuRatioToPlainRule: round(cpu / cpuPlain, 2),
+      netCpuMsPerRequest: round(netCpu, 3),
+      netOverBareMs: round(netCpu - netBare, 3),
+      netRatioToBare: round(netCpu / netBare, 2),
+      netOverPlainRuleMs: round(netCpu - netPlain, 3),
+      netRatioToPlainRule: round(netCpu / netPlain, 2),
+      workerdCpuMsPerRequest: round(workerd, 3),
+      workerdOverBareMs: round(workerd - workerdBare, 3),
       goalOverBareMs: goal ?? null,
-      meetsGoal: goal === undefined ? null : cpu - cpuBare <= goal,
+      meetsGoal: goal === undefined ? null : netCpu - netBare <= goal,
       requestsPerS: Math.round(med(scenario, (x) => x.requestsPerS)),
       throughputRatioToBare: round(med(scenario, (x) => x.requestsPerS) / rpsBare, 2),
       p50Ms: med(scenario, (x) => x.p50Ms),
@@ -240,19 +277,42 @@ async function main(): Promise<void> {
       ),
       objectCallsPerRequest: calls.every((c) => c !== null) ? round(median(calls as number[]), 4) : "n/a",
       cpuMsPerRequestRuns: (runs.get(scenario) ?? []).map((x) => round(x.serverCpuMsPerRequest, 3)),
+      netCpuMsPerRequestRuns: (runs.get(scenario) ?? []).map((x) => round(x.netCpuMsPerRequest, 3)),
     };
   });
+}
+
+async function main(): Promise<void> {
+  const origin = await startOrigin();
+  const runs = new Map<Scenario, Figures[]>();
+  let profiled: Record<string, ProfileSummary> = {};
+  try {
+    for (let r = 0; r < RUNS; r++) {
+      for (const scenario of CHOSEN) {
+        const figures = await runScenario(scenario, origin);
+        runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
+        log(
+          `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, server CPU ${figures.serverCpuMsPerRequest.toFixed(3)} ms/request (net of idle ${figures.netCpuMsPerRequest.toFixed(3)}, workerd ${figures.workerdCpuMsPerRequest.toFixed(3)}), origin ${figures.originPerRequest.toFixed(2)}/request`,
+        );
+      }
+    }
+    profiled = await profiles(origin);
+  } finally {
+    origin.server.close();
+  }
+  const rows = rowsOf(runs);
   for (const r of rows)
     log(
-      `edge: ${r.scenario}: ${r.serverCpuMsPerRequest} ms CPU/request, ${r.cpuOverBareMs >= 0 ? "+" : ""}${r.cpuOverBareMs} ms over bare (${r.cpuRatioToBare}x)${r.meetsGoal === null ? "" : r.meetsGoal ? " goal met" : ` goal +${r.goalOverBareMs} ms MISSED`}`,
+      `edge: ${r.scenario}: ${r.netCpuMsPerRequest} ms CPU/request net of idle, ${r.netOverBareMs >= 0 ? "+" : ""}${r.netOverBareMs} ms over bare (${r.netRatioToBare}x; gross ${r.serverCpuMsPerRequest}, ${r.cpuRatioToBare}x)${r.meetsGoal === null ? "" : r.meetsGoal ? " goal met" : ` goal +${r.goalOverBareMs} ms MISSED`}`,
     );
   const flags = `${QUICK ? " --quick" : ""}${PROFILE ? " --profile" : ""}${ONLY === undefined ? "" : ` --scenarios=${ONLY.join(",")}`}`;
   writeResult("edge", `node --import tsx bench/edge.ts${flags}`, {
     connections: CONNECTIONS,
     durationS: DURATION_S,
+    idleS: IDLE_S,
     runs: RUNS,
     rows,
-    profiles,
+    profiles: profiled,
   });
 }
 

@@ -11,6 +11,7 @@ import { bucketsSvg } from "./accuracy_plot.ts";
 import { boundVerdicts } from "./bounds.ts";
 import { type ClusterData, clusterSection } from "./cluster_report.ts";
 import { machine, OUT_DIR, PUBLISH, QUICK, RESULTS_DIR, ROOT, round } from "./common.ts";
+import { type EdgeData, edgeSection } from "./edge_report.ts";
 import { type GlobalKeyData, globalKeySection } from "./global_key_report.ts";
 import { type KeyMemoryData, keyMemorySection } from "./key_memory_report.ts";
 import { type GenKeysData, genKeysSection, type ReplaySpeedData, replaySpeedSection } from "./replay_report.ts";
@@ -125,24 +126,12 @@ if (section("2. Bytes per key", memory) && memory !== null) {
   out.push("");
 }
 
-const edge = load<{ rows: EdgeRow[]; connections: number; durationS: number; runs: number }>("edge");
+const edge = load<EdgeData>("edge");
 if (
   section("3. Edge overhead against a bare forwarding Worker (wrangler dev, --log-level warn)", edge) &&
   edge !== null
-) {
-  const d = edge.data;
-  out.push(
-    `Each scenario a real \`wrangler dev\` (a temp copy, its own free port and inspector port) in front of one real local origin (a Node HTTP server in the bench process, counting what reaches it): the **bare forwarding Worker** (\`fetch(origin + path)\`, nothing else) and Sluice with \`UPSTREAM_URL\` set to the same origin. autocannon, ${d.connections} connections, ${d.durationS} s, one client IP (a rule on the address is one hot key); scenarios interleaved, median of ${d.runs} run(s). **Server CPU** is the user + system time of wrangler dev's process group (workerd, node, esbuild) over the measured run, per request answered: far steadier than req/s on a shared machine. Goals (issue 38): one global rule at most +0.3 ms over the bare Worker, no matching rule +0.1 ms.`,
-    "",
-    "| scenario | server CPU ms / request | over bare, ms | vs bare | goal | req/s | p50 ms | p99 ms | non-2xx | origin hits / request | object calls / request |",
-    "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-  );
-  for (const r of d.rows)
-    out.push(
-      `| ${r.scenario} | ${r.serverCpuMsPerRequest} | ${Number(r.cpuOverBareMs) >= 0 ? "+" : ""}${r.cpuOverBareMs} | ${r.cpuRatioToBare}x | ${r.goalOverBareMs === null ? "-" : `+${r.goalOverBareMs} ms: ${r.meetsGoal ? "met" : "missed"}`} | ${r.requestsPerS} | ${r.p50Ms} | ${r.p99Ms} | ${r.non2xx} | ${r.originPerRequest} | ${r.objectCallsPerRequest} |`,
-    );
-  out.push("");
-}
+)
+  out.push(...edgeSection(edge.data));
 
 const binding = load<{ rows: EdgeRow[]; connections: number; durationS: number; hopDurationS: number; runs: number }>(
   "binding",

@@ -107,12 +107,16 @@ const TICKS_PER_S = 100;
  * run is the server's CPU for that run: on a machine shared with other work it is far steadier than wall-clock
  * throughput, which depends on how much CPU the others leave.
  */
-export function groupCpuMs(pgid: number): number {
+export function groupCpuMs(pgid: number, only?: string): number {
   let ticks = 0;
   // utime and stime are fields 14 and 15 of /proc/<pid>/stat: 11 and 12 after the name.
-  for (const { fields } of groupProcesses(pgid)) ticks += Number(fields[11]) + Number(fields[12]);
+  for (const { comm, fields } of groupProcesses(pgid))
+    if (only === undefined || comm === only) ticks += Number(fields[11]) + Number(fields[12]);
   return (ticks * 1000) / TICKS_PER_S;
 }
+
+/** workerd's part of `groupCpuMs` (the runtime, apart from wrangler's node process and esbuild), ms. */
+export const workerdCpuMs = (pgid: number): number => groupCpuMs(pgid, "workerd");
 
 /**
  * Start `wrangler dev` in `dir` on `port` with extra arguments, the echo origin answering admitted requests; its own
@@ -354,24 +358,4 @@ export async function heapSnapshot(inspectorPort: number, path: string, timeoutM
   } finally {
     socket.close();
   }
-}
-
-/** The functions with the most self time in a devtools CPU profile: `share` of the samples, `name file:line`. */
-export function topSelfTime(profile: unknown, count: number): { share: number; where: string }[] {
-  const p = profile as {
-    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
-    samples: number[];
-  };
-  const byId = new Map(p.nodes.map((n) => [n.id, n]));
-  const self = new Map<string, number>();
-  for (const sample of p.samples) {
-    const frame = byId.get(sample)?.callFrame;
-    if (frame === undefined) continue;
-    const where = `${frame.functionName || "(anonymous)"} ${frame.url.split("/").at(-1) ?? ""}:${frame.lineNumber + 1}`;
-    self.set(where, (self.get(where) ?? 0) + 1);
-  }
-  return [...self.entries()]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, count)
-    .map(([where, n]) => ({ share: Math.round((n / p.samples.length) * 1000) / 10, where }));
 }

@@ -29,9 +29,29 @@ export async function hmacSha256Hex(secret: string, text: string): Promise<strin
   return hex(await crypto.subtle.sign("HMAC", await key, encoder.encode(text)));
 }
 
-/** The key hash for object names, logs and metrics: HMAC-SHA256 under `secret` when set, else SHA-256. */
-export function keyHashOf(secret: string | null, text: string): Promise<string> {
-  return secret === null ? sha256Hex(text) : hmacSha256Hex(secret, text);
+/** Keys hashed lately, at most this many (about 200 bytes each): a client's requests hash one address again and again. */
+const RECENT_KEYS = 1024;
+/** Recent keys' hashes under `recentSecret` (an isolate sees one secret), oldest first; never logged. */
+const recentHashes = new Map<string, string>();
+let recentSecret: string | null = null;
+
+/**
+ * The key hash for object names, logs and metrics: HMAC-SHA256 under `secret` when set, else SHA-256. A recent key's
+ * hash is remembered (a string, never another request's promise: awaiting that could resume in its context).
+ */
+export async function keyHashOf(secret: string | null, text: string): Promise<string> {
+  if (secret !== recentSecret) {
+    recentHashes.clear();
+    recentSecret = secret;
+  }
+  const known = recentHashes.get(text);
+  if (known !== undefined) return known;
+  const hash = secret === null ? await sha256Hex(text) : await hmacSha256Hex(secret, text);
+  if (secret === recentSecret) {
+    if (recentHashes.size >= RECENT_KEYS) recentHashes.delete(recentHashes.keys().next().value!);
+    recentHashes.set(text, hash);
+  }
+  return hash;
 }
 
 /**

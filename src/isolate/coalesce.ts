@@ -267,9 +267,11 @@ export class Coalescer {
     const me = waiting!;
     const leadsNow = !st.inFlight && st.queue.length === 0;
     st.queue.push(me);
-    // Nothing in flight or waiting: this request makes the call at once, from its own context (no timer, no resume).
+    // Nothing in flight or waiting: this request leads the call, handed the lead by itself (so a plain await resumes it
+    // in its own context: no timer), after the requests of the same turn have joined it.
     if (leadsNow) {
       handOff(this.c, st);
+      await turn;
       return (await this.flush(st, me, input.keepAlive))!;
     }
     // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.

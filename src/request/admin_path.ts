@@ -17,6 +17,9 @@ export function isAdminPath(path: string): boolean {
  * (Tomcat) or kept as data (NGINX), `%2F` or `%5C` as separators, dot segments resolved.
  */
 export function adminReading(pathname: string): boolean {
+  // Without an escape a pathname is ASCII, and no reading joins letters across a segment or a `;`: a path that does not
+  // spell `_sluice` in any case has no reading under it (the common case, checked without the four readings below).
+  if (!pathname.includes("%") && !pathname.toLowerCase().includes("_sluice")) return false;
   const readings = [pathname, pathname.replace(/%5c/gi, "%2F")].flatMap((p) => [
     canonicalPath(p, { caseSensitive: false, keepEncodedSlash: false, keepParams: false }),
     canonicalPath(p, { caseSensitive: false, keepEncodedSlash: false, keepParams: true }),
