@@ -7,7 +7,14 @@
  */
 import { type Decision, fingerprintOf, leasePolicy } from "../algorithms/index.ts";
 import type { DelegateRoute } from "../isolate/coalesce.ts";
-import { type HotMarkStore, markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
+import {
+  type HotMarkStore,
+  hotByConstruction,
+  markFrom,
+  spreadOfMark,
+  WrittenMarks,
+  writeMark,
+} from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
@@ -100,11 +107,12 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   const delegate = delegateOf(env, name, region ?? null);
   const keepAlive = ctx === undefined ? undefined : (work: Promise<unknown>) => ctx.waitUntil(work);
   // A key this isolate does not track yet (or whose hot spell here lapsed), of a rule that takes shares: its data
-  // center may know it is hot (hot_marks.ts).
+  // center may know it is hot, and a fast `key: global` rule's is hot by construction (hot_marks.ts).
   const shares = delegate !== null && leasePolicy(params.algorithm).kind !== "none";
   const store = shares ? hotMarks() : null;
-  const marks = store === null || isolate.calls.tracks(name) ? null : store;
-  const hotMark = marks === null ? null : markFrom(await marks.read(name), isolate.clock());
+  const hot = shares && hotByConstruction(rule.key?.length === 0, params);
+  const read = (store !== null || hot) && !isolate.calls.tracks(name);
+  const stored = read && store !== null ? await store.read(name) : null;
   // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.
   const asked = await isolate.calls.ask({
     transport: durableObjectTransport(env.LIMITER),
@@ -116,7 +124,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     delegate,
     keepAlive,
     observe,
-    ...(marks === null ? {} : { hotMark }),
+    ...(read ? { hotMark: markFrom(stored, isolate.clock(), hot) } : {}),
     ...(store === null ? {} : { spreadMark: spreadOfMark(store) }),
   });
   if (shares) markHot(isolate, name, keepAlive);

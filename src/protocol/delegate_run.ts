@@ -18,7 +18,7 @@ import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { CallInput, CallResult, CheckResult, LimiterRule } from "./store.ts";
 import { takeBack } from "./sublease.ts";
-import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS } from "./tunables.ts";
+import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, SHARE_TERM_MS } from "./tunables.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
 export interface DelegateWho {
@@ -63,6 +63,12 @@ export class DelegateRun {
   private renewing: Promise<void> | null = null;
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
+  /**
+   * Until when the key's object said the key is cold (a grant of no share, not hot): batches pass through without an
+   * ask, which would hold each a round trip more (a fast `key: global` rule's first batches come here by
+   * construction, src/isolate/hot_marks.ts). An answer passed through that says hot, or fails, ends it.
+   */
+  private coldUntilMs = 0;
 
   constructor(private readonly ports: DelegatePorts) {}
 
@@ -82,7 +88,8 @@ export class DelegateRun {
     const asked = call.lease?.units;
     const leaseUnits = asked !== undefined && Number.isSafeInteger(asked) && asked > 0 ? asked : 0;
     const backingOff = () => clock() < this.failedUntilMs;
-    for (let i = 0; i < 2 && !backingOff(); i++) {
+    const cold = () => clock() < this.coldUntilMs && load().share === null;
+    for (let i = 0; i < 2 && !backingOff() && !cold(); i++) {
       const extra = i === 0 ? leaseUnits : 0;
       if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") break;
       await this.renew(who, false, cost + extra);
@@ -98,7 +105,11 @@ export class DelegateRun {
       const result = await withinTimeout(
         this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call),
         this.ports.sleep,
-      );
+      ).catch((error: unknown) => {
+        this.coldUntilMs = 0;
+        throw error;
+      });
+      if (result.hot === true) this.coldUntilMs = 0;
       return { ...result, hot: result.hot === true };
     }
     const out = delegateCall(record, call, clock());
@@ -128,6 +139,7 @@ export class DelegateRun {
       const grant = await withinTimeout(this.ports.share(who.object, asked.ask), this.ports.sleep);
       const record = adoptGrant(load(), asked.ask, grant, sentAtMs, clock());
       save(record);
+      this.coldUntilMs = grant.kind === "none" && !grant.hot ? clock() + SHARE_TERM_MS : 0;
       await this.ports.adopted?.(record, who);
     } catch (error) {
       // No share: batches pass through to the key's object until a renewal succeeds; but an overloaded object is

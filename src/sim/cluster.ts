@@ -18,7 +18,7 @@ import {
   Coalescer,
   type DelegateRoute,
 } from "../isolate/coalesce.ts";
-import { markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
+import { hotByConstruction, markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { directParts, shareKindOf } from "../protocol/share.ts";
@@ -29,8 +29,8 @@ import { type Arrival, arrivalsOf } from "./arrivals.ts";
 import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
 import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
-import { SimMarks } from "./hot_marks.ts";
-import { DATA_CENTERS_PER_REGION, delaysOf, lossOf, MOVED_REQUEST_RATE } from "./network.ts";
+import { MARK_LATENCY_MS, SimMarks } from "./hot_marks.ts";
+import { DATA_CENTERS_PER_REGION, delaysOf, lossOf, MARK_PROPAGATION_MS, MOVED_REQUEST_RATE } from "./network.ts";
 import { SimObject } from "./object.ts";
 import { type DeniedBy, type RateLedger, RateLedgerCount } from "./rate_ledger.ts";
 import type { SimServerOptions } from "./server.ts";
@@ -75,6 +75,8 @@ export interface ClusterRun {
   readonly tier: boolean;
   /** Every request its own key (one call per request, nothing shared): the reference for identical decisions. */
   readonly plain?: boolean;
+  /** The rule is `key: global` (one key for every caller; hot by construction if fast: hot_marks.ts). */
+  readonly keyGlobal?: boolean;
   /** Without the data centers' hot marks (src/isolate/hot_marks.ts; with the tier they are on by default). */
   readonly noMarks?: boolean;
   readonly seed: number;
@@ -141,7 +143,8 @@ class World {
   constructor(private readonly run: ClusterRun) {
     this.clock = new EventClock(run.t0Ms);
     this.random = mulberry32(run.seed);
-    this.firstSecond = new FirstSecondCount(run.t0Ms + 1000);
+    const marksFromMs = run.t0Ms + 2 * MARK_LATENCY_MS + MARK_PROPAGATION_MS;
+    this.firstSecond = new FirstSecondCount(run.t0Ms + 1000, marksFromMs, () => this.clock.nowMs());
     const rate = shareKindOf(run.rule.params) === "rate" && !run.plain;
     this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, run.t0Ms + run.durationMs, this.clock.clock) : null;
     const objects: SimServerOptions = { ...OBJECT, lose: lossOf(this.random) };
@@ -181,21 +184,25 @@ class World {
   }
 
   /**
-   * One request through an isolate: a key it does not track yet is looked up in its region's hot marks first; after
-   * the answer, the isolate marks the key if it now knows it hot (or spread) and has not lately.
+   * One request through an isolate: a key it does not track yet is looked up in its data center's hot marks first (a
+   * fast `key: global` rule's is hot by construction: hot_marks.ts `hotByConstruction`); after the answer, the
+   * isolate marks the key if it now knows it hot (or spread) and has not lately.
    */
   async ask(iso: Isolate, input: AskInput): Promise<Asked> {
-    const marks = this.run.tier && !this.run.plain && !this.run.noMarks ? iso.marks : null;
-    if (marks === null) return iso.coalescer.ask(input);
+    const { run } = this;
+    const tier = run.tier && !run.plain;
+    const marks = tier && !run.noMarks ? iso.marks : null;
+    const hot = tier && hotByConstruction(run.keyGlobal === true, input.rule.params);
+    if (marks === null && !hot) return iso.coalescer.ask(input);
     const read = !iso.coalescer.tracks(input.name);
-    const hotMark = read ? markFrom(await marks.read(input.name), iso.clock()) : null;
+    const stored = marks !== null && read ? await marks.read(input.name) : null;
     const answer = await iso.coalescer.ask({
       ...input,
-      spreadMark: spreadOfMark(marks),
-      ...(read ? { hotMark } : {}),
+      ...(marks === null ? {} : { spreadMark: spreadOfMark(marks) }),
+      ...(read ? { hotMark: markFrom(stored, iso.clock(), hot) } : {}),
     });
-    const mark = iso.coalescer.markOf(input.name);
-    if (mark !== null && iso.written.take(input.name, mark, iso.clock()))
+    const mark = marks === null ? null : iso.coalescer.markOf(input.name);
+    if (marks !== null && mark !== null && iso.written.take(input.name, mark, iso.clock()))
       void writeMark(marks, input.name, mark, () => iso.coalescer.spreadKey(input.name));
     return answer;
   }

@@ -13,15 +13,26 @@ export interface FirstSecondCalls {
   readonly laterDirect: number;
   readonly passedThrough: number;
   readonly sharesAndRefunds: number;
+  /**
+   * Of `firstUnmarked`, those sent before any data center's mark could be seen (the run's first
+   * `MARK_PROPAGATION_MS` and a mark's write and read): the floor of what marks can save, whenever they are written.
+   */
+  readonly beforeAnyMark: number;
 }
 
 export class FirstSecondCount {
   /** Ids of isolates' direct calls, and of their first calls made while their region had no hot mark. */
   private readonly direct = new Set<string>();
   private readonly firstUnmarked = new Set<string>();
-  private readonly counted = { firstUnmarked: 0, laterDirect: 0, passedThrough: 0 };
+  private readonly beforeMarks = new Set<string>();
+  private readonly counted = { firstUnmarked: 0, laterDirect: 0, passedThrough: 0, beforeAnyMark: 0 };
 
-  constructor(private readonly endMs: number) {}
+  /** `marksFromMs`: the earliest a mark can be seen (the run's start, a write's latency, the propagation, a read's). */
+  constructor(
+    private readonly endMs: number,
+    private readonly marksFromMs: number,
+    private readonly clock: () => number,
+  ) {}
 
   /**
    * One isolate's transports, counted: `direct` to the key's object (else to a delegate); `called` is shared by all
@@ -32,7 +43,10 @@ export class FirstSecondCount {
     return (t, direct) => ({
       ...t,
       call: (name: string, input: CallInput) => {
-        if (!called && direct && !marks.holds(name)) this.firstUnmarked.add(input.id);
+        if (!called && direct && !marks.holds(name)) {
+          this.firstUnmarked.add(input.id);
+          if (this.clock() < this.marksFromMs) this.beforeMarks.add(input.id);
+        }
         if (direct) this.direct.add(input.id);
         called = true;
         return t.call(name, input);
@@ -43,6 +57,7 @@ export class FirstSecondCount {
   /** A call the key's object applied at `atMs`. */
   applied(input: CallInput, atMs: number): void {
     if (atMs >= this.endMs) return;
+    if (this.beforeMarks.has(input.id)) this.counted.beforeAnyMark++;
     if (this.firstUnmarked.has(input.id)) this.counted.firstUnmarked++;
     else if (this.direct.has(input.id)) this.counted.laterDirect++;
     else this.counted.passedThrough++;

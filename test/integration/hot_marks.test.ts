@@ -9,6 +9,7 @@ import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { cacheMarks } from "../../src/edge/hot_mark_cache.ts";
+import { adminKeyHash } from "../../src/edge/rule_keys.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
@@ -72,5 +73,54 @@ describe("hot marks", () => {
     expect(await send(second, key, 1)).toBe(1);
     expect(second.stats.object_calls).toBe(1);
     expect(await delegateCalls()).toBe(before + 1);
+  });
+
+  it("a fast `key: global` rule's key is hot by construction: a new isolate's first request goes to its delegate", async () => {
+    setNow(T0);
+    const rules = compileRules(
+      resolvedFrom(`
+- id: gfast
+  match: { route: "GET /g/fast" }
+  key: global
+  algorithm: gcra
+  rate: 5000/s
+  burst: 1000
+- id: gslow
+  match: { route: "GET /g/slow" }
+  key: global
+  algorithm: gcra
+  rate: 200/s
+  burst: 200
+`),
+      1,
+    );
+    const objectOf = async (ruleId: string) => {
+      const compiled = rules.find((c) => c.rule.id === ruleId)!;
+      const hash = await adminKeyHash(compiled, null, { ipv6PrefixBits: 64, keyHashSecret: null });
+      if (typeof hash !== "string") throw new Error(hash.error);
+      return objectNameOf(ruleId, hash);
+    };
+    const delegateRecord = async (object: string) => {
+      const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, 0), null);
+      return runInDurableObject(stub, (_o, state) => state.storage.kv.get<DelegateRecord>("delegate"));
+    };
+    const iso = createIsolate();
+    const get = async (path: string) => {
+      const ctx = createExecutionContext();
+      const response = await handleRequest(req("GET", path, { "CF-Connecting-IP": "192.0.2.7" }), env, ctx, rules, iso);
+      await waitOnExecutionContext(ctx);
+      await response.arrayBuffer();
+      return response.status;
+    };
+    const fast = await objectOf("gfast");
+    expect(await get("/g/fast")).toBe(200);
+    // Its delegate asked the key's object for a share, heard the key is cold (one caller), and passed the request on.
+    expect(await delegateRecord(fast)).toMatchObject({ share: null, hot: false });
+    // Told cold, this isolate sends the key's next batches to the key's object, and needs no mark for it.
+    expect(iso.calls.tracks(fast)).toBe(true);
+    expect(iso.calls.markOf(fast)).toBeNull();
+    // A slower global rule's key is not hot by construction: its first request goes to the key's object.
+    expect(await get("/g/slow")).toBe(200);
+    expect(await delegateRecord(await objectOf("gslow"))).toBeUndefined();
   });
 });

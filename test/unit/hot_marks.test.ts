@@ -4,10 +4,12 @@
  * for a key it does not track: its first batch goes to the delegate (its own shard when spread), not the key's object.
  */
 import { describe, expect, it } from "vitest";
+import type { AlgorithmParams } from "../../src/algorithms/index.ts";
 import { cacheMarks, markUrl, parseMark } from "../../src/edge/hot_mark_cache.ts";
 import { Coalescer, type DelegateRoute } from "../../src/isolate/coalesce.ts";
 import {
   type HotMarkStore,
+  hotByConstruction,
   markDue,
   markFrom,
   type StoredMark,
@@ -17,11 +19,11 @@ import {
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
-import { HOT_HOLD_MS, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../../src/protocol/tunables.ts";
+import { GLOBAL_HOT_FROM_PER_S, HOT_HOLD_MS, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../../src/protocol/tunables.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { MARK_LATENCY_MS, SimMarks } from "../../src/sim/hot_marks.ts";
 import { MARK_PROPAGATION_MS } from "../../src/sim/network.ts";
-import { fixedWindow } from "../support/params.ts";
+import { fixedWindow, gcraP, leakyBucket, slidingLog, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
 
@@ -31,6 +33,28 @@ describe("hot marks: when to write one, what a read gives", () => {
     expect(markFrom(null, T0)).toBeNull();
     expect(markFrom({ spread: false }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: false });
     expect(markFrom({ spread: true }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: true });
+  });
+
+  it("markFrom: a key hot by construction is taken as marked without a stored mark, spread only as stored", () => {
+    expect(markFrom(null, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: false });
+    expect(markFrom({ spread: true }, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: true });
+  });
+
+  it("hotByConstruction: a `key: global` rule at GLOBAL_HOT_FROM_PER_S per second or more, of an algorithm that takes shares", () => {
+    const at = GLOBAL_HOT_FROM_PER_S;
+    const table: [string, boolean, AlgorithmParams, boolean][] = [
+      ["token_bucket at the threshold", true, tokenBucket(at, 1000, 100), true],
+      ["token_bucket 1/s below", true, tokenBucket(at - 1, 1000, 100), false],
+      ["gcra, per minute, at the threshold", true, gcraP(at * 60, 60_000, 100), true],
+      ["leaky_bucket well above", true, leakyBucket(5 * at, 1000, 100), true],
+      ["fixed_window per 10 s at the threshold", true, fixedWindow(10 * at, 10_000), true],
+      ["fixed_window per 10 s, one below", true, fixedWindow(10 * at - 1, 10_000), false],
+      ["fixed_window per day, far below", true, fixedWindow(500_000, 86_400_000), false],
+      ["sliding_log (takes no shares)", true, slidingLog(100 * at, 1000), false],
+      ["a key per caller", false, tokenBucket(100 * at, 1000, 100), false],
+    ];
+    for (const [what, global, params, hot] of table)
+      expect([what, hotByConstruction(global, params)]).toEqual([what, hot]);
   });
 
   it("markDue: a first mark, a key that spread since, or half a ttl after the last write", () => {
@@ -279,6 +303,34 @@ describe("a coalescer taking a mark", () => {
     await plain.ask(null);
     expect(plain.calls).toEqual(["object"]);
     expect(plain.coalescer.markOf("k")).toBeNull();
+  });
+
+  it("a key hot by construction whose delegate says cold: its next batches go to the key's object, no mark taken again", async () => {
+    const calls: string[] = [];
+    const coalescer = new Coalescer({
+      clock: () => T0,
+      sleep: () => new Promise(() => {}),
+      counters: newStats(),
+      newId: () => "id",
+    });
+    const delegate: DelegateRoute = { transport: transport(calls, "delegate.0", false), name: "delegate:weur.0" };
+    const ask = (hotMark?: { untilMs: number; spread: boolean } | null) =>
+      coalescer.ask({
+        transport: transport(calls, "object", false),
+        name: "g",
+        rule,
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+        delegate,
+        ...(hotMark === undefined ? {} : { hotMark }),
+      });
+    await ask(markFrom(null, T0, true));
+    expect(calls).toEqual(["delegate.0"]);
+    expect(coalescer.markOf("g")).toBeNull();
+    expect(coalescer.tracks("g")).toBe(true);
+    await ask();
+    expect(calls).toEqual(["delegate.0", "object"]);
   });
 
   it("spreadKey: its next batch goes to its own shard (a key it tracks, with a delegate); else nothing", async () => {

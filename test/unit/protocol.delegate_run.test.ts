@@ -8,7 +8,7 @@ import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.t
 import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
-import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS } from "../../src/protocol/tunables.ts";
+import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, SHARE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { fixedWindow } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -26,6 +26,8 @@ const windowGrant = (units: number, over: Partial<ShareGrant> = {}): ShareGrant 
   ...over,
 });
 const NONE: ShareGrant = { ...windowGrant(0), kind: "none", remaining: 0, termMs: 0, hot: false };
+/** No share, but the key is hot (the key's object had no room for another holder): asked again. */
+const FULL: ShareGrant = { ...NONE, hot: true };
 const passed: CallResult = { atMs: T0 + 9, results: [], lease: null, replayed: false };
 
 /** Ports over a stored record and a scripted key's object; every step is written down. */
@@ -95,13 +97,52 @@ describe("DelegateRun.check", () => {
   });
 
   it("renews at most twice, then passes the batch through (hot as the object says, false when it does not)", async () => {
-    const h = harness([NONE, NONE, NONE]);
+    const h = harness([FULL, FULL, FULL]);
     const out = await h.run.check(who, batch([1]));
     expect(h.asks).toHaveLength(2);
     expect(h.calls).toEqual([{ object: "w:key", input: batch([1]) }]);
     expect(out).toEqual({ ...passed, hot: false });
-    const hot = harness([NONE, NONE], { ...passed, hot: true });
+    const hot = harness([FULL, FULL], { ...passed, hot: true });
     expect(await hot.run.check(who, batch([1]))).toEqual({ ...passed, hot: true });
+  });
+
+  it("a key its object says is cold: one ask, then batches pass through without asking until an answer says hot", async () => {
+    let hotNow = false;
+    const h = harness([NONE, windowGrant(10)]);
+    const run = new DelegateRun({
+      ...h.ports,
+      call: (object, input) => {
+        h.calls.push({ object, input });
+        return Promise.resolve({ ...passed, hot: hotNow });
+      },
+    });
+    expect(await run.check(who, batch([1], "b1"))).toEqual({ ...passed, hot: false });
+    h.at(SHARE_TERM_MS - 1);
+    expect(await run.check(who, batch([1], "b2"))).toEqual({ ...passed, hot: false });
+    expect(h.asks).toHaveLength(1);
+    // The key's object got busy: the batch passed through says hot, and the next batch asks for a share first.
+    hotNow = true;
+    expect(await run.check(who, batch([1], "b3"))).toEqual({ ...passed, hot: true });
+    expect(h.asks).toHaveLength(1);
+    const decided = await run.check(who, batch([1], "b4"));
+    expect(h.asks).toHaveLength(2);
+    expect(h.calls.map((c) => c.input.id)).toEqual(["b1", "b2", "b3"]);
+    expect(decided.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
+  });
+
+  it("a key said cold is asked about again a term later, or at once after a batch passed through failed", async () => {
+    const later = harness([NONE, NONE]);
+    await later.run.check(who, batch([1], "b1"));
+    later.at(SHARE_TERM_MS);
+    await later.run.check(who, batch([1], "b2"));
+    expect(later.asks).toHaveLength(2);
+    const failing = harness([NONE, NONE]);
+    const overloaded = Object.assign(new Error("Durable Object is overloaded"), { overloaded: true });
+    const run = new DelegateRun({ ...failing.ports, call: () => Promise.reject(overloaded) });
+    await expect(run.check(who, batch([1], "b1"))).rejects.toBe(overloaded);
+    expect(failing.asks).toHaveLength(1);
+    await expect(run.check(who, batch([1], "b2"))).rejects.toBe(overloaded);
+    expect(failing.asks).toHaveLength(2);
   });
 
   it("renews a second time when the first grant is short of the batch, and decides once it is not", async () => {
@@ -149,7 +190,7 @@ describe("DelegateRun.check", () => {
   });
 
   it("a batch passed through goes without the units it gave back: they go to the key's object with the next ask", async () => {
-    const h = harness([NONE, NONE]);
+    const h = harness([FULL, FULL]);
     await h.run.check(who, { ...batch([1]), giveBack: [{ units: 2, atMs: T0 - 5 }] });
     expect(h.calls).toEqual([{ object: "w:key", input: { ...batch([1]), giveBack: [] } }]);
     // The first ask carried them already (nothing to take them into); none is kept to give twice.

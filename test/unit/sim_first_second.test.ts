@@ -26,10 +26,11 @@ const transport: ObjectTransport = {
 };
 
 describe("FirstSecondCount", () => {
-  it("splits the first second's calls: first unmarked, later direct, passed through, and the rest", async () => {
+  it("splits the first second's calls: first unmarked (and of them, before any mark), later direct, passed through, the rest", async () => {
     const clock = new EventClock(T0);
     const marks = new SimMarks(clock);
-    const count = new FirstSecondCount(T0 + 1000);
+    // Marks can be seen from a write's and a read's latency (1 ms each) and the propagation after the run's start.
+    const count = new FirstSecondCount(T0 + 1000, T0 + 2 + MARK_PROPAGATION_MS, () => clock.nowMs());
     // Isolate a: its first call goes to the key's object with no mark (counted), then a second direct call.
     const a = count.isolate(marks);
     await a(transport, true).call("hot", input("a1"));
@@ -44,9 +45,18 @@ describe("FirstSecondCount", () => {
     await written;
     const c = count.isolate(marks);
     await c(transport, true).call("hot", input("c1"));
-    expect(sent).toEqual(["a1", "a2", "b1", "b2", "c1"]);
-    for (const id of ["a1", "a2", "b2", "c1", "passed"]) count.applied(input(id), T0 + 999);
+    // Isolate d: its first call direct, unmarked (another key), after marks could be seen: not before any mark.
+    const d = count.isolate(marks);
+    await d(transport, true).call("other", input("d1"));
+    expect(sent).toEqual(["a1", "a2", "b1", "b2", "c1", "d1"]);
+    for (const id of ["a1", "a2", "b2", "c1", "d1", "passed"]) count.applied(input(id), T0 + 999);
     count.applied(input("a2"), T0 + 1000); // after the first second: not counted
-    expect(count.of(7)).toEqual({ firstUnmarked: 1, laterDirect: 3, passedThrough: 1, sharesAndRefunds: 2 });
+    expect(count.of(8)).toEqual({
+      firstUnmarked: 2,
+      laterDirect: 3,
+      passedThrough: 1,
+      beforeAnyMark: 1,
+      sharesAndRefunds: 2,
+    });
   });
 });

@@ -145,8 +145,9 @@ describe("the delegate tier, simulated", () => {
     const admitted = await drive(w, 4000, 4, 1000);
     for (const [, count] of admitted) expect(count).toBeLessThanOrEqual(2000);
     // About one refused call per isolate (each learns from its own; a delegate without a share yet may pass a batch
-    // through and call the key cold once more, here where the object serves nothing direct), then the delegates decide.
-    expect(w.direct.refused).toBeLessThanOrEqual(2 * w.isolates.length);
+    // through and call the key cold once more, here where the object serves nothing direct, and a delegate the object
+    // told cold passes batches through for a term before it asks again), then the delegates decide.
+    expect(w.direct.refused).toBeLessThanOrEqual(3 * w.isolates.length);
     for (let s = 1; s < 4; s++) expect(admitted.get(s) ?? 0).toBeGreaterThanOrEqual(1900);
     for (const d of w.delegates) expect(d.stored().calls.length).toBeGreaterThan(0);
   });
