@@ -216,20 +216,14 @@ export function refundRecord(
     ? scaledRefund(params, record.state, given)
     : refund(params, record.state, input.cost, input.admittedAtMs);
   const noted = (r: LimiterRecord) => withLow(r, input.rule, nowMs);
-  // Peek with a cost-1 check whose new state is thrown away: n cost-1 requests fit iff the first does and n-1 follow.
-  const peek = decide(params, state, 1, nowMs);
-  const remaining = peek.ok && peek.decision.allowed ? peek.decision.remaining + 1 : 0;
-  const freshAt = freshAtMs(params, state);
-  const resetAfterMs = Math.max(0, freshAt - nowMs);
+  const { remaining, resetAfterMs } = peekState(params, state, nowMs);
+  const result = { remaining, resetAfterMs };
   if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
-  if (bucket && given === 0) return { result: { remaining, resetAfterMs }, record };
+  if (bucket && given === 0) return { result, record };
   // A state now as good as fresh drops the record unless it holds more (`bare`); kept, its state is one fresh at any
   // time (made at 0), so a clock that later reads earlier must not find the key charged.
-  if (freshAt > nowMs) return { result: { remaining, resetAfterMs }, record: noted({ ...record, state }) };
-  return {
-    result: { remaining, resetAfterMs },
-    record: bare(record) ? null : noted({ ...record, state: freshState(params) }),
-  };
+  if (resetAfterMs > 0) return { result, record: noted({ ...record, state }) };
+  return { result, record: bare(record) ? null : noted({ ...record, state: freshState(params) }) };
 }
 
 /** A state as good as none at any time: one unit charged and given back at time 0. */
