@@ -72,8 +72,9 @@ export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, co
     }
   }
   const over = charged < cost;
-  if (over && rule.blockForMs !== undefined && rule.blockForMs > 0 && activeBan(current, nowMs) === null) {
-    current = withBan(current, rule, nowMs);
+  const blockForMs = rule.blockForMs ?? 0;
+  if (over && blockForMs > 0 && current !== null && activeBan(current, nowMs) === null) {
+    current = withBan(current, blockForMs, nowMs);
   }
   const peek = peekRecord(current, rule, nowMs);
   const decision: Decision = {
@@ -96,14 +97,14 @@ export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, co
 
 /** A refusal by the algorithm: with `block_for`, the ban starts here, and the answer says its end. */
 function banFrom(out: Step, rule: LimiterRule, cost: number, nowMs: number): Step {
-  if (rule.blockForMs === undefined || rule.blockForMs <= 0 || out.record === null) return out;
-  const record = withBan(out.record, rule, nowMs);
-  return { result: bannedResult(record, rule, cost, nowMs + rule.blockForMs, nowMs), record };
+  const blockForMs = rule.blockForMs ?? 0;
+  if (blockForMs <= 0 || out.record === null) return out;
+  const record = withBan(out.record, blockForMs, nowMs);
+  return { result: bannedResult(record, rule, cost, nowMs + blockForMs, nowMs), record };
 }
 
-function withBan(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): LimiterRecord | null {
-  if (record === null || rule.blockForMs === undefined) return record;
-  return { ...record, ban: { sinceMs: nowMs, untilMs: nowMs + rule.blockForMs } };
+function withBan(record: LimiterRecord, blockForMs: number, nowMs: number): LimiterRecord {
+  return { ...record, ban: { sinceMs: nowMs, untilMs: nowMs + blockForMs } };
 }
 
 /**
