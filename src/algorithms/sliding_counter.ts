@@ -201,8 +201,11 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
   },
 };
 
-/** Counts c_(s−k) … c_s: a plain array (the pure core) or a kernel's scratch row (the packed path). */
-type Counts = number[] | Float64Array;
+/**
+ * Counts c_(s−k) … c_s: always a plain array (the pure core's, or a kernel's scratch made once per rule), never a
+ * typed array: a function that has seen both kinds of array is polymorphic, and the keyed store ran 2x keyed gcra.
+ */
+type Counts = number[];
 
 /**
  * The one copy of the decision: `counts` seen from sub-window `index`, `now` in it (after the clock rule). Adds
@@ -240,7 +243,7 @@ function decideCounts(params: Params, w: number, counts: Counts, index: number, 
 function counterKernel(params: Params): RowKernel<SlidingCounterState> {
   const k = params.buckets;
   const w = subWindowMs(params);
-  const counts = new Float64Array(k + 1);
+  const counts = new Array<number>(k + 1).fill(0);
   return {
     width: k + 2,
     check(row, at, fresh, cost, nowMs, out) {
