@@ -39,7 +39,7 @@ const RUNS = QUICK ? 1 : 3;
  * burns 80-115 ms of CPU a second (its own timers and watchers), which a per-request figure would otherwise charge
  * to each request in inverse proportion to the scenario's throughput (a slower scenario's requests carrying more).
  */
-const IDLE_S = QUICK ? 2 : 4;
+const IDLE_S = QUICK ? 2 : 3;
 /**
  * One more run of the bare Worker and the goals' scenarios (`--profile`: of every scenario) with the Worker isolate
  * sampled through the inspector, not counted in the figures: where its time goes, by part (the object's, the
