@@ -46,6 +46,8 @@ for (const isolates of SIZES) {
 for (const loadPerS of QUICK ? [10, 10_000] : [10, 1_000, 10_000]) {
   for (const ruleId of ["growth-global", "growth-daily"]) specs.push([ruleId, 1_000, loadPerS, "steady"]);
 }
+/** The shipped free-global (10/s, burst 20) at 1,000x its rate: a rule whose rate cannot feed every delegate a share. */
+specs.push(["free-global", 1_000, 10_000, "steady"], ["free-global", 5_000, 10_000, "steady"]);
 const SCENARIOS: Scenario[] = [
   "redeploy",
   "override change",

@@ -6,6 +6,7 @@ import {
   DELEGATE_RESET_RETRY_MS,
   DELEGATE_SHARDS,
   HOT_MARK_TTL_MS,
+  RATE_BOUND_MS,
 } from "../src/protocol/tunables.ts";
 import { DELEGATE_RTT_MS, OBJECT, REGION_RTT_MS } from "../src/sim/cluster.ts";
 import { MARK_LATENCY_MS } from "../src/sim/hot_marks.ts";
@@ -36,7 +37,10 @@ export const GOALS: readonly (readonly [string, string])[] = [
   ["overloaded", "0 overloaded calls after the first second"],
   ["failOpen", "0 requests admitted uncounted (failed open), whatever the failure's label"],
   ["window", "window rules: 0 over-admission in any window (cold start, deploys and version skew included)"],
-  ["rateBound", "rate rules: never above burst + rate x (t + one share term) over spans t of 0.1, 1 and 5 s"],
+  [
+    "rateBound",
+    `rate rules: never above burst + rate x (t + ${RATE_BOUND_MS} ms) over spans t of 0.1, 1, 5 and 10 s (5% over 10 s)`,
+  ],
   ["rateAccuracy", "rate rules within 1% of the exact single writer at >= 2x the limit and 3% at the limit"],
   ["underAfterEvent", "after a redeploy or a delegate restart, under-admission at most 1% of a window (next 2 s)"],
   ["low", "at 10 req/s, decisions identical to one call per request"],

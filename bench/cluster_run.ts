@@ -47,6 +47,11 @@ export const YAML = `
   algorithm: fixed_window
   limit: 500000
   window: d
+- id: free-global
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate_per_s: 10
+  burst: 20
 - id: search-origin
   match: { route: "GET /v1/search/**" }
   key: global

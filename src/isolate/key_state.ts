@@ -136,7 +136,7 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
   const kind = leasePolicy(st.rule.params.algorithm).kind;
   if (settings === null || kind === "none") return null;
-  const full = subleaseTermMs(settings.ttlMs);
+  const full = subleaseTermMs(settings.ttlMs, kind);
   const ttlMs = kind === "window" ? windowSubleaseTermMs(st.rule.params, now, full) : full;
   // None the window's end would cut short: near it, batches are decided by the delegate itself, so that no units sit
   // with isolates when the window ends (and a delegate that cuts one anyway makes it shorter and smaller).

@@ -33,7 +33,7 @@ import {
 } from "./delegate_demand.ts";
 import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
-import { emptyState, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
+import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -164,7 +164,7 @@ export function shareAsk(
   let keep: number | undefined;
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
   if (kept !== null && live && !release) {
-    const parts = keptParts(kept.parts, kept.demand, demand);
+    const parts = keptFed(kept, demand);
     if (parts < kept.parts) {
       kept = { ...cutShare(kept, parts, nowMs), demand };
       keep = parts;
@@ -189,6 +189,14 @@ export function shareAsk(
   const charged = shareKindOf(newest.params) === "window" && !release;
   const next = { ...record, share: kept, giveBack: [], ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}) };
   return { ask, record: next, sentAtMs: nowMs };
+}
+
+/**
+ * The parts a rate share whose demand fell to `demand` keeps (`keptParts`), never below a slice holding one unit of
+ * burst (share.ts `leastParts`): smaller, it would admit nothing.
+ */
+function keptFed(share: HeldShare, demand: number): number {
+  return Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), leastParts(share.rule.params)));
 }
 
 /** A rate share cut to `parts` now: its bucket converted to the smaller slice (tokens above its burst dropped). */

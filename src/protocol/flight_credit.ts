@@ -15,7 +15,7 @@
 import { type AlgorithmParams, sliceParams } from "../algorithms/index.ts";
 import { emptyState } from "./share.ts";
 import { peekState } from "./store.ts";
-import { SHARE_PARTS } from "./tunables.ts";
+import { FLIGHT_CREDIT_MAX_MS, SHARE_PARTS } from "./tunables.ts";
 
 /** A delegate's rate share as the credit needs it: its parts, its term's end, its last renewal's round trip. */
 interface Held {
@@ -33,7 +33,7 @@ export function flightMs(old: Held | null, sentAtMs: number, nowMs: number): num
   const rttMs = Math.max(0, nowMs - sentAtMs);
   const last = old?.rttMs;
   const smallest = last !== undefined && last >= 0 ? Math.min(rttMs, last) : rttMs;
-  return Math.floor(smallest / 2);
+  return Math.min(FLIGHT_CREDIT_MAX_MS, Math.floor(smallest / 2));
 }
 
 /**

@@ -43,7 +43,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
-import { HOT_LEASE_PER_REQUEST, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
+import { HOT_LEASE_PER_REQUEST, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { type AheadUnits, applyAhead } from "./window_ahead.ts";
 
 /** What a key's shares are made of: a slice of the rate, units of a window, or nothing (no shares). */
@@ -152,9 +152,29 @@ export function emptyState(params: AlgorithmParams, nowMs: number): AlgorithmSta
   return out.state;
 }
 
-/** The direct slice's parameters for `parts` (`null`: no parts). */
+/**
+ * The fewest parts whose slice holds a whole unit of the rule's own burst: `ceil(SHARE_PARTS / burst)` (1 for a
+ * burst of 1,000 or more; 50 for a burst of 20; all of them for a burst of 1). A smaller slice would round its burst up
+ * to 1, one unit the key never had (36 of them for a 10/s rule shared by 36 delegates).
+ */
+export function leastParts(params: AlgorithmParams): number {
+  const burst = "burst" in params ? params.burst : 0;
+  return burst >= 1 ? Math.ceil(SHARE_PARTS / burst) : SHARE_PARTS;
+}
+
+/**
+ * A rate slice of `parts` (and `extraMs` of its own rate more burst), or `null` when it has none or fewer than
+ * `leastParts`: such a slice admits nothing (its rate is refill nobody uses), so the slices' bursts never add up to
+ * more than the rule's. Every slice of a key (the direct one and each delegate's) is made here.
+ */
+export function honestSlice(params: AlgorithmParams, parts: number, extraMs = 0): AlgorithmParams | null {
+  if (parts <= 0 || parts < leastParts(params)) return null;
+  return sliceParams(params, Math.min(parts, SHARE_PARTS), SHARE_PARTS, extraMs);
+}
+
+/** The direct slice's parameters for `parts` (`null`: none it can admit from). */
 function sliceOf(params: AlgorithmParams, parts: number): AlgorithmParams | null {
-  return parts <= 0 ? null : sliceParams(params, parts, SHARE_PARTS);
+  return honestSlice(params, parts);
 }
 
 /** The direct slice folded back into the record's own state (no rate share is live any more). */
@@ -223,6 +243,7 @@ export function keyCall(
   const settled = settleShares(record, nowMs);
   const direct = settled?.shares?.direct;
   if (uses("hotLease")) input = withHotLease(settled, input, nowMs);
+  input = withHotTerm(settled, input, nowMs);
   const out =
     settled === null || direct === undefined
       ? callRecord(settled, input, nowMs)
@@ -252,7 +273,20 @@ function withHotLease(settled: LimiterRecord | null, input: CallInput, nowMs: nu
   if (keyPeek(settled, rule, nowMs).remaining * 2 <= capacityOf(slice)) return input;
   const cost = input.costs.reduce((a, c) => a + (Number.isSafeInteger(c) && c > 0 ? c : 0), 0);
   if (cost < 1) return input;
-  return { ...input, lease: { units: HOT_LEASE_PER_REQUEST * cost, ttlMs: SHARE_TERM_MS / 2 } };
+  return { ...input, lease: { units: HOT_LEASE_PER_REQUEST * cost, ttlMs: RATE_LEASE_TERM_MS } };
+}
+
+/**
+ * A lease asked of a hot rate key (its object busy, or shares out), cut to `RATE_LEASE_TERM_MS`: a rule's own
+ * `lease.ttl`, the isolates' 1 s lease while busy, and a sub-lease ask a delegate without a share passed through, all
+ * within the rate bound's term (`RATE_BOUND_MS`). Cold, a rule's `lease:` keeps its own ttl (and its own bound).
+ */
+function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: number): CallInput {
+  const lease = input.lease;
+  if (lease == null || settled === null || !(lease.ttlMs > RATE_LEASE_TERM_MS)) return input;
+  if (shareKindOf(ruleFor(settled, input.rule).params) !== "rate") return input;
+  if (!isBusy(settled, nowMs) && nowMs >= (settled.shares?.hotUntilMs ?? 0)) return input;
+  return { ...input, lease: { ...lease, ttlMs: RATE_LEASE_TERM_MS } };
 }
 
 /**

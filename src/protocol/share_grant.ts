@@ -10,7 +10,6 @@ import {
   fingerprintOf,
   leasePolicy,
   leaseTermMs,
-  sliceParams,
 } from "../algorithms/index.ts";
 import { uses } from "./mechanisms.ts";
 import {
@@ -18,8 +17,10 @@ import {
   EMPTY_BOOK,
   emptyState,
   fullState,
+  honestSlice,
   keyCall,
   keyPeek,
+  leastParts,
   live,
   promisedParts,
   type ShareAsk,
@@ -208,7 +209,7 @@ function rateGrant(
   // Rounded up, so that the holders' parts add up to all of them (not up to one part short each); `room` keeps them
   // within `SHARE_PARTS`.
   const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
-  const parts = Math.min(fair, room);
+  const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
   const termMs = rateTermMs(parts, fair, held, prevTermMs);
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
@@ -223,6 +224,18 @@ function rateGrant(
     hot: true,
   };
   return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
+}
+
+/**
+ * A rate share's parts: never fewer than `least` (a slice that small holds no whole unit of the burst: share.ts
+ * `honestSlice`), so a rule whose rate cannot feed every holder feeds as many as it can, first come, and the others get
+ * none for a short term (they refuse their batches until it ends, from what they know, and ask again); and never
+ * leaving the direct slice fewer than `least` (it could not use them): the holder takes those too.
+ */
+export function fedParts(parts: number, room: number, least: number): number {
+  if (parts <= 0) return 0;
+  const fed = parts >= least ? parts : room >= least ? least : 0;
+  return fed > 0 && room - fed < least ? room : fed;
 }
 
 /**
@@ -261,9 +274,9 @@ function transfer(
   nowMs: number,
 ): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number } {
   const direct = book.direct ?? { parts: SHARE_PARTS, state: rec.state };
-  const from = sliceParams(rec.params, direct.parts, SHARE_PARTS);
-  const mid = sliceParams(rule.params, before, SHARE_PARTS);
-  const to = sliceParams(rule.params, after, SHARE_PARTS);
+  const from = honestSlice(rec.params, direct.parts);
+  const mid = honestSlice(rule.params, before);
+  const to = honestSlice(rule.params, after);
   if (mid === null) return { direct: { parts: after, state: to === null ? null : emptyState(to, nowMs) }, tokens: 0 };
   let state =
     from === null || direct.state === null

@@ -15,9 +15,9 @@ import {
   leasePolicy,
   leaseTermMs,
   refund,
-  sliceParams,
 } from "../algorithms/index.ts";
 import { uses } from "./mechanisms.ts";
+import { honestSlice } from "./share.ts";
 import {
   type CallInput,
   type LeaseAsk,
@@ -27,7 +27,7 @@ import {
   leaseCapOf,
   peekState,
 } from "./store.ts";
-import { SHARE_PARTS, SLICE_EXTRA_MS, SUBLEASE_TERM_MS } from "./tunables.ts";
+import { RATE_LEASE_TERM_MS, SLICE_EXTRA_MS, SUBLEASE_TERM_MS } from "./tunables.ts";
 
 /** What a sub-lease is granted from: the share a delegate holds, as far as a sub-lease needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
@@ -57,12 +57,15 @@ export interface SubleaseSource {
 
 /** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, and `SLICE_EXTRA_MS` more burst. */
 export function delegateSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
-  return parts > 0 ? sliceParams(params, parts, SHARE_PARTS, uses("sliceExtra") ? SLICE_EXTRA_MS : 0) : null;
+  return honestSlice(params, parts, uses("sliceExtra") ? SLICE_EXTRA_MS : 0);
 }
 
-/** The term an isolate asks a delegate's sub-lease for, ms: `SUBLEASE_TERM_MS`, or its lease ttl if shorter. */
-export function subleaseTermMs(ttlMs: number): number {
-  return Math.max(1, Math.min(ttlMs, SUBLEASE_TERM_MS));
+/**
+ * The term an isolate asks a delegate's sub-lease for, ms: `SUBLEASE_TERM_MS` (a rate share's: `RATE_LEASE_TERM_MS`,
+ * within the rate bound's term), or its lease ttl if shorter.
+ */
+export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"): number {
+  return Math.max(1, Math.min(ttlMs, kind === "rate" ? RATE_LEASE_TERM_MS : SUBLEASE_TERM_MS));
 }
 
 /**
@@ -113,11 +116,15 @@ export function subleaseFrom<S extends SubleaseSource>(
   }
   const params = delegateSlice(share.rule.params, share.parts);
   if (params === null || share.state === null) return none;
-  const units = Math.min(ask.units, peekState(params, share.state, nowMs).remaining, capacityOf(params));
+  // At most `RATE_LEASE_TERM_MS`, and as many fewer units as the term is shorter than asked (the same pace).
+  const askedMs = Math.max(1, Math.floor(ask.ttlMs));
+  const termMs = subleaseTermMs(askedMs, "rate");
+  const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
+  const units = Math.min(wanted, peekState(params, share.state, nowMs).remaining, capacityOf(params));
   if (units < 1) return none;
   const out = decide(params, share.state, units, nowMs);
   if (!out.ok || !out.decision.allowed) return none;
-  const forMs = units < ask.units ? shorter(ttlMs, units, ask.units) : ttlMs;
+  const forMs = units < wanted ? shorter(termMs, units, wanted) : termMs;
   return { lease: { units, atMs: nowMs, forMs }, share: { ...share, state: out.state } };
 }
 

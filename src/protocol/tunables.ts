@@ -84,14 +84,37 @@ export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
  */
 export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
 /**
- * Burst a delegate's rate slice holds beyond its part of the rule's, ms of its own rate: 200. A slice's bucket is
- * small (its part of the burst), and while one delegate's fills and overflows another's is empty: at 5,000 isolates
- * and half the rule's rate again as load, 5-6% of what the exact limiter admits overflowed at delegate slices (cluster
- * simulation, bench/cluster.ts). The slices' extras add up to at most `rate × 200 ms`, which the rate bound's term
- * holds with the sub-leases' 500 ms and a share change's round trip (docs/rules.md). The key's object's direct slice
- * keeps its part only (it is renewed by no one: its tokens are the ones moved to new shares).
+ * Burst a delegate's rate slice holds beyond its part of the rule's, ms of its own rate: 0 (`sliceExtra`). It was
+ * 200 ms (a small slice's bucket overflowing while another is empty), and added up to `rate × 200 ms` on top of the
+ * sub-leases' term in the rate bound. Under the 5% bound (`RATE_BOUND_MS`) the sub-leases' term pays more: in the cluster
+ * simulation (bench/cluster.ts, 6 rate rows, same seeds), 200 ms of extra burst with 250 ms sub-leases lost 6-15 points
+ * after the first second on hot-rate, 0 with 480 ms sub-leases lost 0-3.5 against the old 700 ms in all.
  */
-export const SLICE_EXTRA_MS = 200;
+export const SLICE_EXTRA_MS = 0;
+/**
+ * The rate bound's term, ms: a rate rule's key never admits more than `burst + rate × (t + RATE_BOUND_MS)` in any span
+ * `t`, through every path of the tier (docs/production.md, "The bound, in a line"). At 500 ms, the most beyond the exact
+ * single writer over 10 s at or above the limit is `rate × 500 ms / (burst + rate × 10 s)`: under 5%, for any rate and
+ * burst. What makes it up: a rate sub-lease's (or a hot rate key's lease's) term, `RATE_LEASE_TERM_MS`; the delegates'
+ * extra slice burst, `SLICE_EXTRA_MS`; a grant's flight credit, `FLIGHT_CREDIT_MAX_MS` (test/unit/share_fed.test.ts
+ * adds them up). Nothing per share: every slice holds a whole unit of the burst or admits nothing (share.ts
+ * `honestSlice`).
+ */
+export const RATE_BOUND_MS = 500;
+/**
+ * The longest a rate share's sub-lease, or a lease from a hot rate key's object, may be used, ms: a token taken out of
+ * a bucket at `c` is admitted by `c + RATE_LEASE_TERM_MS`, so any span admits at most that much of the rate more than
+ * the buckets held. It was 500 ms for sub-leases and a rule's `lease.ttl` (1 s while busy) for leases. Shorter loses
+ * accuracy fast (cluster simulation, hot-rate 1,000 isolates at 5,000/s: 250 ms lost 15 points after the first second,
+ * 400 ms 9, 450 ms 1; isolates ask their delegate more often, delegates spread, and demand estimates jump).
+ */
+export const RATE_LEASE_TERM_MS = 480;
+/**
+ * The longest flight a rate grant's credit counts, ms (flight_credit.ts): the parts a holder gains refill its bucket
+ * from at most this long before the answer's arrival, however long its round trip. A credit is half the smaller round
+ * trip: longer than the answer's own way back only by the difference of the legs, which this caps.
+ */
+export const FLIGHT_CREDIT_MAX_MS = 20;
 /**
  * A window share whose term the window's end cuts to this or less (ms) comes with units of the next window. Its holder
  * renews in its term's last quarter, at most 300 ms before its end (delegate_demand.ts `RENEW_LEAD_MS`): every holder's

@@ -13,7 +13,7 @@ import { DelegateRun } from "../../src/protocol/delegate_run.ts";
 import { keyCall } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import type { CallInput, CallResult, LimiterRecord, LimiterRule } from "../../src/protocol/store.ts";
-import { SHARE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { RATE_BOUND_MS, SHARE_TERM_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { fixedWindow, gcraP, tokenBucket } from "./params.ts";
@@ -54,8 +54,12 @@ export interface TierCase {
   readonly steps: readonly TierStep[];
 }
 
+/** Rates from 10/s to 5,000/s, bursts from 1 to twice the rate (a 10/s rule and a burst of 1 included). */
 const rateArb = fc
-  .tuple(fc.integer({ min: 60, max: 400 }), fc.integer({ min: 10, max: 200 }))
+  .oneof(fc.integer({ min: 10, max: 100 }), fc.integer({ min: 100, max: 1000 }), fc.integer({ min: 1000, max: 5000 }))
+  .chain((rate) =>
+    fc.tuple(fc.constant(rate), fc.oneof(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 1, max: 2 * rate }))),
+  )
   .chain(([rate, burst]) =>
     fc.constantFrom(
       [tokenBucket(rate, 1000, burst), tokenBucket(Math.ceil(rate * 0.9), 1000, Math.ceil(burst * 0.9))] as const,
@@ -80,7 +84,7 @@ function perMs(params: AlgorithmParams): number {
  */
 export function tierCaseArb(kinds: { readonly versions?: boolean } = {}): fc.Arbitrary<TierCase> {
   return fc
-    .tuple(fc.oneof(rateArb, windowArb), fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 2, maxLength: 4 }))
+    .tuple(fc.oneof(rateArb, windowArb), fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 2, maxLength: 6 }))
     .chain(([[params, lowered], hopMs]) => {
       const n = hopMs.length;
       const to = fc.integer({ min: -1, max: n - 1 });
@@ -292,8 +296,10 @@ export async function simulateTier(
   return { admitted, bumpedAtMs, shared, subleased };
 }
 
-/** The first excess over the bound: window, the newest limit in effect (the larger across a bump); rate, burst +
- * rate × (t + one share term) + one unit per share holder (a slice's burst rounds up to 1). */
+/**
+ * The first excess over the bound: window, the newest limit in effect (the larger across a bump); rate, the stated
+ * `burst + rate × (t + RATE_BOUND_MS)`, nothing per holder (a slice holds a whole unit of burst or admits nothing).
+ */
 export function tierViolation(c: TierCase, admitted: readonly number[], bumpedAtMs: number): string | null {
   const sorted = [...admitted].sort((a, b) => a - b);
   const policy = leasePolicy(c.params.algorithm);
@@ -314,8 +320,12 @@ export function tierViolation(c: TierCase, admitted: readonly number[], bumpedAt
   for (let i = 0; i < sorted.length; i++) {
     for (let j = i; j < sorted.length; j++) {
       const spanMs = sorted[j]! - sorted[i]!;
-      const bound = p.burst + (p.rate.tokens * (spanMs + SHARE_TERM_MS)) / p.rate.perMs + c.hopMs.length;
-      if (j - i + 1 > bound) return `${j - i + 1} admitted within ${spanMs} ms > ${Math.floor(bound)}`;
+      // In integers: count × perMs <= burst × perMs + tokens × (t + RATE_BOUND_MS).
+      const count = j - i + 1;
+      if (count * p.rate.perMs > p.burst * p.rate.perMs + p.rate.tokens * (spanMs + RATE_BOUND_MS)) {
+        const bound = Math.floor(p.burst + (p.rate.tokens * (spanMs + RATE_BOUND_MS)) / p.rate.perMs);
+        return `${count} admitted within ${spanMs} ms > ${bound}`;
+      }
     }
   }
   return null;

@@ -24,7 +24,7 @@ import {
   subleaseTermMs,
   takeBack,
 } from "../../src/protocol/sublease.ts";
-import { SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { RATE_LEASE_TERM_MS, SLICE_EXTRA_MS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
@@ -33,7 +33,7 @@ import { runs } from "../support/runs.ts";
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 1 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 200), version: 1 };
-/** A delegate's slice of 500 parts: 500/s, burst 100, and 200 ms of its rate more (`SLICE_EXTRA_MS`): 200. */
+/** A delegate's slice of 500 parts: 500/s, burst 100, and `SLICE_EXTRA_MS` of its rate more (0 ms): 100. */
 const half = delegateSlice(rate.params, 500)!;
 
 const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
@@ -55,7 +55,7 @@ const levelOf = (share: HeldShare, nowMs: number) => peekState(half, share.state
 describe("subleaseTermMs", () => {
   it("is the lease ttl, at most SUBLEASE_TERM_MS (half a share term), at least 1 ms", () => {
     expect(SUBLEASE_TERM_MS).toBe(500);
-    expect([1000, 500, 499, 50, 1, 0, -5].map(subleaseTermMs)).toEqual([500, 500, 499, 50, 1, 1, 1]);
+    expect([1000, 500, 499, 50, 1, 0, -5].map((t) => subleaseTermMs(t))).toEqual([500, 500, 499, 50, 1, 1, 1]);
   });
 });
 
@@ -132,35 +132,46 @@ describe("subleaseFrom: a window share", () => {
 });
 
 describe("subleaseFrom: a rate share", () => {
+  const term = RATE_LEASE_TERM_MS;
   it("takes the tokens out of the slice's bucket, as that many requests admitted now, for the asked term", () => {
     const share = rateShare();
-    expect(levelOf(share, T0)).toBe(200);
-    const out = subleaseFrom(share, { units: 30, ttlMs: 500 }, T0);
-    expect(out.lease).toEqual({ units: 30, atMs: T0, forMs: 500 });
-    expect(levelOf(out.share, T0)).toBe(170);
+    expect(levelOf(share, T0)).toBe(100);
+    const out = subleaseFrom(share, { units: 30, ttlMs: term }, T0);
+    expect(out.lease).toEqual({ units: 30, atMs: T0, forMs: term });
+    expect(levelOf(out.share, T0)).toBe(70);
+  });
+
+  it("at most RATE_LEASE_TERM_MS, with as many fewer units as the asked term is longer (the same pace)", () => {
+    expect(term).toBe(480);
+    // 50 asked for 1 s: 24 for 480 ms (rounded up).
+    expect(subleaseFrom(rateShare(), { units: 50, ttlMs: 1000 }, T0).lease).toEqual({
+      units: 24,
+      atMs: T0,
+      forMs: 480,
+    });
   });
 
   it("fewer than asked when the bucket is low, and a term as much shorter, down to a quarter", () => {
-    // 40 in the bucket: 40 of 80 asked, for 500 × 40 / 80 = 250 ms.
+    // 40 in the bucket: 40 of 80 asked, for 480 × 40 / 80 = 240 ms.
     const low = rateShare({ state: emptyState(half, T0 - 80) }); // refilled 80 ms at 500/s
     expect(levelOf(low, T0)).toBe(40);
-    expect(subleaseFrom(low, { units: 80, ttlMs: 500 }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 250 });
+    expect(subleaseFrom(low, { units: 80, ttlMs: term }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 240 });
     // 40 of 400: a tenth, but never under a quarter of the term.
-    expect(subleaseFrom(low, { units: 400, ttlMs: 500 }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 125 });
+    expect(subleaseFrom(low, { units: 400, ttlMs: term }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 120 });
   });
 
   it("never more than the slice's burst; nothing from an empty bucket, no parts, or no state", () => {
-    expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: 500 }, T0).lease?.units).toBe(capacityOf(half));
-    // The slice's burst: its part of the rule's (100) and SLICE_EXTRA_MS (200 ms) of its 500/s more.
-    expect(capacityOf(half)).toBe(200);
-    expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
-    expect(subleaseFrom(rateShare({ parts: 0 }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
-    expect(subleaseFrom(rateShare({ state: null }), { units: 5, ttlMs: 500 }, T0).lease).toBeNull();
+    expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: term }, T0).lease?.units).toBe(capacityOf(half));
+    // The slice's burst: its part of the rule's (100), and SLICE_EXTRA_MS (0 ms) of its 500/s more.
+    expect(capacityOf(half)).toBe(100 + (500 * SLICE_EXTRA_MS) / 1000);
+    expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: term }, T0).lease).toBeNull();
+    expect(subleaseFrom(rateShare({ parts: 0 }), { units: 5, ttlMs: term }, T0).lease).toBeNull();
+    expect(subleaseFrom(rateShare({ state: null }), { units: 5, ttlMs: term }, T0).lease).toBeNull();
     // One token: granted, whether one is asked or one is left.
-    expect(subleaseFrom(rateShare(), { units: 1, ttlMs: 500 }, T0).lease).toEqual({ units: 1, atMs: T0, forMs: 500 });
+    expect(subleaseFrom(rateShare(), { units: 1, ttlMs: term }, T0).lease).toEqual({ units: 1, atMs: T0, forMs: term });
     const one = rateShare({ state: emptyState(half, T0 - 2) }); // refilled 2 ms at 500/s
     expect(levelOf(one, T0)).toBe(1);
-    expect(subleaseFrom(one, { units: 4, ttlMs: 500 }, T0).lease).toEqual({ units: 1, atMs: T0, forMs: 125 });
+    expect(subleaseFrom(one, { units: 4, ttlMs: term }, T0).lease).toEqual({ units: 1, atMs: T0, forMs: 120 });
   });
 });
 
@@ -231,11 +242,12 @@ describe("a delegate's batch with a sub-lease ask", () => {
   });
 
   it("a retried call gets its rate sub-lease again (its tokens name the call), never taken twice", () => {
-    const first = delegateCall(record(rateShare()), batch(rate, [1], { lease: { units: 10, ttlMs: 500 } }), T0);
-    expect(first.result.lease).toEqual({ units: 10, atMs: T0, forMs: 500 });
-    const again = delegateCall(first.record, batch(rate, [1], { lease: { units: 10, ttlMs: 500 } }), T0 + 5);
+    const lease = { units: 10, ttlMs: RATE_LEASE_TERM_MS };
+    const first = delegateCall(record(rateShare()), batch(rate, [1], { lease }), T0);
+    expect(first.result.lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS });
+    const again = delegateCall(first.record, batch(rate, [1], { lease }), T0 + 5);
     expect(again.result.replayed).toBe(true);
-    expect(again.result.lease).toEqual({ units: 10, atMs: T0, forMs: 500 });
+    expect(again.result.lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS });
     expect(again.record).toBe(first.record);
   });
 
@@ -373,8 +385,8 @@ describe("subleaseFrom (property)", () => {
           expect(granted).toBeLessThanOrEqual(Math.max(0, Math.min(units, before)));
           expect(levelOf(rOut.share, nowMs)).toBe(before - granted);
           if (rOut.lease !== null) {
-            expect(rOut.lease.forMs).toBeGreaterThanOrEqual(Math.ceil(subleaseTermMs(ttlMs) / 4));
-            expect(rOut.lease.forMs).toBeLessThanOrEqual(SUBLEASE_TERM_MS);
+            expect(rOut.lease.forMs).toBeGreaterThanOrEqual(Math.ceil(subleaseTermMs(ttlMs, "rate") / 4));
+            expect(rOut.lease.forMs).toBeLessThanOrEqual(RATE_LEASE_TERM_MS);
           }
         },
       ),

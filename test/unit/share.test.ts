@@ -1,8 +1,8 @@
 /**
  * The delegate tier's pure protocol (src/protocol/share.ts, the key's object; src/protocol/delegate.ts, the holder):
  * tables for each step, and a small fleet driven at and above the limit through the real functions, checking the
- * promises docs/rules.md states (rate: never above `burst + rate × t` plus one unit per share, within 1% of an exact
- * single writer at 2× the limit; window: never above the limit in any window).
+ * promises docs/rules.md states (rate: never above `burst + rate × t` and the slices' extra burst, nothing per share,
+ * within 1% of an exact single writer at 2× the limit; window: never above the limit in any window).
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -58,10 +58,13 @@ describe("sliceParams", () => {
     // Under a token of extra, or no parts: as without.
     expect(sliceParams(tokenBucket(10, 1000, 2), 1, 1000, 200)).toMatchObject({ burst: 1 });
     expect(sliceParams(p, 0, 1000, 200)).toBeNull();
-    // The delegate side: SLICE_EXTRA_MS of the slice's rate.
+    // The delegate side: SLICE_EXTRA_MS of the slice's rate (0 under the 5% bound: tunables.ts), and no slice too
+    // small to hold a whole unit of the burst (share.ts `honestSlice`).
     expect(delegateSlice(p, 300)).toEqual(sliceParams(p, 300, 1000, SLICE_EXTRA_MS));
-    expect(SLICE_EXTRA_MS).toBe(200);
+    expect(SLICE_EXTRA_MS).toBe(0);
     expect(delegateSlice(p, 0)).toBeNull();
+    expect(delegateSlice(tokenBucket(10, 1000, 2), 499)).toBeNull();
+    expect(delegateSlice(tokenBucket(10, 1000, 2), 500)).toMatchObject({ burst: 1 });
   });
 });
 
@@ -210,14 +213,15 @@ describe("a fleet of delegates", () => {
         for (let s = 0; s < steps; s++) {
           sum += perStep[s]!;
           if (s >= spanSteps) sum -= perStep[s - spanSteps]!;
-          expect(sum).toBeLessThanOrEqual(burst + 4 + rateTokensPerMs * spanSteps * stepMs);
+          // No unit per share: every slice holds a whole unit of the burst (share.ts `honestSlice`).
+          expect(sum).toBeLessThanOrEqual(burst + rateTokensPerMs * (spanSteps * stepMs + SLICE_EXTRA_MS));
         }
       }
       // After the first term (new shares start empty), the rate is met within 1%.
       const steady = perStep.slice(200).reduce((a, b) => a + b, 0);
       const exact = rateTokensPerMs * (steps - 200) * stepMs;
       expect(steady).toBeGreaterThanOrEqual(exact * 0.99);
-      expect(steady).toBeLessThanOrEqual(exact + burst + 4);
+      expect(steady).toBeLessThanOrEqual(exact + burst + rateTokensPerMs * SLICE_EXTRA_MS);
     });
   }
 
