@@ -338,11 +338,11 @@ describe("shareAsk", () => {
     const named = withShare(rateShare({ demand: 400, askId: "a0" }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(named, "weur.0", rate, "a1", T0).ask).toMatchObject({ keep: 152, holding: "a0" });
     expect(shareAsk(named, "weur.0", rate, "a1", T0 + 1000).ask.holding).toBeUndefined();
-    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152, and 200 ms of
-    // 152/s more: 30).
+    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152, and
+    // SLICE_EXTRA_MS of 152/s more: none).
     expect(out.record.share).toMatchObject({ parts: 152, demand: 100 });
     const slice = delegateSlice(rate.params, 152)!;
-    expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(182);
+    expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(152);
     // Demand that held or grew, a share that ended, a release, or a share from before `demand` was kept: no cut.
     const same = withShare(rateShare({ demand: 100 }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(same, "weur.0", rate, "a1", T0).ask.keep).toBeUndefined();
@@ -504,8 +504,9 @@ describe("adoptGrant", () => {
     const rateGrant = (parts: number) => grant({ kind: "rate", parts, units: 0, rule: rate });
     const level = (r: DelegateRecord, parts: number, nowMs: number) =>
       peekState(delegateSlice(rate.params, parts)!, r.share!.state!, nowMs).remaining;
-    // A first grant of 500 parts (0.5 token a ms), asked 100 ms before: half the round trip, 25 tokens.
-    expect(level(adoptGrant(NEW_DELEGATE, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(25);
+    // A first grant of 500 parts (0.5 token a ms), asked 100 ms before: half the round trip, at most
+    // FLIGHT_CREDIT_MAX_MS (20 ms): 10 tokens.
+    expect(level(adoptGrant(NEW_DELEGATE, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(10);
     // A renewal from 200 live parts (empty) to 500, its last renewal's round trip 40 ms: 300 parts over 20 ms, 6.
     const held = withShare(
       rateShare({ parts: 200, state: emptyState(delegateSlice(rate.params, 200)!, T0), rttMs: 40 }),
@@ -559,20 +560,23 @@ describe("delegateCall", () => {
 
   it("decides a rate batch from its slice's bucket", () => {
     const share = rateShare();
-    const out = delegateCall(withShare(share), batch(rate, [1, 5, 601]), T0 + 10);
+    const out = delegateCall(withShare(share), batch(rate, [1, 5, 501]), T0 + 10);
     // 10 ms of 500/s: 5 tokens (1 per 2 ms, so scaled by 2).
     expect(out.result.results.map(brief)).toEqual(["+4", "-4", "-0"]);
     expect(out.result.results[0]).toMatchObject({ ok: true, atMs: T0 + 10 });
     expect(out.record.share?.state).toEqual({ tokensScaled: 4 * 2, lastMs: T0 + 10 });
     // A full slice admits its whole capacity at once, and no more: its part of the burst (500) and SLICE_EXTRA_MS
-    // (200 ms) of its rate (100 more).
-    expect(SLICE_EXTRA_MS).toBe(200);
-    const full = rateShare({ state: { tokensScaled: 600 * 2, lastMs: T0 } });
-    expect(delegateCall(withShare(full), batch(rate, [600]), T0).result.results.map(brief)).toEqual(["+0"]);
-    expect(delegateCall(withShare(full), batch(rate, [601]), T0).result.results.map(brief)).toEqual(["-0"]);
-    // It fills to it: empty at T0, 1.2 s of 500/s later it holds 600 (not 500, the part's burst).
+    // (0 ms under the 5% rate bound) of its rate.
+    expect(SLICE_EXTRA_MS).toBe(0);
+    const full = rateShare({ state: { tokensScaled: 500 * 2, lastMs: T0 } });
+    expect(delegateCall(withShare(full), batch(rate, [500]), T0).result.results.map(brief)).toEqual(["+0"]);
+    expect(delegateCall(withShare(full), batch(rate, [1, 500]), T0).result.results.map(brief)).toEqual([
+      "+499",
+      "-499",
+    ]);
+    // It fills to it: empty at T0, 1.2 s of 500/s later it holds 500, the part's burst.
     const long = rateShare({ endsAtMs: T0 + 4000, renewAtMs: T0 + 3000 });
-    const refilled = delegateCall(withShare(long), batch(rate, [600]), T0 + 1200);
+    const refilled = delegateCall(withShare(long), batch(rate, [500]), T0 + 1200);
     expect(refilled.result.results.map(brief)).toEqual(["+0"]);
     const noParts = delegateCall(withShare(rateShare({ parts: 0, state: null })), batch(rate, [1]), T0 + 10);
     expect(noParts.result.results.map(brief)).toEqual(["-0"]);

@@ -15,7 +15,7 @@ describe("flight credit edges", () => {
   it("flightMs: a last round trip below 0 is not one (this ask's counts); one of 0 is the smallest", () => {
     // [last renewal's round trip, this one] -> flight
     const table: [number, number, number][] = [
-      [-5, 100, 50],
+      [-5, 30, 15],
       [0, 100, 0],
       [1, 100, 0],
       [2, 100, 1],

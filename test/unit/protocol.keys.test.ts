@@ -24,7 +24,7 @@ import {
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallResult } from "../../src/protocol/store.ts";
-import { HOT_HOLD_MS } from "../../src/protocol/tunables.ts";
+import { HOT_HOLD_MS, RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import type { LeaseSettings } from "../../src/rules/types.ts";
 import { fixedWindow, rate, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -186,9 +186,9 @@ describe("unsee: an arrival whose admission was given back", () => {
   it("sizes the sub-lease by the admissions kept: half given back, half the units asked", () => {
     const st = keyWith(null);
     for (let i = 0; i < 40; i++) see(st, T0 - 2000);
-    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 20, ttlMs: 500 });
+    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 20, ttlMs: RATE_LEASE_TERM_MS });
     for (let i = 0; i < 20; i++) unsee(st, T0 - 1000);
-    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 10, ttlMs: 500 });
+    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 10, ttlMs: RATE_LEASE_TERM_MS });
   });
 });
 
@@ -209,15 +209,15 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
   });
 
   it("asks for what it saw over half a term, no margin, whatever `above` or the busy mark say", () => {
-    // The automatic lease (no `lease:`), never busy: asked all the same, for 500 ms.
+    // The automatic lease (no `lease:`), never busy: asked all the same, for RATE_LEASE_TERM_MS (a rate rule).
     const auto = keyWith(null);
     fill(auto, 30, T0 - 2000);
-    expect(subleaseAsk(auto, T0 - 1000)).toEqual({ units: 15, ttlMs: 500 });
-    expect(leaseAsk(auto, T0 - 1000, true)).toEqual({ units: 15, ttlMs: 500 });
+    expect(subleaseAsk(auto, T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
+    expect(leaseAsk(auto, T0 - 1000, true)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
     expect(leaseAsk(auto, T0 - 1000)).toBeNull();
     const above = keyWith({ ttlMs: 1000, units: null, above: rate(100, 1000) });
     fill(above, 30, T0 - 2000);
-    expect(subleaseAsk(above, T0 - 1000)).toEqual({ units: 15, ttlMs: 500 });
+    expect(subleaseAsk(above, T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
     // A shorter ttl of the rule's own: that.
     const own = keyWith({ ttlMs: 200, units: null, above: null });
     fill(own, 10, T0 - 400);
@@ -249,10 +249,10 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
     const short = keyWith(null, { rule: { id: "w", params: fixedWindow(100_000, 1000) } });
     fill(short, 60, T0 - 1600);
     expect(subleaseAsk(short, T0 - 600)?.ttlMs).toBe(500);
-    // A rate rule's term does not depend on the time.
+    // A rate rule's term does not depend on the time: RATE_LEASE_TERM_MS (within the rate bound's term).
     const rated = keyWith(null);
     fill(rated, 60, T0 - 2000);
-    expect(subleaseAsk(rated, T0 - 1000)?.ttlMs).toBe(500);
+    expect(subleaseAsk(rated, T0 - 1000)?.ttlMs).toBe(RATE_LEASE_TERM_MS);
   });
 
   it("none below 2 requests a term, nor without a lease setting", () => {
@@ -262,7 +262,7 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
     expect(subleaseAsk(st, T0 - 1000)).toBeNull();
     const three = keyWith(null);
     fill(three, 3, T0 - 2000);
-    expect(subleaseAsk(three, T0 - 1000)).toEqual({ units: 2, ttlMs: 500 });
+    expect(subleaseAsk(three, T0 - 1000)).toEqual({ units: 2, ttlMs: RATE_LEASE_TERM_MS });
     const none = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
     fill(none, 50, T0 - 2000);
     expect(subleaseAsk(none, T0 - 1000)).toBeNull();
@@ -271,7 +271,7 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
   it("at most the rule's units and a quarter of a window's limit; none the window's end would cut", () => {
     const capped = keyWith({ ttlMs: 1000, units: 6, above: null });
     fill(capped, 40, T0 - 2000);
-    expect(subleaseAsk(capped, T0 - 1000)).toEqual({ units: 6, ttlMs: 500 });
+    expect(subleaseAsk(capped, T0 - 1000)).toEqual({ units: 6, ttlMs: RATE_LEASE_TERM_MS });
     const win = keyWith(null, { rule: { id: "w", params: fixedWindow(40, 60_000) } });
     fill(win, 100, T0 - 2000);
     // 1 s before the 60 s window's end (T0): a quarter-second term (windowSubleaseTermMs).

@@ -32,6 +32,7 @@ import {
   HOT_EXIT_PER_S,
   HOT_HOLD_MS,
   HOT_LEASE_PER_REQUEST,
+  RATE_LEASE_TERM_MS,
   SHARE_HOLDERS_MAX,
   SHARE_PARTS,
   SHARE_TERM_MS,
@@ -409,19 +410,23 @@ describe("keyCall: a lease for a direct call to a hot rate key", () => {
   const lease = (rec: LimiterRecord | null, over: Partial<CallInput> = {}, rule = tb, atMs = T0) =>
     keyCall(rec, input(rule, [1, 1], over), atMs).result.lease;
 
-  it("is granted unasked, HOT_LEASE_PER_REQUEST units a request for half a term, while the slice is over half full", () => {
+  it("is granted unasked, HOT_LEASE_PER_REQUEST units a request for RATE_LEASE_TERM_MS, while the slice is over half full", () => {
     expect(HOT_LEASE_PER_REQUEST).toBe(4);
     // Busy (100 calls in the last second), no share yet: the whole key's bucket, full. The batch is decided first.
     const full = record(tbP, tbState(1000), { calls: busy });
     const out = keyCall(full, input(tb, [1, 1]), T0);
     expect(out.result.results.map(brief)).toEqual(["+999", "+998"]);
-    expect(out.result.lease).toEqual({ units: 8, atMs: T0, forMs: SHARE_TERM_MS / 2 });
-    expect(out.record?.calls?.at(-1)).toMatchObject({ leaseUnits: 8, leaseForMs: SHARE_TERM_MS / 2 });
+    expect(out.result.lease).toEqual({ units: 8, atMs: T0, forMs: RATE_LEASE_TERM_MS });
+    expect(out.record?.calls?.at(-1)).toMatchObject({ leaseUnits: 8, leaseForMs: RATE_LEASE_TERM_MS });
     // Charged now, as 8 more requests: a retry is answered with the same lease, not charged again.
     expect(keyPeek(out.record, tb, T0).remaining).toBe(990);
     expect(keyCall(out.record, input(tb, [1, 1]), T0).result).toMatchObject({ replayed: true, lease: { units: 8 } });
     // Half full or less: none (the slice is not about to lose its refill).
-    expect(lease(record(tbP, tbState(501), { calls: busy }))).toEqual({ units: 8, atMs: T0, forMs: 500 });
+    expect(lease(record(tbP, tbState(501), { calls: busy }))).toEqual({
+      units: 8,
+      atMs: T0,
+      forMs: RATE_LEASE_TERM_MS,
+    });
     expect(lease(record(tbP, tbState(500), { calls: busy }))).toBeNull();
   });
 
@@ -430,7 +435,7 @@ describe("keyCall: a lease for a direct call to a hot rate key", () => {
     const rec = record(tbP, tbState(0), {
       shares: book([entry({ parts: 500 })], { direct: { parts: 500, state: tbState(1000) }, hotUntilMs: T0 + 10 }),
     });
-    expect(lease(rec)).toEqual({ units: 8, atMs: T0, forMs: 500 });
+    expect(lease(rec)).toEqual({ units: 8, atMs: T0, forMs: RATE_LEASE_TERM_MS });
     // The key no longer hot (nor busy): none.
     expect(lease(rec, {}, tb, T0 + 10)).toBeNull();
   });
@@ -438,8 +443,19 @@ describe("keyCall: a lease for a direct call to a hot rate key", () => {
   it("is not granted to a cold key, a call that asked its own, nor under a window rule", () => {
     expect(lease(record(tbP, tbState(1000)))).toBeNull();
     expect(lease(null)).toBeNull();
+    // A lease the call asked for itself: as asked, but a hot rate key's lasts RATE_LEASE_TERM_MS at most (the rate
+    // bound's term); a cold key's keeps its ttl.
     const full = record(tbP, tbState(1000), { calls: busy });
-    expect(lease(full, { lease: { units: 3, ttlMs: 1000 } })).toEqual({ units: 3, atMs: T0, forMs: 1000 });
+    expect(lease(full, { lease: { units: 3, ttlMs: 1000 } })).toEqual({
+      units: 3,
+      atMs: T0,
+      forMs: RATE_LEASE_TERM_MS,
+    });
+    expect(lease(record(tbP, tbState(1000)), { lease: { units: 3, ttlMs: 1000 } })).toEqual({
+      units: 3,
+      atMs: T0,
+      forMs: 1000,
+    });
     const win = record(winP, { window: T0 / 60_000, count: 5 }, { calls: busy });
     expect(lease(win, {}, { id: "w", params: winP })).toBeNull();
   });
