@@ -100,6 +100,20 @@ describe("bans: impossible costs, a block_for of 0, the figures", () => {
   });
 });
 
+describe("a rule change the state survives as it is", () => {
+  it("a refusal under a lowered limit still writes the new parameters (the window's count carried over as is)", () => {
+    const before: LimiterRule = { id: "w", params: fixedWindow(10, 60_000) };
+    const after: LimiterRule = { id: "w", params: fixedWindow(4, 60_000) };
+    let record: LimiterRecord | null = null;
+    for (let i = 0; i < 5; i++) record = stepRecord(record, before, 1, "check", T0 + i).record;
+    const out = stepRecord(record, after, 1, "check", T0 + 10);
+    expect(decided(out.result).decision.allowed).toBe(false);
+    expect(out.record?.state).toBe(record?.state);
+    expect(out.record?.params).toEqual(after.params);
+    expect(out.record?.fingerprint).not.toBe(record?.fingerprint);
+  });
+});
+
 describe("refunds that leave a record as good as fresh", () => {
   it("a record that holds a ban is kept (with a fresh state), not dropped", () => {
     const rule: LimiterRule = { id: "r", params: slidingLog(1, 60_000), blockForMs: 5000 };
