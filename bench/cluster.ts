@@ -5,7 +5,7 @@
  * heavy-tailed, 0.1% of messages lost, hot marks per data center seen after 100 ms, 5% of requests from the next
  * region: src/sim/network.ts); every object 1 ms per call plus 0.007 ms per KB carried and written, overloaded beyond 100
  * queued. Rules sized so the load crosses them (token_bucket 5000/s burst 1000, fixed_window 50000 per 10 s) and two
- * shipped rules as they ship (growth-global, growth-daily). Loads 10, 1k, 5k (the limit), 10k (2x), 50k (10x) and
+ * shipped rules as they ship (growth-global, growth-daily, free-global). Loads 10, 1k, 5k (the limit), 10k (2x), 50k (10x) and
  * 200k req/s for 8 s (50k: 4 s, 200k: 2 s, to keep the bench near 10 minutes on 2 cores). Scenarios at 2x the limit,
  * 1,000 isolates (redeploy, churn and delegate restart also at 5,000): redeploy, override change, two versions 50/50
  * for 60 s, churn, the key's object restarting, every delegate restarting, half refunded, ±500 ms clock skew.

@@ -85,10 +85,11 @@ export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
 export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
 /**
  * Burst a delegate's rate slice holds beyond its part of the rule's, ms of its own rate: 0 (`sliceExtra`). It was
- * 200 ms (a small slice's bucket overflowing while another is empty), and added up to `rate × 200 ms` on top of the
- * sub-leases' term in the rate bound. Under the 5% bound (`RATE_BOUND_MS`) the sub-leases' term pays more: in the cluster
- * simulation (bench/cluster.ts, 6 rate rows, same seeds), 200 ms of extra burst with 250 ms sub-leases lost 6-15 points
- * after the first second on hot-rate, 0 with 480 ms sub-leases lost 0-3.5 against the old 700 ms in all.
+ * 200 ms (a small slice's bucket overflowing while another is empty), adding `rate × 200 ms` to the sub-leases' term in
+ * the rate bound. Under the 5% bound (`RATE_BOUND_MS`) the sub-leases' term pays more: with 250-400 ms sub-leases and
+ * 50-200 ms of extra, hot-rate at 1,000 isolates and 5,000/s lost 9-15 points after the first second; with 480 ms and
+ * none, 1. What the 200 ms were worth at 480 ms sub-leases: 3.3-3.5 points on `key: global` rows (global-rate at 200
+ * and 1,000 isolates, growth and flash crowd; cluster simulation, same seeds).
  */
 export const SLICE_EXTRA_MS = 0;
 /**
