@@ -330,3 +330,21 @@ export function tierViolation(c: TierCase, admitted: readonly number[], bumpedAt
   }
   return null;
 }
+
+/**
+ * Rate rules: the most any 10 s admitted beyond what the exact single writer admits at most in 10 s at or above the
+ * limit (`burst + rate × 10 s`), as a fraction of it (issue 36's 5%); `null` for a window rule.
+ */
+export function overTenSeconds(c: TierCase, admitted: readonly number[]): number | null {
+  if (leasePolicy(c.params.algorithm).kind !== "rate") return null;
+  const p = c.params as { rate: { tokens: number; perMs: number }; burst: number };
+  const exact = p.burst + (p.rate.tokens * 10_000) / p.rate.perMs;
+  const sorted = [...admitted].sort((a, b) => a - b);
+  let most = 0;
+  let j = 0;
+  for (let i = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= 10_000) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return (most - exact) / exact;
+}
