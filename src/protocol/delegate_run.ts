@@ -64,11 +64,12 @@ export class DelegateRun {
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
   /**
-   * Until when the key's object said the key is cold (a grant of no share, not hot): batches pass through without an
-   * ask, which would hold each a round trip more (a fast `key: global` rule's first batches come here by
-   * construction, src/isolate/hot_marks.ts). An answer passed through that says hot, or fails, ends it.
+   * When the key's object last said the key is cold (a grant of no share, not hot; `null`: it did not, or since then a
+   * batch passed through was answered hot or failed): batches then pass through at once, and the share is asked
+   * again in the background a term after (a fast `key: global` rule's first batches come here by construction,
+   * src/isolate/hot_marks.ts; waiting for an ask held each a round trip more, past a far region's budget).
    */
-  private coldUntilMs = 0;
+  private coldAtMs: number | null = null;
 
   constructor(private readonly ports: DelegatePorts) {}
 
@@ -88,7 +89,7 @@ export class DelegateRun {
     const asked = call.lease?.units;
     const leaseUnits = asked !== undefined && Number.isSafeInteger(asked) && asked > 0 ? asked : 0;
     const backingOff = () => clock() < this.failedUntilMs;
-    const cold = () => clock() < this.coldUntilMs && load().share === null;
+    const cold = () => this.coldAtMs !== null && load().share === null;
     for (let i = 0; i < 2 && !backingOff() && !cold(); i++) {
       const extra = i === 0 ? leaseUnits : 0;
       if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") break;
@@ -101,15 +102,21 @@ export class DelegateRun {
     ) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
       if (backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
+      // Told cold a term ago or more: ask again, in the background (this batch does not wait for it).
+      const coldSince = this.coldAtMs;
+      if (coldSince !== null && cold() && clock() - coldSince >= SHARE_TERM_MS && this.renewing === null) {
+        this.coldAtMs = clock();
+        void this.renew(who, false, cost);
+      }
       // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
       const result = await withinTimeout(
         this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call),
         this.ports.sleep,
       ).catch((error: unknown) => {
-        this.coldUntilMs = 0;
+        this.coldAtMs = null;
         throw error;
       });
-      if (result.hot === true) this.coldUntilMs = 0;
+      if (result.hot === true) this.coldAtMs = null;
       return { ...result, hot: result.hot === true };
     }
     const out = delegateCall(record, call, clock());
@@ -139,7 +146,7 @@ export class DelegateRun {
       const grant = await withinTimeout(this.ports.share(who.object, asked.ask), this.ports.sleep);
       const record = adoptGrant(load(), asked.ask, grant, sentAtMs, clock());
       save(record);
-      this.coldUntilMs = grant.kind === "none" && !grant.hot ? clock() + SHARE_TERM_MS : 0;
+      this.coldAtMs = grant.kind === "none" && !grant.hot ? clock() : null;
       await this.ports.adopted?.(record, who);
     } catch (error) {
       // No share: batches pass through to the key's object until a renewal succeeds; but an overloaded object is

@@ -130,12 +130,17 @@ describe("DelegateRun.check", () => {
     expect(decided.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
   });
 
-  it("a key said cold is asked about again a term later, or at once after a batch passed through failed", async () => {
-    const later = harness([NONE, NONE]);
+  it("a key said cold is asked about again a term later (the batch passed through meanwhile), or at once after a failure", async () => {
+    const later = harness([NONE, windowGrant(10)]);
     await later.run.check(who, batch([1], "b1"));
     later.at(SHARE_TERM_MS);
-    await later.run.check(who, batch([1], "b2"));
+    expect(await later.run.check(who, batch([1], "b2"))).toEqual({ ...passed, hot: false });
     expect(later.asks).toHaveLength(2);
+    expect(later.calls.map((c) => c.input.id)).toEqual(["b1", "b2"]);
+    // The ask in the background got a share: the next batch is decided from it.
+    const decided = await later.run.check(who, batch([1], "b3"));
+    expect(later.calls).toHaveLength(2);
+    expect(decided.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
     const failing = harness([NONE, NONE]);
     const overloaded = Object.assign(new Error("Durable Object is overloaded"), { overloaded: true });
     const run = new DelegateRun({ ...failing.ports, call: () => Promise.reject(overloaded) });
