@@ -105,7 +105,10 @@ function startOrigin(): Promise<{ server: Server; base: string; hits: () => numb
 }
 
 async function stats(base: string): Promise<Record<string, unknown> | null> {
-  const response = await fetch(`${base}/_sluice/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const response = await fetch(`${base}/_sluice/stats`, {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    signal: AbortSignal.timeout(10_000),
+  });
   if (!response.ok) return null;
   try {
     return (await response.json()) as Record<string, unknown>;
@@ -145,10 +148,45 @@ async function idleRate(pgid: number): Promise<number> {
   return (groupCpuMs(pgid) - fromMs) / (performance.now() - at);
 }
 
-async function runScenario(
+/** A scenario's run at most (start-up, warm-up, idle readings, load), ms: past it, wrangler dev hung. */
+const SCENARIO_BUDGET_MS = 180_000;
+
+/**
+ * `runScenario`, run again (once) when it fails or outlives `SCENARIO_BUDGET_MS`: under load a `wrangler dev` now and
+ * then reloads its runtime at start-up and never answers (its group is stopped by the failed run's `finally`).
+ */
+async function runScenarioRetried(
   scenario: Scenario,
   origin: Awaited<ReturnType<typeof startOrigin>>,
   profile = false,
+): Promise<Figures & { profile?: ProfileSummary }> {
+  for (let attempt = 1; ; attempt++) {
+    const hung = new AbortController();
+    const timer = setTimeout(() => hung.abort(), SCENARIO_BUDGET_MS);
+    try {
+      return await runScenario(scenario, origin, profile, hung.signal);
+    } catch (error) {
+      if (attempt >= 2) throw error;
+      log(`edge ${scenario}: run failed (${String(error)}); once more`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Resolves when `signal` aborts: raced against each step, so a hung `wrangler dev` ends the run. */
+const aborted = (signal: AbortSignal) =>
+  new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(new Error("scenario over its budget"));
+    signal.addEventListener("abort", () => reject(new Error("scenario over its budget")));
+  });
+
+// long: one run, start to stop, with its readings in order
+async function runScenario(
+  scenario: Scenario,
+  origin: Awaited<ReturnType<typeof startOrigin>>,
+  profile: boolean,
+  hung: AbortSignal,
 ): Promise<Figures & { profile?: ProfileSummary }> {
   const rules = SCENARIOS[scenario] ?? null;
   const dir =
@@ -170,7 +208,7 @@ async function runScenario(
     ...(rules === null ? [] : sluiceVars),
   ]);
   const base = `http://127.0.0.1:${port}`;
-  try {
+  const work = (async (): Promise<Figures & { profile?: ProfileSummary; raw?: unknown }> => {
     await waitUp(`${base}/v1/ping`, child, 60_000);
     const headers = { "cf-connecting-ip": "203.0.113.7" };
     await autocannon({ url: `${base}/v1/ping`, connections: CONNECTIONS, duration: 1, headers }); // warm-up
@@ -209,6 +247,10 @@ async function runScenario(
       objectCallsPerRequest: before === null || after === null ? null : (after - before) / total,
       ...(sampled === undefined || sampled === null ? {} : { profile: summarize(sampled, bundle), raw: sampled }),
     };
+  })();
+  work.catch(() => undefined); // a run over its budget ends when its group is stopped below, failing; already given up
+  try {
+    return await Promise.race([work, aborted(hung)]);
   } finally {
     if (child.pid !== undefined) await killGroup(child.pid, child);
     rmSync(dir, { recursive: true, force: true });
@@ -221,7 +263,10 @@ const PROFILED = CHOSEN.filter((s) => PROFILE || s === BARE || GOALS_MS[s] !== u
 async function profiles(origin: Awaited<ReturnType<typeof startOrigin>>): Promise<Record<string, ProfileSummary>> {
   const out: Record<string, ProfileSummary> = {};
   for (const scenario of PROFILED) {
-    const { profile, raw } = (await runScenario(scenario, origin, true)) as { profile?: ProfileSummary; raw?: unknown };
+    const { profile, raw } = (await runScenarioRetried(scenario, origin, true)) as {
+      profile?: ProfileSummary;
+      raw?: unknown;
+    };
     if (profile === undefined) continue;
     const file = join(OUT_DIR, `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
     mkdirSync(OUT_DIR, { recursive: true });
@@ -289,7 +334,7 @@ async function main(): Promise<void> {
   try {
     for (let r = 0; r < RUNS; r++) {
       for (const scenario of CHOSEN) {
-        const figures = await runScenario(scenario, origin);
+        const figures = await runScenarioRetried(scenario, origin);
         runs.set(scenario, [...(runs.get(scenario) ?? []), figures]);
         log(
           `edge ${scenario}: ${Math.round(figures.requestsPerS)} req/s, p50 ${figures.p50Ms} ms, server CPU ${figures.serverCpuMsPerRequest.toFixed(3)} ms/request (net of idle ${figures.netCpuMsPerRequest.toFixed(3)}, workerd ${figures.workerdCpuMsPerRequest.toFixed(3)}), origin ${figures.originPerRequest.toFixed(2)}/request`,
