@@ -12,10 +12,10 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import autocannon from "autocannon";
 import { bareWorkerCopy } from "./bare_worker.ts";
-import { log, median, OUT_DIR, QUICK, round, writeResult } from "./common.ts";
+import { log, median, QUICK, ROOT, round, writeResult } from "./common.ts";
 import { bundleOf, type ProfileSummary, summarize } from "./edge_profile.ts";
 import {
   dropBuildStep,
@@ -268,8 +268,9 @@ async function profiles(origin: Awaited<ReturnType<typeof startOrigin>>): Promis
       raw?: unknown;
     };
     if (profile === undefined) continue;
-    const file = join(OUT_DIR, `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
-    mkdirSync(OUT_DIR, { recursive: true });
+    // bench/out even when publishing (OUT_DIR is then the checkout, for BENCHMARKS.md)
+    const file = join(ROOT, "bench", "out", `edge-${scenario.replace(/\W+/g, "-")}.cpuprofile`);
+    mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, JSON.stringify(raw));
     out[scenario] = profile;
     const { parts, files } = profile;

@@ -24,7 +24,7 @@ function profileLines(profiles: Record<string, ProfileSummary | unknown>): strin
   );
   if (summaries.length === 0) return [];
   const out = [
-    "Where the isolate's time goes: one more run of each of these scenarios with the Worker isolate sampled through its inspector (not counted above). The Durable Object runs in the same local workerd process and the same isolate as the Worker, so its CPU is part of the figures above: a sample is **the object's** when its stack passes through src/object/, **the isolate's** otherwise; `(program)` is the runtime's native work the sampler cannot place, GC the one heap's. Shares of the busy samples; self time by source file (a runtime builtin, such as `fetch`, a timer or a storage write, counts in the file that called it):",
+    "Where the isolate's time goes: one more run of each of these scenarios with the Worker isolate sampled through its inspector (not counted above). The Durable Object runs in the same local workerd process and the same isolate as the Worker, so its CPU is part of the figures above: a sample is **the object's** when its stack passes through the object's classes (src/object/limiter.ts, delegate.ts), **the isolate's** otherwise (the bare Worker has no module markers: all of it counts as wrangler's wrapper); busy samples are over a whole 10 s run, so compare them per request with the scenario's req/s; `(program)` is the runtime's native work the sampler cannot place, GC the one heap's. Shares of the busy samples; self time by source file (a runtime builtin, such as `fetch`, a timer or a storage write, counts in the file that called it):",
     "",
     "| scenario | busy samples | isolate | object | native | GC | files with the most self time |",
     "|---|---:|---:|---:|---:|---:|---|",
