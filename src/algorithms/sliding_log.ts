@@ -98,8 +98,10 @@ function checkRow(
   const { limit, windowMs } = params;
   const T = at + 3;
   const C = at + 3 + limit;
-  const head = fresh ? 0 : row[at]!;
-  const n = fresh ? 0 : row[at + 1]!;
+  // Small integers kept in a Float64Array: read as int32, so the ring's `%` is an integer one (a double's `%` cost
+  // keyed sliding_log 1.5-1.9x keyed gcra at one key).
+  const head = fresh ? 0 : row[at]! | 0;
+  const n = fresh ? 0 : row[at + 1]! | 0;
   let total = fresh ? 0 : row[at + 2]!;
   const lastMs = n > 0 ? row[T + ((head + n - 1) % limit)]! : 0;
   // Clock rule: never judge at a time earlier than the newest entry.
