@@ -56,7 +56,7 @@ function deniedLog(
 
 /**
  * The row kernel (the in-isolate store's fast path): the log as a ring of at most `limit` entries in one row,
- * `head, n, total, times × limit, costs × limit` (`total`: the ring's costs summed, so a decision sums nothing). An admitted request keeps at most `limit` cost in the window, each entry
+ * `head, n, total`, then `limit` entries of `time, cost` side by side (one cache line holds an entry whole; `total`: the ring's costs summed, so a decision sums nothing). An admitted request keeps at most `limit` cost in the window, each entry
  * at least 1, so the ring never overflows; entries that left the window are dropped by moving `head`, and a denial
  * leaves the row as it was (as `check` leaves its state).
  */
@@ -73,8 +73,8 @@ function logKernel(params: { limit: number; windowMs: number }): RowKernel<Slidi
       const times: number[] = [];
       const costs: number[] = [];
       for (let i = 0; i < n; i++) {
-        times.push(row[at + 3 + ((head + i) % limit)]!);
-        costs.push(row[at + 3 + limit + ((head + i) % limit)]!);
+        times.push(row[at + 3 + 2 * ((head + i) % limit)]!);
+        costs.push(row[at + 4 + 2 * ((head + i) % limit)]!);
       }
       return { times, costs };
     },
@@ -82,8 +82,8 @@ function logKernel(params: { limit: number; windowMs: number }): RowKernel<Slidi
 }
 
 /**
- * `check` on a ring row: entry i of the log is at ring position (head + i) % limit, its time at `at + 3 + position`
- * and its cost `limit` fields further. (No closure for the position: bundlers that keep names wrap every closure
+ * `check` on a ring row: entry i of the log is at ring position (head + i) % limit, its time at
+ * `at + 3 + 2 × position` and its cost just after it. (No closure for the position: bundlers that keep names wrap every closure
  * made per call, which costs more than the decision.)
  */
 function checkRow(
@@ -97,28 +97,28 @@ function checkRow(
 ): Decision {
   const { limit, windowMs } = params;
   const T = at + 3;
-  const C = at + 3 + limit;
+  const C = at + 4;
   // Small integers kept in a Float64Array: read as int32, so the ring's `%` is an integer one (a double's `%` cost
   // keyed sliding_log 1.5-1.9x keyed gcra at one key).
   const head = fresh ? 0 : row[at]! | 0;
   const n = fresh ? 0 : row[at + 1]! | 0;
   let total = fresh ? 0 : row[at + 2]!;
-  const lastMs = n > 0 ? row[T + ((head + n - 1) % limit)]! : 0;
+  const lastMs = n > 0 ? row[T + 2 * ((head + n - 1) % limit)]! : 0;
   // Clock rule: never judge at a time earlier than the newest entry.
   const now = n > 0 ? Math.max(nowMs, lastMs) : nowMs;
   let first = 0;
-  while (first < n && now - row[T + ((head + first) % limit)]! >= windowMs) {
-    total -= row[C + ((head + first) % limit)]!;
+  while (first < n && now - row[T + 2 * ((head + first) % limit)]! >= windowMs) {
+    total -= row[C + 2 * ((head + first) % limit)]!;
     first++;
   }
   if (total + cost <= limit) {
     const h = (head + first) % limit;
     let m = n - first;
     const last = (h + m - 1) % limit;
-    if (m > 0 && row[T + last] === now) row[C + last]! += cost;
+    if (m > 0 && row[T + 2 * last] === now) row[C + 2 * last]! += cost;
     else {
-      row[T + ((h + m) % limit)] = now;
-      row[C + ((h + m) % limit)] = cost;
+      row[T + 2 * ((h + m) % limit)] = now;
+      row[C + 2 * ((h + m) % limit)] = cost;
       m++;
     }
     row[at] = h;
@@ -131,31 +131,31 @@ function checkRow(
   const excess = total + cost - limit;
   let freed = 0;
   let k = first;
-  while (freed < excess) freed += row[C + ((head + k++) % limit)]!;
+  while (freed < excess) freed += row[C + 2 * ((head + k++) % limit)]!;
   out.changed = false;
-  return deniedLog(limit, total, lastMs, row[T + ((head + k - 1) % limit)]!, params, now);
+  return deniedLog(limit, total, lastMs, row[T + 2 * ((head + k - 1) % limit)]!, params, now);
 }
 
 /** `refund` on a ring row: the entry at `admittedAtMs` loses `cost`, and leaves the ring (later ones move up) at 0. */
 function refundRow(limit: number, row: Float64Array, at: number, cost: number, admittedAtMs: number): void {
   const T = at + 3;
-  const C = at + 3 + limit;
+  const C = at + 4;
   const head = row[at]!;
   const n = row[at + 1]!;
   let i = n - 1;
-  while (i >= 0 && row[T + ((head + i) % limit)] !== admittedAtMs) i--;
+  while (i >= 0 && row[T + 2 * ((head + i) % limit)] !== admittedAtMs) i--;
   if (i < 0) return;
-  const held = row[C + ((head + i) % limit)]!;
+  const held = row[C + 2 * ((head + i) % limit)]!;
   const left = held - cost;
   if (left > 0) {
-    row[C + ((head + i) % limit)] = left;
+    row[C + 2 * ((head + i) % limit)] = left;
     row[at + 2] = row[at + 2]! - cost;
     return;
   }
   row[at + 2] = row[at + 2]! - held;
   for (let j = i; j < n - 1; j++) {
-    row[T + ((head + j) % limit)] = row[T + ((head + j + 1) % limit)]!;
-    row[C + ((head + j) % limit)] = row[C + ((head + j + 1) % limit)]!;
+    row[T + 2 * ((head + j) % limit)] = row[T + 2 * ((head + j + 1) % limit)]!;
+    row[C + 2 * ((head + j) % limit)] = row[C + 2 * ((head + j + 1) % limit)]!;
   }
   row[at + 1] = n - 1;
 }
