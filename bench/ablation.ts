@@ -27,7 +27,6 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["flightCredit", RATE],
   ["oldShareFor", RATE],
   ["hotLease", RATE],
-  ["sliceExtra", RATE],
   ["windowAhead", WINDOW],
   ["scarceWindowSplit", WINDOW],
   ["subleases", FAN_OUT],

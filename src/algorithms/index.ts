@@ -255,13 +255,12 @@ export function leaseRefillOver(params: AlgorithmParams, ttlMs: number): number 
 }
 
 /**
- * The parameters of a rate share: `num/den` of the rule's rate and burst, and `extraMs` of the slice's rate more burst
- * (`LeasePolicy.slice`); `null` for an algorithm without rate shares (a window or no leases), for `num` 0, or where
+ * The parameters of a rate share: `num/den` of the rule's rate and burst (`LeasePolicy.slice`); `null` for an algorithm without rate shares (a window or no leases), for `num` 0, or where
  * the slice would not stay exact.
  */
-export function sliceParams(params: AlgorithmParams, num: number, den: number, extraMs = 0): AlgorithmParams | null {
+export function sliceParams(params: AlgorithmParams, num: number, den: number): AlgorithmParams | null {
   const lease = leasePolicy(params.algorithm);
-  return lease.kind === "rate" ? lease.slice(params, num, den, extraMs) : null;
+  return lease.kind === "rate" ? lease.slice(params, num, den) : null;
 }
 
 /** How the rule's algorithm names and gives back slots, if its requests hold one until they end (concurrency). */

@@ -53,24 +53,8 @@ export function bucketLease<P extends { readonly rate: Rate; readonly burst: num
     withinBound: (params, count, spanMs, ttlMs) =>
       count * params.rate.perMs <= params.burst * params.rate.perMs + params.rate.tokens * (spanMs + ttlMs),
     refillOver: (params, spanMs) => Math.floor((params.rate.tokens * spanMs) / params.rate.perMs),
-    slice: (params, num, den, extraMs) => sliceBucket(params, num, den, extraMs),
+    slice: (params, num, den) => sliceOnly(params, num, den),
   };
-}
-
-/** `num/den` of a bucket's rate and burst, plus `extraMs` of the slice's rate as burst (see `LeasePolicy.slice`). */
-export function sliceBucket<P extends { readonly rate: Rate; readonly burst: number }>(
-  params: P,
-  num: number,
-  den: number,
-  extraMs = 0,
-): P | null {
-  const slice = sliceOnly(params, num, den);
-  if (slice === null || !Number.isSafeInteger(extraMs) || extraMs < 1) return slice;
-  const { rate, burst } = slice;
-  if (!Number.isSafeInteger(rate.tokens * extraMs)) return slice;
-  const extra = Math.floor((rate.tokens * extraMs) / rate.perMs);
-  const most = Math.max(burst, Math.floor(MAX_SCALED / rate.perMs));
-  return extra < 1 ? slice : { ...slice, burst: Math.min(most, burst + extra) };
 }
 
 /** `num/den` of a bucket's rate and burst. */

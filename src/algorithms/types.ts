@@ -211,10 +211,9 @@ export type LeasePolicy<P> =
        * The parameters of a rate share (src/protocol/share.ts): `num/den` of the rate, and of the burst (rounded down,
        * at least 1), with the rate kept as an exact reduced rational; `null` when `num` is 0 or the slice would pass
        * exact arithmetic (`MAX_SCALED`). Shares whose parts add up to `den` add up to the rule (plus at most one unit of
-       * burst per share, from rounding up to 1). `extraMs` (default 0): that many ms of the slice's own rate more burst
-       * (rounded down; less where the burst would pass exact arithmetic), which a slice's bucket holds beyond its part.
+       * burst per share, from rounding up to 1).
        */
-      slice(params: P, num: number, den: number, extraMs?: number): P | null;
+      slice(params: P, num: number, den: number): P | null;
     }
   | { readonly kind: "none"; readonly why: string };
 

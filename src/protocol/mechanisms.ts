@@ -17,8 +17,6 @@ export const MECHANISMS = [
   "scarceWindowSplit",
   /** A direct call to a hot rate key takes a lease while the direct slice is over half full (share.ts). */
   "hotLease",
-  /** A delegate's rate share holds `SLICE_EXTRA_MS` of its rate more burst (sublease.ts). */
-  "sliceExtra",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];

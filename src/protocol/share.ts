@@ -5,8 +5,8 @@
  * A busy key's object answers `hot: true`; callers then send the key's batches to their region's delegate
  * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
  * shares are in its record (`ShareBook`, at most `SHARE_HOLDERS_MAX` holders).
- * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`; a delegate's bucket
- *   holds `SLICE_EXTRA_MS` of its rate more, sublease.ts `delegateSlice`), never charged up front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
+ * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`, `honestSlice`), never
+ *   charged up front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
  *   slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).
  * - **Window algorithms:** units of the current window, charged at the grant, given back unused at the next renewal.
  * - Parts and units go by demand (a fair share, rounded up); a share that is new, cut short or moving by more than a
@@ -163,13 +163,13 @@ export function leastParts(params: AlgorithmParams): number {
 }
 
 /**
- * A rate slice of `parts` (and `extraMs` of its own rate more burst), or `null` when it has none or fewer than
+ * A rate slice of `parts`, or `null` when it has none or fewer than
  * `leastParts`: such a slice admits nothing (its rate is refill nobody uses), so the slices' bursts never add up to
  * more than the rule's. Every slice of a key (the direct one and each delegate's) is made here.
  */
-export function honestSlice(params: AlgorithmParams, parts: number, extraMs = 0): AlgorithmParams | null {
+export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
   if (parts <= 0 || parts < leastParts(params)) return null;
-  return sliceParams(params, Math.min(parts, SHARE_PARTS), SHARE_PARTS, extraMs);
+  return sliceParams(params, Math.min(parts, SHARE_PARTS), SHARE_PARTS);
 }
 
 /** The direct slice's parameters for `parts` (`null`: none it can admit from). */

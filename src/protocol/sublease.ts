@@ -16,7 +16,6 @@ import {
   leaseTermMs,
   refund,
 } from "../algorithms/index.ts";
-import { uses } from "./mechanisms.ts";
 import { honestSlice } from "./share.ts";
 import {
   type CallInput,
@@ -27,7 +26,7 @@ import {
   leaseCapOf,
   peekState,
 } from "./store.ts";
-import { RATE_LEASE_TERM_MS, SLICE_EXTRA_MS, SUBLEASE_TERM_MS } from "./tunables.ts";
+import { RATE_LEASE_TERM_MS, SUBLEASE_TERM_MS } from "./tunables.ts";
 
 /** What a sub-lease is granted from: the share a delegate holds, as far as a sub-lease needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
@@ -55,9 +54,9 @@ export interface SubleaseSource {
   readonly endsAtMs: number;
 }
 
-/** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, and `SLICE_EXTRA_MS` more burst. */
+/** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, nothing more. */
 export function delegateSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
-  return honestSlice(params, parts, uses("sliceExtra") ? SLICE_EXTRA_MS : 0);
+  return honestSlice(params, parts);
 }
 
 /**

@@ -84,20 +84,11 @@ export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
  */
 export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
 /**
- * Burst a delegate's rate slice holds beyond its part of the rule's, ms of its own rate: 0 (`sliceExtra`). It was
- * 200 ms (a small slice's bucket overflowing while another is empty), adding `rate × 200 ms` to the sub-leases' term in
- * the rate bound. Under the 5% bound (`RATE_BOUND_MS`) the sub-leases' term pays more: with 250-400 ms sub-leases and
- * 50-200 ms of extra, hot-rate at 1,000 isolates and 5,000/s lost 9-15 points after the first second; with 480 ms and
- * none, 1. What the 200 ms were worth at 480 ms sub-leases: 3.3-3.5 points on `key: global` rows (global-rate at 200
- * and 1,000 isolates, growth and flash crowd; cluster simulation, same seeds).
- */
-export const SLICE_EXTRA_MS = 0;
-/**
  * The rate bound's term, ms: a rate rule's key never admits more than `burst + rate × (t + RATE_BOUND_MS)` in any span
  * `t`, through every path of the tier (docs/production.md, "The bound, in a line"). At 500 ms, the most beyond the exact
  * single writer over 10 s at or above the limit is `rate × 500 ms / (burst + rate × 10 s)`: under 5%, for any rate and
- * burst. What makes it up: a rate sub-lease's (or a hot rate key's lease's) term, `RATE_LEASE_TERM_MS`; the delegates'
- * extra slice burst, `SLICE_EXTRA_MS`; a grant's flight credit, `FLIGHT_CREDIT_MAX_MS` (test/unit/share_fed.test.ts
+ * burst. What makes it up: a rate sub-lease's (or a hot rate key's lease's) term, `RATE_LEASE_TERM_MS`; a grant's flight
+ * credit, `FLIGHT_CREDIT_MAX_MS` (test/unit/share_fed.test.ts
  * adds them up). Nothing per share: every slice holds a whole unit of the burst or admits nothing (share.ts
  * `honestSlice`).
  */

@@ -37,7 +37,6 @@ import {
   PENDING_RESEND_MS,
   RENEW_LEAD_MS,
   SHARE_TERM_MS,
-  SLICE_EXTRA_MS,
 } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
@@ -47,7 +46,7 @@ const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const B0 = T0 / DEMAND_BUCKET_MS;
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 2 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), version: 2 };
-/** A delegate's slice of 500 parts: 500/s, burst 500 and 200 ms of its rate more (`SLICE_EXTRA_MS`): 600. */
+/** A delegate's slice of 500 parts: 500/s, burst 500. */
 const half = delegateSlice(rate.params, 500)!;
 
 const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
@@ -338,8 +337,7 @@ describe("shareAsk", () => {
     const named = withShare(rateShare({ demand: 400, askId: "a0" }), { demand: { bucket: B0, curr: 50, prev: 0 } });
     expect(shareAsk(named, "weur.0", rate, "a1", T0).ask).toMatchObject({ keep: 152, holding: "a0" });
     expect(shareAsk(named, "weur.0", rate, "a1", T0 + 1000).ask.holding).toBeUndefined();
-    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152, and
-    // SLICE_EXTRA_MS of 152/s more: none).
+    // 500 × 121 / 400 = 151.25, rounded up; the bucket converted to the 152-part slice (its burst 152).
     expect(out.record.share).toMatchObject({ parts: 152, demand: 100 });
     const slice = delegateSlice(rate.params, 152)!;
     expect(peekState(slice, out.record.share!.state!, T0).remaining).toBe(152);
@@ -565,9 +563,7 @@ describe("delegateCall", () => {
     expect(out.result.results.map(brief)).toEqual(["+4", "-4", "-0"]);
     expect(out.result.results[0]).toMatchObject({ ok: true, atMs: T0 + 10 });
     expect(out.record.share?.state).toEqual({ tokensScaled: 4 * 2, lastMs: T0 + 10 });
-    // A full slice admits its whole capacity at once, and no more: its part of the burst (500) and SLICE_EXTRA_MS
-    // (0 ms under the 5% rate bound) of its rate.
-    expect(SLICE_EXTRA_MS).toBe(0);
+    // A full slice admits its whole capacity at once, and no more: its part of the burst (500).
     const full = rateShare({ state: { tokensScaled: 500 * 2, lastMs: T0 } });
     expect(delegateCall(withShare(full), batch(rate, [500]), T0).result.results.map(brief)).toEqual(["+0"]);
     expect(delegateCall(withShare(full), batch(rate, [1, 500]), T0).result.results.map(brief)).toEqual([

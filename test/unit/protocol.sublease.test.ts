@@ -24,7 +24,7 @@ import {
   subleaseTermMs,
   takeBack,
 } from "../../src/protocol/sublease.ts";
-import { RATE_LEASE_TERM_MS, SLICE_EXTRA_MS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { RATE_LEASE_TERM_MS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
@@ -33,7 +33,7 @@ import { runs } from "../support/runs.ts";
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 1 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 200), version: 1 };
-/** A delegate's slice of 500 parts: 500/s, burst 100, and `SLICE_EXTRA_MS` of its rate more (0 ms): 100. */
+/** A delegate's slice of 500 parts: 500/s, burst 100. */
 const half = delegateSlice(rate.params, 500)!;
 
 const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
@@ -162,8 +162,8 @@ describe("subleaseFrom: a rate share", () => {
 
   it("never more than the slice's burst; nothing from an empty bucket, no parts, or no state", () => {
     expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: term }, T0).lease?.units).toBe(capacityOf(half));
-    // The slice's burst: its part of the rule's (100), and SLICE_EXTRA_MS (0 ms) of its 500/s more.
-    expect(capacityOf(half)).toBe(100 + (500 * SLICE_EXTRA_MS) / 1000);
+    // The slice's burst: its part of the rule's (100), nothing more.
+    expect(capacityOf(half)).toBe(100);
     expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: term }, T0).lease).toBeNull();
     expect(subleaseFrom(rateShare({ parts: 0 }), { units: 5, ttlMs: term }, T0).lease).toBeNull();
     expect(subleaseFrom(rateShare({ state: null }), { units: 5, ttlMs: term }, T0).lease).toBeNull();

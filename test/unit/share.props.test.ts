@@ -2,8 +2,7 @@
  * The rate share bound as a property (src/protocol/share.ts, delegate.ts): delegates and direct callers on one key,
  * each with its own random demand (idle to far above the limit, changing every step), renewing at random points of
  * their terms, restarting (their record reloaded), and the rules version bumping mid-run. Over every span `t`, all of
- * them together never admit more than `burst + rate × t` and the extra burst delegates' buckets hold beyond their
- * parts (`SLICE_EXTRA_MS` of the rate): nothing per share (a slice holds a whole unit of burst or admits nothing,
+ * them together never admit more than `burst + rate × t`: nothing per share (a slice holds a whole unit of burst or admits nothing,
  * share.ts `honestSlice`; with a unit per share, a burst of 2 shared by 4 holders admitted 7 at once).
  * Grants are adopted at once here, so no round trip overlaps an old and a new share.
  */
@@ -14,13 +13,10 @@ import { adoptGrant, type DelegateRecord, delegateCall, NEW_DELEGATE, shareAsk }
 import { keyCall } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import type { LimiterRecord, LimiterRule } from "../../src/protocol/store.ts";
-import { SLICE_EXTRA_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 1);
-/** What delegates' buckets may hold beyond their parts of the burst, ms of the rule's rate (`SLICE_EXTRA_MS`). */
-const EXTRA_MS = SLICE_EXTRA_MS;
 
 interface Step {
   readonly gapMs: number;
@@ -107,7 +103,7 @@ describe("rate shares (property)", () => {
               for (let j = i; j < admitted.length; j++) {
                 count += admitted[j]![1];
                 const spanMs = admitted[j]![0] - admitted[i]![0];
-                const bound = (p.burst + slack) * p.rate.perMs + p.rate.tokens * (spanMs + EXTRA_MS);
+                const bound = (p.burst + slack) * p.rate.perMs + p.rate.tokens * spanMs;
                 expect(count * p.rate.perMs, `steps ${i}..${j}`).toBeLessThanOrEqual(bound);
               }
             }

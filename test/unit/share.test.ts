@@ -20,7 +20,7 @@ import { directDemand, directParts, keyCall, keyFreshAtMs, keyPeek, settleShares
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import { type CallInput, callRecord, type LimiterRecord, type LimiterRule } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import { BUSY_CALLS_PER_S, SHARE_PARTS, SLICE_EXTRA_MS } from "../../src/protocol/tunables.ts";
+import { BUSY_CALLS_PER_S, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -49,19 +49,12 @@ describe("sliceParams", () => {
     expect(sliceParams(fixedWindow(100, 60_000), 1, 2)).toBeNull();
   });
 
-  it("with extraMs, that many ms of the slice's rate more burst (rounded down): a delegate's slice", () => {
+  it("a delegate's slice: its parts of the rate and burst, nothing more, and none too small for a unit", () => {
     const p = tokenBucket(5000, 1000, 200);
-    // 300 parts: 1.5 tokens a ms, burst 60; 200 ms more: 300.
-    expect(sliceParams(p, 300, 1000, 200)).toMatchObject({ burst: 360, rate: { tokens: 3, perMs: 2 } });
-    expect(sliceParams(p, 300, 1000, 1)).toMatchObject({ burst: 61 });
-    expect(sliceParams(p, 1000, 1000, 200)).toMatchObject({ burst: 1200 });
-    // Under a token of extra, or no parts: as without.
-    expect(sliceParams(tokenBucket(10, 1000, 2), 1, 1000, 200)).toMatchObject({ burst: 1 });
-    expect(sliceParams(p, 0, 1000, 200)).toBeNull();
-    // The delegate side: SLICE_EXTRA_MS of the slice's rate (0 under the 5% bound: tunables.ts), and no slice too
-    // small to hold a whole unit of the burst (share.ts `honestSlice`).
-    expect(delegateSlice(p, 300)).toEqual(sliceParams(p, 300, 1000, SLICE_EXTRA_MS));
-    expect(SLICE_EXTRA_MS).toBe(0);
+    // 300 parts: 1.5 tokens a ms, burst 60 (the 5% rate bound leaves no room for extra burst: tunables.ts).
+    expect(delegateSlice(p, 300)).toEqual(sliceParams(p, 300, 1000));
+    expect(delegateSlice(p, 300)).toMatchObject({ burst: 60, rate: { tokens: 3, perMs: 2 } });
+    // No slice too small to hold a whole unit of the burst (share.ts `honestSlice`).
     expect(delegateSlice(p, 0)).toBeNull();
     expect(delegateSlice(tokenBucket(10, 1000, 2), 499)).toBeNull();
     expect(delegateSlice(tokenBucket(10, 1000, 2), 500)).toMatchObject({ burst: 1 });
@@ -214,14 +207,14 @@ describe("a fleet of delegates", () => {
           sum += perStep[s]!;
           if (s >= spanSteps) sum -= perStep[s - spanSteps]!;
           // No unit per share: every slice holds a whole unit of the burst (share.ts `honestSlice`).
-          expect(sum).toBeLessThanOrEqual(burst + rateTokensPerMs * (spanSteps * stepMs + SLICE_EXTRA_MS));
+          expect(sum).toBeLessThanOrEqual(burst + rateTokensPerMs * spanSteps * stepMs);
         }
       }
       // After the first term (new shares start empty), the rate is met within 1%.
       const steady = perStep.slice(200).reduce((a, b) => a + b, 0);
       const exact = rateTokensPerMs * (steps - 200) * stepMs;
       expect(steady).toBeGreaterThanOrEqual(exact * 0.99);
-      expect(steady).toBeLessThanOrEqual(exact + burst + rateTokensPerMs * SLICE_EXTRA_MS);
+      expect(steady).toBeLessThanOrEqual(exact + burst);
     });
   }
 

@@ -19,7 +19,6 @@ import {
   RATE_LEASE_TERM_MS,
   SHARE_HOLDERS_MAX,
   SHARE_PARTS,
-  SLICE_EXTRA_MS,
 } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
@@ -28,8 +27,8 @@ import { runs } from "../support/runs.ts";
 const T0 = Date.UTC(2030, 0, 1);
 
 describe("the rate bound's term", () => {
-  it("holds a sub-lease's term, the slices' extra burst and a grant's flight credit, and is at most 5% over 10 s", () => {
-    expect(RATE_LEASE_TERM_MS + SLICE_EXTRA_MS + FLIGHT_CREDIT_MAX_MS).toBeLessThanOrEqual(RATE_BOUND_MS);
+  it("holds a sub-lease's term and a grant's flight credit, and is at most 5% over 10 s", () => {
+    expect(RATE_LEASE_TERM_MS + FLIGHT_CREDIT_MAX_MS).toBeLessThanOrEqual(RATE_BOUND_MS);
     // Over 10 s at or above the limit the exact writer admits up to burst + rate × 10 s; the bound rate × 500 ms more.
     for (const [ratePerS, burst] of [
       [10, 1],
@@ -93,10 +92,9 @@ function capacities(params: AlgorithmParams, record: LimiterRecord | null, nowMs
   return total + (direct === null ? 0 : capacityOf(direct));
 }
 
-/** The most the slices may hold: the burst and the delegates' extra burst (`SLICE_EXTRA_MS` of the rate, all told). */
+/** The most the slices may hold: the rule's burst, all told. */
 function most(params: AlgorithmParams): number {
-  const p = params as { rate: { tokens: number; perMs: number }; burst: number };
-  return p.burst + Math.floor((p.rate.tokens * SLICE_EXTRA_MS) / p.rate.perMs);
+  return (params as { burst: number }).burst;
 }
 
 describe("a 10/s rule shared by 36 delegates (the shipped free-global at 1,000x)", () => {
