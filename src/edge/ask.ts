@@ -11,7 +11,7 @@ import {
   type HotMarkStore,
   hotByConstruction,
   markFrom,
-  spreadOfMark,
+  ownShardOfMark,
   WrittenMarks,
   writeMark,
 } from "../isolate/hot_marks.ts";
@@ -125,7 +125,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     keepAlive,
     observe,
     ...(read ? { hotMark: markFrom(stored, isolate.clock(), hot) } : {}),
-    ...(store === null ? {} : { spreadMark: spreadOfMark(store) }),
+    ...(store === null ? {} : { ownShardMark: ownShardOfMark(store) }),
   });
   if (shares) markHot(isolate, name, keepAlive);
   // A refund can make the object more generous than a denial this isolate remembers.
@@ -160,12 +160,12 @@ const hotMarks = (): HotMarkStore | null => {
 };
 const written = new WrittenMarks();
 
-/** Mark the key hot for the data center if this isolate knows it hot (or spread) and has not marked it lately. */
+/** Mark the key hot for the data center if this isolate knows it hot (or moved to its own shard) and has not marked it lately. */
 function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
   const mark = isolate.calls.markOf(name);
   const store = mark === null ? null : hotMarks();
   if (store === null || mark === null || !written.take(name, mark, isolate.clock())) return;
-  const work = writeMark(store, name, mark, () => isolate.calls.spreadKey(name));
+  const work = writeMark(store, name, mark, () => isolate.calls.moveToOwnShard(name));
   if (keepAlive === undefined) void work;
   else keepAlive(work);
 }
@@ -187,7 +187,7 @@ export function pinIsolateShard(shard: number): void {
 
 /**
  * The region's delegate for a key's object, when the Worker has the `DELEGATE` binding: the first shard, and this
- * isolate's own shard to spread to when the first says it is busy.
+ * isolate's own shard to move to when the first says it is busy.
  */
 export function delegateOf(
   env: AskContext["env"],
@@ -201,7 +201,7 @@ export function delegateOf(
     transport: delegateTransport(namespace, object, holderOf(region, s), region),
     name: delegateNameOf(object, region, s),
   });
-  return shard === 0 ? route(0) : { ...route(0), spread: route(shard) };
+  return shard === 0 ? route(0) : { ...route(0), ownShard: route(shard) };
 }
 
 const fingerprints = new WeakMap<CompiledRule, string>();

@@ -103,16 +103,16 @@ export class Coalescer {
   markOf(name: string): HotMark | null {
     const st = this.c.keys.get(name);
     if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
-    return { untilMs: st.hotUntilMs, spread: st.spread };
+    return { untilMs: st.hotUntilMs, ownShard: st.ownShard };
   }
 
   /**
    * Send the key's batches to this isolate's own shard of its region's delegate, as if the first had said it is busy:
-   * its data center's mark says the region's isolates spread (hot_marks.ts `writeMark`).
+   * its data center's mark says the region's isolates moved to their own shards (hot_marks.ts `writeMark`).
    */
-  spreadKey(name: string): void {
+  moveToOwnShard(name: string): void {
     const st = this.c.keys.get(name);
-    if (st !== undefined && st.delegate !== null) st.spread = true;
+    if (st !== undefined && st.delegate !== null) st.ownShard = true;
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
@@ -317,7 +317,7 @@ export class Coalescer {
     }
     if (st.lease !== null) endLease(st);
     let delegate = delegateFor(st, clock());
-    if (delegate !== null && !st.spread && !st.markRead) delegate = await readMark(st, clock);
+    if (delegate !== null && !st.ownShard && !st.hotMarkRead) delegate = await readMark(st, clock);
     const input = callInput(this.c, st, batch, renew, delegate !== null);
     const sentAtMs = clock();
     let answers: Asked[] = [];

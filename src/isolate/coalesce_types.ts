@@ -30,21 +30,21 @@ export interface AskInput {
   readonly delegate?: DelegateRoute | null;
   /** The data center's hot mark of the key (hot_marks.ts), taken only when this isolate does not track the key yet. */
   readonly hotMark?: HotMark | null;
-  /** Reads whether the data center's hot mark of the key says "own shard" now (hot_marks.ts `spreadOfMark`). */
-  readonly spreadMark?: ((name: string) => Promise<boolean>) | null;
+  /** Reads whether the data center's hot mark of the key says "own shard" now (hot_marks.ts `ownShardOfMark`). */
+  readonly ownShardMark?: ((name: string) => Promise<boolean>) | null;
 }
 
-/** A hot mark: the key is hot until then (this isolate's clock); `spread`: go to the isolate's own shard. */
+/** A hot mark: the key is hot until then (this isolate's clock); `ownShard`: go to the isolate's own shard. */
 export interface HotMark {
   readonly untilMs: number;
-  readonly spread: boolean;
+  readonly ownShard: boolean;
 }
 
-/** Where a hot key's batches go: a delegate's transport and name, and (`spread`) this isolate's own shard. */
+/** Where a hot key's batches go: a delegate's transport and name, and (`ownShard`) this isolate's own shard. */
 export interface DelegateRoute {
   readonly transport: ObjectTransport;
   readonly name: string;
-  readonly spread?: DelegateRoute;
+  readonly ownShard?: DelegateRoute;
 }
 
 export type Asked =
@@ -157,11 +157,11 @@ export interface KeyState {
   hotUntilMs: number;
   /** Until when the delegate is avoided after a failed call. */
   delegateDownUntilMs: number;
-  /** The first shard said busy: batches go to this isolate's own shard (`delegate.spread`) until the key is cold. */
-  spread: boolean;
+  /** The first shard said busy: batches go to this isolate's own shard (`delegate.ownShard`) until the key is cold. */
+  ownShard: boolean;
   /** The hot mark was read for this hot spell. */
-  markRead: boolean;
-  spreadMark: ((name: string) => Promise<boolean>) | null;
+  hotMarkRead: boolean;
+  ownShardMark: ((name: string) => Promise<boolean>) | null;
 }
 
 /** Counters for `/_sluice/stats`. */

@@ -45,8 +45,8 @@ export type DelegateOutcome =
  * `tried` is the first (`null`: this isolate's shard is the first, or no other is known).
  */
 export function otherShard(routes: DelegateRoute, tried: DelegateRoute): DelegateRoute | null {
-  if (routes.spread === undefined) return null;
-  return tried.name === routes.name ? routes.spread : { transport: routes.transport, name: routes.name };
+  if (routes.ownShard === undefined) return null;
+  return tried.name === routes.name ? routes.ownShard : { transport: routes.transport, name: routes.name };
 }
 
 /**

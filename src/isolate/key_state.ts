@@ -42,9 +42,9 @@ export function newKeyState(input: AskInput): KeyState {
     delegate: input.delegate ?? null,
     hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
     delegateDownUntilMs: 0,
-    spread: input.delegate != null && input.hotMark?.spread === true,
-    markRead: input.hotMark != null || input.spreadMark == null,
-    spreadMark: input.spreadMark ?? null,
+    ownShard: input.delegate != null && input.hotMark?.ownShard === true,
+    hotMarkRead: input.hotMark != null || input.ownShardMark == null,
+    ownShardMark: input.ownShardMark ?? null,
   };
 }
 
@@ -181,22 +181,22 @@ export function shortOf(asked: AskedLease | undefined, units: number, forMs: num
  */
 export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
-  return st.spread ? (st.delegate.spread ?? st.delegate) : st.delegate;
+  return st.ownShard ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
 }
 
 /**
- * Before a hot key's call to its first delegate, when no mark was read for this hot spell (`KeyState.markRead`): read
- * the data center's mark, spread if it says so, and return the delegate to call (`delegateFor`).
+ * Before a hot key's call to its first delegate, when no mark was read for this hot spell (`KeyState.hotMarkRead`): read
+ * the data center's mark, move to its own shard if it says so, and return the delegate to call (`delegateFor`).
  */
 export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
-  st.markRead = true;
-  if (st.spreadMark !== null && (await st.spreadMark(st.name).catch(() => false))) st.spread = true;
+  st.hotMarkRead = true;
+  if (st.ownShardMark !== null && (await st.ownShardMark(st.name).catch(() => false))) st.ownShard = true;
   return delegateFor(st, clock());
 }
 
-/** A delegate answered busy, or was overloaded: this isolate spreads to its own shard (until the key goes cold). */
+/** A delegate answered busy, or was overloaded: this isolate moves to its own shard (until the key goes cold). */
 export function noteDelegateBusy(st: KeyState, busy: boolean): void {
-  if (busy) st.spread = true;
+  if (busy) st.ownShard = true;
 }
 
 /**
@@ -207,7 +207,7 @@ export function noteDelegateBusy(st: KeyState, busy: boolean): void {
 export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
   if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
   st.hotUntilMs = mark?.untilMs ?? 0;
-  if (mark?.spread === true) st.spread = true;
+  if (mark?.ownShard === true) st.ownShard = true;
 }
 
 /** The key's object (or delegate) said the key is hot (go to the delegate) or cold (`false`: back to the object). */
@@ -215,8 +215,8 @@ export function noteHot(st: KeyState, hot: boolean | undefined, now: number): vo
   if (hot === true) st.hotUntilMs = now + HOT_HOLD_MS;
   else if (hot === false) {
     st.hotUntilMs = 0;
-    st.spread = false;
-    st.markRead = st.spreadMark === null;
+    st.ownShard = false;
+    st.hotMarkRead = st.ownShardMark === null;
   }
 }
 

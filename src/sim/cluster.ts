@@ -18,7 +18,7 @@ import {
   Coalescer,
   type DelegateRoute,
 } from "../isolate/coalesce.ts";
-import { hotByConstruction, markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
+import { hotByConstruction, markFrom, ownShardOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { directParts, shareKindOf } from "../protocol/share.ts";
@@ -186,7 +186,7 @@ class World {
   /**
    * One request through an isolate: a key it does not track yet is looked up in its data center's hot marks first (a
    * fast `key: global` rule's is hot by construction: hot_marks.ts `hotByConstruction`); after the answer, the
-   * isolate marks the key if it now knows it hot (or spread) and has not lately.
+   * isolate marks the key if it now knows it hot (or moved to its own shard) and has not lately.
    */
   async ask(iso: Isolate, input: AskInput): Promise<Asked> {
     const { run } = this;
@@ -198,12 +198,12 @@ class World {
     const stored = marks !== null && read ? await marks.read(input.name) : null;
     const answer = await iso.coalescer.ask({
       ...input,
-      ...(marks === null ? {} : { spreadMark: spreadOfMark(marks) }),
+      ...(marks === null ? {} : { ownShardMark: ownShardOfMark(marks) }),
       ...(read ? { hotMark: markFrom(stored, iso.clock(), hot) } : {}),
     });
     const mark = marks === null ? null : iso.coalescer.markOf(input.name);
     if (marks !== null && mark !== null && iso.written.take(input.name, mark, iso.clock()))
-      void writeMark(marks, input.name, mark, () => iso.coalescer.spreadKey(input.name));
+      void writeMark(marks, input.name, mark, () => iso.coalescer.moveToOwnShard(input.name));
     return answer;
   }
 
@@ -241,7 +241,7 @@ class World {
           : Number.POSITIVE_INFINITY;
     const marks =
       this.marks[region * DATA_CENTERS_PER_REGION + (Math.floor(i / REGIONS.length) % DATA_CENTERS_PER_REGION)]!;
-    // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to spread to; in its
+    // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to move to; in its
     // region, and in the next (a moved client's requests: the Worker routes by the request's region).
     const counted = this.firstSecond.isolate(marks);
     const shard = shardOf(`isolate-${i}-${this.ids}`, DELEGATE_SHARDS);
@@ -251,7 +251,7 @@ class World {
         transport: counted(this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)), false),
         name: `delegate:${REGIONS[r]}.${s}`,
       });
-      return shard === 0 ? route(0) : { ...route(0), spread: route(shard) };
+      return shard === 0 ? route(0) : { ...route(0), ownShard: route(shard) };
     };
     const transport = counted(this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), true);
     return {

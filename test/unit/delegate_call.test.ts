@@ -60,7 +60,7 @@ async function run(
   const clock = new EventClock(T0);
   const a = delegate(clock, "delegate:weur.0", first);
   const b = delegate(clock, "delegate:weur.2", other ?? (() => null));
-  const routes: DelegateRoute = other === null ? a.route : { ...a.route, spread: b.route };
+  const routes: DelegateRoute = other === null ? a.route : { ...a.route, ownShard: b.route };
   const counters: CoalesceCounters = newStats();
   let ids = 0;
   const deps = { clock: clock.clock, sleep: clock.sleep, counters, newId: () => `n${ids++}` };
@@ -73,8 +73,8 @@ describe("otherShard and avoidFor", () => {
   it("names the first shard for this isolate's own, its own for the first, none without one", () => {
     const first: DelegateRoute = { transport: {} as ObjectTransport, name: "delegate:weur.0" };
     const own: DelegateRoute = { transport: {} as ObjectTransport, name: "delegate:weur.3" };
-    expect(otherShard({ ...first, spread: own }, own)?.name).toBe("delegate:weur.0");
-    expect(otherShard({ ...first, spread: own }, first)).toBe(own);
+    expect(otherShard({ ...first, ownShard: own }, own)?.name).toBe("delegate:weur.0");
+    expect(otherShard({ ...first, ownShard: own }, first)).toBe(own);
     expect(otherShard(first, first)).toBeNull();
   });
 
@@ -296,9 +296,9 @@ describe("callTarget: the delegate while there is one, else the key's object", (
       ["answer", false, "answered"],
       ["overloaded", true, "failed"],
     ] as const;
-    for (const [delegate, spread, kind] of cases) {
+    for (const [delegate, ownShard, kind] of cases) {
       const r = await target({ object: "answer", delegate, route: true, bound: true });
-      expect([r.object.length, r.delegate.length, r.st.spread, r.answer.kind]).toEqual([0, 1, spread, kind]);
+      expect([r.object.length, r.delegate.length, r.st.ownShard, r.answer.kind]).toEqual([0, 1, ownShard, kind]);
     }
   });
 
@@ -307,7 +307,7 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     expect(r.answer.kind).toBe("answered");
     expect(r.object).toHaveLength(1);
     expect(r.object[0]).toEqual({ ...input, id: "n0", giveBack: [] });
-    expect(r.st.spread).toBe(false);
+    expect(r.st.ownShard).toBe(false);
     expect(r.st.delegateDownUntilMs).toBe(T0 + HOP_MS + DELEGATE_BACKOFF_MS);
   });
 

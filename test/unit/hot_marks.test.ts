@@ -1,7 +1,7 @@
 /**
  * A data center's hot marks (src/isolate/hot_marks.ts, src/edge/hot_mark_cache.ts, src/sim/hot_marks.ts): when an
  * isolate writes one, what a read gives, the Cache API's store (over a fake cache), and a coalescer that takes a mark
- * for a key it does not track: its first batch goes to the delegate (its own shard when spread), not the key's object.
+ * for a key it does not track: its first batch goes to the delegate (its own shard when the mark says so), not the key's object.
  */
 import { describe, expect, it } from "vitest";
 import type { AlgorithmParams } from "../../src/algorithms/index.ts";
@@ -28,16 +28,16 @@ import { fixedWindow, gcraP, leakyBucket, slidingLog, tokenBucket } from "../sup
 const T0 = Date.UTC(2030, 0, 1);
 
 describe("hot marks: when to write one, what a read gives", () => {
-  it("markFrom: hot for the mark's ttl from now, spread as stored; nothing from nothing", () => {
+  it("markFrom: hot for the mark's ttl from now, own shard as stored; nothing from nothing", () => {
     expect(HOT_MARK_TTL_MS).toBe(HOT_HOLD_MS);
     expect(markFrom(null, T0)).toBeNull();
-    expect(markFrom({ spread: false }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: false });
-    expect(markFrom({ spread: true }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: true });
+    expect(markFrom({ spread: false }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: false });
+    expect(markFrom({ spread: true }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: true });
   });
 
-  it("markFrom: a key hot by construction is taken as marked without a stored mark, spread only as stored", () => {
-    expect(markFrom(null, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: false });
-    expect(markFrom({ spread: true }, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: true });
+  it("markFrom: a key hot by construction is taken as marked without a stored mark, own shard only as stored", () => {
+    expect(markFrom(null, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: false });
+    expect(markFrom({ spread: true }, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: true });
   });
 
   it("hotByConstruction: a `key: global` rule at GLOBAL_HOT_FROM_PER_S per second or more, of an algorithm that takes shares", () => {
@@ -57,17 +57,17 @@ describe("hot marks: when to write one, what a read gives", () => {
       expect([what, hotByConstruction(global, params)]).toEqual([what, hot]);
   });
 
-  it("markDue: a first mark, a key that spread since, or half a ttl after the last write", () => {
-    const hot = { untilMs: T0 + 1000, spread: false };
-    const spread = { untilMs: T0 + 1000, spread: true };
-    const table: [typeof hot | null, { spread: boolean; atMs: number } | undefined, number, boolean][] = [
+  it("markDue: a first mark, a key that moved to its own shard since, or half a ttl after the last write", () => {
+    const hot = { untilMs: T0 + 1000, ownShard: false };
+    const moved = { untilMs: T0 + 1000, ownShard: true };
+    const table: [typeof hot | null, { ownShard: boolean; atMs: number } | undefined, number, boolean][] = [
       [null, undefined, T0, false],
       [hot, undefined, T0, true],
-      [hot, { spread: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2 - 1, false],
-      [hot, { spread: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2, true],
-      [spread, { spread: false, atMs: T0 }, T0 + 1, true],
-      [spread, { spread: true, atMs: T0 }, T0 + 1, false],
-      [hot, { spread: true, atMs: T0 }, T0 + 1, false],
+      [hot, { ownShard: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2 - 1, false],
+      [hot, { ownShard: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2, true],
+      [moved, { ownShard: false, atMs: T0 }, T0 + 1, true],
+      [moved, { ownShard: true, atMs: T0 }, T0 + 1, false],
+      [hot, { ownShard: true, atMs: T0 }, T0 + 1, false],
     ];
     for (const [mark, last, now, due] of table)
       expect([mark, last, now, markDue(mark, last, now)]).toEqual([mark, last, now, due]);
@@ -75,10 +75,10 @@ describe("hot marks: when to write one, what a read gives", () => {
 
   it("WrittenMarks: takes a due mark once, remembers at most MARKS_REMEMBERED keys", () => {
     const w = new WrittenMarks();
-    const hot = { untilMs: T0 + 1000, spread: false };
+    const hot = { untilMs: T0 + 1000, ownShard: false };
     expect(w.take("a", hot, T0)).toBe(true);
     expect(w.take("a", hot, T0 + 1)).toBe(false);
-    expect(w.take("a", { ...hot, spread: true }, T0 + 2)).toBe(true);
+    expect(w.take("a", { ...hot, ownShard: true }, T0 + 2)).toBe(true);
     expect(w.take("a", null, T0 + HOT_MARK_TTL_MS)).toBe(false);
     expect(w.take("a", hot, T0 + 2 + HOT_MARK_TTL_MS / 2)).toBe(true);
     for (let i = 0; i < MARKS_REMEMBERED; i++) w.take(`k${i}`, hot, T0);
@@ -107,38 +107,38 @@ describe("hot marks: writing one", () => {
     };
     return { s, log, stored: () => stored };
   }
-  const hot = { untilMs: T0 + 1000, spread: false };
-  const spread = { untilMs: T0 + 1000, spread: true };
+  const hot = { untilMs: T0 + 1000, ownShard: false };
+  const moved = { untilMs: T0 + 1000, ownShard: true };
 
-  it("writes a spread mark as it is, without reading", async () => {
+  it("writes an own-shard mark as it is, without reading", async () => {
     for (const initial of [null, { spread: false }, { spread: true }]) {
       const st = store(initial);
-      let spreads = 0;
-      await writeMark(st.s, "k", spread, () => spreads++);
+      let moves = 0;
+      await writeMark(st.s, "k", moved, () => moves++);
       expect(st.log).toEqual(["write true"]);
       expect(st.stored()).toEqual({ spread: true });
-      expect(spreads).toBe(0);
+      expect(moves).toBe(0);
     }
   });
 
-  it("writes a mark that is not spread only over none or another not spread", async () => {
+  it("writes a mark that is not own shard only over none or another that is not", async () => {
     for (const initial of [null, { spread: false }]) {
       const st = store(initial);
-      let spreads = 0;
-      await writeMark(st.s, "k", hot, () => spreads++);
+      let moves = 0;
+      await writeMark(st.s, "k", hot, () => moves++);
       expect(st.log).toEqual(["read", "write false"]);
       expect(st.stored()).toEqual({ spread: false });
-      expect(spreads).toBe(0);
+      expect(moves).toBe(0);
     }
   });
 
-  it("never turns a spread mark back: the isolate spreads instead", async () => {
+  it("never turns an own-shard mark back: the isolate moves instead", async () => {
     const st = store({ spread: true });
-    let spreads = 0;
-    await writeMark(st.s, "k", hot, () => spreads++);
+    let moves = 0;
+    await writeMark(st.s, "k", hot, () => moves++);
     expect(st.log).toEqual(["read"]);
     expect(st.stored()).toEqual({ spread: true });
-    expect(spreads).toBe(1);
+    expect(moves).toBe(1);
   });
 });
 
@@ -265,16 +265,16 @@ describe("a coalescer taking a mark", () => {
     const delegate: DelegateRoute = {
       transport: transport(calls, "delegate.0", true),
       name: "delegate:weur.0",
-      spread: { transport: transport(calls, "delegate.2", true), name: "delegate:weur.2" },
+      ownShard: { transport: transport(calls, "delegate.2", true), name: "delegate:weur.2" },
     };
     const ask = (
-      hotMark: { untilMs: number; spread: boolean } | null,
+      hotMark: { untilMs: number; ownShard: boolean } | null,
       withDelegate = true,
-      more: { objectHot?: boolean; spreadMark?: (name: string) => Promise<boolean> } = {},
+      more: { objectHot?: boolean; ownShardMark?: (name: string) => Promise<boolean> } = {},
     ) =>
       coalescer.ask({
         transport: transport(calls, "object", more.objectHot ?? false),
-        ...(more.spreadMark === undefined ? {} : { spreadMark: more.spreadMark }),
+        ...(more.ownShardMark === undefined ? {} : { ownShardMark: more.ownShardMark }),
         name: "k",
         rule,
         cost: 1,
@@ -286,19 +286,19 @@ describe("a coalescer taking a mark", () => {
     return { calls, coalescer, ask };
   }
 
-  it("sends a marked key's first batch to the delegate, its own shard when spread; unmarked, to the key's object", async () => {
+  it("sends a marked key's first batch to the delegate, its own shard when the mark says so; unmarked, to the key's object", async () => {
     const marked = isolate();
     expect(marked.coalescer.tracks("k")).toBe(false);
     expect(marked.coalescer.markOf("k")).toBeNull();
-    await marked.ask({ untilMs: T0 + 1000, spread: false });
+    await marked.ask({ untilMs: T0 + 1000, ownShard: false });
     expect(marked.calls).toEqual(["delegate.0"]);
     expect(marked.coalescer.tracks("k")).toBe(true);
-    // The delegate said hot: the isolate knows it hot for HOT_HOLD_MS, not spread.
-    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, spread: false });
-    const spread = isolate();
-    await spread.ask({ untilMs: T0 + 1000, spread: true });
-    expect(spread.calls).toEqual(["delegate.2"]);
-    expect(spread.coalescer.markOf("k")?.spread).toBe(true);
+    // The delegate said hot: the isolate knows it hot for HOT_HOLD_MS, not on its own shard.
+    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, ownShard: false });
+    const moved = isolate();
+    await moved.ask({ untilMs: T0 + 1000, ownShard: true });
+    expect(moved.calls).toEqual(["delegate.2"]);
+    expect(moved.coalescer.markOf("k")?.ownShard).toBe(true);
     const plain = isolate();
     await plain.ask(null);
     expect(plain.calls).toEqual(["object"]);
@@ -314,7 +314,7 @@ describe("a coalescer taking a mark", () => {
       newId: () => "id",
     });
     const delegate: DelegateRoute = { transport: transport(calls, "delegate.0", false), name: "delegate:weur.0" };
-    const ask = (hotMark?: { untilMs: number; spread: boolean } | null) =>
+    const ask = (hotMark?: { untilMs: number; ownShard: boolean } | null) =>
       coalescer.ask({
         transport: transport(calls, "object", false),
         name: "g",
@@ -333,28 +333,28 @@ describe("a coalescer taking a mark", () => {
     expect(calls).toEqual(["delegate.0", "object"]);
   });
 
-  it("spreadKey: its next batch goes to its own shard (a key it tracks, with a delegate); else nothing", async () => {
+  it("moveToOwnShard: its next batch goes to its own shard (a key it tracks, with a delegate); else nothing", async () => {
     const first = isolate();
-    first.coalescer.spreadKey("k"); // not tracked: nothing to spread
-    await first.ask({ untilMs: T0 + 1000, spread: false });
-    expect(first.coalescer.markOf("k")?.spread).toBe(false);
-    first.coalescer.spreadKey("k");
-    expect(first.coalescer.markOf("k")?.spread).toBe(true);
+    first.coalescer.moveToOwnShard("k"); // not tracked: nothing to move
+    await first.ask({ untilMs: T0 + 1000, ownShard: false });
+    expect(first.coalescer.markOf("k")?.ownShard).toBe(false);
+    first.coalescer.moveToOwnShard("k");
+    expect(first.coalescer.markOf("k")?.ownShard).toBe(true);
     await first.ask(null);
     expect(first.calls).toEqual(["delegate.0", "delegate.2"]);
     const none = isolate();
     await none.ask(null, false);
-    none.coalescer.spreadKey("k");
+    none.coalescer.moveToOwnShard("k");
     expect(none.coalescer.markOf("k")).toBeNull();
   });
 
   it("takes a mark only for a key it does not track, and never without a delegate", async () => {
     const known = isolate();
     await known.ask(null);
-    await known.ask({ untilMs: T0 + 1000, spread: true });
+    await known.ask({ untilMs: T0 + 1000, ownShard: true });
     expect(known.calls).toEqual(["object", "object"]);
     const none = isolate();
-    await none.ask({ untilMs: T0 + 1000, spread: true }, false);
+    await none.ask({ untilMs: T0 + 1000, ownShard: true }, false);
     expect(none.calls).toEqual(["object"]);
     expect(none.coalescer.markOf("k")).toBeNull();
   });
@@ -362,12 +362,12 @@ describe("a coalescer taking a mark", () => {
   it("takes a mark again for a key whose hot spell here lapsed: a mark renews it, none ends it", async () => {
     let now = T0;
     const iso = isolate(() => now);
-    await iso.ask({ untilMs: T0 + 1000, spread: false });
+    await iso.ask({ untilMs: T0 + 1000, ownShard: false });
     expect(iso.coalescer.tracks("k")).toBe(true);
     // No answer for HOT_HOLD_MS (an isolate with few requests): the spell lapsed, its data center's mark is wanted.
     now = T0 + HOT_HOLD_MS;
     expect(iso.coalescer.tracks("k")).toBe(false);
-    await iso.ask({ untilMs: now + 1000, spread: true });
+    await iso.ask({ untilMs: now + 1000, ownShard: true });
     expect(iso.coalescer.tracks("k")).toBe(true);
     // Lapsed again, and no mark any more: to the key's object, which says the key is cold.
     now += HOT_HOLD_MS;
@@ -375,11 +375,11 @@ describe("a coalescer taking a mark", () => {
     await iso.ask(null);
     expect(iso.coalescer.tracks("k")).toBe(true);
     // Known cold here: a mark is not taken (only for a key not tracked, or lapsed).
-    await iso.ask({ untilMs: now + 1000, spread: false });
+    await iso.ask({ untilMs: now + 1000, ownShard: false });
     expect(iso.calls).toEqual(["delegate.0", "delegate.2", "object", "object"]);
   });
 
-  it("reads the mark once per hot spell before its first call to the delegate, and spreads at once if it says so", async () => {
+  it("reads the mark once per hot spell before its first call to the delegate, and moves to its own shard at once if it says so", async () => {
     // [the mark read after the key's object said hot, a mark taken at the start, calls, mark reads]
     const table: [boolean | "fails" | "no reader", boolean, string[], number][] = [
       [true, false, ["object", "delegate.2", "delegate.2"], 1],
@@ -392,7 +392,7 @@ describe("a coalescer taking a mark", () => {
     for (const [mark, startMarked, calls, reads] of table) {
       const iso = isolate();
       let read = 0;
-      const spreadMark =
+      const ownShardMark =
         mark === "no reader"
           ? undefined
           : (name: string) => {
@@ -400,8 +400,8 @@ describe("a coalescer taking a mark", () => {
               expect(name).toBe("k");
               return mark === "fails" ? Promise.reject(new Error("cache down")) : Promise.resolve(mark);
             };
-      const more = { objectHot: true, ...(spreadMark === undefined ? {} : { spreadMark }) };
-      const first = startMarked ? { untilMs: T0 + 1000, spread: false } : null;
+      const more = { objectHot: true, ...(ownShardMark === undefined ? {} : { ownShardMark }) };
+      const first = startMarked ? { untilMs: T0 + 1000, ownShard: false } : null;
       for (const hotMark of [first, null, null]) await iso.ask(hotMark, true, more);
       expect([String(mark), startMarked, iso.calls, read]).toEqual([String(mark), startMarked, calls, reads]);
     }

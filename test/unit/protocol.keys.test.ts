@@ -60,9 +60,9 @@ describe("newKeyState", () => {
       scarceUntilMs: 0,
       seen: { bucket: 0, curr: 0, prev: 0, runCount: 0 },
       busyUntilMs: 0,
-      spread: false,
-      markRead: true, // no way to read a mark: nothing to read
-      spreadMark: null,
+      ownShard: false,
+      hotMarkRead: true, // no way to read a mark: nothing to read
+      ownShardMark: null,
       lastGrant: null,
     });
     expect(auto).toEqual({
@@ -86,9 +86,9 @@ describe("newKeyState", () => {
       returnsNotBeforeMs: 0,
       overloadedUntilMs: 0,
       lastGrant: null,
-      spread: false,
-      markRead: true,
-      spreadMark: null,
+      ownShard: false,
+      hotMarkRead: true,
+      ownShardMark: null,
       delegate: null,
       hotUntilMs: 0,
       delegateDownUntilMs: 0,
@@ -374,19 +374,19 @@ describe("hot keys and delegates", () => {
 
   it("spreads to its own shard once a delegate said busy, until the key goes cold", () => {
     const own = { ...route, name: "r:key@weur.2" };
-    const sharded = { ...route, spread: own };
+    const sharded = { ...route, ownShard: own };
     const st = keyWith(null, { delegate: sharded });
     noteHot(st, true, T0);
     expect(delegateFor(st, T0)).toBe(sharded);
     noteDelegateBusy(st, false);
     expect(delegateFor(st, T0)).toBe(sharded);
     noteDelegateBusy(st, true);
-    expect(st.spread).toBe(true);
+    expect(st.ownShard).toBe(true);
     expect(delegateFor(st, T0)).toBe(own);
     // Not hot: no delegate at all; gone cold (`hot: false`): back to the first shard when hot again.
     expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
     noteHot(st, false, T0);
-    expect(st.spread).toBe(false);
+    expect(st.ownShard).toBe(false);
     noteHot(st, true, T0);
     expect(delegateFor(st, T0)).toBe(sharded);
     // An isolate whose own shard is the first stays there.
