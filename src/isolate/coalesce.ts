@@ -46,7 +46,7 @@ import {
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
 import { delegateFor, hashString, leaseAsk, nextSeed, noteHot, readMark, see, shortOf, takeMark } from "./key_state.ts";
-import { lastKnown, noteScarcity, scarceAnswer } from "./last_known.ts";
+import { lastKnown, lastKnownRefusal, noteLastKnown } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
@@ -134,9 +134,9 @@ export class Coalescer {
       this.options.counters.lease_answers++;
       return Promise.resolve(leaseAnswer(this.c, st, lease, input.cost, now, input.keepAlive));
     }
-    if (now < st.scarceUntilMs) {
+    if (now < st.lastKnownUntilMs) {
       this.options.counters.lease_answers++;
-      return Promise.resolve(scarceAnswer(st, now));
+      return Promise.resolve(lastKnownRefusal(st, now));
     }
     return this.wait(st, input);
   }
@@ -358,7 +358,7 @@ export class Coalescer {
         result.lease !== null
           ? this.adopt(st, result, sentAtMs, asked, keepAlive)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
-      noteScarcity(this.c.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), endsAtMs, result.results);
+      noteLastKnown(this.c.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), endsAtMs, result.results);
       return answered(this.c, st, batch, result, attempts);
     }
     const answers = failed(this.c, st, batch, answer);

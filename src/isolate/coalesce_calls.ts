@@ -20,7 +20,7 @@ import {
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
 import { delegateFor, lateResult, leaseAsk, newKeyState, noteHot, seenOver, unsee } from "./key_state.ts";
-import { heldAnswer, isHot, type KeyCtx, lastKnown, scarceAnswer } from "./last_known.ts";
+import { heldAnswer, isHot, type KeyCtx, lastKnown, lastKnownRefusal } from "./last_known.ts";
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -126,8 +126,8 @@ export function answerHere(
     }
   }
   const batch = queued.slice(served);
-  if (batch.length === 0 || now >= st.scarceUntilMs) return { batch, mine };
-  for (const w of batch) answer(w, scarceAnswer(st, now));
+  if (batch.length === 0 || now >= st.lastKnownUntilMs) return { batch, mine };
+  for (const w of batch) answer(w, lastKnownRefusal(st, now));
   return { batch: [], mine };
 }
 

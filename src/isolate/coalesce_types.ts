@@ -134,10 +134,10 @@ export interface KeyState {
   returns: HeldLease[];
   /**
    * The last grant was short of the ask: until then, requests beyond the lease get a last known refusal here
-   * (last_known.ts `scarceAnswer`), with a retry no earlier than `scarceRetryAtMs`.
+   * (last_known.ts `lastKnownRefusal`), with a retry no earlier than `lastKnownRetryAtMs`.
    */
-  scarceUntilMs: number;
-  scarceRetryAtMs: number;
+  lastKnownUntilMs: number;
+  lastKnownRetryAtMs: number;
   seen: Arrivals;
   /** Until when the key's object said busy: lease even below `above`. */
   busyUntilMs: number;

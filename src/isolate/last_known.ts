@@ -1,7 +1,7 @@
 /**
  * What an isolate decides for a key without asking its object: while the object cannot be asked (overloaded, timing
  * out), from what it last knew (`lastKnown`: a key known short, a backoff; never an admission); while the key
- * is short here, refused (`scarceAnswer`). Functions of a key's state (coalesce_types.ts `KeyState`) and the
+ * is short here, refused (`lastKnownRefusal`). Functions of a key's state (coalesce_types.ts `KeyState`) and the
  * coalescer's clock, counters and spread (`KeyCtx`).
  */
 import { leasePolicy } from "../algorithms/index.ts";
@@ -59,7 +59,7 @@ export function busyFailure(failure: FailureKind): boolean {
  * (`Coalescer.ask`), and a share that ended is not reused (over many isolates that reuse grew with their number and
  * broke the rate bound). In order:
  *
- * 1. A key known to be short here (`scarceUntilMs`): refused, as before the failure.
+ * 1. A key known to be short here (`lastKnownUntilMs`): refused, as before the failure.
  * 2. A busy object (overloaded, or no answer within the budget: `busyFailure`): refused, and the key refused here
  *    without asking for a short, spread backoff (`OVERLOAD_BACKOFF_MS`), so the object is not asked more while it
  *    drowns. A request beyond `maxWaiting` here: refused (no backoff: the requests already waiting still go to the
@@ -70,33 +70,33 @@ export function busyFailure(failure: FailureKind): boolean {
 export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
   if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
   const busy = busyFailure(failure);
-  if (now >= st.scarceUntilMs) {
+  if (now >= st.lastKnownUntilMs) {
     if (!busy) return null;
     if (!backoff) {
       countLastKnown(ctx);
-      return scarceAnswer(st, now);
+      return lastKnownRefusal(st, now);
     }
     const backoffMs = OVERLOAD_BACKOFF_MS / 2 + ctx.spread(OVERLOAD_BACKOFF_MS / 2);
-    st.scarceUntilMs = now + backoffMs;
-    st.scarceRetryAtMs = Math.max(st.scarceRetryAtMs, st.scarceUntilMs);
+    st.lastKnownUntilMs = now + backoffMs;
+    st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, st.lastKnownUntilMs);
   }
   countLastKnown(ctx);
-  return scarceAnswer(st, now);
+  return lastKnownRefusal(st, now);
 }
 
 /**
- * A refusal while the key is scarce. Its retry is honest: this isolate admits nothing before its lease ends (when it
+ * A last known refusal: the key is short here. Its retry is honest: this isolate admits nothing before its lease ends (when it
  * asks the object again), nor before the key reopens if the object's own denial said when (a window's end).
  */
-export function scarceAnswer(st: KeyState, now: number): Asked {
-  const waitMs = Math.max(1, st.scarceRetryAtMs - now);
+export function lastKnownRefusal(st: KeyState, now: number): Asked {
+  const waitMs = Math.max(1, st.lastKnownRetryAtMs - now);
   const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
   return heldAnswer(now, decision, () => Promise.resolve(null));
 }
 
 /**
  * An answer this isolate gives from what it holds of the key, without a call: from its lease (coalesce.ts
- * `leaseAnswer`), or a refusal while the key is scarce here (`scarceAnswer`).
+ * `leaseAnswer`), or a last known refusal while the key is short here (`lastKnownRefusal`).
  */
 export function heldAnswer(
   atMs: number,
@@ -112,15 +112,15 @@ export function heldAnswer(
  * not lost). Its refusals tell the client the later of that and when the object's own denial in this call said the
  * key reopens. (Granted what it needs but not the margin: it calls again if it runs out.)
  */
-export function noteScarcity(
+export function noteLastKnown(
   ctx: KeyCtx,
   st: KeyState,
   short: boolean,
   endsAtMs: number,
   results: readonly CheckResult[],
 ): void {
-  st.scarceUntilMs = 0;
-  st.scarceRetryAtMs = 0;
+  st.lastKnownUntilMs = 0;
+  st.lastKnownRetryAtMs = 0;
   if (!short) return;
   const now = ctx.clock();
   let reopensAtMs = endsAtMs;
@@ -129,6 +129,6 @@ export function noteScarcity(
       reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs);
     }
   }
-  st.scarceUntilMs = endsAtMs;
-  st.scarceRetryAtMs = reopensAtMs;
+  st.lastKnownUntilMs = endsAtMs;
+  st.lastKnownRetryAtMs = reopensAtMs;
 }

@@ -627,7 +627,7 @@ describe("the coalescer", () => {
       ...Array(4).fill(false),
     ]);
     expect(h.applied.map((a) => [a.input.costs.length, a.input.lease?.units, a.result.lease])).toEqual([[8, 10, null]]);
-    // Scarce now: later requests are refused here, without a call, each with the same honest retry (when this isolate
+    // Short now: later requests are refused here, without a call, each with the same honest retry (when this isolate
     // asks the object again), from the lease logic.
     const calls = h.counters.object_calls;
     const later: Asked[] = [];

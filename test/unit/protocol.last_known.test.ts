@@ -1,7 +1,7 @@
 /**
  * Exact tables for what an isolate decides without its key's object (src/isolate/last_known.ts): whether the key is
- * hot here, an overload teaching hot, refusals while the key is scarce (never an admission: an ended share is not
- * reused), the overload backoff, and scarcity noted from a short grant.
+ * hot here, an overload teaching hot, last known refusals while the key is short (never an admission: an ended share is not
+ * reused), the overload backoff, and a short key noted from a short grant.
  */
 import { describe, expect, it } from "vitest";
 import type { Asked, AskInput, HeldLease, KeyState } from "../../src/isolate/coalesce_types.ts";
@@ -11,9 +11,9 @@ import {
   isHot,
   type KeyCtx,
   lastKnown,
-  noteScarcity,
+  lastKnownRefusal,
+  noteLastKnown,
   overloadTeachesHot,
-  scarceAnswer,
 } from "../../src/isolate/last_known.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -123,8 +123,8 @@ describe("overloadTeachesHot", () => {
 });
 
 describe("answers without the object", () => {
-  it("refuses while scarce, telling the client when the key reopens here (at least a ms)", async () => {
-    const asked = scarceAnswer(key({}, { scarceRetryAtMs: T0 + 300 }), T0 + 100);
+  it("refuses while short, telling the client when the key reopens here (at least a ms)", async () => {
+    const asked = lastKnownRefusal(key({}, { lastKnownRetryAtMs: T0 + 300 }), T0 + 100);
     expect(asked).toMatchObject({
       kind: "answered",
       result: {
@@ -137,7 +137,7 @@ describe("answers without the object", () => {
       attempts: 0,
     });
     if (asked.kind === "answered") expect(await asked.refund()).toBeNull();
-    expect(resultOf(scarceAnswer(key({}, { scarceRetryAtMs: T0 }), T0 + 100))).toMatchObject({
+    expect(resultOf(lastKnownRefusal(key({}, { lastKnownRetryAtMs: T0 }), T0 + 100))).toMatchObject({
       decision: { retryAfterMs: 1, resetAfterMs: 1 },
     });
   });
@@ -158,7 +158,7 @@ describe("lastKnown", () => {
     expect(lastKnown(ctx, st, "timeout", T0)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: OVERLOAD_BACKOFF_MS / 2 + 100 } },
     });
-    expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
+    expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
     expect(st.overloadedUntilMs).toBe(0);
     expect(counters.last_known_answers).toBe(1);
   });
@@ -172,9 +172,9 @@ describe("lastKnown", () => {
     expect(counters.last_known_answers).toBe(1);
   });
 
-  it("refuses a hot key known scarce here", () => {
+  it("refuses a hot key known short here", () => {
     const { ctx, counters } = ctxAt(T0);
-    const st = key({}, { hotUntilMs: T0 + 10, scarceUntilMs: T0 + 1, scarceRetryAtMs: T0 + 40 });
+    const st = key({}, { hotUntilMs: T0 + 10, lastKnownUntilMs: T0 + 1, lastKnownRetryAtMs: T0 + 40 });
     expect(lastKnown(ctx, st, "error", T0)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: 40 } },
     });
@@ -187,17 +187,17 @@ describe("lastKnown", () => {
     const st = key();
     const asked = lastKnown(ctx, st, "overloaded", T0);
     expect(st.overloadedUntilMs).toBe(T0 + 2000);
-    expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
-    expect(st.scarceRetryAtMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
+    expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
+    expect(st.lastKnownRetryAtMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
     expect(asked).toMatchObject({ result: { decision: { allowed: false, retryAfterMs: 350 } } });
     expect(counters.last_known_answers).toBe(1);
     // While backing off: refused without a new backoff.
     expect(lastKnown(ctx, st, "overloaded", T0 + 349)).toMatchObject({ result: { decision: { retryAfterMs: 1 } } });
-    expect(st.scarceUntilMs).toBe(T0 + 350);
+    expect(st.lastKnownUntilMs).toBe(T0 + 350);
     // A later retry time is kept.
-    const later = key({}, { scarceRetryAtMs: T0 + 900 });
+    const later = key({}, { lastKnownRetryAtMs: T0 + 900 });
     lastKnown(ctx, later, "overloaded", T0);
-    expect([later.scarceUntilMs, later.scarceRetryAtMs]).toEqual([T0 + 350, T0 + 900]);
+    expect([later.lastKnownUntilMs, later.lastKnownRetryAtMs]).toEqual([T0 + 350, T0 + 900]);
     // Without a lease setting, the automatic lease's ttl marks the overload.
     const auto = key({ lease: null });
     lastKnown(ctx, auto, "overloaded", T0);
@@ -211,11 +211,11 @@ describe("lastKnown", () => {
 
   it("refuses without a backoff when asked not to back off", () => {
     const { ctx, counters } = ctxAt(T0, 100);
-    const st = key({}, { scarceRetryAtMs: T0 + 30 });
+    const st = key({}, { lastKnownRetryAtMs: T0 + 30 });
     expect(lastKnown(ctx, st, "overloaded", T0, false)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: 30 } },
     });
-    expect(st.scarceUntilMs).toBe(0);
+    expect(st.lastKnownUntilMs).toBe(0);
     expect(counters.last_known_answers).toBe(1);
   });
 
@@ -223,7 +223,7 @@ describe("lastKnown", () => {
     const { ctx } = ctxAt(T0);
     const hot = key({}, { busyUntilMs: T0 + 1 });
     expect(lastKnown(ctx, hot, "timeout", T0)).toMatchObject({ result: { decision: { allowed: false } } });
-    expect(hot.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
+    expect(hot.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
     expect(hot.overloadedUntilMs).toBe(0);
   });
 
@@ -231,11 +231,11 @@ describe("lastKnown", () => {
     const { ctx } = ctxAt(T0);
     const st = key({}, { lastGrant: grant({ units: 1 }) });
     expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
-    expect(st.scarceUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
+    expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
   });
 });
 
-describe("noteScarcity", () => {
+describe("noteLastKnown", () => {
   const denied = (retryAfterMs: number | null): CheckResult => ({
     ok: true,
     atMs: T0,
@@ -247,23 +247,23 @@ describe("noteScarcity", () => {
     decision: { allowed: true, remaining: 0, resetAfterMs: 5, retryAfterMs: 9_999, delayMs: 0 },
   };
 
-  it("clears scarcity for a grant that is not short", () => {
+  it("clears a short key for a grant that is not short", () => {
     const { ctx } = ctxAt(T0);
-    const st = key({}, { scarceUntilMs: T0 + 5, scarceRetryAtMs: T0 + 9 });
-    noteScarcity(ctx, st, false, T0 + 100, [denied(500)]);
-    expect([st.scarceUntilMs, st.scarceRetryAtMs]).toEqual([0, 0]);
+    const st = key({}, { lastKnownUntilMs: T0 + 5, lastKnownRetryAtMs: T0 + 9 });
+    noteLastKnown(ctx, st, false, T0 + 100, [denied(500)]);
+    expect([st.lastKnownUntilMs, st.lastKnownRetryAtMs]).toEqual([0, 0]);
   });
 
-  it("is scarce until the lease's end, with a retry at the latest reopening a denial said", () => {
+  it("is short until the lease's end, with a retry at the latest reopening a denial said", () => {
     const { ctx } = ctxAt(T0 + 10);
     const st = key();
-    noteScarcity(ctx, st, true, T0 + 100, [denied(50), allowed, { ok: false, error: "invalid_cost" }, denied(null)]);
-    expect([st.scarceUntilMs, st.scarceRetryAtMs]).toEqual([T0 + 100, T0 + 100]);
-    noteScarcity(ctx, st, true, T0 + 100, [denied(50), denied(300), denied(200)]);
-    expect([st.scarceUntilMs, st.scarceRetryAtMs]).toEqual([T0 + 100, T0 + 310]);
-    noteScarcity(ctx, st, true, T0 + 100, [denied(90)]);
-    expect(st.scarceRetryAtMs).toBe(T0 + 100);
-    noteScarcity(ctx, st, true, T0 + 100, [denied(91)]);
-    expect(st.scarceRetryAtMs).toBe(T0 + 101);
+    noteLastKnown(ctx, st, true, T0 + 100, [denied(50), allowed, { ok: false, error: "invalid_cost" }, denied(null)]);
+    expect([st.lastKnownUntilMs, st.lastKnownRetryAtMs]).toEqual([T0 + 100, T0 + 100]);
+    noteLastKnown(ctx, st, true, T0 + 100, [denied(50), denied(300), denied(200)]);
+    expect([st.lastKnownUntilMs, st.lastKnownRetryAtMs]).toEqual([T0 + 100, T0 + 310]);
+    noteLastKnown(ctx, st, true, T0 + 100, [denied(90)]);
+    expect(st.lastKnownRetryAtMs).toBe(T0 + 100);
+    noteLastKnown(ctx, st, true, T0 + 100, [denied(91)]);
+    expect(st.lastKnownRetryAtMs).toBe(T0 + 101);
   });
 });
