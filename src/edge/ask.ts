@@ -18,7 +18,7 @@ import {
 import type { Isolate } from "../isolate/isolate.ts";
 import { shardOf } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
-import { delegateNameOf, holderOf, objectNameOf } from "../object/names.ts";
+import { delegateIdOf, delegateNameOf, objectNameOf } from "../object/names.ts";
 import { delegateTransport, durableObjectTransport } from "../object/transport.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
 import type { CheckResult, RefundResult } from "../protocol/store.ts";
@@ -198,7 +198,7 @@ export function delegateOf(
   const namespace = env.DELEGATE;
   if (namespace === undefined) return null;
   const route = (s: number): DelegateRoute => ({
-    transport: delegateTransport(namespace, object, holderOf(region, s), region),
+    transport: delegateTransport(namespace, object, delegateIdOf(region, s), region),
     name: delegateNameOf(object, region, s),
   });
   return shard === 0 ? route(0) : { ...route(0), ownShard: route(shard) };

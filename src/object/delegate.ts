@@ -18,7 +18,7 @@ import type { SluiceLimiter } from "./limiter.ts";
 export interface DelegateCallInput extends CallInput {
   /** The key's object's name (names.ts `objectNameOf`). */
   readonly object: string;
-  /** This delegate's region and shard (names.ts `holderOf`): `weur.0`. */
+  /** This delegate's region and shard (names.ts `delegateIdOf`): `weur.0`. */
   readonly holder: string;
 }
 

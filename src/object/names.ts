@@ -31,14 +31,15 @@ export function limiterStub(
 
 /**
  * A delegate's name: the key's object's name (hashed key, never the raw key), its region and its shard, e.g.
- * `api-per-key:3f…@weur.0`. The part after `@` is the holder id the key's object knows it by (share.ts).
+ * `api-per-key:3f…@weur.0`. The part after `@` is the delegate's id, which the key's object knows it by (stored as a
+ * share's `holder`, share.ts).
  */
 export function delegateNameOf(objectName: string, region: string | null, shard = 0): string {
-  return `${objectName}@${holderOf(region, shard)}`;
+  return `${objectName}@${delegateIdOf(region, shard)}`;
 }
 
-/** The holder id of a region's delegate: `weur.0` (`any.0` where the region is unknown). */
-export function holderOf(region: string | null, shard = 0): string {
+/** The id of a region's delegate (a share's stored `holder`): `weur.0` (`any.0` where the region is unknown). */
+export function delegateIdOf(region: string | null, shard = 0): string {
   return `${region ?? "any"}.${shard}`;
 }
 

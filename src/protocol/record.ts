@@ -48,7 +48,7 @@ export interface Ban {
   readonly untilMs: number;
 }
 
-/** The shares of a hot key the key's object granted (share.ts), at most `SHARE_HOLDERS_MAX` entries. */
+/** The shares of a hot key the key's object granted (share.ts), at most `SHARE_DELEGATES_MAX` entries. */
 export interface ShareBook {
   readonly entries: readonly ShareEntry[];
   /** While rate shares are out: the direct slice (parts no live share holds) and its state; `state` waits unused. */

@@ -4,7 +4,7 @@
  *
  * A busy key's object answers `hot: true`; callers then send the key's batches to their region's delegate
  * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
- * shares are in its record (`ShareBook`, at most `SHARE_HOLDERS_MAX` holders).
+ * shares are in its record (`ShareBook`, at most `SHARE_DELEGATES_MAX` delegates).
  * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`, `honestSlice`), never
  *   charged up front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
  *   slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).

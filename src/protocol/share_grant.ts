@@ -42,7 +42,7 @@ import {
   HOT_EXIT_PER_S,
   HOT_HOLD_MS,
   SETTLED_SLACK_PARTS,
-  SHARE_HOLDERS_MAX,
+  SHARE_DELEGATES_MAX,
   SHARE_PARTS,
   SHARE_TERM_MAX_MS,
   SHARE_TERM_MS,
@@ -75,7 +75,7 @@ export function shareRecord(
   const demand = Math.max(0, Math.floor(ask.demand));
   const total = demand + directDemand(rec, nowMs) + others.reduce((sum, e) => sum + e.demand, 0);
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
-  const roomy = mine !== undefined || others.length < SHARE_HOLDERS_MAX;
+  const roomy = mine !== undefined || others.length < SHARE_DELEGATES_MAX;
   if (!hot || ask.release === true || !roomy) {
     const none: ShareGrant = {
       atMs: nowMs,

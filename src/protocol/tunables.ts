@@ -10,13 +10,13 @@
 export const BUSY_CALLS_PER_S = 100;
 /** A rate share's unit: parts of the rule's rate and burst out of this many. */
 export const SHARE_PARTS = 1000;
-/** How long a share lasts from its holder's ask, ms (a window share: cut at the window's end). */
+/** How long a share lasts from its delegate's ask, ms (a window share: cut at the window's end). */
 export const SHARE_TERM_MS = 1000;
 /** The longest term of a settled rate share, ms: its term doubles at each settled renewal, up to this. */
 export const SHARE_TERM_MAX_MS = 4 * SHARE_TERM_MS;
-/** Holders one key's record keeps at most (9 regions × 4 shards, and room). */
-export const SHARE_HOLDERS_MAX = 40;
-/** Below this demand per second (all holders and direct calls) the key is no longer hot, unless its object is busy. */
+/** Delegates with a share one key's record keeps at most (9 regions × 4 shards, and room). */
+export const SHARE_DELEGATES_MAX = 40;
+/** Below this demand per second (all delegates and direct calls) the key is no longer hot, unless its object is busy. */
 export const HOT_EXIT_PER_S = BUSY_CALLS_PER_S / 2;
 /** How long a key stays hot after the last grant that found it hot, ms. */
 export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
@@ -26,8 +26,8 @@ export const SETTLED_SLACK_PARTS = 10;
 export const HOT_LEASE_PER_REQUEST = 4;
 /**
  * Delegates per (rule, key, region) at most: the first, and the shards a busy first spreads its isolates over (each
- * isolate to one, by a hash of the isolate). 9 regions × 4 holders fit the key's object's book (share.ts
- * `SHARE_HOLDERS_MAX`), and renew about 36 times a second.
+ * isolate to one, by a hash of the isolate). 9 regions × 4 delegates fit the key's object's book (share.ts
+ * `SHARE_DELEGATES_MAX`), and renew about 36 times a second.
  */
 export const DELEGATE_SHARDS = 4;
 /**
@@ -102,15 +102,15 @@ export const RATE_BOUND_MS = 500;
  */
 export const RATE_LEASE_TERM_MS = 480;
 /**
- * The longest flight a rate grant's credit counts, ms (flight_credit.ts): the parts a holder gains refill its bucket
+ * The longest flight a rate grant's credit counts, ms (flight_credit.ts): the parts a delegate gains refill its bucket
  * from at most this long before the answer's arrival, however long its round trip. A credit is half the smaller round
  * trip: longer than the answer's own way back only by the difference of the legs, which this caps.
  */
 export const FLIGHT_CREDIT_MAX_MS = 20;
 /**
- * A window share whose term the window's end cuts to this or less (ms) comes with units of the next window. Its holder
- * renews in its term's last quarter, at most 300 ms before its end (delegate_demand.ts `RENEW_LEAD_MS`): every holder's
- * last renewal before the window's end falls within this.
+ * A window share whose term the window's end cuts to this or less (ms) comes with units of the next window. Its
+ * delegate renews in its term's last quarter, at most 300 ms before its end (delegate_demand.ts `RENEW_LEAD_MS`): every
+ * delegate's last renewal before the window's end falls within this.
  */
 export const AHEAD_LEAD_MS = 500;
 /**

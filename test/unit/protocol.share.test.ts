@@ -33,7 +33,7 @@ import {
   HOT_HOLD_MS,
   HOT_LEASE_PER_REQUEST,
   RATE_LEASE_TERM_MS,
-  SHARE_HOLDERS_MAX,
+  SHARE_DELEGATES_MAX,
   SHARE_PARTS,
   SHARE_TERM_MS,
 } from "../../src/protocol/tunables.ts";
@@ -87,7 +87,7 @@ const brief = (r: { ok: boolean; decision?: { allowed: boolean; remaining: numbe
 
 describe("share constants and kinds", () => {
   it("are as documented", () => {
-    expect([SHARE_PARTS, SHARE_TERM_MS, SHARE_HOLDERS_MAX, HOT_EXIT_PER_S, HOT_HOLD_MS]).toEqual([
+    expect([SHARE_PARTS, SHARE_TERM_MS, SHARE_DELEGATES_MAX, HOT_EXIT_PER_S, HOT_HOLD_MS]).toEqual([
       1000, 1000, 40, 50, 5000,
     ]);
     expect(EMPTY_BOOK).toEqual({ entries: [], hotUntilMs: 0 });

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { directParts, type ShareAsk, type ShareGrant, settleShares } from "../../src/protocol/share.ts";
 import { rateTermMs, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
-import { SETTLED_SLACK_PARTS, SHARE_HOLDERS_MAX, SHARE_TERM_MAX_MS } from "../../src/protocol/tunables.ts";
+import { SETTLED_SLACK_PARTS, SHARE_DELEGATES_MAX, SHARE_TERM_MAX_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -604,8 +604,8 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(late.record?.shares?.entries).toEqual([]);
   });
 
-  it(`grants none to a new holder when ${SHARE_HOLDERS_MAX} others hold shares, saying the key is hot`, () => {
-    const many = Array.from({ length: SHARE_HOLDERS_MAX }, (_, i) => entry({ holder: `h${i}`, demand: 10 }));
+  it(`grants none to a new holder when ${SHARE_DELEGATES_MAX} others hold shares, saying the key is hot`, () => {
+    const many = Array.from({ length: SHARE_DELEGATES_MAX }, (_, i) => entry({ holder: `h${i}`, demand: 10 }));
     const rec = record(winP, count(5), { shares: book(many) });
     const out = shareRecord(rec, ask(win, 50), T0);
     expect(out.grant).toEqual(none(win, T0, true));

@@ -17,7 +17,7 @@ import {
   FLIGHT_CREDIT_MAX_MS,
   RATE_BOUND_MS,
   RATE_LEASE_TERM_MS,
-  SHARE_HOLDERS_MAX,
+  SHARE_DELEGATES_MAX,
   SHARE_PARTS,
 } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
@@ -135,7 +135,7 @@ const paramsArb = fc
 
 const askArb = fc.record({
   gapMs: fc.integer({ min: 0, max: 600 }),
-  holder: fc.integer({ min: 0, max: SHARE_HOLDERS_MAX - 1 }),
+  holder: fc.integer({ min: 0, max: SHARE_DELEGATES_MAX - 1 }),
   demand: fc.oneof(fc.integer({ min: 0, max: 20 }), fc.integer({ min: 20, max: 5000 })),
   keep: fc.option(fc.integer({ min: 0, max: SHARE_PARTS }), { nil: undefined }),
   release: fc.boolean(),

@@ -365,15 +365,15 @@ async function countedKeyHash(
  */
 async function resetGlobal(env: Env, ruleId: string, keyHash: string): Promise<boolean> {
   const stub = limiterStub(env.LIMITER, ruleId, keyHash);
-  const holders = env.DELEGATE === undefined ? [] : await stub.shareHolders();
+  const delegates = env.DELEGATE === undefined ? [] : await stub.shareHolders();
   const existed = await stub.reset();
   const object = objectNameOf(ruleId, keyHash);
   await banIndexStub(env.LIMITER).forgetBan(object);
   await Promise.all(
-    holders.map((holder) => {
-      const dot = holder.lastIndexOf(".");
-      const region = holder.slice(0, dot) === "any" ? null : holder.slice(0, dot);
-      const name = delegateNameOf(object, region, Number(holder.slice(dot + 1)));
+    delegates.map((id) => {
+      const dot = id.lastIndexOf(".");
+      const region = id.slice(0, dot) === "any" ? null : id.slice(0, dot);
+      const name = delegateNameOf(object, region, Number(id.slice(dot + 1)));
       return delegateStub(env.DELEGATE!, name, region).reset();
     }),
   );
