@@ -153,7 +153,7 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
   // Until the window ends, any cost above what was left is denied too.
   smallerDeniedUntilMs: (_params, denied, cost) => (cost > denied.remaining ? denied.untilMs : null),
 
-  // A slice is used only in the window it was charged in: no window admits more than `limit`, leases or not.
+  // A lease is used only in the window it was charged in: no window admits more than `limit`, leases or not.
   lease: {
     kind: "window",
     limit: (params) => params.limit,

@@ -128,7 +128,7 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
 
-  // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
+  // A lease is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
   lease: bucketLease<GcraParams>(),
 
   scaled: {

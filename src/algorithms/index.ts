@@ -224,7 +224,7 @@ export function leasePolicy(algorithm: AlgorithmName): LeasePolicy<AlgorithmPara
 export const LEASE_ALGORITHMS = ALGORITHMS.filter((name) => leasePolicy(name).kind !== "none");
 
 /**
- * How long a slice charged at `atMs` may be used, ms: `ttlMs` for rate algorithms, cut at the window's end for window
+ * How long a lease charged at `atMs` may be used, ms: `ttlMs` for rate algorithms, cut at the window's end for window
  * algorithms (so every unit is used in the window it was charged in); 0 for algorithms that take no leases.
  */
 export function leaseTermMs(params: AlgorithmParams, atMs: number, ttlMs: number): number {

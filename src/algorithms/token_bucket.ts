@@ -100,7 +100,7 @@ export const tokenBucket: Algorithm<TokenBucketParams, TokenBucketState> = {
   denialsCount: () => false,
   smallerDeniedUntilMs: (params, denied, cost) => bucketSmallerDeniedUntilMs(params.rate, denied, cost),
 
-  // A slice is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
+  // A lease is used at most `ttl` after it was charged: any span t admits at most burst + rate × (t + ttl).
   lease: bucketLease<TokenBucketParams>(),
 
   scaled: {

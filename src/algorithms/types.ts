@@ -181,15 +181,15 @@ export interface PackedRate {
 }
 
 /**
- * Leases (src/isolate/coalesce.ts): the object charges a slice of a key's budget at one instant, exactly as that many
- * cost-1 requests then, and an isolate admits from it locally for a while. Whether that keeps the algorithm's promise,
- * for how long a slice may be used, and what the promise then is, is the algorithm's to say:
+ * Leases (src/isolate/coalesce.ts): the object charges a lease's units of a key's budget at one instant, exactly as
+ * that many cost-1 requests then, and an isolate admits from it locally for a while. Whether that keeps the
+ * algorithm's promise, for how long a lease may be used, and what the promise then is, is the algorithm's to say:
  *
- * - `window`: every unit is used in the window it was charged in (a slice ends at its window's end at the latest), so
+ * - `window`: every unit is used in the window it was charged in (a lease ends at its window's end at the latest), so
  *   no window ever admits more than its limit;
  * - `rate`: a unit is used at most `ttl` after it was charged, so any span `t` admits at most
  *   `burst + rate × (t + ttl)` (the algorithm's own `burst + rate × t`, over the span stretched back by `ttl`);
- * - `none`: a slice cannot be used later than it was charged without breaking the promise (`why`).
+ * - `none`: a lease cannot be used later than it was charged without breaking the promise (`why`).
  */
 export type LeasePolicy<P> =
   | {
@@ -198,7 +198,7 @@ export type LeasePolicy<P> =
       limit(params: Own<P>): number;
       /** The index of the window containing `atMs`. */
       windowOf(params: Own<P>, atMs: number): number;
-      /** How long a slice charged at `atMs` may be used, ms: `ttlMs`, cut at its window's end. */
+      /** How long a lease charged at `atMs` may be used, ms: `ttlMs`, cut at its window's end. */
       termMs(params: Own<P>, atMs: number, ttlMs: number): number;
     }
   | {

@@ -194,5 +194,5 @@ async function settle(
   return { kind: "admitted", headers, delayedMs: verdict.delayMs, rules, outcomes };
 }
 
-/** Lists the rules whose decision came from this isolate's lease (a slice of the key's budget held here). */
+/** Lists the rules whose decision came from this isolate's lease (units of the key's budget held here). */
 export const LEASE_HEADER = "Sluice-Lease";

@@ -4,8 +4,8 @@
  * - **Coalescing (exact):** per (rule, key) at most one call in flight; requests arriving meanwhile go together in the
  *   next call, in arrival order, and the object decides them one by one (store.ts `callRecord`). A lone request is sent
  *   at once, so at low traffic nothing changes.
- * - **Leases** (a rule's `lease:`, or automatic for a global rule while its object says busy): a call also asks for a
- *   slice of the budget, admitted here without a call until spent or its term (counted from the call's send) ends;
+ * - **Leases** (a rule's `lease:`, or automatic for a global rule while its object says busy): a call also asks for
+ *   units of the budget, admitted here without a call until spent or its term (counted from the call's send) ends;
  *   each algorithm's `lease` entry states the bound (src/algorithms/types.ts `LeasePolicy`).
  * - **Hot keys:** once the object answers `hot` (or overloaded), the key's batches go to the region's delegate.
  * - **Refunds** ride with the key's next call (`giveBack`), at most `RETURN_WAIT_MS` later.

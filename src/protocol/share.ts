@@ -46,7 +46,7 @@ import {
 import { HOT_LEASE_PER_REQUEST, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { type AheadUnits, applyAhead } from "./window_ahead.ts";
 
-/** What a key's shares are made of: a slice of the rate, units of a window, or nothing (no shares). */
+/** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
 export type ShareKind = "rate" | "window" | "none";
 
 export function shareKindOf(params: AlgorithmParams): ShareKind {

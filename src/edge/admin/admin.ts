@@ -359,7 +359,7 @@ async function countedKeyHash(
 }
 
 /**
- * Reset a global key: its object, then the delegates it knew holding a share (their shares' units or slices, charged
+ * Reset a global key: its object, then the delegates it knew holding a share (their shares' units or parts, charged
  * or promised by the record just forgotten, would keep admitting until their terms end). A delegate that got a share
  * between the two keeps it until its term ends (under-admission only if it then asks again: the object forgot it).
  */
