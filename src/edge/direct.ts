@@ -1,7 +1,7 @@
 /**
  * Rules that count by the response or ban (`count_when`, `cost_header`, `block_for`) ask their key's object directly,
  * one call per request: not through the coalescer's batches, leases or the delegate tier (src/isolate/coalesce*.ts),
- * where a share's holder decides without the object and could neither see a ban nor take a late charge. So these
+ * where a share's delegate decides without the object and could neither see a ban nor take a late charge. So these
  * rules stay exact at the price of a call per request (BENCHMARKS.md, "Counting by the response"). Their calls are
  * `probe` (a deferred rule before forwarding), `check` (a `block_for` rule) and `charge` (after the origin answered),
  * src/protocol/outcome.ts; each goes through `callObject` (the rule's time budget, one retry with the same call id, so

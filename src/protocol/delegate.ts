@@ -1,5 +1,5 @@
 /**
- * A delegate's decisions: the holder's side of the delegate tier (share.ts has the key's object's side).
+ * A delegate's decisions: the delegate's side of the delegate tier (share.ts has the key's object's side).
  * One delegate per (rule, key, region) holds a share of a hot key's budget durably and decides its region's isolates'
  * batches from it: a rate share is a bucket of its own under the sliced parameters (`delegateSlice`, a new one starts
  * empty, converted by carry-over on a change); a window share is units already charged in the key's record, admitted

@@ -1,15 +1,15 @@
 /**
- * Window shares granted ahead: the holder's side (window_ahead.ts has the key's object's). A window share renewed
+ * Window shares granted ahead: the delegate's side (window_ahead.ts has the key's object's). A window share renewed
  * shortly before its window's end comes with units of the next window (`ShareGrant.ahead`). The delegate keeps them
  * beside its share (`HeldShare.ahead`) and, once the share has ended, takes them as its share from the next window's
- * start (`rollAhead`), instead of renewing at the window's turn with every other holder. Until then its share does not
- * renew in the background (delegate_demand.ts `renewDue`); a renewal for another reason gives them back.
+ * start (`rollAhead`), instead of renewing at the window's turn with every other delegate. Until then its share does
+ * not renew in the background (delegate_demand.ts `renewDue`); a renewal for another reason gives them back.
  *
  * When the units may be used, on this delegate's clock: the key's object granted them at its clock's `atMs` of the
  * grant, cutting the share's term at the window's end (`termMs` from then). The share is used until the ask's sending
  * plus `termMs` (before the object's grant, so before the window's end on the object's clock whatever the clocks'
- * offset); the units ahead from the answer's arrival plus `termMs` (after the grant, so after the window's end). Batches
- * in between (at most the ask's round trip) wait for them (delegate_run.ts). Pure functions.
+ * offset); the units ahead from the answer's arrival plus `termMs` (after the grant, so after the window's end).
+ * Batches in between (at most the ask's round trip) wait for them (delegate_run.ts). Pure functions.
  */
 import type { ShareGrant } from "./share.ts";
 

@@ -1,16 +1,16 @@
 /**
  * The refill of a rate share's parts while its grant was on its way back: a delegate's credit at adoption (delegate.ts
  * `adoptGrant`). The key's object promises the parts it grants from the grant on (they leave the direct slice then),
- * and the holder starts its slice when the answer arrives: in between, the parts it gained refill nobody's bucket. That
- * flight comes with every grant that adds parts: a holder's first (all its parts, while its region waits for it), and
- * every renewal that grows a share.
+ * and the delegate starts its slice when the answer arrives: in between, the parts it gained refill nobody's bucket.
+ * That flight comes with every grant that adds parts: a delegate's first (all its parts, while its region waits for
+ * it), and every renewal that grows a share.
  *
- * The holder cannot see the flight itself (the clocks differ; its round trip also holds the ask's way there and its
+ * The delegate cannot see the flight itself (the clocks differ; its round trip also holds the ask's way there and its
  * wait in the object's queue): it takes half the smallest round trip it has seen lately, this ask's and its last
  * renewal's (`HeldShare.rttMs`), so a queue at the object counts only when every recent ask met one. The legs'
  * difference (jitter, an asymmetric path, a queue) can make the credit longer than the flight, by at most half the
- * round trip: a holder then admits at most `rate × RTT / 2` of the parts it gained beyond the object's book, taken from
- * the rate bound's term (docs/rules.md). Pure: whole tokens by the algorithm's own refill.
+ * round trip: a delegate then admits at most `rate × RTT / 2` of the parts it gained beyond the object's book, taken
+ * from the rate bound's term (docs/rules.md). Pure: whole tokens by the algorithm's own refill.
  */
 import { type AlgorithmParams, sliceParams } from "../algorithms/index.ts";
 import { emptyState } from "./share.ts";
@@ -26,7 +26,7 @@ interface Held {
 }
 
 /**
- * How long the answer to an ask sent at `sentAtMs` and taken at `nowMs` was on its way, as the holder estimates it:
+ * How long the answer to an ask sent at `sentAtMs` and taken at `nowMs` was on its way, as the delegate estimates it:
  * half the smaller of this round trip and the last renewal's (`old.rttMs`), ms.
  */
 export function flightMs(old: Held | null, sentAtMs: number, nowMs: number): number {
@@ -37,8 +37,8 @@ export function flightMs(old: Held | null, sentAtMs: number, nowMs: number): num
 }
 
 /**
- * Tokens a rate grant of `parts` (under `params`) adds to its holder's new slice for the answer's flight (`flightMs`
- * before `nowMs`): the refill of the parts beyond those the holder held (`old`; all of them when it held none) over
+ * Tokens a rate grant of `parts` (under `params`) adds to its delegate's new slice for the answer's flight (`flightMs`
+ * before `nowMs`): the refill of the parts beyond those the delegate held (`old`; all of them when it held none) over
  * the flight, and of the parts it held, up to `parts`, from when its old share ended if that was during the flight.
  * 0 when it gains none.
  */

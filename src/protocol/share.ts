@@ -5,9 +5,9 @@
  * A busy key's object answers `hot: true`; callers then send the key's batches to their region's delegate
  * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
  * shares are in its record (`ShareBook`, at most `SHARE_DELEGATES_MAX` delegates).
- * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`, `honestSlice`), never
- *   charged up front; direct calls are decided from the slice no live share holds; parts a holder gains come out of the direct
- *   slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).
+ * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`, `honestSlice`),
+ *   never charged up front; direct calls are decided from the slice no live share holds; parts a delegate gains come
+ *   out of the direct slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).
  * - **Window algorithms:** units of the current window, charged at the grant, given back unused at the next renewal.
  * - Parts and units go by demand (a fair share, rounded up); a share that is new, cut short or moving by more than a
  *   quarter lasts a quarter term, so parts follow demand fast; the key goes cold below `HOT_EXIT_PER_S` when not busy.
@@ -53,37 +53,38 @@ export function shareKindOf(params: AlgorithmParams): ShareKind {
   return leasePolicy(params.algorithm).kind;
 }
 
-/** A holder asks for (or renews, or lets go of) its share. */
+/** A delegate asks for (or renews, or lets go of) its share. */
 export interface ShareAsk {
   readonly rule: LimiterRule;
-  /** The holder: its region and shard (`weur.0`), never a key. */
+  /** The delegate (its id, stored and sent as `holder`): its region and shard (`weur.0`), never a key. */
   readonly holder: string;
   /** Unique per ask, the same across its retries: a retried ask is answered again, not granted twice. */
   readonly id: string;
-  /** Cost the holder was asked for over its last term (admitted or not): its demand. */
+  /** Cost the delegate was asked for over its last term (admitted or not): its demand. */
   readonly demand: number;
-  /** Window shares: the units the holder wants for the next term; 0 lets its share go. Rate shares: ignored. */
+  /** Window shares: the units the delegate wants for the next term; 0 lets its share go. Rate shares: ignored. */
   readonly units: number;
   /** Units given back: a window share's unused units, and admissions refunded that its share no longer holds. */
   readonly giveBack: readonly LeaseReturn[];
-  /** The holder lets its share go (its key is cold, or it is shutting down). */
+  /** The delegate lets its share go (its key is cold, or it is shutting down). */
   readonly release?: boolean;
   /**
-   * Rate shares: the parts the holder uses at most from this ask's sending until it adopts the answer (its demand
+   * Rate shares: the parts the delegate uses at most from this ask's sending until it adopts the answer (its demand
    * fell: it cut its own slice to these when it sent the ask), so the key's object holds only these promised for the
    * rest of the old term, not every part given up. Absent: all it holds.
    */
   readonly keep?: number;
   /**
-   * Rate shares: the id of the ask whose grant the holder uses now (it replaced any older share when it adopted it),
+   * Rate shares: the id of the ask whose grant the delegate uses now (it replaced any older share when it adopted it),
    * so the key's object need not keep that older share's parts promised. Absent: not known (a lost answer).
    */
   readonly holding?: string;
   /**
-   * Rate shares: how long after sending this ask the holder still uses the share it holds, ms, unless the answer comes
-   * first (it then uses the answer's). The key's object keeps the old share's parts promised until it received the ask
-   * plus this, not until the old term's end: both clocks measure a duration from an event, the receipt comes after the
-   * sending, so whatever their offset the parts are free only once the holder stopped using them. Absent: the old term.
+   * Rate shares: how long after sending this ask the delegate still uses the share it holds, ms, unless the answer
+   * comes first (it then uses the answer's). The key's object keeps the old share's parts promised until it received
+   * the ask plus this, not until the old term's end: both clocks measure a duration from an event, the receipt comes
+   * after the sending, so whatever their offset the parts are free only once the delegate stopped using them. Absent:
+   * the old term.
    */
   readonly oldForMs?: number;
 }
@@ -92,27 +93,27 @@ export interface ShareAsk {
 export interface ShareGrant {
   /** The object's clock at the grant, ms (a window share's refunds name it). */
   readonly atMs: number;
-  /** `none`: no share (the key is cold, or no room): the holder passes its batches through to the key's object. */
+  /** `none`: no share (the key is cold, or no room): the delegate passes its batches through to the key's object. */
   readonly kind: ShareKind;
   /** Rate share: parts of `SHARE_PARTS` (0: none now; ask again at the term's end). */
   readonly parts: number;
   /**
-   * Rate share: tokens moved to the holder with this grant (absent: none), taken out of the direct slice's bucket, so
+   * Rate share: tokens moved to the delegate with this grant (absent: none), taken out of the direct slice's bucket, so
    * that a new slice starts with its proportion of what the key holds now instead of empty. A transfer, never a
-   * creation: the holder adds them to its slice's bucket (capped at its burst); lost in transit, they are gone.
+   * creation: the delegate adds them to its slice's bucket (capped at its burst); lost in transit, they are gone.
    */
   readonly tokens?: number;
-  /** Window share: units charged for the holder at `atMs`. */
+  /** Window share: units charged for the delegate at `atMs`. */
   readonly units: number;
   /** Window share: units left in the window after this grant (0: the window is spent until it ends). */
   readonly remaining: number;
   /**
-   * Window share asked shortly before its window's end: units of the NEXT window, charged against it, for the holder
+   * Window share asked shortly before its window's end: units of the NEXT window, charged against it, for the delegate
    * to use from that window's start (its clock: this answer's arrival plus `termMs`) for `ahead.termMs`; their refunds
    * name `ahead.atMs`, that window's start (window_ahead.ts). Absent: none.
    */
   readonly ahead?: AheadUnits;
-  /** How long the holder may use it, ms, counted from when it *sent* the ask. */
+  /** How long the delegate may use it, ms, counted from when it *sent* the ask. */
   readonly termMs: number;
   /** The rule the share is under: the newest rules version the object has seen. */
   readonly rule: LimiterRule;
@@ -122,7 +123,7 @@ export interface ShareGrant {
 
 export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };
 
-/** Parts an entry still holds at `nowMs`: its own, or its previous ones while the holder may still be using them. */
+/** Parts an entry still holds at `nowMs`: its own, or its previous ones while the delegate may still be using them. */
 export function promisedParts(e: ShareEntry, nowMs: number): number {
   return Math.max(nowMs < e.endsAtMs ? e.parts : 0, nowMs < e.prevEndsAtMs ? e.prevParts : 0);
 }
@@ -212,7 +213,7 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
 
 /**
  * Cost of the direct calls the record remembers over the last share term (their requests, one unit each): the direct
- * callers' demand, weighed against the holders'. The memory of calls is bounded (`CALL_MEMORY_MAX`): when it spans
+ * callers' demand, weighed against the delegates'. The memory of calls is bounded (`CALL_MEMORY_MAX`): when it spans
  * less than a term, its count is scaled up to one.
  */
 export function directDemand(record: LimiterRecord | null, nowMs: number): number {
@@ -233,7 +234,8 @@ export function directDemand(record: LimiterRecord | null, nowMs: number): numbe
 /**
  * One direct call to a key's object (an isolate's batch, or a delegate passing one through), aware of shares: as
  * `callRecord` while no rate share is out; else decided from the direct slice (`directCall`). The answer says
- * `hot: true` while the key is hot (its object busy, or shares out and demand high), for an algorithm that takes shares.
+ * `hot: true` while the key is hot (its object busy, or shares out and demand high), for an algorithm that takes
+ * shares.
  */
 export function keyCall(
   record: LimiterRecord | null,
@@ -257,9 +259,9 @@ export function keyCall(
 /**
  * A direct call to a hot rate key that asks no lease, while the slice it is decided from (the direct slice, or the
  * whole key before any share) holds more than half its burst: the call asks for a lease of `HOT_LEASE_PER_REQUEST`
- * units per request for half a share term, granted as any lease (store.ts `grantLease`: charged now, given back unused).
- * The key just told its callers to go to their delegates, which have no share yet at a cold start: without it, the
- * burst sat unused in a full bucket while the first grants were asked for (cluster simulation: refill lost at the
+ * units per request for half a share term, granted as any lease (store.ts `grantLease`: charged now, given back
+ * unused). The key just told its callers to go to their delegates, which have no share yet at a cold start: without it,
+ * the burst sat unused in a full bucket while the first grants were asked for (cluster simulation: refill lost at the
  * direct slice, 1,700 of 41,000 tokens at hot-rate 1,000 isolates at 10k req/s, all in the first 500 ms).
  */
 function withHotLease(settled: LimiterRecord | null, input: CallInput, nowMs: number): CallInput {

@@ -1,6 +1,6 @@
 /**
  * Granting shares: the key's object's answer to a delegate's ask (share.ts says what a share is and promises). A
- * holder gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
+ * delegate gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
 import {
@@ -49,10 +49,11 @@ import {
 } from "./tunables.ts";
 import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 /**
- * Grant (renew, or take back) a holder's share. In order: a retried ask is answered as granted; the units given back
+ * Grant (renew, or take back) a delegate's share. In order: a retried ask is answered as granted; the units given back
  * are refunded (converted by the algorithm's carry-over when the parameters changed, never dropped); then, while the
- * key is hot, the holder gets its demand's proportion (`rateGrant`, `windowGrant`); when it is not hot any more, or
- * the holder lets go, its share ends (its rate parts stay promised until the term it had ends, or the ask's `oldForMs`).
+ * key is hot, the delegate gets its demand's proportion (`rateGrant`, `windowGrant`); when it is not hot any more, or
+ * the delegate lets go, its share ends (its rate parts stay promised until the term it had ends, or the ask's
+ * `oldForMs`).
  */
 export function shareRecord(
   record: LimiterRecord | null,
@@ -115,8 +116,8 @@ export function shareRecord(
 }
 
 /**
- * Parts of an entry still in use after its holder sent `ask`, and until when: only its last grant's when the ask says
- * the holder adopted that grant (`holding` is its ask's id: an older share was replaced then), else every part it
+ * Parts of an entry still in use after its delegate sent `ask`, and until when: only its last grant's when the ask says
+ * the delegate adopted that grant (`holding` is its ask's id: an older share was replaced then), else every part it
  * still holds or held (`promisedParts`); at most what the ask says it keeps (`keep`, a valid count); until its term's
  * end, or sooner the ask's receipt plus what it says it still uses them (`oldForMs`, a valid count of ms).
  */
@@ -183,11 +184,11 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 }
 
 /**
- * A rate share: the holder's demand's proportion of `SHARE_PARTS` (at least 1 part when it has demand), within what
+ * A rate share: the delegate's demand's proportion of `SHARE_PARTS` (at least 1 part when it has demand), within what
  * the other live shares leave, for a term by how settled it is (`rateTermMs`). The first rate share moves the
  * record's state into the direct slice (`ShareBook.direct`).
  *
- * Parts the holder gets beyond those it held (`held`, still promised) come out of the direct slice, and with them
+ * Parts the delegate gets beyond those it held (`held`, still promised) come out of the direct slice, and with them
  * their proportion of the tokens the direct slice holds now (`ShareGrant.tokens`): moved, not made, so the slices'
  * tokens never add up to more than the key held. The direct slice is converted to its new parts here, at once.
  */
@@ -206,7 +207,7 @@ function rateGrant(
   let promised = 0;
   for (const e of others) promised += promisedParts(e, nowMs);
   const room = Math.max(0, SHARE_PARTS - promised);
-  // Rounded up, so that the holders' parts add up to all of them (not up to one part short each); `room` keeps them
+  // Rounded up, so that the delegates' parts add up to all of them (not up to one part short each); `room` keeps them
   // within `SHARE_PARTS`.
   const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
@@ -228,9 +229,9 @@ function rateGrant(
 
 /**
  * A rate share's parts: never fewer than `least` (a slice that small holds no whole unit of the burst: share.ts
- * `honestSlice`), so a rule whose rate cannot feed every holder feeds as many as it can, first come, and the others get
- * none for a short term (they refuse their batches until it ends, from what they know, and ask again); and never
- * leaving the direct slice fewer than `least` (it could not use them): the holder takes those too.
+ * `honestSlice`), so a rule whose rate cannot feed every delegate feeds as many as it can, first come, and the others
+ * get none for a short term (they refuse their batches until it ends, from what they know, and ask again); and never
+ * leaving the direct slice fewer than `least` (it could not use them): the delegate takes those too.
  */
 export function fedParts(parts: number, room: number, least: number): number {
   if (parts <= 0) return 0;
@@ -240,12 +241,12 @@ export function fedParts(parts: number, room: number, least: number): number {
 
 /**
  * A rate share's term, ms. Unsettled, a quarter term, so that its parts follow demand within a quarter term: a new
- * holder (`held` 0), one cut short of its demand's proportion (`fair`) by more than an eighth (the others' parts are
+ * delegate (`held` 0), one cut short of its demand's proportion (`fair`) by more than an eighth (the others' parts are
  * still promised), or one whose parts move by more than a quarter of those it held. Settled, its last term doubled
- * (`prevTermMs`), from `SHARE_TERM_MS` up to `SHARE_TERM_MAX_MS`: a holder whose demand holds still renews less and
- * less often, so the key's object renews its 36 holders about 9 times a second rather than 36 to 144 times (a
- * holder whose demand moves renews sooner: delegate.ts `renewDue`). Differences of `SETTLED_SLACK_PARTS` or fewer
- * never unsettle (a small share's noise). Another holder being short settles nothing here: it asks again itself.
+ * (`prevTermMs`), from `SHARE_TERM_MS` up to `SHARE_TERM_MAX_MS`: a delegate whose demand holds still renews less and
+ * less often, so the key's object renews its 36 delegates about 9 times a second rather than 36 to 144 times (a
+ * delegate whose demand moves renews sooner: delegate.ts `renewDue`). Differences of `SETTLED_SLACK_PARTS` or fewer
+ * never unsettle (a small share's noise). Another delegate being short settles nothing here: it asks again itself.
  */
 export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number): number {
   const quarter = Math.ceil(SHARE_TERM_MS / 4);
@@ -295,10 +296,10 @@ function transfer(
 
 /**
  * A window share: units of the current window, charged now as that many requests; as many as asked while the window
- * has room for every holder's demand, else the holder's demand's proportion of what is left and what the other holders
- * still hold (`heldByOthers`; rounded up, at most its ask over what is left of its term, never more than is left), or
- * all that is left when that is no more than asked (the holder is then short: delegate.ts, until its term's renewal).
- * The term is cut at the window's end.
+ * has room for every delegate's demand, else the delegate's demand's proportion of what is left and what the other
+ * delegates still hold (`heldByOthers`; rounded up, at most its ask over what is left of its term, never more than is
+ * left), or all that is left when that is no more than asked (the delegate is then short: delegate.ts, until its term's
+ * renewal). The term is cut at the window's end.
  */
 function windowGrant(
   rec: LimiterRecord | null,
@@ -312,12 +313,12 @@ function windowGrant(
   const want = Math.max(0, Math.floor(ask.units));
   const termMs = Math.max(1, leaseTermMs(rule.params, nowMs, SHARE_TERM_MS));
   // What is left no more than this one ask (over the term, cut at the window's end): all of it, first come. A
-  // proportion of it would be renewed for again by every holder it leaves dry within milliseconds: hundreds of asks a
+  // proportion of it would be renewed for again by every delegate it leaves dry within milliseconds: hundreds of asks a
   // second over a nearly spent window.
   const whole = demand > 0 && available * SHARE_TERM_MS <= want * termMs;
   const splitHeld = uses("scarceWindowSplit");
   const pool = available + (splitHeld ? heldByOthers(rec, rule, ask.holder, nowMs) : 0);
-  // Split, never more than the holder asks for what is left of its term (cut at the window's end): units granted
+  // Split, never more than the delegate asks for what is left of its term (cut at the window's end): units granted
   // beyond that are stranded with it when the window ends.
   const useBy = Math.ceil((want * termMs) / SHARE_TERM_MS);
   const split = Math.min(splitHeld ? useBy : want, Math.ceil((pool * demand) / total));
@@ -344,11 +345,11 @@ function windowGrant(
 }
 
 /**
- * What the other holders of the current window's shares still hold now, as their demand says (units granted less
- * their demand over the time since): a window that cannot cover every holder's demand is split by demand over what is
+ * What the other delegates of the current window's shares still hold now, as their demand says (units granted less
+ * their demand over the time since): a window that cannot cover every delegate's demand is split by demand over what is
  * left AND what the others still hold of it. Split over what is left only, each grant in a round of renewals shrank
- * what the next could get, every holder ran dry again within a fraction of its term, and a nearly spent window was
- * renewed for in rounds of all 36 holders (cluster simulation, hot-window 1,000 isolates at 10k req/s, an override
+ * what the next could get, every delegate ran dry again within a fraction of its term, and a nearly spent window was
+ * renewed for in rounds of all 36 delegates (cluster simulation, hot-window 1,000 isolates at 10k req/s, an override
  * lowering the limit: 199 calls in a second at the key's object). An estimate: it splits, it never charges.
  */
 function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {

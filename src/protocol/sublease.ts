@@ -129,8 +129,8 @@ export function subleaseFrom<S extends SubleaseSource>(
 
 /**
  * The term of a sub-lease of `units` where `wanted` were asked for `termMs`: as much shorter, down to a quarter, so its
- * holder asks again about when it has used them (an isolate takes a sub-lease at least its demand's pace over its term
- * for no sign of a short key: key_state.ts), instead of refusing for a whole term while the share refills.
+ * delegate asks again about when it has used them (an isolate takes a sub-lease at least its demand's pace over its
+ * term for no sign of a short key: key_state.ts), instead of refusing for a whole term while the share refills.
  */
 export function shorter(termMs: number, units: number, wanted: number): number {
   return Math.max(Math.ceil(termMs / 4), Math.floor((termMs * units) / wanted));

@@ -1,10 +1,10 @@
 /**
- * Window shares granted ahead: the key's object's side. Shortly before a window ends, a holder renewing its window
+ * Window shares granted ahead: the key's object's side. Shortly before a window ends, a delegate renewing its window
  * share also gets units of the NEXT window (`ShareGrant.ahead`), charged against that window, not the current one:
  * they wait in the record's share book (`ShareBook.ahead`: the next window's index and the units granted of it) and go
  * into the record's state when that window starts (`applyAhead`, run by share.ts `settleShares` before anything reads
- * or charges the record). The holder uses them from the next window's start (delegate_ahead.ts), so it need not renew
- * at the window's turn, when every holder's share ends at once.
+ * or charges the record). The delegate uses them from the next window's start (delegate_ahead.ts), so it need not renew
+ * at the window's turn, when every delegate's share ends at once.
  *
  * Exact: no window admits more than its limit. The units granted ahead of a window never add up to more than its limit
  * (`aheadGrant`), and nothing else charges that window before they are applied: every operation on the record settles
@@ -50,7 +50,7 @@ export function aheadGrant(
 
 /**
  * The record with the units granted ahead of a window charged to its state once that window has started (the whole
- * window's limit at most, when a newer version lowered it: the holders have them already), or dropped once it has
+ * window's limit at most, when a newer version lowered it: the delegates have them already), or dropped once it has
  * passed; the very same record when there is nothing to do.
  */
 export function applyAhead(record: LimiterRecord, nowMs: number): LimiterRecord {

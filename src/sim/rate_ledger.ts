@@ -3,11 +3,12 @@
  * (a full bucket at the start plus the rate over the run) went. Sluice admits some; the refusals are counted by who
  * refused (the key's object, a delegate, an isolate locally); unspent tokens by where they went (`LedgerSinks`):
  * refill lost at a full bucket (the direct slice, a delegate's slice), parts the key's object keeps promised to a
- * holder holding none or beyond what it holds (a cut or renewed share's `prevParts`), (sub-)lease tokens neither admitted
- * nor given back, units given back into a full slice, tokens a delegate's slice drops when its share is replaced, cut
- * or lost, and the buckets at the end; `rest` is what these leave unexplained. Sampled every ms of simulated time
- * from the objects' records (nothing here decides anything), per 100 ms of the first 2 s and over the run, in tokens.
- * Bookkeeping of a simulation, not algorithm state: fractions of a token (a slice's refill per ms) are fine here.
+ * delegate holding none or beyond what it holds (a cut or renewed share's `prevParts`), (sub-)lease tokens neither
+ * admitted nor given back, units given back into a full slice, tokens a delegate's slice drops when its share is
+ * replaced, cut or lost, and the buckets at the end; `rest` is what these leave unexplained. Sampled every ms of
+ * simulated time from the objects' records (nothing here decides anything), per 100 ms of the first 2 s and over the
+ * run, in tokens. Bookkeeping of a simulation, not algorithm state: fractions of a token (a slice's refill per ms) are
+ * fine here.
  */
 import { type AlgorithmParams, capacityOf, sliceParams } from "../algorithms/index.ts";
 import type { DelegateRecord } from "../protocol/delegate.ts";
@@ -208,7 +209,7 @@ export class RateLedgerCount {
 
   /**
    * One ms of the run: the key's record and each delegate's (by holder id), and the isolates' last-known answers so
-   * far. Full buckets lose that ms's refill; parts promised to a holder beyond what it holds lose theirs.
+   * far. Full buckets lose that ms's refill; parts promised to a delegate beyond what it holds lose theirs.
    */
   sample(
     nowMs: number,
