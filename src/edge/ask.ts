@@ -160,7 +160,10 @@ const hotMarks = (): HotMarkStore | null => {
 };
 const written = new WrittenMarks();
 
-/** Mark the key hot for the data center if this isolate knows it hot (or moved to its own shard) and has not marked it lately. */
+/**
+ * Mark the key hot for the data center if this isolate knows it hot (or moved to its own shard) and has not marked it
+ * lately.
+ */
 function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
   const mark = isolate.calls.markOf(name);
   const store = mark === null ? null : hotMarks();
@@ -180,7 +183,7 @@ export function shardOfIsolate(): number {
   return isolateShard;
 }
 
-/** Fix this isolate's shard (tests: which shard a busy delegate spreads it to). */
+/** Fix this isolate's shard (tests: which shard it moves to when the first is busy). */
 export function pinIsolateShard(shard: number): void {
   isolateShard = shard % DELEGATE_SHARDS;
 }

@@ -62,8 +62,8 @@ export function hotByConstruction(keyGlobal: boolean, params: AlgorithmParams): 
 
 /**
  * Whether an isolate that knows `mark` (coalesce.ts `markOf`) should write it, having last written `last` (its
- * `ownShard`, and when, on its clock): when it wrote none, when the key moved to its own shard since, or when half the ttl has passed
- * (so a key that stays hot stays marked).
+ * `ownShard`, and when, on its clock): when it wrote none, when the key moved to its own shard since, or when half the
+ * ttl has passed (so a key that stays hot stays marked).
  */
 export function markDue(
   mark: HotMark | null,
@@ -78,12 +78,12 @@ export function markDue(
 /**
  * Write this isolate's `mark` of `name` to its data center's `store` (best effort). A mark that says own shard is
  * written as it is. One that does not is written only when the stored one does not say so either: once a region's
- * isolates moved to their own shards (the first delegate was busy), an isolate still on the first shard (it never saw it busy,
- * because the others had left it) must not turn the mark back, or the isolates that start next (a redeploy's: all of
- * them) send every batch to the first shard, whose share is small, while the other shards' shares go unused until
- * the first says busy again (hot-rate, 1,000 isolates, redeploy in the cluster simulation: 4.95% of a window
- * under-admitted in the 2 s after it, 2.43% with this). It moves to its own shard instead (`moveHere`), and its next mark
- * says so.
+ * isolates moved to their own shards (the first delegate was busy), an isolate still on the first shard (it never saw
+ * it busy, because the others had left it) must not turn the mark back, or the isolates that start next (a redeploy's:
+ * all of them) send every batch to the first shard, whose share is small, while the other shards' shares go unused
+ * until the first says busy again (hot-rate, 1,000 isolates, redeploy in the cluster simulation: 4.95% of a window
+ * under-admitted in the 2 s after it, 2.43% with this). It moves to its own shard instead (`moveHere`), and its next
+ * mark says so.
  */
 export async function writeMark(store: HotMarkStore, name: string, mark: HotMark, moveHere: () => void): Promise<void> {
   if (!mark.ownShard && (await store.read(name))?.spread === true) {
@@ -94,8 +94,9 @@ export async function writeMark(store: HotMarkStore, name: string, mark: HotMark
 }
 
 /**
- * How an isolate reads whether `store`'s mark of a key says own shard (`AskInput.ownShardMark`: once per hot spell, before
- * the key's first call to the delegate when no mark was read for it). The Worker and the simulation both pass this.
+ * How an isolate reads whether `store`'s mark of a key says own shard (`AskInput.ownShardMark`: once per hot spell,
+ * before the key's first call to the delegate when no mark was read for it). The Worker and the simulation both pass
+ * this.
  */
 export function ownShardOfMark(store: HotMarkStore): (name: string) => Promise<boolean> {
   return async (name) => (await store.read(name))?.spread === true;

@@ -185,8 +185,8 @@ export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
 }
 
 /**
- * Before a hot key's call to its first delegate, when no mark was read for this hot spell (`KeyState.hotMarkRead`): read
- * the data center's mark, move to its own shard if it says so, and return the delegate to call (`delegateFor`).
+ * Before a hot key's call to its first delegate, when no mark was read for this hot spell (`KeyState.hotMarkRead`):
+ * read the data center's mark, move to its own shard if it says so, and return the delegate to call (`delegateFor`).
  */
 export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
   st.hotMarkRead = true;

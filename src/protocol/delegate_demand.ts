@@ -40,8 +40,8 @@ interface Renewable {
  * earlier than `RENEW_LEAD_MS` before its end (a long term's parts given up stay promised until its end: a short lead
  * wastes little of them), a rate share at least its last renewal's round trip before its end (`rttLeadMs`); or, a rate share of a whole term or more, a quarter of `SHARE_TERM_MS` old, when its demand
  * has moved by more than half (`demandMoved`) from the demand it was granted for (`HeldShare.demand`): a settled
- * share's term grows to 4 s (share_grant.ts `rateTermMs`), and demand that moves (isolates spreading over a region's
- * shards, a surge) must not wait that long.
+ * share's term grows to 4 s (share_grant.ts `rateTermMs`), and demand that moves (isolates moving to their own
+ * shards of a region, a surge) must not wait that long.
  */
 export function renewDue(record: Renewable, nowMs: number): boolean {
   const share = record.share;

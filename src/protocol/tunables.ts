@@ -25,14 +25,14 @@ export const SETTLED_SLACK_PARTS = 10;
 /** Units of an unasked lease a direct call to a hot rate key gets, per request it carries (`withHotLease`). */
 export const HOT_LEASE_PER_REQUEST = 4;
 /**
- * Delegates per (rule, key, region) at most: the first, and the shards a busy first spreads its isolates over (each
- * isolate to one, by a hash of the isolate). 9 regions × 4 delegates fit the key's object's book (share.ts
+ * Delegates per (rule, key, region) at most: the first, and the shards its isolates move to when the first is busy
+ * (each isolate to its own, by a hash of the isolate). 9 regions × 4 delegates fit the key's object's book (share.ts
  * `SHARE_DELEGATES_MAX`), and renew about 36 times a second.
  */
 export const DELEGATE_SHARDS = 4;
 /**
  * Calls in a second (the current or the last) from which a delegate says it is busy (`CallResult.busy`): its isolates
- * then spread over their region's shards (`DELEGATE_SHARDS`, each shard a delegate with its own share).
+ * then move to their own shards of their region (`DELEGATE_SHARDS`, each shard a delegate with its own share).
  */
 export const DELEGATE_BUSY_CALLS_PER_S = 250;
 /**
@@ -98,7 +98,7 @@ export const RATE_BOUND_MS = 500;
  * a bucket at `c` is admitted by `c + RATE_LEASE_TERM_MS`, so any span admits at most that much of the rate more than
  * the buckets held. It was 500 ms for sub-leases and a rule's `lease.ttl` (1 s while busy) for leases. Shorter loses
  * accuracy fast (cluster simulation, hot-rate 1,000 isolates at 5,000/s: 250 ms lost 15 points after the first second,
- * 400 ms 9, 450 ms 1; isolates ask their delegate more often, delegates spread, and demand estimates jump).
+ * 400 ms 9, 450 ms 1; isolates ask their delegate more often, delegates say busy sooner, and demand estimates jump).
  */
 export const RATE_LEASE_TERM_MS = 480;
 /**
