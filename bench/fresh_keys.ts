@@ -1,10 +1,12 @@
 /**
  * Hand-run (`node --import tsx bench/fresh_keys.ts`): keyed gcra against the naive Map GCRA of bench/decisions.ts at
  * 100,000 keys, with each decision's key either one of 100,000 strings built before the timing (as bench/decisions.ts
- * does) or a string built for the decision (as a request's key is: a new string from a header or a hash each time).
+ * did) or a string built for the decision (as a request's key is: a new string from a header or a hash each time).
  * V8 caches a string's hash on the string, so a Map given the same string objects again never hashes a key, while the
  * keyed store hashes every key itself. Both contenders build the same strings; the figure is the median over rounds,
  * the contenders interleaved in each round (a shared machine: read the ratios, not the nanoseconds).
+ * bench/decisions.ts builds each decision's key since this measured it; this file keeps both kinds side by side, so
+ * that choice can be rerun (BENCHMARKS.md, section 1q).
  */
 import { loadavg } from "node:os";
 import { createLocalStore } from "../src/isolate/local_store.ts";
