@@ -100,11 +100,19 @@ export function decide(
   cost: number,
   nowMs: number,
 ): DecideResult {
-  if (!Number.isSafeInteger(cost) || cost < 1) return { ok: false, error: "invalid_cost" };
-  const algorithm = algorithmFor(params);
-  if (cost > algorithm.capacity(params)) return { ok: false, error: "cost_exceeds_capacity" };
-  const out = algorithm.check(params, state, cost, nowMs);
+  const error = costError(params, cost);
+  if (error !== null) return error === "invalid_cost" ? INVALID_COST : EXCEEDS_CAPACITY;
+  const out = algorithmFor(params).check(params, state, cost, nowMs);
   return { ok: true, decision: out.decision, state: out.state };
+}
+
+const INVALID_COST = { ok: false, error: "invalid_cost" } as const;
+const EXCEEDS_CAPACITY = { ok: false, error: "cost_exceeds_capacity" } as const;
+
+/** Why `decide` refuses `cost` whatever the state (an invalid cost, or one above the capacity), or `null`. */
+export function costError(params: AlgorithmParams, cost: number): "invalid_cost" | "cost_exceeds_capacity" | null {
+  if (!Number.isSafeInteger(cost) || cost < 1) return "invalid_cost";
+  return cost > algorithmFor(params).capacity(params) ? "cost_exceeds_capacity" : null;
 }
 
 /** Give back what an admitted request of `cost` at `admittedAtMs` charged. */

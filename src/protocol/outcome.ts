@@ -4,7 +4,14 @@
  * Pure; store.ts `callRecord` runs it per request. docs/rules.md, "Counting by the response" and "Holding a caller
  * out", states the semantics.
  */
-import type { Decision } from "../algorithms/index.ts";
+import {
+  type AlgorithmParams,
+  type AlgorithmState,
+  costError,
+  type Decision,
+  decide,
+  freshAtMs,
+} from "../algorithms/index.ts";
 import {
   activeBan,
   type CheckResult,
@@ -13,6 +20,9 @@ import {
   type LimiterRule,
   peekAlgorithm,
   peekRecord,
+  peekState,
+  ruleFor,
+  stateOf,
 } from "./record.ts";
 
 /** `check` (default) decides and charges; `probe` decides without charging; `charge` charges as far as it fits. */
@@ -32,24 +42,50 @@ export function stepRecord(
   const ban = activeBan(record, nowMs);
   if (ban !== null) {
     // The cost must still be one the rule could ever admit: an impossible cost is the same error as without a ban.
-    const out = checkRecord(null, { rule, cost }, nowMs);
-    if (!out.result.ok) return { result: out.result, record };
+    const error = costError(rule.params, cost);
+    if (error !== null) return { result: { ok: false, error }, record };
     return { result: bannedResult(record, rule, cost, ban.untilMs, nowMs), record };
+  }
+  if (kind === "probe") {
+    // A probe that fits charges nothing, so it is decided on the state alone: no new record is built to be dropped.
+    const params = ruleFor(record, rule).params;
+    const state = stateOf(record, params, nowMs);
+    const own = decide(params, state, cost, nowMs);
+    if (!own.ok) return { result: own, record };
+    // The figures are the key's as it stands: a cost-1 peek, which is `own` itself when the cost is 1.
+    if (own.decision.allowed) return { result: probeFits(params, state, cost, own.decision, nowMs), record };
   }
   const out = checkRecord(record, { rule, cost }, nowMs);
   if (!out.result.ok) return out;
   if (!out.result.decision.allowed) return banFrom(out, rule, cost, nowMs);
-  if (kind === "check") return out;
-  // A probe that fits charges nothing: the figures are the key's as it stands.
-  const peek = peekAlgorithm(record, rule, nowMs);
-  const decision: Decision = {
-    allowed: true,
-    remaining: peek.remaining,
-    resetAfterMs: peek.resetAfterMs,
-    retryAfterMs: null,
-    delayMs: 0,
-  };
-  return { result: { ok: true, decision, atMs: nowMs }, record };
+  return out;
+}
+
+/** Until `state` is as good as fresh, ms: `peekState`'s `resetAfterMs`. */
+function freshInMs(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number {
+  return state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
+}
+
+/** A probe that fits: admitted, with the key's figures as it stands (`peekState`'s, whose decide `own` is at cost 1). */
+function probeFits(
+  params: AlgorithmParams,
+  state: AlgorithmState | null,
+  cost: number,
+  own: Decision,
+  nowMs: number,
+): CheckResult {
+  let remaining: number;
+  let resetAfterMs: number;
+  if (cost === 1) {
+    remaining = own.remaining + 1;
+    resetAfterMs = freshInMs(params, state, nowMs);
+  } else {
+    const peek = peekState(params, state, nowMs);
+    remaining = peek.remaining;
+    resetAfterMs = peek.resetAfterMs;
+  }
+  const decision: Decision = { allowed: true, remaining, resetAfterMs, retryAfterMs: null, delayMs: 0 };
+  return { ok: true, decision, atMs: nowMs };
 }
 
 /**
@@ -57,8 +93,8 @@ export function stepRecord(
  * in full crossed the limit (`allowed` false; a `block_for` ban starts unless one runs).
  */
 export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, cost: number, nowMs: number): Step {
-  const possible = checkRecord(null, { rule, cost }, nowMs);
-  if (!possible.result.ok) return { result: possible.result, record };
+  const impossible = costError(rule.params, cost);
+  if (impossible !== null) return { result: { ok: false, error: impossible }, record };
   const fits = peekAlgorithm(record, rule, nowMs).remaining;
   const take = Math.min(cost, fits);
   let current = record;
@@ -119,9 +155,12 @@ function bannedResult(
   nowMs: number,
 ): CheckResult {
   const waitMs = untilMs - nowMs;
-  const own = checkRecord(record, { rule, cost }, nowMs).result;
+  const params = ruleFor(record, rule).params;
+  const state = stateOf(record, params, nowMs);
+  const own = decide(params, state, cost, nowMs);
   const ownRetryMs = own.ok && !own.decision.allowed ? (own.decision.retryAfterMs ?? 0) : 0;
-  const resetAfterMs = Math.max(waitMs, peekAlgorithm(record, rule, nowMs).resetAfterMs);
+  // `peekAlgorithm(record, rule, nowMs).resetAfterMs`, without the cost-1 decision a peek makes for its other figures.
+  const resetAfterMs = Math.max(waitMs, freshInMs(params, state, nowMs));
   const retryAfterMs = Math.max(waitMs, ownRetryMs);
   const decision: Decision = { allowed: false, remaining: 0, resetAfterMs, retryAfterMs, delayMs: 0 };
   return { ok: true, decision, atMs: nowMs, banUntilMs: untilMs };

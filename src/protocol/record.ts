@@ -146,6 +146,11 @@ export interface RefundInput {
 /** What the key looks like after a refund, for the RateLimit header: `null` when there was nothing to refund. */
 export type RefundResult = { readonly remaining: number; readonly resetAfterMs: number } | null;
 
+/** The state to decide on under `params` (`ruleFor`'s): the stored one, carried over, or `null` (fresh). */
+export function stateOf(record: LimiterRecord | null, params: AlgorithmParams, nowMs: number): AlgorithmState | null {
+  return currentState(record, params, fingerprintOf(params), nowMs);
+}
+
 /** The state to decide on: the stored one, carried over to the current parameters, or `null` (fresh). */
 function currentState(record: LimiterRecord | null, params: AlgorithmParams, fingerprint: string, nowMs: number) {
   if (record === null) return null;

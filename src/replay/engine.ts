@@ -223,14 +223,14 @@ export class Replayer {
 
   private ask(answer: RuleAnswer, key: number, cost: number, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {
-      const { decision, before, after, slot } = this.outcomes.ask(answer.rule, key, cost, tMs);
+      const outcomes = this.outcomes;
+      answer.decision = outcomes.ask(answer.rule, key, cost, tMs);
       answer.key = key;
       answer.cost = cost;
-      answer.decision = decision;
       answer.refunded = false;
-      answer.slot = slot;
-      answer.before = before?.state ?? null;
-      answer.after = after?.state ?? null;
+      answer.slot = outcomes.askedSlot;
+      answer.before = outcomes.askedBefore?.state ?? null;
+      answer.after = outcomes.askedAfter?.state ?? null;
       return;
     }
     const states = this.states[answer.rule]!;

@@ -13,7 +13,8 @@ import { type CallKind, stepRecord } from "../protocol/outcome.ts";
 import { releaseRecord, renewRecord } from "../protocol/slots.ts";
 import { type LimiterRecord, type LimiterRule, refundRecord } from "../protocol/store.ts";
 import type { CompiledRule } from "../request/match.ts";
-import { chargeOf, isDeferred, needsObject } from "../rules/outcome.ts";
+import { chargeOf, isDeferred, needsObject, type ResponseFacts } from "../rules/outcome.ts";
+import { DueQueue } from "./due_queue.ts";
 
 /** What a trace says the origin answered a request: its status, how long it took and its response headers. */
 export interface Outcome {
@@ -49,14 +50,23 @@ export class OutcomeBook {
   /** Per rule place: its records by key number, for the rules that need them; `null` for the others. */
   private readonly records: (Map<number, LimiterRecord | null> | null)[];
   private readonly limiterRules: (LimiterRule | null)[];
-  /** Charges not yet due, in (due, arrival) order. */
-  private pending: Pending[] = [];
+  /** Per rule place: whether it counts by the response (`count_when`, `cost_header`): asked by a probe. */
+  private readonly deferred: boolean[];
+  /** Charges not yet due, in (due, arrival) order (typed arrays: no object per charge). */
+  private readonly pending = new DueQueue();
+  /** The response `chargeOf` reads, reused for every answered request (it keeps nothing). */
+  private readonly response: { status: number; headers: ReadonlyMap<string, string> | undefined } & ResponseFacts = {
+    status: 0,
+    headers: undefined,
+    header: (name: string) => this.response.headers?.get(name.toLowerCase()) ?? null,
+  };
   /** Slots not yet given back, in (due, arrival) order. */
   private releases: Pending[] = [];
   private seq = 0;
 
   constructor(private readonly compiled: readonly CompiledRule[]) {
     this.records = compiled.map((c) => (needsObject(c.rule) ? new Map() : null));
+    this.deferred = compiled.map((c) => isDeferred(c.rule));
     this.limiterRules = compiled.map((c) =>
       needsObject(c.rule)
         ? { id: c.rule.id, params: c.params, ...(c.rule.blockForMs === null ? {} : { blockForMs: c.rule.blockForMs }) }
@@ -87,31 +97,43 @@ export class OutcomeBook {
       const nextMs = p.dueMs + this.renewEveryMs(p.rule);
       if (renew && nextMs < p.renewUntilMs!) enqueue(this.releases, { ...p, dueMs: nextMs, seq: this.seq++ });
     }
-    let n = 0;
-    while (n < this.pending.length && this.pending[n]!.dueMs < tMs) n++;
-    if (n === 0) return;
-    for (const p of this.pending.splice(0, n)) {
-      const records = this.records[p.rule]!;
-      const out = stepRecord(records.get(p.key) ?? null, this.limiterRules[p.rule]!, p.cost, "charge", p.dueMs);
-      records.set(p.key, out.record);
+    const pending = this.pending;
+    while (pending.firstDueMs < tMs) {
+      pending.pop();
+      const { poppedRule: rule, poppedKey: key } = pending;
+      const records = this.records[rule]!;
+      const out = stepRecord(
+        records.get(key) ?? null,
+        this.limiterRules[rule]!,
+        pending.poppedCost,
+        "charge",
+        pending.poppedDueMs,
+      );
+      records.set(key, out.record);
     }
   }
 
-  /** Decide one request of a handled rule: a probe for a deferred rule, else a check (a ban rule). */
-  ask(
-    place: number,
-    key: number,
-    cost: number,
-    tMs: number,
-  ): { decision: Decision | null; before: LimiterRecord | null; after: LimiterRecord | null; slot: number | null } {
+  /** The key's record before and after the last `ask`, and the slot it took (`null`: none); read before the next. */
+  askedBefore: LimiterRecord | null = null;
+  askedAfter: LimiterRecord | null = null;
+  askedSlot: number | null = null;
+
+  /**
+   * Decide one request of a handled rule: a probe for a deferred rule, else a check (a ban rule). `null`: the cost is
+   * invalid or above the capacity. The records around it are left in `askedBefore`, `askedAfter` and `askedSlot`.
+   */
+  ask(place: number, key: number, cost: number, tMs: number): Decision | null {
     const records = this.records[place]!;
-    const kind: CallKind = isDeferred(this.compiled[place]!.rule) ? "probe" : "check";
+    const kind: CallKind = this.deferred[place]! ? "probe" : "check";
     const before = records.get(key) ?? null;
     const out = stepRecord(before, this.limiterRules[place]!, cost, kind, tMs);
     // A probe of a fresh key leaves it fresh: no entry for it.
     if (out.record !== before) records.set(key, out.record);
     const r = out.result;
-    return { decision: r.ok ? r.decision : null, before, after: out.record, slot: (r.ok ? r.slot : null) ?? null };
+    this.askedBefore = before;
+    this.askedAfter = out.record;
+    this.askedSlot = (r.ok ? r.slot : null) ?? null;
+    return r.ok ? r.decision : null;
   }
 
   /** How often the gateway renews a slot of the rule at `place` while its response streams: half its lease, ms. */
@@ -123,7 +145,7 @@ export class OutcomeBook {
   /** Give back an admission of a ban rule (a probe charged nothing). */
   giveBack(place: number, key: number, cost: number, admittedAtMs: number, tMs: number): LimiterRecord | null {
     const records = this.records[place]!;
-    if (isDeferred(this.compiled[place]!.rule)) return records.get(key) ?? null;
+    if (this.deferred[place]!) return records.get(key) ?? null;
     const out = refundRecord(records.get(key) ?? null, { rule: this.limiterRules[place]!, cost, admittedAtMs }, tMs);
     records.set(key, out.record);
     return out.record;
@@ -150,13 +172,13 @@ export class OutcomeBook {
         });
       }
     }
+    if (!this.deferred[place]!) return;
     const compiled = this.compiled[place]!;
-    if (!isDeferred(compiled.rule)) return;
-    const headers = outcome.headers;
-    const header = (name: string) => headers?.get(name.toLowerCase()) ?? null;
-    const charge = chargeOf(compiled.rule, { status: outcome.status, header }, cost, compiled.capacity);
+    const response = this.response;
+    response.status = outcome.status;
+    response.headers = outcome.headers;
+    const charge = chargeOf(compiled.rule, response, cost, compiled.capacity);
     if (charge.cost < 1) return;
-    const dueMs = tMs + (outcome.durationMs ?? 0);
-    enqueue(this.pending, { dueMs, seq: this.seq++, rule: place, key, cost: charge.cost });
+    this.pending.push(tMs + (outcome.durationMs ?? 0), place, key, charge.cost);
   }
 }
