@@ -8,7 +8,8 @@
  * Pick it for daily and monthly quotas.
  */
 import type { Window } from "./params.ts";
-import type { Algorithm, CheckOutcome, Decision, Own, RowKernel } from "./types.ts";
+import { admitInto, checkFromInto, decisionOf, decisionScratch, refuseInto } from "./scratch.ts";
+import type { Algorithm, CheckOutcome, DecisionScratch, Own, RowKernel } from "./types.ts";
 import { windowIndex, windowStartMs } from "./windows.ts";
 
 export interface FixedWindowParams {
@@ -26,8 +27,9 @@ export interface FixedWindowState {
 }
 
 /**
- * The one copy of the decision, on the state's two numbers (`state` null: a fresh key); when admitted, the next state
- * is written into `next` (the pure core makes it a new state, the row kernel writes it into its row).
+ * The one copy of the decision, on the state's two numbers (`state` null: a fresh key), written into `d`; when
+ * admitted, the next state is written into `next` (the pure core makes it a new state, the row kernel writes it into
+ * its row).
  */
 function decideWindow(
   params: Own<FixedWindowParams>,
@@ -35,7 +37,8 @@ function decideWindow(
   cost: number,
   nowMs: number,
   next: { window: number; count: number },
-): Decision {
+  d: DecisionScratch,
+): void {
   let index = windowIndex(params.window, nowMs);
   let now = nowMs;
   // Clock rule: a window that has been seen never reopens for an earlier clock.
@@ -48,44 +51,37 @@ function decideWindow(
   if (count + cost <= params.limit) {
     next.window = index;
     next.count = count + cost;
-    return {
-      allowed: true,
-      remaining: params.limit - next.count,
-      resetAfterMs: untilEndMs,
-      retryAfterMs: null,
-      delayMs: 0,
-    };
+    admitInto(d, params.limit - next.count, untilEndMs, 0);
+    return;
   }
-  return {
-    allowed: false,
-    // never below 0: a carried-over count can exceed a lowered limit
-    remaining: Math.max(0, params.limit - count),
-    resetAfterMs: count === 0 ? 0 : untilEndMs,
-    retryAfterMs: untilEndMs,
-    delayMs: 0,
-  };
+  // remaining never below 0: a carried-over count can exceed a lowered limit
+  refuseInto(d, Math.max(0, params.limit - count), count === 0 ? 0 : untilEndMs, untilEndMs);
 }
+
+/** The pure core's scratch (`check` copies its decision out before it returns). */
+const scratch = decisionScratch();
 
 /** The row kernel (the in-isolate store's fast path): `window, count` in place, through `decideWindow`. */
 function windowKernel(params: Own<FixedWindowParams>): RowKernel<FixedWindowState> {
   // Scratch made once per rule: the stored state as `decideWindow` reads it, and the next one it writes.
   const stored = { window: 0, count: 0 };
   const next = { window: 0, count: 0 };
+  const into: RowKernel<FixedWindowState>["into"] = (row, at, fresh, cost, nowMs, d, out) => {
+    if (!fresh) {
+      stored.window = row[at]!;
+      stored.count = row[at + 1]!;
+    }
+    decideWindow(params, fresh ? null : stored, cost, nowMs, next, d);
+    out.changed = d.allowed;
+    if (d.allowed) {
+      row[at] = next.window;
+      row[at + 1] = next.count;
+    }
+  };
   return {
     width: 2,
-    check(row, at, fresh, cost, nowMs, out) {
-      if (!fresh) {
-        stored.window = row[at]!;
-        stored.count = row[at + 1]!;
-      }
-      const decision = decideWindow(params, fresh ? null : stored, cost, nowMs, next);
-      out.changed = decision.allowed;
-      if (decision.allowed) {
-        row[at] = next.window;
-        row[at + 1] = next.count;
-      }
-      return decision;
-    },
+    check: checkFromInto(into),
+    into,
     refund(row, at, cost, admittedAtMs) {
       if (row[at] === windowIndex(params.window, admittedAtMs)) row[at + 1] = Math.max(0, row[at + 1]! - cost);
     },
@@ -109,8 +105,8 @@ export const fixedWindow: Algorithm<FixedWindowParams, FixedWindowState> = {
   capacity: (params) => params.limit,
   check(params, state, cost, nowMs): CheckOutcome<FixedWindowState> {
     const next = { window: 0, count: 0 };
-    const decision = decideWindow(params, state, cost, nowMs, next);
-    return { decision, state: decision.allowed ? next : (state as FixedWindowState) };
+    decideWindow(params, state, cost, nowMs, next, scratch);
+    return { decision: decisionOf(scratch), state: scratch.allowed ? next : (state as FixedWindowState) };
   },
 
   refund(params, state, cost, admittedAtMs) {

@@ -11,6 +11,7 @@
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { tatKernel } from "./bucket_rows.ts";
 import type { Rate } from "./params.ts";
+import { admitInto, decisionOf, decisionScratch, packedCheckFromInto, packedStep, refuseInto } from "./scratch.ts";
 import {
   bucketLease,
   bucketRuleSide,
@@ -20,7 +21,7 @@ import {
   rescale,
   usedScaled,
 } from "./shared.ts";
-import type { Algorithm, CheckOutcome, Decision, PackedPath } from "./types.ts";
+import type { Algorithm, CheckOutcome, Decision, DecisionScratch, PackedPath, PackedStep } from "./types.ts";
 
 export interface GcraParams {
   readonly algorithm: "gcra";
@@ -45,16 +46,18 @@ export function shiftTime(ms: number, frac: number, delta: number, a: number): G
 
 /**
  * The one copy of GCRA's arithmetic, on `ahead`: how far the TAT before this request is ahead of now, in units of
- * 1/a ms (0 when it is past), at most about burst × T (the caller handles a TAT further ahead). Returns the decision
- * and the new lead, or `null` when denied (no change).
+ * 1/a ms (0 when it is past), at most about burst × T (the caller handles a TAT further ahead). Writes the decision
+ * into `d`, and into `step` whether it was admitted and the new lead (no change when denied).
  */
-function decideAhead(rate: Rate, burst: number, ahead: number, cost: number) {
+function decideAhead(rate: Rate, burst: number, ahead: number, cost: number, d: DecisionScratch, step: PackedStep) {
   const { tokens: a, perMs: p } = rate;
   const limit = burst * p; // burst × T, in units of 1/a ms
   const next = ahead + cost * p;
-  if (next <= limit) return { decision: admitted(floorDiv(limit - next, p), ceilDiv(next, a), 0), next };
-  const decision = refused(Math.max(0, floorDiv(limit - ahead, p)), ceilDiv(ahead, a), ceilDiv(next - limit, a));
-  return { decision, next: null };
+  step.changed = next <= limit;
+  if (step.changed) {
+    step.stored = next;
+    admitInto(d, floorDiv(limit - next, p), ceilDiv(next, a), 0);
+  } else refuseInto(d, Math.max(0, floorDiv(limit - ahead, p)), ceilDiv(ahead, a), ceilDiv(next - limit, a));
 }
 
 export function admitted(remaining: number, resetAfterMs: number, delayMs: number): Decision {
@@ -65,17 +68,23 @@ export function refused(remaining: number, resetAfterMs: number, retryAfterMs: n
   return { allowed: false, remaining, resetAfterMs, retryAfterMs, delayMs: 0 };
 }
 
+/** The pure core's scratch (`check` copies its decision out before it returns). */
+const decision = decisionScratch();
+const step = packedStep();
+
 /** GCRA's packed path, for every rule that decides as GCRA does (gcra; token_bucket and leaky_bucket through it). */
 export function gcraPacked<
   P extends { readonly algorithm: string; readonly rate: Rate; readonly burst: number },
 >(): PackedPath<P> {
+  const into: PackedPath<P>["into"] = (params, stored, nowScaled, cost, d, s) => {
+    decideAhead(params.rate, params.burst, Number.isNaN(stored) ? 0 : Math.max(0, stored - nowScaled), cost, d, s);
+    if (s.changed) s.stored += nowScaled;
+  };
   return {
     stateParams: ({ rate, burst }) => ({ algorithm: "gcra", rate, burst }),
     rate: (params) => params.rate,
-    check(params, stored, nowScaled, cost) {
-      const out = decideAhead(params.rate, params.burst, stored === null ? 0 : Math.max(0, stored - nowScaled), cost);
-      return { decision: out.decision, stored: out.next === null ? null : nowScaled + out.next };
-    },
+    check: packedCheckFromInto(into),
+    into,
     // The TAT moves back by cost × T.
     refund: (params, stored, cost) => stored - cost * params.rate.perMs,
   };
@@ -91,19 +100,19 @@ export const gcra: Algorithm<GcraParams, GcraState> = {
     const base = state === null || state.tatMs < nowMs ? { tatMs: nowMs, tatFrac: 0 } : state;
     const baseAheadMs = base.tatMs - nowMs;
     if (baseAheadMs <= ceilDiv(params.burst * p, a)) {
-      const out = decideAhead(params.rate, params.burst, baseAheadMs * a + base.tatFrac, cost);
-      const next = out.next === null ? (state ?? base) : shiftTime(base.tatMs, base.tatFrac, cost * p, a);
-      return { decision: out.decision, state: next };
+      decideAhead(params.rate, params.burst, baseAheadMs * a + base.tatFrac, cost, decision, step);
+      const next = step.changed ? shiftTime(base.tatMs, base.tatFrac, cost * p, a) : (state ?? base);
+      return { decision: decisionOf(decision), state: next };
     }
     // Only after a clock step back can TAT be this far ahead, and then it is a denial; stay in whole ms (the
     // scaled lead could pass 2^53).
     const next = shiftTime(base.tatMs, base.tatFrac, cost * p, a);
-    const decision = refused(
+    const denial = refused(
       0,
       baseAheadMs + ceilDiv(base.tatFrac, a),
       next.tatMs - nowMs + ceilDiv(next.tatFrac - params.burst * p, a),
     );
-    return { decision, state: state ?? base };
+    return { decision: denial, state: state ?? base };
   },
 
   refund(params, state, cost) {

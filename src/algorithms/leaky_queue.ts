@@ -10,10 +10,11 @@
  */
 import { ceilDiv, floorDiv } from "./arith.ts";
 import { tatKernel } from "./bucket_rows.ts";
-import { admitted, type GcraState, refused, shiftTime } from "./gcra.ts";
+import { type GcraState, refused, shiftTime } from "./gcra.ts";
 import type { Rate } from "./params.ts";
+import { admitInto, decisionOf, decisionScratch, packedCheckFromInto, packedStep, refuseInto } from "./scratch.ts";
 import { pairLayout, RATE_KEYS, readRateAndBurst, refillMs, rescale, usedScaled } from "./shared.ts";
-import type { Algorithm, CheckOutcome, Own, ParamReader } from "./types.ts";
+import type { Algorithm, CheckOutcome, DecisionScratch, Own, PackedPath, PackedStep, ParamReader } from "./types.ts";
 
 export interface LeakyQueueParams {
   readonly algorithm: "leaky_queue";
@@ -29,19 +30,33 @@ export type LeakyQueueState = GcraState;
 
 /**
  * The one copy of the queue's arithmetic, on `wait`: how long until the queue is free, in units of 1/a ms (0 when
- * it is free now), at most about burst × T (the caller handles a queue further ahead). Returns the decision and the
- * new lead of the TAT over now, or `null` when denied (no change).
+ * it is free now), at most about burst × T (the caller handles a queue further ahead). Writes the decision into `d`,
+ * and into `step` whether it was admitted and the new lead of the TAT over now (no change when denied).
  */
-function decideWait(params: Params, wait: number, cost: number) {
+function decideWait(params: Params, wait: number, cost: number, d: DecisionScratch, step: PackedStep): void {
   const { tokens: a, perMs: p } = params.rate;
   const limit = params.burst * p; // B × T in units of 1/a ms
-  if (wait > limit) return { decision: refused(0, ceilDiv(wait, a), ceilDiv(wait - limit, a)), next: null };
+  step.changed = wait <= limit;
+  if (!step.changed) {
+    refuseInto(d, 0, ceilDiv(wait, a), ceilDiv(wait - limit, a));
+    return;
+  }
   const after = wait + cost * p;
   // remaining = floor((B·T − (tat − now)) / T) + 1, or 0 when that is negative
   const remaining = Math.max(0, floorDiv(limit - after, p) + 1);
   const delayMs = Math.max(0, ceilDiv(wait - params.delay * p, a));
-  return { decision: admitted(remaining, ceilDiv(after, a), delayMs), next: after };
+  step.stored = after;
+  admitInto(d, remaining, ceilDiv(after, a), delayMs);
 }
+
+/** The pure core's scratch (`check` copies its decision out before it returns). */
+const decision = decisionScratch();
+const step = packedStep();
+
+const packedInto: PackedPath<LeakyQueueParams>["into"] = (params, stored, nowScaled, cost, d, s) => {
+  decideWait(params, Number.isNaN(stored) ? 0 : Math.max(0, stored - nowScaled), cost, d, s);
+  if (s.changed) s.stored += nowScaled;
+};
 
 /** `delay: n` (0 to burst, default 0) or `nodelay: true` (= burst), not both. */
 function readDelay(r: ParamReader, burst: number): number | undefined {
@@ -81,18 +96,18 @@ export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
     const start = state === null || state.tatMs < nowMs ? { tatMs: nowMs, tatFrac: 0 } : state;
     const waitMs = start.tatMs - nowMs;
     if (waitMs <= ceilDiv(params.burst * p, a)) {
-      const out = decideWait(params, waitMs * a + start.tatFrac, cost);
-      const next = out.next === null ? (state as LeakyQueueState) : shiftTime(start.tatMs, start.tatFrac, cost * p, a);
-      return { decision: out.decision, state: next };
+      decideWait(params, waitMs * a + start.tatFrac, cost, decision, step);
+      const next = step.changed ? shiftTime(start.tatMs, start.tatFrac, cost * p, a) : (state as LeakyQueueState);
+      return { decision: decisionOf(decision), state: next };
     }
     // Only after a clock step back can the queue be this far ahead, and then it is a denial; stay in whole ms (the
     // scaled wait could pass 2^53).
-    const decision = refused(
+    const denial = refused(
       0,
       waitMs + ceilDiv(start.tatFrac, a),
       waitMs + ceilDiv(start.tatFrac - params.burst * p, a),
     );
-    return { decision, state: state as LeakyQueueState };
+    return { decision: denial, state: state as LeakyQueueState };
   },
 
   refund(params, state, cost) {
@@ -135,10 +150,8 @@ export const leakyQueue: Algorithm<LeakyQueueParams, LeakyQueueState> = {
   packed: {
     stateParams: (params) => params,
     rate: (params) => params.rate,
-    check(params, stored, nowScaled, cost) {
-      const out = decideWait(params, stored === null ? 0 : Math.max(0, stored - nowScaled), cost);
-      return { decision: out.decision, stored: out.next === null ? null : nowScaled + out.next };
-    },
+    check: packedCheckFromInto(packedInto),
+    into: packedInto,
     // The TAT moves back by cost × T: the queue slot is freed.
     refund: (params, stored, cost) => stored - cost * params.rate.perMs,
   },

@@ -13,8 +13,12 @@
  * scale; raise k where the over-admission matters more than k + 1 numbers per key.
  */
 import { floorDiv, MAX_SCALED } from "./arith.ts";
+import { admitInto, checkFromInto, decisionOf, decisionScratch, refuseInto } from "./scratch.ts";
 import { slidingExact } from "./shared.ts";
-import type { Algorithm, CheckOutcome, Own, ParamReader, RowKernel } from "./types.ts";
+import type { Algorithm, CheckOutcome, DecisionScratch, Own, ParamReader, RowKernel } from "./types.ts";
+
+/** The pure core's scratch (`check` copies its decision out before it returns). */
+const scratch = decisionScratch();
 
 export interface SlidingCounterParams {
   readonly algorithm: "sliding_counter";
@@ -132,7 +136,8 @@ export const slidingCounter: Algorithm<SlidingCounterParams, SlidingCounterState
       now = index * w;
     }
     const counts = countsAt(state, index, params.buckets);
-    const decision = decideCounts(params, w, counts, index, now, cost);
+    decideCounts(params, w, counts, index, now, cost, scratch);
+    const decision = decisionOf(scratch);
     const changed = decision.allowed || params.countDenied;
     const next = changed ? stateOf(index, counts, params.buckets) : (state as SlidingCounterState);
     return { decision, state: next };
@@ -211,7 +216,15 @@ type Counts = number[];
  * The one copy of the decision: `counts` seen from sub-window `index`, `now` in it (after the clock rule). Adds
  * `cost` to c_s when admitted or counted (`count_denied`); the caller keeps `counts` as the next state then.
  */
-function decideCounts(params: Params, w: number, counts: Counts, index: number, now: number, cost: number) {
+function decideCounts(
+  params: Params,
+  w: number,
+  counts: Counts,
+  index: number,
+  now: number,
+  cost: number,
+  d: DecisionScratch,
+): void {
   const { limit: n, buckets: k } = params;
   const e = now - index * w;
   const capacity = n * w;
@@ -227,13 +240,10 @@ function decideCounts(params: Params, w: number, counts: Counts, index: number, 
   }
   const wholeAfter = changed ? wholeSum(counts) : whole;
   const estimate = weighted + wholeAfter * w;
-  return {
-    allowed,
-    remaining: Math.max(0, floorDiv(capacity - estimate, w)),
-    resetAfterMs: resetAfter(counts, index, w, now),
-    retryAfterMs: allowed ? null : retryAfter(n, w, cost, counts, e),
-    delayMs: 0,
-  };
+  const remaining = Math.max(0, floorDiv(capacity - estimate, w));
+  const resetAfterMs = resetAfter(counts, index, w, now);
+  if (allowed) admitInto(d, remaining, resetAfterMs, 0);
+  else refuseInto(d, remaining, resetAfterMs, retryAfter(n, w, cost, counts, e));
 }
 
 /**
@@ -244,27 +254,28 @@ function counterKernel(params: Params): RowKernel<SlidingCounterState> {
   const k = params.buckets;
   const w = subWindowMs(params);
   const counts = new Array<number>(k + 1).fill(0);
+  const into: RowKernel<SlidingCounterState>["into"] = (row, at, fresh, cost, nowMs, d, out) => {
+    let index = floorDiv(nowMs, w);
+    let now = nowMs;
+    const stored = fresh ? index : row[at]!;
+    if (stored > index) {
+      index = stored; // clock rule: a sub-window never reopens
+      now = index * w;
+    }
+    // countsAt on the row: position i of the stored counts moves to i − shift (or has left the window).
+    const shift = fresh ? k + 1 : index - stored;
+    for (let i = 0; i <= k; i++) counts[i] = i + shift <= k ? row[at + 1 + i + shift]! : 0;
+    decideCounts(params, w, counts, index, now, cost, d);
+    out.changed = d.allowed || params.countDenied;
+    if (out.changed) {
+      row[at] = index;
+      for (let i = 0; i <= k; i++) row[at + 1 + i] = counts[i]!;
+    }
+  };
   return {
     width: k + 2,
-    check(row, at, fresh, cost, nowMs, out) {
-      let index = floorDiv(nowMs, w);
-      let now = nowMs;
-      const stored = fresh ? index : row[at]!;
-      if (stored > index) {
-        index = stored; // clock rule: a sub-window never reopens
-        now = index * w;
-      }
-      // countsAt on the row: position i of the stored counts moves to i − shift (or has left the window).
-      const shift = fresh ? k + 1 : index - stored;
-      for (let i = 0; i <= k; i++) counts[i] = i + shift <= k ? row[at + 1 + i + shift]! : 0;
-      const decision = decideCounts(params, w, counts, index, now, cost);
-      out.changed = decision.allowed || params.countDenied;
-      if (out.changed) {
-        row[at] = index;
-        for (let i = 0; i <= k; i++) row[at + 1 + i] = counts[i]!;
-      }
-      return decision;
-    },
+    check: checkFromInto(into),
+    into,
     refund(row, at, cost, admittedAtMs) {
       const i = k - (row[at]! - floorDiv(admittedAtMs, w));
       if (i >= 0 && i <= k) row[at + 1 + i] = Math.max(0, row[at + 1 + i]! - cost);

@@ -7,8 +7,10 @@
  * Pros: no edge burst for an attacker to exploit. Cons: memory grows with the limit (8–16 B per entry).
  * Pick it for small, security-critical limits such as login attempts per IP.
  */
+
+import { admitInto, checkFromInto, decisionOf, decisionScratch, refuseInto } from "./scratch.ts";
 import { slidingExact } from "./shared.ts";
-import type { Algorithm, CheckOutcome, Decision, RowChange, RowKernel } from "./types.ts";
+import type { Algorithm, CheckOutcome, DecisionScratch, RowChange, RowKernel } from "./types.ts";
 
 export interface SlidingLogParams {
   readonly algorithm: "sliding_log";
@@ -32,26 +34,29 @@ const EMPTY: SlidingLogState = { times: [], costs: [] };
  */
 export const MAX_ROW_LIMIT = 32;
 
-function admittedLog(limit: number, total: number, cost: number, windowMs: number): Decision {
-  return { allowed: true, remaining: limit - total - cost, resetAfterMs: windowMs, retryAfterMs: null, delayMs: 0 };
+/** The pure core's scratch (`check` copies its decision out before it returns). */
+const scratch = decisionScratch();
+
+function admitLogInto(d: DecisionScratch, limit: number, total: number, cost: number, windowMs: number): void {
+  admitInto(d, limit - total - cost, windowMs, 0);
 }
 
-function deniedLog(
+function denyLogInto(
+  d: DecisionScratch,
   limit: number,
   total: number,
   lastMs: number,
   retryFromMs: number,
   params: { windowMs: number },
   now: number,
-): Decision {
-  return {
-    allowed: false,
-    // never below 0: carried-over entries can exceed a lowered limit
-    remaining: Math.max(0, limit - total),
-    resetAfterMs: total === 0 ? 0 : lastMs + params.windowMs - now,
-    retryAfterMs: retryFromMs + params.windowMs - now,
-    delayMs: 0,
-  };
+): void {
+  // remaining never below 0: carried-over entries can exceed a lowered limit
+  refuseInto(
+    d,
+    Math.max(0, limit - total),
+    total === 0 ? 0 : lastMs + params.windowMs - now,
+    retryFromMs + params.windowMs - now,
+  );
 }
 
 /**
@@ -62,9 +67,12 @@ function deniedLog(
  */
 function logKernel(params: { limit: number; windowMs: number }): RowKernel<SlidingLogState> | null {
   if (params.limit > MAX_ROW_LIMIT) return null;
+  const into: RowKernel<SlidingLogState>["into"] = (row, at, fresh, cost, nowMs, d, out) =>
+    checkRow(params, row, at, fresh, cost, nowMs, d, out);
   return {
     width: 3 + 2 * params.limit,
-    check: (row, at, fresh, cost, nowMs, out) => checkRow(params, row, at, fresh, cost, nowMs, out),
+    check: checkFromInto(into),
+    into,
     refund: (row, at, cost, admittedAtMs) => refundRow(params.limit, row, at, cost, admittedAtMs),
     read(row, at) {
       const { limit } = params;
@@ -93,8 +101,9 @@ function checkRow(
   fresh: boolean,
   cost: number,
   nowMs: number,
+  d: DecisionScratch,
   out: RowChange,
-): Decision {
+): void {
   const { limit, windowMs } = params;
   const T = at + 3;
   const C = at + 4;
@@ -125,7 +134,8 @@ function checkRow(
     row[at + 1] = m;
     row[at + 2] = total + cost;
     out.changed = true;
-    return admittedLog(limit, total, cost, windowMs);
+    admitLogInto(d, limit, total, cost, windowMs);
+    return;
   }
   // Wait until enough of the oldest entries have left for this cost to fit.
   const excess = total + cost - limit;
@@ -133,7 +143,7 @@ function checkRow(
   let k = first;
   while (freed < excess) freed += row[C + 2 * ((head + k++) % limit)]!;
   out.changed = false;
-  return deniedLog(limit, total, lastMs, row[T + 2 * ((head + k - 1) % limit)]!, params, now);
+  denyLogInto(d, limit, total, lastMs, row[T + 2 * ((head + k - 1) % limit)]!, params, now);
 }
 
 /** `refund` on a ring row: the entry at `admittedAtMs` loses `cost`, and leaves the ring (later ones move up) at 0. */
@@ -193,14 +203,16 @@ export const slidingLog: Algorithm<SlidingLogParams, SlidingLogState> = {
         times.push(now);
         costs.push(cost);
       }
-      return { decision: admittedLog(limit, total, cost, windowMs), state: { times, costs } };
+      admitLogInto(scratch, limit, total, cost, windowMs);
+      return { decision: decisionOf(scratch), state: { times, costs } };
     }
     // Wait until enough of the oldest entries have left for this cost to fit.
     const excess = total + cost - limit;
     let freed = 0;
     let k = first;
     while (freed < excess) freed += log.costs[k++]!;
-    return { decision: deniedLog(limit, total, log.times[n - 1]!, log.times[k - 1]!, params, now), state: log };
+    denyLogInto(scratch, limit, total, log.times[n - 1]!, log.times[k - 1]!, params, now);
+    return { decision: decisionOf(scratch), state: log };
   },
 
   refund(_params, state, cost, admittedAtMs) {

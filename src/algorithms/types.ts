@@ -14,6 +14,28 @@ export interface Decision {
   readonly delayMs: number;
 }
 
+/**
+ * A decision's fields in a caller-owned scratch, written in place by the fast paths (`PackedPath.into`,
+ * `RowKernel.into`) so a decision makes no object. It holds only the last decision written into it: a caller that
+ * keeps a decision (the API's `decide` and `check`, the Durable Object, the gateway, a store's result) copies it out
+ * with `decisionOf` at its boundary; the replay reads it at once and keeps nothing.
+ */
+export interface DecisionScratch {
+  allowed: boolean;
+  remaining: number;
+  resetAfterMs: number;
+  retryAfterMs: number | null;
+  delayMs: number;
+}
+
+/** What `PackedPath.into` writes besides the decision: whether to store, and the number to store. */
+export interface PackedStep {
+  /** Whether the packed number changed (`false`: a denial, keep the stored one). */
+  changed: boolean;
+  /** The number to store when `changed`, in units of 1/rate.tokens ms from the store's base. */
+  stored: number;
+}
+
 export interface CheckOutcome<S> {
   readonly decision: Decision;
   /** The state after this request; the very same object when nothing changed (e.g. a denial). */
@@ -110,6 +132,18 @@ export interface PackedPath<P> {
     nowScaled: number,
     cost: number,
   ): { readonly decision: Decision; readonly stored: number | null };
+  /**
+   * `check` with no object made: the decision into `decision`, whether and what to store into `step`. `stored`
+   * is NaN for a fresh key. The one copy of the arithmetic; `check` is `into` and a copy.
+   */
+  into(
+    params: Own<P>,
+    stored: number,
+    nowScaled: number,
+    cost: number,
+    decision: DecisionScratch,
+    step: PackedStep,
+  ): void;
   /** The packed number after refunding `cost`. */
   refund(params: Own<P>, stored: number, cost: number): number;
 }
@@ -151,6 +185,19 @@ export interface RowKernel<S> {
    * `check`'s decision, the row then holding `check`'s next state. Sets `out.changed`.
    */
   check(row: Float64Array, at: number, fresh: boolean, cost: number, nowMs: number, out: RowChange): Decision;
+  /**
+   * `check` with no object made: the decision written into `decision` (read it before the next call with the same
+   * scratch). The one copy of the kernel's arithmetic; `check` is `into` and a copy (`decisionOf`).
+   */
+  into(
+    row: Float64Array,
+    at: number,
+    fresh: boolean,
+    cost: number,
+    nowMs: number,
+    decision: DecisionScratch,
+    out: RowChange,
+  ): void;
   /** `refund` in place. */
   refund(row: Float64Array, at: number, cost: number, admittedAtMs: number): void;
   /** The state the row holds. */

@@ -26,7 +26,15 @@ import {
   refund,
   rowPath,
 } from "../algorithms/index.ts";
-import type { FieldLayout, PackedPath, RowChange, RowKernel } from "../algorithms/types.ts";
+import { decisionOf, decisionScratch, packedStep } from "../algorithms/scratch.ts";
+import type {
+  DecisionScratch,
+  FieldLayout,
+  PackedPath,
+  PackedStep,
+  RowChange,
+  RowKernel,
+} from "../algorithms/types.ts";
 import { CompactTable } from "./compact_table.ts";
 import { hash64Into } from "./hash64.ts";
 
@@ -96,7 +104,7 @@ abstract class TableStore {
  * One-number TAT states: the algorithm's packed path.
  *
  * The stored number is the TAT in units of 1/rate.tokens ms relative to `baseMs`: exactly the pure core's
- * `(tatMs − base) × a + tatFrac`. The decision is the algorithm's own arithmetic on that number (`packed.check` in
+ * `(tatMs − base) × a + tatFrac`. The decision is the algorithm's own arithmetic on that number (`packed.into` in
  * src/algorithms), so a request allocates nothing but its decision; this store only keeps the number, its base and
  * its LRU order. The unit tests hold it to `gcra.check` and `leakyQueue.check` decision for decision, across rebases
  * and clock steps back.
@@ -107,6 +115,9 @@ class TatStore extends TableStore implements Store {
   /** rate.tokens: the stored unit is 1/a ms. */
   private readonly a: number;
   private readonly capacity: number;
+  /** The packed path's decision and step, written in place; the decision is copied out to the caller. */
+  private readonly scratch: DecisionScratch = decisionScratch();
+  private readonly step: PackedStep = packedStep();
 
   constructor(
     private readonly params: AlgorithmParams,
@@ -124,10 +135,11 @@ class TatStore extends TableStore implements Store {
     if (cost > this.capacity) return COST_EXCEEDS_CAPACITY;
     const now = this.clock(nowMs);
     const slot = this.findSlot(key);
-    const stored = slot >= 0 ? this.table.get(slot, 0) : null;
-    const out = this.packed.check(this.params, stored, (now - this.baseMs) * this.a, cost);
-    if (out.stored !== null) this.table.set(slot >= 0 ? slot : this.insertSlot(), 0, out.stored);
-    return { ok: true, decision: out.decision };
+    const stored = slot >= 0 ? this.table.get(slot, 0) : Number.NaN;
+    const { scratch, step } = this;
+    this.packed.into(this.params, stored, (now - this.baseMs) * this.a, cost, scratch, step);
+    if (step.changed) this.table.set(slot >= 0 ? slot : this.insertSlot(), 0, step.stored);
+    return { ok: true, decision: decisionOf(scratch) };
   }
 
   refund(key: string, cost: number): void {
@@ -177,6 +189,8 @@ class RowStore extends TableStore implements Store {
   private readonly capacity: number;
   private readonly width: number;
   private readonly change: RowChange = { changed: false };
+  /** The kernel's decision, written in place; copied out to the caller. */
+  private readonly scratch: DecisionScratch = decisionScratch();
 
   constructor(
     params: AlgorithmParams,
@@ -195,9 +209,9 @@ class RowStore extends TableStore implements Store {
     const fresh = slot < 0;
     // A fresh key's row is taken at once (its fields zero) and given back if the request changed nothing.
     if (fresh) slot = this.insertSlot();
-    const decision = this.kernel.check(this.table.rows, slot * this.width, fresh, cost, nowMs, this.change);
+    this.kernel.into(this.table.rows, slot * this.width, fresh, cost, nowMs, this.scratch, this.change);
     if (fresh && !this.change.changed) this.table.deleteSlot(slot);
-    return { ok: true, decision };
+    return { ok: true, decision: decisionOf(this.scratch) };
   }
 
   refund(key: string, cost: number, admittedAtMs: number): void {

@@ -17,7 +17,8 @@ import {
   rowPath,
   slotPolicy,
 } from "../algorithms/index.ts";
-import type { RowChange, RowKernel } from "../algorithms/types.ts";
+import { decisionScratch } from "../algorithms/scratch.ts";
+import type { DecisionScratch, RowChange, RowKernel } from "../algorithms/types.ts";
 import { KeyedRows } from "./rows.ts";
 
 export { KeyIndex } from "./key_index.ts";
@@ -32,6 +33,8 @@ export class RuleStates {
   private readonly width: number;
   private readonly capacity: number;
   private readonly change: RowChange = { changed: false };
+  /** The row kernels' decisions, written in place: the last one only (`decide` returns it, read before the next). */
+  private readonly scratch: DecisionScratch = decisionScratch();
   private readonly objects = new Map<number, AlgorithmState>();
   private sweepAtLive = SWEEP_MIN_LIVE;
 
@@ -49,7 +52,8 @@ export class RuleStates {
 
   /**
    * Decide `cost` for `key` at `tMs` and keep the state after it; `null` when the cost is invalid or above the
-   * capacity (nothing charged). Now and then, drop the states that are as good as fresh at `latestMs`.
+   * capacity (nothing charged). Now and then, drop the states that are as good as fresh at `latestMs`. A row's
+   * decision is this rule's scratch, written again by the next call: read it at once, keep nothing of it.
    */
   decide(key: number, cost: number, tMs: number, latestMs: number): Decision | null {
     const rows = this.packedFor(key);
@@ -66,7 +70,8 @@ export class RuleStates {
       const fresh = slot < 0;
       // A fresh key's row is taken at once (its fields zero) and given back if the request changed nothing.
       if (fresh) slot = rows.insert(key);
-      decision = this.kernel!.check(rows.table, slot * this.width, fresh, cost, tMs, this.change);
+      this.kernel!.into(rows.table, slot * this.width, fresh, cost, tMs, this.scratch, this.change);
+      decision = this.scratch;
       if (fresh && !this.change.changed) rows.dropLast(slot);
     }
     if (this.size >= this.sweepAtLive) this.sweep(latestMs);
