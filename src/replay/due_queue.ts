@@ -1,7 +1,8 @@
 /**
  * The replay's charges not yet due (outcomes.ts): (due time, rule, key, units), taken out in (due, arrival) order. A
  * binary heap over typed arrays, so queueing a charge makes no object; the arrival number breaks ties, so two charges
- * due at the same millisecond come out in the order they went in.
+ * due at the same millisecond come out in the order they went in. The slots to give back use one too: the units are
+ * the slot's id, and `untilMs` (NaN for a release) the end of a renewal's response.
  */
 export class DueQueue {
   private dueMs = new Float64Array(64);
@@ -9,6 +10,7 @@ export class DueQueue {
   private rule = new Uint32Array(64);
   private key = new Uint32Array(64);
   private cost = new Float64Array(64);
+  private until = new Float64Array(64);
   private next = 0;
   /** Entries queued. */
   size = 0;
@@ -17,13 +19,14 @@ export class DueQueue {
   poppedKey = 0;
   poppedCost = 0;
   poppedDueMs = 0;
+  poppedUntilMs = Number.NaN;
 
   /** The earliest due time queued; +Infinity when empty. */
   get firstDueMs(): number {
     return this.size === 0 ? Number.POSITIVE_INFINITY : this.dueMs[0]!;
   }
 
-  push(dueMs: number, rule: number, key: number, cost: number): void {
+  push(dueMs: number, rule: number, key: number, cost: number, untilMs = Number.NaN): void {
     if (this.size === this.dueMs.length) this.grow();
     const seq = this.next++;
     let i = this.size++;
@@ -38,6 +41,7 @@ export class DueQueue {
     this.rule[i] = rule;
     this.key[i] = key;
     this.cost[i] = cost;
+    this.until[i] = untilMs;
   }
 
   /** Take out the first entry (the queue must not be empty) into the `popped*` fields. */
@@ -46,6 +50,7 @@ export class DueQueue {
     this.poppedRule = this.rule[0]!;
     this.poppedKey = this.key[0]!;
     this.poppedCost = this.cost[0]!;
+    this.poppedUntilMs = this.until[0]!;
     const last = --this.size;
     if (last === 0) return;
     const dueMs = this.dueMs[last]!;
@@ -79,6 +84,7 @@ export class DueQueue {
     this.rule[to] = this.rule[from]!;
     this.key[to] = this.key[from]!;
     this.cost[to] = this.cost[from]!;
+    this.until[to] = this.until[from]!;
   }
 
   private grow(): void {
@@ -92,5 +98,6 @@ export class DueQueue {
     this.rule = grown(this.rule, new Uint32Array(n));
     this.key = grown(this.key, new Uint32Array(n));
     this.cost = grown(this.cost, new Float64Array(n));
+    this.until = grown(this.until, new Float64Array(n));
   }
 }

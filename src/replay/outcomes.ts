@@ -25,26 +25,8 @@ export interface Outcome {
   readonly headers?: ReadonlyMap<string, string>;
 }
 
-interface Pending {
-  readonly dueMs: number;
-  readonly seq: number;
-  readonly rule: number;
-  readonly key: number;
-  /** A charge's units, or a release's (or renewal's) slot id. */
-  readonly cost: number;
-  /** A renewal of the slot's lease (the gateway's, every half `slot_ttl` while the response streams) until then. */
-  readonly renewUntilMs?: number;
-}
-
 /** Gives back (or renews) a slot of a rule decided on states (not records): (rule, key, slot id, time, renew). */
 export type ReleaseSlot = (rule: number, key: number, slot: number, atMs: number, renew: boolean) => void;
-
-/** `p` into `queue`, kept in (due, arrival) order. */
-function enqueue(queue: Pending[], p: Pending): void {
-  let i = queue.length;
-  while (i > 0 && queue[i - 1]!.dueMs > p.dueMs) i--;
-  queue.splice(i, 0, p);
-}
 
 export class OutcomeBook {
   /** Per rule place: its records by key number, for the rules that need them; `null` for the others. */
@@ -60,9 +42,8 @@ export class OutcomeBook {
     headers: undefined,
     header: (name: string) => this.response.headers?.get(name.toLowerCase()) ?? null,
   };
-  /** Slots not yet given back, in (due, arrival) order. */
-  private releases: Pending[] = [];
-  private seq = 0;
+  /** Slots not yet given back or renewed, in (due, arrival) order: the id as the units, a renewal's end as `until`. */
+  private readonly releases = new DueQueue();
 
   constructor(private readonly compiled: readonly CompiledRule[]) {
     this.records = compiled.map((c) => (needsObject(c.rule) ? new Map() : null));
@@ -84,18 +65,26 @@ export class OutcomeBook {
    * the same millisecond goes first). `release` gives back a slot of a rule this book does not decide.
    */
   settle(tMs: number, release: ReleaseSlot): void {
-    while (this.releases.length > 0 && this.releases[0]!.dueMs <= tMs) {
-      const p = this.releases.shift()!;
-      const renew = p.renewUntilMs !== undefined;
-      const records = this.records[p.rule];
-      if (records === null || records === undefined) release(p.rule, p.key, p.cost, p.dueMs, renew);
+    const releases = this.releases;
+    while (releases.firstDueMs <= tMs) {
+      releases.pop();
+      const {
+        poppedRule: rule,
+        poppedKey: key,
+        poppedCost: slot,
+        poppedDueMs: dueMs,
+        poppedUntilMs: untilMs,
+      } = releases;
+      const renew = !Number.isNaN(untilMs);
+      const records = this.records[rule];
+      if (records === null || records === undefined) release(rule, key, slot, dueMs, renew);
       else {
-        const input = { rule: this.limiterRules[p.rule]!, slots: [p.cost] };
+        const input = { rule: this.limiterRules[rule]!, slots: [slot] };
         const change = renew ? renewRecord : releaseRecord;
-        records.set(p.key, change(records.get(p.key) ?? null, input, p.dueMs).record);
+        records.set(key, change(records.get(key) ?? null, input, dueMs).record);
       }
-      const nextMs = p.dueMs + this.renewEveryMs(p.rule);
-      if (renew && nextMs < p.renewUntilMs!) enqueue(this.releases, { ...p, dueMs: nextMs, seq: this.seq++ });
+      const nextMs = dueMs + this.renewEveryMs(rule);
+      if (renew && nextMs < untilMs) releases.push(nextMs, rule, key, slot, untilMs);
     }
     const pending = this.pending;
     while (pending.firstDueMs < tMs) {
@@ -159,18 +148,9 @@ export class OutcomeBook {
     if (outcome === null) return;
     if (slot !== undefined && outcome.durationMs !== null) {
       const untilMs = tMs + outcome.durationMs;
-      enqueue(this.releases, { dueMs: untilMs, seq: this.seq++, rule: place, key, cost: slot });
+      this.releases.push(untilMs, place, key, slot);
       const renewAtMs = tMs + this.renewEveryMs(place);
-      if (renewAtMs < untilMs) {
-        enqueue(this.releases, {
-          dueMs: renewAtMs,
-          seq: this.seq++,
-          rule: place,
-          key,
-          cost: slot,
-          renewUntilMs: untilMs,
-        });
-      }
+      if (renewAtMs < untilMs) this.releases.push(renewAtMs, place, key, slot, untilMs);
     }
     if (!this.deferred[place]!) return;
     const compiled = this.compiled[place]!;

@@ -50,4 +50,14 @@ describe("DueQueue", () => {
     expect([q.poppedDueMs, q.poppedRule, q.poppedKey, q.poppedCost]).toEqual([20, 2, 7, 3]);
     expect(q.firstDueMs).toBe(Number.POSITIVE_INFINITY);
   });
+
+  it("carries a renewal's end out with it, and NaN for an entry without one (a release, a charge)", () => {
+    const q = new DueQueue();
+    q.push(30, 0, 1, 1_700_000_000_000_123, 90);
+    q.push(10, 0, 1, 1_700_000_000_000_123);
+    q.pop();
+    expect([q.poppedDueMs, q.poppedCost, q.poppedUntilMs]).toEqual([10, 1_700_000_000_000_123, Number.NaN]);
+    q.pop();
+    expect([q.poppedDueMs, q.poppedCost, q.poppedUntilMs]).toEqual([30, 1_700_000_000_000_123, 90]);
+  });
 });
