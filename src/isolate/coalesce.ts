@@ -358,7 +358,11 @@ export class Coalescer {
         result.lease !== null
           ? this.adopt(st, result, sentAtMs, asked, keepAlive)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
-      noteLastKnown(this.c.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), endsAtMs, result.results);
+      // A sub-lease ask granted nothing: known short only until the delegate's slice refills what it asked.
+      const waitMs = result.leaseWaitMs;
+      const emptyUntilMs =
+        granted === 0 && typeof waitMs === "number" && waitMs >= 0 ? Math.min(endsAtMs, sentAtMs + waitMs) : endsAtMs;
+      noteLastKnown(this.c.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
       return answered(this.c, st, batch, result, attempts);
     }
     const answers = failed(this.c, st, batch, answer);

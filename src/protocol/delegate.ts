@@ -298,7 +298,8 @@ export function delegateCall(
     share = out.share;
   }
   // Then a sub-lease out of what the share still holds (sublease.ts), for the isolate to admit from itself.
-  const sub = share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
+  const sub: { lease: CallResult["lease"]; share: HeldShare | null; waitMs?: number } =
+    share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
   share = sub.share;
   const { lease } = sub;
   const d = rolled(record.demand, nowMs);
@@ -320,6 +321,7 @@ export function delegateCall(
     atMs: nowMs,
     results,
     lease,
+    ...(sub.waitMs === undefined ? {} : { leaseWaitMs: sub.waitMs }),
     replayed: false,
     hot: record.hot,
     ...(busy ? { busy: true } : {}),

@@ -93,6 +93,12 @@ export interface CallResult {
   readonly refunded?: RefundResult;
   /** `true` (key's object): the key is hot, go to the delegate; `false` (delegate): go back. Absent: no change. */
   readonly hot?: boolean;
+  /**
+   * A delegate's rate sub-lease ask it granted nothing (its slice was empty): how long, ms, until the slice holds what
+   * was asked (sublease.ts `refillWaitMs`). The isolate refuses from what it knows until then, not for the ask's term.
+   * Absent: no such ask.
+   */
+  readonly leaseWaitMs?: number;
 }
 
 /**

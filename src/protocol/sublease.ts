@@ -26,7 +26,7 @@ import {
   leaseCapOf,
   peekState,
 } from "./store.ts";
-import { RATE_LEASE_TERM_MS, SUBLEASE_TERM_MS } from "./tunables.ts";
+import { RATE_LEASE_TERM_MS, SUBLEASE_OF_HELD, SUBLEASE_TERM_MS } from "./tunables.ts";
 
 /** What a sub-lease is granted from: the share a delegate holds, as far as a sub-lease needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
@@ -87,7 +87,7 @@ export function subleaseFrom<S extends SubleaseSource>(
   share: S,
   ask: LeaseAsk | null | undefined,
   nowMs: number,
-): { readonly lease: LeaseGrant | null; readonly share: S } {
+): { readonly lease: LeaseGrant | null; readonly share: S; readonly waitMs?: number } {
   const none = { lease: null, share };
   if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1 || nowMs >= share.endsAtMs) return none;
   const ttlMs = subleaseTermMs(Math.floor(ask.ttlMs));
@@ -119,12 +119,35 @@ export function subleaseFrom<S extends SubleaseSource>(
   const askedMs = Math.max(1, Math.floor(ask.ttlMs));
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
-  const units = Math.min(wanted, peekState(params, share.state, nowMs).remaining, capacityOf(params));
-  if (units < 1) return none;
+  // At most a part of what the slice holds (`SUBLEASE_OF_HELD`): the rest stays for batches and other isolates' asks.
+  const have = peekState(params, share.state, nowMs).remaining;
+  const units = Math.min(wanted, Math.max(1, Math.floor(have / SUBLEASE_OF_HELD)), have, capacityOf(params));
+  if (units < 1) {
+    const waitMs = refillWaitMs(params, share.state, Math.min(wanted, capacityOf(params)), nowMs, termMs);
+    return { ...none, waitMs };
+  }
   const out = decide(params, share.state, units, nowMs);
   if (!out.ok || !out.decision.allowed) return none;
   const forMs = units < wanted ? shorter(termMs, units, wanted) : termMs;
   return { lease: { units, atMs: nowMs, forMs }, share: { ...share, state: out.state } };
+}
+
+/**
+ * How long the slice's bucket (`params`, `state`) takes to hold `units` from `nowMs`, ms, at most `capMs`: a rate
+ * sub-lease ask that found the bucket empty tells its isolate so (`CallResult.leaseWaitMs`), and the isolate refuses
+ * from what it knows only until then, not for the ask's whole term. The first of 5 ms doubled that suffices.
+ */
+export function refillWaitMs(
+  params: AlgorithmParams,
+  state: AlgorithmState,
+  units: number,
+  nowMs: number,
+  capMs: number,
+): number {
+  for (let waitMs = 5; waitMs < capMs; waitMs *= 2) {
+    if (peekState(params, state, nowMs + waitMs).remaining >= units) return waitMs;
+  }
+  return capMs;
 }
 
 /**

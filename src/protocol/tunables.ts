@@ -102,6 +102,13 @@ export const RATE_BOUND_MS = 500;
  */
 export const RATE_LEASE_TERM_MS = 480;
 /**
+ * A rate sub-lease takes at most 1/this of the tokens its delegate's slice holds (at least one): one isolate's ask no
+ * longer empties a small slice, stranding its tokens with that isolate while the next asks and batches are refused
+ * (cluster simulation, 7 rows x 3 seeds, with `CallResult.leaseWaitMs`: 0.6 points closer to exact after the first
+ * second on average, against 1/1).
+ */
+export const SUBLEASE_OF_HELD = 2;
+/**
  * The longest flight a rate grant's credit counts, ms (flight_credit.ts): the parts a delegate gains refill its bucket
  * from at most this long before the answer's arrival, however long its round trip. A credit is half the smaller round
  * trip: longer than the answer's own way back only by the difference of the legs, which this caps.

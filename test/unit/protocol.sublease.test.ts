@@ -151,17 +151,30 @@ describe("subleaseFrom: a rate share", () => {
     });
   });
 
-  it("fewer than asked when the bucket is low, and a term as much shorter, down to a quarter", () => {
-    // 40 in the bucket: 40 of 80 asked, for 480 × 40 / 80 = 240 ms.
-    const low = rateShare({ state: emptyState(half, T0 - 80) }); // refilled 80 ms at 500/s
-    expect(levelOf(low, T0)).toBe(40);
-    expect(subleaseFrom(low, { units: 80, ttlMs: term }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 240 });
+  it("at most half of what the bucket holds, and a term as much shorter, down to a quarter", () => {
+    // 80 in the bucket: 40 of 80 asked (half of it), for 480 × 40 / 80 = 240 ms.
+    const low = rateShare({ state: emptyState(half, T0 - 160) }); // refilled 160 ms at 500/s
+    expect(levelOf(low, T0)).toBe(80);
+    const out = subleaseFrom(low, { units: 80, ttlMs: term }, T0);
+    expect(out.lease).toEqual({ units: 40, atMs: T0, forMs: 240 });
+    expect(levelOf(out.share, T0)).toBe(40); // the other half stays for batches and other isolates' asks
     // 40 of 400: a tenth, but never under a quarter of the term.
     expect(subleaseFrom(low, { units: 400, ttlMs: term }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 120 });
   });
 
+  it("an empty bucket grants nothing and says when it will hold the ask (at most the term)", () => {
+    const empty = rateShare({ state: emptyState(half, T0) }); // 500/s: 5 tokens in 10 ms, the burst (100) in 200 ms
+    const five = subleaseFrom(empty, { units: 5, ttlMs: term }, T0);
+    expect(five.lease).toBeNull();
+    expect(five.waitMs).toBe(10);
+    expect(subleaseFrom(empty, { units: 1000, ttlMs: term }, T0).waitMs).toBe(320);
+    // A granted ask says nothing of it.
+    expect(subleaseFrom(rateShare(), { units: 5, ttlMs: term }, T0).waitMs).toBeUndefined();
+  });
+
   it("never more than the slice's burst; nothing from an empty bucket, no parts, or no state", () => {
-    expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: term }, T0).lease?.units).toBe(capacityOf(half));
+    // Half of a full bucket at most: half the slice's burst.
+    expect(subleaseFrom(rateShare(), { units: 1000, ttlMs: term }, T0).lease?.units).toBe(capacityOf(half) / 2);
     // The slice's burst: its part of the rule's (100), nothing more.
     expect(capacityOf(half)).toBe(100);
     expect(subleaseFrom(rateShare({ state: emptyState(half, T0) }), { units: 5, ttlMs: term }, T0).lease).toBeNull();
