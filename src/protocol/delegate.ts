@@ -44,7 +44,13 @@ import {
   replayedResults,
 } from "./store.ts";
 import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
-import { DELEGATE_BUSY_CALLS_PER_S, DELEGATE_CALL_MEMORY, PENDING_RESEND_MS } from "./tunables.ts";
+import {
+  DELEGATE_BUSY_CALLS_PER_S,
+  DELEGATE_CALL_MEMORY,
+  PENDING_RESEND_MS,
+  RATE_LEASE_TERM_MS,
+  SHARE_TERM_MS,
+} from "./tunables.ts";
 
 // What delegate_demand.ts decides about the renewal and the load, for the shells and the tests.
 export * from "./delegate_demand.ts";
@@ -321,7 +327,7 @@ export function delegateCall(
     atMs: nowMs,
     results,
     lease,
-    ...(sub.waitMs === undefined ? {} : { leaseWaitMs: sub.waitMs }),
+    ...(sub.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, share, sub.waitMs, nowMs) }),
     replayed: false,
     hot: record.hot,
     ...(busy ? { busy: true } : {}),
@@ -374,4 +380,19 @@ function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, n
 /** A delegate record that is as good as none: no share, nothing to give back. */
 export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
   return (record.share === null || nowMs >= record.share.endsAtMs) && record.giveBack.length === 0;
+}
+
+/**
+ * How long an isolate whose sub-lease ask found the slice empty waits before it asks again (`CallResult.leaseWaitMs`),
+ * ms: until the slice holds its ask (`waitMs`, sublease.ts `refillWaitMs`), times the delegate's demand over its
+ * slice's rate when that is more than 1 (at k times its rate, an isolate's fair part of the refill takes k times as
+ * long: without it, the isolates told to wait came back together, and at 40 times the rate a delegate was overloaded),
+ * and never more than a rate sub-lease's term (what it waited before).
+ */
+function contendedWaitMs(record: DelegateRecord, share: HeldShare | null, waitMs: number, nowMs: number): number {
+  const params = share === null ? null : sliceOf(share);
+  if (params === null || !("rate" in params)) return waitMs;
+  const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
+  const over = demandPerTerm(record, nowMs) / Math.max(1, perTerm);
+  return Math.min(RATE_LEASE_TERM_MS, Math.ceil(waitMs * Math.max(1, over)));
 }

@@ -701,3 +701,21 @@ describe("a delegate's load (its shards)", () => {
     expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
   });
 });
+
+describe("a sub-lease ask an empty rate slice cannot grant (leaseWaitMs)", () => {
+  // The slice: 500/s, empty at T0. An ask of 10 for 480 ms: the bucket holds 10 in 20 ms.
+  const ask = (demand: DelegateRecord["demand"]) =>
+    delegateCall(withShare(rateShare(), { demand }), batch(rate, [], { lease: { units: 10, ttlMs: 480 } }), T0).result;
+
+  it("says when the slice will hold the ask, when the delegate is asked no more than its rate", () => {
+    const out = ask({ bucket: B0, curr: 0, prev: 0 });
+    expect(out.lease).toBeNull();
+    expect(out.leaseWaitMs).toBe(20);
+  });
+
+  it("k times longer when its demand is k times its slice's rate, never beyond the sub-lease's term", () => {
+    // 1,000 asked in the last half term: 2,000 a term, 4 times the slice's 500/s.
+    expect(ask({ bucket: B0, curr: 0, prev: 1000 }).leaseWaitMs).toBe(80);
+    expect(ask({ bucket: B0, curr: 0, prev: 100_000 }).leaseWaitMs).toBe(480);
+  });
+});
