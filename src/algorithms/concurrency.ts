@@ -13,6 +13,7 @@
  * With no release in between, the decisions are a sliding log's whose entries live `slot_ttl`: `remaining` is `limit`
  * less the cost held, `reset_after_ms` the time until the newest lease ends, `retry_after_ms` until enough leases end.
  */
+import { slotKernel } from "./concurrency_rows.ts";
 import type { Algorithm, CheckOutcome } from "./types.ts";
 
 export interface ConcurrencyParams {
@@ -177,6 +178,7 @@ export const concurrency: Algorithm<ConcurrencyParams, ConcurrencyState> = {
     },
     leaseMs: (params) => params.slotTtlMs,
     heldAt: (params, state, nowMs) => (state === null ? 0 : heldOf(liveAt(params, state.slots, nowMs))),
+    rows: { compile: slotKernel },
   },
 
   level: {

@@ -219,6 +219,23 @@ export interface SlotPolicy<P, S> {
   leaseMs(params: P): number;
   /** The cost held in slots at `nowMs` (`null`: a fresh key). */
   heldAt(params: P, state: S | null, nowMs: number): number;
+  /**
+   * The slots on a typed row, decided and given back in place (the replay's fast path), or `null` where a row would
+   * be too wide (the shell then keeps objects). Not the in-isolate store's: it keeps objects for slot algorithms.
+   */
+  readonly rows?: { compile(params: P): SlotRowKernel<S> | null };
+}
+
+/** A slot-holding algorithm's row kernel: `RowKernel` plus the slot operations, each exactly `SlotPolicy`'s, in place. */
+export interface SlotRowKernel<S> extends RowKernel<S> {
+  /** `taken` of the row's state: the id the row's last admission took. */
+  taken(row: Float64Array, at: number): number;
+  /** `release` in place: nothing changes when no slot `slotId` is held. */
+  release(row: Float64Array, at: number, slotId: number, nowMs: number): void;
+  /** `renew` in place: nothing changes when no live slot `slotId` is held (an ended lease is not revived). */
+  renew(row: Float64Array, at: number, slotId: number, nowMs: number): void;
+  /** `heldAt` of the row's state. */
+  heldAt(row: Float64Array, at: number, nowMs: number): number;
 }
 
 /** The two fields of a rate the packed path scales by. */

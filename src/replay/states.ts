@@ -2,9 +2,10 @@
  * What a replay keeps per (rule, key), and its decisions: the algorithm's state, with states that are as good as
  * fresh swept away. Where the algorithm has a row kernel (`rows`, compiled once per rule) the state is a row of a
  * `KeyedRows` table, `4 + 8 × width` bytes plus its index (about 28 bytes for the two-field states of most
- * algorithms), decided and refunded in place: no state object per decision. Any other state (a long sliding log, a
- * concurrency's slots), and the state of a key kept under an account's own parameters, is an object in a Map, decided
- * by `decide`. BENCHMARKS.md has the measured figures.
+ * algorithms), decided and refunded in place: no state object per decision. A concurrency's slots are a row too (its
+ * slot kernel, src/algorithms/concurrency_rows.ts), taken, given back and renewed in place. Any other state (a long
+ * sliding log, more slots than a row holds), and the state of a key kept under an account's own parameters, is an
+ * object in a Map, decided by `decide`. BENCHMARKS.md has the measured figures.
  */
 import {
   type AlgorithmParams,
@@ -18,7 +19,7 @@ import {
   slotPolicy,
 } from "../algorithms/index.ts";
 import { decisionScratch } from "../algorithms/scratch.ts";
-import type { DecisionScratch, RowChange, RowKernel } from "../algorithms/types.ts";
+import type { DecisionScratch, RowChange, RowKernel, SlotRowKernel } from "../algorithms/types.ts";
 import { KeyedRows } from "./rows.ts";
 
 export { KeyIndex } from "./key_index.ts";
@@ -30,6 +31,8 @@ const SWEEP_MIN_LIVE = 65_536;
 export class RuleStates {
   private readonly rows: KeyedRows | null;
   private readonly kernel: RowKernel<AlgorithmState> | null;
+  /** The same kernel when the rule's requests hold slots (concurrency): its slots are given back on the row. */
+  private readonly slotKernel: SlotRowKernel<AlgorithmState> | null;
   private readonly width: number;
   private readonly capacity: number;
   private readonly change: RowChange = { changed: false };
@@ -44,7 +47,8 @@ export class RuleStates {
     /** The parameters a key's state is kept under (a per-account override may differ from the rule's own). */
     private readonly paramsOf: (key: number) => AlgorithmParams,
   ) {
-    this.kernel = rowPath(params)?.compile(params) ?? null;
+    this.slotKernel = slotPolicy(params)?.rows?.compile(params) ?? null;
+    this.kernel = rowPath(params)?.compile(params) ?? this.slotKernel;
     this.width = this.kernel?.width ?? 0;
     this.rows = this.kernel === null ? null : new KeyedRows(this.width);
     this.capacity = capacityOf(params);
@@ -92,24 +96,43 @@ export class RuleStates {
   /** The slot the key's last admission took, when the rule's requests hold one (concurrency), else `null`. */
   lastSlot(key: number): number | null {
     const state = this.objects.get(key);
+    if (state === undefined) {
+      const slot = this.slotRow(key);
+      return slot < 0 ? null : this.slotKernel!.taken(this.rows!.table, slot * this.width);
+    }
     const policy = slotPolicy(this.paramsOf(key));
-    return state === undefined || policy === undefined ? null : policy.taken(state);
+    return policy === undefined ? null : policy.taken(state);
   }
 
   /** Give back `slot` of `key` at `atMs` (its request's response ended); a slot no longer held changes nothing. */
   release(key: number, slot: number, atMs: number): void {
     const state = this.objects.get(key);
+    if (state === undefined) {
+      const row = this.slotRow(key);
+      if (row >= 0) this.slotKernel!.release(this.rows!.table, row * this.width, slot, atMs);
+      return;
+    }
     const params = this.paramsOf(key);
     const policy = slotPolicy(params);
-    if (state !== undefined && policy !== undefined) this.objects.set(key, policy.release(params, state, slot, atMs));
+    if (policy !== undefined) this.objects.set(key, policy.release(params, state, slot, atMs));
   }
 
   /** Renew `slot` of `key`'s lease at `atMs` (its request still runs); a slot no longer held changes nothing. */
   renew(key: number, slot: number, atMs: number): void {
     const state = this.objects.get(key);
+    if (state === undefined) {
+      const row = this.slotRow(key);
+      if (row >= 0) this.slotKernel!.renew(this.rows!.table, row * this.width, slot, atMs);
+      return;
+    }
     const params = this.paramsOf(key);
     const policy = slotPolicy(params);
-    if (state !== undefined && policy !== undefined) this.objects.set(key, policy.renew(params, state, slot, atMs));
+    if (policy !== undefined) this.objects.set(key, policy.renew(params, state, slot, atMs));
+  }
+
+  /** The key's row when its slots are kept on one (no object kept for it), else -1. */
+  private slotRow(key: number): number {
+    return this.slotKernel === null ? -1 : this.rows!.find(key);
   }
 
   /** The key's state now (a new object for a row; for charts and tests, not per decision). */
