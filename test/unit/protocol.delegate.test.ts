@@ -226,6 +226,31 @@ describe("demand and renewDue", () => {
     expect(renewDue(withShare(rateShare(), at(300, 48)), T0 + 300)).toBe(false);
   });
 
+  it("a busy delegate's rate share renews early once its demand fell by more than a quarter (its isolates move)", () => {
+    const at = (ms: number, perTerm: number, load?: DelegateRecord["load"]) => ({
+      demand: {
+        bucket: Math.floor((T0 + ms) / DEMAND_BUCKET_MS),
+        curr: (perTerm * DEMAND_BUCKET_MS) / SHARE_TERM_MS,
+        prev: 0,
+      },
+      ...(load === undefined ? {} : { load }),
+    });
+    const long = rateShare({ endsAtMs: T0 + 4000, renewAtMs: T0 + 3000, demand: 100 });
+    const s = Math.floor((T0 + 1000) / 1000);
+    const busy = { second: s, curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 };
+    // 100 → 74: fell by 26, more than a quarter; 100 → 75: by 25, not more.
+    expect(renewDue(withShare(long, at(1000, 74, busy)), T0 + 1000)).toBe(true);
+    expect(renewDue(withShare(long, at(1000, 75, busy)), T0 + 1000)).toBe(false);
+    // Not busy (no load, one call short, or a load of a second gone by): only by more than half.
+    expect(renewDue(withShare(long, at(1000, 74)), T0 + 1000)).toBe(false);
+    const almost = { ...busy, curr: DELEGATE_BUSY_CALLS_PER_S - 1 };
+    expect(renewDue(withShare(long, at(1000, 74, almost)), T0 + 1000)).toBe(false);
+    expect(renewDue(withShare(long, at(1000, 74, { ...busy, second: s - 2 })), T0 + 1000)).toBe(false);
+    // The last second's count counts too; a rise by a quarter renews no sooner than before.
+    expect(renewDue(withShare(long, at(1000, 74, { ...busy, second: s - 1 })), T0 + 1000)).toBe(true);
+    expect(renewDue(withShare(long, at(1000, 140, busy)), T0 + 1000)).toBe(false);
+  });
+
   it("demandMoved: by more than half of what it was, and more than RENEW_SLACK", () => {
     const table: [number, number, boolean][] = [
       [100, 150, false],
