@@ -74,6 +74,11 @@ function logKernel(params: { limit: number; windowMs: number }): RowKernel<Slidi
     check: checkFromInto(into),
     into,
     refund: (row, at, cost, admittedAtMs) => refundRow(params.limit, row, at, cost, admittedAtMs),
+    // `freshAtMs`: the newest entry's time plus the window (the newest entry is at ring position head + n − 1).
+    freshAtMs(row, at) {
+      const n = row[at + 1]! | 0;
+      return n === 0 ? 0 : row[at + 3 + 2 * (((row[at]! | 0) + n - 1) % params.limit)]! + params.windowMs;
+    },
     read(row, at) {
       const { limit } = params;
       const head = row[at]!;

@@ -202,6 +202,8 @@ export interface RowKernel<S> {
   refund(row: Float64Array, at: number, cost: number, admittedAtMs: number): void;
   /** The state the row holds. */
   read(row: Float64Array, at: number): S;
+  /** `freshAtMs` of the row's state (absent: read the state and ask the algorithm). */
+  readonly freshAtMs?: (row: Float64Array, at: number) => number;
 }
 
 /** How a slot-holding algorithm names and gives back its slots. */

@@ -224,13 +224,14 @@ export class Replayer {
   private ask(answer: RuleAnswer, key: number, cost: number, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {
       const outcomes = this.outcomes;
+      const watched = this.isWatched(key);
+      answer.before = watched ? outcomes.stateOf(answer.rule, key) : null;
       answer.decision = outcomes.ask(answer.rule, key, cost, tMs);
       answer.key = key;
       answer.cost = cost;
       answer.refunded = false;
       answer.slot = outcomes.askedSlot;
-      answer.before = outcomes.askedBefore?.state ?? null;
-      answer.after = outcomes.askedAfter?.state ?? null;
+      answer.after = watched ? outcomes.stateOf(answer.rule, key) : null;
       return;
     }
     const states = this.states[answer.rule]!;
@@ -252,7 +253,8 @@ export class Replayer {
 
   private giveBack(answer: RuleAnswer, tMs: number): void {
     if (this.outcomes.handles(answer.rule)) {
-      answer.after = this.outcomes.giveBack(answer.rule, answer.key, answer.cost, tMs, tMs)?.state ?? null;
+      this.outcomes.giveBack(answer.rule, answer.key, answer.cost, tMs, tMs);
+      if (this.isWatched(answer.key)) answer.after = this.outcomes.stateOf(answer.rule, answer.key);
       answer.refunded = true;
       return;
     }

@@ -6,15 +6,18 @@
  * any request later than that (a request at the same millisecond comes first). A concurrency slot is held over
  * `[t_ms, t_ms + d)`: given back before any request at `t_ms + d` or later, and its lease renewed every half `slot_ttl`
  * meanwhile, as the gateway renews it while the response streams. A request without a status charges nothing;
- * without a duration, its charge is due at once and its slot is held until its lease (`slot_ttl`) ends.
+ * without a duration, its charge is due at once and its slot is held until its lease (`slot_ttl`) ends. Where the
+ * algorithm's row kernel allows it (outcome_rows.ts: a sliding_log up to its row limit), a rule's records are typed
+ * rows decided in place, to the same decisions.
  */
-import { type Decision, slotPolicy } from "../algorithms/index.ts";
+import { type AlgorithmState, type Decision, slotPolicy } from "../algorithms/index.ts";
 import { type CallKind, stepRecord } from "../protocol/outcome.ts";
 import { releaseRecord, renewRecord } from "../protocol/slots.ts";
 import { type LimiterRecord, type LimiterRule, refundRecord } from "../protocol/store.ts";
 import type { CompiledRule } from "../request/match.ts";
 import { chargeOf, isDeferred, needsObject, type ResponseFacts } from "../rules/outcome.ts";
 import { DueQueue } from "./due_queue.ts";
+import { type OutcomeRows, outcomeRowsFor } from "./outcome_rows.ts";
 
 /** What a trace says the origin answered a request: its status, how long it took and its response headers. */
 export interface Outcome {
@@ -32,6 +35,8 @@ export class OutcomeBook {
   /** Per rule place: its records by key number, for the rules that need them; `null` for the others. */
   private readonly records: (Map<number, LimiterRecord | null> | null)[];
   private readonly limiterRules: (LimiterRule | null)[];
+  /** Per rule place: its records as typed rows (outcome_rows.ts), where its kernel allows; then `records` is unused. */
+  private readonly rows: (OutcomeRows | null)[];
   /** Per rule place: whether it counts by the response (`count_when`, `cost_header`): asked by a probe. */
   private readonly deferred: boolean[];
   /** Charges not yet due, in (due, arrival) order (typed arrays: no object per charge). */
@@ -53,6 +58,7 @@ export class OutcomeBook {
         ? { id: c.rule.id, params: c.params, ...(c.rule.blockForMs === null ? {} : { blockForMs: c.rule.blockForMs }) }
         : null,
     );
+    this.rows = compiled.map((c) => (needsObject(c.rule) ? outcomeRowsFor(c.params, c.rule.blockForMs ?? 0) : null));
   }
 
   /** Whether the rule at `place` is decided here. */
@@ -90,6 +96,11 @@ export class OutcomeBook {
     while (pending.firstDueMs < tMs) {
       pending.pop();
       const { poppedRule: rule, poppedKey: key } = pending;
+      const rows = this.rows[rule];
+      if (rows !== null && rows !== undefined) {
+        rows.charge(key, pending.poppedCost, pending.poppedDueMs);
+        continue;
+      }
       const records = this.records[rule]!;
       const out = stepRecord(
         records.get(key) ?? null,
@@ -102,16 +113,20 @@ export class OutcomeBook {
     }
   }
 
-  /** The key's record before and after the last `ask`, and the slot it took (`null`: none); read before the next. */
-  askedBefore: LimiterRecord | null = null;
-  askedAfter: LimiterRecord | null = null;
+  /** The slot the last `ask` took (`null`: none); read before the next. */
   askedSlot: number | null = null;
 
   /**
    * Decide one request of a handled rule: a probe for a deferred rule, else a check (a ban rule). `null`: the cost is
-   * invalid or above the capacity. The records around it are left in `askedBefore`, `askedAfter` and `askedSlot`.
+   * invalid or above the capacity. The slot it took is left in `askedSlot`. A row rule's decision is its scratch,
+   * written again by its next `ask`: read it at once.
    */
   ask(place: number, key: number, cost: number, tMs: number): Decision | null {
+    const rows = this.rows[place];
+    if (rows !== null && rows !== undefined) {
+      this.askedSlot = null;
+      return rows.ask(key, cost, this.deferred[place]!, tMs);
+    }
     const records = this.records[place]!;
     const kind: CallKind = this.deferred[place]! ? "probe" : "check";
     const before = records.get(key) ?? null;
@@ -119,10 +134,15 @@ export class OutcomeBook {
     // A probe of a fresh key leaves it fresh: no entry for it.
     if (out.record !== before) records.set(key, out.record);
     const r = out.result;
-    this.askedBefore = before;
-    this.askedAfter = out.record;
     this.askedSlot = (r.ok ? r.slot : null) ?? null;
     return r.ok ? r.decision : null;
+  }
+
+  /** The key's algorithm state under a handled rule (`null`: none), for a chart's state track. */
+  stateOf(place: number, key: number): AlgorithmState | null {
+    const rows = this.rows[place];
+    if (rows !== null && rows !== undefined) return rows.stateOf(key);
+    return this.records[place]!.get(key)?.state ?? null;
   }
 
   /** How often the gateway renews a slot of the rule at `place` while its response streams: half its lease, ms. */
@@ -132,12 +152,16 @@ export class OutcomeBook {
   }
 
   /** Give back an admission of a ban rule (a probe charged nothing). */
-  giveBack(place: number, key: number, cost: number, admittedAtMs: number, tMs: number): LimiterRecord | null {
+  giveBack(place: number, key: number, cost: number, admittedAtMs: number, tMs: number): void {
+    if (this.deferred[place]!) return;
+    const rows = this.rows[place];
+    if (rows !== null && rows !== undefined) {
+      rows.refund(key, cost, admittedAtMs, tMs);
+      return;
+    }
     const records = this.records[place]!;
-    if (this.deferred[place]!) return records.get(key) ?? null;
     const out = refundRecord(records.get(key) ?? null, { rule: this.limiterRules[place]!, cost, admittedAtMs }, tMs);
     records.set(key, out.record);
-    return out.record;
   }
 
   /**
