@@ -50,13 +50,15 @@ export function round(value: number, digits = 2): number {
 
 /**
  * The commit the figures were measured on: `git rev-parse --short HEAD`, with `+dirty` when src/ or bench/ (but for
- * bench/results/) differ from it (figures of uncommitted code say so); "unknown" outside a git checkout.
+ * bench/results/ and bench/NOTES.md) differ from it (figures of uncommitted code say so); "unknown" outside a git
+ * checkout.
  */
 export function commit(): string {
   const head = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" });
   if (head.status !== 0) return "unknown";
-  // Not bench/results: a publishing run rewrites them as it goes, and they are not what is measured.
-  const paths = ["src", "bench", ":(exclude)bench/results"];
+  // Not bench/results: a publishing run rewrites them as it goes. Not bench/NOTES.md: the hand-written prose the
+  // report appends. Neither is what is measured.
+  const paths = ["src", "bench", ":(exclude)bench/results", ":(exclude)bench/NOTES.md"];
   const dirty = spawnSync("git", ["status", "--porcelain", "--", ...paths], { cwd: ROOT, encoding: "utf8" });
   return `${head.stdout.trim()}${dirty.stdout.trim() === "" ? "" : "+dirty"}`;
 }
