@@ -2,7 +2,7 @@
  * The decision scratch the fast paths write into (`DecisionScratch`, types.ts), and the copy a caller that keeps a
  * decision makes at its boundary. The fields are in `Decision`'s order, so a copy prints as a decision always did.
  */
-import type { Decision, DecisionScratch, PackedStep, RowChange } from "./types.ts";
+import type { Decision, DecisionScratch, PackedStep, RowKernel } from "./types.ts";
 
 /** A new scratch (one per caller that decides, made once: a store, a replayed rule). */
 export function decisionScratch(): DecisionScratch {
@@ -47,17 +47,7 @@ export function refuseInto(d: DecisionScratch, remaining: number, resetAfterMs: 
  * A row kernel's `check` from its `into`: the decision copied out of a scratch made once per kernel (the kernel's
  * callers in tests and shells that keep decisions).
  */
-export function checkFromInto(
-  into: (
-    row: Float64Array,
-    at: number,
-    fresh: boolean,
-    cost: number,
-    nowMs: number,
-    decision: DecisionScratch,
-    out: RowChange,
-  ) => void,
-): (row: Float64Array, at: number, fresh: boolean, cost: number, nowMs: number, out: RowChange) => Decision {
+export function checkFromInto(into: RowKernel<unknown>["into"]): RowKernel<unknown>["check"] {
   const scratch = decisionScratch();
   return (row, at, fresh, cost, nowMs, out) => {
     into(row, at, fresh, cost, nowMs, scratch, out);
