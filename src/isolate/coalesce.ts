@@ -1,17 +1,6 @@
 /**
- * Coalesced calls and leases: how one isolate asks a key's Durable Object (docs/production.md, "Hot keys").
- *
- * - **Coalescing (exact):** per (rule, key) at most one call in flight; requests arriving meanwhile go together in the
- *   next call, in arrival order, and the object decides them one by one (store.ts `callRecord`). A lone request is sent
- *   at once, so at low traffic nothing changes.
- * - **Leases** (a rule's `lease:`, or automatic for a global rule while its object says busy): a call also asks for
- *   units of the budget, admitted here without a call until spent or its term (counted from the call's send) ends;
- *   each algorithm's `lease` entry states the bound (src/algorithms/types.ts `LeasePolicy`).
- * - **Hot keys:** once the object answers `hot` (or overloaded), the key's batches go to the region's delegate.
- * - **Refunds** ride with the key's next call (`giveBack`), at most `RETURN_WAIT_MS` later.
- * - **Failures:** a busy object (overloaded, or late) is refused from what this isolate last knew (`lastKnown`), never
- *   admitted uncounted; only an error or a reset, known nothing of, takes `on_error`. Retries keep the call id.
- * The transport, clock and id source are passed in. The calls, refunds and returns: coalesce_calls.ts (`Calls`).
+ * How one isolate asks a key's Durable Object: coalesced calls, leases, a hot key's delegate, refunds with the next
+ * call, last known answers (docs/production.md, "Hot keys" and the design note). The calls: coalesce_calls.ts.
  */
 
 import type { CallAnswer } from "../protocol/object_call.ts";
@@ -28,8 +17,10 @@ import {
   handOff,
   type KeepAlive,
   lateRefunds,
-  leaseAnswer,
+  leaseServe,
+  noteAnswer,
   refundsLanded,
+  startCall,
   stateOf,
 } from "./coalesce_calls.ts";
 import {
@@ -45,7 +36,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { delegateFor, hashString, leaseAsk, nextSeed, noteHot, readMark, see, shortOf, takeMark } from "./key_state.ts";
+import { delegateFor, hashString, leaseAsk, nextSeed, readMark, see, shortOf, takeMark } from "./key_state.ts";
 import { lastKnown, lastKnownRefusal, noteLastKnown } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
@@ -53,10 +44,7 @@ export * from "./coalesce_types.ts";
 export class Coalescer {
   private readonly c: Calls;
   private readonly maxWaiting: number;
-  /**
-   * A small pseudo-random sequence, seeded from an id on first use: spreads renewals (see `spread`). Not in the
-   * constructor: the Worker makes its coalescer at module load, where the runtime refuses random values.
-   */
+  /** Spreads renewals (`spread`); seeded on first use: at module load the runtime refuses random values. */
   private spreadSeed: number | null = null;
 
   constructor(private readonly options: CoalescerOptions) {
@@ -89,10 +77,7 @@ export class Coalescer {
     return { unitsLeft: lease.unitsLeft, units: lease.units, endsInMs: lease.endsAtMs - now };
   }
 
-  /**
-   * Whether this isolate tracks the key and needs no data center's hot mark for it: a mark is read for a key it does
-   * not track, and for one whose hot spell here lapsed (key_state.ts `takeMark`).
-   */
+  /** Whether this isolate tracks the key and needs no hot mark for it (one whose hot spell lapsed: `takeMark`). */
   tracks(name: string): boolean {
     const st = this.c.keys.get(name);
     if (st === undefined) return false;
@@ -106,10 +91,7 @@ export class Coalescer {
     return { untilMs: st.hotUntilMs, ownShard: st.ownShard };
   }
 
-  /**
-   * Send the key's batches to this isolate's own shard of its region's delegate, as if the first had said it is busy:
-   * its data center's mark says the region's isolates moved to their own shards (hot_marks.ts `writeMark`).
-   */
+  /** The data center's mark says own shard (hot_marks.ts `writeMark`): go to this isolate's own shard. */
   moveToOwnShard(name: string): void {
     const st = this.c.keys.get(name);
     if (st !== undefined && st.delegate !== null) st.ownShard = true;
@@ -128,12 +110,8 @@ export class Coalescer {
     const now = this.options.clock();
     takeMark(st, input.hotMark, now);
     see(st, now);
-    const lease = st.lease;
-    if (lease !== null && !lease.returned && now < lease.endsAtMs && lease.unitsLeft >= input.cost) {
-      lease.unitsLeft -= input.cost;
-      this.options.counters.lease_answers++;
-      return Promise.resolve(leaseAnswer(this.c, st, lease, input.cost, now, input.keepAlive));
-    }
+    const here = leaseServe(this.c, st, input.cost, now, input.keepAlive);
+    if (here !== null) return Promise.resolve(here);
     if (now < st.lastKnownUntilMs) {
       this.options.counters.lease_answers++;
       return Promise.resolve(lastKnownRefusal(st, now));
@@ -142,17 +120,14 @@ export class Coalescer {
   }
 
   /**
-   * At a lease's end: while the key is still hot here, renew it (one call gives the unused units back and asks for
-   * the next lease, with whatever requests are waiting); else give the unused units back by a call of their own.
-   * Nothing while a call is in flight (the units go back with it).
+   * At a lease's end, renew it (one call gives the unused units back and asks again) if the key was used within the
+   * last ttl, else give the units back; nothing while a call is in flight (they go with it).
    */
   private async renewOrReturn(
     st: KeyState,
     keepAlive: ((work: Promise<unknown>) => void) | undefined,
     used = true,
   ): Promise<void> {
-    // Renew only a key requested here within the last ttl (and `used`, below), so an idle key's lease is given back,
-    // not kept alive.
     const ttlMs = st.leaseSettings?.ttlMs ?? 0;
     const now = this.options.clock();
     const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
@@ -161,23 +136,15 @@ export class Coalescer {
       handOff(this.c, st); // requests that waited through a hold go on as usual
       return;
     }
-    st.inFlight = true;
-    st.inFlightSinceMs = this.options.clock();
+    startCall(st, this.options.clock());
     await this.flush(st, null, keepAlive, renew);
   }
 
   /**
-   * Hold a granted lease until it is spent or its term ends; a lease held before is given back with the next call.
-   * Returns when the lease ends (this isolate's clock).
-   *
-   * A full term is shortened by up to a half, pseudo-randomly, so that isolates whose leases began together do
-   * not all renew together again (not a delegate's sub-lease: see below). A term cut at a window's end cannot be shortened into a useful lease (the next
-   * renewal would still meet the others at the boundary), so this isolate then waits up to a quarter of the ttl
-   * (at most the call budget) past the end before it renews, and requests meanwhile wait for that call.
-   *
-   * The term counts from the call's send. A clock that reads earlier now than at the send stepped back meanwhile, by
-   * an unknown amount, so the time since the send is unknown too: the call's whole budget counts as gone (an answer
-   * came within it), and for a late answer (`late`, after the budget) the whole term.
+   * Hold a granted lease until spent or its term (from the call's send) ends; returns its end. A full term is cut by
+   * up to a half, pseudo-randomly, so isolates that leased together renew apart; a term the window's end cut instead
+   * waits up to a quarter ttl (at most the budget) past it, requests meanwhile waiting. A clock that stepped back
+   * since the send counts the whole budget as gone (for a `late` answer, the whole term).
    */
   private adopt(
     st: KeyState,
@@ -198,19 +165,13 @@ export class Coalescer {
       unitsLeft: grant.units,
       units: grant.units,
       atMs: grant.atMs,
-      // A delegate's sub-lease is not shortened: sized to its term, its units would go back unused (into a small
-      // bucket that may be full by then); isolates ask their delegate at their own times anyway.
+      // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
       endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
     };
     if (st.lease !== null) endLease(st);
     st.lease = held;
-    st.lastGrant = {
-      units: grant.units,
-      atMs: grant.atMs,
-      termMs: Math.max(0, held.endsAtMs - fromMs),
-      endsAtMs: held.endsAtMs,
-    };
+    st.grantHotUntilMs = held.endsAtMs + Math.max(0, held.endsAtMs - fromMs);
     const { sleep } = this.options;
     const wait = Math.max(0, held.endsAtMs - this.options.clock());
     const holdMs = cut ? this.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
@@ -220,9 +181,7 @@ export class Coalescer {
       const used = asked?.sub !== true || held.unitsLeft < held.units;
       endLease(st);
       if (holdMs > 0 && !st.inFlight) {
-        // Hold the key as if a call were in flight, so the requests meanwhile wait for the renewal.
-        st.inFlight = true;
-        st.inFlightSinceMs = this.options.clock();
+        startCall(st, this.options.clock()); // as if a call were in flight: requests meanwhile wait for the renewal
         await sleep(holdMs);
         st.inFlight = false;
       }
@@ -233,9 +192,8 @@ export class Coalescer {
   }
 
   /**
-   * The leader of a call was answered from a lease that came while it waited: it goes now, not when a call for the
-   * rest returns (its lease's term runs meanwhile). The first request left leads that call (a call is made in the
-   * context of a request it carries); with none, the units to give back go in the background.
+   * The leader was answered from a lease that came while it waited: it goes now; the first request left leads the
+   * call for the rest (a call is made in the context of a request it carries), or the units go back in the background.
    */
   private leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
     if (rest.length === 0 && st.returns.length === 0 && st.refunds.length === 0) return false;
@@ -247,17 +205,14 @@ export class Coalescer {
   }
 
   /**
-   * Queue the request, and wait for its answer or its turn to lead. A call is always made in the context of a request
-   * it carries (the first of its batch): the Workers runtime forbids using one request's I/O (a stub, a timer) from
-   * another, so a request that finds nothing in flight calls itself, and when a call ends, it hands the next call to
-   * the first request waiting.
+   * Queue the request and wait for its answer or its turn to lead: a call is made in the context of a request it
+   * carries (the runtime forbids one request's I/O from another), so each call hands the next to the first waiting.
    */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
     if (st.queue.length >= this.maxWaiting) {
       const { counters } = this.options;
       counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
-      // As an overloaded call: decided from what this isolate last knew (never `on_error`, see `lastKnown`), without
-      // the backoff: the object is not the one overloaded, and the requests already waiting still go to it.
+      // As an overloaded call (`lastKnown`), without the backoff: the requests waiting still go to the object.
       return lastKnown(this.c.ctx, st, "overloaded", this.options.clock(), false)!;
     }
     let waiting: Waiting | undefined;
@@ -267,18 +222,14 @@ export class Coalescer {
     const me = waiting!;
     const leadsNow = !st.inFlight && st.queue.length === 0;
     st.queue.push(me);
-    // Nothing in flight or waiting: this request leads the call, handed the lead by itself (so a plain await resumes it
-    // in its own context: no timer), after the requests of the same turn have joined it.
+    // Nothing in flight or waiting: it leads, handed the lead by itself (a plain await resumes it in its own context).
     if (leadsNow) {
       handOff(this.c, st);
       await turn;
       return (await this.flush(st, me, input.keepAlive))!;
     }
-    // A leader whose request was cancelled never hands over: after two budgets, give up waiting for it.
-    // (Two waits of one budget each: one for the call in flight, one for this request's own.)
-    // Then, until its turn comes, the request keeps a timer of its own pending: while another request's call carries
-    // it, it has no I/O of its own, and the Workers runtime cancels a request that waits on nothing of its own ("the
-    // Worker's code had hung") when the runtime itself resumes it (resume.ts, `ownContextResumer`).
+    // A cancelled leader never hands over: give up after two budgets (the call in flight's, then its own). Until its
+    // turn, a timer of its own stays pending: the runtime cancels a request that waits on nothing of its own.
     const { sleep } = this.options;
     let turnCame = false;
     void (async () => {
@@ -295,9 +246,8 @@ export class Coalescer {
   }
 
   /**
-   * Make one call for everything queued (the leader first) and whatever leases are to be given back; answer every
-   * request in it, and return the leader's answer (`null` without a leader: a call that only gives units back).
-   * `st.inFlight` is already set; it is cleared here, and the next call handed to the first request waiting.
+   * One call for everything queued (the leader first) and the units to give back; answers each request and returns
+   * the leader's (`null`: none). `st.inFlight` is set; cleared here, and the next call handed on.
    */
   private async flush(
     st: KeyState,
@@ -350,8 +300,7 @@ export class Coalescer {
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
-      if (result.busy === true) st.busyUntilMs = this.options.clock() + (st.leaseSettings?.ttlMs ?? 0);
-      noteHot(st, result.hot, this.options.clock());
+      noteAnswer(st, result, this.options.clock());
       const asked = this.c.lastAsk.get(st);
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
@@ -367,21 +316,17 @@ export class Coalescer {
     }
     const answers = failed(this.c, st, batch, answer);
     const { late } = answer;
-    // A late answer still charges: its lease is taken (its units used or given back), and what it admitted of a request
-    // refused here from what this isolate last knew (`lastKnown`) is given back: nobody else sees that answer.
+    // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
     const work = late?.then((r) => {
       if (r.lease !== null) this.adopt(st, r, sentAtMs, this.c.lastAsk.get(st), keepAlive, true);
       lateRefunds(this.c, st, batch, answers, r.results);
     });
-    work?.catch(() => undefined); // the late call failed as well: no answer, so nothing it charged is known here
+    work?.catch(() => undefined); // failed as well: nothing it charged is known here
     if (work !== undefined) keepAlive?.(work);
     return answers;
   }
 
-  /**
-   * A deterministic pseudo-random integer in [0, rangeMs): how much this isolate shortens a lease's term, or waits past
-   * a window's end before renewing, so isolates synchronized (a cold start, a window's end) renew at different instants.
-   */
+  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
   private spread(rangeMs: number): number {
     if (rangeMs < 1) return 0;
     this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));

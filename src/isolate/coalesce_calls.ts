@@ -1,8 +1,4 @@
-/**
- * How a coalescer (coalesce.ts) calls a key's object: who leads the next call (`handOff`, `giveUp`), the key's state
- * (`stateOf`), what a call carries (`callInput`), its answers (`answered`, `failed`), and the refunds and lease returns
- * that ride with it or go in a call of their own (`refundObject`, `sendReturns`, `afterCall`).
- */
+/** A coalescer's calls (coalesce.ts): who leads, what a call carries, its answers, refunds and lease returns. */
 
 import { uses } from "../protocol/mechanisms.ts";
 import type { CallAnswer } from "../protocol/object_call.ts";
@@ -37,12 +33,23 @@ export interface Calls {
   readonly maxKeys: number;
 }
 
+/** A call starts (or the key is held as if one did). */
+export function startCall(st: KeyState, now: number): void {
+  st.inFlight = true;
+  st.inFlightSinceMs = now;
+}
+
+/** An answer's news: busy (lease even below `above`), hot or cold. */
+export function noteAnswer(st: KeyState, result: CallResult, now: number): void {
+  if (result.busy === true) st.busyUntilMs = now + (st.leaseSettings?.ttlMs ?? 0);
+  noteHot(st, result.hot, now);
+}
+
 /** Let the first waiting request make the next call. */
 export function handOff(c: Calls, st: KeyState): void {
   const next = st.queue[0];
   if (st.inFlight || next === undefined) return;
-  st.inFlight = true;
-  st.inFlightSinceMs = c.options.clock();
+  startCall(st, c.options.clock());
   next.settled = true;
   next.resolve("lead");
 }
@@ -98,8 +105,8 @@ export function endLease(st: KeyState): void {
 }
 
 /**
- * The queued requests answered without a call: from the lease, in arrival order, then (while the last grant was short)
- * a last known refusal each. The rest make the call's batch; `mine` is the leader's answer if it got one here.
+ * The queued requests answered without a call: from the lease in arrival order, then (while the key is short here) a
+ * last known refusal each. The rest make the batch; `mine` is the leader's answer if it got one here.
  */
 export function answerHere(
   c: Calls,
@@ -111,23 +118,22 @@ export function answerHere(
   const { counters } = c.options;
   let mine: Asked | null = null;
   const answer = (w: Waiting, a: Asked) => {
-    counters.lease_answers++;
     if (w === leader) mine = a;
     else w.resolve(a);
   };
-  const lease = st.lease;
   let served = 0;
-  if (lease !== null && !lease.returned && now < lease.endsAtMs) {
-    for (const w of queued) {
-      if (lease.unitsLeft < w.cost) break;
-      lease.unitsLeft -= w.cost;
-      answer(w, leaseAnswer(c, st, lease, w.cost, now, w.keepAlive));
-      served++;
-    }
+  for (const w of queued) {
+    const a = leaseServe(c, st, w.cost, now, w.keepAlive);
+    if (a === null) break;
+    answer(w, a);
+    served++;
   }
   const batch = queued.slice(served);
   if (batch.length === 0 || now >= st.lastKnownUntilMs) return { batch, mine };
-  for (const w of batch) answer(w, lastKnownRefusal(st, now));
+  for (const w of batch) {
+    counters.lease_answers++;
+    answer(w, lastKnownRefusal(st, now));
+  }
   return { batch: [], mine };
 }
 
@@ -232,16 +238,16 @@ function giveAdmissionBack(c: Calls, st: KeyState, w: Waiting, slot: number | un
   return giveSlotBack(st, slot, w.keepAlive) ?? refundObject(c, st, w.cost, atMs, w.keepAlive);
 }
 
-/** An answer from the key's lease (`refund` gives the unit back to the lease while it runs). */
-export function leaseAnswer(
-  c: Calls,
-  st: KeyState,
-  lease: HeldLease,
-  cost: number,
-  now: number,
-  keepAlive?: (work: Promise<unknown>) => void,
-): Asked {
-  // What the lease still holds, and when it ends: the honest figures for an answer from a lease.
+/** A request answered from the key's live lease, if it holds `cost` (`refund` gives it back to the lease). */
+export function leaseServe(c: Calls, st: KeyState, cost: number, now: number, keepAlive: KeepAlive): Asked | null {
+  const lease = st.lease;
+  if (lease === null || lease.returned || now >= lease.endsAtMs || lease.unitsLeft < cost) return null;
+  lease.unitsLeft -= cost;
+  c.options.counters.lease_answers++;
+  return leaseAnswer(c, st, lease, cost, now, keepAlive);
+}
+
+function leaseAnswer(c: Calls, st: KeyState, lease: HeldLease, cost: number, now: number, keepAlive: KeepAlive): Asked {
   const resetAfterMs = Math.max(0, lease.endsAtMs - now);
   const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
   return heldAnswer(lease.atMs, decision, () => {
@@ -261,11 +267,10 @@ export function leaseAnswer(
 }
 
 /**
- * Give an admission back with the key's next call. A cold key with no call in flight sends it at once and answers the
- * figures after it; otherwise it waits for the next call (at most `RETURN_WAIT_MS`), answering `null` (the figures
- * the caller has, one unit short: the safe side).
+ * Give an admission back with the key's next call (at most `RETURN_WAIT_MS` later for a hot key), answering `null`
+ * (the caller's figures, one unit short: the safe side); a cold key with no call in flight sends it at once.
  */
-export function refundObject(
+function refundObject(
   c: Calls,
   st: KeyState,
   cost: number,
@@ -284,26 +289,23 @@ export function refundObject(
     return Promise.resolve(null);
   }
   if (!st.inFlight) return sendReturns(c, st, keepAlive);
-  // It goes with the next call (`afterCall`), answering when it lands or after two budgets (a timer of its own: a
-  // request waiting on nothing of its own is cancelled by the runtime).
+  // With the next call (`afterCall`), answering when it lands or after two budgets (a timer of its own: see `wait`).
   const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
   const bounded = sleep(2 * st.timeoutMs).then(() => null);
   return Promise.race([resume?.(landed) ?? landed, bounded]);
 }
 
 /** Send the refunds and lease returns waiting, in a call of their own (nothing else to carry them). */
-export async function sendReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): Promise<RefundResult> {
+async function sendReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): Promise<RefundResult> {
   const { clock } = c.options;
-  st.inFlight = true;
-  st.inFlightSinceMs = clock();
+  startCall(st, clock());
   try {
     const delegate = delegateFor(st, clock());
     const input = callInput(c, st, [], false, delegate !== null);
     const answer = await callTarget(c.options, st, delegate, input);
     refundsLanded(c, st, input, answer);
     if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
-    if (answer.result.busy === true) st.busyUntilMs = clock() + (st.leaseSettings?.ttlMs ?? 0);
-    noteHot(st, answer.result.hot, clock());
+    noteAnswer(st, answer.result, clock());
     return answer.result.refunded ?? null;
   } finally {
     afterCall(c, st, keepAlive);
@@ -340,8 +342,8 @@ function armReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
 }
 
 /**
- * The refunds a call carried have landed (or not: `null`). An overloaded object never saw the call: they go back in
- * the queue (after a backoff). Any other failure may have been applied, so they are not sent again: short, never over.
+ * The refunds a call carried landed (or not: `null`). An overloaded object never saw them: queued again, after a
+ * backoff. Any other failure may have applied them: not sent again (short, never over).
  */
 export function refundsLanded(c: Calls, st: KeyState, input: CallInput, answer: CallAnswer): void {
   if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {

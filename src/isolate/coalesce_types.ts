@@ -1,7 +1,4 @@
-/**
- * The coalescer's types and settings (coalesce.ts): one request's input and answer, what an isolate keeps per key
- * (`KeyState`), its counters, and its bounds.
- */
+/** The coalescer's types (coalesce.ts): a request's input and answer, what an isolate keeps per key, its options. */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { CallCounters, FailureKind, ObjectTransport } from "../protocol/object_call.ts";
 import type { CheckResult, LeaseAsk, LeaseReturn, LimiterRule, RefundResult } from "../protocol/store.ts";
@@ -20,15 +17,11 @@ export interface AskInput {
   readonly lease: LeaseSettings | null;
   /** Keeps the isolate alive for background work this request starts (a lease's return at its end). */
   readonly keepAlive?: (work: Promise<unknown>) => void;
-  /**
-   * Sees each result of a call as soon as it answers, in the order the key's object decided them, with the call's
-   * sending time (this isolate's clock): for isolate memory that must follow a key's answers in order (the blocked-key
-   * cache). It must not do I/O (it runs in the context of the request that made the call).
-   */
+  /** Sees each result of a call in the object's order, with its sending time (the blocked-key cache); no I/O. */
   readonly observe?: (result: CheckResult, sentAtMs: number) => void;
   /** This isolate's region's delegate for the key, if the Worker has one: a hot key's batches go there. */
   readonly delegate?: DelegateRoute | null;
-  /** The data center's hot mark of the key (hot_marks.ts), taken only when this isolate does not track the key yet. */
+  /** The data center's hot mark of the key (hot_marks.ts), read when this isolate does not track it (`tracks`). */
   readonly hotMark?: HotMark | null;
   /** Reads whether the data center's hot mark of the key says "own shard" now (hot_marks.ts `ownShardOfMark`). */
   readonly ownShardMark?: ((name: string) => Promise<boolean>) | null;
@@ -99,14 +92,6 @@ export interface Waiting {
   settled: boolean;
 }
 
-/** The last lease granted here (the key counts as hot a term after it: `isHot`); clocks as in `HeldLease`. */
-export interface LastGrant {
-  readonly units: number;
-  readonly atMs: number;
-  readonly termMs: number;
-  readonly endsAtMs: number;
-}
-
 /** A key's arrivals here: per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
 export interface Arrivals {
   bucket: number;
@@ -132,10 +117,7 @@ export interface KeyState {
   lease: HeldLease | null;
   /** Leases ended or replaced, whose unused units go back with the next call. */
   returns: HeldLease[];
-  /**
-   * The last grant was short of the ask: until then, requests beyond the lease get a last known refusal here
-   * (last_known.ts `lastKnownRefusal`), with a retry no earlier than `lastKnownRetryAtMs`.
-   */
+  /** The last grant was short: until then, requests beyond the lease are refused here (`lastKnownRefusal`). */
   lastKnownUntilMs: number;
   lastKnownRetryAtMs: number;
   seen: Arrivals;
@@ -151,7 +133,8 @@ export interface KeyState {
   returnsNotBeforeMs: number;
   /** Until when the key's object is known overloaded. */
   overloadedUntilMs: number;
-  lastGrant: LastGrant | null;
+  /** The key counts as hot until then: a term after the last lease granted here ended (`isHot`). */
+  grantHotUntilMs: number;
   delegate: DelegateRoute | null;
   /** Until when the key is hot: batches go to the delegate. */
   hotUntilMs: number;
@@ -201,16 +184,10 @@ export interface CoalescerOptions {
   readonly counters: CoalesceCounters;
   /** A unique call id (the Worker uses `crypto.randomUUID`). */
   readonly newId: () => string;
-  /**
-   * Wait for a promise another request settles, continuing in this request's own I/O context (the Worker passes
-   * `ownContextResumer`'s, resume.ts). Default: plain `await` (simulation and tests).
-   */
+  /** Wait for a promise another request settles, in this request's own context (resume.ts); default: `await`. */
   readonly resume?: <T>(settled: Promise<T>) => Promise<T>;
   /** Keys tracked at most (least recently used forgotten first; a key with a call in flight or a lease is kept). */
   readonly maxKeys?: number;
-  /**
-   * Requests waiting for one key at most (default `COALESCE_MAX_WAITING`): one more fails at once as an overloaded
-   * call would, so a flood on one key never grows this isolate's memory.
-   */
+  /** Requests waiting for one key at most (`COALESCE_MAX_WAITING`): one more is refused as an overloaded call. */
   readonly maxWaiting?: number;
 }

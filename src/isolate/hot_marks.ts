@@ -1,17 +1,6 @@
 /**
- * A data center's hot marks: what one isolate learned about a hot key, for the others of its data center to know
- * without a call. Without them every isolate's first request for a key is a call to the key's object, which answers
- * `hot` (or refuses as overloaded): at a redeploy (every isolate new) a second cold start, about one call per isolate
- * in the first second (781-989 calls/s at 1,000 isolates in the cluster simulation) and 4.8-32% of a window lost.
- * With them, an isolate that does not track a key yet (or whose hot spell there lapsed: no answer for 5 s, coalesce.ts
- * `tracks`) looks for its mark first and, marked, sends its batches to
- * its region's delegate from the first (to its own shard when the mark says the first is busy). An isolate writes the
- * mark when it learns the key is hot or moved to its own shard, and again before it expires while the key stays hot.
- *
- * The Worker keeps marks in the Workers Cache API (`caches.default`: one per data center, not replicated, absent on
- * `*.workers.dev`: then every isolate learns from its own first call); the simulation keeps one per data center. A
- * mark is a hint: a stale one meets a delegate that answers `hot: false`, and the isolate goes back to the key's
- * object. A fast `key: global` rule's key needs no mark: it is hot by construction (`hotByConstruction`).
+ * A data center's hot marks (docs/production.md, "The delegate tier"): what one isolate learned about a hot key, for
+ * the others there to send their first batch to the delegate without a call. A hint: a stale one meets `hot: false`.
  */
 
 import { type AlgorithmParams, leasePolicy } from "../algorithms/index.ts";
@@ -24,32 +13,18 @@ export interface HotMarkStore {
   write(name: string, mark: StoredMark): Promise<void>;
 }
 
-/**
- * What a mark holds: whether the key's first delegate is busy (isolates moved to their own shards). Stored as
- * `{ spread }` in the Cache API (hot_mark_cache.ts): the stored word stays, so marks read across a deploy.
- */
+/** A mark: whether isolates moved to their own shards; stored as `{ spread }` (a stored format: the word stays). */
 export interface StoredMark {
   readonly spread: boolean;
 }
 
-/**
- * The mark an isolate takes from a stored one at `nowMs` (its own clock): hot for the mark's ttl. A key hot by
- * construction (`hotByConstruction`) is taken as marked without a stored mark (not own shard): its first batch goes to
- * the region's delegate, not to the key's object; a delegate that finds the key cold answers `hot: false`, and the
- * isolate sends its next batches to the key's object (coalesce.ts), without looking for a mark again.
- */
+/** The mark an isolate takes from a stored one at `nowMs`; a key `hot` by construction is marked without one. */
 export function markFrom(stored: StoredMark | null, nowMs: number, hot = false): HotMark | null {
   if (stored === null && !hot) return null;
   return { untilMs: nowMs + HOT_MARK_TTL_MS, ownShard: stored?.spread === true };
 }
 
-/**
- * Whether a rule's key is hot by construction: a `key: global` rule (`key` is `[]`: one key for every caller,
- * docs/rules.md "Keys") whose rate, or limit per window, is at least `GLOBAL_HOT_FROM_PER_S` per second. Its key's
- * object would otherwise take one first call from every isolate that sees it before any mark could reach them (a
- * mark is seen some 100 ms after its write): 476 calls in the first second at 5,000 isolates and 10k req/s in the
- * cluster simulation, 149 from the start at the delegates.
- */
+/** Whether a `key: global` rule's one key is hot by construction: its rate (or limit per window) is fast enough. */
 export function hotByConstruction(keyGlobal: boolean, params: AlgorithmParams): boolean {
   if (!keyGlobal) return false;
   const policy = leasePolicy(params.algorithm);
@@ -60,11 +35,7 @@ export function hotByConstruction(keyGlobal: boolean, params: AlgorithmParams): 
   return policy.limit(params) * 1000 >= GLOBAL_HOT_FROM_PER_S * windowMs;
 }
 
-/**
- * Whether an isolate that knows `mark` (coalesce.ts `markOf`) should write it, having last written `last` (its
- * `ownShard`, and when, on its clock): when it wrote none, when the key moved to its own shard since, or when half the
- * ttl has passed (so a key that stays hot stays marked).
- */
+/** Whether to write `mark` having written `last`: none yet, moved to its own shard since, or half a ttl ago. */
 export function markDue(
   mark: HotMark | null,
   last: { readonly ownShard: boolean; readonly atMs: number } | undefined,
@@ -76,14 +47,8 @@ export function markDue(
 }
 
 /**
- * Write this isolate's `mark` of `name` to its data center's `store` (best effort). A mark that says own shard is
- * written as it is. One that does not is written only when the stored one does not say so either: once a region's
- * isolates moved to their own shards (the first delegate was busy), an isolate still on the first shard (it never saw
- * it busy, because the others had left it) must not turn the mark back, or the isolates that start next (a redeploy's:
- * all of them) send every batch to the first shard, whose share is small, while the other shards' shares go unused
- * until the first says busy again (hot-rate, 1,000 isolates, redeploy in the cluster simulation: 4.95% of a window
- * under-admitted in the 2 s after it, 2.43% with this). It moves to its own shard instead (`moveHere`), and its next
- * mark says so.
+ * Write `mark` (best effort), but never "not own shard" over "own shard": an isolate still on the first shard (idle
+ * because the others left it) moves to its own instead (`moveHere`), so a redeploy's isolates start where the shares are.
  */
 export async function writeMark(store: HotMarkStore, name: string, mark: HotMark, moveHere: () => void): Promise<void> {
   if (!mark.ownShard && (await store.read(name))?.spread === true) {
@@ -93,11 +58,7 @@ export async function writeMark(store: HotMarkStore, name: string, mark: HotMark
   await store.write(name, { spread: mark.ownShard });
 }
 
-/**
- * How an isolate reads whether `store`'s mark of a key says own shard (`AskInput.ownShardMark`: once per hot spell,
- * before the key's first call to the delegate when no mark was read for it). The Worker and the simulation both pass
- * this.
- */
+/** Reads whether `store`'s mark of a key says own shard (`AskInput.ownShardMark`). */
 export function ownShardOfMark(store: HotMarkStore): (name: string) => Promise<boolean> {
   return async (name) => (await store.read(name))?.spread === true;
 }

@@ -1,7 +1,4 @@
-/**
- * A key's state in this isolate's coalescer (coalesce_types.ts `KeyState`): made new, and the arrivals it counts per
- * lease ttl (`see`), from which the lease to ask for is sized (`leaseAsk`). Pure functions of the state and the time.
- */
+/** A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call. */
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
 import { subleaseTermMs } from "../protocol/sublease.ts";
@@ -38,7 +35,7 @@ export function newKeyState(input: AskInput): KeyState {
     returnsArmed: false,
     returnsNotBeforeMs: 0,
     overloadedUntilMs: 0,
-    lastGrant: null,
+    grantHotUntilMs: 0,
     delegate: input.delegate ?? null,
     hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
     delegateDownUntilMs: 0,
@@ -61,11 +58,7 @@ export function see(st: KeyState, now: number): void {
   st.seen.lastMs = now;
 }
 
-/**
- * Uncount an arrival whose admission was given back (another rule denied it): it used none of the key's budget, so
- * the demand a lease is sized by is the arrivals that keep their admission. Taken off this bucket's count, or the
- * last one's when this one has none (a refund lands soon after its admission).
- */
+/** Uncount an arrival whose admission was given back: leases are sized by the arrivals that keep theirs. */
 export function unsee(st: KeyState, now: number): void {
   roll(st, now);
   if (st.seen.curr > 0) st.seen.curr--;
@@ -83,10 +76,9 @@ export function roll(st: KeyState, now: number): void {
 }
 
 /**
- * Arrivals this isolate sees of the key in one lease ttl: the larger of the last full bucket and this one; and in
- * a run younger than one ttl (a key that just became hot, a cold start), once it has seen 3, its count so far
- * extrapolated to one ttl (over at least a tenth of it), so a hot key leases within its first tenth of a ttl
- * instead of making a call per round trip until its bucket fills.
+ * Arrivals this isolate sees of the key in one lease ttl: the larger of the last full bucket and this one; in a run
+ * younger than a ttl, from its third arrival, its count extrapolated to a ttl (over at least a tenth of it), so a key
+ * that just became hot leases at once instead of calling once per round trip until its bucket fills.
  */
 export function seenPerTtl(st: KeyState, now: number): number {
   roll(st, now);
@@ -97,40 +89,31 @@ export function seenPerTtl(st: KeyState, now: number): number {
   return Math.max(seen, Math.floor(((st.seen.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
 }
 
-/**
- * The lease to ask for with the next call, if any. `toDelegate`: the call goes to the key's delegate, which grants
- * sub-leases (src/protocol/sublease.ts) while the key is hot, whatever `above` and the busy mark say.
- */
+/** The lease to ask for with the next call, if any; to a delegate, a sub-lease whatever `above` and busy say. */
 export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInput["lease"] {
   const settings = st.leaseSettings;
   if (settings === null) return null;
   if (toDelegate) return subleaseAsk(st, now);
   const seen = seenPerTtl(st, now);
-  // Above `above` = more than tokens per perMs ms: seen / ttl > tokens / perMs, in integers. A busy object (many
-  // isolates, each under `above`) asks for leases all the same.
+  // Above `above`: seen / ttl > tokens / perMs, in integers. A busy object (many isolates, each under it) leases too.
   const busy = now < st.busyUntilMs;
   if (st.leaseSettings === AUTO_LEASE && !busy) return null;
   const above = settings.above;
   if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
-  // What it saw in one ttl, with a margin for chance (two standard deviations of a Poisson count), so that a lease
-  // rarely runs out before its term while the key has room.
+  // What it saw in one ttl, and two standard deviations of a Poisson count: rarely spent before its term.
   return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
 }
 
-/**
- * What this isolate expects to need of the key over `ttlMs`: its arrivals per lease ttl (`seenPerTtl`), scaled to it
- * (rounded up).
- */
+/** What this isolate expects to need of the key over `ttlMs` (`seenPerTtl` scaled, rounded up). */
 export function seenOver(st: KeyState, now: number, ttlMs: number): number {
   const settingsTtlMs = st.leaseSettings?.ttlMs ?? 1000;
   return Math.ceil((seenPerTtl(st, now) * ttlMs) / settingsTtlMs);
 }
 
 /**
- * A sub-lease to ask a delegate for: over the sub-lease's term (sublease.ts `SUBLEASE_TERM_MS`), what this
- * isolate saw in that time, with no margin (one that runs out calls its delegate again, 10 ms away; units held and
- * not used would be missing from the delegate's bucket meanwhile); at most the rule's own `units` and a quarter of a
- * window rule's limit (`leaseCapOf`); none below 2 requests a term (a lease would save no call).
+ * A sub-lease to ask a delegate for: what this isolate saw over the sub-lease's term, with no margin (one that runs
+ * out calls its near delegate again; units held unused are missing from its bucket); at most the rule's `units` and
+ * `leaseCapOf`; none below 2 a term (it would save no call).
  */
 export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
@@ -138,8 +121,7 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   if (settings === null || kind === "none") return null;
   const full = subleaseTermMs(settings.ttlMs, kind);
   const ttlMs = kind === "window" ? windowSubleaseTermMs(st.rule.params, now, full) : full;
-  // None the window's end would cut short: near it, batches are decided by the delegate itself, so that no units sit
-  // with isolates when the window ends (and a delegate that cuts one anyway makes it shorter and smaller).
+  // None the window's end would cut: near it the delegate decides every batch, so no units sit with isolates then.
   if (leaseTermMs(st.rule.params, now, ttlMs) < ttlMs) return null;
   const need = seenOver(st, now, ttlMs);
   if (need < 2) return null;
@@ -148,14 +130,11 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
 }
 
 /**
- * A window rule's sub-lease term at `now`, ms: a quarter of the time left in the window, between half of `fullMs` and
- * `fullMs` (so shorter only in its last 4 terms, and only in a window that lasted 8 before them). Units held by isolates are lost with an isolate that dies (at a
- * redeploy, every one: about 3,000 units at 1,000 isolates and 10k req/s) and are stranded if unused at the window's
- * end, and a window binds near its end. In the cluster simulation (3 seeds) this took hot-window/1000/10000/redeploy
- * from 2.57% to 1.09% of a window under-admitted in the 2 s after it, with a few more delegate calls in those seconds.
+ * A window rule's sub-lease term at `now`, ms: a quarter of what is left of the window, between `fullMs / 2` and
+ * `fullMs` (shorter only in the last 4 terms of a window that lasted 8): units held by isolates die with them (a
+ * redeploy) or strand at the window's end, where a window binds.
  */
 export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullMs: number): number {
-  // Only in a window that has lasted 8 terms already: in a short window (1 s) every term would be short.
   const policy = leasePolicy(params.algorithm);
   if (policy.kind !== "window" || policy.windowOf(params, now - 8 * fullMs) !== policy.windowOf(params, now)) {
     return fullMs;
@@ -165,9 +144,8 @@ export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullM
 }
 
 /**
- * Whether a grant of `units` for `forMs` is short of what this isolate asked (`asked`): fewer units than it needs. A
- * delegate's sub-lease is short only at a slower pace than its need over its term: a delegate cuts the term of a
- * smaller sub-lease in proportion (sublease.ts `shorter`), and this isolate asks again when the units run out.
+ * Whether a grant of `units` for `forMs` is short of `asked`'s need. A sub-lease only at a slower pace than the need:
+ * a delegate cuts a smaller one's term in proportion (sublease.ts `shorter`).
  */
 export function shortOf(asked: AskedLease | undefined, units: number, forMs: number): boolean {
   if (asked === undefined) return false;
@@ -175,34 +153,22 @@ export function shortOf(asked: AskedLease | undefined, units: number, forMs: num
   return units * asked.ttlMs < asked.need * forMs;
 }
 
-/**
- * The delegate to send the key's next call to: while the key is hot and the delegate was not failing lately; this
- * isolate's own shard once the first said it is busy (`noteDelegateBusy`).
- */
+/** The delegate for the key's next call: while hot and not failing lately; its own shard once the first was busy. */
 export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
   return st.ownShard ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
 }
 
-/**
- * Before a hot key's call to its first delegate, when no mark was read for this hot spell (`KeyState.hotMarkRead`):
- * read the data center's mark, move to its own shard if it says so, and return the delegate to call (`delegateFor`).
- */
+/** Before a hot spell's first call to the first shard: read the mark, move to the own shard if it says so. */
 export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
   st.hotMarkRead = true;
   if (st.ownShardMark !== null && (await st.ownShardMark(st.name).catch(() => false))) st.ownShard = true;
   return delegateFor(st, clock());
 }
 
-/** A delegate answered busy, or was overloaded: this isolate moves to its own shard (until the key goes cold). */
-export function noteDelegateBusy(st: KeyState, busy: boolean): void {
-  if (busy) st.ownShard = true;
-}
-
 /**
- * A hot spell that lapsed here (no answer said hot for `HOT_HOLD_MS`: an isolate with few requests for the key)
- * renewed by the data center's mark read for this request (coalesce.ts `tracks`), or ended by its absence (`null`):
- * its next call then goes to the key's object, which says whether the key is still hot. `undefined`: none was read.
+ * A hot spell that lapsed here renewed by the mark read for this request (coalesce.ts `tracks`), or ended by its
+ * absence (`null`: the key's object says whether it is still hot). `undefined`: none was read.
  */
 export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
   if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
@@ -210,7 +176,7 @@ export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: nu
   if (mark?.ownShard === true) st.ownShard = true;
 }
 
-/** The key's object (or delegate) said the key is hot (go to the delegate) or cold (`false`: back to the object). */
+/** An answer said the key is hot (go to the delegate) or cold (`false`: back to the key's object). */
 export function noteHot(st: KeyState, hot: boolean | undefined, now: number): void {
   if (hot === true) st.hotUntilMs = now + HOT_HOLD_MS;
   else if (hot === false) {
@@ -220,18 +186,13 @@ export function noteHot(st: KeyState, hot: boolean | undefined, now: number): vo
   }
 }
 
-/**
- * Request `i`'s result from a call that answered after its budget ran out. A late call that fails is nobody's
- * concern unless its caller looks (the gateway refunds a late admission only when the request was refused): the
- * rejection is marked handled here, and still reaches whoever awaits the result.
- */
+/** Request `i`'s result from a call answered after its budget; a rejection is marked handled (few callers look). */
 export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckResult> {
   const result = late.then((r): CheckResult => r.results[i] ?? { ok: false, error: "invalid_cost" });
   result.catch(() => undefined);
   return result;
 }
 
-/** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
 /** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals (coalesce.ts `spread`). */
 export function nextSeed(seed: number): number {
   let x = seed;
@@ -241,6 +202,7 @@ export function nextSeed(seed: number): number {
   return x >>> 0 || 1;
 }
 
+/** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
 export function hashString(text: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
@@ -250,11 +212,7 @@ export function hashString(text: string): number {
   return h >>> 0 || 1;
 }
 
-/**
- * Which of `shards` a text (an isolate's id) picks: from the high bits of its hash. FNV-1a's low bits depend only on
- * its input's low bits (the multiply carries upward only), so ids that differ in a few digits land unevenly by the
- * low bits: isolates `isolate-0` to `isolate-4999` put 76 to 243 of a region's ~555 on one of 4 shards that way.
- */
+/** Which of `shards` an isolate's id picks: by the high bits of its hash (FNV-1a's low bits follow the input's). */
 export function shardOf(text: string, shards: number): number {
   return (hashString(text) >>> 16) % shards;
 }

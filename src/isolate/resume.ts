@@ -1,12 +1,8 @@
 /**
  * Continuing in a request's own I/O context after awaiting a promise another request settles (the coalescer's
- * `resume`). A stub call made from another request's context fails ("Cannot perform I/O on behalf of a different
- * request (I/O type: SpanParent)"), and workerd's flag `handle_cross_request_promise_resolution`, which routes a
- * continuation back to the request that made the promise, did not hold under load in `wrangler dev` (issue 18;
- * docs/production.md, "Why a waiting request polls"; the vitest pool turns it off). So another request's settlement
- * only records the value, and the waiting request takes it up from a timer of its own, which the runtime always fires
- * in the request that set it. Each timer turn costs CPU (issue 38), so the timers are few: the first sleeps through
- * about half of what recent waits took, the next back off from 1 ms to `POLL_MAX_MS`.
+ * `resume`; docs/production.md, "Why a waiting request polls"): the settlement only records the value, and the
+ * waiting request takes it up from timers of its own, few (each costs CPU): a first sleep of about half the recent
+ * waits, then 1 ms backing off to `POLL_MAX_MS`.
  */
 import type { Clock } from "./time.ts";
 

@@ -10,7 +10,6 @@ import {
   lateResult,
   leaseAsk,
   newKeyState,
-  noteDelegateBusy,
   noteHot,
   roll,
   see,
@@ -63,7 +62,7 @@ describe("newKeyState", () => {
       ownShard: false,
       hotMarkRead: true, // no way to read a mark: nothing to read
       ownShardMark: null,
-      lastGrant: null,
+      grantHotUntilMs: 0,
     });
     expect(auto).toEqual({
       name: "r:key",
@@ -85,7 +84,7 @@ describe("newKeyState", () => {
       returnsArmed: false,
       returnsNotBeforeMs: 0,
       overloadedUntilMs: 0,
-      lastGrant: null,
+      grantHotUntilMs: 0,
       ownShard: false,
       hotMarkRead: true,
       ownShardMark: null,
@@ -378,10 +377,7 @@ describe("hot keys and delegates", () => {
     const st = keyWith(null, { delegate: sharded });
     noteHot(st, true, T0);
     expect(delegateFor(st, T0)).toBe(sharded);
-    noteDelegateBusy(st, false);
-    expect(delegateFor(st, T0)).toBe(sharded);
-    noteDelegateBusy(st, true);
-    expect(st.ownShard).toBe(true);
+    st.ownShard = true; // a delegate said busy (delegate_call.ts `callTarget`)
     expect(delegateFor(st, T0)).toBe(own);
     // Not hot: no delegate at all; gone cold (`hot: false`): back to the first shard when hot again.
     expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
@@ -392,7 +388,7 @@ describe("hot keys and delegates", () => {
     // An isolate whose own shard is the first stays there.
     const first = keyWith(null, { delegate: route });
     noteHot(first, true, T0);
-    noteDelegateBusy(first, true);
+    first.ownShard = true;
     expect(delegateFor(first, T0)).toBe(route);
   });
 });

@@ -45,13 +45,8 @@ const ctxAt = (now: number, spread = 0) => {
   const ctx: KeyCtx = { clock: () => clock, counters, spread: (range) => Math.min(range, spread) };
   return { ctx, counters, set: (ms: number) => (clock = ms) };
 };
-const grant = (over: Partial<NonNullable<KeyState["lastGrant"]>> = {}): NonNullable<KeyState["lastGrant"]> => ({
-  units: 5,
-  atMs: T0 - 1900,
-  termMs: 2000,
-  endsAtMs: T0 + 100,
-  ...over,
-});
+// A lease of a 2000 ms term that ended at T0 + 100: the key counts as hot a term after it.
+const grant = { grantHotUntilMs: T0 + 2100 };
 const resultOf = (asked: Asked | null) => (asked?.kind === "answered" ? asked.result : null);
 const held = (over: Partial<HeldLease> = {}): HeldLease => ({
   unitsLeft: 3,
@@ -70,8 +65,8 @@ describe("isHot", () => {
       expect(isHot(key({}, { [field]: T0 }), T0)).toBe(false);
     }
     expect(isHot(key({}, { lease: held() }), T0 + 10_000)).toBe(true);
-    expect(isHot(key({}, { lastGrant: grant() }), T0 + 2099)).toBe(true);
-    expect(isHot(key({}, { lastGrant: grant() }), T0 + 2100)).toBe(false);
+    expect(isHot(key({}, grant), T0 + 2099)).toBe(true);
+    expect(isHot(key({}, grant), T0 + 2100)).toBe(false);
   });
 });
 
@@ -165,7 +160,7 @@ describe("lastKnown", () => {
 
   it("never admits from a hot key's last share once it ended: an error is on_error, an overload refused", () => {
     const { ctx, counters } = ctxAt(T0);
-    const st = key({}, { lastGrant: grant() });
+    const st = key({}, grant);
     expect(lastKnown(ctx, st, "error", T0)).toBeNull();
     expect(counters.last_known_answers).toBe(0);
     expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
@@ -229,7 +224,7 @@ describe("lastKnown", () => {
 
   it("refuses an overload though a rate share was granted lately, and backs off", () => {
     const { ctx } = ctxAt(T0);
-    const st = key({}, { lastGrant: grant({ units: 1 }) });
+    const st = key({}, grant);
     expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
   });
