@@ -1,7 +1,6 @@
 /**
- * How an object stores the call ids it remembers (`LimiterRecord.calls`): one storage entry per call in a ring of
- * `CALL_MEMORY_MAX` slots, so a call writes its own entry, never the whole list. Pure: limiter.ts and src/sim/object.ts
- * keep one beside the record.
+ * How an object stores the calls it remembers (`LimiterRecord.calls`, a stored format): one entry per call in a ring
+ * of `CALL_MEMORY_MAX` slots, so a call writes its own entry, never the whole list.
  */
 import { type AppliedCall, CALL_MEMORY_MAX, type LimiterRecord } from "./store.ts";
 
@@ -58,10 +57,7 @@ export class CallSlots {
   }
 }
 
-/**
- * The writes one change of a record makes: the record without its calls, and the call it applied (a new last entry),
- * if any. `null` record: delete it (its call entries are only read along with a record).
- */
+/** The writes a change makes: the record without its calls (`null`: delete it), and the call it applied if any. */
 export function writesOf(
   before: LimiterRecord | null,
   after: LimiterRecord | null,

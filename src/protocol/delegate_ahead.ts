@@ -1,15 +1,8 @@
 /**
- * Window shares granted ahead: the delegate's side (window_ahead.ts has the key's object's). A window share renewed
- * shortly before its window's end comes with units of the next window (`ShareGrant.ahead`). The delegate keeps them
- * beside its share (`HeldShare.ahead`) and, once the share has ended, takes them as its share from the next window's
- * start (`rollAhead`), instead of renewing at the window's turn with every other delegate. Until then its share does
- * not renew in the background (delegate_demand.ts `renewDue`); a renewal for another reason gives them back.
- *
- * When the units may be used, on this delegate's clock: the key's object granted them at its clock's `atMs` of the
- * grant, cutting the share's term at the window's end (`termMs` from then). The share is used until the ask's sending
- * plus `termMs` (before the object's grant, so before the window's end on the object's clock whatever the clocks'
- * offset); the units ahead from the answer's arrival plus `termMs` (after the grant, so after the window's end).
- * Batches in between (at most the ask's round trip) wait for them (delegate_run.ts). Pure functions.
+ * Window shares granted ahead, the delegate's side (window_ahead.ts: the object's). It keeps the next window's units
+ * beside its share and takes them as its share once it ended (`rollAhead`), instead of renewing at the window's turn
+ * with every delegate. Whatever the clocks' offset: the share is used until the ask's send plus `termMs` (before the
+ * window's end), the units ahead from the answer's arrival plus `termMs` (after it); batches between wait. Pure.
  */
 import type { ShareGrant } from "./share.ts";
 
@@ -50,21 +43,14 @@ export function aheadHeld(grant: ShareGrant, sentAtMs: number, nowMs: number): {
 }
 
 /**
- * Whether a window share granted `grant` for `asked` units is short (refusing beyond its units until its term ends,
- * delegate.ts `delegateNeed`): cut, and the window spent; or, with units ahead, less left in it than asked. A cut share
- * otherwise asks again once its units are used, but not in its window's last 500 ms for the little that is left, while
- * it holds the next window's units (cluster simulation, hot-window 1,000 isolates at 10k req/s, an override lowering
- * the limit: 287 share asks in a second, 197 with this; holding every cut share with units ahead left a steady row's
- * window 0.26 points short).
+ * Whether a window share granted `grant` for `asked` is short (refusing beyond its units until its term ends): cut
+ * with the window spent, or with units ahead and less left than asked (not asking again for the little left).
  */
 export function windowShort(grant: ShareGrant, asked: number): boolean {
   return grant.units < asked && (grant.remaining === 0 || (grant.ahead !== undefined && grant.remaining < asked));
 }
 
-/**
- * How long a batch at `nowMs` waits for the share's units ahead: from the share's end until they may be used (0: it
- * need not wait).
- */
+/** How long a batch at `nowMs` waits for the share's units ahead (from the share's end until usable; 0: none). */
 export function aheadWaitMs(record: AheadRecord, nowMs: number): number {
   const share = record.share;
   const ahead = share?.ahead;
@@ -73,9 +59,8 @@ export function aheadWaitMs(record: AheadRecord, nowMs: number): number {
 }
 
 /**
- * The record with its units ahead taken as its share, once the share has ended and they may be used: the units of the
- * next window, charged at its start (`atMs`), until their term's end, renewed in its last quarter. What the old share
- * held is of a window gone by: nothing to give back. The very same record otherwise.
+ * The record with its units ahead taken as its share once the old one ended and they are usable (renewed in their
+ * term's last quarter; the old units, of a window gone by, are not given back). The very same record otherwise.
  */
 export function rollAhead<R extends AheadRecord>(record: R, nowMs: number): R {
   const share = record.share;
@@ -95,10 +80,7 @@ export function rollAhead<R extends AheadRecord>(record: R, nowMs: number): R {
   return { ...record, share: next };
 }
 
-/**
- * Whether the shell's alarm at a window share's end gives its unused units back (a release): a window share, ended,
- * with units left, and none ahead (those are the next window's: the share goes on with them).
- */
+/** Whether the alarm at a window share's end gives its units left back: none ahead (the share goes on with those). */
 export function releaseDue(record: AheadRecord, nowMs: number): boolean {
   const share = record.share;
   return (

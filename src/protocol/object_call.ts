@@ -1,8 +1,6 @@
 /**
- * One call to a key's Durable Object within a time budget, as a value: the answer, or why there is none. Errors are
- * classified by their structured fields only (`overloaded`, `retryable`, `durableObjectReset`). A retryable error is
- * retried once within the budget on a fresh stub with the same call id (charged once); an overloaded object never is.
- * A call past the budget is `timeout`, and its late answer is handed back for refunds.
+ * One call to a key's Durable Object within a budget, as a value: the answer, or why none (by the error's structured
+ * fields). A retryable error is retried once with the same call id; past the budget, `timeout` with the late answer.
  */
 import type { ReleaseInput, ReleaseResult } from "./slots.ts";
 import type { CallInput, CallResult, RefundInput, RefundResult } from "./store.ts";

@@ -1,21 +1,13 @@
 /**
- * One request's step on a key's record, by what the call asks (`CallKind`). A rule's `block_for` bans the key from a
- * refusal or a charge that did not fit while no ban runs; during a ban every check and probe is refused with its end.
- * Pure; store.ts `callRecord` runs it per request. docs/rules.md, "Counting by the response" and "Holding a caller
- * out", states the semantics.
+ * One request's step on a key's record, by what the call asks (`CallKind`), with `block_for` bans: pure, run per
+ * request by store.ts `callRecord` (docs/rules.md, "Counting by the response" and "Holding a caller out").
  */
-import {
-  type AlgorithmParams,
-  type AlgorithmState,
-  costError,
-  type Decision,
-  decide,
-  freshAtMs,
-} from "../algorithms/index.ts";
+import { type AlgorithmParams, type AlgorithmState, costError, type Decision, decide } from "../algorithms/index.ts";
 import {
   activeBan,
   type CheckResult,
   checkRecord,
+  freshInMs,
   type LimiterRecord,
   type LimiterRule,
   peekAlgorithm,
@@ -61,11 +53,6 @@ export function stepRecord(
   return out;
 }
 
-/** Until `state` is as good as fresh, ms: `peekState`'s `resetAfterMs`. */
-function freshInMs(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number {
-  return state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
-}
-
 /** A probe that fits: admitted, with the key's figures as it stands (`peekState`'s, whose decide `own` is at cost 1). */
 function probeFits(
   params: AlgorithmParams,
@@ -88,10 +75,7 @@ function probeFits(
   return { ok: true, decision, atMs: nowMs };
 }
 
-/**
- * Charge `cost` units after the origin answered, as much as fits (the algorithms hold no debt): one that does not fit
- * in full crossed the limit (`allowed` false; a `block_for` ban starts unless one runs).
- */
+/** Charge `cost` units after the origin answered, as much as fits (no debt); not all: over (a ban may start). */
 export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, cost: number, nowMs: number): Step {
   const impossible = costError(rule.params, cost);
   if (impossible !== null) return { result: { ok: false, error: impossible }, record };
@@ -143,10 +127,7 @@ function withBan(record: LimiterRecord, blockForMs: number, nowMs: number): Limi
   return { ...record, ban: { sinceMs: nowMs, untilMs: nowMs + blockForMs } };
 }
 
-/**
- * A refusal during a ban: nothing left, fresh no earlier than the ban's end, and a retry at the ban's end or, when the
- * algorithm alone would still refuse this cost then, when it would admit it (no request coming in between).
- */
+/** A refusal during a ban: nothing left, a retry at the ban's end or later, when the algorithm would admit. */
 function bannedResult(
   record: LimiterRecord | null,
   rule: LimiterRule,
@@ -159,7 +140,6 @@ function bannedResult(
   const state = stateOf(record, params, nowMs);
   const own = decide(params, state, cost, nowMs);
   const ownRetryMs = own.ok && !own.decision.allowed ? (own.decision.retryAfterMs ?? 0) : 0;
-  // `peekAlgorithm(record, rule, nowMs).resetAfterMs`, without the cost-1 decision a peek makes for its other figures.
   const resetAfterMs = Math.max(waitMs, freshInMs(params, state, nowMs));
   const retryAfterMs = Math.max(waitMs, ownRetryMs);
   const decision: Decision = { allowed: false, remaining: 0, resetAfterMs, retryAfterMs, delayMs: 0 };

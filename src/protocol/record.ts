@@ -1,8 +1,7 @@
 /**
- * What a limiter keeps per (rule, key), and the operations on the record alone (check, refund, peek, freshness, which
- * rules version it obeys): pure functions of (record, input, now). A call (a batch, its id, a lease) is store.ts.
- * A newer or equal rules version with other parameters converts the state (`carryOver`); an older one is decided under
- * the record's newer parameters, so two versions serving at once never thrash the state.
+ * What a limiter keeps per (rule, key), and the operations on the record alone: pure functions of (record, input,
+ * now). A call (a batch, its id, a lease) is store.ts. An older rules version is decided under the record's newer
+ * parameters, so two versions serving at once never thrash the state.
  */
 import {
   type AlgorithmState,
@@ -18,9 +17,8 @@ import {
 import type { AlgorithmParams } from "../rules/types.ts";
 import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
 
-/** The stored record: the state and the parameters it was made under. */
+/** The stored record (a stored format): the state and the parameters it was made under. */
 export interface LimiterRecord {
-  /** Record format version. */
   readonly v: 1;
   readonly params: AlgorithmParams;
   /** `JSON.stringify(params)`: compared to detect a rule change. */
@@ -40,11 +38,9 @@ export interface LimiterRecord {
   readonly ban?: Ban;
 }
 
-/** A key held out by its rule's `block_for`, from the refusal (or the charge) that crossed the limit. */
-export interface Ban {
-  /** The object's clock at the refusal that started it, ms. */
+/** A key held out by its rule's `block_for` from `sinceMs` until `untilMs` (object clock, ms). */
+interface Ban {
   readonly sinceMs: number;
-  /** Refused until then, ms (`sinceMs + block_for`). */
   readonly untilMs: number;
 }
 
@@ -59,7 +55,7 @@ export interface ShareBook {
   readonly ahead?: { readonly window: number; readonly units: number };
 }
 
-/** One delegate's share, as the key's object remembers it. */
+/** One delegate's share, as the key's object remembers it (object clock, ms). */
 export interface ShareEntry {
   /** The delegate holding it: its region and shard (`weur.0`), never a key. */
   readonly holder: string;
@@ -67,9 +63,8 @@ export interface ShareEntry {
   readonly parts: number;
   /** Window share: units charged at `atMs` for it. 0 for a rate share. */
   readonly units: number;
-  /** The object's clock at the grant, ms. */
   readonly atMs: number;
-  /** When the share ends at the latest (object clock), ms: the grant time plus its term. */
+  /** The grant time plus its term. */
   readonly endsAtMs: number;
   /** The delegate's previous parts, still promised until `prevEndsAtMs` (it uses them until it hears). */
   readonly prevParts: number;
@@ -105,17 +100,13 @@ export interface LimiterRule {
   readonly blockForMs?: number;
 }
 
-/**
- * The rule a call is decided under: its own, unless the record was made under a newer rules version, whose parameters
- * then decide it (the object obeys the newest version it has seen). Equal versions: the call's own (an unversioned
- * caller, or a redeploy of the same version, behaves as before versions).
- */
+/** The rule a call is decided under: its own, unless the record's rules version is newer (then its parameters). */
 export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): LimiterRule {
   if (record === null || (rule.version ?? 0) >= (record.version ?? 0)) return rule;
   return { ...rule, params: record.params, version: record.version ?? 0 };
 }
 
-export interface CheckInput {
+interface CheckInput {
   readonly rule: LimiterRule;
   /** Integer >= 1. */
   readonly cost: number;
@@ -151,7 +142,6 @@ export function stateOf(record: LimiterRecord | null, params: AlgorithmParams, n
   return currentState(record, params, fingerprintOf(params), nowMs);
 }
 
-/** The state to decide on: the stored one, carried over to the current parameters, or `null` (fresh). */
 function currentState(record: LimiterRecord | null, params: AlgorithmParams, fingerprint: string, nowMs: number) {
   if (record === null) return null;
   if (record.fingerprint === fingerprint) return record.state;
@@ -198,15 +188,11 @@ function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord
 /** `record` (after a refund) with the key's deficit now noted, for later refunds of earlier charges (a bucket's). */
 function withLow(record: LimiterRecord, rule: LimiterRule, nowMs: number): LimiterRecord {
   const { params } = ruleFor(record, rule);
-  const state = currentState(record, params, fingerprintOf(params), nowMs);
-  const lows = noteLow(record.lows, params, state, nowMs, true);
+  const lows = noteLow(record.lows, params, stateOf(record, params, nowMs), nowMs, true);
   return lows === null ? record : { ...record, lows };
 }
 
-/**
- * Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule, so
- * a refund across a rule change is not dropped; the algorithm never gives back more than the state holds).
- */
+/** Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule). */
 export function refundRecord(
   record: LimiterRecord | null,
   input: RefundInput,
@@ -225,8 +211,7 @@ export function refundRecord(
   const result = { remaining, resetAfterMs };
   if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
   if (bucket && given === 0) return { result, record };
-  // A state now as good as fresh drops the record unless it holds more (`bare`); kept, its state is one fresh at any
-  // time (made at 0), so a clock that later reads earlier must not find the key charged.
+  // A state as good as fresh drops the record unless it holds more; kept, as one fresh at any time (a clock may step back).
   if (resetAfterMs > 0) return { result, record: noted({ ...record, state }) };
   return { result, record: bare(record) ? null : noted({ ...record, state: freshState(params) }) };
 }
@@ -238,7 +223,7 @@ function freshState(params: AlgorithmParams): AlgorithmState {
   return refund(params, out.state, 1, 0);
 }
 
-/** Whether the record holds nothing but its algorithm state (no call ids, lease asks, shares or rules version). */
+/** Whether the record holds nothing but its algorithm state. */
 function bare(record: LimiterRecord): boolean {
   return (
     record.calls === undefined &&
@@ -282,8 +267,7 @@ export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowM
 /** `peekRecord` of the algorithm's state alone, ignoring any ban (what a charge fits into). */
 export function peekAlgorithm(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
   const { params } = ruleFor(record, rule);
-  const state = currentState(record, params, fingerprintOf(params), nowMs);
-  return peekState(params, state, nowMs);
+  return peekState(params, stateOf(record, params, nowMs), nowMs);
 }
 
 /** The record's ban if it is still running at `nowMs` (it ends at `untilMs` exactly), else `null`. */
@@ -292,10 +276,15 @@ export function activeBan(record: LimiterRecord | null, nowMs: number): Ban | nu
   return ban !== undefined && nowMs < ban.untilMs ? ban : null;
 }
 
+/** Until `state` is as good as fresh, ms (`PeekResult.resetAfterMs`). */
+export function freshInMs(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number {
+  return state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
+}
+
 /** `peekRecord` on a bare state (also used for `scope: local`). */
 export function peekState(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): PeekResult {
   const out = decide(params, state, 1, nowMs);
-  const resetAfterMs = state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
+  const resetAfterMs = freshInMs(params, state, nowMs);
   if (!out.ok) return { remaining: 0, resetAfterMs, retryAfterMs: null, atMs: nowMs };
   const d = out.decision;
   return {
@@ -313,10 +302,10 @@ export function recordFreshAtMs(record: LimiterRecord): number {
   return lastCallMs === undefined ? fresh : Math.max(fresh, lastCallMs + CALL_MEMORY_MS);
 }
 
-/** How long the object remembers a call id, ms: far longer than any retry (which follows within one `timeout_ms`). */
+/** How long the object remembers a call id, ms (a retry follows within one `timeout_ms`). */
 export const CALL_MEMORY_MS = 60_000;
 
-/** A call the object applied, as it remembers it (compactly: one character per request). */
+/** A call the object applied, as it remembers it (a stored format). */
 export interface AppliedCall {
   readonly id: string;
   /** The object's clock when it applied the call, ms. */
@@ -325,8 +314,7 @@ export interface AppliedCall {
   readonly verdicts: string;
   /** Per request, the admitted ones' shaping delays, ms; absent when all are 0. */
   readonly delaysMs?: readonly number[];
-  /** Units of the lease it granted (0 for none). */
+  /** The lease it granted (0: none), and its term. */
   readonly leaseUnits: number;
-  /** The lease's term, ms. */
   readonly leaseForMs: number;
 }

@@ -1,15 +1,11 @@
 /**
- * Giving slots back (concurrency: an admitted request holds a slot until it ends), pure like record.ts. A release
- * names slots by id, so it is idempotent and a late one frees nobody else's. Slots never reach delegates: their
- * algorithm takes no leases, so its keys are never hot (docs/rules.md, "Concurrency").
+ * Giving slots back (concurrency: an admitted request holds a slot until it ends), pure. By id: idempotent, and a
+ * late release frees nobody else's. Never at delegates: the algorithm takes no leases (docs/rules.md, "Concurrency").
  */
 import { type AlgorithmParams, type AlgorithmState, slotPolicy } from "../algorithms/index.ts";
 import type { LimiterRecord, LimiterRule } from "./record.ts";
 
-/**
- * The waits before each retry of a release that failed as overloaded, retryable or reset, ms, each jittered to half to
- * all of it (a release frees capacity, so unlike a take it is retried; one never given back ends with `slot_ttl`).
- */
+/** The waits before each retry of a failed release, ms, jittered to half to all (unretried, one ends at `slot_ttl`). */
 export const RELEASE_RETRY_MS: readonly number[] = [250, 1_000, 4_000];
 
 export interface ReleaseInput {
@@ -28,23 +24,17 @@ export interface ReleaseResult {
   readonly atMs: number;
 }
 
-/** Give back the slots named; `record` is the very same object when none of them was held. */
-export function releaseRecord(
+type SlotChange = (
   record: LimiterRecord | null,
   input: ReleaseInput,
   nowMs: number,
-): { readonly result: ReleaseResult; readonly record: LimiterRecord | null } {
-  return slotChange(record, input, nowMs, "release");
-}
+) => { readonly result: ReleaseResult; readonly record: LimiterRecord | null };
+
+/** Give back the slots named; `record` is the very same object when none of them was held. */
+export const releaseRecord: SlotChange = (record, input, nowMs) => slotChange(record, input, nowMs, "release");
 
 /** Start the slots' leases again at `nowMs` (a response still streams); `released` counts them; an ended one stays so. */
-export function renewRecord(
-  record: LimiterRecord | null,
-  input: ReleaseInput,
-  nowMs: number,
-): { readonly result: ReleaseResult; readonly record: LimiterRecord | null } {
-  return slotChange(record, input, nowMs, "renew");
-}
+export const renewRecord: SlotChange = (record, input, nowMs) => slotChange(record, input, nowMs, "renew");
 
 function slotChange(record: LimiterRecord | null, input: ReleaseInput, nowMs: number, change: "release" | "renew") {
   const policy = record === null ? undefined : slotPolicy(record.params);

@@ -1,7 +1,6 @@
 /**
- * One call to a key's object, as pure functions of (record, input, now): a batch decided in arrival order, an id so
- * that a retry is never charged twice, whether the key's object is busy, and a lease. record.ts (re-exported here for
- * the shells) has the record and its single operations.
+ * One call to a key's object, pure (record, input, now): a batch in arrival order, an id so a retry is never charged
+ * twice, busy, and a lease. record.ts (re-exported) has the record's single operations.
  */
 import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
@@ -24,10 +23,7 @@ import { BUSY_CALLS_PER_S } from "./tunables.ts";
 
 export * from "./record.ts";
 
-/**
- * Call ids the key's object remembers at most (oldest forgotten first). A retry follows its first attempt within one
- * call budget: 128 covers budgets up to 128 ms at the object's ceiling of about 1,000 calls/s.
- */
+/** Call ids the key's object remembers at most: a retry's budget (up to 128 ms) at about 1,000 calls/s. */
 export const CALL_MEMORY_MAX = 128;
 
 /** The most units one lease takes: a window rule's, a quarter of its limit (no isolate holds most of a window). */
@@ -37,31 +33,25 @@ export function leaseCapOf(params: AlgorithmParams): number {
   return Math.max(1, Math.floor(capacity / LEASE_MAX_SHARE_DIVISOR));
 }
 
-/** A lease request: after the batch, charge up to `units` more, for the caller to admit from locally. */
+/** A lease request: after the batch, charge up to `units` (integer >= 1) for the caller to admit from for `ttlMs`. */
 export interface LeaseAsk {
-  /** Integer >= 1; the object grants fewer if fewer are available (possibly 0). */
   readonly units: number;
-  /** How long the caller may admit from it, ms (>= 1). */
   readonly ttlMs: number;
 }
 
-/** What a lease gave, for the caller to admit from until its term ends. */
+/**
+ * What a lease gave: `units` charged at `atMs` (object clock: the unused go back naming it), usable for `forMs` from
+ * when the caller *sent* the call (never later than the charge, whatever the clocks say; cut at a window's end).
+ */
 export interface LeaseGrant {
-  /** Units charged to this lease (>= 1). */
   readonly units: number;
-  /** The object's clock when it charged them, ms: pass it back with the unused units. */
   readonly atMs: number;
-  /**
-   * How long the lease may be used, ms, counted from when the caller *sent* the call (never later than the charge,
-   * whatever the clocks say): the asked ttl, cut at the end of the window for window rules.
-   */
   readonly forMs: number;
 }
 
-/** Unused units of a lease, given back (a refund of what the lease charged at `atMs`). */
+/** Units given back: a refund of what was charged at `atMs` (a lease's grant, an admission). */
 export interface LeaseReturn {
   readonly units: number;
-  /** `atMs` of the grant. */
   readonly atMs: number;
 }
 
@@ -85,7 +75,7 @@ export interface CallResult {
   /** One per cost, in order. */
   readonly results: readonly CheckResult[];
   readonly lease: LeaseGrant | null;
-  /** True when the object had already applied this call id (a retry): nothing was charged again. */
+  /** The object had already applied this call id (a retry): nothing was charged again. */
   readonly replayed: boolean;
   /** The key's object is busy (`isBusy`): isolates lease the key even below `lease.above`. Absent: not busy. */
   readonly busy?: boolean;
@@ -93,18 +83,13 @@ export interface CallResult {
   readonly refunded?: RefundResult;
   /** `true` (key's object): the key is hot, go to the delegate; `false` (delegate): go back. Absent: no change. */
   readonly hot?: boolean;
-  /**
-   * A delegate's rate sub-lease ask it granted nothing (its slice was empty): how long, ms, until the slice holds what
-   * was asked (sublease.ts `refillWaitMs`). The isolate refuses from what it knows until then, not for the ask's term.
-   * Absent: no such ask.
-   */
+  /** A rate sub-lease ask granted nothing: ms until the delegate's slice holds it (sublease.ts `refillWaitMs`). */
   readonly leaseWaitMs?: number;
 }
 
 /**
- * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls at that
- * instant would be), then grant a lease from what is left. A call whose id the record remembers is answered as
- * remembered, with the key's figures now.
+ * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls then
+ * would be), then grant a lease from what is left. A remembered id is answered as remembered, with today's figures.
  */
 export function callRecord(
   record: LimiterRecord | null,
@@ -159,7 +144,6 @@ export function callRecord(
   return { result: withBusy(result, next, nowMs), record: next };
 }
 
-/** The result, marked busy when the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
 function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: number): CallResult {
   return isBusy(record, nowMs) ? { ...result, busy: true } : result;
 }
@@ -168,16 +152,13 @@ function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: numbe
 export function isBusy(record: LimiterRecord | null, nowMs: number): boolean {
   const calls = record?.calls;
   if (calls === undefined || calls.length < BUSY_CALLS_PER_S) return false;
-  // The newest are last: look back from the BUSY_CALLS_PER_S-th newest.
   const nth = calls[calls.length - BUSY_CALLS_PER_S]!;
   return nowMs - nth.atMs < 1000;
 }
 
 /**
- * Grant a lease: charge up to `ask.units` at `nowMs`, as that many cost-1 requests then. A short rate key is shared by
- * demand: each ask gets `units × min(1, supply / demand)` rounded up (supply: what the key holds plus its refill over
- * the ttl; demand: the units asked over the last ttl, `leaseAsks`), never more than the key holds. A window's units go
- * first come.
+ * Grant a lease: charge up to `ask.units` at `nowMs`, as that many cost-1 requests then; a short rate key shared by
+ * demand (docs/production.md, "Leases"), a window's units first come.
  */
 function grantLease(
   record: LimiterRecord | null,
@@ -205,8 +186,7 @@ function grantLease(
     const out = checkRecord(current, { rule, cost: units }, nowMs);
     if (out.result.ok && out.result.decision.allowed) {
       current = out.record;
-      // Cut short by what the key holds, not by demand: the rest comes with the refill, so the term is shorter in
-      // proportion (down to a quarter of the ttl) and the isolate asks again sooner.
+      // Cut short by what the key holds: the rest comes with the refill, so the term is shorter in proportion.
       const termMs =
         units === available && available < share
           ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share))
@@ -239,7 +219,7 @@ function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCal
   return { atMs: nowMs, results, lease, replayed: true, ...refunded };
 }
 
-/** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures known now. */
+/** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures now. */
 export function replayedResults(
   input: CallInput,
   seen: AppliedCall,

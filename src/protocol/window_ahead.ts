@@ -1,15 +1,7 @@
 /**
- * Window shares granted ahead: the key's object's side. Shortly before a window ends, a delegate renewing its window
- * share also gets units of the NEXT window (`ShareGrant.ahead`), charged against that window, not the current one:
- * they wait in the record's share book (`ShareBook.ahead`: the next window's index and the units granted of it) and go
- * into the record's state when that window starts (`applyAhead`, run by share.ts `settleShares` before anything reads
- * or charges the record). The delegate uses them from the next window's start (delegate_ahead.ts), so it need not renew
- * at the window's turn, when every delegate's share ends at once.
- *
- * Exact: no window admits more than its limit. The units granted ahead of a window never add up to more than its limit
- * (`aheadGrant`), and nothing else charges that window before they are applied: every operation on the record settles
- * it first. Units given back before their window started come off the book (`takeAheadBack`), after it through the
- * record's own refund. Pure functions.
+ * Window shares granted ahead, the key's object's side (delegate_ahead.ts: the delegate's). Units of the next window
+ * granted near a window's end wait in the book (`ShareBook.ahead`) and are charged when it starts (`applyAhead`, before
+ * anything else reads the record): never more than its limit, so no window admits more. Pure.
  */
 import { capacityOf, decide, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import type { LeaseReturn, LimiterRecord, LimiterRule, ShareBook } from "./store.ts";
@@ -24,9 +16,8 @@ export interface AheadUnits {
 }
 
 /**
- * The units of the next window granted with a window share asked at `nowMs` for `want` units, whose term the window's
- * end cuts to `termMs` (`null`: none): up to `want`, within what the next window's limit leaves after the others'
- * grants ahead, when the term is cut to `AHEAD_LEAD_MS` or less. `book` with them charged.
+ * The units of the next window for a share asked at `nowMs` for `want`, whose term the window's end cuts to `termMs`
+ * (at most `AHEAD_LEAD_MS`; else `null`): within what the next window's limit leaves; `book` with them charged.
  */
 export function aheadGrant(
   book: ShareBook,
@@ -49,9 +40,8 @@ export function aheadGrant(
 }
 
 /**
- * The record with the units granted ahead of a window charged to its state once that window has started (the whole
- * window's limit at most, when a newer version lowered it: the delegates have them already), or dropped once it has
- * passed; the very same record when there is nothing to do.
+ * The record with the units ahead charged once their window started (at most its limit, which a newer version may
+ * have lowered), or dropped once it passed; the very same record when there is nothing to do.
  */
 export function applyAhead(record: LimiterRecord, nowMs: number): LimiterRecord {
   const ahead = record.shares?.ahead;
@@ -75,10 +65,7 @@ export function applyAhead(record: LimiterRecord, nowMs: number): LimiterRecord 
   return { ...record, state, shares: book };
 }
 
-/**
- * Units given back that were granted ahead of a window that has not started: taken off the book (at most what it
- * holds); the rest, for the record's own refund.
- */
+/** Units given back that were granted ahead of a window not started: off the book; the rest, the record's refund. */
 export function takeAheadBack(
   record: LimiterRecord | null,
   giveBack: readonly LeaseReturn[],
