@@ -20,6 +20,7 @@ import {
   leaseServe,
   noteAnswer,
   refundsLanded,
+  refuseShort,
   startCall,
   stateOf,
 } from "./coalesce_calls.ts";
@@ -37,7 +38,7 @@ import {
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
 import { delegateFor, hashString, leaseAsk, nextSeed, readMark, see, shortOf, takeMark } from "./key_state.ts";
-import { lastKnown, lastKnownRefusal, noteLastKnown } from "./last_known.ts";
+import { lastKnown, noteLastKnown } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
@@ -110,24 +111,15 @@ export class Coalescer {
     const now = this.options.clock();
     takeMark(st, input.hotMark, now);
     see(st, now);
-    const here = leaseServe(this.c, st, input.cost, now, input.keepAlive);
-    if (here !== null) return Promise.resolve(here);
-    if (now < st.lastKnownUntilMs) {
-      this.options.counters.lease_answers++;
-      return Promise.resolve(lastKnownRefusal(st, now));
-    }
-    return this.wait(st, input);
+    const here = leaseServe(this.c, st, input.cost, now, input.keepAlive) ?? refuseShort(this.c, st, now);
+    return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
 
   /**
    * At a lease's end, renew it (one call gives the unused units back and asks again) if the key was used within the
    * last ttl, else give the units back; nothing while a call is in flight (they go with it).
    */
-  private async renewOrReturn(
-    st: KeyState,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
-    used = true,
-  ): Promise<void> {
+  private async renewOrReturn(st: KeyState, keepAlive: KeepAlive, used = true): Promise<void> {
     const ttlMs = st.leaseSettings?.ttlMs ?? 0;
     const now = this.options.clock();
     const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
@@ -151,7 +143,7 @@ export class Coalescer {
     result: CallResult,
     sentAtMs: number,
     asked: AskedLease | undefined,
-    keepAlive: ((work: Promise<unknown>) => void) | undefined,
+    keepAlive: KeepAlive,
     late = false,
   ): number {
     const grant = result.lease;

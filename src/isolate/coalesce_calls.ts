@@ -115,7 +115,6 @@ export function answerHere(
   leader: Waiting | null,
   now: number,
 ): { batch: Waiting[]; mine: Asked | null } {
-  const { counters } = c.options;
   let mine: Asked | null = null;
   const answer = (w: Waiting, a: Asked) => {
     if (w === leader) mine = a;
@@ -130,10 +129,7 @@ export function answerHere(
   }
   const batch = queued.slice(served);
   if (batch.length === 0 || now >= st.lastKnownUntilMs) return { batch, mine };
-  for (const w of batch) {
-    counters.lease_answers++;
-    answer(w, lastKnownRefusal(st, now));
-  }
+  for (const w of batch) answer(w, refuseShort(c, st, now)!);
   return { batch: [], mine };
 }
 
@@ -245,6 +241,13 @@ export function leaseServe(c: Calls, st: KeyState, cost: number, now: number, ke
   lease.unitsLeft -= cost;
   c.options.counters.lease_answers++;
   return leaseAnswer(c, st, lease, cost, now, keepAlive);
+}
+
+/** While the key is short here (`lastKnownUntilMs`), a last known refusal; else `null`. */
+export function refuseShort(c: Calls, st: KeyState, now: number): Asked | null {
+  if (now >= st.lastKnownUntilMs) return null;
+  c.options.counters.lease_answers++;
+  return lastKnownRefusal(st, now);
 }
 
 function leaseAnswer(c: Calls, st: KeyState, lease: HeldLease, cost: number, now: number, keepAlive: KeepAlive): Asked {
