@@ -182,14 +182,9 @@ export function answered(
 ): Asked[] {
   return batch.map((w, i): Asked => {
     const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
-    return {
-      kind: "answered",
-      result: r,
-      source: "object",
-      batchSize: batch.length,
-      attempts,
-      refund: () => (r.ok && r.decision.allowed ? giveAdmissionBack(c, st, w, r.slot, r.atMs) : Promise.resolve(null)),
-    };
+    const refund = () =>
+      r.ok && r.decision.allowed ? giveAdmissionBack(c, st, w, r.slot, r.atMs) : Promise.resolve(null);
+    return { kind: "answered", result: r, source: "object", attempts, refund };
   });
 }
 

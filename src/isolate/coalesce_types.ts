@@ -47,8 +47,6 @@ export type Asked =
       readonly result: CheckResult;
       /** `lease`: answered here, from a lease or from what the isolate last knew. */
       readonly source: "object" | "lease";
-      /** How many requests the call that answered carried (0 for an answer from here). */
-      readonly batchSize: number;
       readonly attempts: number;
       /** Give the admission back (another rule denied the request). */
       readonly refund: () => Promise<RefundResult>;

@@ -16,10 +16,10 @@ export function resetRetryMs(timeoutMs: number): number {
   return (timeoutMs * 3) / 4;
 }
 
-export type DelegateCallDeps = Pick<CoalescerOptions, "clock" | "sleep" | "counters" | "newId">;
+type DelegateCallDeps = Pick<CoalescerOptions, "clock" | "sleep" | "counters" | "newId">;
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
-export type DelegateOutcome =
+type DelegateOutcome =
   | { readonly kind: "answer"; readonly answer: CallAnswer; readonly from: DelegateRoute }
   | { readonly kind: "fallBack"; readonly avoidForMs: number };
 

@@ -75,7 +75,7 @@ export function heldAnswer(
   decision: Extract<CheckResult, { ok: true }>["decision"],
   refund: () => Promise<RefundResult>,
 ): Asked {
-  return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", batchSize: 0, attempts: 0, refund };
+  return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
 }
 
 /**

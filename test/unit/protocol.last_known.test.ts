@@ -128,7 +128,6 @@ describe("answers without the object", () => {
         decision: { allowed: false, remaining: 0, resetAfterMs: 200, retryAfterMs: 200, delayMs: 0 },
       },
       source: "lease",
-      batchSize: 0,
       attempts: 0,
     });
     if (asked.kind === "answered") expect(await asked.refund()).toBeNull();
