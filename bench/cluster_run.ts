@@ -10,7 +10,13 @@ import { parseRules } from "../src/rules/yaml.ts";
 import { type ClusterRun, exactAdmissions, type Scenario, simulateCluster } from "../src/sim/cluster.ts";
 import { ledgerLines, withExact } from "../src/sim/rate_ledger.ts";
 import { type ClusterRow, rowOf, underAfterPct } from "./cluster_rows.ts";
-import { log, QUICK } from "./common.ts";
+import { log, PUBLISH, QUICK } from "./common.ts";
+
+/** `SLUICE_SIM_SEED` (see `clusterRow`): 0 unless set. */
+const SEED_OFFSET = Number(process.env.SLUICE_SIM_SEED ?? 0);
+if (!Number.isSafeInteger(SEED_OFFSET) || (SEED_OFFSET !== 0 && PUBLISH)) {
+  throw new Error("SLUICE_SIM_SEED: an integer, and never in a published run");
+}
 
 /** 5 s into a 10 s window: the window rule turns over during each run. */
 export const T0 = Date.UTC(2030, 0, 1, 0, 0, 5);
@@ -95,7 +101,10 @@ const LOWERED = rulesOf(LOWERED_YAML);
 /**
  * One row of the cluster simulation: `ruleId` (one of `YAML`'s rules) on one key, `isolates`, Poisson load, a
  * scenario. `ablated`: `hotMarks` runs without the data centers' hot marks (the protocol's mechanisms are switched
- * off by the caller, src/protocol/mechanisms.ts `ablate`).
+ * off by the caller, src/protocol/mechanisms.ts `ablate`). `SLUICE_SIM_SEED=n` in the environment adds n to every
+ * row's seed: other arrivals of the same rows, to tell a change's effect from the chaos of one seed (a change that
+ * moves a call's bytes moves every later event; a row moves by a few points either way with any change). Never in a
+ * published run.
  */
 // long: one run, its exact writer, its calm twin and its row, in the order each needs the last
 export async function clusterRow(
@@ -119,7 +128,7 @@ export async function clusterRow(
     tier: true,
     ...(GLOBAL_KEYED.has(ruleId) ? { keyGlobal: true } : {}),
     ...(ablated === "hotMarks" ? { noMarks: true } : {}),
-    seed: loadPerS * 7 + ruleId.length + isolates + scenario.length * 31,
+    seed: loadPerS * 7 + ruleId.length + isolates + scenario.length * 31 + SEED_OFFSET,
   };
   const out = await simulateCluster(run);
   const exact = exactAdmissions(run, out.arrivals, out.newestFromMs);

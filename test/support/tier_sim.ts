@@ -82,7 +82,9 @@ function perMs(params: AlgorithmParams): number {
  * it (pinned in share_bound.props.test.ts: a newer version seen only in a share ask that grants nothing is not
  * recorded, so the older version's callers keep deciding under the older limit).
  */
-export function tierCaseArb(kinds: { readonly versions?: boolean } = {}): fc.Arbitrary<TierCase> {
+export function tierCaseArb(
+  kinds: { readonly versions?: boolean; readonly moving?: boolean } = {},
+): fc.Arbitrary<TierCase> {
   return fc
     .tuple(fc.oneof(rateArb, windowArb), fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 2, maxLength: 6 }))
     .chain(([[params, lowered], hopMs]) => {
@@ -126,9 +128,25 @@ export function tierCaseArb(kinds: { readonly versions?: boolean } = {}): fc.Arb
           },
           ...(kinds.versions === true ? [{ arbitrary: fc.constant({ kind: "bump" as const }), weight: 1 }] : []),
         );
-        return fc.array(step, { minLength: 100, maxLength: 400 }).map((steps) => ({ params, lowered, hopMs, steps }));
+        return fc
+          .array(step, { minLength: 100, maxLength: 400 })
+          .map((steps) => ({ params, lowered, hopMs, steps: kinds.moving === true ? moved(steps, n) : steps }));
       });
     });
+}
+
+/**
+ * Demand that moves between delegates (a busy delegate's isolates going to their own shards): the first half of the
+ * batches all to delegate 0, the second half mostly to the others (every fourth step's still to delegate 0, whose
+ * batches renew its share). Delegate 0's demand falls, so it cuts its rate share (`ShareAsk.keep`), and the parts
+ * move.
+ */
+function moved(steps: readonly TierStep[], delegates: number): TierStep[] {
+  return steps.map((step, i) => {
+    if (step.kind !== "batch") return step;
+    const to = i < steps.length / 2 || i % 4 === 0 ? 0 : 1 + (Math.abs(step.to) % (delegates - 1));
+    return { ...step, to };
+  });
 }
 
 /** Run a case: the admissions, each at the time it was decided (by the key's object or a delegate). */
@@ -139,7 +157,7 @@ export async function simulateTier(
    * must catch both).
    */
   fault: "none" | "share for 3 terms" | "sublease for 3 terms" = "none",
-): Promise<{ admitted: number[]; bumpedAtMs: number; shared: number; subleased: number }> {
+): Promise<{ admitted: number[]; bumpedAtMs: number; shared: number; subleased: number; cuts: number }> {
   const clock = new EventClock(TIER_T0);
   let record: LimiterRecord | null = null;
   let ids = 0;
@@ -160,6 +178,8 @@ export async function simulateTier(
       return out.result;
     });
   let shared = 0;
+  /** Rate share asks of a delegate that cut its own share (`keep`). */
+  let cuts = 0;
   const delegates = c.hopMs.map((ms, d) => {
     let stored: DelegateRecord = NEW_DELEGATE;
     let life = 0;
@@ -175,6 +195,7 @@ export async function simulateTier(
         call: (_object, input) => objectCall(ms, input),
         share: (_object, ask) =>
           hop(ms, () => {
+            if (ask.keep !== undefined) cuts++;
             const out = shareRecord(record, ask, clock.nowMs());
             record = out.record;
             if (out.grant.kind !== "none") shared++;
@@ -293,7 +314,7 @@ export async function simulateTier(
   }
   await clock.runUntil(t + 3 * SHARE_TERM_MS);
   await Promise.all(pending);
-  return { admitted, bumpedAtMs, shared, subleased };
+  return { admitted, bumpedAtMs, shared, subleased, cuts };
 }
 
 /**
