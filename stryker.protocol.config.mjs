@@ -19,7 +19,7 @@ export default {
     "src/isolate/delegate_call.ts",
   ],
   // Incremental: a run retests only the mutants whose code or covering tests changed since the last run here (the
-  // whole set is about 3,600 mutants; `--force` retests every one).
+  // whole set is 3,740 mutants, 47 min at concurrency 1 on 2 cores; `--force` retests every one).
   incremental: true,
   incrementalFile: "reports/stryker-protocol-incremental.json",
   htmlReporter: { fileName: "reports/mutation-protocol/index.html" },
