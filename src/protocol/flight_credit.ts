@@ -1,16 +1,8 @@
 /**
- * The refill of a rate share's parts while its grant was on its way back: a delegate's credit at adoption (delegate.ts
- * `adoptGrant`). The key's object promises the parts it grants from the grant on (they leave the direct slice then),
- * and the delegate starts its slice when the answer arrives: in between, the parts it gained refill nobody's bucket.
- * That flight comes with every grant that adds parts: a delegate's first (all its parts, while its region waits for
- * it), and every renewal that grows a share.
- *
- * The delegate cannot see the flight itself (the clocks differ; its round trip also holds the ask's way there and its
- * wait in the object's queue): it takes half the smallest round trip it has seen lately, this ask's and its last
- * renewal's (`HeldShare.rttMs`), so a queue at the object counts only when every recent ask met one. The legs'
- * difference (jitter, an asymmetric path, a queue) can make the credit longer than the flight, by at most half the
- * round trip: a delegate then admits at most `rate × RTT / 2` of the parts it gained beyond the object's book, taken
- * from the rate bound's term (docs/rules.md). Pure: whole tokens by the algorithm's own refill.
+ * A delegate's credit at adoption (delegate.ts `adoptGrant`) for a rate grant's flight: the key's object takes the
+ * parts it grants out of its direct slice at the grant, the delegate starts them when the answer arrives, so their
+ * refill in between went to nobody (a first grant's, and a renewal's that grows a share). What a credit longer than
+ * the flight costs the rate bound: docs/production.md (the design note) and docs/rules.md. Pure, whole tokens.
  */
 import { type AlgorithmParams, sliceParams } from "../algorithms/index.ts";
 import { emptyState } from "./share.ts";
@@ -26,8 +18,9 @@ interface Held {
 }
 
 /**
- * How long the answer to an ask sent at `sentAtMs` and taken at `nowMs` was on its way, as the delegate estimates it:
- * half the smaller of this round trip and the last renewal's (`old.rttMs`), ms.
+ * How long the answer to an ask sent at `sentAtMs` and taken at `nowMs` was on its way, ms: half the smaller of this
+ * round trip and the last renewal's (`old.rttMs`; the clocks differ), so that a queue at the object counts only when
+ * both asks met one.
  */
 export function flightMs(old: Held | null, sentAtMs: number, nowMs: number): number {
   const rttMs = Math.max(0, nowMs - sentAtMs);
@@ -56,7 +49,7 @@ export function flightCredit(
   return refill(params, parts - held, ms, nowMs) + refill(params, held, nowMs - endedMs, nowMs);
 }
 
-/** The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most their burst). */
+/** The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most a burst). */
 function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
   if (parts <= 0 || ms <= 0) return 0;
   const slice = sliceParams(params, parts, SHARE_PARTS);

@@ -1,25 +1,18 @@
 /**
- * How much of a rate rule's charge a refund may still give back (issue 18). A refund lands late (with the key's next
- * call, or a lease's unused units at its term's end); if the bucket filled up meanwhile, the refill cap absorbed part
- * of the charge, and giving it back in full admits more than the rule's bound.
- *
- * The standard: the key never holds more than a bucket that decided the same admissions without the refunded ones.
- * A charge still weighs on the key only as far as that bucket lacked it from full at every instant since, so a refund
- * gives back at most the least deficit since its charge (exactly, in 1/rate.perMs of a request). The record keeps
- * the key's deficits at each operation that changed its state (between them the deficit only falls), as a staircase
- * of suffix minima (at most `LOWS_MAX` steps); a refund lowers the steps after its charge by its cost, and one cut
- * short may leave that bucket fuller than the key by what it did not give back (`slack`, taken off later steps
- * until the key is full again). Window rules need none of this: a unit counts only in the window it was charged in.
+ * How much of a rate rule's charge a late refund may still give back (issue 18; the standard: docs/rules.md,
+ * "Composition"): at most the least deficit since its charge, in 1/rate.perMs of a request, as the refill cap took
+ * the rest. The record keeps the key's deficit at each operation that changed its state (between them it only falls)
+ * as a staircase of suffix minima (`LOWS_MAX` steps); a refund lowers the steps after its charge by its cost, and what
+ * one cut short did not give back is `slack`, taken off later steps until the key is full. Window rules need none.
  */
 import { type AlgorithmState, scaledDeficit } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { LOWS_MAX } from "./tunables.ts";
 
 /**
- * `s`: `[tick, deficit]` steps, oldest first, deficits rising: from `tick` on (ticks are half ms, `2 × ms`, `+ 1` for
- * an instant after refunds landed in it) the bucket without the refunded charges lacked at least `deficit` from full.
- * `slack`: how much fuller than the key that bucket may be now. Both in 1/`per` of a request (`per`: the perMs of
- * the parameters they were taken under).
+ * `s`: `[tick, deficit]` steps, oldest first, deficits rising: from `tick` on (`2 × ms`, `+ 1` after refunds landed in
+ * it) the bucket without the refunded charges lacked at least `deficit` from full. `slack`: how much fuller than the
+ * key that bucket may be now. Both in 1/`per` of a request (`per`: the perMs they were taken under).
  */
 export interface Lows {
   readonly s: readonly (readonly [number, number])[];
@@ -100,9 +93,8 @@ export function refundable(lows: Lows | undefined, params: AlgorithmParams, cost
 }
 
 /**
- * The staircase after a refund of `cost` charged at `admittedAtMs`, of which `given` (1/perMs) went back: the bucket
- * without it lacked up to `cost` less at every step since the charge, and may now be fuller than the key by what
- * was not given back.
+ * The staircase after a refund of `cost` charged at `admittedAtMs`, of which `given` (1/perMs) went back: `cost` off
+ * every step since the charge, and what was not given back to the slack.
  */
 export function afterRefund(
   lows: Lows | undefined,

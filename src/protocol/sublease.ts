@@ -1,11 +1,6 @@
 /**
- * Sub-leases: a delegate grants the isolates that call it small leases out of its own share (delegate.ts), so that a
- * busy isolate answers most requests of a hot key itself and calls its delegate about once per (short) term. The
- * isolate holds them with its machinery for leases from the key's object (src/isolate/coalesce.ts): the same
- * `LeaseAsk` and `LeaseGrant`, unused units back with its next call (`giveBack`). A window share's sub-lease is units
- * it holds (already charged in the key's record); a rate share's is tokens taken out of its slice's bucket. What each
- * bounds, and what a dead isolate loses, is at `subleaseFrom` (and in docs/rules.md); how a delegate takes units
- * given back, at `takeBack`. Pure functions.
+ * Sub-leases: a delegate's small leases to the isolates that call it, out of its own share (docs/production.md
+ * "Sub-leases"). The isolate holds them as leases from the key's object (`LeaseAsk`, `LeaseGrant`, `giveBack`). Pure.
  */
 import {
   type AlgorithmParams,
@@ -28,7 +23,7 @@ import {
 } from "./store.ts";
 import { RATE_LEASE_TERM_MS, SUBLEASE_OF_HELD, SUBLEASE_TERM_MS } from "./tunables.ts";
 
-/** What a sub-lease is granted from: the share a delegate holds, as far as a sub-lease needs it (delegate.ts `HeldShare`). */
+/** What a sub-lease is granted from: the share a delegate holds, as far as it needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
   readonly kind: "rate" | "window";
   /** The rule the share is under (the newest version the key's object had seen). */
@@ -44,11 +39,7 @@ export interface SubleaseSource {
   readonly short: boolean;
   /** The object's clock at the grant (a window share's refunds name it), ms. */
   readonly atMs: number;
-  /**
-   * Window share: units sub-leased out of it and out of the earlier shares of the same window under the same
-   * parameters, not yet given back (absent: 0). A return naming one of those earlier shares is taken into this one,
-   * up to these (`takeBack`).
-   */
+  /** Window share: units lent out of it and earlier shares of its window and parameters, not back yet (`takeBack`). */
   readonly lent?: number;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
@@ -59,29 +50,16 @@ export function delegateSlice(params: AlgorithmParams, parts: number): Algorithm
   return honestSlice(params, parts);
 }
 
-/**
- * The term an isolate asks a delegate's sub-lease for, ms: `SUBLEASE_TERM_MS` (a rate share's: `RATE_LEASE_TERM_MS`,
- * within the rate bound's term), or its lease ttl if shorter.
- */
+/** The term of a sub-lease, ms: `SUBLEASE_TERM_MS` (rate: `RATE_LEASE_TERM_MS`), or the lease ttl if shorter. */
 export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"): number {
   return Math.max(1, Math.min(ttlMs, kind === "rate" ? RATE_LEASE_TERM_MS : SUBLEASE_TERM_MS));
 }
 
 /**
- * Grant `ask` out of `share` at `nowMs` (this delegate's clock): the lease (`null`: nothing to grant) and the share
- * without its units. Never more than asked, than the share holds now, or than a quarter of a window rule's limit.
- *
- * - **Window share:** units the delegate still holds, usable for at most `SUBLEASE_TERM_MS` (shorter, down to a
- *   quarter, when it holds fewer than asked and the window is not spent) and never past the window's end (every unit is used in the window it was charged in: 0 over-admission; isolates ask for none the
- *   window's end would cut, src/isolate/key_state.ts `subleaseAsk`). Given back with the isolate's next call, they go
- *   back into the share while it holds them (the refund names the share's charge), or into the share that renewed it
- *   in the same window (at most what was lent: `lent`), else on to the key's object with the delegate's next ask. A dead isolate's units are lost until the window ends: at most its lease (about half a
- *   term of its own demand, never more than a quarter of the limit).
- * - **Rate share:** tokens taken out of the slice's bucket as that many requests admitted now, usable for at most
- *   `SUBLEASE_TERM_MS` (shorter, down to a quarter, when the bucket had fewer than asked); what is left goes back into
- *   the bucket with the isolate's next call. A dead isolate loses its lease's tokens once (the bucket refills at its
- *   rate meanwhile). An admission from a sub-lease comes at most `SUBLEASE_TERM_MS` after its token left the bucket,
- *   within the rate bound's term (`burst + rate × (t + term)`, term 1 s; docs/rules.md).
+ * Grant `ask` out of `share` at `nowMs` (this delegate's clock): the lease (`null`: none) and the share without its
+ * units; never more than asked, than the share holds now, or than a quarter of a window rule's limit. A window
+ * sub-lease never outlives its window (its units were charged in it: 0 over-admission); a rate sub-lease's tokens
+ * leave the slice's bucket now, used at most `RATE_LEASE_TERM_MS` later (the rate bound's term, docs/rules.md).
  */
 export function subleaseFrom<S extends SubleaseSource>(
   share: S,
@@ -133,9 +111,8 @@ export function subleaseFrom<S extends SubleaseSource>(
 }
 
 /**
- * How long the slice's bucket (`params`, `state`) takes to hold `units` from `nowMs`, ms, at most `capMs`: a rate
- * sub-lease ask that found the bucket empty tells its isolate so (`CallResult.leaseWaitMs`), and the isolate refuses
- * from what it knows only until then, not for the ask's whole term. The first of 5 ms doubled that suffices.
+ * How long the slice's bucket takes to hold `units` from `nowMs` (first of 5, 10, 20… ms), at most `capMs`: an
+ * isolate whose rate ask found it empty refuses only until then (`CallResult.leaseWaitMs`), not for a whole term.
  */
 export function refillWaitMs(
   params: AlgorithmParams,
@@ -152,8 +129,7 @@ export function refillWaitMs(
 
 /**
  * The term of a sub-lease of `units` where `wanted` were asked for `termMs`: as much shorter, down to a quarter, so its
- * delegate asks again about when it has used them (an isolate takes a sub-lease at least its demand's pace over its
- * term for no sign of a short key: key_state.ts), instead of refusing for a whole term while the share refills.
+ * isolate asks again about when it has used them, instead of refusing for a whole term while the share refills.
  */
 export function shorter(termMs: number, units: number, wanted: number): number {
   return Math.max(Math.ceil(termMs / 4), Math.floor((termMs * units) / wanted));
@@ -176,7 +152,7 @@ export function callDemand(input: CallInput): number {
 }
 
 /** What `takeBack` needs of a delegate's record (delegate.ts `DelegateRecord`). */
-export interface TakingRecord {
+interface TakingRecord {
   readonly share: SubleaseSource | null;
   readonly giveBack: readonly LeaseReturn[];
   readonly calls: readonly { readonly id: string }[];
@@ -210,10 +186,9 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
 }
 
 /**
- * A refund taken into the share, and the units of it left to give back to the key's object (`null`: none of it is this
- * share's to take). A window share takes its own units back (up to those it was granted), and units sub-leased out of
- * an earlier share of the same window (`lent`: charged in this window, they are as good as its own; without this they
- * would wait in `giveBack` for the next ask while the share is short).
+ * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
+ * share also takes units lent out of an earlier share of its window (`lent`: charged in this window, as good as its
+ * own; else they would wait in `giveBack` for the next ask while the share is short).
  */
 function refundInto<S extends SubleaseSource>(
   share: S,
