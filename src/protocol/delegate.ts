@@ -34,6 +34,7 @@ import {
 import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
+import { tokensIn } from "./share_tokens.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -167,15 +168,10 @@ export function shareAsk(
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
   // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so (`keep`); a
   // live one is used `oldForMs` more at most, or until the answer: the key's object holds its old parts that long only.
-  let keep: number | undefined;
+  // The tokens above the smaller slice's burst go with the parts it gives up (`tokens`), not dropped.
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
-  if (kept !== null && live && !release) {
-    const parts = keptFed(kept, demand);
-    if (parts < kept.parts) {
-      kept = { ...cutShare(kept, parts, nowMs), demand };
-      keep = parts;
-    }
-  }
+  const cut = kept !== null && live && !release ? cutFor(kept, demand, nowMs) : null;
+  if (cut !== null) kept = cut.share;
   const old = uses("oldShareFor") && live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
   if (old !== null) kept = old.share;
   const ask: ShareAsk = {
@@ -186,7 +182,7 @@ export function shareAsk(
     units,
     giveBack,
     ...(release ? { release } : {}),
-    ...(keep === undefined ? {} : { keep }),
+    ...(cut === null ? {} : { keep: cut.share.parts, ...(cut.tokens >= 1 ? { tokens: cut.tokens } : {}) }),
     ...(live && kept?.askId !== undefined ? { holding: kept.askId } : {}),
     ...(old === null ? {} : { oldForMs: old.forMs }),
   };
@@ -198,20 +194,22 @@ export function shareAsk(
 }
 
 /**
- * The parts a rate share whose demand fell to `demand` keeps (`keptParts`), never below a slice holding one unit of
- * burst (share.ts `leastParts`): smaller, it would admit nothing.
+ * A live rate share whose demand fell, cut to what `demand` needs (`keptParts`; never below a slice holding one unit of
+ * burst, share.ts `leastParts`: smaller, it would admit nothing), its bucket converted to the smaller slice; and the
+ * tokens it held above that slice's burst, which go with the parts it gives up. `null`: no cut.
  */
-function keptFed(share: HeldShare, demand: number): number {
-  return Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), leastParts(share.rule.params)));
-}
-
-/** A rate share cut to `parts` now: its bucket converted to the smaller slice (tokens above its burst dropped). */
-function cutShare(share: HeldShare, parts: number, nowMs: number): HeldShare {
+function cutFor(share: HeldShare, demand: number, nowMs: number): { share: HeldShare; tokens: number } | null {
+  const least = leastParts(share.rule.params);
+  const parts = Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), least));
+  if (parts >= share.parts) return null;
   const from = sliceOf(share);
-  const next = { ...share, parts };
-  const to = sliceOf(next);
-  if (to === null || from === null || share.state === null) return { ...next, state: null };
-  return { ...next, state: carryOver(from, to, share.state, nowMs) ?? emptyState(to, nowMs) };
+  const to = sliceOf({ ...share, parts });
+  const state =
+    to === null || from === null || share.state === null
+      ? null
+      : (carryOver(from, to, share.state, nowMs) ?? emptyState(to, nowMs));
+  const tokens = Math.max(0, tokensIn(from, share.state, nowMs) - tokensIn(to, state, nowMs));
+  return { share: { ...share, parts, state, demand }, tokens };
 }
 
 /** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */

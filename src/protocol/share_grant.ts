@@ -28,6 +28,7 @@ import {
   settleShares,
   shareKindOf,
 } from "./share.ts";
+import { creditCut } from "./share_tokens.ts";
 import {
   checkRecord,
   isBusy,
@@ -77,6 +78,8 @@ export function shareRecord(
   const total = demand + directDemand(rec, nowMs) + others.reduce((sum, e) => sum + e.demand, 0);
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
   const roomy = mine !== undefined || others.length < SHARE_DELEGATES_MAX;
+  const used = mine === undefined ? 0 : inUse(mine, ask, nowMs).parts;
+  if (kind === "rate" && mine !== undefined) rec = creditCut(rec, rule, ask.tokens, mine, used, others, nowMs);
   if (!hot || ask.release === true || !roomy) {
     const none: ShareGrant = {
       atMs: nowMs,
@@ -90,12 +93,11 @@ export function shareRecord(
     };
     if (mine === undefined || rec === null) return { record: rec, grant: none };
     const ended: ShareEntry = { ...ended0(mine, nowMs, ask), askId: ask.id };
-    return { record: withEntry(rec, book, others, ended, hot, nowMs), grant: none };
+    return { record: withEntry(rec, rec.shares ?? book, others, ended, hot, nowMs), grant: none };
   }
-  const held = mine === undefined ? 0 : inUse(mine, ask, nowMs).parts;
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, held, mine === undefined ? 0 : termOf(mine), nowMs)
+      ? rateGrant(rec, rule, demand, total, others, used, mine === undefined ? 0 : termOf(mine), nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const prev = mine === undefined ? null : ended0(mine, nowMs, ask);
   const ahead = out.grant.ahead;
@@ -388,11 +390,6 @@ function withVersion(rec: LimiterRecord | null, rule: LimiterRule, nowMs: number
   const state =
     fingerprint === rec.fingerprint
       ? rec.state
-      : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyOrFull(rule, rec, nowMs));
+      : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? fullState(rule.params, nowMs));
   return { ...rec, params: rule.params, fingerprint, state, version: rule.version ?? 0 };
-}
-
-/** A state for a record whose algorithm changed (the carry-over starts it fresh). */
-function emptyOrFull(rule: LimiterRule, _rec: LimiterRecord, nowMs: number): AlgorithmState {
-  return fullState(rule.params, nowMs);
 }
