@@ -34,7 +34,7 @@ import {
 import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
-import { tokensIn } from "./share_tokens.ts";
+import { carried, tokensIn } from "./share_tokens.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -246,14 +246,16 @@ export function adoptGrant(
   const from = old === null ? null : sliceOf(old);
   let state: AlgorithmState | null = null;
   if (next !== null) {
-    state =
-      from !== null && old?.state != null
-        ? (carryOver(from, next, old.state, nowMs) ?? emptyState(next, nowMs))
-        : emptyState(next, nowMs);
+    // The old bucket as it was at its end, and the refill since of the parts still promised to it (share_tokens.ts).
+    const held = old === null ? 0 : Math.min(old.parts, grant.parts, grant.held ?? 0);
+    const start = carried(grant.rule.params, next, from, old?.state ?? null, old?.endsAtMs ?? nowMs, held, nowMs);
+    state = start.state;
     // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`) and the refill of the
-    // parts it gained while the answer was on its way (flight_credit.ts), capped at its burst.
-    const credit = uses("flightCredit") ? flightCredit(grant.rule.params, grant.parts, old, sentAtMs, nowMs) : 0;
-    if ((grant.tokens ?? 0) + credit > 0) state = refund(next, state, (grant.tokens ?? 0) + credit, nowMs);
+    // parts it gained while the answer was on its way (flight_credit.ts; of its held parts, unless counted above).
+    const flown = start.afterEnd > 0 && old !== null ? { ...old, endsAtMs: nowMs } : old;
+    const credit = uses("flightCredit") ? flightCredit(grant.rule.params, grant.parts, flown, sentAtMs, nowMs) : 0;
+    const add = (grant.tokens ?? 0) + credit + start.afterEnd;
+    if (add > 0) state = refund(next, state, add, nowMs);
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
   return { ...record, share, hot: grant.hot };

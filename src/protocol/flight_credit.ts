@@ -50,7 +50,7 @@ export function flightCredit(
 }
 
 /** The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most a burst). */
-function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
+export function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
   if (parts <= 0 || ms <= 0) return 0;
   const slice = sliceParams(params, parts, SHARE_PARTS);
   return slice === null ? 0 : peekState(slice, emptyState(slice, nowMs - ms), nowMs).remaining;

@@ -105,6 +105,8 @@ export interface ShareGrant {
    * creation: the delegate adds them to its slice's bucket (capped at its burst); lost in transit, they are gone.
    */
   readonly tokens?: number;
+  /** Rate share: parts the key's object kept promised to the delegate without a break up to this grant. Absent: 0. */
+  readonly held?: number;
   /** Window share: units charged for the delegate at `atMs`. */
   readonly units: number;
   /** Window share: units left in the window after this grant (0: the window is spent until it ends). */

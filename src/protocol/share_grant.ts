@@ -220,6 +220,7 @@ function rateGrant(
     kind: "rate",
     parts,
     ...(moved.tokens > 0 ? { tokens: moved.tokens } : {}),
+    ...(held > 0 ? { held } : {}),
     units: 0,
     remaining: 0,
     termMs,

@@ -5,7 +5,8 @@
  * above the smaller slice's burst with the ask (`ShareAsk.tokens`); the key's object adds them to the direct slice,
  * which the parts the cut frees join (share_grant.ts `shareRecord`). Pure functions.
  */
-import { type AlgorithmParams, type AlgorithmState, carryOver, refund } from "../algorithms/index.ts";
+import { type AlgorithmParams, type AlgorithmState, capacityOf, carryOver, refund } from "../algorithms/index.ts";
+import { refill } from "./flight_credit.ts";
 import { emptyState, honestSlice, promisedParts } from "./share.ts";
 import { type LimiterRecord, type LimiterRule, peekState, type ShareEntry } from "./store.ts";
 import { SHARE_PARTS } from "./tunables.ts";
@@ -65,4 +66,27 @@ export function creditCut(
   const tokens = cutTokens(rule.params, asked, promisedParts(mine, nowMs) - used);
   const promised = others.reduce((n, e) => n + promisedParts(e, nowMs), 0);
   return creditDirect(rec, rule, Math.max(0, SHARE_PARTS - promised - used), tokens, nowMs);
+}
+
+/**
+ * The bucket an adopted rate share (`next`, its slice) starts from: the old share's (`from`, `state`) as it was at its
+ * end (`endedMs`; now, if it is live), capped at the new burst; and `afterEnd`, the refill since that end of the parts
+ * the key's object kept promised to this delegate without a break (`held`: `ShareGrant.held`, at most the old and the
+ * new parts), which are its own. The rest of that refill the object gave to others (the direct slice refilled them
+ * too): counting it as well made tokens. The caller adds `afterEnd`.
+ */
+export function carried(
+  rule: AlgorithmParams,
+  next: AlgorithmParams,
+  from: AlgorithmParams | null,
+  state: AlgorithmState | null,
+  endedMs: number,
+  held: number,
+  nowMs: number,
+): { readonly state: AlgorithmState; readonly afterEnd: number } {
+  const same = from !== null && from.algorithm === next.algorithm;
+  const kept = same && state !== null ? peekState(from, state, Math.min(nowMs, endedMs)).remaining : 0;
+  const start = emptyState(next, nowMs);
+  const afterEnd = endedMs < nowMs && held > 0 ? refill(rule, held, nowMs - endedMs, nowMs) : 0;
+  return { state: kept >= 1 ? refund(next, start, Math.min(kept, capacityOf(next)), nowMs) : start, afterEnd };
 }

@@ -81,7 +81,10 @@ export class SimDelegate {
     const adopted = now !== null && now.askId !== was?.askId;
     if (!adopted && now !== null && was !== null && now.parts === was.parts) return;
     const t = this.clock.nowMs();
-    const d = tokensOf(was, t) + (adopted ? this.grantTokens : 0) - tokensOf(now, t);
+    // An ended share's bucket as it was at its end: what the new one holds beyond it is made (its refill after the end
+    // for parts still promised to it, delegate.ts `adoptGrant`; a flight credit).
+    const wasAt = was !== null && was.kind === "rate" ? Math.min(t, was.endsAtMs) : t;
+    const d = tokensOf(was, wasAt) + (adopted ? this.grantTokens : 0) - tokensOf(now, t);
     if (adopted) this.grantTokens = 0;
     this.watch.changed(Math.max(0, d), Math.max(0, -d));
   }
