@@ -34,7 +34,7 @@ import {
 import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
-import { carried, tokensIn } from "./share_tokens.ts";
+import { adoptedStart, tokensIn } from "./share_tokens.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -246,13 +246,12 @@ export function adoptGrant(
   const from = old === null ? null : sliceOf(old);
   let state: AlgorithmState | null = null;
   if (next !== null) {
-    // The old bucket as it was at its end, and the refill since of the parts still promised to it (share_tokens.ts).
-    const held = old === null ? 0 : Math.min(old.parts, grant.parts, grant.held ?? 0);
-    const start = carried(grant.rule.params, next, from, old?.state ?? null, old?.endsAtMs ?? nowMs, held, nowMs);
+    // The old bucket, refilled as far as its parts stayed promised (share_tokens.ts `adoptedStart`).
+    const start = adoptedStart(grant, next, from, old, nowMs);
     state = start.state;
-    // The tokens the key's object moved to this share with the grant (share_grant.ts `transfer`) and the refill of the
-    // parts it gained while the answer was on its way (flight_credit.ts; of its held parts, unless counted above).
-    const flown = start.afterEnd > 0 && old !== null ? { ...old, endsAtMs: nowMs } : old;
+    // Tokens moved with the grant (share_grant.ts `transfer`), the refill of parts gained in flight (flight_credit.ts;
+    // an ended share's refill counted above is not counted again).
+    const flown = old !== null && start.through ? { ...old, endsAtMs: Math.max(old.endsAtMs, nowMs) } : old;
     const credit = uses("flightCredit") ? flightCredit(grant.rule.params, grant.parts, flown, sentAtMs, nowMs) : 0;
     const add = (grant.tokens ?? 0) + credit + start.afterEnd;
     if (add > 0) state = refund(next, state, add, nowMs);

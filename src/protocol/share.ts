@@ -43,7 +43,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
-import { HOT_LEASE_PER_REQUEST, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
+import { HOT_LEASE_PER_REQUEST, LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { type AheadUnits, applyAhead } from "./window_ahead.ts";
 
 /** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
@@ -127,13 +127,18 @@ export interface ShareGrant {
 
 export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };
 
+/** Until when an entry's parts stay promised: its end, `LAPSE_GRACE_MS` more for a rate share's (share_tokens.ts). */
+export function partsUntilMs(e: ShareEntry): number {
+  return e.parts > 0 ? e.endsAtMs + LAPSE_GRACE_MS : e.endsAtMs;
+}
+
 /** Parts an entry still holds at `nowMs`: its own, or its previous ones while the delegate may still be using them. */
 export function promisedParts(e: ShareEntry, nowMs: number): number {
-  return Math.max(nowMs < e.endsAtMs ? e.parts : 0, nowMs < e.prevEndsAtMs ? e.prevParts : 0);
+  return Math.max(nowMs < partsUntilMs(e) ? e.parts : 0, nowMs < e.prevEndsAtMs ? e.prevParts : 0);
 }
 
 export function live(e: ShareEntry, nowMs: number): boolean {
-  return nowMs < e.endsAtMs || nowMs < e.prevEndsAtMs;
+  return nowMs < partsUntilMs(e) || nowMs < e.prevEndsAtMs;
 }
 
 /** The parts of the rate no live share holds: the direct calls' slice. */
@@ -351,7 +356,7 @@ function directCall(
 function refuseAll(rec: LimiterRecord, book: ShareBook, input: CallInput, nowMs: number): CallResult {
   let nextEndMs = nowMs + SHARE_TERM_MS;
   for (const e of book.entries) {
-    for (const end of [e.endsAtMs, e.prevEndsAtMs]) if (end > nowMs) nextEndMs = Math.min(nextEndMs, end);
+    for (const end of [partsUntilMs(e), e.prevEndsAtMs]) if (end > nowMs) nextEndMs = Math.min(nextEndMs, end);
   }
   const waitMs = Math.max(1, nextEndMs - nowMs);
   const params = ruleFor(rec, input.rule).params;
@@ -386,7 +391,7 @@ export function keyFreshAtMs(record: LimiterRecord): number {
   const book = record.shares;
   if (book === undefined) return atMs;
   atMs = Math.max(atMs, book.hotUntilMs);
-  for (const e of book.entries) atMs = Math.max(atMs, e.endsAtMs, e.prevEndsAtMs);
+  for (const e of book.entries) atMs = Math.max(atMs, partsUntilMs(e), e.prevEndsAtMs);
   const from = book.direct === undefined ? null : sliceOf(record.params, book.direct.parts);
   if (from !== null && book.direct?.state != null) atMs = Math.max(atMs, freshAtMs(from, book.direct.state));
   return atMs;

@@ -22,6 +22,7 @@ import {
   keyPeek,
   leastParts,
   live,
+  partsUntilMs,
   promisedParts,
   type ShareAsk,
   type ShareGrant,
@@ -125,7 +126,7 @@ export function shareRecord(
  */
 function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts: number; untilMs: number } {
   const adopted = ask?.holding !== undefined && ask.holding === e.askId;
-  const parts = adopted ? (nowMs < e.endsAtMs ? e.parts : 0) : promisedParts(e, nowMs);
+  const parts = adopted ? (nowMs < partsUntilMs(e) ? e.parts : 0) : promisedParts(e, nowMs);
   const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
   const forMs = ask?.oldForMs;
   const bounded = forMs !== undefined && Number.isSafeInteger(forMs) && forMs >= 0;

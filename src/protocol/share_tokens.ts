@@ -7,7 +7,7 @@
  */
 import { type AlgorithmParams, type AlgorithmState, capacityOf, carryOver, refund } from "../algorithms/index.ts";
 import { refill } from "./flight_credit.ts";
-import { emptyState, honestSlice, promisedParts } from "./share.ts";
+import { emptyState, honestSlice, promisedParts, type ShareGrant } from "./share.ts";
 import { type LimiterRecord, type LimiterRule, peekState, type ShareEntry } from "./store.ts";
 import { SHARE_PARTS } from "./tunables.ts";
 
@@ -89,4 +89,30 @@ export function carried(
   const start = emptyState(next, nowMs);
   const afterEnd = endedMs < nowMs && held > 0 ? refill(rule, held, nowMs - endedMs, nowMs) : 0;
   return { state: kept >= 1 ? refund(next, start, Math.min(kept, capacityOf(next)), nowMs) : start, afterEnd };
+}
+
+/**
+ * The bucket a delegate's adopted rate grant starts from (`next`, its slice; `from`, the old share's slice): the old
+ * bucket refilled until now while its parts stayed promised (a live share, or an ended one whose parts the key's object
+ * held until the ask, `held` within its grace: share.ts `partsUntilMs`); else as `carried` says. `through`: the old
+ * share's refill counted until now (its flight credit must not count it again). The key's object keeps a rate share's
+ * parts promised `LAPSE_GRACE_MS` past its end (share.ts `partsUntilMs`): a renewal within it finds them held without a
+ * break, which the direct slice never refilled, so the refill since the end is the delegate's own; after it they are
+ * the direct slice's, which refills them from then, and the delegate's bucket is taken as at its end. One side refills
+ * a part at a time.
+ */
+export function adoptedStart(
+  grant: ShareGrant,
+  next: AlgorithmParams,
+  from: AlgorithmParams | null,
+  old: { readonly parts: number; readonly endsAtMs: number; readonly state: AlgorithmState | null } | null,
+  nowMs: number,
+): { readonly state: AlgorithmState; readonly afterEnd: number; readonly through: boolean } {
+  const held = old === null ? 0 : Math.min(old.parts, grant.parts, grant.held ?? 0);
+  if (old === null || nowMs <= old.endsAtMs || held >= old.parts) {
+    const over = from !== null && old?.state != null ? carryOver(from, next, old.state, nowMs) : null;
+    return { state: over ?? emptyState(next, nowMs), afterEnd: 0, through: old !== null };
+  }
+  const start = carried(grant.rule.params, next, from, old.state, old.endsAtMs, held, nowMs);
+  return { ...start, through: start.afterEnd > 0 };
 }

@@ -20,6 +20,8 @@ export const HOT_EXIT_PER_S = BUSY_CALLS_PER_S / 2;
 export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
 /** A rate share within this many parts (1% of the rate) of its fair parts, or of those it held, is settled. */
 export const SETTLED_SLACK_PARTS = 10;
+/** A rate share's parts stay promised this long after its term's end, ms: a late renewal finds them held (share.ts). */
+export const LAPSE_GRACE_MS = 500;
 /** Units of an unasked lease a direct call to a hot rate key gets, per request it carries (`withHotLease`). */
 export const HOT_LEASE_PER_REQUEST = 4;
 

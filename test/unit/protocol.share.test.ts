@@ -32,6 +32,7 @@ import {
   HOT_EXIT_PER_S,
   HOT_HOLD_MS,
   HOT_LEASE_PER_REQUEST,
+  LAPSE_GRACE_MS,
   RATE_LEASE_TERM_MS,
   SHARE_DELEGATES_MAX,
   SHARE_PARTS,
@@ -104,19 +105,27 @@ describe("parts promised", () => {
     expect(promisedParts(e, T0 + 49)).toBe(500);
     expect(promisedParts(e, T0 + 50)).toBe(300);
     expect(promisedParts(e, T0 + 99)).toBe(300);
-    expect(promisedParts(e, T0 + 100)).toBe(0);
-    expect(promisedParts(entry({ parts: 300, prevParts: 100, prevEndsAtMs: T0 + 2000 }), T0 + 1000)).toBe(100);
+    // A rate share's parts stay promised `LAPSE_GRACE_MS` after its end (a late renewal finds them held).
+    expect(promisedParts(e, T0 + 100)).toBe(300);
+    expect(promisedParts(e, T0 + 99 + LAPSE_GRACE_MS)).toBe(300);
+    expect(promisedParts(e, T0 + 100 + LAPSE_GRACE_MS)).toBe(0);
+    expect(
+      promisedParts(entry({ parts: 300, prevParts: 100, prevEndsAtMs: T0 + 2000 }), T0 + 1000 + LAPSE_GRACE_MS),
+    ).toBe(100);
     expect(live(e, T0 + 99)).toBe(true);
-    expect(live(e, T0 + 100)).toBe(false);
-    expect(live(entry({ endsAtMs: T0, prevEndsAtMs: T0 + 1 }), T0)).toBe(true);
-    expect(live(entry({ endsAtMs: T0, prevEndsAtMs: T0 + 1 }), T0 + 1)).toBe(false);
+    expect(live(e, T0 + 99 + LAPSE_GRACE_MS)).toBe(true);
+    expect(live(e, T0 + 100 + LAPSE_GRACE_MS)).toBe(false);
+    // No parts of its own (a window share, an ended one): no grace.
+    expect(live(entry({ parts: 0, endsAtMs: T0, prevEndsAtMs: T0 + 1 }), T0)).toBe(true);
+    expect(live(entry({ parts: 0, endsAtMs: T0, prevEndsAtMs: T0 + 1 }), T0 + 1)).toBe(false);
   });
 
   it("the direct slice is what no live share holds, never below 0", () => {
     expect(directParts(book([]), T0)).toBe(SHARE_PARTS);
     expect(directParts(book([entry({ parts: 300 }), entry({ holder: "b", parts: 200 })]), T0)).toBe(500);
     expect(directParts(book([entry({ parts: 700 }), entry({ holder: "b", parts: 700 })]), T0)).toBe(0);
-    expect(directParts(book([entry({ parts: 700, endsAtMs: T0 })]), T0)).toBe(SHARE_PARTS);
+    expect(directParts(book([entry({ parts: 700, endsAtMs: T0 })]), T0)).toBe(300);
+    expect(directParts(book([entry({ parts: 700, endsAtMs: T0 - LAPSE_GRACE_MS })]), T0)).toBe(SHARE_PARTS);
   });
 });
 
@@ -149,13 +158,13 @@ describe("settleShares", () => {
   it("drops ended entries and keeps the rest, with the direct slice while a rate share is live", () => {
     const direct = { parts: 700, state: tbState(5) };
     const rec = record(tbP, tbState(9), {
-      shares: book([entry({ holder: "old", endsAtMs: T0 + 10 }), entry()], { direct }),
+      shares: book([entry({ holder: "old", endsAtMs: T0 + 10 - LAPSE_GRACE_MS }), entry()], { direct }),
     });
     expect(settleShares(rec, T0 + 10)).toEqual({ ...rec, shares: book([entry()], { direct }) });
   });
 
   it("drops ended entries and keeps the rest", () => {
-    const ended = entry({ holder: "old", endsAtMs: T0 + 10 });
+    const ended = entry({ holder: "old", parts: 0, units: 5, endsAtMs: T0 + 10 });
     const rec = record(
       winP,
       { window: T0 / 60_000, count: 5 },
@@ -169,7 +178,7 @@ describe("settleShares", () => {
     const sixty = sliceParams(tbP, 600, SHARE_PARTS) as typeof tbP & { rate: { tokens: number; perMs: number } };
     expect(sixty.rate).toMatchObject({ tokens: 3, perMs: 5 });
     const rec = record(tbP, tbState(999), {
-      shares: book([entry({ endsAtMs: T0 + 5 })], {
+      shares: book([entry({ endsAtMs: T0 + 5 - LAPSE_GRACE_MS })], {
         direct: { parts: 600, state: tbState(300, T0 + 5) },
         hotUntilMs: T0 + 9,
       }),
@@ -500,7 +509,9 @@ describe("keyFreshAtMs", () => {
     expect(keyFreshAtMs(base)).toBe(T0 + 60_000);
     expect(keyFreshAtMs({ ...base, calls: [applied(T0 + 1)] })).toBe(T0 + 1 + CALL_MEMORY_MS);
     expect(keyFreshAtMs({ ...base, shares: book([], { hotUntilMs: T0 + 70_000 }) })).toBe(T0 + 70_000);
-    expect(keyFreshAtMs({ ...base, shares: book([entry({ endsAtMs: T0 + 80_000 })]) })).toBe(T0 + 80_000);
+    expect(keyFreshAtMs({ ...base, shares: book([entry({ endsAtMs: T0 + 80_000 })]) })).toBe(
+      T0 + 80_000 + LAPSE_GRACE_MS,
+    );
     expect(keyFreshAtMs({ ...base, shares: book([entry({ prevEndsAtMs: T0 + 90_000 })]) })).toBe(T0 + 90_000);
     expect(keyFreshAtMs({ ...base, shares: book([entry()]) })).toBe(T0 + 60_000);
     // A rate record whose slice refills later than its own state (1 token per 2 ms from empty: 1000 ms for 500).

@@ -6,7 +6,12 @@ import { describe, expect, it } from "vitest";
 import { directParts, type ShareAsk, type ShareGrant, settleShares } from "../../src/protocol/share.ts";
 import { rateTermMs, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
-import { SETTLED_SLACK_PARTS, SHARE_DELEGATES_MAX, SHARE_TERM_MAX_MS } from "../../src/protocol/tunables.ts";
+import {
+  LAPSE_GRACE_MS,
+  SETTLED_SLACK_PARTS,
+  SHARE_DELEGATES_MAX,
+  SHARE_TERM_MAX_MS,
+} from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -490,10 +495,14 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     // With `keep` too: the less of the two.
     const both = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", keep: 120 }), T0);
     expect(mine(both)).toMatchObject({ prevParts: 120, prevEndsAtMs: T0 + 900 });
-    // A last grant already ended: nothing of it in use.
+    // A last grant already ended, within the grace: its parts held until now (the grant says so), none after; past it,
+    // nothing of it in use.
     const late = shareRecord(rec, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 950);
-    expect(mine(late)).toMatchObject({ prevParts: 0 });
-    // Ended in this very ms (an older grant still promised for longer keeps the entry): none of it either.
+    expect(late.grant.held).toBe(300);
+    expect(mine(late)?.prevEndsAtMs).toBeLessThan(T0 + 950);
+    const lapsed = shareRecord(rec, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 900 + LAPSE_GRACE_MS);
+    expect(mine(lapsed)).toMatchObject({ prevParts: 0 });
+    // Ended in this very ms (an older grant still promised for longer keeps the entry).
     const longer = record(
       tbP,
       { tokensScaled: 0, lastMs: T0 },
@@ -504,9 +513,10 @@ describe("shareRecord: asks again, letting go, a full book", () => {
         ]),
       },
     );
-    expect(mine(shareRecord(longer, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 900))).toMatchObject({
-      prevParts: 0,
-    });
+    // Within its grace its parts count as held, but stay promised no later than now.
+    expect(mine(shareRecord(longer, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 900))?.prevEndsAtMs).toBe(T0 + 900);
+    const past = shareRecord(longer, ask(tb, 300, { id: "a3", holding: "a2" }), T0 + 900 + LAPSE_GRACE_MS);
+    expect(mine(past)).toMatchObject({ prevParts: 0 });
   });
 
   it("keeps the old parts promised until the ask's receipt plus `oldForMs` only, when that is sooner", () => {
