@@ -183,7 +183,7 @@ export function shareAsk(
     giveBack,
     ...(release ? { release } : {}),
     ...(cut === null ? {} : { keep: cut.share.parts, ...(cut.tokens >= 1 ? { tokens: cut.tokens } : {}) }),
-    ...(live && kept?.askId !== undefined ? { holding: kept.askId } : {}),
+    ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
     ...(old === null ? {} : { oldForMs: old.forMs }),
   };
   // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask

@@ -98,7 +98,7 @@ export function shareRecord(
   }
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, used, mine === undefined ? 0 : termOf(mine), nowMs)
+      ? rateGrant(rec, rule, demand, total, others, used, mine, ask.holding, nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const prev = mine === undefined ? null : ended0(mine, nowMs, ask);
   const ahead = out.grant.ahead;
@@ -202,9 +202,12 @@ function rateGrant(
   total: number,
   others: readonly ShareEntry[],
   held: number,
-  prevTermMs: number,
+  mine: ShareEntry | undefined,
+  holding: string | undefined,
   nowMs: number,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
+  const prevTermMs = mine === undefined ? 0 : termOf(mine);
+  const told = holding !== undefined && holding === mine?.askId; // `held`: to the entry's grant's holder only
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
   const book = base.shares ?? EMPTY_BOOK;
   let promised = 0;
@@ -221,7 +224,7 @@ function rateGrant(
     kind: "rate",
     parts,
     ...(moved.tokens > 0 ? { tokens: moved.tokens } : {}),
-    ...(held > 0 ? { held } : {}),
+    ...(held > 0 && told ? { held } : {}),
     units: 0,
     remaining: 0,
     termMs,

@@ -48,15 +48,23 @@ const record = (endedMs: number): LimiterRecord => {
     },
   };
 };
-const ask: ShareAsk = { rule, holder: "weur.0", id: "m2", demand: 500, units: 0, giveBack: [] };
+/** weur.0's renewal, holding its last grant (m1). */
+const ask: ShareAsk = { rule, holder: "weur.0", id: "m2", demand: 500, units: 0, giveBack: [], holding: "m1" };
 
 describe("a rate share's parts after its term, at the key's object", () => {
-  it("stay promised within the grace: the renewal finds them held, the direct slice did not refill them", () => {
+  it("stay promised within the grace: the renewal of that grant finds them held, the direct slice did not refill them", () => {
     const rec = record(T0 - 100);
     expect(directParts(rec.shares!, T0)).toBe(500);
     // The direct slice's 500 parts refilled 100 ms: 50 tokens, none of the lapsed parts' refill.
     expect(keyPeek(rec, rule, T0).remaining).toBe(50);
     expect(shareRecord(rec, ask, T0).grant).toMatchObject({ kind: "rate", held: 500 });
+    // A delegate holding an older grant (the entry's answer lost to it), or not saying: none held (its own may have
+    // lapsed before the entry's grant).
+    for (const holding of ["m0", undefined]) {
+      const { holding: _h, ...bare } = ask;
+      const other = holding === undefined ? bare : { ...ask, holding };
+      expect(shareRecord(rec, other, T0).grant.held).toBeUndefined();
+    }
   });
 
   it("join the direct slice after the grace: the renewal holds none", () => {
