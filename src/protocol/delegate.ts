@@ -31,7 +31,6 @@ import {
   usedUntilAnswer,
   windowPace,
 } from "./delegate_demand.ts";
-import { flightCredit } from "./flight_credit.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import { adoptedStart, tokensIn } from "./share_tokens.ts";
@@ -249,11 +248,8 @@ export function adoptGrant(
     // The old bucket, refilled as far as its parts stayed promised (share_tokens.ts `adoptedStart`).
     const start = adoptedStart(grant, next, from, old, nowMs);
     state = start.state;
-    // Tokens moved with the grant (share_grant.ts `transfer`), the refill of parts gained in flight (flight_credit.ts;
-    // an ended share's refill counted above is not counted again).
-    const flown = old !== null && start.through ? { ...old, endsAtMs: Math.max(old.endsAtMs, nowMs) } : old;
-    const credit = uses("flightCredit") ? flightCredit(grant.rule.params, grant.parts, flown, sentAtMs, nowMs) : 0;
-    const add = (grant.tokens ?? 0) + credit + start.afterEnd;
+    // Tokens moved with the grant (share_grant.ts `transfer`), and an ended share's refill counted above.
+    const add = (grant.tokens ?? 0) + start.afterEnd;
     if (add > 0) state = refund(next, state, add, nowMs);
   }
   const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };

@@ -25,7 +25,6 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
-import { uses } from "./mechanisms.ts";
 import {
   type CallInput,
   type CallResult,
@@ -43,7 +42,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
-import { HOT_LEASE_PER_REQUEST, LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
+import { LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { type AheadUnits, applyAhead } from "./window_ahead.ts";
 
 /** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
@@ -253,7 +252,6 @@ export function keyCall(
 ): { readonly result: CallResult; readonly record: LimiterRecord | null } {
   const settled = settleShares(record, nowMs);
   const direct = settled?.shares?.direct;
-  if (uses("hotLease")) input = withHotLease(settled, input, nowMs);
   input = withHotTerm(settled, input, nowMs);
   const out =
     settled === null || direct === undefined
@@ -263,28 +261,6 @@ export function keyCall(
   const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
   const hot = shareKindOf(rule.params) !== "none" && (isBusy(out.record, nowMs) || nowMs < hotUntilMs);
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
-}
-
-/**
- * A direct call to a hot rate key that asks no lease, while the slice it is decided from (the direct slice, or the
- * whole key before any share) holds more than half its burst: the call asks for a lease of `HOT_LEASE_PER_REQUEST`
- * units per request for half a share term, granted as any lease (store.ts `grantLease`: charged now, given back
- * unused). The key just told its callers to go to their delegates, which have no share yet at a cold start: without it,
- * the burst sat unused in a full bucket while the first grants were asked for (cluster simulation: refill lost at the
- * direct slice, 1,700 of 41,000 tokens at hot-rate 1,000 isolates at 10k req/s, all in the first 500 ms).
- */
-function withHotLease(settled: LimiterRecord | null, input: CallInput, nowMs: number): CallInput {
-  if (input.lease != null || settled === null) return input;
-  const rule = ruleFor(settled, input.rule);
-  if (shareKindOf(rule.params) !== "rate") return input;
-  if (!isBusy(settled, nowMs) && nowMs >= (settled.shares?.hotUntilMs ?? 0)) return input;
-  const book = settled.shares;
-  const slice = book?.direct === undefined ? rule.params : sliceOf(rule.params, directParts(book, nowMs));
-  if (slice === null) return input;
-  if (keyPeek(settled, rule, nowMs).remaining * 2 <= capacityOf(slice)) return input;
-  const cost = input.costs.reduce((a, c) => a + (Number.isSafeInteger(c) && c > 0 ? c : 0), 0);
-  if (cost < 1) return input;
-  return { ...input, lease: { units: HOT_LEASE_PER_REQUEST * cost, ttlMs: RATE_LEASE_TERM_MS } };
 }
 
 /**

@@ -5,8 +5,14 @@
  * above the smaller slice's burst with the ask (`ShareAsk.tokens`); the key's object adds them to the direct slice,
  * which the parts the cut frees join (share_grant.ts `shareRecord`). Pure functions.
  */
-import { type AlgorithmParams, type AlgorithmState, capacityOf, carryOver, refund } from "../algorithms/index.ts";
-import { refill } from "./flight_credit.ts";
+import {
+  type AlgorithmParams,
+  type AlgorithmState,
+  capacityOf,
+  carryOver,
+  refund,
+  sliceParams,
+} from "../algorithms/index.ts";
 import { emptyState, honestSlice, promisedParts, type ShareGrant } from "./share.ts";
 import { type LimiterRecord, type LimiterRule, peekState, type ShareEntry } from "./store.ts";
 import { SHARE_PARTS } from "./tunables.ts";
@@ -94,8 +100,7 @@ export function carried(
 /**
  * The bucket a delegate's adopted rate grant starts from (`next`, its slice; `from`, the old share's slice): the old
  * bucket refilled until now while its parts stayed promised (a live share, or an ended one whose parts the key's object
- * held until the ask, `held` within its grace: share.ts `partsUntilMs`); else as `carried` says. `through`: the old
- * share's refill counted until now (its flight credit must not count it again). The key's object keeps a rate share's
+ * held until the ask, `held` within its grace: share.ts `partsUntilMs`); else as `carried` says. The key's object keeps a rate share's
  * parts promised `LAPSE_GRACE_MS` past its end (share.ts `partsUntilMs`): a renewal within it finds them held without a
  * break, which the direct slice never refilled, so the refill since the end is the delegate's own; after it they are
  * the direct slice's, which refills them from then, and the delegate's bucket is taken as at its end. One side refills
@@ -107,12 +112,18 @@ export function adoptedStart(
   from: AlgorithmParams | null,
   old: { readonly parts: number; readonly endsAtMs: number; readonly state: AlgorithmState | null } | null,
   nowMs: number,
-): { readonly state: AlgorithmState; readonly afterEnd: number; readonly through: boolean } {
+): { readonly state: AlgorithmState; readonly afterEnd: number } {
   const held = old === null ? 0 : Math.min(old.parts, grant.parts, grant.held ?? 0);
   if (old === null || nowMs <= old.endsAtMs || held >= old.parts) {
     const over = from !== null && old?.state != null ? carryOver(from, next, old.state, nowMs) : null;
-    return { state: over ?? emptyState(next, nowMs), afterEnd: 0, through: old !== null };
+    return { state: over ?? emptyState(next, nowMs), afterEnd: 0 };
   }
-  const start = carried(grant.rule.params, next, from, old.state, old.endsAtMs, held, nowMs);
-  return { ...start, through: start.afterEnd > 0 };
+  return carried(grant.rule.params, next, from, old.state, old.endsAtMs, held, nowMs);
+}
+
+/** The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most a burst). */
+export function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
+  if (parts <= 0 || ms <= 0) return 0;
+  const slice = sliceParams(params, parts, SHARE_PARTS);
+  return slice === null ? 0 : peekState(slice, emptyState(slice, nowMs - ms), nowMs).remaining;
 }

@@ -22,8 +22,6 @@ export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
 export const SETTLED_SLACK_PARTS = 10;
 /** A rate share's parts stay promised this long after its term's end, ms: a late renewal finds them held (share.ts). */
 export const LAPSE_GRACE_MS = 500;
-/** Units of an unasked lease a direct call to a hot rate key gets, per request it carries (`withHotLease`). */
-export const HOT_LEASE_PER_REQUEST = 4;
 
 // Delegates.
 /** Delegates per (rule, key, region): the first, and the shards its isolates move to when it is busy. */
@@ -56,15 +54,13 @@ export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
 export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
 /**
  * The rate bound's term, ms: a rate key admits at most `burst + rate × (t + RATE_BOUND_MS)` in any span `t`. Made of
- * `RATE_LEASE_TERM_MS` and `FLIGHT_CREDIT_MAX_MS` (test/unit/share_fed.test.ts adds them up).
+ * `RATE_LEASE_TERM_MS` (test/unit/share_fed.test.ts checks it).
  */
 export const RATE_BOUND_MS = 500;
 /** A rate sub-lease's (and a hot rate key's lease's) longest use, ms: a token taken at `c` is admitted by `c + this`. */
 export const RATE_LEASE_TERM_MS = 480;
 /** A rate sub-lease takes at most 1/this of what its delegate's slice holds (at least one token). */
 export const SUBLEASE_OF_HELD = 2;
-/** The longest flight a rate grant's credit counts, ms (flight_credit.ts). */
-export const FLIGHT_CREDIT_MAX_MS = 20;
 /** A window share whose term the window's end cuts to this or less, ms, comes with units of the next window. */
 export const AHEAD_LEAD_MS = 500;
 /** Steps a late-refund staircase keeps at most (older steps merge, on the safe side). */

@@ -82,7 +82,7 @@ export class SimDelegate {
     if (!adopted && now !== null && was !== null && now.parts === was.parts) return;
     const t = this.clock.nowMs();
     // An ended share's bucket as it was at its end: what the new one holds beyond it is made (its refill after the end
-    // for parts still promised to it, delegate.ts `adoptGrant`; a flight credit).
+    // for parts still promised to it, delegate.ts `adoptGrant`).
     const wasAt = was !== null && was.kind === "rate" ? Math.min(t, was.endsAtMs) : t;
     const d = tokensOf(was, wasAt) + (adopted ? this.grantTokens : 0) - tokensOf(now, t);
     if (adopted) this.grantTokens = 0;

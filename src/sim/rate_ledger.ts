@@ -66,7 +66,7 @@ export interface LedgerSpan {
   promisedAboveHeld: number;
   givenBackOverflow: number;
   droppedAtChange: number;
-  /** Tokens an ended share's bucket refilled until it was renewed, or a grant's flight credit (flight_credit.ts): made, not spent (a negative sink). */
+  /** Tokens an ended share's bucket refilled until it was renewed: made, not spent (a negative sink). */
   madeAtChange: number;
   /** Sub-lease tokens: lent by delegates, admitted from any lease (answer time), given back to delegates. */
   lent: number;

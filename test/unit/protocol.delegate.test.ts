@@ -520,26 +520,21 @@ describe("adoptGrant", () => {
       T0,
       T0 + 5,
     );
-    // Its grant was on its way 2 ms (half the 5 ms round trip): 500 parts' refill over them, 1 token.
-    expect(peekState(half, fromNone.share!.state!, T0 + 5).remaining).toBe(1);
+    // Its grant was on its way 2 ms (half the 5 ms round trip): no credit for them, empty.
+    expect(peekState(half, fromNone.share!.state!, T0 + 5).remaining).toBe(0);
   });
 
-  it("credits the refill of the parts it gained while the answer was on its way (flight_credit.ts)", () => {
+  it("credits nothing for the parts it gained while the answer was on its way (the flight credit was removed)", () => {
     const rateGrant = (parts: number) => grant({ kind: "rate", parts, units: 0, rule: rate });
     const level = (r: DelegateRecord, parts: number, nowMs: number) =>
       peekState(delegateSlice(rate.params, parts)!, r.share!.state!, nowMs).remaining;
-    // A first grant of 500 parts (0.5 token a ms), asked 100 ms before: half the round trip, at most
-    // FLIGHT_CREDIT_MAX_MS (20 ms): 10 tokens.
-    expect(level(adoptGrant(NEW_DELEGATE, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(10);
-    // A renewal from 200 live parts (empty) to 500, its last renewal's round trip 40 ms: 300 parts over 20 ms, 6.
+    // A first grant of 500 parts (0.5 token a ms), asked 100 ms before: empty at adoption.
+    expect(level(adoptGrant(NEW_DELEGATE, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(0);
+    // A renewal from 200 live parts (empty) to 500: the old bucket carried over (empty), nothing for the 300 gained.
     const held = withShare(
       rateShare({ parts: 200, state: emptyState(delegateSlice(rate.params, 200)!, T0), rttMs: 40 }),
     );
-    expect(level(adoptGrant(held, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(6);
-    // No part gained (cut, or as many): nothing; a share that ended before the flight held none: 500 over 20 ms, 10.
-    expect(level(adoptGrant(held, ask, rateGrant(200), T0 - 100, T0), 200, T0)).toBe(0);
-    const ended = withShare(rateShare({ parts: 200, endsAtMs: T0 - 30, rttMs: 40 }));
-    expect(level(adoptGrant(ended, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(10);
+    expect(level(adoptGrant(held, ask, rateGrant(500), T0 - 100, T0), 500, T0)).toBe(0);
   });
 });
 

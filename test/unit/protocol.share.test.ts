@@ -31,7 +31,6 @@ import {
 import {
   HOT_EXIT_PER_S,
   HOT_HOLD_MS,
-  HOT_LEASE_PER_REQUEST,
   LAPSE_GRACE_MS,
   RATE_LEASE_TERM_MS,
   SHARE_DELEGATES_MAX,
@@ -414,42 +413,26 @@ describe("keyCall", () => {
   });
 });
 
-describe("keyCall: a lease for a direct call to a hot rate key", () => {
+describe("keyCall: a lease a direct call to a hot rate key asks for", () => {
   const busy = Array.from({ length: 100 }, (_, i) => applied(T0 - 999 + i));
   const lease = (rec: LimiterRecord | null, over: Partial<CallInput> = {}, rule = tb, atMs = T0) =>
     keyCall(rec, input(rule, [1, 1], over), atMs).result.lease;
 
-  it("is granted unasked, HOT_LEASE_PER_REQUEST units a request for RATE_LEASE_TERM_MS, while the slice is over half full", () => {
-    expect(HOT_LEASE_PER_REQUEST).toBe(4);
-    // Busy (100 calls in the last second), no share yet: the whole key's bucket, full. The batch is decided first.
+  it("is never granted unasked (the hot lease was removed), the slice full or not", () => {
+    // Busy (100 calls in the last second), no share yet: the whole key's bucket, full; the batch alone is charged.
     const full = record(tbP, tbState(1000), { calls: busy });
     const out = keyCall(full, input(tb, [1, 1]), T0);
     expect(out.result.results.map(brief)).toEqual(["+999", "+998"]);
-    expect(out.result.lease).toEqual({ units: 8, atMs: T0, forMs: RATE_LEASE_TERM_MS });
-    expect(out.record?.calls?.at(-1)).toMatchObject({ leaseUnits: 8, leaseForMs: RATE_LEASE_TERM_MS });
-    // Charged now, as 8 more requests: a retry is answered with the same lease, not charged again.
-    expect(keyPeek(out.record, tb, T0).remaining).toBe(990);
-    expect(keyCall(out.record, input(tb, [1, 1]), T0).result).toMatchObject({ replayed: true, lease: { units: 8 } });
-    // Half full or less: none (the slice is not about to lose its refill).
-    expect(lease(record(tbP, tbState(501), { calls: busy }))).toEqual({
-      units: 8,
-      atMs: T0,
-      forMs: RATE_LEASE_TERM_MS,
-    });
-    expect(lease(record(tbP, tbState(500), { calls: busy }))).toBeNull();
-  });
-
-  it("is granted from the direct slice while shares are out, the key hot by its book", () => {
-    // A share holds 500 parts; the direct slice (burst 500, 2 scaled units a token) is full.
+    expect(out.result.lease).toBeNull();
+    expect(keyPeek(out.record, tb, T0).remaining).toBe(998);
+    // Shares out, the key hot by its book, the direct slice full: none either.
     const rec = record(tbP, tbState(0), {
       shares: book([entry({ parts: 500 })], { direct: { parts: 500, state: tbState(1000) }, hotUntilMs: T0 + 10 }),
     });
-    expect(lease(rec)).toEqual({ units: 8, atMs: T0, forMs: RATE_LEASE_TERM_MS });
-    // The key no longer hot (nor busy): none.
-    expect(lease(rec, {}, tb, T0 + 10)).toBeNull();
+    expect(lease(rec)).toBeNull();
   });
 
-  it("is not granted to a cold key, a call that asked its own, nor under a window rule", () => {
+  it("a call that asked its own: a hot rate key's lasts RATE_LEASE_TERM_MS at most; none to a cold key or a window rule", () => {
     expect(lease(record(tbP, tbState(1000)))).toBeNull();
     expect(lease(null)).toBeNull();
     // A lease the call asked for itself: as asked, but a hot rate key's lasts RATE_LEASE_TERM_MS at most (the rate

@@ -2,7 +2,7 @@
  * A rate rule's bound has no unit per share (issue 36, "a bound that means something"): every slice of a key (the
  * direct one, each delegate's) holds a whole unit of the rule's burst or admits nothing (share.ts `honestSlice`), so a
  * rule whose rate cannot feed every holder feeds as many as it can (share_grant.ts `fedParts`). With the tier's terms
- * (tunables.ts: a rate sub-lease's, the slices' extra burst, a grant's flight credit) inside `RATE_BOUND_MS`, a key
+ * (tunables.ts: a rate sub-lease's) inside `RATE_BOUND_MS`, a key
  * admits at most `burst + rate × (t + 500 ms)` in any span t: over 10 s at or above its limit, at most 5% beyond the
  * exact single writer, for any rate and burst.
  */
@@ -13,13 +13,7 @@ import { directParts, honestSlice, leastParts, promisedParts, type ShareGrant } 
 import { fedParts, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { LimiterRecord } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import {
-  FLIGHT_CREDIT_MAX_MS,
-  RATE_BOUND_MS,
-  RATE_LEASE_TERM_MS,
-  SHARE_DELEGATES_MAX,
-  SHARE_PARTS,
-} from "../../src/protocol/tunables.ts";
+import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, SHARE_DELEGATES_MAX, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { gcraP, leakyBucket, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
@@ -27,8 +21,8 @@ import { runs } from "../support/runs.ts";
 const T0 = Date.UTC(2030, 0, 1);
 
 describe("the rate bound's term", () => {
-  it("holds a sub-lease's term and a grant's flight credit, and is at most 5% over 10 s", () => {
-    expect(RATE_LEASE_TERM_MS + FLIGHT_CREDIT_MAX_MS).toBeLessThanOrEqual(RATE_BOUND_MS);
+  it("holds a sub-lease's term, and is at most 5% over 10 s", () => {
+    expect(RATE_LEASE_TERM_MS).toBeLessThanOrEqual(RATE_BOUND_MS);
     // Over 10 s at or above the limit the exact writer admits up to burst + rate × 10 s; the bound rate × 500 ms more.
     for (const [ratePerS, burst] of [
       [10, 1],

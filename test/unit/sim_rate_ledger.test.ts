@@ -156,8 +156,8 @@ describe("the ledger of a simulated run", () => {
     // Every refusal has a known decider.
     expect(l.total.denied.unknown).toBe(0);
     expect(l.supply - l.total.admitted).toBeGreaterThan(0.2 * l.supply);
-    // Within 5%: a grant's answer in flight longer than FLIGHT_CREDIT_MAX_MS (20 ms) leaves its parts' refill to
-    // nobody, which no sink samples (with the credit uncapped this run's rest was 27 tokens, capped 233 of 6,000).
+    // Within 5%: a grant's answer in flight leaves its parts' refill to nobody (the flight credit was removed), which
+    // no sink samples.
     expect(Math.abs(l.rest)).toBeLessThan(0.05 * l.supply);
   }, 60_000);
 });
