@@ -2,7 +2,7 @@
  * One request's step on a key's record, by what the call asks (`CallKind`), with `block_for` bans: pure, run per
  * request by store.ts `callRecord` (docs/rules.md, "Counting by the response" and "Holding a caller out").
  */
-import { type AlgorithmParams, type AlgorithmState, costError, type Decision, decide } from "../algorithms/index.ts";
+import { costError, type Decision, decide } from "../algorithms/index.ts";
 import {
   activeBan,
   type CheckResult,
@@ -44,35 +44,17 @@ export function stepRecord(
     const state = stateOf(record, params, nowMs);
     const own = decide(params, state, cost, nowMs);
     if (!own.ok) return { result: own, record };
-    // The figures are the key's as it stands: a cost-1 peek, which is `own` itself when the cost is 1.
-    if (own.decision.allowed) return { result: probeFits(params, state, cost, own.decision, nowMs), record };
+    if (own.decision.allowed) {
+      // The figures are the key's as it stands: a cost-1 peek.
+      const { remaining, resetAfterMs } = peekState(params, state, nowMs);
+      const decision: Decision = { allowed: true, remaining, resetAfterMs, retryAfterMs: null, delayMs: 0 };
+      return { result: { ok: true, decision, atMs: nowMs }, record };
+    }
   }
   const out = checkRecord(record, { rule, cost }, nowMs);
   if (!out.result.ok) return out;
   if (!out.result.decision.allowed) return banFrom(out, rule, cost, nowMs);
   return out;
-}
-
-/** A probe that fits: admitted, with the key's figures as it stands (`peekState`'s, whose decide `own` is at cost 1). */
-function probeFits(
-  params: AlgorithmParams,
-  state: AlgorithmState | null,
-  cost: number,
-  own: Decision,
-  nowMs: number,
-): CheckResult {
-  let remaining: number;
-  let resetAfterMs: number;
-  if (cost === 1) {
-    remaining = own.remaining + 1;
-    resetAfterMs = freshInMs(params, state, nowMs);
-  } else {
-    const peek = peekState(params, state, nowMs);
-    remaining = peek.remaining;
-    resetAfterMs = peek.resetAfterMs;
-  }
-  const decision: Decision = { allowed: true, remaining, resetAfterMs, retryAfterMs: null, delayMs: 0 };
-  return { ok: true, decision, atMs: nowMs };
 }
 
 /** Charge `cost` units after the origin answered, as much as fits (no debt); not all: over (a ban may start). */

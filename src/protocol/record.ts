@@ -139,12 +139,8 @@ export type RefundResult = { readonly remaining: number; readonly resetAfterMs: 
 
 /** The state to decide on under `params` (`ruleFor`'s): the stored one, carried over, or `null` (fresh). */
 export function stateOf(record: LimiterRecord | null, params: AlgorithmParams, nowMs: number): AlgorithmState | null {
-  return currentState(record, params, fingerprintOf(params), nowMs);
-}
-
-function currentState(record: LimiterRecord | null, params: AlgorithmParams, fingerprint: string, nowMs: number) {
   if (record === null) return null;
-  if (record.fingerprint === fingerprint) return record.state;
+  if (record.fingerprint === fingerprintOf(params)) return record.state;
   return carryOver(record.params, params, record.state, nowMs);
 }
 
@@ -157,7 +153,7 @@ export function checkRecord(
   const rule = ruleFor(record, input.rule);
   const { params } = rule;
   const fingerprint = fingerprintOf(params);
-  const state = currentState(record, params, fingerprint, nowMs);
+  const state = stateOf(record, params, nowMs);
   const out = decide(params, state, input.cost, nowMs);
   if (!out.ok) return { result: out, record };
   const slots = out.decision.allowed ? slotPolicy(params) : undefined;

@@ -46,9 +46,7 @@ export interface SubleaseSource {
 }
 
 /** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, nothing more. */
-export function delegateSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
-  return honestSlice(params, parts);
-}
+export const delegateSlice = honestSlice;
 
 /** The term of a sub-lease, ms: `SUBLEASE_TERM_MS` (rate: `RATE_LEASE_TERM_MS`), or the lease ttl if shorter. */
 export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"): number {
@@ -140,15 +138,11 @@ export function shorter(termMs: number, units: number, wanted: number): number {
  * ask wants, less the units it gives back (what an earlier lease did not use); never less than its requests.
  */
 export function callDemand(input: CallInput): number {
-  const costs = input.costs.reduce((a, b) => a + (Number.isSafeInteger(b) && b > 0 ? b : 0), 0);
-  const lease = input.lease;
-  const wanted = lease != null && Number.isSafeInteger(lease.units) && lease.units > 0 ? lease.units : 0;
+  const sum = (units: readonly number[]) => units.reduce((a, b) => a + (Number.isSafeInteger(b) && b > 0 ? b : 0), 0);
+  const costs = sum(input.costs);
+  const wanted = input.lease == null ? 0 : sum([input.lease.units]);
   if (wanted === 0) return costs;
-  const back = (input.giveBack ?? []).reduce(
-    (a, b) => a + (Number.isSafeInteger(b.units) && b.units > 0 ? b.units : 0),
-    0,
-  );
-  return costs + Math.max(0, wanted - back);
+  return costs + Math.max(0, wanted - sum((input.giveBack ?? []).map((b) => b.units)));
 }
 
 /** What `takeBack` needs of a delegate's record (delegate.ts `DelegateRecord`). */
