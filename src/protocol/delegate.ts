@@ -33,7 +33,7 @@ import {
 } from "./delegate_demand.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
-import { adoptedStart, tokensIn } from "./share_tokens.ts";
+import { adoptedStart } from "./share_tokens.ts";
 import {
   type AppliedCall,
   type CallInput,
@@ -167,10 +167,9 @@ export function shareAsk(
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
   // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so (`keep`); a
   // live one is used `oldForMs` more at most, or until the answer: the key's object holds its old parts that long only.
-  // The tokens above the smaller slice's burst go with the parts it gives up (`tokens`), not dropped.
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
   const cut = kept !== null && live && !release ? cutFor(kept, demand, nowMs) : null;
-  if (cut !== null) kept = cut.share;
+  if (cut !== null) kept = cut;
   const old = uses("oldShareFor") && live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
   if (old !== null) kept = old.share;
   const ask: ShareAsk = {
@@ -181,7 +180,7 @@ export function shareAsk(
     units,
     giveBack,
     ...(release ? { release } : {}),
-    ...(cut === null ? {} : { keep: cut.share.parts, ...(cut.tokens >= 1 ? { tokens: cut.tokens } : {}) }),
+    ...(cut === null ? {} : { keep: cut.parts }),
     ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
     ...(old === null ? {} : { oldForMs: old.forMs }),
   };
@@ -194,10 +193,10 @@ export function shareAsk(
 
 /**
  * A live rate share whose demand fell, cut to what `demand` needs (`keptParts`; never below a slice holding one unit of
- * burst, share.ts `leastParts`: smaller, it would admit nothing), its bucket converted to the smaller slice; and the
- * tokens it held above that slice's burst, which go with the parts it gives up. `null`: no cut.
+ * burst, share.ts `leastParts`: smaller, it would admit nothing), its bucket converted to the smaller slice (the tokens
+ * above its burst are dropped, which is safe). `null`: no cut.
  */
-function cutFor(share: HeldShare, demand: number, nowMs: number): { share: HeldShare; tokens: number } | null {
+function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | null {
   const least = leastParts(share.rule.params);
   const parts = Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), least));
   if (parts >= share.parts) return null;
@@ -207,8 +206,7 @@ function cutFor(share: HeldShare, demand: number, nowMs: number): { share: HeldS
     to === null || from === null || share.state === null
       ? null
       : (carryOver(from, to, share.state, nowMs) ?? emptyState(to, nowMs));
-  const tokens = Math.max(0, tokensIn(from, share.state, nowMs) - tokensIn(to, state, nowMs));
-  return { share: { ...share, parts, state, demand }, tokens };
+  return { ...share, parts, state, demand };
 }
 
 /** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */

@@ -86,8 +86,6 @@ export interface ShareAsk {
    * the old term.
    */
   readonly oldForMs?: number;
-  /** Rate shares: tokens moved with the parts a cut to `keep` gives up (share_tokens.ts). Absent: none. */
-  readonly tokens?: number;
 }
 
 /** What the key's object granted. */

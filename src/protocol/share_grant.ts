@@ -29,7 +29,6 @@ import {
   settleShares,
   shareKindOf,
 } from "./share.ts";
-import { creditCut } from "./share_tokens.ts";
 import {
   checkRecord,
   isBusy,
@@ -80,7 +79,6 @@ export function shareRecord(
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
   const roomy = mine !== undefined || others.length < SHARE_DELEGATES_MAX;
   const used = mine === undefined ? 0 : inUse(mine, ask, nowMs).parts;
-  if (kind === "rate" && mine !== undefined) rec = creditCut(rec, rule, ask.tokens, mine, used, others, nowMs);
   if (!hot || ask.release === true || !roomy) {
     const none: ShareGrant = {
       atMs: nowMs,

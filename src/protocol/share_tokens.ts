@@ -1,9 +1,8 @@
 /**
  * Tokens moving between a rate key's buckets with its parts (docs/production.md, the design note's bound): taken out
  * of the sender's bucket before they are sent, added at the receiver capped at its own slice's burst, gone with a lost
- * message; never made. A delegate cutting its share (delegate.ts `shareAsk`, `keep`) sends the tokens its bucket held
- * above the smaller slice's burst with the ask (`ShareAsk.tokens`); the key's object adds them to the direct slice,
- * which the parts the cut frees join (share_grant.ts `shareRecord`). Pure functions.
+ * message; never made. Here: the bucket a delegate's adopted rate grant starts from, and the refill of parts the key's
+ * object kept promised. Pure functions.
  */
 import {
   type AlgorithmParams,
@@ -13,66 +12,9 @@ import {
   refund,
   sliceParams,
 } from "../algorithms/index.ts";
-import { emptyState, honestSlice, promisedParts, type ShareGrant } from "./share.ts";
-import { type LimiterRecord, type LimiterRule, peekState, type ShareEntry } from "./store.ts";
+import { emptyState, type ShareGrant } from "./share.ts";
+import { peekState } from "./store.ts";
 import { SHARE_PARTS } from "./tunables.ts";
-
-/** Whole tokens a slice's bucket holds at `nowMs` (0: no slice or no state). */
-export function tokensIn(params: AlgorithmParams | null, state: AlgorithmState | null, nowMs: number): number {
-  return params === null || state === null ? 0 : peekState(params, state, nowMs).remaining;
-}
-
-/**
- * The tokens a cut's ask moves (`asked`, `ShareAsk.tokens`) that the key's object takes: as many as the parts it frees
- * (`freed`) hold at most, their part of the rule's burst; 0 for an absent or invalid count.
- */
-function cutTokens(params: AlgorithmParams, asked: number | undefined, freed: number): number {
-  if (asked === undefined || !Number.isSafeInteger(asked) || asked < 1 || freed <= 0) return 0;
-  const burst = "burst" in params ? params.burst : 0;
-  return Math.min(asked, Math.floor((burst * freed) / SHARE_PARTS));
-}
-
-/**
- * The record with `tokens` added to the direct slice, converted to `parts` first (the parts a cut freed join it),
- * capped at the slice's burst (the rest is lost, which is safe). Unchanged without a direct slice or tokens.
- */
-function creditDirect(
-  rec: LimiterRecord | null,
-  rule: LimiterRule,
-  parts: number,
-  tokens: number,
-  nowMs: number,
-): LimiterRecord | null {
-  const direct = rec?.shares?.direct;
-  if (rec === null || direct === undefined || tokens < 1) return rec;
-  const from = honestSlice(rec.params, direct.parts);
-  const to = honestSlice(rule.params, parts);
-  if (to === null) return rec;
-  const state =
-    from === null || direct.state === null
-      ? emptyState(to, nowMs)
-      : (carryOver(from, to, direct.state, nowMs) ?? emptyState(to, nowMs));
-  return { ...rec, shares: { ...rec.shares!, direct: { parts, state: refund(to, state, tokens, nowMs) } } };
-}
-
-/**
- * The tokens a delegate moved with the parts it cut (`asked`) into the direct slice, which the parts it no longer uses
- * join now: its entry (`mine`) promised more than it still uses (`used`, share_grant.ts `inUse`); `others`: the other
- * live entries.
- */
-export function creditCut(
-  rec: LimiterRecord | null,
-  rule: LimiterRule,
-  asked: number | undefined,
-  mine: ShareEntry,
-  used: number,
-  others: readonly ShareEntry[],
-  nowMs: number,
-): LimiterRecord | null {
-  const tokens = cutTokens(rule.params, asked, promisedParts(mine, nowMs) - used);
-  const promised = others.reduce((n, e) => n + promisedParts(e, nowMs), 0);
-  return creditDirect(rec, rule, Math.max(0, SHARE_PARTS - promised - used), tokens, nowMs);
-}
 
 /**
  * The bucket an adopted rate share (`next`, its slice) starts from: the old share's (`from`, `state`) as it was at its

@@ -120,8 +120,6 @@ export class SimDelegate {
       },
       call: (_object, input) => this.key.calls.call(this.key.name, input),
       share: async (_object, ask) => {
-        // Tokens a cut moved with the ask (delegate.ts `shareAsk`): not dropped, on their way to the key's object.
-        if ((ask.tokens ?? 0) > 0) this.watch?.changed(0, ask.tokens ?? 0);
         const grant = await this.key.shares.share(ask);
         this.grantTokens = grant.tokens ?? 0;
         return grant;

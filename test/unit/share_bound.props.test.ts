@@ -131,8 +131,8 @@ describe("the share bound through the delegate tier", () => {
   it("demand moving from one delegate to the others keeps the bound: shares cut, their parts moved (property)", async () => {
     // The first half of each case's batches go to one delegate, the second half mostly to the others: that delegate's
     // demand falls, it cuts its rate share (`keep`), and the parts it gives up go to the direct slice and on to the
-    // others with their grants, the tokens above the smaller slice with them (`ShareAsk.tokens`). Moved, never made:
-    // the bound holds with every cut and move.
+    // others with their grants (with their proportion of the direct slice's tokens). Moved, never made: the bound holds
+    // with every cut and move.
     let cuts = 0;
     await fc.assert(
       fc.asyncProperty(tierCaseArb({ moving: true }), async (c) => {
