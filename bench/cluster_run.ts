@@ -18,6 +18,18 @@ if (!Number.isSafeInteger(SEED_OFFSET) || (SEED_OFFSET !== 0 && PUBLISH)) {
   throw new Error("SLUICE_SIM_SEED: an integer, and never in a published run");
 }
 
+/**
+ * `--ledger`'s bins (src/sim/rate_ledger.ts): `LEDGER_BIN_MS=500 LEDGER_BINS=16` in the environment shows a whole 8 s
+ * run; unset, the first 2 s per 100 ms.
+ */
+const LEDGER_BINS =
+  process.env.LEDGER_BIN_MS === undefined && process.env.LEDGER_BINS === undefined
+    ? undefined
+    : { ms: Number(process.env.LEDGER_BIN_MS ?? 100), count: Number(process.env.LEDGER_BINS ?? 20) };
+if (LEDGER_BINS !== undefined && !(LEDGER_BINS.ms >= 1 && Number.isSafeInteger(LEDGER_BINS.count))) {
+  throw new Error("LEDGER_BIN_MS, LEDGER_BINS: a positive number of ms and a whole number of bins");
+}
+
 /** 5 s into a 10 s window: the window rule turns over during each run. */
 export const T0 = Date.UTC(2030, 0, 1, 0, 0, 5);
 /** Simulated seconds per run: 8 s (a window's end and 3 s past it), fewer at the highest loads to keep the bench short. */
@@ -128,6 +140,7 @@ export async function clusterRow(
     tier: true,
     ...(GLOBAL_KEYED.has(ruleId) ? { keyGlobal: true } : {}),
     ...(ablated === "hotMarks" ? { noMarks: true } : {}),
+    ...(LEDGER_BINS === undefined ? {} : { ledgerBins: LEDGER_BINS }),
     seed: loadPerS * 7 + ruleId.length + isolates + scenario.length * 31 + SEED_OFFSET,
   };
   const out = await simulateCluster(run);

@@ -32,7 +32,7 @@ import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
 import { MARK_LATENCY_MS, SimMarks } from "./hot_marks.ts";
 import { DATA_CENTERS_PER_REGION, delaysOf, lossOf, MARK_PROPAGATION_MS, MOVED_REQUEST_RATE } from "./network.ts";
 import { SimObject } from "./object.ts";
-import { type DeniedBy, type RateLedger, RateLedgerCount } from "./rate_ledger.ts";
+import { type DeniedBy, type LedgerBins, type RateLedger, RateLedgerCount } from "./rate_ledger.ts";
 import type { SimServerOptions } from "./server.ts";
 
 /** Round trips from each of the 9 regions to the key's object, ms. */
@@ -79,6 +79,8 @@ export interface ClusterRun {
   readonly keyGlobal?: boolean;
   /** Without the data centers' hot marks (src/isolate/hot_marks.ts; with the tier they are on by default). */
   readonly noMarks?: boolean;
+  /** The rate ledger's bins (rate_ledger.ts; absent: the first 2 s per 100 ms). */
+  readonly ledgerBins?: LedgerBins;
   readonly seed: number;
 }
 
@@ -146,7 +148,8 @@ class World {
     const marksFromMs = run.t0Ms + 2 * MARK_LATENCY_MS + MARK_PROPAGATION_MS;
     this.firstSecond = new FirstSecondCount(run.t0Ms + 1000, marksFromMs, () => this.clock.nowMs());
     const rate = shareKindOf(run.rule.params) === "rate" && !run.plain;
-    this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, run.t0Ms + run.durationMs, this.clock.clock) : null;
+    const end = run.t0Ms + run.durationMs;
+    this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, end, this.clock.clock, run.ledgerBins) : null;
     const objects: SimServerOptions = { ...OBJECT, lose: lossOf(this.random) };
     this.key = new SimObject(this.clock, objects, (input, result) => {
       const book = this.key.record?.shares;

@@ -6,8 +6,8 @@
  * delegate holding none or beyond what it holds (a cut or renewed share's `prevParts`), (sub-)lease tokens neither
  * admitted nor given back, units given back into a full slice, tokens a delegate's slice drops when its share is
  * replaced, cut or lost, and the buckets at the end; `rest` is what these leave unexplained. Sampled every ms of
- * simulated time from the objects' records (nothing here decides anything), per 100 ms of the first 2 s and over the
- * run, in tokens. Bookkeeping of a simulation, not algorithm state: fractions of a token (a slice's refill per ms) are
+ * simulated time from the objects' records (nothing here decides anything), per bin (`LedgerBins`: 100 ms over the
+ * first 2 s unless set) and over the run, in tokens. Bookkeeping of a simulation, not algorithm state: fractions of a token (a slice's refill per ms) are
  * fine here.
  */
 import { type AlgorithmParams, capacityOf, sliceParams } from "../algorithms/index.ts";
@@ -89,15 +89,21 @@ export interface RateLedger {
   readonly sinks: LedgerSinks;
   /** supply - admitted - sinks: conversions, rounding, tokens moved with a grant that a slice could not take. */
   readonly rest: number;
-  /** The first 2 s per 100 ms. */
+  /** The run's start per bin (`LedgerBins`). */
   readonly bins: readonly LedgerSpan[];
+  readonly binMs: number;
   /** The run's first second (the cold start) as one span, and its budget: the burst and 1 s of the rate. */
   readonly first: LedgerSpan;
   readonly firstSupply: number;
 }
 
-const BIN_MS = 100;
-const BINS = 20;
+/** The ledger's bins: `count` of `ms` each from the run's start (bench/cluster_run.ts `LEDGER_BIN_MS`, `LEDGER_BINS`). */
+export interface LedgerBins {
+  readonly ms: number;
+  readonly count: number;
+}
+/** The first 2 s per 100 ms. */
+export const FIRST_BINS: LedgerBins = { ms: 100, count: 20 };
 /** The first second: the cold start. */
 const FIRST_MS = 1000;
 
@@ -141,7 +147,7 @@ function overflow(b: { n: number; cap: number }, perMs: number): number {
 
 export class RateLedgerCount {
   readonly total = emptySpan();
-  readonly bins = Array.from({ length: BINS }, emptySpan);
+  readonly bins: LedgerSpan[];
   readonly first = emptySpan();
   private lastKnownSeen = 0;
   /** Tokens per ms of the whole rate. */
@@ -152,15 +158,17 @@ export class RateLedgerCount {
     private readonly t0Ms: number,
     private readonly endMs: number,
     private readonly clock: () => number,
+    private readonly binning: LedgerBins = FIRST_BINS,
   ) {
+    this.bins = Array.from({ length: binning.count }, emptySpan);
     const p = rule.params as { rate?: { tokens: number; perMs: number } };
     this.perMs = p.rate === undefined ? 0 : p.rate.tokens / p.rate.perMs;
   }
 
   private spans(atMs: number): LedgerSpan[] {
     if (atMs < this.t0Ms || atMs >= this.endMs) return [];
-    const bin = Math.floor((atMs - this.t0Ms) / BIN_MS);
-    const spans = bin < BINS ? [this.total, this.bins[bin]!] : [this.total];
+    const bin = Math.floor((atMs - this.t0Ms) / this.binning.ms);
+    const spans = bin < this.bins.length ? [this.total, this.bins[bin]!] : [this.total];
     return atMs - this.t0Ms < FIRST_MS ? [...spans, this.first] : spans;
   }
 
@@ -273,7 +281,7 @@ export class RateLedgerCount {
     // The first second's budget: the burst and the rate over it (or over the run, if shorter).
     const firstSupply = capacityOf(this.rule.params) + this.perMs * Math.min(FIRST_MS, this.endMs - this.t0Ms);
     const rest = supply - t.admitted - spent;
-    return { supply, firstSupply, total: t, sinks, rest, bins: this.bins, first: this.first };
+    return { supply, firstSupply, total: t, sinks, rest, bins: this.bins, binMs: this.binning.ms, first: this.first };
   }
 }
 
@@ -303,8 +311,8 @@ export function withExact(ledger: RateLedger, exact: readonly number[], t0Ms: nu
     if (at < t0Ms || at >= endMs) continue;
     total.exact++;
     if (at - t0Ms < FIRST_MS) first.exact++;
-    const bin = Math.floor((at - t0Ms) / BIN_MS);
-    if (bin < BINS) bins[bin]!.exact++;
+    const bin = Math.floor((at - t0Ms) / ledger.binMs);
+    if (bin < bins.length) bins[bin]!.exact++;
   }
   return { ...ledger, total, bins, first };
 }
@@ -362,7 +370,7 @@ export function ledgerTotals(l: RateLedger): LedgerTotals {
 }
 
 /**
- * The first 2 s per 100 ms as text lines, then the first second as one (bench/cluster.ts `--ledger`). At each bin's
+ * The ledger's bins as text lines, then the first second as one (bench/cluster.ts `--ledger`). At each bin's
  * end: `left` every bucket's tokens, `dirTok`/`dirPrt` the direct slice's tokens and parts, `hold`/`hldPrt` the
  * delegates holding a live rate share and their parts.
  */
@@ -374,5 +382,5 @@ export function ledgerLines(l: RateLedger): string[] {
     const d = b.denied;
     return `${label.padStart(5)} ${r(b.exact)} ${r(b.admitted)} | ${r(d.keyNoTokens)} ${r(d.keyNoParts)} ${r(d.delegateSlice)} ${r(d.delegateNoShare)} ${r(d.isolateLocal)}(${Math.round(b.lastKnown)}) | ${r(b.overflowDirect)} ${r(b.overflowDelegates)} ${r(b.promisedUnheld)} ${r(b.promisedAboveHeld)} ${r(b.givenBackOverflow)} ${r(b.droppedAtChange)} ${r(b.madeAtChange)} | ${r(b.lent)} ${r(b.fromLease)} ${r(b.givenBack)} | ${r(b.left)} ${r(b.leftDirect)} ${r(b.directParts)} ${String(b.holders).padStart(4)} ${r(b.heldParts)}`;
   };
-  return [head, ...l.bins.map((b, i) => line(String(i * BIN_MS), b)), line("1st s", l.first)];
+  return [head, ...l.bins.map((b, i) => line(String(i * l.binMs), b)), line("1st s", l.first)];
 }

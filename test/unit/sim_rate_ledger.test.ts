@@ -11,7 +11,7 @@ import { emptyState, fullState } from "../../src/protocol/share.ts";
 import type { LimiterRecord } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { exactAdmissions, simulateCluster } from "../../src/sim/cluster.ts";
-import { ledgerTotals, RateLedgerCount, withExact } from "../../src/sim/rate_ledger.ts";
+import { ledgerLines, ledgerTotals, RateLedgerCount, withExact } from "../../src/sim/rate_ledger.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 
@@ -104,6 +104,17 @@ describe("RateLedgerCount", () => {
     expect(out.bins[0]!.exact).toBe(2);
     expect(out.total.exact).toBe(3);
     expect(ledgerTotals(out).denied).toMatchObject({ delegateSlice: 1, isolateLocal: 1, keyNoParts: 0 });
+  });
+
+  it("bins a whole run when told to (`LedgerBins`: 500 ms x 6 here): the denial at 2.5 s lands in its bin", () => {
+    const now = T0;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 3000, () => now, { ms: 500, count: 6 });
+    ledger.denied("isolateLocal", T0 + 2500);
+    const out = withExact(ledger.finish([T0 + 5, T0 + 499, T0 + 2999]), [T0 + 1000, T0 + 2999], T0, T0 + 3000);
+    expect(out.bins.map((b) => b.admitted)).toEqual([2, 0, 0, 0, 0, 1]);
+    expect(out.bins.map((b) => b.exact)).toEqual([0, 0, 1, 0, 0, 1]);
+    expect(out.bins[5]!.denied.isolateLocal).toBe(1);
+    expect(ledgerLines(out)[6]).toMatch(/^ 2500 /);
   });
 
   it("keeps the first second apart: its budget, admissions, sinks and what was still out at its end", () => {
