@@ -272,10 +272,9 @@ class World {
 
   /** Every ms of the run: the rate ledger's sample of the key's and the delegates' records. */
   sampleLedger(): void {
-    const ledger = this.ledger;
-    if (ledger === null) return;
+    if (this.ledger === null) return;
     const lastKnown = this.counted.reduce((n, c) => n + (c.last_known_answers ?? 0), 0);
-    ledger.sample(this.clock.nowMs(), this.key.record, this.delegates, lastKnown);
+    this.ledger.sample(this.clock.nowMs(), this.key.record, this.delegates, lastKnown);
     if (this.clock.nowMs() < this.run.t0Ms + this.run.durationMs) this.clock.after(1, () => this.sampleLedger());
   }
 
@@ -374,9 +373,8 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
 }
 
 /**
- * What an exact single writer admits: the pure core deciding every arrival at its arrival time, under the newest rule
- * version in effect (the lowered rule from the first isolate that switched); a refunded admission given back at once.
- * Returns the admission times.
+ * When an exact single writer admits: the pure core deciding every arrival at its arrival time, under the newest rule
+ * version in effect (the lowered rule from the first isolate that switched), a refunded admission given back at once.
  */
 export function exactAdmissions(run: ClusterRun, arrivals: readonly Arrival[], newestFromMs: number): number[] {
   let state: AlgorithmState | null = null;
