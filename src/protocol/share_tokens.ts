@@ -35,7 +35,7 @@ export function carried(
   const same = from !== null && from.algorithm === next.algorithm;
   const kept = same && state !== null ? peekState(from, state, Math.min(nowMs, endedMs)).remaining : 0;
   const start = emptyState(next, nowMs);
-  const afterEnd = endedMs < nowMs && held > 0 ? refill(rule, held, nowMs - endedMs, nowMs) : 0;
+  const afterEnd = refill(rule, held, nowMs - endedMs, nowMs);
   return { state: kept >= 1 ? refund(next, start, Math.min(kept, capacityOf(next)), nowMs) : start, afterEnd };
 }
 
@@ -63,9 +63,11 @@ export function adoptedStart(
   return carried(grant.rule.params, next, from, old.state, old.endsAtMs, held, nowMs);
 }
 
-/** The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most a burst). */
+/**
+ * The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most a burst); 0 for
+ * no parts (no slice) or no span (an empty bucket read at or before its start).
+ */
 export function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
-  if (parts <= 0 || ms <= 0) return 0;
   const slice = sliceParams(params, parts, SHARE_PARTS);
   return slice === null ? 0 : peekState(slice, emptyState(slice, nowMs - ms), nowMs).remaining;
 }

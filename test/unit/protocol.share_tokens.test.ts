@@ -34,6 +34,9 @@ describe("refill: the refill of parts kept promised after a share's end", () => 
     // No parts held, or no time since the end: nothing.
     ["no parts", params, 0, 100, 0],
     ["no time", params, 500, 0, 0],
+    // Read before the span's start (an end later than now): nothing, not a negative refill.
+    ["a negative span", params, 500, -100, 0],
+    ["negative parts", params, -5, 100, 0],
     // A window rule has no rate slice: nothing refills.
     ["a window rule", fixedWindow(100, 1000), 500, 100, 0],
   ];
