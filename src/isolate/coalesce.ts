@@ -270,13 +270,10 @@ export class Coalescer {
     } finally {
       afterCall(this.c, st, keepAlive);
     }
-    batch.forEach((w, i) => {
-      const a = answers[i]!;
-      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
-    });
     let leaderAnswer = mine;
     batch.forEach((w, i) => {
       const a = answers[i]!;
+      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
       if (w === leader) leaderAnswer = a;
       else w.resolve(a);
     });

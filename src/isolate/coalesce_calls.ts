@@ -9,7 +9,6 @@ import {
   type AskedLease,
   type AskInput,
   type CoalescerOptions,
-  type HeldLease,
   type KeyState,
   leaseSettingsOf,
   type Waiting,
@@ -235,17 +234,6 @@ export function leaseServe(c: Calls, st: KeyState, cost: number, now: number, ke
   if (lease === null || lease.returned || now >= lease.endsAtMs || lease.unitsLeft < cost) return null;
   lease.unitsLeft -= cost;
   c.options.counters.lease_answers++;
-  return leaseAnswer(c, st, lease, cost, now, keepAlive);
-}
-
-/** While the key is short here (`lastKnownUntilMs`), a last known refusal; else `null`. */
-export function refuseShort(c: Calls, st: KeyState, now: number): Asked | null {
-  if (now >= st.lastKnownUntilMs) return null;
-  c.options.counters.lease_answers++;
-  return lastKnownRefusal(st, now);
-}
-
-function leaseAnswer(c: Calls, st: KeyState, lease: HeldLease, cost: number, now: number, keepAlive: KeepAlive): Asked {
   const resetAfterMs = Math.max(0, lease.endsAtMs - now);
   const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
   return heldAnswer(lease.atMs, decision, () => {
@@ -262,6 +250,13 @@ function leaseAnswer(c: Calls, st: KeyState, lease: HeldLease, cost: number, now
     }
     return refundObject(c, st, cost, lease.atMs, keepAlive, false);
   });
+}
+
+/** While the key is short here (`lastKnownUntilMs`), a last known refusal; else `null`. */
+export function refuseShort(c: Calls, st: KeyState, now: number): Asked | null {
+  if (now >= st.lastKnownUntilMs) return null;
+  c.options.counters.lease_answers++;
+  return lastKnownRefusal(st, now);
 }
 
 /**
@@ -330,11 +325,8 @@ function armReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
   const work = c.options.sleep(RETURN_WAIT_MS).then(async () => {
     st.returnsArmed = false;
     if (st.refunds.length === 0) return;
-    if (st.inFlight) {
-      armReturns(c, st, keepAlive);
-      return;
-    }
-    await sendReturns(c, st, keepAlive);
+    if (st.inFlight) armReturns(c, st, keepAlive);
+    else await sendReturns(c, st, keepAlive);
   });
   keepAlive?.(work);
 }

@@ -8,16 +8,6 @@ import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS
 import type { CoalescerOptions, DelegateRoute, KeyState } from "./coalesce_types.ts";
 import { overloadTeachesHot } from "./last_known.ts";
 
-/**
- * How long after its first call an isolate may still call a reset delegate again, ms: three quarters of the budget
- * (the fallback has its own). Half a budget ran out before a restart ended (BENCHMARKS.md 8, delegate restarts).
- */
-export function resetRetryMs(timeoutMs: number): number {
-  return (timeoutMs * 3) / 4;
-}
-
-type DelegateCallDeps = Pick<CoalescerOptions, "clock" | "sleep" | "counters" | "newId">;
-
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
   | { readonly kind: "answer"; readonly answer: CallAnswer; readonly from: DelegateRoute }
@@ -38,10 +28,11 @@ export function avoidFor(failure: CallAnswer): number | null {
 /**
  * Call `delegate` (of `routes`). An answer, or a busy failure (decided from last known, never sent on), is the
  * outcome; a reset is tried on the other shard (a new id, no refunds: the first may have applied them), then on the
- * same delegate with the same input every `DELEGATE_RESET_RETRY_MS` within `resetRetryMs`; else `fallBack`.
+ * same delegate with the same input every `DELEGATE_RESET_RETRY_MS` within three quarters of the budget (the fallback
+ * has its own; half a budget ran out before a restart ended: BENCHMARKS.md 8, delegate restarts); else `fallBack`.
  */
 export async function callDelegates(
-  deps: DelegateCallDeps,
+  deps: Pick<CoalescerOptions, "clock" | "sleep" | "counters" | "newId">,
   routes: DelegateRoute,
   delegate: DelegateRoute,
   input: CallInput,
@@ -61,7 +52,7 @@ export async function callDelegates(
       const answer = await call(other, { ...input, id: deps.newId(), giveBack: [] });
       if (avoidFor(answer) === null) return { kind: "answer", answer, from: other };
     }
-    while (deps.clock() + DELEGATE_RESET_RETRY_MS - startMs < resetRetryMs(timeoutMs)) {
+    while (deps.clock() + DELEGATE_RESET_RETRY_MS - startMs < (timeoutMs * 3) / 4) {
       await deps.sleep(DELEGATE_RESET_RETRY_MS);
       const again = await call(delegate, input);
       avoid = avoidFor(again);

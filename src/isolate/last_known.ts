@@ -15,11 +15,6 @@ export interface KeyCtx {
   spread(rangeMs: number): number;
 }
 
-export function countLastKnown(ctx: KeyCtx): void {
-  const { counters } = ctx;
-  counters.last_known_answers = (counters.last_known_answers ?? 0) + 1;
-}
-
 /** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
 export function isHot(st: KeyState, now: number): boolean {
   const until = Math.max(st.hotUntilMs, st.busyUntilMs, st.overloadedUntilMs, st.grantHotUntilMs);
@@ -58,7 +53,7 @@ export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: 
       st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, st.lastKnownUntilMs);
     }
   }
-  countLastKnown(ctx);
+  ctx.counters.last_known_answers = (ctx.counters.last_known_answers ?? 0) + 1;
   return lastKnownRefusal(st, now);
 }
 

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { CoalesceCounters, DelegateRoute } from "../../src/isolate/coalesce_types.ts";
-import { avoidFor, callDelegates, callTarget, otherShard, resetRetryMs } from "../../src/isolate/delegate_call.ts";
+import { avoidFor, callDelegates, callTarget, otherShard } from "../../src/isolate/delegate_call.ts";
 import { newKeyState } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -141,7 +141,6 @@ describe("callDelegates", () => {
     const { out, a } = await run(down, down);
     expect(out).toMatchObject({ kind: "answer", answer: { kind: "answered" }, from: { name: "delegate:weur.0" } });
     expect(a.map((c) => c.atMs - T0)).toEqual([5, 15, 95, 105, 165]);
-    expect(resetRetryMs(250)).toBe(187.5);
   });
 
   it("gives up on a reset that outlasts three quarters of the budget: the key's object, the delegate avoided briefly", async () => {

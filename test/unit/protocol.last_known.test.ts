@@ -7,7 +7,6 @@ import { describe, expect, it } from "vitest";
 import type { Asked, AskInput, HeldLease, KeyState } from "../../src/isolate/coalesce_types.ts";
 import { newKeyState } from "../../src/isolate/key_state.ts";
 import {
-  countLastKnown,
   isHot,
   type KeyCtx,
   lastKnown,
@@ -70,13 +69,14 @@ describe("isHot", () => {
   });
 });
 
-describe("countLastKnown", () => {
-  it("counts from nothing", () => {
+describe("last_known_answers", () => {
+  it("counts each last known answer, from nothing", () => {
     const { ctx, counters } = ctxAt(T0);
     Reflect.deleteProperty(counters, "last_known_answers");
-    countLastKnown(ctx);
+    const st = key();
+    lastKnown(ctx, st, "overloaded", T0);
     expect(counters.last_known_answers).toBe(1);
-    countLastKnown(ctx);
+    lastKnown(ctx, st, "timeout", T0);
     expect(counters.last_known_answers).toBe(2);
   });
 });
