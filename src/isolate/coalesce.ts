@@ -28,7 +28,6 @@ import {
   type Asked,
   type AskedLease,
   type AskInput,
-  COALESCE_MAX_KEYS,
   COALESCE_MAX_WAITING,
   type CoalescerOptions,
   type HeldLease,
@@ -44,15 +43,12 @@ export * from "./coalesce_types.ts";
 
 export class Coalescer {
   private readonly c: Calls;
-  private readonly maxWaiting: number;
   /** Spreads renewals (`spread`); seeded on first use: at module load the runtime refuses random values. */
   private spreadSeed: number | null = null;
 
   constructor(private readonly options: CoalescerOptions) {
     const ctx = { clock: options.clock, counters: options.counters, spread: (rangeMs: number) => this.spread(rangeMs) };
-    const maxKeys = options.maxKeys ?? COALESCE_MAX_KEYS;
-    this.c = { options, ctx, keys: new Map(), lastAsk: new WeakMap(), refundWaiters: new WeakMap(), maxKeys };
-    this.maxWaiting = options.maxWaiting ?? COALESCE_MAX_WAITING;
+    this.c = { options, ctx, keys: new Map(), lastAsk: new WeakMap(), refundWaiters: new WeakMap() };
   }
 
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
@@ -201,7 +197,7 @@ export class Coalescer {
    * carries (the runtime forbids one request's I/O from another), so each call hands the next to the first waiting.
    */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
-    if (st.queue.length >= this.maxWaiting) {
+    if (st.queue.length >= (this.options.maxWaiting ?? COALESCE_MAX_WAITING)) {
       const { counters } = this.options;
       counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
       // As an overloaded call (`lastKnown`), without the backoff: the requests waiting still go to the object.

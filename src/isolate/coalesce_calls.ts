@@ -8,6 +8,7 @@ import {
   type Asked,
   type AskedLease,
   type AskInput,
+  COALESCE_MAX_KEYS,
   type CoalescerOptions,
   type KeyState,
   leaseSettingsOf,
@@ -29,7 +30,6 @@ export interface Calls {
   readonly lastAsk: WeakMap<KeyState, AskedLease>;
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   readonly refundWaiters: WeakMap<CallInput, ((result: RefundResult) => void)[]>;
-  readonly maxKeys: number;
 }
 
 /** A call starts (or the key is held as if one did). */
@@ -65,7 +65,7 @@ export function giveUp(c: Calls, st: KeyState, me: Waiting): void {
   }
 }
 
-/** The key's state, made new (evicting idle keys beyond `maxKeys`) or brought up to the input's rule. */
+/** The key's state, made new (evicting idle keys beyond `CoalescerOptions.maxKeys`) or brought up to the input's rule. */
 export function stateOf(c: Calls, input: AskInput): KeyState {
   let st = c.keys.get(input.name);
   if (st === undefined) {
@@ -86,9 +86,10 @@ export function stateOf(c: Calls, input: AskInput): KeyState {
 }
 
 function evict(c: Calls): void {
-  if (c.keys.size < c.maxKeys) return;
+  const maxKeys = c.options.maxKeys ?? COALESCE_MAX_KEYS;
+  if (c.keys.size < maxKeys) return;
   for (const [name, st] of c.keys) {
-    if (c.keys.size < c.maxKeys) return;
+    if (c.keys.size < maxKeys) return;
     if (st.inFlight || st.lease !== null || st.returns.length > 0 || st.refunds.length > 0) continue;
     c.keys.delete(name);
   }

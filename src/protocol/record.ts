@@ -181,13 +181,6 @@ function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord
   return { ...next, ...bookkeeping };
 }
 
-/** `record` (after a refund) with the key's deficit now noted, for later refunds of earlier charges (a bucket's). */
-function withLow(record: LimiterRecord, rule: LimiterRule, nowMs: number): LimiterRecord {
-  const { params } = ruleFor(record, rule);
-  const lows = noteLow(record.lows, params, stateOf(record, params, nowMs), nowMs, true);
-  return lows === null ? record : { ...record, lows };
-}
-
 /** Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule). */
 export function refundRecord(
   record: LimiterRecord | null,
@@ -202,7 +195,12 @@ export function refundRecord(
   const state = bucket
     ? scaledRefund(params, record.state, given)
     : refund(params, record.state, input.cost, input.admittedAtMs);
-  const noted = (r: LimiterRecord) => withLow(r, input.rule, nowMs);
+  // The key's deficit after the refund noted, for later refunds of earlier charges (a bucket's).
+  const noted = (r: LimiterRecord): LimiterRecord => {
+    const { params: p } = ruleFor(r, input.rule);
+    const lows = noteLow(r.lows, p, stateOf(r, p, nowMs), nowMs, true);
+    return lows === null ? r : { ...r, lows };
+  };
   const { remaining, resetAfterMs } = peekState(params, state, nowMs);
   const result = { remaining, resetAfterMs };
   if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
