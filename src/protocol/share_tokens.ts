@@ -20,8 +20,9 @@ import { SHARE_PARTS } from "./tunables.ts";
  * The bucket an adopted rate share (`next`, its slice) starts from: the old share's (`from`, `state`) as it was at its
  * end (`endedMs`; now, if it is live), capped at the new burst; and `afterEnd`, the refill since that end of the parts
  * the key's object kept promised to this delegate without a break (`held`: `ShareGrant.held`, at most the old and the
- * new parts), which are its own. The rest of that refill the object gave to others (the direct slice refilled them
- * too): counting it as well made tokens. The caller adds `afterEnd`.
+ * new parts), which are its own, up to what the old bucket would hold now had its share not ended (parts full at the
+ * end gain nothing). The rest of that refill the object gave to others (the direct slice refilled them too): counting
+ * it as well made tokens. The caller adds `afterEnd`.
  */
 export function carried(
   rule: AlgorithmParams,
@@ -32,11 +33,13 @@ export function carried(
   held: number,
   nowMs: number,
 ): { readonly state: AlgorithmState; readonly afterEnd: number } {
-  const same = from !== null && from.algorithm === next.algorithm;
-  const kept = same && state !== null ? peekState(from, state, Math.min(nowMs, endedMs)).remaining : 0;
+  const same = from !== null && from.algorithm === next.algorithm && state !== null;
+  const kept = same ? Math.min(peekState(from, state, Math.min(nowMs, endedMs)).remaining, capacityOf(next)) : 0;
+  // Never past what the old bucket would hold now had its share not ended: a part full at the end gains nothing.
+  const unended = same ? peekState(from, state, nowMs).remaining : 0;
+  const afterEnd = Math.min(refill(rule, held, nowMs - endedMs, nowMs), unended - kept);
   const start = emptyState(next, nowMs);
-  const afterEnd = refill(rule, held, nowMs - endedMs, nowMs);
-  return { state: kept >= 1 ? refund(next, start, Math.min(kept, capacityOf(next)), nowMs) : start, afterEnd };
+  return { state: kept >= 1 ? refund(next, start, kept, nowMs) : start, afterEnd };
 }
 
 /**
