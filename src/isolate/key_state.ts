@@ -1,7 +1,7 @@
 /** A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call. */
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
-import { subleaseTermMs } from "../protocol/sublease.ts";
+import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
 import { HOT_HOLD_MS } from "../protocol/tunables.ts";
 import {
   type AskedLease,
@@ -135,10 +135,7 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
  * redeploy) or strand at the window's end, where a window binds.
  */
 export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullMs: number): number {
-  const policy = leasePolicy(params.algorithm);
-  if (policy.kind !== "window" || policy.windowOf(params, now - 8 * fullMs) !== policy.windowOf(params, now)) {
-    return fullMs;
-  }
+  if (!sameWindow(params, now - 8 * fullMs, now)) return fullMs;
   const toEndMs = leaseTermMs(params, now, 4 * fullMs);
   return Math.min(fullMs, Math.max(Math.ceil(fullMs / 2), Math.floor(toEndMs / 4)));
 }

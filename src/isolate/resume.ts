@@ -13,8 +13,6 @@ const FIRST_MAX_MS = 16;
 /** A wait counts at most this much in the estimate, ms (a stepped clock, a request held for a lease's renewal). */
 const SAMPLE_MAX_MS = 64;
 
-type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
-
 /**
  * `resume` for the coalescer: waits for `settled` from this request's own timers. `clock` times the waits for the
  * estimate only (a frozen clock gives a 1 ms first sleep); `wait` must be the runtime's own timer.
@@ -26,14 +24,14 @@ export function ownContextResumer(
   // A moving average of recent waits (ms), each from its request's start of waiting to the timer that saw its answer.
   let typicalMs = 0;
   return async <T>(settled: Promise<T>): Promise<T> => {
-    let outcome: Outcome<T> | null = null;
+    let outcome: PromiseSettledResult<T> | null = null;
     // Runs in whichever context settles the promise: it only records the outcome (no I/O).
     settled.then(
       (value) => {
-        outcome = { ok: true, value };
+        outcome = { status: "fulfilled", value };
       },
-      (error: unknown) => {
-        outcome = { ok: false, error };
+      (reason: unknown) => {
+        outcome = { status: "rejected", reason };
       },
     );
     const startMs = clock();
@@ -46,8 +44,8 @@ export function ownContextResumer(
     } while (outcome === null);
     const tookMs = Math.min(SAMPLE_MAX_MS, Math.max(0, clock() - startMs));
     typicalMs += (tookMs - typicalMs) / 8;
-    const done = outcome as Outcome<T>;
-    if (!done.ok) throw done.error;
+    const done = outcome as PromiseSettledResult<T>;
+    if (done.status === "rejected") throw done.reason;
     return done.value;
   };
 }

@@ -45,6 +45,12 @@ export interface SubleaseSource {
   readonly endsAtMs: number;
 }
 
+/** Whether `aMs` and `bMs` are in the same window of a window rule (`false` for any other rule). */
+export function sameWindow(params: AlgorithmParams, aMs: number, bMs: number): boolean {
+  const policy = leasePolicy(params.algorithm);
+  return policy.kind === "window" && policy.windowOf(params, aMs) === policy.windowOf(params, bMs);
+}
+
 /** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, nothing more. */
 export const delegateSlice = honestSlice;
 
@@ -69,13 +75,7 @@ export function subleaseFrom<S extends SubleaseSource>(
   const ttlMs = subleaseTermMs(Math.floor(ask.ttlMs));
   if (share.kind === "window") {
     // Never out of a window gone by (a share ends with its window; this holds whatever the clocks did).
-    const policy = leasePolicy(share.rule.params.algorithm);
-    if (
-      policy.kind !== "window" ||
-      policy.windowOf(share.rule.params, nowMs) !== policy.windowOf(share.rule.params, share.atMs)
-    ) {
-      return none;
-    }
+    if (!sameWindow(share.rule.params, nowMs, share.atMs)) return none;
     // Cut at the window's end: the units were charged in it (at the share's grant, `atMs`); and as many fewer units
     // (what the isolate can use before the window ends: units left unused then are lost to it).
     const forMs = Math.min(ttlMs, leaseTermMs(share.rule.params, nowMs, ttlMs));
@@ -196,11 +196,7 @@ function refundInto<S extends SubleaseSource>(
       const unitsLeft = Math.min(share.units, share.unitsLeft + back.units);
       return { share: withLent({ ...share, unitsLeft }, Math.max(0, lent - back.units)), rest: 0 };
     }
-    const policy = leasePolicy(share.rule.params.algorithm);
-    const sameWindow =
-      policy.kind === "window" &&
-      policy.windowOf(share.rule.params, back.atMs) === policy.windowOf(share.rule.params, share.atMs);
-    if (!sameWindow || lent < 1) return null;
+    if (!sameWindow(share.rule.params, back.atMs, share.atMs) || lent < 1) return null;
     const took = Math.min(back.units, lent);
     const grown = { ...share, units: share.units + took, unitsLeft: share.unitsLeft + took };
     return { share: withLent(grown, lent - took), rest: back.units - took };
