@@ -142,7 +142,7 @@ export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullM
 
 /**
  * Whether a grant of `units` for `forMs` is short of `asked`'s need. A sub-lease only at a slower pace than the need:
- * a delegate cuts a smaller one's term in proportion (sublease.ts `shorter`).
+ * a delegate cuts a smaller one's term in proportion (store.ts `shorter`).
  */
 export function shortOf(asked: AskedLease | undefined, units: number, forMs: number): boolean {
   if (asked === undefined) return false;

@@ -86,13 +86,12 @@ export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, co
     retryAfterMs: over ? Math.max(1, peek.retryAfterMs ?? 1) : null,
     delayMs: 0,
   };
-  const ban = activeBan(current, nowMs);
   const result: CheckResult = {
     ok: true,
     decision,
     atMs: nowMs,
     charged,
-    ...(ban === null ? {} : { banUntilMs: ban.untilMs }),
+    ...(peek.banUntilMs === undefined ? {} : { banUntilMs: peek.banUntilMs }),
   };
   return { result, record: current };
 }

@@ -187,15 +187,20 @@ function grantLease(
     if (out.result.ok && out.result.decision.allowed) {
       current = out.record;
       // Cut short by what the key holds: the rest comes with the refill, so the term is shorter in proportion.
-      const termMs =
-        units === available && available < share
-          ? Math.max(Math.ceil(ttlMs / 4), Math.floor((ttlMs * units) / share))
-          : ttlMs;
+      const termMs = units === available && available < share ? shorter(ttlMs, units, share) : ttlMs;
       lease = { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
     }
   }
   if (current === null) return { record: null, lease };
   return { record: { ...current, leaseAsks: asks }, lease };
+}
+
+/**
+ * The term of a lease (or sub-lease) of `units` where `wanted` were asked for `termMs`: as much shorter, down to a
+ * quarter, so its holder asks again about when it has used them, instead of refusing for a whole term while it refills.
+ */
+export function shorter(termMs: number, units: number, wanted: number): number {
+  return Math.max(Math.ceil(termMs / 4), Math.floor((termMs * units) / wanted));
 }
 
 /** The asks per ttl with one more of `units` at `nowMs` (a new ttl restarts them). */

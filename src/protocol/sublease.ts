@@ -20,8 +20,9 @@ import {
   type LimiterRule,
   leaseCapOf,
   peekState,
+  shorter,
 } from "./store.ts";
-import { RATE_LEASE_TERM_MS, SUBLEASE_OF_HELD, SUBLEASE_TERM_MS } from "./tunables.ts";
+import { DELEGATE_CALL_MEMORY, RATE_LEASE_TERM_MS, SUBLEASE_OF_HELD, SUBLEASE_TERM_MS } from "./tunables.ts";
 
 /** What a sub-lease is granted from: the share a delegate holds, as far as it needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
@@ -126,14 +127,6 @@ export function refillWaitMs(
 }
 
 /**
- * The term of a sub-lease of `units` where `wanted` were asked for `termMs`: as much shorter, down to a quarter, so its
- * isolate asks again about when it has used them, instead of refusing for a whole term while the share refills.
- */
-export function shorter(termMs: number, units: number, wanted: number): number {
-  return Math.max(Math.ceil(termMs / 4), Math.floor((termMs * units) / wanted));
-}
-
-/**
  * What a call asks of a delegate's share over its term (its demand): the requests it carries, and the units its lease
  * ask wants, less the units it gives back (what an earlier lease did not use); never less than its requests.
  */
@@ -152,9 +145,6 @@ interface TakingRecord {
   readonly calls: readonly { readonly id: string }[];
   readonly taken?: readonly string[];
 }
-
-/** Calls whose units given back a delegate remembers taking (as many as the calls it remembers). */
-const TAKEN_MEMORY = 32;
 
 /**
  * A batch's units given back, taken before it is decided: into the share while it holds them, else kept to give back
@@ -175,7 +165,7 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
       if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
     }
   }
-  const taken = [...(record.taken ?? []).slice(1 - TAKEN_MEMORY), input.id];
+  const taken = [...(record.taken ?? []).slice(1 - DELEGATE_CALL_MEMORY), input.id];
   return { ...record, share, giveBack, taken };
 }
 

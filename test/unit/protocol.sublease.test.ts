@@ -15,15 +15,8 @@ import {
   NEW_DELEGATE,
 } from "../../src/protocol/delegate.ts";
 import { emptyState, fullState } from "../../src/protocol/share.ts";
-import { type CallInput, type LimiterRule, peekState } from "../../src/protocol/store.ts";
-import {
-  callDemand,
-  delegateSlice,
-  shorter,
-  subleaseFrom,
-  subleaseTermMs,
-  takeBack,
-} from "../../src/protocol/sublease.ts";
+import { type CallInput, type LimiterRule, peekState, shorter } from "../../src/protocol/store.ts";
+import { callDemand, delegateSlice, subleaseFrom, subleaseTermMs, takeBack } from "../../src/protocol/sublease.ts";
 import { RATE_LEASE_TERM_MS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
