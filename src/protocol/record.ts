@@ -207,7 +207,9 @@ export function refundRecord(
   if (bucket && given === 0) return { result, record };
   // A state as good as fresh drops the record unless it holds more; kept, as one fresh at any time (a clock may step back).
   if (resetAfterMs > 0) return { result, record: noted({ ...record, state }) };
-  return { result, record: bare(record) ? null : noted({ ...record, state: freshState(params) }) };
+  const { calls, leaseAsks, shares, ban, version } = record;
+  const bare = calls === undefined && leaseAsks === undefined && shares === undefined && ban === undefined;
+  return { result, record: bare && (version ?? 0) === 0 ? null : noted({ ...record, state: freshState(params) }) };
 }
 
 /** A state as good as none at any time: one unit charged and given back at time 0. */
@@ -215,17 +217,6 @@ function freshState(params: AlgorithmParams): AlgorithmState {
   const out = decide(params, null, 1, 0);
   if (!out.ok) throw new Error("a fresh key admits one unit");
   return refund(params, out.state, 1, 0);
-}
-
-/** Whether the record holds nothing but its algorithm state. */
-function bare(record: LimiterRecord): boolean {
-  return (
-    record.calls === undefined &&
-    record.leaseAsks === undefined &&
-    record.shares === undefined &&
-    record.ban === undefined &&
-    (record.version ?? 0) === 0
-  );
 }
 
 /** What a key looks like now, for a cost-1 request, without charging it (the admin API's state). */
