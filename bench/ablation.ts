@@ -25,6 +25,7 @@ const FAN_OUT = ["hot-rate/1000/10000/steady", "hot-window/1000/10000/steady", "
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
   [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW])]],
   ["oldShareFor", RATE],
+  ["rttTerms", RATE],
   ["windowAhead", WINDOW],
   ["scarceWindowSplit", WINDOW],
   ["subleases", FAN_OUT],

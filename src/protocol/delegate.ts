@@ -183,6 +183,7 @@ export function shareAsk(
     ...(cut === null ? {} : { keep: cut.parts }),
     ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
     ...(old === null ? {} : { oldForMs: old.forMs }),
+    ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
   };
   // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask
   // brings the demand as it is now).

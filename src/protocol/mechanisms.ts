@@ -2,7 +2,14 @@
  * The tier's late mechanisms the ablation (bench/ablation.ts, BENCHMARKS.md 8a) switches off one per process; all are
  * on in the Worker. docs/production.md "Tuning" says what each buys and where it lives.
  */
-export const MECHANISMS = ["oldShareFor", "windowAhead", "subleases", "lateRefunds", "scarceWindowSplit"] as const;
+export const MECHANISMS = [
+  "oldShareFor",
+  "windowAhead",
+  "subleases",
+  "lateRefunds",
+  "scarceWindowSplit",
+  "rttTerms",
+] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];
 

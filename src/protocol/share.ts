@@ -86,6 +86,11 @@ export interface ShareAsk {
    * the old term.
    */
   readonly oldForMs?: number;
+  /**
+   * Rate shares: the round trip of the renewal that answered the share the delegate holds, ms (`HeldShare.rttMs`): an
+   * unsettled share's term is at least `UNSETTLED_TERM_RTTS` of them (share_grant.ts `rateTermMs`). Absent: not known.
+   */
+  readonly rttMs?: number;
 }
 
 /** What the key's object granted. */

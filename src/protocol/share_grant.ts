@@ -47,6 +47,7 @@ import {
   SHARE_PARTS,
   SHARE_TERM_MAX_MS,
   SHARE_TERM_MS,
+  UNSETTLED_TERM_RTTS,
 } from "./tunables.ts";
 import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 /**
@@ -96,7 +97,7 @@ export function shareRecord(
   }
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, used, mine, ask.holding, nowMs)
+      ? rateGrant(rec, rule, demand, total, others, used, mine, ask, nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const prev = mine === undefined ? null : ended0(mine, nowMs, ask);
   const ahead = out.grant.ahead;
@@ -134,10 +135,7 @@ function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts
   return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
 }
 
-/**
- * An entry's share ended now: what it still uses (`inUse`) stays promised until then (and no tokens move
- * with it).
- */
+/** An entry's share ended now: what it still uses (`inUse`) stays promised until then (no tokens move with it). */
 function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {
   const { tokens: _tokens, ahead: _ahead, ...rest } = e;
   const used = inUse(e, ask, nowMs);
@@ -201,11 +199,11 @@ function rateGrant(
   others: readonly ShareEntry[],
   held: number,
   mine: ShareEntry | undefined,
-  holding: string | undefined,
+  ask: ShareAsk,
   nowMs: number,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
   const prevTermMs = mine === undefined ? 0 : termOf(mine);
-  const told = holding !== undefined && holding === mine?.askId; // `held`: to the entry's grant's holder only
+  const told = ask.holding !== undefined && ask.holding === mine?.askId; // `held`: to the entry's grant's holder only
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
   const book = base.shares ?? EMPTY_BOOK;
   let promised = 0;
@@ -215,7 +213,7 @@ function rateGrant(
   // within `SHARE_PARTS`.
   const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
-  const termMs = rateTermMs(parts, fair, held, prevTermMs);
+  const termMs = rateTermMs(parts, fair, held, prevTermMs, uses("rttTerms") ? ask.rttMs : undefined);
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -247,18 +245,22 @@ export function fedParts(parts: number, room: number, least: number): number {
 /**
  * A rate share's term, ms. Unsettled, a quarter term, so that its parts follow demand within a quarter term: a new
  * delegate (`held` 0), one cut short of its demand's proportion (`fair`) by more than an eighth (the others' parts are
- * still promised), or one whose parts move by more than a quarter of those it held. Settled, its last term doubled
+ * still promised), or one whose parts move by more than a quarter of those it held; but at least `UNSETTLED_TERM_RTTS`
+ * of the delegate's round trips (`rttMs`, the ask's; at most `SHARE_TERM_MS`): a far delegate renewing a quarter term
+ * a round trip before its end got a third of its answers after the end (a heavy-tailed network), its parts promised
+ * and unused meanwhile (cluster simulation, global-rate at 1,000 isolates, growth). Settled, its last term doubled
  * (`prevTermMs`), from `SHARE_TERM_MS` up to `SHARE_TERM_MAX_MS`: a delegate whose demand holds still renews less and
  * less often, so the key's object renews its 36 delegates about 9 times a second rather than 36 to 144 times (a
  * delegate whose demand moves renews sooner: delegate.ts `renewDue`). Differences of `SETTLED_SLACK_PARTS` or fewer
  * never unsettle (a small share's noise). Another delegate being short settles nothing here: it asks again itself.
  */
-export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number): number {
-  const quarter = Math.ceil(SHARE_TERM_MS / 4);
+export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number, rttMs?: number): number {
+  const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
+  const unsettled = Math.max(Math.ceil(SHARE_TERM_MS / 4), Math.min(SHARE_TERM_MS, rtts));
   const short = fair - parts > Math.max(SETTLED_SLACK_PARTS, Math.floor(fair / 8));
-  if (short) return quarter;
+  if (short) return unsettled;
   const moved = Math.abs(parts - held) > Math.max(SETTLED_SLACK_PARTS, Math.floor(held / 4));
-  if (held <= 0 || moved) return quarter;
+  if (held <= 0 || moved) return unsettled;
   return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
 }
 

@@ -22,6 +22,8 @@ export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
 export const SETTLED_SLACK_PARTS = 10;
 /** A rate share's parts stay promised this long after its term's end, ms: a late renewal finds them held (share.ts). */
 export const LAPSE_GRACE_MS = 500;
+/** An unsettled rate share's term is at least this many of its delegate's round trips (at most `SHARE_TERM_MS`). */
+export const UNSETTLED_TERM_RTTS = 4;
 
 // Delegates.
 /** Delegates per (rule, key, region): the first, and the shards its isolates move to when it is busy. */

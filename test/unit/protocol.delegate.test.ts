@@ -351,6 +351,17 @@ describe("shareAsk", () => {
     expect(shareAsk(withShare(null), "weur.0", rate, "a1", T0).ask.oldForMs).toBeUndefined();
   });
 
+  it("says the round trip of the renewal that answered its rate share (`rttMs`: the key's object sets the term by it)", () => {
+    const measured = withShare(rateShare({ rttMs: 190, askId: "a0" }));
+    expect(shareAsk(measured, "weur.0", rate, "a1", T0 + 100).ask.rttMs).toBe(190);
+    // Ended, it is still the last round trip known.
+    expect(shareAsk(measured, "weur.0", rate, "a1", T0 + 1000).ask.rttMs).toBe(190);
+    // None measured (a first grant), a window share, no share: not said.
+    expect(shareAsk(withShare(rateShare()), "weur.0", rate, "a1", T0).ask.rttMs).toBeUndefined();
+    expect(shareAsk(withShare(windowShare()), "weur.0", win, "a1", T0).ask.rttMs).toBeUndefined();
+    expect(shareAsk(withShare(null), "weur.0", rate, "a1", T0).ask.rttMs).toBeUndefined();
+  });
+
   it("cuts a rate share whose demand fell to the parts it still needs, and says so (`keep`)", () => {
     // Granted 500 parts for 400 of demand; 50 in the last half term: 100 per term, needing 100 + 21 = 121.
     const full = emptyState(half, T0 - 1000); // refilled: 500 tokens

@@ -586,6 +586,26 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(SETTLED_SLACK_PARTS).toBe(10);
   });
 
+  it("rateTermMs: an unsettled share's term is at least 4 of its delegate's round trips, at most a term", () => {
+    // A far delegate's quarter term ended before its renewal's answer came back (the ask says its round trip).
+    const term = (rttMs: number | undefined, held = 0, prev = 0) => rateTermMs(100, 100, held, prev, rttMs);
+    expect([undefined, 0, 30, 62, 63, 190, 250, 400].map((rtt) => term(rtt))).toEqual([
+      250, 250, 250, 250, 252, 760, 1000, 1000,
+    ]);
+    // Cut short or moving: the same; settled: its own term (a whole one or more), whatever the round trip.
+    expect(rateTermMs(100, 115, 100, 1000, 190)).toBe(760);
+    expect(rateTermMs(126, 126, 100, 1000, 190)).toBe(760);
+    expect(term(190, 100, 1000)).toBe(2000);
+    expect(term(400, 100, 250)).toBe(1000);
+    // Not a count of ms: ignored.
+    for (const bad of [-190, 2.5, Number.NaN, Number.POSITIVE_INFINITY]) expect(term(bad)).toBe(250);
+    // Through the grant: a new delegate whose renewals took 190 ms gets 760 ms; one that says none, a quarter term.
+    expect(shareRecord(null, ask(tb, 300, { rttMs: 190 }), T0).grant.termMs).toBe(760);
+    expect(shareRecord(null, ask(tb, 300), T0).grant.termMs).toBe(250);
+    // A window share's term is the window's: the round trip changes nothing.
+    expect(shareRecord(null, ask(win, 50, { units: 60, rttMs: 190 }), T0 + 59_400).grant.termMs).toBe(600);
+  });
+
   it("lets a share go: its parts stay promised until its term ends, and the key stays hot for others", () => {
     const first = shareRecord(null, ask(tb, 300), T0);
     const out = shareRecord(first.record, ask(tb, 300, { id: "a2", release: true }), T0 + 200);
