@@ -132,7 +132,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   const forgetting =
     <A extends unknown[]>(refund: (...args: A) => Promise<RefundResult>) =>
     (...args: A) => {
-      isolate.blocked.forget(name);
+      isolate.blocked.forgetRefunded(name, isolate.clock());
       return refund(...args);
     };
   const reason = failureReason(app);

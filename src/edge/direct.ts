@@ -55,7 +55,7 @@ export async function askDirect(cx: AskContext, app: Applicable): Promise<AskRes
   const refundAt = (admittedAtMs: number) => {
     // A probe charged nothing: there is nothing to give back.
     if (kind === "probe") return Promise.resolve(null);
-    isolate.blocked.forget(name);
+    isolate.blocked.forgetRefunded(name, isolate.clock());
     return transport.refund(name, { rule, cost, admittedAtMs });
   };
   const reason = compiled.rule.onError === "closed" ? "fail_closed" : "fail_open";

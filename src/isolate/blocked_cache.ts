@@ -9,7 +9,9 @@
  *
  * A refund or an admin reset makes the object more generous than a cached denial: this isolate forgets the entry when
  * it refunds or resets that (rule, key) or the object admits it; another isolate's refund or reset reaches this cache
- * only when the entry expires, at most `R` later. A ban (`block_for`) answers any cost, for at most `BAN_CACHE_MS`.
+ * only when the entry expires, at most `R` later. A denial answered to a call sent before this isolate's last refund of
+ * that (rule, key) is not remembered: the object may have decided it before the refund arrived, and a call in flight
+ * while the refund went out would otherwise write it back after the refund forgot the entry. A ban (`block_for`) answers any cost, for at most `BAN_CACHE_MS`.
  */
 import { type Decision, denialsCount, deniedUntilMs, slotPolicy } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
@@ -60,6 +62,8 @@ export function cacheable(params: AlgorithmParams): boolean {
 
 export class BlockedCache {
   private readonly entries = new Map<string, Entry>();
+  /** This isolate's clock at its last refund of each (rule, key) (`forgetRefunded`), bounded as the entries are. */
+  private readonly refundedAtMs = new Map<string, number>();
 
   constructor(private readonly maxEntries: number = BLOCKED_CACHE_MAX_ENTRIES) {}
 
@@ -74,6 +78,9 @@ export class BlockedCache {
     banned = false,
   ): void {
     if (decision.allowed || decision.retryAfterMs === null || !cacheable(params)) return;
+    const refundedAtMs = this.refundedAtMs.get(id);
+    if (refundedAtMs !== undefined && sentAtMs <= refundedAtMs) return;
+    this.refundedAtMs.delete(id);
     this.entries.delete(id);
     makeRoom(this.entries, this.maxEntries);
     this.entries.set(id, {
@@ -142,6 +149,14 @@ export class BlockedCache {
   /** Forget a (rule, key): it was refunded, reset, or admitted. */
   forget(id: string): void {
     this.entries.delete(id);
+  }
+
+  /** Forget a (rule, key) this isolate refunds at `nowMs`, and any denial answered to a call sent until then. */
+  forgetRefunded(id: string, nowMs: number): void {
+    this.entries.delete(id);
+    this.refundedAtMs.delete(id);
+    makeRoom(this.refundedAtMs, this.maxEntries);
+    this.refundedAtMs.set(id, nowMs);
   }
 
   get size(): number {

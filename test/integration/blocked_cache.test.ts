@@ -114,6 +114,46 @@ describe("blocked-key cache", () => {
     expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(200);
   });
 
+  it("does not remember a denial that was in flight when this isolate refunded the key", async () => {
+    // The order the test above can fall into on a loaded machine, made certain: B's call for outer is still in flight
+    // when A's refund of outer goes out, and B's denial arrives after it. The object decided B without that token;
+    // remembering the denial would refuse C, which the object admits.
+    const both = rulesFrom(`
+- id: outer
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+- id: gate
+  match: { identity: user }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+`);
+    const key = await knownKey();
+    const user = { "X-User-Id": `u-${freshKey()}` };
+    setNow(T0);
+    expect((await gatewayFetch(both, req("GET", "/x", user))).status).toBe(200);
+    const original = SluiceLimiter.prototype.check;
+    let outerCalls = 0;
+    vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
+      if (input.rule.id === "gate") await scheduler.wait(60);
+      // B's call (outer's second): answered only after A's refund went out.
+      if (input.rule.id === "outer" && ++outerCalls === 2) {
+        const answer = await original.call(this, input);
+        await scheduler.wait(150);
+        return answer;
+      }
+      return original.call(this, input);
+    });
+    const a = gatewayFetch(both, req("GET", "/x", { ...bearer(key), ...user }));
+    await scheduler.wait(20);
+    const b = gatewayFetch(both, req("GET", "/x", bearer(key)));
+    expect((await a).status).toBe(429);
+    expect((await b).status).toBe(429);
+    expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(200);
+  });
+
   it("does not cache sliding_counter with count_denied: every denial reaches the object and extends the lock", async () => {
     const counting = rulesFrom(`
 - id: hammer

@@ -135,6 +135,29 @@ describe("blocked-key cache", () => {
     expect(answeredLocally).toBeGreaterThan(300);
   });
 
+  it("does not remember a denial answered to a call sent before this isolate's refund of the key", () => {
+    // The real order this stands for (test/integration/blocked_cache.test.ts, under load): call B for the key is in
+    // flight when request A, denied by another rule, refunds it; B's denial arrives after the refund forgot the entry.
+    // The object may have decided B before the refund arrived, so remembering it would refuse a request it admits.
+    const params = tokenBucket(1, 60_000, 1);
+    const fp = JSON.stringify(params);
+    const denial = { allowed: false, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 60_000, delayMs: 0 } as const;
+    const cache = new BlockedCache();
+    cache.forgetRefunded("k", T0 + 50);
+    cache.remember("k", fp, params, 1, T0 + 20, denial); // sent before the refund: stale
+    expect(cache.lookup("k", fp, 1, T0 + 60)).toBeNull();
+    cache.remember("k", fp, params, 1, T0 + 50, denial); // sent in the refund's own millisecond: still unknown order
+    expect(cache.lookup("k", fp, 1, T0 + 60)).toBeNull();
+    cache.remember("k", fp, params, 1, T0 + 51, denial); // sent after it: the object had the refund
+    expect(cache.lookup("k", fp, 1, T0 + 60)?.allowed).toBe(false);
+    // Another key's refund says nothing of this one's denials.
+    cache.forgetRefunded("other", T0 + 100);
+    expect(cache.lookup("k", fp, 1, T0 + 110)?.allowed).toBe(false);
+    // A refund forgets the entry too.
+    cache.forgetRefunded("k", T0 + 120);
+    expect(cache.lookup("k", fp, 1, T0 + 130)).toBeNull();
+  });
+
   it("a flood from one blocked key costs about one object call per retry period", () => {
     const params = tokenBucket(10, 1000, 20);
     const cache = new BlockedCache();
