@@ -34,13 +34,19 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const PARALLEL = 2;
+/**
+ * Each variant runs on these seeds (`SLUICE_SIM_SEED`: other arrivals of the same rows): one row moves by a few points
+ * between seeds of the same code, so a verdict on one seed can say "goes" of a mechanism the mean of three keeps.
+ */
+export const ABLATION_SEEDS = [0, 1000, 2000] as const;
 
-/** One variant's rows, in the order asked. */
-function runVariant(variant: string | null, labels: readonly string[]): Promise<ClusterRow[]> {
+/** One variant's rows on one seed, in the order asked. */
+function runVariant(variant: string | null, labels: readonly string[], seed: number): Promise<ClusterRow[]> {
   const args = ["--import", "tsx", "bench/cluster.ts", "--rows", labels.join(",")];
   if (variant !== null) args.push("--ablate", variant);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+    const env = { ...process.env, SLUICE_SIM_SEED: String(seed) };
+    const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     child.stdout.on("data", (chunk: Buffer) => {
       out += chunk.toString();
@@ -62,25 +68,25 @@ function runVariant(variant: string | null, labels: readonly string[]): Promise<
 
 const started = Date.now();
 type Variant = Mechanism | "hotMarks" | null;
-const results: { variant: Variant; rows: ClusterRow[] }[] = [];
-const queue = [...ABLATION];
+const results: { variant: Variant; seed: number; rows: ClusterRow[] }[] = [];
+const queue = ABLATION_SEEDS.flatMap((seed) => ABLATION.map(([v, labels]) => ({ v, labels, seed })));
 const order = ABLATION.map(([v]) => v);
 async function worker(): Promise<void> {
   for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
-    const [v, labels] = job;
-    const rows = await runVariant(v, labels);
-    results.push({ variant: v, rows });
+    const { v, labels, seed } = job;
+    const rows = await runVariant(v, labels, seed);
+    results.push({ variant: v, seed, rows });
     // Each variant as it ends (a long run interrupted keeps what it finished).
-    appendFileSync(PARTIAL, `${JSON.stringify({ variant: v, rows })}\n`);
-    log(`ablation: ${v ?? "all on"} done`);
+    appendFileSync(PARTIAL, `${JSON.stringify({ variant: v, seed, rows })}\n`);
+    log(`ablation: ${v ?? "all on"}, seed ${seed} done`);
   }
 }
 mkdirSync(dirname(PARTIAL), { recursive: true });
 writeFileSync(PARTIAL, "");
 await Promise.all(Array.from({ length: PARALLEL }, worker));
-results.sort((a, b) => order.indexOf(a.variant) - order.indexOf(b.variant));
+results.sort((a, b) => a.seed - b.seed || order.indexOf(a.variant) - order.indexOf(b.variant));
 const data = {
   wallSeconds: round((Date.now() - started) / 1000, 0),
-  variants: results.map((r) => ({ off: r.variant, rows: r.rows, goals: clusterGoals(r.rows) })),
+  variants: results.map((r) => ({ off: r.variant, seed: r.seed, rows: r.rows, goals: clusterGoals(r.rows) })),
 };
 log(`ablation: wrote ${writeResult("ablation", "npm run bench -- --only ablation", data)}`);
