@@ -21,6 +21,28 @@ async function _fetchWith(e: Env, rules: ReturnType<typeof rulesFrom>, request: 
   return response;
 }
 
+/** Two rules of one unit a minute, `outer` by API key and `gate` by user, with `gate` already spent for `user`. */
+async function outerAndGate() {
+  const both = rulesFrom(`
+- id: outer
+  match: { identity: api_key }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+- id: gate
+  match: { identity: user }
+  algorithm: token_bucket
+  rate: 1/min
+  burst: 1
+`);
+  const key = await knownKey();
+  const user = { "X-User-Id": `u-${freshKey()}` };
+  setNow(T0);
+  // Spend gate alone (outer needs an API key).
+  expect((await gatewayFetch(both, req("GET", "/x", user))).status).toBe(200);
+  return { both, key, user };
+}
+
 describe("blocked-key cache", () => {
   const rules = rulesFrom(`
 - id: tight
@@ -82,23 +104,7 @@ describe("blocked-key cache", () => {
   });
 
   it("forgets a denial when this isolate refunds the rule (the object may have become more generous)", async () => {
-    const both = rulesFrom(`
-- id: outer
-  match: { identity: api_key }
-  algorithm: token_bucket
-  rate: 1/min
-  burst: 1
-- id: gate
-  match: { identity: user }
-  algorithm: token_bucket
-  rate: 1/min
-  burst: 1
-`);
-    const key = await knownKey();
-    const user = { "X-User-Id": `u-${freshKey()}` };
-    setNow(T0);
-    // Spend gate alone (outer needs an API key).
-    expect((await gatewayFetch(both, req("GET", "/x", user))).status).toBe(200);
+    const { both, key, user } = await outerAndGate();
     const original = SluiceLimiter.prototype.check;
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
       if (input.rule.id === "gate") await scheduler.wait(60);
@@ -118,22 +124,7 @@ describe("blocked-key cache", () => {
     // The order the test above can fall into on a loaded machine, made certain: B's call for outer is still in flight
     // when A's refund of outer goes out, and B's denial arrives after it. The object decided B without that token;
     // remembering the denial would refuse C, which the object admits.
-    const both = rulesFrom(`
-- id: outer
-  match: { identity: api_key }
-  algorithm: token_bucket
-  rate: 1/min
-  burst: 1
-- id: gate
-  match: { identity: user }
-  algorithm: token_bucket
-  rate: 1/min
-  burst: 1
-`);
-    const key = await knownKey();
-    const user = { "X-User-Id": `u-${freshKey()}` };
-    setNow(T0);
-    expect((await gatewayFetch(both, req("GET", "/x", user))).status).toBe(200);
+    const { both, key, user } = await outerAndGate();
     const original = SluiceLimiter.prototype.check;
     let outerCalls = 0;
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
