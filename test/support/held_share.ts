@@ -1,6 +1,7 @@
 /**
- * A rate share a delegate holds, for table tests: `parts` of `rule` with the bucket `state`, granted at `atMs` for
- * one term (1 s, renewed from 750 ms); `over` replaces any field.
+ * Shares a delegate holds, for table tests: a rate share of `parts` of `rule` with the bucket `state`, and a window
+ * share of 10 units (4 left) granted 7 ms before `nowMs`, each for one term (1 s, renewed from 750 ms); `over`
+ * replaces any field.
  */
 import type { AlgorithmState } from "../../src/algorithms/index.ts";
 import type { HeldShare } from "../../src/protocol/delegate.ts";
@@ -24,6 +25,22 @@ export function heldRateShare(
     atMs,
     endsAtMs: atMs + 1000,
     renewAtMs: atMs + 750,
+    ...over,
+  };
+}
+
+export function heldWindowShare(rule: LimiterRule, nowMs: number, over: Partial<HeldShare> = {}): HeldShare {
+  return {
+    kind: "window",
+    rule,
+    parts: 0,
+    state: null,
+    units: 10,
+    unitsLeft: 4,
+    short: false,
+    atMs: nowMs - 7,
+    endsAtMs: nowMs + 1000,
+    renewAtMs: nowMs + 750,
     ...over,
   };
 }

@@ -15,25 +15,14 @@ import {
 import { emptyState } from "../../src/protocol/share.ts";
 import type { LimiterRule } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import { heldRateShare } from "../support/held_share.ts";
+import { heldRateShare, heldWindowShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 const win: LimiterRule = { id: "w", params: fixedWindow(100, 60_000), version: 2 };
 const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), version: 2 };
 const half = delegateSlice(rate.params, 500)!;
-const windowShare: HeldShare = {
-  kind: "window",
-  rule: win,
-  parts: 0,
-  state: null,
-  units: 10,
-  unitsLeft: 4,
-  short: false,
-  atMs: T0 - 7,
-  endsAtMs: T0 + 1000,
-  renewAtMs: T0 + 750,
-};
+const windowShare = heldWindowShare(win, T0);
 const withShare = (share: HeldShare | null): DelegateRecord => ({ ...NEW_DELEGATE, share });
 
 describe("which asks a delegate remembers to resend (`pending`)", () => {

@@ -38,7 +38,7 @@ import {
   RENEW_LEAD_MS,
   SHARE_TERM_MS,
 } from "../../src/protocol/tunables.ts";
-import { heldRateShare } from "../support/held_share.ts";
+import { heldRateShare, heldWindowShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -49,19 +49,7 @@ const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), vers
 /** A delegate's slice of 500 parts: 500/s, burst 500. */
 const half = delegateSlice(rate.params, 500)!;
 
-const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
-  kind: "window",
-  rule: win,
-  parts: 0,
-  state: null,
-  units: 10,
-  unitsLeft: 4,
-  short: false,
-  atMs: T0 - 7,
-  endsAtMs: T0 + 1000,
-  renewAtMs: T0 + 750,
-  ...over,
-});
+const windowShare = (over: Partial<HeldShare> = {}): HeldShare => heldWindowShare(win, T0, over);
 const rateShare = (over: Partial<HeldShare> = {}): HeldShare =>
   heldRateShare(rate, 500, emptyState(half, T0), T0, over);
 const withShare = (share: HeldShare | null, over: Partial<DelegateRecord> = {}): DelegateRecord => ({
