@@ -117,7 +117,8 @@ export class DelegateRun {
         throw error;
       });
       if (result.hot === true) this.coldAtMs = null;
-      return { ...result, hot: result.hot === true };
+      const { busy: _objectBusy, ...passed } = result;
+      return { ...passed, hot: result.hot === true };
     }
     const out = delegateCall(record, call, clock());
     save(out.record);

@@ -263,6 +263,17 @@ describe("DelegateRun.check", () => {
     expect(cold.stored().share).toBeNull();
   });
 
+  it("a batch passed through does not say busy when the key's object does: busy is the delegate's own load", async () => {
+    // The key's object busy (100 calls/s: it says hot) is not this delegate busy (250 calls/s: its isolates would
+    // move to their own shards). Relayed, it sent a far region's isolates to 4 shards while its first ask was on its
+    // way (cluster simulation, search-origin flash crowd: 19 holders where 9 delegates served the load).
+    const none: ShareGrant = { ...windowGrant(0), kind: "none", hot: false };
+    const h = harness([none, none], { ...passed, hot: true, busy: true });
+    const result = await h.run.check(who, batch([1]));
+    expect(result).toEqual({ ...passed, hot: true });
+    expect(result.busy).toBeUndefined();
+  });
+
   it("sends a renewal whose answer was lost again as it was: its id, its send time (no second charge)", async () => {
     const h = harness([new Error("reset"), windowGrant(3)]);
     await h.run.check(who, batch([1]));
