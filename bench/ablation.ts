@@ -2,12 +2,16 @@
  * Part: the hot-key tier's ablation (issue 36). The cluster SIMULATION's rows that the late mechanisms were added for,
  * run with every mechanism on, then with each one off in turn (src/protocol/mechanisms.ts, and the data centers' hot
  * marks), each variant a `bench/cluster.ts --rows ... --ablate NAME` process of its own (two at a time): what each
- * mechanism buys, goal by goal. The report (bench/ablation_report.ts) prints it in BENCHMARKS.md.
+ * mechanism buys, goal by goal. All on and with late refunds off also run the concurrency row (bench/ablation_slots.ts):
+ * what late refunds weigh shows on a concurrency key, not on a rate or window row. The report
+ * (bench/ablation_report.ts) prints it in BENCHMARKS.md.
  */
 import { spawn } from "node:child_process";
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { MECHANISMS, type Mechanism } from "../src/protocol/mechanisms.ts";
+import type { AblationData } from "./ablation_report.ts";
+import type { SlotRow } from "./ablation_slots.ts";
 import { type ClusterRow, clusterGoals } from "./cluster_rows.ts";
 import { BENCH_DIR, log, ROOT, round, writeResult } from "./common.ts";
 
@@ -40,40 +44,66 @@ const PARALLEL = 2;
  */
 export const ABLATION_SEEDS = [0, 1000, 2000] as const;
 
-/** One variant's rows on one seed, in the order asked. */
-function runVariant(variant: string | null, labels: readonly string[], seed: number): Promise<ClusterRow[]> {
-  const args = ["--import", "tsx", "bench/cluster.ts", "--rows", labels.join(",")];
-  if (variant !== null) args.push("--ablate", variant);
+/** A bench script's stdout, run on one seed (`SLUICE_SIM_SEED`) with `args`. */
+function runScript(args: readonly string[], seed: number, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const env = { ...process.env, SLUICE_SIM_SEED: String(seed) };
-    const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     let out = "";
     child.stdout.on("data", (chunk: Buffer) => {
       out += chunk.toString();
     });
     child.on("error", reject);
-    child.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`ablation: ${variant ?? "all on"} exited ${code}`));
-      const byLabel = new Map<string, ClusterRow>();
-      for (const line of out.split("\n")) {
-        const space = line.indexOf(" ");
-        if (space > 0 && line[space + 1] === "{") byLabel.set(line.slice(0, space), JSON.parse(line.slice(space + 1)));
-      }
-      const rows = labels.map((label) => byLabel.get(label));
-      if (rows.some((r) => r === undefined)) return reject(new Error(`ablation: ${variant ?? "all on"}: rows missing`));
-      resolve(rows as ClusterRow[]);
-    });
+    child.on("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`ablation: ${what} exited ${code}`))));
   });
+}
+
+/** One variant's rows on one seed, in the order asked. */
+async function runVariant(variant: string | null, labels: readonly string[], seed: number): Promise<ClusterRow[]> {
+  const args = ["bench/cluster.ts", "--rows", labels.join(",")];
+  if (variant !== null) args.push("--ablate", variant);
+  const out = await runScript(args, seed, variant ?? "all on");
+  const byLabel = new Map<string, ClusterRow>();
+  for (const line of out.split("\n")) {
+    const space = line.indexOf(" ");
+    if (space > 0 && line[space + 1] === "{") byLabel.set(line.slice(0, space), JSON.parse(line.slice(space + 1)));
+  }
+  const rows = labels.map((label) => byLabel.get(label));
+  if (rows.some((r) => r === undefined)) throw new Error(`ablation: ${variant ?? "all on"}: rows missing`);
+  return rows as ClusterRow[];
+}
+
+/**
+ * The concurrency row (bench/ablation_slots.ts) on one seed: run all on and with late refunds off, the one mechanism
+ * that acts on a concurrency key (it takes no share, lease or hot mark).
+ */
+async function runSlots(variant: "lateRefunds" | null, seed: number): Promise<SlotRow> {
+  const args = ["bench/ablation_slots.ts", "--seed", String(seed), ...(variant === null ? [] : ["--ablate", variant])];
+  const line = (await runScript(args, seed, `slots ${variant ?? "all on"}`))
+    .split("\n")
+    .find((l) => l.startsWith("slots {"));
+  if (line === undefined) throw new Error(`ablation: slots ${variant ?? "all on"}: no row`);
+  return JSON.parse(line.slice("slots ".length)) as SlotRow;
 }
 
 const started = Date.now();
 type Variant = Mechanism | "hotMarks" | null;
 const results: { variant: Variant; seed: number; rows: ClusterRow[] }[] = [];
+const slots: { off: "lateRefunds" | null; seed: number; row: SlotRow }[] = [];
 const queue = ABLATION_SEEDS.flatMap((seed) => ABLATION.map(([v, labels]) => ({ v, labels, seed })));
 const order = ABLATION.map(([v]) => v);
 async function worker(): Promise<void> {
   for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
     const { v, labels, seed } = job;
+    if (v === null || v === "lateRefunds") {
+      const row = await runSlots(v, seed);
+      slots.push({ off: v, seed, row });
+      appendFileSync(PARTIAL, `${JSON.stringify({ variant: v, seed, slots: row })}\n`);
+    }
     const rows = await runVariant(v, labels, seed);
     results.push({ variant: v, seed, rows });
     // Each variant as it ends (a long run interrupted keeps what it finished).
@@ -85,8 +115,10 @@ mkdirSync(dirname(PARTIAL), { recursive: true });
 writeFileSync(PARTIAL, "");
 await Promise.all(Array.from({ length: PARALLEL }, worker));
 results.sort((a, b) => a.seed - b.seed || order.indexOf(a.variant) - order.indexOf(b.variant));
-const data = {
+slots.sort((a, b) => a.seed - b.seed || (a.off === null ? -1 : 1) - (b.off === null ? -1 : 1));
+const data: AblationData = {
   wallSeconds: round((Date.now() - started) / 1000, 0),
   variants: results.map((r) => ({ off: r.variant, seed: r.seed, rows: r.rows, goals: clusterGoals(r.rows) })),
+  slots,
 };
 log(`ablation: wrote ${writeResult("ablation", "npm run bench -- --only ablation", data)}`);

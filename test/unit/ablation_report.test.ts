@@ -1,0 +1,85 @@
+/**
+ * BENCHMARKS.md 8a's verdicts (bench/ablation_report.ts `verdictOf`, `ablationSection`): a mechanism's verdict comes
+ * from its rows' figures, the concurrency row's included. Stands for the issue's rule for a cut as the report applies
+ * it: late refunds stay because the concurrency row shows late slots kept and admissions lost without them, not
+ * because a paragraph says so; a mechanism whose rows move by nothing goes.
+ */
+import { describe, expect, it } from "vitest";
+import { type AblationData, ablationSection, verdictOf } from "../../bench/ablation_report.ts";
+import { SLOT_LABEL, type SlotRow } from "../../bench/ablation_slots.ts";
+import type { ClusterRow } from "../../bench/cluster_rows.ts";
+
+/** A rate row at 2x its limit meeting every goal but accuracy (as section 8's all-on rows do). */
+function clusterRow(over: Partial<ClusterRow> = {}): ClusterRow {
+  return {
+    ...{ rule: "hot-rate", algorithm: "gcra", scenario: "steady", isolates: 1000, loadPerS: 10_000, durationS: 8 },
+    ...{ requests: 80_000, keyCallsPerS: 40, keyBusiestSecond: 90, keyFirstSecond: 90, keyBusiestAfterFirst: 60 },
+    keyFirstSecondBy: {} as ClusterRow["keyFirstSecondBy"],
+    ...{ keyShareAsks: 400, keyRefundCalls: 0, delegateBusiestSecond: 300, delegateBusiestAfterFirst: 250 },
+    ...{ delegateCalls: 10_000, overloaded: 0, overloadedAfterFirstSecond: 0, failedOpen: {}, failedOpenAll: 0 },
+    ...{ lastKnown: 900, admitted: 36_000, exactAdmitted: 41_000, admittedVsExactPct: -12, firstSecondAdmitted: 5000 },
+    ...{ firstSecondExact: 6000, reachesLimit: true, fromLeasePct: 60, overWindow: null, overRateBound: 0 },
+    ...{ underAfterEventPct: null, latencyP50Ms: 0, latencyP99Ms: 240, keyKbPerCall: 1, runSeconds: 10 },
+    ...over,
+  };
+}
+
+/** The concurrency row: all on gives every late slot back; `over` says what changed. */
+function slotRow(over: Partial<SlotRow> = {}): SlotRow {
+  return {
+    ...{ label: SLOT_LABEL, requests: 4900, admitted: 2900, exactAdmitted: 3850, admittedVsExactPct: -24.68 },
+    ...{ lastKnown: 220, lateSlots: 130, lateKept: 0, heldAtEnd: 2, heldLost: 2, maxInFlight: 87, overLimit: 0 },
+    ...{ failedOpen: 0, objectCalls: 7600 },
+    ...over,
+  };
+}
+
+const KEPT = { admitted: 1600, admittedVsExactPct: -58.44, lateSlots: 80, lateKept: 80, heldAtEnd: 85, heldLost: 5 };
+const seeds = [0, 1000, 2000];
+const same = seeds.map(() => ({ on: [clusterRow()], off: [clusterRow({ admittedVsExactPct: -12.2 })] }));
+
+describe("the ablation's verdict (bench/ablation_report.ts)", () => {
+  it("rate rows that move by under half a point and no concurrency row: nothing depends on the mechanism", () => {
+    expect(verdictOf(same)).toBe("no goal, bound or 0.5 points depends on it here");
+  });
+
+  it("late slots kept without the mechanism on every seed: a missed goal made met, and the points it is worth", () => {
+    const slots = seeds.map(() => ({ on: slotRow(), off: slotRow(KEPT) }));
+    expect(verdictOf(same, slots)).toBe(
+      "turns missed into met: lateSlotsBack; 33.76 points closer to exact with it on the concurrency row",
+    );
+  });
+
+  it("a late slot kept with every mechanism on too: the goal is not the mechanism's to claim", () => {
+    const slots = seeds.map((_, i) => ({ on: slotRow(i === 1 ? { lateKept: 1 } : {}), off: slotRow(KEPT) }));
+    expect(verdictOf(same, slots)).not.toContain("turns missed into met");
+  });
+
+  it("more requests at the origin than the limit without it: a bound it guards", () => {
+    const slots = seeds.map(() => ({ on: slotRow(), off: slotRow({ overLimit: 3 }) }));
+    expect(verdictOf(same, slots)).toBe("guards a bound (concurrencyLimit broken without it)");
+  });
+
+  it("the section: the concurrency row's table and goals, and late refunds kept by the rule", () => {
+    const rows = [clusterRow()];
+    const goals = {};
+    const data: AblationData = {
+      wallSeconds: 200,
+      variants: seeds.flatMap((seed) => [
+        { off: null, seed, rows, goals },
+        { off: "lateRefunds", seed, rows, goals },
+      ]),
+      slots: seeds.flatMap((seed) => [
+        { off: null, seed, row: slotRow() },
+        { off: "lateRefunds", seed, row: slotRow(KEPT) },
+      ]),
+    };
+    const text = ablationSection(data).join("\n");
+    expect(text).toContain(`| lateRefunds | ${SLOT_LABEL} | 4900 | 1600 | 3850 | -58.44% | 220 | 80 | 80 | 85 (5) |`);
+    expect(text).toContain("given back (none left to `slot_ttl`) (3 seed(s)): **met**");
+    expect(text).toMatch(/\| lateRefunds \| turns missed into met: lateSlotsBack; [^|]+ \| stays \|/);
+    const before = ablationSection({ ...data, slots: undefined }).join("\n");
+    expect(before).not.toContain("The concurrency row");
+    expect(before).toMatch(/\| lateRefunds \| no goal, bound or 0.5 points depends on it here \| goes \|/);
+  });
+});
