@@ -77,7 +77,15 @@ function kindRules(http: readonly Directive[], kind: LimitKind, report: ReportIt
   const seen = new Set<string>();
   for (const server of servers) {
     const serverName = server.block!.find((d) => d.name === "server_name")?.args[0] ?? "";
-    for (const one of serverRules(placesOf(server, base, kind.names), kind, report, taken, serverName)) {
+    const places = placesOf(server, base, kind.names);
+    for (const place of places.filter((p) => p.answeredBy !== null)) {
+      report.push({
+        where: where(place.answeredBy!),
+        kind: "note",
+        message: `${place.label}: \`${text(place.answeredBy!)}\` answers its requests before NGINX's ${kind.names.limit} counts them (the rewrite phase comes first), so they are not limited (left out of the rules' routes)`,
+      });
+    }
+    for (const one of serverRules(places, kind, report, taken, serverName)) {
       const identity = JSON.stringify([one.group.zone.name, one.rule.match, one.rule.key, one.rule.fields]);
       if (!seen.has(identity)) made.push(one);
       seen.add(identity);

@@ -43,6 +43,12 @@ export interface Place {
   readonly order: number;
   /** Where the route matches other requests than the location does, if it does. */
   readonly inexact: string | null;
+  /**
+   * The `return` that answers every request here before any limit runs (NGINX's rewrite phases come before its
+   * preaccess phase, where `limit_req` and `limit_conn` count), when the place would otherwise have limits: then its
+   * context has none.
+   */
+  readonly answeredBy: Directive | null;
 }
 
 export function contextOf(block: readonly Directive[], parent: Context, names: LimitNames = LIMIT_REQ): Context {
@@ -67,11 +73,15 @@ export function contextOf(block: readonly Directive[], parent: Context, names: L
 }
 
 /** Every place of a server: its locations (nested ones too) and, when no `location /` catches all, the server itself. */
-
-/** Every place of a server: its locations (nested ones too) and, when no `location /` catches all, the server itself. */
 export function placesOf(server: Directive, base: Context, names: LimitNames = LIMIT_REQ): Place[] {
   const context = contextOf(server.block!, base, names);
+  // A server-level `return` answers every request of the server before it even picks a location.
+  const serverReturn = returnOf(server.block!);
   const places: Place[] = [];
+  const unlimited = (ctx: Context, answeredBy: Directive | null) =>
+    answeredBy === null || ctx.limits.length === 0
+      ? { context: ctx, answeredBy: null }
+      : { context: { ...ctx, limits: [] }, answeredBy };
   const walk = (block: readonly Directive[], parent: Context) => {
     for (const loc of block.filter((d) => d.name === "location" && d.block !== null)) {
       const ctx = contextOf(loc.block!, parent, names);
@@ -83,7 +93,7 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
         places.push({
           route: route?.route ?? null,
           label: `location ${loc.args.join(" ")}`,
-          context: ctx,
+          ...unlimited(ctx, serverReturn ?? returnOf(loc.block!)),
           at: loc,
           kind,
           literal: kind === "regex" ? "" : ((kind === "prefix" ? a : b) ?? ""),
@@ -91,6 +101,7 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
           inexact: route?.inexact ?? null,
         });
       }
+      // A nested location runs its own rewrite directives, not its parent's `return`, and inherits its limits.
       walk(loc.block!, ctx);
     }
   };
@@ -99,7 +110,7 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
     places.push({
       route: "* /**",
       label: "server (requests no location matches)",
-      context,
+      ...unlimited(context, serverReturn),
       at: server,
       kind: "server",
       literal: "",
@@ -108,6 +119,14 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
     });
   }
   return places;
+}
+
+/**
+ * A block's own unconditional `return` (not one inside `if`): NGINX answers with it in a rewrite phase, before
+ * `limit_req` and `limit_conn` ever see the request (`location /health { return 200; }` is never limited).
+ */
+function returnOf(block: readonly Directive[]): Directive | null {
+  return block.find((d) => d.name === "return" && d.block === null) ?? null;
 }
 
 /**
