@@ -32,6 +32,13 @@ function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: 
     : Array.isArray(value.routes)
       ? value.routes.filter(takesHostLimits).map((r) => routeFacts(r, pathOf(r.match as Obj) ?? "/"))
       : [];
+  // A virtual host's own limits reach only its routes without limits of their own (Envoy's default): where some
+  // route has its own, the host's actions are sent on the other routes only (on none, if every route has its own).
+  const hostRoutes = Array.isArray(value.routes) ? value.routes.filter(isObject) : [];
+  const paths =
+    !isObject(value.match) && hostRoutes.length > 0 && targets.length < hostRoutes.length
+      ? targets.map((t) => t.path)
+      : [here];
   const lists = [value.rate_limits, isObject(value.route) ? value.route.rate_limits : undefined];
   for (const list of lists) {
     if (!Array.isArray(list)) continue;
@@ -41,7 +48,7 @@ function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: 
       const actions = Array.isArray(entry.actions) ? entry.actions : isObject(entry.actions) ? [entry.actions] : [];
       for (const action of actions) {
         if (!isObject(action)) continue;
-        readAction(action, here, out);
+        for (const path of paths) readAction(action, path, out);
         readRouteAction(action, { targets, node }, out);
       }
     }
@@ -75,24 +82,21 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>): void 
   const headers = a("request_headers");
   if (headers !== null && typeof headers.header_name === "string") {
     const name = headers.header_name.toLowerCase();
-    out.set(str(headers, "descriptor_key", name), headerMeaning(name));
+    sentAt(out, str(headers, "descriptor_key", name), headerMeaning(name), path);
   }
   const query = a("query_parameters");
   if (query !== null && typeof query.query_parameter_name === "string") {
     const name = query.query_parameter_name;
-    out.set(str(query, "descriptor_key", name), {
-      kind: "part",
-      part: `{ query: ${name} }`,
-      text: `the ${name} query value`,
-    });
+    const meaning: Meaning = { kind: "part", part: `{ query: ${name} }`, text: `the ${name} query value` };
+    sentAt(out, str(query, "descriptor_key", name), meaning, path);
   }
   const masked = a("masked_remote_address");
   if (masked !== null) {
     const v4 = typeof masked.v4_prefix_mask_len === "number" ? masked.v4_prefix_mask_len : 32;
     const v6 = typeof masked.v6_prefix_mask_len === "number" ? masked.v6_prefix_mask_len : 128;
-    out.set("masked_remote_address", maskedIp(v4, v6));
+    sentAt(out, "masked_remote_address", maskedIp(v4, v6), path);
   }
-  if (a("remote_address") !== null) out.set("remote_address", { kind: "identity", identity: "ip" });
+  if (a("remote_address") !== null) sentAt(out, "remote_address", { kind: "identity", identity: "ip" }, path);
   const qvm = a("query_parameter_value_match");
   if (qvm !== null && typeof qvm.descriptor_value === "string") {
     out.set(`${str(qvm, "descriptor_key", "query_match")}:${qvm.descriptor_value}`, {
@@ -103,12 +107,47 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>): void 
   const generic = a("generic_key");
   if (generic !== null && typeof generic.descriptor_value === "string") {
     const key = `${str(generic, "descriptor_key", "generic_key")}:${generic.descriptor_value}`;
-    out.set(key, path === "/" ? { kind: "any" } : routeOf("*", path));
+    sentAt(out, key, path === "/" ? { kind: "any" } : routeOf("*", path), path);
   }
   const hvm = a("header_value_match");
   if (hvm !== null && typeof hvm.descriptor_value === "string") {
-    out.set(`${str(hvm, "descriptor_key", "header_match")}:${hvm.descriptor_value}`, headerMatch(hvm, path));
+    sentAt(out, `${str(hvm, "descriptor_key", "header_match")}:${hvm.descriptor_value}`, headerMatch(hvm, path), path);
   }
+}
+
+/**
+ * A descriptor that the actions on `path` send, merged with the places that sent it before: Envoy sends it on each
+ * route whose `rate_limits` have the action, so its limit applies on all of them (every request, if one place is a
+ * virtual host or `/`), never only on the last one read. A per-client key (an address, a header) keeps its meaning
+ * and gets those routes; a refused meaning stays refused.
+ */
+function sentAt(out: Map<string, Meaning>, key: string, meaning: Meaning, path: string): void {
+  const had = out.get(key);
+  if (meaning.kind === "identity" || meaning.kind === "part") {
+    const here = path === "/" ? undefined : routeOf("*", path);
+    const routes = here?.kind === "route" ? [here.route].flat() : undefined;
+    const alike =
+      had !== undefined &&
+      had.kind === meaning.kind &&
+      JSON.stringify({ ...had, routes: undefined }) === JSON.stringify({ ...meaning, routes: undefined });
+    if (!alike) {
+      out.set(key, routes === undefined ? meaning : { ...meaning, routes: one(routes) });
+      return;
+    }
+    const before = had.routes === undefined ? undefined : [had.routes].flat();
+    // Sent everywhere at one place (or somewhere a route cannot say): every request.
+    if (before === undefined || routes === undefined) out.set(key, { ...meaning, routes: undefined });
+    else out.set(key, { ...meaning, routes: one([...new Set([...before, ...routes])]) });
+    return;
+  }
+  if (had === undefined || meaning.kind === "refused") out.set(key, meaning);
+  else if (had.kind === "refused" || had.kind === "any") return;
+  else if (meaning.kind === "any" || had.kind !== "route" || meaning.kind !== "route") out.set(key, meaning);
+  else out.set(key, { kind: "route", route: one([...new Set([...[had.route].flat(), ...[meaning.route].flat()])]) });
+}
+
+function one(routes: readonly string[]): string | readonly string[] {
+  return routes.length === 1 ? routes[0]! : routes;
 }
 
 /** A `header_value_match` as a route, when it matches only `:path` and `:method`; else why it cannot be one. */

@@ -10,7 +10,13 @@ import type { DraftRule, ReportItem } from "./report.ts";
 /** What a descriptor key (or key and value) stands for. */
 export type Meaning =
   /** `note`: what differs, for the report (a forwarded-address header counted as the address). */
-  | { readonly kind: "identity"; readonly identity: "api_key" | "ip" | "user"; readonly note?: string }
+  | {
+      readonly kind: "identity";
+      readonly identity: "api_key" | "ip" | "user";
+      /** Only requests on these routes send it (the routes whose `rate_limits` have the action). */
+      readonly routes?: string | readonly string[];
+      readonly note?: string;
+    }
   /** A part of the rule's key other than an identity: a header's value, the client address masked. */
   | {
       readonly kind: "part";
@@ -183,7 +189,7 @@ export function matchOf(
       if (step.value !== null) {
         return leftOut(`a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`);
       }
-      if (meaning.kind === "part" && meaning.routes !== undefined) {
+      if (meaning.routes !== undefined) {
         route = route === undefined ? meaning.routes : bothRoutes(route, meaning.routes);
         if (route.length === 0) return leftOut(`${step.key}: its routes and the chain's others share no request`);
       }

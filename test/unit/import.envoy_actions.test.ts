@@ -66,6 +66,8 @@ const ROUTES = `static_resources:
                         - match: { prefix: /v1/search }
                           route:
                             cluster: api
+                            # Without it, Envoy applies the host's rate_limits to no route: this one has its own.
+                            include_vh_rate_limits: true
                             rate_limits:
                               - actions: [{ generic_key: { descriptor_value: search } }]
 `;
@@ -118,6 +120,67 @@ describe("descriptors read from route actions", () => {
       routes,
     );
     expect(r.rules.map((x) => x.match.identity)).toEqual(["ip"]);
+  });
+});
+
+describe("the routes that send a descriptor", () => {
+  // Envoy sends a descriptor on each route whose rate_limits have its actions, and a virtual host's rate_limits only on
+  // routes without their own (RouteAction.include_vh_rate_limits). Before, the last route read won for a generic_key
+  // (GET /v1/search was not limited by "heavy" at all) and an address or header action on one route limited every
+  // request.
+  const routes = `virtual_hosts:
+  - name: api
+    rate_limits:
+      - actions: [{ request_headers: { header_name: x-plan, descriptor_key: plan } }]
+    routes:
+      - match: { prefix: /v1/search }
+        route:
+          cluster: api
+          rate_limits:
+            - actions: [{ generic_key: { descriptor_value: heavy } }]
+            - actions: [{ remote_address: {} }]
+            - actions: [{ masked_remote_address: { v4_prefix_mask_len: 24, v6_prefix_mask_len: 48 } }]
+      - match: { prefix: /v1/export }
+        route:
+          cluster: api
+          rate_limits:
+            - actions: [{ generic_key: { descriptor_value: heavy } }]
+            - actions: [{ request_headers: { header_name: x-tenant, descriptor_key: tenant } }]
+      - match: { path: /v1/upload }
+        route:
+          cluster: api
+          rate_limits:
+            - actions: [{ request_headers: { header_name: x-tenant, descriptor_key: tenant } }]
+`;
+  const service = `domain: d
+descriptors:
+  - key: generic_key
+    value: heavy
+    rate_limit: { unit: second, requests_per_unit: 100 }
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 10 }
+  - key: masked_remote_address
+    rate_limit: { unit: minute, requests_per_unit: 500 }
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: plan
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+`;
+
+  it("a limit applies on every route that sends its descriptor, and only there", () => {
+    const m = parseMapping([]);
+    if ("error" in m) throw new Error(m.error);
+    const r = importEnvoy(service, "ratelimit.yaml", m.mapping, load(routes, "envoy.yaml").value);
+    expect(r.rules.map((x) => [x.id, x.match.route ?? "*", x.match.identity ?? x.key])).toEqual([
+      ["d-heavy", ["* /v1/search**", "* /v1/export**"], "global"],
+      ["d-remote_address", "* /v1/search**", "ip"],
+      ["d-masked_remote_address", "* /v1/search**", ["{ ip: { v4: 24, v6: 48 } }"]],
+      ["d-tenant", ["* /v1/export**", "* /v1/upload"], ["{ header: x-tenant }"]],
+    ]);
+    // Every route has limits of its own, so the host's x-plan action is sent on none.
+    expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
+      "plan: plan=*: no rate_limits action in the Envoy configuration given sends it, so Envoy never applies this limit (give --map to say what it means anyway)",
+    ]);
   });
 });
 

@@ -97,7 +97,13 @@ describe("route actions Sluice can say", () => {
     ["source_cluster without a value: one counter for this Envoy", limit("source_cluster", null), undefined, "global"],
     ["route-entry metadata: the route that carries the value", limit("plan", "premium"), "* /v1/search", "global"],
     ["route-entry metadata's default_value: the routes without it", limit("plan", "basic"), "* /v1/items**", "global"],
-    ["a forwarded-address header is the client address", limit("xff", null), undefined, "ip"],
+    // The host's rate_limits reach only the routes without their own (/v1/search and /v1/items have theirs).
+    [
+      "a forwarded-address header is the client address, on the routes the host's actions reach",
+      limit("xff", null),
+      ["* /v1/pay**", "* /v2/pay**", "* /exp**"],
+      "ip",
+    ],
   ])("%s", (_name, descriptors, route, counted) => {
     const r = imported(descriptors);
     expect(leftOut(r)).toEqual([]);
