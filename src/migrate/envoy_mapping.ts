@@ -126,6 +126,9 @@ const ROUTE_FACTS: Readonly<Record<string, string>> = {
     "the calling Envoy's own cluster (node.cluster, --service-cluster): give --envoy FILE with its bootstrap, or --map source_cluster:NAME=any",
 };
 
+const IPV6_GROUPED =
+  "counted by client address (CF-Connecting-IP); Envoy counts each IPv6 address apart, Sluice's identity: ip one budget per /64 unless IPV6_PREFIX=128";
+
 /** One (key, value) step of a descriptor chain, and where it is. */
 export interface Step {
   readonly key: string;
@@ -196,6 +199,10 @@ export function matchOf(
       if (meaning.note !== undefined) {
         report.push({ where, kind: "approximate", message: `${chainText}: ${meaning.note}` });
         notes.push(`approximate: ${meaning.note}`);
+      }
+      if (meaning.kind === "identity" && meaning.identity === "ip") {
+        // Envoy's descriptor holds the whole address; `identity: ip` groups IPv6 by IPV6_PREFIX (as NGINX's import says).
+        report.push({ where, kind: "note", message: `${chainText}: ${IPV6_GROUPED}` });
       }
       parts.push(
         meaning.kind === "identity"

@@ -32,7 +32,10 @@ export interface KeySource {
   readonly host: string | null;
   /** The client address as `CF-Connecting-IP` carries it. */
   readonly address: string | null;
-  /** A `request.cf` field as text; `null` where Cloudflare gives none (locally, or JA4 without bot management). */
+  /**
+   * A `request.cf` field as text; `null` where Cloudflare gives none (a service binding's `check`, or JA4 without bot
+   * management); `wrangler dev` gives every request the same stand-in values, and no JA4.
+   */
   cf(field: CfField): string | null;
 }
 

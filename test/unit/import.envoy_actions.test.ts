@@ -177,6 +177,10 @@ descriptors:
       ["d-masked_remote_address", "* /v1/search**", ["{ ip: { v4: 24, v6: 48 } }"]],
       ["d-tenant", ["* /v1/export**", "* /v1/upload"], ["{ header: x-tenant }"]],
     ]);
+    // Envoy's remote_address is the whole address; identity: ip groups IPv6 by /64: the report says so (it did not).
+    expect(r.report.filter((i) => i.kind === "note").map((i) => i.message)).toContain(
+      "remote_address: counted by client address (CF-Connecting-IP); Envoy counts each IPv6 address apart, Sluice's identity: ip one budget per /64 unless IPV6_PREFIX=128",
+    );
     // Every route has limits of its own, so the host's x-plan action is sent on none.
     expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
       "plan: plan=*: no rate_limits action in the Envoy configuration given sends it, so Envoy never applies this limit (give --map to say what it means anyway)",
