@@ -10,6 +10,59 @@ import { isObject, type Obj } from "./envoy_file.ts";
 import { headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
 import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
 
+/**
+ * The descriptors a configuration's `rate_limits` entries send, each as its keys in order (`"?"`: an action whose key
+ * this reader does not know), or `null` when it has no entry. The service applies a limit only to a descriptor with
+ * exactly its chain's keys (envoyproxy/ratelimit's GetLimit: a deeper or shallower one misses it).
+ */
+export function sentShapes(root: unknown): string[][] | null {
+  const out: string[][] = [];
+  const visit = (value: unknown, depth: number) => {
+    if (depth > 60) return;
+    if (Array.isArray(value)) {
+      for (const v of value) visit(v, depth + 1);
+      return;
+    }
+    if (!isObject(value)) return;
+    for (const list of [value.rate_limits, isObject(value.route) ? value.route.rate_limits : undefined]) {
+      if (!Array.isArray(list)) continue;
+      for (const entry of list) {
+        if (!isObject(entry)) continue;
+        const actions = Array.isArray(entry.actions) ? entry.actions : isObject(entry.actions) ? [entry.actions] : [];
+        out.push(actions.filter(isObject).map(actionKey));
+      }
+    }
+    for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") visit(v, depth + 1);
+  };
+  visit(root, 0);
+  return out.length === 0 ? null : out;
+}
+
+/** The descriptor key an action sends (Envoy's defaults where it names none). */
+function actionKey(action: Obj): string {
+  const [name, body] = Object.entries(action)[0] ?? ["", null];
+  const own = isObject(body) && typeof body.descriptor_key === "string" ? body.descriptor_key : null;
+  const defaults: Readonly<Record<string, string | null>> = {
+    request_headers: null,
+    query_parameters: null,
+    remote_address: "remote_address",
+    masked_remote_address: "masked_remote_address",
+    generic_key: "generic_key",
+    header_value_match: "header_match",
+    query_parameter_value_match: "query_match",
+    destination_cluster: "destination_cluster",
+    source_cluster: "source_cluster",
+  };
+  if (name === "remote_address" || name === "masked_remote_address") return name;
+  if (name === "destination_cluster" || name === "source_cluster") return name;
+  if (own !== null) return own;
+  if (name === "request_headers" && isObject(body) && typeof body.header_name === "string")
+    return body.header_name.toLowerCase();
+  if (name === "query_parameters" && isObject(body) && typeof body.query_parameter_name === "string")
+    return body.query_parameter_name;
+  return defaults[name] ?? "?";
+}
+
 /** The descriptor meanings a configuration's route actions give, by `KEY` or `KEY:VALUE` as `--map` names them. */
 export function actionMeanings(root: unknown): Map<string, Meaning> {
   const out = new Map<string, Meaning>();

@@ -8,10 +8,10 @@
  * address unless told otherwise; the route actions of an Envoy configuration (this file's, or `--envoy FILE`'s) say
  * what the rest mean (envoy_actions.ts). docs/rules.md, "Coming from Envoy", describes the mapping.
  */
-import { actionMeanings } from "./envoy_actions.ts";
+import { actionMeanings, sentShapes } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, load, type Obj } from "./envoy_file.ts";
 import { importLocal, localFilters } from "./envoy_local.ts";
-import { type EnvoyMapping, type Meaning, parseMapping } from "./envoy_mapping.ts";
+import { type EnvoyMapping, type Meaning, parseMapping, type Step } from "./envoy_mapping.ts";
 import { importService } from "./envoy_service.ts";
 import type { DraftRule, ImportResult, ReportItem } from "./report.ts";
 
@@ -24,7 +24,8 @@ export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, r
   const meanings = withActions(mapping, [loaded.value, routes], routes !== null);
   const services = serviceConfigs(loaded, file);
   if (services.length > 0) {
-    const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings));
+    const sends = sentChains(mapping, [loaded.value, routes]);
+    const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings, sends));
     return { rules: results.flatMap((r) => r.rules), report: results.flatMap((r) => r.report) };
   }
   const filters = localFilters(loaded.value);
@@ -63,6 +64,26 @@ function withActions(mapping: EnvoyMapping, roots: readonly unknown[], routesGiv
     why: "no rate_limits action in the Envoy configuration given sends it, so Envoy never applies this limit (give --map to say what it means anyway)",
   });
   return out;
+}
+
+/**
+ * Whether Envoy sends a descriptor of a chain's very keys, with the routes known (`null`: not known). The service
+ * applies a limit only to a descriptor exactly as deep as its chain, so `client_id` alone is never limited when
+ * every action list sends `client_id` with `path`. A chain with a key given by `--map` is taken as sent.
+ */
+function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): ((steps: readonly Step[]) => boolean) | null {
+  const shapes = sentShapes(roots);
+  if (shapes === null) return null;
+  const defaults = parseMapping([]);
+  const fallback = "mapping" in defaults ? defaults.mapping : new Map<string, Meaning>();
+  const byHand = (key: string) =>
+    [...mapping.keys()].some(
+      (k) =>
+        (k === key || k.startsWith(`${key}:`)) && JSON.stringify(mapping.get(k)) !== JSON.stringify(fallback.get(k)),
+    );
+  return (steps) =>
+    steps.some((s) => byHand(s.key)) ||
+    shapes.some((shape) => shape.length === steps.length && shape.every((k, i) => k === "?" || k === steps[i]!.key));
 }
 
 /** The service configurations in a file: the file itself, a document of it, or a ConfigMap's data holding one. */

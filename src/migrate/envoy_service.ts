@@ -6,7 +6,14 @@ import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.
 import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
-export function importService(root: Obj, file: string, loaded: Loaded, mapping: EnvoyMapping): ImportResult {
+/** `sends`: whether Envoy sends a descriptor of a chain's keys (envoy_import.ts), `null` when its routes are not known. */
+export function importService(
+  root: Obj,
+  file: string,
+  loaded: Loaded,
+  mapping: EnvoyMapping,
+  sends: ((steps: readonly Step[]) => boolean) | null = null,
+): ImportResult {
   if (typeof root.domain !== "string" || root.domain === "")
     throw new EnvoyImportError(`${file}:${loaded.lineOf(root)}: domain must be a non-empty string`);
   const report: ReportItem[] = [];
@@ -25,7 +32,7 @@ export function importService(root: Obj, file: string, loaded: Loaded, mapping: 
       const value = d.value === undefined || d.value === null ? null : String(d.value);
       const steps = [...chain, { key: d.key, value, line }];
       if (d.rate_limit !== undefined) {
-        const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken);
+        const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends);
         if (rule !== null) {
           rules.push(rule.draft);
           if (rule.name !== null) named.set(rule.name, rule.draft.id);
@@ -76,6 +83,7 @@ function serviceRule(
   mapping: EnvoyMapping,
   report: ReportItem[],
   taken: Set<string>,
+  sends: ((steps: readonly Step[]) => boolean) | null,
 ): { draft: DraftRule; name: string | null; replaces: string[] } | null {
   const rl = d.rate_limit;
   const line = steps.at(-1)!.line;
@@ -107,6 +115,14 @@ function serviceRule(
     throw new EnvoyImportError(
       `${where}: rate_limit.requests_per_unit must be a whole number, got ${JSON.stringify(perUnit)}`,
     );
+  }
+  if (sends !== null && !sends(steps)) {
+    report.push({
+      where,
+      kind: "left out",
+      message: `${chainText}: no rate_limits entry of the Envoy configuration given sends a descriptor of exactly these keys (${steps.map((s) => s.key).join(", ")}), and the service applies a limit only to a descriptor as deep as its chain, so this limit never applies (give --map to say what it means anyway)`,
+    });
+    return null;
   }
   const match = matchOf(steps, chainText, where, mapping, report);
   if (match === null) return null;

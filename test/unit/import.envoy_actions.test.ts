@@ -188,6 +188,42 @@ descriptors:
   });
 });
 
+describe("a chain is limited only by descriptors exactly as deep", () => {
+  // envoyproxy/ratelimit's GetLimit takes a limit only at the descriptor's last entry: with every action list sending
+  // client_id together with path, client_id's own limit never applies. It was imported for every request.
+  it("client_id alone is left out when Envoy always sends client_id with path", () => {
+    const routes = `virtual_hosts:
+  - name: api
+    routes:
+      - match: { prefix: /v1/search }
+        route:
+          cluster: api
+          rate_limits:
+            - actions:
+                - request_headers: { header_name: x-client-id, descriptor_key: client_id }
+                - header_value_match: { descriptor_value: search, descriptor_key: path, headers: [{ name: ":path", string_match: { prefix: /v1/search } }] }
+`;
+    const service = `domain: d
+descriptors:
+  - key: client_id
+    rate_limit: { unit: month, requests_per_unit: 100000 }
+    descriptors:
+      - key: path
+        value: search
+        rate_limit: { unit: second, requests_per_unit: 5 }
+`;
+    const m = parseMapping([]);
+    if ("error" in m) throw new Error(m.error);
+    const r = importEnvoy(service, "ratelimit.yaml", m.mapping, load(routes, "envoy.yaml").value);
+    expect(r.rules.map((x) => [x.id, x.match.route, x.key])).toEqual([
+      ["d-client_id-search", "* /v1/search**", ["{ header: x-client-id }"]],
+    ]);
+    expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
+      "client_id: no rate_limits entry of the Envoy configuration given sends a descriptor of exactly these keys (client_id), and the service applies a limit only to a descriptor as deep as its chain, so this limit never applies (give --map to say what it means anyway)",
+    ]);
+  });
+});
+
 describe("Kubernetes manifests", () => {
   it("a ConfigMap holding config.yaml, among other documents", () => {
     const m = parseMapping(["tenant=header:x-tenant"]);
