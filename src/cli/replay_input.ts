@@ -20,6 +20,7 @@ import {
   nginxParser,
 } from "../replay/logs.ts";
 import type { Outcome } from "../replay/outcomes.ts";
+import { Reorder } from "../replay/reorder.ts";
 import {
   columnsOf,
   emptyRequestLine,
@@ -34,6 +35,9 @@ import { sayReadingStdin } from "./io.ts";
 import { Progress } from "./progress.ts";
 import { parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
 import { BadLines } from "./trace_from.ts";
+
+/** How late a log line may come and still be put in order: `sluice trace from`'s default `--reorder`. */
+const LOG_REORDER_MS = 60_000;
 
 export interface TraceSink {
   /** A `t_ms,key,cost` line. */
@@ -99,6 +103,11 @@ class LineReader {
   /** A request trace's layout: version 1 until a version 2 trace's column line says otherwise. */
   private columns: TraceColumns = V1_COLUMNS;
   private log: LogParser | null = null;
+  /**
+   * An access log's lines back in start order: a log is written as requests end, so a request NGINX delayed comes
+   * after later ones; `trace from` puts them back within its default `--reorder` window, and so does a direct read.
+   */
+  private readonly reorder: Reorder;
   private readonly bad: BadLines;
 
   constructor(
@@ -109,6 +118,10 @@ class LineReader {
   ) {
     this.bad = new BadLines(name, stderr);
     this.problems = new TraceProblems(name);
+    this.reorder = new Reorder(LOG_REORDER_MS, (line) => {
+      this.time(line.tMs);
+      this.sink.request(line);
+    });
   }
 
   get errors(): string[] {
@@ -180,9 +193,8 @@ class LineReader {
       this.bad.add(this.lineNo, parsed);
       return true;
     }
-    this.time(this.requestSlot.tMs);
     this.requestSlot.key = hashedApiKey(this.requestSlot.key);
-    this.sink.request(this.requestSlot);
+    this.reorder.add(this.requestSlot);
     return true;
   }
 
@@ -195,6 +207,7 @@ class LineReader {
   }
 
   finish(): void {
+    this.reorder.flush();
     this.bad.summary(this.lineNo, this.log?.expected);
     const warning = this.problems.warning();
     if (warning !== null && this.errors.length === 0) this.stderr.write(`${warning}\n`);

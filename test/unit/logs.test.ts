@@ -377,6 +377,17 @@ describe("a log read directly by simulate, compare and plan: no raw API key in w
     expect(traced.stdout).toContain(`,${hashedValue("sk_live_secret9")},`);
   });
 
+  it("puts the lines back in start order, as `trace from` does", async () => {
+    // A log is written as requests end: NGINX's delayed request comes after the ones that started later, and was
+    // replayed after them (with a "back in time" warning), so `plan --from nginx:` flipped it where NGINX had queued it.
+    const log = tmp("cf.log", `${[40, 0, 7].map((i) => line(i, "sk_live_order")).join("\n")}\n`);
+    const r = await runCli(["simulate", "--trace", log]);
+    expect(r.code).toBe(0);
+    const times = r.stdout.trim().split("\n").map((l) => (JSON.parse(l) as { t_ms: number }).t_ms - 1796119200000);
+    expect(times).toEqual([0, 7, 40]);
+    expect(r.stderr).not.toContain("back in time");
+  });
+
   it("a key the gateway would not read (not a token68) is no key: the caller is the address", async () => {
     const log = tmp("cf.log", `${line(0, "sk=live")}\n`);
     const r = await runCli(["simulate", "--trace", log]);
