@@ -383,7 +383,10 @@ describe("a log read directly by simulate, compare and plan: no raw API key in w
     const log = tmp("cf.log", `${[40, 0, 7].map((i) => line(i, "sk_live_order")).join("\n")}\n`);
     const r = await runCli(["simulate", "--trace", log]);
     expect(r.code).toBe(0);
-    const times = r.stdout.trim().split("\n").map((l) => (JSON.parse(l) as { t_ms: number }).t_ms - 1796119200000);
+    const times = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => (JSON.parse(l) as { t_ms: number }).t_ms - 1796119200000);
     expect(times).toEqual([0, 7, 40]);
     expect(r.stderr).not.toContain("back in time");
   });
