@@ -142,6 +142,7 @@ function partOf(v: string): { part: string; why: string | null } | null {
     };
   if (v === "host" || v === "http_host") return { part: "host", why: null };
   if (v === "server_name") return { part: SERVER_NAME_PART, why: null };
+  if (v === "request_method") return { part: "method", why: null };
   return null;
 }
 
@@ -172,7 +173,7 @@ export function identityOfKey(
       return {
         identity: null,
         key: null,
-        why: `Sluice has no key part for $${m[1]} (it keys on addresses, headers, cookies, query values, the path, the host, the server's name and constants)`,
+        why: `Sluice has no key part for $${m[1]} (it keys on addresses, headers, cookies, query values, the method, the path, the host, the server's name and constants)`,
       };
     }
     parts.push(part.part);
@@ -223,7 +224,7 @@ function identityAlone(v: string | undefined): { identity: string; key: null; wh
 }
 
 /** Parts a request always has at the edge: NGINX's key with them is never empty. */
-const ALWAYS_THERE = new Set(["ip", "path", "host", SERVER_NAME_PART]);
+const ALWAYS_THERE = new Set(["ip", "method", "path", "host", SERVER_NAME_PART]);
 
 /**
  * What a request missing some parts gets. NGINX joins the variables' values: the key is empty (not limited) only when

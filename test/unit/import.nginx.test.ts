@@ -308,6 +308,17 @@ describe("nginx.conf snippets: the rules and the report", () => {
         "note: location /api/x: `return 204` answers its requests",
       ],
     ],
+    [
+      // docs/rules.md's key parts have `method`; the import said "Sluice has no key part for $request_method".
+      "24 $request_method is the method part",
+      {
+        "nginx.conf": http(
+          `limit_req_zone $binary_remote_addr$request_method zone=m:1m rate=5r/s;\nserver { location /api/ { limit_req zone=m; } }`,
+        ),
+      },
+      ["m-api * /api/** key=ip+method rate=5/s burst=0 delay=0 status=503 key_missing=empty"],
+      [],
+    ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
     expect(result.rules.map(line)).toEqual(rules);
