@@ -29,7 +29,7 @@ export function importService(
       if (!isObject(d) || typeof d.key !== "string" || d.key === "") {
         throw new EnvoyImportError(`${file}:${line}: a descriptor needs a key`);
       }
-      const value = d.value === undefined || d.value === null ? null : String(d.value);
+      const value = descriptorValue(d, `${file}:${line}`, report);
       const steps = [...chain, { key: d.key, value, line }];
       if (d.rate_limit !== undefined) {
         const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends);
@@ -60,6 +60,21 @@ export function importService(
     });
   }
   return { rules, report };
+}
+
+/**
+ * A descriptor's value; `*` alone matches every value, one counter per value (the service's wildcardMatch): that is
+ * the key without a value, and the report says so.
+ */
+function descriptorValue(d: Obj, where: string, report: ReportItem[]): string | null {
+  const given = d.value === undefined || d.value === null ? null : String(d.value);
+  if (given !== "*") return given;
+  report.push({
+    where,
+    kind: "note",
+    message: `${String(d.key)}=* matches every ${String(d.key)} value, one counter per value: read as ${String(d.key)} without a value`,
+  });
+  return null;
 }
 
 const UNITS: Readonly<Record<string, string>> = {

@@ -183,6 +183,15 @@ describe("Envoy configurations: the rules and the report", () => {
       [],
       ["left out: local: local_rate_limit_per_downstream_connection keeps a bucket per client connection"],
     ],
+    [
+      // The service's wildcardMatch: `*` alone matches every value, one counter each, as a key without a value; it was
+      // left out ("one counter per actual value starting with \"\"; Sluice cannot match a value's prefix").
+      "18 a value of * alone is the key without a value",
+      'domain: api\ndescriptors:\n  - key: client_id\n    value: "*"\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n',
+      ["client_id=header:x-client-id"],
+      ["api-client_id * key={ header: x-client-id } algorithm=fixed_window limit=5 window=min key_missing=skip"],
+      ["note: client_id=* matches every client_id value, one counter per value: read as client_id without a value"],
+    ],
   ] as const)("%s", (_name, yaml, maps, rules, report) => {
     const result = imported(yaml, ...maps);
     expect(result.rules.map(line)).toEqual(rules);
