@@ -11,12 +11,12 @@ import {
   type HotMarkStore,
   hotByConstruction,
   markFrom,
-  ownShardOfMark,
+  spreadOfMark,
   WrittenMarks,
   writeMark,
 } from "../isolate/hot_marks.ts";
 import type { Isolate } from "../isolate/isolate.ts";
-import { shardOf } from "../isolate/key_state.ts";
+import { ownShardOf } from "../isolate/key_state.ts";
 import type { Source } from "../isolate/metrics.ts";
 import { delegateIdOf, delegateNameOf, objectNameOf } from "../object/names.ts";
 import { delegateTransport, durableObjectTransport } from "../object/transport.ts";
@@ -125,7 +125,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     keepAlive,
     observe,
     ...(read ? { hotMark: markFrom(stored, isolate.clock(), hot) } : {}),
-    ...(store === null ? {} : { ownShardMark: ownShardOfMark(store) }),
+    ...(store === null ? {} : { spreadMark: spreadOfMark(store) }),
   });
   if (shares) markHot(isolate, name, keepAlive);
   // A refund can make the object more generous than a denial this isolate remembers.
@@ -160,43 +160,40 @@ const hotMarks = (): HotMarkStore | null => {
 };
 const written = new WrittenMarks();
 
-/**
- * Mark the key hot for the data center if this isolate knows it hot (or moved to its own shard) and has not marked it
- * lately.
- */
+/** Mark the key hot for the data center if this isolate knows it hot (or its spread rose) and has not lately. */
 function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unknown>) => void) | undefined): void {
   const mark = isolate.calls.markOf(name);
   const store = mark === null ? null : hotMarks();
   if (store === null || mark === null || !written.take(name, mark, isolate.clock())) return;
-  const work = writeMark(store, name, mark, () => isolate.calls.moveToOwnShard(name));
+  const work = writeMark(store, name, mark, (spread) => isolate.calls.spreadTo(name, spread));
   if (keepAlive === undefined) void work;
   else keepAlive(work);
 }
 
 /**
- * This isolate's delegate shard (0 to `DELEGATE_SHARDS` - 1): a hash of an id drawn on first use (not at module
- * load, where the runtime refuses random values), so a region's isolates spread evenly over its shards.
+ * This isolate's own delegate shard and draw (key_state.ts `ownShardOf`): hashes of an id drawn on first use (not at
+ * module load, where the runtime refuses random values), so a region's isolates spread evenly over its shards.
  */
-let isolateShard: number | undefined;
-export function shardOfIsolate(): number {
-  isolateShard ??= shardOf(crypto.randomUUID(), DELEGATE_SHARDS);
+let isolateShard: { readonly shard: number; readonly draw: number } | undefined;
+export function shardOfIsolate(): { readonly shard: number; readonly draw: number } {
+  isolateShard ??= ownShardOf(crypto.randomUUID());
   return isolateShard;
 }
 
-/** Fix this isolate's shard (tests: which shard it moves to when the first is busy). */
-export function pinIsolateShard(shard: number): void {
-  isolateShard = shard % DELEGATE_SHARDS;
+/** Fix this isolate's own shard and draw (tests: where it moves when the first is busy; shard 0: it never moves). */
+export function pinIsolateShard(shard: number, draw = 0): void {
+  isolateShard = { shard: shard % DELEGATE_SHARDS, draw };
 }
 
 /**
  * The region's delegate for a key's object, when the Worker has the `DELEGATE` binding: the first shard, and this
- * isolate's own shard to move to when the first says it is busy.
+ * isolate's own shard to move to when the first says it is busy (the spread above its draw).
  */
 export function delegateOf(
   env: AskContext["env"],
   object: string,
   region: string | null,
-  shard = shardOfIsolate(),
+  own = shardOfIsolate(),
 ): DelegateRoute | null {
   const namespace = env.DELEGATE;
   if (namespace === undefined) return null;
@@ -204,7 +201,7 @@ export function delegateOf(
     transport: delegateTransport(namespace, object, delegateIdOf(region, s), region),
     name: delegateNameOf(object, region, s),
   });
-  return shard === 0 ? route(0) : { ...route(0), ownShard: route(shard) };
+  return own.shard === 0 ? route(0) : { ...route(0), ownShard: route(own.shard), draw: own.draw };
 }
 
 const fingerprints = new WeakMap<CompiledRule, string>();

@@ -20,7 +20,7 @@ export function parseMark(body: string): StoredMark | null {
     const value: unknown = JSON.parse(body);
     if (typeof value !== "object" || value === null) return null;
     const spread = (value as { spread?: unknown }).spread;
-    return typeof spread === "boolean" ? { spread } : null;
+    return typeof spread === "boolean" || typeof spread === "number" ? { spread } : null;
   } catch {
     return null;
   }

@@ -36,7 +36,17 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { delegateFor, hashString, leaseAsk, nextSeed, readMark, see, shortOf, takeMark } from "./key_state.ts";
+import {
+  delegateFor,
+  hashString,
+  leaseAsk,
+  nextSeed,
+  readMark,
+  see,
+  shortOf,
+  spreadTo,
+  takeMark,
+} from "./key_state.ts";
 import { lastKnown, noteLastKnown } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
@@ -85,13 +95,13 @@ export class Coalescer {
   markOf(name: string): HotMark | null {
     const st = this.c.keys.get(name);
     if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
-    return { untilMs: st.hotUntilMs, ownShard: st.ownShard };
+    return { untilMs: st.hotUntilMs, spread: st.spread };
   }
 
-  /** The data center's mark says own shard (hot_marks.ts `writeMark`): go to this isolate's own shard. */
-  moveToOwnShard(name: string): void {
+  /** The data center's mark has a higher spread (hot_marks.ts `writeMark`): take it. */
+  spreadTo(name: string, spread: number): void {
     const st = this.c.keys.get(name);
-    if (st !== undefined && st.delegate !== null) st.ownShard = true;
+    if (st !== undefined && st.delegate !== null) spreadTo(st, spread);
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
@@ -255,7 +265,7 @@ export class Coalescer {
     }
     if (st.lease !== null) endLease(st);
     let delegate = delegateFor(st, clock());
-    if (delegate !== null && !st.ownShard && !st.hotMarkRead) delegate = await readMark(st, clock);
+    if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
     const input = callInput(this.c, st, batch, renew, delegate !== null);
     const sentAtMs = clock();
     let answers: Asked[] = [];

@@ -23,21 +23,25 @@ export interface AskInput {
   readonly delegate?: DelegateRoute | null;
   /** The data center's hot mark of the key (hot_marks.ts), read when this isolate does not track it (`tracks`). */
   readonly hotMark?: HotMark | null;
-  /** Reads whether the data center's hot mark of the key says "own shard" now (hot_marks.ts `ownShardOfMark`). */
-  readonly ownShardMark?: ((name: string) => Promise<boolean>) | null;
+  /** Reads the spread of the data center's hot mark of the key now (hot_marks.ts `spreadOfMark`). */
+  readonly spreadMark?: ((name: string) => Promise<number>) | null;
 }
 
-/** A hot mark: the key is hot until then (this isolate's clock); `ownShard`: go to the isolate's own shard. */
+/** A hot mark: the key is hot until then (this isolate's clock), with its spread (`KeyState.spread`). */
 export interface HotMark {
   readonly untilMs: number;
-  readonly ownShard: boolean;
+  readonly spread: number;
 }
 
-/** Where a hot key's batches go: a delegate's transport and name, and (`ownShard`) this isolate's own shard. */
+/**
+ * Where a hot key's batches go: a delegate's transport and name, and (`ownShard`) this isolate's own shard, taken once
+ * the key's spread is above this isolate's `draw` (in [0, 1); absent: 0, any spread moves it).
+ */
 export interface DelegateRoute {
   readonly transport: ObjectTransport;
   readonly name: string;
   readonly ownShard?: DelegateRoute;
+  readonly draw?: number;
 }
 
 export type Asked =
@@ -138,11 +142,14 @@ export interface KeyState {
   hotUntilMs: number;
   /** Until when the delegate is avoided after a failed call. */
   delegateDownUntilMs: number;
-  /** The first shard said busy: batches go to this isolate's own shard (`delegate.ownShard`) until the key is cold. */
-  ownShard: boolean;
+  /**
+   * The spread: the share of the region's isolates to be on their own shards, the highest the first shard's busy
+   * answers or a hot mark said this hot spell; batches go to `delegate.ownShard` while `delegate.draw` is below it.
+   */
+  spread: number;
   /** The hot mark was read for this hot spell. */
   hotMarkRead: boolean;
-  ownShardMark: ((name: string) => Promise<boolean>) | null;
+  spreadMark: ((name: string) => Promise<number>) | null;
 }
 
 /** Counters for `/_sluice/stats`. */

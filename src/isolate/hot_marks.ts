@@ -13,15 +13,21 @@ export interface HotMarkStore {
   write(name: string, mark: StoredMark): Promise<void>;
 }
 
-/** A mark: whether isolates moved to their own shards; stored as `{ spread }` (a stored format: the word stays). */
+/** A mark: the key's spread (`KeyState.spread`); `true`, as an older Worker wrote it, is 1 and `false` 0. */
 export interface StoredMark {
-  readonly spread: boolean;
+  readonly spread: number | boolean;
+}
+
+/** A stored mark's spread, in [0, 1] (0: none). */
+export function spreadOf(stored: StoredMark | null): number {
+  const spread = Number(stored?.spread ?? 0);
+  return spread > 0 ? Math.min(1, spread) : 0;
 }
 
 /** The mark an isolate takes from a stored one at `nowMs`; a key `hot` by construction is marked without one. */
 export function markFrom(stored: StoredMark | null, nowMs: number, hot = false): HotMark | null {
   if (stored === null && !hot) return null;
-  return { untilMs: nowMs + HOT_MARK_TTL_MS, ownShard: stored?.spread === true };
+  return { untilMs: nowMs + HOT_MARK_TTL_MS, spread: spreadOf(stored) };
 }
 
 /** Whether a `key: global` rule's one key is hot by construction: its rate (or limit per window) is fast enough. */
@@ -35,44 +41,51 @@ export function hotByConstruction(keyGlobal: boolean, params: AlgorithmParams): 
   return policy.limit(params) * 1000 >= GLOBAL_HOT_FROM_PER_S * windowMs;
 }
 
-/** Whether to write `mark` having written `last`: none yet, moved to its own shard since, or half a ttl ago. */
+/** Whether to write `mark` having written `last`: none yet, its spread raised since, or half a ttl ago. */
 export function markDue(
   mark: HotMark | null,
-  last: { readonly ownShard: boolean; readonly atMs: number } | undefined,
+  last: { readonly spread: number; readonly atMs: number } | undefined,
   nowMs: number,
 ): boolean {
   if (mark === null) return false;
-  if (last === undefined || (mark.ownShard && !last.ownShard)) return true;
+  if (last === undefined || mark.spread > last.spread) return true;
   return nowMs - last.atMs >= HOT_MARK_TTL_MS / 2;
 }
 
 /**
- * Write `mark` (best effort), but never "not own shard" over "own shard": an isolate still on the first shard (idle
- * because the others left it) moves to its own instead (`moveHere`), so a redeploy's isolates start where the shares are.
+ * Write `mark` (best effort), but never a spread over a higher one: an isolate that heard less (the first shard is not
+ * busy only because others left it) takes the stored spread instead (`spreadHere`), so a redeploy's isolates start
+ * where the shares are.
  */
-export async function writeMark(store: HotMarkStore, name: string, mark: HotMark, moveHere: () => void): Promise<void> {
-  if (!mark.ownShard && (await store.read(name))?.spread === true) {
-    moveHere();
+export async function writeMark(
+  store: HotMarkStore,
+  name: string,
+  mark: HotMark,
+  spreadHere: (spread: number) => void,
+): Promise<void> {
+  const stored = spreadOf(await store.read(name));
+  if (stored > mark.spread) {
+    spreadHere(stored);
     return;
   }
-  await store.write(name, { spread: mark.ownShard });
+  await store.write(name, { spread: mark.spread });
 }
 
-/** Reads whether `store`'s mark of a key says own shard (`AskInput.ownShardMark`). */
-export function ownShardOfMark(store: HotMarkStore): (name: string) => Promise<boolean> {
-  return async (name) => (await store.read(name))?.spread === true;
+/** Reads the spread of `store`'s mark of a key (`AskInput.spreadMark`). */
+export function spreadOfMark(store: HotMarkStore): (name: string) => Promise<number> {
+  return async (name) => spreadOf(await store.read(name));
 }
 
 /** What one isolate wrote lately, by key (to write each mark once per half ttl, not on every request). */
 export class WrittenMarks {
-  private readonly written = new Map<string, { readonly ownShard: boolean; readonly atMs: number }>();
+  private readonly written = new Map<string, { readonly spread: number; readonly atMs: number }>();
 
   /** Whether to write `mark` for `name` now; if so, remembered as written. */
   take(name: string, mark: HotMark | null, nowMs: number): boolean {
     const last = this.written.get(name);
     if (!markDue(mark, last, nowMs) || mark === null) return false;
     this.written.delete(name);
-    this.written.set(name, { ownShard: mark.ownShard, atMs: nowMs });
+    this.written.set(name, { spread: mark.spread, atMs: nowMs });
     if (this.written.size > MARKS_REMEMBERED) {
       const oldest = this.written.keys().next().value;
       if (oldest !== undefined) this.written.delete(oldest);

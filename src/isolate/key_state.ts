@@ -2,7 +2,7 @@
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
 import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
-import { HOT_HOLD_MS } from "../protocol/tunables.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS } from "../protocol/tunables.ts";
 import {
   type AskedLease,
   type AskInput,
@@ -39,9 +39,9 @@ export function newKeyState(input: AskInput): KeyState {
     delegate: input.delegate ?? null,
     hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
     delegateDownUntilMs: 0,
-    ownShard: input.delegate != null && input.hotMark?.ownShard === true,
-    hotMarkRead: input.hotMark != null || input.ownShardMark == null,
-    ownShardMark: input.ownShardMark ?? null,
+    spread: input.delegate == null ? 0 : Math.min(MAX_SPREAD, input.hotMark?.spread ?? 0),
+    hotMarkRead: input.hotMark != null || input.spreadMark == null,
+    spreadMark: input.spreadMark ?? null,
   };
 }
 
@@ -150,16 +150,32 @@ export function shortOf(asked: AskedLease | undefined, units: number, forMs: num
   return units * asked.ttlMs < asked.need * forMs;
 }
 
-/** The delegate for the key's next call: while hot and not failing lately; its own shard once the first was busy. */
-export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
-  if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
-  return st.ownShard ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
+/** Whether the key's batches go to this isolate's own shard: its draw is below the key's spread. */
+export function onOwnShard(st: KeyState): boolean {
+  return st.delegate?.ownShard !== undefined && (st.delegate.draw ?? 0) < st.spread;
 }
 
-/** Before a hot spell's first call to the first shard: read the mark, move to the own shard if it says so. */
+/** The delegate for the key's next call: while hot and not failing lately; its own shard once the spread says so. */
+export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
+  if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
+  return onOwnShard(st) ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
+}
+
+/**
+ * The highest spread: every shard then has as many of the region's isolates (own shards are 1 to `DELEGATE_SHARDS` - 1,
+ * `ownShardOf`), as many as when each isolate moved to its own shard of all `DELEGATE_SHARDS`.
+ */
+export const MAX_SPREAD = 1 - 1 / DELEGATE_SHARDS;
+
+/** Raise the key's spread to `spread` (never lowered while the key is hot), at most `MAX_SPREAD`. */
+export function spreadTo(st: KeyState, spread: number): void {
+  if (spread > st.spread) st.spread = Math.min(MAX_SPREAD, spread);
+}
+
+/** Before a hot spell's first call to the first shard: read the mark's spread, and move if it says so. */
 export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
   st.hotMarkRead = true;
-  if (st.ownShardMark !== null && (await st.ownShardMark(st.name).catch(() => false))) st.ownShard = true;
+  if (st.spreadMark !== null) spreadTo(st, await st.spreadMark(st.name).catch(() => 0));
   return delegateFor(st, clock());
 }
 
@@ -170,7 +186,7 @@ export async function readMark(st: KeyState, clock: () => number): Promise<Deleg
 export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
   if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
   st.hotUntilMs = mark?.untilMs ?? 0;
-  if (mark?.ownShard === true) st.ownShard = true;
+  spreadTo(st, mark?.spread ?? 0);
 }
 
 /** An answer said the key is hot (go to the delegate) or cold (`false`: back to the key's object). */
@@ -178,8 +194,8 @@ export function noteHot(st: KeyState, hot: boolean | undefined, now: number): vo
   if (hot === true) st.hotUntilMs = now + HOT_HOLD_MS;
   else if (hot === false) {
     st.hotUntilMs = 0;
-    st.ownShard = false;
-    st.hotMarkRead = st.ownShardMark === null;
+    st.spread = 0;
+    st.hotMarkRead = st.spreadMark === null;
   }
 }
 
@@ -212,4 +228,12 @@ export function hashString(text: string): number {
 /** Which of `shards` an isolate's id picks: by the high bits of its hash (FNV-1a's low bits follow the input's). */
 export function shardOf(text: string, shards: number): number {
   return (hashString(text) >>> 16) % shards;
+}
+
+/**
+ * An isolate's own shard (1 to `DELEGATE_SHARDS` - 1: the first is every isolate's) and its draw in [0, 1) (it moves
+ * there once a key's spread is above it), from its id: two hashes, so which isolates move says nothing of where to.
+ */
+export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {
+  return { shard: 1 + shardOf(id, DELEGATE_SHARDS - 1), draw: hashString(`draw:${id}`) / 2 ** 32 };
 }

@@ -312,7 +312,7 @@ export function delegateCall(
     leaseForMs: lease?.forMs ?? 0,
   };
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  const { load, busy } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
+  const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
   const { taken: _t, ...rest } = record;
   const demand = { ...d, curr: d.curr + asked };
   const counted = { demand, load, ...(taken?.length ? { taken } : {}) };
@@ -324,7 +324,7 @@ export function delegateCall(
     ...(sub.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, share, sub.waitMs, nowMs) }),
     replayed: false,
     hot: record.hot,
-    ...(busy ? { busy: true } : {}),
+    ...(busy ? { busy: true, spread } : {}),
   };
   return { result, record: next };
 }

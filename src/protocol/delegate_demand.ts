@@ -7,6 +7,7 @@
  * Pure functions of a delegate's record and its clock.
  */
 import {
+  DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
   DEMAND_BUCKET_MS,
   OLD_SHARE_FOR_MS,
@@ -208,13 +209,19 @@ export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
 
 /**
  * One more call decided at `nowMs`: the count per second, and whether it says busy (`busyPerS` calls in the current or
- * the last second).
+ * the last second), with the spread to ask for (coalesce_types.ts `KeyState.spread`): the share of its calls to move
+ * for those that stay to be `DELEGATE_AIM_CALLS_PER_S`, by its calls per second (the last second's, or the current
+ * one's so far over at least a quarter second); all (1) at twice `busyPerS`. Isolates keep the highest spread they
+ * heard: the same ones move as long as it stays, and more only once those that stayed are busy again.
  */
 export function countLoad(
   record: { readonly load?: CallLoad },
   nowMs: number,
   busyPerS: number,
-): { readonly load: CallLoad; readonly busy: boolean } {
+): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
   const load = countCall(record.load, nowMs);
-  return { load, busy: Math.max(load.curr, load.prev) >= busyPerS };
+  const calls = Math.max(load.curr, load.prev);
+  const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
+  const spread = calls >= 2 * busyPerS ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
+  return { load, busy: calls >= busyPerS, spread };
 }

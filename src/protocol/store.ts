@@ -79,6 +79,8 @@ export interface CallResult {
   readonly replayed: boolean;
   /** The key's object is busy (`isBusy`): isolates lease the key even below `lease.above`. Absent: not busy. */
   readonly busy?: boolean;
+  /** A busy delegate: the spread it asks for, the share of its isolates to move to their own shards (absent: all). */
+  readonly spread?: number;
   /** For a call that gave units back (`giveBack`): the key's figures after it, as a refund reports them. */
   readonly refunded?: RefundResult;
   /** `true` (key's object): the key is hot, go to the delegate; `false` (delegate): go back. Absent: no change. */

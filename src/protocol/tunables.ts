@@ -28,8 +28,10 @@ export const UNSETTLED_TERM_RTTS = 4;
 // Delegates.
 /** Delegates per (rule, key, region): the first, and the shards its isolates move to when it is busy. */
 export const DELEGATE_SHARDS = 4;
-/** Calls in a second (this or the last) from which a delegate says busy: its isolates move to their own shards. */
+/** Calls in a second (this or the last) from which a delegate says busy, with a spread: some isolates move. */
 export const DELEGATE_BUSY_CALLS_PER_S = 250;
+/** A busy delegate's spread moves as many of its calls as leave it this many a second (`countLoad`). */
+export const DELEGATE_AIM_CALLS_PER_S = 200;
 /** After a share ask found the key's object overloaded, a delegate refuses batches this long, ms. */
 export const DELEGATE_RENEW_BACKOFF_MS = 100;
 /** A delegate's wait for the key's object, ms; past it the call fails as `overloaded` (a lost message holds nothing). */

@@ -18,8 +18,8 @@ import {
   Coalescer,
   type DelegateRoute,
 } from "../isolate/coalesce.ts";
-import { hotByConstruction, markFrom, ownShardOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
-import { shardOf } from "../isolate/key_state.ts";
+import { hotByConstruction, markFrom, spreadOfMark, WrittenMarks, writeMark } from "../isolate/hot_marks.ts";
+import { ownShardOf } from "../isolate/key_state.ts";
 import { newStats } from "../isolate/metrics.ts";
 import { directParts, shareKindOf } from "../protocol/share.ts";
 import type { LimiterRule } from "../protocol/store.ts";
@@ -201,12 +201,12 @@ class World {
     const stored = marks !== null && read ? await marks.read(input.name) : null;
     const answer = await iso.coalescer.ask({
       ...input,
-      ...(marks === null ? {} : { ownShardMark: ownShardOfMark(marks) }),
+      ...(marks === null ? {} : { spreadMark: spreadOfMark(marks) }),
       ...(read ? { hotMark: markFrom(stored, iso.clock(), hot) } : {}),
     });
     const mark = marks === null ? null : iso.coalescer.markOf(input.name);
     if (marks !== null && mark !== null && iso.written.take(input.name, mark, iso.clock()))
-      void writeMark(marks, input.name, mark, () => iso.coalescer.moveToOwnShard(input.name));
+      void writeMark(marks, input.name, mark, (spread) => iso.coalescer.spreadTo(input.name, spread));
     return answer;
   }
 
@@ -247,14 +247,14 @@ class World {
     // Its first shard, and its own (by a hash of the isolate, as the Worker's `shardOfIsolate`) to move to; in its
     // region, and in the next (a moved client's requests: the Worker routes by the request's region).
     const counted = this.firstSecond.isolate(marks);
-    const shard = shardOf(`isolate-${i}-${this.ids}`, DELEGATE_SHARDS);
+    const own = ownShardOf(`isolate-${i}-${this.ids}`);
     const routes = (r: number): DelegateRoute | null => {
       if (!run.tier) return null;
       const route = (s: number): DelegateRoute => ({
         transport: counted(this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)), false),
         name: `delegate:${REGIONS[r]}.${s}`,
       });
-      return shard === 0 ? route(0) : { ...route(0), ownShard: route(shard) };
+      return { ...route(0), ownShard: route(own.shard), draw: own.draw };
     };
     const transport = counted(this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), true);
     return {

@@ -50,8 +50,8 @@ describe("hot marks", () => {
     const marks = cacheMarks();
     expect(marks).not.toBeNull();
     expect(await marks?.read("limiter:markwin:none")).toBeNull();
-    await marks?.write("limiter:markwin:one", { spread: true });
-    expect(await marks?.read("limiter:markwin:one")).toEqual({ spread: true });
+    await marks?.write("limiter:markwin:one", { spread: 0.5 });
+    expect(await marks?.read("limiter:markwin:one")).toEqual({ spread: 0.5 });
   });
 
   it("a key found hot is marked; a new isolate that finds the mark goes to the delegate from its first request", async () => {
@@ -61,7 +61,7 @@ describe("hot marks", () => {
     const first = createIsolate();
     // Cold, then hot: the call that makes the key's object busy answers `hot`, and the isolate marks the key.
     expect(await send(first, key, BUSY_CALLS_PER_S + 1)).toBe(BUSY_CALLS_PER_S + 1);
-    expect(await cacheMarks()?.read(object)).toEqual({ spread: false });
+    expect(await cacheMarks()?.read(object)).toEqual({ spread: 0 });
     const delegateCalls = async () => {
       const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, 0), null);
       const record = await runInDurableObject(stub, (_o, state) => state.storage.kv.get<DelegateRecord>("delegate"));

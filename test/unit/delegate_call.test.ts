@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import type { CoalesceCounters, DelegateRoute } from "../../src/isolate/coalesce_types.ts";
 import { avoidFor, callDelegates, callTarget, otherShard } from "../../src/isolate/delegate_call.ts";
-import { newKeyState } from "../../src/isolate/key_state.ts";
+import { MAX_SPREAD, newKeyState } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
@@ -240,7 +240,7 @@ describe("callDelegates", () => {
 });
 
 describe("callTarget: the delegate while there is one, else the key's object", () => {
-  type Outcome = "answer" | "busy" | "overloaded" | "other";
+  type Outcome = "answer" | "busy" | "busy 0.4" | "overloaded" | "other";
   /** A transport answering (`busy` in its result) or failing as `outcome` says, recording the calls it got. */
   const endpoint = (clock: EventClock, outcome: () => Outcome) => {
     const got: CallInput[] = [];
@@ -250,17 +250,19 @@ describe("callTarget: the delegate while there is one, else the key's object", (
         await clock.sleep(HOP_MS);
         const o = outcome();
         if (o === "overloaded" || o === "other") throw error(o);
-        return { ...answered(), hot: false, ...(o === "busy" ? { busy: true } : {}) };
+        const busy = o === "busy" ? { busy: true } : o === "busy 0.4" ? { busy: true, spread: 0.4 } : {};
+        return { ...answered(), hot: false, ...busy };
       },
       refund: () => Promise.reject(new Error("no refunds here")),
     };
     return { transport, got };
   };
-  async function target(opts: { object: Outcome; delegate: Outcome; route: boolean; bound: boolean }) {
+  async function target(opts: { object: Outcome; delegate: Outcome; route: boolean; bound: boolean; own?: boolean }) {
     const clock = new EventClock(T0);
     const object = endpoint(clock, () => opts.object);
     const del = endpoint(clock, () => opts.delegate);
-    const route: DelegateRoute = { transport: del.transport, name: "delegate:weur.0" };
+    const own: DelegateRoute = { transport: del.transport, name: "delegate:weur.2" };
+    const route: DelegateRoute = { transport: del.transport, name: "delegate:weur.0", ownShard: own, draw: 0.5 };
     const st = newKeyState({
       transport: object.transport,
       name: "r:key",
@@ -272,7 +274,7 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     });
     let ids = 0;
     const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => `n${ids++}` };
-    const pending = callTarget(options, st, opts.route ? route : null, input);
+    const pending = callTarget(options, st, opts.route ? (opts.own === true ? own : route) : null, input);
     await clock.runUntil(T0 + 1000);
     return { answer: await pending, st, object: object.got, delegate: del.got };
   }
@@ -289,15 +291,21 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     }
   });
 
-  it("a busy delegate (it says so, or is overloaded) sends the key to its own shard; its answer is kept", async () => {
+  it("a busy first shard raises the key's spread to what it says (at most, overloaded or saying none); its answer is kept", async () => {
+    // [the delegate's answer, called on the isolate's own shard, the key's spread after, the answer's kind]
     const cases = [
-      ["busy", true, "answered"],
-      ["answer", false, "answered"],
-      ["overloaded", true, "failed"],
+      ["busy", false, MAX_SPREAD, "answered"],
+      ["busy 0.4", false, 0.4, "answered"],
+      ["answer", false, 0, "answered"],
+      ["overloaded", false, MAX_SPREAD, "failed"],
+      // The own shard's load says nothing of the first's: no spread from it.
+      ["busy 0.4", true, 0, "answered"],
+      ["overloaded", true, 0, "failed"],
     ] as const;
-    for (const [delegate, ownShard, kind] of cases) {
-      const r = await target({ object: "answer", delegate, route: true, bound: true });
-      expect([r.object.length, r.delegate.length, r.st.ownShard, r.answer.kind]).toEqual([0, 1, ownShard, kind]);
+    for (const [delegate, own, spread, kind] of cases) {
+      const r = await target({ object: "answer", delegate, route: true, bound: true, own });
+      const seen = [r.object.length, r.delegate.length, r.st.spread, r.answer.kind];
+      expect([delegate, own, ...seen]).toEqual([delegate, own, 0, 1, spread, kind]);
     }
   });
 
@@ -306,7 +314,7 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     expect(r.answer.kind).toBe("answered");
     expect(r.object).toHaveLength(1);
     expect(r.object[0]).toEqual({ ...input, id: "n0", giveBack: [] });
-    expect(r.st.ownShard).toBe(false);
+    expect(r.st.spread).toBe(0);
     expect(r.st.delegateDownUntilMs).toBe(T0 + HOP_MS + DELEGATE_BACKOFF_MS);
   });
 

@@ -1,7 +1,8 @@
 /**
  * A data center's hot marks (src/isolate/hot_marks.ts, src/edge/hot_mark_cache.ts, src/sim/hot_marks.ts): when an
  * isolate writes one, what a read gives, the Cache API's store (over a fake cache), and a coalescer that takes a mark
- * for a key it does not track: its first batch goes to the delegate (its own shard when the mark says so), not the key's object.
+ * for a key it does not track: its first batch goes to the delegate (its own shard when the mark's spread is above the
+ * isolate's draw), not the key's object.
  */
 import { describe, expect, it } from "vitest";
 import type { AlgorithmParams } from "../../src/algorithms/index.ts";
@@ -16,6 +17,7 @@ import {
   WrittenMarks,
   writeMark,
 } from "../../src/isolate/hot_marks.ts";
+import { MAX_SPREAD } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
@@ -28,16 +30,25 @@ import { fixedWindow, gcraP, leakyBucket, slidingLog, tokenBucket } from "../sup
 const T0 = Date.UTC(2030, 0, 1);
 
 describe("hot marks: when to write one, what a read gives", () => {
-  it("markFrom: hot for the mark's ttl from now, own shard as stored; nothing from nothing", () => {
+  it("markFrom: hot for the mark's ttl from now, its spread as stored (an older Worker's true: 1); nothing from nothing", () => {
     expect(HOT_MARK_TTL_MS).toBe(HOT_HOLD_MS);
     expect(markFrom(null, T0)).toBeNull();
-    expect(markFrom({ spread: false }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: false });
-    expect(markFrom({ spread: true }, T0)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: true });
+    const table: [StoredMark, number][] = [
+      [{ spread: false }, 0],
+      [{ spread: true }, 1],
+      [{ spread: 0.4 }, 0.4],
+      [{ spread: 0 }, 0],
+      [{ spread: -1 }, 0],
+      [{ spread: 3 }, 1],
+      [{ spread: Number.NaN }, 0],
+    ];
+    for (const [stored, spread] of table)
+      expect([stored, markFrom(stored, T0)]).toEqual([stored, { untilMs: T0 + HOT_MARK_TTL_MS, spread }]);
   });
 
-  it("markFrom: a key hot by construction is taken as marked without a stored mark, own shard only as stored", () => {
-    expect(markFrom(null, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: false });
-    expect(markFrom({ spread: true }, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, ownShard: true });
+  it("markFrom: a key hot by construction is taken as marked without a stored mark, its spread only as stored", () => {
+    expect(markFrom(null, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: 0 });
+    expect(markFrom({ spread: 0.5 }, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: 0.5 });
   });
 
   it("hotByConstruction: a `key: global` rule at GLOBAL_HOT_FROM_PER_S per second or more, of an algorithm that takes shares", () => {
@@ -57,17 +68,18 @@ describe("hot marks: when to write one, what a read gives", () => {
       expect([what, hotByConstruction(global, params)]).toEqual([what, hot]);
   });
 
-  it("markDue: a first mark, a key that moved to its own shard since, or half a ttl after the last write", () => {
-    const hot = { untilMs: T0 + 1000, ownShard: false };
-    const moved = { untilMs: T0 + 1000, ownShard: true };
-    const table: [typeof hot | null, { ownShard: boolean; atMs: number } | undefined, number, boolean][] = [
+  it("markDue: a first mark, a key whose spread rose since, or half a ttl after the last write", () => {
+    const hot = { untilMs: T0 + 1000, spread: 0 };
+    const moved = { untilMs: T0 + 1000, spread: 0.5 };
+    const table: [typeof hot | null, { spread: number; atMs: number } | undefined, number, boolean][] = [
       [null, undefined, T0, false],
       [hot, undefined, T0, true],
-      [hot, { ownShard: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2 - 1, false],
-      [hot, { ownShard: false, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2, true],
-      [moved, { ownShard: false, atMs: T0 }, T0 + 1, true],
-      [moved, { ownShard: true, atMs: T0 }, T0 + 1, false],
-      [hot, { ownShard: true, atMs: T0 }, T0 + 1, false],
+      [hot, { spread: 0, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2 - 1, false],
+      [hot, { spread: 0, atMs: T0 }, T0 + HOT_MARK_TTL_MS / 2, true],
+      [moved, { spread: 0, atMs: T0 }, T0 + 1, true],
+      [moved, { spread: 0.4, atMs: T0 }, T0 + 1, true],
+      [moved, { spread: 0.5, atMs: T0 }, T0 + 1, false],
+      [hot, { spread: 0.5, atMs: T0 }, T0 + 1, false],
     ];
     for (const [mark, last, now, due] of table)
       expect([mark, last, now, markDue(mark, last, now)]).toEqual([mark, last, now, due]);
@@ -75,10 +87,10 @@ describe("hot marks: when to write one, what a read gives", () => {
 
   it("WrittenMarks: takes a due mark once, remembers at most MARKS_REMEMBERED keys", () => {
     const w = new WrittenMarks();
-    const hot = { untilMs: T0 + 1000, ownShard: false };
+    const hot = { untilMs: T0 + 1000, spread: 0 };
     expect(w.take("a", hot, T0)).toBe(true);
     expect(w.take("a", hot, T0 + 1)).toBe(false);
-    expect(w.take("a", { ...hot, ownShard: true }, T0 + 2)).toBe(true);
+    expect(w.take("a", { ...hot, spread: 0.3 }, T0 + 2)).toBe(true);
     expect(w.take("a", null, T0 + HOT_MARK_TTL_MS)).toBe(false);
     expect(w.take("a", hot, T0 + 2 + HOT_MARK_TTL_MS / 2)).toBe(true);
     for (let i = 0; i < MARKS_REMEMBERED; i++) w.take(`k${i}`, hot, T0);
@@ -107,38 +119,26 @@ describe("hot marks: writing one", () => {
     };
     return { s, log, stored: () => stored };
   }
-  const hot = { untilMs: T0 + 1000, ownShard: false };
-  const moved = { untilMs: T0 + 1000, ownShard: true };
-
-  it("writes an own-shard mark as it is, without reading", async () => {
-    for (const initial of [null, { spread: false }, { spread: true }]) {
+  it("writes a mark over none or a lower spread; never over a higher one: the isolate takes that one instead", async () => {
+    // [the mark's spread, stored before, reads and writes, stored after, spread taken by the isolate]
+    const table: [number, StoredMark | null, string[], StoredMark | null, number | null][] = [
+      [0, null, ["read", "write 0"], { spread: 0 }, null],
+      [0.5, null, ["read", "write 0.5"], { spread: 0.5 }, null],
+      [0.5, { spread: 0.25 }, ["read", "write 0.5"], { spread: 0.5 }, null],
+      [0.5, { spread: 0.5 }, ["read", "write 0.5"], { spread: 0.5 }, null],
+      [0.5, { spread: false }, ["read", "write 0.5"], { spread: 0.5 }, null],
+      [0.25, { spread: 0.5 }, ["read"], { spread: 0.5 }, 0.5],
+      [0, { spread: true }, ["read"], { spread: true }, 1],
+      [0.75, { spread: 0.5 }, ["read", "write 0.75"], { spread: 0.75 }, null],
+    ];
+    for (const [spread, initial, log, after, taken] of table) {
       const st = store(initial);
-      let moves = 0;
-      await writeMark(st.s, "k", moved, () => moves++);
-      expect(st.log).toEqual(["write true"]);
-      expect(st.stored()).toEqual({ spread: true });
-      expect(moves).toBe(0);
+      let took: number | null = null;
+      await writeMark(st.s, "k", { untilMs: T0 + 1000, spread }, (s) => {
+        took = s;
+      });
+      expect([spread, initial, st.log, st.stored(), took]).toEqual([spread, initial, log, after, taken]);
     }
-  });
-
-  it("writes a mark that is not own shard only over none or another that is not", async () => {
-    for (const initial of [null, { spread: false }]) {
-      const st = store(initial);
-      let moves = 0;
-      await writeMark(st.s, "k", hot, () => moves++);
-      expect(st.log).toEqual(["read", "write false"]);
-      expect(st.stored()).toEqual({ spread: false });
-      expect(moves).toBe(0);
-    }
-  });
-
-  it("never turns an own-shard mark back: the isolate moves instead", async () => {
-    const st = store({ spread: true });
-    let moves = 0;
-    await writeMark(st.s, "k", hot, () => moves++);
-    expect(st.log).toEqual(["read"]);
-    expect(st.stored()).toEqual({ spread: true });
-    expect(moves).toBe(1);
   });
 });
 
@@ -180,7 +180,8 @@ describe("the Cache API's store", () => {
     const table: [string, unknown][] = [
       ['{"spread":false}', { spread: false }],
       ['{"spread":true}', { spread: true }],
-      ['{"spread":1}', null],
+      ['{"spread":0.25}', { spread: 0.25 }],
+      ['{"spread":"1"}', null],
       ["null", null],
       ["[]", null],
       ["not json", null],
@@ -254,7 +255,7 @@ describe("a coalescer taking a mark", () => {
     refund: () => Promise.reject(new Error("none")),
   });
 
-  function isolate(clock = () => T0) {
+  function isolate(clock = () => T0, draw?: number) {
     const calls: string[] = [];
     const coalescer = new Coalescer({
       clock,
@@ -266,15 +267,16 @@ describe("a coalescer taking a mark", () => {
       transport: transport(calls, "delegate.0", true),
       name: "delegate:weur.0",
       ownShard: { transport: transport(calls, "delegate.2", true), name: "delegate:weur.2" },
+      ...(draw === undefined ? {} : { draw }),
     };
     const ask = (
-      hotMark: { untilMs: number; ownShard: boolean } | null,
+      hotMark: { untilMs: number; spread: number } | null,
       withDelegate = true,
-      more: { objectHot?: boolean; ownShardMark?: (name: string) => Promise<boolean> } = {},
+      more: { objectHot?: boolean; spreadMark?: (name: string) => Promise<number> } = {},
     ) =>
       coalescer.ask({
         transport: transport(calls, "object", more.objectHot ?? false),
-        ...(more.ownShardMark === undefined ? {} : { ownShardMark: more.ownShardMark }),
+        ...(more.spreadMark === undefined ? {} : { spreadMark: more.spreadMark }),
         name: "k",
         rule,
         cost: 1,
@@ -290,15 +292,15 @@ describe("a coalescer taking a mark", () => {
     const marked = isolate();
     expect(marked.coalescer.tracks("k")).toBe(false);
     expect(marked.coalescer.markOf("k")).toBeNull();
-    await marked.ask({ untilMs: T0 + 1000, ownShard: false });
+    await marked.ask({ untilMs: T0 + 1000, spread: 0 });
     expect(marked.calls).toEqual(["delegate.0"]);
     expect(marked.coalescer.tracks("k")).toBe(true);
     // The delegate said hot: the isolate knows it hot for HOT_HOLD_MS, not on its own shard.
-    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, ownShard: false });
+    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, spread: 0 });
     const moved = isolate();
-    await moved.ask({ untilMs: T0 + 1000, ownShard: true });
+    await moved.ask({ untilMs: T0 + 1000, spread: 1 });
     expect(moved.calls).toEqual(["delegate.2"]);
-    expect(moved.coalescer.markOf("k")?.ownShard).toBe(true);
+    expect(moved.coalescer.markOf("k")?.spread).toBe(MAX_SPREAD);
     const plain = isolate();
     await plain.ask(null);
     expect(plain.calls).toEqual(["object"]);
@@ -314,7 +316,7 @@ describe("a coalescer taking a mark", () => {
       newId: () => "id",
     });
     const delegate: DelegateRoute = { transport: transport(calls, "delegate.0", false), name: "delegate:weur.0" };
-    const ask = (hotMark?: { untilMs: number; ownShard: boolean } | null) =>
+    const ask = (hotMark?: { untilMs: number; spread: number } | null) =>
       coalescer.ask({
         transport: transport(calls, "object", false),
         name: "g",
@@ -333,28 +335,53 @@ describe("a coalescer taking a mark", () => {
     expect(calls).toEqual(["delegate.0", "object"]);
   });
 
-  it("moveToOwnShard: its next batch goes to its own shard (a key it tracks, with a delegate); else nothing", async () => {
-    const first = isolate();
-    first.coalescer.moveToOwnShard("k"); // not tracked: nothing to move
-    await first.ask({ untilMs: T0 + 1000, ownShard: false });
-    expect(first.coalescer.markOf("k")?.ownShard).toBe(false);
-    first.coalescer.moveToOwnShard("k");
-    expect(first.coalescer.markOf("k")?.ownShard).toBe(true);
+  it("a mark's spread moves the isolates whose draw is below it, and only those", async () => {
+    // [the isolate's draw, the mark's spread, where its first batch goes]
+    const table: [number, number, string][] = [
+      [0, 0, "delegate.0"],
+      [0, 0.01, "delegate.2"],
+      [0.3, 0.25, "delegate.0"],
+      [0.3, 0.3, "delegate.0"],
+      [0.3, 0.31, "delegate.2"],
+      [0.7, 0.71, "delegate.2"],
+      // At most MAX_SPREAD (every shard alike): a draw at or above it stays on the first shard.
+      [0.74, 1, "delegate.2"],
+      [0.75, 1, "delegate.0"],
+    ];
+    for (const [draw, spread, to] of table) {
+      const iso = isolate(() => T0, draw);
+      await iso.ask({ untilMs: T0 + 1000, spread });
+      expect([draw, spread, iso.calls]).toEqual([draw, spread, [to]]);
+      expect(iso.coalescer.markOf("k")?.spread).toBe(Math.min(MAX_SPREAD, spread));
+    }
+  });
+
+  it("spreadTo: raises the spread of a key it tracks with a delegate (its next batch moves if above its draw); never lowers it", async () => {
+    const first = isolate(() => T0, 0.5);
+    first.coalescer.spreadTo("k", 1); // not tracked: nothing to raise
+    await first.ask({ untilMs: T0 + 1000, spread: 0 });
+    expect(first.coalescer.markOf("k")?.spread).toBe(0);
+    first.coalescer.spreadTo("k", 0.4);
+    expect(first.coalescer.markOf("k")?.spread).toBe(0.4);
     await first.ask(null);
-    expect(first.calls).toEqual(["delegate.0", "delegate.2"]);
+    first.coalescer.spreadTo("k", 0.6);
+    first.coalescer.spreadTo("k", 0.2);
+    expect(first.coalescer.markOf("k")?.spread).toBe(0.6);
+    await first.ask(null);
+    expect(first.calls).toEqual(["delegate.0", "delegate.0", "delegate.2"]);
     const none = isolate();
     await none.ask(null, false);
-    none.coalescer.moveToOwnShard("k");
+    none.coalescer.spreadTo("k", 1);
     expect(none.coalescer.markOf("k")).toBeNull();
   });
 
   it("takes a mark only for a key it does not track, and never without a delegate", async () => {
     const known = isolate();
     await known.ask(null);
-    await known.ask({ untilMs: T0 + 1000, ownShard: true });
+    await known.ask({ untilMs: T0 + 1000, spread: 1 });
     expect(known.calls).toEqual(["object", "object"]);
     const none = isolate();
-    await none.ask({ untilMs: T0 + 1000, ownShard: true }, false);
+    await none.ask({ untilMs: T0 + 1000, spread: 1 }, false);
     expect(none.calls).toEqual(["object"]);
     expect(none.coalescer.markOf("k")).toBeNull();
   });
@@ -362,12 +389,12 @@ describe("a coalescer taking a mark", () => {
   it("takes a mark again for a key whose hot spell here lapsed: a mark renews it, none ends it", async () => {
     let now = T0;
     const iso = isolate(() => now);
-    await iso.ask({ untilMs: T0 + 1000, ownShard: false });
+    await iso.ask({ untilMs: T0 + 1000, spread: 0 });
     expect(iso.coalescer.tracks("k")).toBe(true);
     // No answer for HOT_HOLD_MS (an isolate with few requests): the spell lapsed, its data center's mark is wanted.
     now = T0 + HOT_HOLD_MS;
     expect(iso.coalescer.tracks("k")).toBe(false);
-    await iso.ask({ untilMs: now + 1000, ownShard: true });
+    await iso.ask({ untilMs: now + 1000, spread: 1 });
     expect(iso.coalescer.tracks("k")).toBe(true);
     // Lapsed again, and no mark any more: to the key's object, which says the key is cold.
     now += HOT_HOLD_MS;
@@ -375,24 +402,27 @@ describe("a coalescer taking a mark", () => {
     await iso.ask(null);
     expect(iso.coalescer.tracks("k")).toBe(true);
     // Known cold here: a mark is not taken (only for a key not tracked, or lapsed).
-    await iso.ask({ untilMs: now + 1000, ownShard: false });
+    await iso.ask({ untilMs: now + 1000, spread: 0 });
     expect(iso.calls).toEqual(["delegate.0", "delegate.2", "object", "object"]);
   });
 
   it("reads the mark once per hot spell before its first call to the delegate, and moves to its own shard at once if it says so", async () => {
     // [the mark read after the key's object said hot, a mark taken at the start, calls, mark reads]
-    const table: [boolean | "fails" | "no reader", boolean, string[], number][] = [
-      [true, false, ["object", "delegate.2", "delegate.2"], 1],
-      [false, false, ["object", "delegate.0", "delegate.0"], 1],
+    // The isolate's draw is 0.5.
+    const table: [number | "fails" | "no reader", boolean, string[], number][] = [
+      [1, false, ["object", "delegate.2", "delegate.2"], 1],
+      [0.6, false, ["object", "delegate.2", "delegate.2"], 1],
+      [0.4, false, ["object", "delegate.0", "delegate.0"], 1],
+      [0, false, ["object", "delegate.0", "delegate.0"], 1],
       ["fails", false, ["object", "delegate.0", "delegate.0"], 1],
       ["no reader", false, ["object", "delegate.0", "delegate.0"], 0],
       // Started from a mark (read then): no read again, whatever the store says now.
-      [true, true, ["delegate.0", "delegate.0", "delegate.0"], 0],
+      [1, true, ["delegate.0", "delegate.0", "delegate.0"], 0],
     ];
     for (const [mark, startMarked, calls, reads] of table) {
-      const iso = isolate();
+      const iso = isolate(() => T0, 0.5);
       let read = 0;
-      const ownShardMark =
+      const spreadMark =
         mark === "no reader"
           ? undefined
           : (name: string) => {
@@ -400,8 +430,8 @@ describe("a coalescer taking a mark", () => {
               expect(name).toBe("k");
               return mark === "fails" ? Promise.reject(new Error("cache down")) : Promise.resolve(mark);
             };
-      const more = { objectHot: true, ...(ownShardMark === undefined ? {} : { ownShardMark }) };
-      const first = startMarked ? { untilMs: T0 + 1000, ownShard: false } : null;
+      const more = { objectHot: true, ...(spreadMark === undefined ? {} : { spreadMark }) };
+      const first = startMarked ? { untilMs: T0 + 1000, spread: 0 } : null;
       for (const hotMark of [first, null, null]) await iso.ask(hotMark, true, more);
       expect([String(mark), startMarked, iso.calls, read]).toEqual([String(mark), startMarked, calls, reads]);
     }

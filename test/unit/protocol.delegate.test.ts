@@ -30,6 +30,7 @@ import {
 } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import {
+  DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
   DEMAND_BUCKET_MS,
@@ -719,6 +720,32 @@ describe("a delegate's load (its shards)", () => {
     expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), T0 + 400).result.busy).toBe(true);
     const last = withShare(windowShare(), { load: { second: S - 1, curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 } });
     expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
+  });
+
+  it("a busy answer carries the spread: the share of its calls to move for the rest to be DELEGATE_AIM_CALLS_PER_S", () => {
+    const busyAt = DELEGATE_BUSY_CALLS_PER_S;
+    expect([busyAt, DELEGATE_AIM_CALLS_PER_S]).toEqual([250, 200]);
+    // [calls this second before the batch, calls the last second, ms into the second, the answer's busy and spread]
+    const table: [number, number, number, { busy?: true; spread?: number }][] = [
+      [busyAt - 2, 0, 400, {}],
+      // 250 calls in 400 ms: 625 a second, 200 of them stay.
+      [busyAt - 1, 0, 400, { busy: true, spread: 1 - 200 / 625 }],
+      // The current second over at least a quarter second: 250 calls in 100 ms count as 1,000 a second, not 2,500.
+      [busyAt - 1, 0, 100, { busy: true, spread: 1 - 200 / 1000 }],
+      [busyAt - 1, 0, 900, { busy: true, spread: 1 - 200 / (250 / 0.9) }],
+      // Busy by the last second: its 300 calls, more than the current second's pace.
+      [10, 300, 500, { busy: true, spread: 1 - 200 / 300 }],
+      [400, 300, 500, { busy: true, spread: 1 - 200 / 802 }],
+      // Twice the threshold in a second: all (the isolates take as many as there are other shards).
+      [2 * busyAt - 1, 0, 999, { busy: true, spread: 1 }],
+      [0, 2 * busyAt, 999, { busy: true, spread: 1 }],
+    ];
+    for (const [curr, prev, ms, answer] of table) {
+      const record = withShare(windowShare(), { load: { second: Math.floor(T0 / 1000), curr, prev } });
+      const { busy, spread } = delegateCall(record, batch(win, [1]), T0 + ms).result;
+      const got = { ...(busy === undefined ? {} : { busy }), ...(spread === undefined ? {} : { spread }) };
+      expect([curr, prev, ms, got]).toEqual([curr, prev, ms, answer]);
+    }
   });
 });
 

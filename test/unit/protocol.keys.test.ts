@@ -9,21 +9,24 @@ import {
   hashString,
   lateResult,
   leaseAsk,
+  MAX_SPREAD,
   newKeyState,
   noteHot,
+  ownShardOf,
   roll,
   see,
   seenOver,
   seenPerTtl,
   shardOf,
   shortOf,
+  spreadTo,
   subleaseAsk,
   unsee,
   windowSubleaseTermMs,
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallResult } from "../../src/protocol/store.ts";
-import { HOT_HOLD_MS, RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS, RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import type { LeaseSettings } from "../../src/rules/types.ts";
 import { fixedWindow, rate, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -59,9 +62,9 @@ describe("newKeyState", () => {
       lastKnownUntilMs: 0,
       seen: { bucket: 0, curr: 0, prev: 0, runCount: 0 },
       busyUntilMs: 0,
-      ownShard: false,
+      spread: 0,
       hotMarkRead: true, // no way to read a mark: nothing to read
-      ownShardMark: null,
+      spreadMark: null,
       grantHotUntilMs: 0,
     });
     expect(auto).toEqual({
@@ -85,9 +88,9 @@ describe("newKeyState", () => {
       returnsNotBeforeMs: 0,
       overloadedUntilMs: 0,
       grantHotUntilMs: 0,
-      ownShard: false,
+      spread: 0,
       hotMarkRead: true,
-      ownShardMark: null,
+      spreadMark: null,
       delegate: null,
       hotUntilMs: 0,
       delegateDownUntilMs: 0,
@@ -371,24 +374,41 @@ describe("hot keys and delegates", () => {
     expect(delegateFor(without, T0)).toBeNull();
   });
 
-  it("spreads to its own shard once a delegate said busy, until the key goes cold", () => {
+  it("goes to its own shard once the spread is above its draw, never back while hot, until the key goes cold", () => {
     const own = { ...route, name: "r:key@weur.2" };
-    const sharded = { ...route, ownShard: own };
+    const sharded = { ...route, ownShard: own, draw: 0.5 };
     const st = keyWith(null, { delegate: sharded });
     noteHot(st, true, T0);
     expect(delegateFor(st, T0)).toBe(sharded);
-    st.ownShard = true; // a delegate said busy (delegate_call.ts `callTarget`)
-    expect(delegateFor(st, T0)).toBe(own);
+    // [spread heard (delegate_call.ts `callTarget`, a mark), the spread kept, where the next batch goes]
+    const steps: [number, number, DelegateRoute][] = [
+      [0.3, 0.3, sharded],
+      [0.5, 0.5, sharded],
+      [0.51, 0.51, own],
+      [0.2, 0.51, own],
+      [0.7, 0.7, own],
+      // At most every shard alike: a quarter of the isolates stay on the first, a quarter on each other.
+      [2, MAX_SPREAD, own],
+    ];
+    for (const [heard, kept, to] of steps) {
+      spreadTo(st, heard);
+      expect([heard, st.spread, delegateFor(st, T0)]).toEqual([heard, kept, to]);
+    }
     // Not hot: no delegate at all; gone cold (`hot: false`): back to the first shard when hot again.
     expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
     noteHot(st, false, T0);
-    expect(st.ownShard).toBe(false);
+    expect(st.spread).toBe(0);
     noteHot(st, true, T0);
     expect(delegateFor(st, T0)).toBe(sharded);
-    // An isolate whose own shard is the first stays there.
+    // A route without a draw moves at any spread; one without an own shard stays on the first.
+    const drawless = keyWith(null, { delegate: { ...route, ownShard: own } });
+    noteHot(drawless, true, T0);
+    spreadTo(drawless, 0.01);
+    expect(delegateFor(drawless, T0)).toBe(own);
+    expect(MAX_SPREAD).toBe(1 - 1 / DELEGATE_SHARDS);
     const first = keyWith(null, { delegate: route });
     noteHot(first, true, T0);
-    first.ownShard = true;
+    spreadTo(first, 1);
     expect(delegateFor(first, T0)).toBe(route);
   });
 });
@@ -443,5 +463,19 @@ describe("shardOf", () => {
     const low = perShard((t) => hashString(t) % 4);
     expect(Math.max(...low)).toBeGreaterThan(230);
     expect(shardOf("x", 1)).toBe(0);
+  });
+
+  it("ownShardOf: an own shard other than the first, evenly, and a draw uniform and independent of it", () => {
+    // Isolates 0..4999 as the simulation names them: per own shard (1 to 3) and per quarter of draws, about 417.
+    const cells = Array.from({ length: DELEGATE_SHARDS * 4 }, () => 0);
+    for (let i = 0; i < 5000; i++) {
+      const { shard, draw } = ownShardOf(`isolate-${i}-0`);
+      expect(draw >= 0 && draw < 1).toBe(true);
+      cells[shard * 4 + Math.floor(draw * 4)]!++;
+    }
+    expect(cells.slice(0, 4)).toEqual([0, 0, 0, 0]);
+    expect(Math.min(...cells.slice(4))).toBeGreaterThanOrEqual(360);
+    expect(Math.max(...cells.slice(4))).toBeLessThanOrEqual(475);
+    expect(ownShardOf("x")).toEqual(ownShardOf("x"));
   });
 });
