@@ -2,13 +2,17 @@
  * Where a rule's field is in its YAML file (`7:9`, 1-based line and column), for messages about `key:`, its parts
  * (`key[2].ip.v4`), `key_missing` and `key_client_chosen`, and for a rule's own problems (not a mapping, its id, a
  * field it lacks: at the rule, or at the deepest part present). An unknown key points at the key; any other message
- * at the value. Other fields' messages name the rule and the field only.
+ * at the value. So do the messages about a key beside `match.identity` or inside `match`, and about `unverified`
+ * without an `api_key` part. Other fields' messages name the rule and the field only.
  */
 import { type Document, isAlias, isMap, isScalar, isSeq, type Node } from "yaml";
 import type { Locate } from "./parse.ts";
 
 /** The fields whose messages carry a position. */
-const LOCATED = /^key(?:$|[[.]|_missing$|_client_chosen$)/;
+const LOCATED = /^(?:key(?:$|[[.]|_missing$|_client_chosen$)|match\.key$)/;
+
+/** Messages of other fields that are about `key:` (its short form given beside it, `unverified` without `api_key`). */
+const ABOUT_KEY = /^(?:give match\.identity or key|only rules whose key has)/;
 
 /** A rule's own problems (field `""`: the rule; its id; a field it lacks), which name no field present to find. */
 const ruleLevel = (field: string, message: string) => field === "" || field === "id" || message.startsWith("required");
@@ -29,7 +33,7 @@ export function yamlLocator(doc: Document, text: string): Locate {
     return `${line + 1}:${offset - lineStarts[line]! + 1}`;
   };
   return (index, field, message) => {
-    if (!LOCATED.test(field) && !ruleLevel(field, message)) return null;
+    if (!LOCATED.test(field) && !ABOUT_KEY.test(message) && !ruleLevel(field, message)) return null;
     const unknownKey = /^unknown key(?:;|$| \()/.test(message);
     let node: unknown = isSeq(doc.contents) ? doc.contents.items[index] : undefined;
     let found: Node | null = node as Node | null;

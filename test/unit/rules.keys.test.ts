@@ -63,13 +63,16 @@ describe("key: each mistake, its message", () => {
   it.each([
     [
       "  match: { identity: ip }\n  key: global\n",
-      "k.yaml: r.match.identity: give match.identity or key, not both (match.identity: X is the short form of key: [X])",
+      "k.yaml:2:22: r.match.identity: give match.identity or key, not both (match.identity: X is the short form of key: [X])",
     ],
     [
       "  match: {}\n",
       "k.yaml:2:10: r.match.identity: required: one of api_key, ip, user (or a key: at the rule's top level)",
     ],
-    ["  match: { key: global }\n", "k.yaml: r.match.key: key belongs at the rule's top level (key: ..., beside match)"],
+    [
+      "  match: { key: global }\n",
+      "k.yaml:2:17: r.match.key: key belongs at the rule's top level (key: ..., beside match)",
+    ],
     [
       "  match: {}\n  key: [contry]\n",
       'k.yaml:3:9: r.key[0]: unknown key part "contry"; did you mean "country"? (parts: api_key, ip, user, method, route, path, host, asn, country, colo, ja4, header, cookie, query, const)',
@@ -113,7 +116,7 @@ describe("key: each mistake, its message", () => {
     ],
     [
       "  match: {}\n  key: ip\n  unverified: skip\n",
-      "k.yaml: r.unverified: only rules whose key has an api_key part have unverified callers; this key has none",
+      "k.yaml:4:15: r.unverified: only rules whose key has an api_key part have unverified callers; this key has none",
     ],
     [
       "  match: {}\n  key: global\n  key_client_chosen: yes\n",
