@@ -9,6 +9,7 @@
 import { isObject, type Obj } from "./envoy_file.ts";
 import { headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
 import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
+import { mayOverlap } from "./nginx_places.ts";
 
 /**
  * The descriptors a configuration's `rate_limits` entries send, each as its keys in order (`"?"`: an action whose key
@@ -24,7 +25,13 @@ export function sentShapes(root: unknown): string[][] | null {
       return;
     }
     if (!isObject(value)) return;
-    for (const list of [value.rate_limits, isObject(value.route) ? value.route.rate_limits : undefined]) {
+    // A virtual host's own entries reach only routes without limits of their own (see `walk`).
+    const routes = Array.isArray(value.routes) ? value.routes.filter(isObject) : [];
+    const hostReaches = isObject(value.match) || routes.length === 0 || routes.some(takesHostLimits);
+    for (const list of [
+      hostReaches ? value.rate_limits : undefined,
+      isObject(value.route) ? value.route.rate_limits : undefined,
+    ]) {
       if (!Array.isArray(list)) continue;
       for (const entry of list) {
         if (!isObject(entry)) continue;
@@ -42,41 +49,61 @@ export function sentShapes(root: unknown): string[][] | null {
 function actionKey(action: Obj): string {
   const [name, body] = Object.entries(action)[0] ?? ["", null];
   const own = isObject(body) && typeof body.descriptor_key === "string" ? body.descriptor_key : null;
-  const defaults: Readonly<Record<string, string | null>> = {
-    request_headers: null,
-    query_parameters: null,
-    remote_address: "remote_address",
-    masked_remote_address: "masked_remote_address",
-    generic_key: "generic_key",
-    header_value_match: "header_match",
-    query_parameter_value_match: "query_match",
-    destination_cluster: "destination_cluster",
-    source_cluster: "source_cluster",
-  };
-  if (name === "remote_address" || name === "masked_remote_address") return name;
-  if (name === "destination_cluster" || name === "source_cluster") return name;
+  if (["remote_address", "masked_remote_address", "destination_cluster", "source_cluster"].includes(name)) return name;
   if (own !== null) return own;
   if (name === "request_headers" && isObject(body) && typeof body.header_name === "string")
     return body.header_name.toLowerCase();
   if (name === "query_parameters" && isObject(body) && typeof body.query_parameter_name === "string")
     return body.query_parameter_name;
+  const defaults: Readonly<Record<string, string>> = {
+    generic_key: "generic_key",
+    header_value_match: "header_match",
+    query_parameter_value_match: "query_match",
+  };
   return defaults[name] ?? "?";
 }
 
 /** The descriptor meanings a configuration's route actions give, by `KEY` or `KEY:VALUE` as `--map` names them. */
 export function actionMeanings(root: unknown): Map<string, Meaning> {
   const out = new Map<string, Meaning>();
-  walk(root, "/", out, 0, nodeCluster(root));
+  walk(root, "/", out, 0, nodeCluster(root), new WeakMap());
   return out;
 }
 
-function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: number, node: string | null): void {
+/** A virtual host's routes, each with the paths of the routes before it: Envoy gives a request to the first match. */
+function noteEarlier(routes: readonly unknown[], earlier: WeakMap<object, string[]>): void {
+  const before: string[] = [];
+  for (const r of routes) {
+    if (!isObject(r) || !isObject(r.match)) continue;
+    earlier.set(r, [...before]);
+    before.push(pathOf(r.match) ?? "(a route a Sluice route cannot say)");
+  }
+}
+
+/** Why a route's rule also takes requests Envoy gives to an earlier route, or `undefined`. */
+function shadowNote(path: string, before: readonly string[]): string | undefined {
+  const asRoute = (p: string) => (p === "/" ? "* /**" : `* ${p}`);
+  const taken = before.filter((b) => b.startsWith("(") || mayOverlap(asRoute(path), asRoute(b)));
+  if (taken.length === 0) return undefined;
+  return `Envoy sends it on ${asRoute(path).slice(2)} only for requests no earlier route (${taken.map((b) => asRoute(b).slice(2)).join(", ")}) takes; the rule also applies to those`;
+}
+
+// long: a route, a virtual host and their rate_limits, each place with the routes its actions reach
+function walk(
+  value: unknown,
+  prefix: string,
+  out: Map<string, Meaning>,
+  depth: number,
+  node: string | null,
+  earlier: WeakMap<object, string[]>,
+): void {
   if (depth > 60) return;
   if (Array.isArray(value)) {
-    for (const v of value) walk(v, prefix, out, depth + 1, node);
+    for (const v of value) walk(v, prefix, out, depth + 1, node, earlier);
     return;
   }
   if (!isObject(value)) return;
+  if (Array.isArray(value.routes)) noteEarlier(value.routes, earlier);
   // A route: `match` with its path, and `rate_limits` on it or on its `route` action; a virtual host's apply to its
   // routes.
   const here = isObject(value.match) ? (pathOf(value.match) ?? prefix) : prefix;
@@ -101,12 +128,13 @@ function walk(value: unknown, prefix: string, out: Map<string, Meaning>, depth: 
       const actions = Array.isArray(entry.actions) ? entry.actions : isObject(entry.actions) ? [entry.actions] : [];
       for (const action of actions) {
         if (!isObject(action)) continue;
-        for (const path of paths) readAction(action, path, out);
+        const before = isObject(value.match) ? (earlier.get(value) ?? []) : [];
+        for (const path of paths) readAction(action, path, out, shadowNote(path, before));
         readRouteAction(action, { targets, node }, out);
       }
     }
   }
-  for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") walk(v, here, out, depth + 1, node);
+  for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") walk(v, here, out, depth + 1, node, earlier);
 }
 
 /**
@@ -129,27 +157,27 @@ function pathOf(match: Obj): string | null {
 }
 
 // long: one branch per kind of action, each with the meaning it gives
-function readAction(action: Obj, path: string, out: Map<string, Meaning>): void {
+function readAction(action: Obj, path: string, out: Map<string, Meaning>, note: string | undefined): void {
   const a = (name: string) => (isObject(action[name]) ? (action[name] as Obj) : null);
   const str = (o: Obj, k: string, fallback: string) => (typeof o[k] === "string" ? (o[k] as string) : fallback);
   const headers = a("request_headers");
   if (headers !== null && typeof headers.header_name === "string") {
     const name = headers.header_name.toLowerCase();
-    sentAt(out, str(headers, "descriptor_key", name), headerMeaning(name), path);
+    sentAt(out, str(headers, "descriptor_key", name), headerMeaning(name), path, note);
   }
   const query = a("query_parameters");
   if (query !== null && typeof query.query_parameter_name === "string") {
     const name = query.query_parameter_name;
     const meaning: Meaning = { kind: "part", part: `{ query: ${name} }`, text: `the ${name} query value` };
-    sentAt(out, str(query, "descriptor_key", name), meaning, path);
+    sentAt(out, str(query, "descriptor_key", name), meaning, path, note);
   }
   const masked = a("masked_remote_address");
   if (masked !== null) {
     const v4 = typeof masked.v4_prefix_mask_len === "number" ? masked.v4_prefix_mask_len : 32;
     const v6 = typeof masked.v6_prefix_mask_len === "number" ? masked.v6_prefix_mask_len : 128;
-    sentAt(out, "masked_remote_address", maskedIp(v4, v6), path);
+    sentAt(out, "masked_remote_address", maskedIp(v4, v6), path, note);
   }
-  if (a("remote_address") !== null) sentAt(out, "remote_address", { kind: "identity", identity: "ip" }, path);
+  if (a("remote_address") !== null) sentAt(out, "remote_address", { kind: "identity", identity: "ip" }, path, note);
   const qvm = a("query_parameter_value_match");
   if (qvm !== null && typeof qvm.descriptor_value === "string") {
     out.set(`${str(qvm, "descriptor_key", "query_match")}:${qvm.descriptor_value}`, {
@@ -160,11 +188,17 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>): void 
   const generic = a("generic_key");
   if (generic !== null && typeof generic.descriptor_value === "string") {
     const key = `${str(generic, "descriptor_key", "generic_key")}:${generic.descriptor_value}`;
-    sentAt(out, key, path === "/" ? { kind: "any" } : routeOf("*", path), path);
+    sentAt(out, key, path === "/" ? { kind: "any" } : routeOf("*", path), path, note);
   }
   const hvm = a("header_value_match");
   if (hvm !== null && typeof hvm.descriptor_value === "string") {
-    sentAt(out, `${str(hvm, "descriptor_key", "header_match")}:${hvm.descriptor_value}`, headerMatch(hvm, path), path);
+    sentAt(
+      out,
+      `${str(hvm, "descriptor_key", "header_match")}:${hvm.descriptor_value}`,
+      headerMatch(hvm, path),
+      path,
+      note,
+    );
   }
 }
 
@@ -174,15 +208,17 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>): void 
  * virtual host or `/`), never only on the last one read. A per-client key (an address, a header) keeps its meaning
  * and gets those routes; a refused meaning stays refused.
  */
-function sentAt(out: Map<string, Meaning>, key: string, meaning: Meaning, path: string): void {
+function sentAt(out: Map<string, Meaning>, key: string, given: Meaning, path: string, note?: string): void {
   const had = out.get(key);
+  const meaning = withNote(given, note, had);
   if (meaning.kind === "identity" || meaning.kind === "part") {
     const here = path === "/" ? undefined : routeOf("*", path);
     const routes = here?.kind === "route" ? [here.route].flat() : undefined;
     const alike =
       had !== undefined &&
       had.kind === meaning.kind &&
-      JSON.stringify({ ...had, routes: undefined }) === JSON.stringify({ ...meaning, routes: undefined });
+      JSON.stringify({ ...had, routes: undefined, note: undefined }) ===
+        JSON.stringify({ ...meaning, routes: undefined, note: undefined });
     if (!alike) {
       out.set(key, routes === undefined ? meaning : { ...meaning, routes: one(routes) });
       return;
@@ -194,9 +230,26 @@ function sentAt(out: Map<string, Meaning>, key: string, meaning: Meaning, path: 
     return;
   }
   if (had === undefined || meaning.kind === "refused") out.set(key, meaning);
-  else if (had.kind === "refused" || had.kind === "any") return;
+  else if (had.kind === "refused") return;
+  else if (had.kind === "any") out.set(key, meaning.kind === "any" ? meaning : { ...had, ...noteOf(meaning) });
   else if (meaning.kind === "any" || had.kind !== "route" || meaning.kind !== "route") out.set(key, meaning);
-  else out.set(key, { kind: "route", route: one([...new Set([...[had.route].flat(), ...[meaning.route].flat()])]) });
+  else {
+    const route = one([...new Set([...[had.route].flat(), ...[meaning.route].flat()])]);
+    out.set(key, { kind: "route", route, ...noteOf(meaning) });
+  }
+}
+
+/** A note on a meaning, joined with the one the key already had (each place's note once). */
+function withNote(meaning: Meaning, note: string | undefined, had: Meaning | undefined): Meaning {
+  if (meaning.kind === "refused" || meaning.kind === "plan") return meaning;
+  const notes = [...new Set([had === undefined ? undefined : noteOf(had).note, meaning.note, note])].filter(
+    (n): n is string => n !== undefined,
+  );
+  return notes.length === 0 ? meaning : { ...meaning, note: notes.join("; ") };
+}
+
+function noteOf(meaning: Meaning): { note?: string } {
+  return "note" in meaning && meaning.note !== undefined ? { note: meaning.note } : {};
 }
 
 function one(routes: readonly string[]): string | readonly string[] {

@@ -27,9 +27,10 @@ export type Meaning =
       /** What differs, for the report. */
       readonly note?: string;
     }
-  | { readonly kind: "route"; readonly route: string | readonly string[] }
+  /** `note`: where the route says more requests than Envoy sends it (approximate, for the report). */
+  | { readonly kind: "route"; readonly route: string | readonly string[]; readonly note?: string }
   | { readonly kind: "plan"; readonly plan: string }
-  | { readonly kind: "any" }
+  | { readonly kind: "any"; readonly note?: string }
   /** A descriptor that an Envoy route action sends for requests no Sluice match can pick out (envoy_actions.ts). */
   | { readonly kind: "refused"; readonly why: string };
 
@@ -165,6 +166,12 @@ export function matchOf(
     report.push({ where, kind: "left out", message: `${chainText}: ${message}` });
     return null;
   };
+  // What a step's meaning says differs (approximate), once per chain.
+  const shadowed = (note: string | undefined) => {
+    if (note === undefined || notes.includes(`approximate: ${note}`)) return;
+    report.push({ where, kind: "approximate", message: `${chainText}: ${note}` });
+    notes.push(`approximate: ${note}`);
+  };
   for (const step of steps) {
     if (step.value?.endsWith("*") === true) {
       return leftOut(
@@ -196,10 +203,7 @@ export function matchOf(
         route = route === undefined ? meaning.routes : bothRoutes(route, meaning.routes);
         if (route.length === 0) return leftOut(`${step.key}: its routes and the chain's others share no request`);
       }
-      if (meaning.note !== undefined) {
-        report.push({ where, kind: "approximate", message: `${chainText}: ${meaning.note}` });
-        notes.push(`approximate: ${meaning.note}`);
-      }
+      shadowed(meaning.note);
       if (meaning.kind === "identity" && meaning.identity === "ip") {
         // Envoy's descriptor holds the whole address; `identity: ip` groups IPv6 by IPV6_PREFIX (as NGINX's import says).
         report.push({ where, kind: "note", message: `${chainText}: ${IPV6_GROUPED}` });
@@ -210,10 +214,12 @@ export function matchOf(
           : { part: meaning.part, identity: null },
       );
     } else if (meaning.kind === "route") {
+      shadowed(meaning.note);
       route = route === undefined ? meaning.route : bothRoutes(route, meaning.route);
       if (route.length === 0)
         return leftOut(`${step.key}=${step.value}: its routes and the chain's others share no request`);
     } else if (meaning.kind === "plan") plan = meaning.plan;
+    else if (meaning.note !== undefined) shadowed(meaning.note);
     else if (step.key === "generic_key" && mapping.get(`generic_key:${step.value}`) === undefined) {
       const message = `generic_key=${step.value} is set by Envoy's route actions: imported for every request (give --map generic_key:${step.value}=route:METHOD /path if only some routes set it)`;
       report.push({ where, kind: "note", message: `${chainText}: ${message}` });

@@ -183,7 +183,34 @@ descriptors:
     );
     // Every route has limits of its own, so the host's x-plan action is sent on none.
     expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
-      "plan: plan=*: no rate_limits action in the Envoy configuration given sends it, so Envoy never applies this limit (give --map to say what it means anyway)",
+      "plan: no rate_limits entry of the Envoy configuration given sends a descriptor of exactly these keys (plan), and the service applies a limit only to a descriptor as deep as its chain, so this limit never applies (give --map to say what it means anyway)",
+    ]);
+  });
+});
+
+describe("Envoy gives a request to its first matching route", () => {
+  // A `prefix: /` route after /v1/search gets only the other requests; its limit became one on every request, without
+  // a word. Routes cannot say "all but the earlier routes' paths", so the report lists it.
+  it("a catch-all route's limit is listed as applying to the earlier routes' requests too", () => {
+    const routes = `virtual_hosts:
+  - name: api
+    routes:
+      - match: { prefix: /v1/search }
+        route: { cluster: api }
+      - match: { prefix: / }
+        route:
+          cluster: api
+          rate_limits:
+            - actions: [{ generic_key: { descriptor_value: rest } }]
+`;
+    const service =
+      "domain: d\ndescriptors:\n  - key: generic_key\n    value: rest\n    rate_limit: { unit: second, requests_per_unit: 50 }\n";
+    const m = parseMapping([]);
+    if ("error" in m) throw new Error(m.error);
+    const r = importEnvoy(service, "ratelimit.yaml", m.mapping, load(routes, "envoy.yaml").value);
+    expect(r.rules.map((x) => [x.id, x.match.route ?? "*", x.key])).toEqual([["d-rest", "*", "global"]]);
+    expect(r.report.filter((i) => i.kind === "approximate").map((i) => i.message)).toEqual([
+      "generic_key=rest: Envoy sends it on /** only for requests no earlier route (/v1/search**) takes; the rule also applies to those",
     ]);
   });
 });
