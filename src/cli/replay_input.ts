@@ -36,6 +36,11 @@ import { Progress } from "./progress.ts";
 import { parseTraceLineInto, readLineBatches, type TraceLineSlot, TraceProblems } from "./trace.ts";
 import { BadLines } from "./trace_from.ts";
 
+const UNKNOWN_FIRST_LINE =
+  'not a trace this reads: not a request trace, nor a "t_ms,key,cost" line, nor an access log in a format it ' +
+  "recognises (NGINX's combined or the nginx.conf's given by plan --from nginx:, Envoy's default, Cloudflare " +
+  "Logpush); for a log_format of your own, write a request trace first: sluice trace from nginx LOG --conf nginx.conf";
+
 /** How late a log line may come and still be put in order: `sluice trace from`'s default `--reorder`. */
 const LOG_REORDER_MS = 60_000;
 
@@ -150,11 +155,18 @@ class LineReader {
       return null;
     }
     if (kind === "request") return "request";
-    if (parseTraceLineInto(first, true, this.keyedSlot) !== true && /^t_ms,key/.test(first) === false) {
+    const keyed = parseTraceLineInto(first, true, this.keyedSlot);
+    if (keyed !== true && keyed !== null && /^t_ms,key/.test(first) === false) {
       this.log = logParserFor(first, this.options.nginxFormat, this.options.columns);
       if (this.log !== null) {
         for (const w of this.log.warnings) this.stderr.write(`${this.name}: warning: ${w}\n`);
         return "log";
+      }
+      // Neither: most often an access log in a format of its own, which only `trace from --conf/--format` reads. A
+      // line that starts as a `t_ms,...` one is a malformed keyed trace, reported as such.
+      if (!/^\s*-?[0-9.]+\s*(?:,|$)/.test(first)) {
+        this.errors.push(`${this.name}:${this.lineNo}: ${UNKNOWN_FIRST_LINE}`);
+        return null;
       }
     }
     return "keyed";

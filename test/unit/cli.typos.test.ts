@@ -246,14 +246,25 @@ describe("a trace with mistakes", () => {
     ).toEqual([0]);
   });
 
+  it("a first line that is no trace it reads says what it reads, and how to make a trace of a log", async () => {
+    // An NGINX log in a log_format of its own was read as a t_ms,key,cost trace: "--rule RULE_ID is required".
+    const log = join(dir, "access.log");
+    writeFileSync(log, '127.0.0.1 - [05/Dec/2026:09:18:21 +0000] "GET /v1/a HTTP/1.1" 200 1796462301.337 0.000\n');
+    const r = await runCli(["simulate", "--rules", RULES, "--trace", log]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`${log}:1: not a trace this reads:`);
+    expect(r.stderr).toContain("sluice trace from nginx LOG --conf nginx.conf");
+    expect(r.stderr).not.toContain("--rule RULE_ID is required");
+  });
+
   it(`stops after ${MAX_REPORTED_LINES} malformed lines, and says so`, async () => {
     const many = join(dir, "many.csv");
-    writeFileSync(many, "x\n".repeat(MAX_REPORTED_LINES + 5));
+    writeFileSync(many, "-1,k\n".repeat(MAX_REPORTED_LINES + 5));
     const r = await runCli(["compare", "--rules", RULES, "--trace", many]);
     expect(r.code).toBe(1);
     const lines = r.stderr.trimEnd().split("\n");
     expect(lines).toHaveLength(MAX_REPORTED_LINES + 1);
-    expect(lines[0]).toBe(`${many}:1: expected "t_ms,key[,cost]", got "x"`);
+    expect(lines[0]).toBe(`${many}:1: t_ms must be between 0 and 8640000000000000, got -1`);
     expect(lines.at(-1)).toBe(`${many}: stopped at line ${MAX_REPORTED_LINES + 1}, after 20 malformed lines`);
   });
 
