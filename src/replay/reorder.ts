@@ -1,7 +1,11 @@
 /**
  * Access logs are written when a request ends, so a slow request's line comes after faster ones that started later.
- * `Reorder` holds the lines of the last `windowMs` (bounded memory) and lets them out in start-time order, stable
- * for equal times; a line more than `windowMs` late goes out where it came and is counted.
+ * `Reorder` holds the lines of the last `windowMs` (bounded memory) and lets them out in start-time order; a line
+ * more than `windowMs` late goes out where it came and is counted. Lines of one instant go out in the log's order,
+ * except that a request the log says its limiter refused (`answered.limited`) comes after the ones it did not: a
+ * refusal is written at once and an admitted request when it ends, but within one instant a limiter admits before it
+ * refuses (nothing leaks in between, and a refusal changes no state), so the log's order would replay a refusal
+ * first and flip both.
  */
 import type { RequestLine } from "./request_trace.ts";
 
@@ -41,7 +45,9 @@ export class Reorder {
   }
 
   private less(a: Held, b: Held): boolean {
-    return a.line.tMs < b.line.tMs || (a.line.tMs === b.line.tMs && a.seq < b.seq);
+    if (a.line.tMs !== b.line.tMs) return a.line.tMs < b.line.tMs;
+    const refused = (h: Held) => (h.line.answered?.limited === true ? 1 : 0);
+    return refused(a) !== refused(b) ? refused(a) < refused(b) : a.seq < b.seq;
   }
 
   private push(item: Held): void {
