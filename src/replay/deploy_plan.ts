@@ -5,6 +5,7 @@
  */
 import { type AlgorithmState, capacityOf, carryOver, decide } from "../algorithms/index.ts";
 import { printRule } from "../rules/fields.ts";
+import { printKey } from "../rules/key.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 
 /** One rule id across the two sets. */
@@ -133,9 +134,9 @@ export function stateFate(pair: RulePair): StateFate {
  * `scope: global`, and in an isolate's memory for `scope: local`.
  */
 function unreadState(before: ResolvedRule, after: ResolvedRule): string | null {
-  if (before.match.identity !== after.match.identity) {
+  if (stateKeyOf(before) !== stateKeyOf(after)) {
     return (
-      `keys are counted by ${after.match.identity} instead of ${before.match.identity}, so every caller has a new ` +
+      `keys are counted by ${keyLabelOf(after)} instead of ${keyLabelOf(before)}, so every caller has a new ` +
       "key and the old keys' state is never read"
     );
   }
@@ -148,6 +149,21 @@ function unreadState(before: ResolvedRule, after: ResolvedRule): string | null {
   if (before.scope === "local")
     return "scope: local state lives in isolate memory, and a deploy starts every isolate afresh";
   return null;
+}
+
+/** Whose budget a rule counts, as plan prints it: `ip` (its `match.identity`), `key ip, header:x-tenant-id`, `key global`. */
+function keyLabelOf(rule: ResolvedRule): string {
+  return rule.key === null ? `${rule.match.identity}` : `key ${printKey(rule.key)}`;
+}
+
+/**
+ * What names a key's state: equal for two rules whose keys name the same objects. `identity: ip` and `key: [ip]` key
+ * an address alike (its hash); `key: [api_key]` and `key: [user]` hash the identity's hash again (src/edge/rule_keys.ts),
+ * so they are not `identity: api_key` or `identity: user`'s keys; two key lists are alike only part for part, in order.
+ */
+function stateKeyOf(rule: ResolvedRule): string {
+  if (rule.key === null) return rule.match.identity === "ip" ? "ip" : `identity:${rule.match.identity}`;
+  return printKey(rule.key);
 }
 
 /** `match.route` and `match.except` as text, to tell a change. */

@@ -126,6 +126,41 @@ describe("live state on deploy, as the core's carryOver decides", () => {
       "kept",
       "a match change keeps each key's state",
     ],
+    // A composite key names other objects than the identity it replaces, and another part list other objects again
+    // (src/edge/rule_keys.ts hashes the parts' values): the state a deploy leaves behind is never read. Before, plan
+    // said "counted by null instead of ip", and "carried over as it is" for a header part changed to a cookie.
+    [
+      "identity: ip to key: [ip, header]",
+      TB(4).replace("api_key", "ip"),
+      TB(4).replace("identity: api_key", "").replace("}\n", "}\n  key: [ip, { header: X-Tenant-Id }]\n"),
+      "changed",
+      "discarded",
+      "counted by key ip, header:x-tenant-id instead of ip",
+    ],
+    [
+      "a key's header part to a cookie",
+      TB(4).replace("identity: api_key", "").replace("}\n", "}\n  key: [ip, { header: X-Tenant-Id }]\n"),
+      TB(4).replace("identity: api_key", "").replace("}\n", "}\n  key: [ip, { cookie: tenant }]\n"),
+      "changed",
+      "discarded",
+      "counted by key ip, cookie:tenant instead of key ip, header:x-tenant-id",
+    ],
+    [
+      "identity: user to key: [user] (the part's value is the identity's hash, hashed again)",
+      TB(4).replace("api_key", "user"),
+      TB(4).replace("identity: api_key", "").replace("}\n", "}\n  key: [user]\n"),
+      "changed",
+      "discarded",
+      "a new key",
+    ],
+    [
+      "identity: ip to key: [ip] (the short spelling: the same address, the same object)",
+      TB(4).replace("api_key", "ip"),
+      TB(4).replace("identity: api_key", "").replace("}\n", "}\n  key: [ip]\n"),
+      "changed",
+      "kept",
+      "carried over as it is",
+    ],
   ])("%s", (_name, before, after, change, kind, text) => {
     const f = fate(before, after);
     expect(f.change).toBe(change);
