@@ -395,7 +395,11 @@ describe("state and reset use the identity the gateway counts by", () => {
     expect(await state(ip)).toMatchObject({ remaining: 1, key: await sha256Hex(`unverified:${ip}`) });
     const unknown = await call("GET", "/_sluice/state?rule=per-key", withKey(freshKey("sk_made_up")));
     expect(unknown.status).toBe(400);
-    expect(((await unknown.json()) as { detail: string }).detail).toContain("counted by their address");
+    // The whole sentence an operator reads (it once showed a stray `" +` and a line break from a broken concatenation).
+    expect(((await unknown.json()) as { detail: string }).detail).toBe(
+      "X-Sluice-Key is not an API key with an account record, nor a client address: callers without a known key are " +
+        "counted by their address, so pass that.",
+    );
     const reset = await call("POST", "/_sluice/reset?rule=per-key", withKey(ip));
     expect(await reset.json()).toMatchObject({ reset: true, existed: true });
     expect(await state(ip)).toMatchObject({ remaining: 3 });

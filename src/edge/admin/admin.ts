@@ -350,8 +350,9 @@ async function countedKeyHash(
     const address = clientIpKey(raw, settings.ipv6PrefixBits);
     if (address !== null) return keyHashOf(settings.keyHashSecret, unverifiedKeyText(address));
     return {
-      error: `${ADMIN_KEY_HEADER} is not an API key with an account record, nor a client address: callers without a known key are " +
-        "counted by their address, so pass that.`,
+      error:
+        `${ADMIN_KEY_HEADER} is not an API key with an account record, nor a client address: callers without a known ` +
+        "key are counted by their address, so pass that.",
     };
   }
   if (key === null) return { error: `${ADMIN_KEY_HEADER} is not a ${identity} the gateway would count by.` };
