@@ -33,7 +33,8 @@ export function cloudflareParser(fields: FieldOptions = DEFAULT_FIELDS): LogPars
       } catch {
         return "not JSON";
       }
-      if (typeof record !== "object" || record === null) return "not a JSON object";
+      if (typeof record !== "object" || record === null || Array.isArray(record)) return "not a JSON object";
+      if (record.EdgeStartTimestamp === undefined) return "no EdgeStartTimestamp";
       const tMs = edgeStartMs(record.EdgeStartTimestamp);
       if (Number.isNaN(tMs)) return `unreadable EdgeStartTimestamp ${JSON.stringify(record.EdgeStartTimestamp)}`;
       const uri = typeof record.ClientRequestURI === "string" ? record.ClientRequestURI : "";

@@ -4,7 +4,7 @@
  */
 import { hashedUser } from "./log_fields.ts";
 import type { Outcome } from "./outcomes.ts";
-import type { Answered, RequestLine, TraceColumns } from "./request_trace.ts";
+import { type Answered, badAddress, type RequestLine, type TraceColumns } from "./request_trace.ts";
 
 /** Which request headers carry the caller's API key and user id (lower-case names). */
 export interface FieldOptions {
@@ -74,6 +74,8 @@ export function fill(
   if (!Number.isSafeInteger(tMs) || tMs < 0) return "no readable time";
   if (!req.path.startsWith("/")) return `the path must start with /, got ${JSON.stringify(req.path.slice(0, 60))}`;
   if (/[\s,]/.test(user ?? "") || /[\s,]/.test(key ?? "")) return "a key or user with a comma or a space";
+  const bad = badAddress(address);
+  if (bad !== null) return `the client ${bad}`;
   slot.tMs = tMs;
   slot.method = req.method.toUpperCase();
   slot.path = req.path.replace(/\s/g, "%20");

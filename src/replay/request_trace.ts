@@ -14,6 +14,7 @@
  * rules that count by the response and for concurrency (outcomes.ts).
  */
 
+import { clientIpKey } from "../request/identity.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import type { Outcome } from "./outcomes.ts";
 
@@ -184,6 +185,8 @@ export function parseRequestLineInto(
   if (!METHOD.test(method)) return `method must be letters, got ${JSON.stringify(clip(method))}`;
   if (!path.startsWith("/")) return `path must start with /, got ${JSON.stringify(clip(path))}`;
   if (/[\s?#]/.test(path)) return `path must have no spaces, ? or #, got ${JSON.stringify(clip(path))}`;
+  const bad = badAddress(address === "" ? null : address);
+  if (bad !== null) return bad;
   if (key.startsWith("sha256:") && !HASHED_KEY.test(key)) {
     return `a hashed key must be sha256: and 64 lower-case hex digits, got ${JSON.stringify(clip(key))}`;
   }
@@ -211,6 +214,16 @@ export function parseRequestLineInto(
   }
   readV2(slot, f, columns);
   return true;
+}
+
+/**
+ * Why `address` is not one client address, or `null` when it is (or absent). The gateway refuses a `CF-Connecting-IP`
+ * that is not exactly one address with 400; read as no address, it would turn every `ip` rule and `ip` key part off
+ * for the line, so a replay refuses it too, saying where. Shared with the access log parsers (log_request.ts).
+ */
+export function badAddress(address: string | null): string | null {
+  if (address === null || clientIpKey(address, 128) !== null) return null;
+  return `address must be one IPv4 or IPv6 address (no port, brackets, zone or list), got ${JSON.stringify(clip(address))}`;
 }
 
 /** Version 2's fields of a line (`f`) into `slot`. */

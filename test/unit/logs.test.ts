@@ -281,6 +281,10 @@ describe("Cloudflare Logpush http_requests", () => {
       JSON.stringify({ ...base, EdgeStartTimestamp: "soon" }),
       "{not json",
       JSON.stringify({ EdgeStartTimestamp: 1796119201 }),
+      // What a replay would read as no address (every ip rule off for it), where the gateway answers 400.
+      JSON.stringify({ ...base, EdgeStartTimestamp: 1796119201, ClientIP: "198.51.100.4:443" }),
+      "[1,2]",
+      JSON.stringify({ ...base }),
     ];
     const t = Date.UTC(2026, 11, 1, 10);
     expect(parseAll(p, lines.join("\n"))).toEqual([
@@ -290,6 +294,9 @@ describe("Cloudflare Logpush http_requests", () => {
       'unreadable EdgeStartTimestamp "soon"',
       "not JSON",
       "no ClientRequestMethod or ClientRequestURI",
+      'the client address must be one IPv4 or IPv6 address (no port, brackets, zone or list), got "198.51.100.4:443"',
+      "not a JSON object",
+      "no EdgeStartTimestamp",
     ]);
     expect(edgeStartMs("1796119200123")).toBe(1796119200123);
   });

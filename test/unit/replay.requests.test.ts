@@ -262,6 +262,16 @@ describe("the request trace format", () => {
     expect.soft(parseRequestLineInto("1,GET,a,,,,", slot)).toBe('path must start with /, got "a"');
     expect.soft(parseRequestLineInto("1,GET,/a,,sha256:abc,,", slot)).toContain("a hashed key must be sha256: and 64");
     expect.soft(parseRequestLineInto("1,GET,/a,,,,0", slot)).toBe('cost must be empty or a positive integer, got "0"');
+    // An address the gateway refuses (400) was read as no address, which turns every ip rule and ip key part off for
+    // the line: a replay admitted what the Worker refuses. Now the line is refused, saying which field.
+    for (const address of ["not-an-ip", "192.0.2.1:80", "[2001:db8::1]", "192.0.2.1 192.0.2.2", "fe80::1%eth0"]) {
+      expect
+        .soft(parseRequestLineInto(`1,GET,/a,${address},,,`, slot))
+        .toBe(
+          `address must be one IPv4 or IPv6 address (no port, brackets, zone or list), got ${JSON.stringify(address)}`,
+        );
+    }
+    expect.soft(parseRequestLineInto("1,GET,/a,::ffff:192.0.2.1,,,", slot)).toBe(true);
   });
 });
 
