@@ -3,9 +3,10 @@
  * searches in one second from 120 addresses, each within its own per-address limit, so every flip is the global
  * budget's. And a version 2 request trace with a composite key, read by `simulate`.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../support/io.ts";
 
@@ -38,6 +39,31 @@ describe("plan shows what a key: global rule would have done", () => {
     expect(r.stdout).toContain("search-origin: added (gcra 200/s, burst 200)");
     expect(r.stdout).toMatch(/search-origin +added +201 +0\n/);
     expect(r.stdout).toMatch(/requests +201 +0\n/);
+  });
+});
+
+describe("docs/rules.md's commands for it run as written", () => {
+  // The issue's done-when: plan shows what the shipped key: global rule would have done on a trace. The docs once gave
+  // `plan --from HEAD --trace requests.csv`, which from a fresh checkout has no requests.csv, and HEAD already has the
+  // rule (nothing added, nothing flips). Their block is run here with sh in a folder shaped like a checkout (rules/
+  // holding the shipped file, wrangler.toml), `npx sluice` being this checkout's bin/sluice.mjs.
+  it("writes the rules without search-origin and 600 searches, and plan shows 201 flips", () => {
+    const doc = readFileSync("docs/rules.md", "utf8");
+    const at = doc.indexOf("What a global budget would have done");
+    const start = doc.indexOf("```sh\n", at) + "```sh\n".length;
+    const block = doc.slice(start, doc.indexOf("```\n", start));
+    expect(at).toBeGreaterThan(0);
+    expect(block).toContain("npx sluice plan --from out/before/ --to rules/ --trace out/searches.csv");
+    const dir = mkdtempSync(join(tmpdir(), "sluice-keys-docs-"));
+    mkdirSync(join(dir, "rules"));
+    copyFileSync(SHIPPED, join(dir, "rules", "shiplane.yaml"));
+    copyFileSync("wrangler.toml", join(dir, "wrangler.toml"));
+    const sluice = `${JSON.stringify(process.execPath)} ${JSON.stringify(resolve("bin/sluice.mjs"))}`;
+    const out = execFileSync("sh", ["-c", block.replaceAll("npx sluice", sluice)], { cwd: dir, encoding: "utf8" });
+    expect(out).toContain("search-origin: added (gcra 200/s, burst 200)");
+    expect(out).toMatch(/1 added, 0 removed, 0 changed, \d+ unchanged\n/);
+    expect(out).toMatch(/search-origin +added +201 +0\n/);
+    expect(out).toMatch(/requests +201 +0\n/);
   });
 });
 
