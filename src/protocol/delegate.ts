@@ -1,14 +1,7 @@
 /**
- * A delegate's decisions: the delegate's side of the delegate tier (share.ts has the key's object's side).
- * One delegate per (rule, key, region) holds a share of a hot key's budget durably and decides its region's isolates'
- * batches from it: a rate share is a bucket of its own under the sliced parameters (`delegateSlice`, a new one starts
- * empty, converted by carry-over on a change); a window share is units already charged in the key's record, admitted
- * first come, the unused ones given back at the next renewal. It renews before the term ends (`renewDue`) with its
- * demand, and before deciding when the share has ended, is short, or a newer rules version arrives (`delegateNeed`).
- * Without a share its shell passes batches through to the key's object. With a batch's lease ask it grants the isolate
- * a sub-lease out of what the share holds (sublease.ts).
- *
- * Pure: (record, input, now) → (result, record). The Durable Object (src/object/delegate.ts) and the simulator run it.
+ * A delegate's decisions from its share of a hot key (share.ts is the key's object's side; docs/production.md,
+ * "Delegates"): a rate share is a bucket of its own under the sliced parameters, a window share units already charged,
+ * admitted first come. Pure: (record, input, now) → (result, record); src/object/delegate.ts and the simulator run it.
  */
 import {
   type AlgorithmParams,
@@ -41,6 +34,7 @@ import {
   type CheckResult,
   type LeaseReturn,
   type LimiterRule,
+  refusedFor,
   replayedResults,
 } from "./store.ts";
 import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
@@ -107,13 +101,9 @@ function sliceOf(share: HeldShare): AlgorithmParams | null {
 }
 
 /**
- * What deciding `costs` (and granting a sub-lease of `leaseUnits`) needs first: `renew` (no share, its term ended, an
- * isolate has a newer rules version with other parameters, or a window share is out of units it may still get), or
- * `ready`. A newer version with the same parameters (every rule's version moves at a deploy, when every delegate
- * restarts too) is `ready`: the share decides exactly as it would under it, and its next renewal carries the version
- * to the key's object (`shareAsk` asks under the newest it knows). Renewing first held every batch of a redeploy for a
- * round trip to the key's object (up to 150 ms and jitter) while the slices' small buckets filled and overflowed;
- * renewing at once after deciding gave a window share's units back and held the batches all the same.
+ * What deciding `costs` (and a sub-lease of `leaseUnits`) needs first: `renew` (no share, its term ended, a newer rules
+ * version with other parameters, or a window share out of units it may still get), or `ready`. A newer version with
+ * the same parameters (every deploy) is `ready`: the next renewal carries it, and no batch waits a round trip for it.
  */
 export function delegateNeed(
   record: DelegateRecord,
@@ -336,14 +326,9 @@ function decideOne(
   cost: number,
   nowMs: number,
 ): { readonly result: CheckResult; readonly share: HeldShare | null } {
-  const checked = decide(share?.rule.params ?? rule.params, null, cost, nowMs);
-  if (!checked.ok) return { result: checked, share };
   const waitMs = Math.max(1, (share?.endsAtMs ?? nowMs) - nowMs);
-  const refused: CheckResult = {
-    ok: true,
-    atMs: nowMs,
-    decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
-  };
+  const refused = refusedFor(share?.rule.params ?? rule.params, cost, waitMs, nowMs);
+  if (!refused.ok) return { result: refused, share };
   if (share === null || nowMs >= share.endsAtMs) return { result: refused, share };
   if (share.kind === "window") {
     if (share.unitsLeft < cost) return { result: refused, share };
@@ -362,9 +347,8 @@ function decideOne(
 function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
   const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
   const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
-  // A rate share's sub-lease too (its tokens name the call), so that a lost answer's tokens are held and given back.
-  // A window share's is not: the share that charged its units may be gone, and a refund naming another share's charge
-  // could be taken into that one; its units stay charged until the window ends (short, never over).
+  // A rate share's sub-lease too, so a lost answer's tokens are held and given back; not a window share's (its
+  // charging share may be gone, and a refund naming it could land in another): short until the window ends, never over.
   const rate = record.share?.kind === "rate";
   const lease =
     rate && seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
@@ -377,11 +361,9 @@ export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
 }
 
 /**
- * How long an isolate whose sub-lease ask found the slice empty waits before it asks again (`CallResult.leaseWaitMs`),
- * ms: until the slice holds its ask (`waitMs`, sublease.ts `refillWaitMs`), times the delegate's demand over its
- * slice's rate when that is more than 1 (at k times its rate, an isolate's fair part of the refill takes k times as
- * long: without it, the isolates told to wait came back together, and at 40 times the rate a delegate was overloaded),
- * and never more than a rate sub-lease's term (what it waited before).
+ * How long an isolate whose sub-lease ask found the slice empty waits before asking again (`CallResult.leaseWaitMs`),
+ * ms: until the slice holds its ask (`waitMs`), times the demand over the slice's rate when above 1 (else the isolates
+ * told to wait came back together), at most `RATE_LEASE_TERM_MS`.
  */
 function contendedWaitMs(record: DelegateRecord, share: HeldShare | null, waitMs: number, nowMs: number): number {
   const params = share === null ? null : sliceOf(share);

@@ -1,10 +1,6 @@
 /**
- * A delegate's demand and when it renews its share (delegate.ts holds the share and decides from it): demand counted
- * in half-term buckets and estimated per term (`demandPerTerm`), the renewal due in the term's last quarter but
- * close to its end, or early when demand moved (`renewDue`), and the parts a rate share still needs when its demand
- * fell (`keptParts`, sent as the ask's `keep`); and the calls it decided per second (`countCall`): when it says busy.
- *
- * Pure functions of a delegate's record and its clock.
+ * A delegate's demand (`demandPerTerm`), when it renews its share (`renewDue`), the parts it keeps when demand fell
+ * (`keptParts`) and when it says busy (`countLoad`): pure functions of its record (delegate.ts) and its clock.
  */
 import {
   DELEGATE_AIM_CALLS_PER_S,
@@ -24,28 +20,32 @@ export interface DemandBuckets {
   readonly prev: number;
 }
 
+/** What these functions read of a delegate's share (delegate.ts `HeldShare`). */
+interface ShareTimes {
+  readonly kind: "rate" | "window";
+  readonly endsAtMs: number;
+  readonly renewAtMs: number;
+  readonly demand?: number;
+  readonly rttMs?: number;
+}
+
+/** A share's whole term, ms: `adoptGrant` renews it a quarter term before its end. */
+function termOf(share: ShareTimes): number {
+  return 4 * (share.endsAtMs - share.renewAtMs);
+}
+
 /** What renewing needs of a delegate's record (delegate.ts `DelegateRecord`). */
 interface Renewable {
-  readonly share: {
-    readonly kind: "rate" | "window";
-    readonly endsAtMs: number;
-    readonly renewAtMs: number;
-    readonly demand?: number;
-    readonly rttMs?: number;
-    readonly ahead?: unknown;
-  } | null;
+  readonly share: (ShareTimes & { readonly ahead?: unknown }) | null;
   readonly demand: DemandBuckets;
   /** Calls decided per second (`countLoad`; absent: none counted). */
   readonly load?: CallLoad;
 }
 
 /**
- * Whether the share should be renewed now, in the background, with demand: in the last quarter of its term, but no
- * earlier than `RENEW_LEAD_MS` before its end (a long term's parts given up stay promised until its end: a short lead
- * wastes little of them), a rate share at least its last renewal's round trip before its end (`rttLeadMs`); or, a rate share of a whole term or more, a quarter of `SHARE_TERM_MS` old, when its demand
- * has moved by more than half (`demandMoved`) from the demand it was granted for (`HeldShare.demand`): a settled
- * share's term grows to 4 s (share_grant.ts `rateTermMs`), and demand that moves (isolates moving to their own
- * shards of a region, a surge) must not wait that long.
+ * Whether the share should be renewed now, in the background, with demand: in its term's last quarter, at most
+ * `RENEW_LEAD_MS` before its end, a rate share at least `rttLeadMs` before it; or a rate share of a whole term or more
+ * whose demand moved (`demandMoved`): a settled term grows to 4 s (share_grant.ts `rateTermMs`), too long to wait.
  */
 export function renewDue(record: Renewable, nowMs: number): boolean {
   const share = record.share;
@@ -53,17 +53,14 @@ export function renewDue(record: Renewable, nowMs: number): boolean {
   if (share === null || share.ahead !== undefined) return false;
   const demand = demandPerTerm(record, nowMs);
   if (demand <= 0) return false;
-  const leadMs = share.endsAtMs - share.renewAtMs;
-  const termMs = 4 * leadMs; // adoptGrant: the lead is a quarter of the term
+  const termMs = termOf(share);
   const dueMs = Math.min(Math.max(share.renewAtMs, share.endsAtMs - RENEW_LEAD_MS), share.endsAtMs - rttLeadMs(share));
   if (nowMs >= dueMs) return true;
   // Only a share of a whole term or more (a shorter one renews soon anyway), a quarter of `SHARE_TERM_MS` old.
   if (share.kind !== "rate" || share.demand === undefined || termMs < SHARE_TERM_MS) return false;
   const ageMs = nowMs - (share.endsAtMs - termMs);
   if (ageMs < SHARE_TERM_MS / 4) return false;
-  // A busy delegate's isolates are moving to their own shards: its demand fallen by a quarter is enough, so that the
-  // parts it no longer needs go to the new shards sooner (cluster simulation, 3 seeds: global-rate at 5,000 isolates
-  // and a load growing to twice its rate, -19.0% of exact after the first second with half, -15.9% with a quarter).
+  // A busy delegate's isolates are moving to their own shards: a quarter's fall frees their parts for the new shards.
   const fell = Math.max(RENEW_SLACK, Math.floor(share.demand / 4));
   return demandMoved(share.demand, demand) || (busyNow(record.load, nowMs) && share.demand - demand > fell);
 }
@@ -78,14 +75,9 @@ function busyNow(load: CallLoad | undefined, nowMs: number): boolean {
 }
 
 /**
- * How long a rate share is still used after its renewal is sent, unless the answer comes first, ms (sent as the ask's
- * `oldForMs`: the key's object keeps its parts promised until it received the ask plus this): the share's last
- * renewal's round trip and `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS` (and that with no round trip measured).
- * The key's object used to keep a renewed or cut share's old parts promised until the old term's end, up to 4 s,
- * unused by anyone once the answer had come (cluster simulation, hot-rate at 1,000 isolates and 10k req/s: 2.3 points
- * of admission, 0.9 of them more than 300 ms before the old end). An answer later than this leaves the delegate
- * without a share until it comes: its batches wait for it (delegate_run.ts), none is refused for it. Shorter (one and
- * a half round trips and 20 ms) or longer (two and 20 ms) measured no better.
+ * How long a rate share is still used after its renewal is sent unless the answer comes first, ms (the ask's
+ * `oldForMs`, so the key's object frees its parts then, not at the old term's end): the last renewal's round trip and
+ * `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS`. A later answer leaves batches waiting for it (delegate_run.ts).
  */
 export function oldShareForMs(share: { readonly rttMs?: number }): number {
   const rtt = share.rttMs;
@@ -93,10 +85,7 @@ export function oldShareForMs(share: { readonly rttMs?: number }): number {
   return Math.min(OLD_SHARE_FOR_MS, rtt + OLD_SHARE_MARGIN_MS);
 }
 
-/**
- * A live rate share whose renewal is sent now: used `forMs` more at most (`oldShareForMs`), so it ends then unless it
- * ended sooner; the answer, when it comes first, replaces it.
- */
+/** A live rate share whose renewal is sent now: it ends `oldShareForMs` from now at the latest. */
 export function usedUntilAnswer<
   S extends { readonly rttMs?: number; readonly endsAtMs: number; readonly renewAtMs: number },
 >(share: S, nowMs: number): { readonly share: S; readonly forMs: number } {
@@ -107,50 +96,27 @@ export function usedUntilAnswer<
 }
 
 /**
- * How long before its end a rate share renews at least, ms: its last renewal's round trip (`rttMs`), so that the
- * answer comes back before the share ends; at most half its term (a round trip longer than that would renew it at
- * every batch). A quarter term renewed only its last quarter (62 ms) before its end, less than a far region's
- * 100-190 ms round trip: its share ended with the renewal in flight, its parts promised and unused (cluster simulation,
- * hot-rate 1,000 isolates at 10k req/s: about 20 parts per 1,000). Not earlier (1.5 round trips, or round trips of
- * first asks, which waited in the key's object's queue at a cold start): the key's object holds a renewed share's old
- * parts promised until its old end too, so an earlier renewal promises them twice for longer (measured: up to 2.4
- * points of admission less at hot-rate 200 isolates at 50k req/s). A window share renews in its last quarter only
- * (renewing gives its unused units back).
+ * How long before its end a rate share renews at least, ms: its last renewal's round trip, so that the answer comes
+ * before the end (a far region's round trip is longer than a quarter term's last quarter), at most half its term; no
+ * earlier, as its old parts stay promised meanwhile. A window share: 0 (renewing gives its unused units back).
  */
-export function rttLeadMs(share: {
-  readonly kind: "rate" | "window";
-  readonly endsAtMs: number;
-  readonly renewAtMs: number;
-  readonly rttMs?: number;
-}): number {
+export function rttLeadMs(share: ShareTimes): number {
   if (share.kind !== "rate" || share.rttMs === undefined || share.rttMs <= 0) return 0;
-  const termMs = 4 * (share.endsAtMs - share.renewAtMs);
-  return Math.min(share.rttMs, Math.floor(termMs / 2));
+  return Math.min(share.rttMs, Math.floor(termOf(share) / 2));
 }
 
 /**
- * A window share's pace, per term, when it at least doubles the demand the share was asked with (else 0, as for no
- * window share): the units it admitted since its term started (not those out in sub-leases, taken for half a term
- * ahead), over at least a tenth of a term. A new shard's demand grows while its region's isolates move to it, and the
- * half-term buckets (`demandPerTerm`) lag: its first shares ran dry and were renewed 3 to 6 times in a few hundred ms
- * (cluster simulation, hot-window at 5,000 isolates, the second after the cold start: 159 calls at the key's object,
- * 97 with this; counting sub-leased units too, 141 at 50k req/s).
+ * A window share's pace per term when it at least doubles the demand it was asked with, else 0: the units it admitted
+ * itself since its term started, over at least a tenth of a term. A new shard's demand grows faster than the
+ * half-term buckets (`demandPerTerm`) follow: its first shares ran dry and were renewed several times a term.
  */
 export function windowPace(
-  share: {
-    readonly kind: "rate" | "window";
-    readonly endsAtMs: number;
-    readonly renewAtMs: number;
-    readonly units: number;
-    readonly unitsLeft: number;
-    readonly lent?: number;
-    readonly demand?: number;
-  } | null,
+  share: (ShareTimes & { readonly units: number; readonly unitsLeft: number; readonly lent?: number }) | null,
   nowMs: number,
 ): number {
   const used = share === null ? 0 : share.units - share.unitsLeft - (share.lent ?? 0);
   if (share === null || share.kind !== "window" || used <= 0) return 0;
-  const startMs = share.endsAtMs - 4 * (share.endsAtMs - share.renewAtMs); // adoptGrant: the lead is a quarter
+  const startMs = share.endsAtMs - termOf(share);
   const elapsedMs = Math.max(SHARE_TERM_MS / 10, nowMs - startMs);
   const pace = Math.floor((used * SHARE_TERM_MS) / elapsedMs);
   return pace >= 2 * (share.demand ?? 0) ? pace : 0;
@@ -208,11 +174,9 @@ export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
 }
 
 /**
- * One more call decided at `nowMs`: the count per second, and whether it says busy (`busyPerS` calls in the current or
- * the last second), with the spread to ask for (coalesce_types.ts `KeyState.spread`): the share of its calls to move
- * for those that stay to be `DELEGATE_AIM_CALLS_PER_S`, by its calls per second (the last second's, or the current
- * one's so far over at least a quarter second); all (1) at twice `busyPerS`. Isolates keep the highest spread they
- * heard: the same ones move as long as it stays, and more only once those that stayed are busy again.
+ * One more call decided at `nowMs`: the count per second, whether it says busy (`busyPerS` calls in this or the last
+ * second), and its spread (coalesce_types.ts `KeyState.spread`): the share of its calls to move for those that stay to
+ * be `DELEGATE_AIM_CALLS_PER_S` (by the last second's rate, or this one's over at least 250 ms); 1 at twice `busyPerS`.
  */
 export function countLoad(
   record: { readonly load?: CallLoad },

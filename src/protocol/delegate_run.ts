@@ -1,22 +1,16 @@
 /**
- * A delegate's steps around its pure decisions (delegate.ts), with its storage, its clock and the key's object passed
- * in: the Durable Object (src/object/delegate.ts) runs it over its SQLite storage and RPC, the simulator over its own.
- *
- * Per batch: take the units it gives back; renew first when the share must be (ended, short of units it may still
- * get, a newer rules version), at most twice (a renewal another batch started may not have been enough; the first also for the units of the batch's
- * lease ask: sublease.ts); decide from the share, and grant the sub-lease from what is left; without one (the key
- * went cold, the key's object refused), pass the batch through to the key's object unchanged; but for
- * `DELEGATE_RENEW_BACKOFF_MS` after a share ask found the object overloaded, refuse it instead.
- * In the last quarter of a term, renew in the background. One renewal at a time: the others wait for it. Every answer
- * says busy while calls arrive faster than one shard should take (`check`).
+ * A delegate's steps around its pure decisions (delegate.ts), storage, clock and the key's object passed in (the
+ * Durable Object, src/object/delegate.ts, or the simulator). Per batch: renew first when `delegateNeed` says (at most
+ * twice: another batch's renewal may not have been enough), decide from the share, else pass the batch through (or
+ * refuse it for `DELEGATE_RENEW_BACKOFF_MS` after an overloaded ask); renew in the background when due, one at a time.
  */
 
-import { decide, fingerprintOf } from "../algorithms/index.ts";
+import { fingerprintOf } from "../algorithms/index.ts";
 import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_ahead.ts";
 import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
-import type { CallInput, CallResult, CheckResult, LimiterRule } from "./store.ts";
+import { type CallInput, type CallResult, type LimiterRule, refusedFor } from "./store.ts";
 import { takeBack } from "./sublease.ts";
 import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, SHARE_TERM_MS } from "./tunables.ts";
 
@@ -64,10 +58,8 @@ export class DelegateRun {
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
   /**
-   * When the key's object last said the key is cold (a grant of no share, not hot; `null`: it did not, or since then a
-   * batch passed through was answered hot or failed): batches then pass through at once, and the share is asked
-   * again in the background a term after (a fast `key: global` rule's first batches come here by construction,
-   * src/isolate/hot_marks.ts; waiting for an ask held each a round trip more, past a far region's budget).
+   * When the key's object last said the key is cold (`null`: not since a passed batch was answered hot or failed):
+   * batches then pass through at once, the share asked again in the background a term after.
    */
   private coldAtMs: number | null = null;
 
@@ -160,10 +152,9 @@ export class DelegateRun {
 }
 
 /**
- * A live window share, under the batch's rules version, that the renewals before this batch left with too few units
- * for it: the batch is decided from it (what fits admitted, the rest refused until the next renewal) rather than
- * passed through to the key's object, which all of a region's waiting batches would otherwise reach at once. A
- * request costing more than the share's last grant still goes through (no grant may ever be big enough for it).
+ * A live window share, under the batch's rules version, left too short for the batch by the renewals before it: the
+ * batch is decided from it rather than passed through with all of the region's waiting batches. A request costing
+ * more than the share's last grant still goes through (no grant may ever be big enough for it).
  */
 function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
   const share = record.share;
@@ -177,20 +168,9 @@ function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
   );
 }
 
-/**
- * Every request of a batch refused until `untilMs` (the key's object could not be asked for a share lately: passing
- * the batch through would only add to its load). Invalid costs keep their errors. Still hot: the isolates stay here.
- */
+/** Every request of a batch refused until `untilMs` (the key's object is overloaded); still hot: isolates stay. */
 function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
   const waitMs = Math.max(1, untilMs - nowMs);
-  const results = input.costs.map((cost): CheckResult => {
-    const out = decide(input.rule.params, null, cost, nowMs);
-    if (!out.ok) return out;
-    return {
-      ok: true,
-      atMs: nowMs,
-      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
-    };
-  });
+  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, waitMs, nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }

@@ -28,7 +28,6 @@ import {
 import {
   type CallInput,
   type CallResult,
-  type CheckResult,
   callRecord,
   isBusy,
   type LeaseReturn,
@@ -38,6 +37,7 @@ import {
   peekRecord,
   peekState,
   recordFreshAtMs,
+  refusedFor,
   ruleFor,
   type ShareBook,
   type ShareEntry,
@@ -184,14 +184,9 @@ export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmPa
   return sliceParams(params, Math.min(parts, SHARE_PARTS), SHARE_PARTS);
 }
 
-/** The direct slice's parameters for `parts` (`null`: none it can admit from). */
-function sliceOf(params: AlgorithmParams, parts: number): AlgorithmParams | null {
-  return honestSlice(params, parts);
-}
-
 /** The direct slice folded back into the record's own state (no rate share is live any more). */
 function fold(rec: LimiterRecord, direct: NonNullable<ShareBook["direct"]>, nowMs: number): AlgorithmState {
-  const from = sliceOf(rec.params, direct.parts);
+  const from = honestSlice(rec.params, direct.parts);
   if (from === null || direct.state === null) return emptyState(rec.params, nowMs);
   return carryOver(from, rec.params, direct.state, nowMs) ?? emptyState(rec.params, nowMs);
 }
@@ -293,9 +288,9 @@ function directCall(
   const book = rec.shares!;
   const rule = ruleFor(rec, input.rule);
   const parts = directParts(book, nowMs);
-  const to = sliceOf(rule.params, parts);
+  const to = honestSlice(rule.params, parts);
   if (to === null) return { result: refuseAll(rec, book, input, nowMs), record: rec };
-  const from = sliceOf(rec.params, direct.parts);
+  const from = honestSlice(rec.params, direct.parts);
   const state = from === null || direct.state === null ? emptyState(to, nowMs) : direct.state;
   const viewParams = from === null || direct.state === null ? to : from;
   const view: LimiterRecord = {
@@ -339,15 +334,7 @@ function refuseAll(rec: LimiterRecord, book: ShareBook, input: CallInput, nowMs:
   }
   const waitMs = Math.max(1, nextEndMs - nowMs);
   const params = ruleFor(rec, input.rule).params;
-  const results = input.costs.map((cost): CheckResult => {
-    const out = decide(params, null, cost, nowMs);
-    if (!out.ok) return out;
-    return {
-      ok: true,
-      atMs: nowMs,
-      decision: { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 },
-    };
-  });
+  const results = input.costs.map((cost) => refusedFor(params, cost, waitMs, nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false };
 }
 
@@ -356,8 +343,8 @@ export function keyPeek(record: LimiterRecord | null, rule: LimiterRule, nowMs: 
   const rec = settleShares(record, nowMs);
   const direct = rec?.shares?.direct;
   if (rec === null || direct === undefined) return peekRecord(rec, rule, nowMs);
-  const to = sliceOf(ruleFor(rec, rule).params, directParts(rec.shares!, nowMs));
-  const from = sliceOf(rec.params, direct.parts);
+  const to = honestSlice(ruleFor(rec, rule).params, directParts(rec.shares!, nowMs));
+  const from = honestSlice(rec.params, direct.parts);
   if (to === null || from === null || direct.state === null) {
     return { remaining: 0, resetAfterMs: SHARE_TERM_MS, retryAfterMs: SHARE_TERM_MS, atMs: nowMs };
   }
@@ -371,7 +358,7 @@ export function keyFreshAtMs(record: LimiterRecord): number {
   if (book === undefined) return atMs;
   atMs = Math.max(atMs, book.hotUntilMs);
   for (const e of book.entries) atMs = Math.max(atMs, partsUntilMs(e), e.prevEndsAtMs);
-  const from = book.direct === undefined ? null : sliceOf(record.params, book.direct.parts);
+  const from = book.direct === undefined ? null : honestSlice(record.params, book.direct.parts);
   if (from !== null && book.direct?.state != null) atMs = Math.max(atMs, freshAtMs(from, book.direct.state));
   return atMs;
 }

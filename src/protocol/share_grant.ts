@@ -51,11 +51,9 @@ import {
 } from "./tunables.ts";
 import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 /**
- * Grant (renew, or take back) a delegate's share. In order: a retried ask is answered as granted; the units given back
- * are refunded (converted by the algorithm's carry-over when the parameters changed, never dropped); then, while the
- * key is hot, the delegate gets its demand's proportion (`rateGrant`, `windowGrant`); when it is not hot any more, or
- * the delegate lets go, its share ends (its rate parts stay promised until the term it had ends, or the ask's
- * `oldForMs`).
+ * Grant (renew, or take back) a delegate's share: a retried ask is answered as granted; the units given back are
+ * refunded; while the key is hot the delegate gets its demand's proportion (`rateGrant`, `windowGrant`); else, or
+ * when it lets go, its share ends (its rate parts stay promised as `inUse` says).
  */
 export function shareRecord(
   record: LimiterRecord | null,
@@ -183,13 +181,9 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 }
 
 /**
- * A rate share: the delegate's demand's proportion of `SHARE_PARTS` (at least 1 part when it has demand), within what
- * the other live shares leave, for a term by how settled it is (`rateTermMs`). The first rate share moves the
- * record's state into the direct slice (`ShareBook.direct`).
- *
- * Parts the delegate gets beyond those it held (`held`, still promised) come out of the direct slice, and with them
- * their proportion of the tokens the direct slice holds now (`ShareGrant.tokens`): moved, not made, so the slices'
- * tokens never add up to more than the key held. The direct slice is converted to its new parts here, at once.
+ * A rate share: the delegate's demand's proportion of `SHARE_PARTS` within what the other live shares leave, for a
+ * term by how settled it is (`rateTermMs`). Parts beyond those it `held` come out of the direct slice with their
+ * proportion of its tokens (`transfer`: moved, not made, so the slices never hold more than the key did).
  */
 function rateGrant(
   rec: LimiterRecord | null,
@@ -209,8 +203,7 @@ function rateGrant(
   let promised = 0;
   for (const e of others) promised += promisedParts(e, nowMs);
   const room = Math.max(0, SHARE_PARTS - promised);
-  // Rounded up, so that the delegates' parts add up to all of them (not up to one part short each); `room` keeps them
-  // within `SHARE_PARTS`.
+  // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
   const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
   const termMs = rateTermMs(parts, fair, held, prevTermMs, uses("rttTerms") ? ask.rttMs : undefined);
@@ -231,10 +224,8 @@ function rateGrant(
 }
 
 /**
- * A rate share's parts: never fewer than `least` (a slice that small holds no whole unit of the burst: share.ts
- * `honestSlice`), so a rule whose rate cannot feed every delegate feeds as many as it can, first come, and the others
- * get none for a short term (they refuse their batches until it ends, from what they know, and ask again); and never
- * leaving the direct slice fewer than `least` (it could not use them): the delegate takes those too.
+ * A rate share's parts: none, or at least `least` (share.ts `honestSlice`), so a rate that cannot feed every delegate
+ * feeds as many as it can, first come; and never leaving the direct slice fewer than `least`: the delegate takes those.
  */
 export function fedParts(parts: number, room: number, least: number): number {
   if (parts <= 0) return 0;
@@ -243,16 +234,10 @@ export function fedParts(parts: number, room: number, least: number): number {
 }
 
 /**
- * A rate share's term, ms. Unsettled, a quarter term, so that its parts follow demand within a quarter term: a new
- * delegate (`held` 0), one cut short of its demand's proportion (`fair`) by more than an eighth (the others' parts are
- * still promised), or one whose parts move by more than a quarter of those it held; but at least `UNSETTLED_TERM_RTTS`
- * of the delegate's round trips (`rttMs`, the ask's; at most `SHARE_TERM_MS`): a far delegate renewing a quarter term
- * a round trip before its end got a third of its answers after the end (a heavy-tailed network), its parts promised
- * and unused meanwhile (cluster simulation, global-rate at 1,000 isolates, growth). Settled, its last term doubled
- * (`prevTermMs`), from `SHARE_TERM_MS` up to `SHARE_TERM_MAX_MS`: a delegate whose demand holds still renews less and
- * less often, so the key's object renews its 36 delegates about 9 times a second rather than 36 to 144 times (a
- * delegate whose demand moves renews sooner: delegate.ts `renewDue`). Differences of `SETTLED_SLACK_PARTS` or fewer
- * never unsettle (a small share's noise). Another delegate being short settles nothing here: it asks again itself.
+ * A rate share's term, ms. Unsettled (new, short of its demand's proportion `fair` by more than an eighth, or its
+ * parts moved by more than a quarter; within `SETTLED_SLACK_PARTS` never), a quarter term so parts follow demand, but
+ * at least `UNSETTLED_TERM_RTTS` round trips (at most `SHARE_TERM_MS`); settled, its last term doubled, up to
+ * `SHARE_TERM_MAX_MS`, so the key's object renews a steady key's delegates a few times a second, not 36-144.
  */
 export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number, rttMs?: number): number {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
@@ -319,14 +304,11 @@ function windowGrant(
   const available = keyPeek(rec, rule, nowMs).remaining;
   const want = Math.max(0, Math.floor(ask.units));
   const termMs = Math.max(1, leaseTermMs(rule.params, nowMs, SHARE_TERM_MS));
-  // What is left no more than this one ask (over the term, cut at the window's end): all of it, first come. A
-  // proportion of it would be renewed for again by every delegate it leaves dry within milliseconds: hundreds of asks a
-  // second over a nearly spent window.
+  // What is left no more than this one ask: all of it, first come (a proportion would leave every delegate dry).
   const whole = demand > 0 && available * SHARE_TERM_MS <= want * termMs;
   const splitHeld = uses("scarceWindowSplit");
   const pool = available + (splitHeld ? heldByOthers(rec, rule, ask.holder, nowMs) : 0);
-  // Split, never more than the delegate asks for what is left of its term (cut at the window's end): units granted
-  // beyond that are stranded with it when the window ends.
+  // Never more than it asks for what is left of its term: more would be stranded with it at the window's end.
   const useBy = Math.ceil((want * termMs) / SHARE_TERM_MS);
   const split = Math.min(splitHeld ? useBy : want, Math.ceil((pool * demand) / total));
   const fair = total <= available || total === 0 || whole ? want : split;
@@ -352,12 +334,9 @@ function windowGrant(
 }
 
 /**
- * What the other delegates of the current window's shares still hold now, as their demand says (units granted less
- * their demand over the time since): a window that cannot cover every delegate's demand is split by demand over what is
- * left AND what the others still hold of it. Split over what is left only, each grant in a round of renewals shrank
- * what the next could get, every delegate ran dry again within a fraction of its term, and a nearly spent window was
- * renewed for in rounds of all 36 delegates (cluster simulation, hot-window 1,000 isolates at 10k req/s, an override
- * lowering the limit: 199 calls in a second at the key's object). An estimate: it splits, it never charges.
+ * What the other delegates' shares of the current window still hold, as their demand says (units less their demand
+ * since the grant): a scarce window is split over what is left and this, else each grant of a round of renewals shrank
+ * the next (docs/production.md, "Shares"). An estimate: it splits, it never charges.
  */
 function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {
   const policy = leasePolicy(rule.params.algorithm);

@@ -226,6 +226,14 @@ function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCal
   return { atMs: nowMs, results, lease, replayed: true, ...refunded };
 }
 
+/** `cost` refused for `waitMs` at `nowMs` (an invalid cost keeps its error). */
+export function refusedFor(params: AlgorithmParams, cost: number, waitMs: number, nowMs: number): CheckResult {
+  const out = decide(params, null, cost, nowMs);
+  if (!out.ok) return out;
+  const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
+  return { ok: true, atMs: nowMs, decision };
+}
+
 /** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures now. */
 export function replayedResults(
   input: CallInput,
