@@ -45,7 +45,8 @@ run. Lines written late by slow requests are put back in start order (within --r
                format its access_log uses), default "combined". Log $msec (and $request_time) for milliseconds;
                $time_local and $time_iso8601 are whole seconds (a warning says so).
   envoy        Envoy's default access log format, or --format 'TEXT' (%START_TIME%, %REQ(:METHOD)%, %REQ(:PATH)%,
-               %DOWNSTREAM_REMOTE_ADDRESS%, %REQ(X-API-KEY)%)
+               %DOWNSTREAM_REMOTE_ADDRESS%, %REQ(X-API-KEY)%), or --format '{JSON}': the json_format object of a
+               JSON access log ({"start":"%START_TIME%","method":"%REQ(:METHOD)%",...}), one JSON object a line
   cloudflare   Logpush http_requests NDJSON: EdgeStartTimestamp (unixnano, unix or RFC 3339), ClientIP,
                ClientRequestMethod, ClientRequestURI, and RequestHeaders for the key and user
   --rules PATH         the rules whose keys say which headers, cookies and query parameters to carry (repeatable)

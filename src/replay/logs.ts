@@ -206,7 +206,8 @@ export function envoyParser(
   format: string = ENVOY_DEFAULT,
   fields: FieldOptions = DEFAULT_FIELDS,
 ): LogParser | { error: string } {
-  const compiled = compileEnvoyFormat(format);
+  const compiled = format.trimStart().startsWith("{") ? compileEnvoyJsonFormat(format) : textFormat(format);
+  if ("error" in compiled) return compiled;
   const find = (...names: string[]) => names.map((n) => compiled.names.indexOf(n)).find((i) => i >= 0) ?? -1;
   const time = find("START_TIME");
   const method = find("REQ(:METHOD)");
@@ -241,9 +242,9 @@ export function envoyParser(
     outcomes: find("RESPONSE_CODE") >= 0,
     parse(line, slot) {
       if (line.trim() === "") return null;
-      const m = compiled.re.exec(line.endsWith("\r") ? line.slice(0, -1) : line);
-      if (m === null) return "does not match the log format";
-      const get = (i: number) => (i < 0 ? null : value(m[i + 1]));
+      const m = compiled.read(line.endsWith("\r") ? line.slice(0, -1) : line);
+      if (typeof m === "string") return m;
+      const get = (i: number) => (i < 0 ? null : value(m[i]));
       const tMs = parseIsoMs(get(time) ?? "");
       if (Number.isNaN(tMs)) return `unreadable %START_TIME% ${JSON.stringify(get(time))}`;
       const address = direct >= 0 ? withoutPort(get(direct)) : (get(xff)?.split(",")[0]?.trim() ?? null);
@@ -266,6 +267,68 @@ export function envoyParser(
         fillLogFields(slot, fields.columns, envoyFields(byCommand, get(path)));
       }
       return true;
+    },
+  };
+}
+
+/** An Envoy format's command operators (`names`) and how a line gives their values, in that order, or why not. */
+interface EnvoyLineFormat {
+  readonly names: readonly string[];
+  read(line: string): readonly (string | undefined)[] | string;
+}
+
+function textFormat(format: string): EnvoyLineFormat {
+  const { re, names } = compileEnvoyFormat(format);
+  return {
+    names,
+    read: (line) =>
+      re.exec(line)?.slice(1) ??
+      (line.startsWith("{")
+        ? "does not match the log format (a JSON line: give the json_format object as --format)"
+        : "does not match the log format"),
+  };
+}
+
+const ONE_COMMAND = /^%([A-Z_]+(?:\([^)]*\))?)(?::\d+)?%$/;
+
+/**
+ * Envoy's `json_format` (a JSON object of field names to command operators, as in the access logger's config), each
+ * log line one JSON object with those fields. A field whose value is not exactly one operator (literal text, several
+ * operators, a nested object) is not read. Values may be strings, numbers (`%RESPONSE_CODE%`, `%DURATION%`) or null.
+ */
+export function compileEnvoyJsonFormat(format: string): EnvoyLineFormat | { error: string } {
+  let spec: unknown;
+  try {
+    spec = JSON.parse(format);
+  } catch {
+    spec = null;
+  }
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) {
+    return { error: 'a JSON --format must be an Envoy json_format object, e.g. \'{"start":"%START_TIME%",...}\'' };
+  }
+  const fields: string[] = [];
+  const names: string[] = [];
+  for (const [field, op] of Object.entries(spec)) {
+    const m = typeof op === "string" ? ONE_COMMAND.exec(op.trim()) : null;
+    if (m === null) continue;
+    fields.push(field);
+    names.push(m[1]!);
+  }
+  return {
+    names,
+    read(line) {
+      let record: unknown;
+      try {
+        record = JSON.parse(line);
+      } catch {
+        return "not JSON (the format is Envoy's json_format)";
+      }
+      if (typeof record !== "object" || record === null || Array.isArray(record)) return "not a JSON object";
+      const r = record as Record<string, unknown>;
+      return fields.map((f) => {
+        const v = r[f];
+        return typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : undefined;
+      });
     },
   };
 }

@@ -151,6 +151,53 @@ describe("trace from envoy and cloudflare", () => {
     expect(r.stderr).toContain("the log has no cookie:session, header:x-session-token");
   });
 
+  // Envoy's JSON access log (json_format): every line was "does not match the log format" and nothing was written.
+  it("Envoy json_format: the fields its operators name; numbers as Envoy types them; the cookie and key hashed", async () => {
+    const format = JSON.stringify({
+      start: "%START_TIME%",
+      method: "%REQ(:METHOD)%",
+      path: "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+      code: "%RESPONSE_CODE%",
+      flags: "%RESPONSE_FLAGS%",
+      took: "%DURATION%",
+      client: "%DOWNSTREAM_REMOTE_ADDRESS%",
+      authority: "%REQ(:AUTHORITY)%",
+      tenant: "%REQ(X-TENANT-ID)%",
+      token: "%REQ(X-SESSION-TOKEN)%",
+      cookie: "%REQ(COOKIE)%",
+      key: "%REQ(X-API-KEY)%",
+      note: "literal text, not read",
+    });
+    const record = {
+      start: "2026-12-01T10:00:00.000Z",
+      method: "GET",
+      path: "/v1/a?region=us",
+      code: 429,
+      flags: "RL",
+      took: 7,
+      client: "[2001:db8::2]:443",
+      authority: "api.example.com",
+      tenant: "acme",
+      token: "tok-1",
+      cookie: "session=s-1; theme=dark",
+      key: "sk_live_1",
+      note: "x",
+    };
+    const log = [JSON.stringify(record), JSON.stringify({ ...record, tenant: null, client: "192.0.2.1:1" }), "[1]"];
+    const f = files(log.join("\n"));
+    const r = await runCli(["trace", "from", "envoy", f.log, "--format", format, "--rules", f.rules]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n").slice(1, 4)).toEqual([
+      `${COLUMNS},status,duration_ms`,
+      `${Date.UTC(2026, 11, 1, 10)},GET,/v1/a,2001:db8::2,${sha("sk_live_1")},,,api.example.com,,,,,${sha("s-1")},${sha("tok-1")},acme,us,429,7`,
+      `${Date.UTC(2026, 11, 1, 10)},GET,/v1/a,192.0.2.1,${sha("sk_live_1")},,,api.example.com,,,,,${sha("s-1")},${sha("tok-1")},,us,429,7`,
+    ]);
+    expect(r.stderr).toContain("access.log:3: not a JSON object");
+    for (const raw of ["sk_live_1", "s-1", "tok-1", "dark"]) expect(r.stdout).not.toContain(raw);
+    const text = await runCli(["trace", "from", "envoy", f.log, "--rules", f.rules]);
+    expect(text.stderr).toContain("access.log:1: does not match the log format (a JSON line: give the json_format");
+  });
+
   it("Cloudflare Logpush: host, ASN, country, colo, JA4, custom header and cookie fields", async () => {
     const record = {
       EdgeStartTimestamp: 1796119200123,
