@@ -39,7 +39,8 @@ import { BadLines } from "./trace_from.ts";
 const UNKNOWN_FIRST_LINE =
   'not a trace this reads: not a request trace, nor a "t_ms,key,cost" line, nor an access log in a format it ' +
   "recognises (NGINX's combined or the nginx.conf's given by plan --from nginx:, Envoy's default, Cloudflare " +
-  "Logpush); for a log_format of your own, write a request trace first: sluice trace from nginx LOG --conf nginx.conf";
+  "Logpush); for a log_format of your own, write a request trace first: sluice trace from nginx LOG --conf nginx.conf " +
+  "(Envoy's own format or JSON access log: sluice trace from envoy LOG --format FORMAT)";
 
 /** How late a log line may come and still be put in order: `sluice trace from`'s default `--reorder`. */
 const LOG_REORDER_MS = 60_000;

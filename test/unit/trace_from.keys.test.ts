@@ -196,6 +196,10 @@ describe("trace from envoy and cloudflare", () => {
     for (const raw of ["sk_live_1", "s-1", "tok-1", "dark"]) expect(r.stdout).not.toContain(raw);
     const text = await runCli(["trace", "from", "envoy", f.log, "--rules", f.rules]);
     expect(text.stderr).toContain("access.log:1: does not match the log format (a JSON line: give the json_format");
+    // Read directly, the JSON log is none of the kinds a replay recognises: the message says how to convert it.
+    const direct = await runCli(["simulate", "--rules", f.rules, "--trace", f.log]);
+    expect(direct.stderr).toContain("access.log:1: not a trace this reads");
+    expect(direct.stderr).toContain("JSON access log: sluice trace from envoy LOG --format FORMAT");
   });
 
   it("Cloudflare Logpush: host, ASN, country, colo, JA4, custom header and cookie fields", async () => {
