@@ -5,19 +5,13 @@
  * window's end), the units ahead from the answer's arrival plus `termMs` (after it); batches between wait. Pure.
  */
 import type { ShareGrant } from "./share.ts";
+import type { SubleaseSource } from "./sublease.ts";
 
 /** What these need of a delegate's share (delegate.ts `HeldShare`). */
-interface AheadShare {
-  readonly kind: "rate" | "window";
-  readonly atMs: number;
-  readonly endsAtMs: number;
+type AheadShare = Omit<SubleaseSource, "rule" | "parts" | "state"> & {
   readonly renewAtMs: number;
-  readonly units: number;
-  readonly unitsLeft: number;
-  readonly short: boolean;
-  readonly lent?: number;
   readonly ahead?: AheadHeld;
-}
+};
 /** What these need of a delegate's record (delegate.ts `DelegateRecord`). */
 interface AheadRecord {
   readonly share: AheadShare | null;

@@ -1,17 +1,8 @@
 /**
- * Shares of a hot key's budget: the key's object's side of the delegate tier (docs/production.md, "Hot keys";
- * the guarantees per algorithm are in docs/rules.md).
- *
- * A busy key's object answers `hot: true`; callers then send the key's batches to their region's delegate
- * (delegate.ts), which holds a **share** renewed every `SHARE_TERM_MS`. The key's object stays the single writer: the
- * shares are in its record (`ShareBook`, at most `SHARE_DELEGATES_MAX` delegates).
- * - **Rate algorithms:** a share is `parts` of `SHARE_PARTS` of the rate and burst (`sliceParams`, `honestSlice`),
- *   never charged up front; direct calls are decided from the slice no live share holds; parts a delegate gains come
- *   out of the direct slice with their proportion of its tokens (share_grant.ts `transfer`: moved, never made).
- * - **Window algorithms:** units of the current window, charged at the grant, given back unused at the next renewal.
- * - Parts and units go by demand (a fair share, rounded up); a share that is new, cut short or moving by more than a
- *   quarter lasts a quarter term, so parts follow demand fast; the key goes cold below `HOT_EXIT_PER_S` when not busy.
- * Pure functions (record, input, now) → (result, record); src/object/limiter.ts and src/sim are shells around them.
+ * Shares of a hot key's budget, the key's object's side (delegate.ts is the delegate's; docs/production.md, the
+ * design note and "Shares"): the object stays the single writer, the shares in its record (`ShareBook`). A rate share
+ * is `parts` of the rate and burst, never charged; direct calls decide from the slice no live share holds. A window
+ * share is units of the current window, charged at the grant. Pure functions (record, input, now) → (result, record).
  */
 import {
   type AlgorithmParams,
@@ -67,29 +58,17 @@ export interface ShareAsk {
   readonly giveBack: readonly LeaseReturn[];
   /** The delegate lets its share go (its key is cold, or it is shutting down). */
   readonly release?: boolean;
-  /**
-   * Rate shares: the parts the delegate uses at most from this ask's sending until it adopts the answer (its demand
-   * fell: it cut its own slice to these when it sent the ask), so the key's object holds only these promised for the
-   * rest of the old term, not every part given up. Absent: all it holds.
-   */
+  /** Rate shares: the parts the delegate still uses until it adopts the answer (it cut its slice). Absent: all. */
   readonly keep?: number;
-  /**
-   * Rate shares: the id of the ask whose grant the delegate uses now (it replaced any older share when it adopted it),
-   * so the key's object need not keep that older share's parts promised. Absent: not known (a lost answer).
-   */
+  /** Rate shares: the ask whose grant the delegate uses now (older shares' parts are free). Absent: not known. */
   readonly holding?: string;
   /**
-   * Rate shares: how long after sending this ask the delegate still uses the share it holds, ms, unless the answer
-   * comes first (it then uses the answer's). The key's object keeps the old share's parts promised until it received
-   * the ask plus this, not until the old term's end: both clocks measure a duration from an event, the receipt comes
-   * after the sending, so whatever their offset the parts are free only once the delegate stopped using them. Absent:
-   * the old term.
+   * Rate shares: how long after sending this ask the delegate still uses its share, ms, unless the answer comes first.
+   * The object frees the old parts at the ask's receipt plus this: a duration from an event, safe whatever the clocks'
+   * offset (the receipt comes after the sending). Absent: the old term.
    */
   readonly oldForMs?: number;
-  /**
-   * Rate shares: the round trip of the renewal that answered the share the delegate holds, ms (`HeldShare.rttMs`): an
-   * unsettled share's term is at least `UNSETTLED_TERM_RTTS` of them (share_grant.ts `rateTermMs`). Absent: not known.
-   */
+  /** Rate shares: the round trip of the renewal that answered the share held, ms (`rateTermMs`). Absent: unknown. */
   readonly rttMs?: number;
 }
 
@@ -101,11 +80,7 @@ export interface ShareGrant {
   readonly kind: ShareKind;
   /** Rate share: parts of `SHARE_PARTS` (0: none now; ask again at the term's end). */
   readonly parts: number;
-  /**
-   * Rate share: tokens moved to the delegate with this grant (absent: none), taken out of the direct slice's bucket, so
-   * that a new slice starts with its proportion of what the key holds now instead of empty. A transfer, never a
-   * creation: the delegate adds them to its slice's bucket (capped at its burst); lost in transit, they are gone.
-   */
+  /** Rate share: tokens moved out of the direct slice to the delegate (capped at its burst there; lost, gone). */
   readonly tokens?: number;
   /** Rate share: parts the key's object kept promised to the delegate without a break up to this grant. Absent: 0. */
   readonly held?: number;
@@ -113,11 +88,7 @@ export interface ShareGrant {
   readonly units: number;
   /** Window share: units left in the window after this grant (0: the window is spent until it ends). */
   readonly remaining: number;
-  /**
-   * Window share asked shortly before its window's end: units of the NEXT window, charged against it, for the delegate
-   * to use from that window's start (its clock: this answer's arrival plus `termMs`) for `ahead.termMs`; their refunds
-   * name `ahead.atMs`, that window's start (window_ahead.ts). Absent: none.
-   */
+  /** Window share near its window's end: units of the next window (window_ahead.ts). Absent: none. */
   readonly ahead?: AheadUnits;
   /** How long the delegate may use it, ms, counted from when it *sent* the ask. */
   readonly termMs: number;
@@ -165,9 +136,8 @@ export function emptyState(params: AlgorithmParams, nowMs: number): AlgorithmSta
 }
 
 /**
- * The fewest parts whose slice holds a whole unit of the rule's own burst: `ceil(SHARE_PARTS / burst)` (1 for a
- * burst of 1,000 or more; 50 for a burst of 20; all of them for a burst of 1). A smaller slice would round its burst up
- * to 1, one unit the key never had (36 of them for a 10/s rule shared by 36 delegates).
+ * The fewest parts whose slice holds a whole unit of the rule's burst, `ceil(SHARE_PARTS / burst)`: a smaller slice
+ * would round its burst up to 1, a unit the key never had.
  */
 export function leastParts(params: AlgorithmParams): number {
   const burst = "burst" in params ? params.burst : 0;
@@ -175,9 +145,8 @@ export function leastParts(params: AlgorithmParams): number {
 }
 
 /**
- * A rate slice of `parts`, or `null` when it has none or fewer than
- * `leastParts`: such a slice admits nothing (its rate is refill nobody uses), so the slices' bursts never add up to
- * more than the rule's. Every slice of a key (the direct one and each delegate's) is made here.
+ * A rate slice of `parts`, `null` below `leastParts` (it admits nothing), so the slices' bursts never add up to more
+ * than the rule's. Every slice of a key (the direct one and each delegate's) is made here.
  */
 export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
   if (parts <= 0 || parts < leastParts(params)) return null;
@@ -218,9 +187,8 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
 }
 
 /**
- * Cost of the direct calls the record remembers over the last share term (their requests, one unit each): the direct
- * callers' demand, weighed against the delegates'. The memory of calls is bounded (`CALL_MEMORY_MAX`): when it spans
- * less than a term, its count is scaled up to one.
+ * The direct callers' demand: requests of the calls the record remembers over the last share term, scaled up to a
+ * term when the bounded memory (`CALL_MEMORY_MAX`) spans less.
  */
 export function directDemand(record: LimiterRecord | null, nowMs: number): number {
   const calls = record?.calls ?? [];
@@ -238,10 +206,8 @@ export function directDemand(record: LimiterRecord | null, nowMs: number): numbe
 }
 
 /**
- * One direct call to a key's object (an isolate's batch, or a delegate passing one through), aware of shares: as
- * `callRecord` while no rate share is out; else decided from the direct slice (`directCall`). The answer says
- * `hot: true` while the key is hot (its object busy, or shares out and demand high), for an algorithm that takes
- * shares.
+ * One direct call to a key's object, aware of shares: `callRecord`, or the direct slice's while rate shares are out
+ * (`directCall`); `hot: true` while the key is hot (its object busy, or shares out), for an algorithm that takes them.
  */
 export function keyCall(
   record: LimiterRecord | null,
@@ -262,9 +228,8 @@ export function keyCall(
 }
 
 /**
- * A lease asked of a hot rate key (its object busy, or shares out), cut to `RATE_LEASE_TERM_MS`: a rule's own
- * `lease.ttl`, the isolates' 1 s lease while busy, and a sub-lease ask a delegate without a share passed through, all
- * within the rate bound's term (`RATE_BOUND_MS`). Cold, a rule's `lease:` keeps its own ttl (and its own bound).
+ * A lease asked of a hot rate key (busy, or shares out), cut to `RATE_LEASE_TERM_MS`: within the rate bound's term.
+ * Cold, a rule's `lease:` keeps its own ttl (and its own bound).
  */
 function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: number): CallInput {
   const lease = input.lease;
@@ -275,9 +240,8 @@ function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: num
 }
 
 /**
- * A direct call while rate shares are out: decided by `callRecord` on a view of the record whose parameters are the
- * direct slice's and whose state is the slice's own (converted by the algorithm's carry-over when the slice changed),
- * then merged back. With no parts left for direct calls, every request is refused until the next share ends.
+ * A direct call while rate shares are out: `callRecord` on a view of the record under the direct slice's parameters
+ * and state, merged back. With no parts left, every request is refused until the next share ends.
  */
 function directCall(
   rec: LimiterRecord,

@@ -1,8 +1,6 @@
 /**
- * Tokens moving between a rate key's buckets with its parts (docs/production.md, the design note's bound): taken out
- * of the sender's bucket before they are sent, added at the receiver capped at its own slice's burst, gone with a lost
- * message; never made. Here: the bucket a delegate's adopted rate grant starts from, and the refill of parts the key's
- * object kept promised. Pure functions.
+ * Tokens moving between a rate key's buckets with its parts, never made (docs/production.md, the design note's
+ * bound): the bucket a delegate's adopted rate grant starts from, and the refill of parts kept promised. Pure.
  */
 import {
   type AlgorithmParams,
@@ -17,12 +15,9 @@ import { peekState } from "./store.ts";
 import { SHARE_PARTS } from "./tunables.ts";
 
 /**
- * The bucket an adopted rate share (`next`, its slice) starts from: the old share's (`from`, `state`) as it was at its
- * end (`endedMs`; now, if it is live), capped at the new burst; and `afterEnd`, the refill since that end of the parts
- * the key's object kept promised to this delegate without a break (`held`: `ShareGrant.held`, at most the old and the
- * new parts), which are its own, up to what the old bucket would hold now had its share not ended (parts full at the
- * end gain nothing). The rest of that refill the object gave to others (the direct slice refilled them too): counting
- * it as well made tokens. The caller adds `afterEnd`.
+ * The bucket an adopted rate share (`next`) starts from: the old one (`from`, `state`) as at its end, capped at the new
+ * burst; and `afterEnd` (the caller adds it), the refill since that end of the `held` parts the object kept promised
+ * without a break, up to what the old bucket would hold now: the rest of that refill was the direct slice's.
  */
 export function carried(
   rule: AlgorithmParams,
@@ -43,13 +38,9 @@ export function carried(
 }
 
 /**
- * The bucket a delegate's adopted rate grant starts from (`next`, its slice; `from`, the old share's slice): the old
- * bucket refilled until now while its parts stayed promised (a live share, or an ended one whose parts the key's object
- * held until the ask, `held` within its grace: share.ts `partsUntilMs`); else as `carried` says. The key's object keeps a rate share's
- * parts promised `LAPSE_GRACE_MS` past its end (share.ts `partsUntilMs`): a renewal within it finds them held without a
- * break, which the direct slice never refilled, so the refill since the end is the delegate's own; after it they are
- * the direct slice's, which refills them from then, and the delegate's bucket is taken as at its end. One side refills
- * a part at a time.
+ * The bucket a delegate's adopted rate grant (`next`) starts from: the old one (`from`) refilled until now while its
+ * parts stayed promised (a live share, or all of them `held` within the lapse grace, share.ts `partsUntilMs`); else
+ * as `carried` says. One side refills a part at a time: the delegate while promised, the direct slice after.
  */
 export function adoptedStart(
   grant: ShareGrant,
