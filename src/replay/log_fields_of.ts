@@ -83,12 +83,27 @@ export function cloudflareFields(record: Record<string, unknown>, headers: Recor
     country: text(record.ClientCountry),
     colo: text(record.EdgeColoCode),
     ja4: text(record.JA4),
-    header: (name) => text(headers[name] ?? findHeader(headers, name)),
+    header: (name) => text(headers[name] ?? findHeader(headers, name) ?? standardHeader(record, name)),
     cookie: (name) =>
       typeof cookies === "object" && cookies !== null ? text((cookies as Record<string, unknown>)[name]) : undefined,
     arg: () => undefined,
     target: text(record.ClientRequestURI),
   };
+}
+
+/**
+ * Request headers that Logpush logs as standard fields of their own, read when the custom `RequestHeaders` field does
+ * not hold them (it holds only the headers a zone chose to log).
+ */
+const STANDARD_HEADER_FIELDS: Readonly<Record<string, string>> = {
+  "user-agent": "ClientRequestUserAgent",
+  referer: "ClientRequestReferer",
+  "x-requested-with": "ClientXRequestedWith",
+};
+
+function standardHeader(record: Record<string, unknown>, name: string): unknown {
+  const field = STANDARD_HEADER_FIELDS[name];
+  return field === undefined ? undefined : record[field];
 }
 
 function findHeader(headers: Record<string, unknown>, name: string): unknown {

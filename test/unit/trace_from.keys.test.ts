@@ -202,6 +202,30 @@ describe("trace from envoy and cloudflare", () => {
     expect(direct.stderr).toContain("JSON access log: sluice trace from envoy LOG --format FORMAT");
   });
 
+  // Logpush logs User-Agent in a standard field; RequestHeaders holds only the headers a zone chose. A rule keyed on
+  // User-Agent read every request as missing it (one shared budget) unless the zone also logged it as a custom field.
+  it("Cloudflare Logpush: User-Agent and Referer from their standard fields when RequestHeaders lacks them", async () => {
+    const rules = `- id: ua
+  match: { route: "* /v1/**" }
+  key: [ip, { header: User-Agent }, { header: Referer }]
+  algorithm: fixed_window
+  limit: 1
+  window: h
+`;
+    const base = { ClientIP: "192.0.2.10", ClientRequestMethod: "GET", ClientRequestURI: "/v1/x" };
+    const log = [
+      { ...base, EdgeStartTimestamp: 1796464800, ClientRequestUserAgent: "curl/8, x", ClientRequestReferer: "" },
+      { ...base, EdgeStartTimestamp: 1796464801, ClientRequestUserAgent: "a", RequestHeaders: { "user-agent": "b" } },
+    ];
+    const f = files(log.map((r) => JSON.stringify(r)).join("\n"), rules);
+    const r = await runCli(["trace", "from", "cloudflare", f.log, "--rules", f.rules]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n").slice(2, 4)).toEqual([
+      "1796464800000,GET,/v1/x,192.0.2.10,,,,,,,,,,curl/8%2C x,,",
+      "1796464801000,GET,/v1/x,192.0.2.10,,,,,,,,,,b,,",
+    ]);
+  });
+
   it("Cloudflare Logpush: host, ASN, country, colo, JA4, custom header and cookie fields", async () => {
     const record = {
       EdgeStartTimestamp: 1796119200123,
