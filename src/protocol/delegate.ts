@@ -77,9 +77,8 @@ export interface DelegateRecord {
   /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
   readonly load?: CallLoad;
   /**
-   * A window share's renewal sent last, while unanswered (its answer lost to a restart or a failure): sent again as
-   * it was, with its id, while younger than `PENDING_RESEND_MS`, so that the key's object answers it as granted: its
-   * units are not charged twice nor left charged to nobody, and nothing is given back twice. Absent: none.
+   * A window share's renewal while unanswered: sent again as it was (its id) within `PENDING_RESEND_MS`, so the key's
+   * object answers it as granted: nothing charged or given back twice. Absent: none.
    */
   readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
   /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
@@ -124,9 +123,8 @@ export function delegateNeed(
 }
 
 /**
- * The ask renewing this delegate's share, and the record once it is sent: a window share's unused units go back with
- * it (they are no longer this delegate's, whatever the answer: a lost answer leaves the key short, never over).
- * `pendingCost`: the cost of the batch waiting for the renewal.
+ * The ask renewing this delegate's share, and the record once it is sent (a window share's unused units go back with
+ * it: a lost answer leaves the key short, never over). `pendingCost`: the batch waiting for the renewal.
  */
 export function shareAsk(
   record: DelegateRecord,
@@ -155,8 +153,7 @@ export function shareAsk(
   // The batch waiting for this ask counts too (a new delegate has no term behind it yet), and a window share's pace.
   const demand = Math.max(demandPerTerm(record, nowMs), pendingCost, windowPace(share, nowMs));
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
-  // A rate share whose demand fell is cut to what that demand needs now (`keptParts`), and the ask says so (`keep`); a
-  // live one is used `oldForMs` more at most, or until the answer: the key's object holds its old parts that long only.
+  // A live rate share is cut when its demand fell (`keep`), and used `oldForMs` more at most (delegate_demand.ts).
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
   const cut = kept !== null && live && !release ? cutFor(kept, demand, nowMs) : null;
   if (cut !== null) kept = cut;
@@ -175,17 +172,15 @@ export function shareAsk(
     ...(old === null ? {} : { oldForMs: old.forMs }),
     ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
   };
-  // Only a window share's grant is charged: a rate ask lost is asked anew (its grant charged nothing, and a fresh ask
-  // brings the demand as it is now).
+  // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.
   const charged = shareKindOf(newest.params) === "window" && !release;
   const next = { ...record, share: kept, giveBack: [], ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}) };
   return { ask, record: next, sentAtMs: nowMs };
 }
 
 /**
- * A live rate share whose demand fell, cut to what `demand` needs (`keptParts`; never below a slice holding one unit of
- * burst, share.ts `leastParts`: smaller, it would admit nothing), its bucket converted to the smaller slice (the tokens
- * above its burst are dropped, which is safe). `null`: no cut.
+ * A live rate share whose demand fell, cut to what `demand` needs (`keptParts`, at least `leastParts`), its bucket
+ * converted to the smaller slice (tokens above its burst dropped: safe). `null`: no cut.
  */
 function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | null {
   const least = leastParts(share.rule.params);
@@ -208,7 +203,10 @@ export function adoptGrant(
   sentAtMs: number,
   nowMs: number,
 ): DelegateRecord {
-  record = answered(record, ask);
+  if (record.pending?.ask.id === ask.id) {
+    const { pending: _pending, ...rest } = record;
+    record = rest;
+  }
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
@@ -258,17 +256,9 @@ function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
   return old.lent ?? 0;
 }
 
-/** The record with `ask` answered: no longer pending. */
-function answered(record: DelegateRecord, ask: ShareAsk): DelegateRecord {
-  if (record.pending?.ask.id !== ask.id) return record;
-  const { pending: _pending, ...rest } = record;
-  return rest;
-}
-
 /**
- * Decide an isolate's batch from the share (the shell made sure it is `ready`): refunds first (into the share while
- * it holds them, else kept to give back to the key's object), then each request in order. A retried call is answered
- * as remembered.
+ * Decide an isolate's batch from a `ready` share: refunds first (`takeBack`), then each request in order, then its
+ * sub-lease. A retried call is answered as remembered.
  */
 export function delegateCall(
   record: DelegateRecord,
@@ -287,7 +277,6 @@ export function delegateCall(
     results.push(out.result);
     share = out.share;
   }
-  // Then a sub-lease out of what the share still holds (sublease.ts), for the isolate to admit from itself.
   const sub: { lease: CallResult["lease"]; share: HeldShare | null; waitMs?: number } =
     share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
   share = sub.share;

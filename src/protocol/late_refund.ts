@@ -1,9 +1,7 @@
 /**
- * How much of a rate rule's charge a late refund may still give back (issue 18; the standard: docs/rules.md,
- * "Composition"): at most the least deficit since its charge, in 1/rate.perMs of a request, as the refill cap took
- * the rest. The record keeps the key's deficit at each operation that changed its state (between them it only falls)
- * as a staircase of suffix minima (`LOWS_MAX` steps); a refund lowers the steps after its charge by its cost, and what
- * one cut short did not give back is `slack`, taken off later steps until the key is full. Window rules need none.
+ * How much of a rate rule's charge a late refund may still give back (docs/rules.md, "Composition"): at most the least
+ * deficit since its charge (the refill cap took the rest), kept as a staircase of suffix minima (`LOWS_MAX` steps); a
+ * refund lowers the steps after its charge, and what one cut short kept is `slack`. Window rules need none.
  */
 import { type AlgorithmState, scaledDeficit } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";

@@ -61,10 +61,9 @@ export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"
 }
 
 /**
- * Grant `ask` out of `share` at `nowMs` (this delegate's clock): the lease (`null`: none) and the share without its
- * units; never more than asked, than the share holds now, or than a quarter of a window rule's limit. A window
- * sub-lease never outlives its window (its units were charged in it: 0 over-admission); a rate sub-lease's tokens
- * leave the slice's bucket now, used at most `RATE_LEASE_TERM_MS` later (the rate bound's term, docs/rules.md).
+ * Grant `ask` out of `share` at `nowMs`: the lease (`null`: none) and the share without its units; never more than
+ * asked, than the share holds, or than `leaseCapOf`. A window sub-lease never outlives its window; a rate one's tokens
+ * leave the bucket now, used at most `RATE_LEASE_TERM_MS` later (the rate bound's term).
  */
 export function subleaseFrom<S extends SubleaseSource>(
   share: S,
@@ -77,8 +76,7 @@ export function subleaseFrom<S extends SubleaseSource>(
   if (share.kind === "window") {
     // Never out of a window gone by (a share ends with its window; this holds whatever the clocks did).
     if (!sameWindow(share.rule.params, nowMs, share.atMs)) return none;
-    // Cut at the window's end: the units were charged in it (at the share's grant, `atMs`); and as many fewer units
-    // (what the isolate can use before the window ends: units left unused then are lost to it).
+    // Cut at the window's end (its units were charged in it), with as many fewer units.
     const forMs = Math.min(ttlMs, leaseTermMs(share.rule.params, nowMs, ttlMs));
     const wanted = forMs < ttlMs ? Math.ceil((ask.units * forMs) / ttlMs) : ask.units;
     const units = Math.min(wanted, share.unitsLeft, leaseCapOf(share.rule.params));
@@ -147,9 +145,8 @@ interface TakingRecord {
 }
 
 /**
- * A batch's units given back, taken before it is decided: into the share while it holds them, else kept to give back
- * to the key's object (with the next ask). Its shell takes them before a renewal, so that they go back with it. Once
- * per call id (`taken` until the call is decided, then its remembered call), whatever retries and restarts do.
+ * A batch's units given back, taken before it is decided (and before a renewal, which takes the rest back): into the
+ * share while it holds them, else kept for the next ask. Once per call id (`taken`, then its remembered call).
  */
 export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
@@ -171,8 +168,7 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
 
 /**
  * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
- * share also takes units lent out of an earlier share of its window (`lent`: charged in this window, as good as its
- * own; else they would wait in `giveBack` for the next ask while the share is short).
+ * share also takes back units lent out of an earlier share of its window (`lent`: charged in it, as good as its own).
  */
 function refundInto<S extends SubleaseSource>(
   share: S,
