@@ -173,6 +173,20 @@ class LineReader {
     return "keyed";
   }
 
+  /**
+   * Said once: the headers, cookies and query parameters the rules' keys read that the trace has no column for. Every
+   * request then reads them as missing (one shared budget under `key_missing: empty`), which is rarely what was meant.
+   */
+  private warnMissingColumns(columns: TraceColumns): void {
+    const missing = (this.options.columns?.extras ?? []).filter((c) => !columns.extras.includes(c));
+    if (missing.length === 0) return;
+    const them = missing.length === 1 ? "it read it" : "them read them";
+    this.stderr.write(
+      `${this.name}: warning: the trace has no ${missing.join(", ")} column: rules keyed on ${them} as missing ` +
+        "(sluice trace from --rules writes the columns the rules name)\n",
+    );
+  }
+
   private keyed(raw: string): boolean {
     const parsed = parseTraceLineInto(raw, this.lineNo === 1, this.keyedSlot);
     if (parsed === null) return true;
@@ -189,6 +203,7 @@ class LineReader {
       const columns = columnsOf(raw, this.columns.version);
       if (typeof columns === "string") return this.malformed(columns);
       this.columns = columns;
+      this.warnMissingColumns(columns);
       return true;
     }
     const parsed = parseRequestLineInto(raw, this.requestSlot, this.columns);

@@ -97,6 +97,41 @@ describe("a version 2 request trace through simulate", () => {
       .map((l) => JSON.parse(l) as { status?: number; verdict?: string });
     expect(out.map((o) => o.status)).toEqual([200, 429, 200, 400]);
   });
+
+  // A trace written for other rules (or a version 1 trace) has no column for a header the rules key on: every request
+  // read it as missing, one shared budget per /24 here, and nothing said so (3 of these 4 requests were refused).
+  it("warns when the trace has no column for a header the rules key on", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-keys-v2-"));
+    writeFileSync(
+      join(dir, "rules.yaml"),
+      `- id: tenant
+  match: { route: "* /v1/**" }
+  key: [{ ip: { v4: 24 } }, { header: X-Tenant-Id }, { cookie: team }]
+  algorithm: fixed_window
+  limit: 1
+  window: h
+`,
+    );
+    const v2 = [
+      "# sluice request trace v2",
+      "t_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4,cookie:team",
+    ];
+    const v1 = ["# sluice request trace v1", "t_ms,method,path,address,key,user,cost"];
+    for (const [name, head, tail] of [
+      ["v2.csv", v2, ","],
+      ["v1.csv", v1, ""],
+    ] as const) {
+      const lines = [0, 1, 2, 3].map((i) => `${T0 + i},GET,/v1/a,192.0.2.${i + 1},,,${tail === "" ? "" : ",,,,,,"}`);
+      writeFileSync(join(dir, name), `${[...head, ...lines].join("\n")}\n`);
+      const r = await runCli(["simulate", "--rules", join(dir, "rules.yaml"), "--trace", join(dir, name)]);
+      const missing = name === "v1.csv" ? "cookie:team, header:x-tenant-id" : "header:x-tenant-id";
+      expect(r.stderr).toBe(
+        `${join(dir, name)}: warning: the trace has no ${missing} column: rules keyed on ${
+          name === "v1.csv" ? "them read them" : "it read it"
+        } as missing (sluice trace from --rules writes the columns the rules name)\n`,
+      );
+    }
+  });
 });
 
 describe("plan and compare on a composite key change", () => {
