@@ -118,7 +118,10 @@ function clip(s: string): string {
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 }
 
-/** Raw lines of a file (or stdin when `path` is undefined), streamed a chunk at a time. */
+/**
+ * Raw lines of a file (or stdin when `path` is undefined), streamed a chunk at a time. A UTF-8 byte order mark at the
+ * start (spreadsheets and Windows editors write one) is not part of the first line.
+ */
 export async function* readLineBatches(
   path: string | undefined,
   stdin: NodeJS.ReadableStream,
@@ -126,8 +129,10 @@ export async function* readLineBatches(
   const stream = path === undefined ? stdin : createReadStream(path, { highWaterMark: 1 << 16 });
   stream.setEncoding("utf8");
   let rest = "";
+  let first = true;
   for await (const chunk of stream as AsyncIterable<string>) {
-    const text = rest + chunk;
+    const text = first && chunk.startsWith("\uFEFF") ? chunk.slice(1) : rest + chunk;
+    first = false;
     const lines = text.split("\n");
     rest = lines.pop() ?? "";
     yield lines;

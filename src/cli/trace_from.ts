@@ -218,7 +218,8 @@ async function convert(
     io.stderr.write(
       `${name}: ${reorder.late} lines came more than the --reorder window late and were written out of order\n`,
     );
-  io.stderr.write(`${name}: ${read} requests written from ${lineNo} lines\n`);
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  io.stderr.write(`${name}: ${plural(read, "request")} written from ${plural(lineNo, "line")}\n`);
   return read === 0 && lineNo > 0 ? 1 : 0;
 }
 

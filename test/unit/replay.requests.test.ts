@@ -306,6 +306,27 @@ describe("the commands on request traces", () => {
     ]);
   });
 
+  // A trace saved by a spreadsheet or a Windows editor starts with a UTF-8 byte order mark: the first line was then not
+  // "# sluice request trace v2", and every line was "expected 7 fields" (a version 2 trace read as version 1).
+  it("a byte order mark before the first line is not part of it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-req-"));
+    const path = join(dir, "bom.csv");
+    writeFileSync(
+      path,
+      "\uFEFF# sluice request trace v2\r\nt_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4\r\n" +
+        "0,GET,/v1/quotes,192.0.2.1,,,,,,,,\r\n",
+    );
+    const res = await runCli(["simulate", "--rules", rulesFile(), "--trace", path]);
+    expect(res.stderr).toBe("");
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout) as { verdict: string }).toMatchObject({ verdict: "allowed" });
+    const keyed = join(dir, "keyed.csv");
+    writeFileSync(keyed, "\uFEFFt_ms,key,cost\n0,a,1\n");
+    const k = await runCli(["simulate", "--rules", rulesFile(), "--rule", "free-global", "--trace", keyed]);
+    expect(k.stderr).toBe("");
+    expect(JSON.parse(k.stdout) as { key: string }).toMatchObject({ key: "a", allowed: true });
+  });
+
   it("simulate reports every malformed line with its number (exit 2) and prints nothing for them", async () => {
     const res = await runCli([
       "simulate",
