@@ -27,10 +27,9 @@ export function avoidFor(failure: CallAnswer): number | null {
 }
 
 /**
- * Call `delegate` (of `routes`). An answer, or a busy failure (decided from last known, never sent on), is the
- * outcome; a reset is tried on the other shard (a new id, no refunds: the first may have applied them), then on the
- * same delegate with the same input every `DELEGATE_RESET_RETRY_MS` within three quarters of the budget (the fallback
- * has its own; half a budget ran out before a restart ended: BENCHMARKS.md 8, delegate restarts); else `fallBack`.
+ * Call `delegate` (of `routes`): an answer or a busy failure (decided from last known, never sent on) is the outcome;
+ * a reset is tried on the other shard (a new id, no refunds), then again every `DELEGATE_RESET_RETRY_MS` within three
+ * quarters of the budget (the fallback has its own); else `fallBack`.
  */
 export async function callDelegates(
   deps: Pick<CoalescerOptions, "clock" | "sleep" | "counters" | "newId">,

@@ -111,9 +111,8 @@ export function seenOver(st: KeyState, now: number, ttlMs: number): number {
 }
 
 /**
- * A sub-lease to ask a delegate for: what this isolate saw over the sub-lease's term, with no margin (one that runs
- * out calls its near delegate again; units held unused are missing from its bucket); at most the rule's `units` and
- * `leaseCapOf`; none below 2 a term (it would save no call).
+ * A sub-lease to ask a delegate for: what this isolate saw over its term, with no margin (units held unused are
+ * missing from the delegate's bucket); at most the rule's `units` and `leaseCapOf`; none below 2 (it saves no call).
  */
 export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
@@ -161,10 +160,7 @@ export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   return onOwnShard(st) ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
 }
 
-/**
- * The highest spread: every shard then has as many of the region's isolates (own shards are 1 to `DELEGATE_SHARDS` - 1,
- * `ownShardOf`), as many as when each isolate moved to its own shard of all `DELEGATE_SHARDS`.
- */
+/** The highest spread: every one of the `DELEGATE_SHARDS` shards then has as many of the region's isolates. */
 export const MAX_SPREAD = 1 - 1 / DELEGATE_SHARDS;
 
 /** Raise the key's spread to `spread` (never lowered while the key is hot), at most `MAX_SPREAD`. */

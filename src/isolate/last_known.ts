@@ -38,11 +38,9 @@ export function busyFailure(failure: FailureKind): boolean {
 }
 
 /**
- * A request the object could not decide, from what this isolate last knew; `null`: its rule's `on_error`. Nothing is
- * admitted (a share that ended is not reused: over many isolates that broke the rate bound). A key known short here:
- * refused. A busy object: refused, and the key refused here without asking for a spread `OVERLOAD_BACKOFF_MS` (none
- * with `backoff` false: a request beyond `maxWaiting`, whose object is not the one overloaded). Any other failure (an
- * error, a reset: nothing usable known): `null`.
+ * A request the object could not decide, from what this isolate last knew: never admitted. Known short here, or a busy
+ * object: refused (busy: the key refused here for part of `OVERLOAD_BACKOFF_MS` unless `backoff` is false, a request
+ * beyond `maxWaiting`). Any other failure: `null`, its rule's `on_error`.
  */
 export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
   if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);

@@ -91,10 +91,7 @@ export interface LeaseAsks {
 export interface LimiterRule {
   readonly id: string;
   readonly params: AlgorithmParams;
-  /**
-   * The rules version the parameters come from: the build's `RULES_VERSION`, or an account record's own for an
-   * override (src/request/match.ts `compileOverride`). Monotonic; absent: 0.
-   */
+  /** The rules version of `params`: the build's `RULES_VERSION` or an override's own (monotonic; absent: 0). */
   readonly version?: number;
   /** `block_for`, ms: a refusal bans the key this long (outcome.ts). Absent: no bans. */
   readonly blockForMs?: number;

@@ -137,15 +137,7 @@ function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts
 function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {
   const { tokens: _tokens, ahead: _ahead, ...rest } = e;
   const used = inUse(e, ask, nowMs);
-  return {
-    ...rest,
-    parts: 0,
-    units: 0,
-    endsAtMs: nowMs,
-    prevParts: used.parts,
-    prevEndsAtMs: used.untilMs,
-    demand: 0,
-  };
+  return { ...rest, parts: 0, units: 0, endsAtMs: nowMs, prevParts: used.parts, prevEndsAtMs: used.untilMs, demand: 0 };
 }
 
 function withEntry(

@@ -1,7 +1,4 @@
-/**
- * Every tuning constant of the hot-key tier (as envoy ratelimit's src/settings/settings.go). docs/production.md's
- * tuning table gives each its unit, its why and its ablation; test/unit/docs_tuning.test.ts holds it to these values.
- */
+/** Every tuning constant of the hot-key tier: docs/production.md's tuning table (docs_tuning.test.ts) says why. */
 
 // The key's object: when a key is hot, and its shares.
 /** Calls/s from which a key's object says busy (`CallResult.busy`). */

@@ -1,7 +1,6 @@
 /**
- * Window shares granted ahead, the key's object's side (delegate_ahead.ts: the delegate's). Units of the next window
- * granted near a window's end wait in the book (`ShareBook.ahead`) and are charged when it starts (`applyAhead`, before
- * anything else reads the record): never more than its limit, so no window admits more. Pure.
+ * Window shares granted ahead, the key's object's side (delegate_ahead.ts: the delegate's): units of the next window
+ * wait in the book (`ShareBook.ahead`), charged when it starts (`applyAhead`), never over its limit. Pure.
  */
 import { capacityOf, decide, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import type { LeaseReturn, LimiterRecord, LimiterRule, ShareBook } from "./store.ts";
