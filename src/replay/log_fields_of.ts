@@ -2,8 +2,8 @@
  * Each log kind's `LogFields` (log_fields.ts): where NGINX, Envoy and Cloudflare Logpush lines keep the host, the
  * headers, cookies and query parameters, and `request.cf`'s fields, and which columns a format can fill at all.
  *
- * - NGINX: `$host` (else `$http_host`), `$http_NAME`, `$cookie_NAME` (else `$http_cookie`), `$arg_NAME` (else the
- *   query of `$request_uri` or `$request`), `$geoip_country_code`.
+ * - NGINX: `$host` (else `$http_host`), `$http_NAME`, `$http_cookie` (else `$cookie_NAME`), the query of
+ *   `$request_uri` or `$request` (else `$arg_NAME`), `$geoip_country_code`.
  * - Envoy: `%REQ(:AUTHORITY)%`, `%REQ(NAME)%` (a cookie from `%REQ(COOKIE)%`), the query of the path.
  * - Logpush `http_requests`: `ClientRequestHost`, `ClientASN`, `ClientCountry`, `EdgeColoCode`, `JA4`,
  *   `RequestHeaders` and `Cookies` (the custom fields a Logpush job was told to log), the query of `ClientRequestURI`.
@@ -27,6 +27,9 @@ function hostOnly(host: string | null): string | null {
 /** NGINX: which variables the format logs (`has`) and a line's values (`at`, `null` for `-`). */
 export function nginxFields(at: (name: string) => string | null, has: (name: string) => boolean): LogFields {
   const request = at("request");
+  const target = at("request_uri") ?? (request === null ? null : (request.split(" ")[1] ?? null));
+  // `$cookie_NAME` and `$arg_NAME` hold one value (the first) of a cookie or parameter sent twice, which the gateway
+  // refuses as two values: the whole Cookie header and request target say so, and are read first when logged.
   return {
     host: at("host") ?? hostOnly(at("http_host")),
     asn: null,
@@ -34,9 +37,9 @@ export function nginxFields(at: (name: string) => string | null, has: (name: str
     colo: null,
     ja4: null,
     header: (name) => at(nginxHeaderVar(name)),
-    cookie: (name) => (has(`cookie_${name}`) ? at(`cookie_${name}`) : undefined),
-    arg: (name) => (has(`arg_${name}`) ? at(`arg_${name}`) : undefined),
-    target: at("request_uri") ?? (request === null ? null : (request.split(" ")[1] ?? null)),
+    cookie: (name) => (has(`cookie_${name}`) && !has("http_cookie") ? at(`cookie_${name}`) : undefined),
+    arg: (name) => (has(`arg_${name}`) && target === null ? at(`arg_${name}`) : undefined),
+    target,
   };
 }
 

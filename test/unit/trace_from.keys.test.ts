@@ -5,7 +5,7 @@
  * as the values would.
  */
 import { createHash } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -60,6 +60,38 @@ describe("trace from nginx fills what the log has of the rules' key parts", () =
     // A header's value as the Worker reads it (the replay trims); nothing the line lacks.
     expect(lines[3]).toBe("1796119200001,GET,/v1/a,192.0.2.11,,,,api.example.com,,,,,,, acme ,");
     for (const secret of ["sk_live_1", "s3cret", "tok-1"]) expect(r.stdout).not.toContain(secret);
+  });
+
+  // $cookie_NAME and $arg_NAME hold the first of two values; the gateway refuses a cookie or parameter sent twice with
+  // different values (400 two_values), so a trace built from them admitted what the Worker refuses.
+  it("reads $http_cookie and the request's query before $cookie_NAME and $arg_NAME: a value sent twice shows", async () => {
+    const both =
+      '$remote_addr $msec "$request" $host "$http_x_tenant_id" "$cookie_session" "$http_cookie" "$arg_region" "$request_uri"';
+    const f = files(
+      '192.0.2.10 1796119200.000 "GET /v1/a?region=eu&region=us HTTP/1.1" api.example.com "acme" "s1" "session=s1; session=s2" "eu" "/v1/a?region=eu&region=us"',
+    );
+    const r = await runCli([
+      "trace",
+      "from",
+      "nginx",
+      f.log,
+      "--format",
+      both,
+      "--rules",
+      f.rules,
+      "--out",
+      join(f.dir, "t.csv"),
+    ]);
+    expect(r.code).toBe(0);
+    const line = readFileSync(join(f.dir, "t.csv"), "utf8").split("\n")[2];
+    expect(line).toBe(
+      `1796119200000,GET,/v1/a,192.0.2.10,,,,api.example.com,,,,,${sha("s1")}&${sha("s2")},,acme,eu&us`,
+    );
+    const sim = await runCli(["simulate", "--rules", f.rules, "--trace", join(f.dir, "t.csv")]);
+    expect(JSON.parse(sim.stdout) as { status: number; verdict: string }).toMatchObject({
+      status: 400,
+      verdict: "bad_request",
+    });
   });
 
   it("warns once about a column the log format cannot fill", async () => {
