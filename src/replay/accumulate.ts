@@ -264,6 +264,12 @@ export class ComparisonBuilder {
   private firstMs: number | null = null;
   private lastMs: number | null = null;
   private readonly verdicts = new Map<Verdict["kind"] | "delayed", number>();
+  /**
+   * A request trace's keys that some rule counted, one bit per key number: the engine's key numbering also holds the
+   * callers it reports by (an address under a composite key's tuple), which are not keys of any rule.
+   */
+  private ruleKeys = new Uint8Array(1024);
+  private ruleKeyCount = 0;
 
   constructor(
     rules: readonly ResolvedRule[],
@@ -288,7 +294,23 @@ export class ComparisonBuilder {
     const kind = verdict.kind === "admit" && verdict.delayMs > 0 ? "delayed" : verdict.kind;
     this.verdicts.set(kind, (this.verdicts.get(kind) ?? 0) + 1);
     const { keys } = this.replayer;
-    for (const a of answers) this.lanes[a.rule]!.add(line.tMs, keys.name(a.key), a);
+    for (const a of answers) {
+      this.countKey(a.key);
+      this.lanes[a.rule]!.add(line.tMs, keys.name(a.key), a);
+    }
+  }
+
+  private countKey(key: number): void {
+    const byte = key >>> 3;
+    if (byte >= this.ruleKeys.length) {
+      const grown = new Uint8Array(Math.max(byte + 1, this.ruleKeys.length * 2));
+      grown.set(this.ruleKeys);
+      this.ruleKeys = grown;
+    }
+    const bit = 1 << (key & 7);
+    if ((this.ruleKeys[byte]! & bit) !== 0) return;
+    this.ruleKeys[byte]! |= bit;
+    this.ruleKeyCount++;
   }
 
   private seen(tMs: number): void {
@@ -306,7 +328,7 @@ export class ComparisonBuilder {
     return {
       lanes: this.lanes.map((l) => l.finish()),
       requests: this.requests,
-      keys: this.replayer.keys.size,
+      keys: this.verdicts.size === 0 ? this.replayer.keys.size : this.ruleKeyCount,
       stateKey: this.options.stateKey,
       firstMs: this.firstMs,
       lastMs: this.lastMs,

@@ -186,6 +186,10 @@ describe("plan and compare on a composite key change", () => {
     const before = await runCli(["compare", "--rules", join(dir, "before.yaml"), "--trace", join(dir, "t.csv")]);
     const after = await runCli(["compare", "--rules", join(dir, "after.yaml"), "--trace", join(dir, "t.csv")]);
     expect(before.code).toBe(0);
+    // The keys the rule counted: 2 tenants x 2 networks, then 2 tenants. The 14 callers (addresses) are not keys: the
+    // header once said 18 and 16 (the engine numbers callers and keys together).
+    expect(before.stdout).toContain(": 14 requests, 4 keys,");
+    expect(after.stdout).toContain(": 14 requests, 2 keys,");
     expect(before.stdout).toContain("The gateway's answers: 8 admitted, 6 denied.");
     expect(before.stdout).toMatch(
       /tenant +fixed_window 2 per 1 h +8 +6 +0 +2 in 1 h \(key \["192\.0\.2\.0\/24","acme"\]\)/,
