@@ -81,7 +81,7 @@ export async function runTrace(args: string[], io: Io): Promise<number> {
   if (windowMs === null)
     return usageError(cmd, `--reorder must be a duration such as 60s or 0, got ${JSON.stringify(reorder)}`);
   const columns = traceColumns(parsed.values.get("rules"));
-  if ("errors" in columns) return inputError(io, columns.errors, 2);
+  if ("errors" in columns) return inputError(io, columns.errors);
   const fields = {
     keyHeader: (one("key-header") ?? "x-api-key").toLowerCase(),
     userHeader: (one("user-header") ?? "x-user-id").toLowerCase(),

@@ -94,6 +94,19 @@ describe("trace from nginx fills what the log has of the rules' key parts", () =
     });
   });
 
+  // trace from --help (and docs/rules.md's conventions) say exit 1 for invalid rules, as compare and plan answer; it
+  // answered 2, the usage error's status, to a script telling the two apart.
+  it("invalid --rules: every problem with its place, exit 1", async () => {
+    const f = files(
+      '192.0.2.10 1796119200.000 "GET /v1/a HTTP/1.1"',
+      '- id: x\n  match: { route: "* /v1/**" }\n  key: [heder]\n',
+    );
+    const r = await runCli(["trace", "from", "nginx", f.log, "--format", format, "--rules", f.rules]);
+    expect(r.stderr).toContain(`${f.rules}:3:9: x.key[0]: unknown key part "heder"; did you mean "header"?`);
+    expect(r.stdout).toBe("");
+    expect(r.code).toBe(1);
+  });
+
   it("warns once about a column the log format cannot fill", async () => {
     const f = files('192.0.2.10 1796119200.000 "GET /v1/a HTTP/1.1"');
     const r = await runCli([
