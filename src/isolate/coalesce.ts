@@ -139,10 +139,10 @@ export class Coalescer {
   }
 
   /**
-   * Hold a granted lease until spent or its term (from the call's send) ends; returns its end. A full term is cut by
-   * up to a half, pseudo-randomly, so isolates that leased together renew apart; a term the window's end cut instead
-   * waits up to a quarter ttl (at most the budget) past it, requests meanwhile waiting. A clock that stepped back
-   * since the send counts the whole budget as gone (for a `late` answer, the whole term).
+   * Hold a granted lease until spent or its term (from the call's send) ends; returns its end. Renewals are spread: a
+   * full term cut by up to a half; a cut one followed by a wait of up to a quarter ttl (at most the budget), requests
+   * waiting meanwhile. A clock that stepped back since
+   * the send counts the whole budget as gone (for a `late` answer, the whole term).
    */
   private adopt(
     st: KeyState,

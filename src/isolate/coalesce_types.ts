@@ -33,10 +33,7 @@ export interface HotMark {
   readonly spread: number;
 }
 
-/**
- * Where a hot key's batches go: a delegate's transport and name, and (`ownShard`) this isolate's own shard, taken once
- * the key's spread is above this isolate's `draw` (in [0, 1); absent: 0, any spread moves it).
- */
+/** Where a hot key's batches go; `ownShard` once the key's spread is above this isolate's `draw` (absent: 0). */
 export interface DelegateRoute {
   readonly transport: ObjectTransport;
   readonly name: string;

@@ -127,10 +127,7 @@ export function demandMoved(was: number, now: number): boolean {
   return Math.abs(now - was) > Math.max(RENEW_SLACK, Math.floor(was / 2));
 }
 
-/**
- * Cost asked per term (`SHARE_TERM_MS`), estimated over the last `DEMAND_BUCKET_MS`, sliding: this bucket's, and the
- * last one's weighed by how much of it is in, scaled to a term.
- */
+/** Cost asked per term, sliding over `DEMAND_BUCKET_MS`: this bucket's, the last one's weighed by how much is in. */
 export function demandPerTerm(record: { readonly demand: DemandBuckets }, nowMs: number): number {
   const d = rolled(record.demand, nowMs);
   const bucketMs = DEMAND_BUCKET_MS;
@@ -147,9 +144,8 @@ export function rolled(d: DemandBuckets, nowMs: number): DemandBuckets {
 }
 
 /**
- * The parts a rate share of `parts`, granted for demand `was`, still needs for demand `now` (per term): all of them
- * while demand holds or grows (or was never told); fewer in proportion when it fell, with a margin for chance (two
- * standard deviations of a Poisson count), at least 1 while there is demand.
+ * The parts a rate share of `parts`, granted for demand `was`, still needs for demand `now`: all unless it fell, then
+ * as many fewer in proportion, with two standard deviations of a Poisson count to spare (at least 1 while any).
  */
 export function keptParts(parts: number, was: number | undefined, now: number): number {
   if (was === undefined || was <= 0 || now >= was) return parts;

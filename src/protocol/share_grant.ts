@@ -116,10 +116,8 @@ export function shareRecord(
 }
 
 /**
- * Parts of an entry still in use after its delegate sent `ask`, and until when: only its last grant's when the ask says
- * the delegate adopted that grant (`holding` is its ask's id: an older share was replaced then), else every part it
- * still holds or held (`promisedParts`); at most what the ask says it keeps (`keep`, a valid count); until its term's
- * end, or sooner the ask's receipt plus what it says it still uses them (`oldForMs`, a valid count of ms).
+ * Parts of an entry still in use after its delegate sent `ask`, and until when: its last grant's if the ask is
+ * `holding` it, else all it holds or held (`promisedParts`); at most `keep`; until its term's end or `oldForMs`.
  */
 function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts: number; untilMs: number } {
   const adopted = ask?.holding !== undefined && ask.holding === e.askId;

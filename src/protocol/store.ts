@@ -198,8 +198,8 @@ function grantLease(
 }
 
 /**
- * The term of a lease (or sub-lease) of `units` where `wanted` were asked for `termMs`: as much shorter, down to a
- * quarter, so its holder asks again about when it has used them, instead of refusing for a whole term while it refills.
+ * The term of a lease of `units` where `wanted` were asked for `termMs`: as much shorter, down to a quarter, so its
+ * holder asks again about when it used them instead of refusing for a whole term.
  */
 export function shorter(termMs: number, units: number, wanted: number): number {
   return Math.max(Math.ceil(termMs / 4), Math.floor((termMs * units) / wanted));

@@ -107,10 +107,7 @@ export function subleaseFrom<S extends SubleaseSource>(
   return { lease: { units, atMs: nowMs, forMs }, share: { ...share, state: out.state } };
 }
 
-/**
- * How long the slice's bucket takes to hold `units` from `nowMs` (first of 5, 10, 20… ms), at most `capMs`: an
- * isolate whose rate ask found it empty refuses only until then (`CallResult.leaseWaitMs`), not for a whole term.
- */
+/** How long the slice's bucket takes to hold `units` (first of 5, 10, 20… ms), at most `capMs` (`leaseWaitMs`). */
 export function refillWaitMs(
   params: AlgorithmParams,
   state: AlgorithmState,
@@ -124,10 +121,7 @@ export function refillWaitMs(
   return capMs;
 }
 
-/**
- * What a call asks of a delegate's share over its term (its demand): the requests it carries, and the units its lease
- * ask wants, less the units it gives back (what an earlier lease did not use); never less than its requests.
- */
+/** A call's demand on a delegate's share: its requests, and its lease ask less what it gives back (never below 0). */
 export function callDemand(input: CallInput): number {
   const sum = (units: readonly number[]) => units.reduce((a, b) => a + (Number.isSafeInteger(b) && b > 0 ? b : 0), 0);
   const costs = sum(input.costs);
