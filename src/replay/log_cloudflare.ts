@@ -11,6 +11,7 @@ import {
   DEFAULT_FIELDS,
   type FieldOptions,
   fill,
+  identityHeadersOf,
   keyOf,
   type LogParser,
   outcomeOfMs,
@@ -53,7 +54,8 @@ export function cloudflareParser(fields: FieldOptions = DEFAULT_FIELDS): LogPars
       if (filled !== true) return filled;
       slot.answered = answeredOf(digitsOf(record.EdgeResponseStatus), null);
       slot.outcome = outcomeOfMs(slot.answered, cloudflareDurationMs(record, tMs));
-      if (fields.columns !== undefined) fillLogFields(slot, fields.columns, cloudflareFields(record, headers));
+      if (fields.columns !== undefined)
+        fillLogFields(slot, fields.columns, cloudflareFields(record, headers), identityHeadersOf(fields));
       return true;
     },
   };

@@ -70,8 +70,17 @@ const HASHED = /^sha256:[0-9a-f]{64}$/;
 /** Headers whose one value holds commas (as src/request/key.ts reads them): not split before hashing. */
 const WHOLE_HEADERS: ReadonlySet<string> = new Set(["user-agent", "date", "if-modified-since", "if-unmodified-since"]);
 
-/** Fill `slot`'s version 2 fields from `fields`: the fixed ones always, the extra columns `columns` names. */
-export function fillLogFields(slot: RequestLine, columns: TraceColumns, fields: LogFields): void {
+/**
+ * Fill `slot`'s version 2 fields from `fields`: the fixed ones always, the extra columns `columns` names.
+ * `identityHeaders` (lower-case): the headers the trace reads the API key and the user from (`--key-header`,
+ * `--user-header`); a key part naming one of them is hashed as the `key` and `user` columns are.
+ */
+export function fillLogFields(
+  slot: RequestLine,
+  columns: TraceColumns,
+  fields: LogFields,
+  identityHeaders: readonly string[],
+): void {
   slot.host = fields.host;
   slot.asn = fields.asn;
   slot.country = fields.country;
@@ -79,17 +88,17 @@ export function fillLogFields(slot: RequestLine, columns: TraceColumns, fields: 
   slot.ja4 = fields.ja4;
   const out = new Map<string, readonly string[]>();
   for (const column of columns.extras) {
-    const values = columnValues(column, fields);
+    const values = columnValues(column, fields, identityHeaders);
     if (values.length > 0) out.set(column, values);
   }
   slot.fields = out;
 }
 
-function columnValues(column: string, fields: LogFields): readonly string[] {
+function columnValues(column: string, fields: LogFields, identityHeaders: readonly string[]): readonly string[] {
   const colon = column.indexOf(":");
   const kind = column.slice(0, colon);
   const name = column.slice(colon + 1);
-  const secret = secretColumn(column);
+  const secret = secretColumn(column) || (kind === "header" && identityHeaders.includes(name));
   if (kind === "header") {
     const value = fields.header(name);
     if (value === null) return [];

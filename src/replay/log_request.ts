@@ -16,6 +16,11 @@ export interface FieldOptions {
 
 export const DEFAULT_FIELDS: FieldOptions = { keyHeader: "x-api-key", userHeader: "x-user-id" };
 
+/** The headers a log's API key and user come from: a key part naming one is a secret, hashed in a trace. */
+export function identityHeadersOf(fields: FieldOptions): readonly string[] {
+  return [fields.keyHeader, fields.userHeader, "authorization"];
+}
+
 export interface LogParser {
   /** `true`: `slot` holds the request; `null`: a line to skip (blank); else why the line cannot be read. */
   parse(line: string, slot: RequestLine): true | null | string;

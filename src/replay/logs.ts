@@ -22,6 +22,7 @@ import {
   DEFAULT_FIELDS,
   type FieldOptions,
   fill,
+  identityHeadersOf,
   keyOf,
   type LogParser,
   outcomeOfMs,
@@ -195,6 +196,7 @@ export function nginxParser(format: string, fields: FieldOptions = DEFAULT_FIELD
           slot,
           columns,
           nginxFields((n) => at(m, n), has),
+          identityHeadersOf(fields),
         );
       return true;
     },
@@ -264,7 +266,7 @@ export function envoyParser(
       slot.outcome = outcomeOfMs(slot.answered, get(find("DURATION")));
       if (fields.columns !== undefined) {
         const byCommand = (c: string) => get(commands.get(c) ?? -1);
-        fillLogFields(slot, fields.columns, envoyFields(byCommand, get(path)));
+        fillLogFields(slot, fields.columns, envoyFields(byCommand, get(path)), identityHeadersOf(fields));
       }
       return true;
     },

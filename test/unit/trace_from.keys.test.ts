@@ -94,6 +94,34 @@ describe("trace from nginx fills what the log has of the rules' key parts", () =
     });
   });
 
+  // The user column is hashed; a rule keyed on the user's header as a plain header part wrote the same user id raw in
+  // its column (and --user-header names another header just as well).
+  it("a key part naming the user's or the key's header is hashed like the user and key columns", async () => {
+    const rules =
+      '- id: x\n  match: { route: "* /v1/**" }\n  key: [ip, { header: X-User-Id }, { header: X-Who }]\n  algorithm: fixed_window\n  limit: 1\n  window: h\n';
+    const f = files('192.0.2.10 1796119200.000 "GET /v1/a HTTP/1.1" "alice@example.com" "bob"', rules);
+    const fmt = '$remote_addr $msec "$request" "$http_x_user_id" "$http_x_who"';
+    const r = await runCli(["trace", "from", "nginx", f.log, "--format", fmt, "--rules", f.rules]);
+    expect(r.stdout.split("\n")[2]).toBe(
+      `1796119200000,GET,/v1/a,192.0.2.10,,${sha("alice@example.com")},,,,,,,${sha("alice@example.com")},bob`,
+    );
+    const who = await runCli([
+      "trace",
+      "from",
+      "nginx",
+      f.log,
+      "--format",
+      fmt,
+      "--rules",
+      f.rules,
+      "--user-header",
+      "X-Who",
+    ]);
+    expect(who.stdout.split("\n")[2]).toBe(
+      `1796119200000,GET,/v1/a,192.0.2.10,,${sha("bob")},,,,,,,alice@example.com,${sha("bob")}`,
+    );
+  });
+
   // trace from --help (and docs/rules.md's conventions) say exit 1 for invalid rules, as compare and plan answer; it
   // answered 2, the usage error's status, to a script telling the two apart.
   it("invalid --rules: every problem with its place, exit 1", async () => {
