@@ -34,6 +34,7 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["scarceWindowSplit", WINDOW],
   ["subleases", FAN_OUT],
   ["lateRefunds", FAN_OUT],
+  ["spread", FAN_OUT],
   ["hotMarks", FAN_OUT],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");

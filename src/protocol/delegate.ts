@@ -303,7 +303,7 @@ export function delegateCall(
     ...(sub.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, share, sub.waitMs, nowMs) }),
     replayed: false,
     hot: record.hot,
-    ...(busy ? { busy: true, spread } : {}),
+    ...(busy ? { busy: true, ...(uses("spread") ? { spread } : {}) } : {}),
   };
   return { result, record: next };
 }

@@ -9,6 +9,7 @@ export const MECHANISMS = [
   "lateRefunds",
   "scarceWindowSplit",
   "rttTerms",
+  "spread",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];
