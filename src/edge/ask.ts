@@ -125,7 +125,7 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
     keepAlive,
     observe,
     ...(read ? { hotMark: markFrom(stored, isolate.clock(), hot) } : {}),
-    ...(store === null ? {} : { spreadMark: spreadOfMark(store) }),
+    ...(store === null ? {} : { spreadMark: spreadOfMark(store, isolate.clock) }),
   });
   if (shares) markHot(isolate, name, keepAlive);
   // A refund can make the object more generous than a denial this isolate remembers.
@@ -165,7 +165,7 @@ function markHot(isolate: Isolate, name: string, keepAlive: ((work: Promise<unkn
   const mark = isolate.calls.markOf(name);
   const store = mark === null ? null : hotMarks();
   if (store === null || mark === null || !written.take(name, mark, isolate.clock())) return;
-  const work = writeMark(store, name, mark, (spread) => isolate.calls.spreadTo(name, spread));
+  const work = writeMark(store, name, mark, (spread) => isolate.calls.spreadTo(name, spread), isolate.clock);
   if (keepAlive === undefined) void work;
   else keepAlive(work);
 }

@@ -19,8 +19,9 @@ export function parseMark(body: string): StoredMark | null {
   try {
     const value: unknown = JSON.parse(body);
     if (typeof value !== "object" || value === null) return null;
-    const spread = (value as { spread?: unknown }).spread;
-    return typeof spread === "boolean" || typeof spread === "number" ? { spread } : null;
+    const { spread, atMs } = value as { spread?: unknown; atMs?: unknown };
+    if (typeof spread !== "boolean" && typeof spread !== "number") return null;
+    return typeof atMs === "number" && Number.isFinite(atMs) ? { spread, atMs } : { spread };
   } catch {
     return null;
   }
@@ -43,7 +44,7 @@ export function cacheMarks(
     read: (name) => Promise.race([readMark(cache, name), sleep(readMs).then(() => null)]),
     async write(name, mark) {
       const maxAge = Math.floor(HOT_MARK_TTL_MS / 1000);
-      const response = new Response(JSON.stringify({ spread: mark.spread }), {
+      const response = new Response(JSON.stringify({ spread: mark.spread, atMs: mark.atMs }), {
         headers: { "content-type": "application/json", "cache-control": `max-age=${maxAge}` },
       });
       try {

@@ -44,6 +44,8 @@ import {
   readMark,
   see,
   shortOf,
+  spreadAt,
+  spreadDecays,
   spreadTo,
   takeMark,
 } from "./key_state.ts";
@@ -95,13 +97,14 @@ export class Coalescer {
   markOf(name: string): HotMark | null {
     const st = this.c.keys.get(name);
     if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
-    return { untilMs: st.hotUntilMs, spread: st.spread };
+    const spread = spreadAt(st, this.options.clock());
+    return { untilMs: st.hotUntilMs, spread, ...(spreadDecays(st) ? { decays: true } : {}) };
   }
 
   /** The data center's mark has a higher spread (hot_marks.ts `writeMark`): take it. */
   spreadTo(name: string, spread: number): void {
     const st = this.c.keys.get(name);
-    if (st !== undefined && st.delegate !== null) spreadTo(st, spread);
+    if (st !== undefined && st.delegate !== null) spreadTo(st, spread, this.options.clock());
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */

@@ -69,7 +69,7 @@ export function giveUp(c: Calls, st: KeyState, me: Waiting): void {
 export function stateOf(c: Calls, input: AskInput): KeyState {
   let st = c.keys.get(input.name);
   if (st === undefined) {
-    st = newKeyState(input);
+    st = newKeyState(input, c.options.clock());
     evict(c);
   } else {
     c.keys.delete(input.name); // re-inserted below: the map's order is least recently used first

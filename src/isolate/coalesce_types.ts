@@ -31,6 +31,8 @@ export interface AskInput {
 export interface HotMark {
   readonly untilMs: number;
   readonly spread: number;
+  /** The spread decays (key_state.ts `spreadDecays`): the mark is written with its time. */
+  readonly decays?: boolean;
 }
 
 /** Where a hot key's batches go; `ownShard` once the key's spread is above this isolate's `draw` (absent: 0). */
@@ -141,9 +143,12 @@ export interface KeyState {
   delegateDownUntilMs: number;
   /**
    * The spread: the share of the region's isolates to be on their own shards, the highest the first shard's busy
-   * answers or a hot mark said this hot spell; batches go to `delegate.ownShard` while `delegate.draw` is below it.
+   * answers or a hot mark said, as of `spreadAtMs` (key_state.ts `spreadAt`: it decays since); batches go to
+   * `delegate.ownShard` while `delegate.draw` is below it.
    */
   spread: number;
+  /** When `spread` was heard (this isolate's clock). */
+  spreadAtMs: number;
   /** The hot mark was read for this hot spell. */
   hotMarkRead: boolean;
   spreadMark: ((name: string) => Promise<number>) | null;

@@ -6,7 +6,7 @@ import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/o
 import type { CallInput } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, KeyState } from "./coalesce_types.ts";
-import { spreadTo } from "./key_state.ts";
+import { heardBusy } from "./key_state.ts";
 import { overloadTeachesHot } from "./last_known.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
@@ -84,10 +84,10 @@ export async function callTarget(
   const out = await callDelegates(options, st.delegate, delegate, input, st.timeoutMs);
   if (out.kind === "answer") {
     const { answer } = out;
-    // The first shard's spread (busy without one, or overloaded: as spread as can be, `spreadTo`).
+    // The first shard's spread (busy without one, or overloaded: as spread as can be, `heardBusy`).
     const busy = answer.kind === "answered" ? answer.result.busy === true : answer.failure === "overloaded";
     if (busy && out.from.name === st.delegate.name)
-      spreadTo(st, answer.kind === "answered" ? (answer.result.spread ?? 1) : 1);
+      heardBusy(st, answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
     return answer;
   }
   st.delegateDownUntilMs = options.clock() + out.avoidForMs;

@@ -6,6 +6,7 @@
 import { type AlgorithmParams, leasePolicy } from "../algorithms/index.ts";
 import { GLOBAL_HOT_FROM_PER_S, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../protocol/tunables.ts";
 import type { HotMark } from "./coalesce_types.ts";
+import { decayedSpread } from "./key_state.ts";
 
 /** A data center's marks: read one (`null`: none, or it could not be read), write one (best effort). */
 export interface HotMarkStore {
@@ -13,21 +14,26 @@ export interface HotMarkStore {
   write(name: string, mark: StoredMark): Promise<void>;
 }
 
-/** A mark: the key's spread (`KeyState.spread`); `true`, as an older Worker wrote it, is 1 and `false` 0. */
+/**
+ * A mark: the key's spread (`KeyState.spread`) as of `atMs` (the writer's clock; absent, as an older Worker wrote it:
+ * as of its reading); `true`, as an older Worker wrote it, is 1 and `false` 0.
+ */
 export interface StoredMark {
   readonly spread: number | boolean;
+  readonly atMs?: number;
 }
 
-/** A stored mark's spread, in [0, 1] (0: none). */
-export function spreadOf(stored: StoredMark | null): number {
+/** A stored mark's spread at `nowMs`, in [0, 1] (0: none), decayed since it was written (key_state.ts `spreadAt`). */
+export function spreadOf(stored: StoredMark | null, nowMs: number): number {
   const spread = Number(stored?.spread ?? 0);
-  return spread > 0 ? Math.min(1, spread) : 0;
+  if (!(spread > 0)) return 0;
+  return decayedSpread(Math.min(1, spread), nowMs - (stored?.atMs ?? nowMs));
 }
 
 /** The mark an isolate takes from a stored one at `nowMs`; a key `hot` by construction is marked without one. */
 export function markFrom(stored: StoredMark | null, nowMs: number, hot = false): HotMark | null {
   if (stored === null && !hot) return null;
-  return { untilMs: nowMs + HOT_MARK_TTL_MS, spread: spreadOf(stored) };
+  return { untilMs: nowMs + HOT_MARK_TTL_MS, spread: spreadOf(stored, nowMs) };
 }
 
 /** Whether a `key: global` rule's one key is hot by construction: its rate (or limit per window) is fast enough. */
@@ -53,27 +59,30 @@ export function markDue(
 }
 
 /**
- * Write `mark` (best effort), but never a spread over a higher one: an isolate that heard less (the first shard is not
- * busy only because others left it) takes the stored spread instead (`spreadHere`), so a redeploy's isolates start
- * where the shares are.
+ * Write `mark` (best effort), its spread as of `nowMs` if it decays, but never a spread over a higher one (both decayed to now): an
+ * isolate that heard less (the first shard is not busy only because others left it) takes the stored spread instead
+ * (`spreadHere`), so a redeploy's isolates start where the shares are.
  */
 export async function writeMark(
   store: HotMarkStore,
   name: string,
   mark: HotMark,
   spreadHere: (spread: number) => void,
+  clock: () => number,
 ): Promise<void> {
-  const stored = spreadOf(await store.read(name));
+  const read = await store.read(name);
+  const nowMs = clock();
+  const stored = spreadOf(read, nowMs);
   if (stored > mark.spread) {
     spreadHere(stored);
     return;
   }
-  await store.write(name, { spread: mark.spread });
+  await store.write(name, mark.decays === true ? { spread: mark.spread, atMs: nowMs } : { spread: mark.spread });
 }
 
-/** Reads the spread of `store`'s mark of a key (`AskInput.spreadMark`). */
-export function spreadOfMark(store: HotMarkStore): (name: string) => Promise<number> {
-  return async (name) => spreadOf(await store.read(name));
+/** Reads the spread of `store`'s mark of a key now (`AskInput.spreadMark`). */
+export function spreadOfMark(store: HotMarkStore, clock: () => number): (name: string) => Promise<number> {
+  return async (name) => spreadOf(await store.read(name), clock());
 }
 
 /** What one isolate wrote lately, by key (to write each mark once per half ttl, not on every request). */

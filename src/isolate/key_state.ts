@@ -2,7 +2,7 @@
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
 import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
-import { DELEGATE_SHARDS, HOT_HOLD_MS } from "../protocol/tunables.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
 import {
   type AskedLease,
   type AskInput,
@@ -14,7 +14,7 @@ import {
 } from "./coalesce_types.ts";
 
 /** A key this isolate has not tracked yet (or forgot). */
-export function newKeyState(input: AskInput): KeyState {
+export function newKeyState(input: AskInput, now: number): KeyState {
   return {
     name: input.name,
     transport: input.transport,
@@ -40,6 +40,7 @@ export function newKeyState(input: AskInput): KeyState {
     hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
     delegateDownUntilMs: 0,
     spread: input.delegate == null ? 0 : Math.min(MAX_SPREAD, input.hotMark?.spread ?? 0),
+    spreadAtMs: now,
     hotMarkRead: input.hotMark != null || input.spreadMark == null,
     spreadMark: input.spreadMark ?? null,
   };
@@ -149,29 +150,61 @@ export function shortOf(asked: AskedLease | undefined, units: number, forMs: num
   return units * asked.ttlMs < asked.need * forMs;
 }
 
-/** Whether the key's batches go to this isolate's own shard: its draw is below the key's spread. */
-export function onOwnShard(st: KeyState): boolean {
-  return st.delegate?.ownShard !== undefined && (st.delegate.draw ?? 0) < st.spread;
+/** Whether the key's batches go to this isolate's own shard: its draw is below the key's spread now. */
+export function onOwnShard(st: KeyState, now: number): boolean {
+  return st.delegate?.ownShard !== undefined && (st.delegate.draw ?? 0) < spreadAt(st, now);
 }
 
 /** The delegate for the key's next call: while hot and not failing lately; its own shard once the spread says so. */
 export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
-  return onOwnShard(st) ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
+  return onOwnShard(st, now) ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
 }
 
 /** The highest spread: every one of the `DELEGATE_SHARDS` shards then has as many of the region's isolates. */
 export const MAX_SPREAD = 1 - 1 / DELEGATE_SHARDS;
 
-/** Raise the key's spread to `spread` (never lowered while the key is hot), at most `MAX_SPREAD`. */
-export function spreadTo(st: KeyState, spread: number): void {
-  if (spread > st.spread) st.spread = Math.min(MAX_SPREAD, spread);
+/** A spread heard `ageMs` ago, now: halved every `SPREAD_HALF_LIFE_MS` (the region's load may have fallen since). */
+export function decayedSpread(spread: number, ageMs: number): number {
+  return ageMs <= 0 ? spread : spread * 0.5 ** (ageMs / SPREAD_HALF_LIFE_MS);
+}
+
+/**
+ * Whether the key's spread decays and grows with the first shard's busy answers (`heardBusy`): a window rule's, whose
+ * shares are sized anew every term. A rate share's parts settle over terms of up to 4 s: moving isolates back and forth
+ * cost hot-rate 1-3 points of exact after the first second (docs/production.md, `SPREAD_HALF_LIFE_MS`).
+ */
+export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
+  return leasePolicy(st.rule.params.algorithm).kind === "window";
+}
+
+/** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays (`spreadDecays`). */
+export function spreadAt(st: Pick<KeyState, "rule" | "spread" | "spreadAtMs">, now: number): number {
+  return spreadDecays(st) ? decayedSpread(st.spread, now - st.spreadAtMs) : st.spread;
+}
+
+/** Raise the key's spread to `spread` if above what it is now, at most `MAX_SPREAD`; it decays from `now` on. */
+export function spreadTo(st: KeyState, spread: number, now: number): void {
+  if (spread <= spreadAt(st, now)) return;
+  st.spread = Math.min(MAX_SPREAD, spread);
+  st.spreadAtMs = now;
+}
+
+/**
+ * The first shard said busy, `moving` the share of its calls to move (delegate_demand.ts `countLoad`; 1: overloaded).
+ * Those calls come from the isolates still on it, `1 - spread` of the region's: a spread that decays grows by that
+ * much of them, measured against the region's calls, not the first shard's alone (else it is raised to `moving`).
+ */
+export function heardBusy(st: KeyState, moving: number, now: number): void {
+  const share = Math.min(1, Math.max(0, moving));
+  const spread = spreadAt(st, now);
+  spreadTo(st, spreadDecays(st) ? spread + (1 - spread) * share : share, now);
 }
 
 /** Before a hot spell's first call to the first shard: read the mark's spread, and move if it says so. */
 export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
   st.hotMarkRead = true;
-  if (st.spreadMark !== null) spreadTo(st, await st.spreadMark(st.name).catch(() => 0));
+  if (st.spreadMark !== null) spreadTo(st, await st.spreadMark(st.name).catch(() => 0), clock());
   return delegateFor(st, clock());
 }
 
@@ -182,7 +215,7 @@ export async function readMark(st: KeyState, clock: () => number): Promise<Deleg
 export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
   if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
   st.hotUntilMs = mark?.untilMs ?? 0;
-  spreadTo(st, mark?.spread ?? 0);
+  spreadTo(st, mark?.spread ?? 0, now);
 }
 
 /** An answer said the key is hot (go to the delegate) or cold (`false`: back to the key's object). */
@@ -191,6 +224,7 @@ export function noteHot(st: KeyState, hot: boolean | undefined, now: number): vo
   else if (hot === false) {
     st.hotUntilMs = 0;
     st.spread = 0;
+    st.spreadAtMs = now;
     st.hotMarkRead = st.spreadMark === null;
   }
 }

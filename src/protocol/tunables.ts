@@ -29,6 +29,8 @@ export const DELEGATE_SHARDS = 4;
 export const DELEGATE_BUSY_CALLS_PER_S = 250;
 /** A busy delegate's spread moves as many of its calls as leave it this many a second (`countLoad`). */
 export const DELEGATE_AIM_CALLS_PER_S = 200;
+/** A window rule's spread (an isolate's, a hot mark's) halves every this many ms: the region's load may have fallen. */
+export const SPREAD_HALF_LIFE_MS = 2_000;
 /** After a share ask found the key's object overloaded, a delegate refuses batches this long, ms. */
 export const DELEGATE_RENEW_BACKOFF_MS = 100;
 /** A delegate's wait for the key's object, ms; past it the call fails as `overloaded` (a lost message holds nothing). */

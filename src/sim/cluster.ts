@@ -201,12 +201,12 @@ class World {
     const stored = marks !== null && read ? await marks.read(input.name) : null;
     const answer = await iso.coalescer.ask({
       ...input,
-      ...(marks === null ? {} : { spreadMark: spreadOfMark(marks) }),
+      ...(marks === null ? {} : { spreadMark: spreadOfMark(marks, iso.clock) }),
       ...(read ? { hotMark: markFrom(stored, iso.clock(), hot) } : {}),
     });
     const mark = marks === null ? null : iso.coalescer.markOf(input.name);
     if (marks !== null && mark !== null && iso.written.take(input.name, mark, iso.clock()))
-      void writeMark(marks, input.name, mark, (spread) => iso.coalescer.spreadTo(input.name, spread));
+      void writeMark(marks, input.name, mark, (spread) => iso.coalescer.spreadTo(input.name, spread), iso.clock);
     return answer;
   }
 

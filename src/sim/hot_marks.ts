@@ -25,7 +25,9 @@ export class SimMarks implements HotMarkStore {
   async read(name: string): Promise<StoredMark | null> {
     this.reads++;
     await this.clock.sleep(MARK_LATENCY_MS);
-    return this.holds(name) ? { spread: this.marks.get(name)!.spread } : null;
+    if (!this.holds(name)) return null;
+    const { spread, atMs } = this.marks.get(name)!;
+    return atMs === undefined ? { spread } : { spread, atMs };
   }
 
   /** Whether a mark for `name` is live now (the bench's accounting: no read, no latency). */
@@ -44,6 +46,7 @@ export class SimMarks implements HotMarkStore {
     const live = prev !== undefined && now < prev.expiresAtMs;
     this.marks.set(name, {
       spread: mark.spread,
+      ...(mark.atMs === undefined ? {} : { atMs: mark.atMs }),
       visibleFromMs: live ? prev.visibleFromMs : now + MARK_PROPAGATION_MS,
       expiresAtMs: now + HOT_MARK_TTL_MS,
     });

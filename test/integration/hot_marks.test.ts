@@ -52,6 +52,8 @@ describe("hot marks", () => {
     expect(await marks?.read("limiter:markwin:none")).toBeNull();
     await marks?.write("limiter:markwin:one", { spread: 0.5 });
     expect(await marks?.read("limiter:markwin:one")).toEqual({ spread: 0.5 });
+    await marks?.write("limiter:markwin:one", { spread: 0.25, atMs: T0 });
+    expect(await marks?.read("limiter:markwin:one")).toEqual({ spread: 0.25, atMs: T0 });
   });
 
   it("a key found hot is marked; a new isolate that finds the mark goes to the delegate from its first request", async () => {
@@ -59,9 +61,10 @@ describe("hot marks", () => {
     const key = await knownKey();
     const object = objectNameOf("markwin", await sha256Hex(key));
     const first = createIsolate();
-    // Cold, then hot: the call that makes the key's object busy answers `hot`, and the isolate marks the key.
+    // Cold, then hot: the call that makes the key's object busy answers `hot`, and the isolate marks the key (a
+    // window rule's spread decays: with when it was written, key_state.ts `spreadDecays`).
     expect(await send(first, key, BUSY_CALLS_PER_S + 1)).toBe(BUSY_CALLS_PER_S + 1);
-    expect(await cacheMarks()?.read(object)).toEqual({ spread: 0 });
+    expect(await cacheMarks()?.read(object)).toEqual({ spread: 0, atMs: T0 });
     const delegateCalls = async () => {
       const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, 0), null);
       const record = await runInDurableObject(stub, (_o, state) => state.storage.kv.get<DelegateRecord>("delegate"));

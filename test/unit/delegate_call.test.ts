@@ -263,15 +263,18 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     const del = endpoint(clock, () => opts.delegate);
     const own: DelegateRoute = { transport: del.transport, name: "delegate:weur.2" };
     const route: DelegateRoute = { transport: del.transport, name: "delegate:weur.0", ownShard: own, draw: 0.5 };
-    const st = newKeyState({
-      transport: object.transport,
-      name: "r:key",
-      rule: { id: "r", params: tokenBucket(10, 1000, 20) },
-      cost: 1,
-      timeoutMs: 250,
-      lease: null,
-      ...(opts.bound ? { delegate: route } : {}),
-    });
+    const st = newKeyState(
+      {
+        transport: object.transport,
+        name: "r:key",
+        rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+        ...(opts.bound ? { delegate: route } : {}),
+      },
+      T0,
+    );
     let ids = 0;
     const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => `n${ids++}` };
     const pending = callTarget(options, st, opts.route ? (opts.own === true ? own : route) : null, input);

@@ -21,7 +21,13 @@ import { MAX_SPREAD } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
-import { GLOBAL_HOT_FROM_PER_S, HOT_HOLD_MS, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../../src/protocol/tunables.ts";
+import {
+  GLOBAL_HOT_FROM_PER_S,
+  HOT_HOLD_MS,
+  HOT_MARK_TTL_MS,
+  MARKS_REMEMBERED,
+  SPREAD_HALF_LIFE_MS,
+} from "../../src/protocol/tunables.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { MARK_LATENCY_MS, SimMarks } from "../../src/sim/hot_marks.ts";
 import { MARK_PROPAGATION_MS } from "../../src/sim/network.ts";
@@ -41,6 +47,11 @@ describe("hot marks: when to write one, what a read gives", () => {
       [{ spread: -1 }, 0],
       [{ spread: 3 }, 1],
       [{ spread: Number.NaN }, 0],
+      // As of when it was written: decayed since (key_state.ts `spreadAt`); written later (another clock): as is.
+      [{ spread: 0.4, atMs: T0 - SPREAD_HALF_LIFE_MS }, 0.2],
+      [{ spread: 0.4, atMs: T0 - 2 * SPREAD_HALF_LIFE_MS }, 0.1],
+      [{ spread: 0.4, atMs: T0 + 100 }, 0.4],
+      [{ spread: true, atMs: T0 - SPREAD_HALF_LIFE_MS }, 0.5],
     ];
     for (const [stored, spread] of table)
       expect([stored, markFrom(stored, T0)]).toEqual([stored, { untilMs: T0 + HOT_MARK_TTL_MS, spread }]);
@@ -119,26 +130,41 @@ describe("hot marks: writing one", () => {
     };
     return { s, log, stored: () => stored };
   }
-  it("writes a mark over none or a lower spread; never over a higher one: the isolate takes that one instead", async () => {
+  it("writes a mark as of now over none or a lower spread now; never over a higher one: the isolate takes that one", async () => {
+    const H = SPREAD_HALF_LIFE_MS;
     // [the mark's spread, stored before, reads and writes, stored after, spread taken by the isolate]
     const table: [number, StoredMark | null, string[], StoredMark | null, number | null][] = [
-      [0, null, ["read", "write 0"], { spread: 0 }, null],
-      [0.5, null, ["read", "write 0.5"], { spread: 0.5 }, null],
-      [0.5, { spread: 0.25 }, ["read", "write 0.5"], { spread: 0.5 }, null],
-      [0.5, { spread: 0.5 }, ["read", "write 0.5"], { spread: 0.5 }, null],
-      [0.5, { spread: false }, ["read", "write 0.5"], { spread: 0.5 }, null],
+      [0, null, ["read", "write 0"], { spread: 0, atMs: T0 }, null],
+      [0.5, null, ["read", "write 0.5"], { spread: 0.5, atMs: T0 }, null],
+      [0.5, { spread: 0.25 }, ["read", "write 0.5"], { spread: 0.5, atMs: T0 }, null],
+      [0.5, { spread: 0.5 }, ["read", "write 0.5"], { spread: 0.5, atMs: T0 }, null],
+      [0.5, { spread: false }, ["read", "write 0.5"], { spread: 0.5, atMs: T0 }, null],
       [0.25, { spread: 0.5 }, ["read"], { spread: 0.5 }, 0.5],
       [0, { spread: true }, ["read"], { spread: true }, 1],
-      [0.75, { spread: 0.5 }, ["read", "write 0.75"], { spread: 0.75 }, null],
+      [0.75, { spread: 0.5 }, ["read", "write 0.75"], { spread: 0.75, atMs: T0 }, null],
+      // Both as of now: 0.6 written a half-life ago is 0.3 now, under 0.4; over 0.25, taken as 0.3.
+      [0.4, { spread: 0.6, atMs: T0 - H }, ["read", "write 0.4"], { spread: 0.4, atMs: T0 }, null],
+      [0.25, { spread: 0.6, atMs: T0 - H }, ["read"], { spread: 0.6, atMs: T0 - H }, 0.3],
     ];
     for (const [spread, initial, log, after, taken] of table) {
       const st = store(initial);
       let took: number | null = null;
-      await writeMark(st.s, "k", { untilMs: T0 + 1000, spread }, (s) => {
+      const spreadHere = (s: number) => {
         took = s;
-      });
+      };
+      await writeMark(st.s, "k", { untilMs: T0 + 1000, spread, decays: true }, spreadHere, () => T0);
       expect([spread, initial, st.log, st.stored(), took]).toEqual([spread, initial, log, after, taken]);
     }
+    // A spread that does not decay (a rate rule's, key_state.ts `spreadDecays`) is written without its time.
+    const rate = store(null);
+    await writeMark(
+      rate.s,
+      "k",
+      { untilMs: T0 + 1000, spread: 0.5 },
+      () => {},
+      () => T0,
+    );
+    expect(rate.stored()).toEqual({ spread: 0.5 });
   });
 });
 
@@ -170,6 +196,8 @@ describe("the Cache API's store", () => {
     await marks.write("limiter:r:abc", { spread: true });
     expect(stored.get(markUrl("limiter:r:abc"))).toEqual({ body: '{"spread":true}', cacheControl: "max-age=5" });
     expect(await marks.read("limiter:r:abc")).toEqual({ spread: true });
+    await marks.write("limiter:r:abc", { spread: 0.5, atMs: T0 });
+    expect(await marks.read("limiter:r:abc")).toEqual({ spread: 0.5, atMs: T0 });
     expect(markUrl("a b/c")).toBe("https://hot-marks.sluice.invalid/a%20b%2Fc");
   });
 
@@ -181,6 +209,9 @@ describe("the Cache API's store", () => {
       ['{"spread":false}', { spread: false }],
       ['{"spread":true}', { spread: true }],
       ['{"spread":0.25}', { spread: 0.25 }],
+      ['{"spread":0.25,"atMs":5}', { spread: 0.25, atMs: 5 }],
+      ['{"spread":0.25,"atMs":"5"}', { spread: 0.25 }],
+      ['{"spread":0.25,"atMs":null}', { spread: 0.25 }],
       ['{"spread":"1"}', null],
       ["null", null],
       ["[]", null],
@@ -231,6 +262,16 @@ describe("the simulation's store", () => {
       ["late", null],
     ]);
     expect([marks.reads, marks.writes]).toEqual([4, 1]);
+  });
+
+  it("keeps when a mark's spread was heard (`atMs`), for its readers to decay it", async () => {
+    const clock = new EventClock(T0);
+    const marks = new SimMarks(clock);
+    const seen: unknown[] = [];
+    void marks.write("k", { spread: 0.5, atMs: T0 - 7 });
+    clock.after(MARK_LATENCY_MS + MARK_PROPAGATION_MS, () => void marks.read("k").then((m) => seen.push(m)));
+    await clock.runUntil(T0 + HOT_MARK_TTL_MS);
+    expect(seen).toEqual([{ spread: 0.5, atMs: T0 - 7 }]);
   });
 });
 
@@ -296,7 +337,7 @@ describe("a coalescer taking a mark", () => {
     expect(marked.calls).toEqual(["delegate.0"]);
     expect(marked.coalescer.tracks("k")).toBe(true);
     // The delegate said hot: the isolate knows it hot for HOT_HOLD_MS, not on its own shard.
-    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, spread: 0 });
+    expect(marked.coalescer.markOf("k")).toEqual({ untilMs: T0 + HOT_HOLD_MS, spread: 0, decays: true });
     const moved = isolate();
     await moved.ask({ untilMs: T0 + 1000, spread: 1 });
     expect(moved.calls).toEqual(["delegate.2"]);
@@ -373,6 +414,21 @@ describe("a coalescer taking a mark", () => {
     await none.ask(null, false);
     none.coalescer.spreadTo("k", 1);
     expect(none.coalescer.markOf("k")).toBeNull();
+  });
+
+  it("its spread decays: a half-life later half of it, and a batch goes back to the first shard once it is below the draw", async () => {
+    let now = T0;
+    const iso = isolate(() => now, 0.4);
+    await iso.ask({ untilMs: T0 + HOT_HOLD_MS, spread: 0.6 });
+    expect(iso.coalescer.markOf("k")?.spread).toBe(0.6);
+    now = T0 + SPREAD_HALF_LIFE_MS;
+    expect(iso.coalescer.markOf("k")?.spread).toBeCloseTo(0.3, 12);
+    await iso.ask(null);
+    // Raised again (a mark, a busy first shard): from the new spread on.
+    iso.coalescer.spreadTo("k", 0.5);
+    await iso.ask(null);
+    expect(iso.calls).toEqual(["delegate.2", "delegate.0", "delegate.2"]);
+    expect(iso.coalescer.markOf("k")?.spread).toBe(0.5);
   });
 
   it("takes a mark only for a key it does not track, and never without a delegate", async () => {

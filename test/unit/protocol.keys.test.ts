@@ -5,8 +5,10 @@
 import { describe, expect, it } from "vitest";
 import { type AskInput, AUTO_LEASE, type DelegateRoute, type KeyState } from "../../src/isolate/coalesce_types.ts";
 import {
+  decayedSpread,
   delegateFor,
   hashString,
+  heardBusy,
   lateResult,
   leaseAsk,
   MAX_SPREAD,
@@ -19,6 +21,7 @@ import {
   seenPerTtl,
   shardOf,
   shortOf,
+  spreadAt,
   spreadTo,
   subleaseAsk,
   unsee,
@@ -26,7 +29,7 @@ import {
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallResult } from "../../src/protocol/store.ts";
-import { DELEGATE_SHARDS, HOT_HOLD_MS, RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS, RATE_LEASE_TERM_MS, SPREAD_HALF_LIFE_MS } from "../../src/protocol/tunables.ts";
 import type { LeaseSettings } from "../../src/rules/types.ts";
 import { fixedWindow, rate, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -46,11 +49,11 @@ const input = (over: Partial<AskInput> = {}): AskInput => ({
   ...over,
 });
 const keyWith = (lease: LeaseSettings | null, over: Partial<AskInput> = {}): KeyState =>
-  newKeyState(input({ lease, ...over }));
+  newKeyState(input({ lease, ...over }), T0);
 
 describe("newKeyState", () => {
   it("takes the rule's lease, or the automatic one for an algorithm that leases", () => {
-    const auto = newKeyState(input());
+    const auto = newKeyState(input(), T0);
     expect(auto).toMatchObject({
       name: "r:key",
       timeoutMs: 250,
@@ -89,6 +92,7 @@ describe("newKeyState", () => {
       overloadedUntilMs: 0,
       grantHotUntilMs: 0,
       spread: 0,
+      spreadAtMs: T0,
       hotMarkRead: true,
       spreadMark: null,
       delegate: null,
@@ -96,10 +100,10 @@ describe("newKeyState", () => {
       delegateDownUntilMs: 0,
     });
     const own = { ttlMs: 500, units: 3, above: null };
-    expect(newKeyState(input({ lease: own }))).toMatchObject({ leaseSettings: own });
-    const none = newKeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }));
+    expect(newKeyState(input({ lease: own }), T0)).toMatchObject({ leaseSettings: own });
+    const none = newKeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }), T0);
     expect(none).toMatchObject({ leaseSettings: null });
-    expect(newKeyState(input({ delegate: route })).delegate).toBe(route);
+    expect(newKeyState(input({ delegate: route }), T0).delegate).toBe(route);
     expect(AUTO_LEASE).toEqual({ ttlMs: 1000, units: null, above: null });
   });
 });
@@ -374,26 +378,40 @@ describe("hot keys and delegates", () => {
     expect(delegateFor(without, T0)).toBeNull();
   });
 
-  it("goes to its own shard once the spread is above its draw, never back while hot, until the key goes cold", () => {
+  it("goes to its own shard once the spread is above its draw; a window rule's back once it decayed below it", () => {
     const own = { ...route, name: "r:key@weur.2" };
     const sharded = { ...route, ownShard: own, draw: 0.5 };
-    const st = keyWith(null, { delegate: sharded });
+    const st = keyWith(null, { delegate: sharded, rule: { id: "w", params: fixedWindow(1000, 10_000) } });
     noteHot(st, true, T0);
     expect(delegateFor(st, T0)).toBe(sharded);
-    // [spread heard (delegate_call.ts `callTarget`, a mark), the spread kept, where the next batch goes]
-    const steps: [number, number, DelegateRoute][] = [
-      [0.3, 0.3, sharded],
-      [0.5, 0.5, sharded],
-      [0.51, 0.51, own],
-      [0.2, 0.51, own],
-      [0.7, 0.7, own],
+    // [ms from T0, spread heard then (a mark, `writeMark`), the spread then, where the next batch goes]
+    const H = SPREAD_HALF_LIFE_MS;
+    const steps: [number, number, number, DelegateRoute][] = [
+      [0, 0.3, 0.3, sharded],
+      [0, 0.5, 0.5, sharded],
+      [0, 0.51, 0.51, own],
+      [0, 0.2, 0.51, own],
+      [0, 0.7, 0.7, own],
       // At most every shard alike: a quarter of the isolates stay on the first, a quarter on each other.
-      [2, MAX_SPREAD, own],
+      [0, 2, MAX_SPREAD, own],
+      // Heard no more: it halves every half-life; below the draw, the batches go back to the first shard.
+      [H, 0, MAX_SPREAD / 2, sharded],
+      [H, 0.3, MAX_SPREAD / 2, sharded],
+      // A spread heard later than the first decays from then.
+      [H, 0.6, 0.6, own],
+      [2 * H, 0, 0.3, sharded],
     ];
-    for (const [heard, kept, to] of steps) {
-      spreadTo(st, heard);
-      expect([heard, st.spread, delegateFor(st, T0)]).toEqual([heard, kept, to]);
+    for (const [atMs, heard, kept, to] of steps) {
+      spreadTo(st, heard, T0 + atMs);
+      const seen = [spreadAt(st, T0 + atMs), delegateFor(st, T0 + atMs)];
+      expect([atMs, heard, ...seen]).toEqual([atMs, heard, kept, to]);
     }
+    // A rate rule's spread never decays: the highest heard, until the key goes cold.
+    const rate = keyWith(null, { delegate: sharded });
+    noteHot(rate, true, T0);
+    spreadTo(rate, 0.6, T0);
+    spreadTo(rate, 0.3, T0 + H);
+    expect([spreadAt(rate, T0 + 2 * H), delegateFor(rate, T0 + 2 * H)]).toEqual([0.6, own]);
     // Not hot: no delegate at all; gone cold (`hot: false`): back to the first shard when hot again.
     expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
     noteHot(st, false, T0);
@@ -403,13 +421,69 @@ describe("hot keys and delegates", () => {
     // A route without a draw moves at any spread; one without an own shard stays on the first.
     const drawless = keyWith(null, { delegate: { ...route, ownShard: own } });
     noteHot(drawless, true, T0);
-    spreadTo(drawless, 0.01);
+    spreadTo(drawless, 0.01, T0);
     expect(delegateFor(drawless, T0)).toBe(own);
     expect(MAX_SPREAD).toBe(1 - 1 / DELEGATE_SHARDS);
     const first = keyWith(null, { delegate: route });
     noteHot(first, true, T0);
-    spreadTo(first, 1);
+    spreadTo(first, 1, T0);
     expect(delegateFor(first, T0)).toBe(route);
+  });
+});
+
+describe("the spread over time", () => {
+  it("decayedSpread: halves every SPREAD_HALF_LIFE_MS; a spread heard now (or later: a clock stepping back) is kept", () => {
+    const H = SPREAD_HALF_LIFE_MS;
+    // [spread heard, ms since, the spread now]
+    const table: [number, number, number][] = [
+      [0.6, 0, 0.6],
+      [0.6, -500, 0.6],
+      [0.6, H, 0.3],
+      [0.6, 2 * H, 0.15],
+      [0.6, H / 2, 0.6 / Math.SQRT2],
+      [0, H, 0],
+    ];
+    for (const [spread, ageMs, now] of table)
+      expect([spread, ageMs, decayedSpread(spread, ageMs)]).toEqual([spread, ageMs, expect.closeTo(now, 12)]);
+  });
+
+  it("heardBusy: a window rule's spread grows by the first shard's share of the isolates still on it; a rate rule's to it", () => {
+    const H = SPREAD_HALF_LIFE_MS;
+    const window = { id: "w", params: fixedWindow(1000, 10_000) };
+    // [the key's spread before (heard at T0), ms from T0 when the busy answer comes, its share to move, spread after]
+    const table: [number, number, number, number][] = [
+      [0, 0, 0.4, 0.4],
+      // Half the region moved already: the first shard's 0.4 is 0.2 of the region more.
+      [0.5, 0, 0.4, 0.7],
+      [0.25, 0, 0.2, 0.4],
+      // Measured against the spread now (decayed): 0.5 heard a half-life ago is 0.25.
+      [0.5, H, 0.2, 0.4],
+      // Overloaded (1), or more: every shard alike; nothing to move, or less than nothing: the spread as it is.
+      [0.5, 0, 1, MAX_SPREAD],
+      [0.5, 0, 7, MAX_SPREAD],
+      [0.5, 0, 0, 0.5],
+      [0.5, 0, -1, 0.5],
+    ];
+    for (const [before, atMs, moving, after] of table) {
+      const st = keyWith(null, { delegate: route, rule: window });
+      spreadTo(st, before, T0);
+      heardBusy(st, moving, T0 + atMs);
+      const seen = spreadAt(st, T0 + atMs);
+      expect([before, atMs, moving, seen]).toEqual([before, atMs, moving, expect.closeTo(after, 12)]);
+    }
+    // A rate rule's (token bucket): the highest share heard, as before, never less.
+    const rateTable: [number, number, number][] = [
+      [0, 0.4, 0.4],
+      [0.5, 0.4, 0.5],
+      [0.25, 0.6, 0.6],
+      [0.5, 1, MAX_SPREAD],
+    ];
+    for (const [before, moving, after] of rateTable) {
+      const st = keyWith(null, { delegate: route });
+      spreadTo(st, before, T0);
+      heardBusy(st, moving, T0 + H);
+      expect([before, moving, spreadAt(st, T0 + 5 * H)]).toEqual([before, moving, after]);
+    }
   });
 });
 

@@ -27,15 +27,18 @@ const transport: ObjectTransport = {
 };
 const key = (over: Partial<AskInput> = {}, state: Partial<KeyState> = {}): KeyState =>
   Object.assign(
-    newKeyState({
-      transport,
-      name: "r:key",
-      rule: { id: "r", params: tokenBucket(10, 1000, 20) },
-      cost: 1,
-      timeoutMs: 250,
-      lease: { ttlMs: 2000, units: null, above: null },
-      ...over,
-    }),
+    newKeyState(
+      {
+        transport,
+        name: "r:key",
+        rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+        cost: 1,
+        timeoutMs: 250,
+        lease: { ttlMs: 2000, units: null, above: null },
+        ...over,
+      },
+      T0,
+    ),
     state,
   );
 const ctxAt = (now: number, spread = 0) => {
