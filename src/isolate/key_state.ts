@@ -1,5 +1,6 @@
 /** A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call. */
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
+import { uses } from "../protocol/mechanisms.ts";
 import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
 import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
 import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
@@ -172,10 +173,11 @@ export function decayedSpread(spread: number, ageMs: number): number {
 /**
  * Whether the key's spread decays and grows with the first shard's busy answers (`heardBusy`): a window rule's, whose
  * shares are sized anew every term. A rate share's parts settle over terms of up to 4 s: moving isolates back and forth
- * cost hot-rate 1-3 points of exact after the first second (docs/production.md, `SPREAD_HALF_LIFE_MS`).
+ * cost hot-rate 1-3 points of exact after the first second (docs/production.md, `SPREAD_HALF_LIFE_MS`). Part of the
+ * spread: with it off (the ablation), every isolate moves at the first busy answer, for good.
  */
 export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
-  return leasePolicy(st.rule.params.algorithm).kind === "window";
+  return uses("spread") && leasePolicy(st.rule.params.algorithm).kind === "window";
 }
 
 /** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays (`spreadDecays`). */
