@@ -225,7 +225,12 @@ export function adoptGrant(
       short: windowShort(grant, ask.units),
       ...aheadHeld(grant, sentAtMs, nowMs),
     };
-    return { ...record, share: withLent(share, lentBefore(record.share, grant)), hot: grant.hot };
+    // Units given back into the old share since its renewal was sent (its units left went with the ask) go on to the
+    // key's object with the next ask, naming their grant: dropped with the old share, they left the key short.
+    const old = record.share;
+    const back = old?.kind === "window" && old.unitsLeft > 0 ? [{ units: old.unitsLeft, atMs: old.atMs }] : [];
+    const giveBack = back.length > 0 ? [...record.giveBack, ...back] : record.giveBack;
+    return { ...record, share: withLent(share, lentBefore(old, grant)), giveBack, hot: grant.hot };
   }
   const next = delegateSlice(grant.rule.params, grant.parts);
   const old = record.share;

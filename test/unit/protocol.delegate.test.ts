@@ -485,6 +485,21 @@ describe("adoptGrant", () => {
     );
   });
 
+  it("gives units given back into a window share while its renewal was out on to the key's object", () => {
+    // The ask took the share's units left (shareAsk); an isolate then gave 2 back into it, naming its grant.
+    const sent = shareAsk(withShare(windowShare({ atMs: T0 + 1, unitsLeft: 0 })), "weur.0", win, "a1", T0);
+    const back = delegateCall(sent.record, batch(win, [], { giveBack: [{ units: 2, atMs: T0 + 1 }] }), T0 + 5);
+    expect(back.record.share?.unitsLeft).toBe(2);
+    expect(back.record.giveBack).toEqual([]);
+    // Adopting the answer keeps them for the next ask (they were dropped with the old share, the key short of them).
+    const adopted = adoptGrant(back.record, ask, grant({}), T0, T0 + 10);
+    expect(adopted.share).toMatchObject({ units: 3, unitsLeft: 3 });
+    expect(adopted.giveBack).toEqual([{ units: 2, atMs: T0 + 1 }]);
+    expect(shareAsk(adopted, "weur.0", win, "a2", T0 + 20).ask.giveBack).toContainEqual({ units: 2, atMs: T0 + 1 });
+    // Nothing given back since the ask: nothing added.
+    expect(adoptGrant(sent.record, ask, grant({}), T0, T0 + 10).giveBack).toEqual([]);
+  });
+
   it("holds no share for a grant of none, keeping what it has to give back", () => {
     const record = withShare(windowShare(), { giveBack: [{ units: 1, atMs: 2 }] });
     expect(adoptGrant(record, ask, grant({ kind: "none", hot: false }), T0, T0)).toEqual({
