@@ -37,7 +37,15 @@ import {
   refusedFor,
   replayedResults,
 } from "./store.ts";
-import { callDemand, delegateSlice, type SubleaseSource, subleaseFrom, takeBack, withLent } from "./sublease.ts";
+import {
+  callDemand,
+  delegateSlice,
+  notedLows,
+  type SubleaseSource,
+  subleaseFrom,
+  takeBack,
+  withLent,
+} from "./sublease.ts";
 import {
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
@@ -192,7 +200,9 @@ function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | nu
     to === null || from === null || share.state === null
       ? null
       : (carryOver(from, to, share.state, nowMs) ?? emptyState(to, nowMs));
-  return { ...share, parts, state, demand };
+  // The smaller slice's deficit noted: what sub-leases give back later is capped by it too (sublease.ts `refundInto`).
+  const lows = to === null ? {} : notedLows(share.lows, to, state, nowMs, true);
+  return { ...withoutLows(share), parts, state, demand, ...lows };
 }
 
 /** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */
@@ -244,7 +254,12 @@ export function adoptGrant(
     const add = (grant.tokens ?? 0) + start.afterEnd;
     if (add > 0) state = refund(next, state, add, nowMs);
   }
-  const share: HeldShare = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false };
+  // The old bucket carried on (a live share: `carryOver`, then tokens added capped, never more than its sub-leases'
+  // tokens back would have made it) keeps its lows, the new deficit noted; else nothing lent before is taken back.
+  const carried = old?.kind === "rate" && old.state !== null && nowMs <= old.endsAtMs ? old.lows : undefined;
+  const lows = next === null ? {} : notedLows(carried, next, state, nowMs, true);
+  const rate = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false } as const;
+  const share: HeldShare = { ...rate, ...lows };
   return { ...record, share, hot: grant.hot };
 }
 
@@ -334,7 +349,17 @@ function decideOne(
   if (params === null || share.state === null || cost > capacityOf(params)) return { result: refused, share };
   const out = decide(params, share.state, cost, nowMs);
   if (!out.ok) return { result: refused, share };
-  return { result: { ok: true, atMs: nowMs, decision: out.decision }, share: { ...share, state: out.state } };
+  const result: CheckResult = { ok: true, atMs: nowMs, decision: out.decision };
+  if (out.state === share.state) return { result, share };
+  // The slice's deficit before the charge, for sub-leases given back later (sublease.ts `refundInto`).
+  const lows = notedLows(share.lows, params, share.state, nowMs, false);
+  return { result, share: { ...share, state: out.state, ...lows } };
+}
+
+/** The share without its lows (a new slice's are noted anew). */
+function withoutLows(share: HeldShare): HeldShare {
+  const { lows: _lows, ...rest } = share;
+  return rest;
 }
 
 /** The answer to a call already decided: its verdicts as remembered. */

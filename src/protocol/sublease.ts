@@ -10,8 +10,10 @@ import {
   leasePolicy,
   leaseTermMs,
   refund,
+  scaledRefund,
 } from "../algorithms/index.ts";
-import { honestSlice } from "./share.ts";
+import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
+import { honestSlice, shareKindOf } from "./share.ts";
 import {
   type CallInput,
   type LeaseAsk,
@@ -44,6 +46,12 @@ export interface SubleaseSource {
   readonly lent?: number;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
+  /**
+   * Rate share: the slice's least deficits since its sub-leases left it (late_refund.ts), so that a sub-lease given
+   * back takes no more than the slice lacked from full at every instant since (`refundInto`). Absent (a record from
+   * before it was kept, or no parts): nothing lent before it is started is taken back (`notedLows`).
+   */
+  readonly lows?: Lows;
 }
 
 /** Whether `aMs` and `bMs` are in the same window of a window rule (`false` for any other rule). */
@@ -104,7 +112,27 @@ export function subleaseFrom<S extends SubleaseSource>(
   const out = decide(params, share.state, units, nowMs);
   if (!out.ok || !out.decision.allowed) return none;
   const forMs = units < wanted ? shorter(termMs, units, wanted) : termMs;
-  return { lease: { units, atMs: nowMs, forMs }, share: { ...share, state: out.state } };
+  const lows = notedLows(share.lows, params, share.state, nowMs, false);
+  return { lease: { units, atMs: nowMs, forMs }, share: { ...share, state: out.state, ...lows } };
+}
+
+/**
+ * A rate slice's lows with its deficit at `nowMs` noted (late_refund.ts `noteLow`: just before a charge, or after a
+ * refund or a new bucket, `afterRefunds`), as a field to spread into the share. Lows not kept yet start with nothing
+ * lent before now coming back: a step of no deficit (the slice may have been full since, for all this share knows).
+ */
+export function notedLows(
+  lows: Lows | undefined,
+  params: AlgorithmParams,
+  state: AlgorithmState | null,
+  nowMs: number,
+  afterRefunds: boolean,
+): { readonly lows?: Lows } {
+  const per = lowsPer(params);
+  if (per === null) return {};
+  const start = lows ?? { s: [[2 * nowMs + 1, 0]], slack: 0, per };
+  const noted = noteLow(start, params, state, nowMs, afterRefunds);
+  return noted === null ? {} : { lows: noted };
 }
 
 /** How long the slice's bucket takes to hold `units` (first of 5, 10, 20… ms), at most `capMs` (`leaseWaitMs`). */
@@ -140,18 +168,22 @@ interface TakingRecord {
 
 /**
  * A batch's units given back, taken before it is decided (and before a renewal, which takes the rest back): into the
- * share while it holds them, else kept for the next ask. Once per call id (`taken`, then its remembered call).
+ * share while it holds them, else kept for the next ask. Once per call id (`taken`, then its remembered call). A rate
+ * rule's units the share does not take are dropped, not sent on: they never left the key's object's bucket, and its
+ * late-refund check (late_refund.ts) knows nothing of the slice they left (the key is short, never over).
  */
 export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
   if ((input.giveBack ?? []).length === 0 || once) return record;
   let share = record.share;
   const giveBack = [...record.giveBack];
+  const rate = shareKindOf(input.rule.params) === "rate" || share?.kind === "rate";
   for (const back of input.giveBack ?? []) {
     if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
     const took = share === null ? null : refundInto(share, back, nowMs);
-    if (took === null) giveBack.push(back);
-    else {
+    if (took === null) {
+      if (!rate) giveBack.push(back);
+    } else {
       share = took.share;
       if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
     }
@@ -163,6 +195,9 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
 /**
  * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
  * share also takes back units lent out of an earlier share of its window (`lent`: charged in it, as good as its own).
+ * A rate share takes back no more than its slice lacked from full at every instant since the units left it (its
+ * `lows`; the rest is dropped): once it was full, the tokens came back by refill, and taking them again would admit
+ * them twice (a return riding an isolate's late call, after another isolate drained the slice: over the rate bound).
  */
 function refundInto<S extends SubleaseSource>(
   share: S,
@@ -183,7 +218,13 @@ function refundInto<S extends SubleaseSource>(
   }
   const params = delegateSlice(share.rule.params, share.parts);
   if (params === null || share.state === null) return null;
-  return { share: { ...share, state: refund(params, share.state, back.units, back.atMs) }, rest: 0 };
+  const start = notedLows(share.lows, params, share.state, nowMs, true).lows;
+  if (start === undefined)
+    return { share: { ...share, state: refund(params, share.state, back.units, back.atMs) }, rest: 0 };
+  const given = refundable(start, params, back.units, back.atMs);
+  const state = given > 0 ? scaledRefund(params, share.state, given) : share.state;
+  const lows = afterRefund(start, params, back.units, given, back.atMs);
+  return { share: { ...share, state, ...notedLows(lows, params, state, nowMs, true) }, rest: 0 };
 }
 
 /** The share with `lent` units out (the field absent at 0). */
