@@ -40,11 +40,15 @@ import {
 import {
   callDemand,
   delegateSlice,
-  notedLows,
+  handedOn,
+  inBucket,
+  reservedBackInMs,
   type SubleaseSource,
+  settled,
   subleaseFrom,
   takeBack,
   withLent,
+  withReserved,
 } from "./sublease.ts";
 import {
   DELEGATE_BUSY_CALLS_PER_S,
@@ -196,13 +200,15 @@ function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | nu
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
-  const state =
-    to === null || from === null || share.state === null
-      ? null
-      : (carryOver(from, to, share.state, nowMs) ?? emptyState(to, nowMs));
-  // The smaller slice's deficit noted: what sub-leases give back later is capped by it too (sublease.ts `refundInto`).
-  const lows = to === null ? {} : notedLows(share.lows, to, state, nowMs, true);
-  return { ...withoutLows(share), parts, state, demand, ...lows };
+  // Its sub-leases' reservations go on in the smaller bucket if it holds them (sublease.ts `handedOn`).
+  const out = handedOn(settled(share, nowMs), nowMs, (state) => ({
+    params: to,
+    state:
+      to === null || from === null || state === null
+        ? null
+        : (carryOver(from, to, state, nowMs) ?? emptyState(to, nowMs)),
+  }));
+  return withReserved({ ...share, parts, state: out.state, demand }, out.reserved, out.takenOut);
 }
 
 /** Take the key's object's grant (asked at `sentAtMs`, this delegate's clock). */
@@ -245,21 +251,18 @@ export function adoptGrant(
   const next = delegateSlice(grant.rule.params, grant.parts);
   const old = record.share;
   const from = old === null ? null : sliceOf(old);
-  let state: AlgorithmState | null = null;
-  if (next !== null) {
+  const into = (oldState: AlgorithmState | null) => {
+    if (next === null) return { params: next, state: null };
     // The old bucket, refilled as far as its parts stayed promised (share_tokens.ts `adoptedStart`).
-    const start = adoptedStart(grant, next, from, old, nowMs);
-    state = start.state;
+    const start = adoptedStart(grant, next, from, old === null ? null : { ...old, state: oldState }, nowMs);
     // Tokens moved with the grant (share_grant.ts `transfer`), and an ended share's refill counted above.
     const add = (grant.tokens ?? 0) + start.afterEnd;
-    if (add > 0) state = refund(next, state, add, nowMs);
-  }
-  // The old bucket carried on (a live share: `carryOver`, then tokens added capped, never more than its sub-leases'
-  // tokens back would have made it) keeps its lows, the new deficit noted; else nothing lent before is taken back.
-  const carried = old?.kind === "rate" && old.state !== null && nowMs <= old.endsAtMs ? old.lows : undefined;
-  const lows = next === null ? {} : notedLows(carried, next, state, nowMs, true);
-  const rate = { kind: "rate", ...common, parts: grant.parts, state, units: 0, unitsLeft: 0, short: false } as const;
-  const share: HeldShare = { ...rate, ...lows };
+    return { params: next, state: add > 0 ? refund(next, start.state, add, nowMs) : start.state };
+  };
+  // The old bucket's sub-leases' reservations go on in the new one if it holds them (sublease.ts `handedOn`).
+  const out = old?.kind === "rate" ? handedOn(old, nowMs, into) : { ...into(null), reserved: [], takenOut: 0 };
+  const rate = { kind: "rate", ...common, parts: grant.parts, state: out.state, units: 0, unitsLeft: 0, short: false };
+  const share: HeldShare = withReserved({ ...rate, kind: "rate" }, out.reserved, out.takenOut);
   return { ...record, share, hot: grant.hot };
 }
 
@@ -288,7 +291,8 @@ export function delegateCall(
   const seen = record.calls.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replayed(record, input, seen, nowMs), record };
   const took = takeBack(record, input, nowMs);
-  let share = took.share;
+  // Sub-leases given back or expired charged now (sublease.ts `settled`).
+  let share = took.share === null ? null : settled(took.share, nowMs);
   const giveBack = took.giveBack;
   const taken = took.taken?.filter((id) => id !== input.id);
   const results: CheckResult[] = [];
@@ -347,19 +351,18 @@ function decideOne(
   }
   const params = sliceOf(share);
   if (params === null || share.state === null || cost > capacityOf(params)) return { result: refused, share };
+  // Admitted only if the bucket holds the cost on top of its sub-leases' units reserved in it; only the cost is charged.
+  const reserved = inBucket(share);
+  if (cost + reserved > capacityOf(params))
+    return { result: refusedFor(params, cost, reservedBackInMs(share, nowMs), nowMs), share };
+  const peek = reserved > 0 ? decide(params, share.state, cost + reserved, nowMs) : null;
+  if (peek !== null && (!peek.ok || !peek.decision.allowed)) {
+    return { result: peek.ok ? { ok: true, atMs: nowMs, decision: peek.decision } : refused, share };
+  }
   const out = decide(params, share.state, cost, nowMs);
   if (!out.ok) return { result: refused, share };
-  const result: CheckResult = { ok: true, atMs: nowMs, decision: out.decision };
-  if (out.state === share.state) return { result, share };
-  // The slice's deficit before the charge, for sub-leases given back later (sublease.ts `refundInto`).
-  const lows = notedLows(share.lows, params, share.state, nowMs, false);
-  return { result, share: { ...share, state: out.state, ...lows } };
-}
-
-/** The share without its lows (a new slice's are noted anew). */
-function withoutLows(share: HeldShare): HeldShare {
-  const { lows: _lows, ...rest } = share;
-  return rest;
+  const decision = { ...out.decision, remaining: Math.max(0, out.decision.remaining - reserved) };
+  return { result: { ok: true, atMs: nowMs, decision }, share: { ...share, state: out.state } };
 }
 
 /** The answer to a call already decided: its verdicts as remembered. */

@@ -8,12 +8,11 @@ import {
   capacityOf,
   decide,
   leasePolicy,
+  leaseRefillOver,
   leaseTermMs,
   refund,
-  scaledRefund,
 } from "../algorithms/index.ts";
-import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
-import { honestSlice, shareKindOf } from "./share.ts";
+import { emptyState, honestSlice, shareKindOf } from "./share.ts";
 import {
   type CallInput,
   type LeaseAsk,
@@ -24,7 +23,29 @@ import {
   peekState,
   shorter,
 } from "./store.ts";
-import { DELEGATE_CALL_MEMORY, RATE_LEASE_TERM_MS, SUBLEASE_OF_HELD, SUBLEASE_TERM_MS } from "./tunables.ts";
+import {
+  DELEGATE_CALL_MEMORY,
+  RATE_LEASE_TERM_MS,
+  RETURN_WAIT_MS,
+  SUBLEASE_OF_HELD,
+  SUBLEASE_TERM_MS,
+} from "./tunables.ts";
+
+/**
+ * A rate sub-lease's units, reserved rather than taken for good: no batch or other sub-lease may use them, the part
+ * used is charged when the rest comes back (all of them at `untilMs`), and the bucket never refills them meanwhile.
+ * Up to the slice's refill over a lease's term is taken out of the bucket (`takenOut`), the rest stays in it: the
+ * bucket and the units out never hold more than the burst and that refill (the bound's `RATE_BOUND_MS`), and the
+ * bucket refills while they are out (all reserved in it, a slice lent out to a burst stopped refilling).
+ */
+export interface Reservation {
+  /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
+  readonly atMs: number;
+  /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
+  readonly units: number;
+  /** When the units are charged, ms: the lease's end plus `RETURN_WAIT_MS` for its return; or its return's time. */
+  readonly untilMs: number;
+}
 
 /** What a sub-lease is granted from: the share a delegate holds, as far as it needs it (delegate.ts `HeldShare`). */
 export interface SubleaseSource {
@@ -47,11 +68,12 @@ export interface SubleaseSource {
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
   /**
-   * Rate share: the slice's least deficits since its sub-leases left it (late_refund.ts), so that a sub-lease given
-   * back takes no more than the slice lacked from full at every instant since (`refundInto`). Absent (a record from
-   * before it was kept, or no parts): nothing lent before it is started is taken back (`notedLows`).
+   * Rate share: its sub-leases' units still in its bucket (`Reservation`; absent: none, as in a record from before they
+   * were kept, whose sub-leases' units were taken: their returns then match nothing and are dropped).
    */
-  readonly lows?: Lows;
+  readonly reserved?: readonly Reservation[];
+  /** Rate share: units of `reserved` taken out of the bucket, at most `outCap` (absent: 0). */
+  readonly takenOut?: number;
 }
 
 /** Whether `aMs` and `bMs` are in the same window of a window rule (`false` for any other rule). */
@@ -71,7 +93,7 @@ export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"
 /**
  * Grant `ask` out of `share` at `nowMs`: the lease (`null`: none) and the share without its units; never more than
  * asked, than the share holds, or than `leaseCapOf`. A window sub-lease never outlives its window; a rate one's tokens
- * leave the bucket now, used at most `RATE_LEASE_TERM_MS` later (the rate bound's term).
+ * are reserved in the bucket (`Reservation`), used at most `RATE_LEASE_TERM_MS` later.
  */
 export function subleaseFrom<S extends SubleaseSource>(
   share: S,
@@ -103,36 +125,121 @@ export function subleaseFrom<S extends SubleaseSource>(
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
   // At most a part of what the slice holds (`SUBLEASE_OF_HELD`): the rest stays for batches and other isolates' asks.
-  const have = peekState(params, share.state, nowMs).remaining;
+  const reserved = reservedUnits(share);
+  const have = peekState(params, share.state, nowMs).remaining - inBucket(share);
   const units = Math.min(wanted, Math.max(1, Math.floor(have / SUBLEASE_OF_HELD)), have, capacityOf(params));
   if (units < 1) {
-    const waitMs = refillWaitMs(params, share.state, Math.min(wanted, capacityOf(params)), nowMs, termMs);
-    return { ...none, waitMs };
+    const need = Math.min(capacityOf(params), Math.min(wanted, capacityOf(params)) + reserved);
+    return { ...none, waitMs: refillWaitMs(params, share.state, need, nowMs, termMs) };
   }
-  const out = decide(params, share.state, units, nowMs);
-  if (!out.ok || !out.decision.allowed) return none;
   const forMs = units < wanted ? shorter(termMs, units, wanted) : termMs;
-  const lows = notedLows(share.lows, params, share.state, nowMs, false);
-  return { lease: { units, atMs: nowMs, forMs }, share: { ...share, state: out.state, ...lows } };
+  const reservation = { atMs: nowMs, units, untilMs: nowMs + forMs + RETURN_WAIT_MS };
+  const out = moved(params, share.state, share.takenOut ?? 0, reserved + units, 0, nowMs);
+  const lent = withReserved({ ...share, state: out.state }, [...(share.reserved ?? []), reservation], out.takenOut);
+  return { lease: { units, atMs: nowMs, forMs }, share: lent };
+}
+
+/** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
+export function inBucket(share: SubleaseSource): number {
+  return Math.max(0, reservedUnits(share) - (share.takenOut ?? 0));
+}
+
+/** What a slice's sub-leases take out of its bucket at most: its refill over a lease's term. */
+function outCap(params: AlgorithmParams): number {
+  return leaseRefillOver(params, RATE_LEASE_TERM_MS) ?? 0;
 }
 
 /**
- * A rate slice's lows with its deficit at `nowMs` noted (late_refund.ts `noteLow`: just before a charge, or after a
- * refund or a new bucket, `afterRefunds`), as a field to spread into the share. Lows not kept yet start with nothing
- * lent before now coming back: a step of no deficit (the slice may have been full since, for all this share knows).
+ * The bucket with `due` units charged and the units taken out brought to `min(live, outCap)`: those that come back
+ * into it refunded (capped at the burst: safe), those that go out charged.
  */
-export function notedLows(
-  lows: Lows | undefined,
+function moved(
   params: AlgorithmParams,
-  state: AlgorithmState | null,
+  state: AlgorithmState,
+  takenOut: number,
+  live: number,
+  due: number,
   nowMs: number,
-  afterRefunds: boolean,
-): { readonly lows?: Lows } {
-  const per = lowsPer(params);
-  if (per === null) return {};
-  const start = lows ?? { s: [[2 * nowMs + 1, 0]], slack: 0, per };
-  const noted = noteLow(start, params, state, nowMs, afterRefunds);
-  return noted === null ? {} : { lows: noted };
+): { readonly state: AlgorithmState; readonly takenOut: number } {
+  const out = Math.min(live, outCap(params));
+  const net = takenOut - out - due;
+  return { state: net > 0 ? refund(params, state, net, nowMs) : charged(params, state, -net, nowMs), takenOut: out };
+}
+
+/** When the first of a rate share's sub-leases ends (its units then come back, or are charged), ms from `nowMs`. */
+export function reservedBackInMs(share: SubleaseSource, nowMs: number): number {
+  const endMs = Math.min(...(share.reserved ?? []).map((r) => r.untilMs - RETURN_WAIT_MS));
+  return Math.min(RATE_LEASE_TERM_MS, Math.max(1, endMs - nowMs));
+}
+
+/** Units reserved in a rate share's bucket (`Reservation`), 0 for none. */
+export function reservedUnits(share: SubleaseSource): number {
+  return (share.reserved ?? []).reduce((a, r) => a + r.units, 0);
+}
+
+/**
+ * `units` charged to a slice's bucket that holds them (its reservations' units are in it): the safe side, an empty
+ * bucket, if rounding ever says it does not.
+ */
+export function charged(params: AlgorithmParams, state: AlgorithmState, units: number, nowMs: number): AlgorithmState {
+  if (units <= 0) return state;
+  const out = decide(params, state, units, nowMs);
+  return out.ok && out.decision.allowed ? out.state : emptyState(params, nowMs);
+}
+
+/** A live rate share with its reservations due by `nowMs` (given back, or expired: all used) charged and dropped. */
+export function settled<S extends SubleaseSource>(share: S, nowMs: number): S {
+  const reserved = share.reserved ?? [];
+  const due = reserved.filter((r) => r.untilMs <= nowMs);
+  if (due.length === 0) return share;
+  const live = reserved.filter((r) => r.untilMs > nowMs);
+  const params = share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
+  if (params === null || share.state === null) return withReserved(share, live, 0);
+  const out = moved(params, share.state, share.takenOut ?? 0, sum(live), sum(due), nowMs);
+  return withReserved({ ...share, state: out.state }, live, out.takenOut);
+}
+
+/**
+ * A rate share's bucket handed on to another (`into`, from the bucket as it is): its reservations go with it while it
+ * holds them all; else they are charged in full first (their returns then match nothing: short, never over).
+ */
+export function handedOn<S extends SubleaseSource>(
+  share: S,
+  nowMs: number,
+  into: (state: AlgorithmState | null) => {
+    readonly params: AlgorithmParams | null;
+    readonly state: AlgorithmState | null;
+  },
+): { readonly state: AlgorithmState | null; readonly reserved: readonly Reservation[]; readonly takenOut: number } {
+  const reserved = share.reserved ?? [];
+  const kept = into(share.state);
+  const none = { reserved: [], takenOut: 0 };
+  if (reserved.length === 0) return { state: kept.state, ...none };
+  const takenOut = share.takenOut ?? 0;
+  const units = inBucket(share);
+  const holds =
+    kept.params !== null &&
+    kept.state !== null &&
+    takenOut <= outCap(kept.params) &&
+    peekState(kept.params, kept.state, nowMs).remaining >= units;
+  if (holds) return { state: kept.state, reserved, takenOut };
+  const from = share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
+  const atMs = Math.min(nowMs, share.endsAtMs);
+  const state = from === null || share.state === null ? share.state : charged(from, share.state, units, atMs);
+  return { state: into(state).state, ...none };
+}
+
+const sum = (reserved: readonly Reservation[]) => reserved.reduce((a, r) => a + r.units, 0);
+
+/** The share with `reserved` and `takenOut` of them (the fields absent when none). */
+export function withReserved<S extends SubleaseSource>(
+  share: S,
+  reserved: readonly Reservation[],
+  takenOut: number,
+): S {
+  const { reserved: _reserved, takenOut: _takenOut, ...rest } = share;
+  if (reserved.length === 0) return rest as S;
+  return { ...rest, reserved, ...(takenOut > 0 ? { takenOut } : {}) } as S;
 }
 
 /** How long the slice's bucket takes to hold `units` (first of 5, 10, 20… ms), at most `capMs` (`leaseWaitMs`). */
@@ -169,8 +276,8 @@ interface TakingRecord {
 /**
  * A batch's units given back, taken before it is decided (and before a renewal, which takes the rest back): into the
  * share while it holds them, else kept for the next ask. Once per call id (`taken`, then its remembered call). A rate
- * rule's units the share does not take are dropped, not sent on: they never left the key's object's bucket, and its
- * late-refund check (late_refund.ts) knows nothing of the slice they left (the key is short, never over).
+ * rule's units the share does not take (no reservation of theirs) are dropped, not sent on: none left the key's
+ * object's bucket, and a bucket that took them now would admit them twice if it refilled since (over the rate bound).
  */
 export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
@@ -193,38 +300,62 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
 }
 
 /**
+ * Of `giveBack`, the units a rate share's live reservations take (the rest are dropped): what the simulator's ledger
+ * counts as taken back.
+ */
+export function returnRoom(share: SubleaseSource, giveBack: readonly LeaseReturn[], nowMs: number): number {
+  let room = 0;
+  let now: SubleaseSource = share;
+  for (const back of giveBack) {
+    const took = Number.isSafeInteger(back.units) && back.units > 0 ? refundInto(now, back, nowMs) : null;
+    if (took !== null) {
+      now = took.share;
+      room += back.units;
+    }
+  }
+  return room;
+}
+
+/**
  * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
  * share also takes back units lent out of an earlier share of its window (`lent`: charged in it, as good as its own).
- * A rate share takes back no more than its slice lacked from full at every instant since the units left it (its
- * `lows`; the rest is dropped): once it was full, the tokens came back by refill, and taking them again would admit
- * them twice (a return riding an isolate's late call, after another isolate drained the slice: over the rate bound).
+ * A rate share takes a return into the live reservation it names (its `atMs`, at least as many units; the fewest such):
+ * only the units used stay reserved, due now (`settled` charges them). Exact whatever the delay: the bucket held the
+ * units all along, so it never refilled them.
  */
 function refundInto<S extends SubleaseSource>(
   share: S,
   back: LeaseReturn,
   nowMs: number,
 ): { readonly share: S; readonly rest: number } | null {
-  if (nowMs >= share.endsAtMs) return null;
-  if (share.kind === "window") {
-    const lent = share.lent ?? 0;
-    if (back.atMs === share.atMs) {
-      const unitsLeft = Math.min(share.units, share.unitsLeft + back.units);
-      return { share: withLent({ ...share, unitsLeft }, Math.max(0, lent - back.units)), rest: 0 };
-    }
-    if (!sameWindow(share.rule.params, back.atMs, share.atMs) || lent < 1) return null;
-    const took = Math.min(back.units, lent);
-    const grown = { ...share, units: share.units + took, unitsLeft: share.unitsLeft + took };
-    return { share: withLent(grown, lent - took), rest: back.units - took };
+  if (share.kind === "rate") {
+    const reserved = share.reserved ?? [];
+    let at = -1;
+    reserved.forEach((r, i) => {
+      const fits = r.atMs === back.atMs && r.units >= back.units && r.untilMs > nowMs;
+      if (fits && (at === -1 || r.units < reserved[at]!.units)) at = i;
+    });
+    if (at === -1) return null;
+    const due = { atMs: back.atMs, units: reserved[at]!.units - back.units, untilMs: nowMs };
+    return {
+      share: withReserved(
+        share,
+        reserved.map((r, i) => (i === at ? due : r)),
+        share.takenOut ?? 0,
+      ),
+      rest: 0,
+    };
   }
-  const params = delegateSlice(share.rule.params, share.parts);
-  if (params === null || share.state === null) return null;
-  const start = notedLows(share.lows, params, share.state, nowMs, true).lows;
-  if (start === undefined)
-    return { share: { ...share, state: refund(params, share.state, back.units, back.atMs) }, rest: 0 };
-  const given = refundable(start, params, back.units, back.atMs);
-  const state = given > 0 ? scaledRefund(params, share.state, given) : share.state;
-  const lows = afterRefund(start, params, back.units, given, back.atMs);
-  return { share: { ...share, state, ...notedLows(lows, params, state, nowMs, true) }, rest: 0 };
+  if (nowMs >= share.endsAtMs) return null;
+  const lent = share.lent ?? 0;
+  if (back.atMs === share.atMs) {
+    const unitsLeft = Math.min(share.units, share.unitsLeft + back.units);
+    return { share: withLent({ ...share, unitsLeft }, Math.max(0, lent - back.units)), rest: 0 };
+  }
+  if (!sameWindow(share.rule.params, back.atMs, share.atMs) || lent < 1) return null;
+  const took = Math.min(back.units, lent);
+  const grown = { ...share, units: share.units + took, unitsLeft: share.unitsLeft + took };
+  return { share: withLent(grown, lent - took), rest: back.units - took };
 }
 
 /** The share with `lent` units out (the field absent at 0). */

@@ -9,13 +9,12 @@
  * Simulated here: the Durable Object's storage, RPC and alarm. What it decides is the real code's.
  */
 
-import { capacityOf } from "../algorithms/index.ts";
 import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
 import { releaseDue } from "../protocol/delegate_ahead.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
-import { type CallInput, peekState } from "../protocol/store.ts";
-import { delegateSlice } from "../protocol/sublease.ts";
+import { type CallInput, type LeaseReturn, peekState } from "../protocol/store.ts";
+import { delegateSlice, returnRoom } from "../protocol/sublease.ts";
 import type { EventClock } from "./event_clock.ts";
 import type { ShareTransport } from "./object.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
@@ -89,14 +88,12 @@ export class SimDelegate {
     this.watch.changed(Math.max(0, d), Math.max(0, -d));
   }
 
-  /** Room for units given back in the live rate slice now (`null`: none). */
-  private room(): number | null {
+  /** Room for units given back in the live rate slice now: those its reservations take (`null`: no live slice). */
+  private room(giveBack: readonly LeaseReturn[]): number | null {
     const share = this.record.share;
     const now = this.clock.nowMs();
     if (share === null || share.kind !== "rate" || share.state === null || now >= share.endsAtMs) return null;
-    const slice = delegateSlice(share.rule.params, share.parts);
-    if (slice === null) return null;
-    return capacityOf(slice) - peekState(slice, share.state, now).remaining;
+    return returnRoom(share, giveBack, now);
   }
 
   /** A restart (a deploy, `ctx.abort()`): the record stays, the instance and its renewal in flight are gone. */
@@ -143,7 +140,7 @@ export class SimDelegate {
     const check = async (call: CallInput) => {
       const life = this.life;
       const back = (call.giveBack ?? []).reduce((n, b) => n + b.units, 0);
-      if (back > 0) this.watch?.gaveBack(back, this.room());
+      if (back > 0) this.watch?.gaveBack(back, this.room(call.giveBack ?? []));
       const result = await this.run.check(who(call), call);
       if (this.life !== life) throw Object.assign(new Error("Durable Object reset"), { durableObjectReset: true });
       const mine = result.results.filter((r) => !this.decidedAt.has(r));

@@ -647,14 +647,23 @@ describe("delegateCall", () => {
     ]);
   });
 
-  it("takes a refund into its rate slice, and drops it without a slice", () => {
-    const spent = delegateCall(withShare(rateShare()), batch(rate, [5]), T0 + 10).record;
-    const back = { units: 2, atMs: T0 + 10 };
-    const out = delegateCall(spent, batch(rate, [], { id: "b2", giveBack: [back] }), T0 + 10);
-    expect(out.record.share?.state).toEqual({ tokensScaled: 2 * 2, lastMs: T0 + 10 });
+  it("takes a sub-lease's return into its reservation (the used part charged), drops one naming none", () => {
+    const level = (r: DelegateRecord, nowMs: number) => peekState(half, r.share!.state!, nowMs).remaining;
+    // 5 tokens at T0 + 10 (500/s): 2 lent (half of them), reserved, taken out (within 480 ms of refill).
+    const lent = delegateCall(withShare(rateShare()), batch(rate, [], { lease: { units: 4, ttlMs: 480 } }), T0 + 10);
+    expect(lent.result.lease).toMatchObject({ units: 2, atMs: T0 + 10 });
+    expect(level(lent.record, T0 + 10)).toBe(3);
+    // 1 of the 2 back 10 ms later: the 1 used is charged (3 + 5 + 1 unused back), the reservation gone.
+    const back = { units: 1, atMs: T0 + 10 };
+    const out = delegateCall(lent.record, batch(rate, [], { id: "b2", giveBack: [back] }), T0 + 20);
+    expect(level(out.record, T0 + 20)).toBe(9);
+    expect(out.record.share?.reserved).toBeUndefined();
     expect(out.record.giveBack).toEqual([]);
+    // The same again (an admission's refund, another delegate's lease): no reservation of its, dropped.
+    const again = delegateCall(out.record, batch(rate, [], { id: "b3", giveBack: [back] }), T0 + 20);
+    expect(again.record.share?.state).toEqual(out.record.share?.state);
     const noSlice = delegateCall(withShare(rateShare({ state: null })), batch(rate, [], { giveBack: [back] }), T0);
-    // Not sent on to the key's object: the tokens left the slice, not its bucket (sublease.ts `takeBack`).
+    // Not sent on to the key's object: its units never left the key's object's bucket (sublease.ts `takeBack`).
     expect(noSlice.record.giveBack).toEqual([]);
   });
 

@@ -16,8 +16,15 @@ import {
 } from "../../src/protocol/delegate.ts";
 import { emptyState, fullState } from "../../src/protocol/share.ts";
 import { type CallInput, type LimiterRule, peekState, shorter } from "../../src/protocol/store.ts";
-import { callDemand, delegateSlice, subleaseFrom, subleaseTermMs, takeBack } from "../../src/protocol/sublease.ts";
-import { RATE_LEASE_TERM_MS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import {
+  callDemand,
+  delegateSlice,
+  inBucket,
+  subleaseFrom,
+  subleaseTermMs,
+  takeBack,
+} from "../../src/protocol/sublease.ts";
+import { RATE_LEASE_TERM_MS, RETURN_WAIT_MS, SHARE_PARTS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
@@ -44,6 +51,8 @@ const windowShare = (over: Partial<HeldShare> = {}): HeldShare => ({
 });
 const rateShare = (over: Partial<HeldShare> = {}): HeldShare => heldRateShare(rate, 500, fullState(half, T0), T0, over);
 const levelOf = (share: HeldShare, nowMs: number) => peekState(half, share.state, nowMs).remaining;
+/** What a rate share may still admit or lend: its level less its sub-leases' units reserved in it (sublease.ts). */
+const availableOf = (share: HeldShare, nowMs: number) => levelOf(share, nowMs) - inBucket(share);
 
 describe("subleaseTermMs", () => {
   it("is the lease ttl, at most SUBLEASE_TERM_MS (half a share term), at least 1 ms", () => {
@@ -126,12 +135,23 @@ describe("subleaseFrom: a window share", () => {
 
 describe("subleaseFrom: a rate share", () => {
   const term = RATE_LEASE_TERM_MS;
-  it("takes the tokens out of the slice's bucket, as that many requests admitted now, for the asked term", () => {
+  it("reserves the units, taken out of the bucket up to its refill over a lease's term, for the asked term", () => {
     const share = rateShare();
     expect(levelOf(share, T0)).toBe(100);
     const out = subleaseFrom(share, { units: 30, ttlMs: term }, T0);
     expect(out.lease).toEqual({ units: 30, atMs: T0, forMs: term });
+    expect(out.share.reserved).toEqual([{ atMs: T0, units: 30, untilMs: T0 + term + RETURN_WAIT_MS }]);
+    // 500/s: 240 in 480 ms, so all 30 out of the bucket.
+    expect(out.share.takenOut).toBe(30);
     expect(levelOf(out.share, T0)).toBe(70);
+    // 10/s burst 20 (the slice's refill over 480 ms: 4): 10 lent, 4 taken out, 6 reserved in the bucket.
+    const slow: LimiterRule = { id: "slow", params: tokenBucket(10, 1000, 20), version: 1 };
+    const slice = delegateSlice(slow.params, SHARE_PARTS)!;
+    const small = heldRateShare(slow, SHARE_PARTS, fullState(slice, T0), T0);
+    const lent = subleaseFrom(small, { units: 20, ttlMs: term }, T0).share;
+    expect(lent.takenOut).toBe(4);
+    expect(peekState(slice, lent.state, T0).remaining).toBe(16);
+    expect(inBucket(lent)).toBe(6);
   });
 
   it("at most RATE_LEASE_TERM_MS, with as many fewer units as the asked term is longer (the same pace)", () => {
@@ -150,7 +170,7 @@ describe("subleaseFrom: a rate share", () => {
     expect(levelOf(low, T0)).toBe(80);
     const out = subleaseFrom(low, { units: 80, ttlMs: term }, T0);
     expect(out.lease).toEqual({ units: 40, atMs: T0, forMs: 240 });
-    expect(levelOf(out.share, T0)).toBe(40); // the other half stays for batches and other isolates' asks
+    expect(availableOf(out.share, T0)).toBe(40); // the other half stays for batches and other isolates' asks
     // 40 of 400: a tenth, but never under a quarter of the term.
     expect(subleaseFrom(low, { units: 400, ttlMs: term }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 120 });
   });
@@ -320,12 +340,17 @@ describe("takeBack", () => {
       { units: 4, atMs: T0 + 3 },
       { units: 2, atMs: T0 - 60_000 },
     ]);
-    // A rate share takes refunds into its bucket, but none lent before it kept its lows (a share from an older
-    // record: the 2 lent a minute ago are dropped, the 4 "lent" at T0 + 3 taken); after its end nothing, and nothing
-    // is sent on to the key's object (sublease_return.test.ts).
-    const low = rateShare({ state: emptyState(half, T0) });
-    expect(levelOf(takeBack(record(low), back({ rule: rate }), T0).share!, T0)).toBe(4);
-    expect(takeBack(record(low), back({ rule: rate }), T0 + 1000).giveBack).toHaveLength(0);
+    // A rate share takes a return into the reservation it names (the 4 lent at T0 + 3: the 6 used are due now, for
+    // `settled` to charge); one naming none (the 2 of a minute ago: expired, another share's, or taken in an older
+    // record) is dropped, not sent on to the key's object (sublease_return.test.ts).
+    const lent = rateShare({ state: emptyState(half, T0), reserved: [{ atMs: T0 + 3, units: 10, untilMs: T0 + 900 }] });
+    const took = takeBack(record(lent), back({ rule: rate }), T0);
+    expect(took.share?.reserved).toEqual([{ atMs: T0 + 3, units: 6, untilMs: T0 }]);
+    expect(took.giveBack).toHaveLength(0);
+    // A reservation past its wait matches nothing: its units are charged in full.
+    const late = takeBack(record(lent), back({ rule: rate }), T0 + 900);
+    expect(late.share).toBe(lent);
+    expect(late.giveBack).toHaveLength(0);
   });
 
   it("takes units lent out of an earlier share of the same window, up to those lent; the rest goes back", () => {
@@ -392,6 +417,7 @@ describe("subleaseFrom (property)", () => {
           const granted = rOut.lease?.units ?? 0;
           expect(granted).toBeLessThanOrEqual(Math.max(0, Math.min(units, before)));
           expect(levelOf(rOut.share, nowMs)).toBe(before - granted);
+          expect(availableOf(rOut.share, nowMs)).toBe(before - granted);
           if (rOut.lease !== null) {
             expect(rOut.lease.forMs).toBeGreaterThanOrEqual(Math.ceil(subleaseTermMs(ttlMs, "rate") / 4));
             expect(rOut.lease.forMs).toBeLessThanOrEqual(RATE_LEASE_TERM_MS);

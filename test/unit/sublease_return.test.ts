@@ -1,17 +1,26 @@
 /**
  * A rate sub-lease given back late (sublease.ts `takeBack`): many isolates share a delegate, and an isolate's unused
  * sub-lease rides with its next call, which may come long after the lease's term (an overload backoff, a quiet spell).
- * If the slice refilled in between, those tokens came back anyway: taking them in again after another isolate drained
- * the slice admitted them twice, over the rate bound (`burst + rate × (t + RATE_BOUND_MS)` in any span t).
- * These tables drive the real `delegateCall` with several callers on one delegate holding the whole rule.
+ * Taken out of the slice, if it refilled in between, those tokens came back anyway: taking them in again after another
+ * isolate drained the slice admitted them twice, over the rate bound (`burst + rate × (t + RATE_BOUND_MS)` in any span
+ * t). Reserved instead (sublease.ts `Reservation`), the bucket never refilled them: a return is exact whenever it comes
+ * within its wait, and one after it finds its units charged in full. These tables drive the real `delegateCall` with
+ * several callers on one delegate holding the whole rule.
  */
 import { describe, expect, it } from "vitest";
 import type { AlgorithmParams } from "../../src/algorithms/index.ts";
-import { type DelegateRecord, delegateCall, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
-import { fullState } from "../../src/protocol/share.ts";
-import type { CallInput, LeaseReturn, LimiterRule } from "../../src/protocol/store.ts";
+import {
+  adoptGrant,
+  type DelegateRecord,
+  delegateCall,
+  type HeldShare,
+  NEW_DELEGATE,
+  shareAsk,
+} from "../../src/protocol/delegate.ts";
+import { fullState, type ShareGrant } from "../../src/protocol/share.ts";
+import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
+import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, RETURN_WAIT_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { gcraP, tokenBucket } from "../support/params.ts";
 
@@ -68,31 +77,39 @@ function lateReturns(rule: LimiterRule, lenders: number, share: (s: HeldShare, n
 }
 
 describe("a rate sub-lease given back after its slice was full again", () => {
-  it("token_bucket 10/s burst 20 (free-global): the return is not taken, within the rate bound", () => {
+  it("token_bucket 10/s burst 20 (free-global): past its wait, charged in full, within the rate bound", () => {
     const rule: LimiterRule = { id: "free-global", params: tokenBucket(10, 1000, 20), version: 1 };
     const out = lateReturns(rule, 1);
     expect(out.lent).toBe(10);
-    expect(out.drained).toBe(20);
-    // Before the fix: 30 admitted in 1 ms against a bound of 25.01.
+    // 4 of the 10 taken out (the slice's refill over 480 ms), 6 reserved in the bucket. 2,001 ms after the lending
+    // (past its 480 ms and RETURN_WAIT_MS) they are charged in full: the full bucket (20) less 6; B finds 14.
+    expect(out.drained).toBe(14);
+    // Taken and refunded capped (before 0ef22d2): 30 admitted in 1 ms against a bound of 25.01. Now the burst and the
+    // 4 taken out, all 10 lent counted as used: 24.
     expect(out.total).toBeLessThanOrEqual(out.bound);
-    expect(out.total).toBe(20);
+    expect(out.total).toBe(14);
   });
 
-  it("gcra 200/s burst 200 (search-origin), two lenders: within the rate bound", () => {
+  it("gcra 200/s burst 200 (search-origin), two lenders: the live one's return is exact, within the rate bound", () => {
     const rule: LimiterRule = { id: "search-origin", params: gcraP(200, 1000, 200), version: 1 };
     const out = lateReturns(rule, 2);
-    expect(out.lent).toBe(200);
-    expect(out.drained).toBe(200);
-    // Before the fix: 400 admitted in 2 ms against a bound of 300.4.
+    // The first 100: 96 taken out (the slice's refill over 480 ms), 4 reserved in the bucket. The second lender finds
+    // the full bucket (200) less those 4: half of it, all reserved in the bucket (96 are out already).
+    expect(out.lent).toBe(198);
+    // The first reservation expired (charged in full: 100 of the bucket, the 96 out stay out for the second's units);
+    // B takes what is not reserved: 200 - 100 - 2.
+    expect(out.drained).toBe(98);
+    // Before 0ef22d2: 400 admitted in 2 ms against a bound of 300.4. Now 196: the second lender's 98 come back whole
+    // (its reservation held them), the first's return matches nothing (its 100 counted as used).
     expect(out.total).toBeLessThanOrEqual(out.bound);
-    expect(out.total).toBe(200);
+    expect(out.total).toBe(196);
   });
 
-  it("into a renewed share (another grant, full): not taken either", () => {
+  it("into a renewed share (another bucket, full, without the reservations): not taken", () => {
     const rule: LimiterRule = { id: "free-global", params: tokenBucket(10, 1000, 20), version: 1 };
     const slice = delegateSlice(rule.params, SHARE_PARTS)!;
     const renewed = (s: HeldShare, nowMs: number): HeldShare => {
-      const { lows: _lows, ...rest } = s;
+      const { reserved: _reserved, ...rest } = s;
       return heldRateShare(rule, SHARE_PARTS, fullState(slice, nowMs), nowMs, { ...rest, atMs: nowMs });
     };
     const out = lateReturns(rule, 1, renewed);
@@ -100,23 +117,125 @@ describe("a rate sub-lease given back after its slice was full again", () => {
     expect(out.total).toBe(20);
   });
 
-  it("a return the slice still lacked is taken (exact: as if never lent), and no more than it lacked since", () => {
+  it("a return within its wait is exact: the full slice's units, never more, whatever the slice did meanwhile", () => {
     const rule: LimiterRule = { id: "free-global", params: tokenBucket(10, 1000, 20), version: 1 };
     const slice = delegateSlice(rule.params, SHARE_PARTS)!;
     const held = heldRateShare(rule, SHARE_PARTS, fullState(slice, T0), T0, { endsAtMs: T0 + 60_000 });
     const run: Run = { record: { ...NEW_DELEGATE, share: held }, calls: 0 };
     const lease = call(run, { rule, costs: [], lease: { units: 20, ttlMs: RATE_LEASE_TERM_MS } }, T0).lease!;
     expect(lease.units).toBe(10);
-    // B drains the other 10 at once; A gives its 10 back 5 ms later: all 10 (plus no refill yet) admit again.
+    // B takes the other 10 at once; A gives its 10 back 5 ms later: all 10 admit again (as if never lent).
     expect(admitted(call(run, { rule, costs: Array<number>(10).fill(1) }, T0))).toBe(10);
     const back = { units: lease.units, atMs: lease.atMs };
     expect(admitted(call(run, { rule, costs: Array<number>(11).fill(1), giveBack: [back] }, T0 + 5))).toBe(10);
-    // Lent again at +1,005 ms from 10 tokens (5); at +2,405 ms the slice holds 19 of 20 (it lacked 1 at least since),
-    // B takes 19, and A gives its 5 back 1 ms later: 1 comes back (never lent, the slice would have been full: 1 left).
+    // Lent again at +1,005 ms from 10 tokens: 5, for 120 ms (a quarter of the units asked), reserved until +2,125 ms.
+    // At +2,000 ms the bucket is full (20, the 5 reserved in it: it never refilled them), B takes 15, and A gives its 5
+    // back 1 ms later, long after the lease's end: 5 admit, 20 in all (the bucket's, exactly).
     const second = call(run, { rule, costs: [], lease: { units: 20, ttlMs: RATE_LEASE_TERM_MS } }, T0 + 1005).lease!;
     expect(second.units).toBe(5);
-    expect(admitted(call(run, { rule, costs: Array<number>(20).fill(1) }, T0 + 2405))).toBe(19);
+    expect(admitted(call(run, { rule, costs: Array<number>(20).fill(1) }, T0 + 2000))).toBe(15);
     const late = { units: second.units, atMs: second.atMs };
-    expect(admitted(call(run, { rule, costs: Array<number>(5).fill(1), giveBack: [late] }, T0 + 2406))).toBe(1);
+    expect(admitted(call(run, { rule, costs: Array<number>(6).fill(1), giveBack: [late] }, T0 + 2001))).toBe(5);
+    // Past its wait, a reservation is charged in full and its return matches nothing (tables below).
+  });
+});
+
+describe("a rate sub-lease's reservation (sublease.ts `Reservation`): lent, given back, expired, handed on", () => {
+  // 10/s burst 20: the slice's refill over a lease's term (480 ms) is 4, the most its sub-leases take out of it.
+  const rule: LimiterRule = { id: "free-global", params: tokenBucket(10, 1000, 20), version: 1 };
+  const slice = delegateSlice(rule.params, SHARE_PARTS)!;
+  const level = (s: HeldShare | null, nowMs: number) => peekState(slice, s!.state!, nowMs).remaining;
+  const lendTen = () => {
+    const held = heldRateShare(rule, SHARE_PARTS, fullState(slice, T0), T0, { endsAtMs: T0 + 60_000 });
+    const run: Run = { record: { ...NEW_DELEGATE, share: held }, calls: 0 };
+    const lease = call(run, { rule, costs: [], lease: { units: 20, ttlMs: RATE_LEASE_TERM_MS } }, T0).lease!;
+    return { run, lease, back: (units: number): LeaseReturn => ({ units, atMs: lease.atMs }) };
+  };
+
+  it("lent: 4 taken out, 6 reserved in the bucket; batches find the rest (10)", () => {
+    const { run, lease } = lendTen();
+    // Half of 20 asked: a term half as long.
+    expect(lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS / 2 });
+    const share = run.record.share!;
+    expect(share.reserved).toEqual([{ atMs: T0, units: 10, untilMs: T0 + lease.forMs + RETURN_WAIT_MS }]);
+    expect(share.takenOut).toBe(4);
+    expect(level(share, T0)).toBe(16);
+    expect(admitted(call(run, { rule, costs: Array<number>(11).fill(1) }, T0))).toBe(10);
+  });
+
+  it("given back within its wait: the part used charged, the rest free again, however late in its wait", () => {
+    for (const [sinceMs, exact] of [
+      [1, 17],
+      [200, 19],
+      [400, 20],
+      [RATE_LEASE_TERM_MS / 2 + RETURN_WAIT_MS - 1, 20],
+    ] as const) {
+      const { run, back } = lendTen();
+      // 3 of 10 used: 7 back. As if the 3 were taken at the lending and nothing else: 17, refilled at 10/s since.
+      call(run, { rule, costs: [], giveBack: [back(7)] }, T0 + sinceMs);
+      expect(run.record.share?.reserved).toBeUndefined();
+      expect(run.record.share?.takenOut).toBeUndefined();
+      expect(level(run.record.share, T0 + sinceMs)).toBe(exact);
+    }
+  });
+
+  it("expired (no return within its wait): charged in full; a return after matches nothing and is dropped", () => {
+    const { run, back } = lendTen();
+    const untilMs = T0 + RATE_LEASE_TERM_MS / 2 + RETURN_WAIT_MS;
+    call(run, { rule, costs: [] }, untilMs);
+    expect(run.record.share?.reserved).toBeUndefined();
+    // Full (20) less the 6 still in it: the 10 counted as used (4 of them out already).
+    expect(level(run.record.share, untilMs)).toBe(14);
+    call(run, { rule, costs: [], giveBack: [back(10)] }, untilMs + 1);
+    expect(level(run.record.share, untilMs + 1)).toBe(14);
+    expect(run.record.giveBack).toEqual([]);
+  });
+
+  it("a return names its lending time and at most its units; the fewest such reservation takes it, once", () => {
+    const { run, back } = lendTen();
+    // Another lending's time, or more units than lent: no reservation of its.
+    call(run, { rule, costs: [], giveBack: [{ units: 5, atMs: T0 + 1 }, back(11)] }, T0 + 1);
+    expect(run.record.share?.reserved).toHaveLength(1);
+    // The same return twice in one call: the second finds the reservation settled.
+    call(run, { rule, costs: [], giveBack: [back(10), back(10)] }, T0 + 2);
+    expect(run.record.share?.reserved).toBeUndefined();
+    expect(level(run.record.share, T0 + 2)).toBe(20);
+  });
+
+  it("handed on: a renewal's bucket that holds them carries them; a smaller one charges them in full first", () => {
+    const { run, back } = lendTen();
+    const ask = shareAsk(run.record, "weur.0", rule, "a1", T0 + 100).ask;
+    const grant = (parts: number): ShareGrant => ({
+      atMs: T0 + 110,
+      kind: "rate",
+      parts,
+      units: 0,
+      remaining: 0,
+      termMs: 1000,
+      rule,
+      hot: true,
+      held: parts,
+    });
+    // The same parts: the bucket goes on, its reservation too, and the return is taken whole.
+    const same = adoptGrant(run.record, ask, grant(SHARE_PARTS), T0 + 100, T0 + 110);
+    expect(same.share?.reserved).toEqual(run.record.share?.reserved);
+    const after = delegateCall(same, { rule, id: "r1", costs: [], giveBack: [back(10)] }, T0 + 120).record;
+    expect(level(after.share, T0 + 120)).toBe(20);
+    // A tenth of the parts (burst 2, refill over 480 ms 0): it cannot hold them: charged in full in the old bucket.
+    const small = adoptGrant(run.record, ask, grant(SHARE_PARTS / 10), T0 + 100, T0 + 110);
+    expect(small.share?.reserved).toBeUndefined();
+    const smaller = delegateCall(small, { rule, id: "r2", costs: [], giveBack: [back(10)] }, T0 + 120).record;
+    expect(smaller.share?.state).toEqual(small.share?.state);
+  });
+
+  it("a share from a record without reservations (its sub-leases' units taken): their returns are dropped", () => {
+    const held = heldRateShare(rule, SHARE_PARTS, fullState(slice, T0), T0, { endsAtMs: T0 + 60_000 });
+    const out = delegateCall(
+      { ...NEW_DELEGATE, share: held },
+      { rule, id: "o", costs: [], giveBack: [{ units: 5, atMs: T0 - 100 }] },
+      T0,
+    );
+    expect(out.record.share?.state).toEqual(held.state);
+    expect(out.record.giveBack).toEqual([]);
   });
 });
