@@ -52,6 +52,7 @@ export class SluiceDelegate extends DurableObject<DelegateEnv> {
       },
       failed: (error) => logEvent("warn", { event: "delegate_renew_failed", error }),
       sleep,
+      passFirst: true,
     });
   }
 

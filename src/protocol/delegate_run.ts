@@ -3,6 +3,8 @@
  * Durable Object, src/object/delegate.ts, or the simulator). Per batch: renew first when `delegateNeed` says (at most
  * twice: another batch's renewal may not have been enough), decide from the share, else pass the batch through (or
  * refuse it for `DELEGATE_RENEW_BACKOFF_MS` after an overloaded ask); renew in the background when due, one at a time.
+ * A delegate's first batch passes through while its first ask is out: every key of a fast rule comes here first
+ * (hot_marks.ts `hotByConstruction`), and a quiet one's first batch then waits one call to the key's object, not two.
  */
 
 import { fingerprintOf } from "../algorithms/index.ts";
@@ -12,7 +14,7 @@ import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import { type CallInput, type CallResult, type LimiterRule, refusedFor } from "./store.ts";
 import { takeBack } from "./sublease.ts";
-import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, SHARE_TERM_MS } from "./tunables.ts";
+import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, HOT_EXIT_PER_S, SHARE_TERM_MS } from "./tunables.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
 export interface DelegateWho {
@@ -37,6 +39,11 @@ export interface DelegatePorts {
   readonly failed?: (message: string) => void;
   /** Wait this long, ms (for a window share's units ahead: delegate_ahead.ts). Absent: such a batch renews instead. */
   readonly sleep?: (ms: number) => Promise<void>;
+  /**
+   * `true` (the Worker's and the simulator's delegates): the first batch, with no share, passes through while the
+   * first ask is out. Absent: it waits for the ask, as every batch that finds no share.
+   */
+  readonly passFirst?: boolean;
 }
 
 /** `work`, or an `overloaded` failure when it has not settled within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
@@ -59,9 +66,15 @@ export class DelegateRun {
   private failedUntilMs = 0;
   /**
    * When the key's object last said the key is cold (`null`: not since a passed batch was answered hot or failed):
-   * batches then pass through at once, the share asked again in the background a term after.
+   * batches then pass through at once, the share asked again in the background a term after if they keep coming.
    */
   private coldAtMs: number | null = null;
+  /** Whether this delegate asked for a share yet (since it started). */
+  private asked = false;
+  /** Cost passed through since the key's object said cold. */
+  private passedCost = 0;
+  /** Cost of the batches waiting for the renewal in flight. */
+  private waitingCost = 0;
 
   constructor(private readonly ports: DelegatePorts) {}
 
@@ -80,26 +93,28 @@ export class DelegateRun {
     // A window share renews for a sub-lease's units too, once (the batch itself may renew twice).
     const asked = call.lease?.units;
     const leaseUnits = asked !== undefined && Number.isSafeInteger(asked) && asked > 0 ? asked : 0;
-    const backingOff = () => clock() < this.failedUntilMs;
-    const cold = () => this.coldAtMs !== null && load().share === null;
-    for (let i = 0; i < 2 && !backingOff() && !cold(); i++) {
-      const extra = i === 0 ? leaseUnits : 0;
-      if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") break;
-      await this.renew(who, false, cost + extra);
-    }
+    const first = this.ports.passFirst === true && !this.asked && load().share === null && this.renewing === null;
+    this.asked = true;
+    if (first) void this.renew(who, false, cost);
+    else await this.renewFirst(who, call, cost, leaseUnits);
     const record = load();
     if (
       record.share === null ||
       (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock()))
     ) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
-      if (backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
-      // Told cold a term ago or more: ask again, in the background (this batch does not wait for it).
+      if (this.backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
+      // Told cold a term ago or more, and batches still come at a tenth of the pace of a hot key or more: ask again,
+      // in the background (this batch does not wait for it). A quiet key's delegate asks nothing more.
       const coldSince = this.coldAtMs;
-      if (coldSince !== null && cold() && clock() - coldSince >= SHARE_TERM_MS && this.renewing === null) {
+      const sinceMs = coldSince === null ? 0 : clock() - coldSince;
+      const coming = this.passedCost * SHARE_TERM_MS * 10 >= sinceMs * HOT_EXIT_PER_S;
+      if (coldSince !== null && this.cold() && sinceMs >= SHARE_TERM_MS && coming && this.renewing === null) {
         this.coldAtMs = clock();
+        this.passedCost = 0;
         void this.renew(who, false, cost);
       }
+      this.passedCost += cost;
       // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
       const result = await withinTimeout(
         this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call),
@@ -117,6 +132,40 @@ export class DelegateRun {
     // After the batch is saved: a renewal takes a window share's unused units back at once (synchronously).
     if (renewDue(out.record, clock()) && this.renewing === null) void this.renew(who);
     return out.result;
+  }
+
+  private backingOff(): boolean {
+    return this.ports.clock() < this.failedUntilMs;
+  }
+
+  private cold(): boolean {
+    return this.coldAtMs !== null && this.ports.load().share === null;
+  }
+
+  /** Renew before deciding when `delegateNeed` says so, at most twice; not while cold or backing off. */
+  private async renewFirst(who: DelegateWho, call: CallInput, cost: number, leaseUnits: number): Promise<void> {
+    const { clock, load } = this.ports;
+    for (let i = 0; i < 2 && !this.backingOff() && !this.cold(); i++) {
+      const extra = i === 0 ? leaseUnits : 0;
+      if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") return;
+      const sinceMs = clock();
+      this.waitingCost += cost;
+      await this.renew(who, false, cost + extra);
+      // Still no live share (told cold, or a grant whose term ended on its way) while other batches waited: their pace
+      // is asked for once more, rather than each of them passed through to the key's object (a cold start's crowd).
+      const share = load().share;
+      const none = share === null || clock() >= share.endsAtMs;
+      if (none && this.waitingCost > cost) await this.askAgain(who, clock() - sinceMs);
+      if (this.renewing === null) this.waitingCost = 0;
+    }
+  }
+
+  /** Ask again at the pace of the batches that waited for a cold answer over `spanMs` (at least a 20th of a term). */
+  private askAgain(who: DelegateWho, spanMs: number): Promise<void> {
+    const perTerm = Math.ceil((this.waitingCost * SHARE_TERM_MS) / Math.max(spanMs, SHARE_TERM_MS / 20));
+    this.waitingCost = 0;
+    this.coldAtMs = null;
+    return this.renew(who, false, perTerm);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -140,6 +189,7 @@ export class DelegateRun {
       const record = adoptGrant(load(), asked.ask, grant, sentAtMs, clock());
       save(record);
       this.coldAtMs = grant.kind === "none" && !grant.hot ? clock() : null;
+      this.passedCost = 0;
       await this.ports.adopted?.(record, who);
     } catch (error) {
       // No share: batches pass through to the key's object until a renewal succeeds; but an overloaded object is

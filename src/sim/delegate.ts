@@ -129,6 +129,7 @@ export class SimDelegate {
         this.renewFailures++;
       },
       sleep: (ms) => this.clock.sleep(ms),
+      passFirst: true,
     });
   }
 

@@ -8,7 +8,12 @@ import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.t
 import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
-import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, SHARE_TERM_MS } from "../../src/protocol/tunables.ts";
+import {
+  DELEGATE_KEY_TIMEOUT_MS,
+  DELEGATE_RENEW_BACKOFF_MS,
+  HOT_EXIT_PER_S,
+  SHARE_TERM_MS,
+} from "../../src/protocol/tunables.ts";
 import { fixedWindow } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -130,16 +135,18 @@ describe("DelegateRun.check", () => {
     expect(decided.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
   });
 
-  it("a key said cold is asked about again a term later (the batch passed through meanwhile), or at once after a failure", async () => {
+  it("a key said cold is asked about again a term later while batches keep coming, or at once after a failure", async () => {
+    // A tenth of a hot key's pace (HOT_EXIT_PER_S a second) passed through in the term since it was told cold.
+    const pace = HOT_EXIT_PER_S / 10;
     const later = harness([NONE, windowGrant(10)]);
-    await later.run.check(who, batch([1], "b1"));
+    for (let i = 0; i < pace; i++) await later.run.check(who, batch([1], `b${i}`));
     later.at(SHARE_TERM_MS);
-    expect(await later.run.check(who, batch([1], "b2"))).toEqual({ ...passed, hot: false });
+    expect(await later.run.check(who, batch([1], "late"))).toEqual({ ...passed, hot: false });
     expect(later.asks).toHaveLength(2);
-    expect(later.calls.map((c) => c.input.id)).toEqual(["b1", "b2"]);
+    expect(later.calls.map((c) => c.input.id)).toEqual([...Array.from({ length: pace }, (_, i) => `b${i}`), "late"]);
     // The ask in the background got a share: the next batch is decided from it.
-    const decided = await later.run.check(who, batch([1], "b3"));
-    expect(later.calls).toHaveLength(2);
+    const decided = await later.run.check(who, batch([1], "decided"));
+    expect(later.calls).toHaveLength(pace + 1);
     expect(decided.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
     const failing = harness([NONE, NONE]);
     const overloaded = Object.assign(new Error("Durable Object is overloaded"), { overloaded: true });
@@ -148,6 +155,56 @@ describe("DelegateRun.check", () => {
     expect(failing.asks).toHaveLength(1);
     await expect(run.check(who, batch([1], "b2"))).rejects.toBe(overloaded);
     expect(failing.asks).toHaveLength(2);
+  });
+
+  it("a quiet key said cold is not asked about again: under a tenth of a hot key's pace, batches only pass through", async () => {
+    const pace = HOT_EXIT_PER_S / 10;
+    const quiet = harness([NONE, windowGrant(10)]);
+    for (let i = 0; i < pace - 1; i++) await quiet.run.check(who, batch([1], `b${i}`));
+    quiet.at(SHARE_TERM_MS);
+    await quiet.run.check(who, batch([1], "late"));
+    quiet.at(10 * SHARE_TERM_MS);
+    await quiet.run.check(who, batch([1], "later"));
+    expect(quiet.asks).toHaveLength(1);
+    expect(quiet.calls).toHaveLength(pace + 1);
+  });
+
+  it("passFirst: the first batch passes through at once while the first ask is out; the next ones wait for it", async () => {
+    let answer: (g: ShareGrant) => void = () => {};
+    const h = harness([new Promise<ShareGrant>((r) => (answer = r))]);
+    const run = new DelegateRun({ ...h.ports, passFirst: true });
+    // Answered by the key's object before the ask is: a quiet key's first batch waits one call, not two.
+    expect(await run.check(who, batch([1], "b1"))).toEqual({ ...passed, hot: false });
+    expect(h.asks).toMatchObject([{ demand: 1 }]);
+    expect(h.calls.map((c) => c.input.id)).toEqual(["b1"]);
+    const second = run.check(who, batch([1], "b2"));
+    answer(windowGrant(10));
+    expect((await second).results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
+    expect(h.calls).toHaveLength(1);
+    expect(h.asks).toHaveLength(1);
+    // Not its first batch once it has a share or has asked: without passFirst, the first batch waits too.
+    const waits = harness([windowGrant(10)]);
+    await waits.run.check(who, batch([1], "b1"));
+    expect(waits.calls).toEqual([]);
+  });
+
+  it("batches that waited for an ask answered cold are asked for once more at their pace, not passed through", async () => {
+    let answer: (g: ShareGrant) => void = () => {};
+    const h = harness([new Promise<ShareGrant>((r) => (answer = r)), windowGrant(10)]);
+    const batches = [h.run.check(who, batch([1], "b1")), h.run.check(who, batch([2], "b2"))];
+    await Promise.resolve();
+    h.at(100);
+    answer(NONE);
+    const out = await Promise.all(batches);
+    // 3 units waited 100 ms: 30 a term.
+    expect(h.asks.map((a) => a.demand)).toEqual([1, 30]);
+    expect(h.calls).toEqual([]);
+    expect(out.map((r) => r.results.map((x) => x.ok && x.decision.allowed))).toEqual([[true], [true]]);
+    // A lone batch told cold (a quiet key) is not asked for again: it passes through.
+    const lone = harness([NONE, windowGrant(10)]);
+    await lone.run.check(who, batch([1], "b1"));
+    expect(lone.asks).toHaveLength(1);
+    expect(lone.calls).toHaveLength(1);
   });
 
   it("renews a second time when the first grant is short of the batch, and decides once it is not", async () => {
