@@ -101,12 +101,6 @@ function rulesOf(yaml: string): Map<string, LimiterRule> {
   if (parsed.errors.length > 0) throw new Error(parsed.errors.join("\n"));
   return new Map(compileRules(parsed.rules).map((c) => [c.rule.id, { id: c.rule.id, params: c.params }]));
 }
-/** The rules written `key: global` (one key for every caller). */
-const GLOBAL_KEYED = new Set(
-  parseRules(YAML, "bench/cluster.ts")
-    .rules.filter((r) => r.key?.length === 0)
-    .map((r) => r.id),
-);
 export const RULES = rulesOf(YAML);
 const LOWERED = rulesOf(LOWERED_YAML);
 
@@ -138,7 +132,6 @@ export async function clusterRow(
     scenario,
     t0Ms: T0,
     tier: true,
-    ...(GLOBAL_KEYED.has(ruleId) ? { keyGlobal: true } : {}),
     ...(ablated === "hotMarks" ? { noMarks: true } : {}),
     ...(LEDGER_BINS === undefined ? {} : { ledgerBins: LEDGER_BINS }),
     seed: loadPerS * 7 + ruleId.length + isolates + scenario.length * 31 + SEED_OFFSET,

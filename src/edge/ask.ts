@@ -107,10 +107,10 @@ async function askObject({ env, settings, isolate, ctx, region }: AskContext, ap
   const delegate = delegateOf(env, name, region ?? null);
   const keepAlive = ctx === undefined ? undefined : (work: Promise<unknown>) => ctx.waitUntil(work);
   // A key this isolate does not track yet (or whose hot spell here lapsed), of a rule that takes shares: its data
-  // center may know it is hot, and a fast `key: global` rule's is hot by construction (hot_marks.ts).
+  // center may know it is hot, and a fast rule's is hot by construction, whatever its key (hot_marks.ts).
   const shares = delegate !== null && leasePolicy(params.algorithm).kind !== "none";
   const store = shares ? hotMarks() : null;
-  const hot = shares && hotByConstruction(rule.key?.length === 0, params);
+  const hot = shares && hotByConstruction(params);
   const read = (store !== null || hot) && !isolate.calls.tracks(name);
   const stored = read && store !== null ? await store.read(name) : null;
   // One call in flight per key: this request goes now, or in the next call with the others that arrive meanwhile.

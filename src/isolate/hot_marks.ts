@@ -4,7 +4,7 @@
  */
 
 import { type AlgorithmParams, leasePolicy } from "../algorithms/index.ts";
-import { GLOBAL_HOT_FROM_PER_S, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../protocol/tunables.ts";
+import { HOT_FROM_PER_S, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../protocol/tunables.ts";
 import type { HotMark } from "./coalesce_types.ts";
 import { decayedSpread } from "./key_state.ts";
 
@@ -36,15 +36,18 @@ export function markFrom(stored: StoredMark | null, nowMs: number, hot = false):
   return { untilMs: nowMs + HOT_MARK_TTL_MS, spread: spreadOf(stored, nowMs) };
 }
 
-/** Whether a `key: global` rule's one key is hot by construction: its rate (or limit per window) is fast enough. */
-export function hotByConstruction(keyGlobal: boolean, params: AlgorithmParams): boolean {
-  if (!keyGlobal) return false;
+/**
+ * Whether a rule's keys are hot by construction: its rate (or limit per window) is `HOT_FROM_PER_S` or more, whatever
+ * its key. Every isolate's first batch for such a key goes to its delegate, which passes it through while the key's
+ * object says cold (delegate_run.ts): a quiet key costs a hop per isolate that is new to it, not a share.
+ */
+export function hotByConstruction(params: AlgorithmParams): boolean {
   const policy = leasePolicy(params.algorithm);
-  if (policy.kind === "rate") return policy.refillOver(params, 1000) >= GLOBAL_HOT_FROM_PER_S;
+  if (policy.kind === "rate") return policy.refillOver(params, 1000) >= HOT_FROM_PER_S;
   if (policy.kind !== "window") return false;
   // Windows are aligned to the epoch: the first one's length, from 0, is every one's (a month's, 31 days).
   const windowMs = policy.termMs(params, 0, 31 * 86_400_000);
-  return policy.limit(params) * 1000 >= GLOBAL_HOT_FROM_PER_S * windowMs;
+  return policy.limit(params) * 1000 >= HOT_FROM_PER_S * windowMs;
 }
 
 /** Whether to write `mark` having written `last`: none yet, its spread raised since, or half a ttl ago. */

@@ -84,5 +84,5 @@ export const DELEGATE_RESET_BACKOFF_MS = 150;
 export const HOT_MARK_TTL_MS = HOT_HOLD_MS;
 /** Keys this isolate remembers marking, at most (the oldest forgotten first). */
 export const MARKS_REMEMBERED = 1_000;
-/** A `key: global` rule this fast (per second) is hot by construction (hot_marks.ts `hotByConstruction`). */
-export const GLOBAL_HOT_FROM_PER_S = 1_000;
+/** A rule this fast (per second), whatever its key, has keys hot by construction (hot_marks.ts `hotByConstruction`). */
+export const HOT_FROM_PER_S = 1_000;

@@ -75,8 +75,6 @@ export interface ClusterRun {
   readonly tier: boolean;
   /** Every request its own key (one call per request, nothing shared): the reference for identical decisions. */
   readonly plain?: boolean;
-  /** The rule is `key: global` (one key for every caller; hot by construction if fast: hot_marks.ts). */
-  readonly keyGlobal?: boolean;
   /** Without the data centers' hot marks (src/isolate/hot_marks.ts; with the tier they are on by default). */
   readonly noMarks?: boolean;
   /** The rate ledger's bins (rate_ledger.ts; absent: the first 2 s per 100 ms). */
@@ -188,14 +186,14 @@ class World {
 
   /**
    * One request through an isolate: a key it does not track yet is looked up in its data center's hot marks first (a
-   * fast `key: global` rule's is hot by construction: hot_marks.ts `hotByConstruction`); after the answer, the
+   * fast rule's is hot by construction, whatever its key: hot_marks.ts `hotByConstruction`); after the answer, the
    * isolate marks the key if it now knows it hot (or moved to its own shard) and has not lately.
    */
   async ask(iso: Isolate, input: AskInput): Promise<Asked> {
     const { run } = this;
     const tier = run.tier && !run.plain;
     const marks = tier && !run.noMarks ? iso.marks : null;
-    const hot = tier && hotByConstruction(run.keyGlobal === true, input.rule.params);
+    const hot = tier && hotByConstruction(input.rule.params);
     if (marks === null && !hot) return iso.coalescer.ask(input);
     const read = !iso.coalescer.tracks(input.name);
     const stored = marks !== null && read ? await marks.read(input.name) : null;

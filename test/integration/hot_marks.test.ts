@@ -1,7 +1,8 @@
 /**
  * Hot marks in the Workers runtime (src/isolate/hot_marks.ts, src/edge/hot_mark_cache.ts): the Cache API's
  * `caches.default` keeps a mark; an isolate that finds a key hot through the real gateway marks it; a new isolate
- * (a redeploy) that finds the mark sends its first batch to the region's delegate, not to the key's object.
+ * (a redeploy) that finds the mark sends its first batch to the region's delegate, not to the key's object; so does
+ * every isolate for a key of a fast rule, whatever its key (hot by construction).
  *
  * Time is frozen (`Date`, in the Worker and both objects), as in tier.test.ts.
  */
@@ -125,5 +126,48 @@ describe("hot marks", () => {
     // A slower global rule's key is not hot by construction: its first request goes to the key's object.
     expect(await get("/g/slow")).toBe(200);
     expect(await delegateRecord(await objectOf("gslow"))).toBeUndefined();
+  });
+
+  it("a fast rule keyed per API key is hot by construction too: a key's first request goes to its delegate, a slow rule's not", async () => {
+    setNow(T0);
+    const rules = compileRules(
+      resolvedFrom(`
+- id: kfast
+  match: { route: "GET /k/fast", identity: api_key }
+  algorithm: token_bucket
+  rate: 5000/s
+  burst: 1000
+- id: kslow
+  match: { route: "GET /k/slow", identity: api_key }
+  algorithm: token_bucket
+  rate: 200/s
+  burst: 200
+`),
+      1,
+    );
+    const key = await knownKey();
+    const hash = await sha256Hex(key);
+    const iso = createIsolate();
+    const get = async (path: string) => {
+      const ctx = createExecutionContext();
+      const response = await handleRequest(req("GET", path, bearer(key)), env, ctx, rules, iso);
+      await waitOnExecutionContext(ctx);
+      await response.arrayBuffer();
+      return response.status;
+    };
+    const delegateRecord = (object: string) => {
+      const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, 0), null);
+      return runInDurableObject(stub, (_o, state) => state.storage.kv.get<DelegateRecord>("delegate"));
+    };
+    const fast = objectNameOf("kfast", hash);
+    expect(await get("/k/fast")).toBe(200);
+    // Through the delegate (it asked the key's object for a share, so its record exists), which passed the request on:
+    // a quiet key gets no share, and this isolate, told cold, calls the key's object directly from now on.
+    expect(await delegateRecord(fast)).toMatchObject({ share: null });
+    expect(iso.calls.tracks(fast)).toBe(true);
+    expect(iso.calls.markOf(fast)).toBeNull();
+    // A slower rule's key is not hot by construction: its first request goes to the key's object, no delegate.
+    expect(await get("/k/slow")).toBe(200);
+    expect(await delegateRecord(objectNameOf("kslow", hash))).toBeUndefined();
   });
 });

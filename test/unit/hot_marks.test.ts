@@ -22,7 +22,7 @@ import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
 import {
-  GLOBAL_HOT_FROM_PER_S,
+  HOT_FROM_PER_S,
   HOT_HOLD_MS,
   HOT_MARK_TTL_MS,
   MARKS_REMEMBERED,
@@ -62,21 +62,23 @@ describe("hot marks: when to write one, what a read gives", () => {
     expect(markFrom({ spread: 0.5 }, T0, true)).toEqual({ untilMs: T0 + HOT_MARK_TTL_MS, spread: 0.5 });
   });
 
-  it("hotByConstruction: a `key: global` rule at GLOBAL_HOT_FROM_PER_S per second or more, of an algorithm that takes shares", () => {
-    const at = GLOBAL_HOT_FROM_PER_S;
-    const table: [string, boolean, AlgorithmParams, boolean][] = [
-      ["token_bucket at the threshold", true, tokenBucket(at, 1000, 100), true],
-      ["token_bucket 1/s below", true, tokenBucket(at - 1, 1000, 100), false],
-      ["gcra, per minute, at the threshold", true, gcraP(at * 60, 60_000, 100), true],
-      ["leaky_bucket well above", true, leakyBucket(5 * at, 1000, 100), true],
-      ["fixed_window per 10 s at the threshold", true, fixedWindow(10 * at, 10_000), true],
-      ["fixed_window per 10 s, one below", true, fixedWindow(10 * at - 1, 10_000), false],
-      ["fixed_window per day, far below", true, fixedWindow(500_000, 86_400_000), false],
-      ["sliding_log (takes no shares)", true, slidingLog(100 * at, 1000), false],
-      ["a key per caller", false, tokenBucket(100 * at, 1000, 100), false],
+  it("hotByConstruction: a rule at HOT_FROM_PER_S per second or more, whatever its key, of an algorithm that takes shares", () => {
+    // A fast rule keyed per API key (section 8's hot-rate, hot-window) is hot from its first request, as a fast
+    // `key: global` rule is: the function reads the rule's pace only. A slow one's keys learn it from an answer or a mark.
+    const at = HOT_FROM_PER_S;
+    const table: [string, AlgorithmParams, boolean][] = [
+      ["token_bucket at the threshold", tokenBucket(at, 1000, 100), true],
+      ["token_bucket 1/s below", tokenBucket(at - 1, 1000, 100), false],
+      ["token_bucket 5000/s (hot-rate, per API key)", tokenBucket(5 * at, 1000, 1000), true],
+      ["gcra, per minute, at the threshold", gcraP(at * 60, 60_000, 100), true],
+      ["gcra 200/s (search-origin)", gcraP(200, 1000, 200), false],
+      ["leaky_bucket well above", leakyBucket(5 * at, 1000, 100), true],
+      ["fixed_window per 10 s at the threshold", fixedWindow(10 * at, 10_000), true],
+      ["fixed_window per 10 s, one below", fixedWindow(10 * at - 1, 10_000), false],
+      ["fixed_window per day, far below", fixedWindow(500_000, 86_400_000), false],
+      ["sliding_log (takes no shares)", slidingLog(100 * at, 1000), false],
     ];
-    for (const [what, global, params, hot] of table)
-      expect([what, hotByConstruction(global, params)]).toEqual([what, hot]);
+    for (const [what, params, hot] of table) expect([what, hotByConstruction(params)]).toEqual([what, hot]);
   });
 
   it("markDue: a first mark, a key whose spread rose since, or half a ttl after the last write", () => {
