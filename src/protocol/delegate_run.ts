@@ -40,8 +40,8 @@ export interface DelegatePorts {
   /** Wait this long, ms (for a window share's units ahead: delegate_ahead.ts). Absent: such a batch renews instead. */
   readonly sleep?: (ms: number) => Promise<void>;
   /**
-   * `true` (the Worker's and the simulator's delegates): the first batch, with no share, passes through while the
-   * first ask is out. Absent: it waits for the ask, as every batch that finds no share.
+   * `true` (the Worker's and the simulator's delegates): the first batch, with no share and no sub-lease asked, passes
+   * through while the first ask is out. Absent: it waits for the ask, as every batch that finds no share.
    */
   readonly passFirst?: boolean;
 }
@@ -93,7 +93,10 @@ export class DelegateRun {
     // A window share renews for a sub-lease's units too, once (the batch itself may renew twice).
     const asked = call.lease?.units;
     const leaseUnits = asked !== undefined && Number.isSafeInteger(asked) && asked > 0 ? asked : 0;
-    const first = this.ports.passFirst === true && !this.asked && load().share === null && this.renewing === null;
+    // A first batch that asks no sub-lease (its isolate has seen the key a few times at most) passes through while
+    // the first ask is out; one that asks a sub-lease waits for the share it is cut from.
+    const fresh = !this.asked && load().share === null && this.renewing === null && (call.lease ?? null) === null;
+    const first = this.ports.passFirst === true && fresh;
     this.asked = true;
     if (first) void this.renew(who, false, cost);
     else await this.renewFirst(who, call, cost, leaseUnits);

@@ -182,10 +182,16 @@ describe("DelegateRun.check", () => {
     expect((await second).results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
     expect(h.calls).toHaveLength(1);
     expect(h.asks).toHaveLength(1);
-    // Not its first batch once it has a share or has asked: without passFirst, the first batch waits too.
+    // Without passFirst, the first batch waits too; and with it, a first batch that asks a sub-lease (its isolate sees
+    // the key often: the lease is cut from the share) waits for the share.
     const waits = harness([windowGrant(10)]);
     await waits.run.check(who, batch([1], "b1"));
     expect(waits.calls).toEqual([]);
+    const leasing = harness([windowGrant(10)]);
+    const withLease = new DelegateRun({ ...leasing.ports, passFirst: true });
+    await withLease.check(who, { ...batch([1], "b1"), lease: { units: 2, ttlMs: 500 } });
+    expect(leasing.calls).toEqual([]);
+    expect(leasing.asks).toHaveLength(1);
   });
 
   it("batches that waited for an ask answered cold are asked for once more at their pace, not passed through", async () => {
