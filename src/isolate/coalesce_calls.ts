@@ -275,8 +275,8 @@ function refundObject(
   const { clock, sleep, resume } = c.options;
   if (unseen) unsee(st, clock());
   const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
-  if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs });
-  else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs };
+  if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs, admitted: true });
+  else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs, admitted: true };
   const now = clock();
   if (isHot(st, now) || now < st.returnsNotBeforeMs) {
     armReturns(c, st, keepAlive);

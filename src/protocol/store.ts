@@ -53,6 +53,11 @@ export interface LeaseGrant {
 export interface LeaseReturn {
   readonly units: number;
   readonly atMs: number;
+  /**
+   * An admission given back (another rule refused the request, or its answer came too late), not a lease's unused
+   * units: a delegate sends it on to the key's object (sublease.ts `takeBack`), whose late refund makes it exact.
+   */
+  readonly admitted?: true;
 }
 
 export interface CallInput {

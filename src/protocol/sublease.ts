@@ -278,6 +278,8 @@ interface TakingRecord {
  * share while it holds them, else kept for the next ask. Once per call id (`taken`, then its remembered call). A rate
  * rule's units the share does not take (no reservation of theirs) are dropped, not sent on: none left the key's
  * object's bucket, and a bucket that took them now would admit them twice if it refilled since (over the rate bound).
+ * A rate rule's admission given back (`admitted`) goes on to the key's object, whose late refund takes back only what
+ * its bucket lacked since (late_refund.ts): a token moved there as of its admission, never made.
  */
 export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
@@ -287,9 +289,10 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
   const rate = shareKindOf(input.rule.params) === "rate" || share?.kind === "rate";
   for (const back of input.giveBack ?? []) {
     if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
-    const took = share === null ? null : refundInto(share, back, nowMs);
+    const admitted = rate && back.admitted === true;
+    const took = share === null || admitted ? null : refundInto(share, back, nowMs);
     if (took === null) {
-      if (!rate) giveBack.push(back);
+      if (!rate || admitted) giveBack.push(back);
     } else {
       share = took.share;
       if (took.rest > 0) giveBack.push({ ...back, units: took.rest });

@@ -659,12 +659,33 @@ describe("delegateCall", () => {
     expect(level(out.record, T0 + 20)).toBe(9);
     expect(out.record.share?.reserved).toBeUndefined();
     expect(out.record.giveBack).toEqual([]);
-    // The same again (an admission's refund, another delegate's lease): no reservation of its, dropped.
+    // The same again (another delegate's lease, a lease already settled): no reservation of its, dropped.
     const again = delegateCall(out.record, batch(rate, [], { id: "b3", giveBack: [back] }), T0 + 20);
     expect(again.record.share?.state).toEqual(out.record.share?.state);
     const noSlice = delegateCall(withShare(rateShare({ state: null })), batch(rate, [], { giveBack: [back] }), T0);
     // Not sent on to the key's object: its units never left the key's object's bucket (sublease.ts `takeBack`).
     expect(noSlice.record.giveBack).toEqual([]);
+  });
+
+  it("sends a rate rule's admission given back on to the key's object, even when it names a reservation", () => {
+    // What a composed rule's refusal, or an answer that came after the isolate's budget, gives back
+    // (src/isolate/coalesce_calls.ts marks it `admitted`): the key's object's late refund makes it exact; dropped
+    // here, the key stays charged for a request that was never let through (test/integration/composition.test.ts).
+    const lent = delegateCall(withShare(rateShare()), batch(rate, [], { lease: { units: 4, ttlMs: 480 } }), T0 + 10);
+    const refund = { units: 1, atMs: T0 + 10, admitted: true as const };
+    const out = delegateCall(lent.record, batch(rate, [], { id: "b2", giveBack: [refund] }), T0 + 20);
+    expect(out.record.giveBack).toEqual([refund]);
+    expect(out.record.share?.reserved).toEqual(lent.record.share?.reserved);
+    expect(out.record.share?.state).toEqual(lent.record.share?.state);
+    // A window rule's admission: into the share of its window as before (the flag changes nothing there).
+    const win1 = delegateCall(withShare(windowShare()), batch(win, [], { giveBack: [refund] }), T0 + 20);
+    const win0 = delegateCall(
+      withShare(windowShare()),
+      batch(win, [], { giveBack: [{ units: 1, atMs: T0 + 10 }] }),
+      T0 + 20,
+    );
+    expect(win1.record.share).toEqual(win0.record.share);
+    expect(win1.record.giveBack).toEqual(win0.record.giveBack.map((b) => ({ ...b, admitted: true })));
   });
 
   it("answers a retried call as remembered, the same record back", () => {
