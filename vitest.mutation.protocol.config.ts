@@ -15,6 +15,7 @@ const ORDER = [
   "store.test.ts", // 84
   "hot_marks.test.ts", // 226
   "late_refund.test.ts", // 304
+  "sublease_return.test.ts", // sub-leases as reservations (sublease.ts)
   "coalesce.test.ts", // 924
   "protocol.versions.test.ts", // 2,699
   "lease.props.test.ts", // 3,898
