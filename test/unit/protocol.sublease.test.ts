@@ -19,7 +19,10 @@ import { type CallInput, type LimiterRule, peekState, shorter } from "../../src/
 import {
   callDemand,
   delegateSlice,
+  handedOn,
   inBucket,
+  reservedBackInMs,
+  settled,
   subleaseFrom,
   subleaseTermMs,
   takeBack,
@@ -426,5 +429,59 @@ describe("subleaseFrom (property)", () => {
       ),
       { numRuns: runs(300) },
     );
+  });
+});
+
+describe("a rate share's reservations: settled, handed on, when the next is due", () => {
+  // What the delegate does with its isolates' sub-leases between their lending and their return (sublease.ts
+  // `Reservation`): the slice's bucket keeps the reserved units until each is given back or expires (all used).
+  const res = (units: number, untilMs: number) => ({ atMs: T0, units, untilMs });
+
+  it("reservedBackInMs: the first reservation's term end from now, at least 1 ms, at most RATE_LEASE_TERM_MS", () => {
+    const share = (...r: ReturnType<typeof res>[]) => rateShare({ reserved: r });
+    expect(reservedBackInMs(share(res(5, T0 + 300 + RETURN_WAIT_MS), res(5, T0 + 400 + RETURN_WAIT_MS)), T0)).toBe(300);
+    expect(reservedBackInMs(share(res(5, T0 + RETURN_WAIT_MS)), T0 + 10)).toBe(1);
+    expect(reservedBackInMs(share(res(5, T0 + 5_000 + RETURN_WAIT_MS)), T0)).toBe(RATE_LEASE_TERM_MS);
+  });
+
+  it("settled: reservations due are charged in full and dropped; live ones stay, what the bucket offers unchanged", () => {
+    const share = rateShare({ reserved: [res(10, T0 + 5), res(4, T0 + 900)] });
+    expect(settled(share, T0 + 4)).toBe(share);
+    expect(availableOf(share, T0 + 5)).toBe(100 - 14);
+    const out = settled(share, T0 + 5);
+    expect(out.reserved).toEqual([res(4, T0 + 900)]);
+    expect(out.takenOut).toBe(4);
+    expect(levelOf(out, T0 + 5)).toBe(86);
+    expect(availableOf(out, T0 + 5)).toBe(86);
+    // All due: the fields go; the bucket (full again by then) charged now for every unit reserved.
+    const all = settled(share, T0 + 900);
+    expect(all.reserved).toBeUndefined();
+    expect(all.takenOut).toBeUndefined();
+    expect(levelOf(all, T0 + 900)).toBe(86);
+    expect(levelOf(settled(share, T0 + 5), T0 + 5)).toBeLessThan(levelOf(share, T0 + 5));
+    // No bucket (a share without state): the due ones dropped, nothing to charge.
+    const bare = settled(rateShare({ state: null, reserved: [res(10, T0 + 5), res(4, T0 + 900)] }), T0 + 5);
+    expect(bare.reserved).toEqual([res(4, T0 + 900)]);
+    expect(bare.takenOut).toBeUndefined();
+  });
+
+  it("handedOn: the reservations go with a bucket that holds them; else charged in the old bucket first", () => {
+    const share = rateShare({ reserved: [res(10, T0 + 900)] });
+    const same = handedOn(share, T0 + 5, (state) => ({ params: half, state }));
+    expect(same.reserved).toEqual([res(10, T0 + 900)]);
+    expect(same.state).toBe(share.state);
+    // A new bucket holding fewer than the 10 reserved: they are charged where they are, and none carried.
+    const poor = handedOn(share, T0 + 5, () => ({ params: half, state: emptyState(half, T0 + 5) }));
+    expect(poor.reserved).toEqual([]);
+    expect(poor.takenOut).toBe(0);
+    const seen: (number | null)[] = [];
+    handedOn(share, T0 + 5, (state) => {
+      seen.push(state === null ? null : peekState(half, state, T0 + 5).remaining);
+      return { params: half, state: emptyState(half, T0 + 5) };
+    });
+    expect(seen).toEqual([100, 90]);
+    // Nothing reserved: the new bucket as it is.
+    const plain = handedOn(rateShare(), T0 + 5, () => ({ params: null, state: null }));
+    expect(plain).toEqual({ state: null, reserved: [], takenOut: 0 });
   });
 });
