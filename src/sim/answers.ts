@@ -9,6 +9,7 @@ import type { DeniedBy } from "./rate_ledger.ts";
 export class Answers {
   readonly admissions: number[] = [];
   readonly latencies: number[] = [];
+  /** By arrival index (`take`'s `index`): answers come back out of order. */
   readonly verdicts: string[] = [];
   readonly failedOpen: Record<string, number> = {};
   fromLease = 0;
@@ -26,18 +27,18 @@ export class Answers {
     } | null = null,
   ) {}
 
-  take(answer: Asked, arrivedAtMs: number, nowMs: number): void {
+  take(answer: Asked, arrivedAtMs: number, nowMs: number, index: number): void {
     this.latencies.push(nowMs - arrivedAtMs);
     if (answer.kind === "failed") {
       this.failedOpen[answer.failure] = (this.failedOpen[answer.failure] ?? 0) + 1;
       this.admissions.push(nowMs); // on_error: open
-      this.verdicts.push("f");
+      this.verdicts[index] = "f";
       return;
     }
     if (answer.source === "lease") this.fromLease++;
     const r = answer.result;
     const allowed = r.ok && r.decision.allowed;
-    this.verdicts.push(allowed ? "1" : "0");
+    this.verdicts[index] = allowed ? "1" : "0";
     if (!allowed) {
       if (r.ok)
         this.ledger?.denied(answer.source === "lease" ? "isolateLocal" : (this.deniedBy.get(r) ?? "unknown"), nowMs);

@@ -88,6 +88,7 @@ export interface ClusterOutcome {
   readonly arrivals: readonly Arrival[];
   /** When each admission counts (the object's or delegate's decision time; an isolate's answer time from a lease). */
   readonly admissions: readonly number[];
+  /** Each request's answer, in arrival order: 1 admitted, 0 refused, f failed open. */
   readonly verdicts: string;
   readonly latencies: readonly number[];
   readonly failedOpen: Record<string, number>;
@@ -335,7 +336,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
   const arrivals = arrivalsOf({ ...run, shape }, world.random);
   const answers = new Answers(run.scenario === "half refunded", world.decidedAt, world.deniedBy, world.ledger);
   const pending: Promise<void>[] = [];
-  for (const a of arrivals) {
+  for (const [index, a] of arrivals.entries()) {
     await clock.runUntil(a.atMs);
     const iso = world.isolates[a.isolate]!;
     const moved = world.random() < MOVED_REQUEST_RATE;
@@ -348,7 +349,7 @@ export async function simulateCluster(run: ClusterRun): Promise<ClusterOutcome> 
       lease: null,
       delegate: run.plain ? null : moved ? iso.movedDelegate : iso.delegate,
     });
-    pending.push(asked.then((answer) => answers.take(answer, a.atMs, clock.nowMs())));
+    pending.push(asked.then((answer) => answers.take(answer, a.atMs, clock.nowMs(), index)));
   }
   await clock.runUntil(run.t0Ms + run.durationMs + 5_000);
   await Promise.all(pending);
