@@ -5,6 +5,13 @@
  * bound: load at 1-10x the rule's rate, bursts at a share's term end, delegate restarts (record kept, instance gone),
  * a rules version bump to a lowered limit, refunds riding with a later batch, and callers holding the sub-leases
  * their delegate grants them (src/protocol/sublease.ts), admitting from them until their term ends.
+ *
+ * Late returns (`tierCaseArb({ late: true })`, `TierCase.callers`): 2-4 callers (isolates) per delegate, each holding
+ * its own sub-lease across its calls (a call does not end it) and giving what is left back late: a random delay after
+ * the term, with its next batch or in a call of its own, past the term's end and past the share's renewal; some
+ * returns lost (never sent), some delivered twice (a retry with the same call id). Quiet spells let slices refill to
+ * full, and drains from another caller on the same delegate spend them: the order that broke the bound before
+ * 0ef22d2/9772afd (lend, refill, drain, late return).
  */
 import fc from "fast-check";
 import { capacityOf, leasePolicy } from "../../src/algorithms/index.ts";
@@ -12,8 +19,15 @@ import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.t
 import { DelegateRun } from "../../src/protocol/delegate_run.ts";
 import { keyCall } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
-import type { CallInput, CallResult, LimiterRecord, LimiterRule } from "../../src/protocol/store.ts";
-import { RATE_BOUND_MS, SHARE_TERM_MS } from "../../src/protocol/tunables.ts";
+import type {
+  CallInput,
+  CallResult,
+  LeaseGrant,
+  LeaseReturn,
+  LimiterRecord,
+  LimiterRule,
+} from "../../src/protocol/store.ts";
+import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, SHARE_TERM_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { EventClock } from "../../src/sim/event_clock.ts";
 import { fixedWindow, gcraP, tokenBucket } from "./params.ts";
@@ -33,6 +47,10 @@ export type TierStep =
       readonly n: number;
       readonly refund: number;
       readonly lease?: number;
+      /** Late mode: which of the delegate's callers sends it (0 .. `callers` - 1). */
+      readonly from?: number;
+      /** Late mode: how the sub-lease this batch asks for goes back (`LateBack`). */
+      readonly back?: LateBack;
     }
   /** Jump to `offsetMs` from when delegate `to`'s share ends, then a batch of `n` there and `others` to the next one. */
   | {
@@ -43,15 +61,39 @@ export type TierStep =
       readonly others: number;
     }
   | { readonly kind: "restart"; readonly to: number }
+  /**
+   * Late mode: `dtMs` of light load: one request every `everyMs` (0: none) from another caller of delegate `to`, which
+   * keeps its share renewed while its slice refills to full (with none, the share lapses after its term).
+   */
+  | { readonly kind: "quiet"; readonly dtMs: number; readonly to: number; readonly everyMs: number }
+  /**
+   * Late mode: a crowd at one delegate: each caller in `order` sends `n` requests at once, in batches of 8 (the first
+   * spends the slice; the returns due ride with the others' batches, after it).
+   */
+  | { readonly kind: "drain"; readonly to: number; readonly order: readonly number[]; readonly n: number }
   /** From now on half the callers (even `to`) ask under version 2, the lowered rule; the others
    * stay on version 1: two rule versions at once, the object obeying the newest. */
   | { readonly kind: "bump" };
+
+/**
+ * How a caller gives an unused sub-lease back (late mode). When the lease ends (its term is over, or a new grant
+ * replaces it), what is left goes back `delayMs` later: with the caller's first batch after that, or (`alone`) in a
+ * call of its own then. `copies`: 0, lost (the isolate went away); 1; 2, the call that carries it delivered twice
+ * (a retry after a reset, the same call id: delegate_call.ts).
+ */
+export interface LateBack {
+  readonly delayMs: number;
+  readonly alone: boolean;
+  readonly copies: 0 | 1 | 2;
+}
 
 export interface TierCase {
   readonly params: AlgorithmParams;
   readonly lowered: AlgorithmParams;
   readonly hopMs: readonly number[];
   readonly steps: readonly TierStep[];
+  /** Callers per delegate, each holding its own sub-lease and giving it back late (absent: one, given back at once). */
+  readonly callers?: number;
 }
 
 /** Rates from 10/s to 5,000/s, bursts from 1 to twice the rate (a 10/s rule and a burst of 1 included). */
@@ -83,8 +125,9 @@ function perMs(params: AlgorithmParams): number {
  * recorded, so the older version's callers keep deciding under the older limit).
  */
 export function tierCaseArb(
-  kinds: { readonly versions?: boolean; readonly moving?: boolean } = {},
+  kinds: { readonly versions?: boolean; readonly moving?: boolean; readonly late?: boolean } = {},
 ): fc.Arbitrary<TierCase> {
+  if (kinds.late === true) return lateCaseArb();
   return fc
     .tuple(fc.oneof(rateArb, windowArb), fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 2, maxLength: 6 }))
     .chain(([[params, lowered], hopMs]) => {
@@ -136,6 +179,118 @@ export function tierCaseArb(
 }
 
 /**
+ * Late returns (`TierCase.callers`): rate rules only (token_bucket and gcra, 10/s to 5,000/s, bursts 1 to twice the
+ * rate, a third of them at least the rate), 1-2 delegates with 2-4 callers each. Batches at 1-10x the rate, most
+ * asking a sub-lease of up to the rule's burst, given back 0-100 ms, 380-700 ms (about a term, 480 ms) or 900-2,600 ms
+ * (past the term plus `RETURN_WAIT_MS`, past the share's renewal) after it ends; light spells of 100-2,500 ms (a slice
+ * refills to full: up to 2 s for a burst of twice the rate; with no load at all the share lapses after its term) and
+ * crowds of up to the burst per caller. A group drives the order that matters at one delegate: a light spell (its
+ * slice full), a sub-lease out of it, another light spell (full again), a crowd of every caller (one drains the slice,
+ * the others' returns ride after it).
+ */
+function lateCaseArb(): fc.Arbitrary<TierCase> {
+  const lateRateArb = fc.oneof(
+    rateArb,
+    fc
+      .integer({ min: 10, max: 2000 })
+      .chain((rate) => fc.tuple(fc.constant(rate), fc.integer({ min: rate, max: 2 * rate })))
+      .chain(([rate, burst]) =>
+        fc.constantFrom(
+          [tokenBucket(rate, 1000, burst), tokenBucket(rate, 1000, burst)] as const,
+          [gcraP(rate, 1000, burst), gcraP(rate, 1000, burst)] as const,
+        ),
+      ),
+  );
+  return fc
+    .tuple(
+      lateRateArb,
+      fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 1, maxLength: 2 }),
+      fc.integer({ min: 2, max: 4 }),
+    )
+    .chain(([[params, lowered], hopMs, callers]) => {
+      const n = hopMs.length;
+      const to = fc.integer({ min: 0, max: n - 1 });
+      const from = fc.integer({ min: 0, max: callers - 1 });
+      const capacity = capacityOf(params);
+      const back: fc.Arbitrary<LateBack> = fc.record({
+        delayMs: fc.oneof(
+          fc.integer({ min: 0, max: 100 }),
+          fc.integer({ min: 380, max: 700 }),
+          fc.integer({ min: 900, max: 2600 }),
+        ),
+        alone: fc.boolean(),
+        copies: fc.oneof(
+          { arbitrary: fc.constant(1 as const), weight: 4 },
+          { arbitrary: fc.constant(2 as const), weight: 2 },
+          { arbitrary: fc.constant(0 as const), weight: 1 },
+        ),
+      });
+      return fc.constantFrom(1, 2, 4, 10).chain((multiple) => {
+        const batchTo = (d: fc.Arbitrary<number>, lease: fc.Arbitrary<number>) =>
+          fc.integer({ min: 1, max: 8 }).chain((size) =>
+            fc.record({
+              kind: fc.constant("batch" as const),
+              dtMs: fc.integer({ min: 0, max: Math.max(1, Math.round((2 * size) / (perMs(params) * multiple))) }),
+              to: d,
+              n: fc.constant(size),
+              refund: fc.oneof(
+                { arbitrary: fc.constant(0), weight: 6 },
+                { arbitrary: fc.integer({ min: 1, max: size }), weight: 1 },
+              ),
+              lease,
+              from,
+              back,
+            }),
+          );
+        const batch = batchTo(
+          fc.oneof({ arbitrary: to, weight: 8 }, { arbitrary: fc.constant(-1), weight: 1 }),
+          fc.oneof(
+            { arbitrary: fc.constant(0), weight: 1 },
+            { arbitrary: fc.integer({ min: 1, max: capacity }), weight: 3 },
+          ),
+        );
+        const quietAt = (d: fc.Arbitrary<number>) =>
+          fc.record({
+            kind: fc.constant("quiet" as const),
+            dtMs: fc.integer({ min: 100, max: 2500 }),
+            to: d,
+            everyMs: fc.oneof(fc.constant(0), fc.integer({ min: 10, max: 100 })),
+          });
+        const drainAt = (d: fc.Arbitrary<number>, minLength: number) =>
+          fc.record({
+            kind: fc.constant("drain" as const),
+            to: d,
+            order: fc.shuffledSubarray(
+              Array.from({ length: callers }, (_, i) => i),
+              { minLength },
+            ),
+            n: fc.integer({ min: 1, max: capacity }),
+          });
+        const step: fc.Arbitrary<TierStep> = fc.oneof(
+          { arbitrary: batch, weight: 24 },
+          { arbitrary: quietAt(to), weight: 2 },
+          { arbitrary: drainAt(to, 1), weight: 2 },
+          { arbitrary: fc.record({ kind: fc.constant("restart" as const), to }), weight: 1 },
+        );
+        const refilled = to.chain((d) => {
+          const at = fc.constant(d);
+          const lending = batchTo(at, fc.oneof(fc.constant(capacity), fc.integer({ min: 1, max: capacity })));
+          return fc.tuple(quietAt(at), lending, quietAt(at), drainAt(at, callers));
+        });
+        return fc
+          .array(
+            fc.oneof(
+              { arbitrary: step.map((one): TierStep[] => [one]), weight: 12 },
+              { arbitrary: refilled, weight: 1 },
+            ),
+            { minLength: 50, maxLength: 160 },
+          )
+          .map((groups): TierCase => ({ params, lowered, hopMs, steps: groups.flat(), callers }));
+      });
+    });
+}
+
+/**
  * Demand that moves between delegates (a busy delegate's isolates going to their own shards): the first half of the
  * batches all to delegate 0, the second half mostly to the others (every fourth step's still to delegate 0, whose
  * batches renew its share). Delegate 0's demand falls, so it cuts its rate share (`ShareAsk.keep`), and the parts
@@ -157,7 +312,14 @@ export async function simulateTier(
    * must catch both).
    */
   fault: "none" | "share for 3 terms" | "sublease for 3 terms" = "none",
-): Promise<{ admitted: number[]; bumpedAtMs: number; shared: number; subleased: number; cuts: number }> {
+): Promise<{
+  admitted: number[];
+  bumpedAtMs: number;
+  shared: number;
+  subleased: number;
+  cuts: number;
+  late: LateCounts;
+}> {
   const clock = new EventClock(TIER_T0);
   let record: LimiterRecord | null = null;
   let ids = 0;
@@ -294,12 +456,153 @@ export async function simulateTier(
       ),
     );
   };
+  // Late mode (`c.callers`): each caller's own sub-lease, held across its calls; what is left goes back late.
+  const late: LateCounts = { sent: 0, afterTerm: 0, afterRenewal: 0, twice: 0, lost: 0 };
+  interface Held {
+    unitsLeft: number;
+    readonly grant: LeaseGrant;
+    readonly endsAtMs: number;
+    readonly back: LateBack;
+    /** The delegate's share when the sub-lease came (its `atMs`): a return after a renewal finds another. */
+    readonly shareAtMs: number | null;
+  }
+  interface Out {
+    readonly ret: LeaseReturn;
+    readonly dueAtMs: number;
+    readonly back: LateBack;
+    readonly endsAtMs: number;
+    readonly shareAtMs: number | null;
+  }
+  const lateHeld = new Map<string, Held>();
+  const outbox = new Map<string, Out[]>();
+  const lateRefunds = new Map<string, LeaseReturn[]>();
+  const shareAt = (to: number) => delegates[to]?.stored().share?.atMs ?? null;
+  /** The sub-lease ends (its term is over, or a new one replaces it): what is left goes back `back.delayMs` later. */
+  const retire = (key: string, to: number, from: number, h: Held) => {
+    if (lateHeld.get(key) === h) lateHeld.delete(key);
+    if (h.unitsLeft <= 0) return;
+    const units = h.unitsLeft;
+    h.unitsLeft = 0;
+    if (h.back.copies === 0) {
+      late.lost += units;
+      return;
+    }
+    // The grant's fields but its size (a lease id, if the grant carries one, goes back with it).
+    const { units: _lent, forMs: _forMs, ...named } = h.grant;
+    const out: Out = {
+      ret: { ...named, units },
+      dueAtMs: clock.nowMs() + h.back.delayMs,
+      back: h.back,
+      endsAtMs: h.endsAtMs,
+      shareAtMs: h.shareAtMs,
+    };
+    outbox.set(key, [...(outbox.get(key) ?? []), out]);
+    if (h.back.alone) clock.after(h.back.delayMs, () => lateSend(to, from, 0, 0, 0, undefined));
+  };
+  const lateSend = (to: number, from: number, n: number, refund: number, leaseUnits: number, back?: LateBack) => {
+    const key = `${to}:${from}`;
+    const mine = lateHeld.get(key);
+    if (mine !== undefined && clock.nowMs() < mine.endsAtMs) {
+      const local = Math.min(n, mine.unitsLeft);
+      mine.unitsLeft -= local;
+      subleased += local;
+      for (let k = 0; k < local; k++) admitted.push(clock.nowMs());
+      n -= local;
+    } else if (mine !== undefined) retire(key, to, from, mine);
+    // The returns due go with this call (a call of its own when `n` is 0 and nothing is asked).
+    const due = (outbox.get(key) ?? []).filter((o) => o.dueAtMs <= clock.nowMs());
+    outbox.set(
+      key,
+      (outbox.get(key) ?? []).filter((o) => o.dueAtMs > clock.nowMs()),
+    );
+    const refunds = lateRefunds.get(key) ?? [];
+    lateRefunds.delete(key);
+    if (n === 0 && due.length === 0 && refunds.length === 0) return;
+    for (const o of due) {
+      late.sent += o.ret.units;
+      if (clock.nowMs() >= o.endsAtMs) late.afterTerm += o.ret.units;
+      if (shareAt(to) !== o.shareAtMs) late.afterRenewal += o.ret.units;
+    }
+    const twice = due.some((o) => o.back.copies === 2);
+    if (twice) late.twice += 1;
+    const input: CallInput = {
+      rule: ruleNow(to),
+      id: newId(),
+      costs: Array(n).fill(1),
+      giveBack: [...due.map((o) => o.ret), ...refunds],
+      ...(leaseUnits > 0 && to >= 0 && n > 0 ? { lease: { units: leaseUnits, ttlMs: RATE_LEASE_TERM_MS } } : {}),
+    };
+    const sentAtMs = clock.nowMs();
+    const d = delegates[to];
+    const answer =
+      d === undefined
+        ? objectCall(3, input)
+        : (async () => {
+            await clock.sleep(2);
+            const result = await d.check(input);
+            for (const r of result.results) if (!decidedAt.has(r)) decidedAt.set(r, clock.nowMs());
+            // Delivered twice: a retry of the same call (its id) after the first was applied; its answer is not used.
+            if (twice) void d.check(input).catch(() => undefined);
+            await clock.sleep(2);
+            return result;
+          })();
+    pending.push(
+      answer.then(
+        (result) => {
+          const grant = result.lease;
+          if (grant !== null && to >= 0) {
+            const termMs = fault === "sublease for 3 terms" ? 3 * grant.forMs : grant.forMs;
+            const before = lateHeld.get(key);
+            if (before !== undefined) retire(key, to, from, before);
+            const h: Held = {
+              unitsLeft: grant.units,
+              grant,
+              endsAtMs: sentAtMs + termMs,
+              back: back ?? { delayMs: 0, alone: false, copies: 1 },
+              shareAtMs: shareAt(to),
+            };
+            lateHeld.set(key, h);
+            clock.after(h.endsAtMs - clock.nowMs(), () => {
+              if (lateHeld.get(key) === h) retire(key, to, from, h);
+            });
+          }
+          let refunded = 0;
+          for (const r of result.results) {
+            if (!r.ok || !r.decision.allowed) continue;
+            // Another rule refused it: given back (marked, as an isolate does) with the caller's next call.
+            if (refunded < refund) {
+              refunded++;
+              lateRefunds.set(key, [...(lateRefunds.get(key) ?? []), { units: 1, atMs: r.atMs, admitted: true }]);
+            } else admitted.push(decidedAt.get(r) ?? r.atMs);
+          }
+        },
+        () => undefined,
+      ),
+    );
+  };
+  const lateMode = c.callers !== undefined;
   let t = TIER_T0;
   for (const step of c.steps) {
-    if (step.kind === "batch") {
+    if (step.kind === "batch" && lateMode) {
+      t += step.dtMs;
+      await clock.runUntil(t);
+      lateSend(step.to, step.to < 0 ? 0 : (step.from ?? 0), step.n, step.refund, step.lease ?? 0, step.back);
+    } else if (step.kind === "batch") {
       t += step.dtMs;
       await clock.runUntil(t);
       send(step.to, step.n, step.refund, step.lease ?? 0);
+    } else if (step.kind === "quiet") {
+      const end = t + step.dtMs;
+      if (step.everyMs > 0)
+        for (t += step.everyMs; t < end; t += step.everyMs) {
+          await clock.runUntil(t);
+          lateSend(step.to, c.callers ?? 1, 1, 0, 0);
+        }
+      t = end;
+      await clock.runUntil(t);
+    } else if (step.kind === "drain") {
+      for (const from of step.order)
+        for (let k = 0; k < step.n; k += 8) lateSend(step.to, from, Math.min(8, step.n - k), 0, 0);
     } else if (step.kind === "term end") {
       const share = delegates[step.to]!.stored().share;
       if (share === null) continue;
@@ -314,7 +617,17 @@ export async function simulateTier(
   }
   await clock.runUntil(t + 3 * SHARE_TERM_MS);
   await Promise.all(pending);
-  return { admitted, bumpedAtMs, shared, subleased, cuts };
+  return { admitted, bumpedAtMs, shared, subleased, cuts, late };
+}
+
+/** Late mode: sub-lease units given back (sent), of them after the lease's term and after the share's renewal;
+ * calls delivered twice; units never given back (lost). */
+export interface LateCounts {
+  sent: number;
+  afterTerm: number;
+  afterRenewal: number;
+  twice: number;
+  lost: number;
 }
 
 /**
