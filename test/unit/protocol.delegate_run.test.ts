@@ -454,6 +454,96 @@ describe("DelegateRun.check, exact edges (each kills a mutant of delegate_run.ts
   });
 });
 
+describe("DelegateRun.check, exact edges of the first batch and the asks again (session 10; docs/testing.md)", () => {
+  it("the first batch's ask, a cold key's ask a term later and the ask at the waiters' pace ask for units, not let go", async () => {
+    // Each of these asks wants a share: one sent as a release (`renew(who, true)`) would give the key up instead.
+    let answer: (g: ShareGrant) => void = () => {};
+    const first = harness([new Promise<ShareGrant>((r) => (answer = r))]);
+    await new DelegateRun({ ...first.ports, passFirst: true }).check(who, batch([1]));
+    answer(windowGrant(10));
+    const pace = HOT_EXIT_PER_S / 10;
+    const cold = harness([NONE, windowGrant(10)]);
+    for (let i = 0; i < pace; i++) await cold.run.check(who, batch([1], `b${i}`));
+    cold.at(SHARE_TERM_MS);
+    await cold.run.check(who, batch([1], "late"));
+    let late: (g: ShareGrant) => void = () => {};
+    const waited = harness([new Promise<ShareGrant>((r) => (late = r)), windowGrant(10)]);
+    const both = [waited.run.check(who, batch([1], "b1")), waited.run.check(who, batch([2], "b2"))];
+    await Promise.resolve();
+    late(NONE);
+    await Promise.all(both);
+    for (const asks of [first.asks, cold.asks.slice(1), waited.asks.slice(1)]) {
+      expect(asks).toHaveLength(1);
+      expect(asks[0]!.release).toBeUndefined();
+      expect(asks[0]!.units).toBeGreaterThan(0);
+    }
+  });
+
+  it("passFirst passes one first batch: told cold, the next batch passes through without another ask", async () => {
+    // A quiet key of a fast rule: its delegate's first ask says cold; the batches after it are not first batches.
+    const h = harness([NONE, windowGrant(10)]);
+    const run = new DelegateRun({ ...h.ports, passFirst: true });
+    await run.check(who, batch([1], "b1"));
+    await Promise.resolve();
+    h.at(10);
+    await run.check(who, batch([1], "b2"));
+    h.at(20);
+    await run.check(who, batch([1], "b3"));
+    expect(h.asks).toHaveLength(1);
+    expect(h.calls.map((c) => c.input.id)).toEqual(["b1", "b2", "b3"]);
+  });
+
+  it("passFirst: a restarted delegate with a live share decides its first batch from it, without an ask", async () => {
+    // The instance is new (nothing asked yet), the stored record holds a share: nothing to pass through for.
+    const h = harness([windowGrant(10)]);
+    await h.run.check(who, batch([1], "b1"));
+    const restarted = new DelegateRun({ ...h.ports, passFirst: true });
+    h.at(10);
+    const out = await restarted.check(who, batch([1], "b2"));
+    expect(out.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
+    expect(h.asks).toHaveLength(1);
+    expect(h.calls).toEqual([]);
+  });
+
+  it("passFirst: a first batch that comes while the shell's release is out waits for it, then asks, not passed", async () => {
+    // The Durable Object's alarm lets a share go (`renew(who, true)`, src/object/delegate.ts) before any batch came.
+    let answer: (g: ShareGrant) => void = () => {};
+    const h = harness([new Promise<ShareGrant>((r) => (answer = r)), windowGrant(10)]);
+    const run = new DelegateRun({ ...h.ports, passFirst: true });
+    const letGo = run.renew(who, true);
+    const first = run.check(who, batch([1], "b1"));
+    answer(FULL);
+    await letGo;
+    expect((await first).results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
+    expect(h.asks.map((a) => a.release ?? false)).toEqual([true, false]);
+    expect(h.calls).toEqual([]);
+  });
+
+  /** Two batches waiting for one ask whose grant (a 50 ms term) lands `untilEndMs` before its term ends. */
+  const twoWaiting = async (untilEndMs: number) => {
+    const h = harness([]);
+    let now = T0;
+    const run = new DelegateRun({
+      ...h.ports,
+      clock: () => now,
+      share: (_o, ask) => {
+        h.asks.push(ask);
+        now += 50 - untilEndMs;
+        return Promise.resolve(windowGrant(10, { termMs: 50 }));
+      },
+    });
+    await Promise.all([run.check(who, batch([1], "b1")), run.check(who, batch([2], "b2"))]);
+    return h.asks.map((a) => a.demand);
+  };
+
+  it("batches that waited for a grant that lands as its term ends are asked for once more; a live one is not", async () => {
+    // A grant landing 40 ms before its end is live: the two batches are decided from it, one ask (the first's cost).
+    expect(await twoWaiting(40)).toEqual([1]);
+    // In the very ms its term ends it is no share: the waiters' pace asked for (3 units over 50 ms: 60 a term).
+    expect((await twoWaiting(0))[1]).toBe(60);
+  });
+});
+
 describe("DelegateRun.renew", () => {
   it("runs one renewal at a time: a second asker waits for the first", async () => {
     let answer: (g: ShareGrant) => void = () => {};
