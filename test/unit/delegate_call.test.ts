@@ -240,15 +240,16 @@ describe("callDelegates", () => {
 });
 
 describe("callTarget: the delegate while there is one, else the key's object", () => {
-  type Outcome = "answer" | "busy" | "busy 0.4" | "overloaded" | "other";
+  type Outcome = "answer" | "busy" | "busy 0.4" | "overloaded" | "other" | "slow";
   /** A transport answering (`busy` in its result) or failing as `outcome` says, recording the calls it got. */
   const endpoint = (clock: EventClock, outcome: () => Outcome) => {
     const got: CallInput[] = [];
     const transport: ObjectTransport = {
       call: async (_name, call) => {
         got.push(call);
-        await clock.sleep(HOP_MS);
         const o = outcome();
+        // "slow": answers after the call's budget (250 ms): a timeout, not a sign of a busy shard.
+        await clock.sleep(o === "slow" ? 600 : HOP_MS);
         if (o === "overloaded" || o === "other") throw error(o);
         const busy = o === "busy" ? { busy: true } : o === "busy 0.4" ? { busy: true, spread: 0.4 } : {};
         return { ...answered(), hot: false, ...busy };
@@ -301,6 +302,8 @@ describe("callTarget: the delegate while there is one, else the key's object", (
       ["busy 0.4", false, 0.4, "answered"],
       ["answer", false, 0, "answered"],
       ["overloaded", false, MAX_SPREAD, "failed"],
+      // A delegate that did not answer in time (its answer kept: decided from what the isolate knew) says no load.
+      ["slow", false, 0, "failed"],
       // The own shard's load says nothing of the first's: no spread from it.
       ["busy 0.4", true, 0, "answered"],
       ["overloaded", true, 0, "failed"],
