@@ -26,14 +26,15 @@ import {
 import {
   DELEGATE_CALL_MEMORY,
   RATE_LEASE_TERM_MS,
-  RETURN_WAIT_MS,
+  RESERVATION_WAIT_MS,
   SUBLEASE_OF_HELD,
   SUBLEASE_TERM_MS,
 } from "./tunables.ts";
 
 /**
  * A rate sub-lease's units, reserved rather than taken for good: no batch or other sub-lease may use them, the part
- * used is charged when the rest comes back (all of them at `untilMs`), and the bucket never refills them meanwhile.
+ * used is charged when the rest comes back (all of them at `untilMs`, `RESERVATION_WAIT_MS` after the lease's end),
+ * and the bucket never refills them meanwhile.
  * Up to the slice's refill over a lease's term is taken out of the bucket (`takenOut`), the rest stays in it: the
  * bucket and the units out never hold more than the burst and that refill (the bound's `RATE_BOUND_MS`), and the
  * bucket refills while they are out (all reserved in it, a slice lent out to a burst stopped refilling).
@@ -43,7 +44,7 @@ export interface Reservation {
   readonly atMs: number;
   /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
   readonly units: number;
-  /** When the units are charged, ms: the lease's end plus `RETURN_WAIT_MS` for its return; or its return's time. */
+  /** When the units are charged, ms: the lease's end plus `RESERVATION_WAIT_MS` for its return; or its return's time. */
   readonly untilMs: number;
 }
 
@@ -133,7 +134,7 @@ export function subleaseFrom<S extends SubleaseSource>(
     return { ...none, waitMs: refillWaitMs(params, share.state, need, nowMs, termMs) };
   }
   const forMs = units < wanted ? shorter(termMs, units, wanted) : termMs;
-  const reservation = { atMs: nowMs, units, untilMs: nowMs + forMs + RETURN_WAIT_MS };
+  const reservation = { atMs: nowMs, units, untilMs: nowMs + forMs + RESERVATION_WAIT_MS };
   const out = moved(params, share.state, share.takenOut ?? 0, reserved + units, 0, nowMs);
   const lent = withReserved({ ...share, state: out.state }, [...(share.reserved ?? []), reservation], out.takenOut);
   return { lease: { units, atMs: nowMs, forMs }, share: lent };
@@ -168,7 +169,7 @@ function moved(
 
 /** When the first of a rate share's sub-leases ends (its units then come back, or are charged), ms from `nowMs`. */
 export function reservedBackInMs(share: SubleaseSource, nowMs: number): number {
-  const endMs = Math.min(...(share.reserved ?? []).map((r) => r.untilMs - RETURN_WAIT_MS));
+  const endMs = Math.min(...(share.reserved ?? []).map((r) => r.untilMs - RESERVATION_WAIT_MS));
   return Math.min(RATE_LEASE_TERM_MS, Math.max(1, endMs - nowMs));
 }
 
@@ -201,7 +202,9 @@ export function settled<S extends SubleaseSource>(share: S, nowMs: number): S {
 
 /**
  * A rate share's bucket handed on to another (`into`, from the bucket as it is): its reservations go with it while it
- * holds them all; else they are charged in full first (their returns then match nothing: short, never over).
+ * holds them all, the units taken out brought to its `outCap` (those beyond it come back into it, capped at its burst:
+ * a smaller slice may take out less); else they are charged in full first (their returns then match nothing: short,
+ * never over). Either way the new bucket and the units out stay within its burst and `outCap`: the bound holds.
  */
 export function handedOn<S extends SubleaseSource>(
   share: S,
@@ -215,16 +218,14 @@ export function handedOn<S extends SubleaseSource>(
   const kept = into(share.state);
   const none = { reserved: [], takenOut: 0 };
   if (reserved.length === 0) return { state: kept.state, ...none };
-  const takenOut = share.takenOut ?? 0;
-  const units = inBucket(share);
-  const holds =
-    kept.params !== null &&
-    kept.state !== null &&
-    takenOut <= outCap(kept.params) &&
-    peekState(kept.params, kept.state, nowMs).remaining >= units;
-  if (holds) return { state: kept.state, reserved, takenOut };
+  const live = reservedUnits(share);
+  if (kept.params !== null && kept.state !== null) {
+    const out = moved(kept.params, kept.state, share.takenOut ?? 0, live, 0, nowMs);
+    if (peekState(kept.params, out.state, nowMs).remaining >= live - out.takenOut) return { ...out, reserved };
+  }
   const from = share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
   const atMs = Math.min(nowMs, share.endsAtMs);
+  const units = inBucket(share);
   const state = from === null || share.state === null ? share.state : charged(from, share.state, units, atMs);
   return { state: into(state).state, ...none };
 }

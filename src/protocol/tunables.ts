@@ -62,6 +62,11 @@ export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
 export const RATE_BOUND_MS = 500;
 /** A rate sub-lease's (and a hot rate key's lease's) longest use, ms: a token taken at `c` is admitted by `c + this`. */
 export const RATE_LEASE_TERM_MS = 480;
+/**
+ * A rate sub-lease's reservation waits this long past the lease's end for its return (the isolate's next call), ms;
+ * then its units are charged in full, and a later return matches nothing.
+ */
+export const RESERVATION_WAIT_MS = 150;
 /** A rate sub-lease takes at most 1/this of what its delegate's slice holds (at least one token). */
 export const SUBLEASE_OF_HELD = 2;
 /** A window share whose term the window's end cuts to this or less, ms, comes with units of the next window. */

@@ -27,7 +27,7 @@ import {
   subleaseTermMs,
   takeBack,
 } from "../../src/protocol/sublease.ts";
-import { RATE_LEASE_TERM_MS, RETURN_WAIT_MS, SHARE_PARTS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { RATE_LEASE_TERM_MS, RESERVATION_WAIT_MS, SHARE_PARTS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
@@ -143,7 +143,7 @@ describe("subleaseFrom: a rate share", () => {
     expect(levelOf(share, T0)).toBe(100);
     const out = subleaseFrom(share, { units: 30, ttlMs: term }, T0);
     expect(out.lease).toEqual({ units: 30, atMs: T0, forMs: term });
-    expect(out.share.reserved).toEqual([{ atMs: T0, units: 30, untilMs: T0 + term + RETURN_WAIT_MS }]);
+    expect(out.share.reserved).toEqual([{ atMs: T0, units: 30, untilMs: T0 + term + RESERVATION_WAIT_MS }]);
     // 500/s: 240 in 480 ms, so all 30 out of the bucket.
     expect(out.share.takenOut).toBe(30);
     expect(levelOf(out.share, T0)).toBe(70);
@@ -439,9 +439,11 @@ describe("a rate share's reservations: settled, handed on, when the next is due"
 
   it("reservedBackInMs: the first reservation's term end from now, at least 1 ms, at most RATE_LEASE_TERM_MS", () => {
     const share = (...r: ReturnType<typeof res>[]) => rateShare({ reserved: r });
-    expect(reservedBackInMs(share(res(5, T0 + 300 + RETURN_WAIT_MS), res(5, T0 + 400 + RETURN_WAIT_MS)), T0)).toBe(300);
-    expect(reservedBackInMs(share(res(5, T0 + RETURN_WAIT_MS)), T0 + 10)).toBe(1);
-    expect(reservedBackInMs(share(res(5, T0 + 5_000 + RETURN_WAIT_MS)), T0)).toBe(RATE_LEASE_TERM_MS);
+    expect(
+      reservedBackInMs(share(res(5, T0 + 300 + RESERVATION_WAIT_MS), res(5, T0 + 400 + RESERVATION_WAIT_MS)), T0),
+    ).toBe(300);
+    expect(reservedBackInMs(share(res(5, T0 + RESERVATION_WAIT_MS)), T0 + 10)).toBe(1);
+    expect(reservedBackInMs(share(res(5, T0 + 5_000 + RESERVATION_WAIT_MS)), T0)).toBe(RATE_LEASE_TERM_MS);
   });
 
   it("settled: reservations due are charged in full and dropped; live ones stay, what the bucket offers unchanged", () => {
@@ -469,17 +471,28 @@ describe("a rate share's reservations: settled, handed on, when the next is due"
     const share = rateShare({ reserved: [res(10, T0 + 900)] });
     const same = handedOn(share, T0 + 5, (state) => ({ params: half, state }));
     expect(same.reserved).toEqual([res(10, T0 + 900)]);
-    expect(same.state).toBe(share.state);
-    // A new bucket holding fewer than the 10 reserved: they are charged where they are, and none carried.
+    // Its units out brought to the slice's refill over a term (240 here): all 10 out, what the bucket offers unchanged.
+    expect(same.takenOut).toBe(10);
+    expect(peekState(half, same.state, T0 + 5).remaining).toBe(availableOf(share, T0 + 5));
+    // An empty new bucket: the 10 go on as taken out (within its refill over a term: the bound holds).
     const poor = handedOn(share, T0 + 5, () => ({ params: half, state: emptyState(half, T0 + 5) }));
-    expect(poor.reserved).toEqual([]);
-    expect(poor.takenOut).toBe(0);
+    expect(poor.reserved).toEqual([res(10, T0 + 900)]);
+    expect(poor.takenOut).toBe(10);
+    // A slice of 10 parts (10/s, burst 2: 4 out at most) cannot hold the other 6: charged where they are, none carried.
+    const tiny = delegateSlice(rate.params, 10)!;
     const seen: (number | null)[] = [];
-    handedOn(share, T0 + 5, (state) => {
+    const small = handedOn(share, T0 + 5, (state) => {
       seen.push(state === null ? null : peekState(half, state, T0 + 5).remaining);
-      return { params: half, state: emptyState(half, T0 + 5) };
+      return { params: tiny, state: fullState(tiny, T0 + 5) };
     });
+    expect(small).toEqual({ state: fullState(tiny, T0 + 5), reserved: [], takenOut: 0 });
     expect(seen).toEqual([100, 90]);
+    // Units out beyond a smaller slice's refill over a term come back into its bucket, if it has room for them.
+    const out = rateShare({ reserved: [res(6, T0 + 900)], takenOut: 6 });
+    const room = handedOn(out, T0 + 5, () => ({ params: tiny, state: emptyState(tiny, T0 + 5) }));
+    expect(room.takenOut).toBe(4);
+    expect(peekState(tiny, room.state, T0 + 5).remaining).toBe(2);
+    expect(room.reserved).toEqual([res(6, T0 + 900)]);
     // Nothing reserved: the new bucket as it is.
     const plain = handedOn(rateShare(), T0 + 5, () => ({ params: null, state: null }));
     expect(plain).toEqual({ state: null, reserved: [], takenOut: 0 });

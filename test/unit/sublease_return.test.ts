@@ -20,7 +20,7 @@ import {
 import { fullState, type ShareGrant } from "../../src/protocol/share.ts";
 import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, RETURN_WAIT_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
+import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, RESERVATION_WAIT_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { gcraP, tokenBucket } from "../support/params.ts";
 
@@ -44,11 +44,16 @@ const admitted = (result: ReturnType<typeof call>) => result.results.filter((r) 
  * isolate B drains it, and right after each lender gives its lease back unused with a batch of as many requests.
  * Returns what was admitted from B's batch on, and over how many ms.
  */
-function lateReturns(rule: LimiterRule, lenders: number, share: (s: HeldShare, nowMs: number) => HeldShare = (s) => s) {
+function lateReturns(
+  rule: LimiterRule,
+  lenders: number,
+  share: (s: HeldShare, nowMs: number) => HeldShare = (s) => s,
+  options: { readonly gapMs?: number; readonly ask?: number } = {},
+) {
   const params = rule.params as AlgorithmParams & { burst: number; rate: { amount: number; periodMs: number } };
   const slice = delegateSlice(params, SHARE_PARTS)!;
   const { burst } = params;
-  const refillMs = Math.ceil((burst * params.rate.periodMs) / params.rate.amount) + 1;
+  const refillMs = options.gapMs ?? Math.ceil((burst * params.rate.periodMs) / params.rate.amount) + 1;
   const held = heldRateShare(rule, SHARE_PARTS, fullState(slice, T0), T0, {
     endsAtMs: T0 + 60_000,
     renewAtMs: T0 + 59_000,
@@ -57,7 +62,8 @@ function lateReturns(rule: LimiterRule, lenders: number, share: (s: HeldShare, n
   const leases: LeaseReturn[] = [];
   let nowMs = T0;
   for (let i = 0; i < lenders; i++) {
-    const lease = call(run, { rule, costs: [], lease: { units: burst, ttlMs: RATE_LEASE_TERM_MS } }, nowMs).lease;
+    const ask = { units: options.ask ?? burst, ttlMs: RATE_LEASE_TERM_MS };
+    const lease = call(run, { rule, costs: [], lease: ask }, nowMs).lease;
     if (lease === null) throw new Error("a full slice lends");
     leases.push({ units: lease.units, atMs: lease.atMs });
     nowMs += refillMs;
@@ -82,7 +88,7 @@ describe("a rate sub-lease given back after its slice was full again", () => {
     const out = lateReturns(rule, 1);
     expect(out.lent).toBe(10);
     // 4 of the 10 taken out (the slice's refill over 480 ms), 6 reserved in the bucket. 2,001 ms after the lending
-    // (past its 480 ms and RETURN_WAIT_MS) they are charged in full: the full bucket (20) less 6; B finds 14.
+    // (past its 480 ms and RESERVATION_WAIT_MS) they are charged in full: the full bucket (20) less 6; B finds 14.
     expect(out.drained).toBe(14);
     // Taken and refunded capped (before 0ef22d2): 30 admitted in 1 ms against a bound of 25.01. Now the burst and the
     // 4 taken out, all 10 lent counted as used: 24.
@@ -92,7 +98,9 @@ describe("a rate sub-lease given back after its slice was full again", () => {
 
   it("gcra 200/s burst 200 (search-origin), two lenders: the live one's return is exact, within the rate bound", () => {
     const rule: LimiterRule = { id: "search-origin", params: gcraP(200, 1000, 200), version: 1 };
-    const out = lateReturns(rule, 2);
+    // Each lender asks for half the burst; the second 481 ms after the first (the slice full again, the first's
+    // reservation live until its wait's end, 630 ms), B 481 ms later.
+    const out = lateReturns(rule, 2, undefined, { gapMs: 481, ask: 100 });
     // The first 100: 96 taken out (the slice's refill over 480 ms), 4 reserved in the bucket. The second lender finds
     // the full bucket (200) less those 4: half of it, all reserved in the bucket (96 are out already).
     expect(out.lent).toBe(198);
@@ -128,14 +136,16 @@ describe("a rate sub-lease given back after its slice was full again", () => {
     expect(admitted(call(run, { rule, costs: Array<number>(10).fill(1) }, T0))).toBe(10);
     const back = { units: lease.units, atMs: lease.atMs };
     expect(admitted(call(run, { rule, costs: Array<number>(11).fill(1), giveBack: [back] }, T0 + 5))).toBe(10);
-    // Lent again at +1,005 ms from 10 tokens: 5, for 120 ms (a quarter of the units asked), reserved until +2,125 ms.
-    // At +2,000 ms the bucket is full (20, the 5 reserved in it: it never refilled them), B takes 15, and A gives its 5
-    // back 1 ms later, long after the lease's end: 5 admit, 20 in all (the bucket's, exactly).
+    // Lent again at +1,005 ms from 10 tokens: 5, for 120 ms (a quarter of the units asked), reserved until +1,275 ms
+    // (4 taken out, 1 in the bucket). At +1,270 ms the bucket holds 8 (6 and 2.65 of refill), B takes the 7 not
+    // reserved, and A gives its 5 back 1 ms later, after the lease's end: 5 admit, 12 in all (the 10 at +1,005 ms and
+    // the refill since, exactly: as if never lent).
     const second = call(run, { rule, costs: [], lease: { units: 20, ttlMs: RATE_LEASE_TERM_MS } }, T0 + 1005).lease!;
-    expect(second.units).toBe(5);
-    expect(admitted(call(run, { rule, costs: Array<number>(20).fill(1) }, T0 + 2000))).toBe(15);
+    expect(second).toEqual({ units: 5, atMs: T0 + 1005, forMs: 120 });
+    expect(run.record.share?.reserved?.[0]?.untilMs).toBe(T0 + 1005 + 120 + RESERVATION_WAIT_MS);
+    expect(admitted(call(run, { rule, costs: Array<number>(20).fill(1) }, T0 + 1270))).toBe(7);
     const late = { units: second.units, atMs: second.atMs };
-    expect(admitted(call(run, { rule, costs: Array<number>(6).fill(1), giveBack: [late] }, T0 + 2001))).toBe(5);
+    expect(admitted(call(run, { rule, costs: Array<number>(6).fill(1), giveBack: [late] }, T0 + 1271))).toBe(5);
     // Past its wait, a reservation is charged in full and its return matches nothing (tables below).
   });
 });
@@ -157,7 +167,7 @@ describe("a rate sub-lease's reservation (sublease.ts `Reservation`): lent, give
     // Half of 20 asked: a term half as long.
     expect(lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS / 2 });
     const share = run.record.share!;
-    expect(share.reserved).toEqual([{ atMs: T0, units: 10, untilMs: T0 + lease.forMs + RETURN_WAIT_MS }]);
+    expect(share.reserved).toEqual([{ atMs: T0, units: 10, untilMs: T0 + lease.forMs + RESERVATION_WAIT_MS }]);
     expect(share.takenOut).toBe(4);
     expect(level(share, T0)).toBe(16);
     expect(admitted(call(run, { rule, costs: Array<number>(11).fill(1) }, T0))).toBe(10);
@@ -167,8 +177,7 @@ describe("a rate sub-lease's reservation (sublease.ts `Reservation`): lent, give
     for (const [sinceMs, exact] of [
       [1, 17],
       [200, 19],
-      [400, 20],
-      [RATE_LEASE_TERM_MS / 2 + RETURN_WAIT_MS - 1, 20],
+      [RATE_LEASE_TERM_MS / 2 + RESERVATION_WAIT_MS - 1, 20],
     ] as const) {
       const { run, back } = lendTen();
       // 3 of 10 used: 7 back. As if the 3 were taken at the lending and nothing else: 17, refilled at 10/s since.
@@ -181,13 +190,13 @@ describe("a rate sub-lease's reservation (sublease.ts `Reservation`): lent, give
 
   it("expired (no return within its wait): charged in full; a return after matches nothing and is dropped", () => {
     const { run, back } = lendTen();
-    const untilMs = T0 + RATE_LEASE_TERM_MS / 2 + RETURN_WAIT_MS;
+    const untilMs = T0 + RATE_LEASE_TERM_MS / 2 + RESERVATION_WAIT_MS;
     call(run, { rule, costs: [] }, untilMs);
     expect(run.record.share?.reserved).toBeUndefined();
-    // Full (20) less the 6 still in it: the 10 counted as used (4 of them out already).
-    expect(level(run.record.share, untilMs)).toBe(14);
+    // The bucket (16, and 3.9 of refill) less the 6 still in it: the 10 counted as used (4 of them out already).
+    expect(level(run.record.share, untilMs)).toBe(13);
     call(run, { rule, costs: [], giveBack: [back(10)] }, untilMs + 1);
-    expect(level(run.record.share, untilMs + 1)).toBe(14);
+    expect(level(run.record.share, untilMs + 1)).toBe(13);
     expect(run.record.giveBack).toEqual([]);
   });
 
@@ -237,5 +246,67 @@ describe("a rate sub-lease's reservation (sublease.ts `Reservation`): lent, give
     );
     expect(out.record.share?.state).toEqual(held.state);
     expect(out.record.giveBack).toEqual([]);
+  });
+});
+
+describe("returns across a renewal's hand-on (sublease.ts `handedOn`): once, and never more than was lent", () => {
+  // gcra 200/s burst 200 (search-origin). A delegate holding the whole rule lends 100 (96 taken out: its refill over
+  // 480 ms), then a renewal halves its parts (100/s, burst 100: 48 out at most). The reservation goes on in the new
+  // bucket, its units out brought to 48 (the other 48 back into the full bucket: lost at its burst, which is safe).
+  const rule: LimiterRule = { id: "search-origin", params: gcraP(200, 1000, 200), version: 1 };
+  const whole = delegateSlice(rule.params, SHARE_PARTS)!;
+  const half = delegateSlice(rule.params, SHARE_PARTS / 2)!;
+  const renewed = () => {
+    const held = heldRateShare(rule, SHARE_PARTS, fullState(whole, T0), T0, { endsAtMs: T0 + 1000 });
+    const run: Run = { record: { ...NEW_DELEGATE, share: held }, calls: 0 };
+    const lease = call(run, { rule, costs: [], lease: { units: 100, ttlMs: RATE_LEASE_TERM_MS } }, T0).lease!;
+    const ask = shareAsk(run.record, "weur.0", rule, "a1", T0 + 10).ask;
+    const grant: ShareGrant = {
+      atMs: T0 + 20,
+      kind: "rate",
+      parts: SHARE_PARTS / 2,
+      units: 0,
+      remaining: 0,
+      termMs: 1000,
+      rule,
+      hot: true,
+      held: SHARE_PARTS / 2,
+    };
+    run.record = adoptGrant(run.record, ask, grant, T0 + 10, T0 + 20);
+    return { run, back: { units: lease.units, atMs: lease.atMs } as LeaseReturn };
+  };
+  const batch = (n: number) => Array<number>(n).fill(1);
+
+  it("the renewed bucket carries the reservation: bucket and units out within its burst and 480 ms of refill", () => {
+    const { run } = renewed();
+    const share = run.record.share!;
+    expect(share.parts).toBe(SHARE_PARTS / 2);
+    expect(share.reserved).toEqual([{ atMs: T0, units: 100, untilMs: T0 + RATE_LEASE_TERM_MS + RESERVATION_WAIT_MS }]);
+    expect(share.takenOut).toBe(48);
+    expect(peekState(half, share.state!, T0 + 20).remaining + share.takenOut!).toBeLessThanOrEqual(100 + 48);
+  });
+
+  it("a duplicated return, a forged one and one after the charge credit nothing; the real one, its units once", () => {
+    const { run, back } = renewed();
+    // The bucket (100) holds 52 of the reservation: 48 admit.
+    expect(admitted(call(run, { rule, costs: batch(200) }, T0 + 30))).toBe(48);
+    // All 100 given back unused: the 52 reserved free again and the 48 out back in: 100 admit (the bucket's burst).
+    expect(admitted(call(run, { rule, costs: batch(200), giveBack: [back] }, T0 + 31))).toBe(100);
+    // The same return again (another call), and one naming no lending: nothing (the refill of 2 ms, under a token).
+    expect(admitted(call(run, { rule, costs: batch(200), giveBack: [back] }, T0 + 32))).toBe(0);
+    const forged: LeaseReturn = { units: 100, atMs: T0 + 1 };
+    expect(admitted(call(run, { rule, costs: batch(200), giveBack: [forged] }, T0 + 33))).toBe(0);
+    expect(run.record.share?.reserved).toBeUndefined();
+    // 148 over 33 ms, the isolate using none: the new slice's burst and its 480 ms of refill, within the key's bound.
+    expect(48 + 100).toBeLessThanOrEqual(200 + (200 * (33 + RATE_BOUND_MS)) / 1000);
+  });
+
+  it("a return after the reservation's wait finds it charged in full: dropped", () => {
+    const { run, back } = renewed();
+    const afterMs = T0 + RATE_LEASE_TERM_MS + RESERVATION_WAIT_MS;
+    // Charged in full at its wait's end: the bucket (full again) less the 52 in it, the 48 out counted as used.
+    expect(admitted(call(run, { rule, costs: batch(200) }, afterMs))).toBe(48);
+    expect(run.record.share?.reserved).toBeUndefined();
+    expect(admitted(call(run, { rule, costs: batch(200), giveBack: [back] }, afterMs + 1))).toBe(0);
   });
 });
