@@ -1,0 +1,118 @@
+/**
+ * Exact edges of src/protocol/sublease.ts that its tables (protocol.sublease.test.ts) left to the simulator or never
+ * reached, each row a case the delegate meets (docs/testing.md, session 10's `sublease.ts` rows): what the simulator's
+ * ledger counts as taken back (`returnRoom`), which reservation a return lands in when several fit (`takeBack`), a rate
+ * return the delegate holds no share for, a rules change from a rate to a window algorithm, an ask of 0 units, the wait
+ * a bucket that holds only reserved units says, and `charged`'s safe side.
+ */
+import { describe, expect, it } from "vitest";
+import { type DelegateRecord, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import { fullState } from "../../src/protocol/share.ts";
+import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
+import {
+  charged,
+  delegateSlice,
+  type Reservation,
+  reservedBackInMs,
+  returnRoom,
+  subleaseFrom,
+  takeBack,
+} from "../../src/protocol/sublease.ts";
+import { RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { heldRateShare } from "../support/held_share.ts";
+import { fixedWindow, tokenBucket } from "../support/params.ts";
+
+const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
+const rate: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 200), version: 1 };
+/** A delegate's slice of 500 parts: 500/s (0.5 a ms), burst 100. */
+const half = delegateSlice(rate.params, 500)!;
+const res = (units: number, untilMs: number, atMs = T0): Reservation => ({ atMs, units, untilMs });
+const rateShare = (over: Partial<HeldShare> = {}): HeldShare => heldRateShare(rate, 500, fullState(half, T0), T0, over);
+const record = (share: HeldShare | null): DelegateRecord => ({ ...NEW_DELEGATE, share });
+const giving = (giveBack: LeaseReturn[], rule: LimiterRule = rate): CallInput => ({ rule, id: "c1", costs: [], giveBack });
+
+describe("returnRoom: the units a rate share's live reservations take back (the simulator's ledger)", () => {
+  it("counts each return its live reservation takes; skips returns that are not whole units above 0 or match none", () => {
+    // Two sub-leases out: 10 units lent at T0, 4 at T0 + 1. A return lands in one at most once: after it, the
+    // reservation holds only the units used, due now.
+    const share = rateShare({ reserved: [res(10, T0 + 900), res(4, T0 + 900, T0 + 1)] });
+    const returns: LeaseReturn[] = [
+      { units: 0, atMs: T0 }, // nothing given back: skipped, not matched (it would end the 10's reservation)
+      { units: 2.5, atMs: T0 }, // not a whole unit: skipped
+      { units: 6, atMs: T0 }, // 6 of the 10 back
+      { units: 5, atMs: T0 }, // the 10's reservation was settled by the 6: matches nothing now
+      { units: 4, atMs: T0 + 1 }, // the 4 back
+      { units: 3, atMs: T0 + 9 }, // no sub-lease lent at T0 + 9
+    ];
+    expect(returnRoom(share, returns, T0 + 100)).toBe(10);
+    expect(returnRoom(share, [], T0 + 100)).toBe(0);
+    expect(returnRoom(rateShare(), [{ units: 3, atMs: T0 }], T0 + 100)).toBe(0);
+  });
+});
+
+describe("reservedBackInMs with no reservation", () => {
+  it("a share with nothing reserved has nothing coming back: the longest wait, RATE_LEASE_TERM_MS", () => {
+    expect(reservedBackInMs(rateShare(), T0)).toBe(RATE_LEASE_TERM_MS);
+  });
+});
+
+describe("takeBack: which reservation a rate return lands in", () => {
+  /** The reservations after `back` is taken into a share holding `reserved`, at T0 + 100. */
+  const after = (reserved: Reservation[], back: LeaseReturn) =>
+    takeBack(record(rateShare({ reserved })), giving([back]), T0 + 100).share?.reserved;
+
+  it("the fewest units that fit it, of the sub-leases lent in the same ms; the others untouched", () => {
+    // Two isolates lent 10 and 4 in the same ms (both name T0): a return of 3 fits both and settles the 4 (1 used).
+    const used = { atMs: T0, units: 1, untilMs: T0 + 100 };
+    expect(after([res(10, T0 + 900), res(4, T0 + 800)], { units: 3, atMs: T0 })).toEqual([res(10, T0 + 900), used]);
+    expect(after([res(4, T0 + 800), res(10, T0 + 900)], { units: 3, atMs: T0 })).toEqual([used, res(10, T0 + 900)]);
+    // Two of the same size: the first.
+    const first = { atMs: T0, units: 3, untilMs: T0 + 100 };
+    expect(after([res(5, T0 + 900), res(5, T0 + 800)], { units: 2, atMs: T0 })).toEqual([first, res(5, T0 + 800)]);
+    // A return larger than the 4: only the 10 fits it.
+    expect(after([res(4, T0 + 800), res(10, T0 + 900)], { units: 6, atMs: T0 })).toEqual([
+      res(4, T0 + 800),
+      { atMs: T0, units: 4, untilMs: T0 + 100 },
+    ]);
+  });
+
+  it("a rate return with no share held, or held under a rule now a window one, is dropped; an admission goes on", () => {
+    // No share (it lapsed): an unused sub-lease's units are dropped (none left the key's object's bucket, and it may
+    // have refilled since); an admission given back goes on to the key's object (its late refund makes it exact).
+    const lost = { units: 3, atMs: T0 };
+    const admitted: LeaseReturn = { units: 1, atMs: T0, admitted: true };
+    expect(takeBack(record(null), giving([lost]), T0 + 100).giveBack).toEqual([]);
+    expect(takeBack(record(null), giving([lost, admitted]), T0 + 100).giveBack).toEqual([admitted]);
+    // The rule became a window rule (a rules change) while the delegate still holds its rate share: the return that
+    // matches none of its reservations is still a rate one, dropped.
+    const win: LimiterRule = { id: "t", params: fixedWindow(100, 60_000), version: 2 };
+    const held = record(rateShare({ reserved: [res(10, T0 + 900)] }));
+    expect(takeBack(held, giving([{ units: 3, atMs: T0 + 7 }], win), T0 + 100).giveBack).toEqual([]);
+  });
+});
+
+describe("subleaseFrom and charged: the edges of a rate slice", () => {
+  it("an ask of 0 units is no ask: nothing granted, and no wait said", () => {
+    const share = rateShare();
+    expect(subleaseFrom(share, { units: 0, ttlMs: RATE_LEASE_TERM_MS }, T0)).toStrictEqual({ lease: null, share });
+  });
+
+  it("a bucket holding only reserved units says when it holds the ask on top of them", () => {
+    // 20 in the bucket, all reserved for a sub-lease out: an ask of 10 waits until 30 are in (0.5 a ms: 20 ms).
+    const state = charged(half, fullState(half, T0), 80, T0);
+    expect(peekState(half, state, T0).remaining).toBe(20);
+    const share = rateShare({ state, reserved: [res(20, T0 + 900)] });
+    const out = subleaseFrom(share, { units: 10, ttlMs: RATE_LEASE_TERM_MS }, T0);
+    expect(out.lease).toBeNull();
+    expect(out.waitMs).toBe(20);
+  });
+
+  it("charged: nothing charged is the bucket itself; more than it holds empties it (the safe side)", () => {
+    const state = charged(half, fullState(half, T0), 80, T0);
+    expect(charged(half, state, 0, T0)).toBe(state);
+    expect(charged(half, state, -3, T0)).toBe(state);
+    expect(peekState(half, charged(half, state, 30, T0), T0).remaining).toBe(0);
+    expect(peekState(half, charged(half, state, 20, T0), T0).remaining).toBe(0);
+    expect(peekState(half, charged(half, state, 5, T0), T0).remaining).toBe(15);
+  });
+});
