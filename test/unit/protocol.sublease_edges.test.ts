@@ -7,11 +7,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { type DelegateRecord, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
-import { fullState } from "../../src/protocol/share.ts";
+import { emptyState, fullState } from "../../src/protocol/share.ts";
 import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import {
   charged,
   delegateSlice,
+  handedOn,
   type Reservation,
   reservedBackInMs,
   returnRoom,
@@ -114,5 +115,54 @@ describe("subleaseFrom and charged: the edges of a rate slice", () => {
     expect(peekState(half, charged(half, state, 30, T0), T0).remaining).toBe(0);
     expect(peekState(half, charged(half, state, 20, T0), T0).remaining).toBe(0);
     expect(peekState(half, charged(half, state, 5, T0), T0).remaining).toBe(15);
+  });
+});
+
+describe("handedOn: a renewal's new bucket and the reservations out of the old one", () => {
+  // A delegate's share renewed (or cut) while sub-leases are out: 60 units reserved, 40 of them taken out of the
+  // old bucket (at 60 then). `into` is the renewal: the new bucket from the old one as it is.
+  const tenth = delegateSlice(rate.params, 100)!; // 100/s, burst 20: takes out at most 48 (its refill over 480 ms)
+  const old = () =>
+    rateShare({ state: charged(half, fullState(half, T0), 40, T0), reserved: [res(60, T0 + 900)], takenOut: 40 });
+  const level = (params: typeof half, state: unknown, atMs = T0 + 5) =>
+    state === null ? null : peekState(params, state as never, atMs).remaining;
+  const hand = (share: HeldShare, nowMs: number, params: typeof half | null, state: (at: number) => unknown) => {
+    const seen: (number | null)[] = [];
+    const out = handedOn(share, nowMs, (s) => {
+      seen.push(level(half, s, nowMs));
+      return { params, state: params === null ? null : (state(nowMs) as never) };
+    });
+    return { seen, level: params === null ? null : level(params, out.state, nowMs), ...out };
+  };
+
+  it("a bucket as large: carried, the rest of the reserved units taken out (up to its refill over a term)", () => {
+    const out = hand(old(), T0 + 5, half, (at) => fullState(half, at));
+    expect([out.seen, out.level, out.reserved, out.takenOut]).toEqual([[62], 80, [res(60, T0 + 900)], 60]);
+  });
+
+  it("a smaller slice: carried with only its refill over a term out (48), 8 more charged; it holds just the 12 left", () => {
+    const out = hand(old(), T0 + 5, tenth, (at) => fullState(tenth, at));
+    expect([out.seen, out.level, out.reserved, out.takenOut]).toEqual([[62], 12, [res(60, T0 + 900)], 48]);
+  });
+
+  it("a new bucket that cannot hold them: the 20 reserved in the old bucket charged there, none carried", () => {
+    const out = hand(old(), T0 + 5, tenth, (at) => emptyState(tenth, at));
+    expect([out.seen, out.level, out.reserved, out.takenOut]).toEqual([[62, 42], 0, [], 0]);
+  });
+
+  it("a share ended before its hand-on: its reserved units charged as of its end (the bucket refilled since)", () => {
+    // 60 reserved in a full bucket, more than the smaller slice takes out (48) or holds (empty): charged in the old
+    // one. Ended at T0 + 1000 and handed on 100 ms later: charged at its end, 50 refilled since (40 -> 90).
+    const ended = rateShare({ state: fullState(half, T0), reserved: [res(60, T0 + 1900)] });
+    expect(hand(ended, T0 + 1100, tenth, (at) => emptyState(tenth, at)).seen).toEqual([100, 90]);
+    // Handed on before its end: charged now.
+    expect(hand(ended, T0 + 900, tenth, (at) => emptyState(tenth, at)).seen).toEqual([100, 40]);
+  });
+
+  it("no bucket (no parts), or nothing reserved: the new bucket asked for once, nothing charged", () => {
+    const bare = hand(rateShare({ state: null, reserved: [res(30, T0 + 900)] }), T0 + 5, tenth, () => null);
+    expect([bare.seen, bare.reserved]).toEqual([[null, null], []]);
+    const plain = hand(rateShare(), T0 + 5, null, () => null);
+    expect([plain.seen, plain.reserved, plain.takenOut]).toEqual([[100], [], 0]);
   });
 });
