@@ -30,7 +30,12 @@ const half = delegateSlice(rate.params, 500)!;
 const res = (units: number, untilMs: number, atMs = T0): Reservation => ({ atMs, units, untilMs });
 const rateShare = (over: Partial<HeldShare> = {}): HeldShare => heldRateShare(rate, 500, fullState(half, T0), T0, over);
 const record = (share: HeldShare | null): DelegateRecord => ({ ...NEW_DELEGATE, share });
-const giving = (giveBack: LeaseReturn[], rule: LimiterRule = rate): CallInput => ({ rule, id: "c1", costs: [], giveBack });
+const giving = (giveBack: LeaseReturn[], rule: LimiterRule = rate): CallInput => ({
+  rule,
+  id: "c1",
+  costs: [],
+  giveBack,
+});
 
 describe("returnRoom: the units a rate share's live reservations take back (the simulator's ledger)", () => {
   it("counts each return its live reservation takes; skips returns that are not whole units above 0 or match none", () => {
@@ -59,19 +64,19 @@ describe("reservedBackInMs with no reservation", () => {
 
 describe("takeBack: which reservation a rate return lands in", () => {
   /** The reservations after `back` is taken into a share holding `reserved`, at T0 + 100. */
-  const after = (reserved: Reservation[], back: LeaseReturn) =>
+  const landedIn = (reserved: Reservation[], back: LeaseReturn) =>
     takeBack(record(rateShare({ reserved })), giving([back]), T0 + 100).share?.reserved;
 
   it("the fewest units that fit it, of the sub-leases lent in the same ms; the others untouched", () => {
     // Two isolates lent 10 and 4 in the same ms (both name T0): a return of 3 fits both and settles the 4 (1 used).
     const used = { atMs: T0, units: 1, untilMs: T0 + 100 };
-    expect(after([res(10, T0 + 900), res(4, T0 + 800)], { units: 3, atMs: T0 })).toEqual([res(10, T0 + 900), used]);
-    expect(after([res(4, T0 + 800), res(10, T0 + 900)], { units: 3, atMs: T0 })).toEqual([used, res(10, T0 + 900)]);
+    expect(landedIn([res(10, T0 + 900), res(4, T0 + 800)], { units: 3, atMs: T0 })).toEqual([res(10, T0 + 900), used]);
+    expect(landedIn([res(4, T0 + 800), res(10, T0 + 900)], { units: 3, atMs: T0 })).toEqual([used, res(10, T0 + 900)]);
     // Two of the same size: the first.
     const first = { atMs: T0, units: 3, untilMs: T0 + 100 };
-    expect(after([res(5, T0 + 900), res(5, T0 + 800)], { units: 2, atMs: T0 })).toEqual([first, res(5, T0 + 800)]);
+    expect(landedIn([res(5, T0 + 900), res(5, T0 + 800)], { units: 2, atMs: T0 })).toEqual([first, res(5, T0 + 800)]);
     // A return larger than the 4: only the 10 fits it.
-    expect(after([res(4, T0 + 800), res(10, T0 + 900)], { units: 6, atMs: T0 })).toEqual([
+    expect(landedIn([res(4, T0 + 800), res(10, T0 + 900)], { units: 6, atMs: T0 })).toEqual([
       res(4, T0 + 800),
       { atMs: T0, units: 4, untilMs: T0 + 100 },
     ]);
