@@ -33,7 +33,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
-import { LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
+import { HOT_EARLY_MS, LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { type AheadUnits, applyAhead } from "./window_ahead.ts";
 
 /** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
@@ -207,7 +207,8 @@ export function directDemand(record: LimiterRecord | null, nowMs: number): numbe
 
 /**
  * One direct call to a key's object, aware of shares: `callRecord`, or the direct slice's while rate shares are out
- * (`directCall`); `hot: true` while the key is hot (its object busy, or shares out), for an algorithm that takes them.
+ * (`directCall`); `hot: true` while the key is hot (its object busy, over a second or at that pace over the last
+ * `HOT_EARLY_MS`, or shares out), for an algorithm that takes them.
  */
 export function keyCall(
   record: LimiterRecord | null,
@@ -223,7 +224,10 @@ export function keyCall(
       : directCall(settled, direct, input, nowMs);
   const rule = ruleFor(out.record, input.rule);
   const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
-  const hot = shareKindOf(rule.params) !== "none" && (isBusy(out.record, nowMs) || nowMs < hotUntilMs);
+  // Busy over the last `HOT_EARLY_MS` at that pace says hot too: a key that became hot is sent to the delegates (and
+  // marked for its data centers, hot_marks.ts) before its object has counted a whole busy second.
+  const busy = isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
+  const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < hotUntilMs);
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
 }
 

@@ -155,12 +155,13 @@ function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: numbe
   return isBusy(record, nowMs) ? { ...result, busy: true } : result;
 }
 
-/** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second. */
-export function isBusy(record: LimiterRecord | null, nowMs: number): boolean {
+/** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second (or that pace over `spanMs`). */
+export function isBusy(record: LimiterRecord | null, nowMs: number, spanMs = 1000): boolean {
   const calls = record?.calls;
-  if (calls === undefined || calls.length < BUSY_CALLS_PER_S) return false;
-  const nth = calls[calls.length - BUSY_CALLS_PER_S]!;
-  return nowMs - nth.atMs < 1000;
+  const n = Math.ceil((BUSY_CALLS_PER_S * spanMs) / 1000);
+  if (calls === undefined || calls.length < n) return false;
+  const nth = calls[calls.length - n]!;
+  return nowMs - nth.atMs < spanMs;
 }
 
 /**

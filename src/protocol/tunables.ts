@@ -15,6 +15,8 @@ export const SHARE_DELEGATES_MAX = 40;
 export const HOT_EXIT_PER_S = BUSY_CALLS_PER_S / 2;
 /** A key stays hot this long after the last grant that found it hot, ms. */
 export const HOT_HOLD_MS = 5 * SHARE_TERM_MS;
+/** A key's object whose last this many ms had `BUSY_CALLS_PER_S`'s pace says hot (not busy: a second counts that). */
+export const HOT_EARLY_MS = 300;
 /** A rate share within this many parts (1% of the rate) of its fair parts, or of those it held, is settled. */
 export const SETTLED_SLACK_PARTS = 10;
 /** A rate share's parts stay promised this long after its term's end, ms: a late renewal finds them held (share.ts). */

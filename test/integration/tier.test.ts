@@ -23,9 +23,12 @@ import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { delegateNameOf, delegateStub, objectNameOf } from "../../src/object/names.ts";
 import type { DelegateRecord } from "../../src/protocol/delegate.ts";
-import { BUSY_CALLS_PER_S, DELEGATE_BUSY_CALLS_PER_S } from "../../src/protocol/tunables.ts";
+import { BUSY_CALLS_PER_S, DELEGATE_BUSY_CALLS_PER_S, HOT_EARLY_MS } from "../../src/protocol/tunables.ts";
 import { compileRules } from "../../src/request/match.ts";
 import { bearer, knownKey, manualSleep, req, resolvedFrom, setNow, T0 } from "./helpers.ts";
+
+/** Calls at one instant (time is frozen) from which the key's object says hot: the busy pace over `HOT_EARLY_MS`. */
+const HOT_AFTER = Math.ceil((BUSY_CALLS_PER_S * HOT_EARLY_MS) / 1000);
 
 /** This file's isolate: its sleeps (call budgets, lease terms) end only when `manual.expire()` says. */
 const manual = manualSleep();
@@ -101,9 +104,10 @@ describe("the delegate tier", () => {
     const key = await knownKey();
     const v1 = compileRules(resolvedFrom(RULES_YAML(300)), 1);
     // Cold: one call per request to the key's object, and no delegate.
-    expect(await send(v1, key, BUSY_CALLS_PER_S - 1)).toBe(BUSY_CALLS_PER_S - 1);
+    expect(await send(v1, key, HOT_AFTER - 1)).toBe(HOT_AFTER - 1);
     expect(await delegateRecord(key)).toBeUndefined();
-    // The call that makes the object busy answers `hot`: the next batches go to the delegate.
+    // The call that makes the object busy (at its pace: `HOT_EARLY_MS`) answers `hot`: the next batches go to the
+    // delegate.
     const callsBefore = isolate.stats.object_calls;
     const leaseAnswersBefore = isolate.stats.lease_answers;
     expect(await send(v1, key, 101)).toBe(101);
@@ -124,7 +128,8 @@ describe("the delegate tier", () => {
 
     // A newer rules version with a smaller limit: the delegate renews under it; the window's count carries over.
     const v2 = compileRules(resolvedFrom(RULES_YAML(280)), 2);
-    expect(await send(v2, key, 60)).toBe(280 - 250);
+    const sent = HOT_AFTER - 1 + 101 + 50;
+    expect(await send(v2, key, 280 - sent + 30)).toBe(280 - sent);
     expect((await delegateRecord(key))?.share?.rule.version).toBe(2);
     // An isolate still on the older version is decided under the newer one: nothing more in this window.
     expect(await send(v1, key, 20)).toBe(0);
@@ -137,8 +142,8 @@ describe("the delegate tier", () => {
     const key = await knownKey();
     const limit = 700;
     const rules = compileRules(resolvedFrom(RULES_YAML(limit)), 1);
-    // Hot after BUSY_CALLS_PER_S calls: the delegate, shard 0, decides from here (and grants sub-leases).
-    const first = BUSY_CALLS_PER_S + 10;
+    // Hot after HOT_AFTER calls: the delegate, shard 0, decides from here (and grants sub-leases).
+    const first = HOT_AFTER + 10;
     expect(await send(rules, key, first)).toBe(first);
     expect((await delegateRecord(key, 0))?.share?.kind).toBe("window");
     // Shard 0 has decided DELEGATE_BUSY_CALLS_PER_S calls in this second (other isolates' batches, as one isolate
@@ -170,7 +175,7 @@ describe("the delegate tier", () => {
     setNow(T0);
     const key = await knownKey();
     const rules = compileRules(resolvedFrom(RULES_YAML(300)), 1);
-    expect(await send(rules, key, BUSY_CALLS_PER_S + 10)).toBe(BUSY_CALLS_PER_S + 10);
+    expect(await send(rules, key, HOT_AFTER + 10)).toBe(HOT_AFTER + 10);
     expect((await delegateRecord(key))?.share?.kind).toBe("window");
     const admin = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
     const reset = await gatewayFetch(

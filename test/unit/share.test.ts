@@ -20,7 +20,7 @@ import { directDemand, directParts, keyCall, keyFreshAtMs, keyPeek, settleShares
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import { type CallInput, callRecord, type LimiterRecord, type LimiterRule } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import { BUSY_CALLS_PER_S, SHARE_PARTS } from "../../src/protocol/tunables.ts";
+import { BUSY_CALLS_PER_S, HOT_EARLY_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, gcraP, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -91,6 +91,32 @@ describe("keyCall on a cold key", () => {
       }
       expect(last).toBe(hot);
     }
+  });
+});
+
+describe("keyCall says hot early", () => {
+  // A key that became hot at once (a cold start, a flash crowd) is told hot at BUSY_CALLS_PER_S's pace over
+  // HOT_EARLY_MS, so its isolates go to the delegates (and mark it for their data centers) before the object has
+  // counted a whole busy second: the first second's calls at the key's object (issue 36). Busy is still a second's.
+  const early = Math.ceil((BUSY_CALLS_PER_S * HOT_EARLY_MS) / 1000);
+  const run = (calls: number, gapMs: number) => {
+    let rec: LimiterRecord | null = null;
+    let last: ReturnType<typeof keyCall>["result"] | undefined;
+    for (let i = 0; i < calls; i++) {
+      const out = keyCall(rec, call(ruleOf(tokenBucket(10_000, 1000, 100)), [1]), T0 + i * gapMs);
+      rec = out.record;
+      last = out.result;
+    }
+    return last!;
+  };
+  const within = Math.floor((HOT_EARLY_MS - 1) / (early - 1));
+  it("from that pace within HOT_EARLY_MS, not below it, and not busy", () => {
+    expect(early).toBeLessThan(BUSY_CALLS_PER_S);
+    expect(run(early, within)).toMatchObject({ hot: true });
+    expect(run(early, within).busy).toBeUndefined();
+    expect(run(early - 1, within).hot).toBeUndefined();
+    // The same calls spread a little wider than HOT_EARLY_MS: not hot.
+    expect(run(early, Math.ceil(HOT_EARLY_MS / (early - 1)) + 1).hot).toBeUndefined();
   });
 });
 
