@@ -30,6 +30,7 @@ import {
   type AskInput,
   COALESCE_MAX_WAITING,
   type CoalescerOptions,
+  type DelegateRoute,
   type HeldLease,
   type HotMark,
   type KeyState,
@@ -153,6 +154,7 @@ export class Coalescer {
     sentAtMs: number,
     asked: AskedLease | undefined,
     keepAlive: KeepAlive,
+    from: DelegateRoute | undefined,
     late = false,
   ): number {
     const grant = result.lease;
@@ -169,6 +171,7 @@ export class Coalescer {
       // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
       endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
+      ...(from === undefined ? {} : { from }),
     };
     if (st.lease !== null) endLease(st);
     st.lease = held;
@@ -275,7 +278,7 @@ export class Coalescer {
     try {
       const answer = await callTarget(this.options, st, delegate, input);
       refundsLanded(this.c, st, input, answer);
-      answers = this.settle(st, batch, answer, sentAtMs, keepAlive);
+      answers = this.settle(st, batch, answer, sentAtMs, keepAlive, delegate ?? undefined);
     } finally {
       afterCall(this.c, st, keepAlive);
     }
@@ -295,6 +298,7 @@ export class Coalescer {
     answer: CallAnswer,
     sentAtMs: number,
     keepAlive: KeepAlive,
+    from?: DelegateRoute,
   ): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
@@ -303,7 +307,7 @@ export class Coalescer {
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
         result.lease !== null
-          ? this.adopt(st, result, sentAtMs, asked, keepAlive)
+          ? this.adopt(st, result, sentAtMs, asked, keepAlive, from)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
       // A sub-lease ask granted nothing: known short only until the delegate's slice refills what it asked.
       const waitMs = result.leaseWaitMs;
@@ -316,7 +320,7 @@ export class Coalescer {
     const { late } = answer;
     // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
     const work = late?.then((r) => {
-      if (r.lease !== null) this.adopt(st, r, sentAtMs, this.c.lastAsk.get(st), keepAlive, true);
+      if (r.lease !== null) this.adopt(st, r, sentAtMs, this.c.lastAsk.get(st), keepAlive, from, true);
       lateRefunds(this.c, st, batch, answers, r.results);
     });
     work?.catch(() => undefined); // failed as well: nothing it charged is known here

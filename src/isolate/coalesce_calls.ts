@@ -2,7 +2,7 @@
 
 import { uses } from "../protocol/mechanisms.ts";
 import type { CallAnswer } from "../protocol/object_call.ts";
-import { type CallInput, type CallResult, type LeaseReturn, leaseCapOf, type RefundResult } from "../protocol/store.ts";
+import { type CallInput, type CallResult, leaseCapOf, type RefundResult } from "../protocol/store.ts";
 import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
 import {
   type Asked,
@@ -12,6 +12,8 @@ import {
   type CoalescerOptions,
   type KeyState,
   leaseSettingsOf,
+  type NotedCallInput,
+  type NotedReturn,
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
@@ -140,20 +142,24 @@ export function callInput(
   batch: readonly Waiting[],
   renew: boolean,
   toDelegate = false,
-): CallInput {
+): NotedCallInput {
   const { counters, clock } = c.options;
-  const giveBack: LeaseReturn[] = [];
+  const giveBack: NotedReturn[] = [];
   for (const held of st.returns.splice(0)) {
     held.returned = true;
     if (held.unitsLeft > 0) {
-      giveBack.push({ units: held.unitsLeft, atMs: held.atMs });
+      giveBack.push({
+        units: held.unitsLeft,
+        atMs: held.atMs,
+        ...(held.from === undefined ? {} : { lender: held.from }),
+      });
       counters.lease_units_returned += held.unitsLeft;
       held.unitsLeft = 0;
     }
   }
   giveBack.push(...st.refunds.splice(0));
   const waiters = st.refundWaiters.splice(0);
-  const input: CallInput = {
+  const input: NotedCallInput = {
     rule: st.rule,
     id: c.options.newId(),
     costs: batch.map((w) => w.cost),

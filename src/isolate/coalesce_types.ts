@@ -1,7 +1,7 @@
 /** The coalescer's types (coalesce.ts): a request's input and answer, what an isolate keeps per key, its options. */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { CallCounters, FailureKind, ObjectTransport } from "../protocol/object_call.ts";
-import type { CheckResult, LeaseAsk, LeaseReturn, LimiterRule, RefundResult } from "../protocol/store.ts";
+import type { CallInput, CheckResult, LeaseAsk, LeaseReturn, LimiterRule, RefundResult } from "../protocol/store.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 
 export interface AskInput {
@@ -81,6 +81,18 @@ export interface HeldLease {
   readonly endsAtMs: number;
   /** Once given back, refunds of its admissions go to the key's object. */
   returned: boolean;
+  /** The delegate whose sub-lease it is (absent: the key's object's lease): its unused units go back there. */
+  readonly from?: DelegateRoute;
+}
+
+/** Units given back, with the delegate that lent them (the isolate's own note, never sent: delegate_call.ts). */
+export interface NotedReturn extends LeaseReturn {
+  readonly lender?: DelegateRoute;
+}
+
+/** A call as the coalescer makes it: what it gives back noted with its lenders. */
+export interface NotedCallInput extends CallInput {
+  readonly giveBack?: readonly NotedReturn[];
 }
 
 export interface Waiting {

@@ -3,9 +3,9 @@
  * restarting (back in about 100 ms, its record kept): tried on the other shard, then again, before the fallback.
  */
 import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
-import type { CallInput } from "../protocol/store.ts";
+import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
-import type { CoalescerOptions, DelegateRoute, KeyState } from "./coalesce_types.ts";
+import type { CoalescerOptions, DelegateRoute, KeyState, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
 import { heardBusy } from "./key_state.ts";
 import { overloadTeachesHot } from "./last_known.ts";
 
@@ -64,15 +64,45 @@ export async function callDelegates(
 }
 
 /**
+ * What a call to `delegate` gives back, split by where it goes: to `delegate` (its own sub-leases, the key's object's
+ * leases, refunds), or to the other delegates that lent them (`away`: an isolate that moved shard or region), each
+ * in a call of its own; another delegate holds no reservation of them. The isolate's notes are not sent.
+ */
+export function byLender(
+  delegate: DelegateRoute,
+  giveBack: readonly NotedReturn[],
+): { readonly here: LeaseReturn[]; readonly away: { readonly to: DelegateRoute; readonly giveBack: LeaseReturn[] }[] } {
+  const here: LeaseReturn[] = [];
+  const away = new Map<string, { readonly to: DelegateRoute; readonly giveBack: LeaseReturn[] }>();
+  for (const { lender, ...back } of giveBack) {
+    if (lender === undefined || lender.name === delegate.name) here.push(back);
+    else {
+      const to = away.get(lender.name) ?? { to: lender, giveBack: [] };
+      to.giveBack.push(back);
+      away.set(lender.name, to);
+    }
+  }
+  return { here, away: [...away.values()] };
+}
+
+/** `input` without the isolate's notes on what it gives back. */
+function unnoted(input: NotedCallInput): CallInput {
+  const giveBack = input.giveBack ?? [];
+  if (!giveBack.some((b) => b.lender !== undefined)) return input;
+  return { ...input, giveBack: giveBack.map(({ lender: _lender, ...back }) => back) };
+}
+
+/**
  * Make the call: to the delegate if any (`callDelegates`), else or on its fallback to the key's object (no refunds:
  * the delegate may have applied them). A busy key's object sends the key to the delegate (`overloadTeachesHot`); a
- * busy delegate (said so, or overloaded), this isolate to its own shard.
+ * busy delegate (said so, or overloaded), this isolate to its own shard. Sub-leases lent by another delegate go back
+ * to it (`byLender`), after the call.
  */
 export async function callTarget(
   options: CoalescerOptions,
   st: KeyState,
   delegate: DelegateRoute | null,
-  input: CallInput,
+  input: NotedCallInput,
 ): Promise<CallAnswer> {
   const isolate = { sleep: options.sleep, stats: options.counters };
   const direct = async (call: CallInput) => {
@@ -80,8 +110,22 @@ export async function callTarget(
     if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
     return answer;
   };
-  if (delegate === null || st.delegate === null) return direct(input);
-  const out = await callDelegates(options, st.delegate, delegate, input, st.timeoutMs);
+  if (delegate === null || st.delegate === null) return direct(unnoted(input));
+  const { here, away } = byLender(delegate, input.giveBack ?? []);
+  const out = await callDelegates(options, st.delegate, delegate, { ...input, giveBack: here }, st.timeoutMs);
+  const answer = out.kind === "answer" ? out.answer : null;
+  // After the call, unless it failed as overloaded: the coalescer then sends all of it again (coalesce_calls.ts
+  // `refundsLanded`), and a lender given a return twice might match another lease of the same ms with it.
+  if (!(answer?.kind === "failed" && answer.failure === "overloaded")) {
+    const back = (giveBack: LeaseReturn[]) => ({
+      rule: input.rule,
+      id: options.newId(),
+      costs: [],
+      giveBack,
+      lease: null,
+    });
+    await Promise.all(away.map((a) => callObject(a.to.transport, a.to.name, back(a.giveBack), st.timeoutMs, isolate)));
+  }
   if (out.kind === "answer") {
     const { answer } = out;
     // The first shard's spread (busy without one, or overloaded: as spread as can be, `heardBusy`).

@@ -5,8 +5,8 @@
  * other failures give up at once (for `DELEGATE_BACKOFF_MS`); a busy delegate's failure is kept, never a fallback.
  */
 import { describe, expect, it } from "vitest";
-import type { CoalesceCounters, DelegateRoute } from "../../src/isolate/coalesce_types.ts";
-import { avoidFor, callDelegates, callTarget, otherShard } from "../../src/isolate/delegate_call.ts";
+import type { CoalesceCounters, DelegateRoute, NotedCallInput } from "../../src/isolate/coalesce_types.ts";
+import { avoidFor, byLender, callDelegates, callTarget, otherShard } from "../../src/isolate/delegate_call.ts";
 import { MAX_SPREAD, newKeyState } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -331,5 +331,118 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     const broken = await target({ object: "other", delegate: "answer", route: false, bound: true });
     expect(broken.answer.kind).toBe("failed");
     expect(broken.st.hotUntilMs).toBe(0);
+  });
+});
+
+describe("a sub-lease's unused units go back to the delegate that lent it (byLender)", () => {
+  // An isolate that moved from its region's first shard to its own (or to another region's delegate) gives a
+  // sub-lease of the first shard back: that one holds its reservation; any other drops it (it matches none there).
+  const recorder = (clock: EventClock, name: string, overloaded = false) => {
+    const got: CallInput[] = [];
+    const transport: ObjectTransport = {
+      call: async (_name, call) => {
+        got.push(call);
+        await clock.sleep(HOP_MS);
+        if (overloaded) throw error("overloaded");
+        return answered();
+      },
+      refund: () => Promise.reject(new Error("no refunds here")),
+    };
+    return { route: { transport, name } as DelegateRoute, got };
+  };
+  const setup = (ownOverloaded = false) => {
+    const clock = new EventClock(T0);
+    const object = recorder(clock, "r:key");
+    const first = recorder(clock, "delegate:weur.0");
+    const own = recorder(clock, "delegate:weur.2", ownOverloaded);
+    const next = recorder(clock, "delegate:eeur.1");
+    const st = newKeyState(
+      {
+        transport: object.route.transport,
+        name: "r:key",
+        rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+        delegate: { ...first.route, ownShard: own.route, draw: 0 },
+      },
+      T0,
+    );
+    const call: NotedCallInput = {
+      rule,
+      id: "c1",
+      costs: [1],
+      giveBack: [
+        { units: 3, atMs: T0 - 40, lender: first.route },
+        { units: 2, atMs: T0 - 30, lender: own.route },
+        { units: 4, atMs: T0 - 20, lender: next.route },
+        { units: 1, atMs: T0 - 10 },
+        { units: 5, atMs: T0 - 50, lender: first.route },
+      ],
+    };
+    let ids = 0;
+    const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => `n${ids++}` };
+    return { clock, object, first, own, next, st, call, options };
+  };
+
+  it("splits by lender: the called delegate's own and unnoted ones here, the others per lender; notes dropped", () => {
+    const { own, first, next, call } = setup();
+    const out = byLender(own.route, call.giveBack ?? []);
+    expect(out.here).toEqual([
+      { units: 2, atMs: T0 - 30 },
+      { units: 1, atMs: T0 - 10 },
+    ]);
+    expect(out.away.map((a) => [a.to, a.giveBack])).toEqual([
+      [
+        first.route,
+        [
+          { units: 3, atMs: T0 - 40 },
+          { units: 5, atMs: T0 - 50 },
+        ],
+      ],
+      [next.route, [{ units: 4, atMs: T0 - 20 }]],
+    ]);
+  });
+
+  it("callTarget: the batch to the delegate called with its own, each lender a call of its own with its units", async () => {
+    const { clock, object, first, own, next, st, call, options } = setup();
+    const pending = callTarget(options, st, own.route, call);
+    await clock.runUntil(T0 + 1000);
+    expect((await pending).kind).toBe("answered");
+    expect(own.got).toEqual([
+      {
+        ...call,
+        giveBack: [
+          { units: 2, atMs: T0 - 30 },
+          { units: 1, atMs: T0 - 10 },
+        ],
+      },
+    ]);
+    const back = (id: string, giveBack: CallInput["giveBack"]) => ({ rule, id, costs: [], giveBack, lease: null });
+    expect(first.got).toEqual([
+      back("n0", [
+        { units: 3, atMs: T0 - 40 },
+        { units: 5, atMs: T0 - 50 },
+      ]),
+    ]);
+    expect(next.got).toEqual([back("n1", [{ units: 4, atMs: T0 - 20 }])]);
+    expect(object.got).toEqual([]);
+  });
+
+  it("not after an overloaded call (the coalescer sends them all again: a lender must not get one twice)", async () => {
+    const { clock, first, own, next, st, call, options } = setup(true);
+    const pending = callTarget(options, st, own.route, call);
+    await clock.runUntil(T0 + 1000);
+    expect((await pending).kind).toBe("failed");
+    expect([own.got.length, first.got.length, next.got.length]).toEqual([1, 0, 0]);
+  });
+
+  it("to the key's object (no delegate): all of it with the call, the notes dropped", async () => {
+    const { clock, object, first, st, call, options } = setup();
+    const pending = callTarget(options, st, null, call);
+    await clock.runUntil(T0 + 1000);
+    await pending;
+    expect(object.got).toEqual([{ ...call, giveBack: (call.giveBack ?? []).map(({ lender: _l, ...b }) => b) }]);
+    expect(first.got).toEqual([]);
   });
 });
