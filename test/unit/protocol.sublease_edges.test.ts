@@ -6,7 +6,7 @@
  * a bucket that holds only reserved units says, and `charged`'s safe side.
  */
 import { describe, expect, it } from "vitest";
-import { type DelegateRecord, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import { type DelegateRecord, delegateCall, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import { emptyState, fullState } from "../../src/protocol/share.ts";
 import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import {
@@ -19,7 +19,7 @@ import {
   subleaseFrom,
   takeBack,
 } from "../../src/protocol/sublease.ts";
-import { RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
+import { RATE_LEASE_TERM_MS, RESERVATION_WAIT_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";
 
@@ -169,5 +169,30 @@ describe("handedOn: a renewal's new bucket and the reservations out of the old o
     expect([bare.seen, bare.reserved]).toEqual([[null, null], []]);
     const plain = hand(rateShare(), T0 + 5, null, () => null);
     expect([plain.seen, plain.reserved, plain.takenOut]).toEqual([[100], [], 0]);
+  });
+});
+
+describe("a batch decided beside reservations (delegate.ts `decideOne`)", () => {
+  // A delegate's rate slice (500/s, burst 100) with 20 or 60 units reserved in its bucket for sub-leases out (their
+  // term ends at T0 + 300): a request is admitted only if the bucket holds it on top of them.
+  const decided = (level: number, reserved: number, cost: number) => {
+    const state = charged(half, fullState(half, T0), 100 - level, T0);
+    const share = rateShare({ state, reserved: [res(reserved, T0 + 300 + RESERVATION_WAIT_MS)] });
+    const out = delegateCall(record(share), { rule: rate, id: "b1", costs: [cost] }, T0).result.results[0]!;
+    if (!out.ok) throw new Error("not ok");
+    const { allowed, remaining, retryAfterMs } = out.decision;
+    return { allowed, remaining, retryAfterMs };
+  };
+
+  it("admitted: what it says remains is the bucket less the reserved units", () => {
+    expect(decided(100, 20, 10)).toMatchObject({ allowed: true, remaining: 70 });
+  });
+
+  it("the bucket holds the cost but not on top of the reserved units: refused, as the slice says", () => {
+    expect(decided(30, 20, 15)).toMatchObject({ allowed: false });
+  });
+
+  it("more than the burst with the reserved units: refused until the first sub-lease is back (300 ms)", () => {
+    expect(decided(100, 60, 50)).toMatchObject({ allowed: false, retryAfterMs: 300 });
   });
 });
