@@ -71,6 +71,16 @@ export function verdictOf(
   return parts.length === 0 ? "no goal, bound or 0.5 points depends on it here" : parts.join("; ");
 }
 
+/**
+ * The rule for a cut applied to a verdict: a mechanism stays if it turns a missed goal into a met one, guards a bound,
+ * or is worth more than 0.5 points of accuracy or 10 calls/s at the key's object on a row; otherwise it goes.
+ */
+export function keeps(verdict: string): boolean {
+  return /guards a bound|turns missed into met|closer to exact with it|more calls\/s after the 1st s without it/.test(
+    verdict,
+  );
+}
+
 export function ablationSection(d: AblationData): string[] {
   const seedOf = (v: AblationData["variants"][number]) => v.seed ?? 0;
   const seeds = [...new Set(d.variants.map(seedOf))].sort((a, b) => a - b);
@@ -102,7 +112,7 @@ export function ablationSection(d: AblationData): string[] {
     "",
     `What each mechanism buys (computed against all on, over its rows, on ${seeds.length === 1 ? "one seed" : `${seeds.length} seeds: goals met on every seed, points and calls as the mean over the seeds`}):`,
     "",
-    "The issue's rule for a cut: a mechanism stays if it turns a missed goal into a met one, guards a bound, or is worth more than 0.5 points of accuracy on a row; otherwise it goes. Applied to the verdicts:",
+    "The issue's rule for a cut: a mechanism stays if it turns a missed goal into a met one, guards a bound, or is worth more than 0.5 points of accuracy or 10 calls/s at the key's object on a row; otherwise it goes. Applied to the verdicts:",
     "",
     "| mechanism | verdict | by the rule |",
     "|---|---|---|",
@@ -117,7 +127,7 @@ export function ablationSection(d: AblationData): string[] {
         const incomplete = runs.some((r) => r.off.length !== v.rows.length || r.on.some((o) => o === undefined));
         if (incomplete) return `| ${v.off} | (rows not run with all on on every seed) | |`;
         const verdict = verdictOf(runs as { on: ClusterRow[]; off: ClusterRow[] }[], slotPairs(d, v.off!, seeds));
-        const keep = /guards a bound|turns missed into met|closer to exact with it/.test(verdict);
+        const keep = keeps(verdict);
         return `| ${v.off} | ${verdict} | ${keep ? "stays" : "goes"} |`;
       }),
     "",

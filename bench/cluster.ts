@@ -98,7 +98,10 @@ const filters =
     : [];
 const specLabel = ([rule, isolates, load, scenario]: Spec) =>
   `${rule}/${isolates}/${load}/${scenario.replace(/ /g, "-")}`;
-const chosen = filters.length === 0 ? specs : specs.filter((s) => filters.some((f) => specLabel(s).startsWith(f)));
+/** Rows run only when `--rows` names them (section 8a's slower rules: bench/ablation.ts), not in section 8's table. */
+const ON_ASK: Spec[] = [["search-origin", 5_000, 400, "flash crowd"]];
+const chosen =
+  filters.length === 0 ? specs : [...specs, ...ON_ASK].filter((s) => filters.some((f) => specLabel(s).startsWith(f)));
 if (rowsAt >= 0 && chosen.length === 0) {
   process.stderr.write(`cluster: no row matches --rows; rows:\n${specs.map(specLabel).join("\n")}\n`);
   process.exit(2);

@@ -230,6 +230,11 @@ export function clusterGoals(rows: readonly ClusterRow[]): Record<string, Cluste
       (r) => r.keyBusiestSecond <= 100,
       (r) => r.keyBusiestSecond,
     ),
+    firstSecond: goal(
+      rows.filter((r) => r.isolates >= 5_000),
+      (r) => r.keyFirstSecond <= 200,
+      (r) => r.keyFirstSecond,
+    ),
     keyCallsAfterFirst: goal(
       rows,
       (r) => r.keyBusiestAfterFirst <= 100,

@@ -5,7 +5,7 @@
  * because a paragraph says so; a mechanism whose rows move by nothing goes.
  */
 import { describe, expect, it } from "vitest";
-import { type AblationData, ablationSection, verdictOf } from "../../bench/ablation_report.ts";
+import { type AblationData, ablationSection, keeps, verdictOf } from "../../bench/ablation_report.ts";
 import { SLOT_LABEL, type SlotRow } from "../../bench/ablation_slots.ts";
 import type { ClusterRow } from "../../bench/cluster_rows.ts";
 
@@ -58,6 +58,32 @@ describe("the ablation's verdict (bench/ablation_report.ts)", () => {
   it("more requests at the origin than the limit without it: a bound it guards", () => {
     const slots = seeds.map(() => ({ on: slotRow(), off: slotRow({ overLimit: 3 }) }));
     expect(verdictOf(same, slots)).toBe("guards a bound (concurrencyLimit broken without it)");
+  });
+
+  it("more than 10 calls/s at the key's object after the 1st s without it: it stays; 10 or fewer, or fewer calls: not", () => {
+    const calls = (extra: number) =>
+      seeds.map(() => ({
+        on: [clusterRow({ keyBusiestAfterFirst: 160 })],
+        off: [clusterRow({ keyBusiestAfterFirst: 160 + extra })],
+      }));
+    expect(verdictOf(calls(102))).toBe("key's object 102 more calls/s after the 1st s without it");
+    expect(keeps(verdictOf(calls(102)))).toBe(true);
+    expect(keeps(verdictOf(calls(10)))).toBe(false);
+    expect(keeps(verdictOf(calls(-40)))).toBe(false);
+    expect(keeps(verdictOf(same))).toBe(false);
+  });
+
+  it("at 5,000 isolates, over 200 calls in the first second without it on one seed: a missed goal made met", () => {
+    const rows = (first: number) => [clusterRow({ isolates: 5000, keyFirstSecond: first })];
+    const runs = seeds.map((_, i) => ({ on: rows(180), off: rows(i === 2 ? 240 : 190) }));
+    expect(verdictOf(runs)).toBe("turns missed into met: firstSecond");
+    expect(keeps(verdictOf(runs))).toBe(true);
+    // At 1,000 isolates the goal does not apply.
+    const small = seeds.map(() => ({
+      on: [clusterRow({ keyFirstSecond: 180 })],
+      off: [clusterRow({ keyFirstSecond: 400 })],
+    }));
+    expect(verdictOf(small)).toBe("no goal, bound or 0.5 points depends on it here");
   });
 
   it("the section: the concurrency row's table and goals, and late refunds kept by the rule", () => {
