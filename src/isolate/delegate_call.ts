@@ -113,10 +113,11 @@ export async function callTarget(
   if (delegate === null || st.delegate === null) return direct(unnoted(input));
   const { here, away } = byLender(delegate, input.giveBack ?? []);
   const out = await callDelegates(options, st.delegate, delegate, { ...input, giveBack: here }, st.timeoutMs);
+  // After a delegate's answer or failure, unless overloaded; not on a fallback to the key's object (whose overloaded
+  // answer makes the coalescer send all of it again: coalesce_calls.ts `refundsLanded`). A lender given a return twice
+  // might match another lease of the same ms with it.
   const answer = out.kind === "answer" ? out.answer : null;
-  // After the call, unless it failed as overloaded: the coalescer then sends all of it again (coalesce_calls.ts
-  // `refundsLanded`), and a lender given a return twice might match another lease of the same ms with it.
-  if (!(answer?.kind === "failed" && answer.failure === "overloaded")) {
+  if (answer !== null && !(answer.kind === "failed" && answer.failure === "overloaded")) {
     const back = (giveBack: LeaseReturn[]) => ({
       rule: input.rule,
       id: options.newId(),

@@ -337,24 +337,24 @@ describe("callTarget: the delegate while there is one, else the key's object", (
 describe("a sub-lease's unused units go back to the delegate that lent it (byLender)", () => {
   // An isolate that moved from its region's first shard to its own (or to another region's delegate) gives a
   // sub-lease of the first shard back: that one holds its reservation; any other drops it (it matches none there).
-  const recorder = (clock: EventClock, name: string, overloaded = false) => {
+  const recorder = (clock: EventClock, name: string, overloaded = false, failing = false) => {
     const got: CallInput[] = [];
     const transport: ObjectTransport = {
       call: async (_name, call) => {
         got.push(call);
         await clock.sleep(HOP_MS);
-        if (overloaded) throw error("overloaded");
+        if (overloaded || failing) throw error(overloaded ? "overloaded" : "other");
         return answered();
       },
       refund: () => Promise.reject(new Error("no refunds here")),
     };
     return { route: { transport, name } as DelegateRoute, got };
   };
-  const setup = (ownOverloaded = false) => {
+  const setup = (ownOverloaded = false, ownFailing = false) => {
     const clock = new EventClock(T0);
     const object = recorder(clock, "r:key");
     const first = recorder(clock, "delegate:weur.0");
-    const own = recorder(clock, "delegate:weur.2", ownOverloaded);
+    const own = recorder(clock, "delegate:weur.2", ownOverloaded, ownFailing);
     const next = recorder(clock, "delegate:eeur.1");
     const st = newKeyState(
       {
@@ -435,6 +435,15 @@ describe("a sub-lease's unused units go back to the delegate that lent it (byLen
     await clock.runUntil(T0 + 1000);
     expect((await pending).kind).toBe("failed");
     expect([own.got.length, first.got.length, next.got.length]).toEqual([1, 0, 0]);
+  });
+
+  it("not on a fallback to the key's object (the delegate failing): dropped there, short, never twice", async () => {
+    const { clock, object, first, next, st, call, options } = setup(false, true);
+    const pending = callTarget(options, st, st.delegate?.ownShard ?? null, call);
+    await clock.runUntil(T0 + 1000);
+    expect((await pending).kind).toBe("answered");
+    expect(object.got).toEqual([{ ...call, id: "n0", giveBack: [] }]);
+    expect([first.got.length, next.got.length]).toEqual([0, 0]);
   });
 
   it("to the key's object (no delegate): all of it with the call, the notes dropped", async () => {
