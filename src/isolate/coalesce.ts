@@ -172,6 +172,7 @@ export class Coalescer {
       endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
       returned: false,
       ...(from === undefined ? {} : { from }),
+      ...(grant.id === undefined ? {} : { id: grant.id }),
     };
     if (st.lease !== null) endLease(st);
     st.lease = held;

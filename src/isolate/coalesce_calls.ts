@@ -152,6 +152,7 @@ export function callInput(
         units: held.unitsLeft,
         atMs: held.atMs,
         ...(held.from === undefined ? {} : { lender: held.from }),
+        ...(held.id === undefined ? {} : { id: held.id }),
       });
       counters.lease_units_returned += held.unitsLeft;
       held.unitsLeft = 0;

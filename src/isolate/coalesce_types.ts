@@ -81,6 +81,8 @@ export interface HeldLease {
   readonly endsAtMs: number;
   /** Once given back, refunds of its admissions go to the key's object. */
   returned: boolean;
+  /** A rate sub-lease's id (`LeaseGrant.id`), which its return names. */
+  readonly id?: string;
   /** The delegate whose sub-lease it is (absent: the key's object's lease): its unused units go back there. */
   readonly from?: DelegateRoute;
 }

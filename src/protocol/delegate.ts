@@ -302,7 +302,7 @@ export function delegateCall(
     share = out.share;
   }
   const sub: { lease: CallResult["lease"]; share: HeldShare | null; waitMs?: number } =
-    share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs);
+    share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs, input.id);
   share = sub.share;
   const { lease } = sub;
   const d = rolled(record.demand, nowMs);
@@ -373,7 +373,9 @@ function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, n
   // charging share may be gone, and a refund naming it could land in another): short until the window ends, never over.
   const rate = record.share?.kind === "rate";
   const lease =
-    rate && seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
+    rate && seen.leaseUnits > 0
+      ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs, id: seen.id }
+      : null;
   return { atMs: nowMs, results, lease, replayed: true, hot: record.hot };
 }
 

@@ -47,6 +47,8 @@ export interface LeaseGrant {
   readonly units: number;
   readonly atMs: number;
   readonly forMs: number;
+  /** A rate sub-lease's id (the call's that got it): its return names it, and matches that reservation only. */
+  readonly id?: string;
 }
 
 /** Units given back: a refund of what was charged at `atMs` (a lease's grant, an admission). */
@@ -58,6 +60,8 @@ export interface LeaseReturn {
    * units: a delegate sends it on to the key's object (sublease.ts `takeBack`), whose late refund makes it exact.
    */
   readonly admitted?: true;
+  /** The rate sub-lease given back (`LeaseGrant.id`); absent: matched by `atMs` (an isolate from before ids). */
+  readonly id?: string;
 }
 
 export interface CallInput {

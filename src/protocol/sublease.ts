@@ -42,6 +42,8 @@ import {
 export interface Reservation {
   /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
   readonly atMs: number;
+  /** The sub-lease's id (`LeaseGrant.id`: the lending call's), which its return names; absent in an older record. */
+  readonly id?: string;
   /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
   readonly units: number;
   /** When the units are charged, ms: the lease's end plus `RESERVATION_WAIT_MS` for its return; or its return's time. */
@@ -100,6 +102,7 @@ export function subleaseFrom<S extends SubleaseSource>(
   share: S,
   ask: LeaseAsk | null | undefined,
   nowMs: number,
+  id?: string,
 ): { readonly lease: LeaseGrant | null; readonly share: S; readonly waitMs?: number } {
   const none = { lease: null, share };
   if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1 || nowMs >= share.endsAtMs) return none;
@@ -134,10 +137,11 @@ export function subleaseFrom<S extends SubleaseSource>(
     return { ...none, waitMs: refillWaitMs(params, share.state, need, nowMs, termMs) };
   }
   const forMs = units < wanted ? shorter(termMs, units, wanted) : termMs;
-  const reservation = { atMs: nowMs, units, untilMs: nowMs + forMs + RESERVATION_WAIT_MS };
+  const named = id === undefined ? {} : { id };
+  const reservation = { atMs: nowMs, ...named, units, untilMs: nowMs + forMs + RESERVATION_WAIT_MS };
   const out = moved(params, share.state, share.takenOut ?? 0, reserved + units, 0, nowMs);
   const lent = withReserved({ ...share, state: out.state }, [...(share.reserved ?? []), reservation], out.takenOut);
-  return { lease: { units, atMs: nowMs, forMs }, share: lent };
+  return { lease: { units, atMs: nowMs, forMs, ...named }, share: lent };
 }
 
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
@@ -336,11 +340,13 @@ function refundInto<S extends SubleaseSource>(
     const reserved = share.reserved ?? [];
     let at = -1;
     reserved.forEach((r, i) => {
-      const fits = r.atMs === back.atMs && r.units >= back.units && r.untilMs > nowMs;
+      // Named: that sub-lease's reservation only (never another lent in the same ms); else by its lending time.
+      const named = back.id === undefined || r.id === back.id;
+      const fits = named && r.atMs === back.atMs && r.units >= back.units && r.untilMs > nowMs;
       if (fits && (at === -1 || r.units < reserved[at]!.units)) at = i;
     });
     if (at === -1) return null;
-    const due = { atMs: back.atMs, units: reserved[at]!.units - back.units, untilMs: nowMs };
+    const due = { ...reserved[at]!, units: reserved[at]!.units - back.units, untilMs: nowMs };
     return {
       share: withReserved(
         share,

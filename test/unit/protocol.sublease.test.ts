@@ -273,10 +273,11 @@ describe("a delegate's batch with a sub-lease ask", () => {
   it("a retried call gets its rate sub-lease again (its tokens name the call), never taken twice", () => {
     const lease = { units: 10, ttlMs: RATE_LEASE_TERM_MS };
     const first = delegateCall(record(rateShare()), batch(rate, [1], { lease }), T0);
-    expect(first.result.lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS });
+    // Its id is the call's: its return names that sub-lease's reservation and no other.
+    expect(first.result.lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS, id: "b1" });
     const again = delegateCall(first.record, batch(rate, [1], { lease }), T0 + 5);
     expect(again.result.replayed).toBe(true);
-    expect(again.result.lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS });
+    expect(again.result.lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS, id: "b1" });
     expect(again.record).toBe(first.record);
   });
 

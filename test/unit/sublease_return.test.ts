@@ -141,7 +141,7 @@ describe("a rate sub-lease given back after its slice was full again", () => {
     // reserved, and A gives its 5 back 1 ms later, after the lease's end: 5 admit, 12 in all (the 10 at +1,005 ms and
     // the refill since, exactly: as if never lent).
     const second = call(run, { rule, costs: [], lease: { units: 20, ttlMs: RATE_LEASE_TERM_MS } }, T0 + 1005).lease!;
-    expect(second).toEqual({ units: 5, atMs: T0 + 1005, forMs: 120 });
+    expect(second).toEqual({ units: 5, atMs: T0 + 1005, forMs: 120, id: "c3" });
     expect(run.record.share?.reserved?.[0]?.untilMs).toBe(T0 + 1005 + 120 + RESERVATION_WAIT_MS);
     expect(admitted(call(run, { rule, costs: Array<number>(20).fill(1) }, T0 + 1270))).toBe(7);
     const late = { units: second.units, atMs: second.atMs };
@@ -165,9 +165,11 @@ describe("a rate sub-lease's reservation (sublease.ts `Reservation`): lent, give
   it("lent: 4 taken out, 6 reserved in the bucket; batches find the rest (10)", () => {
     const { run, lease } = lendTen();
     // Half of 20 asked: a term half as long.
-    expect(lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS / 2 });
+    expect(lease).toEqual({ units: 10, atMs: T0, forMs: RATE_LEASE_TERM_MS / 2, id: "c0" });
     const share = run.record.share!;
-    expect(share.reserved).toEqual([{ atMs: T0, units: 10, untilMs: T0 + lease.forMs + RESERVATION_WAIT_MS }]);
+    expect(share.reserved).toEqual([
+      { atMs: T0, id: "c0", units: 10, untilMs: T0 + lease.forMs + RESERVATION_WAIT_MS },
+    ]);
     expect(share.takenOut).toBe(4);
     expect(level(share, T0)).toBe(16);
     expect(admitted(call(run, { rule, costs: Array<number>(11).fill(1) }, T0))).toBe(10);
@@ -281,7 +283,9 @@ describe("returns across a renewal's hand-on (sublease.ts `handedOn`): once, and
     const { run } = renewed();
     const share = run.record.share!;
     expect(share.parts).toBe(SHARE_PARTS / 2);
-    expect(share.reserved).toEqual([{ atMs: T0, units: 100, untilMs: T0 + RATE_LEASE_TERM_MS + RESERVATION_WAIT_MS }]);
+    expect(share.reserved).toEqual([
+      { atMs: T0, id: "c0", units: 100, untilMs: T0 + RATE_LEASE_TERM_MS + RESERVATION_WAIT_MS },
+    ]);
     expect(share.takenOut).toBe(48);
     expect(peekState(half, share.state!, T0 + 20).remaining + share.takenOut!).toBeLessThanOrEqual(100 + 48);
   });
@@ -308,5 +312,51 @@ describe("returns across a renewal's hand-on (sublease.ts `handedOn`): once, and
     expect(admitted(call(run, { rule, costs: batch(200) }, afterMs))).toBe(48);
     expect(run.record.share?.reserved).toBeUndefined();
     expect(admitted(call(run, { rule, costs: batch(200), giveBack: [back] }, afterMs + 1))).toBe(0);
+  });
+});
+
+describe("a rate sub-lease's id (LeaseGrant.id, the lending call's): its return matches its own reservation only", () => {
+  // token_bucket 10/s burst 20, the delegate holding the whole rule. Two isolates each take 5 in the same ms (the same
+  // `atMs`): by time alone, a return could be taken into the other's reservation.
+  const rule: LimiterRule = { id: "free-global", params: tokenBucket(10, 1000, 20), version: 1 };
+  const slice = delegateSlice(rule.params, SHARE_PARTS)!;
+  const twoInOneMs = () => {
+    const held = heldRateShare(rule, SHARE_PARTS, fullState(slice, T0), T0, { endsAtMs: T0 + 60_000 });
+    const run: Run = { record: { ...NEW_DELEGATE, share: held }, calls: 0 };
+    const ask = { units: 5, ttlMs: RATE_LEASE_TERM_MS };
+    const a = call(run, { rule, costs: [], lease: ask }, T0).lease!;
+    const b = call(run, { rule, costs: [], lease: ask }, T0).lease!;
+    return { run, a, b };
+  };
+  const back = (lease: { units: number; atMs: number; id?: string }, units: number): LeaseReturn => ({
+    units,
+    atMs: lease.atMs,
+    ...(lease.id === undefined ? {} : { id: lease.id }),
+  });
+
+  it("each sub-lease has its call's id; a return naming it settles that reservation, the other stays", () => {
+    const { run, a, b } = twoInOneMs();
+    expect([a.id, b.id, a.atMs === b.atMs]).toEqual(["c0", "c1", true]);
+    call(run, { rule, costs: [], giveBack: [back(b, 5)] }, T0 + 1);
+    expect(run.record.share?.reserved?.map((r) => r.id)).toEqual(["c0"]);
+  });
+
+  it("a return delivered twice (a call the delegate took, sent again) is credited once, not into the other's", () => {
+    // A used none of its 5 (gives 5 back), B used all 5 (gives nothing back). By time alone, A's duplicate would be
+    // taken into B's reservation: B's 5 uncharged, 5 more admitted than lent out and used.
+    const { run, a } = twoInOneMs();
+    const first = call(run, { rule, costs: Array<number>(20).fill(1), giveBack: [back(a, 5)] }, T0 + 1);
+    const again = call(run, { rule, costs: Array<number>(20).fill(1), giveBack: [back(a, 5)] }, T0 + 2);
+    // 20 - 10 lent, + A's 5 back: 15 admit; the duplicate nothing. B's 5 stay reserved, charged in full later.
+    expect([admitted(first), admitted(again)]).toEqual([15, 0]);
+    expect(run.record.share?.reserved?.map((r) => [r.id, r.units])).toEqual([["c1", 5]]);
+  });
+
+  it("a return naming no sub-lease's id (forged, or another delegate's) matches nothing, whatever its time", () => {
+    const { run, a } = twoInOneMs();
+    const before = run.record.share;
+    call(run, { rule, costs: [], giveBack: [{ units: 5, atMs: a.atMs, id: "x" }] }, T0 + 1);
+    expect(run.record.share?.reserved).toEqual(before?.reserved);
+    expect(run.record.giveBack).toEqual([]);
   });
 });
