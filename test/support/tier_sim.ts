@@ -393,15 +393,34 @@ export async function simulateTier(
   /** The sub-lease each delegate's caller holds (one caller per delegate), and units admitted from them. */
   const held = new Map<number, { unitsLeft: number; atMs: number; endsAtMs: number }>();
   let subleased = 0;
+  /** A call to delegate `to` (2 ms each way), or to the key's object (`to` < 0); `twice`: delivered again. */
+  const answerOf = (to: number, input: CallInput, twice = false): Promise<CallResult> => {
+    const d = delegates[to];
+    if (d === undefined) return objectCall(3, input);
+    return (async () => {
+      await clock.sleep(2);
+      const result = await d.check(input);
+      // Decided now (a window share's answers carry its grant's time instead), unless passed through.
+      for (const r of result.results) if (!decidedAt.has(r)) decidedAt.set(r, clock.nowMs());
+      // Delivered twice: a retry of the same call (its id) after the first was applied; its answer is not used.
+      if (twice) void d.check(input).catch(() => undefined);
+      await clock.sleep(2);
+      return result;
+    })();
+  };
+  /** Admits up to `n` from a sub-lease held (now, as an isolate does); returns how many are left to ask for. */
+  const fromHeld = (h: { unitsLeft: number }, n: number): number => {
+    const local = Math.min(n, h.unitsLeft);
+    h.unitsLeft -= local;
+    subleased += local;
+    for (let k = 0; k < local; k++) admitted.push(clock.nowMs());
+    return n - local;
+  };
   const send = (to: number, n: number, refund: number, leaseUnits = 0) => {
     // First from the caller's sub-lease while its term lasts (admitted now, as an isolate does).
     const mine = held.get(to);
     if (mine !== undefined && clock.nowMs() < mine.endsAtMs) {
-      const local = Math.min(n, mine.unitsLeft);
-      mine.unitsLeft -= local;
-      subleased += local;
-      for (let k = 0; k < local; k++) admitted.push(clock.nowMs());
-      n -= local;
+      n = fromHeld(mine, n);
       if (n === 0) return; // answered from the sub-lease: no call (an isolate asks for the next one when this runs out)
     }
     // A call ends the sub-lease: what is left goes back with it.
@@ -418,18 +437,7 @@ export async function simulateTier(
       ...(leaseUnits > 0 && to >= 0 ? { lease: { units: leaseUnits, ttlMs: 1000 } } : {}),
     };
     const sentAtMs = clock.nowMs();
-    const d = delegates[to];
-    const answer =
-      d === undefined
-        ? objectCall(3, input)
-        : (async () => {
-            await clock.sleep(2);
-            const result = await d.check(input);
-            // Decided now (a window share's answers carry its grant's time instead), unless passed through.
-            for (const r of result.results) if (!decidedAt.has(r)) decidedAt.set(r, clock.nowMs());
-            await clock.sleep(2);
-            return result;
-          })();
+    const answer = answerOf(to, input);
     pending.push(
       answer.then(
         (result) => {
@@ -503,11 +511,7 @@ export async function simulateTier(
     const key = `${to}:${from}`;
     const mine = lateHeld.get(key);
     if (mine !== undefined && clock.nowMs() < mine.endsAtMs) {
-      const local = Math.min(n, mine.unitsLeft);
-      mine.unitsLeft -= local;
-      subleased += local;
-      for (let k = 0; k < local; k++) admitted.push(clock.nowMs());
-      n -= local;
+      n = fromHeld(mine, n);
     } else if (mine !== undefined) retire(key, to, from, mine);
     // The returns due go with this call (a call of its own when `n` is 0 and nothing is asked).
     const due = (outbox.get(key) ?? []).filter((o) => o.dueAtMs <= clock.nowMs());
@@ -533,19 +537,7 @@ export async function simulateTier(
       ...(leaseUnits > 0 && to >= 0 && n > 0 ? { lease: { units: leaseUnits, ttlMs: RATE_LEASE_TERM_MS } } : {}),
     };
     const sentAtMs = clock.nowMs();
-    const d = delegates[to];
-    const answer =
-      d === undefined
-        ? objectCall(3, input)
-        : (async () => {
-            await clock.sleep(2);
-            const result = await d.check(input);
-            for (const r of result.results) if (!decidedAt.has(r)) decidedAt.set(r, clock.nowMs());
-            // Delivered twice: a retry of the same call (its id) after the first was applied; its answer is not used.
-            if (twice) void d.check(input).catch(() => undefined);
-            await clock.sleep(2);
-            return result;
-          })();
+    const answer = answerOf(to, input, twice);
     pending.push(
       answer.then(
         (result) => {
