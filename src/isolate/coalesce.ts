@@ -277,7 +277,7 @@ export class Coalescer {
     const sentAtMs = clock();
     let answers: Asked[] = [];
     try {
-      const answer = await callTarget(this.options, st, delegate, input);
+      const answer = await callTarget(this.options, st, delegate, input, keepAlive);
       refundsLanded(this.c, st, input, answer);
       answers = this.settle(st, batch, answer, sentAtMs, keepAlive, delegate ?? undefined);
     } finally {

@@ -303,7 +303,7 @@ async function sendReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): Promis
   try {
     const delegate = delegateFor(st, clock());
     const input = callInput(c, st, [], false, delegate !== null);
-    const answer = await callTarget(c.options, st, delegate, input);
+    const answer = await callTarget(c.options, st, delegate, input, keepAlive);
     refundsLanded(c, st, input, answer);
     if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
     noteAnswer(st, answer.result, clock());

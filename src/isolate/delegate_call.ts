@@ -96,13 +96,15 @@ function unnoted(input: NotedCallInput): CallInput {
  * Make the call: to the delegate if any (`callDelegates`), else or on its fallback to the key's object (no refunds:
  * the delegate may have applied them). A busy key's object sends the key to the delegate (`overloadTeachesHot`); a
  * busy delegate (said so, or overloaded), this isolate to its own shard. Sub-leases lent by another delegate go back
- * to it (`byLender`), after the call.
+ * to it (`byLender`), after the call, in the background (`keepAlive`).
  */
 export async function callTarget(
   options: CoalescerOptions,
   st: KeyState,
   delegate: DelegateRoute | null,
   input: NotedCallInput,
+  /** Keeps the return-only calls to other lenders alive after the answer (the request's `waitUntil`). */
+  keepAlive?: (work: Promise<unknown>) => void,
 ): Promise<CallAnswer> {
   const isolate = { sleep: options.sleep, stats: options.counters };
   const direct = async (call: CallInput) => {
@@ -125,7 +127,11 @@ export async function callTarget(
       giveBack,
       lease: null,
     });
-    await Promise.all(away.map((a) => callObject(a.to.transport, a.to.name, back(a.giveBack), st.timeoutMs, isolate)));
+    // Not waited for: the batch's answer is ready now, and a lender in another region is a round trip of its own.
+    const sent = Promise.all(
+      away.map((a) => callObject(a.to.transport, a.to.name, back(a.giveBack), st.timeoutMs, isolate)),
+    );
+    if (away.length > 0) keepAlive?.(sent.catch(() => undefined));
   }
   if (out.kind === "answer") {
     const { answer } = out;

@@ -429,6 +429,24 @@ describe("a sub-lease's unused units go back to the delegate that lent it (byLen
     expect(object.got).toEqual([]);
   });
 
+  it("the batch's answer does not wait for the lenders: their calls are the request's background work", async () => {
+    // A lender may be another region's delegate: its round trip (or its timeout) must not hold the batch's requests.
+    const { clock, first, own, next, st, call, options } = setup();
+    const kept: Promise<unknown>[] = [];
+    let answeredAtMs: number | null = null;
+    const pending = callTarget(options, st, own.route, call, (work) => kept.push(work)).then((answer) => {
+      answeredAtMs = clock.clock();
+      return answer;
+    });
+    await clock.runUntil(T0 + 1000);
+    expect((await pending).kind).toBe("answered");
+    // Answered when the delegate called answered (one hop), not a hop later when the lenders did.
+    expect(answeredAtMs).toBe(T0 + HOP_MS);
+    expect([own.got.length, first.got.length, next.got.length]).toEqual([1, 1, 1]);
+    expect(kept).toHaveLength(1);
+    await Promise.all(kept);
+  });
+
   it("not after an overloaded call (the coalescer sends them all again: a lender must not get one twice)", async () => {
     const { clock, first, own, next, st, call, options } = setup(true);
     const pending = callTarget(options, st, own.route, call);
