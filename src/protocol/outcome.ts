@@ -52,9 +52,11 @@ export function stepRecord(
     }
   }
   const out = checkRecord(record, { rule, cost }, nowMs);
-  if (!out.result.ok) return out;
-  if (!out.result.decision.allowed) return banFrom(out, rule, cost, nowMs);
-  return out;
+  const blockForMs = rule.blockForMs ?? 0;
+  if (!out.result.ok || out.result.decision.allowed || blockForMs <= 0 || out.record === null) return out;
+  // A refusal by the algorithm with `block_for`: the ban starts here, and the answer says its end.
+  const banned = withBan(out.record, blockForMs, nowMs);
+  return { result: bannedResult(banned, rule, cost, nowMs + blockForMs, nowMs), record: banned };
 }
 
 /** Charge `cost` units after the origin answered, as much as fits (no debt); not all: over (a ban may start). */
@@ -94,14 +96,6 @@ export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, co
     ...(peek.banUntilMs === undefined ? {} : { banUntilMs: peek.banUntilMs }),
   };
   return { result, record: current };
-}
-
-/** A refusal by the algorithm: with `block_for`, the ban starts here, and the answer says its end. */
-function banFrom(out: Step, rule: LimiterRule, cost: number, nowMs: number): Step {
-  const blockForMs = rule.blockForMs ?? 0;
-  if (blockForMs <= 0 || out.record === null) return out;
-  const record = withBan(out.record, blockForMs, nowMs);
-  return { result: bannedResult(record, rule, cost, nowMs + blockForMs, nowMs), record };
 }
 
 function withBan(record: LimiterRecord, blockForMs: number, nowMs: number): LimiterRecord {

@@ -103,12 +103,6 @@ export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): Limite
   return { ...rule, params: record.params, version: record.version ?? 0 };
 }
 
-interface CheckInput {
-  readonly rule: LimiterRule;
-  /** Integer >= 1. */
-  readonly cost: number;
-}
-
 export type CheckResult =
   | {
       readonly ok: true;
@@ -134,6 +128,18 @@ export interface RefundInput {
 /** What the key looks like after a refund, for the RateLimit header: `null` when there was nothing to refund. */
 export type RefundResult = { readonly remaining: number; readonly resetAfterMs: number } | null;
 
+/** A bare record of `state` under the rule's parameters and version (no bookkeeping). */
+export function newRecord(rule: Pick<LimiterRule, "params" | "version">, state: AlgorithmState): LimiterRecord {
+  const version = rule.version ?? 0;
+  return {
+    v: 1,
+    params: rule.params,
+    fingerprint: fingerprintOf(rule.params),
+    state,
+    ...(version === 0 ? {} : { version }),
+  };
+}
+
 /** The state to decide on under `params` (`ruleFor`'s): the stored one, carried over, or `null` (fresh). */
 export function stateOf(record: LimiterRecord | null, params: AlgorithmParams, nowMs: number): AlgorithmState | null {
   if (record === null) return null;
@@ -144,38 +150,28 @@ export function stateOf(record: LimiterRecord | null, params: AlgorithmParams, n
 /** Decide one request. `record` is the new record to store, or the very same object when nothing changed. */
 export function checkRecord(
   record: LimiterRecord | null,
-  input: CheckInput,
+  input: { readonly rule: LimiterRule; readonly cost: number },
   nowMs: number,
 ): { readonly result: CheckResult; readonly record: LimiterRecord | null } {
   const rule = ruleFor(record, input.rule);
   const { params } = rule;
-  const fingerprint = fingerprintOf(params);
   const state = stateOf(record, params, nowMs);
   const out = decide(params, state, input.cost, nowMs);
   if (!out.ok) return { result: out, record };
   const slots = out.decision.allowed ? slotPolicy(params) : undefined;
-  const result: CheckResult =
-    slots === undefined
-      ? { ok: true, decision: out.decision, atMs: nowMs }
-      : { ok: true, decision: out.decision, atMs: nowMs, slot: slots.taken(out.state) };
-  const version = rule.version ?? 0;
-  const unchanged =
-    record !== null &&
-    record.fingerprint === fingerprint &&
-    out.state === record.state &&
-    version === (record.version ?? 0);
-  if (unchanged) return { result, record };
-  const next: LimiterRecord = { v: 1, params, fingerprint, state: out.state, ...(version === 0 ? {} : { version }) };
-  const kept = record === null ? next : keepBookkeeping(record, next);
+  const slot = slots === undefined ? {} : { slot: slots.taken(out.state) };
+  const result: CheckResult = { ok: true, decision: out.decision, atMs: nowMs, ...slot };
+  const sameVersion = (rule.version ?? 0) === (record?.version ?? 0);
+  if (record?.state === out.state && record.fingerprint === fingerprintOf(params) && sameVersion) {
+    return { result, record };
+  }
+  // The old record's bookkeeping (call ids, lease asks, shares, lows, ban) goes on: it is not algorithm state.
+  const next = newRecord(rule, out.state);
+  const { v: _v, params: _p, fingerprint: _f, state: _s, version: _version, ...bookkeeping } = record ?? next;
+  const kept: LimiterRecord = { ...next, ...bookkeeping };
   // A charge notes the key's deficit just before it, for later refunds of earlier charges (late_refund.ts).
   const lows = out.state === state ? null : noteLow(record?.lows, params, state, nowMs, false);
   return { result, record: lows === null ? kept : { ...kept, lows } };
-}
-
-/** A new record with the old one's bookkeeping (call ids, lease asks, shares, lows, ban: not algorithm state). */
-function keepBookkeeping(old: LimiterRecord, next: LimiterRecord): LimiterRecord {
-  const { v: _v, params: _p, fingerprint: _f, state: _s, version: _version, ...bookkeeping } = old;
-  return { ...next, ...bookkeeping };
 }
 
 /** Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule). */
@@ -206,14 +202,14 @@ export function refundRecord(
   if (resetAfterMs > 0) return { result, record: noted({ ...record, state }) };
   const { calls, leaseAsks, shares, ban, version } = record;
   const bare = calls === undefined && leaseAsks === undefined && shares === undefined && ban === undefined;
-  return { result, record: bare && (version ?? 0) === 0 ? null : noted({ ...record, state: freshState(params) }) };
+  return { result, record: bare && (version ?? 0) === 0 ? null : noted({ ...record, state: fullState(params, 0) }) };
 }
 
-/** A state as good as none at any time: one unit charged and given back at time 0. */
-function freshState(params: AlgorithmParams): AlgorithmState {
-  const out = decide(params, null, 1, 0);
+/** A full state under `params` (a fresh key's, made concrete); at time 0, as good as none at any time. */
+export function fullState(params: AlgorithmParams, nowMs: number): AlgorithmState {
+  const out = decide(params, null, 1, nowMs);
   if (!out.ok) throw new Error("a fresh key admits one unit");
-  return refund(params, out.state, 1, 0);
+  return refund(params, out.state, 1, nowMs);
 }
 
 /** What a key looks like now, for a cost-1 request, without charging it (the admin API's state). */

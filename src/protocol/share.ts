@@ -13,17 +13,18 @@ import {
   fingerprintOf,
   freshAtMs,
   leasePolicy,
-  refund,
   sliceParams,
 } from "../algorithms/index.ts";
 import {
   type CallInput,
   type CallResult,
   callRecord,
+  fullState,
   isBusy,
   type LeaseReturn,
   type LimiterRecord,
   type LimiterRule,
+  newRecord,
   type PeekResult,
   peekRecord,
   peekState,
@@ -121,13 +122,6 @@ export function directParts(book: ShareBook, nowMs: number): number {
   return Math.max(0, SHARE_PARTS - promised);
 }
 
-/** A full state under `params` (a fresh key's, made concrete). */
-export function fullState(params: AlgorithmParams, nowMs: number): AlgorithmState {
-  const out = decide(params, null, 1, nowMs);
-  if (!out.ok) throw new Error("a fresh key admits one unit");
-  return refund(params, out.state, 1, nowMs);
-}
-
 /** An empty state under `params`: a bucket with nothing in it, refilling from `nowMs`. */
 export function emptyState(params: AlgorithmParams, nowMs: number): AlgorithmState {
   const out = decide(params, null, capacityOf(params), nowMs);
@@ -153,11 +147,16 @@ export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmPa
   return sliceParams(params, Math.min(parts, SHARE_PARTS), SHARE_PARTS);
 }
 
-/** The direct slice folded back into the record's own state (no rate share is live any more). */
-function fold(rec: LimiterRecord, direct: NonNullable<ShareBook["direct"]>, nowMs: number): AlgorithmState {
-  const from = honestSlice(rec.params, direct.parts);
-  if (from === null || direct.state === null) return emptyState(rec.params, nowMs);
-  return carryOver(from, rec.params, direct.state, nowMs) ?? emptyState(rec.params, nowMs);
+/** The direct slice's state carried over to `to` (an empty bucket where it has none). */
+export function directStateIn(
+  recParams: AlgorithmParams,
+  direct: NonNullable<ShareBook["direct"]>,
+  to: AlgorithmParams,
+  nowMs: number,
+): AlgorithmState {
+  const from = honestSlice(recParams, direct.parts);
+  if (from === null || direct.state === null) return emptyState(to, nowMs);
+  return carryOver(from, to, direct.state, nowMs) ?? emptyState(to, nowMs);
 }
 
 /**
@@ -174,7 +173,8 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
   let direct = book.direct;
   const rateLive = entries.some((e) => promisedParts(e, nowMs) > 0);
   if (direct !== undefined && (!rateLive || shareKindOf(rec.params) !== "rate")) {
-    rec = { ...rec, state: fold(rec, direct, nowMs) };
+    // The direct slice folds back into the record's own state.
+    rec = { ...rec, state: directStateIn(rec.params, direct, rec.params, nowMs) };
     direct = undefined;
   }
   if (entries.length === 0 && direct === undefined && book.ahead === undefined && nowMs >= book.hotUntilMs) {
@@ -262,14 +262,8 @@ function directCall(
   const state = from === null || direct.state === null ? emptyState(to, nowMs) : direct.state;
   const viewParams = from === null || direct.state === null ? to : from;
   const view: LimiterRecord = {
-    v: 1,
-    params: viewParams,
-    fingerprint: fingerprintOf(viewParams),
-    state,
-    ...(rule.version === undefined || rule.version === 0 ? {} : { version: rule.version }),
-    ...(rec.calls === undefined ? {} : { calls: rec.calls }),
-    ...(rec.leaseAsks === undefined ? {} : { leaseAsks: rec.leaseAsks }),
-    ...(rec.lows === undefined ? {} : { lows: rec.lows }),
+    ...newRecord({ params: viewParams, version: rule.version }, state),
+    ...callMemory(rec),
   };
   const out = callRecord(view, { ...input, rule: { ...rule, params: to } }, nowMs);
   if (out.record === view) return { result: out.result, record: rec };
@@ -278,20 +272,18 @@ function directCall(
     fingerprintOf(rec.params) === fingerprintOf(rule.params)
       ? rec.state
       : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyState(rule.params, nowMs));
-  const version = rule.version ?? 0;
   const { version: _v, calls: _c, leaseAsks: _l, lows: _w, ...base } = rec;
-  const merged: LimiterRecord = {
-    ...base,
-    params: rule.params,
-    fingerprint: fingerprintOf(rule.params),
-    state: main,
-    ...(version === 0 ? {} : { version }),
-    ...(after.calls === undefined ? {} : { calls: after.calls }),
-    ...(after.leaseAsks === undefined ? {} : { leaseAsks: after.leaseAsks }),
-    ...(after.lows === undefined ? {} : { lows: after.lows }),
-    shares: { ...book, direct: { parts, state: after.state } },
+  const shares = { ...book, direct: { parts, state: after.state } };
+  return { result: out.result, record: { ...base, ...newRecord(rule, main), ...callMemory(after), shares } };
+}
+
+/** What a direct call's view shares with the record: its calls, lease asks and lows (not its shares or ban). */
+function callMemory(r: LimiterRecord): Pick<LimiterRecord, "calls" | "leaseAsks" | "lows"> {
+  return {
+    ...(r.calls === undefined ? {} : { calls: r.calls }),
+    ...(r.leaseAsks === undefined ? {} : { leaseAsks: r.leaseAsks }),
+    ...(r.lows === undefined ? {} : { lows: r.lows }),
   };
-  return { result: out.result, record: merged };
 }
 
 /** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */

@@ -3,20 +3,13 @@
  * delegate gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
-import {
-  type AlgorithmState,
-  carryOver,
-  decide,
-  fingerprintOf,
-  leasePolicy,
-  leaseTermMs,
-} from "../algorithms/index.ts";
+import { carryOver, decide, fingerprintOf, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
+  directStateIn,
   EMPTY_BOOK,
   emptyState,
-  fullState,
   honestSlice,
   keyCall,
   keyPeek,
@@ -31,9 +24,11 @@ import {
 } from "./share.ts";
 import {
   checkRecord,
+  fullState,
   isBusy,
   type LimiterRecord,
   type LimiterRule,
+  newRecord,
   peekState,
   ruleFor,
   type ShareBook,
@@ -257,14 +252,10 @@ function transfer(
   nowMs: number,
 ): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number } {
   const direct = book.direct ?? { parts: SHARE_PARTS, state: rec.state };
-  const from = honestSlice(rec.params, direct.parts);
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);
   if (mid === null) return { direct: { parts: after, state: to === null ? null : emptyState(to, nowMs) }, tokens: 0 };
-  let state =
-    from === null || direct.state === null
-      ? emptyState(mid, nowMs)
-      : (carryOver(from, mid, direct.state, nowMs) ?? emptyState(mid, nowMs));
+  let state = directStateIn(rec.params, direct, mid, nowMs);
   const level = peekState(mid, state, nowMs).remaining;
   let tokens = Math.floor((level * (before - after)) / before);
   if (tokens >= 1) {
@@ -340,17 +331,6 @@ function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: stri
     held += Math.max(0, e.units - used);
   }
   return held;
-}
-
-function newRecord(rule: LimiterRule, state: AlgorithmState): LimiterRecord {
-  const version = rule.version ?? 0;
-  return {
-    v: 1,
-    params: rule.params,
-    fingerprint: fingerprintOf(rule.params),
-    state,
-    ...(version === 0 ? {} : { version }),
-  };
 }
 
 /**

@@ -32,12 +32,9 @@ import {
 } from "./tunables.ts";
 
 /**
- * A rate sub-lease's units, reserved rather than taken for good: no batch or other sub-lease may use them, the part
- * used is charged when the rest comes back (all of them at `untilMs`, `RESERVATION_WAIT_MS` after the lease's end),
- * and the bucket never refills them meanwhile.
- * Up to the slice's refill over a lease's term is taken out of the bucket (`takenOut`), the rest stays in it: the
- * bucket and the units out never hold more than the burst and that refill (the bound's `RATE_BOUND_MS`), and the
- * bucket refills while they are out (all reserved in it, a slice lent out to a burst stopped refilling).
+ * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
+ * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
+ * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
  */
 export interface Reservation {
   /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
@@ -70,12 +67,9 @@ export interface SubleaseSource {
   readonly lent?: number;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
-  /**
-   * Rate share: its sub-leases' units still in its bucket (`Reservation`; absent: none, as in a record from before they
-   * were kept, whose sub-leases' units were taken: their returns then match nothing and are dropped).
-   */
+  /** Rate share: its sub-leases' units still in its bucket (absent: none; a return matching none is dropped). */
   readonly reserved?: readonly Reservation[];
-  /** Rate share: units of `reserved` taken out of the bucket, at most `outCap` (absent: 0). */
+  /** Rate share: units of `reserved` taken out of the bucket, at most its refill over a lease's term (absent: 0). */
   readonly takenOut?: number;
 }
 
@@ -129,7 +123,7 @@ export function subleaseFrom<S extends SubleaseSource>(
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
   // At most a part of what the slice holds (`SUBLEASE_OF_HELD`): the rest stays for batches and other isolates' asks.
-  const reserved = reservedUnits(share);
+  const reserved = sum(share.reserved ?? []);
   const have = peekState(params, share.state, nowMs).remaining - inBucket(share);
   const units = Math.min(wanted, Math.max(1, Math.floor(have / SUBLEASE_OF_HELD)), have, capacityOf(params));
   if (units < 1) {
@@ -146,17 +140,12 @@ export function subleaseFrom<S extends SubleaseSource>(
 
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
 export function inBucket(share: SubleaseSource): number {
-  return Math.max(0, reservedUnits(share) - (share.takenOut ?? 0));
-}
-
-/** What a slice's sub-leases take out of its bucket at most: its refill over a lease's term. */
-function outCap(params: AlgorithmParams): number {
-  return leaseRefillOver(params, RATE_LEASE_TERM_MS) ?? 0;
+  return Math.max(0, sum(share.reserved ?? []) - (share.takenOut ?? 0));
 }
 
 /**
- * The bucket with `due` units charged and the units taken out brought to `min(live, outCap)`: those that come back
- * into it refunded (capped at the burst: safe), those that go out charged.
+ * The bucket with `due` units charged and the units taken out brought to `min(live, outCap)` (`outCap`: its refill
+ * over a lease's term): those that come back into it refunded (capped at the burst: safe), those that go out charged.
  */
 function moved(
   params: AlgorithmParams,
@@ -166,7 +155,7 @@ function moved(
   due: number,
   nowMs: number,
 ): { readonly state: AlgorithmState; readonly takenOut: number } {
-  const out = Math.min(live, outCap(params));
+  const out = Math.min(live, leaseRefillOver(params, RATE_LEASE_TERM_MS) ?? 0);
   const net = takenOut - out - due;
   return { state: net > 0 ? refund(params, state, net, nowMs) : charged(params, state, -net, nowMs), takenOut: out };
 }
@@ -175,11 +164,6 @@ function moved(
 export function reservedBackInMs(share: SubleaseSource, nowMs: number): number {
   const endMs = Math.min(...(share.reserved ?? []).map((r) => r.untilMs - RESERVATION_WAIT_MS));
   return Math.min(RATE_LEASE_TERM_MS, Math.max(1, endMs - nowMs));
-}
-
-/** Units reserved in a rate share's bucket (`Reservation`), 0 for none. */
-export function reservedUnits(share: SubleaseSource): number {
-  return (share.reserved ?? []).reduce((a, r) => a + r.units, 0);
 }
 
 /**
@@ -205,10 +189,9 @@ export function settled<S extends SubleaseSource>(share: S, nowMs: number): S {
 }
 
 /**
- * A rate share's bucket handed on to another (`into`, from the bucket as it is): its reservations go with it while it
- * holds them all, the units taken out brought to its `outCap` (those beyond it come back into it, capped at its burst:
- * a smaller slice may take out less); else they are charged in full first (their returns then match nothing: short,
- * never over). Either way the new bucket and the units out stay within its burst and `outCap`: the bound holds.
+ * A rate share's bucket handed on to another (`into`, from the bucket as it is): its reservations go with it (`moved`)
+ * while it holds them all, else they are charged in full first (their returns then match nothing: short, never over):
+ * either way within the bound.
  */
 export function handedOn<S extends SubleaseSource>(
   share: S,
@@ -222,7 +205,7 @@ export function handedOn<S extends SubleaseSource>(
   const kept = into(share.state);
   const none = { reserved: [], takenOut: 0 };
   if (reserved.length === 0) return { state: kept.state, ...none };
-  const live = reservedUnits(share);
+  const live = sum(reserved);
   if (kept.params !== null && kept.state !== null) {
     const out = moved(kept.params, kept.state, share.takenOut ?? 0, live, 0, nowMs);
     if (peekState(kept.params, out.state, nowMs).remaining >= live - out.takenOut) return { ...out, reserved };
@@ -234,6 +217,7 @@ export function handedOn<S extends SubleaseSource>(
   return { state: into(state).state, ...none };
 }
 
+/** Units of `reserved`, 0 for none. */
 const sum = (reserved: readonly Reservation[]) => reserved.reduce((a, r) => a + r.units, 0);
 
 /** The share with `reserved` and `takenOut` of them (the fields absent when none). */
@@ -347,14 +331,8 @@ function refundInto<S extends SubleaseSource>(
     });
     if (at === -1) return null;
     const due = { ...reserved[at]!, units: reserved[at]!.units - back.units, untilMs: nowMs };
-    return {
-      share: withReserved(
-        share,
-        reserved.map((r, i) => (i === at ? due : r)),
-        share.takenOut ?? 0,
-      ),
-      rest: 0,
-    };
+    const now = reserved.map((r, i) => (i === at ? due : r));
+    return { share: withReserved(share, now, share.takenOut ?? 0), rest: 0 };
   }
   if (nowMs >= share.endsAtMs) return null;
   const lent = share.lent ?? 0;

@@ -6,8 +6,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { sliceParams } from "../../src/algorithms/index.ts";
-import { fullState, keyCall } from "../../src/protocol/share.ts";
+import { keyCall } from "../../src/protocol/share.ts";
 import type { CallInput, CheckResult, LimiterRecord, LimiterRule, ShareEntry } from "../../src/protocol/store.ts";
+import { fullState } from "../../src/protocol/store.ts";
 import { tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);

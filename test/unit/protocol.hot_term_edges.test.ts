@@ -4,8 +4,9 @@
  * keeps its own term. Stands for the rate bound's term: a hot rate key's leases are used within `RATE_BOUND_MS`.
  */
 import { describe, expect, it } from "vitest";
-import { fullState, keyCall } from "../../src/protocol/share.ts";
+import { keyCall } from "../../src/protocol/share.ts";
 import type { CallInput, LimiterRecord, LimiterRule } from "../../src/protocol/store.ts";
+import { fullState } from "../../src/protocol/store.ts";
 import { RATE_LEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
 import { fixedWindow, tokenBucket } from "../support/params.ts";

@@ -8,9 +8,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type AlgorithmParams, type AlgorithmState, refund, sliceParams } from "../../src/algorithms/index.ts";
-import { emptyState, fullState, type ShareGrant } from "../../src/protocol/share.ts";
+import { emptyState, type ShareGrant } from "../../src/protocol/share.ts";
 import { adoptedStart, carried, refill } from "../../src/protocol/share_tokens.ts";
-import { peekState } from "../../src/protocol/store.ts";
+import { fullState, peekState } from "../../src/protocol/store.ts";
 import { fixedWindow, gcraP, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
 

@@ -14,8 +14,8 @@ import {
   type HeldShare,
   NEW_DELEGATE,
 } from "../../src/protocol/delegate.ts";
-import { emptyState, fullState } from "../../src/protocol/share.ts";
-import { type CallInput, type LimiterRule, peekState, shorter } from "../../src/protocol/store.ts";
+import { emptyState } from "../../src/protocol/share.ts";
+import { type CallInput, fullState, type LimiterRule, peekState, shorter } from "../../src/protocol/store.ts";
 import {
   callDemand,
   delegateSlice,

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { type DelegateRecord, delegateCall, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
-import { emptyState, fullState } from "../../src/protocol/share.ts";
-import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
+import { emptyState } from "../../src/protocol/share.ts";
+import { type CallInput, fullState, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import {
   charged,
   delegateSlice,

@@ -17,8 +17,8 @@ import {
   NEW_DELEGATE,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
-import { fullState, type ShareGrant } from "../../src/protocol/share.ts";
-import { type CallInput, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
+import type { ShareGrant } from "../../src/protocol/share.ts";
+import { type CallInput, fullState, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { RATE_BOUND_MS, RATE_LEASE_TERM_MS, RESERVATION_WAIT_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
