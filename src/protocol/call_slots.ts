@@ -37,9 +37,7 @@ export class CallSlots {
   }
 
   constructor(used: readonly number[] = []) {
-    this.used.push(...used);
-    const taken = new Set(used);
-    for (let slot = CALL_MEMORY_MAX - 1; slot >= 0; slot--) if (!taken.has(slot)) this.free.push(slot);
+    this.clear(used);
   }
 
   /** The slot for the next call: a free one, else the oldest call's (which the record forgot too). */
@@ -49,11 +47,12 @@ export class CallSlots {
     return slot;
   }
 
-  /** Forget every slot (the object forgot the key). */
-  clear(): void {
-    this.used.length = 0;
+  /** Forget every slot but `used` (the object forgot the key). */
+  clear(used: readonly number[] = []): void {
+    this.used.splice(0, this.used.length, ...used);
     this.free.length = 0;
-    for (let slot = CALL_MEMORY_MAX - 1; slot >= 0; slot--) this.free.push(slot);
+    const taken = new Set(used);
+    for (let slot = CALL_MEMORY_MAX - 1; slot >= 0; slot--) if (!taken.has(slot)) this.free.push(slot);
   }
 }
 

@@ -70,13 +70,8 @@ export async function callObject(
     );
     const raced = await Promise.race([settled, deadline]);
     if (raced === "timeout") {
-      return {
-        kind: "failed",
-        failure: "timeout",
-        message: `no answer within ${timeoutMs} ms`,
-        attempts: attempt,
-        late: call,
-      };
+      const message = `no answer within ${timeoutMs} ms`;
+      return { kind: "failed", failure: "timeout", message, attempts: attempt, late: call };
     }
     if (raced.ok) return { kind: "answered", result: raced.result, attempts: attempt };
     const { failure, retry } = classify(raced.error);

@@ -6,6 +6,7 @@ import { costError, type Decision, decide } from "../algorithms/index.ts";
 import {
   activeBan,
   type CheckResult,
+  chargeUnits,
   checkRecord,
   freshInMs,
   type LimiterRecord,
@@ -64,17 +65,10 @@ export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, co
   const impossible = costError(rule.params, cost);
   if (impossible !== null) return { result: { ok: false, error: impossible }, record };
   const fits = peekAlgorithm(record, rule, nowMs).remaining;
-  const take = Math.min(cost, fits);
-  let current = record;
-  let charged = 0;
-  if (take >= 1) {
-    const out = checkRecord(record, { rule, cost: take }, nowMs);
-    // `fits` cost-1 requests fit, so a request of that many units does (every algorithm's remaining is additive).
-    if (out.result.ok && out.result.decision.allowed) {
-      current = out.record;
-      charged = take;
-    }
-  }
+  // `fits` cost-1 requests fit, so a request of that many units does (every algorithm's remaining is additive).
+  const out = chargeUnits(record, rule, Math.min(cost, fits), nowMs);
+  const charged = out.units;
+  let current = out.record;
   const over = charged < cost;
   const blockForMs = rule.blockForMs ?? 0;
   if (over && blockForMs > 0 && current !== null && activeBan(current, nowMs) === null) {

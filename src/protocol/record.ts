@@ -174,6 +174,17 @@ export function checkRecord(
   return { result, record: lows === null ? kept : { ...kept, lows } };
 }
 
+/** `units` charged at once, as that many cost-1 requests would be, if they fit; else none (`units: 0`, `record`). */
+export function chargeUnits(
+  record: LimiterRecord | null,
+  rule: LimiterRule,
+  units: number,
+  nowMs: number,
+): { readonly record: LimiterRecord | null; readonly units: number } {
+  const out = units >= 1 ? checkRecord(record, { rule, cost: units }, nowMs) : null;
+  return out?.result.ok && out.result.decision.allowed ? { record: out.record, units } : { record, units: 0 };
+}
+
 /** Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule). */
 export function refundRecord(
   record: LimiterRecord | null,

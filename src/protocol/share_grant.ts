@@ -23,7 +23,7 @@ import {
   shareKindOf,
 } from "./share.ts";
 import {
-  checkRecord,
+  chargeUnits,
   fullState,
   isBusy,
   type LimiterRecord,
@@ -45,6 +45,10 @@ import {
   UNSETTLED_TERM_RTTS,
 } from "./tunables.ts";
 import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
+
+/** A grant's fields when it grants no share. */
+const NO_SHARE = { kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0 } as const;
+
 /**
  * Grant (renew, or take back) a delegate's share: a retried ask is answered as granted; the units given back are
  * refunded; while the key is hot the delegate gets its demand's proportion (`rateGrant`, `windowGrant`); else, or
@@ -72,27 +76,21 @@ export function shareRecord(
   const total = demand + directDemand(rec, nowMs) + others.reduce((sum, e) => sum + e.demand, 0);
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
   const roomy = mine !== undefined || others.length < SHARE_DELEGATES_MAX;
-  const used = mine === undefined ? 0 : inUse(mine, ask, nowMs).parts;
+  // The parts the delegate's share still uses (`inUse`) stay promised after its ask, as its previous ones.
+  const prev = mine === undefined ? null : inUse(mine, ask, nowMs);
   if (!hot || ask.release === true || !roomy) {
-    const none: ShareGrant = {
-      atMs: nowMs,
-      kind: "none",
-      parts: 0,
-      units: 0,
-      remaining: 0,
-      termMs: 0,
-      rule,
-      hot: hot && !roomy,
-    };
-    if (mine === undefined || rec === null) return { record: rec, grant: none };
-    const ended: ShareEntry = { ...ended0(mine, nowMs, ask), askId: ask.id };
-    return { record: withEntry(rec, rec.shares ?? book, others, ended, hot, nowMs), grant: none };
+    const none: ShareGrant = { atMs: nowMs, ...NO_SHARE, rule, hot: hot && !roomy };
+    if (mine === undefined || prev === null || rec === null) return { record: rec, grant: none };
+    // Its share ends now (no tokens move with it).
+    const { tokens: _tokens, ahead: _ahead, ...rest } = mine;
+    const ended = { ...rest, parts: 0, units: 0, endsAtMs: nowMs, prevParts: prev.parts, prevEndsAtMs: prev.untilMs };
+    const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id };
+    return { record: withEntry(rec, rec.shares ?? book, others, entry, hot, nowMs), grant: none };
   }
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, used, mine, ask, nowMs)
+      ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
-  const prev = mine === undefined ? null : ended0(mine, nowMs, ask);
   const ahead = out.grant.ahead;
   const entry: ShareEntry = {
     holder: ask.holder,
@@ -100,8 +98,8 @@ export function shareRecord(
     units: out.grant.units,
     atMs: nowMs,
     endsAtMs: nowMs + out.grant.termMs + (ahead?.termMs ?? 0),
-    prevParts: prev?.prevParts ?? 0,
-    prevEndsAtMs: prev?.prevEndsAtMs ?? 0,
+    prevParts: prev?.parts ?? 0,
+    prevEndsAtMs: prev?.untilMs ?? 0,
     demand,
     ...(out.grant.tokens === undefined ? {} : { tokens: out.grant.tokens }),
     ...(ahead === undefined ? {} : { ahead }),
@@ -114,23 +112,16 @@ export function shareRecord(
  * Parts of an entry still in use after its delegate sent `ask`, and until when: its last grant's if the ask is
  * `holding` it, else all it holds or held (`promisedParts`); at most `keep`; until its term's end or `oldForMs`.
  */
-function inUse(e: ShareEntry, ask: ShareAsk | undefined, nowMs: number): { parts: number; untilMs: number } {
-  const adopted = ask?.holding !== undefined && ask.holding === e.askId;
+function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): { parts: number; untilMs: number } {
+  const adopted = ask.holding !== undefined && ask.holding === e.askId;
   const parts = adopted ? (nowMs < partsUntilMs(e) ? e.parts : 0) : promisedParts(e, nowMs);
   const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
-  const forMs = ask?.oldForMs;
+  const forMs = ask.oldForMs;
   const bounded = forMs !== undefined && Number.isSafeInteger(forMs) && forMs >= 0;
   const untilMs = bounded ? Math.min(heldUntilMs, nowMs + forMs) : heldUntilMs;
-  const keep = ask?.keep;
+  const keep = ask.keep;
   const valid = keep !== undefined && Number.isSafeInteger(keep) && keep >= 0;
   return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
-}
-
-/** An entry's share ended now: what it still uses (`inUse`) stays promised until then (no tokens move with it). */
-function ended0(e: ShareEntry, nowMs: number, ask?: ShareAsk): ShareEntry {
-  const { tokens: _tokens, ahead: _ahead, ...rest } = e;
-  const used = inUse(e, ask, nowMs);
-  return { ...rest, parts: 0, units: 0, endsAtMs: nowMs, prevParts: used.parts, prevEndsAtMs: used.untilMs, demand: 0 };
 }
 
 function withEntry(
@@ -181,7 +172,7 @@ function rateGrant(
   ask: ShareAsk,
   nowMs: number,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
-  const prevTermMs = mine === undefined ? 0 : termOf(mine);
+  const prevTermMs = mine !== undefined && mine.parts > 0 ? Math.max(0, mine.endsAtMs - mine.atMs) : 0;
   const told = ask.holding !== undefined && ask.holding === mine?.askId; // `held`: to the entry's grant's holder only
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
   const book = base.shares ?? EMPTY_BOOK;
@@ -234,11 +225,6 @@ export function rateTermMs(parts: number, fair: number, held: number, prevTermMs
   return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
 }
 
-/** The term an entry's share was granted for, ms (0: it holds none now). */
-function termOf(e: ShareEntry): number {
-  return e.parts > 0 ? Math.max(0, e.endsAtMs - e.atMs) : 0;
-}
-
 /**
  * The direct slice going from `before` parts to `after` (fewer, or as many): its state converted to `after`, and the
  * tokens that go with the parts it gives up: their proportion of what it holds now, rounded down.
@@ -268,11 +254,9 @@ function transfer(
 }
 
 /**
- * A window share: units of the current window, charged now as that many requests; as many as asked while the window
- * has room for every delegate's demand, else the delegate's demand's proportion of what is left and what the other
- * delegates still hold (`heldByOthers`; rounded up, at most its ask over what is left of its term, never more than is
- * left), or all that is left when that is no more than asked (the delegate is then short: delegate.ts, until its term's
- * renewal). The term is cut at the window's end.
+ * A window share: units of the current window, charged now; as many as asked while the window has room for every
+ * delegate's demand, else its demand's proportion of what is left and what the others still hold (`heldByOthers`), or
+ * all that is left when that is no more than asked (the delegate is then short until its renewal). Cut at the window's end.
  */
 function windowGrant(
   rec: LimiterRecord | null,
@@ -293,14 +277,9 @@ function windowGrant(
   const useBy = Math.ceil((want * termMs) / SHARE_TERM_MS);
   const split = Math.min(splitHeld ? useBy : want, Math.ceil((pool * demand) / total));
   const fair = total <= available || total === 0 || whole ? want : split;
-  let units = Math.min(want, Math.max(demand > 0 ? 1 : 0, fair), available);
-  let current = rec;
-  if (units >= 1) {
-    const out = checkRecord(current, { rule, cost: units }, nowMs);
-    if (out.result.ok && out.result.decision.allowed) current = out.record;
-    else units = 0;
-  }
-  let record = current ?? newRecord(rule, fullState(rule.params, nowMs));
+  const out = chargeUnits(rec, rule, Math.min(want, Math.max(demand > 0 ? 1 : 0, fair), available), nowMs);
+  const units = out.units;
+  let record = out.record ?? newRecord(rule, fullState(rule.params, nowMs));
   const remaining = available - units;
   // Shortly before the window's end, units of the next window too (window_ahead.ts).
   const next = uses("windowAhead")

@@ -10,7 +10,7 @@ import {
   type AppliedCall,
   CALL_MEMORY_MS,
   type CheckResult,
-  checkRecord,
+  chargeUnits,
   type LeaseAsks,
   type LimiterRecord,
   type LimiterRule,
@@ -190,19 +190,11 @@ function grantLease(
     supply === null || demand <= supply
       ? ask.units
       : Number((BigInt(ask.units) * BigInt(supply) + BigInt(demand) - 1n) / BigInt(demand));
-  const cap = leaseCapOf(rule.params);
-  const units = Math.min(ask.units, share, available, cap);
-  let current = record;
-  let lease: LeaseGrant | null = null;
-  if (units >= 1) {
-    const out = checkRecord(current, { rule, cost: units }, nowMs);
-    if (out.result.ok && out.result.decision.allowed) {
-      current = out.record;
-      // Cut short by what the key holds: the rest comes with the refill, so the term is shorter in proportion.
-      const termMs = units === available && available < share ? shorter(ttlMs, units, share) : ttlMs;
-      lease = { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
-    }
-  }
+  const units = Math.min(ask.units, share, available, leaseCapOf(rule.params));
+  const { record: current, units: charged } = chargeUnits(record, rule, units, nowMs);
+  // Cut short by what the key holds: the rest comes with the refill, so the term is shorter in proportion.
+  const termMs = units === available && available < share ? shorter(ttlMs, units, share) : ttlMs;
+  const lease = charged < 1 ? null : { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
   if (current === null) return { record: null, lease };
   return { record: { ...current, leaseAsks: asks }, lease };
 }

@@ -263,12 +263,10 @@ interface TakingRecord {
 }
 
 /**
- * A batch's units given back, taken before it is decided (and before a renewal, which takes the rest back): into the
- * share while it holds them, else kept for the next ask. Once per call id (`taken`, then its remembered call). A rate
- * rule's units the share does not take (no reservation of theirs) are dropped, not sent on: none left the key's
- * object's bucket, and a bucket that took them now would admit them twice if it refilled since (over the rate bound).
- * A rate rule's admission given back (`admitted`) goes on to the key's object, whose late refund takes back only what
- * its bucket lacked since (late_refund.ts): a token moved there as of its admission, never made.
+ * A batch's units given back, taken before it is decided, once per call id: into the share while it holds them, else
+ * kept for the next ask. A rate rule's units no reservation takes are dropped (none left the key's object's bucket, which
+ * would admit them twice if it refilled since); its admissions given back (`admitted`) go on to the key's object, whose
+ * late refund takes back only what its bucket lacked since (late_refund.ts).
  */
 export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
@@ -291,10 +289,7 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
   return { ...record, share, giveBack, taken };
 }
 
-/**
- * Of `giveBack`, the units a rate share's live reservations take (the rest are dropped): what the simulator's ledger
- * counts as taken back.
- */
+/** Of `giveBack`, the units a rate share's live reservations take (the rest are dropped), for the simulator's ledger. */
 export function returnRoom(share: SubleaseSource, giveBack: readonly LeaseReturn[], nowMs: number): number {
   let room = 0;
   let now: SubleaseSource = share;
@@ -309,11 +304,9 @@ export function returnRoom(share: SubleaseSource, giveBack: readonly LeaseReturn
 }
 
 /**
- * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
- * share also takes back units lent out of an earlier share of its window (`lent`: charged in it, as good as its own).
- * A rate share takes a return into the live reservation it names (its `atMs`, at least as many units; the fewest such):
- * only the units used stay reserved, due now (`settled` charges them). Exact whatever the delay: the bucket held the
- * units all along, so it never refilled them.
+ * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window share
+ * also takes back units lent out of an earlier share of its window (`lent`); a rate share, into the live reservation the
+ * return names (the fewest units such), whose used units are then due (`settled`): exact, the bucket held them all along.
  */
 function refundInto<S extends SubleaseSource>(
   share: S,
