@@ -5,10 +5,10 @@
 import { costError, type Decision, decide } from "../algorithms/index.ts";
 import {
   activeBan,
+  bannedResult,
   type CheckResult,
   chargeUnits,
   checkRecord,
-  freshInMs,
   type LimiterRecord,
   type LimiterRule,
   peekAlgorithm,
@@ -74,43 +74,13 @@ export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, co
   if (over && blockForMs > 0 && current !== null && activeBan(current, nowMs) === null) {
     current = withBan(current, blockForMs, nowMs);
   }
-  const peek = peekRecord(current, rule, nowMs);
-  const decision: Decision = {
-    allowed: !over,
-    remaining: peek.remaining,
-    resetAfterMs: peek.resetAfterMs,
-    retryAfterMs: over ? Math.max(1, peek.retryAfterMs ?? 1) : null,
-    delayMs: 0,
-  };
-  const result: CheckResult = {
-    ok: true,
-    decision,
-    atMs: nowMs,
-    charged,
-    ...(peek.banUntilMs === undefined ? {} : { banUntilMs: peek.banUntilMs }),
-  };
-  return { result, record: current };
+  const { remaining, resetAfterMs, retryAfterMs: waitMs, banUntilMs } = peekRecord(current, rule, nowMs);
+  const retryAfterMs = over ? Math.max(1, waitMs ?? 1) : null;
+  const decision: Decision = { allowed: !over, remaining, resetAfterMs, retryAfterMs, delayMs: 0 };
+  const ban = banUntilMs === undefined ? {} : { banUntilMs };
+  return { result: { ok: true, decision, atMs: nowMs, charged, ...ban }, record: current };
 }
 
 function withBan(record: LimiterRecord, blockForMs: number, nowMs: number): LimiterRecord {
   return { ...record, ban: { sinceMs: nowMs, untilMs: nowMs + blockForMs } };
-}
-
-/** A refusal during a ban: nothing left, a retry at the ban's end or later, when the algorithm would admit. */
-function bannedResult(
-  record: LimiterRecord | null,
-  rule: LimiterRule,
-  cost: number,
-  untilMs: number,
-  nowMs: number,
-): CheckResult {
-  const waitMs = untilMs - nowMs;
-  const params = ruleFor(record, rule).params;
-  const state = stateOf(record, params, nowMs);
-  const own = decide(params, state, cost, nowMs);
-  const ownRetryMs = own.ok && !own.decision.allowed ? (own.decision.retryAfterMs ?? 0) : 0;
-  const resetAfterMs = Math.max(waitMs, freshInMs(params, state, nowMs));
-  const retryAfterMs = Math.max(waitMs, ownRetryMs);
-  const decision: Decision = { allowed: false, remaining: 0, resetAfterMs, retryAfterMs, delayMs: 0 };
-  return { ok: true, decision, atMs: nowMs, banUntilMs: untilMs };
 }

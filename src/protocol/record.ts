@@ -239,18 +239,30 @@ export interface PeekResult {
 
 /** The key's state seen by a hypothetical cost-1 request at `nowMs`, whose new state is thrown away; a ban refuses. */
 export function peekRecord(record: LimiterRecord | null, rule: LimiterRule, nowMs: number): PeekResult {
-  const peek = peekAlgorithm(record, rule, nowMs);
   const ban = activeBan(record, nowMs);
-  if (ban === null) return peek;
-  const waitMs = ban.untilMs - nowMs;
-  return {
-    remaining: 0,
-    resetAfterMs: Math.max(peek.resetAfterMs, waitMs),
-    // At the ban's end the algorithm decides again: a retry succeeds only once it admits too.
-    retryAfterMs: Math.max(waitMs, peek.retryAfterMs ?? 0),
-    atMs: nowMs,
-    banUntilMs: ban.untilMs,
-  };
+  if (ban === null) return peekAlgorithm(record, rule, nowMs);
+  const { resetAfterMs, retryAfterMs } = bannedResult(record, rule, 1, ban.untilMs, nowMs).decision;
+  return { remaining: 0, resetAfterMs, retryAfterMs, atMs: nowMs, banUntilMs: ban.untilMs };
+}
+
+/** A refusal of `cost` during a ban until `untilMs`: a retry at its end or later, when the algorithm admits. */
+export function bannedResult(
+  record: LimiterRecord | null,
+  rule: LimiterRule,
+  cost: number,
+  untilMs: number,
+  nowMs: number,
+): Extract<CheckResult, { ok: true }> {
+  const waitMs = untilMs - nowMs;
+  const params = ruleFor(record, rule).params;
+  const state = stateOf(record, params, nowMs);
+  // At the ban's end the algorithm decides again: a retry succeeds only once it admits too.
+  const own = decide(params, state, cost, nowMs);
+  const ownRetryMs = own.ok && !own.decision.allowed ? (own.decision.retryAfterMs ?? 0) : 0;
+  const resetAfterMs = Math.max(waitMs, freshInMs(params, state, nowMs));
+  const retryAfterMs = Math.max(waitMs, ownRetryMs);
+  const decision: Decision = { allowed: false, remaining: 0, resetAfterMs, retryAfterMs, delayMs: 0 };
+  return { ok: true, decision, atMs: nowMs, banUntilMs: untilMs };
 }
 
 /** `peekRecord` of the algorithm's state alone, ignoring any ban (what a charge fits into). */
@@ -266,7 +278,7 @@ export function activeBan(record: LimiterRecord | null, nowMs: number): Ban | nu
 }
 
 /** Until `state` is as good as fresh, ms (`PeekResult.resetAfterMs`). */
-export function freshInMs(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number {
+function freshInMs(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number {
   return state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
 }
 

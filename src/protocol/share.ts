@@ -64,9 +64,8 @@ export interface ShareAsk {
   /** Rate shares: the ask whose grant the delegate uses now (older shares' parts are free). Absent: not known. */
   readonly holding?: string;
   /**
-   * Rate shares: how long after sending this ask the delegate still uses its share, ms, unless the answer comes first.
-   * The object frees the old parts at the ask's receipt plus this: a duration from an event, safe whatever the clocks'
-   * offset (the receipt comes after the sending). Absent: the old term.
+   * Rate shares: how long after sending this ask the delegate still uses its share, ms (absent: the old term). Counted
+   * from the ask's receipt, which comes after the sending: safe whatever the clocks' offset.
    */
   readonly oldForMs?: number;
   /** Rate shares: the round trip of the renewal that answered the share held, ms (`rateTermMs`). Absent: unknown. */
@@ -159,10 +158,7 @@ export function directStateIn(
   return carryOver(from, to, direct.state, nowMs) ?? emptyState(to, nowMs);
 }
 
-/**
- * The record at `nowMs`: shares whose terms ended dropped; with no live rate share, the direct slice folded back; a
- * book with nothing left in it and a key no longer hot, dropped.
- */
+/** The record at `nowMs`: ended shares and a bare book dropped; no rate share live, the direct slice folded back. */
 export function settleShares(record: LimiterRecord | null, nowMs: number): LimiterRecord | null {
   if (record === null || record.shares === undefined) return record;
   // Units granted ahead of a window that has now started go into the state first (window_ahead.ts).
@@ -207,8 +203,7 @@ export function directDemand(record: LimiterRecord | null, nowMs: number): numbe
 
 /**
  * One direct call to a key's object, aware of shares: `callRecord`, or the direct slice's while rate shares are out
- * (`directCall`); `hot: true` while the key is hot (its object busy, over a second or at that pace over the last
- * `HOT_EARLY_MS`, or shares out), for an algorithm that takes them.
+ * (`directCall`); `hot: true` while the key is hot (busy, or shares out), for an algorithm that takes them.
  */
 export function keyCall(
   record: LimiterRecord | null,
@@ -224,17 +219,13 @@ export function keyCall(
       : directCall(settled, direct, input, nowMs);
   const rule = ruleFor(out.record, input.rule);
   const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
-  // Busy over the last `HOT_EARLY_MS` at that pace says hot too: a key that became hot is sent to the delegates (and
-  // marked for its data centers, hot_marks.ts) before its object has counted a whole busy second.
+  // Busy at that pace over the last `HOT_EARLY_MS` says hot too: before its object has counted a whole busy second.
   const busy = isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
   const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < hotUntilMs);
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
 }
 
-/**
- * A lease asked of a hot rate key (busy, or shares out), cut to `RATE_LEASE_TERM_MS`: within the rate bound's term.
- * Cold, a rule's `lease:` keeps its own ttl (and its own bound).
- */
+/** A lease asked of a hot rate key, cut to `RATE_LEASE_TERM_MS` (the bound's); cold, a rule's `lease:` keeps its. */
 function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: number): CallInput {
   const lease = input.lease;
   if (lease == null || settled === null || !(lease.ttlMs > RATE_LEASE_TERM_MS)) return input;

@@ -7,6 +7,7 @@ import { carryOver, decide, fingerprintOf, leasePolicy, leaseTermMs } from "../a
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
+  directParts,
   directStateIn,
   EMPTY_BOOK,
   emptyState,
@@ -176,9 +177,7 @@ function rateGrant(
   const told = ask.holding !== undefined && ask.holding === mine?.askId; // `held`: to the entry's grant's holder only
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
   const book = base.shares ?? EMPTY_BOOK;
-  let promised = 0;
-  for (const e of others) promised += promisedParts(e, nowMs);
-  const room = Math.max(0, SHARE_PARTS - promised);
+  const room = directParts({ ...book, entries: others }, nowMs); // the parts the other live shares leave
   // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
   const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
@@ -256,7 +255,8 @@ function transfer(
 /**
  * A window share: units of the current window, charged now; as many as asked while the window has room for every
  * delegate's demand, else its demand's proportion of what is left and what the others still hold (`heldByOthers`), or
- * all that is left when that is no more than asked (the delegate is then short until its renewal). Cut at the window's end.
+ * all that is left when that is no more than asked (the delegate is then short until its renewal). Cut at its window's
+ * end.
  */
 function windowGrant(
   rec: LimiterRecord | null,

@@ -129,14 +129,9 @@ export function callRecord(
     current = granted.record;
     lease = granted.lease;
   }
-  const refunded = (input.giveBack?.length ?? 0) > 0 ? peekRecord(current, input.rule, nowMs) : null;
-  const result: CallResult = {
-    atMs: nowMs,
-    results,
-    lease,
-    replayed: false,
-    ...(refunded === null ? {} : { refunded: { remaining: refunded.remaining, resetAfterMs: refunded.resetAfterMs } }),
-  };
+  const peek = (input.giveBack?.length ?? 0) > 0 ? peekRecord(current, input.rule, nowMs) : null;
+  const refunded = peek === null ? {} : { refunded: { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } };
+  const result: CallResult = { atMs: nowMs, results, lease, replayed: false, ...refunded };
   if (current === record) return { result: withBusy(result, record, nowMs), record };
   if (current === null) return { result, record: null };
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");

@@ -264,9 +264,9 @@ interface TakingRecord {
 
 /**
  * A batch's units given back, taken before it is decided, once per call id: into the share while it holds them, else
- * kept for the next ask. A rate rule's units no reservation takes are dropped (none left the key's object's bucket, which
- * would admit them twice if it refilled since); its admissions given back (`admitted`) go on to the key's object, whose
- * late refund takes back only what its bucket lacked since (late_refund.ts).
+ * kept for the next ask. A rate rule's units no reservation takes are dropped (none left the key's object's bucket,
+ * which would admit them twice if it refilled since); its admissions given back (`admitted`) go on to the key's
+ * object, whose late refund takes back only what its bucket lacked since (late_refund.ts).
  */
 export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
@@ -289,7 +289,7 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
   return { ...record, share, giveBack, taken };
 }
 
-/** Of `giveBack`, the units a rate share's live reservations take (the rest are dropped), for the simulator's ledger. */
+/** Of `giveBack`, the units a rate share's live reservations take (the rest are dropped): the simulator's ledger. */
 export function returnRoom(share: SubleaseSource, giveBack: readonly LeaseReturn[], nowMs: number): number {
   let room = 0;
   let now: SubleaseSource = share;
@@ -304,9 +304,10 @@ export function returnRoom(share: SubleaseSource, giveBack: readonly LeaseReturn
 }
 
 /**
- * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window share
- * also takes back units lent out of an earlier share of its window (`lent`); a rate share, into the live reservation the
- * return names (the fewest units such), whose used units are then due (`settled`): exact, the bucket held them all along.
+ * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
+ * share also takes back units lent out of an earlier share of its window (`lent`); a rate share, into the live
+ * reservation the return names (the fewest units such), whose used units are then due (`settled`): exact, as the
+ * bucket held them all along.
  */
 function refundInto<S extends SubleaseSource>(
   share: S,
