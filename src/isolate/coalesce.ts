@@ -1,7 +1,4 @@
-/**
- * How one isolate asks a key's Durable Object: coalesced calls, leases, a hot key's delegate, refunds with the next
- * call, last known answers (docs/production.md, "Hot keys" and the design note). The calls: coalesce_calls.ts.
- */
+/** How one isolate asks a key's object: coalesced calls, leases, a hot key's delegate (docs/production.md). */
 
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { CallResult } from "../protocol/store.ts";
@@ -125,10 +122,7 @@ export class Coalescer {
     return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
 
-  /**
-   * At a lease's end, renew it (one call gives the unused units back and asks again) if the key was used within the
-   * last ttl, else give the units back; nothing while a call is in flight (they go with it).
-   */
+  /** At a lease's end, renew it if the key was used within a ttl, else give its units back (unless a call is out). */
   private async renewOrReturn(st: KeyState, keepAlive: KeepAlive, used = true): Promise<void> {
     const ttlMs = st.leaseSettings?.ttlMs ?? 0;
     const now = this.options.clock();
@@ -144,9 +138,8 @@ export class Coalescer {
 
   /**
    * Hold a granted lease until spent or its term (from the call's send) ends; returns its end. Renewals are spread: a
-   * full term cut by up to a half; a cut one followed by a wait of up to a quarter ttl (at most the budget), requests
-   * waiting meanwhile. A clock that stepped back since
-   * the send counts the whole budget as gone (for a `late` answer, the whole term).
+   * full term cut by up to a half, a cut one followed by a hold of up to a quarter ttl. A clock that stepped back
+   * since the send counts the whole budget as gone (for a `late` answer, the whole term).
    */
   private adopt(
     st: KeyState,
@@ -197,8 +190,8 @@ export class Coalescer {
   }
 
   /**
-   * The leader was answered from a lease that came while it waited: it goes now; the first request left leads the
-   * call for the rest (a call is made in the context of a request it carries), or the units go back in the background.
+   * The leader was answered from a lease that came while it waited: it goes now, the first request left leads the
+   * call for the rest (a call runs in the context of a request it carries), or the units go back in the background.
    */
   private leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
     if (rest.length === 0 && st.returns.length === 0 && st.refunds.length === 0) return false;
@@ -250,10 +243,7 @@ export class Coalescer {
     return (await this.flush(st, me, input.keepAlive))!;
   }
 
-  /**
-   * One call for everything queued (the leader first) and the units to give back; answers each request and returns
-   * the leader's (`null`: none). `st.inFlight` is set; cleared here, and the next call handed on.
-   */
+  /** One call for everything queued (the leader first) and the units to give back; returns the leader's answer. */
   private async flush(
     st: KeyState,
     leader: Waiting | null,

@@ -67,7 +67,7 @@ export function giveUp(c: Calls, st: KeyState, me: Waiting): void {
   }
 }
 
-/** The key's state, made new (evicting idle keys beyond `CoalescerOptions.maxKeys`) or brought up to the input's rule. */
+/** The key's state, made new (evicting idle keys beyond `maxKeys`) or brought up to the input's rule. */
 export function stateOf(c: Calls, input: AskInput): KeyState {
   let st = c.keys.get(input.name);
   if (st === undefined) {
@@ -106,10 +106,7 @@ export function endLease(st: KeyState): void {
   else held.returned = true;
 }
 
-/**
- * The queued requests answered without a call: from the lease in arrival order, then (while the key is short here) a
- * last known refusal each. The rest make the batch; `mine` is the leader's answer if it got one here.
- */
+/** The queued requests answered without a call (from the lease, then refused while short); the rest: the batch. */
 export function answerHere(
   c: Calls,
   st: KeyState,
@@ -268,8 +265,8 @@ export function refuseShort(c: Calls, st: KeyState, now: number): Asked | null {
 }
 
 /**
- * Give an admission back with the key's next call (at most `RETURN_WAIT_MS` later for a hot key), answering `null`
- * (the caller's figures, one unit short: the safe side); a cold key with no call in flight sends it at once.
+ * Give an admission back with the key's next call (at most `RETURN_WAIT_MS` later if hot), answering `null` (one unit
+ * short: the safe side); a cold key with no call in flight sends it at once.
  */
 function refundObject(
   c: Calls,
@@ -340,8 +337,8 @@ function armReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
 }
 
 /**
- * The refunds a call carried landed (or not: `null`). An overloaded object never saw them: queued again, after a
- * backoff. Any other failure may have applied them: not sent again (short, never over).
+ * The refunds a call carried landed; an overloaded object never saw them (again after a backoff); other failures may
+ * have applied them: not sent again (short, never over).
  */
 export function refundsLanded(c: Calls, st: KeyState, input: CallInput, answer: CallAnswer): void {
   if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {

@@ -27,11 +27,11 @@ export interface AskInput {
   readonly spreadMark?: ((name: string) => Promise<number>) | null;
 }
 
-/** A hot mark: the key is hot until then (this isolate's clock), with its spread (`KeyState.spread`). */
+/** A hot mark: the key is hot until then (this isolate's clock), with its spread. */
 export interface HotMark {
   readonly untilMs: number;
   readonly spread: number;
-  /** The spread decays (key_state.ts `spreadDecays`): the mark is written with its time. */
+  /** The spread decays (`spreadDecays`): the mark is written with its time. */
   readonly decays?: boolean;
 }
 
@@ -87,12 +87,11 @@ export interface HeldLease {
   readonly from?: DelegateRoute;
 }
 
-/** Units given back, with the delegate that lent them (the isolate's own note, never sent: delegate_call.ts). */
+/** Units given back, noted with the delegate that lent them (the isolate's own note, never sent: delegate_call.ts). */
 export interface NotedReturn extends LeaseReturn {
   readonly lender?: DelegateRoute;
 }
 
-/** A call as the coalescer makes it: what it gives back noted with its lenders. */
 export interface NotedCallInput extends CallInput {
   readonly giveBack?: readonly NotedReturn[];
 }
@@ -155,11 +154,7 @@ export interface KeyState {
   hotUntilMs: number;
   /** Until when the delegate is avoided after a failed call. */
   delegateDownUntilMs: number;
-  /**
-   * The spread: the share of the region's isolates to be on their own shards, the highest the first shard's busy
-   * answers or a hot mark said, as of `spreadAtMs` (key_state.ts `spreadAt`: it decays since); batches go to
-   * `delegate.ownShard` while `delegate.draw` is below it.
-   */
+  /** The share of the region's isolates to be on their own shards, as busy answers or a hot mark said (`spreadAt`). */
   spread: number;
   /** When `spread` was heard (this isolate's clock). */
   spreadAtMs: number;

@@ -64,9 +64,8 @@ export async function callDelegates(
 }
 
 /**
- * What a call to `delegate` gives back, split by where it goes: to `delegate` (its own sub-leases, the key's object's
- * leases, refunds), or to the other delegates that lent them (`away`: an isolate that moved shard or region), each
- * in a call of its own; another delegate holds no reservation of them. The isolate's notes are not sent.
+ * What a call to `delegate` gives back, split: to `delegate`, or to the other delegates that lent it (`away`: this
+ * isolate moved shard or region), each in a call of its own (only the lender holds their reservation).
  */
 export function byLender(
   delegate: DelegateRoute,
@@ -93,10 +92,8 @@ function unnoted(input: NotedCallInput): CallInput {
 }
 
 /**
- * Make the call: to the delegate if any (`callDelegates`), else or on its fallback to the key's object (no refunds:
- * the delegate may have applied them). A busy key's object sends the key to the delegate (`overloadTeachesHot`); a
- * busy delegate (said so, or overloaded), this isolate to its own shard. Sub-leases lent by another delegate go back
- * to it (`byLender`), after the call, in the background (`keepAlive`).
+ * Make the call: to the delegate if any, else or on its fallback to the key's object (no refunds: the delegate may
+ * have applied them). A busy key's object sends the key to the delegate; a busy first shard, this isolate to its own.
  */
 export async function callTarget(
   options: CoalescerOptions,
@@ -115,32 +112,24 @@ export async function callTarget(
   if (delegate === null || st.delegate === null) return direct(unnoted(input));
   const { here, away } = byLender(delegate, input.giveBack ?? []);
   const out = await callDelegates(options, st.delegate, delegate, { ...input, giveBack: here }, st.timeoutMs);
-  // After a delegate's answer or failure, unless overloaded; not on a fallback to the key's object (whose overloaded
-  // answer makes the coalescer send all of it again: coalesce_calls.ts `refundsLanded`). A lender given a return twice
-  // might match another lease of the same ms with it.
-  const answer = out.kind === "answer" ? out.answer : null;
-  if (answer !== null && !(answer.kind === "failed" && answer.failure === "overloaded")) {
-    const back = (giveBack: LeaseReturn[]) => ({
-      rule: input.rule,
-      id: options.newId(),
-      costs: [],
-      giveBack,
-      lease: null,
+  if (out.kind === "fallBack") {
+    st.delegateDownUntilMs = options.clock() + out.avoidForMs;
+    return direct({ ...input, id: options.newId(), giveBack: [] });
+  }
+  const { answer } = out;
+  const overloaded = answer.kind === "failed" && answer.failure === "overloaded";
+  // Not after an overloaded answer, nor a fallback: the coalescer sends all of it again (`refundsLanded`), and a lender
+  // given a return twice might match another lease of the same ms with it. Not waited for: the answer is ready now.
+  if (!overloaded && away.length > 0) {
+    const sent = away.map((a) => {
+      const back = { rule: input.rule, id: options.newId(), costs: [], giveBack: a.giveBack, lease: null };
+      return callObject(a.to.transport, a.to.name, back, st.timeoutMs, isolate);
     });
-    // Not waited for: the batch's answer is ready now, and a lender in another region is a round trip of its own.
-    const sent = Promise.all(
-      away.map((a) => callObject(a.to.transport, a.to.name, back(a.giveBack), st.timeoutMs, isolate)),
-    );
-    if (away.length > 0) keepAlive?.(sent.catch(() => undefined));
+    keepAlive?.(Promise.all(sent).catch(() => undefined));
   }
-  if (out.kind === "answer") {
-    const { answer } = out;
-    // The first shard's spread (busy without one, or overloaded: as spread as can be, `heardBusy`).
-    const busy = answer.kind === "answered" ? answer.result.busy === true : answer.failure === "overloaded";
-    if (busy && out.from.name === st.delegate.name)
-      heardBusy(st, answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
-    return answer;
-  }
-  st.delegateDownUntilMs = options.clock() + out.avoidForMs;
-  return direct({ ...input, id: options.newId(), giveBack: [] });
+  // The first shard's spread (busy without one, or overloaded: as spread as can be, `heardBusy`).
+  const busy = answer.kind === "answered" ? answer.result.busy === true : overloaded;
+  if (busy && out.from.name === st.delegate.name)
+    heardBusy(st, answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
+  return answer;
 }

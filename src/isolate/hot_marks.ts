@@ -1,7 +1,4 @@
-/**
- * A data center's hot marks (docs/production.md, "The delegate tier"): what one isolate learned about a hot key, for
- * the others there to send their first batch to the delegate without a call. A hint: a stale one meets `hot: false`.
- */
+/** A data center's hot marks: what one isolate learned of a hot key, for the others there (a hint). */
 
 import { type AlgorithmParams, leasePolicy } from "../algorithms/index.ts";
 import { HOT_FROM_PER_S, HOT_MARK_TTL_MS, MARKS_REMEMBERED } from "../protocol/tunables.ts";
@@ -14,17 +11,14 @@ export interface HotMarkStore {
   write(name: string, mark: StoredMark): Promise<void>;
 }
 
-/**
- * A mark: the key's spread (`KeyState.spread`) as of `atMs` (the writer's clock; absent, as an older Worker wrote it:
- * as of its reading); `true`, as an older Worker wrote it, is 1 and `false` 0.
- */
+/** A mark: the key's spread as of `atMs` (the writer's clock; absent: as of reading); an older Worker's `true`: 1. */
 export interface StoredMark {
   readonly spread: number | boolean;
   readonly atMs?: number;
 }
 
-/** A stored mark's spread at `nowMs`, in [0, 1] (0: none), decayed since it was written (key_state.ts `spreadAt`). */
-export function spreadOf(stored: StoredMark | null, nowMs: number): number {
+/** A stored mark's spread at `nowMs`, in [0, 1] (0: none), decayed since it was written. */
+function spreadOf(stored: StoredMark | null, nowMs: number): number {
   const spread = Number(stored?.spread ?? 0);
   if (!(spread > 0)) return 0;
   return decayedSpread(Math.min(1, spread), nowMs - (stored?.atMs ?? nowMs));
@@ -37,9 +31,8 @@ export function markFrom(stored: StoredMark | null, nowMs: number, hot = false):
 }
 
 /**
- * Whether a rule's keys are hot by construction: its rate (or limit per window) is `HOT_FROM_PER_S` or more, whatever
- * its key. Every isolate's first batch for such a key goes to its delegate, which passes it through while the key's
- * object says cold (delegate_run.ts): a quiet key costs a hop per isolate that is new to it, not a share.
+ * Whether a rule's keys are hot by construction (its rate is `HOT_FROM_PER_S` or more): their first batches go to the
+ * delegate, which passes them through while the key is cold: a quiet key costs a hop per new isolate, not a share.
  */
 export function hotByConstruction(params: AlgorithmParams): boolean {
   const policy = leasePolicy(params.algorithm);
@@ -62,9 +55,8 @@ export function markDue(
 }
 
 /**
- * Write `mark` (best effort), its spread as of `nowMs` if it decays, but never a spread over a higher one (both decayed to now): an
- * isolate that heard less (the first shard is not busy only because others left it) takes the stored spread instead
- * (`spreadHere`), so a redeploy's isolates start where the shares are.
+ * Write `mark` (best effort), but never over a higher spread (both decayed to now): an isolate that heard less (the
+ * first shard is not busy only because others left it) takes the stored one, so a redeploy starts where shares are.
  */
 export async function writeMark(
   store: HotMarkStore,

@@ -78,9 +78,8 @@ export function roll(st: KeyState, now: number): void {
 }
 
 /**
- * Arrivals this isolate sees of the key in one lease ttl: the larger of the last full bucket and this one; in a run
- * younger than a ttl, from its third arrival, its count extrapolated to a ttl (over at least a tenth of it), so a key
- * that just became hot leases at once instead of calling once per round trip until its bucket fills.
+ * Arrivals of the key per lease ttl: the larger of the last bucket and this one; a run younger than a ttl is
+ * extrapolated from its third arrival, so a key that just became hot leases at once, not after its bucket fills.
  */
 export function seenPerTtl(st: KeyState, now: number): number {
   roll(st, now);
@@ -113,8 +112,8 @@ export function seenOver(st: KeyState, now: number, ttlMs: number): number {
 }
 
 /**
- * A sub-lease to ask a delegate for: what this isolate saw over its term, with no margin (units held unused are
- * missing from the delegate's bucket); at most the rule's `units` and `leaseCapOf`; none below 2 (it saves no call).
+ * A sub-lease to ask a delegate for: what was seen over its term, no margin (units held unused are missing from the
+ * delegate's bucket); at most `units` and `leaseCapOf`; none below 2 (it saves no call).
  */
 export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
@@ -131,9 +130,8 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
 }
 
 /**
- * A window rule's sub-lease term at `now`, ms: a quarter of what is left of the window, between `fullMs / 2` and
- * `fullMs` (shorter only in the last 4 terms of a window that lasted 8): units held by isolates die with them (a
- * redeploy) or strand at the window's end, where a window binds.
+ * A window rule's sub-lease term, ms: in a window's last 4 terms, a quarter of what is left (at least half a term):
+ * units isolates hold die with them (a redeploy) or strand at the window's end, where a window binds.
  */
 export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullMs: number): number {
   if (!sameWindow(params, now - 8 * fullMs, now)) return fullMs;
@@ -141,25 +139,18 @@ export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullM
   return Math.min(fullMs, Math.max(Math.ceil(fullMs / 2), Math.floor(toEndMs / 4)));
 }
 
-/**
- * Whether a grant of `units` for `forMs` is short of `asked`'s need. A sub-lease only at a slower pace than the need:
- * a delegate cuts a smaller one's term in proportion (store.ts `shorter`).
- */
+/** Whether a grant is short of `asked`'s need; a sub-lease by its pace (a delegate cuts a smaller one's term). */
 export function shortOf(asked: AskedLease | undefined, units: number, forMs: number): boolean {
   if (asked === undefined) return false;
   if (asked.sub !== true || units === 0) return units < asked.need;
   return units * asked.ttlMs < asked.need * forMs;
 }
 
-/** Whether the key's batches go to this isolate's own shard: its draw is below the key's spread now. */
-export function onOwnShard(st: KeyState, now: number): boolean {
-  return st.delegate?.ownShard !== undefined && (st.delegate.draw ?? 0) < spreadAt(st, now);
-}
-
-/** The delegate for the key's next call: while hot and not failing lately; its own shard once the spread says so. */
+/** The delegate for the key's next call, while hot and not failing; its own shard once its draw is below the spread. */
 export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
-  return onOwnShard(st, now) ? (st.delegate.ownShard ?? st.delegate) : st.delegate;
+  const own = st.delegate.ownShard;
+  return own !== undefined && (st.delegate.draw ?? 0) < spreadAt(st, now) ? own : st.delegate;
 }
 
 /** The highest spread: every one of the `DELEGATE_SHARDS` shards then has as many of the region's isolates. */
@@ -171,10 +162,8 @@ export function decayedSpread(spread: number, ageMs: number): number {
 }
 
 /**
- * Whether the key's spread decays and grows with the first shard's busy answers (`heardBusy`): a window rule's, whose
- * shares are sized anew every term. A rate share's parts settle over terms of up to 4 s: moving isolates back and forth
- * cost hot-rate 1-3 points of exact after the first second (docs/production.md, `SPREAD_HALF_LIFE_MS`). Part of the
- * spread: with it off (the ablation), every isolate moves at the first busy answer, for good.
+ * Whether the spread decays and grows by busy answers (`heardBusy`): a window rule's, sized anew every term; a rate
+ * share's parts settle over terms of up to 4 s, too slow for isolates moving back and forth (`SPREAD_HALF_LIFE_MS`).
  */
 export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
   return uses("spread") && leasePolicy(st.rule.params.algorithm).kind === "window";
@@ -193,9 +182,8 @@ export function spreadTo(st: KeyState, spread: number, now: number): void {
 }
 
 /**
- * The first shard said busy, `moving` the share of its calls to move (delegate_demand.ts `countLoad`; 1: overloaded).
- * Those calls come from the isolates still on it, `1 - spread` of the region's: a spread that decays grows by that
- * much of them, measured against the region's calls, not the first shard's alone (else it is raised to `moving`).
+ * The first shard said busy, `moving` the share of its calls to move (`countLoad`; 1: overloaded). They come from the
+ * `1 - spread` of isolates still on it: a decaying spread grows by that much of them, else is raised to `moving`.
  */
 export function heardBusy(st: KeyState, moving: number, now: number): void {
   const share = Math.min(1, Math.max(0, moving));
@@ -210,10 +198,7 @@ export async function readMark(st: KeyState, clock: () => number): Promise<Deleg
   return delegateFor(st, clock());
 }
 
-/**
- * A hot spell that lapsed here renewed by the mark read for this request (coalesce.ts `tracks`), or ended by its
- * absence (`null`: the key's object says whether it is still hot). `undefined`: none was read.
- */
+/** A lapsed hot spell renewed by the mark read for this request, or ended by its absence (`undefined`: none read). */
 export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
   if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
   st.hotUntilMs = mark?.untilMs ?? 0;
@@ -263,8 +248,8 @@ export function shardOf(text: string, shards: number): number {
 }
 
 /**
- * An isolate's own shard (1 to `DELEGATE_SHARDS` - 1: the first is every isolate's) and its draw in [0, 1) (it moves
- * there once a key's spread is above it), from its id: two hashes, so which isolates move says nothing of where to.
+ * An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), from its id: two hashes, so which
+ * isolates move says nothing of where to.
  */
 export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {
   return { shard: 1 + shardOf(id, DELEGATE_SHARDS - 1), draw: hashString(`draw:${id}`) / 2 ** 32 };

@@ -1,7 +1,4 @@
-/**
- * What an isolate decides for a key without asking (docs/production.md, "last known"): a refusal while the key is
- * short here or its object busy, never an admission.
- */
+/** What an isolate decides without asking ("last known"): a refusal while the key is short or busy, never admitted. */
 import { leasePolicy } from "../algorithms/index.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
 import type { CheckResult, RefundResult } from "../protocol/store.ts";
@@ -21,10 +18,7 @@ export function isHot(st: KeyState, now: number): boolean {
   return now < until || st.lease !== null;
 }
 
-/**
- * A busy failure (`busyFailure`) of the key's object sends a key with a delegate to it for `HOT_HOLD_MS`, as `hot`
- * would: an overloaded Durable Object throws, so no `hot` answer comes. Returns whether the key is now hot.
- */
+/** A busy failure of the key's object sends the key to its delegate, as `hot` would (an overloaded object throws). */
 export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
   if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;
   if (!busyFailure(failure)) return false;
@@ -38,9 +32,8 @@ export function busyFailure(failure: FailureKind): boolean {
 }
 
 /**
- * A request the object could not decide, from what this isolate last knew: never admitted. Known short here, or a busy
- * object: refused (busy: the key refused here for part of `OVERLOAD_BACKOFF_MS` unless `backoff` is false, a request
- * beyond `maxWaiting`). Any other failure: `null`, its rule's `on_error`.
+ * A request the object could not decide: refused if short here or the object busy (then refused here for part of
+ * `OVERLOAD_BACKOFF_MS`, unless `backoff` is false); any other failure: `null`, its rule's `on_error`.
  */
 export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
   if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
@@ -71,10 +64,7 @@ export function heldAnswer(
   return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
 }
 
-/**
- * A grant `short` of the need (without the margin): the key is short; this isolate makes do with its lease until
- * `endsAtMs`, and refuses with the later of that and when the object's own denials said the key reopens.
- */
+/** A grant `short` of the need: refuse beyond the lease until `endsAtMs`, retry when the object's denials say. */
 export function noteLastKnown(
   ctx: KeyCtx,
   st: KeyState,

@@ -1,8 +1,6 @@
 /**
- * Continuing in a request's own I/O context after awaiting a promise another request settles (the coalescer's
- * `resume`; docs/production.md, "Why a waiting request polls"): the settlement only records the value, and the
- * waiting request takes it up from timers of its own, few (each costs CPU): a first sleep of about half the recent
- * waits, then 1 ms backing off to `POLL_MAX_MS`.
+ * Continuing in a request's own I/O context after awaiting a promise another request settles (docs/production.md,
+ * "Why a waiting request polls"): a first sleep of about half the recent waits, then polls backing off to 4 ms.
  */
 import type { Clock } from "./time.ts";
 
