@@ -2,25 +2,7 @@
 
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { CallResult } from "../protocol/store.ts";
-import {
-  afterCall,
-  answered,
-  answerHere,
-  type Calls,
-  callInput,
-  endLease,
-  failed,
-  giveUp,
-  handOff,
-  type KeepAlive,
-  lateRefunds,
-  leaseServe,
-  noteAnswer,
-  refundsLanded,
-  refuseShort,
-  startCall,
-  stateOf,
-} from "./coalesce_calls.ts";
+import { Calls, endLease, type KeepAlive, noteAnswer, startCall } from "./coalesce_calls.ts";
 import {
   type Asked,
   type AskedLease,
@@ -57,8 +39,7 @@ export class Coalescer {
   private spreadSeed: number | null = null;
 
   constructor(private readonly options: CoalescerOptions) {
-    const ctx = { clock: options.clock, counters: options.counters, spread: (rangeMs: number) => this.spread(rangeMs) };
-    this.c = { options, ctx, keys: new Map(), lastAsk: new WeakMap(), refundWaiters: new WeakMap() };
+    this.c = new Calls(options, (rangeMs) => this.spread(rangeMs));
   }
 
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
@@ -114,11 +95,11 @@ export class Coalescer {
   }
 
   ask(input: AskInput): Promise<Asked> {
-    const st = stateOf(this.c, input);
+    const st = this.c.stateOf(input);
     const now = this.options.clock();
     takeMark(st, input.hotMark, now);
     see(st, now);
-    const here = leaseServe(this.c, st, input.cost, now, input.keepAlive) ?? refuseShort(this.c, st, now);
+    const here = this.c.leaseServe(st, input.cost, now, input.keepAlive) ?? this.c.refuseShort(st, now);
     return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
 
@@ -129,7 +110,7 @@ export class Coalescer {
     const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
     if (st.inFlight) return;
     if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
-      handOff(this.c, st); // requests that waited through a hold go on as usual
+      this.c.handOff(st); // requests that waited through a hold go on as usual
       return;
     }
     startCall(st, this.options.clock());
@@ -211,7 +192,7 @@ export class Coalescer {
       const { counters } = this.options;
       counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
       // As an overloaded call (`lastKnown`), without the backoff: the requests waiting still go to the object.
-      return lastKnown(this.c.ctx, st, "overloaded", this.options.clock(), false)!;
+      return lastKnown(this.c, st, "overloaded", this.options.clock(), false)!;
     }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
@@ -222,7 +203,7 @@ export class Coalescer {
     st.queue.push(me);
     // Nothing in flight or waiting: it leads, handed the lead by itself (a plain await resumes it in its own context).
     if (leadsNow) {
-      handOff(this.c, st);
+      this.c.handOff(st);
       await turn;
       return (await this.flush(st, me, input.keepAlive))!;
     }
@@ -233,10 +214,10 @@ export class Coalescer {
     void (async () => {
       await sleep(st.timeoutMs);
       if (!me.settled) await sleep(st.timeoutMs);
-      giveUp(this.c, st, me);
+      this.c.giveUp(st, me);
       while (!turnCame) await sleep(st.timeoutMs);
     })();
-    if (!st.inFlight) handOff(this.c, st);
+    if (!st.inFlight) this.c.handOff(st);
     const got = await (this.options.resume?.(turn) ?? turn);
     turnCame = true;
     if (got !== "lead") return got;
@@ -253,25 +234,25 @@ export class Coalescer {
     const { clock } = this.options;
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
-    const { batch, mine } = answerHere(this.c, st, queued, leader, clock());
+    const { batch, mine } = this.c.answerHere(st, queued, leader, clock());
     if (leader !== null && mine !== null && this.leadOn(st, batch, keepAlive)) return mine;
     if (batch.length === 0 && st.returns.length === 0 && st.refunds.length === 0 && !renew) {
       st.inFlight = false;
-      handOff(this.c, st);
+      this.c.handOff(st);
       return mine;
     }
     if (st.lease !== null) endLease(st);
     let delegate = delegateFor(st, clock());
     if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
-    const input = callInput(this.c, st, batch, renew, delegate !== null);
+    const input = this.c.callInput(st, batch, renew, delegate !== null);
     const sentAtMs = clock();
     let answers: Asked[] = [];
     try {
       const answer = await callTarget(this.options, st, delegate, input, keepAlive);
-      refundsLanded(this.c, st, input, answer);
+      this.c.refundsLanded(st, input, answer);
       answers = this.settle(st, batch, answer, sentAtMs, keepAlive, delegate ?? undefined);
     } finally {
-      afterCall(this.c, st, keepAlive);
+      this.c.afterCall(st, keepAlive);
     }
     let leaderAnswer = mine;
     batch.forEach((w, i) => {
@@ -304,15 +285,15 @@ export class Coalescer {
       const waitMs = result.leaseWaitMs;
       const emptyUntilMs =
         granted === 0 && typeof waitMs === "number" && waitMs >= 0 ? Math.min(endsAtMs, sentAtMs + waitMs) : endsAtMs;
-      noteLastKnown(this.c.ctx, st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
-      return answered(this.c, st, batch, result, attempts);
+      noteLastKnown(this.c, st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
+      return this.c.answered(st, batch, result, attempts);
     }
-    const answers = failed(this.c, st, batch, answer);
+    const answers = this.c.failed(st, batch, answer);
     const { late } = answer;
     // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
     const work = late?.then((r) => {
       if (r.lease !== null) this.adopt(st, r, sentAtMs, this.c.lastAsk.get(st), keepAlive, from, true);
-      lateRefunds(this.c, st, batch, answers, r.results);
+      this.c.lateRefunds(st, batch, answers, r.results);
     });
     work?.catch(() => undefined); // failed as well: nothing it charged is known here
     if (work !== undefined) keepAlive?.(work);

@@ -9,6 +9,7 @@ import {
   type AskedLease,
   type AskInput,
   COALESCE_MAX_KEYS,
+  type CoalesceCounters,
   type CoalescerOptions,
   type KeyState,
   leaseSettingsOf,
@@ -23,17 +24,6 @@ import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
 
-/** What one coalescer keeps over all its keys (coalesce.ts `Coalescer` holds one). */
-export interface Calls {
-  readonly options: CoalescerOptions;
-  readonly ctx: KeyCtx;
-  readonly keys: Map<string, KeyState>;
-  /** The lease each key's call in flight asked for. */
-  readonly lastAsk: WeakMap<KeyState, AskedLease>;
-  /** Who waits for the refunds each call in flight carries (`refundObject`). */
-  readonly refundWaiters: WeakMap<CallInput, ((result: RefundResult) => void)[]>;
-}
-
 /** A call starts (or the key is held as if one did). */
 export function startCall(st: KeyState, now: number): void {
   st.inFlight = true;
@@ -46,57 +36,6 @@ export function noteAnswer(st: KeyState, result: CallResult, now: number): void 
   noteHot(st, result.hot, now);
 }
 
-/** Let the first waiting request make the next call. */
-export function handOff(c: Calls, st: KeyState): void {
-  const next = st.queue[0];
-  if (st.inFlight || next === undefined) return;
-  startCall(st, c.options.clock());
-  next.settled = true;
-  next.resolve("lead");
-}
-
-/** A request waited two budgets for a call that never came: decided as `lastKnown` says of a busy object. */
-export function giveUp(c: Calls, st: KeyState, me: Waiting): void {
-  if (me.settled) return;
-  me.settled = true;
-  st.queue.splice(st.queue.indexOf(me), 1);
-  me.resolve(lastKnown(c.ctx, st, "timeout", c.options.clock())!);
-  if (st.inFlight && c.options.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
-    st.inFlight = false;
-    handOff(c, st);
-  }
-}
-
-/** The key's state, made new (evicting idle keys beyond `maxKeys`) or brought up to the input's rule. */
-export function stateOf(c: Calls, input: AskInput): KeyState {
-  let st = c.keys.get(input.name);
-  if (st === undefined) {
-    st = newKeyState(input, c.options.clock());
-    evict(c);
-  } else {
-    c.keys.delete(input.name); // re-inserted below: the map's order is least recently used first
-    // A newer rules version: the lease held under the older one ends (its units go back with the next call).
-    if ((input.rule.version ?? 0) > (st.rule.version ?? 0) && st.lease !== null) endLease(st);
-    st.transport = input.transport;
-    st.rule = input.rule;
-    st.timeoutMs = input.timeoutMs;
-    st.leaseSettings = leaseSettingsOf(input);
-    st.delegate = input.delegate ?? null;
-  }
-  c.keys.set(input.name, st);
-  return st;
-}
-
-function evict(c: Calls): void {
-  const maxKeys = c.options.maxKeys ?? COALESCE_MAX_KEYS;
-  if (c.keys.size < maxKeys) return;
-  for (const [name, st] of c.keys) {
-    if (c.keys.size < maxKeys) return;
-    if (st.inFlight || st.lease !== null || st.returns.length > 0 || st.refunds.length > 0) continue;
-    c.keys.delete(name);
-  }
-}
-
 /** Stop admitting from the key's lease; its unused units go back with the next call. */
 export function endLease(st: KeyState): void {
   const held = st.lease;
@@ -106,251 +45,301 @@ export function endLease(st: KeyState): void {
   else held.returned = true;
 }
 
-/** The queued requests answered without a call (from the lease, then refused while short); the rest: the batch. */
-export function answerHere(
-  c: Calls,
-  st: KeyState,
-  queued: readonly Waiting[],
-  leader: Waiting | null,
-  now: number,
-): { batch: Waiting[]; mine: Asked | null } {
-  let mine: Asked | null = null;
-  const answer = (w: Waiting, a: Asked) => {
-    if (w === leader) mine = a;
-    else w.resolve(a);
-  };
-  let served = 0;
-  for (const w of queued) {
-    const a = leaseServe(c, st, w.cost, now, w.keepAlive);
-    if (a === null) break;
-    answer(w, a);
-    served++;
-  }
-  const batch = queued.slice(served);
-  if (batch.length === 0 || now >= st.lastKnownUntilMs) return { batch, mine };
-  for (const w of batch) answer(w, refuseShort(c, st, now)!);
-  return { batch: [], mine };
-}
+/** What one coalescer keeps over all its keys, and its calls (coalesce.ts `Coalescer` holds one). */
+export class Calls implements KeyCtx {
+  readonly keys = new Map<string, KeyState>();
+  /** The lease each key's call in flight asked for. */
+  readonly lastAsk = new WeakMap<KeyState, AskedLease>();
+  /** Who waits for the refunds each call in flight carries (`refundObject`). */
+  readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
+  readonly clock: () => number;
+  readonly counters: CoalesceCounters;
 
-/** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
-export function callInput(
-  c: Calls,
-  st: KeyState,
-  batch: readonly Waiting[],
-  renew: boolean,
-  toDelegate = false,
-): NotedCallInput {
-  const { counters, clock } = c.options;
-  const giveBack: NotedReturn[] = [];
-  for (const held of st.returns.splice(0)) {
-    held.returned = true;
-    if (held.unitsLeft > 0) {
-      giveBack.push({
-        units: held.unitsLeft,
-        atMs: held.atMs,
-        ...(held.from === undefined ? {} : { lender: held.from }),
-        ...(held.id === undefined ? {} : { id: held.id }),
-      });
-      counters.lease_units_returned += held.unitsLeft;
-      held.unitsLeft = 0;
+  constructor(
+    readonly options: CoalescerOptions,
+    readonly spread: (rangeMs: number) => number,
+  ) {
+    this.clock = options.clock;
+    this.counters = options.counters;
+  }
+
+  /** Let the first waiting request make the next call. */
+  handOff(st: KeyState): void {
+    const next = st.queue[0];
+    if (st.inFlight || next === undefined) return;
+    startCall(st, this.clock());
+    next.settled = true;
+    next.resolve("lead");
+  }
+
+  /** A request waited two budgets for a call that never came: decided as `lastKnown` says of a busy object. */
+  giveUp(st: KeyState, me: Waiting): void {
+    if (me.settled) return;
+    me.settled = true;
+    st.queue.splice(st.queue.indexOf(me), 1);
+    me.resolve(lastKnown(this, st, "timeout", this.clock())!);
+    if (st.inFlight && this.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
+      st.inFlight = false;
+      this.handOff(st);
     }
   }
-  giveBack.push(...st.refunds.splice(0));
-  const waiters = st.refundWaiters.splice(0);
-  const input: NotedCallInput = {
-    rule: st.rule,
-    id: c.options.newId(),
-    costs: batch.map((w) => w.cost),
-    giveBack,
-    lease: batch.length > 0 || renew ? leaseAsk(st, clock(), toDelegate) : null,
-  };
-  if (input.lease == null) c.lastAsk.delete(st);
-  else {
-    // A grant cut at the cap one lease may take is no sign of a short key.
-    const seen = seenOver(st, clock(), input.lease.ttlMs);
-    const need = Math.min(input.lease.units, seen, leaseCapOf(st.rule.params));
-    c.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
-  }
-  if (batch.length > 1) counters.batched_requests += batch.length;
-  if (waiters.length > 0) c.refundWaiters.set(input, waiters);
-  return input;
-}
 
-/** Each request's answer from the key's object's (or delegate's) result for the batch. */
-export function answered(
-  c: Calls,
-  st: KeyState,
-  batch: readonly Waiting[],
-  result: CallResult,
-  attempts: number,
-): Asked[] {
-  return batch.map((w, i): Asked => {
-    const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
-    const refund = () =>
-      r.ok && r.decision.allowed ? giveAdmissionBack(c, st, w, r.slot, r.atMs) : Promise.resolve(null);
-    return { kind: "answered", result: r, source: "object", attempts, refund };
-  });
-}
-
-/** Each request's answer when the call failed: from what this isolate last knew, or the failure (`on_error`). */
-export function failed(
-  c: Calls,
-  st: KeyState,
-  batch: readonly Waiting[],
-  answer: CallAnswer & { kind: "failed" },
-): Asked[] {
-  const { failure, message, attempts, late } = answer;
-  const now = c.options.clock();
-  return batch.map(
-    (w, i): Asked =>
-      lastKnown(c.ctx, st, failure, now) ?? {
-        kind: "failed",
-        failure,
-        message,
-        attempts,
-        late: late === null ? null : lateResult(late, i),
-        refund: (admittedAtMs) => refundObject(c, st, w.cost, admittedAtMs, w.keepAlive),
-      },
-  );
-}
-
-/** What the late answer of a failed call admitted of the requests refused here (`lastKnown`) is given back. */
-export function lateRefunds(
-  c: Calls,
-  st: KeyState,
-  batch: readonly Waiting[],
-  answers: readonly Asked[],
-  results: CallResult["results"],
-): void {
-  for (const [i, w] of batch.entries()) {
-    const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? results[i] : undefined;
-    if (x?.ok && x.decision.allowed) void giveAdmissionBack(c, st, w, x.slot, x.atMs);
-  }
-}
-
-/** An admission nobody uses: its slot back by id, at once (slot_return.ts), else a refund with the key's next call. */
-function giveAdmissionBack(c: Calls, st: KeyState, w: Waiting, slot: number | undefined, atMs: number) {
-  return giveSlotBack(st, slot, w.keepAlive) ?? refundObject(c, st, w.cost, atMs, w.keepAlive);
-}
-
-/** A request answered from the key's live lease, if it holds `cost` (`refund` gives it back to the lease). */
-export function leaseServe(c: Calls, st: KeyState, cost: number, now: number, keepAlive: KeepAlive): Asked | null {
-  const lease = st.lease;
-  if (lease === null || lease.returned || now >= lease.endsAtMs || lease.unitsLeft < cost) return null;
-  lease.unitsLeft -= cost;
-  c.options.counters.lease_answers++;
-  const resetAfterMs = Math.max(0, lease.endsAtMs - now);
-  const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
-  return heldAnswer(lease.atMs, decision, () => {
-    const at = c.options.clock();
-    unsee(st, at);
-    if (st.lease === lease && at < lease.endsAtMs) {
-      lease.unitsLeft += cost;
-      return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
+  /** The key's state, made new (evicting idle keys beyond `maxKeys`) or brought up to the input's rule. */
+  stateOf(input: AskInput): KeyState {
+    let st = this.keys.get(input.name);
+    if (st === undefined) {
+      st = newKeyState(input, this.clock());
+      this.evict();
+    } else {
+      this.keys.delete(input.name); // re-inserted below: the map's order is least recently used first
+      // A newer rules version: the lease held under the older one ends (its units go back with the next call).
+      if ((input.rule.version ?? 0) > (st.rule.version ?? 0) && st.lease !== null) endLease(st);
+      st.transport = input.transport;
+      st.rule = input.rule;
+      st.timeoutMs = input.timeoutMs;
+      st.leaseSettings = leaseSettingsOf(input);
+      st.delegate = input.delegate ?? null;
     }
-    if (!lease.returned) {
-      // Ended but not yet given back: it goes back with its other unused units.
-      lease.unitsLeft += cost;
+    this.keys.set(input.name, st);
+    return st;
+  }
+
+  private evict(): void {
+    const maxKeys = this.options.maxKeys ?? COALESCE_MAX_KEYS;
+    if (this.keys.size < maxKeys) return;
+    for (const [name, st] of this.keys) {
+      if (this.keys.size < maxKeys) return;
+      if (st.inFlight || st.lease !== null || st.returns.length > 0 || st.refunds.length > 0) continue;
+      this.keys.delete(name);
+    }
+  }
+
+  /** The queued requests answered without a call (from the lease, then refused while short); the rest: the batch. */
+  answerHere(
+    st: KeyState,
+    queued: readonly Waiting[],
+    leader: Waiting | null,
+    now: number,
+  ): { batch: Waiting[]; mine: Asked | null } {
+    let mine: Asked | null = null;
+    const answer = (w: Waiting, a: Asked) => {
+      if (w === leader) mine = a;
+      else w.resolve(a);
+    };
+    let served = 0;
+    for (const w of queued) {
+      const a = this.leaseServe(st, w.cost, now, w.keepAlive);
+      if (a === null) break;
+      answer(w, a);
+      served++;
+    }
+    const batch = queued.slice(served);
+    if (batch.length === 0 || now >= st.lastKnownUntilMs) return { batch, mine };
+    for (const w of batch) answer(w, this.refuseShort(st, now)!);
+    return { batch: [], mine };
+  }
+
+  /** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
+  callInput(st: KeyState, batch: readonly Waiting[], renew: boolean, toDelegate = false): NotedCallInput {
+    const { counters, clock } = this.options;
+    const giveBack: NotedReturn[] = [];
+    for (const held of st.returns.splice(0)) {
+      held.returned = true;
+      if (held.unitsLeft > 0) {
+        giveBack.push({
+          units: held.unitsLeft,
+          atMs: held.atMs,
+          ...(held.from === undefined ? {} : { lender: held.from }),
+          ...(held.id === undefined ? {} : { id: held.id }),
+        });
+        counters.lease_units_returned += held.unitsLeft;
+        held.unitsLeft = 0;
+      }
+    }
+    giveBack.push(...st.refunds.splice(0));
+    const waiters = st.refundWaiters.splice(0);
+    const input: NotedCallInput = {
+      rule: st.rule,
+      id: this.options.newId(),
+      costs: batch.map((w) => w.cost),
+      giveBack,
+      lease: batch.length > 0 || renew ? leaseAsk(st, clock(), toDelegate) : null,
+    };
+    if (input.lease == null) this.lastAsk.delete(st);
+    else {
+      // A grant cut at the cap one lease may take is no sign of a short key.
+      const seen = seenOver(st, clock(), input.lease.ttlMs);
+      const need = Math.min(input.lease.units, seen, leaseCapOf(st.rule.params));
+      this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
+    }
+    if (batch.length > 1) counters.batched_requests += batch.length;
+    if (waiters.length > 0) this.refundWaiters.set(input, waiters);
+    return input;
+  }
+
+  /** Each request's answer from the key's object's (or delegate's) result for the batch. */
+  answered(st: KeyState, batch: readonly Waiting[], result: CallResult, attempts: number): Asked[] {
+    return batch.map((w, i): Asked => {
+      const r = result.results[i] ?? { ok: false as const, error: "invalid_cost" as const };
+      const refund = () =>
+        r.ok && r.decision.allowed ? this.giveAdmissionBack(st, w, r.slot, r.atMs) : Promise.resolve(null);
+      return { kind: "answered", result: r, source: "object", attempts, refund };
+    });
+  }
+
+  /** Each request's answer when the call failed: from what this isolate last knew, or the failure (`on_error`). */
+  failed(st: KeyState, batch: readonly Waiting[], answer: CallAnswer & { kind: "failed" }): Asked[] {
+    const { failure, message, attempts, late } = answer;
+    const now = this.clock();
+    return batch.map(
+      (w, i): Asked =>
+        lastKnown(this, st, failure, now) ?? {
+          kind: "failed",
+          failure,
+          message,
+          attempts,
+          late: late === null ? null : lateResult(late, i),
+          refund: (admittedAtMs) => this.refundObject(st, w.cost, admittedAtMs, w.keepAlive),
+        },
+    );
+  }
+
+  /** What the late answer of a failed call admitted of the requests refused here (`lastKnown`) is given back. */
+  lateRefunds(
+    st: KeyState,
+    batch: readonly Waiting[],
+    answers: readonly Asked[],
+    results: CallResult["results"],
+  ): void {
+    for (const [i, w] of batch.entries()) {
+      const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? results[i] : undefined;
+      if (x?.ok && x.decision.allowed) void this.giveAdmissionBack(st, w, x.slot, x.atMs);
+    }
+  }
+
+  /** An admission nobody uses: its slot back by id, at once (slot_return.ts), else a refund with the key's next call. */
+  private giveAdmissionBack(st: KeyState, w: Waiting, slot: number | undefined, atMs: number) {
+    return giveSlotBack(st, slot, w.keepAlive) ?? this.refundObject(st, w.cost, atMs, w.keepAlive);
+  }
+
+  /** A request answered from the key's live lease, if it holds `cost` (`refund` gives it back to the lease). */
+  leaseServe(st: KeyState, cost: number, now: number, keepAlive: KeepAlive): Asked | null {
+    const lease = st.lease;
+    if (lease === null || lease.returned || now >= lease.endsAtMs || lease.unitsLeft < cost) return null;
+    lease.unitsLeft -= cost;
+    this.counters.lease_answers++;
+    const resetAfterMs = Math.max(0, lease.endsAtMs - now);
+    const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
+    return heldAnswer(lease.atMs, decision, () => {
+      const at = this.clock();
+      unsee(st, at);
+      if (st.lease === lease && at < lease.endsAtMs) {
+        lease.unitsLeft += cost;
+        return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
+      }
+      if (!lease.returned) {
+        // Ended but not yet given back: it goes back with its other unused units.
+        lease.unitsLeft += cost;
+        return Promise.resolve(null);
+      }
+      return this.refundObject(st, cost, lease.atMs, keepAlive, false);
+    });
+  }
+
+  /** While the key is short here (`lastKnownUntilMs`), a last known refusal; else `null`. */
+  refuseShort(st: KeyState, now: number): Asked | null {
+    if (now >= st.lastKnownUntilMs) return null;
+    this.counters.lease_answers++;
+    return lastKnownRefusal(st, now);
+  }
+
+  /**
+   * Give an admission back with the key's next call (at most `RETURN_WAIT_MS` later if hot), answering `null` (one unit
+   * short: the safe side); a cold key with no call in flight sends it at once.
+   */
+  private refundObject(
+    st: KeyState,
+    cost: number,
+    admittedAtMs: number,
+    keepAlive: KeepAlive,
+    unseen = true,
+  ): Promise<RefundResult> {
+    const { clock, sleep, resume } = this.options;
+    if (unseen) unsee(st, clock());
+    const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
+    if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs, admitted: true });
+    else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs, admitted: true };
+    const now = clock();
+    if (isHot(st, now) || now < st.returnsNotBeforeMs) {
+      this.armReturns(st, keepAlive);
       return Promise.resolve(null);
     }
-    return refundObject(c, st, cost, lease.atMs, keepAlive, false);
-  });
-}
-
-/** While the key is short here (`lastKnownUntilMs`), a last known refusal; else `null`. */
-export function refuseShort(c: Calls, st: KeyState, now: number): Asked | null {
-  if (now >= st.lastKnownUntilMs) return null;
-  c.options.counters.lease_answers++;
-  return lastKnownRefusal(st, now);
-}
-
-/**
- * Give an admission back with the key's next call (at most `RETURN_WAIT_MS` later if hot), answering `null` (one unit
- * short: the safe side); a cold key with no call in flight sends it at once.
- */
-function refundObject(
-  c: Calls,
-  st: KeyState,
-  cost: number,
-  admittedAtMs: number,
-  keepAlive: KeepAlive,
-  unseen = true,
-): Promise<RefundResult> {
-  const { clock, sleep, resume } = c.options;
-  if (unseen) unsee(st, clock());
-  const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
-  if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs, admitted: true });
-  else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs, admitted: true };
-  const now = clock();
-  if (isHot(st, now) || now < st.returnsNotBeforeMs) {
-    armReturns(c, st, keepAlive);
-    return Promise.resolve(null);
+    if (!st.inFlight) return this.sendReturns(st, keepAlive);
+    // With the next call (`afterCall`), answering when it lands or after two budgets (a timer of its own: see `wait`).
+    const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
+    const bounded = sleep(2 * st.timeoutMs).then(() => null);
+    return Promise.race([resume?.(landed) ?? landed, bounded]);
   }
-  if (!st.inFlight) return sendReturns(c, st, keepAlive);
-  // With the next call (`afterCall`), answering when it lands or after two budgets (a timer of its own: see `wait`).
-  const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
-  const bounded = sleep(2 * st.timeoutMs).then(() => null);
-  return Promise.race([resume?.(landed) ?? landed, bounded]);
-}
 
-/** Send the refunds and lease returns waiting, in a call of their own (nothing else to carry them). */
-async function sendReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): Promise<RefundResult> {
-  const { clock } = c.options;
-  startCall(st, clock());
-  try {
-    const delegate = delegateFor(st, clock());
-    const input = callInput(c, st, [], false, delegate !== null);
-    const answer = await callTarget(c.options, st, delegate, input, keepAlive);
-    refundsLanded(c, st, input, answer);
-    if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
-    noteAnswer(st, answer.result, clock());
-    return answer.result.refunded ?? null;
-  } finally {
-    afterCall(c, st, keepAlive);
+  /** Send the refunds and lease returns waiting, in a call of their own (nothing else to carry them). */
+  private async sendReturns(st: KeyState, keepAlive: KeepAlive): Promise<RefundResult> {
+    const { clock } = this.options;
+    startCall(st, clock());
+    try {
+      const delegate = delegateFor(st, clock());
+      const input = this.callInput(st, [], false, delegate !== null);
+      const answer = await callTarget(this.options, st, delegate, input, keepAlive);
+      this.refundsLanded(st, input, answer);
+      if (answer.kind !== "answered") return null; // not given back: the key is short that much, never over
+      noteAnswer(st, answer.result, clock());
+      return answer.result.refunded ?? null;
+    } finally {
+      this.afterCall(st, keepAlive);
+    }
   }
-}
 
-/** A call ended: the first request waiting leads the next; with none, refunds go now (hot: with the next call). */
-export function afterCall(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
-  st.inFlight = false;
-  handOff(c, st);
-  if (st.inFlight || st.refunds.length === 0) return;
-  const now = c.options.clock();
-  if (isHot(st, now) || now < st.returnsNotBeforeMs) armReturns(c, st, keepAlive);
-  else {
-    const work = sendReturns(c, st, keepAlive);
+  /** A call ended: the first request waiting leads the next; with none, refunds go now (hot: with the next call). */
+  afterCall(st: KeyState, keepAlive: KeepAlive): void {
+    st.inFlight = false;
+    this.handOff(st);
+    if (st.inFlight || st.refunds.length === 0) return;
+    const now = this.clock();
+    if (isHot(st, now) || now < st.returnsNotBeforeMs) this.armReturns(st, keepAlive);
+    else {
+      const work = this.sendReturns(st, keepAlive);
+      keepAlive?.(work);
+    }
+  }
+
+  /** Make sure the refunds waiting reach the object: with the next call, or in one of their own after a wait. */
+  private armReturns(st: KeyState, keepAlive: KeepAlive): void {
+    if (st.returnsArmed) return;
+    st.returnsArmed = true;
+    const work = this.options.sleep(RETURN_WAIT_MS).then(async () => {
+      st.returnsArmed = false;
+      if (st.refunds.length === 0) return;
+      if (st.inFlight) this.armReturns(st, keepAlive);
+      else await this.sendReturns(st, keepAlive);
+    });
     keepAlive?.(work);
   }
-}
 
-/** Make sure the refunds waiting reach the object: with the next call, or in one of their own after a wait. */
-function armReturns(c: Calls, st: KeyState, keepAlive: KeepAlive): void {
-  if (st.returnsArmed) return;
-  st.returnsArmed = true;
-  const work = c.options.sleep(RETURN_WAIT_MS).then(async () => {
-    st.returnsArmed = false;
-    if (st.refunds.length === 0) return;
-    if (st.inFlight) armReturns(c, st, keepAlive);
-    else await sendReturns(c, st, keepAlive);
-  });
-  keepAlive?.(work);
-}
-
-/**
- * The refunds a call carried landed; an overloaded object never saw them (again after a backoff); other failures may
- * have applied them: not sent again (short, never over).
- */
-export function refundsLanded(c: Calls, st: KeyState, input: CallInput, answer: CallAnswer): void {
-  if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {
-    st.refunds.unshift(...(input.giveBack ?? []));
-    st.refundWaiters.unshift(...(c.refundWaiters.get(input) ?? []));
-    c.refundWaiters.delete(input);
-    st.returnsNotBeforeMs = c.options.clock() + OVERLOAD_BACKOFF_MS;
-    return;
+  /**
+   * The refunds a call carried landed; an overloaded object never saw them (again after a backoff); other failures may
+   * have applied them: not sent again (short, never over).
+   */
+  refundsLanded(st: KeyState, input: CallInput, answer: CallAnswer): void {
+    if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {
+      st.refunds.unshift(...(input.giveBack ?? []));
+      st.refundWaiters.unshift(...(this.refundWaiters.get(input) ?? []));
+      this.refundWaiters.delete(input);
+      st.returnsNotBeforeMs = this.clock() + OVERLOAD_BACKOFF_MS;
+      return;
+    }
+    const waiters = this.refundWaiters.get(input);
+    if (waiters === undefined) return;
+    this.refundWaiters.delete(input);
+    const refunded = answer.kind === "answered" ? (answer.result.refunded ?? null) : null;
+    for (const resolve of waiters) resolve(refunded);
   }
-  const waiters = c.refundWaiters.get(input);
-  if (waiters === undefined) return;
-  c.refundWaiters.delete(input);
-  const refunded = answer.kind === "answered" ? (answer.result.refunded ?? null) : null;
-  for (const resolve of waiters) resolve(refunded);
 }

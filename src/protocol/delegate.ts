@@ -1,7 +1,6 @@
 /**
- * A delegate's decisions from its share of a hot key (share.ts is the key's object's side; docs/production.md,
- * "Delegates"): a rate share is a bucket of its own under the sliced parameters, a window share units already charged,
- * admitted first come. Pure: (record, input, now) → (result, record); src/object/delegate.ts and the simulator run it.
+ * A delegate's decisions from its share of a hot key (share.ts: the key's object's side), pure: a rate share is a
+ * bucket of its own under the sliced parameters, a window share units already charged.
  */
 import {
   type AlgorithmParams,
@@ -88,10 +87,7 @@ export interface DelegateRecord {
   readonly calls: readonly AppliedCall[];
   /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
   readonly load?: CallLoad;
-  /**
-   * A window share's renewal while unanswered: sent again as it was (its id) within `PENDING_RESEND_MS`, so the key's
-   * object answers it as granted: nothing charged or given back twice. Absent: none.
-   */
+  /** A window share's renewal while unanswered: sent again as it was (its id), nothing charged or given back twice. */
   readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
   /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
   readonly taken?: readonly string[];
@@ -112,9 +108,8 @@ function sliceOf(share: HeldShare): AlgorithmParams | null {
 }
 
 /**
- * What deciding `costs` (and a sub-lease of `leaseUnits`) needs first: `renew` (no share, its term ended, a newer rules
- * version with other parameters, or a window share out of units it may still get), or `ready`. A newer version with
- * the same parameters (every deploy) is `ready`: the next renewal carries it, and no batch waits a round trip for it.
+ * What deciding `costs` (and a sub-lease of `leaseUnits`) needs first: `renew` (no live share, other parameters, or a
+ * window share out of units) or `ready`. A newer version with the same parameters (every deploy) waits for no renewal.
  */
 export function delegateNeed(
   record: DelegateRecord,
@@ -134,10 +129,7 @@ export function delegateNeed(
   return "ready";
 }
 
-/**
- * The ask renewing this delegate's share, and the record once it is sent (a window share's unused units go back with
- * it: a lost answer leaves the key short, never over). `pendingCost`: the batch waiting for the renewal.
- */
+/** The ask renewing the share, and the record once sent (a window share's unused units go back: short, never over). */
 export function shareAsk(
   record: DelegateRecord,
   holder: string,
@@ -305,8 +297,6 @@ export function delegateCall(
     share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs, input.id);
   share = sub.share;
   const { lease } = sub;
-  const d = rolled(record.demand, nowMs);
-  const asked = callDemand(input);
   const applied: AppliedCall = {
     id: input.id,
     atMs: nowMs,
@@ -317,9 +307,9 @@ export function delegateCall(
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
   const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
   const { taken: _t, ...rest } = record;
-  const demand = { ...d, curr: d.curr + asked };
-  const counted = { demand, load, ...(taken?.length ? { taken } : {}) };
-  const next: DelegateRecord = { ...rest, share, giveBack, calls, ...counted };
+  const d = rolled(record.demand, nowMs);
+  const demand = { ...d, curr: d.curr + callDemand(input) };
+  const next: DelegateRecord = { ...rest, share, giveBack, calls, demand, load, ...(taken?.length ? { taken } : {}) };
   const result: CallResult = {
     atMs: nowMs,
     results,
@@ -385,9 +375,8 @@ export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
 }
 
 /**
- * How long an isolate whose sub-lease ask found the slice empty waits before asking again (`CallResult.leaseWaitMs`),
- * ms: until the slice holds its ask (`waitMs`), times the demand over the slice's rate when above 1 (else the isolates
- * told to wait came back together), at most `RATE_LEASE_TERM_MS`.
+ * How long an isolate whose sub-lease ask found the slice empty waits, ms: until the slice holds its ask, times the
+ * demand over the slice's rate when above 1 (else the isolates told to wait came back together), at most a lease term.
  */
 function contendedWaitMs(record: DelegateRecord, share: HeldShare | null, waitMs: number, nowMs: number): number {
   const params = share === null ? null : sliceOf(share);

@@ -1,10 +1,7 @@
 /**
- * A delegate's steps around its pure decisions (delegate.ts), storage, clock and the key's object passed in (the
- * Durable Object, src/object/delegate.ts, or the simulator). Per batch: renew first when `delegateNeed` says (at most
- * twice: another batch's renewal may not have been enough), decide from the share, else pass the batch through (or
- * refuse it for `DELEGATE_RENEW_BACKOFF_MS` after an overloaded ask); renew in the background when due, one at a time.
- * A delegate's first batch passes through while its first ask is out: every key of a fast rule comes here first
- * (hot_marks.ts `hotByConstruction`), and a quiet one's first batch then waits one call to the key's object, not two.
+ * A delegate's steps around its pure decisions (delegate.ts), its shell's storage, clock and key's object passed in.
+ * Per batch: renew first when `delegateNeed` says (at most twice), decide from the share, else pass the batch through
+ * (or refuse it for a backoff after an overloaded ask); renew in the background when due, one at a time.
  */
 
 import { fingerprintOf } from "../algorithms/index.ts";
@@ -39,10 +36,7 @@ export interface DelegatePorts {
   readonly failed?: (message: string) => void;
   /** Wait this long, ms (for a window share's units ahead: delegate_ahead.ts). Absent: such a batch renews instead. */
   readonly sleep?: (ms: number) => Promise<void>;
-  /**
-   * `true` (the Worker's and the simulator's delegates): the first batch, with no share and no sub-lease asked, passes
-   * through while the first ask is out. Absent: it waits for the ask, as every batch that finds no share.
-   */
+  /** The first batch, asking no sub-lease, passes through while the first ask is out (absent: it waits for it). */
   readonly passFirst?: boolean;
 }
 
@@ -64,10 +58,7 @@ export class DelegateRun {
   private renewing: Promise<void> | null = null;
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
   private failedUntilMs = 0;
-  /**
-   * When the key's object last said the key is cold (`null`: not since a passed batch was answered hot or failed):
-   * batches then pass through at once, the share asked again in the background a term after if they keep coming.
-   */
+  /** When the key's object last said cold (`null`: not since a passed batch was answered hot or failed). */
   private coldAtMs: number | null = null;
   /** Whether this delegate asked for a share yet (since it started). */
   private asked = false;
@@ -93,12 +84,11 @@ export class DelegateRun {
     // A window share renews for a sub-lease's units too, once (the batch itself may renew twice).
     const asked = call.lease?.units;
     const leaseUnits = asked !== undefined && Number.isSafeInteger(asked) && asked > 0 ? asked : 0;
-    // A first batch that asks no sub-lease (its isolate has seen the key a few times at most) passes through while
-    // the first ask is out; one that asks a sub-lease waits for the share it is cut from.
+    // Every key of a fast rule comes here first (`hotByConstruction`): a quiet one's first batch then costs one call to
+    // the key's object, not two. One that asks a sub-lease waits for the share it is cut from.
     const fresh = !this.asked && load().share === null && this.renewing === null && (call.lease ?? null) === null;
-    const first = this.ports.passFirst === true && fresh;
     this.asked = true;
-    if (first) void this.renew(who, false, cost);
+    if (this.ports.passFirst === true && fresh) void this.renew(who, false, cost);
     else await this.renewFirst(who, call, cost, leaseUnits);
     const record = load();
     if (
@@ -107,12 +97,11 @@ export class DelegateRun {
     ) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
       if (this.backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
-      // Told cold a term ago or more, and batches still come at a tenth of the pace of a hot key or more: ask again,
-      // in the background (this batch does not wait for it). A quiet key's delegate asks nothing more.
-      const coldSince = this.coldAtMs;
-      const sinceMs = coldSince === null ? 0 : clock() - coldSince;
+      // Told cold a term ago or more, and batches still come at a tenth of a hot key's pace: ask again, in the
+      // background. A quiet key's delegate asks nothing more.
+      const sinceMs = this.coldAtMs === null ? 0 : clock() - this.coldAtMs;
       const coming = this.passedCost * SHARE_TERM_MS * 10 >= sinceMs * HOT_EXIT_PER_S;
-      if (coldSince !== null && this.cold() && sinceMs >= SHARE_TERM_MS && coming && this.renewing === null) {
+      if (this.cold() && sinceMs >= SHARE_TERM_MS && coming && this.renewing === null) {
         this.coldAtMs = clock();
         this.passedCost = 0;
         void this.renew(who, false, cost);
@@ -151,24 +140,22 @@ export class DelegateRun {
     for (let i = 0; i < 2 && !this.backingOff() && !this.cold(); i++) {
       const extra = i === 0 ? leaseUnits : 0;
       if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") return;
-      const sinceMs = clock();
+      const startMs = clock();
       this.waitingCost += cost;
       await this.renew(who, false, cost + extra);
       // Still no live share (told cold, or a grant whose term ended on its way) while other batches waited: their pace
       // is asked for once more, rather than each of them passed through to the key's object (a cold start's crowd).
       const share = load().share;
       const none = share === null || clock() >= share.endsAtMs;
-      if (none && this.waitingCost > cost) await this.askAgain(who, clock() - sinceMs);
+      if (none && this.waitingCost > cost) {
+        const spanMs = Math.max(clock() - startMs, SHARE_TERM_MS / 20);
+        const perTerm = Math.ceil((this.waitingCost * SHARE_TERM_MS) / spanMs);
+        this.waitingCost = 0;
+        this.coldAtMs = null;
+        await this.renew(who, false, perTerm);
+      }
       if (this.renewing === null) this.waitingCost = 0;
     }
-  }
-
-  /** Ask again at the pace of the batches that waited for a cold answer over `spanMs` (at least a 20th of a term). */
-  private askAgain(who: DelegateWho, spanMs: number): Promise<void> {
-    const perTerm = Math.ceil((this.waitingCost * SHARE_TERM_MS) / Math.max(spanMs, SHARE_TERM_MS / 20));
-    this.waitingCost = 0;
-    this.coldAtMs = null;
-    return this.renew(who, false, perTerm);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -184,12 +171,11 @@ export class DelegateRun {
     const { clock, load, save } = this.ports;
     // An unanswered renewal (a restart, a failure) is sent again as it was: its id, its send time (delegate.ts).
     const asked = shareAsk(load(), who.holder, who.rule, this.ports.newId(), clock(), release, pendingCost);
-    const { sentAtMs } = asked;
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {
       const grant = await withinTimeout(this.ports.share(who.object, asked.ask), this.ports.sleep);
-      const record = adoptGrant(load(), asked.ask, grant, sentAtMs, clock());
+      const record = adoptGrant(load(), asked.ask, grant, asked.sentAtMs, clock());
       save(record);
       this.coldAtMs = grant.kind === "none" && !grant.hot ? clock() : null;
       this.passedCost = 0;
@@ -205,9 +191,8 @@ export class DelegateRun {
 }
 
 /**
- * A live window share, under the batch's rules version, left too short for the batch by the renewals before it: the
- * batch is decided from it rather than passed through with all of the region's waiting batches. A request costing
- * more than the share's last grant still goes through (no grant may ever be big enough for it).
+ * A live window share left too short for the batch by the renewals before it: the batch is decided from it, not
+ * passed through with all of the region's waiting batches; a request costing more than its last grant still is.
  */
 function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
   const share = record.share;
