@@ -8,7 +8,7 @@ import { DurableObject } from "cloudflare:workers";
 import { logEvent } from "../isolate/metrics.ts";
 import { type Clock, type Sleep, systemClock, systemSleep } from "../isolate/time.ts";
 import { type DelegateRecord, delegateIdle, NEW_DELEGATE } from "../protocol/delegate.ts";
-import { releaseDue } from "../protocol/delegate_ahead.ts";
+import { releaseDue } from "../protocol/delegate_record.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { CallInput, CallResult } from "../protocol/store.ts";
 import { DELEGATE_IDLE_MS } from "../protocol/tunables.ts";

@@ -12,17 +12,18 @@ import {
   leasePolicy,
   refund,
 } from "../algorithms/index.ts";
-import { type AheadHeld, aheadHeld, windowShort } from "./delegate_ahead.ts";
 import {
-  type CallLoad,
+  aheadHeld,
   countLoad,
-  type DemandBuckets,
+  type DelegateRecord,
   demandPerTerm,
+  type HeldShare,
   keptParts,
   rolled,
   usedUntilAnswer,
   windowPace,
-} from "./delegate_demand.ts";
+  windowShort,
+} from "./delegate_record.ts";
 import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import { adoptedStart } from "./share_tokens.ts";
@@ -31,7 +32,6 @@ import {
   type CallInput,
   type CallResult,
   type CheckResult,
-  type LeaseReturn,
   type LimiterRule,
   refusedFor,
   replayedResults,
@@ -42,7 +42,6 @@ import {
   handedOn,
   inBucket,
   reservedBackInMs,
-  type SubleaseSource,
   settled,
   subleaseFrom,
   takeBack,
@@ -57,50 +56,8 @@ import {
   SHARE_TERM_MS,
 } from "./tunables.ts";
 
-// What delegate_demand.ts decides about the renewal and the load, for the shells and the tests.
-export * from "./delegate_demand.ts";
-
-/** The share a delegate holds: what a sub-lease is granted from (sublease.ts `SubleaseSource`), and its renewal. */
-export interface HeldShare extends SubleaseSource {
-  /** The demand the share was asked with, per term (absent in a record from before it was kept). */
-  readonly demand?: number;
-  /** The id of the ask the share answered (sent back as `ShareAsk.holding`; absent in an older record). */
-  readonly askId?: string;
-  /** This delegate's clock when to renew, ms. */
-  readonly renewAtMs: number;
-  /** The round trip of the renewal the share answered, ms (a rate share renews that early: `renewDue`; or absent). */
-  readonly rttMs?: number;
-  /** Window share: units of the next window granted ahead, used from `fromMs` (delegate_ahead.ts; absent: none). */
-  readonly ahead?: AheadHeld;
-}
-
-export interface DelegateRecord {
-  readonly v: 1;
-  readonly share: HeldShare | null;
-  /** Whether the key is hot, as the last grant said (`false`: callers go back to the key's object). */
-  readonly hot: boolean;
-  /** Cost asked of this delegate (delegate_demand.ts). */
-  readonly demand: DemandBuckets;
-  /** Units to give back to the key's object with the next ask. */
-  readonly giveBack: readonly LeaseReturn[];
-  /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
-  readonly calls: readonly AppliedCall[];
-  /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
-  readonly load?: CallLoad;
-  /** A window share's renewal while unanswered: sent again as it was (its id), nothing charged or given back twice. */
-  readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
-  /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
-  readonly taken?: readonly string[];
-}
-
-export const NEW_DELEGATE: DelegateRecord = {
-  v: 1,
-  share: null,
-  hot: true,
-  demand: { bucket: 0, curr: 0, prev: 0 },
-  giveBack: [],
-  calls: [],
-};
+// The record and what delegate_record.ts decides about its renewal and load, for the shells and the tests.
+export * from "./delegate_record.ts";
 
 /** The sliced parameters of a rate share (`null`: no parts). */
 function sliceOf(share: HeldShare): AlgorithmParams | null {
@@ -157,7 +114,7 @@ export function shareAsk(
   // The batch waiting for this ask counts too (a new delegate has no term behind it yet), and a window share's pace.
   const demand = Math.max(demandPerTerm(record, nowMs), pendingCost, windowPace(share, nowMs));
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
-  // A live rate share is cut when its demand fell (`keep`), and used `oldForMs` more at most (delegate_demand.ts).
+  // A live rate share is cut when its demand fell (`keep`), and used `oldForMs` more at most (delegate_record.ts).
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
   const cut = kept !== null && live && !release ? cutFor(kept, demand, nowMs) : null;
   if (cut !== null) kept = cut;

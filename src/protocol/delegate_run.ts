@@ -6,7 +6,7 @@
 
 import { fingerprintOf } from "../algorithms/index.ts";
 import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
-import { aheadWaitMs, rollAhead } from "./delegate_ahead.ts";
+import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
 import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import { type CallInput, type CallResult, type LimiterRule, refusedFor } from "./store.ts";
@@ -34,7 +34,7 @@ export interface DelegatePorts {
   readonly adopted?: (record: DelegateRecord, who: DelegateWho) => void | Promise<void>;
   /** A renewal failed (for the log). */
   readonly failed?: (message: string) => void;
-  /** Wait this long, ms (for a window share's units ahead: delegate_ahead.ts). Absent: such a batch renews instead. */
+  /** Wait this long, ms (for a window share's units ahead: delegate_record.ts). Absent: such a batch renews instead. */
   readonly sleep?: (ms: number) => Promise<void>;
   /** The first batch, asking no sub-lease, passes through while the first ask is out (absent: it waits for it). */
   readonly passFirst?: boolean;

@@ -1,5 +1,5 @@
 /**
- * Window shares granted ahead, the key's object's side (delegate_ahead.ts: the delegate's): units of the next window
+ * Window shares granted ahead, the key's object's side (delegate_record.ts: the delegate's): units of the next window
  * wait in the book (`ShareBook.ahead`), charged when it starts (`applyAhead`), never over its limit. Pure.
  */
 import { capacityOf, decide, leasePolicy, leaseTermMs } from "../algorithms/index.ts";

@@ -10,7 +10,7 @@
  */
 
 import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
-import { releaseDue } from "../protocol/delegate_ahead.ts";
+import { releaseDue } from "../protocol/delegate_record.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
 import { type CallInput, type LeaseReturn, peekState } from "../protocol/store.ts";

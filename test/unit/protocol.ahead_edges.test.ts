@@ -1,5 +1,5 @@
 /**
- * Window shares granted ahead, at their edges (src/protocol/window_ahead.ts, delegate_ahead.ts): exact tables for each
+ * Window shares granted ahead, at their edges (src/protocol/window_ahead.ts, delegate_record.ts): exact tables for each
  * bound and guard, both sides of it (one unit; the very ms a share ends; a max term the window's end does not cut; a
  * window already spent when the units ahead are charged; returns that are not whole units; a rate record), and the
  * delegate's alarm release (`releaseDue`). protocol.window_ahead.test.ts has the runs through the object and delegate.
@@ -12,8 +12,7 @@ import {
   NEW_DELEGATE,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
-import { aheadHeld, aheadWaitMs, releaseDue, rollAhead } from "../../src/protocol/delegate_ahead.ts";
-import { windowPace } from "../../src/protocol/delegate_demand.ts";
+import { aheadHeld, aheadWaitMs, releaseDue, rollAhead, windowPace } from "../../src/protocol/delegate_record.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import type { LimiterRecord, LimiterRule, ShareBook } from "../../src/protocol/store.ts";

@@ -1,13 +1,12 @@
 /**
- * Window shares granted ahead (src/protocol/window_ahead.ts, delegate_ahead.ts): a window share renewed shortly before
+ * Window shares granted ahead (src/protocol/window_ahead.ts, delegate_record.ts): a window share renewed shortly before
  * its window's end gets units of the next window, charged against that window when it starts, never beyond its
  * limit; the delegate takes them as its share from the next window's start (after the ask's round trip), without
  * renewing at the window's turn; given back before that window started, they come off the book.
  */
 import { describe, expect, it } from "vitest";
 import { adoptGrant, type DelegateRecord, NEW_DELEGATE, renewDue, shareAsk } from "../../src/protocol/delegate.ts";
-import { aheadWaitMs, releaseDue, rollAhead, windowShort } from "../../src/protocol/delegate_ahead.ts";
-import { windowPace } from "../../src/protocol/delegate_demand.ts";
+import { aheadWaitMs, releaseDue, rollAhead, windowPace, windowShort } from "../../src/protocol/delegate_record.ts";
 import { DelegateRun } from "../../src/protocol/delegate_run.ts";
 import { keyCall, type ShareAsk, settleShares } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";

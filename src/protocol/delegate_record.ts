@@ -1,7 +1,11 @@
 /**
- * A delegate's demand (`demandPerTerm`), when it renews its share (`renewDue`), the parts it keeps when demand fell
- * (`keptParts`) and when it says busy (`countLoad`): pure functions of its record (delegate.ts) and its clock.
+ * A delegate's record (delegate.ts decides from it) and its pure functions: the demand and load it counts, when it
+ * renews (`renewDue`), and a window share's units ahead (window_ahead.ts: the key's object's side), taken as the share
+ * once it ended (`rollAhead`) instead of renewing at the window's turn with every delegate.
  */
+import type { ShareAsk, ShareGrant } from "./share.ts";
+import type { AppliedCall, LeaseReturn } from "./store.ts";
+import type { SubleaseSource } from "./sublease.ts";
 import {
   DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
@@ -13,6 +17,48 @@ import {
   SHARE_TERM_MS,
 } from "./tunables.ts";
 
+/** The share a delegate holds: what a sub-lease is granted from (sublease.ts `SubleaseSource`), and its renewal. */
+export interface HeldShare extends SubleaseSource {
+  /** The demand the share was asked with, per term (absent in a record from before it was kept). */
+  readonly demand?: number;
+  /** The id of the ask the share answered (sent back as `ShareAsk.holding`; absent in an older record). */
+  readonly askId?: string;
+  /** This delegate's clock when to renew, ms. */
+  readonly renewAtMs: number;
+  /** The round trip of the renewal the share answered, ms (a rate share renews that early: `renewDue`; or absent). */
+  readonly rttMs?: number;
+  /** Window share: units of the next window granted ahead, used from `fromMs` (`rollAhead`; absent: none). */
+  readonly ahead?: AheadHeld;
+}
+
+export interface DelegateRecord {
+  readonly v: 1;
+  readonly share: HeldShare | null;
+  /** Whether the key is hot, as the last grant said (`false`: callers go back to the key's object). */
+  readonly hot: boolean;
+  /** Cost asked of this delegate (`demandPerTerm`). */
+  readonly demand: DemandBuckets;
+  /** Units to give back to the key's object with the next ask. */
+  readonly giveBack: readonly LeaseReturn[];
+  /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
+  readonly calls: readonly AppliedCall[];
+  /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
+  readonly load?: CallLoad;
+  /** A window share's renewal while unanswered: sent again as it was (its id), nothing charged or given back twice. */
+  readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
+  /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
+  readonly taken?: readonly string[];
+}
+
+export const NEW_DELEGATE: DelegateRecord = {
+  v: 1,
+  share: null,
+  hot: true,
+  demand: { bucket: 0, curr: 0, prev: 0 },
+  giveBack: [],
+  calls: [],
+};
+
 /** Cost asked of a delegate: the current and the previous bucket of `DEMAND_BUCKET_MS` (`bucket`: its index). */
 export interface DemandBuckets {
   readonly bucket: number;
@@ -20,26 +66,9 @@ export interface DemandBuckets {
   readonly prev: number;
 }
 
-/** What these functions read of a delegate's share (delegate.ts `HeldShare`). */
-interface ShareTimes {
-  readonly kind: "rate" | "window";
-  readonly endsAtMs: number;
-  readonly renewAtMs: number;
-  readonly demand?: number;
-  readonly rttMs?: number;
-}
-
 /** A share's whole term, ms: `adoptGrant` renews it a quarter term before its end. */
-function termOf(share: ShareTimes): number {
+function termOf(share: Pick<HeldShare, "endsAtMs" | "renewAtMs">): number {
   return 4 * (share.endsAtMs - share.renewAtMs);
-}
-
-/** What renewing needs of a delegate's record (delegate.ts `DelegateRecord`). */
-interface Renewable {
-  readonly share: (ShareTimes & { readonly ahead?: unknown }) | null;
-  readonly demand: DemandBuckets;
-  /** Calls decided per second (`countLoad`; absent: none counted). */
-  readonly load?: CallLoad;
 }
 
 /**
@@ -47,9 +76,9 @@ interface Renewable {
  * `RENEW_LEAD_MS` before its end, a rate share at least `rttLeadMs` before it; or a rate share of a whole term or more
  * whose demand moved (`demandMoved`): a settled term grows to 4 s (share_grant.ts `rateTermMs`), too long to wait.
  */
-export function renewDue(record: Renewable, nowMs: number): boolean {
+export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   const share = record.share;
-  // A window share holding units of the next window goes on with them at its end (delegate_ahead.ts).
+  // A window share holding units of the next window goes on with them at its end (`rollAhead`).
   if (share === null || share.ahead !== undefined) return false;
   const demand = demandPerTerm(record, nowMs);
   if (demand <= 0) return false;
@@ -75,9 +104,8 @@ function busyNow(load: CallLoad | undefined, nowMs: number): boolean {
 }
 
 /**
- * How long a rate share is still used after its renewal is sent unless the answer comes first, ms (the ask's
- * `oldForMs`, so the key's object frees its parts then, not at the old term's end): the last renewal's round trip and
- * `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS`. A later answer leaves batches waiting for it (delegate_run.ts).
+ * How long a rate share is still used after its renewal is sent, ms (the ask's `oldForMs`: the key's object frees its
+ * parts then, not at the old term's end): the last round trip and `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS`.
  */
 export function oldShareForMs(share: { readonly rttMs?: number }): number {
   const rtt = share.rttMs;
@@ -86,9 +114,7 @@ export function oldShareForMs(share: { readonly rttMs?: number }): number {
 }
 
 /** A live rate share whose renewal is sent now: it ends `oldShareForMs` from now at the latest. */
-export function usedUntilAnswer<
-  S extends { readonly rttMs?: number; readonly endsAtMs: number; readonly renewAtMs: number },
->(share: S, nowMs: number): { readonly share: S; readonly forMs: number } {
+export function usedUntilAnswer(share: HeldShare, nowMs: number): { share: HeldShare; forMs: number } {
   const forMs = oldShareForMs(share);
   const untilMs = nowMs + forMs;
   if (untilMs >= share.endsAtMs) return { share, forMs };
@@ -96,11 +122,10 @@ export function usedUntilAnswer<
 }
 
 /**
- * How long before its end a rate share renews at least, ms: its last renewal's round trip, so that the answer comes
- * before the end (a far region's round trip is longer than a quarter term's last quarter), at most half its term; no
- * earlier, as its old parts stay promised meanwhile. A window share: 0 (renewing gives its unused units back).
+ * How long before its end a rate share renews at least, ms: its last round trip (a far region's is longer than a
+ * term's last quarter), at most half its term; no earlier: its old parts stay promised meanwhile. A window share: 0.
  */
-export function rttLeadMs(share: ShareTimes): number {
+function rttLeadMs(share: HeldShare): number {
   if (share.kind !== "rate" || share.rttMs === undefined || share.rttMs <= 0) return 0;
   return Math.min(share.rttMs, Math.floor(termOf(share) / 2));
 }
@@ -111,7 +136,7 @@ export function rttLeadMs(share: ShareTimes): number {
  * half-term buckets (`demandPerTerm`) follow: its first shares ran dry and were renewed several times a term.
  */
 export function windowPace(
-  share: (ShareTimes & { readonly units: number; readonly unitsLeft: number; readonly lent?: number }) | null,
+  share: Pick<HeldShare, "kind" | "endsAtMs" | "renewAtMs" | "demand" | "units" | "unitsLeft" | "lent"> | null,
   nowMs: number,
 ): number {
   const used = share === null ? 0 : share.units - share.unitsLeft - (share.lent ?? 0);
@@ -184,4 +209,77 @@ export function countLoad(
   const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
   const spread = calls >= 2 * busyPerS ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
   return { load, busy: calls >= busyPerS, spread };
+}
+
+/** Units of the next window a delegate holds ahead. */
+export interface AheadHeld {
+  readonly units: number;
+  /** The key's object's clock at the next window's start, ms (their refunds name it). */
+  readonly atMs: number;
+  /** This delegate's clock from when they may be used, ms. */
+  readonly fromMs: number;
+  /** This delegate's clock when the share they become ends, ms. */
+  readonly endsAtMs: number;
+}
+
+/**
+ * The units ahead a window grant (asked at `sentAtMs`, answered at `nowMs`) brings, as a field of the share. Whatever
+ * the clocks' offset, the share is used until the ask's send plus its term (before the window's end), the units ahead
+ * from the answer's arrival plus it (after); batches between wait.
+ */
+export function aheadHeld(grant: ShareGrant, sentAtMs: number, nowMs: number): { readonly ahead?: AheadHeld } {
+  const a = grant.ahead;
+  if (a === undefined || !(a.units >= 1) || !(a.termMs >= 1)) return {};
+  const fromMs = nowMs + grant.termMs;
+  return { ahead: { units: a.units, atMs: a.atMs, fromMs, endsAtMs: sentAtMs + grant.termMs + a.termMs } };
+}
+
+/**
+ * Whether a window share granted `grant` for `asked` is short (refusing beyond its units until its term ends): cut
+ * with the window spent, or with units ahead and less left than asked (not asking again for the little left).
+ */
+export function windowShort(grant: ShareGrant, asked: number): boolean {
+  return grant.units < asked && (grant.remaining === 0 || (grant.ahead !== undefined && grant.remaining < asked));
+}
+
+/** How long a batch at `nowMs` waits for the share's units ahead (from the share's end until usable; 0: none). */
+export function aheadWaitMs(record: DelegateRecord, nowMs: number): number {
+  const share = record.share;
+  const ahead = share?.ahead;
+  if (share == null || ahead === undefined || nowMs < share.endsAtMs) return 0;
+  return Math.max(0, ahead.fromMs - nowMs);
+}
+
+/**
+ * The record with its units ahead taken as its share once the old one ended and they are usable (renewed in their
+ * term's last quarter; the old units, of a window gone by, are not given back). The very same record otherwise.
+ */
+export function rollAhead(record: DelegateRecord, nowMs: number): DelegateRecord {
+  const share = record.share;
+  const ahead = share?.ahead;
+  if (share == null || ahead === undefined || nowMs < share.endsAtMs || nowMs < ahead.fromMs) return record;
+  const { ahead: _ahead, lent: _lent, ...rest } = share;
+  const termMs = Math.max(1, ahead.endsAtMs - ahead.fromMs);
+  const next: HeldShare = {
+    ...rest,
+    atMs: ahead.atMs,
+    endsAtMs: ahead.endsAtMs,
+    renewAtMs: ahead.endsAtMs - Math.floor(termMs / 4),
+    units: ahead.units,
+    unitsLeft: ahead.units,
+    short: false,
+  };
+  return { ...record, share: next };
+}
+
+/** Whether the alarm at a window share's end gives its units left back: none ahead (the share goes on with those). */
+export function releaseDue(record: DelegateRecord, nowMs: number): boolean {
+  const share = record.share;
+  return (
+    share !== null &&
+    share.kind === "window" &&
+    share.unitsLeft > 0 &&
+    nowMs >= share.endsAtMs &&
+    share.ahead === undefined
+  );
 }
