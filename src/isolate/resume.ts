@@ -1,6 +1,6 @@
 /**
  * Continuing in a request's own I/O context after awaiting a promise another request settles (docs/production.md,
- * "Why a waiting request polls"): a first sleep of about half the recent waits, then polls backing off to 4 ms.
+ * "Why a waiting request polls"): a first sleep of about half the recent waits, then polls up to `POLL_MAX_MS`.
  */
 import type { Clock } from "./time.ts";
 

@@ -215,10 +215,7 @@ export function adoptGrant(
   return { ...record, share, hot: grant.hot };
 }
 
-/**
- * Units still sub-leased out of the shares before `grant`, when it is a share of the same window under the same
- * parameters (its isolates' returns naming those shares are then taken into the new one: sublease.ts `takeBack`).
- */
+/** Units still lent out of the shares before `grant`, if of the same window and parameters (returned into it). */
 function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
   if (old === null || old.kind !== "window" || (old.lent ?? 0) < 1) return 0;
   const params = grant.rule.params;
@@ -228,10 +225,7 @@ function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
   return old.lent ?? 0;
 }
 
-/**
- * Decide an isolate's batch from a `ready` share: refunds first (`takeBack`), then each request in order, then its
- * sub-lease. A retried call is answered as remembered.
- */
+/** Decide a batch from a `ready` share: refunds first, then each request, then its sub-lease (a retry: as before). */
 export function delegateCall(
   record: DelegateRecord,
   input: CallInput,

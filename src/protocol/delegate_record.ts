@@ -251,8 +251,8 @@ export function aheadWaitMs(record: DelegateRecord, nowMs: number): number {
 }
 
 /**
- * The record with its units ahead taken as its share once the old one ended and they are usable (renewed in their
- * term's last quarter; the old units, of a window gone by, are not given back). The very same record otherwise.
+ * The record with its units ahead taken as its share once the old one ended and they are usable (the old units, of a
+ * window gone by, are not given back); the very same record otherwise.
  */
 export function rollAhead(record: DelegateRecord, nowMs: number): DelegateRecord {
   const share = record.share;
