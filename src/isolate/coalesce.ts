@@ -1,7 +1,7 @@
 /** How one isolate asks a key's object: coalesced calls, leases, a hot key's delegate (docs/production.md). */
 
 import type { CallAnswer } from "../protocol/object_call.ts";
-import type { CallResult } from "../protocol/store.ts";
+import type { LeaseGrant } from "../protocol/store.ts";
 import { Calls, endLease, type KeepAlive, noteAnswer, startCall } from "./coalesce_calls.ts";
 import {
   type Asked,
@@ -124,15 +124,13 @@ export class Coalescer {
    */
   private adopt(
     st: KeyState,
-    result: CallResult,
+    grant: LeaseGrant,
     sentAtMs: number,
     asked: AskedLease | undefined,
     keepAlive: KeepAlive,
     from: DelegateRoute | undefined,
     late = false,
   ): number {
-    const grant = result.lease;
-    if (grant === null) return sentAtMs;
     this.options.counters.leases++;
     const askedTtlMs = asked?.ttlMs ?? grant.forMs;
     const cut = grant.forMs < askedTtlMs;
@@ -279,7 +277,7 @@ export class Coalescer {
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
         result.lease !== null
-          ? this.adopt(st, result, sentAtMs, asked, keepAlive, from)
+          ? this.adopt(st, result.lease, sentAtMs, asked, keepAlive, from)
           : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
       // A sub-lease ask granted nothing: known short only until the delegate's slice refills what it asked.
       const waitMs = result.leaseWaitMs;
@@ -292,7 +290,7 @@ export class Coalescer {
     const { late } = answer;
     // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
     const work = late?.then((r) => {
-      if (r.lease !== null) this.adopt(st, r, sentAtMs, this.c.lastAsk.get(st), keepAlive, from, true);
+      if (r.lease !== null) this.adopt(st, r.lease, sentAtMs, this.c.lastAsk.get(st), keepAlive, from, true);
       this.c.lateRefunds(st, batch, answers, r.results);
     });
     work?.catch(() => undefined); // failed as well: nothing it charged is known here
