@@ -3,7 +3,7 @@
  * delegate gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
-import { carryOver, decide, fingerprintOf, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
+import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
@@ -35,6 +35,7 @@ import {
   type ShareBook,
   type ShareEntry,
 } from "./store.ts";
+import { sameWindow } from "./sublease.ts";
 import {
   HOT_EXIT_PER_S,
   HOT_HOLD_MS,
@@ -299,13 +300,9 @@ function windowGrant(
  * the next (docs/production.md, "Shares"). An estimate: it splits, it never charges.
  */
 function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {
-  const policy = leasePolicy(rule.params.algorithm);
-  if (policy.kind !== "window" || rec?.shares === undefined) return 0;
-  const window = policy.windowOf(rule.params, nowMs);
   let held = 0;
-  for (const e of rec.shares.entries) {
-    if (e.holder === holder || e.units < 1 || nowMs >= e.endsAtMs) continue;
-    if (policy.windowOf(rule.params, e.atMs) !== window) continue;
+  for (const e of rec?.shares?.entries ?? []) {
+    if (e.holder === holder || e.units < 1 || nowMs >= e.endsAtMs || !sameWindow(rule.params, e.atMs, nowMs)) continue;
     const used = Math.ceil((e.demand * Math.max(0, nowMs - e.atMs)) / SHARE_TERM_MS);
     held += Math.max(0, e.units - used);
   }
