@@ -107,8 +107,7 @@ export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInp
 
 /** What this isolate expects to need of the key over `ttlMs` (`seenPerTtl` scaled, rounded up). */
 export function seenOver(st: KeyState, now: number, ttlMs: number): number {
-  const settingsTtlMs = st.leaseSettings?.ttlMs ?? 1000;
-  return Math.ceil((seenPerTtl(st, now) * ttlMs) / settingsTtlMs);
+  return Math.ceil((seenPerTtl(st, now) * ttlMs) / (st.leaseSettings?.ttlMs ?? 1000));
 }
 
 /**

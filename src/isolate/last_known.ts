@@ -72,16 +72,12 @@ export function noteLastKnown(
   endsAtMs: number,
   results: readonly CheckResult[],
 ): void {
-  st.lastKnownUntilMs = 0;
-  st.lastKnownRetryAtMs = 0;
+  st.lastKnownUntilMs = short ? endsAtMs : 0;
+  st.lastKnownRetryAtMs = short ? endsAtMs : 0;
   if (!short) return;
   const now = ctx.clock();
-  let reopensAtMs = endsAtMs;
   for (const r of results) {
-    if (r.ok && !r.decision.allowed && r.decision.retryAfterMs !== null) {
-      reopensAtMs = Math.max(reopensAtMs, now + r.decision.retryAfterMs);
-    }
+    if (!r.ok || r.decision.allowed || r.decision.retryAfterMs === null) continue;
+    st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, now + r.decision.retryAfterMs);
   }
-  st.lastKnownUntilMs = endsAtMs;
-  st.lastKnownRetryAtMs = reopensAtMs;
 }

@@ -282,8 +282,7 @@ function decideOne(
 ): { readonly result: CheckResult; readonly share: HeldShare | null } {
   const waitMs = Math.max(1, (share?.endsAtMs ?? nowMs) - nowMs);
   const refused = refusedFor(share?.rule.params ?? rule.params, cost, waitMs, nowMs);
-  if (!refused.ok) return { result: refused, share };
-  if (share === null || nowMs >= share.endsAtMs) return { result: refused, share };
+  if (!refused.ok || share === null || nowMs >= share.endsAtMs) return { result: refused, share };
   if (share.kind === "window") {
     if (share.unitsLeft < cost) return { result: refused, share };
     const unitsLeft = share.unitsLeft - cost;

@@ -91,10 +91,7 @@ export class DelegateRun {
     if (this.ports.passFirst === true && fresh) void this.renew(who, false, cost);
     else await this.renewFirst(who, call, cost, leaseUnits);
     const record = load();
-    if (
-      record.share === null ||
-      (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock()))
-    ) {
+    if (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock())) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
       if (this.backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
       // Told cold a term ago or more, and batches still come at a tenth of a hot key's pace: ask again, in the
