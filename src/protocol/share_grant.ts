@@ -213,7 +213,7 @@ export function fedParts(parts: number, room: number, least: number): number {
  * A rate share's term, ms. Unsettled (new, short of its demand's proportion `fair` by more than an eighth, or its
  * parts moved by more than a quarter; within `SETTLED_SLACK_PARTS` never), a quarter term so parts follow demand, but
  * at least `UNSETTLED_TERM_RTTS` round trips (at most `SHARE_TERM_MS`); settled, its last term doubled, up to
- * `SHARE_TERM_MAX_MS`, so the key's object renews a steady key's delegates a few times a second, not 36-144.
+ * `SHARE_TERM_MAX_MS`, so the key's object renews a steady key's delegates only a few times a second.
  */
 export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number, rttMs?: number): number {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
@@ -254,10 +254,9 @@ function transfer(
 }
 
 /**
- * A window share: units of the current window, charged now; as many as asked while the window has room for every
- * delegate's demand, else its demand's proportion of what is left and what the others still hold (`heldByOthers`), or
- * all that is left when that is no more than asked (the delegate is then short until its renewal). Cut at its window's
- * end.
+ * A window share: units of the current window, charged now, its term cut at the window's end; as many as asked while
+ * the window has room for every delegate's demand, else its demand's proportion of what is left and what the others
+ * still hold (`heldByOthers`), or all that is left when that is no more than asked (then short until its renewal).
  */
 function windowGrant(
   rec: LimiterRecord | null,
