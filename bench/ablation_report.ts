@@ -106,7 +106,7 @@ export function ablationSection(d: AblationData): string[] {
     "",
     ...GOALS.map(([key, text]) => {
       const g = all.goals[key];
-      return `- ${text}: ${g === undefined ? "**not run**" : g.met ? "**met**" : `**not met**: ${g.misses}`}`;
+      return `- ${text}: ${g === undefined ? "**not run** (no row of this table applies)" : g.met ? "**met**" : `**not met**: ${g.misses}`}`;
     }),
     ...slotGoalLines(d, seeds),
     "",

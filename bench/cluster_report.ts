@@ -63,7 +63,7 @@ export function clusterSection(d: ClusterData): string[] {
     by === undefined ? "" : ` (${by.firstUnmarked}${by.beforeAnyMark === undefined ? "" : ` / ${by.beforeAnyMark}`})`;
   const met = (key: string) => {
     const g = d.goals[key];
-    if (g === undefined) return "**not run**";
+    if (g === undefined) return "**not run** (no row of this table applies)";
     return g.met ? "**met**" : `**not met**: ${g.misses}`;
   };
   // Rows without `failedOpenAll` were run before the less generous world (src/sim/network.ts, issue 36).

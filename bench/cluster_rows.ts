@@ -208,13 +208,25 @@ export interface ClusterGoal {
 const label = (r: ClusterRow) =>
   `${r.rule}/${r.isolates}/${r.loadPerS}/s${r.scenario === "steady" ? "" : ` ${r.scenario}`}`;
 
-function goal(rows: readonly ClusterRow[], ok: (r: ClusterRow) => boolean, figure: (r: ClusterRow) => unknown) {
+/** A goal over the rows it applies to; `undefined` when none does (the reports say "not run", never a vacuous "met"). */
+function goal(
+  rows: readonly ClusterRow[],
+  ok: (r: ClusterRow) => boolean,
+  figure: (r: ClusterRow) => unknown,
+): ClusterGoal | undefined {
+  if (rows.length === 0) return undefined;
   const missed = rows.filter((r) => !ok(r));
   return { met: missed.length === 0, misses: missed.map((r) => `${label(r)}: ${figure(r)}`).join(", ") };
 }
 
 /** Issue 18's goals, over every row they apply to. */
 export function clusterGoals(rows: readonly ClusterRow[]): Record<string, ClusterGoal> {
+  return Object.fromEntries(
+    Object.entries(goalsOver(rows)).filter((e): e is [string, ClusterGoal] => e[1] !== undefined),
+  );
+}
+
+function goalsOver(rows: readonly ClusterRow[]): Record<string, ClusterGoal | undefined> {
   const rate = rows.filter((r) => r.overRateBound !== null);
   const accuracy = rows.filter(
     (r) =>

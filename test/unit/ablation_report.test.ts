@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { type AblationData, ablationSection, keeps, verdictOf } from "../../bench/ablation_report.ts";
 import { SLOT_LABEL, type SlotRow } from "../../bench/ablation_slots.ts";
-import type { ClusterRow } from "../../bench/cluster_rows.ts";
+import { type ClusterRow, clusterGoals } from "../../bench/cluster_rows.ts";
 
 /** A rate row at 2x its limit meeting every goal but accuracy (as section 8's all-on rows do). */
 function clusterRow(over: Partial<ClusterRow> = {}): ClusterRow {
@@ -37,6 +37,18 @@ function slotRow(over: Partial<SlotRow> = {}): SlotRow {
 const KEPT = { admitted: 1600, admittedVsExactPct: -58.44, lateSlots: 80, lateKept: 80, heldAtEnd: 85, heldLost: 5 };
 const seeds = [0, 1000, 2000];
 const same = seeds.map(() => ({ on: [clusterRow()], off: [clusterRow({ admittedVsExactPct: -12.2 })] }));
+
+describe("the goals a table's rows can show (bench/cluster_rows.ts `clusterGoals`)", () => {
+  it("a goal no row applies to is absent (reported not run), never a vacuous met", () => {
+    const goals = clusterGoals([clusterRow()]);
+    // Only a 10 req/s row is compared with one call per request; only an event's row measures the 2 s after it.
+    expect(goals.low).toBeUndefined();
+    expect(goals.underAfterEvent).toBeUndefined();
+    expect(goals.rateBound).toEqual({ met: true, misses: "" });
+    const low = clusterGoals([clusterRow({ loadPerS: 10, decisionsIdenticalToPlain: false })]).low;
+    expect(low).toEqual({ met: false, misses: "hot-rate/1000/10/s: differ" });
+  });
+});
 
 describe("the ablation's verdict (bench/ablation_report.ts)", () => {
   it("rate rows that move by under half a point and no concurrency row: nothing depends on the mechanism", () => {
