@@ -116,7 +116,10 @@ export class DelegateRun {
       const { busy: _objectBusy, ...passed } = result;
       return { ...passed, hot: result.hot === true };
     }
-    const out = delegateCall(record, call, clock());
+    // Its units given back were taken above, once: so marked again if the batches that came while it waited for a
+    // renewal pushed its id out of the record's memory (`takeBack` would take them twice: a window admits them twice).
+    const once = taking && !(record.taken ?? []).includes(call.id);
+    const out = delegateCall(once ? { ...record, taken: [...(record.taken ?? []), call.id] } : record, call, clock());
     save(out.record);
     // After the batch is saved: a renewal takes a window share's unused units back at once (synchronously).
     if (renewDue(out.record, clock()) && this.renewing === null) void this.renew(who);

@@ -9,6 +9,7 @@ import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/pro
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
 import {
+  DELEGATE_CALL_MEMORY,
   DELEGATE_KEY_TIMEOUT_MS,
   DELEGATE_RENEW_BACKOFF_MS,
   HOT_EXIT_PER_S,
@@ -240,6 +241,30 @@ describe("DelegateRun.check", () => {
     expect(h.stored().share).toMatchObject({ units: 8, unitsLeft: 7 });
     expect(h.stored().giveBack).toEqual([]);
     expect(h.stored().taken).toBeUndefined();
+  });
+
+  it("units given back by more batches than its call memory, all waiting on one renewal, are taken once", async () => {
+    // A cold start at 5,000 isolates: a region's batches queue behind the delegate's renewal, each giving back a
+    // sub-lease's units; each must count once (a window's units taken twice are admitted twice).
+    let grant: (g: ShareGrant) => void = () => undefined;
+    const pending = new Promise<ShareGrant>((resolve) => {
+      grant = resolve;
+    });
+    const h = harness([windowGrant(5), pending]);
+    await h.run.check(who, { ...batch([1]), lease: { units: 3, ttlMs: 500 } }); // 1 admitted, 3 lent, 1 left
+    h.at(1500); // the share ended: every batch renews first
+    const n = 2 * DELEGATE_CALL_MEMORY;
+    const outs = Array.from({ length: n }, (_, i) =>
+      h.run.check(who, { ...batch([1], `r${i}`), giveBack: [{ units: 1, atMs: T0 + 3 }] }),
+    );
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    grant(windowGrant(1000, { atMs: T0 + 1503 }));
+    const admitted = (await Promise.all(outs)).flatMap((o) => o.results).filter((r) => r.ok && r.decision.allowed);
+    const units = (backs: readonly { units: number }[]) => backs.reduce((sum, b) => sum + b.units, 0);
+    const sentBack = h.asks.slice(1).reduce((sum, a) => sum + units(a.giveBack), 0);
+    const held = h.stored().share?.unitsLeft ?? 0;
+    // What came in (the grant, the batches' units, the old share's 1 left) is what is held, sent back or admitted.
+    expect(admitted.length + held + sentBack + units(h.stored().giveBack)).toBe(1000 + n + 1);
   });
 
   it("a newer rules version with the same parameters is decided from the share, without a renewal", async () => {
