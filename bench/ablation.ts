@@ -42,6 +42,7 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["lateRefunds", FAN_OUT],
   ["spread", [...FAN_OUT, ...SLOW]],
   ["hotMarks", [...FAN_OUT, ...SLOW]],
+  ["spareHome", ["search-origin/1000/400/growth", "search-origin/5000/400/flash-crowd"]],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const PARALLEL = 2;

@@ -210,8 +210,9 @@ export function adoptGrant(
   };
   // The old bucket's sub-leases' reservations go on in the new one if it holds them (sublease.ts `handedOn`).
   const out = old?.kind === "rate" ? handedOn(old, nowMs, into) : { ...into(null), reserved: [], takenOut: 0 };
+  const spare = grant.spare === true ? { spare: true } : {};
   const rate = { kind: "rate", ...common, parts: grant.parts, state: out.state, units: 0, unitsLeft: 0, short: false };
-  const share: HeldShare = withReserved({ ...rate, kind: "rate" }, out.reserved, out.takenOut);
+  const share: HeldShare = withReserved({ ...rate, kind: "rate", ...spare }, out.reserved, out.takenOut);
   return { ...record, share, hot: grant.hot };
 }
 

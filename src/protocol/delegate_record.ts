@@ -29,6 +29,8 @@ export interface HeldShare extends SubleaseSource {
   readonly rttMs?: number;
   /** Window share: units of the next window granted ahead, used from `fromMs` (`rollAhead`; absent: none). */
   readonly ahead?: AheadHeld;
+  /** Rate share granted with spare (`ShareGrant.spare`): what its slice refuses passes to the key's object. */
+  readonly spare?: boolean;
 }
 
 export interface DelegateRecord {

@@ -66,6 +66,8 @@ export class DelegateRun {
   private passedCost = 0;
   /** Cost of the batches waiting for the renewal in flight. */
   private waitingCost = 0;
+  /** A call of refused requests to the key's object is out (`passRefused`). */
+  private passing = false;
 
   constructor(private readonly ports: DelegatePorts) {}
 
@@ -123,7 +125,32 @@ export class DelegateRun {
     save(out.record);
     // After the batch is saved: a renewal takes a window share's unused units back at once (synchronously).
     if (renewDue(out.record, clock()) && this.renewing === null) void this.renew(who);
-    return out.result;
+    return this.passRefused(who, call, out.result);
+  }
+
+  /**
+   * A share granted with spare: what its slice refused goes to the key's object, decided from its direct slice; one
+   * such call at a time, and none more under this grant once one admitted nothing. A failure: refused (short).
+   */
+  private async passRefused(who: DelegateWho, call: CallInput, result: CallResult): Promise<CallResult> {
+    const { load, save } = this.ports;
+    const share = load().share;
+    const refused = result.results.flatMap((r, i) => (r.ok && !r.decision.allowed ? [i] : []));
+    if (share?.spare !== true || this.passing || refused.length === 0 || (call.kind ?? "check") !== "check") {
+      return result;
+    }
+    this.passing = true;
+    const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
+    const passed = await withinTimeout(this.ports.call(who.object, input), this.ports.sleep).catch(() => null);
+    this.passing = false;
+    const results = result.results.map((r, i) => {
+      const p = passed?.results[refused.indexOf(i)];
+      return p?.ok === true && p.decision.allowed ? p : r;
+    });
+    const now = load().share;
+    const dry = passed !== null && results.every((r, i) => r === result.results[i]);
+    if (dry && now !== null && now.askId === share.askId) save({ ...load(), share: { ...now, spare: false } });
+    return { ...result, results };
   }
 
   private backingOff(): boolean {

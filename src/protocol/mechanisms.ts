@@ -10,6 +10,7 @@ export const MECHANISMS = [
   "scarceWindowSplit",
   "rttTerms",
   "spread",
+  "spareHome",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];

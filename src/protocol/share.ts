@@ -96,6 +96,8 @@ export interface ShareGrant {
   readonly rule: LimiterRule;
   /** Whether the key is still hot (callers stay with their delegate). */
   readonly hot: boolean;
+  /** Rate share: the key has spare in its direct slice (share_grant.ts `spareOf`). Absent: no spare. */
+  readonly spare?: boolean;
 }
 
 export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };

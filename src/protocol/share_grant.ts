@@ -38,6 +38,7 @@ import {
 import { sameWindow } from "./sublease.ts";
 import {
   HOT_EXIT_PER_S,
+  HOT_FROM_PER_S,
   HOT_HOLD_MS,
   SETTLED_SLACK_PARTS,
   SHARE_DELEGATES_MAX,
@@ -89,9 +90,10 @@ export function shareRecord(
     const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id };
     return { record: withEntry(rec, rec.shares ?? book, others, entry, hot, nowMs), grant: none };
   }
+  const spare = kind === "rate" ? spareOf(rule, rec, demand, others, nowMs) : null;
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs)
+      ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs, spare)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const ahead = out.grant.ahead;
   const entry: ShareEntry = {
@@ -159,9 +161,9 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 }
 
 /**
- * A rate share: the delegate's demand's proportion of `SHARE_PARTS` within what the other live shares leave, for a
- * term by how settled it is (`rateTermMs`). Parts beyond those it `held` come out of the direct slice with their
- * proportion of its tokens (`transfer`: moved, not made, so the slices never hold more than the key did).
+ * A rate share: the delegate's demand's proportion of `SHARE_PARTS` (of `perTerm` with spare) within what the other
+ * live shares leave, for a term by how settled it is (`rateTermMs`). Parts beyond those it `held` come out of the
+ * direct slice with their proportion of its tokens (`transfer`: moved, not made, so the slices never hold more).
  */
 function rateGrant(
   rec: LimiterRecord | null,
@@ -173,6 +175,7 @@ function rateGrant(
   mine: ShareEntry | undefined,
   ask: ShareAsk,
   nowMs: number,
+  perTerm: number | null,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
   const prevTermMs = mine !== undefined && mine.parts > 0 ? Math.max(0, mine.endsAtMs - mine.atMs) : 0;
   const told = ask.holding !== undefined && ask.holding === mine?.askId; // `held`: to the entry's grant's holder only
@@ -180,7 +183,8 @@ function rateGrant(
   const book = base.shares ?? EMPTY_BOOK;
   const room = directParts({ ...book, entries: others }, nowMs); // the parts the other live shares leave
   // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
-  const fair = total === 0 ? 0 : Math.ceil((SHARE_PARTS * demand) / total);
+  const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
+  const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
   const termMs = rateTermMs(parts, fair, held, prevTermMs, uses("rttTerms") ? ask.rttMs : undefined);
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
@@ -195,8 +199,32 @@ function rateGrant(
     termMs,
     rule,
     hot: true,
+    ...(perTerm === null ? {} : { spare: true }),
   };
   return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
+}
+
+/** A demand per term with two standard deviations of a Poisson count to spare. */
+const withHeadroom = (d: number): number => (d <= 0 ? 0 : d + 2 * Math.ceil(Math.sqrt(d)) + 1);
+
+/**
+ * A slower rule's (not hot by construction, `HOT_FROM_PER_S`) rate per term while every share's demand and the direct
+ * calls', each with headroom, are below it: the key has spare (docs/production.md, "Tuning"). `null`: split by demand.
+ */
+function spareOf(
+  rule: LimiterRule,
+  rec: LimiterRecord | null,
+  demand: number,
+  others: readonly ShareEntry[],
+  nowMs: number,
+): number | null {
+  const params = rule.params;
+  if (!("rate" in params) || !uses("spareHome")) return null;
+  const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
+  if (perTerm * 1000 >= HOT_FROM_PER_S * SHARE_TERM_MS) return null;
+  let want = withHeadroom(demand) + withHeadroom(directDemand(rec, nowMs));
+  for (const e of others) want += withHeadroom(e.demand);
+  return want < perTerm ? perTerm : null;
 }
 
 /**
