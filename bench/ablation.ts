@@ -26,6 +26,8 @@ const FAN_OUT = ["hot-rate/1000/10000/steady", "hot-window/1000/10000/steady", "
  * crowd, and free-global (10/s per API key) at 1,000x its rate, each at 5,000 isolates (issue 36's first second).
  */
 const SLOW = ["search-origin/5000/400/steady", "search-origin/5000/400/flash-crowd", "free-global/5000/10000/steady"];
+/** Spare kept home acts on a slow rate rule below its rate: growth crosses it, a flash crowd jumps past it. */
+const SPARE = ["search-origin/1000/400/growth", "search-origin/5000/400/flash-crowd"];
 /**
  * The rows each variant runs: every row with all on; with one mechanism off, the rows of what it was added for (a
  * rate mechanism: the rate rule at 2x and a 50/s rule at 200x; a window one: the window rule at 2x and an override
@@ -33,7 +35,7 @@ const SLOW = ["search-origin/5000/400/steady", "search-origin/5000/400/flash-cro
  * also the slower rules' rows). The machine's 2 cores are shared, so not every variant runs every row.
  */
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
-  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW])]],
+  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE])]],
   ["oldShareFor", RATE],
   ["rttTerms", RATE],
   ["windowAhead", WINDOW],
@@ -42,9 +44,14 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["lateRefunds", FAN_OUT],
   ["spread", [...FAN_OUT, ...SLOW]],
   ["hotMarks", [...FAN_OUT, ...SLOW]],
-  ["spareHome", ["search-origin/1000/400/growth", "search-origin/5000/400/flash-crowd"]],
+  ["spareHome", SPARE],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
+const ALL_ON = new Set(ABLATION[0]![1]);
+for (const [v, labels] of ABLATION.slice(1)) {
+  const missing = labels.filter((l) => !ALL_ON.has(l));
+  if (missing.length > 0) throw new Error(`ablation: ${v}'s rows ${missing.join(", ")} are not run with all on`);
+}
 const PARALLEL = 2;
 /**
  * Each variant runs on these seeds (`SLUICE_SIM_SEED`: other arrivals of the same rows): one row moves by a few points
