@@ -479,6 +479,39 @@ describe("DelegateRun.check, exact edges (each kills a mutant of delegate_run.ts
   });
 });
 
+describe("DelegateRun.check, a retried batch and its units given back (each kills a mutant; docs/testing.md)", () => {
+  const verdicts = (out: CallResult) => out.results.map((r) => r.ok && r.decision.allowed);
+
+  it("a retried batch (its answer lost on the way) is answered as before and leaves the record as it was", async () => {
+    // Nothing given back: nothing to mark taken, then or on the retry.
+    const h = harness([windowGrant(10)]);
+    const first = await h.run.check(who, batch([1, 1], "b1"));
+    const before = h.stored();
+    const again = await h.run.check(who, batch([1, 1], "b1"));
+    expect(again).toMatchObject({ replayed: true });
+    expect(verdicts(again)).toEqual(verdicts(first));
+    expect(h.stored()).toEqual(before);
+    expect(h.stored().taken).toBeUndefined();
+  });
+
+  it("a retried batch that gave units back: answered as before, its units taken once, its id alone marked", async () => {
+    const h = harness([windowGrant(5)]);
+    await h.run.check(who, { ...batch([1]), lease: { units: 3, ttlMs: 500 } }); // 1 admitted, 3 lent, 1 left
+    const giving = { ...batch([1], "b2"), giveBack: [{ units: 2, atMs: T0 + 3 }] };
+    const first = await h.run.check(who, giving);
+    expect(h.stored().share).toMatchObject({ unitsLeft: 2 }); // 1 + 2 given back - 1 admitted
+    const again = await h.run.check(who, giving);
+    expect(again).toMatchObject({ replayed: true });
+    expect(verdicts(again)).toEqual(verdicts(first));
+    expect(h.stored().share).toMatchObject({ unitsLeft: 2 });
+    // Marked as taken (a third try takes nothing either), and no other id with it.
+    expect(h.stored().taken).toEqual(["b2"]);
+    await h.run.check(who, giving);
+    expect(h.stored().share).toMatchObject({ unitsLeft: 2 });
+    expect(h.stored().taken).toEqual(["b2"]);
+  });
+});
+
 describe("DelegateRun.check, exact edges of the first batch and the asks again (session 10; docs/testing.md)", () => {
   it("the first batch's ask, a cold key's ask a term later and the ask at the waiters' pace ask for units, not let go", async () => {
     // Each of these asks wants a share: one sent as a release (`renew(who, true)`) would give the key up instead.

@@ -5,10 +5,10 @@
  * search-origin rule (200/s, `key: global`) in a growth or a flash crowd: split by demand, every delegate ran a small
  * bucket and Poisson demand overflowed some while others idled (refusals below the rate).
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import { DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
-import { directParts, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import { directParts, keyCall, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
 import type { CallInput, CallResult, CheckResult, LimiterRule } from "../../src/protocol/store.ts";
 import { gcraP } from "../support/params.ts";
@@ -46,6 +46,28 @@ describe("shareRecord: spare stays home", () => {
     const hot = shareRecord(null, ask(fast, 100), T0);
     expect(hot.grant).toMatchObject({ kind: "rate", parts: 1000 });
     expect(hot.grant.spare).toBeUndefined();
+  });
+});
+
+describe("shareRecord: spare stays home, exact edges (each kills a mutant of share_grant.ts; docs/testing.md)", () => {
+  it("keeps spare home while the demands with headroom sum below the rate per term, not when they reach it", () => {
+    // Demand 170: 170 + 2 * 14 + 1 = 199 of 200; the direct calls' demand is none, and none has no headroom (0, not 1).
+    expect(shareRecord(null, ask(slow, 170), T0).grant).toMatchObject({ kind: "rate", parts: 995, spare: true });
+    // Demand 171: 171 + 28 + 1 = 200, the rate per term itself: no spare, the share is split by demand (all of it).
+    const at = shareRecord(null, ask(slow, 171), T0).grant;
+    expect(at.parts).toBe(1000);
+    expect(at.spare).toBeUndefined();
+  });
+
+  it("counts the direct calls' demand with its headroom: enough direct calls end the spare", () => {
+    // 80 requests straight to the key's object in the last term: 80 + 18 + 1 = 99, with the delegate's 121: 220 ≥ 200.
+    const direct = keyCall(null, { rule: slow, id: "d1", costs: Array<number>(80).fill(1) }, T0).record;
+    const out = shareRecord(direct, ask(slow, 100), T0 + 500);
+    expect(out.grant.spare).toBeUndefined();
+    expect(out.grant.parts).toBe(556); // 100 of the 180 asked for, split by demand
+    // 20 of them: 20 + 10 + 1 = 31, with 121: 152 < 200, spare.
+    const few = keyCall(null, { rule: slow, id: "d1", costs: Array<number>(20).fill(1) }, T0).record;
+    expect(shareRecord(few, ask(slow, 100), T0 + 500).grant).toMatchObject({ parts: 605, spare: true });
   });
 });
 
@@ -114,5 +136,119 @@ describe("DelegateRun.check: what a spare share's slice refuses", () => {
     const out = await d.run.check(who, { rule: slow, id: "b1", costs: [1, 1, 1] });
     expect(out.results.map(allowed)).toEqual([true, true, false]);
     expect(d.calls).toEqual([]);
+  });
+});
+
+/**
+ * A delegate over a key's object that answers each passed call when the test says (`answer`: a result, or an error),
+ * with a new ask id for each renewal.
+ */
+function held(grants: ShareGrant[]) {
+  let stored: DelegateRecord = NEW_DELEGATE;
+  let ids = 0;
+  const calls: CallInput[] = [];
+  const answers: ((r: CallResult | Error) => void)[] = [];
+  const run = new DelegateRun({
+    clock: () => T0 + 5,
+    newId: () => `ask${ids++}`,
+    load: () => stored,
+    save: (r) => {
+      stored = r;
+    },
+    call: (_object, input) => {
+      calls.push(input);
+      return new Promise<CallResult>((resolve, reject) => {
+        answers.push((r) => (r instanceof Error ? reject(r) : resolve(r)));
+      });
+    },
+    share: () => {
+      const next = grants.shift();
+      return next === undefined ? Promise.reject(new Error("no grant scripted")) : Promise.resolve(next);
+    },
+  });
+  /** Answer the oldest call not answered yet. */
+  const answer = (r: CallResult | Error) => answers.shift()?.(r);
+  const settle = () => new Promise((r) => setTimeout(r, 0));
+  return { run, calls, answer, settle, stored: () => stored };
+}
+const answered = (...admits: boolean[]): CallResult => ({
+  atMs: T0 + 5,
+  results: admits.map((a) => (a ? admit(0) : { ...admit(0), decision: refusedDecision })),
+  lease: null,
+  replayed: false,
+});
+
+describe("DelegateRun.check: passing a spare share's refusals, exact edges (each kills a mutant; docs/testing.md)", () => {
+  it("passes one call at a time: a batch refused while one is out is refused, not a second call", async () => {
+    // A crowd on a spare share: its slice refuses many batches at once; the key's object gets one call of them.
+    const d = held([rateGrant({ spare: true })]);
+    const first = d.run.check(who, { rule: slow, id: "b1", costs: [1, 1, 1] });
+    await d.settle();
+    expect(d.calls.map((c) => c.id)).toEqual(["b1:spare"]);
+    const second = d.run.check(who, { rule: slow, id: "b2", costs: [1] });
+    await d.settle();
+    expect(d.calls).toHaveLength(1);
+    d.answer(answered(true));
+    d.answer(answered(true)); // a second call's answer, should one have gone out
+    expect((await second).results.map(allowed)).toEqual([false]);
+    expect((await first).results.map(allowed)).toEqual([true, true, true]);
+    // Once it is answered, the next refused batch passes again.
+    const third = d.run.check(who, { rule: slow, id: "b3", costs: [1] });
+    await d.settle();
+    expect(d.calls.map((c) => c.id)).toEqual(["b1:spare", "b3:spare"]);
+    d.answer(answered(false));
+    expect((await third).results.map(allowed)).toEqual([false]);
+  });
+
+  it("a pass that fails: its refusals stand, no error, and the share keeps its spare (the next refusal passes)", async () => {
+    // The key's object overloaded or lost the call: that says nothing of its direct slice being dry.
+    const d = held([rateGrant({ spare: true })]);
+    const first = d.run.check(who, { rule: slow, id: "b1", costs: [1, 1, 1] });
+    await d.settle();
+    d.answer(Object.assign(new Error("Durable Object is overloaded"), { overloaded: true }));
+    expect((await first).results.map(allowed)).toEqual([true, true, false]);
+    expect(d.stored().share?.spare).toBe(true);
+    const next = d.run.check(who, { rule: slow, id: "b2", costs: [1] });
+    await d.settle();
+    expect(d.calls.map((c) => c.id)).toEqual(["b1:spare", "b2:spare"]);
+    d.answer(answered(true));
+    expect((await next).results.map(allowed)).toEqual([true]);
+  });
+
+  it("a pass that admits nothing ends the spare of its own grant only: not a newer grant's, nor a share let go", async () => {
+    // A renewal landed while the pass was out: the newer grant's spare is the key's object's word now, kept.
+    const renewed = held([rateGrant({ spare: true }), rateGrant({ spare: true, atMs: T0 + 4 })]);
+    const first = renewed.run.check(who, { rule: slow, id: "b1", costs: [1, 1, 1] });
+    await renewed.settle();
+    await renewed.run.renew(who);
+    expect(renewed.stored().share?.askId).toBe("ask1");
+    renewed.answer(answered(false));
+    expect((await first).results.map(allowed)).toEqual([true, true, false]);
+    expect(renewed.stored().share).toMatchObject({ askId: "ask1", spare: true });
+    // The share let go while the pass was out (the shell's alarm): nothing to mark, no error.
+    const none: ShareGrant = { ...rateGrant(), kind: "none", parts: 0, termMs: 0, hot: false };
+    const letGo = held([rateGrant({ spare: true }), none]);
+    const out = letGo.run.check(who, { rule: slow, id: "b1", costs: [1, 1, 1] });
+    await letGo.settle();
+    await letGo.run.renew(who, true);
+    expect(letGo.stored().share).toBeNull();
+    letGo.answer(answered(false));
+    expect((await out).results.map(allowed)).toEqual([true, true, false]);
+    expect(letGo.stored().share).toBeNull();
+  });
+});
+
+describe("shareRecord with spare home switched off (the ablation, bench/ablation.ts)", () => {
+  it("splits a slow rule's rate by demand, as before spare home", async () => {
+    // Switching off is for the process: fresh copies of the modules here, so the rest of the file keeps it on.
+    vi.resetModules();
+    const mechanisms = await import("../../src/protocol/mechanisms.ts");
+    mechanisms.ablate("spareHome");
+    const fresh = await import("../../src/protocol/share_grant.ts");
+    const out = fresh.shareRecord(null, ask(slow, 100), T0);
+    expect(out.grant).toMatchObject({ kind: "rate", parts: 1000 });
+    expect(out.grant.spare).toBeUndefined();
+    // The module the rest of the file uses still has it on.
+    expect(shareRecord(null, ask(slow, 100), T0).grant.spare).toBe(true);
   });
 });
