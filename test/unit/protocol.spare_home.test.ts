@@ -238,6 +238,25 @@ describe("DelegateRun.check: passing a spare share's refusals, exact edges (each
   });
 });
 
+describe("DelegateRun.check: what a spare share's slice does not refuse, or a batch that is not a check", () => {
+  it("sends nothing to the key's object when the slice admits the whole batch, and keeps the spare", async () => {
+    const d = delegate(rateGrant({ spare: true }), 5);
+    const out = await d.run.check(who, { rule: slow, id: "b1", costs: [1, 1] });
+    expect(out.results.map(allowed)).toEqual([true, true]);
+    expect(d.calls).toEqual([]);
+    expect(d.stored().share?.spare).toBe(true);
+  });
+
+  it("passes only a check's refusals: a probe's or a charge's are the slice's answer", async () => {
+    // A probe charges nothing and a charge counts what was decided already (outcome.ts): neither is admitted again.
+    for (const kind of ["probe", "charge"] as const) {
+      const d = delegate(rateGrant({ spare: true }), 5);
+      await d.run.check(who, { rule: slow, id: "b1", costs: [1, 1, 1], kind });
+      expect(d.calls).toEqual([]);
+    }
+  });
+});
+
 describe("shareRecord with spare home switched off (the ablation, bench/ablation.ts)", () => {
   it("splits a slow rule's rate by demand, as before spare home", async () => {
     // Switching off is for the process: fresh copies of the modules here, so the rest of the file keeps it on.
