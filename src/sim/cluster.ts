@@ -30,7 +30,7 @@ import { SimDelegate } from "./delegate.ts";
 import { EventClock } from "./event_clock.ts";
 import { type FirstSecondCalls, FirstSecondCount } from "./first_second.ts";
 import { MARK_LATENCY_MS, SimMarks } from "./hot_marks.ts";
-import { DATA_CENTERS_PER_REGION, delaysOf, lossOf, MARK_PROPAGATION_MS, MOVED_REQUEST_RATE } from "./network.ts";
+import { DATA_CENTERS_PER_REGION, type Link, linkOf, MARK_PROPAGATION_MS, MOVED_REQUEST_RATE } from "./network.ts";
 import { SimObject } from "./object.ts";
 import { type DeniedBy, type LedgerBins, type RateLedger, RateLedgerCount } from "./rate_ledger.ts";
 import type { SimServerOptions } from "./server.ts";
@@ -140,6 +140,8 @@ class World {
   isolates: Isolate[];
   readonly firstSecond: FirstSecondCount;
   private ids = 0;
+  /** How many isolates each index has had (churn and redeploys replace them): names its links. */
+  private readonly generations: number[] = [];
 
   constructor(private readonly run: ClusterRun) {
     this.clock = new EventClock(run.t0Ms);
@@ -149,7 +151,7 @@ class World {
     const rate = shareKindOf(run.rule.params) === "rate" && !run.plain;
     const end = run.t0Ms + run.durationMs;
     this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, end, this.clock.clock, run.ledgerBins) : null;
-    const objects: SimServerOptions = { ...OBJECT, lose: lossOf(this.random) };
+    const objects: SimServerOptions = OBJECT; // every link carries its own losses (`link`)
     this.key = new SimObject(this.clock, objects, (input, result) => {
       const book = this.key.record?.shares;
       const by =
@@ -172,8 +174,8 @@ class World {
             objects,
             `${region}.${s}`,
             {
-              calls: this.key.transportFrom(this.jitter(REGION_RTT_MS[r]!)),
-              shares: this.key.shareFrom(this.jitter(REGION_RTT_MS[r]!)),
+              calls: this.key.transportFrom(this.link(`${region}.${s} calls`, REGION_RTT_MS[r]!)),
+              shares: this.key.shareFrom(this.link(`${region}.${s} shares`, REGION_RTT_MS[r]!)),
               name: "key",
             },
             this.decidedAt,
@@ -210,8 +212,8 @@ class World {
   }
 
   /** One-way delays of a link with this median round trip (heavy-tailed: network.ts). */
-  jitter(rttMs: number): () => number {
-    return delaysOf(rttMs, this.random);
+  link(name: string, rttMs: number): Link {
+    return linkOf(this.run.seed, name, rttMs, mulberry32);
   }
 
   newId(): string {
@@ -221,6 +223,8 @@ class World {
   makeIsolate(i: number): Isolate {
     const { run, clock } = this;
     const region = i % REGIONS.length;
+    this.generations[i] = (this.generations[i] ?? -1) + 1;
+    const me = `isolate ${i}.${this.generations[i]}`;
     const skewMs = run.scenario === "clock skew" ? Math.floor((this.random() - 0.5) * 1000) : 0;
     const counters: CoalesceCounters = newStats();
     this.counted.push(counters);
@@ -250,12 +254,15 @@ class World {
     const routes = (r: number): DelegateRoute | null => {
       if (!run.tier) return null;
       const route = (s: number): DelegateRoute => ({
-        transport: counted(this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(this.jitter(DELEGATE_RTT_MS)), false),
+        transport: counted(
+          this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(this.link(`${me} to ${r}.${s}`, DELEGATE_RTT_MS)),
+          false,
+        ),
         name: `delegate:${REGIONS[r]}.${s}`,
       });
       return { ...route(0), ownShard: route(own.shard), draw: own.draw };
     };
-    const transport = counted(this.key.transportFrom(this.jitter(REGION_RTT_MS[region]!)), true);
+    const transport = counted(this.key.transportFrom(this.link(`${me} to key`, REGION_RTT_MS[region]!)), true);
     return {
       coalescer,
       region,

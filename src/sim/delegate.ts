@@ -16,6 +16,7 @@ import type { ObjectTransport } from "../protocol/object_call.ts";
 import { type CallInput, type LeaseReturn, peekState } from "../protocol/store.ts";
 import { delegateSlice, returnRoom } from "../protocol/sublease.ts";
 import type { EventClock } from "./event_clock.ts";
+import type { Link } from "./network.ts";
 import type { ShareTransport } from "./object.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
 
@@ -134,7 +135,7 @@ export class SimDelegate {
   }
 
   /** A transport from one isolate of this delegate's region, with this one-way delay each way. */
-  transportFrom(oneWayMs: () => number): ObjectTransport {
+  transportFrom(oneWayMs: Link): ObjectTransport {
     const bytes = (input: unknown) => () => JSON.stringify(input).length + JSON.stringify(this.record).length;
     const who = (call: CallInput): DelegateWho => ({ object: this.key.name, holder: this.holder, rule: call.rule });
     // A batch is answered only if the instance that took it is still alive: a restart loses its answers.

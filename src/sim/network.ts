@@ -34,3 +34,21 @@ export function delaysOf(rttMs: number, random: () => number): () => number {
 export function lossOf(random: () => number): () => boolean {
   return () => random() < LOST_MESSAGE_RATE;
 }
+
+/** A link: each draw is a one-way delay, ms; `lost` draws whether a message on it is lost (absent: the server's). */
+export interface Link {
+  (): number;
+  readonly lost?: () => boolean;
+}
+
+/**
+ * The link named `name` in the run of `seed`, with this median round trip: its delays and losses come from a stream
+ * of its own (common random numbers), so two runs on the same arrivals (the tier and one call per request) see the
+ * same network on the same link whatever the other links carried; no kinder, only the same draws.
+ */
+export function linkOf(seed: number, name: string, rttMs: number, random: (seed: number) => () => number): Link {
+  let h = 0x811c9dc5 ^ seed;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  const stream = random(h >>> 0);
+  return Object.assign(delaysOf(rttMs, stream), { lost: lossOf(stream) });
+}

@@ -19,6 +19,7 @@ import {
   refundRecord,
 } from "../protocol/store.ts";
 import type { EventClock } from "./event_clock.ts";
+import type { Link } from "./network.ts";
 import { SimServer, type SimServerCounters, type SimServerOptions } from "./server.ts";
 
 export interface SimObjectOptions extends SimServerOptions {
@@ -75,7 +76,7 @@ export class SimObject {
   }
 
   /** A transport from one isolate (or a delegate passing a batch through), with this one-way delay each way. */
-  transportFrom(oneWayMs: () => number): ObjectTransport {
+  transportFrom(oneWayMs: Link): ObjectTransport {
     return {
       call: (_name, input: CallInput) =>
         this.server.serve(oneWayMs, this.bytesWith(input), () => {
@@ -96,7 +97,7 @@ export class SimObject {
   }
 
   /** A delegate's link to this object for its share asks. */
-  shareFrom(oneWayMs: () => number): ShareTransport {
+  shareFrom(oneWayMs: Link): ShareTransport {
     return {
       share: (ask) =>
         this.server.serve(oneWayMs, this.bytesWith(ask), () => {

@@ -9,6 +9,7 @@
  * server time meanwhile, as a Durable Object awaiting an outgoing call serves other requests.
  */
 import type { EventClock } from "./event_clock.ts";
+import type { Link } from "./network.ts";
 
 export interface SimServerOptions {
   /** Time the object spends on one call, ms (1 => at most 1,000 calls/s). */
@@ -52,12 +53,13 @@ export class SimServer {
   }
 
   /**
-   * One call over a link with this one-way delay each way: it reaches the server, waits its turn, costs the server
+   * One call over a link with this one-way delay each way (and its own losses, if it has them; else the server's): it reaches the server, waits its turn, costs the server
    * its time (by `bytesOf()`, measured when it is served), runs `work`, and its answer travels back.
    */
-  serve<T>(oneWayMs: () => number, bytesOf: () => number, work: () => T | Promise<T>): Promise<T> {
+  serve<T>(oneWayMs: Link, bytesOf: () => number, work: () => T | Promise<T>): Promise<T> {
     const { clock, options } = this;
-    const lost = () => options.lose?.() === true;
+    const lose = oneWayMs.lost ?? options.lose;
+    const lost = () => lose?.() === true;
     return new Promise<T>((resolve, reject) => {
       // A lost call never reaches the object, a lost answer never reaches the caller: neither settles.
       if (lost()) return;
