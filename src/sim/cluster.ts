@@ -140,8 +140,6 @@ class World {
   isolates: Isolate[];
   readonly firstSecond: FirstSecondCount;
   private ids = 0;
-  /** How many isolates each index has had (churn and redeploys replace them): names its links. */
-  private readonly generations: number[] = [];
 
   constructor(private readonly run: ClusterRun) {
     this.clock = new EventClock(run.t0Ms);
@@ -151,8 +149,7 @@ class World {
     const rate = shareKindOf(run.rule.params) === "rate" && !run.plain;
     const end = run.t0Ms + run.durationMs;
     this.ledger = rate ? new RateLedgerCount(run.rule, run.t0Ms, end, this.clock.clock, run.ledgerBins) : null;
-    const objects: SimServerOptions = OBJECT; // every link carries its own losses (`link`)
-    this.key = new SimObject(this.clock, objects, (input, result) => {
+    this.key = new SimObject(this.clock, OBJECT, (input, result) => {
       const book = this.key.record?.shares;
       const by =
         book?.direct !== undefined && directParts(book, this.clock.nowMs()) === 0 ? "keyNoParts" : "keyNoTokens";
@@ -171,7 +168,7 @@ class World {
         (_, s) =>
           new SimDelegate(
             this.clock,
-            objects,
+            OBJECT,
             `${region}.${s}`,
             {
               calls: this.key.transportFrom(this.link(`${region}.${s} calls`, REGION_RTT_MS[r]!)),
@@ -211,7 +208,7 @@ class World {
     return answer;
   }
 
-  /** One-way delays of a link with this median round trip (heavy-tailed: network.ts). */
+  /** A link with this median round trip: its own delays (heavy-tailed) and losses (network.ts `linkOf`). */
   link(name: string, rttMs: number): Link {
     return linkOf(this.run.seed, name, rttMs, mulberry32);
   }
@@ -223,8 +220,7 @@ class World {
   makeIsolate(i: number): Isolate {
     const { run, clock } = this;
     const region = i % REGIONS.length;
-    this.generations[i] = (this.generations[i] ?? -1) + 1;
-    const me = `isolate ${i}.${this.generations[i]}`;
+    const me = `isolate ${this.counted.length}`; // its links' name: isolates made so far, in the same order every run
     const skewMs = run.scenario === "clock skew" ? Math.floor((this.random() - 0.5) * 1000) : 0;
     const counters: CoalesceCounters = newStats();
     this.counted.push(counters);
@@ -253,11 +249,9 @@ class World {
     const own = ownShardOf(`isolate-${i}-${this.ids}`);
     const routes = (r: number): DelegateRoute | null => {
       if (!run.tier) return null;
+      const link = (s: number) => this.link(`${me} to ${r}.${s}`, DELEGATE_RTT_MS);
       const route = (s: number): DelegateRoute => ({
-        transport: counted(
-          this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(this.link(`${me} to ${r}.${s}`, DELEGATE_RTT_MS)),
-          false,
-        ),
+        transport: counted(this.delegates[r * DELEGATE_SHARDS + s]!.transportFrom(link(s)), false),
         name: `delegate:${REGIONS[r]}.${s}`,
       });
       return { ...route(0), ownShard: route(own.shard), draw: own.draw };
