@@ -78,8 +78,8 @@ async function send(rules: ReturnType<typeof compileRules>, key: string, n: numb
   return admitted;
 }
 
-async function delegateRecord(key: string, shard = 0): Promise<DelegateRecord | undefined> {
-  const object = objectNameOf("hotwin", await sha256Hex(key));
+async function delegateRecord(key: string, shard = 0, rule = "hotwin"): Promise<DelegateRecord | undefined> {
+  const object = objectNameOf(rule, await sha256Hex(key));
   const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, shard), null);
   return runInDurableObject(stub, (_instance, state) => state.storage.kv.get<DelegateRecord>("delegate"));
 }
@@ -190,5 +190,30 @@ describe("the delegate tier", () => {
     const after = await send(rules, key, 320);
     expect(after).toBeLessThanOrEqual(300);
     expect(after).toBeGreaterThan(200);
+  });
+
+  it("a slow rate rule below its rate keeps its spare home: the delegate's durable share says so", async () => {
+    // share_grant.ts `spareOf` and delegate_run.ts `passRefused` through the real objects: the grant's `spare` crosses
+    // the RPC to the delegate and is stored with its share, so a restarted delegate still passes refusals on.
+    nowMs = T0;
+    setNow(T0);
+    const slowKey = await knownKey();
+    const yaml = `
+- id: slowrate
+  match: { route: "GET /hot", identity: api_key }
+  algorithm: gcra
+  rate: 900/s
+  burst: 900
+`;
+    const slow = compileRules(resolvedFrom(yaml), 1);
+    // 200 requests a second (5 ms apart) against 900/s: hot after HOT_AFTER calls, every one admitted.
+    expect(await send(slow, slowKey, HOT_AFTER + 40)).toBe(HOT_AFTER + 40);
+    const held = (await delegateRecord(slowKey, 0, "slowrate"))?.share;
+    expect(held?.kind).toBe("rate");
+    expect(held?.spare).toBe(true);
+    expect(held?.parts).toBeLessThan(1000); // the rest of the rate stays in the key's object's direct slice
+    await abortAllDurableObjects();
+    expect((await delegateRecord(slowKey, 0, "slowrate"))?.share?.spare).toBe(true);
+    expect(await send(slow, slowKey, 40)).toBe(40);
   });
 });
