@@ -12,13 +12,13 @@ import {
   type DelegateRoute,
   type HeldLease,
   type HotMark,
-  type KeyState,
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
 import {
   delegateFor,
   hashString,
+  type KeyState,
   leaseAsk,
   nextSeed,
   readMark,

@@ -11,14 +11,13 @@ import {
   COALESCE_MAX_KEYS,
   type CoalesceCounters,
   type CoalescerOptions,
-  type KeyState,
   leaseSettingsOf,
   type NotedCallInput,
   type NotedReturn,
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { delegateFor, lateResult, leaseAsk, newKeyState, noteHot, seenOver, unsee } from "./key_state.ts";
+import { delegateFor, KeyState, lateResult, leaseAsk, noteHot, seenOver, unsee } from "./key_state.ts";
 import { heldAnswer, isHot, type KeyCtx, lastKnown, lastKnownRefusal } from "./last_known.ts";
 import { giveSlotBack } from "./slot_return.ts";
 
@@ -88,7 +87,7 @@ export class Calls implements KeyCtx {
   stateOf(input: AskInput): KeyState {
     let st = this.keys.get(input.name);
     if (st === undefined) {
-      st = newKeyState(input, this.clock());
+      st = new KeyState(input, this.clock());
       this.evict();
     } else {
       this.keys.delete(input.name); // re-inserted below: the map's order is least recently used first

@@ -117,52 +117,6 @@ export interface Arrivals {
   lastMs: number;
 }
 
-/** What an isolate keeps per key. Times are this isolate's clock, ms; 0 is "not". */
-export interface KeyState {
-  readonly name: string;
-  transport: ObjectTransport;
-  rule: LimiterRule;
-  timeoutMs: number;
-  /** The rule's `lease:`, or `AUTO_LEASE` (leases only while busy), or `null`. */
-  leaseSettings: LeaseSettings | null;
-  inFlight: boolean;
-  inFlightSinceMs: number;
-  queue: Waiting[];
-  lease: HeldLease | null;
-  /** Leases ended or replaced, whose unused units go back with the next call. */
-  returns: HeldLease[];
-  /** The last grant was short: until then, requests beyond the lease are refused here (`lastKnownRefusal`). */
-  lastKnownUntilMs: number;
-  lastKnownRetryAtMs: number;
-  seen: Arrivals;
-  /** Until when the key's object said busy: lease even below `above`. */
-  busyUntilMs: number;
-  /** Refunds waiting for the key's next call. */
-  refunds: LeaseReturn[];
-  /** Who waits for `refunds` to land. */
-  refundWaiters: ((result: RefundResult) => void)[];
-  /** A timer will send `refunds` and `returns` if no call takes them first. */
-  returnsArmed: boolean;
-  /** No call of their own for refunds before then (an overloaded object sent them back). */
-  returnsNotBeforeMs: number;
-  /** Until when the key's object is known overloaded. */
-  overloadedUntilMs: number;
-  /** The key counts as hot until then: a term after the last lease granted here ended (`isHot`). */
-  grantHotUntilMs: number;
-  delegate: DelegateRoute | null;
-  /** Until when the key is hot: batches go to the delegate. */
-  hotUntilMs: number;
-  /** Until when the delegate is avoided after a failed call. */
-  delegateDownUntilMs: number;
-  /** The share of the region's isolates to be on their own shards, as busy answers or a hot mark said (`spreadAt`). */
-  spread: number;
-  /** When `spread` was heard (this isolate's clock). */
-  spreadAtMs: number;
-  /** The hot mark was read for this hot spell. */
-  hotMarkRead: boolean;
-  spreadMark: ((name: string) => Promise<number>) | null;
-}
-
 /** Counters for `/_sluice/stats`. */
 export interface CoalesceCounters extends CallCounters {
   /** Requests that went in a call with others (a batch of 2 or more). */

@@ -5,9 +5,9 @@
 import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
 import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
-import type { CoalescerOptions, DelegateRoute, KeyState, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
-import { heardBusy } from "./key_state.ts";
-import { overloadTeachesHot } from "./last_known.ts";
+import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
+import { heardBusy, type KeyState } from "./key_state.ts";
+import { busyFailure, overloadTeachesHot } from "./last_known.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
@@ -22,7 +22,7 @@ export function otherShard(routes: DelegateRoute, tried: DelegateRoute): Delegat
 
 /** How long to avoid a delegate after `failure`, ms; `null`: an answer, or busy (overloaded, slow). */
 export function avoidFor(failure: CallAnswer): number | null {
-  if (failure.kind === "answered" || failure.failure === "overloaded" || failure.failure === "timeout") return null;
+  if (failure.kind === "answered" || busyFailure(failure.failure)) return null;
   return failure.failure === "reset" ? DELEGATE_RESET_BACKOFF_MS : DELEGATE_BACKOFF_MS;
 }
 

@@ -1,50 +1,89 @@
 /** A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call. */
 import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { uses } from "../protocol/mechanisms.ts";
-import { type CallInput, type CallResult, type CheckResult, leaseCapOf } from "../protocol/store.ts";
+import type { ObjectTransport } from "../protocol/object_call.ts";
+import {
+  type CallInput,
+  type CallResult,
+  type CheckResult,
+  type LeaseReturn,
+  type LimiterRule,
+  leaseCapOf,
+  type RefundResult,
+} from "../protocol/store.ts";
 import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
 import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
+import type { LeaseSettings } from "../rules/types.ts";
 import {
+  type Arrivals,
   type AskedLease,
   type AskInput,
   AUTO_LEASE,
   type DelegateRoute,
+  type HeldLease,
   type HotMark,
-  type KeyState,
   leaseSettingsOf,
+  type Waiting,
 } from "./coalesce_types.ts";
 
-/** A key this isolate has not tracked yet (or forgot). */
-export function newKeyState(input: AskInput, now: number): KeyState {
-  return {
-    name: input.name,
-    transport: input.transport,
-    rule: input.rule,
-    timeoutMs: input.timeoutMs,
-    leaseSettings: leaseSettingsOf(input),
-    inFlight: false,
-    inFlightSinceMs: 0,
-    queue: [],
-    lease: null,
-    returns: [],
-    lastKnownUntilMs: 0,
-    lastKnownRetryAtMs: 0,
-    seen: { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 },
-    busyUntilMs: 0,
-    refunds: [],
-    refundWaiters: [],
-    returnsArmed: false,
-    returnsNotBeforeMs: 0,
-    overloadedUntilMs: 0,
-    grantHotUntilMs: 0,
-    delegate: input.delegate ?? null,
-    hotUntilMs: input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0),
-    delegateDownUntilMs: 0,
-    spread: input.delegate == null ? 0 : Math.min(MAX_SPREAD, input.hotMark?.spread ?? 0),
-    spreadAtMs: now,
-    hotMarkRead: input.hotMark != null || input.spreadMark == null,
-    spreadMark: input.spreadMark ?? null,
-  };
+/** What an isolate keeps per key (made new for a key not tracked yet, or forgot). Times: its clock, ms; 0 is "not". */
+export class KeyState {
+  readonly name: string;
+  transport: ObjectTransport;
+  rule: LimiterRule;
+  timeoutMs: number;
+  /** The rule's `lease:`, or `AUTO_LEASE` (leases only while busy), or `null`. */
+  leaseSettings: LeaseSettings | null;
+  inFlight = false;
+  inFlightSinceMs = 0;
+  queue: Waiting[] = [];
+  lease: HeldLease | null = null;
+  /** Leases ended or replaced, whose unused units go back with the next call. */
+  returns: HeldLease[] = [];
+  /** The last grant was short: until then, requests beyond the lease are refused here (`lastKnownRefusal`). */
+  lastKnownUntilMs = 0;
+  lastKnownRetryAtMs = 0;
+  seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
+  /** Until when the key's object said busy: lease even below `above`. */
+  busyUntilMs = 0;
+  /** Refunds waiting for the key's next call. */
+  refunds: LeaseReturn[] = [];
+  /** Who waits for `refunds` to land. */
+  refundWaiters: ((result: RefundResult) => void)[] = [];
+  /** A timer will send `refunds` and `returns` if no call takes them first. */
+  returnsArmed = false;
+  /** No call of their own for refunds before then (an overloaded object sent them back). */
+  returnsNotBeforeMs = 0;
+  /** Until when the key's object is known overloaded. */
+  overloadedUntilMs = 0;
+  /** The key counts as hot until then: a term after the last lease granted here ended (`isHot`). */
+  grantHotUntilMs = 0;
+  delegate: DelegateRoute | null;
+  /** Until when the key is hot: batches go to the delegate. */
+  hotUntilMs: number;
+  /** Until when the delegate is avoided after a failed call. */
+  delegateDownUntilMs = 0;
+  /** The share of the region's isolates to be on their own shards, as busy answers or a hot mark said (`spreadAt`). */
+  spread: number;
+  /** When `spread` was heard (this isolate's clock). */
+  spreadAtMs: number;
+  /** The hot mark was read for this hot spell. */
+  hotMarkRead: boolean;
+  spreadMark: ((name: string) => Promise<number>) | null;
+
+  constructor(input: AskInput, now: number) {
+    this.name = input.name;
+    this.transport = input.transport;
+    this.rule = input.rule;
+    this.timeoutMs = input.timeoutMs;
+    this.leaseSettings = leaseSettingsOf(input);
+    this.delegate = input.delegate ?? null;
+    this.hotUntilMs = input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0);
+    this.spread = input.delegate == null ? 0 : Math.min(MAX_SPREAD, input.hotMark?.spread ?? 0);
+    this.spreadAtMs = now;
+    this.hotMarkRead = input.hotMark != null || input.spreadMark == null;
+    this.spreadMark = input.spreadMark ?? null;
+  }
 }
 
 /** Count an arrival, in buckets of the lease ttl (1 s without a lease). */

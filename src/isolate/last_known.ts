@@ -1,9 +1,10 @@
 /** What an isolate decides without asking ("last known"): a refusal while the key is short or busy, never admitted. */
-import { leasePolicy } from "../algorithms/index.ts";
+import { type Decision, leasePolicy } from "../algorithms/index.ts";
 import type { FailureKind } from "../protocol/object_call.ts";
 import type { CheckResult, RefundResult } from "../protocol/store.ts";
 import { HOT_HOLD_MS, OVERLOAD_BACKOFF_MS } from "../protocol/tunables.ts";
-import { type Asked, AUTO_LEASE, type CoalesceCounters, type KeyState } from "./coalesce_types.ts";
+import { type Asked, AUTO_LEASE, type CoalesceCounters } from "./coalesce_types.ts";
+import type { KeyState } from "./key_state.ts";
 
 /** What these need of the coalescer: its clock, counters and spread. */
 export interface KeyCtx {
@@ -56,11 +57,7 @@ export function lastKnownRefusal(st: KeyState, now: number): Asked {
 }
 
 /** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */
-export function heldAnswer(
-  atMs: number,
-  decision: Extract<CheckResult, { ok: true }>["decision"],
-  refund: () => Promise<RefundResult>,
-): Asked {
+export function heldAnswer(atMs: number, decision: Decision, refund: () => Promise<RefundResult>): Asked {
   return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
 }
 

@@ -4,7 +4,7 @@
  */
 import { messageOf } from "../protocol/object_call.ts";
 import type { RefundResult } from "../protocol/store.ts";
-import type { KeyState } from "./coalesce_types.ts";
+import type { KeyState } from "./key_state.ts";
 import { logEvent } from "./metrics.ts";
 
 /** Release `slot` (answering `null`: the figures the caller has), or `null` when there is none or no way to release. */

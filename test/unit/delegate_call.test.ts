@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import type { CoalesceCounters, DelegateRoute, NotedCallInput } from "../../src/isolate/coalesce_types.ts";
 import { avoidFor, byLender, callDelegates, callTarget, otherShard } from "../../src/isolate/delegate_call.ts";
-import { MAX_SPREAD, newKeyState } from "../../src/isolate/key_state.ts";
+import { KeyState, MAX_SPREAD } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
@@ -264,7 +264,7 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     const del = endpoint(clock, () => opts.delegate);
     const own: DelegateRoute = { transport: del.transport, name: "delegate:weur.2" };
     const route: DelegateRoute = { transport: del.transport, name: "delegate:weur.0", ownShard: own, draw: 0.5 };
-    const st = newKeyState(
+    const st = new KeyState(
       {
         transport: object.transport,
         name: "r:key",
@@ -356,7 +356,7 @@ describe("a sub-lease's unused units go back to the delegate that lent it (byLen
     const first = recorder(clock, "delegate:weur.0");
     const own = recorder(clock, "delegate:weur.2", ownOverloaded, ownFailing);
     const next = recorder(clock, "delegate:eeur.1");
-    const st = newKeyState(
+    const st = new KeyState(
       {
         transport: object.route.transport,
         name: "r:key",

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { DelegateRoute } from "../../src/isolate/coalesce_types.ts";
-import { heardBusy, MAX_SPREAD, newKeyState, spreadAt, spreadDecays, spreadTo } from "../../src/isolate/key_state.ts";
+import { heardBusy, KeyState, MAX_SPREAD, spreadAt, spreadDecays, spreadTo } from "../../src/isolate/key_state.ts";
 import { ablate } from "../../src/protocol/mechanisms.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import { SPREAD_HALF_LIFE_MS } from "../../src/protocol/tunables.ts";
@@ -18,7 +18,7 @@ const transport: ObjectTransport = {
 };
 const route: DelegateRoute = { transport, name: "k@weur.0" };
 const windowKey = () =>
-  newKeyState(
+  new KeyState(
     {
       transport,
       name: "w:key",

@@ -3,16 +3,16 @@
  * counts per lease ttl, the lease it asks for, whether it goes to its delegate, a late call's result, the spread seed.
  */
 import { describe, expect, it } from "vitest";
-import { type AskInput, AUTO_LEASE, type DelegateRoute, type KeyState } from "../../src/isolate/coalesce_types.ts";
+import { type AskInput, AUTO_LEASE, type DelegateRoute } from "../../src/isolate/coalesce_types.ts";
 import {
   decayedSpread,
   delegateFor,
   hashString,
   heardBusy,
+  KeyState,
   lateResult,
   leaseAsk,
   MAX_SPREAD,
-  newKeyState,
   noteHot,
   ownShardOf,
   roll,
@@ -49,11 +49,11 @@ const input = (over: Partial<AskInput> = {}): AskInput => ({
   ...over,
 });
 const keyWith = (lease: LeaseSettings | null, over: Partial<AskInput> = {}): KeyState =>
-  newKeyState(input({ lease, ...over }), T0);
+  new KeyState(input({ lease, ...over }), T0);
 
-describe("newKeyState", () => {
+describe("KeyState", () => {
   it("takes the rule's lease, or the automatic one for an algorithm that leases", () => {
-    const auto = newKeyState(input(), T0);
+    const auto = new KeyState(input(), T0);
     expect(auto).toMatchObject({
       name: "r:key",
       timeoutMs: 250,
@@ -100,10 +100,10 @@ describe("newKeyState", () => {
       delegateDownUntilMs: 0,
     });
     const own = { ttlMs: 500, units: 3, above: null };
-    expect(newKeyState(input({ lease: own }), T0)).toMatchObject({ leaseSettings: own });
-    const none = newKeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }), T0);
+    expect(new KeyState(input({ lease: own }), T0)).toMatchObject({ leaseSettings: own });
+    const none = new KeyState(input({ rule: { id: "r", params: slidingLog(5, 1000) } }), T0);
     expect(none).toMatchObject({ leaseSettings: null });
-    expect(newKeyState(input({ delegate: route }), T0).delegate).toBe(route);
+    expect(new KeyState(input({ delegate: route }), T0).delegate).toBe(route);
     expect(AUTO_LEASE).toEqual({ ttlMs: 1000, units: null, above: null });
   });
 });

@@ -4,8 +4,8 @@
  * reused), the overload backoff, and a short key noted from a short grant.
  */
 import { describe, expect, it } from "vitest";
-import type { Asked, AskInput, HeldLease, KeyState } from "../../src/isolate/coalesce_types.ts";
-import { newKeyState } from "../../src/isolate/key_state.ts";
+import type { Asked, AskInput, HeldLease } from "../../src/isolate/coalesce_types.ts";
+import { KeyState } from "../../src/isolate/key_state.ts";
 import {
   isHot,
   type KeyCtx,
@@ -27,7 +27,7 @@ const transport: ObjectTransport = {
 };
 const key = (over: Partial<AskInput> = {}, state: Partial<KeyState> = {}): KeyState =>
   Object.assign(
-    newKeyState(
+    new KeyState(
       {
         transport,
         name: "r:key",
