@@ -9,7 +9,6 @@ import {
   carryOver,
   decide,
   fingerprintOf,
-  leasePolicy,
   refund,
 } from "../algorithms/index.ts";
 import {
@@ -29,6 +28,7 @@ import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } f
 import { adoptedStart } from "./share_tokens.ts";
 import {
   type AppliedCall,
+  appliedCall,
   type CallInput,
   type CallResult,
   type CheckResult,
@@ -42,6 +42,7 @@ import {
   handedOn,
   inBucket,
   reservedBackInMs,
+  sameWindow,
   settled,
   subleaseFrom,
   takeBack,
@@ -220,9 +221,7 @@ export function adoptGrant(
 function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
   if (old === null || old.kind !== "window" || (old.lent ?? 0) < 1) return 0;
   const params = grant.rule.params;
-  if (fingerprintOf(old.rule.params) !== fingerprintOf(params)) return 0;
-  const policy = leasePolicy(params.algorithm);
-  if (policy.kind !== "window" || policy.windowOf(params, old.atMs) !== policy.windowOf(params, grant.atMs)) return 0;
+  if (fingerprintOf(old.rule.params) !== fingerprintOf(params) || !sameWindow(params, old.atMs, grant.atMs)) return 0;
   return old.lent ?? 0;
 }
 
@@ -249,13 +248,7 @@ export function delegateCall(
     share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs, input.id);
   share = sub.share;
   const { lease } = sub;
-  const applied: AppliedCall = {
-    id: input.id,
-    atMs: nowMs,
-    verdicts: results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join(""),
-    leaseUnits: lease?.units ?? 0,
-    leaseForMs: lease?.forMs ?? 0,
-  };
+  const applied = appliedCall(input.id, results, lease, nowMs);
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
   const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
   const { taken: _t, ...rest } = record;

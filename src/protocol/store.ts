@@ -134,20 +134,24 @@ export function callRecord(
   const result: CallResult = { atMs: nowMs, results, lease, replayed: false, ...refunded };
   if (current === record) return { result: withBusy(result, record, nowMs), record };
   if (current === null) return { result, record: null };
-  const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
-  const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
-  const applied: AppliedCall = {
-    id: input.id,
-    atMs: nowMs,
-    verdicts,
-    ...(delaysMs.some((d) => d > 0) ? { delaysMs } : {}),
-    leaseUnits: lease?.units ?? 0,
-    leaseForMs: lease?.forMs ?? 0,
-  };
   const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
+  const applied = appliedCall(input.id, results, lease, nowMs);
   const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
   const next = { ...current, calls };
   return { result: withBusy(result, next, nowMs), record: next };
+}
+
+/** A call applied at `nowMs`, as the key's object or a delegate remembers it (`AppliedCall`). */
+export function appliedCall(
+  id: string,
+  results: readonly CheckResult[],
+  lease: LeaseGrant | null,
+  nowMs: number,
+): AppliedCall {
+  const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
+  const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
+  const delays = delaysMs.some((d) => d > 0) ? { delaysMs } : {};
+  return { id, atMs: nowMs, verdicts, ...delays, leaseUnits: lease?.units ?? 0, leaseForMs: lease?.forMs ?? 0 };
 }
 
 function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: number): CallResult {
