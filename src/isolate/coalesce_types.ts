@@ -106,17 +106,6 @@ export interface Waiting {
   settled: boolean;
 }
 
-/** A key's arrivals here: per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
-export interface Arrivals {
-  bucket: number;
-  curr: number;
-  prev: number;
-  /** When the current run began (after a quiet bucket), and its arrivals. */
-  runStartMs: number;
-  runCount: number;
-  lastMs: number;
-}
-
 /** Counters for `/_sluice/stats`. */
 export interface CoalesceCounters extends CallCounters {
   /** Requests that went in a call with others (a batch of 2 or more). */

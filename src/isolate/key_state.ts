@@ -15,7 +15,6 @@ import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
 import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 import {
-  type Arrivals,
   type AskedLease,
   type AskInput,
   AUTO_LEASE,
@@ -25,6 +24,17 @@ import {
   leaseSettingsOf,
   type Waiting,
 } from "./coalesce_types.ts";
+
+/** A key's arrivals here: per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
+interface Arrivals {
+  bucket: number;
+  curr: number;
+  prev: number;
+  /** When the current run began (after a quiet bucket), and its arrivals. */
+  runStartMs: number;
+  runCount: number;
+  lastMs: number;
+}
 
 /** What an isolate keeps per key (made new for a key not tracked yet, or forgot). Times: its clock, ms; 0 is "not". */
 export class KeyState {

@@ -198,7 +198,7 @@ export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
 
 /**
  * One more call decided at `nowMs`: the count per second, whether it says busy (`busyPerS` calls in this or the last
- * second), and its spread (coalesce_types.ts `KeyState.spread`): the share of its calls to move for those that stay to
+ * second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for those that stay to
  * be `DELEGATE_AIM_CALLS_PER_S` (by the last second's rate, or this one's over at least 250 ms); 1 at twice `busyPerS`.
  */
 export function countLoad(
