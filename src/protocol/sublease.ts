@@ -190,8 +190,8 @@ export function settled<S extends SubleaseSource>(share: S, nowMs: number): S {
 
 /**
  * A rate share's bucket handed on to another (`into`, from the bucket as it is): its reservations go with it (`moved`)
- * while it holds them all, else they are charged in full first (their returns then match nothing: short, never over):
- * either way within the bound.
+ * as far as it holds them, the oldest charged in full first until it does (their returns then match nothing: short,
+ * never over; the oldest have the fewest units left unused): either way within the bound.
  */
 export function handedOn<S extends SubleaseSource>(
   share: S,
@@ -201,20 +201,26 @@ export function handedOn<S extends SubleaseSource>(
     readonly state: AlgorithmState | null;
   },
 ): { readonly state: AlgorithmState | null; readonly reserved: readonly Reservation[]; readonly takenOut: number } {
-  const reserved = share.reserved ?? [];
-  const kept = into(share.state);
-  const none = { reserved: [], takenOut: 0 };
-  if (reserved.length === 0) return { state: kept.state, ...none };
-  const live = sum(reserved);
-  if (kept.params !== null && kept.state !== null) {
-    const out = moved(kept.params, kept.state, share.takenOut ?? 0, live, 0, nowMs);
-    if (peekState(kept.params, out.state, nowMs).remaining >= live - out.takenOut) return { ...out, reserved };
-  }
   const from = share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
   const atMs = Math.min(nowMs, share.endsAtMs);
-  const units = inBucket(share);
-  const state = from === null || share.state === null ? share.state : charged(from, share.state, units, atMs);
-  return { state: into(state).state, ...none };
+  const oldest = [...(share.reserved ?? [])].sort((a, b) => a.atMs - b.atMs);
+  let state = share.state;
+  let takenOut = share.takenOut ?? 0;
+  for (let i = 0; i < oldest.length; i++) {
+    const kept = into(state);
+    const reserved = oldest.slice(i);
+    const live = sum(reserved);
+    if (kept.params !== null && kept.state !== null) {
+      const out = moved(kept.params, kept.state, takenOut, live, 0, nowMs);
+      if (peekState(kept.params, out.state, nowMs).remaining >= live - out.takenOut) return { ...out, reserved };
+    }
+    // Charged in full: out of the units taken out first, then out of the old bucket.
+    const units = oldest[i]!.units;
+    const out = Math.min(takenOut, units);
+    takenOut -= out;
+    if (from !== null && state !== null) state = charged(from, state, units - out, atMs);
+  }
+  return { state: into(state).state, reserved: [], takenOut: 0 };
 }
 
 /** Units of `reserved`, 0 for none. */

@@ -498,4 +498,29 @@ describe("a rate share's reservations: settled, handed on, when the next is due"
     const plain = handedOn(rateShare(), T0 + 5, () => ({ params: null, state: null }));
     expect(plain).toEqual({ state: null, reserved: [], takenOut: 0 });
   });
+
+  it("handedOn: a smaller bucket that holds the newer reservations only: the oldest charged in full, the rest go on", () => {
+    // A delegate's share cut from 500 parts to 10 (burst 2, 4 out at most) while two isolates hold sub-leases: the
+    // older (10 units) cannot go on, the newer (2) can. Charging both lost the newer one's return: its unused units
+    // matched nothing (global-rate steady: ~50 units/s of returns dropped at such cuts).
+    const older = { atMs: T0 + 1, id: "a", units: 10, untilMs: T0 + 900 };
+    const newer = { atMs: T0 + 3, id: "b", units: 2, untilMs: T0 + 900 };
+    const share = rateShare({ reserved: [newer, older] });
+    const tiny = delegateSlice(rate.params, 10)!;
+    const seen: number[] = [];
+    const out = handedOn(share, T0 + 5, (state) => {
+      seen.push(peekState(half, state, T0 + 5).remaining);
+      return { params: tiny, state: fullState(tiny, T0 + 5) };
+    });
+    expect(out.reserved).toEqual([newer]);
+    // The newer one's 2 units out of the new bucket (within its refill over a term), the older 10 charged in the old.
+    expect(out.takenOut).toBe(2);
+    expect(peekState(tiny, out.state, T0 + 5).remaining).toBe(0);
+    expect(seen).toEqual([100, 90]);
+    // Its return now finds its reservation: the unused unit is taken back, not dropped.
+    const kept = rateShare({ parts: 10, state: out.state, reserved: out.reserved, takenOut: out.takenOut });
+    const back: CallInput = { rule: rate, id: "c", costs: [], giveBack: [{ units: 1, atMs: T0 + 3, id: "b" }] };
+    const record: DelegateRecord = { ...NEW_DELEGATE, share: kept };
+    expect(takeBack(record, back, T0 + 6).share?.reserved).toEqual([{ ...newer, units: 1, untilMs: T0 + 6 }]);
+  });
 });
