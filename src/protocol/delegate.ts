@@ -177,8 +177,9 @@ export function adoptGrant(
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
   const { rule, atMs } = grant;
-  // A renewal's round trip only: a first ask's, at a cold start, waited in the key's object's queue too.
-  const rtt = ask.holding === undefined ? {} : { rttMs: nowMs - sentAtMs };
+  // A renewal's round trip only: a first ask's, at a cold start, waited in the key's object's queue too; unless its
+  // grant ended on its way (the next ask's term then covers such a round trip: its waiting batches pass through else).
+  const rtt = ask.holding === undefined && nowMs < endsAtMs ? {} : { rttMs: nowMs - sentAtMs };
   const common = { rule, atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id, ...rtt };
   if (grant.kind === "window") {
     const share: HeldShare = {

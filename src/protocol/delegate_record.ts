@@ -25,7 +25,7 @@ export interface HeldShare extends SubleaseSource {
   readonly askId?: string;
   /** This delegate's clock when to renew, ms. */
   readonly renewAtMs: number;
-  /** The round trip of the renewal the share answered, ms (a rate share renews that early: `renewDue`; or absent). */
+  /** The round trip of the renewal (or late first ask) the share answered, ms (a rate share renews that early). */
   readonly rttMs?: number;
   /** Window share: units of the next window granted ahead, used from `fromMs` (`rollAhead`; absent: none). */
   readonly ahead?: AheadHeld;

@@ -473,6 +473,20 @@ describe("adoptGrant", () => {
     expect(adoptGrant(NEW_DELEGATE, ask, grant({ units: 8 }), T0, T0).share?.short).toBe(false);
   });
 
+  it("keeps a first ask's round trip when its grant ended on its way, and says it in the next ask", () => {
+    // A cold start (global-rate at 5,000 isolates): a far delegate's first ask waited 410 ms in the key's object's queue,
+    // past its 250 ms term. Its next ask says that round trip, so the next term (`UNSETTLED_TERM_RTTS` of them) outlasts
+    // it and the batches waiting on it are decided from the share, not passed through to the key's object one by one.
+    const first = { ...ask, rule: rate };
+    const late = grant({ kind: "rate", parts: 40, units: 0, termMs: 250, rule: rate });
+    const adopted = adoptGrant(NEW_DELEGATE, first, late, T0 - 410, T0);
+    expect(adopted.share?.rttMs).toBe(410);
+    expect(shareAsk(adopted, "weur.0", rate, "a2", T0).ask.rttMs).toBe(410);
+    expect(adoptGrant(NEW_DELEGATE, first, late, T0 - 250, T0).share?.rttMs).toBe(250);
+    // In time (its term not over on arrival): a first ask's round trip is not kept, as before.
+    expect(adoptGrant(NEW_DELEGATE, first, late, T0 - 249, T0).share?.rttMs).toBeUndefined();
+  });
+
   it("carries the units still lent over a grant of the same window and parameters only", () => {
     const lent = withShare(windowShare({ atMs: T0 + 1, lent: 6 }));
     expect(adoptGrant(lent, ask, grant({}), T0, T0).share?.lent).toBe(6);
