@@ -27,6 +27,7 @@ import {
   DELEGATE_CALL_MEMORY,
   RATE_LEASE_TERM_MS,
   RESERVATION_WAIT_MS,
+  SHARE_TERM_MS,
   SUBLEASE_OF_HELD,
   SUBLEASE_TERM_MS,
 } from "./tunables.ts";
@@ -67,6 +68,8 @@ export interface SubleaseSource {
   readonly lent?: number;
   /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
   readonly endsAtMs: number;
+  /** Rate share: the demand per term it was asked with (`ofHeld`; absent: not known). */
+  readonly demand?: number;
   /** Rate share: its sub-leases' units still in its bucket (absent: none; a return matching none is dropped). */
   readonly reserved?: readonly Reservation[];
   /** Rate share: units of `reserved` taken out of the bucket, at most its refill over a lease's term (absent: 0). */
@@ -122,10 +125,10 @@ export function subleaseFrom<S extends SubleaseSource>(
   const askedMs = Math.max(1, Math.floor(ask.ttlMs));
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
-  // At most a part of what the slice holds (`SUBLEASE_OF_HELD`): the rest stays for batches and other isolates' asks.
+  // At most a part of what the slice holds (`ofHeld`): the rest stays for batches and other isolates' asks.
   const reserved = sum(share.reserved ?? []);
   const have = peekState(params, share.state, nowMs).remaining - inBucket(share);
-  const units = Math.min(wanted, Math.max(1, Math.floor(have / SUBLEASE_OF_HELD)), have, capacityOf(params));
+  const units = Math.min(wanted, Math.max(1, Math.floor(have / ofHeld(share, params))), have, capacityOf(params));
   if (units < 1) {
     const need = Math.min(capacityOf(params), Math.min(wanted, capacityOf(params)) + reserved);
     return { ...none, waitMs: refillWaitMs(params, share.state, need, nowMs, termMs) };
@@ -136,6 +139,17 @@ export function subleaseFrom<S extends SubleaseSource>(
   const out = moved(params, share.state, share.takenOut ?? 0, reserved + units, 0, nowMs);
   const lent = withReserved({ ...share, state: out.state }, [...(share.reserved ?? []), reservation], out.takenOut);
   return { lease: { units, atMs: nowMs, forMs, ...named }, share: lent };
+}
+
+/**
+ * The part of what a rate slice holds that one sub-lease takes at most, 1/this: `SUBLEASE_OF_HELD`, or twice it while
+ * the share's demand is over twice its slice's rate (scarce: units parked at one isolate are refused to the others'
+ * requests until it spends them). Not always: a key at its rate lost more with it (docs/production.md, "Tuning").
+ */
+function ofHeld(share: SubleaseSource, params: AlgorithmParams): number {
+  if (!("rate" in params) || share.demand === undefined || !(share.demand > 0)) return SUBLEASE_OF_HELD;
+  const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
+  return share.demand > 2 * perTerm ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
 }
 
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */

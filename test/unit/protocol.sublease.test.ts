@@ -178,6 +178,20 @@ describe("subleaseFrom: a rate share", () => {
     expect(subleaseFrom(low, { units: 400, ttlMs: term }, T0).lease).toEqual({ units: 40, atMs: T0, forMs: 120 });
   });
 
+  it("a quarter of what the bucket holds while the share's demand is over twice its slice's rate", () => {
+    // The slice refills 500 a term. A delegate asked by its isolates for twice that and more (a key at twice its rate:
+    // global-rate 10,000 req/s at 5,000/s) lends each a quarter: units parked at one isolate are refused to the others'
+    // requests until it spends them (10 seeds, section 8c's global-rate rows: up to 0.8 points nearer exact).
+    const low = rateShare({ state: emptyState(half, T0 - 160) }); // 80 in the bucket
+    const lent = (demand: number) => subleaseFrom({ ...low, demand }, { units: 80, ttlMs: term }, T0).lease;
+    expect(lent(1001)).toEqual({ units: 20, atMs: T0, forMs: 120 });
+    expect(lent(5000)?.units).toBe(20);
+    // Up to twice its rate, or not known: half, as above.
+    expect(lent(1000)).toEqual({ units: 40, atMs: T0, forMs: 240 });
+    expect(lent(0)?.units).toBe(40);
+    expect(subleaseFrom(low, { units: 80, ttlMs: term }, T0).lease?.units).toBe(40);
+  });
+
   it("an empty bucket grants nothing and says when it will hold the ask (at most the term)", () => {
     const empty = rateShare({ state: emptyState(half, T0) }); // 500/s: 5 tokens in 10 ms, the burst (100) in 200 ms
     const five = subleaseFrom(empty, { units: 5, ttlMs: term }, T0);
