@@ -147,9 +147,9 @@ export function subleaseFrom<S extends SubleaseSource>(
  * requests until it spends them). Not always: a key at its rate lost more with it (docs/production.md, "Tuning").
  */
 function ofHeld(share: SubleaseSource, params: AlgorithmParams): number {
-  if (!("rate" in params) || share.demand === undefined || !(share.demand > 0)) return SUBLEASE_OF_HELD;
+  if (!("rate" in params)) return SUBLEASE_OF_HELD;
   const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
-  return share.demand > 2 * perTerm ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
+  return (share.demand ?? 0) > 2 * perTerm ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
 }
 
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
