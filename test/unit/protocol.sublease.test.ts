@@ -537,4 +537,29 @@ describe("a rate share's reservations: settled, handed on, when the next is due"
     const record: DelegateRecord = { ...NEW_DELEGATE, share: kept };
     expect(takeBack(record, back, T0 + 6).share?.reserved).toEqual([{ ...newer, units: 1, untilMs: T0 + 6 }]);
   });
+
+  it("handedOn: an oldest reservation charged in full is paid from the units taken out first, then the old bucket", () => {
+    // The same cut, with 6 of the older sub-lease's units already taken out of the old bucket (a delegate whose lent
+    // units passed its slice's refill): the 10 are paid 6 from those and 4 from the old bucket; nothing is taken out
+    // twice, so the newer one's 2 go out of the new bucket, which is then empty.
+    const older = { atMs: T0 + 1, id: "a", units: 10, untilMs: T0 + 900 };
+    const newer = { atMs: T0 + 3, id: "b", units: 2, untilMs: T0 + 900 };
+    const share = rateShare({ reserved: [newer, older], takenOut: 6 });
+    const tiny = delegateSlice(rate.params, 10)!;
+    const seen: number[] = [];
+    const out = handedOn(share, T0 + 5, (state) => {
+      seen.push(peekState(half, state, T0 + 5).remaining);
+      return { params: tiny, state: fullState(tiny, T0 + 5) };
+    });
+    expect(seen).toEqual([100, 96]);
+    expect(out.reserved).toEqual([newer]);
+    expect(out.takenOut).toBe(2);
+    expect(peekState(tiny, out.state, T0 + 5).remaining).toBe(0);
+    // A new bucket that is none (the share ended): every reservation charged where it is, none carried.
+    expect(handedOn(share, T0 + 5, () => ({ params: null, state: null }))).toEqual({
+      state: null,
+      reserved: [],
+      takenOut: 0,
+    });
+  });
 });
