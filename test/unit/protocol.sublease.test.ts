@@ -561,5 +561,9 @@ describe("a rate share's reservations: settled, handed on, when the next is due"
       reserved: [],
       takenOut: 0,
     });
+    // An old bucket that is none: nothing to charge, and no bucket made up to charge them in.
+    const bare = rateShare({ state: null, reserved: [older] });
+    const none = handedOn(bare, T0 + 5, (state) => ({ params: tiny, state: state && fullState(tiny, T0 + 5) }));
+    expect(none).toEqual({ state: null, reserved: [], takenOut: 0 });
   });
 });
