@@ -186,7 +186,9 @@ function rateGrant(
   const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
   const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
-  const termMs = rateTermMs(parts, fair, held, prevTermMs, uses("rttTerms") ? ask.rttMs : undefined);
+  // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
+  const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
+  const termMs = rateTermMs(parts, fair, held, lastTermMs, uses("rttTerms") ? ask.rttMs : undefined);
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -203,6 +205,10 @@ function rateGrant(
   };
   return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
 }
+
+/** A demand up by more than a quarter and two standard deviations of a Poisson count since the share's last grant. */
+export const rising = (before: number, now: number): boolean =>
+  now - before > Math.max(Math.floor(before / 4), 2 * Math.ceil(Math.sqrt(before)));
 
 /** A demand per term with two standard deviations of a Poisson count to spare. */
 const withHeadroom = (d: number): number => (d <= 0 ? 0 : d + 2 * Math.ceil(Math.sqrt(d)) + 1);

@@ -411,6 +411,28 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     });
   });
 
+  it("keeps a settled share's term at 1 s while its demand rises by more than a quarter (growing load)", () => {
+    // A growing key: holders whose terms doubled to 4 s kept their parts while new delegates got only what was left.
+    const was = (demand: number) =>
+      record(
+        tbP,
+        { tokensScaled: 0, lastMs: T0 },
+        {
+          shares: book([
+            entry({ holder: "weur.0", parts: 200, demand }),
+            entry({ holder: "x", parts: 750, demand: 300 }),
+          ]),
+        },
+      );
+    // 80 -> 100: up by a quarter exactly (and 2 standard deviations, 18): its last term (1 s) doubled.
+    expect(shareRecord(was(80), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 2000 });
+    // 79 -> 100: by more: a whole term, not doubled; still settled (not a quarter term).
+    expect(shareRecord(was(79), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 1000 });
+    expect(shareRecord(was(10), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 1000 });
+    // Falling demand: doubled as before.
+    expect(shareRecord(was(120), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 2000 });
+  });
+
   it("lengthens a settled share's term at each renewal, 1 s, 2 s, 4 s, and no more", () => {
     let rec = shareRecord(null, ask(tb, 300), T0).record;
     const terms: number[] = [];
