@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { directParts, type ShareAsk, type ShareGrant, settleShares } from "../../src/protocol/share.ts";
-import { rateTermMs, shareRecord } from "../../src/protocol/share_grant.ts";
+import { rateTermMs, rising, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
 import {
   LAPSE_GRACE_MS,
@@ -431,6 +431,13 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(shareRecord(was(10), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 1000 });
     // Falling demand: doubled as before.
     expect(shareRecord(was(120), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 2000 });
+  });
+
+  it("rising: a small demand must rise by two standard deviations of a Poisson count, not only by a quarter", () => {
+    // 10 per term: a quarter is 2, two standard deviations 8 (2 x ceil(sqrt 10)); Poisson noise alone moves it by 8.
+    expect([rising(10, 18), rising(10, 19), rising(0, 1), rising(0, 0)]).toEqual([false, true, true, false]);
+    // 400: the quarter (100) is the larger; falling is never rising.
+    expect([rising(400, 500), rising(400, 501), rising(400, 10)]).toEqual([false, true, false]);
   });
 
   it("lengthens a settled share's term at each renewal, 1 s, 2 s, 4 s, and no more", () => {
