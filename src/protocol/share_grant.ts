@@ -188,7 +188,8 @@ function rateGrant(
   const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
-  const termMs = rateTermMs(parts, fair, held, lastTermMs, uses("rttTerms") ? ask.rttMs : undefined);
+  const rtt = uses("rttTerms") ? ask.rttMs : undefined;
+  const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slowRate(rule));
   const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -205,6 +206,10 @@ function rateGrant(
   };
   return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
 }
+
+/** A rule slower than `HOT_FROM_PER_S` (hot by its traffic only: `spareOf`). */
+const slowRate = (rule: LimiterRule): boolean =>
+  "rate" in rule.params && rule.params.rate.tokens * 1000 < HOT_FROM_PER_S * rule.params.rate.perMs;
 
 /** A demand up by more than a quarter and two standard deviations of a Poisson count since the share's last grant. */
 export const rising = (before: number, now: number): boolean =>
@@ -247,15 +252,25 @@ export function fedParts(parts: number, room: number, least: number): number {
  * A rate share's term, ms. Unsettled (new, short of its demand's proportion `fair` by more than an eighth, or its
  * parts moved by more than a quarter; within `SETTLED_SLACK_PARTS` never), a quarter term so parts follow demand, but
  * at least `UNSETTLED_TERM_RTTS` round trips (at most `SHARE_TERM_MS`); settled, its last term doubled, up to
- * `SHARE_TERM_MAX_MS`, so the key's object renews a steady key's delegates only a few times a second.
+ * `SHARE_TERM_MAX_MS`, so the key's object renews a steady key's delegates only a few times a second. A `slow` rule's
+ * share that grew by more than a quarter (not short) gets a whole term: its few requests a second renewed a quarter
+ * term late, its parts' refill lost meanwhile.
  */
-export function rateTermMs(parts: number, fair: number, held: number, prevTermMs: number, rttMs?: number): number {
+export function rateTermMs(
+  parts: number,
+  fair: number,
+  held: number,
+  prevTermMs: number,
+  rttMs?: number,
+  slow = false,
+): number {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
   const unsettled = Math.max(Math.ceil(SHARE_TERM_MS / 4), Math.min(SHARE_TERM_MS, rtts));
   const short = fair - parts > Math.max(SETTLED_SLACK_PARTS, Math.floor(fair / 8));
   if (short) return unsettled;
   const moved = Math.abs(parts - held) > Math.max(SETTLED_SLACK_PARTS, Math.floor(held / 4));
-  if (held <= 0 || moved) return unsettled;
+  if (held <= 0 || (moved && !(slow && parts > held))) return unsettled;
+  if (moved) return SHARE_TERM_MS;
   return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
 }
 

@@ -9,7 +9,7 @@ import { describe, expect, it, vi } from "vitest";
 import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import { DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
 import { directParts, keyCall, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
-import { shareRecord } from "../../src/protocol/share_grant.ts";
+import { rateTermMs, shareRecord } from "../../src/protocol/share_grant.ts";
 import type { CallInput, CallResult, CheckResult, LimiterRule } from "../../src/protocol/store.ts";
 import { gcraP } from "../support/params.ts";
 
@@ -46,6 +46,21 @@ describe("shareRecord: spare stays home", () => {
     const hot = shareRecord(null, ask(fast, 100), T0);
     expect(hot.grant).toMatchObject({ kind: "rate", parts: 1000 });
     expect(hot.grant.spare).toBeUndefined();
+  });
+
+  it("gives a slow rule's share that grew by more than a quarter a whole term, not a quarter one", () => {
+    // Stands for search-origin's growth: each of a few delegates sees a dozen requests a second; on quarter terms its
+    // renewal often came late and its parts' tokens were lost while the key's object still promised them.
+    const first = shareRecord(null, ask(slow, 100), T0);
+    expect(first.grant).toMatchObject({ parts: 605, termMs: 250 });
+    // Demand 130: 130 + 2 * 12 + 1 = 155 of 200 → 775 parts, up 170 from 605 (more than a quarter): a whole term.
+    const grown = { ...ask(slow, 130), id: "weur.0:a2", holding: "weur.0:a1" };
+    expect(shareRecord(first.record, grown, T0 + 200).grant).toMatchObject({ parts: 775, termMs: 1000 });
+    // Shrunk by as much, or short of its demand's proportion, or a fast rule's: a quarter term as before.
+    expect(rateTermMs(775, 775, 605, 250, undefined, true)).toBe(1000);
+    expect(rateTermMs(600, 600, 900, 250, undefined, true)).toBe(250);
+    expect(rateTermMs(775, 900, 605, 250, undefined, true)).toBe(250);
+    expect(rateTermMs(775, 775, 605, 250)).toBe(250);
   });
 });
 
