@@ -615,6 +615,22 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(SETTLED_SLACK_PARTS).toBe(10);
   });
 
+  it("rateTermMs: a slow rule's share that grew by more than a quarter, not short: a whole term, never doubled", () => {
+    // search-origin (200/s): a holder seeing a dozen requests a second renewed a quarter term late as its parts grew.
+    const slow = (parts: number, fair: number, held: number, prev: number) =>
+      rateTermMs(parts, fair, held, prev, undefined, true);
+    expect([slow(500, 500, 300, 2000), slow(500, 500, 300, 250), rateTermMs(500, 500, 300, 2000)]).toEqual([
+      1000, 1000, 250,
+    ]);
+    // Shrunk, short of its fair parts, or new: a quarter term as for any rule; settled: doubled as for any rule.
+    expect([
+      slow(300, 300, 500, 2000),
+      slow(500, 900, 300, 2000),
+      slow(500, 500, 0, 0),
+      slow(500, 500, 500, 2000),
+    ]).toEqual([250, 250, 250, 4000]);
+  });
+
   it("rateTermMs: an unsettled share's term is at least 4 of its delegate's round trips, at most a term", () => {
     // A far delegate's quarter term ended before its renewal's answer came back (the ask says its round trip).
     const term = (rttMs: number | undefined, held = 0, prev = 0) => rateTermMs(100, 100, held, prev, rttMs);
