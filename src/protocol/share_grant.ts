@@ -4,6 +4,7 @@
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
 import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
+import { REGIONS } from "../request/region.ts";
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
@@ -185,7 +186,10 @@ function rateGrant(
   // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
   const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
   const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
-  const parts = fedParts(Math.min(fair, room), room, leastParts(rule.params));
+  // A fast rule's first round of asks (no holder renewed yet), each demand one batch: a region's equal part.
+  const first = mine === undefined && demand > 0 && !slowRate(rule) && others.every((e) => e.prevEndsAtMs === 0);
+  const want = first ? Math.ceil(SHARE_PARTS / REGIONS.length) : fair;
+  const parts = fedParts(Math.min(want, room), room, leastParts(rule.params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const rtt = uses("rttTerms") ? ask.rttMs : undefined;

@@ -39,7 +39,7 @@ const entry = (over: Partial<ShareEntry> = {}): ShareEntry => ({
   atMs: T0 - 100,
   endsAtMs: T0 + 900,
   prevParts: 0,
-  prevEndsAtMs: 0,
+  prevEndsAtMs: T0 - 1000, // renewed before: not a first round of asks
   demand: 0,
   askId: "o1",
   ...over,
@@ -64,6 +64,19 @@ const none = (rule: LimiterRule, atMs: number, hot = false): ShareGrant => ({
   rule,
   hot,
 });
+
+/** The record after `weur.0`'s grant of every part at T0 (a quarter term, ask `a1`), its tokens moved out. */
+const sole = (): LimiterRecord =>
+  record(
+    tbP,
+    { tokensScaled: 1000, lastMs: T0 },
+    {
+      shares: book([entry({ holder: "weur.0", parts: 1000, atMs: T0, endsAtMs: T0 + 250, demand: 300, askId: "a1" })], {
+        direct: { parts: 0, state: null },
+        hotUntilMs: T0 + 5000,
+      }),
+    },
+  );
 
 describe("shareRecord: is the key hot", () => {
   it("is cold below 50 requests per second of demand: no share, the record as it was", () => {
@@ -234,21 +247,21 @@ describe("shareRecord: window units", () => {
 
 describe("shareRecord: rate parts", () => {
   it("grants the demand's proportion of the parts with their proportion of the direct slice's tokens", () => {
-    // The only demand: every part, and every token of the full bucket (moved out of the direct slice, left empty); a
-    // new holder's share lasts a quarter term.
+    // A key's first ask: a region's equal part (112 parts, share_grant.ts `rateGrant`), and their 112 tokens of the
+    // full bucket, moved out of the direct slice (888 of each stay: 111,000 scaled); a new holder's share lasts a quarter term.
     const out = shareRecord(null, ask(tb, 300), T0);
     expect(out.grant).toEqual({
       atMs: T0,
       kind: "rate",
-      parts: 1000,
-      tokens: 1000,
+      parts: 112,
+      tokens: 112,
       units: 0,
       remaining: 0,
       termMs: 250,
       rule: tb,
       hot: true,
     });
-    expect(out.record?.shares?.direct).toEqual({ parts: 0, state: null });
+    expect(out.record?.shares?.direct).toEqual({ parts: 888, state: { tokensScaled: 111_000, lastMs: T0 } });
     expect(out.record?.state).toEqual({ tokensScaled: 1000, lastMs: T0 });
     expect(out.record?.version).toBe(1);
     const plain = shareRecord(null, ask({ id: "t", params: tbP }, 300), T0).record;
@@ -256,14 +269,14 @@ describe("shareRecord: rate parts", () => {
     expect(out.record?.shares?.entries).toEqual([
       {
         holder: "weur.0",
-        parts: 1000,
+        parts: 112,
         units: 0,
         atMs: T0,
         endsAtMs: T0 + 250,
         prevParts: 0,
         prevEndsAtMs: 0,
         demand: 300,
-        tokens: 1000,
+        tokens: 112,
         askId: "a1",
       },
     ]);
@@ -277,6 +290,21 @@ describe("shareRecord: rate parts", () => {
     const third = record(tbP, { tokensScaled: 2, lastMs: T0 }, { shares: book([entry({ demand: 200 })]) });
     expect(shareRecord(third, ask(tb, 100), T0).grant).toMatchObject({ parts: 334 });
     expect(shareRecord(third, ask(tb, 100), T0).grant.tokens).toBeUndefined();
+  });
+
+  it("gives each new holder of a fast rule's first round of asks a region's equal part, whatever its demand", () => {
+    // Each first ask's demand is one batch: split by it, the first asker of a cold key took up to 86% of the rate and
+    // its tokens, the others 1-2% each, until the second round (a quarter term later).
+    const first = shareRecord(null, ask(tb, 300), T0);
+    const second = shareRecord(first.record, ask(tb, 1, { holder: "enam.0", id: "b1" }), T0 + 10);
+    expect(second.grant).toMatchObject({ parts: 112, tokens: 112, termMs: 250 });
+    // Once a holder renewed, new holders get their demand's proportion again (here of no room: none).
+    const renewed = shareRecord(second.record, ask(tb, 301, { id: "a2" }), T0 + 200);
+    expect(renewed.grant).toMatchObject({ parts: 888, tokens: 776 });
+    expect(shareRecord(renewed.record, ask(tb, 1, { holder: "sam.0", id: "c1" }), T0 + 210).grant.parts).toBe(0);
+    // A slow rule (below HOT_FROM_PER_S, hot by its traffic only) splits its first round by demand.
+    const slow: LimiterRule = { id: "s", params: tokenBucket(100, 1000, 100), version: 1 };
+    expect(shareRecord(null, ask(slow, 300), T0).grant.parts).toBe(1000);
   });
 
   it("cuts the grant to the parts the other live shares leave, for a quarter term", () => {
@@ -369,8 +397,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
   });
 
   it("renews a holder's share, its earlier parts promised until their end; settled, a whole term", () => {
-    const first = shareRecord(null, ask(tb, 300), T0);
-    const next = shareRecord(first.record, ask(tb, 300, { id: "a2" }), T0 + 200);
+    const next = shareRecord(sole(), ask(tb, 300, { id: "a2" }), T0 + 200);
     // The same parts (none gained, so no tokens move), settled: a whole term.
     expect(next.grant).toMatchObject({ parts: 1000, termMs: 1000 });
     expect(next.grant.tokens).toBeUndefined();
@@ -441,7 +468,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
   });
 
   it("lengthens a settled share's term at each renewal, 1 s, 2 s, 4 s, and no more", () => {
-    let rec = shareRecord(null, ask(tb, 300), T0).record;
+    let rec: LimiterRecord | null = sole();
     const terms: number[] = [];
     let at = T0;
     for (let i = 0; i < 5; i++) {
@@ -652,8 +679,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
   });
 
   it("lets a share go: its parts stay promised until its term ends, and the key stays hot for others", () => {
-    const first = shareRecord(null, ask(tb, 300), T0);
-    const out = shareRecord(first.record, ask(tb, 300, { id: "a2", release: true }), T0 + 200);
+    const out = shareRecord(sole(), ask(tb, 300, { id: "a2", release: true }), T0 + 200);
     expect(out.grant).toEqual(none(tb, T0 + 200));
     expect(out.record?.shares?.entries).toEqual([
       {
@@ -670,7 +696,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     ]);
     expect(out.record?.shares?.hotUntilMs).toBe(T0 + 5200);
     // Gone cold: the entry ends, the hot time is not extended.
-    const cold = shareRecord(first.record, ask(tb, 3, { id: "a3" }), T0 + 200);
+    const cold = shareRecord(sole(), ask(tb, 3, { id: "a3" }), T0 + 200);
     expect(cold.grant).toEqual(none(tb, T0 + 200));
     expect(cold.record?.shares?.hotUntilMs).toBe(T0 + 5000);
     // A window share let go after its term: nothing promised, the entry dropped.

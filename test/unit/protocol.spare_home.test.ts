@@ -43,8 +43,9 @@ describe("shareRecord: spare stays home", () => {
     const second = shareRecord(first.record, ask(slow, 80, "weur.1"), T0 + 1);
     expect(second.grant.spare).toBeUndefined();
     expect(second.grant.parts).toBe(395);
+    // A fast rule: no spare; its key's first ask gets a region's equal part (share_grant.ts `rateGrant`).
     const hot = shareRecord(null, ask(fast, 100), T0);
-    expect(hot.grant).toMatchObject({ kind: "rate", parts: 1000 });
+    expect(hot.grant).toMatchObject({ kind: "rate", parts: 112 });
     expect(hot.grant.spare).toBeUndefined();
   });
 

@@ -127,10 +127,16 @@ function busy(params: AlgorithmParams, t: number): LimiterRecord | null {
   return rec;
 }
 
+/** `rec` past its key's first round of asks (share_grant.ts `rateGrant`): another holder renewed, holding no parts. */
+function pastFirstRound(rec: LimiterRecord | null): LimiterRecord {
+  const x = { holder: "x", parts: 0, units: 0, atMs: T0, endsAtMs: T0 + 10_000, prevParts: 0, prevEndsAtMs: T0 };
+  return { ...rec!, shares: { entries: [{ ...x, demand: 0, askId: "x1" }], hotUntilMs: 0 } };
+}
+
 describe("shareRecord", () => {
   it("grants a rate share by demand, and direct calls then decide from what no share holds", () => {
     const params = tokenBucket(5000, 1000, 500);
-    let rec = busy(params, T0);
+    let rec: LimiterRecord | null = pastFirstRound(busy(params, T0));
     const g = shareRecord(rec, ask("weur.0", 3000, params, "a1"), T0 + 200);
     expect(directDemand(rec, T0 + 200)).toBe(500);
     rec = g.record;
@@ -305,7 +311,8 @@ describe("delegate", () => {
   it("a new rate share starts with its parts' proportion of the tokens the key holds: moved, never made", () => {
     const params = tokenBucket(1000, 1000, 1000);
     const t = T0 + BUSY_CALLS_PER_S;
-    const rec = busy(params, T0); // 100 requests in 100 ms at 1 token per ms: the bucket is full again at t
+    // 100 requests in 100 ms at 1 token per ms: the bucket is full again at t.
+    const rec = pastFirstRound(busy(params, T0));
     expect(keyPeek(rec, ruleOf(params), t).remaining).toBe(1000);
     const a = shareAsk(NEW_DELEGATE, "weur.0", ruleOf(params), "r", t);
     // Demand 5000 against the direct callers' 1000 (100 calls in 100 ms): 834 parts (rounded up), and 834 of the
