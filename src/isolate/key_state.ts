@@ -89,8 +89,7 @@ export class KeyState {
     this.leaseSettings = leaseSettingsOf(input);
     this.delegate = input.delegate ?? null;
     this.hotUntilMs = input.delegate == null ? 0 : (input.hotMark?.untilMs ?? 0);
-    this.spread =
-      input.delegate == null ? 0 : Math.min(spreadDecays(input) ? 1 : MAX_SPREAD, input.hotMark?.spread ?? 0);
+    this.spread = input.delegate == null ? 0 : Math.min(MAX_SPREAD, input.hotMark?.spread ?? 0);
     this.spreadAtMs = now;
     this.hotMarkRead = input.hotMark != null || input.spreadMark == null;
     this.spreadMark = input.spreadMark ?? null;
@@ -202,10 +201,7 @@ export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
   return own !== undefined && (st.delegate.draw ?? 0) < spreadAt(st, now) ? own : st.delegate;
 }
 
-/**
- * A rate rule's highest spread: every one of the `DELEGATE_SHARDS` shards then has as many of the region's isolates. A
- * window rule's reaches 1 (the first shard emptied, as after its cold start's rush) and decays back through it.
- */
+/** The highest spread: every one of the `DELEGATE_SHARDS` shards then has as many of the region's isolates. */
 export const MAX_SPREAD = 1 - 1 / DELEGATE_SHARDS;
 
 /** A spread heard `ageMs` ago, now: halved every `SPREAD_HALF_LIFE_MS` (the region's load may have fallen since). */
@@ -226,10 +222,10 @@ export function spreadAt(st: Pick<KeyState, "rule" | "spread" | "spreadAtMs">, n
   return spreadDecays(st) ? decayedSpread(st.spread, now - st.spreadAtMs) : st.spread;
 }
 
-/** Raise the key's spread to `spread` if above what it is now, at most `MAX_SPREAD` (rate); it decays from `now` on. */
+/** Raise the key's spread to `spread` if above what it is now, at most `MAX_SPREAD`; it decays from `now` on. */
 export function spreadTo(st: KeyState, spread: number, now: number): void {
   if (spread <= spreadAt(st, now)) return;
-  st.spread = Math.min(spreadDecays(st) ? 1 : MAX_SPREAD, spread);
+  st.spread = Math.min(MAX_SPREAD, spread);
   st.spreadAtMs = now;
 }
 

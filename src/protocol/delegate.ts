@@ -52,7 +52,6 @@ import {
 import {
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
-  DELEGATE_RUSH_CALLS_PER_S,
   PENDING_RESEND_MS,
   RATE_LEASE_TERM_MS,
   SHARE_TERM_MS,
@@ -252,9 +251,7 @@ export function delegateCall(
   const { lease } = sub;
   const applied = appliedCall(input.id, results, lease, nowMs);
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  // A window rule's first shard empties in a cold start's rush (`heardBusy`); a rate rule's burst is there (it waits).
-  const rush = share?.kind === "window" ? DELEGATE_RUSH_CALLS_PER_S : undefined;
-  const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S, rush);
+  const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
   const { taken: _t, ...rest } = record;
   const d = rolled(record.demand, nowMs);
   const demand = { ...d, curr: d.curr + callDemand(input) };

@@ -198,22 +198,19 @@ export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
 
 /**
  * One more call decided at `nowMs`: the count per second, whether it says busy (`busyPerS` calls in this or the last
- * second, or `rushPerS`'s pace), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for
- * those that stay to be `DELEGATE_AIM_CALLS_PER_S` (by the last second's rate, or this one's over at least 250 ms); 1
- * at twice `busyPerS`, or at `rushPerS`'s pace.
+ * second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for those that stay to
+ * be `DELEGATE_AIM_CALLS_PER_S` (by the last second's rate, or this one's over at least 250 ms); 1 at twice `busyPerS`.
  */
 export function countLoad(
   record: { readonly load?: CallLoad },
   nowMs: number,
   busyPerS: number,
-  rushPerS = Number.POSITIVE_INFINITY,
 ): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
   const load = countCall(record.load, nowMs);
   const calls = Math.max(load.curr, load.prev);
   const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
-  const rush = perS >= rushPerS;
-  const spread = calls >= 2 * busyPerS || rush ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
-  return { load, busy: calls >= busyPerS || rush, spread };
+  const spread = calls >= 2 * busyPerS ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
+  return { load, busy: calls >= busyPerS, spread };
 }
 
 /** Units of the next window a delegate holds ahead. */

@@ -29,8 +29,6 @@ export const UNSETTLED_TERM_RTTS = 4;
 export const DELEGATE_SHARDS = 4;
 /** Calls in a second (this or the last) from which a delegate says busy, with a spread: some isolates move. */
 export const DELEGATE_BUSY_CALLS_PER_S = 250;
-/** A window rule's delegate also says busy, its spread all, at this pace (over 250 ms or more): a cold start's rush. */
-export const DELEGATE_RUSH_CALLS_PER_S = 625;
 /** A busy delegate's spread moves as many of its calls as leave it this many a second (`countLoad`). */
 export const DELEGATE_AIM_CALLS_PER_S = 200;
 /** A window rule's spread (an isolate's, a hot mark's) halves every this many ms: the region's load may have fallen. */

@@ -33,7 +33,6 @@ import {
   DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
-  DELEGATE_RUSH_CALLS_PER_S,
   DEMAND_BUCKET_MS,
   OLD_SHARE_FOR_MS,
   PENDING_RESEND_MS,
@@ -802,37 +801,10 @@ describe("a delegate's load (its shards)", () => {
       [0, 2 * busyAt, 999, { busy: true, spread: 1 }],
     ];
     for (const [curr, prev, ms, answer] of table) {
-      const record = withShare(rateShare(), { load: { second: Math.floor(T0 / 1000), curr, prev } });
-      const { busy, spread } = delegateCall(record, batch(rate, [1]), T0 + ms).result;
+      const record = withShare(windowShare(), { load: { second: Math.floor(T0 / 1000), curr, prev } });
+      const { busy, spread } = delegateCall(record, batch(win, [1]), T0 + ms).result;
       const got = { ...(busy === undefined ? {} : { busy }), ...(spread === undefined ? {} : { spread }) };
       expect([curr, prev, ms, got]).toEqual([curr, prev, ms, answer]);
-    }
-  });
-
-  it("a window rule's says busy, its spread all, from DELEGATE_RUSH_CALLS_PER_S's pace (a rush); a rate rule's waits", () => {
-    expect(DELEGATE_RUSH_CALLS_PER_S).toBe(625);
-    const all = { busy: true as const, spread: 1 };
-    // [calls this second before the batch, ms into the second, a window share's answer, a rate share's]
-    type Answer = { busy?: true; spread?: number };
-    const table: [number, number, Answer, Answer][] = [
-      // 156 calls in 250 ms: 624 a second; 157: 628 (over at least a quarter second: the same in 100 ms).
-      [155, 250, {}, {}],
-      [156, 250, all, {}],
-      [156, 100, all, {}],
-      [249, 400, all, { busy: true, spread: 1 - 200 / 625 }],
-      // Slower: busy from DELEGATE_BUSY_CALLS_PER_S calls, as a rate rule's.
-      [249, 800, { busy: true, spread: 1 - 200 / 312.5 }, { busy: true, spread: 1 - 200 / 312.5 }],
-    ];
-    for (const [curr, ms, window, rated] of table) {
-      const load = { load: { second: Math.floor(T0 / 1000), curr, prev: 0 } };
-      const got = [
-        delegateCall(withShare(windowShare(), load), batch(win, [1]), T0 + ms).result,
-        delegateCall(withShare(rateShare(), load), batch(rate, [1]), T0 + ms).result,
-      ].map(({ busy, spread }) => ({
-        ...(busy === undefined ? {} : { busy }),
-        ...(spread === undefined ? {} : { spread }),
-      }));
-      expect([curr, ms, ...got]).toEqual([curr, ms, window, rated]);
     }
   });
 });

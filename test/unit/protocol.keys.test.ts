@@ -392,11 +392,11 @@ describe("hot keys and delegates", () => {
       [0, 0.51, 0.51, own],
       [0, 0.2, 0.51, own],
       [0, 0.7, 0.7, own],
-      // At most 1 (a rate rule's: MAX_SPREAD, below): every isolate on its own shard, the first emptied.
-      [0, 2, 1, own],
+      // At most every shard alike: a quarter of the isolates stay on the first, a quarter on each other.
+      [0, 2, MAX_SPREAD, own],
       // Heard no more: it halves every half-life; below the draw, the batches go back to the first shard.
-      [H, 0, 0.5, sharded],
-      [H, 0.3, 0.5, sharded],
+      [H, 0, MAX_SPREAD / 2, sharded],
+      [H, 0.3, MAX_SPREAD / 2, sharded],
       // A spread heard later than the first decays from then.
       [H, 0.6, 0.6, own],
       [2 * H, 0, 0.3, sharded],
@@ -458,10 +458,9 @@ describe("the spread over time", () => {
       [0.25, 0, 0.2, 0.4],
       // Measured against the spread now (decayed): 0.5 heard a half-life ago is 0.25.
       [0.5, H, 0.2, 0.4],
-      // Overloaded (1), or more: every isolate moves (the first shard emptied, until the spread decays below their
-      // draws); nothing to move, or less than nothing: the spread as it is.
-      [0.5, 0, 1, 1],
-      [0.5, 0, 7, 1],
+      // Overloaded (1), or more: every shard alike; nothing to move, or less than nothing: the spread as it is.
+      [0.5, 0, 1, MAX_SPREAD],
+      [0.5, 0, 7, MAX_SPREAD],
       [0.5, 0, 0, 0.5],
       [0.5, 0, -1, 0.5],
     ];
