@@ -28,6 +28,8 @@ const FAN_OUT = ["hot-rate/1000/10000/steady", "hot-window/1000/10000/steady", "
 const SLOW = ["search-origin/5000/400/steady", "search-origin/5000/400/flash-crowd", "free-global/5000/10000/steady"];
 /** Spare kept home acts on a slow rate rule below its rate: growth crosses it, a flash crowd jumps past it. */
 const SPARE = ["search-origin/1000/400/growth", "search-origin/5000/400/flash-crowd"];
+/** Equal first parts act on a fast rate rule's cold start: the rate rule at 2x, at 1,000 and 5,000 isolates. */
+const FIRST = ["hot-rate/1000/10000/steady", "hot-rate/5000/5000/steady"];
 /**
  * The rows each variant runs: every row with all on; with one mechanism off, the rows of what it was added for (a
  * rate mechanism: the rate rule at 2x and a 50/s rule at 200x; a window one: the window rule at 2x and an override
@@ -45,6 +47,7 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["spread", [...FAN_OUT, ...SLOW]],
   ["hotMarks", [...FAN_OUT, ...SLOW]],
   ["spareHome", SPARE],
+  ["equalFirst", FIRST],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const ALL_ON = new Set(ABLATION[0]![1]);

@@ -11,6 +11,7 @@ export const MECHANISMS = [
   "rttTerms",
   "spread",
   "spareHome",
+  "equalFirst",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];
