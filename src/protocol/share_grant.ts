@@ -187,7 +187,12 @@ function rateGrant(
   const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
   const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
   // A fast rule's first round of asks (no holder renewed yet), each demand one batch: a region's equal part.
-  const first = uses("equalFirst") && mine === undefined && demand > 0 && !slowRate(rule) && others.every((e) => e.prevEndsAtMs === 0);
+  const first =
+    uses("equalFirst") &&
+    mine === undefined &&
+    demand > 0 &&
+    !slowRate(rule) &&
+    others.every((e) => e.prevEndsAtMs === 0);
   const want = first ? Math.ceil(SHARE_PARTS / REGIONS.length) : fair;
   const parts = fedParts(Math.min(want, room), room, leastParts(rule.params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
