@@ -170,10 +170,18 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
   let rec: LimiterRecord = applied;
   let direct = book.direct;
   const rateLive = entries.some((e) => promisedParts(e, nowMs) > 0);
+  // Parts a promise gave back since the direct slice's last write refill there from its end on (the latest: its parts
+  // were the book's at that write, every end since is after it; never before a grant, which wrote it).
+  const ends = book.entries.flatMap((e) => [partsUntilMs(e), e.prevEndsAtMs]).filter((t) => t > 0 && t <= nowMs);
+  const backAtMs = ends.length === 0 ? nowMs : Math.min(nowMs, Math.max(...ends, ...book.entries.map((e) => e.atMs)));
   if (direct !== undefined && (!rateLive || shareKindOf(rec.params) !== "rate")) {
     // The direct slice folds back into the record's own state.
-    rec = { ...rec, state: directStateIn(rec.params, direct, rec.params, nowMs) };
+    rec = { ...rec, state: directStateIn(rec.params, direct, rec.params, backAtMs) };
     direct = undefined;
+  } else if (direct !== undefined && ends.length > 0 && directParts({ ...book, entries }, nowMs) > direct.parts) {
+    const parts = directParts({ ...book, entries }, nowMs);
+    const to = honestSlice(rec.params, parts);
+    direct = { parts, state: to === null ? null : directStateIn(rec.params, direct, to, backAtMs) };
   }
   if (entries.length === 0 && direct === undefined && book.ahead === undefined && nowMs >= book.hotUntilMs) {
     const { shares: _shares, ...rest } = rec;

@@ -185,11 +185,34 @@ describe("settleShares", () => {
     const settled = settleShares(rec, T0 + 5);
     expect(settled).toEqual({ ...rec, state: tbState(60, T0 + 5), shares: book([], { hotUntilMs: T0 + 9 }) });
     expect(settled?.shares && "direct" in settled.shares).toBe(false);
-    // No hot time left: the book goes too.
+    // No hot time left: the book goes too. Folded as at the share's end (T0 + 5): the whole rate's since (4 ms more:
+    // 64 tokens at T0 + 9, not the slice's 62.4).
     const gone = settleShares(rec, T0 + 9);
-    // 4 ms more of the slice's 0.6 tokens per ms: 62.4, rounded down.
-    expect(gone).toEqual(record(tbP, tbState(62, T0 + 9)));
+    expect(gone).toEqual(record(tbP, tbState(60, T0 + 5)));
     expect(gone && "shares" in gone).toBe(false);
+  });
+
+  it("refills the parts a share gave back from the share's end, not from the direct slice's next write", () => {
+    // Direct 500 parts (0.5 tokens a ms), empty at T0; of the shares, 300 parts end at T0 + 100, 200 stay promised.
+    const rec = record(tbP, tbState(999), {
+      shares: book(
+        [
+          entry({ holder: "weur.0", parts: 300, endsAtMs: T0 + 100 - LAPSE_GRACE_MS }),
+          entry({ holder: "wnam.0", parts: 200, endsAtMs: T0 + 1000, askId: "a2" }),
+        ],
+        { direct: { parts: 500, state: tbState(0, T0) } },
+      ),
+    });
+    // 50 tokens by T0 + 100, then 0.8 a ms over 200 ms (800 parts): 210, not 150 (0.5 a ms until the read).
+    expect(keyPeek(rec, tb, T0 + 300).remaining).toBe(210);
+    expect(settleShares(rec, T0 + 300)?.shares?.direct?.parts).toBe(800);
+    // No share live: folded into the whole rate as at the last end: 50 + 200 ms of 1 a ms.
+    const alone = record(tbP, tbState(999), {
+      shares: book([entry({ parts: 500, endsAtMs: T0 + 100 - LAPSE_GRACE_MS })], {
+        direct: { parts: 500, state: tbState(0, T0) },
+      }),
+    });
+    expect(keyPeek(alone, tb, T0 + 300).remaining).toBe(250);
   });
 
   it("folds an empty slice (no parts, or no state) into an empty bucket", () => {
