@@ -309,20 +309,6 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
   return { ...record, share, giveBack, taken };
 }
 
-/** Of `giveBack`, the units a rate share's live reservations take (the rest are dropped): the simulator's ledger. */
-export function returnRoom(share: SubleaseSource, giveBack: readonly LeaseReturn[], nowMs: number): number {
-  let room = 0;
-  let now: SubleaseSource = share;
-  for (const back of giveBack) {
-    const took = Number.isSafeInteger(back.units) && back.units > 0 ? refundInto(now, back, nowMs) : null;
-    if (took !== null) {
-      now = took.share;
-      room += back.units;
-    }
-  }
-  return room;
-}
-
 /**
  * A refund taken into the share, and the units left for the key's object (`null`: none is this share's). A window
  * share also takes back units lent out of an earlier share of its window (`lent`); a rate share, into the live

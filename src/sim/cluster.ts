@@ -157,9 +157,9 @@ class World {
         this.decidedAt.set(r, this.clock.nowMs());
         if (r.ok && !r.decision.allowed) this.deniedBy.set(r, by);
       }
-      if (result.lease !== null && !result.replayed) this.ledger?.lent(result.lease.units);
       this.firstSecond.applied(input, this.clock.nowMs());
     });
+    if (this.ledger !== null) this.key.onWrite = this.ledger.keyWrote.bind(this.ledger);
     const watch = this.ledger?.watch(this.deniedBy) ?? null;
     // Region r's shard s is delegates[r * DELEGATE_SHARDS + s].
     this.delegates = REGIONS.flatMap((region, r) =>

@@ -13,31 +13,29 @@ import { type DelegateRecord, NEW_DELEGATE } from "../protocol/delegate.ts";
 import { releaseDue } from "../protocol/delegate_record.ts";
 import { DelegateRun, type DelegateWho } from "../protocol/delegate_run.ts";
 import type { ObjectTransport } from "../protocol/object_call.ts";
-import { type CallInput, type LeaseReturn, peekState } from "../protocol/store.ts";
-import { delegateSlice, returnRoom } from "../protocol/sublease.ts";
+import type { CallInput } from "../protocol/store.ts";
 import type { EventClock } from "./event_clock.ts";
+import { shareTokens } from "./ledger_tokens.ts";
 import type { Link } from "./network.ts";
 import type { ShareTransport } from "./object.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
 
 /** What a rate ledger (rate_ledger.ts) learns from a delegate: nothing here changes what it decides. */
 export interface DelegateWatch {
-  /** Results this delegate decided itself (not passed through): from a live share or without one; tokens lent. */
-  decided(results: readonly object[], withShare: boolean, lent: number): void;
-  /** Units a batch gave back, and the room its live rate slice had for them (`null`: no live slice). */
-  gaveBack(units: number, room: number | null): void;
+  /** Results this delegate decided itself (not passed through): from a live share or without one. */
+  decided(results: readonly object[], withShare: boolean): void;
+  /** Units of sub-leases a batch gave back (not admissions it gives back: those go on to the key's object). */
+  gaveBack(units: number): void;
   /**
-   * A rate share replaced, cut or lost: the tokens its bucket held (and a grant moved to it) that the new bucket does
-   * not hold (`dropped`), or holds beyond them (`made`: an ended share's bucket refilled until it was renewed).
+   * A batch's decisions out of a rate share, as saved: the cost admitted, units lent, and tokens `restored` to the
+   * share (units given back its reservations took, less what settling them lost at a full bucket).
+   */
+  spent(admitted: number, lent: number, restored: number): void;
+  /**
+   * A rate share adopted, cut or lost: the tokens its bucket held that the new bucket does not hold (`dropped`), or
+   * holds beyond them (`made`: a grant's tokens moved to it, an ended share's bucket refilled until it was renewed).
    */
   changed(dropped: number, made: number): void;
-}
-
-/** Tokens in a rate share's bucket now (0: none). */
-function tokensOf(share: DelegateRecord["share"], nowMs: number): number {
-  if (share === null || share.kind !== "rate" || share.state === null) return 0;
-  const slice = delegateSlice(share.rule.params, share.parts);
-  return slice === null ? 0 : peekState(slice, share.state, nowMs).remaining;
 }
 
 export class SimDelegate {
@@ -48,8 +46,8 @@ export class SimDelegate {
   /** Restarts so far: an instance that is gone writes nothing. */
   private life = 0;
   private ids = 0;
-  /** Tokens the last grant moved to this delegate, not yet seen adopted (the rate ledger). */
-  private grantTokens = 0;
+  /** The costs of the batches being decided, by call id (the rate ledger). */
+  private readonly costs = new Map<string, readonly number[]>();
   /** Share asks that failed (batches then pass through to the key's object). */
   renewFailures = 0;
 
@@ -73,28 +71,27 @@ export class SimDelegate {
     return this.record;
   }
 
-  /** A rate share replaced (a grant adopted), cut, or lost: its tokens told to the watch. */
-  private watchChange(before: DelegateRecord, after: DelegateRecord): void {
+  /** A rate share's tokens moved by a save, told to the watch: a share adopted, cut or lost, or a batch's decisions. */
+  private watchSave(before: DelegateRecord, after: DelegateRecord): void {
     const was = before.share;
     const now = after.share;
-    if (this.watch === null || was === now) return;
-    const adopted = now !== null && now.askId !== was?.askId;
-    if (!adopted && now !== null && was !== null && now.parts === was.parts) return;
+    if (this.watch === null || was === now || (now ?? was)?.kind !== "rate") return;
     const t = this.clock.nowMs();
-    // An ended share's bucket as it was at its end: what the new one holds beyond it is made (its refill after the end
-    // for parts still promised to it, delegate.ts `adoptGrant`).
-    const wasAt = was !== null && was.kind === "rate" ? Math.min(t, was.endsAtMs) : t;
-    const d = tokensOf(was, wasAt) + (adopted ? this.grantTokens : 0) - tokensOf(now, t);
-    if (adopted) this.grantTokens = 0;
-    this.watch.changed(Math.max(0, d), Math.max(0, -d));
-  }
-
-  /** Room for units given back in the live rate slice now: those its reservations take (`null`: no live slice). */
-  private room(giveBack: readonly LeaseReturn[]): number | null {
-    const share = this.record.share;
-    const now = this.clock.nowMs();
-    if (share === null || share.kind !== "rate" || share.state === null || now >= share.endsAtMs) return null;
-    return returnRoom(share, giveBack, now);
+    const adopted = now !== null && now.askId !== was?.askId;
+    if (adopted || now === null || was === null || now.parts !== was.parts) {
+      // An ended share's bucket as it was at its end: what the new one holds beyond it is made (its refill after the
+      // end for parts still promised to it, delegate.ts `adoptGrant`).
+      const wasAt = was !== null && was.kind === "rate" ? Math.min(t, was.endsAtMs) : t;
+      const d = shareTokens(was, wasAt) - shareTokens(now, t);
+      this.watch.changed(Math.max(0, d), Math.max(0, -d));
+      return;
+    }
+    // The same share: units given back taken (`takeBack`), or a batch decided (`delegateCall`, the last call).
+    const call = after.calls === before.calls ? undefined : after.calls.at(-1);
+    const costs = (call === undefined ? undefined : this.costs.get(call.id)) ?? [];
+    const admitted = costs.reduce((n, c, i) => n + (call?.verdicts[i] === "1" ? c : 0), 0);
+    const lent = call?.leaseUnits ?? 0;
+    this.watch.spent(admitted, lent, shareTokens(now, t) - shareTokens(was, t) + admitted + lent);
   }
 
   /** A restart (a deploy, `ctx.abort()`): the record stays, the instance and its renewal in flight are gone. */
@@ -113,15 +110,11 @@ export class SimDelegate {
       load: () => this.record,
       save: (record) => {
         if (!alive()) return;
-        this.watchChange(this.record, record);
+        this.watchSave(this.record, record);
         this.record = record;
       },
       call: (_object, input) => this.key.calls.call(this.key.name, input),
-      share: async (_object, ask) => {
-        const grant = await this.key.shares.share(ask);
-        this.grantTokens = grant.tokens ?? 0;
-        return grant;
-      },
+      share: (_object, ask) => this.key.shares.share(ask),
       adopted: (record, who) => {
         const share = record.share;
         if (alive() && share !== null && share.kind === "window") this.alarmAt(share.endsAtMs, who);
@@ -141,17 +134,15 @@ export class SimDelegate {
     // A batch is answered only if the instance that took it is still alive: a restart loses its answers.
     const check = async (call: CallInput) => {
       const life = this.life;
-      const back = (call.giveBack ?? []).reduce((n, b) => n + b.units, 0);
-      if (back > 0) this.watch?.gaveBack(back, this.room(call.giveBack ?? []));
-      const result = await this.run.check(who(call), call);
+      const back = (call.giveBack ?? []).reduce((n, b) => n + (b.admitted === true ? 0 : b.units), 0);
+      if (back > 0) this.watch?.gaveBack(back);
+      this.costs.set(call.id, call.costs);
+      const result = await this.run.check(who(call), call).finally(() => this.costs.delete(call.id));
       if (this.life !== life) throw Object.assign(new Error("Durable Object reset"), { durableObjectReset: true });
       const mine = result.results.filter((r) => !this.decidedAt.has(r));
       for (const r of mine) this.decidedAt.set(r, this.clock.nowMs());
       const share = this.record.share;
-      const live = share !== null && this.clock.nowMs() < share.endsAtMs;
-      if (mine.length > 0 || result.lease !== null) {
-        this.watch?.decided(mine, live, live && share.kind === "rate" ? (result.lease?.units ?? 0) : 0);
-      }
+      if (mine.length > 0) this.watch?.decided(mine, share !== null && this.clock.nowMs() < share.endsAtMs);
       return result;
     };
     return {

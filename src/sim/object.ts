@@ -43,6 +43,9 @@ export interface ShareTransport {
 
 export class SimObject {
   record: LimiterRecord | null = null;
+  /** Called at every write of the record (the rate ledger): before, after, the admissions and lease units charged. */
+  onWrite: (before: LimiterRecord | null, after: LimiterRecord | null, charged: number, lent: number) => void =
+    () => {};
   readonly server: SimServer;
   private refunds = 0;
   private shares = 0;
@@ -69,6 +72,12 @@ export class SimObject {
     this.server.restart(downMs);
   }
 
+  private write(record: LimiterRecord | null, charged: number, lent: number): void {
+    const before = this.record;
+    this.record = record;
+    this.onWrite(before, record, charged, lent);
+  }
+
   /** Bytes a call costs: what it carries, and the record it leaves stored. */
   private bytesWith(input: unknown): () => number {
     return () =>
@@ -82,7 +91,12 @@ export class SimObject {
         this.server.serve(oneWayMs, this.bytesWith(input), () => {
           const apply = this.options.apply ?? keyCall;
           const { result, record } = apply(this.record, input, this.clock.nowMs());
-          this.record = record;
+          const fresh = !result.replayed;
+          const charged = result.results.reduce(
+            (n, r, i) => n + (fresh && r.ok && r.decision.allowed ? input.costs[i]! : 0),
+            0,
+          );
+          this.write(record, charged, fresh ? (result.lease?.units ?? 0) : 0);
           this.onApplied(input, result);
           return result;
         }),
@@ -90,7 +104,7 @@ export class SimObject {
         this.server.serve(oneWayMs, this.bytesWith(input), (): RefundResult => {
           this.refunds++;
           const { result, record } = refundRecord(this.record, input, this.clock.nowMs());
-          this.record = record;
+          this.write(record, 0, 0);
           return result;
         }),
     };
@@ -103,7 +117,7 @@ export class SimObject {
         this.server.serve(oneWayMs, this.bytesWith(ask), () => {
           this.shares++;
           const { grant, record } = shareRecord(this.record, ask, this.clock.nowMs());
-          this.record = record;
+          this.write(record, 0, 0);
           return grant;
         }),
     };

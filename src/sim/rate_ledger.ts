@@ -2,21 +2,20 @@
  * A token ledger of one rate rule's run of the cluster SIMULATION (cluster.ts): where the exact single writer's budget
  * (a full bucket at the start plus the rate over the run) went. Sluice admits some; the refusals are counted by who
  * refused (the key's object, a delegate, an isolate locally); unspent tokens by where they went (`LedgerSinks`):
- * refill lost at a full bucket (the direct slice, a delegate's slice), parts the key's object keeps promised to a
- * delegate holding none or beyond what it holds (a cut or renewed share's `prevParts`), (sub-)lease tokens neither
- * admitted nor given back, units given back into a full slice, tokens a delegate's slice drops when its share is
- * replaced, cut or lost, and the buckets at the end; `rest` is what these leave unexplained. Sampled every ms of
- * simulated time from the objects' records (nothing here decides anything), per bin (`LedgerBins`: 100 ms over the
- * first 2 s unless set) and over the run, in tokens. Bookkeeping of a simulation, not algorithm state: fractions of a token (a slice's refill per ms) are
- * fine here.
+ * refill lost at a full bucket, parts promised to a delegate holding none or fewer, (sub-)lease tokens neither admitted
+ * nor given back, units given back a share could not take, tokens a slice drops when its parts change, admissions
+ * charged that no isolate counted, the buckets at the end (ledger_tokens.ts); `rest` is what these leave unexplained.
+ * Sampled every ms of simulated time from the objects' records (nothing here decides anything), per bin (`LedgerBins`:
+ * 100 ms over the first 2 s unless set) and over the run, in tokens (fractions fine: bookkeeping, not algorithm state).
  */
 import { type AlgorithmParams, capacityOf, sliceParams } from "../algorithms/index.ts";
 import type { DelegateRecord } from "../protocol/delegate.ts";
 import { keyPeek, promisedParts, settleShares } from "../protocol/share.ts";
-import { type LimiterRecord, type LimiterRule, peekState } from "../protocol/store.ts";
+import type { LimiterRecord, LimiterRule } from "../protocol/store.ts";
 import { delegateSlice } from "../protocol/sublease.ts";
 import { SHARE_PARTS } from "../protocol/tunables.ts";
 import type { DelegateWatch } from "./delegate.ts";
+import { bucketLevel, directTokens, shareTokens } from "./ledger_tokens.ts";
 
 /** Who refused a request, and why. */
 export type DeniedBy =
@@ -49,8 +48,10 @@ export interface LedgerSinks {
   promisedAboveHeld: number;
   subleaseLost: number;
   givenBackOverflow: number;
-  /** A delegate's share replaced, cut or lost: tokens its bucket held that the new one does not. */
+  /** A slice's parts changed (a delegate's share adopted, cut or lost; a grant out of the direct slice), net. */
   droppedAtChange: number;
+  /** Admissions the key's object or a delegate charged that no isolate counted, net of refunds taken back. */
+  unanswered: number;
   left: number;
 }
 
@@ -64,14 +65,17 @@ export interface LedgerSpan {
   overflowDelegates: number;
   promisedUnheld: number;
   promisedAboveHeld: number;
-  givenBackOverflow: number;
   droppedAtChange: number;
-  /** Tokens an ended share's bucket refilled until it was renewed: made, not spent (a negative sink). */
+  /** Tokens a change made (a grant's moved to a delegate, an ended share's refill until renewed): a negative sink. */
   madeAtChange: number;
   /** Sub-lease tokens: lent by delegates, admitted from any lease (answer time), given back to delegates. */
   lent: number;
   fromLease: number;
   givenBack: number;
+  /** Of `givenBack`: tokens the shares took back (net of what settling them lost at a full bucket). */
+  restored: number;
+  /** Admissions charged by the key's object and the delegates (decision time). */
+  charged: number;
   /** At the span's end: tokens in every bucket (live slices and the direct slice). */
   left: number;
   /** At the span's end: tokens in the key's object's direct slice (the whole key's bucket before any share), its parts. */
@@ -117,12 +121,13 @@ function emptySpan(): LedgerSpan {
     overflowDelegates: 0,
     promisedUnheld: 0,
     promisedAboveHeld: 0,
-    givenBackOverflow: 0,
     droppedAtChange: 0,
     madeAtChange: 0,
     lent: 0,
     fromLease: 0,
     givenBack: 0,
+    restored: 0,
+    charged: 0,
     left: 0,
     leftDirect: 0,
     directParts: 0,
@@ -134,13 +139,10 @@ function emptySpan(): LedgerSpan {
 /** A slice's bucket now: its level and its capacity (tokens), `null` without parts or state. */
 function level(params: AlgorithmParams | null, state: unknown, nowMs: number): { n: number; cap: number } | null {
   if (params === null || state === null || state === undefined) return null;
-  return { n: peekState(params, state as never, nowMs).remaining, cap: capacityOf(params) };
+  return { n: bucketLevel(params, state, nowMs), cap: capacityOf(params) };
 }
 
-/**
- * The refill lost in the next ms by a bucket at level `b.n` (whole tokens, rounded down) refilling `perMs` a ms: what
- * passes its capacity (a bucket a token short of full loses most of a large slice's refill).
- */
+/** The refill lost in the next ms by a bucket at level `b.n` refilling `perMs` a ms: what passes its capacity. */
 function overflow(b: { n: number; cap: number }, perMs: number): number {
   return Math.max(0, Math.min(perMs, b.n + perMs - b.cap));
 }
@@ -175,17 +177,36 @@ export class RateLedgerCount {
   /** What the simulated delegates tell this ledger (delegate.ts `DelegateWatch`); `deniedBy` marks their refusals. */
   watch(deniedBy: WeakMap<object, DeniedBy>): DelegateWatch {
     return {
-      decided: (results, withShare, lent) => {
+      decided: (results, withShare) => {
         for (const r of results) deniedBy.set(r, withShare ? "delegateSlice" : "delegateNoShare");
-        if (lent > 0) this.lent(lent);
       },
-      gaveBack: (units, room) => this.gaveBack(units, room),
-      changed: (dropped, made) => this.changed(dropped, made),
+      gaveBack: (units) => this.add({ givenBack: units }),
+      spent: (admitted, lent, restored) => this.add({ charged: admitted, lent, restored }),
+      changed: (dropped, made) => this.add({ droppedAtChange: dropped, madeAtChange: made }),
     };
+  }
+
+  /**
+   * The key's object wrote its record: `charged` admissions and `lent` lease units its call decided (0 for a share
+   * ask, a refund). Its direct slice's tokens beyond those: dropped at a grant (the tokens moved with it, the rest of
+   * its conversion), or made (admissions refunded, lease units given back: taken back into it).
+   */
+  keyWrote(before: LimiterRecord | null, after: LimiterRecord | null, charged: number, lent: number): void {
+    const t = this.now();
+    const d = directTokens(before, this.rule, t) - directTokens(after, this.rule, t) - charged - lent;
+    this.add({ charged, lent, droppedAtChange: Math.max(0, d), madeAtChange: Math.max(0, -d) });
   }
 
   private now(): number {
     return this.clock();
+  }
+
+  private add(
+    counts: Partial<Record<"charged" | "lent" | "givenBack" | "restored" | "droppedAtChange" | "madeAtChange", number>>,
+  ): void {
+    for (const s of this.spans(this.now())) {
+      for (const [k, v] of Object.entries(counts)) s[k as keyof typeof counts] += v ?? 0;
+    }
   }
 
   denied(by: DeniedBy, atMs: number): void {
@@ -194,25 +215,6 @@ export class RateLedgerCount {
 
   fromLease(atMs: number): void {
     for (const s of this.spans(atMs)) s.fromLease++;
-  }
-
-  lent(units: number): void {
-    for (const s of this.spans(this.now())) s.lent += units;
-  }
-
-  /** Units given back to a delegate whose slice had `room` tokens of room then (`null`: no live slice). */
-  gaveBack(units: number, room: number | null): void {
-    for (const s of this.spans(this.now())) {
-      s.givenBack += units;
-      if (room !== null) s.givenBackOverflow += Math.max(0, units - room);
-    }
-  }
-
-  changed(dropped: number, made: number): void {
-    for (const s of this.spans(this.now())) {
-      s.droppedAtChange += dropped;
-      s.madeAtChange += made;
-    }
   }
 
   /**
@@ -240,7 +242,7 @@ export class RateLedgerCount {
       heldParts += share.parts;
       const b = level(delegateSlice(share.rule.params, share.parts), share.state, nowMs);
       if (b === null) continue;
-      left += b.n;
+      left += shareTokens(share, nowMs);
       const lost = overflow(b, share.parts * partMs);
       for (const s of spans) s.overflowDelegates += lost;
     }
@@ -257,14 +259,14 @@ export class RateLedgerCount {
       }
     }
     const direct = Math.max(0, SHARE_PARTS - promised);
-    const peek = keyPeek(rec, this.rule, nowMs);
+    const tokens = directTokens(record, this.rule, nowMs);
     const cap = direct <= 0 ? 0 : capacityOf(sliceParams(this.rule.params, direct, SHARE_PARTS)!);
-    left += peek.remaining;
-    const lost = direct > 0 ? overflow({ n: peek.remaining, cap }, direct * partMs) : 0;
+    left += tokens;
+    const lost = direct > 0 ? overflow({ n: tokens, cap }, direct * partMs) : 0;
     for (const s of spans) {
       s.overflowDirect += lost;
       s.left = left;
-      s.leftDirect = peek.remaining;
+      s.leftDirect = keyPeek(rec, this.rule, nowMs).remaining;
       s.directParts = direct;
       s.holders = held.size;
       s.heldParts = heldParts;
@@ -296,8 +298,9 @@ function sinksOf(t: LedgerSpan): LedgerSinks {
     promisedUnheld: t.promisedUnheld,
     promisedAboveHeld: t.promisedAboveHeld,
     subleaseLost: Math.max(0, t.lent - t.fromLease - t.givenBack),
-    givenBackOverflow: t.givenBackOverflow,
+    givenBackOverflow: t.givenBack - t.restored,
     droppedAtChange: t.droppedAtChange - t.madeAtChange,
+    unanswered: t.charged - (t.admitted - t.fromLease),
     left: t.left,
   };
 }
@@ -376,11 +379,11 @@ export function ledgerTotals(l: RateLedger): LedgerTotals {
  */
 export function ledgerLines(l: RateLedger): string[] {
   const head =
-    "   ms  exact  admit | keyTok keyPrt dlgSlc dlgNoS  local(lastKnown) | ovfDir ovfDlg unheld aboveH backOv droppd   made |   lent fromLs   back |   left dirTok dirPrt hold hldPrt";
+    "   ms  exact  admit | keyTok keyPrt dlgSlc dlgNoS  local(lastKnown) | ovfDir ovfDlg unheld aboveH backOv droppd   made  unans |   lent fromLs   back |   left dirTok dirPrt hold hldPrt";
   const r = (n: number) => Math.round(n).toString().padStart(6);
   const line = (label: string, b: LedgerSpan) => {
     const d = b.denied;
-    return `${label.padStart(5)} ${r(b.exact)} ${r(b.admitted)} | ${r(d.keyNoTokens)} ${r(d.keyNoParts)} ${r(d.delegateSlice)} ${r(d.delegateNoShare)} ${r(d.isolateLocal)}(${Math.round(b.lastKnown)}) | ${r(b.overflowDirect)} ${r(b.overflowDelegates)} ${r(b.promisedUnheld)} ${r(b.promisedAboveHeld)} ${r(b.givenBackOverflow)} ${r(b.droppedAtChange)} ${r(b.madeAtChange)} | ${r(b.lent)} ${r(b.fromLease)} ${r(b.givenBack)} | ${r(b.left)} ${r(b.leftDirect)} ${r(b.directParts)} ${String(b.holders).padStart(4)} ${r(b.heldParts)}`;
+    return `${label.padStart(5)} ${r(b.exact)} ${r(b.admitted)} | ${r(d.keyNoTokens)} ${r(d.keyNoParts)} ${r(d.delegateSlice)} ${r(d.delegateNoShare)} ${r(d.isolateLocal)}(${Math.round(b.lastKnown)}) | ${r(b.overflowDirect)} ${r(b.overflowDelegates)} ${r(b.promisedUnheld)} ${r(b.promisedAboveHeld)} ${r(b.givenBack - b.restored)} ${r(b.droppedAtChange)} ${r(b.madeAtChange)} ${r(b.charged - b.admitted + b.fromLease)} | ${r(b.lent)} ${r(b.fromLease)} ${r(b.givenBack)} | ${r(b.left)} ${r(b.leftDirect)} ${r(b.directParts)} ${String(b.holders).padStart(4)} ${r(b.heldParts)}`;
   };
   return [head, ...l.bins.map((b, i) => line(String(i * l.binMs), b)), line("1st s", l.first)];
 }

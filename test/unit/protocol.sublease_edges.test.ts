@@ -1,9 +1,9 @@
 /**
  * Exact edges of src/protocol/sublease.ts that its tables (protocol.sublease.test.ts) left to the simulator or never
- * reached, each row a case the delegate meets (docs/testing.md, session 10's `sublease.ts` rows): what the simulator's
- * ledger counts as taken back (`returnRoom`), which reservation a return lands in when several fit (`takeBack`), a rate
- * return the delegate holds no share for, a rules change from a rate to a window algorithm, an ask of 0 units, the wait
- * a bucket that holds only reserved units says, and `charged`'s safe side.
+ * reached, each row a case the delegate meets (docs/testing.md, session 10's `sublease.ts` rows): which reservation a
+ * return lands in when several fit (`takeBack`), a rate return the delegate holds no share for, a rules change from a
+ * rate to a window algorithm, an ask of 0 units, the wait a bucket that holds only reserved units says, and `charged`'s
+ * safe side.
  */
 import { describe, expect, it } from "vitest";
 import { type DelegateRecord, delegateCall, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
@@ -15,7 +15,6 @@ import {
   handedOn,
   type Reservation,
   reservedBackInMs,
-  returnRoom,
   subleaseFrom,
   takeBack,
 } from "../../src/protocol/sublease.ts";
@@ -35,25 +34,6 @@ const giving = (giveBack: LeaseReturn[], rule: LimiterRule = rate): CallInput =>
   id: "c1",
   costs: [],
   giveBack,
-});
-
-describe("returnRoom: the units a rate share's live reservations take back (the simulator's ledger)", () => {
-  it("counts each return its live reservation takes; skips returns that are not whole units above 0 or match none", () => {
-    // Two sub-leases out: 10 units lent at T0, 4 at T0 + 1. A return lands in one at most once: after it, the
-    // reservation holds only the units used, due now.
-    const share = rateShare({ reserved: [res(10, T0 + 900), res(4, T0 + 900, T0 + 1)] });
-    const returns: LeaseReturn[] = [
-      { units: 0, atMs: T0 }, // nothing given back: skipped, not matched (it would end the 10's reservation)
-      { units: 2.5, atMs: T0 }, // not a whole unit: skipped
-      { units: 6, atMs: T0 }, // 6 of the 10 back
-      { units: 5, atMs: T0 }, // the 10's reservation was settled by the 6: matches nothing now
-      { units: 4, atMs: T0 + 1 }, // the 4 back
-      { units: 3, atMs: T0 + 9 }, // no sub-lease lent at T0 + 9
-    ];
-    expect(returnRoom(share, returns, T0 + 100)).toBe(10);
-    expect(returnRoom(share, [], T0 + 100)).toBe(0);
-    expect(returnRoom(rateShare(), [{ units: 3, atMs: T0 }], T0 + 100)).toBe(0);
-  });
 });
 
 describe("reservedBackInMs with no reservation", () => {

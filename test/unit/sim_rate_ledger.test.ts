@@ -92,6 +92,45 @@ describe("RateLedgerCount", () => {
     expect(full.finish([]).total.overflowDelegates).toBeCloseTo(2);
   });
 
+  it("counts a delegate's tokens less its sub-leases' units reserved in its bucket, to a fraction", () => {
+    const now = T0;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 100, () => now);
+    // Full (400 tokens), 10 units lent of which 4 were taken out of the bucket: 6 reserved in it, 394 its own.
+    const lent = holding(400, true);
+    const share = { ...lent.share!, reserved: [{ atMs: T0, units: 10, untilMs: T0 + 600 }], takenOut: 4 };
+    const rec = record(600, 400);
+    ledger.sample(now, rec, [{ holder: "wnam.0", state: { ...lent, share } }], 0);
+    expect(ledger.finish([]).sinks.left).toBeCloseTo(394 + 600);
+    // Half a ms of a 400-part slice's refill (2 tokens a ms) after empty: 1 token, not 0 rounded down.
+    const half = new RateLedgerCount(rule, T0 + 1, T0 + 100, () => T0 + 1);
+    const slice = delegateSlice(params, 400)!;
+    const state = { ...NEW_DELEGATE, share: heldRateShare(rule, 400, emptyState(slice, T0 + 0.5), T0) };
+    half.sample(T0 + 1, rec, [{ holder: "wnam.0", state }], 0);
+    expect(half.finish([]).sinks.left).toBeCloseTo(1 + 600);
+  });
+
+  it("nets units given back against those restored, and admissions charged against those counted", () => {
+    const now = T0 + 10;
+    const ledger = new RateLedgerCount(rule, T0, T0 + 100, () => now);
+    const watch = ledger.watch(new WeakMap());
+    // 10 units given back, 7 taken back (3 matched nothing or settled into a full bucket); 5 admitted, 2 lent.
+    watch.gaveBack(10);
+    watch.spent(5, 2, 7);
+    // The key's object: a grant moving 400 of its 1000 tokens out of its direct slice with 400 parts.
+    ledger.keyWrote(null, record(600, 400), 0, 0);
+    // The delegate that adopted the grant made them: nothing dropped, net.
+    watch.changed(0, 400);
+    // Isolates counted 4 admissions, 1 of them from a lease: 2 of the 5 charged went unanswered.
+    ledger.fromLease(T0 + 10);
+    const l = ledger.finish([T0 + 10, T0 + 10, T0 + 10, T0 + 10]);
+    expect(l.total.charged).toBe(5);
+    expect(l.sinks.givenBackOverflow).toBe(3);
+    expect(l.sinks.unanswered).toBe(2);
+    expect(l.total.droppedAtChange).toBeCloseTo(400);
+    expect(l.sinks.droppedAtChange).toBeCloseTo(0);
+    expect(l.total.lent).toBe(2);
+  });
+
   it("bins denials, admissions and the exact writer's by 100 ms in the first 2 s, and totals the run", () => {
     const now = T0;
     const ledger = new RateLedgerCount(rule, T0, T0 + 3000, () => now);
@@ -126,7 +165,7 @@ describe("RateLedgerCount", () => {
     now = T0 + 1500;
     ledger.sample(now, null, [], 0);
     now = T0 + 500;
-    ledger.lent(30);
+    ledger.watch(new WeakMap()).spent(0, 30, 0);
     ledger.fromLease(T0 + 600);
     ledger.denied("delegateSlice", T0 + 999);
     ledger.denied("delegateSlice", T0 + 1000);
@@ -148,7 +187,7 @@ describe("RateLedgerCount", () => {
 });
 
 describe("the ledger of a simulated run", () => {
-  it("accounts for what the run did not admit within 5% of the budget", async () => {
+  it("accounts for what the run did not admit within 0.5% of the budget", async () => {
     const run = {
       rule,
       lowered: rule,
@@ -168,8 +207,8 @@ describe("the ledger of a simulated run", () => {
     // Every refusal has a known decider.
     expect(l.total.denied.unknown).toBe(0);
     expect(l.supply - l.total.admitted).toBeGreaterThan(0.2 * l.supply);
-    // Within 5%: a grant's answer in flight leaves its parts' refill to nobody (the flight credit was removed), which
-    // no sink samples.
-    expect(Math.abs(l.rest)).toBeLessThan(0.05 * l.supply);
+    // Within 0.5% (0.24% here; 1.3% before the sinks counted a delegate's tokens less its reservations, to a fraction,
+    // units settled into a full bucket, a grant's tokens at the key's object, and admissions no isolate counted).
+    expect(Math.abs(l.rest)).toBeLessThan(0.005 * l.supply);
   }, 60_000);
 });
