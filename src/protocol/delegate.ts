@@ -121,6 +121,8 @@ export function shareAsk(
   if (cut !== null) kept = cut;
   const old = uses("oldShareFor") && live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
   if (old !== null) kept = old.share;
+  // No share (none yet, or a renewal that failed: its grant, if one came late, is never adopted): it holds no parts.
+  const keep = cut !== null ? cut.parts : share === null && shareKindOf(newest.params) === "rate" ? 0 : undefined;
   const ask: ShareAsk = {
     rule: newest,
     holder,
@@ -129,7 +131,7 @@ export function shareAsk(
     units,
     giveBack,
     ...(release ? { release } : {}),
-    ...(cut === null ? {} : { keep: cut.parts }),
+    ...(keep === undefined ? {} : { keep }),
     ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
     ...(old === null ? {} : { oldForMs: old.forMs }),
     ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),

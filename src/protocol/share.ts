@@ -59,7 +59,7 @@ export interface ShareAsk {
   readonly giveBack: readonly LeaseReturn[];
   /** The delegate lets its share go (its key is cold, or it is shutting down). */
   readonly release?: boolean;
-  /** Rate shares: the parts the delegate still uses until it adopts the answer (it cut its slice). Absent: all. */
+  /** Rate shares: the parts the delegate still uses until it adopts the answer (cut; 0: holds none). Absent: all. */
   readonly keep?: number;
   /** Rate shares: the ask whose grant the delegate uses now (older shares' parts are free). Absent: not known. */
   readonly holding?: string;

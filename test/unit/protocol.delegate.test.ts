@@ -4,6 +4,7 @@
  * units, rate slices, retried calls, the call memory).
  */
 import { describe, expect, it } from "vitest";
+import { fingerprintOf } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
   countCall,
@@ -20,13 +21,16 @@ import {
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
-import { emptyState, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import { directParts, emptyState, type ShareAsk, type ShareGrant } from "../../src/protocol/share.ts";
+import { shareRecord } from "../../src/protocol/share_grant.ts";
 import {
   type AppliedCall,
   type CallInput,
   type CheckResult,
+  type LimiterRecord,
   type LimiterRule,
   peekState,
+  type ShareEntry,
 } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import {
@@ -428,6 +432,45 @@ describe("an unanswered renewal (a restart, a failure)", () => {
     expect(adoptGrant(first.record, first.ask, grant, T0, T0 + 5).pending).toBeUndefined();
     const other = { ...first.ask, id: "zz" };
     expect(adoptGrant(first.record, other, grant, T0, T0 + 5).pending).toEqual(first.record.pending);
+  });
+});
+
+describe("a rate renewal that failed (timed out: its grant, if it came, is never adopted)", () => {
+  it("says it holds no parts (`keep: 0`), so the key's object frees the lost grant's at once", () => {
+    // The key's object granted weur.0's renewal a1 600 parts for a whole term; the answer came past the timeout.
+    const entry = (holder: string, parts: number, askId: string): ShareEntry => ({
+      holder,
+      parts,
+      units: 0,
+      atMs: T0,
+      endsAtMs: T0 + 1000,
+      prevParts: 0,
+      prevEndsAtMs: T0 - 1000,
+      demand: 100,
+      askId,
+    });
+    const shares = { entries: [entry("weur.0", 600, "a1"), entry("x", 400, "x1")], hotUntilMs: T0 + 5000 };
+    const key: LimiterRecord = {
+      v: 1,
+      params: rate.params,
+      fingerprint: fingerprintOf(rate.params),
+      state: emptyState(rate.params, T0),
+      version: 2,
+      shares,
+    };
+    // The delegate, its share dropped by the failure, asks anew: no share, so none of its parts kept.
+    const lost = withShare(null, { demand: { bucket: B0 + 1, curr: 50, prev: 0 } });
+    const next = shareAsk(lost, "weur.0", rate, "a2", T0 + 600);
+    expect(next.ask).toMatchObject({ keep: 0 });
+    expect(next.ask.holding).toBeUndefined();
+    const out = shareRecord(key, next.ask, T0 + 600);
+    // Only the new grant is promised to weur.0: the 600 parts of a1 are not held over until T0 + 1500.
+    const mine = out.record?.shares?.entries.find((e) => e.holder === "weur.0");
+    expect(mine).toMatchObject({ prevParts: 0, parts: out.grant.parts });
+    expect(directParts(out.record!.shares!, T0 + 600)).toBe(600 - out.grant.parts);
+    // A window ask, or one from a delegate holding a share: no such claim.
+    expect(shareAsk(withShare(null), "weur.0", win, "w1", T0).ask.keep).toBeUndefined();
+    expect(shareAsk(withShare(rateShare()), "weur.0", rate, "r1", T0).ask.keep).toBeUndefined();
   });
 });
 
