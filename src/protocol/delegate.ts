@@ -123,10 +123,12 @@ export function shareAsk(
   if (old !== null) kept = old.share;
   // No share (none yet, or a renewal that failed: its grant, if one came late, is never adopted): it holds no parts.
   const keep = cut !== null ? cut.parts : share === null && shareKindOf(newest.params) === "rate" ? 0 : undefined;
+  const seq = (record.asks ?? 0) + 1;
   const ask: ShareAsk = {
     rule: newest,
     holder,
     id,
+    seq,
     demand,
     units,
     giveBack,
@@ -138,7 +140,13 @@ export function shareAsk(
   };
   // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.
   const charged = shareKindOf(newest.params) === "window" && !release;
-  const next = { ...record, share: kept, giveBack: [], ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}) };
+  const next = {
+    ...record,
+    share: kept,
+    giveBack: [],
+    asks: seq,
+    ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}),
+  };
   return { ask, record: next, sentAtMs: nowMs };
 }
 

@@ -50,6 +50,8 @@ export interface DelegateRecord {
   readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
   /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
   readonly taken?: readonly string[];
+  /** Share asks sent (`ShareAsk.seq`: the key's object ignores one overtaken by a later one); absent: none. */
+  readonly asks?: number;
 }
 
 export const NEW_DELEGATE: DelegateRecord = {

@@ -77,6 +77,8 @@ export interface ShareEntry {
   readonly ahead?: { readonly units: number; readonly atMs: number; readonly termMs: number };
   /** The ask this grant answered (a retried ask is answered again, not granted twice). */
   readonly askId: string;
+  /** That ask's `ShareAsk.seq` (absent: none said): an ask of a lower one was overtaken and changes nothing. */
+  readonly seq?: number;
 }
 
 /** Lease units asked in the current and the previous bucket of one ttl (`bucket` = floor(now / ttl)). */

@@ -51,6 +51,12 @@ export interface ShareAsk {
   readonly holder: string;
   /** Unique per ask, the same across its retries: a retried ask is answered again, not granted twice. */
   readonly id: string;
+  /**
+   * The delegate's count of its asks, rising (absent: an older delegate). An ask below its entry's was sent before the
+   * entry's and overtaken (its delegate gave up on it): its `keep`, `holding` and `oldForMs` are stale, so it changes
+   * no share.
+   */
+  readonly seq?: number;
   /** Cost the delegate was asked for over its last term (admitted or not): its demand. */
   readonly demand: number;
   /** Window shares: the units the delegate wants for the next term; 0 lets its share go. Rate shares: ignored. */

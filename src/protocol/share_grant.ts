@@ -73,6 +73,10 @@ export function shareRecord(
   if (back.rest.length > 0) {
     rec = keyCall(rec, { rule, id: `${ask.id}:back`, costs: [], giveBack: back.rest }, nowMs).record;
   }
+  // Overtaken by a later ask of its delegate (which gave up on it): its units given back count, nothing else.
+  if (mine !== undefined && (ask.seq ?? Infinity) < (mine.seq ?? 0)) {
+    return { record: rec, grant: { atMs: nowMs, ...NO_SHARE, rule, hot: nowMs < (rec?.shares?.hotUntilMs ?? 0) } };
+  }
   const kind = shareKindOf(rule.params);
   const book = rec?.shares ?? EMPTY_BOOK;
   const others = book.entries.filter((e) => e.holder !== ask.holder && live(e, nowMs));
@@ -88,7 +92,7 @@ export function shareRecord(
     // Its share ends now (no tokens move with it).
     const { tokens: _tokens, ahead: _ahead, ...rest } = mine;
     const ended = { ...rest, parts: 0, units: 0, endsAtMs: nowMs, prevParts: prev.parts, prevEndsAtMs: prev.untilMs };
-    const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id };
+    const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id, ...seqOf(ask) };
     return { record: withEntry(rec, rec.shares ?? book, others, entry, hot, nowMs), grant: none };
   }
   const spare = kind === "rate" ? spareOf(rule, rec, demand, others, nowMs) : null;
@@ -109,6 +113,7 @@ export function shareRecord(
     ...(out.grant.tokens === undefined ? {} : { tokens: out.grant.tokens }),
     ...(ahead === undefined ? {} : { ahead }),
     askId: ask.id,
+    ...seqOf(ask),
   };
   return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
 }
@@ -141,6 +146,10 @@ function withEntry(
   const hotUntilMs = hot ? Math.max(book.hotUntilMs, nowMs + HOT_HOLD_MS) : book.hotUntilMs;
   return { ...rec, shares: { ...book, entries, hotUntilMs } };
 }
+
+/** An entry's `seq`: its ask's, if it said one. */
+const seqOf = (ask: ShareAsk): { seq?: number } =>
+  ask.seq !== undefined && Number.isSafeInteger(ask.seq) ? { seq: ask.seq } : {};
 
 /** The grant an entry records (a retried ask's answer). */
 function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, nowMs: number): ShareGrant {

@@ -284,7 +284,7 @@ describe("shareAsk", () => {
   it("asks for the demand and a margin of twice its square root, plus one", () => {
     const ask = (curr: number) =>
       shareAsk(withShare(null, { demand: { bucket: B0, curr, prev: 0 } }), "weur.0", win, "a1", T0).ask;
-    expect(ask(0)).toEqual({ rule: win, holder: "weur.0", id: "a1", demand: 0, units: 1, giveBack: [] });
+    expect(ask(0)).toEqual({ rule: win, holder: "weur.0", id: "a1", seq: 1, demand: 0, units: 1, giveBack: [] });
     // The last half term's cost, per term: 2 × 8 = 16, and 2 × 20 = 40.
     expect(ask(8).units).toBe(16 + 8 + 1);
     expect(ask(20).units).toBe(40 + 14 + 1);
@@ -306,6 +306,7 @@ describe("shareAsk", () => {
       ...record,
       share: windowShare({ unitsLeft: 0 }),
       giveBack: [],
+      asks: 1,
       pending: { ask: out.ask, sentAtMs: T0 },
     });
     expect(out.sentAtMs).toBe(T0);
@@ -392,6 +393,7 @@ describe("shareAsk", () => {
       rule: win,
       holder: "x",
       id: "a",
+      seq: 1,
       demand: 36,
       units: 0,
       giveBack: [],
@@ -411,6 +413,8 @@ describe("an unanswered renewal (a restart, a failure)", () => {
       expect(again.record).toBe(first.record);
     }
     const late = shareAsk(first.record, "weur.0", win, "a3", T0 + PENDING_RESEND_MS);
+    // Counted (`seq`): the key's object changes no share for an ask a later one overtook (share_grant.ts).
+    expect([first.ask.seq, first.record.asks, late.ask.seq, late.record.asks]).toEqual([1, 1, 2, 2]);
     expect(late.ask).toMatchObject({ id: "a3", giveBack: [] });
     expect(late.record.pending).toEqual({ ask: late.ask, sentAtMs: T0 + PENDING_RESEND_MS });
     // A clock that reads earlier than the send: a new ask.

@@ -91,7 +91,9 @@ describe("DelegateRun.check", () => {
   it("renews first, asking for the waiting batch's cost, then decides from the share", async () => {
     const h = harness([windowGrant(5)]);
     const out = await h.run.check(who, batch([1, 2]));
-    expect(h.asks).toEqual([{ rule, holder: "weur.0", id: "ask0", demand: 3, units: 3 + 2 * 2 + 1, giveBack: [] }]);
+    expect(h.asks).toEqual([
+      { rule, holder: "weur.0", id: "ask0", seq: 1, demand: 3, units: 3 + 2 * 2 + 1, giveBack: [] },
+    ]);
     expect(out.results.map((r) => r.ok && [r.decision.allowed, r.decision.remaining])).toEqual([
       [true, 4],
       [true, 2],
@@ -623,13 +625,14 @@ describe("DelegateRun.renew", () => {
   it("lets a share go: asks for nothing, says release, and saves what it gave back before the answer", async () => {
     const h = harness([windowGrant(4), NONE]);
     await h.run.renew(who);
-    expect(h.asks[0]).toEqual({ rule, holder: "weur.0", id: "ask0", demand: 0, units: 1, giveBack: [] });
+    expect(h.asks[0]).toEqual({ rule, holder: "weur.0", id: "ask0", seq: 1, demand: 0, units: 1, giveBack: [] });
     h.saves.length = 0;
     await h.run.renew(who, true);
     expect(h.asks[1]).toEqual({
       rule,
       holder: "weur.0",
       id: "ask1",
+      seq: 2,
       demand: 0,
       units: 0,
       giveBack: [{ units: 4, atMs: T0 + 3 }],

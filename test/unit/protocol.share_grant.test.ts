@@ -526,6 +526,36 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(gone.record?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ parts: 0, prevParts: 50 });
   });
 
+  it("changes no share for an ask overtaken by a later one of its delegate (`seq`), its units given back counted", () => {
+    // weur.0's ask 5 (a5) got 600 parts until T0 + 900, adopted. Its ask 4 (a4, which it gave up on after the
+    // delegate's timeout, cutting to 100 parts for 10 ms) arrives late: believed, 500 of a5's parts would go free.
+    const rec = record(
+      tbP,
+      { tokensScaled: 0, lastMs: T0 },
+      {
+        shares: book([
+          entry({ holder: "weur.0", parts: 600, demand: 300, askId: "a5", seq: 5 }),
+          entry({ holder: "x", parts: 400, demand: 200 }),
+        ]),
+      },
+    );
+    const late = ask(tb, 100, { id: "a4", seq: 4, keep: 100, holding: "a3", oldForMs: 10, giveBack: [] });
+    const out = shareRecord(rec, late, T0);
+    expect(out.grant).toMatchObject({ kind: "none", parts: 0 });
+    expect(out.record?.shares?.entries).toEqual(rec.shares?.entries);
+    // Its units given back still count: a window share's (a past lease of the key's) are refunded all the same.
+    const spent = record(winP, count(100), { shares: book([entry({ holder: "weur.0", askId: "b5", seq: 5 })]) });
+    const back = shareRecord(spent, ask(win, 10, { id: "b4", seq: 4, giveBack: [{ units: 30, atMs: T0 }] }), T0 + 5);
+    expect(back.record?.state).toEqual(count(70));
+    // Its next ask (6), or one that says no `seq` (an older delegate), changes it as before.
+    for (const next of [{ id: "a6", seq: 6 }, { id: "a6" }]) {
+      const after = shareRecord(rec, ask(tb, 100, { ...next, keep: 100, holding: "a5" }), T0);
+      const mine = after.record?.shares?.entries.find((e) => e.holder === "weur.0");
+      expect(mine).toMatchObject({ prevParts: 100, askId: "a6" });
+      expect(mine?.seq).toBe(next.seq);
+    }
+  });
+
   it("keeps only the last grant's parts promised when the holder says it adopted it (`holding`)", () => {
     // weur.0's last grant (ask a2): 300 parts until T0 + 900; its grant before: 600 parts, promised until T0 + 500.
     const rec = record(
