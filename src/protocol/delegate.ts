@@ -123,12 +123,11 @@ export function shareAsk(
   if (old !== null) kept = old.share;
   // No share (none yet, or a renewal that failed: its grant, if one came late, is never adopted): it holds no parts.
   const keep = cut !== null ? cut.parts : share === null && shareKindOf(newest.params) === "rate" ? 0 : undefined;
-  const seq = (record.asks ?? 0) + 1;
   const ask: ShareAsk = {
     rule: newest,
     holder,
     id,
-    seq,
+    seq: (record.asks ?? 0) + 1,
     demand,
     units,
     giveBack,
@@ -144,7 +143,7 @@ export function shareAsk(
     ...record,
     share: kept,
     giveBack: [],
-    asks: seq,
+    asks: ask.seq,
     ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}),
   };
   return { ask, record: next, sentAtMs: nowMs };
