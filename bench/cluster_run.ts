@@ -9,7 +9,7 @@ import { compileRules } from "../src/request/match.ts";
 import { parseRules } from "../src/rules/yaml.ts";
 import { type ClusterRun, exactAdmissions, type Scenario, simulateCluster } from "../src/sim/cluster.ts";
 import { ledgerLines, withExact } from "../src/sim/rate_ledger.ts";
-import { type ClusterRow, rowOf, underAfterPct } from "./cluster_rows.ts";
+import { type ClusterRow, type LowDecisions, lowDecisionsOf, rowOf, underAfterPct } from "./cluster_rows.ts";
 import { log, PUBLISH, QUICK } from "./common.ts";
 
 /** `SLUICE_SIM_SEED` (see `clusterRow`): 0 unless set. */
@@ -138,10 +138,10 @@ export async function clusterRow(
   };
   const out = await simulateCluster(run);
   const exact = exactAdmissions(run, out.arrivals, out.newestFromMs);
-  let identical: boolean | undefined;
+  let low: LowDecisions | undefined;
   if (loadPerS <= 10) {
     const plain = await simulateCluster({ ...run, plain: true });
-    identical = plain.verdicts === out.verdicts;
+    low = lowDecisionsOf(out.verdicts, plain.verdicts);
   }
   // The same run without its event (same seed: the same arrivals), over the same 2 s after the event's time.
   let underWithoutEventPct: number | undefined;
@@ -161,7 +161,7 @@ export async function clusterRow(
     process.stderr.write(`${ledgerLines(l).join("\n")}\n`);
   }
   const r = {
-    ...rowOf(run, out, exact, identical, (Date.now() - started) / 1000),
+    ...rowOf(run, out, exact, low, (Date.now() - started) / 1000),
     ...(underWithoutEventPct === undefined ? {} : { underWithoutEventPct }),
   };
   log(`cluster: ${ruleId} ${scenario} ${isolates} isolates at ${loadPerS}/s in ${r.runSeconds} s`);

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { type AblationData, ablationSection, keeps, verdictOf } from "../../bench/ablation_report.ts";
 import { SLOT_LABEL, type SlotRow } from "../../bench/ablation_slots.ts";
-import { type ClusterRow, clusterGoals } from "../../bench/cluster_rows.ts";
+import { type ClusterRow, clusterGoals, lowDecisionsOf } from "../../bench/cluster_rows.ts";
 
 /** A rate row at 2x its limit meeting every goal but accuracy (as section 8's all-on rows do). */
 function clusterRow(over: Partial<ClusterRow> = {}): ClusterRow {
@@ -45,8 +45,15 @@ describe("the goals a table's rows can show (bench/cluster_rows.ts `clusterGoals
     expect(goals.low).toBeUndefined();
     expect(goals.underAfterEvent).toBeUndefined();
     expect(goals.rateBound).toEqual({ met: true, misses: "" });
-    const low = clusterGoals([clusterRow({ loadPerS: 10, decisionsIdenticalToPlain: false })]).low;
-    expect(low).toEqual({ met: false, misses: "hot-rate/1000/10/s: differ" });
+    const lowDecisions = lowDecisionsOf("11001f1", "1110111");
+    expect(lowDecisions).toEqual({ differ: 2, of: 7, refusedTier: 2, refusedPlain: 1 });
+    const low = clusterGoals([clusterRow({ loadPerS: 10, lowDecisions })]).low;
+    expect(low).toEqual({
+      met: false,
+      misses: "hot-rate/1000/10/s: 2 of 7 differ (refused: the tier 2, one call per request 1)",
+    });
+    const same = lowDecisionsOf("1101", "1101");
+    expect(clusterGoals([clusterRow({ loadPerS: 10, lowDecisions: same })]).low).toEqual({ met: true, misses: "" });
   });
 });
 
