@@ -38,7 +38,6 @@ const FIRST = ["hot-rate/1000/10000/steady", "hot-rate/5000/5000/steady"];
  */
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
   [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE])]],
-  ["oldShareFor", RATE],
   ["rttTerms", RATE],
   ["windowAhead", WINDOW],
   ["scarceWindowSplit", WINDOW],
