@@ -38,6 +38,9 @@ const FIRST = ["hot-rate/1000/10000/steady", "hot-rate/5000/5000/steady"];
  */
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
   [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE])]],
+  // It acts at every renewal of a rate share: the fan-out's rate rows too (on its two RATE rows alone it once looked
+  // worth under half a point, while the whole section 8 table lost up to 2 points without it).
+  ["oldShareFor", [...new Set([...RATE, ...FAN_OUT.filter((r) => r.startsWith("hot-rate"))])]],
   ["rttTerms", RATE],
   ["windowAhead", WINDOW],
   ["scarceWindowSplit", WINDOW],

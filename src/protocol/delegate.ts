@@ -19,6 +19,7 @@ import {
   type HeldShare,
   keptParts,
   rolled,
+  usedUntilAnswer,
   windowPace,
   windowShort,
 } from "./delegate_record.ts";
@@ -114,10 +115,12 @@ export function shareAsk(
   // The batch waiting for this ask counts too (a new delegate has no term behind it yet), and a window share's pace.
   const demand = Math.max(demandPerTerm(record, nowMs), pendingCost, windowPace(share, nowMs));
   const units = release ? 0 : demand + 2 * Math.ceil(Math.sqrt(demand)) + 1;
-  // A live rate share is cut when its demand fell (`keep`).
+  // A live rate share is cut when its demand fell (`keep`), and used `oldForMs` more at most (delegate_record.ts).
   const live = kept !== null && kept.kind === "rate" && nowMs < kept.endsAtMs;
   const cut = kept !== null && live && !release ? cutFor(kept, demand, nowMs) : null;
   if (cut !== null) kept = cut;
+  const old = uses("oldShareFor") && live && !release && kept !== null ? usedUntilAnswer(kept, nowMs) : null;
+  if (old !== null) kept = old.share;
   // No share (none yet, or a renewal that failed: its grant, if one came late, is never adopted): it holds no parts.
   const keep = cut !== null ? cut.parts : share === null && shareKindOf(newest.params) === "rate" ? 0 : undefined;
   const ask: ShareAsk = {
@@ -131,6 +134,7 @@ export function shareAsk(
     ...(release ? { release } : {}),
     ...(keep === undefined ? {} : { keep }),
     ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
+    ...(old === null ? {} : { oldForMs: old.forMs }),
     ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
   };
   // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.

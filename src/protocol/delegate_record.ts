@@ -10,6 +10,8 @@ import {
   DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
   DEMAND_BUCKET_MS,
+  OLD_SHARE_FOR_MS,
+  OLD_SHARE_MARGIN_MS,
   RENEW_LEAD_MS,
   RENEW_SLACK,
   SHARE_TERM_MS,
@@ -103,6 +105,24 @@ function busyNow(load: CallLoad | undefined, nowMs: number): boolean {
   const curr = load.second === second ? load.curr : 0;
   const prev = load.second === second ? load.prev : load.second === second - 1 ? load.curr : 0;
   return Math.max(curr, prev) >= DELEGATE_BUSY_CALLS_PER_S;
+}
+
+/**
+ * How long a rate share is still used after its renewal is sent, ms (the ask's `oldForMs`: the key's object frees its
+ * parts then, not at the old term's end): the last round trip and `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS`.
+ */
+export function oldShareForMs(share: { readonly rttMs?: number }): number {
+  const rtt = share.rttMs;
+  if (rtt === undefined || rtt <= 0) return OLD_SHARE_FOR_MS;
+  return Math.min(OLD_SHARE_FOR_MS, rtt + OLD_SHARE_MARGIN_MS);
+}
+
+/** A live rate share whose renewal is sent now: it ends `oldShareForMs` from now at the latest. */
+export function usedUntilAnswer(share: HeldShare, nowMs: number): { share: HeldShare; forMs: number } {
+  const forMs = oldShareForMs(share);
+  const untilMs = nowMs + forMs;
+  if (untilMs >= share.endsAtMs) return { share, forMs };
+  return { share: { ...share, endsAtMs: untilMs, renewAtMs: Math.min(share.renewAtMs, untilMs) }, forMs };
 }
 
 /**

@@ -3,6 +3,7 @@
  * on in the Worker. docs/production.md "Tuning" says what each buys and where it lives.
  */
 export const MECHANISMS = [
+  "oldShareFor",
   "windowAhead",
   "subleases",
   "lateRefunds",

@@ -53,7 +53,8 @@ export interface ShareAsk {
   readonly id: string;
   /**
    * The delegate's count of its asks, rising (absent: an older delegate). An ask below its entry's was sent before the
-   * entry's and overtaken (its delegate gave up on it): its `keep` and `holding` are stale, so it changes no share.
+   * entry's and overtaken (its delegate gave up on it): its `keep`, `holding` and `oldForMs` are stale, so it changes
+   * no share.
    */
   readonly seq?: number;
   /** Cost the delegate was asked for over its last term (admitted or not): its demand. */
@@ -68,6 +69,11 @@ export interface ShareAsk {
   readonly keep?: number;
   /** Rate shares: the ask whose grant the delegate uses now (older shares' parts are free). Absent: not known. */
   readonly holding?: string;
+  /**
+   * Rate shares: how long after sending this ask the delegate still uses its share, ms (absent: the old term). Counted
+   * from the ask's receipt, which comes after the sending: safe whatever the clocks' offset.
+   */
+  readonly oldForMs?: number;
   /** Rate shares: the round trip of the renewal that answered the share held, ms (`rateTermMs`). Absent: unknown. */
   readonly rttMs?: number;
 }

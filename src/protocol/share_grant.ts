@@ -120,12 +120,15 @@ export function shareRecord(
 
 /**
  * Parts of an entry still in use after its delegate sent `ask`, and until when: its last grant's if the ask is
- * `holding` it, else all it holds or held (`promisedParts`); at most `keep`; until its term's end.
+ * `holding` it, else all it holds or held (`promisedParts`); at most `keep`; until its term's end or `oldForMs`.
  */
 function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): { parts: number; untilMs: number } {
   const adopted = ask.holding !== undefined && ask.holding === e.askId;
   const parts = adopted ? (nowMs < partsUntilMs(e) ? e.parts : 0) : promisedParts(e, nowMs);
-  const untilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
+  const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
+  const forMs = ask.oldForMs;
+  const bounded = forMs !== undefined && Number.isSafeInteger(forMs) && forMs >= 0;
+  const untilMs = bounded ? Math.min(heldUntilMs, nowMs + forMs) : heldUntilMs;
   const keep = ask.keep;
   const valid = keep !== undefined && Number.isSafeInteger(keep) && keep >= 0;
   return { parts: valid ? Math.min(parts, keep) : parts, untilMs };

@@ -45,6 +45,10 @@ export const PENDING_RESEND_MS = SHARE_TERM_MS / 4;
 export const DELEGATE_IDLE_MS = 60_000;
 /** A share is renewed at most this long before its term ends, ms (a quarter of a shorter term). */
 export const RENEW_LEAD_MS = 300;
+/** A rate share is used at most this long after its renewal is sent, ms (`oldShareForMs`). */
+export const OLD_SHARE_FOR_MS = 250;
+/** What `oldShareForMs` adds to a measured round trip, ms (jitter, the key's object's queue). */
+export const OLD_SHARE_MARGIN_MS = 50;
 /** Units of demand per term within which a change never counts as moved (Poisson noise of a small share). */
 export const RENEW_SLACK = 8;
 /** Demand is counted in buckets of this many ms. */

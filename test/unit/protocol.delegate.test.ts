@@ -17,6 +17,7 @@ import {
   type HeldShare,
   keptParts,
   NEW_DELEGATE,
+  oldShareForMs,
   renewDue,
   shareAsk,
 } from "../../src/protocol/delegate.ts";
@@ -37,6 +38,7 @@ import {
   DELEGATE_BUSY_CALLS_PER_S,
   DELEGATE_CALL_MEMORY,
   DEMAND_BUCKET_MS,
+  OLD_SHARE_FOR_MS,
   PENDING_RESEND_MS,
   RENEW_LEAD_MS,
   SHARE_TERM_MS,
@@ -311,9 +313,36 @@ describe("shareAsk", () => {
     expect(record.giveBack).toEqual(earlier);
     const spent = shareAsk(withShare(windowShare({ unitsLeft: 0 })), "weur.0", win, "a1", T0);
     expect(spent.ask.giveBack).toEqual([]);
-    // A rate share gives nothing back, and is used until its term's end (its parts promised until then).
+    // A rate share gives nothing back; it is used `OLD_SHARE_FOR_MS` more at most (no round trip measured yet).
     const rated = withShare(rateShare());
-    expect(shareAsk(rated, "weur.0", rate, "a1", T0).record.share).toBe(rated.share);
+    const cut = { endsAtMs: T0 + OLD_SHARE_FOR_MS, renewAtMs: T0 + OLD_SHARE_FOR_MS };
+    expect(shareAsk(rated, "weur.0", rate, "a1", T0).record.share).toEqual({ ...rated.share, ...cut });
+  });
+
+  it("uses a live rate share `oldForMs` more at most after its renewal is sent, and says so", () => {
+    // Its last round trip and 50 ms, at most 250 ms (or that with none measured): 30 -> 80, 199 -> 249, 201 -> 250.
+    expect([undefined, 0, 30, 100, 199, 200, 201].map((rttMs) => oldShareForMs({ rttMs }))).toEqual([
+      250, 250, 80, 150, 249, 250, 250,
+    ]);
+    const measured = withShare(rateShare({ rttMs: 30, askId: "a0" }));
+    const out = shareAsk(measured, "weur.0", rate, "a1", T0 + 100);
+    expect(out.ask).toMatchObject({ holding: "a0", oldForMs: 80 });
+    expect(out.record.share).toMatchObject({ endsAtMs: T0 + 180, renewAtMs: T0 + 180, parts: 500 });
+    // Ending sooner than that anyway: kept as it is (still said).
+    const ending = shareAsk(measured, "weur.0", rate, "a1", T0 + 950);
+    expect(ending.ask.oldForMs).toBe(80);
+    expect(ending.record.share).toBe(measured.share);
+    // Its renewal time before the cut stays (a share renewing from T0 + 750, cut at T0 + 780).
+    expect(shareAsk(measured, "weur.0", rate, "a1", T0 + 700).record.share).toMatchObject({
+      endsAtMs: T0 + 780,
+      renewAtMs: T0 + 750,
+    });
+    // An ended share, a release, a window share, no share: nothing said, nothing cut.
+    expect(shareAsk(measured, "weur.0", rate, "a1", T0 + 1000).ask.oldForMs).toBeUndefined();
+    expect(shareAsk(measured, "weur.0", rate, "a1", T0 + 100, true).ask.oldForMs).toBeUndefined();
+    expect(shareAsk(measured, "weur.0", rate, "a1", T0 + 100, true).record.share).toBe(measured.share);
+    expect(shareAsk(withShare(windowShare()), "weur.0", win, "a1", T0).ask.oldForMs).toBeUndefined();
+    expect(shareAsk(withShare(null), "weur.0", rate, "a1", T0).ask.oldForMs).toBeUndefined();
   });
 
   it("says the round trip of the renewal that answered its rate share (`rttMs`: the key's object sets the term by it)", () => {
@@ -350,7 +379,7 @@ describe("shareAsk", () => {
     expect(shareAsk(record, "weur.0", rate, "a1", T0, true).ask.keep).toBeUndefined();
     const old = withShare(rateShare(), { demand: { bucket: B0, curr: 50, prev: 0 } });
     const uncut = shareAsk(old, "weur.0", rate, "a1", T0).record.share;
-    expect(uncut).toBe(old.share);
+    expect(uncut).toEqual({ ...old.share, endsAtMs: T0 + OLD_SHARE_FOR_MS, renewAtMs: T0 + OLD_SHARE_FOR_MS });
   });
 
   it("asks under the newest rules version it knows, and lets go with nothing asked", () => {

@@ -539,7 +539,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
         ]),
       },
     );
-    const late = ask(tb, 100, { id: "a4", seq: 4, keep: 100, holding: "a3", giveBack: [] });
+    const late = ask(tb, 100, { id: "a4", seq: 4, keep: 100, holding: "a3", oldForMs: 10, giveBack: [] });
     const out = shareRecord(rec, late, T0);
     expect(out.grant).toMatchObject({ kind: "none", parts: 0 });
     expect(out.record?.shares?.entries).toEqual(rec.shares?.entries);
@@ -605,7 +605,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(mine(past)).toMatchObject({ prevParts: 0 });
   });
 
-  it("keeps the old parts promised until the old term's end: the renewing delegate uses them until then", () => {
+  it("keeps the old parts promised until the ask's receipt plus `oldForMs` only, when that is sooner", () => {
     // weur.0 holds 600 parts until T0 + 900 and asks at T0 with demand for 100 of 300: 334 parts.
     const rec = record(
       tbP,
@@ -619,18 +619,30 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     );
     const mine = (out: ReturnType<typeof shareRecord>) =>
       out.record?.shares?.entries.find((e) => e.holder === "weur.0");
-    const renewed = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2" }), T0);
-    expect(renewed.grant).toMatchObject({ parts: 334 });
-    expect(mine(renewed)).toMatchObject({ parts: 334, prevParts: 600, prevEndsAtMs: T0 + 900 });
-    // Until then no part is the direct slice's; at the old term's end (the new quarter term's grace over too) all but
-    // x's 400 are.
-    expect(directParts(renewed.record!.shares!, T0 + 899)).toBe(0);
-    expect(directParts(settleShares(renewed.record, T0 + 900)!.shares!, T0 + 900)).toBe(600);
-    // With `keep`: those, as long; letting go: the old parts as long too.
-    const kept = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", keep: 200 }), T0);
-    expect(mine(kept)).toMatchObject({ prevParts: 200, prevEndsAtMs: T0 + 900 });
-    const gone = shareRecord(rec, ask(tb, 100, { id: "a3", release: true }), T0);
-    expect(mine(gone)).toMatchObject({ parts: 0, prevParts: 600, prevEndsAtMs: T0 + 900 });
+    const bounded = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", oldForMs: 80 }), T0);
+    expect(bounded.grant).toMatchObject({ parts: 334 });
+    expect(mine(bounded)).toMatchObject({ parts: 334, prevParts: 600, prevEndsAtMs: T0 + 80 });
+    // Past it, only the new parts are promised: the direct slice gets the other 266.
+    const after = settleShares(bounded.record, T0 + 80);
+    expect(after?.shares?.entries.find((e) => e.holder === "weur.0")).toMatchObject({ parts: 334 });
+    expect(directParts(after!.shares!, T0 + 80)).toBe(266);
+    expect(directParts(after!.shares!, T0 + 79)).toBe(0);
+    // With `keep`: those, that long. Longer than the old term, 0, or not a count of ms: the old term, or now.
+    const kept = shareRecord(rec, ask(tb, 100, { id: "a3", holding: "a2", keep: 200, oldForMs: 80 }), T0);
+    expect(mine(kept)).toMatchObject({ prevParts: 200, prevEndsAtMs: T0 + 80 });
+    for (const [oldForMs, endsAtMs] of [
+      [2000, T0 + 900],
+      [0, T0],
+      [-1, T0 + 900],
+      [1.5, T0 + 900],
+      [undefined, T0 + 900],
+    ] as const) {
+      const out = shareRecord(rec, ask(tb, 100, { id: "a3", ...(oldForMs === undefined ? {} : { oldForMs }) }), T0);
+      expect(mine(out)?.prevEndsAtMs).toBe(endsAtMs);
+    }
+    // Letting go: the old parts that long only too.
+    const gone = shareRecord(rec, ask(tb, 100, { id: "a3", release: true, oldForMs: 50 }), T0);
+    expect(mine(gone)).toMatchObject({ parts: 0, prevParts: 600, prevEndsAtMs: T0 + 50 });
   });
 
   it("rateTermMs: a quarter term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {

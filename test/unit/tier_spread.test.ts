@@ -29,10 +29,9 @@ describe("a busy first shard's spread", () => {
       expect(region[0]!).toBeLessThan(2 * DELEGATE_BUSY_CALLS_PER_S);
     }
     // Every isolate moving left shard 0 about a quarter of its region's calls (0.17-0.39 by region here, 0.26 on
-    // average); the spread keeps it about DELEGATE_AIM_CALLS_PER_S of the region's 300-400 a second (0.34-0.70, 0.48
-    // on average).
+    // average); the spread keeps it about DELEGATE_AIM_CALLS_PER_S of the region's 300-400 a second (0.43-0.69).
     expect(DELEGATE_AIM_CALLS_PER_S).toBe(200);
     expect(shares.reduce((a, b) => a + b, 0) / shares.length).toBeGreaterThan(0.45);
-    expect(Math.min(...shares)).toBeGreaterThan(0.3);
+    expect(Math.min(...shares)).toBeGreaterThan(0.35);
   });
 });
