@@ -22,6 +22,7 @@ import { type ReleaseInput, type ReleaseResult, releaseRecord, renewRecord } fro
 import {
   type AppliedCall,
   type CallInput,
+  CallPace,
   type CallResult,
   type LimiterRecord,
   type LimiterRule,
@@ -58,6 +59,8 @@ export class SluiceLimiter extends DurableObject {
   private slots = new CallSlots();
   /** Calls applied since the last write, each to its slot. */
   private pendingCalls: { readonly slot: number; readonly call: AppliedCall }[] = [];
+  /** Its calls' pace, refusals included (share.ts `CallPace`): in memory only. */
+  private readonly pace = new CallPace();
 
   /** The runtime constructs it with `(ctx, env)`; a test may add its own clock, so it never races real time. */
   constructor(
@@ -71,7 +74,7 @@ export class SluiceLimiter extends DurableObject {
   async check(input: CallInput): Promise<CallResult> {
     const nowMs = this.clock();
     const before = this.load();
-    const { result, record } = keyCall(before, input, nowMs);
+    const { result, record } = keyCall(before, input, nowMs, this.pace.note(nowMs));
     await this.apply(before, record);
     return result;
   }

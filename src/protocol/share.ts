@@ -225,6 +225,7 @@ export function keyCall(
   record: LimiterRecord | null,
   input: CallInput,
   nowMs: number,
+  paced = false,
 ): { readonly result: CallResult; readonly record: LimiterRecord | null } {
   const settled = settleShares(record, nowMs);
   const direct = settled?.shares?.direct;
@@ -236,7 +237,8 @@ export function keyCall(
   const rule = ruleFor(out.record, input.rule);
   const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
   // Busy at that pace over the last `HOT_EARLY_MS` says hot too: before its object has counted a whole busy second.
-  const busy = isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
+  // So does that pace of calls of every kind, refusals included (`CallPace`, the shell's memory: `paced`).
+  const busy = paced || isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
   const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < hotUntilMs);
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
 }

@@ -19,7 +19,7 @@ import {
   refundRecord,
   ruleFor,
 } from "./record.ts";
-import { BUSY_CALLS_PER_S } from "./tunables.ts";
+import { BUSY_CALLS_PER_S, HOT_EARLY_MS } from "./tunables.ts";
 
 export * from "./record.ts";
 
@@ -165,6 +165,23 @@ export function isBusy(record: LimiterRecord | null, nowMs: number, spanMs = 100
   if (calls === undefined || calls.length < n) return false;
   const nth = calls[calls.length - n]!;
   return nowMs - nth.atMs < spanMs;
+}
+
+/**
+ * The pace of a key's object's calls of every kind, refusals that change nothing included (the record remembers only
+ * calls that changed it): whether the last `HOT_EARLY_MS` had `BUSY_CALLS_PER_S`'s pace. The shell's memory, never
+ * stored: a restart forgets it, and only when the key is told hot depends on it, never a decision.
+ */
+export class CallPace {
+  private readonly times: number[] = [];
+
+  /** A call at `nowMs`: whether it completes the busy pace. */
+  note(nowMs: number): boolean {
+    const n = Math.ceil((BUSY_CALLS_PER_S * HOT_EARLY_MS) / 1000);
+    this.times.push(nowMs);
+    if (this.times.length > n) this.times.shift();
+    return this.times.length === n && nowMs - this.times[0]! < HOT_EARLY_MS;
+  }
 }
 
 /**

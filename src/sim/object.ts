@@ -12,6 +12,7 @@ import { keyCall, type ShareAsk, type ShareGrant } from "../protocol/share.ts";
 import { shareRecord } from "../protocol/share_grant.ts";
 import {
   type CallInput,
+  CallPace,
   type CallResult,
   type LimiterRecord,
   type RefundInput,
@@ -49,6 +50,8 @@ export class SimObject {
   readonly server: SimServer;
   private refunds = 0;
   private shares = 0;
+  /** Its calls' pace, refusals included (share.ts `CallPace`, as limiter.ts keeps it): lost at a restart. */
+  private pace = new CallPace();
 
   constructor(
     private readonly clock: EventClock,
@@ -69,6 +72,7 @@ export class SimObject {
   }
 
   restart(downMs: number): void {
+    this.pace = new CallPace();
     this.server.restart(downMs);
   }
 
@@ -90,7 +94,8 @@ export class SimObject {
       call: (_name, input: CallInput) =>
         this.server.serve(oneWayMs, this.bytesWith(input), () => {
           const apply = this.options.apply ?? keyCall;
-          const { result, record } = apply(this.record, input, this.clock.nowMs());
+          const nowMs = this.clock.nowMs();
+          const { result, record } = apply(this.record, input, nowMs, this.pace.note(nowMs));
           const fresh = !result.replayed;
           const charged = result.results.reduce(
             (n, r, i) => n + (fresh && r.ok && r.decision.allowed ? input.costs[i]! : 0),

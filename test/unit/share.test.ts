@@ -18,7 +18,13 @@ import {
 } from "../../src/protocol/delegate.ts";
 import { directDemand, directParts, keyCall, keyFreshAtMs, keyPeek, settleShares } from "../../src/protocol/share.ts";
 import { shareRecord } from "../../src/protocol/share_grant.ts";
-import { type CallInput, callRecord, type LimiterRecord, type LimiterRule } from "../../src/protocol/store.ts";
+import {
+  type CallInput,
+  CallPace,
+  callRecord,
+  type LimiterRecord,
+  type LimiterRule,
+} from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { BUSY_CALLS_PER_S, HOT_EARLY_MS, SHARE_PARTS } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
@@ -117,6 +123,42 @@ describe("keyCall says hot early", () => {
     expect(run(early - 1, within).hot).toBeUndefined();
     // The same calls spread a little wider than HOT_EARLY_MS: not hot.
     expect(run(early, Math.ceil(HOT_EARLY_MS / (early - 1)) + 1).hot).toBeUndefined();
+  });
+});
+
+describe("keyCall says hot at the pace of calls of every kind (CallPace)", () => {
+  // A slow rule's spent key (free-global: 10/s per API key at 1,000x its rate) is refused by nearly every call, and a
+  // refusal that changes nothing is not remembered in the record: counted by its record alone, the key's object never
+  // had the busy pace and told the key hot only when overloaded. The shell's in-memory pace counts every call.
+  const early = Math.ceil((BUSY_CALLS_PER_S * HOT_EARLY_MS) / 1000);
+  const within = Math.floor((HOT_EARLY_MS - 1) / (early - 1));
+  const spent = (paced: boolean, calls: number, gapMs: number) => {
+    const rule = ruleOf(tokenBucket(1, 60_000, 2));
+    let rec = keyCall(null, call(rule, [1, 1]), T0).record;
+    const pace = new CallPace();
+    let last: ReturnType<typeof keyCall>["result"] | undefined;
+    for (let i = 0; i < calls; i++) {
+      const now = T0 + 1 + i * gapMs;
+      const noted = pace.note(now);
+      const out = keyCall(rec, call(rule, [1]), now, paced && noted);
+      expect(out.record?.calls).toEqual(rec?.calls); // refused: no call remembered
+      rec = out.record;
+      last = out.result;
+    }
+    return last!;
+  };
+  it("refusals at that pace within HOT_EARLY_MS say hot; not from the record alone, not below the pace", () => {
+    expect(spent(true, early, within)).toMatchObject({ hot: true });
+    expect(spent(false, early, within).hot).toBeUndefined();
+    expect(spent(true, early - 1, within).hot).toBeUndefined();
+    expect(spent(true, early, Math.ceil(HOT_EARLY_MS / (early - 1)) + 1).hot).toBeUndefined();
+  });
+  it("CallPace: the last `early` calls within HOT_EARLY_MS, a sliding count", () => {
+    const pace = new CallPace();
+    const seen = Array.from({ length: early + 2 }, (_, i) => pace.note(T0 + i * within));
+    expect(seen.slice(0, early - 1).every((b) => !b)).toBe(true);
+    expect(seen.slice(early - 1)).toEqual([true, true, true]);
+    expect(pace.note(T0 + (early + 1) * within + HOT_EARLY_MS)).toBe(false);
   });
 });
 
