@@ -175,9 +175,10 @@ export function isBusy(record: LimiterRecord | null, nowMs: number, spanMs = 100
 export class CallPace {
   private readonly times: number[] = [];
 
-  /** A call at `nowMs`: whether it completes the busy pace. */
+  /** A call at `nowMs`: whether it completes the busy pace. A clock stepped back starts the count anew. */
   note(nowMs: number): boolean {
     const n = Math.ceil((BUSY_CALLS_PER_S * HOT_EARLY_MS) / 1000);
+    if (nowMs < (this.times.at(-1) ?? nowMs)) this.times.length = 0;
     this.times.push(nowMs);
     if (this.times.length > n) this.times.shift();
     return this.times.length === n && nowMs - this.times[0]! < HOT_EARLY_MS;

@@ -159,6 +159,10 @@ describe("keyCall says hot at the pace of calls of every kind (CallPace)", () =>
     expect(seen.slice(0, early - 1).every((b) => !b)).toBe(true);
     expect(seen.slice(early - 1)).toEqual([true, true, true]);
     expect(pace.note(T0 + (early + 1) * within + HOT_EARLY_MS)).toBe(false);
+    // A clock stepped back (a test's, a moved object's): the calls noted "later" say nothing of the pace now.
+    const back = new CallPace();
+    for (let i = 0; i < early - 1; i++) back.note(T0 + 10_000 + i);
+    expect(back.note(T0)).toBe(false);
   });
 });
 
