@@ -10,8 +10,10 @@
  * (`SLUICE_SIM_SEED` is read once per process), `PAR` at a time (default 2). Printed per row: the mean over the
  * seeds of the admitted against the exact single writer after the first second and over the whole run, and the
  * most over the seeds of the key's object's calls in the first second and in its busiest second after it, a
- * delegate's busiest second, and the safety figures (over the bound or a window, failed open, overloaded after the
- * first second). `--one RULE ISOLATES LOAD SCENARIO` prints one row's JSON (the child's side; `--ledger` works there).
+ * delegate's busiest second, for a scenario with an event (a redeploy, a restart) the mean "under after" (what the
+ * exact writer admitted and the row did not in the 2 s after it, in % of a window; in brackets the same 2 s without
+ * the event: cluster_rows.ts `underAfterPct`), and the safety figures (over the bound or a window, failed open,
+ * overloaded after the first second). `--one RULE ISOLATES LOAD SCENARIO` prints one row's JSON (the child's side; `--ledger` works there).
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -119,6 +121,11 @@ if (argv[0] === "--one") {
       `key1st ${most((r) => r.keyFirstSecond)}`,
       `keyAfter ${most((r) => r.keyBusiestAfterFirst)}`,
       `delegate ${most((r) => r.delegateBusiestSecond)}`,
+      ...(rs.some((r) => r.underAfterEventPct !== null)
+        ? [
+            `under ${mean((r) => r.underAfterEventPct ?? 0).toFixed(2)} (${mean((r) => r.underWithoutEventPct ?? 0).toFixed(2)})`,
+          ]
+        : []),
       `over ${most((r) => r.overRateBound ?? 0)}/${most((r) => r.overWindow ?? 0)}`,
       `failedOpen ${most((r) => r.failedOpenAll)}`,
       `overloaded ${most((r) => r.overloadedAfterFirstSecond)}`,
