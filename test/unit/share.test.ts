@@ -163,6 +163,22 @@ describe("keyCall says hot at the pace of calls of every kind (CallPace)", () =>
     const back = new CallPace();
     for (let i = 0; i < early - 1; i++) back.note(T0 + 10_000 + i);
     expect(back.note(T0)).toBe(false);
+    // Stepped back below the last call only (not below the second): anew all the same.
+    const last = new CallPace();
+    for (let i = 0; i < early - 1; i++) last.note(T0 + i);
+    expect(last.note(T0 + 10)).toBe(false);
+  });
+  it("CallPace: calls at one instant (a frozen clock) make the pace; a span of exactly HOT_EARLY_MS does not", () => {
+    const frozen = new CallPace();
+    const seen = Array.from({ length: early }, () => frozen.note(T0));
+    expect(seen.at(-2)).toBe(false);
+    expect(seen.at(-1)).toBe(true);
+    const edge = new CallPace();
+    for (let i = 0; i < early - 1; i++) edge.note(T0 + i);
+    expect(edge.note(T0 + HOT_EARLY_MS)).toBe(false);
+    const inside = new CallPace();
+    for (let i = 0; i < early - 1; i++) inside.note(T0 + i);
+    expect(inside.note(T0 + HOT_EARLY_MS - 1)).toBe(true);
   });
 });
 
