@@ -13,7 +13,8 @@
  * delegate's busiest second, for a scenario with an event (a redeploy, a restart) the mean "under after" (what the
  * exact writer admitted and the row did not in the 2 s after it, in % of a window; in brackets the same 2 s without
  * the event: cluster_rows.ts `underAfterPct`), and the safety figures (over the bound or a window, failed open,
- * overloaded after the first second). `--one RULE ISOLATES LOAD SCENARIO` prints one row's JSON (the child's side; `--ledger` works there).
+ * overloaded after the first second). `--one RULE ISOLATES LOAD SCENARIO` prints one row's JSON (the child's side;
+ * `--ledger` works there).
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";

@@ -59,7 +59,7 @@ export class SluiceLimiter extends DurableObject {
   private slots = new CallSlots();
   /** Calls applied since the last write, each to its slot. */
   private pendingCalls: { readonly slot: number; readonly call: AppliedCall }[] = [];
-  /** Its calls' pace, refusals included (share.ts `CallPace`): in memory only. */
+  /** Its calls' pace, refusals included (store.ts `CallPace`): in memory only. */
   private readonly pace = new CallPace();
 
   /** The runtime constructs it with `(ctx, env)`; a test may add its own clock, so it never races real time. */

@@ -50,7 +50,7 @@ export class SimObject {
   readonly server: SimServer;
   private refunds = 0;
   private shares = 0;
-  /** Its calls' pace, refusals included (share.ts `CallPace`, as limiter.ts keeps it): lost at a restart. */
+  /** Its calls' pace, refusals included (store.ts `CallPace`, as limiter.ts keeps it): lost at a restart. */
   private pace = new CallPace();
 
   constructor(
