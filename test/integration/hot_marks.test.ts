@@ -119,10 +119,21 @@ describe("hot marks", () => {
       await response.arrayBuffer();
       return response.status;
     };
+    // The delegate passes a first batch on at once and asks for its share in the background (delegate_run.ts
+    // `passFirst`): the request's context ends before that ask may be answered, and until it is, the record is a new
+    // delegate's (`hot: true`). Read it once the ask is answered (its grant says hot or not), within 5 s of real time.
+    const answered = async (object: string) => {
+      for (let i = 0; i < 250; i++) {
+        const record = await delegateRecord(object);
+        if (record !== undefined && (record.share !== null || record.hot === false)) return record;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      return delegateRecord(object);
+    };
     const fast = await objectOf("gfast");
     expect(await get("/g/fast")).toBe(200);
     // Its delegate asked the key's object for a share, heard the key is cold (one caller), and passed the request on.
-    expect(await delegateRecord(fast)).toMatchObject({ share: null, hot: false });
+    expect(await answered(fast)).toMatchObject({ share: null, hot: false });
     // Told cold, this isolate sends the key's next batches to the key's object, and needs no mark for it.
     expect(iso.calls.tracks(fast)).toBe(true);
     expect(iso.calls.markOf(fast)).toBeNull();
