@@ -319,8 +319,9 @@ describe("chaos at load", () => {
         const path = Object.keys(ROUTES).find((p) => ROUTES[p]!.includes(rule.rule.id))!;
         const refused = sent.filter((x) => x.key === key && x.path === path && x.status === 503).length;
         const charged = await chargedBy(rule, key);
-        expect(charged).toBeGreaterThanOrEqual(admittedBy(sent, rule.rule.id, key));
-        expect(charged).toBeLessThanOrEqual(passed(sent, path, key) + refused);
+        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, passed ${passed(sent, path, key)}, refused ${refused}, ${JSON.stringify(applied)}`;
+        expect(charged, seen).toBeGreaterThanOrEqual(admittedBy(sent, rule.rule.id, key));
+        expect(charged, seen).toBeLessThanOrEqual(passed(sent, path, key) + refused);
       }
     }
   });
