@@ -106,15 +106,28 @@ describe("blocked-key cache", () => {
   it("forgets a denial when this isolate refunds the rule (the object may have become more generous)", async () => {
     const { both, key, user } = await outerAndGate();
     const original = SluiceLimiter.prototype.check;
+    // The order made certain, not raced against real time (a 20 ms wait for A's first answer lost on a loaded
+    // machine): gate's answer to A waits until B has been answered; B goes once outer has answered A.
+    let outerAnswered!: () => void;
+    const outerAdmittedA = new Promise<void>((resolve) => {
+      outerAnswered = resolve;
+    });
+    let releaseGate!: () => void;
+    const gateHeld = new Promise<void>((resolve) => {
+      releaseGate = resolve;
+    });
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
-      if (input.rule.id === "gate") await scheduler.wait(60);
-      return original.call(this, input);
+      if (input.rule.id === "gate") await gateHeld;
+      const answer = await original.call(this, input);
+      if (input.rule.id === "outer") outerAnswered();
+      return answer;
     });
     // A: outer admits at once; gate answers late, and denies, so outer is refunded.
     const a = gatewayFetch(both, req("GET", "/x", { ...bearer(key), ...user }));
-    await scheduler.wait(20);
+    await outerAdmittedA;
     // B, while A waits: outer is empty and denies; this isolate remembers the denial.
     expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(429);
+    releaseGate();
     expect((await a).status).toBe(429);
     // C: outer has its token back. The cache forgot the denial when A's refund went out, so the object is asked.
     expect((await gatewayFetch(both, req("GET", "/x", bearer(key)))).status).toBe(200);
