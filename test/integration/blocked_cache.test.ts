@@ -139,19 +139,37 @@ describe("blocked-key cache", () => {
     // remembering the denial would refuse C, which the object admits.
     const { both, key, user } = await outerAndGate();
     const original = SluiceLimiter.prototype.check;
+    // Ordered by promises, not by waits of real time (they lost the race on a loaded machine): B goes once outer has
+    // answered A; gate answers A once the object has decided B; B's answer comes back once A's refund has gone out.
+    const signal = () => {
+      let fire!: () => void;
+      const fired = new Promise<void>((resolve) => {
+        fire = resolve;
+      });
+      return { fire, fired };
+    };
+    const outerAnsweredA = signal();
+    const bDecided = signal();
+    const refunded = signal();
+    const forget = isolate.blocked.forgetRefunded.bind(isolate.blocked);
+    vi.spyOn(isolate.blocked, "forgetRefunded").mockImplementation((id, nowMs) => {
+      forget(id, nowMs);
+      refunded.fire();
+    });
     let outerCalls = 0;
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
-      if (input.rule.id === "gate") await scheduler.wait(60);
+      if (input.rule.id === "gate") await bDecided.fired;
+      const answer = await original.call(this, input);
+      if (input.rule.id === "outer" && ++outerCalls === 1) outerAnsweredA.fire();
       // B's call (outer's second): answered only after A's refund went out.
-      if (input.rule.id === "outer" && ++outerCalls === 2) {
-        const answer = await original.call(this, input);
-        await scheduler.wait(150);
-        return answer;
+      if (input.rule.id === "outer" && outerCalls === 2) {
+        bDecided.fire();
+        await refunded.fired;
       }
-      return original.call(this, input);
+      return answer;
     });
     const a = gatewayFetch(both, req("GET", "/x", { ...bearer(key), ...user }));
-    await scheduler.wait(20);
+    await outerAnsweredA.fired;
     const b = gatewayFetch(both, req("GET", "/x", bearer(key)));
     expect((await a).status).toBe(429);
     expect((await b).status).toBe(429);
