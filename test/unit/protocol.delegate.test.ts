@@ -614,6 +614,75 @@ describe("adoptGrant", () => {
   });
 });
 
+describe("tokens a smaller grant leaves above the new burst go to the key's direct slice (moved, not dropped)", () => {
+  const full = emptyState(half, T0 - 1000); // refilled: 500 tokens
+  const level = (r: DelegateRecord, nowMs: number) =>
+    peekState(delegateSlice(rate.params, r.share!.parts)!, r.share!.state!, nowMs).remaining;
+  // Its demand holds (100 a term, as its share was granted for): no cut of its own at its asks.
+  const demand = { bucket: B0, curr: 50, prev: 0 };
+
+  it("keeps the new burst, the rest for its next ask (`tokens`), sent once; a larger grant: nothing", () => {
+    const ask: ShareAsk = { rule: rate, holder: "weur.0", id: "a1", demand: 100, units: 121, giveBack: [] };
+    const grant = (parts: number): ShareGrant => ({
+      ...{ atMs: T0, kind: "rate", parts, units: 0, remaining: 0, termMs: 1000, rule: rate, hot: true },
+    });
+    const out = adoptGrant(withShare(rateShare({ state: full, demand: 100 }), { demand }), ask, grant(250), T0, T0);
+    expect(level(out, T0)).toBe(250);
+    expect(out.tokensBack).toBe(250);
+    const next = shareAsk(out, "weur.0", rate, "a2", T0 + 10);
+    expect(next.ask.tokens).toBe(250);
+    expect(next.record.tokensBack).toBeUndefined();
+    expect(shareAsk(next.record, "weur.0", rate, "a3", T0 + 20).ask.tokens).toBeUndefined();
+    const larger = adoptGrant(withShare(rateShare({ state: full })), ask, grant(500), T0, T0);
+    expect(larger.tokensBack).toBeUndefined();
+    // A share that ended before its grant came: what it held at its end above the new burst (full: 500 - 250).
+    const late = adoptGrant(withShare(rateShare({ state: full, endsAtMs: T0 })), ask, grant(250), T0, T0 + 100);
+    expect(late.tokensBack).toBe(250);
+  });
+
+  it("the delegate's bucket and the direct slice together keep every token it held (the key's object shrank it)", () => {
+    // The key's object: weur.0 and x hold 500 parts each, the direct slice none. weur.0's bucket is full.
+    const entry = (holder: string, askId: string): ShareEntry => ({
+      holder,
+      parts: 500,
+      units: 0,
+      atMs: T0 - 500,
+      endsAtMs: T0 + 500,
+      prevParts: 0,
+      prevEndsAtMs: T0 - 1000,
+      demand: 400,
+      askId,
+    });
+    const key: LimiterRecord = {
+      v: 1,
+      params: rate.params,
+      fingerprint: fingerprintOf(rate.params),
+      state: emptyState(rate.params, T0),
+      version: 2,
+      shares: {
+        entries: [entry("weur.0", "a0"), entry("x", "x0")],
+        direct: { parts: 0, state: null },
+        hotUntilMs: T0 + 5000,
+      },
+    };
+    const record = withShare(rateShare({ demand: 100, state: full, askId: "a0" }), { demand });
+    // Its renewal: 100 of 500 of demand, 200 parts; its old 500 promised until the ask plus `oldForMs` (250 ms).
+    const first = shareAsk(record, "weur.0", rate, "a1", T0);
+    const granted = shareRecord(key, first.ask, T0);
+    expect(granted.grant).toMatchObject({ parts: 200, held: 500 });
+    const adopted = adoptGrant(first.record, first.ask, granted.grant, T0, T0 + 50);
+    expect(level(adopted, T0 + 50)).toBe(200);
+    expect(adopted.tokensBack).toBe(300);
+    // Its next ask, once the old parts came back to the direct slice (refilling from T0 + 250: 15 tokens by T0 + 300):
+    // the 300 tokens fill it (its burst, 300); before, it held the 15 and the 300 were dropped.
+    const second = shareAsk(adopted, "weur.0", rate, "a2", T0 + 300);
+    const key2 = shareRecord(granted.record, second.ask, T0 + 300).record!;
+    const direct = key2.shares!.direct!;
+    expect(direct.parts).toBe(300);
+    expect(peekState(delegateSlice(rate.params, 300)!, direct.state!, T0 + 300).remaining).toBe(300);
+  });
+});
+
 describe("delegateCall", () => {
   it("decides a window batch in order from its units, counting the demand", () => {
     const out = delegateCall(withShare(windowShare()), batch(win, [1, 0, 2, 2, 101]), T0 + 400);
