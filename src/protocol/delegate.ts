@@ -33,7 +33,6 @@ import {
   type CallResult,
   type CheckResult,
   type LimiterRule,
-  peekState,
   refusedFor,
   replayedResults,
 } from "./store.ts";
@@ -137,13 +136,11 @@ export function shareAsk(
     ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
     ...(old === null ? {} : { oldForMs: old.forMs }),
     ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
-    ...(record.tokensBack === undefined ? {} : { tokens: record.tokensBack }),
   };
   // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.
   const charged = shareKindOf(newest.params) === "window" && !release;
-  const { tokensBack: _sent, ...unsent } = record;
   const next = {
-    ...unsent,
+    ...record,
     share: kept,
     giveBack: [],
     asks: ask.seq,
@@ -214,14 +211,10 @@ export function adoptGrant(
   const next = delegateSlice(grant.rule.params, grant.parts);
   const old = record.share;
   const from = old === null ? null : sliceOf(old);
-  let shed = 0;
   const into = (oldState: AlgorithmState | null) => {
     if (next === null) return { params: next, state: null };
-    // What the old bucket held (by its end) above the new burst goes to the direct slice with the next ask (`shedOf`).
-    const kept = shedOf(from, oldState, capacityOf(next), Math.min(nowMs, old?.endsAtMs ?? nowMs));
-    shed = kept.tokens;
     // The old bucket, refilled as far as its parts stayed promised (share_tokens.ts `adoptedStart`).
-    const start = adoptedStart(grant, next, from, old === null ? null : { ...old, state: kept.state }, nowMs);
+    const start = adoptedStart(grant, next, from, old === null ? null : { ...old, state: oldState }, nowMs);
     // Tokens moved with the grant (share_grant.ts `transfer`), and an ended share's refill counted above.
     const add = (grant.tokens ?? 0) + start.afterEnd;
     return { params: next, state: add > 0 ? refund(next, start.state, add, nowMs) : start.state };
@@ -231,19 +224,7 @@ export function adoptGrant(
   const spare = grant.spare === true ? { spare: true } : {};
   const rate = { kind: "rate", ...common, parts: grant.parts, state: out.state, units: 0, unitsLeft: 0, short: false };
   const share: HeldShare = withReserved({ ...rate, kind: "rate", ...spare }, out.reserved, out.takenOut);
-  const back = (record.tokensBack ?? 0) + shed;
-  return { ...record, share, hot: grant.hot, ...(back > 0 ? { tokensBack: back } : {}) };
-}
-
-/**
- * A bucket going to a smaller slice of burst `keep`: the whole tokens above it taken out, for the key's direct slice
- * (`ShareAsk.tokens`), not dropped by the carry-over: moved, never made (share_grant.ts `transfer`, the other way).
- */
-function shedOf(from: AlgorithmParams | null, state: AlgorithmState | null, keep: number, atMs: number) {
-  if (from === null || state === null) return { state, tokens: 0 };
-  const tokens = peekState(from, state, atMs).remaining - keep;
-  const out = tokens >= 1 ? decide(from, state, tokens, atMs) : null;
-  return out?.ok && out.decision.allowed ? { state: out.state, tokens } : { state, tokens: 0 };
+  return { ...record, share, hot: grant.hot };
 }
 
 /** Units still lent out of the shares before `grant`, if of the same window and parameters (returned into it). */

@@ -52,8 +52,6 @@ export interface DelegateRecord {
   readonly taken?: readonly string[];
   /** Share asks sent (`ShareAsk.seq`: the key's object ignores one overtaken by a later one); absent: none. */
   readonly asks?: number;
-  /** Rate shares: tokens a smaller grant's bucket could not hold, for the next ask (`ShareAsk.tokens`); absent: none. */
-  readonly tokensBack?: number;
 }
 
 export const NEW_DELEGATE: DelegateRecord = {

@@ -74,8 +74,6 @@ export interface ShareAsk {
    * from the ask's receipt, which comes after the sending: safe whatever the clocks' offset.
    */
   readonly oldForMs?: number;
-  /** Rate shares: tokens its bucket held above a smaller grant's burst (delegate.ts `shedOf`), for the direct slice. */
-  readonly tokens?: number;
   /** Rate shares: the round trip of the renewal that answered the share held, ms (`rateTermMs`). Absent: unknown. */
   readonly rttMs?: number;
 }

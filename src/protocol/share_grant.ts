@@ -3,7 +3,7 @@
  * delegate gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
  * a retried ask is answered as granted; a share whose key went cold is let go.
  */
-import { carryOver, decide, fingerprintOf, leaseTermMs, refund } from "../algorithms/index.ts";
+import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import { REGIONS } from "../request/region.ts";
 import { uses } from "./mechanisms.ts";
 import {
@@ -208,8 +208,7 @@ function rateGrant(
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const rtt = uses("rttTerms") ? ask.rttMs : undefined;
   const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slowRate(rule));
-  const after = Math.max(0, room - Math.max(parts, held));
-  const moved = transfer(base, book, rule, Math.max(0, room - held), after, nowMs, ask.tokens);
+  const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
     kind: "rate",
@@ -295,7 +294,7 @@ export function rateTermMs(
 
 /**
  * The direct slice going from `before` parts to `after` (fewer, or as many): its state converted to `after`, and the
- * tokens that go with the parts it gives up: their proportion of what it holds now (with `back`), rounded down.
+ * tokens that go with the parts it gives up: their proportion of what it holds now, rounded down.
  */
 function transfer(
   rec: LimiterRecord,
@@ -304,15 +303,12 @@ function transfer(
   before: number,
   after: number,
   nowMs: number,
-  back?: number,
 ): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number } {
   const direct = book.direct ?? { parts: SHARE_PARTS, state: rec.state };
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);
   if (mid === null) return { direct: { parts: after, state: to === null ? null : emptyState(to, nowMs) }, tokens: 0 };
   let state = directStateIn(rec.params, direct, mid, nowMs);
-  // Tokens the delegate's bucket gave up with parts (`ShareAsk.tokens`) come back first, at most the slice's burst.
-  if (back !== undefined && Number.isSafeInteger(back) && back >= 1) state = refund(mid, state, back, nowMs);
   const level = peekState(mid, state, nowMs).remaining;
   let tokens = Math.floor((level * (before - after)) / before);
   if (tokens >= 1) {

@@ -3,16 +3,9 @@
  * window's units and a rate's parts by demand, retried asks, returns, letting go, a full book, newer rules versions.
  */
 import { describe, expect, it } from "vitest";
-import { directParts, honestSlice, type ShareAsk, type ShareGrant, settleShares } from "../../src/protocol/share.ts";
+import { directParts, type ShareAsk, type ShareGrant, settleShares } from "../../src/protocol/share.ts";
 import { rateTermMs, rising, shareRecord } from "../../src/protocol/share_grant.ts";
-import {
-  type AppliedCall,
-  type LimiterRecord,
-  type LimiterRule,
-  peekState,
-  type ShareBook,
-  type ShareEntry,
-} from "../../src/protocol/store.ts";
+import type { AppliedCall, LimiterRecord, LimiterRule, ShareBook, ShareEntry } from "../../src/protocol/store.ts";
 import {
   LAPSE_GRACE_MS,
   SETTLED_SLACK_PARTS,
@@ -348,25 +341,6 @@ describe("shareRecord: rate parts", () => {
     const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100_000 })]) });
     expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 250 });
     expect(shareRecord(rec, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
-  });
-
-  it("adds the tokens a holder's smaller bucket gave up (`tokens`) to the direct slice first, at most its burst", () => {
-    // x holds 400 parts; the direct slice's 600 are empty. weur.0's 100 of 200 of demand: 500 parts, and 500/600 of
-    // the direct slice's tokens with them.
-    const rec = record(tbP, { tokensScaled: 0, lastMs: T0 }, { shares: book([entry({ parts: 400, demand: 100 })]) });
-    const left = (r: LimiterRecord | null) =>
-      peekState(honestSlice(tbP, r!.shares!.direct!.parts)!, r!.shares!.direct!.state!, T0).remaining;
-    // 300 tokens back: 250 go with the grant, 50 stay with the 100 parts left.
-    const back = shareRecord(rec, ask(tb, 100, { tokens: 300 }), T0);
-    expect(back.grant).toMatchObject({ parts: 500, tokens: 250 });
-    expect(left(back.record)).toBe(50);
-    // More than the 600-part slice's burst: 600 of them (500 with the grant); none, or not a count: nothing.
-    expect(shareRecord(rec, ask(tb, 100, { tokens: 5000 }), T0).grant).toMatchObject({ tokens: 500 });
-    for (const tokens of [undefined, 0, -300, 1.5]) {
-      const out = shareRecord(rec, ask(tb, 100, tokens === undefined ? {} : { tokens }), T0);
-      expect(out.grant.tokens).toBeUndefined();
-      expect(left(out.record)).toBe(0);
-    }
   });
 });
 
