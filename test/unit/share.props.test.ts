@@ -82,9 +82,10 @@ function run(params: AlgorithmParams, holders: number, steps: readonly Step[]): 
 }
 
 /**
- * Cases that broke the bound once, run before the random ones. 2026-12-06, leaky_bucket 40: a delegate shrunk from 670
- * to 610 parts sent its bucket's tokens above the new burst to the key's direct slice while its new bucket was refilled
- * as far as its old parts stayed promised, so the same tokens were counted twice (CHANGELOG, "surplus tokens").
+ * Cases that broke the bound once, run before the random ones. 2026-12-06, leaky_bucket 40 (reverted 0b45289): a
+ * delegate shrunk from 670 to 610 parts sent its bucket's 2 tokens above the new burst to the key's direct slice with
+ * its next ask; the slice had been full since, and they refilled room made after (41 admitted in 1 ms against 40.1:
+ * CHANGELOG, "surplus tokens").
  */
 const BROKE_ONCE: [number, Step[]][] = [
   [
