@@ -4,9 +4,8 @@
  */
 import { type AppliedCall, CALL_MEMORY_MAX, type LimiterRecord } from "./store.ts";
 
-/** The storage key of the record without its calls. */
+/** The storage keys of the record without its calls, and of one remembered call's slot. */
 export const RECORD_KEY = "record";
-/** The storage key prefix of one remembered call. */
 export const CALL_KEY_PREFIX = "call:";
 
 export const callKey = (slot: number): string => `${CALL_KEY_PREFIX}${slot}`;

@@ -1,7 +1,6 @@
 /**
  * How much of a rate rule's charge a late refund may still give back (docs/rules.md, "Composition"): at most the least
- * deficit since its charge (the refill cap took the rest), kept as a staircase of suffix minima (`LOWS_MAX` steps); a
- * refund lowers the steps after its charge, and what one cut short kept is `slack`. Window rules need none.
+ * deficit since its charge (the refill cap took the rest), kept as a staircase of suffix minima (`LOWS_MAX` steps).
  */
 import { type AlgorithmState, scaledDeficit } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
@@ -49,10 +48,9 @@ function suffixMinima(steps: readonly Step[]): Step[] {
 }
 
 /**
- * The staircase with the key's deficit at `nowMs` under `params` (`state`) added, less the slack; a full key resets
- * the slack (the bucket without the refunded charges is full too). Noted just before each charge (`afterRefunds`
- * false: the charge's own step, at an even tick, never counts for it) and after each refund (an odd tick: it counts
- * for charges made earlier in the same ms). `null`: not a bucket.
+ * The staircase with the key's deficit now added, less the slack (a full key resets it); `null`: not a bucket. Noted
+ * just before each charge (an even tick: never counts for it) and after each refund (an odd tick: it counts for
+ * charges made earlier in the same ms).
  */
 export function noteLow(
   lows: Lows | undefined,

@@ -1,7 +1,4 @@
-/**
- * The tier's late mechanisms the ablation (bench/ablation.ts, BENCHMARKS.md 8a) switches off one per process; all are
- * on in the Worker. docs/production.md "Tuning" says what each buys and where it lives.
- */
+/** The tier's mechanisms the ablation (bench/ablation.ts) turns off, one per process (docs/production.md, "Tuning"). */
 export const MECHANISMS = [
   "oldShareFor",
   "windowAhead",

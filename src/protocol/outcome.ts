@@ -1,7 +1,4 @@
-/**
- * One request's step on a key's record, by what the call asks (`CallKind`), with `block_for` bans: pure, run per
- * request by store.ts `callRecord` (docs/rules.md, "Counting by the response" and "Holding a caller out").
- */
+/** One request's step on a key's record by `CallKind`, with bans (docs/rules.md, "Holding a caller out"). */
 import { costError, type Decision, decide } from "../algorithms/index.ts";
 import {
   activeBan,

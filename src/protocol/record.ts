@@ -1,7 +1,6 @@
 /**
- * What a limiter keeps per (rule, key), and the operations on the record alone: pure functions of (record, input,
- * now). A call (a batch, its id, a lease) is store.ts. An older rules version is decided under the record's newer
- * parameters, so two versions serving at once never thrash the state.
+ * What a limiter keeps per (rule, key), and the pure operations on the record alone (a call is store.ts). An older
+ * rules version is decided under the record's newer parameters: two versions serving at once never thrash the state.
  */
 import {
   type AlgorithmState,
@@ -16,6 +15,7 @@ import {
 } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
+import type { AheadUnits } from "./window_ahead.ts";
 
 /** The stored record (a stored format): the state and the parameters it was made under. */
 export interface LimiterRecord {
@@ -34,14 +34,8 @@ export interface LimiterRecord {
   readonly shares?: ShareBook;
   /** A rate rule's least deficits lately, which bound what a late refund gives back (late_refund.ts). */
   readonly lows?: Lows;
-  /** A `block_for` rule's ban (outcome.ts): every request of the key is refused until then (object clock). */
-  readonly ban?: Ban;
-}
-
-/** A key held out by its rule's `block_for` from `sinceMs` until `untilMs` (object clock, ms). */
-interface Ban {
-  readonly sinceMs: number;
-  readonly untilMs: number;
+  /** A `block_for` rule's ban (outcome.ts): every request of the key is refused until `untilMs` (object clock). */
+  readonly ban?: { readonly sinceMs: number; readonly untilMs: number };
 }
 
 /** The shares of a hot key the key's object granted (share.ts), at most `SHARE_DELEGATES_MAX` entries. */
@@ -64,7 +58,6 @@ export interface ShareEntry {
   /** Window share: units charged at `atMs` for it. 0 for a rate share. */
   readonly units: number;
   readonly atMs: number;
-  /** The grant time plus its term. */
   readonly endsAtMs: number;
   /** The delegate's previous parts, still promised until `prevEndsAtMs` (it uses them until it hears). */
   readonly prevParts: number;
@@ -74,7 +67,7 @@ export interface ShareEntry {
   /** Rate share: tokens moved from the direct slice to the delegate with this grant (absent: none). */
   readonly tokens?: number;
   /** Window share: units of the next window granted with it (`ShareGrant.ahead`; absent: none). */
-  readonly ahead?: { readonly units: number; readonly atMs: number; readonly termMs: number };
+  readonly ahead?: AheadUnits;
   /** The ask this grant answered (a retried ask is answered again, not granted twice). */
   readonly askId: string;
   /** That ask's `ShareAsk.seq` (absent: none said): an ask of a lower one was overtaken and changes nothing. */
@@ -211,7 +204,7 @@ export function refundRecord(
   const result = { remaining, resetAfterMs };
   if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
   if (bucket && given === 0) return { result, record };
-  // A state as good as fresh drops the record unless it holds more; kept, as one fresh at any time (a clock may step back).
+  // A state as good as fresh drops a bare record; else it is kept as fresh at any time (a clock may step back).
   if (resetAfterMs > 0) return { result, record: noted({ ...record, state }) };
   const { calls, leaseAsks, shares, ban, version } = record;
   const bare = calls === undefined && leaseAsks === undefined && shares === undefined && ban === undefined;
@@ -274,7 +267,7 @@ export function peekAlgorithm(record: LimiterRecord | null, rule: LimiterRule, n
 }
 
 /** The record's ban if it is still running at `nowMs` (it ends at `untilMs` exactly), else `null`. */
-export function activeBan(record: LimiterRecord | null, nowMs: number): Ban | null {
+export function activeBan(record: LimiterRecord | null, nowMs: number): NonNullable<LimiterRecord["ban"]> | null {
   const ban = record?.ban;
   return ban !== undefined && nowMs < ban.untilMs ? ban : null;
 }

@@ -1,8 +1,7 @@
 /**
- * Shares of a hot key's budget, the key's object's side (delegate.ts is the delegate's; docs/production.md, the
- * design note and "Shares"): the object stays the single writer, the shares in its record (`ShareBook`). A rate share
- * is `parts` of the rate and burst, never charged; direct calls decide from the slice no live share holds. A window
- * share is units of the current window, charged at the grant. Pure functions (record, input, now) → (result, record).
+ * Shares of a hot key's budget, the key's object's side (delegate.ts: the delegate's; docs/production.md, "Shares"),
+ * kept in its record (`ShareBook`). A rate share is `parts` of the rate and burst, never charged; direct calls decide
+ * from the slice no live share holds. A window share is units of the current window, charged at the grant. Pure.
  */
 import {
   type AlgorithmParams,
@@ -10,7 +9,6 @@ import {
   capacityOf,
   carryOver,
   decide,
-  fingerprintOf,
   freshAtMs,
   leasePolicy,
   sliceParams,
@@ -51,11 +49,7 @@ export interface ShareAsk {
   readonly holder: string;
   /** Unique per ask, the same across its retries: a retried ask is answered again, not granted twice. */
   readonly id: string;
-  /**
-   * The delegate's count of its asks, rising (absent: an older delegate). An ask below its entry's was sent before the
-   * entry's and overtaken (its delegate gave up on it): its `keep`, `holding` and `oldForMs` are stale, so it changes
-   * no share.
-   */
+  /** The delegate's count of its asks, rising (absent: an older delegate). One below its entry's was overtaken. */
   readonly seq?: number;
   /** Cost the delegate was asked for over its last term (admitted or not): its demand. */
   readonly demand: number;
@@ -69,10 +63,7 @@ export interface ShareAsk {
   readonly keep?: number;
   /** Rate shares: the ask whose grant the delegate uses now (older shares' parts are free). Absent: not known. */
   readonly holding?: string;
-  /**
-   * Rate shares: how long after sending this ask the delegate still uses its share, ms (absent: the old term). Counted
-   * from the ask's receipt, which comes after the sending: safe whatever the clocks' offset.
-   */
+  /** Rate shares: ms it still uses its share after sending this, from receipt (any clocks). Absent: its term. */
   readonly oldForMs?: number;
   /** Rate shares: the round trip of the renewal that answered the share held, ms (`rateTermMs`). Absent: unknown. */
   readonly rttMs?: number;
@@ -136,19 +127,13 @@ export function emptyState(params: AlgorithmParams, nowMs: number): AlgorithmSta
   return out.state;
 }
 
-/**
- * The fewest parts whose slice holds a whole unit of the rule's burst, `ceil(SHARE_PARTS / burst)`: a smaller slice
- * would round its burst up to 1, a unit the key never had.
- */
+/** The fewest parts whose slice holds a whole unit of burst: a smaller one would round it up to 1, never had. */
 export function leastParts(params: AlgorithmParams): number {
   const burst = "burst" in params ? params.burst : 0;
   return burst >= 1 ? Math.ceil(SHARE_PARTS / burst) : SHARE_PARTS;
 }
 
-/**
- * A rate slice of `parts`, `null` below `leastParts` (it admits nothing), so the slices' bursts never add up to more
- * than the rule's. Every slice of a key (the direct one and each delegate's) is made here.
- */
+/** Every rate slice of a key (direct or a delegate's): `null` below `leastParts`, so bursts never add up to more. */
 export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmParams | null {
   if (parts <= 0 || parts < leastParts(params)) return null;
   return sliceParams(params, Math.min(parts, SHARE_PARTS), SHARE_PARTS);
@@ -175,17 +160,16 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
   const entries = book.entries.filter((e) => live(e, nowMs));
   let rec: LimiterRecord = applied;
   let direct = book.direct;
-  const rateLive = entries.some((e) => promisedParts(e, nowMs) > 0);
+  const parts = directParts(book, nowMs); // an ended entry promises nothing
   // Parts a promise gave back since the direct slice's last write refill there from its end on (the latest: its parts
   // were the book's at that write, every end since is after it; never before a grant, which wrote it).
   const ends = book.entries.flatMap((e) => [partsUntilMs(e), e.prevEndsAtMs]).filter((t) => t > 0 && t <= nowMs);
   const backAtMs = ends.length === 0 ? nowMs : Math.min(nowMs, Math.max(...ends, ...book.entries.map((e) => e.atMs)));
-  if (direct !== undefined && (!rateLive || shareKindOf(rec.params) !== "rate")) {
-    // The direct slice folds back into the record's own state.
+  if (direct !== undefined && (parts === SHARE_PARTS || shareKindOf(rec.params) !== "rate")) {
+    // No rate share live: the direct slice folds back into the record's own state.
     rec = { ...rec, state: directStateIn(rec.params, direct, rec.params, backAtMs) };
     direct = undefined;
-  } else if (direct !== undefined && ends.length > 0 && directParts({ ...book, entries }, nowMs) > direct.parts) {
-    const parts = directParts({ ...book, entries }, nowMs);
+  } else if (direct !== undefined && ends.length > 0 && parts > direct.parts) {
     const to = honestSlice(rec.params, parts);
     direct = { parts, state: to === null ? null : directStateIn(rec.params, direct, to, backAtMs) };
   }
@@ -198,10 +182,7 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
   return { ...rec, shares: { ...rest, entries, ...(direct === undefined ? {} : { direct }) } };
 }
 
-/**
- * The direct callers' demand: requests of the calls the record remembers over the last share term, scaled up to a
- * term when the bounded memory (`CALL_MEMORY_MAX`) spans less.
- */
+/** The direct callers' requests over the last share term, scaled up when `CALL_MEMORY_MAX` calls span less. */
 export function directDemand(record: LimiterRecord | null, nowMs: number): number {
   const calls = record?.calls ?? [];
   let n = 0;
@@ -217,10 +198,7 @@ export function directDemand(record: LimiterRecord | null, nowMs: number): numbe
   return Math.floor((n * SHARE_TERM_MS) / Math.max(spanMs, SHARE_TERM_MS / 10));
 }
 
-/**
- * One direct call to a key's object, aware of shares: `callRecord`, or the direct slice's while rate shares are out
- * (`directCall`); `hot: true` while the key is hot (busy, or shares out), for an algorithm that takes them.
- */
+/** A direct call to a key's object: `callRecord`, on the direct slice while rate shares are out; `hot` if so. */
 export function keyCall(
   record: LimiterRecord | null,
   input: CallInput,
@@ -236,8 +214,7 @@ export function keyCall(
       : directCall(settled, direct, input, nowMs);
   const rule = ruleFor(out.record, input.rule);
   const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
-  // Busy at that pace over the last `HOT_EARLY_MS` says hot too: before its object has counted a whole busy second.
-  // So does that pace of calls of every kind, refusals included (`CallPace`, the shell's memory: `paced`).
+  // Hot before a whole busy second: that pace over `HOT_EARLY_MS`, or over calls of every kind (`CallPace`: `paced`).
   const busy = paced || isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
   const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < hotUntilMs);
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
@@ -252,10 +229,7 @@ function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: num
   return { ...input, lease: { ...lease, ttlMs: RATE_LEASE_TERM_MS } };
 }
 
-/**
- * A direct call while rate shares are out: `callRecord` on a view of the record under the direct slice's parameters
- * and state, merged back. With no parts left, every request is refused until the next share ends.
- */
+/** `callRecord` on a view of the record as its direct slice, merged back; with no parts left, all refused. */
 function directCall(
   rec: LimiterRecord,
   direct: NonNullable<ShareBook["direct"]>,
@@ -268,19 +242,15 @@ function directCall(
   const to = honestSlice(rule.params, parts);
   if (to === null) return { result: refuseAll(rec, book, input, nowMs), record: rec };
   const from = honestSlice(rec.params, direct.parts);
-  const state = from === null || direct.state === null ? emptyState(to, nowMs) : direct.state;
-  const viewParams = from === null || direct.state === null ? to : from;
+  const fresh = from === null || direct.state === null;
   const view: LimiterRecord = {
-    ...newRecord({ params: viewParams, version: rule.version }, state),
+    ...newRecord({ params: fresh ? to : from, version: rule.version }, fresh ? emptyState(to, nowMs) : direct.state),
     ...callMemory(rec),
   };
   const out = callRecord(view, { ...input, rule: { ...rule, params: to } }, nowMs);
   if (out.record === view) return { result: out.result, record: rec };
   const after = out.record ?? { ...view, state: fullState(to, nowMs), params: to };
-  const main =
-    fingerprintOf(rec.params) === fingerprintOf(rule.params)
-      ? rec.state
-      : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyState(rule.params, nowMs));
+  const main = carryOver(rec.params, rule.params, rec.state, nowMs) ?? emptyState(rule.params, nowMs);
   const { version: _v, calls: _c, leaseAsks: _l, lows: _w, ...base } = rec;
   const shares = { ...book, direct: { parts, state: after.state } };
   return { result: out.result, record: { ...base, ...newRecord(rule, main), ...callMemory(after), shares } };

@@ -1,8 +1,4 @@
-/**
- * Granting shares: the key's object's answer to a delegate's ask (share.ts says what a share is and promises). A
- * delegate gets its demand's proportion of the rate (`rateGrant`) or of what is left of the window (`windowGrant`);
- * a retried ask is answered as granted; a share whose key went cold is let go.
- */
+/** Granting shares (share.ts says what one is and promises): the key's object's answer to a delegate's ask. */
 import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import { REGIONS } from "../request/region.ts";
 import { uses } from "./mechanisms.ts";
@@ -55,8 +51,7 @@ const NO_SHARE = { kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0 } a
 
 /**
  * Grant (renew, or take back) a delegate's share: a retried ask is answered as granted; the units given back are
- * refunded; while the key is hot the delegate gets its demand's proportion (`rateGrant`, `windowGrant`); else, or
- * when it lets go, its share ends (its rate parts stay promised as `inUse` says).
+ * refunded; while the key is hot, its demand's proportion; else, or when it lets go, its share ends (`inUse` stays).
  */
 export function shareRecord(
   record: LimiterRecord | null,
@@ -93,12 +88,11 @@ export function shareRecord(
     const { tokens: _tokens, ahead: _ahead, ...rest } = mine;
     const ended = { ...rest, parts: 0, units: 0, endsAtMs: nowMs, prevParts: prev.parts, prevEndsAtMs: prev.untilMs };
     const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id, ...seqOf(ask) };
-    return { record: withEntry(rec, rec.shares ?? book, others, entry, hot, nowMs), grant: none };
+    return { record: withEntry(rec, others, entry, hot, nowMs), grant: none };
   }
-  const spare = kind === "rate" ? spareOf(rule, rec, demand, others, nowMs) : null;
   const out =
     kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs, spare)
+      ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
   const ahead = out.grant.ahead;
   const entry: ShareEntry = {
@@ -115,7 +109,7 @@ export function shareRecord(
     askId: ask.id,
     ...seqOf(ask),
   };
-  return { record: withEntry(out.record, out.record.shares ?? book, others, entry, true, nowMs), grant: out.grant };
+  return { record: withEntry(out.record, others, entry, true, nowMs), grant: out.grant };
 }
 
 /**
@@ -134,14 +128,8 @@ function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): { parts: number; un
   return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
 }
 
-function withEntry(
-  rec: LimiterRecord,
-  book: ShareBook,
-  others: readonly ShareEntry[],
-  entry: ShareEntry,
-  hot: boolean,
-  nowMs: number,
-): LimiterRecord {
+function withEntry(rec: LimiterRecord, others: readonly ShareEntry[], entry: ShareEntry, hot: boolean, nowMs: number) {
+  const book = rec.shares ?? EMPTY_BOOK;
   const entries = live(entry, nowMs) ? [...others, entry] : [...others];
   const hotUntilMs = hot ? Math.max(book.hotUntilMs, nowMs + HOT_HOLD_MS) : book.hotUntilMs;
   return { ...rec, shares: { ...book, entries, hotUntilMs } };
@@ -171,9 +159,8 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 }
 
 /**
- * A rate share: the delegate's demand's proportion of `SHARE_PARTS` (of `perTerm` with spare) within what the other
- * live shares leave, for a term by how settled it is (`rateTermMs`). Parts beyond those it `held` come out of the
- * direct slice with their proportion of its tokens (`transfer`: moved, not made, so the slices never hold more).
+ * A rate share: its demand's proportion of `SHARE_PARTS` (of the rate per term with spare) within what the other live
+ * shares leave; parts beyond those it `held` move out of the direct slice with their tokens (`transfer`, never made).
  */
 function rateGrant(
   rec: LimiterRecord | null,
@@ -185,8 +172,8 @@ function rateGrant(
   mine: ShareEntry | undefined,
   ask: ShareAsk,
   nowMs: number,
-  perTerm: number | null,
 ): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
+  const perTerm = spareOf(rule, rec, demand, others, nowMs);
   const prevTermMs = mine !== undefined && mine.parts > 0 ? Math.max(0, mine.endsAtMs - mine.atMs) : 0;
   const told = ask.holding !== undefined && ask.holding === mine?.askId; // `held`: to the entry's grant's holder only
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
@@ -236,10 +223,7 @@ export const rising = (before: number, now: number): boolean =>
 /** A demand per term with two standard deviations of a Poisson count to spare. */
 const withHeadroom = (d: number): number => (d <= 0 ? 0 : d + 2 * Math.ceil(Math.sqrt(d)) + 1);
 
-/**
- * A slower rule's (not hot by construction, `HOT_FROM_PER_S`) rate per term while every share's demand and the direct
- * calls', each with headroom, are below it: the key has spare (docs/production.md, "Tuning"). `null`: split by demand.
- */
+/** A slow rule's rate per term while all demands with headroom are below it (spare; docs/production.md, "Tuning"). */
 function spareOf(
   rule: LimiterRule,
   rec: LimiterRecord | null,
@@ -257,8 +241,8 @@ function spareOf(
 }
 
 /**
- * A rate share's parts: none, or at least `least` (share.ts `honestSlice`), so a rate that cannot feed every delegate
- * feeds as many as it can, first come; and never leaving the direct slice fewer than `least`: the delegate takes those.
+ * A rate share's parts: none, or at least `least`: a rate that cannot feed every delegate feeds as many as it can,
+ * first come; the direct slice is never left fewer than `least` (the delegate takes those).
  */
 export function fedParts(parts: number, room: number, least: number): number {
   if (parts <= 0) return 0;
@@ -267,12 +251,10 @@ export function fedParts(parts: number, room: number, least: number): number {
 }
 
 /**
- * A rate share's term, ms. Unsettled (new, short of its demand's proportion `fair` by more than an eighth, or its
- * parts moved by more than a quarter; within `SETTLED_SLACK_PARTS` never), a quarter term so parts follow demand, but
- * at least `UNSETTLED_TERM_RTTS` round trips (at most `SHARE_TERM_MS`); settled, its last term doubled, up to
- * `SHARE_TERM_MAX_MS`, so the key's object renews a steady key's delegates only a few times a second. A `slow` rule's
- * share that grew by more than a quarter (not short) gets a whole term: its few requests a second renewed a quarter
- * term late, its parts' refill lost meanwhile.
+ * A rate share's term, ms. Unsettled (new, short of `fair` by over an eighth, or moved by over a quarter; never within
+ * `SETTLED_SLACK_PARTS`): a quarter term, at least `UNSETTLED_TERM_RTTS` round trips, so parts follow demand. Settled:
+ * the last doubled, up to `SHARE_TERM_MAX_MS`. A `slow` rule's share that grew (not short): a whole term, as a quarter
+ * term's late renewal would lose its few requests' refill.
  */
 export function rateTermMs(
   parts: number,
@@ -292,10 +274,7 @@ export function rateTermMs(
   return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
 }
 
-/**
- * The direct slice going from `before` parts to `after` (fewer, or as many): its state converted to `after`, and the
- * tokens that go with the parts it gives up: their proportion of what it holds now, rounded down.
- */
+/** The direct slice going from `before` parts to `after` (no more), and the tokens the parts given up take along. */
 function transfer(
   rec: LimiterRecord,
   book: ShareBook,
@@ -321,9 +300,8 @@ function transfer(
 }
 
 /**
- * A window share: units of the current window, charged now, its term cut at the window's end; as many as asked while
- * the window has room for every delegate's demand, else its demand's proportion of what is left and what the others
- * still hold (`heldByOthers`), or all that is left when that is no more than asked (then short until its renewal).
+ * A window share: units of the current window, charged now, its term cut at the window's end: as asked while the window
+ * has room for every demand, else its demand's proportion of what is left and `heldByOthers` (all left if no more).
  */
 function windowGrant(
   rec: LimiterRecord | null,
@@ -361,9 +339,8 @@ function windowGrant(
 }
 
 /**
- * What the other delegates' shares of the current window still hold, as their demand says (units less their demand
- * since the grant): a scarce window is split over what is left and this, else each grant of a round of renewals shrank
- * the next (docs/production.md, "Shares"). An estimate: it splits, it never charges.
+ * What the other shares of the current window still hold by their demand (an estimate: it splits, never charges):
+ * without it, each grant of a round of renewals of a scarce window shrank the next (docs/production.md, "Shares").
  */
 function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {
   let held = 0;
@@ -376,9 +353,8 @@ function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: stri
 }
 
 /**
- * The record under a newer rules version an ask brought (its state converted by the carry-over), so the object obeys
- * the newest version it has seen even when the ask grants nothing. While rate shares are out, only the record's own
- * parameters move: the direct slice's state converts at its next call.
+ * The record under a newer rules version an ask brought, even when it grants nothing (the object obeys the newest it
+ * has seen); the direct slice's state converts at its next call.
  */
 function withVersion(rec: LimiterRecord | null, rule: LimiterRule, nowMs: number): LimiterRecord | null {
   if (rec === null || (rule.version ?? 0) <= (rec.version ?? 0)) return rec;

@@ -1,7 +1,4 @@
-/**
- * Tokens moving between a rate key's buckets with its parts, never made (docs/production.md, the design note's
- * bound): the bucket a delegate's adopted rate grant starts from, and the refill of parts kept promised. Pure.
- */
+/** Tokens moving between a rate key's buckets with its parts, never made (docs/production.md, the bound). Pure. */
 import {
   type AlgorithmParams,
   type AlgorithmState,
@@ -57,10 +54,7 @@ export function adoptedStart(
   return carried(grant.rule.params, next, from, old.state, old.endsAtMs, held, nowMs);
 }
 
-/**
- * The refill of `parts` of the rate under `params` over the `ms` before `nowMs`, whole tokens (at most a burst); 0 for
- * no parts (no slice) or no span (an empty bucket read at or before its start).
- */
+/** The refill of `parts` of the rate over the `ms` before `nowMs`, whole tokens (at most a burst; 0: no slice). */
 export function refill(params: AlgorithmParams, parts: number, ms: number, nowMs: number): number {
   const slice = sliceParams(params, parts, SHARE_PARTS);
   return slice === null ? 0 : peekState(slice, emptyState(slice, nowMs - ms), nowMs).remaining;

@@ -24,17 +24,13 @@ export interface ReleaseResult {
   readonly atMs: number;
 }
 
-type SlotChange = (
-  record: LimiterRecord | null,
-  input: ReleaseInput,
-  nowMs: number,
-) => { readonly result: ReleaseResult; readonly record: LimiterRecord | null };
-
 /** Give back the slots named; `record` is the very same object when none of them was held. */
-export const releaseRecord: SlotChange = (record, input, nowMs) => slotChange(record, input, nowMs, "release");
+export const releaseRecord = (record: LimiterRecord | null, input: ReleaseInput, nowMs: number) =>
+  slotChange(record, input, nowMs, "release");
 
-/** Start the slots' leases again at `nowMs` (a response still streams); `released` counts them; an ended one stays so. */
-export const renewRecord: SlotChange = (record, input, nowMs) => slotChange(record, input, nowMs, "renew");
+/** Start the slots' leases again at `nowMs` (a response still streams); an ended one stays so. */
+export const renewRecord = (record: LimiterRecord | null, input: ReleaseInput, nowMs: number) =>
+  slotChange(record, input, nowMs, "renew");
 
 function slotChange(record: LimiterRecord | null, input: ReleaseInput, nowMs: number, change: "release" | "renew") {
   const policy = record === null ? undefined : slotPolicy(record.params);

@@ -1,7 +1,4 @@
-/**
- * One call to a key's object, pure (record, input, now): a batch in arrival order, an id so a retry is never charged
- * twice, busy, and a lease. record.ts (re-exported) has the record's single operations.
- */
+/** One call to a key's object, pure: a batch in arrival order, an id (a retry is never charged twice), a lease. */
 import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
@@ -39,10 +36,7 @@ export interface LeaseAsk {
   readonly ttlMs: number;
 }
 
-/**
- * What a lease gave: `units` charged at `atMs` (object clock: the unused go back naming it), usable for `forMs` from
- * when the caller *sent* the call (never later than the charge, whatever the clocks say; cut at a window's end).
- */
+/** A lease: `units` charged at `atMs` (object clock: returns name it), usable `forMs` from when the call was *sent*. */
 export interface LeaseGrant {
   readonly units: number;
   readonly atMs: number;
@@ -55,10 +49,7 @@ export interface LeaseGrant {
 export interface LeaseReturn {
   readonly units: number;
   readonly atMs: number;
-  /**
-   * An admission given back (another rule refused the request, or its answer came too late), not a lease's unused
-   * units: a delegate sends it on to the key's object (sublease.ts `takeBack`), whose late refund makes it exact.
-   */
+  /** An admission given back, not a lease's unused units: a delegate sends it on (sublease.ts `takeBack`). */
   readonly admitted?: true;
   /** The rate sub-lease given back (`LeaseGrant.id`); absent: matched by `atMs` (an isolate from before ids). */
   readonly id?: string;
@@ -99,8 +90,8 @@ export interface CallResult {
 }
 
 /**
- * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls then
- * would be), then grant a lease from what is left. A remembered id is answered as remembered, with today's figures.
+ * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls would
+ * be), then grant a lease from what is left. A remembered id is answered as remembered, with today's figures.
  */
 export function callRecord(
   record: LimiterRecord | null,
@@ -168,9 +159,8 @@ export function isBusy(record: LimiterRecord | null, nowMs: number, spanMs = 100
 }
 
 /**
- * The pace of a key's object's calls of every kind, refusals that change nothing included (the record remembers only
- * calls that changed it): whether the last `HOT_EARLY_MS` had `BUSY_CALLS_PER_S`'s pace. The shell's memory, never
- * stored: a restart forgets it, and only when the key is told hot depends on it, never a decision.
+ * Whether the last `HOT_EARLY_MS` of a key's object's calls of every kind (refusals included, which the record does not
+ * remember) had `BUSY_CALLS_PER_S`'s pace. Never stored: only when the key is told hot depends on it, never a decision.
  */
 export class CallPace {
   private readonly times: number[] = [];
@@ -185,10 +175,7 @@ export class CallPace {
   }
 }
 
-/**
- * Grant a lease: charge up to `ask.units` at `nowMs`, as that many cost-1 requests then; a short rate key shared by
- * demand (docs/production.md, "Leases"), a window's units first come.
- */
+/** Charge up to `ask.units` as cost-1 requests; a short rate key shared by demand (docs/production.md, "Leases"). */
 function grantLease(
   record: LimiterRecord | null,
   rule: LimiterRule,
@@ -216,10 +203,7 @@ function grantLease(
   return { record: { ...current, leaseAsks: asks }, lease };
 }
 
-/**
- * The term of a lease of `units` where `wanted` were asked for `termMs`: as much shorter, down to a quarter, so its
- * holder asks again about when it used them instead of refusing for a whole term.
- */
+/** A lease of `units` of `wanted` for `termMs`: as much shorter, down to a quarter, its holder asks again in time. */
 export function shorter(termMs: number, units: number, wanted: number): number {
   return Math.max(Math.ceil(termMs / 4), Math.floor((termMs * units) / wanted));
 }
