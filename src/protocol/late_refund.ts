@@ -79,28 +79,15 @@ export function noteLow(
 }
 
 /**
- * Of a refund of `cost` requests charged at `admittedAtMs`, what the key may still take back, in 1/perMs of a
- * request of `params`: the least deficit since (all of it when no operation came since: the refund caps it at full).
+ * A late refund of `cost` requests of a bucket charged at `admittedAtMs`: what the key may still take back (`given`,
+ * 1/perMs of a request), the least deficit since (all when no operation came since: the refund caps it at full); and
+ * the staircase after it: `cost` off every step since the charge, what was not given back to the slack.
  */
-export function refundable(lows: Lows | undefined, params: AlgorithmParams, cost: number, admittedAtMs: number) {
-  const per = lowsPer(params)!;
-  const after = inUnits(lows, per).s.find(([t]) => t > 2 * admittedAtMs);
-  return Math.max(0, after === undefined ? cost * per : Math.min(cost * per, after[1]));
-}
-
-/**
- * The staircase after a refund of `cost` charged at `admittedAtMs`, of which `given` (1/perMs) went back: `cost` off
- * every step since the charge, and what was not given back to the slack.
- */
-export function afterRefund(
-  lows: Lows | undefined,
-  params: AlgorithmParams,
-  cost: number,
-  given: number,
-  admittedAtMs: number,
-): Lows {
+export function lateRefund(lows: Lows | undefined, params: AlgorithmParams, cost: number, admittedAtMs: number) {
   const per = lowsPer(params)!;
   const kept = inUnits(lows, per);
+  const after = kept.s.find(([t]) => t > 2 * admittedAtMs);
+  const given = Math.max(0, after === undefined ? cost * per : Math.min(cost * per, after[1]));
   const steps = kept.s.map(([t, u]): Step => (t > 2 * admittedAtMs ? [t, Math.max(0, u - cost * per)] : [t, u]));
-  return { s: suffixMinima(steps), slack: kept.slack + (cost * per - given), per };
+  return { given, lows: { s: suffixMinima(steps), slack: kept.slack + (cost * per - given), per } };
 }

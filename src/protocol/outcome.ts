@@ -12,13 +12,14 @@ import {
   peekRecord,
   peekState,
   ruleFor,
+  type Step,
   stateOf,
 } from "./record.ts";
 
 /** `check` (default) decides and charges; `probe` decides without charging; `charge` charges as far as it fits. */
 export type CallKind = "check" | "probe" | "charge";
 
-type Step = { readonly result: CheckResult; readonly record: LimiterRecord | null };
+type Checked = Step<CheckResult>;
 
 /** One request of a call, at `nowMs`. */
 export function stepRecord(
@@ -27,7 +28,7 @@ export function stepRecord(
   cost: number,
   kind: CallKind,
   nowMs: number,
-): Step {
+): Checked {
   if (kind === "charge") return chargeRecord(record, rule, cost, nowMs);
   const ban = activeBan(record, nowMs);
   if (ban !== null) {
@@ -58,19 +59,16 @@ export function stepRecord(
 }
 
 /** Charge `cost` units after the origin answered, as much as fits (no debt); not all: over (a ban may start). */
-export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, cost: number, nowMs: number): Step {
+export function chargeRecord(record: LimiterRecord | null, rule: LimiterRule, cost: number, nowMs: number): Checked {
   const impossible = costError(rule.params, cost);
   if (impossible !== null) return { result: { ok: false, error: impossible }, record };
   const fits = peekAlgorithm(record, rule, nowMs).remaining;
   // `fits` cost-1 requests fit, so a request of that many units does (every algorithm's remaining is additive).
-  const out = chargeUnits(record, rule, Math.min(cost, fits), nowMs);
-  const charged = out.units;
-  let current = out.record;
+  const { record: out, units: charged } = chargeUnits(record, rule, Math.min(cost, fits), nowMs);
   const over = charged < cost;
   const blockForMs = rule.blockForMs ?? 0;
-  if (over && blockForMs > 0 && current !== null && activeBan(current, nowMs) === null) {
-    current = withBan(current, blockForMs, nowMs);
-  }
+  const banStarts = over && blockForMs > 0 && out !== null && activeBan(out, nowMs) === null;
+  const current = banStarts ? withBan(out, blockForMs, nowMs) : out;
   const { remaining, resetAfterMs, retryAfterMs: waitMs, banUntilMs } = peekRecord(current, rule, nowMs);
   const retryAfterMs = over ? Math.max(1, waitMs ?? 1) : null;
   const decision: Decision = { allowed: !over, remaining, resetAfterMs, retryAfterMs, delayMs: 0 };

@@ -14,7 +14,7 @@ import {
   slotPolicy,
 } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
-import { afterRefund, type Lows, lowsPer, noteLow, refundable } from "./late_refund.ts";
+import { type Lows, lateRefund, lowsPer, noteLow } from "./late_refund.ts";
 import type { AheadUnits } from "./window_ahead.ts";
 
 /** The stored record (a stored format): the state and the parameters it was made under. */
@@ -82,6 +82,9 @@ export interface LeaseAsks {
   readonly prev: number;
 }
 
+/** A step on a record: its result and the record after it (the very same object when nothing changed). */
+export type Step<R> = { readonly result: R; readonly record: LimiterRecord | null };
+
 /** The rule as the limiter sees it: its id (for messages) and its algorithm parameters. */
 export interface LimiterRule {
   readonly id: string;
@@ -147,7 +150,7 @@ export function checkRecord(
   record: LimiterRecord | null,
   input: { readonly rule: LimiterRule; readonly cost: number },
   nowMs: number,
-): { readonly result: CheckResult; readonly record: LimiterRecord | null } {
+): Step<CheckResult> {
   const rule = ruleFor(record, input.rule);
   const { params } = rule;
   const state = stateOf(record, params, nowMs);
@@ -181,19 +184,15 @@ export function chargeUnits(
 }
 
 /** Give back an admitted request's cost, in the record's own parameters (a unit is one request under either rule). */
-export function refundRecord(
-  record: LimiterRecord | null,
-  input: RefundInput,
-  nowMs: number,
-): { readonly result: RefundResult; readonly record: LimiterRecord | null } {
+export function refundRecord(record: LimiterRecord | null, input: RefundInput, nowMs: number): Step<RefundResult> {
   if (record === null) return { result: null, record };
   const { params } = record;
   // A bucket's refund gives back no more than the key lacked from full at every instant since the charge.
-  const bucket = lowsPer(params) !== null;
-  const given = bucket ? refundable(record.lows, params, input.cost, input.admittedAtMs) : 0;
-  const state = bucket
-    ? scaledRefund(params, record.state, given)
-    : refund(params, record.state, input.cost, input.admittedAtMs);
+  const late = lowsPer(params) === null ? null : lateRefund(record.lows, params, input.cost, input.admittedAtMs);
+  const state =
+    late === null
+      ? refund(params, record.state, input.cost, input.admittedAtMs)
+      : scaledRefund(params, record.state, late.given);
   // The key's deficit after the refund noted, for later refunds of earlier charges (a bucket's).
   const noted = (r: LimiterRecord): LimiterRecord => {
     const { params: p } = ruleFor(r, input.rule);
@@ -202,8 +201,8 @@ export function refundRecord(
   };
   const { remaining, resetAfterMs } = peekState(params, state, nowMs);
   const result = { remaining, resetAfterMs };
-  if (bucket) record = { ...record, lows: afterRefund(record.lows, params, input.cost, given, input.admittedAtMs) };
-  if (bucket && given === 0) return { result, record };
+  if (late !== null) record = { ...record, lows: late.lows };
+  if (late?.given === 0) return { result, record };
   // A state as good as fresh drops a bare record; else it is kept as fresh at any time (a clock may step back).
   if (resetAfterMs > 0) return { result, record: noted({ ...record, state }) };
   const { calls, leaseAsks, shares, ban, version } = record;
@@ -254,7 +253,7 @@ export function bannedResult(
   // At the ban's end the algorithm decides again: a retry succeeds only once it admits too.
   const own = decide(params, state, cost, nowMs);
   const ownRetryMs = own.ok && !own.decision.allowed ? (own.decision.retryAfterMs ?? 0) : 0;
-  const resetAfterMs = Math.max(waitMs, freshInMs(params, state, nowMs));
+  const resetAfterMs = Math.max(waitMs, peekState(params, state, nowMs).resetAfterMs);
   const retryAfterMs = Math.max(waitMs, ownRetryMs);
   const decision: Decision = { allowed: false, remaining: 0, resetAfterMs, retryAfterMs, delayMs: 0 };
   return { ok: true, decision, atMs: nowMs, banUntilMs: untilMs };
@@ -272,15 +271,10 @@ export function activeBan(record: LimiterRecord | null, nowMs: number): NonNulla
   return ban !== undefined && nowMs < ban.untilMs ? ban : null;
 }
 
-/** Until `state` is as good as fresh, ms (`PeekResult.resetAfterMs`). */
-function freshInMs(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): number {
-  return state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
-}
-
 /** `peekRecord` on a bare state (also used for `scope: local`). */
 export function peekState(params: AlgorithmParams, state: AlgorithmState | null, nowMs: number): PeekResult {
   const out = decide(params, state, 1, nowMs);
-  const resetAfterMs = freshInMs(params, state, nowMs);
+  const resetAfterMs = state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
   if (!out.ok) return { remaining: 0, resetAfterMs, retryAfterMs: null, atMs: nowMs };
   const d = out.decision;
   return {

@@ -240,7 +240,7 @@ function directCall(
   const rule = ruleFor(rec, input.rule);
   const parts = directParts(book, nowMs);
   const to = honestSlice(rule.params, parts);
-  if (to === null) return { result: refuseAll(rec, book, input, nowMs), record: rec };
+  if (to === null) return { result: refuseAll(book, rule.params, input.costs, nowMs), record: rec };
   const from = honestSlice(rec.params, direct.parts);
   const fresh = from === null || direct.state === null;
   const view: LimiterRecord = {
@@ -257,23 +257,18 @@ function directCall(
 }
 
 /** What a direct call's view shares with the record: its calls, lease asks and lows (not its shares or ban). */
-function callMemory(r: LimiterRecord): Pick<LimiterRecord, "calls" | "leaseAsks" | "lows"> {
-  return {
-    ...(r.calls === undefined ? {} : { calls: r.calls }),
-    ...(r.leaseAsks === undefined ? {} : { leaseAsks: r.leaseAsks }),
-    ...(r.lows === undefined ? {} : { lows: r.lows }),
-  };
+function callMemory({ calls, leaseAsks, lows }: LimiterRecord): Pick<LimiterRecord, "calls" | "leaseAsks" | "lows"> {
+  return { ...(calls && { calls }), ...(leaseAsks && { leaseAsks }), ...(lows && { lows }) };
 }
 
 /** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
-function refuseAll(rec: LimiterRecord, book: ShareBook, input: CallInput, nowMs: number): CallResult {
+function refuseAll(book: ShareBook, params: AlgorithmParams, costs: readonly number[], nowMs: number): CallResult {
   let nextEndMs = nowMs + SHARE_TERM_MS;
   for (const e of book.entries) {
     for (const end of [partsUntilMs(e), e.prevEndsAtMs]) if (end > nowMs) nextEndMs = Math.min(nextEndMs, end);
   }
   const waitMs = Math.max(1, nextEndMs - nowMs);
-  const params = ruleFor(rec, input.rule).params;
-  const results = input.costs.map((cost) => refusedFor(params, cost, waitMs, nowMs));
+  const results = costs.map((cost) => refusedFor(params, cost, waitMs, nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false };
 }
 

@@ -143,7 +143,6 @@ const seqOf = (ask: ShareAsk): { seq?: number } =>
 function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, nowMs: number): ShareGrant {
   const kind = shareKindOf(rule.params);
   const granted = e.parts > 0 || e.units > 0 || (kind === "rate" && e.endsAtMs > e.atMs);
-  const hot = nowMs < (rec?.shares?.hotUntilMs ?? 0);
   return {
     atMs: e.atMs,
     kind: granted ? kind : "none",
@@ -154,7 +153,7 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
     termMs: Math.max(0, e.endsAtMs - e.atMs - (e.ahead?.termMs ?? 0)),
     ...(e.ahead === undefined ? {} : { ahead: e.ahead }),
     rule,
-    hot,
+    hot: nowMs < (rec?.shares?.hotUntilMs ?? 0),
   };
 }
 
@@ -323,9 +322,9 @@ function windowGrant(
   const split = Math.min(splitHeld ? useBy : want, Math.ceil((pool * demand) / total));
   const fair = total <= available || total === 0 || whole ? want : split;
   const out = chargeUnits(rec, rule, Math.min(want, Math.max(demand > 0 ? 1 : 0, fair), available), nowMs);
-  const units = out.units;
-  let record = out.record ?? newRecord(rule, fullState(rule.params, nowMs));
+  const { units } = out;
   const remaining = available - units;
+  let record = out.record ?? newRecord(rule, fullState(rule.params, nowMs));
   // Shortly before the window's end, units of the next window too (window_ahead.ts).
   const next = uses("windowAhead")
     ? aheadGrant(record.shares ?? EMPTY_BOOK, rule, want, termMs, SHARE_TERM_MS, nowMs)
@@ -358,10 +357,9 @@ function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: stri
  */
 function withVersion(rec: LimiterRecord | null, rule: LimiterRule, nowMs: number): LimiterRecord | null {
   if (rec === null || (rule.version ?? 0) <= (rec.version ?? 0)) return rec;
-  const fingerprint = fingerprintOf(rule.params);
   const state =
-    fingerprint === rec.fingerprint
+    fingerprintOf(rule.params) === rec.fingerprint
       ? rec.state
       : (carryOver(rec.params, rule.params, rec.state, nowMs) ?? fullState(rule.params, nowMs));
-  return { ...rec, params: rule.params, fingerprint, state, version: rule.version ?? 0 };
+  return { ...rec, ...newRecord(rule, state) };
 }

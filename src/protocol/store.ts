@@ -15,6 +15,7 @@ import {
   type RefundResult,
   refundRecord,
   ruleFor,
+  type Step,
 } from "./record.ts";
 import { BUSY_CALLS_PER_S, HOT_EARLY_MS } from "./tunables.ts";
 
@@ -93,11 +94,7 @@ export interface CallResult {
  * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls would
  * be), then grant a lease from what is left. A remembered id is answered as remembered, with today's figures.
  */
-export function callRecord(
-  record: LimiterRecord | null,
-  input: CallInput,
-  nowMs: number,
-): { readonly result: CallResult; readonly record: LimiterRecord | null } {
+export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs: number): Step<CallResult> {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
   // Decided under the newest rules version the object has seen (the call's own, or the record's).
@@ -123,13 +120,13 @@ export function callRecord(
   const peek = (input.giveBack?.length ?? 0) > 0 ? peekRecord(current, input.rule, nowMs) : null;
   const refunded = peek === null ? {} : { refunded: { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } };
   const result: CallResult = { atMs: nowMs, results, lease, replayed: false, ...refunded };
-  if (current === record) return { result: withBusy(result, record, nowMs), record };
-  if (current === null) return { result, record: null };
-  const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
-  const applied = appliedCall(input.id, results, lease, nowMs);
-  const calls = [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied];
-  const next = { ...current, calls };
-  return { result: withBusy(result, next, nowMs), record: next };
+  let next = current;
+  if (current !== record && current !== null) {
+    const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
+    const applied = appliedCall(input.id, results, lease, nowMs);
+    next = { ...current, calls: [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied] };
+  }
+  return { result: isBusy(next, nowMs) ? { ...result, busy: true } : result, record: next };
 }
 
 /** A call applied at `nowMs`, as the key's object or a delegate remembers it (`AppliedCall`). */
@@ -145,17 +142,11 @@ export function appliedCall(
   return { id, atMs: nowMs, verdicts, ...delays, leaseUnits: lease?.units ?? 0, leaseForMs: lease?.forMs ?? 0 };
 }
 
-function withBusy(result: CallResult, record: LimiterRecord | null, nowMs: number): CallResult {
-  return isBusy(record, nowMs) ? { ...result, busy: true } : result;
-}
-
 /** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second (or that pace over `spanMs`). */
 export function isBusy(record: LimiterRecord | null, nowMs: number, spanMs = 1000): boolean {
-  const calls = record?.calls;
+  const calls = record?.calls ?? [];
   const n = Math.ceil((BUSY_CALLS_PER_S * spanMs) / 1000);
-  if (calls === undefined || calls.length < n) return false;
-  const nth = calls[calls.length - n]!;
-  return nowMs - nth.atMs < spanMs;
+  return calls.length >= n && nowMs - calls[calls.length - n]!.atMs < spanMs;
 }
 
 /**

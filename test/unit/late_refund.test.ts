@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { decide, refund, scaledDeficit, scaledRefund } from "../../src/algorithms/index.ts";
-import { afterRefund, type Lows, noteLow, refundable } from "../../src/protocol/late_refund.ts";
+import { type Lows, lateRefund, noteLow } from "../../src/protocol/late_refund.ts";
 import { callRecord, type LimiterRecord, peekRecord, refundRecord } from "../../src/protocol/store.ts";
 import { LOWS_MAX } from "../../src/protocol/tunables.ts";
 import type { AlgorithmParams } from "../../src/rules/types.ts";
@@ -217,10 +217,10 @@ describe("the staircase of deficits", () => {
       slack: 0,
       per: 100,
     });
-    expect(refundable(lows, params, 5, T0 - 1)).toBe(100);
-    expect(refundable(lows, params, 5, T0 + 10)).toBe(200); // only steps after the charge
-    expect(refundable(lows, params, 5, T0 + 20)).toBe(200); // a step after refunds landed in the charge's ms counts
-    expect(refundable(lows, params, 5, T0 + 21)).toBe(500); // none after: the refund caps it at full now
+    expect(lateRefund(lows, params, 5, T0 - 1).given).toBe(100);
+    expect(lateRefund(lows, params, 5, T0 + 10).given).toBe(200); // only steps after the charge
+    expect(lateRefund(lows, params, 5, T0 + 20).given).toBe(200); // a step after refunds landed in the charge's ms counts
+    expect(lateRefund(lows, params, 5, T0 + 21).given).toBe(500); // none after: the refund caps it at full now
   });
 
   it(`keeps at most ${LOWS_MAX} steps, merging the oldest on the safe side`, () => {
@@ -230,8 +230,8 @@ describe("the staircase of deficits", () => {
     for (let i = 0; i < n; i++) lows = noteLow(lows, forty, at(4000 - 100 * i, T0 + i), T0 + i, false)!;
     expect(lows!.s).toHaveLength(LOWS_MAX);
     // Deficits 0..n-1 requests at T0..T0+n-1: a charge at T0 + 1 sees the least after it, 2, or less (merged).
-    expect(refundable(lows, forty, 40, T0 + 1)).toBeLessThanOrEqual(200);
-    expect(refundable(lows, forty, 40, T0 + n - 2)).toBe((n - 1) * 100);
+    expect(lateRefund(lows, forty, 40, T0 + 1).given).toBeLessThanOrEqual(200);
+    expect(lateRefund(lows, forty, 40, T0 + n - 2).given).toBe((n - 1) * 100);
   });
 });
 
@@ -265,7 +265,7 @@ describe("the staircase's edges (each value written out)", () => {
       slack: 1,
       per: 100,
     });
-    expect(refundable(base, p30, 5, T0 - 1)).toBe(450);
+    expect(lateRefund(base, p30, 5, T0 - 1).given).toBe(450);
   });
 
   it("takes the slack off a new step, and a full key drops it", () => {
@@ -303,20 +303,23 @@ describe("the staircase's edges (each value written out)", () => {
     const lows: Lows = {
       s: [
         [2 * T0, 100],
-        [2 * T0 + 1, 250],
+        [2 * T0 + 1, 150],
         [2 * (T0 + 5), 400],
       ],
       slack: 0,
       per: 100,
     };
-    expect(afterRefund(lows, p100, 2, 150, T0)).toEqual({
-      s: [
-        [2 * T0 + 1, 50],
-        [2 * (T0 + 5), 200],
-      ],
-      slack: 50,
-      per: 100,
+    expect(lateRefund(lows, p100, 2, T0)).toEqual({
+      given: 150,
+      lows: {
+        s: [
+          [2 * T0 + 1, 0],
+          [2 * (T0 + 5), 200],
+        ],
+        slack: 50,
+        per: 100,
+      },
     });
-    expect(afterRefund(lows, p100, 1, 100, T0 + 5)).toEqual({ ...lows, slack: 0 });
+    expect(lateRefund(lows, p100, 1, T0 + 5)).toEqual({ given: 100, lows });
   });
 });
