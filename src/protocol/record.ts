@@ -15,7 +15,6 @@ import {
 } from "../algorithms/index.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { type Lows, lateRefund, lowsPer, noteLow } from "./late_refund.ts";
-import type { AheadUnits } from "./window_ahead.ts";
 
 /** The stored record (a stored format): the state and the parameters it was made under. */
 export interface LimiterRecord {
@@ -74,6 +73,14 @@ export interface ShareEntry {
   readonly seq?: number;
 }
 
+/** What a grant ahead gives: units of the next window, charged from `atMs` (its start), usable for `termMs`. */
+export interface AheadUnits {
+  readonly units: number;
+  /** The next window's start, object clock, ms: its refunds name it. */
+  readonly atMs: number;
+  readonly termMs: number;
+}
+
 /** Lease units asked in the current and the previous bucket of one ttl (`bucket` = floor(now / ttl)). */
 export interface LeaseAsks {
   readonly ttlMs: number;
@@ -128,14 +135,9 @@ export type RefundResult = { readonly remaining: number; readonly resetAfterMs: 
 
 /** A bare record of `state` under the rule's parameters and version (no bookkeeping). */
 export function newRecord(rule: Pick<LimiterRule, "params" | "version">, state: AlgorithmState): LimiterRecord {
+  const { params } = rule;
   const version = rule.version ?? 0;
-  return {
-    v: 1,
-    params: rule.params,
-    fingerprint: fingerprintOf(rule.params),
-    state,
-    ...(version === 0 ? {} : { version }),
-  };
+  return { v: 1, params, fingerprint: fingerprintOf(params), state, ...(version === 0 ? {} : { version }) };
 }
 
 /** The state to decide on under `params` (`ruleFor`'s): the stored one, carried over, or `null` (fresh). */

@@ -14,6 +14,7 @@ import {
   sliceParams,
 } from "../algorithms/index.ts";
 import {
+  type AheadUnits,
   type CallInput,
   type CallResult,
   callRecord,
@@ -33,7 +34,7 @@ import {
   type ShareEntry,
 } from "./store.ts";
 import { HOT_EARLY_MS, LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
-import { type AheadUnits, applyAhead } from "./window_ahead.ts";
+import { applyAhead } from "./window_ahead.ts";
 
 /** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
 export type ShareKind = "rate" | "window" | "none";

@@ -49,10 +49,7 @@ import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 /** A grant's fields when it grants no share. */
 const NO_SHARE = { kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0 } as const;
 
-/**
- * Grant (renew, or take back) a delegate's share: a retried ask is answered as granted; the units given back are
- * refunded; while the key is hot, its demand's proportion; else, or when it lets go, its share ends (`inUse` stays).
- */
+/** Grant, renew or end a delegate's share: its demand's proportion while hot; a retry answered as granted. */
 export function shareRecord(
   record: LimiterRecord | null,
   ask: ShareAsk,
@@ -194,7 +191,7 @@ function rateGrant(
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const rtt = uses("rttTerms") ? ask.rttMs : undefined;
   const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slowRate(rule));
-  const moved = transfer(base, book, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
+  const moved = transfer(base, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
     kind: "rate",
@@ -276,13 +273,12 @@ export function rateTermMs(
 /** The direct slice going from `before` parts to `after` (no more), and the tokens the parts given up take along. */
 function transfer(
   rec: LimiterRecord,
-  book: ShareBook,
   rule: LimiterRule,
   before: number,
   after: number,
   nowMs: number,
 ): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number } {
-  const direct = book.direct ?? { parts: SHARE_PARTS, state: rec.state };
+  const direct = rec.shares?.direct ?? { parts: SHARE_PARTS, state: rec.state };
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);
   if (mid === null) return { direct: { parts: after, state: to === null ? null : emptyState(to, nowMs) }, tokens: 0 };
@@ -351,10 +347,7 @@ function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: stri
   return held;
 }
 
-/**
- * The record under a newer rules version an ask brought, even when it grants nothing (the object obeys the newest it
- * has seen); the direct slice's state converts at its next call.
- */
+/** A newer rules version an ask brought, obeyed even when it grants nothing (the direct slice: at its next call). */
 function withVersion(rec: LimiterRecord | null, rule: LimiterRule, nowMs: number): LimiterRecord | null {
   if (rec === null || (rule.version ?? 0) <= (rec.version ?? 0)) return rec;
   const state =

@@ -90,10 +90,7 @@ export interface CallResult {
   readonly leaseWaitMs?: number;
 }
 
-/**
- * Apply one call: take the returned units back, decide each request in order at `nowMs` (as separate calls would
- * be), then grant a lease from what is left. A remembered id is answered as remembered, with today's figures.
- */
+/** Apply one call: units given back, then each request in order at `nowMs`, then a lease; a known id as remembered. */
 export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs: number): Step<CallResult> {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };

@@ -1,18 +1,7 @@
-/**
- * Window shares granted ahead, the key's object's side (delegate_record.ts: the delegate's): units of the next window
- * wait in the book (`ShareBook.ahead`), charged when it starts (`applyAhead`), never over its limit. Pure.
- */
+/** Window shares granted ahead (object side): units of the next window wait in the book, charged when it starts. */
 import { capacityOf, decide, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
-import type { LeaseReturn, LimiterRecord, LimiterRule, ShareBook } from "./store.ts";
+import type { AheadUnits, LeaseReturn, LimiterRecord, LimiterRule, ShareBook } from "./store.ts";
 import { AHEAD_LEAD_MS } from "./tunables.ts";
-
-/** What a grant ahead gives: units of the next window, charged from `atMs` (its start), usable for `termMs`. */
-export interface AheadUnits {
-  readonly units: number;
-  /** The next window's start, object clock, ms: its refunds name it. */
-  readonly atMs: number;
-  readonly termMs: number;
-}
 
 /**
  * The units of the next window for a share asked at `nowMs` for `want`, whose term the window's end cuts to `termMs`
