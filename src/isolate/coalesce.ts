@@ -2,7 +2,7 @@
 
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { LeaseGrant } from "../protocol/store.ts";
-import { Calls, endLease, type KeepAlive, noteAnswer, startCall } from "./coalesce_calls.ts";
+import { Calls, endLease, type KeepAlive, noteAnswer, owes, startCall } from "./coalesce_calls.ts";
 import {
   type Asked,
   type AskedLease,
@@ -17,10 +17,10 @@ import {
 import { callTarget } from "./delegate_call.ts";
 import {
   delegateFor,
-  hashString,
   type KeyState,
+  lastKnown,
   leaseAsk,
-  nextSeed,
+  noteLastKnown,
   readMark,
   see,
   shortOf,
@@ -29,17 +29,14 @@ import {
   spreadTo,
   takeMark,
 } from "./key_state.ts";
-import { lastKnown, noteLastKnown } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
 export class Coalescer {
   private readonly c: Calls;
-  /** Spreads renewals (`spread`); seeded on first use: at module load the runtime refuses random values. */
-  private spreadSeed: number | null = null;
 
   constructor(private readonly options: CoalescerOptions) {
-    this.c = new Calls(options, (rangeMs) => this.spread(rangeMs));
+    this.c = new Calls(options);
   }
 
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
@@ -51,10 +48,7 @@ export class Coalescer {
 
   /** The number of keys with a lease held now (for `/_sluice/stats`). */
   get leasesHeld(): number {
-    const now = this.options.clock();
-    let n = 0;
-    for (const st of this.c.keys.values()) if (st.lease !== null && now < st.lease.endsAtMs) n++;
-    return n;
+    return [...this.c.keys.keys()].filter((name) => this.leaseOf(name) !== null).length;
   }
 
   /** What this isolate holds of a key's budget now, for the admin API; `null` when nothing. */
@@ -68,8 +62,7 @@ export class Coalescer {
   /** Whether this isolate tracks the key and needs no hot mark for it (one whose hot spell lapsed: `takeMark`). */
   tracks(name: string): boolean {
     const st = this.c.keys.get(name);
-    if (st === undefined) return false;
-    return st.delegate === null || st.hotUntilMs === 0 || this.options.clock() < st.hotUntilMs;
+    return st !== undefined && (st.delegate === null || st.hotUntilMs === 0 || this.options.clock() < st.hotUntilMs);
   }
 
   /** The key as hot as this isolate knows it now (hot_marks.ts writes it for the data center); `null`: not hot. */
@@ -103,24 +96,11 @@ export class Coalescer {
     return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
 
-  /** At a lease's end, renew it if the key was used within a ttl, else give its units back (unless a call is out). */
-  private async renewOrReturn(st: KeyState, keepAlive: KeepAlive, used = true): Promise<void> {
-    const ttlMs = st.leaseSettings?.ttlMs ?? 0;
-    const now = this.options.clock();
-    const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
-    if (st.inFlight) return;
-    if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
-      this.c.handOff(st); // requests that waited through a hold go on as usual
-      return;
-    }
-    startCall(st, this.options.clock());
-    await this.flush(st, null, keepAlive, renew);
-  }
-
   /**
    * Hold a granted lease until spent or its term (from the call's send) ends; returns its end. Renewals are spread: a
    * full term cut by up to a half, a cut one followed by a hold of up to a quarter ttl. A clock that stepped back
-   * since the send counts the whole budget as gone (for a `late` answer, the whole term).
+   * since the send counts the whole budget as gone (for a `late` answer, the whole term). At its end, renew it if the
+   * key was used within a ttl, else give its units back (unless a call is out).
    */
   private adopt(
     st: KeyState,
@@ -141,44 +121,37 @@ export class Coalescer {
       units: grant.units,
       atMs: grant.atMs,
       // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
-      endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
+      endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.c.spread(grant.forMs / 2)),
       returned: false,
       ...(from === undefined ? {} : { from }),
       ...(grant.id === undefined ? {} : { id: grant.id }),
     };
-    if (st.lease !== null) endLease(st);
+    endLease(st);
     st.lease = held;
     st.grantHotUntilMs = held.endsAtMs + Math.max(0, held.endsAtMs - fromMs);
-    const { sleep } = this.options;
-    const wait = Math.max(0, held.endsAtMs - this.options.clock());
-    const holdMs = cut ? this.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
+    const { sleep, clock } = this.options;
+    const wait = Math.max(0, held.endsAtMs - clock());
+    const holdMs = cut ? this.c.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
     const ended = sleep(wait).then(async () => {
       if (st.lease !== held) return; // ended before its term (replaced by the next call, which gave it back)
       // A delegate's sub-lease that admitted nothing is not renewed (a lease from the key's object is, within its ttl).
       const used = asked?.sub !== true || held.unitsLeft < held.units;
       endLease(st);
       if (holdMs > 0 && !st.inFlight) {
-        startCall(st, this.options.clock()); // as if a call were in flight: requests meanwhile wait for the renewal
+        startCall(st, clock()); // as if a call were in flight: requests meanwhile wait for the renewal
         await sleep(holdMs);
         st.inFlight = false;
       }
-      return this.renewOrReturn(st, keepAlive, used);
+      const now = clock();
+      const ttlMs = st.leaseSettings?.ttlMs ?? 0;
+      const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
+      if (st.inFlight) return;
+      if (!renew && !owes(st)) return this.c.handOff(st); // requests that waited through a hold go on as usual
+      startCall(st, clock());
+      await this.flush(st, null, keepAlive, renew);
     });
     keepAlive?.(ended);
     return held.endsAtMs;
-  }
-
-  /**
-   * The leader was answered from a lease that came while it waited: it goes now, the first request left leads the
-   * call for the rest (a call runs in the context of a request it carries), or the units go back in the background.
-   */
-  private leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
-    if (rest.length === 0 && st.returns.length === 0 && st.refunds.length === 0) return false;
-    for (const w of rest) w.settled = w === rest[0];
-    st.queue.unshift(...rest);
-    if (rest.length === 0) keepAlive?.(this.flush(st, null, keepAlive));
-    else rest[0]!.resolve("lead");
-    return true;
   }
 
   /**
@@ -233,13 +206,21 @@ export class Coalescer {
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
     const { batch, mine } = this.c.answerHere(st, queued, leader, clock());
-    if (leader !== null && mine !== null && this.leadOn(st, batch, keepAlive)) return mine;
-    if (batch.length === 0 && st.returns.length === 0 && st.refunds.length === 0 && !renew) {
+    if (leader !== null && mine !== null && (batch.length > 0 || owes(st))) {
+      // The leader was answered from a lease that came while it waited: it goes now, the first request left leads the
+      // call for the rest (a call runs in the context of a request it carries), or the units go back in the background.
+      for (const w of batch) w.settled = w === batch[0];
+      st.queue.unshift(...batch);
+      if (batch.length === 0) keepAlive?.(this.flush(st, null, keepAlive));
+      else batch[0]!.resolve("lead");
+      return mine;
+    }
+    if (batch.length === 0 && !owes(st) && !renew) {
       st.inFlight = false;
       this.c.handOff(st);
       return mine;
     }
-    if (st.lease !== null) endLease(st);
+    endLease(st);
     let delegate = delegateFor(st, clock());
     if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
     const input = this.c.callInput(st, batch, renew, delegate !== null);
@@ -278,7 +259,7 @@ export class Coalescer {
       const endsAtMs =
         result.lease !== null
           ? this.adopt(st, result.lease, sentAtMs, asked, keepAlive, from)
-          : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
+          : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.c.spread(asked.ttlMs / 2));
       // A sub-lease ask granted nothing: known short only until the delegate's slice refills what it asked.
       const waitMs = result.leaseWaitMs;
       const emptyUntilMs =
@@ -296,12 +277,5 @@ export class Coalescer {
     work?.catch(() => undefined); // failed as well: nothing it charged is known here
     if (work !== undefined) keepAlive?.(work);
     return answers;
-  }
-
-  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
-  private spread(rangeMs: number): number {
-    if (rangeMs < 1) return 0;
-    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
-    return this.spreadSeed % Math.floor(rangeMs);
   }
 }

@@ -17,8 +17,23 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { delegateFor, KeyState, lateResult, leaseAsk, noteHot, seenOver, unsee } from "./key_state.ts";
-import { heldAnswer, isHot, type KeyCtx, lastKnown, lastKnownRefusal } from "./last_known.ts";
+import {
+  delegateFor,
+  hashString,
+  heldAnswer,
+  isHot,
+  type KeyCtx,
+  KeyState,
+  lastKnown,
+  lastKnownRefusal,
+  lateResult,
+  leaseAsk,
+  nextSeed,
+  noteHot,
+  seenOver,
+  unsee,
+} from "./key_state.ts";
+
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -33,6 +48,11 @@ export function startCall(st: KeyState, now: number): void {
 export function noteAnswer(st: KeyState, result: CallResult, now: number): void {
   if (result.busy === true) st.busyUntilMs = now + (st.leaseSettings?.ttlMs ?? 0);
   noteHot(st, result.hot, now);
+}
+
+/** Whether the key has units to give back (ended leases' or refunds), for the next call. */
+export function owes(st: KeyState): boolean {
+  return st.returns.length > 0 || st.refunds.length > 0;
 }
 
 /** Stop admitting from the key's lease; its unused units go back with the next call. */
@@ -53,13 +73,19 @@ export class Calls implements KeyCtx {
   readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
   readonly clock: () => number;
   readonly counters: CoalesceCounters;
+  /** Seeded on first use (`spread`): at module load the runtime refuses random values. */
+  private spreadSeed: number | null = null;
 
-  constructor(
-    readonly options: CoalescerOptions,
-    readonly spread: (rangeMs: number) => number,
-  ) {
+  constructor(readonly options: CoalescerOptions) {
     this.clock = options.clock;
     this.counters = options.counters;
+  }
+
+  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
+  spread(rangeMs: number): number {
+    if (rangeMs < 1) return 0;
+    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
+    return this.spreadSeed % Math.floor(rangeMs);
   }
 
   /** Let the first waiting request make the next call. */
@@ -83,16 +109,19 @@ export class Calls implements KeyCtx {
     }
   }
 
-  /** The key's state, made new (evicting idle keys beyond `maxKeys`) or brought up to the input's rule. */
+  /** The key's state, made new (forgetting idle keys beyond `COALESCE_MAX_KEYS`) or brought up to the input's rule. */
   stateOf(input: AskInput): KeyState {
     let st = this.keys.get(input.name);
     if (st === undefined) {
       st = new KeyState(input, this.clock());
-      this.evict();
+      for (const [name, idle] of this.keys) {
+        if (this.keys.size < COALESCE_MAX_KEYS) break;
+        if (!idle.inFlight && idle.lease === null && !owes(idle)) this.keys.delete(name);
+      }
     } else {
       this.keys.delete(input.name); // re-inserted below: the map's order is least recently used first
       // A newer rules version: the lease held under the older one ends (its units go back with the next call).
-      if ((input.rule.version ?? 0) > (st.rule.version ?? 0) && st.lease !== null) endLease(st);
+      if ((input.rule.version ?? 0) > (st.rule.version ?? 0)) endLease(st);
       st.transport = input.transport;
       st.rule = input.rule;
       st.timeoutMs = input.timeoutMs;
@@ -101,16 +130,6 @@ export class Calls implements KeyCtx {
     }
     this.keys.set(input.name, st);
     return st;
-  }
-
-  private evict(): void {
-    const maxKeys = this.options.maxKeys ?? COALESCE_MAX_KEYS;
-    if (this.keys.size < maxKeys) return;
-    for (const [name, st] of this.keys) {
-      if (this.keys.size < maxKeys) return;
-      if (st.inFlight || st.lease !== null || st.returns.length > 0 || st.refunds.length > 0) continue;
-      this.keys.delete(name);
-    }
   }
 
   /** The queued requests answered without a call (from the lease, then refused while short); the rest: the batch. */

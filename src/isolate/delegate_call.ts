@@ -6,8 +6,7 @@ import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/o
 import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
-import { heardBusy, type KeyState } from "./key_state.ts";
-import { busyFailure, overloadTeachesHot } from "./last_known.ts";
+import { busyFailure, heardBusy, type KeyState, overloadTeachesHot } from "./key_state.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =

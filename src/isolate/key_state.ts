@@ -1,7 +1,10 @@
-/** A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call. */
-import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
+/**
+ * A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call, and what
+ * it decides without asking ("last known": a refusal while the key is short or busy, never an admission).
+ */
+import { type AlgorithmParams, type Decision, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { uses } from "../protocol/mechanisms.ts";
-import type { ObjectTransport } from "../protocol/object_call.ts";
+import type { FailureKind, ObjectTransport } from "../protocol/object_call.ts";
 import {
   type CallInput,
   type CallResult,
@@ -12,12 +15,14 @@ import {
   type RefundResult,
 } from "../protocol/store.ts";
 import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
-import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS, OVERLOAD_BACKOFF_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 import {
+  type Asked,
   type AskedLease,
   type AskInput,
   AUTO_LEASE,
+  type CoalesceCounters,
   type DelegateRoute,
   type HeldLease,
   type HotMark,
@@ -25,13 +30,12 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 
-/** A key's arrivals here: per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
+/** A key's arrivals here, per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
 interface Arrivals {
   bucket: number;
   curr: number;
   prev: number;
-  /** When the current run began (after a quiet bucket), and its arrivals. */
-  runStartMs: number;
+  runStartMs: number; // when the current run began (after a quiet bucket)
   runCount: number;
   lastMs: number;
 }
@@ -42,43 +46,30 @@ export class KeyState {
   transport: ObjectTransport;
   rule: LimiterRule;
   timeoutMs: number;
-  /** The rule's `lease:`, or `AUTO_LEASE` (leases only while busy), or `null`. */
-  leaseSettings: LeaseSettings | null;
+  leaseSettings: LeaseSettings | null; // the rule's `lease:`, `AUTO_LEASE` (leases only while busy), or `null`
   inFlight = false;
   inFlightSinceMs = 0;
   queue: Waiting[] = [];
   lease: HeldLease | null = null;
-  /** Leases ended or replaced, whose unused units go back with the next call. */
-  returns: HeldLease[] = [];
+  returns: HeldLease[] = []; // leases ended or replaced: their unused units go back with the next call
   /** The last grant was short: until then, requests beyond the lease are refused here (`lastKnownRefusal`). */
   lastKnownUntilMs = 0;
   lastKnownRetryAtMs = 0;
   seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
-  /** Until when the key's object said busy: lease even below `above`. */
-  busyUntilMs = 0;
-  /** Refunds waiting for the key's next call. */
-  refunds: LeaseReturn[] = [];
-  /** Who waits for `refunds` to land. */
+  busyUntilMs = 0; // the key's object said busy: lease even below `above`
+  refunds: LeaseReturn[] = []; // waiting for the key's next call
   refundWaiters: ((result: RefundResult) => void)[] = [];
-  /** A timer will send `refunds` and `returns` if no call takes them first. */
-  returnsArmed = false;
-  /** No call of their own for refunds before then (an overloaded object sent them back). */
-  returnsNotBeforeMs = 0;
-  /** Until when the key's object is known overloaded. */
+  returnsArmed = false; // a timer will send `refunds` and `returns` if no call takes them first
+  returnsNotBeforeMs = 0; // no call of their own for refunds before then (an overloaded object sent them back)
   overloadedUntilMs = 0;
-  /** The key counts as hot until then: a term after the last lease granted here ended (`isHot`). */
-  grantHotUntilMs = 0;
+  grantHotUntilMs = 0; // hot until a term after the last lease granted here ended (`isHot`)
   delegate: DelegateRoute | null;
-  /** Until when the key is hot: batches go to the delegate. */
-  hotUntilMs: number;
-  /** Until when the delegate is avoided after a failed call. */
-  delegateDownUntilMs = 0;
-  /** The share of the region's isolates to be on their own shards, as busy answers or a hot mark said (`spreadAt`). */
+  hotUntilMs: number; // batches go to the delegate until then
+  delegateDownUntilMs = 0; // the delegate is avoided after a failed call
+  /** The share of the region's isolates to be on their own shards, heard at `spreadAtMs` (`spreadAt`). */
   spread: number;
-  /** When `spread` was heard (this isolate's clock). */
   spreadAtMs: number;
-  /** The hot mark was read for this hot spell. */
-  hotMarkRead: boolean;
+  hotMarkRead: boolean; // for this hot spell
   spreadMark: ((name: string) => Promise<number>) | null;
 
   constructor(input: AskInput, now: number) {
@@ -147,7 +138,7 @@ export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInp
   const seen = seenPerTtl(st, now);
   // Above `above`: seen / ttl > tokens / perMs, in integers. A busy object (many isolates, each under it) leases too.
   const busy = now < st.busyUntilMs;
-  if (st.leaseSettings === AUTO_LEASE && !busy) return null;
+  if (settings === AUTO_LEASE && !busy) return null;
   const above = settings.above;
   if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
   // What it saw in one ttl, and two standard deviations of a Poisson count: rarely spent before its term.
@@ -173,8 +164,7 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   if (leaseTermMs(st.rule.params, now, ttlMs) < ttlMs) return null;
   const need = seenOver(st, now, ttlMs);
   if (need < 2) return null;
-  const units = Math.min(need, settings.units ?? need, leaseCapOf(st.rule.params));
-  return { units, ttlMs };
+  return { units: Math.min(need, settings.units ?? need, leaseCapOf(st.rule.params)), ttlMs };
 }
 
 /**
@@ -211,18 +201,18 @@ export function decayedSpread(spread: number, ageMs: number): number {
 
 /**
  * Whether the spread decays and grows by busy answers (`heardBusy`): a window rule's, sized anew every term; a rate
- * share's parts settle over terms of up to 4 s, too slow for isolates moving back and forth (`SPREAD_HALF_LIFE_MS`).
+ * share's parts settle over terms of up to 4 s, too slow for isolates moving back and forth.
  */
 export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
   return uses("spread") && leasePolicy(st.rule.params.algorithm).kind === "window";
 }
 
-/** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays (`spreadDecays`). */
+/** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays. */
 export function spreadAt(st: Pick<KeyState, "rule" | "spread" | "spreadAtMs">, now: number): number {
   return spreadDecays(st) ? decayedSpread(st.spread, now - st.spreadAtMs) : st.spread;
 }
 
-/** Raise the key's spread to `spread` if above what it is now, at most `MAX_SPREAD`; it decays from `now` on. */
+/** Raise the key's spread to `spread` (at most `MAX_SPREAD`) if above what it is now; it decays from `now` on. */
 export function spreadTo(st: KeyState, spread: number, now: number): void {
   if (spread <= spreadAt(st, now)) return;
   st.spread = Math.min(MAX_SPREAD, spread);
@@ -271,7 +261,80 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
   return result;
 }
 
-/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals (coalesce.ts `spread`). */
+/** What the last known answers need of the coalescer: its clock, counters and spread. */
+export interface KeyCtx {
+  readonly clock: () => number;
+  readonly counters: CoalesceCounters;
+  spread(rangeMs: number): number;
+}
+
+/** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
+export function isHot(st: KeyState, now: number): boolean {
+  const until = Math.max(st.hotUntilMs, st.busyUntilMs, st.overloadedUntilMs, st.grantHotUntilMs);
+  return now < until || st.lease !== null;
+}
+
+/** A busy failure of the key's object sends the key to its delegate, as `hot` would (an overloaded object throws). */
+export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
+  if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;
+  if (!busyFailure(failure)) return false;
+  st.hotUntilMs = Math.max(st.hotUntilMs, now + HOT_HOLD_MS);
+  return true;
+}
+
+/** A failure that says the object is busy, not broken: overloaded, or no answer within the budget. */
+export function busyFailure(failure: FailureKind): boolean {
+  return failure === "overloaded" || failure === "timeout";
+}
+
+/**
+ * A request the object could not decide: refused if short here or the object busy (then refused here for part of
+ * `OVERLOAD_BACKOFF_MS`, unless `backoff` is false); any other failure: `null`, its rule's `on_error`.
+ */
+export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
+  if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
+  if (now >= st.lastKnownUntilMs) {
+    if (!busyFailure(failure)) return null;
+    if (backoff) {
+      st.lastKnownUntilMs = now + OVERLOAD_BACKOFF_MS / 2 + ctx.spread(OVERLOAD_BACKOFF_MS / 2);
+      st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, st.lastKnownUntilMs);
+    }
+  }
+  ctx.counters.last_known_answers = (ctx.counters.last_known_answers ?? 0) + 1;
+  return lastKnownRefusal(st, now);
+}
+
+/** A last known refusal, its retry when this isolate asks again (or the key reopens, if the object said). */
+export function lastKnownRefusal(st: KeyState, now: number): Asked {
+  const waitMs = Math.max(1, st.lastKnownRetryAtMs - now);
+  const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
+  return heldAnswer(now, decision, () => Promise.resolve(null));
+}
+
+/** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */
+export function heldAnswer(atMs: number, decision: Decision, refund: () => Promise<RefundResult>): Asked {
+  return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
+}
+
+/** A grant `short` of the need: refuse beyond the lease until `endsAtMs`, retry when the object's denials say. */
+export function noteLastKnown(
+  ctx: KeyCtx,
+  st: KeyState,
+  short: boolean,
+  endsAtMs: number,
+  results: readonly CheckResult[],
+): void {
+  st.lastKnownUntilMs = short ? endsAtMs : 0;
+  st.lastKnownRetryAtMs = short ? endsAtMs : 0;
+  if (!short) return;
+  const now = ctx.clock();
+  for (const r of results) {
+    if (!r.ok || r.decision.allowed || r.decision.retryAfterMs === null) continue;
+    st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, now + r.decision.retryAfterMs);
+  }
+}
+
+/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals. */
 export function nextSeed(seed: number): number {
   let x = seed;
   x ^= x << 13;
@@ -295,10 +358,8 @@ export function shardOf(text: string, shards: number): number {
   return (hashString(text) >>> 16) % shards;
 }
 
-/**
- * An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), from its id: two hashes, so which
- * isolates move says nothing of where to.
- */
+/** An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), from its id (two hashes: which
+ * isolates move says nothing of where to). */
 export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {
   return { shard: 1 + shardOf(id, DELEGATE_SHARDS - 1), draw: hashString(`draw:${id}`) / 2 ** 32 };
 }

@@ -1,19 +1,19 @@
 /**
- * Exact tables for what an isolate decides without its key's object (src/isolate/last_known.ts): whether the key is
+ * Exact tables for what an isolate decides without its key's object (src/isolate/key_state.ts): whether the key is
  * hot here, an overload teaching hot, last known refusals while the key is short (never an admission: an ended share is not
  * reused), the overload backoff, and a short key noted from a short grant.
  */
 import { describe, expect, it } from "vitest";
 import type { Asked, AskInput, HeldLease } from "../../src/isolate/coalesce_types.ts";
-import { KeyState } from "../../src/isolate/key_state.ts";
 import {
   isHot,
   type KeyCtx,
+  KeyState,
   lastKnown,
   lastKnownRefusal,
   noteLastKnown,
   overloadTeachesHot,
-} from "../../src/isolate/last_known.ts";
+} from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CheckResult } from "../../src/protocol/store.ts";
