@@ -5,7 +5,6 @@ import type { LeaseGrant } from "../protocol/store.ts";
 import { Calls, endLease, type KeepAlive, noteAnswer, owes, startCall } from "./coalesce_calls.ts";
 import {
   type Asked,
-  type AskedLease,
   type AskInput,
   COALESCE_MAX_WAITING,
   type CoalescerOptions,
@@ -18,9 +17,7 @@ import { callTarget } from "./delegate_call.ts";
 import {
   delegateFor,
   type KeyState,
-  lastKnown,
   leaseAsk,
-  noteLastKnown,
   readMark,
   see,
   shortOf,
@@ -31,6 +28,9 @@ import {
 } from "./key_state.ts";
 
 export * from "./coalesce_types.ts";
+
+/** A call's sending time (this isolate's clock), its requests' `keepAlive`, and the delegate it went to, if any. */
+type Sent = { readonly atMs: number; readonly keepAlive: KeepAlive; readonly from?: DelegateRoute };
 
 export class Coalescer {
   private readonly c: Calls;
@@ -102,20 +102,13 @@ export class Coalescer {
    * since the send counts the whole budget as gone (for a `late` answer, the whole term). At its end, renew it if the
    * key was used within a ttl, else give its units back (unless a call is out).
    */
-  private adopt(
-    st: KeyState,
-    grant: LeaseGrant,
-    sentAtMs: number,
-    asked: AskedLease | undefined,
-    keepAlive: KeepAlive,
-    from: DelegateRoute | undefined,
-    late = false,
-  ): number {
+  private adopt(st: KeyState, grant: LeaseGrant, sent: Sent, late = false): number {
     this.options.counters.leases++;
+    const asked = this.c.lastAsk.get(st);
     const askedTtlMs = asked?.ttlMs ?? grant.forMs;
     const cut = grant.forMs < askedTtlMs;
     const now = this.options.clock();
-    const fromMs = now >= sentAtMs ? sentAtMs : now - (late ? grant.forMs : st.timeoutMs);
+    const fromMs = now >= sent.atMs ? sent.atMs : now - (late ? grant.forMs : st.timeoutMs);
     const held: HeldLease = {
       unitsLeft: grant.units,
       units: grant.units,
@@ -123,7 +116,7 @@ export class Coalescer {
       // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
       endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.c.spread(grant.forMs / 2)),
       returned: false,
-      ...(from === undefined ? {} : { from }),
+      ...(sent.from === undefined ? {} : { from: sent.from }),
       ...(grant.id === undefined ? {} : { id: grant.id }),
     };
     endLease(st);
@@ -148,9 +141,9 @@ export class Coalescer {
       if (st.inFlight) return;
       if (!renew && !owes(st)) return this.c.handOff(st); // requests that waited through a hold go on as usual
       startCall(st, clock());
-      await this.flush(st, null, keepAlive, renew);
+      await this.flush(st, null, sent.keepAlive, renew);
     });
-    keepAlive?.(ended);
+    sent.keepAlive?.(ended);
     return held.endsAtMs;
   }
 
@@ -160,10 +153,9 @@ export class Coalescer {
    */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
     if (st.queue.length >= (this.options.maxWaiting ?? COALESCE_MAX_WAITING)) {
-      const { counters } = this.options;
-      counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
+      this.options.counters.queue_overflows = (this.options.counters.queue_overflows ?? 0) + 1;
       // As an overloaded call (`lastKnown`), without the backoff: the requests waiting still go to the object.
-      return lastKnown(this.c, st, "overloaded", this.options.clock(), false)!;
+      return this.c.lastKnown(st, "overloaded", this.options.clock(), false)!;
     }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
@@ -196,16 +188,11 @@ export class Coalescer {
   }
 
   /** One call for everything queued (the leader first) and the units to give back; returns the leader's answer. */
-  private async flush(
-    st: KeyState,
-    leader: Waiting | null,
-    keepAlive: KeepAlive,
-    renew = false,
-  ): Promise<Asked | null> {
+  private async flush(st: KeyState, leader: Waiting | null, keepAlive: KeepAlive, renew = false) {
     const { clock } = this.options;
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
-    const { batch, mine } = this.c.answerHere(st, queued, leader, clock());
+    const { batch, mine } = this.c.answerHere(st, queued, leader);
     if (leader !== null && mine !== null && (batch.length > 0 || owes(st))) {
       // The leader was answered from a lease that came while it waited: it goes now, the first request left leads the
       // call for the rest (a call runs in the context of a request it carries), or the units go back in the background.
@@ -224,33 +211,26 @@ export class Coalescer {
     let delegate = delegateFor(st, clock());
     if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
     const input = this.c.callInput(st, batch, renew, delegate !== null);
-    const sentAtMs = clock();
+    const sent: Sent = { atMs: clock(), keepAlive, from: delegate ?? undefined };
     let answers: Asked[] = [];
     try {
       const answer = await callTarget(this.options, st, delegate, input, keepAlive);
       this.c.refundsLanded(st, input, answer);
-      answers = this.settle(st, batch, answer, sentAtMs, keepAlive, delegate ?? undefined);
+      answers = this.settle(st, batch, answer, sent);
     } finally {
       this.c.afterCall(st, keepAlive);
     }
     let leaderAnswer = mine;
     batch.forEach((w, i) => {
       const a = answers[i]!;
-      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
+      if (a.kind === "answered") w.observe?.(a.result, sent.atMs);
       if (w === leader) leaderAnswer = a;
       else w.resolve(a);
     });
     return leaderAnswer;
   }
 
-  private settle(
-    st: KeyState,
-    batch: readonly Waiting[],
-    answer: CallAnswer,
-    sentAtMs: number,
-    keepAlive: KeepAlive,
-    from?: DelegateRoute,
-  ): Asked[] {
+  private settle(st: KeyState, batch: readonly Waiting[], answer: CallAnswer, sent: Sent): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
       noteAnswer(st, result, this.options.clock());
@@ -258,24 +238,24 @@ export class Coalescer {
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
         result.lease !== null
-          ? this.adopt(st, result.lease, sentAtMs, asked, keepAlive, from)
-          : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.c.spread(asked.ttlMs / 2));
+          ? this.adopt(st, result.lease, sent)
+          : sent.atMs + (asked === undefined ? 0 : asked.ttlMs - this.c.spread(asked.ttlMs / 2));
       // A sub-lease ask granted nothing: known short only until the delegate's slice refills what it asked.
       const waitMs = result.leaseWaitMs;
       const emptyUntilMs =
-        granted === 0 && typeof waitMs === "number" && waitMs >= 0 ? Math.min(endsAtMs, sentAtMs + waitMs) : endsAtMs;
-      noteLastKnown(this.c, st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
+        granted === 0 && typeof waitMs === "number" && waitMs >= 0 ? Math.min(endsAtMs, sent.atMs + waitMs) : endsAtMs;
+      this.c.noteLastKnown(st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
       return this.c.answered(st, batch, result, attempts);
     }
     const answers = this.c.failed(st, batch, answer);
     const { late } = answer;
     // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
     const work = late?.then((r) => {
-      if (r.lease !== null) this.adopt(st, r.lease, sentAtMs, this.c.lastAsk.get(st), keepAlive, from, true);
+      if (r.lease !== null) this.adopt(st, r.lease, sent, true);
       this.c.lateRefunds(st, batch, answers, r.results);
     });
     work?.catch(() => undefined); // failed as well: nothing it charged is known here
-    if (work !== undefined) keepAlive?.(work);
+    if (work !== undefined) sent.keepAlive?.(work);
     return answers;
   }
 }

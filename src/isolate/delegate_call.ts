@@ -62,14 +62,8 @@ export async function callDelegates(
   return { kind: "fallBack", avoidForMs: avoid ?? DELEGATE_BACKOFF_MS };
 }
 
-/**
- * What a call to `delegate` gives back, split: to `delegate`, or to the other delegates that lent it (`away`: this
- * isolate moved shard or region), each in a call of its own (only the lender holds their reservation).
- */
-export function byLender(
-  delegate: DelegateRoute,
-  giveBack: readonly NotedReturn[],
-): { readonly here: LeaseReturn[]; readonly away: { readonly to: DelegateRoute; readonly giveBack: LeaseReturn[] }[] } {
+/** A call's give-backs: to `delegate`, or `away` to the other delegates that lent them (only a lender holds theirs). */
+export function byLender(delegate: DelegateRoute, giveBack: readonly NotedReturn[]) {
   const here: LeaseReturn[] = [];
   const away = new Map<string, { readonly to: DelegateRoute; readonly giveBack: LeaseReturn[] }>();
   for (const { lender, ...back } of giveBack) {

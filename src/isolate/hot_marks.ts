@@ -57,11 +57,8 @@ export async function writeMark(
   const read = await store.read(name);
   const nowMs = clock();
   const stored = spreadOf(read, nowMs);
-  if (stored > mark.spread) {
-    spreadHere(stored);
-    return;
-  }
-  await store.write(name, mark.decays === true ? { spread: mark.spread, atMs: nowMs } : { spread: mark.spread });
+  if (stored > mark.spread) spreadHere(stored);
+  else await store.write(name, mark.decays === true ? { spread: mark.spread, atMs: nowMs } : { spread: mark.spread });
 }
 
 /** Reads the spread of `store`'s mark of a key now (`AskInput.spreadMark`). */
@@ -80,10 +77,7 @@ export class WrittenMarks {
     if (last !== undefined && mark.spread <= last.spread && nowMs - last.atMs < HOT_MARK_TTL_MS / 2) return false;
     this.written.delete(name);
     this.written.set(name, { spread: mark.spread, atMs: nowMs });
-    if (this.written.size > MARKS_REMEMBERED) {
-      const oldest = this.written.keys().next().value;
-      if (oldest !== undefined) this.written.delete(oldest);
-    }
+    if (this.written.size > MARKS_REMEMBERED) this.written.delete(this.written.keys().next().value!);
     return true;
   }
 }

@@ -1,7 +1,4 @@
-/**
- * A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call, and what
- * it decides without asking ("last known": a refusal while the key is short or busy, never an admission).
- */
+/** A key's state in an isolate's coalescer: arrivals, the lease to ask, where to call, "last known" refusals. */
 import { type AlgorithmParams, type Decision, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { uses } from "../protocol/mechanisms.ts";
 import type { FailureKind, ObjectTransport } from "../protocol/object_call.ts";
@@ -15,14 +12,13 @@ import {
   type RefundResult,
 } from "../protocol/store.ts";
 import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
-import { DELEGATE_SHARDS, HOT_HOLD_MS, OVERLOAD_BACKOFF_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 import {
   type Asked,
   type AskedLease,
   type AskInput,
   AUTO_LEASE,
-  type CoalesceCounters,
   type DelegateRoute,
   type HeldLease,
   type HotMark,
@@ -117,10 +113,7 @@ export function roll(st: KeyState, now: number): void {
   }
 }
 
-/**
- * Arrivals of the key per lease ttl: the larger of the last bucket and this one; a run younger than a ttl is
- * extrapolated from its third arrival, so a key that just became hot leases at once, not after its bucket fills.
- */
+/** Arrivals per lease ttl, the larger of two buckets; a younger run from its 3rd arrival (a hot key leases at once). */
 export function seenPerTtl(st: KeyState, now: number): number {
   roll(st, now);
   const seen = Math.max(st.seen.prev, st.seen.curr);
@@ -150,10 +143,7 @@ export function seenOver(st: KeyState, now: number, ttlMs: number): number {
   return Math.ceil((seenPerTtl(st, now) * ttlMs) / (st.leaseSettings?.ttlMs ?? 1000));
 }
 
-/**
- * A sub-lease to ask a delegate for: what was seen over its term, no margin (units held unused are missing from the
- * delegate's bucket); at most `units` and `leaseCapOf`; none below 2 (it saves no call).
- */
+/** A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2. */
 export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
   const kind = leasePolicy(st.rule.params.algorithm).kind;
@@ -199,10 +189,7 @@ export function decayedSpread(spread: number, ageMs: number): number {
   return ageMs <= 0 ? spread : spread * 0.5 ** (ageMs / SPREAD_HALF_LIFE_MS);
 }
 
-/**
- * Whether the spread decays and grows by busy answers (`heardBusy`): a window rule's, sized anew every term; a rate
- * share's parts settle over terms of up to 4 s, too slow for isolates moving back and forth.
- */
+/** Whether the spread decays and grows by busy answers: a window rule's (a rate share settles too slowly for that). */
 export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
   return uses("spread") && leasePolicy(st.rule.params.algorithm).kind === "window";
 }
@@ -261,13 +248,6 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
   return result;
 }
 
-/** What the last known answers need of the coalescer: its clock, counters and spread. */
-export interface KeyCtx {
-  readonly clock: () => number;
-  readonly counters: CoalesceCounters;
-  spread(rangeMs: number): number;
-}
-
 /** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
 export function isHot(st: KeyState, now: number): boolean {
   const until = Math.max(st.hotUntilMs, st.busyUntilMs, st.overloadedUntilMs, st.grantHotUntilMs);
@@ -287,23 +267,6 @@ export function busyFailure(failure: FailureKind): boolean {
   return failure === "overloaded" || failure === "timeout";
 }
 
-/**
- * A request the object could not decide: refused if short here or the object busy (then refused here for part of
- * `OVERLOAD_BACKOFF_MS`, unless `backoff` is false); any other failure: `null`, its rule's `on_error`.
- */
-export function lastKnown(ctx: KeyCtx, st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
-  if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
-  if (now >= st.lastKnownUntilMs) {
-    if (!busyFailure(failure)) return null;
-    if (backoff) {
-      st.lastKnownUntilMs = now + OVERLOAD_BACKOFF_MS / 2 + ctx.spread(OVERLOAD_BACKOFF_MS / 2);
-      st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, st.lastKnownUntilMs);
-    }
-  }
-  ctx.counters.last_known_answers = (ctx.counters.last_known_answers ?? 0) + 1;
-  return lastKnownRefusal(st, now);
-}
-
 /** A last known refusal, its retry when this isolate asks again (or the key reopens, if the object said). */
 export function lastKnownRefusal(st: KeyState, now: number): Asked {
   const waitMs = Math.max(1, st.lastKnownRetryAtMs - now);
@@ -314,24 +277,6 @@ export function lastKnownRefusal(st: KeyState, now: number): Asked {
 /** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */
 export function heldAnswer(atMs: number, decision: Decision, refund: () => Promise<RefundResult>): Asked {
   return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
-}
-
-/** A grant `short` of the need: refuse beyond the lease until `endsAtMs`, retry when the object's denials say. */
-export function noteLastKnown(
-  ctx: KeyCtx,
-  st: KeyState,
-  short: boolean,
-  endsAtMs: number,
-  results: readonly CheckResult[],
-): void {
-  st.lastKnownUntilMs = short ? endsAtMs : 0;
-  st.lastKnownRetryAtMs = short ? endsAtMs : 0;
-  if (!short) return;
-  const now = ctx.clock();
-  for (const r of results) {
-    if (!r.ok || r.decision.allowed || r.decision.retryAfterMs === null) continue;
-    st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, now + r.decision.retryAfterMs);
-  }
 }
 
 /** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals. */
@@ -358,8 +303,7 @@ export function shardOf(text: string, shards: number): number {
   return (hashString(text) >>> 16) % shards;
 }
 
-/** An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), from its id (two hashes: which
- * isolates move says nothing of where to). */
+/** An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), by two hashes of its id. */
 export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {
   return { shard: 1 + shardOf(id, DELEGATE_SHARDS - 1), draw: hashString(`draw:${id}`) / 2 ** 32 };
 }
