@@ -32,7 +32,6 @@ import {
   seenOver,
   unsee,
 } from "./key_state.ts";
-
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -205,8 +204,7 @@ export class Calls {
     if (input.lease == null) this.lastAsk.delete(st);
     else {
       // A grant cut at the cap one lease may take is no sign of a short key.
-      const seen = seenOver(st, clock(), input.lease.ttlMs);
-      const need = Math.min(input.lease.units, seen, leaseCapOf(st.rule.params));
+      const need = Math.min(input.lease.units, seenOver(st, clock(), input.lease.ttlMs), leaseCapOf(st.rule.params));
       this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
     }
     if (batch.length > 1) counters.batched_requests += batch.length;

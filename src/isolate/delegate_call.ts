@@ -2,7 +2,7 @@
  * An isolate's call to its region's delegate (`callTarget`), falling back to the key's object. A reset delegate is
  * restarting (back in about 100 ms, its record kept): tried on the other shard, then again, before the fallback.
  */
-import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
+import { type CallAnswer, callObject } from "../protocol/object_call.ts";
 import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
@@ -39,8 +39,8 @@ export async function callDelegates(
 ): Promise<DelegateOutcome> {
   const startMs = deps.clock();
   const isolate = { sleep: deps.sleep, stats: deps.counters };
-  const call = (route: { transport: ObjectTransport; name: string }, call: CallInput) =>
-    callObject(route.transport, route.name, call, timeoutMs, isolate);
+  const call = (route: DelegateRoute, body: CallInput) =>
+    callObject(route.transport, route.name, body, timeoutMs, isolate);
   const first = await call(delegate, input);
   let avoid = avoidFor(first);
   if (avoid === null) return { kind: "answer", answer: first, from: delegate };

@@ -48,13 +48,12 @@ export class KeyState {
   queue: Waiting[] = [];
   lease: HeldLease | null = null;
   returns: HeldLease[] = []; // leases ended or replaced: their unused units go back with the next call
-  /** The last grant was short: until then, requests beyond the lease are refused here (`lastKnownRefusal`). */
-  lastKnownUntilMs = 0;
+  lastKnownUntilMs = 0; // the last grant was short: until then, requests beyond the lease are refused here
   lastKnownRetryAtMs = 0;
   seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
   busyUntilMs = 0; // the key's object said busy: lease even below `above`
   refunds: LeaseReturn[] = []; // waiting for the key's next call
-  refundWaiters: ((result: RefundResult) => void)[] = [];
+  refundWaiters: ((result: RefundResult) => void)[] = []; // who waits for `refunds` to land
   returnsArmed = false; // a timer will send `refunds` and `returns` if no call takes them first
   returnsNotBeforeMs = 0; // no call of their own for refunds before then (an overloaded object sent them back)
   overloadedUntilMs = 0;
