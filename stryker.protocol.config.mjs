@@ -1,6 +1,6 @@
 // Mutation testing of the isolate <-> object protocol's pure code (issue 18): src/protocol (the key's object's calls,
 // shares, refunds, versions and call ids; the delegate's decisions and steps) and the isolate's pure key functions
-// (src/isolate/key_state.ts, last_known.ts, coalesce_types.ts, hot_marks.ts; delegate_call.ts: its clock and sleep
+// (src/isolate/key_state.ts, coalesce_types.ts, hot_marks.ts; delegate_call.ts: its clock and sleep
 // are injected). `npm run test:mutation:protocol`, and the second half of
 // `npm run test:mutation`; not part of `npm test`. Same runner as the core's run (stryker.config.mjs), the protocol's
 // own tests (vitest.mutation.protocol.config.ts), its own goal (90%) and its own reports. See docs/testing.md.
@@ -13,7 +13,6 @@ export default {
   mutate: [
     "src/protocol/**/*.ts",
     "src/isolate/key_state.ts",
-    "src/isolate/last_known.ts",
     "src/isolate/coalesce_types.ts",
     "src/isolate/hot_marks.ts",
     "src/isolate/delegate_call.ts",

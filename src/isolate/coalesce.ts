@@ -2,10 +2,9 @@
 
 import type { CallAnswer } from "../protocol/object_call.ts";
 import type { LeaseGrant } from "../protocol/store.ts";
-import { Calls, endLease, type KeepAlive, noteAnswer, startCall } from "./coalesce_calls.ts";
+import { Calls, endLease, type KeepAlive, noteAnswer, owes, startCall } from "./coalesce_calls.ts";
 import {
   type Asked,
-  type AskedLease,
   type AskInput,
   COALESCE_MAX_WAITING,
   type CoalescerOptions,
@@ -17,10 +16,8 @@ import {
 import { callTarget } from "./delegate_call.ts";
 import {
   delegateFor,
-  hashString,
   type KeyState,
   leaseAsk,
-  nextSeed,
   readMark,
   see,
   shortOf,
@@ -29,17 +26,17 @@ import {
   spreadTo,
   takeMark,
 } from "./key_state.ts";
-import { lastKnown, noteLastKnown } from "./last_known.ts";
 
 export * from "./coalesce_types.ts";
 
+/** A call's sending time (this isolate's clock), its requests' `keepAlive`, and the delegate it went to, if any. */
+type Sent = { readonly atMs: number; readonly keepAlive: KeepAlive; readonly from?: DelegateRoute };
+
 export class Coalescer {
   private readonly c: Calls;
-  /** Spreads renewals (`spread`); seeded on first use: at module load the runtime refuses random values. */
-  private spreadSeed: number | null = null;
 
   constructor(private readonly options: CoalescerOptions) {
-    this.c = new Calls(options, (rangeMs) => this.spread(rangeMs));
+    this.c = new Calls(options);
   }
 
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
@@ -51,10 +48,7 @@ export class Coalescer {
 
   /** The number of keys with a lease held now (for `/_sluice/stats`). */
   get leasesHeld(): number {
-    const now = this.options.clock();
-    let n = 0;
-    for (const st of this.c.keys.values()) if (st.lease !== null && now < st.lease.endsAtMs) n++;
-    return n;
+    return [...this.c.keys.keys()].filter((name) => this.leaseOf(name) !== null).length;
   }
 
   /** What this isolate holds of a key's budget now, for the admin API; `null` when nothing. */
@@ -68,8 +62,7 @@ export class Coalescer {
   /** Whether this isolate tracks the key and needs no hot mark for it (one whose hot spell lapsed: `takeMark`). */
   tracks(name: string): boolean {
     const st = this.c.keys.get(name);
-    if (st === undefined) return false;
-    return st.delegate === null || st.hotUntilMs === 0 || this.options.clock() < st.hotUntilMs;
+    return st !== undefined && (st.delegate === null || st.hotUntilMs === 0 || this.options.clock() < st.hotUntilMs);
   }
 
   /** The key as hot as this isolate knows it now (hot_marks.ts writes it for the data center); `null`: not hot. */
@@ -103,82 +96,55 @@ export class Coalescer {
     return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
 
-  /** At a lease's end, renew it if the key was used within a ttl, else give its units back (unless a call is out). */
-  private async renewOrReturn(st: KeyState, keepAlive: KeepAlive, used = true): Promise<void> {
-    const ttlMs = st.leaseSettings?.ttlMs ?? 0;
-    const now = this.options.clock();
-    const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
-    if (st.inFlight) return;
-    if (st.returns.length === 0 && st.refunds.length === 0 && !renew) {
-      this.c.handOff(st); // requests that waited through a hold go on as usual
-      return;
-    }
-    startCall(st, this.options.clock());
-    await this.flush(st, null, keepAlive, renew);
-  }
-
   /**
    * Hold a granted lease until spent or its term (from the call's send) ends; returns its end. Renewals are spread: a
    * full term cut by up to a half, a cut one followed by a hold of up to a quarter ttl. A clock that stepped back
-   * since the send counts the whole budget as gone (for a `late` answer, the whole term).
+   * since the send counts the whole budget as gone (for a `late` answer, the whole term). At its end, renew it if the
+   * key was used within a ttl, else give its units back (unless a call is out).
    */
-  private adopt(
-    st: KeyState,
-    grant: LeaseGrant,
-    sentAtMs: number,
-    asked: AskedLease | undefined,
-    keepAlive: KeepAlive,
-    from: DelegateRoute | undefined,
-    late = false,
-  ): number {
+  private adopt(st: KeyState, grant: LeaseGrant, sent: Sent, late = false): number {
     this.options.counters.leases++;
+    const asked = this.c.lastAsk.get(st);
     const askedTtlMs = asked?.ttlMs ?? grant.forMs;
     const cut = grant.forMs < askedTtlMs;
     const now = this.options.clock();
-    const fromMs = now >= sentAtMs ? sentAtMs : now - (late ? grant.forMs : st.timeoutMs);
+    const fromMs = now >= sent.atMs ? sent.atMs : now - (late ? grant.forMs : st.timeoutMs);
     const held: HeldLease = {
       unitsLeft: grant.units,
       units: grant.units,
       atMs: grant.atMs,
       // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
-      endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.spread(grant.forMs / 2)),
+      endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.c.spread(grant.forMs / 2)),
       returned: false,
-      ...(from === undefined ? {} : { from }),
+      ...(sent.from === undefined ? {} : { from: sent.from }),
       ...(grant.id === undefined ? {} : { id: grant.id }),
     };
-    if (st.lease !== null) endLease(st);
+    endLease(st);
     st.lease = held;
     st.grantHotUntilMs = held.endsAtMs + Math.max(0, held.endsAtMs - fromMs);
-    const { sleep } = this.options;
-    const wait = Math.max(0, held.endsAtMs - this.options.clock());
-    const holdMs = cut ? this.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
+    const { sleep, clock } = this.options;
+    const wait = Math.max(0, held.endsAtMs - clock());
+    const holdMs = cut ? this.c.spread(Math.min(askedTtlMs / 4, st.timeoutMs)) : 0;
     const ended = sleep(wait).then(async () => {
       if (st.lease !== held) return; // ended before its term (replaced by the next call, which gave it back)
       // A delegate's sub-lease that admitted nothing is not renewed (a lease from the key's object is, within its ttl).
       const used = asked?.sub !== true || held.unitsLeft < held.units;
       endLease(st);
       if (holdMs > 0 && !st.inFlight) {
-        startCall(st, this.options.clock()); // as if a call were in flight: requests meanwhile wait for the renewal
+        startCall(st, clock()); // as if a call were in flight: requests meanwhile wait for the renewal
         await sleep(holdMs);
         st.inFlight = false;
       }
-      return this.renewOrReturn(st, keepAlive, used);
+      const now = clock();
+      const ttlMs = st.leaseSettings?.ttlMs ?? 0;
+      const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
+      if (st.inFlight) return;
+      if (!renew && !owes(st)) return this.c.handOff(st); // requests that waited through a hold go on as usual
+      startCall(st, clock());
+      await this.flush(st, null, sent.keepAlive, renew);
     });
-    keepAlive?.(ended);
+    sent.keepAlive?.(ended);
     return held.endsAtMs;
-  }
-
-  /**
-   * The leader was answered from a lease that came while it waited: it goes now, the first request left leads the
-   * call for the rest (a call runs in the context of a request it carries), or the units go back in the background.
-   */
-  private leadOn(st: KeyState, rest: Waiting[], keepAlive: KeepAlive): boolean {
-    if (rest.length === 0 && st.returns.length === 0 && st.refunds.length === 0) return false;
-    for (const w of rest) w.settled = w === rest[0];
-    st.queue.unshift(...rest);
-    if (rest.length === 0) keepAlive?.(this.flush(st, null, keepAlive));
-    else rest[0]!.resolve("lead");
-    return true;
   }
 
   /**
@@ -187,10 +153,9 @@ export class Coalescer {
    */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
     if (st.queue.length >= (this.options.maxWaiting ?? COALESCE_MAX_WAITING)) {
-      const { counters } = this.options;
-      counters.queue_overflows = (counters.queue_overflows ?? 0) + 1;
+      this.options.counters.queue_overflows = (this.options.counters.queue_overflows ?? 0) + 1;
       // As an overloaded call (`lastKnown`), without the backoff: the requests waiting still go to the object.
-      return lastKnown(this.c, st, "overloaded", this.options.clock(), false)!;
+      return this.c.lastKnown(st, "overloaded", this.options.clock(), false)!;
     }
     let waiting: Waiting | undefined;
     const turn = new Promise<Asked | "lead">((resolve) => {
@@ -223,53 +188,49 @@ export class Coalescer {
   }
 
   /** One call for everything queued (the leader first) and the units to give back; returns the leader's answer. */
-  private async flush(
-    st: KeyState,
-    leader: Waiting | null,
-    keepAlive: KeepAlive,
-    renew = false,
-  ): Promise<Asked | null> {
+  private async flush(st: KeyState, leader: Waiting | null, keepAlive: KeepAlive, renew = false) {
     const { clock } = this.options;
     const queued = st.queue.splice(0);
     for (const w of queued) w.settled = true;
-    const { batch, mine } = this.c.answerHere(st, queued, leader, clock());
-    if (leader !== null && mine !== null && this.leadOn(st, batch, keepAlive)) return mine;
-    if (batch.length === 0 && st.returns.length === 0 && st.refunds.length === 0 && !renew) {
+    const { batch, mine } = this.c.answerHere(st, queued, leader);
+    if (leader !== null && mine !== null && (batch.length > 0 || owes(st))) {
+      // The leader was answered from a lease that came while it waited: it goes now, the first request left leads the
+      // call for the rest (a call runs in the context of a request it carries), or the units go back in the background.
+      for (const w of batch) w.settled = w === batch[0];
+      st.queue.unshift(...batch);
+      if (batch.length === 0) keepAlive?.(this.flush(st, null, keepAlive));
+      else batch[0]!.resolve("lead");
+      return mine;
+    }
+    if (batch.length === 0 && !owes(st) && !renew) {
       st.inFlight = false;
       this.c.handOff(st);
       return mine;
     }
-    if (st.lease !== null) endLease(st);
+    endLease(st);
     let delegate = delegateFor(st, clock());
     if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
     const input = this.c.callInput(st, batch, renew, delegate !== null);
-    const sentAtMs = clock();
+    const sent: Sent = { atMs: clock(), keepAlive, from: delegate ?? undefined };
     let answers: Asked[] = [];
     try {
       const answer = await callTarget(this.options, st, delegate, input, keepAlive);
       this.c.refundsLanded(st, input, answer);
-      answers = this.settle(st, batch, answer, sentAtMs, keepAlive, delegate ?? undefined);
+      answers = this.settle(st, batch, answer, sent);
     } finally {
       this.c.afterCall(st, keepAlive);
     }
     let leaderAnswer = mine;
     batch.forEach((w, i) => {
       const a = answers[i]!;
-      if (a.kind === "answered") w.observe?.(a.result, sentAtMs);
+      if (a.kind === "answered") w.observe?.(a.result, sent.atMs);
       if (w === leader) leaderAnswer = a;
       else w.resolve(a);
     });
     return leaderAnswer;
   }
 
-  private settle(
-    st: KeyState,
-    batch: readonly Waiting[],
-    answer: CallAnswer,
-    sentAtMs: number,
-    keepAlive: KeepAlive,
-    from?: DelegateRoute,
-  ): Asked[] {
+  private settle(st: KeyState, batch: readonly Waiting[], answer: CallAnswer, sent: Sent): Asked[] {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
       noteAnswer(st, result, this.options.clock());
@@ -277,31 +238,24 @@ export class Coalescer {
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
         result.lease !== null
-          ? this.adopt(st, result.lease, sentAtMs, asked, keepAlive, from)
-          : sentAtMs + (asked === undefined ? 0 : asked.ttlMs - this.spread(asked.ttlMs / 2));
+          ? this.adopt(st, result.lease, sent)
+          : sent.atMs + (asked === undefined ? 0 : asked.ttlMs - this.c.spread(asked.ttlMs / 2));
       // A sub-lease ask granted nothing: known short only until the delegate's slice refills what it asked.
       const waitMs = result.leaseWaitMs;
       const emptyUntilMs =
-        granted === 0 && typeof waitMs === "number" && waitMs >= 0 ? Math.min(endsAtMs, sentAtMs + waitMs) : endsAtMs;
-      noteLastKnown(this.c, st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
+        granted === 0 && typeof waitMs === "number" && waitMs >= 0 ? Math.min(endsAtMs, sent.atMs + waitMs) : endsAtMs;
+      this.c.noteLastKnown(st, shortOf(asked, granted, result.lease?.forMs ?? 0), emptyUntilMs, result.results);
       return this.c.answered(st, batch, result, attempts);
     }
     const answers = this.c.failed(st, batch, answer);
     const { late } = answer;
     // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
     const work = late?.then((r) => {
-      if (r.lease !== null) this.adopt(st, r.lease, sentAtMs, this.c.lastAsk.get(st), keepAlive, from, true);
+      if (r.lease !== null) this.adopt(st, r.lease, sent, true);
       this.c.lateRefunds(st, batch, answers, r.results);
     });
     work?.catch(() => undefined); // failed as well: nothing it charged is known here
-    if (work !== undefined) keepAlive?.(work);
+    if (work !== undefined) sent.keepAlive?.(work);
     return answers;
-  }
-
-  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
-  private spread(rangeMs: number): number {
-    if (rangeMs < 1) return 0;
-    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
-    return this.spreadSeed % Math.floor(rangeMs);
   }
 }

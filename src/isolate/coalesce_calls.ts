@@ -1,15 +1,15 @@
 /** A coalescer's calls (coalesce.ts): who leads, what a call carries, its answers, refunds and lease returns. */
 
 import { uses } from "../protocol/mechanisms.ts";
-import type { CallAnswer } from "../protocol/object_call.ts";
-import { type CallInput, type CallResult, leaseCapOf, type RefundResult } from "../protocol/store.ts";
+import type { CallAnswer, FailureKind } from "../protocol/object_call.ts";
+import { type CallInput, type CallResult, type CheckResult, leaseCapOf, type RefundResult } from "../protocol/store.ts";
 import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
 import {
   type Asked,
   type AskedLease,
   type AskInput,
+  AUTO_LEASE,
   COALESCE_MAX_KEYS,
-  type CoalesceCounters,
   type CoalescerOptions,
   leaseSettingsOf,
   type NotedCallInput,
@@ -17,8 +17,21 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { delegateFor, KeyState, lateResult, leaseAsk, noteHot, seenOver, unsee } from "./key_state.ts";
-import { heldAnswer, isHot, type KeyCtx, lastKnown, lastKnownRefusal } from "./last_known.ts";
+import {
+  busyFailure,
+  delegateFor,
+  hashString,
+  heldAnswer,
+  isHot,
+  KeyState,
+  lastKnownRefusal,
+  lateResult,
+  leaseAsk,
+  nextSeed,
+  noteHot,
+  seenOver,
+  unsee,
+} from "./key_state.ts";
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -35,6 +48,11 @@ export function noteAnswer(st: KeyState, result: CallResult, now: number): void 
   noteHot(st, result.hot, now);
 }
 
+/** Whether the key has units to give back (ended leases' or refunds), for the next call. */
+export function owes(st: KeyState): boolean {
+  return st.returns.length > 0 || st.refunds.length > 0;
+}
+
 /** Stop admitting from the key's lease; its unused units go back with the next call. */
 export function endLease(st: KeyState): void {
   const held = st.lease;
@@ -45,28 +63,58 @@ export function endLease(st: KeyState): void {
 }
 
 /** What one coalescer keeps over all its keys, and its calls (coalesce.ts `Coalescer` holds one). */
-export class Calls implements KeyCtx {
+export class Calls {
   readonly keys = new Map<string, KeyState>();
   /** The lease each key's call in flight asked for. */
   readonly lastAsk = new WeakMap<KeyState, AskedLease>();
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
-  readonly clock: () => number;
-  readonly counters: CoalesceCounters;
+  /** Seeded on first use (`spread`): at module load the runtime refuses random values. */
+  private spreadSeed: number | null = null;
 
-  constructor(
-    readonly options: CoalescerOptions,
-    readonly spread: (rangeMs: number) => number,
-  ) {
-    this.clock = options.clock;
-    this.counters = options.counters;
+  constructor(readonly options: CoalescerOptions) {}
+
+  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
+  spread(rangeMs: number): number {
+    if (rangeMs < 1) return 0;
+    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
+    return this.spreadSeed % Math.floor(rangeMs);
+  }
+
+  /**
+   * A request the object could not decide: refused if short here or the object busy (then refused here for part of
+   * `OVERLOAD_BACKOFF_MS`, unless `backoff` is false); any other failure: `null`, its rule's `on_error`.
+   */
+  lastKnown(st: KeyState, failure: FailureKind, now: number, backoff = true): Asked | null {
+    if (failure === "overloaded") st.overloadedUntilMs = now + (st.leaseSettings?.ttlMs ?? AUTO_LEASE.ttlMs);
+    if (now >= st.lastKnownUntilMs) {
+      if (!busyFailure(failure)) return null;
+      if (backoff) {
+        st.lastKnownUntilMs = now + OVERLOAD_BACKOFF_MS / 2 + this.spread(OVERLOAD_BACKOFF_MS / 2);
+        st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, st.lastKnownUntilMs);
+      }
+    }
+    this.options.counters.last_known_answers = (this.options.counters.last_known_answers ?? 0) + 1;
+    return lastKnownRefusal(st, now);
+  }
+
+  /** A grant `short` of the need: refuse beyond the lease until `endsAtMs`, retry when the object's denials say. */
+  noteLastKnown(st: KeyState, short: boolean, endsAtMs: number, results: readonly CheckResult[]): void {
+    st.lastKnownUntilMs = short ? endsAtMs : 0;
+    st.lastKnownRetryAtMs = short ? endsAtMs : 0;
+    if (!short) return;
+    const now = this.options.clock();
+    for (const r of results) {
+      if (!r.ok || r.decision.allowed || r.decision.retryAfterMs === null) continue;
+      st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, now + r.decision.retryAfterMs);
+    }
   }
 
   /** Let the first waiting request make the next call. */
   handOff(st: KeyState): void {
     const next = st.queue[0];
     if (st.inFlight || next === undefined) return;
-    startCall(st, this.clock());
+    startCall(st, this.options.clock());
     next.settled = true;
     next.resolve("lead");
   }
@@ -76,23 +124,26 @@ export class Calls implements KeyCtx {
     if (me.settled) return;
     me.settled = true;
     st.queue.splice(st.queue.indexOf(me), 1);
-    me.resolve(lastKnown(this, st, "timeout", this.clock())!);
-    if (st.inFlight && this.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
+    me.resolve(this.lastKnown(st, "timeout", this.options.clock())!);
+    if (st.inFlight && this.options.clock() - st.inFlightSinceMs >= 2 * st.timeoutMs) {
       st.inFlight = false;
       this.handOff(st);
     }
   }
 
-  /** The key's state, made new (evicting idle keys beyond `maxKeys`) or brought up to the input's rule. */
+  /** The key's state, made new (forgetting idle keys beyond `COALESCE_MAX_KEYS`) or brought up to the input's rule. */
   stateOf(input: AskInput): KeyState {
     let st = this.keys.get(input.name);
     if (st === undefined) {
-      st = new KeyState(input, this.clock());
-      this.evict();
+      st = new KeyState(input, this.options.clock());
+      for (const [name, idle] of this.keys) {
+        if (this.keys.size < COALESCE_MAX_KEYS) break;
+        if (!idle.inFlight && idle.lease === null && !owes(idle)) this.keys.delete(name);
+      }
     } else {
       this.keys.delete(input.name); // re-inserted below: the map's order is least recently used first
       // A newer rules version: the lease held under the older one ends (its units go back with the next call).
-      if ((input.rule.version ?? 0) > (st.rule.version ?? 0) && st.lease !== null) endLease(st);
+      if ((input.rule.version ?? 0) > (st.rule.version ?? 0)) endLease(st);
       st.transport = input.transport;
       st.rule = input.rule;
       st.timeoutMs = input.timeoutMs;
@@ -103,23 +154,9 @@ export class Calls implements KeyCtx {
     return st;
   }
 
-  private evict(): void {
-    const maxKeys = this.options.maxKeys ?? COALESCE_MAX_KEYS;
-    if (this.keys.size < maxKeys) return;
-    for (const [name, st] of this.keys) {
-      if (this.keys.size < maxKeys) return;
-      if (st.inFlight || st.lease !== null || st.returns.length > 0 || st.refunds.length > 0) continue;
-      this.keys.delete(name);
-    }
-  }
-
   /** The queued requests answered without a call (from the lease, then refused while short); the rest: the batch. */
-  answerHere(
-    st: KeyState,
-    queued: readonly Waiting[],
-    leader: Waiting | null,
-    now: number,
-  ): { batch: Waiting[]; mine: Asked | null } {
+  answerHere(st: KeyState, queued: Waiting[], leader: Waiting | null): { batch: Waiting[]; mine: Asked | null } {
+    const now = this.options.clock();
     let mine: Asked | null = null;
     const answer = (w: Waiting, a: Asked) => {
       if (w === leader) mine = a;
@@ -167,8 +204,7 @@ export class Calls implements KeyCtx {
     if (input.lease == null) this.lastAsk.delete(st);
     else {
       // A grant cut at the cap one lease may take is no sign of a short key.
-      const seen = seenOver(st, clock(), input.lease.ttlMs);
-      const need = Math.min(input.lease.units, seen, leaseCapOf(st.rule.params));
+      const need = Math.min(input.lease.units, seenOver(st, clock(), input.lease.ttlMs), leaseCapOf(st.rule.params));
       this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
     }
     if (batch.length > 1) counters.batched_requests += batch.length;
@@ -189,10 +225,10 @@ export class Calls implements KeyCtx {
   /** Each request's answer when the call failed: from what this isolate last knew, or the failure (`on_error`). */
   failed(st: KeyState, batch: readonly Waiting[], answer: CallAnswer & { kind: "failed" }): Asked[] {
     const { failure, message, attempts, late } = answer;
-    const now = this.clock();
+    const now = this.options.clock();
     return batch.map(
       (w, i): Asked =>
-        lastKnown(this, st, failure, now) ?? {
+        this.lastKnown(st, failure, now) ?? {
           kind: "failed",
           failure,
           message,
@@ -204,19 +240,14 @@ export class Calls implements KeyCtx {
   }
 
   /** What the late answer of a failed call admitted of the requests refused here (`lastKnown`) is given back. */
-  lateRefunds(
-    st: KeyState,
-    batch: readonly Waiting[],
-    answers: readonly Asked[],
-    results: CallResult["results"],
-  ): void {
+  lateRefunds(st: KeyState, batch: readonly Waiting[], answers: readonly Asked[], results: readonly CheckResult[]) {
     for (const [i, w] of batch.entries()) {
       const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? results[i] : undefined;
       if (x?.ok && x.decision.allowed) void this.giveAdmissionBack(st, w, x.slot, x.atMs);
     }
   }
 
-  /** An admission nobody uses: its slot back by id, at once (slot_return.ts), else a refund with the key's next call. */
+  /** An admission nobody uses: its slot back by id at once (slot_return.ts), else a refund with the key's next call. */
   private giveAdmissionBack(st: KeyState, w: Waiting, slot: number | undefined, atMs: number) {
     return giveSlotBack(st, slot, w.keepAlive) ?? this.refundObject(st, w.cost, atMs, w.keepAlive);
   }
@@ -226,11 +257,11 @@ export class Calls implements KeyCtx {
     const lease = st.lease;
     if (lease === null || lease.returned || now >= lease.endsAtMs || lease.unitsLeft < cost) return null;
     lease.unitsLeft -= cost;
-    this.counters.lease_answers++;
+    this.options.counters.lease_answers++;
     const resetAfterMs = Math.max(0, lease.endsAtMs - now);
     const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
     return heldAnswer(lease.atMs, decision, () => {
-      const at = this.clock();
+      const at = this.options.clock();
       unsee(st, at);
       if (st.lease === lease && at < lease.endsAtMs) {
         lease.unitsLeft += cost;
@@ -248,7 +279,7 @@ export class Calls implements KeyCtx {
   /** While the key is short here (`lastKnownUntilMs`), a last known refusal; else `null`. */
   refuseShort(st: KeyState, now: number): Asked | null {
     if (now >= st.lastKnownUntilMs) return null;
-    this.counters.lease_answers++;
+    this.options.counters.lease_answers++;
     return lastKnownRefusal(st, now);
   }
 
@@ -256,13 +287,7 @@ export class Calls implements KeyCtx {
    * Give an admission back with the key's next call (at most `RETURN_WAIT_MS` later if hot), answering `null` (one unit
    * short: the safe side); a cold key with no call in flight sends it at once.
    */
-  private refundObject(
-    st: KeyState,
-    cost: number,
-    admittedAtMs: number,
-    keepAlive: KeepAlive,
-    unseen = true,
-  ): Promise<RefundResult> {
+  private refundObject(st: KeyState, cost: number, admittedAtMs: number, keepAlive: KeepAlive, unseen = true) {
     const { clock, sleep, resume } = this.options;
     if (unseen) unsee(st, clock());
     const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
@@ -302,7 +327,7 @@ export class Calls implements KeyCtx {
     st.inFlight = false;
     this.handOff(st);
     if (st.inFlight || st.refunds.length === 0) return;
-    const now = this.clock();
+    const now = this.options.clock();
     if (isHot(st, now) || now < st.returnsNotBeforeMs) this.armReturns(st, keepAlive);
     else {
       const work = this.sendReturns(st, keepAlive);
@@ -328,16 +353,14 @@ export class Calls implements KeyCtx {
    * have applied them: not sent again (short, never over).
    */
   refundsLanded(st: KeyState, input: CallInput, answer: CallAnswer): void {
+    const waiters = this.refundWaiters.get(input) ?? [];
+    this.refundWaiters.delete(input);
     if (answer.kind === "failed" && answer.failure === "overloaded" && (input.giveBack?.length ?? 0) > 0) {
       st.refunds.unshift(...(input.giveBack ?? []));
-      st.refundWaiters.unshift(...(this.refundWaiters.get(input) ?? []));
-      this.refundWaiters.delete(input);
-      st.returnsNotBeforeMs = this.clock() + OVERLOAD_BACKOFF_MS;
+      st.refundWaiters.unshift(...waiters);
+      st.returnsNotBeforeMs = this.options.clock() + OVERLOAD_BACKOFF_MS;
       return;
     }
-    const waiters = this.refundWaiters.get(input);
-    if (waiters === undefined) return;
-    this.refundWaiters.delete(input);
     const refunded = answer.kind === "answered" ? (answer.result.refunded ?? null) : null;
     for (const resolve of waiters) resolve(refunded);
   }

@@ -5,16 +5,12 @@ import type { CallInput, CheckResult, LeaseAsk, LeaseReturn, LimiterRule, Refund
 import type { LeaseSettings } from "../rules/types.ts";
 
 export interface AskInput {
-  /** How this request reaches the key's object (the Worker: its `LIMITER` namespace). */
-  readonly transport: ObjectTransport;
-  /** The key's object's name (names.ts). */
-  readonly name: string;
+  readonly transport: ObjectTransport; // how this request reaches the key's object (the Worker: its `LIMITER`)
+  readonly name: string; // the key's object's name (names.ts)
   readonly rule: LimiterRule;
   readonly cost: number;
-  /** The budget for one call, ms. */
-  readonly timeoutMs: number;
-  /** The rule's `lease:`; `null` for none. */
-  readonly lease: LeaseSettings | null;
+  readonly timeoutMs: number; // the budget for one call
+  readonly lease: LeaseSettings | null; // the rule's `lease:`
   /** Keeps the isolate alive for background work this request starts (a lease's return at its end). */
   readonly keepAlive?: (work: Promise<unknown>) => void;
   /** Sees each result of a call in the object's order, with its sending time (the blocked-key cache); no I/O. */
@@ -27,11 +23,10 @@ export interface AskInput {
   readonly spreadMark?: ((name: string) => Promise<number>) | null;
 }
 
-/** A hot mark: the key is hot until then (this isolate's clock), with its spread. */
+/** A hot mark: the key is hot until then (this isolate's clock), with its spread; `decays`: written with its time. */
 export interface HotMark {
   readonly untilMs: number;
   readonly spread: number;
-  /** The spread decays (`spreadDecays`): the mark is written with its time. */
   readonly decays?: boolean;
 }
 
@@ -46,23 +41,18 @@ export interface DelegateRoute {
 export type Asked =
   | {
       readonly kind: "answered";
-      /** The decision (or an error value such as `cost_exceeds_capacity`). */
-      readonly result: CheckResult;
-      /** `lease`: answered here, from a lease or from what the isolate last knew. */
-      readonly source: "object" | "lease";
+      readonly result: CheckResult; // the decision (or an error value such as `cost_exceeds_capacity`)
+      readonly source: "object" | "lease"; // `lease`: answered here, from a lease or from what the isolate last knew
       readonly attempts: number;
-      /** Give the admission back (another rule denied the request). */
-      readonly refund: () => Promise<RefundResult>;
+      readonly refund: () => Promise<RefundResult>; // give the admission back (another rule denied the request)
     }
   | {
       readonly kind: "failed";
       readonly failure: FailureKind;
       readonly message: string;
       readonly attempts: number;
-      /** This request's answer, if its call is still running after the budget ran out. */
-      readonly late: Promise<CheckResult> | null;
-      /** Refund an admission that arrived late (its `atMs`). */
-      readonly refund: (admittedAtMs: number) => Promise<RefundResult>;
+      readonly late: Promise<CheckResult> | null; // the answer, if the call still runs after the budget ran out
+      readonly refund: (admittedAtMs: number) => Promise<RefundResult>; // of an admission that arrived late
     };
 
 /** The lease a call asked for, what this isolate expects to need of it, and whether it asked a delegate (`sub`). */
@@ -75,22 +65,16 @@ export interface AskedLease extends LeaseAsk {
 export interface HeldLease {
   unitsLeft: number;
   readonly units: number;
-  /** The granting clock when it charged the units (what a refund names). */
-  readonly atMs: number;
-  /** This isolate's clock when the lease ends (the sending time plus its term). */
-  readonly endsAtMs: number;
-  /** Once given back, refunds of its admissions go to the key's object. */
-  returned: boolean;
-  /** A rate sub-lease's id (`LeaseGrant.id`), which its return names. */
-  readonly id?: string;
+  readonly atMs: number; // the granting clock when it charged the units (what a refund names)
+  readonly endsAtMs: number; // this isolate's clock: the sending time plus its term
+  returned: boolean; // once given back, refunds of its admissions go to the key's object
+  readonly id?: string; // a rate sub-lease's id (`LeaseGrant.id`), which its return names
   /** The delegate whose sub-lease it is (absent: the key's object's lease): its unused units go back there. */
   readonly from?: DelegateRoute;
 }
 
 /** Units given back, noted with the delegate that lent them (the isolate's own note, never sent: delegate_call.ts). */
-export interface NotedReturn extends LeaseReturn {
-  readonly lender?: DelegateRoute;
-}
+export type NotedReturn = LeaseReturn & { readonly lender?: DelegateRoute };
 
 export interface NotedCallInput extends CallInput {
   readonly giveBack?: readonly NotedReturn[];
@@ -102,30 +86,23 @@ export interface Waiting {
   readonly keepAlive: AskInput["keepAlive"];
   /** Its answer, or `"lead"`: make the next call, in this request's own context. */
   readonly resolve: (turn: Asked | "lead") => void;
-  /** Taken into a batch, chosen to lead, or given up. */
-  settled: boolean;
+  settled: boolean; // taken into a batch, chosen to lead, or given up
 }
 
 /** Counters for `/_sluice/stats`. */
 export interface CoalesceCounters extends CallCounters {
-  /** Requests that went in a call with others (a batch of 2 or more). */
-  batched_requests: number;
-  /** Rule decisions answered from this isolate's lease, without a call. */
-  lease_answers: number;
+  batched_requests: number; // requests that went in a call with others (a batch of 2 or more)
+  lease_answers: number; // rule decisions answered from this isolate's lease, without a call
   leases: number;
-  /** Units given back from leases that ended unused. */
-  lease_units_returned: number;
-  /** Requests refused because `maxWaiting` requests already waited for their key. */
-  queue_overflows?: number;
-  /** Rule decisions from what this isolate last knew (`lastKnown`). */
-  last_known_answers?: number;
-  /** Calls to a delegate that failed (the batch then went to the key's object). */
-  delegate_failures?: number;
+  lease_units_returned: number; // units given back from leases that ended unused
+  queue_overflows?: number; // requests refused because `maxWaiting` requests already waited for their key
+  last_known_answers?: number; // rule decisions from what this isolate last knew (`lastKnown`)
+  delegate_failures?: number; // calls to a delegate that failed (the batch then went to the key's object)
 }
 
 /** Requests one isolate lets wait for one (rule, key) at most, by default (see `CoalescerOptions.maxWaiting`). */
 export const COALESCE_MAX_WAITING = 1_000;
-/** Keys one isolate tracks at most, by default (see `CoalescerOptions.maxKeys`). */
+/** Keys one isolate tracks at most (least recently used forgotten first, but none with a call in flight or a lease). */
 export const COALESCE_MAX_KEYS = 10_000;
 /** The lease a rule without `lease:` takes while its key's object is busy. */
 export const AUTO_LEASE: LeaseSettings = { ttlMs: 1_000, units: null, above: null };
@@ -136,17 +113,12 @@ export function leaseSettingsOf(input: Pick<AskInput, "rule" | "lease">): LeaseS
 }
 
 export interface CoalescerOptions {
-  /** This isolate's clock, ms. */
-  readonly clock: () => number;
-  /** Resolves after `ms` on the isolate's clock (call budgets, a lease's term). */
-  readonly sleep: (ms: number) => Promise<void>;
+  readonly clock: () => number; // this isolate's clock, ms
+  readonly sleep: (ms: number) => Promise<void>; // resolves after `ms` on the isolate's clock
   readonly counters: CoalesceCounters;
-  /** A unique call id (the Worker uses `crypto.randomUUID`). */
-  readonly newId: () => string;
+  readonly newId: () => string; // a unique call id (the Worker uses `crypto.randomUUID`)
   /** Wait for a promise another request settles, in this request's own context (resume.ts); default: `await`. */
   readonly resume?: <T>(settled: Promise<T>) => Promise<T>;
-  /** Keys tracked at most (least recently used forgotten first; a key with a call in flight or a lease is kept). */
-  readonly maxKeys?: number;
   /** Requests waiting for one key at most (`COALESCE_MAX_WAITING`): one more is refused as an overloaded call. */
   readonly maxWaiting?: number;
 }

@@ -2,12 +2,11 @@
  * An isolate's call to its region's delegate (`callTarget`), falling back to the key's object. A reset delegate is
  * restarting (back in about 100 ms, its record kept): tried on the other shard, then again, before the fallback.
  */
-import { type CallAnswer, callObject, type ObjectTransport } from "../protocol/object_call.ts";
+import { type CallAnswer, callObject } from "../protocol/object_call.ts";
 import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
-import { heardBusy, type KeyState } from "./key_state.ts";
-import { busyFailure, overloadTeachesHot } from "./last_known.ts";
+import { busyFailure, heardBusy, type KeyState, overloadTeachesHot } from "./key_state.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
@@ -40,8 +39,8 @@ export async function callDelegates(
 ): Promise<DelegateOutcome> {
   const startMs = deps.clock();
   const isolate = { sleep: deps.sleep, stats: deps.counters };
-  const call = (route: { transport: ObjectTransport; name: string }, call: CallInput) =>
-    callObject(route.transport, route.name, call, timeoutMs, isolate);
+  const call = (route: DelegateRoute, body: CallInput) =>
+    callObject(route.transport, route.name, body, timeoutMs, isolate);
   const first = await call(delegate, input);
   let avoid = avoidFor(first);
   if (avoid === null) return { kind: "answer", answer: first, from: delegate };
@@ -63,14 +62,8 @@ export async function callDelegates(
   return { kind: "fallBack", avoidForMs: avoid ?? DELEGATE_BACKOFF_MS };
 }
 
-/**
- * What a call to `delegate` gives back, split: to `delegate`, or to the other delegates that lent it (`away`: this
- * isolate moved shard or region), each in a call of its own (only the lender holds their reservation).
- */
-export function byLender(
-  delegate: DelegateRoute,
-  giveBack: readonly NotedReturn[],
-): { readonly here: LeaseReturn[]; readonly away: { readonly to: DelegateRoute; readonly giveBack: LeaseReturn[] }[] } {
+/** A call's give-backs: to `delegate`, or `away` to the other delegates that lent them (only a lender holds theirs). */
+export function byLender(delegate: DelegateRoute, giveBack: readonly NotedReturn[]) {
   const here: LeaseReturn[] = [];
   const away = new Map<string, { readonly to: DelegateRoute; readonly giveBack: LeaseReturn[] }>();
   for (const { lender, ...back } of giveBack) {

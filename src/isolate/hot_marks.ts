@@ -43,17 +43,6 @@ export function hotByConstruction(params: AlgorithmParams): boolean {
   return policy.limit(params) * 1000 >= HOT_FROM_PER_S * windowMs;
 }
 
-/** Whether to write `mark` having written `last`: none yet, its spread raised since, or half a ttl ago. */
-export function markDue(
-  mark: HotMark | null,
-  last: { readonly spread: number; readonly atMs: number } | undefined,
-  nowMs: number,
-): boolean {
-  if (mark === null) return false;
-  if (last === undefined || mark.spread > last.spread) return true;
-  return nowMs - last.atMs >= HOT_MARK_TTL_MS / 2;
-}
-
 /**
  * Write `mark` (best effort), but never over a higher spread (both decayed to now): an isolate that heard less (the
  * first shard is not busy only because others left it) takes the stored one, so a redeploy starts where shares are.
@@ -68,11 +57,8 @@ export async function writeMark(
   const read = await store.read(name);
   const nowMs = clock();
   const stored = spreadOf(read, nowMs);
-  if (stored > mark.spread) {
-    spreadHere(stored);
-    return;
-  }
-  await store.write(name, mark.decays === true ? { spread: mark.spread, atMs: nowMs } : { spread: mark.spread });
+  if (stored > mark.spread) spreadHere(stored);
+  else await store.write(name, mark.decays === true ? { spread: mark.spread, atMs: nowMs } : { spread: mark.spread });
 }
 
 /** Reads the spread of `store`'s mark of a key now (`AskInput.spreadMark`). */
@@ -84,16 +70,14 @@ export function spreadOfMark(store: HotMarkStore, clock: () => number): (name: s
 export class WrittenMarks {
   private readonly written = new Map<string, { readonly spread: number; readonly atMs: number }>();
 
-  /** Whether to write `mark` for `name` now; if so, remembered as written. */
+  /** Whether to write `mark` for `name` now (none yet, its spread raised since, or half a ttl ago); if so, noted. */
   take(name: string, mark: HotMark | null, nowMs: number): boolean {
     const last = this.written.get(name);
-    if (!markDue(mark, last, nowMs) || mark === null) return false;
+    if (mark === null) return false;
+    if (last !== undefined && mark.spread <= last.spread && nowMs - last.atMs < HOT_MARK_TTL_MS / 2) return false;
     this.written.delete(name);
     this.written.set(name, { spread: mark.spread, atMs: nowMs });
-    if (this.written.size > MARKS_REMEMBERED) {
-      const oldest = this.written.keys().next().value;
-      if (oldest !== undefined) this.written.delete(oldest);
-    }
+    if (this.written.size > MARKS_REMEMBERED) this.written.delete(this.written.keys().next().value!);
     return true;
   }
 }

@@ -1,7 +1,7 @@
-/** A key's state in this isolate's coalescer (`KeyState`): its arrivals, the lease to ask for, where to call. */
-import { type AlgorithmParams, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
+/** A key's state in an isolate's coalescer: arrivals, the lease to ask, where to call, "last known" refusals. */
+import { type AlgorithmParams, type Decision, leasePolicy, leaseTermMs } from "../algorithms/index.ts";
 import { uses } from "../protocol/mechanisms.ts";
-import type { ObjectTransport } from "../protocol/object_call.ts";
+import type { FailureKind, ObjectTransport } from "../protocol/object_call.ts";
 import {
   type CallInput,
   type CallResult,
@@ -15,6 +15,7 @@ import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
 import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 import {
+  type Asked,
   type AskedLease,
   type AskInput,
   AUTO_LEASE,
@@ -25,13 +26,12 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 
-/** A key's arrivals here: per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
+/** A key's arrivals here, per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
 interface Arrivals {
   bucket: number;
   curr: number;
   prev: number;
-  /** When the current run began (after a quiet bucket), and its arrivals. */
-  runStartMs: number;
+  runStartMs: number; // when the current run began (after a quiet bucket)
   runCount: number;
   lastMs: number;
 }
@@ -42,43 +42,29 @@ export class KeyState {
   transport: ObjectTransport;
   rule: LimiterRule;
   timeoutMs: number;
-  /** The rule's `lease:`, or `AUTO_LEASE` (leases only while busy), or `null`. */
-  leaseSettings: LeaseSettings | null;
+  leaseSettings: LeaseSettings | null; // the rule's `lease:`, `AUTO_LEASE` (leases only while busy), or `null`
   inFlight = false;
   inFlightSinceMs = 0;
   queue: Waiting[] = [];
   lease: HeldLease | null = null;
-  /** Leases ended or replaced, whose unused units go back with the next call. */
-  returns: HeldLease[] = [];
-  /** The last grant was short: until then, requests beyond the lease are refused here (`lastKnownRefusal`). */
-  lastKnownUntilMs = 0;
+  returns: HeldLease[] = []; // leases ended or replaced: their unused units go back with the next call
+  lastKnownUntilMs = 0; // the last grant was short: until then, requests beyond the lease are refused here
   lastKnownRetryAtMs = 0;
   seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
-  /** Until when the key's object said busy: lease even below `above`. */
-  busyUntilMs = 0;
-  /** Refunds waiting for the key's next call. */
-  refunds: LeaseReturn[] = [];
-  /** Who waits for `refunds` to land. */
-  refundWaiters: ((result: RefundResult) => void)[] = [];
-  /** A timer will send `refunds` and `returns` if no call takes them first. */
-  returnsArmed = false;
-  /** No call of their own for refunds before then (an overloaded object sent them back). */
-  returnsNotBeforeMs = 0;
-  /** Until when the key's object is known overloaded. */
+  busyUntilMs = 0; // the key's object said busy: lease even below `above`
+  refunds: LeaseReturn[] = []; // waiting for the key's next call
+  refundWaiters: ((result: RefundResult) => void)[] = []; // who waits for `refunds` to land
+  returnsArmed = false; // a timer will send `refunds` and `returns` if no call takes them first
+  returnsNotBeforeMs = 0; // no call of their own for refunds before then (an overloaded object sent them back)
   overloadedUntilMs = 0;
-  /** The key counts as hot until then: a term after the last lease granted here ended (`isHot`). */
-  grantHotUntilMs = 0;
+  grantHotUntilMs = 0; // hot until a term after the last lease granted here ended (`isHot`)
   delegate: DelegateRoute | null;
-  /** Until when the key is hot: batches go to the delegate. */
-  hotUntilMs: number;
-  /** Until when the delegate is avoided after a failed call. */
-  delegateDownUntilMs = 0;
-  /** The share of the region's isolates to be on their own shards, as busy answers or a hot mark said (`spreadAt`). */
+  hotUntilMs: number; // batches go to the delegate until then
+  delegateDownUntilMs = 0; // the delegate is avoided after a failed call
+  /** The share of the region's isolates to be on their own shards, heard at `spreadAtMs` (`spreadAt`). */
   spread: number;
-  /** When `spread` was heard (this isolate's clock). */
   spreadAtMs: number;
-  /** The hot mark was read for this hot spell. */
-  hotMarkRead: boolean;
+  hotMarkRead: boolean; // for this hot spell
   spreadMark: ((name: string) => Promise<number>) | null;
 
   constructor(input: AskInput, now: number) {
@@ -126,10 +112,7 @@ export function roll(st: KeyState, now: number): void {
   }
 }
 
-/**
- * Arrivals of the key per lease ttl: the larger of the last bucket and this one; a run younger than a ttl is
- * extrapolated from its third arrival, so a key that just became hot leases at once, not after its bucket fills.
- */
+/** Arrivals per lease ttl, the larger of two buckets; a younger run from its 3rd arrival (a hot key leases at once). */
 export function seenPerTtl(st: KeyState, now: number): number {
   roll(st, now);
   const seen = Math.max(st.seen.prev, st.seen.curr);
@@ -147,7 +130,7 @@ export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInp
   const seen = seenPerTtl(st, now);
   // Above `above`: seen / ttl > tokens / perMs, in integers. A busy object (many isolates, each under it) leases too.
   const busy = now < st.busyUntilMs;
-  if (st.leaseSettings === AUTO_LEASE && !busy) return null;
+  if (settings === AUTO_LEASE && !busy) return null;
   const above = settings.above;
   if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
   // What it saw in one ttl, and two standard deviations of a Poisson count: rarely spent before its term.
@@ -159,10 +142,7 @@ export function seenOver(st: KeyState, now: number, ttlMs: number): number {
   return Math.ceil((seenPerTtl(st, now) * ttlMs) / (st.leaseSettings?.ttlMs ?? 1000));
 }
 
-/**
- * A sub-lease to ask a delegate for: what was seen over its term, no margin (units held unused are missing from the
- * delegate's bucket); at most `units` and `leaseCapOf`; none below 2 (it saves no call).
- */
+/** A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2. */
 export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
   const kind = leasePolicy(st.rule.params.algorithm).kind;
@@ -173,8 +153,7 @@ export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   if (leaseTermMs(st.rule.params, now, ttlMs) < ttlMs) return null;
   const need = seenOver(st, now, ttlMs);
   if (need < 2) return null;
-  const units = Math.min(need, settings.units ?? need, leaseCapOf(st.rule.params));
-  return { units, ttlMs };
+  return { units: Math.min(need, settings.units ?? need, leaseCapOf(st.rule.params)), ttlMs };
 }
 
 /**
@@ -209,20 +188,17 @@ export function decayedSpread(spread: number, ageMs: number): number {
   return ageMs <= 0 ? spread : spread * 0.5 ** (ageMs / SPREAD_HALF_LIFE_MS);
 }
 
-/**
- * Whether the spread decays and grows by busy answers (`heardBusy`): a window rule's, sized anew every term; a rate
- * share's parts settle over terms of up to 4 s, too slow for isolates moving back and forth (`SPREAD_HALF_LIFE_MS`).
- */
+/** Whether the spread decays and grows by busy answers: a window rule's (a rate share settles too slowly for that). */
 export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
   return uses("spread") && leasePolicy(st.rule.params.algorithm).kind === "window";
 }
 
-/** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays (`spreadDecays`). */
+/** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays. */
 export function spreadAt(st: Pick<KeyState, "rule" | "spread" | "spreadAtMs">, now: number): number {
   return spreadDecays(st) ? decayedSpread(st.spread, now - st.spreadAtMs) : st.spread;
 }
 
-/** Raise the key's spread to `spread` if above what it is now, at most `MAX_SPREAD`; it decays from `now` on. */
+/** Raise the key's spread to `spread` (at most `MAX_SPREAD`) if above what it is now; it decays from `now` on. */
 export function spreadTo(st: KeyState, spread: number, now: number): void {
   if (spread <= spreadAt(st, now)) return;
   st.spread = Math.min(MAX_SPREAD, spread);
@@ -271,7 +247,38 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
   return result;
 }
 
-/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals (coalesce.ts `spread`). */
+/** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
+export function isHot(st: KeyState, now: number): boolean {
+  const until = Math.max(st.hotUntilMs, st.busyUntilMs, st.overloadedUntilMs, st.grantHotUntilMs);
+  return now < until || st.lease !== null;
+}
+
+/** A busy failure of the key's object sends the key to its delegate, as `hot` would (an overloaded object throws). */
+export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
+  if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;
+  if (!busyFailure(failure)) return false;
+  st.hotUntilMs = Math.max(st.hotUntilMs, now + HOT_HOLD_MS);
+  return true;
+}
+
+/** A failure that says the object is busy, not broken: overloaded, or no answer within the budget. */
+export function busyFailure(failure: FailureKind): boolean {
+  return failure === "overloaded" || failure === "timeout";
+}
+
+/** A last known refusal, its retry when this isolate asks again (or the key reopens, if the object said). */
+export function lastKnownRefusal(st: KeyState, now: number): Asked {
+  const waitMs = Math.max(1, st.lastKnownRetryAtMs - now);
+  const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
+  return heldAnswer(now, decision, () => Promise.resolve(null));
+}
+
+/** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */
+export function heldAnswer(atMs: number, decision: Decision, refund: () => Promise<RefundResult>): Asked {
+  return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
+}
+
+/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals. */
 export function nextSeed(seed: number): number {
   let x = seed;
   x ^= x << 13;
@@ -295,10 +302,7 @@ export function shardOf(text: string, shards: number): number {
   return (hashString(text) >>> 16) % shards;
 }
 
-/**
- * An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), from its id: two hashes, so which
- * isolates move says nothing of where to.
- */
+/** An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), by two hashes of its id. */
 export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {
   return { shard: 1 + shardOf(id, DELEGATE_SHARDS - 1), draw: hashString(`draw:${id}`) / 2 ** 32 };
 }

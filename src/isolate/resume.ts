@@ -19,8 +19,7 @@ export function ownContextResumer(
   clock: Clock,
   wait: (ms: number) => Promise<unknown> = (ms) => scheduler.wait(ms),
 ): <T>(settled: Promise<T>) => Promise<T> {
-  // A moving average of recent waits (ms), each from its request's start of waiting to the timer that saw its answer.
-  let typicalMs = 0;
+  let typicalMs = 0; // a moving average of recent waits, ms, each until the timer that saw its answer
   return async <T>(settled: Promise<T>): Promise<T> => {
     let outcome: PromiseSettledResult<T> | null = null;
     // Runs in whichever context settles the promise: it only records the outcome (no I/O).

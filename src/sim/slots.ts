@@ -18,7 +18,7 @@ import { SimServer } from "./server.ts";
 const TIMEOUT_MS = 250;
 const TIMED_OUT = Object.assign(new Error("timeout"), { timeout: true });
 
-/** A busy object's failure (src/isolate/last_known.ts `busyFailure`): overloaded, or no answer within the budget. */
+/** A busy object's failure (src/isolate/key_state.ts `busyFailure`): overloaded, or no answer within the budget. */
 function isBusy(error: unknown): boolean {
   const e = error as { overloaded?: unknown; timeout?: unknown };
   return e.overloaded === true || e.timeout === true;
@@ -113,7 +113,7 @@ export async function runSlots(run: SlotRun): Promise<SlotOutcome> {
         return out.result;
       },
     );
-  // After a busy answer an isolate refuses the key without asking for 250-500 ms (last_known.ts, the backoff).
+  // After a busy answer an isolate refuses the key without asking for 250-500 ms (key_state.ts `lastKnown`, the backoff).
   const quietUntilMs = new Map<number, number>();
   const request = async (isolate: number) => {
     const link = links[isolate % links.length]!;

@@ -11,7 +11,6 @@ import { Coalescer, type DelegateRoute } from "../../src/isolate/coalesce.ts";
 import {
   type HotMarkStore,
   hotByConstruction,
-  markDue,
   markFrom,
   type StoredMark,
   WrittenMarks,
@@ -81,7 +80,7 @@ describe("hot marks: when to write one, what a read gives", () => {
     for (const [what, params, hot] of table) expect([what, hotByConstruction(params)]).toEqual([what, hot]);
   });
 
-  it("markDue: a first mark, a key whose spread rose since, or half a ttl after the last write", () => {
+  it("WrittenMarks: due for a first mark, a key whose spread rose since, or half a ttl after the last write", () => {
     const hot = { untilMs: T0 + 1000, spread: 0 };
     const moved = { untilMs: T0 + 1000, spread: 0.5 };
     const table: [typeof hot | null, { spread: number; atMs: number } | undefined, number, boolean][] = [
@@ -94,8 +93,11 @@ describe("hot marks: when to write one, what a read gives", () => {
       [moved, { spread: 0.5, atMs: T0 }, T0 + 1, false],
       [hot, { spread: 0.5, atMs: T0 }, T0 + 1, false],
     ];
-    for (const [mark, last, now, due] of table)
-      expect([mark, last, now, markDue(mark, last, now)]).toEqual([mark, last, now, due]);
+    for (const [mark, last, now, due] of table) {
+      const w = new WrittenMarks();
+      if (last !== undefined) w.take("k", { untilMs: T0 + 1000, spread: last.spread }, last.atMs);
+      expect([mark, last, now, w.take("k", mark, now)]).toEqual([mark, last, now, due]);
+    }
   });
 
   it("WrittenMarks: takes a due mark once, remembers at most MARKS_REMEMBERED keys", () => {

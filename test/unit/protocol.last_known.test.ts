@@ -1,19 +1,12 @@
 /**
- * Exact tables for what an isolate decides without its key's object (src/isolate/last_known.ts): whether the key is
- * hot here, an overload teaching hot, last known refusals while the key is short (never an admission: an ended share is not
- * reused), the overload backoff, and a short key noted from a short grant.
+ * Exact tables for what an isolate decides without its key's object (src/isolate/key_state.ts, coalesce_calls.ts):
+ * whether the key is hot here, an overload teaching hot, last known refusals while the key is short (never an
+ * admission: an ended share is not reused), the overload backoff, and a short key noted from a short grant.
  */
 import { describe, expect, it } from "vitest";
+import { Calls } from "../../src/isolate/coalesce_calls.ts";
 import type { Asked, AskInput, HeldLease } from "../../src/isolate/coalesce_types.ts";
-import { KeyState } from "../../src/isolate/key_state.ts";
-import {
-  isHot,
-  type KeyCtx,
-  lastKnown,
-  lastKnownRefusal,
-  noteLastKnown,
-  overloadTeachesHot,
-} from "../../src/isolate/last_known.ts";
+import { isHot, KeyState, lastKnownRefusal, overloadTeachesHot } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CheckResult } from "../../src/protocol/store.ts";
@@ -44,7 +37,12 @@ const key = (over: Partial<AskInput> = {}, state: Partial<KeyState> = {}): KeySt
 const ctxAt = (now: number, spread = 0) => {
   let clock = now;
   const counters = newStats();
-  const ctx: KeyCtx = { clock: () => clock, counters, spread: (range) => Math.min(range, spread) };
+  // The coalescer's calls, with a fixed `spread` (at most `spread` ms).
+  const ctx = new (class extends Calls {
+    override spread(range: number): number {
+      return Math.min(range, spread);
+    }
+  })({ clock: () => clock, sleep: () => new Promise(() => {}), counters, newId: () => "id" });
   return { ctx, counters, set: (ms: number) => (clock = ms) };
 };
 // A lease of a 2000 ms term that ended at T0 + 100: the key counts as hot a term after it.
@@ -77,9 +75,9 @@ describe("last_known_answers", () => {
     const { ctx, counters } = ctxAt(T0);
     Reflect.deleteProperty(counters, "last_known_answers");
     const st = key();
-    lastKnown(ctx, st, "overloaded", T0);
+    ctx.lastKnown(st, "overloaded", T0);
     expect(counters.last_known_answers).toBe(1);
-    lastKnown(ctx, st, "timeout", T0);
+    ctx.lastKnown(st, "timeout", T0);
     expect(counters.last_known_answers).toBe(2);
   });
 });
@@ -144,7 +142,7 @@ describe("lastKnown", () => {
   it("leaves an error, a reset or an invalid call of a key known nothing of to its rule's on_error", () => {
     const { ctx, counters } = ctxAt(T0);
     for (const failure of ["error", "retryable", "reset", "invalid"] as const) {
-      expect(lastKnown(ctx, key(), failure, T0)).toBeNull();
+      expect(ctx.lastKnown(key(), failure, T0)).toBeNull();
     }
     expect(counters.last_known_answers).toBe(0);
   });
@@ -152,7 +150,7 @@ describe("lastKnown", () => {
   it("refuses a timeout (a busy object), a cold key's too, with a spread backoff: never on_error", () => {
     const { ctx, counters } = ctxAt(T0, 100);
     const st = key();
-    expect(lastKnown(ctx, st, "timeout", T0)).toMatchObject({
+    expect(ctx.lastKnown(st, "timeout", T0)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: OVERLOAD_BACKOFF_MS / 2 + 100 } },
     });
     expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
@@ -163,53 +161,53 @@ describe("lastKnown", () => {
   it("never admits from a hot key's last share once it ended: an error is on_error, an overload refused", () => {
     const { ctx, counters } = ctxAt(T0);
     const st = key({}, grant);
-    expect(lastKnown(ctx, st, "error", T0)).toBeNull();
+    expect(ctx.lastKnown(st, "error", T0)).toBeNull();
     expect(counters.last_known_answers).toBe(0);
-    expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(ctx.lastKnown(st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(counters.last_known_answers).toBe(1);
   });
 
   it("refuses a hot key known short here", () => {
     const { ctx, counters } = ctxAt(T0);
     const st = key({}, { hotUntilMs: T0 + 10, lastKnownUntilMs: T0 + 1, lastKnownRetryAtMs: T0 + 40 });
-    expect(lastKnown(ctx, st, "error", T0)).toMatchObject({
+    expect(ctx.lastKnown(st, "error", T0)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: 40 } },
     });
     expect(counters.last_known_answers).toBe(1);
-    expect(lastKnown(ctx, st, "error", T0 + 1)).toBeNull();
+    expect(ctx.lastKnown(st, "error", T0 + 1)).toBeNull();
   });
 
   it("backs off an overloaded key for half to all of the backoff, spread", () => {
     const { ctx, counters } = ctxAt(T0, 100);
     const st = key();
-    const asked = lastKnown(ctx, st, "overloaded", T0);
+    const asked = ctx.lastKnown(st, "overloaded", T0);
     expect(st.overloadedUntilMs).toBe(T0 + 2000);
     expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
     expect(st.lastKnownRetryAtMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2 + 100);
     expect(asked).toMatchObject({ result: { decision: { allowed: false, retryAfterMs: 350 } } });
     expect(counters.last_known_answers).toBe(1);
     // While backing off: refused without a new backoff.
-    expect(lastKnown(ctx, st, "overloaded", T0 + 349)).toMatchObject({ result: { decision: { retryAfterMs: 1 } } });
+    expect(ctx.lastKnown(st, "overloaded", T0 + 349)).toMatchObject({ result: { decision: { retryAfterMs: 1 } } });
     expect(st.lastKnownUntilMs).toBe(T0 + 350);
     // A later retry time is kept.
     const later = key({}, { lastKnownRetryAtMs: T0 + 900 });
-    lastKnown(ctx, later, "overloaded", T0);
+    ctx.lastKnown(later, "overloaded", T0);
     expect([later.lastKnownUntilMs, later.lastKnownRetryAtMs]).toEqual([T0 + 350, T0 + 900]);
     // Without a lease setting, the automatic lease's ttl marks the overload.
     const auto = key({ lease: null });
-    lastKnown(ctx, auto, "overloaded", T0);
+    ctx.lastKnown(auto, "overloaded", T0);
     expect(auto.overloadedUntilMs).toBe(T0 + 1000);
     // A rule that takes no leases at all: the automatic lease's ttl too.
     const none = key({ lease: null, rule: { id: "l", params: slidingLog(5, 1000) } });
     expect(none.leaseSettings).toBeNull();
-    lastKnown(ctx, none, "overloaded", T0);
+    ctx.lastKnown(none, "overloaded", T0);
     expect(none.overloadedUntilMs).toBe(T0 + 1000);
   });
 
   it("refuses without a backoff when asked not to back off", () => {
     const { ctx, counters } = ctxAt(T0, 100);
     const st = key({}, { lastKnownRetryAtMs: T0 + 30 });
-    expect(lastKnown(ctx, st, "overloaded", T0, false)).toMatchObject({
+    expect(ctx.lastKnown(st, "overloaded", T0, false)).toMatchObject({
       result: { decision: { allowed: false, retryAfterMs: 30 } },
     });
     expect(st.lastKnownUntilMs).toBe(0);
@@ -219,7 +217,7 @@ describe("lastKnown", () => {
   it("takes a hot key's timeout for a busy object: refused, backed off, not marked overloaded", () => {
     const { ctx } = ctxAt(T0);
     const hot = key({}, { busyUntilMs: T0 + 1 });
-    expect(lastKnown(ctx, hot, "timeout", T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(ctx.lastKnown(hot, "timeout", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(hot.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
     expect(hot.overloadedUntilMs).toBe(0);
   });
@@ -227,7 +225,7 @@ describe("lastKnown", () => {
   it("refuses an overload though a rate share was granted lately, and backs off", () => {
     const { ctx } = ctxAt(T0);
     const st = key({}, grant);
-    expect(lastKnown(ctx, st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
+    expect(ctx.lastKnown(st, "overloaded", T0)).toMatchObject({ result: { decision: { allowed: false } } });
     expect(st.lastKnownUntilMs).toBe(T0 + OVERLOAD_BACKOFF_MS / 2);
   });
 });
@@ -247,20 +245,20 @@ describe("noteLastKnown", () => {
   it("clears a short key for a grant that is not short", () => {
     const { ctx } = ctxAt(T0);
     const st = key({}, { lastKnownUntilMs: T0 + 5, lastKnownRetryAtMs: T0 + 9 });
-    noteLastKnown(ctx, st, false, T0 + 100, [denied(500)]);
+    ctx.noteLastKnown(st, false, T0 + 100, [denied(500)]);
     expect([st.lastKnownUntilMs, st.lastKnownRetryAtMs]).toEqual([0, 0]);
   });
 
   it("is short until the lease's end, with a retry at the latest reopening a denial said", () => {
     const { ctx } = ctxAt(T0 + 10);
     const st = key();
-    noteLastKnown(ctx, st, true, T0 + 100, [denied(50), allowed, { ok: false, error: "invalid_cost" }, denied(null)]);
+    ctx.noteLastKnown(st, true, T0 + 100, [denied(50), allowed, { ok: false, error: "invalid_cost" }, denied(null)]);
     expect([st.lastKnownUntilMs, st.lastKnownRetryAtMs]).toEqual([T0 + 100, T0 + 100]);
-    noteLastKnown(ctx, st, true, T0 + 100, [denied(50), denied(300), denied(200)]);
+    ctx.noteLastKnown(st, true, T0 + 100, [denied(50), denied(300), denied(200)]);
     expect([st.lastKnownUntilMs, st.lastKnownRetryAtMs]).toEqual([T0 + 100, T0 + 310]);
-    noteLastKnown(ctx, st, true, T0 + 100, [denied(90)]);
+    ctx.noteLastKnown(st, true, T0 + 100, [denied(90)]);
     expect(st.lastKnownRetryAtMs).toBe(T0 + 100);
-    noteLastKnown(ctx, st, true, T0 + 100, [denied(91)]);
+    ctx.noteLastKnown(st, true, T0 + 100, [denied(91)]);
     expect(st.lastKnownRetryAtMs).toBe(T0 + 101);
   });
 });
