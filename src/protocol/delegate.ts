@@ -2,15 +2,7 @@
  * A delegate's decisions from its share of a hot key (share.ts: the key's object's side), pure: a rate share is a
  * bucket of its own under the sliced parameters, a window share units already charged.
  */
-import {
-  type AlgorithmParams,
-  type AlgorithmState,
-  capacityOf,
-  carryOver,
-  decide,
-  fingerprintOf,
-  refund,
-} from "../algorithms/index.ts";
+import { type AlgorithmState, capacityOf, carryOver, decide, fingerprintOf, refund } from "../algorithms/index.ts";
 import {
   aheadHeld,
   countLoad,
@@ -27,7 +19,6 @@ import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import { adoptedStart } from "./share_tokens.ts";
 import {
-  type AppliedCall,
   appliedCall,
   type CallInput,
   type CallResult,
@@ -44,26 +35,16 @@ import {
   reservedBackInMs,
   sameWindow,
   settled,
+  sliceOf,
   subleaseFrom,
   takeBack,
   withLent,
   withReserved,
 } from "./sublease.ts";
-import {
-  DELEGATE_BUSY_CALLS_PER_S,
-  DELEGATE_CALL_MEMORY,
-  PENDING_RESEND_MS,
-  RATE_LEASE_TERM_MS,
-  SHARE_TERM_MS,
-} from "./tunables.ts";
+import { DELEGATE_CALL_MEMORY, PENDING_RESEND_MS, RATE_LEASE_TERM_MS, SHARE_TERM_MS } from "./tunables.ts";
 
 // The record and what delegate_record.ts decides about its renewal and load, for the shells and the tests.
 export * from "./delegate_record.ts";
-
-/** The sliced parameters of a rate share (`null`: no parts). */
-function sliceOf(share: HeldShare): AlgorithmParams | null {
-  return share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
-}
 
 /**
  * What deciding `costs` (and a sub-lease of `leaseUnits`) needs first: `renew` (no live share, other parameters, or a
@@ -154,8 +135,10 @@ export function shareAsk(
  * converted to the smaller slice (tokens above its burst dropped: safe). `null`: no cut.
  */
 function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | null {
-  const least = leastParts(share.rule.params);
-  const parts = Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), least));
+  const parts = Math.min(
+    share.parts,
+    Math.max(keptParts(share.parts, share.demand, demand), leastParts(share.rule.params)),
+  );
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
@@ -183,6 +166,7 @@ export function adoptGrant(
     record = rest;
   }
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
+  const old = record.share;
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
   const { rule, atMs } = grant;
@@ -203,13 +187,17 @@ export function adoptGrant(
     };
     // Units given back into the old share since its renewal was sent (its units left went with the ask) go on to the
     // key's object with the next ask, naming their grant: dropped with the old share, they left the key short.
-    const old = record.share;
     const back = old?.kind === "window" && old.unitsLeft > 0 ? [{ units: old.unitsLeft, atMs: old.atMs }] : [];
     const giveBack = back.length > 0 ? [...record.giveBack, ...back] : record.giveBack;
-    return { ...record, share: withLent(share, lentBefore(old, grant)), giveBack, hot: grant.hot };
+    // Units still lent out of the shares before, if of the same window and parameters, come back into this one.
+    const params = grant.rule.params;
+    const same =
+      old?.kind === "window" &&
+      fingerprintOf(old.rule.params) === fingerprintOf(params) &&
+      sameWindow(params, old.atMs, grant.atMs);
+    return { ...record, share: withLent(share, same ? (old.lent ?? 0) : 0), giveBack, hot: grant.hot };
   }
   const next = delegateSlice(grant.rule.params, grant.parts);
-  const old = record.share;
   const from = old === null ? null : sliceOf(old);
   const into = (oldState: AlgorithmState | null) => {
     if (next === null) return { params: next, state: null };
@@ -227,22 +215,25 @@ export function adoptGrant(
   return { ...record, share, hot: grant.hot };
 }
 
-/** Units still lent out of the shares before `grant`, if of the same window and parameters (returned into it). */
-function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
-  if (old === null || old.kind !== "window" || (old.lent ?? 0) < 1) return 0;
-  const params = grant.rule.params;
-  if (fingerprintOf(old.rule.params) !== fingerprintOf(params) || !sameWindow(params, old.atMs, grant.atMs)) return 0;
-  return old.lent ?? 0;
-}
-
-/** Decide a batch from a `ready` share: refunds first, then each request, then its sub-lease (a retry: as before). */
+/** Decide a batch from a `ready` share: refunds first, then each request, then its sub-lease. */
 export function delegateCall(
   record: DelegateRecord,
   input: CallInput,
   nowMs: number,
 ): { readonly result: CallResult; readonly record: DelegateRecord } {
   const seen = record.calls.find((c) => c.id === input.id);
-  if (seen !== undefined) return { result: replayed(record, input, seen, nowMs), record };
+  if (seen !== undefined) {
+    // A retry: its verdicts as remembered. A rate share's sub-lease too, so a lost answer's tokens are held and given
+    // back; not a window share's (its charging share may be gone, and a refund naming it could land in another): short
+    // until the window ends, never over.
+    const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
+    const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
+    const lease =
+      record.share?.kind === "rate" && seen.leaseUnits > 0
+        ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs, id: seen.id }
+        : null;
+    return { result: { atMs: nowMs, results, lease, replayed: true, hot: record.hot }, record };
+  }
   const took = takeBack(record, input, nowMs);
   // Sub-leases given back or expired charged now (sublease.ts `settled`).
   let share = took.share === null ? null : settled(took.share, nowMs);
@@ -260,7 +251,7 @@ export function delegateCall(
   const { lease } = sub;
   const applied = appliedCall(input.id, results, lease, nowMs);
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
+  const { load, busy, spread } = countLoad(record, nowMs);
   const { taken: _t, ...rest } = record;
   const d = rolled(record.demand, nowMs);
   const demand = { ...d, curr: d.curr + callDemand(input) };
@@ -307,20 +298,6 @@ function decideOne(
   if (!out.ok) return { result: refused, share };
   const decision = { ...out.decision, remaining: Math.max(0, out.decision.remaining - reserved) };
   return { result: { ok: true, atMs: nowMs, decision }, share: { ...share, state: out.state } };
-}
-
-/** The answer to a call already decided: its verdicts as remembered. */
-function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
-  const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
-  const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
-  // A rate share's sub-lease too, so a lost answer's tokens are held and given back; not a window share's (its
-  // charging share may be gone, and a refund naming it could land in another): short until the window ends, never over.
-  const rate = record.share?.kind === "rate";
-  const lease =
-    rate && seen.leaseUnits > 0
-      ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs, id: seen.id }
-      : null;
-  return { atMs: nowMs, results, lease, replayed: true, hot: record.hot };
 }
 
 /** A delegate record that is as good as none: no share, nothing to give back. */
