@@ -1,7 +1,4 @@
-/**
- * A delegate's decisions from its share of a hot key (share.ts: the key's object's side), pure: a rate share is a
- * bucket of its own under the sliced parameters, a window share units already charged.
- */
+/** A delegate's decisions from its share of a hot key (`HeldShare`; share.ts: the key's object's side), pure. */
 import { type AlgorithmState, capacityOf, carryOver, decide, fingerprintOf, refund } from "../algorithms/index.ts";
 import {
   aheadHeld,
@@ -130,15 +127,10 @@ export function shareAsk(
   return { ask, record: next, sentAtMs: nowMs };
 }
 
-/**
- * A live rate share whose demand fell, cut to what `demand` needs (`keptParts`, at least `leastParts`), its bucket
- * converted to the smaller slice (tokens above its burst dropped: safe). `null`: no cut.
- */
+/** A live rate share cut to what `demand` needs (tokens over the smaller slice's burst dropped: safe); `null`: none. */
 function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | null {
-  const parts = Math.min(
-    share.parts,
-    Math.max(keptParts(share.parts, share.demand, demand), leastParts(share.rule.params)),
-  );
+  const least = leastParts(share.rule.params);
+  const parts = Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), least));
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
@@ -223,9 +215,8 @@ export function delegateCall(
 ): { readonly result: CallResult; readonly record: DelegateRecord } {
   const seen = record.calls.find((c) => c.id === input.id);
   if (seen !== undefined) {
-    // A retry: its verdicts as remembered. A rate share's sub-lease too, so a lost answer's tokens are held and given
-    // back; not a window share's (its charging share may be gone, and a refund naming it could land in another): short
-    // until the window ends, never over.
+    // A retry: as remembered. A rate share's sub-lease too (a lost answer's tokens are held, then given back); not a
+    // window share's (its share may be gone, and a refund naming it could land in another): short, never over.
     const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
     const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
     const lease =
@@ -245,10 +236,9 @@ export function delegateCall(
     results.push(out.result);
     share = out.share;
   }
-  const sub: { lease: CallResult["lease"]; share: HeldShare | null; waitMs?: number } =
-    share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs, input.id);
-  share = sub.share;
-  const { lease } = sub;
+  const sub = share === null || !uses("subleases") ? null : subleaseFrom(share, input.lease, nowMs, input.id);
+  share = sub?.share ?? share;
+  const lease = sub?.lease ?? null;
   const applied = appliedCall(input.id, results, lease, nowMs);
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
   const { load, busy, spread } = countLoad(record, nowMs);
@@ -260,7 +250,7 @@ export function delegateCall(
     atMs: nowMs,
     results,
     lease,
-    ...(sub.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, share, sub.waitMs, nowMs) }),
+    ...(sub?.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, sub.share, sub.waitMs, nowMs) }),
     replayed: false,
     hot: record.hot,
     ...(busy ? { busy: true, ...(uses("spread") ? { spread } : {}) } : {}),
@@ -268,13 +258,9 @@ export function delegateCall(
   return { result, record: next };
 }
 
-/** One request decided from the share. */
-function decideOne(
-  share: HeldShare | null,
-  rule: LimiterRule,
-  cost: number,
-  nowMs: number,
-): { readonly result: CheckResult; readonly share: HeldShare | null } {
+/** One request decided from the share, and the share after it. */
+type Decided = { readonly result: CheckResult; readonly share: HeldShare | null };
+function decideOne(share: HeldShare | null, rule: LimiterRule, cost: number, nowMs: number): Decided {
   const waitMs = Math.max(1, (share?.endsAtMs ?? nowMs) - nowMs);
   const refused = refusedFor(share?.rule.params ?? rule.params, cost, waitMs, nowMs);
   if (!refused.ok || share === null || nowMs >= share.endsAtMs) return { result: refused, share };
@@ -309,8 +295,8 @@ export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
  * How long an isolate whose sub-lease ask found the slice empty waits, ms: until the slice holds its ask, times the
  * demand over the slice's rate when above 1 (else the isolates told to wait came back together), at most a lease term.
  */
-function contendedWaitMs(record: DelegateRecord, share: HeldShare | null, waitMs: number, nowMs: number): number {
-  const params = share === null ? null : sliceOf(share);
+function contendedWaitMs(record: DelegateRecord, share: HeldShare, waitMs: number, nowMs: number): number {
+  const params = sliceOf(share);
   if (params === null || !("rate" in params)) return waitMs;
   const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
   const over = demandPerTerm(record, nowMs) / Math.max(1, perTerm);

@@ -1,7 +1,7 @@
 /**
- * A delegate's record (delegate.ts decides from it) and its pure functions: the demand and load it counts, when it
- * renews (`renewDue`), and a window share's units ahead (window_ahead.ts: the key's object's side), taken as the share
- * once it ended (`rollAhead`) instead of renewing at the window's turn with every delegate.
+ * A delegate's record (delegate.ts decides from it): the demand and load it counts, when it renews (`renewDue`), and a
+ * window share's units ahead (window_ahead.ts: the key's object's side), taken as the share once it ended (`rollAhead`)
+ * instead of renewing at the window's turn with every delegate.
  */
 import type { AlgorithmState } from "../algorithms/index.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
@@ -190,10 +190,7 @@ export function rolled(d: DemandBuckets, nowMs: number): DemandBuckets {
   return { bucket, curr: 0, prev: bucket === d.bucket + 1 ? d.curr : 0 };
 }
 
-/**
- * The parts a rate share of `parts`, granted for demand `was`, still needs for demand `now`: all unless it fell, then
- * as many fewer in proportion, with two standard deviations of a Poisson count to spare (at least 1 while any).
- */
+/** The parts a share granted for demand `was` needs for `now`: if it fell, in proportion, 2 Poisson sd to spare. */
 export function keptParts(parts: number, was: number | undefined, now: number): number {
   if (was === undefined || was <= 0 || now >= was) return parts;
   const need = now + 2 * Math.ceil(Math.sqrt(now)) + 1;
@@ -202,9 +199,8 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
 
 /**
  * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
- * this or the last second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for those
- * that stay to be `DELEGATE_AIM_CALLS_PER_S` (by the last second's rate, or this one's over at least 250 ms); 1 at
- * twice the busy pace.
+ * this or the last second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for the
+ * rest to be `DELEGATE_AIM_CALLS_PER_S` (the last second's, or this one's over 250 ms at least); 1 at twice busy.
  */
 export function countLoad(
   record: { readonly load?: CallLoad },
@@ -215,8 +211,8 @@ export function countLoad(
   let load: CallLoad;
   if (was === undefined || second > was.second + 1) load = { second, curr: 1, prev: 0 };
   else if (second === was.second + 1) load = { second, curr: 1, prev: was.curr };
-  else if (second < was.second)
-    load = was; // a clock stepping back counts nothing new
+  // A clock stepping back counts nothing new.
+  else if (second < was.second) load = was;
   else load = { ...was, curr: was.curr + 1 };
   const calls = Math.max(load.curr, load.prev);
   const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
@@ -261,10 +257,7 @@ export function aheadWaitMs(record: DelegateRecord, nowMs: number): number {
   return Math.max(0, share.ahead.fromMs - nowMs);
 }
 
-/**
- * The record with its units ahead taken as its share once the old one ended and they are usable (the old units, of a
- * window gone by, are not given back); the very same record otherwise.
- */
+/** The units ahead become the share once it ended and they are usable (its units, a past window's, not given back). */
 export function rollAhead(record: DelegateRecord, nowMs: number): DelegateRecord {
   const share = record.share;
   const ahead = share?.ahead;
