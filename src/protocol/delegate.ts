@@ -58,11 +58,8 @@ export function delegateNeed(
   if (share === null || nowMs >= share.endsAtMs) return "renew";
   const newer = (rule.version ?? 0) > (share.rule.version ?? 0);
   if (newer && fingerprintOf(rule.params) !== fingerprintOf(share.rule.params)) return "renew";
-  if (share.kind === "window" && !share.short) {
-    const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
-    if (cost > share.unitsLeft) return "renew";
-  }
-  return "ready";
+  const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
+  return share.kind === "window" && !share.short && cost > share.unitsLeft ? "renew" : "ready";
 }
 
 /** The ask renewing the share, and the record once sent (a window share's unused units go back: short, never over). */
@@ -116,15 +113,8 @@ export function shareAsk(
     ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
   };
   // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.
-  const charged = shareKindOf(newest.params) === "window" && !release;
-  const next = {
-    ...record,
-    share: kept,
-    giveBack: [],
-    asks: ask.seq,
-    ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}),
-  };
-  return { ask, record: next, sentAtMs: nowMs };
+  const charged = shareKindOf(newest.params) === "window" && !release ? { pending: { ask, sentAtMs: nowMs } } : {};
+  return { ask, record: { ...record, share: kept, giveBack: [], asks: ask.seq, ...charged }, sentAtMs: nowMs };
 }
 
 /** A live rate share cut to what `demand` needs (tokens over the smaller slice's burst dropped: safe); `null`: none. */
@@ -134,7 +124,6 @@ function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | nu
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
-  // Its sub-leases' reservations go on in the smaller bucket if it holds them (sublease.ts `handedOn`).
   const out = handedOn(settled(share, nowMs), nowMs, (state) => ({
     params: to,
     state:
@@ -199,7 +188,6 @@ export function adoptGrant(
     const add = (grant.tokens ?? 0) + start.afterEnd;
     return { params: next, state: add > 0 ? refund(next, start.state, add, nowMs) : start.state };
   };
-  // The old bucket's sub-leases' reservations go on in the new one if it holds them (sublease.ts `handedOn`).
   const out = old?.kind === "rate" ? handedOn(old, nowMs, into) : { ...into(null), reserved: [], takenOut: 0 };
   const spare = grant.spare === true ? { spare: true } : {};
   const rate = { kind: "rate", ...common, parts: grant.parts, state: out.state, units: 0, unitsLeft: 0, short: false };
@@ -226,7 +214,6 @@ export function delegateCall(
     return { result: { atMs: nowMs, results, lease, replayed: true, hot: record.hot }, record };
   }
   const took = takeBack(record, input, nowMs);
-  // Sub-leases given back or expired charged now (sublease.ts `settled`).
   let share = took.share === null ? null : settled(took.share, nowMs);
   const giveBack = took.giveBack;
   const taken = took.taken?.filter((id) => id !== input.id);

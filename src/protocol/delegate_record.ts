@@ -6,7 +6,6 @@
 import type { AlgorithmState } from "../algorithms/index.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { AppliedCall, LeaseReturn, LimiterRule } from "./store.ts";
-import type { Reservation } from "./sublease.ts";
 import {
   DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
@@ -52,6 +51,22 @@ export interface HeldShare {
   readonly lent?: number;
   /** Window share: units of the next window granted ahead, used from `fromMs` (`rollAhead`; absent: none). */
   readonly ahead?: AheadHeld;
+}
+
+/**
+ * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
+ * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
+ * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
+ */
+export interface Reservation {
+  /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
+  readonly atMs: number;
+  /** The sub-lease's id (the lending call's), which its return names; absent in an older record. */
+  readonly id?: string;
+  /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
+  readonly units: number;
+  /** When the units are charged, ms: the lease's end plus `RESERVATION_WAIT_MS` for its return; or its return's time. */
+  readonly untilMs: number;
 }
 
 export interface DelegateRecord {
@@ -136,10 +151,7 @@ function busyNow(load: CallLoad | undefined, nowMs: number): boolean {
   return Math.max(curr, prev) >= DELEGATE_BUSY_CALLS_PER_S;
 }
 
-/**
- * How long a rate share is still used after its renewal is sent, ms (the ask's `oldForMs`: the key's object frees its
- * parts then, not at the old term's end): the last round trip and `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS`.
- */
+/** How long a rate share is used after its renewal is sent, ms (`oldForMs`: the object frees its parts then). */
 export function oldShareForMs(share: { readonly rttMs?: number }): number {
   const rtt = share.rttMs;
   return rtt === undefined || rtt <= 0 ? OLD_SHARE_FOR_MS : Math.min(OLD_SHARE_FOR_MS, rtt + OLD_SHARE_MARGIN_MS);
@@ -242,10 +254,7 @@ export function aheadHeld(grant: ShareGrant, sentAtMs: number, nowMs: number): {
   return { ahead: { units: a.units, atMs: a.atMs, fromMs, endsAtMs: sentAtMs + grant.termMs + a.termMs } };
 }
 
-/**
- * Whether a window share granted `grant` for `asked` is short (refusing beyond its units until its term ends): cut
- * with the window spent, or with units ahead and less left than asked (not asking again for the little left).
- */
+/** Whether a window grant is short (refusing past its units): the window spent, or units ahead and too few left. */
 export function windowShort(grant: ShareGrant, asked: number): boolean {
   return grant.units < asked && (grant.remaining === 0 || (grant.ahead !== undefined && grant.remaining < asked));
 }

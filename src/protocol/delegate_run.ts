@@ -57,7 +57,7 @@ export class DelegateRun {
 
   constructor(private readonly ports: DelegatePorts) {}
 
-  /** `work`, or an `overloaded` failure when it has not settled in `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
+  /** `work`, or an `overloaded` failure if unsettled after `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
   private async timed<T>(work: Promise<T>): Promise<T> {
     const sleep = this.ports.sleep;
     if (sleep === undefined) return work;
@@ -206,8 +206,7 @@ export class DelegateRun {
       this.passedCost = 0;
       await this.ports.adopted?.(record, who);
     } catch (error) {
-      // No share: batches pass through to the key's object until a renewal succeeds; but an overloaded object is
-      // left alone for a short backoff, its batches refused here.
+      // No share: batches pass through until a renewal succeeds; an overloaded object is left alone for a backoff.
       save({ ...load(), share: null });
       if (classify(error).failure === "overloaded") this.failedUntilMs = clock() + DELEGATE_RENEW_BACKOFF_MS;
       this.ports.failed?.(messageOf(error));

@@ -12,7 +12,7 @@ import {
   leaseTermMs,
   refund,
 } from "../algorithms/index.ts";
-import type { DelegateRecord, HeldShare } from "./delegate_record.ts";
+import type { DelegateRecord, HeldShare, Reservation } from "./delegate_record.ts";
 import { emptyState, honestSlice, shareKindOf } from "./share.ts";
 import {
   type CallInput,
@@ -31,22 +31,6 @@ import {
   SUBLEASE_OF_HELD,
   SUBLEASE_TERM_MS,
 } from "./tunables.ts";
-
-/**
- * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
- * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
- * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
- */
-export interface Reservation {
-  /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
-  readonly atMs: number;
-  /** The sub-lease's id (the lending call's), which its return names; absent in an older record. */
-  readonly id?: string;
-  /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
-  readonly units: number;
-  /** When the units are charged, ms: the lease's end plus `RESERVATION_WAIT_MS` for its return; or its return's time. */
-  readonly untilMs: number;
-}
 
 /** Whether `aMs` and `bMs` are in the same window of a window rule (`false` for any other rule). */
 export function sameWindow(params: AlgorithmParams, aMs: number, bMs: number): boolean {
@@ -91,10 +75,8 @@ export function subleaseFrom(
     if (units < 1 || forMs < 1) return none;
     // Fewer than wanted from a share that is not spent: a term as much shorter (as for a rate share, below).
     const termMs = units < wanted && !share.short ? shorter(forMs, units, wanted) : forMs;
-    return {
-      lease: { units, atMs: share.atMs, forMs: termMs },
-      share: withLent({ ...share, unitsLeft: share.unitsLeft - units }, (share.lent ?? 0) + units),
-    };
+    const lent = withLent({ ...share, unitsLeft: share.unitsLeft - units }, (share.lent ?? 0) + units);
+    return { lease: { units, atMs: share.atMs, forMs: termMs }, share: lent };
   }
   const params = sliceOf(share);
   if (params === null || share.state === null) return none;
