@@ -1,16 +1,5 @@
-/**
- * A delegate's decisions from its share of a hot key (share.ts: the key's object's side), pure: a rate share is a
- * bucket of its own under the sliced parameters, a window share units already charged.
- */
-import {
-  type AlgorithmParams,
-  type AlgorithmState,
-  capacityOf,
-  carryOver,
-  decide,
-  fingerprintOf,
-  refund,
-} from "../algorithms/index.ts";
+/** A delegate's decisions from its share of a hot key (`HeldShare`; share.ts: the key's object's side), pure. */
+import { type AlgorithmState, capacityOf, carryOver, decide, fingerprintOf, refund } from "../algorithms/index.ts";
 import {
   aheadHeld,
   countLoad,
@@ -27,7 +16,6 @@ import { uses } from "./mechanisms.ts";
 import { emptyState, leastParts, type ShareAsk, type ShareGrant, shareKindOf } from "./share.ts";
 import { adoptedStart } from "./share_tokens.ts";
 import {
-  type AppliedCall,
   appliedCall,
   type CallInput,
   type CallResult,
@@ -44,26 +32,16 @@ import {
   reservedBackInMs,
   sameWindow,
   settled,
+  sliceOf,
   subleaseFrom,
   takeBack,
   withLent,
   withReserved,
 } from "./sublease.ts";
-import {
-  DELEGATE_BUSY_CALLS_PER_S,
-  DELEGATE_CALL_MEMORY,
-  PENDING_RESEND_MS,
-  RATE_LEASE_TERM_MS,
-  SHARE_TERM_MS,
-} from "./tunables.ts";
+import { DELEGATE_CALL_MEMORY, PENDING_RESEND_MS, RATE_LEASE_TERM_MS, SHARE_TERM_MS } from "./tunables.ts";
 
 // The record and what delegate_record.ts decides about its renewal and load, for the shells and the tests.
 export * from "./delegate_record.ts";
-
-/** The sliced parameters of a rate share (`null`: no parts). */
-function sliceOf(share: HeldShare): AlgorithmParams | null {
-  return share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
-}
 
 /**
  * What deciding `costs` (and a sub-lease of `leaseUnits`) needs first: `renew` (no live share, other parameters, or a
@@ -80,11 +58,8 @@ export function delegateNeed(
   if (share === null || nowMs >= share.endsAtMs) return "renew";
   const newer = (rule.version ?? 0) > (share.rule.version ?? 0);
   if (newer && fingerprintOf(rule.params) !== fingerprintOf(share.rule.params)) return "renew";
-  if (share.kind === "window" && !share.short) {
-    const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
-    if (cost > share.unitsLeft) return "renew";
-  }
-  return "ready";
+  const cost = costs.reduce((a, b) => a + b, 0) + leaseUnits;
+  return share.kind === "window" && !share.short && cost > share.unitsLeft ? "renew" : "ready";
 }
 
 /** The ask renewing the share, and the record once sent (a window share's unused units go back: short, never over). */
@@ -138,28 +113,17 @@ export function shareAsk(
     ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
   };
   // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.
-  const charged = shareKindOf(newest.params) === "window" && !release;
-  const next = {
-    ...record,
-    share: kept,
-    giveBack: [],
-    asks: ask.seq,
-    ...(charged ? { pending: { ask, sentAtMs: nowMs } } : {}),
-  };
-  return { ask, record: next, sentAtMs: nowMs };
+  const charged = shareKindOf(newest.params) === "window" && !release ? { pending: { ask, sentAtMs: nowMs } } : {};
+  return { ask, record: { ...record, share: kept, giveBack: [], asks: ask.seq, ...charged }, sentAtMs: nowMs };
 }
 
-/**
- * A live rate share whose demand fell, cut to what `demand` needs (`keptParts`, at least `leastParts`), its bucket
- * converted to the smaller slice (tokens above its burst dropped: safe). `null`: no cut.
- */
+/** A live rate share cut to what `demand` needs (tokens over the smaller slice's burst dropped: safe); `null`: none. */
 function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | null {
   const least = leastParts(share.rule.params);
   const parts = Math.min(share.parts, Math.max(keptParts(share.parts, share.demand, demand), least));
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
-  // Its sub-leases' reservations go on in the smaller bucket if it holds them (sublease.ts `handedOn`).
   const out = handedOn(settled(share, nowMs), nowMs, (state) => ({
     params: to,
     state:
@@ -183,6 +147,7 @@ export function adoptGrant(
     record = rest;
   }
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
+  const old = record.share;
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
   const { rule, atMs } = grant;
@@ -203,13 +168,17 @@ export function adoptGrant(
     };
     // Units given back into the old share since its renewal was sent (its units left went with the ask) go on to the
     // key's object with the next ask, naming their grant: dropped with the old share, they left the key short.
-    const old = record.share;
     const back = old?.kind === "window" && old.unitsLeft > 0 ? [{ units: old.unitsLeft, atMs: old.atMs }] : [];
     const giveBack = back.length > 0 ? [...record.giveBack, ...back] : record.giveBack;
-    return { ...record, share: withLent(share, lentBefore(old, grant)), giveBack, hot: grant.hot };
+    // Units still lent out of the shares before, if of the same window and parameters, come back into this one.
+    const params = grant.rule.params;
+    const same =
+      old?.kind === "window" &&
+      fingerprintOf(old.rule.params) === fingerprintOf(params) &&
+      sameWindow(params, old.atMs, grant.atMs);
+    return { ...record, share: withLent(share, same ? (old.lent ?? 0) : 0), giveBack, hot: grant.hot };
   }
   const next = delegateSlice(grant.rule.params, grant.parts);
-  const old = record.share;
   const from = old === null ? null : sliceOf(old);
   const into = (oldState: AlgorithmState | null) => {
     if (next === null) return { params: next, state: null };
@@ -219,7 +188,6 @@ export function adoptGrant(
     const add = (grant.tokens ?? 0) + start.afterEnd;
     return { params: next, state: add > 0 ? refund(next, start.state, add, nowMs) : start.state };
   };
-  // The old bucket's sub-leases' reservations go on in the new one if it holds them (sublease.ts `handedOn`).
   const out = old?.kind === "rate" ? handedOn(old, nowMs, into) : { ...into(null), reserved: [], takenOut: 0 };
   const spare = grant.spare === true ? { spare: true } : {};
   const rate = { kind: "rate", ...common, parts: grant.parts, state: out.state, units: 0, unitsLeft: 0, short: false };
@@ -227,24 +195,25 @@ export function adoptGrant(
   return { ...record, share, hot: grant.hot };
 }
 
-/** Units still lent out of the shares before `grant`, if of the same window and parameters (returned into it). */
-function lentBefore(old: HeldShare | null, grant: ShareGrant): number {
-  if (old === null || old.kind !== "window" || (old.lent ?? 0) < 1) return 0;
-  const params = grant.rule.params;
-  if (fingerprintOf(old.rule.params) !== fingerprintOf(params) || !sameWindow(params, old.atMs, grant.atMs)) return 0;
-  return old.lent ?? 0;
-}
-
-/** Decide a batch from a `ready` share: refunds first, then each request, then its sub-lease (a retry: as before). */
+/** Decide a batch from a `ready` share: refunds first, then each request, then its sub-lease. */
 export function delegateCall(
   record: DelegateRecord,
   input: CallInput,
   nowMs: number,
 ): { readonly result: CallResult; readonly record: DelegateRecord } {
   const seen = record.calls.find((c) => c.id === input.id);
-  if (seen !== undefined) return { result: replayed(record, input, seen, nowMs), record };
+  if (seen !== undefined) {
+    // A retry: as remembered. A rate share's sub-lease too (a lost answer's tokens are held, then given back); not a
+    // window share's (its share may be gone, and a refund naming it could land in another): short, never over.
+    const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
+    const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
+    const lease =
+      record.share?.kind === "rate" && seen.leaseUnits > 0
+        ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs, id: seen.id }
+        : null;
+    return { result: { atMs: nowMs, results, lease, replayed: true, hot: record.hot }, record };
+  }
   const took = takeBack(record, input, nowMs);
-  // Sub-leases given back or expired charged now (sublease.ts `settled`).
   let share = took.share === null ? null : settled(took.share, nowMs);
   const giveBack = took.giveBack;
   const taken = took.taken?.filter((id) => id !== input.id);
@@ -254,13 +223,12 @@ export function delegateCall(
     results.push(out.result);
     share = out.share;
   }
-  const sub: { lease: CallResult["lease"]; share: HeldShare | null; waitMs?: number } =
-    share === null || !uses("subleases") ? { lease: null, share } : subleaseFrom(share, input.lease, nowMs, input.id);
-  share = sub.share;
-  const { lease } = sub;
+  const sub = share === null || !uses("subleases") ? null : subleaseFrom(share, input.lease, nowMs, input.id);
+  share = sub?.share ?? share;
+  const lease = sub?.lease ?? null;
   const applied = appliedCall(input.id, results, lease, nowMs);
   const calls = [...record.calls.slice(Math.max(0, record.calls.length - DELEGATE_CALL_MEMORY + 1)), applied];
-  const { load, busy, spread } = countLoad(record, nowMs, DELEGATE_BUSY_CALLS_PER_S);
+  const { load, busy, spread } = countLoad(record, nowMs);
   const { taken: _t, ...rest } = record;
   const d = rolled(record.demand, nowMs);
   const demand = { ...d, curr: d.curr + callDemand(input) };
@@ -269,7 +237,7 @@ export function delegateCall(
     atMs: nowMs,
     results,
     lease,
-    ...(sub.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, share, sub.waitMs, nowMs) }),
+    ...(sub?.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, sub.share, sub.waitMs, nowMs) }),
     replayed: false,
     hot: record.hot,
     ...(busy ? { busy: true, ...(uses("spread") ? { spread } : {}) } : {}),
@@ -277,13 +245,9 @@ export function delegateCall(
   return { result, record: next };
 }
 
-/** One request decided from the share. */
-function decideOne(
-  share: HeldShare | null,
-  rule: LimiterRule,
-  cost: number,
-  nowMs: number,
-): { readonly result: CheckResult; readonly share: HeldShare | null } {
+/** One request decided from the share, and the share after it. */
+type Decided = { readonly result: CheckResult; readonly share: HeldShare | null };
+function decideOne(share: HeldShare | null, rule: LimiterRule, cost: number, nowMs: number): Decided {
   const waitMs = Math.max(1, (share?.endsAtMs ?? nowMs) - nowMs);
   const refused = refusedFor(share?.rule.params ?? rule.params, cost, waitMs, nowMs);
   if (!refused.ok || share === null || nowMs >= share.endsAtMs) return { result: refused, share };
@@ -309,20 +273,6 @@ function decideOne(
   return { result: { ok: true, atMs: nowMs, decision }, share: { ...share, state: out.state } };
 }
 
-/** The answer to a call already decided: its verdicts as remembered. */
-function replayed(record: DelegateRecord, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
-  const waitMs = Math.max(1, (record.share?.endsAtMs ?? nowMs) - nowMs);
-  const results = replayedResults(input, seen, nowMs, { remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs });
-  // A rate share's sub-lease too, so a lost answer's tokens are held and given back; not a window share's (its
-  // charging share may be gone, and a refund naming it could land in another): short until the window ends, never over.
-  const rate = record.share?.kind === "rate";
-  const lease =
-    rate && seen.leaseUnits > 0
-      ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs, id: seen.id }
-      : null;
-  return { atMs: nowMs, results, lease, replayed: true, hot: record.hot };
-}
-
 /** A delegate record that is as good as none: no share, nothing to give back. */
 export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
   return (record.share === null || nowMs >= record.share.endsAtMs) && record.giveBack.length === 0;
@@ -332,8 +282,8 @@ export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
  * How long an isolate whose sub-lease ask found the slice empty waits, ms: until the slice holds its ask, times the
  * demand over the slice's rate when above 1 (else the isolates told to wait came back together), at most a lease term.
  */
-function contendedWaitMs(record: DelegateRecord, share: HeldShare | null, waitMs: number, nowMs: number): number {
-  const params = share === null ? null : sliceOf(share);
+function contendedWaitMs(record: DelegateRecord, share: HeldShare, waitMs: number, nowMs: number): number {
+  const params = sliceOf(share);
   if (params === null || !("rate" in params)) return waitMs;
   const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
   const over = demandPerTerm(record, nowMs) / Math.max(1, perTerm);

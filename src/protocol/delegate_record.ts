@@ -1,11 +1,11 @@
 /**
- * A delegate's record (delegate.ts decides from it) and its pure functions: the demand and load it counts, when it
- * renews (`renewDue`), and a window share's units ahead (window_ahead.ts: the key's object's side), taken as the share
- * once it ended (`rollAhead`) instead of renewing at the window's turn with every delegate.
+ * A delegate's record (delegate.ts decides from it): the demand and load it counts, when it renews (`renewDue`), and a
+ * window share's units ahead (window_ahead.ts: the key's object's side), taken as the share once it ended (`rollAhead`)
+ * instead of renewing at the window's turn with every delegate.
  */
+import type { AlgorithmState } from "../algorithms/index.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
-import type { AppliedCall, LeaseReturn } from "./store.ts";
-import type { SubleaseSource } from "./sublease.ts";
+import type { AppliedCall, LeaseReturn, LimiterRule } from "./store.ts";
 import {
   DELEGATE_AIM_CALLS_PER_S,
   DELEGATE_BUSY_CALLS_PER_S,
@@ -17,20 +17,56 @@ import {
   SHARE_TERM_MS,
 } from "./tunables.ts";
 
-/** The share a delegate holds: what a sub-lease is granted from (sublease.ts `SubleaseSource`), and its renewal. */
-export interface HeldShare extends SubleaseSource {
-  /** The demand the share was asked with, per term (absent in a record from before it was kept). */
+/** The share a delegate holds (rate: a bucket under its slice; window: units charged), and what it lent out of it. */
+export interface HeldShare {
+  readonly kind: "rate" | "window";
+  /** The rule the share is under (the newest version the key's object had seen). */
+  readonly rule: LimiterRule;
+  /** The key's object's clock at the grant (a window share's refunds name it), ms. */
+  readonly atMs: number;
+  /** This delegate's clock when the share ends (the ask's sending time plus its term), and when to renew it, ms. */
+  readonly endsAtMs: number;
+  readonly renewAtMs: number;
+  /** The demand per term the share was asked with (absent in an older record). */
   readonly demand?: number;
   /** The id of the ask the share answered (sent back as `ShareAsk.holding`; absent in an older record). */
   readonly askId?: string;
-  /** This delegate's clock when to renew, ms. */
-  readonly renewAtMs: number;
   /** The round trip of the renewal (or late first ask) the share answered, ms (a rate share renews that early). */
   readonly rttMs?: number;
-  /** Window share: units of the next window granted ahead, used from `fromMs` (`rollAhead`; absent: none). */
-  readonly ahead?: AheadHeld;
+  /** Rate share: parts of `SHARE_PARTS`, and the bucket under the sliced parameters (`null` with no parts). */
+  readonly parts: number;
+  readonly state: AlgorithmState | null;
+  /** Rate share: its sub-leases' units still in its bucket (absent: none; a return matching none is dropped). */
+  readonly reserved?: readonly Reservation[];
+  /** Rate share: units of `reserved` taken out of the bucket, at most its refill over a lease's term (absent: 0). */
+  readonly takenOut?: number;
   /** Rate share granted with spare (`ShareGrant.spare`): what its slice refuses passes to the key's object. */
   readonly spare?: boolean;
+  /** Window share: units granted, and those still to admit from. */
+  readonly units: number;
+  readonly unitsLeft: number;
+  /** Window share: the window was spent at the grant: refuse beyond these units until the term ends. */
+  readonly short: boolean;
+  /** Window share: units lent out of it and earlier shares of its window and parameters, not back yet (`takeBack`). */
+  readonly lent?: number;
+  /** Window share: units of the next window granted ahead, used from `fromMs` (`rollAhead`; absent: none). */
+  readonly ahead?: AheadHeld;
+}
+
+/**
+ * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
+ * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
+ * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
+ */
+export interface Reservation {
+  /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
+  readonly atMs: number;
+  /** The sub-lease's id (the lending call's), which its return names; absent in an older record. */
+  readonly id?: string;
+  /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
+  readonly units: number;
+  /** When the units are charged, ms: the lease's end plus `RESERVATION_WAIT_MS` for its return; or its return's time. */
+  readonly untilMs: number;
 }
 
 export interface DelegateRecord {
@@ -70,10 +106,15 @@ export interface DemandBuckets {
   readonly prev: number;
 }
 
-/** A share's whole term, ms: `adoptGrant` renews it a quarter term before its end. */
-function termOf(share: Pick<HeldShare, "endsAtMs" | "renewAtMs">): number {
-  return 4 * (share.endsAtMs - share.renewAtMs);
+/** Calls a delegate decided per second: the current second (its index) and the last one. */
+export interface CallLoad {
+  readonly second: number;
+  readonly curr: number;
+  readonly prev: number;
 }
+
+/** A share's whole term, ms: `adoptGrant` renews it a quarter term before its end. */
+const termOf = (share: Pick<HeldShare, "endsAtMs" | "renewAtMs">) => 4 * (share.endsAtMs - share.renewAtMs);
 
 /**
  * Whether the share should be renewed now, in the background, with demand: in its term's last quarter, at most
@@ -87,12 +128,15 @@ export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   const demand = demandPerTerm(record, nowMs);
   if (demand <= 0) return false;
   const termMs = termOf(share);
-  const dueMs = Math.min(Math.max(share.renewAtMs, share.endsAtMs - RENEW_LEAD_MS), share.endsAtMs - rttLeadMs(share));
+  // `rttLeadMs`: a rate share's last round trip (a far region's is longer than a term's last quarter), at most half its
+  // term; no earlier: its old parts stay promised meanwhile.
+  const rtt = share.kind === "rate" ? (share.rttMs ?? 0) : 0;
+  const rttLeadMs = rtt > 0 ? Math.min(rtt, Math.floor(termMs / 2)) : 0;
+  const dueMs = Math.min(Math.max(share.renewAtMs, share.endsAtMs - RENEW_LEAD_MS), share.endsAtMs - rttLeadMs);
   if (nowMs >= dueMs) return true;
   // Only a share of a whole term or more (a shorter one renews soon anyway), a quarter of `SHARE_TERM_MS` old.
   if (share.kind !== "rate" || share.demand === undefined || termMs < SHARE_TERM_MS) return false;
-  const ageMs = nowMs - (share.endsAtMs - termMs);
-  if (ageMs < SHARE_TERM_MS / 4) return false;
+  if (nowMs - (share.endsAtMs - termMs) < SHARE_TERM_MS / 4) return false;
   // A busy delegate's isolates are moving to their own shards: a quarter's fall frees their parts for the new shards.
   const fell = Math.max(RENEW_SLACK, Math.floor(share.demand / 4));
   return demandMoved(share.demand, demand) || (busyNow(record.load, nowMs) && share.demand - demand > fell);
@@ -107,14 +151,10 @@ function busyNow(load: CallLoad | undefined, nowMs: number): boolean {
   return Math.max(curr, prev) >= DELEGATE_BUSY_CALLS_PER_S;
 }
 
-/**
- * How long a rate share is still used after its renewal is sent, ms (the ask's `oldForMs`: the key's object frees its
- * parts then, not at the old term's end): the last round trip and `OLD_SHARE_MARGIN_MS`, at most `OLD_SHARE_FOR_MS`.
- */
+/** How long a rate share is used after its renewal is sent, ms (`oldForMs`: the object frees its parts then). */
 export function oldShareForMs(share: { readonly rttMs?: number }): number {
   const rtt = share.rttMs;
-  if (rtt === undefined || rtt <= 0) return OLD_SHARE_FOR_MS;
-  return Math.min(OLD_SHARE_FOR_MS, rtt + OLD_SHARE_MARGIN_MS);
+  return rtt === undefined || rtt <= 0 ? OLD_SHARE_FOR_MS : Math.min(OLD_SHARE_FOR_MS, rtt + OLD_SHARE_MARGIN_MS);
 }
 
 /** A live rate share whose renewal is sent now: it ends `oldShareForMs` from now at the latest. */
@@ -123,15 +163,6 @@ export function usedUntilAnswer(share: HeldShare, nowMs: number): { share: HeldS
   const untilMs = nowMs + forMs;
   if (untilMs >= share.endsAtMs) return { share, forMs };
   return { share: { ...share, endsAtMs: untilMs, renewAtMs: Math.min(share.renewAtMs, untilMs) }, forMs };
-}
-
-/**
- * How long before its end a rate share renews at least, ms: its last round trip (a far region's is longer than a
- * term's last quarter), at most half its term; no earlier: its old parts stay promised meanwhile. A window share: 0.
- */
-function rttLeadMs(share: HeldShare): number {
-  if (share.kind !== "rate" || share.rttMs === undefined || share.rttMs <= 0) return 0;
-  return Math.min(share.rttMs, Math.floor(termOf(share) / 2));
 }
 
 /**
@@ -145,8 +176,7 @@ export function windowPace(
 ): number {
   const used = share === null ? 0 : share.units - share.unitsLeft - (share.lent ?? 0);
   if (share === null || share.kind !== "window" || used <= 0) return 0;
-  const startMs = share.endsAtMs - termOf(share);
-  const elapsedMs = Math.max(SHARE_TERM_MS / 10, nowMs - startMs);
+  const elapsedMs = Math.max(SHARE_TERM_MS / 10, nowMs - (share.endsAtMs - termOf(share)));
   const pace = Math.floor((used * SHARE_TERM_MS) / elapsedMs);
   return pace >= 2 * (share.demand ?? 0) ? pace : 0;
 }
@@ -172,47 +202,34 @@ export function rolled(d: DemandBuckets, nowMs: number): DemandBuckets {
   return { bucket, curr: 0, prev: bucket === d.bucket + 1 ? d.curr : 0 };
 }
 
-/**
- * The parts a rate share of `parts`, granted for demand `was`, still needs for demand `now`: all unless it fell, then
- * as many fewer in proportion, with two standard deviations of a Poisson count to spare (at least 1 while any).
- */
+/** The parts a share granted for demand `was` needs for `now`: if it fell, in proportion, 2 Poisson sd to spare. */
 export function keptParts(parts: number, was: number | undefined, now: number): number {
   if (was === undefined || was <= 0 || now >= was) return parts;
   const need = now + 2 * Math.ceil(Math.sqrt(now)) + 1;
   return Math.min(parts, Math.max(now > 0 ? 1 : 0, Math.ceil((parts * need) / was)));
 }
 
-/** Calls a delegate decided per second: the current second (its index) and the last one. */
-export interface CallLoad {
-  readonly second: number;
-  readonly curr: number;
-  readonly prev: number;
-}
-
-/** The per-second call count with one more call at `nowMs`. */
-export function countCall(load: CallLoad | undefined, nowMs: number): CallLoad {
-  const second = Math.floor(nowMs / 1000);
-  if (load === undefined || second > load.second + 1) return { second, curr: 1, prev: 0 };
-  if (second === load.second + 1) return { second, curr: 1, prev: load.curr };
-  if (second < load.second) return load; // a clock stepping back counts nothing new
-  return { ...load, curr: load.curr + 1 };
-}
-
 /**
- * One more call decided at `nowMs`: the count per second, whether it says busy (`busyPerS` calls in this or the last
- * second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for those that stay to
- * be `DELEGATE_AIM_CALLS_PER_S` (by the last second's rate, or this one's over at least 250 ms); 1 at twice `busyPerS`.
+ * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
+ * this or the last second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for the
+ * rest to be `DELEGATE_AIM_CALLS_PER_S` (the last second's, or this one's over 250 ms at least); 1 at twice busy.
  */
 export function countLoad(
   record: { readonly load?: CallLoad },
   nowMs: number,
-  busyPerS: number,
 ): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
-  const load = countCall(record.load, nowMs);
+  const was = record.load;
+  const second = Math.floor(nowMs / 1000);
+  let load: CallLoad;
+  if (was === undefined || second > was.second + 1) load = { second, curr: 1, prev: 0 };
+  else if (second === was.second + 1) load = { second, curr: 1, prev: was.curr };
+  // A clock stepping back counts nothing new.
+  else if (second < was.second) load = was;
+  else load = { ...was, curr: was.curr + 1 };
   const calls = Math.max(load.curr, load.prev);
   const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
-  const spread = calls >= 2 * busyPerS ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
-  return { load, busy: calls >= busyPerS, spread };
+  const spread = calls >= 2 * DELEGATE_BUSY_CALLS_PER_S ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
+  return { load, busy: calls >= DELEGATE_BUSY_CALLS_PER_S, spread };
 }
 
 /** Units of the next window a delegate holds ahead. */
@@ -220,9 +237,8 @@ export interface AheadHeld {
   readonly units: number;
   /** The key's object's clock at the next window's start, ms (their refunds name it). */
   readonly atMs: number;
-  /** This delegate's clock from when they may be used, ms. */
+  /** This delegate's clock from when they may be used, and when the share they become ends, ms. */
   readonly fromMs: number;
-  /** This delegate's clock when the share they become ends, ms. */
   readonly endsAtMs: number;
 }
 
@@ -238,10 +254,7 @@ export function aheadHeld(grant: ShareGrant, sentAtMs: number, nowMs: number): {
   return { ahead: { units: a.units, atMs: a.atMs, fromMs, endsAtMs: sentAtMs + grant.termMs + a.termMs } };
 }
 
-/**
- * Whether a window share granted `grant` for `asked` is short (refusing beyond its units until its term ends): cut
- * with the window spent, or with units ahead and less left than asked (not asking again for the little left).
- */
+/** Whether a window grant is short (refusing past its units): the window spent, or units ahead and too few left. */
 export function windowShort(grant: ShareGrant, asked: number): boolean {
   return grant.units < asked && (grant.remaining === 0 || (grant.ahead !== undefined && grant.remaining < asked));
 }
@@ -249,41 +262,23 @@ export function windowShort(grant: ShareGrant, asked: number): boolean {
 /** How long a batch at `nowMs` waits for the share's units ahead (from the share's end until usable; 0: none). */
 export function aheadWaitMs(record: DelegateRecord, nowMs: number): number {
   const share = record.share;
-  const ahead = share?.ahead;
-  if (share == null || ahead === undefined || nowMs < share.endsAtMs) return 0;
-  return Math.max(0, ahead.fromMs - nowMs);
+  if (share?.ahead === undefined || nowMs < share.endsAtMs) return 0;
+  return Math.max(0, share.ahead.fromMs - nowMs);
 }
 
-/**
- * The record with its units ahead taken as its share once the old one ended and they are usable (the old units, of a
- * window gone by, are not given back); the very same record otherwise.
- */
+/** The units ahead become the share once it ended and they are usable (its units, a past window's, not given back). */
 export function rollAhead(record: DelegateRecord, nowMs: number): DelegateRecord {
   const share = record.share;
   const ahead = share?.ahead;
   if (share == null || ahead === undefined || nowMs < share.endsAtMs || nowMs < ahead.fromMs) return record;
   const { ahead: _ahead, lent: _lent, ...rest } = share;
-  const termMs = Math.max(1, ahead.endsAtMs - ahead.fromMs);
-  const next: HeldShare = {
-    ...rest,
-    atMs: ahead.atMs,
-    endsAtMs: ahead.endsAtMs,
-    renewAtMs: ahead.endsAtMs - Math.floor(termMs / 4),
-    units: ahead.units,
-    unitsLeft: ahead.units,
-    short: false,
-  };
-  return { ...record, share: next };
+  const { atMs, endsAtMs, units } = ahead;
+  const renewAtMs = endsAtMs - Math.floor(Math.max(1, endsAtMs - ahead.fromMs) / 4);
+  return { ...record, share: { ...rest, atMs, endsAtMs, renewAtMs, units, unitsLeft: units, short: false } };
 }
 
 /** Whether the alarm at a window share's end gives its units left back: none ahead (the share goes on with those). */
 export function releaseDue(record: DelegateRecord, nowMs: number): boolean {
-  const share = record.share;
-  return (
-    share !== null &&
-    share.kind === "window" &&
-    share.unitsLeft > 0 &&
-    nowMs >= share.endsAtMs &&
-    share.ahead === undefined
-  );
+  const s = record.share;
+  return s?.kind === "window" && s.unitsLeft > 0 && nowMs >= s.endsAtMs && s.ahead === undefined;
 }

@@ -40,20 +40,6 @@ export interface DelegatePorts {
   readonly passFirst?: boolean;
 }
 
-/** `work`, or an `overloaded` failure when it has not settled within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
-async function withinTimeout<T>(work: Promise<T>, sleep: ((ms: number) => Promise<void>) | undefined): Promise<T> {
-  if (sleep === undefined) return work;
-  const raced = await Promise.race([
-    work.then((value) => ({ value })),
-    sleep(DELEGATE_KEY_TIMEOUT_MS).then(() => null),
-  ]);
-  if (raced === null) {
-    const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
-    throw Object.assign(new Error(message), { overloaded: true });
-  }
-  return raced.value;
-}
-
 export class DelegateRun {
   private renewing: Promise<void> | null = null;
   /** Until when an overloaded answer to a share ask holds this delegate back from the key's object (its clock). */
@@ -70,6 +56,21 @@ export class DelegateRun {
   private passing = false;
 
   constructor(private readonly ports: DelegatePorts) {}
+
+  /** `work`, or an `overloaded` failure if unsettled after `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
+  private async timed<T>(work: Promise<T>): Promise<T> {
+    const sleep = this.ports.sleep;
+    if (sleep === undefined) return work;
+    const raced = await Promise.race([
+      work.then((value) => ({ value })),
+      sleep(DELEGATE_KEY_TIMEOUT_MS).then(() => null),
+    ]);
+    if (raced === null) {
+      const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
+      throw Object.assign(new Error(message), { overloaded: true });
+    }
+    return raced.value;
+  }
 
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
@@ -107,10 +108,8 @@ export class DelegateRun {
       }
       this.passedCost += cost;
       // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
-      const result = await withinTimeout(
-        this.ports.call(who.object, taking ? { ...call, giveBack: [] } : call),
-        this.ports.sleep,
-      ).catch((error: unknown) => {
+      const input = taking ? { ...call, giveBack: [] } : call;
+      const result = await this.timed(this.ports.call(who.object, input)).catch((error: unknown) => {
         this.coldAtMs = null;
         throw error;
       });
@@ -141,7 +140,7 @@ export class DelegateRun {
     }
     this.passing = true;
     const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
-    const passed = await withinTimeout(this.ports.call(who.object, input), this.ports.sleep).catch(() => null);
+    const passed = await this.timed(this.ports.call(who.object, input)).catch(() => null);
     this.passing = false;
     const results = result.results.map((r, i) => {
       const p = passed?.results[refused.indexOf(i)];
@@ -187,8 +186,7 @@ export class DelegateRun {
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
   renew(who: DelegateWho, release = false, pendingCost = 0): Promise<void> {
-    if (this.renewing !== null) return this.renewing;
-    this.renewing = this.renewOnce(who, release, pendingCost).finally(() => {
+    this.renewing ??= this.renewOnce(who, release, pendingCost).finally(() => {
       this.renewing = null;
     });
     return this.renewing;
@@ -201,15 +199,14 @@ export class DelegateRun {
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {
-      const grant = await withinTimeout(this.ports.share(who.object, asked.ask), this.ports.sleep);
+      const grant = await this.timed(this.ports.share(who.object, asked.ask));
       const record = adoptGrant(load(), asked.ask, grant, asked.sentAtMs, clock());
       save(record);
       this.coldAtMs = grant.kind === "none" && !grant.hot ? clock() : null;
       this.passedCost = 0;
       await this.ports.adopted?.(record, who);
     } catch (error) {
-      // No share: batches pass through to the key's object until a renewal succeeds; but an overloaded object is
-      // left alone for a short backoff, its batches refused here.
+      // No share: batches pass through until a renewal succeeds; an overloaded object is left alone for a backoff.
       save({ ...load(), share: null });
       if (classify(error).failure === "overloaded") this.failedUntilMs = clock() + DELEGATE_RENEW_BACKOFF_MS;
       this.ports.failed?.(messageOf(error));
@@ -223,14 +220,10 @@ export class DelegateRun {
  */
 function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
   const share = record.share;
-  return (
-    share !== null &&
-    share.kind === "window" &&
-    nowMs < share.endsAtMs &&
-    ((call.rule.version ?? 0) <= (share.rule.version ?? 0) ||
-      fingerprintOf(call.rule.params) === fingerprintOf(share.rule.params)) &&
-    call.costs.every((cost) => cost <= share.units)
-  );
+  if (share === null || share.kind !== "window" || nowMs >= share.endsAtMs) return false;
+  const newer = (call.rule.version ?? 0) > (share.rule.version ?? 0);
+  if (newer && fingerprintOf(call.rule.params) !== fingerprintOf(share.rule.params)) return false;
+  return call.costs.every((cost) => cost <= share.units);
 }
 
 /** Every request of a batch refused until `untilMs` (the key's object is overloaded); still hot: isolates stay. */

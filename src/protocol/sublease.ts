@@ -1,6 +1,6 @@
 /**
  * Sub-leases: a delegate's small leases to the isolates that call it, out of its own share (docs/production.md
- * "Sub-leases"). The isolate holds them as leases from the key's object (`LeaseAsk`, `LeaseGrant`, `giveBack`). Pure.
+ * "Sub-leases"); the isolate holds them as leases from the key's object (`LeaseAsk`, `LeaseGrant`, `giveBack`). Pure.
  */
 import {
   type AlgorithmParams,
@@ -12,13 +12,13 @@ import {
   leaseTermMs,
   refund,
 } from "../algorithms/index.ts";
+import type { DelegateRecord, HeldShare, Reservation } from "./delegate_record.ts";
 import { emptyState, honestSlice, shareKindOf } from "./share.ts";
 import {
   type CallInput,
   type LeaseAsk,
   type LeaseGrant,
   type LeaseReturn,
-  type LimiterRule,
   leaseCapOf,
   peekState,
   shorter,
@@ -32,50 +32,6 @@ import {
   SUBLEASE_TERM_MS,
 } from "./tunables.ts";
 
-/**
- * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
- * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
- * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
- */
-export interface Reservation {
-  /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
-  readonly atMs: number;
-  /** The sub-lease's id (`LeaseGrant.id`: the lending call's), which its return names; absent in an older record. */
-  readonly id?: string;
-  /** Units lent, or (once given back: `untilMs` then passed) the units used, to charge. */
-  readonly units: number;
-  /** When the units are charged, ms: the lease's end plus `RESERVATION_WAIT_MS` for its return; or its return's time. */
-  readonly untilMs: number;
-}
-
-/** What a sub-lease is granted from: the share a delegate holds, as far as it needs it (delegate.ts `HeldShare`). */
-export interface SubleaseSource {
-  readonly kind: "rate" | "window";
-  /** The rule the share is under (the newest version the key's object had seen). */
-  readonly rule: LimiterRule;
-  /** Rate share: parts of `SHARE_PARTS`. */
-  readonly parts: number;
-  /** Rate share: the bucket under the sliced parameters (`null` with no parts). */
-  readonly state: AlgorithmState | null;
-  /** Window share: units granted, and those still to admit from. */
-  readonly units: number;
-  readonly unitsLeft: number;
-  /** Window share: the window was spent at the grant: refuse beyond these units until the term ends. */
-  readonly short: boolean;
-  /** The object's clock at the grant (a window share's refunds name it), ms. */
-  readonly atMs: number;
-  /** Window share: units lent out of it and earlier shares of its window and parameters, not back yet (`takeBack`). */
-  readonly lent?: number;
-  /** This delegate's clock when the share ends (the ask's sending time plus its term), ms. */
-  readonly endsAtMs: number;
-  /** Rate share: the demand per term it was asked with (`ofHeld`; absent: not known). */
-  readonly demand?: number;
-  /** Rate share: its sub-leases' units still in its bucket (absent: none; a return matching none is dropped). */
-  readonly reserved?: readonly Reservation[];
-  /** Rate share: units of `reserved` taken out of the bucket, at most its refill over a lease's term (absent: 0). */
-  readonly takenOut?: number;
-}
-
 /** Whether `aMs` and `bMs` are in the same window of a window rule (`false` for any other rule). */
 export function sameWindow(params: AlgorithmParams, aMs: number, bMs: number): boolean {
   const policy = leasePolicy(params.algorithm);
@@ -84,6 +40,11 @@ export function sameWindow(params: AlgorithmParams, aMs: number, bMs: number): b
 
 /** A delegate's rate slice: `parts` of `SHARE_PARTS` of the rule's rate and burst, nothing more. */
 export const delegateSlice = honestSlice;
+
+/** A share's sliced parameters (`null`: a window share, or no parts). */
+export function sliceOf(share: HeldShare): AlgorithmParams | null {
+  return share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
+}
 
 /** The term of a sub-lease, ms: `SUBLEASE_TERM_MS` (rate: `RATE_LEASE_TERM_MS`), or the lease ttl if shorter. */
 export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"): number {
@@ -95,16 +56,16 @@ export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"
  * asked, than the share holds, or than `leaseCapOf`. A window sub-lease never outlives its window; a rate one's tokens
  * are reserved in the bucket (`Reservation`), used at most `RATE_LEASE_TERM_MS` later.
  */
-export function subleaseFrom<S extends SubleaseSource>(
-  share: S,
+export function subleaseFrom(
+  share: HeldShare,
   ask: LeaseAsk | null | undefined,
   nowMs: number,
   id?: string,
-): { readonly lease: LeaseGrant | null; readonly share: S; readonly waitMs?: number } {
+): { readonly lease: LeaseGrant | null; readonly share: HeldShare; readonly waitMs?: number } {
   const none = { lease: null, share };
   if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1 || nowMs >= share.endsAtMs) return none;
-  const ttlMs = subleaseTermMs(Math.floor(ask.ttlMs));
   if (share.kind === "window") {
+    const ttlMs = subleaseTermMs(Math.floor(ask.ttlMs));
     // Never out of a window gone by (a share ends with its window; this holds whatever the clocks did).
     if (!sameWindow(share.rule.params, nowMs, share.atMs)) return none;
     // Cut at the window's end (its units were charged in it), with as many fewer units.
@@ -114,21 +75,23 @@ export function subleaseFrom<S extends SubleaseSource>(
     if (units < 1 || forMs < 1) return none;
     // Fewer than wanted from a share that is not spent: a term as much shorter (as for a rate share, below).
     const termMs = units < wanted && !share.short ? shorter(forMs, units, wanted) : forMs;
-    return {
-      lease: { units, atMs: share.atMs, forMs: termMs },
-      share: withLent({ ...share, unitsLeft: share.unitsLeft - units }, (share.lent ?? 0) + units),
-    };
+    const lent = withLent({ ...share, unitsLeft: share.unitsLeft - units }, (share.lent ?? 0) + units);
+    return { lease: { units, atMs: share.atMs, forMs: termMs }, share: lent };
   }
-  const params = delegateSlice(share.rule.params, share.parts);
+  const params = sliceOf(share);
   if (params === null || share.state === null) return none;
   // At most `RATE_LEASE_TERM_MS`, and as many fewer units as the term is shorter than asked (the same pace).
   const askedMs = Math.max(1, Math.floor(ask.ttlMs));
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
-  // At most a part of what the slice holds (`ofHeld`): the rest stays for batches and other isolates' asks.
-  const reserved = sum(share.reserved ?? []);
+  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds, the rest left for batches and other isolates' asks; 1/2n
+  // while the share's demand is over twice its slice's rate (scarce: units parked at one isolate are refused to the
+  // others until it spends them). Not always: a key at its rate lost more with it (docs/production.md, "Tuning").
+  const scarce = "rate" in params && (share.demand ?? 0) > (2 * params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
+  const ofHeld = scarce ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
+  const reserved = sum(share.reserved);
   const have = peekState(params, share.state, nowMs).remaining - inBucket(share);
-  const units = Math.min(wanted, Math.max(1, Math.floor(have / ofHeld(share, params))), have, capacityOf(params));
+  const units = Math.min(wanted, Math.max(1, Math.floor(have / ofHeld)), have, capacityOf(params));
   if (units < 1) {
     const need = Math.min(capacityOf(params), Math.min(wanted, capacityOf(params)) + reserved);
     return { ...none, waitMs: refillWaitMs(params, share.state, need, nowMs, termMs) };
@@ -141,20 +104,9 @@ export function subleaseFrom<S extends SubleaseSource>(
   return { lease: { units, atMs: nowMs, forMs, ...named }, share: lent };
 }
 
-/**
- * The part of what a rate slice holds that one sub-lease takes at most, 1/this: `SUBLEASE_OF_HELD`, or twice it while
- * the share's demand is over twice its slice's rate (scarce: units parked at one isolate are refused to the others'
- * requests until it spends them). Not always: a key at its rate lost more with it (docs/production.md, "Tuning").
- */
-function ofHeld(share: SubleaseSource, params: AlgorithmParams): number {
-  if (!("rate" in params)) return SUBLEASE_OF_HELD;
-  const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
-  return (share.demand ?? 0) > 2 * perTerm ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
-}
-
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
-export function inBucket(share: SubleaseSource): number {
-  return Math.max(0, sum(share.reserved ?? []) - (share.takenOut ?? 0));
+export function inBucket(share: HeldShare): number {
+  return Math.max(0, sum(share.reserved) - (share.takenOut ?? 0));
 }
 
 /**
@@ -175,15 +127,12 @@ function moved(
 }
 
 /** When the first of a rate share's sub-leases ends (its units then come back, or are charged), ms from `nowMs`. */
-export function reservedBackInMs(share: SubleaseSource, nowMs: number): number {
+export function reservedBackInMs(share: HeldShare, nowMs: number): number {
   const endMs = Math.min(...(share.reserved ?? []).map((r) => r.untilMs - RESERVATION_WAIT_MS));
   return Math.min(RATE_LEASE_TERM_MS, Math.max(1, endMs - nowMs));
 }
 
-/**
- * `units` charged to a slice's bucket that holds them (its reservations' units are in it): the safe side, an empty
- * bucket, if rounding ever says it does not.
- */
+/** `units` charged to a bucket that holds them (reserved in it): if rounding ever says not, an empty one (safe). */
 export function charged(params: AlgorithmParams, state: AlgorithmState, units: number, nowMs: number): AlgorithmState {
   if (units <= 0) return state;
   const out = decide(params, state, units, nowMs);
@@ -191,12 +140,12 @@ export function charged(params: AlgorithmParams, state: AlgorithmState, units: n
 }
 
 /** A live rate share with its reservations due by `nowMs` (given back, or expired: all used) charged and dropped. */
-export function settled<S extends SubleaseSource>(share: S, nowMs: number): S {
+export function settled(share: HeldShare, nowMs: number): HeldShare {
   const reserved = share.reserved ?? [];
   const due = reserved.filter((r) => r.untilMs <= nowMs);
   if (due.length === 0) return share;
   const live = reserved.filter((r) => r.untilMs > nowMs);
-  const params = share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
+  const params = sliceOf(share);
   if (params === null || share.state === null) return withReserved(share, live, 0);
   const out = moved(params, share.state, share.takenOut ?? 0, sum(live), sum(due), nowMs);
   return withReserved({ ...share, state: out.state }, live, out.takenOut);
@@ -207,15 +156,15 @@ export function settled<S extends SubleaseSource>(share: S, nowMs: number): S {
  * as far as it holds them, the oldest charged in full first until it does (their returns then match nothing: short,
  * never over; the oldest have the fewest units left unused): either way within the bound.
  */
-export function handedOn<S extends SubleaseSource>(
-  share: S,
+export function handedOn(
+  share: HeldShare,
   nowMs: number,
   into: (state: AlgorithmState | null) => {
     readonly params: AlgorithmParams | null;
     readonly state: AlgorithmState | null;
   },
 ): { readonly state: AlgorithmState | null; readonly reserved: readonly Reservation[]; readonly takenOut: number } {
-  const from = share.kind === "rate" ? delegateSlice(share.rule.params, share.parts) : null;
+  const from = sliceOf(share);
   const atMs = Math.min(nowMs, share.endsAtMs);
   const oldest = [...(share.reserved ?? [])].sort((a, b) => a.atMs - b.atMs);
   let state = share.state;
@@ -237,18 +186,12 @@ export function handedOn<S extends SubleaseSource>(
   return { state: into(state).state, reserved: [], takenOut: 0 };
 }
 
-/** Units of `reserved`, 0 for none. */
-const sum = (reserved: readonly Reservation[]) => reserved.reduce((a, r) => a + r.units, 0);
+const sum = (reserved: readonly Reservation[] = []) => reserved.reduce((a, r) => a + r.units, 0);
 
 /** The share with `reserved` and `takenOut` of them (the fields absent when none). */
-export function withReserved<S extends SubleaseSource>(
-  share: S,
-  reserved: readonly Reservation[],
-  takenOut: number,
-): S {
+export function withReserved(share: HeldShare, reserved: readonly Reservation[], takenOut: number): HeldShare {
   const { reserved: _reserved, takenOut: _takenOut, ...rest } = share;
-  if (reserved.length === 0) return rest as S;
-  return { ...rest, reserved, ...(takenOut > 0 ? { takenOut } : {}) } as S;
+  return reserved.length === 0 ? rest : { ...rest, reserved, ...(takenOut > 0 ? { takenOut } : {}) };
 }
 
 /** How long the slice's bucket takes to hold `units` (first of 5, 10, 20… ms), at most `capMs` (`leaseWaitMs`). */
@@ -268,18 +211,8 @@ export function refillWaitMs(
 /** A call's demand on a delegate's share: its requests, and its lease ask less what it gives back (never below 0). */
 export function callDemand(input: CallInput): number {
   const sum = (units: readonly number[]) => units.reduce((a, b) => a + (Number.isSafeInteger(b) && b > 0 ? b : 0), 0);
-  const costs = sum(input.costs);
   const wanted = input.lease == null ? 0 : sum([input.lease.units]);
-  if (wanted === 0) return costs;
-  return costs + Math.max(0, wanted - sum((input.giveBack ?? []).map((b) => b.units)));
-}
-
-/** What `takeBack` needs of a delegate's record (delegate.ts `DelegateRecord`). */
-interface TakingRecord {
-  readonly share: SubleaseSource | null;
-  readonly giveBack: readonly LeaseReturn[];
-  readonly calls: readonly { readonly id: string }[];
-  readonly taken?: readonly string[];
+  return sum(input.costs) + Math.max(0, wanted - sum((input.giveBack ?? []).map((b) => b.units)));
 }
 
 /**
@@ -288,7 +221,7 @@ interface TakingRecord {
  * which would admit them twice if it refilled since); its admissions given back (`admitted`) go on to the key's
  * object, whose late refund takes back only what its bucket lacked since (late_refund.ts).
  */
-export function takeBack<R extends TakingRecord>(record: R, input: CallInput, nowMs: number): R {
+export function takeBack(record: DelegateRecord, input: CallInput, nowMs: number): DelegateRecord {
   const once = record.taken?.includes(input.id) === true || record.calls.some((c) => c.id === input.id);
   if ((input.giveBack ?? []).length === 0 || once) return record;
   let share = record.share;
@@ -315,11 +248,7 @@ export function takeBack<R extends TakingRecord>(record: R, input: CallInput, no
  * reservation the return names (the fewest units such), whose used units are then due (`settled`): exact, as the
  * bucket held them all along.
  */
-function refundInto<S extends SubleaseSource>(
-  share: S,
-  back: LeaseReturn,
-  nowMs: number,
-): { readonly share: S; readonly rest: number } | null {
+function refundInto(share: HeldShare, back: LeaseReturn, nowMs: number): { share: HeldShare; rest: number } | null {
   if (share.kind === "rate") {
     const reserved = share.reserved ?? [];
     let at = -1;
@@ -347,9 +276,8 @@ function refundInto<S extends SubleaseSource>(
 }
 
 /** The share with `lent` units out (the field absent at 0). */
-export function withLent<S extends SubleaseSource>(share: S, lent: number): S {
+export function withLent(share: HeldShare, lent: number): HeldShare {
   if (lent > 0) return { ...share, lent };
-  if (share.lent === undefined) return share;
   const { lent: _lent, ...rest } = share;
-  return rest as S;
+  return share.lent === undefined ? share : rest;
 }

@@ -6,14 +6,19 @@
  * safe side.
  */
 import { describe, expect, it } from "vitest";
-import { type DelegateRecord, delegateCall, type HeldShare, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
+import {
+  type DelegateRecord,
+  delegateCall,
+  type HeldShare,
+  NEW_DELEGATE,
+  type Reservation,
+} from "../../src/protocol/delegate.ts";
 import { emptyState } from "../../src/protocol/share.ts";
 import { type CallInput, fullState, type LeaseReturn, type LimiterRule, peekState } from "../../src/protocol/store.ts";
 import {
   charged,
   delegateSlice,
   handedOn,
-  type Reservation,
   reservedBackInMs,
   subleaseFrom,
   takeBack,
