@@ -132,7 +132,7 @@ async function flood(
   } finally {
     stop();
   }
-  return { sent, ledger };
+  return { sent, ledger, isolateStats: isolate.stats };
 }
 
 /** What the key's object holds for the rule now: cost charged and not given back (time is frozen: nothing refills). */
@@ -228,7 +228,7 @@ async function chaosAtLoad(seed: number, tier: boolean): Promise<void> {
     ["error", 0.07],
     ["hang", 0.07],
   ];
-  const { sent, ledger } = await flood(keys, 400, faults, seed, tier);
+  const { sent, ledger, isolateStats } = await flood(keys, 400, faults, seed, tier);
 
   // The chaos happened: every kind of fault, late answers, admissions and denials.
   for (const [fault] of faults) expect(ledger.injected[fault]).toBeGreaterThan(0);
@@ -259,7 +259,15 @@ async function chaosAtLoad(seed: number, tier: boolean): Promise<void> {
       expect(charged, seen).toBeGreaterThanOrEqual(rule.rule.onError === "closed" ? passed(sent, path, key) : admitted);
       const { held, holders, endsAtMs } = await sharesOf(rule, key);
       if (!tier) expect(holders, seen).toEqual([]);
-      expect(charged, `${seen}, held ${held}`).toBeLessThanOrEqual(passed(sent, path, key) + lost + held);
+      if (charged > passed(sent, path, key) + lost + held) {
+        // Enough to diagnose a failure (1 in about 50 runs of the tier-on cases under load, 2026-12-06): the key's
+        // record, what each of its requests was answered, and the isolate's counters.
+        const stub = await limiterFor(rule.rule.id, key);
+        const record = await runInDurableObject(stub, (_i: SluiceLimiter, state) => state.storage.kv.get("record"));
+        const answers = sent.filter((s) => s.key === key && s.path === path).map((s) => [s.status, s.body.decisions]);
+        const more = JSON.stringify({ record, answers, stats: isolateStats });
+        expect.fail(`${seen}, held ${held}: charged more than passed + lost + held; ${more}`);
+      }
       if (holders.length > 0) {
         // Held, not lost: once the shares' terms end, their delegates give the units back.
         await endShares(rule, key, holders, endsAtMs);
