@@ -107,11 +107,8 @@ export class DelegateRun {
         void this.renew(who, false, cost);
       }
       this.passedCost += cost;
-      // What this batch gave back (taken above) and whatever waits for an ask go to the key's object with the batch:
-      // a quiet key's delegate may never ask again, and a refund kept for that ask would be lost.
-      const parked = load().giveBack;
-      if (parked.length > 0) save({ ...load(), giveBack: [] });
-      const input = taking || parked.length > 0 ? { ...call, giveBack: parked } : call;
+      // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
+      const input = taking ? { ...call, giveBack: [] } : call;
       const result = await this.timed(this.ports.call(who.object, input)).catch((error: unknown) => {
         this.coldAtMs = null;
         throw error;

@@ -160,25 +160,6 @@ describe("DelegateRun.check", () => {
     expect(failing.asks).toHaveLength(2);
   });
 
-  it("a cold key's delegate sends what a batch gives back to the key's object with the batch, keeping none", async () => {
-    // A refund parked for the next ask was lost: a quiet key's delegate never asks again (chaos.test.ts, seed 38, once
-    // in about 50 runs: a request admitted there and refused by another rule stayed charged at the key's object).
-    const h = harness([NONE]);
-    await h.run.check(who, batch([1], "b1"));
-    const back = { units: 1, atMs: T0, admitted: true } as const;
-    h.at(5);
-    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
-    expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([
-      ["b1", []],
-      ["b2", [back]],
-    ]);
-    expect(h.stored().giveBack).toEqual([]);
-    // A retry of the same batch gives nothing back twice.
-    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
-    expect(h.calls.at(-1)?.input.giveBack ?? []).toEqual([]);
-    expect(h.stored().giveBack).toEqual([]);
-  });
-
   it("a quiet key said cold is not asked about again: under a tenth of a hot key's pace, batches only pass through", async () => {
     const pace = HOT_EXIT_PER_S / 10;
     const quiet = harness([NONE, windowGrant(10)]);
