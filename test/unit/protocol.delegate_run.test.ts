@@ -160,6 +160,27 @@ describe("DelegateRun.check", () => {
     expect(failing.asks).toHaveLength(2);
   });
 
+  // A known bug, pinned (it.fails until fixed): a delegate passing batches through for a cold key keeps what they give
+  // back for its next share ask, and a quiet key's delegate never asks again, so the refund is lost (the key short by
+  // it; chaos.test.ts, seed 38, about once in 50 runs) and the record never idles. Forwarding them with the batch
+  // (2d6a55a, reverted) broke the window bound: share_bound.props.test.ts "demand moving", 725 admitted > limit 724.
+  it.fails("a cold key's delegate sends what a batch gives back to the key's object with the batch, keeping none", async () => {
+    const h = harness([NONE]);
+    await h.run.check(who, batch([1], "b1"));
+    const back = { units: 1, atMs: T0, admitted: true } as const;
+    h.at(5);
+    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
+    expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([
+      ["b1", []],
+      ["b2", [back]],
+    ]);
+    expect(h.stored().giveBack).toEqual([]);
+    // A retry of the same batch gives nothing back twice.
+    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
+    expect(h.calls.at(-1)?.input.giveBack ?? []).toEqual([]);
+    expect(h.stored().giveBack).toEqual([]);
+  });
+
   it("a quiet key said cold is not asked about again: under a tenth of a hot key's pace, batches only pass through", async () => {
     const pace = HOT_EXIT_PER_S / 10;
     const quiet = harness([NONE, windowGrant(10)]);
