@@ -277,8 +277,12 @@ export function rollAhead(record: DelegateRecord, nowMs: number): DelegateRecord
   return { ...record, share: { ...rest, atMs, endsAtMs, renewAtMs, units, unitsLeft: units, short: false } };
 }
 
-/** Whether the alarm at a window share's end gives its units left back: none ahead (the share goes on with those). */
+/**
+ * Whether the alarm at a share's end (or a delegate's idle check) gives units back: a window share's units left, and
+ * units kept for an ask that no batch made. Not while a share is live or has units ahead (the share goes on with those).
+ */
 export function releaseDue(record: DelegateRecord, nowMs: number): boolean {
   const s = record.share;
-  return s?.kind === "window" && s.unitsLeft > 0 && nowMs >= s.endsAtMs && s.ahead === undefined;
+  if (s !== null && (nowMs < s.endsAtMs || s.ahead !== undefined)) return false;
+  return (s?.kind === "window" && s.unitsLeft > 0) || record.giveBack.length > 0;
 }

@@ -82,7 +82,10 @@ export class DelegateRun {
     if (rolled !== load()) save(rolled);
     // The units the batch gives back first: a renewal then takes them back to the key's object (delegate.ts).
     const taking = (call.giveBack ?? []).length > 0;
+    const before = load().giveBack;
     if (taking) save(takeBack(load(), call, clock()));
+    // The units this batch left for the key's object (none when a retry: `takeBack` takes a call's once).
+    const parked = taking ? load().giveBack.filter((back) => !before.includes(back)) : [];
     const cost = call.costs.reduce((a, b) => a + b, 0);
     // A window share renews for a sub-lease's units too, once (the batch itself may renew twice).
     const asked = call.lease?.units;
@@ -107,8 +110,12 @@ export class DelegateRun {
         void this.renew(who, false, cost);
       }
       this.passedCost += cost;
-      // Without what it gave back: taken here, it goes to the key's object with this delegate's next ask.
-      const input = taking ? { ...call, giveBack: [] } : call;
+      // What this batch left for the key's object goes with it, unless a renewal took it there meanwhile: a quiet
+      // key's delegate may never ask again. The rest, in the record, goes with the next ask or the alarm's release.
+      const now = load();
+      const still = parked.filter((back) => now.giveBack.includes(back));
+      if (still.length > 0) save({ ...now, giveBack: now.giveBack.filter((back) => !still.includes(back)) });
+      const input = taking ? { ...call, giveBack: still } : call;
       const result = await this.timed(this.ports.call(who.object, input)).catch((error: unknown) => {
         this.coldAtMs = null;
         throw error;

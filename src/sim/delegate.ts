@@ -117,7 +117,7 @@ export class SimDelegate {
       share: (_object, ask) => this.key.shares.share(ask),
       adopted: (record, who) => {
         const share = record.share;
-        if (alive() && share !== null && share.kind === "window") this.alarmAt(share.endsAtMs, who);
+        if (alive() && share !== null) this.alarmAt(share.endsAtMs, who);
       },
       failed: () => {
         this.renewFailures++;
@@ -160,7 +160,7 @@ export class SimDelegate {
     };
   }
 
-  /** The shell's alarm at a window share's end: give its unused units back if no call did. */
+  /** The shell's alarm at a share's end: give back a window share's unused units, and units kept for an ask. */
   private alarmAt(atMs: number, who: DelegateWho): void {
     this.clock.after(Math.max(0, atMs - this.clock.nowMs()), () => {
       if (releaseDue(this.record, this.clock.nowMs())) void this.run.renew(who, true);

@@ -224,4 +224,28 @@ describe("the delegate tier", () => {
     expect((await delegateRecord(slowKey, 0, "slowrate"))?.share?.spare).toBe(true);
     expect(await send(slow, slowKey, 40)).toBe(40);
   });
+  it("a cold key's delegate sends what a passed batch gives back on with it: the key's object counts it once", async () => {
+    // delegate_run.ts's pass-through through the real objects. A quiet key's delegate asks for no share after the key's
+    // object said cold, so a unit given back must go with the batch: kept for an ask, it was lost (chaos.test.ts, seed
+    // 38: a key charged 1 with none of its requests let through).
+    nowMs = T0;
+    setNow(T0);
+    const key = await knownKey();
+    const object = objectNameOf("hotwin", await sha256Hex(key));
+    const rule = { id: "hotwin", params: compileRules(resolvedFrom(RULES_YAML(10)), 1)[0]!.params, version: 1 };
+    const stub = delegateStub(env.DELEGATE!, delegateNameOf(object, null, 0), null);
+    const holder = "weur.0";
+    const first = await stub.check({ object, holder, rule, id: "b1", costs: [1] });
+    const admitted = first.results[0]!;
+    if (!admitted.ok) throw new Error("the first request was not decided");
+    expect(admitted.decision.allowed).toBe(true);
+    const atMs = admitted.atMs;
+    setNow(T0 + STEP_MS);
+    // Another rule refused the first request: its unit comes back with the isolate's next batch.
+    const second = await stub.check({ object, holder, rule, id: "b2", costs: [1], giveBack: [{ units: 1, atMs }] });
+    expect(second.results[0]).toMatchObject({ ok: true, decision: { allowed: true } });
+    const limiter = env.LIMITER.get(env.LIMITER.idFromName(object));
+    expect((await limiter.peek({ rule })).remaining).toBe(9);
+    expect((await delegateRecord(key))?.giveBack).toEqual([]);
+  });
 });

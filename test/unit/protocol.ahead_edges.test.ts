@@ -158,7 +158,7 @@ describe("units ahead: the delegate's edges", () => {
     expect(rollAhead(rec, sent + 250).share?.atMs).toBe(END);
   });
 
-  it("releaseDue: a window share, ended, with units left and none ahead; nothing else", () => {
+  it("releaseDue: a window share ended with units left, or units kept for an ask and no live share; none ahead", () => {
     const rec = held(100);
     const share = (over: Partial<HeldShare>): DelegateRecord => ({
       ...rec,
@@ -174,6 +174,21 @@ describe("units ahead: the delegate's edges", () => {
       ["units ahead", { ...rec, share: { ...rec.share!, unitsLeft: 5 } }, ends, false],
       ["a rate share", share({ kind: "rate", unitsLeft: 5 }), ends, false],
       ["no share", { ...rec, share: null }, ends, false],
+      // Units kept for an ask that no batch made (a quiet key's): given back once no share is live to renew.
+      ["no share, units to give back", { ...rec, share: null, giveBack: [{ units: 2, atMs: 0 }] }, ends, true],
+      [
+        "a rate share ended, units to give back",
+        { ...share({ kind: "rate" }), giveBack: [{ units: 2, atMs: 0 }] },
+        ends,
+        true,
+      ],
+      [
+        "a live share, units to give back",
+        { ...share({ unitsLeft: 0 }), giveBack: [{ units: 2, atMs: 0 }] },
+        ends - 1,
+        false,
+      ],
+      ["units ahead, units to give back", { ...rec, giveBack: [{ units: 2, atMs: 0 }] }, ends, false],
     ];
     for (const [name, r, now, due] of table) expect([name, releaseDue(r, now)]).toEqual([name, due]);
   });

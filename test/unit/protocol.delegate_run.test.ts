@@ -160,11 +160,12 @@ describe("DelegateRun.check", () => {
     expect(failing.asks).toHaveLength(2);
   });
 
-  // A known bug, pinned (it.fails until fixed): a delegate passing batches through for a cold key keeps what they give
-  // back for its next share ask, and a quiet key's delegate never asks again, so the refund is lost (the key short by
-  // it; chaos.test.ts, seed 38, about once in 50 runs) and the record never idles. Forwarding them with the batch
-  // (2d6a55a, reverted) broke the window bound: share_bound.props.test.ts "demand moving", 725 admitted > limit 724.
-  it.fails("a cold key's delegate sends what a batch gives back to the key's object with the batch, keeping none", async () => {
+  // A delegate passing batches through for a cold key kept what they gave back for its next share ask, and a quiet
+  // key's delegate never asks again: the refund was lost (the key short by it; chaos.test.ts, seed 38, about once in
+  // 50 runs) and the record never idled. Forwarding the whole record's units with every batch instead (2d6a55a,
+  // reverted) sent them once per batch from an instance whose saves were lost (share_bound.props.test.ts "demand
+  // moving": 767 admitted > limit 724): a batch now forwards only its own, and only if no ask took them meanwhile.
+  it("a cold key's delegate sends what a batch gives back to the key's object with the batch, keeping none", async () => {
     const h = harness([NONE]);
     await h.run.check(who, batch([1], "b1"));
     const back = { units: 1, atMs: T0, admitted: true } as const;
@@ -178,6 +179,16 @@ describe("DelegateRun.check", () => {
     // A retry of the same batch gives nothing back twice.
     await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
     expect(h.calls.at(-1)?.input.giveBack ?? []).toEqual([]);
+    expect(h.stored().giveBack).toEqual([]);
+  });
+
+  it("a batch whose units given back went with the renewal it waited for passes through without them", async () => {
+    const h = harness([NONE]);
+    const back = { units: 2, atMs: T0, admitted: true } as const;
+    await h.run.check(who, { ...batch([1], "b1"), giveBack: [back] });
+    // Taken before the first ask, which carries them; the batch, passed through after it, carries none.
+    expect(h.asks.map((a) => a.giveBack)).toEqual([[back]]);
+    expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([["b1", []]]);
     expect(h.stored().giveBack).toEqual([]);
   });
 
