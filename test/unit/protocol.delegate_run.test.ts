@@ -182,6 +182,22 @@ describe("DelegateRun.check", () => {
     expect(h.stored().giveBack).toEqual([]);
   });
 
+  it("a batch passed through carries only the units it brought: units kept for an ask stay for it", async () => {
+    // Not the whole record's (2d162fc): sent with every batch, a restarted instance's lost save repeats them each time.
+    const h = harness([NONE]);
+    await h.run.check(who, batch([1], "b1"));
+    const kept = { units: 3, atMs: T0 - 500 };
+    h.ports.save({ ...h.stored(), giveBack: [kept] });
+    const back = { units: 1, atMs: T0, admitted: true } as const;
+    h.at(5);
+    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
+    expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([
+      ["b1", []],
+      ["b2", [back]],
+    ]);
+    expect(h.stored().giveBack).toEqual([kept]);
+  });
+
   it("a batch whose units given back went with the renewal it waited for passes through without them", async () => {
     const h = harness([NONE]);
     const back = { units: 2, atMs: T0, admitted: true } as const;
