@@ -165,37 +165,26 @@ describe("DelegateRun.check", () => {
   // 50 runs) and the record never idled. Forwarding the whole record's units with every batch instead (2d6a55a,
   // reverted) sent them once per batch from an instance whose saves were lost (share_bound.props.test.ts "demand
   // moving": 767 admitted > limit 724): a batch now forwards only its own, and only if no ask took them meanwhile.
-  it("a cold key's delegate sends what a batch gives back to the key's object with the batch, keeping none", async () => {
-    const h = harness([NONE]);
-    await h.run.check(who, batch([1], "b1"));
-    const back = { units: 1, atMs: T0, admitted: true } as const;
-    h.at(5);
-    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
-    expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([
-      ["b1", []],
-      ["b2", [back]],
-    ]);
-    expect(h.stored().giveBack).toEqual([]);
-    // A retry of the same batch gives nothing back twice.
-    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
-    expect(h.calls.at(-1)?.input.giveBack ?? []).toEqual([]);
-    expect(h.stored().giveBack).toEqual([]);
-  });
-
-  it("a batch passed through carries only the units it brought: units kept for an ask stay for it", async () => {
-    // Not the whole record's (2d162fc): sent with every batch, a restarted instance's lost save repeats them each time.
-    const h = harness([NONE]);
-    await h.run.check(who, batch([1], "b1"));
-    const kept = { units: 3, atMs: T0 - 500 };
-    h.ports.save({ ...h.stored(), giveBack: [kept] });
-    const back = { units: 1, atMs: T0, admitted: true } as const;
-    h.at(5);
-    await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
-    expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([
-      ["b1", []],
-      ["b2", [back]],
-    ]);
-    expect(h.stored().giveBack).toEqual([kept]);
+  it("a cold key's delegate sends what a batch gives back on with it, once, and only that batch's units", async () => {
+    // Only the batch's own, not every unit the record keeps for an ask (those stay for it): sent with every batch, a
+    // restarted instance's lost save would repeat them each time.
+    for (const kept of [[], [{ units: 3, atMs: T0 - 500 }]]) {
+      const h = harness([NONE]);
+      await h.run.check(who, batch([1], "b1"));
+      h.ports.save({ ...h.stored(), giveBack: kept });
+      const back = { units: 1, atMs: T0, admitted: true } as const;
+      h.at(5);
+      await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
+      expect(h.calls.map((c) => [c.input.id, c.input.giveBack ?? []])).toEqual([
+        ["b1", []],
+        ["b2", [back]],
+      ]);
+      expect(h.stored().giveBack).toEqual(kept);
+      // A retry of the same batch gives nothing back twice.
+      await h.run.check(who, { ...batch([1], "b2"), giveBack: [back] });
+      expect(h.calls.at(-1)?.input.giveBack ?? []).toEqual([]);
+      expect(h.stored().giveBack).toEqual(kept);
+    }
   });
 
   it("a batch whose units given back went with the renewal it waited for passes through without them", async () => {
