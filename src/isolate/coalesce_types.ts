@@ -97,6 +97,7 @@ export interface CoalesceCounters extends CallCounters {
   lease_units_returned: number; // units given back from leases that ended unused
   queue_overflows?: number; // requests refused because `maxWaiting` requests already waited for their key
   last_known_answers?: number; // rule decisions from what this isolate last knew (`lastKnown`)
+  late_answers?: number; // calls past their budget whose late answer decided (`awaitLate`)
   delegate_failures?: number; // calls to a delegate that failed (the batch then went to the key's object)
 }
 

@@ -6,7 +6,7 @@ import { type CallAnswer, callObject } from "../protocol/object_call.ts";
 import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
-import { busyFailure, heardBusy, type KeyState, overloadTeachesHot } from "./key_state.ts";
+import { busyFailure, heardBusy, type KeyState, knownBusy, overloadTeachesHot } from "./key_state.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
@@ -77,6 +77,28 @@ export function byLender(delegate: DelegateRoute, giveBack: readonly NotedReturn
   return { here, away: [...away.values()] };
 }
 
+/**
+ * A call past its budget on a key this isolate does not know busy (`knownBusy`) is most likely in the network's tail,
+ * not at a busy object: its late answer decides, if it comes within one more budget (exact: the object charged what
+ * it admitted). Else the timeout stands (a busy object's: `lastKnown`), its late answer still taken (`settle`).
+ */
+export async function awaitLate(
+  deps: Pick<CoalescerOptions, "clock" | "sleep" | "counters">,
+  st: KeyState,
+  answer: CallAnswer,
+): Promise<CallAnswer> {
+  if (answer.kind !== "failed" || answer.failure !== "timeout" || answer.late === null) return answer;
+  if (knownBusy(st, deps.clock())) return answer;
+  const late = answer.late.then(
+    (result) => result,
+    () => null,
+  );
+  const got = await Promise.race([late, deps.sleep(st.timeoutMs).then(() => null)]);
+  if (got === null) return answer;
+  deps.counters.late_answers = (deps.counters.late_answers ?? 0) + 1;
+  return { kind: "answered", result: got, attempts: answer.attempts };
+}
+
 /** `input` without the isolate's notes on what it gives back. */
 function unnoted(input: NotedCallInput): CallInput {
   const giveBack = input.giveBack ?? [];
@@ -98,7 +120,7 @@ export async function callTarget(
 ): Promise<CallAnswer> {
   const isolate = { sleep: options.sleep, stats: options.counters };
   const direct = async (call: CallInput) => {
-    const answer = await callObject(st.transport, st.name, call, st.timeoutMs, isolate);
+    const answer = await awaitLate(options, st, await callObject(st.transport, st.name, call, st.timeoutMs, isolate));
     if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
     return answer;
   };
@@ -109,7 +131,7 @@ export async function callTarget(
     st.delegateDownUntilMs = options.clock() + out.avoidForMs;
     return direct({ ...input, id: options.newId(), giveBack: [] });
   }
-  const { answer } = out;
+  const answer = await awaitLate(options, st, out.answer);
   const overloaded = answer.kind === "failed" && answer.failure === "overloaded";
   // Not after an overloaded answer, nor a fallback: the coalescer sends all of it again (`refundsLanded`), and a lender
   // given a return twice might match another lease of the same ms with it. Not waited for: the answer is ready now.

@@ -253,6 +253,14 @@ export function isHot(st: KeyState, now: number): boolean {
   return now < until || st.lease !== null;
 }
 
+/**
+ * The key's object is known busy here: it said so, or was overloaded, or the last answer was short (then a late
+ * answer is not waited for: `awaitLate`). A key hot by construction or by a mark is not busy by that alone.
+ */
+export function knownBusy(st: KeyState, now: number): boolean {
+  return now < Math.max(st.busyUntilMs, st.overloadedUntilMs, st.lastKnownUntilMs);
+}
+
 /** A busy failure of the key's object sends the key to its delegate, as `hot` would (an overloaded object throws). */
 export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
   if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;

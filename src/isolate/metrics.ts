@@ -27,6 +27,8 @@ export function newStats() {
     queue_overflows: 0,
     /** Rule decisions made from what the isolate last knew, because the object could not decide (overloaded, ...). */
     last_known_answers: 0,
+    /** Calls past their budget on a key not known busy whose late answer, within one more budget, decided. */
+    late_answers: 0,
     /** Rule decisions answered by the blocked-key cache, without a call. */
     cache_answers: 0,
     /** Requests denied (by any enforcing rule, from any source). */

@@ -230,6 +230,7 @@ describe("endpoints", () => {
         "leases_held",
         "queue_overflows",
         "last_known_answers",
+        "late_answers",
       ].sort(),
     );
     // 3 admitted (one call each), the 4th denied by the object, the 5th and 6th answered by the cache.

@@ -54,15 +54,19 @@ async function drive<T>(t: ReturnType<typeof manualSleep>, work: Promise<T>, alw
   return result!.value;
 }
 
-/** The object's first `check` takes its slot, then answers only after the caller's budget ended and `answer` is set. */
+/** The object's first `check` takes its slot, then answers only after two of the caller's budgets ended and `answer` is set. */
 function lateFirstTake(): void {
   let attempt = 0;
   vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input: CallInput) {
     attempt += 1;
     const result: CallResult = await original.call(this, input);
     if (attempt === 1) {
-      flags.endBudget = true;
-      while (!flags.budgetEnded || !flags.answer) await scheduler.wait(1);
+      // Past the budget and the one more a late answer of a key not known busy gets (`awaitLate`).
+      for (let budgets = 0; budgets < 2; budgets++) {
+        Object.assign(flags, { endBudget: true, budgetEnded: false });
+        while (!flags.budgetEnded) await scheduler.wait(1);
+      }
+      while (!flags.answer) await scheduler.wait(1);
     }
     return result;
   });
@@ -90,7 +94,7 @@ function reset(): void {
 }
 
 describe("a concurrency take at a busy object (on_error: open, the default)", () => {
-  it("no answer within the budget: refused with Retry-After, and the slot the late answer took is given back", async () => {
+  it("no answer within two budgets: refused with Retry-After, and the slot the late answer took is given back", async () => {
     reset();
     setNow(T0);
     const ip = freshIp();

@@ -210,6 +210,7 @@ describe("retry once", () => {
     const spy = inject(async (_self, attempt) => {
       if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
       await endBudget();
+      await endBudget(); // and the one more budget a late answer gets (`awaitLate`)
     });
     const before = isolate.stats.fail_closed;
     const r = await send("/closed", key);
@@ -224,11 +225,36 @@ const busy: Record<string, Fault> = {
   "an overloaded object": async () => {
     throw Object.assign(new Error("too many requests queued"), { overloaded: true, retryable: true });
   },
-  "no answer within the time budget": async () => {
-    // The budget runs out while the object is still working (its queue is long); it answers afterwards.
+  "no answer within two time budgets": async () => {
+    // The budget runs out while the object is still working (its queue is long), then the one more budget a late
+    // answer of a key not known busy gets (`awaitLate`); it answers afterwards.
+    await endBudget();
     await endBudget();
   },
 };
+
+describe("an answer after the time budget, within one more", () => {
+  it.each([
+    ["/open", "lenient"],
+    ["/closed", "strict"],
+  ])("%s is decided by the late answer: the network's tail, not a busy object", async (path, rule) => {
+    // What a far region's call in the tail does (BENCHMARKS.md section 8, "at 10 req/s"): a key this isolate does
+    // not know busy waits one more budget for the answer, which is exact (the object charged it), never on_error.
+    const key = await knownKey();
+    setNow(T0);
+    const spy = inject(async () => {
+      await endBudget();
+    });
+    const before = { ...isolate.stats };
+    const r = await send(path, key);
+    expect(r.status).toBe(200);
+    expect(r.headers.get("RateLimit")).toBe(`"${rule}";r=4;t=60`);
+    expect(decisionCalls(spy)).toBe(1);
+    expect(isolate.stats.late_answers - before.late_answers).toBe(1);
+    expect(isolate.stats.last_known_answers - before.last_known_answers).toBe(0);
+    expect(isolate.stats.fail_open - before.fail_open).toBe(0);
+  });
+});
 
 describe.each(Object.entries(busy))("%s", (_name, fault) => {
   it.each([
