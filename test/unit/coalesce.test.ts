@@ -477,7 +477,14 @@ describe("the coalescer", () => {
     };
     const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
     const ask = () =>
-      coalescer.ask({ transport, name: "r:k", rule: rule(fixedWindow(100, 60_000)), cost: 1, timeoutMs: 250, lease: null });
+      coalescer.ask({
+        transport,
+        name: "r:k",
+        rule: rule(fixedWindow(100, 60_000)),
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+      });
     const first = ask();
     await clock.runUntil(T0 + 10);
     expect(await first).toMatchObject({ result: { decision: { allowed: false } } });
