@@ -424,6 +424,7 @@ describe("the coalescer", () => {
       { delayMs: 100, allowed: true, decidedAtMs: 100, late: 0, charged: 1 },
       { delayMs: 400, allowed: true, decidedAtMs: 400, late: 1, charged: 1 }, // past the budget: its late answer
       { delayMs: 600, allowed: false, decidedAtMs: 500, late: 0, charged: 0 }, // past two: refused, the unit given back
+      { delayMs: 300, fails: true, allowed: false, decidedAtMs: 300, late: 0, charged: 0 }, // its late call fails
     ];
     for (const row of rows) {
       const clock = new EventClock(T0);
@@ -433,9 +434,10 @@ describe("the coalescer", () => {
       let charged = 0;
       const transport: ObjectTransport = {
         call: (_name, input) =>
-          new Promise((resolve) => {
+          new Promise((resolve, reject) => {
             calls++;
             clock.after(calls === 1 ? row.delayMs : 5, () => {
+              if (calls === 1 && "fails" in row) return reject(new Error("broken"));
               const out = callRecord(record, input, clock.nowMs());
               record = out.record;
               for (const r of out.result.results) if (r.ok && r.decision.allowed) charged++;

@@ -10,6 +10,7 @@ import {
   hashString,
   heardBusy,
   KeyState,
+  knownBusy,
   lateResult,
   leaseAsk,
   MAX_SPREAD,
@@ -50,6 +51,24 @@ const input = (over: Partial<AskInput> = {}): AskInput => ({
 });
 const keyWith = (lease: LeaseSettings | null, over: Partial<AskInput> = {}): KeyState =>
   new KeyState(input({ lease, ...over }), T0);
+
+describe("knownBusy", () => {
+  it("is true until each busy mark's end, exclusive; a hot key alone is not busy", () => {
+    const rows: readonly [string, Partial<KeyState>, number, boolean][] = [
+      ["nothing", {}, T0, false],
+      ["the object said busy", { busyUntilMs: T0 + 10 }, T0 + 9, true],
+      ["busy, at its end", { busyUntilMs: T0 + 10 }, T0 + 10, false],
+      ["overloaded lately", { overloadedUntilMs: T0 + 10 }, T0 + 9, true],
+      ["overloaded, at its end", { overloadedUntilMs: T0 + 10 }, T0 + 10, false],
+      ["its last share cut (short)", { lastKnownUntilMs: T0 + 10 }, T0 + 9, true],
+      ["short, at its end", { lastKnownUntilMs: T0 + 10 }, T0 + 10, false],
+      ["hot (its batches to the delegate)", { hotUntilMs: T0 + 10, grantHotUntilMs: T0 + 10 }, T0 + 5, false],
+    ];
+    for (const [name, marks, now, busy] of rows) {
+      expect(knownBusy(Object.assign(keyWith(null), marks), now), name).toBe(busy);
+    }
+  });
+});
 
 describe("KeyState", () => {
   it("takes the rule's lease, or the automatic one for an algorithm that leases", () => {
