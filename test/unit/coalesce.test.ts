@@ -429,25 +429,11 @@ describe("the coalescer", () => {
     for (const row of rows) {
       const clock = new EventClock(T0);
       const counters: CoalesceCounters = newStats();
-      let record: LimiterRecord | null = null;
-      let calls = 0;
-      let charged = 0;
-      const transport: ObjectTransport = {
-        call: (_name, input) =>
-          new Promise((resolve, reject) => {
-            calls++;
-            clock.after(calls === 1 ? row.delayMs : 5, () => {
-              if (calls === 1 && "fails" in row) return reject(new Error("broken"));
-              const out = callRecord(record, input, clock.nowMs());
-              record = out.record;
-              for (const r of out.result.results) if (r.ok && r.decision.allowed) charged++;
-              for (const g of input.giveBack ?? []) charged -= g.units;
-              resolve(out.result);
-            });
-          }),
-        refund: async () => null,
-      };
-      const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
+      const { transport, seen } = chargingObject(clock, (call) =>
+        call > 1 ? { ms: 5 } : { ms: row.delayMs, ...("fails" in row ? { error: new Error("broken") } : {}) },
+      );
+      const newId = () => `c${seen.calls}`;
+      const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId });
       let decidedAtMs = -1;
       const asked = coalescer
         .ask({ transport, name: "r:k", rule: rule(fixedWindow(100, 60_000)), cost: 1, timeoutMs: 250, lease: null })
@@ -459,7 +445,7 @@ describe("the coalescer", () => {
       expect(await asked, `${row.delayMs} ms`).toMatchObject({ result: { decision: { allowed: row.allowed } } });
       expect(decidedAtMs, `${row.delayMs} ms`).toBe(row.decidedAtMs);
       expect(counters.late_answers, `${row.delayMs} ms`).toBe(row.late);
-      expect(charged, `${row.delayMs} ms`).toBe(row.charged);
+      expect(seen.charged, `${row.delayMs} ms`).toBe(row.charged);
     }
   });
 
@@ -508,37 +494,24 @@ describe("the coalescer", () => {
     const params = fixedWindow(100, 60_000);
     const clock = new EventClock(T0);
     const counters: CoalesceCounters = newStats();
-    let record: LimiterRecord | null = null;
-    let calls = 0;
-    let charged = 0;
-    const transport: ObjectTransport = {
-      call: (_name, input) =>
-        new Promise((resolve, reject) => {
-          calls++;
-          // The first call is refused as overloaded; the second is applied 400 ms on (past its 250 ms budget).
-          const delayMs = calls === 2 ? 400 : 5;
-          clock.after(delayMs, () => {
-            if (calls === 1) return reject(Object.assign(new Error("busy"), { overloaded: true }));
-            const out = callRecord(record, input, clock.nowMs());
-            record = out.record;
-            for (const r of out.result.results) if (r.ok && r.decision.allowed) charged++;
-            for (const g of input.giveBack ?? []) charged -= g.units;
-            resolve(out.result);
-          });
-        }),
-      refund: async () => null,
-    };
-    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${calls}` });
+    // The first call is refused as overloaded; the second is applied 400 ms on (past its 250 ms budget).
+    const { transport, seen } = chargingObject(clock, (call) =>
+      call === 1
+        ? { ms: 5, error: Object.assign(new Error("busy"), { overloaded: true }) }
+        : { ms: call === 2 ? 400 : 5 },
+    );
+    const newId = () => `c${seen.calls}`;
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId });
     const ask = () =>
       coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
     await overloadThenTimeout(clock, ask);
-    expect(charged).toBe(0); // not applied yet
+    expect(seen.charged).toBe(0); // not applied yet
     await clock.runUntil(T0 + OVERLOAD_BACKOFF_MS + 420);
-    expect(charged).toBe(1); // the late answer admitted it
+    expect(seen.charged).toBe(1); // the late answer admitted it
     // The unit goes back with the key's next call: nobody was admitted, nothing stays charged.
     await clock.runUntil(T0 + 3000);
-    expect(calls).toBe(3);
-    expect(charged).toBe(0);
+    expect(seen.calls).toBe(3);
+    expect(seen.charged).toBe(0);
   });
 
   it("never admits beyond a live lease when the object cannot be asked: an ended share is not reused", async () => {
@@ -778,6 +751,31 @@ describe("the coalescer", () => {
  * An overloaded answer, then, after the backoff and within a second of the overload, a call that times out: both
  * requests are refused from what the isolate last knew (not by `on_error`).
  */
+/**
+ * A key's object over a real record (`callRecord`) that counts what stays charged (admissions less units given back);
+ * `fault(call)` says, per call (1, 2, ...), when it answers and whether it fails instead.
+ */
+function chargingObject(clock: EventClock, fault: (call: number) => { readonly ms: number; readonly error?: Error }) {
+  let record: LimiterRecord | null = null;
+  const seen = { calls: 0, charged: 0 };
+  const transport: ObjectTransport = {
+    call: (_name, input) =>
+      new Promise((resolve, reject) => {
+        const { ms, error } = fault(++seen.calls);
+        clock.after(ms, () => {
+          if (error !== undefined) return reject(error);
+          const out = callRecord(record, input, clock.nowMs());
+          record = out.record;
+          for (const r of out.result.results) if (r.ok && r.decision.allowed) seen.charged++;
+          for (const g of input.giveBack ?? []) seen.charged -= g.units;
+          resolve(out.result);
+        });
+      }),
+    refund: async () => null,
+  };
+  return { transport, seen };
+}
+
 async function overloadThenTimeout(clock: EventClock, ask: () => Promise<unknown>): Promise<void> {
   const refused = { kind: "answered", result: { decision: { allowed: false } } };
   const first = ask();
