@@ -35,6 +35,11 @@ const FIRST = ["hot-rate/1000/10000/steady", "hot-rate/5000/5000/steady"];
  * and the two where cutting it cost most in section 8 and 8c (2026-12-06, seed 0: hot-rate at 5,000 isolates and 10k
  * req/s -0.9 points, global-rate at 1,000 isolates -1.2).
  */
+/**
+ * Late answers act on a call in the network's tail on a key not known busy: the rules at 10 req/s, where the exact
+ * writer refuses nothing (section 8's "identical decisions" rows), and the rate rule at 2x, where a tail also happens.
+ */
+const LOW = ["hot-rate/1000/10/steady", "hot-window/1000/10/steady", "hot-rate/1000/10000/steady"];
 const OLD_SHARE = [...RATE, "hot-rate/5000/5000/steady", "hot-rate/5000/10000/steady", "global-rate/1000/10000/steady"];
 /**
  * The rows each variant runs: every row with all on; with one mechanism off, the rows of what it was added for (a
@@ -43,7 +48,7 @@ const OLD_SHARE = [...RATE, "hot-rate/5000/5000/steady", "hot-rate/5000/10000/st
  * also the slower rules' rows). The machine's 2 cores are shared, so not every variant runs every row.
  */
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
-  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE, ...OLD_SHARE])]],
+  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE, ...OLD_SHARE, ...LOW])]],
   ["oldShareFor", OLD_SHARE],
   ["rttTerms", RATE],
   ["windowAhead", WINDOW],
@@ -54,6 +59,7 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["hotMarks", [...FAN_OUT, ...SLOW]],
   ["spareHome", SPARE],
   ["equalFirst", FIRST],
+  ["lateAnswers", LOW],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const ALL_ON = new Set(ABLATION[0]![1]);

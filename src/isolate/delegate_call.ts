@@ -2,6 +2,8 @@
  * An isolate's call to its region's delegate (`callTarget`), falling back to the key's object. A reset delegate is
  * restarting (back in about 100 ms, its record kept): tried on the other shard, then again, before the fallback.
  */
+
+import { uses } from "../protocol/mechanisms.ts";
 import { type CallAnswer, callObject } from "../protocol/object_call.ts";
 import type { CallInput, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
@@ -88,7 +90,7 @@ export async function awaitLate(
   answer: CallAnswer,
 ): Promise<CallAnswer> {
   if (answer.kind !== "failed" || answer.failure !== "timeout" || answer.late === null) return answer;
-  if (knownBusy(st, deps.clock())) return answer;
+  if (!uses("lateAnswers") || knownBusy(st, deps.clock())) return answer;
   const late = answer.late.then(
     (result) => result,
     () => null,

@@ -9,6 +9,7 @@ export const MECHANISMS = [
   "spread",
   "spareHome",
   "equalFirst",
+  "lateAnswers",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];
