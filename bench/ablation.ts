@@ -40,6 +40,16 @@ const FIRST = ["hot-rate/1000/10000/steady", "hot-rate/5000/5000/steady"];
  * writer refuses nothing (section 8's "identical decisions" rows), and the rate rule at 2x, where a tail also happens.
  */
 const LOW = ["hot-rate/1000/10/steady", "hot-window/1000/10/steady", "hot-rate/1000/10000/steady"];
+/**
+ * Shed back acts where parts move between delegates every term: a slow rate rule growing through its rate and in a
+ * flash crowd at 1,000 isolates, and the fast one's flash crowd and growth at 5,000 (section 8c's rows).
+ */
+const SHED = [
+  "search-origin/1000/400/growth",
+  "search-origin/1000/400/flash-crowd",
+  "global-rate/5000/10000/flash-crowd",
+  "global-rate/5000/10000/growth",
+];
 const OLD_SHARE = [...RATE, "hot-rate/5000/5000/steady", "hot-rate/5000/10000/steady", "global-rate/1000/10000/steady"];
 /**
  * The rows each variant runs: every row with all on; with one mechanism off, the rows of what it was added for (a
@@ -48,7 +58,7 @@ const OLD_SHARE = [...RATE, "hot-rate/5000/5000/steady", "hot-rate/5000/10000/st
  * also the slower rules' rows). The machine's 2 cores are shared, so not every variant runs every row.
  */
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
-  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE, ...OLD_SHARE, ...LOW])]],
+  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE, ...OLD_SHARE, ...LOW, ...SHED])]],
   ["oldShareFor", OLD_SHARE],
   ["rttTerms", RATE],
   ["windowAhead", WINDOW],
@@ -60,6 +70,7 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["spareHome", SPARE],
   ["equalFirst", FIRST],
   ["lateAnswers", LOW],
+  ["shedBack", SHED],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const ALL_ON = new Set(ABLATION[0]![1]);

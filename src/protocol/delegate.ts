@@ -20,7 +20,9 @@ import {
   type CallInput,
   type CallResult,
   type CheckResult,
+  type LeaseReturn,
   type LimiterRule,
+  peekState,
   refusedFor,
   replayedResults,
 } from "./store.ts";
@@ -192,7 +194,26 @@ export function adoptGrant(
   const spare = grant.spare === true ? { spare: true } : {};
   const rate = { kind: "rate", ...common, parts: grant.parts, state: out.state, units: 0, unitsLeft: 0, short: false };
   const share: HeldShare = withReserved({ ...rate, kind: "rate", ...spare }, out.reserved, out.takenOut);
-  return { ...record, share, hot: grant.hot };
+  return { ...record, share, giveBack: [...record.giveBack, ...shedBy(old, share, grant, nowMs)], hot: grant.hot };
+}
+
+/**
+ * What a smaller slice (`share`, adopted from `grant`) drops of a live rate share's tokens: given back to the key's
+ * object for the parts it freed, taken once those are its direct slice's again (`freedAtMs`; delegate_run.ts sends it).
+ */
+function shedBy(old: HeldShare | null, share: HeldShare, grant: ShareGrant, nowMs: number): LeaseReturn[] {
+  const freedAtMs = grant.freedAtMs;
+  if (old?.kind !== "rate" || nowMs > old.endsAtMs || grant.parts >= old.parts || freedAtMs === undefined) return [];
+  const shed = freeTokens(old, nowMs) + (grant.tokens ?? 0) - freeTokens(share, nowMs);
+  return shed >= 1 ? [{ units: shed, atMs: freedAtMs, shed: true }] : [];
+}
+
+/** A rate share's tokens at `nowMs`: its bucket's and those taken out of it, less the units its reservations hold. */
+export function freeTokens(share: HeldShare, nowMs: number): number {
+  const slice = sliceOf(share);
+  if (slice === null || share.state === null) return 0;
+  const reserved = (share.reserved ?? []).reduce((n, r) => n + r.units, 0);
+  return peekState(slice, share.state, nowMs).remaining + (share.takenOut ?? 0) - reserved;
 }
 
 /** Decide a batch from a `ready` share: refunds first, then each request, then its sub-lease. */

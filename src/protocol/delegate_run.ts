@@ -11,7 +11,13 @@ import { classify, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import { type CallInput, type CallResult, type LimiterRule, refusedFor } from "./store.ts";
 import { takeBack } from "./sublease.ts";
-import { DELEGATE_KEY_TIMEOUT_MS, DELEGATE_RENEW_BACKOFF_MS, HOT_EXIT_PER_S, SHARE_TERM_MS } from "./tunables.ts";
+import {
+  DELEGATE_KEY_TIMEOUT_MS,
+  DELEGATE_RENEW_BACKOFF_MS,
+  HOT_EXIT_PER_S,
+  SHARE_TERM_MS,
+  SHED_MARGIN_MS,
+} from "./tunables.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
 export interface DelegateWho {
@@ -191,6 +197,27 @@ export class DelegateRun {
     }
   }
 
+  /**
+   * Tokens a smaller grant's slice shed (delegate.ts `adoptGrant`) go to the key's object once the parts they filled
+   * are its direct slice's (`freedAtMs`, its clock: reached here about half a round trip after the grant), in a call
+   * of their own, before another delegate's grant takes those parts; taken out of the record first. Lost: lost.
+   */
+  private async sendShed(who: DelegateWho, grant: ShareGrant, sentAtMs: number): Promise<void> {
+    const { clock, load, save, sleep } = this.ports;
+    const freedAtMs = grant.freedAtMs;
+    if (freedAtMs === undefined || sleep === undefined) return;
+    const shed = load().giveBack.filter((b) => b.shed === true && b.atMs === freedAtMs);
+    if (shed.length === 0) return;
+    const aheadMs = freedAtMs - grant.atMs - Math.floor((clock() - sentAtMs) / 2) + SHED_MARGIN_MS;
+    if (aheadMs > 0) await sleep(aheadMs);
+    const now = load();
+    const still = shed.filter((b) => now.giveBack.includes(b));
+    if (still.length === 0) return;
+    save({ ...now, giveBack: now.giveBack.filter((b) => !still.includes(b)) });
+    const input = { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still };
+    await this.timed(this.ports.call(who.object, input)).catch(() => null);
+  }
+
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
   renew(who: DelegateWho, release = false, pendingCost = 0): Promise<void> {
     this.renewing ??= this.renewOnce(who, release, pendingCost).finally(() => {
@@ -209,6 +236,7 @@ export class DelegateRun {
       const grant = await this.timed(this.ports.share(who.object, asked.ask));
       const record = adoptGrant(load(), asked.ask, grant, asked.sentAtMs, clock());
       save(record);
+      void this.sendShed(who, grant, asked.sentAtMs);
       this.coldAtMs = grant.kind === "none" && !grant.hot ? clock() : null;
       this.passedCost = 0;
       await this.ports.adopted?.(record, who);

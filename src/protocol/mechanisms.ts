@@ -10,6 +10,7 @@ export const MECHANISMS = [
   "spareHome",
   "equalFirst",
   "lateAnswers",
+  "shedBack",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];

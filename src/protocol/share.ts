@@ -82,6 +82,8 @@ export interface ShareGrant {
   readonly tokens?: number;
   /** Rate share: parts the key's object kept promised to the delegate without a break up to this grant. Absent: 0. */
   readonly held?: number;
+  /** Rate share of fewer parts than the delegate held: when the rest stop being promised to it (this clock). */
+  readonly freedAtMs?: number;
   /** Window share: units charged for the delegate at `atMs`. */
   readonly units: number;
   /** Window share: units left in the window after this grant (0: the window is spent until it ends). */

@@ -1,6 +1,7 @@
 /** Granting shares (share.ts says what one is and promises): the key's object's answer to a delegate's ask. */
 import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import { REGIONS } from "../request/region.ts";
+import { type Lows, noteLow } from "./late_refund.ts";
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
@@ -87,10 +88,11 @@ export function shareRecord(
     const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id, ...seqOf(ask) };
     return { record: withEntry(rec, others, entry, hot, nowMs), grant: none };
   }
-  const out =
+  let out =
     kind === "rate"
       ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs)
       : windowGrant(rec, rule, ask, demand, total, nowMs);
+  out = { ...out, grant: withFreedAt(out.grant, prev, nowMs) };
   const ahead = out.grant.ahead;
   const entry: ShareEntry = {
     holder: ask.holder,
@@ -107,6 +109,12 @@ export function shareRecord(
     ...seqOf(ask),
   };
   return { record: withEntry(out.record, others, entry, true, nowMs), grant: out.grant };
+}
+
+/** A rate grant of fewer parts than `prev`: when the rest stop being promised (the tokens its slice sheds come back). */
+function withFreedAt(grant: ShareGrant, prev: { parts: number; untilMs: number } | null, nowMs: number): ShareGrant {
+  if (grant.kind !== "rate" || prev === null || grant.parts >= prev.parts || !uses("shedBack")) return grant;
+  return { ...grant, freedAtMs: Math.max(nowMs, prev.untilMs) };
 }
 
 /**
@@ -205,7 +213,8 @@ function rateGrant(
     hot: true,
     ...(perTerm === null ? {} : { spare: true }),
   };
-  return { record: { ...base, shares: { ...book, direct: moved.direct } }, grant };
+  const lows = moved.lows == null ? {} : { lows: moved.lows };
+  return { record: { ...base, ...lows, shares: { ...book, direct: moved.direct } }, grant };
 }
 
 /** A rule slower than `HOT_FROM_PER_S` (hot by its traffic only: `spareOf`). */
@@ -277,12 +286,14 @@ function transfer(
   before: number,
   after: number,
   nowMs: number,
-): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number } {
+): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number; readonly lows?: Lows | null } {
   const direct = rec.shares?.direct ?? { parts: SHARE_PARTS, state: rec.state };
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);
   if (mid === null) return { direct: { parts: after, state: to === null ? null : emptyState(to, nowMs) }, tokens: 0 };
   let state = directStateIn(rec.params, direct, mid, nowMs);
+  // Tokens leaving the direct slice are a charge to it: its deficit before, noted for later refunds (late_refund.ts).
+  const lows = before > after && uses("shedBack") ? noteLow(rec.lows, mid, state, nowMs, false) : null;
   const level = peekState(mid, state, nowMs).remaining;
   let tokens = Math.floor((level * (before - after)) / before);
   if (tokens >= 1) {
@@ -290,8 +301,8 @@ function transfer(
     if (out.ok && out.decision.allowed) state = out.state;
     else tokens = 0;
   }
-  if (to === null) return { direct: { parts: 0, state: null }, tokens };
-  return { direct: { parts: after, state: carryOver(mid, to, state, nowMs) ?? emptyState(to, nowMs) }, tokens };
+  if (to === null) return { direct: { parts: 0, state: null }, tokens, lows };
+  return { direct: { parts: after, state: carryOver(mid, to, state, nowMs) ?? emptyState(to, nowMs) }, tokens, lows };
 }
 
 /**

@@ -52,6 +52,8 @@ export interface LeaseReturn {
   readonly atMs: number;
   /** An admission given back, not a lease's unused units: a delegate sends it on (sublease.ts `takeBack`). */
   readonly admitted?: true;
+  /** Tokens a delegate's bucket shed at a smaller grant, `atMs` its `freedAtMs`: not taken before then (delegate.ts). */
+  readonly shed?: true;
   /** The rate sub-lease given back (`LeaseGrant.id`); absent: matched by `atMs` (an isolate from before ids). */
   readonly id?: string;
 }
@@ -100,6 +102,8 @@ export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs
   let current = record;
   for (const back of input.giveBack ?? []) {
     if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
+    // Shed tokens come back into parts freed at `atMs`: before then those parts are not the caller's to fill.
+    if (back.shed === true && !(back.atMs <= nowMs)) continue;
     current = refundRecord(current, { rule: input.rule, cost: back.units, admittedAtMs: back.atMs }, nowMs).record;
   }
   const results: CheckResult[] = [];

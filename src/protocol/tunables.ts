@@ -73,6 +73,8 @@ export const RESERVATION_WAIT_MS = 150;
 export const SUBLEASE_OF_HELD = 2;
 /** A window share whose term the window's end cuts to this or less, ms, comes with units of the next window. */
 export const AHEAD_LEAD_MS = 500;
+/** A shed's call to the key's object waits this long past when its parts are freed, ms (clocks, the queue). */
+export const SHED_MARGIN_MS = 10;
 /** Steps a late-refund staircase keeps at most (older steps merge, on the safe side). */
 export const LOWS_MAX = 32;
 
