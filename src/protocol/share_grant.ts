@@ -112,7 +112,11 @@ export function shareRecord(
 }
 
 /** A rate grant of fewer parts than `prev`: when the rest stop being promised (the tokens its slice sheds come back). */
-function withFreedAt(grant: ShareGrant, prev: { parts: number; untilMs: number } | null, nowMs: number): ShareGrant {
+export function withFreedAt(
+  grant: ShareGrant,
+  prev: { parts: number; untilMs: number } | null,
+  nowMs: number,
+): ShareGrant {
   if (grant.kind !== "rate" || prev === null || grant.parts >= prev.parts || !uses("shedBack")) return grant;
   return { ...grant, freedAtMs: Math.max(nowMs, prev.untilMs) };
 }
