@@ -98,10 +98,13 @@ const filters =
     : [];
 const specLabel = ([rule, isolates, load, scenario]: Spec) =>
   `${rule}/${isolates}/${load}/${scenario.replace(/ /g, "-")}`;
-/** Rows run only when `--rows` names them (section 8a's slower rules: bench/ablation.ts), not in section 8's table. */
+/** Rows run only when `--rows` names them (section 8a's slower rules and shed back: bench/ablation.ts), not in section 8's table. */
 const ON_ASK: Spec[] = [
   ["search-origin", 5_000, 400, "flash crowd"],
   ["search-origin", 1_000, 400, "growth"],
+  ["search-origin", 1_000, 400, "flash crowd"],
+  ["global-rate", 5_000, 10_000, "flash crowd"],
+  ["global-rate", 5_000, 10_000, "growth"],
 ];
 const chosen =
   filters.length === 0 ? specs : [...specs, ...ON_ASK].filter((s) => filters.some((f) => specLabel(s).startsWith(f)));
