@@ -5,6 +5,7 @@
  */
 import type { AlgorithmState } from "../../src/algorithms/index.ts";
 import type { HeldShare } from "../../src/protocol/delegate.ts";
+import type { ShareGrant } from "../../src/protocol/share.ts";
 import type { LimiterRule } from "../../src/protocol/store.ts";
 
 export function heldRateShare(
@@ -43,4 +44,14 @@ export function heldWindowShare(rule: LimiterRule, nowMs: number, over: Partial<
     renewAtMs: nowMs + 750,
     ...over,
   };
+}
+
+/** A rate grant of `parts` of `rule` made at `atMs` for one term (1 s); `over` replaces any field. */
+export function rateGrantOf(
+  rule: LimiterRule,
+  parts: number,
+  atMs: number,
+  over: Partial<ShareGrant> = {},
+): ShareGrant {
+  return { atMs, kind: "rate", parts, units: 0, remaining: 0, termMs: 1000, rule, hot: true, ...over };
 }

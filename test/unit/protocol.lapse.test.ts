@@ -13,7 +13,7 @@ import { shareRecord } from "../../src/protocol/share_grant.ts";
 import { type LimiterRecord, type LimiterRule, peekState, type ShareEntry } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { LAPSE_GRACE_MS } from "../../src/protocol/tunables.ts";
-import { heldRateShare } from "../support/held_share.ts";
+import { heldRateShare, rateGrantOf } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -89,17 +89,7 @@ describe("a delegate adopting a late renewal", () => {
     ...NEW_DELEGATE,
     share: heldRateShare(rule, 500, emptyState(half, T0 - 200), T0 - 1100, { endsAtMs: T0 - 100 }),
   };
-  const grant = (over: Partial<ShareGrant>): ShareGrant => ({
-    atMs: T0 - 5,
-    kind: "rate",
-    parts: 500,
-    units: 0,
-    remaining: 0,
-    termMs: 1000,
-    rule,
-    hot: true,
-    ...over,
-  });
+  const grant = (over: Partial<ShareGrant>): ShareGrant => rateGrantOf(rule, 500, T0 - 5, over);
   const level = (g: ShareGrant) => {
     const share = adoptGrant(lapsed, { ...ask, id: "m2" }, g, T0 - 10, T0).share!;
     return peekState(half, share.state!, T0).remaining;

@@ -21,7 +21,7 @@ import {
 } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { DELEGATE_KEY_TIMEOUT_MS, SHED_MARGIN_MS } from "../../src/protocol/tunables.ts";
-import { heldRateShare } from "../support/held_share.ts";
+import { heldRateShare, rateGrantOf } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -42,19 +42,8 @@ const held = (state = fullState(slice(500), T0)): DelegateRecord => ({
   ...NEW_DELEGATE,
   share: heldRateShare(rule, 500, state, T0, { askId: "a1" }),
 });
-const smaller = (over: Partial<ShareGrant> = {}): ShareGrant => ({
-  atMs: T0 + 100,
-  kind: "rate",
-  parts: 200,
-  held: 500,
-  freedAtMs: T0 + 160,
-  units: 0,
-  remaining: 0,
-  termMs: 1000,
-  rule,
-  hot: true,
-  ...over,
-});
+const smaller = (over: Partial<ShareGrant> = {}): ShareGrant =>
+  rateGrantOf(rule, 200, T0 + 100, { held: 500, freedAtMs: T0 + 160, ...over });
 const renewal = ask("weur.0", "a2", 50, { holding: "a1" });
 
 describe("the key's object says when a smaller grant's parts are freed", () => {
