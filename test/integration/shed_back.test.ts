@@ -1,10 +1,12 @@
 /**
  * Shed tokens over the real Durable Object RPC (src/object/limiter.ts `check`, as a delegate's `sendShed` calls it,
  * src/protocol/delegate_run.ts): the key's object takes what a smaller share's slice dropped from the instant its
- * freed parts are its own again (`atMs`), never before. Stands for the wire a delegate uses in production: the
- * `shed` flag and `atMs` cross the RPC as sent, and the object's clock (frozen here) decides.
+ * freed parts are its own again (`atMs`), never before; and its `share` RPC says when that is (`freedAtMs`) on a
+ * renewal with fewer parts. Stands for the wire a delegate uses in production: `freedAtMs`, the `shed` flag and `atMs`
+ * cross the RPC as sent, and the object's clock (frozen here, moved by the test) decides.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { ShareAsk } from "../../src/protocol/share.ts";
 import type { LimiterRule } from "../../src/protocol/store.ts";
 import { tokenBucket } from "../support/params.ts";
 import { limiterFor, setNow, T0 } from "./helpers.ts";
@@ -24,5 +26,30 @@ describe("a delegate's shed tokens at the key's object", () => {
     expect(early.refunded?.remaining).toBe(600);
     const due = await stub.check({ rule, id: "s1", costs: [], giveBack: [{ units: 300, atMs: T0, shed: true }] });
     expect(due.refunded?.remaining).toBe(900);
+  });
+
+  it("a renewal with fewer parts than held says when the rest are freed (`freedAtMs`), over the share RPC", async () => {
+    const stub = await limiterFor(rule.id, `shed-${crypto.randomUUID()}`);
+    const ask = (holder: string, id: string, demand: number, over: Partial<ShareAsk> = {}): ShareAsk => ({
+      rule,
+      holder,
+      id,
+      demand,
+      units: 0,
+      giveBack: [],
+      ...over,
+    });
+    setNow(T0);
+    expect((await stub.share(ask("weur.0", "a1", 600))).freedAtMs).toBeUndefined();
+    setNow(T0 + 1);
+    await stub.share(ask("enam.0", "b1", 600));
+    setNow(T0 + 200);
+    const grown = await stub.share(ask("weur.0", "a2", 600, { holding: "a1", oldForMs: 100 }));
+    expect([grown.parts, grown.freedAtMs]).toEqual([500, undefined]);
+    setNow(T0 + 400);
+    const cut = await stub.share(ask("weur.0", "a3", 60, { holding: "a2", oldForMs: 100 }));
+    // Its 500 parts stay promised until its old share's term ends (granted at T0 + 200 for 250 ms), before the 100 ms
+    // it said it may still use them.
+    expect([cut.parts, cut.freedAtMs]).toEqual([91, T0 + 450]);
   });
 });
