@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ShareAsk } from "../../src/protocol/share.ts";
 import type { LimiterRule } from "../../src/protocol/store.ts";
+import { shareAskOf } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 import { limiterFor, setNow, T0 } from "./helpers.ts";
 
@@ -30,15 +31,8 @@ describe("a delegate's shed tokens at the key's object", () => {
 
   it("a renewal with fewer parts than held says when the rest are freed (`freedAtMs`), over the share RPC", async () => {
     const stub = await limiterFor(rule.id, `shed-${crypto.randomUUID()}`);
-    const ask = (holder: string, id: string, demand: number, over: Partial<ShareAsk> = {}): ShareAsk => ({
-      rule,
-      holder,
-      id,
-      demand,
-      units: 0,
-      giveBack: [],
-      ...over,
-    });
+    const ask = (holder: string, id: string, demand: number, over: Partial<ShareAsk> = {}): ShareAsk =>
+      shareAskOf(rule, holder, id, demand, over);
     setNow(T0);
     expect((await stub.share(ask("weur.0", "a1", 600))).freedAtMs).toBeUndefined();
     setNow(T0 + 1);

@@ -5,7 +5,7 @@
  */
 import type { AlgorithmState } from "../../src/algorithms/index.ts";
 import type { HeldShare } from "../../src/protocol/delegate.ts";
-import type { ShareGrant } from "../../src/protocol/share.ts";
+import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
 import type { LimiterRule } from "../../src/protocol/store.ts";
 
 export function heldRateShare(
@@ -54,4 +54,15 @@ export function rateGrantOf(
   over: Partial<ShareGrant> = {},
 ): ShareGrant {
   return { atMs, kind: "rate", parts, units: 0, remaining: 0, termMs: 1000, rule, hot: true, ...over };
+}
+
+/** A rate share's ask from `holder` with `demand` and nothing given back; `over` replaces any field. */
+export function shareAskOf(
+  rule: LimiterRule,
+  holder: string,
+  id: string,
+  demand: number,
+  over: Partial<ShareAsk> = {},
+): ShareAsk {
+  return { rule, holder, id, demand, units: 0, giveBack: [], ...over };
 }

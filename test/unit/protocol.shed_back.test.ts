@@ -21,22 +21,15 @@ import {
 } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
 import { DELEGATE_KEY_TIMEOUT_MS, SHED_MARGIN_MS } from "../../src/protocol/tunables.ts";
-import { heldRateShare, rateGrantOf } from "../support/held_share.ts";
+import { heldRateShare, rateGrantOf, shareAskOf } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
 /** 1,000/s, burst 1,000: a part is one token of burst. */
 const rule: LimiterRule = { id: "t", params: tokenBucket(1000, 1000, 1000), version: 2 };
 const slice = (parts: number) => delegateSlice(rule.params, parts)!;
-const ask = (holder: string, id: string, demand: number, over: Partial<ShareAsk> = {}): ShareAsk => ({
-  rule,
-  holder,
-  id,
-  demand,
-  units: 0,
-  giveBack: [],
-  ...over,
-});
+const ask = (holder: string, id: string, demand: number, over: Partial<ShareAsk> = {}): ShareAsk =>
+  shareAskOf(rule, holder, id, demand, over);
 /** A delegate holding 500 parts, full (500 tokens), granted at T0 (ask `a1`). */
 const held = (state = fullState(slice(500), T0)): DelegateRecord => ({
   ...NEW_DELEGATE,
