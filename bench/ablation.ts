@@ -50,6 +50,17 @@ const SHED = [
   "global-rate/5000/10000/flash-crowd",
   "global-rate/5000/10000/growth",
 ];
+/**
+ * A call sent again when unanswered acts where messages are lost or late: the rules at 10 req/s (decisions identical to
+ * one call per request), the rate and window rules at 2x, the fast rule's growth (renewals late in a far region), and
+ * every delegate restarting (section 8's under-admission after it).
+ */
+const RESEND = [
+  ...LOW,
+  "hot-window/1000/10000/steady",
+  "global-rate/5000/10000/growth",
+  "hot-rate/1000/10000/delegate-restart",
+];
 const OLD_SHARE = [...RATE, "hot-rate/5000/5000/steady", "hot-rate/5000/10000/steady", "global-rate/1000/10000/steady"];
 /**
  * The rows each variant runs: every row with all on; with one mechanism off, the rows of what it was added for (a
@@ -58,7 +69,7 @@ const OLD_SHARE = [...RATE, "hot-rate/5000/5000/steady", "hot-rate/5000/10000/st
  * also the slower rules' rows). The machine's 2 cores are shared, so not every variant runs every row.
  */
 export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readonly string[]])[] = [
-  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE, ...OLD_SHARE, ...LOW, ...SHED])]],
+  [null, [...new Set([...FAN_OUT, ...RATE, ...WINDOW, ...SLOW, ...SPARE, ...OLD_SHARE, ...LOW, ...SHED, ...RESEND])]],
   ["oldShareFor", OLD_SHARE],
   ["rttTerms", RATE],
   ["windowAhead", WINDOW],
@@ -71,6 +82,7 @@ export const ABLATION: readonly (readonly [Mechanism | "hotMarks" | null, readon
   ["equalFirst", FIRST],
   ["lateAnswers", LOW],
   ["shedBack", SHED],
+  ["resend", RESEND],
 ];
 if (ABLATION.length !== MECHANISMS.length + 2) throw new Error("ablation: a mechanism has no rows");
 const ALL_ON = new Set(ABLATION[0]![1]);

@@ -19,8 +19,8 @@ export interface AskInput {
   readonly delegate?: DelegateRoute | null;
   /** The data center's hot mark of the key (hot_marks.ts), read when this isolate does not track it (`tracks`). */
   readonly hotMark?: HotMark | null;
-  /** Reads the spread of the data center's hot mark of the key now (hot_marks.ts `spreadOfMark`). */
-  readonly spreadMark?: ((name: string) => Promise<number>) | null;
+  /** Reads the spread of the data center's hot mark of the key now (hot_marks.ts `spreadOfMark`; `null`: none). */
+  readonly spreadMark?: ((name: string) => Promise<number | null>) | null;
 }
 
 /** A hot mark: the key is hot until then (this isolate's clock), with its spread; `decays`: written with its time. */

@@ -4,15 +4,15 @@
  */
 
 import { uses } from "../protocol/mechanisms.ts";
-import { type CallAnswer, callObject } from "../protocol/object_call.ts";
-import type { CallInput, LeaseReturn } from "../protocol/store.ts";
+import { type CallAnswer, callObject, firstAnswer } from "../protocol/object_call.ts";
+import type { CallInput, CallResult, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
 import { busyFailure, heardBusy, type KeyState, knownBusy, overloadTeachesHot } from "./key_state.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
-  | { readonly kind: "answer"; readonly answer: CallAnswer; readonly from: DelegateRoute }
+  | { readonly kind: "answer"; readonly answer: CallAnswer; readonly from: DelegateRoute; readonly sent: CallInput }
   | { readonly kind: "fallBack"; readonly avoidForMs: number };
 
 /** The region's other shard than `tried` (`null`: this isolate's own shard is the first). */
@@ -45,19 +45,20 @@ export async function callDelegates(
     callObject(route.transport, route.name, body, timeoutMs, isolate);
   const first = await call(delegate, input);
   let avoid = avoidFor(first);
-  if (avoid === null) return { kind: "answer", answer: first, from: delegate };
+  if (avoid === null) return { kind: "answer", answer: first, from: delegate, sent: input };
   deps.counters.delegate_failures = (deps.counters.delegate_failures ?? 0) + 1;
   if (first.kind === "failed" && first.failure === "reset") {
     const other = otherShard(routes, delegate);
     if (other !== null) {
-      const answer = await call(other, { ...input, id: deps.newId(), giveBack: [] });
-      if (avoidFor(answer) === null) return { kind: "answer", answer, from: other };
+      const sent = { ...input, id: deps.newId(), giveBack: [] };
+      const answer = await call(other, sent);
+      if (avoidFor(answer) === null) return { kind: "answer", answer, from: other, sent };
     }
     while (deps.clock() + DELEGATE_RESET_RETRY_MS - startMs < (timeoutMs * 3) / 4) {
       await deps.sleep(DELEGATE_RESET_RETRY_MS);
       const again = await call(delegate, input);
       avoid = avoidFor(again);
-      if (avoid === null) return { kind: "answer", answer: again, from: delegate };
+      if (avoid === null) return { kind: "answer", answer: again, from: delegate, sent: input };
       if (again.kind === "failed" && again.failure !== "reset") break;
     }
   }
@@ -80,26 +81,46 @@ export function byLender(delegate: DelegateRoute, giveBack: readonly NotedReturn
 }
 
 /**
- * A call past its budget on a key this isolate does not know busy (`knownBusy`) is most likely in the network's tail,
- * not at a busy object: its late answer decides, if it comes within one more budget (exact: the object charged what
- * it admitted). Else the timeout stands (a busy object's: `lastKnown`), its late answer still taken (`settle`).
+ * A call past its budget on a key this isolate does not know busy (`knownBusy`) is most likely in the network's tail
+ * or lost, not at a busy object: its late answer decides, if it comes within one more budget (exact: the object
+ * charged what it admitted). Without a word after half of it, the same call (its id: applied once, answered again)
+ * is sent `again`, and either answer within a budget from then decides. Else the timeout stands (a busy object's:
+ * `lastKnown`), and whichever late answer comes first is still taken (`settle`).
  */
 export async function awaitLate(
   deps: Pick<CoalescerOptions, "clock" | "sleep" | "counters">,
   st: KeyState,
   answer: CallAnswer,
+  again?: () => Promise<CallResult>,
 ): Promise<CallAnswer> {
   if (answer.kind !== "failed" || answer.failure !== "timeout" || answer.late === null) return answer;
   if (!uses("lateAnswers") || knownBusy(st, deps.clock())) return answer;
-  const late = answer.late.then(
-    (result) => result,
-    () => null,
-  );
-  const got = await Promise.race([late, deps.sleep(st.timeoutMs).then(() => null)]);
-  if (got === null) return answer;
+  const halfMs = Math.ceil(st.timeoutMs / 2);
+  let late = answer.late;
+  let got = await within(late, deps.sleep(halfMs));
+  if (got === undefined) {
+    const resend = again !== undefined && uses("resend");
+    if (resend) late = firstAnswer(late, again());
+    got = await within(late, deps.sleep(resend ? st.timeoutMs : st.timeoutMs - halfMs));
+  }
+  if (got == null) return { ...answer, late };
   deps.counters.late_answers = (deps.counters.late_answers ?? 0) + 1;
   return { kind: "answered", result: got, attempts: answer.attempts };
 }
+
+/** `late`'s result if it comes before `deadline`: `null` if it failed, `undefined` if no word came by then. */
+const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<CallResult | null | undefined> =>
+  Promise.race([
+    late.then(
+      (result) => result,
+      () => null,
+    ),
+    deadline.then(() => undefined),
+  ]);
+
+/** A call's result, or its failure as a rejection. */
+const resultOf = (a: CallAnswer): Promise<CallResult> =>
+  a.kind === "answered" ? Promise.resolve(a.result) : Promise.reject(new Error(a.message));
 
 /** `input` without the isolate's notes on what it gives back. */
 function unnoted(input: NotedCallInput): CallInput {
@@ -122,7 +143,13 @@ export async function callTarget(
 ): Promise<CallAnswer> {
   const isolate = { sleep: options.sleep, stats: options.counters };
   const direct = async (call: CallInput) => {
-    const answer = await awaitLate(options, st, await callObject(st.transport, st.name, call, st.timeoutMs, isolate));
+    const once = () => callObject(st.transport, st.name, call, st.timeoutMs, isolate);
+    // Not again to a key its data center marks hot: its object is busy, not lost (its late answer is waited for).
+    const again = async () => {
+      if ((await st.spreadMark?.(st.name).catch(() => null)) != null) throw new Error("marked hot: not sent again");
+      return resultOf(await once());
+    };
+    const answer = await awaitLate(options, st, await once(), again);
     if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
     return answer;
   };
@@ -133,7 +160,9 @@ export async function callTarget(
     st.delegateDownUntilMs = options.clock() + out.avoidForMs;
     return direct({ ...input, id: options.newId(), giveBack: [] });
   }
-  const answer = await awaitLate(options, st, out.answer);
+  const again = async () =>
+    resultOf(await callObject(out.from.transport, out.from.name, out.sent, st.timeoutMs, isolate));
+  const answer = await awaitLate(options, st, out.answer, again);
   const overloaded = answer.kind === "failed" && answer.failure === "overloaded";
   // Not after an overloaded answer, nor a fallback: the coalescer sends all of it again (`refundsLanded`), and a lender
   // given a return twice might match another lease of the same ms with it. Not waited for: the answer is ready now.

@@ -61,9 +61,12 @@ export async function writeMark(
   else await store.write(name, mark.decays === true ? { spread: mark.spread, atMs: nowMs } : { spread: mark.spread });
 }
 
-/** Reads the spread of `store`'s mark of a key now (`AskInput.spreadMark`). */
-export function spreadOfMark(store: HotMarkStore, clock: () => number): (name: string) => Promise<number> {
-  return async (name) => spreadOf(await store.read(name), clock());
+/** Reads the spread of `store`'s mark of a key now (`AskInput.spreadMark`; `null`: no mark). */
+export function spreadOfMark(store: HotMarkStore, clock: () => number): (name: string) => Promise<number | null> {
+  return async (name) => {
+    const stored = await store.read(name);
+    return stored === null ? null : spreadOf(stored, clock());
+  };
 }
 
 /** What one isolate wrote lately, by key (to write each mark once per half ttl, not on every request). */

@@ -65,7 +65,7 @@ export class KeyState {
   spread: number;
   spreadAtMs: number;
   hotMarkRead: boolean; // for this hot spell
-  spreadMark: ((name: string) => Promise<number>) | null;
+  spreadMark: ((name: string) => Promise<number | null>) | null;
 
   constructor(input: AskInput, now: number) {
     this.name = input.name;
@@ -218,7 +218,7 @@ export function heardBusy(st: KeyState, moving: number, now: number): void {
 /** Before a hot spell's first call to the first shard: read the mark's spread, and move if it says so. */
 export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
   st.hotMarkRead = true;
-  if (st.spreadMark !== null) spreadTo(st, await st.spreadMark(st.name).catch(() => 0), clock());
+  if (st.spreadMark !== null) spreadTo(st, (await st.spreadMark(st.name).catch(() => null)) ?? 0, clock());
   return delegateFor(st, clock());
 }
 

@@ -7,13 +7,15 @@
 import { fingerprintOf } from "../algorithms/index.ts";
 import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
-import { classify, messageOf } from "./object_call.ts";
+import { uses } from "./mechanisms.ts";
+import { classify, firstAnswer, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import { type CallInput, type CallResult, type LimiterRule, refusedFor } from "./store.ts";
 import { takeBack } from "./sublease.ts";
 import {
   DELEGATE_KEY_TIMEOUT_MS,
   DELEGATE_RENEW_BACKOFF_MS,
+  DELEGATE_RESEND_MS,
   HOT_EXIT_PER_S,
   SHARE_TERM_MS,
   SHED_MARGIN_MS,
@@ -63,19 +65,25 @@ export class DelegateRun {
 
   constructor(private readonly ports: DelegatePorts) {}
 
-  /** `work`, or an `overloaded` failure if unsettled after `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `work`). */
-  private async timed<T>(work: Promise<T>): Promise<T> {
+  /**
+   * `send()`'s answer, or an `overloaded` failure if none within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `send()`).
+   * Unanswered after `DELEGATE_RESEND_MS` (a lost message, the network's tail), the same call is sent again (its id: applied
+   * once, answered again) and the first answer taken; a failure only once both failed, the first's.
+   */
+  private async timed<T>(send: () => Promise<T>): Promise<T> {
     const sleep = this.ports.sleep;
-    if (sleep === undefined) return work;
-    const raced = await Promise.race([
-      work.then((value) => ({ value })),
-      sleep(DELEGATE_KEY_TIMEOUT_MS).then(() => null),
-    ]);
-    if (raced === null) {
+    if (sleep === undefined) return send();
+    const first = send();
+    const raced = await Promise.race([first.then((value) => ({ value })), sleep(DELEGATE_RESEND_MS).then(() => null)]);
+    if (raced !== null) return raced.value;
+    const answer = uses("resend") ? firstAnswer(first, send()) : first;
+    const restMs = DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS;
+    const late = await Promise.race([answer.then((value) => ({ value })), sleep(restMs).then(() => null)]);
+    if (late === null) {
       const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
       throw Object.assign(new Error(message), { overloaded: true });
     }
-    return raced.value;
+    return late.value;
   }
 
   /** Decide an isolate's batch (see the file's comment). */
@@ -122,7 +130,7 @@ export class DelegateRun {
       const still = parked.filter((back) => now.giveBack.includes(back));
       if (still.length > 0) save({ ...now, giveBack: now.giveBack.filter((back) => !still.includes(back)) });
       const input = taking ? { ...call, giveBack: still } : call;
-      const result = await this.timed(this.ports.call(who.object, input)).catch((error: unknown) => {
+      const result = await this.timed(() => this.ports.call(who.object, input)).catch((error: unknown) => {
         this.coldAtMs = null;
         throw error;
       });
@@ -153,7 +161,7 @@ export class DelegateRun {
     }
     this.passing = true;
     const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
-    const passed = await this.timed(this.ports.call(who.object, input)).catch(() => null);
+    const passed = await this.timed(() => this.ports.call(who.object, input)).catch(() => null);
     this.passing = false;
     const results = result.results.map((r, i) => {
       const p = passed?.results[refused.indexOf(i)];
@@ -215,7 +223,7 @@ export class DelegateRun {
     if (still.length === 0) return;
     save({ ...now, giveBack: now.giveBack.filter((b) => !still.includes(b)) });
     const input = { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still };
-    await this.timed(this.ports.call(who.object, input)).catch(() => null);
+    await this.timed(() => this.ports.call(who.object, input)).catch(() => null);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -233,7 +241,7 @@ export class DelegateRun {
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {
-      const grant = await this.timed(this.ports.share(who.object, asked.ask));
+      const grant = await this.timed(() => this.ports.share(who.object, asked.ask));
       const record = adoptGrant(load(), asked.ask, grant, asked.sentAtMs, clock());
       save(record);
       void this.sendShed(who, grant, asked.sentAtMs);

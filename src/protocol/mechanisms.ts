@@ -11,6 +11,7 @@ export const MECHANISMS = [
   "equalFirst",
   "lateAnswers",
   "shedBack",
+  "resend",
 ] as const;
 
 export type Mechanism = (typeof MECHANISMS)[number];

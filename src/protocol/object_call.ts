@@ -50,6 +50,13 @@ export function messageOf(error: unknown): string {
   return String(error);
 }
 
+/** The first of two calls (the same call sent twice) to answer; if both fail, the first's failure (never an unhandled rejection). */
+export function firstAnswer<T>(a: Promise<T>, b: Promise<T>): Promise<T> {
+  a.catch(() => undefined);
+  b.catch(() => undefined);
+  return Promise.any([a, b]).catch(() => a);
+}
+
 /** Call the object named `name` within `timeoutMs` on the given sleeper, counting calls. */
 export async function callObject(
   transport: ObjectTransport,

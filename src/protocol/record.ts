@@ -306,6 +306,8 @@ export interface AppliedCall {
   readonly verdicts: string;
   /** Per request, the admitted ones' shaping delays, ms; absent when all are 0. */
   readonly delaysMs?: readonly number[];
+  /** Per request, the slot an admission took (concurrency: its release names it; `null`: none); absent: none took one. */
+  readonly slots?: readonly (number | null)[];
   /** The lease it granted (0: none), and its term. */
   readonly leaseUnits: number;
   readonly leaseForMs: number;

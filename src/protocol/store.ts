@@ -140,7 +140,18 @@ export function appliedCall(
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
   const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
   const delays = delaysMs.some((d) => d > 0) ? { delaysMs } : {};
-  return { id, atMs: nowMs, verdicts, ...delays, leaseUnits: lease?.units ?? 0, leaseForMs: lease?.forMs ?? 0 };
+  const slots = results.some((r) => r.ok && r.slot !== undefined)
+    ? { slots: results.map((r) => (r.ok ? (r.slot ?? null) : null)) }
+    : {};
+  return {
+    id,
+    atMs: nowMs,
+    verdicts,
+    ...delays,
+    ...slots,
+    leaseUnits: lease?.units ?? 0,
+    leaseForMs: lease?.forMs ?? 0,
+  };
 }
 
 /** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second (or that pace over `spanMs`). */
@@ -246,6 +257,9 @@ export function replayedResults(
     const delayMs = allowed ? Math.max(0, (seen.delaysMs?.[i] ?? 0) - (nowMs - seen.atMs)) : 0;
     const { remaining, resetAfterMs } = figures;
     const retryAfterMs = allowed ? null : figures.retryAfterMs;
-    return { ok: true, atMs: seen.atMs, decision: { allowed, remaining, resetAfterMs, retryAfterMs, delayMs } };
+    // The slot the admission took, as first answered (its release names it).
+    const slot = allowed ? seen.slots?.[i] : undefined;
+    const decision = { allowed, remaining, resetAfterMs, retryAfterMs, delayMs };
+    return { ok: true, atMs: seen.atMs, decision, ...(typeof slot === "number" ? { slot } : {}) };
   });
 }

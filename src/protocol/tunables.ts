@@ -37,6 +37,8 @@ export const SPREAD_HALF_LIFE_MS = 2_000;
 export const DELEGATE_RENEW_BACKOFF_MS = 100;
 /** A delegate's wait for the key's object, ms; past it the call fails as `overloaded` (a lost message holds nothing). */
 export const DELEGATE_KEY_TIMEOUT_MS = 500;
+/** A delegate's call to the key's object unanswered this long, ms, is sent again as it was (its id: applied once). */
+export const DELEGATE_RESEND_MS = DELEGATE_KEY_TIMEOUT_MS / 2;
 /** Call ids a delegate remembers (a retry follows its first attempt within one call budget). */
 export const DELEGATE_CALL_MEMORY = 32;
 /** An unanswered renewal is sent again as it was within this, ms (its share is still in the book); later, a new ask. */

@@ -442,13 +442,20 @@ describe("a limiter that answers too late", () => {
     setNow(T0);
     expect((await gatewayFetch(rules, req("GET", "/x", bearer(key)))).status).toBe(200);
     const original = SluiceLimiter.prototype.check;
+    let slowCalls = 0;
+    let outlasted = false;
     vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input) {
-      // slow's 20 ms budget runs out while it decides the request (gate's 250 ms budget does not), then the one more
-      // budget a late answer of a key not known busy gets (`awaitLate`); it answers afterwards. The call that gives
-      // the late admission back (costs: [], giveBack) answers in time.
-      if (input.rule.id === "slow" && input.costs.length > 0) {
+      // slow's 20 ms budget runs out while it decides the request (gate's 250 ms budget does not), then the 10 ms a
+      // late answer of a key not known busy gets before the same call is sent again, and the resend's 20 ms
+      // (`awaitLate`); the resend waits as long, and both answer afterwards (the call id applied once). The call that
+      // gives the late admission back (costs: [], giveBack) answers in time.
+      if (input.rule.id === "slow" && input.costs.length > 0 && ++slowCalls === 1) {
         await timers.expire(20);
+        await timers.expire(10);
         await timers.expire(20);
+        outlasted = true;
+      } else if (input.rule.id === "slow" && input.costs.length > 0) {
+        while (!outlasted) await scheduler.wait(1);
       }
       return original.call(this, input);
     });

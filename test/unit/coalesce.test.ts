@@ -409,36 +409,46 @@ describe("the coalescer", () => {
     const ask = () =>
       coalescer.ask({ transport, name: "r:k", rule: rule(params), cost: 1, timeoutMs: 250, lease: null });
     await overloadThenTimeout(clock, ask);
-    // Long after it, a timeout is still a busy object's: refused from what the isolate knows, never on_error (after one
-    // more budget for a late answer that does not come: the key is no longer known busy, `awaitLate`).
+    // Long after it, a timeout is still a busy object's: refused from what the isolate knows, never on_error (after a
+    // late answer that does not come, nor the same call's sent again half a budget on: the key is no longer known busy,
+    // `awaitLate`; 250 + 125 + 250 ms).
     await clock.runUntil(T0 + 3000);
     const third = ask();
-    await clock.runUntil(T0 + 3550);
+    await clock.runUntil(T0 + 3000 + 625);
     expect(await third).toMatchObject({ kind: "answered", result: { decision: { allowed: false } } });
   });
 
   it("decides a slow call of a key not known busy by its late answer, within one more budget", async () => {
     // The network's tail, not a busy object (issue 36: at 10 req/s, a far region's calls past 250 ms were refused,
-    // 5% of requests the exact writer admits). Each row: the call's answer after `delayMs`, and the decision.
+    // 5% of requests the exact writer admits). Each row: the call's answer after `delayMs`, the same call's sent again
+    // (half a budget after the first budget, 375 ms) after `againMs`, and the decision. The object applies a call id
+    // once: the other answer is the same decision, never a second charge.
     const rows = [
-      { delayMs: 100, allowed: true, decidedAtMs: 100, late: 0, charged: 1 },
-      { delayMs: 400, allowed: true, decidedAtMs: 400, late: 1, charged: 1 }, // past the budget: its late answer
-      { delayMs: 600, allowed: false, decidedAtMs: 500, late: 0, charged: 0 }, // past two: refused, the unit given back
-      { delayMs: 300, fails: true, allowed: false, decidedAtMs: 300, late: 0, charged: 0 }, // its late call fails
+      { delayMs: 100, againMs: 5, allowed: true, decidedAtMs: 100, late: 0, charged: 1, calls: 1 },
+      { delayMs: 360, againMs: 5, allowed: true, decidedAtMs: 360, late: 1, charged: 1, calls: 1 }, // its late answer
+      { delayMs: 400, againMs: 5, allowed: true, decidedAtMs: 380, late: 1, charged: 1, calls: 2 }, // sent again: first
+      { delayMs: 400, againMs: 100, allowed: true, decidedAtMs: 400, late: 1, charged: 1, calls: 2 }, // its own first
+      { delayMs: 10_000, againMs: 5, allowed: true, decidedAtMs: 380, late: 1, charged: 1, calls: 2 }, // lost: again
+      // Neither within a budget of the resend: refused, and the unit the late answer charged given back.
+      { delayMs: 1200, againMs: 1200, allowed: false, decidedAtMs: 625, late: 0, charged: 0, calls: 2 },
+      // Its late call fails (not unanswered: not sent again).
+      { delayMs: 300, fails: true, againMs: 5, allowed: false, decidedAtMs: 300, late: 0, charged: 0, calls: 1 },
     ];
     for (const row of rows) {
       const clock = new EventClock(T0);
       const counters: CoalesceCounters = newStats();
       const { transport, seen } = chargingObject(clock, (call) =>
-        call > 1 ? { ms: 5 } : { ms: row.delayMs, ...("fails" in row ? { error: new Error("broken") } : {}) },
+        call > 1 ? { ms: row.againMs } : { ms: row.delayMs, ...("fails" in row ? { error: new Error("broken") } : {}) },
       );
       const newId = () => `c${seen.calls}`;
       const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId });
       let decidedAtMs = -1;
+      let sentBy = 0;
       const asked = coalescer
         .ask({ transport, name: "r:k", rule: rule(fixedWindow(100, 60_000)), cost: 1, timeoutMs: 250, lease: null })
         .then((a) => {
           decidedAtMs = clock.nowMs() - T0;
+          sentBy = seen.calls;
           return a;
         });
       await clock.runUntil(T0 + 3000);
@@ -446,6 +456,7 @@ describe("the coalescer", () => {
       expect(decidedAtMs, `${row.delayMs} ms`).toBe(row.decidedAtMs);
       expect(counters.late_answers, `${row.delayMs} ms`).toBe(row.late);
       expect(seen.charged, `${row.delayMs} ms`).toBe(row.charged);
+      expect(sentBy, `${row.delayMs} ms: calls sent by the decision`).toBe(row.calls);
     }
   });
 
@@ -766,8 +777,9 @@ function chargingObject(clock: EventClock, fault: (call: number) => { readonly m
           if (error !== undefined) return reject(error);
           const out = callRecord(record, input, clock.nowMs());
           record = out.record;
-          for (const r of out.result.results) if (r.ok && r.decision.allowed) seen.charged++;
-          for (const g of input.giveBack ?? []) seen.charged -= g.units;
+          // A call id applied before is answered as it was (`replayed`), charging nothing again.
+          if (!out.result.replayed) for (const r of out.result.results) if (r.ok && r.decision.allowed) seen.charged++;
+          if (!out.result.replayed) for (const g of input.giveBack ?? []) seen.charged -= g.units;
           resolve(out.result);
         });
       }),

@@ -248,8 +248,9 @@ describe("callTarget: the delegate while there is one, else the key's object", (
       call: async (_name, call) => {
         got.push(call);
         const o = outcome();
-        // "slow": answers after the call's budget (250 ms): a timeout, not a sign of a busy shard.
-        await clock.sleep(o === "slow" ? 600 : HOP_MS);
+        // "slow": answers after the call's budget (250 ms) and the late answer's wait (one more, and half of one before
+        // the call is sent again: `awaitLate`): a timeout, not a sign of a busy shard.
+        await clock.sleep(o === "slow" ? 700 : HOP_MS);
         if (o === "overloaded" || o === "other") throw error(o);
         const busy = o === "busy" ? { busy: true } : o === "busy 0.4" ? { busy: true, spread: 0.4 } : {};
         return { ...answered(), hot: false, ...busy };
@@ -296,22 +297,23 @@ describe("callTarget: the delegate while there is one, else the key's object", (
   });
 
   it("a busy first shard raises the key's spread to what it says (at most, overloaded or saying none); its answer is kept", async () => {
-    // [the delegate's answer, called on the isolate's own shard, the key's spread after, the answer's kind]
+    // [the delegate's answer, called on the isolate's own shard, calls to it, the key's spread after, the answer's kind]
     const cases = [
-      ["busy", false, MAX_SPREAD, "answered"],
-      ["busy 0.4", false, 0.4, "answered"],
-      ["answer", false, 0, "answered"],
-      ["overloaded", false, MAX_SPREAD, "failed"],
-      // A delegate that did not answer in time (its answer kept: decided from what the isolate knew) says no load.
-      ["slow", false, 0, "failed"],
+      ["busy", false, 1, MAX_SPREAD, "answered"],
+      ["busy 0.4", false, 1, 0.4, "answered"],
+      ["answer", false, 1, 0, "answered"],
+      ["overloaded", false, 1, MAX_SPREAD, "failed"],
+      // A delegate that did not answer in time (its answer kept: decided from what the isolate knew) says no load;
+      // the call was sent to it again half a budget later (`awaitLate`), as unanswered.
+      ["slow", false, 2, 0, "failed"],
       // The own shard's load says nothing of the first's: no spread from it.
-      ["busy 0.4", true, 0, "answered"],
-      ["overloaded", true, 0, "failed"],
+      ["busy 0.4", true, 1, 0, "answered"],
+      ["overloaded", true, 1, 0, "failed"],
     ] as const;
-    for (const [delegate, own, spread, kind] of cases) {
+    for (const [delegate, own, calls, spread, kind] of cases) {
       const r = await target({ object: "answer", delegate, route: true, bound: true, own });
       const seen = [r.object.length, r.delegate.length, r.st.spread, r.answer.kind];
-      expect([delegate, own, ...seen]).toEqual([delegate, own, 0, 1, spread, kind]);
+      expect([delegate, own, ...seen]).toEqual([delegate, own, 0, calls, spread, kind]);
     }
   });
 
@@ -331,6 +333,79 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     const broken = await target({ object: "other", delegate: "answer", route: false, bound: true });
     expect(broken.answer.kind).toBe("failed");
     expect(broken.st.hotUntilMs).toBe(0);
+  });
+});
+
+describe("a call unanswered past its budget and half of one more is sent again as it was (`awaitLate`)", () => {
+  // A lost message or the network's tail, not a busy object: the same call (its id: the object applies it once) on
+  // legs of its own. Not to a key's object its data center marks hot (hot_marks.ts): that one is busy, not lost.
+  const setup = (mark: number | null | "none", lostFirst = true) => {
+    const clock = new EventClock(T0);
+    const got: { atMs: number; input: CallInput }[] = [];
+    const transport: ObjectTransport = {
+      call: async (_name, call) => {
+        got.push({ atMs: clock.nowMs(), input: call });
+        if (lostFirst && got.length === 1) return new Promise<CallResult>(() => {});
+        await clock.sleep(HOP_MS);
+        return { ...answered(), hot: false };
+      },
+      refund: () => Promise.reject(new Error("no refunds here")),
+    };
+    const st = new KeyState(
+      {
+        transport,
+        name: "r:key",
+        rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+        ...(mark === "none" ? {} : { spreadMark: async () => mark }),
+      },
+      T0,
+    );
+    const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => "n" };
+    return { clock, got, st, options };
+  };
+
+  it("a lost call to the key's object: sent again at 375 ms with its id, and its answer decides", async () => {
+    for (const mark of ["none", null] as const) {
+      const { clock, got, st, options } = setup(mark);
+      const pending = callTarget(options, st, null, input);
+      await clock.runUntil(T0 + 1000);
+      expect(await pending).toMatchObject({ kind: "answered", result: { atMs: T0 } });
+      expect(got.map((g) => [g.atMs - T0, g.input])).toEqual([
+        [0, input],
+        [375, input],
+      ]);
+      expect(options.counters.late_answers).toBe(1);
+    }
+  });
+
+  it("not again to a key marked hot in its data center (spread 0 or more): its timeout stands after one more budget", async () => {
+    for (const mark of [0, 0.5]) {
+      const { clock, got, st, options } = setup(mark);
+      const pending = callTarget(options, st, null, input);
+      await clock.runUntil(T0 + 1000);
+      expect(await pending).toMatchObject({ kind: "failed", failure: "timeout" });
+      expect(got).toHaveLength(1);
+    }
+  });
+
+  it("an answer within half a budget more is not sent again", async () => {
+    const { clock, got, st, options } = setup("none", false);
+    const slow: ObjectTransport = {
+      call: async (name, call) => {
+        await clock.sleep(300);
+        return st.transport === slow ? { ...answered(), hot: false } : Promise.reject(new Error(name + call.id));
+      },
+      refund: () => Promise.reject(new Error("no refunds here")),
+    };
+    st.transport = slow;
+    const pending = callTarget(options, st, null, input);
+    await clock.runUntil(T0 + 1000);
+    expect(await pending).toMatchObject({ kind: "answered" });
+    expect(got).toHaveLength(0);
+    expect(options.counters.object_calls).toBe(1);
   });
 });
 

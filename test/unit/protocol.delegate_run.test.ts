@@ -12,6 +12,7 @@ import {
   DELEGATE_CALL_MEMORY,
   DELEGATE_KEY_TIMEOUT_MS,
   DELEGATE_RENEW_BACKOFF_MS,
+  DELEGATE_RESEND_MS,
   HOT_EXIT_PER_S,
   SHARE_TERM_MS,
 } from "../../src/protocol/tunables.ts";
@@ -694,8 +695,10 @@ describe("DelegateRun.renew", () => {
 });
 
 describe("DelegateRun: the key's object not answering (a call or its answer lost)", () => {
-  it("a share ask that never settles fails as overloaded after DELEGATE_KEY_TIMEOUT_MS: batches refused, none hang", async () => {
-    const h = harness([new Promise<ShareGrant>(() => {})]);
+  const never = <T>() => new Promise<T>(() => {});
+
+  it("a share ask that never settles is sent again as it was, then fails as overloaded: batches refused, none hang", async () => {
+    const h = harness([never(), never()]);
     const slept: number[] = [];
     const run = new DelegateRun({
       ...h.ports,
@@ -704,7 +707,11 @@ describe("DelegateRun: the key's object not answering (a call or its answer lost
       },
     });
     const result = await run.check(who, batch([1]));
-    expect(slept).toEqual([DELEGATE_KEY_TIMEOUT_MS]);
+    // Unanswered after `DELEGATE_RESEND_MS`: the same ask again (its id: the key's object grants it once), and the
+    // rest of `DELEGATE_KEY_TIMEOUT_MS` for either answer.
+    expect(slept).toEqual([DELEGATE_RESEND_MS, DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS]);
+    expect(h.asks).toHaveLength(2);
+    expect(h.asks[1]).toBe(h.asks[0]);
     expect(h.log).toEqual([
       `failed: the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`,
     ]);
@@ -712,6 +719,72 @@ describe("DelegateRun: the key's object not answering (a call or its answer lost
     expect(h.calls).toEqual([]);
     expect(result.results.map((r) => r.ok && r.decision.allowed)).toEqual([false]);
     expect(h.stored().share).toBeNull();
+  });
+
+  /** A sleep whose first wait (`DELEGATE_RESEND_MS`) passes at once and whose later ones never do. */
+  const resendOnly = (slept: number[]) => (ms: number) => {
+    slept.push(ms);
+    return slept.length === 1 ? Promise.resolve() : never<void>();
+  };
+
+  it("a share ask lost on the way: its resend's grant is adopted (a lost message, not an overloaded object)", async () => {
+    const h = harness([never(), windowGrant(2)]);
+    const slept: number[] = [];
+    const run = new DelegateRun({ ...h.ports, sleep: resendOnly(slept) });
+    await run.renew(who);
+    expect(slept).toEqual([DELEGATE_RESEND_MS, DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS]);
+    expect(h.asks.map((a) => a.id)).toEqual(["ask0", "ask0"]);
+    expect(h.stored().share?.units).toBe(2);
+    expect(h.log).toEqual(["adopted 2 for weur.0"]);
+  });
+
+  it("the first answer decides, and a late first one wins over a resend that never comes", async () => {
+    let answer: (grant: ShareGrant) => void = () => {};
+    const h = harness([new Promise<ShareGrant>((resolve) => (answer = resolve)), never()]);
+    const slept: number[] = [];
+    const run = new DelegateRun({ ...h.ports, sleep: resendOnly(slept) });
+    const renewed = run.renew(who);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(h.asks).toHaveLength(2);
+    answer(windowGrant(3));
+    await renewed;
+    expect(h.stored().share?.units).toBe(3);
+  });
+
+  it("answered within DELEGATE_RESEND_MS, or failed then (an overloaded object): asked once", async () => {
+    const ok = harness([windowGrant(2)]);
+    const slept: number[] = [];
+    const sleep = (ms: number) => {
+      slept.push(ms);
+      return never<void>();
+    };
+    await new DelegateRun({ ...ok.ports, sleep }).renew(who);
+    expect(ok.asks).toHaveLength(1);
+    expect(slept).toEqual([DELEGATE_RESEND_MS]);
+    const busy = harness([Object.assign(new Error("Durable Object is overloaded"), { overloaded: true })]);
+    await new DelegateRun({ ...busy.ports, sleep: () => never() }).renew(who);
+    expect(busy.asks).toHaveLength(1);
+    expect(busy.log).toEqual(["failed: Durable Object is overloaded"]);
+  });
+
+  it("a batch passed through whose call is lost: sent again with its id, and the resend's answer is the batch's", async () => {
+    const h = harness([NONE]);
+    const inputs: CallInput[] = [];
+    let slept: number[] = [];
+    const run = new DelegateRun({
+      ...h.ports,
+      call: (_object, input) => {
+        inputs.push(input);
+        return inputs.length === 1 ? never() : Promise.resolve(passed);
+      },
+      sleep: (ms) => resendOnly(slept)(ms),
+    });
+    await run.renew(who); // told cold: the batch passes through
+    slept = [];
+    const result = await run.check(who, batch([1]));
+    expect(inputs).toHaveLength(2);
+    expect(inputs[1]).toBe(inputs[0]);
+    expect(result.atMs).toBe(passed.atMs);
   });
 
   it("a batch passed through that never settles fails as overloaded after DELEGATE_KEY_TIMEOUT_MS", async () => {

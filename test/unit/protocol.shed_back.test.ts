@@ -20,7 +20,7 @@ import {
   peekState,
 } from "../../src/protocol/store.ts";
 import { delegateSlice } from "../../src/protocol/sublease.ts";
-import { DELEGATE_KEY_TIMEOUT_MS, SHED_MARGIN_MS } from "../../src/protocol/tunables.ts";
+import { DELEGATE_RESEND_MS, SHED_MARGIN_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare, rateGrantOf, shareAskOf } from "../support/held_share.ts";
 import { tokenBucket } from "../support/params.ts";
 
@@ -233,8 +233,8 @@ describe("a delegate sends shed tokens in a call of their own, timed for `freedA
       },
       sleep: (ms) => {
         slept.push(ms);
-        // A call's budget, raced with it (`timed`): never over first here.
-        if (ms === DELEGATE_KEY_TIMEOUT_MS) return new Promise(() => {});
+        // A call's wait before it is sent again, raced with it (`timed`): never over first here.
+        if (ms === DELEGATE_RESEND_MS) return new Promise(() => {});
         now += ms;
         opts.duringSleep?.();
         return Promise.resolve();
@@ -254,7 +254,7 @@ describe("a delegate sends shed tokens in a call of their own, timed for `freedA
     await new Promise((resolve) => setTimeout(resolve, 0));
     // Granted at T0 + 100 (the key's clock), sent at T0 + 90 and answered at T0 + 110 (this one's): the key's clock is
     // taken as T0 + 100 + 10 now, 50 ms before T0 + 160. The ask and the call each race their budget.
-    expect(h.slept).toEqual([DELEGATE_KEY_TIMEOUT_MS, 50 + SHED_MARGIN_MS, DELEGATE_KEY_TIMEOUT_MS]);
+    expect(h.slept).toEqual([DELEGATE_RESEND_MS, 50 + SHED_MARGIN_MS, DELEGATE_RESEND_MS]);
     expect(h.calls).toEqual([{ rule, id: "id", costs: [], giveBack: [{ units: 300, atMs: T0 + 160, shed: true }] }]);
     expect(h.record().giveBack).toEqual([]);
   });
@@ -277,7 +277,7 @@ describe("a delegate sends shed tokens in a call of their own, timed for `freedA
     const h = harness(held(), smaller({ freedAtMs: T0 + 100 }));
     await h.run.renew(who);
     await flush();
-    expect(h.slept).toEqual([DELEGATE_KEY_TIMEOUT_MS, DELEGATE_KEY_TIMEOUT_MS]);
+    expect(h.slept).toEqual([DELEGATE_RESEND_MS, DELEGATE_RESEND_MS]);
     expect(h.calls).toHaveLength(1);
   });
 
@@ -310,6 +310,6 @@ describe("a delegate sends shed tokens in a call of their own, timed for `freedA
     await h.run.renew(who);
     await new Promise((resolve) => setTimeout(resolve, 0));
     expect(h.calls).toEqual([]);
-    expect(h.slept).toEqual([DELEGATE_KEY_TIMEOUT_MS]);
+    expect(h.slept).toEqual([DELEGATE_RESEND_MS]);
   });
 });

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { holdsSlots, RELEASE_RETRY_MS, releaseRecord, renewRecord } from "../../src/protocol/slots.ts";
-import { checkRecord, type LimiterRecord, type LimiterRule } from "../../src/protocol/store.ts";
+import { callRecord, checkRecord, type LimiterRecord, type LimiterRule } from "../../src/protocol/store.ts";
 import { concurrencyP, fixedWindow } from "../support/params.ts";
 
 const T0 = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -41,6 +41,21 @@ describe("slots on a key's record", () => {
     expect(twice.record).toBe(once.record);
     const all = releaseRecord(once.record, { rule, slots: [ids[0]!, ids[2]!] }, T0 + 12);
     expect(all.result).toEqual({ released: 2, held: 0, atMs: T0 + 12 });
+  });
+
+  it("a call sent again (its id) is answered with the slots the first took, so its admissions can still be released", () => {
+    // The same call twice: a retry, or a call unanswered past its budget sent again (delegate_call.ts `awaitLate`).
+    const call = { rule, id: "c1", costs: [1, 1, 1, 1] };
+    const first = callRecord(null, call, T0);
+    const again = callRecord(first.record, call, T0 + 300);
+    const slotsOf = (r: typeof first) => r.result.results.map((x) => (x.ok ? (x.slot ?? null) : "e"));
+    expect(slotsOf(first)).toEqual([T0 * 1000, T0 * 1000 + 1, T0 * 1000 + 2, null]);
+    expect(again.result.replayed).toBe(true);
+    expect(slotsOf(again)).toEqual(slotsOf(first));
+    expect(again.record).toBe(first.record);
+    // Without slots (another algorithm), the call remembers none.
+    const window: LimiterRule = { id: "w", params: fixedWindow(3, 1000) };
+    expect(callRecord(null, { rule: window, id: "w1", costs: [1] }, T0).record?.calls?.[0]).not.toHaveProperty("slots");
   });
 
   it("no record, or a record of an algorithm without slots: nothing released, the same record", () => {
