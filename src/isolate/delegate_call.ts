@@ -80,6 +80,9 @@ export function byLender(delegate: DelegateRoute, giveBack: readonly NotedReturn
   return { here, away: [...away.values()] };
 }
 
+/** Send the same call again (`awaitLate`): its answer to come, or `null` if it was not sent. */
+export type Resend = () => Promise<{ readonly answer: Promise<CallResult> } | null>;
+
 /**
  * A call past its budget on a key this isolate does not know busy (`knownBusy`) is most likely in the network's tail
  * or lost, not at a busy object: its late answer decides, if it comes within one more budget (exact: the object
@@ -91,7 +94,7 @@ export async function awaitLate(
   deps: Pick<CoalescerOptions, "clock" | "sleep" | "counters">,
   st: KeyState,
   answer: CallAnswer,
-  again?: () => Promise<CallResult>,
+  again?: Resend,
 ): Promise<CallAnswer> {
   if (answer.kind !== "failed" || answer.failure !== "timeout" || answer.late === null) return answer;
   if (!uses("lateAnswers") || knownBusy(st, deps.clock())) return answer;
@@ -99,9 +102,9 @@ export async function awaitLate(
   let late = answer.late;
   let got = await within(late, deps.sleep(halfMs));
   if (got === undefined) {
-    const resend = again !== undefined && uses("resend");
-    if (resend) late = firstAnswer(late, again());
-    got = await within(late, deps.sleep(resend ? st.timeoutMs : st.timeoutMs - halfMs));
+    const resent = again !== undefined && uses("resend") ? await again() : null;
+    if (resent !== null) late = firstAnswer(late, resent.answer);
+    got = await within(late, deps.sleep(resent !== null ? st.timeoutMs : st.timeoutMs - halfMs));
   }
   if (got == null) return { ...answer, late };
   deps.counters.late_answers = (deps.counters.late_answers ?? 0) + 1;
@@ -145,9 +148,9 @@ export async function callTarget(
   const direct = async (call: CallInput) => {
     const once = () => callObject(st.transport, st.name, call, st.timeoutMs, isolate);
     // Not again to a key its data center marks hot: its object is busy, not lost (its late answer is waited for).
-    const again = async () => {
-      if ((await st.spreadMark?.(st.name).catch(() => null)) != null) throw new Error("marked hot: not sent again");
-      return resultOf(await once());
+    const again: Resend = async () => {
+      if ((await st.spreadMark?.(st.name).catch(() => null)) != null) return null;
+      return { answer: once().then(resultOf) };
     };
     const answer = await awaitLate(options, st, await once(), again);
     if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
@@ -160,8 +163,9 @@ export async function callTarget(
     st.delegateDownUntilMs = options.clock() + out.avoidForMs;
     return direct({ ...input, id: options.newId(), giveBack: [] });
   }
-  const again = async () =>
-    resultOf(await callObject(out.from.transport, out.from.name, out.sent, st.timeoutMs, isolate));
+  const again: Resend = async () => ({
+    answer: callObject(out.from.transport, out.from.name, out.sent, st.timeoutMs, isolate).then(resultOf),
+  });
   const answer = await awaitLate(options, st, out.answer, again);
   const overloaded = answer.kind === "failed" && answer.failure === "overloaded";
   // Not after an overloaded answer, nor a fallback: the coalescer sends all of it again (`refundsLanded`), and a lender

@@ -384,10 +384,14 @@ describe("a call unanswered past its budget and half of one more is sent again a
   it("not again to a key marked hot in its data center (spread 0 or more): its timeout stands after one more budget", async () => {
     for (const mark of [0, 0.5]) {
       const { clock, got, st, options } = setup(mark);
-      const pending = callTarget(options, st, null, input);
+      let endedAtMs = 0;
+      const pending = callTarget(options, st, null, input).finally(() => {
+        endedAtMs = clock.nowMs() - T0;
+      });
       await clock.runUntil(T0 + 1000);
       expect(await pending).toMatchObject({ kind: "failed", failure: "timeout" });
       expect(got).toHaveLength(1);
+      expect(endedAtMs).toBe(500);
     }
   });
 
