@@ -117,7 +117,7 @@ const TABLE: { readonly [K in FieldKey]: Omit<RuleField<K>, "resolved"> } = {
     fallback: DEFAULT_TIMEOUT_MS,
     read: (v, cx) => positiveInt(cx.e, "timeout_ms", v),
     print: text,
-    doc: "How long to wait for this rule's decision; then one more for a key not known busy; later: refused (429), never `on_error`.",
+    doc: "How long to wait for this rule's decision; a key not known busy waits for a late answer (its call sent again at 1.5x), at most 2.5x; later: refused (429), never `on_error`.",
   },
   status: {
     yaml: "status",

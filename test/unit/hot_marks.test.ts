@@ -13,6 +13,7 @@ import {
   hotByConstruction,
   markFrom,
   type StoredMark,
+  spreadOfMark,
   WrittenMarks,
   writeMark,
 } from "../../src/isolate/hot_marks.ts";
@@ -191,6 +192,20 @@ function fakeCache(fail = false) {
   } as unknown as Cache;
   return { cache, stored };
 }
+
+describe("hot marks: reading one's spread (`spreadOfMark`)", () => {
+  const reading = (stored: StoredMark | null): HotMarkStore => ({
+    read: async () => stored,
+    write: async () => {},
+  });
+  it("`null` without a mark (a resend may go: delegate_call.ts), the spread with one, 0 included", async () => {
+    const at = (mark: StoredMark | null) => spreadOfMark(reading(mark), () => 1_000)("k");
+    expect(await at(null)).toBeNull();
+    expect(await at({ spread: 0 })).toBe(0);
+    expect(await at({ spread: true })).toBe(1);
+    expect(await at({ spread: 0.5, atMs: 1_000 })).toBe(0.5);
+  });
+});
 
 describe("the Cache API's store", () => {
   it("writes a mark under the object's name for the mark's ttl, and reads it back", async () => {

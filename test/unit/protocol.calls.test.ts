@@ -15,6 +15,7 @@ import {
   type CallAnswer,
   callObject,
   classify,
+  firstAnswer,
   messageOf,
   type ObjectTransport,
 } from "../../src/protocol/object_call.ts";
@@ -174,6 +175,23 @@ function isolateOf() {
   };
   return { isolate: { sleep, stats }, stats, slept, fire: () => fire() };
 }
+
+describe("the first of two answers to the same call (object_call.ts `firstAnswer`)", () => {
+  const fail = (message: string) => Promise.reject(Object.assign(new Error(message), { overloaded: true }));
+  it("the first to answer, whichever was sent first; one failing waits for the other", async () => {
+    const never = new Promise<number>(() => {});
+    expect(await firstAnswer(Promise.resolve(1), never)).toBe(1);
+    expect(await firstAnswer(never, Promise.resolve(2))).toBe(2);
+    expect(await firstAnswer(fail("a"), Promise.resolve(2))).toBe(2);
+    expect(await firstAnswer(Promise.resolve(1), fail("b"))).toBe(1);
+  });
+
+  it("both failing: the first call's failure, as it was (its fields classify it), never an aggregate", async () => {
+    const both = firstAnswer(fail("first"), fail("second"));
+    await expect(both).rejects.toMatchObject({ message: "first", overloaded: true });
+    expect(classify(await both.catch((e: unknown) => e))).toEqual({ failure: "overloaded", retry: false });
+  });
+});
 
 describe("one call within a budget (object_call.ts)", () => {
   it("classifies an error by its structured fields only", () => {

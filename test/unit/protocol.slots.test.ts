@@ -52,6 +52,7 @@ describe("slots on a key's record", () => {
     expect(slotsOf(first)).toEqual([T0 * 1000, T0 * 1000 + 1, T0 * 1000 + 2, null]);
     expect(again.result.replayed).toBe(true);
     expect(slotsOf(again)).toEqual(slotsOf(first));
+    expect(again.result.results[3]).not.toHaveProperty("slot");
     expect(again.record).toBe(first.record);
     // Without slots (another algorithm), the call remembers none.
     const window: LimiterRule = { id: "w", params: fixedWindow(3, 1000) };
