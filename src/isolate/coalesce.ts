@@ -231,6 +231,8 @@ export class Coalescer {
   }
 
   private settle(st: KeyState, batch: readonly Waiting[], answer: CallAnswer, sent: Sent): Asked[] {
+    // A call the object applied twice (sent again, its first copy forgotten): the copy not taken admitted for nobody.
+    void answer.duplicate?.then((d) => this.c.giveBackAll(st, batch, d.results));
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
       noteAnswer(st, result, this.options.clock());

@@ -247,6 +247,14 @@ export class Calls {
     }
   }
 
+  /** Every admission of `results` given back: nobody uses them (a call the object applied twice: `awaitLate`). */
+  giveBackAll(st: KeyState, batch: readonly Waiting[], results: readonly CheckResult[]): void {
+    for (const [i, w] of batch.entries()) {
+      const x = results[i];
+      if (x?.ok && x.decision.allowed) void this.giveAdmissionBack(st, w, x.slot, x.atMs);
+    }
+  }
+
   /** An admission nobody uses: its slot back by id at once (slot_return.ts), else a refund with the key's next call. */
   private giveAdmissionBack(st: KeyState, w: Waiting, slot: number | undefined, atMs: number) {
     return giveSlotBack(st, slot, w.keepAlive) ?? this.refundObject(st, w.cost, atMs, w.keepAlive);

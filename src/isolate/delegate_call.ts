@@ -5,6 +5,7 @@
 
 import { uses } from "../protocol/mechanisms.ts";
 import { type CallAnswer, callObject, firstAnswer } from "../protocol/object_call.ts";
+import { holdsSlots } from "../protocol/slots.ts";
 import type { CallInput, CallResult, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
@@ -100,15 +101,33 @@ export async function awaitLate(
   if (!uses("lateAnswers") || knownBusy(st, deps.clock())) return answer;
   const halfMs = Math.ceil(st.timeoutMs / 2);
   let late = answer.late;
+  let duplicate: Promise<CallResult> | undefined;
   let got = await within(late, deps.sleep(halfMs));
   if (got === undefined) {
     const resent = again !== undefined && uses("resend") ? await again() : null;
-    if (resent !== null) late = firstAnswer(late, resent.answer);
+    if (resent !== null) {
+      const first = late;
+      late = firstAnswer(first, resent.answer);
+      duplicate = appliedTwice(late, first, resent.answer);
+    }
     got = await within(late, deps.sleep(resent !== null ? st.timeoutMs : st.timeoutMs - halfMs));
   }
-  if (got == null) return { ...answer, late };
+  const twice = duplicate === undefined ? {} : { duplicate };
+  if (got == null) return { ...answer, late, ...twice };
   deps.counters.late_answers = (deps.counters.late_answers ?? 0) + 1;
-  return { kind: "answered", result: got, attempts: answer.attempts };
+  return { kind: "answered", result: got, attempts: answer.attempts, ...twice };
+}
+
+/** The answer of two copies not `taken`, if the object applied both (neither a replay); else never settles. */
+function appliedTwice(taken: Promise<CallResult>, a: Promise<CallResult>, b: Promise<CallResult>) {
+  const settled = (p: Promise<CallResult>) => p.catch(() => null);
+  return Promise.all([settled(taken), settled(a), settled(b)]).then(([t, x, y]) =>
+    t === null || x === null || y === null || x.replayed || y.replayed
+      ? new Promise<CallResult>(() => {})
+      : t === x
+        ? y
+        : x,
+  );
 }
 
 /** `late`'s result if it comes before `deadline`: `null` if it failed, `undefined` if no word came by then. */
@@ -121,9 +140,18 @@ const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<Cal
     deadline.then(() => undefined),
   ]);
 
-/** A call's result, or its failure as a rejection. */
+/** A copy's result, or its failure (an `unsure` answer among them: the first copy decides) as a rejection. */
 const resultOf = (a: CallAnswer): Promise<CallResult> =>
-  a.kind === "answered" ? Promise.resolve(a.result) : Promise.reject(new Error(a.message));
+  a.kind === "answered" && a.result.unsure !== true
+    ? Promise.resolve(a.result)
+    : Promise.reject(new Error(a.kind === "failed" ? a.message : "unsure"));
+
+/**
+ * A call sent again: its first copy reached the object `resent` ms before it at the most (store.ts: applied only if the
+ * object remembers that far back). Without its units given back: a delegate that forgot it gave them would take them
+ * twice; a first copy lost loses them (short, never over).
+ */
+const copyOf = (call: CallInput, resent: number): CallInput => ({ ...call, giveBack: [], resent });
 
 /** `input` without the isolate's notes on what it gives back. */
 function unnoted(input: NotedCallInput): CallInput {
@@ -146,26 +174,32 @@ export async function callTarget(
 ): Promise<CallAnswer> {
   const isolate = { sleep: options.sleep, stats: options.counters };
   const direct = async (call: CallInput) => {
-    const once = () => callObject(st.transport, st.name, call, st.timeoutMs, isolate);
-    // Not again to a key its data center marks hot: its object is busy, not lost (its late answer is waited for).
+    const sentAtMs = options.clock();
+    const first = await callObject(st.transport, st.name, call, st.timeoutMs, isolate);
+    // Not again to a key its data center marks hot: its object is busy, not lost (its late answer is waited for). Nor
+    // a take of a slot: a copy applied apart would hold a second slot until released by a late answer that may not come.
     const again: Resend = async () => {
+      if (holdsSlots(st.rule.params)) return null;
       if ((await st.spreadMark?.(st.name).catch(() => null)) != null) return null;
-      return { answer: once().then(resultOf) };
+      const copy = copyOf(call, options.clock() - sentAtMs + st.timeoutMs);
+      return { answer: callObject(st.transport, st.name, copy, st.timeoutMs, isolate).then(resultOf) };
     };
-    const answer = await awaitLate(options, st, await once(), again);
+    const answer = await awaitLate(options, st, first, again);
     if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
     return answer;
   };
   if (delegate === null || st.delegate === null) return direct(unnoted(input));
   const { here, away } = byLender(delegate, input.giveBack ?? []);
+  const sentAtMs = options.clock();
   const out = await callDelegates(options, st.delegate, delegate, { ...input, giveBack: here }, st.timeoutMs);
   if (out.kind === "fallBack") {
     st.delegateDownUntilMs = options.clock() + out.avoidForMs;
     return direct({ ...input, id: options.newId(), giveBack: [] });
   }
-  const again: Resend = async () => ({
-    answer: callObject(out.from.transport, out.from.name, out.sent, st.timeoutMs, isolate).then(resultOf),
-  });
+  const again: Resend = async () => {
+    const copy = copyOf(out.sent, options.clock() - sentAtMs + st.timeoutMs);
+    return { answer: callObject(out.from.transport, out.from.name, copy, st.timeoutMs, isolate).then(resultOf) };
+  };
   const answer = await awaitLate(options, st, out.answer, again);
   const overloaded = answer.kind === "failed" && answer.failure === "overloaded";
   // Not after an overloaded answer, nor a fallback: the coalescer sends all of it again (`refundsLanded`), and a lender

@@ -10,9 +10,10 @@ import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
 import { uses } from "./mechanisms.ts";
 import { classify, firstAnswer, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
-import { type CallInput, type CallResult, type LimiterRule, refusedFor } from "./store.ts";
+import { type CallInput, type CallResult, type LimiterRule, refusedFor, remembersSince } from "./store.ts";
 import { takeBack } from "./sublease.ts";
 import {
+  DELEGATE_CALL_MEMORY,
   DELEGATE_KEY_TIMEOUT_MS,
   DELEGATE_RENEW_BACKOFF_MS,
   DELEGATE_RESEND_MS,
@@ -70,13 +71,16 @@ export class DelegateRun {
    * Unanswered after `DELEGATE_RESEND_MS` (a lost message, the network's tail), the same call is sent again (its id: applied
    * once, answered again) and the first answer taken; a failure only once both failed, the first's.
    */
-  private async timed<T>(send: () => Promise<T>): Promise<T> {
+  private async timed<T extends { readonly unsure?: true }>(send: (resent?: number) => Promise<T>): Promise<T> {
     const sleep = this.ports.sleep;
     if (sleep === undefined) return send();
     const first = send();
     const raced = await Promise.race([first.then((value) => ({ value })), sleep(DELEGATE_RESEND_MS).then(() => null)]);
     if (raced !== null) return raced.value;
-    const answer = uses("resend") ? firstAnswer(first, send()) : first;
+    // The copy says when its first copy was sent at the earliest, and an answer `unsure` of it waits for the first.
+    const again = () =>
+      send(DELEGATE_KEY_TIMEOUT_MS).then((v) => (v.unsure === true ? Promise.reject(new Error("unsure")) : v));
+    const answer = uses("resend") ? firstAnswer(first, again()) : first;
     const restMs = DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS;
     const late = await Promise.race([answer.then((value) => ({ value })), sleep(restMs).then(() => null)]);
     if (late === null) {
@@ -89,6 +93,8 @@ export class DelegateRun {
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
+    if (unsure(load(), call, clock()))
+      return { atMs: clock(), results: [], lease: null, replayed: false, unsure: true };
     // A window share that ended with units of the next window: they become the share, once they may be used.
     const waitMs = aheadWaitMs(load(), clock());
     if (waitMs > 0 && sleep !== undefined) await sleep(waitMs);
@@ -129,14 +135,7 @@ export class DelegateRun {
       const now = load();
       const still = parked.filter((back) => now.giveBack.includes(back));
       if (still.length > 0) save({ ...now, giveBack: now.giveBack.filter((back) => !still.includes(back)) });
-      const input = taking ? { ...call, giveBack: still } : call;
-      const result = await this.timed(() => this.ports.call(who.object, input)).catch((error: unknown) => {
-        this.coldAtMs = null;
-        throw error;
-      });
-      if (result.hot === true) this.coldAtMs = null;
-      const { busy: _objectBusy, ...passed } = result;
-      return { ...passed, hot: result.hot === true };
+      return this.passOn(who, taking ? { ...call, giveBack: still } : call);
     }
     // Its units given back were taken above, once: so marked again if the batches that came while it waited for a
     // renewal pushed its id out of the record's memory (`takeBack` would take them twice: a window admits them twice).
@@ -146,6 +145,19 @@ export class DelegateRun {
     // After the batch is saved: a renewal takes a window share's unused units back at once (synchronously).
     if (renewDue(out.record, clock()) && this.renewing === null) void this.renew(who);
     return this.passRefused(who, call, out.result);
+  }
+
+  /** A batch passed through to the key's object: its answer, said hot or cold; a failure leaves nothing known cold. */
+  private async passOn(who: DelegateWho, input: CallInput): Promise<CallResult> {
+    const result = await this.timed((resent) => this.ports.call(who.object, withResent(input, resent))).catch(
+      (error: unknown) => {
+        this.coldAtMs = null;
+        throw error;
+      },
+    );
+    if (result.hot === true) this.coldAtMs = null;
+    const { busy: _objectBusy, ...passed } = result;
+    return { ...passed, hot: result.hot === true };
   }
 
   /**
@@ -161,7 +173,9 @@ export class DelegateRun {
     }
     this.passing = true;
     const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
-    const passed = await this.timed(() => this.ports.call(who.object, input)).catch(() => null);
+    const passed = await this.timed((resent) => this.ports.call(who.object, withResent(input, resent))).catch(
+      () => null,
+    );
     this.passing = false;
     const results = result.results.map((r, i) => {
       const p = passed?.results[refused.indexOf(i)];
@@ -223,7 +237,7 @@ export class DelegateRun {
     if (still.length === 0) return;
     save({ ...now, giveBack: now.giveBack.filter((b) => !still.includes(b)) });
     const input = { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still };
-    await this.timed(() => this.ports.call(who.object, input)).catch(() => null);
+    await this.timed((resent) => this.ports.call(who.object, withResent(input, resent))).catch(() => null);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -241,7 +255,7 @@ export class DelegateRun {
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {
-      const grant = await this.timed(() => this.ports.share(who.object, asked.ask));
+      const grant = await this.timed((resent) => this.ports.share(who.object, withResent(asked.ask, resent)));
       const record = adoptGrant(load(), asked.ask, grant, asked.sentAtMs, clock());
       save(record);
       void this.sendShed(who, grant, asked.sentAtMs);
@@ -256,6 +270,16 @@ export class DelegateRun {
     }
   }
 }
+
+/** A copy sent again (`resent`) this delegate cannot tell from a first copy it forgot: nothing is applied (store.ts). */
+function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
+  const known = record.calls.some((c) => c.id === call.id);
+  return !known && !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
+}
+
+/** `input` as a copy sent again `resent` ms after its first at the most (absent: the first). */
+const withResent = <T extends object>(input: T, resent: number | undefined): T =>
+  resent === undefined ? input : { ...input, resent };
 
 /**
  * A live window share left too short for the batch by the renewals before it: the batch is decided from it, not

@@ -7,7 +7,7 @@ import type { CallInput, CallResult, RefundInput, RefundResult } from "./store.t
 
 export type FailureKind = "overloaded" | "retryable" | "reset" | "error" | "timeout" | "invalid";
 
-export type CallAnswer =
+export type CallAnswer = (
   | { readonly kind: "answered"; readonly result: CallResult; readonly attempts: number }
   | {
       readonly kind: "failed";
@@ -17,7 +17,14 @@ export type CallAnswer =
       readonly attempts: number;
       /** The call still running after the budget ran out, if any. */
       readonly late: Promise<CallResult> | null;
-    };
+    }
+) & {
+  /**
+   * A call sent twice (delegate_call.ts `awaitLate`) that the object applied twice (it forgot the first copy by the
+   * time the other came): the answer not taken, whose admissions are nobody's. Never settles otherwise.
+   */
+  readonly duplicate?: Promise<CallResult>;
+};
 
 /** How calls reach a key's object. Each `call` is one attempt (a fresh stub in the Worker). */
 export interface ObjectTransport {

@@ -70,6 +70,12 @@ export interface CallInput {
   readonly lease?: LeaseAsk | null;
   /** What the call does with its costs (outcome.ts): `check` (default), `probe` (charge nothing) or `charge`. */
   readonly kind?: CallKind;
+  /**
+   * A copy of a call sent again (`awaitLate`, delegate_run.ts): its first copy reached the object no more than this
+   * many ms before it, if at all. Applied only if the object remembers every call since (so the first, if applied);
+   * else answered `unsure`, nothing applied.
+   */
+  readonly resent?: number;
 }
 
 export interface CallResult {
@@ -90,12 +96,17 @@ export interface CallResult {
   readonly hot?: boolean;
   /** A rate sub-lease ask granted nothing: ms until the delegate's slice holds it (sublease.ts `refillWaitMs`). */
   readonly leaseWaitMs?: number;
+  /** A copy sent again (`resent`) the object cannot tell from a first copy it forgot: nothing applied, no results. */
+  readonly unsure?: true;
 }
 
 /** Apply one call: units given back, then each request in order at `nowMs`, then a lease; a known id as remembered. */
 export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs: number): Step<CallResult> {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
+  if (!remembersSince(record?.calls ?? [], CALL_MEMORY_MAX, input.resent, nowMs)) {
+    return { result: { atMs: nowMs, results: [], lease: null, replayed: false, unsure: true }, record };
+  }
   // Decided under the newest rules version the object has seen (the call's own, or the record's).
   input = { ...input, rule: ruleFor(record, input.rule) };
 
@@ -128,6 +139,20 @@ export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs
     next = { ...current, calls: [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied] };
   }
   return { result: isBusy(next, nowMs) ? { ...result, busy: true } : result, record: next };
+}
+
+/**
+ * Whether calls remembered (at most `max`, oldest first) hold every one applied in the last `resentMs` (absent: no
+ * resend, nothing to know): fewer than `max`, or the oldest at least that old.
+ */
+export function remembersSince(
+  calls: readonly AppliedCall[],
+  max: number,
+  resentMs: number | undefined,
+  nowMs: number,
+): boolean {
+  if (resentMs === undefined) return true;
+  return calls.length < max || (Number.isFinite(resentMs) && calls[0]!.atMs <= nowMs - resentMs);
 }
 
 /** A call applied at `nowMs`, as the key's object or a delegate remembers it (`AppliedCall`). */

@@ -54,29 +54,20 @@ async function drive<T>(t: ReturnType<typeof manualSleep>, work: Promise<T>, alw
   return result!.value;
 }
 
-/**
- * The object's first `check` takes its slot, then answers only after three of the caller's waits ended and `answer` is
- * set; the same call sent again (the second `check`) answers no sooner, as the first applied it (its slot replayed).
- */
+/** The object's first `check` takes its slot, then answers only after two of the caller's budgets ended and `answer` is set (three waits). */
 function lateFirstTake(): void {
   let attempt = 0;
-  let outlasted = false;
   vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (this: SluiceLimiter, input: CallInput) {
     attempt += 1;
-    if (attempt === 2) {
-      while (!outlasted) await scheduler.wait(1);
-      return original.call(this, input);
-    }
     const result: CallResult = await original.call(this, input);
     if (attempt === 1) {
-      // Past the budget, the half of one more a late answer of a key not known busy gets before the same call is sent
-      // again, and the resend's budget (`awaitLate`).
+      // Past the budget and the one more a late answer of a key not known busy gets (`awaitLate`: its two halves; a
+      // take of a slot is not sent again).
       for (let waits = 0; waits < 3; waits++) {
         Object.assign(flags, { endBudget: true, budgetEnded: false });
         while (!flags.budgetEnded) await scheduler.wait(1);
       }
       while (!flags.answer) await scheduler.wait(1);
-      outlasted = true;
     }
     return result;
   });

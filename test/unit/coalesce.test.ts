@@ -460,6 +460,28 @@ describe("the coalescer", () => {
     }
   });
 
+  it("a call the object applied twice (it forgot the first copy when the second came): the second's charge given back", async () => {
+    const clock = new EventClock(T0);
+    const counters: CoalesceCounters = newStats();
+    const { transport, seen, forget } = chargingObject(clock, (call) => (call === 1 ? { ms: 390 } : { ms: 5 }));
+    let ids = 0;
+    const coalescer = new Coalescer({ clock: clock.clock, sleep: clock.sleep, counters, newId: () => `c${ids++}` });
+    const asked = coalescer.ask({
+      transport,
+      name: "r:k",
+      rule: rule(fixedWindow(100, 60_000)),
+      cost: 1,
+      timeoutMs: 250,
+      lease: null,
+    });
+    // The copy, sent at 375 ms, is applied at 380; the first copy, at 390, finds its id forgotten: applied again.
+    clock.after(385, forget);
+    await clock.runUntil(T0 + 3000);
+    expect(await asked).toMatchObject({ kind: "answered", result: { decision: { allowed: true } } });
+    expect(seen.calls).toBeGreaterThanOrEqual(3); // both copies, and the charge given back
+    expect(seen.charged).toBe(1);
+  });
+
   it("does not wait for a late answer once the key's object said it is busy", async () => {
     const clock = new EventClock(T0);
     const counters: CoalesceCounters = newStats();
@@ -768,6 +790,10 @@ describe("the coalescer", () => {
  */
 function chargingObject(clock: EventClock, fault: (call: number) => { readonly ms: number; readonly error?: Error }) {
   let record: LimiterRecord | null = null;
+  /** The object forgets the calls it applied (as one past `CALL_MEMORY_MAX` calls does its oldest). */
+  const forget = () => {
+    if (record !== null) record = { ...record, calls: [] };
+  };
   const seen = { calls: 0, charged: 0 };
   const transport: ObjectTransport = {
     call: (_name, input) =>
@@ -785,7 +811,7 @@ function chargingObject(clock: EventClock, fault: (call: number) => { readonly m
       }),
     refund: async () => null,
   };
-  return { transport, seen };
+  return { transport, seen, forget };
 }
 
 async function overloadThenTimeout(clock: EventClock, ask: () => Promise<unknown>): Promise<void> {

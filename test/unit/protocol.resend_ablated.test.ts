@@ -38,7 +38,13 @@ describe("the tier without `resend`", () => {
       sent++;
       return { answer: Promise.resolve<CallResult>({ atMs: T0, results: [], lease: null, replayed: false }) };
     };
-    const timedOut = { kind: "failed", failure: "timeout", message: "", attempts: 1, late: never<CallResult>() } as const;
+    const timedOut = {
+      kind: "failed",
+      failure: "timeout",
+      message: "",
+      attempts: 1,
+      late: never<CallResult>(),
+    } as const;
     const deps = { clock: clock.clock, sleep: clock.sleep, counters: newStats() };
     let endedAtMs = 0;
     const out = awaitLate(deps, st, timedOut, again).finally(() => {
