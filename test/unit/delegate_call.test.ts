@@ -6,7 +6,14 @@
  */
 import { describe, expect, it } from "vitest";
 import type { CoalesceCounters, DelegateRoute, NotedCallInput } from "../../src/isolate/coalesce_types.ts";
-import { avoidFor, byLender, callDelegates, callTarget, otherShard } from "../../src/isolate/delegate_call.ts";
+import {
+  avoidFor,
+  awaitLate,
+  byLender,
+  callDelegates,
+  callTarget,
+  otherShard,
+} from "../../src/isolate/delegate_call.ts";
 import { KeyState, MAX_SPREAD } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { CallAnswer, ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -317,6 +324,12 @@ describe("callTarget: the delegate while there is one, else the key's object", (
     }
   });
 
+  it("a delegate's copy: its id, no units given back, and how long after its first it may come", async () => {
+    const r = await target({ object: "answer", delegate: "slow", route: true, bound: true });
+    expect(r.delegate).toHaveLength(2);
+    expect(r.delegate[1]).toEqual({ ...r.delegate[0], giveBack: [], resent: 375 + 250 });
+  });
+
   it("a failing delegate is avoided and the batch goes to the key's object, with a new id and no refunds", async () => {
     const r = await target({ object: "answer", delegate: "other", route: true, bound: true });
     expect(r.answer.kind).toBe("answered");
@@ -401,6 +414,83 @@ describe("a call unanswered past its budget and half of one more is sent again a
       await clock.runUntil(T0 + 1000);
       expect(await pending).toMatchObject({ kind: "failed", failure: "timeout" });
       expect([mark, got.length, endedAtMs]).toEqual([mark, 1, 500]);
+    }
+  });
+
+  it("a copy answered `unsure` (the object may have forgotten the first) decides nothing: the first copy's answer does", async () => {
+    const result = (over: Partial<CallResult> = {}): CallResult => ({ ...answered(), hot: false, ...over });
+    for (const firstAtMs of [500, 2000]) {
+      const clock = new EventClock(T0);
+      let calls = 0;
+      const transport: ObjectTransport = {
+        call: async () => {
+          calls++;
+          await clock.sleep(calls === 1 ? firstAtMs : HOP_MS);
+          return calls === 1 ? result({ atMs: T0 + 1 }) : result({ unsure: true, results: [] });
+        },
+        refund: () => Promise.reject(new Error("no refunds here")),
+      };
+      const st = new KeyState(
+        {
+          transport,
+          name: "r:key",
+          rule: { id: "r", params: tokenBucket(10, 1000, 20) },
+          cost: 1,
+          timeoutMs: 250,
+          lease: null,
+        },
+        clock.nowMs(),
+      );
+      const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => "n" };
+      const startMs = clock.nowMs();
+      const pending = callTarget(options, st, null, input);
+      await clock.runUntil(startMs + 3000);
+      const out = await pending;
+      // Its first copy at 500 ms, within the copy's budget: decided by it. At 2 s: past 625 ms, refused (a timeout).
+      expect([firstAtMs, out.kind, calls]).toEqual([firstAtMs, firstAtMs === 500 ? "answered" : "failed", 2]);
+    }
+  });
+
+  it("two copies the object applied apart: the one not taken is the duplicate; a replay among them, none", async () => {
+    const fresh = (atMs: number): CallResult => ({ atMs, results: [], lease: null, replayed: false });
+    for (const [firstReplayed, copyReplayed, expected] of [
+      [false, false, "first"],
+      [true, false, "none"],
+      [false, true, "none"],
+    ] as const) {
+      const clock = new EventClock(T0);
+      const st = new KeyState(
+        {
+          transport: { call: () => new Promise(() => {}), refund: () => new Promise(() => {}) },
+          name: "k",
+          rule,
+          cost: 1,
+          timeoutMs: 250,
+          lease: null,
+        },
+        T0,
+      );
+      const first = { ...fresh(T0 + 1), replayed: firstReplayed };
+      const copy = { ...fresh(T0 + 2), replayed: copyReplayed };
+      const late = new Promise<CallResult>((resolve) => clock.after(600, () => resolve(first)));
+      const timedOut: CallAnswer = { kind: "failed", failure: "timeout", message: "", attempts: 1, late };
+      const again = async () => ({ answer: Promise.resolve(copy) });
+      const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats() };
+      const out = awaitLate(options, st, timedOut, again);
+      await clock.runUntil(T0 + 1000);
+      const answer = await out;
+      expect(answer).toMatchObject({ kind: "answered", result: copy });
+      let duplicate = "none" as CallResult | "none";
+      void answer.duplicate?.then((d) => {
+        duplicate = d;
+      });
+      await clock.runUntil(T0 + 2000);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      expect([firstReplayed, copyReplayed, duplicate === first ? "first" : duplicate]).toEqual([
+        firstReplayed,
+        copyReplayed,
+        expected,
+      ]);
     }
   });
 
