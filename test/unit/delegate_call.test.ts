@@ -420,9 +420,9 @@ describe("a call unanswered past its budget and half of one more is sent again a
   it("a copy answered `unsure` (the object may have forgotten the first) decides nothing: the first copy's answer does", async () => {
     const result = (over: Partial<CallResult> = {}): CallResult => ({ ...answered(), hot: false, ...over });
     for (const firstAtMs of [500, 2000]) {
-      const clock = new EventClock(T0);
+      const { clock, st, options } = setup("none");
       let calls = 0;
-      const transport: ObjectTransport = {
+      st.transport = {
         call: async () => {
           calls++;
           await clock.sleep(calls === 1 ? firstAtMs : HOP_MS);
@@ -430,18 +430,6 @@ describe("a call unanswered past its budget and half of one more is sent again a
         },
         refund: () => Promise.reject(new Error("no refunds here")),
       };
-      const st = new KeyState(
-        {
-          transport,
-          name: "r:key",
-          rule: { id: "r", params: tokenBucket(10, 1000, 20) },
-          cost: 1,
-          timeoutMs: 250,
-          lease: null,
-        },
-        clock.nowMs(),
-      );
-      const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => "n" };
       const startMs = clock.nowMs();
       const pending = callTarget(options, st, null, input);
       await clock.runUntil(startMs + 3000);
