@@ -10,7 +10,14 @@ import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
 import { uses } from "./mechanisms.ts";
 import { classify, firstAnswer, messageOf } from "./object_call.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
-import { type CallInput, type CallResult, type LimiterRule, refusedFor, remembersSince } from "./store.ts";
+import {
+  type CallInput,
+  type CallResult,
+  type LimiterRule,
+  refusedFor,
+  remembersSince,
+  unsureResult,
+} from "./store.ts";
 import { takeBack } from "./sublease.ts";
 import {
   DELEGATE_CALL_MEMORY,
@@ -93,8 +100,7 @@ export class DelegateRun {
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
-    if (unsure(load(), call, clock()))
-      return { atMs: clock(), results: [], lease: null, replayed: false, unsure: true };
+    if (unsure(load(), call, clock())) return unsureResult(clock());
     // A window share that ended with units of the next window: they become the share, once they may be used.
     const waitMs = aheadWaitMs(load(), clock());
     if (waitMs > 0 && sleep !== undefined) await sleep(waitMs);
@@ -147,14 +153,17 @@ export class DelegateRun {
     return this.passRefused(who, call, out.result);
   }
 
+  /** A call to the key's object, timed (sent again unanswered: `timed`). */
+  private callKey(who: DelegateWho, input: CallInput): Promise<CallResult> {
+    return this.timed((resent) => this.ports.call(who.object, withResent(input, resent)));
+  }
+
   /** A batch passed through to the key's object: its answer, said hot or cold; a failure leaves nothing known cold. */
   private async passOn(who: DelegateWho, input: CallInput): Promise<CallResult> {
-    const result = await this.timed((resent) => this.ports.call(who.object, withResent(input, resent))).catch(
-      (error: unknown) => {
-        this.coldAtMs = null;
-        throw error;
-      },
-    );
+    const result = await this.callKey(who, input).catch((error: unknown) => {
+      this.coldAtMs = null;
+      throw error;
+    });
     if (result.hot === true) this.coldAtMs = null;
     const { busy: _objectBusy, ...passed } = result;
     return { ...passed, hot: result.hot === true };
@@ -173,9 +182,7 @@ export class DelegateRun {
     }
     this.passing = true;
     const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
-    const passed = await this.timed((resent) => this.ports.call(who.object, withResent(input, resent))).catch(
-      () => null,
-    );
+    const passed = await this.callKey(who, input).catch(() => null);
     this.passing = false;
     const results = result.results.map((r, i) => {
       const p = passed?.results[refused.indexOf(i)];
@@ -237,7 +244,7 @@ export class DelegateRun {
     if (still.length === 0) return;
     save({ ...now, giveBack: now.giveBack.filter((b) => !still.includes(b)) });
     const input = { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still };
-    await this.timed((resent) => this.ports.call(who.object, withResent(input, resent))).catch(() => null);
+    await this.callKey(who, input).catch(() => null);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -273,6 +280,7 @@ export class DelegateRun {
 
 /** A copy sent again (`resent`) this delegate cannot tell from a first copy it forgot: nothing is applied (store.ts). */
 function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
+  if (call.resent === undefined) return false;
   const known = record.calls.some((c) => c.id === call.id);
   return !known && !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
 }

@@ -105,7 +105,7 @@ export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
   if (!remembersSince(record?.calls ?? [], CALL_MEMORY_MAX, input.resent, nowMs)) {
-    return { result: { atMs: nowMs, results: [], lease: null, replayed: false, unsure: true }, record };
+    return { result: unsureResult(nowMs), record };
   }
   // Decided under the newest rules version the object has seen (the call's own, or the record's).
   input = { ...input, rule: ruleFor(record, input.rule) };
@@ -140,6 +140,15 @@ export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs
   }
   return { result: isBusy(next, nowMs) ? { ...result, busy: true } : result, record: next };
 }
+
+/** The answer to a copy sent again that the object cannot tell from a first copy it forgot: nothing applied. */
+export const unsureResult = (nowMs: number): CallResult => ({
+  atMs: nowMs,
+  results: [],
+  lease: null,
+  replayed: false,
+  unsure: true,
+});
 
 /**
  * Whether calls remembered (at most `max`, oldest first) hold every one applied in the last `resentMs` (absent: no
