@@ -11,6 +11,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 // their cases (test/support/runs.ts).
 const TABLES = "test/unit/protocol.*.test.ts"; // protocol.calls, .record, .store, .share, .delegate, ...: exact tables
 const ORDER = [
+  "docs_tuning.test.ts", // the tuning table pins every tunable's value (a static mutant of one fails it)
   "delegate_call.test.ts", // 40
   "store.test.ts", // 84
   "hot_marks.test.ts", // 226

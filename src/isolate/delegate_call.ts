@@ -122,11 +122,7 @@ export async function awaitLate(
 function appliedTwice(taken: Promise<CallResult>, a: Promise<CallResult>, b: Promise<CallResult>) {
   const settled = (p: Promise<CallResult>) => p.catch(() => null);
   return Promise.all([settled(taken), settled(a), settled(b)]).then(([t, x, y]) =>
-    t === null || x === null || y === null || x.replayed || y.replayed
-      ? new Promise<CallResult>(() => {})
-      : t === x
-        ? y
-        : x,
+    x === null || y === null || x.replayed || y.replayed ? new Promise<CallResult>(() => {}) : t === x ? y : x,
   );
 }
 
@@ -140,11 +136,11 @@ const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<Cal
     deadline.then(() => undefined),
   ]);
 
-/** A copy's result, or its failure (an `unsure` answer among them: the first copy decides) as a rejection. */
+/** A copy's result, or a rejection: it failed or was answered `unsure` (the first copy decides; no message is read). */
 const resultOf = (a: CallAnswer): Promise<CallResult> =>
   a.kind === "answered" && a.result.unsure !== true
     ? Promise.resolve(a.result)
-    : Promise.reject(new Error(a.kind === "failed" ? a.message : "unsure"));
+    : Promise.reject(new Error("no answer"));
 
 /**
  * A call sent again: its first copy reached the object `resent` ms before it at the most (store.ts: applied only if the

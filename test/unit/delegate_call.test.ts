@@ -439,13 +439,20 @@ describe("a call unanswered past its budget and half of one more is sent again a
     }
   });
 
-  it("two copies the object applied apart: the one not taken is the duplicate; a replay among them, none", async () => {
+  it("two copies the object applied apart: the one not taken is the duplicate; a replay or a failure among them, none", async () => {
     const fresh = (atMs: number): CallResult => ({ atMs, results: [], lease: null, replayed: false });
-    for (const [firstReplayed, copyReplayed, expected] of [
-      [false, false, "first"],
-      [true, false, "none"],
-      [false, true, "none"],
-    ] as const) {
+    // The call timed out at T0: its copy goes at 125 ms, and either answer by 375 ms decides.
+    // [the first copy's answer: ms from T0, replayed or failed; the copy's, ms after it was sent; taken; duplicate]
+    const cases = [
+      [600, "fresh", 0, "fresh", "copy", "first"], // the copy answers first
+      [200, "fresh", 150, "fresh", "first", "copy"], // the first copy's late answer comes first
+      [600, "replayed", 0, "fresh", "copy", "none"],
+      [600, "fresh", 0, "replayed", "copy", "none"],
+      [200, "fresh", 150, "replayed", "first", "none"],
+      [200, "failed", 0, "fresh", "copy", "none"], // the first copy failed: only the copy was applied
+      [200, "fresh", 0, "failed", "first", "none"], // the copy failed
+    ] as const;
+    for (const [firstMs, firstIs, copyMs, copyIs, taken, expected] of cases) {
       const clock = new EventClock(T0);
       const st = new KeyState(
         {
@@ -458,27 +465,68 @@ describe("a call unanswered past its budget and half of one more is sent again a
         },
         T0,
       );
-      const first = { ...fresh(T0 + 1), replayed: firstReplayed };
-      const copy = { ...fresh(T0 + 2), replayed: copyReplayed };
-      const late = new Promise<CallResult>((resolve) => clock.after(600, () => resolve(first)));
+      const first = { ...fresh(T0 + 1), replayed: firstIs === "replayed" };
+      const copy = { ...fresh(T0 + 2), replayed: copyIs === "replayed" };
+      const settleAt = <T>(ms: number, failed: boolean, value: T) =>
+        new Promise<T>((resolve, reject) =>
+          clock.after(ms, () => (failed ? reject(new Error("lost")) : resolve(value))),
+        );
+      const late = settleAt(firstMs, firstIs === "failed", first);
       const timedOut: CallAnswer = { kind: "failed", failure: "timeout", message: "", attempts: 1, late };
-      const again = async () => ({ answer: Promise.resolve(copy) });
+      const again = async () => ({ answer: settleAt(copyMs, copyIs === "failed", copy) });
       const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats() };
       const out = awaitLate(options, st, timedOut, again);
       await clock.runUntil(T0 + 1000);
       const answer = await out;
-      expect(answer).toMatchObject({ kind: "answered", result: copy });
-      let duplicate = "none" as CallResult | "none";
-      void answer.duplicate?.then((d) => {
-        duplicate = d;
-      });
+      expect(answer).toMatchObject({ kind: "answered", result: taken === "copy" ? copy : first });
+      let duplicate: string = "none";
+      void answer.duplicate?.then(
+        (d) => {
+          duplicate = d === first ? "first" : d === copy ? "copy" : "other";
+        },
+        () => {
+          duplicate = "rejected";
+        },
+      );
       await clock.runUntil(T0 + 2000);
       await new Promise((resolve) => setTimeout(resolve, 0));
-      expect([firstReplayed, copyReplayed, duplicate === first ? "first" : duplicate]).toEqual([
-        firstReplayed,
-        copyReplayed,
-        expected,
+      expect([firstMs, firstIs, copyMs, copyIs, duplicate]).toEqual([firstMs, firstIs, copyMs, copyIs, expected]);
+    }
+  });
+
+  it("without a way to send the call again, the late answer is waited for one budget; no duplicate said", async () => {
+    const clock = new EventClock(T0);
+    const st = new KeyState(
+      {
+        transport: { call: () => new Promise(() => {}), refund: () => new Promise(() => {}) },
+        name: "k",
+        rule,
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+      },
+      T0,
+    );
+    const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats() };
+    for (const lateMs of [200, 300]) {
+      const startMs = clock.nowMs();
+      const result: CallResult = { atMs: startMs, results: [], lease: null, replayed: false };
+      const late = new Promise<CallResult>((resolve) => clock.after(lateMs, () => resolve(result)));
+      const timedOut: CallAnswer = { kind: "failed", failure: "timeout", message: "", attempts: 1, late };
+      let endedMs = -1;
+      const out = awaitLate(options, st, timedOut).then((a) => {
+        endedMs = clock.nowMs() - startMs;
+        return a;
+      });
+      await clock.runUntil(startMs + 1000);
+      const answer = await out;
+      // Within the budget (200 ms): its answer; past it (300 ms): the timeout stands, at 250 ms.
+      expect([lateMs, answer.kind, endedMs]).toEqual([
+        lateMs,
+        lateMs < 250 ? "answered" : "failed",
+        lateMs < 250 ? 200 : 250,
       ]);
+      expect("duplicate" in answer).toBe(false);
     }
   });
 

@@ -751,6 +751,20 @@ describe("DelegateRun: the key's object not answering (a call or its answer lost
     expect(h.stored().share?.units).toBe(3);
   });
 
+  it("a copy answered `unsure` (the key's object may have forgotten the first) decides nothing: the first's grant does", async () => {
+    let answer: (grant: ShareGrant) => void = () => {};
+    const h = harness([new Promise<ShareGrant>((resolve) => (answer = resolve)), { ...NONE, unsure: true }]);
+    const slept: number[] = [];
+    const run = new DelegateRun({ ...h.ports, sleep: resendOnly(slept) });
+    const renewed = run.renew(who);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(h.asks).toHaveLength(2);
+    answer(windowGrant(3));
+    await renewed;
+    expect(h.stored().share?.units).toBe(3);
+    expect(h.log).toEqual(["adopted 3 for weur.0"]);
+  });
+
   it("answered within DELEGATE_RESEND_MS, or failed then (an overloaded object): asked once", async () => {
     const ok = harness([windowGrant(2)]);
     const slept: number[] = [];

@@ -104,7 +104,8 @@ describe("the key's object and a copy of a share ask", () => {
 });
 
 describe("a delegate and a copy of a batch", () => {
-  it("remembers its calls: a copy it might have forgotten the first of is `unsure`, never decided twice", async () => {
+  /** A delegate whose memory is full: `DELEGATE_CALL_MEMORY` calls, one per ms from `T0` (ids `p0`...); told cold. */
+  const full = () => {
     const calls = Array.from({ length: DELEGATE_CALL_MEMORY }, (_, i) => ({
       id: `p${i}`,
       atMs: T0 + i,
@@ -125,18 +126,34 @@ describe("a delegate and a copy of a batch", () => {
         forwarded.push(input);
         return { atMs: T0, results: [], lease: null, replayed: false };
       },
-      share: () => Promise.reject(new Error("no share here")),
+      share: async () => ({ kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0, atMs: T0, rule: window, hot: false }),
     });
-    const who = { object: "w:k", holder: "weur.0", rule: window };
+    return { calls, run, forwarded, stored: () => stored };
+  };
+  const who = { object: "w:k", holder: "weur.0", rule: window };
+  const unsure = { atMs: T0 + DELEGATE_CALL_MEMORY, results: [], lease: null, replayed: false, unsure: true };
+
+  it("remembers its calls: a copy it might have forgotten the first of is `unsure`, never decided twice", async () => {
+    const d = full();
     const copy = { rule: window, id: "x", costs: [1], resent: DELEGATE_CALL_MEMORY + 1 };
-    expect(await run.check(who, copy)).toEqual({
-      atMs: T0 + DELEGATE_CALL_MEMORY,
-      results: [],
-      lease: null,
-      replayed: false,
-      unsure: true,
-    });
-    expect(forwarded).toEqual([]);
-    expect(stored.calls).toBe(calls);
+    expect(await d.run.check(who, copy)).toEqual(unsure);
+    expect(d.forwarded).toEqual([]);
+    expect(d.stored().calls).toBe(d.calls);
+  });
+
+  it("decides a copy it remembers the first of, or whose first it would remember, and any first copy", async () => {
+    // [the call's id, `resent`, whether `unsure`]
+    const cases = [
+      ["p0", DELEGATE_CALL_MEMORY + 1, false], // its first copy remembered: answered (not unsure)
+      ["x", DELEGATE_CALL_MEMORY, false], // the oldest remembered that old: its first never came
+      ["x", undefined, false], // a first copy
+      ["x", DELEGATE_CALL_MEMORY + 1, true],
+    ] as const;
+    for (const [id, resent, isUnsure] of cases) {
+      const d = full();
+      const call = { rule: window, id, costs: [1], ...(resent === undefined ? {} : { resent }) };
+      const out = await d.run.check(who, call);
+      expect([id, resent, out.unsure === true]).toEqual([id, resent, isUnsure]);
+    }
   });
 });
