@@ -126,7 +126,16 @@ describe("a delegate and a copy of a batch", () => {
         forwarded.push(input);
         return { atMs: T0, results: [], lease: null, replayed: false };
       },
-      share: async () => ({ kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0, atMs: T0, rule: window, hot: false }),
+      share: async () => ({
+        kind: "none",
+        parts: 0,
+        units: 0,
+        remaining: 0,
+        termMs: 0,
+        atMs: T0,
+        rule: window,
+        hot: false,
+      }),
     });
     return { calls, run, forwarded, stored: () => stored };
   };
