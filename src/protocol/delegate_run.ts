@@ -78,7 +78,7 @@ export class DelegateRun {
    * Unanswered after `DELEGATE_RESEND_MS` (a lost message, the network's tail), the same call is sent again (its id: applied
    * once, answered again) and the first answer taken; a failure only once both failed, the first's.
    */
-  private async timed<T extends { readonly unsure?: true }>(send: (resent?: number) => Promise<T>): Promise<T> {
+  private async timed<T extends object>(send: (resent?: number) => Promise<T>): Promise<T> {
     const sleep = this.ports.sleep;
     if (sleep === undefined) return send();
     const first = send();
@@ -86,7 +86,9 @@ export class DelegateRun {
     if (raced !== null) return raced.value;
     // The copy says when its first copy was sent at the earliest, and an answer `unsure` of it waits for the first.
     const again = () =>
-      send(DELEGATE_KEY_TIMEOUT_MS).then((v) => (v.unsure === true ? Promise.reject(new Error("unsure")) : v));
+      send(DELEGATE_KEY_TIMEOUT_MS).then((v) =>
+        "unsure" in v && v.unsure === true ? Promise.reject(new Error("unsure")) : v,
+      );
     const answer = uses("resend") ? firstAnswer(first, again()) : first;
     const restMs = DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS;
     const late = await Promise.race([answer.then((value) => ({ value })), sleep(restMs).then(() => null)]);
@@ -262,7 +264,7 @@ export class DelegateRun {
     // Units given back are no longer this delegate's, whatever the answer: a lost answer leaves the key short.
     save(asked.record);
     try {
-      const grant = await this.timed((resent) => this.ports.share(who.object, withResent(asked.ask, resent)));
+      const grant = await this.timed(() => this.ports.share(who.object, asked.ask));
       const record = adoptGrant(load(), asked.ask, grant, asked.sentAtMs, clock());
       save(record);
       void this.sendShed(who, grant, asked.sentAtMs);

@@ -68,8 +68,6 @@ export interface ShareAsk {
   readonly oldForMs?: number;
   /** Rate shares: the round trip of the renewal that answered the share held, ms (`rateTermMs`). Absent: unknown. */
   readonly rttMs?: number;
-  /** A copy of the ask sent again (delegate_run.ts): applied only where its first copy is known not to have been. */
-  readonly resent?: number;
 }
 
 /** What the key's object granted. */
@@ -100,8 +98,6 @@ export interface ShareGrant {
   readonly hot: boolean;
   /** Rate share: the key has spare in its direct slice (share_grant.ts `spareOf`). Absent: no spare. */
   readonly spare?: boolean;
-  /** A copy sent again (`ShareAsk.resent`) the key's object cannot tell from a first copy applied: nothing granted. */
-  readonly unsure?: true;
 }
 
 export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };

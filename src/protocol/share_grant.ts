@@ -49,8 +49,6 @@ import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 
 /** A grant's fields when it grants no share. */
 const NO_SHARE = { kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0 } as const;
-/** The answer to a copy of an ask the key's object cannot tell from a first copy applied: nothing granted. */
-const unsureGrant = { ...NO_SHARE, hot: false, unsure: true } as const;
 
 /** Grant, renew or end a delegate's share: its demand's proportion while hot; a retry answered as granted. */
 export function shareRecord(
@@ -61,8 +59,8 @@ export function shareRecord(
   const rule = ruleFor(record, ask.rule);
   let rec = withVersion(settleShares(record, nowMs), rule, nowMs);
   const mine = rec?.shares?.entries.find((e) => e.holder === ask.holder);
-  const again = answeredAgain(mine, ask, rule, rec, nowMs);
-  if (again !== null) return { record: rec, grant: again };
+  // A retry or a copy (delegate_run.ts `timed`) of the ask its entry answered: that grant; else applied (production.md).
+  if (mine !== undefined && mine.askId === ask.id) return { record: rec, grant: grantOf(mine, rule, rec, nowMs) };
   // Units of a window not started yet come off its grants ahead; the rest is refunded (window_ahead.ts).
   const back = takeAheadBack(rec, ask.giveBack);
   rec = back.record;
@@ -112,22 +110,6 @@ export function shareRecord(
     ...seqOf(ask),
   };
   return { record: withEntry(out.record, others, entry, true, nowMs), grant: out.grant };
-}
-
-/**
- * The answer to an ask its delegate's entry says was applied (a retry, a copy sent again: its grant again), or a copy
- * sent again of an ask its holder has no entry for (its first copy may have been applied and its entry ended since:
- * nothing granted, `unsure`); `null`: neither, the ask is applied.
- */
-function answeredAgain(
-  mine: ShareEntry | undefined,
-  ask: ShareAsk,
-  rule: LimiterRule,
-  rec: LimiterRecord | null,
-  nowMs: number,
-): ShareGrant | null {
-  if (mine !== undefined && mine.askId === ask.id) return grantOf(mine, rule, rec, nowMs);
-  return ask.resent !== undefined && mine === undefined ? { ...unsureGrant, atMs: nowMs, rule } : null;
 }
 
 /** A rate grant of fewer parts than `prev`: when the rest stop being promised (the tokens its slice sheds come back). */

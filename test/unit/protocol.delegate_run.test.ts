@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
 import { type DelegatePorts, DelegateRun, type DelegateWho } from "../../src/protocol/delegate_run.ts";
 import type { ShareAsk, ShareGrant } from "../../src/protocol/share.ts";
-import type { CallInput, CallResult, LimiterRule } from "../../src/protocol/store.ts";
+import { type CallInput, type CallResult, type LimiterRule, unsureResult } from "../../src/protocol/store.ts";
 import {
   DELEGATE_CALL_MEMORY,
   DELEGATE_KEY_TIMEOUT_MS,
@@ -711,7 +711,7 @@ describe("DelegateRun: the key's object not answering (a call or its answer lost
     // rest of `DELEGATE_KEY_TIMEOUT_MS` for either answer.
     expect(slept).toEqual([DELEGATE_RESEND_MS, DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS]);
     expect(h.asks).toHaveLength(2);
-    expect(h.asks[1]).toEqual({ ...h.asks[0], resent: DELEGATE_KEY_TIMEOUT_MS });
+    expect(h.asks[1]).toEqual(h.asks[0]);
     expect(h.log).toEqual([
       `failed: the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`,
     ]);
@@ -751,18 +751,27 @@ describe("DelegateRun: the key's object not answering (a call or its answer lost
     expect(h.stored().share?.units).toBe(3);
   });
 
-  it("a copy answered `unsure` (the key's object may have forgotten the first) decides nothing: the first's grant does", async () => {
-    let answer: (grant: ShareGrant) => void = () => {};
-    const h = harness([new Promise<ShareGrant>((resolve) => (answer = resolve)), { ...NONE, unsure: true }]);
-    const slept: number[] = [];
-    const run = new DelegateRun({ ...h.ports, sleep: resendOnly(slept) });
-    const renewed = run.renew(who);
+  it("a batch's copy answered `unsure` (the key's object may have forgotten the first) decides nothing: the first's answer does", async () => {
+    const h = harness([NONE]);
+    const inputs: CallInput[] = [];
+    let answer: (result: CallResult) => void = () => {};
+    const run = new DelegateRun({
+      ...h.ports,
+      call: (_object, input) => {
+        inputs.push(input);
+        if (inputs.length === 1) return new Promise<CallResult>((resolve) => (answer = resolve));
+        return Promise.resolve(unsureResult(T0));
+      },
+      sleep: (ms) => resendOnly(slept)(ms),
+    });
+    let slept: number[] = [];
+    await run.renew(who); // told cold: the batch passes through
+    slept = [];
+    const checked = run.check(who, batch([1]));
     await new Promise((resolve) => setTimeout(resolve, 0));
-    expect(h.asks).toHaveLength(2);
-    answer(windowGrant(3));
-    await renewed;
-    expect(h.stored().share?.units).toBe(3);
-    expect(h.log).toEqual(["adopted 3 for weur.0"]);
+    expect(inputs.map((i) => i.resent)).toEqual([undefined, DELEGATE_KEY_TIMEOUT_MS]);
+    answer(passed);
+    expect((await checked).atMs).toBe(passed.atMs);
   });
 
   it("answered within DELEGATE_RESEND_MS, or failed then (an overloaded object): asked once", async () => {

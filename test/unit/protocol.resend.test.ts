@@ -2,7 +2,8 @@
  * A copy of a call sent again (delegate_call.ts `awaitLate`, delegate_run.ts `timed`) is applied only where its first
  * copy is known not to have been: the key's object and a delegate remember the calls they applied (their ids), and
  * a copy they might have forgotten the first of is answered `unsure`, nothing applied, so a call is never charged
- * twice (a concurrency slot never taken twice); a share ask's copy, only against its holder's entry. Exact tables.
+ * twice (a concurrency slot never taken twice); a share ask's copy is its entry's grant again if that entry answered
+ * it, else applied. Exact tables.
  */
 import { describe, expect, it } from "vitest";
 import { type DelegateRecord, NEW_DELEGATE } from "../../src/protocol/delegate.ts";
@@ -17,7 +18,7 @@ import {
   peekRecord,
   remembersSince,
 } from "../../src/protocol/store.ts";
-import { DELEGATE_CALL_MEMORY } from "../../src/protocol/tunables.ts";
+import { DELEGATE_CALL_MEMORY, LAPSE_GRACE_MS } from "../../src/protocol/tunables.ts";
 import { shareAskOf } from "../support/held_share.ts";
 import { concurrencyP, fixedWindow, tokenBucket } from "../support/params.ts";
 
@@ -84,22 +85,30 @@ describe("the key's object and a copy of a call", () => {
 
 describe("the key's object and a copy of a share ask", () => {
   const rate: LimiterRule = { id: "r", params: tokenBucket(5000, 1000, 1000), version: 1 };
-  it("applied against its holder's entry of an earlier ask; its holder without one: `unsure`; the same ask: its grant", () => {
+  it("the ask its holder's entry answered: that grant again; any other, applied (an earlier ask's entry, or none)", () => {
     const first = shareRecord(busy(150, rate), shareAskOf(rate, "weur.0", "a1", 500), T0 + 200);
     expect(first.grant.kind).toBe("rate");
-    const copyOf = (id: string, holder = "weur.0") => shareAskOf(rate, holder, id, 500, { resent: 500, seq: 2 });
-    // No entry for this holder: its first copy may have been granted and its entry ended since.
-    const none = shareRecord(first.record, copyOf("b1", "eeur.0"), T0 + 201);
-    expect(none.grant).toMatchObject({ kind: "none", parts: 0, unsure: true });
-    expect(none.record?.shares?.entries.map((e) => e.holder)).toEqual(["weur.0"]);
+    const ask = (id: string, holder = "weur.0") => shareAskOf(rate, holder, id, 500, { seq: 2 });
+    const holders = (r: ReturnType<typeof shareRecord>) => r.record?.shares?.entries.map((e) => [e.holder, e.askId]);
+    // No entry for this holder: its first copy was lost (or granted and ended since: a grant nobody takes), applied.
+    const other = shareRecord(first.record, ask("b1", "eeur.0"), T0 + 201);
+    expect(other.grant.kind).toBe("rate");
+    expect(holders(other)).toEqual([
+      ["weur.0", "a1"],
+      ["eeur.0", "b1"],
+    ]);
     // Its entry is of an earlier ask: the copy's first was never applied, so the copy is the ask.
-    const renewed = shareRecord(first.record, copyOf("a2"), T0 + 300);
-    expect(renewed.grant.unsure).toBeUndefined();
-    expect(renewed.record?.shares?.entries.find((e) => e.holder === "weur.0")?.askId).toBe("a2");
+    const renewed = shareRecord(first.record, ask("a2"), T0 + 300);
+    expect(holders(renewed)).toEqual([["weur.0", "a2"]]);
     // The same ask again: its grant again, nothing granted twice.
-    const again = shareRecord(renewed.record, copyOf("a2"), T0 + 301);
-    expect(again.grant).toEqual({ ...renewed.grant });
+    const again = shareRecord(renewed.record, ask("a2"), T0 + 301);
+    expect(again.grant).toEqual(renewed.grant);
     expect(again.record).toEqual(renewed.record);
+    // Its entry ended (its term and `LAPSE_GRACE_MS`): the delegate no longer uses that grant; a late copy is granted
+    // anew (the delegate took the first answer, so this grant is one nobody takes: short, never over).
+    const endedMs = T0 + 200 + first.grant.termMs + LAPSE_GRACE_MS;
+    const late = shareRecord(first.record, ask("a1"), endedMs);
+    expect([late.grant.atMs, holders(late)]).toEqual([endedMs, [["weur.0", "a1"]]]);
   });
 });
 
