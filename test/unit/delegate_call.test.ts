@@ -439,6 +439,20 @@ describe("a call unanswered past its budget and half of one more is sent again a
     }
   });
 
+  /** A key whose object never answers, with a 250 ms budget: `awaitLate` is given the timed-out call itself. */
+  const silentKey = () =>
+    new KeyState(
+      {
+        transport: { call: () => new Promise(() => {}), refund: () => new Promise(() => {}) },
+        name: "k",
+        rule,
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+      },
+      T0,
+    );
+
   it("two copies the object applied apart: the one not taken is the duplicate; a replay or a failure among them, none", async () => {
     const fresh = (atMs: number): CallResult => ({ atMs, results: [], lease: null, replayed: false });
     // The call timed out at T0: its copy goes at 125 ms, and either answer by 375 ms decides.
@@ -454,17 +468,7 @@ describe("a call unanswered past its budget and half of one more is sent again a
     ] as const;
     for (const [firstMs, firstIs, copyMs, copyIs, taken, expected] of cases) {
       const clock = new EventClock(T0);
-      const st = new KeyState(
-        {
-          transport: { call: () => new Promise(() => {}), refund: () => new Promise(() => {}) },
-          name: "k",
-          rule,
-          cost: 1,
-          timeoutMs: 250,
-          lease: null,
-        },
-        T0,
-      );
+      const st = silentKey();
       const first = { ...fresh(T0 + 1), replayed: firstIs === "replayed" };
       const copy = { ...fresh(T0 + 2), replayed: copyIs === "replayed" };
       const settleAt = <T>(ms: number, failed: boolean, value: T) =>
@@ -496,17 +500,7 @@ describe("a call unanswered past its budget and half of one more is sent again a
 
   it("without a way to send the call again, the late answer is waited for one budget; no duplicate said", async () => {
     const clock = new EventClock(T0);
-    const st = new KeyState(
-      {
-        transport: { call: () => new Promise(() => {}), refund: () => new Promise(() => {}) },
-        name: "k",
-        rule,
-        cost: 1,
-        timeoutMs: 250,
-        lease: null,
-      },
-      T0,
-    );
+    const st = silentKey();
     const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats() };
     for (const lateMs of [200, 300]) {
       const startMs = clock.nowMs();
