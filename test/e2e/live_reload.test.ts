@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  fetchWithin,
   freePort,
   OFFLINE_ENV,
   projectCopy,
@@ -47,7 +48,7 @@ beforeAll(async () => {
     if (child.exitCode !== null) throw new Error(`npm start exited:\n${output.join("")}`);
     if (Date.now() > deadline) throw new Error(`npm start did not answer within 90 s:\n${output.join("")}`);
     try {
-      await (await fetch(`${server.base}/health-probe`, { signal: AbortSignal.timeout(1000) })).arrayBuffer();
+      await fetchWithin(`${server.base}/health-probe`, 1000);
       break;
     } catch {
       await sleep(200); // not listening yet
@@ -62,11 +63,9 @@ afterAll(async () => {
 
 /** The free-global item of RateLimit-Policy, answered within `withinMs`. */
 async function policy(withinMs: number): Promise<string> {
-  const r = await fetch(`${server!.base}/v1/quotes`, {
+  const r = await fetchWithin(`${server!.base}/v1/quotes`, withinMs, {
     headers: { "X-API-Key": "sk_free_demo", "CF-Connecting-IP": "203.0.113.9" },
-    signal: AbortSignal.timeout(withinMs),
   });
-  await r.arrayBuffer();
   expect(r.status).toBe(200);
   return /"free-global";q=\d+;w=\d+/.exec(r.headers.get("RateLimit-Policy") ?? "")?.[0] ?? "";
 }

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { freePort } from "./wrangler_dev.ts";
+import { fetchWithin, freePort } from "./wrangler_dev.ts";
 
 export interface NginxOrigin {
   readonly base: string;
@@ -82,7 +82,7 @@ export async function startNginxOrigin(upstreamPort: number): Promise<NginxOrigi
   for (let i = 0; i < 200; i++) {
     if (nginx.exitCode !== null) throw new Error(`nginx exited (${nginx.exitCode}):\n${output.join("")}`);
     try {
-      await (await fetch(`${base}/nginx-probe`, { signal: AbortSignal.timeout(1000) })).arrayBuffer();
+      await fetchWithin(`${base}/nginx-probe`, 1000);
       return { base, stop };
     } catch {
       await sleep(50); // not listening yet

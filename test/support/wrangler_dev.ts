@@ -11,6 +11,36 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 export const ROOT = join(import.meta.dirname, "..", "..");
 
+/**
+ * `fetch(url, init)` with its body read as text, given up after `ms` by a timer of its own, not only by the fetch's
+ * signal: a CI run saw a start-up probe with `AbortSignal.timeout(1000)` stay pending for over 30 s while wrangler dev
+ * started (the hook's 120 s ran out before the loop's own 90 s deadline could say what the server printed). A lost
+ * answer here is an error the caller's loop can count and retry, never a wait without end.
+ */
+export async function fetchWithin(
+  url: string,
+  ms: number,
+  init: RequestInit = {},
+): Promise<{ status: number; headers: Headers; text: string }> {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new Error(`${url}: no answer within ${ms} ms`));
+    }, ms);
+  });
+  const answer = (async () => {
+    const r = await fetch(url, { ...init, signal: controller.signal });
+    return { status: r.status, headers: r.headers, text: await r.text() };
+  })();
+  try {
+    return await Promise.race([answer, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** wrangler's environment for offline runs: no Request.cf fetch, no telemetry, no update check. */
 export const OFFLINE_ENV = {
   CLOUDFLARE_CF_FETCH_ENABLED: "false",
@@ -159,8 +189,7 @@ async function startWranglerOnce(
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`wrangler dev exited early:\n${output.join("")}`);
     try {
-      const r = await fetch(`${base}/health-probe`, { signal: AbortSignal.timeout(1000) });
-      await r.arrayBuffer();
+      await fetchWithin(`${base}/health-probe`, 1000);
       return { child, base, output };
     } catch {
       await sleep(100); // not listening yet
