@@ -105,7 +105,7 @@ export function ablationSection(d: AblationData): string[] {
     "Section 8's goals over the all-on rows of this world (computed):",
     "",
     ...GOALS.map(([key, text]) => {
-      const g = all.goals[key];
+      const g = clusterGoals(all.rows)[key];
       return `- ${text}: ${g === undefined ? "**not run** (no row of this table applies)" : g.met ? "**met**" : `**not met**: ${g.misses}`}`;
     }),
     ...slotGoalLines(d, seeds),

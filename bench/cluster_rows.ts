@@ -249,12 +249,10 @@ export function clusterGoals(rows: readonly ClusterRow[]): Record<string, Cluste
 
 function goalsOver(rows: readonly ClusterRow[]): Record<string, ClusterGoal | undefined> {
   const rate = rows.filter((r) => r.overRateBound !== null);
+  // At its limit (5,000/s) or above, whether or not the exact writer refused anything: at the limit it admits
+  // (nearly) every request, so what the tier refuses there is under-admission a client sees, not noise.
   const accuracy = rows.filter(
-    (r) =>
-      (r.scenario === "steady" || r.scenario === "long run") &&
-      r.rule === "hot-rate" &&
-      r.loadPerS >= 5_000 &&
-      r.reachesLimit,
+    (r) => (r.scenario === "steady" || r.scenario === "long run") && r.rule === "hot-rate" && r.loadPerS >= 5_000,
   );
   const events = rows.filter((r) => r.underAfterEventPct !== null && r.scenario !== "object restart");
   return {

@@ -55,6 +55,18 @@ describe("the goals a table's rows can show (bench/cluster_rows.ts `clusterGoals
     const same = lowDecisionsOf("1101", "1101");
     expect(clusterGoals([clusterRow({ loadPerS: 10, lowDecisions: same })]).low).toEqual({ met: true, misses: "" });
   });
+
+  it("a rate row at its limit counts in the accuracy goal though the exact writer refused nothing (3% there)", () => {
+    const atLimit = (admittedVsExactPct: number) =>
+      clusterRow({ loadPerS: 5000, reachesLimit: false, admittedVsExactPct });
+    expect(clusterGoals([atLimit(-12.66)]).rateAccuracy).toEqual({
+      met: false,
+      misses: "hot-rate/1000/5000/s: -12.66%",
+    });
+    expect(clusterGoals([atLimit(-2.9)]).rateAccuracy).toEqual({ met: true, misses: "" });
+    // Below the limit no accuracy goal applies (only the 10 req/s rows' decisions, compared one by one).
+    expect(clusterGoals([clusterRow({ loadPerS: 1000, reachesLimit: false })]).rateAccuracy).toBeUndefined();
+  });
 });
 
 describe("the ablation's verdict (bench/ablation_report.ts)", () => {
