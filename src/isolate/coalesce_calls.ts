@@ -104,6 +104,7 @@ export class Calls {
     st.lastKnownRetryAtMs = short ? endsAtMs : 0;
     if (!short) return;
     const now = this.options.clock();
+    st.shortAtMs = now;
     for (const r of results) {
       if (!r.ok || r.decision.allowed || r.decision.retryAfterMs === null) continue;
       st.lastKnownRetryAtMs = Math.max(st.lastKnownRetryAtMs, now + r.decision.retryAfterMs);

@@ -11,8 +11,8 @@ import {
   leaseCapOf,
   type RefundResult,
 } from "../protocol/store.ts";
-import { sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
-import { DELEGATE_SHARDS, HOT_HOLD_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
+import { burstFillMs, sameWindow, subleaseTermMs } from "../protocol/sublease.ts";
+import { DELEGATE_SHARDS, HOT_HOLD_MS, SHARE_TERM_MS, SPREAD_HALF_LIFE_MS } from "../protocol/tunables.ts";
 import type { LeaseSettings } from "../rules/types.ts";
 import {
   type Asked,
@@ -49,6 +49,7 @@ export class KeyState {
   lease: HeldLease | null = null;
   returns: HeldLease[] = []; // leases ended or replaced: their unused units go back with the next call
   lastKnownUntilMs = 0; // the last grant was short: until then, requests beyond the lease are refused here
+  shortAtMs = -Infinity; // when a grant was last short of this isolate's need (`subleaseAsk`)
   lastKnownRetryAtMs = 0;
   seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
   busyUntilMs = 0; // the key's object said busy: lease even below `above`
@@ -142,13 +143,22 @@ export function seenOver(st: KeyState, now: number, ttlMs: number): number {
   return Math.ceil((seenPerTtl(st, now) * ttlMs) / (st.leaseSettings?.ttlMs ?? 1000));
 }
 
-/** A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2. */
+/**
+ * A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2.
+ * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit):
+ * for at most the time the rule's rate takes to fill its burst. Isolates hold about the rate over half a term unused,
+ * which at 480 ms is more than the whole burst of a rule whose burst is under half a second of its rate: the pool the
+ * exact writer keeps (hot-rate at its limit lost 11-13% so; BENCHMARKS.md 8b, session 24). Below the limit, the full
+ * term: shorter ones only add calls (delegates say busy sooner and spread a growing key sooner, cutting its shares).
+ */
 export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
   const settings = st.leaseSettings;
   const kind = leasePolicy(st.rule.params.algorithm).kind;
   if (settings === null || kind === "none") return null;
   const full = subleaseTermMs(settings.ttlMs, kind);
-  const ttlMs = kind === "window" ? windowSubleaseTermMs(st.rule.params, now, full) : full;
+  const tight = now - st.shortAtMs < SHARE_TERM_MS;
+  const rateMs = tight ? Math.min(full, burstFillMs(st.rule.params)) : full;
+  const ttlMs = kind === "window" ? windowSubleaseTermMs(st.rule.params, now, full) : rateMs;
   // None the window's end would cut: near it the delegate decides every batch, so no units sit with isolates then.
   if (leaseTermMs(st.rule.params, now, ttlMs) < ttlMs) return null;
   const need = seenOver(st, now, ttlMs);

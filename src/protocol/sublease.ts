@@ -51,6 +51,12 @@ export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"
   return Math.max(1, Math.min(ttlMs, kind === "rate" ? RATE_LEASE_TERM_MS : SUBLEASE_TERM_MS));
 }
 
+/** The time a rule's rate takes to fill its burst from empty, ms, rounded up (`Infinity`: a rule without a rate). */
+export function burstFillMs(params: AlgorithmParams): number {
+  if (!("rate" in params)) return Infinity;
+  return Math.ceil((capacityOf(params) * params.rate.perMs) / params.rate.tokens);
+}
+
 /**
  * Grant `ask` out of `share` at `nowMs`: the lease (`null`: none) and the share without its units; never more than
  * asked, than the share holds, or than `leaseCapOf`. A window sub-lease never outlives its window; a rate one's tokens

@@ -30,7 +30,13 @@ import {
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CallResult } from "../../src/protocol/store.ts";
-import { DELEGATE_SHARDS, HOT_HOLD_MS, RATE_LEASE_TERM_MS, SPREAD_HALF_LIFE_MS } from "../../src/protocol/tunables.ts";
+import {
+  DELEGATE_SHARDS,
+  HOT_HOLD_MS,
+  RATE_LEASE_TERM_MS,
+  SHARE_TERM_MS,
+  SPREAD_HALF_LIFE_MS,
+} from "../../src/protocol/tunables.ts";
 import type { LeaseSettings } from "../../src/rules/types.ts";
 import { fixedWindow, rate, slidingLog, tokenBucket } from "../support/params.ts";
 
@@ -102,6 +108,7 @@ describe("KeyState", () => {
       returns: [],
       lastKnownUntilMs: 0,
       lastKnownRetryAtMs: 0,
+      shortAtMs: Number.NEGATIVE_INFINITY,
       seen: { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 },
       busyUntilMs: 0,
       refunds: [],
@@ -278,6 +285,33 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
     const rated = keyWith(null);
     fill(rated, 60, T0 - 2000);
     expect(subleaseAsk(rated, T0 - 1000)?.ttlMs).toBe(RATE_LEASE_TERM_MS);
+  });
+
+  it("a rate one, while a grant was short of its pace in the last share term: at most the burst's fill time", () => {
+    // 5,000/s with a burst of 1,000: 200 ms fill it; an isolate seeing 100 a second asks 20 for 200 ms, not 48 for 480.
+    const fast = () => keyWith(null, { rule: { id: "hot-rate", params: tokenBucket(5000, 1000, 1000) } });
+    const rows: readonly [string, number, { units: number; ttlMs: number }][] = [
+      ["never short", -Infinity, { units: 48, ttlMs: RATE_LEASE_TERM_MS }],
+      ["short just now", T0 - 1000, { units: 20, ttlMs: 200 }],
+      ["short a term ago, less 1 ms", T0 - 1000 - SHARE_TERM_MS + 1, { units: 20, ttlMs: 200 }],
+      ["short a whole term ago", T0 - 1000 - SHARE_TERM_MS, { units: 48, ttlMs: RATE_LEASE_TERM_MS }],
+    ];
+    for (const [name, shortAtMs, ask] of rows) {
+      const st = fast();
+      fill(st, 100, T0 - 2000);
+      st.shortAtMs = shortAtMs;
+      expect(subleaseAsk(st, T0 - 1000), name).toEqual(ask);
+    }
+    // A burst of 2 s of its rate (10/s, burst 20: the shipped free-global): the full term, short or not.
+    const slow = keyWith(null);
+    fill(slow, 30, T0 - 2000);
+    slow.shortAtMs = T0 - 1000;
+    expect(subleaseAsk(slow, T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
+    // A window rule's term is its own (a window binds at its end, not by a burst).
+    const windowed = keyWith(null, { rule: { id: "w", params: fixedWindow(100_000, 10_000) } });
+    fill(windowed, 60, T0 - 6000);
+    windowed.shortAtMs = T0 - 5000;
+    expect(subleaseAsk(windowed, T0 - 5000)?.ttlMs).toBe(500);
   });
 
   it("none below 2 requests a term, nor without a lease setting", () => {

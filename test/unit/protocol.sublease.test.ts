@@ -6,7 +6,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { capacityOf } from "../../src/algorithms/index.ts";
+import { type AlgorithmParams, capacityOf } from "../../src/algorithms/index.ts";
 import {
   type DelegateRecord,
   delegateCall,
@@ -17,6 +17,7 @@ import {
 import { emptyState } from "../../src/protocol/share.ts";
 import { type CallInput, fullState, type LimiterRule, peekState, shorter } from "../../src/protocol/store.ts";
 import {
+  burstFillMs,
   callDemand,
   delegateSlice,
   handedOn,
@@ -29,7 +30,7 @@ import {
 } from "../../src/protocol/sublease.ts";
 import { RATE_LEASE_TERM_MS, RESERVATION_WAIT_MS, SHARE_PARTS, SUBLEASE_TERM_MS } from "../../src/protocol/tunables.ts";
 import { heldRateShare } from "../support/held_share.ts";
-import { fixedWindow, tokenBucket } from "../support/params.ts";
+import { fixedWindow, gcraP, tokenBucket } from "../support/params.ts";
 import { runs } from "../support/runs.ts";
 
 /** 12:00:00 on a day: a 60 s window starts here. */
@@ -61,6 +62,20 @@ describe("subleaseTermMs", () => {
   it("is the lease ttl, at most SUBLEASE_TERM_MS (half a share term), at least 1 ms", () => {
     expect(SUBLEASE_TERM_MS).toBe(500);
     expect([1000, 500, 499, 50, 1, 0, -5].map((t) => subleaseTermMs(t))).toEqual([500, 500, 499, 50, 1, 1, 1]);
+  });
+});
+
+describe("burstFillMs", () => {
+  it("is the time a rule's rate takes to fill its burst from empty, rounded up; none without a rate", () => {
+    const rows: readonly [string, AlgorithmParams, number][] = [
+      ["token bucket, 1,000/s burst 200", tokenBucket(1000, 1000, 200), 200],
+      ["hot-rate and global-rate (cluster simulation)", tokenBucket(5000, 1000, 1000), 200],
+      ["gcra, search-origin (200/s burst 200)", gcraP(200, 1000, 200), 1000],
+      ["free-global (10/s burst 20)", tokenBucket(10, 1000, 20), 2000],
+      ["rounded up", tokenBucket(3, 1000, 1), 334],
+      ["a window", win.params, Infinity],
+    ];
+    for (const [name, params, ms] of rows) expect(burstFillMs(params), name).toBe(ms);
   });
 });
 
