@@ -7,12 +7,13 @@
  * fresh stub; an overload never is.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, type MockInstance, vi } from "vitest";
 import { sha256Hex } from "../../src/edge/hash.ts";
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
+import { limiterStub } from "../../src/object/names.ts";
 import type { CallInput, CallResult } from "../../src/protocol/store.ts";
 import { bearer, bodyOf, knownKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
@@ -44,28 +45,39 @@ function resetObject(self: SluiceLimiter): void {
 }
 type Fault = (self: SluiceLimiter, attempt: number) => Promise<void>;
 
-/** The `check` calls that decided requests (a call that only gives a late admission back carries none). */
-function decisionCalls(spy: ReturnType<typeof inject>): number {
-  return spy.mock.calls.filter(([input]) => input.costs.length > 0).length;
+/** The `check` calls that decided this test's requests (a call that only gives a late admission back carries none). */
+function decisionCalls(spy: Injected): number {
+  return spy.mock.calls.filter(([input], i) => input.costs.length > 0 && spy.mine(spy.mock.contexts[i])).length;
 }
 
+type Injected = MockInstance<SluiceLimiter["check"]> & { mine(object: unknown): boolean };
+
+/** A Durable Object's id, from inside it (its `ctx` is protected). */
+const idOf = (object: unknown): string =>
+  String((object as { ctx?: DurableObjectState } | undefined)?.ctx?.id.toString());
+
 /**
- * Make the object's `check` misbehave on the calls that decide requests (by attempt number, from 1), then behave as
- * usual. A call that only gives an earlier test's late admission back (no costs) may arrive during this test: it
- * passes untouched, or it would take the fault meant for this test's request.
+ * Make the object's `check` misbehave on the calls that decide `key`'s requests (by attempt number, from 1), then behave
+ * as usual. Only `key`'s objects (one per rule of this file): a call an earlier test's key sends late (a resend its
+ * request no longer waits for, a late admission given back) may arrive during this test; it passes untouched and is
+ * not counted, or it would take the fault meant for this test's request (seen once in a full run under load).
  */
-function inject(fault: Fault) {
+async function inject(key: string, fault: Fault): Promise<Injected> {
+  const hash = await sha256Hex(key);
+  const ids = new Set(["lenient", "strict"].map((rule) => limiterStub(env.LIMITER, rule, hash).id.toString()));
+  const mine = (object: unknown) => ids.has(idOf(object));
   let attempt = 0;
-  return vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (
+  const spy = vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (
     this: SluiceLimiter,
     input: CallInput,
   ): Promise<CallResult> {
-    if (input.costs.length > 0) {
+    if (input.costs.length > 0 && mine(this)) {
       attempt += 1;
       await fault(this, attempt);
     }
     return original.call(this, input);
   });
+  return Object.assign(spy, { mine });
 }
 
 const faults: Record<string, { fault: Fault; failure: string; attempts: number }> = {
@@ -138,7 +150,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
     const key = await knownKey();
     setNow(T0);
     const errors = vi.spyOn(console, "error");
-    const spy = inject(fault);
+    const spy = await inject(key, fault);
     const before = { ...isolate.stats };
     const r = await send("/open", key);
     expect(r.status).toBe(200);
@@ -148,7 +160,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
     ]);
     expect(decisionCalls(spy)).toBe(attempts);
     expect(isolate.stats.fail_open - before.fail_open).toBe(1);
-    expect(isolate.stats.object_calls - before.object_calls).toBe(spy.mock.calls.length);
+    expect(isolate.stats.object_calls - before.object_calls).toBe(spy.mock.contexts.filter(spy.mine).length);
     const logged = errors.mock.calls.map((c) => JSON.parse(String(c[0])));
     expect(logged).toContainEqual(
       expect.objectContaining({ event: "limiter_failed", rule: "lenient", reason: "fail_open", failure, attempts }),
@@ -160,7 +172,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
     const key = await knownKey();
     setNow(T0);
     vi.spyOn(console, "error");
-    const spy = inject(fault);
+    const spy = await inject(key, fault);
     const before = isolate.stats.fail_closed;
     const r = await send("/closed", key);
     expect(r.status).toBe(503);
@@ -182,7 +194,7 @@ describe("retry once", () => {
   it("a retryable error followed by an answer is a decision, not a failure", async () => {
     const key = await knownKey();
     setNow(T0);
-    const spy = inject(async (_self, attempt) => {
+    const spy = await inject(key, async (_self, attempt) => {
       if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
     });
     const r = await send("/closed", key);
@@ -194,7 +206,7 @@ describe("retry once", () => {
   it("a reset object answers on a fresh stub", async () => {
     const key = await knownKey();
     setNow(T0);
-    const spy = inject(async (self, attempt) => {
+    const spy = await inject(key, async (self, attempt) => {
       if (attempt === 1) resetObject(self);
     });
     const r = await send("/closed", key);
@@ -208,7 +220,7 @@ describe("retry once", () => {
     setNow(T0);
     vi.spyOn(console, "error");
     const slow = slowTwice();
-    const spy = inject(async (self, attempt) => {
+    const spy = await inject(key, async (self, attempt) => {
       if (attempt === 1) throw Object.assign(new Error("transient"), { retryable: true });
       // The retry, then the same call sent again (`awaitLate`): no answer within the budgets.
       await slow(self, attempt - 1);
@@ -260,7 +272,7 @@ describe("an answer after the time budget, within one more", () => {
     // not know busy waits one more budget for the answer, which is exact (the object charged it), never on_error.
     const key = await knownKey();
     setNow(T0);
-    const spy = inject(async () => {
+    const spy = await inject(key, async () => {
       await endBudget();
     });
     const before = { ...isolate.stats };
@@ -284,7 +296,7 @@ describe("a call unanswered after its budget and half of one more", () => {
     const key = await knownKey();
     setNow(T0);
     let resent = false;
-    const spy = inject(async (_self, attempt) => {
+    const spy = await inject(key, async (_self, attempt) => {
       if (attempt > 1) {
         resent = true;
         return;
@@ -316,7 +328,7 @@ describe.each(Object.entries(busy))("%s", (_name, { fault, calls }) => {
     const key = await knownKey();
     setNow(T0);
     vi.spyOn(console, "error");
-    const spy = inject(fault());
+    const spy = await inject(key, fault());
     const before = { ...isolate.stats };
     const r = await send(path, key);
     expect(r.status).toBe(429);
