@@ -13,9 +13,8 @@ import { TEMPORARY_REDUCED_CAPACITY_TYPE } from "../../src/edge/refusals.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import { SluiceLimiter } from "../../src/object/limiter.ts";
-import { limiterStub } from "../../src/object/names.ts";
 import type { CallInput, CallResult } from "../../src/protocol/store.ts";
-import { bearer, bodyOf, knownKey, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { bearer, bodyOf, knownKey, limiterFor, manualSleep, req, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -63,8 +62,9 @@ const idOf = (object: unknown): string =>
  * not counted, or it would take the fault meant for this test's request (seen once in a full run under load).
  */
 async function inject(key: string, fault: Fault): Promise<Injected> {
-  const hash = await sha256Hex(key);
-  const ids = new Set(["lenient", "strict"].map((rule) => limiterStub(env.LIMITER, rule, hash).id.toString()));
+  const ids = new Set(
+    await Promise.all(["lenient", "strict"].map(async (r) => (await limiterFor(r, key)).id.toString())),
+  );
   const mine = (object: unknown) => ids.has(idOf(object));
   let attempt = 0;
   const spy = vi.spyOn(SluiceLimiter.prototype, "check").mockImplementation(async function (
