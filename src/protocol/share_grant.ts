@@ -262,9 +262,9 @@ export function fedParts(parts: number, room: number, least: number): number {
 
 /**
  * A rate share's term, ms. Unsettled (new, short of `fair` by over an eighth, or moved by over a quarter; never within
- * `SETTLED_SLACK_PARTS`): a quarter term, at least `UNSETTLED_TERM_RTTS` round trips, so parts follow demand. Settled:
- * the last doubled, up to `SHARE_TERM_MAX_MS`. A `slow` rule's share that grew (not short): a whole term, as a quarter
- * term's late renewal would lose its few requests' refill.
+ * `SETTLED_SLACK_PARTS`): half a term (a `slow` rule's a quarter, so its few parts follow demand sooner), at least
+ * `UNSETTLED_TERM_RTTS` round trips. Settled: the last doubled, up to `SHARE_TERM_MAX_MS`. A `slow` rule's share that
+ * grew (not short): a whole term, as a quarter term's late renewal would lose its few requests' refill.
  */
 export function rateTermMs(
   parts: number,
@@ -275,7 +275,7 @@ export function rateTermMs(
   slow = false,
 ): number {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
-  const unsettled = Math.max(Math.ceil(SHARE_TERM_MS / 4), Math.min(SHARE_TERM_MS, rtts));
+  const unsettled = Math.max(Math.ceil(SHARE_TERM_MS / (slow ? 4 : 2)), Math.min(SHARE_TERM_MS, rtts));
   const short = fair - parts > Math.max(SETTLED_SLACK_PARTS, Math.floor(fair / 8));
   if (short) return unsettled;
   const moved = Math.abs(parts - held) > Math.max(SETTLED_SLACK_PARTS, Math.floor(held / 4));

@@ -41,9 +41,9 @@ describe("a delegate's shed tokens at the key's object", () => {
     const grown = await stub.share(ask("weur.0", "a2", 600, { holding: "a1", oldForMs: 100 }));
     expect([grown.parts, grown.freedAtMs]).toEqual([500, undefined]);
     setNow(T0 + 400);
-    const cut = await stub.share(ask("weur.0", "a3", 60, { holding: "a2", oldForMs: 100 }));
-    // Its 500 parts stay promised until its old share's term ends (granted at T0 + 200 for 250 ms), before the 100 ms
+    const cut = await stub.share(ask("weur.0", "a3", 60, { holding: "a2", oldForMs: 400 }));
+    // Its 500 parts stay promised until its old share's term ends (granted at T0 + 200 for 500 ms), before the 400 ms
     // it said it may still use them.
-    expect([cut.parts, cut.freedAtMs]).toEqual([91, T0 + 450]);
+    expect([cut.parts, cut.freedAtMs]).toEqual([91, T0 + 700]);
   });
 });

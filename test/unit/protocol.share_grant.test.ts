@@ -248,7 +248,7 @@ describe("shareRecord: window units", () => {
 describe("shareRecord: rate parts", () => {
   it("grants the demand's proportion of the parts with their proportion of the direct slice's tokens", () => {
     // A key's first ask: a region's equal part (112 parts, share_grant.ts `rateGrant`), and their 112 tokens of the
-    // full bucket, moved out of the direct slice (888 of each stay: 111,000 scaled); a new holder's share lasts a quarter term.
+    // full bucket, moved out of the direct slice (888 of each stay: 111,000 scaled); a new holder's share lasts half a term.
     const out = shareRecord(null, ask(tb, 300), T0);
     expect(out.grant).toEqual({
       atMs: T0,
@@ -257,7 +257,7 @@ describe("shareRecord: rate parts", () => {
       tokens: 112,
       units: 0,
       remaining: 0,
-      termMs: 250,
+      termMs: 500,
       rule: tb,
       hot: true,
     });
@@ -272,7 +272,7 @@ describe("shareRecord: rate parts", () => {
         parts: 112,
         units: 0,
         atMs: T0,
-        endsAtMs: T0 + 250,
+        endsAtMs: T0 + 500,
         prevParts: 0,
         prevEndsAtMs: 0,
         demand: 300,
@@ -284,7 +284,7 @@ describe("shareRecord: rate parts", () => {
     // 300 of 400: 750 parts of the direct slice's 900, and floor(10 × 750 / 900) = 8 of its 10 tokens; 150 parts and 2
     // tokens stay (2 tokens of a 150-part slice, 3 per 20 ms: 40 scaled).
     const some = shareRecord(rec, ask(tb, 300), T0);
-    expect(some.grant).toMatchObject({ parts: 750, tokens: 8, termMs: 250 });
+    expect(some.grant).toMatchObject({ parts: 750, tokens: 8, termMs: 500 });
     expect(some.record?.shares?.direct).toEqual({ parts: 150, state: { tokensScaled: 40, lastMs: T0 } });
     // A rounded-up share: 1 of 3 is 334 parts; no tokens when the slice's proportion is less than one.
     const third = record(tbP, { tokensScaled: 2, lastMs: T0 }, { shares: book([entry({ demand: 200 })]) });
@@ -294,10 +294,10 @@ describe("shareRecord: rate parts", () => {
 
   it("gives each new holder of a fast rule's first round of asks a region's equal part, whatever its demand", () => {
     // Each first ask's demand is one batch: split by it, the first asker of a cold key took up to 86% of the rate and
-    // its tokens, the others 1-2% each, until the second round (a quarter term later).
+    // its tokens, the others 1-2% each, until the second round (half a term later).
     const first = shareRecord(null, ask(tb, 300), T0);
     const second = shareRecord(first.record, ask(tb, 1, { holder: "enam.0", id: "b1" }), T0 + 10);
-    expect(second.grant).toMatchObject({ parts: 112, tokens: 112, termMs: 250 });
+    expect(second.grant).toMatchObject({ parts: 112, tokens: 112, termMs: 500 });
     // Once a holder renewed, new holders get their demand's proportion again (here of no room: none).
     const renewed = shareRecord(second.record, ask(tb, 301, { id: "a2" }), T0 + 200);
     expect(renewed.grant).toMatchObject({ parts: 888, tokens: 776 });
@@ -307,9 +307,9 @@ describe("shareRecord: rate parts", () => {
     expect(shareRecord(null, ask(slow, 300), T0).grant.parts).toBe(1000);
   });
 
-  it("cuts the grant to the parts the other live shares leave, for a quarter term", () => {
+  it("cuts the grant to the parts the other live shares leave, for half a term", () => {
     const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100, parts: 700 })]) });
-    expect(shareRecord(rec, ask(tb, 300), T0).grant).toMatchObject({ parts: 300, termMs: 250 });
+    expect(shareRecord(rec, ask(tb, 300), T0).grant).toMatchObject({ parts: 300, termMs: 500 });
     const prev = record(
       tbP,
       { tokensScaled: 10, lastMs: T0 },
@@ -317,9 +317,9 @@ describe("shareRecord: rate parts", () => {
         shares: book([entry({ demand: 100, parts: 0, prevParts: 900, prevEndsAtMs: T0 + 1 })]),
       },
     );
-    expect(shareRecord(prev, ask(tb, 300), T0).grant).toMatchObject({ parts: 100, termMs: 250 });
+    expect(shareRecord(prev, ask(tb, 300), T0).grant).toMatchObject({ parts: 100, termMs: 500 });
     const full = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100, parts: 1000 })]) });
-    expect(shareRecord(full, ask(tb, 300), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
+    expect(shareRecord(full, ask(tb, 300), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 500 });
   });
 
   it("grants no parts while busy with no demand at all", () => {
@@ -339,8 +339,8 @@ describe("shareRecord: rate parts", () => {
 
   it("gives at least a part for any demand, none for no demand", () => {
     const rec = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100_000 })]) });
-    expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 250 });
-    expect(shareRecord(rec, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
+    expect(shareRecord(rec, ask(tb, 1), T0).grant).toMatchObject({ parts: 1, termMs: 500 });
+    expect(shareRecord(rec, ask(tb, 0), T0).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 500 });
   });
 });
 
@@ -382,7 +382,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(shareRecord(first.record, ask(win, 50), T0 + 1).grant).toEqual({ ...none(win, T0, true), termMs: 1000 });
     const rateNone = record(tbP, { tokensScaled: 10, lastMs: T0 }, { shares: book([entry({ demand: 100 })]) });
     const zero = shareRecord(rateNone, ask(tb, 0), T0);
-    expect(shareRecord(zero.record, ask(tb, 0), T0 + 1).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 250 });
+    expect(shareRecord(zero.record, ask(tb, 0), T0 + 1).grant).toMatchObject({ kind: "rate", parts: 0, termMs: 500 });
   });
 
   it("answers a retried letting-go as nothing, even when it ended the share in the ms it was granted", () => {
@@ -415,7 +415,7 @@ describe("shareRecord: asks again, letting go, a full book", () => {
       },
     ]);
     expect(next.record?.shares?.hotUntilMs).toBe(T0 + 5200);
-    // Parts moving by more than a quarter: a quarter term; by a quarter exactly: settled, its last term (1 s) doubled.
+    // Parts moving by more than a quarter: half a term; by a quarter exactly: settled, its last term (1 s) doubled.
     const other = (parts: number, xParts = 750) =>
       record(
         tbP,
@@ -427,11 +427,11 @@ describe("shareRecord: asks again, letting go, a full book", () => {
           ]),
         },
       );
-    expect(shareRecord(other(400), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
+    expect(shareRecord(other(400), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 500 });
     expect(shareRecord(other(200), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 2000 });
-    expect(shareRecord(other(199), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 250 });
+    expect(shareRecord(other(199), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({ parts: 250, termMs: 500 });
     // Another holder with fewer parts than its demand's proportion (749 of 750) changes nothing: it asks again itself
-    // (a quarter term for every holder while one is short doubled the asks at the key's object).
+    // (an unsettled term for every holder while one is short doubled the asks at the key's object).
     expect(shareRecord(other(200, 749), ask(tb, 100, { id: "a3" }), T0).grant).toMatchObject({
       parts: 250,
       termMs: 2000,
@@ -645,26 +645,27 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     expect(mine(gone)).toMatchObject({ parts: 0, prevParts: 600, prevEndsAtMs: T0 + 50 });
   });
 
-  it("rateTermMs: a quarter term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {
+  it("rateTermMs: half a term when new, cut short or moving; settled, the last term doubled up to 4 s", () => {
     // [parts, fair, held, prevTermMs, termMs]
     const table: [number, number, number, number, number][] = [
-      [100, 100, 0, 0, 250], // new
-      [5, 5, 0, 0, 250],
-      [100, 100, 100, 250, 1000], // settled after a quarter term: a whole one
+      [100, 100, 0, 0, 500], // new
+      [5, 5, 0, 0, 500],
+      [100, 100, 100, 500, 1000], // settled after a half term: a whole one
+      [100, 100, 100, 250, 1000],
       [100, 100, 100, 1000, 2000],
       [100, 100, 100, 2000, 4000],
       [100, 100, 100, 4000, 4000],
       [100, 100, 100, 3000, 4000],
       [100, 112, 100, 1000, 2000], // short by 12 of 112: within an eighth (14)
-      [100, 115, 100, 1000, 250], // short by 15 > 14
+      [100, 115, 100, 1000, 500], // short by 15 > 14
       [5, 15, 5, 1000, 2000], // short by 10: within SETTLED_SLACK_PARTS
-      [4, 15, 4, 1000, 250], // short by 11
+      [4, 15, 4, 1000, 500], // short by 11
       [125, 125, 100, 1000, 2000], // moved by a quarter
-      [126, 126, 100, 1000, 250], // by more
-      [74, 74, 100, 1000, 250],
+      [126, 126, 100, 1000, 500], // by more
+      [74, 74, 100, 1000, 500],
       [75, 75, 100, 1000, 2000],
       [12, 12, 2, 1000, 2000], // by 10: within SETTLED_SLACK_PARTS
-      [13, 13, 2, 1000, 250],
+      [13, 13, 2, 1000, 500],
     ];
     for (const [parts, fair, held, prev, term] of table) {
       expect([parts, fair, held, prev, rateTermMs(parts, fair, held, prev)]).toEqual([parts, fair, held, prev, term]);
@@ -677,9 +678,9 @@ describe("shareRecord: asks again, letting go, a full book", () => {
     const slow = (parts: number, fair: number, held: number, prev: number) =>
       rateTermMs(parts, fair, held, prev, undefined, true);
     expect([slow(500, 500, 300, 2000), slow(500, 500, 300, 250), rateTermMs(500, 500, 300, 2000)]).toEqual([
-      1000, 1000, 250,
+      1000, 1000, 500,
     ]);
-    // Shrunk, short of its fair parts, or new: a quarter term as for any rule; settled: doubled as for any rule.
+    // Shrunk, short of its fair parts, or new: a quarter term (a fast rule's half); settled: doubled as for any rule.
     expect([
       slow(300, 300, 500, 2000),
       slow(500, 900, 300, 2000),
@@ -691,19 +692,22 @@ describe("shareRecord: asks again, letting go, a full book", () => {
   it("rateTermMs: an unsettled share's term is at least 4 of its delegate's round trips, at most a term", () => {
     // A far delegate's quarter term ended before its renewal's answer came back (the ask says its round trip).
     const term = (rttMs: number | undefined, held = 0, prev = 0) => rateTermMs(100, 100, held, prev, rttMs);
-    expect([undefined, 0, 30, 62, 63, 190, 250, 400].map((rtt) => term(rtt))).toEqual([
-      250, 250, 250, 250, 252, 760, 1000, 1000,
+    expect([undefined, 0, 30, 125, 126, 190, 250, 400].map((rtt) => term(rtt))).toEqual([
+      500, 500, 500, 500, 504, 760, 1000, 1000,
     ]);
+    // A slow rule's unsettled term is a quarter one, at least the same 4 round trips.
+    const slowTerm = (rttMs?: number) => rateTermMs(100, 100, 0, 0, rttMs, true);
+    expect([undefined, 62, 63, 190].map(slowTerm)).toEqual([250, 250, 252, 760]);
     // Cut short or moving: the same; settled: its own term (a whole one or more), whatever the round trip.
     expect(rateTermMs(100, 115, 100, 1000, 190)).toBe(760);
     expect(rateTermMs(126, 126, 100, 1000, 190)).toBe(760);
     expect(term(190, 100, 1000)).toBe(2000);
     expect(term(400, 100, 250)).toBe(1000);
     // Not a count of ms: ignored.
-    for (const bad of [-190, 2.5, Number.NaN, Number.POSITIVE_INFINITY]) expect(term(bad)).toBe(250);
-    // Through the grant: a new delegate whose renewals took 190 ms gets 760 ms; one that says none, a quarter term.
+    for (const bad of [-190, 2.5, Number.NaN, Number.POSITIVE_INFINITY]) expect(term(bad)).toBe(500);
+    // Through the grant: a new delegate whose renewals took 190 ms gets 760 ms; one that says none, half a term.
     expect(shareRecord(null, ask(tb, 300, { rttMs: 190 }), T0).grant.termMs).toBe(760);
-    expect(shareRecord(null, ask(tb, 300), T0).grant.termMs).toBe(250);
+    expect(shareRecord(null, ask(tb, 300), T0).grant.termMs).toBe(500);
     // A window share's term is the window's: the round trip changes nothing.
     expect(shareRecord(null, ask(win, 50, { units: 60, rttMs: 190 }), T0 + 59_400).grant.termMs).toBe(600);
   });

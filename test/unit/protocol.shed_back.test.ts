@@ -52,7 +52,8 @@ describe("the key's object says when a smaller grant's parts are freed", () => {
     expect(cut.grant.parts).toBe(91);
     expect(entry?.prevParts).toBe(500);
     expect(cut.grant.freedAtMs).toBe(entry?.prevEndsAtMs);
-    expect(cut.grant.freedAtMs).toBe(T0 + 450);
+    // The grown share's half term ends at T0 + 700; the ask's `oldForMs` cuts the old parts' promise to T0 + 500.
+    expect(cut.grant.freedAtMs).toBe(T0 + 500);
   });
 });
 
@@ -79,7 +80,7 @@ describe("a grant notes the direct slice's deficit before it takes tokens out", 
     // Grown to 500 parts at T0 + 200: tokens taken out of a full direct slice (its deficit then: 0).
     rec = shareRecord(rec, ask("a", "a2", 600, { holding: "a1", oldForMs: 100 }), T0 + 200).record;
     const cut = shareRecord(rec, ask("a", "a3", 60, { holding: "a2", oldForMs: 100 }), T0 + 400);
-    expect(cut.grant.freedAtMs).toBe(T0 + 450);
+    expect(cut.grant.freedAtMs).toBe(T0 + 500);
     // At T0 + 500 the 409 freed parts are the direct slice's again, empty: it lacks tokens, but not since T0 + 100.
     const before = keyPeek(cut.record, rule, T0 + 500).remaining;
     const back: CallInput = { rule, id: "s", costs: [], giveBack: [{ units: 50, atMs: T0 + 100, shed: true }] };

@@ -57,11 +57,11 @@ describe("shareRecord: spare stays home", () => {
     // Demand 130: 130 + 2 * 12 + 1 = 155 of 200 → 775 parts, up 170 from 605 (more than a quarter): a whole term.
     const grown = { ...ask(slow, 130), id: "weur.0:a2", holding: "weur.0:a1" };
     expect(shareRecord(first.record, grown, T0 + 200).grant).toMatchObject({ parts: 775, termMs: 1000 });
-    // Shrunk by as much, or short of its demand's proportion, or a fast rule's: a quarter term as before.
+    // Shrunk by as much, or short of its demand's proportion: a quarter term as before; a fast rule's: half a term.
     expect(rateTermMs(775, 775, 605, 250, undefined, true)).toBe(1000);
     expect(rateTermMs(600, 600, 900, 250, undefined, true)).toBe(250);
     expect(rateTermMs(775, 900, 605, 250, undefined, true)).toBe(250);
-    expect(rateTermMs(775, 775, 605, 250)).toBe(250);
+    expect(rateTermMs(775, 775, 605, 250)).toBe(500);
   });
 });
 

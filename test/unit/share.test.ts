@@ -205,8 +205,8 @@ describe("shareRecord", () => {
     expect(g.grant.kind).toBe("rate");
     expect(g.grant.hot).toBe(true);
     // Direct demand: 100 requests within the last 200 ms, 500 per term; this holder asked for 3000: 3000/3500, rounded
-    // up. A new holder's share is unsettled: a quarter term.
-    expect(g.grant).toMatchObject({ parts: 858, termMs: 250 });
+    // up. A new holder's share is unsettled: half a term (a fast rule's).
+    expect(g.grant).toMatchObject({ parts: 858, termMs: 500 });
     expect(directParts(rec!.shares!, T0 + 200)).toBe(SHARE_PARTS - g.grant.parts);
     // A retried ask is answered again, not granted twice.
     const again = shareRecord(rec, ask("weur.0", 3000, params, "a1"), T0 + 201);
@@ -378,9 +378,9 @@ describe("delegate", () => {
     expect(keyPeek(rec, ruleOf(params), t).remaining).toBe(1000);
     const a = shareAsk(NEW_DELEGATE, "weur.0", ruleOf(params), "r", t);
     // Demand 5000 against the direct callers' 1000 (100 calls in 100 ms): 834 parts (rounded up), and 834 of the
-    // 1000 tokens; a new holder's share is unsettled: a quarter term.
+    // 1000 tokens; a new holder's share is unsettled: half a term (a fast rule's).
     const g = shareRecord(rec, { ...a.ask, demand: 5000 }, t);
-    expect(g.grant).toMatchObject({ kind: "rate", parts: 834, tokens: 834, termMs: 250 });
+    expect(g.grant).toMatchObject({ kind: "rate", parts: 834, tokens: 834, termMs: 500 });
     expect(g.record!.shares!.direct!.parts).toBe(166);
     expect(keyPeek(g.record, ruleOf(params), t).remaining).toBe(166);
     // A retried ask is answered with the same tokens, and moves none again.
@@ -400,7 +400,7 @@ describe("delegate", () => {
     expect(keyPeek(more.record, ruleOf(params), t + 200).remaining).toBe(0);
     const fewer = shareRecord(g.record, { ...b.ask, demand: 10 }, t + 200);
     // Demand 10 against the direct callers' 333 (100 calls in the last 300 ms): 30 parts, none moved.
-    expect(fewer.grant).toMatchObject({ parts: 30, termMs: 250 });
+    expect(fewer.grant).toMatchObject({ parts: 30, termMs: 500 });
     expect(fewer.grant.tokens).toBeUndefined();
     expect(keyPeek(fewer.record, ruleOf(params), t + 200).remaining).toBe(166);
   });
