@@ -211,8 +211,10 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
 
 /**
  * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
- * this or the last second), and its spread (key_state.ts `KeyState.spread`): the share of its calls to move for the
- * rest to be `DELEGATE_AIM_CALLS_PER_S` (the last second's, or this one's over 250 ms at least); 1 at twice busy.
+ * this or the last second; in a first second of calls, none the last, from twice that pace too: at a cold start every
+ * isolate of the region calls the first shard, which took 500 and more before counting to it), and its spread
+ * (key_state.ts `KeyState.spread`): the share of its calls to move for the rest to be `DELEGATE_AIM_CALLS_PER_S` (the
+ * last second's, or this one's over 250 ms at least); 1 at twice busy.
  */
 export function countLoad(
   record: { readonly load?: CallLoad },
@@ -229,7 +231,8 @@ export function countLoad(
   const calls = Math.max(load.curr, load.prev);
   const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
   const spread = calls >= 2 * DELEGATE_BUSY_CALLS_PER_S ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
-  return { load, busy: calls >= DELEGATE_BUSY_CALLS_PER_S, spread };
+  const surge = load.prev === 0 && perS >= 2 * DELEGATE_BUSY_CALLS_PER_S;
+  return { load, busy: calls >= DELEGATE_BUSY_CALLS_PER_S || surge, spread };
 }
 
 /** Units of the next window a delegate holds ahead. */

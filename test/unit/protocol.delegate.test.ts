@@ -822,10 +822,11 @@ describe("a delegate's load (its shards)", () => {
 
   it("says busy from DELEGATE_BUSY_CALLS_PER_S calls in a second (its isolates then spread over the shards)", () => {
     const S = Math.floor((T0 + 400) / 1000);
-    const under = withShare(windowShare(), { load: { second: S, curr: DELEGATE_BUSY_CALLS_PER_S - 2, prev: 0 } });
+    // (A call the last second: not a first second of calls, where twice the busy pace says busy sooner, below.)
+    const under = withShare(windowShare(), { load: { second: S, curr: DELEGATE_BUSY_CALLS_PER_S - 2, prev: 1 } });
     const quiet = delegateCall(under, batch(win, [1]), T0 + 400);
     expect(quiet.result.busy).toBeUndefined();
-    expect(quiet.record.load).toEqual({ second: S, curr: DELEGATE_BUSY_CALLS_PER_S - 1, prev: 0 });
+    expect(quiet.record.load).toEqual({ second: S, curr: DELEGATE_BUSY_CALLS_PER_S - 1, prev: 1 });
     expect(delegateCall(quiet.record, batch(win, [1], { id: "next" }), T0 + 400).result.busy).toBe(true);
     const last = withShare(windowShare(), { load: { second: S - 1, curr: DELEGATE_BUSY_CALLS_PER_S, prev: 0 } });
     expect(delegateCall(last, batch(win, [1]), T0 + 400).result.busy).toBe(true);
@@ -836,9 +837,18 @@ describe("a delegate's load (its shards)", () => {
     expect([busyAt, DELEGATE_AIM_CALLS_PER_S]).toEqual([250, 200]);
     // [calls this second before the batch, calls the last second, ms into the second, the answer's busy and spread]
     const table: [number, number, number, { busy?: true; spread?: number }][] = [
-      [busyAt - 2, 0, 400, {}],
+      [busyAt - 2, 1, 400, {}],
       // 250 calls in 400 ms: 625 a second, 200 of them stay.
-      [busyAt - 1, 0, 400, { busy: true, spread: 1 - 200 / 625 }],
+      [busyAt - 1, 1, 400, { busy: true, spread: 1 - 200 / 625 }],
+      // A first second of calls (none the last): busy from twice the busy pace too (a cold start's surge at the first
+      // shard), over at least a quarter second: 200 calls in 400 ms, 125 in 100 ms; 199 and 124 are under it.
+      [198, 0, 400, {}],
+      [199, 0, 400, { busy: true, spread: 1 - 200 / 500 }],
+      [123, 0, 100, {}],
+      [124, 0, 100, { busy: true, spread: 1 - 200 / 500 }],
+      [busyAt - 2, 0, 400, { busy: true, spread: 1 - 200 / 622.5 }],
+      // Not a first second: the same pace, and one call the last second, is not busy.
+      [199, 1, 400, {}],
       // The current second over at least a quarter second: 250 calls in 100 ms count as 1,000 a second, not 2,500.
       [busyAt - 1, 0, 100, { busy: true, spread: 1 - 200 / 1000 }],
       [busyAt - 1, 0, 900, { busy: true, spread: 1 - 200 / (250 / 0.9) }],
