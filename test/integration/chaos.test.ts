@@ -314,6 +314,7 @@ describe("chaos at load", () => {
     const { sent, ledger } = await flood(keys, 200, [["lost", 0.3]], 7);
     expect(ledger.injected.lost).toBeGreaterThan(0);
     expectOutcomesFollowOnError(sent);
+    let unansweredInAll = 0;
     for (const key of keys) {
       for (const rule of rules) {
         const limit = capacityOf(rule.params);
@@ -321,16 +322,20 @@ describe("chaos at load", () => {
         const name = objectNameOf(rule.rule.id, await sha256Hex(key));
         const applied = ledger.applied.get(name);
         expect(applied?.admitted ?? 0).toBeLessThanOrEqual(limit + (applied?.refunds ?? 0));
-        // Each admitted request charged once, however many times its call was sent. A request whose answer was lost
-        // twice was refused (503) or let through without the rule, and may keep its one charge (nothing came back to
-        // refund): never more.
-        const path = Object.keys(ROUTES).find((p) => ROUTES[p]!.includes(rule.rule.id))!;
-        const refused = sent.filter((x) => x.key === key && x.path === path && x.status === 503).length;
+        // Each admitted request charged once, however many times its call was sent, and every refused one given back,
+        // except where nobody could know: a call whose answer was lost on both attempts (the object applied it) keeps
+        // what it admitted, whatever became of its requests: let through without the rule (fail open), refused by the
+        // other rule (429: 1 run in 6 under load, 2026-12-07, seed 7 pair-open key 1: charged 26, 21 admitted + 5
+        // unanswered, passed 25) or closed (503). Short that much, never over; nothing else is kept.
+        const admitted = admittedBy(sent, rule.rule.id, key);
+        const unanswered = ledger.unanswered(name);
         const charged = await chargedBy(rule, key);
-        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, passed ${passed(sent, path, key)}, refused ${refused}, ${JSON.stringify(applied)}`;
-        expect(charged, seen).toBeGreaterThanOrEqual(admittedBy(sent, rule.rule.id, key));
-        expect(charged, seen).toBeLessThanOrEqual(passed(sent, path, key) + refused);
+        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, admitted ${admitted}, unanswered ${unanswered}, ${JSON.stringify(applied)}`;
+        expect(charged, seen).toBe(admitted + unanswered);
+        unansweredInAll += unanswered;
       }
     }
+    // Some answers were lost on both attempts (about 1 call in 11).
+    expect(unansweredInAll).toBeGreaterThan(0);
   });
 });

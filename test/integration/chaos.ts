@@ -28,6 +28,11 @@ export interface ChaosLedger {
   readonly applied: Map<string, { checks: number; admitted: number; refunds: number; lostRefunds: number }>;
   /** Checks that reached the object after the caller's time budget had run out. */
   late: number;
+  /**
+   * Per object name, the requests the object admitted in calls whose answer never reached the caller (`lost` on every
+   * attempt): nobody can know they were charged, so nothing gives them back (the key is short that much, never over).
+   */
+  unanswered(name: string): number;
 }
 
 const thrown = (fault: Fault, message: string) =>
@@ -105,10 +110,15 @@ export function chaosNamespace(
   pick: () => Fault | null,
   clock: ChaosClock,
 ): { readonly namespace: DurableObjectNamespace<SluiceLimiter>; readonly ledger: ChaosLedger } {
+  /** Per call id: the object's name and the requests its first application admitted; and the ids answered. */
+  const admittedIn = new Map<string, { name: string; admitted: number }>();
+  const answered = new Set<string>();
   const ledger: ChaosLedger = {
     injected: { retryable: 0, overloaded: 0, reset: 0, error: 0, hang: 0, lost: 0 },
     applied: new Map(),
     late: 0,
+    unanswered: (name) =>
+      [...admittedIn].reduce((n, [id, a]) => n + (a.name === name && !answered.has(id) ? a.admitted : 0), 0),
   };
   const names = new Map<string, string>();
   /** Call ids the object applied, and the units given back by calls it has not applied (yet). */
@@ -143,10 +153,13 @@ export function chaosNamespace(
         // A call the object had already applied (a retry) applies nothing again.
         if (result.replayed) return result;
         // One call carries a batch of requests (coalesced): count each request it decided.
+        let admitted = 0;
         for (const r of result.results) {
           c.checks++;
-          if (r.ok && r.decision.allowed) c.admitted++;
+          if (r.ok && r.decision.allowed) admitted++;
         }
+        c.admitted += admitted;
+        admittedIn.set(id, { name, admitted });
         return result;
       };
       return {
@@ -162,13 +175,19 @@ export function chaosNamespace(
           if (fault !== null) ledger.injected[fault]++;
           if (fault === "hang") {
             // Not in flight while held: the caller's budget runs out, then the object gets the call and answers, late.
-            return clock.hold().then(() => {
+            return clock.hold().then(async () => {
               ledger.late++;
-              return clock.track(() => apply(input));
+              const result = await clock.track(() => apply(input));
+              answered.add(id);
+              return result;
             });
           }
           return clock.track(async () => {
-            if (fault === null) return apply(input);
+            if (fault === null) {
+              const result = await apply(input);
+              answered.add(id);
+              return result;
+            }
             if (fault === "lost") await apply(input);
             throw thrown(fault, fault === "lost" ? "connection lost after the call was applied" : `injected ${fault}`);
           });
