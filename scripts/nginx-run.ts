@@ -7,9 +7,11 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { request } from "node:http";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { freePort } from "./free-port.mjs";
+
+export { freePort };
 
 /** The loopback address NGINX listens on and clients send from. */
 export const LOOPBACK = "127.0.0.1";
@@ -25,17 +27,6 @@ export function nginxOrHowToInstall(): string | null {
     "test:nginx: nginx not found. Install it and rerun:\n  Debian/Ubuntu: sudo apt-get update && sudo apt-get install -y nginx\n  macOS (Homebrew): brew install nginx\n",
   );
   return null;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, LOOPBACK, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

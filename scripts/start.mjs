@@ -14,6 +14,7 @@ import { readFileSync, watch, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { register } from "tsx/esm/api";
 import { ensureAdminToken } from "./dev-admin-token.mjs";
+import { freePort } from "./free-port.mjs";
 
 const extra = process.argv.slice(2);
 const env = {
@@ -25,7 +26,7 @@ const env = {
 
 const port = process.env.PORT ?? "8787";
 
-/** Whether 127.0.0.1:`p` can be listened on (0: any free port, whose number is returned). */
+/** Whether 127.0.0.1:`p` can be listened on (its number if so). */
 function probe(p) {
   return new Promise((resolve) => {
     const server = createServer();
@@ -46,7 +47,10 @@ if (typeof free !== "number") {
   process.exit(1);
 }
 // The devtools inspector listens too (9229 by default), and a second wrangler dev would fight over it.
-const inspector = extra.includes("--inspector-port") ? [] : ["--inspector-port", String(await probe(0))];
+// A port outside the ephemeral range, which a client socket may take before wrangler binds it (free-port.mjs).
+const inspector = extra.includes("--inspector-port")
+  ? []
+  : ["--inspector-port", String(await freePort([Number(port)]))];
 
 register();
 const { runCompile } = await import("../src/cli/compile.ts");

@@ -28,12 +28,11 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import express from "express";
+import { freePort } from "../../scripts/free-port.mjs";
 import { mulberry32 } from "../../src/cli/gen_streams.ts";
 import { RULES } from "../../src/generated/rules.ts";
 import { adminReading, isAdminPath } from "../../src/request/admin_path.ts";
@@ -109,17 +108,6 @@ function nginxLocations(routes: readonly Protected[]): string {
   out.push(`location = /_sluice { return 200 "${ADMIN}"; }`, `location /_sluice/ { return 200 "${ADMIN}"; }`);
   out.push(`location / { return 200 "none"; }`);
   return out.map((l) => `    ${l}`).join("\n");
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on("error", reject);
-  });
 }
 
 async function startNginx(dir: string, port: number): Promise<ChildProcess> {
@@ -473,7 +461,7 @@ async function main(): Promise<void> {
   const started = performance.now();
   const dir = mkdtempSync(join(tmpdir(), "sluice-fuzz-"));
   const nginxPort = await freePort();
-  const expressPort = await freePort();
+  const expressPort = await freePort([nginxPort]);
   const nginx = await startNginx(dir, nginxPort);
   const server = await startExpress(expressPort);
   const ports = { nginx: nginxPort, express: expressPort } as const;

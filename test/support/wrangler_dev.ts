@@ -4,10 +4,10 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { freePort } from "../../scripts/free-port.mjs";
 
 export const ROOT = join(import.meta.dirname, "..", "..");
 
@@ -63,24 +63,15 @@ export async function stopStarted(): Promise<void> {
   for (const child of [...started]) await stopWrangler({ child, base: "", output: [] });
 }
 
+/** A free port on 127.0.0.1 outside the ephemeral range (scripts/free-port.mjs says why). */
+export { freePort };
+
 export interface WranglerDev {
   readonly child: ChildProcess;
   /** `http://127.0.0.1:<port>` */
   readonly base: string;
   /** Everything the process printed, for failure messages. */
   readonly output: string[];
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /** The shipped example rules, from the tests' copy (rules/ is the user's to edit): file name -> YAML. */
@@ -142,8 +133,7 @@ async function startWranglerOnce(
 ): Promise<WranglerDev> {
   const port = await freePort();
   // The devtools inspector listens too (9229/9230 by default): another wrangler dev on the machine may hold those.
-  let inspectorPort = await freePort();
-  while (inspectorPort === port) inspectorPort = await freePort();
+  const inspectorPort = await freePort([port]);
   const output: string[] = [];
   // The echo origin answers admitted requests (a Sluice with no origin set answers 500, settings.ts `Origin`).
   const varArgs = Object.entries({ ECHO_ORIGIN: "true", ...vars }).flatMap(([name, value]) => [
