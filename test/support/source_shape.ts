@@ -4,7 +4,7 @@
  *
  *   npx tsx test/support/source_shape.ts
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
 
@@ -149,8 +149,8 @@ export function importSpecifiers(file: string): string[] {
 
 /**
  * Module graph of `files`: for each file, the files it imports (static `import`, `import type`, `export ... from`
- * and `import()`), resolved relative to it. Imports of packages (`yaml`, `node:fs`) and of JSON data (recorded
- * responses: leaves that import nothing) are left out.
+ * and `import()`), resolved relative to it. Imports of packages (`yaml`, `node:fs`), of JSON data (recorded
+ * responses: leaves that import nothing) and of plain-JavaScript scripts (`.mjs`) are left out.
  */
 export function importGraph(files: readonly string[]): Map<string, string[]> {
   const known = new Set(files.map((f) => resolve(f)));
@@ -159,6 +159,8 @@ export function importGraph(files: readonly string[]): Map<string, string[]> {
     const targets: string[] = [];
     for (const fileName of importSpecifiers(file)) {
       if (!fileName.startsWith(".") || fileName.endsWith(".json")) continue;
+      // A plain-JavaScript script (scripts/*.mjs: Node's own modules only) is a leaf, as JSON is.
+      if (fileName.endsWith(".mjs") && existsSync(resolve(dirname(file), fileName))) continue;
       const base = resolve(dirname(file), fileName);
       const hit = [base, base.replace(/\.js$/, ".ts"), `${base}.ts`, join(base, "index.ts")].find((p) => known.has(p));
       if (!hit) throw new Error(`${file}: cannot resolve import "${fileName}"`);
