@@ -125,7 +125,7 @@ export async function awaitLate(
  * meanwhile (by another rule, or closed) is given back, where the key used to keep it (chaos.test.ts, "answers lost").
  */
 async function resendUnknown(answer: CallAnswer, again: Resend): Promise<CallAnswer> {
-  if (answer.kind !== "failed" || answer.late !== null || !MAYBE_APPLIED.has(answer.failure)) return answer;
+  if (answer.kind !== "failed" || !MAYBE_APPLIED.has(answer.failure)) return answer; // these have no late answer
   const resent = await again();
   return resent === null ? answer : { ...answer, late: resent.answer };
 }

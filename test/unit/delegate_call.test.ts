@@ -630,6 +630,12 @@ describe("a call whose outcome is unknown is sent once more, its answer a late o
       ]);
       expect(got.length).toBe(kind === "overloaded" ? 1 : 2);
     }
+    // Nor, of course, for a call answered: one send.
+    const { clock, got, st, options } = setup("retryable", 0);
+    const pending = callTarget(options, st, null, input);
+    await clock.runUntil(T0 + 1000);
+    expect(await pending).toMatchObject({ kind: "answered" });
+    expect(got).toEqual([input]);
   });
 
   it("a copy that fails too (on its own retry as well), or is answered `unsure`, rejects its late answer", async () => {
