@@ -252,11 +252,12 @@ export class Coalescer {
     const answers = this.c.failed(st, batch, answer);
     const { late } = answer;
     // A late answer still charges: its lease is taken, and its admissions of requests refused here go back.
-    const work = late?.then((r) => {
-      if (r.lease !== null) this.adopt(st, r.lease, sent, true);
-      this.c.lateRefunds(st, batch, answers, r.results);
-    });
-    work?.catch(() => undefined); // failed as well: nothing it charged is known here
+    const work = late
+      ?.then((r) => {
+        if (r.lease !== null) this.adopt(st, r.lease, sent, true);
+        this.c.lateRefunds(st, batch, answers, r.results);
+      })
+      .catch(() => undefined); // failed as well: nothing it charged is known here
     if (work !== undefined) sent.keepAlive?.(work);
     return answers;
   }

@@ -4,7 +4,7 @@
  */
 
 import { uses } from "../protocol/mechanisms.ts";
-import { type CallAnswer, callObject, firstAnswer } from "../protocol/object_call.ts";
+import { type CallAnswer, callObject, type FailureKind, firstAnswer } from "../protocol/object_call.ts";
 import { holdsSlots } from "../protocol/slots.ts";
 import type { CallInput, CallResult, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
@@ -118,6 +118,20 @@ export async function awaitLate(
   return { kind: "answered", result: got, attempts: answer.attempts, ...twice };
 }
 
+/**
+ * A call of requests that failed where the object may have applied it and the runtime says it may be sent again
+ * (`retryable`: its answer lost, or `reset`, on both attempts) is sent once more in the background, as a copy
+ * (`copyOf`: applied only where the first copy is known not to have been), its answer taken as a late one: an
+ * admission of a request refused meanwhile (by another rule, or closed) is given back, where the key used to keep it
+ * (chaos.test.ts, "answers lost"). A plain error is not sent again (never retried: failure_policy.test.ts).
+ */
+async function resendUnknown(answer: CallAnswer, again: Resend): Promise<CallAnswer> {
+  if (answer.kind !== "failed" || !MAYBE_APPLIED.has(answer.failure)) return answer; // these have no late answer
+  const resent = await again();
+  return resent === null ? answer : { ...answer, late: resent.answer };
+}
+const MAYBE_APPLIED: ReadonlySet<FailureKind> = new Set(["retryable", "reset"]);
+
 /** The answer of two copies not `taken`, if the object applied both (neither a replay); else never settles. */
 function appliedTwice(taken: Promise<CallResult>, a: Promise<CallResult>, b: Promise<CallResult>) {
   const settled = (p: Promise<CallResult>) => p.catch(() => null);
@@ -136,11 +150,23 @@ const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<Cal
     deadline.then(() => undefined),
   ]);
 
-/** A copy's result, or a rejection: it failed or was answered `unsure` (the first copy decides; no message is read). */
-const resultOf = (a: CallAnswer): Promise<CallResult> =>
-  a.kind === "answered" && a.result.unsure !== true
-    ? Promise.resolve(a.result)
-    : Promise.reject(new Error("no answer"));
+/**
+ * A copy's result, whenever it comes (past its budget too: a copy applied late still charged), or a rejection: it
+ * failed or was answered `unsure` (the first copy decides; no message is read). Marked handled at once: it may fail
+ * before its takers wait for it, and a failure tells them nothing anyway.
+ */
+function resultOf(answer: Promise<CallAnswer>): Promise<CallResult> {
+  const usable = (r: CallResult) => (r.unsure === true ? Promise.reject(new Error("no answer")) : r);
+  const result = answer.then((a) =>
+    a.kind === "answered"
+      ? usable(a.result)
+      : a.late !== null
+        ? a.late.then(usable)
+        : Promise.reject(new Error("no answer")),
+  );
+  result.catch(() => undefined);
+  return result;
+}
 
 /**
  * A call sent again: its first copy reached the object `resent` ms before it at the most (store.ts: applied only if the
@@ -178,11 +204,11 @@ export async function callTarget(
       if (holdsSlots(st.rule.params)) return null;
       if ((await st.spreadMark?.(st.name).catch(() => null)) != null) return null;
       const copy = copyOf(call, options.clock() - sentAtMs + st.timeoutMs);
-      return { answer: callObject(st.transport, st.name, copy, st.timeoutMs, isolate).then(resultOf) };
+      return { answer: resultOf(callObject(st.transport, st.name, copy, st.timeoutMs, isolate)) };
     };
     const answer = await awaitLate(options, st, first, again);
     if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
-    return answer;
+    return call.costs.length > 0 ? resendUnknown(answer, again) : answer;
   };
   if (delegate === null || st.delegate === null) return direct(unnoted(input));
   const { here, away } = byLender(delegate, input.giveBack ?? []);
@@ -194,7 +220,7 @@ export async function callTarget(
   }
   const again: Resend = async () => {
     const copy = copyOf(out.sent, options.clock() - sentAtMs + st.timeoutMs);
-    return { answer: callObject(out.from.transport, out.from.name, copy, st.timeoutMs, isolate).then(resultOf) };
+    return { answer: resultOf(callObject(out.from.transport, out.from.name, copy, st.timeoutMs, isolate)) };
   };
   const answer = await awaitLate(options, st, out.answer, again);
   const overloaded = answer.kind === "failed" && answer.failure === "overloaded";

@@ -8,8 +8,10 @@
  * - every request is charged at most once, and a request that is not admitted is charged nothing once its refunds,
  *   late answers included, have landed: what each object holds equals what the responses say it admitted, but for
  *   refunds carried by a call that a fault kept from the object (they ride with calls: the key is short that much);
- * - with the delegate tier on, a window share's holder may also hold units charged for it and not used yet: never more
- *   than the key's object's book says its live shares were charged, and given back once their terms end.
+ * - with the delegate tier on, a window share's holder may also hold units charged for it and not used yet, a rate
+ *   share's the tokens its grant moved out of the direct slice, and a delegate refunds given to it for its next ask:
+ *   never more than the key's object's book says its live shares were charged or moved, plus what its delegates'
+ *   records keep to give back, and all given back once their terms end.
  * Time is frozen (`Date`) and the time budget runs out when the held calls are the only ones left (ChaosClock).
  */
 import {
@@ -27,6 +29,7 @@ import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate } from "../../src/isolate/isolate.ts";
 import type { SluiceLimiter } from "../../src/object/limiter.ts";
 import { objectNameOf } from "../../src/object/names.ts";
+import type { DelegateRecord } from "../../src/protocol/delegate.ts";
 import type { LimiterRecord } from "../../src/protocol/store.ts";
 import type { CompiledRule } from "../../src/request/match.ts";
 import { ChaosClock, chaosNamespace, type Fault, seeded } from "./chaos.ts";
@@ -129,6 +132,10 @@ async function flood(
   const stop = clock.start();
   try {
     for (let i = 0; i < plan.length; i += WAVE) sent.push(...(await Promise.all(plan.slice(i, i + WAVE).map(one))));
+    // Work the requests left running (a copy of a call whose outcome was unknown, held by a `hang`; a hot key's refund
+    // waiting for its next call or `RETURN_WAIT_MS`) goes on as the clock turns: its sleeps end when nothing is in
+    // flight, and held calls go then. A few dozen turns see it through, as the runtime's timers would.
+    for (let turn = 0; turn < 50; turn++) await scheduler.wait(1);
   } finally {
     stop();
   }
@@ -142,21 +149,33 @@ async function chargedBy(rule: CompiledRule, key: string): Promise<number> {
 }
 
 /**
- * The key's object's stored record: units its book charged to live window shares (the most their delegates can still
- * hold unused: they hold them until the share's term ends, which the frozen clock never reaches), and its holders.
+ * The key's object's stored record: units its book charged to live window shares and tokens their grants moved to live
+ * rate shares (the most their delegates can still hold unused: they hold them until the share's term ends, which the
+ * frozen clock never reaches), its holders, and the units their delegates' records keep to give back with their next
+ * ask (`parked`: refunds an isolate sent a delegate; its alarm gives them back at the latest).
  */
 async function sharesOf(
   rule: CompiledRule,
   key: string,
-): Promise<{ held: number; holders: string[]; endsAtMs: number }> {
+): Promise<{ held: number; moved: number; parked: number; holders: string[]; endsAtMs: number }> {
   const stub = await limiterFor(rule.rule.id, key);
   const record = await runInDurableObject(stub, (_instance: SluiceLimiter, state) =>
     state.storage.kv.get<LimiterRecord>("record"),
   );
   const entries = record?.shares?.entries ?? [];
+  const holders = entries.map((e) => e.holder);
+  let parked = 0;
+  const name = objectNameOf(rule.rule.id, await sha256Hex(key));
+  for (const holder of holders) {
+    const d = env.DELEGATE!.get(env.DELEGATE!.idFromName(`${name}@${holder}`));
+    const kept = await runInDurableObject(d, (_i: unknown, state) => state.storage.kv.get<DelegateRecord>("delegate"));
+    parked += (kept?.giveBack ?? []).reduce((n, b) => n + b.units, 0);
+  }
   return {
     held: entries.reduce((n, e) => n + e.units, 0),
-    holders: entries.map((e) => e.holder),
+    moved: entries.reduce((n, e) => n + (e.tokens ?? 0), 0),
+    parked,
+    holders,
     endsAtMs: Math.max(0, ...entries.map((e) => e.endsAtMs)),
   };
 }
@@ -255,18 +274,24 @@ async function chaosAtLoad(seed: number, tier: boolean): Promise<void> {
       // Every admitted request was admitted by this rule, once (closed); admitted with its decision: charged, admitted
       // while it failed: charged at most once, a late answer (open). Every other one was given back (late ones too),
       // unless the call carrying its refund failed before the object saw it; or, with the tier, its units are held
-      // by a delegate's window share (the share's units not used yet), never more than its charge in the book.
+      // by a delegate's share (a window share's units, a rate share's tokens moved with its grant: not used yet),
+      // never more than its charge in the book, or kept by its delegate to give back with its next ask. Once unknown
+      // outcomes were sent again (`resendUnknown`), seed 38 made its key hot in most runs, and both showed: a rate
+      // share's token (pair-closed key 0 charged 13, passed 8, lost 4, moved 1; 4 runs in 6) and a refund parked at
+      // the delegate (charged 12, passed 8, lost 3, parked 1; 1 in 24; in 14 of another 24 runs parked 1 as well,
+      // within the bound with it); each given back once the share ended.
       expect(charged, seen).toBeGreaterThanOrEqual(rule.rule.onError === "closed" ? passed(sent, path, key) : admitted);
-      const { held, holders, endsAtMs } = await sharesOf(rule, key);
+      const { held, moved, parked, holders, endsAtMs } = await sharesOf(rule, key);
       if (!tier) expect(holders, seen).toEqual([]);
-      if (charged > passed(sent, path, key) + lost + held) {
+      if (charged > passed(sent, path, key) + lost + held + moved + parked) {
         // Enough to diagnose a failure (1 in about 50 runs of the tier-on cases under load, 2026-12-06): the key's
         // record, what each of its requests was answered, and the isolate's counters.
         const stub = await limiterFor(rule.rule.id, key);
         const record = await runInDurableObject(stub, (_i: SluiceLimiter, state) => state.storage.kv.get("record"));
         const answers = sent.filter((s) => s.key === key && s.path === path).map((s) => [s.status, s.body.decisions]);
         const more = JSON.stringify({ record, answers, stats: isolateStats });
-        expect.fail(`${seen}, held ${held}: charged more than passed + lost + held; ${more}`);
+        const also = `held ${held}, moved ${moved}, parked ${parked}`;
+        expect.fail(`${seen}, ${also}: charged more than passed + lost + held + moved + parked; ${more}`);
       }
       if (holders.length > 0) {
         // Held, not lost: once the shares' terms end, their delegates give the units back.
@@ -303,6 +328,64 @@ describe("chaos at load", () => {
     });
   }
 
+  it("a call whose answer is lost on both attempts is sent once more: a refused request's charge is given back, a passed one's stays", async () => {
+    // A real limiter object behind a namespace that loses the answers of the first two sends of the second request's
+    // call (the object applied them: a connection dropped on the way back, twice). The other rule (local: no call)
+    // refuses the second request in one case and admits it in the other. Before the copy was sent (delegate_call.ts
+    // `resendUnknown`), the refused request stayed charged.
+    for (const otherLimit of [1, 2]) {
+      const twoRules = rulesFrom(`
+- id: lost-answers-${otherLimit}
+  match: { route: "GET /twice", identity: api_key }
+  algorithm: fixed_window
+  limit: 10
+  window: h
+- id: local-gate-${otherLimit}
+  match: { route: "GET /twice", identity: api_key }
+  algorithm: fixed_window
+  limit: ${otherLimit}
+  window: h
+  scope: local
+`);
+      const key = await knownKey("sk_twice");
+      setNow(T0);
+      vi.spyOn(console, "error").mockImplementation(() => {});
+      vi.spyOn(console, "log").mockImplementation(() => {});
+      const clock = new ChaosClock();
+      let draws = 0;
+      // The first request's call answered; the second's first two sends lost after being applied; its copy answered.
+      const { namespace, ledger } = chaosNamespace(
+        env.LIMITER,
+        () => (++draws === 2 || draws === 3 ? "lost" : null),
+        clock,
+      );
+      const isolate = createIsolate({ sleep: clock.sleep });
+      const chaotic = { ...env, LIMITER: namespace, DELEGATE: undefined };
+      const stop = clock.start();
+      const statuses: number[] = [];
+      try {
+        for (let i = 0; i < 2; i++) {
+          const ctx = createExecutionContext();
+          const response = await handleRequest(req("GET", "/twice", bearer(key)), chaotic, ctx, twoRules, isolate);
+          statuses.push(response.status);
+          await response.arrayBuffer();
+          await waitOnExecutionContext(ctx);
+        }
+      } finally {
+        stop();
+      }
+      const rule = twoRules[0]!;
+      const name = objectNameOf(rule.rule.id, await sha256Hex(key));
+      // Sends: the first request's, the second's two lost and its copy, and (refused) its refund in a call of its own.
+      expect([otherLimit, draws, ledger.injected.lost]).toEqual([otherLimit, otherLimit === 1 ? 5 : 4, 2]);
+      expect([ledger.answeredLate(name), ledger.applied.get(name)?.refunds]).toEqual([1, otherLimit === 1 ? 1 : 0]);
+      // Refused by the local rule: charged for the first request only. Admitted (the lost rule failed open): both.
+      expect([otherLimit, statuses, await chargedBy(rule, key)]).toEqual(
+        otherLimit === 1 ? [1, [200, 429], 1] : [2, [200, 200], 2],
+      );
+    }
+  });
+
   it("answers lost after the object applied them (retried with the same call id): no key over its limit, none charged twice", async () => {
     // Most keys stay under their limits, where a second charge would show.
     const keys = [
@@ -314,7 +397,7 @@ describe("chaos at load", () => {
     const { sent, ledger } = await flood(keys, 200, [["lost", 0.3]], 7);
     expect(ledger.injected.lost).toBeGreaterThan(0);
     expectOutcomesFollowOnError(sent);
-    let unansweredInAll = 0;
+    let answeredLateInAll = 0;
     for (const key of keys) {
       for (const rule of rules) {
         const limit = capacityOf(rule.params);
@@ -323,19 +406,24 @@ describe("chaos at load", () => {
         const applied = ledger.applied.get(name);
         expect(applied?.admitted ?? 0).toBeLessThanOrEqual(limit + (applied?.refunds ?? 0));
         // Each admitted request charged once, however many times its call was sent, and every refused one given back,
-        // except where nobody could know: a call whose answer was lost on both attempts (the object applied it) keeps
-        // what it admitted, whatever became of its requests: let through without the rule (fail open), refused by the
-        // other rule (429: 1 run in 6 under load, 2026-12-07, seed 7 pair-open key 1: charged 26, 21 admitted + 5
-        // unanswered, passed 25) or closed (503). Short that much, never over; nothing else is kept.
+        // except where nobody could know: a call whose answer was lost on every copy (the object applied it) keeps what
+        // it admitted, whatever became of its requests: let through without the rule (fail open), refused by the other
+        // rule (429: 1 run in 6 under load on 5ca77f6, seed 7 pair-open key 1: charged 26, 21 admitted + 5
+        // unanswered, passed 25) or closed (503). A call whose answer was lost on both attempts is sent once more
+        // (delegate_call.ts `resendUnknown`): answered then, its admissions of requests refused meanwhile are given
+        // back and those of requests let through stay (`answeredLate`: at most that many). Short, never over.
         const admitted = admittedBy(sent, rule.rule.id, key);
         const unanswered = ledger.unanswered(name);
+        const late = ledger.answeredLate(name);
         const charged = await chargedBy(rule, key);
-        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, admitted ${admitted}, unanswered ${unanswered}, ${JSON.stringify(applied)}`;
-        expect(charged, seen).toBe(admitted + unanswered);
-        unansweredInAll += unanswered;
+        const seen = `${rule.rule.id} key ${keys.indexOf(key)}: charged ${charged}, admitted ${admitted}, unanswered ${unanswered}, answered late ${late}, ${JSON.stringify(applied)}`;
+        expect(charged, seen).toBeGreaterThanOrEqual(admitted + unanswered);
+        expect(charged, seen).toBeLessThanOrEqual(admitted + unanswered + late);
+        answeredLateInAll += late;
       }
     }
-    // Some answers were lost on both attempts (about 1 call in 11).
-    expect(unansweredInAll).toBeGreaterThan(0);
+    // Some answers were lost on both attempts (about 1 call in 11) and came with the third copy. (Lost on all three,
+    // about 1 in 37, `unanswered` may be none in a run.)
+    expect(answeredLateInAll).toBeGreaterThan(0);
   });
 });

@@ -33,6 +33,12 @@ export interface ChaosLedger {
    * attempt): nobody can know they were charged, so nothing gives them back (the key is short that much, never over).
    */
   unanswered(name: string): number;
+  /**
+   * Per object name, the requests the object admitted in calls first answered on their third copy or later (the
+   * isolate sends a call whose answer was lost on both attempts once more: its answer comes late, after the requests
+   * were decided without it; a refused one's admission is then given back, a let-through one's stays).
+   */
+  answeredLate(name: string): number;
 }
 
 const thrown = (fault: Fault, message: string) =>
@@ -110,15 +116,23 @@ export function chaosNamespace(
   pick: () => Fault | null,
   clock: ChaosClock,
 ): { readonly namespace: DurableObjectNamespace<SluiceLimiter>; readonly ledger: ChaosLedger } {
-  /** Per call id: the object's name and the requests its first application admitted; and the ids answered. */
+  /** Per call id: the object's name and the requests its first application admitted; the ids answered, and how. */
   const admittedIn = new Map<string, { name: string; admitted: number }>();
   const answered = new Set<string>();
+  const answeredLateIds = new Set<string>();
+  const sends = new Map<string, number>();
+  const answer = (id: string) => {
+    if (!answered.has(id) && (sends.get(id) ?? 0) >= 3) answeredLateIds.add(id);
+    answered.add(id);
+  };
+  const admittedBy = (name: string, ids: (id: string) => boolean) =>
+    [...admittedIn].reduce((n, [id, a]) => n + (a.name === name && ids(id) ? a.admitted : 0), 0);
   const ledger: ChaosLedger = {
     injected: { retryable: 0, overloaded: 0, reset: 0, error: 0, hang: 0, lost: 0 },
     applied: new Map(),
     late: 0,
-    unanswered: (name) =>
-      [...admittedIn].reduce((n, [id, a]) => n + (a.name === name && !answered.has(id) ? a.admitted : 0), 0),
+    unanswered: (name) => admittedBy(name, (id) => !answered.has(id)),
+    answeredLate: (name) => admittedBy(name, (id) => answeredLateIds.has(id)),
   };
   const names = new Map<string, string>();
   /** Call ids the object applied, and the units given back by calls it has not applied (yet). */
@@ -165,6 +179,7 @@ export function chaosNamespace(
       return {
         check: (input: unknown) => {
           const { id, giveBack } = input as CallInput;
+          sends.set(id, (sends.get(id) ?? 0) + 1);
           const back = (giveBack ?? []).reduce((n, g) => n + g.units, 0);
           if (back > 0 && !appliedIds.has(id) && !notApplied.has(id)) {
             // Counted lost until the object applies it (a retry or a late answer may still).
@@ -178,14 +193,14 @@ export function chaosNamespace(
             return clock.hold().then(async () => {
               ledger.late++;
               const result = await clock.track(() => apply(input));
-              answered.add(id);
+              answer(id);
               return result;
             });
           }
           return clock.track(async () => {
             if (fault === null) {
               const result = await apply(input);
-              answered.add(id);
+              answer(id);
               return result;
             }
             if (fault === "lost") await apply(input);

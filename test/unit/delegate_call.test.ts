@@ -542,6 +542,138 @@ describe("a call unanswered past its budget and half of one more is sent again a
   });
 });
 
+describe("a call whose outcome is unknown is sent once more, its answer a late one (`resendUnknown`)", () => {
+  // The key's object may have applied a call whose answer was lost (`retryable`) or that it reset on (`reset`), on
+  // both attempts; or that failed otherwise (`error`). Its copy's answer, late, tells the coalescer what it charged:
+  // a request refused meanwhile is given back (coalesce.ts `settle`, judge.ts `giveBack`).
+  const thrown = (kind: string) =>
+    Object.assign(new Error(kind), {
+      retryable: kind === "retryable" || undefined,
+      durableObjectReset: kind === "reset" || undefined,
+      overloaded: kind === "overloaded" || undefined,
+    });
+  /** A key's object that fails `fails` sends as `kind` (after applying them), then answers; the calls it got. */
+  const setup = (kind: string, fails: number, params = tokenBucket(10, 1000, 20), mark: number | null = null) => {
+    const clock = new EventClock(T0);
+    const got: CallInput[] = [];
+    const transport: ObjectTransport = {
+      call: async (_name, call) => {
+        got.push(call);
+        await clock.sleep(HOP_MS);
+        if (got.length <= fails) throw thrown(kind);
+        return { ...answered(), hot: false, atMs: clock.nowMs(), replayed: got.length > 1 };
+      },
+      refund: () => Promise.reject(new Error("no refunds here")),
+    };
+    const st = new KeyState(
+      {
+        transport,
+        name: "r:key",
+        rule: { id: "r", params },
+        cost: 1,
+        timeoutMs: 250,
+        lease: null,
+        spreadMark: async () => mark,
+      },
+      T0,
+    );
+    const options = { clock: clock.clock, sleep: clock.sleep, counters: newStats(), newId: () => "n" };
+    return { clock, got, st, options };
+  };
+
+  it("lost or reset on both attempts: a copy goes at once, and its answer is the late one", async () => {
+    for (const [kind, fails] of [
+      ["retryable", 2],
+      ["reset", 2],
+    ] as const) {
+      const { clock, got, st, options } = setup(kind, fails);
+      const pending = callTarget(options, st, null, input);
+      await clock.runUntil(T0 + 1000);
+      const out = await pending;
+      expect([kind, out.kind, out.kind === "failed" && out.failure]).toEqual([kind, "failed", kind]);
+      // The copy: its id, no units given back (they may have been taken: short, never over), how old it may be.
+      expect(got.slice(fails)).toEqual([{ ...input, giveBack: [], resent: fails * HOP_MS + 250 }]);
+      const late = out.kind === "failed" ? await out.late : null;
+      expect([kind, late?.replayed]).toEqual([kind, true]);
+    }
+  });
+
+  it("not for an overloaded object (it applied nothing), a plain error (never retried), a call of returns only, a slot's take or a key marked hot", async () => {
+    const cases = [
+      { kind: "overloaded", call: input, params: tokenBucket(10, 1000, 20), mark: null, failure: "overloaded" },
+      { kind: "other", call: input, params: tokenBucket(10, 1000, 20), mark: null, failure: "error" },
+      {
+        kind: "retryable",
+        call: { ...input, costs: [] },
+        params: tokenBucket(10, 1000, 20),
+        mark: null,
+        failure: "retryable",
+      },
+      { kind: "retryable", call: input, params: concurrencyP(5, 60_000), mark: null, failure: "retryable" },
+      { kind: "retryable", call: input, params: tokenBucket(10, 1000, 20), mark: 0, failure: "retryable" },
+    ] as const;
+    for (const { kind, call, params, mark, failure } of cases) {
+      const { clock, got, st, options } = setup(kind, 2, params, mark);
+      const pending = callTarget(options, st, null, call);
+      await clock.runUntil(T0 + 1000);
+      const out = await pending;
+      expect([kind, mark, out.kind, out.kind === "failed" && out.failure, out.kind === "failed" && out.late]).toEqual([
+        kind,
+        mark,
+        "failed",
+        failure,
+        null,
+      ]);
+      expect(got.length).toBe(kind === "overloaded" || kind === "other" ? 1 : 2);
+    }
+    // Nor, of course, for a call answered: one send.
+    const { clock, got, st, options } = setup("retryable", 0);
+    const pending = callTarget(options, st, null, input);
+    await clock.runUntil(T0 + 1000);
+    expect(await pending).toMatchObject({ kind: "answered" });
+    expect(got).toEqual([input]);
+  });
+
+  it("a copy answered past its own budget is still taken: what it charged is known", async () => {
+    const { clock, got, st, options } = setup("retryable", 2);
+    const call = st.transport.call;
+    st.transport = {
+      ...st.transport,
+      call: async (name, c) => {
+        if (got.length === 2) await clock.sleep(1000); // the copy: well past its 250 ms budget
+        return call(name, c);
+      },
+    };
+    const pending = callTarget(options, st, null, input);
+    await clock.runUntil(T0 + 3000);
+    const out = await pending;
+    const late = out.kind === "failed" ? await out.late : null;
+    expect([got.length, late?.replayed]).toEqual([3, true]);
+  });
+
+  it("a copy that fails too (on its own retry as well), or is answered `unsure`, rejects its late answer", async () => {
+    for (const fails of [4, 2]) {
+      const { clock, st, options } = setup("retryable", fails);
+      if (fails === 2) {
+        const call = st.transport.call;
+        st.transport = {
+          ...st.transport,
+          call: async (name, c) => {
+            const r = await call(name, c);
+            return { ...r, unsure: true, results: [] };
+          },
+        };
+      }
+      const pending = callTarget(options, st, null, input);
+      await clock.runUntil(T0 + 1000);
+      const out = await pending;
+      const late = out.kind === "failed" ? out.late : null;
+      expect(late).not.toBeNull();
+      await expect(late).rejects.toThrow("no answer");
+    }
+  });
+});
+
 describe("a sub-lease's unused units go back to the delegate that lent it (byLender)", () => {
   // An isolate that moved from its region's first shard to its own (or to another region's delegate) gives a
   // sub-lease of the first shard back: that one holds its reservation; any other drops it (it matches none there).
