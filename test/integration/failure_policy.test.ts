@@ -66,7 +66,7 @@ type Injected = MockInstance<SluiceLimiter["check"]> & { mine(object: unknown): 
  */
 async function expectCopies(spy: Injected, failure: string, attempts: number): Promise<void> {
   if (failure === "error") expect(decisionCalls(spy, true)).toBe(0);
-  else await vi.waitFor(() => expect(decisionCalls(spy, true)).toBeGreaterThan(0));
+  else await vi.waitFor(() => expect(decisionCalls(spy, true)).toBeGreaterThan(0), { timeout: 5000 });
   expect(decisionCalls(spy) - decisionCalls(spy, true)).toBe(attempts);
 }
 
@@ -181,7 +181,7 @@ describe.each(Object.entries(faults))("%s", (_name, { fault, failure, attempts }
     expect(isolate.stats.fail_open - before.fail_open).toBe(1);
     // Every call the isolate counted reached the object (the copy's once it arrived: it is not waited for).
     const made = isolate.stats.object_calls - before.object_calls;
-    await vi.waitFor(() => expect(spy.mock.contexts.filter(spy.mine).length).toBe(made));
+    await vi.waitFor(() => expect(spy.mock.contexts.filter(spy.mine).length).toBe(made), { timeout: 5000 });
     const logged = errors.mock.calls.map((c) => JSON.parse(String(c[0])));
     expect(logged).toContainEqual(
       expect.objectContaining({ event: "limiter_failed", rule: "lenient", reason: "fail_open", failure, attempts }),
