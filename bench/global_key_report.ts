@@ -46,8 +46,15 @@ export function globalKeyGoals(rows: readonly ClusterRow[]): { text: string; mis
     goal("0 requests failed open because an object was busy (`overloaded`)", (r) =>
       busy(r) > 0 ? `${label(r)}: ${busy(r)}` : null,
     ),
-    goal("within 3% of the exact single writer after the first second", (r) =>
-      Math.abs(afterFirstSecondPct(r)) > 3 ? `${label(r)}: ${signed(afterFirstSecondPct(r))}` : null,
+    goal("within 3% of the exact single writer after the first second, at 1,000-5,000 isolates", (r) =>
+      r.isolates >= 1_000 && Math.abs(afterFirstSecondPct(r)) > 3
+        ? `${label(r)}: ${signed(afterFirstSecondPct(r))}`
+        : null,
+    ),
+    goal("the same at 200 isolates (not issue 33's goal, which names 1,000-5,000: shown so that it cannot hide)", (r) =>
+      r.isolates < 1_000 && Math.abs(afterFirstSecondPct(r)) > 3
+        ? `${label(r)}: ${signed(afterFirstSecondPct(r))}`
+        : null,
     ),
     goal(
       `the key's object at most ${FIRST_SECOND_CALLS} calls in the first second at 5,000 isolates (issue 36's)`,
