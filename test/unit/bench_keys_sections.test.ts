@@ -34,7 +34,10 @@ describe("the key sections of BENCHMARKS.md are generated from bench/results", (
     });
     const [, , issue33, small] = globalKeyGoals([at(200), at(1_000), at(5_000)]);
     expect(issue33!.text).toContain("at 1,000-5,000 isolates");
-    expect(issue33!.misses).toEqual([`${row.rule}/1000/${row.scenario}: +5.0%`, `${row.rule}/5000/${row.scenario}: +5.0%`]);
+    expect(issue33!.misses).toEqual([
+      `${row.rule}/1000/${row.scenario}: +5.0%`,
+      `${row.rule}/5000/${row.scenario}: +5.0%`,
+    ]);
     expect(small!.misses).toEqual([`${row.rule}/200/${row.scenario}: +5.0%`]);
   });
 
