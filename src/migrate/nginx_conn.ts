@@ -4,6 +4,7 @@
  * processed (with HTTP/2, each request in flight), which is what a concurrency slot counts: a request from its
  * admission to the end of its response. Sluice adds a lease (`slot_ttl`, 60 s unless set) that NGINX has not.
  */
+import { MAX_CONCURRENCY } from "../algorithms/concurrency.ts";
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { readMaps } from "./nginx_map.ts";
 import { keyOfZone, type ZoneLike } from "./nginx_zones.ts";
@@ -14,7 +15,8 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
   const maps = readMaps(http);
   for (const d of http.filter((x) => x.name === "limit_conn_zone")) {
     const [key, zoneArg, ...rest] = d.args;
-    const name = zoneArg === undefined ? undefined : /^zone=([^:]+):\d+[kKmM]?$/.exec(zoneArg)?.[1];
+    // nginx_check.ts has refused what NGINX refuses: zone=NAME:SIZE with a valid size.
+    const name = zoneArg === undefined ? undefined : /^zone=([^:]+):/.exec(zoneArg)?.[1];
     if (key === undefined || name === undefined || rest.length > 0)
       throw new NginxImportError(`${where(d)}: limit_conn_zone needs a key and zone=NAME:SIZE`);
     if (zones.has(name)) throw new NginxImportError(`${where(d)}: limit_conn_zone: zone "${name}" is defined twice`);
@@ -63,7 +65,11 @@ export function connZoneOf(limit: Directive, zones: Map<string, ZoneLike>): Zone
 /** The number of connections `limit_conn NAME N` allows. */
 export function connLimitOf(limit: Directive): number {
   const n = limit.args[1];
-  if (limit.args.length !== 2 || n === undefined || !/^[1-9][0-9]{0,4}$/.test(n) || Number(n) > 10_000)
-    throw new NginxImportError(`${where(limit)}: limit_conn needs a zone and a number from 1 to 10000`);
+  if (limit.args.length !== 2 || n === undefined || !/^[0-9]+$/.test(n) || Number(n) < 1)
+    throw new NginxImportError(`${where(limit)}: limit_conn needs a zone and a number from 1 to 65535`);
+  if (Number(n) > MAX_CONCURRENCY)
+    throw new NginxImportError(
+      `${where(limit)}: limit_conn ${limit.args.join(" ")}: NGINX takes it, but a Sluice concurrency rule's limit is at most ${MAX_CONCURRENCY}`,
+    );
   return Number(n);
 }

@@ -8,6 +8,9 @@
  * whose route matches, so a limit that every location shares becomes one rule without a route, and a limit of some
  * locations one rule per location. docs/rules.md, "Coming from NGINX", describes the mapping and its differences.
  */
+
+import { MAX_AMOUNT } from "../rules/duration.ts";
+import { checkNginx } from "./nginx_check.ts";
 import { type Directive, httpBlockOf, NginxImportError, text, type UnreadInclude, where } from "./nginx_conf.ts";
 import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
 import { serverGetsKey } from "./nginx_map_sources.ts";
@@ -43,6 +46,7 @@ export function importNginx(config: readonly Directive[], unread: readonly Unrea
         "no http { ... } block: read as a file that NGINX includes inside http (conf.d/, sites-enabled/); a zone it uses that another file defines is read from under --root",
     });
   }
+  checkNginx(http.block);
   const taken = new Set<string>();
   const zones = readZones(http.block, report);
   reportUnused(config, zones, report);
@@ -331,11 +335,16 @@ function draft(
 }
 
 function burstOf(limit: Directive): { burst: number; delay: number | "nodelay" } {
+  // nginx_check.ts has refused what NGINX refuses: each parameter is zone=, burst=N, delay=N (N > 0) or nodelay.
   let burst = 0;
   let delay: number | "nodelay" = 0;
   for (const arg of limit.args) {
     const m = /^(burst|delay)=(\d+)$/.exec(arg);
     if (m !== null) {
+      if (BigInt(m[2]!) > BigInt(MAX_AMOUNT))
+        throw new NginxImportError(
+          `${where(limit)}: limit_req: ${arg} is more than Sluice takes (at most ${MAX_AMOUNT})`,
+        );
       if (m[1] === "burst") burst = Number(m[2]);
       else delay = Number(m[2]);
     } else if (arg === "nodelay") delay = "nodelay";

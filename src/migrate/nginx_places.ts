@@ -62,13 +62,14 @@ export function contextOf(block: readonly Directive[], parent: Context, names: L
       throw new NginxImportError(`${where(status)}: ${names.status} must be a status from 400 to 599`);
     }
   }
-  if (dryRun !== undefined && !(dryRun.args.length === 1 && ["on", "off"].includes(dryRun.args[0]!))) {
+  if (dryRun !== undefined && !(dryRun.args.length === 1 && ["on", "off"].includes(dryRun.args[0]!.toLowerCase()))) {
     throw new NginxImportError(`${where(dryRun)}: ${names.dryRun} must be on or off`);
   }
   return {
     limits: limits.length > 0 ? limits : parent.limits,
     status: code,
-    dryRun: dryRun === undefined ? parent.dryRun : dryRun.args[0] === "on",
+    // NGINX reads on and off in any case.
+    dryRun: dryRun === undefined ? parent.dryRun : dryRun.args[0]!.toLowerCase() === "on",
   };
 }
 

@@ -2,6 +2,8 @@
  * NGINX's `limit_req_zone`s: each zone's key as a Sluice identity (or why there is none) and its rate, with what the
  * import report says about them; and the zone a `limit_req` names.
  */
+import { MAX_AMOUNT } from "../rules/duration.ts";
+import { nginxRate } from "./nginx_check.ts";
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { expandMaps, type Maps, readMaps } from "./nginx_map.ts";
 import type { ServerChoice } from "./nginx_map_sources.ts";
@@ -65,23 +67,24 @@ export function readZones(http: readonly Directive[], report: ReportItem[]): Map
 }
 
 function readZone(d: Directive, maps: Maps): Zone {
+  // nginx_check.ts has refused what NGINX refuses: the zone has a name and a size; the last zone= and rate= count.
   const [key, ...rest] = d.args;
-  const zoneArg = rest.find((a) => a.startsWith("zone="));
-  const rateArg = rest.find((a) => a.startsWith("rate="));
-  if (key === undefined || zoneArg === undefined || rateArg === undefined) {
+  const zoneArg = rest.filter((a) => a.startsWith("zone=")).at(-1);
+  const rateArg = rest.filter((a) => a.startsWith("rate=")).at(-1);
+  if (key === undefined || zoneArg === undefined) {
     throw new NginxImportError(`${where(d)}: limit_req_zone needs a key, zone=NAME:SIZE and rate=Nr/s or Nr/m`);
   }
-  const name = /^zone=([^:]+):\d+[kKmM]?$/.exec(zoneArg)?.[1];
-  if (name === undefined)
-    throw new NginxImportError(`${where(d)}: limit_req_zone: bad ${zoneArg} (expected zone=NAME:SIZE)`);
-  const rate = /^rate=(\d+)r\/([sm])$/.exec(rateArg);
-  if (rate === null || Number(rate[1]) < 1) {
-    throw new NginxImportError(`${where(d)}: limit_req_zone: bad ${rateArg} (expected rate=Nr/s or rate=Nr/m, N >= 1)`);
+  // NGINX's default rate is 1r/s; `rate=10` (no unit) is per second.
+  const rate = rateArg === undefined ? { amount: 1n, unit: "s" as const } : nginxRate(rateArg);
+  if (rate === null || rate.amount > BigInt(MAX_AMOUNT)) {
+    throw new NginxImportError(
+      `${where(d)}: limit_req_zone: ${rateArg} is more than Sluice's leaky_queue takes (an amount of at most ${MAX_AMOUNT})`,
+    );
   }
   return {
-    name,
+    name: zoneArg.slice(5, zoneArg.indexOf(":")),
     ...keyOfZone(key, maps),
-    rate: { amount: Number(rate[1]), unit: rate[2] === "s" ? "s" : "min" },
+    rate: { amount: Number(rate.amount), unit: rate.unit },
     at: d,
   };
 }
@@ -267,7 +270,8 @@ function missingOf(
 }
 
 export function zoneOf(limit: Directive, zones: Map<string, Zone>): Zone {
-  const arg = limit.args.find((a) => a.startsWith("zone="));
+  // NGINX keeps the last zone= of a limit_req.
+  const arg = limit.args.filter((a) => a.startsWith("zone=")).at(-1);
   const zone = arg === undefined ? undefined : zones.get(arg.slice(5));
   if (zone === undefined) {
     throw new NginxImportError(

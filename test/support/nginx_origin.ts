@@ -17,7 +17,7 @@ export interface NginxOrigin {
   stop(): Promise<void>;
 }
 
-function nginxBinary(): string {
+export function nginxBinary(): string {
   for (const candidate of ["/usr/sbin/nginx", "/usr/local/sbin/nginx"]) if (existsSync(candidate)) return candidate;
   const found = execFileSync("sh", ["-c", "command -v nginx || true"], { encoding: "utf8" }).trim();
   if (found !== "") return found;

@@ -354,7 +354,7 @@ describe("malformed nginx.conf: the error names the file and line", () => {
     [
       "a bad rate",
       http("limit_req_zone $binary_remote_addr zone=ip:10m rate=1.5r/s;"),
-      /nginx\.conf:3: limit_req_zone: bad rate=1\.5r\/s/,
+      /nginx\.conf:3: limit_req_zone: invalid rate "rate=1\.5r\/s"; NGINX refuses this configuration/,
     ],
     [
       "an unknown zone",
@@ -364,17 +364,17 @@ describe("malformed nginx.conf: the error names the file and line", () => {
     [
       "a zone defined twice",
       http(`${ZONE_IP}\n${ZONE_IP}`),
-      /nginx\.conf:4: limit_req_zone: zone "ip" is defined twice/,
+      /nginx\.conf:4: limit_req_zone: zone "ip" is already defined/,
     ],
     [
       "a bad limit_req parameter",
       http(`${ZONE_IP}\nserver { limit_req zone=ip brust=5; }`),
-      /nginx\.conf:4: limit_req: unknown parameter "brust=5"/,
+      /nginx\.conf:4: limit_req: invalid parameter "brust=5"/,
     ],
     [
       "a bad status",
       http(`${ZONE_IP}\nlimit_req_status 200;`),
-      /nginx\.conf:4: limit_req_status must be a status from 400 to 599/,
+      /nginx\.conf:4: limit_req_status: value must be between 400 and 599/,
     ],
     ["no http block", "events {}\n", /no http \{ \.\.\. \} block/],
     [
