@@ -9,21 +9,59 @@ export interface Loaded {
   readonly lineOf: (node: object) => number;
 }
 
-export function load(text: string, file: string): Loaded {
-  const all = loadAll(text, file);
+/**
+ * How a file is read: `yaml-1.2` as Envoy reads its own configuration; `go-yaml-v2` as the envoyproxy/ratelimit
+ * service reads its (gopkg.in/yaml.v2: YAML 1.1, so `yes`, `on` and `y` are true; a plain timestamp stays text; a
+ * float is a float, kept as a `GoFloat` so that its check can refuse it where the service does).
+ */
+export type Reading = "yaml-1.2" | "go-yaml-v2";
+
+/** A plain scalar yaml.v2 reads as a float (`1.0`, `1e3`): the service takes none outside `metadata`. */
+export class GoFloat {
+  constructor(
+    readonly value: number,
+    readonly source: string,
+    readonly line: number,
+  ) {}
+}
+
+const GO_FLOAT =
+  /^[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?$|^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$/;
+
+export function load(text: string, file: string, reading: Reading = "yaml-1.2"): Loaded {
+  const all = loadAll(text, file, reading);
   if (all.length === 1) return all[0]!;
   return { value: all.map((d) => d.value), lineOf: (node) => all.find((d) => d.has(node))?.lineOf(node) ?? 1 };
 }
 
 /** Every document of a YAML stream (a Kubernetes manifest holds several, between `---` lines). */
-export function loadAll(text: string, file: string): (Loaded & { has: (node: object) => boolean })[] {
+export function loadAll(
+  text: string,
+  file: string,
+  reading: Reading = "yaml-1.2",
+): (Loaded & { has: (node: object) => boolean })[] {
   const counter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter: counter, uniqueKeys: true });
+  const docs = parseAllDocuments(
+    text,
+    reading === "yaml-1.2"
+      ? { lineCounter: counter, uniqueKeys: true }
+      : {
+          lineCounter: counter,
+          uniqueKeys: true,
+          version: "1.1",
+          customTags: (tags) => tags.filter((t) => typeof t === "string" || t.tag !== "tag:yaml.org,2002:timestamp"),
+        },
+  );
   if (!Array.isArray(docs)) return [{ value: null, lineOf: () => 1, has: () => false }];
-  return docs.map((doc) => one(doc, counter, file));
+  return docs.map((doc) => one(doc, counter, file, reading));
 }
 
-function one(doc: Document.Parsed, counter: LineCounter, file: string): Loaded & { has: (node: object) => boolean } {
+function one(
+  doc: Document.Parsed,
+  counter: LineCounter,
+  file: string,
+  reading: Reading,
+): Loaded & { has: (node: object) => boolean } {
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
     const pos = e.linePos?.[0];
@@ -33,7 +71,16 @@ function one(doc: Document.Parsed, counter: LineCounter, file: string): Loaded &
   }
   const lines = new WeakMap<object, number>();
   const convert = (node: unknown): unknown => {
-    if (isScalar(node)) return node.value;
+    if (isScalar(node)) {
+      const source = (node as { source?: unknown }).source;
+      if (reading === "go-yaml-v2" && typeof node.value === "number" && node.type === "PLAIN") {
+        const text = typeof source === "string" ? source : String(node.value);
+        if (GO_FLOAT.test(text) || !Number.isInteger(node.value)) {
+          return new GoFloat(node.value, text, node.range ? counter.linePos(node.range[0]).line : 1);
+        }
+      }
+      return node.value;
+    }
     if (isSeq(node)) {
       const out = node.items.map(convert);
       if (node.range) lines.set(out, counter.linePos(node.range[0]).line);

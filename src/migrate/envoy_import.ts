@@ -9,7 +9,7 @@
  * what the rest mean (envoy_actions.ts). docs/rules.md, "Coming from Envoy", describes the mapping.
  */
 import { actionMeanings, sentShapes } from "./envoy_actions.ts";
-import { EnvoyImportError, isObject, type Loaded, load, type Obj } from "./envoy_file.ts";
+import { EnvoyImportError, isObject, type Loaded, load, loadAll, type Obj } from "./envoy_file.ts";
 import { importLocal, localFilters } from "./envoy_local.ts";
 import { type EnvoyMapping, type Meaning, parseMapping, type Step } from "./envoy_mapping.ts";
 import { importService } from "./envoy_service.ts";
@@ -22,7 +22,7 @@ import type { DraftRule, ImportResult, ReportItem } from "./report.ts";
 export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, routes: unknown = null): ImportResult {
   const loaded = load(text, file);
   const meanings = withActions(mapping, [loaded.value, routes], routes !== null);
-  const services = serviceConfigs(loaded, file);
+  const services = serviceConfigs(loaded, file, text);
   if (services.length > 0) {
     const sends = sentChains(mapping, [loaded.value, routes]);
     const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings, sends));
@@ -86,21 +86,37 @@ function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): ((steps: 
     shapes.some((shape) => shape.length === steps.length && shape.every((k, i) => k === "?" || k === steps[i]!.key));
 }
 
-/** The service configurations in a file: the file itself, a document of it, or a ConfigMap's data holding one. */
-function serviceConfigs(loaded: Loaded, file: string): { root: Obj; file: string; loaded: Loaded }[] {
-  const isService = (v: unknown): v is Obj => isObject(v) && "domain" in v;
-  if (isService(loaded.value)) return [{ root: loaded.value, file, loaded }];
+/**
+ * The service configurations in a file: the file itself, a document of it, or a ConfigMap's data holding one; each
+ * read as the service reads it (envoy_file.ts `go-yaml-v2`), the file around them as Kubernetes and Envoy read it.
+ */
+function serviceConfigs(loaded: Loaded, file: string, text: string): { root: Obj; file: string; loaded: Loaded }[] {
+  // A file of `descriptors` with keys and no domain is a service configuration too (the service: "empty domain").
+  const isService = (v: unknown): v is Obj =>
+    isObject(v) &&
+    ("domain" in v ||
+      (!("token_bucket" in v) &&
+        "descriptors" in v &&
+        (v.descriptors === null ||
+          (Array.isArray(v.descriptors) && v.descriptors.every((d) => isObject(d) && "key" in d)))));
+  const asService = (source: string, name: string): { root: Obj; file: string; loaded: Loaded }[] => {
+    const read = load(source, name, "go-yaml-v2");
+    return isObject(read.value) ? [{ root: read.value, file: name, loaded: read }] : [];
+  };
+  if (isService(loaded.value)) return asService(text, file);
   const docs = Array.isArray(loaded.value) ? loaded.value : [loaded.value];
   const out: { root: Obj; file: string; loaded: Loaded }[] = [];
-  for (const doc of docs) {
-    if (isService(doc)) out.push({ root: doc, file, loaded });
-    if (!isObject(doc) || doc.kind !== "ConfigMap" || !isObject(doc.data)) continue;
-    for (const [name, text] of Object.entries(doc.data)) {
-      if (typeof text !== "string" || !/^domain:/m.test(text)) continue;
-      const inner = load(text, `${file} (ConfigMap data ${name})`);
-      if (isService(inner.value))
-        out.push({ root: inner.value, file: `${file} (ConfigMap data ${name})`, loaded: inner });
+  docs.forEach((doc, i) => {
+    if (isService(doc)) {
+      const read = loadAll(text, file, "go-yaml-v2")[i]!;
+      out.push({ root: read.value as Obj, file, loaded: read });
     }
-  }
+    if (!isObject(doc) || doc.kind !== "ConfigMap" || !isObject(doc.data)) return;
+    for (const [name, inner] of Object.entries(doc.data)) {
+      if (typeof inner !== "string" || !/^domain:/m.test(inner)) continue;
+      const where = `${file} (ConfigMap data ${name})`;
+      if (isService(load(inner, where).value)) out.push(...asService(inner, where));
+    }
+  });
   return out;
 }

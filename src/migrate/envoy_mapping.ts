@@ -173,9 +173,17 @@ export function matchOf(
     notes.push(`approximate: ${note}`);
   };
   for (const step of steps) {
-    if (step.value?.endsWith("*") === true) {
+    if (step.value?.includes("*") === true) {
+      // The service reads any `*` in a value as a wildcard (config_impl.go `wildcardMatch`), not only a trailing one.
+      if (step.value === "*") {
+        return leftOut(
+          `${step.key}=* with share_threshold keeps one counter for every request that sends ${step.key}, whatever its value; Sluice cannot match by whether a request sends it`,
+        );
+      }
       return leftOut(
-        `the wildcard value ${step.key}=${step.value} keeps one counter per actual value starting with ${JSON.stringify(step.value.slice(0, -1))}; Sluice cannot match a value's prefix`,
+        step.value.endsWith("*") && step.value.indexOf("*") === step.value.length - 1
+          ? `the wildcard value ${step.key}=${step.value} matches every value starting with ${JSON.stringify(step.value.slice(0, -1))} (one counter per value, or one for all with share_threshold); Sluice cannot match a value's prefix`
+          : `the wildcard value ${step.key}=${step.value} matches values by a pattern (one counter per value, or one for all with share_threshold); Sluice cannot match a value's pattern`,
       );
     }
     const meaning =

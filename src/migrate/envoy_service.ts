@@ -4,6 +4,7 @@
  */
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
 import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
+import { checkService } from "./envoy_service_check.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 /** `sends`: whether Envoy sends a descriptor of a chain's keys (envoy_import.ts), `null` when its routes are not known. */
@@ -14,8 +15,7 @@ export function importService(
   mapping: EnvoyMapping,
   sends: ((steps: readonly Step[]) => boolean) | null = null,
 ): ImportResult {
-  if (typeof root.domain !== "string" || root.domain === "")
-    throw new EnvoyImportError(`${file}:${loaded.lineOf(root)}: domain must be a non-empty string`);
+  checkService(root, file, loaded);
   const report: ReportItem[] = [];
   const rules: DraftRule[] = [];
   const taken = new Set<string>();
@@ -68,7 +68,8 @@ export function importService(
  */
 function descriptorValue(d: Obj, where: string, report: ReportItem[]): string | null {
   const given = d.value === undefined || d.value === null ? null : String(d.value);
-  if (given !== "*") return given;
+  // With share_threshold, `*` is one counter for every value: not the key without a value (envoy_mapping.ts says why).
+  if (given !== "*" || d.share_threshold === true) return given;
   report.push({
     where,
     kind: "note",
@@ -119,18 +120,11 @@ function serviceRule(
     );
     return null;
   }
-  const unit = typeof rl.unit === "string" ? UNITS[rl.unit.toLowerCase()] : undefined;
-  const perUnit = rl.requests_per_unit;
-  if (unit === undefined) {
-    throw new EnvoyImportError(
-      `${where}: rate_limit.unit must be second, minute, hour, day, week, month or year, got ${JSON.stringify(rl.unit)}`,
-    );
-  }
-  if (typeof perUnit !== "number" || !Number.isSafeInteger(perUnit) || perUnit < 0) {
-    throw new EnvoyImportError(
-      `${where}: rate_limit.requests_per_unit must be a whole number, got ${JSON.stringify(perUnit)}`,
-    );
-  }
+  // envoy_service_check.ts has refused what the service refuses: the unit is known, the count a uint32 (0 if absent).
+  const unit = UNITS[String(rl.unit).toLowerCase()];
+  const perUnit = typeof rl.requests_per_unit === "number" ? rl.requests_per_unit : 0;
+  if (unit === undefined)
+    throw new EnvoyImportError(`${where}: rate_limit.unit ${JSON.stringify(rl.unit)} is not known`);
   if (sends !== null && !sends(steps)) {
     report.push({
       where,
@@ -160,6 +154,13 @@ function serviceRule(
   ];
   fields.push(...match.fields);
   if (d.shadow_mode === true) fields.push(["mode", "shadow"]);
+  if (d.quota_mode === true) {
+    report.push({
+      where,
+      kind: "approximate",
+      message: `${chainText}: quota_mode: the service refuses a request only when every quota limit it meets is over; Sluice refuses when any rule is, which is the same for a request that meets one quota limit`,
+    });
+  }
   return {
     draft: {
       id: ruleId(name ?? `${domain}-${steps.map((s) => s.value ?? s.key).join("-")}`, taken),

@@ -43,8 +43,12 @@ const MAX_INT = (1n << 63n) - 1n;
 const LOG_LEVELS = ["info", "notice", "warn", "error"];
 
 function refuse(d: Directive, why: string): never {
+  // A template's `${VAR}` (envsubst, the nginx Docker image's templates) is not NGINX syntax: say what it is.
+  const template = d.args.some((a) => a.includes("${"))
+    ? " (it holds an unsubstituted template variable: import the file its template makes)"
+    : "";
   throw new NginxImportError(
-    `${where(d)}: ${d.name}: ${why}; NGINX refuses this configuration (nginx -t), so it is not imported`,
+    `${where(d)}: ${d.name}: ${why}${template}; NGINX refuses this configuration (nginx -t), so it is not imported`,
   );
 }
 

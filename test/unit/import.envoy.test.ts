@@ -166,7 +166,7 @@ describe("Envoy configurations: the rules and the report", () => {
       [],
       [
         "left out: header_match=bots: header_match=bots comes from an Envoy route action, which this file does not show",
-        'left out: client_id=acme*: the wildcard value client_id=acme* keeps one counter per actual value starting with "acme"',
+        'left out: client_id=acme*: the wildcard value client_id=acme* matches every value starting with "acme"',
       ],
     ],
     [
@@ -218,17 +218,17 @@ describe("malformed Envoy configurations", () => {
     [
       "a descriptor without key",
       "domain: edge\ndescriptors:\n  - value: x\n",
-      /ratelimit\.yaml:3: a descriptor needs a key/,
+      /ratelimit\.yaml:3: descriptor has empty key; the ratelimit service refuses this configuration/,
     ],
     [
       "a bad unit",
       "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n",
-      /ratelimit\.yaml:3: rate_limit\.unit must be second, minute/,
+      /ratelimit\.yaml:4: invalid rate limit unit 'fortnight' \(second, minute, hour, day, week, month, year\)/,
     ],
     [
       "a bad count",
       "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: many }\n",
-      /requests_per_unit must be a whole number, got "many"/,
+      /requests_per_unit: cannot unmarshal "many" into a whole number from 0 to 4294967295/,
     ],
     [
       "a bad fill interval",

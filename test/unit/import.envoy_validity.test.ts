@@ -1,0 +1,192 @@
+/**
+ * `sluice import envoy` refuses a ratelimit service configuration exactly when the envoyproxy/ratelimit service
+ * refuses to load it, and reads what it loads as it reads it (gopkg.in/yaml.v2: YAML 1.1). The service is a Go binary
+ * this machine cannot build or run, so the verdicts come from its own code and tests at commit f2fb157: the rows
+ * marked "(service test)" are the shapes of its test/config/*.yaml that its test/config/config_test.go expects to
+ * fail, with the message that test pins; the rest follow src/config/config_impl.go (`validateYamlKeys`, the typed
+ * `yaml.Unmarshal` into `YamlRoot`, `loadConfig`, `loadDescriptors`). The real behaviour these stand for: a file the
+ * service will not load limits nothing, so importing it makes rules of something that never ran; a typo such as
+ * `requestsperunit` is caught by the service at start-up, and must not become a silently different rule here.
+ */
+import { describe, expect, it } from "vitest";
+import { EnvoyImportError } from "../../src/migrate/envoy_file.ts";
+import { importEnvoy } from "../../src/migrate/envoy_import.ts";
+import { parseMapping } from "../../src/migrate/envoy_mapping.ts";
+import type { ImportResult } from "../../src/migrate/report.ts";
+
+const SERVICE_REFUSES = /the ratelimit service refuses this configuration/;
+
+function run(yaml: string): ImportResult {
+  const m = parseMapping([]);
+  if (!("mapping" in m)) throw new Error("the default mapping parses");
+  return importEnvoy(yaml, "ratelimit.yaml", m.mapping);
+}
+
+/** A one-descriptor configuration: `key: remote_address` with the given lines under it (indented 4). */
+const one = (lines: string) => `domain: edge\ndescriptors:\n  - key: remote_address\n${lines.replace(/^/gm, "    ")}\n`;
+
+const REFUSED: [string, string, RegExp][] = [
+  [
+    "an unknown key: ratelimit for rate_limit (service test misspelled_key)",
+    one("ratelimit:\n  unit: day\n  requests_per_unit: 5"),
+    /unknown key 'ratelimit'/,
+  ],
+  [
+    "an unknown key inside rate_limit (service test misspelled_key2)",
+    one("rate_limit:\n  unit: day\n  requestsperunit: 5"),
+    /unknown key 'requestsperunit'/,
+  ],
+  ["an unknown key beside domain", "domain: edge\ntimeout: 5\ndescriptors: []\n", /unknown key 'timeout'/],
+  [
+    "a list of something other than mappings (service test non_map_list)",
+    "domain: edge\ndescriptors:\n  - a\n  - b\n",
+    /list of something other than mappings/,
+  ],
+  [
+    "a descriptor without a key (service test empty_key)",
+    "domain: edge\ndescriptors:\n  - value: v1\n",
+    /descriptor has empty key/,
+  ],
+  [
+    "the same key and value twice in one level (service test duplicate_key)",
+    "domain: edge\ndescriptors:\n  - key: k1\n    value: v1\n\n  - key: k1\n    value: v1\n",
+    /duplicate descriptor composite key 'k1_v1'/,
+  ],
+  [
+    "a key a_b beside key a with value b: one composite key",
+    "domain: edge\ndescriptors:\n  - key: a\n    value: b\n  - key: a_b\n",
+    /duplicate descriptor composite key 'a_b'/,
+  ],
+  [
+    "an unknown unit (service test bad_limit_unit)",
+    one("rate_limit:\n  unit: foo\n  requests_per_unit: 5"),
+    /invalid rate limit unit 'foo'/,
+  ],
+  ["no unit", one("rate_limit:\n  requests_per_unit: 5"), /invalid rate limit unit ''/],
+  [
+    "unlimited with a unit (service test unlimited_with_unit)",
+    one("rate_limit:\n  unlimited: true\n  unit: day\n  requests_per_unit: 25"),
+    /should not specify rate limit unit when unlimited/,
+  ],
+  [
+    "replaces naming its own limit (service test replaces_self)",
+    one("rate_limit:\n  name: self\n  replaces:\n    - name: self\n  unit: second\n  requests_per_unit: 5"),
+    /replaces should not contain name of same descriptor/,
+  ],
+  [
+    "replaces with an empty name (service test replaces_empty)",
+    one("rate_limit:\n  name: self\n  replaces:\n    - name:\n  unit: second\n  requests_per_unit: 5"),
+    /should not have an empty replaces entry/,
+  ],
+  [
+    "share_threshold without a wildcard",
+    one("share_threshold: true\nrate_limit:\n  unit: second\n  requests_per_unit: 5"),
+    /share_threshold can only be used with wildcard values/,
+  ],
+  ["a float count", one("rate_limit:\n  unit: second\n  requests_per_unit: 1.0"), /1\.0 is a float/],
+  [
+    "a negative count",
+    one("rate_limit:\n  unit: second\n  requests_per_unit: -1"),
+    /cannot unmarshal -1 into a whole number/,
+  ],
+  [
+    "a count above 2^32-1",
+    one("rate_limit:\n  unit: second\n  requests_per_unit: 4294967296"),
+    /cannot unmarshal 4294967296 into a whole number/,
+  ],
+  [
+    "a quoted yes for a boolean (a string to yaml.v2)",
+    one('shadow_mode: "yes"\nrate_limit:\n  unit: second\n  requests_per_unit: 5'),
+    /shadow_mode: cannot unmarshal "yes" into a boolean/,
+  ],
+  [
+    "a number for a boolean",
+    one("shadow_mode: 1\nrate_limit:\n  unit: second\n  requests_per_unit: 5"),
+    /into a boolean/,
+  ],
+  [
+    "descriptors as a mapping",
+    "domain: edge\ndescriptors:\n  key: remote_address\n",
+    /descriptors: cannot unmarshal a mapping into a list/,
+  ],
+  ["an empty domain", 'domain: ""\ndescriptors: []\n', /config file cannot have empty domain/],
+];
+
+describe("a configuration the ratelimit service refuses is refused, with its reason", () => {
+  it.each(REFUSED)("%s", (_name, yaml, message) => {
+    expect(() => run(yaml)).toThrow(EnvoyImportError);
+    expect(() => run(yaml)).toThrow(message);
+    expect(() => run(yaml)).toThrow(SERVICE_REFUSES);
+    expect(() => run(yaml)).toThrow(/^ratelimit\.yaml:\d+: /);
+  });
+});
+
+describe("a configuration the service loads is imported as it reads it", () => {
+  it("reads yes, on and y as true, as yaml.v2 does (YAML 1.1): shadow_mode: yes is a shadow rule", () => {
+    for (const word of ["yes", "on", "y", "True"]) {
+      const r = run(one(`shadow_mode: ${word}\nrate_limit:\n  unit: second\n  requests_per_unit: 5`));
+      expect(r.rules).toHaveLength(1);
+      expect(r.rules[0]!.fields).toContainEqual(["mode", "shadow"]);
+    }
+    const off = run(one("shadow_mode: off\nrate_limit:\n  unit: second\n  requests_per_unit: 5"));
+    expect(off.rules[0]!.fields).not.toContainEqual(["mode", "shadow"]);
+  });
+
+  it("takes a unit in any case, as the service upper-cases it", () => {
+    const r = run(one("rate_limit:\n  unit: Minute\n  requests_per_unit: 5"));
+    expect(r.rules[0]!.fields).toContainEqual(["window", "min"]);
+  });
+
+  it("a missing count is 0, which denies every request: left out with that reason, not refused", () => {
+    const r = run(one("rate_limit:\n  unit: second"));
+    expect(r.rules).toEqual([]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      expect.stringMatching(/^left out: .*requests_per_unit 0 denies every request/),
+    );
+  });
+
+  it("unlimited without a unit, metadata of any keys, a timestamp-looking value: loaded", () => {
+    expect(run(one("rate_limit:\n  unlimited: true")).rules).toEqual([]);
+    const meta = run(
+      one("metadata:\n  anything: { goes: [1, 2.5] }\nrate_limit:\n  unit: second\n  requests_per_unit: 5"),
+    );
+    expect(meta.rules).toHaveLength(1);
+    // yaml.v2 keeps a plain timestamp as text; the descriptor key is the text.
+    expect(() => run("domain: edge\ndescriptors:\n  - key: 2001-12-14\n")).not.toThrow();
+  });
+
+  it("share_threshold with a wildcard: one counter for every matching value, left out with that reason", () => {
+    const r = run(
+      "domain: edge\ndescriptors:\n  - key: path\n    value: /files/*\n    share_threshold: true\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+    );
+    expect(r.rules).toEqual([]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      expect.stringMatching(
+        /^left out: .*wildcard value path=\/files\/\* matches every value starting with "\/files\/" \(one counter per value, or one for all with share_threshold\)/,
+      ),
+    );
+    const all = run(
+      "domain: edge\ndescriptors:\n  - key: remote_address\n    value: '*'\n    share_threshold: true\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+    );
+    expect(all.rules).toEqual([]);
+    expect(all.report.map((i) => i.message)).toContainEqual(
+      expect.stringMatching(/with share_threshold keeps one counter for every request/),
+    );
+  });
+
+  it("a wildcard inside a value is a pattern to the service: left out, not read as a literal value", () => {
+    const r = run(
+      "domain: edge\ndescriptors:\n  - key: path\n    value: /a*/b\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+    );
+    expect(r.rules).toEqual([]);
+    expect(r.report.map((i) => i.message)).toContainEqual(expect.stringMatching(/matches values by a pattern/));
+  });
+
+  it("quota_mode: reported as what differs, not dropped", () => {
+    const r = run(one("quota_mode: true\nrate_limit:\n  unit: second\n  requests_per_unit: 5"));
+    expect(r.rules).toHaveLength(1);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      expect.stringMatching(/^approximate: .*quota_mode: the service refuses a request only when every quota limit/),
+    );
+  });
+});
