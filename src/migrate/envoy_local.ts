@@ -22,7 +22,8 @@ export function importLocal(
   taken: Set<string>,
 ): DraftRule[] {
   const where = `${file}:${loaded.lineOf(filter)}`;
-  const prefix = typeof filter.stat_prefix === "string" ? filter.stat_prefix : "local";
+  checkLocal(filter, file, loaded);
+  const prefix = String(filter.stat_prefix);
   const enabled = percentOf(filter.filter_enabled);
   const enforced = percentOf(filter.filter_enforced);
   if (enabled === 0) {
@@ -49,14 +50,52 @@ export function importLocal(
     });
     return [];
   }
-  const status = statusOf(filter.status, where);
-  const rules: DraftRule[] = [filterWide(filter, prefix, where, shadow, status, report, taken)];
+  const status = statusOf(filter.status, where, report);
   const descriptors = Array.isArray(filter.descriptors) ? filter.descriptors : [];
+  const wide = filterWide(filter, prefix, where, shadow, status, report, taken);
+  const rules: DraftRule[] = wide === null ? [] : [wide];
   for (const d of descriptors) {
-    const rule = localRule(d, prefix, file, loaded, mapping, report, taken, shadow, status);
+    const rule = localRule(d, prefix, file, loaded, mapping, report, taken, shadow, status, filter);
     if (rule !== null) rules.push(rule);
   }
+  if (rules.length > 1) {
+    report.push({
+      where,
+      kind: "approximate",
+      message: `${prefix}: Envoy takes a request's tokens bucket by bucket (the slowest-filling descriptor first, the filter-wide bucket last) and keeps what it took when a later bucket refuses; Sluice gives back what the other rules took from a request one of them refuses`,
+    });
+  }
   return rules;
+}
+
+/**
+ * What Envoy refuses in a local rate limit filter's configuration (its proto's validation and
+ * local_ratelimit_impl.cc): no `stat_prefix`, a filter-wide `fill_interval` below 50 ms (0 or none: no filter-wide
+ * bucket), a descriptor's below 50 ms or missing, a descriptor without entries, two descriptors with the same entries.
+ */
+function checkLocal(filter: Obj, file: string, loaded: Loaded): void {
+  const refuse = (node: object, why: string): never => {
+    throw new EnvoyImportError(
+      `${file}:${loaded.lineOf(node)}: ${why}; Envoy refuses this configuration, so it is not imported`,
+    );
+  };
+  if (typeof filter.stat_prefix !== "string" || filter.stat_prefix === "")
+    refuse(filter, "stat_prefix: value length must be at least 1 (the filter's statistics are named by it)");
+  const wide = isObject(filter.token_bucket) ? intervalMs(filter.token_bucket, `${file}:${loaded.lineOf(filter)}`) : 0;
+  if (wide > 0 && wide < 50) refuse(filter, "local rate limit token bucket fill timer must be >= 50ms");
+  const seen = new Set<string>();
+  for (const d of Array.isArray(filter.descriptors) ? filter.descriptors : []) {
+    if (!isObject(d) || !Array.isArray(d.entries) || d.entries.length === 0 || !isObject(d.token_bucket))
+      refuse(isObject(d) ? d : filter, "a local descriptor needs entries (at least one) and a token_bucket");
+    if (intervalMs(d.token_bucket, `${file}:${loaded.lineOf(d)}`) < 50)
+      refuse(d, "local rate limit descriptor token bucket fill timer must be >= 50ms");
+    const entries = (d.entries as unknown[]).map((e) =>
+      isObject(e) ? `${String(e.key)}=${e.value === undefined || e.value === null ? "" : String(e.value)}` : "?",
+    );
+    const text = entries.join(", ");
+    if (seen.has(text)) refuse(d, `duplicate descriptor in the local rate descriptor: ${text}`);
+    seen.add(text);
+  }
 }
 
 function localRule(
@@ -69,6 +108,7 @@ function localRule(
   taken: Set<string>,
   shadow: boolean,
   status: number,
+  filter: Obj,
 ): DraftRule | null {
   const line = isObject(d) ? loaded.lineOf(d) : 0;
   const where = `${file}:${line}`;
@@ -84,6 +124,14 @@ function localRule(
   const match = matchOf(steps, chainText, where, mapping, report);
   if (match === null) return null;
   const bucket = tokenBucket(d.token_bucket, where);
+  if (steps.some((s) => s.value === null)) {
+    const lru = typeof filter.max_dynamic_descriptors === "number" ? filter.max_dynamic_descriptors : 20;
+    report.push({
+      where,
+      kind: "approximate",
+      message: `${chainText}: an entry without a value gives each value its own bucket, and Envoy keeps at most ${lru} of them (max_dynamic_descriptors${typeof filter.max_dynamic_descriptors === "number" ? "" : ", 20 unless set"}), the least recently used dropped and started full again; Sluice keeps every value's`,
+    });
+  }
   const message = `Envoy adds ${bucket.perFill} token(s) at once every ${bucket.interval}; Sluice's bucket refills continuously at the same rate`;
   if (bucket.perFill > 1) report.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
   const fields: [string, string | number | boolean][] = [
@@ -117,8 +165,10 @@ function filterWide(
   status: number,
   report: ReportItem[],
   taken: Set<string>,
-): DraftRule {
-  const bucket = tokenBucket(filter.token_bucket as Obj, where);
+): DraftRule | null {
+  // Envoy ignores a filter-wide bucket whose fill_interval is 0 or not set (local_ratelimit_impl.cc).
+  if (!isObject(filter.token_bucket) || intervalMs(filter.token_bucket, where) === 0) return null;
+  const bucket = tokenBucket(filter.token_bucket, where);
   const notes: string[] = [];
   const say = (message: string) => {
     report.push({ where, kind: "approximate", message: `${prefix}: ${message}` });
@@ -127,9 +177,14 @@ function filterWide(
   say(
     "the filter-wide bucket is one per Envoy instance; as key: global with scope: local it is one per Worker isolate, and there are as many of those as Cloudflare runs",
   );
-  if (Array.isArray(filter.descriptors) && filter.descriptors.length > 0) {
+  // always_consume_default_token_bucket is true unless set: every request takes a filter-wide token, as in Sluice.
+  if (
+    Array.isArray(filter.descriptors) &&
+    filter.descriptors.length > 0 &&
+    filter.always_consume_default_token_bucket === false
+  ) {
     say(
-      "Envoy takes from the filter-wide bucket only requests no descriptor matched; Sluice's rule counts every request",
+      "always_consume_default_token_bucket: false: Envoy takes from the filter-wide bucket only requests no descriptor matched; Sluice's rule counts every request",
     );
   }
   if (bucket.perFill > 1)
@@ -154,33 +209,88 @@ function filterWide(
   };
 }
 
-/** Envoy's HttpStatus names the filter's `status` may take, as numbers. */
+/** Envoy's HttpStatus names (envoy.type.v3.StatusCode), as numbers. */
 const STATUS_NAMES: Readonly<Record<string, number>> = {
+  Continue: 100,
+  OK: 200,
+  Created: 201,
+  Accepted: 202,
+  NonAuthoritativeInformation: 203,
+  NoContent: 204,
+  ResetContent: 205,
+  PartialContent: 206,
+  MultiStatus: 207,
+  AlreadyReported: 208,
+  IMUsed: 226,
+  MultipleChoices: 300,
+  MovedPermanently: 301,
+  Found: 302,
+  SeeOther: 303,
+  NotModified: 304,
+  UseProxy: 305,
+  TemporaryRedirect: 307,
+  PermanentRedirect: 308,
   BadRequest: 400,
   Unauthorized: 401,
   PaymentRequired: 402,
   Forbidden: 403,
   NotFound: 404,
+  MethodNotAllowed: 405,
+  NotAcceptable: 406,
+  ProxyAuthenticationRequired: 407,
   RequestTimeout: 408,
+  Conflict: 409,
+  Gone: 410,
+  LengthRequired: 411,
+  PreconditionFailed: 412,
+  PayloadTooLarge: 413,
+  URITooLong: 414,
+  UnsupportedMediaType: 415,
+  RangeNotSatisfiable: 416,
+  ExpectationFailed: 417,
+  MisdirectedRequest: 421,
+  UnprocessableEntity: 422,
+  Locked: 423,
+  FailedDependency: 424,
+  UpgradeRequired: 426,
+  PreconditionRequired: 428,
   TooManyRequests: 429,
+  RequestHeaderFieldsTooLarge: 431,
   InternalServerError: 500,
+  NotImplemented: 501,
   BadGateway: 502,
   ServiceUnavailable: 503,
   GatewayTimeout: 504,
+  HTTPVersionNotSupported: 505,
+  VariantAlsoNegotiates: 506,
+  InsufficientStorage: 507,
+  LoopDetected: 508,
+  NotExtended: 510,
+  NetworkAuthenticationRequired: 511,
 };
 
-/** The filter's `status` (`{ code: TooManyRequests }` or a number): 429, Envoy's default, when not set. */
-function statusOf(v: unknown, where: string): number {
+/**
+ * The filter's `status` (`{ code: TooManyRequests }`, or the code's number): 429, Envoy's default, when not set; a
+ * status below 400 is 429 too, as Envoy answers (local_ratelimit.cc `toErrorCode`). A name the enum has not, or
+ * `Empty` (0), Envoy refuses.
+ */
+function statusOf(v: unknown, where: string, report: ReportItem[]): number {
   if (v === undefined || v === null) return 429;
   const code = isObject(v) ? v.code : undefined;
   const n =
-    typeof code === "number" ? code : typeof code === "string" ? (STATUS_NAMES[code] ?? Number(code)) : Number.NaN;
-  if (!Number.isInteger(n) || n < 400 || n > 599) {
+    typeof code === "number" ? code : typeof code === "string" ? (STATUS_NAMES[code] ?? Number.NaN) : Number.NaN;
+  if (!Object.values(STATUS_NAMES).includes(n)) {
     throw new EnvoyImportError(
-      `${where}: status must be { code: NAME } with a 4xx or 5xx status (Sluice answers a denial with one), got ${JSON.stringify(v)}`,
+      `${where}: status: code must be one of Envoy's status names (TooManyRequests, ServiceUnavailable, ...) or their numbers, got ${JSON.stringify(v)}; Envoy refuses this configuration, so it is not imported`,
     );
   }
-  return n;
+  if (n >= 400) return n;
+  report.push({
+    where,
+    kind: "note",
+    message: `status ${JSON.stringify(code)} is below 400, which Envoy answers with 429: status 429`,
+  });
+  return 429;
 }
 
 function tokenBucket(b: Obj, where: string): { maxTokens: number; perFill: number; interval: string } {
@@ -192,12 +302,27 @@ function tokenBucket(b: Obj, where: string): { maxTokens: number; perFill: numbe
   if (typeof perFill !== "number" || !Number.isSafeInteger(perFill) || perFill < 1) {
     throw new EnvoyImportError(`${where}: token_bucket.tokens_per_fill must be a positive whole number`);
   }
-  const m = typeof b.fill_interval === "string" ? /^(\d+)(?:\.(\d{1,3}))?s$/.exec(b.fill_interval) : null;
+  const ms = intervalMs(b, where);
+  return { maxTokens, perFill, interval: ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms` };
+}
+
+/**
+ * A token bucket's `fill_interval` in whole ms, as Envoy reads it (PROTOBUF_GET_MS_OR_DEFAULT: a protobuf duration,
+ * `"1s"`, `"0.25s"` or `{ seconds, nanos }`, truncated to ms; 0 when not set).
+ */
+function intervalMs(b: Obj, where: string): number {
+  const v = b.fill_interval;
+  if (v === undefined || v === null) return 0;
+  if (isObject(v)) {
+    const seconds = Number(v.seconds ?? 0);
+    const nanos = Number(v.nanos ?? 0);
+    if (Number.isSafeInteger(seconds) && seconds >= 0 && Number.isInteger(nanos) && nanos >= 0 && nanos < 1e9)
+      return seconds * 1000 + Math.floor(nanos / 1e6);
+  }
+  const m = typeof v === "string" ? /^(\d+)(?:\.(\d{1,9}))?s$/.exec(v) : null;
   if (m === null)
     throw new EnvoyImportError(`${where}: token_bucket.fill_interval must be a duration such as "1s" or "0.5s"`);
-  const ms = Number(m[1]) * 1000 + Number((m[2] ?? "").padEnd(3, "0"));
-  if (ms < 1) throw new EnvoyImportError(`${where}: token_bucket.fill_interval must be at least 1ms`);
-  return { maxTokens, perFill, interval: ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms` };
+  return Number(m[1]) * 1000 + Number((m[2] ?? "").padEnd(9, "0").slice(0, 3));
 }
 
 /** A runtime fractional percent's default value, in percent; 0 when not set (Envoy's default). */

@@ -111,8 +111,10 @@ describe("Envoy configurations: the rules and the report", () => {
       ],
       [
         "approximate: local: the filter-wide bucket is one per Envoy instance",
-        "approximate: local: Envoy takes from the filter-wide bucket only requests no descriptor matched",
+        // always_consume_default_token_bucket is true unless set: the filter-wide bucket counts every request.
+        "approximate: remote_address: an entry without a value gives each value its own bucket, and Envoy keeps at most 20 of them",
         "approximate: remote_address: Envoy adds 10 token(s) at once every 1s",
+        "approximate: local: Envoy takes a request's tokens bucket by bucket",
       ],
     ],
     [

@@ -190,3 +190,95 @@ describe("a configuration the service loads is imported as it reads it", () => {
     );
   });
 });
+
+/**
+ * The local rate limit filter, checked as Envoy checks it (the filter's proto validation and
+ * source/extensions/filters/common/local_ratelimit/local_ratelimit_impl.cc, main branch of 2025: the verdicts are
+ * read from its code, as Envoy cannot run here) and read as its `requestAllowed` decides.
+ */
+const FILTER = (lines: string) =>
+  `filter_enabled: { default_value: { numerator: 100, denominator: HUNDRED } }\nfilter_enforced: { default_value: { numerator: 100, denominator: HUNDRED } }\n${lines}`;
+const WIDE = "stat_prefix: http_local\ntoken_bucket: { max_tokens: 10, tokens_per_fill: 10, fill_interval: 1s }\n";
+const PER_ADDRESS =
+  "descriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 5, fill_interval: 1s }\n";
+
+describe("a local rate limit filter Envoy refuses is refused, with its reason", () => {
+  it.each([
+    [
+      "no stat_prefix",
+      FILTER("token_bucket: { max_tokens: 10, fill_interval: 1s }\n"),
+      /stat_prefix: value length must be at least 1/,
+    ],
+    [
+      "a filter-wide fill_interval under 50 ms",
+      FILTER("stat_prefix: l\ntoken_bucket: { max_tokens: 10, fill_interval: 0.01s }\n"),
+      /local rate limit token bucket fill timer must be >= 50ms/,
+    ],
+    [
+      "a descriptor without fill_interval",
+      FILTER(`${WIDE}descriptors:\n  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 5 }\n`),
+      /descriptor token bucket fill timer must be >= 50ms/,
+    ],
+    [
+      "two descriptors with the same entries",
+      FILTER(
+        `${WIDE}${PER_ADDRESS}  - entries: [{ key: remote_address }]\n    token_bucket: { max_tokens: 9, fill_interval: 2s }\n`,
+      ),
+      /duplicate descriptor in the local rate descriptor: remote_address=/,
+    ],
+    [
+      "a status name Envoy has not",
+      FILTER(`${WIDE}status: { code: TooMany }\n`),
+      /status: code must be one of Envoy's status names/,
+    ],
+    ["status Empty (0)", FILTER(`${WIDE}status: { code: 0 }\n`), /status: code must be one of/],
+  ])("%s", (_name, yaml, message) => {
+    expect(() => run(yaml)).toThrow(EnvoyImportError);
+    expect(() => run(yaml)).toThrow(message);
+    expect(() => run(yaml)).toThrow(/Envoy refuses this configuration/);
+  });
+});
+
+describe("a local rate limit filter is read as Envoy's requestAllowed decides", () => {
+  const items = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`);
+
+  it("the filter-wide bucket counts every request unless always_consume_default_token_bucket is false", () => {
+    const always = run(FILTER(`${WIDE}${PER_ADDRESS}`));
+    expect(always.rules.map((r) => r.key ?? r.match.identity)).toEqual(["global", "ip"]);
+    expect(items(always).some((i) => i.includes("only requests no descriptor matched"))).toBe(false);
+    const onlyUnmatched = run(FILTER(`${WIDE}always_consume_default_token_bucket: false\n${PER_ADDRESS}`));
+    expect(items(onlyUnmatched)).toContainEqual(expect.stringMatching(/only requests no descriptor matched/));
+  });
+
+  it("no filter-wide bucket when its fill_interval is 0 or not set: only the descriptors' rules", () => {
+    for (const bucket of ["{ max_tokens: 10, fill_interval: 0s }", "{ max_tokens: 10 }"]) {
+      const r = run(FILTER(`stat_prefix: l\ntoken_bucket: ${bucket}\n${PER_ADDRESS}`));
+      expect(r.rules.map((x) => x.match.identity ?? x.key)).toEqual(["ip"]);
+    }
+  });
+
+  it("a value-less entry is one bucket per value, at most max_dynamic_descriptors of them", () => {
+    const r = run(FILTER(`${WIDE}max_dynamic_descriptors: 500\n${PER_ADDRESS}`));
+    expect(items(r)).toContainEqual(
+      expect.stringMatching(/Envoy keeps at most 500 of them \(max_dynamic_descriptors\)/),
+    );
+  });
+
+  it("Envoy keeps what earlier buckets took from a refused request: reported where several apply", () => {
+    expect(items(run(FILTER(`${WIDE}${PER_ADDRESS}`)))).toContainEqual(
+      expect.stringMatching(/keeps what it took when a later bucket refuses/),
+    );
+    expect(items(run(FILTER(WIDE))).some((i) => i.includes("keeps what it took"))).toBe(false);
+  });
+
+  it("a status below 400 is answered 429, as Envoy's toErrorCode does; { seconds, nanos } durations read", () => {
+    const r = run(
+      FILTER(
+        `stat_prefix: l\nstatus: { code: OK }\ntoken_bucket: { max_tokens: 10, fill_interval: { seconds: 0, nanos: 250000000 } }\n`,
+      ),
+    );
+    expect(r.rules[0]!.fields).toContainEqual(["status", 429]);
+    expect(r.rules[0]!.fields).toContainEqual(["rate", "1/250ms"]);
+    expect(items(r)).toContainEqual(expect.stringMatching(/below 400, which Envoy answers with 429/));
+  });
+});
