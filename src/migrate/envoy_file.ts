@@ -11,22 +11,30 @@ export interface Loaded {
 
 /**
  * How a file is read: `yaml-1.2` as Envoy reads its own configuration; `go-yaml-v2` as the envoyproxy/ratelimit
- * service reads its (gopkg.in/yaml.v2: YAML 1.1, so `yes`, `on` and `y` are true; a plain timestamp stays text; a
- * float is a float, kept as a `GoFloat` so that its check can refuse it where the service does).
+ * service reads its (gopkg.in/yaml.v2: YAML 1.1, so `yes`, `on` and `y` are true, `0b101` and `017` numbers; a plain
+ * timestamp and `1:20` stay text; a float is a float, kept as a `GoFloat` so that its check can refuse it where the
+ * service does). Checked against Debian's golang-gopkg-yaml.v2-dev 2.4.0, the service's version (CHANGELOG).
  */
 export type Reading = "yaml-1.2" | "go-yaml-v2";
 
-/** A plain scalar yaml.v2 reads as a float (`1.0`, `1e3`): the service takes none outside `metadata`. */
+/**
+ * A plain scalar yaml.v2 reads as a float64 (`1.0`, `1e3`) or, a whole number above 2^63-1, a uint64: the service
+ * takes neither outside `metadata` (its `validateYamlKeys` knows text, int, bool and nothing).
+ */
 export class GoFloat {
   constructor(
     readonly value: number,
     readonly source: string,
     readonly line: number,
+    readonly type: "float64" | "uint64" = "float64",
   ) {}
 }
 
 const GO_FLOAT =
   /^[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?$|^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$/;
+
+/** The service's string fields (config_impl.go's structs), which yaml.v2 fills with a scalar's text. */
+const GO_TEXT_FIELDS = new Set(["domain", "key", "value", "unit", "name"]);
 
 export function load(text: string, file: string, reading: Reading = "yaml-1.2"): Loaded {
   const all = loadAll(text, file, reading);
@@ -49,7 +57,11 @@ export function loadAll(
           lineCounter: counter,
           uniqueKeys: true,
           version: "1.1",
-          customTags: (tags) => tags.filter((t) => typeof t === "string" || t.tag !== "tag:yaml.org,2002:timestamp"),
+          // yaml.v2 keeps a plain timestamp and a sexagesimal number (`1:20`) as text.
+          customTags: (tags) =>
+            tags.filter(
+              (t) => typeof t === "string" || (t.tag !== "tag:yaml.org,2002:timestamp" && t.format !== "TIME"),
+            ),
         },
   );
   if (!Array.isArray(docs)) return [{ value: null, lineOf: () => 1, has: () => false }];
@@ -75,9 +87,11 @@ function one(
       const source = (node as { source?: unknown }).source;
       if (reading === "go-yaml-v2" && typeof node.value === "number" && node.type === "PLAIN") {
         const text = typeof source === "string" ? source : String(node.value);
-        if (GO_FLOAT.test(text) || !Number.isInteger(node.value)) {
-          return new GoFloat(node.value, text, node.range ? counter.linePos(node.range[0]).line : 1);
-        }
+        const line = node.range ? counter.linePos(node.range[0]).line : 1;
+        if (GO_FLOAT.test(text) || !Number.isInteger(node.value)) return new GoFloat(node.value, text, line);
+        // Beyond int64, yaml.v2 reads a uint64 (below 2^64) or a float64.
+        if (Math.abs(node.value) >= 2 ** 63)
+          return new GoFloat(node.value, text, line, node.value > 0 && node.value < 2 ** 64 ? "uint64" : "float64");
       }
       return node.value;
     }
@@ -88,7 +102,14 @@ function one(
     }
     if (isMap(node)) {
       const out: Record<string, unknown> = {};
-      for (const pair of node.items) out[String(isScalar(pair.key) ? pair.key.value : pair.key)] = convert(pair.value);
+      for (const pair of node.items) {
+        const key = String(isScalar(pair.key) ? pair.key.value : pair.key);
+        const value = convert(pair.value);
+        // yaml.v2 puts a plain scalar's own text in a string field (`key: true` is "true", `value: 0x1F` "0x1F").
+        const text = isScalar(pair.value) ? (pair.value as { source?: unknown }).source : undefined;
+        const plain = (typeof value === "number" || typeof value === "boolean") && typeof text === "string";
+        out[key] = reading === "go-yaml-v2" && GO_TEXT_FIELDS.has(key) && plain ? text : value;
+      }
       if (node.range) lines.set(out, counter.linePos(node.range[0]).line);
       return out;
     }

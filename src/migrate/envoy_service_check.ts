@@ -57,7 +57,8 @@ function validateKeys(map: Obj, refuse: Refuse): void {
   for (const [k, v] of Object.entries(map)) {
     if (!VALID_KEYS.has(k)) refuse(map, `config error, unknown key '${k}'`);
     if (k === "metadata") continue;
-    if (v instanceof GoFloat) refuse(v, `config error, ${k}: ${v.source} is a float`);
+    if (v instanceof GoFloat)
+      refuse(v, `config error, ${k}: ${v.source} is a ${v.type === "float64" ? "float" : "number above 2^63-1"}`);
     if (Array.isArray(v)) {
       for (const e of v) {
         if (!isObject(e) || e instanceof GoFloat)

@@ -282,3 +282,18 @@ describe("a local rate limit filter is read as Envoy's requestAllowed decides", 
     expect(items(r)).toContainEqual(expect.stringMatching(/below 400, which Envoy answers with 429/));
   });
 });
+
+describe("YAML as yaml.v2 reads it (scripts/yaml-v2-check.ts checks these against the real yaml.v2)", () => {
+  it("a number or boolean in a text field is its own text; a whole number above 2^63-1 is refused", () => {
+    const r = run(
+      "domain: 5\ndescriptors:\n  - key: remote_address\n    value: 0x1F\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+    );
+    expect(r.report.map((i) => i.message)).toContainEqual(expect.stringMatching(/remote_address=0x1F/));
+    expect(() => run("domain: edge\ndescriptors:\n  - key: 12345678901234567890\n")).toThrow(
+      /is a number above 2\^63-1/,
+    );
+    expect(() => run("domain: edge\ndescriptors:\n  - key: remote_address\n    value: 1e3\n")).toThrow(
+      /1e3 is a float/,
+    );
+  });
+});
