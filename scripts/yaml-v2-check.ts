@@ -68,8 +68,11 @@ interface Fields {
   descriptors: { key: string; value: string; shadow_mode: boolean; rate_limit: { unit: string; n: number } | null }[];
 }
 
-/** What the import reads of a file it takes, in the probe's terms (a missing text field is "", as Go's zero value). */
-function sluiceFields(root: Obj): Fields {
+/**
+ * The fields the import reads, in the probe's terms: Go's zero values for what is not there ("" and 0), which the
+ * probe's JSON already has and the import's reading leaves out.
+ */
+function fieldsOf(root: Obj): Fields {
   const text = (v: unknown) => (v === undefined || v === null ? "" : String(v));
   const list = Array.isArray(root.descriptors) ? (root.descriptors as Obj[]) : [];
   return {
@@ -83,21 +86,6 @@ function sluiceFields(root: Obj): Fields {
             unit: text(d.rate_limit.unit),
             n: typeof d.rate_limit.requests_per_unit === "number" ? d.rate_limit.requests_per_unit : 0,
           }
-        : null,
-    })),
-  };
-}
-
-function goFields(root: Obj): Fields {
-  const list = Array.isArray(root.descriptors) ? (root.descriptors as Obj[]) : [];
-  return {
-    domain: String(root.domain),
-    descriptors: list.map((d) => ({
-      key: String(d.key),
-      value: String(d.value),
-      shadow_mode: d.shadow_mode === true,
-      rate_limit: isObject(d.rate_limit)
-        ? { unit: String(d.rate_limit.unit), n: Number(d.rate_limit.requests_per_unit) }
         : null,
     })),
   };
@@ -119,14 +107,14 @@ for (const [i, text] of CASES.entries()) {
     const read = load(text, file, "go-yaml-v2");
     if (!isObject(read.value)) throw new EnvoyImportError("not a mapping");
     checkService(read.value, file, read);
-    ours = { verdict: "accept", fields: sluiceFields(read.value) };
+    ours = { verdict: "accept", fields: fieldsOf(read.value) };
   } catch (error) {
     if (!(error instanceof EnvoyImportError)) throw error;
     ours = { verdict: "refuse", why: error.message };
   }
   const same =
     go.verdict === ours.verdict &&
-    (go.verdict === "refuse" || JSON.stringify(goFields(go.root!)) === JSON.stringify(ours.fields));
+    (go.verdict === "refuse" || JSON.stringify(fieldsOf(go.root!)) === JSON.stringify(ours.fields));
   if (!same) {
     differ++;
     process.stdout.write(
