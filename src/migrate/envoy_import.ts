@@ -91,11 +91,13 @@ function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): ((steps: 
  * read as the service reads it (envoy_file.ts `go-yaml-v2`), the file around them as Kubernetes and Envoy read it.
  */
 function serviceConfigs(loaded: Loaded, file: string, text: string): { root: Obj; file: string; loaded: Loaded }[] {
-  // A file of `descriptors` with keys and no domain is a service configuration too (the service: "empty domain").
+  // A file of `descriptors` with keys and no domain is a service configuration too (the service: "empty domain");
+  // a descriptor (it has a `key`) is not.
   const isService = (v: unknown): v is Obj =>
     isObject(v) &&
     ("domain" in v ||
       (!("token_bucket" in v) &&
+        !("key" in v) &&
         "descriptors" in v &&
         (v.descriptors === null ||
           (Array.isArray(v.descriptors) && v.descriptors.every((d) => isObject(d) && "key" in d)))));
@@ -104,12 +106,13 @@ function serviceConfigs(loaded: Loaded, file: string, text: string): { root: Obj
     return isObject(read.value) ? [{ root: read.value, file: name, loaded: read }] : [];
   };
   if (isService(loaded.value)) return asService(text, file);
-  const docs = Array.isArray(loaded.value) ? loaded.value : [loaded.value];
+  // The documents of the file (a Kubernetes manifest's, between `---` lines), each read again as the service would.
+  const docs = loadAll(text, file);
   const out: { root: Obj; file: string; loaded: Loaded }[] = [];
-  docs.forEach((doc, i) => {
+  docs.forEach(({ value: doc }, i) => {
     if (isService(doc)) {
-      const read = loadAll(text, file, "go-yaml-v2")[i]!;
-      out.push({ root: read.value as Obj, file, loaded: read });
+      const read = loadAll(text, file, "go-yaml-v2")[i];
+      if (read !== undefined && isObject(read.value)) out.push({ root: read.value, file, loaded: read });
     }
     if (!isObject(doc) || doc.kind !== "ConfigMap" || !isObject(doc.data)) return;
     for (const [name, inner] of Object.entries(doc.data)) {

@@ -34,6 +34,10 @@ interface Token {
   readonly column: number;
 }
 
+/** Characters that look like spaces (or nothing) but are word bytes to NGINX: in a directive's name, NGINX refuses it. */
+const ODD_SPACE = /[\u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff\v\f]/;
+const ODD_SPACE_ALL = new RegExp(ODD_SPACE.source, "g");
+
 /** What a backslash escapes, as NGINX reads it; before anything else (`\.` in a regex) the backslash stays. */
 const ESCAPED = new Set(['"', "'", "\\", " ", ";", "{", "}", "#"]);
 
@@ -43,9 +47,6 @@ export function tokenize(text: string, file: string): Token[] {
   let line = 1;
   let lineStart = 0;
   let i = 0;
-  const fail = (why: string, at: number): never => {
-    throw new NginxSyntaxError(`${file}:${line}:${at - lineStart + 1}: ${why}`);
-  };
   while (i < text.length) {
     const c = text[i]!;
     if (c === "\n") {
@@ -59,43 +60,69 @@ export function tokenize(text: string, file: string): Token[] {
       tokens.push({ text: c, kind: c, line, column: i - lineStart + 1 });
       i++;
     } else if (c === '"' || c === "'") {
-      const start = i;
-      const startLine = line;
-      const startColumn = i - lineStart + 1;
-      let value = "";
-      i++;
-      while (i < text.length && text[i] !== c) {
-        if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
-        if (text[i] === "\n") {
-          line++;
-          lineStart = i + 1;
-        }
-        value += text[i];
-        i++;
-      }
-      if (i >= text.length) fail(`unterminated ${c === '"' ? "double" : "single"} quote`, start);
-      i++;
-      tokens.push({ text: value, kind: "word", line: startLine, column: startColumn });
+      const q = quoted(text, i, file, line, lineStart);
+      tokens.push({ text: q.value, kind: "word", line, column: i - lineStart + 1 });
+      ({ i, line, lineStart } = q);
     } else {
-      const start = i;
-      let value = "";
-      while (i < text.length && !/[\s;{}"'#]/.test(text[i]!)) {
-        // `${var}` may hold a brace.
-        if (text[i] === "$" && text[i + 1] === "{") {
-          const close = text.indexOf("}", i);
-          if (close < 0) fail("unterminated ${", i);
-          value += text.slice(i, close + 1);
-          i = close + 1;
-          continue;
-        }
-        if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
-        value += text[i];
-        i++;
-      }
-      tokens.push({ text: value, kind: "word", line, column: start - lineStart + 1 });
+      const w = word(text, i, `${file}:${line}:${i - lineStart + 1}`);
+      tokens.push({ text: w.value, kind: "word", line, column: i - lineStart + 1 });
+      i = w.i;
     }
   }
   return tokens;
+}
+
+/** A quoted word from its opening quote at `i`: its text, and where the text goes on (lines may end inside it). */
+function quoted(
+  text: string,
+  start: number,
+  file: string,
+  startLine: number,
+  startLineStart: number,
+): { value: string; i: number; line: number; lineStart: number } {
+  const c = text[start]!;
+  let value = "";
+  let line = startLine;
+  let lineStart = startLineStart;
+  let i = start + 1;
+  while (i < text.length && text[i] !== c) {
+    if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
+    if (text[i] === "\n") {
+      line++;
+      lineStart = i + 1;
+    }
+    value += text[i];
+    i++;
+  }
+  if (i >= text.length) {
+    // Named where the quote opens, not where the file ends.
+    const at = `${file}:${startLine}:${start - startLineStart + 1}`;
+    throw new NginxSyntaxError(`${at}: unterminated ${c === '"' ? "double" : "single"} quote`);
+  }
+  return { value, i: i + 1, line, lineStart };
+}
+
+/**
+ * A plain word from `i`. NGINX's spaces are ASCII space, tab, CR and LF: any other byte, a no-break space or a
+ * byte-order mark too, is part of a word (ngx_conf_read_token).
+ */
+function word(text: string, start: number, at: string): { value: string; i: number } {
+  let value = "";
+  let i = start;
+  while (i < text.length && !/[ \t\r\n;{}"'#]/.test(text[i]!)) {
+    // `${var}` may hold a brace.
+    if (text[i] === "$" && text[i + 1] === "{") {
+      const close = text.indexOf("}", i);
+      if (close < 0) throw new NginxSyntaxError(`${at}: unterminated \${`);
+      value += text.slice(i, close + 1);
+      i = close + 1;
+      continue;
+    }
+    if (text[i] === "\\" && i + 1 < text.length && ESCAPED.has(text[i + 1]!)) i++;
+    value += text[i];
+    i++;
+  }
+  return { value, i };
 }
 
 /** The directives of one file, includes not yet followed. */
@@ -112,6 +139,13 @@ export function parseText(text: string, file: string): Directive[] {
         return out;
       }
       if (t.kind !== "word") throw new NginxSyntaxError(`${file}:${t.line}:${t.column}: unexpected "${t.text}"`);
+      const odd = ODD_SPACE.exec(t.text);
+      if (odd !== null) {
+        const code = odd[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0");
+        throw new NginxSyntaxError(
+          `${file}:${t.line}:${t.column}: directive "${t.text.replace(ODD_SPACE_ALL, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`)}" holds U+${code} (${code === "FEFF" ? "a byte-order mark" : "a space that is not ASCII"}), which NGINX reads as part of the name: an unknown directive, so NGINX refuses this configuration (save it as UTF-8 without a byte-order mark, with plain spaces)`,
+        );
+      }
       const args: string[] = [];
       pos++;
       while (pos < tokens.length && tokens[pos]!.kind === "word") args.push(tokens[pos++]!.text);

@@ -399,3 +399,53 @@ describe("the pinned verdicts are the real NGINX's", () => {
     expect(r.status === 0 ? "accept" : "refuse", r.stderr).toBe(ownBound ? "accept" : verdict);
   });
 });
+
+/**
+ * NGINX's spaces are ASCII space, tab, CR and LF (ngx_conf_read_token): a no-break space or a byte-order mark is part
+ * of a word. The tokenizer once took them for spaces and never moved past them: a README, or any file saved with a
+ * byte-order mark, ran the importer out of memory. Each file is checked with the real `nginx -t` too.
+ */
+describe("bytes NGINX reads as part of a word", () => {
+  const FILES: [string, string, RegExp][] = [
+    [
+      "a byte-order mark",
+      "\ufeffevents {}\nhttp { server { listen 127.0.0.1:8080; } }\n",
+      /nginx\.conf:1:1: directive "\\ufeffevents" holds U\+FEFF \(a byte-order mark\)/,
+    ],
+    [
+      "a no-break space before a directive",
+      "events {}\nhttp {\u00a0server { listen 127.0.0.1:8080; } }\n",
+      /nginx\.conf:2:7: directive "\\u00a0server" holds U\+00A0/,
+    ],
+    [
+      "a no-break space between arguments",
+      "events {}\nhttp { limit_req_zone $binary_remote_addr\u00a0zone=a:1m rate=1r/s; server { listen 127.0.0.1:8080; limit_req zone=a; } }\n",
+      /invalid number of arguments in "limit_req_zone" directive/,
+    ],
+  ];
+  it.each(FILES)("%s: refused, as nginx -t refuses it", (_name, text, message) => {
+    const { dir, path } = written(text);
+    expect(() => importNginx(readNginxConfig(path))).toThrow(message);
+    const r = spawnSync(
+      nginxBinary(),
+      ["-t", "-q", "-p", dir, "-c", path, "-g", `pid ${dir}/nginx.pid; error_log ${dir}/error.log;`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(r.status, r.stderr).not.toBe(0);
+  });
+
+  it("a no-break space inside an argument is part of it, as in NGINX", () => {
+    const { dir, path } = written(config("", "", 'limit_req zone=base;\n            add_header X-Note "a\u00a0b";'));
+    expect(() => importNginx(readNginxConfig(path))).not.toThrow();
+    const r = spawnSync(
+      nginxBinary(),
+      ["-t", "-q", "-p", dir, "-c", path, "-g", `pid ${dir}/nginx.pid; error_log ${dir}/error.log;`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(r.status, r.stderr).toBe(0);
+  });
+});
