@@ -12,12 +12,24 @@ import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route
 import { mayOverlap } from "./nginx_places.ts";
 
 /**
- * The descriptors a configuration's `rate_limits` entries send, each as its keys in order (`"?"`: an action whose key
- * this reader does not know), or `null` when it has no entry. The service applies a limit only to a descriptor with
- * exactly its chain's keys (envoyproxy/ratelimit's GetLimit: a deeper or shallower one misses it).
+ * The descriptors Envoy's `rate_limits` entries send, as their keys in order (`null`: no entries seen, routes not
+ * known). A `request_headers` or `query_parameters` action with `skip_if_absent: true` drops its entry, not the whole
+ * descriptor, when the request has no such header or parameter: its entry's shapes come with and without it, the
+ * shorter one sent only for requests without it (`absent`, the headers or parameters missing).
  */
-export function sentShapes(root: unknown): string[][] | null {
-  const out: string[][] = [];
+export interface SentShape {
+  readonly keys: readonly string[];
+  /** The headers or query parameters whose absence this shape needs (empty: sent whatever the request holds). */
+  readonly absent: readonly string[];
+}
+
+/** Whether Envoy sends a descriptor chain: always, only without some headers (`absent`), or never (envoy_import.ts). */
+export type Sends = (
+  steps: readonly { readonly key: string }[],
+) => "always" | { readonly absent: readonly string[] } | false;
+
+export function sentShapes(root: unknown): SentShape[] | null {
+  const out: SentShape[] = [];
   const visit = (value: unknown, depth: number) => {
     if (depth > 60) return;
     if (Array.isArray(value)) {
@@ -36,13 +48,41 @@ export function sentShapes(root: unknown): string[][] | null {
       for (const entry of list) {
         if (!isObject(entry)) continue;
         const actions = Array.isArray(entry.actions) ? entry.actions : isObject(entry.actions) ? [entry.actions] : [];
-        out.push(actions.filter(isObject).map(actionKey));
+        out.push(...shapesOf(actions.filter(isObject)));
       }
     }
     for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") visit(v, depth + 1);
   };
   visit(root, 0);
   return out.length === 0 ? null : out;
+}
+
+/** At most this many optional entries in one action list are expanded (2^n shapes); more are taken as sent. */
+const MAX_OPTIONAL = 6;
+
+/** One action list's shapes: every entry, and without each `skip_if_absent` entry in turn and together. */
+function shapesOf(actions: readonly Obj[]): SentShape[] {
+  const entries = actions.map((action) => ({ key: actionKey(action), optional: optionalOf(action) }));
+  const optional = entries.flatMap((e, i) => (e.optional === null ? [] : [i])).slice(0, MAX_OPTIONAL);
+  const shapes: SentShape[] = [];
+  for (let mask = 0; mask < 2 ** optional.length; mask++) {
+    const dropped = new Set(optional.filter((_, bit) => (mask & (1 << bit)) !== 0));
+    shapes.push({
+      keys: entries.filter((_, i) => !dropped.has(i)).map((e) => e.key),
+      absent: [...dropped].map((i) => entries[i]!.optional!),
+    });
+  }
+  return shapes;
+}
+
+/** What an action with `skip_if_absent: true` needs missing to drop its entry (`header x-tenant`), else `null`. */
+function optionalOf(action: Obj): string | null {
+  const [name, body] = Object.entries(action)[0] ?? ["", null];
+  if (!isObject(body) || body.skip_if_absent !== true) return null;
+  if (name === "request_headers" && typeof body.header_name === "string") return `header ${body.header_name}`;
+  if (name === "query_parameters" && typeof body.query_parameter_name === "string")
+    return `query parameter ${body.query_parameter_name}`;
+  return null;
 }
 
 /** The descriptor key an action sends (Envoy's defaults where it names none). */

@@ -8,10 +8,10 @@
  * address unless told otherwise; the route actions of an Envoy configuration (this file's, or `--envoy FILE`'s) say
  * what the rest mean (envoy_actions.ts). docs/rules.md, "Coming from Envoy", describes the mapping.
  */
-import { actionMeanings, sentShapes } from "./envoy_actions.ts";
+import { actionMeanings, type Sends, sentShapes } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, load, loadAll, type Obj } from "./envoy_file.ts";
 import { importLocal, localFilters } from "./envoy_local.ts";
-import { type EnvoyMapping, type Meaning, parseMapping, type Step } from "./envoy_mapping.ts";
+import { type EnvoyMapping, type Meaning, parseMapping } from "./envoy_mapping.ts";
 import { importService } from "./envoy_service.ts";
 import type { DraftRule, ImportResult, ReportItem } from "./report.ts";
 
@@ -67,11 +67,13 @@ function withActions(mapping: EnvoyMapping, roots: readonly unknown[], routesGiv
 }
 
 /**
- * Whether Envoy sends a descriptor of a chain's very keys, with the routes known (`null`: not known). The service
- * applies a limit only to a descriptor exactly as deep as its chain, so `client_id` alone is never limited when
- * every action list sends `client_id` with `path`. A chain with a key given by `--map` is taken as sent.
+ * Whether Envoy sends a descriptor of a chain's very keys, with the routes known (`null`: not known): `always`, only
+ * for requests missing some headers or query parameters (`skip_if_absent` dropped their entries: `{ absent }`), or
+ * never (`false`). The service applies a limit only to a descriptor exactly as deep as its chain, so `client_id` alone
+ * is never limited when every action list sends `client_id` with `path`. A chain with a key given by `--map` is taken
+ * as sent.
  */
-function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): ((steps: readonly Step[]) => boolean) | null {
+function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): Sends | null {
   const shapes = sentShapes(roots);
   if (shapes === null) return null;
   const defaults = parseMapping([]);
@@ -81,9 +83,17 @@ function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): ((steps: 
       (k) =>
         (k === key || k.startsWith(`${key}:`)) && JSON.stringify(mapping.get(k)) !== JSON.stringify(fallback.get(k)),
     );
-  return (steps) =>
-    steps.some((s) => byHand(s.key)) ||
-    shapes.some((shape) => shape.length === steps.length && shape.every((k, i) => k === "?" || k === steps[i]!.key));
+  return (steps) => {
+    if (steps.some((s) => byHand(s.key))) return "always";
+    const matching = shapes.filter(
+      (shape) => shape.keys.length === steps.length && shape.keys.every((k, i) => k === "?" || k === steps[i]!.key),
+    );
+    if (matching.length === 0) return false;
+    if (matching.some((shape) => shape.absent.length === 0)) return "always";
+    // Sent only without some header: of the shapes, the one that asks least.
+    const least = matching.reduce((a, b) => (b.absent.length < a.absent.length ? b : a));
+    return { absent: least.absent };
+  };
 }
 
 /**

@@ -2,6 +2,8 @@
  * The envoyproxy/ratelimit service's configuration as Sluice rules: each descriptor chain with a rate limit becomes a
  * `fixed_window` rule (the service's windows are fixed per unit and aligned to the epoch, as Sluice's are).
  */
+
+import type { Sends } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
 import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
 import { checkService } from "./envoy_service_check.ts";
@@ -13,7 +15,7 @@ export function importService(
   file: string,
   loaded: Loaded,
   mapping: EnvoyMapping,
-  sends: ((steps: readonly Step[]) => boolean) | null = null,
+  sends: Sends | null = null,
 ): ImportResult {
   checkService(root, file, loaded);
   const report: ReportItem[] = [];
@@ -99,7 +101,7 @@ function serviceRule(
   mapping: EnvoyMapping,
   report: ReportItem[],
   taken: Set<string>,
-  sends: ((steps: readonly Step[]) => boolean) | null,
+  sends: Sends | null,
 ): { draft: DraftRule; name: string | null; replaces: string[] } | null {
   const rl = d.rate_limit;
   const line = steps.at(-1)!.line;
@@ -125,7 +127,8 @@ function serviceRule(
   const perUnit = typeof rl.requests_per_unit === "number" ? rl.requests_per_unit : 0;
   if (unit === undefined)
     throw new EnvoyImportError(`${where}: rate_limit.unit ${JSON.stringify(rl.unit)} is not known`);
-  if (sends !== null && !sends(steps)) {
+  const sent = sends === null ? "always" : sends(steps);
+  if (sent === false) {
     report.push({
       where,
       kind: "left out",
@@ -135,6 +138,12 @@ function serviceRule(
   }
   const match = matchOf(steps, chainText, where, mapping, report);
   if (match === null) return null;
+  if (sent !== "always") {
+    // skip_if_absent: requests with the header send the longer descriptor, which this chain does not match.
+    const message = `Envoy sends a descriptor of exactly these keys only for requests without the ${sent.absent.join(" and the ")} (skip_if_absent drops that entry); Sluice's rule counts the requests with it too`;
+    report.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
+    match.notes.push(`approximate: ${message}`);
+  }
   if (perUnit === 0) {
     report.push({
       where,

@@ -297,3 +297,46 @@ data:
     expect(both.stdout).toMatch(/route: "POST \/v1\/login"/);
   });
 });
+
+describe("skip_if_absent: an entry dropped, not the descriptor", () => {
+  const routes = (skip: boolean) => `static_resources:
+  listeners:
+    - filter_chains:
+        - filters:
+            - typed_config:
+                route_config:
+                  virtual_hosts:
+                    - name: api
+                      rate_limits:
+                        - actions:
+                            - remote_address: {}
+                            - request_headers: { header_name: X-Tenant, descriptor_key: tenant${skip ? ", skip_if_absent: true" : ""} }
+`;
+  const service = `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 100 }
+    descriptors:
+      - key: tenant
+        rate_limit: { unit: second, requests_per_unit: 10 }
+`;
+
+  it("without it, a request without the header sends nothing: the address alone is never limited", () => {
+    const r = imported(service, routes(false));
+    expect(r.rules.map((x) => x.id)).toEqual(["edge-remote_address-tenant"]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      expect.stringMatching(/^left out: remote_address: no rate_limits entry of the Envoy configuration given sends/),
+    );
+  });
+
+  it("with it, the address alone is limited for requests without the header, which the report says", () => {
+    const r = imported(service, routes(true));
+    expect(r.rules.map((x) => [x.id, x.match.identity ?? x.key])).toEqual([
+      ["edge-remote_address", "ip"],
+      ["edge-remote_address-tenant", ["ip", "{ header: x-tenant }"]],
+    ]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      "approximate: remote_address: Envoy sends a descriptor of exactly these keys only for requests without the header X-Tenant (skip_if_absent drops that entry); Sluice's rule counts the requests with it too",
+    );
+  });
+});
