@@ -21,12 +21,22 @@ export interface SentShape {
   readonly keys: readonly string[];
   /** The headers or query parameters whose absence this shape needs (empty: sent whatever the request holds). */
   readonly absent: readonly string[];
+  /** What a request adds to the counter (the entry's `hits_addend`): a number, 1 unless set, or `null` when a format. */
+  readonly hits: number | null;
+  /** What else the entry says that changes the count: `limit` from metadata, `apply_on_stream_done`. */
+  readonly notes: readonly string[];
+}
+
+/** What Envoy sends of a descriptor chain (`Sends`): for which requests, and what each adds. */
+export interface SendInfo {
+  readonly absent: readonly string[];
+  /** The hits every entry sending it adds (`null`: they differ, or a format decides per request). */
+  readonly hits: number | null;
+  readonly notes: readonly string[];
 }
 
 /** Whether Envoy sends a descriptor chain: always, only without some headers (`absent`), or never (envoy_import.ts). */
-export type Sends = (
-  steps: readonly { readonly key: string }[],
-) => "always" | { readonly absent: readonly string[] } | false;
+export type Sends = (steps: readonly { readonly key: string }[]) => SendInfo | false;
 
 export function sentShapes(root: unknown): SentShape[] | null {
   const out: SentShape[] = [];
@@ -48,7 +58,7 @@ export function sentShapes(root: unknown): SentShape[] | null {
       for (const entry of list) {
         if (!isObject(entry)) continue;
         const actions = Array.isArray(entry.actions) ? entry.actions : isObject(entry.actions) ? [entry.actions] : [];
-        out.push(...shapesOf(actions.filter(isObject)));
+        out.push(...shapesOf(actions.filter(isObject), hitsOf(entry), entryNotes(entry)));
       }
     }
     for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") visit(v, depth + 1);
@@ -60,8 +70,32 @@ export function sentShapes(root: unknown): SentShape[] | null {
 /** At most this many optional entries in one action list are expanded (2^n shapes); more are taken as sent. */
 const MAX_OPTIONAL = 6;
 
+/** An entry's `hits_addend`: `{ number: N }` (1 unless set; Envoy's field is at most 1e9), `null` for a `format`. */
+function hitsOf(entry: Obj): number | null {
+  const h = entry.hits_addend;
+  if (!isObject(h)) return 1;
+  if (typeof h.number === "number" && Number.isSafeInteger(h.number) && h.number >= 0) return h.number;
+  return h.format === undefined && h.number === undefined ? 1 : null;
+}
+
+/** What an entry changes of the count besides its hits. */
+function entryNotes(entry: Obj): string[] {
+  const notes: string[] = [];
+  if (entry.limit !== undefined) {
+    notes.push(
+      "its rate_limits entry takes the limit from the request's dynamic metadata when there is one (limit), which the rule cannot read",
+    );
+  }
+  if (entry.apply_on_stream_done === true) {
+    notes.push(
+      "its rate_limits entry counts when the response is done (apply_on_stream_done), not before the request goes on",
+    );
+  }
+  return notes;
+}
+
 /** One action list's shapes: every entry, and without each `skip_if_absent` entry in turn and together. */
-function shapesOf(actions: readonly Obj[]): SentShape[] {
+function shapesOf(actions: readonly Obj[], hits: number | null, notes: readonly string[]): SentShape[] {
   const entries = actions.map((action) => ({ key: actionKey(action), optional: optionalOf(action) }));
   const optional = entries.flatMap((e, i) => (e.optional === null ? [] : [i])).slice(0, MAX_OPTIONAL);
   const shapes: SentShape[] = [];
@@ -70,6 +104,8 @@ function shapesOf(actions: readonly Obj[]): SentShape[] {
     shapes.push({
       keys: entries.filter((_, i) => !dropped.has(i)).map((e) => e.key),
       absent: [...dropped].map((i) => entries[i]!.optional!),
+      hits,
+      notes,
     });
   }
   return shapes;

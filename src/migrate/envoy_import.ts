@@ -84,15 +84,14 @@ function sentChains(mapping: EnvoyMapping, roots: readonly unknown[]): Sends | n
         (k === key || k.startsWith(`${key}:`)) && JSON.stringify(mapping.get(k)) !== JSON.stringify(fallback.get(k)),
     );
   return (steps) => {
-    if (steps.some((s) => byHand(s.key))) return "always";
     const matching = shapes.filter(
       (shape) => shape.keys.length === steps.length && shape.keys.every((k, i) => k === "?" || k === steps[i]!.key),
     );
-    if (matching.length === 0) return false;
-    if (matching.some((shape) => shape.absent.length === 0)) return "always";
-    // Sent only without some header: of the shapes, the one that asks least.
+    if (matching.length === 0) return steps.some((s) => byHand(s.key)) ? { absent: [], hits: 1, notes: [] } : false;
+    // Sent whatever the request holds by some entry, or only without some header: of the shapes, the one asking least.
     const least = matching.reduce((a, b) => (b.absent.length < a.absent.length ? b : a));
-    return { absent: least.absent };
+    const hits = matching.every((m) => m.hits !== null && m.hits === matching[0]!.hits) ? matching[0]!.hits : null;
+    return { absent: least.absent, hits, notes: [...new Set(matching.flatMap((m) => m.notes))] };
   };
 }
 

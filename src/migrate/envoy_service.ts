@@ -127,7 +127,7 @@ function serviceRule(
   const perUnit = typeof rl.requests_per_unit === "number" ? rl.requests_per_unit : 0;
   if (unit === undefined)
     throw new EnvoyImportError(`${where}: rate_limit.unit ${JSON.stringify(rl.unit)} is not known`);
-  const sent = sends === null ? "always" : sends(steps);
+  const sent = sends === null ? { absent: [], hits: 1, notes: [] } : sends(steps);
   if (sent === false) {
     report.push({
       where,
@@ -138,11 +138,21 @@ function serviceRule(
   }
   const match = matchOf(steps, chainText, where, mapping, report);
   if (match === null) return null;
-  if (sent !== "always") {
-    // skip_if_absent: requests with the header send the longer descriptor, which this chain does not match.
-    const message = `Envoy sends a descriptor of exactly these keys only for requests without the ${sent.absent.join(" and the ")} (skip_if_absent drops that entry); Sluice's rule counts the requests with it too`;
+  const approximate = (message: string) => {
     report.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
     match.notes.push(`approximate: ${message}`);
+  };
+  if (sent.absent.length > 0) {
+    // skip_if_absent: requests with the header send the longer descriptor, which this chain does not match.
+    approximate(
+      `Envoy sends a descriptor of exactly these keys only for requests without the ${sent.absent.join(" and the ")} (skip_if_absent drops that entry); Sluice's rule counts the requests with it too`,
+    );
+  }
+  for (const note of sent.notes) approximate(note);
+  if (sent.hits === null) {
+    approximate(
+      "the rate_limits entries that send it add other hits (hits_addend: a format, or numbers that differ); the rule charges each request 1",
+    );
   }
   if (perUnit === 0) {
     report.push({
@@ -162,6 +172,23 @@ function serviceRule(
     ["window", unit],
   ];
   fields.push(...match.fields);
+  if (sent.hits === 0) {
+    report.push({
+      where,
+      kind: "left out",
+      message: `${chainText}: hits_addend 0: its requests add nothing, so it never limits`,
+    });
+    return null;
+  }
+  if (sent.hits !== null && sent.hits > perUnit) {
+    report.push({
+      where,
+      kind: "left out",
+      message: `${chainText}: each request adds ${sent.hits} hits (hits_addend), more than the limit of ${perUnit}: the service refuses every request, and Sluice limits are at least one request`,
+    });
+    return null;
+  }
+  if (sent.hits !== null && sent.hits !== 1) fields.push(["cost", sent.hits]);
   if (d.shadow_mode === true) fields.push(["mode", "shadow"]);
   if (d.quota_mode === true) {
     report.push({

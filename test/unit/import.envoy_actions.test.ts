@@ -340,3 +340,60 @@ descriptors:
     );
   });
 });
+
+describe("what a rate_limits entry adds: hits_addend, a limit from metadata, counting when done", () => {
+  const routes = (entry: string) => `static_resources:
+  listeners:
+    - filter_chains:
+        - filters:
+            - typed_config:
+                route_config:
+                  virtual_hosts:
+                    - name: api
+                      rate_limits:
+                        - actions: [{ remote_address: {} }]
+${entry.replace(/^/gm, "                          ")}
+`;
+  const service =
+    "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 100 }\n";
+  const items = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`);
+
+  it("hits_addend { number: 5 }: each request costs 5", () => {
+    const r = imported(service, routes("hits_addend: { number: 5 }"));
+    expect(r.rules[0]!.fields).toContainEqual(["cost", 5]);
+  });
+
+  it("hits_addend above the limit, or 0: left out with the reason", () => {
+    expect(items(imported(service, routes("hits_addend: { number: 500 }")))).toContainEqual(
+      expect.stringMatching(
+        /^left out: remote_address: each request adds 500 hits \(hits_addend\), more than the limit of 100/,
+      ),
+    );
+    expect(items(imported(service, routes("hits_addend: { number: 0 }")))).toContainEqual(
+      expect.stringMatching(/^left out: remote_address: hits_addend 0/),
+    );
+  });
+
+  it("a hits_addend format, a limit override, apply_on_stream_done: imported, each said", () => {
+    const r = imported(
+      service,
+      routes(
+        'hits_addend: { format: "%REQ(x-cost)%" }\nlimit: { dynamic_metadata: { metadata_key: { key: k, path: [{ key: p }] } } }\napply_on_stream_done: true',
+      ),
+    );
+    expect(r.rules).toHaveLength(1);
+    expect(r.rules[0]!.fields.some(([k]) => k === "cost")).toBe(false);
+    const said = items(r);
+    expect(said).toContainEqual(
+      expect.stringMatching(/^approximate: remote_address: the rate_limits entries that send it add other hits/),
+    );
+    expect(said).toContainEqual(
+      expect.stringMatching(
+        /^approximate: remote_address: its rate_limits entry takes the limit from the request's dynamic metadata/,
+      ),
+    );
+    expect(said).toContainEqual(
+      expect.stringMatching(/^approximate: remote_address: its rate_limits entry counts when the response is done/),
+    );
+  });
+});
