@@ -10,6 +10,7 @@
  */
 import { actionMeanings, type Sends, sentShapes } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, load, loadAll, type Obj } from "./envoy_file.ts";
+import { globalFilters } from "./envoy_filter.ts";
 import { importLocal, localFilters } from "./envoy_local.ts";
 import { type EnvoyMapping, type Meaning, parseMapping } from "./envoy_mapping.ts";
 import { importService } from "./envoy_service.ts";
@@ -25,7 +26,8 @@ export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, r
   const services = serviceConfigs(loaded, file, text);
   if (services.length > 0) {
     const sends = sentChains(mapping, [loaded.value, routes]);
-    const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings, sends));
+    const filters = globalFilters([loaded.value, routes]);
+    const results = services.map((s) => importService(s.root, s.file, s.loaded, meanings, sends, filters));
     return { rules: results.flatMap((r) => r.rules), report: results.flatMap((r) => r.report) };
   }
   const filters = localFilters(loaded.value);

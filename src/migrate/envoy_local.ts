@@ -274,7 +274,7 @@ const STATUS_NAMES: Readonly<Record<string, number>> = {
  * status below 400 is 429 too, as Envoy answers (local_ratelimit.cc `toErrorCode`). A name the enum has not, or
  * `Empty` (0), Envoy refuses.
  */
-function statusOf(v: unknown, where: string, report: ReportItem[]): number {
+export function statusOf(v: unknown, where: string, report: ReportItem[]): number {
   if (v === undefined || v === null) return 429;
   const code = isObject(v) ? v.code : undefined;
   const n =

@@ -5,6 +5,7 @@
 
 import type { Sends } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
+import { type FilterSettings, filterSettings } from "./envoy_filter.ts";
 import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
 import { checkService } from "./envoy_service_check.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
@@ -16,9 +17,20 @@ export function importService(
   loaded: Loaded,
   mapping: EnvoyMapping,
   sends: Sends | null = null,
+  filters: readonly Obj[] = [],
 ): ImportResult {
   checkService(root, file, loaded);
   const report: ReportItem[] = [];
+  const settings = filterSettings(filters, String(root.domain), `${file}:${loaded.lineOf(root)}`, report);
+  if (settings === "never") {
+    const asked = [...new Set(filters.map((f) => String(f.domain)))].join(", ");
+    report.push({
+      where: `${file}:${loaded.lineOf(root)}`,
+      kind: "left out",
+      message: `domain ${String(root.domain)}: no envoy.filters.http.ratelimit of the Envoy configuration given asks about it (they ask about ${asked}), so none of its limits applies`,
+    });
+    return { rules: [], report };
+  }
   const rules: DraftRule[] = [];
   const taken = new Set<string>();
   const named = new Map<string, string>();
@@ -34,7 +46,7 @@ export function importService(
       const value = descriptorValue(d, `${file}:${line}`, report);
       const steps = [...chain, { key: d.key, value, line }];
       if (d.rate_limit !== undefined) {
-        const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends);
+        const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends, settings);
         if (rule !== null) {
           rules.push(rule.draft);
           if (rule.name !== null) named.set(rule.name, rule.draft.id);
@@ -102,6 +114,7 @@ function serviceRule(
   report: ReportItem[],
   taken: Set<string>,
   sends: Sends | null,
+  settings: FilterSettings | null,
 ): { draft: DraftRule; name: string | null; replaces: string[] } | null {
   const rl = d.rate_limit;
   const line = steps.at(-1)!.line;
@@ -189,6 +202,9 @@ function serviceRule(
     return null;
   }
   if (sent.hits !== null && sent.hits !== 1) fields.push(["cost", sent.hits]);
+  // The filter's answers: a denial's status, and closed when the service cannot answer (failure_mode_deny).
+  if (settings?.status != null) fields.push(["status", settings.status]);
+  if (settings?.onError === "closed") fields.push(["on_error", "closed"]);
   if (d.shadow_mode === true) fields.push(["mode", "shadow"]);
   if (d.quota_mode === true) {
     report.push({

@@ -397,3 +397,47 @@ ${entry.replace(/^/gm, "                          ")}
     );
   });
 });
+
+describe("the global rate limit filter: its domain, failure_mode_deny and rate_limited_status", () => {
+  const envoy = (filter: string) => `static_resources:
+  listeners:
+    - filter_chains:
+        - filters:
+            - typed_config:
+                http_filters:
+                  - name: envoy.filters.http.ratelimit
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+${filter.replace(/^/gm, "                      ")}
+                route_config:
+                  virtual_hosts:
+                    - name: api
+                      rate_limits:
+                        - actions: [{ remote_address: {} }]
+`;
+  const service =
+    "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 100 }\n";
+
+  it("failure_mode_deny: true is on_error: closed; rate_limited_status its status", () => {
+    const r = imported(
+      service,
+      envoy("domain: edge\nfailure_mode_deny: true\nrate_limited_status: { code: ServiceUnavailable }"),
+    );
+    expect(r.rules[0]!.fields).toContainEqual(["on_error", "closed"]);
+    expect(r.rules[0]!.fields).toContainEqual(["status", 503]);
+  });
+
+  it("by default: open, 429 (no fields)", () => {
+    const r = imported(service, envoy("domain: edge"));
+    expect(r.rules[0]!.fields.map(([k]) => k)).not.toContain("on_error");
+    expect(r.rules[0]!.fields.map(([k]) => k)).not.toContain("status");
+  });
+
+  it("a domain no filter asks about: its limits never apply, left out", () => {
+    const r = imported(service, envoy("domain: other"));
+    expect(r.rules).toEqual([]);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      "left out: domain edge: no envoy.filters.http.ratelimit of the Envoy configuration given asks about it (they ask about other), so none of its limits applies",
+    );
+  });
+});
