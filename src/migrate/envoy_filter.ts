@@ -48,7 +48,7 @@ export function globalFilters(roots: readonly unknown[]): Obj[] {
 
 /**
  * What the filters make of `domain`'s limits: `null` when no filter was given (nothing known), `"never"` when
- * filters were given and none asks about it, else their settings (a report item where they disagree).
+ * filters were given and none asks about it (reported: left out), else their settings (reported where they disagree).
  */
 export function filterSettings(
   filters: readonly Obj[],
@@ -58,7 +58,15 @@ export function filterSettings(
 ): FilterSettings | "never" | null {
   if (filters.length === 0) return null;
   const mine = filters.filter((f) => String(f.domain) === domain);
-  if (mine.length === 0) return "never";
+  if (mine.length === 0) {
+    const asked = [...new Set(filters.map((f) => String(f.domain)))].join(", ");
+    report.push({
+      where,
+      kind: "left out",
+      message: `domain ${domain}: no envoy.filters.http.ratelimit of the Envoy configuration given asks about it (they ask about ${asked}), so none of its limits applies`,
+    });
+    return "never";
+  }
   const deny = new Set(mine.map((f) => f.failure_mode_deny === true));
   const statuses = new Set(
     mine.map((f) => (f.rate_limited_status === undefined ? 429 : statusOf(f.rate_limited_status, where, report))),

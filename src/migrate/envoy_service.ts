@@ -22,15 +22,7 @@ export function importService(
   checkService(root, file, loaded);
   const report: ReportItem[] = [];
   const settings = filterSettings(filters, String(root.domain), `${file}:${loaded.lineOf(root)}`, report);
-  if (settings === "never") {
-    const asked = [...new Set(filters.map((f) => String(f.domain)))].join(", ");
-    report.push({
-      where: `${file}:${loaded.lineOf(root)}`,
-      kind: "left out",
-      message: `domain ${String(root.domain)}: no envoy.filters.http.ratelimit of the Envoy configuration given asks about it (they ask about ${asked}), so none of its limits applies`,
-    });
-    return { rules: [], report };
-  }
+  if (settings === "never") return { rules: [], report };
   const rules: DraftRule[] = [];
   const taken = new Set<string>();
   const named = new Map<string, string>();
