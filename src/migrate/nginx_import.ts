@@ -25,7 +25,7 @@ import {
   type Place,
   placesOf,
 } from "./nginx_places.ts";
-import { reportUnread, reportUnsupported, reportUnused } from "./nginx_report.ts";
+import { closingNoted, reportUnread, reportUnsupported, reportUnused, sharedZones } from "./nginx_report.ts";
 import { readZones, SERVER_NAME_PART, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
@@ -50,10 +50,13 @@ export function importNginx(config: readonly Directive[], unread: readonly Unrea
   const taken = new Set<string>();
   const zones = readZones(http.block, report);
   reportUnused(config, zones, report);
-  const rules = [
-    ...kindRules(http.block, requestRates(zones), report, taken),
-    ...kindRules(http.block, connections(readConnZones(http.block, report)), report, taken),
-  ];
+  const rules = closingNoted(
+    [
+      ...kindRules(http.block, requestRates(zones), report, taken),
+      ...kindRules(http.block, connections(readConnZones(http.block, report)), report, taken),
+    ],
+    report,
+  );
   if (rules.some((r) => r.match.route !== undefined)) {
     report.push({
       where: at,
@@ -356,20 +359,6 @@ function burstOf(limit: Directive): { burst: number; delay: number | "nodelay" }
     delay = "nodelay";
   }
   return { burst, delay };
-}
-
-/** A zone read by several rules (other settings, dry run, or servers): NGINX keeps one state per key for the zone. */
-function sharedZones(made: readonly { rule: DraftRule; group: Group }[], report: ReportItem[]): void {
-  const byZone = new Map<ZoneLike, DraftRule[]>();
-  for (const { rule, group } of made) byZone.set(group.zone, [...(byZone.get(group.zone) ?? []), rule]);
-  for (const [zone, rules] of byZone) {
-    if (rules.length < 2) continue;
-    report.push({
-      where: where(zone.at),
-      kind: "approximate",
-      message: `zone ${zone.name} is read by ${rules.length} rules (${rules.map((r) => r.id).join(", ")}) with different settings: NGINX keeps one state per key for the zone, Sluice one per rule`,
-    });
-  }
 }
 
 /**

@@ -3,8 +3,8 @@
  * and zones no limit uses.
  */
 import { type Directive, text, type UnreadInclude, where } from "./nginx_conf.ts";
-import type { Zone } from "./nginx_zones.ts";
-import type { ReportItem } from "./report.ts";
+import type { Zone, ZoneLike } from "./nginx_zones.ts";
+import type { DraftRule, ReportItem } from "./report.ts";
 
 const UNSUPPORTED: Readonly<Record<string, string>> = {
   limit_rate: "Sluice limits request rates, not bandwidth",
@@ -56,5 +56,34 @@ export function reportUnsupported(directives: readonly Directive[], report: Repo
     const why = UNSUPPORTED[d.name];
     if (why !== undefined) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${why}` });
     if (d.block !== null) reportUnsupported(d.block, report);
+  }
+}
+
+/** A rule of status 444, which NGINX answers by closing the connection: what differs, said. */
+export function closingNoted(rules: readonly DraftRule[], report: ReportItem[]): DraftRule[] {
+  const message =
+    "status 444: NGINX closes the connection without a response; Sluice answers with an HTTP 444 (and Retry-After)";
+  return rules.map((rule) => {
+    if (!rule.fields.some(([k, v]) => k === "status" && v === 444)) return rule;
+    const where = rule.source.slice(0, rule.source.indexOf(": "));
+    report.push({ where, kind: "approximate", message: `${rule.id}: ${message}` });
+    return { ...rule, notes: [...rule.notes, `approximate: ${message}`] };
+  });
+}
+
+/** A zone read by several rules (other settings, dry run, or servers): NGINX keeps one state per key for the zone. */
+export function sharedZones(
+  made: readonly { rule: DraftRule; group: { readonly zone: ZoneLike } }[],
+  report: ReportItem[],
+): void {
+  const byZone = new Map<ZoneLike, DraftRule[]>();
+  for (const { rule, group } of made) byZone.set(group.zone, [...(byZone.get(group.zone) ?? []), rule]);
+  for (const [zone, rules] of byZone) {
+    if (rules.length < 2) continue;
+    report.push({
+      where: where(zone.at),
+      kind: "approximate",
+      message: `zone ${zone.name} is read by ${rules.length} rules (${rules.map((r) => r.id).join(", ")}) with different settings: NGINX keeps one state per key for the zone, Sluice one per rule`,
+    });
   }
 }

@@ -449,3 +449,14 @@ describe("bytes NGINX reads as part of a word", () => {
     expect(r.status, r.stderr).toBe(0);
   });
 });
+
+describe("limit_req_status 444, NGINX's close-the-connection", () => {
+  it("is imported as status 444 with what differs said", () => {
+    const { path } = written(config("limit_req_status 444;", "", "limit_req zone=base;"));
+    const r = importNginx(readNginxConfig(path));
+    expect(r.rules.every((rule) => rule.fields.some(([k, v]) => k === "status" && v === 444))).toBe(true);
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      expect.stringMatching(/^approximate: .*status 444: NGINX closes the connection without a response/),
+    );
+  });
+});
