@@ -125,7 +125,10 @@ function checkDirective(
           ? [3, 3]
           : [2, 2]
         : [1, 1];
-  if (d.args.length < min || d.args.length > max) refuse(d, `invalid number of arguments in "${d.name}" directive`);
+  // NGINX Plus's `sync` (a zone shared across a cluster) takes one more argument; NGINX itself has none.
+  const plus = zoneDirective && d.args.at(-1) === "sync" ? 1 : 0;
+  const given = d.args.length - plus;
+  if (given < min || given > max) refuse(d, `invalid number of arguments in "${d.name}" directive`);
   const arg = d.args[0]!;
   if (d.name === module.zone) {
     register(d, module, zoneParams(d, module), true);
@@ -156,7 +159,7 @@ function checkDirective(
 /** `limit_req_zone KEY zone=NAME:SIZE rate=N[r/s|r/m]` or `limit_conn_zone KEY zone=NAME:SIZE`: the zone's name. */
 function zoneParams(d: Directive, module: Module): string {
   let name = "";
-  for (const p of d.args.slice(1)) {
+  for (const p of d.args.slice(1, d.args.at(-1) === "sync" ? -1 : undefined)) {
     if (p.startsWith("zone=")) {
       const colon = p.indexOf(":");
       if (colon < 0) refuse(d, `invalid zone size "${p}"`);

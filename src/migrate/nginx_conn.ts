@@ -7,14 +7,16 @@
 import { MAX_CONCURRENCY } from "../algorithms/concurrency.ts";
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { readMaps } from "./nginx_map.ts";
-import { keyOfZone, type ZoneLike } from "./nginx_zones.ts";
+import { keyOfZone, syncNote, type ZoneLike } from "./nginx_zones.ts";
 import type { ReportItem } from "./report.ts";
 
 export function readConnZones(http: readonly Directive[], report: ReportItem[]): Map<string, ZoneLike> {
   const zones = new Map<string, ZoneLike>();
   const maps = readMaps(http);
   for (const d of http.filter((x) => x.name === "limit_conn_zone")) {
-    const [key, zoneArg, ...rest] = d.args;
+    const synced = d.args.at(-1) === "sync";
+    const [key, zoneArg, ...rest] = synced ? d.args.slice(0, -1) : d.args;
+    if (synced) report.push(syncNote(d));
     // nginx_check.ts has refused what NGINX refuses: zone=NAME:SIZE with a valid size.
     const name = zoneArg === undefined ? undefined : /^zone=([^:]+):/.exec(zoneArg)?.[1];
     if (key === undefined || name === undefined || rest.length > 0)

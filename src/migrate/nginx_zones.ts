@@ -47,6 +47,7 @@ export function readZones(http: readonly Directive[], report: ReportItem[]): Map
     if (zones.has(zone.name))
       throw new NginxImportError(`${where(d)}: limit_req_zone: zone "${zone.name}" is defined twice`);
     zones.set(zone.name, zone);
+    if (d.args.at(-1) === "sync") report.push(syncNote(d));
     for (const note of nginxRateNotes(zone.rate.amount, zone.rate.unit)) {
       report.push({ where: where(d), kind: "approximate", message: `${text(d)}: ${note}` });
     }
@@ -66,9 +67,18 @@ export function readZones(http: readonly Directive[], report: ReportItem[]): Map
   return zones;
 }
 
+/** NGINX Plus's `sync`: the zone shared by a cluster's NGINXes, which Sluice's one state per key already is. */
+export function syncNote(d: Directive): ReportItem {
+  return {
+    where: where(d),
+    kind: "note",
+    message: `${text(d)}: sync (NGINX Plus's zone shared across a cluster, counted approximately): Sluice keeps one exact state per key for every location anyway`,
+  };
+}
+
 function readZone(d: Directive, maps: Maps): Zone {
   // nginx_check.ts has refused what NGINX refuses: the zone has a name and a size; the last zone= and rate= count.
-  const [key, ...rest] = d.args;
+  const [key, ...rest] = d.args.at(-1) === "sync" ? d.args.slice(0, -1) : d.args;
   const zoneArg = rest.filter((a) => a.startsWith("zone=")).at(-1);
   const rateArg = rest.filter((a) => a.startsWith("rate=")).at(-1);
   if (key === undefined || zoneArg === undefined) {

@@ -3,7 +3,8 @@
  * one limiting directive with the verdict of the real NGINX 1.22 (`nginx -t`, Debian's package, which `.ci/run`
  * installs) pinned beside it: the importer must give that verdict, and the real `nginx -t` is run on the same file to
  * show that the pin is NGINX's and not a guess. The one place Sluice refuses what NGINX takes is its own bound (an
- * amount above 2^50, a concurrency above 10,000), and the message says so. The real behaviour these stand for: an
+ * amount above 2^50, a concurrency above 10,000), and the message says so; the one place it takes what this NGINX
+ * refuses is NGINX Plus's `sync` on a zone, which Plus takes. The real behaviour these stand for: an
  * importer that takes a configuration NGINX would not load makes rules of something that never ran, and one that
  * refuses a working configuration (`rate=10`, `limit_req_dry_run ON`) cannot be used at all.
  */
@@ -458,5 +459,31 @@ describe("limit_req_status 444, NGINX's close-the-connection", () => {
     expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
       expect.stringMatching(/^approximate: .*status 444: NGINX closes the connection without a response/),
     );
+  });
+});
+
+describe("NGINX Plus's sync on a zone", () => {
+  it("is taken with a note (NGINX Plus takes it; the open-source nginx -t here does not, which is checked too)", () => {
+    const { dir, path } = written(
+      config(
+        "limit_req_zone $uri zone=b2:1m rate=10r/s sync; limit_conn_zone $binary_remote_addr zone=c:1m sync;",
+        "",
+        "limit_req zone=b2; limit_conn c 5;",
+      ),
+    );
+    const r = importNginx(readNginxConfig(path));
+    expect(r.rules.length).toBeGreaterThan(0);
+    expect(r.report.filter((i) => i.message.includes("sync (NGINX Plus's zone shared across a cluster"))).toHaveLength(
+      2,
+    );
+    const t = spawnSync(
+      nginxBinary(),
+      ["-t", "-q", "-p", dir, "-c", path, "-g", `pid ${dir}/nginx.pid; error_log ${dir}/error.log;`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(t.status).not.toBe(0);
+    expect(t.stderr).toMatch(/invalid number of arguments in "limit_req_zone"/);
   });
 });
