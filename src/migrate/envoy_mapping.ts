@@ -135,6 +135,11 @@ export interface Step {
   readonly key: string;
   readonly value: string | null;
   readonly line: number;
+  /**
+   * A step without a value: the values its siblings of the same key hold (`k: a` beside `k`). The service looks up
+   * `key_value` (or a wildcard) before `key`, so a request with one of these goes down that sibling, never this step.
+   */
+  readonly notWith?: readonly string[];
 }
 
 /** A descriptor chain as a rule: its match, its key (`null`: the match's identity), what the report says of it. */

@@ -30,13 +30,20 @@ export function importService(
   const walk = (list: unknown, chain: Step[], where: string) => {
     if (list === undefined || list === null) return;
     if (!Array.isArray(list)) throw new EnvoyImportError(`${where}: descriptors must be a list`);
+    // The values this level holds per key: a valueless step's request with one of them goes down that one instead.
+    const valued = new Map<string, string[]>();
+    for (const d of list) {
+      if (isObject(d) && typeof d.key === "string" && d.value !== undefined && d.value !== null && d.value !== "")
+        valued.set(d.key, [...(valued.get(d.key) ?? []), String(d.value)]);
+    }
     for (const d of list) {
       const line = isObject(d) ? loaded.lineOf(d) : 0;
       if (!isObject(d) || typeof d.key !== "string" || d.key === "") {
         throw new EnvoyImportError(`${file}:${line}: a descriptor needs a key`);
       }
       const value = descriptorValue(d, `${file}:${line}`, report);
-      const steps = [...chain, { key: d.key, value, line }];
+      const notWith = value === null ? (valued.get(d.key) ?? []).filter((v) => v !== "*") : [];
+      const steps = [...chain, { key: d.key, value, line, ...(notWith.length > 0 ? { notWith } : {}) }];
       if (d.rate_limit !== undefined) {
         const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends, settings);
         if (rule !== null) {
@@ -147,6 +154,7 @@ function serviceRule(
     report.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
     match.notes.push(`approximate: ${message}`);
   };
+  const except = siblingsExcepted(steps, mapping, approximate);
   if (sent.absent.length > 0) {
     // skip_if_absent: requests with the header send the longer descriptor, which this chain does not match.
     approximate(
@@ -210,11 +218,36 @@ function serviceRule(
       id: ruleId(name ?? `${domain}-${steps.map((s) => s.value ?? s.key).join("-")}`, taken),
       source: `${where}: domain ${domain}, descriptor ${chainText}: ${perUnit} per ${rl.unit}`,
       notes: match.notes,
-      match: match.match,
+      match: except.length === 0 ? match.match : { ...match.match, except: [...(match.match.except ?? []), ...except] },
       ...(match.key === null ? {} : { key: match.key }),
       fields,
     },
     name,
     replaces,
   };
+}
+
+/**
+ * The routes a chain's valueless steps give up to their valued siblings (`Step.notWith`): a sibling whose value means
+ * a route takes that route's requests away from this chain (`except:`, exact); one that means anything else cannot be
+ * said as an exception, and `approximate` reports it.
+ */
+function siblingsExcepted(
+  steps: readonly Step[],
+  mapping: EnvoyMapping,
+  approximate: (message: string) => void,
+): string[] {
+  const except: string[] = [];
+  for (const step of steps) {
+    for (const value of step.notWith ?? []) {
+      const meaning = mapping.get(`${step.key}:${value}`);
+      if (meaning?.kind === "route") except.push(...[meaning.route].flat());
+      else {
+        approximate(
+          `a request with ${step.key}=${value} goes to that descriptor of its own (the service looks up a key's value before the key alone), never to this one; Sluice's rule counts it too`,
+        );
+      }
+    }
+  }
+  return [...new Set(except)];
 }

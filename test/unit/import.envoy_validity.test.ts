@@ -215,3 +215,32 @@ describe("a configuration the ratelimit service loads is not refused", () => {
     expect(() => run(yaml)).not.toThrow();
   });
 });
+
+/**
+ * The service looks a descriptor's entry up as `key_value` first (then a wildcard), and as `key` alone only when
+ * neither is there (config_impl.go `GetLimit`). Run on the real loader (`/tmp/probe --lookup svc.yaml edge tier=free
+ * tier=pro`, scripts/ratelimit-config/main.go): tier=free gets only `edge.tier_free` (10/s), tier=pro `edge.tier`
+ * (5/s). So the valueless chain's rule must leave tier=free's requests alone.
+ */
+describe("a key's value of its own comes before the key alone", () => {
+  const service =
+    "domain: edge\ndescriptors:\n  - key: tier\n    value: free\n    rate_limit: { unit: second, requests_per_unit: 10 }\n  - key: tier\n    rate_limit: { unit: second, requests_per_unit: 5 }\n";
+  const withMap = (...specs: string[]) => {
+    const m = parseMapping(specs);
+    if (!("mapping" in m)) throw new Error("mapping");
+    return importEnvoy(service, "ratelimit.yaml", m.mapping);
+  };
+
+  it("a sibling value that means a route: the valueless rule excepts that route", () => {
+    const r = withMap("tier=header:x-tier", "tier:free=route:GET /v1/free");
+    const valueless = r.rules.find((x) => x.id === "edge-tier")!;
+    expect([valueless.match.except].flat()).toEqual(["GET /v1/free"]);
+  });
+
+  it("a sibling value that means a plan: reported, since a rule cannot except a plan", () => {
+    const r = withMap("tier=header:x-tier", "tier:free=plan:free");
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
+      "approximate: tier: a request with tier=free goes to that descriptor of its own (the service looks up a key's value before the key alone), never to this one; Sluice's rule counts it too",
+    );
+  });
+});
