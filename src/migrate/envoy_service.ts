@@ -30,12 +30,7 @@ export function importService(
   const walk = (list: unknown, chain: Step[], where: string) => {
     if (list === undefined || list === null) return;
     if (!Array.isArray(list)) throw new EnvoyImportError(`${where}: descriptors must be a list`);
-    // The values this level holds per key: a valueless step's request with one of them goes down that one instead.
-    const valued = new Map<string, string[]>();
-    for (const d of list) {
-      if (isObject(d) && typeof d.key === "string" && d.value !== undefined && d.value !== null && d.value !== "")
-        valued.set(d.key, [...(valued.get(d.key) ?? []), String(d.value)]);
-    }
+    const valued = valuesByKey(list);
     for (const d of list) {
       const line = isObject(d) ? loaded.lineOf(d) : 0;
       if (!isObject(d) || typeof d.key !== "string" || d.key === "") {
@@ -56,14 +51,7 @@ export function importService(
     }
   };
   walk(root.descriptors, [], `${file}:${loaded.lineOf(root)}`);
-  for (const r of replaced) {
-    const target = named.get(r.name);
-    report.push({
-      where: `${file}:${r.line}`,
-      kind: "approximate",
-      message: `${r.by} replaces ${target ?? `"${r.name}"`} where both apply; Sluice applies every rule that matches, so ${target ?? "it"} also applies there`,
-    });
-  }
+  reportReplaced(replaced, named, file, report);
   if (rules.length > 1) {
     report.push({
       where: file,
@@ -73,6 +61,33 @@ export function importService(
     });
   }
   return { rules, report };
+}
+
+/** The values one level holds per key: a valueless step's request with one of them goes down that one instead. */
+function valuesByKey(list: readonly unknown[]): Map<string, string[]> {
+  const valued = new Map<string, string[]>();
+  for (const d of list) {
+    if (isObject(d) && typeof d.key === "string" && d.value !== undefined && d.value !== null && d.value !== "")
+      valued.set(d.key, [...(valued.get(d.key) ?? []), String(d.value)]);
+  }
+  return valued;
+}
+
+/** `replaces`: both rules apply in Sluice where the service applies only the replacing one. */
+function reportReplaced(
+  replaced: readonly { name: string; by: string; line: number }[],
+  named: ReadonlyMap<string, string>,
+  file: string,
+  report: ReportItem[],
+): void {
+  for (const r of replaced) {
+    const target = named.get(r.name);
+    report.push({
+      where: `${file}:${r.line}`,
+      kind: "approximate",
+      message: `${r.by} replaces ${target ?? `"${r.name}"`} where both apply; Sluice applies every rule that matches, so ${target ?? "it"} also applies there`,
+    });
+  }
 }
 
 /**
