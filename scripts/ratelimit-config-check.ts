@@ -14,7 +14,7 @@ import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { EnvoyImportError } from "../src/migrate/envoy_file.ts";
+import { EnvoyImportError, load } from "../src/migrate/envoy_file.ts";
 import { importEnvoy } from "../src/migrate/envoy_import.ts";
 import { parseMapping } from "../src/migrate/envoy_mapping.ts";
 import { ACCEPTED, REFUSED } from "../test/support/ratelimit_cases.ts";
@@ -86,4 +86,115 @@ for (const c of cases) {
 process.stdout.write(
   `${cases.length} configurations: ${cases.length - differ} judged alike by the service's loader and the import, ${differ} differ\n`,
 );
-process.exit(differ === 0 ? 0 : 1);
+
+// Phase 2: which limit a request's descriptor gets. For every service configuration the service loads, each path of
+// its tree becomes request descriptors (a valueless entry takes a value of its own and each value its level holds),
+// and the service's `GetLimit` says which descriptor's limit applies. The import's rules claim a descriptor by their
+// chains (a valueless step: any value but those `except:` gives to a sibling); every descriptor must be claimed by
+// exactly the rule of the service's choice, or by none when that choice has no rule, except where the report says a
+// rule is approximate. Keys mean headers (`--map K=header:K`) and values routes (`--map K:V=route:GET /K/V`).
+type Obj = Record<string, unknown>;
+interface Node {
+  readonly key: string;
+  readonly value: string;
+  readonly children: readonly Node[];
+}
+const nodesOf = (list: unknown): Node[] =>
+  Array.isArray(list)
+    ? list.flatMap((d) =>
+        typeof d === "object" && d !== null && typeof (d as Obj).key === "string"
+          ? [
+              {
+                key: String((d as Obj).key),
+                value: (d as Obj).value == null ? "" : String((d as Obj).value),
+                children: nodesOf((d as Obj).descriptors),
+              },
+            ]
+          : [],
+      )
+    : [];
+function descriptorsOf(level: readonly Node[], prefix: string[]): string[][] {
+  const out: string[][] = [];
+  for (const n of level) {
+    const values =
+      n.value !== ""
+        ? [n.value]
+        : ["zz-other", ...level.filter((m) => m.key === n.key && m.value !== "").map((m) => m.value)];
+    for (const v of values) {
+      if (v.includes("*")) continue;
+      const here = [...prefix, `${n.key}=${v}`];
+      out.push(here);
+      out.push(...descriptorsOf(n.children, here));
+    }
+  }
+  return out;
+}
+let lookups = 0;
+let wrong = 0;
+for (const c of cases) {
+  if (service.get(c.file)?.verdict !== "accept") continue;
+  const read = load(c.text, c.file, "go-yaml-v2");
+  const root = read.value as Obj;
+  const tree = nodesOf(root.descriptors);
+  const descriptors = [...new Set(descriptorsOf(tree, []).map((d) => d.join(",")))];
+  if (descriptors.length === 0) continue;
+  const keys = new Set<string>();
+  const walkKeys = (level: readonly Node[]) => {
+    for (const n of level) {
+      keys.add(n.value === "" ? `${n.key}=header:${n.key}` : `${n.key}:${n.value}=route:GET /${n.key}/${n.value}`);
+      walkKeys(n.children);
+    }
+  };
+  walkKeys(tree);
+  const mapped = parseMapping([...keys].filter((k) => !k.includes("*")));
+  if (!("mapping" in mapped)) continue;
+  let imported: ReturnType<typeof importEnvoy>;
+  try {
+    imported = importEnvoy(c.text, c.file, mapped.mapping);
+  } catch {
+    continue;
+  }
+  const answers = execFileSync(probe, ["--lookup", c.file, String(root.domain), ...descriptors], { encoding: "utf8" })
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { descriptor: string; limit: { key: string; unlimited: boolean } | null });
+  for (const a of answers) {
+    lookups++;
+    const entries = a.descriptor.split(",").map((e) => e.split("=") as [string, string]);
+    const claims = imported.rules.filter((rule) => {
+      const chain = /descriptor (.*): \d+ per /.exec(rule.source)?.[1]?.split(" > ") ?? [];
+      if (chain.length !== entries.length) return false;
+      const except = [rule.match.except ?? []].flat();
+      return chain.every((step, i) => {
+        const [k, v] = step.split("=");
+        const [dk, dv] = entries[i]!;
+        if (k !== dk) return false;
+        return v === undefined ? !except.includes(`GET /${dk}/${dv}`) : v === dv;
+      });
+    });
+    const approximate = claims.some((rule) => rule.notes.some((n) => n.startsWith("approximate: a request with")));
+    // The service's stats key of the limit it applies (`domain.k1_v1.k2`), and each claiming rule's, made the same way.
+    const chosen = a.limit === null || a.limit.unlimited ? null : a.limit.key;
+    // With `detailed_metric`, the service's key holds the request's values for the valueless steps too.
+    const keyOf = (rule: (typeof claims)[number], detailed: boolean) => {
+      const chain = /descriptor (.*): \d+ per /.exec(rule.source)?.[1]?.split(" > ") ?? [];
+      const steps = chain.map((step, i) =>
+        step.includes("=") ? step.replace("=", "_") : detailed ? `${step}_${entries[i]![1]}` : step,
+      );
+      return `${String(root.domain)}.${steps.join(".")}`;
+    };
+    const claimed = claims.map((rule) => keyOf(rule, false));
+    const same = claims.length === 1 && (keyOf(claims[0]!, false) === chosen || keyOf(claims[0]!, true) === chosen);
+    const ok = approximate || (chosen === null ? claims.length === 0 : claims.length === 0 || same);
+    if (!ok) {
+      wrong++;
+      process.stdout.write(
+        `LOOKUP ${c.name} ${a.descriptor}: the service applies ${chosen ?? "no limit"}, the import's rules ${claimed.join(" and ") || "none"}\n`,
+      );
+    }
+  }
+}
+process.stdout.write(
+  `${lookups} descriptors looked up: ${lookups - wrong} claimed as the service chose, ${wrong} not\n`,
+);
+process.exit(differ === 0 && wrong === 0 ? 0 : 1);
