@@ -6,7 +6,7 @@
  * A `header_value_match` on another header, or with `expect_match: false`, cannot be a Sluice match: its descriptor
  * is left out with that reason. `destination_cluster`, `source_cluster` and `metadata`: envoy_route_actions.ts.
  */
-import { isObject, type Obj } from "./envoy_file.ts";
+import { isObject, type Obj, walkObjects } from "./envoy_file.ts";
 import { headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
 import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
 import { mayOverlap } from "./nginx_places.ts";
@@ -40,13 +40,7 @@ export type Sends = (steps: readonly { readonly key: string }[]) => SendInfo | f
 
 export function sentShapes(root: unknown): SentShape[] | null {
   const out: SentShape[] = [];
-  const visit = (value: unknown, depth: number) => {
-    if (depth > 60) return;
-    if (Array.isArray(value)) {
-      for (const v of value) visit(v, depth + 1);
-      return;
-    }
-    if (!isObject(value)) return;
+  walkObjects(root, (value) => {
     // A virtual host's own entries reach only routes without limits of their own (see `walk`).
     const routes = Array.isArray(value.routes) ? value.routes.filter(isObject) : [];
     const hostReaches = isObject(value.match) || routes.length === 0 || routes.some(takesHostLimits);
@@ -61,9 +55,8 @@ export function sentShapes(root: unknown): SentShape[] | null {
         out.push(...shapesOf(actions.filter(isObject), hitsOf(entry), entryNotes(entry)));
       }
     }
-    for (const [k, v] of Object.entries(value)) if (k !== "rate_limits") visit(v, depth + 1);
-  };
-  visit(root, 0);
+    return true;
+  });
   return out.length === 0 ? null : out;
 }
 

@@ -121,3 +121,17 @@ function one(
 export type Obj = Record<string, unknown>;
 
 export const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * Every mapping in a parsed file, depth first (at most 60 deep): `visit` says whether to look inside the mapping
+ * (`false`: what it holds is not searched further).
+ */
+export function walkObjects(value: unknown, visit: (o: Obj) => boolean, depth = 0): void {
+  if (depth > 60) return;
+  if (Array.isArray(value)) {
+    for (const v of value) walkObjects(v, visit, depth + 1);
+    return;
+  }
+  if (!isObject(value) || !visit(value)) return;
+  for (const v of Object.values(value)) walkObjects(v, visit, depth + 1);
+}

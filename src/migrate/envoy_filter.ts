@@ -4,7 +4,7 @@
  * service fails (`failure_mode_deny`) or refuses (`rate_limited_status`). A service domain no filter asks about is never
  * asked: its limits never apply.
  */
-import { isObject, type Obj } from "./envoy_file.ts";
+import { isObject, type Obj, walkObjects } from "./envoy_file.ts";
 import { statusOf } from "./envoy_local.ts";
 import type { ReportItem } from "./report.ts";
 
@@ -22,27 +22,20 @@ export interface FilterSettings {
 /** Every global rate limit filter's config in the given roots (`typed_config` of an `http_filters` entry). */
 export function globalFilters(roots: readonly unknown[]): Obj[] {
   const out: Obj[] = [];
-  const visit = (value: unknown, depth: number) => {
-    if (depth > 60) return;
-    if (Array.isArray(value)) {
-      for (const v of value) visit(v, depth + 1);
-      return;
-    }
-    if (!isObject(value)) return;
-    // `typed_config` (v3), or `config` under the v2 names older Envoy configurations use.
-    const named = typeof value.name === "string" && FILTER_NAMES.includes(value.name);
-    const typed = isObject(value.typed_config)
-      ? value.typed_config
-      : named && isObject(value.config)
-        ? value.config
-        : null;
-    if (typed !== null && (typed["@type"] === FILTER_TYPE || named) && "domain" in typed) {
+  for (const root of roots) {
+    walkObjects(root, (value) => {
+      // `typed_config` (v3), or `config` under the v2 names older Envoy configurations use.
+      const named = typeof value.name === "string" && FILTER_NAMES.includes(value.name);
+      const typed = isObject(value.typed_config)
+        ? value.typed_config
+        : named && isObject(value.config)
+          ? value.config
+          : null;
+      if (typed === null || (typed["@type"] !== FILTER_TYPE && !named) || !("domain" in typed)) return true;
       out.push(typed);
-      return;
-    }
-    for (const v of Object.values(value)) visit(v, depth + 1);
-  };
-  for (const root of roots) visit(root, 0);
+      return false;
+    });
+  }
   return out;
 }
 
