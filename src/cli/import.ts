@@ -20,8 +20,9 @@ const HELP = `Usage: sluice import nginx FILE [--root DIR] [--out RULES.yaml] [-
 
 Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a
 comment naming the directive it came from, and prints a report on standard error: every limit mapped
-approximately (and why), every one left out, and a summary. docs/rules.md, "Coming from NGINX" and "Coming from
-Envoy", describe the mapping.
+approximately (and why), every one left out, and a summary. A configuration its own system would not load (what
+nginx -t or the ratelimit service refuses) is refused, with that system's reason and the file and line.
+docs/rules.md, "Coming from NGINX" and "Coming from Envoy", describe the mapping.
 
   nginx FILE   an nginx.conf (include is followed): limit_req_zone, limit_req (burst, nodelay, delay=N) in http,
                server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run; and
@@ -30,7 +31,8 @@ Envoy", describe the mapping.
                configuration (its token bucket and descriptors; also found inside a bootstrap file)
   --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
                    (request_headers, query_parameters, generic_key and header_value_match on :path/:method; a
-                   file's own routes are read too); --map wins over it
+                   file's own routes are read too; hits_addend is the rules' cost) and whose ratelimit filter says
+                   the domain, failure_mode_deny (on_error: closed) and rate_limited_status; --map wins over it
   --map KEY=api_key|ip|user          envoy: a descriptor key that names the caller (remote_address is ip already)
   --map KEY=header:NAME|ip:V4:V6     envoy: a descriptor key from request_headers, or masked_remote_address's masks
   --map KEY:VALUE=route:METHOD /path envoy: which requests a valued descriptor stands for (also plan:NAME, any)
