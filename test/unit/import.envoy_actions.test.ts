@@ -298,20 +298,30 @@ data:
   });
 });
 
-describe("skip_if_absent: an entry dropped, not the descriptor", () => {
-  const routes = (skip: boolean) => `static_resources:
+/**
+ * An Envoy bootstrap with one virtual host whose `rate_limits` are `entries` (YAML list items, indented as given), and
+ * `filters` (YAML list items) as its http_filters.
+ */
+function listener(entries: string, filters = ""): string {
+  const indent = (text: string, by: number) => text.replace(/^/gm, " ".repeat(by));
+  return `static_resources:
   listeners:
     - filter_chains:
         - filters:
             - typed_config:
-                route_config:
+${filters === "" ? "" : `                http_filters:\n${indent(filters, 18)}\n`}                route_config:
                   virtual_hosts:
                     - name: api
                       rate_limits:
-                        - actions:
-                            - remote_address: {}
-                            - request_headers: { header_name: X-Tenant, descriptor_key: tenant${skip ? ", skip_if_absent: true" : ""} }
+${indent(entries, 24)}
 `;
+}
+
+describe("skip_if_absent: an entry dropped, not the descriptor", () => {
+  const routes = (skip: boolean) =>
+    listener(
+      `- actions:\n    - remote_address: {}\n    - request_headers: { header_name: X-Tenant, descriptor_key: tenant${skip ? ", skip_if_absent: true" : ""} }`,
+    );
   const service = `domain: edge
 descriptors:
   - key: remote_address
@@ -342,18 +352,7 @@ descriptors:
 });
 
 describe("what a rate_limits entry adds: hits_addend, a limit from metadata, counting when done", () => {
-  const routes = (entry: string) => `static_resources:
-  listeners:
-    - filter_chains:
-        - filters:
-            - typed_config:
-                route_config:
-                  virtual_hosts:
-                    - name: api
-                      rate_limits:
-                        - actions: [{ remote_address: {} }]
-${entry.replace(/^/gm, "                          ")}
-`;
+  const routes = (entry: string) => listener(`- actions: [{ remote_address: {} }]\n${entry.replace(/^/gm, "  ")}`);
   const service =
     "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 100 }\n";
   const items = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`);
@@ -399,22 +398,11 @@ ${entry.replace(/^/gm, "                          ")}
 });
 
 describe("the global rate limit filter: its domain, failure_mode_deny and rate_limited_status", () => {
-  const envoy = (filter: string) => `static_resources:
-  listeners:
-    - filter_chains:
-        - filters:
-            - typed_config:
-                http_filters:
-                  - name: envoy.filters.http.ratelimit
-                    typed_config:
-                      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
-${filter.replace(/^/gm, "                      ")}
-                route_config:
-                  virtual_hosts:
-                    - name: api
-                      rate_limits:
-                        - actions: [{ remote_address: {} }]
-`;
+  const envoy = (filter: string) =>
+    listener(
+      "- actions: [{ remote_address: {} }]",
+      `- name: envoy.filters.http.ratelimit\n  typed_config:\n    "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit\n${filter.replace(/^/gm, "    ")}`,
+    );
   const service =
     "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 100 }\n";
 
