@@ -12,9 +12,10 @@ import { describe, type Raw, YamlFloat } from "./raw.ts";
 import type { ResolvedRule } from "./types.ts";
 
 export function parseRules(
-  text: string,
+  given: string,
   file: string,
 ): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
+  const text = withoutBom(given);
   const parsed = parseYamlDocument(text, file);
   if ("errors" in parsed) return { rules: [], errors: parsed.errors, warnings: [] };
   return resolveRules(parsed.value, file, yamlLocator(parsed.doc, text));
@@ -26,12 +27,13 @@ export function parseRules(
  * parser's own errors only the first is kept (what follows a syntax error is misread), except duplicate keys, which
  * are each a mistake of their own.
  */
-export function parseYaml(text: string, file: string): { value: Raw } | { errors: string[] } {
-  const parsed = parseYamlDocument(text, file);
+export function parseYaml(given: string, file: string): { value: Raw } | { errors: string[] } {
+  const parsed = parseYamlDocument(withoutBom(given), file);
   return "errors" in parsed ? parsed : { value: parsed.value };
 }
 
 function parseYamlDocument(text: string, file: string): { value: Raw; doc: Document } | { errors: string[] } {
+  // A byte-order mark may open a YAML stream (an editor's UTF-8 with BOM); the callers strip it (`withoutBom`).
   const tabs = tabIndents(text, file);
   if (tabs.length > 0) return { errors: tabs };
   const doc = parseDocument(text, { intAsBigInt: true, uniqueKeys: true, prettyErrors: true });
@@ -61,6 +63,11 @@ function syntaxError(e: YAMLError, text: string, file: string): string {
   const message = (e.message.split("\n")[0] ?? "").replace(/ at line \d+, column \d+:?$/, "");
   const at = e.linePos?.[0];
   if (at === undefined) return `${file}: ${message}`;
+  // A space that is not ASCII (pasted from a document) looks like one and is not one to YAML: name it.
+  const odd = oddSpaceNear(text, at.line);
+  if (odd !== null) {
+    return `${file}:${odd.line}:${odd.column}: a ${odd.name} where YAML needs a plain space (U+0020)`;
+  }
   const close = /end with an? ([}\]])/.exec(message)?.[1];
   const opened = close === undefined ? null : unclosedBefore(text, at, close === "}" ? "{" : "[", close);
   if (opened !== null) return `${file}:${opened.line}:${opened.column}: "${opened.char}" is never closed`;
@@ -72,6 +79,39 @@ function syntaxError(e: YAMLError, text: string, file: string): string {
     return `${file}:${at.line}:${at.col}: expected "key: value" (is a colon missing?)`;
   }
   return `${file}:${at.line}:${at.col}: ${message}`;
+}
+
+/** The text without the byte-order mark that may open it (YAML allows one; positions then count from after it). */
+const withoutBom = (text: string) => (text.startsWith("\ufeff") ? text.slice(1) : text);
+
+const ODD_SPACES: Readonly<Record<string, string>> = {
+  "\u00a0": "no-break space (U+00A0)",
+  "\u2007": "figure space (U+2007)",
+  "\u202f": "narrow no-break space (U+202F)",
+  "\u3000": "ideographic space (U+3000)",
+  "\u200b": "zero-width space (U+200B)",
+  "\ufeff": "byte-order mark (U+FEFF)",
+};
+
+/** The first space-like character that is not ASCII on the error's line or the one before it, outside quotes. */
+function oddSpaceNear(text: string, line: number): { line: number; column: number; name: string } | null {
+  const lines = text.split("\n");
+  for (const n of [line - 1, line]) {
+    const content = lines[n - 1];
+    if (content === undefined) continue;
+    let quote: string | null = null;
+    for (let c = 0; c < content.length; c++) {
+      const ch = content[c]!;
+      if (quote !== null) {
+        if (ch === quote) quote = null;
+      } else if (ch === '"' || ch === "'") quote = ch;
+      else if (ch === "#" && (c === 0 || content[c - 1] === " ")) break;
+      else if (ODD_SPACES[ch] !== undefined) {
+        return { line: n, column: c + 1, name: ODD_SPACES[ch]! };
+      }
+    }
+  }
+  return null;
 }
 
 /** The last `open` before `at` (1-based line and column) that its own line does not close, outside quotes. */

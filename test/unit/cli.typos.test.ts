@@ -201,6 +201,17 @@ describe("YAML mistakes: line and column, one problem per mistake", () => {
       errors: ['f.yaml:3:3: expected "key: value" (is a colon missing?)'],
     },
     {
+      // Pasted from a document: it looks like a space and is a word character to YAML.
+      mistake: "a no-break space after a colon",
+      text: RULE.replace("algorithm: gcra", "algorithm:\u00a0gcra"),
+      errors: ["f.yaml:3:13: a no-break space (U+00A0) where YAML needs a plain space (U+0020)"],
+    },
+    {
+      mistake: "a byte-order mark at the start is fine",
+      text: `\ufeff${RULE}`,
+      errors: [],
+    },
+    {
       mistake: "two duplicate keys",
       text: `${RULE}  burst: 11\n  rate: 6/s\n`,
       errors: ["f.yaml:6:3: Map keys must be unique", "f.yaml:7:3: Map keys must be unique"],
