@@ -93,22 +93,26 @@ const ODD_SPACES: Readonly<Record<string, string>> = {
   "\ufeff": "byte-order mark (U+FEFF)",
 };
 
+/** A line's characters outside quotes, with their indexes, up to a comment. */
+function* unquoted(line: string): Generator<[number, string]> {
+  let quote: string | null = null;
+  for (let c = 0; c < line.length; c++) {
+    const ch = line[c]!;
+    if (quote !== null) {
+      if (ch === quote) quote = null;
+    } else if (ch === '"' || ch === "'") quote = ch;
+    else if (ch === "#" && (c === 0 || line[c - 1] === " ")) return;
+    else yield [c, ch];
+  }
+}
+
 /** The first space-like character that is not ASCII on the error's line or the one before it, outside quotes. */
 function oddSpaceNear(text: string, line: number): { line: number; column: number; name: string } | null {
   const lines = text.split("\n");
   for (const n of [line - 1, line]) {
-    const content = lines[n - 1];
-    if (content === undefined) continue;
-    let quote: string | null = null;
-    for (let c = 0; c < content.length; c++) {
-      const ch = content[c]!;
-      if (quote !== null) {
-        if (ch === quote) quote = null;
-      } else if (ch === '"' || ch === "'") quote = ch;
-      else if (ch === "#" && (c === 0 || content[c - 1] === " ")) break;
-      else if (ODD_SPACES[ch] !== undefined) {
-        return { line: n, column: c + 1, name: ODD_SPACES[ch]! };
-      }
+    for (const [c, ch] of unquoted(lines[n - 1] ?? "")) {
+      const name = ODD_SPACES[ch];
+      if (name !== undefined) return { line: n, column: c + 1, name };
     }
   }
   return null;
@@ -125,15 +129,8 @@ function unclosedBefore(
   lines[at.line - 1] = (lines[at.line - 1] ?? "").slice(0, at.col - 1);
   for (let i = lines.length - 1; i >= 0; i--) {
     const stack: number[] = [];
-    let quote: string | null = null;
-    const line = lines[i]!;
-    for (let c = 0; c < line.length; c++) {
-      const ch = line[c]!;
-      if (quote !== null) {
-        if (ch === quote) quote = null;
-      } else if (ch === '"' || ch === "'") quote = ch;
-      else if (ch === "#" && (c === 0 || line[c - 1] === " ")) break;
-      else if (ch === open) stack.push(c);
+    for (const [c, ch] of unquoted(lines[i]!)) {
+      if (ch === open) stack.push(c);
       else if (ch === close) stack.pop();
     }
     if (stack.length > 0) return { line: i + 1, column: stack[0]! + 1, char: open };
