@@ -7,14 +7,29 @@ import type { RequestLine } from "./request_trace.ts";
 
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
-/** `10/Oct/2000:13:55:36 -0700` as ms since the epoch, or NaN. */
+/** `10/Oct/2000:13:55:36 -0700` as ms since the epoch, or NaN (a day, hour or offset no clock shows included). */
 export function parseTimeLocal(text: string): number {
-  const m = /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-])(\d{2})(\d{2})$/.exec(text);
+  const m = /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-]\d{4})$/.exec(text);
   if (m === null) return Number.NaN;
-  const month = MONTHS.indexOf(m[2]!);
-  if (month < 0) return Number.NaN;
-  const offsetMs = (m[7] === "-" ? -1 : 1) * (Number(m[8]) * 60 + Number(m[9])) * 60_000;
-  return Date.UTC(Number(m[3]), month, Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6])) - offsetMs;
+  const month = MONTHS.indexOf(m[2]!) + 1;
+  if (month < 1) return Number.NaN;
+  return utcMs([m[3], month, m[1], m[4], m[5], m[6]].map(Number), 0, m[7]!);
+}
+
+/**
+ * The instant of a date and time (`[year, month 1-12, day, hour, minute, second]`) and `ms` at UTC offset `offset`
+ * (`Z`, `+hhmm` or `+hh:mm`), or NaN if any field is out of its range: `Date.UTC` would roll 31 Feb over to 3 March
+ * (or hour 25 to the next day) and a log line that no clock wrote would be read as another time.
+ */
+export function utcMs(fields: readonly number[], ms: number, offset: string): number {
+  const [year, month, day, hour, minute, second] = fields as [number, number, number, number, number, number];
+  const z = /^(?:Z|([+-])([01]\d|2[0-3]):?([0-5]\d))$/.exec(offset);
+  const t = Date.UTC(year, month - 1, day, hour, minute, second, ms);
+  const d = new Date(t);
+  const real = d.getUTCFullYear() === year && d.getUTCMonth() === month - 1 && d.getUTCDate() === day;
+  if (z === null || !real || hour > 23 || minute > 59 || second > 59) return Number.NaN;
+  const offsetMs = z[1] === undefined ? 0 : (z[1] === "-" ? -1 : 1) * (Number(z[2]) * 60 + Number(z[3])) * 60_000;
+  return t - offsetMs;
 }
 
 /**

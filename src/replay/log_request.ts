@@ -3,6 +3,7 @@
  * interface, and the checks that turn a line's fields into a `RequestLine`.
  */
 import { hashedUser } from "./log_fields.ts";
+import { utcMs } from "./log_lines.ts";
 import type { Outcome } from "./outcomes.ts";
 import { type Answered, badAddress, type RequestLine, type TraceColumns } from "./request_trace.ts";
 
@@ -35,19 +36,12 @@ export interface LogParser {
   readonly outcomes?: boolean;
 }
 
-/** RFC 3339 / ISO 8601 with any fraction (truncated to ms) and `Z` or an offset, as ms; NaN when not one. */
+/** RFC 3339 / ISO 8601 with any fraction (truncated to ms) and `Z` or an offset, as ms; NaN when not one (`utcMs`). */
 export function parseIsoMs(text: string): number {
   const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})$/.exec(text);
   if (m === null) return Number.NaN;
   const ms = Number((m[7] ?? "").slice(0, 3).padEnd(3, "0"));
-  let offsetMs = 0;
-  if (m[8] !== "Z") {
-    const z = m[8]!.replace(":", "");
-    offsetMs = (z[0] === "-" ? -1 : 1) * (Number(z.slice(1, 3)) * 60 + Number(z.slice(3, 5))) * 60_000;
-  }
-  return (
-    Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]), ms) - offsetMs
-  );
+  return utcMs(m.slice(1, 7).map(Number), ms, m[8]!);
 }
 
 /** A request target's path: the query and fragment dropped, an absolute URL's path taken. */

@@ -17,6 +17,7 @@ import {
   NGINX_COMBINED,
   nginxParser,
   nginxSample,
+  parseIsoMs,
   parseTimeLocal,
 } from "../../src/replay/logs.ts";
 import { Reorder } from "../../src/replay/reorder.ts";
@@ -128,6 +129,41 @@ describe("NGINX access logs", () => {
 
   it("reads $time_local with its offset", () => {
     expect(parseTimeLocal("10/Oct/2000:13:55:36 -0700")).toBe(Date.UTC(2000, 9, 10, 20, 55, 36));
+    expect(parseTimeLocal("29/Feb/2024:23:59:59 +0530")).toBe(Date.UTC(2024, 1, 29, 18, 29, 59));
+  });
+
+  // Date.UTC rolls fields over (31 Feb is 3 March, hour 24 the next day): a time no clock shows is unreadable, not
+  // another time. Each row is one field out of its range; the NGINX and ISO readers share the check (utcMs).
+  it.each([
+    ["31/Feb/2026:00:00:00 +0000", "2026-02-31T00:00:00Z"],
+    ["29/Feb/2026:00:00:00 +0000", "2026-02-29T00:00:00Z"],
+    ["31/Apr/2026:00:00:00 +0000", "2026-04-31T00:00:00Z"],
+    ["00/Jan/2026:00:00:00 +0000", "2026-01-00T00:00:00Z"],
+    ["01/Jan/2026:24:00:00 +0000", "2026-01-01T24:00:00Z"],
+    ["01/Jan/2026:00:60:00 +0000", "2026-01-01T00:60:00Z"],
+    ["01/Jan/2026:00:00:60 +0000", "2026-01-01T00:00:60Z"],
+    ["01/Jan/2026:00:00:00 +2400", "2026-01-01T00:00:00+24:00"],
+    ["01/Jan/2026:00:00:00 -0060", "2026-01-01T00:00:00-00:60"],
+  ])("%s and %s are unreadable", (local, iso) => {
+    expect(parseTimeLocal(local)).toBeNaN();
+    expect(parseIsoMs(iso)).toBeNaN();
+  });
+
+  it("months 00 and 13 are unreadable ISO times; a valid one with a fraction and offset is read", () => {
+    expect(parseIsoMs("2026-13-01T00:00:00Z")).toBeNaN();
+    expect(parseIsoMs("2026-00-10T00:00:00Z")).toBeNaN();
+    expect(parseIsoMs("2026-12-31T23:59:59.9999+05:30")).toBe(Date.UTC(2026, 11, 31, 18, 29, 59, 999));
+  });
+
+  it("a log line at a time no clock shows is left out with its reason", () => {
+    const p = parser(nginxParser('$remote_addr [$time_local] "$request"'));
+    const iso = parser(envoyParser('[%START_TIME%] "%REQ(:METHOD)% %REQ(:PATH)% %PROTOCOL%"'));
+    expect(parseAll(p, '192.0.2.1 [31/Feb/2026:00:00:00 +0000] "GET / HTTP/1.1"')).toEqual([
+      'unreadable time "31/Feb/2026:00:00:00 +0000"',
+    ]);
+    expect(parseAll(iso, '[2026-02-31T00:00:00.000Z] "GET / HTTP/1.1"')).toEqual([
+      'unreadable %START_TIME% "2026-02-31T00:00:00.000Z"',
+    ]);
   });
 
   it("round trip: a generated request trace printed as an NGINX log and parsed back is the same trace", () => {
