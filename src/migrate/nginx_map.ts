@@ -58,7 +58,9 @@ export function expandMaps(key: string, maps: Maps): Expanded {
         refused: `$${m[1]} comes from a geo block (address ranges), and a Sluice rule cannot match on an address range`,
       };
     }
-    const one = expandOne(m[1]!, map, maps);
+    const over = overGeo(m[1]!, map, maps);
+    if ("refused" in over) return over;
+    const one = expandOne(m[1]!, over, maps);
     if ("refused" in one) return one;
     expanded = expanded.replace(m[0], one.key);
     except.push(...one.except);
@@ -76,8 +78,41 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   return { key: expanded, except: [...new Set(except)], only, notes, skipMissing, servers };
 }
 
+/**
+ * A map over a `geo` variable (`geo $limited { default 1; 10.0.0.0/8 0; }` then `map $limited $key { 0 ""; 1
+ * $binary_remote_addr; }`: NGINX's allowlist) as the map over the client address it amounts to: each range gives
+ * what the map gives its geo value (`byAddress` then decides). A geo over another variable, or with `ranges`,
+ * `include`, `proxy` or `delete`, is refused; a map that reads a geo's values by regex stays as it is (refused there).
+ */
+function overGeo(name: string, map: NginxMap, maps: Maps): NginxMap | { readonly refused: string } {
+  const geoName = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(map.source)?.[1] ?? "";
+  const geo = maps.get(geoName);
+  if (geo === undefined || !("geo" in geo) || map.entries.some((e) => e.value.startsWith("~"))) return map;
+  const { args, block } = geo.geo;
+  const said = `map ${map.source} $${name} (over geo $${geoName}`;
+  if (args.length === 2 && !/^\$(binary_)?remote_addr$/.test(args[0]!)) {
+    return { refused: `${said} of ${args[0]}): a Sluice rule cannot match on ranges of its value` };
+  }
+  const lines = block ?? [];
+  const odd = lines.find((e) => GEO_WORDS.has(e.name) || e.args.length !== 1);
+  if (odd !== undefined) {
+    return { refused: `${said}): its \`${odd.name}\` is not read here; write its ranges as CIDRs to import it` };
+  }
+  const mapped = (v: string) => map.entries.find((e) => e.value === v)?.result ?? map.fallback;
+  return {
+    source: "$remote_addr",
+    entries: lines.filter((e) => e.name !== "default").map((e) => ({ value: e.name, result: mapped(e.args[0]!) })),
+    fallback: mapped(lines.find((e) => e.name === "default")?.args[0] ?? ""),
+    at: map.at,
+    said: `${said}, by client address)`,
+  };
+}
+
+/** Words of a `geo` block this import does not read (address ranges written as starts and ends, other files, ...). */
+const GEO_WORDS = new Set(["ranges", "include", "proxy", "proxy_recursive", "delete"]);
+
 function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {
-  const said = `map ${map.source} $${name}`;
+  const said = map.said ?? `map ${map.source} $${name}`;
   const results = [...map.entries.map((e) => e.result), map.fallback];
   for (const r of results) {
     for (const v of r.matchAll(VARIABLE)) {

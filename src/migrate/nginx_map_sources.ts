@@ -12,6 +12,8 @@ export interface NginxMap {
   readonly entries: readonly { readonly value: string; readonly result: string }[];
   readonly fallback: string;
   readonly at: Directive;
+  /** How the report names it, when not `map SOURCE $VAR` (a map over a geo: nginx_map.ts `overGeo`). */
+  readonly said?: string;
 }
 
 /**
@@ -248,17 +250,27 @@ function byAddress(shape: MapShape): Expanded {
   });
 }
 
-/** Loopback, private and link-local addresses, written as NGINX's `$remote_addr` gives them. */
-function neverAClient(address: string): boolean {
+/**
+ * Loopback, private and link-local addresses, written as NGINX's `$remote_addr` gives them, or a `geo` range
+ * (`10.0.0.0/8`) wholly inside them: its prefix at least as long as theirs (`172.16.0.0/12` is; `172.0.0.0/8` not).
+ */
+function neverAClient(range: string): boolean {
+  const [address, bits] = range.split("/") as [string, string | undefined];
+  const prefix = bits === undefined ? null : /^\d{1,3}$/.test(bits) ? Number(bits) : -1;
   const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(address);
   if (v4 !== null) {
     const [a, b] = [Number(v4[1]), Number(v4[2])];
+    const within = (n: number) => prefix === null || prefix >= n;
     return (
-      a === 127 || a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254)
+      ((a === 127 || a === 10) && within(8)) ||
+      (a === 172 && b >= 16 && b <= 31 && within(12)) ||
+      (((a === 192 && b === 168) || (a === 169 && b === 254)) && within(16))
     );
   }
   const v6 = address.toLowerCase();
-  return v6 === "::1" || /^f[cd][0-9a-f]{0,2}:/.test(v6) || /^fe[89ab][0-9a-f]?:/.test(v6);
+  const within = (n: number) => prefix === null || prefix >= n;
+  if (v6 === "::1") return within(128);
+  return (/^f[cd][0-9a-f]{0,2}:/.test(v6) && within(7)) || (/^fe[89ab][0-9a-f]?:/.test(v6) && within(10));
 }
 
 /**

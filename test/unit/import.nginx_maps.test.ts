@@ -70,6 +70,86 @@ describe("map keys", () => {
     expect(leftOut.join("\n")).toMatch(message);
   });
 
+  // NGINX's own allowlist example ("Rate Limiting with NGINX and NGINX Plus", nginx.com): a geo gives each client
+  // range a value, a map turns it into the key or an empty one. Ranges that are never a client's CF-Connecting-IP
+  // (private, loopback, link-local, wholly) change nothing; a public one cannot be said.
+  const allowlist = (geo: string, map = 'map $limit $limit_key { 0 ""; 1 $binary_remote_addr; }') =>
+    imported(`http {
+${geo}
+${map}
+limit_req_zone $limit_key zone=a:1m rate=5r/s;
+server { limit_req zone=a; }
+}`);
+
+  it.each([
+    "geo $limit { default 1; 10.0.0.0/8 0; 192.168.0.0/24 0; }",
+    "geo $remote_addr $limit { default 1; 127.0.0.1 0; 172.16.0.0/12 0; 169.254.0.0/16 0; ::1 0; fd00::/8 0; }",
+    "geo $limit { default 1; 10.0.0.0/8 0; 10.1.0.0/16 1; fe80::/10 0; }",
+  ])("an allowlist of ranges no client has is the address key: %s", (geo) => {
+    const r = allowlist(geo);
+    expect(r.rules.map((x) => [x.match.identity, x.match.except])).toEqual([["ip", undefined]]);
+    expect(said(r).join("\n")).toMatch(
+      /map \$limit \$limit_key \(over geo \$limit, by client address\): NGINX does not limit requests from .*; on Cloudflare CF-Connecting-IP is a public address, never one of these/,
+    );
+  });
+
+  it("a geo's ranges in a file it includes are read where the include stands, as NGINX reads them", () => {
+    const dir = folder({
+      "nginx.conf":
+        'http {\ngeo $limit { default 1; include allow.geo; }\nmap $limit $k { 0 ""; 1 $binary_remote_addr; }\nlimit_req_zone $k zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}\n',
+      "allow.geo": "10.0.0.0/8 0;\n198.51.100.7 0;\n",
+    });
+    const r = importNginx(readNginxConfig(join(dir, "nginx.conf"), { unread: [], absoluteUnder: dir }), []);
+    expect(r.rules).toEqual([]);
+    expect(said(r).join("\n")).toMatch(/requests from 198\.51\.100\.7 \(an allowlist\)/);
+  });
+
+  it("the same allowlist, its values the other way round (a map default, a geo without one)", () => {
+    const r = allowlist(
+      "geo $limit { 10.0.0.0/8 yes; }",
+      'map $limit $limit_key { yes ""; default $binary_remote_addr; }',
+    );
+    expect(r.rules.map((x) => x.match.identity)).toEqual(["ip"]);
+  });
+
+  it.each([
+    [
+      "a public range",
+      "geo $limit { default 1; 10.0.0.0/8 0; 203.0.113.0/24 0; }",
+      /NGINX does not limit requests from 203\.0\.113\.0\/24 \(an allowlist\), and a Sluice rule cannot leave out addresses/,
+    ],
+    [
+      "a range wider than private space",
+      "geo $limit { default 1; 172.0.0.0/8 0; }",
+      /requests from 172\.0\.0\.0\/8 \(an allowlist\)/,
+    ],
+    ["everyone", "geo $limit { default 1; 0.0.0.0/0 0; }", /requests from 0\.0\.0\.0\/0 \(an allowlist\)/],
+    [
+      "only some ranges limited",
+      "geo $limit { default 0; 198.51.100.0/24 1; }",
+      /only requests from 198\.51\.100\.0\/24 get a key/,
+    ],
+    [
+      "ranges as starts and ends",
+      "geo $limit { ranges; default 1; 10.0.0.0-10.255.255.255 0; }",
+      /over geo \$limit\): its `ranges` is not read here/,
+    ],
+    [
+      "a geo of a header",
+      "geo $http_x_real_ip $limit { default 1; 10.0.0.0/8 0; }",
+      /over geo \$limit of \$http_x_real_ip\): a Sluice rule cannot match on ranges of its value/,
+    ],
+  ])("an allowlist refused with its reason: %s", (_name, geo, message) => {
+    const r = allowlist(geo);
+    expect(r.rules).toEqual([]);
+    expect(
+      r.report
+        .filter((i) => i.kind === "left out")
+        .map((i) => i.message)
+        .join("\n"),
+    ).toMatch(message);
+  });
+
   it("a map that is the key itself with an empty value kept empty is the key", () => {
     const r = imported(`http {
   map $http_x_tenant $t { default $http_x_tenant; "" ""; }
