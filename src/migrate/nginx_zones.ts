@@ -135,6 +135,8 @@ function partOf(v: string): { part: string; why: string | null } | null {
   }
   // CF-Connecting-IP is the client address at Cloudflare; a key may not name the header itself.
   if (v === "http_cf_connecting_ip") return { part: "ip", why: "CF-Connecting-IP is the client address" };
+  // The API key's headers are the `api_key` part (a key may not name them as headers): approximate, as alone.
+  if (v === "http_authorization" || v === "http_x_api_key") return { part: "api_key", why: API_KEY_DIFFERS };
   const header = /^http_([a-z0-9_]+)$/.exec(v)?.[1];
   if (header !== undefined && header !== "authorization" && header !== "x_api_key" && header !== "cookie") {
     return { part: `{ header: ${header.replaceAll("_", "-")} }`, why: null };
@@ -206,7 +208,7 @@ export function identityOfKey(
     identity: null,
     key: unique,
     keyMissing: missing.keyMissing,
-    inexact: missing.inexact,
+    inexact: missing.inexact || unique.includes("api_key"),
     why: [
       `counted by ${unique.join(" + ")}${literal.trim() === "" ? "" : ` (the text ${JSON.stringify(literal)} between them only separates)`}; ${missing.why}`,
       ...notes,
@@ -227,17 +229,19 @@ function identityAlone(v: string | undefined): { identity: string; key: null; wh
     return {
       identity: "api_key",
       key: null,
-      why:
-        "counted by API key (Authorization: Bearer or X-API-Key) only for keys with an account record; a caller " +
-        "without one is counted by its address (unverified: by_address), where NGINX counts every distinct value " +
-        "and does not limit a request without one",
+      why: `counted by API key (Authorization: Bearer or X-API-Key); ${API_KEY_DIFFERS}`,
     };
   }
   return null;
 }
 
+/** How Sluice's verified API key differs from NGINX's `$http_authorization` / `$http_x_api_key`. */
+const API_KEY_DIFFERS =
+  "a caller without an account record is counted by its address (unverified: by_address), where NGINX counts " +
+  "every distinct value and does not limit a request without one";
+
 /** Parts a request always has at the edge: NGINX's key with them is never empty. */
-const ALWAYS_THERE = new Set(["ip", "method", "path", "host", SERVER_NAME_PART]);
+const ALWAYS_THERE = new Set(["ip", "api_key", "method", "path", "host", SERVER_NAME_PART]);
 
 /**
  * What a request missing some parts gets. NGINX joins the variables' values: the key is empty (not limited) only when

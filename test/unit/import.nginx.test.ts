@@ -319,6 +319,24 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ["m-api * /api/** key=ip+method rate=5/s burst=0 delay=0 status=503 key_missing=empty"],
       [],
     ],
+    [
+      // docs/rules.md's key parts have `api_key` with others; the import said "Sluice has no key part for
+      // $http_x_api_key (it keys on ... headers ...)" for a key it takes alone.
+      "25 the API key's headers with other variables are the api_key part, approximate as alone",
+      {
+        "nginx.conf": http(
+          `limit_req_zone $http_x_api_key$uri zone=k:1m rate=5r/s;\nlimit_req_zone $binary_remote_addr:$http_authorization zone=a:1m rate=5r/s;\nserver { location /api/ { limit_req zone=k; limit_req zone=a; } }`,
+        ),
+      },
+      [
+        "k-api * /api/** key=api_key+path rate=5/s burst=0 delay=0 status=503 key_missing=empty",
+        "a-api * /api/** key=ip+api_key rate=5/s burst=0 delay=0 status=503 key_missing=empty",
+      ],
+      [
+        "approximate: limit_req_zone $http_x_api_key$uri zone=k:1m rate=5r/s: counted by api_key + path; a request missing a part counts it as empty (key_missing: empty), as NGINX counts it by the rest of its key; a caller without an account record is counted by its address (unverified: by_address), where NGINX counts every distinct value",
+        'approximate: limit_req_zone $binary_remote_addr:$http_authorization zone=a:1m rate=5r/s: counted by ip + api_key (the text ":" between them only separates)',
+      ],
+    ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
     expect(result.rules.map(line)).toEqual(rules);
