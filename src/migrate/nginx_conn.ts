@@ -40,7 +40,7 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
     zones.set(name, zone);
     if (zone.identity === null) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });
     else if (zone.why !== "") {
-      const kind = zone.identity === "api_key" ? "approximate" : "note";
+      const kind = zone.identity === "api_key" || counted.inexact === true ? "approximate" : "note";
       report.push({ where: where(d), kind, message: `${text(d)}: ${zone.why}` });
     }
     report.push({

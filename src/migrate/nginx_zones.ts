@@ -126,7 +126,7 @@ export function keyOfZone(
 export const SERVER_NAME_PART = "$server_name";
 
 /** The variables a key can be made of, as key parts, and what to say of each beyond the part itself. */
-function partOf(v: string): { part: string; why: string | null } | null {
+function partOf(v: string): { part: string; why: string | null; inexact?: boolean } | null {
   if (v === "binary_remote_addr" || v === "remote_addr") {
     return {
       part: "ip",
@@ -135,8 +135,10 @@ function partOf(v: string): { part: string; why: string | null } | null {
   }
   // CF-Connecting-IP is the client address at Cloudflare; a key may not name the header itself.
   if (v === "http_cf_connecting_ip") return { part: "ip", why: "CF-Connecting-IP is the client address" };
+  if (PROXY_ADDRESS.has(v)) return { part: "ip", why: proxyAddressWhy(v, false), inexact: true };
   // The API key's headers are the `api_key` part (a key may not name them as headers): approximate, as alone.
-  if (v === "http_authorization" || v === "http_x_api_key") return { part: "api_key", why: API_KEY_DIFFERS };
+  if (v === "http_authorization" || v === "http_x_api_key")
+    return { part: "api_key", why: API_KEY_DIFFERS, inexact: true };
   const header = /^http_([a-z0-9_]+)$/.exec(v)?.[1];
   if (header !== undefined && header !== "authorization" && header !== "x_api_key" && header !== "cookie") {
     return { part: `{ header: ${header.replaceAll("_", "-")} }`, why: null };
@@ -180,6 +182,7 @@ export function identityOfKey(
   if (alone !== null) return alone;
   const parts: string[] = [];
   const notes: string[] = [];
+  let inexact = false;
   const re = /\$\{?([A-Za-z0-9_]+)\}?/g;
   let literal = key;
   for (let m = re.exec(key); m !== null; m = re.exec(key)) {
@@ -193,6 +196,7 @@ export function identityOfKey(
     }
     parts.push(part.part);
     if (part.why !== null) notes.push(part.why);
+    inexact ||= part.inexact === true;
     literal = literal.replace(m[0], "");
   }
   if (parts.length === 0) {
@@ -208,7 +212,7 @@ export function identityOfKey(
     identity: null,
     key: unique,
     keyMissing: missing.keyMissing,
-    inexact: missing.inexact || unique.includes("api_key"),
+    inexact: missing.inexact || inexact,
     why: [
       `counted by ${unique.join(" + ")}${literal.trim() === "" ? "" : ` (the text ${JSON.stringify(literal)} between them only separates)`}; ${missing.why}`,
       ...notes,
@@ -217,7 +221,7 @@ export function identityOfKey(
 }
 
 /** A key of one variable that is a Sluice identity: the address, or the API key. */
-function identityAlone(v: string | undefined): { identity: string; key: null; why: string } | null {
+function identityAlone(v: string | undefined): { identity: string; key: null; why: string; inexact?: boolean } | null {
   if (v === "binary_remote_addr" || v === "remote_addr") {
     return {
       identity: "ip",
@@ -225,6 +229,8 @@ function identityAlone(v: string | undefined): { identity: string; key: null; wh
       why: "counted by client address (CF-Connecting-IP); IPv6 clients share one budget per /64 unless IPV6_PREFIX=128",
     };
   }
+  if (v !== undefined && PROXY_ADDRESS.has(v))
+    return { identity: "ip", key: null, why: proxyAddressWhy(v, true), inexact: true };
   if (v === "http_authorization" || v === "http_x_api_key") {
     return {
       identity: "api_key",
@@ -233,6 +239,19 @@ function identityAlone(v: string | undefined): { identity: string; key: null; wh
     };
   }
   return null;
+}
+
+/**
+ * Headers a proxy in front of NGINX puts the client address in. Keyed by their text, a client that sets them itself
+ * opens a fresh budget per value; what the key means is the client address, which at Cloudflare is CF-Connecting-IP
+ * (the only address Sluice trusts): the `ip` part, reported approximate.
+ */
+const PROXY_ADDRESS = new Set(["http_x_forwarded_for", "http_x_real_ip", "http_true_client_ip", "http_x_client_ip"]);
+
+function proxyAddressWhy(v: string, alone: boolean): string {
+  const header = v.slice(5).replaceAll("_", "-");
+  const counted = alone ? "counted by client address (CF-Connecting-IP), the address a proxy puts in" : "ip is";
+  return `${counted} ${header}; NGINX counts by the header's text, which a client can also set itself (a fresh budget per value), and does not limit a request without it`;
 }
 
 /** How Sluice's verified API key differs from NGINX's `$http_authorization` / `$http_x_api_key`. */

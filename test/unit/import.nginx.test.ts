@@ -337,6 +337,26 @@ describe("nginx.conf snippets: the rules and the report", () => {
         'approximate: limit_req_zone $binary_remote_addr:$http_authorization zone=a:1m rate=5r/s: counted by ip + api_key (the text ":" between them only separates)',
       ],
     ],
+    [
+      // A proxy's client address headers mean the client address; keyed by their text, a client sets its own (a fresh
+      // budget per value): the ip part, approximate, never `key_client_chosen: accept` on a header anyone can send.
+      "26 X-Forwarded-For and X-Real-IP are the client address, approximate",
+      {
+        "nginx.conf": http(
+          `limit_req_zone $http_x_forwarded_for zone=f:1m rate=5r/s;\nlimit_req_zone $http_x_real_ip$uri zone=r:1m rate=5r/s;\nlimit_conn_zone $http_x_forwarded_for zone=c:1m;\nserver { location /api/ { limit_req zone=f; limit_req zone=r; limit_conn c 3; } }`,
+        ),
+      },
+      [
+        "f-api * /api/** ip rate=5/s burst=0 delay=0 status=503",
+        "r-api * /api/** key=ip+path rate=5/s burst=0 delay=0 status=503 key_missing=empty",
+        "c-api * /api/** ip limit=3 status=503",
+      ],
+      [
+        "approximate: limit_req_zone $http_x_forwarded_for zone=f:1m rate=5r/s: counted by client address (CF-Connecting-IP), the address a proxy puts in x-forwarded-for; NGINX counts by the header's text, which a client can also set itself",
+        "approximate: limit_req_zone $http_x_real_ip$uri zone=r:1m rate=5r/s: counted by ip + path",
+        "approximate: limit_conn_zone $http_x_forwarded_for zone=c:1m: counted by client address (CF-Connecting-IP)",
+      ],
+    ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
     expect(result.rules.map(line)).toEqual(rules);
