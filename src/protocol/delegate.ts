@@ -152,22 +152,14 @@ export function adoptGrant(
   const old = record.share;
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
-  const { rule, atMs } = grant;
   // A renewal's round trip only: a first ask's, at a cold start, waited in the key's object's queue too; unless its
   // grant ended on its way (the next ask's term then covers such a round trip: its waiting batches pass through else).
   const rtt = ask.holding === undefined && nowMs < endsAtMs ? {} : { rttMs: nowMs - sentAtMs };
-  const common = { rule, atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id, ...rtt };
+  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id, ...rtt };
   if (grant.kind === "window") {
-    const share: HeldShare = {
-      kind: "window",
-      ...common,
-      parts: 0,
-      state: null,
-      units: grant.units,
-      unitsLeft: grant.units,
-      short: windowShort(grant, ask.units),
-      ...aheadHeld(grant, sentAtMs, nowMs),
-    };
+    const short = windowShort(grant, ask.units);
+    const held = { parts: 0, state: null, units: grant.units, unitsLeft: grant.units, short };
+    const share: HeldShare = { kind: "window", ...common, ...held, ...aheadHeld(grant, sentAtMs, nowMs) };
     // Units given back into the old share since its renewal was sent (its units left went with the ask) go on to the
     // key's object with the next ask, naming their grant: dropped with the old share, they left the key short.
     const back = old?.kind === "window" && old.unitsLeft > 0 ? [{ units: old.unitsLeft, atMs: old.atMs }] : [];

@@ -92,11 +92,9 @@ export class DelegateRun {
     const answer = uses("resend") ? firstAnswer(first, again()) : first;
     const restMs = DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS;
     const late = await Promise.race([answer.then((value) => ({ value })), sleep(restMs).then(() => null)]);
-    if (late === null) {
-      const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
-      throw Object.assign(new Error(message), { overloaded: true });
-    }
-    return late.value;
+    if (late !== null) return late.value;
+    const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
+    throw Object.assign(new Error(message), { overloaded: true });
   }
 
   /** Decide an isolate's batch (see the file's comment). */
@@ -155,9 +153,9 @@ export class DelegateRun {
     return this.passRefused(who, call, out.result);
   }
 
-  /** A call to the key's object, timed (sent again unanswered: `timed`). */
+  /** A call to the key's object, timed: unanswered, sent again as a copy `resent` ms after its first at the most. */
   private callKey(who: DelegateWho, input: CallInput): Promise<CallResult> {
-    return this.timed((resent) => this.ports.call(who.object, withResent(input, resent)));
+    return this.timed((resent) => this.ports.call(who.object, resent === undefined ? input : { ...input, resent }));
   }
 
   /** A batch passed through to the key's object: its answer, said hot or cold; a failure leaves nothing known cold. */
@@ -179,9 +177,8 @@ export class DelegateRun {
     const { load, save } = this.ports;
     const share = load().share;
     const refused = result.results.flatMap((r, i) => (r.ok && !r.decision.allowed ? [i] : []));
-    if (share?.spare !== true || this.passing || refused.length === 0 || (call.kind ?? "check") !== "check") {
-      return result;
-    }
+    if (share?.spare !== true || this.passing || refused.length === 0) return result;
+    if ((call.kind ?? "check") !== "check") return result;
     this.passing = true;
     const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
     const passed = await this.callKey(who, input).catch(() => null);
@@ -286,10 +283,6 @@ function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean
   const known = record.calls.some((c) => c.id === call.id);
   return !known && !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
 }
-
-/** `input` as a copy sent again `resent` ms after its first at the most (absent: the first). */
-const withResent = <T extends object>(input: T, resent: number | undefined): T =>
-  resent === undefined ? input : { ...input, resent };
 
 /**
  * A live window share left too short for the batch by the renewals before it: the batch is decided from it, not

@@ -165,10 +165,7 @@ export function settled(share: HeldShare, nowMs: number): HeldShare {
 export function handedOn(
   share: HeldShare,
   nowMs: number,
-  into: (state: AlgorithmState | null) => {
-    readonly params: AlgorithmParams | null;
-    readonly state: AlgorithmState | null;
-  },
+  into: (state: AlgorithmState | null) => { params: AlgorithmParams | null; state: AlgorithmState | null },
 ): { readonly state: AlgorithmState | null; readonly reserved: readonly Reservation[]; readonly takenOut: number } {
   const from = sliceOf(share);
   const atMs = Math.min(nowMs, share.endsAtMs);
