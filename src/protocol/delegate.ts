@@ -126,13 +126,11 @@ function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | nu
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
-  const out = handedOn(settled(share, nowMs), nowMs, (state) => ({
-    params: to,
-    state:
-      to === null || from === null || state === null
-        ? null
-        : (carryOver(from, to, state, nowMs) ?? emptyState(to, nowMs)),
-  }));
+  const carried = (state: AlgorithmState | null) =>
+    to === null || from === null || state === null
+      ? null
+      : (carryOver(from, to, state, nowMs) ?? emptyState(to, nowMs));
+  const out = handedOn(settled(share, nowMs), nowMs, (state) => ({ params: to, state: carried(state) }));
   return withReserved({ ...share, parts, state: out.state, demand }, out.reserved, out.takenOut);
 }
 
@@ -163,14 +161,10 @@ export function adoptGrant(
     // Units given back into the old share since its renewal was sent (its units left went with the ask) go on to the
     // key's object with the next ask, naming their grant: dropped with the old share, they left the key short.
     const back = old?.kind === "window" && old.unitsLeft > 0 ? [{ units: old.unitsLeft, atMs: old.atMs }] : [];
-    const giveBack = back.length > 0 ? [...record.giveBack, ...back] : record.giveBack;
     // Units still lent out of the shares before, if of the same window and parameters, come back into this one.
-    const params = grant.rule.params;
-    const same =
-      old?.kind === "window" &&
-      fingerprintOf(old.rule.params) === fingerprintOf(params) &&
-      sameWindow(params, old.atMs, grant.atMs);
-    return { ...record, share: withLent(share, same ? (old.lent ?? 0) : 0), giveBack, hot: grant.hot };
+    const same = old?.kind === "window" && fingerprintOf(old.rule.params) === fingerprintOf(grant.rule.params);
+    const lent = same && sameWindow(grant.rule.params, old.atMs, grant.atMs) ? (old.lent ?? 0) : 0;
+    return { ...record, share: withLent(share, lent), giveBack: [...record.giveBack, ...back], hot: grant.hot };
   }
   const next = delegateSlice(grant.rule.params, grant.parts);
   const from = old === null ? null : sliceOf(old);
