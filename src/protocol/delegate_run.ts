@@ -3,7 +3,6 @@
  * Per batch: renew first when `delegateNeed` says (at most twice), decide from the share, else pass the batch through
  * (or refuse it for a backoff after an overloaded ask); renew in the background when due, one at a time.
  */
-
 import { fingerprintOf } from "../algorithms/index.ts";
 import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
@@ -85,11 +84,8 @@ export class DelegateRun {
     const raced = await Promise.race([first.then((value) => ({ value })), sleep(DELEGATE_RESEND_MS).then(() => null)]);
     if (raced !== null) return raced.value;
     // The copy says when its first copy was sent at the earliest, and an answer `unsure` of it waits for the first.
-    const again = () =>
-      send(DELEGATE_KEY_TIMEOUT_MS).then((v) =>
-        "unsure" in v && v.unsure === true ? Promise.reject(new Error("unsure")) : v,
-      );
-    const answer = uses("resend") ? firstAnswer(first, again()) : first;
+    const known = (v: T) => ("unsure" in v && v.unsure === true ? Promise.reject(new Error("unsure")) : v);
+    const answer = uses("resend") ? firstAnswer(first, send(DELEGATE_KEY_TIMEOUT_MS).then(known)) : first;
     const restMs = DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS;
     const late = await Promise.race([answer.then((value) => ({ value })), sleep(restMs).then(() => null)]);
     if (late !== null) return late.value;

@@ -234,12 +234,10 @@ export function takeBack(record: DelegateRecord, input: CallInput, nowMs: number
     if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
     const admitted = rate && back.admitted === true;
     const took = share === null || admitted ? null : refundInto(share, back, nowMs);
-    if (took === null) {
-      if (!rate || admitted) giveBack.push(back);
-    } else {
-      share = took.share;
-      if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
-    }
+    if (took === null && (!rate || admitted)) giveBack.push(back);
+    if (took === null) continue;
+    share = took.share;
+    if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
   }
   const taken = [...(record.taken ?? []).slice(1 - DELEGATE_CALL_MEMORY), input.id];
   return { ...record, share, giveBack, taken };
