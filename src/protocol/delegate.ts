@@ -142,10 +142,8 @@ export function adoptGrant(
   sentAtMs: number,
   nowMs: number,
 ): DelegateRecord {
-  if (record.pending?.ask.id === ask.id) {
-    const { pending: _pending, ...rest } = record;
-    record = rest;
-  }
+  const { pending, ...unpended } = record;
+  if (pending?.ask.id === ask.id) record = unpended;
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const old = record.share;
   const endsAtMs = sentAtMs + grant.termMs;

@@ -260,9 +260,8 @@ export function windowShort(grant: ShareGrant, asked: number): boolean {
 
 /** How long a batch at `nowMs` waits for the share's units ahead (from the share's end until usable; 0: none). */
 export function aheadWaitMs(record: DelegateRecord, nowMs: number): number {
-  const share = record.share;
-  if (share?.ahead === undefined || nowMs < share.endsAtMs) return 0;
-  return Math.max(0, share.ahead.fromMs - nowMs);
+  if (record.share?.ahead === undefined || nowMs < record.share.endsAtMs) return 0;
+  return Math.max(0, record.share.ahead.fromMs - nowMs);
 }
 
 /** The units ahead become the share once it ended and they are usable (its units, a past window's, not given back). */

@@ -228,11 +228,10 @@ export class DelegateRun {
    */
   private async sendShed(who: DelegateWho, grant: ShareGrant, sentAtMs: number): Promise<void> {
     const { clock, load, save, sleep } = this.ports;
-    const freedAtMs = grant.freedAtMs;
-    if (freedAtMs === undefined || sleep === undefined) return;
-    const shed = load().giveBack.filter((b) => b.shed === true && b.atMs === freedAtMs);
+    if (grant.freedAtMs === undefined || sleep === undefined) return;
+    const shed = load().giveBack.filter((b) => b.shed === true && b.atMs === grant.freedAtMs);
     if (shed.length === 0) return;
-    const aheadMs = freedAtMs - grant.atMs - Math.floor((clock() - sentAtMs) / 2) + SHED_MARGIN_MS;
+    const aheadMs = grant.freedAtMs - grant.atMs - Math.floor((clock() - sentAtMs) / 2) + SHED_MARGIN_MS;
     if (aheadMs > 0) await sleep(aheadMs);
     const now = load();
     const still = shed.filter((b) => now.giveBack.includes(b));
@@ -275,9 +274,8 @@ export class DelegateRun {
 
 /** A copy sent again (`resent`) this delegate cannot tell from a first copy it forgot: nothing is applied (store.ts). */
 function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
-  if (call.resent === undefined) return false;
-  const known = record.calls.some((c) => c.id === call.id);
-  return !known && !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
+  if (call.resent === undefined || record.calls.some((c) => c.id === call.id)) return false;
+  return !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
 }
 
 /**
