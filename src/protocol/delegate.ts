@@ -126,13 +126,11 @@ function cutFor(share: HeldShare, demand: number, nowMs: number): HeldShare | nu
   if (parts >= share.parts) return null;
   const from = sliceOf(share);
   const to = sliceOf({ ...share, parts });
-  const out = handedOn(settled(share, nowMs), nowMs, (state) => ({
-    params: to,
-    state:
-      to === null || from === null || state === null
-        ? null
-        : (carryOver(from, to, state, nowMs) ?? emptyState(to, nowMs)),
-  }));
+  const carried = (state: AlgorithmState | null) =>
+    to === null || from === null || state === null
+      ? null
+      : (carryOver(from, to, state, nowMs) ?? emptyState(to, nowMs));
+  const out = handedOn(settled(share, nowMs), nowMs, (state) => ({ params: to, state: carried(state) }));
   return withReserved({ ...share, parts, state: out.state, demand }, out.reserved, out.takenOut);
 }
 
@@ -144,41 +142,27 @@ export function adoptGrant(
   sentAtMs: number,
   nowMs: number,
 ): DelegateRecord {
-  if (record.pending?.ask.id === ask.id) {
-    const { pending: _pending, ...rest } = record;
-    record = rest;
-  }
+  const { pending, ...unpended } = record;
+  if (pending?.ask.id === ask.id) record = unpended;
   if (grant.kind === "none") return { ...record, share: null, hot: grant.hot };
   const old = record.share;
   const endsAtMs = sentAtMs + grant.termMs;
   const renewAtMs = endsAtMs - Math.floor(grant.termMs / 4);
-  const { rule, atMs } = grant;
   // A renewal's round trip only: a first ask's, at a cold start, waited in the key's object's queue too; unless its
   // grant ended on its way (the next ask's term then covers such a round trip: its waiting batches pass through else).
   const rtt = ask.holding === undefined && nowMs < endsAtMs ? {} : { rttMs: nowMs - sentAtMs };
-  const common = { rule, atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id, ...rtt };
+  const common = { rule: grant.rule, atMs: grant.atMs, endsAtMs, renewAtMs, demand: ask.demand, askId: ask.id, ...rtt };
   if (grant.kind === "window") {
-    const share: HeldShare = {
-      kind: "window",
-      ...common,
-      parts: 0,
-      state: null,
-      units: grant.units,
-      unitsLeft: grant.units,
-      short: windowShort(grant, ask.units),
-      ...aheadHeld(grant, sentAtMs, nowMs),
-    };
+    const short = windowShort(grant, ask.units);
+    const held = { parts: 0, state: null, units: grant.units, unitsLeft: grant.units, short };
+    const share: HeldShare = { kind: "window", ...common, ...held, ...aheadHeld(grant, sentAtMs, nowMs) };
     // Units given back into the old share since its renewal was sent (its units left went with the ask) go on to the
     // key's object with the next ask, naming their grant: dropped with the old share, they left the key short.
     const back = old?.kind === "window" && old.unitsLeft > 0 ? [{ units: old.unitsLeft, atMs: old.atMs }] : [];
-    const giveBack = back.length > 0 ? [...record.giveBack, ...back] : record.giveBack;
     // Units still lent out of the shares before, if of the same window and parameters, come back into this one.
-    const params = grant.rule.params;
-    const same =
-      old?.kind === "window" &&
-      fingerprintOf(old.rule.params) === fingerprintOf(params) &&
-      sameWindow(params, old.atMs, grant.atMs);
-    return { ...record, share: withLent(share, same ? (old.lent ?? 0) : 0), giveBack, hot: grant.hot };
+    const same = old?.kind === "window" && fingerprintOf(old.rule.params) === fingerprintOf(grant.rule.params);
+    const lent = same && sameWindow(grant.rule.params, old.atMs, grant.atMs) ? (old.lent ?? 0) : 0;
+    return { ...record, share: withLent(share, lent), giveBack: [...record.giveBack, ...back], hot: grant.hot };
   }
   const next = delegateSlice(grant.rule.params, grant.parts);
   const from = old === null ? null : sliceOf(old);

@@ -139,16 +139,9 @@ export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   if (nowMs - (share.endsAtMs - termMs) < SHARE_TERM_MS / 4) return false;
   // A busy delegate's isolates are moving to their own shards: a quarter's fall frees their parts for the new shards.
   const fell = Math.max(RENEW_SLACK, Math.floor(share.demand / 4));
-  return demandMoved(share.demand, demand) || (busyNow(record.load, nowMs) && share.demand - demand > fell);
-}
-
-/** Whether a delegate's calls in the current or the last second (`countLoad`) make it say busy at `nowMs`. */
-function busyNow(load: CallLoad | undefined, nowMs: number): boolean {
-  if (load === undefined) return false;
-  const second = Math.floor(nowMs / 1000);
-  const curr = load.second === second ? load.curr : 0;
-  const prev = load.second === second ? load.prev : load.second === second - 1 ? load.curr : 0;
-  return Math.max(curr, prev) >= DELEGATE_BUSY_CALLS_PER_S;
+  const load = loadAt(record.load, Math.floor(nowMs / 1000));
+  const busy = Math.max(load.curr, load.prev) >= DELEGATE_BUSY_CALLS_PER_S;
+  return demandMoved(share.demand, demand) || (busy && share.demand - demand > fell);
 }
 
 /** How long a rate share is used after its renewal is sent, ms (`oldForMs`: the object frees its parts then). */
@@ -222,17 +215,20 @@ export function countLoad(
 ): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
   const was = record.load;
   const second = Math.floor(nowMs / 1000);
-  let load: CallLoad;
-  if (was === undefined || second > was.second + 1) load = { second, curr: 1, prev: 0 };
-  else if (second === was.second + 1) load = { second, curr: 1, prev: was.curr };
+  const at = loadAt(was, second);
   // A clock stepping back counts nothing new.
-  else if (second < was.second) load = was;
-  else load = { ...was, curr: was.curr + 1 };
+  const load = was !== undefined && second < was.second ? was : { ...at, curr: at.curr + 1 };
   const calls = Math.max(load.curr, load.prev);
   const perS = Math.max(load.prev, (load.curr * 1000) / Math.max(250, nowMs - load.second * 1000));
   const spread = calls >= 2 * DELEGATE_BUSY_CALLS_PER_S ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
   const surge = load.prev === 0 && perS >= 2 * DELEGATE_BUSY_CALLS_PER_S;
   return { load, busy: calls >= DELEGATE_BUSY_CALLS_PER_S || surge, spread };
+}
+
+/** A delegate's calls counted by `second`: none in a second it counted nothing of (or before its count's, stepped back). */
+function loadAt(load: CallLoad | undefined, second: number): CallLoad {
+  if (load === undefined || second < load.second || second > load.second + 1) return { second, curr: 0, prev: 0 };
+  return second === load.second ? load : { second, curr: 0, prev: load.curr };
 }
 
 /** Units of the next window a delegate holds ahead. */
@@ -264,9 +260,8 @@ export function windowShort(grant: ShareGrant, asked: number): boolean {
 
 /** How long a batch at `nowMs` waits for the share's units ahead (from the share's end until usable; 0: none). */
 export function aheadWaitMs(record: DelegateRecord, nowMs: number): number {
-  const share = record.share;
-  if (share?.ahead === undefined || nowMs < share.endsAtMs) return 0;
-  return Math.max(0, share.ahead.fromMs - nowMs);
+  if (record.share?.ahead === undefined || nowMs < record.share.endsAtMs) return 0;
+  return Math.max(0, record.share.ahead.fromMs - nowMs);
 }
 
 /** The units ahead become the share once it ended and they are usable (its units, a past window's, not given back). */

@@ -3,7 +3,6 @@
  * Per batch: renew first when `delegateNeed` says (at most twice), decide from the share, else pass the batch through
  * (or refuse it for a backoff after an overloaded ask); renew in the background when due, one at a time.
  */
-
 import { fingerprintOf } from "../algorithms/index.ts";
 import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
@@ -85,18 +84,13 @@ export class DelegateRun {
     const raced = await Promise.race([first.then((value) => ({ value })), sleep(DELEGATE_RESEND_MS).then(() => null)]);
     if (raced !== null) return raced.value;
     // The copy says when its first copy was sent at the earliest, and an answer `unsure` of it waits for the first.
-    const again = () =>
-      send(DELEGATE_KEY_TIMEOUT_MS).then((v) =>
-        "unsure" in v && v.unsure === true ? Promise.reject(new Error("unsure")) : v,
-      );
-    const answer = uses("resend") ? firstAnswer(first, again()) : first;
+    const known = (v: T) => ("unsure" in v && v.unsure === true ? Promise.reject(new Error("unsure")) : v);
+    const answer = uses("resend") ? firstAnswer(first, send(DELEGATE_KEY_TIMEOUT_MS).then(known)) : first;
     const restMs = DELEGATE_KEY_TIMEOUT_MS - DELEGATE_RESEND_MS;
     const late = await Promise.race([answer.then((value) => ({ value })), sleep(restMs).then(() => null)]);
-    if (late === null) {
-      const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
-      throw Object.assign(new Error(message), { overloaded: true });
-    }
-    return late.value;
+    if (late !== null) return late.value;
+    const message = `the key's object did not answer the delegate within ${DELEGATE_KEY_TIMEOUT_MS} ms`;
+    throw Object.assign(new Error(message), { overloaded: true });
   }
 
   /** Decide an isolate's batch (see the file's comment). */
@@ -155,9 +149,9 @@ export class DelegateRun {
     return this.passRefused(who, call, out.result);
   }
 
-  /** A call to the key's object, timed (sent again unanswered: `timed`). */
+  /** A call to the key's object, timed: unanswered, sent again as a copy `resent` ms after its first at the most. */
   private callKey(who: DelegateWho, input: CallInput): Promise<CallResult> {
-    return this.timed((resent) => this.ports.call(who.object, withResent(input, resent)));
+    return this.timed((resent) => this.ports.call(who.object, resent === undefined ? input : { ...input, resent }));
   }
 
   /** A batch passed through to the key's object: its answer, said hot or cold; a failure leaves nothing known cold. */
@@ -179,9 +173,8 @@ export class DelegateRun {
     const { load, save } = this.ports;
     const share = load().share;
     const refused = result.results.flatMap((r, i) => (r.ok && !r.decision.allowed ? [i] : []));
-    if (share?.spare !== true || this.passing || refused.length === 0 || (call.kind ?? "check") !== "check") {
-      return result;
-    }
+    if (share?.spare !== true || this.passing || refused.length === 0) return result;
+    if ((call.kind ?? "check") !== "check") return result;
     this.passing = true;
     const input = { rule: call.rule, id: `${call.id}:spare`, costs: refused.map((i) => call.costs[i]!) };
     const passed = await this.callKey(who, input).catch(() => null);
@@ -235,11 +228,10 @@ export class DelegateRun {
    */
   private async sendShed(who: DelegateWho, grant: ShareGrant, sentAtMs: number): Promise<void> {
     const { clock, load, save, sleep } = this.ports;
-    const freedAtMs = grant.freedAtMs;
-    if (freedAtMs === undefined || sleep === undefined) return;
-    const shed = load().giveBack.filter((b) => b.shed === true && b.atMs === freedAtMs);
+    if (grant.freedAtMs === undefined || sleep === undefined) return;
+    const shed = load().giveBack.filter((b) => b.shed === true && b.atMs === grant.freedAtMs);
     if (shed.length === 0) return;
-    const aheadMs = freedAtMs - grant.atMs - Math.floor((clock() - sentAtMs) / 2) + SHED_MARGIN_MS;
+    const aheadMs = grant.freedAtMs - grant.atMs - Math.floor((clock() - sentAtMs) / 2) + SHED_MARGIN_MS;
     if (aheadMs > 0) await sleep(aheadMs);
     const now = load();
     const still = shed.filter((b) => now.giveBack.includes(b));
@@ -282,14 +274,9 @@ export class DelegateRun {
 
 /** A copy sent again (`resent`) this delegate cannot tell from a first copy it forgot: nothing is applied (store.ts). */
 function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
-  if (call.resent === undefined) return false;
-  const known = record.calls.some((c) => c.id === call.id);
-  return !known && !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
+  if (call.resent === undefined || record.calls.some((c) => c.id === call.id)) return false;
+  return !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
 }
-
-/** `input` as a copy sent again `resent` ms after its first at the most (absent: the first). */
-const withResent = <T extends object>(input: T, resent: number | undefined): T =>
-  resent === undefined ? input : { ...input, resent };
 
 /**
  * A live window share left too short for the batch by the renewals before it: the batch is decided from it, not

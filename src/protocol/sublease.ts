@@ -165,10 +165,7 @@ export function settled(share: HeldShare, nowMs: number): HeldShare {
 export function handedOn(
   share: HeldShare,
   nowMs: number,
-  into: (state: AlgorithmState | null) => {
-    readonly params: AlgorithmParams | null;
-    readonly state: AlgorithmState | null;
-  },
+  into: (state: AlgorithmState | null) => { params: AlgorithmParams | null; state: AlgorithmState | null },
 ): { readonly state: AlgorithmState | null; readonly reserved: readonly Reservation[]; readonly takenOut: number } {
   const from = sliceOf(share);
   const atMs = Math.min(nowMs, share.endsAtMs);
@@ -237,12 +234,10 @@ export function takeBack(record: DelegateRecord, input: CallInput, nowMs: number
     if (!Number.isSafeInteger(back.units) || back.units < 1) continue;
     const admitted = rate && back.admitted === true;
     const took = share === null || admitted ? null : refundInto(share, back, nowMs);
-    if (took === null) {
-      if (!rate || admitted) giveBack.push(back);
-    } else {
-      share = took.share;
-      if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
-    }
+    if (took === null && (!rate || admitted)) giveBack.push(back);
+    if (took === null) continue;
+    share = took.share;
+    if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
   }
   const taken = [...(record.taken ?? []).slice(1 - DELEGATE_CALL_MEMORY), input.id];
   return { ...record, share, giveBack, taken };
