@@ -255,7 +255,7 @@ export class Coalescer {
     const work = late
       ?.then((r) => {
         if (r.lease !== null) this.adopt(st, r.lease, sent, true);
-        this.c.lateRefunds(st, batch, answers, r.results);
+        this.c.giveBackAll(st, batch, r.results, answers);
       })
       .catch(() => undefined); // failed as well: nothing it charged is known here
     if (work !== undefined) sent.keepAlive?.(work);

@@ -240,18 +240,14 @@ export class Calls {
     );
   }
 
-  /** What the late answer of a failed call admitted of the requests refused here (`lastKnown`) is given back. */
-  lateRefunds(st: KeyState, batch: readonly Waiting[], answers: readonly Asked[], results: readonly CheckResult[]) {
+  /**
+   * The admissions of `results` nobody uses given back: all (a call the object applied twice: `awaitLate`), or, of a
+   * failed call's late answer, those of the requests refused `here` (`lastKnown`).
+   */
+  giveBackAll(st: KeyState, batch: readonly Waiting[], results: readonly CheckResult[], here?: readonly Asked[]) {
     for (const [i, w] of batch.entries()) {
-      const x = answers[i]?.kind === "answered" && uses("lateRefunds") ? results[i] : undefined;
-      if (x?.ok && x.decision.allowed) void this.giveAdmissionBack(st, w, x.slot, x.atMs);
-    }
-  }
-
-  /** Every admission of `results` given back: nobody uses them (a call the object applied twice: `awaitLate`). */
-  giveBackAll(st: KeyState, batch: readonly Waiting[], results: readonly CheckResult[]): void {
-    for (const [i, w] of batch.entries()) {
-      const x = results[i];
+      const refused = here === undefined || (here[i]?.kind === "answered" && uses("lateRefunds"));
+      const x = refused ? results[i] : undefined;
       if (x?.ok && x.decision.allowed) void this.giveAdmissionBack(st, w, x.slot, x.atMs);
     }
   }
@@ -302,11 +298,7 @@ export class Calls {
     const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
     if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs, admitted: true });
     else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs, admitted: true };
-    const now = clock();
-    if (isHot(st, now) || now < st.returnsNotBeforeMs) {
-      this.armReturns(st, keepAlive);
-      return Promise.resolve(null);
-    }
+    if (this.returnLater(st, keepAlive)) return Promise.resolve(null);
     if (!st.inFlight) return this.sendReturns(st, keepAlive);
     // With the next call (`afterCall`), answering when it lands or after two budgets (a timer of its own: see `wait`).
     const landed = new Promise<RefundResult>((resolve) => st.refundWaiters.push(resolve));
@@ -335,13 +327,17 @@ export class Calls {
   afterCall(st: KeyState, keepAlive: KeepAlive): void {
     st.inFlight = false;
     this.handOff(st);
-    if (st.inFlight || st.refunds.length === 0) return;
+    if (st.inFlight || st.refunds.length === 0 || this.returnLater(st, keepAlive)) return;
+    const work = this.sendReturns(st, keepAlive); // sent with or without `keepAlive` (`?.` would skip it)
+    keepAlive?.(work);
+  }
+
+  /** A hot key's returns (or after an overload's backoff) go with its next call, or in one of their own after a wait. */
+  private returnLater(st: KeyState, keepAlive: KeepAlive): boolean {
     const now = this.options.clock();
-    if (isHot(st, now) || now < st.returnsNotBeforeMs) this.armReturns(st, keepAlive);
-    else {
-      const work = this.sendReturns(st, keepAlive);
-      keepAlive?.(work);
-    }
+    if (!isHot(st, now) && now >= st.returnsNotBeforeMs) return false;
+    this.armReturns(st, keepAlive);
+    return true;
   }
 
   /** Make sure the refunds waiting reach the object: with the next call, or in one of their own after a wait. */
