@@ -279,12 +279,8 @@ export function peekState(params: AlgorithmParams, state: AlgorithmState | null,
   const resetAfterMs = state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
   if (!out.ok) return { remaining: 0, resetAfterMs, retryAfterMs: null, atMs: nowMs };
   const d = out.decision;
-  return {
-    remaining: d.allowed ? d.remaining + 1 : 0,
-    resetAfterMs,
-    retryAfterMs: d.allowed ? null : d.retryAfterMs,
-    atMs: nowMs,
-  };
+  const remaining = d.allowed ? d.remaining + 1 : 0;
+  return { remaining, resetAfterMs, retryAfterMs: d.allowed ? null : d.retryAfterMs, atMs: nowMs };
 }
 
 /** When the record is as good as no record, ms: its state is fresh and it remembers no recent call. */

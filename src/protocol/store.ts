@@ -123,32 +123,23 @@ export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs
     results.push(out.result);
     current = out.record;
   }
-  let lease: LeaseGrant | null = null;
-  if (input.lease != null && Number.isSafeInteger(input.lease.units) && input.lease.units >= 1) {
-    const granted = grantLease(current, input.rule, input.lease, nowMs);
-    current = granted.record;
-    lease = granted.lease;
-  }
-  const peek = (input.giveBack?.length ?? 0) > 0 ? peekRecord(current, input.rule, nowMs) : null;
+  const { record: leased, lease } = grantLease(current, input.rule, input.lease, nowMs);
+  const peek = (input.giveBack?.length ?? 0) > 0 ? peekRecord(leased, input.rule, nowMs) : null;
   const refunded = peek === null ? {} : { refunded: { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } };
   const result: CallResult = { atMs: nowMs, results, lease, replayed: false, ...refunded };
-  let next = current;
-  if (current !== record && current !== null) {
-    const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
+  let next = leased;
+  if (leased !== record && leased !== null) {
+    const kept = (leased.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
     const applied = appliedCall(input.id, results, lease, nowMs);
-    next = { ...current, calls: [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied] };
+    next = { ...leased, calls: [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied] };
   }
   return { result: isBusy(next, nowMs) ? { ...result, busy: true } : result, record: next };
 }
 
 /** The answer to a copy sent again that the object cannot tell from a first copy it forgot: nothing applied. */
-export const unsureResult = (nowMs: number): CallResult => ({
-  atMs: nowMs,
-  results: [],
-  lease: null,
-  replayed: false,
-  unsure: true,
-});
+export function unsureResult(nowMs: number): CallResult {
+  return { atMs: nowMs, results: [], lease: null, replayed: false, unsure: true };
+}
 
 /**
  * Whether calls remembered (at most `max`, oldest first) hold every one applied in the last `resentMs` (absent: no
@@ -173,19 +164,11 @@ export function appliedCall(
 ): AppliedCall {
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
   const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
-  const delays = delaysMs.some((d) => d > 0) ? { delaysMs } : {};
-  const slots = results.some((r) => r.ok && r.slot !== undefined)
-    ? { slots: results.map((r) => (r.ok ? (r.slot ?? null) : null)) }
-    : {};
-  return {
-    id,
-    atMs: nowMs,
-    verdicts,
-    ...delays,
-    ...slots,
-    leaseUnits: lease?.units ?? 0,
-    leaseForMs: lease?.forMs ?? 0,
-  };
+  const slots = results.map((r) => (r.ok ? (r.slot ?? null) : null));
+  const { units: leaseUnits, forMs: leaseForMs } = lease ?? { units: 0, forMs: 0 };
+  const delays = delaysMs.some((d) => d > 0) && { delaysMs };
+  const taken = slots.some((s) => s !== null) && { slots };
+  return { id, atMs: nowMs, verdicts, ...delays, ...taken, leaseUnits, leaseForMs };
 }
 
 /** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second (or that pace over `spanMs`). */
@@ -212,13 +195,17 @@ export class CallPace {
   }
 }
 
-/** Charge up to `ask.units` as cost-1 requests; a short rate key shared by demand (docs/production.md, "Leases"). */
+/**
+ * Charge up to `ask.units` (none asked, or not an integer >= 1: no lease) as cost-1 requests; a short rate key shared by
+ * demand (docs/production.md, "Leases").
+ */
 function grantLease(
   record: LimiterRecord | null,
   rule: LimiterRule,
-  ask: LeaseAsk,
+  ask: LeaseAsk | null | undefined,
   nowMs: number,
 ): { readonly record: LimiterRecord | null; readonly lease: LeaseGrant | null } {
+  if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1) return { record, lease: null };
   const ttlMs = Math.max(1, Math.floor(ask.ttlMs));
   const asks = noteAsk(record?.leaseAsks, ask.units, ttlMs, nowMs);
   // Asks over the last ttl, as a sliding window: this bucket's, and the last one's weighed by how much of it is in.
@@ -236,8 +223,7 @@ function grantLease(
   // Cut short by what the key holds: the rest comes with the refill, so the term is shorter in proportion.
   const termMs = units === available && available < share ? shorter(ttlMs, units, share) : ttlMs;
   const lease = charged < 1 ? null : { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
-  if (current === null) return { record: null, lease };
-  return { record: { ...current, leaseAsks: asks }, lease };
+  return { record: current === null ? null : { ...current, leaseAsks: asks }, lease };
 }
 
 /** A lease of `units` of `wanted` for `termMs`: as much shorter, down to a quarter, its holder asks again in time. */
