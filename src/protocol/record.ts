@@ -41,12 +41,15 @@ export interface LimiterRecord {
 export interface ShareBook {
   readonly entries: readonly ShareEntry[];
   /** While rate shares are out: the direct slice (parts no live share holds) and its state; `state` waits unused. */
-  readonly direct?: { readonly parts: number; readonly state: AlgorithmState | null };
+  readonly direct?: DirectSlice;
   /** The key is hot until then (object clock), ms. */
   readonly hotUntilMs: number;
   /** Units of the next window (`window`, its index) granted already, charged when it starts (window_ahead.ts). */
   readonly ahead?: { readonly window: number; readonly units: number };
 }
+
+/** The direct calls' slice of a rate key: its parts, and its bucket (`null`: none, too few parts for one). */
+export type DirectSlice = { readonly parts: number; readonly state: AlgorithmState | null };
 
 /** One delegate's share, as the key's object remembers it (object clock, ms). */
 export interface ShareEntry {

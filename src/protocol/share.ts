@@ -18,6 +18,7 @@ import {
   type CallInput,
   type CallResult,
   callRecord,
+  type DirectSlice,
   fullState,
   isBusy,
   type LeaseReturn,
@@ -149,7 +150,7 @@ export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmPa
 /** The direct slice's state carried over to `to` (an empty bucket where it has none). */
 export function directStateIn(
   recParams: AlgorithmParams,
-  direct: NonNullable<ShareBook["direct"]>,
+  direct: DirectSlice,
   to: AlgorithmParams,
   nowMs: number,
 ): AlgorithmState {
@@ -215,10 +216,9 @@ export function keyCall(rec: LimiterRecord | null, input: CallInput, nowMs: numb
       ? callRecord(settled, input, nowMs)
       : directCall(settled, direct, input, nowMs);
   const rule = ruleFor(out.record, input.rule);
-  const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
   // Hot before a whole busy second: that pace over `HOT_EARLY_MS`, or over calls of every kind (`CallPace`: `paced`).
   const busy = paced || isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
-  const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < hotUntilMs);
+  const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < (out.record?.shares?.hotUntilMs ?? 0));
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
 }
 
@@ -232,12 +232,7 @@ function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: num
 }
 
 /** `callRecord` on a view of the record as its direct slice, merged back; with no parts left, all refused. */
-function directCall(
-  rec: LimiterRecord,
-  direct: NonNullable<ShareBook["direct"]>,
-  input: CallInput,
-  nowMs: number,
-): Step<CallResult> {
+function directCall(rec: LimiterRecord, direct: DirectSlice, input: CallInput, nowMs: number): Step<CallResult> {
   const book = rec.shares!;
   const rule = ruleFor(rec, input.rule);
   const parts = directParts(book, nowMs);

@@ -1,5 +1,5 @@
 /** One call to a key's object, pure: a batch in arrival order, an id (a retry is never charged twice), a lease. */
-import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
+import { capacityOf, costError, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { type CallKind, stepRecord } from "./outcome.ts";
@@ -195,10 +195,7 @@ export class CallPace {
   }
 }
 
-/**
- * Charge up to `ask.units` (none asked, or not an integer >= 1: no lease) as cost-1 requests; a short rate key shared by
- * demand (docs/production.md, "Leases").
- */
+/** Charge up to `ask.units` as cost-1 requests; a short rate key shared by demand (docs/production.md, "Leases"). */
 function grantLease(
   record: LimiterRecord | null,
   rule: LimiterRule,
@@ -269,10 +266,8 @@ export function replayedResults(
 ): CheckResult[] {
   return input.costs.map((cost, i): CheckResult => {
     const verdict = seen.verdicts[i];
-    if (verdict === "e" || verdict === undefined) {
-      const out = decide(input.rule.params, null, cost, nowMs);
-      return out.ok ? { ok: false, error: "invalid_cost" } : out;
-    }
+    if (verdict === "e" || verdict === undefined)
+      return { ok: false, error: costError(input.rule.params, cost) ?? "invalid_cost" };
     const allowed = verdict === "1";
     const delayMs = allowed ? Math.max(0, (seen.delaysMs?.[i] ?? 0) - (nowMs - seen.atMs)) : 0;
     const { remaining, resetAfterMs } = figures;
