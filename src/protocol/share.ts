@@ -211,10 +211,7 @@ export function keyCall(rec: LimiterRecord | null, input: CallInput, nowMs: numb
   const settled = settleShares(rec, nowMs);
   const direct = settled?.shares?.direct;
   input = withHotTerm(settled, input, nowMs);
-  const out =
-    settled === null || direct === undefined
-      ? callRecord(settled, input, nowMs)
-      : directCall(settled, direct, input, nowMs);
+  const out = direct === undefined ? callRecord(settled, input, nowMs) : directCall(settled!, direct, input, nowMs);
   const rule = ruleFor(out.record, input.rule);
   // Hot before a whole busy second: that pace over `HOT_EARLY_MS`, or over calls of every kind (`CallPace`: `paced`).
   const busy = paced || isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);

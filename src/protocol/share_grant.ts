@@ -72,8 +72,7 @@ export function shareRecord(
     return { record: rec, grant: { atMs: nowMs, ...NO_SHARE, rule, hot: nowMs < (rec?.shares?.hotUntilMs ?? 0) } };
   }
   const kind = shareKindOf(rule.params);
-  const book = rec?.shares ?? EMPTY_BOOK;
-  const others = book.entries.filter((e) => e.holder !== ask.holder && live(e, nowMs));
+  const others = (rec?.shares?.entries ?? []).filter((e) => e.holder !== ask.holder && live(e, nowMs));
   const demand = Math.max(0, Math.floor(ask.demand));
   const total = demand + directDemand(rec, nowMs) + others.reduce((sum, e) => sum + e.demand, 0);
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
