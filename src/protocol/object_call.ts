@@ -35,10 +35,7 @@ export interface ObjectTransport {
 }
 
 /** Counters a call updates (the isolate's `/_sluice/stats`). */
-export interface CallCounters {
-  object_calls: number;
-  object_retries: number;
-}
+export type CallCounters = { object_calls: number; object_retries: number };
 
 /** The structured fields of an error that crossed RPC. */
 export function classify(error: unknown): { readonly failure: FailureKind; readonly retry: boolean } {

@@ -32,10 +32,7 @@ export function leaseCapOf(params: AlgorithmParams): number {
 }
 
 /** A lease request: after the batch, charge up to `units` (integer >= 1) for the caller to admit from for `ttlMs`. */
-export interface LeaseAsk {
-  readonly units: number;
-  readonly ttlMs: number;
-}
+export type LeaseAsk = { readonly units: number; readonly ttlMs: number };
 
 /** A lease: `units` charged at `atMs` (object clock: returns name it), usable `forMs` from when the call was *sent*. */
 export interface LeaseGrant {
