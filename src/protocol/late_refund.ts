@@ -11,11 +11,7 @@ import { LOWS_MAX } from "./tunables.ts";
  * it) the bucket without the refunded charges lacked at least `deficit` from full. `slack`: how much fuller than the
  * key that bucket may be now. Both in 1/`per` of a request (`per`: the perMs they were taken under).
  */
-export interface Lows {
-  readonly s: readonly (readonly [number, number])[];
-  readonly slack: number;
-  readonly per: number;
-}
+export type Lows = { readonly s: readonly Step[]; readonly slack: number; readonly per: number };
 
 type Step = readonly [number, number];
 

@@ -35,10 +35,7 @@ export interface ObjectTransport {
 }
 
 /** Counters a call updates (the isolate's `/_sluice/stats`). */
-export interface CallCounters {
-  object_calls: number;
-  object_retries: number;
-}
+export type CallCounters = { object_calls: number; object_retries: number };
 
 /** The structured fields of an error that crossed RPC. */
 export function classify(error: unknown): { readonly failure: FailureKind; readonly retry: boolean } {
@@ -72,21 +69,18 @@ export async function callObject(
   timeoutMs: number,
   isolate: { readonly sleep: (ms: number) => Promise<void>; readonly stats: CallCounters },
 ): Promise<CallAnswer> {
-  const { stats } = isolate;
   const deadline = isolate.sleep(timeoutMs).then(() => "timeout" as const);
+  const message = `no answer within ${timeoutMs} ms`;
   for (let attempt = 1; ; attempt++) {
-    stats.object_calls++;
-    if (attempt > 1) stats.object_retries++;
+    isolate.stats.object_calls++;
+    if (attempt > 1) isolate.stats.object_retries++;
     const call = transport.call(name, input);
     const settled = call.then(
       (result) => ({ ok: true as const, result }),
       (error: unknown) => ({ ok: false as const, error }),
     );
     const raced = await Promise.race([settled, deadline]);
-    if (raced === "timeout") {
-      const message = `no answer within ${timeoutMs} ms`;
-      return { kind: "failed", failure: "timeout", message, attempts: attempt, late: call };
-    }
+    if (raced === "timeout") return { kind: "failed", failure: "timeout", message, attempts: attempt, late: call };
     if (raced.ok) return { kind: "answered", result: raced.result, attempts: attempt };
     const { failure, retry } = classify(raced.error);
     if (!retry || attempt >= 2) {

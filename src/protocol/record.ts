@@ -41,12 +41,15 @@ export interface LimiterRecord {
 export interface ShareBook {
   readonly entries: readonly ShareEntry[];
   /** While rate shares are out: the direct slice (parts no live share holds) and its state; `state` waits unused. */
-  readonly direct?: { readonly parts: number; readonly state: AlgorithmState | null };
+  readonly direct?: DirectSlice;
   /** The key is hot until then (object clock), ms. */
   readonly hotUntilMs: number;
   /** Units of the next window (`window`, its index) granted already, charged when it starts (window_ahead.ts). */
   readonly ahead?: { readonly window: number; readonly units: number };
 }
+
+/** The direct calls' slice of a rate key: its parts, and its bucket (`null`: none, too few parts for one). */
+export type DirectSlice = { readonly parts: number; readonly state: AlgorithmState | null };
 
 /** One delegate's share, as the key's object remembers it (object clock, ms). */
 export interface ShareEntry {
@@ -279,12 +282,8 @@ export function peekState(params: AlgorithmParams, state: AlgorithmState | null,
   const resetAfterMs = state === null ? 0 : Math.max(0, freshAtMs(params, state) - nowMs);
   if (!out.ok) return { remaining: 0, resetAfterMs, retryAfterMs: null, atMs: nowMs };
   const d = out.decision;
-  return {
-    remaining: d.allowed ? d.remaining + 1 : 0,
-    resetAfterMs,
-    retryAfterMs: d.allowed ? null : d.retryAfterMs,
-    atMs: nowMs,
-  };
+  const remaining = d.allowed ? d.remaining + 1 : 0;
+  return { remaining, resetAfterMs, retryAfterMs: d.allowed ? null : d.retryAfterMs, atMs: nowMs };
 }
 
 /** When the record is as good as no record, ms: its state is fresh and it remembers no recent call. */

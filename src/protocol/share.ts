@@ -18,6 +18,7 @@ import {
   type CallInput,
   type CallResult,
   callRecord,
+  type DirectSlice,
   fullState,
   isBusy,
   type LeaseReturn,
@@ -32,6 +33,7 @@ import {
   ruleFor,
   type ShareBook,
   type ShareEntry,
+  type Step,
 } from "./store.ts";
 import { HOT_EARLY_MS, LAPSE_GRACE_MS, RATE_LEASE_TERM_MS, SHARE_PARTS, SHARE_TERM_MS } from "./tunables.ts";
 import { applyAhead } from "./window_ahead.ts";
@@ -116,6 +118,9 @@ export function live(e: ShareEntry, nowMs: number): boolean {
   return nowMs < partsUntilMs(e) || nowMs < e.prevEndsAtMs;
 }
 
+/** When the book's promises end (or ended), each entry's own parts' and previous parts'. */
+const endsOf = (book: ShareBook): number[] => book.entries.flatMap((e) => [partsUntilMs(e), e.prevEndsAtMs]);
+
 /** The parts of the rate no live share holds: the direct calls' slice. */
 export function directParts(book: ShareBook, nowMs: number): number {
   let promised = 0;
@@ -145,7 +150,7 @@ export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmPa
 /** The direct slice's state carried over to `to` (an empty bucket where it has none). */
 export function directStateIn(
   recParams: AlgorithmParams,
-  direct: NonNullable<ShareBook["direct"]>,
+  direct: DirectSlice,
   to: AlgorithmParams,
   nowMs: number,
 ): AlgorithmState {
@@ -166,7 +171,7 @@ export function settleShares(record: LimiterRecord | null, nowMs: number): Limit
   const parts = directParts(book, nowMs); // an ended entry promises nothing
   // Parts a promise gave back since the direct slice's last write refill there from its end on (the latest: its parts
   // were the book's at that write, every end since is after it; never before a grant, which wrote it).
-  const ends = book.entries.flatMap((e) => [partsUntilMs(e), e.prevEndsAtMs]).filter((t) => t > 0 && t <= nowMs);
+  const ends = endsOf(book).filter((t) => t > 0 && t <= nowMs);
   const backAtMs = ends.length === 0 ? nowMs : Math.min(nowMs, Math.max(...ends, ...book.entries.map((e) => e.atMs)));
   if (direct !== undefined && (parts === SHARE_PARTS || shareKindOf(rec.params) !== "rate")) {
     // No rate share live: the direct slice folds back into the record's own state.
@@ -202,24 +207,15 @@ export function directDemand(record: LimiterRecord | null, nowMs: number): numbe
 }
 
 /** A direct call to a key's object: `callRecord`, on the direct slice while rate shares are out; `hot` if so. */
-export function keyCall(
-  record: LimiterRecord | null,
-  input: CallInput,
-  nowMs: number,
-  paced = false,
-): { readonly result: CallResult; readonly record: LimiterRecord | null } {
-  const settled = settleShares(record, nowMs);
+export function keyCall(rec: LimiterRecord | null, input: CallInput, nowMs: number, paced = false): Step<CallResult> {
+  const settled = settleShares(rec, nowMs);
   const direct = settled?.shares?.direct;
   input = withHotTerm(settled, input, nowMs);
-  const out =
-    settled === null || direct === undefined
-      ? callRecord(settled, input, nowMs)
-      : directCall(settled, direct, input, nowMs);
+  const out = direct === undefined ? callRecord(settled, input, nowMs) : directCall(settled!, direct, input, nowMs);
   const rule = ruleFor(out.record, input.rule);
-  const hotUntilMs = out.record?.shares?.hotUntilMs ?? 0;
   // Hot before a whole busy second: that pace over `HOT_EARLY_MS`, or over calls of every kind (`CallPace`: `paced`).
   const busy = paced || isBusy(out.record, nowMs) || isBusy(out.record, nowMs, HOT_EARLY_MS);
-  const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < hotUntilMs);
+  const hot = shareKindOf(rule.params) !== "none" && (busy || nowMs < (out.record?.shares?.hotUntilMs ?? 0));
   return { result: hot ? { ...out.result, hot: true } : out.result, record: out.record };
 }
 
@@ -233,12 +229,7 @@ function withHotTerm(settled: LimiterRecord | null, input: CallInput, nowMs: num
 }
 
 /** `callRecord` on a view of the record as its direct slice, merged back; with no parts left, all refused. */
-function directCall(
-  rec: LimiterRecord,
-  direct: NonNullable<ShareBook["direct"]>,
-  input: CallInput,
-  nowMs: number,
-): { readonly result: CallResult; readonly record: LimiterRecord | null } {
+function directCall(rec: LimiterRecord, direct: DirectSlice, input: CallInput, nowMs: number): Step<CallResult> {
   const book = rec.shares!;
   const rule = ruleFor(rec, input.rule);
   const parts = directParts(book, nowMs);
@@ -266,10 +257,7 @@ function callMemory({ calls, leaseAsks, lows }: LimiterRecord): Pick<LimiterReco
 
 /** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
 function refuseAll(book: ShareBook, params: AlgorithmParams, costs: readonly number[], nowMs: number): CallResult {
-  let nextEndMs = nowMs + SHARE_TERM_MS;
-  for (const e of book.entries) {
-    for (const end of [partsUntilMs(e), e.prevEndsAtMs]) if (end > nowMs) nextEndMs = Math.min(nextEndMs, end);
-  }
+  const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
   const waitMs = Math.max(1, nextEndMs - nowMs);
   const results = costs.map((cost) => refusedFor(params, cost, waitMs, nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false };
@@ -290,11 +278,9 @@ export function keyPeek(record: LimiterRecord | null, rule: LimiterRule, nowMs: 
 
 /** When the record is as good as none: its state fresh, no call remembered, no share live, the key not hot. */
 export function keyFreshAtMs(record: LimiterRecord): number {
-  let atMs = recordFreshAtMs(record);
   const book = record.shares;
-  if (book === undefined) return atMs;
-  atMs = Math.max(atMs, book.hotUntilMs);
-  for (const e of book.entries) atMs = Math.max(atMs, partsUntilMs(e), e.prevEndsAtMs);
+  if (book === undefined) return recordFreshAtMs(record);
+  let atMs = Math.max(recordFreshAtMs(record), book.hotUntilMs, ...endsOf(book));
   const from = book.direct === undefined ? null : honestSlice(record.params, book.direct.parts);
   if (from !== null && book.direct?.state != null) atMs = Math.max(atMs, freshAtMs(from, book.direct.state));
   return atMs;

@@ -23,6 +23,7 @@ import {
 } from "./share.ts";
 import {
   chargeUnits,
+  type DirectSlice,
   fullState,
   isBusy,
   type LimiterRecord,
@@ -30,7 +31,6 @@ import {
   newRecord,
   peekState,
   ruleFor,
-  type ShareBook,
   type ShareEntry,
 } from "./store.ts";
 import { sameWindow } from "./sublease.ts";
@@ -72,8 +72,7 @@ export function shareRecord(
     return { record: rec, grant: { atMs: nowMs, ...NO_SHARE, rule, hot: nowMs < (rec?.shares?.hotUntilMs ?? 0) } };
   }
   const kind = shareKindOf(rule.params);
-  const book = rec?.shares ?? EMPTY_BOOK;
-  const others = book.entries.filter((e) => e.holder !== ask.holder && live(e, nowMs));
+  const others = (rec?.shares?.entries ?? []).filter((e) => e.holder !== ask.holder && live(e, nowMs));
   const demand = Math.max(0, Math.floor(ask.demand));
   const total = demand + directDemand(rec, nowMs) + others.reduce((sum, e) => sum + e.demand, 0);
   const hot = kind !== "none" && (total * 1000 >= HOT_EXIT_PER_S * SHARE_TERM_MS || isBusy(rec, nowMs));
@@ -113,20 +112,19 @@ export function shareRecord(
 }
 
 /** A rate grant of fewer parts than `prev`: when the rest stop being promised (the tokens its slice sheds come back). */
-export function withFreedAt(
-  grant: ShareGrant,
-  prev: { parts: number; untilMs: number } | null,
-  nowMs: number,
-): ShareGrant {
+export function withFreedAt(grant: ShareGrant, prev: InUse | null, nowMs: number): ShareGrant {
   if (grant.kind !== "rate" || prev === null || grant.parts >= prev.parts || !uses("shedBack")) return grant;
   return { ...grant, freedAtMs: Math.max(nowMs, prev.untilMs) };
 }
+
+/** Parts of a share its delegate still uses, until when (object clock, ms). */
+type InUse = { readonly parts: number; readonly untilMs: number };
 
 /**
  * Parts of an entry still in use after its delegate sent `ask`, and until when: its last grant's if the ask is
  * `holding` it, else all it holds or held (`promisedParts`); at most `keep`; until its term's end or `oldForMs`.
  */
-function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): { parts: number; untilMs: number } {
+function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): InUse {
   const adopted = ask.holding !== undefined && ask.holding === e.askId;
   const parts = adopted ? (nowMs < partsUntilMs(e) ? e.parts : 0) : promisedParts(e, nowMs);
   const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
@@ -191,19 +189,16 @@ function rateGrant(
   // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
   const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
   const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
+  const slow = slowRate(rule);
   // A fast rule's first round of asks (no holder renewed yet), each demand one batch: a region's equal part.
-  const first =
-    uses("equalFirst") &&
-    mine === undefined &&
-    demand > 0 &&
-    !slowRate(rule) &&
-    others.every((e) => e.prevEndsAtMs === 0);
+  const unrenewed = others.every((e) => e.prevEndsAtMs === 0);
+  const first = uses("equalFirst") && mine === undefined && demand > 0 && !slow && unrenewed;
   const want = first ? Math.ceil(SHARE_PARTS / REGIONS.length) : fair;
   const parts = fedParts(Math.min(want, room), room, leastParts(rule.params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const rtt = uses("rttTerms") ? ask.rttMs : undefined;
-  const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slowRate(rule));
+  const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slow);
   const moved = transfer(base, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -291,7 +286,7 @@ function transfer(
   before: number,
   after: number,
   nowMs: number,
-): { readonly direct: NonNullable<ShareBook["direct"]>; readonly tokens: number; readonly lows?: Lows | null } {
+): { readonly direct: DirectSlice; readonly tokens: number; readonly lows?: Lows | null } {
   const direct = rec.shares?.direct ?? { parts: SHARE_PARTS, state: rec.state };
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);

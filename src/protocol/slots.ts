@@ -43,8 +43,7 @@ function slotChange(record: LimiterRecord | null, input: ReleaseInput, nowMs: nu
     if (next !== state) released++;
     state = next;
   }
-  const held = policy.heldAt(record.params, state, nowMs);
-  const result = { released, held, atMs: nowMs };
+  const result = { released, held: policy.heldAt(record.params, state, nowMs), atMs: nowMs };
   return { result, record: state === record.state ? record : { ...record, state } };
 }
 

@@ -1,5 +1,5 @@
 /** One call to a key's object, pure: a batch in arrival order, an id (a retry is never charged twice), a lease. */
-import { capacityOf, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
+import { capacityOf, costError, decide, leasePolicy, leaseRefillOver, leaseTermMs } from "../algorithms/index.ts";
 import { LEASE_MAX_SHARE_DIVISOR } from "../rules/lease.ts";
 import type { AlgorithmParams } from "../rules/types.ts";
 import { type CallKind, stepRecord } from "./outcome.ts";
@@ -32,10 +32,7 @@ export function leaseCapOf(params: AlgorithmParams): number {
 }
 
 /** A lease request: after the batch, charge up to `units` (integer >= 1) for the caller to admit from for `ttlMs`. */
-export interface LeaseAsk {
-  readonly units: number;
-  readonly ttlMs: number;
-}
+export type LeaseAsk = { readonly units: number; readonly ttlMs: number };
 
 /** A lease: `units` charged at `atMs` (object clock: returns name it), usable `forMs` from when the call was *sent*. */
 export interface LeaseGrant {
@@ -123,32 +120,23 @@ export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs
     results.push(out.result);
     current = out.record;
   }
-  let lease: LeaseGrant | null = null;
-  if (input.lease != null && Number.isSafeInteger(input.lease.units) && input.lease.units >= 1) {
-    const granted = grantLease(current, input.rule, input.lease, nowMs);
-    current = granted.record;
-    lease = granted.lease;
-  }
-  const peek = (input.giveBack?.length ?? 0) > 0 ? peekRecord(current, input.rule, nowMs) : null;
+  const { record: leased, lease } = grantLease(current, input.rule, input.lease, nowMs);
+  const peek = (input.giveBack?.length ?? 0) > 0 ? peekRecord(leased, input.rule, nowMs) : null;
   const refunded = peek === null ? {} : { refunded: { remaining: peek.remaining, resetAfterMs: peek.resetAfterMs } };
   const result: CallResult = { atMs: nowMs, results, lease, replayed: false, ...refunded };
-  let next = current;
-  if (current !== record && current !== null) {
-    const kept = (current.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
+  let next = leased;
+  if (leased !== record && leased !== null) {
+    const kept = (leased.calls ?? []).filter((c) => nowMs - c.atMs < CALL_MEMORY_MS);
     const applied = appliedCall(input.id, results, lease, nowMs);
-    next = { ...current, calls: [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied] };
+    next = { ...leased, calls: [...kept.slice(Math.max(0, kept.length - CALL_MEMORY_MAX + 1)), applied] };
   }
   return { result: isBusy(next, nowMs) ? { ...result, busy: true } : result, record: next };
 }
 
 /** The answer to a copy sent again that the object cannot tell from a first copy it forgot: nothing applied. */
-export const unsureResult = (nowMs: number): CallResult => ({
-  atMs: nowMs,
-  results: [],
-  lease: null,
-  replayed: false,
-  unsure: true,
-});
+export function unsureResult(nowMs: number): CallResult {
+  return { atMs: nowMs, results: [], lease: null, replayed: false, unsure: true };
+}
 
 /**
  * Whether calls remembered (at most `max`, oldest first) hold every one applied in the last `resentMs` (absent: no
@@ -173,19 +161,11 @@ export function appliedCall(
 ): AppliedCall {
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
   const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
-  const delays = delaysMs.some((d) => d > 0) ? { delaysMs } : {};
-  const slots = results.some((r) => r.ok && r.slot !== undefined)
-    ? { slots: results.map((r) => (r.ok ? (r.slot ?? null) : null)) }
-    : {};
-  return {
-    id,
-    atMs: nowMs,
-    verdicts,
-    ...delays,
-    ...slots,
-    leaseUnits: lease?.units ?? 0,
-    leaseForMs: lease?.forMs ?? 0,
-  };
+  const slots = results.map((r) => (r.ok ? (r.slot ?? null) : null));
+  const { units: leaseUnits, forMs: leaseForMs } = lease ?? { units: 0, forMs: 0 };
+  const delays = delaysMs.some((d) => d > 0) && { delaysMs };
+  const taken = slots.some((s) => s !== null) && { slots };
+  return { id, atMs: nowMs, verdicts, ...delays, ...taken, leaseUnits, leaseForMs };
 }
 
 /** Whether the record remembers `BUSY_CALLS_PER_S` calls within the last second (or that pace over `spanMs`). */
@@ -216,9 +196,10 @@ export class CallPace {
 function grantLease(
   record: LimiterRecord | null,
   rule: LimiterRule,
-  ask: LeaseAsk,
+  ask: LeaseAsk | null | undefined,
   nowMs: number,
 ): { readonly record: LimiterRecord | null; readonly lease: LeaseGrant | null } {
+  if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1) return { record, lease: null };
   const ttlMs = Math.max(1, Math.floor(ask.ttlMs));
   const asks = noteAsk(record?.leaseAsks, ask.units, ttlMs, nowMs);
   // Asks over the last ttl, as a sliding window: this bucket's, and the last one's weighed by how much of it is in.
@@ -236,8 +217,7 @@ function grantLease(
   // Cut short by what the key holds: the rest comes with the refill, so the term is shorter in proportion.
   const termMs = units === available && available < share ? shorter(ttlMs, units, share) : ttlMs;
   const lease = charged < 1 ? null : { units, atMs: nowMs, forMs: leaseTermMs(rule.params, nowMs, termMs) };
-  if (current === null) return { record: null, lease };
-  return { record: { ...current, leaseAsks: asks }, lease };
+  return { record: current === null ? null : { ...current, leaseAsks: asks }, lease };
 }
 
 /** A lease of `units` of `wanted` for `termMs`: as much shorter, down to a quarter, its holder asks again in time. */
@@ -283,10 +263,8 @@ export function replayedResults(
 ): CheckResult[] {
   return input.costs.map((cost, i): CheckResult => {
     const verdict = seen.verdicts[i];
-    if (verdict === "e" || verdict === undefined) {
-      const out = decide(input.rule.params, null, cost, nowMs);
-      return out.ok ? { ok: false, error: "invalid_cost" } : out;
-    }
+    if (verdict === "e" || verdict === undefined)
+      return { ok: false, error: costError(input.rule.params, cost) ?? "invalid_cost" };
     const allowed = verdict === "1";
     const delayMs = allowed ? Math.max(0, (seen.delaysMs?.[i] ?? 0) - (nowMs - seen.atMs)) : 0;
     const { remaining, resetAfterMs } = figures;
