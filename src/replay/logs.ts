@@ -6,9 +6,9 @@
  *   request's start: the moment `limit_req` decided), else `$time_iso8601` or `$time_local` (whole seconds: said in a
  *   warning). Method and path from `$request` (or `$request_method` and `$request_uri`), address from `$remote_addr`,
  *   key and user from the header variables named by the options.
- * - Envoy: its access log format (default: Envoy's default format), `%START_TIME%` (ms), `%REQ(:METHOD)%`, the path,
- *   the address from `%DOWNSTREAM_REMOTE_ADDRESS%` or the first `X-Forwarded-For` hop, headers by `%REQ(NAME)%`;
- *   the answer from `%RESPONSE_CODE%` and `%DURATION%` (ms from the start to the last byte out).
+ * - Envoy: its access log format (default: Envoy's default format), `%START_TIME%` (ms; or log_start_time.ts's
+ *   formats), `%REQ(:METHOD)%`, the path, the address from `%DOWNSTREAM_REMOTE_ADDRESS%` or the first `X-Forwarded-For`
+ *   hop, headers by `%REQ(NAME)%`; the answer from `%RESPONSE_CODE%` and `%DURATION%` (ms from start to last byte).
  * - Cloudflare Logpush `http_requests` NDJSON (log_cloudflare.ts): `EdgeStartTimestamp` (unixnano, unix, unixms or RFC 3339),
  *   `ClientIP`, `ClientRequestMethod`, `ClientRequestURI`, and the key and user from `RequestHeaders`; the answer
  *   from `EdgeResponseStatus` and `EdgeEndTimestamp` (the response's last byte), else `OriginResponseDurationMs`.
@@ -29,6 +29,7 @@ import {
   parseIsoMs,
   pathOf,
 } from "./log_request.ts";
+import { startTimeReader } from "./log_start_time.ts";
 import type { Outcome } from "./outcomes.ts";
 import type { Answered } from "./request_trace.ts";
 
@@ -211,7 +212,10 @@ export function envoyParser(
   const compiled = format.trimStart().startsWith("{") ? compileEnvoyJsonFormat(format) : textFormat(format);
   if ("error" in compiled) return compiled;
   const find = (...names: string[]) => names.map((n) => compiled.names.indexOf(n)).find((i) => i >= 0) ?? -1;
-  const time = find("START_TIME");
+  const time = compiled.names.findIndex((n) => n === "START_TIME" || n.startsWith("START_TIME("));
+  const spec = /^START_TIME\((.*)\)$/.exec(compiled.names[time] ?? "")?.[1] ?? null;
+  const readTime = startTimeReader(spec);
+  if ("error" in readTime) return readTime;
   const method = find("REQ(:METHOD)");
   const path = find("REQ(X-ENVOY-ORIGINAL-PATH?:PATH)", "REQ(:PATH)", "REQ(:PATH?X-ENVOY-ORIGINAL-PATH)");
   if (time < 0 || method < 0 || path < 0)
@@ -229,6 +233,11 @@ export function envoyParser(
         ]
       : [];
   if (key < 0) warnings.push(`the log has no API key (add %REQ(${fields.keyHeader.toUpperCase()})% to the format)`);
+  if (spec !== null && !/%[1-9]?f/.test(spec)) {
+    warnings.push(
+      `the log's times (%START_TIME(${spec})%) are whole seconds: requests within a second keep their order but not their spacing; add %3f for milliseconds`,
+    );
+  }
   const commands = new Map(compiled.names.map((n, i) => [n.toUpperCase(), i]));
   const missing =
     fields.columns === undefined
@@ -247,7 +256,7 @@ export function envoyParser(
       const m = compiled.read(line.endsWith("\r") ? line.slice(0, -1) : line);
       if (typeof m === "string") return m;
       const get = (i: number) => (i < 0 ? null : value(m[i]));
-      const tMs = parseIsoMs(get(time) ?? "");
+      const tMs = readTime(get(time) ?? "");
       if (Number.isNaN(tMs)) return `unreadable %START_TIME% ${JSON.stringify(get(time))}`;
       const address = direct >= 0 ? withoutPort(get(direct)) : (get(xff)?.split(",")[0]?.trim() ?? null);
       const flagsAt = find("RESPONSE_FLAGS");

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { hashedValue } from "../../src/replay/log_fields.ts";
+import { startTimeReader } from "../../src/replay/log_start_time.ts";
 import {
   cloudflareParser,
   edgeStartMs,
@@ -301,6 +302,54 @@ describe("Envoy access logs (the default format)", () => {
     expect(p.warnings).toEqual([]);
     expect(parseAll(p, "2026-12-01T10:00:00.000Z GET /a [2001:db8::2]:443 sk_1")).toEqual([
       req(Date.UTC(2026, 11, 1, 10), "GET", "/a", "2001:db8::2", "sk_1"),
+    ]);
+  });
+});
+
+// Envoy's access log docs: "START_TIME can be customized using a format string", strftime's fields plus %s (epoch
+// seconds) and %f / %1f..%9f (fraction, 9 digits by default), written in UTC: "%START_TIME(%s.%3f)%" is their example.
+describe("Envoy's %START_TIME(FORMAT)%", () => {
+  const at = Date.UTC(2026, 11, 7, 0, 0, 0, 123);
+  it.each([
+    ["%s.%3f", "1796601600.123", at],
+    ["%s.%6f", "1796601600.123999", at],
+    ["%s.%f", "1796601600.123456789", at],
+    ["%s", "1796601600", at - 123],
+    ["%Y/%m/%dT%H:%M:%S%z %s", "2026/12/07T00:00:00+0000 1796601600", at - 123],
+    ["%Y-%m-%dT%H:%M:%S.%3fZ", "2026-12-07T00:00:00.123Z", at],
+    ["%FT%T.%3f%z", "2026-12-07T05:30:00.123+0530", at],
+    ["%d/%b/%Y:%T %z", "07/Dec/2026:00:00:00 +0000", at - 123],
+    ["%e %b %Y %T", " 7 Dec 2026 00:00:00", at - 123],
+    ["100%% %s", "100% 1796601600", at - 123],
+    ["%d/%b/%Y:%T %z", "31/Feb/2026:00:00:00 +0000", Number.NaN],
+    ["%s.%3f", "1796601600", Number.NaN],
+  ])("%s reads %j", (spec, text, ms) => {
+    const read = startTimeReader(spec);
+    if ("error" in read) throw new Error(read.error);
+    expect(read(text)).toBe(ms);
+  });
+
+  it.each([
+    ["%j", "%START_TIME(%j)%: %j is not read (only %Y %m %d %e %b %H %M %S %T %F %z, %s and %f)"],
+    ["%Y-%m-%d", "%START_TIME(%Y-%m-%d)%: needs %s, or the date and the time to the second (%Y %m %d %H %M %S)"],
+  ])("%s is refused with its reason", (spec, error) => {
+    expect(startTimeReader(spec)).toEqual({ error });
+    expect(envoyParser(`%START_TIME(${spec})% %REQ(:METHOD)% %REQ(:PATH)%`)).toEqual({ error });
+  });
+
+  it("in a text and a JSON format; whole seconds are said", () => {
+    const text = parser(envoyParser("%START_TIME(%s.%3f)% %REQ(:METHOD)% %REQ(:PATH)% %DOWNSTREAM_REMOTE_ADDRESS%"));
+    expect(text.warnings.join("\n")).not.toMatch(/whole seconds/);
+    expect(parseAll(text, "1796601600.123 GET /a 192.0.2.7:5000\n1796601600 GET /a 192.0.2.7:5000")).toEqual([
+      req(at, "GET", "/a", "192.0.2.7"),
+      'unreadable %START_TIME% "1796601600"',
+    ]);
+    const json = parser(
+      envoyParser('{"t":"%START_TIME(%s)%","m":"%REQ(:METHOD)%","p":"%REQ(:PATH)%","a":"%DOWNSTREAM_REMOTE_ADDRESS%"}'),
+    );
+    expect(json.warnings.join("\n")).toMatch(/\(%START_TIME\(%s\)%\) are whole seconds/);
+    expect(parseAll(json, '{"t":"1796601600","m":"GET","p":"/a","a":"192.0.2.7:5000"}')).toEqual([
+      req(at - 123, "GET", "/a", "192.0.2.7"),
     ]);
   });
 });
