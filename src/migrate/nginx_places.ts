@@ -87,6 +87,19 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
     for (const loc of block.filter((d) => d.name === "location" && d.block !== null)) {
       const ctx = contextOf(loc.block!, parent, names);
       const route = routeOfLocation(loc);
+      // A named location's own limits apply to what try_files, error_page or a rewrite send it: no path says which.
+      if (route === "named" && loc.block!.some((d) => d.name === names.limit)) {
+        places.push({
+          route: null,
+          label: `location ${loc.args[0]} (a named location: requests reach it by try_files, error_page or an internal redirect, not by their path)`,
+          ...unlimited(ctx, serverReturn ?? returnOf(loc.block!)),
+          at: loc,
+          kind: "regex",
+          literal: "",
+          order: places.length,
+          inexact: null,
+        });
+      }
       if (route !== "named") {
         const [a, b] = loc.args;
         const kind: PlaceKind =

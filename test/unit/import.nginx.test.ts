@@ -357,6 +357,20 @@ describe("nginx.conf snippets: the rules and the report", () => {
         "approximate: limit_conn_zone $http_x_forwarded_for zone=c:1m: counted by client address (CF-Connecting-IP)",
       ],
     ],
+    [
+      // `location @backend { limit_req ...; }` behind `try_files $uri @backend` (a common shape) was dropped without a
+      // word: 0 rules, 0 left out, exit 0. Which requests try_files sends there no path says (a file's absence).
+      "27 a named location's own limit is left out with its reason",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location / { try_files $uri @backend; } location @backend { limit_req zone=ip burst=10; } location /api/ { limit_req zone=ip; } }`,
+        ),
+      },
+      ["ip-api * /api/** ip rate=10/s burst=0 delay=0 status=503"],
+      [
+        "left out: location @backend (a named location: requests reach it by try_files, error_page or an internal redirect, not by their path): cannot be written as a Sluice route, so limit_req zone=ip burst=10 is not applied there",
+      ],
+    ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
     expect(result.rules.map(line)).toEqual(rules);
