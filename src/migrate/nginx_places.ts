@@ -86,33 +86,12 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
   const walk = (block: readonly Directive[], parent: Context) => {
     for (const loc of block.filter((d) => d.name === "location" && d.block !== null)) {
       const ctx = contextOf(loc.block!, parent, names);
-      const route = routeOfLocation(loc);
-      // A named location's own limits apply to what try_files, error_page or a rewrite send it: no path says which.
-      if (route === "named" && loc.block!.some((d) => d.name === names.limit)) {
+      for (const place of locationPlaces(loc, names)) {
         places.push({
-          route: null,
-          label: `location ${loc.args[0]} (a named location: requests reach it by try_files, error_page or an internal redirect, not by their path)`,
+          ...place,
           ...unlimited(ctx, serverReturn ?? returnOf(loc.block!)),
           at: loc,
-          kind: "regex",
-          literal: "",
           order: places.length,
-          inexact: null,
-        });
-      }
-      if (route !== "named") {
-        const [a, b] = loc.args;
-        const kind: PlaceKind =
-          a === "=" ? "exact" : a === "^~" ? "caret" : a === "~" || a === "~*" ? "regex" : "prefix";
-        places.push({
-          route: route?.route ?? null,
-          label: `location ${loc.args.join(" ")}`,
-          ...unlimited(ctx, serverReturn ?? returnOf(loc.block!)),
-          at: loc,
-          kind,
-          literal: kind === "regex" ? "" : ((kind === "prefix" ? a : b) ?? ""),
-          order: places.length,
-          inexact: route?.inexact ?? null,
         });
       }
       // A nested location runs its own rewrite directives, not its parent's `return`, and inherits its limits.
@@ -133,6 +112,51 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
     });
   }
   return places;
+}
+
+/**
+ * A location's places: one; one per alternative of a regex's group (`^/api/(v1|v2)/users`), when each is a route; for a
+ * named location, one only if it has limits of its own (they apply to what try_files, error_page or an internal
+ * redirect send it: no path says which, so no route).
+ */
+function locationPlaces(loc: Directive, names: LimitNames): Omit<Place, "context" | "answeredBy" | "at" | "order">[] {
+  const [a, b] = loc.args;
+  const label = `location ${loc.args.join(" ")}`;
+  const route = routeOfLocation(loc);
+  if (route === "named") {
+    if (!loc.block!.some((d) => d.name === names.limit)) return [];
+    const why =
+      "a named location: requests reach it by try_files, error_page or an internal redirect, not by their path";
+    return [{ route: null, label: `location ${a} (${why})`, kind: "regex", literal: "", inexact: null }];
+  }
+  const kind: PlaceKind = a === "=" ? "exact" : a === "^~" ? "caret" : a === "~" || a === "~*" ? "regex" : "prefix";
+  const literal = kind === "regex" ? "" : ((kind === "prefix" ? a : b) ?? "");
+  if (route === null && kind === "regex" && b !== undefined) {
+    const each = alternatives(b).map((re) => ({ re, as: regexRoute(re, a === "~*") }));
+    if (each.length > 0 && each.every((x) => x.as !== null)) {
+      return each.map((x) => ({
+        route: x.as!.route,
+        label: `${label} (as ${x.re})`,
+        kind,
+        literal,
+        inexact: x.as!.inexact,
+      }));
+    }
+  }
+  return [{ route: route?.route ?? null, label, kind, literal, inexact: route?.inexact ?? null }];
+}
+
+/**
+ * `^/api/(v1|v2)/users` as `^/api/v1/users` and `^/api/v2/users`: the one group of literal alternatives (at most 8,
+ * not repeated or optional) of a regex with no other group or `|` (but a final `(.*)` or `(/.*)?`); else none.
+ */
+export function alternatives(re: string): string[] {
+  const m = /\((?:\?:)?([A-Za-z0-9_:.\\-]+(?:\|[A-Za-z0-9_:.\\-]+)+)\)(?![?*+{])/.exec(re);
+  if (m === null) return [];
+  const [before, after] = [re.slice(0, m.index), re.slice(m.index + m[0].length)];
+  if (/[()|]/.test(before + after.replace(/\((?:\/)?\.\*\)\??\$?$/, ""))) return [];
+  const options = m[1]!.split("|");
+  return options.length > 8 ? [] : options.map((o) => before + o + after);
 }
 
 /**

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
 import { importNginx } from "../../src/migrate/nginx_import.ts";
+import { alternatives } from "../../src/migrate/nginx_places.ts";
 import { type DraftRule, type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 import { runCli } from "../support/io.ts";
@@ -371,6 +372,20 @@ describe("nginx.conf snippets: the rules and the report", () => {
         "left out: location @backend (a named location: requests reach it by try_files, error_page or an internal redirect, not by their path): cannot be written as a Sluice route, so limit_req zone=ip burst=10 is not applied there",
       ],
     ],
+    [
+      // A regex location of literal alternatives is one route per alternative (NGINX sends each alternative's paths
+      // there); one that is not a route after expanding (a `.` that means any character) is still left out.
+      "28 a regex location's alternatives (v1|v2) are one route each",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location ~ ^/api/(v1|v2)/users { limit_req zone=ip; } location ~ ^/(a.b|c)/x$ { limit_req zone=ip burst=2; } location / { } }`,
+        ),
+      },
+      ["ip-api-v1-users * /api/v1/users**,* /api/v2/users** ip rate=10/s burst=0 delay=0 status=503"],
+      [
+        "left out: location ~ ^/(a.b|c)/x$: cannot be written as a Sluice route, so limit_req zone=ip burst=2 is not applied there",
+      ],
+    ],
   ] as const)("%s", (_name, files, rules, report) => {
     const result = imported(files as Record<string, string>);
     expect(result.rules.map(line)).toEqual(rules);
@@ -390,6 +405,23 @@ describe("nginx.conf snippets: the rules and the report", () => {
     expect(yaml).toContain(
       `# from ${path}:6: limit_req zone=ip burst=20 nodelay (location /api/; zone ip at ${path}:3: ${ZONE_IP.slice(0, -1)})`,
     );
+  });
+});
+
+describe("a regex location's alternatives", () => {
+  it.each([
+    ["^/api/(v1|v2)/users", ["^/api/v1/users", "^/api/v2/users"]],
+    ["^/api/(?:v1|v2)/", ["^/api/v1/", "^/api/v2/"]],
+    ["^/(a|b)/(.*)", ["^/a/(.*)", "^/b/(.*)"]],
+    ["^/x/(a|b)$", ["^/x/a$", "^/x/b$"]],
+    ["^/(a|b)?/x", []],
+    ["^/(a|b)+/x", []],
+    ["^/(a|b)/(c|d)", []],
+    ["^/(a|b/c)/x", []],
+    ["^/x|^/y", []],
+    ["^/(a|b|c|d|e|f|g|h|i)/", []],
+  ])("%s: %j", (re, expected) => {
+    expect(alternatives(re)).toEqual(expected);
   });
 });
 
