@@ -4,7 +4,8 @@
  * and a location without its own limits inherit; locations with their own limits (burst 0, a queue, `nodelay`,
  * `delay=`, two limits, `r/m` rates NGINX rounds); a zone shared by two locations; a `limit_req_dry_run` location; and
  * keys of `$binary_remote_addr$uri`, `$http_x_tenant` (a request without the header has an empty key: not limited)
- * and `$server_name`. Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
+ * and `$server_name`; a regex location of two alternatives (one route each in Sluice). Every request of a case is
+ * sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
 import { nginxPreamble } from "./nginx-run.ts";
@@ -38,6 +39,8 @@ export interface Case {
   readonly location: "own" | "inherit" | null;
   readonly limits: readonly LimitSpec[];
   readonly dryRun?: boolean;
+  /** The location's own match, when not the case's path as a prefix (a regex: `~ ^/alt/(a|b)/`). */
+  readonly match?: string;
   readonly schedule: readonly Send[];
 }
 
@@ -57,6 +60,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "peruri", amount: 5, unit: "s", key: "$binary_remote_addr$uri" },
   { name: "tenant", amount: 5, unit: "s", key: "$http_x_tenant" },
   { name: "site", amount: 5, unit: "s", key: "$server_name" },
+  { name: "alt", amount: 5, unit: "s", key: "$binary_remote_addr" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -154,6 +158,14 @@ export const CASES: readonly Case[] = [
       { at: 410, tenant: "t1" },
     ],
   },
+  // A regex location of two alternatives: one route each in Sluice, one budget per key across them, as one location.
+  {
+    path: "/alt/",
+    location: "own",
+    match: "~ ^/alt/(a|b)/",
+    limits: [{ zone: "alt", burst: 2, delay: "nodelay" }],
+    schedule: [0, 0, 10, 20, 30, 400, 410, 420].map((t, i) => ({ at: t, sub: i % 2 === 0 ? "a/x" : "b/y" })),
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -173,7 +185,7 @@ function locationsOf(c: Case): string[] {
   const own = [...c.limits.map(limitText), ...(c.dryRun === true ? ["limit_req_dry_run on;"] : [])].join("\n      ");
   if (c.location === null) return [];
   const paths = [...new Set(c.schedule.map((s) => `${c.path}${s.sub ?? ""}`))];
-  const where = c.path === "/sh/" ? paths : [c.path];
+  const where = c.match !== undefined ? [c.match] : c.path === "/sh/" ? paths : [c.path];
   return where.map(
     (p) =>
       `    location ${p} {\n      ${c.location === "own" ? body(own) : body("# inherits the server's limit_req")}\n    }`,
