@@ -51,6 +51,12 @@ export function importLocal(
     return [];
   }
   const status = statusOf(filter.status, where, report);
+  for (const [field, what] of Object.entries(UNMAPPED)) {
+    const value = filter[field];
+    if (value === undefined || value === false || value === "DISABLE_X_RATELIMIT_HEADERS") continue;
+    const kind = field === "local_cluster_rate_limit" ? "approximate" : "note";
+    report.push({ where, kind, message: `${prefix}: ${field}: ${what}` });
+  }
   const descriptors = Array.isArray(filter.descriptors) ? filter.descriptors : [];
   const wide = filterWide(filter, prefix, where, shadow, status, report, taken);
   const rules: DraftRule[] = wide === null ? [] : [wide];
@@ -67,6 +73,21 @@ export function importLocal(
   }
   return rules;
 }
+
+/** Fields of the filter that change what a client sees or which requests it counts, and what Sluice does instead. */
+const UNMAPPED: Readonly<Record<string, string>> = {
+  response_headers_to_add:
+    "Envoy adds these headers to the responses it limits; Sluice's 429 carries Retry-After and the RateLimit headers, not these",
+  request_headers_to_add_when_not_enforced:
+    "Envoy adds these headers to requests a not-enforced limit would refuse; a shadow rule logs them instead",
+  enable_x_ratelimit_headers:
+    "Envoy's x-ratelimit-* headers (draft 03); Sluice sends the IETF RateLimit and RateLimit-Policy headers",
+  rate_limited_as_resource_exhausted:
+    "a gRPC status for limited gRPC requests; Sluice answers every limited request with HTTP",
+  local_cluster_rate_limit:
+    "Envoy divides each bucket among the local cluster's hosts; the rules keep the whole bucket in each isolate (scope: local)",
+  stage: "the descriptors come from the route actions of this stage; --map or --envoy says which requests send them",
+};
 
 /**
  * What Envoy refuses in a local rate limit filter's configuration (its proto's validation and

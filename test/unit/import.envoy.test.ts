@@ -194,11 +194,36 @@ describe("Envoy configurations: the rules and the report", () => {
       ["api-client_id * key={ header: x-client-id } algorithm=fixed_window limit=5 window=min key_missing=skip"],
       ["note: client_id=* matches every client_id value, one counter per value: read as client_id without a value"],
     ],
+    [
+      // Fields that change what a client sees or what a bucket holds were dropped without a word (Istio's local rate
+      // limit example adds `x-local-rate-limit: true` to limited responses with response_headers_to_add).
+      "19 the local filter's headers, gRPC status and cluster-wide division are said",
+      LOCAL(
+        "filter_enforced: { default_value: { numerator: 100, denominator: HUNDRED } }\nresponse_headers_to_add: [{ header: { key: x-local-rate-limit, value: 'true' } }]\nenable_x_ratelimit_headers: DRAFT_VERSION_03\nrate_limited_as_resource_exhausted: true\nlocal_cluster_rate_limit: {}\n",
+      ),
+      [],
+      ["local * key=global algorithm=token_bucket rate=100/1s burst=100 scope=local status=429"],
+      [
+        "note: local: response_headers_to_add: Envoy adds these headers to the responses it limits",
+        "note: local: enable_x_ratelimit_headers: Envoy's x-ratelimit-* headers (draft 03)",
+        "note: local: rate_limited_as_resource_exhausted: a gRPC status",
+        "approximate: local: local_cluster_rate_limit: Envoy divides each bucket among the local cluster's hosts",
+      ],
+    ],
   ] as const)("%s", (_name, yaml, maps, rules, report) => {
     const result = imported(yaml, ...maps);
     expect(result.rules.map(line)).toEqual(rules);
     const items = result.report.map((r) => `${r.kind}: ${r.message}`);
     for (const expected of report) expect(items.some((i) => i.startsWith(expected))).toBe(true);
+  });
+
+  it("x-ratelimit headers disabled (Envoy's default value) are not said; enabled, they are", () => {
+    const said = (value: string) =>
+      imported(LOCAL(`enable_x_ratelimit_headers: ${value}\n`)).report.filter((r) =>
+        r.message.includes("enable_x_ratelimit_headers"),
+      ).length;
+    expect(said("DISABLE_X_RATELIMIT_HEADERS")).toBe(0);
+    expect(said("DRAFT_VERSION_03")).toBe(1);
   });
 
   it("a rule for every request is written `match: {}`, as a person writes it", () => {
