@@ -5,7 +5,8 @@
 import { nginxHeaderVar } from "./log_fields.ts";
 import type { RequestLine } from "./request_trace.ts";
 
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+/** Month names as `$time_local` and strftime's `%b` write them. */
+export const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /** `10/Oct/2000:13:55:36 -0700` as ms since the epoch, or NaN (a day, hour or offset no clock shows included). */
 export function parseTimeLocal(text: string): number {

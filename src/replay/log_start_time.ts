@@ -4,10 +4,8 @@
  * since the epoch) and `%f` / `%1f`..`%9f` (fractional seconds, 9 digits by default). Envoy writes it in UTC.
  */
 
-import { utcMs } from "./log_lines.ts";
+import { MONTHS, utcMs } from "./log_lines.ts";
 import { parseIsoMs } from "./log_request.ts";
-
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /** What each specifier matches, and the field it gives (`T` and `F` stand for several). */
 const FIELDS: Readonly<Record<string, { readonly re: string; readonly field: string } | string>> = {
