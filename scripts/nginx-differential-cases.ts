@@ -4,7 +4,8 @@
  * and a location without its own limits inherit; locations with their own limits (burst 0, a queue, `nodelay`,
  * `delay=`, two limits, `r/m` rates NGINX rounds); a zone shared by two locations; a `limit_req_dry_run` location; and
  * keys of `$binary_remote_addr$uri`, `$http_x_tenant` (a request without the header has an empty key: not limited)
- * and `$server_name`; a regex location of two alternatives (one route each in Sluice). Every request of a case is
+ * and `$server_name`; a regex location of two alternatives (one route each in Sluice); one of a path's ending that
+ * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs). Every request of a case is
  * sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
@@ -61,6 +62,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "tenant", amount: 5, unit: "s", key: "$http_x_tenant" },
   { name: "site", amount: 5, unit: "s", key: "$server_name" },
   { name: "alt", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "ext", amount: 5, unit: "s", key: "$binary_remote_addr" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -165,6 +167,19 @@ export const CASES: readonly Case[] = [
     match: "~ ^/alt/(a|b)/",
     limits: [{ zone: "alt", burst: 2, delay: "nodelay" }],
     schedule: [0, 0, 10, 20, 30, 400, 410, 420].map((t, i) => ({ at: t, sub: i % 2 === 0 ? "a/x" : "b/y" })),
+  },
+  // A regex location of a path's ending (`* /**.php`, `* /**.jpg`, `* /**.jpeg` in Sluice). NGINX sends it requests
+  // under a prefix location with its own limit (/b0/, /queue/), as regexes win over prefixes: Sluice's rules for those
+  // leave the endings out (`except`). `~*` ignores case, as Sluice does by default (/B0/Y.PHP).
+  {
+    path: "/",
+    location: "own",
+    match: "~* \\.(php|jpe?g)$",
+    limits: [{ zone: "ext", burst: 2, delay: "nodelay" }],
+    schedule: [0, 0, 10, 20, 30, 400, 410, 420].map((t, i) => ({
+      at: t,
+      sub: ["b0/x.php", "queue/a/y.jpg", "z.jpeg", "B0/Y.PHP"][i % 4]!,
+    })),
   },
   // $server_name: one budget for every client of the server.
   {

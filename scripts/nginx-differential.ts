@@ -93,6 +93,9 @@ async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<
   return n;
 }
 
+/** Each request's case by its `r` number, as `sendSchedule` numbers them (a path may be under another case's). */
+const CASE_OF: readonly Case[] = CASES.flatMap((c) => c.schedule.map(() => c));
+
 /** One access log line: when the request started (ms, as `trace from` reads it), what NGINX answered. */
 interface Logged {
   readonly r: number;
@@ -186,7 +189,7 @@ function readTrace(text: string, logged: readonly Logged[]): { head: string[]; r
     if (path === "/ready") continue;
     const nginx = buckets.get(`${tMs} ${path} ${tenant}`)?.shift();
     if (nginx === undefined) throw new Error(`trace row ${line}: no such line in NGINX's access log`);
-    const c = CASES.find((x) => path.startsWith(x.path))!;
+    const c = CASE_OF[nginx.r]!;
     rows.push({ cells, tMs, path, tenant, c, nginx, model: { allowed: false, delayMs: 0 }, shiftMs: 0, nginxMs: tMs });
   }
   return { head, rows };

@@ -9,7 +9,7 @@
 import { isObject, type Obj, walkObjects } from "./envoy_file.ts";
 import { headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
 import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
-import { mayOverlap } from "./nginx_places.ts";
+import { mayOverlap } from "./nginx_routes.ts";
 
 /**
  * The descriptors Envoy's `rate_limits` entries send, as their keys in order (`null`: no entries seen, routes not

@@ -4,7 +4,7 @@
  * a route, a plan, or any request. A descriptor chain becomes a rule's match through it.
  */
 import { compileRoute } from "../rules/route.ts";
-import { intersectRoutes } from "./nginx_places.ts";
+import { intersectRoutes } from "./nginx_routes.ts";
 import type { DraftRule, ReportItem } from "./report.ts";
 
 /** What a descriptor key (or key and value) stands for. */

@@ -17,15 +17,15 @@ import { serverGetsKey } from "./nginx_map_sources.ts";
 import {
   beats,
   contextOf,
-  covers,
-  intersectRoutes,
   LIMIT_CONN,
   LIMIT_REQ,
   type LimitNames,
+  mayBeat,
   type Place,
   placesOf,
 } from "./nginx_places.ts";
 import { closingNoted, reportUnread, reportUnsupported, reportUnused, sharedZones } from "./nginx_report.ts";
+import { covers, intersectRoutes } from "./nginx_routes.ts";
 import { readZones, SERVER_NAME_PART, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
@@ -221,6 +221,8 @@ function groupRule(
 ): DraftRule | null {
   const notes: string[] = [];
   const say = (at: Directive, kind: ReportItem["kind"], message: string) => {
+    // A regex location's alternatives are one place each, and say the same once.
+    if (report.some((r) => r.where === where(at) && r.kind === kind && r.message === message)) return;
     report.push({ where: where(at), kind, message });
     if (kind === "approximate") notes.push(`approximate: ${message}`);
   };
@@ -256,11 +258,11 @@ function groupRule(
       );
     }
   }
-  for (const q of others.filter((q) => q.route === null)) {
+  for (const q of others.filter((q) => q.route === null && mapped.some((p) => mayBeat(q, p)))) {
     say(
       q.at,
       "approximate",
-      `${limitText} (${mapped.map((p) => p.label).join(", ")}) also applies to requests NGINX sends to ${q.label}, which cannot be written as a route to leave them out`,
+      `${limitText} (${labels(mapped)}) also applies to requests NGINX sends to ${q.label}, which cannot be written as a route to leave them out`,
     );
   }
   const kept = keptRoutes(group, routes, say);
@@ -320,9 +322,13 @@ function draft(
   const first = routes?.[0];
   const method =
     first === undefined || first.startsWith("* ") ? "" : `-${first.slice(0, first.indexOf(" ")).toLowerCase()}`;
-  const path = first?.slice(first.indexOf(" ") + 1).replace(/\/?\*\*$/, "") ?? "";
+  const path =
+    first
+      ?.slice(first.indexOf(" ") + 1)
+      .replace(/\/?\*\*$/, "")
+      .replace(/\*\*\.?/, "") ?? "";
   const suffix = `${method}${path === "" ? "" : `-${path}`}`;
-  const where_ = routes === null ? "every location" : places.map((p) => p.label).join(", ");
+  const where_ = routes === null ? "every location" : labels(places);
   return {
     id: ruleId(`${zone.name}${suffix}${group.dryRun ? "-dry-run" : ""}`, taken),
     source: `${where(limit)}: ${text(limit)} (${where_}; zone ${zone.name} at ${where(zone.at)}: ${text(zone.at)})`,
@@ -383,4 +389,9 @@ export function nginxLimitStatuses(config: readonly Directive[]): Set<number> {
 function keyOf(zone: ZoneLike, serverName: string): "global" | readonly string[] | null {
   if (zone.key === null || zone.key === "global") return zone.key;
   return zone.key.map((p) => (p === SERVER_NAME_PART ? `{ const: ${JSON.stringify(serverName)} }` : p));
+}
+
+/** The places' labels, each once (a regex location's alternatives share theirs). */
+function labels(places: readonly Place[]): string {
+  return [...new Set(places.map((p) => p.label))].join(", ");
 }

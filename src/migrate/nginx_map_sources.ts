@@ -5,6 +5,7 @@
  * Worker as a client's. Every other shape is refused with what a rule would need to say it.
  */
 import type { Directive } from "./nginx_conf.ts";
+import { regexRoutes } from "./nginx_routes.ts";
 
 /** A `map SOURCE $VAR { value result; ... default result; }` as written. */
 export interface NginxMap {
@@ -174,23 +175,25 @@ function byPath(shape: MapShape): Expanded {
 function routesOf(entries: readonly Entry[], said: string): { routes: string[] } | { refused: string } {
   const routes: string[] = [];
   for (const e of entries) {
-    const route = routeOfUriValue(e.value);
+    const route = routesOfUriValue(e.value);
     if (route === null) {
       return {
         refused: `${said}: ${JSON.stringify(e.value)} gives ${e.result === "" ? "an empty key (not limited)" : `the key ${e.result}`}, and that pattern cannot be written as a route`,
       };
     }
-    routes.push(route);
+    routes.push(...route);
   }
   return { routes };
 }
 
-/** A `map $uri` value as a route: `/health` exactly, or a regex `~^/static/` (a literal prefix) as `/static/**`. */
-function routeOfUriValue(value: string): string | null {
-  if (value.startsWith("/") && /^[A-Za-z0-9_./-]+$/.test(value)) return `* ${value}`;
-  const prefix = /^~\^(\/[A-Za-z0-9_/-]*)(?:\.\*)?$/.exec(value)?.[1];
-  if (prefix === undefined) return null;
-  return `* ${prefix}**`;
+/**
+ * A `map $uri` value as routes: `/health` exactly, or a regex as a location's (`~^/static/` as `/static/**`,
+ * `~*\.(css|js)$` as `/**.css` and `/**.js`: nginx_routes.ts `regexRoutes`).
+ */
+function routesOfUriValue(value: string): string[] | null {
+  if (value.startsWith("/") && /^[A-Za-z0-9_./-]+$/.test(value)) return [`* ${value}`];
+  const m = /^~(\*?)(.+)$/.exec(value);
+  return m === null ? null : (regexRoutes(m[2]!, m[1] === "*")?.map((r) => r.route) ?? null);
 }
 
 /** `map $request_method`: the methods that get an empty key become routes left out, or those that get one routes. */

@@ -1,12 +1,12 @@
 /**
  * Routes: `"METHOD /path"` patterns from `match.route` and `cost_by_route`, compiled once and matched per request.
  *
- * - The method is upper-cased; `*` matches any method.
- * - The path is split on `/`. Every character other than `/` is literal, so colons are too: `POST /v1/labels:batch`
+ * - The method is upper-cased; `*` matches any method. The path is split on `/`. Every character other than `/` is literal, so colons are too: `POST /v1/labels:batch`
  *   matches only that path, never `/v1/labels`. A segment `*` matches exactly one non-empty segment. A final `**`
  *   matches any rest, including nothing: `GET /v1/**` matches `/v1`, `/v1/` and `/v1/a/b`. A final segment of
  *   letters followed by `**` matches any rest that starts with them: `GET /v1/login**` matches `/v1/login`,
- *   `/v1/loginx` and `/v1/login/a` (NGINX's prefix locations, which do not stop at a `/`).
+ *   `/v1/loginx` and `/v1/login/a` (NGINX's prefix locations, which do not stop at a `/`); one of `**` followed by
+ *   letters, any rest that ends with them: `* /**.php` matches `/index.php` and `/a/b.php` (NGINX's `~ \.php$`).
  * - One trailing `/` is ignored, in patterns and paths alike (`/v1/login/` counts against `POST /v1/login`): most
  *   frameworks route both to one handler, so a slash must not step around a limit.
  * - The Worker matches the canonical path (src/request/canonical_path.ts: decoded once, dot segments resolved,
@@ -39,10 +39,11 @@ export function compileRoute(source: string): RoutePattern | { readonly error: s
     if (seg.includes("%") || seg.includes(";")) {
       return bad("write the path decoded, without % or ; (requests are matched decoded, with ;parameters removed)");
     }
-    const prefix = i === segments.length - 1 && seg.endsWith("**") ? seg.slice(0, -2) : seg;
-    if (seg !== "*" && seg !== "**" && prefix.includes("*")) {
+    const last = i === segments.length - 1;
+    const text = last && seg.endsWith("**") ? seg.slice(0, -2) : last && seg.startsWith("**") ? seg.slice(2) : seg;
+    if (seg !== "*" && seg !== "**" && text.includes("*")) {
       return bad(
-        `* must be a whole segment, or ** end the last one (${JSON.stringify(seg)} mixes it with other characters)`,
+        `* must be a whole segment, or ** begin or end the last one (${JSON.stringify(seg)} mixes it with other characters)`,
       );
     }
   }
@@ -65,6 +66,8 @@ export function routeMatches(p: RoutePattern, method: string, path: string): boo
     if (pos > end) return false;
     // `text**`: the rest of the path starts with `text`.
     if (i === n - 1 && seg.endsWith("**")) return end - pos >= seg.length - 2 && path.startsWith(seg.slice(0, -2), pos);
+    // `**text`: the rest of the path, slashes and all, ends with `text`.
+    if (i === n - 1 && seg.startsWith("**")) return end - pos >= seg.length - 2 && path.endsWith(seg.slice(2), end);
     let next = path.indexOf("/", pos);
     if (next === -1 || next > end) next = end;
     if (seg === "*") {

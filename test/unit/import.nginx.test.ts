@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
 import { importNginx } from "../../src/migrate/nginx_import.ts";
-import { alternatives } from "../../src/migrate/nginx_places.ts";
+import { alternatives, mayOverlap } from "../../src/migrate/nginx_routes.ts";
 import { type DraftRule, type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 import { runCli } from "../support/io.ts";
@@ -198,10 +198,26 @@ describe("nginx.conf snippets: the rules and the report", () => {
       [],
     ],
     [
-      "15 a regex location that cannot be a route is reported",
-      { "nginx.conf": http(`${ZONE_IP}\nserver { location ~ \\.php$ { limit_req zone=ip; } location / {} }`) },
-      [],
-      ["left out: location ~ \\.php$: cannot be written as a Sluice route, so limit_req zone=ip is not applied there"],
+      // A path's ending is a route (`**.php`); a regex location wins over a prefix one, so the prefix's rule leaves its
+      // paths out. A regex that is not a path's ending nor literal segments is still left out with its reason.
+      "15 a regex location of a path's ending is a route; others are reported",
+      {
+        "nginx.conf": http(
+          `${ZONE_IP}\nserver { location ~ \\.php$ { limit_req zone=ip; } location ~* \\.(?:ico|jpe?g)$ { limit_req zone=ip burst=5; } location ~ ^/admin/.*\\.cgi$ { limit_req zone=ip burst=4; } location /api/ { limit_req zone=ip burst=2; } location ~ \\.py(/|$) { limit_req zone=ip burst=3; } location / {} }`,
+        ),
+      },
+      [
+        "ip-php * /**.php ip rate=10/s burst=0 delay=0 status=503",
+        "ip-ico * /**.ico,* /**.jpeg,* /**.jpg ip rate=10/s burst=5 delay=0 status=503",
+        "ip-admin-cgi * /admin/**.cgi ip rate=10/s burst=4 delay=0 status=503",
+        "ip-api * /api/** except * /**.php,* /**.ico,* /**.jpeg,* /**.jpg ip rate=10/s burst=2 delay=0 status=503",
+      ],
+      [
+        "approximate: limit_req zone=ip (location ~ \\.php$): the route also matches the path with one trailing slash",
+        "approximate: limit_req zone=ip burst=5 (location ~* \\.(?:ico|jpe?g)$): the route also matches the path with one trailing slash; ~* ignores case",
+        "approximate: limit_req zone=ip burst=2 (location /api/) also applies to requests NGINX sends to location ~ \\.py(/|$), which cannot be written as a route to leave them out",
+        "left out: location ~ \\.py(/|$): cannot be written as a Sluice route, so limit_req zone=ip burst=3 is not applied there",
+      ],
     ],
     [
       "16 one zone in two locations: one state, so one rule with both routes",
@@ -408,6 +424,39 @@ describe("nginx.conf snippets: the rules and the report", () => {
   });
 });
 
+describe("whether two routes may match one request (which location NGINX picks)", () => {
+  it.each([
+    ["* /**.php", "* /api/**", true],
+    ["* /**.php", "* /index.php", true],
+    ["* /**.php", "* /index.html", false],
+    ["* /**.php", "* /a/*", true],
+    ["* /**.php", "* /api**", true],
+    ["* /**.php", "* /", false],
+    ["* /**.php", "* /**.cgi", false],
+    ["* /**.php", "* /**x.php", true],
+    ["* /admin/**.php", "* /**.php", true],
+    ["* /admin/**.php", "* /other/x.php", false],
+    ["* /admin/**.cgi", "* /**.php", false],
+    ["* /a/**", "* /b/**", false],
+    ["* /a**", "* /ab/c", true],
+  ])("%s and %s: %s", (a, b, expected) => {
+    expect(mayOverlap(a, b)).toBe(expected);
+    expect(mayOverlap(b, a)).toBe(expected);
+  });
+
+  it("an earlier regex location is not said to lose requests to a later one that cannot be a route", () => {
+    const result = imported({
+      "nginx.conf": http(
+        `${ZONE_IP}\nserver { location ~ \\.php$ { limit_req zone=ip; } location ~ \\.py(/|$) { limit_req zone=ip burst=3; } location /api/ { limit_req zone=ip burst=2; } }`,
+      ),
+    });
+    const losing = reportOf(result).filter((r) => r.includes("also applies to requests NGINX sends to"));
+    expect(losing).toEqual([
+      "approximate: limit_req zone=ip burst=2 (location /api/) also applies to requests NGINX sends to location ~ \\.py(/|$), which cannot be written as a route to leave them out",
+    ]);
+  });
+});
+
 describe("a regex location's alternatives", () => {
   it.each([
     ["^/api/(v1|v2)/users", ["^/api/v1/users", "^/api/v2/users"]],
@@ -419,7 +468,12 @@ describe("a regex location's alternatives", () => {
     ["^/(a|b)/(c|d)", []],
     ["^/(a|b/c)/x", []],
     ["^/x|^/y", []],
-    ["^/(a|b|c|d|e|f|g|h|i)/", []],
+    ["\\.(?:ico|jpe?g)$", ["\\.ico$", "\\.jpeg$", "\\.jpg$"]],
+    ["\\.(x\\.?y|z)$", ["\\.x\\.y$", "\\.xy$", "\\.z$"]],
+    [
+      "^/(a0|a1|a2|a3|a4|a5|a6|a7|a8|a9|a10|a11|a12|a13|a14|a15|a16|a17|a18|a19|a20|a21|a22|a23|a24|a25|a26|a27|a28|a29|a30|a31|a32)/",
+      [],
+    ],
   ])("%s: %j", (re, expected) => {
     expect(alternatives(re)).toEqual(expected);
   });

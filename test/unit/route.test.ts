@@ -19,6 +19,8 @@ describe("compileRoute", () => {
     ["GET /v1/*/labels/", "GET", ["v1", "*", "labels"]],
     ["  GET   /v1  ", "GET", ["v1"]],
     ["* /v1/login**", "*", ["v1", "login**"]],
+    ["* /**.php", "*", ["**.php"]],
+    ["GET /admin/**.php", "GET", ["admin", "**.php"]],
   ])("%j compiles to %s %j", (source, method, segments) => {
     expect(compileRoute(source)).toEqual({ source, method, segments });
   });
@@ -39,15 +41,27 @@ describe("compileRoute", () => {
     ["GET /**/x", '** may only be the last segment, got "GET /**/x"'],
     [
       "GET /v1/x*",
-      '* must be a whole segment, or ** end the last one ("x*" mixes it with other characters), got "GET /v1/x*"',
+      '* must be a whole segment, or ** begin or end the last one ("x*" mixes it with other characters), got "GET /v1/x*"',
     ],
     [
       "GET /v1/***",
-      '* must be a whole segment, or ** end the last one ("***" mixes it with other characters), got "GET /v1/***"',
+      '* must be a whole segment, or ** begin or end the last one ("***" mixes it with other characters), got "GET /v1/***"',
     ],
     [
       "GET /v1/x**/y",
-      '* must be a whole segment, or ** end the last one ("x**" mixes it with other characters), got "GET /v1/x**/y"',
+      '* must be a whole segment, or ** begin or end the last one ("x**" mixes it with other characters), got "GET /v1/x**/y"',
+    ],
+    [
+      "GET /**.php/x",
+      '* must be a whole segment, or ** begin or end the last one ("**.php" mixes it with other characters), got "GET /**.php/x"',
+    ],
+    [
+      "GET /**x**",
+      '* must be a whole segment, or ** begin or end the last one ("**x**" mixes it with other characters), got "GET /**x**"',
+    ],
+    [
+      "GET /**.p*p",
+      '* must be a whole segment, or ** begin or end the last one ("**.p*p" mixes it with other characters), got "GET /**.p*p"',
     ],
     ["GET /v1/../x", 'the path has a . or .. segment (requests are matched with them resolved), got "GET /v1/../x"'],
     [
@@ -106,6 +120,22 @@ const TABLE: [string, string, string, boolean][] = [
   ["* /v1/login**", "GET", "/v1/logi", false],
   ["* /v1/login**", "GET", "/v1", false],
   ["* /v1/login**", "GET", "/v2/login", false],
+  // `**text` ends a route as NGINX's `~ \.php$` does: the rest, slashes and all, ends with `text`.
+  ["* /**.php", "GET", "/index.php", true],
+  ["* /**.php", "GET", "/a/b/c.php", true],
+  ["* /**.php", "GET", "/.php", true],
+  ["* /**.php", "GET", "/a.php/", true], // one trailing slash is ignored, as everywhere
+  ["* /**.php", "GET", "/a.phpx", false],
+  ["* /**.php", "GET", "/a.php/x", false],
+  ["* /**.php", "GET", "/php", false],
+  ["* /**.php", "GET", "/", false],
+  ["* /admin/**.php", "GET", "/admin/x.php", true],
+  ["* /admin/**.php", "GET", "/admin/a/x.php", true],
+  ["* /admin/**.php", "GET", "/admin.php", false],
+  ["* /admin/**.php", "GET", "/admin", false],
+  ["* /admin/**.php", "GET", "/other/x.php", false],
+  ["* /v1/*/**.pdf", "GET", "/v1/acme/x.pdf", true],
+  ["* /v1/*/**.pdf", "GET", "/v1/x.pdf", false],
   // Root.
   ["GET /", "GET", "/", true],
   ["GET /", "GET", "/v1", false],

@@ -64,7 +64,7 @@ const FIXTURES: { fixture: string; valid: number; errors: string[] }[] = [
       `${DIR}/bad-route.yaml: a.match.route: must be "METHOD /path", e.g. "POST /v1/labels:batch", got "/v1/login"`,
       `${DIR}/bad-route.yaml: b.match.route: the path must start with /, got "POST v1/login"`,
       `${DIR}/bad-route.yaml: c.match.route: ** may only be the last segment, got "POST /v1/**/labels"`,
-      `${DIR}/bad-route.yaml: d.match.route: * must be a whole segment, or ** end the last one ("label*" mixes it with other characters), got "POST /v1/label*"`,
+      `${DIR}/bad-route.yaml: d.match.route: * must be a whole segment, or ** begin or end the last one ("label*" mixes it with other characters), got "POST /v1/label*"`,
       `${DIR}/bad-route.yaml: d.cost_by_route["P0ST /v1/labels"]: the method must be letters (GET, POST, ...) or * for any, got "P0ST /v1/labels"`,
       `${DIR}/bad-route.yaml: d.cost_by_route["GET /v1//x"]: the path has an empty segment (//), got "GET /v1//x"`,
     ],
