@@ -47,7 +47,8 @@ export async function judgeRequest(
   }
   const cx: RequestContext = { ...base, method, plan: caller.plan };
   const { plan, keyHashes, unverified, overrides } = caller;
-  const known = { methods, paths, foldCase, plan, keyHashes, unverified, overrides };
+  const header = (name: string) => request.headers.get(name);
+  const known = { methods, paths, foldCase, plan, keyHashes, unverified, overrides, header };
   const rejecting = rejectingRule(rules, known);
   if (rejecting !== null) return { judgement: unauthorized(cx, rejecting), forwardPath: shape.forwardPath, plan };
   const keys = hasKeyedRules(rules) ? await keyedRules(rules, known, keySourceOf(request, url), settings) : null;

@@ -16,7 +16,7 @@ import { type Applicable, applicableRules, type CompiledRule, compileRules, reje
 import { headAsGet, shapeWith } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { type Caller, callerOf, type ReplayOptions } from "./caller.ts";
-import { lineKeys } from "./line_keys.ts";
+import { lineKeys, lineSource } from "./line_keys.ts";
 
 export type { ReplayOptions };
 
@@ -170,6 +170,7 @@ export class Replayer {
       paths: shape.paths,
       foldCase: !this.options.settings.path.caseSensitive,
       ...caller.facts,
+      header: lineSource(line).header,
     };
     const rejecting = rejectingRule(this.compiled, facts);
     if (rejecting !== null) {

@@ -12,7 +12,7 @@
 
 import { capacityOf, projectParams } from "../algorithms/index.ts";
 import { routeMatches } from "../rules/route.ts";
-import type { AlgorithmParams, Identity, ResolvedRule, RoutePattern } from "../rules/types.ts";
+import type { AlgorithmParams, HeaderCondition, Identity, ResolvedRule, RoutePattern } from "../rules/types.ts";
 import { foldSegment } from "./canonical_path.ts";
 
 export interface CompiledRule {
@@ -75,6 +75,11 @@ export interface RequestFacts {
    * replay); a rule absent here, or `null`, does not apply. Absent when no rule has a `key:`.
    */
   readonly keyed?: ReadonlyMap<string, string | null>;
+  /**
+   * A header's value (name lower-case) as the Worker reads it, repeated fields joined by `, `; `null`: absent. What
+   * `match.header` conditions test; absent here, every header is.
+   */
+  readonly header?: (name: string) => string | null;
 }
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
@@ -133,10 +138,44 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
   return rule.unverified === "by_address" ? facts.unverified.keyHash : null;
 }
 
-/** Plan and route (under any of the request's methods). */
+/** Plan, headers (`match.header`) and route (under any of the request's methods). */
 export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
+  const conditions = compiled.rule.match.headers;
+  if (conditions !== undefined && !conditions.every((c) => headerPasses(c, facts.header?.(c.name) ?? null))) {
+    return false;
+  }
   return matchesRoute(compiled, facts);
+}
+
+/** Whether a header's value (`null`: absent) passes a condition; an absent header passes no value test. */
+export function headerPasses(c: HeaderCondition, value: string | null): boolean {
+  if (c.test === "present") return (value !== null) !== c.not;
+  if (value === null) return false;
+  const [v, want] = c.ignoreCase ? [value.toLowerCase(), c.value.toLowerCase()] : [value, c.value];
+  const passes =
+    c.test === "equals"
+      ? v === want
+      : c.test === "prefix"
+        ? v.startsWith(want)
+        : c.test === "suffix"
+          ? v.endsWith(want)
+          : c.test === "contains"
+            ? v.includes(want)
+            : regexOf(c).test(value);
+  return passes !== c.not;
+}
+
+const regexes = new WeakMap<HeaderCondition, RegExp>();
+
+/** A `matches` condition's expression, compiled once (the validator has compiled it already). */
+function regexOf(c: HeaderCondition): RegExp {
+  let re = regexes.get(c);
+  if (re === undefined) {
+    re = new RegExp(c.value, c.ignoreCase ? "iu" : "u");
+    regexes.set(c, re);
+  }
+  return re;
 }
 
 /** The request's methods, paths and case folding: what a route is matched on. */

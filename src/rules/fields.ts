@@ -5,8 +5,10 @@
  * docs test holds docs/rules.md to it. An algorithm's own parameters are in the algorithm table (src/algorithms).
  * docs/adding-a-field.md says how to add a field.
  */
+
 import { type AlgorithmName, type AlgorithmParams, slotPolicy } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
+import { printHeaderCondition } from "./header_match.ts";
 import { clientChosenWarning, KEY_MISSING, printKey, readKey } from "./key.ts";
 import { printLease, readLease } from "./lease.ts";
 import {
@@ -296,6 +298,11 @@ export const MATCH_FIELDS = [
   {
     yaml: "except",
     print: (m: RuleCommon["match"]) => (m.except.length === 0 ? "none" : m.except.map((r) => r.source).join(", ")),
+  },
+  {
+    yaml: "header",
+    print: (m: RuleCommon["match"]) =>
+      m.headers === undefined ? "any" : m.headers.map(printHeaderCondition).join(", "),
   },
   { yaml: "identity", print: (m: RuleCommon["match"]) => m.identity ?? "none (key)" },
 ] as const;

@@ -27,6 +27,22 @@ export interface RoutePattern {
   readonly segments: readonly string[];
 }
 
+/**
+ * One `match.header` condition (src/rules/header_match.ts reads it, src/request/match.ts tests it). A header that is
+ * absent passes no value test, `not` included (Envoy's `invert_match`): only `present` tests for it.
+ */
+export interface HeaderCondition {
+  /** The header's name, lower-case. */
+  readonly name: string;
+  readonly test: "equals" | "prefix" | "suffix" | "contains" | "matches" | "present";
+  /** What the value is compared with (a regular expression's source for `matches`); `""` for `present`. */
+  readonly value: string;
+  /** Compare letters case-insensitively. */
+  readonly ignoreCase: boolean;
+  /** The header is present and its value fails the test; with `present`, the header is absent. */
+  readonly not: boolean;
+}
+
 export interface RuleMatch {
   /** Plans the rule applies to; `null` means any plan. */
   readonly plans: readonly string[] | null;
@@ -36,6 +52,8 @@ export interface RuleMatch {
   readonly moreRoutes: readonly RoutePattern[];
   /** `match.except`: routes the rule never applies to, even where `match.route` matches. Default `[]`. */
   readonly except: readonly RoutePattern[];
+  /** `match.header`: conditions on request headers, all of which must hold; absent when the rule gives none. */
+  readonly headers?: readonly HeaderCondition[];
   /**
    * Whose budget this is: the API key, the client IP, or the authenticated user; `null` when the rule gives `key:`
    * instead (the short spelling of `key: [<identity>]`, see src/rules/key.ts).

@@ -1,0 +1,120 @@
+/**
+ * `match.header`: a rule that applies only to requests whose headers pass its conditions (all of them), as Envoy's
+ * `header_value_match` and Cloudflare's rule expressions say. One condition, or a list of them:
+ * `{ name: X-Plan, equals: gold }`, with one test of `equals`, `prefix`, `suffix`, `contains`, `matches` (a regular
+ * expression) or `present` (`true`, or `false` for requests without the header), and `ignore_case` and `not` (the header
+ * is present and fails the test). This file reads and prints the setting; src/request/match.ts tests a request.
+ */
+import { HEADER_NAME } from "./key.ts";
+import { describe, type Raw } from "./raw.ts";
+import { type RuleErrors, unknownKey } from "./read.ts";
+import type { HeaderCondition } from "./types.ts";
+
+const TESTS = ["equals", "prefix", "suffix", "contains", "matches", "present"] as const;
+const KEYS = ["name", ...TESTS, "ignore_case", "not"] as const;
+const EXAMPLE = "{ name: X-Plan, equals: gold }";
+const TAKES = `a header condition takes name, one of ${TESTS.join(", ")}, and ignore_case and not`;
+/** The longest text a condition compares with: a rule is configuration, not data. */
+const MAX_VALUE = 256;
+
+/** `match.header` from a rule file: one condition or a non-empty list; `undefined` after reporting what is wrong. */
+export function readHeaderMatch(v: Raw | undefined, e: RuleErrors): readonly HeaderCondition[] | undefined {
+  const list = Array.isArray(v) ? v : [v];
+  if (list.length === 0) {
+    e.add("match.header", `must be a condition such as ${EXAMPLE} or a non-empty list of them, got an empty list`);
+    return undefined;
+  }
+  const out = list.map((c, i) => readCondition(c, Array.isArray(v) ? `match.header[${i}]` : "match.header", e));
+  return out.every((c) => c !== undefined) ? (out as HeaderCondition[]) : undefined;
+}
+
+function readCondition(v: Raw | undefined, field: string, e: RuleErrors): HeaderCondition | undefined {
+  if (!(v instanceof Map)) {
+    e.add(field, `must be a mapping such as ${EXAMPLE}, got ${describe(v)}`);
+    return undefined;
+  }
+  const before = e.count;
+  for (const key of v.keys()) {
+    if ((KEYS as readonly string[]).includes(key)) continue;
+    e.add(`${field}.${key}`, unknownKey(key, KEYS, TAKES, e));
+  }
+  const name = v.get("name");
+  if (typeof name !== "string" || !HEADER_NAME.test(name)) {
+    e.add(`${field}.name`, `must be a header name such as X-Plan, got ${describe(name)}`);
+  }
+  const given = TESTS.filter((t) => v.has(t));
+  // A misspelt test (`equal`) was named by its did-you-mean already.
+  if (given.length !== 1 && !(given.length === 0 && TESTS.some((t) => e.suggested.has(t)))) {
+    const got = given.length === 0 ? "none" : given.join(" and ");
+    e.add(field, `must give one test of ${TESTS.join(", ")}, got ${got}`);
+  }
+  const ignoreCase = flag(v, `${field}.ignore_case`, "ignore_case", e);
+  const not = flag(v, `${field}.not`, "not", e);
+  const test = given[0];
+  const value = test === undefined ? undefined : testValue(test, v.get(test), `${field}.${test}`, ignoreCase, e);
+  if (e.count > before || test === undefined || value === undefined) return undefined;
+  // `present: false` is `present` negated: one spelling of "the header is absent".
+  const absent = test === "present" && value === false;
+  return {
+    name: (name as string).toLowerCase(),
+    test,
+    value: typeof value === "string" ? value : "",
+    ignoreCase: ignoreCase ?? false,
+    not: absent ? !(not ?? false) : (not ?? false),
+  };
+}
+
+function flag(v: Map<string, Raw>, field: string, key: string, e: RuleErrors): boolean | undefined {
+  if (!v.has(key)) return undefined;
+  const x = v.get(key);
+  if (typeof x === "boolean") return x;
+  e.add(field, `must be true or false, got ${describe(x)}`);
+  return undefined;
+}
+
+function testValue(
+  test: HeaderCondition["test"],
+  x: Raw | undefined,
+  field: string,
+  ignoreCase: boolean | undefined,
+  e: RuleErrors,
+): string | boolean | undefined {
+  if (test === "present") {
+    if (typeof x === "boolean") return x;
+    e.add(field, `must be true (the header is sent) or false (it is not), got ${describe(x)}`);
+    return undefined;
+  }
+  const text = typeof x === "bigint" ? String(x) : x;
+  if (typeof text !== "string" || text === "" || text.length > MAX_VALUE) {
+    e.add(field, `must be a non-empty text of at most ${MAX_VALUE} characters, got ${describe(x)}`);
+    return undefined;
+  }
+  if (test === "matches") {
+    const bad = regexError(text, ignoreCase === true);
+    if (bad !== null) {
+      e.add(field, `is not a regular expression: ${bad}`);
+      return undefined;
+    }
+  }
+  return text;
+}
+
+/** Why `source` is not a JavaScript regular expression (with the `u` flag), or `null`. */
+function regexError(source: string, ignoreCase: boolean): string | null {
+  try {
+    new RegExp(source, ignoreCase ? "iu" : "u");
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/** A condition as a rule file writes it: `{ name: x-plan, equals: gold }`. */
+export function printHeaderCondition(c: HeaderCondition): string {
+  const test = c.test === "present" ? `present: ${!c.not}` : `${c.test}: ${JSON.stringify(c.value)}`;
+  const more = [
+    ...(c.ignoreCase ? ["ignore_case: true"] : []),
+    ...(c.not && c.test !== "present" ? ["not: true"] : []),
+  ];
+  return `{ ${[`name: ${c.name}`, test, ...more].join(", ")} }`;
+}

@@ -1,0 +1,130 @@
+/**
+ * `match.header` in the Workers runtime: a rule applies only to requests whose headers pass its conditions, through
+ * the gateway (src/edge/judge.ts gives the request's headers to src/request/match.ts), and the replay engine decides
+ * as the gateway on a generated request stream whose trace lines carry the tested headers (`header:NAME` columns).
+ */
+import { env } from "cloudflare:test";
+import fc from "fast-check";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { settingsOf } from "../../src/edge/settings.ts";
+import { Replayer } from "../../src/replay/engine.ts";
+import { columnsFor, type RequestLine } from "../../src/replay/request_trace.ts";
+import { compileRules } from "../../src/request/match.ts";
+import { gatewayFetch, resolvedFrom, setNow, T0 } from "./helpers.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+let run = 0;
+/** Old SDKs (`X-Sdk` 1.x): one request an hour per address; requests without `X-Sdk`: one an hour per address too. */
+function yaml() {
+  run++;
+  return `
+- id: old-sdk-${run}
+  match: { route: "* /v1/**", header: { name: X-Sdk, prefix: "1." }, identity: ip }
+  algorithm: fixed_window
+  limit: 1
+  window: h
+- id: no-sdk-${run}
+  match: { route: "* /v1/**", header: { name: X-Sdk, present: false }, identity: ip }
+  algorithm: fixed_window
+  limit: 1
+  window: h
+- id: bots-${run}
+  match: { header: [{ name: User-Agent, matches: "bot", ignore_case: true }, { name: X-Sdk, equals: "2.0", not: true }], identity: ip }
+  algorithm: fixed_window
+  limit: 2
+  window: h
+`;
+}
+
+const get = (address: string, headers: Record<string, string> = {}) =>
+  new Request("https://api.example.com/v1/things", { headers: { "CF-Connecting-IP": address, ...headers } });
+
+describe("match.header through the gateway", () => {
+  it.each<[string, Record<string, string>, Record<string, string>, number]>([
+    ["an old SDK twice: its rule", { "X-Sdk": "1.4" }, { "X-Sdk": "1.9" }, 429],
+    ["an old SDK, then a new one: no rule for the new", { "X-Sdk": "1.4" }, { "X-Sdk": "2.0" }, 200],
+    ["no SDK twice: the present: false rule", {}, {}, 429],
+    ["no SDK, then an old one: another rule", {}, { "X-Sdk": "1.0" }, 200],
+    [
+      "a bot SDK 3.0 three times: 2 an hour",
+      { "User-Agent": "FooBot/1", "X-Sdk": "3.0" },
+      { "User-Agent": "foobot", "X-Sdk": "3.0" },
+      200,
+    ],
+  ])("%s", async (_name, first, second, status) => {
+    const rules = compileRules(resolvedFrom(yaml()));
+    const address = `192.0.2.${run}`;
+    setNow(T0);
+    expect((await gatewayFetch(rules, get(address, first))).status).toBe(200);
+    expect((await gatewayFetch(rules, get(address, second))).status).toBe(status);
+  });
+
+  it("the bots rule: the third request of a bot not on SDK 2.0 is refused, one on 2.0 never counted", async () => {
+    const rules = compileRules(resolvedFrom(yaml()));
+    setNow(T0);
+    const bot = { "User-Agent": "FooBot/1", "X-Sdk": "3.0" };
+    for (let i = 0; i < 2; i++) expect((await gatewayFetch(rules, get("192.0.2.200", bot))).status).toBe(200);
+    const refused = await gatewayFetch(rules, get("192.0.2.200", bot));
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("RateLimit-Policy") ?? refused.headers.get("ratelimit-policy")).toContain("bots-");
+    const onTwo = { "User-Agent": "FooBot/1", "X-Sdk": "2.0" };
+    for (let i = 0; i < 3; i++) expect((await gatewayFetch(rules, get("192.0.2.201", onTwo))).status).toBe(200);
+  });
+});
+
+describe("the replay engine decides as the gateway (trace lines carry the tested headers)", () => {
+  it("on a generated request stream", async () => {
+    const shot = fc.record({
+      gapMs: fc.integer({ min: 0, max: 400_000 }),
+      address: fc.constantFrom("192.0.2.1", "192.0.2.2"),
+      sdk: fc.constantFrom(null, "1.0", "1.9", "2.0", "3.1"),
+      agent: fc.constantFrom(null, "curl/8", "GoogleBot/2", "somebot"),
+    });
+    const seen = new Map<number, number>();
+    await fc.assert(
+      fc.asyncProperty(fc.array(shot, { minLength: 8, maxLength: 24 }), async (shots) => {
+        const resolved = resolvedFrom(yaml());
+        expect(columnsFor(resolved).extras).toEqual(["header:user-agent", "header:x-sdk"]);
+        const rules = compileRules(resolved);
+        const replayer = new Replayer(resolved, { settings: settingsOf(env), accounts: null });
+        let tMs = T0;
+        for (const s of shots) {
+          tMs += s.gapMs;
+          setNow(tMs);
+          const headers: Record<string, string> = {};
+          const fields = new Map<string, readonly string[]>();
+          if (s.sdk !== null) {
+            headers["X-Sdk"] = s.sdk;
+            fields.set("header:x-sdk", [s.sdk]);
+          }
+          if (s.agent !== null) {
+            headers["User-Agent"] = s.agent;
+            fields.set("header:user-agent", [s.agent]);
+          }
+          const edge = (await gatewayFetch(rules, get(s.address, headers))).status;
+          const line: RequestLine = {
+            tMs,
+            method: "GET",
+            path: "/v1/things",
+            address: s.address,
+            key: null,
+            user: null,
+            cost: null,
+            answered: null,
+            fields,
+          };
+          const v = replayer.request(line).verdict;
+          const replayed = v.kind === "admit" ? 200 : v.kind === "deny" ? v.status : 400;
+          expect({ tMs: tMs - T0, ...s, replayed }).toEqual({ tMs: tMs - T0, ...s, replayed: edge });
+          seen.set(edge, (seen.get(edge) ?? 0) + 1);
+        }
+      }),
+      { numRuns: 6, seed: 36 },
+    );
+    expect([...seen.keys()].sort()).toEqual([200, 429]);
+  });
+});

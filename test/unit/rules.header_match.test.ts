@@ -1,0 +1,144 @@
+/**
+ * `match.header` (src/rules/header_match.ts, src/request/match.ts `headerPasses`): what each spelling resolves to,
+ * each mistake's message with its place, and a table of (condition, header value) -> passes.
+ */
+import { describe, expect, it } from "vitest";
+import { headerPasses } from "../../src/request/match.ts";
+import { printRule } from "../../src/rules/fields.ts";
+import type { HeaderCondition } from "../../src/rules/types.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+
+const ALGO = "  algorithm: gcra\n  rate: 10/s\n  burst: 20\n";
+const rule = (match: string) => parseRules(`- id: r\n  match: ${match}\n${ALGO}`, "h.yaml");
+const cond = (c: Partial<HeaderCondition> & Pick<HeaderCondition, "test">): HeaderCondition => ({
+  name: "x-h",
+  value: "",
+  ignoreCase: false,
+  not: false,
+  ...c,
+});
+
+describe("match.header: what each spelling resolves to", () => {
+  it.each<[string, HeaderCondition[]]>([
+    [
+      "{ header: { name: X-Plan, equals: gold }, identity: ip }",
+      [cond({ name: "x-plan", test: "equals", value: "gold" })],
+    ],
+    [
+      "{ header: [{ name: X-Sdk, prefix: '1.' }, { name: User-Agent, matches: 'bot$', ignore_case: true }], identity: ip }",
+      [
+        cond({ name: "x-sdk", test: "prefix", value: "1." }),
+        cond({ name: "user-agent", test: "matches", value: "bot$", ignoreCase: true }),
+      ],
+    ],
+    ["{ header: { name: X-A, present: true }, identity: ip }", [cond({ name: "x-a", test: "present" })]],
+    ["{ header: { name: X-A, present: false }, identity: ip }", [cond({ name: "x-a", test: "present", not: true })]],
+    ["{ header: { name: X-A, present: false, not: true }, identity: ip }", [cond({ name: "x-a", test: "present" })]],
+    [
+      "{ header: { name: X-A, suffix: x, not: true }, identity: ip }",
+      [cond({ name: "x-a", test: "suffix", value: "x", not: true })],
+    ],
+    ["{ header: { name: X-V, equals: 2 }, identity: ip }", [cond({ name: "x-v", test: "equals", value: "2" })]],
+  ])("%s", (match, conditions) => {
+    const { rules, errors } = rule(match);
+    expect(errors).toEqual([]);
+    expect(rules[0]!.match.headers).toEqual(conditions);
+  });
+
+  it("a rule without it has none, and prints as any", () => {
+    const { rules } = rule("{ identity: ip }");
+    expect(rules[0]!.match.headers).toBeUndefined();
+    expect(Object.fromEntries(printRule(rules[0]!))["match.header"]).toBe("any");
+  });
+
+  it("prints in rule-file terms", () => {
+    const { rules } = rule(
+      "{ header: [{ name: X-A, contains: b, not: true }, { name: X-B, present: false }], identity: ip }",
+    );
+    expect(Object.fromEntries(printRule(rules[0]!))["match.header"]).toBe(
+      '{ name: x-a, contains: "b", not: true }, { name: x-b, present: false }',
+    );
+  });
+});
+
+describe("match.header: each mistake, its message", () => {
+  it.each([
+    [
+      "{ header: [], identity: ip }",
+      "h.yaml:2:20: r.match.header: must be a condition such as { name: X-Plan, equals: gold } or a non-empty list of them, got an empty list",
+    ],
+    [
+      "{ header: X-Plan, identity: ip }",
+      'h.yaml:2:20: r.match.header: must be a mapping such as { name: X-Plan, equals: gold }, got "X-Plan"',
+    ],
+    [
+      "{ header: { name: X-Plan, equal: gold }, identity: ip }",
+      'h.yaml:2:36: r.match.header.equal: unknown key; did you mean "equals"?',
+    ],
+    [
+      "{ header: { name: 'X Plan', equals: gold }, identity: ip }",
+      'h.yaml:2:28: r.match.header.name: must be a header name such as X-Plan, got "X Plan"',
+    ],
+    [
+      "{ header: { name: X-Plan }, identity: ip }",
+      "h.yaml:2:20: r.match.header: must give one test of equals, prefix, suffix, contains, matches, present, got none",
+    ],
+    [
+      "{ header: [{ name: X-Plan, equals: a, prefix: b }], identity: ip }",
+      "h.yaml:2:21: r.match.header[0]: must give one test of equals, prefix, suffix, contains, matches, present, got equals and prefix",
+    ],
+    [
+      "{ header: { name: X-Plan, equals: '' }, identity: ip }",
+      'h.yaml:2:44: r.match.header.equals: must be a non-empty text of at most 256 characters, got ""',
+    ],
+    [
+      "{ header: { name: X-Plan, present: yes }, identity: ip }",
+      'h.yaml:2:45: r.match.header.present: must be true (the header is sent) or false (it is not), got "yes"',
+    ],
+    [
+      "{ header: { name: X-Plan, equals: a, not: 1 }, identity: ip }",
+      "h.yaml:2:52: r.match.header.not: must be true or false, got 1",
+    ],
+  ])("%#: %s", (match, message) => {
+    const { rules, errors } = rule(match);
+    expect(rules).toEqual([]);
+    expect(errors).toEqual([message]);
+  });
+
+  it("a regular expression that does not compile names why", () => {
+    const { errors } = rule("{ header: { name: User-Agent, matches: 'bot(' }, identity: ip }");
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/^h\.yaml:2:\d+: r\.match\.header\.matches: is not a regular expression: .*bot\(/);
+  });
+});
+
+describe("headerPasses: a condition against a header's value (null: not sent)", () => {
+  it.each<[Partial<HeaderCondition> & Pick<HeaderCondition, "test">, string | null, boolean]>([
+    [{ test: "equals", value: "gold" }, "gold", true],
+    [{ test: "equals", value: "gold" }, "Gold", false],
+    [{ test: "equals", value: "gold", ignoreCase: true }, "GOLD", true],
+    [{ test: "equals", value: "gold" }, "gold, gold", false],
+    [{ test: "equals", value: "gold" }, null, false],
+    [{ test: "prefix", value: "1." }, "1.4.2", true],
+    [{ test: "prefix", value: "1." }, "11.0", false],
+    [{ test: "suffix", value: "bot" }, "googlebot", true],
+    [{ test: "suffix", value: "bot" }, "bots", false],
+    [{ test: "contains", value: "Bot" }, "Mozilla (Googlebot)", false],
+    [{ test: "contains", value: "Bot", ignoreCase: true }, "Mozilla (Googlebot)", true],
+    [{ test: "matches", value: "^v[0-9]+$" }, "v12", true],
+    [{ test: "matches", value: "^v[0-9]+$" }, "v12x", false],
+    [{ test: "matches", value: "BOT", ignoreCase: true }, "a-bot-b", true],
+    [{ test: "matches", value: "bot" }, null, false],
+    [{ test: "present" }, "", true],
+    [{ test: "present" }, null, false],
+    [{ test: "present", not: true }, null, true],
+    [{ test: "present", not: true }, "x", false],
+    // `not`: the header is sent and fails the test; a header not sent passes no value test (Envoy's invert_match).
+    [{ test: "equals", value: "gold", not: true }, "silver", true],
+    [{ test: "equals", value: "gold", not: true }, "gold", false],
+    [{ test: "equals", value: "gold", not: true }, null, false],
+    [{ test: "matches", value: "bot", not: true }, "curl/8", true],
+  ])("%j with %j: %s", (c, value, expected) => {
+    expect(headerPasses(cond(c), value)).toBe(expected);
+  });
+});
