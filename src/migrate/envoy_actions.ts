@@ -3,11 +3,13 @@
  * `actions` say which descriptor a request sends. `request_headers` and `query_parameters` are key parts,
  * `remote_address` and `masked_remote_address` the address; `generic_key` and `header_value_match` name which
  * requests send a value: the route the entry sits on, and the `:path`/`:method` a `header_value_match` matches.
- * A `header_value_match` on another header, or with `expect_match: false`, cannot be a Sluice match: its descriptor
- * is left out with that reason. `destination_cluster`, `source_cluster` and `metadata`: envoy_route_actions.ts.
+ * A `header_value_match` on other headers is a `match.header`; one that cannot be (a range, `expect_match: false`
+ * beyond a presence test) is left out with that reason. `destination_cluster`, `source_cluster` and `metadata`: envoy_route_actions.ts.
  */
+import type { HeaderCondition } from "../rules/types.ts";
 import { isObject, type Obj, walkObjects } from "./envoy_file.ts";
-import { headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
+import { headerMatch } from "./envoy_header_match.ts";
+import { ADDRESS, headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
 import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
 import { mayOverlap } from "./nginx_routes.ts";
 
@@ -246,7 +248,7 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>, note: 
     const v6 = typeof masked.v6_prefix_mask_len === "number" ? masked.v6_prefix_mask_len : 128;
     sentAt(out, "masked_remote_address", maskedIp(v4, v6), path, note);
   }
-  if (a("remote_address") !== null) sentAt(out, "remote_address", { kind: "identity", identity: "ip" }, path, note);
+  if (a("remote_address") !== null) sentAt(out, "remote_address", ADDRESS, path, note);
   const qvm = a("query_parameter_value_match");
   if (qvm !== null && typeof qvm.descriptor_value === "string") {
     out.set(`${str(qvm, "descriptor_key", "query_match")}:${qvm.descriptor_value}`, {
@@ -300,12 +302,25 @@ function sentAt(out: Map<string, Meaning>, key: string, given: Meaning, path: st
   }
   if (had === undefined || meaning.kind === "refused") out.set(key, meaning);
   else if (had.kind === "refused") return;
-  else if (had.kind === "any") out.set(key, meaning.kind === "any" ? meaning : { ...had, ...noteOf(meaning) });
+  else if (JSON.stringify(headersOf(had)) !== JSON.stringify(headersOf(meaning))) {
+    // One rule has one match.header: a descriptor sent under different header conditions is two limits' worth.
+    out.set(key, {
+      kind: "refused",
+      why: "Envoy sends it where different header_value_match conditions hold, and one rule's match.header is one set of conditions",
+    });
+  } else if (had.kind === "any") out.set(key, meaning.kind === "any" ? meaning : { ...had, ...noteOf(meaning) });
   else if (meaning.kind === "any" || had.kind !== "route" || meaning.kind !== "route") out.set(key, meaning);
   else {
     const route = one([...new Set([...[had.route].flat(), ...[meaning.route].flat()])]);
-    out.set(key, { kind: "route", route, ...noteOf(meaning) });
+    out.set(key, { kind: "route", route, ...noteOf(meaning), ...headersOf(meaning) });
   }
+}
+
+/** A meaning's `match.header` conditions, as a spread (none: `{}`). */
+function headersOf(meaning: Meaning): { headers?: readonly HeaderCondition[] } {
+  return (meaning.kind === "route" || meaning.kind === "any") && meaning.headers !== undefined
+    ? { headers: meaning.headers }
+    : {};
 }
 
 /** A note on a meaning, joined with the one the key already had (each place's note once). */
@@ -323,41 +338,4 @@ function noteOf(meaning: Meaning): { note?: string } {
 
 function one(routes: readonly string[]): string | readonly string[] {
   return routes.length === 1 ? routes[0]! : routes;
-}
-
-/** A `header_value_match` as a route, when it matches only `:path` and `:method`; else why it cannot be one. */
-function headerMatch(hvm: Obj, path: string): Meaning {
-  if (hvm.expect_match === false) {
-    return {
-      kind: "refused",
-      why: "its header_value_match has expect_match: false (requests whose headers do not match), which a Sluice rule cannot say",
-    };
-  }
-  let method = "*";
-  let matchPath = path;
-  for (const h of Array.isArray(hvm.headers) ? hvm.headers : []) {
-    const name = isObject(h) && typeof h.name === "string" ? h.name.toLowerCase() : "";
-    const exact = isObject(h) ? exactOf(h) : null;
-    const prefix = isObject(h) ? prefixOf(h) : null;
-    if (name === ":method" && exact !== null && h.invert_match !== true) method = exact.toUpperCase();
-    else if (name === ":path" && exact !== null && h.invert_match !== true) matchPath = exact;
-    else if (name === ":path" && prefix !== null && h.invert_match !== true) matchPath = `${prefix}**`;
-    else {
-      return {
-        kind: "refused",
-        why: `its header_value_match matches the ${name === "" ? "unnamed" : name} header${h.invert_match === true ? " (inverted)" : ""}, and a Sluice rule matches routes, plans and identities, not header values`,
-      };
-    }
-  }
-  return method === "*" && matchPath === "/" ? { kind: "any" } : routeOf(method, matchPath);
-}
-
-function exactOf(h: Obj): string | null {
-  if (typeof h.exact_match === "string") return h.exact_match;
-  return isObject(h.string_match) && typeof h.string_match.exact === "string" ? h.string_match.exact : null;
-}
-
-function prefixOf(h: Obj): string | null {
-  if (typeof h.prefix_match === "string") return h.prefix_match;
-  return isObject(h.string_match) && typeof h.string_match.prefix === "string" ? h.string_match.prefix : null;
 }

@@ -3,7 +3,10 @@
  * files do not contain, so a small mapping (`--map`) says what each descriptor key stands for: a per-client identity,
  * a route, a plan, or any request. A descriptor chain becomes a rule's match through it.
  */
+
+import { printHeaderCondition } from "../rules/header_match.ts";
 import { compileRoute } from "../rules/route.ts";
+import type { HeaderCondition } from "../rules/types.ts";
 import { intersectRoutes } from "./nginx_routes.ts";
 import type { DraftRule, ReportItem } from "./report.ts";
 
@@ -16,21 +19,33 @@ export type Meaning =
       /** Only requests on these routes send it (the routes whose `rate_limits` have the action). */
       readonly routes?: string | readonly string[];
       readonly note?: string;
+      /** The header that carries the address (lower-case): a value of it is a `match.header` (never a key's). */
+      readonly header?: string;
     }
   /** A part of the rule's key other than an identity: a header's value, the client address masked. */
   | {
       readonly kind: "part";
       readonly part: string;
       readonly text: string;
+      /** The request header it reads, lower-case (a `request_headers` action): a value of it is a `match.header`. */
+      readonly header?: string;
       /** Only requests on these routes send it (`destination_cluster`: the routes that name a cluster). */
       readonly routes?: string | readonly string[];
       /** What differs, for the report. */
       readonly note?: string;
     }
-  /** `note`: where the route says more requests than Envoy sends it (approximate, for the report). */
-  | { readonly kind: "route"; readonly route: string | readonly string[]; readonly note?: string }
+  /**
+   * `note`: where the route says more requests than Envoy sends it (approximate, for the report); `headers`: the
+   * conditions a `header_value_match` adds (`match.header`).
+   */
+  | {
+      readonly kind: "route";
+      readonly route: string | readonly string[];
+      readonly note?: string;
+      readonly headers?: readonly HeaderCondition[];
+    }
   | { readonly kind: "plan"; readonly plan: string }
-  | { readonly kind: "any"; readonly note?: string }
+  | { readonly kind: "any"; readonly note?: string; readonly headers?: readonly HeaderCondition[] }
   /** A descriptor that an Envoy route action sends for requests no Sluice match can pick out (envoy_actions.ts). */
   | { readonly kind: "refused"; readonly why: string };
 
@@ -46,7 +61,7 @@ const MEANINGS = "api_key, ip, user, header:NAME, ip:V4:V6, any, plan:NAME or ro
  */
 export function parseMapping(specs: readonly string[]): { mapping: Map<string, Meaning> } | { error: string } {
   const mapping = new Map<string, Meaning>([
-    ["remote_address", { kind: "identity", identity: "ip" }],
+    ["remote_address", ADDRESS],
     ["masked_remote_address", maskedIp(32, 128)],
     ["generic_key:*", { kind: "any" }],
   ]);
@@ -77,6 +92,9 @@ export function parseMapping(specs: readonly string[]): { mapping: Map<string, M
   return { mapping };
 }
 
+/** The client address: Envoy's `remote_address`, CF-Connecting-IP to Sluice. */
+export const ADDRESS: Meaning = { kind: "identity", identity: "ip", header: "cf-connecting-ip" };
+
 /** A key's meaning when it names a caller (a value of it is then one caller's), else `null`. */
 function perCaller(meaning: Meaning | undefined): Meaning | null {
   return meaning?.kind === "identity" || meaning?.kind === "part" ? meaning : null;
@@ -90,18 +108,19 @@ const FORWARDED_ADDRESS = new Set(["x-forwarded-for", "x-real-ip", "true-client-
  * (CF-Connecting-IP is the client address, Authorization and X-API-Key the API key; a key may not name them).
  */
 export function headerMeaning(name: string): Meaning {
-  if (name === "cf-connecting-ip") return { kind: "identity", identity: "ip" };
+  if (name === "cf-connecting-ip") return ADDRESS;
   if (FORWARDED_ADDRESS.has(name)) {
     return {
       kind: "identity",
       identity: "ip",
+      header: name,
       note: `Envoy counts the ${name} header as sent, which a client can rotate; Sluice counts by the address Cloudflare saw (CF-Connecting-IP), which it cannot`,
     };
   }
   if (name === "authorization" || name === "x-api-key") return { kind: "identity", identity: "api_key" };
   if (name === "cookie")
     return { kind: "refused", why: "the whole Cookie header is not a key part (a rule keys on one cookie)" };
-  return { kind: "part", part: `{ header: ${name} }`, text: `the ${name} header` };
+  return { kind: "part", part: `{ header: ${name} }`, text: `the ${name} header`, header: name };
 }
 
 /**
@@ -140,6 +159,10 @@ export interface Step {
    * `key_value` (or a wildcard) before `key`, so a request with one of these goes down that sibling, never this step.
    */
   readonly notWith?: readonly string[];
+  /** Of `notWith`, the values whose own descriptor denies every request (left out: this step keeps counting them). */
+  readonly denied?: readonly string[];
+  /** `share_threshold`: a wildcard value keeps one counter for every value it matches, not one per value. */
+  readonly shared?: boolean;
 }
 
 /** A descriptor chain as a rule: its match, its key (`null`: the match's identity), what the report says of it. */
@@ -177,19 +200,25 @@ export function matchOf(
     report.push({ where, kind: "approximate", message: `${chainText}: ${note}` });
     notes.push(`approximate: ${note}`);
   };
+  const headers: HeaderCondition[] = [];
   for (const step of steps) {
+    // A value of a request header's descriptor is a `match.header` on it (one counter per value: also a key part).
+    const valued = step.value === null ? undefined : mapping.get(`${step.key}:${step.value}`);
+    const header = valued === undefined ? headerOf(mapping.get(step.key)) : null;
     if (step.value?.includes("*") === true) {
       // The service reads any `*` in a value as a wildcard (config_impl.go `wildcardMatch`), not only a trailing one.
-      if (step.value === "*") {
+      if (header === null) {
         return leftOut(
-          `${step.key}=* with share_threshold keeps one counter for every request that sends ${step.key}, whatever its value; Sluice cannot match by whether a request sends it`,
+          `the wildcard value ${step.key}=${step.value} matches values by a pattern; ${step.key} is not a request header (--map ${step.key}=header:NAME if it is), so no match.header can test it`,
         );
       }
-      return leftOut(
-        step.value.endsWith("*") && step.value.indexOf("*") === step.value.length - 1
-          ? `the wildcard value ${step.key}=${step.value} matches every value starting with ${JSON.stringify(step.value.slice(0, -1))} (one counter per value, or one for all with share_threshold); Sluice cannot match a value's prefix`
-          : `the wildcard value ${step.key}=${step.value} matches values by a pattern (one counter per value, or one for all with share_threshold); Sluice cannot match a value's pattern`,
-      );
+      headers.push(wildcardCondition(header, step.value));
+      if (step.shared !== true) parts.push({ part: `{ header: ${header} }`, identity: null });
+      continue;
+    }
+    if (step.value !== null && header !== null) {
+      headers.push({ name: header, test: "equals", value: step.value, ignoreCase: false, not: false });
+      continue;
     }
     const meaning =
       (step.value === null
@@ -210,7 +239,9 @@ export function matchOf(
     if (meaning.kind === "refused") return leftOut(`${step.key}=${step.value ?? "*"}: ${meaning.why}`);
     if (meaning.kind === "identity" || meaning.kind === "part") {
       if (step.value !== null) {
-        return leftOut(`a limit for one ${step.key} value (${step.value}): Sluice rules count every caller alike`);
+        return leftOut(
+          `a limit for one ${step.key} value (${step.value}): ${step.key} is the caller's ${meaning.kind === "identity" ? meaning.identity : "identity"}, which a rule does not name by value (the rule file would hold it); give that caller its own limits with an account override (sluice accounts)`,
+        );
       }
       if (meaning.routes !== undefined) {
         route = route === undefined ? meaning.routes : bothRoutes(route, meaning.routes);
@@ -227,19 +258,26 @@ export function matchOf(
           : { part: meaning.part, identity: null },
       );
     } else if (meaning.kind === "route") {
+      headers.push(...(meaning.headers ?? []));
       shadowed(meaning.note);
       route = route === undefined ? meaning.route : bothRoutes(route, meaning.route);
       if (route.length === 0)
         return leftOut(`${step.key}=${step.value}: its routes and the chain's others share no request`);
     } else if (meaning.kind === "plan") plan = meaning.plan;
-    else if (meaning.note !== undefined) shadowed(meaning.note);
-    else if (step.key === "generic_key" && mapping.get(`generic_key:${step.value}`) === undefined) {
+    else if ((meaning.headers?.length ?? 0) > 0 || meaning.note !== undefined) {
+      headers.push(...(meaning.headers ?? []));
+      shadowed(meaning.note);
+    } else if (step.key === "generic_key" && mapping.get(`generic_key:${step.value}`) === undefined) {
       const message = `generic_key=${step.value} is set by Envoy's route actions: imported for every request (give --map generic_key:${step.value}=route:METHOD /path if only some routes set it)`;
       report.push({ where, kind: "note", message: `${chainText}: ${message}` });
       notes.push(message);
     }
   }
-  const base = { ...(plan === undefined ? {} : { plan }), ...(route === undefined ? {} : { route }) };
+  const base = {
+    ...(plan === undefined ? {} : { plan }),
+    ...(route === undefined ? {} : { route }),
+    ...(headers.length === 0 ? {} : { header: headers.map(printHeaderCondition) }),
+  };
   if (parts.length === 1 && parts[0]!.identity !== null) {
     return { match: { ...base, identity: parts[0]!.identity }, key: null, fields: [], notes };
   }
@@ -247,11 +285,11 @@ export function matchOf(
     notes.push("one budget for every client (key: global), as the service keeps one counter for the descriptor");
     return { match: base, key: "global", fields: [], notes };
   }
-  const headers = parts.some((p) => p.part.startsWith("{ header:"));
+  const byHeader = parts.some((p) => p.part.startsWith("{ header:"));
   return {
     match: base,
     key: parts.map((p) => p.part),
-    fields: headers ? [["key_missing", "skip"]] : [],
+    fields: byHeader ? [["key_missing", "skip"]] : [],
     notes,
   };
 }
@@ -260,4 +298,27 @@ export function matchOf(
 function bothRoutes(a: string | readonly string[], b: string | readonly string[]): string | readonly string[] {
   const { routes } = intersectRoutes([a].flat(), [b].flat());
   return routes.length === 1 ? routes[0]! : routes;
+}
+
+/** The request header a descriptor key reads (`request_headers`, or `--map KEY=header:NAME`), or `null`. */
+export function headerOf(meaning: Meaning | undefined): string | null {
+  if (meaning?.kind === "part") return meaning.header ?? null;
+  if (meaning?.kind === "identity" && meaning.header !== undefined) return meaning.header;
+  return null;
+}
+
+/**
+ * A descriptor value as a header test: a plain value equal, `*` any value (with share_threshold), `foo*` a prefix, `*foo` a suffix, others a
+ * regular expression: each `*` any run of characters, the rest literal, the whole value (the service's
+ * `wildcardMatch`: the value starts with the first part, ends with the last, holds the others in order between).
+ */
+export function wildcardCondition(name: string, value: string): HeaderCondition {
+  const pieces = value.split("*");
+  const one = { name, ignoreCase: false, not: false };
+  if (pieces.length === 1) return { ...one, test: "equals", value };
+  if (pieces.every((p) => p === "")) return { ...one, test: "present", value: "" };
+  if (pieces.length === 2 && pieces[1] === "") return { ...one, test: "prefix", value: pieces[0]! };
+  if (pieces.length === 2 && pieces[0] === "") return { ...one, test: "suffix", value: pieces[1]! };
+  const literal = (p: string) => p.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+  return { ...one, test: "matches", value: `^${pieces.map(literal).join(".*")}$` };
 }

@@ -3,10 +3,11 @@
  * `fixed_window` rule (the service's windows are fixed per unit and aligned to the epoch, as Sluice's are).
  */
 
+import { printHeaderCondition } from "../rules/header_match.ts";
 import type { Sends } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
 import { type FilterSettings, filterSettings } from "./envoy_filter.ts";
-import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
+import { type EnvoyMapping, headerOf, matchOf, type Step, wildcardCondition } from "./envoy_mapping.ts";
 import { checkService } from "./envoy_service_check.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
@@ -31,6 +32,7 @@ export function importService(
     if (list === undefined || list === null) return;
     if (!Array.isArray(list)) throw new EnvoyImportError(`${where}: descriptors must be a list`);
     const valued = valuesByKey(list);
+    const denying = denyingValues(list);
     for (const d of list) {
       const line = isObject(d) ? loaded.lineOf(d) : 0;
       if (!isObject(d) || typeof d.key !== "string" || d.key === "") {
@@ -38,7 +40,10 @@ export function importService(
       }
       const value = descriptorValue(d, `${file}:${line}`, report);
       const notWith = value === null ? (valued.get(d.key) ?? []).filter((v) => v !== "*") : [];
-      const steps = [...chain, { key: d.key, value, line, ...(notWith.length > 0 ? { notWith } : {}) }];
+      const denied = notWith.filter((v) => denying.has(`${d.key}\u0000${v}`));
+      const shared = d.share_threshold === true ? { shared: true } : {};
+      const more = { ...(notWith.length > 0 ? { notWith } : {}), ...(denied.length > 0 ? { denied } : {}), ...shared };
+      const steps = [...chain, { key: d.key, value, line, ...more }];
       if (d.rate_limit !== undefined) {
         const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends, settings);
         if (rule !== null) {
@@ -71,6 +76,25 @@ function valuesByKey(list: readonly unknown[]): Map<string, string[]> {
       valued.set(d.key, [...(valued.get(d.key) ?? []), String(d.value)]);
   }
   return valued;
+}
+
+/**
+ * The values whose own descriptor denies every request (`requests_per_unit: 0`, which a Sluice rule cannot say: left
+ * out), as `key\0value`: a rule for their key alone keeps counting them rather than leave them unlimited.
+ */
+function denyingValues(list: readonly unknown[]): Set<string> {
+  const out = new Set<string>();
+  for (const d of list) {
+    if (!isObject(d) || typeof d.key !== "string" || d.value === undefined || d.value === null) continue;
+    const rl = d.rate_limit;
+    if (
+      isObject(rl) &&
+      rl.unlimited !== true &&
+      !(typeof rl.requests_per_unit === "number" && rl.requests_per_unit > 0)
+    )
+      out.add(`${d.key}\u0000${String(d.value)}`);
+  }
+  return out;
 }
 
 /** `replaces`: both rules apply in Sluice where the service applies only the replacing one. */
@@ -169,7 +193,7 @@ function serviceRule(
     report.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
     match.notes.push(`approximate: ${message}`);
   };
-  const except = siblingsExcepted(steps, mapping, approximate);
+  const { except, headers } = siblingsExcepted(steps, mapping, approximate);
   if (sent.absent.length > 0) {
     // skip_if_absent: requests with the header send the longer descriptor, which this chain does not match.
     approximate(
@@ -233,7 +257,11 @@ function serviceRule(
       id: ruleId(name ?? `${domain}-${steps.map((s) => s.value ?? s.key).join("-")}`, taken),
       source: `${where}: domain ${domain}, descriptor ${chainText}: ${perUnit} per ${rl.unit}`,
       notes: match.notes,
-      match: except.length === 0 ? match.match : { ...match.match, except: [...(match.match.except ?? []), ...except] },
+      match: {
+        ...match.match,
+        ...(except.length === 0 ? {} : { except: [...(match.match.except ?? []), ...except] }),
+        ...(headers.length === 0 ? {} : { header: [...(match.match.header ?? []), ...headers] }),
+      },
       ...(match.key === null ? {} : { key: match.key }),
       fields,
     },
@@ -251,12 +279,20 @@ function siblingsExcepted(
   steps: readonly Step[],
   mapping: EnvoyMapping,
   approximate: (message: string) => void,
-): string[] {
+): { except: string[]; headers: string[] } {
   const except: string[] = [];
+  const headers: string[] = [];
   for (const step of steps) {
     for (const value of step.notWith ?? []) {
       const meaning = mapping.get(`${step.key}:${value}`);
+      const header = meaning === undefined ? headerOf(mapping.get(step.key)) : null;
       if (meaning?.kind === "route") except.push(...[meaning.route].flat());
+      else if (header !== null && step.denied?.includes(value) === true) {
+        approximate(
+          `a request with ${step.key}=${value} goes to that descriptor of its own, which denies every request (left out); Sluice's rule counts it here rather than not at all`,
+        );
+      } else if (header !== null)
+        headers.push(printHeaderCondition({ ...wildcardCondition(header, value), not: true }));
       else {
         approximate(
           `a request with ${step.key}=${value} goes to that descriptor of its own (the service looks up a key's value before the key alone), never to this one; Sluice's rule counts it too`,
@@ -264,5 +300,5 @@ function siblingsExcepted(
       }
     }
   }
-  return [...new Set(except)];
+  return { except: [...new Set(except)], headers };
 }

@@ -16,6 +16,8 @@ export interface DraftRule {
     /** One route, or several (the rule applies on any of them). */
     readonly route?: string | readonly string[];
     readonly except?: readonly string[];
+    /** `match.header` conditions in rule-file flow style (`{ name: x-plan, equals: "gold" }`). */
+    readonly header?: readonly string[];
     /** `api_key`, `ip` or `user`; absent when the rule gives `key`. */
     readonly identity?: string;
   };
@@ -56,6 +58,7 @@ export function rulesYaml(result: ImportResult, header: string): string {
       ...(m.plan === undefined ? [] : [`plan: ${scalar(m.plan)}`]),
       ...(m.route === undefined ? [] : [`route: ${routes(m.route)}`]),
       ...(m.except === undefined || m.except.length === 0 ? [] : [`except: ${routes(m.except)}`]),
+      ...(m.header === undefined || m.header.length === 0 ? [] : [`header: [${m.header.join(", ")}]`]),
       ...(m.identity === undefined ? [] : [`identity: ${m.identity}`]),
     ];
     out.push(match.length === 0 ? "  match: {}" : `  match: { ${match.join(", ")} }`);

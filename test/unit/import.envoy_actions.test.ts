@@ -82,17 +82,32 @@ function imported(service: string, routes: string): ImportResult {
 }
 
 describe("descriptors read from route actions", () => {
-  it("maps header_value_match on :method and :path, request_headers and a route's generic_key; refuses the rest", () => {
+  it("maps header_value_match (:method and :path as routes, other headers as match.header), request_headers and a route's generic_key", () => {
     const r = imported(SERVICE, ROUTES);
-    expect(r.rules.map((x) => [x.id, x.match.route ?? "*", x.match.identity ?? x.key])).toEqual([
-      ["edge-login-remote_address", "POST /v1/login", "ip"],
-      ["edge-tenant", "*", ["{ header: x-tenant }"]],
-      ["edge-search", "* /v1/search**", "global"],
+    expect(r.rules.map((x) => [x.id, x.match.route ?? "*", x.match.header ?? [], x.match.identity ?? x.key])).toEqual([
+      ["edge-login-remote_address", "POST /v1/login", [], "ip"],
+      // One counter for every request whose User-Agent contains "bot" (the descriptor's value is fixed).
+      ["edge-bots", "*", ['{ name: user-agent, contains: "bot" }'], "global"],
+      // expect_match: false over a presence test: the requests without the header.
+      ["edge-no-key", "*", ["{ name: x-api-key, present: false }"], "global"],
+      ["edge-tenant", "*", [], ["{ header: x-tenant }"]],
+      ["edge-search", "* /v1/search**", [], "global"],
     ]);
-    const leftOut = r.report.filter((i) => i.kind === "left out").map((i) => i.message);
-    expect(leftOut).toEqual([
-      "header_match=bots: header_match=bots: its header_value_match matches the user-agent header, and a Sluice rule matches routes, plans and identities, not header values",
-      "header_match=no-key: header_match=no-key: its header_value_match has expect_match: false (requests whose headers do not match), which a Sluice rule cannot say",
+    expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
+  });
+
+  it("a header_value_match that one rule cannot say is left out with why", () => {
+    const routes = ROUTES.replace(
+      "headers: [{ name: user-agent, string_match: { contains: bot } }]",
+      "expect_match: false\n                                headers: [{ name: user-agent, string_match: { contains: bot } }]",
+    ).replace(
+      "headers: [{ name: x-api-key, present_match: true }]",
+      "headers: [{ name: x-size, range_match: { start: 1, end: 9 } }]",
+    );
+    const r = imported(SERVICE, routes);
+    expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
+      "header_match=bots: header_match=bots: its header_value_match has expect_match: false (requests whose headers do not all match: without a header, or with another value), which one Sluice rule can say only for a single present_match",
+      "header_match=no-key: header_match=no-key: its header_value_match tests the x-size header in a way a Sluice match.header cannot say (a pseudo-header, a range, or a regex JavaScript does not read)",
     ]);
   });
 
@@ -103,13 +118,41 @@ describe("descriptors read from route actions", () => {
     expect(r.report.filter((i) => i.kind === "left out").length).toBe(4);
   });
 
-  it("a value of a caller's key is one caller's limit, said as such", () => {
+  it("a value of a header's descriptor is a match.header; the key alone leaves that value to it", () => {
     const r = imported(
-      "domain: d\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: { unit: second, requests_per_unit: 9 }\n",
+      "domain: d\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: { unit: second, requests_per_unit: 9 }\n  - key: tenant\n    rate_limit: { unit: second, requests_per_unit: 3 }\n",
       ROUTES,
     );
+    expect(r.rules.map((x) => [x.id, x.match.header, x.key])).toEqual([
+      ["d-acme", ['{ name: x-tenant, equals: "acme" }'], "global"],
+      // The service looks up tenant=acme before tenant alone: acme's requests are never counted here.
+      ["d-tenant", ['{ name: x-tenant, equals: "acme", not: true }'], ["{ header: x-tenant }"]],
+    ]);
+    expect(r.report.filter((i) => i.kind !== "note")).toEqual([]);
+  });
+
+  it("a value whose own limit denies every request (left out) stays counted by the key's rule, not unlimited", () => {
+    const r = imported(
+      "domain: d\ndescriptors:\n  - key: tenant\n    value: banned\n    rate_limit: { unit: second, requests_per_unit: 0 }\n  - key: tenant\n    rate_limit: { unit: second, requests_per_unit: 3 }\n",
+      ROUTES,
+    );
+    expect(r.rules.map((x) => [x.id, x.match.header, x.key])).toEqual([
+      ["d-tenant", undefined, ["{ header: x-tenant }"]],
+    ]);
+    expect(r.report.filter((i) => i.kind !== "note").map((i) => `${i.kind}: ${i.message}`)).toEqual([
+      "left out: tenant=banned: requests_per_unit 0 denies every request; Sluice limits are at least 1",
+      "approximate: tenant: a request with tenant=banned goes to that descriptor of its own, which denies every request (left out); Sluice's rule counts it here rather than not at all",
+    ]);
+  });
+
+  it("a value of a caller's own key (the API key) is still left out: a rule would hold the key itself", () => {
+    const routes = ROUTES.replace("header_name: X-Tenant", "header_name: X-Api-Key");
+    const r = imported(
+      "domain: d\ndescriptors:\n  - key: tenant\n    value: k-123\n    rate_limit: { unit: second, requests_per_unit: 9 }\n",
+      routes,
+    );
     expect(r.report.map((i) => i.message)).toEqual([
-      "tenant=acme: a limit for one tenant value (acme): Sluice rules count every caller alike",
+      "tenant=k-123: a limit for one tenant value (k-123): tenant is the caller's api_key, which a rule does not name by value (the rule file would hold it); give that caller its own limits with an account override (sluice accounts)",
     ]);
   });
 

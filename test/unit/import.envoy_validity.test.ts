@@ -18,8 +18,8 @@ import { ACCEPTED, one, REFUSED } from "../support/ratelimit_cases.ts";
 
 const SERVICE_REFUSES = /the ratelimit service refuses this configuration/;
 
-function run(yaml: string): ImportResult {
-  const m = parseMapping([]);
+function run(yaml: string, map: readonly string[] = []): ImportResult {
+  const m = parseMapping(map);
   if (!("mapping" in m)) throw new Error("the default mapping parses");
   return importEnvoy(yaml, "ratelimit.yaml", m.mapping);
 }
@@ -67,23 +67,30 @@ describe("a configuration the service loads is imported as it reads it", () => {
     expect(() => run("domain: edge\ndescriptors:\n  - key: 2001-12-14\n")).not.toThrow();
   });
 
-  it("share_threshold with a wildcard: one counter for every matching value, left out with that reason", () => {
+  it("share_threshold with a wildcard: one counter for every matching value (a header's: match.header, key global)", () => {
     const r = run(
       "domain: edge\ndescriptors:\n  - key: path\n    value: /files/*\n    share_threshold: true\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
     );
     expect(r.rules).toEqual([]);
     expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
       expect.stringMatching(
-        /^left out: .*wildcard value path=\/files\/\* matches every value starting with "\/files\/" \(one counter per value, or one for all with share_threshold\)/,
+        /^left out: .*wildcard value path=\/files\/\* matches values by a pattern; path is not a request header/,
       ),
     );
     const all = run(
       "domain: edge\ndescriptors:\n  - key: remote_address\n    value: '*'\n    share_threshold: true\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
     );
-    expect(all.rules).toEqual([]);
-    expect(all.report.map((i) => i.message)).toContainEqual(
-      expect.stringMatching(/with share_threshold keeps one counter for every request/),
+    expect(all.rules.map((x) => [x.match.header, x.key])).toEqual([
+      [["{ name: cf-connecting-ip, present: true }"], "global"],
+    ]);
+    const header = run(
+      "domain: edge\ndescriptors:\n  - key: tier\n    value: gold-*\n    share_threshold: true\n    rate_limit: { unit: second, requests_per_unit: 5 }\n  - key: tier\n    value: free-*\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+      ["tier=header:X-Tier"],
     );
+    expect(header.rules.map((x) => [x.match.header, x.key])).toEqual([
+      [['{ name: x-tier, prefix: "gold-" }'], "global"],
+      [['{ name: x-tier, prefix: "free-" }'], ["{ header: x-tier }"]],
+    ]);
   });
 
   it("a wildcard inside a value is a pattern to the service: left out, not read as a literal value", () => {
@@ -200,7 +207,7 @@ describe("YAML as yaml.v2 reads it (scripts/yaml-v2-check.ts checks these agains
     const r = run(
       "domain: 5\ndescriptors:\n  - key: remote_address\n    value: 0x1F\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
     );
-    expect(r.report.map((i) => i.message)).toContainEqual(expect.stringMatching(/remote_address=0x1F/));
+    expect(r.rules.map((x) => x.match.header)).toEqual([['{ name: cf-connecting-ip, equals: "0x1F" }']]);
     expect(() => run("domain: edge\ndescriptors:\n  - key: 12345678901234567890\n")).toThrow(
       /is a number above 2\^63-1/,
     );

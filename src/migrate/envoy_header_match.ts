@@ -1,0 +1,98 @@
+/**
+ * Envoy's header matchers (a `header_value_match` action's `headers`) as Sluice: `:method` and `:path` as a route,
+ * other headers as `match.header` conditions (src/rules/header_match.ts), or why one rule cannot say them.
+ */
+import type { HeaderCondition } from "../rules/types.ts";
+import { isObject, type Obj } from "./envoy_file.ts";
+import type { Meaning } from "./envoy_mapping.ts";
+import { routeOf } from "./envoy_route_actions.ts";
+
+/**
+ * A `header_value_match` as a route (its `:path` and `:method`) and `match.header` conditions (its other headers);
+ * else why it cannot be one. `expect_match: false` sends the descriptor when the headers do not all match: said only
+ * for one presence test (`present_match`), whose opposite is one condition too.
+ */
+export function headerMatch(hvm: Obj, path: string): Meaning {
+  let method = "*";
+  let matchPath = path;
+  const conditions: HeaderCondition[] = [];
+  for (const h of Array.isArray(hvm.headers) ? hvm.headers : []) {
+    const name = isObject(h) && typeof h.name === "string" ? h.name.toLowerCase() : "";
+    const exact = isObject(h) ? exactOf(h) : null;
+    const prefix = isObject(h) ? prefixOf(h) : null;
+    const plain = isObject(h) && h.invert_match !== true;
+    if (name === ":method" && exact !== null && plain) method = exact.toUpperCase();
+    else if (name === ":path" && exact !== null && plain) matchPath = exact;
+    else if (name === ":path" && prefix !== null && plain) matchPath = `${prefix}**`;
+    else {
+      const c = isObject(h) && !name.startsWith(":") ? envoyCondition(name, h) : null;
+      if (c === null) {
+        return {
+          kind: "refused",
+          why: `its header_value_match tests the ${name === "" ? "unnamed" : name} header in a way a Sluice match.header cannot say (a pseudo-header, a range, or a regex JavaScript does not read)`,
+        };
+      }
+      conditions.push(c);
+    }
+  }
+  if (hvm.expect_match === false) {
+    const only = conditions.length === 1 && method === "*" && matchPath === path ? conditions[0]! : null;
+    if (only?.test !== "present") {
+      return {
+        kind: "refused",
+        why: "its header_value_match has expect_match: false (requests whose headers do not all match: without a header, or with another value), which one Sluice rule can say only for a single present_match",
+      };
+    }
+    conditions[0] = { ...only, not: !only.not };
+  }
+  const base: Meaning = method === "*" && matchPath === "/" ? { kind: "any" } : routeOf(method, matchPath);
+  return conditions.length === 0 || (base.kind !== "any" && base.kind !== "route")
+    ? base
+    : { ...base, headers: conditions };
+}
+
+/**
+ * One Envoy `HeaderMatcher` (not a pseudo-header) as a condition, or `null`: exact, prefix, suffix, contains and
+ * safe_regex (Envoy matches the whole value, so anchored) values, `string_match`'s `ignore_case`, `present_match`,
+ * `invert_match` (the header present and failing the test, as Envoy reads it); no test is `present_match: true`.
+ */
+export function envoyCondition(name: string, h: Obj): HeaderCondition | null {
+  if (h.treat_missing_header_as_empty === true || h.range_match !== undefined) return null;
+  const sm = isObject(h.string_match) ? h.string_match : {};
+  const text = (legacy: string, key: string) =>
+    typeof h[legacy] === "string" ? (h[legacy] as string) : typeof sm[key] === "string" ? (sm[key] as string) : null;
+  const regexOf = (o: unknown) => (isObject(o) && typeof o.regex === "string" ? o.regex : null);
+  const tests: [HeaderCondition["test"], string | null][] = [
+    ["equals", text("exact_match", "exact")],
+    ["prefix", text("prefix_match", "prefix")],
+    ["suffix", text("suffix_match", "suffix")],
+    ["contains", text("contains_match", "contains")],
+    ["matches", regexOf(h.safe_regex_match) ?? regexOf(sm.safe_regex)],
+  ];
+  const found = tests.find(([, v]) => v !== null && v !== "");
+  const one = { name, ignoreCase: sm.ignore_case === true, not: h.invert_match === true };
+  if (found === undefined) {
+    if (Object.keys(sm).length > 0 || (h.present_match !== undefined && typeof h.present_match !== "boolean"))
+      return null;
+    // `present_match: false` is "absent"; inverted, "present".
+    return { ...one, test: "present", value: "", not: (h.present_match === false) !== one.not };
+  }
+  const [test, v] = found as [HeaderCondition["test"], string];
+  if (test !== "matches") return { ...one, test, value: v };
+  try {
+    new RegExp(`^(?:${v})$`, "u");
+  } catch {
+    return null;
+  }
+  return { ...one, test, value: `^(?:${v})$` };
+}
+
+function exactOf(h: Obj): string | null {
+  if (typeof h.exact_match === "string") return h.exact_match;
+  return isObject(h.string_match) && typeof h.string_match.exact === "string" ? h.string_match.exact : null;
+}
+
+function prefixOf(h: Obj): string | null {
+  if (typeof h.prefix_match === "string") return h.prefix_match;
+  return isObject(h.string_match) && typeof h.string_match.prefix === "string" ? h.string_match.prefix : null;
+}
