@@ -5,7 +5,8 @@
  * `delay=`, two limits, `r/m` rates NGINX rounds); a zone shared by two locations; a `limit_req_dry_run` location; and
  * keys of `$binary_remote_addr$uri`, `$http_x_tenant` (a request without the header has an empty key: not limited)
  * and `$server_name`; a regex location of two alternatives (one route each in Sluice); one of a path's ending that
- * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs). Every request of a case is
+ * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs); a map of a header's
+ * values (`match.header` in Sluice). Every request of a case is
  * sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
@@ -18,7 +19,7 @@ export interface ZoneSpec {
   readonly name: string;
   readonly amount: number;
   readonly unit: "s" | "m";
-  readonly key: "$binary_remote_addr" | "$binary_remote_addr$uri" | "$http_x_tenant" | "$server_name";
+  readonly key: "$binary_remote_addr" | "$binary_remote_addr$uri" | "$http_x_tenant" | "$server_name" | "$tier_key";
 }
 
 export interface LimitSpec {
@@ -63,6 +64,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "site", amount: 5, unit: "s", key: "$server_name" },
   { name: "alt", amount: 5, unit: "s", key: "$binary_remote_addr" },
   { name: "ext", amount: 5, unit: "s", key: "$binary_remote_addr" },
+  { name: "tier", amount: 5, unit: "s", key: "$tier_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -181,6 +183,23 @@ export const CASES: readonly Case[] = [
       sub: ["b0/x.php", "queue/a/y.jpg", "z.jpeg", "B0/Y.PHP"][i % 4]!,
     })),
   },
+  // A map of a header's values (TIER_MAP): only requests whose X-Tenant is listed get the key, `match.header` in
+  // Sluice. Strings ignore case in NGINX's map; `~*` regexes too; the exempt string wins over the regex.
+  {
+    path: "/tier/",
+    location: "own",
+    limits: [{ zone: "tier", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 1, 1, 2, 2, 3, 3].map((t, i) => ({
+        at: t,
+        tenant: ["bot-1", "BOT-2", "Gold", "gold", "silver", "bot-free", "bot-x", "GOLD"][i]!,
+      })),
+      { at: 4 },
+      { at: 5 },
+      { at: 300, tenant: "bot-3" },
+      { at: 310, tenant: "bot-3" },
+    ],
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -211,6 +230,7 @@ export function nginxConf(dir: string, port: number): string {
   const zones = ZONES.map((z) => `  limit_req_zone ${z.key} zone=${z.name}:1m rate=${z.amount}r/${z.unit};`);
   return `${nginxPreamble(dir, '$remote_addr $msec $request_time $status $limit_req_status "$request" "$http_x_tenant"')}
   default_type text/plain;
+${TIER_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -223,6 +243,14 @@ ${CASES.flatMap(locationsOf).join("\n")}
 }
 `;
 }
+
+/** The header map of the /tier/ case: `bot-free` is exempt (an exact string, tried before the regex). */
+const TIER_MAP = `  map $http_x_tenant $tier_key {
+    default "";
+    ~*^bot $binary_remote_addr;
+    gold $binary_remote_addr;
+    bot-free "";
+  }`;
 
 /** The model's zones, fresh. */
 export function modelZones(): Map<string, NginxZone> {
@@ -245,7 +273,16 @@ export function modelLimits(
           ? `${CLIENT}${uri}`
           : spec.key === "$http_x_tenant"
             ? (tenant ?? "")
-            : SERVER_NAME;
+            : spec.key === "$tier_key"
+              ? tierKey(tenant ?? "")
+              : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
+}
+
+/** What TIER_MAP gives a request: its address for a listed value (strings ignoring case), else empty. */
+function tierKey(tenant: string): string {
+  const t = tenant.toLowerCase();
+  if (t === "bot-free") return "";
+  return t === "gold" || /^bot/i.test(tenant) ? CLIENT : "";
 }

@@ -80,7 +80,7 @@ export function envoyCondition(name: string, h: Obj): HeaderCondition | null {
   const [test, v] = found as [HeaderCondition["test"], string];
   if (test !== "matches") return { ...one, test, value: v };
   try {
-    new RegExp(`^(?:${v})$`, "u");
+    new RegExp(`^(?:${v})$`);
   } catch {
     return null;
   }

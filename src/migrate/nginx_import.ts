@@ -10,6 +10,7 @@
  */
 
 import { MAX_AMOUNT } from "../rules/duration.ts";
+import { printHeaderCondition } from "../rules/header_match.ts";
 import { checkNginx } from "./nginx_check.ts";
 import { type Directive, httpBlockOf, NginxImportError, text, type UnreadInclude, where } from "./nginx_conf.ts";
 import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
@@ -23,6 +24,7 @@ import {
   mayBeat,
   type Place,
   placesOf,
+  serversOf,
 } from "./nginx_places.ts";
 import { closingNoted, reportUnread, reportUnsupported, reportUnused, sharedZones } from "./nginx_report.ts";
 import { covers, intersectRoutes } from "./nginx_routes.ts";
@@ -72,7 +74,7 @@ export function importNginx(config: readonly Directive[], unread: readonly Unrea
 /** The rules of one limiting module (`limit_req` or `limit_conn`) over every server. */
 function kindRules(http: readonly Directive[], kind: LimitKind, report: ReportItem[], taken: Set<string>): DraftRule[] {
   const base = contextOf(http, { limits: [], status: null, dryRun: false }, kind.names);
-  const servers = http.filter((d) => d.name === "server" && d.block !== null);
+  const servers = serversOf(http, base, kind.names, report);
   if (servers.filter((s) => placesOf(s, base, kind.names).some((p) => p.context.limits.length > 0)).length > 1) {
     report.push({
       where: where(servers[1]!),
@@ -336,6 +338,7 @@ function draft(
     match: {
       ...(routes === null ? {} : { route: routes.length === 1 ? routes[0]! : routes }),
       ...(except.length === 0 ? {} : { except }),
+      ...(zone.headers === undefined ? {} : { header: zone.headers.map(printHeaderCondition) }),
       ...(zone.identity === null ? {} : { identity: zone.identity }),
     },
     ...(key === null ? {} : { key }),

@@ -6,6 +6,7 @@
  * (`key_missing: skip`). nginx_map_sources.ts reads each kind of source; what a rule cannot say (keys chosen by a
  * header's value, several keys, address ranges, a host) is refused with its reason.
  */
+import type { HeaderCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoice } from "./nginx_map_sources.ts";
 
@@ -50,6 +51,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   const notes: string[] = [];
   let skipMissing = false;
   let servers: ServerChoice | null = null;
+  const headers: HeaderCondition[] = [];
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
@@ -58,7 +60,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
         refused: `$${m[1]} comes from a geo block (address ranges), and a Sluice rule cannot match on an address range`,
       };
     }
-    const over = overGeo(m[1]!, map, maps);
+    const over = overGeo(m[1]!, overMaps(m[1]!, map, maps), maps);
     if ("refused" in over) return over;
     const one = expandOne(m[1]!, over, maps);
     if ("refused" in one) return one;
@@ -69,13 +71,22 @@ export function expandMaps(key: string, maps: Maps): Expanded {
       only = [...one.only];
     }
     notes.push(...one.notes);
+    headers.push(...(one.headers ?? []));
     skipMissing ||= one.skipMissing;
     if (one.servers != null) {
       if (servers !== null) return { refused: `${key}: two maps over $server_name in one key are not imported` };
       servers = one.servers;
     }
   }
-  return { key: expanded, except: [...new Set(except)], only, notes, skipMissing, servers };
+  return {
+    key: expanded,
+    except: [...new Set(except)],
+    only,
+    notes,
+    skipMissing,
+    servers,
+    ...(headers.length === 0 ? {} : { headers }),
+  };
 }
 
 /**
@@ -106,6 +117,30 @@ function overGeo(name: string, map: NginxMap, maps: Maps): NginxMap | { readonly
     at: map.at,
     said: `${said}, by client address)`,
   };
+}
+
+/**
+ * A map over another map's constants (`map $http_user_agent $bot { ~*bot 1; default 0; }` then `map $bot $key { 1
+ * $binary_remote_addr; default ""; }`) as one map over the first one's source: each of its values gives what the
+ * second gives its result (compared ignoring case, as NGINX compares a map's strings). Only when the first gives
+ * constants and the second lists strings, not regexes; a chain of such maps, up to 4 deep.
+ */
+function overMaps(name: string, map: NginxMap, maps: Maps, depth = 0): NginxMap {
+  const innerName = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(map.source)?.[1] ?? "";
+  const inner = maps.get(innerName);
+  if (depth >= 4 || inner === undefined || "geo" in inner || map.entries.some((e) => e.value.startsWith("~")))
+    return map;
+  if ([...inner.entries.map((e) => e.result), inner.fallback].some((r) => r.includes("$"))) return map;
+  const mapped = (v: string) =>
+    map.entries.find((e) => e.value.toLowerCase() === v.toLowerCase())?.result ?? map.fallback;
+  const composed: NginxMap = {
+    source: inner.source,
+    entries: inner.entries.map((e) => ({ value: e.value, result: mapped(e.result) })),
+    fallback: mapped(inner.fallback),
+    at: map.at,
+    said: `${map.said ?? `map ${map.source} $${name}`} (over map ${inner.source} $${innerName})`,
+  };
+  return overMaps(name, composed, maps, depth + 1);
 }
 
 /** Words of a `geo` block this import does not read (address ranges written as starts and ends, other files, ...). */

@@ -1,10 +1,13 @@
 /**
  * What a `map` over each kind of source variable can be as a Sluice rule, when the map gives one key and an empty one
  * (not limited): `$uri` as routes left out or kept (`match.except`, `match.route`), `$request_method` as routes with a
- * method, a header, cookie or query value that the key holds as `key_missing: skip`, addresses that never reach the
+ * method, a header's values as `match.header` (nginx_map_header.ts), a header, cookie or query value that the key
+ * holds as `key_missing: skip`, addresses that never reach the
  * Worker as a client's. Every other shape is refused with what a rule would need to say it.
  */
+import type { HeaderCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
+import { headerConditions } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
 
 /** A `map SOURCE $VAR { value result; ... default result; }` as written. */
@@ -31,6 +34,8 @@ export type Expanded =
       readonly skipMissing: boolean;
       /** `map $server_name`: which servers' requests get the key (the others NGINX does not limit); `null`: all. */
       readonly servers?: ServerChoice | null;
+      /** `map $http_NAME`: the header conditions under which the key is given (`match.header`). */
+      readonly headers?: readonly HeaderCondition[];
     }
   | { readonly refused: string };
 
@@ -98,6 +103,7 @@ function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>,
     notes: parts.notes ?? [],
     skipMissing: parts.skipMissing ?? false,
     servers: parts.servers ?? null,
+    ...(parts.headers === undefined ? {} : { headers: parts.headers }),
   };
 }
 
@@ -119,6 +125,13 @@ function clientValue(shape: MapShape, v: string): Expanded {
   if (particular.length > 0) {
     const regex = particular.some((e) => isRegex(e.value)) ? "regular expressions over " : "";
     if (shape.keys.length > 1) return severalKeys(shape);
+    if (v.startsWith("http_")) {
+      const header = v.slice(5).replaceAll("_", "-");
+      const headers = headerConditions(map, said, header);
+      if ("refused" in headers) return headers;
+      const note = `${said}: only requests whose ${header} header has a value it lists get a key (match.header)`;
+      return ok(shape.keys[0]!, { headers, notes: [note] });
+    }
     return refuse(shape, `a rule cannot match on ${regex}${kind}'s value`);
   }
   const missing = map.entries.find((e) => e.value === "")?.result ?? map.fallback;

@@ -5,6 +5,7 @@
  */
 import { type Directive, NginxImportError, where } from "./nginx_conf.ts";
 import { mayOverlap, regexRoutes, routeOfLocation } from "./nginx_routes.ts";
+import type { ReportItem } from "./report.ts";
 
 /** The directives of one NGINX limiting module: the limit, its status and its dry run (`limit_req`, `limit_conn`). */
 export interface LimitNames {
@@ -112,6 +113,27 @@ export function placesOf(server: Directive, base: Context, names: LimitNames = L
     });
   }
   return places;
+}
+
+/**
+ * A `http` block's servers; for a file NGINX includes inside `http` (conf.d/) with limits and no server, one server
+ * with no locations, as those limits reach every server's requests (reported).
+ */
+export function serversOf(
+  http: readonly Directive[],
+  base: Context,
+  names: LimitNames,
+  report: ReportItem[],
+): Directive[] {
+  const servers = http.filter((d) => d.name === "server" && d.block !== null);
+  const first = base.limits[0];
+  if (servers.length > 0 || first === undefined) return servers;
+  report.push({
+    where: where(first),
+    kind: "note",
+    message: `${names.limit} in http with no server block here: NGINX applies it to every server's requests, so it is imported for every request`,
+  });
+  return [{ name: "server", args: [], file: first.file, line: first.line, block: [] }];
 }
 
 /**

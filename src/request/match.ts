@@ -172,7 +172,7 @@ const regexes = new WeakMap<HeaderCondition, RegExp>();
 function regexOf(c: HeaderCondition): RegExp {
   let re = regexes.get(c);
   if (re === undefined) {
-    re = new RegExp(c.value, c.ignoreCase ? "iu" : "u");
+    re = new RegExp(c.value, c.ignoreCase ? "i" : "");
     regexes.set(c, re);
   }
   return re;

@@ -15,7 +15,7 @@ const KEYS = ["name", ...TESTS, "ignore_case", "not"] as const;
 const EXAMPLE = "{ name: X-Plan, equals: gold }";
 const TAKES = `a header condition takes name, one of ${TESTS.join(", ")}, and ignore_case and not`;
 /** The longest text a condition compares with: a rule is configuration, not data. */
-const MAX_VALUE = 256;
+const MAX_VALUE = 4096;
 
 /** `match.header` from a rule file: one condition or a non-empty list; `undefined` after reporting what is wrong. */
 export function readHeaderMatch(v: Raw | undefined, e: RuleErrors): readonly HeaderCondition[] | undefined {
@@ -99,10 +99,10 @@ function testValue(
   return text;
 }
 
-/** Why `source` is not a JavaScript regular expression (with the `u` flag), or `null`. */
+/** Why `source` is not a JavaScript regular expression, or `null`. */
 function regexError(source: string, ignoreCase: boolean): string | null {
   try {
-    new RegExp(source, ignoreCase ? "iu" : "u");
+    new RegExp(source, ignoreCase ? "i" : "");
     return null;
   } catch (err) {
     return err instanceof Error ? err.message : String(err);

@@ -32,9 +32,10 @@ function line(rule: DraftRule): string {
     .map(([k, v]) => `${k}=${v}`)
     .join(" ");
   const except = rule.match.except === undefined ? "" : ` except ${rule.match.except.join(",")}`;
+  const header = rule.match.header === undefined ? "" : ` header ${rule.match.header.join(",")}`;
   const key =
     rule.key === undefined ? rule.match.identity : `key=${rule.key === "global" ? "global" : rule.key.join("+")}`;
-  return `${rule.id} ${rule.match.route ?? "*"}${except} ${key} ${fields}`;
+  return `${rule.id} ${rule.match.route ?? "*"}${except}${header} ${key} ${fields}`;
 }
 
 function imported(files: Record<string, string>): ImportResult {
@@ -400,6 +401,47 @@ describe("nginx.conf snippets: the rules and the report", () => {
       ["ip-api-v1-users * /api/v1/users**,* /api/v2/users** ip rate=10/s burst=0 delay=0 status=503"],
       [
         "left out: location ~ ^/(a.b|c)/x$: cannot be written as a Sluice route, so limit_req zone=ip burst=2 is not applied there",
+      ],
+    ],
+    [
+      // NGINX's way to limit bots: a map of User-Agent values to a key (strings ignoring case, `~*` regexes), here
+      // through a second map of its constants (the corpus's nginx-limit-crawlers), and an exempt string.
+      "29 a map of a header's values is match.header; a map over it is read through",
+      {
+        "nginx.conf": http(
+          `map $http_user_agent $bot { default 0; ~*googlebot 1; ~*bingbot 1; "Friendly Bot" 0; }\nmap $bot $bot_key { 1 $binary_remote_addr; default ""; }\nmap $http_x_sdk $old_sdk { default ""; ~^1\\. $binary_remote_addr; legacy $binary_remote_addr; }\nlimit_req_zone $bot_key zone=bots:1m rate=1r/s;\nlimit_req_zone $old_sdk zone=sdk:1m rate=2r/s;\nserver { location / { limit_req zone=bots; limit_req zone=sdk; } }`,
+        ),
+      },
+      [
+        'bots * header { name: user-agent, matches: "(?:googlebot)|(?:bingbot)", ignore_case: true },{ name: user-agent, matches: "^Friendly Bot$", ignore_case: true, not: true } ip rate=1/s burst=0 delay=0 status=503',
+        'sdk * header { name: x-sdk, matches: "(?:^1\\\\.)|(?:^[lL][eE][gG][aA][cC][yY]$)" } ip rate=2/s burst=0 delay=0 status=503',
+      ],
+      [
+        "note: limit_req_zone $bot_key zone=bots:1m rate=1r/s: map $bot $bot_key (over map $http_user_agent $bot): only requests whose user-agent header has a value it lists get a key (match.header)",
+      ],
+    ],
+    [
+      // What one rule cannot say stays left out with why: a default that gives the key (requests without the header
+      // are limited too), regexes of both cases.
+      "30 a header map one rule cannot say is left out",
+      {
+        "nginx.conf": http(
+          `map $http_user_agent $k1 { default $binary_remote_addr; ~*bot ""; }\nmap $http_user_agent $k2 { default ""; ~bot $binary_remote_addr; ~*crawl $binary_remote_addr; }\nlimit_req_zone $k1 zone=a:1m rate=1r/s;\nlimit_req_zone $k2 zone=b:1m rate=1r/s;\nserver { location / { limit_req zone=a; limit_req zone=b; } }`,
+        ),
+      },
+      [],
+      [
+        "left out: limit_req_zone $k1 zone=a:1m rate=1r/s: map $http_user_agent $k1: requests that do not send the user-agent header, or send a value it does not list, get the key $binary_remote_addr; one Sluice rule can limit requests without a header or with other values, not both",
+        "left out: limit_req_zone $k2 zone=b:1m rate=1r/s: map $http_user_agent $k2: its regexes mix ~ (case) and ~* (any case), which one test cannot say",
+      ],
+    ],
+    [
+      // A conf.d file NGINX includes inside http: its http-level limit reaches every server's requests.
+      "31 limits in a file with no server block apply to every request",
+      { "nginx.conf": `${ZONE_IP}\nlimit_req zone=ip burst=3;\n` },
+      ["ip * ip rate=10/s burst=3 delay=0 status=503"],
+      [
+        "note: limit_req in http with no server block here: NGINX applies it to every server's requests, so it is imported for every request",
       ],
     ],
   ] as const)("%s", (_name, files, rules, report) => {

@@ -47,9 +47,9 @@ describe("map keys", () => {
 
   it.each([
     [
-      "exempting by a header's value",
-      'map $http_user_agent $k { default ""; ~bot $binary_remote_addr; }',
-      /which requests get the key \$binary_remote_addr and which an empty key \(not limited\) depends on \$http_user_agent, which a Sluice rule cannot match on/,
+      "exempting by a cookie's value",
+      'map $cookie_plan $k { default ""; ~bot $binary_remote_addr; }',
+      /which requests get the key \$binary_remote_addr and which an empty key \(not limited\) depends on \$cookie_plan, which a Sluice rule cannot match on/,
     ],
     [
       "several keys",

@@ -89,7 +89,7 @@ describe("match.header: each mistake, its message", () => {
     ],
     [
       "{ header: { name: X-Plan, equals: '' }, identity: ip }",
-      'h.yaml:2:44: r.match.header.equals: must be a non-empty text of at most 256 characters, got ""',
+      'h.yaml:2:44: r.match.header.equals: must be a non-empty text of at most 4096 characters, got ""',
     ],
     [
       "{ header: { name: X-Plan, present: yes }, identity: ip }",

@@ -1,0 +1,73 @@
+/**
+ * A `map $http_NAME $key` that gives the key only to requests whose header has some values (NGINX's way to limit
+ * bots by `User-Agent`, or one client version), as `match.header`: the values the map lists, in one regular
+ * expression. NGINX compares a map's strings ignoring case and tries them before its regexes (`~`, `~*` ignoring
+ * case), in order, before `default` (ngx_http_map_module). A request without the header reads as the empty value.
+ */
+import { headerPasses } from "../request/match.ts";
+import type { HeaderCondition } from "../rules/types.ts";
+
+/** A map as this file reads it: its entries in order and its `default` (nginx_map_sources.ts `NginxMap`). */
+interface ListedMap {
+  readonly entries: readonly { readonly value: string; readonly result: string }[];
+  readonly fallback: string;
+}
+
+/** The conditions under which the map (`said`: how the report names it) gives its one key, or why one rule cannot. */
+export function headerConditions(
+  map: ListedMap,
+  said: string,
+  header: string,
+): readonly HeaderCondition[] | { refused: string } {
+  const refuse = (why: string) => ({ refused: `${said}: ${why}` });
+  if (map.fallback !== "") {
+    return refuse(
+      `requests that do not send the ${header} header, or send a value it does not list, get the key ${map.fallback}; one Sluice rule can limit requests without a header or with other values, not both`,
+    );
+  }
+  const given = map.entries.filter((e) => e.result !== "");
+  const empty = map.entries.filter((e) => e.result === "" && e.value !== "");
+  if (empty.some((e) => e.value.startsWith("~"))) {
+    return refuse("a regex that gives an empty key beside values that give the key (tried in order) is not imported");
+  }
+  const wanted = alternation(given.map((e) => e.value));
+  if ("refused" in wanted) return refuse(wanted.refused);
+  const conditions: HeaderCondition[] = [{ name: header, test: "matches", ...wanted, not: false }];
+  // A listed value that gives an empty key wins over the regexes (strings come first): left out by a second test.
+  if (empty.length > 0) {
+    const exempt = alternation(empty.map((e) => e.value));
+    if ("refused" in exempt) return refuse(exempt.refused);
+    conditions.push({ name: header, test: "matches", ...exempt, not: true });
+  }
+  // NGINX reads a missing header as "": a map that gives "" the key limits requests without it, which these do not.
+  if (conditions.every((c) => headerPasses(c, ""))) {
+    return refuse(`an empty ${header} (a request without the header) gets the key, which a header test cannot say`);
+  }
+  return conditions;
+}
+
+/**
+ * Map values as one regular expression: strings (ignoring case, as NGINX compares them) whole, regexes as written.
+ * `~*` regexes ignore case, `~` ones do not: the two cannot share one expression's flag.
+ */
+function alternation(values: readonly string[]): { value: string; ignoreCase: boolean } | { refused: string } {
+  const caseless = values.some((v) => v.startsWith("~*"));
+  const cased = values.some((v) => v.startsWith("~") && !v.startsWith("~*"));
+  if (caseless && cased) return { refused: "its regexes mix ~ (case) and ~* (any case), which one test cannot say" };
+  const parts = values.map((v) =>
+    v.startsWith("~*") ? v.slice(2) : v.startsWith("~") ? v.slice(1) : `^${literal(v, cased)}$`,
+  );
+  const value = parts.length === 1 ? parts[0]! : parts.map((p) => `(?:${p})`).join("|");
+  try {
+    new RegExp(value);
+  } catch (err) {
+    return { refused: `its regex ${JSON.stringify(value)} is not one JavaScript reads (${(err as Error).message})` };
+  }
+  return { value, ignoreCase: !cased };
+}
+
+/** A map string as a regex: escaped; with `cased` (beside case-sensitive regexes), each letter in both cases. */
+function literal(text: string, cased: boolean): string {
+  const escaped = text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+  return cased ? escaped.replace(/[A-Za-z]/g, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`) : escaped;
+}
