@@ -355,7 +355,8 @@ describe.each(Object.entries(busy))("%s", (_name, { fault, calls }) => {
     expect(r.status).toBe(429);
     expect(Number(r.headers.get("Retry-After"))).toBeGreaterThanOrEqual(1);
     expect((await bodyOf(r))["violated-policies"]).toEqual([rule]);
-    expect(decisionCalls(spy)).toBe(calls);
+    // The call sent again leaves before the answer, but on a loaded machine may reach the object after it.
+    await vi.waitFor(() => expect(decisionCalls(spy)).toBe(calls), { timeout: 5000 });
     expect(isolate.stats.fail_open - before.fail_open).toBe(0);
     expect(isolate.stats.fail_closed - before.fail_closed).toBe(0);
     expect(isolate.stats.last_known_answers - before.last_known_answers).toBe(1);
