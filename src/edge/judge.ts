@@ -47,11 +47,11 @@ export async function judgeRequest(
   }
   const cx: RequestContext = { ...base, method, plan: caller.plan };
   const { plan, keyHashes, unverified, overrides } = caller;
-  const header = (name: string) => request.headers.get(name);
-  const known = { methods, paths, foldCase, plan, keyHashes, unverified, overrides, header };
+  const values = keySourceOf(request, url);
+  const known = { methods, paths, foldCase, plan, keyHashes, unverified, overrides, values };
   const rejecting = rejectingRule(rules, known);
   if (rejecting !== null) return { judgement: unauthorized(cx, rejecting), forwardPath: shape.forwardPath, plan };
-  const keys = hasKeyedRules(rules) ? await keyedRules(rules, known, keySourceOf(request, url), settings) : null;
+  const keys = hasKeyedRules(rules) ? await keyedRules(rules, known, values, settings) : null;
   if (keys !== null && "refused" in keys) {
     const { detail, error } = keys.refused;
     return { judgement: badRequest(detail, error), forwardPath: shape.forwardPath, plan };

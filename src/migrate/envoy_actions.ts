@@ -6,9 +6,9 @@
  * A `header_value_match` on other headers is a `match.header`; one that cannot be (a range, `expect_match: false`
  * beyond a presence test) is left out with that reason. `destination_cluster`, `source_cluster` and `metadata`: envoy_route_actions.ts.
  */
-import type { HeaderCondition } from "../rules/types.ts";
+import type { MatchCondition } from "../rules/types.ts";
 import { isObject, type Obj, walkObjects } from "./envoy_file.ts";
-import { headerMatch } from "./envoy_header_match.ts";
+import { headerMatch, queryMatch } from "./envoy_header_match.ts";
 import { ADDRESS, headerMeaning, type Meaning, maskedIp } from "./envoy_mapping.ts";
 import { nodeCluster, readRouteAction, routeFacts, routeOf } from "./envoy_route_actions.ts";
 import { mayOverlap } from "./nginx_routes.ts";
@@ -251,10 +251,8 @@ function readAction(action: Obj, path: string, out: Map<string, Meaning>, note: 
   if (a("remote_address") !== null) sentAt(out, "remote_address", ADDRESS, path, note);
   const qvm = a("query_parameter_value_match");
   if (qvm !== null && typeof qvm.descriptor_value === "string") {
-    out.set(`${str(qvm, "descriptor_key", "query_match")}:${qvm.descriptor_value}`, {
-      kind: "refused",
-      why: "its query_parameter_value_match matches query parameters, and a Sluice rule matches routes, plans and identities",
-    });
+    const key = `${str(qvm, "descriptor_key", "query_match")}:${qvm.descriptor_value}`;
+    sentAt(out, key, queryMatch(qvm, path), path, note);
   }
   const generic = a("generic_key");
   if (generic !== null && typeof generic.descriptor_value === "string") {
@@ -302,7 +300,7 @@ function sentAt(out: Map<string, Meaning>, key: string, given: Meaning, path: st
   }
   if (had === undefined || meaning.kind === "refused") out.set(key, meaning);
   else if (had.kind === "refused") return;
-  else if (JSON.stringify(headersOf(had)) !== JSON.stringify(headersOf(meaning))) {
+  else if (JSON.stringify(conditionsOf(had)) !== JSON.stringify(conditionsOf(meaning))) {
     // One rule has one match.header: a descriptor sent under different header conditions is two limits' worth.
     out.set(key, {
       kind: "refused",
@@ -312,14 +310,14 @@ function sentAt(out: Map<string, Meaning>, key: string, given: Meaning, path: st
   else if (meaning.kind === "any" || had.kind !== "route" || meaning.kind !== "route") out.set(key, meaning);
   else {
     const route = one([...new Set([...[had.route].flat(), ...[meaning.route].flat()])]);
-    out.set(key, { kind: "route", route, ...noteOf(meaning), ...headersOf(meaning) });
+    out.set(key, { kind: "route", route, ...noteOf(meaning), ...conditionsOf(meaning) });
   }
 }
 
 /** A meaning's `match.header` conditions, as a spread (none: `{}`). */
-function headersOf(meaning: Meaning): { headers?: readonly HeaderCondition[] } {
-  return (meaning.kind === "route" || meaning.kind === "any") && meaning.headers !== undefined
-    ? { headers: meaning.headers }
+function conditionsOf(meaning: Meaning): { conditions?: readonly MatchCondition[] } {
+  return (meaning.kind === "route" || meaning.kind === "any") && meaning.conditions !== undefined
+    ? { conditions: meaning.conditions }
     : {};
 }
 

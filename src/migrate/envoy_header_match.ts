@@ -1,8 +1,10 @@
 /**
- * Envoy's header matchers (a `header_value_match` action's `headers`) as Sluice: `:method` and `:path` as a route,
- * other headers as `match.header` conditions (src/rules/header_match.ts), or why one rule cannot say them.
+ * Envoy's header and query parameter matchers (a `header_value_match` action's `headers`, a
+ * `query_parameter_value_match`'s `query_parameters`) as Sluice: `:method` and `:path` as a route, other headers as
+ * `match.header` and query parameters as `match.query` conditions (src/rules/match_conditions.ts), or why one rule
+ * cannot say them.
  */
-import type { HeaderCondition } from "../rules/types.ts";
+import type { MatchCondition } from "../rules/types.ts";
 import { isObject, type Obj } from "./envoy_file.ts";
 import type { Meaning } from "./envoy_mapping.ts";
 import { routeOf } from "./envoy_route_actions.ts";
@@ -15,7 +17,7 @@ import { routeOf } from "./envoy_route_actions.ts";
 export function headerMatch(hvm: Obj, path: string): Meaning {
   let method = "*";
   let matchPath = path;
-  const conditions: HeaderCondition[] = [];
+  const conditions: MatchCondition[] = [];
   for (const h of Array.isArray(hvm.headers) ? hvm.headers : []) {
     const name = isObject(h) && typeof h.name === "string" ? h.name.toLowerCase() : "";
     const exact = isObject(h) ? exactOf(h) : null;
@@ -25,7 +27,7 @@ export function headerMatch(hvm: Obj, path: string): Meaning {
     else if (name === ":path" && exact !== null && plain) matchPath = exact;
     else if (name === ":path" && prefix !== null && plain) matchPath = `${prefix}**`;
     else {
-      const c = isObject(h) && !name.startsWith(":") ? envoyCondition(name, h) : null;
+      const c = isObject(h) && !name.startsWith(":") ? envoyCondition("header", name, h) : null;
       if (c === null) {
         return {
           kind: "refused",
@@ -35,20 +37,48 @@ export function headerMatch(hvm: Obj, path: string): Meaning {
       conditions.push(c);
     }
   }
-  if (hvm.expect_match === false) {
-    const only = conditions.length === 1 && method === "*" && matchPath === path ? conditions[0]! : null;
+  const base: Meaning = method === "*" && matchPath === "/" ? { kind: "any" } : routeOf(method, matchPath);
+  return withConditions(base, conditions, hvm.expect_match === false && method === "*" && matchPath === path, "header");
+}
+
+/**
+ * A `query_parameter_value_match` on the route at `path`: its `query_parameters` as `match.query` conditions (each
+ * `string_match` or `present_match`), or why they cannot be.
+ */
+export function queryMatch(qvm: Obj, path: string): Meaning {
+  const conditions: MatchCondition[] = [];
+  for (const q of Array.isArray(qvm.query_parameters) ? qvm.query_parameters : []) {
+    const name = isObject(q) && typeof q.name === "string" ? q.name : "";
+    const c = name === "" ? null : envoyCondition("query", name, q as Obj);
+    if (c === null) {
+      return {
+        kind: "refused",
+        why: `its query_parameter_value_match tests the ${name === "" ? "unnamed" : name} query parameter in a way a Sluice match.query cannot say`,
+      };
+    }
+    conditions.push(c);
+  }
+  const base: Meaning = path === "/" ? { kind: "any" } : routeOf("*", path);
+  return withConditions(base, conditions, qvm.expect_match === false, "query");
+}
+
+/**
+ * A route with the conditions that send its descriptor. `negated` (`expect_match: false`): the descriptor is sent
+ * when they do not all hold, which one rule says only for one presence test (its opposite is one condition too).
+ */
+function withConditions(base: Meaning, given: MatchCondition[], negated: boolean, what: "header" | "query"): Meaning {
+  let conditions = given;
+  if (negated) {
+    const only = given.length === 1 ? given[0]! : null;
     if (only?.test !== "present") {
       return {
         kind: "refused",
-        why: "its header_value_match has expect_match: false (requests whose headers do not all match: without a header, or with another value), which one Sluice rule can say only for a single present_match",
+        why: `its ${what === "header" ? "header_value_match" : "query_parameter_value_match"} has expect_match: false (requests whose ${what === "header" ? "headers" : "query parameters"} do not all match: without one, or with another value), which one Sluice rule can say only for a single present_match`,
       };
     }
-    conditions[0] = { ...only, not: !only.not };
+    conditions = [{ ...only, not: !only.not }];
   }
-  const base: Meaning = method === "*" && matchPath === "/" ? { kind: "any" } : routeOf(method, matchPath);
-  return conditions.length === 0 || (base.kind !== "any" && base.kind !== "route")
-    ? base
-    : { ...base, headers: conditions };
+  return conditions.length === 0 || (base.kind !== "any" && base.kind !== "route") ? base : { ...base, conditions };
 }
 
 /**
@@ -56,13 +86,13 @@ export function headerMatch(hvm: Obj, path: string): Meaning {
  * safe_regex (Envoy matches the whole value, so anchored) values, `string_match`'s `ignore_case`, `present_match`,
  * `invert_match` (the header present and failing the test, as Envoy reads it); no test is `present_match: true`.
  */
-export function envoyCondition(name: string, h: Obj): HeaderCondition | null {
+export function envoyCondition(source: "header" | "query", name: string, h: Obj): MatchCondition | null {
   if (h.treat_missing_header_as_empty === true || h.range_match !== undefined) return null;
   const sm = isObject(h.string_match) ? h.string_match : {};
   const text = (legacy: string, key: string) =>
     typeof h[legacy] === "string" ? (h[legacy] as string) : typeof sm[key] === "string" ? (sm[key] as string) : null;
   const regexOf = (o: unknown) => (isObject(o) && typeof o.regex === "string" ? o.regex : null);
-  const tests: [HeaderCondition["test"], string | null][] = [
+  const tests: [MatchCondition["test"], string | null][] = [
     ["equals", text("exact_match", "exact")],
     ["prefix", text("prefix_match", "prefix")],
     ["suffix", text("suffix_match", "suffix")],
@@ -70,14 +100,14 @@ export function envoyCondition(name: string, h: Obj): HeaderCondition | null {
     ["matches", regexOf(h.safe_regex_match) ?? regexOf(sm.safe_regex)],
   ];
   const found = tests.find(([, v]) => v !== null && v !== "");
-  const one = { name, ignoreCase: sm.ignore_case === true, not: h.invert_match === true };
+  const one = { in: source, name, ignoreCase: sm.ignore_case === true, not: h.invert_match === true };
   if (found === undefined) {
     if (Object.keys(sm).length > 0 || (h.present_match !== undefined && typeof h.present_match !== "boolean"))
       return null;
     // `present_match: false` is "absent"; inverted, "present".
     return { ...one, test: "present", value: "", not: (h.present_match === false) !== one.not };
   }
-  const [test, v] = found as [HeaderCondition["test"], string];
+  const [test, v] = found as [MatchCondition["test"], string];
   if (test !== "matches") return { ...one, test, value: v };
   try {
     new RegExp(`^(?:${v})$`);

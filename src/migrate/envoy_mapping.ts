@@ -4,11 +4,10 @@
  * a route, a plan, or any request. A descriptor chain becomes a rule's match through it.
  */
 
-import { printHeaderCondition } from "../rules/header_match.ts";
 import { compileRoute } from "../rules/route.ts";
-import type { HeaderCondition } from "../rules/types.ts";
+import type { MatchCondition } from "../rules/types.ts";
 import { intersectRoutes } from "./nginx_routes.ts";
-import type { DraftRule, ReportItem } from "./report.ts";
+import { conditionFields, type DraftRule, type ReportItem } from "./report.ts";
 
 /** What a descriptor key (or key and value) stands for. */
 export type Meaning =
@@ -35,17 +34,17 @@ export type Meaning =
       readonly note?: string;
     }
   /**
-   * `note`: where the route says more requests than Envoy sends it (approximate, for the report); `headers`: the
+   * `note`: where the route says more requests than Envoy sends it (approximate, for the report); `conditions`: the
    * conditions a `header_value_match` adds (`match.header`).
    */
   | {
       readonly kind: "route";
       readonly route: string | readonly string[];
       readonly note?: string;
-      readonly headers?: readonly HeaderCondition[];
+      readonly conditions?: readonly MatchCondition[];
     }
   | { readonly kind: "plan"; readonly plan: string }
-  | { readonly kind: "any"; readonly note?: string; readonly headers?: readonly HeaderCondition[] }
+  | { readonly kind: "any"; readonly note?: string; readonly conditions?: readonly MatchCondition[] }
   /** A descriptor that an Envoy route action sends for requests no Sluice match can pick out (envoy_actions.ts). */
   | { readonly kind: "refused"; readonly why: string };
 
@@ -200,7 +199,7 @@ export function matchOf(
     report.push({ where, kind: "approximate", message: `${chainText}: ${note}` });
     notes.push(`approximate: ${note}`);
   };
-  const headers: HeaderCondition[] = [];
+  const conditions: MatchCondition[] = [];
   for (const step of steps) {
     // A value of a request header's descriptor is a `match.header` on it (one counter per value: also a key part).
     const valued = step.value === null ? undefined : mapping.get(`${step.key}:${step.value}`);
@@ -212,12 +211,12 @@ export function matchOf(
           `the wildcard value ${step.key}=${step.value} matches values by a pattern; ${step.key} is not a request header (--map ${step.key}=header:NAME if it is), so no match.header can test it`,
         );
       }
-      headers.push(wildcardCondition(header, step.value));
+      conditions.push(wildcardCondition(header, step.value));
       if (step.shared !== true) parts.push({ part: `{ header: ${header} }`, identity: null });
       continue;
     }
     if (step.value !== null && header !== null) {
-      headers.push({ name: header, test: "equals", value: step.value, ignoreCase: false, not: false });
+      conditions.push(wildcardCondition(header, step.value));
       continue;
     }
     const meaning =
@@ -258,14 +257,14 @@ export function matchOf(
           : { part: meaning.part, identity: null },
       );
     } else if (meaning.kind === "route") {
-      headers.push(...(meaning.headers ?? []));
+      conditions.push(...(meaning.conditions ?? []));
       shadowed(meaning.note);
       route = route === undefined ? meaning.route : bothRoutes(route, meaning.route);
       if (route.length === 0)
         return leftOut(`${step.key}=${step.value}: its routes and the chain's others share no request`);
     } else if (meaning.kind === "plan") plan = meaning.plan;
-    else if ((meaning.headers?.length ?? 0) > 0 || meaning.note !== undefined) {
-      headers.push(...(meaning.headers ?? []));
+    else if ((meaning.conditions?.length ?? 0) > 0 || meaning.note !== undefined) {
+      conditions.push(...(meaning.conditions ?? []));
       shadowed(meaning.note);
     } else if (step.key === "generic_key" && mapping.get(`generic_key:${step.value}`) === undefined) {
       const message = `generic_key=${step.value} is set by Envoy's route actions: imported for every request (give --map generic_key:${step.value}=route:METHOD /path if only some routes set it)`;
@@ -276,7 +275,7 @@ export function matchOf(
   const base = {
     ...(plan === undefined ? {} : { plan }),
     ...(route === undefined ? {} : { route }),
-    ...(headers.length === 0 ? {} : { header: headers.map(printHeaderCondition) }),
+    ...conditionFields(conditions),
   };
   if (parts.length === 1 && parts[0]!.identity !== null) {
     return { match: { ...base, identity: parts[0]!.identity }, key: null, fields: [], notes };
@@ -312,9 +311,9 @@ export function headerOf(meaning: Meaning | undefined): string | null {
  * regular expression: each `*` any run of characters, the rest literal, the whole value (the service's
  * `wildcardMatch`: the value starts with the first part, ends with the last, holds the others in order between).
  */
-export function wildcardCondition(name: string, value: string): HeaderCondition {
+export function wildcardCondition(name: string, value: string): MatchCondition {
   const pieces = value.split("*");
-  const one = { name, ignoreCase: false, not: false };
+  const one = { in: "header" as const, name, ignoreCase: false, not: false };
   if (pieces.length === 1) return { ...one, test: "equals", value };
   if (pieces.every((p) => p === "")) return { ...one, test: "present", value: "" };
   if (pieces.length === 2 && pieces[1] === "") return { ...one, test: "prefix", value: pieces[0]! };

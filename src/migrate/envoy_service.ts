@@ -3,7 +3,7 @@
  * `fixed_window` rule (the service's windows are fixed per unit and aligned to the epoch, as Sluice's are).
  */
 
-import { printHeaderCondition } from "../rules/header_match.ts";
+import { printCondition } from "../rules/match_conditions.ts";
 import type { Sends } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
 import { type FilterSettings, filterSettings } from "./envoy_filter.ts";
@@ -291,8 +291,7 @@ function siblingsExcepted(
         approximate(
           `a request with ${step.key}=${value} goes to that descriptor of its own, which denies every request (left out); Sluice's rule counts it here rather than not at all`,
         );
-      } else if (header !== null)
-        headers.push(printHeaderCondition({ ...wildcardCondition(header, value), not: true }));
+      } else if (header !== null) headers.push(printCondition({ ...wildcardCondition(header, value), not: true }));
       else {
         approximate(
           `a request with ${step.key}=${value} goes to that descriptor of its own (the service looks up a key's value before the key alone), never to this one; Sluice's rule counts it too`,

@@ -36,7 +36,7 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
       ...(counted.except === undefined ? {} : { except: counted.except }),
       ...(counted.only === undefined ? {} : { only: counted.only }),
       ...(counted.servers === undefined ? {} : { servers: counted.servers }),
-      ...(counted.headers === undefined ? {} : { headers: counted.headers }),
+      ...(counted.conditions === undefined ? {} : { conditions: counted.conditions }),
     };
     zones.set(name, zone);
     if (zone.identity === null) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${zone.why}` });

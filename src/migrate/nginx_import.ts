@@ -10,7 +10,6 @@
  */
 
 import { MAX_AMOUNT } from "../rules/duration.ts";
-import { printHeaderCondition } from "../rules/header_match.ts";
 import { checkNginx } from "./nginx_check.ts";
 import { type Directive, httpBlockOf, NginxImportError, text, type UnreadInclude, where } from "./nginx_conf.ts";
 import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
@@ -29,7 +28,7 @@ import {
 import { closingNoted, reportUnread, reportUnsupported, reportUnused, sharedZones } from "./nginx_report.ts";
 import { covers, intersectRoutes } from "./nginx_routes.ts";
 import { readZones, SERVER_NAME_PART, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
-import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
+import { conditionFields, type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 export function importNginx(config: readonly Directive[], unread: readonly UnreadInclude[] = []): ImportResult {
   const report: ReportItem[] = [];
@@ -338,7 +337,7 @@ function draft(
     match: {
       ...(routes === null ? {} : { route: routes.length === 1 ? routes[0]! : routes }),
       ...(except.length === 0 ? {} : { except }),
-      ...(zone.headers === undefined ? {} : { header: zone.headers.map(printHeaderCondition) }),
+      ...conditionFields(zone.conditions ?? []),
       ...(zone.identity === null ? {} : { identity: zone.identity }),
     },
     ...(key === null ? {} : { key }),

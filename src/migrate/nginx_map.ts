@@ -6,7 +6,7 @@
  * (`key_missing: skip`). nginx_map_sources.ts reads each kind of source; what a rule cannot say (keys chosen by a
  * header's value, several keys, address ranges, a host) is refused with its reason.
  */
-import type { HeaderCondition } from "../rules/types.ts";
+import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoice } from "./nginx_map_sources.ts";
 
@@ -51,7 +51,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   const notes: string[] = [];
   let skipMissing = false;
   let servers: ServerChoice | null = null;
-  const headers: HeaderCondition[] = [];
+  const conditions: MatchCondition[] = [];
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
@@ -71,7 +71,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
       only = [...one.only];
     }
     notes.push(...one.notes);
-    headers.push(...(one.headers ?? []));
+    conditions.push(...(one.conditions ?? []));
     skipMissing ||= one.skipMissing;
     if (one.servers != null) {
       if (servers !== null) return { refused: `${key}: two maps over $server_name in one key are not imported` };
@@ -85,7 +85,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     notes,
     skipMissing,
     servers,
-    ...(headers.length === 0 ? {} : { headers }),
+    ...(conditions.length === 0 ? {} : { conditions }),
   };
 }
 

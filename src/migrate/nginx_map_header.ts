@@ -4,8 +4,8 @@
  * expression. NGINX compares a map's strings ignoring case and tries them before its regexes (`~`, `~*` ignoring
  * case), in order, before `default` (ngx_http_map_module). A request without the header reads as the empty value.
  */
-import { headerPasses } from "../request/match.ts";
-import type { HeaderCondition } from "../rules/types.ts";
+import { conditionPasses } from "../request/match.ts";
+import type { MatchCondition } from "../rules/types.ts";
 
 /** A map as this file reads it: its entries in order and its `default` (nginx_map_sources.ts `NginxMap`). */
 interface ListedMap {
@@ -17,12 +17,14 @@ interface ListedMap {
 export function headerConditions(
   map: ListedMap,
   said: string,
+  source: MatchCondition["in"],
   header: string,
-): readonly HeaderCondition[] | { refused: string } {
+): readonly MatchCondition[] | { refused: string } {
   const refuse = (why: string) => ({ refused: `${said}: ${why}` });
+  const noun = `${header} ${source === "query" ? "query parameter" : source}`;
   if (map.fallback !== "") {
     return refuse(
-      `requests that do not send the ${header} header, or send a value it does not list, get the key ${map.fallback}; one Sluice rule can limit requests without a header or with other values, not both`,
+      `requests that do not send the ${noun}, or send a value it does not list, get the key ${map.fallback}; one Sluice rule can limit requests without it or with other values, not both`,
     );
   }
   const given = map.entries.filter((e) => e.result !== "");
@@ -32,16 +34,16 @@ export function headerConditions(
   }
   const wanted = alternation(given.map((e) => e.value));
   if ("refused" in wanted) return refuse(wanted.refused);
-  const conditions: HeaderCondition[] = [{ name: header, test: "matches", ...wanted, not: false }];
+  const conditions: MatchCondition[] = [{ in: source, name: header, test: "matches", ...wanted, not: false }];
   // A listed value that gives an empty key wins over the regexes (strings come first): left out by a second test.
   if (empty.length > 0) {
     const exempt = alternation(empty.map((e) => e.value));
     if ("refused" in exempt) return refuse(exempt.refused);
-    conditions.push({ name: header, test: "matches", ...exempt, not: true });
+    conditions.push({ in: source, name: header, test: "matches", ...exempt, not: true });
   }
   // NGINX reads a missing header as "": a map that gives "" the key limits requests without it, which these do not.
-  if (conditions.every((c) => headerPasses(c, ""))) {
-    return refuse(`an empty ${header} (a request without the header) gets the key, which a header test cannot say`);
+  if (conditions.every((c) => conditionPasses(c, ""))) {
+    return refuse(`an empty ${noun} (a request without it) gets the key, which a value test cannot say`);
   }
   return conditions;
 }

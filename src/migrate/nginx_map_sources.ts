@@ -5,7 +5,7 @@
  * holds as `key_missing: skip`, addresses that never reach the
  * Worker as a client's. Every other shape is refused with what a rule would need to say it.
  */
-import type { HeaderCondition } from "../rules/types.ts";
+import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { headerConditions } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
@@ -34,8 +34,8 @@ export type Expanded =
       readonly skipMissing: boolean;
       /** `map $server_name`: which servers' requests get the key (the others NGINX does not limit); `null`: all. */
       readonly servers?: ServerChoice | null;
-      /** `map $http_NAME`: the header conditions under which the key is given (`match.header`). */
-      readonly headers?: readonly HeaderCondition[];
+      /** `map $http_NAME` (`$cookie_`, `$arg_`): the conditions under which the key is given (`match.header`, ...). */
+      readonly conditions?: readonly MatchCondition[];
     }
   | { readonly refused: string };
 
@@ -103,7 +103,7 @@ function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>,
     notes: parts.notes ?? [],
     skipMissing: parts.skipMissing ?? false,
     servers: parts.servers ?? null,
-    ...(parts.headers === undefined ? {} : { headers: parts.headers }),
+    ...(parts.conditions === undefined ? {} : { conditions: parts.conditions }),
   };
 }
 
@@ -123,16 +123,21 @@ function clientValue(shape: MapShape, v: string): Expanded {
       : `the query parameter ${v.slice(4)}`;
   const particular = map.entries.filter((e) => e.value !== "" && !ANY_VALUE.test(e.value));
   if (particular.length > 0) {
-    const regex = particular.some((e) => isRegex(e.value)) ? "regular expressions over " : "";
     if (shape.keys.length > 1) return severalKeys(shape);
-    if (v.startsWith("http_")) {
-      const header = v.slice(5).replaceAll("_", "-");
-      const headers = headerConditions(map, said, header);
-      if ("refused" in headers) return headers;
-      const note = `${said}: only requests whose ${header} header has a value it lists get a key (match.header)`;
-      return ok(shape.keys[0]!, { headers, notes: [note] });
-    }
-    return refuse(shape, `a rule cannot match on ${regex}${kind}'s value`);
+    const [source, name] = v.startsWith("http_")
+      ? (["header", v.slice(5).replaceAll("_", "-")] as const)
+      : v.startsWith("cookie_")
+        ? (["cookie", v.slice(7)] as const)
+        : (["query", v.slice(4)] as const);
+    const conditions = headerConditions(map, said, source, name);
+    if ("refused" in conditions) return conditions;
+    const approx =
+      source === "query"
+        ? "; NGINX's $arg_ is the first value as sent (not decoded), its name any case; Sluice's the first decoded, its name as written"
+        : "";
+    const noun = `${name} ${source === "query" ? "query parameter" : source}`;
+    const note = `${said}: only requests whose ${noun} has a value it lists get a key (match.${source})${approx}`;
+    return ok(shape.keys[0]!, { conditions, notes: [note] });
   }
   const missing = map.entries.find((e) => e.value === "")?.result ?? map.fallback;
   const present = map.entries.find((e) => ANY_VALUE.test(e.value))?.result ?? map.fallback;

@@ -4,7 +4,7 @@
  */
 
 import { MAX_AMOUNT } from "../rules/duration.ts";
-import type { HeaderCondition } from "../rules/types.ts";
+import type { MatchCondition } from "../rules/types.ts";
 import { nginxRate } from "./nginx_check.ts";
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { expandMaps, type Maps, readMaps } from "./nginx_map.ts";
@@ -29,8 +29,8 @@ export interface ZoneLike {
   readonly inexact?: boolean;
   /** A `map $server_name` in the key: which server blocks' requests get it. */
   readonly servers?: ServerChoice;
-  /** A `map $http_NAME` in the key: the header conditions under which requests get it (`match.header`). */
-  readonly headers?: readonly HeaderCondition[];
+  /** A `map $http_NAME` (`$cookie_`, `$arg_`) in the key: the conditions under which requests get it. */
+  readonly conditions?: readonly MatchCondition[];
 }
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
@@ -111,7 +111,7 @@ export function keyOfZone(
   readonly except?: readonly string[];
   readonly only?: readonly string[];
   readonly servers?: ServerChoice;
-  readonly headers?: readonly HeaderCondition[];
+  readonly conditions?: readonly MatchCondition[];
 } {
   const expanded = expandMaps(key, maps);
   if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
@@ -124,7 +124,7 @@ export function keyOfZone(
     ...(expanded.except.length === 0 ? {} : { except: expanded.except }),
     ...(expanded.only === null ? {} : { only: expanded.only }),
     ...(expanded.servers == null ? {} : { servers: expanded.servers }),
-    ...(expanded.headers === undefined ? {} : { headers: expanded.headers }),
+    ...(expanded.conditions === undefined ? {} : { conditions: expanded.conditions }),
   };
 }
 

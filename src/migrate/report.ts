@@ -3,6 +3,8 @@
  * and a report of everything it mapped approximately or left out. `rulesYaml` writes the drafts as a rule file that
  * `sluice validate` reads; `formatReport` writes the report.
  */
+import { CONDITION_SOURCES, type ConditionSource, printCondition } from "../rules/match_conditions.ts";
+import type { MatchCondition } from "../rules/types.ts";
 
 /** A rule as it will be written: its fields in rule-file spelling and order. */
 export interface DraftRule {
@@ -18,6 +20,10 @@ export interface DraftRule {
     readonly except?: readonly string[];
     /** `match.header` conditions in rule-file flow style (`{ name: x-plan, equals: "gold" }`). */
     readonly header?: readonly string[];
+    /** `match.cookie` conditions, as `header`. */
+    readonly cookie?: readonly string[];
+    /** `match.query` conditions, as `header`. */
+    readonly query?: readonly string[];
     /** `api_key`, `ip` or `user`; absent when the rule gives `key`. */
     readonly identity?: string;
   };
@@ -58,7 +64,9 @@ export function rulesYaml(result: ImportResult, header: string): string {
       ...(m.plan === undefined ? [] : [`plan: ${scalar(m.plan)}`]),
       ...(m.route === undefined ? [] : [`route: ${routes(m.route)}`]),
       ...(m.except === undefined || m.except.length === 0 ? [] : [`except: ${routes(m.except)}`]),
-      ...(m.header === undefined || m.header.length === 0 ? [] : [`header: [${m.header.join(", ")}]`]),
+      ...CONDITION_SOURCES.flatMap((k) =>
+        m[k] === undefined || m[k].length === 0 ? [] : [`${k}: [${m[k].join(", ")}]`],
+      ),
       ...(m.identity === undefined ? [] : [`identity: ${m.identity}`]),
     ];
     out.push(match.length === 0 ? "  match: {}" : `  match: { ${match.join(", ")} }`);
@@ -105,4 +113,11 @@ export function ruleId(text: string, taken: Set<string>): string {
   for (let n = 2; taken.has(id); n++) id = `${base}-${n}`;
   taken.add(id);
   return id;
+}
+
+/** Conditions as a draft's `match` fields: each source's (`header`, `cookie`, `query`) in rule-file flow style. */
+export function conditionFields(conditions: readonly MatchCondition[]): Pick<DraftRule["match"], ConditionSource> {
+  const out: Partial<Record<ConditionSource, string[]>> = {};
+  for (const c of conditions) out[c.in] = [...(out[c.in] ?? []), printCondition(c)];
+  return out;
 }

@@ -170,7 +170,7 @@ export class Replayer {
       paths: shape.paths,
       foldCase: !this.options.settings.path.caseSensitive,
       ...caller.facts,
-      header: lineSource(line).header,
+      values: lineSource(line),
     };
     const rejecting = rejectingRule(this.compiled, facts);
     if (rejecting !== null) {

@@ -59,13 +59,13 @@ export function columnsOf(line: string, version: 1 | 2 = 2): TraceColumns | stri
 }
 
 /**
- * The columns a trace needs for a rule set: every header, cookie and query parameter a `key:` names, and every header
- * a `match.header` tests, sorted.
+ * The columns a trace needs for a rule set: every header, cookie and query parameter a `key:` names or a `match`
+ * condition tests, sorted.
  */
 export function columnsFor(rules: readonly ResolvedRule[]): TraceColumns {
   const names = new Set<string>();
   for (const r of rules) {
-    for (const c of r.match.headers ?? []) names.add(`header:${c.name}`);
+    for (const c of r.match.conditions ?? []) names.add(`${c.in}:${c.name}`);
     for (const p of r.key ?? []) {
       if (p.kind === "header" || p.kind === "cookie" || p.kind === "query") names.add(`${p.kind}:${p.name}`);
     }

@@ -15,19 +15,13 @@ import { type KeyPart, partLabel } from "../rules/key.ts";
 import { routeMatches } from "../rules/route.ts";
 import type { RoutePattern } from "../rules/types.ts";
 import { clientAddressKey } from "./identity.ts";
-import type { CompiledRule, RequestFacts } from "./match.ts";
+import type { CompiledRule, RequestFacts, RequestValues } from "./match.ts";
 
 /** The `request.cf` fields a key can read. */
 export type CfField = "asn" | "country" | "colo" | "ja4";
 
-/** What a request carries, as a key reads it. */
-export interface KeySource {
-  /** A header's value (name lower-case) as the runtime gives it, repeated fields joined by `, `; `null`: absent. */
-  header(name: string): string | null;
-  /** Every value of a cookie, in order (a `Cookie` header may name one twice). */
-  cookie(name: string): readonly string[];
-  /** Every value of a query parameter, decoded, in order. */
-  query(name: string): readonly string[];
+/** What a request carries, as a key reads it: its headers, cookies and query values (as conditions do), and more. */
+export interface KeySource extends RequestValues {
   /** The host the request was sent to. */
   readonly host: string | null;
   /** The client address as `CF-Connecting-IP` carries it. */

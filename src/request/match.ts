@@ -12,7 +12,7 @@
 
 import { capacityOf, projectParams } from "../algorithms/index.ts";
 import { routeMatches } from "../rules/route.ts";
-import type { AlgorithmParams, HeaderCondition, Identity, ResolvedRule, RoutePattern } from "../rules/types.ts";
+import type { AlgorithmParams, Identity, MatchCondition, ResolvedRule, RoutePattern } from "../rules/types.ts";
 import { foldSegment } from "./canonical_path.ts";
 
 export interface CompiledRule {
@@ -75,11 +75,18 @@ export interface RequestFacts {
    * replay); a rule absent here, or `null`, does not apply. Absent when no rule has a `key:`.
    */
   readonly keyed?: ReadonlyMap<string, string | null>;
-  /**
-   * A header's value (name lower-case) as the Worker reads it, repeated fields joined by `, `; `null`: absent. What
-   * `match.header` conditions test; absent here, every header is.
-   */
-  readonly header?: (name: string) => string | null;
+  /** What `match.header`, `match.cookie` and `match.query` conditions read; absent here, the request carries none. */
+  readonly values?: RequestValues;
+}
+
+/** A request's headers, cookies and query values, as the gateway reads a `Request` and a replay a trace line. */
+export interface RequestValues {
+  /** A header's value (name lower-case) as the runtime gives it, repeated fields joined by `, `; `null`: absent. */
+  header(name: string): string | null;
+  /** Every value of a cookie, in order (a `Cookie` header may name one twice). */
+  cookie(name: string): readonly string[];
+  /** Every value of a query parameter, decoded, in order. */
+  query(name: string): readonly string[];
 }
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
@@ -141,15 +148,20 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 /** Plan, headers (`match.header`) and route (under any of the request's methods). */
 export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
-  const conditions = compiled.rule.match.headers;
-  if (conditions !== undefined && !conditions.every((c) => headerPasses(c, facts.header?.(c.name) ?? null))) {
-    return false;
-  }
+  const conditions = compiled.rule.match.conditions;
+  if (conditions !== undefined && !conditions.every((c) => conditionPasses(c, conditionValue(c, facts.values)))) return false;
   return matchesRoute(compiled, facts);
 }
 
-/** Whether a header's value (`null`: absent) passes a condition; an absent header passes no value test. */
-export function headerPasses(c: HeaderCondition, value: string | null): boolean {
+/** The value a condition reads: the header's, or the first of a cookie's or query parameter's; `null`: absent. */
+function conditionValue(c: MatchCondition, values: RequestValues | undefined): string | null {
+  if (values === undefined) return null;
+  if (c.in === "header") return values.header(c.name);
+  return (c.in === "cookie" ? values.cookie(c.name) : values.query(c.name))[0] ?? null;
+}
+
+/** Whether a value (`null`: absent) passes a condition; an absent value passes no value test. */
+export function conditionPasses(c: MatchCondition, value: string | null): boolean {
   if (c.test === "present") return (value !== null) !== c.not;
   if (value === null) return false;
   const [v, want] = c.ignoreCase ? [value.toLowerCase(), c.value.toLowerCase()] : [value, c.value];
@@ -166,10 +178,10 @@ export function headerPasses(c: HeaderCondition, value: string | null): boolean 
   return passes !== c.not;
 }
 
-const regexes = new WeakMap<HeaderCondition, RegExp>();
+const regexes = new WeakMap<MatchCondition, RegExp>();
 
 /** A `matches` condition's expression, compiled once (the validator has compiled it already). */
-function regexOf(c: HeaderCondition): RegExp {
+function regexOf(c: MatchCondition): RegExp {
   let re = regexes.get(c);
   if (re === undefined) {
     re = new RegExp(c.value, c.ignoreCase ? "i" : "");

@@ -8,9 +8,9 @@
 
 import { type AlgorithmName, type AlgorithmParams, slotPolicy } from "../algorithms/index.ts";
 import { formatDurationUnit } from "./duration.ts";
-import { printHeaderCondition } from "./header_match.ts";
 import { clientChosenWarning, KEY_MISSING, printKey, readKey } from "./key.ts";
 import { printLease, readLease } from "./lease.ts";
+import { CONDITION_SOURCES, printCondition } from "./match_conditions.ts";
 import {
   printBlockFor,
   printCostHeader,
@@ -299,11 +299,13 @@ export const MATCH_FIELDS = [
     yaml: "except",
     print: (m: RuleCommon["match"]) => (m.except.length === 0 ? "none" : m.except.map((r) => r.source).join(", ")),
   },
-  {
-    yaml: "header",
-    print: (m: RuleCommon["match"]) =>
-      m.headers === undefined ? "any" : m.headers.map(printHeaderCondition).join(", "),
-  },
+  ...CONDITION_SOURCES.map((source) => ({
+    yaml: source,
+    print: (m: RuleCommon["match"]) => {
+      const mine = (m.conditions ?? []).filter((c) => c.in === source);
+      return mine.length === 0 ? "any" : mine.map(printCondition).join(", ");
+    },
+  })),
   { yaml: "identity", print: (m: RuleCommon["match"]) => m.identity ?? "none (key)" },
 ] as const;
 

@@ -72,7 +72,7 @@ const IDENTITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 export const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
-const COOKIE_OR_QUERY_NAME = /^[\x21-\x7e]{1,64}$/;
+export const COOKIE_OR_QUERY_NAME = /^[\x21-\x7e]{1,64}$/;
 const MAX_CONST = 64;
 const MAX_PARTS = 8;
 

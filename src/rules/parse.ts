@@ -13,8 +13,8 @@
 import { ALGORITHMS, type AlgorithmName, type AlgorithmParams, capacityOf } from "../algorithms/index.ts";
 import { closest } from "./closest.ts";
 import { CROSS_FIELD_CHECKS, type FieldContext, RULE_FIELDS } from "./fields.ts";
-import { readHeaderMatch } from "./header_match.ts";
 import { printKey } from "./key.ts";
+import { CONDITION_SOURCES, readConditions } from "./match_conditions.ts";
 import { ALL_PARAM_KEYS, notAParameterOf, paramSpec, resolveParams } from "./params.ts";
 import { describe, type Raw } from "./raw.ts";
 import { exceedsCapacity, oneOf, RuleErrors, unknownKey } from "./read.ts";
@@ -26,7 +26,7 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 
 /** The keys a rule file may give besides its algorithm's parameters. */
 const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
-const MATCH_KEYS = ["plan", "route", "except", "header", "identity"] as const;
+const MATCH_KEYS = ["plan", "route", "except", "header", "cookie", "query", "identity"] as const;
 
 /**
  * Where a field of the rule at `index` is in the file (`7:9`), when the reader knows: yaml.ts, for key fields and a
@@ -232,7 +232,11 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   for (const key of m.keys()) {
     if ((MATCH_KEYS as readonly string[]).includes(key)) continue;
     if (key === "key") e.add("match.key", "key belongs at the rule's top level (key: ..., beside match)");
-    else e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, "match takes plan, route, except, header and identity"));
+    else
+      e.add(
+        `match.${key}`,
+        unknownKey(key, MATCH_KEYS, "match takes plan, route, except, header, cookie, query and identity"),
+      );
     ok = false;
   }
   let plans: string[] | null = null;
@@ -249,8 +253,9 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   const routes = m.has("route") ? routeList(e, "match.route", m.get("route")) : [];
   const except = m.has("except") ? routeList(e, "match.except", m.get("except")) : [];
   if (routes === null || except === null) ok = false;
-  const headers = m.has("header") ? readHeaderMatch(m.get("header"), e) : null;
-  if (headers === undefined) ok = false;
+  const read = CONDITION_SOURCES.map((s) => (m.has(s) ? readConditions(m.get(s), s, e) : []));
+  if (read.some((c) => c === undefined)) ok = false;
+  const conditions = read.flatMap((c) => c ?? []);
   const route = routes?.[0] ?? null;
   // `match.identity: X` is the short spelling of `key: [X]` (key.ts); a rule gives one or the other.
   let identity: Identity | null | undefined = null;
@@ -264,7 +269,7 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
     identity = undefined;
   }
   return ok && identity !== undefined && routes !== null && except !== null
-    ? { plans, route, moreRoutes: routes.slice(1), except, ...(headers ? { headers } : {}), identity }
+    ? { plans, route, moreRoutes: routes.slice(1), except, ...(conditions.length > 0 ? { conditions } : {}), identity }
     : undefined;
 }
 

@@ -1,6 +1,6 @@
 /**
  * Where a rule's field is in its YAML file (`7:9`, 1-based line and column), for messages about `key:`, its parts
- * (`key[2].ip.v4`), `key_missing`, `key_client_chosen` and `match.header`, and for a rule's own problems (not a mapping, its id, a
+ * (`key[2].ip.v4`), `key_missing`, `key_client_chosen` and `match.header`, `match.cookie` and `match.query`, and for a rule's own problems (not a mapping, its id, a
  * field it lacks: at the rule, or at the deepest part present). An unknown key points at the key; any other message
  * at the value. So do the messages about a key beside `match.identity` or inside `match`, and about `unverified`
  * without an `api_key` part. Other fields' messages name the rule and the field only.
@@ -9,7 +9,7 @@ import { type Document, isAlias, isMap, isScalar, isSeq, type Node } from "yaml"
 import type { Locate } from "./parse.ts";
 
 /** The fields whose messages carry a position. */
-const LOCATED = /^(?:key(?:$|[[.]|_missing$|_client_chosen$)|match\.key$|match\.header(?:$|[[.]))/;
+const LOCATED = /^(?:key(?:$|[[.]|_missing$|_client_chosen$)|match\.key$|match\.(?:header|cookie|query)(?:$|[[.]))/;
 
 /** Messages of other fields that are about `key:` (its short form given beside it, `unverified` without `api_key`). */
 const ABOUT_KEY = /^(?:give match\.identity or key|only rules whose key has)/;

@@ -28,18 +28,21 @@ export interface RoutePattern {
 }
 
 /**
- * One `match.header` condition (src/rules/header_match.ts reads it, src/request/match.ts tests it). A header that is
- * absent passes no value test, `not` included (Envoy's `invert_match`): only `present` tests for it.
+ * One `match.header`, `match.cookie` or `match.query` condition (src/rules/match_conditions.ts reads it,
+ * src/request/match.ts tests it). A value that is absent passes no value test, `not` included (Envoy's
+ * `invert_match`): only `present` tests for it.
  */
-export interface HeaderCondition {
-  /** The header's name, lower-case. */
+export interface MatchCondition {
+  /** What it reads: a request header, a cookie or a query parameter (the first one of that name). */
+  readonly in: "header" | "cookie" | "query";
+  /** The header's name, lower-case; a cookie's or query parameter's, as written (they are case-sensitive). */
   readonly name: string;
   readonly test: "equals" | "prefix" | "suffix" | "contains" | "matches" | "present";
   /** What the value is compared with (a regular expression's source for `matches`); `""` for `present`. */
   readonly value: string;
   /** Compare letters case-insensitively. */
   readonly ignoreCase: boolean;
-  /** The header is present and its value fails the test; with `present`, the header is absent. */
+  /** The value is present and fails the test; with `present`, it is absent. */
   readonly not: boolean;
 }
 
@@ -52,8 +55,11 @@ export interface RuleMatch {
   readonly moreRoutes: readonly RoutePattern[];
   /** `match.except`: routes the rule never applies to, even where `match.route` matches. Default `[]`. */
   readonly except: readonly RoutePattern[];
-  /** `match.header`: conditions on request headers, all of which must hold; absent when the rule gives none. */
-  readonly headers?: readonly HeaderCondition[];
+  /**
+   * `match.header`, `match.cookie` and `match.query`: conditions on what the request carries, all of which must hold;
+   * absent when the rule gives none.
+   */
+  readonly conditions?: readonly MatchCondition[];
   /**
    * Whose budget this is: the API key, the client IP, or the authenticated user; `null` when the rule gives `key:`
    * instead (the short spelling of `key: [<identity>]`, see src/rules/key.ts).

@@ -96,6 +96,20 @@ describe("descriptors read from route actions", () => {
     expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
   });
 
+  it("a query_parameter_value_match is match.query on its route", () => {
+    const routes = ROUTES.replace(
+      "- actions: [{ generic_key: { descriptor_value: search } }]",
+      "- actions: [{ query_parameter_value_match: { descriptor_value: csv, query_parameters: [{ name: format, string_match: { exact: csv, ignore_case: true } }] } }]",
+    );
+    const r = imported(
+      "domain: edge\ndescriptors:\n  - key: query_match\n    value: csv\n    rate_limit: { unit: minute, requests_per_unit: 3 }\n",
+      routes,
+    );
+    expect(r.rules.map((x) => [x.match.route, x.match.query, x.key])).toEqual([
+      ["* /v1/search**", ['{ name: format, equals: "csv", ignore_case: true }'], "global"],
+    ]);
+  });
+
   it("a header_value_match that one rule cannot say is left out with why", () => {
     const routes = ROUTES.replace(
       "headers: [{ name: user-agent, string_match: { contains: bot } }]",
@@ -106,7 +120,7 @@ describe("descriptors read from route actions", () => {
     );
     const r = imported(SERVICE, routes);
     expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
-      "header_match=bots: header_match=bots: its header_value_match has expect_match: false (requests whose headers do not all match: without a header, or with another value), which one Sluice rule can say only for a single present_match",
+      "header_match=bots: header_match=bots: its header_value_match has expect_match: false (requests whose headers do not all match: without one, or with another value), which one Sluice rule can say only for a single present_match",
       "header_match=no-key: header_match=no-key: its header_value_match tests the x-size header in a way a Sluice match.header cannot say (a pseudo-header, a range, or a regex JavaScript does not read)",
     ]);
   });

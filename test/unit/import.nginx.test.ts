@@ -431,7 +431,7 @@ describe("nginx.conf snippets: the rules and the report", () => {
       },
       [],
       [
-        "left out: limit_req_zone $k1 zone=a:1m rate=1r/s: map $http_user_agent $k1: requests that do not send the user-agent header, or send a value it does not list, get the key $binary_remote_addr; one Sluice rule can limit requests without a header or with other values, not both",
+        "left out: limit_req_zone $k1 zone=a:1m rate=1r/s: map $http_user_agent $k1: requests that do not send the user-agent header, or send a value it does not list, get the key $binary_remote_addr; one Sluice rule can limit requests without it or with other values, not both",
         "left out: limit_req_zone $k2 zone=b:1m rate=1r/s: map $http_user_agent $k2: its regexes mix ~ (case) and ~* (any case), which one test cannot say",
       ],
     ],

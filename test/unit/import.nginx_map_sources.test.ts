@@ -143,14 +143,14 @@ describe("maps Sluice can say", () => {
 describe("maps refused with their reason", () => {
   it.each([
     [
-      "a regex over a query value",
-      'map $arg_agent $k { default ""; ~*bot $binary_remote_addr; }',
-      /depends on \$arg_agent, which a Sluice rule cannot match on .*; a rule cannot match on regular expressions over the query parameter agent's value/,
+      "a query value exempted (requests without it get the key too)",
+      'map $arg_agent $k { default $binary_remote_addr; ~*bot ""; }',
+      /requests that do not send the agent query parameter, or send a value it does not list/,
     ],
     [
       "a header's particular value exempted (requests without the header get the key too)",
       'map $http_x_plan $k { default $binary_remote_addr; internal ""; }',
-      /requests that do not send the x-plan header, or send a value it does not list, get the key \$binary_remote_addr; one Sluice rule can limit requests without a header or with other values, not both/,
+      /requests that do not send the x-plan header, or send a value it does not list, get the key \$binary_remote_addr; one Sluice rule can limit requests without it or with other values, not both/,
     ],
     [
       "only requests sending a header, by the address",

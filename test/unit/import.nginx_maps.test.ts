@@ -33,6 +33,23 @@ function imported(text: string, root?: string): ImportResult {
 const said = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`);
 
 describe("map keys", () => {
+  it("a map of a cookie's or a query parameter's values: match.cookie, match.query (names as written)", () => {
+    const r = imported(`http {
+  map $cookie_Plan $trial { default ""; trial $binary_remote_addr; }
+  map $arg_format $export { default ""; ~^(csv|xlsx)$ $binary_remote_addr; }
+  limit_req_zone $trial zone=t:1m rate=5r/s;
+  limit_req_zone $export zone=e:1m rate=1r/s;
+  server { limit_req zone=t; limit_req zone=e; }
+}`);
+    expect(r.rules.map((x) => [x.id, x.match.cookie, x.match.query, x.match.identity])).toEqual([
+      ["t", ['{ name: Plan, matches: "^trial$", ignore_case: true }'], undefined, "ip"],
+      ["e", undefined, ['{ name: format, matches: "^(csv|xlsx)$" }'], "ip"],
+    ]);
+    expect(said(r).join("\n")).toMatch(
+      /only requests whose format query parameter has a value it lists get a key \(match.query\); NGINX's \$arg_ is the first value as sent/,
+    );
+  });
+
   it("a map $uri giving an empty key to some paths: those paths become match.except", () => {
     const r = imported(`http {
   map $uri $limited { default $binary_remote_addr; /health ""; ~^/static/ ""; }
@@ -47,9 +64,9 @@ describe("map keys", () => {
 
   it.each([
     [
-      "exempting by a cookie's value",
-      'map $cookie_plan $k { default ""; ~bot $binary_remote_addr; }',
-      /which requests get the key \$binary_remote_addr and which an empty key \(not limited\) depends on \$cookie_plan, which a Sluice rule cannot match on/,
+      "exempting by a cookie's value, the rest limited",
+      'map $cookie_plan $k { default $binary_remote_addr; ~bot ""; }',
+      /map \$cookie_plan \$k: requests that do not send the plan cookie, or send a value it does not list, get the key \$binary_remote_addr/,
     ],
     [
       "several keys",

@@ -1,7 +1,8 @@
 /**
- * `match.header` in the Workers runtime: a rule applies only to requests whose headers pass its conditions, through
- * the gateway (src/edge/judge.ts gives the request's headers to src/request/match.ts), and the replay engine decides
- * as the gateway on a generated request stream whose trace lines carry the tested headers (`header:NAME` columns).
+ * `match.header`, `match.cookie` and `match.query` in the Workers runtime: a rule applies only to requests whose
+ * headers, cookies and query values pass its conditions, through the gateway (src/edge/judge.ts gives the request's
+ * values to src/request/match.ts), and the replay engine decides as the gateway on a generated request stream whose
+ * trace lines carry the tested values (`header:NAME`, `cookie:NAME`, `query:NAME` columns).
  */
 import { env } from "cloudflare:test";
 import fc from "fast-check";
@@ -32,6 +33,11 @@ function yaml() {
   algorithm: fixed_window
   limit: 1
   window: h
+- id: csv-${run}
+  match: { route: "GET /v1/**", query: { name: format, equals: csv }, cookie: { name: beta, present: false }, identity: ip }
+  algorithm: fixed_window
+  limit: 1
+  window: h
 - id: bots-${run}
   match: { header: [{ name: User-Agent, matches: "bot", ignore_case: true }, { name: X-Sdk, equals: "2.0", not: true }], identity: ip }
   algorithm: fixed_window
@@ -40,8 +46,8 @@ function yaml() {
 `;
 }
 
-const get = (address: string, headers: Record<string, string> = {}) =>
-  new Request("https://api.example.com/v1/things", { headers: { "CF-Connecting-IP": address, ...headers } });
+const get = (address: string, headers: Record<string, string> = {}, query = "") =>
+  new Request(`https://api.example.com/v1/things${query}`, { headers: { "CF-Connecting-IP": address, ...headers } });
 
 describe("match.header through the gateway", () => {
   it.each<[string, Record<string, string>, Record<string, string>, number]>([
@@ -61,6 +67,17 @@ describe("match.header through the gateway", () => {
     setNow(T0);
     expect((await gatewayFetch(rules, get(address, first))).status).toBe(200);
     expect((await gatewayFetch(rules, get(address, second))).status).toBe(status);
+  });
+
+  it("a query value and a cookie's absence: the first format value counts; a beta cookie steps out of the rule", async () => {
+    const rules = compileRules(resolvedFrom(yaml()));
+    setNow(T0);
+    const sdk = { "X-Sdk": "2.0" };
+    expect((await gatewayFetch(rules, get("192.0.2.210", sdk, "?format=csv"))).status).toBe(200);
+    expect((await gatewayFetch(rules, get("192.0.2.210", sdk, "?format=csv&format=json"))).status).toBe(429);
+    expect((await gatewayFetch(rules, get("192.0.2.210", sdk, "?format=json&format=csv"))).status).toBe(200);
+    const beta = { ...sdk, Cookie: "beta=1" };
+    expect((await gatewayFetch(rules, get("192.0.2.210", beta, "?format=csv"))).status).toBe(200);
   });
 
   it("the bots rule: the third request of a bot not on SDK 2.0 is refused, one on 2.0 never counted", async () => {
@@ -83,12 +100,19 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
       address: fc.constantFrom("192.0.2.1", "192.0.2.2"),
       sdk: fc.constantFrom(null, "1.0", "1.9", "2.0", "3.1"),
       agent: fc.constantFrom(null, "curl/8", "GoogleBot/2", "somebot"),
+      format: fc.constantFrom(null, "csv", "json"),
+      beta: fc.boolean(),
     });
     const seen = new Map<number, number>();
     await fc.assert(
       fc.asyncProperty(fc.array(shot, { minLength: 8, maxLength: 24 }), async (shots) => {
         const resolved = resolvedFrom(yaml());
-        expect(columnsFor(resolved).extras).toEqual(["header:user-agent", "header:x-sdk"]);
+        expect(columnsFor(resolved).extras).toEqual([
+          "cookie:beta",
+          "header:user-agent",
+          "header:x-sdk",
+          "query:format",
+        ]);
         const rules = compileRules(resolved);
         const replayer = new Replayer(resolved, { settings: settingsOf(env), accounts: null });
         let tMs = T0;
@@ -105,7 +129,13 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
             headers["User-Agent"] = s.agent;
             fields.set("header:user-agent", [s.agent]);
           }
-          const edge = (await gatewayFetch(rules, get(s.address, headers))).status;
+          if (s.beta) {
+            headers.Cookie = "beta=1";
+            fields.set("cookie:beta", ["1"]);
+          }
+          if (s.format !== null) fields.set("query:format", [s.format]);
+          const query = s.format === null ? "" : `?format=${s.format}`;
+          const edge = (await gatewayFetch(rules, get(s.address, headers, query))).status;
           const line: RequestLine = {
             tMs,
             method: "GET",

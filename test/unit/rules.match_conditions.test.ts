@@ -1,16 +1,18 @@
 /**
- * `match.header` (src/rules/header_match.ts, src/request/match.ts `headerPasses`): what each spelling resolves to,
- * each mistake's message with its place, and a table of (condition, header value) -> passes.
+ * `match.header`, `match.cookie`, `match.query` (src/rules/match_conditions.ts, src/request/match.ts
+ * `conditionPasses`): what each spelling resolves to, each mistake's message with its place, and a table of
+ * (condition, value) -> passes.
  */
 import { describe, expect, it } from "vitest";
-import { headerPasses } from "../../src/request/match.ts";
+import { conditionPasses } from "../../src/request/match.ts";
 import { printRule } from "../../src/rules/fields.ts";
-import type { HeaderCondition } from "../../src/rules/types.ts";
+import type { MatchCondition } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
 const ALGO = "  algorithm: gcra\n  rate: 10/s\n  burst: 20\n";
 const rule = (match: string) => parseRules(`- id: r\n  match: ${match}\n${ALGO}`, "h.yaml");
-const cond = (c: Partial<HeaderCondition> & Pick<HeaderCondition, "test">): HeaderCondition => ({
+const cond = (c: Partial<MatchCondition> & Pick<MatchCondition, "test">): MatchCondition => ({
+  in: "header",
   name: "x-h",
   value: "",
   ignoreCase: false,
@@ -19,7 +21,7 @@ const cond = (c: Partial<HeaderCondition> & Pick<HeaderCondition, "test">): Head
 });
 
 describe("match.header: what each spelling resolves to", () => {
-  it.each<[string, HeaderCondition[]]>([
+  it.each<[string, MatchCondition[]]>([
     [
       "{ header: { name: X-Plan, equals: gold }, identity: ip }",
       [cond({ name: "x-plan", test: "equals", value: "gold" })],
@@ -39,16 +41,29 @@ describe("match.header: what each spelling resolves to", () => {
       [cond({ name: "x-a", test: "suffix", value: "x", not: true })],
     ],
     ["{ header: { name: X-V, equals: 2 }, identity: ip }", [cond({ name: "x-v", test: "equals", value: "2" })]],
+    // Cookie and query names keep their case (they are case-sensitive); every source's conditions, in that order.
+    [
+      "{ query: { name: Format, equals: csv }, cookie: { name: Session, present: false }, header: { name: X-A, present: true }, identity: ip }",
+      [
+        cond({ name: "x-a", test: "present" }),
+        cond({ in: "cookie", name: "Session", test: "present", not: true }),
+        cond({ in: "query", name: "Format", test: "equals", value: "csv" }),
+      ],
+    ],
   ])("%s", (match, conditions) => {
     const { rules, errors } = rule(match);
     expect(errors).toEqual([]);
-    expect(rules[0]!.match.headers).toEqual(conditions);
+    expect(rules[0]!.match.conditions).toEqual(conditions);
   });
 
   it("a rule without it has none, and prints as any", () => {
     const { rules } = rule("{ identity: ip }");
-    expect(rules[0]!.match.headers).toBeUndefined();
-    expect(Object.fromEntries(printRule(rules[0]!))["match.header"]).toBe("any");
+    expect(rules[0]!.match.conditions).toBeUndefined();
+    expect(Object.fromEntries(printRule(rules[0]!))).toMatchObject({
+      "match.header": "any",
+      "match.cookie": "any",
+      "match.query": "any",
+    });
   });
 
   it("prints in rule-file terms", () => {
@@ -93,11 +108,23 @@ describe("match.header: each mistake, its message", () => {
     ],
     [
       "{ header: { name: X-Plan, present: yes }, identity: ip }",
-      'h.yaml:2:45: r.match.header.present: must be true (the header is sent) or false (it is not), got "yes"',
+      'h.yaml:2:45: r.match.header.present: must be true (the request carries it) or false (it does not), got "yes"',
     ],
     [
       "{ header: { name: X-Plan, equals: a, not: 1 }, identity: ip }",
       "h.yaml:2:52: r.match.header.not: must be true or false, got 1",
+    ],
+    [
+      "{ cookie: { name: 'a b', present: true }, identity: ip }",
+      'h.yaml:2:28: r.match.cookie.name: must be a cookie name (printable, no spaces, at most 64 characters), got "a b"',
+    ],
+    [
+      "{ query: [], identity: ip }",
+      "h.yaml:2:19: r.match.query: must be a condition such as { name: format, equals: csv } or a non-empty list of them, got an empty list",
+    ],
+    [
+      "{ qurey: { name: a, present: true }, identity: ip }",
+      'h.yaml: r.match.qurey: unknown key; did you mean "query"?',
     ],
   ])("%#: %s", (match, message) => {
     const { rules, errors } = rule(match);
@@ -112,8 +139,8 @@ describe("match.header: each mistake, its message", () => {
   });
 });
 
-describe("headerPasses: a condition against a header's value (null: not sent)", () => {
-  it.each<[Partial<HeaderCondition> & Pick<HeaderCondition, "test">, string | null, boolean]>([
+describe("conditionPasses: a condition against a header's value (null: not sent)", () => {
+  it.each<[Partial<MatchCondition> & Pick<MatchCondition, "test">, string | null, boolean]>([
     [{ test: "equals", value: "gold" }, "gold", true],
     [{ test: "equals", value: "gold" }, "Gold", false],
     [{ test: "equals", value: "gold", ignoreCase: true }, "GOLD", true],
@@ -139,6 +166,6 @@ describe("headerPasses: a condition against a header's value (null: not sent)", 
     [{ test: "equals", value: "gold", not: true }, null, false],
     [{ test: "matches", value: "bot", not: true }, "curl/8", true],
   ])("%j with %j: %s", (c, value, expected) => {
-    expect(headerPasses(cond(c), value)).toBe(expected);
+    expect(conditionPasses(cond(c), value)).toBe(expected);
   });
 });

@@ -1,36 +1,68 @@
 /**
- * `match.header`: a rule that applies only to requests whose headers pass its conditions (all of them), as Envoy's
- * `header_value_match` and Cloudflare's rule expressions say. One condition, or a list of them:
- * `{ name: X-Plan, equals: gold }`, with one test of `equals`, `prefix`, `suffix`, `contains`, `matches` (a regular
- * expression) or `present` (`true`, or `false` for requests without the header), and `ignore_case` and `not` (the header
- * is present and fails the test). This file reads and prints the setting; src/request/match.ts tests a request.
+ * `match.header`, `match.cookie` and `match.query`: a rule that applies only to requests whose headers, cookies or
+ * query values pass its conditions (all of them), as Envoy's `header_value_match` and `query_parameter_value_match`
+ * and Cloudflare's rule expressions say. Each is one condition or a list: `{ name: X-Plan, equals: gold }`, with one
+ * test of `equals`, `prefix`, `suffix`, `contains`, `matches` (a regular expression) or `present` (`true`, or
+ * `false` for requests without it), and `ignore_case` and `not` (present, and failing the test). This file reads
+ * and prints them; src/request/match.ts tests a request.
  */
-import { HEADER_NAME } from "./key.ts";
+import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "./key.ts";
 import { describe, type Raw } from "./raw.ts";
 import { type RuleErrors, unknownKey } from "./read.ts";
-import type { HeaderCondition } from "./types.ts";
+import type { MatchCondition } from "./types.ts";
 
 const TESTS = ["equals", "prefix", "suffix", "contains", "matches", "present"] as const;
 const KEYS = ["name", ...TESTS, "ignore_case", "not"] as const;
-const EXAMPLE = "{ name: X-Plan, equals: gold }";
-const TAKES = `a header condition takes name, one of ${TESTS.join(", ")}, and ignore_case and not`;
+const TAKES = `a condition takes name, one of ${TESTS.join(", ")}, and ignore_case and not`;
 /** The longest text a condition compares with: a rule is configuration, not data. */
 const MAX_VALUE = 4096;
 
-/** `match.header` from a rule file: one condition or a non-empty list; `undefined` after reporting what is wrong. */
-export function readHeaderMatch(v: Raw | undefined, e: RuleErrors): readonly HeaderCondition[] | undefined {
+/** What each source's conditions read, and an example of one. */
+const SOURCES = {
+  header: { example: "{ name: X-Plan, equals: gold }", name: HEADER_NAME, what: "a header name such as X-Plan" },
+  cookie: {
+    example: "{ name: session, present: true }",
+    name: COOKIE_OR_QUERY_NAME,
+    what: "a cookie name (printable, no spaces, at most 64 characters)",
+  },
+  query: {
+    example: "{ name: format, equals: csv }",
+    name: COOKIE_OR_QUERY_NAME,
+    what: "a query parameter name (printable, no spaces, at most 64 characters)",
+  },
+} as const;
+
+export type ConditionSource = keyof typeof SOURCES;
+export const CONDITION_SOURCES = Object.keys(SOURCES) as ConditionSource[];
+
+/** `match.<in>` from a rule file: one condition or a non-empty list; `undefined` after reporting what is wrong. */
+export function readConditions(
+  v: Raw | undefined,
+  source: ConditionSource,
+  e: RuleErrors,
+): readonly MatchCondition[] | undefined {
   const list = Array.isArray(v) ? v : [v];
+  const field = `match.${source}`;
   if (list.length === 0) {
-    e.add("match.header", `must be a condition such as ${EXAMPLE} or a non-empty list of them, got an empty list`);
+    e.add(
+      field,
+      `must be a condition such as ${SOURCES[source].example} or a non-empty list of them, got an empty list`,
+    );
     return undefined;
   }
-  const out = list.map((c, i) => readCondition(c, Array.isArray(v) ? `match.header[${i}]` : "match.header", e));
-  return out.every((c) => c !== undefined) ? (out as HeaderCondition[]) : undefined;
+  const out = list.map((c, i) => readCondition(c, Array.isArray(v) ? `${field}[${i}]` : field, source, e));
+  return out.every((c) => c !== undefined) ? (out as MatchCondition[]) : undefined;
 }
 
-function readCondition(v: Raw | undefined, field: string, e: RuleErrors): HeaderCondition | undefined {
+function readCondition(
+  v: Raw | undefined,
+  field: string,
+  source: ConditionSource,
+  e: RuleErrors,
+): MatchCondition | undefined {
+  const { example, name: nameRe, what } = SOURCES[source];
   if (!(v instanceof Map)) {
-    e.add(field, `must be a mapping such as ${EXAMPLE}, got ${describe(v)}`);
+    e.add(field, `must be a mapping such as ${example}, got ${describe(v)}`);
     return undefined;
   }
   const before = e.count;
@@ -39,9 +71,7 @@ function readCondition(v: Raw | undefined, field: string, e: RuleErrors): Header
     e.add(`${field}.${key}`, unknownKey(key, KEYS, TAKES, e));
   }
   const name = v.get("name");
-  if (typeof name !== "string" || !HEADER_NAME.test(name)) {
-    e.add(`${field}.name`, `must be a header name such as X-Plan, got ${describe(name)}`);
-  }
+  if (typeof name !== "string" || !nameRe.test(name)) e.add(`${field}.name`, `must be ${what}, got ${describe(name)}`);
   const given = TESTS.filter((t) => v.has(t));
   // A misspelt test (`equal`) was named by its did-you-mean already.
   if (given.length !== 1 && !(given.length === 0 && TESTS.some((t) => e.suggested.has(t)))) {
@@ -56,7 +86,8 @@ function readCondition(v: Raw | undefined, field: string, e: RuleErrors): Header
   // `present: false` is `present` negated: one spelling of "the header is absent".
   const absent = test === "present" && value === false;
   return {
-    name: (name as string).toLowerCase(),
+    in: source,
+    name: source === "header" ? (name as string).toLowerCase() : (name as string),
     test,
     value: typeof value === "string" ? value : "",
     ignoreCase: ignoreCase ?? false,
@@ -73,7 +104,7 @@ function flag(v: Map<string, Raw>, field: string, key: string, e: RuleErrors): b
 }
 
 function testValue(
-  test: HeaderCondition["test"],
+  test: MatchCondition["test"],
   x: Raw | undefined,
   field: string,
   ignoreCase: boolean | undefined,
@@ -81,7 +112,7 @@ function testValue(
 ): string | boolean | undefined {
   if (test === "present") {
     if (typeof x === "boolean") return x;
-    e.add(field, `must be true (the header is sent) or false (it is not), got ${describe(x)}`);
+    e.add(field, `must be true (the request carries it) or false (it does not), got ${describe(x)}`);
     return undefined;
   }
   const text = typeof x === "bigint" ? String(x) : x;
@@ -110,7 +141,7 @@ function regexError(source: string, ignoreCase: boolean): string | null {
 }
 
 /** A condition as a rule file writes it: `{ name: x-plan, equals: gold }`. */
-export function printHeaderCondition(c: HeaderCondition): string {
+export function printCondition(c: MatchCondition): string {
   const test = c.test === "present" ? `present: ${!c.not}` : `${c.test}: ${JSON.stringify(c.value)}`;
   const more = [
     ...(c.ignoreCase ? ["ignore_case: true"] : []),
