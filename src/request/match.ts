@@ -149,7 +149,8 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
   const conditions = compiled.rule.match.conditions;
-  if (conditions !== undefined && !conditions.every((c) => conditionPasses(c, conditionValue(c, facts.values)))) return false;
+  const passes = (c: MatchCondition) => conditionPasses(c, conditionValue(c, facts.values));
+  if (conditions !== undefined && !conditions.every(passes)) return false;
   return matchesRoute(compiled, facts);
 }
 
