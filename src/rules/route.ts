@@ -66,8 +66,8 @@ export function routeMatches(p: RoutePattern, method: string, path: string): boo
     if (pos > end) return false;
     // `text**`: the rest of the path starts with `text`.
     if (i === n - 1 && seg.endsWith("**")) return end - pos >= seg.length - 2 && path.startsWith(seg.slice(0, -2), pos);
-    // `**text`: the rest of the path, slashes and all, ends with `text`.
-    if (i === n - 1 && seg.startsWith("**")) return end - pos >= seg.length - 2 && path.endsWith(seg.slice(2), end);
+    // `**text`: the rest of the path, slashes and all, ends with `text` (which holds no `/`, so it lies in the rest).
+    if (seg.startsWith("**")) return path.endsWith(seg.slice(2), end);
     let next = path.indexOf("/", pos);
     if (next === -1 || next > end) next = end;
     if (seg === "*") {

@@ -84,6 +84,7 @@ const TABLE: [string, string, string, boolean][] = [
   ["POST /v1/labels:batch", "POST", "/v1/labels", false],
   ["POST /v1/labels:batch", "POST", "/v1/labels:batchx", false],
   ["POST /v1/labels", "POST", "/v1/labels:batch", false],
+  ["POST /v1/login", "POST", "/v1/xlogin", false],
   ["POST /v1/labels", "POST", "/v1/labels/x", false],
   ["POST /v1/labels", "POST", "/v1", false],
   ["POST /v1/labels", "POST", "/V1/labels", false],

@@ -132,6 +132,41 @@ describe("match.header: each mistake, its message", () => {
     expect(errors).toEqual([message]);
   });
 
+  it.each([
+    [
+      "{ header: { equals: gold }, identity: ip }",
+      /r\.match\.header\.name: must be a header name such as X-Plan, got an empty value/,
+    ],
+    [
+      "{ header: { name: X-A, equals: true }, identity: ip }",
+      /r\.match\.header\.equals: must be a non-empty text of at most 4096 characters, got true/,
+    ],
+    [
+      `{ header: { name: X-A, equals: '${"a".repeat(4097)}' }, identity: ip }`,
+      /must be a non-empty text of at most 4096 characters/,
+    ],
+    [
+      "{ header: { name: X-A, wibble: 1 }, identity: ip }",
+      /r\.match\.header\.wibble: unknown key \(a condition takes name, one of equals, prefix, suffix, contains, matches, present, and ignore_case and not\)/,
+    ],
+  ])("%#: refused: %s", (match, message) => {
+    const { rules, errors } = rule(match);
+    expect(rules).toEqual([]);
+    expect(errors.some((m) => message.test(m))).toBe(true);
+  });
+
+  it("a text test is not a regular expression: `(` is a valid value to compare with; 4096 characters are allowed", () => {
+    expect(rule("{ header: { name: X-A, equals: '(' }, identity: ip }").errors).toEqual([]);
+    expect(rule(`{ header: { name: X-A, prefix: '${"a".repeat(4096)}' }, identity: ip }`).errors).toEqual([]);
+  });
+
+  it("prints ignore_case", () => {
+    const { rules } = rule("{ header: { name: X-A, matches: 'a+', ignore_case: true }, identity: ip }");
+    expect(Object.fromEntries(printRule(rules[0]!))["match.header"]).toBe(
+      '{ name: x-a, matches: "a+", ignore_case: true }',
+    );
+  });
+
   it("a regular expression that does not compile names why", () => {
     const { errors } = rule("{ header: { name: User-Agent, matches: 'bot(' }, identity: ip }");
     expect(errors).toHaveLength(1);
