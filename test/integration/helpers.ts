@@ -5,6 +5,8 @@ import { sha256Hex } from "../../src/edge/hash.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
 import { limiterStub } from "../../src/object/names.ts";
+import type { Replayer } from "../../src/replay/engine.ts";
+import type { RequestLine } from "../../src/replay/request_trace.ts";
 import { type CompiledRule, compileRules } from "../../src/request/match.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
@@ -124,4 +126,10 @@ export function bodyOf(response: Response): Promise<BodyJson> {
 /** One rule's item of a RateLimit or RateLimit-Policy field (other rules may apply to the same request too). */
 export function itemOf(field: string | null, ruleId: string): string | null {
   return (field ?? "").split(", ").find((item) => item.startsWith(`"${ruleId}";`)) ?? null;
+}
+
+/** The status a replay answers a trace line with, as the gateway's: 200 admitted, a denial's status, else 400. */
+export function replayedStatus(replayer: Replayer, line: RequestLine): number {
+  const v = replayer.request(line).verdict;
+  return v.kind === "admit" ? 200 : v.kind === "deny" ? v.status : 400;
 }

@@ -13,7 +13,7 @@ import { handleRequest } from "../../src/edge/worker.ts";
 import { Replayer } from "../../src/replay/engine.ts";
 import type { RequestLine } from "../../src/replay/request_trace.ts";
 import { compileRules } from "../../src/request/match.ts";
-import { gatewayFetch, isolate, resolvedFrom, rulesFrom, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, isolate, replayedStatus, resolvedFrom, rulesFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -313,8 +313,7 @@ describe("the replay engine decides as the gateway (property, generated request 
             country: s.country,
             fields,
           };
-          const v = replayer.request(line).verdict;
-          const replayed = v.kind === "admit" ? 200 : v.kind === "deny" ? v.status : 400;
+          const replayed = replayedStatus(replayer, line);
           expect({ tMs: tMs - T0, ...s, replayed }).toEqual({ tMs: tMs - T0, ...s, replayed: edge });
           seen.set(edge, (seen.get(edge) ?? 0) + 1);
         }

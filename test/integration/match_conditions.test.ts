@@ -11,7 +11,7 @@ import { settingsOf } from "../../src/edge/settings.ts";
 import { Replayer } from "../../src/replay/engine.ts";
 import { columnsFor, type RequestLine } from "../../src/replay/request_trace.ts";
 import { compileRules } from "../../src/request/match.ts";
-import { gatewayFetch, resolvedFrom, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -147,8 +147,7 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
             answered: null,
             fields,
           };
-          const v = replayer.request(line).verdict;
-          const replayed = v.kind === "admit" ? 200 : v.kind === "deny" ? v.status : 400;
+          const replayed = replayedStatus(replayer, line);
           expect({ tMs: tMs - T0, ...s, replayed }).toEqual({ tMs: tMs - T0, ...s, replayed: edge });
           seen.set(edge, (seen.get(edge) ?? 0) + 1);
         }
