@@ -124,11 +124,7 @@ function clientValue(shape: MapShape, v: string): Expanded {
   const particular = map.entries.filter((e) => e.value !== "" && !ANY_VALUE.test(e.value));
   if (particular.length > 0) {
     if (shape.keys.length > 1) return severalKeys(shape);
-    const [source, name] = v.startsWith("http_")
-      ? (["header", v.slice(5).replaceAll("_", "-")] as const)
-      : v.startsWith("cookie_")
-        ? (["cookie", v.slice(7)] as const)
-        : (["query", v.slice(4)] as const);
+    const [source, name] = sourceOf(v);
     const conditions = headerConditions(map, said, source, name);
     if ("refused" in conditions) return conditions;
     const approx =
@@ -147,16 +143,29 @@ function clientValue(shape: MapShape, v: string): Expanded {
       refused: `${said} gives ${present} when ${kind} is sent and ${missing} when not: a Sluice key has no part that falls back to another${apiKey ? " (for an API key that falls back to the address, a rule with identity: api_key and unverified: by_address is the closest: write it by hand)" : ""}`,
     };
   }
+  const [source, name] = sourceOf(v);
+  const sent = (yes: boolean): MatchCondition => ({
+    in: source,
+    name,
+    test: "present",
+    value: "",
+    ignoreCase: false,
+    not: !yes,
+  });
   if (missing === "" && present !== "") {
     const holds = [...present.matchAll(/\$\{?([A-Za-z0-9_]+)\}?/g)].some((m) => m[1] === v);
     if (holds) return ok(present, { skipMissing: true });
-    return {
-      refused: `${said}: only requests that send ${kind} are limited (by ${present}); a Sluice rule cannot match on a value being sent: key on it too (one budget per value, key_missing: skip) or limit every request`,
-    };
+    const note = `${said}: only requests that send ${kind} are limited (by ${present}): match.${source} present: true`;
+    return ok(present, { conditions: [sent(true)], notes: [note] });
   }
-  return {
-    refused: `${said}: only requests that do not send ${kind} are limited (by ${missing}); a Sluice rule cannot match on a value being absent`,
-  };
+  const note = `${said}: only requests that do not send ${kind} are limited (by ${missing}): match.${source} present: false`;
+  return ok(missing, { conditions: [sent(false)], notes: [note] });
+}
+
+/** What a `$http_`, `$cookie_` or `$arg_` variable reads, as a condition names it. */
+function sourceOf(v: string): readonly [MatchCondition["in"], string] {
+  if (v.startsWith("http_")) return ["header", v.slice(5).replaceAll("_", "-")];
+  return v.startsWith("cookie_") ? ["cookie", v.slice(7)] : ["query", v.slice(4)];
 }
 
 /** `map $uri`: values giving an empty key become `match.except`; with an empty default, the others `match.route`. */

@@ -103,6 +103,16 @@ describe("maps Sluice can say", () => {
     expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
   });
 
+  it.each([
+    // Which requests carry a value, when the key is not that value: a presence condition (was left out).
+    ['map $http_x_tenant $k { "" ""; default $binary_remote_addr; }', "header", "{ name: x-tenant, present: true }"],
+    ['map $cookie_session $k { "" $binary_remote_addr; default ""; }', "cookie", "{ name: session, present: false }"],
+    ['map $arg_debug $k { "" ""; default $binary_remote_addr; }', "query", "{ name: debug, present: true }"],
+  ] as const)("%s: limits by whether the value is sent (match.%s)", (map, source, condition) => {
+    const r = imported(map);
+    expect(r.rules.map((x) => [x.match[source], x.match.identity])).toEqual([[[condition], "ip"]]);
+  });
+
   it("says what the map leaves out", () => {
     const r = imported('map $request_method $k { default $binary_remote_addr; GET ""; }');
     expect(r.report.map((i) => i.message).join("\n")).toMatch(
@@ -151,16 +161,6 @@ describe("maps refused with their reason", () => {
       "a header's particular value exempted (requests without the header get the key too)",
       'map $http_x_plan $k { default $binary_remote_addr; internal ""; }',
       /requests that do not send the x-plan header, or send a value it does not list, get the key \$binary_remote_addr; one Sluice rule can limit requests without it or with other values, not both/,
-    ],
-    [
-      "only requests sending a header, by the address",
-      'map $http_x_tenant $k { "" ""; default $binary_remote_addr; }',
-      /only requests that send the header x-tenant are limited \(by \$binary_remote_addr\); a Sluice rule cannot match on a value being sent/,
-    ],
-    [
-      "only requests not sending a header",
-      'map $cookie_session $k { "" $binary_remote_addr; default ""; }',
-      /only requests that do not send the cookie session are limited/,
     ],
     [
       "an API key falling back to the address",
