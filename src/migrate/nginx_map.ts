@@ -12,15 +12,21 @@ import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoic
 
 export type { Expanded, NginxMap };
 
-/** The maps and geos of an `http` block by the variable they set (without `$`); a geo has no entries to read. */
-export type Maps = ReadonlyMap<string, NginxMap | { readonly geo: Directive }>;
+/**
+ * The maps and geos of an `http` block by the variable they set (without `$`); a geo has no entries to read; a
+ * variable code computes (`js_set`, `perl_set`) only its directive.
+ */
+export type Maps = ReadonlyMap<string, NginxMap | { readonly geo: Directive } | { readonly computed: Directive }>;
 
 /** Words inside a `map` block that are not a value: flags, and `default` (the fallback). */
 const MAP_WORDS = new Set(["default", "hostnames", "volatile"]);
 
 export function readMaps(http: readonly Directive[]): Maps {
-  const maps = new Map<string, NginxMap | { readonly geo: Directive }>();
+  const maps = new Map<string, NginxMap | { readonly geo: Directive } | { readonly computed: Directive }>();
   for (const d of http) {
+    if ((d.name === "js_set" || d.name === "perl_set") && d.args[0]?.startsWith("$") === true) {
+      maps.set(d.args[0].slice(1), { computed: d });
+    }
     if (d.block === null) continue;
     if (d.name === "geo") {
       const v = d.args.at(-1);
@@ -58,6 +64,11 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     if ("geo" in map) {
       return {
         refused: `$${m[1]} comes from a geo block (address ranges), and a Sluice rule cannot match on an address range`,
+      };
+    }
+    if ("computed" in map) {
+      return {
+        refused: `$${m[1]} is computed by code in NGINX (${map.computed.name} ${map.computed.args.slice(1).join(" ")}), which a Worker does not run: if it is who the caller is (a user id from a token), have the auth layer in front send it as a header and count by user (USER_HEADER) or { header: NAME }`,
       };
     }
     const over = overGeo(m[1]!, overMaps(m[1]!, map, maps), maps);
@@ -128,7 +139,7 @@ function overGeo(name: string, map: NginxMap, maps: Maps): NginxMap | { readonly
 function overMaps(name: string, map: NginxMap, maps: Maps, depth = 0): NginxMap {
   const innerName = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(map.source)?.[1] ?? "";
   const inner = maps.get(innerName);
-  if (depth >= 4 || inner === undefined || "geo" in inner || map.entries.some((e) => e.value.startsWith("~")))
+  if (depth >= 4 || inner === undefined || !("entries" in inner) || map.entries.some((e) => e.value.startsWith("~")))
     return map;
   if ([...inner.entries.map((e) => e.result), inner.fallback].some((r) => r.includes("$"))) return map;
   const mapped = (v: string) =>
@@ -151,7 +162,12 @@ function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {
   const results = [...map.entries.map((e) => e.result), map.fallback];
   for (const r of results) {
     for (const v of r.matchAll(VARIABLE)) {
-      if (maps.has(v[1]!))
+      const inner = maps.get(v[1]!);
+      if (inner !== undefined && "computed" in inner)
+        return {
+          refused: `${said} gives $${v[1]}, computed by code in NGINX (${inner.computed.name}), which a Worker does not run`,
+        };
+      if (inner !== undefined)
         return { refused: `${said} gives $${v[1]}, itself a map: one map over another is not imported` };
     }
   }

@@ -80,6 +80,11 @@ describe("map keys", () => {
       /gives \$m, itself a map: one map over another is not imported/,
     ],
     ["an empty key for everyone", 'map $uri $k { default ""; }', /gives every request an empty key/],
+    [
+      "a variable njs computes (the corpus's nth-block): said as such, with what to do",
+      "js_set $k extractUser.extractUser;",
+      /\$k is computed by code in NGINX \(js_set extractUser.extractUser\), which a Worker does not run: if it is who the caller is .*count by user \(USER_HEADER\)/,
+    ],
   ])("refused with its reason: %s", (_name, map, message) => {
     const r = imported(`http {\n${map}\nlimit_req_zone $k zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}`);
     expect(r.rules).toEqual([]);
