@@ -4,10 +4,10 @@
  * only walks a short array and matches pre-split route patterns.
  *
  * Every rule whose match holds applies: a plan quota, a burst rule and a route rule may all apply at once. A rule
- * applies when its plans include the caller's plan (or it names none), its route matches (or it names none), and the
- * request carries its identity; a rule keyed on an identity the request lacks does not apply. A caller without a
- * verified API key is counted by `identity: api_key` rules as its rule's `unverified` says (by its address, by
- * default).
+ * applies when its plans include the caller's plan (or it names none), its route matches (or it names none), the
+ * request's headers, cookies and query values pass its conditions (`match.header`, ...), and the request carries its
+ * identity; a rule keyed on an identity the request lacks does not apply. A caller without a verified API key is
+ * counted by `identity: api_key` rules as its rule's `unverified` says (by its address, by default).
  */
 
 import { capacityOf, projectParams } from "../algorithms/index.ts";
@@ -145,7 +145,7 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
   return rule.unverified === "by_address" ? facts.unverified.keyHash : null;
 }
 
-/** Plan, headers (`match.header`) and route (under any of the request's methods). */
+/** Plan, conditions (`match.header`, `match.cookie`, `match.query`) and route (under any of the request's methods). */
 export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
   const conditions = compiled.rule.match.conditions;
