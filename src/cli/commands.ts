@@ -43,7 +43,8 @@ export const COMMANDS: readonly Command[] = [
   },
   {
     name: "import",
-    summary: "turn an nginx.conf or an Envoy rate limit configuration into Sluice rules, with a report",
+    summary:
+      "turn an nginx.conf, an Envoy rate limit configuration or Cloudflare rate limiting rules into Sluice rules, with a report",
     run: runImport,
   },
   {

@@ -1,9 +1,10 @@
 /**
- * `sluice import nginx|envoy FILE`: another proxy's rate limits as a Sluice rule file, and a report of what was
+ * `sluice import nginx|envoy|cloudflare FILE`: another proxy's rate limits as a Sluice rule file, and a report of what was
  * mapped approximately or left out. The work is in src/migrate/; this file reads, writes and sets the exit status.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
+import { CloudflareImportError, importCloudflare } from "../migrate/cloudflare_import.ts";
 import { EnvoyImportError, load } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
 import { parseMapping } from "../migrate/envoy_mapping.ts";
@@ -17,18 +18,23 @@ import type { Io } from "./io.ts";
 
 const HELP = `Usage: sluice import nginx FILE [--root DIR] [--out RULES.yaml] [--allow-partial]
        sluice import envoy FILE [--envoy ENVOY.yaml] [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
+       sluice import cloudflare FILE.json [--out RULES.yaml] [--allow-partial]
 
 Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a
 comment naming the directive it came from, and prints a report on standard error: every limit mapped
 approximately (and why), every one left out, and a summary. A configuration its own system would not load (what
 nginx -t or the ratelimit service refuses) is refused, with that system's reason and the file and line.
-docs/rules.md, "Coming from NGINX" and "Coming from Envoy", describe the mapping.
+docs/rules.md, "Coming from NGINX", "Coming from Envoy" and "Coming from Cloudflare", describe the mapping.
 
   nginx FILE   an nginx.conf (include is followed): limit_req_zone, limit_req (burst, nodelay, delay=N) in http,
                server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run; and
                limit_conn_zone, limit_conn (requests in flight), limit_conn_status, limit_conn_dry_run
   envoy FILE   an envoyproxy/ratelimit service configuration (domain, descriptors), or a local rate limit filter
                configuration (its token bucket and descriptors; also found inside a bootstrap file)
+  cloudflare FILE  Cloudflare WAF rate limiting rules as the Rulesets API returns them ({"result": {"rules": [...]}},
+               {"rules": [...]} or a list of rules): expression (path, method, header, cookie and query tests),
+               characteristics, period, requests_per_period, mitigation_timeout, counting_expression (response
+               status), action (block, log, challenges) and enabled; each as a sliding_counter rule
   --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
                    (request_headers, query_parameters, generic_key and header_value_match on :path/:method; a
                    file's own routes are read too; hits_addend is the rules' cost) and whose ratelimit filter says
@@ -55,13 +61,13 @@ export async function runImport(args: string[], io: Io): Promise<number> {
   });
   if (typeof parsed === "number") return parsed;
   const [kind, file, extra] = parsed.positionals;
-  if (kind !== "nginx" && kind !== "envoy")
-    return usageError(cmd, `expected "nginx" or "envoy", got ${JSON.stringify(kind ?? "")}`);
+  if (kind !== "nginx" && kind !== "envoy" && kind !== "cloudflare")
+    return usageError(cmd, `expected "nginx", "envoy" or "cloudflare", got ${JSON.stringify(kind ?? "")}`);
   if (file === undefined) return usageError(cmd, `sluice import ${kind} needs a FILE`);
   if (extra !== undefined) return usageError(cmd, `unexpected argument "${extra}"`);
-  if (kind === "nginx" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
-  if (kind === "envoy" && parsed.values.has("root")) return usageError(cmd, "--root is for nginx");
-  if (kind === "nginx" && parsed.values.has("envoy")) return usageError(cmd, "--envoy is for envoy");
+  if (kind !== "envoy" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
+  if (kind !== "nginx" && parsed.values.has("root")) return usageError(cmd, "--root is for nginx");
+  if (kind !== "envoy" && parsed.values.has("envoy")) return usageError(cmd, "--envoy is for envoy");
   const imported = importFile(
     kind,
     file,
@@ -82,7 +88,7 @@ export async function runImport(args: string[], io: Io): Promise<number> {
 
 /** The import of one file, or the error to print (exit 1), or a usage error (exit 2). */
 export function importFile(
-  kind: "nginx" | "envoy",
+  kind: "nginx" | "envoy" | "cloudflare",
   file: string,
   maps: readonly string[],
   root?: string,
@@ -95,14 +101,14 @@ export function importFile(
       const result = importNginx(elsewhere.config, unread);
       return { result: { rules: result.rules, report: [...elsewhere.report, ...result.report] } };
     }
+    if (kind === "cloudflare") {
+      const text = readText(file);
+      return typeof text === "string" ? { result: importCloudflare(text, file) } : text;
+    }
     const mapping = parseMapping(maps);
     if ("error" in mapping) return { usage: mapping.error };
-    let text: string;
-    try {
-      text = readFileSync(file, "utf8");
-    } catch (err) {
-      return { error: `${file}: cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
-    }
+    const text = readText(file);
+    if (typeof text !== "string") return text;
     let routes: unknown = null;
     if (envoyConfig !== undefined) {
       try {
@@ -116,12 +122,31 @@ export function importFile(
     }
     return { result: importEnvoy(text, file, mapping.mapping, routes) };
   } catch (err) {
-    if (err instanceof NginxSyntaxError || err instanceof NginxImportError || err instanceof EnvoyImportError) {
+    if (
+      err instanceof NginxSyntaxError ||
+      err instanceof NginxImportError ||
+      err instanceof EnvoyImportError ||
+      err instanceof CloudflareImportError
+    ) {
       return { error: err.message };
     }
     throw err;
   }
 }
+
+function readText(file: string): string | { error: string } {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (err) {
+    return { error: `${file}: cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+  }
+}
+
+const NOTHING: Readonly<Record<string, string>> = {
+  nginx: "no limit_req or limit_conn",
+  envoy: "no rate_limit",
+  cloudflare: "no rules",
+};
 
 async function writeResult(
   result: ImportResult,
@@ -132,7 +157,7 @@ async function writeResult(
 ): Promise<number> {
   if (result.rules.length === 0 && result.report.length === 0)
     return inputError(io, [
-      `sluice import: ${from} has no rate limits to import (${from.startsWith("nginx") ? "no limit_req or limit_conn" : "no rate_limit"}); nothing written`,
+      `sluice import: ${from} has no rate limits to import (${NOTHING[from.slice(0, from.indexOf(" "))]}); nothing written`,
     ]);
   const yaml = rulesYaml(result, `Imported from ${from} by sluice import.`);
   const check = parseRules(yaml, out ?? "<imported rules>");

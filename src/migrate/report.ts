@@ -29,8 +29,11 @@ export interface DraftRule {
   };
   /** The rule's `key:` instead of an identity: `global`, or its parts in rule-file flow style (`{ header: x-t }`). */
   readonly key?: "global" | readonly string[];
-  readonly fields: readonly (readonly [string, string | number | boolean])[];
+  readonly fields: readonly (readonly [string, FieldValue])[];
 }
+
+/** A field's value: a scalar, or a mapping already in rule-file flow style (`{ flow: "{ status: [401, 403] }" }`). */
+export type FieldValue = string | number | boolean | { readonly flow: string };
 
 export type ReportKind = "approximate" | "left out" | "note";
 
@@ -71,7 +74,8 @@ export function rulesYaml(result: ImportResult, header: string): string {
     ];
     out.push(match.length === 0 ? "  match: {}" : `  match: { ${match.join(", ")} }`);
     if (rule.key !== undefined) out.push(`  key: ${rule.key === "global" ? "global" : `[${rule.key.join(", ")}]`}`);
-    for (const [name, value] of rule.fields) out.push(`  ${name}: ${scalar(value)}`);
+    for (const [name, value] of rule.fields)
+      out.push(`  ${name}: ${typeof value === "object" ? value.flow : scalar(value)}`);
     out.push("");
   }
   return `${out.join("\n")}\n`;
