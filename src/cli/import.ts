@@ -34,7 +34,7 @@ docs/rules.md, "Coming from NGINX", "Coming from Envoy" and "Coming from Cloudfl
   cloudflare FILE  Cloudflare WAF rate limiting rules as the Rulesets API returns them ({"result": {"rules": [...]}},
                {"rules": [...]} or a list of rules): expression (path, method, header, cookie and query tests),
                characteristics, period, requests_per_period, mitigation_timeout, counting_expression (response
-               status), action (block, log, challenges) and enabled; each as a sliding_counter rule
+               status), action (block, log, challenges) and enabled; each a sliding window of its period
   --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
                    (request_headers, query_parameters, generic_key and header_value_match on :path/:method; a
                    file's own routes are read too; hits_addend is the rules' cost) and whose ratelimit filter says

@@ -134,6 +134,7 @@ const OPS: Readonly<Record<string, Op>> = {
 };
 
 /** `source` as a tree; throws ExpressionSyntaxError with what is wrong and where. */
+// long: a recursive-descent parser, one closure per grammar rule sharing the token position
 export function parseExpression(source: string): Node {
   const tokens = tokenize(source);
   let pos = 0;
