@@ -216,7 +216,8 @@ function conditionTest(
   if (test === undefined || texts === null || texts.length === 0)
     return refuse(`a value is tested with eq, ne, contains, matches, starts_with, ends_with or in { "..." }`);
   if (texts.some((t) => t === "")) return refuse("an empty value: a condition compares with a non-empty text");
-  if (field.lower && test !== "matches" && texts.some((t) => t !== t.toLowerCase()))
+  // A regex with capitals too: Sluice's ignore_case would match what lower() never gives (\D and \W included).
+  if (field.lower && texts.some((t) => t !== t.toLowerCase()))
     return refuse("lower() of a value never equals a text with capitals");
   const value = op === "in" ? `^(?:${texts.map(escapeRegex).join("|")})$` : texts[0]!;
   if (test === "matches" && regexError(value, field.lower) !== null)

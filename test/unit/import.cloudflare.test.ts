@@ -98,6 +98,22 @@ describe("Cloudflare rate limiting rules: the rules and the report", () => {
       rule({}, { counting_expression: 'http.request.uri.path  eq "/login"' }),
       "r * /login ip limit=5 window=min",
     ],
+    [
+      "log with a timeout: a shadow rule that holds a caller out",
+      rule({ action: "log" }, { mitigation_timeout: 86400 }),
+      "r * /login ip limit=5 window=min mode=shadow block_for=d",
+    ],
+    [
+      "a challenge that counts failed logins with a lockout",
+      rule(
+        { action: "managed_challenge" },
+        {
+          mitigation_timeout: 3600,
+          counting_expression: 'http.request.uri.path eq "/login" and http.response.code eq 401',
+        },
+      ),
+      "r * /login ip limit=5 window=min count_when={ status: 401 } block_for=h",
+    ],
     ["no expression: every request", rule({ expression: "" }), "r * ip limit=5 window=min"],
   ])("%s", (_, r, want) => {
     const result = imported(r);

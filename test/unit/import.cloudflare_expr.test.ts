@@ -100,6 +100,8 @@ describe("Cloudflare expressions as a match", () => {
     [`${H}[0] wildcard "a*"`, "a value is tested with eq"],
     [`${H}[0] eq ""`, "an empty value"],
     [`lower(${H}[0]) eq "Free"`, "never equals a text with capitals"],
+    [`lower(${H}[0]) in {"free" "Gold"}`, "never equals a text with capitals"],
+    [`lower(${H}[0]) matches "^[A-Z]"`, "never equals a text with capitals"],
     ['http.user_agent ne "curl"', "also matches requests without the header"],
     [
       'lookup_json_string(http.request.body.raw, "a") eq "b"',
