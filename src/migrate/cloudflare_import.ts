@@ -94,7 +94,38 @@ const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every(isS
 
 const CHALLENGES = new Set(["managed_challenge", "js_challenge", "challenge"]);
 
-// long: the rule's fields in the order the report reads best, each mapped or reported where it is read
+/** A rule's `ratelimit`, its types checked (the file is refused otherwise). */
+interface RateLimit {
+  readonly characteristics: readonly string[];
+  readonly period: number;
+  readonly perPeriod: number;
+  readonly timeout: number;
+  readonly counting: string;
+  readonly score: number | undefined;
+  readonly mitigation: string;
+  readonly toOrigin: boolean;
+}
+
+function rateLimitOf(rl: Obj, at: string): RateLimit {
+  const score = field(rl, "score_per_period", at, isCount, "a whole number");
+  const period = field(rl, "period", at, isCount, "a whole number of seconds") ?? 0;
+  const perPeriod = field(rl, "requests_per_period", at, isCount, "a whole number") ?? 0;
+  // A complexity-based rule has a score instead of a request count; it is left out, not malformed.
+  if (score === undefined && (period === 0 || perPeriod === 0))
+    throw new CloudflareImportError(`${at}: needs a period and a requests_per_period above 0`);
+  return {
+    characteristics: field(rl, "characteristics", at, isStrings, "a list of strings") ?? [],
+    period,
+    perPeriod,
+    timeout: field(rl, "mitigation_timeout", at, isCount, "a whole number of seconds") ?? 0,
+    counting: field(rl, "counting_expression", at, isString, "a string") ?? "",
+    score,
+    mitigation: field(rl, "mitigation_expression", at, isString, "a string") ?? "",
+    toOrigin: field(rl, "requests_to_origin", at, isBool, "true or false") ?? false,
+  };
+}
+
+// long: the rule's parts in the order the report reads best, each mapped or reported where it is read
 function importRule(rule: Obj, where: string, report: ReportItem[], taken: Set<string>): DraftRule | null {
   const description = field(rule, "description", where, isString, "a string");
   const ref = field(rule, "ref", where, isString, "a string") ?? field(rule, "id", where, isString, "a string");
@@ -102,79 +133,55 @@ function importRule(rule: Obj, where: string, report: ReportItem[], taken: Set<s
   const label = `${where}${name === "" ? "" : ` (${name})`}`;
   const say = (kind: ReportItem["kind"], message: string) => report.push({ where: label, kind, message });
   const action = field(rule, "action", where, isString, "a string") ?? "";
-  const expressionText = field(rule, "expression", where, isString, "a string");
+  const expressionText = field(rule, "expression", where, isString, "a string") ?? "";
   const rl = field(rule, "ratelimit", where, isObject, "an object");
   if (field(rule, "enabled", where, isBool, "true or false") === false) {
     say("note", "disabled (enabled: false), so no rule");
     return null;
   }
   if (rl === undefined) {
-    say("left out", `no ratelimit: a rule of action ${action || "(none)"}, not a rate limiting rule`);
+    say("left out", `no ratelimit: a rule of action ${action === "" ? "(none)" : action}, not a rate limiting rule`);
     return null;
   }
-  const at = `${where}.ratelimit`;
-  const characteristics = field(rl, "characteristics", at, isStrings, "a list of strings") ?? [];
-  const period = field(rl, "period", at, isCount, "a whole number of seconds");
-  const perPeriod = field(rl, "requests_per_period", at, isCount, "a whole number");
-  const timeout = field(rl, "mitigation_timeout", at, isCount, "a whole number of seconds") ?? 0;
-  const counting = field(rl, "counting_expression", at, isString, "a string") ?? "";
-  const score = field(rl, "score_per_period", at, isCount, "a whole number");
-  const mitigation = field(rl, "mitigation_expression", at, isString, "a string") ?? "";
-  const toOrigin = field(rl, "requests_to_origin", at, isBool, "true or false") ?? false;
+  const limit = rateLimitOf(rl, `${where}.ratelimit`);
   const found: Findings = { approximate: [], notes: [], leftOut: [] };
-  if (score !== undefined) {
+  if (limit.score !== undefined)
     found.leftOut.push(
-      `score_per_period: complexity-based counting (Cloudflare skips a response without a valid score; Sluice's cost_header charges the rule's cost for it), say it by hand with cost_header if that difference is acceptable`,
+      "score_per_period: complexity-based counting (Cloudflare skips a response without a valid score; Sluice's cost_header charges the rule's cost for it), say it by hand with cost_header if that difference is acceptable",
     );
-  } else if (period === undefined || period === 0 || perPeriod === undefined || perPeriod === 0) {
-    throw new CloudflareImportError(`${at}: needs a period and a requests_per_period above 0`);
-  }
-  const expression = expressionOf(expressionText ?? "true", found);
+  const expression = expressionOf(expressionText, found);
   const selection = expression === null ? null : selectionOf(expression);
   if (selection !== null && "refused" in selection) found.leftOut.push(`the expression's ${selection.refused}`);
   else if (selection !== null) found.approximate.push(...selection.notes);
-  const key = keyOf(characteristics, found);
-  const countWhen = expression === null ? null : countWhenOf(counting, expression, found);
+  const key = keyOf(limit.characteristics, found);
+  const countWhen = expression === null ? null : countWhenOf(limit.counting, expression, found);
   const fields: [string, FieldValue][] = [];
   if (description !== undefined && description !== "" && description.length <= 200 && !/[\r\n]/.test(description))
     fields.push(["description", description]);
-  fields.push(["algorithm", "sliding_counter"], ["limit", perPeriod ?? 0], ["window", duration(period ?? 0)]);
-  if (action === "log") fields.push(["mode", "shadow"]);
-  else if (CHALLENGES.has(action)) {
-    // Refusing is what a rate limiter can do where Cloudflare would challenge; a shadow rule would stop limiting.
-    found.approximate.push(
-      `action ${action}: Sluice refuses (429) where Cloudflare would challenge, so a visitor who would pass the challenge is refused too (mode: shadow to watch it first)`,
-    );
-  } else if (action === "block") {
-    const response = isObject(rule.action_parameters) ? rule.action_parameters.response : undefined;
-    const status = isObject(response) ? response.status_code : undefined;
-    if (typeof status === "number" && status !== 429) fields.push(["status", status]);
-    if (isObject(response) && response.content !== undefined)
-      found.notes.push("its custom response body: Sluice answers a refusal with its own problem+json body");
-  } else found.leftOut.push(`action ${JSON.stringify(action)}: not a rate limiting rule's action`);
+  fields.push(["algorithm", "sliding_counter"], ["limit", limit.perPeriod], ["window", duration(limit.period)]);
+  fields.push(...actionFields(rule, action, found));
   if (countWhen !== null) fields.push(["count_when", { flow: countWhen }]);
-  if (timeout > 0) fields.push(["block_for", duration(timeout)]);
-  if (mitigation.trim() !== "")
+  if (limit.timeout > 0) fields.push(["block_for", duration(limit.timeout)]);
+  if (limit.mitigation.trim() !== "")
     found.leftOut.push("mitigation_expression: Sluice's refusal applies to every request of the key the rule matches");
-  if (toOrigin)
+  if (limit.toOrigin)
     found.approximate.push(
       "requests_to_origin: Cloudflare counts only requests that reach the origin (not served from cache); Sluice counts every request the Worker sees",
     );
   if (key.clientChosen) fields.push(["key_client_chosen", "accept"]);
   for (const m of found.leftOut) say("left out", m);
-  if (found.leftOut.length > 0) return null;
+  if (selection === null || "refused" in selection || found.leftOut.length > 0) return null;
   for (const m of found.approximate) say("approximate", m);
   for (const m of found.notes) say("note", m);
-  const s = selection as Exclude<typeof selection, null | { refused: string }>;
-  const routes = s.routes ?? undefined;
+  const timeout = limit.timeout > 0 ? `, mitigation_timeout ${limit.timeout} s` : "";
   return {
     id: ruleId(name === "" ? "cloudflare-rule" : name, taken),
-    source: `${label}: ${perPeriod} requests per ${period} s${timeout > 0 ? `, mitigation_timeout ${timeout} s` : ""}, action ${action}`,
+    source: `${label}: ${limit.perPeriod} requests per ${limit.period} s${timeout}, action ${action}`,
     notes: found.approximate.map((m) => `approximate: ${m}`),
     match: {
-      ...(routes === undefined ? {} : { route: routes }),
-      ...(s.except.length === 0 ? {} : { except: s.except }),
-      ...conditionFields(s.conditions),
+      ...(selection.routes === null ? {} : { route: selection.routes }),
+      ...(selection.except.length === 0 ? {} : { except: selection.except }),
+      ...conditionFields(selection.conditions),
       ...(key.identity === null ? {} : { identity: key.identity }),
     },
     ...(key.key === null ? {} : { key: key.key }),
@@ -182,6 +189,34 @@ function importRule(rule: Obj, where: string, report: ReportItem[], taken: Set<s
   };
 }
 
+/** What the action makes of the rule: `log` a shadow rule, `block` its status, a challenge a refusal. */
+function actionFields(rule: Obj, action: string, found: Findings): [string, FieldValue][] {
+  if (action === "log") return [["mode", "shadow"]];
+  if (CHALLENGES.has(action)) {
+    // Refusing is what a rate limiter can do where Cloudflare would challenge; a shadow rule would stop limiting.
+    found.approximate.push(
+      `action ${action}: Sluice refuses (429) where Cloudflare would challenge, so a visitor who would pass the challenge is refused too (mode: shadow to watch it first)`,
+    );
+    return [];
+  }
+  if (action !== "block") {
+    found.leftOut.push(`action ${JSON.stringify(action)}: not a rate limiting rule's action`);
+    return [];
+  }
+  const response = isObject(rule.action_parameters) ? rule.action_parameters.response : undefined;
+  const status = isObject(response) ? response.status_code : undefined;
+  if (isObject(response) && response.content !== undefined)
+    found.notes.push("its custom response body: Sluice answers a refusal with its own problem+json body");
+  if (status === undefined || status === 429) return [];
+  if (Number.isInteger(status) && (status as number) >= 400 && (status as number) <= 599)
+    return [["status", status as number]];
+  found.leftOut.push(
+    `action_parameters.response.status_code ${JSON.stringify(status)}: a refusal's status is 400 to 599`,
+  );
+  return [];
+}
+
+/** An empty expression is every request, as Cloudflare's dashboard writes `true`. */
 function expressionOf(text: string, found: Findings): Node | null {
   try {
     return parseExpression(text.trim() === "" ? "true" : text);

@@ -179,6 +179,11 @@ describe("Cloudflare rate limiting rules: the rules and the report", () => {
     ],
     [rule({}, { mitigation_expression: "true" }), "left out", "mitigation_expression"],
     [rule({ action: "skip" }), "left out", 'action "skip": not a rate limiting rule\'s action'],
+    [
+      rule({ action_parameters: { response: { status_code: 200 } } }),
+      "left out",
+      "status_code 200: a refusal's status is 400 to 599",
+    ],
     [{ expression: "true", action: "block" }, "left out", "no ratelimit"],
   ])("%j: %s", (r, kind, message) => {
     const result = imported(r);
