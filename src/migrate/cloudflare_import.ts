@@ -5,10 +5,10 @@
  * (cloudflare_count.ts), `mitigation_timeout` as `block_for`, `log` as `mode: shadow`.
  *
  * Why sliding_counter: Cloudflare's documentation says a rule acts once the rate over the last `period` passes
- * `requests_per_period` (per counter, without naming the algorithm), and Cloudflare's engineering blog on building
- * it ("How we built rate limiting capable of scaling to millions of domains") describes the estimate as the previous
- * period's count weighted by its overlap plus the current one: sliding_counter's two-counter estimate. A fixed window
- * would let twice the limit through around a period's edge, which Cloudflare's rules do not.
+ * `requests_per_period` (per counter, without naming the algorithm), and Cloudflare's 2017 blog post on building its
+ * rate limiting ("How we built rate limiting capable of scaling to millions of domains") describes the estimate as the
+ * previous period's count weighted by its overlap plus the current one: sliding_counter's two-counter estimate. A
+ * fixed window would let twice the limit through around a period's edge, which a sliding estimate does not.
  */
 
 import { countWhenOf, type Findings, keyOf } from "./cloudflare_count.ts";

@@ -146,6 +146,12 @@ function strings(values: readonly Value[]): string[] | null {
 /** Sluice matches the canonical path, lower-case: a path written with capitals is matched ignoring case (stricter). */
 function pathTest(field: Field, op: Op, values: string[] | null, refuse: (why: string) => Translated): Translated {
   if (values === null || values.length === 0) return refuse("the path is compared with quoted paths");
+  if (op === "matches") {
+    const literal = literalRegex(values[0]!);
+    if (literal === null)
+      return refuse("a path regex is read only as ^/text (a prefix), ^/text$ (the path) or text$ (an ending)");
+    return pathTest(field, literal.op, [literal.text], refuse);
+  }
   if (field.lower && values.some((v) => v !== v.toLowerCase()))
     return refuse("lower() of the path never equals a text with capitals");
   const notes =
@@ -164,6 +170,14 @@ function pathTest(field: Field, op: Op, values: string[] | null, refuse: (why: s
     routes.push(route.source);
   }
   return op === "ne" ? { ...ANY, except: routes, notes } : { ...ANY, routes, notes };
+}
+
+/** A regex that is an anchored literal (`^/api/`, `^/login$`, `\\.php$`) as the test it is; else `null`. */
+function literalRegex(re: string): { op: Op; text: string } | null {
+  const m = /^(\^?)((?:[^\\.*+?()[\]{}|^$]|\\[^A-Za-z0-9])*)(\$?)$/.exec(re);
+  if (m === null || (m[1] === "" && m[3] === "")) return null;
+  const text = m[2]!.replace(/\\(.)/g, "$1");
+  return { op: m[1] === "" ? "ends_with" : m[3] === "" ? "starts_with" : "eq", text };
 }
 
 /** `starts_with "/api/"` is `/api/**`, which also matches `/api` (one trailing slash is ignored: stricter). */

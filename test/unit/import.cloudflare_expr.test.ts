@@ -33,6 +33,9 @@ describe("Cloudflare expressions as a match", () => {
     ['starts_with(http.request.uri.path, "/api")', "route=* /api**"],
     ['ends_with(http.request.uri.path, ".php")', "route=* /**.php"],
     ['http.request.uri.path in {"/a" "/b"}', "route=* /a|* /b"],
+    ['(http.request.uri.path matches "^/api/")', "route=* /api/**"],
+    ['http.request.uri.path ~ "^/login$"', "route=* /login"],
+    ['http.request.uri.path matches "\\\\.php$"', "route=* /**.php"],
     ['http.request.method eq "POST"', "route=POST /**"],
     ['http.request.uri.path eq "/login" and http.request.method eq "POST"', "route=POST /login"],
     ['http.request.uri.path eq "/login" && http.request.method in {"POST" "PUT"}', "route=POST /login|PUT /login"],
@@ -84,6 +87,8 @@ describe("Cloudflare expressions as a match", () => {
     ['http.host eq "a.com"', "http.host: rules match no host"],
     ["ip.src in {10.0.0.0/8 192.0.2.1}", "ip.src: rules match no address"],
     ["cf.bot_management.verified_bot", "cf.bot_management.verified_bot is Cloudflare's own field"],
+    ['http.request.uri.path matches "^/api/v[0-9]+/"', "a path regex is read only as"],
+    ['http.request.uri.path matches "admin"', "a path regex is read only as"],
     [
       'http.request.uri.path contains "/admin"',
       "the path is matched with eq, ne, in, starts_with or ends_with, not contains",
