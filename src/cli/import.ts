@@ -1,6 +1,7 @@
 /**
- * `sluice import nginx|envoy|cloudflare FILE`: another proxy's rate limits as a Sluice rule file, and a report of what was
- * mapped approximately or left out. The work is in src/migrate/; this file reads, writes and sets the exit status.
+ * `sluice import nginx|envoy|cloudflare FILE`: another proxy's rate limits as a Sluice rule file, and a report of
+ * what was mapped approximately or left out. The work is in src/migrate/; this file reads, writes and sets the exit
+ * status.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
