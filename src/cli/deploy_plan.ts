@@ -36,8 +36,8 @@ import { feedAnyTrace } from "./replay_input.ts";
 import { replayOptions } from "./replay_setup.ts";
 import { nginxLogFormat } from "./trace_from.ts";
 
-const HELP = `Usage: sluice plan --from REF|PATH|nginx:FILE|envoy:FILE [--to PATH]... [--trace FILE] [--accounts FILE]
-                   [--svg OUT.svg] [--max-flips N] [--top N] [--map KEY=MEANING]...
+const HELP = `Usage: sluice plan --from REF|PATH|nginx:FILE|envoy:FILE|cloudflare:FILE [--to PATH]... [--trace FILE]
+                   [--accounts FILE] [--svg OUT.svg] [--max-flips N] [--top N] [--map KEY=MEANING]...
 
 Compares two rule sets and prints, per rule: added, removed, or each changed field (in rule-file terms), and what a
 deploy does to the rule's live state (carried over, capped or discarded, as the core's carry-over decides: two
@@ -45,8 +45,9 @@ probe keys, one that made a single request and one at its limit, are converted a
 may still do).
   --from REF|PATH   the rules before: a folder or file; or a git ref (HEAD, main, v1.2), whose copy of the --to
                     paths is read with git; or REF:PATH for another path at that ref
-  --from nginx:FILE the limits of an nginx.conf (or envoy:FILE, an Envoy rate limit configuration), imported as
-                    "sluice import" does (its report goes to standard error; what it leaves out is not replayed)
+  --from nginx:FILE the limits of an nginx.conf (or envoy:FILE, an Envoy rate limit configuration; cloudflare:FILE,
+                    Cloudflare's rate limiting rules as JSON), imported as "sluice import" does (its report goes to
+                    standard error; what it leaves out is not replayed)
   --to PATH         the rules after (repeatable; default rules/)
   --trace FILE      replay both sets, streaming, and count the requests whose answer flips (allowed -> denied,
                     denied -> allowed) per rule and for the most affected keys; "-" is standard input.
@@ -191,8 +192,8 @@ type Loaded =
  * that path), copied out of git into a temporary folder and named `REF:PATH` in messages.
  */
 function loadBefore(from: string, toPaths: readonly string[], maps: readonly string[], io: Io): Loaded {
-  const proxy = /^(nginx|envoy):(.+)$/.exec(from);
-  if (proxy !== null) return importBefore(proxy[1] as "nginx" | "envoy", proxy[2]!, maps, io);
+  const proxy = /^(nginx|envoy|cloudflare):(.+)$/.exec(from);
+  if (proxy !== null) return importBefore(proxy[1] as ProxyKind, proxy[2]!, maps, io);
   if (existsSync(from)) return { ...loadRules([from]), name: from };
   const colon = from.indexOf(":");
   const ref = colon > 0 ? from.slice(0, colon) : from;
@@ -237,8 +238,13 @@ function loadBefore(from: string, toPaths: readonly string[], maps: readonly str
   }
 }
 
-/** The rules before, imported from an nginx.conf or an Envoy configuration; the import's report on standard error. */
-function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly string[], io: Io): Loaded {
+type ProxyKind = "nginx" | "envoy" | "cloudflare";
+
+/**
+ * The rules before, imported from an nginx.conf, an Envoy configuration or Cloudflare's rate limiting rules; the
+ * import's report on standard error.
+ */
+function importBefore(kind: ProxyKind, file: string, maps: readonly string[], io: Io): Loaded {
   const imported = importFile(kind, file, maps);
   if ("usage" in imported) return { usage: imported.usage };
   const name = `${kind}:${file}`;
@@ -250,7 +256,12 @@ function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly stri
     ...parsed,
     name,
     ...(format !== null && "format" in format ? { nginxFormat: format.format } : {}),
-    observed: observedDenial(kind === "nginx" ? nginxLimitStatuses(readNginxConfig(file)) : new Set([429])),
+    observed: observedDenial(
+      kind === "nginx"
+        ? nginxLimitStatuses(readNginxConfig(file))
+        : // Cloudflare answers a rule's block with its status (429 unless the rule gives one); Envoy with 429.
+          new Set([429, ...(kind === "cloudflare" ? parsed.rules.map((r) => r.status) : [])]),
+    ),
   };
 }
 
@@ -258,7 +269,7 @@ function importBefore(kind: "nginx" | "envoy", file: string, maps: readonly stri
  * The import in one line: its full report (every approximation, with its line) is `sluice import`'s to print, once,
  * not every command's that reads the same file again.
  */
-export function importSummary(kind: "nginx" | "envoy", file: string, result: ImportResult): string {
+export function importSummary(kind: ProxyKind, file: string, result: ImportResult): string {
   const count = (k: string) => result.report.filter((r) => r.kind === k).length;
   const rules = `${result.rules.length} rule${result.rules.length === 1 ? "" : "s"}`;
   return (

@@ -1,6 +1,7 @@
 /**
  * `sluice plan --from nginx:CONF --trace access.log`: the answers before are what NGINX answered, as its log says
  * (a limit status, or `$limit_req_status`), not a replay of the imported rules; flips are where Sluice differs.
+ * The same for Cloudflare's rate limiting rules over a Logpush log (`--from cloudflare:RULES.json`).
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -78,5 +79,55 @@ describe("sluice plan --from nginx: over NGINX's access log", () => {
     ]);
     expect(r.code).toBe(0);
     expect(rows(r.stdout)).toEqual(["ip-api|unchanged|1|0", "requests|1|1"]);
+  });
+});
+
+/** One Cloudflare rate limiting rule: POST /v1/login, 1 request per 10 s per address, answered with 429. */
+const CF_RULES = JSON.stringify({
+  result: {
+    rules: [
+      {
+        description: "login",
+        expression: 'http.request.uri.path eq "/v1/login" and http.request.method eq "POST"',
+        action: "block",
+        ratelimit: {
+          characteristics: ["cf.colo.id", "ip.src"],
+          period: 10,
+          requests_per_period: 1,
+          mitigation_timeout: 0,
+        },
+      },
+    ],
+  },
+});
+
+/** A Logpush line: when (ms after a fixed instant), who, what Cloudflare answered. */
+const logpush = (address: string, ms: number, status: number) =>
+  JSON.stringify({
+    ClientIP: address,
+    ClientRequestMethod: "POST",
+    ClientRequestURI: "/v1/login",
+    EdgeStartTimestamp: `2026-12-01T10:00:0${Math.floor(ms / 1000)}.${String(ms % 1000).padStart(3, "0")}Z`,
+    EdgeResponseStatus: status,
+  });
+
+describe("sluice plan --from cloudflare: over a Logpush log", () => {
+  it("the answers before are Cloudflare's statuses: agreeing gives 0 flips, a 200 Sluice would deny gives one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-plan-cloudflare-"));
+    writeFileSync(join(dir, "rules.json"), CF_RULES);
+    const imported = await runCli(["import", "cloudflare", join(dir, "rules.json"), "--out", join(dir, "rules.yaml")]);
+    expect(imported.code).toBe(0);
+    const run = async (lines: string[]) => {
+      writeFileSync(join(dir, "http.log"), `${lines.join("\n")}\n`);
+      const from = `cloudflare:${join(dir, "rules.json")}`;
+      return runCli(["plan", "--from", from, "--to", join(dir, "rules.yaml"), "--trace", join(dir, "http.log")]);
+    };
+    const agree = await run([logpush("192.0.2.1", 0, 200), logpush("192.0.2.1", 500, 429)]);
+    expect(agree.code).toBe(0);
+    expect(agree.stdout).toContain("Before: what the proxy answered");
+    expect(agree.stdout).toContain("no request is answered differently: 0 flips");
+    // Cloudflare's counters lag: it let the second request through; Sluice denies it.
+    const lagged = await run([logpush("192.0.2.1", 0, 200), logpush("192.0.2.1", 500, 200)]);
+    expect(lagged.stdout).toMatch(/^login +unchanged +1 +0$/m);
   });
 });
