@@ -5,6 +5,7 @@
  * part that cannot be said, so no test is ever dropped: a rule must not apply to more (or fewer) requests unseen.
  */
 import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "../rules/key.ts";
+import { escapeRegex, regexError } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
 import type { MatchCondition } from "../rules/types.ts";
 import type { Field, Node, Op, Value } from "./cloudflare_expr.ts";
@@ -238,19 +239,6 @@ function conditionTest(
     return refuse(`not a JavaScript regular expression: ${regexError(value, field.lower)}`);
   const condition: MatchCondition = { ...base, test, value, ignoreCase: field.lower, not: op === "ne" };
   return { ...ANY, conditions: [condition] };
-}
-
-function escapeRegex(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-}
-
-function regexError(source: string, ignoreCase: boolean): string | null {
-  try {
-    new RegExp(source, ignoreCase ? "i" : "");
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  }
 }
 
 /** Why a field is not something a Sluice rule matches on. */

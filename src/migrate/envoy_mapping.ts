@@ -4,6 +4,7 @@
  * a route, a plan, or any request. A descriptor chain becomes a rule's match through it.
  */
 
+import { escapeRegex } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
 import type { MatchCondition } from "../rules/types.ts";
 import { intersectRoutes } from "./nginx_routes.ts";
@@ -318,6 +319,5 @@ export function wildcardCondition(name: string, value: string): MatchCondition {
   if (pieces.every((p) => p === "")) return { ...one, test: "present", value: "" };
   if (pieces.length === 2 && pieces[1] === "") return { ...one, test: "prefix", value: pieces[0]! };
   if (pieces.length === 2 && pieces[0] === "") return { ...one, test: "suffix", value: pieces[1]! };
-  const literal = (p: string) => p.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-  return { ...one, test: "matches", value: `^${pieces.map(literal).join(".*")}$` };
+  return { ...one, test: "matches", value: `^${pieces.map(escapeRegex).join(".*")}$` };
 }

@@ -5,6 +5,7 @@
  * case), in order, before `default` (ngx_http_map_module). A request without the header reads as the empty value.
  */
 import { conditionPasses } from "../request/match.ts";
+import { escapeRegex } from "../rules/match_conditions.ts";
 import type { MatchCondition } from "../rules/types.ts";
 
 /** A map as this file reads it: its entries in order and its `default` (nginx_map_sources.ts `NginxMap`). */
@@ -70,6 +71,6 @@ function alternation(values: readonly string[]): { value: string; ignoreCase: bo
 
 /** A map string as a regex: escaped; with `cased` (beside case-sensitive regexes), each letter in both cases. */
 function literal(text: string, cased: boolean): string {
-  const escaped = text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+  const escaped = escapeRegex(text);
   return cased ? escaped.replace(/[A-Za-z]/g, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`) : escaped;
 }

@@ -130,8 +130,13 @@ function testValue(
   return text;
 }
 
+/** `text` as a regular expression that matches it literally (for a `matches` test built from a literal). */
+export function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+}
+
 /** Why `source` is not a JavaScript regular expression, or `null`. */
-function regexError(source: string, ignoreCase: boolean): string | null {
+export function regexError(source: string, ignoreCase: boolean): string | null {
   try {
     new RegExp(source, ignoreCase ? "i" : "");
     return null;
