@@ -147,6 +147,22 @@ function strings(values: readonly Value[]): string[] | null {
 /** Sluice matches the canonical path, lower-case: a path written with capitals is matched ignoring case (stricter). */
 function pathTest(field: Field, op: Op, values: string[] | null, refuse: (why: string) => Translated): Translated {
   if (values === null || values.length === 0) return refuse("the path is compared with quoted paths");
+  if (op === "wildcard" || op === "strict wildcard") {
+    // `*` is any run of characters: a path (none), a prefix (`/api/*`) or an ending (`*.php`) is a route.
+    const pieces = values.length === 1 ? values[0]!.split("*") : [];
+    const as: Op | null =
+      pieces.length === 1
+        ? "eq"
+        : pieces.length !== 2
+          ? null
+          : pieces[1] === ""
+            ? "starts_with"
+            : pieces[0] === ""
+              ? "ends_with"
+              : null;
+    if (as === null) return refuse("a path wildcard is read as a path, a prefix (/api/*) or an ending (*.php)");
+    return pathTest(field, as, [pieces.join("")], refuse);
+  }
   if (op === "matches") {
     const literal = literalRegex(values[0]!);
     if (literal === null)
@@ -162,7 +178,8 @@ function pathTest(field: Field, op: Op, values: string[] | null, refuse: (why: s
   const routes: string[] = [];
   for (const value of values.map((v) => v.toLowerCase())) {
     const pattern = pathPattern(op, value);
-    if (pattern === null) return refuse(`the path is matched with eq, ne, in, starts_with or ends_with, not ${op}`);
+    if (pattern === null)
+      return refuse(`the path is matched with eq, ne, in, wildcard, starts_with or ends_with, not ${op}`);
     if (op === "ends_with" && value.includes("/"))
       return refuse("a suffix route ends the path's last segment, so its text holds no /");
     const route = compileRoute(`* ${pattern}`);
@@ -227,9 +244,15 @@ function conditionTest(
   if (!mapField && op === "ne")
     return refuse(`${field.name} ne also matches requests without the header, which a condition cannot say`);
   const texts = strings(values);
+  if ((op === "wildcard" || op === "strict wildcard") && texts?.length === 1 && texts[0] !== "") {
+    // `wildcard` ignores case, `strict wildcard` does not; `*` is any run of characters, the whole value matched.
+    const value = `^${texts[0]!.split("*").map(escapeRegex).join(".*")}$`;
+    const ignoreCase = op === "wildcard" || field.lower;
+    return { ...ANY, conditions: [{ ...base, test: "matches", value, ignoreCase, not: false }] };
+  }
   const test = TESTS[op];
   if (test === undefined || texts === null || texts.length === 0)
-    return refuse(`a value is tested with eq, ne, contains, matches, starts_with, ends_with or in { "..." }`);
+    return refuse(`a value is tested with eq, ne, contains, matches, wildcard, starts_with, ends_with or in { "..." }`);
   if (texts.some((t) => t === "")) return refuse("an empty value: a condition compares with a non-empty text");
   // A regex with capitals too: Sluice's ignore_case would match what lower() never gives (\D and \W included).
   if (field.lower && texts.some((t) => t !== t.toLowerCase()))

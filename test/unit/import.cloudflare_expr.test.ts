@@ -36,6 +36,20 @@ describe("Cloudflare expressions as a match", () => {
     ['(http.request.uri.path matches "^/api/")', "route=* /api/**"],
     ['http.request.uri.path ~ "^/login$"', "route=* /login"],
     ['http.request.uri.path matches "\\\\.php$"', "route=* /**.php"],
+    // `wildcard` (and `strict wildcard`): `*` any run of characters, as public rulesets write their paths.
+    ['http.request.uri.path wildcard r"/api"', "route=* /api"],
+    ['(http.request.uri.path wildcard r"/api") or (http.request.uri.path wildcard r"/login")', "route=* /api|* /login"],
+    ['http.request.uri.path wildcard "/api/*"', "route=* /api/**"],
+    ['http.request.uri.path strict wildcard "*.php"', "route=* /**.php"],
+    [
+      'http.request.uri.path wildcard "/a/*/b"',
+      'refused: `http.request.uri.path wildcard "/a/*/b"`: a path wildcard is read as a path, a prefix (/api/*) or an ending (*.php)',
+    ],
+    [
+      'http.user_agent wildcard "*bot*"',
+      'route=any header={ name: user-agent, matches: "^.*bot.*$", ignore_case: true }',
+    ],
+    [`${H}[0] strict wildcard "Pro.*"`, 'route=any header={ name: x-plan, matches: "^Pro\\\\..*$" }'],
     ['http.request.method eq "POST"', "route=POST /**"],
     ['http.request.uri.path eq "/login" and http.request.method eq "POST"', "route=POST /login"],
     ['http.request.uri.path eq "/login" && http.request.method in {"POST" "PUT"}', "route=POST /login|PUT /login"],
@@ -91,7 +105,7 @@ describe("Cloudflare expressions as a match", () => {
     ['http.request.uri.path matches "admin"', "a path regex is read only as"],
     [
       'http.request.uri.path contains "/admin"',
-      "the path is matched with eq, ne, in, starts_with or ends_with, not contains",
+      "the path is matched with eq, ne, in, wildcard, starts_with or ends_with, not contains",
     ],
     ['ends_with(http.request.uri.path, "/x.php")', "a suffix route ends the path's last segment"],
     ['http.request.uri.path eq "/a/*"', "a literal *"],
@@ -102,7 +116,7 @@ describe("Cloudflare expressions as a match", () => {
     ['starts_with(http.request.uri.path, "/a") and ends_with(http.request.uri.path, ".json")', "are not one route"],
     ['http.request.uri.path eq "/a" and http.request.uri.path eq "/b"', "no request passes"],
     [`${H} eq "a"`, "is read as its first value, [0], or any value, [*]"],
-    [`${H}[0] wildcard "a*"`, "a value is tested with eq"],
+    [`${H}[0] gt "a"`, "a value is tested with eq"],
     [`${H}[0] eq ""`, "an empty value"],
     [`lower(${H}[0]) eq "Free"`, "never equals a text with capitals"],
     [`lower(${H}[0]) in {"free" "Gold"}`, "never equals a text with capitals"],
