@@ -58,6 +58,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   let skipMissing = false;
   let servers: ServerChoice | null = null;
   const conditions: MatchCondition[] = [];
+  let fallback = false;
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
@@ -83,6 +84,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     }
     notes.push(...one.notes);
     conditions.push(...(one.conditions ?? []));
+    fallback ||= one.addressFallback === true;
     skipMissing ||= one.skipMissing;
     if (one.servers != null) {
       if (servers !== null) return { refused: `${key}: two maps over $server_name in one key are not imported` };
@@ -97,6 +99,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     skipMissing,
     servers,
     ...(conditions.length === 0 ? {} : { conditions }),
+    ...(fallback ? { addressFallback: true } : {}),
   };
 }
 

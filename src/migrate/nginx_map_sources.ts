@@ -36,6 +36,8 @@ export type Expanded =
       readonly servers?: ServerChoice | null;
       /** `map $http_NAME` (`$cookie_`, `$arg_`): the conditions under which the key is given (`match.header`, ...). */
       readonly conditions?: readonly MatchCondition[];
+      /** The API key, and the address where a request has none (as `identity: api_key`'s `unverified: by_address`). */
+      readonly addressFallback?: boolean;
     }
   | { readonly refused: string };
 
@@ -104,6 +106,7 @@ function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>,
     skipMissing: parts.skipMissing ?? false,
     servers: parts.servers ?? null,
     ...(parts.conditions === undefined ? {} : { conditions: parts.conditions }),
+    ...(parts.addressFallback === true ? { addressFallback: true } : {}),
   };
 }
 
@@ -139,6 +142,12 @@ function clientValue(shape: MapShape, v: string): Expanded {
   const present = map.entries.find((e) => ANY_VALUE.test(e.value))?.result ?? map.fallback;
   if (missing !== "" && present !== "" && missing !== present) {
     const apiKey = v === "http_authorization" || v === "http_x_api_key";
+    // The API key, else the address: what Sluice's identity: api_key does for a caller without a verified key.
+    const holdsKey = new RegExp(`^\\$\\{?${v}\\}?$`).test(present);
+    if (apiKey && holdsKey && /^\$\{?(binary_)?remote_addr\}?$/.test(missing)) {
+      const note = `${said}: the API key, and the address for a request without one`;
+      return ok(present, { notes: [note], addressFallback: true });
+    }
     return {
       refused: `${said} gives ${present} when ${kind} is sent and ${missing} when not: a Sluice key has no part that falls back to another${apiKey ? " (for an API key that falls back to the address, a rule with identity: api_key and unverified: by_address is the closest: write it by hand)" : ""}`,
     };

@@ -117,7 +117,8 @@ export function keyOfZone(
   if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
   const counted = identityOfKey(expanded.key, expanded.skipMissing);
   if (counted.identity === null && counted.key === null) return counted;
-  const why = [...expanded.notes, counted.why].filter((w) => w !== "").join("; ");
+  const fallback = expanded.addressFallback === true && counted.identity === "api_key";
+  const why = [...expanded.notes, fallback ? API_KEY_ELSE_ADDRESS : counted.why].filter((w) => w !== "").join("; ");
   return {
     ...counted,
     why,
@@ -264,6 +265,12 @@ function proxyAddressWhy(v: string, alone: boolean): string {
 const API_KEY_DIFFERS =
   "a caller without an account record is counted by its address (unverified: by_address), where NGINX counts " +
   "every distinct value and does not limit a request without one";
+
+/** `API_KEY_DIFFERS` for a map that counts a request without the key by its address, as Sluice does. */
+const API_KEY_ELSE_ADDRESS =
+  "counted by API key (Authorization: Bearer or X-API-Key), and a request without one by its address, as " +
+  "identity: api_key counts a caller without a verified key (unverified: by_address); NGINX counts every " +
+  "distinct value of the header, Sluice only a key with an account record (others by address too)";
 
 /** Parts a request always has at the edge: NGINX's key with them is never empty. */
 const ALWAYS_THERE = new Set(["ip", "api_key", "method", "path", "host", SERVER_NAME_PART]);

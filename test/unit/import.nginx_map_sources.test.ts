@@ -113,6 +113,18 @@ describe("maps Sluice can say", () => {
     expect(r.rules.map((x) => [x.match[source], x.match.identity])).toEqual([[[condition], "ip"]]);
   });
 
+  it("an API key falling back to the address is identity: api_key, which counts a caller without a key by address", () => {
+    for (const header of ["authorization", "x_api_key"]) {
+      const r = imported(`map $http_${header} $k { default $http_${header}; "" $binary_remote_addr; }`);
+      expect(r.rules.map((x) => x.match.identity)).toEqual(["api_key"]);
+      const said = r.report.map((i) => `${i.kind}: ${i.message}`).join("\n");
+      expect(said).toMatch(
+        /approximate: .*the API key, and the address for a request without one; counted by API key .*a request without one by its address/,
+      );
+      expect(said).not.toMatch(/does not limit a request without one/);
+    }
+  });
+
   it("says what the map leaves out", () => {
     const r = imported('map $request_method $k { default $binary_remote_addr; GET ""; }');
     expect(r.report.map((i) => i.message).join("\n")).toMatch(
@@ -163,9 +175,9 @@ describe("maps refused with their reason", () => {
       /requests that do not send the x-plan header, or send a value it does not list, get the key \$binary_remote_addr; one Sluice rule can limit requests without it or with other values, not both/,
     ],
     [
-      "an API key falling back to the address",
-      'map $http_authorization $k { default $http_authorization; "" $binary_remote_addr; }',
-      /gives \$http_authorization when the header authorization is sent and \$binary_remote_addr when not: a Sluice key has no part that falls back to another \(for an API key .* identity: api_key and unverified: by_address is the closest/,
+      "another header falling back to the address",
+      'map $http_x_tenant $k { default $http_x_tenant; "" $binary_remote_addr; }',
+      /gives \$http_x_tenant when the header x-tenant is sent and \$binary_remote_addr when not: a Sluice key has no part that falls back to another/,
     ],
     [
       "a query value falling back to the address",
