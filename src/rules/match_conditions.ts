@@ -126,8 +126,52 @@ function testValue(
       e.add(field, `is not a regular expression: ${bad}`);
       return undefined;
     }
+    const nested = nestedRepetition(text);
+    if (nested !== null) {
+      e.warn(
+        field,
+        `${JSON.stringify(nested)} repeats a group that repeats inside: on a crafted value that can take exponential time (catastrophic backtracking), and the Worker tests every request that carries the value; write it without the nested repetition`,
+      );
+    }
   }
   return text;
+}
+
+/**
+ * The first group repeated without bound (`*`, `+`, `{n,}`) that itself holds a repetition, as written (`(a+)+`):
+ * JavaScript's backtracking engine can take exponential time on it. `null` when there is none. Escapes and classes
+ * are skipped; `(?:`, `(?=` and the like open a group as `(` does.
+ */
+export function nestedRepetition(source: string): string | null {
+  const open: { start: number; repeats: boolean }[] = [];
+  let closed: { start: number; repeats: boolean } | null = null;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    if (c === "\\") {
+      i++;
+      closed = null;
+    } else if (c === "[") {
+      while (i < source.length && source[i] !== "]") i += source[i] === "\\" ? 2 : 1;
+      closed = null;
+    } else if (c === "(") {
+      open.push({ start: i, repeats: false });
+      if (source[i + 1] === "?") i++;
+      closed = null;
+    } else if (c === ")") {
+      closed = open.pop() ?? null;
+      if (closed?.repeats === true && open.length > 0) open[open.length - 1]!.repeats = true;
+    } else if (c === "*" || c === "+" || c === "{" || c === "?") {
+      const end = c === "{" ? source.indexOf("}", i) : i;
+      const unbounded = c === "*" || c === "+" || (c === "{" && /^\{\d+,\}$/.test(source.slice(i, end + 1)));
+      if (unbounded && closed?.repeats === true) return source.slice(closed.start, end + 1);
+      // `{n}` repeats a fixed number of times: no choice to backtrack over.
+      const exact = c === "{" && /^\{\d+\}$/.test(source.slice(i, end + 1));
+      if (open.length > 0 && !exact) open[open.length - 1]!.repeats = true;
+      if (c === "{" && end > i) i = end;
+      closed = null;
+    } else closed = null;
+  }
+  return null;
 }
 
 /** `text` as a regular expression that matches it literally (for a `matches` test built from a literal). */

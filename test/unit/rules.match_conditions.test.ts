@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { conditionPasses } from "../../src/request/match.ts";
 import { printRule } from "../../src/rules/fields.ts";
+import { nestedRepetition } from "../../src/rules/match_conditions.ts";
 import type { MatchCondition } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
@@ -202,5 +203,36 @@ describe("conditionPasses: a condition against a header's value (null: not sent)
     [{ test: "matches", value: "bot", not: true }, "curl/8", true],
   ])("%j with %j: %s", (c, value, expected) => {
     expect(conditionPasses(cond(c), value)).toBe(expected);
+  });
+});
+
+describe("a regex that repeats a repeating group: a warning (catastrophic backtracking on a crafted value)", () => {
+  it.each([
+    ["(a+)+", "(a+)+"],
+    ["(a*)*b", "(a*)*"],
+    ["^(?:\\w+\\s?)*$", "(?:\\w+\\s?)*"],
+    ["([a-z]+){2,}", "([a-z]+){2,}"],
+    ["(a{2,})+", "(a{2,})+"],
+    ["(x|y)+", null],
+    ["bot|crawler", null],
+    ["^.*bot.*$", null],
+    ["(a+)?", null],
+    ["(ab){1,3}", null],
+    ["(a{2})+", null],
+    ["\\(a+\\)+", null],
+    ["[(a+)]+", null],
+  ])("%s: %s", (source, nested) => {
+    expect(nestedRepetition(source)).toBe(nested);
+  });
+
+  it("is a warning with the field's place, and the rule is still valid", () => {
+    const { rules, errors, warnings } = rule(
+      "{ header: { name: User-Agent, matches: '^(\\w+\\s?)*$' }, identity: ip }",
+    );
+    expect(errors).toEqual([]);
+    expect(rules).toHaveLength(1);
+    expect(warnings).toEqual([
+      'h.yaml:2:49: r.match.header.matches: warning: "(\\\\w+\\\\s?)*" repeats a group that repeats inside: on a crafted value that can take exponential time (catastrophic backtracking), and the Worker tests every request that carries the value; write it without the nested repetition',
+    ]);
   });
 });
