@@ -6,7 +6,7 @@
  * keys of `$binary_remote_addr$uri`, `$http_x_tenant` (a request without the header has an empty key: not limited)
  * and `$server_name`; a regex location of two alternatives (one route each in Sluice); one of a path's ending that
  * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs); a map of a header's
- * values (`match.header` in Sluice). Every request of a case is
+ * values (`match.header` in Sluice); the API key, else the address (`identity: api_key`). Every request of a case is
  * sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
@@ -19,7 +19,13 @@ export interface ZoneSpec {
   readonly name: string;
   readonly amount: number;
   readonly unit: "s" | "m";
-  readonly key: "$binary_remote_addr" | "$binary_remote_addr$uri" | "$http_x_tenant" | "$server_name" | "$tier_key";
+  readonly key:
+    | "$binary_remote_addr"
+    | "$binary_remote_addr$uri"
+    | "$http_x_tenant"
+    | "$server_name"
+    | "$tier_key"
+    | "$api_key_key";
 }
 
 export interface LimitSpec {
@@ -33,6 +39,8 @@ export interface Send {
   readonly at: number;
   readonly sub?: string;
   readonly tenant?: string;
+  /** The X-API-Key header. */
+  readonly apiKey?: string;
 }
 
 export interface Case {
@@ -65,6 +73,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "alt", amount: 5, unit: "s", key: "$binary_remote_addr" },
   { name: "ext", amount: 5, unit: "s", key: "$binary_remote_addr" },
   { name: "tier", amount: 5, unit: "s", key: "$tier_key" },
+  { name: "keyed", amount: 5, unit: "s", key: "$api_key_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -200,6 +209,25 @@ export const CASES: readonly Case[] = [
       { at: 310, tenant: "bot-3" },
     ],
   },
+  // The API key, else the address (API_KEY_MAP): `identity: api_key` in Sluice, whose callers without a key are
+  // counted by address. Each key its own budget, and the address one more.
+  {
+    path: "/keyed/",
+    location: "own",
+    limits: [{ zone: "keyed", burst: 1, delay: "nodelay" }],
+    schedule: [
+      { at: 0, apiKey: "k-one" },
+      { at: 0, apiKey: "k-one" },
+      { at: 0, apiKey: "k-one" },
+      { at: 3, apiKey: "k-two" },
+      { at: 3, apiKey: "k-two" },
+      { at: 6 },
+      { at: 6 },
+      { at: 6 },
+      { at: 400, apiKey: "k-one" },
+      { at: 410, apiKey: "k-one" },
+    ],
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -228,9 +256,10 @@ function locationsOf(c: Case): string[] {
 
 export function nginxConf(dir: string, port: number): string {
   const zones = ZONES.map((z) => `  limit_req_zone ${z.key} zone=${z.name}:1m rate=${z.amount}r/${z.unit};`);
-  return `${nginxPreamble(dir, '$remote_addr $msec $request_time $status $limit_req_status "$request" "$http_x_tenant"')}
+  return `${nginxPreamble(dir, '$remote_addr $msec $request_time $status $limit_req_status "$request" "$http_x_tenant" "$http_x_api_key"')}
   default_type text/plain;
 ${TIER_MAP}
+${API_KEY_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -252,6 +281,12 @@ const TIER_MAP = `  map $http_x_tenant $tier_key {
     bot-free "";
   }`;
 
+/** The /keyed/ case's map: the API key, and the client's address for a request without one. */
+const API_KEY_MAP = `  map $http_x_api_key $api_key_key {
+    "" $binary_remote_addr;
+    default $http_x_api_key;
+  }`;
+
 /** The model's zones, fresh. */
 export function modelZones(): Map<string, NginxZone> {
   return new Map(ZONES.map((z) => [z.name, new NginxZone(nginxStoredRate(z.amount, z.unit === "s" ? "s" : "min"))]));
@@ -263,6 +298,7 @@ export function modelLimits(
   zones: ReadonlyMap<string, NginxZone>,
   uri: string,
   tenant: string | undefined,
+  apiKey?: string,
 ): NginxLimit[] {
   return c.limits.map((l) => {
     const spec = ZONES.find((z) => z.name === l.zone)!;
@@ -275,7 +311,9 @@ export function modelLimits(
             ? (tenant ?? "")
             : spec.key === "$tier_key"
               ? tierKey(tenant ?? "")
-              : SERVER_NAME;
+              : spec.key === "$api_key_key"
+                ? (apiKey ?? CLIENT)
+                : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

@@ -37,9 +37,12 @@ const DELAY_LATE_MS = 500;
 const MARGIN_MS = 2;
 const SLEW_MARGIN = 0.005;
 
-function get(port: number, path: string, tenant?: string): Promise<number> {
+function get(port: number, path: string, tenant?: string, apiKey?: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const headers = tenant === undefined ? {} : { "x-tenant": tenant };
+    const headers = {
+      ...(tenant === undefined ? {} : { "x-tenant": tenant }),
+      ...(apiKey === undefined ? {} : { "x-api-key": apiKey }),
+    };
     const req = request({ host: CLIENT, port, path, agent: false, headers }, (res) => {
       res.resume();
       res.on("end", () => resolve(res.statusCode ?? 0));
@@ -54,7 +57,7 @@ function get(port: number, path: string, tenant?: string): Promise<number> {
  * early and the last stretch is waited out. `sentAt` gets each request's send time by its `r` number.
  */
 async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<number> {
-  const byTime = new Map<number, { path: string; tenant?: string; r: number }[]>();
+  const byTime = new Map<number, { path: string; tenant?: string; apiKey?: string; r: number }[]>();
   let n = 0;
   CASES.forEach((c, i) => {
     for (const s of c.schedule) {
@@ -63,6 +66,7 @@ async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<
         path: `${c.path}${s.sub ?? ""}?r=${n}`,
         r: n++,
         ...(s.tenant === undefined ? {} : { tenant: s.tenant }),
+        ...(s.apiKey === undefined ? {} : { apiKey: s.apiKey }),
       };
       byTime.set(t, [...(byTime.get(t) ?? []), one]);
     }
@@ -80,7 +84,7 @@ async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<
               }
               for (const s of sends) {
                 sentAt.set(s.r, performance.now());
-                answers.push(get(port, s.path, s.tenant));
+                answers.push(get(port, s.path, s.tenant, s.apiKey));
               }
               resolve();
             },
@@ -102,6 +106,7 @@ interface Logged {
   readonly tMs: number;
   readonly path: string;
   readonly tenant: string;
+  readonly apiKey: string;
   readonly allowed: boolean;
   readonly delayMs: number;
 }
@@ -109,9 +114,10 @@ interface Logged {
 function readLog(lines: readonly string[]): Logged[] {
   const out: Logged[] = [];
   for (const line of lines) {
-    const m = /^\S+ (\d+)\.(\d{3}) (\d+)\.(\d{3}) (\d+) (\S+) "GET ([^?\s]+)\?r=(\d+) HTTP\/[\d.]+" "([^"]*)"$/.exec(
-      line,
-    );
+    const m =
+      /^\S+ (\d+)\.(\d{3}) (\d+)\.(\d{3}) (\d+) (\S+) "GET ([^?\s]+)\?r=(\d+) HTTP\/[\d.]+" "([^"]*)" "([^"]*)"$/.exec(
+        line,
+      );
     if (m === null) continue;
     const took = Number(m[3]) * 1000 + Number(m[4]);
     const dryRejected = m[6] === "REJECTED_DRY_RUN";
@@ -120,6 +126,7 @@ function readLog(lines: readonly string[]): Logged[] {
       tMs: Number(m[1]) * 1000 + Number(m[2]) - took,
       path: m[7]!,
       tenant: m[9] === "-" ? "" : m[9]!,
+      apiKey: m[10] === "-" ? "" : m[10]!,
       // $limit_req_status: REJECTED (or REJECTED_DRY_RUN, let through); a location without a file answers 404.
       allowed: m[6] !== "REJECTED" && !dryRejected,
       delayMs: took,
@@ -207,7 +214,13 @@ function groupsOf(rows: readonly Row[]): Row[][] {
 
 /** The group's requests through the model at `t` (on copies of the zones unless `zones` is to change). */
 function runGroup(group: readonly Row[], zones: Map<string, NginxZone>, t: number) {
-  return group.map((row) => nginxRequest(modelLimits(row.c, zones, row.path, row.tenant || undefined), CLIENT, t));
+  return group.map((row) =>
+    nginxRequest(
+      modelLimits(row.c, zones, row.path, row.tenant || undefined, row.nginx.apiKey || undefined),
+      CLIENT,
+      t,
+    ),
+  );
 }
 
 const copies = (zones: ReadonlyMap<string, NginxZone>) => new Map([...zones].map(([k, z]) => [k, z.clone()]));
@@ -226,7 +239,8 @@ function model(rows: readonly Row[], clock: ReturnType<typeof nginxClock>): { mo
   const unmatched: string[] = [];
   for (const group of groupsOf(rows)) {
     const t = Math.round(clock.at(group[0]!.tMs));
-    const limits = modelLimits(group[0]!.c, zones, group[0]!.path, group[0]!.tenant || undefined);
+    const first = group[0]!;
+    const limits = modelLimits(first.c, zones, first.path, first.tenant || undefined, first.nginx.apiKey || undefined);
     const since = Math.max(0, ...limits.map((l) => t - (l.zone.lastMs(l.key ?? CLIENT) ?? t)));
     const margin = MARGIN_MS + Math.ceil(since * SLEW_MARGIN);
     const want = group.filter((r) => r.nginx.allowed).length;
