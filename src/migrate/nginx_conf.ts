@@ -284,3 +284,21 @@ function globToRegex(glob: string): string {
   }
   return out;
 }
+
+/**
+ * The statuses NGINX's `limit_req` refuses with in this configuration: every `limit_req_status`, and 503 (the
+ * default) unless the `http` block sets one for all.
+ */
+export function nginxLimitStatuses(config: readonly Directive[]): Set<number> {
+  const statuses = new Set<number>();
+  const walk = (block: readonly Directive[]) => {
+    for (const d of block) {
+      if (d.name === "limit_req_status" && d.args.length === 1) statuses.add(Number(d.args[0]));
+      if (d.block !== null) walk(d.block);
+    }
+  };
+  walk(config);
+  const http = httpBlockOf(config)?.block ?? [];
+  if (!http.some((d) => d.name === "limit_req_status")) statuses.add(503);
+  return statuses;
+}

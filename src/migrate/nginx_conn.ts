@@ -26,12 +26,14 @@ export function readConnZones(http: readonly Directive[], report: ReportItem[]):
     // A concurrency rule counts by an identity; a key of other parts is not imported for limit_conn.
     const zone = {
       name,
-      identity: counted.identity,
+      identity: counted.variants === undefined ? counted.identity : null,
       key: null,
       why:
-        counted.identity === null && counted.key !== null
-          ? `a limit_conn key other than an address or API key (${key}) is not imported`
-          : counted.why,
+        counted.variants !== undefined
+          ? `a limit_conn key that a map gives several values of (${key}) is not imported`
+          : counted.identity === null && counted.key !== null
+            ? `a limit_conn key other than an address or API key (${key}) is not imported`
+            : counted.why,
       at: d,
       ...(counted.except === undefined ? {} : { except: counted.except }),
       ...(counted.only === undefined ? {} : { only: counted.only }),

@@ -207,8 +207,7 @@ function serverRules(
       });
       continue;
     }
-    const rule = groupRule(group, places, report, taken, serverName);
-    if (rule !== null) out.push({ rule, group });
+    for (const rule of groupRule(group, places, report, taken, serverName)) out.push({ rule, group });
   }
   return out;
 }
@@ -219,7 +218,7 @@ function groupRule(
   report: ReportItem[],
   taken: Set<string>,
   serverName: string,
-): DraftRule | null {
+): DraftRule[] {
   const notes: string[] = [];
   const say = (at: Directive, kind: ReportItem["kind"], message: string) => {
     // A regex location's alternatives are one place each, and say the same once.
@@ -236,11 +235,11 @@ function groupRule(
       `${place.label}: cannot be written as a Sluice route, so ${limitText} is not applied there`,
     );
   }
-  if (mapped.length === 0) return null;
+  if (mapped.length === 0) return [];
   const others = places.filter((p) => !group.places.includes(p));
   if (others.length === 0) {
     const kept = keptRoutes(group, null, say);
-    return kept === undefined ? null : draft(group, kept, [], mapped, taken, notes, serverName);
+    return kept === undefined ? [] : drafts(group, kept, [], mapped, taken, notes, serverName);
   }
   const catchAll = mapped.some((p) => p.route === "* /**");
   const own = [...new Set(mapped.map((p) => p.route!))];
@@ -267,8 +266,8 @@ function groupRule(
     );
   }
   const kept = keptRoutes(group, routes, say);
-  if (kept === undefined) return null;
-  return draft(group, kept, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes, serverName);
+  if (kept === undefined) return [];
+  return drafts(group, kept, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes, serverName);
 }
 
 /**
@@ -297,6 +296,13 @@ function keptRoutes(
     `${text(group.limit)}: its key is given only on ${only.join(", ")}, where it does not apply: it limits nothing`,
   );
   return undefined;
+}
+
+/** A group's rule; one per key for a zone whose map gives several keys by a value (`ZoneLike.variants`). */
+function drafts(group: Group, ...rest: Parameters<typeof draft> extends [Group, ...infer R] ? R : never): DraftRule[] {
+  const variants = group.zone.variants;
+  if (variants === undefined) return [draft(group, ...rest)];
+  return variants.map((v) => draft({ ...group, zone: { ...group.zone, ...v, variants: undefined } }, ...rest));
 }
 
 function draft(
@@ -367,24 +373,6 @@ function burstOf(limit: Directive): { burst: number; delay: number | "nodelay" }
     delay = "nodelay";
   }
   return { burst, delay };
-}
-
-/**
- * The statuses NGINX's `limit_req` refuses with in this configuration: every `limit_req_status`, and 503 (the
- * default) unless the `http` block sets one for all.
- */
-export function nginxLimitStatuses(config: readonly Directive[]): Set<number> {
-  const statuses = new Set<number>();
-  const walk = (block: readonly Directive[]) => {
-    for (const d of block) {
-      if (d.name === "limit_req_status" && d.args.length === 1) statuses.add(Number(d.args[0]));
-      if (d.block !== null) walk(d.block);
-    }
-  };
-  walk(config);
-  const http = httpBlockOf(config)?.block ?? [];
-  if (!http.some((d) => d.name === "limit_req_status")) statuses.add(503);
-  return statuses;
 }
 
 /** The zone's `key:` in one server: `$server_name` is that server's name, a constant. */

@@ -76,6 +76,11 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     if ("refused" in over) return over;
     const one = expandOne(m[1]!, over, maps);
     if ("refused" in one) return one;
+    if ("variants" in one) {
+      if (key.trim() !== m[0])
+        return { refused: `${key}: a map giving several keys is imported only as the whole key` };
+      return one;
+    }
     expanded = expanded.replace(m[0], one.key);
     except.push(...one.except);
     if (one.only !== null) {

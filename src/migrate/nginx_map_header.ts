@@ -29,9 +29,15 @@ export function headerConditions(
     );
   }
   const given = map.entries.filter((e) => e.result !== "");
-  const empty = map.entries.filter((e) => e.result === "" && e.value !== "");
-  if (empty.some((e) => e.value.startsWith("~"))) {
-    return refuse("a regex that gives an empty key beside values that give the key (tried in order) is not imported");
+  // Strings are tried before regexes: an empty key's regex can take only from the key's regexes, in order.
+  const empty = map.entries.filter((e) => e.result === "" && e.value !== "" && !e.value.startsWith("~"));
+  if (
+    given.some((e) => e.value.startsWith("~")) &&
+    map.entries.some((e) => e.result === "" && e.value.startsWith("~"))
+  ) {
+    return refuse(
+      "a regex that gives an empty key (or another key) beside regexes that give the key (tried in order) is not imported",
+    );
   }
   const wanted = alternation(given.map((e) => e.value));
   if ("refused" in wanted) return refuse(wanted.refused);
@@ -47,6 +53,45 @@ export function headerConditions(
     return refuse(`an empty ${noun} (a request without it) gets the key, which a value test cannot say`);
   }
   return conditions;
+}
+
+/**
+ * A map that gives several keys by the value (`"" umbrella; ~bot $http_user_agent;` ... `default ""`), as one rule
+ * per key: the values giving it, with other keys' strings (tried first) left out by a `not` test, and `""` (a request
+ * without the value) as `present: false`. Only with an empty `default`, and regexes for one key at most.
+ */
+export function keysByValue(
+  map: ListedMap,
+  said: string,
+  source: MatchCondition["in"],
+  name: string,
+): { readonly variants: readonly { key: string; conditions: readonly MatchCondition[] }[] } | { refused: string } {
+  const noun = `${name} ${source === "query" ? "query parameter" : source}`;
+  const keys = [...new Set(map.entries.map((e) => e.result).filter((r) => r !== ""))];
+  const variants: { key: string; conditions: readonly MatchCondition[] }[] = [];
+  for (const key of keys) {
+    const mine = map.entries.filter((e) => e.result === key);
+    if (mine.some((e) => e.value === "")) {
+      if (mine.length > 1 || map.fallback !== "")
+        return {
+          refused: `${said}: ${key} is given to requests without the ${noun} and to others too: one rule cannot say both`,
+        };
+      variants.push({
+        key,
+        conditions: [{ in: source, name, test: "present", value: "", ignoreCase: false, not: true }],
+      });
+      continue;
+    }
+    const others = map.entries.filter((e) => e.value !== "");
+    const one = {
+      entries: others.map((e) => ({ value: e.value, result: e.result === key ? key : "" })),
+      fallback: map.fallback,
+    };
+    const conditions = headerConditions(one, said, source, name);
+    if ("refused" in conditions) return conditions;
+    variants.push({ key, conditions });
+  }
+  return { variants };
 }
 
 /**

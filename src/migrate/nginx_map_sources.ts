@@ -7,7 +7,7 @@
  */
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
-import { headerConditions } from "./nginx_map_header.ts";
+import { headerConditions, keysByValue } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
 
 /** A `map SOURCE $VAR { value result; ... default result; }` as written. */
@@ -39,6 +39,8 @@ export type Expanded =
       /** The API key, and the address where a request has none (as `identity: api_key`'s `unverified: by_address`). */
       readonly addressFallback?: boolean;
     }
+  /** A header (cookie, query) map giving several keys by the value: one rule per key (nginx_map_header.ts). */
+  | { readonly variants: readonly { key: string; conditions: readonly MatchCondition[] }[]; readonly notes: string[] }
   | { readonly refused: string };
 
 /** The servers (by their first `server_name`, lower-case) a `map $server_name` gives the key or an empty one. */
@@ -126,7 +128,14 @@ function clientValue(shape: MapShape, v: string): Expanded {
       : `the query parameter ${v.slice(4)}`;
   const particular = map.entries.filter((e) => e.value !== "" && !ANY_VALUE.test(e.value));
   if (particular.length > 0) {
-    if (shape.keys.length > 1) return severalKeys(shape);
+    if (shape.keys.length > 1) {
+      const [source, name] = sourceOf(v);
+      const split = keysByValue(map, said, source, name);
+      if ("refused" in split) return split;
+      const noun = `${name} ${source === "query" ? "query parameter" : source}`;
+      const note = `${said} gives ${shape.keys.join(", ")} by the ${noun}'s value: one rule per key (match.${source})`;
+      return { variants: split.variants, notes: [note] };
+    }
     const [source, name] = sourceOf(v);
     const conditions = headerConditions(map, said, source, name);
     if ("refused" in conditions) return conditions;

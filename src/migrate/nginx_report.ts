@@ -76,10 +76,16 @@ export function sharedZones(
   made: readonly { rule: DraftRule; group: { readonly zone: ZoneLike } }[],
   report: ReportItem[],
 ): void {
-  const byZone = new Map<ZoneLike, DraftRule[]>();
-  for (const { rule, group } of made) byZone.set(group.zone, [...(byZone.get(group.zone) ?? []), rule]);
-  for (const [zone, rules] of byZone) {
-    if (rules.length < 2) continue;
+  // Rules of one group share its settings (a map's keys, one rule each): only groups tell settings apart.
+  const byZone = new Map<ZoneLike, { groups: Set<object>; rules: DraftRule[] }>();
+  for (const { rule, group } of made) {
+    const seen = byZone.get(group.zone) ?? { groups: new Set<object>(), rules: [] };
+    seen.groups.add(group);
+    seen.rules.push(rule);
+    byZone.set(group.zone, seen);
+  }
+  for (const [zone, { groups, rules }] of byZone) {
+    if (groups.size < 2) continue;
     report.push({
       where: where(zone.at),
       kind: "approximate",

@@ -31,7 +31,12 @@ export interface ZoneLike {
   readonly servers?: ServerChoice;
   /** A `map $http_NAME` (`$cookie_`, `$arg_`) in the key: the conditions under which requests get it. */
   readonly conditions?: readonly MatchCondition[];
+  /** A map giving several keys by a value: one rule per key, each with its counting and conditions. */
+  readonly variants?: readonly ZoneVariant[];
 }
+
+/** One key of a map that gives several: how it counts, and the requests that get it. */
+export type ZoneVariant = Pick<ZoneLike, "identity" | "key" | "keyMissing" | "conditions">;
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
 export interface Zone extends ZoneLike {
@@ -112,9 +117,11 @@ export function keyOfZone(
   readonly only?: readonly string[];
   readonly servers?: ServerChoice;
   readonly conditions?: readonly MatchCondition[];
+  readonly variants?: readonly ZoneVariant[];
 } {
   const expanded = expandMaps(key, maps);
   if ("refused" in expanded) return { identity: null, key: null, why: expanded.refused };
+  if ("variants" in expanded) return variantsOf(expanded);
   const counted = identityOfKey(expanded.key, expanded.skipMissing);
   if (counted.identity === null && counted.key === null) return counted;
   const fallback = expanded.addressFallback === true && counted.identity === "api_key";
@@ -127,6 +134,22 @@ export function keyOfZone(
     ...(expanded.servers == null ? {} : { servers: expanded.servers }),
     ...(expanded.conditions === undefined ? {} : { conditions: expanded.conditions }),
   };
+}
+
+/** A map's keys, each counted as `identityOfKey` says and given to the requests its conditions pick. */
+function variantsOf(expanded: Extract<ReturnType<typeof expandMaps>, { variants: unknown }>) {
+  const variants: ZoneVariant[] = [];
+  const whys: string[] = [...expanded.notes];
+  let inexact = false;
+  for (const v of expanded.variants) {
+    const counted = identityOfKey(v.key, true);
+    if (counted.identity === null && counted.key === null) return counted;
+    variants.push({ ...counted, conditions: v.conditions });
+    if (counted.why !== "") whys.push(`${v.key}: ${counted.why}`);
+    inexact ||= counted.inexact === true;
+  }
+  const first = variants[0]!;
+  return { identity: first.identity, key: first.key, why: whys.join("; "), inexact, variants };
 }
 
 /** `$server_name` in a key: the server's own name, filled in per server block (nginx_import.ts). */

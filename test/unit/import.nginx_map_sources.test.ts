@@ -125,6 +125,43 @@ describe("maps Sluice can say", () => {
     }
   });
 
+  it("a map giving several keys by a header's value is one rule per key (the corpus's pgporada)", () => {
+    const r = imported(
+      'map $http_user_agent $k { "" umbrella; ~^curl/ $http_user_agent; Free-Bot f; default ""; }',
+      "server { location /api/ { limit_req zone=a; } }",
+    );
+    expect(r.rules.map((x) => [x.match.header, x.key, x.match.identity])).toEqual([
+      [["{ name: user-agent, present: false }"], "global", undefined],
+      [
+        [
+          '{ name: user-agent, matches: "^curl/" }',
+          '{ name: user-agent, matches: "^Free-Bot$", ignore_case: true, not: true }',
+        ],
+        ["{ header: user-agent }"],
+        undefined,
+      ],
+      [['{ name: user-agent, matches: "^Free-Bot$", ignore_case: true }'], "global", undefined],
+    ]);
+    const said = r.report.map((i) => i.message).join("\n");
+    expect(said).toMatch(/gives umbrella, \$http_user_agent, f by the user-agent header's value: one rule per key/);
+    expect(said).not.toMatch(/read by 3 rules/);
+  });
+
+  it.each([
+    [
+      'map $http_x_a $k { ~^a $binary_remote_addr; ~^b $http_x_a; default ""; }',
+      /a regex that gives an empty key \(or another key\) beside regexes/,
+    ],
+    [
+      'map $http_x_a $k { "" umbrella; x umbrella; y $http_x_a; default ""; }',
+      /umbrella is given to requests without the x-a header and to others too/,
+    ],
+  ])("several keys one rule each cannot say: %s", (map, message) => {
+    const r = imported(map);
+    expect(r.rules).toEqual([]);
+    expect(r.report.map((i) => i.message).join("\n")).toMatch(message);
+  });
+
   it("says what the map leaves out", () => {
     const r = imported('map $request_method $k { default $binary_remote_addr; GET ""; }');
     expect(r.report.map((i) => i.message).join("\n")).toMatch(
@@ -218,11 +255,6 @@ describe("maps refused with their reason", () => {
       "a source of several variables",
       'map $http_x$uri $k { default ""; a $binary_remote_addr; }',
       /its source \$http_x\$uri is not one variable/,
-    ],
-    [
-      "several constants by a header's value",
-      'map $http_x_plan $k { free f; pro p; default ""; }',
-      /gives different keys \(f, p\) by the value of \$http_x_plan: a Sluice rule has one key/,
     ],
   ])("%s", (_name, map, message) => {
     const r = imported(map);

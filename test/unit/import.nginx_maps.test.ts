@@ -69,9 +69,9 @@ describe("map keys", () => {
       /map \$cookie_plan \$k: requests that do not send the plan cookie, or send a value it does not list, get the key \$binary_remote_addr/,
     ],
     [
-      "several keys",
+      "several keys, one of them the default (the requests of no listed value)",
       "map $http_x_plan $k { default $remote_addr; pro $http_x_plan; }",
-      /gives different keys \(\$http_x_plan, \$remote_addr\) by the value of \$http_x_plan: a Sluice rule has one key/,
+      /requests that do not send the x-plan header, or send a value it does not list, get the key \$remote_addr/,
     ],
     ["a geo", "geo $k { default 1; 10.0.0.0/8 0; }", /comes from a geo block \(address ranges\)/],
     [
