@@ -6,7 +6,8 @@
  * keys of `$binary_remote_addr$uri`, `$http_x_tenant` (a request without the header has an empty key: not limited)
  * and `$server_name`; a regex location of two alternatives (one route each in Sluice); one of a path's ending that
  * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs); a map of a header's
- * values (`match.header` in Sluice); the API key, else the address (`identity: api_key`). Every request of a case is
+ * values (`match.header` in Sluice); the API key, else the address (`identity: api_key`); a map giving several keys
+ * by a header's value (one rule per key). Every request of a case is
  * sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
@@ -25,7 +26,8 @@ export interface ZoneSpec {
     | "$http_x_tenant"
     | "$server_name"
     | "$tier_key"
-    | "$api_key_key";
+    | "$api_key_key"
+    | "$multi_key";
 }
 
 export interface LimitSpec {
@@ -74,6 +76,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "ext", amount: 5, unit: "s", key: "$binary_remote_addr" },
   { name: "tier", amount: 5, unit: "s", key: "$tier_key" },
   { name: "keyed", amount: 5, unit: "s", key: "$api_key_key" },
+  { name: "multi", amount: 5, unit: "s", key: "$multi_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -228,6 +231,23 @@ export const CASES: readonly Case[] = [
       { at: 410, apiKey: "k-one" },
     ],
   },
+  // A map giving several keys by the value (MULTI_MAP): one rule per key in Sluice, each with its conditions.
+  {
+    path: "/multi/",
+    location: "own",
+    limits: [{ zone: "multi", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 0].map((t) => ({ at: t })),
+      ...[3, 3, 3].map((t) => ({ at: t, tenant: "bot-a" })),
+      { at: 5, tenant: "GOLD" },
+      { at: 5, tenant: "gold" },
+      { at: 5, tenant: "gold" },
+      ...[7, 7, 7].map((t) => ({ at: t, tenant: "silver" })),
+      { at: 9, tenant: "bot-b" },
+      { at: 400 },
+      { at: 410, tenant: "bot-a" },
+    ],
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -260,6 +280,7 @@ export function nginxConf(dir: string, port: number): string {
   default_type text/plain;
 ${TIER_MAP}
 ${API_KEY_MAP}
+${MULTI_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -285,6 +306,14 @@ const TIER_MAP = `  map $http_x_tenant $tier_key {
 const API_KEY_MAP = `  map $http_x_api_key $api_key_key {
     "" $binary_remote_addr;
     default $http_x_api_key;
+  }`;
+
+/** The /multi/ case's map: requests without X-Tenant share one key, bots each their own, gold one more. */
+const MULTI_MAP = `  map $http_x_tenant $multi_key {
+    "" umbrella;
+    ~^bot $http_x_tenant;
+    gold g;
+    default "";
   }`;
 
 /** The model's zones, fresh. */
@@ -313,7 +342,9 @@ export function modelLimits(
               ? tierKey(tenant ?? "")
               : spec.key === "$api_key_key"
                 ? (apiKey ?? CLIENT)
-                : SERVER_NAME;
+                : spec.key === "$multi_key"
+                  ? multiKey(tenant ?? "")
+                  : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }
@@ -323,4 +354,11 @@ function tierKey(tenant: string): string {
   const t = tenant.toLowerCase();
   if (t === "bot-free") return "";
   return t === "gold" || /^bot/i.test(tenant) ? CLIENT : "";
+}
+
+/** What MULTI_MAP gives a request: strings (ignoring case) first, then the regex; else empty (not limited). */
+function multiKey(tenant: string): string {
+  if (tenant === "") return "umbrella";
+  if (tenant.toLowerCase() === "gold") return "g";
+  return /^bot/.test(tenant) ? tenant : "";
 }
