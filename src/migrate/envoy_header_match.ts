@@ -4,6 +4,7 @@
  * `match.header` and query parameters as `match.query` conditions (src/rules/match_conditions.ts), or why one rule
  * cannot say them.
  */
+import { regexError } from "../rules/match_conditions.ts";
 import type { MatchCondition } from "../rules/types.ts";
 import { isObject, type Obj } from "./envoy_file.ts";
 import type { Meaning } from "./envoy_mapping.ts";
@@ -109,12 +110,9 @@ export function envoyCondition(source: "header" | "query", name: string, h: Obj)
   }
   const [test, v] = found as [MatchCondition["test"], string];
   if (test !== "matches") return { ...one, test, value: v };
-  try {
-    new RegExp(`^(?:${v})$`);
-  } catch {
-    return null;
-  }
-  return { ...one, test, value: `^(?:${v})$` };
+  // RE2's syntax is mostly JavaScript's; one JavaScript does not read is left out (the caller says why).
+  const anchored = `^(?:${v})$`;
+  return regexError(anchored, one.ignoreCase) === null ? { ...one, test, value: anchored } : null;
 }
 
 function exactOf(h: Obj): string | null {
