@@ -148,9 +148,11 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 /** Plan, conditions (`match.header`, `match.cookie`, `match.query`) and route (under any of the request's methods). */
 export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
+  // The hot path: most rules have no conditions, so nothing is built for them.
   const conditions = compiled.rule.match.conditions;
-  const passes = (c: MatchCondition) => conditionPasses(c, conditionValue(c, facts.values));
-  if (conditions !== undefined && !conditions.every(passes)) return false;
+  if (conditions !== undefined) {
+    for (const c of conditions) if (!conditionPasses(c, conditionValue(c, facts.values))) return false;
+  }
   return matchesRoute(compiled, facts);
 }
 
