@@ -7,8 +7,8 @@
  * and `$server_name`; a regex location of two alternatives (one route each in Sluice); one of a path's ending that
  * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs); a map of a header's
  * values (`match.header` in Sluice); the API key, else the address (`identity: api_key`); a map giving several keys
- * by a header's value (one rule per key). Every request of a case is
- * sent to the case's path with `?r=N`, which names it in the logs.
+ * by a header's value (one rule per key); a map over two flag maps written together (one rule per key, picked by
+ * presence tests). Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
 import { nginxPreamble } from "./nginx-run.ts";
@@ -27,7 +27,8 @@ export interface ZoneSpec {
     | "$server_name"
     | "$tier_key"
     | "$api_key_key"
-    | "$multi_key";
+    | "$multi_key"
+    | "$concat_key";
 }
 
 export interface LimitSpec {
@@ -77,6 +78,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "tier", amount: 5, unit: "s", key: "$tier_key" },
   { name: "keyed", amount: 5, unit: "s", key: "$api_key_key" },
   { name: "multi", amount: 5, unit: "s", key: "$multi_key" },
+  { name: "concat", amount: 5, unit: "s", key: "$concat_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -248,6 +250,23 @@ export const CASES: readonly Case[] = [
       { at: 410, tenant: "bot-a" },
     ],
   },
+  // A map over two flag maps written together (CONCAT_MAPS, the corpus's hectcastro): the API key, else the tenant,
+  // else the address, one zone in NGINX; in Sluice one rule per key, each picked by presence tests.
+  {
+    path: "/concat/",
+    location: "own",
+    limits: [{ zone: "concat", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 0].map((t) => ({ at: t, apiKey: "c-one" })),
+      ...[3, 3, 3].map((t) => ({ at: t, tenant: "t-one" })),
+      ...[5, 5].map((t) => ({ at: t, apiKey: "c-two", tenant: "t-one" })),
+      ...at(7, 7, 7),
+      { at: 400, tenant: "t-one" },
+      { at: 405, apiKey: "c-one" },
+      { at: 410 },
+      { at: 415, apiKey: "c-one", tenant: "t-one" },
+    ],
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -281,6 +300,7 @@ export function nginxConf(dir: string, port: number): string {
 ${TIER_MAP}
 ${API_KEY_MAP}
 ${MULTI_MAP}
+${CONCAT_MAPS}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -316,6 +336,15 @@ const MULTI_MAP = `  map $http_x_tenant $multi_key {
     default "";
   }`;
 
+/** The /concat/ case's maps: whether X-API-Key and X-Tenant are sent, then the key by both flags. */
+const CONCAT_MAPS = `  map $http_x_api_key $has_key { default 0; "~." 1; }
+  map $http_x_tenant $has_tenant { default 0; "~." 1; }
+  map $has_key$has_tenant $concat_key {
+    default $binary_remote_addr;
+    "~^1" $http_x_api_key;
+    "01" $http_x_tenant;
+  }`;
+
 /** The model's zones, fresh. */
 export function modelZones(): Map<string, NginxZone> {
   return new Map(ZONES.map((z) => [z.name, new NginxZone(nginxStoredRate(z.amount, z.unit === "s" ? "s" : "min"))]));
@@ -344,7 +373,9 @@ export function modelLimits(
                 ? (apiKey ?? CLIENT)
                 : spec.key === "$multi_key"
                   ? multiKey(tenant ?? "")
-                  : SERVER_NAME;
+                  : spec.key === "$concat_key"
+                    ? apiKey || tenant || CLIENT
+                    : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

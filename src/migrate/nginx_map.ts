@@ -8,6 +8,7 @@
  */
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
+import { isConcatenation, overFlags } from "./nginx_map_concat.ts";
 import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoice } from "./nginx_map_sources.ts";
 
 export type { Expanded, NginxMap };
@@ -72,9 +73,12 @@ export function expandMaps(key: string, maps: Maps): Expanded {
         refused: `$${m[1]} is computed by code in NGINX (${map.computed.name} ${map.computed.args.slice(1).join(" ")}), which a Worker does not run: if it is who the caller is (a user id from a token), have the auth layer in front send it as a header and count by user (USER_HEADER) or { header: NAME }`,
       };
     }
-    const over = overGeo(m[1]!, overMaps(m[1]!, map, maps), maps);
-    if ("refused" in over) return over;
-    const one = expandOne(m[1]!, over, maps);
+    const one = isConcatenation(map.source)
+      ? overFlags(m[1]!, map, (v) => {
+          const found = maps.get(v);
+          return found === undefined || "entries" in found ? found : { other: true };
+        })
+      : throughMaps(m[1]!, map, maps);
     if ("refused" in one) return one;
     if ("variants" in one) {
       if (key.trim() !== m[0])
@@ -106,6 +110,12 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     ...(conditions.length === 0 ? {} : { conditions }),
     ...(fallback ? { addressFallback: true } : {}),
   };
+}
+
+/** A map read through the geo or maps it reads (`overGeo`, `overMaps`), then as its source says. */
+function throughMaps(name: string, map: NginxMap, maps: Maps): Expanded {
+  const over = overGeo(name, overMaps(name, map, maps), maps);
+  return "refused" in over ? over : expandOne(name, over, maps);
 }
 
 /**

@@ -254,7 +254,7 @@ describe("maps refused with their reason", () => {
     [
       "a source of several variables",
       'map $http_x$uri $k { default ""; a $binary_remote_addr; }',
-      /its source \$http_x\$uri is not one variable/,
+      /map \$http_x\$uri \$k: a map over several variables is imported when each is a map of whether a header, cookie or query value is sent \(constants\), and \$http_x is not a map/,
     ],
   ])("%s", (_name, map, message) => {
     const r = imported(map);

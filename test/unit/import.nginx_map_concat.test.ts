@@ -1,0 +1,126 @@
+/**
+ * `sluice import nginx` on a map over several flag maps written together (src/migrate/nginx_map_concat.ts): the
+ * corpus's hectcastro (`map $limit_header$limit_arg $limit_key`: the Authorization header, else the `token` query
+ * parameter, else the address) as one rule per key, each with the presence tests that pick it; what cannot be said is
+ * refused with its reason.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
+import { importNginx } from "../../src/migrate/nginx_import.ts";
+import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+
+const FLAGS = `map $http_authorization $limit_header { default 0; "~.+" 1; }
+map $arg_token $limit_arg { default 0; "~.+" 1; }`;
+
+function imported(maps: string): ImportResult {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-map-concat-"));
+  const file = join(dir, "nginx.conf");
+  writeFileSync(
+    file,
+    `http {\n${maps}\nlimit_req_zone $k zone=a:1m rate=5r/s;\nserver { location /api/ { limit_req zone=a; } }\n}\n`,
+  );
+  const result = importNginx(readNginxConfig(file));
+  expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
+  return result;
+}
+
+const rules = (r: ImportResult) =>
+  r.rules.map((x) => ({ header: x.match.header, query: x.match.query, identity: x.match.identity, key: x.key }));
+const said = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`).join("\n");
+
+describe("a map over flag maps", () => {
+  it("hectcastro: the Authorization header, else the token parameter, else the address: one rule each", () => {
+    const r = imported(
+      `${FLAGS}\nmap $limit_header$limit_arg $k { default $remote_addr; "~1." $http_authorization; "01" $arg_token; }`,
+    );
+    expect(rules(r)).toEqual([
+      {
+        header: ["{ name: authorization, present: false }"],
+        query: ["{ name: token, present: false }"],
+        identity: "ip",
+        key: undefined,
+      },
+      { header: ["{ name: authorization, present: true }"], query: undefined, identity: "api_key", key: undefined },
+      {
+        header: ["{ name: authorization, present: false }"],
+        query: ["{ name: token, present: true }"],
+        identity: undefined,
+        key: ["{ query: token }"],
+      },
+    ]);
+    expect(r.rules.map((x) => x.id)).toEqual(["a-api", "a-api-2", "a-api-3"]);
+    expect(said(r)).toMatch(
+      /map \$limit_header\$limit_arg \$k gives \$remote_addr \(the authorization header not sent, the token query parameter not sent\); \$http_authorization \(the authorization header sent\); \$arg_token .*one rule per key/,
+    );
+    expect(said(r)).toMatch(/NGINX counts them in one zone, so a value two of them share would be one budget there/);
+  });
+
+  it.each([
+    ["only both sent", '"11" $binary_remote_addr', [["present: true", "present: true"]]],
+    ["a regex ignoring case, an empty default", '"~*^1" $binary_remote_addr', [["present: true", undefined]]],
+    ["strings compared ignoring case, text between", null, [[undefined, "present: true"]]],
+    ["every combination one key: no test", "default $binary_remote_addr", [[undefined, undefined]]],
+  ])("%s", (_, entries, expected) => {
+    const outer =
+      entries === null
+        ? `map $limit_header:$limit_arg $k { "0:1" $binary_remote_addr; "1:1" $binary_remote_addr; default ""; }`
+        : `map $limit_header$limit_arg $k { ${entries}; }`;
+    const r = imported(`${FLAGS}\n${outer}`);
+    const tests = r.rules.map((x) => [
+      x.match.header?.[0]?.replace(/.*(present: \w+).*/, "$1"),
+      x.match.query?.[0]?.replace(/.*(present: \w+).*/, "$1"),
+    ]);
+    expect(tests).toEqual(expected);
+    expect(r.rules.every((x) => x.match.identity === "ip")).toBe(true);
+  });
+
+  it("a flag map's `~.*` also takes a request without the value (strings, then regexes in order)", () => {
+    const r = imported(
+      `map $http_x_a $fa { "~.*" 1; default 0; }\nmap $arg_b $fb { default 0; "~." 1; }\nmap $fa$fb $k { "10" $binary_remote_addr; default ""; }`,
+    );
+    expect(rules(r)).toEqual([
+      { header: undefined, query: ["{ name: b, present: false }"], identity: "ip", key: undefined },
+    ]);
+  });
+
+  it.each([
+    [
+      '"11" $binary_remote_addr; "00" $binary_remote_addr; default ""',
+      /gives \$binary_remote_addr to requests that send some of the authorization header, the token query parameter in a mix that no set of tests picks alone/,
+    ],
+    ['default ""', /gives every request an empty key, so NGINX limits nothing with it/],
+    ['"11" $other; default ""', /gives \$other, itself a map: one map over another is not imported/],
+  ])("refused: %s", (entries, message) => {
+    const r = imported(`${FLAGS}\nmap $http_x_o $other { default 1; }\nmap $limit_header$limit_arg $k { ${entries}; }`);
+    expect(r.rules).toEqual([]);
+    expect(said(r)).toMatch(message);
+  });
+
+  it.each([
+    [
+      "map $http_x_a$arg_b $k { default $binary_remote_addr; }",
+      /\$http_x_a is not a map \(its values cannot be listed\)/,
+    ],
+    [
+      'map $http_x_a $fa { gold 1; default 0; }\nmap $fa$limit_arg $k { "11" $binary_remote_addr; default ""; }',
+      /\$fa tests particular values, not only whether one is sent/,
+    ],
+    [
+      'map $uri $fa { ~^/x 1; default 0; }\nmap $fa$limit_arg $k { "11" $binary_remote_addr; default ""; }',
+      /\$fa is a map over \$uri, not over a header, cookie or query value/,
+    ],
+    [
+      'map $http_x_a $fa { "~." $http_x_a; default 0; }\nmap $fa$limit_arg $k { "11" $binary_remote_addr; default ""; }',
+      /\$fa gives a variable, not a constant/,
+    ],
+    ['map $limit_arg$limit_arg $k { "11" $binary_remote_addr; default ""; }', /it reads one variable twice/],
+  ])("an inner variable that is not a flag map: %s", (maps, message) => {
+    const r = imported(`${FLAGS}\n${maps}`);
+    expect(r.rules).toEqual([]);
+    expect(said(r)).toMatch(message);
+  });
+});
