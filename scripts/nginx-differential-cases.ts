@@ -8,9 +8,10 @@
  * wins over prefix locations with their own limits (`* /**.php` in Sluice, left out of theirs); a map of a header's
  * values (`match.header` in Sluice); the API key, else the address (`identity: api_key`); a map giving several keys
  * by a header's value (one rule per key); a map over two flag maps written together (one rule per key, picked by
- * presence tests). Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
+ * presence tests); a map whose default gives the key and whose values exempt (a `not` test reading a missing header as
+ * empty). Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
  */
-import { type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
+import { exactZone, type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
 import { nginxPreamble } from "./nginx-run.ts";
 
 export const CLIENT = "127.0.0.1";
@@ -28,7 +29,8 @@ export interface ZoneSpec {
     | "$tier_key"
     | "$api_key_key"
     | "$multi_key"
-    | "$concat_key";
+    | "$concat_key"
+    | "$exempt_key";
 }
 
 export interface LimitSpec {
@@ -79,6 +81,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "keyed", amount: 5, unit: "s", key: "$api_key_key" },
   { name: "multi", amount: 5, unit: "s", key: "$multi_key" },
   { name: "concat", amount: 5, unit: "s", key: "$concat_key" },
+  { name: "exempt", amount: 5, unit: "s", key: "$exempt_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -267,6 +270,25 @@ export const CASES: readonly Case[] = [
       { at: 415, apiKey: "c-one", tenant: "t-one" },
     ],
   },
+  // A map whose default gives the key (EXEMPT_MAP): every request by address, requests without X-Tenant included,
+  // but those it exempts; `pro` counted by its own value. In Sluice a `not` test with `missing_as_empty` (NGINX reads
+  // a missing header as ""), and one rule for `pro`.
+  {
+    path: "/exempt/",
+    location: "own",
+    limits: [{ zone: "exempt", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...at(0, 0, 0),
+      ...[3, 3].map((t) => ({ at: t, tenant: "bot-1" })),
+      ...[4, 4].map((t) => ({ at: t, tenant: "Internal" })),
+      ...[5, 5, 5].map((t) => ({ at: t, tenant: "pro" })),
+      ...[7, 7].map((t) => ({ at: t, tenant: "gold" })),
+      { at: 400 },
+      { at: 405, tenant: "pro" },
+      { at: 410, tenant: "BOT-2" },
+      { at: 415, tenant: "gold" },
+    ],
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -301,6 +323,7 @@ ${TIER_MAP}
 ${API_KEY_MAP}
 ${MULTI_MAP}
 ${CONCAT_MAPS}
+${EXEMPT_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -345,9 +368,30 @@ const CONCAT_MAPS = `  map $http_x_api_key $has_key { default 0; "~." 1; }
     "01" $http_x_tenant;
   }`;
 
-/** The model's zones, fresh. */
-export function modelZones(): Map<string, NginxZone> {
-  return new Map(ZONES.map((z) => [z.name, new NginxZone(nginxStoredRate(z.amount, z.unit === "s" ? "s" : "min"))]));
+/** The /exempt/ case's map: the address, but for bots and `internal` (none) and `pro` (its own value). */
+const EXEMPT_MAP = `  map $http_x_tenant $exempt_key {
+    default $binary_remote_addr;
+    ~*^bot "";
+    internal "";
+    pro $http_x_tenant;
+  }`;
+
+/** What EXEMPT_MAP gives a request: strings (ignoring case) first, then the regex, then the address. */
+function exemptKey(tenant: string): string {
+  const t = tenant.toLowerCase();
+  if (t === "internal") return "";
+  if (t === "pro") return tenant;
+  return /^bot/i.test(tenant) ? "" : CLIENT;
+}
+
+/** The model's zones, fresh: NGINX's arithmetic, or (`exact`) the same without its roundings, as Sluice counts. */
+export function modelZones(exact = false): Map<string, NginxZone> {
+  return new Map(
+    ZONES.map((z) => {
+      const unit = z.unit === "s" ? "s" : "min";
+      return [z.name, exact ? exactZone(z.amount, unit) : new NginxZone(nginxStoredRate(z.amount, unit))];
+    }),
+  );
 }
 
 /** A request's limits in the model, each with its key in its zone (`""`: empty, the limit is skipped). */
@@ -375,7 +419,9 @@ export function modelLimits(
                   ? multiKey(tenant ?? "")
                   : spec.key === "$concat_key"
                     ? apiKey || tenant || CLIENT
-                    : SERVER_NAME;
+                    : spec.key === "$exempt_key"
+                      ? exemptKey(tenant ?? "")
+                      : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

@@ -4,6 +4,7 @@
  * `match.header` and query parameters as `match.query` conditions (src/rules/match_conditions.ts), or why one rule
  * cannot say them.
  */
+import { conditionPasses } from "../request/match.ts";
 import { regexError } from "../rules/match_conditions.ts";
 import type { MatchCondition } from "../rules/types.ts";
 import { isObject, type Obj } from "./envoy_file.ts";
@@ -65,19 +66,31 @@ export function queryMatch(qvm: Obj, path: string): Meaning {
 
 /**
  * A route with the conditions that send its descriptor. `negated` (`expect_match: false`): the descriptor is sent
- * when they do not all hold, which one rule says only for one presence test (its opposite is one condition too).
+ * when they do not all hold, which one rule says only for one test. Its opposite is one condition too: a presence
+ * test's negation; a value test's with `not` flipped and `missing_as_empty`, exact when the empty value passes it
+ * (Envoy sends the descriptor for a request without the value) or Envoy reads a missing value as empty too.
  */
 function withConditions(base: Meaning, given: MatchCondition[], negated: boolean, what: "header" | "query"): Meaning {
   let conditions = given;
   if (negated) {
     const only = given.length === 1 ? given[0]! : null;
-    if (only?.test !== "present") {
+    const opposite: MatchCondition | null =
+      only === null
+        ? null
+        : only.test === "present"
+          ? { ...only, not: !only.not }
+          : { ...only, not: !only.not, missingAsEmpty: true };
+    const exact =
+      opposite !== null &&
+      (opposite.test === "present" || only?.missingAsEmpty === true || conditionPasses(opposite, null));
+    if (!exact) {
+      const matcher = what === "header" ? "header_value_match" : "query_parameter_value_match";
       return {
         kind: "refused",
-        why: `its ${what === "header" ? "header_value_match" : "query_parameter_value_match"} has expect_match: false (requests whose ${what === "header" ? "headers" : "query parameters"} do not all match: without one, or with another value), which one Sluice rule can say only for a single present_match`,
+        why: `its ${matcher} has expect_match: false (requests whose ${what === "header" ? "headers" : "query parameters"} do not all match: without one, or with another value), which one Sluice rule can say only for a single test${only === null ? "" : " whose opposite an empty value passes"}`,
       };
     }
-    conditions = [{ ...only, not: !only.not }];
+    conditions = [opposite];
   }
   return conditions.length === 0 || (base.kind !== "any" && base.kind !== "route") ? base : { ...base, conditions };
 }
@@ -85,10 +98,14 @@ function withConditions(base: Meaning, given: MatchCondition[], negated: boolean
 /**
  * One Envoy `HeaderMatcher` (not a pseudo-header) as a condition, or `null`: exact, prefix, suffix, contains and
  * safe_regex (Envoy matches the whole value, so anchored) values, `string_match`'s `ignore_case`, `present_match`,
- * `invert_match` (the header present and failing the test, as Envoy reads it); no test is `present_match: true`.
+ * `invert_match` (the header present and failing the test, as Envoy reads it), `treat_missing_header_as_empty` as
+ * `missing_as_empty` (value tests only); no test is `present_match: true`.
  */
 export function envoyCondition(source: "header" | "query", name: string, h: Obj): MatchCondition | null {
-  if (h.treat_missing_header_as_empty === true || h.range_match !== undefined) return null;
+  if (h.range_match !== undefined) return null;
+  // A missing header read as "" (Envoy's treat_missing_header_as_empty): `missing_as_empty`; a presence test then
+  // always passes or never, which no rule means to say.
+  const empty = h.treat_missing_header_as_empty === true ? { missingAsEmpty: true as const } : {};
   const sm = isObject(h.string_match) ? h.string_match : {};
   const text = (legacy: string, key: string) =>
     typeof h[legacy] === "string" ? (h[legacy] as string) : typeof sm[key] === "string" ? (sm[key] as string) : null;
@@ -103,16 +120,16 @@ export function envoyCondition(source: "header" | "query", name: string, h: Obj)
   const found = tests.find(([, v]) => v !== null && v !== "");
   const one = { in: source, name, ignoreCase: sm.ignore_case === true, not: h.invert_match === true };
   if (found === undefined) {
-    if (Object.keys(sm).length > 0 || (h.present_match !== undefined && typeof h.present_match !== "boolean"))
-      return null;
+    const odd = h.present_match !== undefined && typeof h.present_match !== "boolean";
+    if (Object.keys(sm).length > 0 || odd || "missingAsEmpty" in empty) return null;
     // `present_match: false` is "absent"; inverted, "present".
     return { ...one, test: "present", value: "", not: (h.present_match === false) !== one.not };
   }
   const [test, v] = found as [MatchCondition["test"], string];
-  if (test !== "matches") return { ...one, test, value: v };
+  if (test !== "matches") return { ...one, test, value: v, ...empty };
   // RE2's syntax is mostly JavaScript's; one JavaScript does not read is left out (the caller says why).
   const anchored = `^(?:${v})$`;
-  return regexError(anchored, one.ignoreCase) === null ? { ...one, test, value: anchored } : null;
+  return regexError(anchored, one.ignoreCase) === null ? { ...one, test, value: anchored, ...empty } : null;
 }
 
 function exactOf(h: Obj): string | null {

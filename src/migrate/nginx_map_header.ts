@@ -23,12 +23,14 @@ export function headerConditions(
 ): readonly MatchCondition[] | { refused: string } {
   const refuse = (why: string) => ({ refused: `${said}: ${why}` });
   const noun = `${header} ${source === "query" ? "query parameter" : source}`;
+  const given = map.entries.filter((e) => e.result !== "");
   if (map.fallback !== "") {
+    const exempted = given.every((e) => e.result === map.fallback) ? allButExempt(map, source, header) : null;
+    if (exempted !== null) return exempted;
     return refuse(
-      `requests that do not send the ${noun}, or send a value it does not list, get the key ${map.fallback}; one Sluice rule can limit requests without it or with other values, not both`,
+      `requests that do not send the ${noun}, or send a value it does not list, get the key ${map.fallback}, and one test cannot say which values it leaves out (a value listed for the key that an exempting regex also takes, regexes of both cases, or regexes giving the key beside exempting ones)`,
     );
   }
-  const given = map.entries.filter((e) => e.result !== "");
   // Strings are tried before regexes: an empty key's regex can take only from the key's regexes, in order.
   const empty = map.entries.filter((e) => e.result === "" && e.value !== "" && !e.value.startsWith("~"));
   if (
@@ -48,17 +50,36 @@ export function headerConditions(
     if ("refused" in exempt) return refuse(exempt.refused);
     conditions.push({ in: source, name: header, test: "matches", ...exempt, not: true });
   }
-  // NGINX reads a missing header as "": a map that gives "" the key limits requests without it, which these do not.
-  if (conditions.every((c) => conditionPasses(c, ""))) {
-    return refuse(`an empty ${noun} (a request without it) gets the key, which a value test cannot say`);
-  }
-  return conditions;
+  // NGINX reads a missing header as "": a map that gives "" the key limits requests without it, as these then do.
+  return conditions.every((c) => conditionPasses(c, "")) ? conditions.map(missingAsEmpty) : conditions;
+}
+
+const missingAsEmpty = (c: MatchCondition): MatchCondition => ({ ...c, missingAsEmpty: true });
+
+/**
+ * A map whose `default` gives the key and whose listed values exempt (`default $binary_remote_addr; ~*bot "";`):
+ * one `not` test of the exempt values, a request without the value read as "" (as NGINX reads it). Values listed
+ * with the key too are `default`'s anyway, unless an exempting regex takes them (strings are tried first): then
+ * `null`, for one test cannot say it. `null` too when the regexes cannot share one expression.
+ */
+function allButExempt(map: ListedMap, source: MatchCondition["in"], name: string): MatchCondition[] | null {
+  const exempt = map.entries.filter((e) => e.result === "");
+  const regexes = exempt.filter((e) => e.value.startsWith("~"));
+  const keyed = map.entries.filter((e) => e.result !== "");
+  if (regexes.length > 0 && keyed.some((e) => e.value.startsWith("~"))) return null;
+  if (exempt.length === 0) return null;
+  const alt = alternation(exempt.map((e) => e.value));
+  if ("refused" in alt) return null;
+  const c: MatchCondition = { in: source, name, test: "matches", ...alt, not: true, missingAsEmpty: true };
+  // A value listed with the key that an exempting regex takes: NGINX gives it the key, this test would not.
+  return keyed.every((e) => conditionPasses(c, e.value)) ? [c] : null;
 }
 
 /**
  * A map that gives several keys by the value (`"" umbrella; ~bot $http_user_agent;` ... `default ""`), as one rule
  * per key: the values giving it, with other keys' strings (tried first) left out by a `not` test, and `""` (a request
- * without the value) as `present: false`. Only with an empty `default`, and regexes for one key at most.
+ * without the value) as `present: false`; `default`'s key, if any, for every value no other key takes (`allButExempt`).
+ * Regexes for one key at most.
  */
 export function keysByValue(
   map: ListedMap,
@@ -67,12 +88,12 @@ export function keysByValue(
   name: string,
 ): { readonly variants: readonly { key: string; conditions: readonly MatchCondition[] }[] } | { refused: string } {
   const noun = `${name} ${source === "query" ? "query parameter" : source}`;
-  const keys = [...new Set(map.entries.map((e) => e.result).filter((r) => r !== ""))];
+  const keys = [...new Set([...map.entries.map((e) => e.result), map.fallback].filter((r) => r !== ""))];
   const variants: { key: string; conditions: readonly MatchCondition[] }[] = [];
   for (const key of keys) {
     const mine = map.entries.filter((e) => e.result === key);
     if (mine.some((e) => e.value === "")) {
-      if (mine.length > 1 || map.fallback !== "")
+      if (mine.length > 1 || map.fallback === key)
         return {
           refused: `${said}: ${key} is given to requests without the ${noun} and to others too: one rule cannot say both`,
         };
@@ -82,13 +103,16 @@ export function keysByValue(
       });
       continue;
     }
-    const others = map.entries.filter((e) => e.value !== "");
+    // The default's key is every other value's exemption; another key's test leaves "" to the key given it.
+    const own = map.fallback === key ? map.entries : map.entries.filter((e) => e.value !== "");
     const one = {
-      entries: others.map((e) => ({ value: e.value, result: e.result === key ? key : "" })),
-      fallback: map.fallback,
+      entries: own.map((e) => ({ value: e.value, result: e.result === key ? key : "" })),
+      fallback: map.fallback === key ? key : "",
     };
     const conditions = headerConditions(one, said, source, name);
     if ("refused" in conditions) return conditions;
+    if (map.fallback !== key && map.entries.some((e) => e.value === "") && conditions.some((c) => c.missingAsEmpty))
+      return { refused: `${said}: ${key}'s regexes take the empty value, which "" gives another key` };
     variants.push({ key, conditions });
   }
   return { variants };

@@ -144,7 +144,10 @@ function clientValue(shape: MapShape, v: string): Expanded {
         ? "; NGINX's $arg_ is the first value as sent (not decoded), its name any case; Sluice's the first decoded, its name as written"
         : "";
     const noun = `${name} ${source === "query" ? "query parameter" : source}`;
-    const note = `${said}: only requests whose ${noun} has a value it lists get a key (match.${source})${approx}`;
+    const note =
+      map.fallback === ""
+        ? `${said}: only requests whose ${noun} has a value it lists get a key (match.${source})${approx}`
+        : `${said}: every request gets the key but those whose ${noun} has a value it exempts (match.${source} with not: true; a request without it reads as empty, as NGINX reads it: missing_as_empty)${approx}`;
     return ok(shape.keys[0]!, { conditions, notes: [note] });
   }
   const missing = map.entries.find((e) => e.value === "")?.result ?? map.fallback;

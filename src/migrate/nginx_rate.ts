@@ -16,6 +16,12 @@ export function nginxIntervalMs(amount: number, unit: "s" | "min"): number {
   return Math.ceil(1_000_000 / nginxStoredRate(amount, unit));
 }
 
+/** A zone of `amount` requests per second or minute with exact arithmetic (no rounding: what Sluice admits). */
+export function exactZone(amount: number, unit: "s" | "min"): NginxZone {
+  const seconds = unit === "s" ? 1 : 60;
+  return new NginxZone(amount * 1000, seconds);
+}
+
 /** What the report says about a zone's rate: nothing for `r/s`, the two roundings for an `r/m` that does not divide. */
 export function nginxRateNotes(amount: number, unit: "s" | "min"): string[] {
   if (unit === "s") return [];
@@ -50,16 +56,27 @@ export interface NginxAnswer {
   readonly delayMs: number;
 }
 
-/** One `limit_req_zone`'s per-key state, with NGINX's arithmetic: excess in thousandths of a request, last admission. */
+/**
+ * One `limit_req_zone`'s per-key state, with NGINX's arithmetic: excess in thousandths of a request, last admission.
+ * With `scale` (`exactZone`), in thousandths over `scale`, so that a rate NGINX rounds is whole: exact arithmetic, as
+ * Sluice's, to tell NGINX's roundings from other differences.
+ */
 export class NginxZone {
   private readonly nodes = new Map<string, { excess: number; last: number }>();
+  /** One request, in the zone's units of excess. */
+  private readonly one: number;
 
-  /** `rate`: requests per 1000 s (`nginxStoredRate`). */
-  constructor(readonly rate: number) {}
+  /** `rate`: requests per 1000 s (`nginxStoredRate`), times `scale`. */
+  constructor(
+    readonly rate: number,
+    readonly scale = 1,
+  ) {
+    this.one = 1000 * scale;
+  }
 
   /** A copy, to try a request at other times without changing this zone. */
   clone(): NginxZone {
-    const copy = new NginxZone(this.rate);
+    const copy = new NginxZone(this.rate, this.scale);
     for (const [key, node] of this.nodes) copy.nodes.set(key, { ...node });
     return copy;
   }
@@ -68,8 +85,8 @@ export class NginxZone {
   excessAt(key: string, nowMs: number, burst: number): number | null {
     const node = this.nodes.get(key);
     if (node === undefined) return 0;
-    const excess = Math.max(0, node.excess - Math.trunc((this.rate * elapsed(node.last, nowMs)) / 1000) + 1000);
-    return excess > burst * 1000 ? null : excess;
+    const excess = Math.max(0, node.excess - Math.trunc((this.rate * elapsed(node.last, nowMs)) / 1000) + this.one);
+    return excess > burst * this.one ? null : excess;
   }
 
   /** When the key's clock was last moved (its last admission), or `null` for a new key. */
@@ -120,7 +137,7 @@ export function nginxRequest(all: readonly NginxLimit[], key: string, nowMs: num
   limits.forEach((limit, i) => {
     const excess = excesses[i]!;
     limit.zone.account(limit.key ?? key, nowMs, excess);
-    const over = excess - limit.delay * 1000;
+    const over = excess - limit.delay * 1000 * limit.zone.scale;
     if (over > 0) delayMs = Math.max(delayMs, Math.trunc((over * 1000) / limit.zone.rate));
   });
   return { allowed: true, delayMs };

@@ -163,10 +163,11 @@ function conditionValue(c: MatchCondition, values: RequestValues | undefined): s
   return (c.in === "cookie" ? values.cookie(c.name) : values.query(c.name))[0] ?? null;
 }
 
-/** Whether a value (`null`: absent) passes a condition; an absent value passes no value test. */
-export function conditionPasses(c: MatchCondition, value: string | null): boolean {
-  if (c.test === "present") return (value !== null) !== c.not;
-  if (value === null) return false;
+/** Whether a value (`null`: absent) passes a condition; an absent value passes no value test (unless read as `""`). */
+export function conditionPasses(c: MatchCondition, sent: string | null): boolean {
+  if (c.test === "present") return (sent !== null) !== c.not;
+  if (sent === null && c.missingAsEmpty !== true) return false;
+  const value = sent ?? "";
   const [v, want] = c.ignoreCase ? [value.toLowerCase(), c.value.toLowerCase()] : [value, c.value];
   const passes =
     c.test === "equals"

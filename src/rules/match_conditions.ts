@@ -3,8 +3,8 @@
  * query values pass its conditions (all of them), as Envoy's `header_value_match` and `query_parameter_value_match`
  * and Cloudflare's rule expressions say. Each is one condition or a list: `{ name: X-Plan, equals: gold }`, with one
  * test of `equals`, `prefix`, `suffix`, `contains`, `matches` (a regular expression) or `present` (`true`, or
- * `false` for requests without it), and `ignore_case` and `not` (present, and failing the test). This file reads
- * and prints them; src/request/match.ts tests a request.
+ * `false` for requests without it), and `ignore_case`, `not` (present, and failing the test) and `missing_as_empty`
+ * (a value not sent is tested as `""`). This file reads and prints them; src/request/match.ts tests a request.
  */
 import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "./key.ts";
 import { describe, type Raw } from "./raw.ts";
@@ -12,8 +12,8 @@ import { type RuleErrors, unknownKey } from "./read.ts";
 import type { MatchCondition } from "./types.ts";
 
 const TESTS = ["equals", "prefix", "suffix", "contains", "matches", "present"] as const;
-const KEYS = ["name", ...TESTS, "ignore_case", "not"] as const;
-const TAKES = `a condition takes name, one of ${TESTS.join(", ")}, and ignore_case and not`;
+const KEYS = ["name", ...TESTS, "ignore_case", "not", "missing_as_empty"] as const;
+const TAKES = `a condition takes name, one of ${TESTS.join(", ")}, and ignore_case, not and missing_as_empty`;
 /** The longest text a condition compares with: a rule is configuration, not data. */
 const MAX_VALUE = 4096;
 
@@ -80,7 +80,14 @@ function readCondition(
   }
   const ignoreCase = flag(v, `${field}.ignore_case`, "ignore_case", e);
   const not = flag(v, `${field}.not`, "not", e);
+  const missingAsEmpty = flag(v, `${field}.missing_as_empty`, "missing_as_empty", e);
   const test = given[0];
+  if (test === "present" && missingAsEmpty !== undefined) {
+    e.add(
+      `${field}.missing_as_empty`,
+      "reads a value not sent as empty for a value test; present tests whether it is sent: drop one of them",
+    );
+  }
   const value = test === undefined ? undefined : testValue(test, v.get(test), `${field}.${test}`, ignoreCase, e);
   if (e.count > before || test === undefined || value === undefined) return undefined;
   // `present: false` is `present` negated: one spelling of "the header is absent".
@@ -92,6 +99,7 @@ function readCondition(
     value: typeof value === "string" ? value : "",
     ignoreCase: ignoreCase ?? false,
     not: absent ? !(not ?? false) : (not ?? false),
+    ...(missingAsEmpty === true ? { missingAsEmpty: true as const } : {}),
   };
 }
 
@@ -195,6 +203,7 @@ export function printCondition(c: MatchCondition): string {
   const more = [
     ...(c.ignoreCase ? ["ignore_case: true"] : []),
     ...(c.not && c.test !== "present" ? ["not: true"] : []),
+    ...(c.missingAsEmpty === true ? ["missing_as_empty: true"] : []),
   ];
   return `{ ${[`name: ${c.name}`, test, ...more].join(", ")} }`;
 }

@@ -44,6 +44,11 @@ export interface MatchCondition {
   readonly ignoreCase: boolean;
   /** The value is present and fails the test; with `present`, it is absent. */
   readonly not: boolean;
+  /**
+   * A value test reads a value not sent as `""` (so `not` passes it), as NGINX reads a missing header and Envoy's
+   * `treat_missing_header_as_empty` does; without it, a value not sent passes no value test.
+   */
+  readonly missingAsEmpty?: true;
 }
 
 export interface RuleMatch {

@@ -19,7 +19,10 @@ afterEach(() => {
 });
 
 let run = 0;
-/** Old SDKs (`X-Sdk` 1.x): one request an hour per address; requests without `X-Sdk`: one an hour per address too. */
+/**
+ * Old SDKs (`X-Sdk` 1.x): one request an hour per address; requests without `X-Sdk`: one an hour per address too.
+ * Under /v2, every request but a bot's, one without a User-Agent included (`missing_as_empty`): one an hour.
+ */
 function yaml() {
   run++;
   return `
@@ -38,6 +41,11 @@ function yaml() {
   algorithm: fixed_window
   limit: 1
   window: h
+- id: humans-${run}
+  match: { route: "* /v2/**", header: { name: User-Agent, matches: "bot", ignore_case: true, not: true, missing_as_empty: true }, identity: ip }
+  algorithm: fixed_window
+  limit: 1
+  window: h
 - id: bots-${run}
   match: { header: [{ name: User-Agent, matches: "bot", ignore_case: true }, { name: X-Sdk, equals: "2.0", not: true }], identity: ip }
   algorithm: fixed_window
@@ -46,8 +54,8 @@ function yaml() {
 `;
 }
 
-const get = (address: string, headers: Record<string, string> = {}, query = "") =>
-  new Request(`https://api.example.com/v1/things${query}`, { headers: { "CF-Connecting-IP": address, ...headers } });
+const get = (address: string, headers: Record<string, string> = {}, query = "", path = "/v1/things") =>
+  new Request(`https://api.example.com${path}${query}`, { headers: { "CF-Connecting-IP": address, ...headers } });
 
 describe("match.header through the gateway", () => {
   it.each<[string, Record<string, string>, Record<string, string>, number]>([
@@ -67,6 +75,18 @@ describe("match.header through the gateway", () => {
     setNow(T0);
     expect((await gatewayFetch(rules, get(address, first))).status).toBe(200);
     expect((await gatewayFetch(rules, get(address, second))).status).toBe(status);
+  });
+
+  it.each<[string, Record<string, string>, number]>([
+    ["no User-Agent is read as empty, not a bot's: counted", {}, 429],
+    ["a human's User-Agent: counted", { "User-Agent": "Mozilla/5.0" }, 429],
+    ["a bot's: not this rule's", { "User-Agent": "SomeBot/1" }, 200],
+  ])("missing_as_empty under /v2: %s", async (_name, headers, status) => {
+    const rules = compileRules(resolvedFrom(yaml()));
+    const address = `192.0.2.${100 + run}`;
+    setNow(T0);
+    expect((await gatewayFetch(rules, get(address, headers, "", "/v2/x"))).status).toBe(200);
+    expect((await gatewayFetch(rules, get(address, headers, "", "/v2/x"))).status).toBe(status);
   });
 
   it("a query value and a cookie's absence: the first format value counts; a beta cookie steps out of the rule", async () => {
@@ -102,6 +122,7 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
       agent: fc.constantFrom(null, "curl/8", "GoogleBot/2", "somebot"),
       format: fc.constantFrom(null, "csv", "json"),
       beta: fc.boolean(),
+      path: fc.constantFrom("/v1/things", "/v2/things"),
     });
     const seen = new Map<number, number>();
     await fc.assert(
@@ -135,11 +156,11 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
           }
           if (s.format !== null) fields.set("query:format", [s.format]);
           const query = s.format === null ? "" : `?format=${s.format}`;
-          const edge = (await gatewayFetch(rules, get(s.address, headers, query))).status;
+          const edge = (await gatewayFetch(rules, get(s.address, headers, query, s.path))).status;
           const line: RequestLine = {
             tMs,
             method: "GET",
-            path: "/v1/things",
+            path: s.path,
             address: s.address,
             key: null,
             user: null,

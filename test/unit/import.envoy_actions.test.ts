@@ -113,16 +113,60 @@ describe("descriptors read from route actions", () => {
   it("a header_value_match that one rule cannot say is left out with why", () => {
     const routes = ROUTES.replace(
       "headers: [{ name: user-agent, string_match: { contains: bot } }]",
-      "expect_match: false\n                                headers: [{ name: user-agent, string_match: { contains: bot } }]",
+      "expect_match: false\n                                headers: [{ name: user-agent, string_match: { contains: bot } }, { name: x-b, present_match: true }]",
     ).replace(
       "headers: [{ name: x-api-key, present_match: true }]",
       "headers: [{ name: x-size, range_match: { start: 1, end: 9 } }]",
     );
     const r = imported(SERVICE, routes);
     expect(r.report.filter((i) => i.kind === "left out").map((i) => i.message)).toEqual([
-      "header_match=bots: header_match=bots: its header_value_match has expect_match: false (requests whose headers do not all match: without one, or with another value), which one Sluice rule can say only for a single present_match",
+      "header_match=bots: header_match=bots: its header_value_match has expect_match: false (requests whose headers do not all match: without one, or with another value), which one Sluice rule can say only for a single test",
       "header_match=no-key: header_match=no-key: its header_value_match tests the x-size header in a way a Sluice match.header cannot say (a pseudo-header, a range, or a regex JavaScript does not read)",
     ]);
+  });
+
+  it.each([
+    // Envoy sends the descriptor for a request without the header (no match), and for one that fails the test:
+    // the test's opposite reading a missing value as empty, which passes it.
+    [
+      "expect_match: false\n                                headers: [{ name: user-agent, string_match: { contains: bot } }]",
+      '{ name: user-agent, contains: "bot", not: true, missing_as_empty: true }',
+    ],
+    // Envoy reads a missing header as "" here too: the test as it is, with missing_as_empty.
+    [
+      "headers: [{ name: user-agent, treat_missing_header_as_empty: true, string_match: { exact: bot, ignore_case: true } }]",
+      '{ name: user-agent, equals: "bot", ignore_case: true, missing_as_empty: true }',
+    ],
+    [
+      "expect_match: false\n                                headers: [{ name: user-agent, invert_match: true, treat_missing_header_as_empty: true, string_match: { prefix: curl } }]",
+      '{ name: user-agent, prefix: "curl", missing_as_empty: true }',
+    ],
+  ])("expect_match: false and missing headers: %s", (headers, condition) => {
+    const routes = ROUTES.replace("headers: [{ name: user-agent, string_match: { contains: bot } }]", headers);
+    const r = imported(SERVICE, routes);
+    expect(r.rules.find((x) => x.id === "edge-bots")?.match.header).toEqual([condition]);
+    expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
+  });
+
+  it.each([
+    // The empty value passes the test, so its opposite fails a request without the header, which Envoy counts.
+    [
+      "expect_match: false\n                                headers: [{ name: user-agent, safe_regex_match: { regex: '.*' } }]",
+      "for a single test whose opposite an empty value passes",
+    ],
+    [
+      "headers: [{ name: user-agent, treat_missing_header_as_empty: true, present_match: true }]",
+      "tests the user-agent header in a way",
+    ],
+  ])("left out: %s", (headers, why) => {
+    const routes = ROUTES.replace("headers: [{ name: user-agent, string_match: { contains: bot } }]", headers);
+    const r = imported(SERVICE, routes);
+    expect(
+      r.report
+        .filter((i) => i.kind === "left out")
+        .map((i) => i.message)
+        .join("\n"),
+    ).toContain(why);
   });
 
   it("without the routes, the same descriptors are left out asking for --map or --envoy", () => {

@@ -63,16 +63,6 @@ describe("map keys", () => {
   });
 
   it.each([
-    [
-      "exempting by a cookie's value, the rest limited",
-      'map $cookie_plan $k { default $binary_remote_addr; ~bot ""; }',
-      /map \$cookie_plan \$k: requests that do not send the plan cookie, or send a value it does not list, get the key \$binary_remote_addr/,
-    ],
-    [
-      "several keys, one of them the default (the requests of no listed value)",
-      "map $http_x_plan $k { default $remote_addr; pro $http_x_plan; }",
-      /requests that do not send the x-plan header, or send a value it does not list, get the key \$remote_addr/,
-    ],
     ["a geo", "geo $k { default 1; 10.0.0.0/8 0; }", /comes from a geo block \(address ranges\)/],
     [
       "a map over a map",

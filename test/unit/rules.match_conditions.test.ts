@@ -67,6 +67,18 @@ describe("match.header: what each spelling resolves to", () => {
     });
   });
 
+  it("missing_as_empty: read, and printed back", () => {
+    const { rules } = rule("{ header: { name: X-A, equals: b, not: true, missing_as_empty: true }, identity: ip }");
+    expect(rules[0]!.match.conditions).toEqual([
+      cond({ name: "x-a", test: "equals", value: "b", not: true, missingAsEmpty: true }),
+    ]);
+    expect(Object.fromEntries(printRule(rules[0]!))["match.header"]).toBe(
+      '{ name: x-a, equals: "b", not: true, missing_as_empty: true }',
+    );
+    const off = rule("{ header: { name: X-A, equals: b, missing_as_empty: false }, identity: ip }");
+    expect(off.rules[0]!.match.conditions).toEqual([cond({ name: "x-a", test: "equals", value: "b" })]);
+  });
+
   it("prints in rule-file terms", () => {
     const { rules } = rule(
       "{ header: [{ name: X-A, contains: b, not: true }, { name: X-B, present: false }], identity: ip }",
@@ -116,6 +128,18 @@ describe("match.header: each mistake, its message", () => {
       "h.yaml:2:52: r.match.header.not: must be true or false, got 1",
     ],
     [
+      "{ header: { name: X-Plan, present: false, missing_as_empty: true }, identity: ip }",
+      "h.yaml:2:70: r.match.header.missing_as_empty: reads a value not sent as empty for a value test; present tests whether it is sent: drop one of them",
+    ],
+    [
+      "{ header: { name: X-Plan, equals: a, missing_as_empty: 'yes' }, identity: ip }",
+      'h.yaml:2:65: r.match.header.missing_as_empty: must be true or false, got "yes"',
+    ],
+    [
+      "{ header: { name: X-Plan, equals: a, missing: empty }, identity: ip }",
+      'h.yaml:2:47: r.match.header.missing: unknown key; did you mean "missing_as_empty"?',
+    ],
+    [
       "{ cookie: { name: 'a b', present: true }, identity: ip }",
       'h.yaml:2:28: r.match.cookie.name: must be a cookie name (printable, no spaces, at most 64 characters), got "a b"',
     ],
@@ -148,7 +172,7 @@ describe("match.header: each mistake, its message", () => {
     ],
     [
       "{ header: { name: X-A, wibble: 1 }, identity: ip }",
-      /r\.match\.header\.wibble: unknown key \(a condition takes name, one of equals, prefix, suffix, contains, matches, present, and ignore_case and not\)/,
+      /r\.match\.header\.wibble: unknown key \(a condition takes name, one of equals, prefix, suffix, contains, matches, present, and ignore_case, not and missing_as_empty\)/,
     ],
   ])("%#: refused: %s", (match, message) => {
     const { rules, errors } = rule(match);
@@ -201,6 +225,11 @@ describe("conditionPasses: a condition against a header's value (null: not sent)
     [{ test: "equals", value: "gold", not: true }, "gold", false],
     [{ test: "equals", value: "gold", not: true }, null, false],
     [{ test: "matches", value: "bot", not: true }, "curl/8", true],
+    // `missing_as_empty`: a value not sent is tested as "" (NGINX's missing header, Envoy's treat_missing_header_as_empty).
+    [{ test: "matches", value: "bot", not: true, missingAsEmpty: true }, null, true],
+    [{ test: "matches", value: "bot", not: true, missingAsEmpty: true }, "a bot", false],
+    [{ test: "equals", value: "gold", missingAsEmpty: true }, null, false],
+    [{ test: "prefix", value: "x", not: true, missingAsEmpty: true }, "", true],
   ])("%j with %j: %s", (c, value, expected) => {
     expect(conditionPasses(cond(c), value)).toBe(expected);
   });
