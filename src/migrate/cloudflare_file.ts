@@ -31,7 +31,8 @@ export function rulesOf(text: string, file: string): { place: Place; rules: Obj[
     json = readJson(text);
   } catch (err) {
     if (!(err instanceof JsonSyntaxError)) throw err;
-    throw new CloudflareImportError(`${file}:${err.pos.line}:${err.pos.col}: not JSON: ${err.why}`);
+    const why = `${err.parsable ? "" : "not JSON: "}${err.why}`;
+    throw new CloudflareImportError(`${file}:${err.pos.line}:${err.pos.col}: ${why}`);
   }
   const place = { file, json };
   const root = json.value;

@@ -14,11 +14,12 @@ export interface Pos {
   readonly col: number;
 }
 
-/** Malformed JSON: `message` is `line:col: why`. */
+/** Malformed JSON, or JSON refused on purpose (`parsable`: JSON.parse reads it): `message` is `line:col: why`. */
 export class JsonSyntaxError extends Error {
   constructor(
     readonly pos: Pos,
     readonly why: string,
+    readonly parsable = false,
   ) {
     super(`${pos.line}:${pos.col}: ${why}`);
   }
@@ -97,8 +98,8 @@ class Reader {
     return { value, start };
   }
 
-  private fail(offset: number, why: string): never {
-    throw new JsonSyntaxError(this.pos(offset), why);
+  private fail(offset: number, why: string, parsable = false): never {
+    throw new JsonSyntaxError(this.pos(offset), why, parsable);
   }
 
   /** The character at the reading position, for a message: `","`, or `U+00A0` when it is not printable ASCII. */
@@ -146,7 +147,7 @@ class Reader {
   }
 
   private enter(kind: Open["kind"]): void {
-    if (this.open.length >= MAX_DEPTH) this.fail(this.i, `objects and lists nested more than ${MAX_DEPTH} deep`);
+    if (this.open.length >= MAX_DEPTH) this.fail(this.i, `objects and lists nested more than ${MAX_DEPTH} deep`, true);
     this.open.push({ kind, offset: this.i });
     this.i++;
     this.space();
@@ -186,7 +187,8 @@ class Reader {
       const first = keys.get(key);
       if (first !== undefined) {
         const p = this.pos(first);
-        this.fail(keyAt, `the key ${JSON.stringify(key)} again (first at ${p.line}:${p.col}): keep one of them`);
+        const why = `the key ${JSON.stringify(key)} twice in one object (first at ${p.line}:${p.col}): JSON.parse would keep the last silently; keep one of them`;
+        this.fail(keyAt, why, true);
       }
       keys.set(key, keyAt);
       this.space();

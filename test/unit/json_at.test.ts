@@ -124,10 +124,14 @@ describe("readJson: malformed JSON, with the place and the reason", () => {
     }
     expect((thrown as Error).message).toBe(message);
     expect(() => JSON.parse(text)).toThrow();
+    expect((thrown as JsonSyntaxError).parsable).toBe(false);
   });
 
   it.each([
-    ['{"a": 1,\n "a": 2}', '2:2: the key "a" again (first at 1:2): keep one of them'],
+    [
+      '{"a": 1,\n "a": 2}',
+      '2:2: the key "a" twice in one object (first at 1:2): JSON.parse would keep the last silently; keep one of them',
+    ],
     [
       `${"[".repeat(MAX_DEPTH + 1)}${"]".repeat(MAX_DEPTH + 1)}`,
       `1:${MAX_DEPTH + 1}: objects and lists nested more than ${MAX_DEPTH} deep`,
@@ -136,6 +140,7 @@ describe("readJson: malformed JSON, with the place and the reason", () => {
     expect(() => readJson(text)).toThrow(JsonSyntaxError);
     expect(() => readJson(text)).toThrow(message);
     expect(() => JSON.parse(text)).not.toThrow();
+    expect(() => readJson(text)).toThrow(expect.objectContaining({ parsable: true }));
   });
 
   it(`reads ${MAX_DEPTH} deep`, () => {
