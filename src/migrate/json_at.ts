@@ -110,10 +110,10 @@ class Reader {
     return `U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
   }
 
-  /** At the end of the file: which object or list it ends inside, or `where`. */
-  private endOfFile(where: string): never {
+  /** At the end of the file: which object or list it ends inside. */
+  private endOfFile(): never {
     const inner = this.open.at(-1);
-    if (inner === undefined) this.fail(this.i, `the file ends ${where}`);
+    if (inner === undefined) this.fail(this.i, "the file ends where a value was expected");
     const p = this.pos(inner.offset);
     this.fail(this.i, `the file ends inside the ${inner.kind} opened at ${p.line}:${p.col} (is it cut short?)`);
   }
@@ -129,7 +129,7 @@ class Reader {
 
   private value(): unknown {
     const c = this.text[this.i];
-    if (c === undefined) return this.endOfFile("where a value was expected");
+    if (c === undefined) return this.endOfFile();
     if (c === "{") return this.object();
     if (c === "[") return this.list();
     if (c === '"') return this.string();
@@ -162,7 +162,7 @@ class Reader {
       this.open.pop();
       return true;
     }
-    if (c === undefined) this.endOfFile("");
+    if (c === undefined) this.endOfFile();
     if (c !== ",") this.fail(this.i, `expected "," or "${close}" after ${after}, got ${this.describe()}`);
     const comma = this.i;
     this.i++;
@@ -180,7 +180,7 @@ class Reader {
     let done = this.text[this.i] === "}";
     if (done) this.next("}", "");
     while (!done) {
-      if (this.text[this.i] === undefined) this.endOfFile("");
+      if (this.text[this.i] === undefined) this.endOfFile();
       if (this.text[this.i] !== '"') this.fail(this.i, `expected a key in double quotes, got ${this.describe()}`);
       const keyAt = this.i;
       const key = this.string();
@@ -192,7 +192,7 @@ class Reader {
       }
       keys.set(key, keyAt);
       this.space();
-      if (this.text[this.i] === undefined) this.endOfFile("");
+      if (this.text[this.i] === undefined) this.endOfFile();
       if (this.text[this.i] !== ":")
         this.fail(this.i, `expected ":" after the key ${JSON.stringify(key)}, got ${this.describe()}`);
       this.i++;
