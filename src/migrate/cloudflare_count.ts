@@ -6,11 +6,23 @@
 import { COOKIE_OR_QUERY_NAME, clientChosenWarning, HEADER_NAME, type KeyPart } from "../rules/key.ts";
 import { conjuncts, ExpressionSyntaxError, type Node, normalText, parseExpression } from "./cloudflare_expr.ts";
 
+/** A text of the file and where it is (`file:line:col`), which a finding about it names. */
+export interface Located {
+  readonly value: string;
+  readonly at: string;
+}
+
+/** What a finding says, and where in the file (`file:line:col`) the value it is about is. */
+export interface Finding {
+  readonly message: string;
+  readonly at: string;
+}
+
 /** What differs or cannot be said: `approximate` (Sluice stricter), `note`, or `left out`. */
 export interface Findings {
-  readonly approximate: string[];
-  readonly notes: string[];
-  readonly leftOut: string[];
+  readonly approximate: Finding[];
+  readonly notes: Finding[];
+  readonly leftOut: Finding[];
 }
 
 export interface KeyOf {
@@ -45,44 +57,58 @@ const MAP = /^http\.request\.(headers|cookies|uri\.args)\["((?:[^"\\]|\\.)*)"\]$
 /**
  * The key for `characteristics`. `cf.colo.id` is always there: Cloudflare keeps a counter per data center, where
  * Sluice keeps one for all of them, so a client spread over several data centers gets less in Sluice (approximate).
+ * Each finding is at the characteristic it is about.
  */
 // long: one branch per kind of characteristic, each with its own message
-export function keyOf(characteristics: readonly string[], found: Findings): KeyOf {
+export function keyOf(characteristics: readonly Located[], found: Findings): KeyOf {
   const parts: KeyPart[] = [];
-  for (const c of characteristics) {
+  let ipAt: string | null = null;
+  for (const { value: c, at } of characteristics) {
+    const say = (list: Finding[], message: string) => list.push({ message, at });
     const bare = BARE[c];
     const map = MAP.exec(c);
     if (c === "cf.colo.id") {
-      found.approximate.push(
+      say(
+        found.approximate,
         "Cloudflare counts per data center (cf.colo.id); Sluice counts across all of them, so a client spread over several gets less (add the colo key part to count per data center)",
       );
-    } else if (bare !== undefined) parts.push({ kind: bare } as KeyPart);
-    else if (map !== null) {
+    } else if (bare !== undefined) {
+      parts.push({ kind: bare } as KeyPart);
+      if (bare === "ip") ipAt ??= at;
+    } else if (map !== null) {
       const kind = map[1] === "headers" ? "header" : map[1] === "cookies" ? "cookie" : "query";
       const name = kind === "header" ? map[2]!.toLowerCase() : map[2]!;
       if (kind === "header" && (name === "authorization" || name === "x-api-key")) {
         parts.push({ kind: "api_key" });
-        found.approximate.push(
+        say(
+          found.approximate,
           `Cloudflare counts the ${name} header as sent; Sluice counts the verified API key, and a caller without a known one by its address`,
         );
-      } else if (kind === "header" && name === "cf-connecting-ip") parts.push({ kind: "ip", v4: 32, v6: null });
-      else if (!(kind === "header" ? HEADER_NAME : COOKIE_OR_QUERY_NAME).test(name) || name === "cookie")
-        found.leftOut.push(`the characteristic ${c}: ${JSON.stringify(name)} is not a ${kind} name a key part takes`);
+      } else if (kind === "header" && name === "cf-connecting-ip") {
+        parts.push({ kind: "ip", v4: 32, v6: null });
+        ipAt ??= at;
+      } else if (!(kind === "header" ? HEADER_NAME : COOKIE_OR_QUERY_NAME).test(name) || name === "cookie")
+        say(found.leftOut, `the characteristic ${c}: ${JSON.stringify(name)} is not a ${kind} name a key part takes`);
       else {
         parts.push({ kind, name });
-        found.notes.push(
+        say(
+          found.notes,
           `a request without ${kind} ${name} is counted with those sending it empty (key_missing: empty); Cloudflare counts the two apart`,
         );
       }
     } else {
-      found.leftOut.push(
+      say(
+        found.leftOut,
         `the characteristic ${c}: ${LEFT_OUT[c] ?? "not one Sluice has a key part for (body fields, JWT claims, custom expressions)"}`,
       );
     }
   }
   const unique = parts.filter((p, i) => parts.findIndex((q) => printPart(q) === printPart(p)) === i);
-  if (unique.some((p) => p.kind === "ip"))
-    found.notes.push("Sluice counts an IPv6 client by its /64 (IPV6_PREFIX); Cloudflare by its whole address");
+  if (ipAt !== null)
+    found.notes.push({
+      message: "Sluice counts an IPv6 client by its /64 (IPV6_PREFIX); Cloudflare by its whole address",
+      at: ipAt,
+    });
   if (unique.length === 0) return { identity: null, key: "global", clientChosen: false };
   if (unique.length === 1 && unique[0]!.kind === "ip") return { identity: "ip", key: null, clientChosen: false };
   return { identity: null, key: unique.map(printPart), clientChosen: clientChosenWarning(unique) !== null };
@@ -100,14 +126,16 @@ function printPart(p: KeyPart): string {
  * must be the rule expression's own, as Cloudflare's documentation advises, since without them Cloudflare counts
  * matching responses to requests the rule does not match.
  */
-export function countWhenOf(counting: string, expression: Node, found: Findings): string | null {
-  if (counting.trim() === "") return null;
+// long: each way a counting expression is read or refused, with its finding at the expression
+export function countWhenOf(counting: Located, expression: Node, found: Findings): string | null {
+  if (counting.value.trim() === "") return null;
+  const say = (list: Finding[], message: string) => list.push({ message, at: counting.at });
   let tree: Node;
   try {
-    tree = parseExpression(counting);
+    tree = parseExpression(counting.value);
   } catch (err) {
     if (!(err instanceof ExpressionSyntaxError)) throw err;
-    found.leftOut.push(`the counting expression does not parse as one the import reads: ${err.message}`);
+    say(found.leftOut, `the counting expression does not parse as one the import reads: ${err.message}`);
     return null;
   }
   const own = new Set(conjuncts(expression).map(normalText));
@@ -117,7 +145,8 @@ export function countWhenOf(counting: string, expression: Node, found: Findings)
     if (test.kind === "compare" && test.field.name === "http.response.code" && !test.field.len) {
       const read = statusesOf(test);
       if (typeof read === "string" || statuses.length > 0) {
-        found.leftOut.push(
+        say(
+          found.leftOut,
           `the counting expression's \`${test.text}\`: ${typeof read === "string" ? read : "a second status test"}`,
         );
         return null;
@@ -127,14 +156,16 @@ export function countWhenOf(counting: string, expression: Node, found: Findings)
   }
   const foreign = others.filter((t) => !own.has(t));
   if (foreign.length > 0) {
-    found.leftOut.push(
+    say(
+      found.leftOut,
       `the counting expression tests \`${foreign.join("` and `")}\`, which the rule's expression does not; count_when tests the response status only`,
     );
     return null;
   }
   if (statuses.length === 0) return null;
   if (expression.kind !== "bool" && new Set(others).size < own.size)
-    found.approximate.push(
+    say(
+      found.approximate,
       "the counting expression does not repeat the rule's expression, so Cloudflare also counts those responses to requests the rule does not match; Sluice counts only the requests it matches",
     );
   const list = statuses.length === 1 ? String(statuses[0]) : `[${statuses.join(", ")}]`;

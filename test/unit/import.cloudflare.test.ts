@@ -190,7 +190,10 @@ describe("Cloudflare rate limiting rules: the rules and the report", () => {
     expect(result.rules).toEqual([]);
     expect(result.report.filter((i) => i.kind !== "approximate" && !i.message.includes("IPv6"))).toEqual([
       {
-        where: "cf.json: rules[0] (r)".replace(" (r)", r.description === undefined ? "" : " (r)"),
+        // The place of each item: test/unit/import.cloudflare_lines.test.ts.
+        where: expect.stringMatching(
+          r.description === undefined ? /^cf\.json:1:\d+: rules\[0\]$/ : /^cf\.json:1:\d+: rules\[0\] \(r\)$/,
+        ),
         kind,
         message: expect.stringContaining(message),
       },
@@ -205,17 +208,17 @@ describe("Cloudflare rate limiting rules: the rules and the report", () => {
   });
 
   it.each([
-    ["{", /^cf\.json: not JSON: /],
+    ["{", /^cf\.json:1:2: not JSON: the file ends inside the object opened at 1:1/],
     [
       '{"result": {"phase": "http_request_firewall_custom", "rules": []}}',
       /phase http_request_firewall_custom, not of rate limiting rules/,
     ],
     ['{"success": false, "errors": [{"message": "x"}]}', /the API answered an error/],
     ['{"result": {}}', /expected a ruleset/],
-    ["[1]", /^cf\.json: rules\[0\]: a rule must be an object, got number 1$/],
+    ["[1]", /^cf\.json:1:2: rules\[0\]: a rule must be an object, got number 1$/],
     [
       '[{"ratelimit": {"period": "60", "requests_per_period": 5}}]',
-      /^cf\.json: rules\[0\]\.ratelimit\.period: must be a whole number of seconds, got string "60"$/,
+      /^cf\.json:1:27: rules\[0\]\.ratelimit\.period: must be a whole number of seconds, got string "60"$/,
     ],
     ['[{"ratelimit": {"period": 60}}]', /rules\[0\]\.ratelimit: needs a period and a requests_per_period above 0/],
     ['[{"expression": 1, "ratelimit": {}}]', /rules\[0\]\.expression: must be a string/],
@@ -225,9 +228,15 @@ describe("Cloudflare rate limiting rules: the rules and the report", () => {
   });
 
   it("reads {rules} and a bare list as the API's {result: {rules}}", () => {
-    const want = importCloudflare(JSON.stringify({ result: { rules: [rule()] } }), "cf.json");
-    expect(importCloudflare(JSON.stringify({ rules: [rule()] }), "cf.json")).toEqual(want);
-    expect(importCloudflare(JSON.stringify([rule()]), "cf.json")).toEqual(want);
+    // The same but for the columns (`cf.json:1:21` is `cf.json:1:11` in {rules}).
+    const read = (root: unknown) =>
+      JSON.parse(
+        JSON.stringify(importCloudflare(JSON.stringify(root), "cf.json")).replace(/cf\.json:1:\d+/g, "cf.json"),
+      );
+    const want = read({ result: { rules: [rule()] } });
+    expect(want.rules[0].source).toMatch(/^cf\.json: rules\[0\] \(r\): /);
+    expect(read({ rules: [rule()] })).toEqual(want);
+    expect(read([rule()])).toEqual(want);
   });
 
   it.each([
@@ -286,7 +295,7 @@ describe("sluice import cloudflare", () => {
     writeFileSync(join(dir, "bad.json"), "{ not json");
     const r = await runCli(["import", "cloudflare", join(dir, "bad.json")]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/bad\.json: not JSON: /);
+    expect(r.stderr).toMatch(/bad\.json:1:3: not JSON: expected a key in double quotes, got "n"\n$/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 

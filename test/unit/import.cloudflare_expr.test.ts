@@ -148,7 +148,10 @@ describe("Cloudflare expressions as a match", () => {
 describe("Cloudflare characteristics as a key", () => {
   const key = (...cs: string[]) => {
     const found: Findings = { approximate: [], notes: [], leftOut: [] };
-    const k = keyOf(cs, found);
+    const k = keyOf(
+      cs.map((value, i) => ({ value, at: `cf.json:${i + 1}:1` })),
+      found,
+    );
     const text =
       k.identity !== null ? `identity=${k.identity}` : k.key === "global" ? "global" : `key=${k.key!.join("+")}`;
     return { text: `${text}${k.clientChosen ? " accept" : ""}`, found };
@@ -173,7 +176,7 @@ describe("Cloudflare characteristics as a key", () => {
     const { text, found } = key(...characteristics);
     expect(text).toBe(want);
     expect(found.leftOut).toEqual([]);
-    expect(found.approximate.some((m) => m.includes("per data center"))).toBe(true);
+    expect(found.approximate.some((f) => f.message.includes("per data center") && f.at === "cf.json:1:1")).toBe(true);
   });
 
   it.each([
@@ -184,7 +187,6 @@ describe("Cloudflare characteristics as a key", () => {
     ['http.request.headers["cookie"]', "is not a header name a key part takes"],
   ])("%s is left out: %s", (characteristic, why) => {
     const { found } = key("cf.colo.id", characteristic);
-    expect(found.leftOut).toHaveLength(1);
-    expect(found.leftOut[0]).toContain(why);
+    expect(found.leftOut).toEqual([{ message: expect.stringContaining(why), at: "cf.json:2:1" }]);
   });
 });

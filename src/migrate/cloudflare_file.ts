@@ -1,0 +1,123 @@
+/**
+ * A Cloudflare ruleset file read for cloudflare_import.ts: its rules, each field checked for its type, and where each
+ * value is (`file:line:col`, json_at.ts) for every message. A file that is not JSON, or not a ruleset, or has a field
+ * of the wrong type is refused with the place and the reason.
+ */
+import type { Located } from "./cloudflare_count.ts";
+import { type JsonAt, JsonSyntaxError, readJson } from "./json_at.ts";
+
+/** A file that is not a Cloudflare ruleset: the message names the file, the line and column, and what is wrong. */
+export class CloudflareImportError extends Error {}
+
+export type Obj = Record<string, unknown>;
+export const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The file being read: its name and its JSON with places. */
+export interface Place {
+  readonly file: string;
+  readonly json: JsonAt;
+}
+
+/** `file:line:col` of `container` or, with `key`, of its member's value (the container's when it has none). */
+export function here(place: Place, container: object, key?: string | number): string {
+  const p = place.json.at(container, key);
+  return `${place.file}:${p.line}:${p.col}`;
+}
+
+/** The rules of `{"result": {"rules": [...]}}`, `{"rules": [...]}` or `[...]`, each checked to be an object. */
+export function rulesOf(text: string, file: string): { place: Place; rules: Obj[] } {
+  let json: JsonAt;
+  try {
+    json = readJson(text);
+  } catch (err) {
+    if (!(err instanceof JsonSyntaxError)) throw err;
+    const why = `${err.parsable ? "" : "not JSON: "}${err.why}`;
+    throw new CloudflareImportError(`${file}:${err.pos.line}:${err.pos.col}: ${why}`);
+  }
+  const place = { file, json };
+  const root = json.value;
+  const rootAt = `${file}:${json.start.line}:${json.start.col}`;
+  if (isObject(root) && root.success === false)
+    throw new CloudflareImportError(
+      `${here(place, root, "success")}: the API answered an error (success: false), not a ruleset`,
+    );
+  const ruleset = isObject(root) && isObject(root.result) ? root.result : root;
+  if (isObject(ruleset) && typeof ruleset.phase === "string" && ruleset.phase !== "http_ratelimit")
+    throw new CloudflareImportError(
+      `${here(place, ruleset, "phase")}: a ruleset of phase ${ruleset.phase}, not of rate limiting rules (phase http_ratelimit)`,
+    );
+  const rules = Array.isArray(ruleset) ? ruleset : isObject(ruleset) ? ruleset.rules : undefined;
+  if (!Array.isArray(rules))
+    throw new CloudflareImportError(
+      `${isObject(ruleset) ? here(place, ruleset, "rules") : rootAt}: expected a ruleset ({"result": {"rules": [...]}} as the Rulesets API returns it), {"rules": [...]} or a list of rules`,
+    );
+  rules.forEach((r, i) => {
+    if (!isObject(r))
+      throw new CloudflareImportError(
+        `${here(place, rules, i)}: rules[${i}]: a rule must be an object, got ${kindOf(r)}`,
+      );
+  });
+  return { place, rules: rules as Obj[] };
+}
+
+function kindOf(v: unknown): string {
+  return v === null ? "null" : Array.isArray(v) ? "a list" : `${typeof v} ${JSON.stringify(v)}`.slice(0, 60);
+}
+
+/** A field that must have a type when present (`path` names its object: `rules[2]`); the file is malformed otherwise. */
+export function field<T>(
+  place: Place,
+  obj: Obj,
+  name: string,
+  path: string,
+  ok: (v: unknown) => v is T,
+  want: string,
+): T | undefined {
+  const v = obj[name];
+  if (v === undefined || v === null) return undefined;
+  if (!ok(v))
+    throw new CloudflareImportError(`${here(place, obj, name)}: ${path}.${name}: must be ${want}, got ${kindOf(v)}`);
+  return v;
+}
+export const isString = (v: unknown): v is string => typeof v === "string";
+export const isBool = (v: unknown): v is boolean => typeof v === "boolean";
+const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString);
+
+/** A rule's `ratelimit`, its types checked (the file is refused otherwise); each text with where it is. */
+export interface RateLimit {
+  readonly characteristics: readonly Located[];
+  readonly period: number;
+  readonly perPeriod: number;
+  readonly timeout: number;
+  readonly counting: Located;
+  readonly score: number | undefined;
+  readonly mitigation: string;
+  readonly toOrigin: boolean;
+}
+
+export function rateLimitOf(place: Place, rl: Obj, path: string): RateLimit {
+  const score = field(place, rl, "score_per_period", path, isCount, "a whole number");
+  const period = field(place, rl, "period", path, isCount, "a whole number of seconds") ?? 0;
+  const perPeriod = field(place, rl, "requests_per_period", path, isCount, "a whole number") ?? 0;
+  // A complexity-based rule has a score instead of a request count; it is left out, not malformed.
+  if (score === undefined && (period === 0 || perPeriod === 0))
+    throw new CloudflareImportError(
+      `${here(place, rl, period === 0 ? "period" : "requests_per_period")}: ${path}: needs a period and a requests_per_period above 0`,
+    );
+  const characteristics = field(place, rl, "characteristics", path, isStrings, "a list of strings") ?? [];
+  const list = rl.characteristics;
+  return {
+    characteristics: characteristics.map((value, i) => ({ value, at: here(place, list as string[], i) })),
+    period,
+    perPeriod,
+    timeout: field(place, rl, "mitigation_timeout", path, isCount, "a whole number of seconds") ?? 0,
+    counting: {
+      value: field(place, rl, "counting_expression", path, isString, "a string") ?? "",
+      at: here(place, rl, "counting_expression"),
+    },
+    score,
+    mitigation: field(place, rl, "mitigation_expression", path, isString, "a string") ?? "",
+    toOrigin: field(place, rl, "requests_to_origin", path, isBool, "true or false") ?? false,
+  };
+}
