@@ -8,6 +8,7 @@
  */
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
+import { GEOIP_AS, type Geoip2Binding, readGeoip2 } from "./nginx_geoip.ts";
 import { isConcatenation, overFlags } from "./nginx_map_concat.ts";
 import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoice } from "./nginx_map_sources.ts";
 
@@ -17,18 +18,21 @@ export type { Expanded, NginxMap };
  * The maps and geos of an `http` block by the variable they set (without `$`); a geo has no entries to read; a
  * variable code computes (`js_set`, `perl_set`) only its directive.
  */
-export type Maps = ReadonlyMap<string, NginxMap | { readonly geo: Directive } | { readonly computed: Directive }>;
+export type Maps = ReadonlyMap<string, MapLike>;
+
+type MapLike = NginxMap | { readonly geo: Directive } | { readonly computed: Directive } | Geoip2Binding;
 
 /** Words inside a `map` block that are not a value: flags, and `default` (the fallback). */
 const MAP_WORDS = new Set(["default", "hostnames", "volatile"]);
 
 export function readMaps(http: readonly Directive[]): Maps {
-  const maps = new Map<string, NginxMap | { readonly geo: Directive } | { readonly computed: Directive }>();
+  const maps = new Map<string, MapLike>();
   for (const d of http) {
     if ((d.name === "js_set" || d.name === "perl_set") && d.args[0]?.startsWith("$") === true) {
       maps.set(d.args[0].slice(1), { computed: d });
     }
     if (d.block === null) continue;
+    if (d.name === "geoip2") for (const [name, bound] of readGeoip2(d)) maps.set(name, bound);
     if (d.name === "geo") {
       const v = d.args.at(-1);
       if (v?.startsWith("$") === true) maps.set(v.slice(1), { geo: d });
@@ -63,15 +67,11 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
-    if ("geo" in map) {
-      return {
-        refused: `$${m[1]} comes from a geo block (address ranges), and a Sluice rule cannot match on an address range`,
-      };
-    }
-    if ("computed" in map) {
-      return {
-        refused: `$${m[1]} is computed by code in NGINX (${map.computed.name} ${map.computed.args.slice(1).join(" ")}), which a Worker does not run: if it is who the caller is (a user id from a token), have the auth layer in front send it as a header and count by user (USER_HEADER) or { header: NAME }`,
-      };
+    if (!("entries" in map)) {
+      const other = notAMap(m[1]!, map);
+      if ("refused" in other) return other;
+      expanded = expanded.replace(m[0], other.as);
+      continue;
     }
     const one = isConcatenation(map.source)
       ? overFlags(m[1]!, map, (v) => {
@@ -110,6 +110,29 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     ...(conditions.length === 0 ? {} : { conditions }),
     ...(fallback ? { addressFallback: true } : {}),
   };
+}
+
+/** A geo, a variable code computes or a `geoip2` binding in a key: why it cannot be said, or what it reads as. */
+function notAMap(
+  name: string,
+  map: Exclude<MapLike, NginxMap>,
+): { readonly refused: string } | { readonly as: string } {
+  if ("geo" in map) {
+    return {
+      refused: `$${name} comes from a geo block (address ranges), and a Sluice rule cannot match on an address range`,
+    };
+  }
+  if ("computed" in map) {
+    return {
+      refused: `$${name} is computed by code in NGINX (${map.computed.name} ${map.computed.args.slice(1).join(" ")}), which a Worker does not run: if it is who the caller is (a user id from a token), have the auth layer in front send it as a header and count by user (USER_HEADER) or { header: NAME }`,
+    };
+  }
+  if (map.geoip === null) {
+    return {
+      refused: `$${name} is ${map.at.args.filter((a) => !a.startsWith("default=")).join(" ")} of a geoip2 database, which Sluice has no key part for (it has the client's country and autonomous system number, as Cloudflare locates the client)`,
+    };
+  }
+  return { as: `$${GEOIP_AS[map.geoip]}` };
 }
 
 /** A map read through the geo or maps it reads (`overGeo`, `overMaps`), then as its source says. */

@@ -7,6 +7,7 @@ import { MAX_AMOUNT } from "../rules/duration.ts";
 import type { MatchCondition } from "../rules/types.ts";
 import { nginxRate } from "./nginx_check.ts";
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
+import { callerHint, geoipPart } from "./nginx_geoip.ts";
 import { expandMaps, type Maps, readMaps } from "./nginx_map.ts";
 import type { ServerChoice } from "./nginx_map_sources.ts";
 import { nginxRateNotes } from "./nginx_rate.ts";
@@ -190,7 +191,7 @@ function partOf(v: string): { part: string; why: string | null; inexact?: boolea
   if (v === "host" || v === "http_host") return { part: "host", why: null };
   if (v === "server_name") return { part: SERVER_NAME_PART, why: null };
   if (v === "request_method") return { part: "method", why: null };
-  return null;
+  return geoipPart(v);
 }
 
 /**
@@ -221,7 +222,7 @@ export function identityOfKey(
       return {
         identity: null,
         key: null,
-        why: `Sluice has no key part for $${m[1]} (it keys on addresses, headers, cookies, query values, the method, the path, the host, the server's name and constants)`,
+        why: `Sluice has no key part for $${m[1]} (it keys on addresses, headers, cookies, query values, the method, the path, the host, the server's name, the client's country and autonomous system, and constants)${callerHint(m[1]!)}`,
       };
     }
     parts.push(part.part);

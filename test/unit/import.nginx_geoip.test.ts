@@ -1,0 +1,67 @@
+/**
+ * `sluice import nginx` on keys of where the client is (src/migrate/nginx_geoip.ts): the geoip module's country
+ * variables and a `geoip2` block's country ISO code and autonomous system number become the `country` and `asn` key
+ * parts Cloudflare's geolocation fills (approximate: two databases); other geoip2 paths, a `source=` address, and
+ * callers named by a JWT claim or a Basic auth user are left out with what to do instead.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
+import { importNginx } from "../../src/migrate/nginx_import.ts";
+import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
+
+const GEOIP2 = `geoip2 /etc/GeoLite2-Country.mmdb {
+  auto_reload 5m;
+  $geoip2_data_country_code default=US country iso_code;
+  $geoip2_registered registered_country iso_code;
+  $geoip2_city city names en;
+  $geoip2_proxy_country source=$http_x_forwarded_for country iso_code;
+}
+geoip2 /etc/GeoLite2-ASN.mmdb { $geoip2_asn autonomous_system_number; }`;
+
+function imported(key: string): ImportResult {
+  const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-geoip-"));
+  const file = join(dir, "nginx.conf");
+  writeFileSync(
+    file,
+    `http {\n${GEOIP2}\nlimit_req_zone ${key} zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}\n`,
+  );
+  const result = importNginx(readNginxConfig(file));
+  expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
+  return result;
+}
+
+const said = (r: ImportResult) => r.report.map((i) => `${i.kind}: ${i.message}`).join("\n");
+
+describe("keys of where the client is", () => {
+  it.each([
+    ["$geoip_country_code", ["country"]],
+    ["$geoip_country_code3", ["country"]],
+    ["$geoip_city_country_code$binary_remote_addr", ["country", "ip"]],
+    ["$geoip2_data_country_code", ["country"]],
+    ["$geoip2_registered", ["country"]],
+    ["$geoip2_asn", ["asn"]],
+    ["$geoip2_asn:$uri", ["asn", "path"]],
+  ])("%s: key %j, approximate", (key, parts) => {
+    const r = imported(key);
+    expect(r.rules.map((x) => x.key)).toEqual([parts]);
+    expect(said(r)).toMatch(/approximate: .*Cloudflare says it; NGINX reads its own GeoIP database/);
+  });
+
+  it.each([
+    ["$geoip2_city", /\$geoip2_city is city names en of a geoip2 database, which Sluice has no key part for/],
+    ["$geoip2_proxy_country", /\$geoip2_proxy_country is source=\$http_x_forwarded_for country iso_code of a geoip2/],
+    [
+      "$jwt_claim_sub",
+      /no key part for \$jwt_claim_sub .*: \$jwt_claim_sub is a claim of a JWT NGINX Plus validated \(auth_jwt\); have the auth layer in front validate it and send the subject as a header, then count by user/,
+    ],
+    ["$remote_user", /\$remote_user is the Basic authentication user name; have the auth layer in front check it/],
+  ])("%s: left out with what to do", (key, message) => {
+    const r = imported(key);
+    expect(r.rules).toEqual([]);
+    expect(said(r)).toMatch(message);
+  });
+});
