@@ -4,6 +4,8 @@
  * headers, cookies and query values `match.header`/`cookie`/`query` conditions. Anything else is refused with the
  * part that cannot be said, so no test is ever dropped: a rule must not apply to more (or fewer) requests unseen.
  */
+
+import { conditionPasses } from "../request/match.ts";
 import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "../rules/key.ts";
 import { escapeRegex, regexError } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
@@ -96,15 +98,37 @@ function either(node: Node & { kind: "and" | "or" | "xor" }): Translated {
   return { routes: [...new Set(routes)], except: [], conditions: [], notes };
 }
 
-/** `not` of path and method tests: those routes as `except:`. */
+/**
+ * `not` of path and method tests: those routes as `except:`. `not` of one condition: its opposite, a request without
+ * the value read as empty where that makes it pass as Cloudflare's `not` does (`missing_as_empty`).
+ */
 function negated(node: Node & { kind: "not" }): Translated {
   const s = selectionOf(node.item);
   if ("refused" in s) return s;
+  const only = s.routes === null && s.except.length === 0 && s.conditions.length === 1 ? s.conditions[0]! : null;
+  if (only !== null) {
+    const flipped = { ...only, not: !only.not };
+    const opposite = only.test === "present" ? flipped : readsEmpty({ ...flipped, missingAsEmpty: true }, true);
+    if (conditionPasses(opposite, null) !== conditionPasses(only, null))
+      return { ...ANY, conditions: [opposite], notes: s.notes };
+  }
   if (s.routes === null || s.except.length > 0 || s.conditions.length > 0)
     return {
-      refused: `\`${node.text}\`: not of something other than path and method tests (Cloudflare's not of a header test also matches requests without the header, which a condition cannot say)`,
+      refused: `\`${node.text}\`: not of something other than path and method tests or one condition (Cloudflare's not of a header test also matches requests without the header, which this condition's opposite does not)`,
     };
   return { routes: null, except: s.routes, conditions: [], notes: s.notes };
+}
+
+/**
+ * `c` reading a request without the value as empty (`missing_as_empty`) when `empty` (a field Cloudflare reads as
+ * "" when the header is not sent: `http.user_agent`) and that changes what it says of such a request; else `c`.
+ */
+function readsEmpty(c: MatchCondition, empty: boolean): MatchCondition {
+  if (!empty || c.test === "present") return c;
+  const flagged: MatchCondition = { ...c, missingAsEmpty: true };
+  if (conditionPasses(flagged, null)) return flagged;
+  const { missingAsEmpty: _, ...plain } = flagged;
+  return plain;
 }
 
 const PATH = "http.request.uri.path";
@@ -241,14 +265,12 @@ function conditionTest(
   }
   if (mapField && field.index !== 0 && field.index !== "*")
     return refuse(`${field.name}["${name}"] is read as its first value, [0], or any value, [*]`);
-  if (!mapField && op === "ne")
-    return refuse(`${field.name} ne also matches requests without the header, which a condition cannot say`);
   const texts = strings(values);
   if ((op === "wildcard" || op === "strict wildcard") && texts?.length === 1 && texts[0] !== "") {
     // `wildcard` ignores case, `strict wildcard` does not; `*` is any run of characters, the whole value matched.
     const value = `^${texts[0]!.split("*").map(escapeRegex).join(".*")}$`;
     const ignoreCase = op === "wildcard" || field.lower;
-    return { ...ANY, conditions: [{ ...base, test: "matches", value, ignoreCase, not: false }] };
+    return { ...ANY, conditions: [readsEmpty({ ...base, test: "matches", value, ignoreCase, not: false }, !mapField)] };
   }
   const test = TESTS[op];
   if (test === undefined || texts === null || texts.length === 0)
@@ -260,8 +282,9 @@ function conditionTest(
   const value = op === "in" ? `^(?:${texts.map(escapeRegex).join("|")})$` : texts[0]!;
   if (test === "matches" && regexError(value, field.lower) !== null)
     return refuse(`not a JavaScript regular expression: ${regexError(value, field.lower)}`);
+  // `http.user_agent` and the like are "" for a request without the header: `ne` passes it, as missing_as_empty says.
   const condition: MatchCondition = { ...base, test, value, ignoreCase: field.lower, not: op === "ne" };
-  return { ...ANY, conditions: [condition] };
+  return { ...ANY, conditions: [readsEmpty(condition, !mapField)] };
 }
 
 /** Why a field is not something a Sluice rule matches on. */

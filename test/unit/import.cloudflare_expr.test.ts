@@ -93,6 +93,22 @@ describe("Cloudflare expressions as a match", () => {
       'route=POST /** header={ name: x-plan, equals: "free" }',
     ],
     ['http.request.uri.path eq r"/raw"', "route=* /raw"],
+    // `not` of one condition: a request without the header passes it (Cloudflare's `not` of a test it fails).
+    [`not ${H}[0] eq "a"`, 'route=any header={ name: x-plan, equals: "a", not: true, missing_as_empty: true }'],
+    [
+      'not http.user_agent contains "bot"',
+      'route=any header={ name: user-agent, contains: "bot", not: true, missing_as_empty: true }',
+    ],
+    [`not len(${H}) > 0`, "route=any header={ name: x-plan, present: false }"],
+    // http.user_agent is "" without the header: `ne` passes such a request, and a test "" passes reads it so too.
+    [
+      'http.user_agent ne "curl"',
+      'route=any header={ name: user-agent, equals: "curl", not: true, missing_as_empty: true }',
+    ],
+    [
+      'http.user_agent wildcard "*"',
+      'route=any header={ name: user-agent, matches: "^.*$", ignore_case: true, missing_as_empty: true }',
+    ],
   ])("%s -> %s", (expression, want) => {
     expect(match(expression === "" ? "true" : expression)).toBe(want);
   });
@@ -111,7 +127,8 @@ describe("Cloudflare expressions as a match", () => {
     ['http.request.uri.path eq "/a/*"', "a literal *"],
     ['http.request.uri.path eq "login"', "the path must start with /"],
     [`${H}[0] eq "a" or ${H}[0] eq "b"`, "an or of tests other than the path and method"],
-    [`not ${H}[0] eq "a"`, "not of something other than path and method tests"],
+    // Its opposite with missing_as_empty would fail a request without the header too, which `not` passes.
+    [`not any(${H}[*] matches ".*")`, "not of something other than path and method tests or one condition"],
     [`${H}[0] eq "a" xor ${H}[0] eq "b"`, "xor"],
     ['starts_with(http.request.uri.path, "/a") and ends_with(http.request.uri.path, ".json")', "are not one route"],
     ['http.request.uri.path eq "/a" and http.request.uri.path eq "/b"', "no request passes"],
@@ -121,7 +138,6 @@ describe("Cloudflare expressions as a match", () => {
     [`lower(${H}[0]) eq "Free"`, "never equals a text with capitals"],
     [`lower(${H}[0]) in {"free" "Gold"}`, "never equals a text with capitals"],
     [`lower(${H}[0]) matches "^[A-Z]"`, "never equals a text with capitals"],
-    ['http.user_agent ne "curl"', "also matches requests without the header"],
     [
       'lookup_json_string(http.request.body.raw, "a") eq "b"',
       'lookup_json_string(http.request.body.raw, "a") is a function',
