@@ -91,8 +91,9 @@ process.stdout.write(
 // its tree becomes request descriptors (a valueless entry takes a value of its own and each value its level holds),
 // and the service's `GetLimit` says which descriptor's limit applies. The import's rules claim a descriptor by their
 // chains (a valueless step: any value but those `except:` gives to a sibling); every descriptor must be claimed by
-// exactly the rule of the service's choice, or by none when that choice has no rule, except where the report says a
-// rule is approximate. Keys mean headers (`--map K=header:K`) and values routes (`--map K:V=route:GET /K/V`).
+// exactly the rule of the service's choice, with the service's count, unit and shadow mode, or by none when the service
+// applies none or the import's report says that chain was left out, except where the report says a rule is
+// approximate. Keys mean headers (`--map K=header:K`) and values routes (`--map K:V=route:GET /K/V`).
 type Obj = Record<string, unknown>;
 interface Node {
   readonly key: string;
@@ -129,6 +130,16 @@ function descriptorsOf(level: readonly Node[], prefix: string[]): string[][] {
   }
   return out;
 }
+/** The window a service unit means (fixed windows from the epoch; a month 30 days, a year 365). */
+const WINDOWS: Readonly<Record<string, string>> = {
+  SECOND: "s",
+  MINUTE: "min",
+  HOUR: "h",
+  DAY: "d",
+  WEEK: "7d",
+  MONTH: "30d",
+  YEAR: "365d",
+};
 let lookups = 0;
 let wrong = 0;
 for (const c of cases) {
@@ -160,7 +171,13 @@ for (const c of cases) {
   const answers = execFileSync(probe, ["--lookup", c.file, String(root.domain), ...descriptors], { encoding: "utf8" })
     .trim()
     .split("\n")
-    .map((l) => JSON.parse(l) as { descriptor: string; limit: { key: string; unlimited: boolean } | null });
+    .map(
+      (l) =>
+        JSON.parse(l) as {
+          descriptor: string;
+          limit: { key: string; unlimited: boolean; requests_per_unit: number; unit: string; shadow: boolean } | null;
+        },
+    );
   for (const a of answers) {
     lookups++;
     const entries = a.descriptor.split(",").map((e) => e.split("=") as [string, string]);
@@ -188,11 +205,40 @@ for (const c of cases) {
     };
     const claimed = claims.map((rule) => keyOf(rule, false));
     const same = claims.length === 1 && (keyOf(claims[0]!, false) === chosen || keyOf(claims[0]!, true) === chosen);
-    const ok = approximate || (chosen === null ? claims.length === 0 : claims.length === 0 || same);
+    // No rule claiming the service's choice passes only where the import's report says that chain was left out (its
+    // chains are `k=v` or `k` per entry; the one whose stats key is the service's). Before, any unclaimed descriptor
+    // passed, so an import that silently dropped rules passed too.
+    const chainsOf = (i: number): string[][] =>
+      i === entries.length
+        ? [[]]
+        : chainsOf(i + 1).flatMap((rest) => [
+            [`${entries[i]![0]}=${entries[i]![1]}`, ...rest],
+            [entries[i]![0], ...rest],
+          ]);
+    const statsKey = (chain: readonly string[], detailed: boolean) =>
+      `${String(root.domain)}.${chain.map((step, i) => (step.includes("=") ? step.replace("=", "_") : detailed ? `${step}_${entries[i]![1]}` : step)).join(".")}`;
+    const reportedLeftOut =
+      chosen !== null &&
+      chainsOf(0).some(
+        (chain) =>
+          (statsKey(chain, false) === chosen || statsKey(chain, true) === chosen) &&
+          imported.report.some((r) => r.kind === "left out" && r.message.startsWith(`${chain.join(" > ")}: `)),
+      );
+    // The claiming rule must also say the service's limit: its count, its window (the service's units as the
+    // import's docs give them) and shadow mode. Before, only the stats key was compared, so a wrong count passed.
+    const field = (name: string) => claims[0]?.fields.find(([k]) => k === name)?.[1];
+    const spoken =
+      a.limit === null ||
+      (field("limit") === a.limit.requests_per_unit &&
+        field("window") === WINDOWS[a.limit.unit] &&
+        (field("mode") === "shadow") === a.limit.shadow);
+    const ok =
+      approximate ||
+      (chosen === null ? claims.length === 0 : (same && spoken) || (claims.length === 0 && reportedLeftOut));
     if (!ok) {
       wrong++;
       process.stdout.write(
-        `LOOKUP ${c.name} ${a.descriptor}: the service applies ${chosen ?? "no limit"}, the import's rules ${claimed.join(" and ") || "none"}\n`,
+        `LOOKUP ${c.name} ${a.descriptor}: the service applies ${chosen ?? "no limit"}${a.limit === null ? "" : ` (${a.limit.requests_per_unit} per ${a.limit.unit}${a.limit.shadow ? ", shadow" : ""})`}, the import's rules ${claimed.join(" and ") || "none"}${claims.length === 1 ? ` (${field("limit")} per ${field("window")}${field("mode") === "shadow" ? ", shadow" : ""})` : ""}\n`,
       );
     }
   }

@@ -41,6 +41,21 @@ describe("the key sections of BENCHMARKS.md are generated from bench/results", (
     expect(small!.misses).toEqual([`${row.rule}/200/${row.scenario}: +5.0%`]);
   });
 
+  it("8c: the busy goal counts every busy label (a timeout too), the all-causes goal every label", () => {
+    const row = dataOf<GlobalKeyData>("global_key").rows[0]!;
+    const failing = (failedOpen: Record<string, number>) => ({
+      ...row,
+      failedOpen,
+      failedOpenAll: Object.values(failedOpen).reduce((a, b) => a + b, 0),
+    });
+    const label = `${row.rule}/${row.isolates}/${row.scenario}`;
+    const goals = globalKeyGoals([failing({ timeout: 3, overloaded: 2, reset: 1 })]);
+    expect(goals[1]!.text).toContain("because an object was busy");
+    expect(goals[1]!.misses).toEqual([`${label}: 5`]);
+    expect(goals[5]!.misses).toEqual([`${label}: 3 timeout, 2 overloaded, 1 reset`]);
+    expect(globalKeyGoals([failing({ reset: 1 })])[1]!.misses).toEqual([]);
+  });
+
   it("8d: bytes per key of an 8-part key beside an address, from results/key_memory.json", () => {
     const data = dataOf<KeyMemoryData>("key_memory");
     expect(published).toContain(keyMemorySection(data).join("\n"));
