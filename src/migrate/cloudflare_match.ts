@@ -159,9 +159,36 @@ function leaf(field: Field, op: Op, values: readonly Value[], text: string): Tra
     if (op === "ne") return { ...ANY, except: routes };
     return refuse(`the method is matched with eq, ne or in, not ${op}`);
   }
+  const cf = CF_FIELDS[field.name];
+  if (cf !== undefined && field.key === null && field.index === null && !field.len && !field.lower)
+    return cfTest(cf, op, values, refuse);
   const source = MAPS[field.name] ?? (HEADER_FIELDS[field.name] === undefined ? undefined : "header");
   if (source === undefined) return refuse(fieldReason(field));
   return conditionTest(field, source, op, values, refuse);
+}
+
+/** Fields of where Cloudflare places the client, as the `request.cf` field a `match.cf` condition reads. */
+const CF_FIELDS: Readonly<Record<string, "country" | "asn">> = {
+  "ip.src.country": "country",
+  "ip.geoip.country": "country",
+  "ip.src.asnum": "asn",
+  "ip.geoip.asnum": "asn",
+};
+
+/** `ip.src.country in {"CN" "RU"}`, `ip.src.asnum eq 13335`: one `match.cf` test (a country upper-case, as given). */
+function cfTest(name: "country" | "asn", op: Op, values: readonly Value[], refuse: (why: string) => Translated) {
+  const texts = values.map((v) => (v.kind === "string" ? v.text : v.kind === "number" ? String(v.n) : null));
+  if (texts.length === 0 || texts.some((t) => t === null || t === "") || (op !== "eq" && op !== "ne" && op !== "in"))
+    return refuse(`the client's ${name} is matched with eq, ne or in of quoted codes or numbers`);
+  const list = texts as string[];
+  if (name === "country" && list.some((t) => !/^[A-Z0-9]{2}$/.test(t)))
+    return refuse("a country is a two-letter code in capitals, as Cloudflare gives it");
+  const base = { in: "cf", name, ignoreCase: false, not: op === "ne" } as const;
+  const condition: MatchCondition =
+    list.length === 1
+      ? { ...base, test: "equals", value: list[0]! }
+      : { ...base, test: "matches", value: `^(?:${list.map(escapeRegex).join("|")})$` };
+  return { ...ANY, conditions: [condition] };
 }
 
 function strings(values: readonly Value[]): string[] | null {
@@ -292,7 +319,8 @@ function fieldReason(field: Field): string {
   const name = field.name;
   if (name === "http.host" || name === "http.request.full_uri" || name === "http.request.uri")
     return `${name}: rules match no host, and the path only without its query`;
-  if (name.startsWith("ip.")) return `${name}: rules match no address, network or place (a key can count by them)`;
+  if (name.startsWith("ip."))
+    return `${name}: rules match no address or network, and of places only the country and AS number (match.cf; a key can count by them)`;
   if (name.startsWith("cf.")) return `${name} is Cloudflare's own field, which a Worker's rule cannot test`;
   if (name.startsWith("http.response.")) return `${name} is a response field: a counting expression's, not a match's`;
   if (name.startsWith("http.request.body")) return `${name}: rules do not read the body`;

@@ -136,7 +136,13 @@ function notAMap(
 }
 
 /** A map read through the geo or maps it reads (`overGeo`, `overMaps`), then as its source says. */
-function throughMaps(name: string, map: NginxMap, maps: Maps): Expanded {
+function throughMaps(name: string, given: NginxMap, maps: Maps): Expanded {
+  // A map over a geoip2 variable reads what the geoip module's own variable would (nginx_geoip.ts).
+  const bound = maps.get(/^\$\{?([A-Za-z0-9_]+)\}?$/.exec(given.source)?.[1] ?? "");
+  const map =
+    bound !== undefined && "geoip" in bound && bound.geoip !== null
+      ? { ...given, source: `$${GEOIP_AS[bound.geoip]}`, said: given.said ?? `map ${given.source} $${name}` }
+      : given;
   const over = overGeo(name, overMaps(name, map, maps), maps);
   return "refused" in over ? over : expandOne(name, over, maps);
 }

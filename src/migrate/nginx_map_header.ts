@@ -22,7 +22,7 @@ export function headerConditions(
   header: string,
 ): readonly MatchCondition[] | { refused: string } {
   const refuse = (why: string) => ({ refused: `${said}: ${why}` });
-  const noun = `${header} ${source === "query" ? "query parameter" : source}`;
+  const noun = nounOf(source, header);
   const given = map.entries.filter((e) => e.result !== "");
   if (map.fallback !== "") {
     const exempted = given.every((e) => e.result === map.fallback) ? allButExempt(map, source, header) : null;
@@ -75,6 +75,12 @@ function allButExempt(map: ListedMap, source: MatchCondition["in"], name: string
   return keyed.every((e) => conditionPasses(c, e.value)) ? [c] : null;
 }
 
+/** How the report names what a condition reads: `x-plan header`, `token query parameter`, `client's country`. */
+export function nounOf(source: MatchCondition["in"], name: string): string {
+  if (source === "cf") return `client's ${name} (as Cloudflare locates it; NGINX's GeoIP database may differ)`;
+  return `${name} ${source === "query" ? "query parameter" : source}`;
+}
+
 /**
  * A map that gives several keys by the value (`"" umbrella; ~bot $http_user_agent;` ... `default ""`), as one rule
  * per key: the values giving it, with other keys' strings (tried first) left out by a `not` test, and `""` (a request
@@ -87,7 +93,7 @@ export function keysByValue(
   source: MatchCondition["in"],
   name: string,
 ): { readonly variants: readonly { key: string; conditions: readonly MatchCondition[] }[] } | { refused: string } {
-  const noun = `${name} ${source === "query" ? "query parameter" : source}`;
+  const noun = nounOf(source, name);
   const keys = [...new Set([...map.entries.map((e) => e.result), map.fallback].filter((r) => r !== ""))];
   const variants: { key: string; conditions: readonly MatchCondition[] }[] = [];
   for (const key of keys) {

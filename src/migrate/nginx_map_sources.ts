@@ -7,7 +7,8 @@
  */
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
-import { headerConditions, keysByValue } from "./nginx_map_header.ts";
+import { GEOIP_AS } from "./nginx_geoip.ts";
+import { headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
 
 /** A `map SOURCE $VAR { value result; ... default result; }` as written. */
@@ -72,7 +73,12 @@ type Entry = NginxMap["entries"][number];
 export function bySource(shape: MapShape): Expanded {
   const v = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(shape.map.source)?.[1];
   if (v === undefined) return refuse(shape, `its source ${shape.map.source} is not one variable`);
-  if (/^(http|cookie|arg)_/.test(v)) return clientValue(shape, v);
+  if (/^(http|cookie|arg)_/.test(v) || CF_SOURCES[v] !== undefined) return clientValue(shape, v);
+  if (/^geoip_(city_)?country_(code3|name)$/.test(v)) {
+    return {
+      refused: `${shape.said}: $${v} gives a country's ${v.endsWith("name") ? "name" : "three-letter code"}, and Cloudflare the two-letter code (request.cf.country): map $geoip_country_code instead`,
+    };
+  }
   if (shape.keys.length > 1) return severalKeys(shape);
   if (v === "uri" || v === "document_uri") return byPath(shape);
   if (v === "request_method") return byMethod(shape);
@@ -114,6 +120,13 @@ function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>,
 
 const isRegex = (value: string) => value.startsWith("~");
 
+/** Variables of where the client is, as the `request.cf` field a `match.cf` condition reads (nginx_geoip.ts). */
+const CF_SOURCES: Readonly<Record<string, "country" | "asn">> = {
+  geoip_country_code: "country",
+  geoip_city_country_code: "country",
+  [GEOIP_AS.asn]: "asn",
+};
+
 /** A regex that every non-empty value matches (`~.`, `~.+`, `~^.+$`, `~*.`): "the value is present". */
 const ANY_VALUE = /^~\*?\^?\.[+*]?\$?$/;
 
@@ -121,18 +134,21 @@ const ANY_VALUE = /^~\*?\^?\.[+*]?\$?$/;
 // long: the entries a header/cookie/query map can have, read as absent/present, each refusal with its reason
 function clientValue(shape: MapShape, v: string): Expanded {
   const { map, said } = shape;
-  const kind = v.startsWith("http_")
-    ? `the header ${v.slice(5).replaceAll("_", "-")}`
-    : v.startsWith("cookie_")
-      ? `the cookie ${v.slice(7)}`
-      : `the query parameter ${v.slice(4)}`;
+  const kind =
+    CF_SOURCES[v] !== undefined
+      ? `the client's ${CF_SOURCES[v]}`
+      : v.startsWith("http_")
+        ? `the header ${v.slice(5).replaceAll("_", "-")}`
+        : v.startsWith("cookie_")
+          ? `the cookie ${v.slice(7)}`
+          : `the query parameter ${v.slice(4)}`;
   const particular = map.entries.filter((e) => e.value !== "" && !ANY_VALUE.test(e.value));
   if (particular.length > 0) {
     if (shape.keys.length > 1) {
       const [source, name] = sourceOf(v);
       const split = keysByValue(map, said, source, name);
       if ("refused" in split) return split;
-      const noun = `${name} ${source === "query" ? "query parameter" : source}`;
+      const noun = nounOf(source, name);
       const note = `${said} gives ${shape.keys.join(", ")} by the ${noun}'s value: one rule per key (match.${source})`;
       return { variants: split.variants, notes: [note] };
     }
@@ -143,7 +159,7 @@ function clientValue(shape: MapShape, v: string): Expanded {
       source === "query"
         ? "; NGINX's $arg_ is the first value as sent (not decoded), its name any case; Sluice's the first decoded, its name as written"
         : "";
-    const noun = `${name} ${source === "query" ? "query parameter" : source}`;
+    const noun = nounOf(source, name);
     const note =
       map.fallback === ""
         ? `${said}: only requests whose ${noun} has a value it lists get a key (match.${source})${approx}`
@@ -185,6 +201,8 @@ function clientValue(shape: MapShape, v: string): Expanded {
 
 /** What a `$http_`, `$cookie_` or `$arg_` variable reads, as a condition names it. */
 function sourceOf(v: string): readonly [MatchCondition["in"], string] {
+  const cf = CF_SOURCES[v];
+  if (cf !== undefined) return ["cf", cf];
   if (v.startsWith("http_")) return ["header", v.slice(5).replaceAll("_", "-")];
   return v.startsWith("cookie_") ? ["cookie", v.slice(7)] : ["query", v.slice(4)];
 }

@@ -24,6 +24,8 @@ export interface DraftRule {
     readonly cookie?: readonly string[];
     /** `match.query` conditions, as `header`. */
     readonly query?: readonly string[];
+    /** `match.cf` conditions (where Cloudflare says the client is), as `header`. */
+    readonly cf?: readonly string[];
     /** `api_key`, `ip` or `user`; absent when the rule gives `key`. */
     readonly identity?: string;
   };
@@ -119,7 +121,7 @@ export function ruleId(text: string, taken: Set<string>): string {
   return id;
 }
 
-/** Conditions as a draft's `match` fields: each source's (`header`, `cookie`, `query`) in rule-file flow style. */
+/** Conditions as a draft's `match` fields: each source's (`header`, `cookie`, `query`, `cf`) in rule-file flow style. */
 export function conditionFields(conditions: readonly MatchCondition[]): Pick<DraftRule["match"], ConditionSource> {
   const out: Partial<Record<ConditionSource, string[]>> = {};
   for (const c of conditions) out[c.in] = [...(out[c.in] ?? []), printCondition(c)];

@@ -60,12 +60,13 @@ export function columnsOf(line: string, version: 1 | 2 = 2): TraceColumns | stri
 
 /**
  * The columns a trace needs for a rule set: every header, cookie and query parameter a `key:` names or a `match`
- * condition tests, sorted.
+ * condition tests, sorted (a `match.cf` condition's field is a column of every version 2 trace).
  */
 export function columnsFor(rules: readonly ResolvedRule[]): TraceColumns {
   const names = new Set<string>();
   for (const r of rules) {
-    for (const c of r.match.conditions ?? []) names.add(`${c.in}:${c.name}`);
+    // `request.cf`'s fields are a version 2 trace's own columns (asn, country, colo, ja4).
+    for (const c of r.match.conditions ?? []) if (c.in !== "cf") names.add(`${c.in}:${c.name}`);
     for (const p of r.key ?? []) {
       if (p.kind === "header" || p.kind === "cookie" || p.kind === "query") names.add(`${p.kind}:${p.name}`);
     }

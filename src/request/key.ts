@@ -15,10 +15,9 @@ import { type KeyPart, partLabel } from "../rules/key.ts";
 import { routeMatches } from "../rules/route.ts";
 import type { RoutePattern } from "../rules/types.ts";
 import { clientAddressKey } from "./identity.ts";
-import type { CompiledRule, RequestFacts, RequestValues } from "./match.ts";
+import { type CfField, type CompiledRule, cfValue, type RequestFacts, type RequestValues } from "./match.ts";
 
-/** The `request.cf` fields a key can read. */
-export type CfField = "asn" | "country" | "colo" | "ja4";
+export type { CfField };
 
 /** What a request carries, as a key reads it: its headers, cookies and query values (as conditions do), and more. */
 export interface KeySource extends RequestValues {
@@ -26,11 +25,6 @@ export interface KeySource extends RequestValues {
   readonly host: string | null;
   /** The client address as `CF-Connecting-IP` carries it. */
   readonly address: string | null;
-  /**
-   * A `request.cf` field as text; `null` where Cloudflare gives none (a service binding's `check`, or JA4 without bot
-   * management); `wrangler dev` gives every request the same stand-in values, and no JA4.
-   */
-  cf(field: CfField): string | null;
 }
 
 /** A rule's key for a request. */
@@ -129,10 +123,9 @@ function partValue(
     }
     case "asn":
     case "ja4":
-      return source.cf(part.kind)?.trim() ?? null;
     case "country":
     case "colo":
-      return source.cf(part.kind)?.trim().toUpperCase() ?? null;
+      return cfValue(source, part.kind);
     case "const":
       return part.value;
     default: {

@@ -87,7 +87,15 @@ export interface RequestValues {
   cookie(name: string): readonly string[];
   /** Every value of a query parameter, decoded, in order. */
   query(name: string): readonly string[];
+  /**
+   * A `request.cf` field as text; `null` where Cloudflare gives none (a service binding's `check`, or JA4 without bot
+   * management); `wrangler dev` gives every request the same stand-in values, and no JA4.
+   */
+  cf(field: CfField): string | null;
 }
+
+/** The `request.cf` fields a key part or a `match.cf` condition reads. */
+export type CfField = "asn" | "country" | "colo" | "ja4";
 
 const compiledCache = new WeakMap<readonly ResolvedRule[], readonly CompiledRule[]>();
 
@@ -156,11 +164,21 @@ export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boo
   return matchesRoute(compiled, facts);
 }
 
-/** The value a condition reads: the header's, or the first of a cookie's or query parameter's; `null`: absent. */
+/**
+ * The value a condition reads: the header's, or the first of a cookie's or query parameter's, or a `request.cf`
+ * field's as a key part reads it (trimmed; a country or colo upper-case); `null`: absent.
+ */
 function conditionValue(c: MatchCondition, values: RequestValues | undefined): string | null {
   if (values === undefined) return null;
   if (c.in === "header") return values.header(c.name);
+  if (c.in === "cf") return cfValue(values, c.name as CfField);
   return (c.in === "cookie" ? values.cookie(c.name) : values.query(c.name))[0] ?? null;
+}
+
+/** A `request.cf` field as keys and conditions read it: trimmed, a country or colo code upper-case; `null`: none. */
+export function cfValue(values: RequestValues, field: CfField): string | null {
+  const v = values.cf(field)?.trim() ?? null;
+  return v === null || v === "" ? null : field === "country" || field === "colo" ? v.toUpperCase() : v;
 }
 
 /** Whether a value (`null`: absent) passes a condition; an absent value passes no value test (unless read as `""`). */

@@ -11,6 +11,10 @@ import { describe, type Raw } from "./raw.ts";
 import { type RuleErrors, unknownKey } from "./read.ts";
 import type { MatchCondition } from "./types.ts";
 
+/** The `request.cf` fields a `match.cf` condition reads: where Cloudflare says the client is, as the key parts are. */
+export const CF_FIELDS = ["country", "asn", "colo", "ja4"] as const;
+const CF_NAME = new RegExp(`^(?:${CF_FIELDS.join("|")})$`);
+
 const TESTS = ["equals", "prefix", "suffix", "contains", "matches", "present"] as const;
 const KEYS = ["name", ...TESTS, "ignore_case", "not", "missing_as_empty"] as const;
 const TAKES = `a condition takes name, one of ${TESTS.join(", ")}, and ignore_case, not and missing_as_empty`;
@@ -30,6 +34,7 @@ const SOURCES = {
     name: COOKIE_OR_QUERY_NAME,
     what: "a query parameter name (printable, no spaces, at most 64 characters)",
   },
+  cf: { example: "{ name: country, equals: CN }", name: CF_NAME, what: `one of ${CF_FIELDS.join(", ")}` },
 } as const;
 
 export type ConditionSource = keyof typeof SOURCES;

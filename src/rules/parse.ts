@@ -26,7 +26,7 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 
 /** The keys a rule file may give besides its algorithm's parameters. */
 const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
-const MATCH_KEYS = ["plan", "route", "except", "header", "cookie", "query", "identity"] as const;
+const MATCH_KEYS = ["plan", "route", "except", "header", "cookie", "query", "cf", "identity"] as const;
 
 /**
  * Where a field of the rule at `index` is in the file (`7:9`), when the reader knows: yaml.ts, for key fields and a

@@ -33,8 +33,11 @@ export interface RoutePattern {
  * `invert_match`): only `present` tests for it.
  */
 export interface MatchCondition {
-  /** What it reads: a request header, a cookie or a query parameter (the first one of that name). */
-  readonly in: "header" | "cookie" | "query";
+  /**
+   * What it reads: a request header, a cookie or a query parameter (the first one of that name), or a field of
+   * `request.cf` (`cf`: country, asn, colo, ja4), where Cloudflare says the client is.
+   */
+  readonly in: "header" | "cookie" | "query" | "cf";
   /** The header's name, lower-case; a cookie's or query parameter's, as written (they are case-sensitive). */
   readonly name: string;
   readonly test: "equals" | "prefix" | "suffix" | "contains" | "matches" | "present";

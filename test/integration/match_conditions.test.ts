@@ -21,7 +21,8 @@ afterEach(() => {
 let run = 0;
 /**
  * Old SDKs (`X-Sdk` 1.x): one request an hour per address; requests without `X-Sdk`: one an hour per address too.
- * Under /v2, every request but a bot's, one without a User-Agent included (`missing_as_empty`): one an hour.
+ * Under /v2, every request but a bot's, one without a User-Agent included (`missing_as_empty`): one an hour. Under
+ * /v3, clients Cloudflare places in CN or RU, but for AS64496's (`match.cf`): one an hour.
  */
 function yaml() {
   run++;
@@ -46,6 +47,11 @@ function yaml() {
   algorithm: fixed_window
   limit: 1
   window: h
+- id: far-${run}
+  match: { route: "* /v3/**", cf: [{ name: country, matches: "^(?:CN|RU)$" }, { name: asn, equals: "64496", not: true }], identity: ip }
+  algorithm: fixed_window
+  limit: 1
+  window: h
 - id: bots-${run}
   match: { header: [{ name: User-Agent, matches: "bot", ignore_case: true }, { name: X-Sdk, equals: "2.0", not: true }], identity: ip }
   algorithm: fixed_window
@@ -54,8 +60,17 @@ function yaml() {
 `;
 }
 
-const get = (address: string, headers: Record<string, string> = {}, query = "", path = "/v1/things") =>
-  new Request(`https://api.example.com${path}${query}`, { headers: { "CF-Connecting-IP": address, ...headers } });
+const get = (
+  address: string,
+  headers: Record<string, string> = {},
+  query = "",
+  path = "/v1/things",
+  cf?: Record<string, unknown>,
+) =>
+  new Request(`https://api.example.com${path}${query}`, {
+    headers: { "CF-Connecting-IP": address, ...headers },
+    ...(cf === undefined ? {} : { cf }),
+  });
 
 describe("match.header through the gateway", () => {
   it.each<[string, Record<string, string>, Record<string, string>, number]>([
@@ -87,6 +102,20 @@ describe("match.header through the gateway", () => {
     setNow(T0);
     expect((await gatewayFetch(rules, get(address, headers, "", "/v2/x"))).status).toBe(200);
     expect((await gatewayFetch(rules, get(address, headers, "", "/v2/x"))).status).toBe(status);
+  });
+
+  it.each<[string, Record<string, unknown> | undefined, number]>([
+    ["a client in CN (as request.cf gives it, any case): counted", { country: "cn", asn: 4134 }, 429],
+    ["a client in RU: counted", { country: "RU", asn: 12389 }, 429],
+    ["a client in CN on AS64496: not this rule's", { country: "CN", asn: 64496 }, 200],
+    ["a client in DE: not this rule's", { country: "DE", asn: 3320 }, 200],
+    ["no request.cf (a service binding's check): no value, no match", undefined, 200],
+  ])("match.cf under /v3: %s", async (_name, cf, status) => {
+    const rules = compileRules(resolvedFrom(yaml()));
+    const address = `192.0.2.${150 + run}`;
+    setNow(T0);
+    expect((await gatewayFetch(rules, get(address, {}, "", "/v3/x", cf))).status).toBe(200);
+    expect((await gatewayFetch(rules, get(address, {}, "", "/v3/x", cf))).status).toBe(status);
   });
 
   it("a query value and a cookie's absence: the first format value counts; a beta cookie steps out of the rule", async () => {
@@ -122,7 +151,9 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
       agent: fc.constantFrom(null, "curl/8", "GoogleBot/2", "somebot"),
       format: fc.constantFrom(null, "csv", "json"),
       beta: fc.boolean(),
-      path: fc.constantFrom("/v1/things", "/v2/things"),
+      path: fc.constantFrom("/v1/things", "/v2/things", "/v3/things"),
+      country: fc.constantFrom(null, "CN", "ru", "DE"),
+      asn: fc.constantFrom(null, "64496", "4134"),
     });
     const seen = new Map<number, number>();
     await fc.assert(
@@ -156,7 +187,11 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
           }
           if (s.format !== null) fields.set("query:format", [s.format]);
           const query = s.format === null ? "" : `?format=${s.format}`;
-          const edge = (await gatewayFetch(rules, get(s.address, headers, query, s.path))).status;
+          const cf = {
+            ...(s.country === null ? {} : { country: s.country }),
+            ...(s.asn === null ? {} : { asn: Number(s.asn) }),
+          };
+          const edge = (await gatewayFetch(rules, get(s.address, headers, query, s.path, cf))).status;
           const line: RequestLine = {
             tMs,
             method: "GET",
@@ -167,6 +202,8 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
             cost: null,
             answered: null,
             fields,
+            country: s.country,
+            asn: s.asn,
           };
           const replayed = replayedStatus(replayer, line);
           expect({ tMs: tMs - T0, ...s, replayed }).toEqual({ tMs: tMs - T0, ...s, replayed: edge });

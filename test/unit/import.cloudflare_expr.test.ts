@@ -93,6 +93,11 @@ describe("Cloudflare expressions as a match", () => {
       'route=POST /** header={ name: x-plan, equals: "free" }',
     ],
     ['http.request.uri.path eq r"/raw"', "route=* /raw"],
+    // Where Cloudflare places the client: `match.cf`, which reads the same request.cf fields.
+    ['ip.src.country in {"CN" "RU"}', 'route=any cf={ name: country, matches: "^(?:CN|RU)$" }'],
+    ['ip.geoip.country ne "US"', 'route=any cf={ name: country, equals: "US", not: true }'],
+    ["ip.src.asnum eq 13335", 'route=any cf={ name: asn, equals: "13335" }'],
+    ['not ip.src.country in {"CN"}', 'route=any cf={ name: country, equals: "CN", not: true, missing_as_empty: true }'],
     // `not` of one condition: a request without the header passes it (Cloudflare's `not` of a test it fails).
     [`not ${H}[0] eq "a"`, 'route=any header={ name: x-plan, equals: "a", not: true, missing_as_empty: true }'],
     [
@@ -116,6 +121,9 @@ describe("Cloudflare expressions as a match", () => {
   it.each([
     ['http.host eq "a.com"', "http.host: rules match no host"],
     ["ip.src in {10.0.0.0/8 192.0.2.1}", "ip.src: rules match no address"],
+    ['ip.src.country eq "cn"', "a two-letter code in capitals"],
+    ['ip.src.country contains "C"', "matched with eq, ne or in"],
+    ['ip.src.continent eq "AS"', "of places only the country and AS number"],
     ["cf.bot_management.verified_bot", "cf.bot_management.verified_bot is Cloudflare's own field"],
     ['http.request.uri.path matches "^/api/v[0-9]+/"', "a path regex is read only as"],
     ['http.request.uri.path matches "admin"', "a path regex is read only as"],

@@ -22,12 +22,12 @@ const GEOIP2 = `geoip2 /etc/GeoLite2-Country.mmdb {
 }
 geoip2 /etc/GeoLite2-ASN.mmdb { $geoip2_asn autonomous_system_number; }`;
 
-function imported(key: string): ImportResult {
+function imported(key: string, maps = ""): ImportResult {
   const dir = mkdtempSync(join(tmpdir(), "sluice-nginx-geoip-"));
   const file = join(dir, "nginx.conf");
   writeFileSync(
     file,
-    `http {\n${GEOIP2}\nlimit_req_zone ${key} zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}\n`,
+    `http {\n${GEOIP2}\n${maps}\nlimit_req_zone ${key} zone=a:1m rate=5r/s;\nserver { limit_req zone=a; }\n}\n`,
   );
   const result = importNginx(readNginxConfig(file));
   expect(parseRules(rulesYaml(result, "test"), "imported.yaml").errors).toEqual([]);
@@ -63,5 +63,31 @@ describe("keys of where the client is", () => {
     const r = imported(key);
     expect(r.rules).toEqual([]);
     expect(said(r)).toMatch(message);
+  });
+
+  it.each([
+    [
+      'map $geoip_country_code $k { default ""; CN $binary_remote_addr; RU $binary_remote_addr; }',
+      '{ name: country, matches: "(?:^CN$)|(?:^RU$)", ignore_case: true }',
+    ],
+    [
+      'map $geoip2_data_country_code $k { default $binary_remote_addr; US ""; }',
+      '{ name: country, matches: "^US$", ignore_case: true, not: true, missing_as_empty: true }',
+    ],
+    [
+      'map $geoip2_asn $k { default $binary_remote_addr; 64496 ""; }',
+      '{ name: asn, matches: "^64496$", ignore_case: true, not: true, missing_as_empty: true }',
+    ],
+  ])("a map by where the client is: match.cf (%s)", (map, condition) => {
+    const r = imported("$k", map);
+    expect(r.rules.map((x) => [x.match.cf, x.match.identity])).toEqual([[[condition], "ip"]]);
+    expect(said(r)).toMatch(/client's (country|asn) \(as Cloudflare locates it; NGINX's GeoIP database may differ\)/);
+    expect(said(r)).toMatch(/map \$geoip(2_data)?(_country_code|2_asn) \$k/);
+  });
+
+  it("a map of three-letter codes is left out: Cloudflare gives two", () => {
+    const r = imported("$k", 'map $geoip_country_code3 $k { default ""; CHN $binary_remote_addr; }');
+    expect(r.rules).toEqual([]);
+    expect(said(r)).toMatch(/gives a country's three-letter code, and Cloudflare the two-letter code/);
   });
 });

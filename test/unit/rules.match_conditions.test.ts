@@ -67,6 +67,19 @@ describe("match.header: what each spelling resolves to", () => {
     });
   });
 
+  it("match.cf: where Cloudflare says the client is, printed back", () => {
+    const { rules } = rule(
+      "{ cf: [{ name: country, matches: '^(?:CN|RU)$' }, { name: asn, equals: '13335', not: true }], identity: ip }",
+    );
+    expect(rules[0]!.match.conditions).toEqual([
+      cond({ in: "cf", name: "country", test: "matches", value: "^(?:CN|RU)$" }),
+      cond({ in: "cf", name: "asn", test: "equals", value: "13335", not: true }),
+    ]);
+    expect(Object.fromEntries(printRule(rules[0]!))["match.cf"]).toBe(
+      '{ name: country, matches: "^(?:CN|RU)$" }, { name: asn, equals: "13335", not: true }',
+    );
+  });
+
   it("missing_as_empty: read, and printed back", () => {
     const { rules } = rule("{ header: { name: X-A, equals: b, not: true, missing_as_empty: true }, identity: ip }");
     expect(rules[0]!.match.conditions).toEqual([
@@ -146,6 +159,10 @@ describe("match.header: each mistake, its message", () => {
     [
       "{ query: [], identity: ip }",
       "h.yaml:2:19: r.match.query: must be a condition such as { name: format, equals: csv } or a non-empty list of them, got an empty list",
+    ],
+    [
+      "{ cf: { name: contry, equals: CN }, identity: ip }",
+      'h.yaml:2:24: r.match.cf.name: must be one of country, asn, colo, ja4, got "contry"',
     ],
     [
       "{ qurey: { name: a, present: true }, identity: ip }",
