@@ -54,6 +54,9 @@ describe("the key sections of BENCHMARKS.md are generated from bench/results", (
     expect(goals[1]!.misses).toEqual([`${label}: 5`]);
     expect(goals[5]!.misses).toEqual([`${label}: 3 timeout, 2 overloaded, 1 reset`]);
     expect(globalKeyGoals([failing({ reset: 1 })])[1]!.misses).toEqual([]);
+    // No row at 5,000 isolates: the first-second goal did not run, which is not "met".
+    const at200 = globalKeyGoals([failing({})]);
+    expect(at200.map((g) => g.ran)).toEqual([1, 1, 0, 1, 0, 1]);
   });
 
   it("8d: bytes per key of an 8-part key beside an address, from results/key_memory.json", () => {
