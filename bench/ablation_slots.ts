@@ -42,7 +42,10 @@ export interface SlotRow {
   readonly lastKnown: number;
   /** Slots the key's object took for requests their isolate had refused, whose late answer reached the isolate. */
   readonly lateSlots: number;
-  /** Of them, never given back (no release sent): each held until `slot_ttl`, for a request that is not running. */
+  /**
+   * Of them, not given back: no release sent, or still held when every request has ended (each try of its release
+   * lost or refused): each held until `slot_ttl`, for a request that is not running.
+   */
   readonly lateKept: number;
   /**
    * Slots still held at the object when every request has ended (before `slot_ttl`); of them, those whose release was
@@ -165,7 +168,7 @@ export async function slotRow(seed: number): Promise<SlotRow> {
     admittedVsExactPct: round((100 * (counted.admitted - exact)) / Math.max(1, exact), 2),
     lastKnown,
     lateSlots: late.length,
-    lateKept: late.filter((s) => !releaseSent.has(s)).length,
+    lateKept: late.filter((s) => !releaseSent.has(s) || held.includes(s)).length,
     heldAtEnd: held.length,
     heldLost: held.filter((s) => releaseSent.has(s) || !arrived.has(s)).length,
     maxInFlight: counted.maxInFlight,
@@ -177,8 +180,9 @@ export async function slotRow(seed: number): Promise<SlotRow> {
 
 /**
  * The row's goals: the Decision contract's "a late slot goes back" (every slot a late answer took for a request
- * refused here is released, none left to `slot_ttl`; slots whose answer or release a lost message never delivered
- * apart: nothing can give those back), and the limit at the origin (a bound).
+ * refused here is released, none left to `slot_ttl`: one whose release was sent but never applied counts as kept;
+ * slots whose take's answer a lost message never delivered are not late slots, no isolate knowing of them), and the
+ * limit at the origin (a bound).
  */
 export function slotGoals(rows: readonly SlotRow[]): Record<string, ClusterGoal> {
   const goal = (ok: (r: SlotRow) => boolean, figure: (r: SlotRow) => string) => {
