@@ -96,7 +96,8 @@ export class DelegateRun {
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
-    if (unsure(load(), call, clock())) return unsureResult(clock());
+    // A copy sent again (`resent`) it cannot tell from a first copy it forgot: nothing is applied (store.ts).
+    if (!remembersSince(load().calls, DELEGATE_CALL_MEMORY, call, clock())) return unsureResult(clock());
     // A window share that ended with units of the next window: they become the share, once they may be used.
     const waitMs = aheadWaitMs(load(), clock());
     if (waitMs > 0 && sleep !== undefined) await sleep(waitMs);
@@ -270,12 +271,6 @@ export class DelegateRun {
       this.ports.failed?.(messageOf(error));
     }
   }
-}
-
-/** A copy sent again (`resent`) this delegate cannot tell from a first copy it forgot: nothing is applied (store.ts). */
-function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
-  if (call.resent === undefined || record.calls.some((c) => c.id === call.id)) return false;
-  return !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
 }
 
 /**

@@ -98,7 +98,7 @@ export interface ShareGrant {
   readonly rule: LimiterRule;
   /** Whether the key is still hot (callers stay with their delegate). */
   readonly hot: boolean;
-  /** Rate share: the key has spare in its direct slice (share_grant.ts `spareOf`). Absent: no spare. */
+  /** Rate share: the key has spare in its direct slice (share_grant.ts `rateGrant`). Absent: no spare. */
   readonly spare?: boolean;
 }
 

@@ -101,7 +101,7 @@ export interface CallResult {
 export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs: number): Step<CallResult> {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
-  if (!remembersSince(record?.calls ?? [], CALL_MEMORY_MAX, input.resent, nowMs)) {
+  if (!remembersSince(record?.calls ?? [], CALL_MEMORY_MAX, input, nowMs)) {
     return { result: unsureResult(nowMs), record };
   }
   // Decided under the newest rules version the object has seen (the call's own, or the record's).
@@ -139,16 +139,12 @@ export function unsureResult(nowMs: number): CallResult {
 }
 
 /**
- * Whether calls remembered (at most `max`, oldest first) hold every one applied in the last `resentMs` (absent: no
- * resend, nothing to know): fewer than `max`, or the oldest at least that old.
+ * Whether calls remembered (at most `max`, oldest first) hold every one applied since a copy's first could have come
+ * (`resent` ms ago; absent, or the call remembered: nothing to know): fewer than `max`, or the oldest at least that old.
  */
-export function remembersSince(
-  calls: readonly AppliedCall[],
-  max: number,
-  resentMs: number | undefined,
-  nowMs: number,
-): boolean {
-  if (resentMs === undefined) return true;
+export function remembersSince(calls: readonly AppliedCall[], max: number, call: CallInput, nowMs: number): boolean {
+  const resentMs = call.resent;
+  if (resentMs === undefined || calls.some((c) => c.id === call.id)) return true;
   return calls.length < max || (Number.isFinite(resentMs) && calls[0]!.atMs <= nowMs - resentMs);
 }
 
