@@ -162,29 +162,25 @@ export class Coalescer {
       waiting = { cost: input.cost, observe: input.observe, keepAlive: input.keepAlive, resolve, settled: false };
     });
     const me = waiting!;
+    // Nothing in flight or waiting: it leads, handed the lead by itself (a plain await resumes it in its own context).
     const leadsNow = !st.inFlight && st.queue.length === 0;
     st.queue.push(me);
-    // Nothing in flight or waiting: it leads, handed the lead by itself (a plain await resumes it in its own context).
-    if (leadsNow) {
-      this.c.handOff(st);
-      await turn;
-      return (await this.flush(st, me, input.keepAlive))!;
-    }
     // A cancelled leader never hands over: give up after two budgets (the call in flight's, then its own). Until its
     // turn, a timer of its own stays pending: the runtime cancels a request that waits on nothing of its own.
     const { sleep } = this.options;
     let turnCame = false;
-    void (async () => {
-      await sleep(st.timeoutMs);
-      if (!me.settled) await sleep(st.timeoutMs);
-      this.c.giveUp(st, me);
-      while (!turnCame) await sleep(st.timeoutMs);
-    })();
+    if (!leadsNow) {
+      void (async () => {
+        await sleep(st.timeoutMs);
+        if (!me.settled) await sleep(st.timeoutMs);
+        this.c.giveUp(st, me);
+        while (!turnCame) await sleep(st.timeoutMs);
+      })();
+    }
     if (!st.inFlight) this.c.handOff(st);
-    const got = await (this.options.resume?.(turn) ?? turn);
+    const got = await (leadsNow ? turn : (this.options.resume?.(turn) ?? turn));
     turnCame = true;
-    if (got !== "lead") return got;
-    return (await this.flush(st, me, input.keepAlive))!;
+    return got === "lead" ? (await this.flush(st, me, input.keepAlive))! : got;
   }
 
   /** One call for everything queued (the leader first) and the units to give back; returns the leader's answer. */

@@ -182,16 +182,15 @@ export class Calls {
     const giveBack: NotedReturn[] = [];
     for (const held of st.returns.splice(0)) {
       held.returned = true;
-      if (held.unitsLeft > 0) {
-        giveBack.push({
-          units: held.unitsLeft,
-          atMs: held.atMs,
-          ...(held.from === undefined ? {} : { lender: held.from }),
-          ...(held.id === undefined ? {} : { id: held.id }),
-        });
-        counters.lease_units_returned += held.unitsLeft;
-        held.unitsLeft = 0;
-      }
+      if (held.unitsLeft <= 0) continue;
+      giveBack.push({
+        units: held.unitsLeft,
+        atMs: held.atMs,
+        ...(held.from === undefined ? {} : { lender: held.from }),
+        ...(held.id === undefined ? {} : { id: held.id }),
+      });
+      counters.lease_units_returned += held.unitsLeft;
+      held.unitsLeft = 0;
     }
     giveBack.push(...st.refunds.splice(0));
     const waiters = st.refundWaiters.splice(0);

@@ -142,13 +142,7 @@ function appliedTwice(taken: Promise<CallResult>, a: Promise<CallResult>, b: Pro
 
 /** `late`'s result if it comes before `deadline`: `null` if it failed, `undefined` if no word came by then. */
 const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<CallResult | null | undefined> =>
-  Promise.race([
-    late.then(
-      (result) => result,
-      () => null,
-    ),
-    deadline.then(() => undefined),
-  ]);
+  Promise.race([late.catch(() => null), deadline.then(() => undefined)]);
 
 /**
  * A copy's result, whenever it comes (past its budget too: a copy applied late still charged), or a rejection: it
@@ -156,14 +150,9 @@ const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<Cal
  * before its takers wait for it, and a failure tells them nothing anyway.
  */
 function resultOf(answer: Promise<CallAnswer>): Promise<CallResult> {
-  const usable = (r: CallResult) => (r.unsure === true ? Promise.reject(new Error("no answer")) : r);
-  const result = answer.then((a) =>
-    a.kind === "answered"
-      ? usable(a.result)
-      : a.late !== null
-        ? a.late.then(usable)
-        : Promise.reject(new Error("no answer")),
-  );
+  const none = () => Promise.reject(new Error("no answer"));
+  const usable = (r: CallResult) => (r.unsure === true ? none() : r);
+  const result = answer.then((a) => (a.kind === "answered" ? usable(a.result) : (a.late?.then(usable) ?? none())));
   result.catch(() => undefined);
   return result;
 }
