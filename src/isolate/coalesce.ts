@@ -14,18 +14,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import {
-  delegateFor,
-  type KeyState,
-  leaseAsk,
-  readMark,
-  see,
-  shortOf,
-  spreadAt,
-  spreadDecays,
-  spreadTo,
-  takeMark,
-} from "./key_state.ts";
+import { type KeyState, shortOf } from "./key_state.ts";
 
 export * from "./coalesce_types.ts";
 
@@ -69,14 +58,14 @@ export class Coalescer {
   markOf(name: string): HotMark | null {
     const st = this.c.keys.get(name);
     if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
-    const spread = spreadAt(st, this.options.clock());
-    return { untilMs: st.hotUntilMs, spread, ...(spreadDecays(st) ? { decays: true } : {}) };
+    const spread = st.spreadAt(this.options.clock());
+    return { untilMs: st.hotUntilMs, spread, ...(st.spreadDecays() ? { decays: true } : {}) };
   }
 
   /** The data center's mark has a higher spread (hot_marks.ts `writeMark`): take it. */
   spreadTo(name: string, spread: number): void {
     const st = this.c.keys.get(name);
-    if (st !== undefined && st.delegate !== null) spreadTo(st, spread, this.options.clock());
+    if (st !== undefined && st.delegate !== null) st.spreadTo(spread, this.options.clock());
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
@@ -90,8 +79,8 @@ export class Coalescer {
   ask(input: AskInput): Promise<Asked> {
     const st = this.c.stateOf(input);
     const now = this.options.clock();
-    takeMark(st, input.hotMark, now);
-    see(st, now);
+    st.takeMark(input.hotMark, now);
+    st.see(now);
     const here = this.c.leaseServe(st, input.cost, now, input.keepAlive) ?? this.c.refuseShort(st, now);
     return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
@@ -137,7 +126,7 @@ export class Coalescer {
       }
       const now = clock();
       const ttlMs = st.leaseSettings?.ttlMs ?? 0;
-      const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
+      const renew = used && now - st.seen.lastMs < ttlMs && st.leaseAsk(now, st.delegateFor(now) !== null) !== null;
       if (st.inFlight) return;
       if (!renew && !owes(st)) return this.c.handOff(st); // requests that waited through a hold go on as usual
       startCall(st, clock());
@@ -204,8 +193,8 @@ export class Coalescer {
       return mine;
     }
     endLease(st);
-    let delegate = delegateFor(st, clock());
-    if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
+    let delegate = st.delegateFor(clock());
+    if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await st.readMark(clock);
     const input = this.c.callInput(st, batch, renew, delegate !== null);
     const sent: Sent = { atMs: clock(), keepAlive, from: delegate ?? undefined };
     let answers: Asked[] = [];

@@ -9,7 +9,7 @@ import { holdsSlots } from "../protocol/slots.ts";
 import type { CallInput, CallResult, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
-import { busyFailure, heardBusy, type KeyState, knownBusy, overloadTeachesHot } from "./key_state.ts";
+import { busyFailure, type KeyState } from "./key_state.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
@@ -98,7 +98,7 @@ export async function awaitLate(
   again?: Resend,
 ): Promise<CallAnswer> {
   if (answer.kind !== "failed" || answer.failure !== "timeout" || answer.late === null) return answer;
-  if (!uses("lateAnswers") || knownBusy(st, deps.clock())) return answer;
+  if (!uses("lateAnswers") || st.knownBusy(deps.clock())) return answer;
   const halfMs = Math.ceil(st.timeoutMs / 2);
   let late = answer.late;
   let duplicate: Promise<CallResult> | undefined;
@@ -196,7 +196,7 @@ export async function callTarget(
       return { answer: resultOf(callObject(st.transport, st.name, copy, st.timeoutMs, isolate)) };
     };
     const answer = await awaitLate(options, st, first, again);
-    if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
+    if (answer.kind === "failed") st.overloadTeachesHot(answer.failure, options.clock());
     return call.costs.length > 0 ? resendUnknown(answer, again) : answer;
   };
   if (delegate === null || st.delegate === null) return direct(unnoted(input));
@@ -225,6 +225,6 @@ export async function callTarget(
   // The first shard's spread (busy without one, or overloaded: as spread as can be, `heardBusy`).
   const busy = answer.kind === "answered" ? answer.result.busy === true : overloaded;
   if (busy && out.from.name === st.delegate.name)
-    heardBusy(st, answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
+    st.heardBusy(answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
   return answer;
 }
