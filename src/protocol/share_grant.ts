@@ -1,7 +1,7 @@
 /** Granting shares (share.ts says what one is and promises): the key's object's answer to a delegate's ask. */
 import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import { REGIONS } from "../request/region.ts";
-import { type Lows, noteLow } from "./late_refund.ts";
+import { noteLow } from "./late_refund.ts";
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
@@ -23,7 +23,6 @@ import {
 } from "./share.ts";
 import {
   chargeUnits,
-  type DirectSlice,
   fullState,
   isBusy,
   type LimiterRecord,
@@ -187,7 +186,8 @@ function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: 
   // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
   const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
   const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
-  const slow = slowRate(rule);
+  // A rule slower than `HOT_FROM_PER_S`: hot by its traffic only.
+  const slow = "rate" in params && params.rate.tokens * 1000 < HOT_FROM_PER_S * params.rate.perMs;
   // A fast rule's first round of asks (no holder renewed yet), each demand one batch: a region's equal part.
   const unrenewed = others.every((e) => e.prevEndsAtMs === 0);
   const first = uses("equalFirst") && mine === undefined && demand > 0 && !slow && unrenewed;
@@ -214,10 +214,6 @@ function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: 
   const lows = moved.lows == null ? {} : { lows: moved.lows };
   return { record: { ...base, ...lows, shares: { ...book, direct: moved.direct } }, grant };
 }
-
-/** A rule slower than `HOT_FROM_PER_S` (hot by its traffic only: `rateGrant`'s spare). */
-const slowRate = (rule: LimiterRule): boolean =>
-  "rate" in rule.params && rule.params.rate.tokens * 1000 < HOT_FROM_PER_S * rule.params.rate.perMs;
 
 /** A demand up by more than a quarter and two standard deviations of a Poisson count since the share's last grant. */
 export const rising = (before: number, now: number): boolean =>
@@ -261,13 +257,7 @@ export function rateTermMs(
 }
 
 /** The direct slice going from `before` parts to `after` (no more), and the tokens the parts given up take along. */
-function transfer(
-  rec: LimiterRecord,
-  rule: LimiterRule,
-  before: number,
-  after: number,
-  nowMs: number,
-): { readonly direct: DirectSlice; readonly tokens: number; readonly lows?: Lows | null } {
+function transfer(rec: LimiterRecord, rule: LimiterRule, before: number, after: number, nowMs: number) {
   const direct = rec.shares?.direct ?? { parts: SHARE_PARTS, state: rec.state };
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);

@@ -140,7 +140,7 @@ export function unsureResult(nowMs: number): CallResult {
 
 /**
  * Whether calls remembered (at most `max`, oldest first) hold every one applied since a copy's first could have come
- * (`resent` ms ago; absent, or the call remembered: nothing to know): fewer than `max`, or the oldest at least that old.
+ * (`resent` ms ago; absent, or the call is remembered: nothing to know): fewer than `max`, or the oldest that old.
  */
 export function remembersSince(calls: readonly AppliedCall[], max: number, call: CallInput, nowMs: number): boolean {
   const resentMs = call.resent;
@@ -189,12 +189,7 @@ export class CallPace {
 }
 
 /** Charge up to `ask.units` as cost-1 requests; a short rate key shared by demand (docs/production.md, "Leases"). */
-function grantLease(
-  record: LimiterRecord | null,
-  rule: LimiterRule,
-  ask: LeaseAsk | null | undefined,
-  nowMs: number,
-): { readonly record: LimiterRecord | null; readonly lease: LeaseGrant | null } {
+function grantLease(record: LimiterRecord | null, rule: LimiterRule, ask: LeaseAsk | null | undefined, nowMs: number) {
   if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1) return { record, lease: null };
   const ttlMs = Math.max(1, Math.floor(ask.ttlMs));
   const asks = noteAsk(record?.leaseAsks, ask.units, ttlMs, nowMs);
