@@ -122,7 +122,7 @@ export class DelegateRun {
     const record = load();
     if (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock())) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
-      if (this.backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
+      if (clock() < this.failedUntilMs) return refusedBatch(call, this.failedUntilMs, clock());
       // Told cold a term ago or more, and batches still come at a tenth of a hot key's pace: ask again, in the
       // background. A quiet key's delegate asks nothing more.
       const sinceMs = this.coldAtMs === null ? 0 : clock() - this.coldAtMs;
@@ -190,10 +190,6 @@ export class DelegateRun {
     return { ...result, results };
   }
 
-  private backingOff(): boolean {
-    return this.ports.clock() < this.failedUntilMs;
-  }
-
   private cold(): boolean {
     return this.coldAtMs !== null && this.ports.load().share === null;
   }
@@ -201,7 +197,7 @@ export class DelegateRun {
   /** Renew before deciding when `delegateNeed` says so, at most twice; not while cold or backing off. */
   private async renewFirst(who: DelegateWho, call: CallInput, cost: number, leaseUnits: number): Promise<void> {
     const { clock, load } = this.ports;
-    for (let i = 0; i < 2 && !this.backingOff() && !this.cold(); i++) {
+    for (let i = 0; i < 2 && clock() >= this.failedUntilMs && !this.cold(); i++) {
       const extra = i === 0 ? leaseUnits : 0;
       if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") return;
       const startMs = clock();
