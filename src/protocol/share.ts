@@ -148,12 +148,7 @@ export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmPa
 }
 
 /** The direct slice's state carried over to `to` (an empty bucket where it has none). */
-export function directStateIn(
-  recParams: AlgorithmParams,
-  direct: DirectSlice,
-  to: AlgorithmParams,
-  nowMs: number,
-): AlgorithmState {
+export function directStateIn(recParams: AlgorithmParams, direct: DirectSlice, to: AlgorithmParams, nowMs: number) {
   const from = honestSlice(recParams, direct.parts);
   if (from === null || direct.state === null) return emptyState(to, nowMs);
   return carryOver(from, to, direct.state, nowMs) ?? emptyState(to, nowMs);
