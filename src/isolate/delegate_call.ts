@@ -41,9 +41,8 @@ export async function callDelegates(
   timeoutMs: number,
 ): Promise<DelegateOutcome> {
   const startMs = deps.clock();
-  const isolate = { sleep: deps.sleep, stats: deps.counters };
   const call = (route: DelegateRoute, body: CallInput) =>
-    callObject(route.transport, route.name, body, timeoutMs, isolate);
+    callObject(route.transport, route.name, body, timeoutMs, { sleep: deps.sleep, stats: deps.counters });
   const first = await call(delegate, input);
   let avoid = avoidFor(first);
   if (avoid === null) return { kind: "answer", answer: first, from: delegate, sent: input };

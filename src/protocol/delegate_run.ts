@@ -234,8 +234,7 @@ export class DelegateRun {
     const still = shed.filter((b) => now.giveBack.includes(b));
     if (still.length === 0) return;
     save({ ...now, giveBack: now.giveBack.filter((b) => !still.includes(b)) });
-    const input = { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still };
-    await this.callKey(who, input).catch(() => null);
+    await this.callKey(who, { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still }).catch(() => null);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -283,7 +282,6 @@ function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
 
 /** Every request of a batch refused until `untilMs` (the key's object is overloaded); still hot: isolates stay. */
 function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
-  const waitMs = Math.max(1, untilMs - nowMs);
-  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, waitMs, nowMs));
+  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, Math.max(1, untilMs - nowMs), nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }

@@ -253,8 +253,7 @@ function callMemory({ calls, leaseAsks, lows }: LimiterRecord): Pick<LimiterReco
 /** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
 function refuseAll(book: ShareBook, params: AlgorithmParams, costs: readonly number[], nowMs: number): CallResult {
   const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
-  const waitMs = Math.max(1, nextEndMs - nowMs);
-  const results = costs.map((cost) => refusedFor(params, cost, waitMs, nowMs));
+  const results = costs.map((cost) => refusedFor(params, cost, Math.max(1, nextEndMs - nowMs), nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false };
 }
 

@@ -135,9 +135,8 @@ function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): InUse {
 
 function withEntry(rec: LimiterRecord, others: readonly ShareEntry[], entry: ShareEntry, hot: boolean, nowMs: number) {
   const book = rec.shares ?? EMPTY_BOOK;
-  const entries = live(entry, nowMs) ? [...others, entry] : [...others];
   const hotUntilMs = hot ? Math.max(book.hotUntilMs, nowMs + HOT_HOLD_MS) : book.hotUntilMs;
-  return { ...rec, shares: { ...book, entries, hotUntilMs } };
+  return { ...rec, shares: { ...book, entries: live(entry, nowMs) ? [...others, entry] : [...others], hotUntilMs } };
 }
 
 /** An entry's `seq`: its ask's, if it said one. */

@@ -231,10 +231,9 @@ function noteAsk(asks: LeaseAsks | undefined, units: number, ttlMs: number, nowM
 function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
   const { remaining, resetAfterMs, retryAfterMs } = peekRecord(record, input.rule, nowMs);
   const figures = { remaining, resetAfterMs, retryAfterMs: Math.max(1, retryAfterMs ?? 1) };
-  const results = replayedResults(input, seen, nowMs, figures);
   const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
   const refunded = (input.giveBack?.length ?? 0) > 0 ? { refunded: { remaining, resetAfterMs } } : {};
-  return { atMs: nowMs, results, lease, replayed: true, ...refunded };
+  return { atMs: nowMs, results: replayedResults(input, seen, nowMs, figures), lease, replayed: true, ...refunded };
 }
 
 /** `cost` refused for `waitMs` at `nowMs` (an invalid cost keeps its error). */
