@@ -14,18 +14,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import {
-  delegateFor,
-  type KeyState,
-  leaseAsk,
-  readMark,
-  see,
-  shortOf,
-  spreadAt,
-  spreadDecays,
-  spreadTo,
-  takeMark,
-} from "./key_state.ts";
+import { type KeyState, shortOf } from "./key_state.ts";
 
 export * from "./coalesce_types.ts";
 
@@ -69,14 +58,14 @@ export class Coalescer {
   markOf(name: string): HotMark | null {
     const st = this.c.keys.get(name);
     if (st === undefined || st.delegate === null || this.options.clock() >= st.hotUntilMs) return null;
-    const spread = spreadAt(st, this.options.clock());
-    return { untilMs: st.hotUntilMs, spread, ...(spreadDecays(st) ? { decays: true } : {}) };
+    const spread = st.spreadAt(this.options.clock());
+    return { untilMs: st.hotUntilMs, spread, ...(st.spreadDecays() ? { decays: true } : {}) };
   }
 
   /** The data center's mark has a higher spread (hot_marks.ts `writeMark`): take it. */
   spreadTo(name: string, spread: number): void {
     const st = this.c.keys.get(name);
-    if (st !== undefined && st.delegate !== null) spreadTo(st, spread, this.options.clock());
+    if (st !== undefined && st.delegate !== null) st.spreadTo(spread, this.options.clock());
   }
 
   /** Forget a key's lease without giving it back (the admin API reset the key: the object forgot the charge). */
@@ -90,8 +79,8 @@ export class Coalescer {
   ask(input: AskInput): Promise<Asked> {
     const st = this.c.stateOf(input);
     const now = this.options.clock();
-    takeMark(st, input.hotMark, now);
-    see(st, now);
+    st.takeMark(input.hotMark, now);
+    st.see(now);
     const here = this.c.leaseServe(st, input.cost, now, input.keepAlive) ?? this.c.refuseShort(st, now);
     return here === null ? this.wait(st, input) : Promise.resolve(here);
   }
@@ -137,7 +126,7 @@ export class Coalescer {
       }
       const now = clock();
       const ttlMs = st.leaseSettings?.ttlMs ?? 0;
-      const renew = used && now - st.seen.lastMs < ttlMs && leaseAsk(st, now, delegateFor(st, now) !== null) !== null;
+      const renew = used && now - st.seen.lastMs < ttlMs && st.leaseAsk(now, st.delegateFor(now) !== null) !== null;
       if (st.inFlight) return;
       if (!renew && !owes(st)) return this.c.handOff(st); // requests that waited through a hold go on as usual
       startCall(st, clock());
@@ -162,29 +151,25 @@ export class Coalescer {
       waiting = { cost: input.cost, observe: input.observe, keepAlive: input.keepAlive, resolve, settled: false };
     });
     const me = waiting!;
+    // Nothing in flight or waiting: it leads, handed the lead by itself (a plain await resumes it in its own context).
     const leadsNow = !st.inFlight && st.queue.length === 0;
     st.queue.push(me);
-    // Nothing in flight or waiting: it leads, handed the lead by itself (a plain await resumes it in its own context).
-    if (leadsNow) {
-      this.c.handOff(st);
-      await turn;
-      return (await this.flush(st, me, input.keepAlive))!;
-    }
     // A cancelled leader never hands over: give up after two budgets (the call in flight's, then its own). Until its
     // turn, a timer of its own stays pending: the runtime cancels a request that waits on nothing of its own.
     const { sleep } = this.options;
     let turnCame = false;
-    void (async () => {
-      await sleep(st.timeoutMs);
-      if (!me.settled) await sleep(st.timeoutMs);
-      this.c.giveUp(st, me);
-      while (!turnCame) await sleep(st.timeoutMs);
-    })();
+    if (!leadsNow) {
+      void (async () => {
+        await sleep(st.timeoutMs);
+        if (!me.settled) await sleep(st.timeoutMs);
+        this.c.giveUp(st, me);
+        while (!turnCame) await sleep(st.timeoutMs);
+      })();
+    }
     if (!st.inFlight) this.c.handOff(st);
-    const got = await (this.options.resume?.(turn) ?? turn);
+    const got = await (leadsNow ? turn : (this.options.resume?.(turn) ?? turn));
     turnCame = true;
-    if (got !== "lead") return got;
-    return (await this.flush(st, me, input.keepAlive))!;
+    return got === "lead" ? (await this.flush(st, me, input.keepAlive))! : got;
   }
 
   /** One call for everything queued (the leader first) and the units to give back; returns the leader's answer. */
@@ -208,8 +193,8 @@ export class Coalescer {
       return mine;
     }
     endLease(st);
-    let delegate = delegateFor(st, clock());
-    if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await readMark(st, clock);
+    let delegate = st.delegateFor(clock());
+    if (delegate !== null && delegate === st.delegate && !st.hotMarkRead) delegate = await st.readMark(clock);
     const input = this.c.callInput(st, batch, renew, delegate !== null);
     const sent: Sent = { atMs: clock(), keepAlive, from: delegate ?? undefined };
     let answers: Asked[] = [];

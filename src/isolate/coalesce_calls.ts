@@ -17,21 +17,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import {
-  busyFailure,
-  delegateFor,
-  hashString,
-  heldAnswer,
-  isHot,
-  KeyState,
-  lastKnownRefusal,
-  lateResult,
-  leaseAsk,
-  nextSeed,
-  noteHot,
-  seenOver,
-  unsee,
-} from "./key_state.ts";
+import { busyFailure, hashString, heldAnswer, KeyState, lateResult, nextSeed } from "./key_state.ts";
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -45,7 +31,7 @@ export function startCall(st: KeyState, now: number): void {
 /** An answer's news: busy (lease even below `above`), hot or cold. */
 export function noteAnswer(st: KeyState, result: CallResult, now: number): void {
   if (result.busy === true) st.busyUntilMs = now + (st.leaseSettings?.ttlMs ?? 0);
-  noteHot(st, result.hot, now);
+  st.noteHot(result.hot, now);
 }
 
 /** Whether the key has units to give back (ended leases' or refunds), for the next call. */
@@ -95,7 +81,7 @@ export class Calls {
       }
     }
     this.options.counters.last_known_answers = (this.options.counters.last_known_answers ?? 0) + 1;
-    return lastKnownRefusal(st, now);
+    return st.lastKnownRefusal(now);
   }
 
   /** A grant `short` of the need: refuse beyond the lease until `endsAtMs`, retry when the object's denials say. */
@@ -182,16 +168,15 @@ export class Calls {
     const giveBack: NotedReturn[] = [];
     for (const held of st.returns.splice(0)) {
       held.returned = true;
-      if (held.unitsLeft > 0) {
-        giveBack.push({
-          units: held.unitsLeft,
-          atMs: held.atMs,
-          ...(held.from === undefined ? {} : { lender: held.from }),
-          ...(held.id === undefined ? {} : { id: held.id }),
-        });
-        counters.lease_units_returned += held.unitsLeft;
-        held.unitsLeft = 0;
-      }
+      if (held.unitsLeft <= 0) continue;
+      giveBack.push({
+        units: held.unitsLeft,
+        atMs: held.atMs,
+        ...(held.from === undefined ? {} : { lender: held.from }),
+        ...(held.id === undefined ? {} : { id: held.id }),
+      });
+      counters.lease_units_returned += held.unitsLeft;
+      held.unitsLeft = 0;
     }
     giveBack.push(...st.refunds.splice(0));
     const waiters = st.refundWaiters.splice(0);
@@ -200,12 +185,12 @@ export class Calls {
       id: this.options.newId(),
       costs: batch.map((w) => w.cost),
       giveBack,
-      lease: batch.length > 0 || renew ? leaseAsk(st, clock(), toDelegate) : null,
+      lease: batch.length > 0 || renew ? st.leaseAsk(clock(), toDelegate) : null,
     };
     if (input.lease == null) this.lastAsk.delete(st);
     else {
       // A grant cut at the cap one lease may take is no sign of a short key.
-      const need = Math.min(input.lease.units, seenOver(st, clock(), input.lease.ttlMs), leaseCapOf(st.rule.params));
+      const need = Math.min(input.lease.units, st.seenOver(clock(), input.lease.ttlMs), leaseCapOf(st.rule.params));
       this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
     }
     if (batch.length > 1) counters.batched_requests += batch.length;
@@ -267,7 +252,7 @@ export class Calls {
     const decision = { allowed: true, remaining: lease.unitsLeft, resetAfterMs, retryAfterMs: null, delayMs: 0 };
     return heldAnswer(lease.atMs, decision, () => {
       const at = this.options.clock();
-      unsee(st, at);
+      st.unsee(at);
       if (st.lease === lease && at < lease.endsAtMs) {
         lease.unitsLeft += cost;
         return Promise.resolve({ remaining: lease.unitsLeft, resetAfterMs: lease.endsAtMs - at });
@@ -285,7 +270,7 @@ export class Calls {
   refuseShort(st: KeyState, now: number): Asked | null {
     if (now >= st.lastKnownUntilMs) return null;
     this.options.counters.lease_answers++;
-    return lastKnownRefusal(st, now);
+    return st.lastKnownRefusal(now);
   }
 
   /**
@@ -294,7 +279,7 @@ export class Calls {
    */
   private refundObject(st: KeyState, cost: number, admittedAtMs: number, keepAlive: KeepAlive, unseen = true) {
     const { clock, sleep, resume } = this.options;
-    if (unseen) unsee(st, clock());
+    if (unseen) st.unsee(clock());
     const same = st.refunds.findIndex((r) => r.atMs === admittedAtMs);
     if (same === -1) st.refunds.push({ units: cost, atMs: admittedAtMs, admitted: true });
     else st.refunds[same] = { units: st.refunds[same]!.units + cost, atMs: admittedAtMs, admitted: true };
@@ -311,7 +296,7 @@ export class Calls {
     const { clock } = this.options;
     startCall(st, clock());
     try {
-      const delegate = delegateFor(st, clock());
+      const delegate = st.delegateFor(clock());
       const input = this.callInput(st, [], false, delegate !== null);
       const answer = await callTarget(this.options, st, delegate, input, keepAlive);
       this.refundsLanded(st, input, answer);
@@ -335,7 +320,7 @@ export class Calls {
   /** A hot key's returns (or after an overload's backoff) go with its next call, or in one of their own after a wait. */
   private returnLater(st: KeyState, keepAlive: KeepAlive): boolean {
     const now = this.options.clock();
-    if (!isHot(st, now) && now >= st.returnsNotBeforeMs) return false;
+    if (!st.isHot(now) && now >= st.returnsNotBeforeMs) return false;
     this.armReturns(st, keepAlive);
     return true;
   }

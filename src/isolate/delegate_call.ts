@@ -9,7 +9,7 @@ import { holdsSlots } from "../protocol/slots.ts";
 import type { CallInput, CallResult, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
 import type { CoalescerOptions, DelegateRoute, NotedCallInput, NotedReturn } from "./coalesce_types.ts";
-import { busyFailure, heardBusy, type KeyState, knownBusy, overloadTeachesHot } from "./key_state.ts";
+import { busyFailure, type KeyState } from "./key_state.ts";
 
 /** What calling the delegates came to: an answer (or a failure to keep), or `fallBack` to the key's object. */
 type DelegateOutcome =
@@ -41,9 +41,8 @@ export async function callDelegates(
   timeoutMs: number,
 ): Promise<DelegateOutcome> {
   const startMs = deps.clock();
-  const isolate = { sleep: deps.sleep, stats: deps.counters };
   const call = (route: DelegateRoute, body: CallInput) =>
-    callObject(route.transport, route.name, body, timeoutMs, isolate);
+    callObject(route.transport, route.name, body, timeoutMs, { sleep: deps.sleep, stats: deps.counters });
   const first = await call(delegate, input);
   let avoid = avoidFor(first);
   if (avoid === null) return { kind: "answer", answer: first, from: delegate, sent: input };
@@ -98,7 +97,7 @@ export async function awaitLate(
   again?: Resend,
 ): Promise<CallAnswer> {
   if (answer.kind !== "failed" || answer.failure !== "timeout" || answer.late === null) return answer;
-  if (!uses("lateAnswers") || knownBusy(st, deps.clock())) return answer;
+  if (!uses("lateAnswers") || st.knownBusy(deps.clock())) return answer;
   const halfMs = Math.ceil(st.timeoutMs / 2);
   let late = answer.late;
   let duplicate: Promise<CallResult> | undefined;
@@ -142,13 +141,7 @@ function appliedTwice(taken: Promise<CallResult>, a: Promise<CallResult>, b: Pro
 
 /** `late`'s result if it comes before `deadline`: `null` if it failed, `undefined` if no word came by then. */
 const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<CallResult | null | undefined> =>
-  Promise.race([
-    late.then(
-      (result) => result,
-      () => null,
-    ),
-    deadline.then(() => undefined),
-  ]);
+  Promise.race([late.catch(() => null), deadline.then(() => undefined)]);
 
 /**
  * A copy's result, whenever it comes (past its budget too: a copy applied late still charged), or a rejection: it
@@ -156,14 +149,9 @@ const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<Cal
  * before its takers wait for it, and a failure tells them nothing anyway.
  */
 function resultOf(answer: Promise<CallAnswer>): Promise<CallResult> {
-  const usable = (r: CallResult) => (r.unsure === true ? Promise.reject(new Error("no answer")) : r);
-  const result = answer.then((a) =>
-    a.kind === "answered"
-      ? usable(a.result)
-      : a.late !== null
-        ? a.late.then(usable)
-        : Promise.reject(new Error("no answer")),
-  );
+  const none = () => Promise.reject(new Error("no answer"));
+  const usable = (r: CallResult) => (r.unsure === true ? none() : r);
+  const result = answer.then((a) => (a.kind === "answered" ? usable(a.result) : (a.late?.then(usable) ?? none())));
   result.catch(() => undefined);
   return result;
 }
@@ -207,7 +195,7 @@ export async function callTarget(
       return { answer: resultOf(callObject(st.transport, st.name, copy, st.timeoutMs, isolate)) };
     };
     const answer = await awaitLate(options, st, first, again);
-    if (answer.kind === "failed") overloadTeachesHot(st, answer.failure, options.clock());
+    if (answer.kind === "failed") st.overloadTeachesHot(answer.failure, options.clock());
     return call.costs.length > 0 ? resendUnknown(answer, again) : answer;
   };
   if (delegate === null || st.delegate === null) return direct(unnoted(input));
@@ -236,6 +224,6 @@ export async function callTarget(
   // The first shard's spread (busy without one, or overloaded: as spread as can be, `heardBusy`).
   const busy = answer.kind === "answered" ? answer.result.busy === true : overloaded;
   if (busy && out.from.name === st.delegate.name)
-    heardBusy(st, answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
+    st.heardBusy(answer.kind === "answered" ? (answer.result.spread ?? 1) : 1, options.clock());
   return answer;
 }

@@ -81,89 +81,177 @@ export class KeyState {
     this.hotMarkRead = input.hotMark != null || input.spreadMark == null;
     this.spreadMark = input.spreadMark ?? null;
   }
-}
 
-/** Count an arrival, in buckets of the lease ttl (1 s without a lease). */
-export function see(st: KeyState, now: number): void {
-  roll(st, now);
-  if (st.seen.prev === 0 && st.seen.curr === 0) {
-    // The key was quiet here for a whole bucket: a new run of arrivals starts now.
-    st.seen.runStartMs = now;
-    st.seen.runCount = 0;
+  /** Count an arrival, in buckets of the lease ttl (1 s without a lease). */
+  see(now: number): void {
+    this.roll(now);
+    if (this.seen.prev === 0 && this.seen.curr === 0) {
+      // The key was quiet here for a whole bucket: a new run of arrivals starts now.
+      this.seen.runStartMs = now;
+      this.seen.runCount = 0;
+    }
+    this.seen.curr++;
+    this.seen.runCount++;
+    this.seen.lastMs = now;
   }
-  st.seen.curr++;
-  st.seen.runCount++;
-  st.seen.lastMs = now;
-}
 
-/** Uncount an arrival whose admission was given back: leases are sized by the arrivals that keep theirs. */
-export function unsee(st: KeyState, now: number): void {
-  roll(st, now);
-  if (st.seen.curr > 0) st.seen.curr--;
-  else if (st.seen.prev > 0) st.seen.prev--;
-  if (st.seen.runCount > 0) st.seen.runCount--;
-}
-
-export function roll(st: KeyState, now: number): void {
-  const bucket = Math.floor(now / (st.leaseSettings?.ttlMs ?? 1000));
-  if (bucket !== st.seen.bucket) {
-    st.seen.prev = bucket === st.seen.bucket + 1 ? st.seen.curr : 0;
-    st.seen.curr = 0;
-    st.seen.bucket = bucket;
+  /** Uncount an arrival whose admission was given back: leases are sized by the arrivals that keep theirs. */
+  unsee(now: number): void {
+    this.roll(now);
+    if (this.seen.curr > 0) this.seen.curr--;
+    else if (this.seen.prev > 0) this.seen.prev--;
+    if (this.seen.runCount > 0) this.seen.runCount--;
   }
-}
 
-/** Arrivals per lease ttl, the larger of two buckets; a younger run from its 3rd arrival (a hot key leases at once). */
-export function seenPerTtl(st: KeyState, now: number): number {
-  roll(st, now);
-  const seen = Math.max(st.seen.prev, st.seen.curr);
-  const ttlMs = st.leaseSettings?.ttlMs ?? 1000;
-  const elapsedMs = now - st.seen.runStartMs;
-  if (st.seen.runCount < 3 || elapsedMs >= ttlMs) return seen;
-  return Math.max(seen, Math.floor(((st.seen.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
-}
+  roll(now: number): void {
+    const bucket = Math.floor(now / (this.leaseSettings?.ttlMs ?? 1000));
+    if (bucket !== this.seen.bucket) {
+      this.seen.prev = bucket === this.seen.bucket + 1 ? this.seen.curr : 0;
+      this.seen.curr = 0;
+      this.seen.bucket = bucket;
+    }
+  }
 
-/** The lease to ask for with the next call, if any; to a delegate, a sub-lease whatever `above` and busy say. */
-export function leaseAsk(st: KeyState, now: number, toDelegate = false): CallInput["lease"] {
-  const settings = st.leaseSettings;
-  if (settings === null) return null;
-  if (toDelegate) return subleaseAsk(st, now);
-  const seen = seenPerTtl(st, now);
-  // Above `above`: seen / ttl > tokens / perMs, in integers. A busy object (many isolates, each under it) leases too.
-  const busy = now < st.busyUntilMs;
-  if (settings === AUTO_LEASE && !busy) return null;
-  const above = settings.above;
-  if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
-  // What it saw in one ttl, and two standard deviations of a Poisson count: rarely spent before its term.
-  return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
-}
+  /** Arrivals per lease ttl, the larger of two buckets; a younger run from its 3rd arrival (a hot key leases now). */
+  seenPerTtl(now: number): number {
+    this.roll(now);
+    const seen = Math.max(this.seen.prev, this.seen.curr);
+    const ttlMs = this.leaseSettings?.ttlMs ?? 1000;
+    const elapsedMs = now - this.seen.runStartMs;
+    if (this.seen.runCount < 3 || elapsedMs >= ttlMs) return seen;
+    return Math.max(seen, Math.floor(((this.seen.runCount - 1) * ttlMs) / Math.max(elapsedMs, ttlMs / 10)));
+  }
 
-/** What this isolate expects to need of the key over `ttlMs` (`seenPerTtl` scaled, rounded up). */
-export function seenOver(st: KeyState, now: number, ttlMs: number): number {
-  return Math.ceil((seenPerTtl(st, now) * ttlMs) / (st.leaseSettings?.ttlMs ?? 1000));
-}
+  /** The lease to ask for with the next call, if any; to a delegate, a sub-lease whatever `above` and busy say. */
+  leaseAsk(now: number, toDelegate = false): CallInput["lease"] {
+    const settings = this.leaseSettings;
+    if (settings === null) return null;
+    if (toDelegate) return this.subleaseAsk(now);
+    const seen = this.seenPerTtl(now);
+    // Above `above`: seen / ttl > tokens / perMs, in integers. A busy object (many isolates, each under it) leases too.
+    const busy = now < this.busyUntilMs;
+    if (settings === AUTO_LEASE && !busy) return null;
+    const above = settings.above;
+    if (above !== null && !busy && seen * above.perMs <= above.tokens * settings.ttlMs) return null;
+    // What it saw in one ttl, and two standard deviations of a Poisson count: rarely spent before its term.
+    return { units: settings.units ?? seen + 2 * Math.ceil(Math.sqrt(seen)) + 1, ttlMs: settings.ttlMs };
+  }
 
-/**
- * A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2.
- * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit):
- * for at most the time the rule's rate takes to fill its burst. Isolates hold about the rate over half a term unused,
- * which at 480 ms is more than the whole burst of a rule whose burst is under half a second of its rate: the pool the
- * exact writer keeps (hot-rate at its limit lost 11-13% so; BENCHMARKS.md 8b, session 24). Below the limit, the full
- * term: shorter ones only add calls (delegates say busy sooner and spread a growing key sooner, cutting its shares).
- */
-export function subleaseAsk(st: KeyState, now: number): CallInput["lease"] {
-  const settings = st.leaseSettings;
-  const kind = leasePolicy(st.rule.params.algorithm).kind;
-  if (settings === null || kind === "none") return null;
-  const full = subleaseTermMs(settings.ttlMs, kind);
-  const tight = now - st.shortAtMs < SHARE_TERM_MS;
-  const rateMs = tight ? Math.min(full, burstFillMs(st.rule.params)) : full;
-  const ttlMs = kind === "window" ? windowSubleaseTermMs(st.rule.params, now, full) : rateMs;
-  // None the window's end would cut: near it the delegate decides every batch, so no units sit with isolates then.
-  if (leaseTermMs(st.rule.params, now, ttlMs) < ttlMs) return null;
-  const need = seenOver(st, now, ttlMs);
-  if (need < 2) return null;
-  return { units: Math.min(need, settings.units ?? need, leaseCapOf(st.rule.params)), ttlMs };
+  /** What this isolate expects to need of the key over `ttlMs` (`seenPerTtl` scaled, rounded up). */
+  seenOver(now: number, ttlMs: number): number {
+    return Math.ceil((this.seenPerTtl(now) * ttlMs) / (this.leaseSettings?.ttlMs ?? 1000));
+  }
+
+  /**
+   * A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2.
+   * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit):
+   * for at most the time the rule's rate takes to fill its burst. Isolates hold about the rate over half a term unused,
+   * which at 480 ms is more than the whole burst of a rule whose burst is under half a second of its rate: the pool the
+   * exact writer keeps (hot-rate at its limit lost 11-13% so; BENCHMARKS.md 8b, session 24). Below the limit, the full
+   * term: shorter ones only add calls (delegates say busy sooner and spread a growing key sooner, cutting its shares).
+   */
+  subleaseAsk(now: number): CallInput["lease"] {
+    const settings = this.leaseSettings;
+    const kind = leasePolicy(this.rule.params.algorithm).kind;
+    if (settings === null || kind === "none") return null;
+    const full = subleaseTermMs(settings.ttlMs, kind);
+    const tight = now - this.shortAtMs < SHARE_TERM_MS;
+    const rateMs = tight ? Math.min(full, burstFillMs(this.rule.params)) : full;
+    const ttlMs = kind === "window" ? windowSubleaseTermMs(this.rule.params, now, full) : rateMs;
+    // None the window's end would cut: near it the delegate decides every batch, so no units sit with isolates then.
+    if (leaseTermMs(this.rule.params, now, ttlMs) < ttlMs) return null;
+    const need = this.seenOver(now, ttlMs);
+    if (need < 2) return null;
+    return { units: Math.min(need, settings.units ?? need, leaseCapOf(this.rule.params)), ttlMs };
+  }
+
+  /** The key's next call's delegate, while hot and not failing; its own shard once its draw is below the spread. */
+  delegateFor(now: number): DelegateRoute | null {
+    if (this.delegate === null || now >= this.hotUntilMs || now < this.delegateDownUntilMs) return null;
+    const own = this.delegate.ownShard;
+    return own !== undefined && (this.delegate.draw ?? 0) < this.spreadAt(now) ? own : this.delegate;
+  }
+
+  /** Whether the spread decays and grows by busy answers: a window rule's (a rate share settles too slowly for it). */
+  spreadDecays(): boolean {
+    return uses("spread") && leasePolicy(this.rule.params.algorithm).kind === "window";
+  }
+
+  /** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays. */
+  spreadAt(now: number): number {
+    return this.spreadDecays() ? decayedSpread(this.spread, now - this.spreadAtMs) : this.spread;
+  }
+
+  /** Raise the key's spread to `spread` (at most `MAX_SPREAD`) if above what it is now; it decays from `now` on. */
+  spreadTo(spread: number, now: number): void {
+    if (spread <= this.spreadAt(now)) return;
+    this.spread = Math.min(MAX_SPREAD, spread);
+    this.spreadAtMs = now;
+  }
+
+  /**
+   * The first shard said busy, `moving` the share of its calls to move (`countLoad`; 1: overloaded). They come from the
+   * `1 - spread` of isolates still on it: a decaying spread grows by that much of them, else is raised to `moving`.
+   */
+  heardBusy(moving: number, now: number): void {
+    const share = Math.min(1, Math.max(0, moving));
+    const spread = this.spreadAt(now);
+    this.spreadTo(this.spreadDecays() ? spread + (1 - spread) * share : share, now);
+  }
+
+  /** Before a hot spell's first call to the first shard: read the mark's spread, and move if it says so. */
+  async readMark(clock: () => number): Promise<DelegateRoute | null> {
+    this.hotMarkRead = true;
+    if (this.spreadMark !== null) this.spreadTo((await this.spreadMark(this.name).catch(() => null)) ?? 0, clock());
+    return this.delegateFor(clock());
+  }
+
+  /** A lapsed hot spell renewed by the mark read for this request, or ended by its absence (`undefined`: none read). */
+  takeMark(mark: HotMark | null | undefined, now: number): void {
+    if (mark === undefined || this.delegate === null || this.hotUntilMs === 0 || now < this.hotUntilMs) return;
+    this.hotUntilMs = mark?.untilMs ?? 0;
+    this.spreadTo(mark?.spread ?? 0, now);
+  }
+
+  /** An answer said the key is hot (go to the delegate) or cold (`false`: back to the key's object). */
+  noteHot(hot: boolean | undefined, now: number): void {
+    if (hot === true) this.hotUntilMs = now + HOT_HOLD_MS;
+    else if (hot === false) {
+      this.hotUntilMs = 0;
+      this.spread = 0;
+      this.spreadAtMs = now;
+      this.hotMarkRead = this.spreadMark === null;
+    }
+  }
+
+  /** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
+  isHot(now: number): boolean {
+    const until = Math.max(this.hotUntilMs, this.busyUntilMs, this.overloadedUntilMs, this.grantHotUntilMs);
+    return now < until || this.lease !== null;
+  }
+
+  /**
+   * The key's object is known busy here: it said so, or was overloaded, or the last answer was short (then a late
+   * answer is not waited for: `awaitLate`). A key hot by construction or by a mark is not busy by that alone.
+   */
+  knownBusy(now: number): boolean {
+    return now < Math.max(this.busyUntilMs, this.overloadedUntilMs, this.lastKnownUntilMs);
+  }
+
+  /** A busy failure of the key's object sends the key to its delegate, as `hot` would (an overloaded object throws). */
+  overloadTeachesHot(failure: FailureKind, now: number): boolean {
+    if (this.delegate === null || leasePolicy(this.rule.params.algorithm).kind === "none") return false;
+    if (!busyFailure(failure)) return false;
+    this.hotUntilMs = Math.max(this.hotUntilMs, now + HOT_HOLD_MS);
+    return true;
+  }
+
+  /** A last known refusal, its retry when this isolate asks again (or the key reopens, if the object said). */
+  lastKnownRefusal(now: number): Asked {
+    const waitMs = Math.max(1, this.lastKnownRetryAtMs - now);
+    const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
+    return heldAnswer(now, decision, () => Promise.resolve(null));
+  }
 }
 
 /**
@@ -183,71 +271,12 @@ export function shortOf(asked: AskedLease | undefined, units: number, forMs: num
   return units * asked.ttlMs < asked.need * forMs;
 }
 
-/** The delegate for the key's next call, while hot and not failing; its own shard once its draw is below the spread. */
-export function delegateFor(st: KeyState, now: number): DelegateRoute | null {
-  if (st.delegate === null || now >= st.hotUntilMs || now < st.delegateDownUntilMs) return null;
-  const own = st.delegate.ownShard;
-  return own !== undefined && (st.delegate.draw ?? 0) < spreadAt(st, now) ? own : st.delegate;
-}
-
 /** The highest spread: every one of the `DELEGATE_SHARDS` shards then has as many of the region's isolates. */
 export const MAX_SPREAD = 1 - 1 / DELEGATE_SHARDS;
 
 /** A spread heard `ageMs` ago, now: halved every `SPREAD_HALF_LIFE_MS` (the region's load may have fallen since). */
 export function decayedSpread(spread: number, ageMs: number): number {
   return ageMs <= 0 ? spread : spread * 0.5 ** (ageMs / SPREAD_HALF_LIFE_MS);
-}
-
-/** Whether the spread decays and grows by busy answers: a window rule's (a rate share settles too slowly for that). */
-export function spreadDecays(st: Pick<KeyState, "rule">): boolean {
-  return uses("spread") && leasePolicy(st.rule.params.algorithm).kind === "window";
-}
-
-/** The key's spread at `now`: the one heard at `spreadAtMs`, decayed since if it decays. */
-export function spreadAt(st: Pick<KeyState, "rule" | "spread" | "spreadAtMs">, now: number): number {
-  return spreadDecays(st) ? decayedSpread(st.spread, now - st.spreadAtMs) : st.spread;
-}
-
-/** Raise the key's spread to `spread` (at most `MAX_SPREAD`) if above what it is now; it decays from `now` on. */
-export function spreadTo(st: KeyState, spread: number, now: number): void {
-  if (spread <= spreadAt(st, now)) return;
-  st.spread = Math.min(MAX_SPREAD, spread);
-  st.spreadAtMs = now;
-}
-
-/**
- * The first shard said busy, `moving` the share of its calls to move (`countLoad`; 1: overloaded). They come from the
- * `1 - spread` of isolates still on it: a decaying spread grows by that much of them, else is raised to `moving`.
- */
-export function heardBusy(st: KeyState, moving: number, now: number): void {
-  const share = Math.min(1, Math.max(0, moving));
-  const spread = spreadAt(st, now);
-  spreadTo(st, spreadDecays(st) ? spread + (1 - spread) * share : share, now);
-}
-
-/** Before a hot spell's first call to the first shard: read the mark's spread, and move if it says so. */
-export async function readMark(st: KeyState, clock: () => number): Promise<DelegateRoute | null> {
-  st.hotMarkRead = true;
-  if (st.spreadMark !== null) spreadTo(st, (await st.spreadMark(st.name).catch(() => null)) ?? 0, clock());
-  return delegateFor(st, clock());
-}
-
-/** A lapsed hot spell renewed by the mark read for this request, or ended by its absence (`undefined`: none read). */
-export function takeMark(st: KeyState, mark: HotMark | null | undefined, now: number): void {
-  if (mark === undefined || st.delegate === null || st.hotUntilMs === 0 || now < st.hotUntilMs) return;
-  st.hotUntilMs = mark?.untilMs ?? 0;
-  spreadTo(st, mark?.spread ?? 0, now);
-}
-
-/** An answer said the key is hot (go to the delegate) or cold (`false`: back to the key's object). */
-export function noteHot(st: KeyState, hot: boolean | undefined, now: number): void {
-  if (hot === true) st.hotUntilMs = now + HOT_HOLD_MS;
-  else if (hot === false) {
-    st.hotUntilMs = 0;
-    st.spread = 0;
-    st.spreadAtMs = now;
-    st.hotMarkRead = st.spreadMark === null;
-  }
 }
 
 /** Request `i`'s result from a call answered after its budget; a rejection is marked handled (few callers look). */
@@ -257,38 +286,9 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
   return result;
 }
 
-/** This isolate holds or held a share of the key lately, or the key's object says it is busy. */
-export function isHot(st: KeyState, now: number): boolean {
-  const until = Math.max(st.hotUntilMs, st.busyUntilMs, st.overloadedUntilMs, st.grantHotUntilMs);
-  return now < until || st.lease !== null;
-}
-
-/**
- * The key's object is known busy here: it said so, or was overloaded, or the last answer was short (then a late
- * answer is not waited for: `awaitLate`). A key hot by construction or by a mark is not busy by that alone.
- */
-export function knownBusy(st: KeyState, now: number): boolean {
-  return now < Math.max(st.busyUntilMs, st.overloadedUntilMs, st.lastKnownUntilMs);
-}
-
-/** A busy failure of the key's object sends the key to its delegate, as `hot` would (an overloaded object throws). */
-export function overloadTeachesHot(st: KeyState, failure: FailureKind, now: number): boolean {
-  if (st.delegate === null || leasePolicy(st.rule.params.algorithm).kind === "none") return false;
-  if (!busyFailure(failure)) return false;
-  st.hotUntilMs = Math.max(st.hotUntilMs, now + HOT_HOLD_MS);
-  return true;
-}
-
 /** A failure that says the object is busy, not broken: overloaded, or no answer within the budget. */
 export function busyFailure(failure: FailureKind): boolean {
   return failure === "overloaded" || failure === "timeout";
-}
-
-/** A last known refusal, its retry when this isolate asks again (or the key reopens, if the object said). */
-export function lastKnownRefusal(st: KeyState, now: number): Asked {
-  const waitMs = Math.max(1, st.lastKnownRetryAtMs - now);
-  const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
-  return heldAnswer(now, decision, () => Promise.resolve(null));
 }
 
 /** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */

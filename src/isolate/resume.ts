@@ -15,10 +15,7 @@ const SAMPLE_MAX_MS = 64;
  * `resume` for the coalescer: waits for `settled` from this request's own timers. `clock` times the waits for the
  * estimate only (a frozen clock gives a 1 ms first sleep); `wait` must be the runtime's own timer.
  */
-export function ownContextResumer(
-  clock: Clock,
-  wait: (ms: number) => Promise<unknown> = (ms) => scheduler.wait(ms),
-): <T>(settled: Promise<T>) => Promise<T> {
+export function ownContextResumer(clock: Clock, wait: (ms: number) => Promise<unknown> = (ms) => scheduler.wait(ms)) {
   let typicalMs = 0; // a moving average of recent waits, ms, each until the timer that saw its answer
   return async <T>(settled: Promise<T>): Promise<T> => {
     let outcome: PromiseSettledResult<T> | null = null;

@@ -31,8 +31,7 @@ export class CallSlots {
       if (Number.isSafeInteger(slot) && slot >= 0 && slot < CALL_MEMORY_MAX) found.push({ slot, call });
     }
     found.sort((a, b) => a.call.atMs - b.call.atMs || a.slot - b.slot);
-    const slots = new CallSlots(found.map((f) => f.slot));
-    return { slots, calls: found.map((f) => f.call) };
+    return { slots: new CallSlots(found.map((f) => f.slot)), calls: found.map((f) => f.call) };
   }
 
   constructor(used: readonly number[] = []) {
@@ -62,6 +61,5 @@ export function writesOf(
 ): { readonly record: LimiterRecord | null; readonly call: AppliedCall | null } {
   if (after === null) return { record: null, call: null };
   const last = after.calls?.at(-1);
-  const call = last !== undefined && last !== before?.calls?.at(-1) ? last : null;
-  return { record: storedRecord(after), call };
+  return { record: storedRecord(after), call: last !== undefined && last !== before?.calls?.at(-1) ? last : null };
 }

@@ -99,18 +99,20 @@ export const NEW_DELEGATE: DelegateRecord = {
   calls: [],
 };
 
+/** Counts in the current and the previous bucket, and the current one's index under its stored name `K`. */
+type Counts<K extends string> = { readonly [k in K]: number } & { readonly curr: number; readonly prev: number };
 /** Cost asked of a delegate: the current and the previous bucket of `DEMAND_BUCKET_MS` (`bucket`: its index). */
-export interface DemandBuckets {
-  readonly bucket: number;
-  readonly curr: number;
-  readonly prev: number;
-}
-
+export type DemandBuckets = Counts<"bucket">;
 /** Calls a delegate decided per second: the current second (its index) and the last one. */
-export interface CallLoad {
-  readonly second: number;
-  readonly curr: number;
-  readonly prev: number;
+export type CallLoad = Counts<"second">;
+
+/**
+ * Counts rolled to the bucket of index `at` (`key`: the index's name): a new bucket starts empty, the last one kept if
+ * it was the one before (none if there were no counts, or the clock stepped back).
+ */
+function rollTo<K extends string>(c: Counts<K> | undefined, key: K, at: number): Counts<K> {
+  if (c !== undefined && c[key] === at) return c;
+  return { [key]: at, curr: 0, prev: c !== undefined && at === c[key] + 1 ? c.curr : 0 } as Counts<K>;
 }
 
 /** A share's whole term, ms: `adoptGrant` renews it a quarter term before its end. */
@@ -139,7 +141,7 @@ export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   if (nowMs - (share.endsAtMs - termMs) < SHARE_TERM_MS / 4) return false;
   // A busy delegate's isolates are moving to their own shards: a quarter's fall frees their parts for the new shards.
   const fell = Math.max(RENEW_SLACK, Math.floor(share.demand / 4));
-  const load = loadAt(record.load, Math.floor(nowMs / 1000));
+  const load = rollTo(record.load, "second", Math.floor(nowMs / 1000));
   const busy = Math.max(load.curr, load.prev) >= DELEGATE_BUSY_CALLS_PER_S;
   return demandMoved(share.demand, demand) || (busy && share.demand - demand > fell);
 }
@@ -188,12 +190,8 @@ export function demandPerTerm(record: { readonly demand: DemandBuckets }, nowMs:
   return Math.floor((weighed * SHARE_TERM_MS) / (bucketMs * bucketMs));
 }
 
-/** The demand buckets rolled to `nowMs`: a new bucket starts empty, the last one kept if it was the one before. */
-export function rolled(d: DemandBuckets, nowMs: number): DemandBuckets {
-  const bucket = Math.floor(nowMs / DEMAND_BUCKET_MS);
-  if (bucket === d.bucket) return d;
-  return { bucket, curr: 0, prev: bucket === d.bucket + 1 ? d.curr : 0 };
-}
+/** The demand buckets rolled to `nowMs`'s bucket (`rollTo`). */
+export const rolled = (d: DemandBuckets, nowMs: number) => rollTo(d, "bucket", Math.floor(nowMs / DEMAND_BUCKET_MS));
 
 /** The parts a share granted for demand `was` needs for `now`: if it fell, in proportion, 2 Poisson sd to spare. */
 export function keptParts(parts: number, was: number | undefined, now: number): number {
@@ -215,7 +213,7 @@ export function countLoad(
 ): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
   const was = record.load;
   const second = Math.floor(nowMs / 1000);
-  const at = loadAt(was, second);
+  const at = rollTo(was, "second", second);
   // A clock stepping back counts nothing new.
   const load = was !== undefined && second < was.second ? was : { ...at, curr: at.curr + 1 };
   const calls = Math.max(load.curr, load.prev);
@@ -223,12 +221,6 @@ export function countLoad(
   const spread = calls >= 2 * DELEGATE_BUSY_CALLS_PER_S ? 1 : Math.max(0, 1 - DELEGATE_AIM_CALLS_PER_S / perS);
   const surge = load.prev === 0 && perS >= 2 * DELEGATE_BUSY_CALLS_PER_S;
   return { load, busy: calls >= DELEGATE_BUSY_CALLS_PER_S || surge, spread };
-}
-
-/** A delegate's calls counted by `second`: none in a second it counted nothing of (or before its count's, stepped back). */
-function loadAt(load: CallLoad | undefined, second: number): CallLoad {
-  if (load === undefined || second < load.second || second > load.second + 1) return { second, curr: 0, prev: 0 };
-  return second === load.second ? load : { second, curr: 0, prev: load.curr };
 }
 
 /** Units of the next window a delegate holds ahead. */

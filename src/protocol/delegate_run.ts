@@ -96,7 +96,8 @@ export class DelegateRun {
   /** Decide an isolate's batch (see the file's comment). */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
-    if (unsure(load(), call, clock())) return unsureResult(clock());
+    // A copy sent again (`resent`) it cannot tell from a first copy it forgot: nothing is applied (store.ts).
+    if (!remembersSince(load().calls, DELEGATE_CALL_MEMORY, call, clock())) return unsureResult(clock());
     // A window share that ended with units of the next window: they become the share, once they may be used.
     const waitMs = aheadWaitMs(load(), clock());
     if (waitMs > 0 && sleep !== undefined) await sleep(waitMs);
@@ -121,7 +122,7 @@ export class DelegateRun {
     const record = load();
     if (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock())) {
       // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
-      if (this.backingOff()) return refusedBatch(call, this.failedUntilMs, clock());
+      if (clock() < this.failedUntilMs) return refusedBatch(call, this.failedUntilMs, clock());
       // Told cold a term ago or more, and batches still come at a tenth of a hot key's pace: ask again, in the
       // background. A quiet key's delegate asks nothing more.
       const sinceMs = this.coldAtMs === null ? 0 : clock() - this.coldAtMs;
@@ -189,10 +190,6 @@ export class DelegateRun {
     return { ...result, results };
   }
 
-  private backingOff(): boolean {
-    return this.ports.clock() < this.failedUntilMs;
-  }
-
   private cold(): boolean {
     return this.coldAtMs !== null && this.ports.load().share === null;
   }
@@ -200,7 +197,7 @@ export class DelegateRun {
   /** Renew before deciding when `delegateNeed` says so, at most twice; not while cold or backing off. */
   private async renewFirst(who: DelegateWho, call: CallInput, cost: number, leaseUnits: number): Promise<void> {
     const { clock, load } = this.ports;
-    for (let i = 0; i < 2 && !this.backingOff() && !this.cold(); i++) {
+    for (let i = 0; i < 2 && clock() >= this.failedUntilMs && !this.cold(); i++) {
       const extra = i === 0 ? leaseUnits : 0;
       if (delegateNeed(load(), call.rule, call.costs, clock(), extra) !== "renew") return;
       const startMs = clock();
@@ -237,8 +234,7 @@ export class DelegateRun {
     const still = shed.filter((b) => now.giveBack.includes(b));
     if (still.length === 0) return;
     save({ ...now, giveBack: now.giveBack.filter((b) => !still.includes(b)) });
-    const input = { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still };
-    await this.callKey(who, input).catch(() => null);
+    await this.callKey(who, { rule: who.rule, id: this.ports.newId(), costs: [], giveBack: still }).catch(() => null);
   }
 
   /** Renew the share with the key's object (or let it go: `release`). One renewal at a time. */
@@ -272,12 +268,6 @@ export class DelegateRun {
   }
 }
 
-/** A copy sent again (`resent`) this delegate cannot tell from a first copy it forgot: nothing is applied (store.ts). */
-function unsure(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
-  if (call.resent === undefined || record.calls.some((c) => c.id === call.id)) return false;
-  return !remembersSince(record.calls, DELEGATE_CALL_MEMORY, call.resent, nowMs);
-}
-
 /**
  * A live window share left too short for the batch by the renewals before it: the batch is decided from it, not
  * passed through with all of the region's waiting batches; a request costing more than its last grant still is.
@@ -292,7 +282,6 @@ function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
 
 /** Every request of a batch refused until `untilMs` (the key's object is overloaded); still hot: isolates stay. */
 function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
-  const waitMs = Math.max(1, untilMs - nowMs);
-  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, waitMs, nowMs));
+  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, Math.max(1, untilMs - nowMs), nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }

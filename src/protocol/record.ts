@@ -178,12 +178,7 @@ export function checkRecord(
 }
 
 /** `units` charged at once, as that many cost-1 requests would be, if they fit; else none (`units: 0`, `record`). */
-export function chargeUnits(
-  record: LimiterRecord | null,
-  rule: LimiterRule,
-  units: number,
-  nowMs: number,
-): { readonly record: LimiterRecord | null; readonly units: number } {
+export function chargeUnits(record: LimiterRecord | null, rule: LimiterRule, units: number, nowMs: number) {
   const out = units >= 1 ? checkRecord(record, { rule, cost: units }, nowMs) : null;
   return out?.result.ok && out.result.decision.allowed ? { record: out.record, units } : { record, units: 0 };
 }

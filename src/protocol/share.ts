@@ -98,7 +98,7 @@ export interface ShareGrant {
   readonly rule: LimiterRule;
   /** Whether the key is still hot (callers stay with their delegate). */
   readonly hot: boolean;
-  /** Rate share: the key has spare in its direct slice (share_grant.ts `spareOf`). Absent: no spare. */
+  /** Rate share: the key has spare in its direct slice (share_grant.ts `rateGrant`). Absent: no spare. */
   readonly spare?: boolean;
 }
 
@@ -148,12 +148,7 @@ export function honestSlice(params: AlgorithmParams, parts: number): AlgorithmPa
 }
 
 /** The direct slice's state carried over to `to` (an empty bucket where it has none). */
-export function directStateIn(
-  recParams: AlgorithmParams,
-  direct: DirectSlice,
-  to: AlgorithmParams,
-  nowMs: number,
-): AlgorithmState {
+export function directStateIn(recParams: AlgorithmParams, direct: DirectSlice, to: AlgorithmParams, nowMs: number) {
   const from = honestSlice(recParams, direct.parts);
   if (from === null || direct.state === null) return emptyState(to, nowMs);
   return carryOver(from, to, direct.state, nowMs) ?? emptyState(to, nowMs);
@@ -258,8 +253,7 @@ function callMemory({ calls, leaseAsks, lows }: LimiterRecord): Pick<LimiterReco
 /** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
 function refuseAll(book: ShareBook, params: AlgorithmParams, costs: readonly number[], nowMs: number): CallResult {
   const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
-  const waitMs = Math.max(1, nextEndMs - nowMs);
-  const results = costs.map((cost) => refusedFor(params, cost, waitMs, nowMs));
+  const results = costs.map((cost) => refusedFor(params, cost, Math.max(1, nextEndMs - nowMs), nowMs));
   return { atMs: nowMs, results, lease: null, replayed: false };
 }
 

@@ -1,7 +1,7 @@
 /** Granting shares (share.ts says what one is and promises): the key's object's answer to a delegate's ask. */
 import { carryOver, decide, fingerprintOf, leaseTermMs } from "../algorithms/index.ts";
 import { REGIONS } from "../request/region.ts";
-import { type Lows, noteLow } from "./late_refund.ts";
+import { noteLow } from "./late_refund.ts";
 import { uses } from "./mechanisms.ts";
 import {
   directDemand,
@@ -23,7 +23,6 @@ import {
 } from "./share.ts";
 import {
   chargeUnits,
-  type DirectSlice,
   fullState,
   isBusy,
   type LimiterRecord,
@@ -88,10 +87,8 @@ export function shareRecord(
     const entry: ShareEntry = { ...ended, demand: 0, askId: ask.id, ...seqOf(ask) };
     return { record: withEntry(rec, others, entry, hot, nowMs), grant: none };
   }
-  let out =
-    kind === "rate"
-      ? rateGrant(rec, rule, demand, total, others, prev?.parts ?? 0, mine, ask, nowMs)
-      : windowGrant(rec, rule, ask, demand, total, nowMs);
+  const g: Grant = { rec, rule, ask, demand, total, at: nowMs };
+  let out = kind === "rate" ? rateGrant(g, others, prev?.parts ?? 0, mine) : windowGrant(g);
   out = { ...out, grant: withFreedAt(out.grant, prev, nowMs) };
   const ahead = out.grant.ahead;
   const entry: ShareEntry = {
@@ -138,9 +135,8 @@ function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): InUse {
 
 function withEntry(rec: LimiterRecord, others: readonly ShareEntry[], entry: ShareEntry, hot: boolean, nowMs: number) {
   const book = rec.shares ?? EMPTY_BOOK;
-  const entries = live(entry, nowMs) ? [...others, entry] : [...others];
   const hotUntilMs = hot ? Math.max(book.hotUntilMs, nowMs + HOT_HOLD_MS) : book.hotUntilMs;
-  return { ...rec, shares: { ...book, entries, hotUntilMs } };
+  return { ...rec, shares: { ...book, entries: live(entry, nowMs) ? [...others, entry] : [...others], hotUntilMs } };
 }
 
 /** An entry's `seq`: its ask's, if it said one. */
@@ -165,22 +161,22 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
   };
 }
 
+/** What a grant is decided from (`shareRecord`): the settled record, its rule, the ask, its demand, all, `at` now. */
+type Grant = { rec: LimiterRecord | null; rule: LimiterRule; ask: ShareAsk; demand: number; total: number; at: number };
+type Granted = { readonly record: LimiterRecord; readonly grant: ShareGrant };
+
 /**
  * A rate share: its demand's proportion of `SHARE_PARTS` (of the rate per term with spare) within what the other live
  * shares leave; parts beyond those it `held` move out of the direct slice with their tokens (`transfer`, never made).
  */
-function rateGrant(
-  rec: LimiterRecord | null,
-  rule: LimiterRule,
-  demand: number,
-  total: number,
-  others: readonly ShareEntry[],
-  held: number,
-  mine: ShareEntry | undefined,
-  ask: ShareAsk,
-  nowMs: number,
-): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
-  const perTerm = spareOf(rule, rec, demand, others, nowMs);
+function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: ShareEntry | undefined): Granted {
+  const { rec, rule, ask, demand, total, at: nowMs } = g;
+  // Spare: a slow rule's rate per term while all demands with headroom are below it (docs/production.md, "Tuning").
+  const params = rule.params;
+  const rate = "rate" in params && uses("spareHome") ? (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs : null;
+  let needs = withHeadroom(demand) + withHeadroom(directDemand(rec, nowMs));
+  for (const e of others) needs += withHeadroom(e.demand);
+  const perTerm = rate !== null && rate * 1000 < HOT_FROM_PER_S * SHARE_TERM_MS && needs < rate ? rate : null;
   const prevTermMs = mine !== undefined && mine.parts > 0 ? Math.max(0, mine.endsAtMs - mine.atMs) : 0;
   const told = ask.holding !== undefined && ask.holding === mine?.askId; // `held`: to the entry's grant's holder only
   const base = rec ?? newRecord(rule, fullState(rule.params, nowMs));
@@ -189,12 +185,13 @@ function rateGrant(
   // Rounded up, so the parts add up to all of them; `room` keeps them within `SHARE_PARTS`.
   const of = perTerm === null ? demand / total : withHeadroom(demand) / perTerm;
   const fair = total === 0 ? 0 : Math.min(SHARE_PARTS, Math.ceil(SHARE_PARTS * of));
-  const slow = slowRate(rule);
+  // A rule slower than `HOT_FROM_PER_S`: hot by its traffic only.
+  const slow = "rate" in params && params.rate.tokens * 1000 < HOT_FROM_PER_S * params.rate.perMs;
   // A fast rule's first round of asks (no holder renewed yet), each demand one batch: a region's equal part.
   const unrenewed = others.every((e) => e.prevEndsAtMs === 0);
   const first = uses("equalFirst") && mine === undefined && demand > 0 && !slow && unrenewed;
   const want = first ? Math.ceil(SHARE_PARTS / REGIONS.length) : fair;
-  const parts = fedParts(Math.min(want, room), room, leastParts(rule.params));
+  const parts = fedParts(Math.min(want, room), room, leastParts(params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const rtt = uses("rttTerms") ? ask.rttMs : undefined;
@@ -217,33 +214,12 @@ function rateGrant(
   return { record: { ...base, ...lows, shares: { ...book, direct: moved.direct } }, grant };
 }
 
-/** A rule slower than `HOT_FROM_PER_S` (hot by its traffic only: `spareOf`). */
-const slowRate = (rule: LimiterRule): boolean =>
-  "rate" in rule.params && rule.params.rate.tokens * 1000 < HOT_FROM_PER_S * rule.params.rate.perMs;
-
 /** A demand up by more than a quarter and two standard deviations of a Poisson count since the share's last grant. */
 export const rising = (before: number, now: number): boolean =>
   now - before > Math.max(Math.floor(before / 4), 2 * Math.ceil(Math.sqrt(before)));
 
 /** A demand per term with two standard deviations of a Poisson count to spare. */
 const withHeadroom = (d: number): number => (d <= 0 ? 0 : d + 2 * Math.ceil(Math.sqrt(d)) + 1);
-
-/** A slow rule's rate per term while all demands with headroom are below it (spare; docs/production.md, "Tuning"). */
-function spareOf(
-  rule: LimiterRule,
-  rec: LimiterRecord | null,
-  demand: number,
-  others: readonly ShareEntry[],
-  nowMs: number,
-): number | null {
-  const params = rule.params;
-  if (!("rate" in params) || !uses("spareHome")) return null;
-  const perTerm = (params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
-  if (perTerm * 1000 >= HOT_FROM_PER_S * SHARE_TERM_MS) return null;
-  let want = withHeadroom(demand) + withHeadroom(directDemand(rec, nowMs));
-  for (const e of others) want += withHeadroom(e.demand);
-  return want < perTerm ? perTerm : null;
-}
 
 /**
  * A rate share's parts: none, or at least `least`: a rate that cannot feed every delegate feeds as many as it can,
@@ -280,13 +256,7 @@ export function rateTermMs(
 }
 
 /** The direct slice going from `before` parts to `after` (no more), and the tokens the parts given up take along. */
-function transfer(
-  rec: LimiterRecord,
-  rule: LimiterRule,
-  before: number,
-  after: number,
-  nowMs: number,
-): { readonly direct: DirectSlice; readonly tokens: number; readonly lows?: Lows | null } {
+function transfer(rec: LimiterRecord, rule: LimiterRule, before: number, after: number, nowMs: number) {
   const direct = rec.shares?.direct ?? { parts: SHARE_PARTS, state: rec.state };
   const mid = honestSlice(rule.params, before);
   const to = honestSlice(rule.params, after);
@@ -309,14 +279,7 @@ function transfer(
  * A window share: units of the current window, charged now, its term cut at the window's end: as asked while the window
  * has room for every demand, else its demand's proportion of what is left and `heldByOthers` (all left if no more).
  */
-function windowGrant(
-  rec: LimiterRecord | null,
-  rule: LimiterRule,
-  ask: ShareAsk,
-  demand: number,
-  total: number,
-  nowMs: number,
-): { readonly record: LimiterRecord; readonly grant: ShareGrant } {
+function windowGrant({ rec, rule, ask, demand, total, at: nowMs }: Grant): Granted {
   const available = keyPeek(rec, rule, nowMs).remaining;
   const want = Math.max(0, Math.floor(ask.units));
   const termMs = Math.max(1, leaseTermMs(rule.params, nowMs, SHARE_TERM_MS));

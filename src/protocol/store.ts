@@ -101,7 +101,7 @@ export interface CallResult {
 export function callRecord(record: LimiterRecord | null, input: CallInput, nowMs: number): Step<CallResult> {
   const seen = record?.calls?.find((c) => c.id === input.id);
   if (seen !== undefined) return { result: replay(record, input, seen, nowMs), record };
-  if (!remembersSince(record?.calls ?? [], CALL_MEMORY_MAX, input.resent, nowMs)) {
+  if (!remembersSince(record?.calls ?? [], CALL_MEMORY_MAX, input, nowMs)) {
     return { result: unsureResult(nowMs), record };
   }
   // Decided under the newest rules version the object has seen (the call's own, or the record's).
@@ -139,16 +139,12 @@ export function unsureResult(nowMs: number): CallResult {
 }
 
 /**
- * Whether calls remembered (at most `max`, oldest first) hold every one applied in the last `resentMs` (absent: no
- * resend, nothing to know): fewer than `max`, or the oldest at least that old.
+ * Whether calls remembered (at most `max`, oldest first) hold every one applied since a copy's first could have come
+ * (`resent` ms ago; absent, or the call is remembered: nothing to know): fewer than `max`, or the oldest that old.
  */
-export function remembersSince(
-  calls: readonly AppliedCall[],
-  max: number,
-  resentMs: number | undefined,
-  nowMs: number,
-): boolean {
-  if (resentMs === undefined) return true;
+export function remembersSince(calls: readonly AppliedCall[], max: number, call: CallInput, nowMs: number): boolean {
+  const resentMs = call.resent;
+  if (resentMs === undefined || calls.some((c) => c.id === call.id)) return true;
   return calls.length < max || (Number.isFinite(resentMs) && calls[0]!.atMs <= nowMs - resentMs);
 }
 
@@ -193,12 +189,7 @@ export class CallPace {
 }
 
 /** Charge up to `ask.units` as cost-1 requests; a short rate key shared by demand (docs/production.md, "Leases"). */
-function grantLease(
-  record: LimiterRecord | null,
-  rule: LimiterRule,
-  ask: LeaseAsk | null | undefined,
-  nowMs: number,
-): { readonly record: LimiterRecord | null; readonly lease: LeaseGrant | null } {
+function grantLease(record: LimiterRecord | null, rule: LimiterRule, ask: LeaseAsk | null | undefined, nowMs: number) {
   if (ask == null || !Number.isSafeInteger(ask.units) || ask.units < 1) return { record, lease: null };
   const ttlMs = Math.max(1, Math.floor(ask.ttlMs));
   const asks = noteAsk(record?.leaseAsks, ask.units, ttlMs, nowMs);
@@ -240,10 +231,9 @@ function noteAsk(asks: LeaseAsks | undefined, units: number, ttlMs: number, nowM
 function replay(record: LimiterRecord | null, input: CallInput, seen: AppliedCall, nowMs: number): CallResult {
   const { remaining, resetAfterMs, retryAfterMs } = peekRecord(record, input.rule, nowMs);
   const figures = { remaining, resetAfterMs, retryAfterMs: Math.max(1, retryAfterMs ?? 1) };
-  const results = replayedResults(input, seen, nowMs, figures);
   const lease = seen.leaseUnits > 0 ? { units: seen.leaseUnits, atMs: seen.atMs, forMs: seen.leaseForMs } : null;
   const refunded = (input.giveBack?.length ?? 0) > 0 ? { refunded: { remaining, resetAfterMs } } : {};
-  return { atMs: nowMs, results, lease, replayed: true, ...refunded };
+  return { atMs: nowMs, results: replayedResults(input, seen, nowMs, figures), lease, replayed: true, ...refunded };
 }
 
 /** `cost` refused for `waitMs` at `nowMs` (an invalid cost keeps its error). */

@@ -239,8 +239,7 @@ export function takeBack(record: DelegateRecord, input: CallInput, nowMs: number
     share = took.share;
     if (took.rest > 0) giveBack.push({ ...back, units: took.rest });
   }
-  const taken = [...(record.taken ?? []).slice(1 - DELEGATE_CALL_MEMORY), input.id];
-  return { ...record, share, giveBack, taken };
+  return { ...record, share, giveBack, taken: [...(record.taken ?? []).slice(1 - DELEGATE_CALL_MEMORY), input.id] };
 }
 
 /**

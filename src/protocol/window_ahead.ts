@@ -43,11 +43,8 @@ export function applyAhead(record: LimiterRecord, nowMs: number): LimiterRecord 
   let cost = Math.min(ahead.units, capacityOf(record.params));
   while (cost >= 1) {
     const out = decide(record.params, state, cost, nowMs);
-    if (!out.ok) break;
-    if (out.decision.allowed) {
-      state = out.state;
-      break;
-    }
+    if (out.ok && out.decision.allowed) state = out.state;
+    if (!out.ok || out.decision.allowed) break;
     cost = out.decision.remaining;
   }
   return { ...record, state, shares: book };

@@ -201,8 +201,9 @@ describe("the delegate tier", () => {
   });
 
   it("a slow rate rule below its rate keeps its spare home: the delegate's durable share says so", async () => {
-    // share_grant.ts `spareOf` and delegate_run.ts `passRefused` through the real objects: the grant's `spare` crosses
-    // the RPC to the delegate and is stored with its share, so a restarted delegate still passes refusals on.
+    // share_grant.ts `rateGrant`'s spare and delegate_run.ts `passRefused` through the real objects: the grant's
+    // `spare` crosses the RPC to the delegate and is stored with its share, so a restarted delegate still passes
+    // refusals on.
     nowMs = T0;
     setNow(T0);
     const slowKey = await knownKey();

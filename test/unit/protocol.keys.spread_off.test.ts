@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { DelegateRoute } from "../../src/isolate/coalesce_types.ts";
-import { heardBusy, KeyState, MAX_SPREAD, spreadAt, spreadDecays, spreadTo } from "../../src/isolate/key_state.ts";
+import { KeyState, MAX_SPREAD } from "../../src/isolate/key_state.ts";
 import { ablate } from "../../src/protocol/mechanisms.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import { SPREAD_HALF_LIFE_MS } from "../../src/protocol/tunables.ts";
@@ -35,18 +35,18 @@ describe("a window rule's spread with the spread off (the ablation)", () => {
   it("decays and grows with it on; off, the highest heard, for good", () => {
     const H = SPREAD_HALF_LIFE_MS;
     const on = windowKey();
-    expect(spreadDecays(on)).toBe(true);
-    spreadTo(on, 0.6, T0);
-    expect(spreadAt(on, T0 + H)).toBeCloseTo(0.3, 12);
+    expect(on.spreadDecays()).toBe(true);
+    on.spreadTo(0.6, T0);
+    expect(on.spreadAt(T0 + H)).toBeCloseTo(0.3, 12);
     ablate("spread");
     const off = windowKey();
-    expect(spreadDecays(off)).toBe(false);
+    expect(off.spreadDecays()).toBe(false);
     // A busy answer without a spread (delegate.ts leaves it out when off) counts as 1: every shard alike.
-    heardBusy(off, 1, T0);
-    expect([spreadAt(off, T0), spreadAt(off, T0 + 10 * H)]).toEqual([MAX_SPREAD, MAX_SPREAD]);
+    off.heardBusy(1, T0);
+    expect([off.spreadAt(T0), off.spreadAt(T0 + 10 * H)]).toEqual([MAX_SPREAD, MAX_SPREAD]);
     const raised = windowKey();
-    spreadTo(raised, 0.5, T0);
-    heardBusy(raised, 0.4, T0 + H);
-    expect(spreadAt(raised, T0 + 10 * H)).toBe(0.5);
+    raised.spreadTo(0.5, T0);
+    raised.heardBusy(0.4, T0 + H);
+    expect(raised.spreadAt(T0 + 10 * H)).toBe(0.5);
   });
 });

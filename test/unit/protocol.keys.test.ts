@@ -6,26 +6,13 @@ import { describe, expect, it } from "vitest";
 import { type AskInput, AUTO_LEASE, type DelegateRoute } from "../../src/isolate/coalesce_types.ts";
 import {
   decayedSpread,
-  delegateFor,
   hashString,
-  heardBusy,
   KeyState,
-  knownBusy,
   lateResult,
-  leaseAsk,
   MAX_SPREAD,
-  noteHot,
   ownShardOf,
-  roll,
-  see,
-  seenOver,
-  seenPerTtl,
   shardOf,
   shortOf,
-  spreadAt,
-  spreadTo,
-  subleaseAsk,
-  unsee,
   windowSubleaseTermMs,
 } from "../../src/isolate/key_state.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
@@ -71,7 +58,7 @@ describe("knownBusy", () => {
       ["hot (its batches to the delegate)", { hotUntilMs: T0 + 10, grantHotUntilMs: T0 + 10 }, T0 + 5, false],
     ];
     for (const [name, marks, now, busy] of rows) {
-      expect(knownBusy(Object.assign(keyWith(null), marks), now), name).toBe(busy);
+      expect(Object.assign(keyWith(null), marks).knownBusy(now), name).toBe(busy);
     }
   });
 });
@@ -137,63 +124,63 @@ describe("KeyState", () => {
 describe("arrivals per ttl", () => {
   it("counts arrivals per bucket of the ttl, the previous bucket kept for one bucket", () => {
     const st = keyWith({ ttlMs: 500, units: null, above: null });
-    see(st, T0);
-    see(st, T0 + 499);
+    st.see(T0);
+    st.see(T0 + 499);
     expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500, 2, 0]);
-    see(st, T0 + 500);
+    st.see(T0 + 500);
     expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500 + 1, 1, 2]);
-    roll(st, T0 + 1500);
+    st.roll(T0 + 1500);
     expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500 + 3, 0, 0]);
-    roll(st, T0 + 1999);
+    st.roll(T0 + 1999);
     expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 500 + 3, 0, 0]);
     expect(st.seen.lastMs).toBe(T0 + 500);
   });
 
   it("counts in 1 s buckets without a lease", () => {
     const st = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
-    see(st, T0 + 999);
-    see(st, T0 + 1000);
+    st.see(T0 + 999);
+    st.see(T0 + 1000);
     expect([st.seen.bucket, st.seen.curr, st.seen.prev]).toEqual([T0 / 1000 + 1, 1, 1]);
   });
 
   it("starts a run after a quiet bucket, and extrapolates a young run from its third arrival", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
-    see(st, T0 + 100);
-    see(st, T0 + 150);
+    st.see(T0 + 100);
+    st.see(T0 + 150);
     expect([st.seen.runStartMs, st.seen.runCount]).toEqual([T0 + 100, 2]);
-    expect(seenPerTtl(st, T0 + 200)).toBe(2);
-    see(st, T0 + 200);
+    expect(st.seenPerTtl(T0 + 200)).toBe(2);
+    st.see(T0 + 200);
     // 3 arrivals in 100 ms (at least a tenth of the ttl): (3 - 1) × 1000 / 100.
-    expect(seenPerTtl(st, T0 + 200)).toBe(20);
-    expect(seenPerTtl(st, T0 + 150)).toBe(20);
-    expect(seenPerTtl(st, T0 + 600)).toBe(4);
+    expect(st.seenPerTtl(T0 + 200)).toBe(20);
+    expect(st.seenPerTtl(T0 + 150)).toBe(20);
+    expect(st.seenPerTtl(T0 + 600)).toBe(4);
     // A run a whole ttl old: what was seen.
-    expect(seenPerTtl(st, T0 + 1100)).toBe(3);
-    see(st, T0 + 1100);
+    expect(st.seenPerTtl(T0 + 1100)).toBe(3);
+    st.see(T0 + 1100);
     expect(st.seen.runStartMs).toBe(T0 + 100);
     // A whole bucket quiet (none in the last and none in this one): a new run.
-    see(st, T0 + 3000);
+    st.see(T0 + 3000);
     expect([st.seen.runStartMs, st.seen.runCount, st.seen.curr, st.seen.prev]).toEqual([T0 + 3000, 1, 1, 0]);
   });
 
   it("extrapolates over the rule's own ttl, and not once the run is a ttl old", () => {
     const st = keyWith({ ttlMs: 2000, units: null, above: null });
-    for (let i = 0; i < 4; i++) see(st, T0 + 100);
+    for (let i = 0; i < 4; i++) st.see(T0 + 100);
     // 4 arrivals within 500 ms of a 2 s ttl: (4 - 1) × 2000 / 500.
-    expect(seenPerTtl(st, T0 + 600)).toBe(12);
+    expect(st.seenPerTtl(T0 + 600)).toBe(12);
     // 5 in the last bucket of 1 s and 5 in this one, the run exactly a ttl old: what was seen, not 9.
     const edge = keyWith({ ttlMs: 1000, units: null, above: null });
-    for (let i = 0; i < 5; i++) see(edge, T0 + 999);
-    for (let i = 0; i < 5; i++) see(edge, T0 + 1000);
-    expect(seenPerTtl(edge, T0 + 1998)).toBe(9);
-    expect(seenPerTtl(edge, T0 + 1999)).toBe(5);
-    expect(seenPerTtl(edge, T0 + 2000)).toBe(5);
+    for (let i = 0; i < 5; i++) edge.see(T0 + 999);
+    for (let i = 0; i < 5; i++) edge.see(T0 + 1000);
+    expect(edge.seenPerTtl(T0 + 1998)).toBe(9);
+    expect(edge.seenPerTtl(T0 + 1999)).toBe(5);
+    expect(edge.seenPerTtl(T0 + 2000)).toBe(5);
   });
 
   it("keeps the run going while the last bucket saw the key", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
-    see(st, T0 + 900);
-    see(st, T0 + 1900);
+    st.see(T0 + 900);
+    st.see(T0 + 1900);
     expect([st.seen.runStartMs, st.seen.runCount]).toEqual([T0 + 900, 2]);
   });
 });
@@ -201,59 +188,59 @@ describe("arrivals per ttl", () => {
 describe("unsee: an arrival whose admission was given back", () => {
   it("comes off this bucket's count, else the last one's, and off the run; never below 0", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
-    for (let i = 0; i < 4; i++) see(st, T0 + 100);
-    unsee(st, T0 + 200);
+    for (let i = 0; i < 4; i++) st.see(T0 + 100);
+    st.unsee(T0 + 200);
     expect([st.seen.curr, st.seen.prev, st.seen.runCount]).toEqual([3, 0, 3]);
     // In the next bucket, with none seen in it yet: off the last bucket's count.
-    unsee(st, T0 + 1100);
+    st.unsee(T0 + 1100);
     expect([st.seen.curr, st.seen.prev, st.seen.runCount]).toEqual([0, 2, 2]);
-    see(st, T0 + 1200);
-    unsee(st, T0 + 1300);
+    st.see(T0 + 1200);
+    st.unsee(T0 + 1300);
     expect([st.seen.curr, st.seen.prev, st.seen.runCount]).toEqual([0, 2, 2]);
     const none = keyWith({ ttlMs: 1000, units: null, above: null });
-    unsee(none, T0);
+    none.unsee(T0);
     expect([none.seen.curr, none.seen.prev, none.seen.runCount]).toEqual([0, 0, 0]);
   });
 
   it("sizes the sub-lease by the admissions kept: half given back, half the units asked", () => {
     const st = keyWith(null);
-    for (let i = 0; i < 40; i++) see(st, T0 - 2000);
-    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 20, ttlMs: RATE_LEASE_TERM_MS });
-    for (let i = 0; i < 20; i++) unsee(st, T0 - 1000);
-    expect(subleaseAsk(st, T0 - 1000)).toEqual({ units: 10, ttlMs: RATE_LEASE_TERM_MS });
+    for (let i = 0; i < 40; i++) st.see(T0 - 2000);
+    expect(st.subleaseAsk(T0 - 1000)).toEqual({ units: 20, ttlMs: RATE_LEASE_TERM_MS });
+    for (let i = 0; i < 20; i++) st.unsee(T0 - 1000);
+    expect(st.subleaseAsk(T0 - 1000)).toEqual({ units: 10, ttlMs: RATE_LEASE_TERM_MS });
   });
 });
 
 describe("sub-leases: what an isolate asks its delegate for", () => {
   const fill = (st: KeyState, n: number, atMs: number) => {
-    for (let i = 0; i < n; i++) see(st, atMs);
+    for (let i = 0; i < n; i++) st.see(atMs);
   };
 
   it("seenOver: arrivals per lease ttl, scaled to another term (rounded up)", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
     fill(st, 9, T0 - 2000);
-    expect(seenOver(st, T0 - 1000, 1000)).toBe(9);
-    expect(seenOver(st, T0 - 1000, 500)).toBe(5);
-    expect(seenOver(st, T0 - 1000, 250)).toBe(3);
+    expect(st.seenOver(T0 - 1000, 1000)).toBe(9);
+    expect(st.seenOver(T0 - 1000, 500)).toBe(5);
+    expect(st.seenOver(T0 - 1000, 250)).toBe(3);
     const short = keyWith({ ttlMs: 200, units: null, above: null });
     fill(short, 4, T0 - 400);
-    expect(seenOver(short, T0 - 200, 500)).toBe(10);
+    expect(short.seenOver(T0 - 200, 500)).toBe(10);
   });
 
   it("asks for what it saw over half a term, no margin, whatever `above` or the busy mark say", () => {
     // The automatic lease (no `lease:`), never busy: asked all the same, for RATE_LEASE_TERM_MS (a rate rule).
     const auto = keyWith(null);
     fill(auto, 30, T0 - 2000);
-    expect(subleaseAsk(auto, T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
-    expect(leaseAsk(auto, T0 - 1000, true)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
-    expect(leaseAsk(auto, T0 - 1000)).toBeNull();
+    expect(auto.subleaseAsk(T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
+    expect(auto.leaseAsk(T0 - 1000, true)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
+    expect(auto.leaseAsk(T0 - 1000)).toBeNull();
     const above = keyWith({ ttlMs: 1000, units: null, above: rate(100, 1000) });
     fill(above, 30, T0 - 2000);
-    expect(subleaseAsk(above, T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
+    expect(above.subleaseAsk(T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
     // A shorter ttl of the rule's own: that.
     const own = keyWith({ ttlMs: 200, units: null, above: null });
     fill(own, 10, T0 - 400);
-    expect(subleaseAsk(own, T0 - 200)).toEqual({ units: 10, ttlMs: 200 });
+    expect(own.subleaseAsk(T0 - 200)).toEqual({ units: 10, ttlMs: 200 });
   });
 
   it("a window rule's: shorter in the window's last 2 s, a quarter of what is left, at least 250 ms", () => {
@@ -274,17 +261,17 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
     ];
     for (const [at, ttlMs] of table) {
       const st = windowed(at);
-      expect(subleaseAsk(st, at)?.ttlMs ?? null).toBe(ttlMs);
+      expect(st.subleaseAsk(at)?.ttlMs ?? null).toBe(ttlMs);
       expect(windowSubleaseTermMs(st.rule.params, at, 500)).toBe(Math.max(250, Math.min(500, (T0 - at) / 4)));
     }
     // A short window (1 s) keeps whole terms: its every term would be in its last 2 s.
     const short = keyWith(null, { rule: { id: "w", params: fixedWindow(100_000, 1000) } });
     fill(short, 60, T0 - 1600);
-    expect(subleaseAsk(short, T0 - 600)?.ttlMs).toBe(500);
+    expect(short.subleaseAsk(T0 - 600)?.ttlMs).toBe(500);
     // A rate rule's term does not depend on the time: RATE_LEASE_TERM_MS (within the rate bound's term).
     const rated = keyWith(null);
     fill(rated, 60, T0 - 2000);
-    expect(subleaseAsk(rated, T0 - 1000)?.ttlMs).toBe(RATE_LEASE_TERM_MS);
+    expect(rated.subleaseAsk(T0 - 1000)?.ttlMs).toBe(RATE_LEASE_TERM_MS);
   });
 
   it("a rate one, while a grant was short of its pace in the last share term: at most the burst's fill time", () => {
@@ -300,45 +287,45 @@ describe("sub-leases: what an isolate asks its delegate for", () => {
       const st = fast();
       fill(st, 100, T0 - 2000);
       st.shortAtMs = shortAtMs;
-      expect(subleaseAsk(st, T0 - 1000), name).toEqual(ask);
+      expect(st.subleaseAsk(T0 - 1000), name).toEqual(ask);
     }
     // A burst of 2 s of its rate (10/s, burst 20: the shipped free-global): the full term, short or not.
     const slow = keyWith(null);
     fill(slow, 30, T0 - 2000);
     slow.shortAtMs = T0 - 1000;
-    expect(subleaseAsk(slow, T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
+    expect(slow.subleaseAsk(T0 - 1000)).toEqual({ units: 15, ttlMs: RATE_LEASE_TERM_MS });
     // A window rule's term is its own (a window binds at its end, not by a burst).
     const windowed = keyWith(null, { rule: { id: "w", params: fixedWindow(100_000, 10_000) } });
     fill(windowed, 60, T0 - 6000);
     windowed.shortAtMs = T0 - 5000;
-    expect(subleaseAsk(windowed, T0 - 5000)?.ttlMs).toBe(500);
+    expect(windowed.subleaseAsk(T0 - 5000)?.ttlMs).toBe(500);
   });
 
   it("none below 2 requests a term, nor without a lease setting", () => {
     // 2 a second: 1 in 500 ms, no lease; 3 a second: 1.5, rounded up to 2.
     const st = keyWith(null);
     fill(st, 2, T0 - 2000);
-    expect(subleaseAsk(st, T0 - 1000)).toBeNull();
+    expect(st.subleaseAsk(T0 - 1000)).toBeNull();
     const three = keyWith(null);
     fill(three, 3, T0 - 2000);
-    expect(subleaseAsk(three, T0 - 1000)).toEqual({ units: 2, ttlMs: RATE_LEASE_TERM_MS });
+    expect(three.subleaseAsk(T0 - 1000)).toEqual({ units: 2, ttlMs: RATE_LEASE_TERM_MS });
     const none = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
     fill(none, 50, T0 - 2000);
-    expect(subleaseAsk(none, T0 - 1000)).toBeNull();
+    expect(none.subleaseAsk(T0 - 1000)).toBeNull();
   });
 
   it("at most the rule's units and a quarter of a window's limit; none the window's end would cut", () => {
     const capped = keyWith({ ttlMs: 1000, units: 6, above: null });
     fill(capped, 40, T0 - 2000);
-    expect(subleaseAsk(capped, T0 - 1000)).toEqual({ units: 6, ttlMs: RATE_LEASE_TERM_MS });
+    expect(capped.subleaseAsk(T0 - 1000)).toEqual({ units: 6, ttlMs: RATE_LEASE_TERM_MS });
     const win = keyWith(null, { rule: { id: "w", params: fixedWindow(40, 60_000) } });
     fill(win, 100, T0 - 2000);
     // 1 s before the 60 s window's end (T0): a quarter-second term (windowSubleaseTermMs).
-    expect(subleaseAsk(win, T0 - 1000)).toEqual({ units: 10, ttlMs: 250 });
+    expect(win.subleaseAsk(T0 - 1000)).toEqual({ units: 10, ttlMs: 250 });
     // 250 ms before it, a whole term still fits; 249 ms before, none.
     fill(win, 100, T0 - 1000);
-    expect(subleaseAsk(win, T0 - 250)).toEqual({ units: 10, ttlMs: 250 });
-    expect(subleaseAsk(win, T0 - 249)).toBeNull();
+    expect(win.subleaseAsk(T0 - 250)).toEqual({ units: 10, ttlMs: 250 });
+    expect(win.subleaseAsk(T0 - 249)).toBeNull();
   });
 });
 
@@ -361,28 +348,28 @@ describe("shortOf", () => {
 
 describe("leaseAsk", () => {
   const fill = (st: KeyState, n: number, atMs: number) => {
-    for (let i = 0; i < n; i++) see(st, atMs);
+    for (let i = 0; i < n; i++) st.see(atMs);
   };
 
   it("asks for what it saw in one ttl with a margin, or the rule's units", () => {
     const st = keyWith({ ttlMs: 1000, units: null, above: null });
-    expect(leaseAsk(st, T0)).toEqual({ units: 1, ttlMs: 1000 });
+    expect(st.leaseAsk(T0)).toEqual({ units: 1, ttlMs: 1000 });
     fill(st, 9, T0 - 2000);
-    expect(leaseAsk(st, T0 - 1000)).toEqual({ units: 9 + 6 + 1, ttlMs: 1000 });
+    expect(st.leaseAsk(T0 - 1000)).toEqual({ units: 9 + 6 + 1, ttlMs: 1000 });
     const fixed = keyWith({ ttlMs: 300, units: 7, above: null });
     fill(fixed, 50, T0);
-    expect(leaseAsk(fixed, T0 + 1)).toEqual({ units: 7, ttlMs: 300 });
+    expect(fixed.leaseAsk(T0 + 1)).toEqual({ units: 7, ttlMs: 300 });
   });
 
   it("asks for none without a lease setting, and an automatic one only while the object is busy", () => {
     const none = keyWith(null, { rule: { id: "r", params: slidingLog(5, 1000) } });
-    expect(leaseAsk(none, T0)).toBeNull();
+    expect(none.leaseAsk(T0)).toBeNull();
     const auto = keyWith(null);
     fill(auto, 4, T0 - 2000);
-    expect(leaseAsk(auto, T0 - 1000)).toBeNull();
+    expect(auto.leaseAsk(T0 - 1000)).toBeNull();
     auto.busyUntilMs = T0 - 999;
-    expect(leaseAsk(auto, T0 - 1000)).toEqual({ units: 4 + 4 + 1, ttlMs: 1000 });
-    expect(leaseAsk(auto, T0 - 999)).toBeNull();
+    expect(auto.leaseAsk(T0 - 1000)).toEqual({ units: 4 + 4 + 1, ttlMs: 1000 });
+    expect(auto.leaseAsk(T0 - 999)).toBeNull();
   });
 
   it("asks only above `above` (seen / ttl more than its rate), or while busy", () => {
@@ -395,48 +382,48 @@ describe("leaseAsk", () => {
       fill(st, n, T0 - 2000);
       return st;
     };
-    expect(leaseAsk(at(10), T0 - 1000)).toBeNull();
-    expect(leaseAsk(at(11), T0 - 1000)).toEqual({ units: 11 + 8 + 1, ttlMs: 1000 });
+    expect(at(10).leaseAsk(T0 - 1000)).toBeNull();
+    expect(at(11).leaseAsk(T0 - 1000)).toEqual({ units: 11 + 8 + 1, ttlMs: 1000 });
     const busy = at(10);
     busy.busyUntilMs = T0;
-    expect(leaseAsk(busy, T0 - 1000)).toEqual({ units: 10 + 8 + 1, ttlMs: 1000 });
+    expect(busy.leaseAsk(T0 - 1000)).toEqual({ units: 10 + 8 + 1, ttlMs: 1000 });
     // A rate in other units: 3 per 500 ms over a 2 s ttl is 12 per ttl.
     const half = (n: number) => {
       const st = keyWith({ ttlMs: 2000, units: null, above: rate(3, 500) });
       fill(st, n, T0 - 4000);
       return st;
     };
-    expect(leaseAsk(half(12), T0 - 2000)).toBeNull();
-    expect(leaseAsk(half(13), T0 - 2000)).toEqual({ units: 13 + 8 + 1, ttlMs: 2000 });
+    expect(half(12).leaseAsk(T0 - 2000)).toBeNull();
+    expect(half(13).leaseAsk(T0 - 2000)).toEqual({ units: 13 + 8 + 1, ttlMs: 2000 });
   });
 });
 
 describe("hot keys and delegates", () => {
   it("goes to its delegate while hot and the delegate is not failing", () => {
     const st = keyWith(null, { delegate: route });
-    expect(delegateFor(st, T0)).toBeNull();
-    noteHot(st, true, T0);
+    expect(st.delegateFor(T0)).toBeNull();
+    st.noteHot(true, T0);
     expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
-    expect(delegateFor(st, T0 + HOT_HOLD_MS - 1)).toBe(route);
-    expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
+    expect(st.delegateFor(T0 + HOT_HOLD_MS - 1)).toBe(route);
+    expect(st.delegateFor(T0 + HOT_HOLD_MS)).toBeNull();
     st.delegateDownUntilMs = T0 + 10;
-    expect(delegateFor(st, T0 + 9)).toBeNull();
-    expect(delegateFor(st, T0 + 10)).toBe(route);
-    noteHot(st, undefined, T0 + 20);
+    expect(st.delegateFor(T0 + 9)).toBeNull();
+    expect(st.delegateFor(T0 + 10)).toBe(route);
+    st.noteHot(undefined, T0 + 20);
     expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
-    noteHot(st, false, T0 + 20);
+    st.noteHot(false, T0 + 20);
     expect(st.hotUntilMs).toBe(0);
     const without = keyWith(null);
-    noteHot(without, true, T0);
-    expect(delegateFor(without, T0)).toBeNull();
+    without.noteHot(true, T0);
+    expect(without.delegateFor(T0)).toBeNull();
   });
 
   it("goes to its own shard once the spread is above its draw; a window rule's back once it decayed below it", () => {
     const own = { ...route, name: "r:key@weur.2" };
     const sharded = { ...route, ownShard: own, draw: 0.5 };
     const st = keyWith(null, { delegate: sharded, rule: { id: "w", params: fixedWindow(1000, 10_000) } });
-    noteHot(st, true, T0);
-    expect(delegateFor(st, T0)).toBe(sharded);
+    st.noteHot(true, T0);
+    expect(st.delegateFor(T0)).toBe(sharded);
     // [ms from T0, spread heard then (a mark, `writeMark`), the spread then, where the next batch goes]
     const H = SPREAD_HALF_LIFE_MS;
     const steps: [number, number, number, DelegateRoute][] = [
@@ -455,32 +442,32 @@ describe("hot keys and delegates", () => {
       [2 * H, 0, 0.3, sharded],
     ];
     for (const [atMs, heard, kept, to] of steps) {
-      spreadTo(st, heard, T0 + atMs);
-      const seen = [spreadAt(st, T0 + atMs), delegateFor(st, T0 + atMs)];
+      st.spreadTo(heard, T0 + atMs);
+      const seen = [st.spreadAt(T0 + atMs), st.delegateFor(T0 + atMs)];
       expect([atMs, heard, ...seen]).toEqual([atMs, heard, kept, to]);
     }
     // A rate rule's spread never decays: the highest heard, until the key goes cold.
     const rate = keyWith(null, { delegate: sharded });
-    noteHot(rate, true, T0);
-    spreadTo(rate, 0.6, T0);
-    spreadTo(rate, 0.3, T0 + H);
-    expect([spreadAt(rate, T0 + 2 * H), delegateFor(rate, T0 + 2 * H)]).toEqual([0.6, own]);
+    rate.noteHot(true, T0);
+    rate.spreadTo(0.6, T0);
+    rate.spreadTo(0.3, T0 + H);
+    expect([rate.spreadAt(T0 + 2 * H), rate.delegateFor(T0 + 2 * H)]).toEqual([0.6, own]);
     // Not hot: no delegate at all; gone cold (`hot: false`): back to the first shard when hot again.
-    expect(delegateFor(st, T0 + HOT_HOLD_MS)).toBeNull();
-    noteHot(st, false, T0);
+    expect(st.delegateFor(T0 + HOT_HOLD_MS)).toBeNull();
+    st.noteHot(false, T0);
     expect(st.spread).toBe(0);
-    noteHot(st, true, T0);
-    expect(delegateFor(st, T0)).toBe(sharded);
+    st.noteHot(true, T0);
+    expect(st.delegateFor(T0)).toBe(sharded);
     // A route without a draw moves at any spread; one without an own shard stays on the first.
     const drawless = keyWith(null, { delegate: { ...route, ownShard: own } });
-    noteHot(drawless, true, T0);
-    spreadTo(drawless, 0.01, T0);
-    expect(delegateFor(drawless, T0)).toBe(own);
+    drawless.noteHot(true, T0);
+    drawless.spreadTo(0.01, T0);
+    expect(drawless.delegateFor(T0)).toBe(own);
     expect(MAX_SPREAD).toBe(1 - 1 / DELEGATE_SHARDS);
     const first = keyWith(null, { delegate: route });
-    noteHot(first, true, T0);
-    spreadTo(first, 1, T0);
-    expect(delegateFor(first, T0)).toBe(route);
+    first.noteHot(true, T0);
+    first.spreadTo(1, T0);
+    expect(first.delegateFor(T0)).toBe(route);
   });
 });
 
@@ -519,9 +506,9 @@ describe("the spread over time", () => {
     ];
     for (const [before, atMs, moving, after] of table) {
       const st = keyWith(null, { delegate: route, rule: window });
-      spreadTo(st, before, T0);
-      heardBusy(st, moving, T0 + atMs);
-      const seen = spreadAt(st, T0 + atMs);
+      st.spreadTo(before, T0);
+      st.heardBusy(moving, T0 + atMs);
+      const seen = st.spreadAt(T0 + atMs);
       expect([before, atMs, moving, seen]).toEqual([before, atMs, moving, expect.closeTo(after, 12)]);
     }
     // A rate rule's (token bucket): the highest share heard, as before, never less.
@@ -533,9 +520,9 @@ describe("the spread over time", () => {
     ];
     for (const [before, moving, after] of rateTable) {
       const st = keyWith(null, { delegate: route });
-      spreadTo(st, before, T0);
-      heardBusy(st, moving, T0 + H);
-      expect([before, moving, spreadAt(st, T0 + 5 * H)]).toEqual([before, moving, after]);
+      st.spreadTo(before, T0);
+      st.heardBusy(moving, T0 + H);
+      expect([before, moving, st.spreadAt(T0 + 5 * H)]).toEqual([before, moving, after]);
     }
   });
 });

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { Calls } from "../../src/isolate/coalesce_calls.ts";
 import type { Asked, AskInput, HeldLease } from "../../src/isolate/coalesce_types.ts";
-import { isHot, KeyState, lastKnownRefusal, overloadTeachesHot } from "../../src/isolate/key_state.ts";
+import { KeyState } from "../../src/isolate/key_state.ts";
 import { newStats } from "../../src/isolate/metrics.ts";
 import type { ObjectTransport } from "../../src/protocol/object_call.ts";
 import type { CheckResult } from "../../src/protocol/store.ts";
@@ -59,14 +59,14 @@ const held = (over: Partial<HeldLease> = {}): HeldLease => ({
 
 describe("isHot", () => {
   it("is hot while told hot, busy or overloaded, holding a lease, or within a term after its last grant", () => {
-    expect(isHot(key(), T0)).toBe(false);
+    expect(key().isHot(T0)).toBe(false);
     for (const field of ["hotUntilMs", "busyUntilMs", "overloadedUntilMs"] as const) {
-      expect(isHot(key({}, { [field]: T0 + 1 }), T0)).toBe(true);
-      expect(isHot(key({}, { [field]: T0 }), T0)).toBe(false);
+      expect(key({}, { [field]: T0 + 1 }).isHot(T0)).toBe(true);
+      expect(key({}, { [field]: T0 }).isHot(T0)).toBe(false);
     }
-    expect(isHot(key({}, { lease: held() }), T0 + 10_000)).toBe(true);
-    expect(isHot(key({}, grant), T0 + 2099)).toBe(true);
-    expect(isHot(key({}, grant), T0 + 2100)).toBe(false);
+    expect(key({}, { lease: held() }).isHot(T0 + 10_000)).toBe(true);
+    expect(key({}, grant).isHot(T0 + 2099)).toBe(true);
+    expect(key({}, grant).isHot(T0 + 2100)).toBe(false);
   });
 });
 
@@ -86,33 +86,33 @@ describe("overloadTeachesHot", () => {
   const route = { transport, name: "r:key@weur.0" };
   it("sends a key with a delegate to it for HOT_HOLD_MS after an overloaded call", () => {
     const st = key({ delegate: route });
-    expect(overloadTeachesHot(st, "overloaded", T0)).toBe(true);
+    expect(st.overloadTeachesHot("overloaded", T0)).toBe(true);
     expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
     // Never shortens a longer hold.
     st.hotUntilMs = T0 + HOT_HOLD_MS + 10;
-    expect(overloadTeachesHot(st, "overloaded", T0)).toBe(true);
+    expect(st.overloadTeachesHot("overloaded", T0)).toBe(true);
     expect(st.hotUntilMs).toBe(T0 + HOT_HOLD_MS + 10);
   });
 
   it("takes a timeout for a busy object, on a key not yet known hot too (the first second)", () => {
     const cold = key({ delegate: route });
-    expect(overloadTeachesHot(cold, "timeout", T0)).toBe(true);
+    expect(cold.overloadTeachesHot("timeout", T0)).toBe(true);
     expect(cold.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
     const busy = key({ delegate: route }, { busyUntilMs: T0 + 1 });
-    expect(overloadTeachesHot(busy, "timeout", T0)).toBe(true);
+    expect(busy.overloadTeachesHot("timeout", T0)).toBe(true);
     expect(busy.hotUntilMs).toBe(T0 + HOT_HOLD_MS);
   });
 
   it("teaches nothing without a delegate, for a rule that takes no shares, or for another failure", () => {
-    expect(overloadTeachesHot(key(), "overloaded", T0)).toBe(false);
+    expect(key().overloadTeachesHot("overloaded", T0)).toBe(false);
     const log = key({
       delegate: route,
       rule: { id: "s", params: slidingLog(5, 1000) },
     });
-    expect(overloadTeachesHot(log, "overloaded", T0)).toBe(false);
+    expect(log.overloadTeachesHot("overloaded", T0)).toBe(false);
     for (const failure of ["error", "retryable", "reset", "invalid"] as const) {
       const st = key({ delegate: route }, { busyUntilMs: T0 + 1 });
-      expect(overloadTeachesHot(st, failure, T0)).toBe(false);
+      expect(st.overloadTeachesHot(failure, T0)).toBe(false);
       expect(st.hotUntilMs).toBe(0);
     }
   });
@@ -120,7 +120,7 @@ describe("overloadTeachesHot", () => {
 
 describe("answers without the object", () => {
   it("refuses while short, telling the client when the key reopens here (at least a ms)", async () => {
-    const asked = lastKnownRefusal(key({}, { lastKnownRetryAtMs: T0 + 300 }), T0 + 100);
+    const asked = key({}, { lastKnownRetryAtMs: T0 + 300 }).lastKnownRefusal(T0 + 100);
     expect(asked).toMatchObject({
       kind: "answered",
       result: {
@@ -132,7 +132,7 @@ describe("answers without the object", () => {
       attempts: 0,
     });
     if (asked.kind === "answered") expect(await asked.refund()).toBeNull();
-    expect(resultOf(lastKnownRefusal(key({}, { lastKnownRetryAtMs: T0 }), T0 + 100))).toMatchObject({
+    expect(resultOf(key({}, { lastKnownRetryAtMs: T0 }).lastKnownRefusal(T0 + 100))).toMatchObject({
       decision: { retryAfterMs: 1, resetAfterMs: 1 },
     });
   });

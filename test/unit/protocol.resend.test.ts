@@ -50,7 +50,10 @@ describe("remembersSince: whether the calls remembered hold all applied since a 
     [4, 4, undefined, T0 + 100, true], // a first copy: nothing to know
     [4, 4, Number.NaN, T0 + 100, false], // no number: never sure
   ] as const)("%i of %i, %s ms at %s: %s", (n, max, resent, now, holds) => {
-    expect(remembersSince(calls(n), max, resent, now)).toBe(holds);
+    expect(remembersSince(calls(n), max, { rule: window, id: "new", costs: [1], resent }, now)).toBe(holds);
+  });
+  it("a copy of a call remembered: nothing to know", () => {
+    expect(remembersSince(calls(4), 4, { rule: window, id: "c2", costs: [1], resent: 101 }, T0 + 100)).toBe(true);
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * Spare stays home (src/protocol/share_grant.ts `spareOf`, delegate_run.ts `passRefused`): while a slow rate rule's
+ * Spare stays home (src/protocol/share_grant.ts `rateGrant`, delegate_run.ts `passRefused`): while a slow rate rule's
  * key has demand below its rate, a delegate's share is its demand with headroom, the rest of the rate (and its tokens)
  * stays in the key's object's direct slice, and what the share's slice refuses is decided there. Stands for the
  * search-origin rule (200/s, `key: global`) in a growth or a flash crowd: split by demand, every delegate ran a small
