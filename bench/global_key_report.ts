@@ -38,14 +38,15 @@ const causes = (r: ClusterRow) =>
     .map(([k, v]) => `${v} ${k}`)
     .join(", ") || "0";
 
+/** A goal: the rows that miss it with their figures, and how many rows it applies to (none: "not run", not "met"). */
+interface GlobalKeyGoal {
+  readonly text: string;
+  readonly misses: string[];
+  readonly ran: number;
+}
+
 /** The goals: each met, or the rows that miss it with their figures. */
-export function globalKeyGoals(
-  rows: readonly ClusterRow[],
-): {
-  text: string;
-  misses: string[] /** Rows the goal applies to: none is "not run", never a vacuous "met". */;
-  ran: number;
-}[] {
+export function globalKeyGoals(rows: readonly ClusterRow[]): GlobalKeyGoal[] {
   const label = (r: ClusterRow) => `${r.rule}/${r.isolates}/${r.scenario}`;
   const goal = (text: string, miss: (r: ClusterRow) => string | null, applies = (_: ClusterRow) => true) => ({
     text,
