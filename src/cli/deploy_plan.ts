@@ -35,8 +35,8 @@ import { feedAnyTrace } from "./replay_input.ts";
 import { replayOptions } from "./replay_setup.ts";
 import { nginxLogFormat } from "./trace_from.ts";
 
-const HELP = `Usage: sluice plan --from REF|PATH|nginx:FILE|envoy:FILE|cloudflare:FILE [--to PATH]... [--trace FILE]
-                   [--accounts FILE] [--svg OUT.svg] [--max-flips N] [--top N] [--map KEY=MEANING]...
+const HELP = `Usage: sluice plan --from REF|PATH|nginx:FILE|envoy:FILE|cloudflare:FILE|aws-waf:FILE [--to PATH]...
+                   [--trace FILE] [--accounts FILE] [--svg OUT.svg] [--max-flips N] [--top N] [--map KEY=MEANING]...
 
 Compares two rule sets and prints, per rule: added, removed, or each changed field (in rule-file terms), and what a
 deploy does to the rule's live state (carried over, capped or discarded, as the core's carry-over decides: two
@@ -45,8 +45,9 @@ may still do).
   --from REF|PATH   the rules before: a folder or file; or a git ref (HEAD, main, v1.2), whose copy of the --to
                     paths is read with git; or REF:PATH for another path at that ref
   --from nginx:FILE the limits of an nginx.conf (or envoy:FILE, an Envoy rate limit configuration; cloudflare:FILE,
-                    Cloudflare's rate limiting rules as JSON), imported as "sluice import" does (its report goes to
-                    standard error; what it leaves out is not replayed)
+                    Cloudflare's rate limiting rules as JSON; aws-waf:FILE, AWS WAF rate-based rules as JSON),
+                    imported as "sluice import" does (its report goes to standard error; what it leaves
+                    out is not replayed)
   --to PATH         the rules after (repeatable; default rules/)
   --trace FILE      replay both sets, streaming, and count the requests whose answer flips (allowed -> denied,
                     denied -> allowed) per rule and for the most affected keys; "-" is standard input.
@@ -191,7 +192,7 @@ type Loaded =
  * that path), copied out of git into a temporary folder and named `REF:PATH` in messages.
  */
 function loadBefore(from: string, toPaths: readonly string[], maps: readonly string[], io: Io): Loaded {
-  const proxy = /^(nginx|envoy|cloudflare):(.+)$/.exec(from);
+  const proxy = /^(nginx|envoy|cloudflare|aws-waf):(.+)$/.exec(from);
   if (proxy !== null) return importBefore(proxy[1] as ProxyKind, proxy[2]!, maps, io);
   if (existsSync(from)) return { ...loadRules([from]), name: from };
   const colon = from.indexOf(":");
@@ -237,7 +238,7 @@ function loadBefore(from: string, toPaths: readonly string[], maps: readonly str
   }
 }
 
-type ProxyKind = "nginx" | "envoy" | "cloudflare";
+type ProxyKind = "nginx" | "envoy" | "cloudflare" | "aws-waf";
 
 /**
  * The rules before, imported from an nginx.conf, an Envoy configuration or Cloudflare's rate limiting rules; the
@@ -258,8 +259,8 @@ function importBefore(kind: ProxyKind, file: string, maps: readonly string[], io
     observed: observedDenial(
       kind === "nginx"
         ? nginxLimitStatuses(readNginxConfig(file))
-        : // Cloudflare answers a rule's block with its status (429 unless the rule gives one); Envoy with 429.
-          new Set([429, ...(kind === "cloudflare" ? parsed.rules.map((r) => r.status) : [])]),
+        : // Cloudflare and AWS WAF answer a rule's block with its status (the import writes AWS's 403); Envoy with 429.
+          new Set([429, ...(kind === "cloudflare" || kind === "aws-waf" ? parsed.rules.map((r) => r.status) : [])]),
     ),
   };
 }

@@ -1,10 +1,11 @@
 /**
- * `sluice import nginx|envoy|cloudflare FILE`: another proxy's rate limits as a Sluice rule file, and a report of
+ * `sluice import nginx|envoy|cloudflare|aws-waf FILE`: another proxy's rate limits as a Sluice rule file, and a report of
  * what was mapped approximately or left out. The work is in src/migrate/; this file reads, writes and sets the exit
  * status.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
+import { AwsImportError, importAwsWaf } from "../migrate/aws_import.ts";
 import { CloudflareImportError, importCloudflare } from "../migrate/cloudflare_import.ts";
 import { EnvoyImportError, load } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
@@ -17,14 +18,16 @@ import { parseRules } from "../rules/yaml.ts";
 import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 
-const HELP = `Usage: sluice import nginx FILE [--root DIR] | cloudflare FILE.json [--out RULES.yaml] [--allow-partial]
+const HELP = `Usage: sluice import nginx FILE [--root DIR] | cloudflare FILE.json | aws-waf FILE.json [--out RULES.yaml]
+                     [--allow-partial]
        sluice import envoy FILE [--envoy ENVOY.yaml] [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
 
 Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a
 comment naming the directive it came from, and prints a report on standard error: every limit mapped
 approximately (and why), every one left out, and a summary. A configuration its own system would not load (what
 nginx -t or the ratelimit service refuses) is refused, with that system's reason and the file and line.
-docs/rules.md, "Coming from NGINX", "Coming from Envoy" and "Coming from Cloudflare", describe the mapping.
+docs/rules.md, "Coming from NGINX", "Coming from Envoy", "Coming from Cloudflare" and "Coming from AWS WAF"
+describe the mapping.
 
   nginx FILE   an nginx.conf (include is followed): limit_req_zone, limit_req (burst, nodelay, delay=N) in http,
                server and location blocks with NGINX's inheritance, limit_req_status, limit_req_dry_run; and
@@ -35,6 +38,11 @@ docs/rules.md, "Coming from NGINX", "Coming from Envoy" and "Coming from Cloudfl
                {"rules": [...]} or a list of rules): expression (path, method, header, cookie and query tests),
                characteristics, period, requests_per_period, mitigation_timeout, counting_expression (response
                status), action (block, log, challenges) and enabled; each a sliding window of its period
+  aws-waf FILE  AWS WAF rate-based rules as aws wafv2 get-web-acl or get-rule-group prints them ({"WebACL":
+               {"Rules": [...]}}, {"RuleGroup": {"Rules": [...]}} or a list of rules): Limit, EvaluationWindowSec,
+               AggregateKeyType and CustomKeys, ScopeDownStatement (string, regex, size, geo and ASN matches on the
+               path, method, a header, query argument or cookie; And, Or, Not) and Action (Block, Count, Captcha,
+               Challenge); each a sliding window of its EvaluationWindowSec. Other rules are noted and skipped
   --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
                    (request_headers, query_parameters, generic_key and header_value_match on :path/:method; a
                    file's own routes are read too; hits_addend is the rules' cost) and whose ratelimit filter says
@@ -61,8 +69,8 @@ export async function runImport(args: string[], io: Io): Promise<number> {
   });
   if (typeof parsed === "number") return parsed;
   const [kind, file, extra] = parsed.positionals;
-  if (kind !== "nginx" && kind !== "envoy" && kind !== "cloudflare")
-    return usageError(cmd, `expected "nginx", "envoy" or "cloudflare", got ${JSON.stringify(kind ?? "")}`);
+  if (kind !== "nginx" && kind !== "envoy" && kind !== "cloudflare" && kind !== "aws-waf")
+    return usageError(cmd, `expected "nginx", "envoy", "cloudflare" or "aws-waf", got ${JSON.stringify(kind ?? "")}`);
   if (file === undefined) return usageError(cmd, `sluice import ${kind} needs a FILE`);
   if (extra !== undefined) return usageError(cmd, `unexpected argument "${extra}"`);
   if (kind !== "envoy" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
@@ -88,7 +96,7 @@ export async function runImport(args: string[], io: Io): Promise<number> {
 
 /** The import of one file, or the error to print (exit 1), or a usage error (exit 2). */
 export function importFile(
-  kind: "nginx" | "envoy" | "cloudflare",
+  kind: "nginx" | "envoy" | "cloudflare" | "aws-waf",
   file: string,
   maps: readonly string[],
   root?: string,
@@ -101,9 +109,10 @@ export function importFile(
       const result = importNginx(elsewhere.config, unread);
       return { result: { rules: result.rules, report: [...elsewhere.report, ...result.report] } };
     }
-    if (kind === "cloudflare") {
+    if (kind === "cloudflare" || kind === "aws-waf") {
       const text = readText(file);
-      return typeof text === "string" ? { result: importCloudflare(text, file) } : text;
+      if (typeof text !== "string") return text;
+      return { result: kind === "cloudflare" ? importCloudflare(text, file) : importAwsWaf(text, file) };
     }
     const mapping = parseMapping(maps);
     if ("error" in mapping) return { usage: mapping.error };
@@ -126,7 +135,8 @@ export function importFile(
       err instanceof NginxSyntaxError ||
       err instanceof NginxImportError ||
       err instanceof EnvoyImportError ||
-      err instanceof CloudflareImportError
+      err instanceof CloudflareImportError ||
+      err instanceof AwsImportError
     ) {
       return { error: err.message };
     }
@@ -146,6 +156,7 @@ const NOTHING: Readonly<Record<string, string>> = {
   nginx: "no limit_req or limit_conn",
   envoy: "no rate_limit",
   cloudflare: "no rules",
+  "aws-waf": "no rules",
 };
 
 async function writeResult(

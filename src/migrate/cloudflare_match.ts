@@ -63,7 +63,7 @@ function both(a: Translated, b: Translated): Translated {
   };
 }
 
-function intersect(a: readonly string[], b: readonly string[]): string[] | string {
+export function intersect(a: readonly string[], b: readonly string[]): string[] | string {
   const out: string[] = [];
   for (const x of a) {
     for (const y of b) {
