@@ -89,9 +89,16 @@ export function fieldTest(place: Place, kind: string, body: Obj, path: string, a
     };
   if (lower && value !== value.toLowerCase())
     return refuse(`after LOWERCASE, ${JSON.stringify(value)} (with capitals) never matches`);
-  if (target.kind === "path") return pathTest(constraint, value, lower, at, refuse);
-  if (target.kind === "method") return methodTest(constraint, value, lower, refuse);
-  return conditionTest(target, constraint, value, lower, at, refuse);
+  const scoped =
+    target.kind === "path"
+      ? pathTest(constraint, value, lower, at, refuse)
+      : target.kind === "method"
+        ? methodTest(constraint, value, lower, refuse)
+        : conditionTest(target, constraint, value, lower, at, refuse);
+  const raw = body.SearchString;
+  if ("refused" in scoped || typeof raw !== "string" || raw === value) return scoped;
+  const message = `SearchString ${JSON.stringify(raw)} read as base64 (as aws wafv2 get-web-acl prints it): ${JSON.stringify(value)}`;
+  return { ...scoped, notes: [...scoped.notes, { kind: "note", message, at: here(place, body, "SearchString") }] };
 }
 
 const VALUE_TRANSFORMS = new Set(["NONE", "LOWERCASE"]);

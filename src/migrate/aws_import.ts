@@ -99,6 +99,11 @@ function importRule(place: Place, rule: Obj, path: string, report: ReportItem[],
       `${at(rbs, "EvaluationWindowSec")}: ${inner}.EvaluationWindowSec: 60, 120, 300 or 600, got ${window}`,
     );
   const found: Findings = { approximate: [], notes: [], leftOut: [] };
+  if (limit * window * 1000 > 2 ** 50)
+    found.leftOut.push({
+      message: `Limit ${limit} per ${window} s: limit × window is beyond Sluice's exact arithmetic (2^50 request-ms); a shorter EvaluationWindowSec or a smaller Limit`,
+      at: at(rbs, "Limit"),
+    });
   const key = awsKeyOf(place, rbs, inner, found);
   const scopeDown = field(place, rbs, "ScopeDownStatement", inner, isObject, "a statement");
   const scope = scopeDown === undefined ? null : scopeOf(place, scopeDown, `${inner}.ScopeDownStatement`);

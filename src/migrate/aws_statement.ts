@@ -54,7 +54,7 @@ export function scopeOf(place: Place, stmt: Obj, path: string): Scoped {
       const items = list.map((s, i) => scopeOf(place, s, `${inner}.Statements[${i}]`));
       const refused = items.find((s) => "refused" in s);
       if (refused !== undefined) return refused;
-      return kind === "AndStatement" ? allOf(items as Scope[], at) : anyOf(items as Scope[], at, inner);
+      return kind === "AndStatement" ? allOf(items as Scope[], at, inner) : anyOf(items as Scope[], at, inner);
     }
     case "NotStatement": {
       const item = required(place, body, "Statement", inner, isObject, "a statement");
@@ -74,11 +74,11 @@ export function scopeOf(place: Place, stmt: Obj, path: string): Scoped {
 }
 
 /** Every one holds: routes intersected, the rest added up. */
-function allOf(items: readonly Scope[], at: string): Scoped {
+function allOf(items: readonly Scope[], at: string, path: string): Scoped {
   let out: Scope = ANY;
   for (const s of items) {
     const routes = out.routes === null ? s.routes : s.routes === null ? out.routes : intersect(out.routes, s.routes);
-    if (typeof routes === "string") return { refused: `the AndStatement: ${routes}`, at };
+    if (typeof routes === "string") return { refused: `${path}: ${routes}`, at };
     out = {
       routes,
       except: [...out.except, ...s.except],
