@@ -3,7 +3,7 @@
  * files with their errors, and the command's exit status and output.
  */
 import { describe, expect, it } from "vitest";
-import { imported, keyed, kinds, line, type Obj, path, rule, tt } from "../support/aws_waf.ts";
+import { imported, keyed, kinds, line, path, rule, tt } from "../support/aws_waf.ts";
 
 describe("AWS WAF rate-based rules: the limit, the window, the action", () => {
   it.each([
