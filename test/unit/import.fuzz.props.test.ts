@@ -1,5 +1,5 @@
 /**
- * Both importers, on configurations damaged at random (a line dropped or doubled, a word replaced by something odd,
+ * The importers, on configurations damaged at random (a line dropped or doubled, a word replaced by something odd,
  * a byte that looks like a space and is not), end with a result or with their own error naming the place: never a
  * TypeError, a stack overflow or a run out of memory. A README fed to `sluice import nginx` once ran it out of memory
  * (a no-break space the tokenizer never moved past); this is the net under that kind of bug. A run by hand over the
@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { AwsImportError, importAwsWaf } from "../../src/migrate/aws_import.ts";
 import { EnvoyImportError } from "../../src/migrate/envoy_file.ts";
 import { importEnvoy } from "../../src/migrate/envoy_import.ts";
 import { parseMapping } from "../../src/migrate/envoy_mapping.ts";
@@ -60,6 +61,52 @@ descriptors:
   - entries: [{ key: remote_address }]
     token_bucket: { max_tokens: 5, fill_interval: 0.5s }
 `;
+
+const AWS_WAF = JSON.stringify(
+  {
+    WebACL: {
+      Rules: [
+        {
+          Name: "login",
+          Statement: {
+            RateBasedStatement: {
+              Limit: 100,
+              EvaluationWindowSec: 300,
+              AggregateKeyType: "CUSTOM_KEYS",
+              CustomKeys: [
+                { Header: { Name: "x-tenant", TextTransformations: [{ Priority: 0, Type: "NONE" }] } },
+                { IP: {} },
+              ],
+              ScopeDownStatement: {
+                AndStatement: {
+                  Statements: [
+                    {
+                      ByteMatchStatement: {
+                        SearchString: "/login",
+                        FieldToMatch: { UriPath: {} },
+                        TextTransformations: [{ Priority: 0, Type: "NONE" }],
+                        PositionalConstraint: "EXACTLY",
+                      },
+                    },
+                    { NotStatement: { Statement: { GeoMatchStatement: { CountryCodes: ["US", "CA"] } } } },
+                  ],
+                },
+              },
+            },
+          },
+          Action: { Block: { CustomResponse: { ResponseCode: 429 } } },
+        },
+        {
+          Name: "all",
+          Statement: { RateBasedStatement: { Limit: 10, AggregateKeyType: "IP" } },
+          Action: { Count: {} },
+        },
+      ],
+    },
+  },
+  null,
+  2,
+);
 
 const ODD = [
   "1.5",
@@ -154,4 +201,41 @@ describe("importers on damaged configurations: a result or their own error, neve
       { numRuns: 400, seed: 20261207 },
     );
   });
+
+  it("sluice import aws-waf: a damaged file, or a value of the wrong kind anywhere", () => {
+    const values = fc.constantFrom<unknown>(null, 0, -1, 1.5, 1e400, "", "x", "EXACTLY", [], [1], {}, { a: 1 }, true);
+    fc.assert(
+      fc.property(damage, fc.array(fc.tuple(fc.nat(), values), { maxLength: 3 }), (steps, swaps) => {
+        const texts = [damaged(AWS_WAF, steps), swapped(AWS_WAF, swaps)];
+        for (const text of texts) {
+          try {
+            importAwsWaf(text, "acl.json");
+          } catch (error) {
+            expect(error instanceof AwsImportError, String((error as Error).stack)).toBe(true);
+            expect(String((error as Error).message)).toMatch(/^acl\.json:\d+:\d+: /);
+          }
+        }
+      }),
+      { numRuns: 300, seed: 20261207 },
+    );
+  });
 });
+
+/** `text` (JSON) with the values at some places (the n-th value, depth first) replaced. */
+function swapped(text: string, swaps: readonly (readonly [number, unknown])[]): string {
+  const root = JSON.parse(text) as unknown;
+  for (const [n, value] of swaps) {
+    const places: [Record<string, unknown> | unknown[], string | number][] = [];
+    const walk = (v: unknown) => {
+      if (typeof v !== "object" || v === null) return;
+      for (const [k, child] of Object.entries(v)) {
+        places.push([v as Record<string, unknown>, Array.isArray(v) ? Number(k) : k]);
+        walk(child);
+      }
+    };
+    walk(root);
+    const place = places[n % Math.max(1, places.length)];
+    if (place !== undefined) (place[0] as Record<string | number, unknown>)[place[1]] = structuredClone(value);
+  }
+  return JSON.stringify(root, null, 2);
+}
