@@ -203,7 +203,7 @@ describe("importers on damaged configurations: a result or their own error, neve
   });
 
   it("sluice import aws-waf: a damaged file, or a value of the wrong kind anywhere", () => {
-    const values = fc.constantFrom<unknown>(null, 0, -1, 1.5, 1e400, "", "x", "EXACTLY", [], [1], {}, { a: 1 }, true);
+    const values = fc.constantFrom<unknown>(null, 0, -1, 1.5, 1e20, "", "x", "EXACTLY", [], [1], {}, { a: 1 }, true);
     fc.assert(
       fc.property(damage, fc.array(fc.tuple(fc.nat(), values), { maxLength: 3 }), (steps, swaps) => {
         const texts = [damaged(AWS_WAF, steps), swapped(AWS_WAF, swaps)];
