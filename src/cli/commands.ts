@@ -44,7 +44,7 @@ export const COMMANDS: readonly Command[] = [
   {
     name: "import",
     summary:
-      "turn an nginx.conf, an Envoy rate limit configuration or Cloudflare rate limiting rules into Sluice rules, with a report",
+      "turn an nginx.conf, an Envoy rate limit configuration, Cloudflare rate limiting rules or AWS WAF rate-based rules into Sluice rules, with a report",
     run: runImport,
   },
   {

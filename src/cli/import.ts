@@ -18,8 +18,7 @@ import { parseRules } from "../rules/yaml.ts";
 import { commandArgs, EXIT_CODES, inputError, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 
-const HELP = `Usage: sluice import nginx FILE [--root DIR] | cloudflare FILE.json | aws-waf FILE.json [--out RULES.yaml]
-                     [--allow-partial]
+const HELP = `Usage: sluice import nginx FILE [--root DIR] | cloudflare|aws-waf FILE.json [--out RULES.yaml] [--allow-partial]
        sluice import envoy FILE [--envoy ENVOY.yaml] [--map KEY=MEANING]... [--out RULES.yaml] [--allow-partial]
 
 Reads another proxy's rate limits and writes them as Sluice rules (to --out, or standard output), each with a

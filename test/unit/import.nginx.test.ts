@@ -598,6 +598,6 @@ describe("sluice import nginx", () => {
   it("says what it expects on a usage error", async () => {
     const r = await runCli(["import", "haproxy", "x.cfg"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('expected "nginx", "envoy" or "cloudflare", got "haproxy"');
+    expect(r.stderr).toContain('expected "nginx", "envoy", "cloudflare" or "aws-waf", got "haproxy"');
   });
 });
