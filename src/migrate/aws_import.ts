@@ -8,9 +8,9 @@
  * recent requests" and does "not guarantee an exact limit match" (Rate-based rule caveats); each check counts the
  * requests of the last EvaluationWindowSec, about every 10 seconds (API reference, RateBasedStatement): a sliding
  * estimate over 10-second steps, which is `sliding_counter` with `buckets: window / 10 s`. A request is acted on while
- * its aggregation instance's count is over the limit (Applying rate limiting to requests), and the requests it blocks
- * are still requests it counts, so a client that keeps sending stays refused: `count_denied: true`. `sliding_log`
- * would be exact where AWS is not, at a memory cost growing with Limit (up to 2,000,000,000).
+ * its aggregation instance's count is over the limit (Applying rate limiting to requests) and blocked "until the
+ * request rate falls below the limit": the client's rate, blocked requests in it (our reading), so `count_denied`.
+ * `sliding_log` would be exact where AWS is not, at a memory cost growing with Limit (up to 2,000,000,000).
  */
 
 import { actionFields } from "./aws_action.ts";
