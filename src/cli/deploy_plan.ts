@@ -52,7 +52,7 @@ may still do).
   --trace FILE      replay both sets, streaming, and count the requests whose answer flips (allowed -> denied,
                     denied -> allowed) per rule and for the most affected keys; "-" is standard input.
                     A request trace (docs/rules.md, "Request traces") or an access log (NGINX in the nginx.conf's
-                    log_format, Envoy, Cloudflare) goes through each whole rule set as the gateway runs it: routes,
+                    log_format, Envoy, Cloudflare, AWS WAF) goes through each whole rule set as the gateway runs it: routes,
                     callers, plans, costs, composition; changes to match, costs and plans are replayed too.
                     A "t_ms,key,cost" trace runs each rule alone (a shadow rule lets everything through), and rules
                     limited to some routes or plans are named but left out of the totals (the trace has neither).

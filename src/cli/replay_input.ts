@@ -12,6 +12,7 @@
 import { statSync } from "node:fs";
 import { hashedApiKey } from "../replay/log_fields.ts";
 import {
+  awsWafParser,
   cloudflareParser,
   DEFAULT_FIELDS,
   envoyParser,
@@ -250,7 +251,7 @@ export function logParserFor(first: string, nginxFormat: string | undefined, col
   if (!("error" in nginx)) candidates.push(nginx);
   const envoy = envoyParser(undefined, fields);
   if (!("error" in envoy)) candidates.push(envoy);
-  if (first.trimStart().startsWith("{")) candidates.push(cloudflareParser(fields));
+  if (first.trimStart().startsWith("{")) candidates.push(cloudflareParser(fields), awsWafParser(fields));
   const slot = emptyRequestLine();
   return candidates.find((p) => p.parse(first, slot) === true) ?? null;
 }

@@ -7,6 +7,7 @@ import { createWriteStream, existsSync, statSync } from "node:fs";
 import { type Directive, NginxSyntaxError, readNginxConfig } from "../migrate/nginx_conf.ts";
 import { hashedApiKey } from "../replay/log_fields.ts";
 import {
+  awsWafParser,
   cloudflareParser,
   envoyParser,
   type FieldOptions,
@@ -30,7 +31,7 @@ import type { Io } from "./io.ts";
 import { Progress } from "./progress.ts";
 import { BufferedWriter, readLineBatches } from "./trace.ts";
 
-const HELP = `Usage: sluice trace from nginx|envoy|cloudflare LOG [--out TRACE.csv] [--rules PATH]... [options]
+const HELP = `Usage: sluice trace from nginx|envoy|cloudflare|aws-waf LOG [--out TRACE.csv] [--rules PATH]... [options]
 
 Turns an access log into a request trace v2 (docs/rules.md, "Request traces") that sluice simulate, compare and plan
 replay through the whole rule set. Streams: a day of logs in bounded memory. LOG "-" (or none) is standard input.
@@ -49,6 +50,8 @@ run. Lines written late by slow requests are put back in start order (within --r
                JSON access log ({"start":"%START_TIME%","method":"%REQ(:METHOD)%",...}), one JSON object a line
   cloudflare   Logpush http_requests NDJSON: EdgeStartTimestamp (unixnano, unix or RFC 3339), ClientIP,
                ClientRequestMethod, ClientRequestURI, and RequestHeaders for the key and user
+  aws-waf      AWS WAF logs, one JSON object a line: timestamp, httpRequest (clientIp, country, headers, uri,
+               args, httpMethod); a rate-based rule's BLOCK, CAPTCHA or CHALLENGE is the limiter's refusal
   --rules PATH         the rules whose keys say which headers, cookies and query parameters to carry (repeatable)
   --key-header NAME    the request header holding the API key (default x-api-key; Authorization: Bearer too)
   --user-header NAME   the request header holding the user id (default x-user-id)
@@ -71,8 +74,8 @@ export async function runTrace(args: string[], io: Io): Promise<number> {
   if (typeof parsed === "number") return parsed;
   const [verb, kind, log, extra] = parsed.positionals;
   if (verb !== "from") return usageError(cmd, `expected "from", got ${JSON.stringify(verb ?? "")}`);
-  if (kind !== "nginx" && kind !== "envoy" && kind !== "cloudflare") {
-    return usageError(cmd, `expected nginx, envoy or cloudflare, got ${JSON.stringify(kind ?? "")}`);
+  if (kind !== "nginx" && kind !== "envoy" && kind !== "cloudflare" && kind !== "aws-waf") {
+    return usageError(cmd, `expected nginx, envoy, cloudflare or aws-waf, got ${JSON.stringify(kind ?? "")}`);
   }
   if (extra !== undefined) return usageError(cmd, `unexpected argument "${extra}"`);
   const one = (n: string) => parsed.values.get(n)?.[0];
@@ -117,14 +120,14 @@ export interface FormatChoice {
 
 /** The parser for a kind of log, its format from the flags or the NGINX configuration. */
 export function logParser(
-  kind: "nginx" | "envoy" | "cloudflare",
+  kind: "nginx" | "envoy" | "cloudflare" | "aws-waf",
   choice: FormatChoice,
   fields: FieldOptions,
 ): LogParser | { error: string } | { usage: string } {
-  if (kind === "cloudflare") {
-    return choice.format === undefined && choice.conf === undefined
-      ? cloudflareParser(fields)
-      : { usage: "cloudflare logs take no --format or --conf" };
+  if (kind === "cloudflare" || kind === "aws-waf") {
+    if (choice.format !== undefined || choice.conf !== undefined)
+      return { usage: `${kind} logs take no --format or --conf` };
+    return kind === "cloudflare" ? cloudflareParser(fields) : awsWafParser(fields);
   }
   if (kind === "envoy") {
     if (choice.conf !== undefined) return { usage: "--conf is for nginx" };

@@ -33,6 +33,7 @@ import { startTimeReader } from "./log_start_time.ts";
 import type { Outcome } from "./outcomes.ts";
 import type { Answered } from "./request_trace.ts";
 
+export { awsWafParser } from "./log_aws_waf.ts";
 export { cloudflareParser, edgeStartMs } from "./log_cloudflare.ts";
 export { formatNginxLine, parseTimeLocal } from "./log_lines.ts";
 export { DEFAULT_FIELDS, type FieldOptions, type LogParser, parseIsoMs } from "./log_request.ts";
