@@ -462,7 +462,9 @@ describe("sluice trace from", () => {
 
   it("usage errors", async () => {
     expect((await runCli(["trace", "into", "nginx"])).stderr).toContain('expected "from", got "into"');
-    expect((await runCli(["trace", "from", "apache", "x"])).stderr).toContain("expected nginx, envoy, cloudflare or aws-waf");
+    expect((await runCli(["trace", "from", "apache", "x"])).stderr).toContain(
+      "expected nginx, envoy, cloudflare or aws-waf",
+    );
   });
 });
 
