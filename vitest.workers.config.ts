@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
@@ -24,7 +25,18 @@ if (compiled.status !== 0) {
 // wrangler.toml as the tests read it, from a folder of its own: wrangler reads `.dev.vars` beside the configuration,
 // and a developer's `.dev.vars` (the admin token `npm start` wrote, a KEY_HASH_SECRET) must not change what the tests
 // see. The copy names the Worker's entry by its absolute path and has no [build] step (the rules are compiled above).
-const TEST_CONFIG_DIR = join(import.meta.dirname, "node_modules", ".cache", "sluice-test-config");
+// One per checkout: node_modules may be shared (a git worktree's a link to the main checkout's), and a test run of
+// one checkout must not rewrite the configuration another's run reads (its `main` names that checkout's sources).
+const CACHE_DIR = join(
+  import.meta.dirname,
+  "node_modules",
+  ".cache",
+  `sluice-${createHash("sha256")
+    .update(import.meta.dirname)
+    .digest("hex")
+    .slice(0, 12)}`,
+);
+const TEST_CONFIG_DIR = join(CACHE_DIR, "test-config");
 const TEST_CONFIG = join(TEST_CONFIG_DIR, "wrangler.toml");
 {
   const toml = readFileSync(join(import.meta.dirname, "wrangler.toml"), "utf8")
@@ -38,7 +50,7 @@ const TEST_CONFIG = join(TEST_CONFIG_DIR, "wrangler.toml");
 
 // The example consumers (examples/), bundled as `wrangler deploy` would, with sluice/client and sluice/hono from their
 // sources. They run as auxiliary Workers beside the one under test and bind to its `RateLimiter` entrypoint.
-const CONSUMERS_DIR = "node_modules/.cache/sluice-consumers";
+const CONSUMERS_DIR = join(CACHE_DIR, "consumers");
 for (const name of ["plain-worker", "hono-api"]) {
   buildSync({
     entryPoints: [`examples/${name}/src/index.ts`],

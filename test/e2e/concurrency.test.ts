@@ -135,6 +135,11 @@ describe("concurrency in wrangler dev, in front of a slow origin", () => {
     expect(admitted).toBeGreaterThan(LIMIT);
   });
 
+  // What this case can see: under wrangler dev a client's going away never reaches the Worker (its proxy reads the
+  // response on to the end once the origin answers). Mutation audit: releasing only on a cancelled body left both
+  // aborted slots held; never releasing on one still passed. So it checks that an abandoned request's slot is not
+  // lost (it comes back once the origin's answer has been read), not the cancellation path, which the Workers-runtime
+  // test checks (test/integration/concurrency.test.ts, "gives the slot back when the client goes away").
   it("a client that goes away gives its slot back, after the origin answered and before", async () => {
     const ip = "198.51.100.9";
     // After: the origin answered (headers and a first chunk), the body is still streaming when the client aborts.

@@ -4,7 +4,6 @@
  * response, and once the limit is crossed the address is banned and the origin sees nothing more.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RecordingOrigin, startRecordingOrigin } from "../support/recording_origin.ts";
@@ -31,7 +30,7 @@ beforeAll(async () => {
   dropBuildStep(dir);
   origin = await startRecordingOrigin();
   sluice = await startWrangler(
-    mkdtempSync(join(tmpdir(), "sluice-e2e-outcome-state-")),
+    mkdtempSync(join(dir, ".state-")),
     { ECHO_ORIGIN: "false", UPSTREAM_URL: origin.base, LIMITER_TIMEOUT_MS: "5000" },
     dir,
   );

@@ -5,7 +5,6 @@
  * then fetches the origin itself. The suite is test/support/forwarding_suite.ts.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll } from "vitest";
 import { describeForwarding, SUITE_ADMIN_TOKEN, SUITE_RULES } from "../support/forwarding_suite.ts";
@@ -21,7 +20,7 @@ const sluiceVars = { ECHO_ORIGIN: "false", ADMIN_TOKEN: SUITE_ADMIN_TOKEN, LIMIT
 async function front(vars: Record<string, string>, args: (port: number) => string[] = () => []) {
   const origin = await startRecordingOrigin();
   const sluice = await startWrangler(
-    mkdtempSync(join(tmpdir(), "sluice-e2e-origin-state-")),
+    mkdtempSync(join(dir, ".state-")),
     { ...vars, ...(vars.UPSTREAM_URL === "" ? { UPSTREAM_URL: origin.base } : {}) },
     dir,
     args(origin.port),
@@ -82,12 +81,12 @@ describeForwarding(
       `name = "caller"\nmain = "index.js"\ncompatibility_date = "2026-04-20"\n[vars]\nORIGIN = "${origin.base}"\n` +
         `[[services]]\nbinding = "SLUICE"\nservice = "sluice"\nentrypoint = "RateLimiter"\n`,
     );
-    const sluice = await startWrangler(
-      mkdtempSync(join(tmpdir(), "sluice-e2e-origin-state-")),
-      { ORIGIN: origin.base },
-      dir,
-      ["-c", "caller/wrangler.toml", "-c", "wrangler.toml"],
-    );
+    const sluice = await startWrangler(mkdtempSync(join(dir, ".state-")), { ORIGIN: origin.base }, dir, [
+      "-c",
+      "caller/wrangler.toml",
+      "-c",
+      "wrangler.toml",
+    ]);
     return {
       base: sluice.base,
       origin,

@@ -4,7 +4,6 @@
  * (test/support/forwarding_suite.ts): what reaches the application through both is what the client sent.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll } from "vitest";
 import { describeForwarding, SUITE_ADMIN_TOKEN, SUITE_RULES } from "../support/forwarding_suite.ts";
@@ -22,7 +21,7 @@ describeForwarding(
     const origin = await startRecordingOrigin();
     const nginx = await startNginxOrigin(origin.port);
     const sluice = await startWrangler(
-      mkdtempSync(join(tmpdir(), "sluice-e2e-nginx-state-")),
+      mkdtempSync(join(dir, ".state-")),
       { ECHO_ORIGIN: "false", ADMIN_TOKEN: SUITE_ADMIN_TOKEN, LIMITER_TIMEOUT_MS: "5000", UPSTREAM_URL: nginx.base },
       dir,
     );
