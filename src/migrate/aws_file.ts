@@ -4,24 +4,17 @@
  * read, with where each value is (`file:line:col`, json_at.ts) for every message. A file that is not JSON, not such a
  * list, or has a field of the wrong type is refused with the place, the field and the reason.
  */
-import { here, isObject, type Obj, type Place } from "./cloudflare_file.ts";
-import { type JsonAt, JsonSyntaxError, readJson } from "./json_at.ts";
+import { here, isObject, isString, kindOf, type Obj, type Place, readJsonFile, typedField } from "./json_file.ts";
 
-export { here, isObject, type Obj, type Place };
+export { here, isObject, isString, kindOf, type Obj, type Place };
 
 /** A file that is not AWS WAF rules: the message names the file, the line and column, the field and what is wrong. */
 export class AwsImportError extends Error {}
 
 /** The rules of the file, each checked to be an object. */
 export function awsRulesOf(text: string, file: string): { place: Place; rules: Obj[]; list: unknown[] } {
-  let json: JsonAt;
-  try {
-    json = readJson(text);
-  } catch (err) {
-    if (!(err instanceof JsonSyntaxError)) throw err;
-    throw new AwsImportError(`${file}:${err.pos.line}:${err.pos.col}: ${err.parsable ? "" : "not JSON: "}${err.why}`);
-  }
-  const place = { file, json };
+  const place = readJsonFile(text, file, AwsImportError);
+  const json = place.json;
   const root = json.value;
   const holder = isObject(root)
     ? isObject(root.WebACL)
@@ -44,10 +37,6 @@ export function awsRulesOf(text: string, file: string): { place: Place; rules: O
   return { place, rules: rules as Obj[], list: rules };
 }
 
-export function kindOf(v: unknown): string {
-  return v === null ? "null" : Array.isArray(v) ? "a list" : `${typeof v} ${JSON.stringify(v)}`.slice(0, 60);
-}
-
 /** A field that must have a type when present (`path` names its object: `Rules[2].Statement`); else the file is refused. */
 export function field<T>(
   place: Place,
@@ -57,10 +46,7 @@ export function field<T>(
   ok: (v: unknown) => v is T,
   want: string,
 ): T | undefined {
-  const v = obj[name];
-  if (v === undefined || v === null) return undefined;
-  if (!ok(v)) throw new AwsImportError(`${here(place, obj, name)}: ${path}.${name}: must be ${want}, got ${kindOf(v)}`);
-  return v;
+  return typedField(AwsImportError, { place, obj, path }, name, ok, want);
 }
 
 /** A field that must be there. */
@@ -77,7 +63,6 @@ export function required<T>(
   return v;
 }
 
-export const isString = (v: unknown): v is string => typeof v === "string";
 export const isInteger = (v: unknown): v is number => Number.isSafeInteger(v);
 export const isList = (v: unknown): v is unknown[] => Array.isArray(v);
 export const isObjects = (v: unknown): v is Obj[] => Array.isArray(v) && v.every(isObject);

@@ -31,14 +31,7 @@ import { awsKeyOf } from "./aws_key.ts";
 import { scopeOf } from "./aws_statement.ts";
 import type { Finding, Findings } from "./cloudflare_count.ts";
 import { duration } from "./cloudflare_import.ts";
-import {
-  conditionFields,
-  type DraftRule,
-  type FieldValue,
-  type ImportResult,
-  type ReportItem,
-  ruleId,
-} from "./report.ts";
+import { type DraftRule, draftMatch, type FieldValue, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 export { AwsImportError };
 
@@ -136,12 +129,7 @@ function importRule(place: Place, rule: Obj, path: string, report: ReportItem[],
     id: ruleId(name, taken),
     source: `${at(rule)}: ${label}: ${limit} requests per ${window} s, action ${verb}`,
     notes: found.approximate.map((f) => `approximate: ${f.message}`),
-    match: {
-      ...(match.routes === null ? {} : { route: match.routes }),
-      ...(match.except.length === 0 ? {} : { except: match.except }),
-      ...conditionFields(match.conditions),
-      ...(key.identity === null ? {} : { identity: key.identity }),
-    },
+    match: draftMatch(match, key.identity),
     ...(key.key === null ? {} : { key: key.key }),
     fields: all,
   };

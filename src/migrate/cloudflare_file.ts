@@ -4,37 +4,17 @@
  * of the wrong type is refused with the place and the reason.
  */
 import type { Located } from "./cloudflare_count.ts";
-import { type JsonAt, JsonSyntaxError, readJson } from "./json_at.ts";
+import { here, isObject, isString, kindOf, type Obj, type Place, readJsonFile, typedField } from "./json_file.ts";
+
+export { here, isObject, isString, type Obj, type Place };
 
 /** A file that is not a Cloudflare ruleset: the message names the file, the line and column, and what is wrong. */
 export class CloudflareImportError extends Error {}
 
-export type Obj = Record<string, unknown>;
-export const isObject = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** The file being read: its name and its JSON with places. */
-export interface Place {
-  readonly file: string;
-  readonly json: JsonAt;
-}
-
-/** `file:line:col` of `container` or, with `key`, of its member's value (the container's when it has none). */
-export function here(place: Place, container: object, key?: string | number): string {
-  const p = place.json.at(container, key);
-  return `${place.file}:${p.line}:${p.col}`;
-}
-
 /** The rules of `{"result": {"rules": [...]}}`, `{"rules": [...]}` or `[...]`, each checked to be an object. */
 export function rulesOf(text: string, file: string): { place: Place; rules: Obj[] } {
-  let json: JsonAt;
-  try {
-    json = readJson(text);
-  } catch (err) {
-    if (!(err instanceof JsonSyntaxError)) throw err;
-    const why = `${err.parsable ? "" : "not JSON: "}${err.why}`;
-    throw new CloudflareImportError(`${file}:${err.pos.line}:${err.pos.col}: ${why}`);
-  }
-  const place = { file, json };
+  const place = readJsonFile(text, file, CloudflareImportError);
+  const json = place.json;
   const root = json.value;
   const rootAt = `${file}:${json.start.line}:${json.start.col}`;
   if (isObject(root) && root.success === false)
@@ -60,10 +40,6 @@ export function rulesOf(text: string, file: string): { place: Place; rules: Obj[
   return { place, rules: rules as Obj[] };
 }
 
-function kindOf(v: unknown): string {
-  return v === null ? "null" : Array.isArray(v) ? "a list" : `${typeof v} ${JSON.stringify(v)}`.slice(0, 60);
-}
-
 /** A field that must have a type when present (`path` names its object: `rules[2]`); the file is malformed otherwise. */
 export function field<T>(
   place: Place,
@@ -73,13 +49,8 @@ export function field<T>(
   ok: (v: unknown) => v is T,
   want: string,
 ): T | undefined {
-  const v = obj[name];
-  if (v === undefined || v === null) return undefined;
-  if (!ok(v))
-    throw new CloudflareImportError(`${here(place, obj, name)}: ${path}.${name}: must be ${want}, got ${kindOf(v)}`);
-  return v;
+  return typedField(CloudflareImportError, { place, obj, path }, name, ok, want);
 }
-export const isString = (v: unknown): v is string => typeof v === "string";
 export const isBool = (v: unknown): v is boolean => typeof v === "boolean";
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString);

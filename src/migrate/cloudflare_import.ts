@@ -26,14 +26,7 @@ import {
   rulesOf,
 } from "./cloudflare_file.ts";
 import { selectionOf } from "./cloudflare_match.ts";
-import {
-  conditionFields,
-  type DraftRule,
-  type FieldValue,
-  type ImportResult,
-  type ReportItem,
-  ruleId,
-} from "./report.ts";
+import { type DraftRule, draftMatch, type FieldValue, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 export { CloudflareImportError };
 
@@ -131,12 +124,7 @@ function importRule(place: Place, rule: Obj, path: string, report: ReportItem[],
     id: ruleId(name === "" ? "cloudflare-rule" : name, taken),
     source: `${at(rule)}: ${label}: ${limit.perPeriod} requests per ${limit.period} s${timeout}, action ${action}`,
     notes: found.approximate.map((f) => `approximate: ${f.message}`),
-    match: {
-      ...(selection.routes === null ? {} : { route: selection.routes }),
-      ...(selection.except.length === 0 ? {} : { except: selection.except }),
-      ...conditionFields(selection.conditions),
-      ...(key.identity === null ? {} : { identity: key.identity }),
-    },
+    match: draftMatch(selection, key.identity),
     ...(key.key === null ? {} : { key: key.key }),
     fields,
   };

@@ -121,6 +121,26 @@ export function ruleId(text: string, taken: Set<string>): string {
   return id;
 }
 
+/**
+ * A draft's `match` from a translated selection (routes, `null` for any request; `except`; conditions) and the
+ * identity it counts by, `null` when the rule gives `key:` instead (the Cloudflare and AWS WAF imports).
+ */
+export function draftMatch(
+  selection: {
+    readonly routes: readonly string[] | null;
+    readonly except: readonly string[];
+    readonly conditions: readonly MatchCondition[];
+  },
+  identity: string | null,
+): DraftRule["match"] {
+  return {
+    ...(selection.routes === null ? {} : { route: selection.routes }),
+    ...(selection.except.length === 0 ? {} : { except: selection.except }),
+    ...conditionFields(selection.conditions),
+    ...(identity === null ? {} : { identity }),
+  };
+}
+
 /** Conditions as a draft's `match` fields: each source's (`header`, `cookie`, `query`, `cf`) in rule-file flow style. */
 export function conditionFields(conditions: readonly MatchCondition[]): Pick<DraftRule["match"], ConditionSource> {
   const out: Partial<Record<ConditionSource, string[]>> = {};
