@@ -4,7 +4,7 @@
  * read, with where each value is (`file:line:col`, json_at.ts) for every message. A file that is not JSON, not such a
  * list, or has a field of the wrong type is refused with the place, the field and the reason.
  */
-import { here, isObject, isString, kindOf, type Obj, type Place, readJsonFile, typedField } from "./json_file.ts";
+import { fieldReader, here, isObject, isString, kindOf, type Obj, type Place, readJsonFile } from "./json_file.ts";
 
 export { here, isObject, isString, kindOf, type Obj, type Place };
 
@@ -38,16 +38,7 @@ export function awsRulesOf(text: string, file: string): { place: Place; rules: O
 }
 
 /** A field that must have a type when present (`path` names its object: `Rules[2].Statement`); else the file is refused. */
-export function field<T>(
-  place: Place,
-  obj: Obj,
-  name: string,
-  path: string,
-  ok: (v: unknown) => v is T,
-  want: string,
-): T | undefined {
-  return typedField(AwsImportError, { place, obj, path }, name, ok, want);
-}
+export const field = fieldReader(AwsImportError);
 
 /** A field that must be there. */
 export function required<T>(

@@ -4,7 +4,7 @@
  * of the wrong type is refused with the place and the reason.
  */
 import type { Located } from "./cloudflare_count.ts";
-import { here, isObject, isString, kindOf, type Obj, type Place, readJsonFile, typedField } from "./json_file.ts";
+import { fieldReader, here, isObject, isString, kindOf, type Obj, type Place, readJsonFile } from "./json_file.ts";
 
 export { here, isObject, isString, type Obj, type Place };
 
@@ -41,16 +41,7 @@ export function rulesOf(text: string, file: string): { place: Place; rules: Obj[
 }
 
 /** A field that must have a type when present (`path` names its object: `rules[2]`); the file is malformed otherwise. */
-export function field<T>(
-  place: Place,
-  obj: Obj,
-  name: string,
-  path: string,
-  ok: (v: unknown) => v is T,
-  want: string,
-): T | undefined {
-  return typedField(CloudflareImportError, { place, obj, path }, name, ok, want);
-}
+export const field = fieldReader(CloudflareImportError);
 export const isBool = (v: unknown): v is boolean => typeof v === "boolean";
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString);

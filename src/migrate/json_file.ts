@@ -53,3 +53,9 @@ export function typedField<T>(
     throw new refuse(`${here(where.place, where.obj, name)}: ${where.path}.${name}: must be ${want}, got ${kindOf(v)}`);
   return v;
 }
+
+/** `typedField` as an importer calls it, `field(place, obj, name, path, ok, want)`, refusing with its error class. */
+export function fieldReader(refuse: Refuse) {
+  return <T>(place: Place, obj: Obj, name: string, path: string, ok: (v: unknown) => v is T, want: string) =>
+    typedField(refuse, { place, obj, path }, name, ok, want);
+}
