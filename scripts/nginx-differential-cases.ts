@@ -9,7 +9,7 @@
  * values (`match.header` in Sluice); the API key, else the address (`identity: api_key`); a map giving several keys
  * by a header's value (one rule per key); a map over two flag maps written together (one rule per key, picked by
  * presence tests); a map whose default gives the key and whose values exempt (a `not` test reading a missing header as
- * empty). Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
+ * empty); a map giving several keys by path (one rule per key on its routes). Every request of a case is sent to the case's path with `?r=N`, which names it in the logs.
  */
 import { exactZone, type NginxLimit, NginxZone, nginxStoredRate } from "../src/migrate/nginx_rate.ts";
 import { nginxPreamble } from "./nginx-run.ts";
@@ -30,7 +30,8 @@ export interface ZoneSpec {
     | "$api_key_key"
     | "$multi_key"
     | "$concat_key"
-    | "$exempt_key";
+    | "$exempt_key"
+    | "$route_key";
 }
 
 export interface LimitSpec {
@@ -82,6 +83,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "multi", amount: 5, unit: "s", key: "$multi_key" },
   { name: "concat", amount: 5, unit: "s", key: "$concat_key" },
   { name: "exempt", amount: 5, unit: "s", key: "$exempt_key" },
+  { name: "byroute", amount: 5, unit: "s", key: "$route_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -289,6 +291,22 @@ export const CASES: readonly Case[] = [
       { at: 415, tenant: "gold" },
     ],
   },
+  // A map giving several keys by path (ROUTE_MAP): /a/ by address, /b/ by X-Tenant, the rest not limited. In Sluice
+  // one rule per key, each on the routes that get it.
+  {
+    path: "/byroute/",
+    location: "own",
+    limits: [{ zone: "byroute", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 0].map((t) => ({ at: t, sub: "a/x" })),
+      ...[3, 3, 3].map((t) => ({ at: t, sub: "b/x", tenant: "t1" })),
+      ...[5, 5].map((t) => ({ at: t, sub: "b/y", tenant: "t2" })),
+      ...[7, 7, 7].map((t) => ({ at: t, sub: "c/x" })),
+      ...[9, 9].map((t) => ({ at: t, sub: "b/z" })),
+      { at: 400, sub: "a/y" },
+      { at: 410, sub: "b/x", tenant: "t1" },
+    ],
+  },
   // $server_name: one budget for every client of the server.
   {
     path: "/site/",
@@ -324,6 +342,7 @@ ${API_KEY_MAP}
 ${MULTI_MAP}
 ${CONCAT_MAPS}
 ${EXEMPT_MAP}
+${ROUTE_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -384,6 +403,19 @@ function exemptKey(tenant: string): string {
   return /^bot/i.test(tenant) ? "" : CLIENT;
 }
 
+/** The /byroute/ case's map: a key by path, the address under /a/ and the tenant under /b/. */
+const ROUTE_MAP = `  map $uri $route_key {
+    ~^/byroute/a/ $binary_remote_addr;
+    ~^/byroute/b/ $http_x_tenant;
+    default "";
+  }`;
+
+/** What ROUTE_MAP gives a request at `uri`. */
+function routeKey(uri: string, tenant: string): string {
+  if (uri.startsWith("/byroute/a/")) return CLIENT;
+  return uri.startsWith("/byroute/b/") ? tenant : "";
+}
+
 /** The model's zones, fresh: NGINX's arithmetic, or (`exact`) the same without its roundings, as Sluice counts. */
 export function modelZones(exact = false): Map<string, NginxZone> {
   return new Map(
@@ -421,7 +453,9 @@ export function modelLimits(
                     ? apiKey || tenant || CLIENT
                     : spec.key === "$exempt_key"
                       ? exemptKey(tenant ?? "")
-                      : SERVER_NAME;
+                      : spec.key === "$route_key"
+                        ? routeKey(uri, tenant ?? "")
+                        : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

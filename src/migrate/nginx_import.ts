@@ -238,8 +238,7 @@ function groupRule(
   if (mapped.length === 0) return [];
   const others = places.filter((p) => !group.places.includes(p));
   if (others.length === 0) {
-    const kept = keptRoutes(group, null, say);
-    return kept === undefined ? [] : drafts(group, kept, [], mapped, taken, notes, serverName);
+    return byKey(group, null, [], say, mapped, taken, notes, serverName);
   }
   const catchAll = mapped.some((p) => p.route === "* /**");
   const own = [...new Set(mapped.map((p) => p.route!))];
@@ -265,9 +264,28 @@ function groupRule(
       `${limitText} (${labels(mapped)}) also applies to requests NGINX sends to ${q.label}, which cannot be written as a route to leave them out`,
     );
   }
-  const kept = keptRoutes(group, routes, say);
-  if (kept === undefined) return [];
-  return drafts(group, kept, [...new Set(excluded.map((q) => q.route!))], mapped, taken, notes, serverName);
+  const except = [...new Set(excluded.map((q) => q.route!))];
+  return byKey(group, routes, except, say, mapped, taken, notes, serverName);
+}
+
+/**
+ * A group's rule on the routes its zone's key is given on; one per key for a zone whose map gives several
+ * (`ZoneLike.variants`: by a header's value, or by path or method, each key on its own routes).
+ */
+function byKey(
+  group: Group,
+  routes: readonly string[] | null,
+  except: readonly string[],
+  say: (at: Directive, kind: ReportItem["kind"], message: string) => void,
+  ...rest: Parameters<typeof draft> extends [Group, unknown, unknown, ...infer R] ? R : never
+): DraftRule[] {
+  const groups = (group.zone.variants ?? [null]).map((v) =>
+    v === null ? group : { ...group, zone: { ...group.zone, ...v, variants: undefined } },
+  );
+  return groups.flatMap((g) => {
+    const kept = keptRoutes(g, routes, say);
+    return kept === undefined ? [] : [draft(g, kept, except, ...rest)];
+  });
 }
 
 /**
@@ -296,13 +314,6 @@ function keptRoutes(
     `${text(group.limit)}: its key is given only on ${only.join(", ")}, where it does not apply: it limits nothing`,
   );
   return undefined;
-}
-
-/** A group's rule; one per key for a zone whose map gives several keys by a value (`ZoneLike.variants`). */
-function drafts(group: Group, ...rest: Parameters<typeof draft> extends [Group, ...infer R] ? R : never): DraftRule[] {
-  const variants = group.zone.variants;
-  if (variants === undefined) return [draft(group, ...rest)];
-  return variants.map((v) => draft({ ...group, zone: { ...group.zone, ...v, variants: undefined } }, ...rest));
 }
 
 function draft(

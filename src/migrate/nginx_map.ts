@@ -10,7 +10,16 @@ import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { GEOIP_AS, type Geoip2Binding, readGeoip2 } from "./nginx_geoip.ts";
 import { isConcatenation, overFlags } from "./nginx_map_concat.ts";
-import { bySource, type Expanded, type MapShape, type NginxMap, type ServerChoice } from "./nginx_map_sources.ts";
+import {
+  bySource,
+  type Expanded,
+  type MapShape,
+  type NginxMap,
+  routesOfUriValue,
+  type ServerChoice,
+  type Variant,
+} from "./nginx_map_sources.ts";
+import { mayOverlap } from "./nginx_routes.ts";
 
 export type { Expanded, NginxMap };
 
@@ -230,5 +239,52 @@ function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {
       notes: [`${said} gives ${keys[0]} to every request`],
       skipMissing: false,
     };
+  if (keys.length > 1 && BY_ROUTE.test(map.source)) return keysByRoute(shape);
   return bySource(shape);
+}
+
+/** Sources whose values are a request's path or method: which key a request gets is something routes say. */
+const BY_ROUTE = /^\$\{?(uri|document_uri|request_method)\}?$/;
+
+/**
+ * A map giving several keys by path or method (`map $uri $k { ~^/api/ $binary_remote_addr; /login $http_x_user;
+ * default ""; }`) as one rule per key, each on the routes that get it: each key's own view of the map (`keyView`)
+ * read as a one-key map is (`byPath`, `byMethod`); any key that cannot be said leaves the whole map out.
+ */
+function keysByRoute(shape: MapShape): Expanded {
+  const variants: Variant[] = [];
+  const notes: string[] = [];
+  for (const key of shape.keys) {
+    const one = bySource({ said: shape.said, map: keyView(shape.map, key), keys: [key] });
+    if ("refused" in one) return one;
+    if ("variants" in one) return { refused: `${shape.said}: ${key} cannot be said on its own` };
+    variants.push({ key, conditions: [], except: one.except, only: one.only });
+    notes.push(...one.notes);
+  }
+  return {
+    variants,
+    notes: [`${shape.said} gives ${shape.keys.join(", ")} by ${shape.map.source}: one rule per key`, ...notes],
+  };
+}
+
+/**
+ * The map as one key sees it: the others' entries give an empty key, where they can take a request from it. A
+ * method, a path string (strings are tried first) or the default can; another key's regex only if it comes before one
+ * of this key's and may match the same paths (NGINX tries regexes in order; a later one never takes from an earlier).
+ */
+function keyView(map: NginxMap, key: string): NginxMap {
+  const mine = map.entries.map((e, i) => (e.result === key && e.value.startsWith("~") ? i : -1)).filter((i) => i >= 0);
+  const last = Math.max(-1, ...mine);
+  const routesOf = (value: string) => routesOfUriValue(value) ?? ["* /**"];
+  const mineRoutes = mine.flatMap((i) => routesOf(map.entries[i]!.value));
+  const entries = map.entries.flatMap((e, i) => {
+    if (e.result === key) return [e];
+    const regex = e.value.startsWith("~") && !map.source.includes("request_method");
+    const takes =
+      !regex ||
+      map.fallback === key ||
+      (i < last && routesOf(e.value).some((r) => mineRoutes.some((m) => mayOverlap(r, m))));
+    return takes ? [{ value: e.value, result: "" }] : [];
+  });
+  return { ...map, entries, fallback: map.fallback === key ? key : "" };
 }

@@ -41,8 +41,16 @@ export type Expanded =
       readonly addressFallback?: boolean;
     }
   /** A header (cookie, query) map giving several keys by the value: one rule per key (nginx_map_header.ts). */
-  | { readonly variants: readonly { key: string; conditions: readonly MatchCondition[] }[]; readonly notes: string[] }
+  | { readonly variants: readonly Variant[]; readonly notes: string[] }
   | { readonly refused: string };
+
+/** One key of a map giving several: the conditions, and (a map by path or method) the routes, that pick its requests. */
+export interface Variant {
+  readonly key: string;
+  readonly conditions: readonly MatchCondition[];
+  readonly except?: readonly string[];
+  readonly only?: readonly string[] | null;
+}
 
 /** The servers (by their first `server_name`, lower-case) a `map $server_name` gives the key or an empty one. */
 export interface ServerChoice {
@@ -256,7 +264,7 @@ function routesOf(entries: readonly Entry[], said: string): { routes: string[] }
  * A `map $uri` value as routes: `/health` exactly, or a regex as a location's (`~^/static/` as `/static/**`,
  * `~*\.(css|js)$` as `/**.css` and `/**.js`: nginx_routes.ts `regexRoutes`).
  */
-function routesOfUriValue(value: string): string[] | null {
+export function routesOfUriValue(value: string): string[] | null {
   if (value.startsWith("/") && /^[A-Za-z0-9_./-]+$/.test(value)) return [`* ${value}`];
   const m = /^~(\*?)(.+)$/.exec(value);
   return m === null ? null : (regexRoutes(m[2]!, m[1] === "*")?.map((r) => r.route) ?? null);

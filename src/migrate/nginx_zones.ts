@@ -37,7 +37,7 @@ export interface ZoneLike {
 }
 
 /** One key of a map that gives several: how it counts, and the requests that get it. */
-export type ZoneVariant = Pick<ZoneLike, "identity" | "key" | "keyMissing" | "conditions">;
+export type ZoneVariant = Pick<ZoneLike, "identity" | "key" | "keyMissing" | "conditions" | "except" | "only">;
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
 export interface Zone extends ZoneLike {
@@ -145,7 +145,12 @@ function variantsOf(expanded: Extract<ReturnType<typeof expandMaps>, { variants:
   for (const v of expanded.variants) {
     const counted = identityOfKey(v.key, true);
     if (counted.identity === null && counted.key === null) return counted;
-    variants.push({ ...counted, conditions: v.conditions });
+    variants.push({
+      ...counted,
+      conditions: v.conditions,
+      ...(v.except === undefined || v.except.length === 0 ? {} : { except: v.except }),
+      ...(v.only == null ? {} : { only: v.only }),
+    });
     if (counted.why !== "") whys.push(`${v.key}: ${counted.why}`);
     inexact ||= counted.inexact === true;
   }
