@@ -75,7 +75,7 @@ function importRule(place: Place, rule: Obj, path: string, report: ReportItem[],
   const [kind, rbs] = soleKey(place, statement, `${path}.Statement`, "a statement");
   if (kind !== "RateBasedStatement") {
     say("note", {
-      message: `a ${kind}, not a rate-based rule: not a rate limit, so no rule`,
+      message: `${/^[AEIOU]/.test(kind) ? "an" : "a"} ${kind}, not a rate-based rule: not a rate limit, so no rule`,
       at: here(place, statement, kind),
     });
     return null;

@@ -57,13 +57,15 @@ describe("AWS WAF rate-based rules: the limit, the window, the action", () => {
   it("notes the custom body and headers, and rules that are not rate-based", () => {
     const block = { Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: "b", ResponseHeaders: [] } } };
     const plain = { Name: "sqli", Statement: { SqliMatchStatement: {} }, Action: { Block: {} } };
-    const result = imported(rule({ Action: block }), plain);
+    const ips = { Name: "ips", Statement: { IPSetReferenceStatement: { ARN: "arn:x" } }, Action: { Block: {} } };
+    const result = imported(rule({ Action: block }), plain, ips);
     expect(result.rules.map((r) => r.id)).toEqual(["r"]);
     expect(kinds(result, "note")).toEqual([
       expect.stringMatching(/^Sluice counts an IPv6 client by its \/64/),
       expect.stringMatching(/^its custom response body/),
       expect.stringMatching(/^its response headers/),
       "a SqliMatchStatement, not a rate-based rule: not a rate limit, so no rule",
+      "an IPSetReferenceStatement, not a rate-based rule: not a rate limit, so no rule",
     ]);
   });
 });
