@@ -270,6 +270,10 @@ export const CASES: readonly Case[] = [
       { at: 405, apiKey: "c-one" },
       { at: 410 },
       { at: 415, apiKey: "c-one", tenant: "t-one" },
+      // X-API-Key sent empty: NGINX reads it as not sent (its flag map gives 0), so the tenant's key, then the address.
+      { at: 420, apiKey: "", tenant: "t-one" },
+      { at: 425, apiKey: "" },
+      { at: 430, apiKey: "" },
     ],
   },
   // A map whose default gives the key (EXEMPT_MAP): every request by address, requests without X-Tenant included,

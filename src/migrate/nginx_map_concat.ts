@@ -3,10 +3,12 @@
  * API key from a header, else a query parameter, else the address), where each variable is itself a map saying only
  * whether a client value is sent (`default 0; "~.+" 1;`). Each combination of sent and not sent makes one string,
  * which the outer map turns into a key as NGINX does (strings ignoring case, then regexes in order, then `default`).
- * Each key is one rule, its conditions the values that decide it (`present: true|false`); a key given to
- * combinations that no such tests pick alone (`11` and `00`, not `10`) is refused, as is any other inner map.
+ * Each key is one rule, its conditions the values that decide it (empty or not: `matches: ^$` with `missing_as_empty`,
+ * as NGINX reads a value not sent as empty); a key given to combinations that no such tests pick alone (`11` and `00`,
+ * not `10`) is refused, as is any other inner map.
  */
 import type { MatchCondition } from "../rules/types.ts";
+import { emptyTest } from "./nginx_map_header.ts";
 import type { Expanded, NginxMap } from "./nginx_map_sources.ts";
 
 /** A flag map: the client value it reads, and the constant it gives when that value is not sent and when it is. */
@@ -133,7 +135,7 @@ function conditionsOf(flags: readonly Flag[], combos: readonly boolean[][]): Mat
     picked *= seen.size;
     if (seen.size === 1) {
       const sent = [...seen][0]!;
-      conditions.push({ in: f.source, name: f.name, test: "present", value: "", ignoreCase: false, not: !sent });
+      conditions.push(emptyTest(f.source, f.name, !sent));
     }
   });
   return picked === combos.length ? conditions : null;
@@ -144,5 +146,5 @@ function said1(f: Flag): string {
 }
 
 function conditionText(c: MatchCondition): string {
-  return `${said1({ source: c.in, name: c.name, absent: "", present: "" })} ${c.not ? "not sent" : "sent"}`;
+  return `${said1({ source: c.in, name: c.name, absent: "", present: "" })} ${c.not ? "sent with a value" : "not sent or empty"}`;
 }

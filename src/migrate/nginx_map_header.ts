@@ -57,6 +57,14 @@ export function headerConditions(
 const missingAsEmpty = (c: MatchCondition): MatchCondition => ({ ...c, missingAsEmpty: true });
 
 /**
+ * Whether a value is empty (`empty`) or has one, as NGINX reads it: a value not sent and one sent empty are both `""`
+ * to NGINX (its `""` map entry takes both), so not a `present` test, which counts a value sent empty as sent.
+ */
+export function emptyTest(source: MatchCondition["in"], name: string, empty: boolean): MatchCondition {
+  return { in: source, name, test: "matches", value: "^$", ignoreCase: false, not: !empty, missingAsEmpty: true };
+}
+
+/**
  * A map whose `default` gives the key and whose listed values exempt (`default $binary_remote_addr; ~*bot "";`):
  * one `not` test of the exempt values, a request without the value read as "" (as NGINX reads it). Values listed
  * with the key too are `default`'s anyway, unless an exempting regex takes them (strings are tried first): then
@@ -84,7 +92,7 @@ export function nounOf(source: MatchCondition["in"], name: string): string {
 /**
  * A map that gives several keys by the value (`"" umbrella; ~bot $http_user_agent;` ... `default ""`), as one rule
  * per key: the values giving it, with other keys' strings (tried first) left out by a `not` test, and `""` (a request
- * without the value) as `present: false`; `default`'s key, if any, for every value no other key takes (`allButExempt`).
+ * without the value, or with it empty) as `matches: ^$` with `missing_as_empty`; `default`'s key, if any, for every value no other key takes (`allButExempt`).
  * Regexes for one key at most.
  */
 export function keysByValue(
@@ -105,7 +113,7 @@ export function keysByValue(
         };
       variants.push({
         key,
-        conditions: [{ in: source, name, test: "present", value: "", ignoreCase: false, not: true }],
+        conditions: [emptyTest(source, name, true)],
       });
       continue;
     }

@@ -8,7 +8,7 @@
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { GEOIP_AS } from "./nginx_geoip.ts";
-import { headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
+import { emptyTest, headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
 
 /** A `map SOURCE $VAR { value result; ... default result; }` as written. */
@@ -189,21 +189,14 @@ function clientValue(shape: MapShape, v: string): Expanded {
     };
   }
   const [source, name] = sourceOf(v);
-  const sent = (yes: boolean): MatchCondition => ({
-    in: source,
-    name,
-    test: "present",
-    value: "",
-    ignoreCase: false,
-    not: !yes,
-  });
+  const sent = (yes: boolean): MatchCondition => emptyTest(source, name, !yes);
   if (missing === "" && present !== "") {
     const holds = [...present.matchAll(/\$\{?([A-Za-z0-9_]+)\}?/g)].some((m) => m[1] === v);
     if (holds) return ok(present, { skipMissing: true });
-    const note = `${said}: only requests that send ${kind} are limited (by ${present}): match.${source} present: true`;
+    const note = `${said}: only requests that send ${kind} with a value are limited (by ${present}): match.${source} matches: ^$, not: true, missing_as_empty: true`;
     return ok(present, { conditions: [sent(true)], notes: [note] });
   }
-  const note = `${said}: only requests that do not send ${kind} are limited (by ${missing}): match.${source} present: false`;
+  const note = `${said}: only requests that do not send ${kind}, or send it empty, are limited (by ${missing}): match.${source} matches: ^$, missing_as_empty: true`;
   return ok(missing, { conditions: [sent(false)], notes: [note] });
 }
 

@@ -11,6 +11,7 @@ import { describe, expect, it } from "vitest";
 import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
 import { importNginx } from "../../src/migrate/nginx_import.ts";
 import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
+import { conditionPasses } from "../../src/request/match.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
 const FLAGS = `map $http_authorization $limit_header { default 0; "~.+" 1; }
@@ -39,30 +40,35 @@ describe("a map over flag maps", () => {
     );
     expect(rules(r)).toEqual([
       {
-        header: ["{ name: authorization, present: false }"],
-        query: ["{ name: token, present: false }"],
+        header: ['{ name: authorization, matches: "^$", missing_as_empty: true }'],
+        query: ['{ name: token, matches: "^$", missing_as_empty: true }'],
         identity: "ip",
         key: undefined,
       },
-      { header: ["{ name: authorization, present: true }"], query: undefined, identity: "api_key", key: undefined },
       {
-        header: ["{ name: authorization, present: false }"],
-        query: ["{ name: token, present: true }"],
+        header: ['{ name: authorization, matches: "^$", not: true, missing_as_empty: true }'],
+        query: undefined,
+        identity: "api_key",
+        key: undefined,
+      },
+      {
+        header: ['{ name: authorization, matches: "^$", missing_as_empty: true }'],
+        query: ['{ name: token, matches: "^$", not: true, missing_as_empty: true }'],
         identity: undefined,
         key: ["{ query: token }"],
       },
     ]);
     expect(r.rules.map((x) => x.id)).toEqual(["a-api", "a-api-2", "a-api-3"]);
     expect(said(r)).toMatch(
-      /map \$limit_header\$limit_arg \$k gives \$remote_addr \(the authorization header not sent, the token query parameter not sent\); \$http_authorization \(the authorization header sent\); \$arg_token .*one rule per key/,
+      /map \$limit_header\$limit_arg \$k gives \$remote_addr \(the authorization header not sent or empty, the token query parameter not sent or empty\); \$http_authorization \(the authorization header sent with a value\); \$arg_token .*one rule per key/,
     );
     expect(said(r)).toMatch(/NGINX counts them in one zone, so a value two of them share would be one budget there/);
   });
 
   it.each([
-    ["only both sent", '"11" $binary_remote_addr', [["present: true", "present: true"]]],
-    ["a regex ignoring case, an empty default", '"~*^1" $binary_remote_addr', [["present: true", undefined]]],
-    ["strings compared ignoring case, text between", null, [[undefined, "present: true"]]],
+    ["only both sent", '"11" $binary_remote_addr', [["has a value", "has a value"]]],
+    ["a regex ignoring case, an empty default", '"~*^1" $binary_remote_addr', [["has a value", undefined]]],
+    ["strings compared ignoring case, text between", null, [[undefined, "has a value"]]],
     ["every combination one key: no test", "default $binary_remote_addr", [[undefined, undefined]]],
   ])("%s", (_, entries, expected) => {
     const outer =
@@ -71,11 +77,31 @@ describe("a map over flag maps", () => {
         : `map $limit_header$limit_arg $k { ${entries}; }`;
     const r = imported(`${FLAGS}\n${outer}`);
     const tests = r.rules.map((x) => [
-      x.match.header?.[0]?.replace(/.*(present: \w+).*/, "$1"),
-      x.match.query?.[0]?.replace(/.*(present: \w+).*/, "$1"),
+      x.match.header?.[0]?.includes("not: true") ? "has a value" : x.match.header?.[0] && "empty",
+      x.match.query?.[0]?.includes("not: true") ? "has a value" : x.match.query?.[0] && "empty",
     ]);
     expect(tests).toEqual(expected);
     expect(r.rules.every((x) => x.match.identity === "ip")).toBe(true);
+  });
+
+  // NGINX reads a header sent empty as it reads one not sent: `""`, which the flag map's `default 0` takes (the real
+  // NGINX: `map $http_x_a $f { default 0; "~." 1; }` gives 0 for `X-A:`). A `present` test would count it as sent.
+  it("a value sent empty picks the rule a value not sent picks, as in NGINX", () => {
+    const r = imported(
+      `${FLAGS}\nmap $limit_header$limit_arg $k { default $remote_addr; "~1." $http_authorization; "01" $arg_token; }`,
+    );
+    const parsed = parseRules(rulesYaml(r, "test"), "imported.yaml").rules;
+    const picks = (authorization: string | null, token: string | null) =>
+      parsed
+        .filter((rule) =>
+          (rule.match.conditions ?? []).every((c) => conditionPasses(c, c.name === "token" ? token : authorization)),
+        )
+        .map((rule) => rule.match.identity ?? "key");
+    expect(picks("", "t")).toEqual(picks(null, "t"));
+    expect(picks("", null)).toEqual(picks(null, null));
+    expect(picks("", "")).toEqual(["ip"]);
+    expect(picks("Bearer x", "")).toEqual(["api_key"]);
+    expect(picks(null, "t")).toEqual(["key"]);
   });
 
   it("a flag map's `~.*` also takes a request without the value (strings, then regexes in order)", () => {
@@ -83,7 +109,12 @@ describe("a map over flag maps", () => {
       `map $http_x_a $fa { "~.*" 1; default 0; }\nmap $arg_b $fb { default 0; "~." 1; }\nmap $fa$fb $k { "10" $binary_remote_addr; default ""; }`,
     );
     expect(rules(r)).toEqual([
-      { header: undefined, query: ["{ name: b, present: false }"], identity: "ip", key: undefined },
+      {
+        header: undefined,
+        query: ['{ name: b, matches: "^$", missing_as_empty: true }'],
+        identity: "ip",
+        key: undefined,
+      },
     ]);
   });
 

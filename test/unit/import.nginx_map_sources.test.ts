@@ -150,9 +150,21 @@ describe("maps Sluice can say", () => {
 
   it.each([
     // Which requests carry a value, when the key is not that value: a presence condition (was left out).
-    ['map $http_x_tenant $k { "" ""; default $binary_remote_addr; }', "header", "{ name: x-tenant, present: true }"],
-    ['map $cookie_session $k { "" $binary_remote_addr; default ""; }', "cookie", "{ name: session, present: false }"],
-    ['map $arg_debug $k { "" ""; default $binary_remote_addr; }', "query", "{ name: debug, present: true }"],
+    [
+      'map $http_x_tenant $k { "" ""; default $binary_remote_addr; }',
+      "header",
+      '{ name: x-tenant, matches: "^$", not: true, missing_as_empty: true }',
+    ],
+    [
+      'map $cookie_session $k { "" $binary_remote_addr; default ""; }',
+      "cookie",
+      '{ name: session, matches: "^$", missing_as_empty: true }',
+    ],
+    [
+      'map $arg_debug $k { "" ""; default $binary_remote_addr; }',
+      "query",
+      '{ name: debug, matches: "^$", not: true, missing_as_empty: true }',
+    ],
   ] as const)("%s: limits by whether the value is sent (match.%s)", (map, source, condition) => {
     const r = imported(map);
     expect(r.rules.map((x) => [x.match[source], x.match.identity])).toEqual([[[condition], "ip"]]);
@@ -176,7 +188,7 @@ describe("maps Sluice can say", () => {
       "server { location /api/ { limit_req zone=a; } }",
     );
     expect(r.rules.map((x) => [x.match.header, x.key, x.match.identity])).toEqual([
-      [["{ name: user-agent, present: false }"], "global", undefined],
+      [['{ name: user-agent, matches: "^$", missing_as_empty: true }'], "global", undefined],
       [
         [
           '{ name: user-agent, matches: "^curl/" }',
