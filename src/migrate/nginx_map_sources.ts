@@ -6,6 +6,7 @@
  * Worker as a client's. Every other shape is refused with what a rule would need to say it.
  */
 import type { MatchCondition } from "../rules/types.ts";
+import { alpha2Of } from "./iso_countries.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { GEOIP_AS } from "./nginx_geoip.ts";
 import { emptyTest, headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
@@ -82,9 +83,10 @@ export function bySource(shape: MapShape): Expanded {
   const v = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(shape.map.source)?.[1];
   if (v === undefined) return refuse(shape, `its source ${shape.map.source} is not one variable`);
   if (/^(http|cookie|arg)_/.test(v) || CF_SOURCES[v] !== undefined) return clientValue(shape, v);
-  if (/^geoip_(city_)?country_(code3|name)$/.test(v)) {
+  if (/^geoip_(city_)?country_code3$/.test(v)) return byCode3(shape, v);
+  if (/^geoip_(city_)?country_name$/.test(v)) {
     return {
-      refused: `${shape.said}: $${v} gives a country's ${v.endsWith("name") ? "name" : "three-letter code"}, and Cloudflare the two-letter code (request.cf.country): map $geoip_country_code instead`,
+      refused: `${shape.said}: $${v} gives a country's name, which GeoIP databases spell their own way, and Cloudflare the two-letter code (request.cf.country): map $geoip_country_code instead`,
     };
   }
   if (shape.keys.length > 1) return severalKeys(shape);
@@ -98,6 +100,26 @@ export function bySource(shape: MapShape): Expanded {
     };
   }
   return refuse(shape, null);
+}
+
+/** A map over three-letter country codes, as the same map over Cloudflare's two-letter ones (ISO 3166-1). */
+function byCode3(shape: MapShape, v: string): Expanded {
+  const entries: Entry[] = [];
+  for (const e of shape.map.entries) {
+    const two = e.value === "" ? "" : e.value.startsWith("~") ? null : alpha2Of(e.value);
+    if (two === null || two === undefined) {
+      const what = two === null ? "a regex over three-letter codes" : "not an ISO 3166-1 three-letter country code";
+      return {
+        refused: `${shape.said}: ${e.value} is ${what}, and Cloudflare gives two-letter codes (request.cf.country): list three-letter codes, or map $geoip_country_code`,
+      };
+    }
+    entries.push({ value: two, result: e.result });
+  }
+  const out = clientValue({ ...shape, map: { ...shape.map, entries } }, "geoip_country_code");
+  if ("refused" in out) return out;
+  const shown = shape.map.entries.find((e) => e.value !== "")?.value ?? "CHN";
+  const note = `${shape.said}: $${v}'s three-letter codes read as the two-letter ones Cloudflare gives (${shown} as ${alpha2Of(shown)})`;
+  return { ...out, notes: [note, ...out.notes] };
 }
 
 function refuse(shape: MapShape, why: string | null): Expanded {

@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { alpha2Of, COUNTRIES } from "../../src/migrate/iso_countries.ts";
 import { readNginxConfig } from "../../src/migrate/nginx_conf.ts";
 import { importNginx } from "../../src/migrate/nginx_import.ts";
 import { type ImportResult, rulesYaml } from "../../src/migrate/report.ts";
@@ -85,9 +86,42 @@ describe("keys of where the client is", () => {
     expect(said(r)).toMatch(/map \$geoip(2_data)?(_country_code|2_asn) \$k/);
   });
 
-  it("a map of three-letter codes is left out: Cloudflare gives two", () => {
-    const r = imported("$k", 'map $geoip_country_code3 $k { default ""; CHN $binary_remote_addr; }');
+  it("the ISO 3166-1 table: 249 countries, one two-letter code each", () => {
+    expect(COUNTRIES).toBe(249);
+    const twos = ["ABW", "DEU", "GBR", "USA", "ZWE", "ALA"].map(alpha2Of);
+    expect(twos).toEqual(["AW", "DE", "GB", "US", "ZW", "AX"]);
+    expect(alpha2Of("UK")).toBeUndefined();
+  });
+
+  it("a map of three-letter codes is the same map of Cloudflare's two-letter ones", () => {
+    const r = imported(
+      "$k",
+      'map $geoip_country_code3 $k { default ""; CHN $binary_remote_addr; rus $binary_remote_addr; }',
+    );
+    expect(r.rules.map((x) => [x.match.cf, x.match.identity])).toEqual([
+      [['{ name: country, matches: "(?:^CN$)|(?:^RU$)", ignore_case: true }'], "ip"],
+    ]);
+    expect(said(r)).toMatch(
+      /\$geoip_country_code3's three-letter codes read as the two-letter ones Cloudflare gives \(CHN as CN\)/,
+    );
+  });
+
+  it.each([
+    [
+      'map $geoip_country_code3 $k { default ""; "~^(CHN|RUS)$" $binary_remote_addr; }',
+      /is a regex over three-letter codes/,
+    ],
+    [
+      'map $geoip_country_code3 $k { default ""; XYZ $binary_remote_addr; }',
+      /XYZ is not an ISO 3166-1 three-letter country code/,
+    ],
+    [
+      'map $geoip_country_name $k { default ""; China $binary_remote_addr; }',
+      /gives a country's name, which GeoIP databases spell their own way/,
+    ],
+  ])("left out with its reason: %s", (map, message) => {
+    const r = imported("$k", map);
     expect(r.rules).toEqual([]);
-    expect(said(r)).toMatch(/gives a country's three-letter code, and Cloudflare the two-letter code/);
+    expect(said(r)).toMatch(message);
   });
 });
