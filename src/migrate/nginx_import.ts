@@ -14,6 +14,7 @@ import { checkNginx } from "./nginx_check.ts";
 import { type Directive, httpBlockOf, NginxImportError, text, type UnreadInclude, where } from "./nginx_conf.ts";
 import { connLimitOf, connZoneOf, readConnZones } from "./nginx_conn.ts";
 import { serverGetsKey } from "./nginx_map_sources.ts";
+import { withoutUncountedNamed } from "./nginx_named.ts";
 import {
   beats,
   contextOf,
@@ -85,7 +86,7 @@ function kindRules(http: readonly Directive[], kind: LimitKind, report: ReportIt
   const seen = new Set<string>();
   for (const server of servers) {
     const serverName = server.block!.find((d) => d.name === "server_name")?.args[0] ?? "";
-    const places = placesOf(server, base, kind.names);
+    const places = withoutUncountedNamed(placesOf(server, base, kind.names), { http, server, kind }, report);
     for (const place of places.filter((p) => p.answeredBy !== null)) {
       report.push({
         where: where(place.answeredBy!),

@@ -28,8 +28,11 @@ export interface Context {
   readonly dryRun: boolean;
 }
 
-/** How NGINX picks a location (ngx_http_core_find_location): exact, then the longest prefix, then regexes. */
-export type PlaceKind = "exact" | "caret" | "prefix" | "regex" | "server";
+/**
+ * How NGINX picks a location (ngx_http_core_find_location): exact, then the longest prefix, then regexes; a named
+ * location (`@name`) is never picked by a path.
+ */
+export type PlaceKind = "exact" | "caret" | "prefix" | "regex" | "server" | "named";
 
 /** A place requests go: a location (with its route), or a server's requests that match no location. */
 export interface Place {
@@ -149,7 +152,7 @@ function locationPlaces(loc: Directive, names: LimitNames): Omit<Place, "context
     if (!loc.block!.some((d) => d.name === names.limit)) return [];
     const why =
       "a named location: requests reach it by try_files, error_page or an internal redirect, not by their path";
-    return [{ route: null, label: `location ${a} (${why})`, kind: "regex", literal: "", inexact: null }];
+    return [{ route: null, label: `location ${a} (${why})`, kind: "named", literal: "", inexact: null }];
   }
   const kind: PlaceKind = a === "=" ? "exact" : a === "^~" ? "caret" : a === "~" || a === "~*" ? "regex" : "prefix";
   const literal = kind === "regex" ? "" : ((kind === "prefix" ? a : b) ?? "");
@@ -194,7 +197,10 @@ export function beats(q: Place, p: Place): boolean {
  * kinds and order alone (a regex takes nothing from an exact location, a `^~` one or an earlier regex).
  */
 export function mayBeat(q: Place, p: Place): boolean {
-  if (q === p || p.kind === "exact" || q.kind === "server") return false;
+  // A request reaches a named location after the place its path picked has counted it (try_files, error_page, an
+  // upstream's X-Accel-Redirect all come after the preaccess phase), and NGINX counts a request once: its first
+  // `limit_req` (`limit_conn`) with a key sets `r->main->limit_req_set`, and every later one declines.
+  if (q === p || p.kind === "exact" || q.kind === "server" || q.kind === "named") return false;
   if (q.kind === "regex")
     return p.kind === "prefix" || p.kind === "server" || (p.kind === "regex" && q.order < p.order);
   return true;
