@@ -12,6 +12,7 @@ import { actionMeanings, type Sends, sentShapes } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, load, loadAll, type Obj } from "./envoy_file.ts";
 import { globalFilters } from "./envoy_filter.ts";
 import { importLocal, localFilters } from "./envoy_local.ts";
+import { localScopes } from "./envoy_local_scope.ts";
 import { type EnvoyMapping, type Meaning, parseMapping } from "./envoy_mapping.ts";
 import { importService } from "./envoy_service.ts";
 import type { DraftRule, ImportResult, ReportItem } from "./report.ts";
@@ -44,7 +45,9 @@ export function importEnvoy(text: string, file: string, mapping: EnvoyMapping, r
   const report: ReportItem[] = [];
   const rules: DraftRule[] = [];
   const taken = new Set<string>();
-  for (const filter of filters) rules.push(...importLocal(filter, file, loaded, meanings, report, taken));
+  const scopeOf = localScopes(loaded.value);
+  for (const filter of filters)
+    rules.push(...importLocal(filter, file, loaded, meanings, report, taken, scopeOf(filter)));
   return { rules, report };
 }
 

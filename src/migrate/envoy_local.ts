@@ -1,5 +1,6 @@
 /** Envoy's local rate limit filter as Sluice rules: each descriptor's `token_bucket` becomes a `scope: local` rule. */
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
+import { type LocalScope, placed } from "./envoy_local_scope.ts";
 import { type EnvoyMapping, matchOf, type Step } from "./envoy_mapping.ts";
 import { type DraftRule, type ReportItem, ruleId } from "./report.ts";
 
@@ -20,10 +21,36 @@ export function importLocal(
   mapping: EnvoyMapping,
   report: ReportItem[],
   taken: Set<string>,
+  scope: LocalScope,
 ): DraftRule[] {
   const where = `${file}:${loaded.lineOf(filter)}`;
   checkLocal(filter, file, loaded);
   const prefix = String(filter.stat_prefix);
+  if (scope.refused !== null || scope.routes?.length === 0) {
+    const message = `${prefix}: ${scope.refused ?? scope.notes.join("; ")}`;
+    report.push({ where, kind: scope.refused === null ? "note" : "left out", message });
+    return [];
+  }
+  return placed(
+    importBuckets(filter, prefix, where, file, loaded, mapping, report, taken),
+    scope,
+    prefix,
+    where,
+    report,
+  );
+}
+
+// long: the filter's fields in Envoy's order, each refusal or difference reported where it is read
+function importBuckets(
+  filter: Obj,
+  prefix: string,
+  where: string,
+  file: string,
+  loaded: Loaded,
+  mapping: EnvoyMapping,
+  report: ReportItem[],
+  taken: Set<string>,
+): DraftRule[] {
   const enabled = percentOf(filter.filter_enabled);
   const enforced = percentOf(filter.filter_enforced);
   if (enabled === 0) {
