@@ -6,6 +6,7 @@
  * reason, never counted as nobody; each reader below says what it refuses. An identity that is absent is `null`:
  * rules keyed on it do not apply to the request.
  */
+import { parseIpv6 } from "../rules/address_range.ts";
 import type { Identity } from "../rules/types.ts";
 
 export type Identities = { readonly [K in Identity]: string | null };
@@ -223,38 +224,6 @@ function formatIpv4(octets: readonly number[]): string {
   return octets.join(".");
 }
 
-/** Eight 16-bit groups, or `null`. Accepts `::` compression and a dotted IPv4 tail; rejects zone ids. */
-export function parseIpv6(text: string): number[] | null {
-  if (text.length > 45 || !/^[0-9A-Fa-f:.]+$/.test(text)) return null;
-  const halves = text.split("::");
-  if (halves.length > 2) return null;
-  const parseHalf = (half: string, lastHalf: boolean): number[] | null => {
-    if (half === "") return [];
-    const out: number[] = [];
-    const parts = half.split(":");
-    for (let i = 0; i < parts.length; i++) {
-      const part = parts[i]!;
-      if (lastHalf && i === parts.length - 1 && part.includes(".")) {
-        const v4 = parseIpv4(part);
-        if (v4 === null) return null;
-        out.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!);
-      } else if (/^[0-9A-Fa-f]{1,4}$/.test(part)) {
-        out.push(Number.parseInt(part, 16));
-      } else {
-        return null;
-      }
-    }
-    return out;
-  };
-  const head = parseHalf(halves[0]!, halves.length === 1);
-  const tail = halves.length === 2 ? parseHalf(halves[1]!, true) : [];
-  if (head === null || tail === null) return null;
-  if (halves.length === 1) return head.length === 8 ? head : null;
-  const zeros = 8 - head.length - tail.length;
-  if (zeros < 1) return null;
-  return [...head, ...new Array<number>(zeros).fill(0), ...tail];
-}
-
 function isV4Mapped(g: readonly number[]): boolean {
   return g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff;
 }
@@ -280,3 +249,5 @@ export function formatIpv6(g: readonly number[]): string {
   if (bestStart < 0) return hex(g);
   return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
 }
+
+export { parseIpv6 };

@@ -23,8 +23,6 @@ export type { CfField };
 export interface KeySource extends RequestValues {
   /** The host the request was sent to. */
   readonly host: string | null;
-  /** The client address as `CF-Connecting-IP` carries it. */
-  readonly address: string | null;
 }
 
 /** A rule's key for a request. */

@@ -11,8 +11,16 @@
  */
 
 import { capacityOf, projectParams } from "../algorithms/index.ts";
+import { addressGroups, inRange } from "../rules/address_range.ts";
 import { routeMatches } from "../rules/route.ts";
-import type { AlgorithmParams, Identity, MatchCondition, ResolvedRule, RoutePattern } from "../rules/types.ts";
+import type {
+  AlgorithmParams,
+  Identity,
+  MatchCondition,
+  ResolvedRule,
+  RoutePattern,
+  RuleMatch,
+} from "../rules/types.ts";
 import { foldSegment } from "./canonical_path.ts";
 
 export interface CompiledRule {
@@ -92,6 +100,8 @@ export interface RequestValues {
    * management); `wrangler dev` gives every request the same stand-in values, and no JA4.
    */
   cf(field: CfField): string | null;
+  /** The client address as `CF-Connecting-IP` carries it; `null`: none (a test, a proxy in front). */
+  readonly address: string | null;
 }
 
 /** The `request.cf` fields a key part or a `match.cf` condition reads. */
@@ -161,7 +171,23 @@ export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boo
   if (conditions !== undefined) {
     for (const c of conditions) if (!conditionPasses(c, conditionValue(c, facts.values))) return false;
   }
+  if (compiled.rule.match.addresses !== undefined || compiled.rule.match.exceptAddresses !== undefined) {
+    if (!addressPasses(compiled.rule.match, facts.values?.address ?? null)) return false;
+  }
   return matchesRoute(compiled, facts);
+}
+
+/**
+ * Whether a client address passes `match.address` (it is in one of its ranges) and `match.except_address` (it is in
+ * none); a request without an address passes only the second.
+ */
+export function addressPasses(match: RuleMatch, address: string | null): boolean {
+  const groups = addressGroups(address);
+  if (match.addresses !== undefined && (groups === null || !match.addresses.some((r) => inRange(groups, r))))
+    return false;
+  return (
+    groups === null || match.exceptAddresses === undefined || !match.exceptAddresses.some((r) => inRange(groups, r))
+  );
 }
 
 /**

@@ -306,6 +306,14 @@ export const MATCH_FIELDS = [
       return mine.length === 0 ? "any" : mine.map(printCondition).join(", ");
     },
   })),
+  {
+    yaml: "address",
+    print: (m: RuleCommon["match"]) => m.addresses?.map((r) => r.source).join(", ") ?? "any",
+  },
+  {
+    yaml: "except_address",
+    print: (m: RuleCommon["match"]) => m.exceptAddresses?.map((r) => r.source).join(", ") ?? "none",
+  },
   { yaml: "identity", print: (m: RuleCommon["match"]) => m.identity ?? "none (key)" },
 ] as const;
 

@@ -11,6 +11,7 @@
  * throws. The resolved rules are plain JSON data (they are serialized for the Worker, which never imports YAML).
  */
 import { ALGORITHMS, type AlgorithmName, type AlgorithmParams, capacityOf } from "../algorithms/index.ts";
+import { readAddressRanges } from "./address_range.ts";
 import { closest } from "./closest.ts";
 import { CROSS_FIELD_CHECKS, type FieldContext, RULE_FIELDS } from "./fields.ts";
 import { printKey } from "./key.ts";
@@ -26,7 +27,18 @@ const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 
 /** The keys a rule file may give besides its algorithm's parameters. */
 const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
-const MATCH_KEYS = ["plan", "route", "except", "header", "cookie", "query", "cf", "identity"] as const;
+const MATCH_KEYS = [
+  "plan",
+  "route",
+  "except",
+  "header",
+  "cookie",
+  "query",
+  "cf",
+  "address",
+  "except_address",
+  "identity",
+] as const;
 
 /**
  * Where a field of the rule at `index` is in the file (`7:9`), when the reader knows: yaml.ts, for key fields and a
@@ -232,11 +244,7 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   for (const key of m.keys()) {
     if ((MATCH_KEYS as readonly string[]).includes(key)) continue;
     if (key === "key") e.add("match.key", "key belongs at the rule's top level (key: ..., beside match)");
-    else
-      e.add(
-        `match.${key}`,
-        unknownKey(key, MATCH_KEYS, "match takes plan, route, except, header, cookie, query and identity"),
-      );
+    else e.add(`match.${key}`, unknownKey(key, MATCH_KEYS, `match takes ${MATCH_KEYS.join(", ")}`));
     ok = false;
   }
   let plans: string[] | null = null;
@@ -253,6 +261,8 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   const routes = m.has("route") ? routeList(e, "match.route", m.get("route")) : [];
   const except = m.has("except") ? routeList(e, "match.except", m.get("except")) : [];
   if (routes === null || except === null) ok = false;
+  const addresses = addressFields(m, e);
+  if (addresses === null) ok = false;
   const read = CONDITION_SOURCES.map((s) => (m.has(s) ? readConditions(m.get(s), s, e) : []));
   if (read.some((c) => c === undefined)) ok = false;
   const conditions = read.flatMap((c) => c ?? []);
@@ -268,9 +278,26 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
     e.add("match.identity", `required: one of ${IDENTITIES.join(", ")} (or a key: at the rule's top level)`);
     identity = undefined;
   }
-  return ok && identity !== undefined && routes !== null && except !== null
-    ? { plans, route, moreRoutes: routes.slice(1), except, ...(conditions.length > 0 ? { conditions } : {}), identity }
+  if (!ok || identity === undefined || routes === null || except === null) return undefined;
+  return {
+    plans,
+    route,
+    moreRoutes: routes.slice(1),
+    except,
+    ...(conditions.length > 0 ? { conditions } : {}),
+    ...addresses,
+    identity,
+  };
+}
+
+/** `match.address` and `match.except_address` as `RuleMatch` fields (absent: not given); `null` after an error. */
+function addressFields(m: Map<string, Raw>, e: RuleErrors): Pick<RuleMatch, "addresses" | "exceptAddresses"> | null {
+  const addresses = m.has("address") ? readAddressRanges(e, "match.address", m.get("address")) : undefined;
+  const excepted = m.has("except_address")
+    ? readAddressRanges(e, "match.except_address", m.get("except_address"))
     : undefined;
+  if (addresses === null || excepted === null) return null;
+  return { ...(addresses ? { addresses } : {}), ...(excepted ? { exceptAddresses: excepted } : {}) };
 }
 
 /** `match.route` or `match.except`: one `"METHOD /path"` or a non-empty list of them; `null` after an error. */

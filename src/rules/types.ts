@@ -54,6 +54,16 @@ export interface MatchCondition {
   readonly missingAsEmpty?: true;
 }
 
+/**
+ * A range of client addresses (`match.address`, `match.except_address`): as written, and as eight 16-bit groups
+ * (an IPv4 range as IPv4-mapped IPv6, `::ffff:0:0/96` and up) with its prefix length in bits.
+ */
+export interface AddressRange {
+  readonly source: string;
+  readonly groups: readonly number[];
+  readonly bits: number;
+}
+
 export interface RuleMatch {
   /** Plans the rule applies to; `null` means any plan. */
   readonly plans: readonly string[] | null;
@@ -68,6 +78,10 @@ export interface RuleMatch {
    * absent when the rule gives none.
    */
   readonly conditions?: readonly MatchCondition[];
+  /** The client addresses (`CF-Connecting-IP`) the rule applies to; absent: any, a request without one included. */
+  readonly addresses?: readonly AddressRange[];
+  /** The client addresses the rule never applies to (an allowlist). */
+  readonly exceptAddresses?: readonly AddressRange[];
   /**
    * Whose budget this is: the API key, the client IP, or the authenticated user; `null` when the rule gives `key:`
    * instead (the short spelling of `key: [<identity>]`, see src/rules/key.ts).

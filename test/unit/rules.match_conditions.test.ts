@@ -166,7 +166,7 @@ describe("match.header: each mistake, its message", () => {
     ],
     [
       "{ qurey: { name: a, present: true }, identity: ip }",
-      'h.yaml: r.match.qurey: unknown key; did you mean "query"?',
+      'h.yaml:2:12: r.match.qurey: unknown key; did you mean "query"?',
     ],
   ])("%#: %s", (match, message) => {
     const { rules, errors } = rule(match);
