@@ -9,8 +9,7 @@ import { type Document, isAlias, isMap, isScalar, isSeq, type Node } from "yaml"
 import type { Locate } from "./parse.ts";
 
 /** The fields whose messages carry a position. */
-const LOCATED =
-  /^(?:key(?:$|[[.]|_missing$|_client_chosen$)|match\.key$|match\.[a-z_]+(?:$|[[.]))/;
+const LOCATED = /^(?:key(?:$|[[.]|_missing$|_client_chosen$)|match\.key$|match\.[a-z_]+(?:$|[[.]))/;
 
 /** Messages of other fields that are about `key:` (its short form given beside it, `unverified` without `api_key`). */
 const ABOUT_KEY = /^(?:give match\.identity or key|only rules whose key has)/;
