@@ -31,7 +31,8 @@ export interface ZoneSpec {
     | "$multi_key"
     | "$concat_key"
     | "$exempt_key"
-    | "$route_key";
+    | "$route_key"
+    | "$geo_key";
 }
 
 export interface LimitSpec {
@@ -47,6 +48,8 @@ export interface Send {
   readonly tenant?: string;
   /** The X-API-Key header. */
   readonly apiKey?: string;
+  /** The client address NGINX reads (`set_real_ip_from` the loopback, `real_ip_header X-Real-IP`). */
+  readonly from?: string;
 }
 
 export interface Case {
@@ -84,6 +87,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "concat", amount: 5, unit: "s", key: "$concat_key" },
   { name: "exempt", amount: 5, unit: "s", key: "$exempt_key" },
   { name: "byroute", amount: 5, unit: "s", key: "$route_key" },
+  { name: "geo", amount: 5, unit: "s", key: "$geo_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -318,6 +322,23 @@ export const CASES: readonly Case[] = [
     limits: [{ zone: "site", burst: 2, delay: "nodelay" }],
     schedule: [...burstAt(0, 5), ...at(200, 410, 420)],
   },
+  // NGINX's own allowlist (GEO_MAP): a geo of the client address turned into the key or an empty one. The office's
+  // /28 and an IPv6 /48 are never limited (match.except_address in Sluice); the next address and others are. The
+  // address is the X-Real-IP header's (real_ip_header, trusted from the loopback), from the documentation ranges.
+  {
+    path: "/geo/",
+    location: "own",
+    limits: [{ zone: "geo", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 0, 0].map((t) => ({ at: t, from: "203.0.113.5" })),
+      ...[3, 3, 3].map((t) => ({ at: t, from: "203.0.113.16" })),
+      ...[5, 5, 5].map((t) => ({ at: t, from: "2001:db8:1:2::9" })),
+      ...[7, 7, 7].map((t) => ({ at: t, from: "2001:db8:2::9" })),
+      ...[9, 9, 9].map((t) => ({ at: t, from: "198.51.100.7" })),
+      { at: 400, from: "203.0.113.16" },
+      { at: 405, from: "203.0.113.15" },
+    ],
+  },
 ];
 
 function limitText(l: LimitSpec): string {
@@ -347,11 +368,14 @@ ${MULTI_MAP}
 ${CONCAT_MAPS}
 ${EXEMPT_MAP}
 ${ROUTE_MAP}
+${GEO_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
     server_name ${SERVER_NAME};
     root ${dir}/www;
+    set_real_ip_from ${CLIENT};
+    real_ip_header X-Real-IP;
     ${limitText(SERVER_LIMIT)}
     location = /ready { limit_req zone=ready burst=1000 nodelay; try_files /ok.txt =404; }
 ${CASES.flatMap(locationsOf).join("\n")}
@@ -407,6 +431,21 @@ function exemptKey(tenant: string): string {
   return /^bot/i.test(tenant) ? "" : CLIENT;
 }
 
+/** The /geo/ case's geo and map: the office's ranges get an empty key (not limited), every other client its address. */
+const GEO_MAP = `  geo $geo_limited {
+    default 1;
+    203.0.113.0/28 0;
+    2001:db8:1::/48 0;
+  }
+  map $geo_limited $geo_key { 0 ""; 1 $binary_remote_addr; }`;
+
+/** What GEO_MAP gives a client: empty in the office's ranges, else its address. */
+function geoKey(address: string): string {
+  const office = /^203\.0\.113\.(\d+)$/.exec(address);
+  if (office !== null && Number(office[1]) < 16) return "";
+  return address.toLowerCase().startsWith("2001:db8:1:") ? "" : address;
+}
+
 /** The /byroute/ case's map: a key by path, the address under /a/ and the tenant under /b/. */
 const ROUTE_MAP = `  map $uri $route_key {
     ~^/byroute/a/ $binary_remote_addr;
@@ -437,6 +476,7 @@ export function modelLimits(
   uri: string,
   tenant: string | undefined,
   apiKey?: string,
+  from?: string,
 ): NginxLimit[] {
   return c.limits.map((l) => {
     const spec = ZONES.find((z) => z.name === l.zone)!;
@@ -459,7 +499,9 @@ export function modelLimits(
                       ? exemptKey(tenant ?? "")
                       : spec.key === "$route_key"
                         ? routeKey(uri, tenant ?? "")
-                        : SERVER_NAME;
+                        : spec.key === "$geo_key"
+                          ? geoKey(from ?? CLIENT)
+                          : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

@@ -38,11 +38,12 @@ const DELAY_LATE_MS = 500;
 const MARGIN_MS = 2;
 const SLEW_MARGIN = 0.005;
 
-function get(port: number, path: string, tenant?: string, apiKey?: string): Promise<number> {
+function get(port: number, path: string, sent: { tenant?: string; apiKey?: string; from?: string }): Promise<number> {
   return new Promise((resolve, reject) => {
     const headers = {
-      ...(tenant === undefined ? {} : { "x-tenant": tenant }),
-      ...(apiKey === undefined ? {} : { "x-api-key": apiKey }),
+      ...(sent.tenant === undefined ? {} : { "x-tenant": sent.tenant }),
+      ...(sent.apiKey === undefined ? {} : { "x-api-key": sent.apiKey }),
+      ...(sent.from === undefined ? {} : { "x-real-ip": sent.from }),
     };
     const req = request({ host: CLIENT, port, path, agent: false, headers }, (res) => {
       res.resume();
@@ -58,7 +59,7 @@ function get(port: number, path: string, tenant?: string, apiKey?: string): Prom
  * early and the last stretch is waited out. `sentAt` gets each request's send time by its `r` number.
  */
 async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<number> {
-  const byTime = new Map<number, { path: string; tenant?: string; apiKey?: string; r: number }[]>();
+  const byTime = new Map<number, { path: string; tenant?: string; apiKey?: string; from?: string; r: number }[]>();
   let n = 0;
   CASES.forEach((c, i) => {
     for (const s of c.schedule) {
@@ -68,6 +69,7 @@ async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<
         r: n++,
         ...(s.tenant === undefined ? {} : { tenant: s.tenant }),
         ...(s.apiKey === undefined ? {} : { apiKey: s.apiKey }),
+        ...(s.from === undefined ? {} : { from: s.from }),
       };
       byTime.set(t, [...(byTime.get(t) ?? []), one]);
     }
@@ -85,7 +87,7 @@ async function sendSchedule(port: number, sentAt: Map<number, number>): Promise<
               }
               for (const s of sends) {
                 sentAt.set(s.r, performance.now());
-                answers.push(get(port, s.path, s.tenant, s.apiKey));
+                answers.push(get(port, s.path, s));
               }
               resolve();
             },
@@ -103,6 +105,8 @@ const CASE_OF: readonly Case[] = CASES.flatMap((c) => c.schedule.map(() => c));
 
 /** One access log line: when the request started (ms, as `trace from` reads it), what NGINX answered. */
 interface Logged {
+  /** `$remote_addr`: the client address NGINX limited by (X-Real-IP's, where sent). */
+  readonly address: string;
   readonly r: number;
   readonly tMs: number;
   readonly path: string;
@@ -116,20 +120,21 @@ function readLog(lines: readonly string[]): Logged[] {
   const out: Logged[] = [];
   for (const line of lines) {
     const m =
-      /^\S+ (\d+)\.(\d{3}) (\d+)\.(\d{3}) (\d+) (\S+) "GET ([^?\s]+)\?r=(\d+) HTTP\/[\d.]+" "([^"]*)" "([^"]*)"$/.exec(
+      /^(\S+) (\d+)\.(\d{3}) (\d+)\.(\d{3}) (\d+) (\S+) "GET ([^?\s]+)\?r=(\d+) HTTP\/[\d.]+" "([^"]*)" "([^"]*)"$/.exec(
         line,
       );
     if (m === null) continue;
-    const took = Number(m[3]) * 1000 + Number(m[4]);
-    const dryRejected = m[6] === "REJECTED_DRY_RUN";
+    const took = Number(m[4]) * 1000 + Number(m[5]);
+    const dryRejected = m[7] === "REJECTED_DRY_RUN";
     out.push({
-      r: Number(m[8]),
-      tMs: Number(m[1]) * 1000 + Number(m[2]) - took,
-      path: m[7]!,
-      tenant: m[9] === "-" ? "" : m[9]!,
-      apiKey: m[10] === "-" ? "" : m[10]!,
+      address: m[1]!,
+      r: Number(m[9]),
+      tMs: Number(m[2]) * 1000 + Number(m[3]) - took,
+      path: m[8]!,
+      tenant: m[10] === "-" ? "" : m[10]!,
+      apiKey: m[11] === "-" ? "" : m[11]!,
       // $limit_req_status: REJECTED (or REJECTED_DRY_RUN, let through); a location without a file answers 404.
-      allowed: m[6] !== "REJECTED" && !dryRejected,
+      allowed: m[7] !== "REJECTED" && !dryRejected,
       delayMs: took,
     });
   }
@@ -230,7 +235,7 @@ function groupsOf(rows: readonly Row[]): Row[][] {
 function runGroup(group: readonly Row[], zones: Map<string, NginxZone>, t: number) {
   return group.map((row) =>
     nginxRequest(
-      modelLimits(row.c, zones, row.path, row.tenant || undefined, row.nginx.apiKey || undefined),
+      modelLimits(row.c, zones, row.path, row.tenant || undefined, row.nginx.apiKey || undefined, row.nginx.address),
       CLIENT,
       t,
     ),
@@ -255,7 +260,14 @@ function model(rows: readonly Row[], clock: ReturnType<typeof nginxClock>): { mo
   for (const group of groupsOf(rows)) {
     const t = Math.round(clock.at(group[0]!.tMs));
     const first = group[0]!;
-    const limits = modelLimits(first.c, zones, first.path, first.tenant || undefined, first.nginx.apiKey || undefined);
+    const limits = modelLimits(
+      first.c,
+      zones,
+      first.path,
+      first.tenant || undefined,
+      first.nginx.apiKey || undefined,
+      first.nginx.address,
+    );
     const since = Math.max(0, ...limits.map((l) => t - (l.zone.lastMs(l.key ?? CLIENT) ?? t)));
     const margin = MARGIN_MS + Math.ceil(since * SLEW_MARGIN);
     const want = group.filter((r) => r.nginx.allowed).length;

@@ -28,7 +28,7 @@ import {
 } from "./nginx_places.ts";
 import { closingNoted, reportUnread, reportUnsupported, reportUnused, sharedZones } from "./nginx_report.ts";
 import { covers, intersectRoutes } from "./nginx_routes.ts";
-import { readZones, SERVER_NAME_PART, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
+import { addressFields, readZones, SERVER_NAME_PART, type Zone, type ZoneLike, zoneOf } from "./nginx_zones.ts";
 import { conditionFields, type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 export function importNginx(config: readonly Directive[], unread: readonly UnreadInclude[] = []): ImportResult {
@@ -356,6 +356,7 @@ function draft(
       ...(routes === null ? {} : { route: routes.length === 1 ? routes[0]! : routes }),
       ...(except.length === 0 ? {} : { except }),
       ...conditionFields(zone.conditions ?? []),
+      ...addressFields(zone.addresses),
       ...(zone.identity === null ? {} : { identity: zone.identity }),
     },
     ...(key === null ? {} : { key }),

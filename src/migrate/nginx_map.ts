@@ -9,6 +9,7 @@
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { GEOIP_AS, type Geoip2Binding, readGeoip2 } from "./nginx_geoip.ts";
+import type { AddressChoice } from "./nginx_map_address.ts";
 import { isConcatenation, overFlags } from "./nginx_map_concat.ts";
 import {
   bySource,
@@ -64,6 +65,7 @@ function unescapeValue(value: string): string {
 const VARIABLE = /\$\{?([A-Za-z0-9_]+)\}?/g;
 
 /** `key` with every map variable in it replaced by what the map gives, or why that cannot be said. */
+// long: every kind of map result gathered into one key, each pair one key cannot hold refused
 export function expandMaps(key: string, maps: Maps): Expanded {
   let expanded = key;
   const except: string[] = [];
@@ -73,6 +75,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
   let servers: ServerChoice | null = null;
   const conditions: MatchCondition[] = [];
   let fallback = false;
+  let addresses: AddressChoice | null = null;
   for (const m of [...key.matchAll(VARIABLE)]) {
     const map = maps.get(m[1]!);
     if (map === undefined) continue;
@@ -108,6 +111,11 @@ export function expandMaps(key: string, maps: Maps): Expanded {
       if (servers !== null) return { refused: `${key}: two maps over $server_name in one key are not imported` };
       servers = one.servers;
     }
+    if (one.addresses !== undefined) {
+      if (addresses !== null)
+        return { refused: `${key}: two maps over the client address in one key are not imported` };
+      addresses = one.addresses;
+    }
   }
   return {
     key: expanded,
@@ -118,6 +126,7 @@ export function expandMaps(key: string, maps: Maps): Expanded {
     servers,
     ...(conditions.length === 0 ? {} : { conditions }),
     ...(fallback ? { addressFallback: true } : {}),
+    ...(addresses === null ? {} : { addresses }),
   };
 }
 
@@ -183,6 +192,7 @@ function overGeo(name: string, map: NginxMap, maps: Maps): NginxMap | { readonly
     fallback: mapped(lines.find((e) => e.name === "default")?.args[0] ?? ""),
     at: map.at,
     said: `${said}, by client address)`,
+    cidr: true,
   };
 }
 

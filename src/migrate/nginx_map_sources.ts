@@ -9,6 +9,7 @@ import type { MatchCondition } from "../rules/types.ts";
 import { alpha2Of } from "./iso_countries.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { GEOIP_AS } from "./nginx_geoip.ts";
+import { type AddressChoice, addressChoice } from "./nginx_map_address.ts";
 import { emptyTest, headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
 
@@ -20,6 +21,8 @@ export interface NginxMap {
   readonly at: Directive;
   /** How the report names it, when not `map SOURCE $VAR` (a map over a geo: nginx_map.ts `overGeo`). */
   readonly said?: string;
+  /** Its values are a geo's CIDR ranges (the longest that holds an address wins), not a map's text. */
+  readonly cidr?: true;
 }
 
 /**
@@ -40,6 +43,8 @@ export type Expanded =
       readonly conditions?: readonly MatchCondition[];
       /** The API key, and the address where a request has none (as `identity: api_key`'s `unverified: by_address`). */
       readonly addressFallback?: boolean;
+      /** `map $remote_addr` (or over a `geo`): the client ranges given the key, or given an empty one. */
+      readonly addresses?: AddressChoice;
     }
   /** A header (cookie, query) map giving several keys by the value: one rule per key (nginx_map_header.ts). */
   | { readonly variants: readonly Variant[]; readonly notes: string[] }
@@ -145,6 +150,7 @@ function ok(key: string, parts: Partial<Omit<Extract<Expanded, { key: string }>,
     servers: parts.servers ?? null,
     ...(parts.conditions === undefined ? {} : { conditions: parts.conditions }),
     ...(parts.addressFallback === true ? { addressFallback: true } : {}),
+    ...(parts.addresses === undefined ? {} : { addresses: parts.addresses }),
   };
 }
 
@@ -317,52 +323,11 @@ function methodsOf(value: string): string[] | null {
   return m[2]!.split("|").map((x) => x.toUpperCase());
 }
 
-/**
- * `map $remote_addr`: NGINX does not limit the listed addresses. Addresses that are never a client's on Cloudflare
- * (loopback, private, link-local: CF-Connecting-IP is the public address) change nothing; others cannot be said.
- */
+/** `map $remote_addr` (or over a `geo`): the clients that get the key (nginx_map_address.ts). */
 function byAddress(shape: MapShape): Expanded {
-  const { map, said } = shape;
-  const empties = map.entries.filter((e) => e.result === "").map((e) => e.value);
-  if (map.fallback === "") {
-    return {
-      refused: `${said}: only requests from ${map.entries.map((e) => e.value).join(", ")} get a key; a Sluice rule cannot match on a client address`,
-    };
-  }
-  const public_ = empties.filter((a) => !neverAClient(a));
-  if (public_.length > 0) {
-    return {
-      refused: `${said}: NGINX does not limit requests from ${public_.join(", ")} (an allowlist), and a Sluice rule cannot leave out addresses: let them pass before the Worker (a WAF skip rule) and import without the map`,
-    };
-  }
-  return ok(shape.keys[0]!, {
-    notes: [
-      `${said}: NGINX does not limit requests from ${empties.join(", ")}; on Cloudflare CF-Connecting-IP is a public address, never one of these, so the rule limits the same requests`,
-    ],
-  });
-}
-
-/**
- * Loopback, private and link-local addresses, written as NGINX's `$remote_addr` gives them, or a `geo` range
- * (`10.0.0.0/8`) wholly inside them: its prefix at least as long as theirs (`172.16.0.0/12` is; `172.0.0.0/8` not).
- */
-function neverAClient(range: string): boolean {
-  const [address, bits] = range.split("/") as [string, string | undefined];
-  const prefix = bits === undefined ? null : /^\d{1,3}$/.test(bits) ? Number(bits) : -1;
-  const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(address);
-  if (v4 !== null) {
-    const [a, b] = [Number(v4[1]), Number(v4[2])];
-    const within = (n: number) => prefix === null || prefix >= n;
-    return (
-      ((a === 127 || a === 10) && within(8)) ||
-      (a === 172 && b >= 16 && b <= 31 && within(12)) ||
-      (((a === 192 && b === 168) || (a === 169 && b === 254)) && within(16))
-    );
-  }
-  const v6 = address.toLowerCase();
-  const within = (n: number) => prefix === null || prefix >= n;
-  if (v6 === "::1") return within(128);
-  return (/^f[cd][0-9a-f]{0,2}:/.test(v6) && within(7)) || (/^fe[89ab][0-9a-f]?:/.test(v6) && within(10));
+  const got = addressChoice(shape.map.entries, shape.map.fallback, shape.said, shape.map.cidr === true);
+  if ("refused" in got) return got;
+  return ok(shape.keys[0]!, { notes: [...got.notes], ...(got.choice === null ? {} : { addresses: got.choice }) });
 }
 
 /**

@@ -9,9 +9,10 @@ import { nginxRate } from "./nginx_check.ts";
 import { type Directive, NginxImportError, text, where } from "./nginx_conf.ts";
 import { callerHint, geoipPart } from "./nginx_geoip.ts";
 import { expandMaps, type Maps, readMaps } from "./nginx_map.ts";
+import type { AddressChoice } from "./nginx_map_address.ts";
 import type { ServerChoice } from "./nginx_map_sources.ts";
 import { nginxRateNotes } from "./nginx_rate.ts";
-import type { ReportItem } from "./report.ts";
+import type { DraftRule, ReportItem } from "./report.ts";
 
 /** A zone of either module: its name, its key (an identity, or `key:` parts, or why neither) and where it is. */
 export interface ZoneLike {
@@ -32,6 +33,8 @@ export interface ZoneLike {
   readonly servers?: ServerChoice;
   /** A `map $http_NAME` (`$cookie_`, `$arg_`) in the key: the conditions under which requests get it. */
   readonly conditions?: readonly MatchCondition[];
+  /** A `map $remote_addr` or a `geo` in the key: the client ranges given it (`match.address`, `except_address`). */
+  readonly addresses?: AddressChoice;
   /** A map giving several keys by a value: one rule per key, each with its counting and conditions. */
   readonly variants?: readonly ZoneVariant[];
 }
@@ -118,6 +121,7 @@ export function keyOfZone(
   readonly only?: readonly string[];
   readonly servers?: ServerChoice;
   readonly conditions?: readonly MatchCondition[];
+  readonly addresses?: AddressChoice;
   readonly variants?: readonly ZoneVariant[];
 } {
   const expanded = expandMaps(key, maps);
@@ -134,6 +138,7 @@ export function keyOfZone(
     ...(expanded.only === null ? {} : { only: expanded.only }),
     ...(expanded.servers == null ? {} : { servers: expanded.servers }),
     ...(expanded.conditions === undefined ? {} : { conditions: expanded.conditions }),
+    ...(expanded.addresses === undefined ? {} : { addresses: expanded.addresses }),
   };
 }
 
@@ -354,4 +359,14 @@ export function zoneOf(limit: Directive, zones: Map<string, Zone>): Zone {
     );
   }
   return zone;
+}
+
+/** A zone's address choice as a draft rule's `match.address` and `match.except_address`. */
+export function addressFields(
+  choice: AddressChoice | undefined,
+): Pick<DraftRule["match"], "address" | "except_address"> {
+  return {
+    ...(choice?.only === undefined ? {} : { address: choice.only }),
+    ...(choice?.except === undefined ? {} : { except_address: choice.except }),
+  };
 }

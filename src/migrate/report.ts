@@ -26,6 +26,10 @@ export interface DraftRule {
     readonly query?: readonly string[];
     /** `match.cf` conditions (where Cloudflare says the client is), as `header`. */
     readonly cf?: readonly string[];
+    /** `match.address`: the client address ranges the rule applies to (CIDR text). */
+    readonly address?: readonly string[];
+    /** `match.except_address`: the client address ranges it never applies to. */
+    readonly except_address?: readonly string[];
     /** `api_key`, `ip` or `user`; absent when the rule gives `key`. */
     readonly identity?: string;
   };
@@ -71,6 +75,9 @@ export function rulesYaml(result: ImportResult, header: string): string {
       ...(m.except === undefined || m.except.length === 0 ? [] : [`except: ${routes(m.except)}`]),
       ...CONDITION_SOURCES.flatMap((k) =>
         m[k] === undefined || m[k].length === 0 ? [] : [`${k}: [${m[k].join(", ")}]`],
+      ),
+      ...(["address", "except_address"] as const).flatMap((k) =>
+        m[k] === undefined || m[k].length === 0 ? [] : [`${k}: [${m[k].map((r) => JSON.stringify(r)).join(", ")}]`],
       ),
       ...(m.identity === undefined ? [] : [`identity: ${m.identity}`]),
     ];

@@ -226,8 +226,25 @@ describe("maps Sluice can say", () => {
     );
     const a = imported('map $remote_addr $k { default $binary_remote_addr; 127.0.0.1 ""; }');
     expect(a.report.map((i) => i.message).join("\n")).toMatch(
-      /NGINX does not limit requests from 127.0.0.1; on Cloudflare CF-Connecting-IP is a public address/,
+      /127.0.0.1 is never a client's address on Cloudflare \(CF-Connecting-IP is public\), so it changes nothing/,
     );
+  });
+
+  it.each([
+    [
+      'map $remote_addr $k { default $binary_remote_addr; 127.0.0.1 ""; 203.0.113.7 ""; }',
+      [undefined, ["203.0.113.7"]],
+      /NGINX does not limit requests from 203.0.113.7 \(an allowlist: match.except_address\)/,
+    ],
+    [
+      'map $remote_addr $k { default ""; 198.51.100.1 $binary_remote_addr; 2001:db8::7 $binary_remote_addr; }',
+      [["198.51.100.1", "2001:db8::7"], undefined],
+      /only requests from 198.51.100.1, 2001:db8::7 get a key \(match.address\)/,
+    ],
+  ])("map $remote_addr: the addresses given the key or an empty one: %s", (map, expected, message) => {
+    const r = imported(map);
+    expect(r.rules.map((x) => [x.match.address, x.match.except_address])).toEqual([expected]);
+    expect(r.report.map((i) => i.message).join("\n")).toMatch(message);
   });
 
   it("map $server_name: resolved per server block, a server given an empty key gets no rule", () => {
@@ -269,14 +286,9 @@ describe("maps refused with their reason", () => {
       /no part that falls back to another\n/,
     ],
     [
-      "an allowlist of public addresses",
-      'map $remote_addr $k { default $binary_remote_addr; 127.0.0.1 ""; 203.0.113.7 ""; }',
-      /NGINX does not limit requests from 203.0.113.7 \(an allowlist\), and a Sluice rule cannot leave out addresses/,
-    ],
-    [
-      "only some addresses limited",
-      'map $remote_addr $k { default ""; 198.51.100.1 $binary_remote_addr; }',
-      /only requests from 198.51.100.1 get a key; a Sluice rule cannot match on a client address/,
+      "a map compares the address as text: a range there never matches",
+      'map $remote_addr $k { default $binary_remote_addr; 203.0.113.0/24 ""; }',
+      /203.0.113.0\/24: a map compares \$remote_addr as text, so a range never matches it \(a geo block reads ranges\)/,
     ],
     [
       "by host",

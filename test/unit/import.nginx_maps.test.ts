@@ -101,7 +101,7 @@ server { limit_req zone=a; }
     const r = allowlist(geo);
     expect(r.rules.map((x) => [x.match.identity, x.match.except])).toEqual([["ip", undefined]]);
     expect(said(r).join("\n")).toMatch(
-      /map \$limit \$limit_key \(over geo \$limit, by client address\): NGINX does not limit requests from .*; on Cloudflare CF-Connecting-IP is a public address, never one of these/,
+      /map \$limit \$limit_key \(over geo \$limit, by client address\): .* (is|are) never a client's address on Cloudflare \(CF-Connecting-IP is public\), so (it changes|they change) nothing/,
     );
   });
 
@@ -112,8 +112,8 @@ server { limit_req zone=a; }
       "allow.geo": "10.0.0.0/8 0;\n198.51.100.7 0;\n",
     });
     const r = importNginx(readNginxConfig(join(dir, "nginx.conf"), { unread: [], absoluteUnder: dir }), []);
-    expect(r.rules).toEqual([]);
-    expect(said(r).join("\n")).toMatch(/requests from 198\.51\.100\.7 \(an allowlist\)/);
+    expect(r.rules.map((x) => x.match.except_address)).toEqual([["198.51.100.7"]]);
+    expect(said(r).join("\n")).toMatch(/requests from 198\.51\.100\.7 \(an allowlist: match.except_address\)/);
   });
 
   it("the same allowlist, its values the other way round (a map default, a geo without one)", () => {
@@ -125,21 +125,34 @@ server { limit_req zone=a; }
   });
 
   it.each([
+    ["a public range", "geo $limit { default 1; 10.0.0.0/8 0; 203.0.113.0/24 0; }", undefined, ["203.0.113.0/24"]],
+    ["a range wider than private space", "geo $limit { default 1; 172.0.0.0/8 0; }", undefined, ["172.0.0.0/8"]],
     [
-      "a public range",
-      "geo $limit { default 1; 10.0.0.0/8 0; 203.0.113.0/24 0; }",
-      /NGINX does not limit requests from 203\.0\.113\.0\/24 \(an allowlist\), and a Sluice rule cannot leave out addresses/,
+      "every IPv4 client (geo's IPv6 ones are apart)",
+      "geo $limit { default 1; 0.0.0.0/0 0; }",
+      undefined,
+      ["0.0.0.0/0"],
     ],
+    ["only some ranges limited", "geo $limit { default 0; 198.51.100.0/24 1; }", ["198.51.100.0/24"], undefined],
     [
-      "a range wider than private space",
-      "geo $limit { default 1; 172.0.0.0/8 0; }",
-      /requests from 172\.0\.0\.0\/8 \(an allowlist\)/,
+      "only a range, but a smaller one inside it",
+      "geo $limit { default 0; 198.51.100.0/24 1; 198.51.100.0/28 0; 2001:db8::/32 1; }",
+      ["198.51.100.0/24", "2001:db8::/32"],
+      ["198.51.100.0/28"],
     ],
-    ["everyone", "geo $limit { default 1; 0.0.0.0/0 0; }", /requests from 0\.0\.0\.0\/0 \(an allowlist\)/],
+  ])("an allowlist as match.address and match.except_address: %s", (_name, geo, only, except) => {
+    const r = allowlist(geo);
+    expect(r.rules.map((x) => [x.match.address, x.match.except_address, x.match.identity])).toEqual([
+      [only, except, "ip"],
+    ]);
+    expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
+  });
+
+  it.each([
     [
-      "only some ranges limited",
-      "geo $limit { default 0; 198.51.100.0/24 1; }",
-      /only requests from 198\.51\.100\.0\/24 get a key/,
+      "a limited range inside an exempt one (geo takes the longest)",
+      "geo $limit { default 1; 203.0.113.0/24 0; 203.0.113.128/25 1; }",
+      /203\.0\.113\.128\/25 gets the key inside 203\.0\.113\.0\/24, which does not: a rule cannot apply inside a range it leaves out/,
     ],
     [
       "ranges as starts and ends",
