@@ -6,6 +6,7 @@
  */
 
 import { conditionPasses } from "../request/match.ts";
+import { parseAddressRange } from "../rules/address_range.ts";
 import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "../rules/key.ts";
 import { escapeRegex, regexError } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
@@ -19,6 +20,9 @@ export interface Selection {
   readonly except: readonly string[];
   readonly conditions: readonly MatchCondition[];
   readonly notes: readonly string[];
+  /** `ip.src` tests: the client ranges the rule applies to (`match.address`), or never does (`except_address`). */
+  readonly addresses?: readonly string[];
+  readonly exceptAddresses?: readonly string[];
 }
 
 export type Translated = Selection | { readonly refused: string };
@@ -55,13 +59,24 @@ function both(a: Translated, b: Translated): Translated {
   if ("refused" in b) return b;
   const routes = a.routes === null ? b.routes : b.routes === null ? a.routes : intersect(a.routes, b.routes);
   if (typeof routes === "string") return { refused: routes };
+  if (a.addresses !== undefined && b.addresses !== undefined)
+    return {
+      refused: "two ip.src tests that must both hold: only the ranges both take, which the import does not work out",
+    };
+  const addresses = a.addresses ?? b.addresses;
+  const exceptAddresses = [...(a.exceptAddresses ?? []), ...(b.exceptAddresses ?? [])];
   return {
     routes,
     except: [...a.except, ...b.except],
     conditions: [...a.conditions, ...b.conditions],
     notes: [...a.notes, ...b.notes],
+    ...(addresses === undefined ? {} : { addresses }),
+    ...(exceptAddresses.length === 0 ? {} : { exceptAddresses }),
   };
 }
+
+/** Whether a selection tests the client address. */
+const byAddress = (s: Selection) => s.addresses !== undefined || s.exceptAddresses !== undefined;
 
 export function intersect(a: readonly string[], b: readonly string[]): string[] | string {
   const out: string[] = [];
@@ -87,7 +102,7 @@ function either(node: Node & { kind: "and" | "or" | "xor" }): Translated {
   for (const item of node.items) {
     const s = selectionOf(item);
     if ("refused" in s) return s;
-    if (s.except.length > 0 || s.conditions.length > 0)
+    if (s.except.length > 0 || s.conditions.length > 0 || byAddress(s))
       return {
         refused: `\`${node.text}\`: an or of tests other than the path and method (a rule's conditions must all hold)`,
       };
@@ -105,6 +120,14 @@ function either(node: Node & { kind: "and" | "or" | "xor" }): Translated {
 function negated(node: Node & { kind: "not" }): Translated {
   const s = selectionOf(node.item);
   if ("refused" in s) return s;
+  if (byAddress(s) && s.routes === null && s.except.length === 0 && s.conditions.length === 0) {
+    // `not ip.src in {...}`: every client but those (a request without an address passes, as in the gateway).
+    if (s.addresses !== undefined && s.exceptAddresses === undefined)
+      return { ...ANY, exceptAddresses: s.addresses, notes: s.notes };
+    if (s.addresses === undefined) return { ...ANY, addresses: s.exceptAddresses!, notes: s.notes };
+  }
+  if (byAddress(s))
+    return { refused: `\`${node.text}\`: not of an ip.src test beside others (each not would need an or)` };
   const only = s.routes === null && s.except.length === 0 && s.conditions.length === 1 ? s.conditions[0]! : null;
   if (only !== null) {
     const flipped = { ...only, not: !only.not };
@@ -159,12 +182,32 @@ function leaf(field: Field, op: Op, values: readonly Value[], text: string): Tra
     if (op === "ne") return { ...ANY, except: routes };
     return refuse(`the method is matched with eq, ne or in, not ${op}`);
   }
+  if (field.name === "ip.src" && field.key === null && field.index === null && !field.len && !field.lower)
+    return addressTest(op, values, refuse);
   const cf = CF_FIELDS[field.name];
   if (cf !== undefined && field.key === null && field.index === null && !field.len && !field.lower)
     return cfTest(cf, op, values, refuse);
   const source = MAPS[field.name] ?? (HEADER_FIELDS[field.name] === undefined ? undefined : "header");
   if (source === undefined) return refuse(fieldReason(field));
   return conditionTest(field, source, op, values, refuse);
+}
+
+/**
+ * `ip.src in {203.0.113.0/28 2001:db8::/32}`, `ip.src eq 203.0.113.7` (`ne`): the client ranges, as `match.address`
+ * (`match.except_address`); `ip.src` is the address Cloudflare saw, the gateway's `CF-Connecting-IP`.
+ */
+function addressTest(op: Op, values: readonly Value[], refuse: (why: string) => Translated): Translated {
+  const texts = values.map((v) => (v.kind === "word" || v.kind === "string" ? v.text : String(v.kind)));
+  const list = texts.find((t) => t.startsWith("$"));
+  if (list !== undefined)
+    return refuse(
+      `${list} is a list whose items the rule's JSON does not hold: write them as match.address or match.except_address`,
+    );
+  const bad = texts.find((t) => "error" in parseAddressRange(t));
+  if (bad !== undefined) return refuse(`${bad} is not an address or a CIDR range`);
+  if (op === "eq" || op === "in") return { ...ANY, addresses: texts };
+  if (op === "ne") return { ...ANY, exceptAddresses: texts };
+  return refuse(`the client address is matched with eq, ne or in, not ${op}`);
 }
 
 /** Fields of where Cloudflare places the client, as the `request.cf` field a `match.cf` condition reads. */

@@ -137,6 +137,8 @@ export function draftMatch(
     readonly routes: readonly string[] | null;
     readonly except: readonly string[];
     readonly conditions: readonly MatchCondition[];
+    readonly addresses?: readonly string[];
+    readonly exceptAddresses?: readonly string[];
   },
   identity: string | null,
 ): DraftRule["match"] {
@@ -144,6 +146,8 @@ export function draftMatch(
     ...(selection.routes === null ? {} : { route: selection.routes }),
     ...(selection.except.length === 0 ? {} : { except: selection.except }),
     ...conditionFields(selection.conditions),
+    ...(selection.addresses === undefined ? {} : { address: selection.addresses }),
+    ...(selection.exceptAddresses === undefined ? {} : { except_address: selection.exceptAddresses }),
     ...(identity === null ? {} : { identity }),
   };
 }

@@ -16,6 +16,8 @@ function match(expression: string): string {
     `route=${s.routes === null ? "any" : s.routes.join("|")}`,
     ...(s.except.length === 0 ? [] : [`except=${s.except.join("|")}`]),
     ...s.conditions.map((c) => `${c.in}=${printCondition(c)}`),
+    ...(s.addresses === undefined ? [] : [`address=${s.addresses.join("|")}`]),
+    ...(s.exceptAddresses === undefined ? [] : [`except_address=${s.exceptAddresses.join("|")}`]),
   ].join(" ");
 }
 
@@ -98,6 +100,16 @@ describe("Cloudflare expressions as a match", () => {
     ['ip.geoip.country ne "US"', 'route=any cf={ name: country, equals: "US", not: true }'],
     ["ip.src.asnum eq 13335", 'route=any cf={ name: asn, equals: "13335" }'],
     ['not ip.src.country in {"CN"}', 'route=any cf={ name: country, equals: "CN", not: true, missing_as_empty: true }'],
+    // The client address Cloudflare saw (ip.src) is the gateway's CF-Connecting-IP: match.address, except_address.
+    ["ip.src in {198.51.100.0/24 2001:db8::/32}", "route=any address=198.51.100.0/24|2001:db8::/32"],
+    ["ip.src eq 203.0.113.7", "route=any address=203.0.113.7"],
+    ["ip.src ne 203.0.113.7", "route=any except_address=203.0.113.7"],
+    [
+      'starts_with(http.request.uri.path, "/api/") and not ip.src in {203.0.113.0/28 2001:db8:1::/48}',
+      "route=* /api/** except_address=203.0.113.0/28|2001:db8:1::/48",
+    ],
+    ["not ip.src ne 203.0.113.7", "route=any address=203.0.113.7"],
+    ["ip.src ne 203.0.113.7 and ip.src ne 203.0.113.9", "route=any except_address=203.0.113.7|203.0.113.9"],
     // `not` of one condition: a request without the header passes it (Cloudflare's `not` of a test it fails).
     [`not ${H}[0] eq "a"`, 'route=any header={ name: x-plan, equals: "a", not: true, missing_as_empty: true }'],
     [
@@ -120,7 +132,12 @@ describe("Cloudflare expressions as a match", () => {
 
   it.each([
     ['http.host eq "a.com"', "http.host: rules match no host"],
-    ["ip.src in {10.0.0.0/8 192.0.2.1}", "ip.src: rules match no address"],
+    ["ip.src in $office", "$office is a list whose items the rule's JSON does not hold"],
+    ["ip.src in {10.0.0.0/33}", "10.0.0.0/33 is not an address or a CIDR range"],
+    ["ip.src in {10.0.0.0/8} and ip.src in {10.1.0.0/16}", "two ip.src tests that must both hold"],
+    ["ip.src in {10.0.0.0/8} or ip.src in {192.0.2.0/24}", "an or of tests other than the path and method"],
+    ['not (ip.src in {10.0.0.0/8} and http.request.uri.path eq "/a")', "not of an ip.src test beside others"],
+    ["ip.src.continent eq 203.0.113.1", "of places only the country and AS number"],
     ['ip.src.country eq "cn"', "a two-letter code in capitals"],
     ['ip.src.country contains "C"', "matched with eq, ne or in"],
     ['ip.src.continent eq "AS"', "of places only the country and AS number"],
