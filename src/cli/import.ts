@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { AwsImportError, importAwsWaf } from "../migrate/aws_import.ts";
+import { type IpSet, readIpSet } from "../migrate/aws_ip_set.ts";
 import { CloudflareImportError, importCloudflare } from "../migrate/cloudflare_import.ts";
 import { EnvoyImportError, load } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
@@ -42,6 +43,8 @@ describe the mapping.
                AggregateKeyType and CustomKeys, ScopeDownStatement (string, regex, size, geo and ASN matches on the
                path, method, a header, query argument or cookie; And, Or, Not) and Action (Block, Count, Captcha,
                Challenge); each a sliding window of its EvaluationWindowSec. Other rules are noted and skipped
+  --ip-set FILE    aws-waf: an IP set as aws wafv2 get-ip-set prints it (repeatable): an IPSetReferenceStatement to
+                   it becomes match.address (its NotStatement match.except_address); without it, the rule is left out
   --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
                    (request_headers, query_parameters, generic_key and header_value_match on :path/:method; a
                    file's own routes are read too; hits_addend is the rules' cost) and whose ratelimit filter says
@@ -61,8 +64,8 @@ ${EXIT_CODES}Also 1, writing nothing, when something was left out (unless --allo
 export async function runImport(args: string[], io: Io): Promise<number> {
   const cmd = { name: "import", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["out", "map", "root", "envoy"],
-    repeated: ["map"],
+    values: ["out", "map", "root", "envoy", "ip-set"],
+    repeated: ["map", "ip-set"],
     booleans: ["allow-partial"],
     positionals: true,
   });
@@ -75,12 +78,14 @@ export async function runImport(args: string[], io: Io): Promise<number> {
   if (kind !== "envoy" && parsed.values.has("map")) return usageError(cmd, "--map is for envoy");
   if (kind !== "nginx" && parsed.values.has("root")) return usageError(cmd, "--root is for nginx");
   if (kind !== "envoy" && parsed.values.has("envoy")) return usageError(cmd, "--envoy is for envoy");
+  if (kind !== "aws-waf" && parsed.values.has("ip-set")) return usageError(cmd, "--ip-set is for aws-waf");
   const imported = importFile(
     kind,
     file,
     parsed.values.get("map") ?? [],
     parsed.values.get("root")?.[0],
     parsed.values.get("envoy")?.[0],
+    parsed.values.get("ip-set") ?? [],
   );
   if ("usage" in imported) return usageError(cmd, imported.usage);
   if ("error" in imported) return inputError(io, [imported.error]);
@@ -100,6 +105,7 @@ export function importFile(
   maps: readonly string[],
   root?: string,
   envoyConfig?: string,
+  ipSetFiles: readonly string[] = [],
 ): { result: ImportResult } | { error: string } | { usage: string } {
   try {
     if (kind === "nginx") {
@@ -111,7 +117,14 @@ export function importFile(
     if (kind === "cloudflare" || kind === "aws-waf") {
       const text = readText(file);
       if (typeof text !== "string") return text;
-      return { result: kind === "cloudflare" ? importCloudflare(text, file) : importAwsWaf(text, file) };
+      if (kind === "cloudflare") return { result: importCloudflare(text, file) };
+      const sets: IpSet[] = [];
+      for (const f of ipSetFiles) {
+        const setText = readText(f);
+        if (typeof setText !== "string") return setText;
+        sets.push(readIpSet(setText, f));
+      }
+      return { result: importAwsWaf(text, file, sets) };
     }
     const mapping = parseMapping(maps);
     if ("error" in mapping) return { usage: mapping.error };

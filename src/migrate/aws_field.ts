@@ -9,6 +9,7 @@ import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "../rules/key.ts";
 import { escapeRegex, regexError } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
 import type { MatchCondition } from "../rules/types.ts";
+import type { AddressScope } from "./address_scope.ts";
 import {
   field,
   here,
@@ -32,7 +33,7 @@ export interface Finding {
 }
 
 /** A match: `routes` null for any request. */
-export interface Scope {
+export interface Scope extends AddressScope {
   readonly routes: readonly string[] | null;
   readonly except: readonly string[];
   readonly conditions: readonly MatchCondition[];

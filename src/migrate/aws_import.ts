@@ -23,10 +23,10 @@ import {
   isObject,
   isString,
   type Obj,
-  type Place,
   required,
   soleKey,
 } from "./aws_file.ts";
+import type { IpSet, PlaceWithSets } from "./aws_ip_set.ts";
 import { awsKeyOf } from "./aws_key.ts";
 import { scopeOf } from "./aws_statement.ts";
 import type { Finding, Findings } from "./cloudflare_count.ts";
@@ -36,8 +36,10 @@ import { type DraftRule, draftMatch, type FieldValue, type ImportResult, type Re
 export { AwsImportError };
 
 /** Every report item says `file:line:col` of the value it is about, then the rule: `Rules[2] (login-per-ip)`. */
-export function importAwsWaf(text: string, file: string): ImportResult {
-  const { place, rules, list } = awsRulesOf(text, file);
+export function importAwsWaf(text: string, file: string, ipSets: readonly IpSet[] = []): ImportResult {
+  const read = awsRulesOf(text, file);
+  const { rules, list } = read;
+  const place: PlaceWithSets = { ...read.place, ipSets: new Map(ipSets.map((s) => [s.arn, s])) };
   const report: ReportItem[] = [];
   const drafts: DraftRule[] = [];
   const taken = new Set<string>();
@@ -66,7 +68,13 @@ export function importAwsWaf(text: string, file: string): ImportResult {
 const WINDOWS = new Set([60, 120, 300, 600]);
 
 // long: the rule's parts in the order the report reads best, each mapped or reported where it is read
-function importRule(place: Place, rule: Obj, path: string, report: ReportItem[], taken: Set<string>): DraftRule | null {
+function importRule(
+  place: PlaceWithSets,
+  rule: Obj,
+  path: string,
+  report: ReportItem[],
+  taken: Set<string>,
+): DraftRule | null {
   const name = required(place, rule, "Name", path, isString, "a string");
   const label = `${path} (${name})`;
   const say = (kind: ReportItem["kind"], f: Finding) =>

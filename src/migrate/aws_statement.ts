@@ -1,13 +1,14 @@
 /**
  * What an AWS WAF scope-down statement means as a Sluice `match`: string matches on the path and the method become
  * routes, on a header, a query argument or one cookie `match.header`/`query`/`cookie` conditions, a geo or ASN match a
- * `match.cf` condition; AndStatement all of them, OrStatement a route list, NotStatement `except:` or the opposite
+ * `match.cf` condition, an IP set (aws_ip_set.ts) `match.address`; AndStatement all of them, OrStatement a route list, NotStatement `except:` or the opposite
  * condition. Anything else is refused with the statement and the reason, so no test is ever dropped. Field matching
  * (aws_field.ts) cites AWS's documentation of each statement.
  */
 import { conditionPasses } from "../request/match.ts";
 import { escapeRegex } from "../rules/match_conditions.ts";
 import type { MatchCondition } from "../rules/types.ts";
+import { bothAddresses, byAddress, negatedAddresses } from "./address_scope.ts";
 import { type Finding, fieldTest, type Scope, type Scoped } from "./aws_field.ts";
 import {
   AwsImportError,
@@ -22,6 +23,7 @@ import {
   required,
   soleKey,
 } from "./aws_file.ts";
+import { ipSetTest, type PlaceWithSets } from "./aws_ip_set.ts";
 import { intersect } from "./cloudflare_match.ts";
 
 export type { Scope, Scoped };
@@ -31,7 +33,6 @@ const ANY: Scope = { routes: null, except: [], conditions: [], notes: [] };
 /** Statements that test something a Sluice rule cannot, and why. */
 const UNSAID: Readonly<Record<string, string>> = {
   LabelMatchStatement: "labels are set by AWS WAF's other rules, which a Sluice rule does not see",
-  IPSetReferenceStatement: "an IP set is an ARN of addresses kept in AWS; rules match no address list",
   RegexPatternSetReferenceStatement: "a regex pattern set is an ARN of patterns kept in AWS, not in the file",
   SqliMatchStatement: "SQL injection detection is AWS WAF's own",
   XssMatchStatement: "cross-site scripting detection is AWS WAF's own",
@@ -42,7 +43,7 @@ const UNSAID: Readonly<Record<string, string>> = {
 
 /** The statement `stmt` (at `path`) as a match, or why not. */
 // long: one branch per kind of statement, each with its own message
-export function scopeOf(place: Place, stmt: Obj, path: string): Scoped {
+export function scopeOf(place: PlaceWithSets, stmt: Obj, path: string): Scoped {
   const [kind, body] = soleKey(place, stmt, path, "a statement");
   const at = here(place, stmt, kind);
   const inner = `${path}.${kind}`;
@@ -68,6 +69,8 @@ export function scopeOf(place: Place, stmt: Obj, path: string): Scoped {
       return placeTest(place, body, inner, at, "country");
     case "AsnMatchStatement":
       return placeTest(place, body, inner, at, "asn");
+    case "IPSetReferenceStatement":
+      return ipSetTest(place, body, inner, at);
     default:
       return { refused: `${inner}: ${UNSAID[kind] ?? "not a statement the import reads"}`, at };
   }
@@ -79,11 +82,14 @@ function allOf(items: readonly Scope[], at: string, path: string): Scoped {
   for (const s of items) {
     const routes = out.routes === null ? s.routes : s.routes === null ? out.routes : intersect(out.routes, s.routes);
     if (typeof routes === "string") return { refused: `${path}: ${routes}`, at };
+    const addresses = bothAddresses(out, s);
+    if (typeof addresses === "string") return { refused: `${path}: ${addresses}`, at };
     out = {
       routes,
       except: [...out.except, ...s.except],
       conditions: [...out.conditions, ...s.conditions],
       notes: [...out.notes, ...s.notes],
+      ...addresses,
     };
   }
   return out;
@@ -93,7 +99,7 @@ function allOf(items: readonly Scope[], at: string, path: string): Scoped {
 function anyOf(items: readonly Scope[], at: string, path: string): Scoped {
   const routes: string[] = [];
   for (const s of items) {
-    if (s.except.length > 0 || s.conditions.length > 0)
+    if (s.except.length > 0 || s.conditions.length > 0 || byAddress(s))
       return {
         refused: `${path}: an OR of tests other than the path and the method (a rule's conditions must all hold)`,
         at,
@@ -113,6 +119,10 @@ function anyOf(items: readonly Scope[], at: string, path: string): Scoped {
  */
 function negated(s: Scoped, at: string, path: string): Scoped {
   if ("refused" in s) return s;
+  // NOT of an IP set: every client but its ranges (AWS's own example of a rate limit that spares some addresses).
+  const opposite = s.routes === null && s.except.length === 0 && s.conditions.length === 0 ? negatedAddresses(s) : null;
+  if (opposite !== null) return { ...ANY, ...opposite, notes: s.notes };
+  if (byAddress(s)) return { refused: `${path}: NOT of an IP set beside other tests`, at };
   const only = s.routes === null && s.except.length === 0 && s.conditions.length === 1 ? s.conditions[0]! : null;
   if (only !== null) {
     const flipped: MatchCondition = { ...only, not: !only.not };

@@ -11,18 +11,16 @@ import { COOKIE_OR_QUERY_NAME, HEADER_NAME } from "../rules/key.ts";
 import { escapeRegex, regexError } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
 import type { MatchCondition } from "../rules/types.ts";
+import { type AddressScope, bothAddresses, byAddress, negatedAddresses } from "./address_scope.ts";
 import type { Field, Node, Op, Value } from "./cloudflare_expr.ts";
 import { covers, mayOverlap } from "./nginx_routes.ts";
 
 /** A rule's match: `routes` null for any request; `notes` for what is matched more broadly (stricter). */
-export interface Selection {
+export interface Selection extends AddressScope {
   readonly routes: readonly string[] | null;
   readonly except: readonly string[];
   readonly conditions: readonly MatchCondition[];
   readonly notes: readonly string[];
-  /** `ip.src` tests: the client ranges the rule applies to (`match.address`), or never does (`except_address`). */
-  readonly addresses?: readonly string[];
-  readonly exceptAddresses?: readonly string[];
 }
 
 export type Translated = Selection | { readonly refused: string };
@@ -59,24 +57,16 @@ function both(a: Translated, b: Translated): Translated {
   if ("refused" in b) return b;
   const routes = a.routes === null ? b.routes : b.routes === null ? a.routes : intersect(a.routes, b.routes);
   if (typeof routes === "string") return { refused: routes };
-  if (a.addresses !== undefined && b.addresses !== undefined)
-    return {
-      refused: "two ip.src tests that must both hold: only the ranges both take, which the import does not work out",
-    };
-  const addresses = a.addresses ?? b.addresses;
-  const exceptAddresses = [...(a.exceptAddresses ?? []), ...(b.exceptAddresses ?? [])];
+  const addresses = bothAddresses(a, b);
+  if (typeof addresses === "string") return { refused: addresses };
   return {
     routes,
     except: [...a.except, ...b.except],
     conditions: [...a.conditions, ...b.conditions],
     notes: [...a.notes, ...b.notes],
-    ...(addresses === undefined ? {} : { addresses }),
-    ...(exceptAddresses.length === 0 ? {} : { exceptAddresses }),
+    ...addresses,
   };
 }
-
-/** Whether a selection tests the client address. */
-const byAddress = (s: Selection) => s.addresses !== undefined || s.exceptAddresses !== undefined;
 
 export function intersect(a: readonly string[], b: readonly string[]): string[] | string {
   const out: string[] = [];
@@ -120,12 +110,9 @@ function either(node: Node & { kind: "and" | "or" | "xor" }): Translated {
 function negated(node: Node & { kind: "not" }): Translated {
   const s = selectionOf(node.item);
   if ("refused" in s) return s;
-  if (byAddress(s) && s.routes === null && s.except.length === 0 && s.conditions.length === 0) {
-    // `not ip.src in {...}`: every client but those (a request without an address passes, as in the gateway).
-    if (s.addresses !== undefined && s.exceptAddresses === undefined)
-      return { ...ANY, exceptAddresses: s.addresses, notes: s.notes };
-    if (s.addresses === undefined) return { ...ANY, addresses: s.exceptAddresses!, notes: s.notes };
-  }
+  // `not ip.src in {...}`: every client but those.
+  const opposite = s.routes === null && s.except.length === 0 && s.conditions.length === 0 ? negatedAddresses(s) : null;
+  if (opposite !== null) return { ...ANY, ...opposite, notes: s.notes };
   if (byAddress(s))
     return { refused: `\`${node.text}\`: not of an ip.src test beside others (each not would need an or)` };
   const only = s.routes === null && s.except.length === 0 && s.conditions.length === 1 ? s.conditions[0]! : null;

@@ -296,6 +296,47 @@ describe("sluice import aws-waf", () => {
     expect((await runCli(["validate", out])).code).toBe(0);
   });
 
+  it("--ip-set FILE gives an IP set's addresses: its NOT is match.except_address, and the rule validates", async () => {
+    const arn = "arn:aws:wafv2:us-east-1:123456789012:regional/ipset/office/a1b2";
+    const acl = JSON.stringify({
+      WebACL: {
+        Rules: [
+          {
+            Name: "spare-office",
+            Action: { Block: {} },
+            Statement: {
+              RateBasedStatement: {
+                Limit: 100,
+                AggregateKeyType: "IP",
+                ScopeDownStatement: { NotStatement: { Statement: { IPSetReferenceStatement: { ARN: arn } } } },
+              },
+            },
+          },
+        ],
+      },
+    });
+    const set = JSON.stringify({
+      IPSet: { Name: "office", ARN: arn, IPAddressVersion: "IPV6", Addresses: ["2001:db8:1::/48"] },
+    });
+    const out = join(dir, "sets.yaml");
+    const without = await runCli(["import", "aws-waf", file("sets.json", acl), "--out", out]);
+    expect(without.code).toBe(1);
+    expect(without.stderr).toContain("give its addresses with --ip-set FILE");
+    const r = await runCli([
+      "import",
+      "aws-waf",
+      file("sets.json", acl),
+      "--ip-set",
+      file("office.json", set),
+      "--out",
+      out,
+    ]);
+    expect(r.code).toBe(0);
+    expect(readFileSync(out, "utf8")).toContain('match: { except_address: ["2001:db8:1::/48"], identity: ip }');
+    expect((await runCli(["validate", out])).code).toBe(0);
+    expect((await runCli(["import", "nginx", file("n.conf", "http {}"), "--ip-set", "x.json"])).code).toBe(2);
+  });
+
   it("exits 0 when everything was said", async () => {
     const list = JSON.stringify([JSON.parse(WEB_ACL).WebACL.Rules[0]]);
     const r = await runCli(["import", "aws-waf", file("one.json", list)]);

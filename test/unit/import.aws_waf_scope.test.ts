@@ -3,6 +3,10 @@
  * one the import cannot say left out with the part it names, so no rule is written with a test dropped.
  */
 import { describe, expect, it } from "vitest";
+import { importAwsWaf } from "../../src/migrate/aws_import.ts";
+import { readIpSet } from "../../src/migrate/aws_ip_set.ts";
+import { rulesYaml } from "../../src/migrate/report.ts";
+import { parseRules } from "../../src/rules/yaml.ts";
 import {
   and,
   byte,
@@ -123,9 +127,9 @@ describe("scope-down statements the import cannot say: the rule left out, naming
       `${S}.LabelMatchStatement: labels are set by AWS WAF's other rules, which a Sluice rule does not see`,
     ],
     [
-      "an IP set",
+      "an IP set whose file is not given",
       { IPSetReferenceStatement: { ARN: "arn:aws:wafv2:x" } },
-      `${S}.IPSetReferenceStatement: an IP set is an ARN of addresses kept in AWS; rules match no address list`,
+      `${S}.IPSetReferenceStatement: the IP set arn:aws:wafv2:x is kept in AWS: give its addresses with --ip-set FILE (aws wafv2 get-ip-set --scope SCOPE --name NAME --id ID > FILE)`,
     ],
     [
       "a regex pattern set",
@@ -201,5 +205,59 @@ describe("scope-down statements the import cannot say: the rule left out, naming
     const result = imported(scoped(scope));
     expect(result.rules).toEqual([]);
     expect(kinds(result, "left out")).toEqual([message]);
+  });
+});
+
+describe("IP sets given with --ip-set: match.address, and NOT as match.except_address", () => {
+  const ARN = "arn:aws:wafv2:us-east-1:123456789012:regional/ipset/office/a1b2";
+  const office = readIpSet(
+    JSON.stringify({
+      IPSet: { Name: "office", ARN, IPAddressVersion: "IPV4", Addresses: ["203.0.113.0/28", "198.51.100.7/32"] },
+    }),
+    "office.json",
+  );
+  const withSets = (scope: Obj) => {
+    const result = importAwsWaf(JSON.stringify({ WebACL: { Rules: [scoped(scope)] } }), "acl.json", [office]);
+    expect(parseRules(rulesYaml(result, "test"), "x.yaml").errors).toEqual([]);
+    return result;
+  };
+  const ref = { IPSetReferenceStatement: { ARN } };
+
+  it.each<[string, Obj, unknown]>([
+    ["the set's clients only", ref, [["203.0.113.0/28", "198.51.100.7/32"], undefined]],
+    ["every client but the set's (AWS's own example)", not(ref), [undefined, ["203.0.113.0/28", "198.51.100.7/32"]]],
+    [
+      "beside a path test",
+      and(path("/api/", "STARTS_WITH"), not(ref)),
+      [undefined, ["203.0.113.0/28", "198.51.100.7/32"]],
+    ],
+  ])("%s", (_, scope, expected) => {
+    const r = withSets(scope);
+    expect(r.rules.map((x) => [x.match.address, x.match.except_address])).toEqual([expected]);
+  });
+
+  it.each<[string, Obj, string]>([
+    ["an OR of sets", or(ref, ref), "an OR of tests other than the path and the method"],
+    ["two sets that must both hold", and(ref, ref), "two client address tests that must both hold"],
+    ["NOT of a set and a path", not(and(ref, path("/a"))), "NOT of an IP set beside other tests"],
+  ])("left out with the reason: %s", (_, scope, message) => {
+    expect(kinds(withSets(scope), "left out").join("\n")).toContain(message);
+  });
+
+  it("a forwarded-address set is approximate: Sluice reads the connecting client", () => {
+    const r = withSets({ IPSetReferenceStatement: { ARN, IPSetForwardedIPConfig: { HeaderName: "X-Forwarded-For" } } });
+    expect(kinds(r, "approximate").join("\n")).toMatch(/AWS reads the address from a forwarded header/);
+  });
+
+  it.each([
+    [
+      { IPSet: { ARN, Addresses: ["203.0.113.7/24"] } },
+      /IPSet.Addresses\[0\]: "203.0.113.7\/24" has bits set below its \/24/,
+    ],
+    [{ IPSet: { ARN, IPAddressVersion: "IPV6", Addresses: ["203.0.113.0/24"] } }, /an IPV6 set holds IPv6 ranges only/],
+    [{ IPSet: { Addresses: [] } }, /IPSet: needs ARN/],
+    [[1, 2], /expected an IP set/],
+  ])("an IP set file AWS would not hold is refused, with where and why: %j", (json, message) => {
+    expect(() => readIpSet(JSON.stringify(json), "set.json")).toThrow(message);
   });
 });

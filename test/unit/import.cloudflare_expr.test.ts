@@ -134,7 +134,7 @@ describe("Cloudflare expressions as a match", () => {
     ['http.host eq "a.com"', "http.host: rules match no host"],
     ["ip.src in $office", "$office is a list whose items the rule's JSON does not hold"],
     ["ip.src in {10.0.0.0/33}", "10.0.0.0/33 is not an address or a CIDR range"],
-    ["ip.src in {10.0.0.0/8} and ip.src in {10.1.0.0/16}", "two ip.src tests that must both hold"],
+    ["ip.src in {10.0.0.0/8} and ip.src in {10.1.0.0/16}", "two client address tests that must both hold"],
     ["ip.src in {10.0.0.0/8} or ip.src in {192.0.2.0/24}", "an or of tests other than the path and method"],
     ['not (ip.src in {10.0.0.0/8} and http.request.uri.path eq "/a")', "not of an ip.src test beside others"],
     ["ip.src.continent eq 203.0.113.1", "of places only the country and AS number"],
