@@ -4,6 +4,7 @@
  * a route, a plan, or any request. A descriptor chain becomes a rule's match through it.
  */
 
+import { parseAddressRange } from "../rules/address_range.ts";
 import { escapeRegex } from "../rules/match_conditions.ts";
 import { compileRoute } from "../rules/route.ts";
 import type { MatchCondition } from "../rules/types.ts";
@@ -98,6 +99,24 @@ export const ADDRESS: Meaning = { kind: "identity", identity: "ip", header: "cf-
 /** A key's meaning when it names a caller (a value of it is then one caller's), else `null`. */
 function perCaller(meaning: Meaning | undefined): Meaning | null {
   return meaning?.kind === "identity" || meaning?.kind === "part" ? meaning : null;
+}
+
+/**
+ * Whether `key=value` is a value of the client address: the key means the address (`remote_address`, a
+ * `masked_remote_address` part) and nothing maps the value itself, which is an address or a CIDR range (the service's
+ * value for a masked address is the masked range, `198.51.100.0/24`).
+ */
+export function addressValue(mapping: EnvoyMapping, key: string, value: string): boolean {
+  if (mapping.get(`${key}:${value}`) !== undefined) return false;
+  const m = mapping.get(key);
+  const range = parseAddressRange(value);
+  if ("error" in range) return false;
+  // `remote_address` is one whole address; a masked one is the range at the action's mask (else it never matches).
+  if (m?.kind === "identity" && m.identity === "ip") return !value.includes("/");
+  const masks = m?.kind === "part" ? /^\{ ip: \{ v4: (\d+), v6: (\d+) \} \}$/.exec(m.part) : null;
+  if (masks === null) return false;
+  const v4 = range.groups.slice(0, 6).join() === "0,0,0,0,0,65535";
+  return value.includes("/") && range.bits === (v4 ? 96 + Number(masks[1]) : Number(masks[2]));
 }
 
 /** Headers that carry the client's address as a proxy in front forwards it. */
@@ -201,7 +220,13 @@ export function matchOf(
     notes.push(`approximate: ${note}`);
   };
   const conditions: MatchCondition[] = [];
+  const addresses: string[] = [];
   for (const step of steps) {
+    // A value of the client address (`remote_address`, `masked_remote_address`'s masked range): `match.address`.
+    if (step.value !== null && addressValue(mapping, step.key, step.value)) {
+      addresses.push(step.value);
+      continue;
+    }
     // A value of a request header's descriptor is a `match.header` on it (one counter per value: also a key part).
     const valued = step.value === null ? undefined : mapping.get(`${step.key}:${step.value}`);
     const header = valued === undefined ? headerOf(mapping.get(step.key)) : null;
@@ -273,10 +298,12 @@ export function matchOf(
       notes.push(message);
     }
   }
+  if (addresses.length > 1) return leftOut("two client address values in one chain: only the clients in both");
   const base = {
     ...(plan === undefined ? {} : { plan }),
     ...(route === undefined ? {} : { route }),
     ...conditionFields(conditions),
+    ...(addresses.length === 0 ? {} : { address: addresses }),
   };
   if (parts.length === 1 && parts[0]!.identity !== null) {
     return { match: { ...base, identity: parts[0]!.identity }, key: null, fields: [], notes };

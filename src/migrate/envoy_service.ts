@@ -7,7 +7,7 @@ import { printCondition } from "../rules/match_conditions.ts";
 import type { Sends } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
 import { type FilterSettings, filterSettings } from "./envoy_filter.ts";
-import { type EnvoyMapping, headerOf, matchOf, type Step, wildcardCondition } from "./envoy_mapping.ts";
+import { addressValue, type EnvoyMapping, headerOf, matchOf, type Step, wildcardCondition } from "./envoy_mapping.ts";
 import { checkService } from "./envoy_service_check.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
@@ -193,7 +193,7 @@ function serviceRule(
     report.push({ where, kind: "approximate", message: `${chainText}: ${message}` });
     match.notes.push(`approximate: ${message}`);
   };
-  const { except, headers } = siblingsExcepted(steps, mapping, approximate);
+  const { except, headers, addresses } = siblingsExcepted(steps, mapping, approximate);
   if (sent.absent.length > 0) {
     // skip_if_absent: requests with the header send the longer descriptor, which this chain does not match.
     approximate(
@@ -261,6 +261,7 @@ function serviceRule(
         ...match.match,
         ...(except.length === 0 ? {} : { except: [...(match.match.except ?? []), ...except] }),
         ...(headers.length === 0 ? {} : { header: [...(match.match.header ?? []), ...headers] }),
+        ...(addresses.length === 0 ? {} : { except_address: addresses }),
       },
       ...(match.key === null ? {} : { key: match.key }),
       fields,
@@ -272,18 +273,25 @@ function serviceRule(
 
 /**
  * The routes a chain's valueless steps give up to their valued siblings (`Step.notWith`): a sibling whose value means
- * a route takes that route's requests away from this chain (`except:`, exact); one that means anything else cannot be
+ * a route takes that route's requests away from this chain (`except:`, exact), as one of a client address or range
+ * takes its clients (`except_address`); one that means anything else cannot be
  * said as an exception, and `approximate` reports it.
  */
 function siblingsExcepted(
   steps: readonly Step[],
   mapping: EnvoyMapping,
   approximate: (message: string) => void,
-): { except: string[]; headers: string[] } {
+): { except: string[]; headers: string[]; addresses: string[] } {
   const except: string[] = [];
   const headers: string[] = [];
+  const addresses: string[] = [];
   for (const step of steps) {
     for (const value of step.notWith ?? []) {
+      // A sibling for one client address (range): those clients go there, never here (`match.except_address`).
+      if (addressValue(mapping, step.key, value) && step.denied?.includes(value) !== true) {
+        addresses.push(value);
+        continue;
+      }
       const meaning = mapping.get(`${step.key}:${value}`);
       const header = meaning === undefined ? headerOf(mapping.get(step.key)) : null;
       if (meaning?.kind === "route") except.push(...[meaning.route].flat());
@@ -299,5 +307,5 @@ function siblingsExcepted(
       }
     }
   }
-  return { except: [...new Set(except)], headers };
+  return { except: [...new Set(except)], headers, addresses };
 }

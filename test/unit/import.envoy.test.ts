@@ -302,3 +302,39 @@ describe("malformed Envoy configurations", () => {
     );
   });
 });
+
+describe("values of the client address: match.address, and except_address for the key alone", () => {
+  const yaml = `domain: edge
+descriptors:
+  - key: remote_address
+    value: 203.0.113.7
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 50 }
+  - key: masked_remote_address
+    value: 198.51.100.0/24
+    rate_limit: { unit: minute, requests_per_unit: 100 }
+  - key: masked_remote_address
+    value: 198.51.0.0/16
+    rate_limit: { unit: minute, requests_per_unit: 100 }
+  - key: masked_remote_address
+    rate_limit: { unit: minute, requests_per_unit: 1000 }
+`;
+  const placed = (r: ImportResult) =>
+    r.rules.map((x) => [x.id, x.match.address, x.match.except_address, x.key ?? x.match.identity]);
+
+  it("one address and one masked range: their own counters; the key alone: every other client", () => {
+    // The service looks up key_value before the key alone, so 203.0.113.7 never reaches the per-address limit.
+    const r = imported(yaml, "masked_remote_address=ip:24:48");
+    expect(placed(r)).toEqual([
+      ["edge-203.0.113.7", ["203.0.113.7"], undefined, "global"],
+      ["edge-remote_address", undefined, ["203.0.113.7"], "ip"],
+      ["edge-198.51.100.0-24", ["198.51.100.0/24"], undefined, "global"],
+      ["edge-masked_remote_address", undefined, ["198.51.100.0/24"], ["{ ip: { v4: 24, v6: 48 } }"]],
+    ]);
+    // A range at another mask than the action's is a value the service never sends: not an address value here.
+    expect(r.report.map((i) => `${i.kind}: ${i.message}`).join("\n")).toMatch(
+      /left out: masked_remote_address=198\.51\.0\.0\/16: a limit for one masked_remote_address value/,
+    );
+  });
+});
