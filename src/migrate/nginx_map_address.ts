@@ -5,7 +5,7 @@
  * and link-local addresses are never a client's on Cloudflare (CF-Connecting-IP is the public address): they change
  * nothing, and are noted.
  */
-import { inRange, parseAddressRange } from "../rules/address_range.ts";
+import { inRange, neverAClient, parseAddressRange } from "../rules/address_range.ts";
 import type { AddressRange } from "../rules/types.ts";
 
 /** Client address ranges (CIDR text) a rule applies to (`only`) or never applies to (`except`). */
@@ -71,20 +71,4 @@ export function addressChoice(
   const except = empty.map((x) => x.range.source);
   const text = `NGINX does not limit requests from ${except.join(", ")} (an allowlist: match.except_address)`;
   return { choice: { except }, notes: [...notes, `${said}: ${text}`] };
-}
-
-const PRIVATE = [
-  "127.0.0.0/8",
-  "10.0.0.0/8",
-  "172.16.0.0/12",
-  "192.168.0.0/16",
-  "169.254.0.0/16",
-  "::1",
-  "fc00::/7",
-  "fe80::/10",
-].map((t) => parseAddressRange(t) as AddressRange);
-
-/** Loopback, private and link-local ranges, or a range wholly inside them (`172.16.0.0/12` is; `172.0.0.0/8` not). */
-function neverAClient(range: AddressRange): boolean {
-  return PRIVATE.some((p) => inside(range, p));
 }

@@ -114,8 +114,30 @@ export function readAddressRanges(e: RuleErrors, field: string, raw: Raw | undef
       typeof r === "string"
         ? parseAddressRange(r)
         : { error: `must be an address range in CIDR notation ("203.0.113.0/24"), got ${describe(r)}` };
-    if ("error" in range) e.add(name, range.error);
-    else out.push(range);
+    if ("error" in range) return e.add(name, range.error);
+    if (neverAClient(range))
+      e.warn(
+        name,
+        `${range.source} is loopback, private or link-local: on Cloudflare CF-Connecting-IP is a public address, never in it`,
+      );
+    out.push(range);
   });
   return out.length === list.length ? out : null;
+}
+
+/** Loopback, private and link-local space: no client Cloudflare connects is there (its address is public). */
+const PRIVATE: readonly AddressRange[] = [
+  "127.0.0.0/8",
+  "10.0.0.0/8",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "169.254.0.0/16",
+  "::1",
+  "fc00::/7",
+  "fe80::/10",
+].map((t) => parseAddressRange(t) as AddressRange);
+
+/** Whether `range` lies wholly inside loopback, private or link-local space. */
+export function neverAClient(range: AddressRange): boolean {
+  return PRIVATE.some((p) => range.bits >= p.bits && inRange(range.groups, p));
 }

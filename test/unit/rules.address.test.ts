@@ -55,6 +55,24 @@ describe("reading a range", () => {
   });
 });
 
+describe("a warning for ranges no Cloudflare client is in", () => {
+  it("loopback, private and link-local: valid, but CF-Connecting-IP is never there", () => {
+    const yaml = `- id: r\n  match: { identity: ip, except_address: [10.1.0.0/16, "fd00::/8", 203.0.113.0/24, 172.0.0.0/8] }\n  algorithm: gcra\n  rate: 1/s\n  burst: 1\n`;
+    const parsed = parseRules(yaml, "a.yaml");
+    expect(parsed.errors).toEqual([]);
+    expect(parsed.rules[0]!.match.exceptAddresses?.map((r) => r.source)).toEqual([
+      "10.1.0.0/16",
+      "fd00::/8",
+      "203.0.113.0/24",
+      "172.0.0.0/8",
+    ]);
+    expect(parsed.warnings.map((w) => w.replace(/^a\.yaml:\d+:\d+: /, ""))).toEqual([
+      "r.match.except_address[0]: warning: 10.1.0.0/16 is loopback, private or link-local: on Cloudflare CF-Connecting-IP is a public address, never in it",
+      "r.match.except_address[1]: warning: fd00::/8 is loopback, private or link-local: on Cloudflare CF-Connecting-IP is a public address, never in it",
+    ]);
+  });
+});
+
 describe("membership", () => {
   it.each([
     ["203.0.113.0", "203.0.113.0/28", true],
