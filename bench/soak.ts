@@ -16,7 +16,7 @@
  */
 import { type ChildProcess, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { projectParams } from "../src/algorithms/index.ts";
@@ -52,6 +52,8 @@ const USAGE =
   "  --seed S         seed of the request generator (default 1)\n" +
   "  --addresses N    client addresses the per-address routes come from (default 50; see below)\n" +
   "  --keep           keep the temp copy and its state and server log\n" +
+  "  --snapshot-at S  heap snapshots of the Worker isolate at these seconds from the start, comma-separated\n" +
+  "                   (bench/out/soak-heap-PHASE-S.heapsnapshot; bench/heap_diff.ts compares two)\n" +
   "  --publish        write the committed bench/results/soak.json and BENCHMARKS.md (default: under bench/out/)\n";
 
 function options(argv: readonly string[]) {
@@ -62,6 +64,7 @@ function options(argv: readonly string[]) {
   let seed = 1;
   let keep = false;
   let addresses = 50;
+  let snapshotAtS: number[] = [];
   const number = (flag: string, value: string | undefined, integer: boolean): number => {
     const n = Number(value);
     if (value === undefined || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
@@ -81,6 +84,7 @@ function options(argv: readonly string[]) {
     else if (arg === "--seed") seed = number(arg, argv[++i], true);
     else if (arg === "--timeout-ms") timeoutMs = number(arg, argv[++i], true);
     else if (arg === "--addresses") addresses = number(arg, argv[++i], true);
+    else if (arg === "--snapshot-at") snapshotAtS = (argv[++i] ?? "").split(",").map((s) => number(arg, s, false));
     else if (arg === "--help" || arg === "-h") {
       process.stdout.write(USAGE);
       process.exit(0);
@@ -97,6 +101,7 @@ function options(argv: readonly string[]) {
     keep,
     timeoutMs,
     addresses,
+    snapshotAtS,
   };
 }
 
@@ -754,6 +759,16 @@ async function main(): Promise<number> {
       if (mb !== null && at.phase === phase) retained.push({ ...at, mb: round(mb, 1) });
     });
   }, RETAINED_EVERY_MS);
+  // Heap snapshots asked for (`--snapshot-at`): what grows, by constructor and holder (bench/heap_diff.ts).
+  const snapshotTimers = opts.snapshotAtS.map((s) =>
+    setTimeout(() => {
+      if (phase === "down") return;
+      const path = join(BENCH_DIR, "out", `soak-heap-${phase}-${s}.heapsnapshot`);
+      const at = `${latencies.length} requests, ${distinct.addresses.size} addresses, ${objectsSeen.size} objects`;
+      mkdirSync(join(BENCH_DIR, "out"), { recursive: true });
+      void heap.snapshot(path).then((ok) => log(`soak: heap snapshot at ${s} s (${at}): ${ok ? path : "failed"}`));
+    }, s * 1000),
+  );
   const progress = setInterval(() => {
     const last = samples[samples.length - 1];
     log(
@@ -792,6 +807,7 @@ async function main(): Promise<number> {
     await Promise.all(clients);
     clearInterval(sampler);
     clearInterval(retainedSampler);
+    for (const timer of snapshotTimers) clearTimeout(timer);
     clearInterval(progress);
     sample();
     await new Promise((resolve) => setTimeout(resolve, 500)); // the last heap reading
