@@ -23,7 +23,6 @@ import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rm
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { projectParams } from "../src/algorithms/index.ts";
-import { COALESCE_MAX_KEYS } from "../src/isolate/coalesce_types.ts";
 import { CALL_MEMORY_MAX } from "../src/protocol/store.ts";
 import { loadRules } from "../src/rules/load.ts";
 import type { AlgorithmParams } from "../src/rules/types.ts";
@@ -34,6 +33,7 @@ import {
   type HeapReading,
   heapCheck,
   INSTANCE_MAX_BYTES,
+  ISOLATE_BOUNDS,
   KEY_MAX_BYTES,
   OTHER_MAX_BYTES_PER_REQUEST,
 } from "./soak/heap_check.ts";
@@ -65,7 +65,7 @@ const USAGE =
   "  --addresses N    client addresses the per-address routes come from (default 50; see below)\n" +
   "  --keep           keep the temp copy and its state and server log\n" +
   "  --snapshot-at S  heap snapshots of the Worker isolate at these seconds from the start, comma-separated\n" +
-  "                   (bench/out/soak-heap-PHASE-S.heapsnapshot; bench/heap_diff.ts compares two)\n" +
+  "                   (bench/out/soak-heap-PHASE-S.heapsnapshot; bench/heap_holders.ts compares two)\n" +
   "  --publish        write the committed bench/results/soak.json and BENCHMARKS.md (default: under bench/out/)\n";
 
 function options(argv: readonly string[]) {
@@ -1096,7 +1096,7 @@ async function main(): Promise<number> {
       levelled,
       retainedCriterion: `reported, not judged: over each phase's warm part (at least ${JUDGED_SPAN_S} s of it), the Worker isolate's JS heap after a full collection (forced every ${RETAINED_EVERY_MS / 1000} s through the inspector: what Sluice's code and its objects' records retain, and the runtime's wrappers of every object it made) against ${RETAINED_MB_PER_MIN} MB/min (least-squares fit)`,
       retainedLevelled,
-      sluiceHeapCriterion: `over each phase's warm part (at least ${JUDGED_SPAN_S} s between a heap snapshot of the Worker isolate once it is warm and one ${END_SNAPSHOT_LEAD_MS / 1000} s before its end; bench/soak/heap_check.ts): what Sluice's code keeps outside its bounded structures grows by at most ${OTHER_MAX_BYTES_PER_REQUEST} bytes per request, the coalescer's keys cost at most ${KEY_MAX_BYTES} bytes each (at most ${COALESCE_MAX_KEYS} keys), a live Durable Object instance at most ${Math.round(INSTANCE_MAX_BYTES / 1024)} KB (its record and up to ${CALL_MEMORY_MAX} call ids); the runtime's wrappers of each object it made are reported apart`,
+      sluiceHeapCriterion: `over each phase's warm part (at least ${JUDGED_SPAN_S} s between a heap snapshot of the Worker isolate once it is warm and one ${END_SNAPSHOT_LEAD_MS / 1000} s before its end; bench/soak/heap_check.ts): what Sluice's code keeps outside its bounded structures grows by at most ${OTHER_MAX_BYTES_PER_REQUEST} bytes per request, the coalescer's keys cost at most ${KEY_MAX_BYTES} bytes each (at most ${ISOLATE_BOUNDS.COALESCE_MAX_KEYS} keys), a live Durable Object instance at most ${Math.round(INSTANCE_MAX_BYTES / 1024)} KB (its record and up to ${CALL_MEMORY_MAX} call ids); the runtime's wrappers of each object it made are reported apart`,
       sluiceHeapLevelled: heapLevelled,
       sluiceHeap,
       phases: memory,

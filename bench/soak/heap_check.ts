@@ -14,13 +14,36 @@
  * A leak of a kilobyte per request is ten times the allowance; a cache filling toward its stated bound is not counted
  * against it.
  */
-import { ACCOUNT_CACHE_MAX_ENTRIES } from "../../src/isolate/account_cache.ts";
-import { BLOCKED_CACHE_MAX_ENTRIES } from "../../src/isolate/blocked_cache.ts";
-import { COALESCE_MAX_KEYS } from "../../src/isolate/coalesce_types.ts";
-import { KEY_LOOKUPS_MAX_ADDRESSES } from "../../src/isolate/key_lookups.ts";
-import { RECENT_DENIALS_MAX } from "../../src/isolate/recent_denials.ts";
 import { CALL_MEMORY_MAX } from "../../src/protocol/store.ts";
 import { countIn, type Groups, heapGroups, isSluices, loadSnapshot } from "../heap_groups.ts";
+
+/**
+ * The isolate's stated bounds (docs/production.md, "Bounded memory"), as src/isolate states them. Copied, not
+ * imported: those modules reach the Workers API, which bench code must not (test/unit/architecture.test.ts);
+ * test/unit/soak_heap_check.test.ts holds each copy to its source.
+ */
+export const ISOLATE_BOUNDS = {
+  /** src/isolate/coalesce_types.ts */
+  COALESCE_MAX_KEYS: 10_000,
+  /** src/isolate/blocked_cache.ts */
+  BLOCKED_CACHE_MAX_ENTRIES: 10_000,
+  /** src/isolate/account_cache.ts */
+  ACCOUNT_CACHE_MAX_ENTRIES: 10_000,
+  /** src/isolate/key_lookups.ts */
+  KEY_LOOKUPS_MAX_ADDRESSES: 100_000,
+  /** src/isolate/recent_denials.ts */
+  RECENT_DENIALS_MAX: 100,
+  /** src/edge/hash.ts, `RECENT_KEYS` (not exported) */
+  RECENT_KEYS: 1_024,
+} as const;
+const {
+  COALESCE_MAX_KEYS,
+  BLOCKED_CACHE_MAX_ENTRIES,
+  ACCOUNT_CACHE_MAX_ENTRIES,
+  KEY_LOOKUPS_MAX_ADDRESSES,
+  RECENT_DENIALS_MAX,
+  RECENT_KEYS,
+} = ISOLATE_BOUNDS;
 
 /**
  * What one coalescer key may cost, bytes: its KeyState, its name and rule, its closures (1.03 KB each measured in the
@@ -71,7 +94,11 @@ const BOUNDED: readonly { readonly group: string; readonly bound: string; readon
     bound: `recent denials: ${RECENT_DENIALS_MAX}`,
     ceiling: RECENT_DENIALS_MAX * CACHE_ENTRY_MAX_BYTES,
   },
-  { group: "context.recentHashes", bound: "recent key hashes: 1,024 (about 200 bytes each)", ceiling: 1_024 * 256 },
+  {
+    group: "context.recentHashes",
+    bound: `recent key hashes: ${RECENT_KEYS} (about 200 bytes each)`,
+    ceiling: RECENT_KEYS * 256,
+  },
 ];
 const isInstances = (group: string) => group.startsWith("instances of ");
 
