@@ -27,7 +27,6 @@ import {
   freePort,
   groupCpuMs,
   groupRss,
-  heapSnapshot,
   inspectHeap,
   killGroup,
   projectCopy,
@@ -322,9 +321,7 @@ async function run(kind: Kind, runtime: Runtime, results: Record<string, unknown
         snapshots.add(m);
         const path = join(ROOT, "bench", "out", `heap-${kind}-${runtime}-${m}.heapsnapshot`);
         mkdirSync(join(ROOT, "bench", "out"), { recursive: true });
-        log(
-          `memory_model: ${name}: heap snapshot at ${m} min: ${(await heapSnapshot(inspectorPort, path)) ? path : "failed"}`,
-        );
+        log(`memory_model: ${name}: heap snapshot at ${m} min: ${(await heap.snapshot(path)) ? path : "failed"}`);
       }
     }
     clearInterval(pace);

@@ -17,13 +17,15 @@
  *   request, each object's record written per call and deleted by its alarm once fresh.
  * Sampled every 2 s: workerd's RSS (and its anonymous / file / shared parts), the Worker isolate's V8 heap (used and
  * total, through the inspector), and the objects made as the client can tell (a first call, or one after 10 s idle).
- * Judged over the churn's second half: RSS slope (MB/min) and its cost per object made again.
+ * Judged over the churn's second half: RSS slope (MB/min) and its cost per object made again. `--snapshots` takes a
+ * heap snapshot of the Worker isolate as the churn starts and as it ends (bench/out/churn-heap-VARIANT-start|end
+ * .heapsnapshot; bench/heap_holders.ts names what grew between them).
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { seeded } from "../test/support/random.ts";
 import { BARE_FETCH, bareCounterWorker, bareToml, bareWorkerCopy, ipv6Of } from "./bare_worker.ts";
-import { log, QUICK, round, writeResult } from "./common.ts";
+import { BENCH_DIR, log, QUICK, round, writeResult } from "./common.ts";
 import {
   dropBuildStep,
   freePort,
@@ -50,6 +52,7 @@ const VARIANTS = (() => {
   const i = process.argv.indexOf("--variants");
   return i < 0 ? ["bare + alarm", "sluice"] : process.argv[i + 1]!.split(",").map((v) => v.replace("+", " + "));
 })();
+const SNAPSHOTS = process.argv.includes("--snapshots");
 const MAX_IN_FLIGHT = 64;
 const SAMPLE_MS = 2_000;
 const IDLE_EVICTION_MS = 10_000;
@@ -259,7 +262,18 @@ async function measure(name: string, dir: string, extra: readonly string[]) {
     phase = "churn";
     const warmS = (Date.now() - t0) / 1000;
     log(`object_churn: ${name}: ${KEYS} objects warm in ${round(warmS, 1)} s; churning for ${CHURN_MS / 1000} s`);
+    const snapshot = async (at: string) => {
+      if (!SNAPSHOTS) return;
+      mkdirSync(join(BENCH_DIR, "out"), { recursive: true });
+      const path = join(BENCH_DIR, "out", `churn-heap-${name.replaceAll(" ", "")}-${at}.heapsnapshot`);
+      const ok = await heap.snapshot(path);
+      log(
+        `object_churn: ${name}: heap snapshot (${calls} calls, ${objectsMade} objects made): ${ok ? path : "failed"}`,
+      );
+    };
+    await snapshot("start");
     await drive(() => (random() < 0.5 ? hot() : Math.floor(random() * KEYS)), Date.now() + CHURN_MS);
+    await snapshot("end");
     clearInterval(sampler);
     sample();
     await new Promise((resolve) => setTimeout(resolve, 500)); // the last heap reading

@@ -294,6 +294,15 @@ interface SoakMemoryPhase {
   retainedHeap?: { readings: [number, number][]; slopeMbPerMin: number | null; levelled: boolean | null };
   levelled: boolean | null;
 }
+/** bench/soak/heap_check.ts's figures for one warm phase. */
+interface SoakHeapCheck {
+  spanS: number;
+  requests: number;
+  other: { startMb: number; endMb: number; bytesPerRequest: number };
+  coalescer: { keys: [number, number]; mb: [number, number]; bytesPerKey: number; ceilingMb: number };
+  instances: { live: [number, number]; mb: [number, number]; bytesPerObject: number };
+  runtime: { mb: [number, number]; storageHandles: [number, number] };
+}
 const soak = load<{
   durationS: number;
   concurrency: number;
@@ -318,6 +327,9 @@ const soak = load<{
     levelled: boolean | null;
     retainedCriterion?: string;
     retainedLevelled?: boolean | null;
+    sluiceHeapCriterion?: string;
+    sluiceHeapLevelled?: boolean | null;
+    sluiceHeap?: { phase: string; levelled: boolean | null; check: SoakHeapCheck | null }[];
     phases: SoakMemoryPhase[];
   };
   failedDecisions?: { total: number; failOpen: number; failClosed503: number; sqliteNomemLines: number };
@@ -355,9 +367,24 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
   const retainedVerdict =
     d.memory.retainedLevelled === undefined || d.memory.retainedLevelled === null
       ? "not judged"
-      : d.memory.retainedLevelled
-        ? "levels off"
-        : "grows";
+      : d.memory.sluiceHeapCriterion !== undefined
+        ? d.memory.retainedLevelled
+          ? "under it"
+          : "over it"
+        : d.memory.retainedLevelled
+          ? "levels off"
+          : "grows";
+  const sluiceHeapText = (m: { phase: string; check: SoakHeapCheck | null }) => {
+    const c = m.check;
+    if (c === null) return `${m.phase} the crash: no snapshots`;
+    return `${m.phase} the crash (${c.spanS} s, ${c.requests} requests between the snapshots): outside its bounded structures ${c.other.startMb} -> ${c.other.endMb} MB (**${c.other.bytesPerRequest} bytes per request**); the coalescer ${c.coalescer.keys[0]} -> ${c.coalescer.keys[1]} keys, ${c.coalescer.mb[0]} -> ${c.coalescer.mb[1]} MB (**${c.coalescer.bytesPerKey} bytes per key**, ${c.coalescer.ceilingMb} MB at its bound); the Durable Objects' instances ${c.instances.live[0]} -> ${c.instances.live[1]} live, ${c.instances.mb[0]} -> ${c.instances.mb[1]} MB (**${c.instances.bytesPerObject} bytes per live object**); the runtime's part ${c.runtime.mb[0]} -> ${c.runtime.mb[1]} MB (its wrappers of the objects it made: ${c.runtime.storageHandles[0]} -> ${c.runtime.storageHandles[1]})`;
+  };
+  const sluiceHeapVerdict =
+    d.memory.sluiceHeapLevelled === undefined || d.memory.sluiceHeapLevelled === null
+      ? "not judged (a warm phase under a minute, or a snapshot missing)"
+      : d.memory.sluiceHeapLevelled
+        ? "within its bounds"
+        : "over its bounds";
   const phaseText = (m: SoakMemoryPhase) =>
     m.warmAtS === null
       ? `${m.phase} the crash: ${m.startMb} -> ${m.endMb} MB (max ${m.maxMb}), ${m.warmupSlopeMbPerMin} MB/min, its warm-up sweep unfinished${heapText(m)}`
@@ -385,10 +412,15 @@ if (section("6. Soak: load, a crash, and nothing lost (npm run soak)", soak) && 
             .map((r) => `${r.class} at ${when(r)}, ${r.method} ${r.kind}: ${r.status} \`${r.body.slice(0, 80)}\``)
             .join("; ")})`
     }. wrangler dev's own "worker restarted mid-request" 503 (its proxy's answer, by its exact text, when its local runtime restarts with a non-GET request in flight; not Sluice's): ${five.counts.wrangler_dev_restart ?? 0}${restarts.length === 0 ? "" : `, at ${[...new Set(restarts.map(when))].slice(0, 6).join(", ")}`}; wrangler dev reloaded its runtime mid-run (from its debug log) ${(d.wranglerReloads ?? []).length} time(s)${(d.wranglerReloads ?? []).length === 0 ? "" : `, at ${(d.wranglerReloads ?? []).map((r) => `${r.atS} s`).join(", ")}`}.`,
+    ...(d.memory.sluiceHeapCriterion === undefined || d.memory.sluiceHeap === undefined
+      ? []
+      : [
+          `- **Sluice's own memory** (${d.memory.sluiceHeapCriterion}): ${d.memory.sluiceHeap.map(sluiceHeapText).join("; ")}: ${sluiceHeapVerdict}.`,
+        ]),
     ...(d.memory.retainedCriterion === undefined
       ? []
       : [
-          `- **Sluice's own memory** (${d.memory.retainedCriterion}): ${d.memory.phases.map(retainedText).join("; ")}: ${retainedVerdict}.`,
+          `- **${d.memory.sluiceHeapCriterion === undefined ? "Sluice's own memory" : "The Worker isolate's retained heap"}** (${d.memory.retainedCriterion}): ${d.memory.phases.map(retainedText).join("; ")}: ${retainedVerdict}.`,
         ]),
     `- **Memory** (RSS of workerd; ${d.memory.criterion ?? "levels off"}): ${d.memory.phases.map(phaseText).join("; ")}: ${verdict}.`,
     "",

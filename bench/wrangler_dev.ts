@@ -182,23 +182,42 @@ interface DevtoolsSocket {
   close(): void;
 }
 
+/** What `inspectHeap` reads through one devtools connection (wrangler dev's inspector proxy takes one at a time). */
+export interface HeapInspector {
+  heapMb: () => Promise<number | null>;
+  heapTotalMb: () => number | null;
+  retainedMb: () => Promise<number | null>;
+  /** A heap snapshot (devtools .heapsnapshot, after a full collection) written to `path`; false if not taken. */
+  snapshot: (path: string, timeoutMs?: number) => Promise<boolean>;
+  close: () => void;
+}
+
+interface DevtoolsMessage {
+  id?: number;
+  method?: string;
+  params?: { chunk?: string };
+  result?: { usedSize?: number; totalSize?: number };
+}
+
 /**
  * The JS heap of wrangler dev's Worker isolate (the Worker and its Durable Objects, one isolate), read through its
  * devtools inspector (`--inspector-port`): what the Worker's own code keeps, apart from the runtime's native memory
  * that RSS also counts. `null` from `heapMb` when the inspector cannot be reached; `heapTotalMb`: V8's whole heap at
- * the last reading (what it holds from the system, used or not).
+ * the last reading (what it holds from the system, used or not). wrangler dev's inspector proxy closes a second
+ * devtools connection at once ("only one can be connected at a time"), so snapshots go through this one too.
  */
-export async function inspectHeap(inspectorPort: number): Promise<{
-  heapMb: () => Promise<number | null>;
-  heapTotalMb: () => number | null;
-  retainedMb: () => Promise<number | null>;
-  close: () => void;
-}> {
-  const none = { heapMb: async () => null, heapTotalMb: () => null, retainedMb: async () => null, close: () => {} };
+export async function inspectHeap(inspectorPort: number): Promise<HeapInspector> {
+  const none: HeapInspector = {
+    heapMb: async () => null,
+    heapTotalMb: () => null,
+    retainedMb: async () => null,
+    snapshot: async () => false,
+    close: () => {},
+  };
   try {
     const WebSocket = createRequire(import.meta.url)("ws") as new (
       url: string,
-      options: { headers: Record<string, string> },
+      options: { headers: Record<string, string>; maxPayload?: number },
     ) => DevtoolsSocket;
     const json = await fetch(`http://127.0.0.1:${inspectorPort}/json`, { signal: AbortSignal.timeout(10_000) });
     const targets = (await json.json()) as {
@@ -221,51 +240,73 @@ export async function inspectHeap(inspectorPort: number): Promise<{
         reject(error);
       });
     });
-    let id = 0;
-    const waiting = new Map<number, (result: { usedSize?: number; totalSize?: number } | undefined) => void>();
-    /** V8's heap as allocated from the system (used and free), MB, at the last reading. */
-    let totalMb: number | null = null;
-    socket.on("message", (data) => {
-      const message = JSON.parse(String(data)) as { id?: number; result?: { usedSize?: number; totalSize?: number } };
-      if (message.id !== undefined) waiting.get(message.id)?.(message.result);
-      if (message.id !== undefined) waiting.delete(message.id);
-    });
-    let open = true;
-    socket.on("close", () => {
-      open = false;
-      for (const answer of waiting.values()) answer(undefined);
-    });
-    /** One devtools call; its result, or undefined if the socket closed or it took over `timeoutMs`. */
-    const call = (method: string, timeoutMs: number) =>
-      new Promise<{ usedSize?: number; totalSize?: number } | undefined>((resolve) => {
-        if (!open) return resolve(undefined);
-        const i = ++id;
-        const timer = setTimeout(() => resolve(undefined), timeoutMs);
-        waiting.set(i, (result) => {
-          clearTimeout(timer);
-          resolve(result);
-        });
-        socket.send(JSON.stringify({ id: i, method }));
-      });
-    const usage = async () => {
-      const result = await call("Runtime.getHeapUsage", 2_000);
-      totalMb = result?.totalSize === undefined ? null : result.totalSize / 1_048_576;
-      return result?.usedSize === undefined ? null : result.usedSize / 1_048_576;
-    };
-    return {
-      heapMb: usage,
-      heapTotalMb: () => totalMb,
-      /**
-       * The heap still in use after a full garbage collection (`HeapProfiler.collectGarbage`): what the Worker's code
-       * and its objects' records actually retain, without the garbage a reading between collections also counts. The
-       * collection pauses the isolate for a moment; `null` when it could not be read.
-       */
-      retainedMb: async () => ((await call("HeapProfiler.collectGarbage", 10_000)) === undefined ? null : usage()),
-      close: () => socket.close(),
-    };
+    return devtoolsHeap(socket);
   } catch {
     return none;
   }
+}
+
+/** `inspectHeap`'s readings over an open devtools socket. */
+function devtoolsHeap(socket: DevtoolsSocket): HeapInspector {
+  let id = 0;
+  const waiting = new Map<number, (message: DevtoolsMessage | undefined) => void>();
+  /** The chunks of the heap snapshot being taken, if one is. */
+  let chunks: string[] | null = null;
+  /** V8's heap as allocated from the system (used and free), MB, at the last reading. */
+  let totalMb: number | null = null;
+  socket.on("message", (data) => {
+    const message = JSON.parse(String(data)) as DevtoolsMessage;
+    if (message.method === "HeapProfiler.addHeapSnapshotChunk") chunks?.push(message.params?.chunk ?? "");
+    if (message.id !== undefined) waiting.get(message.id)?.(message);
+    if (message.id !== undefined) waiting.delete(message.id);
+  });
+  let open = true;
+  socket.on("close", () => {
+    open = false;
+    for (const answer of waiting.values()) answer(undefined);
+  });
+  /** One devtools call; its answer, or undefined if the socket closed or it took over `timeoutMs`. */
+  const call = (method: string, timeoutMs: number, params?: object) =>
+    new Promise<DevtoolsMessage | undefined>((resolve) => {
+      if (!open) return resolve(undefined);
+      const i = ++id;
+      const timer = setTimeout(() => resolve(undefined), timeoutMs);
+      waiting.set(i, (message) => {
+        clearTimeout(timer);
+        resolve(message);
+      });
+      socket.send(JSON.stringify({ id: i, method, params }));
+    });
+  const usage = async () => {
+    const result = (await call("Runtime.getHeapUsage", 2_000))?.result;
+    totalMb = result?.totalSize === undefined ? null : result.totalSize / 1_048_576;
+    return result?.usedSize === undefined ? null : result.usedSize / 1_048_576;
+  };
+  return {
+    heapMb: usage,
+    heapTotalMb: () => totalMb,
+    /**
+     * The heap still in use after a full garbage collection (`HeapProfiler.collectGarbage`): what the Worker's code
+     * and its objects' records actually retain, without the garbage a reading between collections also counts. The
+     * collection pauses the isolate for a moment; `null` when it could not be read.
+     */
+    retainedMb: async () => ((await call("HeapProfiler.collectGarbage", 10_000)) === undefined ? null : usage()),
+    snapshot: async (path, timeoutMs = 120_000) => {
+      if (chunks !== null) return false; // one at a time
+      chunks = [];
+      try {
+        // Without `enable` first, workerd never answers the snapshot; it answers after the last chunk.
+        await call("HeapProfiler.enable", 10_000);
+        const done = await call("HeapProfiler.takeHeapSnapshot", timeoutMs, { reportProgress: false });
+        if (done === undefined) return false;
+        writeFileSync(path, chunks.join(""));
+        return true;
+      } finally {
+        chunks = null;
+      }
+    },
+    close: () => socket.close(),
+  };
 }
 
 /**
@@ -310,51 +351,6 @@ export async function profileIsolate(inspectorPort: number, during: () => Promis
     await during();
     const result = (await call("Profiler.stop")) as { profile?: unknown } | undefined;
     return result?.profile ?? null;
-  } finally {
-    socket.close();
-  }
-}
-
-/**
- * A heap snapshot of the Worker isolate through its devtools inspector (`HeapProfiler.takeHeapSnapshot`, which
- * collects garbage first), written to `path` in the devtools format (a .heapsnapshot; bench/heap_diff.ts compares
- * two). `false` when the inspector cannot be reached or the snapshot did not finish within `timeoutMs`.
- */
-export async function heapSnapshot(inspectorPort: number, path: string, timeoutMs = 120_000): Promise<boolean> {
-  const WebSocket = createRequire(import.meta.url)("ws") as new (
-    url: string,
-    options: { headers: Record<string, string>; maxPayload?: number },
-  ) => DevtoolsSocket;
-  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
-    webSocketDebuggerUrl: string;
-  }[];
-  const url = targets[0]?.webSocketDebuggerUrl;
-  if (url === undefined) return false;
-  const socket = new WebSocket(url, { headers: { Origin: "http://localhost" } });
-  await new Promise((resolve, reject) => {
-    socket.on("open", () => resolve(undefined));
-    socket.on("error", (error) => reject(error));
-  });
-  const chunks: string[] = [];
-  try {
-    return await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
-      socket.on("message", (data) => {
-        const message = JSON.parse(String(data)) as { id?: number; method?: string; params?: { chunk?: string } };
-        if (message.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(message.params?.chunk ?? "");
-        // workerd answers the snapshot's call after its last chunk (echoing the call rather than an empty result).
-        if (message.id === 2) {
-          clearTimeout(timer);
-          writeFileSync(path, chunks.join(""));
-          resolve(true);
-        }
-      });
-      // Without `enable` first, workerd never answers the snapshot.
-      socket.send(JSON.stringify({ id: 1, method: "HeapProfiler.enable" }));
-      socket.send(
-        JSON.stringify({ id: 2, method: "HeapProfiler.takeHeapSnapshot", params: { reportProgress: false } }),
-      );
-    });
   } finally {
     socket.close();
   }
