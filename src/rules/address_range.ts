@@ -114,7 +114,10 @@ export function readAddressRanges(e: RuleErrors, field: string, raw: Raw | undef
       typeof r === "string"
         ? parseAddressRange(r)
         : { error: `must be an address range in CIDR notation ("203.0.113.0/24"), got ${describe(r)}` };
-    if ("error" in range) return e.add(name, range.error);
+    if ("error" in range) {
+      e.add(name, range.error);
+      return;
+    }
     if (neverAClient(range))
       e.warn(
         name,
