@@ -8,6 +8,7 @@
  */
 import type { MatchCondition } from "../rules/types.ts";
 import type { Directive } from "./nginx_conf.ts";
+import { geoLines } from "./nginx_geo.ts";
 import { GEOIP_AS, type Geoip2Binding, readGeoip2 } from "./nginx_geoip.ts";
 import type { AddressChoice } from "./nginx_map_address.ts";
 import { isConcatenation, overFlags } from "./nginx_map_concat.ts";
@@ -168,8 +169,8 @@ function throughMaps(name: string, given: NginxMap, maps: Maps): Expanded {
 /**
  * A map over a `geo` variable (`geo $limited { default 1; 10.0.0.0/8 0; }` then `map $limited $key { 0 ""; 1
  * $binary_remote_addr; }`: NGINX's allowlist) as the map over the client address it amounts to: each range gives
- * what the map gives its geo value (`byAddress` then decides). A geo over another variable, or with `ranges`,
- * `include`, `proxy` or `delete`, is refused; a map that reads a geo's values by regex stays as it is (refused there).
+ * what the map gives its geo value (`byAddress` then decides; nginx_geo.ts reads `ranges` and `proxy`). A geo over
+ * another variable, or with `delete`, is refused; a map that reads a geo's values by regex stays as it is.
  */
 function overGeo(name: string, map: NginxMap, maps: Maps): NginxMap | { readonly refused: string } {
   const geoName = /^\$\{?([A-Za-z0-9_]+)\}?$/.exec(map.source)?.[1] ?? "";
@@ -180,19 +181,17 @@ function overGeo(name: string, map: NginxMap, maps: Maps): NginxMap | { readonly
   if (args.length === 2 && !/^\$(binary_)?remote_addr$/.test(args[0]!)) {
     return { refused: `${said} of ${args[0]}): a Sluice rule cannot match on ranges of its value` };
   }
-  const lines = block ?? [];
-  const odd = lines.find((e) => GEO_WORDS.has(e.name) || e.args.length !== 1);
-  if (odd !== undefined) {
-    return { refused: `${said}): its \`${odd.name}\` is not read here; write its ranges as CIDRs to import it` };
-  }
+  const lines = geoLines(block ?? []);
+  if ("refused" in lines) return { refused: `${said}): ${lines.refused}` };
   const mapped = (v: string) => map.entries.find((e) => e.value === v)?.result ?? map.fallback;
   return {
     source: "$remote_addr",
-    entries: lines.filter((e) => e.name !== "default").map((e) => ({ value: e.name, result: mapped(e.args[0]!) })),
-    fallback: mapped(lines.find((e) => e.name === "default")?.args[0] ?? ""),
+    entries: lines.entries.map((e) => ({ value: e.value, result: mapped(e.result) })),
+    fallback: mapped(lines.fallback),
     at: map.at,
     said: `${said}, by client address)`,
     cidr: true,
+    ...(lines.notes.length === 0 ? {} : { notes: lines.notes }),
   };
 }
 
@@ -219,9 +218,6 @@ function overMaps(name: string, map: NginxMap, maps: Maps, depth = 0): NginxMap 
   };
   return overMaps(name, composed, maps, depth + 1);
 }
-
-/** Words of a `geo` block this import does not read (address ranges written as starts and ends, other files, ...). */
-const GEO_WORDS = new Set(["ranges", "include", "proxy", "proxy_recursive", "delete"]);
 
 function expandOne(name: string, map: NginxMap, maps: Maps): Expanded {
   const said = map.said ?? `map ${map.source} $${name}`;

@@ -23,6 +23,8 @@ export interface NginxMap {
   readonly said?: string;
   /** Its values are a geo's CIDR ranges (the longest that holds an address wins), not a map's text. */
   readonly cidr?: true;
+  /** What the report says of the geo's lines beyond its ranges (its `proxy` lines). */
+  readonly notes?: readonly string[];
 }
 
 /**
@@ -327,7 +329,8 @@ function methodsOf(value: string): string[] | null {
 function byAddress(shape: MapShape): Expanded {
   const got = addressChoice(shape.map.entries, shape.map.fallback, shape.said, shape.map.cidr === true);
   if ("refused" in got) return got;
-  return ok(shape.keys[0]!, { notes: [...got.notes], ...(got.choice === null ? {} : { addresses: got.choice }) });
+  const notes = [...(shape.map.notes ?? []).map((n) => `${shape.said}: ${n}`), ...got.notes];
+  return ok(shape.keys[0]!, { notes, ...(got.choice === null ? {} : { addresses: got.choice }) });
 }
 
 /**

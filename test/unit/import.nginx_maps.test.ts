@@ -148,6 +148,18 @@ server { limit_req zone=a; }
     expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
   });
 
+  it("ranges as starts and ends: each as the CIDR blocks that cover it; proxy lines noted", () => {
+    const r = allowlist(
+      "geo $limit { ranges; default 1; proxy 192.0.2.1; 10.0.0.0-10.255.255.255 0; 203.0.113.1-203.0.113.14 0; }",
+    );
+    expect(r.rules.map((x) => x.match.except_address)).toEqual([
+      ["203.0.113.1/32", "203.0.113.2/31", "203.0.113.4/30", "203.0.113.8/30", "203.0.113.12/31", "203.0.113.14/32"],
+    ]);
+    expect(said(r).join("\n")).toMatch(
+      /its proxy lines: NGINX reads the client from X-Forwarded-For behind these proxies/,
+    );
+  });
+
   it.each([
     [
       "a limited range inside an exempt one (geo takes the longest)",
@@ -155,10 +167,11 @@ server { limit_req zone=a; }
       /203\.0\.113\.128\/25 gets the key inside 203\.0\.113\.0\/24, which does not: a rule cannot apply inside a range it leaves out/,
     ],
     [
-      "ranges as starts and ends",
-      "geo $limit { ranges; default 1; 10.0.0.0-10.255.255.255 0; }",
-      /over geo \$limit\): its `ranges` is not read here/,
+      "overlapping ranges",
+      "geo $limit { ranges; default 1; 203.0.113.0-203.0.113.20 0; 203.0.113.10-203.0.113.30 0; }",
+      /its 203\.0\.113\.10-203\.0\.113\.30 overlaps another of its ranges/,
     ],
+    ["a delete", "geo $limit { default 1; 203.0.113.0/24 0; delete 203.0.113.0/28; }", /its `delete` is not read here/],
     [
       "a geo of a header",
       "geo $http_x_real_ip $limit { default 1; 10.0.0.0/8 0; }",
