@@ -32,7 +32,8 @@ export interface ZoneSpec {
     | "$concat_key"
     | "$exempt_key"
     | "$route_key"
-    | "$geo_key";
+    | "$geo_key"
+    | "$geotier_key";
 }
 
 export interface LimitSpec {
@@ -88,6 +89,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "exempt", amount: 5, unit: "s", key: "$exempt_key" },
   { name: "byroute", amount: 5, unit: "s", key: "$route_key" },
   { name: "geo", amount: 5, unit: "s", key: "$geo_key" },
+  { name: "geotier", amount: 5, unit: "s", key: "$geotier_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -339,6 +341,23 @@ export const CASES: readonly Case[] = [
       { at: 405, from: "203.0.113.15" },
     ],
   },
+  // A geo whose map gives several keys (GEO_TIER_MAP): the partner's /24 one budget together, the office none, every
+  // other client its own; in Sluice one rule per key, by match.address and match.except_address.
+  {
+    path: "/geotier/",
+    location: "own",
+    limits: [{ zone: "geotier", burst: 1, delay: "nodelay" }],
+    schedule: [
+      { at: 0, from: "198.51.100.1" },
+      { at: 0, from: "198.51.100.2" },
+      { at: 0, from: "198.51.100.3" },
+      ...[3, 3, 3].map((t) => ({ at: t, from: "203.0.113.9" })),
+      ...[5, 5, 5].map((t) => ({ at: t, from: "192.0.2.44" })),
+      { at: 7, from: "192.0.2.45" },
+      { at: 400, from: "198.51.100.200" },
+      { at: 405, from: "198.51.100.201" },
+    ],
+  },
 ];
 
 function limitText(l: LimitSpec): string {
@@ -369,6 +388,7 @@ ${CONCAT_MAPS}
 ${EXEMPT_MAP}
 ${ROUTE_MAP}
 ${GEO_MAP}
+${GEO_TIER_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -439,6 +459,21 @@ const GEO_MAP = `  geo $geo_limited {
   }
   map $geo_limited $geo_key { 0 ""; 1 $binary_remote_addr; }`;
 
+/** The /geotier/ case's geo and map: a partner's /24 shares one key, the office has none, others their address. */
+const GEO_TIER_MAP = `  geo $geotier {
+    default free;
+    198.51.100.0/24 partner;
+    203.0.113.0/28 office;
+  }
+  map $geotier $geotier_key { free $binary_remote_addr; partner "partner"; office ""; }`;
+
+/** What GEO_TIER_MAP gives a client. */
+function geoTierKey(address: string): string {
+  if (address.startsWith("198.51.100.")) return "partner";
+  const office = /^203\.0\.113\.(\d+)$/.exec(address);
+  return office !== null && Number(office[1]) < 16 ? "" : address;
+}
+
 /** What GEO_MAP gives a client: empty in the office's ranges, else its address. */
 function geoKey(address: string): string {
   const office = /^203\.0\.113\.(\d+)$/.exec(address);
@@ -501,7 +536,9 @@ export function modelLimits(
                         ? routeKey(uri, tenant ?? "")
                         : spec.key === "$geo_key"
                           ? geoKey(from ?? CLIENT)
-                          : SERVER_NAME;
+                          : spec.key === "$geotier_key"
+                            ? geoTierKey(from ?? CLIENT)
+                            : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

@@ -52,10 +52,14 @@ export type Expanded =
   | { readonly variants: readonly Variant[]; readonly notes: string[] }
   | { readonly refused: string };
 
-/** One key of a map giving several: the conditions, and (a map by path or method) the routes, that pick its requests. */
+/**
+ * One key of a map giving several: the conditions, and (a map by path or method) the routes, or (by the client
+ * address) the address ranges, that pick its requests.
+ */
 export interface Variant {
   readonly key: string;
   readonly conditions: readonly MatchCondition[];
+  readonly addresses?: AddressChoice;
   readonly except?: readonly string[];
   readonly only?: readonly string[] | null;
 }
@@ -96,6 +100,7 @@ export function bySource(shape: MapShape): Expanded {
       refused: `${shape.said}: $${v} gives a country's name, which GeoIP databases spell their own way, and Cloudflare the two-letter code (request.cf.country): map $geoip_country_code instead`,
     };
   }
+  if (v === "remote_addr" && shape.keys.length > 1) return keysByAddress(shape);
   if (shape.keys.length > 1) return severalKeys(shape);
   if (v === "uri" || v === "document_uri") return byPath(shape);
   if (v === "request_method") return byMethod(shape);
@@ -323,6 +328,21 @@ function methodsOf(value: string): string[] | null {
   const m = /^~(\*?)\^\(?([A-Za-z|]+)\)?\$$/.exec(value);
   if (m === null || (m[1] === "" && m[2] !== m[2]!.toUpperCase())) return null;
   return m[2]!.split("|").map((x) => x.toUpperCase());
+}
+
+/** `map $remote_addr` (or over a `geo`) giving several keys: one rule per key, on the clients that get it. */
+function keysByAddress(shape: MapShape): Expanded {
+  const { map, said } = shape;
+  const variants: Variant[] = [];
+  const notes: string[] = [`${said} gives ${shape.keys.join(", ")} by the client address: one rule per key`];
+  for (const key of shape.keys) {
+    const entries = map.entries.map((e) => ({ value: e.value, result: e.result === key ? key : "" }));
+    const got = addressChoice(entries, map.fallback === key ? key : "", `${said}, ${key}`, map.cidr === true);
+    if ("refused" in got) return got;
+    notes.push(...got.notes.filter((n) => !notes.includes(n)));
+    variants.push({ key, conditions: [], ...(got.choice === null ? {} : { addresses: got.choice }) });
+  }
+  return { variants, notes };
 }
 
 /** `map $remote_addr` (or over a `geo`): the clients that get the key (nginx_map_address.ts). */

@@ -40,7 +40,10 @@ export interface ZoneLike {
 }
 
 /** One key of a map that gives several: how it counts, and the requests that get it. */
-export type ZoneVariant = Pick<ZoneLike, "identity" | "key" | "keyMissing" | "conditions" | "except" | "only">;
+export type ZoneVariant = Pick<
+  ZoneLike,
+  "identity" | "key" | "keyMissing" | "conditions" | "except" | "only" | "addresses"
+>;
 
 /** A `limit_req_zone`: its key's identity (or why there is none) and its rate. */
 export interface Zone extends ZoneLike {
@@ -155,6 +158,7 @@ function variantsOf(expanded: Extract<ReturnType<typeof expandMaps>, { variants:
       conditions: v.conditions,
       ...(v.except === undefined || v.except.length === 0 ? {} : { except: v.except }),
       ...(v.only == null ? {} : { only: v.only }),
+      ...(v.addresses === undefined ? {} : { addresses: v.addresses }),
     });
     if (counted.why !== "") whys.push(`${v.key}: ${counted.why}`);
     inexact ||= counted.inexact === true;

@@ -148,6 +148,18 @@ server { limit_req zone=a; }
     expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
   });
 
+  it("a geo giving several keys: one rule per key, on the clients that get it", () => {
+    const r = allowlist(
+      "geo $limit { default free; 198.51.100.0/24 partner; 203.0.113.0/28 office; }",
+      'map $limit $limit_key { free $binary_remote_addr; partner "partner"; office ""; }',
+    );
+    expect(r.rules.map((x) => [x.match.address, x.match.except_address, x.key ?? x.match.identity])).toEqual([
+      [["198.51.100.0/24"], undefined, "global"],
+      [undefined, ["198.51.100.0/24", "203.0.113.0/28"], "ip"],
+    ]);
+    expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
+  });
+
   it("ranges as starts and ends: each as the CIDR blocks that cover it; proxy lines noted", () => {
     const r = allowlist(
       "geo $limit { ranges; default 1; proxy 192.0.2.1; 10.0.0.0-10.255.255.255 0; 203.0.113.1-203.0.113.14 0; }",
