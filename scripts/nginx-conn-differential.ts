@@ -25,6 +25,7 @@ import {
   LOOPBACK as HOST,
   nginxOrHowToInstall,
   nginxPreamble,
+  replayedLog,
   sluice,
   startNginx,
   stopNginx,
@@ -222,12 +223,7 @@ async function main(): Promise<number> {
     const live = await runSchedule(port, origin, dir, seed);
     await stopNginx(nginx);
     nginx = null;
-    const trace = join(dir, "trace.csv");
-    writeFileSync(trace, sluice(["trace", "from", "nginx", join(dir, "access.log"), "--conf", conf]).stdout);
-    const replayed = sluice(["simulate", "--rules", rules, "--trace", trace])
-      .stdout.trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as SluiceAnswer);
+    const replayed = replayedLog<SluiceAnswer>(dir, conf, rules);
     return judge(live, accessLogLines(dir), replayed);
   } finally {
     if (nginx !== null) nginx.kill("SIGKILL");

@@ -20,6 +20,7 @@ import {
   LOOPBACK,
   nginxOrHowToInstall,
   nginxPreamble,
+  replayedLog,
   sluice,
   startNginx,
   statusOf,
@@ -62,12 +63,7 @@ async function run(binary: string, emptyKey: boolean, paths: readonly string[]) 
     for (const path of paths) statuses.push(await statusOf(port, path));
     await stopNginx(nginx);
     nginx = null;
-    const trace = join(dir, "trace.csv");
-    writeFileSync(trace, sluice(["trace", "from", "nginx", join(dir, "access.log"), "--conf", conf]).stdout);
-    const replayed = sluice(["simulate", "--rules", rules, "--trace", trace])
-      .stdout.trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { path: string; verdict: string });
+    const replayed = replayedLog<{ path: string; verdict: string }>(dir, conf, rules);
     const logged = accessLogLines(dir).filter((l) => !l.includes("/ready"));
     return { report, statuses, replayed, logged };
   } finally {

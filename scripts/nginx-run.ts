@@ -5,7 +5,7 @@
  * run the `sluice` CLI.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -103,4 +103,14 @@ export function sluice(args: string[]): { stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, ["bin/sluice.mjs", ...args], { encoding: "utf8", maxBuffer: 1 << 26 });
   if (r.status !== 0) throw new Error(`sluice ${args.join(" ")} exited ${r.status}:\n${r.stderr}`);
   return { stdout: r.stdout, stderr: r.stderr };
+}
+
+/** NGINX's access log in `dir` as a request trace (`trace from nginx --conf`), replayed on `rules` by `simulate`. */
+export function replayedLog<T>(dir: string, conf: string, rules: string): T[] {
+  const trace = join(dir, "trace.csv");
+  writeFileSync(trace, sluice(["trace", "from", "nginx", join(dir, "access.log"), "--conf", conf]).stdout);
+  return sluice(["simulate", "--rules", rules, "--trace", trace])
+    .stdout.trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as T);
 }
