@@ -5,14 +5,15 @@
  * `check` path (src/edge/judge.ts gives the request's address to src/request/match.ts); and the replay engine
  * decides as the gateway on a generated request stream (a trace line's `address` column).
  */
-import { env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { checkRequest } from "../../src/edge/binding.ts";
 import { settingsOf } from "../../src/edge/settings.ts";
 import { Replayer } from "../../src/replay/engine.ts";
 import type { RequestLine } from "../../src/replay/request_trace.ts";
 import { compileRules } from "../../src/request/match.ts";
-import { gatewayFetch, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, isolate, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -63,6 +64,25 @@ describe("match.address and match.except_address through the gateway", () => {
       expect((await gatewayFetch(rules, get(a, "/v2/x"))).status).toBe(200);
     expect((await gatewayFetch(rules, get("198.51.100.9", "/v2/x"))).status).toBe(429);
     expect((await gatewayFetch(rules, get("198.51.101.9", "/v2/x"))).status).toBe(200);
+  });
+});
+
+describe("the service binding's check decides by the address it is given", () => {
+  it.each<[string, number]>([
+    ["an office address: never counted", 200],
+    ["the next address: counted, its third request refused", 429],
+  ])("%s", async (name, third) => {
+    const rules = compileRules(resolvedFrom(yaml()));
+    const address = name.startsWith("an office") ? "203.0.113.4" : "203.0.113.40";
+    setNow(T0);
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const ctx = createExecutionContext();
+      const input = { url: "https://api.example.com/v1/things", headers: { "CF-Connecting-IP": address } };
+      statuses.push((await checkRequest(input, { env, ctx, rules, isolate })).status);
+      await waitOnExecutionContext(ctx);
+    }
+    expect(statuses).toEqual([200, 200, third]);
   });
 });
 
