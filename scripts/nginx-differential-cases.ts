@@ -33,7 +33,8 @@ export interface ZoneSpec {
     | "$exempt_key"
     | "$route_key"
     | "$geo_key"
-    | "$geotier_key";
+    | "$geotier_key"
+    | "$rx_key";
 }
 
 export interface LimitSpec {
@@ -90,6 +91,7 @@ export const ZONES: readonly ZoneSpec[] = [
   { name: "byroute", amount: 5, unit: "s", key: "$route_key" },
   { name: "geo", amount: 5, unit: "s", key: "$geo_key" },
   { name: "geotier", amount: 5, unit: "s", key: "$geotier_key" },
+  { name: "rxmap", amount: 5, unit: "s", key: "$rx_key" },
   // Only for the readiness probe, which must not spend the server's limit.
   { name: "ready", amount: 1000, unit: "s", key: "$binary_remote_addr" },
 ];
@@ -358,6 +360,19 @@ export const CASES: readonly Case[] = [
       { at: 405, from: "198.51.100.201" },
     ],
   },
+  // A map of the address by text (RX_MAP): an address string, then regexes in order, the first that matches wins
+  // (203.0.113.5's own regex comes after the /24's, so it never matches); in Sluice match.except_address.
+  {
+    path: "/rxmap/",
+    location: "own",
+    limits: [{ zone: "rxmap", burst: 1, delay: "nodelay" }],
+    schedule: [
+      ...[0, 0, 0].map((t) => ({ at: t, from: "203.0.113.5" })),
+      ...[3, 3, 3].map((t) => ({ at: t, from: "198.51.100.7" })),
+      ...[5, 5, 5].map((t) => ({ at: t, from: "198.51.100.8" })),
+      ...[7, 7, 7].map((t) => ({ at: t, from: "192.0.2.9" })),
+    ],
+  },
 ];
 
 function limitText(l: LimitSpec): string {
@@ -389,6 +404,7 @@ ${EXEMPT_MAP}
 ${ROUTE_MAP}
 ${GEO_MAP}
 ${GEO_TIER_MAP}
+${RX_MAP}
 ${zones.join("\n")}
   server {
     listen ${CLIENT}:${port};
@@ -467,6 +483,19 @@ const GEO_TIER_MAP = `  geo $geotier {
   }
   map $geotier $geotier_key { free $binary_remote_addr; partner "partner"; office ""; }`;
 
+/** The /rxmap/ case's map of the address as text: a string, then regexes in order (the second never matches). */
+const RX_MAP = `  map $remote_addr $rx_key {
+    default $binary_remote_addr;
+    ~^203\\.0\\.113\\. "";
+    ~^203\\.0\\.113\\.5$ $binary_remote_addr;
+    198.51.100.7 "";
+  }`;
+
+/** What RX_MAP gives a client. */
+function rxKey(address: string): string {
+  return address === "198.51.100.7" || address.startsWith("203.0.113.") ? "" : address;
+}
+
 /** What GEO_TIER_MAP gives a client. */
 function geoTierKey(address: string): string {
   if (address.startsWith("198.51.100.")) return "partner";
@@ -538,7 +567,9 @@ export function modelLimits(
                           ? geoKey(from ?? CLIENT)
                           : spec.key === "$geotier_key"
                             ? geoTierKey(from ?? CLIENT)
-                            : SERVER_NAME;
+                            : spec.key === "$rx_key"
+                              ? rxKey(from ?? CLIENT)
+                              : SERVER_NAME;
     return { zone: zones.get(l.zone)!, burst: l.burst, delay: l.delay === "nodelay" ? l.burst : l.delay, key };
   });
 }

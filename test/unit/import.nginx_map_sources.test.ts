@@ -241,6 +241,11 @@ describe("maps Sluice can say", () => {
       [["198.51.100.1", "2001:db8::7"], undefined],
       /only requests from 198.51.100.1, 2001:db8::7 get a key \(match.address\)/,
     ],
+    [
+      'map $remote_addr $k { default $binary_remote_addr; ~^203\\.0\\.113\\. ""; ~^203\\.0\\.113\\.5$ $binary_remote_addr; "~^192\\.0\\.2\\.\\d+$" ""; ~^10\\. ""; }',
+      [undefined, ["203.0.113.0/24", "192.0.2.0/24"]],
+      /NGINX does not limit requests from 203.0.113.0\/24, 192.0.2.0\/24 \(an allowlist: match.except_address\)/,
+    ],
   ])("map $remote_addr: the addresses given the key or an empty one: %s", (map, expected, message) => {
     const r = imported(map);
     expect(r.rules.map((x) => [x.match.address, x.match.except_address])).toEqual([expected]);
@@ -284,6 +289,11 @@ describe("maps refused with their reason", () => {
       "a query value falling back to the address",
       'map $arg_key $k { default $arg_key; "" $binary_remote_addr; }',
       /no part that falls back to another\n/,
+    ],
+    [
+      "a regex of the address other than a prefix of whole octets",
+      'map $remote_addr $k { default $binary_remote_addr; ~^203\\.0\\.11 ""; }',
+      /~\^203\\\.0\\\.11 is a regex other than a prefix of whole octets/,
     ],
     [
       "a map compares the address as text: a range there never matches",
