@@ -8,6 +8,7 @@ import { basename } from "node:path";
 import { AwsImportError, importAwsWaf } from "../migrate/aws_import.ts";
 import { type IpSet, readIpSet } from "../migrate/aws_ip_set.ts";
 import { CloudflareImportError, importCloudflare } from "../migrate/cloudflare_import.ts";
+import { readCloudflareList } from "../migrate/cloudflare_lists.ts";
 import { EnvoyImportError, load } from "../migrate/envoy_file.ts";
 import { importEnvoy } from "../migrate/envoy_import.ts";
 import { parseMapping } from "../migrate/envoy_mapping.ts";
@@ -43,6 +44,8 @@ describe the mapping.
                AggregateKeyType and CustomKeys, ScopeDownStatement (string, regex, size, geo and ASN matches on the
                path, method, a header, query argument or cookie; And, Or, Not) and Action (Block, Count, Captcha,
                Challenge); each a sliding window of its EvaluationWindowSec. Other rules are noted and skipped
+  --list NAME=FILE cloudflare: a custom IP list's items as the Lists API returns them (repeatable): the expression's
+                   $NAME is read as them (ip.src in $NAME is match.address)
   --ip-set FILE    aws-waf: an IP set as aws wafv2 get-ip-set prints it (repeatable): an IPSetReferenceStatement to
                    it becomes match.address (its NotStatement match.except_address); without it, the rule is left out
   --envoy FILE     envoy: the Envoy configuration whose routes' rate_limits actions say what the descriptors mean
@@ -64,8 +67,8 @@ ${EXIT_CODES}Also 1, writing nothing, when something was left out (unless --allo
 export async function runImport(args: string[], io: Io): Promise<number> {
   const cmd = { name: "import", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["out", "map", "root", "envoy", "ip-set"],
-    repeated: ["map", "ip-set"],
+    values: ["out", "map", "root", "envoy", "ip-set", "list"],
+    repeated: ["map", "ip-set", "list"],
     booleans: ["allow-partial"],
     positionals: true,
   });
@@ -79,13 +82,17 @@ export async function runImport(args: string[], io: Io): Promise<number> {
   if (kind !== "nginx" && parsed.values.has("root")) return usageError(cmd, "--root is for nginx");
   if (kind !== "envoy" && parsed.values.has("envoy")) return usageError(cmd, "--envoy is for envoy");
   if (kind !== "aws-waf" && parsed.values.has("ip-set")) return usageError(cmd, "--ip-set is for aws-waf");
+  if (kind !== "cloudflare" && parsed.values.has("list")) return usageError(cmd, "--list is for cloudflare");
+  const lists = (parsed.values.get("list") ?? []).map((l) => /^([A-Za-z0-9_]+)=(.+)$/.exec(l));
+  if (lists.some((l) => l === null))
+    return usageError(cmd, "--list takes NAME=FILE (the name an expression gives as $NAME)");
   const imported = importFile(
     kind,
     file,
     parsed.values.get("map") ?? [],
     parsed.values.get("root")?.[0],
     parsed.values.get("envoy")?.[0],
-    parsed.values.get("ip-set") ?? [],
+    { ipSets: parsed.values.get("ip-set") ?? [], lists: lists.map((l) => [l![1]!, l![2]!] as const) },
   );
   if ("usage" in imported) return usageError(cmd, imported.usage);
   if ("error" in imported) return inputError(io, [imported.error]);
@@ -105,7 +112,7 @@ export function importFile(
   maps: readonly string[],
   root?: string,
   envoyConfig?: string,
-  ipSetFiles: readonly string[] = [],
+  files: { readonly ipSets?: readonly string[]; readonly lists?: readonly (readonly [string, string])[] } = {},
 ): { result: ImportResult } | { error: string } | { usage: string } {
   try {
     if (kind === "nginx") {
@@ -114,18 +121,7 @@ export function importFile(
       const result = importNginx(elsewhere.config, unread);
       return { result: { rules: result.rules, report: [...elsewhere.report, ...result.report] } };
     }
-    if (kind === "cloudflare" || kind === "aws-waf") {
-      const text = readText(file);
-      if (typeof text !== "string") return text;
-      if (kind === "cloudflare") return { result: importCloudflare(text, file) };
-      const sets: IpSet[] = [];
-      for (const f of ipSetFiles) {
-        const setText = readText(f);
-        if (typeof setText !== "string") return setText;
-        sets.push(readIpSet(setText, f));
-      }
-      return { result: importAwsWaf(text, file, sets) };
-    }
+    if (kind === "cloudflare" || kind === "aws-waf") return importRulesJson(kind, file, files);
     const mapping = parseMapping(maps);
     if ("error" in mapping) return { usage: mapping.error };
     const text = readText(file);
@@ -154,6 +150,32 @@ export function importFile(
     }
     throw err;
   }
+}
+
+/** Cloudflare's or AWS WAF's rules, with the lists (IP sets) their expressions name by reference only. */
+function importRulesJson(
+  kind: "cloudflare" | "aws-waf",
+  file: string,
+  files: { readonly ipSets?: readonly string[]; readonly lists?: readonly (readonly [string, string])[] },
+): { result: ImportResult } | { error: string } {
+  const text = readText(file);
+  if (typeof text !== "string") return text;
+  if (kind === "cloudflare") {
+    const lists = new Map<string, readonly string[]>();
+    for (const [name, f] of files.lists ?? []) {
+      const listText = readText(f);
+      if (typeof listText !== "string") return listText;
+      lists.set(name, readCloudflareList(listText, f));
+    }
+    return { result: importCloudflare(text, file, lists) };
+  }
+  const sets: IpSet[] = [];
+  for (const f of files.ipSets ?? []) {
+    const setText = readText(f);
+    if (typeof setText !== "string") return setText;
+    sets.push(readIpSet(setText, f));
+  }
+  return { result: importAwsWaf(text, file, sets) };
 }
 
 function readText(file: string): string | { error: string } {

@@ -25,19 +25,24 @@ import {
   rateLimitOf,
   rulesOf,
 } from "./cloudflare_file.ts";
+import { withLists } from "./cloudflare_lists.ts";
 import { selectionOf } from "./cloudflare_match.ts";
 import { type DraftRule, draftMatch, type FieldValue, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
 export { CloudflareImportError };
 
 /** Every report item says `file:line:col` of the value it is about, then the rule: `rules[2] (Login limit)`. */
-export function importCloudflare(text: string, file: string): ImportResult {
+export function importCloudflare(
+  text: string,
+  file: string,
+  lists: ReadonlyMap<string, readonly string[]> = new Map(),
+): ImportResult {
   const { place, rules } = rulesOf(text, file);
   const report: ReportItem[] = [];
   const drafts: DraftRule[] = [];
   const taken = new Set<string>();
   rules.forEach((rule, i) => {
-    const draft = importRule(place, rule, `rules[${i}]`, report, taken);
+    const draft = importRule(place, rule, `rules[${i}]`, { report, taken, lists });
     if (draft !== null) drafts.push(draft);
   });
   if (drafts.length > 1) {
@@ -54,7 +59,12 @@ export function importCloudflare(text: string, file: string): ImportResult {
 const CHALLENGES = new Set(["managed_challenge", "js_challenge", "challenge"]);
 
 // long: the rule's parts in the order the report reads best, each mapped or reported where it is read
-function importRule(place: Place, rule: Obj, path: string, report: ReportItem[], taken: Set<string>): DraftRule | null {
+function importRule(
+  place: Place,
+  rule: Obj,
+  path: string,
+  { report, taken, lists }: { report: ReportItem[]; taken: Set<string>; lists: ReadonlyMap<string, readonly string[]> },
+): DraftRule | null {
   const description = field(place, rule, "description", path, isString, "a string");
   const ref =
     field(place, rule, "ref", path, isString, "a string") ?? field(place, rule, "id", path, isString, "a string");
@@ -88,7 +98,8 @@ function importRule(place: Place, rule: Obj, path: string, report: ReportItem[],
         "score_per_period: complexity-based counting (Cloudflare skips a response without a valid score; Sluice's cost_header charges the rule's cost for it), say it by hand with cost_header if that difference is acceptable",
       at: at(rl, "score_per_period"),
     });
-  const tree = expressionOf(expression.value, expression.at, found);
+  const parsed = expressionOf(expression.value, expression.at, found);
+  const tree = parsed === null ? null : withLists(parsed, lists);
   const selection = tree === null ? null : selectionOf(tree);
   if (selection !== null && "refused" in selection)
     found.leftOut.push({ message: `the expression's ${selection.refused}`, at: expression.at });

@@ -188,7 +188,7 @@ function addressTest(op: Op, values: readonly Value[], refuse: (why: string) => 
   const list = texts.find((t) => t.startsWith("$"));
   if (list !== undefined)
     return refuse(
-      `${list} is a list whose items the rule's JSON does not hold: write them as match.address or match.except_address`,
+      `${list} is a list whose items the rule's JSON does not hold: give them with --list ${list.slice(1)}=FILE`,
     );
   const bad = texts.find((t) => "error" in parseAddressRange(t));
   if (bad !== undefined) return refuse(`${bad} is not an address or a CIDR range`);
