@@ -58,6 +58,8 @@ may still do).
                     limited to some routes or plans are named but left out of the totals (the trace has neither).
   --accounts FILE   account records for a request replay (plans, per-account limits), as for "sluice simulate"
   --map KEY=MEANING with --from envoy:FILE: what a descriptor key means, as for "sluice import envoy"
+  --ip-set FILE     with --from aws-waf:FILE: an IP set's addresses, as for "sluice import aws-waf" (repeatable)
+  --list NAME=FILE  with --from cloudflare:FILE: a custom IP list's items, as for "sluice import cloudflare"
   --svg OUT.svg     with --trace: draw the flips over time, one lane per replayed rule
   --max-flips N     with --trace: exit 3 when more than N answers flip (for a CI job)
   --top N           how many of the most affected keys to list (default 10)
@@ -78,15 +80,19 @@ interface PlanRequest {
 export async function runPlan(args: string[], io: Io): Promise<number> {
   const cmd = { name: "plan", help: HELP, stdout: io.stdout, stderr: io.stderr };
   const parsed = commandArgs(cmd, args, {
-    values: ["from", "to", "rules", "trace", "svg", "max-flips", "top", "accounts", "map"],
-    repeated: ["to", "rules", "map"],
+    values: ["from", "to", "rules", "trace", "svg", "max-flips", "top", "accounts", "map", "ip-set", "list"],
+    repeated: ["to", "rules", "map", "ip-set", "list"],
     positionals: false,
   });
   if (typeof parsed === "number") return parsed;
   const request = planRequest(cmd, parsed);
   if (typeof request === "number") return request;
 
-  const before = loadBefore(request.from, request.toPaths, parsed.values.get("map") ?? [], io);
+  const lists = (parsed.values.get("list") ?? []).map((l) => /^([A-Za-z0-9_]+)=(.+)$/.exec(l));
+  if (lists.some((l) => l === null))
+    return usageError(cmd, "--list takes NAME=FILE (the name an expression gives as $NAME)");
+  const files = { ipSets: parsed.values.get("ip-set") ?? [], lists: lists.map((l) => [l![1]!, l![2]!] as const) };
+  const before = loadBefore(request.from, request.toPaths, { maps: parsed.values.get("map") ?? [], files }, io);
   if ("usage" in before) return usageError(cmd, before.usage);
   const after = loadRules(request.toPaths);
   const errors = [...before.errors, ...after.errors];
@@ -191,9 +197,9 @@ type Loaded =
  * The rules before: from disk when `from` is a path; else, at git ref `from`, the `toPaths` (or at `REF:PATH`,
  * that path), copied out of git into a temporary folder and named `REF:PATH` in messages.
  */
-function loadBefore(from: string, toPaths: readonly string[], maps: readonly string[], io: Io): Loaded {
+function loadBefore(from: string, toPaths: readonly string[], given: ImportGiven, io: Io): Loaded {
   const proxy = /^(nginx|envoy|cloudflare|aws-waf):(.+)$/.exec(from);
-  if (proxy !== null) return importBefore(proxy[1] as ProxyKind, proxy[2]!, maps, io);
+  if (proxy !== null) return importBefore(proxy[1] as ProxyKind, proxy[2]!, given, io);
   if (existsSync(from)) return { ...loadRules([from]), name: from };
   const colon = from.indexOf(":");
   const ref = colon > 0 ? from.slice(0, colon) : from;
@@ -240,12 +246,18 @@ function loadBefore(from: string, toPaths: readonly string[], maps: readonly str
 
 type ProxyKind = "nginx" | "envoy" | "cloudflare" | "aws-waf";
 
+/** What an import is given beside the file: Envoy's `--map`s, AWS WAF's IP sets and Cloudflare's lists. */
+interface ImportGiven {
+  readonly maps: readonly string[];
+  readonly files: { readonly ipSets: readonly string[]; readonly lists: readonly (readonly [string, string])[] };
+}
+
 /**
  * The rules before, imported from an nginx.conf, an Envoy configuration or Cloudflare's rate limiting rules; the
  * import's report on standard error.
  */
-function importBefore(kind: ProxyKind, file: string, maps: readonly string[], io: Io): Loaded {
-  const imported = importFile(kind, file, maps);
+function importBefore(kind: ProxyKind, file: string, given: ImportGiven, io: Io): Loaded {
+  const imported = importFile(kind, file, given.maps, undefined, undefined, given.files);
   if ("usage" in imported) return { usage: imported.usage };
   const name = `${kind}:${file}`;
   if ("error" in imported) return { rules: [], errors: [imported.error], name };

@@ -120,3 +120,33 @@ describe("sluice plan --from aws-waf: over WAF's log", () => {
     expect(readFileSync(join(dir, "rules.yaml"), "utf8")).toContain('route: "* /login"');
   });
 });
+
+describe("plan --from with the lists an import reads by reference", () => {
+  it("--ip-set with --from aws-waf:, --list with --from cloudflare:, as the import takes them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-plan-sets-"));
+    const arn = "arn:aws:wafv2:us-east-1:123456789012:regional/ipset/office/a1b2";
+    const scope = { NotStatement: { Statement: { IPSetReferenceStatement: { ARN: arn } } } };
+    const acl = JSON.parse(ACL) as {
+      WebACL: { Rules: { Statement: { RateBasedStatement: Record<string, unknown> } }[] };
+    };
+    acl.WebACL.Rules[0]!.Statement.RateBasedStatement.ScopeDownStatement = scope;
+    writeFileSync(join(dir, "acl.json"), JSON.stringify(acl));
+    writeFileSync(join(dir, "set.json"), JSON.stringify({ IPSet: { ARN: arn, Addresses: ["203.0.113.0/28"] } }));
+    writeFileSync(join(dir, "rules.yaml"), "[]\n");
+    const to = ["--to", join(dir, "rules.yaml")];
+    const without = await runCli(["plan", "--from", `aws-waf:${join(dir, "acl.json")}`, ...to]);
+    expect(without.stderr).toContain("imported as 0 rules; 0 approximate, 1 left out");
+    const r = await runCli([
+      "plan",
+      "--from",
+      `aws-waf:${join(dir, "acl.json")}`,
+      "--ip-set",
+      join(dir, "set.json"),
+      ...to,
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain("imported as 1 rule");
+    expect(r.stdout).toContain("login: removed");
+    expect((await runCli(["plan", "--from", "HEAD", "--list", "nameless"])).code).toBe(2);
+  });
+});
