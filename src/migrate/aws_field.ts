@@ -24,6 +24,7 @@ import {
   type Transformation,
   transformationsOf,
 } from "./aws_file.ts";
+import { emptyTest } from "./empty_test.ts";
 
 /** Something that differs (`approximate`) or is worth knowing (`note`), at the value it is about. */
 export interface Finding {
@@ -244,9 +245,10 @@ function conditionTest(
 }
 
 /**
- * SizeConstraintStatement `GT 0` (or `GE 1`) of a header, query argument or cookie: it is sent with a value, which
- * is `present: true` (AWS's own advice for limiting requests without a header is NOT of this statement, which is
- * `present: false`). A value sent empty is present to Sluice and not over size 0 to AWS: approximate.
+ * SizeConstraintStatement `GT 0` (or `GE 1`) of a header, query argument or cookie: it is sent with a value. AWS
+ * fails a value sent empty (size 0) and one not sent ("evaluates the request as not matching") alike, so the test
+ * is "not empty", a missing value read as empty (empty_test.ts); its NOT (AWS's own advice for limiting requests
+ * without a header) is "empty", which a request without the value passes.
  */
 function sizeTest(place: Place, body: Obj, path: string, at: string, target: Target, transforms: Transformation[]) {
   const op = required(place, body, "ComparisonOperator", path, isString, "a string");
@@ -258,14 +260,5 @@ function sizeTest(place: Place, body: Obj, path: string, at: string, target: Tar
     };
   if (!((op === "GT" && size === 0) || (op === "GE" && size === 1)))
     return { refused: `${path}: a size is read only as GT 0 (the value is sent), not ${op} ${size}`, at };
-  const condition: MatchCondition = {
-    in: target.kind,
-    name: target.name,
-    test: "present",
-    value: "",
-    ignoreCase: false,
-    not: false,
-  };
-  const message = `a ${target.kind} sent empty is present to Sluice, not over size 0 to AWS`;
-  return { ...NONE, conditions: [condition], notes: [{ kind: "approximate", message, at }] } satisfies Scope;
+  return { ...NONE, conditions: [emptyTest(target.kind, target.name, false)], notes: [] } satisfies Scope;
 }

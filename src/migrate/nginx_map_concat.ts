@@ -8,7 +8,7 @@
  * not `10`) is refused, as is any other inner map.
  */
 import type { MatchCondition } from "../rules/types.ts";
-import { emptyTest } from "./nginx_map_header.ts";
+import { emptyTest } from "./empty_test.ts";
 import type { Expanded, NginxMap } from "./nginx_map_sources.ts";
 
 /** A flag map: the client value it reads, and the constant it gives when that value is not sent and when it is. */

@@ -7,6 +7,7 @@
 import { conditionPasses } from "../request/match.ts";
 import { escapeRegex } from "../rules/match_conditions.ts";
 import type { MatchCondition } from "../rules/types.ts";
+import { emptyTest } from "./empty_test.ts";
 
 /** A map as this file reads it: its entries in order and its `default` (nginx_map_sources.ts `NginxMap`). */
 interface ListedMap {
@@ -55,14 +56,6 @@ export function headerConditions(
 }
 
 const missingAsEmpty = (c: MatchCondition): MatchCondition => ({ ...c, missingAsEmpty: true });
-
-/**
- * Whether a value is empty (`empty`) or has one, as NGINX reads it: a value not sent and one sent empty are both `""`
- * to NGINX (its `""` map entry takes both), so not a `present` test, which counts a value sent empty as sent.
- */
-export function emptyTest(source: MatchCondition["in"], name: string, empty: boolean): MatchCondition {
-  return { in: source, name, test: "matches", value: "^$", ignoreCase: false, not: !empty, missingAsEmpty: true };
-}
 
 /**
  * A map whose `default` gives the key and whose listed values exempt (`default $binary_remote_addr; ~*bot "";`):

@@ -6,11 +6,12 @@
  * Worker as a client's. Every other shape is refused with what a rule would need to say it.
  */
 import type { MatchCondition } from "../rules/types.ts";
+import { emptyTest } from "./empty_test.ts";
 import { alpha2Of } from "./iso_countries.ts";
 import type { Directive } from "./nginx_conf.ts";
 import { GEOIP_AS } from "./nginx_geoip.ts";
 import { type AddressChoice, addressChoice } from "./nginx_map_address.ts";
-import { emptyTest, headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
+import { headerConditions, keysByValue, nounOf } from "./nginx_map_header.ts";
 import { regexRoutes } from "./nginx_routes.ts";
 
 /** A `map SOURCE $VAR { value result; ... default result; }` as written. */

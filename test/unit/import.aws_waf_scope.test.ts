@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { importAwsWaf } from "../../src/migrate/aws_import.ts";
 import { readIpSet } from "../../src/migrate/aws_ip_set.ts";
 import { rulesYaml } from "../../src/migrate/report.ts";
+import { conditionPasses } from "../../src/request/match.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 import {
   and,
@@ -73,8 +74,17 @@ describe("scope-down statements as a match", () => {
     ["a regex", regex("user-agent", "^curl/[0-9]+"), '* header={ name: user-agent, matches: "^curl/[0-9]+" }'],
     ["a query argument", query("format", "csv"), '* query={ name: format, equals: "csv" }'],
     ["a cookie", cookie("tier", "free"), '* cookie={ name: tier, equals: "free" }'],
-    ["a header sent", size("x-api-key"), "* header={ name: x-api-key, present: true }"],
-    ["a header not sent (AWS's own example)", not(size("user-agent")), "* header={ name: user-agent, present: false }"],
+    // AWS fails a value sent empty (size 0) as it fails one not sent: "not empty", a missing value read as empty.
+    [
+      "a header sent with a value",
+      size("x-api-key"),
+      '* header={ name: x-api-key, matches: "^$", not: true, missing_as_empty: true }',
+    ],
+    [
+      "a header not sent or empty (AWS's own example)",
+      not(size("user-agent")),
+      '* header={ name: user-agent, matches: "^$", missing_as_empty: true }',
+    ],
     [
       "NOT of a header test: a request without it passes, as in AWS",
       not(header("x-internal", "yes")),
@@ -106,9 +116,22 @@ describe("scope-down statements as a match", () => {
       /^AWS finds query argument format under any spelling of its name/,
     ],
     ["a regex", regex("user-agent", "bot"), /^AWS runs the regex as PCRE/],
-    ["a header sent empty", size("x-api-key"), /^a header sent empty is present to Sluice/],
   ])("%s is approximate", (_, scope, message) => {
     expect(kinds(imported(scoped(scope)), "approximate")[0]).toMatch(message);
+  });
+
+  it("a size over 0 and its NOT decide a value sent empty as one not sent, as AWS does", () => {
+    const passes = (scope: Obj, value: string | null) => {
+      const rules = parseRules(rulesYaml(imported(scoped(scope)), "t"), "x.yaml").rules;
+      return (rules[0]!.match.conditions ?? []).every((c) => conditionPasses(c, value));
+    };
+    expect([passes(size("x-api-key"), "k"), passes(size("x-api-key"), ""), passes(size("x-api-key"), null)]).toEqual([
+      true,
+      false,
+      false,
+    ]);
+    const without = not(size("x-api-key"));
+    expect([passes(without, "k"), passes(without, ""), passes(without, null)]).toEqual([false, true, true]);
   });
 
   it("notes a SearchString read as base64", () => {
