@@ -5,7 +5,7 @@
  * and link-local addresses are never a client's on Cloudflare (CF-Connecting-IP is the public address): they change
  * nothing, and are noted.
  */
-import { inRange, neverAClient, parseAddressRange } from "../rules/address_range.ts";
+import { neverAClient, parseAddressRange, rangeInside } from "../rules/address_range.ts";
 import type { AddressRange } from "../rules/types.ts";
 
 /** Client address ranges (CIDR text) a rule applies to (`only`) or never applies to (`except`). */
@@ -15,9 +15,6 @@ export interface AddressChoice {
 }
 
 type Entry = { readonly value: string; readonly result: string };
-
-/** Whether `a` lies wholly inside `b`. */
-const inside = (a: AddressRange, b: AddressRange) => a.bits >= b.bits && inRange(a.groups, b);
 
 /**
  * A `map $remote_addr`'s entries as ranges, in the order NGINX tries them: its strings (whole addresses) first, then
@@ -43,7 +40,7 @@ function mapRanges(
       return {
         refused: `${said}: ${e.value} is a regex other than a prefix of whole octets (~^203\\.0\\.113\\.) or one address, which match.address cannot say`,
       };
-    if (regexes.some((r) => inside(range, r))) continue;
+    if (regexes.some((r) => rangeInside(range, r))) continue;
     regexes.push(range);
     out.push({ ...e, range });
   }
@@ -87,7 +84,7 @@ export function addressChoice(
   const keyed = ranges.filter((r) => r.key);
   const empty = ranges.filter((r) => !r.key);
   for (const k of keyed) {
-    const around = empty.find((x) => k.range.bits > x.range.bits && inside(k.range, x.range));
+    const around = empty.find((x) => k.range.bits > x.range.bits && rangeInside(k.range, x.range));
     if (around !== undefined)
       return {
         refused: `${said}: ${k.range.source} gets the key inside ${around.range.source}, which does not: a rule cannot apply inside a range it leaves out`,
@@ -102,7 +99,7 @@ export function addressChoice(
   if (fallback === "") {
     if (keyed.length === 0) return { refused: `${said}: only addresses that never reach the Worker get a key` };
     const only = keyed.map((k) => k.range.source);
-    const except = empty.filter((x) => keyed.some((k) => inside(x.range, k.range))).map((x) => x.range.source);
+    const except = empty.filter((x) => keyed.some((k) => rangeInside(x.range, k.range))).map((x) => x.range.source);
     const text = `only requests from ${only.join(", ")}${except.length === 0 ? "" : ` but ${except.join(", ")}`} get a key`;
     return {
       choice: { only, ...(except.length === 0 ? {} : { except }) },

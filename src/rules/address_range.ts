@@ -72,6 +72,11 @@ export function inRange(groups: readonly number[], range: AddressRange): boolean
   return true;
 }
 
+/** Whether range `a` lies wholly inside range `b`. */
+export function rangeInside(a: AddressRange, b: AddressRange): boolean {
+  return a.bits >= b.bits && inRange(a.groups, b);
+}
+
 /** A range as written (`203.0.113.0/24`, `2001:db8::/32`, one address), or why it is not one. */
 export function parseAddressRange(text: string): AddressRange | { readonly error: string } {
   const [address = "", length, extra] = text.trim().split("/");
@@ -142,5 +147,5 @@ const PRIVATE: readonly AddressRange[] = [
 
 /** Whether `range` lies wholly inside loopback, private or link-local space. */
 export function neverAClient(range: AddressRange): boolean {
-  return PRIVATE.some((p) => range.bits >= p.bits && inRange(range.groups, p));
+  return PRIVATE.some((p) => rangeInside(range, p));
 }
