@@ -467,19 +467,31 @@ function exemptKey(tenant: string): string {
   return /^bot/i.test(tenant) ? "" : CLIENT;
 }
 
-/** The /geo/ case's geo and map: the office's ranges get an empty key (not limited), every other client its address. */
+/**
+ * The /geo/ case's geo and map: the office's ranges get an empty key (not limited), every other client its address.
+ * The office's /28 is given twice (NGINX keeps the later value) and a /24 is deleted again (its 198.51.100.7 limited).
+ */
 const GEO_MAP = `  geo $geo_limited {
     default 1;
+    203.0.113.0/28 1;
     203.0.113.0/28 0;
     2001:db8:1::/48 0;
+    198.51.100.0/24 0;
+    delete 198.51.100.0/24;
   }
   map $geo_limited $geo_key { 0 ""; 1 $binary_remote_addr; }`;
 
-/** The /geotier/ case's geo and map: a partner's /24 shares one key, the office has none, others their address. */
+/**
+ * The /geotier/ case's geo and map: a partner's /24 shares one key, the office has none, others their address. As
+ * `ranges`, with a range deleted again (192.0.2.44 and .45 their own keys).
+ */
 const GEO_TIER_MAP = `  geo $geotier {
+    ranges;
     default free;
-    198.51.100.0/24 partner;
-    203.0.113.0/28 office;
+    198.51.100.0-198.51.100.255 partner;
+    203.0.113.0-203.0.113.15 office;
+    192.0.2.0-192.0.2.255 office;
+    delete 192.0.2.0-192.0.2.255;
   }
   map $geotier $geotier_key { free $binary_remote_addr; partner "partner"; office ""; }`;
 

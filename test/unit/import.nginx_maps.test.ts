@@ -128,6 +128,12 @@ server { limit_req zone=a; }
     ["a public range", "geo $limit { default 1; 10.0.0.0/8 0; 203.0.113.0/24 0; }", undefined, ["203.0.113.0/24"]],
     ["a range wider than private space", "geo $limit { default 1; 172.0.0.0/8 0; }", undefined, ["172.0.0.0/8"]],
     [
+      "a range deleted again, and one given twice (the later value)",
+      "geo $limit { default 1; 203.0.113.0/24 1; 198.51.100.0/24 0; delete 198.51.100.0/24; 203.0.113.0/24 0; }",
+      undefined,
+      ["203.0.113.0/24"],
+    ],
+    [
       "every IPv4 client (geo's IPv6 ones are apart)",
       "geo $limit { default 1; 0.0.0.0/0 0; }",
       undefined,
@@ -183,7 +189,11 @@ server { limit_req zone=a; }
       "geo $limit { ranges; default 1; 203.0.113.0-203.0.113.20 0; 203.0.113.10-203.0.113.30 0; }",
       /its 203\.0\.113\.10-203\.0\.113\.30 overlaps another of its ranges/,
     ],
-    ["a delete", "geo $limit { default 1; 203.0.113.0/24 0; delete 203.0.113.0/28; }", /its `delete` is not read here/],
+    [
+      "a delete of the default (NGINX's 0.0.0.0/0)",
+      "geo $limit { default 1; 203.0.113.0/24 0; delete 0.0.0.0/0; }",
+      /its delete 0\.0\.0\.0\/0 deletes its default, which is not read here/,
+    ],
     [
       "a geo of a header",
       "geo $http_x_real_ip $limit { default 1; 10.0.0.0/8 0; }",
