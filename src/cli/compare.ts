@@ -125,7 +125,8 @@ function compareRequest(cmd: CommandInfo, parsed: CommandArgs, io: Io): CompareR
   const setup = replayOptions(loaded.rules, one("accounts"));
   if ("errors" in setup) return inputError(io, setup.errors);
   return {
-    replay: setup.options,
+    // Every deny rule applies, whichever rules are charted: a request one refuses counts for no rule.
+    replay: { ...setup.options, denies: loaded.denies },
     rules: chosen.rules,
     tracePath: one("trace"),
     svgPath: one("svg"),

@@ -17,7 +17,7 @@ import { formatPlan } from "../replay/plan_report.ts";
 import { columnsFor, type RequestLine } from "../replay/request_trace.ts";
 import { defaultTimeStyle } from "../replay/time.ts";
 import { loadRules } from "../rules/load.ts";
-import type { ResolvedRule } from "../rules/types.ts";
+import type { DenyRule, ResolvedRule } from "../rules/types.ts";
 import { parseRules } from "../rules/yaml.ts";
 import { renderPlanSvg } from "../viz/deploy_plan_svg.ts";
 import {
@@ -102,11 +102,12 @@ export async function runPlan(args: string[], io: Io): Promise<number> {
   const setup = replayOptions(after.rules, parsed.values.get("accounts")?.[0]);
   if ("errors" in setup) return inputError(io, setup.errors);
 
-  const replay = await replayTrace(pairs, request, setup.options, before.nginxFormat, before.observed, io);
+  const denies = { before: before.denies ?? [], after: after.denies };
+  const replay = await replayTrace(pairs, denies, request, setup.options, before, io);
   if (typeof replay === "number") return replay;
   const { tracePath } = request;
   const traceName = tracePath === undefined || tracePath === "-" ? "<stdin>" : basename(tracePath);
-  io.stdout.write(formatPlan(pairs, before.name, toName, replay, traceName));
+  io.stdout.write(formatPlan(pairs, before.name, toName, replay, traceName, denies));
   if (replay === null) return 0;
   if (request.svgPath !== undefined) {
     const svg = renderPlanSvg(
@@ -150,14 +151,14 @@ function planRequest(cmd: CommandInfo, parsed: CommandArgs): PlanRequest | numbe
 /** Both rule sets replayed over the trace, if one was given (`null` if not); exit status 1 for a bad trace. */
 async function replayTrace(
   pairs: RulePair[],
+  denies: { readonly before: readonly DenyRule[]; readonly after: readonly DenyRule[] },
   request: PlanRequest,
   options: ReplayOptions,
-  nginxFormat: string | undefined,
-  observed: ObservedDenial | undefined,
+  { nginxFormat, observed }: { nginxFormat?: string | undefined; observed?: ObservedDenial | undefined },
   io: Io,
 ): Promise<Replay | null | number> {
   if (request.tracePath === undefined) return null;
-  const builder = new ReplayBuilder(pairs, options, observed ?? null);
+  const builder = new ReplayBuilder(pairs, options, observed ?? null, denies);
   const path = request.tracePath === "-" ? undefined : request.tracePath;
   const sink = {
     keyed: (t: number, k: string, c: number, o?: Outcome | null) => builder.add(t, k, c, o ?? null),
@@ -165,7 +166,7 @@ async function replayTrace(
   };
   const fed = await feedAnyTrace(sink, path, path ?? "<stdin>", io, {
     label: "sluice plan",
-    columns: columnsFor(pairs.flatMap((p) => [p.before, p.after].filter((r) => r !== null))),
+    columns: columnsFor([...pairs.flatMap((p) => [p.before, p.after].filter((r) => r !== null)), ...denies.after]),
     ...(nginxFormat === undefined ? {} : { nginxFormat }),
   });
   if (fed.errors.length > 0) return inputError(io, fed.errors);
@@ -185,6 +186,8 @@ function flipGate(replay: Replay, maxFlips: number | undefined, io: Io): number 
 type Loaded =
   | {
       rules: ResolvedRule[];
+      /** Deny rules (src/rules/deny.ts); absent: none. */
+      denies?: DenyRule[];
       errors: string[];
       name: string;
       nginxFormat?: string;
@@ -233,6 +236,7 @@ function loadBefore(from: string, toPaths: readonly string[], given: ImportGiven
     const rename = (text: string) => text.split(`${dir}/`).join(`${ref}:`);
     return {
       rules: loaded.rules.map((r) => ({ ...r, file: rename(r.file) })),
+      denies: loaded.denies.map((r) => ({ ...r, file: rename(r.file) })),
       errors: loaded.errors.map(rename),
       name,
     };

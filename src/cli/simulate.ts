@@ -8,7 +8,7 @@ import type { RuleAnswer } from "../replay/engine.ts";
 import { type Replayed, Replayer } from "../replay/engine.ts";
 import { columnsFor, type RequestLine } from "../replay/request_trace.ts";
 import { loadRules } from "../rules/load.ts";
-import type { ResolvedRule } from "../rules/types.ts";
+import type { DenyRule, ResolvedRule } from "../rules/types.ts";
 import { commandArgs, rulePaths, unknownRuleId, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
 import { feedAnyTrace, type TraceKind, type TraceSink } from "./replay_input.ts";
@@ -28,7 +28,8 @@ the whole rule set (or only --rule) as the gateway does: canonical path, routes,
 composition and refunds, shadow rules. Each line says what the gateway answered and what each applying rule did:
   {"t_ms":0,"method":"GET","path":"/v1/quotes","caller":"sk_a","verdict":"denied","status":429,"delay_ms":0,
    "rules":[{"rule":"free-global","mode":"enforce","key":"sk_a","cost":1,"allowed":false,"remaining":0,...}]}
-"verdict" is allowed, delayed, denied, unauthorized (401), too_costly (400) or bad_request (400).
+"verdict" is allowed, delayed, denied, forbidden (a deny rule, its status), unauthorized (401), too_costly (400)
+or bad_request (400).
   --accounts FILE  account records (API key or its SHA-256 -> {"plan": ..., "limits": ...}, or wrangler's kv bulk
                    list): each key's plan and per-account limits. Without it, every key is verified on the default
                    plan; with it, a key without a record is unverified, as at the edge (default plan, by address).
@@ -48,8 +49,9 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   });
   if (typeof parsed === "number") return parsed;
   const ruleId = parsed.values.get("rule")?.[0];
-  const rules = rulesNamed(rulePaths(parsed), ruleId, io);
-  if (typeof rules === "number") return rules;
+  const named = rulesNamed(rulePaths(parsed), ruleId, io);
+  if (typeof named === "number") return named;
+  const { rules, denies } = named;
   const setup = replayOptions(rules, parsed.values.get("accounts")?.[0]);
   if ("errors" in setup) {
     io.stderr.write(`${setup.errors.join("\n")}\n`);
@@ -57,7 +59,7 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   }
   const tracePath = parsed.values.get("trace")?.[0];
   const out = new BufferedWriter(io.stdout);
-  const replayer = new Replayer(rules, setup.options);
+  const replayer = new Replayer(rules, { ...setup.options, denies });
   let kind: TraceKind | null = null;
   const sink = simulationSink(replayer, out, () => kind === "keyed" && ruleId === undefined);
   const result = await feedAnyTrace(sink, tracePath, tracePath ?? "<stdin>", io, {
@@ -77,25 +79,29 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   return 0;
 }
 
-/** The rules to replay: all of them, or the one with id `ruleId`; exit status 2 (the simulate contract) if not. */
-function rulesNamed(rulesPaths: string[], ruleId: string | undefined, io: Io): ResolvedRule[] | number {
+/**
+ * The rules to replay: all of them (deny rules too), or the one with id `ruleId` (a limit rule or a deny rule); exit
+ * status 2 (the simulate contract) if not.
+ */
+function rulesNamed(
+  rulesPaths: string[],
+  ruleId: string | undefined,
+  io: Io,
+): { rules: ResolvedRule[]; denies: DenyRule[] } | number {
   const loaded = loadRules(rulesPaths);
   if (loaded.errors.length > 0) {
     io.stderr.write(`${loaded.errors.join("\n")}\n`);
     return 2;
   }
-  if (ruleId === undefined) return loaded.rules;
-  const rule = loaded.rules.find((r) => r.id === ruleId);
-  if (rule === undefined) {
-    io.stderr.write(
-      `${rulesPaths.join(", ")}: ${unknownRuleId(
-        ruleId,
-        loaded.rules.map((r) => r.id),
-      )}\n`,
-    );
+  if (ruleId === undefined) return loaded;
+  const rules = loaded.rules.filter((r) => r.id === ruleId);
+  const denies = loaded.denies.filter((r) => r.id === ruleId);
+  if (rules.length + denies.length === 0) {
+    const ids = [...loaded.rules, ...loaded.denies].map((r) => r.id);
+    io.stderr.write(`${rulesPaths.join(", ")}: ${unknownRuleId(ruleId, ids)}\n`);
     return 2;
   }
-  return [rule];
+  return { rules, denies };
 }
 
 /** Each request replayed and its JSON line written (nothing when `skip()` says the run is a usage error). */
@@ -132,7 +138,7 @@ const STATUS = { allowed: 200, delayed: 200, unauthorized: 401, too_costly: 400,
 function requestJson(line: RequestLine, r: Replayed, replayer: Replayer, jsonOf: (key: number) => string): string {
   const v = r.verdict;
   const verdict = v.kind === "admit" ? (v.delayMs > 0 ? "delayed" : "allowed") : v.kind === "deny" ? "denied" : v.kind;
-  const status = v.kind === "deny" ? v.status : STATUS[verdict as keyof typeof STATUS];
+  const status = v.kind === "deny" || v.kind === "forbidden" ? v.status : STATUS[verdict as keyof typeof STATUS];
   const rules = r.answers.map((a) => {
     const rule = replayer.rules[a.rule]!;
     const head = `{"rule":${JSON.stringify(rule.id)},"mode":"${rule.mode}","key":${jsonOf(a.key)},"cost":${a.cost},`;
@@ -141,8 +147,10 @@ function requestJson(line: RequestLine, r: Replayed, replayer: Replayer, jsonOf:
   const extra =
     v.kind === "unauthorized" || v.kind === "too_costly"
       ? `,"rule":${JSON.stringify(replayer.rules[v.rule]!.id)}`
-      : v.kind === "bad_request"
-        ? `,"detail":${JSON.stringify(v.detail)}`
-        : "";
+      : v.kind === "forbidden"
+        ? `,"rule":${JSON.stringify(v.rule)}`
+        : v.kind === "bad_request"
+          ? `,"detail":${JSON.stringify(v.detail)}`
+          : "";
   return `{"t_ms":${line.tMs},"method":"${line.method}","path":${JSON.stringify(line.path)},"caller":${r.caller < 0 ? "null" : jsonOf(r.caller)},"verdict":"${verdict}","status":${status},"delay_ms":${v.kind === "admit" ? v.delayMs : 0}${extra},"rules":[${rules.join(",")}]}\n`;
 }

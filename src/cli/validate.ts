@@ -39,13 +39,14 @@ export function writeSummaries(out: NodeJS.WritableStream, loaded: ReturnType<ty
       `${file}: ${summarize(
         loaded.rules.filter((r) => r.file === file),
         count,
+        loaded.denies.filter((r) => r.file === file).length,
       )}\n`,
     );
   }
 }
 
-/** e.g. `9 rules ok: token_bucket 3, gcra 1; 1 shadow; on_error (default open) open 8, closed 1` */
-export function summarize(rules: readonly ResolvedRule[], count: number): string {
+/** e.g. `9 rules ok: token_bucket 3, gcra 1, deny 1; 1 shadow; on_error (default open) open 8, closed 1` */
+export function summarize(rules: readonly ResolvedRule[], count: number, denies = 0): string {
   const tally = (values: string[]) => {
     const m = new Map<string, number>();
     for (const v of values) m.set(v, (m.get(v) ?? 0) + 1);
@@ -54,7 +55,7 @@ export function summarize(rules: readonly ResolvedRule[], count: number): string
   const shadow = rules.filter((r) => r.mode === "shadow").length;
   const local = rules.filter((r) => r.scope === "local").length;
   const parts = [
-    `${count} rule${count === 1 ? "" : "s"} ok: ${tally(rules.map((r) => r.algorithm))}`,
+    `${count} rule${count === 1 ? "" : "s"} ok: ${tally([...rules.map((r) => r.algorithm), ...Array(denies).fill("deny")])}`,
     ...(shadow > 0 ? [`${shadow} shadow`] : []),
     ...(local > 0 ? [`${local} local`] : []),
     `on_error (default open) ${tally(rules.map((r) => r.onError))}`,

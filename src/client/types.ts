@@ -41,8 +41,11 @@ export interface LimitOutcome {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** Why a request (or a `limit` call) was not admitted; `null` when it was. */
-export type Refusal = "bad_request" | "unauthorized" | "cost_exceeds_capacity" | "denied" | "fail_closed";
+/**
+ * Why a request (or a `limit` call) was not admitted; `null` when it was. `forbidden`: a deny rule (`deny: true`)
+ * matched it, and no retry will be admitted.
+ */
+export type Refusal = "forbidden" | "bad_request" | "unauthorized" | "cost_exceeds_capacity" | "denied" | "fail_closed";
 
 /** What one rule's answer counted as. */
 export type RuleOutcome =

@@ -18,7 +18,7 @@ import {
 } from "../client/types.ts";
 import type { Isolate } from "../isolate/isolate.ts";
 import { logEvent } from "../isolate/metrics.ts";
-import type { CompiledRule } from "../request/match.ts";
+import type { CompiledDeny, CompiledRule } from "../request/match.ts";
 import { closest } from "../rules/closest.ts";
 import { chargeOutcome, readOutcome } from "./binding_outcome.ts";
 import { keyHashOf } from "./hash.ts";
@@ -192,15 +192,17 @@ export interface BindingContext {
   readonly env: Env;
   readonly ctx: ExecutionContext;
   readonly rules: readonly CompiledRule[];
+  /** The deployed deny rules: `check` refuses a request one of them matches, as the gateway does. Default none. */
+  readonly denies?: readonly CompiledDeny[];
   readonly isolate: Isolate;
 }
 
 /** `check`: the gateway's judgement of one request, as data. */
 export async function checkRequest(input: unknown, bx: BindingContext): Promise<CheckResult> {
   const { request, url, bodyWithheld } = readCheckRequest(input);
-  const { env, ctx, rules, isolate } = bx;
+  const { env, ctx, rules, denies = [], isolate } = bx;
   const base = { env, settings: settingsOf(env), isolate, ctx };
-  const { judgement } = await judgeRequest(request, url, base, rules, bodyWithheld);
+  const { judgement } = await judgeRequest(request, url, base, { rules, denies }, bodyWithheld);
   return resultOf(judgement);
 }
 

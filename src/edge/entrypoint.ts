@@ -14,7 +14,7 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import type { CheckResult, LimitResult, ReleaseResult, RenewResult, SluiceBinding } from "../client/types.ts";
 import { checkRequest, limitKey, releaseSlotsCall, renewSlotsCall } from "./binding.ts";
-import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
+import { DEPLOYED_DENIES, DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
 import type { Env } from "./settings.ts";
 
 export class RateLimiter extends WorkerEntrypoint<Env, unknown> implements SluiceBinding {
@@ -36,6 +36,6 @@ export class RateLimiter extends WorkerEntrypoint<Env, unknown> implements Sluic
 
   // A private name (#) is not callable over RPC: the env and the isolate never leave this Worker.
   #bindingContext() {
-    return { env: this.env, ctx: this.ctx, rules: DEPLOYED_RULES, isolate: ISOLATE };
+    return { env: this.env, ctx: this.ctx, rules: DEPLOYED_RULES, denies: DEPLOYED_DENIES, isolate: ISOLATE };
   }
 }

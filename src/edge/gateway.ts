@@ -4,7 +4,7 @@
  * is forwarding.ts: the client's request less its hop-by-hop fields and the admin token.
  */
 import { problemResponse } from "../request/headers.ts";
-import type { CompiledRule } from "../request/match.ts";
+import type { CompiledDeny, CompiledRule } from "../request/match.ts";
 import { type CfFacts, regionOf } from "../request/region.ts";
 import { afterOrigin } from "./after_origin.ts";
 import type { AskContext } from "./ask.ts";
@@ -23,6 +23,7 @@ export async function gateway(
   url: URL,
   context: Omit<AskContext, "region"> & { readonly ctx: ExecutionContext },
   rules: readonly CompiledRule[],
+  denies: readonly CompiledDeny[] = [],
 ): Promise<Response> {
   const base = { ...context, region: regionOf(request.cf as CfFacts | undefined) };
   const origin = base.settings.origin;
@@ -30,7 +31,7 @@ export async function gateway(
   if (origin.kind === "none") return noOrigin(origin.problem);
   const unreachable = unreachableOrigin(origin, url);
   if (unreachable !== null) return noOrigin(unreachable);
-  const judged = await judgeRequest(request, url, base, rules);
+  const judged = await judgeRequest(request, url, base, { rules, denies });
   if (judged.judgement.kind === "refused") {
     const { status, problem, headers } = judged.judgement;
     return problemResponse(status, { ...problem }, headers);

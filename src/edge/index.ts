@@ -3,7 +3,7 @@
  * binding (entrypoint.ts, `RateLimiter`) and its Durable Objects (src/object), on the rules and isolate state of
  * deployed.ts. Every named export here is an entrypoint for the runtime, so helpers live in other modules.
  */
-import { DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
+import { DEPLOYED_DENIES, DEPLOYED_RULES, ISOLATE } from "./deployed.ts";
 import type { Env } from "./settings.ts";
 import { handleRequest } from "./worker.ts";
 
@@ -13,6 +13,6 @@ export { RateLimiter } from "./entrypoint.ts";
 
 export default {
   fetch(request, env, ctx): Promise<Response> {
-    return handleRequest(request, env, ctx, DEPLOYED_RULES, ISOLATE);
+    return handleRequest(request, env, ctx, DEPLOYED_RULES, ISOLATE, DEPLOYED_DENIES);
   },
 } satisfies ExportedHandler<Env>;

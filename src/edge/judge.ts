@@ -11,26 +11,34 @@ import { messageOf } from "../protocol/object_call.ts";
 import type { RefundResult } from "../protocol/store.ts";
 import { type Answer, type Composition, compose } from "../request/compose.ts";
 import { limitFields, type RuleView } from "../request/headers.ts";
-import { type Applicable, applicableRules, type CompiledRule, rejectingRule } from "../request/match.ts";
+import {
+  type Applicable,
+  applicableRules,
+  type CompiledDeny,
+  type CompiledRule,
+  denyingRules,
+  rejectingRule,
+} from "../request/match.ts";
 import { shapeOf } from "../request/request_shape.ts";
 import type { AskContext, AskResult } from "./ask.ts";
 import { whoIsCalling } from "./caller.ts";
 import { askRule } from "./direct.ts";
 import { type Judgement, type RequestContext, type RuleReport, reportOf, viewOf } from "./judgement.ts";
 import { knownDenials, refuseFromCache, rememberCompanions } from "./known_denials.ts";
-import { badRequest, deny, failClosed, refuseTooCostly, unauthorized } from "./refusals.ts";
+import { badRequest, deny, failClosed, forbidden, refuseTooCostly, unauthorized } from "./refusals.ts";
 import { hasKeyedRules, keyedRules, keySourceOf } from "./rule_keys.ts";
 import { logShadow, metric, report } from "./telemetry.ts";
 
 /**
  * The request path, step by step, for one HTTP request; with the request's forwarded path and the caller's plan.
+ * A deny rule that matches refuses it before anything else is looked at or counted (src/rules/deny.ts).
  * `bodyWithheld`: the binding's `check` was not given the body of a request that has one (body_method.ts).
  */
 export async function judgeRequest(
   request: Request,
   url: URL,
   base: AskContext & { readonly ctx: ExecutionContext },
-  rules: readonly CompiledRule[],
+  { rules, denies }: { readonly rules: readonly CompiledRule[]; readonly denies: readonly CompiledDeny[] },
   bodyWithheld = false,
 ): Promise<{ readonly judgement: Judgement; readonly forwardPath: string; readonly plan: string | null }> {
   const { env, settings, isolate } = base;
@@ -49,6 +57,8 @@ export async function judgeRequest(
   const { plan, keyHashes, unverified, overrides } = caller;
   const values = keySourceOf(request, url);
   const known = { methods, paths, foldCase, plan, keyHashes, unverified, overrides, values };
+  const denied = forbidden(cx, denyingRules(denies, known));
+  if (denied !== null) return { judgement: denied, forwardPath: shape.forwardPath, plan };
   const rejecting = rejectingRule(rules, known);
   if (rejecting !== null) return { judgement: unauthorized(cx, rejecting), forwardPath: shape.forwardPath, plan };
   const keys = hasKeyedRules(rules) ? await keyedRules(rules, known, values, settings) : null;

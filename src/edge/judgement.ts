@@ -30,7 +30,13 @@ export interface RuleReport {
 }
 
 /** Why a request was not admitted. */
-export type RefusalReason = "bad_request" | "unauthorized" | "cost_exceeds_capacity" | "denied" | "fail_closed";
+export type RefusalReason =
+  | "forbidden"
+  | "bad_request"
+  | "unauthorized"
+  | "cost_exceeds_capacity"
+  | "denied"
+  | "fail_closed";
 
 /** What the request path decided, before any origin is asked. */
 export type Judgement =

@@ -1,7 +1,10 @@
-/** Every refusal's status, problem+json body and fields: too costly, unauthorized, bad request, denied, failed closed. */
+/**
+ * Every refusal's status, problem+json body and fields: refused by a deny rule, too costly, unauthorized, bad request,
+ * denied, failed closed.
+ */
 import { logEvent } from "../isolate/metrics.ts";
 import { type limitFields, policyWindowS, rateLimitPolicy } from "../request/headers.ts";
-import type { Applicable, CompiledRule } from "../request/match.ts";
+import type { Applicable, CompiledDeny, CompiledRule } from "../request/match.ts";
 import type { AskResult } from "./ask.ts";
 import { type Judgement, type RequestContext, reportOf } from "./judgement.ts";
 import { routeOf } from "./telemetry.ts";
@@ -56,6 +59,40 @@ function policyHeader(apps: readonly Applicable[], nowMs: number): [string, stri
       windowS: policyWindowS(compiled.params, nowMs),
     }));
   return policies.length === 0 ? [] : [["RateLimit-Policy", rateLimitPolicy(policies)]];
+}
+
+/**
+ * The deny rules that match a request (match.ts `denyingRules`): the shadow ones logged as would-be refusals, and the
+ * enforcing one, the last, refusing it with its status. No `Retry-After` and no RateLimit fields: no later retry is
+ * admitted. `null` when no enforcing deny rule matched.
+ */
+export function forbidden(cx: RequestContext, matched: readonly CompiledDeny[]): Judgement | null {
+  let refusing: CompiledDeny | null = null;
+  for (const compiled of matched) {
+    const { rule } = compiled;
+    const shadow = rule.mode === "shadow";
+    if (shadow) cx.isolate.stats.shadow_denials++;
+    else refusing = compiled;
+    logEvent("log", {
+      event: shadow ? "shadow_deny" : "deny",
+      rule: rule.id,
+      plan: cx.plan,
+      method: cx.method,
+      route: routeOf(rule),
+      reason: "deny_rule",
+    });
+  }
+  if (refusing === null) return null;
+  const { rule } = refusing;
+  cx.isolate.stats.denials++;
+  const problem = {
+    type: "about:blank",
+    title: rule.status === 403 ? "Forbidden" : "Refused",
+    status: rule.status,
+    detail: `Rule ${rule.id} refuses every request it matches.`,
+    rule: rule.id,
+  };
+  return { kind: "refused", reason: "forbidden", status: rule.status, problem, headers: [], rules: [] };
 }
 
 /** 401: a rule with `unverified: reject` applies, and the caller has no verified API key. Nothing is counted. */

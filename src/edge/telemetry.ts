@@ -85,4 +85,4 @@ export function logShadow(
   });
 }
 
-export const routeOf = (rule: ResolvedRule): string => rule.match.route?.source ?? "*";
+export const routeOf = (rule: Pick<ResolvedRule, "match">): string => rule.match.route?.source ?? "*";

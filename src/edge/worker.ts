@@ -6,7 +6,7 @@ import type { Isolate } from "../isolate/isolate.ts";
 import { logEvent } from "../isolate/metrics.ts";
 import { messageOf } from "../protocol/object_call.ts";
 import { problemResponse } from "../request/headers.ts";
-import type { CompiledRule } from "../request/match.ts";
+import type { CompiledDeny, CompiledRule } from "../request/match.ts";
 import { routeAdmin } from "./admin/admin.ts";
 import { gateway } from "./gateway.ts";
 import { type Env, settingsOf } from "./settings.ts";
@@ -18,13 +18,14 @@ export async function handleRequest(
   ctx: ExecutionContext,
   rules: readonly CompiledRule[],
   isolate: Isolate,
+  denies: readonly CompiledDeny[] = [],
 ): Promise<Response> {
   try {
     const url = new URL(request.url);
     const settings = settingsOf(env);
     const admin = await routeAdmin(request, url, env, settings, rules, isolate);
     if (admin !== null) return admin;
-    return await gateway(request, url, { env, settings, isolate, ctx }, rules);
+    return await gateway(request, url, { env, settings, isolate, ctx }, rules, denies);
   } catch (error) {
     logEvent("error", { event: "gateway_error", error: messageOf(error) });
     return problemResponse(500, INTERNAL_ERROR);

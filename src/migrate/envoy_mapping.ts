@@ -178,8 +178,6 @@ export interface Step {
    * `key_value` (or a wildcard) before `key`, so a request with one of these goes down that sibling, never this step.
    */
   readonly notWith?: readonly string[];
-  /** Of `notWith`, the values whose own descriptor denies every request (left out: this step keeps counting them). */
-  readonly denied?: readonly string[];
   /** `share_threshold`: a wildcard value keeps one counter for every value it matches, not one per value. */
   readonly shared?: boolean;
 }

@@ -1,13 +1,22 @@
 /**
  * The envoyproxy/ratelimit service's configuration as Sluice rules: each descriptor chain with a rate limit becomes a
- * `fixed_window` rule (the service's windows are fixed per unit and aligned to the epoch, as Sluice's are).
+ * `fixed_window` rule (the service's windows are fixed per unit and aligned to the epoch, as Sluice's are), and one
+ * with `requests_per_unit: 0` (a blocklist: the service refuses every request that sends it) a deny rule.
  */
 
 import { printCondition } from "../rules/match_conditions.ts";
 import type { Sends } from "./envoy_actions.ts";
 import { EnvoyImportError, isObject, type Loaded, type Obj } from "./envoy_file.ts";
 import { type FilterSettings, filterSettings } from "./envoy_filter.ts";
-import { addressValue, type EnvoyMapping, headerOf, matchOf, type Step, wildcardCondition } from "./envoy_mapping.ts";
+import {
+  addressValue,
+  type ChainRule,
+  type EnvoyMapping,
+  headerOf,
+  matchOf,
+  type Step,
+  wildcardCondition,
+} from "./envoy_mapping.ts";
 import { checkService } from "./envoy_service_check.ts";
 import { type DraftRule, type ImportResult, type ReportItem, ruleId } from "./report.ts";
 
@@ -32,7 +41,6 @@ export function importService(
     if (list === undefined || list === null) return;
     if (!Array.isArray(list)) throw new EnvoyImportError(`${where}: descriptors must be a list`);
     const valued = valuesByKey(list);
-    const denying = denyingValues(list);
     for (const d of list) {
       const line = isObject(d) ? loaded.lineOf(d) : 0;
       if (!isObject(d) || typeof d.key !== "string" || d.key === "") {
@@ -40,9 +48,8 @@ export function importService(
       }
       const value = descriptorValue(d, `${file}:${line}`, report);
       const notWith = value === null ? (valued.get(d.key) ?? []).filter((v) => v !== "*") : [];
-      const denied = notWith.filter((v) => denying.has(`${d.key}\u0000${v}`));
       const shared = d.share_threshold === true ? { shared: true } : {};
-      const more = { ...(notWith.length > 0 ? { notWith } : {}), ...(denied.length > 0 ? { denied } : {}), ...shared };
+      const more = { ...(notWith.length > 0 ? { notWith } : {}), ...shared };
       const steps = [...chain, { key: d.key, value, line, ...more }];
       if (d.rate_limit !== undefined) {
         const rule = serviceRule(d, steps, `${root.domain}`, file, mapping, report, taken, sends, settings);
@@ -76,25 +83,6 @@ function valuesByKey(list: readonly unknown[]): Map<string, string[]> {
       valued.set(d.key, [...(valued.get(d.key) ?? []), String(d.value)]);
   }
   return valued;
-}
-
-/**
- * The values whose own descriptor denies every request (`requests_per_unit: 0`, which a Sluice rule cannot say: left
- * out), as `key\0value`: a rule for their key alone keeps counting them rather than leave them unlimited.
- */
-function denyingValues(list: readonly unknown[]): Set<string> {
-  const out = new Set<string>();
-  for (const d of list) {
-    if (!isObject(d) || typeof d.key !== "string" || d.value === undefined || d.value === null) continue;
-    const rl = d.rate_limit;
-    if (
-      isObject(rl) &&
-      rl.unlimited !== true &&
-      !(typeof rl.requests_per_unit === "number" && rl.requests_per_unit > 0)
-    )
-      out.add(`${d.key}\u0000${String(d.value)}`);
-  }
-  return out;
 }
 
 /** `replaces`: both rules apply in Sluice where the service applies only the replacing one. */
@@ -206,15 +194,27 @@ function serviceRule(
       "the rate_limits entries that send it add other hits (hits_addend: a format, or numbers that differ); the rule charges each request 1",
     );
   }
-  if (perUnit === 0) {
-    report.push({
-      where,
-      kind: "left out",
-      message: `${chainText}: requests_per_unit 0 denies every request; Sluice limits are at least 1`,
-    });
-    return null;
-  }
   const name = typeof rl.name === "string" ? rl.name : null;
+  const id = () => ruleId(name ?? `${domain}-${steps.map((s) => s.value ?? s.key).join("-")}`, taken);
+  const excepted = {
+    ...match.match,
+    ...(except.length === 0 ? {} : { except: [...(match.match.except ?? []), ...except] }),
+    ...(headers.length === 0 ? {} : { header: [...(match.match.header ?? []), ...headers] }),
+    ...(addresses.length === 0 ? {} : { except_address: addresses }),
+  };
+  if (perUnit === 0) {
+    const deny = denyDraft({ ...match, match: excepted }, chainText, where, report);
+    if (deny === null) return null;
+    // A deny rule counts no one: what the notes say of the chain's key is not about it.
+    const notes = match.notes.filter((n) => !n.startsWith("one budget for every client"));
+    const fields: [string, string | number | boolean][] = [
+      ["deny", true],
+      ["status", settings?.status ?? 429],
+    ];
+    if (d.shadow_mode === true) fields.push(["mode", "shadow"]);
+    const source = `${where}: domain ${domain}, descriptor ${chainText}: 0 per ${rl.unit}, every request refused`;
+    return { draft: { id: id(), source, notes, match: deny, fields }, name, replaces: [] };
+  }
   const replaces = Array.isArray(rl.replaces)
     ? rl.replaces.flatMap((r) => (isObject(r) && typeof r.name === "string" ? [r.name] : []))
     : [];
@@ -254,15 +254,10 @@ function serviceRule(
   }
   return {
     draft: {
-      id: ruleId(name ?? `${domain}-${steps.map((s) => s.value ?? s.key).join("-")}`, taken),
+      id: id(),
       source: `${where}: domain ${domain}, descriptor ${chainText}: ${perUnit} per ${rl.unit}`,
       notes: match.notes,
-      match: {
-        ...match.match,
-        ...(except.length === 0 ? {} : { except: [...(match.match.except ?? []), ...except] }),
-        ...(headers.length === 0 ? {} : { header: [...(match.match.header ?? []), ...headers] }),
-        ...(addresses.length === 0 ? {} : { except_address: addresses }),
-      },
+      match: excepted,
       ...(match.key === null ? {} : { key: match.key }),
       fields,
     },
@@ -288,18 +283,14 @@ function siblingsExcepted(
   for (const step of steps) {
     for (const value of step.notWith ?? []) {
       // A sibling for one client address (range): those clients go there, never here (`match.except_address`).
-      if (addressValue(mapping, step.key, value) && step.denied?.includes(value) !== true) {
+      if (addressValue(mapping, step.key, value)) {
         addresses.push(value);
         continue;
       }
       const meaning = mapping.get(`${step.key}:${value}`);
       const header = meaning === undefined ? headerOf(mapping.get(step.key)) : null;
       if (meaning?.kind === "route") except.push(...[meaning.route].flat());
-      else if (header !== null && step.denied?.includes(value) === true) {
-        approximate(
-          `a request with ${step.key}=${value} goes to that descriptor of its own, which denies every request (left out); Sluice's rule counts it here rather than not at all`,
-        );
-      } else if (header !== null) headers.push(printCondition({ ...wildcardCondition(header, value), not: true }));
+      else if (header !== null) headers.push(printCondition({ ...wildcardCondition(header, value), not: true }));
       else {
         approximate(
           `a request with ${step.key}=${value} goes to that descriptor of its own (the service looks up a key's value before the key alone), never to this one; Sluice's rule counts it too`,
@@ -308,4 +299,40 @@ function siblingsExcepted(
     }
   }
   return { except: [...new Set(except)], headers, addresses };
+}
+
+/**
+ * A chain with `requests_per_unit: 0` as a deny rule's match: the chain's match without its identity, and each part of
+ * its key the request must carry for Envoy to send the descriptor (a header, cookie or query value) as a `present`
+ * test on it; the address is always there. A part a match cannot test for (an API key, a user) is left out.
+ */
+function denyDraft(
+  chain: ChainRule,
+  chainText: string,
+  where: string,
+  report: ReportItem[],
+): DraftRule["match"] | null {
+  const { identity: _, ...match } = chain.match;
+  const present: Record<"header" | "cookie" | "query", string[]> = { header: [], cookie: [], query: [] };
+  const key = chain.key ?? (chain.match.identity === undefined ? [] : [chain.match.identity]);
+  for (const part of key === "global" ? [] : key) {
+    const named = /^\{ (header|cookie|query): (.+) \}$/.exec(part);
+    if (named !== null) present[named[1] as keyof typeof present].push(`{ name: ${named[2]}, present: true }`);
+    else if (part !== "ip") {
+      report.push({
+        where,
+        kind: "left out",
+        message: `${chainText}: requests_per_unit 0 refuses every request that sends it, and only callers with ${part} send it; a deny rule names whom it refuses by its match, which cannot test for ${part}`,
+      });
+      return null;
+    }
+  }
+  return {
+    ...match,
+    ...Object.fromEntries(
+      (["header", "cookie", "query"] as const).flatMap((k) =>
+        present[k].length === 0 ? [] : [[k, [...(match[k] ?? []), ...present[k]]]],
+      ),
+    ),
+  };
 }

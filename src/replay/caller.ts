@@ -10,11 +10,13 @@ import type { AmbiguousPaths, PathOptions } from "../request/canonical_path.ts";
 import { identityKey } from "../request/identity.ts";
 import type { CompiledRule, RequestFacts } from "../request/match.ts";
 import type { UpstreamProfile } from "../request/upstream_profile.ts";
-import type { Identity } from "../rules/types.ts";
+import type { DenyRule, Identity } from "../rules/types.ts";
 import type { RequestLine } from "./request_trace.ts";
 
 /** What a request replay needs beyond the rules. */
 export interface ReplayOptions {
+  /** The deny rules (src/rules/deny.ts), which refuse a request before any rule is asked. Default none. */
+  readonly denies?: readonly DenyRule[];
   /** The Worker's settings a replay reads (src/edge/settings.ts has them all). */
   readonly settings: {
     readonly defaultPlan: string;

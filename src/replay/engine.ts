@@ -12,7 +12,16 @@
 import { type AlgorithmParams, type AlgorithmState, type Decision, slotPolicy } from "../algorithms/index.ts";
 import type { Account } from "../isolate/account_cache.ts";
 import { compose } from "../request/compose.ts";
-import { type Applicable, applicableRules, type CompiledRule, compileRules, rejectingRule } from "../request/match.ts";
+import {
+  type Applicable,
+  applicableRules,
+  type CompiledDeny,
+  type CompiledRule,
+  compileDenies,
+  compileRules,
+  denyingRules,
+  rejectingRule,
+} from "../request/match.ts";
 import { headAsGet, shapeWith } from "../request/request_shape.ts";
 import type { ResolvedRule } from "../rules/types.ts";
 import { type Caller, callerOf, type ReplayOptions } from "./caller.ts";
@@ -50,6 +59,8 @@ export type Verdict =
   | { readonly kind: "admit"; readonly delayMs: number }
   /** `rules`: the enforcing rules that denied, by place; `status`: the one answered (the longest retry's rule). */
   | { readonly kind: "deny"; readonly rules: readonly number[]; readonly status: number }
+  /** A deny rule (by id) matched: refused with its status, nothing counted. */
+  | { readonly kind: "forbidden"; readonly rule: string; readonly status: number }
   /** 401: a rule with `unverified: reject` applies to a caller without a verified key. */
   | { readonly kind: "unauthorized"; readonly rule: number }
   /** 400: the request costs more than an enforcing rule can ever admit. */
@@ -67,8 +78,24 @@ export interface Replayed {
 
 const ADMIT: Verdict = { kind: "admit", delayMs: 0 };
 
+const DEFAULT_PATH = { caseSensitive: false, keepEncodedSlash: false, keepParams: false };
+
+/** The Worker's default settings, no accounts file and no deny rules: a replay given no options. */
+export const DEFAULT_REPLAY_OPTIONS: ReplayOptions = {
+  settings: {
+    defaultPlan: "free",
+    ipv6PrefixBits: 64,
+    path: DEFAULT_PATH,
+    ambiguousPaths: "refuse",
+    upstreamProfile: "any",
+  },
+  accounts: null,
+};
+
 export class Replayer {
   readonly compiled: readonly CompiledRule[];
+  /** The deny rules (`options.denies`), asked first for each request of a request trace. */
+  private readonly denies: readonly CompiledDeny[];
   readonly keys: KeyIndex;
   private readonly states: RuleStates[];
   private readonly place = new Map<string, number>();
@@ -89,21 +116,13 @@ export class Replayer {
 
   constructor(
     readonly rules: readonly ResolvedRule[],
-    private readonly options: ReplayOptions = {
-      settings: {
-        defaultPlan: "free",
-        ipv6PrefixBits: 64,
-        path: DEFAULT_PATH,
-        ambiguousPaths: "refuse",
-        upstreamProfile: "any",
-      },
-      accounts: null,
-    },
+    private readonly options: ReplayOptions = DEFAULT_REPLAY_OPTIONS,
     /** The key numbering, shared by replayers that see the same keys (`plan` runs two over one trace). */
     keys: KeyIndex = new KeyIndex(),
   ) {
     this.keys = keys;
     this.compiled = compileRules(rules);
+    this.denies = compileDenies(options.denies ?? []);
     this.hasKeys = rules.some((r) => r.key !== null);
     this.overridden = rules.map(() => new Map());
     this.holdsSlots = this.compiled.map((c) => slotPolicy(c.params) !== undefined);
@@ -172,6 +191,11 @@ export class Replayer {
       ...caller.facts,
       values: lineSource(line),
     };
+    const denied = denyingRules(this.denies, facts).find((d) => d.rule.mode === "enforce");
+    if (denied !== undefined) {
+      const verdict = { kind: "forbidden", rule: denied.rule.id, status: denied.rule.status } as const;
+      return { verdict, answers: [], caller: callerKey };
+    }
     const rejecting = rejectingRule(this.compiled, facts);
     if (rejecting !== null) {
       return { verdict: { kind: "unauthorized", rule: this.placeOf(rejecting) }, answers: [], caller: callerKey };
@@ -288,7 +312,5 @@ export class Replayer {
     return this.states.reduce((n, s) => n + s.packedBytes, this.keys.byteSize);
   }
 }
-
-const DEFAULT_PATH = { caseSensitive: false, keepEncodedSlash: false, keepParams: false };
 
 export type { Account };

@@ -12,9 +12,9 @@
  * Memory: the engine's packed states (states.ts) and one key index for both sides, a record per key that flipped, a
  * bounded histogram per rule.
  */
-import type { ResolvedRule } from "../rules/types.ts";
+import type { DenyRule, ResolvedRule } from "../rules/types.ts";
 import { fieldChanges, type RulePair } from "./deploy_plan.ts";
-import { Replayer, type ReplayOptions, type Verdict } from "./engine.ts";
+import { DEFAULT_REPLAY_OPTIONS, Replayer, type ReplayOptions, type Verdict } from "./engine.ts";
 import { KeyIndex } from "./key_index.ts";
 import type { Outcome } from "./outcomes.ts";
 import type { RequestLine } from "./request_trace.ts";
@@ -118,6 +118,8 @@ export class ReplayBuilder {
     pairs: readonly RulePair[],
     options?: ReplayOptions,
     private readonly observedDenial: ObservedDenial | null = null,
+    /** Each side's deny rules: they refuse a request of a request trace before any rule is asked. */
+    denies: { readonly before: readonly DenyRule[]; readonly after: readonly DenyRule[] } = { before: [], after: [] },
   ) {
     this.lanes = pairs.map((pair) => ({
       pair,
@@ -143,7 +145,11 @@ export class ReplayBuilder {
       lanes: replayed,
     };
     const side = (s: "before" | "after") => pairs.flatMap((p) => (p[s] === null ? [] : [p[s]!]));
-    this.full = { before: new Replayer(side("before"), options), after: new Replayer(side("after"), options) };
+    const withDenies = (s: "before" | "after") => ({ ...(options ?? DEFAULT_REPLAY_OPTIONS), denies: denies[s] });
+    this.full = {
+      before: new Replayer(side("before"), withDenies("before")),
+      after: new Replayer(side("after"), withDenies("after")),
+    };
   }
 
   /** One `t_ms,key,cost` line. */
@@ -175,7 +181,11 @@ export class ReplayBuilder {
     const field = was ? "allowedToDenied" : "deniedToAllowed";
     this.requestFlips[field]++;
     const blamed = was ? rulesOf(after, this.full.after) : before === null ? [] : rulesOf(before, this.full.before);
-    for (const id of blamed) this.flip(this.laneOf.get(id)!, null, line.tMs, was);
+    // A deny rule has no lane (its refusals count in the request flips alone).
+    for (const id of blamed) {
+      const lane = this.laneOf.get(id);
+      if (lane !== undefined) this.flip(lane, null, line.tMs, was);
+    }
     this.keyFlip(caller, field);
   }
 
@@ -225,6 +235,8 @@ function rulesOf(verdict: Verdict, replayer: Replayer): string[] {
     case "unauthorized":
     case "too_costly":
       return [replayer.rules[verdict.rule]!.id];
+    case "forbidden":
+      return [verdict.rule];
     default:
       return [];
   }

@@ -1,5 +1,7 @@
 /** `sluice plan`'s report as text: one block per rule (change, fields, live state), then the replay's tables. */
 
+import { MATCH_FIELDS } from "../rules/fields.ts";
+import type { DenyRule } from "../rules/types.ts";
 import { changeOf, fieldChanges, type RulePair, stateFate } from "./deploy_plan.ts";
 import { type Flips, type Replay, totalFlips } from "./flips.ts";
 import { describeRule } from "./run.ts";
@@ -15,8 +17,10 @@ export function formatPlan(
   toName: string,
   replay: Replay | null,
   traceName: string,
+  denies: { readonly before: readonly DenyRule[]; readonly after: readonly DenyRule[] } = { before: [], after: [] },
 ): string {
   const out: string[] = [`sluice plan: ${fromName} -> ${toName}`, ""];
+  out.push(...denyLines(denies));
   const counts = new Map<string, number>();
   for (const pair of pairs) {
     const change = changeOf(pair);
@@ -35,6 +39,37 @@ export function formatPlan(
   if (replay === null) return `${out.join("\n")}\n`;
   out.push(...(replay.mode === "keyed" ? keyedReplay(replay, traceName) : requestReplay(replay, traceName)));
   return `${out.join("\n")}\n`;
+}
+
+/**
+ * The deny rules added, removed or changed (by id), each with what it refuses; and a count line. Nothing when neither
+ * side has one.
+ */
+function denyLines({ before, after }: { readonly before: readonly DenyRule[]; readonly after: readonly DenyRule[] }) {
+  if (before.length + after.length === 0) return [];
+  const text = (d: DenyRule) => {
+    const match = MATCH_FIELDS.filter((m) => m.yaml !== "identity")
+      .map((m) => [m.yaml, m.print(d.match)] as const)
+      .filter(([, v]) => v !== "any" && v !== "none");
+    const what = match.length === 0 ? "every request" : match.map(([k, v]) => `match.${k} ${v}`).join("; ");
+    return `deny rule, status ${d.status}${d.mode === "shadow" ? ", shadow" : ""}: ${what}`;
+  };
+  const same = (a: DenyRule, b: DenyRule) => text(a) === text(b);
+  const out: string[] = [];
+  const counts = { added: 0, removed: 0, changed: 0, unchanged: 0 };
+  for (const d of after) {
+    const was = before.find((b) => b.id === d.id);
+    const change = was === undefined ? "added" : same(was, d) ? "unchanged" : "changed";
+    counts[change]++;
+    if (change === "changed") out.push(`${d.id}: changed (${text(d)}; was ${text(was!)})`);
+    else if (change === "added") out.push(`${d.id}: added (${text(d)})`);
+  }
+  for (const d of before.filter((b) => !after.some((a) => a.id === b.id))) {
+    counts.removed++;
+    out.push(`${d.id}: removed (${text(d)})`);
+  }
+  const summary = Object.entries(counts).map(([c, n]) => `${n} ${c}`);
+  return [...out, `deny rules: ${summary.join(", ")}`, ""];
 }
 
 function keyedReplay(replay: Replay, traceName: string): string[] {

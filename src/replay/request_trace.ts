@@ -62,7 +62,9 @@ export function columnsOf(line: string, version: 1 | 2 = 2): TraceColumns | stri
  * The columns a trace needs for a rule set: every header, cookie and query parameter a `key:` names or a `match`
  * condition tests, sorted (a `match.cf` condition's field is a column of every version 2 trace).
  */
-export function columnsFor(rules: readonly ResolvedRule[]): TraceColumns {
+export function columnsFor(
+  rules: readonly (Pick<ResolvedRule, "match"> & { readonly key?: ResolvedRule["key"] })[],
+): TraceColumns {
   const names = new Set<string>();
   for (const r of rules) {
     // `request.cf`'s fields are a version 2 trace's own columns (asn, country, colo, ja4).

@@ -166,6 +166,7 @@ const VERDICT_WORDS: readonly (readonly [string, string])[] = [
   ["admit", "admitted"],
   ["delayed", "admitted after a wait"],
   ["deny", "denied"],
+  ["forbidden", "refused by a deny rule"],
   ["unauthorized", "refused 401 (unverified: reject)"],
   ["too_costly", "refused 400 (cost above a rule's capacity)"],
   ["bad_request", "refused 400 (unreadable path)"],

@@ -15,6 +15,7 @@ import { addressGroups, inRange } from "../rules/address_range.ts";
 import { routeMatches } from "../rules/route.ts";
 import type {
   AlgorithmParams,
+  DenyRule,
   Identity,
   MatchCondition,
   ResolvedRule,
@@ -42,6 +43,18 @@ export interface CompiledRule {
   readonly folded: RouteSets & {
     readonly costByRoute: readonly { readonly route: RoutePattern; readonly cost: number }[];
   };
+}
+
+/** What matching reads of a rule: its match, its plans as a set, its routes (folded for case-insensitive matching). */
+export interface Matchable {
+  readonly rule: { readonly match: RuleMatch };
+  readonly plans: ReadonlySet<string> | null;
+  readonly folded: RouteSets;
+}
+
+/** A deny rule (src/rules/deny.ts) compiled for matching. */
+export interface CompiledDeny extends Matchable {
+  readonly rule: DenyRule;
 }
 
 /** One rule applied to one request. */
@@ -130,6 +143,34 @@ export function compileRules(rules: readonly ResolvedRule[], version = 0): reado
   return compiled;
 }
 
+const deniesCache = new WeakMap<readonly DenyRule[], readonly CompiledDeny[]>();
+
+export function compileDenies(denies: readonly DenyRule[]): readonly CompiledDeny[] {
+  const hit = deniesCache.get(denies);
+  if (hit !== undefined) return hit;
+  const compiled = denies.map((rule) => ({
+    rule,
+    plans: rule.match.plans === null ? null : new Set(rule.match.plans),
+    folded: foldRouteSets(routeSets(rule)),
+  }));
+  deniesCache.set(denies, compiled);
+  return compiled;
+}
+
+/**
+ * The deny rules whose match holds for this request, in order: the shadow ones to log, and the first enforcing one,
+ * if any, the one that refuses it (the list stops there).
+ */
+export function denyingRules(denies: readonly CompiledDeny[], facts: RequestFacts): CompiledDeny[] {
+  const out: CompiledDeny[] = [];
+  for (const compiled of denies) {
+    if (!matchesRequest(compiled, facts)) continue;
+    out.push(compiled);
+    if (compiled.rule.mode === "enforce") break;
+  }
+  return out;
+}
+
 export function applicableRules(rules: readonly CompiledRule[], facts: RequestFacts): Applicable[] {
   const out: Applicable[] = [];
   for (const compiled of rules) {
@@ -164,7 +205,7 @@ function countedBy(rule: ResolvedRule, facts: RequestFacts): string | null {
 }
 
 /** Plan, conditions (`match.header`, `match.cookie`, `match.query`) and route (under any of the request's methods). */
-export function matchesRequest(compiled: CompiledRule, facts: RequestFacts): boolean {
+export function matchesRequest(compiled: Matchable, facts: RequestFacts): boolean {
   if (compiled.plans !== null && !compiled.plans.has(facts.plan)) return false;
   // The hot path: most rules have no conditions, so nothing is built for them.
   const conditions = compiled.rule.match.conditions;
@@ -242,7 +283,7 @@ function regexOf(c: MatchCondition): RegExp {
 export type RouteFacts = Pick<RequestFacts, "methods" | "paths" | "foldCase">;
 
 /** Route alone (under any of the request's methods), whoever calls: a rule that fails it applies to no caller. */
-export function matchesRoute(compiled: CompiledRule, facts: RouteFacts): boolean {
+export function matchesRoute(compiled: Matchable, facts: RouteFacts): boolean {
   const { routes, except } = facts.foldCase ? compiled.folded : routeSets(compiled.rule);
   const any = (list: readonly RoutePattern[]) =>
     facts.methods.some((m) => facts.paths.some((p) => list.some((r) => routeMatches(r, m, p))));
@@ -255,9 +296,9 @@ interface RouteSets {
   readonly except: readonly RoutePattern[];
 }
 
-const routeSetsCache = new WeakMap<ResolvedRule, RouteSets>();
+const routeSetsCache = new WeakMap<{ readonly match: RuleMatch }, RouteSets>();
 
-function routeSets(rule: ResolvedRule): RouteSets {
+function routeSets(rule: { readonly match: RuleMatch }): RouteSets {
   const hit = routeSetsCache.get(rule);
   if (hit !== undefined) return hit;
   const { route, moreRoutes, except } = rule.match;

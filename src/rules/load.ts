@@ -4,22 +4,24 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type { ResolvedRule } from "./types.ts";
+import type { DenyRule, ResolvedRule } from "./types.ts";
 import { parseRules } from "./yaml.ts";
 
 /**
  * Every rule in `paths`, each a file or a directory (then every `*.yaml` / `*.yml` in it, sorted by name; not
  * recursive). File names in messages are as given. A rule id defined in two files is an error in the later one.
- * All problems come back in `errors`; only valid rules are in `rules`.
+ * All problems come back in `errors`; only valid rules are in `rules`, and deny rules (deny.ts) in `denies`.
  */
 export function loadRules(paths: string[]): {
   rules: ResolvedRule[];
+  denies: DenyRule[];
   errors: string[];
   /** Valid rules that are likely not what was meant (a key the client can rotate): printed, never fatal. */
   warnings: string[];
   files: { file: string; count: number }[];
 } {
   const rules: ResolvedRule[] = [];
+  const denies: DenyRule[] = [];
   const errors: string[] = [];
   const warnings: string[] = [];
   const files: { file: string; count: number }[] = [];
@@ -40,19 +42,18 @@ export function loadRules(paths: string[]): {
     errors.push(...parsed.errors);
     warnings.push(...parsed.warnings);
     let count = 0;
-    for (const rule of parsed.rules) {
+    const unique = (rule: { readonly id: string }) => {
       const first = firstFile.get(rule.id);
-      if (first !== undefined) {
-        errors.push(`${file}: ${rule.id}.id: duplicate id (first defined in ${first})`);
-        continue;
-      }
-      firstFile.set(rule.id, file);
-      rules.push(rule);
-      count++;
-    }
+      if (first !== undefined) errors.push(`${file}: ${rule.id}.id: duplicate id (first defined in ${first})`);
+      else firstFile.set(rule.id, file);
+      if (first === undefined) count++;
+      return first === undefined;
+    };
+    rules.push(...parsed.rules.filter(unique));
+    denies.push(...parsed.denies.filter(unique));
     files.push({ file, count });
   }
-  return { rules, errors, warnings, files };
+  return { rules, denies, errors, warnings, files };
 }
 
 /** The files `paths` name: files as given, directories as their sorted `*.yaml` / `*.yml` files. */

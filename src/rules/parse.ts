@@ -13,6 +13,7 @@
 import { ALGORITHMS, type AlgorithmName, type AlgorithmParams, capacityOf } from "../algorithms/index.ts";
 import { readAddressRanges } from "./address_range.ts";
 import { closest } from "./closest.ts";
+import { resolveDenyFields } from "./deny.ts";
 import { CROSS_FIELD_CHECKS, type FieldContext, RULE_FIELDS } from "./fields.ts";
 import { printKey } from "./key.ts";
 import { CONDITION_SOURCES, readConditions } from "./match_conditions.ts";
@@ -20,7 +21,7 @@ import { ALL_PARAM_KEYS, notAParameterOf, paramSpec, resolveParams } from "./par
 import { describe, type Raw } from "./raw.ts";
 import { exceedsCapacity, oneOf, RuleErrors, unknownKey } from "./read.ts";
 import { compileRoute } from "./route.ts";
-import type { Identity, ResolvedRule, RoutePattern, RuleCommon, RuleMatch } from "./types.ts";
+import type { DenyRule, Identity, ResolvedRule, RoutePattern, RuleCommon, RuleMatch } from "./types.ts";
 
 const ID_RE = /^[A-Za-z0-9_.-]+$/;
 const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
@@ -51,18 +52,19 @@ export function resolveRules(
   root: Raw,
   file: string,
   locate: Locate = () => null,
-): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
+): { rules: ResolvedRule[]; denies: DenyRule[]; errors: string[]; warnings: string[] } {
   const errors: string[] = [];
   const warnings: string[] = [];
   if (root === null) {
     errors.push(`${file}: the file is empty; expected a list of rules`);
-    return { rules: [], errors, warnings };
+    return { rules: [], denies: [], errors, warnings };
   }
   if (!Array.isArray(root)) {
     errors.push(`${file}: the top level must be a list of rules ("- id: ..."), got ${describe(root)}`);
-    return { rules: [], errors, warnings };
+    return { rules: [], denies: [], errors, warnings };
   }
   const rules: ResolvedRule[] = [];
+  const denies: DenyRule[] = [];
   const ids = root.map((raw) => {
     const id = raw instanceof Map ? raw.get("id") : undefined;
     return typeof id === "string" && ID_RE.test(id) ? id : null;
@@ -70,26 +72,46 @@ export function resolveRules(
   root.forEach((raw, index) => {
     // Rules that share an id are each reported, by their place in the file, not under the one name.
     const sharing = ids.flatMap((id, i) => (id !== null && id === ids[index] && i !== index ? [i] : []));
-    const rule = resolveRule(raw, { index, file, locate, sharing }, errors, warnings);
+    const where = { index, file, locate, sharing };
+    if (raw instanceof Map && raw.has("deny")) {
+      const deny = resolveDeny(raw, where, errors, warnings);
+      if (deny !== null) denies.push(deny);
+      return;
+    }
+    const rule = resolveRule(raw, where, errors, warnings);
     if (rule !== null) rules.push(rule);
   });
-  return { rules, errors, warnings };
+  return { rules, denies, errors, warnings };
 }
 
-/** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
-// long: the rule's steps in order (id, algorithm, keys, match, parameters, fields), each reporting into one RuleErrors.
-function resolveRule(
-  raw: Raw,
-  { index, file, locate, sharing }: { index: number; file: string; locate: Locate; sharing: readonly number[] },
+/** Where a rule stands: its place in the file, the file, how to locate a field, the places of rules sharing its id. */
+interface RulePlace {
+  readonly index: number;
+  readonly file: string;
+  readonly locate: Locate;
+  readonly sharing: readonly number[];
+}
+
+/** A deny rule (deny.ts): its id and match as any rule's, then its own fields; `null` with its problems in `out`. */
+function resolveDeny(raw: Map<string, Raw>, place: RulePlace, out: string[], warnings: string[]): DenyRule | null {
+  const { id, e } = ruleId(raw, place, out, warnings);
+  const match = resolveMatch(raw, e, false);
+  const fields = resolveDenyFields(raw, e);
+  if (e.count > 0 || id === null || match === undefined || fields === null) return null;
+  const { plans, route, except, conditions, addresses, exceptAddresses } = match;
+  if ([plans, route, conditions, addresses, exceptAddresses].every((x) => x == null) && except.length === 0) {
+    e.warn("match", "names no plan, route, header, cookie, query, cf value or address: it refuses every request");
+  }
+  return { id, file: place.file, match, ...fields };
+}
+
+/** A rule's id, checked (present, well formed, unique in its file), and the errors of the rule it names. */
+function ruleId(
+  raw: Map<string, Raw>,
+  { index, file, locate, sharing }: RulePlace,
   out: string[],
   warnings: string[],
-): ResolvedRule | null {
-  if (!(raw instanceof Map)) {
-    const message = `must be a mapping with id, match and algorithm, got ${describe(raw)}`;
-    const position = locate(index, "", message);
-    out.push(`${file}${position === null ? "" : `:${position}`}: rules[${index}]: ${message}`);
-    return null;
-  }
+): { readonly id: string | null; readonly e: RuleErrors } {
   const idRaw = raw.get("id");
   const id = typeof idRaw === "string" && ID_RE.test(idRaw) ? idRaw : null;
   const ref = id === null ? `rules[${index}]` : sharing.length > 0 ? `${id} (rules[${index}])` : id;
@@ -109,7 +131,19 @@ function resolveRule(
     });
     e.add("id", `duplicate id: ${others.join(", ")} ${others.length === 1 ? "has" : "have"} it too; ids are unique`);
   }
+  return { id, e };
+}
 
+/** One rule of a file: resolved with every default filled in, or `null` with its problems added to `out`. */
+function resolveRule(raw: Raw, place: RulePlace, out: string[], warnings: string[]): ResolvedRule | null {
+  const { index, file, locate } = place;
+  if (!(raw instanceof Map)) {
+    const message = `must be a mapping with id, match and algorithm, got ${describe(raw)}`;
+    const position = locate(index, "", message);
+    out.push(`${file}${position === null ? "" : `:${position}`}: rules[${index}]: ${message}`);
+    return null;
+  }
+  const { id, e } = ruleId(raw, place, out, warnings);
   const algorithm = resolveAlgorithm(raw, e);
   // A misspelt algorithm ("gcar") does not hide its fields' problems: they are checked as the likeliest one's.
   const checkedAs = algorithm ?? likelyAlgorithm(raw);
@@ -230,14 +264,16 @@ function resolveAlgorithm(raw: Map<string, Raw>, e: RuleErrors): AlgorithmName |
   return oneOf(e, "algorithm", raw.get("algorithm"), ALGORITHMS) ?? null;
 }
 
-function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefined {
+/** A rule's `match`; `counts: false` for a deny rule, which counts no one, so takes no identity. */
+function resolveMatch(raw: Map<string, Raw>, e: RuleErrors, counts = true): RuleMatch | undefined {
   const m = raw.get("match");
   if (!raw.has("match")) {
-    e.add("match", `required, e.g. { plan: free, identity: api_key }`);
+    e.add("match", `required, e.g. ${counts ? "{ plan: free, identity: api_key }" : "{ address: [203.0.113.7] }"}`);
     return undefined;
   }
   if (!(m instanceof Map)) {
-    e.add("match", `must be a mapping such as { plan: free, identity: api_key }, got ${describe(m)}`);
+    const example = counts ? "{ plan: free, identity: api_key }" : "{ address: [203.0.113.7] }";
+    e.add("match", `must be a mapping such as ${example}, got ${describe(m)}`);
     return undefined;
   }
   let ok = true;
@@ -267,17 +303,7 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
   if (read.some((c) => c === undefined)) ok = false;
   const conditions = read.flatMap((c) => c ?? []);
   const route = routes?.[0] ?? null;
-  // `match.identity: X` is the short spelling of `key: [X]` (key.ts); a rule gives one or the other.
-  let identity: Identity | null | undefined = null;
-  if (m.has("identity") && raw.has("key")) {
-    e.add("match.identity", "give match.identity or key, not both (match.identity: X is the short form of key: [X])");
-    identity = undefined;
-  } else if (m.has("identity")) {
-    identity = oneOf(e, "match.identity", m.get("identity"), IDENTITIES);
-  } else if (!raw.has("key") && !m.has("key")) {
-    e.add("match.identity", `required: one of ${IDENTITIES.join(", ")} (or a key: at the rule's top level)`);
-    identity = undefined;
-  }
+  const identity = resolveIdentity(raw, m, e, counts);
   if (!ok || identity === undefined || routes === null || except === null) return undefined;
   return {
     plans,
@@ -288,6 +314,35 @@ function resolveMatch(raw: Map<string, Raw>, e: RuleErrors): RuleMatch | undefin
     ...addresses,
     identity,
   };
+}
+
+/**
+ * `match.identity`, `null` when the rule gives `key:` (of which `match.identity: X` is the short spelling, key.ts; a
+ * rule gives one or the other) or counts no one (a deny rule, which takes none); `undefined` after an error.
+ */
+function resolveIdentity(
+  raw: Map<string, Raw>,
+  m: Map<string, Raw>,
+  e: RuleErrors,
+  counts: boolean,
+): Identity | null | undefined {
+  if (!counts) {
+    if (!m.has("identity")) return null;
+    e.add(
+      "match.identity",
+      "a deny rule refuses whoever its match names and counts no one, so it takes no identity; name whom to refuse " +
+        "with match.address, match.header, match.plan or match.route",
+    );
+    return undefined;
+  }
+  if (m.has("identity") && raw.has("key")) {
+    e.add("match.identity", "give match.identity or key, not both (match.identity: X is the short form of key: [X])");
+    return undefined;
+  }
+  if (m.has("identity")) return oneOf(e, "match.identity", m.get("identity"), IDENTITIES);
+  if (raw.has("key") || m.has("key")) return null;
+  e.add("match.identity", `required: one of ${IDENTITIES.join(", ")} (or a key: at the rule's top level)`);
+  return undefined;
 }
 
 /** `match.address` and `match.except_address` as `RuleMatch` fields (absent: not given); `null` after an error. */

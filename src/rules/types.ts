@@ -151,6 +151,21 @@ export interface RuleCommon {
   readonly blockForMs: number | null;
 }
 
+/**
+ * A deny rule (`deny: true`, src/rules/deny.ts): it refuses every request it applies to, at the edge, and counts
+ * nothing: a blocklist. Its `match` has no identity (`identity: null`): it applies to whoever its match names.
+ */
+export interface DenyRule {
+  readonly id: string;
+  readonly file: string;
+  readonly match: RuleMatch;
+  /** `shadow`: only logs the requests it would refuse. */
+  readonly mode: Mode;
+  /** The status of its refusal. Default 403 (`DENY_STATUS`). */
+  readonly status: number;
+  readonly description: string;
+}
+
 /** A status (`401`) or a class of statuses (`5xx`) a `count_when` names. */
 export type StatusMatch = number | `${1 | 2 | 3 | 4 | 5}xx`;
 

@@ -9,15 +9,15 @@ import { type Document, isAlias, isMap, isScalar, isSeq, parseDocument, type YAM
 import { resolveRules } from "./parse.ts";
 import { yamlLocator } from "./positions.ts";
 import { describe, type Raw, YamlFloat } from "./raw.ts";
-import type { ResolvedRule } from "./types.ts";
+import type { DenyRule, ResolvedRule } from "./types.ts";
 
 export function parseRules(
   given: string,
   file: string,
-): { rules: ResolvedRule[]; errors: string[]; warnings: string[] } {
+): { rules: ResolvedRule[]; denies: DenyRule[]; errors: string[]; warnings: string[] } {
   const text = withoutBom(given);
   const parsed = parseYamlDocument(text, file);
-  if ("errors" in parsed) return { rules: [], errors: parsed.errors, warnings: [] };
+  if ("errors" in parsed) return { rules: [], denies: [], errors: parsed.errors, warnings: [] };
   return resolveRules(parsed.value, file, yamlLocator(parsed.doc, text));
 }
 

@@ -7,7 +7,7 @@ import { createIsolate, type Sleep } from "../../src/isolate/isolate.ts";
 import { limiterStub } from "../../src/object/names.ts";
 import type { Replayer } from "../../src/replay/engine.ts";
 import type { RequestLine } from "../../src/replay/request_trace.ts";
-import { type CompiledRule, compileRules } from "../../src/request/match.ts";
+import { type CompiledDeny, type CompiledRule, compileRules } from "../../src/request/match.ts";
 import type { ResolvedRule } from "../../src/rules/types.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
 
@@ -99,9 +99,13 @@ export function manualSleep(): { readonly sleep: Sleep; expire(ms?: number): Pro
 }
 
 /** Run the gateway with custom rules in the Workers runtime, with the real bindings and this file's isolate state. */
-export async function gatewayFetch(rules: readonly CompiledRule[], request: Request): Promise<Response> {
+export async function gatewayFetch(
+  rules: readonly CompiledRule[],
+  request: Request,
+  denies: readonly CompiledDeny[] = [],
+): Promise<Response> {
   const ctx = createExecutionContext();
-  const response = await handleRequest(request, env, ctx, rules, isolate);
+  const response = await handleRequest(request, env, ctx, rules, isolate, denies);
   await waitOnExecutionContext(ctx);
   return response;
 }
@@ -131,5 +135,5 @@ export function itemOf(field: string | null, ruleId: string): string | null {
 /** The status a replay answers a trace line with, as the gateway's: 200 admitted, a denial's status, else 400. */
 export function replayedStatus(replayer: Replayer, line: RequestLine): number {
   const v = replayer.request(line).verdict;
-  return v.kind === "admit" ? 200 : v.kind === "deny" ? v.status : 400;
+  return v.kind === "admit" ? 200 : v.kind === "deny" || v.kind === "forbidden" ? v.status : 400;
 }

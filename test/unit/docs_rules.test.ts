@@ -78,7 +78,7 @@ describe("docs/rules.md", () => {
     blocks.forEach((block, i) => {
       const parsed = parseRules(block, `${DOC} yaml block ${i + 1}`);
       expect(parsed.errors).toEqual([]);
-      expect(parsed.rules.length).toBeGreaterThan(0);
+      expect(parsed.rules.length + parsed.denies.length).toBeGreaterThan(0);
     });
   });
 

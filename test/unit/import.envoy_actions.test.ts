@@ -189,18 +189,34 @@ describe("descriptors read from route actions", () => {
     expect(r.report.filter((i) => i.kind !== "note")).toEqual([]);
   });
 
-  it("a value whose own limit denies every request (left out) stays counted by the key's rule, not unlimited", () => {
+  it("a value whose own limit denies every request is a deny rule, and the key's rule leaves that value to it", () => {
     const r = imported(
       "domain: d\ndescriptors:\n  - key: tenant\n    value: banned\n    rate_limit: { unit: second, requests_per_unit: 0 }\n  - key: tenant\n    rate_limit: { unit: second, requests_per_unit: 3 }\n",
       ROUTES,
     );
-    expect(r.rules.map((x) => [x.id, x.match.header, x.key])).toEqual([
-      ["d-tenant", undefined, ["{ header: x-tenant }"]],
+    expect(r.rules.map((x) => [x.id, x.match.header, x.key, x.fields])).toEqual([
+      [
+        "d-banned",
+        ['{ name: x-tenant, equals: "banned" }'],
+        undefined,
+        [
+          ["deny", true],
+          ["status", 429],
+        ],
+      ],
+      [
+        "d-tenant",
+        ['{ name: x-tenant, equals: "banned", not: true }'],
+        ["{ header: x-tenant }"],
+        [
+          ["algorithm", "fixed_window"],
+          ["limit", 3],
+          ["window", "s"],
+          ["key_missing", "skip"],
+        ],
+      ],
     ]);
-    expect(r.report.filter((i) => i.kind !== "note").map((i) => `${i.kind}: ${i.message}`)).toEqual([
-      "left out: tenant=banned: requests_per_unit 0 denies every request; Sluice limits are at least 1",
-      "approximate: tenant: a request with tenant=banned goes to that descriptor of its own, which denies every request (left out); Sluice's rule counts it here rather than not at all",
-    ]);
+    expect(r.report.filter((i) => i.kind !== "note")).toEqual([]);
   });
 
   it("a value of a caller's own key (the API key) is still left out: a rule would hold the key itself", () => {

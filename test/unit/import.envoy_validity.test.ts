@@ -49,12 +49,15 @@ describe("a configuration the service loads is imported as it reads it", () => {
     expect(r.rules[0]!.fields).toContainEqual(["window", "min"]);
   });
 
-  it("a missing count is 0, which denies every request: left out with that reason, not refused", () => {
+  it("a missing count is 0, which denies every request: a deny rule, not refused", () => {
     const r = run(one("rate_limit:\n  unit: second"));
-    expect(r.rules).toEqual([]);
-    expect(r.report.map((i) => `${i.kind}: ${i.message}`)).toContainEqual(
-      expect.stringMatching(/^left out: .*requests_per_unit 0 denies every request/),
-    );
+    expect(r.rules.map((x) => x.fields)).toEqual([
+      [
+        ["deny", true],
+        ["status", 429],
+      ],
+    ]);
+    expect(r.report.filter((i) => i.kind === "left out")).toEqual([]);
   });
 
   it("unlimited without a unit, metadata of any keys, a timestamp-looking value: loaded", () => {

@@ -465,7 +465,7 @@ describe("resolution details", () => {
   });
 
   it("an empty list is zero rules, not an error", () => {
-    expect(parseRules("[]\n", "t.yaml")).toEqual({ rules: [], errors: [], warnings: [] });
+    expect(parseRules("[]\n", "t.yaml")).toEqual({ rules: [], denies: [], errors: [], warnings: [] });
   });
 
   it("YAML aliases resolve like their anchors", () => {
