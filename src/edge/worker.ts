@@ -23,7 +23,7 @@ export async function handleRequest(
   try {
     const url = new URL(request.url);
     const settings = settingsOf(env);
-    const admin = await routeAdmin(request, url, env, settings, rules, isolate);
+    const admin = await routeAdmin(request, url, env, settings, rules, isolate, denies);
     if (admin !== null) return admin;
     return await gateway(request, url, { env, settings, isolate, ctx }, rules, denies);
   } catch (error) {

@@ -103,6 +103,21 @@ describe("npm start: live reload of rules/", () => {
     await expect.poll(() => policy(5_000), { timeout: 30_000, interval: 250 }).toBe('"free-global";q=7;w=1');
   });
 
+  // A deny rule goes from the rule file through `sluice compile` (DENY_RULES) to the running Worker (deployed.ts).
+  it("a deny rule added: its address refused with 403 and a problem naming it, others served", async () => {
+    const deny = "\n- id: blocked\n  deny: true\n  match: { address: 198.51.100.66 }\n";
+    writeFileSync(file, valid.replace("  burst: 20\n", "  burst: 7\n") + deny);
+    const from = (address: string) =>
+      fetchWithin(`${server!.base}/v1/quotes`, 5_000, {
+        headers: { "X-API-Key": "sk_free_demo", "CF-Connecting-IP": address },
+      });
+    await expect.poll(async () => (await from("198.51.100.66")).status, { timeout: 30_000, interval: 250 }).toBe(403);
+    const refused = await from("198.51.100.66");
+    expect(JSON.parse(refused.text)).toMatchObject({ status: 403, rule: "blocked" });
+    expect(refused.headers.get("retry-after")).toBeNull();
+    expect((await from("198.51.100.67")).status).toBe(200);
+  });
+
   it("a second npm start on the same port says so in one line", () => {
     const second = spawnSync(process.execPath, ["scripts/start.mjs"], {
       cwd: dir,

@@ -10,11 +10,12 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { checkRequest } from "../../src/edge/binding.ts";
 import { settingsOf } from "../../src/edge/settings.ts";
+import { handleRequest } from "../../src/edge/worker.ts";
 import { Replayer } from "../../src/replay/engine.ts";
 import type { RequestLine } from "../../src/replay/request_trace.ts";
 import { compileDenies, compileRules } from "../../src/request/match.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
-import { gatewayFetch, isolate, replayedStatus, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, isolate, replayedStatus, req, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -94,6 +95,31 @@ describe("deny rules through the gateway", () => {
     const response = await gatewayFetch(rules, get("192.0.2.11", "/v1/things", { "X-Bot": "yes" }), compiledDenies);
     expect(response.status).toBe(200);
     expect(isolate.stats.shadow_denials).toBe(before + 1);
+  });
+});
+
+describe("the admin API lists them", () => {
+  it("GET /_sluice/rules: the deny rules beside the limits, each with its status and what it matches", async () => {
+    const { rules, compiledDenies, denies } = parsed();
+    const ctx = createExecutionContext();
+    const headers = { Authorization: "Bearer test-admin-token-0123456789abcdef" };
+    const response = await handleRequest(
+      req("GET", "/_sluice/rules", headers),
+      env,
+      ctx,
+      rules,
+      isolate,
+      compiledDenies,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { rules: { id: string }[]; denies: { id: string; limits: string }[] };
+    expect(body.rules.map((r) => r.id)).toEqual([rules[0]!.rule.id]);
+    expect(body.denies.map((r) => [r.id, r.limits])).toEqual([
+      [denies[0]!.id, "deny, status 403; except_address 203.0.113.0/28"],
+      [denies[1]!.id, "deny, status 429; address 198.51.100.9"],
+      [denies[2]!.id, 'deny, status 403; header { name: x-bot, equals: "yes" }'],
+    ]);
   });
 });
 

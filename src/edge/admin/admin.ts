@@ -1,6 +1,6 @@
 /**
  * The admin API under /_sluice/, for operators; every call needs `Authorization: Bearer <ADMIN_TOKEN>` but the page:
- *   GET  /_sluice/rules                   the resolved rules, as deployed, each with its limits in one line
+ *   GET  /_sluice/rules                   the resolved rules as deployed (limits in one line), and the deny rules
  *   GET  /_sluice/state?rule=ID           that key's remaining, reset and retry (not charged), and the lease held here
  *   POST /_sluice/reset?rule=ID           forget that key's state (both take key_hash=HEX, as a denial row shows)
  *   GET  /_sluice/account                 an API key's account record as the Worker reads it: plan, overrides
@@ -24,9 +24,10 @@ import { describeRule } from "../../replay/run.ts";
 import { ADMIN_PREFIX, adminReading, isAdminPath } from "../../request/admin_path.ts";
 import { problemResponse } from "../../request/headers.ts";
 import { clientIpKey, identityKey } from "../../request/identity.ts";
-import type { CompiledRule } from "../../request/match.ts";
+import type { CompiledDeny, CompiledRule } from "../../request/match.ts";
+import { MATCH_FIELDS } from "../../rules/fields.ts";
 import { printKey } from "../../rules/key.ts";
-import type { Identity, ResolvedRule } from "../../rules/types.ts";
+import type { DenyRule, Identity, ResolvedRule } from "../../rules/types.ts";
 import { unverifiedKeyText } from "../caller.ts";
 import { keyHashOf, sha256Hex } from "../hash.ts";
 import { adminKeyHash } from "../rule_keys.ts";
@@ -79,8 +80,9 @@ export async function routeAdmin(
   settings: Settings,
   rules: readonly CompiledRule[],
   isolate: Isolate,
+  denies: readonly CompiledDeny[] = [],
 ): Promise<Response | null> {
-  if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, rules, isolate);
+  if (isAdminPath(url.pathname)) return await handleAdmin(request, url, env, settings, { rules, denies }, isolate);
   if (adminReading(url.pathname)) return problemResponse(400, ADMIN_SPELLING);
   return null;
 }
@@ -93,12 +95,21 @@ const ADMIN_SPELLING = {
   error: "admin_path_spelling",
 } as const;
 
+/** A deny rule's limits cell: its status, and what its match tests beyond plans and routes (addresses, values). */
+function denyLimits(rule: DenyRule): string {
+  const tests = MATCH_FIELDS.filter((m) => !["plan", "route", "except", "identity"].includes(m.yaml))
+    .map((m) => [m.yaml, m.print(rule.match)] as const)
+    .filter(([, v]) => v !== "any" && v !== "none")
+    .map(([k, v]) => `${k} ${v}`);
+  return [`deny, status ${rule.status}`, ...tests].join("; ");
+}
+
 async function handleAdmin(
   request: Request,
   url: URL,
   env: Env,
   settings: Settings,
-  rules: readonly CompiledRule[],
+  { rules, denies }: { readonly rules: readonly CompiledRule[]; readonly denies: readonly CompiledDeny[] },
   isolate: Isolate,
 ): Promise<Response> {
   if (settings.adminToken === null) return notFound();
@@ -114,7 +125,13 @@ async function handleAdmin(
 
   switch (route) {
     case "/rules":
-      return allow("GET") ?? json({ rules: rules.map((c) => ({ ...c.rule, limits: describeRule(c.rule) })) });
+      return (
+        allow("GET") ??
+        json({
+          rules: rules.map((c) => ({ ...c.rule, limits: describeRule(c.rule) })),
+          denies: denies.map((c) => ({ ...c.rule, limits: denyLimits(c.rule) })),
+        })
+      );
     case "/stats":
       return allow("GET") ?? json(statsOf(isolate, settings));
     case "/denials":

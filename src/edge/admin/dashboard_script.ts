@@ -109,7 +109,8 @@ ${VIEWS}
   // One call at a time: if the token is refused, nothing else is sent with it.
   async function refresh() {
     try {
-      showRules((await api("GET", LOGIN_CHECK)).rules);
+      const deployed = await api("GET", LOGIN_CHECK);
+      showRules(deployed.rules, deployed.denies || []);
       const stats = await api("GET", "/stats");
       showStats(stats, Date.now());
       showDenials(await api("GET", "/denials"));
@@ -127,7 +128,7 @@ ${VIEWS}
     $("app").hidden = false;
     $("logout").hidden = false;
     $("refresh").hidden = false;
-    showRules(body.rules);
+    showRules(body.rules, body.denies || []);
     fleetAt = 0;
     refresh();
     if (timer === null) timer = setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 5000);

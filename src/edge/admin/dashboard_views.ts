@@ -12,7 +12,8 @@ export const VIEWS = `
     return cell;
   }
 
-  function showRules(list) {
+  // Deny rules (deny: true) are listed after the limits, with their status; they have no key to look up.
+  function showRules(list, denies) {
     rules = list;
     const body = $("rules-body");
     body.replaceChildren();
@@ -37,6 +38,22 @@ export const VIEWS = `
       const option = el("option", r.id + " (" + m.identity + ")");
       option.value = r.id;
       select.append(option);
+    }
+    for (const r of denies) {
+      const m = r.match;
+      body.append(
+        row([
+          idCell(r),
+          limitsOf(r),
+          m.plans === null ? "any" : m.plans.join(", "),
+          (m.route === null ? "any" : [m.route, ...m.moreRoutes].map((x) => x.source).join(", ")) +
+            (m.except.length === 0 ? "" : " except " + m.except.map((x) => x.source).join(", ")),
+          "-",
+          r.mode,
+          "-",
+          "-",
+        ]),
+      );
     }
     if (chosen) select.value = chosen;
   }
