@@ -42,8 +42,8 @@ export function formatPlan(
 }
 
 /**
- * The deny rules added, removed or changed (by id), each with what it refuses; and a count line. Nothing when neither
- * side has one.
+ * The deny rules added, removed or changed (by id), each with what it refuses; and a count line. Nothing when none
+ * changed.
  */
 function denyLines({ before, after }: { readonly before: readonly DenyRule[]; readonly after: readonly DenyRule[] }) {
   if (before.length + after.length === 0) return [];
@@ -68,6 +68,7 @@ function denyLines({ before, after }: { readonly before: readonly DenyRule[]; re
     counts.removed++;
     out.push(`${d.id}: removed (${text(d)})`);
   }
+  if (out.length === 0) return [];
   const summary = Object.entries(counts).map(([c, n]) => `${n} ${c}`);
   return [...out, `deny rules: ${summary.join(", ")}`, ""];
 }

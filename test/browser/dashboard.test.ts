@@ -169,6 +169,11 @@ describe("dashboard in Chromium, without Analytics Engine", () => {
     expect(await monthly.nth(1).textContent()).toBe("fixed_window 2,000,000 per month");
     expect(await monthly.nth(6).textContent()).toBe("global");
     expect(await monthly.nth(7).textContent()).toBe("open");
+    // A deny rule is listed after the limits, with its status and what its match tests (no identity, scope or on_error).
+    const deny = page.locator("#rules-body tr", { hasText: "admin-office-only" }).locator("td");
+    expect(await deny.nth(1).textContent()).toBe("deny, status 403; except_address 203.0.113.0/28");
+    expect(await deny.nth(3).textContent()).toBe("* /v1/admin/**");
+    expect(await deny.nth(4).textContent()).toBe("-");
     await expect.poll(() => page.locator("#updated").textContent()).toMatch(/^updated \d\d:\d\d:\d\d UTC$/);
     if (SCREENSHOTS) await page.screenshot({ path: join(ROOT, "docs", "dashboard-isolate.png"), fullPage: true });
     expect(problems).toEqual([]);

@@ -5,7 +5,7 @@
  * is charged for it; a shadow deny rule only logs. Through the gateway, the service binding's `check`, and the replay
  * engine, which decides as the gateway on a generated request stream.
  */
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { checkRequest } from "../../src/edge/binding.ts";
@@ -95,6 +95,18 @@ describe("deny rules through the gateway", () => {
     const response = await gatewayFetch(rules, get("192.0.2.11", "/v1/things", { "X-Bot": "yes" }), compiledDenies);
     expect(response.status).toBe(200);
     expect(isolate.stats.shadow_denials).toBe(before + 1);
+  });
+});
+
+describe("the deployed Worker (the shipped example's admin-office-only, compiled into DENY_RULES)", () => {
+  it("refuses /v1/admin to every address but the office's, and serves the rest", async () => {
+    const at = (address: string, path: string) =>
+      SELF.fetch(`https://api.example.com${path}`, { headers: { "CF-Connecting-IP": address } });
+    const refused = await at("192.0.2.31", "/v1/admin/users");
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ rule: "admin-office-only" });
+    expect((await at("203.0.113.3", "/v1/admin/users")).status).toBe(200);
+    expect((await at("192.0.2.31", "/v1/quotes")).status).toBe(200);
   });
 });
 

@@ -329,7 +329,8 @@ describe("the shipped example (test/fixtures/shipped/shiplane.yaml)", () => {
 
   it("validates with zero errors", () => {
     expect(result.errors).toEqual([]);
-    expect(result.files).toEqual([{ file: SHIPPED, count: result.rules.length }]);
+    expect(result.files).toEqual([{ file: SHIPPED, count: result.rules.length + result.denies.length }]);
+    expect(result.denies.map((d) => d.id)).toEqual(["admin-office-only"]);
   });
 
   it("exercises every algorithm and a shadow rule", () => {
