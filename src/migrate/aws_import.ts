@@ -2,7 +2,8 @@
  * AWS WAF (wafv2) rate-based rules as Sluice rules: one rule per rule whose statement is a RateBasedStatement, a
  * `sliding_counter` of `limit: Limit` per `window: EvaluationWindowSec` in 10-second sub-windows, counting refused
  * requests too; its ScopeDownStatement as the match (aws_statement.ts), its aggregation as the key (aws_key.ts),
- * its Action as the mode or status. Other rules are not rate limits: noted and skipped.
+ * its Action as the mode or status. A rule that blocks what its statement matches without a rate is a deny rule
+ * (aws_block.ts); other rules are not rate limits: noted and skipped.
  *
  * Why this algorithm: AWS "estimates the current request rate using an algorithm that gives more importance to more
  * recent requests" and does "not guarantee an exact limit match" (Rate-based rule caveats); each check counts the
@@ -14,6 +15,7 @@
  */
 
 import { actionFields } from "./aws_action.ts";
+import { blockRule, type RuleFacts, ruleFacts } from "./aws_block.ts";
 import {
   AwsImportError,
   awsRulesOf,
@@ -43,12 +45,14 @@ export function importAwsWaf(text: string, file: string, ipSets: readonly IpSet[
   const report: ReportItem[] = [];
   const drafts: DraftRule[] = [];
   const taken = new Set<string>();
+  const facts = ruleFacts(place, rules);
   rules.forEach((rule, i) => {
-    const draft = importRule(place, rule, `Rules[${i}]`, report, taken);
+    const draft = importRule(place, rule, { facts: facts[i]!, all: facts }, report, taken);
     if (draft !== null) drafts.push(draft);
   });
   const where = here(place, list);
-  if (drafts.length > 0)
+  // A deny rule (aws_block.ts) counts nothing: what AWS's rate checks do is about the rate-based rules alone.
+  if (drafts.some((d) => !d.fields.some(([name]) => name === "deny")))
     report.push({
       where,
       kind: "approximate",
@@ -71,16 +75,20 @@ const WINDOWS = new Set([60, 120, 300, 600]);
 function importRule(
   place: PlaceWithSets,
   rule: Obj,
-  path: string,
+  order: { readonly facts: RuleFacts; readonly all: readonly RuleFacts[] },
   report: ReportItem[],
   taken: Set<string>,
 ): DraftRule | null {
+  const path = order.facts.path;
   const name = required(place, rule, "Name", path, isString, "a string");
   const label = `${path} (${name})`;
   const say = (kind: ReportItem["kind"], f: Finding) =>
     report.push({ where: `${f.at}: ${label}`, kind, message: f.message });
   const statement = required(place, rule, "Statement", path, isObject, "an object");
   const [kind, rbs] = soleKey(place, statement, `${path}.Statement`, "a statement");
+  if (kind !== "RateBasedStatement" && order.facts.verb === "Block") {
+    return blockRule(place, rule, statement, order.facts, order.all, report, taken);
+  }
   if (kind !== "RateBasedStatement") {
     say("note", {
       message: `${/^[AEIOU]/.test(kind) ? "an" : "a"} ${kind}, not a rate-based rule: not a rate limit, so no rule`,
