@@ -84,6 +84,8 @@ export interface Replay {
   readonly topKeys: readonly KeyFlips[];
   /** Requests whose answer flips (requests mode; a request denied by two rules counts once here, in both rows). */
   readonly requestFlips: Flips;
+  /** The flips each deny rule caused (requests mode), by id, in the order first seen. */
+  readonly denyFlips: readonly { readonly id: string; readonly flips: Flips }[];
   /**
    * Requests whose answer before is what the log says the proxy answered (`sluice plan --from nginx:` over its access
    * log), not a replay of the rules before; their flips are blamed on the rules after only.
@@ -108,6 +110,7 @@ export class ReplayBuilder {
   private mode: Replay["mode"] = "keyed";
   private readonly flipped = new Map<string, Flips>();
   private readonly requestFlips: Flips = { allowedToDenied: 0, deniedToAllowed: 0 };
+  private readonly denyFlips = new Map<string, Flips>();
   private readonly callers = new Set<string>();
   private requests = 0;
   private observed = 0;
@@ -181,10 +184,10 @@ export class ReplayBuilder {
     const field = was ? "allowedToDenied" : "deniedToAllowed";
     this.requestFlips[field]++;
     const blamed = was ? rulesOf(after, this.full.after) : before === null ? [] : rulesOf(before, this.full.before);
-    // A deny rule has no lane (its refusals count in the request flips alone).
     for (const id of blamed) {
       const lane = this.laneOf.get(id);
       if (lane !== undefined) this.flip(lane, null, line.tMs, was);
+      else countFlip(this.denyFlips, id, field); // a deny rule: no lane, no histogram
     }
     this.keyFlip(caller, field);
   }
@@ -197,12 +200,7 @@ export class ReplayBuilder {
   }
 
   private keyFlip(key: string, field: keyof Flips): void {
-    let record = this.flipped.get(key);
-    if (record === undefined) {
-      record = { allowedToDenied: 0, deniedToAllowed: 0 };
-      this.flipped.set(key, record);
-    }
-    record[field]++;
+    countFlip(this.flipped, key, field);
   }
 
   private seen(tMs: number): void {
@@ -222,9 +220,20 @@ export class ReplayBuilder {
       lastMs: this.lastMs,
       topKeys: topKeys(this.flipped, top),
       requestFlips: this.requestFlips,
+      denyFlips: [...this.denyFlips].map(([id, flips]) => ({ id, flips })),
       observed: this.observed,
     };
   }
+}
+
+/** One more flip of `field` for `id` (a key, or a deny rule). */
+function countFlip(map: Map<string, Flips>, id: string, field: keyof Flips): void {
+  let flips = map.get(id);
+  if (flips === undefined) {
+    flips = { allowedToDenied: 0, deniedToAllowed: 0 };
+    map.set(id, flips);
+  }
+  flips[field]++;
 }
 
 /** The ids of the rules behind a verdict that is not an admission. */

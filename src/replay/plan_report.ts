@@ -118,6 +118,8 @@ function requestReplay(replay: Replay, traceName: string): string[] {
     String(l.flips.allowedToDenied),
     String(l.flips.deniedToAllowed),
   ]);
+  for (const { id, flips } of replay.denyFlips)
+    rows.push([id, "deny", String(flips.allowedToDenied), String(flips.deniedToAllowed)]);
   out.push(
     ...table([
       ["rule", "change", "allowed->denied", "denied->allowed"],

@@ -160,7 +160,7 @@ describe("sluice plan reports deny rules", () => {
     expect(res.stderr).toBe("");
     expect(res.stdout).toContain("blocked: added (deny rule, status 429: match.address 198.51.100.9)");
     expect(res.stdout).toContain("deny rules: 1 added, 0 removed, 0 changed, 0 unchanged");
-    expect(res.stdout).toMatch(/\nrequests +3 +0\n/);
+    expect(res.stdout).toMatch(/\nblocked +deny +3 +0\nrequests +3 +0\n/);
   });
 
   it("changed and removed", async () => {
