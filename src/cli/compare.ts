@@ -199,7 +199,7 @@ async function replayAndReport(
   };
   const fed = await feedAnyTrace(sink, tracePath, traceName, io, {
     label: "sluice compare",
-    columns: columnsFor(request.rules),
+    columns: columnsFor([...request.rules, ...(request.replay.denies ?? [])]),
   });
   if (fed.errors.length > 0) return inputError(io, fed.errors);
   if (key !== undefined && !builder.hasKey(key)) {

@@ -63,7 +63,7 @@ export async function runSimulate(args: string[], io: Io): Promise<number> {
   let kind: TraceKind | null = null;
   const sink = simulationSink(replayer, out, () => kind === "keyed" && ruleId === undefined);
   const result = await feedAnyTrace(sink, tracePath, tracePath ?? "<stdin>", io, {
-    columns: columnsFor(rules),
+    columns: columnsFor([...rules, ...denies]),
     label: "sluice simulate",
     onKind: (k) => {
       kind = k;

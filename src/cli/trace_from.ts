@@ -102,7 +102,7 @@ function traceColumns(paths: readonly string[] | undefined): TraceColumns | { er
   const given = paths ?? (existsSync("rules/") ? ["rules/"] : []);
   if (given.length === 0) return columnsFor([]);
   const loaded = loadRules([...given]);
-  return loaded.errors.length > 0 ? { errors: loaded.errors } : columnsFor(loaded.rules);
+  return loaded.errors.length > 0 ? { errors: loaded.errors } : columnsFor([...loaded.rules, ...loaded.denies]);
 }
 
 function parseWindow(text: string): number | null {

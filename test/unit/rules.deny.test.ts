@@ -151,6 +151,36 @@ describe("sluice simulate replays deny rules as the gateway", () => {
   });
 });
 
+describe("a deny rule's header in a request trace (version 2)", () => {
+  it("simulate reads the column only a deny rule names, and says when a trace lacks it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-deny-"));
+    writeFileSync(
+      join(dir, "rules.yaml"),
+      `${LIMIT}- id: bots\n  deny: true\n  match: { header: { name: X-Bot, present: true } }\n`,
+    );
+    writeFileSync(
+      join(dir, "trace.csv"),
+      "# sluice request trace v2\nt_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4,header:x-bot\n" +
+        "0,GET,/v1/a,192.0.2.1,,,,,,,,,yes\n1,GET,/v1/a,192.0.2.1,,,,,,,,,\n",
+    );
+    const res = await runCli(["simulate", "--rules", join(dir, "rules.yaml"), "--trace", join(dir, "trace.csv")]);
+    expect(res.stderr).toBe("");
+    expect(
+      res.stdout
+        .trim()
+        .split("\n")
+        .map((l) => (JSON.parse(l) as { verdict: string }).verdict),
+    ).toEqual(["forbidden", "allowed"]);
+    // A trace without the column: said once, as for any column the rules read.
+    writeFileSync(
+      join(dir, "bare.csv"),
+      "# sluice request trace v2\nt_ms,method,path,address,key,user,cost,host,asn,country,colo,ja4\n0,GET,/v1/a,192.0.2.1,,,,,,,,\n",
+    );
+    const bare = await runCli(["simulate", "--rules", join(dir, "rules.yaml"), "--trace", join(dir, "bare.csv")]);
+    expect(bare.stderr).toContain("warning: the trace has no header:x-bot column");
+  });
+});
+
 describe("sluice plan reports deny rules", () => {
   it("added, and the requests whose answer flips", async () => {
     const trace = [0, 1, 2].map((t) => line(t, "/v2/a", "198.51.100.9"));
