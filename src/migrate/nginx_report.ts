@@ -55,9 +55,22 @@ export function reportUnsupported(directives: readonly Directive[], report: Repo
   for (const d of directives) {
     const why = UNSUPPORTED[d.name];
     if (why !== undefined) report.push({ where: where(d), kind: "left out", message: `${text(d)}: ${why}` });
+    if ((d.name === "allow" || d.name === "deny") && !report.some((r) => r.message.endsWith(ACCESS_NOTE)))
+      report.push({
+        where: where(d),
+        kind: "note",
+        message: `${text(d)}, and every other allow or deny: ${ACCESS_NOTE}`,
+      });
     if (d.block !== null) reportUnsupported(d.block, report);
   }
 }
+
+/**
+ * NGINX's access rules (`allow`, `deny`) are not limits: behind Sluice they stay NGINX's, and count in its limits as
+ * NGINX counts them (limit_req runs before them). A blocklist at the edge is a deny rule, written by hand.
+ */
+const ACCESS_NOTE =
+  'access rules, not limits, so not imported (NGINX keeps them); a blocklist at the edge is a deny rule (docs/rules.md, "Refusing outright")';
 
 /** A rule of status 444, which NGINX answers by closing the connection: what differs, said. */
 export function closingNoted(rules: readonly DraftRule[], report: ReportItem[]): DraftRule[] {

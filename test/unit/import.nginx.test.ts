@@ -601,3 +601,18 @@ describe("sluice import nginx", () => {
     expect(r.stderr).toContain('expected "nginx", "envoy", "cloudflare" or "aws-waf", got "haproxy"');
   });
 });
+
+// NGINX's access module is not a limit: it stays NGINX's, and the report says so once, pointing at deny rules.
+describe("allow and deny", () => {
+  it("are noted once, not imported", () => {
+    const r = imported({
+      "nginx.conf": http(
+        `${ZONE_IP}\nserver { listen 80; location /admin/ { allow 203.0.113.0/28; deny all; limit_req zone=ip; } location /x/ { deny 198.51.100.7; } }`,
+      ),
+    });
+    expect(r.rules.map((x) => x.match.route)).toEqual(["* /admin/**"]);
+    expect(r.report.filter((i) => /allow or deny/.test(i.message)).map((i) => `${i.kind}: ${i.message}`)).toEqual([
+      'note: allow 203.0.113.0/28, and every other allow or deny: access rules, not limits, so not imported (NGINX keeps them); a blocklist at the edge is a deny rule (docs/rules.md, "Refusing outright")',
+    ]);
+  });
+});
