@@ -13,7 +13,7 @@ import { readAccount } from "../rules/account.ts";
 import { closest } from "../rules/closest.ts";
 import { loadRules } from "../rules/load.ts";
 import { notAParameterOf } from "../rules/params.ts";
-import type { AlgorithmParams, ResolvedRule } from "../rules/types.ts";
+import type { AlgorithmParams, DenyRule, ResolvedRule } from "../rules/types.ts";
 import { parseYamlValue } from "../rules/yaml.ts";
 import { type CommandInfo, commandArgs, EXIT_CODES, inputError, rulePaths, usageError } from "./args.ts";
 import type { Io } from "./io.ts";
@@ -88,7 +88,7 @@ export async function runAccounts(args: string[], io: Io): Promise<number> {
   const version = recordVersionOf(parsed.values.get("record-version")?.[0], systemClock());
   if (typeof version === "string") return usageError(cmd, version);
   const record = Object.keys(limits).length === 0 ? { plan, version } : { plan, limits, version };
-  const unknown = unknownLimitRules(limits, loaded.rules);
+  const unknown = unknownLimitRules(limits, loaded.rules, loaded.denies);
   const problems = recordProblems(record, loaded.rules, unknown);
   // An unknown rule id is a usage error (exit 2), as for every command; the other problems are reported with it.
   if (problems.length > 0) return inputError(io, [...problems, "nothing written"], unknown.size > 0 ? 2 : 1);
@@ -159,10 +159,15 @@ function limitsOf(cmd: CommandInfo, flags: readonly string[]): Record<string, Re
 function unknownLimitRules(
   limits: Record<string, Record<string, unknown>>,
   rules: readonly ResolvedRule[],
+  denies: readonly DenyRule[] = [],
 ): Map<string, string | null> {
   const unknown = new Map<string, string | null>();
   for (const [ruleId, fields] of Object.entries(limits)) {
     if (rules.some((r) => r.id === ruleId)) continue;
+    if (denies.some((r) => r.id === ruleId)) {
+      unknown.set(ruleId, `--limit ${ruleId}: a deny rule: it refuses what its match names and has no limits to set`);
+      continue;
+    }
     const owner = rules.find((r) => ruleId.startsWith(`${r.id}.`));
     if (owner === undefined) {
       unknown.set(ruleId, null);

@@ -140,6 +140,14 @@ describe("sluice accounts", () => {
     );
   });
 
+  it("a deny rule has no limits to override, and says so", async () => {
+    const r = await run("--key", "k", "--plan", "growth", "--limit", "admin-office-only.limit=5");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      "--limit admin-office-only: a deny rule: it refuses what its match names and has no limits to set\nnothing written\n",
+    );
+  });
+
   it("an override must give every parameter of the rule's algorithm", async () => {
     const r = await run("--key", "k", "--plan", "growth", "--limit", "growth-global.burst=500");
     expect(r.code).toBe(1);
