@@ -149,6 +149,12 @@ function serviceRule(
   if (!isObject(rl)) throw new EnvoyImportError(`${where}: rate_limit must be a mapping`);
   if (rl.unlimited === true) {
     const last = steps.at(-1)!;
+    // A client address (range) is left out of the key alone's rule exactly (`match.except_address`, siblingsExcepted).
+    if (last.value !== null && addressValue(mapping, last.key, last.value)) {
+      const message = `${chainText}: unlimited for these clients: the rules of ${last.key} alone leave them out (match.except_address), so no rule`;
+      report.push({ where, kind: "note", message });
+      return null;
+    }
     const exempts = last.value !== null && mapping.get(last.key)?.kind === "identity";
     report.push(
       exempts

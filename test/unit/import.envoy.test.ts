@@ -69,11 +69,13 @@ describe("Envoy configurations: the rules and the report", () => {
       [],
     ],
     [
-      "5 unlimited for one address: Sluice cannot exempt it",
+      "5 unlimited for one address: the address's rule leaves it out (match.except_address)",
       "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 60 }\n  - key: remote_address\n    value: 203.0.113.5\n    rate_limit: { unlimited: true }\n",
       [],
       ["edge-remote_address * ip algorithm=fixed_window limit=60 window=min"],
-      ["approximate: remote_address=203.0.113.5: unlimited for one remote_address; Sluice cannot exempt one caller"],
+      [
+        "note: remote_address=203.0.113.5: unlimited for these clients: the rules of remote_address alone leave them out (match.except_address), so no rule",
+      ],
     ],
     [
       "6 replaces and name",

@@ -93,6 +93,19 @@ describe("requests_per_unit 0 is a deny rule", () => {
   });
 });
 
+describe("unlimited for one address, beside the address alone", () => {
+  it("the address's rule leaves it out exactly (match.except_address): a note, nothing approximate", () => {
+    const r = imported(
+      EXAMPLE_3.replace("requests_per_unit: 0", "unlimited: true").replace(
+        "      unit: second\n      unlimited",
+        "      unlimited",
+      ),
+    );
+    expect(r.rules.map((x) => x.match)).toEqual([{ except_address: ["50.0.0.5"], identity: "ip" }]);
+    expect(r.report.filter((i) => i.kind !== "note")).toEqual([]);
+  });
+});
+
 describe("the imported blocklist, replayed", () => {
   it("refuses the listed address with 429 and limits every other client to 10 a second", async () => {
     const dir = mkdtempSync(join(tmpdir(), "sluice-envoy-deny-"));
