@@ -12,10 +12,9 @@ import { checkRequest } from "../../src/edge/binding.ts";
 import { settingsOf } from "../../src/edge/settings.ts";
 import { handleRequest } from "../../src/edge/worker.ts";
 import { Replayer } from "../../src/replay/engine.ts";
-import type { RequestLine } from "../../src/replay/request_trace.ts";
 import { compileDenies, compileRules } from "../../src/request/match.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
-import { gatewayFetch, isolate, replayedStatus, req, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, getLine, isolate, replayedStatus, req, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -165,16 +164,7 @@ describe("the replay engine decides as the gateway", () => {
           tMs += s.gapMs;
           setNow(tMs);
           const edge = (await gatewayFetch(rules, get(s.address, s.path), compiledDenies)).status;
-          const line: RequestLine = {
-            tMs,
-            method: "GET",
-            path: s.path,
-            address: s.address,
-            key: null,
-            user: null,
-            cost: null,
-            answered: null,
-          };
+          const line = getLine(tMs, s.path, s.address);
           expect({ ...s, replayed: replayedStatus(replayer, line) }).toEqual({ ...s, replayed: edge });
           seen.set(edge, (seen.get(edge) ?? 0) + 1);
         }

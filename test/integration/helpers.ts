@@ -133,6 +133,11 @@ export function itemOf(field: string | null, ruleId: string): string | null {
 }
 
 /** The status a replay answers a trace line with, as the gateway's: 200 admitted, a denial's status, else 400. */
+/** A request trace line of a GET from `address` (nothing else known), for replays beside the gateway. */
+export function getLine(tMs: number, path: string, address: string): RequestLine {
+  return { tMs, method: "GET", path, address, key: null, user: null, cost: null, answered: null };
+}
+
 export function replayedStatus(replayer: Replayer, line: RequestLine): number {
   const v = replayer.request(line).verdict;
   return v.kind === "admit" ? 200 : v.kind === "deny" || v.kind === "forbidden" ? v.status : 400;

@@ -11,9 +11,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { checkRequest } from "../../src/edge/binding.ts";
 import { settingsOf } from "../../src/edge/settings.ts";
 import { Replayer } from "../../src/replay/engine.ts";
-import type { RequestLine } from "../../src/replay/request_trace.ts";
 import { compileRules } from "../../src/request/match.ts";
-import { gatewayFetch, isolate, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, getLine, isolate, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -113,16 +112,7 @@ describe("the replay engine decides as the gateway (a trace line's address)", ()
           tMs += s.gapMs;
           setNow(tMs);
           const edge = (await gatewayFetch(rules, get(s.address, s.path))).status;
-          const line: RequestLine = {
-            tMs,
-            method: "GET",
-            path: s.path,
-            address: s.address,
-            key: null,
-            user: null,
-            cost: null,
-            answered: null,
-          };
+          const line = getLine(tMs, s.path, s.address);
           const replayed = replayedStatus(replayer, line);
           expect({ tMs: tMs - T0, ...s, replayed }).toEqual({ tMs: tMs - T0, ...s, replayed: edge });
           seen.set(edge, (seen.get(edge) ?? 0) + 1);

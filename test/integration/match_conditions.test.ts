@@ -11,7 +11,7 @@ import { settingsOf } from "../../src/edge/settings.ts";
 import { Replayer } from "../../src/replay/engine.ts";
 import { columnsFor, type RequestLine } from "../../src/replay/request_trace.ts";
 import { compileRules } from "../../src/request/match.ts";
-import { gatewayFetch, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
+import { gatewayFetch, getLine, replayedStatus, resolvedFrom, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -193,14 +193,7 @@ describe("the replay engine decides as the gateway (trace lines carry the tested
           };
           const edge = (await gatewayFetch(rules, get(s.address, headers, query, s.path, cf))).status;
           const line: RequestLine = {
-            tMs,
-            method: "GET",
-            path: s.path,
-            address: s.address,
-            key: null,
-            user: null,
-            cost: null,
-            answered: null,
+            ...getLine(tMs, s.path, s.address),
             fields,
             country: s.country,
             asn: s.asn,

@@ -12,6 +12,13 @@ export const VIEWS = `
     return cell;
   }
 
+  // A rule's plans and routes, as two cells.
+  function whereCells(m) {
+    const routes = m.route === null ? "any" : [m.route, ...m.moreRoutes].map((x) => x.source).join(", ");
+    const except = m.except.length === 0 ? "" : " except " + m.except.map((x) => x.source).join(", ");
+    return [m.plans === null ? "any" : m.plans.join(", "), routes + except];
+  }
+
   // Deny rules (deny: true) are listed after the limits, with their status; they have no key to look up.
   function showRules(list, denies) {
     rules = list;
@@ -22,39 +29,12 @@ export const VIEWS = `
     select.replaceChildren();
     for (const r of list) {
       const m = r.match;
-      body.append(
-        row([
-          idCell(r),
-          limitsOf(r),
-          m.plans === null ? "any" : m.plans.join(", "),
-          (m.route === null ? "any" : [m.route, ...m.moreRoutes].map((x) => x.source).join(", ")) +
-            (m.except.length === 0 ? "" : " except " + m.except.map((x) => x.source).join(", ")),
-          m.identity,
-          r.mode,
-          r.scope,
-          r.onError,
-        ]),
-      );
+      body.append(row([idCell(r), limitsOf(r), ...whereCells(m), m.identity, r.mode, r.scope, r.onError]));
       const option = el("option", r.id + " (" + m.identity + ")");
       option.value = r.id;
       select.append(option);
     }
-    for (const r of denies) {
-      const m = r.match;
-      body.append(
-        row([
-          idCell(r),
-          limitsOf(r),
-          m.plans === null ? "any" : m.plans.join(", "),
-          (m.route === null ? "any" : [m.route, ...m.moreRoutes].map((x) => x.source).join(", ")) +
-            (m.except.length === 0 ? "" : " except " + m.except.map((x) => x.source).join(", ")),
-          "-",
-          r.mode,
-          "-",
-          "-",
-        ]),
-      );
-    }
+    for (const r of denies) body.append(row([idCell(r), limitsOf(r), ...whereCells(r.match), "-", r.mode, "-", "-"]));
     if (chosen) select.value = chosen;
   }
 
