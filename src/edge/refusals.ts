@@ -61,6 +61,18 @@ function policyHeader(apps: readonly Applicable[], nowMs: number): [string, stri
   return policies.length === 0 ? [] : [["RateLimit-Policy", rateLimitPolicy(policies)]];
 }
 
+/** The reason phrases (RFC 9110) of the statuses a deny rule is likely to answer with. */
+const REASON_PHRASES: Readonly<Record<number, string>> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  410: "Gone",
+  429: "Too Many Requests",
+  451: "Unavailable For Legal Reasons",
+  503: "Service Unavailable",
+};
+
 /**
  * The deny rules that match a request (match.ts `denyingRules`): the shadow ones logged as would-be refusals, and the
  * enforcing one, the last, refusing it with its status. No `Retry-After` and no RateLimit fields: no later retry is
@@ -87,7 +99,7 @@ export function forbidden(cx: RequestContext, matched: readonly CompiledDeny[]):
   cx.isolate.stats.denials++;
   const problem = {
     type: "about:blank",
-    title: rule.status === 403 ? "Forbidden" : "Refused",
+    title: REASON_PHRASES[rule.status] ?? "Refused",
     status: rule.status,
     detail: `Rule ${rule.id} refuses every request it matches.`,
     rule: rule.id,

@@ -65,6 +65,7 @@ describe("deny rules through the gateway", () => {
     expect(await refused.json()).toMatchObject({ status: 403, title: "Forbidden", rule: denies[0]!.id });
     const banned = await gatewayFetch(rules, get("198.51.100.9", "/elsewhere"), compiledDenies);
     expect(banned.status).toBe(429);
+    expect(await banned.clone().json()).toMatchObject({ title: "Too Many Requests", rule: denies[1]!.id });
     expect(banned.headers.get("retry-after")).toBeNull();
   });
 
