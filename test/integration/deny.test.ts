@@ -14,7 +14,7 @@ import { handleRequest } from "../../src/edge/worker.ts";
 import { Replayer } from "../../src/replay/engine.ts";
 import { compileDenies, compileRules } from "../../src/request/match.ts";
 import { parseRules } from "../../src/rules/yaml.ts";
-import { gatewayFetch, getLine, isolate, replayedStatus, req, setNow, T0 } from "./helpers.ts";
+import { bearer, gatewayFetch, getLine, isolate, knownKey, replayedStatus, req, setNow, T0 } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -86,6 +86,28 @@ describe("deny rules through the gateway", () => {
     for (let i = 0; i < 3; i++)
       statuses.push((await gatewayFetch(rules, get("203.0.113.7", "/v1/admin/x"), compiledDenies)).status);
     expect(statuses).toEqual([200, 200, 429]);
+  });
+
+  it("by plan: the caller's plan comes from its account record, as for any rule", async () => {
+    const { rules } = parsed();
+    const { denies, errors } = parseRules(
+      "- id: legacy-off\n  deny: true\n  status: 410\n  match: { plan: legacy }\n",
+      "p.yaml",
+    );
+    expect(errors).toEqual([]);
+    setNow(T0);
+    const legacy = await knownKey("sk_legacy", "legacy");
+    const growth = await knownKey("sk_growth", "growth");
+    const from = (key: string) =>
+      gatewayFetch(
+        rules,
+        req("GET", "/v2/x", { ...bearer(key), "CF-Connecting-IP": "192.0.2.40" }),
+        compileDenies(denies),
+      );
+    const refused = await from(legacy);
+    expect(refused.status).toBe(410);
+    expect(await refused.json()).toMatchObject({ title: "Gone", rule: "legacy-off" });
+    expect((await from(growth)).status).toBe(200);
   });
 
   it("in shadow mode only count a would-be refusal", async () => {
