@@ -6,6 +6,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { formatRequestLine, type RequestLine, requestTraceHeader } from "../../src/replay/request_trace.ts";
 import { loadRules } from "../../src/rules/load.ts";
@@ -202,5 +203,53 @@ describe("sluice plan reports deny rules", () => {
     );
     expect(res.stdout).toContain("old: removed (deny rule, status 403: match.plan legacy)");
     expect(res.stdout).toContain("deny rules: 0 added, 1 removed, 1 changed, 0 unchanged");
+  });
+});
+
+describe("any value in any field of a deny rule", () => {
+  // JSON is YAML: random rule objects of deny's keys, a limit rule's and strangers, with values of every shape.
+  const value = fc.oneof(
+    fc.constantFrom(true, false, null, 0, 403, 429, 200, -1, 1.5, "", "shadow", "enforce", "198.51.100.9", "x"),
+    fc.string({ maxLength: 8 }),
+    fc.array(fc.constantFrom("198.51.100.0/24", "nope", 7), { maxLength: 3 }),
+    fc.dictionary(
+      fc.constantFrom("address", "route", "plan", "identity", "header", "bogus"),
+      fc.constantFrom("198.51.100.9", "GET /x", "free", "ip", 3),
+    ),
+  );
+  const keys = fc.constantFrom(
+    "id",
+    "deny",
+    "match",
+    "mode",
+    "status",
+    "description",
+    "algorithm",
+    "burst",
+    "key",
+    "cost",
+    "statuss",
+  );
+  it("is read or refused with messages, never thrown", () => {
+    const seen = { read: 0, refused: 0 };
+    fc.assert(
+      fc.property(fc.dictionary(keys, value), (fields) => {
+        const rule = { id: "d", deny: true, match: { address: "198.51.100.9" }, ...fields };
+        const { rules, denies, errors } = parseRules(JSON.stringify([rule]), "r.yaml");
+        expect(rules).toEqual([]);
+        if (errors.length === 0) {
+          expect(denies).toHaveLength(1);
+          seen.read++;
+        } else {
+          seen.refused++;
+          expect(denies).toEqual([]);
+          for (const e of errors) expect(e).toMatch(/^r\.yaml(:\d+:\d+)?: /);
+        }
+      }),
+      { seed: 36, numRuns: 400 },
+    );
+    // Both outcomes came up: the property looked at valid rules too.
+    expect(seen.read).toBeGreaterThan(0);
+    expect(seen.refused).toBeGreaterThan(0);
   });
 });
