@@ -55,10 +55,7 @@ export class CallSlots {
 }
 
 /** The writes a change makes: the record without its calls (`null`: delete it), and the call it applied if any. */
-export function writesOf(
-  before: LimiterRecord | null,
-  after: LimiterRecord | null,
-): { readonly record: LimiterRecord | null; readonly call: AppliedCall | null } {
+export function writesOf(before: LimiterRecord | null, after: LimiterRecord | null) {
   if (after === null) return { record: null, call: null };
   const last = after.calls?.at(-1);
   return { record: storedRecord(after), call: last !== undefined && last !== before?.calls?.at(-1) ? last : null };

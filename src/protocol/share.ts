@@ -1,8 +1,4 @@
-/**
- * Shares of a hot key's budget, the key's object's side (delegate.ts: the delegate's; docs/production.md, "Shares"),
- * kept in its record (`ShareBook`). A rate share is `parts` of the rate and burst, never charged; direct calls decide
- * from the slice no live share holds. A window share is units of the current window, charged at the grant. Pure.
- */
+/** A hot key's shares, the key's object's side (delegate.ts: the delegate's; docs/production.md, "Shares"). Pure. */
 import {
   type AlgorithmParams,
   type AlgorithmState,
@@ -29,7 +25,7 @@ import {
   peekRecord,
   peekState,
   recordFreshAtMs,
-  refusedFor,
+  refusedCall,
   ruleFor,
   type ShareBook,
   type ShareEntry,
@@ -229,7 +225,11 @@ function directCall(rec: LimiterRecord, direct: DirectSlice, input: CallInput, n
   const rule = ruleFor(rec, input.rule);
   const parts = directParts(book, nowMs);
   const to = honestSlice(rule.params, parts);
-  if (to === null) return { result: refuseAll(book, rule.params, input.costs, nowMs), record: rec };
+  if (to === null) {
+    // The live shares hold the whole rate until the next of them ends.
+    const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
+    return { result: refusedCall(input, rule.params, nextEndMs, nowMs), record: rec };
+  }
   const from = honestSlice(rec.params, direct.parts);
   const fresh = from === null || direct.state === null;
   const view: LimiterRecord = {
@@ -248,13 +248,6 @@ function directCall(rec: LimiterRecord, direct: DirectSlice, input: CallInput, n
 /** What a direct call's view shares with the record: its calls, lease asks and lows (not its shares or ban). */
 function callMemory({ calls, leaseAsks, lows }: LimiterRecord): Pick<LimiterRecord, "calls" | "leaseAsks" | "lows"> {
   return { ...(calls && { calls }), ...(leaseAsks && { leaseAsks }), ...(lows && { lows }) };
-}
-
-/** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
-function refuseAll(book: ShareBook, params: AlgorithmParams, costs: readonly number[], nowMs: number): CallResult {
-  const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
-  const results = costs.map((cost) => refusedFor(params, cost, Math.max(1, nextEndMs - nowMs), nowMs));
-  return { atMs: nowMs, results, lease: null, replayed: false };
 }
 
 /** What the key looks like to a cost-1 direct request now (the admin API's peek), shares considered. */

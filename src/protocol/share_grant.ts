@@ -50,11 +50,7 @@ import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 const NO_SHARE = { kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0 } as const;
 
 /** Grant, renew or end a delegate's share: its demand's proportion while hot; a retry answered as granted. */
-export function shareRecord(
-  record: LimiterRecord | null,
-  ask: ShareAsk,
-  nowMs: number,
-): { readonly record: LimiterRecord | null; readonly grant: ShareGrant } {
+export function shareRecord(record: LimiterRecord | null, ask: ShareAsk, nowMs: number): Granted<LimiterRecord | null> {
   const rule = ruleFor(record, ask.rule);
   let rec = withVersion(settleShares(record, nowMs), rule, nowMs);
   const mine = rec?.shares?.entries.find((e) => e.holder === ask.holder);
@@ -125,13 +121,12 @@ function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): InUse {
   const adopted = ask.holding !== undefined && ask.holding === e.askId;
   const parts = adopted ? (nowMs < partsUntilMs(e) ? e.parts : 0) : promisedParts(e, nowMs);
   const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
-  const forMs = ask.oldForMs;
-  const bounded = forMs !== undefined && Number.isSafeInteger(forMs) && forMs >= 0;
-  const untilMs = bounded ? Math.min(heldUntilMs, nowMs + forMs) : heldUntilMs;
-  const keep = ask.keep;
-  const valid = keep !== undefined && Number.isSafeInteger(keep) && keep >= 0;
-  return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
+  const untilMs = given(ask.oldForMs) ? Math.min(heldUntilMs, nowMs + ask.oldForMs) : heldUntilMs;
+  return { parts: given(ask.keep) ? Math.min(parts, ask.keep) : parts, untilMs };
 }
+
+/** Whether an ask's optional figure is usable: said, a safe integer, not negative. */
+const given = (n: number | undefined): n is number => n !== undefined && Number.isSafeInteger(n) && n >= 0;
 
 function withEntry(rec: LimiterRecord, others: readonly ShareEntry[], entry: ShareEntry, hot: boolean, nowMs: number) {
   const book = rec.shares ?? EMPTY_BOOK;
@@ -163,7 +158,7 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 
 /** What a grant is decided from (`shareRecord`): the settled record, its rule, the ask, its demand, all, `at` now. */
 type Grant = { rec: LimiterRecord | null; rule: LimiterRule; ask: ShareAsk; demand: number; total: number; at: number };
-type Granted = { readonly record: LimiterRecord; readonly grant: ShareGrant };
+type Granted<Rec = LimiterRecord> = { readonly record: Rec; readonly grant: ShareGrant };
 
 /**
  * A rate share: its demand's proportion of `SHARE_PARTS` (of the rate per term with spare) within what the other live
@@ -237,14 +232,7 @@ export function fedParts(parts: number, room: number, least: number): number {
  * `UNSETTLED_TERM_RTTS` round trips. Settled: the last doubled, up to `SHARE_TERM_MAX_MS`. A `slow` rule's share that
  * grew (not short): a whole term, as a quarter term's late renewal would lose its few requests' refill.
  */
-export function rateTermMs(
-  parts: number,
-  fair: number,
-  held: number,
-  prevTermMs: number,
-  rttMs?: number,
-  slow = false,
-): number {
+export function rateTermMs(parts: number, fair: number, held: number, lastMs: number, rttMs?: number, slow = false) {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
   const unsettled = Math.max(Math.ceil(SHARE_TERM_MS / (slow ? 4 : 2)), Math.min(SHARE_TERM_MS, rtts));
   const short = fair - parts > Math.max(SETTLED_SLACK_PARTS, Math.floor(fair / 8));
@@ -252,7 +240,7 @@ export function rateTermMs(
   const moved = Math.abs(parts - held) > Math.max(SETTLED_SLACK_PARTS, Math.floor(held / 4));
   if (held <= 0 || (moved && !(slow && parts > held))) return unsettled;
   if (moved) return SHARE_TERM_MS;
-  return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
+  return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * lastMs));
 }
 
 /** The direct slice going from `before` parts to `after` (no more), and the tokens the parts given up take along. */

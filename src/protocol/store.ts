@@ -149,12 +149,7 @@ export function remembersSince(calls: readonly AppliedCall[], max: number, call:
 }
 
 /** A call applied at `nowMs`, as the key's object or a delegate remembers it (`AppliedCall`). */
-export function appliedCall(
-  id: string,
-  results: readonly CheckResult[],
-  lease: LeaseGrant | null,
-  nowMs: number,
-): AppliedCall {
+export function appliedCall(id: string, results: readonly CheckResult[], lease: LeaseGrant | null, nowMs: number) {
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
   const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
   const slots = results.map((r) => (r.ok ? (r.slot ?? null) : null));
@@ -242,6 +237,12 @@ export function refusedFor(params: AlgorithmParams, cost: number, waitMs: number
   if (!out.ok) return out;
   const decision = { allowed: false, remaining: 0, resetAfterMs: waitMs, retryAfterMs: waitMs, delayMs: 0 };
   return { ok: true, atMs: nowMs, decision };
+}
+
+/** Every request of `input` refused under `params` until `untilMs` (at least 1 ms on). */
+export function refusedCall(input: CallInput, params: AlgorithmParams, untilMs: number, nowMs: number): CallResult {
+  const results = input.costs.map((cost) => refusedFor(params, cost, Math.max(1, untilMs - nowMs), nowMs));
+  return { atMs: nowMs, results, lease: null, replayed: false };
 }
 
 /** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures now. */
