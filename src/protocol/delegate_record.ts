@@ -1,8 +1,4 @@
-/**
- * A delegate's record (delegate.ts decides from it): the demand and load it counts, when it renews (`renewDue`), and a
- * window share's units ahead (window_ahead.ts: the key's object's side), taken as the share once it ended (`rollAhead`)
- * instead of renewing at the window's turn with every delegate.
- */
+/** A delegate's record (delegate.ts decides from it): its demand, load, renewal, and a window share's units ahead. */
 import type { AlgorithmState } from "../algorithms/index.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { AppliedCall, LeaseReturn, LimiterRule } from "./store.ts";
@@ -202,15 +198,11 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
 
 /**
  * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
- * this or the last second; in a first second of calls, none the last, from twice that pace too: at a cold start every
- * isolate of the region calls the first shard, which took 500 and more before counting to it), and its spread
- * (key_state.ts `KeyState.spread`): the share of its calls to move for the rest to be `DELEGATE_AIM_CALLS_PER_S` (the
- * last second's, or this one's over 250 ms at least); 1 at twice busy.
+ * this or the last second, or a first second's surge at twice that pace: docs/production.md's tuning table), and its
+ * spread (`KeyState.spread`): the share of its calls (the last second's, or this one's over 250 ms at least) to move
+ * for the rest to be `DELEGATE_AIM_CALLS_PER_S`; 1 at twice busy.
  */
-export function countLoad(
-  record: { readonly load?: CallLoad },
-  nowMs: number,
-): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
+export function countLoad(record: { readonly load?: CallLoad }, nowMs: number) {
   const was = record.load;
   const second = Math.floor(nowMs / 1000);
   const at = rollTo(was, "second", second);

@@ -13,7 +13,7 @@ import {
   type CallInput,
   type CallResult,
   type LimiterRule,
-  refusedFor,
+  refusedCall,
   remembersSince,
   unsureResult,
 } from "./store.ts";
@@ -29,11 +29,7 @@ import {
 } from "./tunables.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
-export interface DelegateWho {
-  readonly object: string;
-  readonly holder: string;
-  readonly rule: LimiterRule;
-}
+export type DelegateWho = { readonly object: string; readonly holder: string; readonly rule: LimiterRule };
 
 /** What a delegate's steps need from their shell. */
 export interface DelegatePorts {
@@ -121,8 +117,10 @@ export class DelegateRun {
     else await this.renewFirst(who, call, cost, leaseUnits);
     const record = load();
     if (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock())) {
-      // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
-      if (clock() < this.failedUntilMs) return refusedBatch(call, this.failedUntilMs, clock());
+      // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load; still
+      // hot, so isolates stay.
+      if (clock() < this.failedUntilMs)
+        return { ...refusedCall(call, call.rule.params, this.failedUntilMs, clock()), hot: true };
       // Told cold a term ago or more, and batches still come at a tenth of a hot key's pace: ask again, in the
       // background. A quiet key's delegate asks nothing more.
       const sinceMs = this.coldAtMs === null ? 0 : clock() - this.coldAtMs;
@@ -278,10 +276,4 @@ function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
   const newer = (call.rule.version ?? 0) > (share.rule.version ?? 0);
   if (newer && fingerprintOf(call.rule.params) !== fingerprintOf(share.rule.params)) return false;
   return call.costs.every((cost) => cost <= share.units);
-}
-
-/** Every request of a batch refused until `untilMs` (the key's object is overloaded); still hot: isolates stay. */
-function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
-  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, Math.max(1, untilMs - nowMs), nowMs));
-  return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }

@@ -1,7 +1,4 @@
-/**
- * Sub-leases: a delegate's small leases to the isolates that call it, out of its own share (docs/production.md
- * "Sub-leases"); the isolate holds them as leases from the key's object (`LeaseAsk`, `LeaseGrant`, `giveBack`). Pure.
- */
+/** Sub-leases: a delegate's leases to its isolates out of its share (docs/production.md, "Sub-leases"). Pure. */
 import {
   type AlgorithmParams,
   type AlgorithmState,
