@@ -12,10 +12,7 @@ export interface HotMarkStore {
 }
 
 /** A mark: the key's spread as of `atMs` (the writer's clock; absent: as of reading); an older Worker's `true`: 1. */
-export interface StoredMark {
-  readonly spread: number | boolean;
-  readonly atMs?: number;
-}
+export type StoredMark = { readonly spread: number | boolean; readonly atMs?: number };
 
 /** A stored mark's spread at `nowMs`, in [0, 1] (0: none), decayed since it was written. */
 function spreadOf(stored: StoredMark | null, nowMs: number): number {

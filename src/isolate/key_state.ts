@@ -144,11 +144,8 @@ export class KeyState {
 
   /**
    * A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2.
-   * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit):
-   * for at most the time the rule's rate takes to fill its burst. Isolates hold about the rate over half a term unused,
-   * which at 480 ms is more than the whole burst of a rule whose burst is under half a second of its rate: the pool the
-   * exact writer keeps (hot-rate at its limit lost 11-13% so; BENCHMARKS.md 8b, session 24). Below the limit, the full
-   * term: shorter ones only add calls (delegates say busy sooner and spread a growing key sooner, cutting its shares).
+   * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit),
+   * for at most `burstFillMs`, else its full term (why: docs/production.md's tuning table, `RATE_LEASE_TERM_MS`).
    */
   subleaseAsk(now: number): CallInput["lease"] {
     const settings = this.leaseSettings;
