@@ -37,9 +37,7 @@ import { applyAhead } from "./window_ahead.ts";
 /** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
 export type ShareKind = "rate" | "window" | "none";
 
-export function shareKindOf(params: AlgorithmParams): ShareKind {
-  return leasePolicy(params.algorithm).kind;
-}
+export const shareKindOf = (params: AlgorithmParams): ShareKind => leasePolicy(params.algorithm).kind;
 
 /** A delegate asks for (or renews, or lets go of) its share. */
 export interface ShareAsk {
@@ -101,27 +99,21 @@ export interface ShareGrant {
 export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };
 
 /** Until when an entry's parts stay promised: its end, `LAPSE_GRACE_MS` more for a rate share's (share_tokens.ts). */
-export function partsUntilMs(e: ShareEntry): number {
-  return e.parts > 0 ? e.endsAtMs + LAPSE_GRACE_MS : e.endsAtMs;
-}
+export const partsUntilMs = (e: ShareEntry): number => (e.parts > 0 ? e.endsAtMs + LAPSE_GRACE_MS : e.endsAtMs);
 
 /** Parts an entry still holds at `nowMs`: its own, or its previous ones while the delegate may still be using them. */
 export function promisedParts(e: ShareEntry, nowMs: number): number {
   return Math.max(nowMs < partsUntilMs(e) ? e.parts : 0, nowMs < e.prevEndsAtMs ? e.prevParts : 0);
 }
 
-export function live(e: ShareEntry, nowMs: number): boolean {
-  return nowMs < partsUntilMs(e) || nowMs < e.prevEndsAtMs;
-}
+export const live = (e: ShareEntry, nowMs: number): boolean => nowMs < partsUntilMs(e) || nowMs < e.prevEndsAtMs;
 
 /** When the book's promises end (or ended), each entry's own parts' and previous parts'. */
 const endsOf = (book: ShareBook): number[] => book.entries.flatMap((e) => [partsUntilMs(e), e.prevEndsAtMs]);
 
 /** The parts of the rate no live share holds: the direct calls' slice. */
 export function directParts(book: ShareBook, nowMs: number): number {
-  let promised = 0;
-  for (const e of book.entries) promised += promisedParts(e, nowMs);
-  return Math.max(0, SHARE_PARTS - promised);
+  return Math.max(0, SHARE_PARTS - book.entries.reduce((promised, e) => promised + promisedParts(e, nowMs), 0));
 }
 
 /** An empty state under `params`: a bucket with nothing in it, refilling from `nowMs`. */

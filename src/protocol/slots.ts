@@ -48,6 +48,4 @@ function slotChange(record: LimiterRecord | null, input: ReleaseInput, nowMs: nu
 }
 
 /** Whether the rule's requests hold a slot until they end. */
-export function holdsSlots(params: AlgorithmParams): boolean {
-  return slotPolicy(params) !== undefined;
-}
+export const holdsSlots = (params: AlgorithmParams): boolean => slotPolicy(params) !== undefined;

@@ -87,9 +87,8 @@ export function subleaseFrom(
   const askedMs = Math.max(1, Math.floor(ask.ttlMs));
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
-  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds, the rest left for batches and other isolates' asks; 1/2n
-  // while the share's demand is over twice its slice's rate (scarce: units parked at one isolate are refused to the
-  // others until it spends them). Not always: a key at its rate lost more with it (docs/production.md, "Tuning").
+  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds; 1/2n while the share's demand is over twice its slice's rate
+  // (why, and why not always: docs/production.md's tuning table).
   const scarce = "rate" in params && (share.demand ?? 0) > (2 * params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
   const ofHeld = scarce ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
   const reserved = sum(share.reserved);
@@ -108,9 +107,7 @@ export function subleaseFrom(
 }
 
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
-export function inBucket(share: HeldShare): number {
-  return Math.max(0, sum(share.reserved) - (share.takenOut ?? 0));
-}
+export const inBucket = (share: HeldShare): number => Math.max(0, sum(share.reserved) - (share.takenOut ?? 0));
 
 /**
  * The bucket with `due` units charged and the units taken out brought to `min(live, outCap)` (`outCap`: its refill
