@@ -17,7 +17,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { busyFailure, hashString, heldAnswer, KeyState, lateResult, nextSeed } from "./key_state.ts";
+import { busyFailure, hashString, heldAnswer, KeyState, lateResult } from "./key_state.ts";
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -35,9 +35,7 @@ export function noteAnswer(st: KeyState, result: CallResult, now: number): void 
 }
 
 /** Whether the key has units to give back (ended leases' or refunds), for the next call. */
-export function owes(st: KeyState): boolean {
-  return st.returns.length > 0 || st.refunds.length > 0;
-}
+export const owes = (st: KeyState): boolean => st.returns.length > 0 || st.refunds.length > 0;
 
 /** Stop admitting from the key's lease; its unused units go back with the next call. */
 export function endLease(st: KeyState): void {
@@ -60,10 +58,14 @@ export class Calls {
 
   constructor(readonly options: CoalescerOptions) {}
 
-  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
+  /** A deterministic pseudo-random integer in [0, rangeMs) (a xorshift): spreads renewals of synchronized isolates. */
   spread(rangeMs: number): number {
     if (rangeMs < 1) return 0;
-    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
+    let x = this.spreadSeed ?? hashString(this.options.newId());
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.spreadSeed = x >>> 0 || 1; // never 0
     return this.spreadSeed % Math.floor(rangeMs);
   }
 
@@ -163,7 +165,7 @@ export class Calls {
   }
 
   /** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
-  callInput(st: KeyState, batch: readonly Waiting[], renew: boolean, toDelegate = false): NotedCallInput {
+  callInput(st: KeyState, batch: readonly Waiting[], renew: boolean, toDelegate: boolean): NotedCallInput {
     const { counters, clock } = this.options;
     const giveBack: NotedReturn[] = [];
     for (const held of st.returns.splice(0)) {

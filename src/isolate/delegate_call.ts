@@ -1,7 +1,4 @@
-/**
- * An isolate's call to its region's delegate (`callTarget`), falling back to the key's object. A reset delegate is
- * restarting (back in about 100 ms, its record kept): tried on the other shard, then again, before the fallback.
- */
+/** An isolate's call to its region's delegate (`callTarget`), else the key's object (`callDelegates` says when). */
 
 import { uses } from "../protocol/mechanisms.ts";
 import { type CallAnswer, callObject, firstAnswer } from "../protocol/object_call.ts";

@@ -186,10 +186,7 @@ export class KeyState {
     this.spreadAtMs = now;
   }
 
-  /**
-   * The first shard said busy, `moving` the share of its calls to move (`countLoad`; 1: overloaded). They come from the
-   * `1 - spread` of isolates still on it: a decaying spread grows by that much of them, else is raised to `moving`.
-   */
+  /** The first shard said busy, `moving` its calls' share to move (1: overloaded): docs/production.md, "spread". */
   heardBusy(moving: number, now: number): void {
     const share = Math.min(1, Math.max(0, moving));
     const spread = this.spreadAt(now);
@@ -284,22 +281,11 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
 }
 
 /** A failure that says the object is busy, not broken: overloaded, or no answer within the budget. */
-export function busyFailure(failure: FailureKind): boolean {
-  return failure === "overloaded" || failure === "timeout";
-}
+export const busyFailure = (failure: FailureKind): boolean => failure === "overloaded" || failure === "timeout";
 
 /** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */
 export function heldAnswer(atMs: number, decision: Decision, refund: () => Promise<RefundResult>): Asked {
   return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
-}
-
-/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals. */
-export function nextSeed(seed: number): number {
-  let x = seed;
-  x ^= x << 13;
-  x ^= x >>> 17;
-  x ^= x << 5;
-  return x >>> 0 || 1;
 }
 
 /** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
@@ -313,9 +299,7 @@ export function hashString(text: string): number {
 }
 
 /** Which of `shards` an isolate's id picks: by the high bits of its hash (FNV-1a's low bits follow the input's). */
-export function shardOf(text: string, shards: number): number {
-  return (hashString(text) >>> 16) % shards;
-}
+export const shardOf = (text: string, shards: number): number => (hashString(text) >>> 16) % shards;
 
 /** An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), by two hashes of its id. */
 export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {
