@@ -214,10 +214,9 @@ export function shorter(termMs: number, units: number, wanted: number): number {
 /** The asks per ttl with one more of `units` at `nowMs` (a new ttl restarts them). */
 function noteAsk(asks: LeaseAsks | undefined, units: number, ttlMs: number, nowMs: number): LeaseAsks {
   const bucket = Math.floor(nowMs / ttlMs);
-  if (asks === undefined || asks.ttlMs !== ttlMs || bucket > asks.bucket + 1) {
-    return { ttlMs, bucket, curr: units, prev: 0 };
+  if (asks === undefined || asks.ttlMs !== ttlMs || bucket > asks.bucket) {
+    return { ttlMs, bucket, curr: units, prev: asks?.ttlMs === ttlMs && bucket === asks.bucket + 1 ? asks.curr : 0 };
   }
-  if (bucket === asks.bucket + 1) return { ttlMs, bucket, curr: units, prev: asks.curr };
   // The same bucket (or an earlier clock: counted in the current one).
   return { ...asks, curr: asks.curr + units };
 }
