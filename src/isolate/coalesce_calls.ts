@@ -6,7 +6,6 @@ import { type CallInput, type CallResult, type CheckResult, leaseCapOf, type Ref
 import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
 import {
   type Asked,
-  type AskedLease,
   type AskInput,
   AUTO_LEASE,
   COALESCE_MAX_KEYS,
@@ -49,8 +48,6 @@ export function endLease(st: KeyState): void {
 /** What one coalescer keeps over all its keys, and its calls (coalesce.ts `Coalescer` holds one). */
 export class Calls {
   readonly keys = new Map<string, KeyState>();
-  /** The lease each key's call in flight asked for. */
-  readonly lastAsk = new WeakMap<KeyState, AskedLease>();
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
   /** Seeded on first use (`spread`): at module load the runtime refuses random values. */
@@ -189,12 +186,10 @@ export class Calls {
       giveBack,
       lease: batch.length > 0 || renew ? st.leaseAsk(clock(), toDelegate) : null,
     };
-    if (input.lease == null) this.lastAsk.delete(st);
-    else {
-      // A grant cut at the cap one lease may take is no sign of a short key.
-      const need = Math.min(input.lease.units, st.seenOver(clock(), input.lease.ttlMs), leaseCapOf(st.rule.params));
-      this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
-    }
+    const ask = input.lease;
+    // A grant cut at the cap one lease may take is no sign of a short key.
+    const need = ask == null ? 0 : Math.min(ask.units, st.seenOver(clock(), ask.ttlMs), leaseCapOf(st.rule.params));
+    st.lastAsk = ask == null ? undefined : { ...ask, need, sub: toDelegate };
     if (batch.length > 1) counters.batched_requests += batch.length;
     if (waiters.length > 0) this.refundWaiters.set(input, waiters);
     return input;

@@ -53,6 +53,7 @@ export class KeyState {
   lastKnownRetryAtMs = 0;
   seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
   busyUntilMs = 0; // the key's object said busy: lease even below `above`
+  lastAsk: AskedLease | undefined; // the lease the key's call in flight asked for
   refunds: LeaseReturn[] = []; // waiting for the key's next call
   refundWaiters: ((result: RefundResult) => void)[] = []; // who waits for `refunds` to land
   returnsArmed = false; // a timer will send `refunds` and `returns` if no call takes them first
