@@ -1,7 +1,4 @@
-/**
- * How an object stores the calls it remembers (`LimiterRecord.calls`, a stored format): one entry per call in a ring
- * of `CALL_MEMORY_MAX` slots, so a call writes its own entry, never the whole list.
- */
+/** How an object stores the calls it remembers (a stored format): an entry each, in a ring of `CALL_MEMORY_MAX`. */
 import { type AppliedCall, CALL_MEMORY_MAX, type LimiterRecord } from "./store.ts";
 
 /** The storage keys of the record without its calls, and of one remembered call's slot. */

@@ -204,8 +204,7 @@ export class DelegateRun {
       // Still no live share (told cold, or a grant whose term ended on its way) while other batches waited: their pace
       // is asked for once more, rather than each of them passed through to the key's object (a cold start's crowd).
       const share = load().share;
-      const none = share === null || clock() >= share.endsAtMs;
-      if (none && this.waitingCost > cost) {
+      if ((share === null || clock() >= share.endsAtMs) && this.waitingCost > cost) {
         const spanMs = Math.max(clock() - startMs, SHARE_TERM_MS / 20);
         const perTerm = Math.ceil((this.waitingCost * SHARE_TERM_MS) / spanMs);
         this.waitingCost = 0;

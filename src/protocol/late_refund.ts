@@ -67,8 +67,7 @@ export function noteLow(
   const last = kept.s.at(-1);
   // A later charge of the same batch (same instant, more deficit) adds nothing a refund could use.
   if (last !== undefined && last[0] === tick && last[1] <= units) return { ...kept, slack };
-  const before = kept.s.map(([t, u]): Step => [Math.min(t, tick - 1), u]);
-  const next = suffixMinima([...before, [tick, units]]);
+  const next = suffixMinima([...kept.s.map(([t, u]): Step => [Math.min(t, tick - 1), u]), [tick, units]]);
   // Too many steps: the two oldest merge into one at the later's time with the smaller deficit (never more back).
   while (next.length > LOWS_MAX) next.splice(0, 2, [next[1]![0], next[0]![1]]);
   return { s: next, slack, per };

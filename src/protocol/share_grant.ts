@@ -189,8 +189,7 @@ function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: 
   const parts = fedParts(Math.min(want, room), room, leastParts(params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
-  const rtt = uses("rttTerms") ? ask.rttMs : undefined;
-  const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slow);
+  const termMs = rateTermMs(parts, fair, held, lastTermMs, uses("rttTerms") ? ask.rttMs : undefined, slow);
   const moved = transfer(base, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -252,8 +251,7 @@ function transfer(rec: LimiterRecord, rule: LimiterRule, before: number, after: 
   let state = directStateIn(rec.params, direct, mid, nowMs);
   // Tokens leaving the direct slice are a charge to it: its deficit before, noted for later refunds (late_refund.ts).
   const lows = before > after && uses("shedBack") ? noteLow(rec.lows, mid, state, nowMs, false) : null;
-  const level = peekState(mid, state, nowMs).remaining;
-  let tokens = Math.floor((level * (before - after)) / before);
+  let tokens = Math.floor((peekState(mid, state, nowMs).remaining * (before - after)) / before);
   if (tokens >= 1) {
     const out = decide(mid, state, tokens, nowMs);
     if (out.ok && out.decision.allowed) state = out.state;
