@@ -134,10 +134,7 @@ export class Coalescer {
     return held.endsAtMs;
   }
 
-  /**
-   * Queue the request and wait for its answer or its turn to lead: a call is made in the context of a request it
-   * carries (the runtime forbids one request's I/O from another), so each call hands the next to the first waiting.
-   */
+  /** Queue the request; wait for its answer or its turn to lead (docs/production.md, "Why a waiting request polls"). */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
     if (st.queue.length >= (this.options.maxWaiting ?? COALESCE_MAX_WAITING)) {
       this.options.counters.queue_overflows = (this.options.counters.queue_overflows ?? 0) + 1;

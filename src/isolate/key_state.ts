@@ -26,15 +26,8 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 
-/** A key's arrivals here, per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
-interface Arrivals {
-  bucket: number;
-  curr: number;
-  prev: number;
-  runStartMs: number; // when the current run began (after a quiet bucket)
-  runCount: number;
-  lastMs: number;
-}
+/** A key's arrivals per bucket of the lease ttl (`bucket` = time / ttl), the run since a quiet bucket, the last. */
+type Arrivals = { bucket: number; curr: number; prev: number; runStartMs: number; runCount: number; lastMs: number };
 
 /** What an isolate keeps per key (made new for a key not tracked yet, or forgot). Times: its clock, ms; 0 is "not". */
 export class KeyState {
@@ -255,8 +248,7 @@ export class KeyState {
  */
 export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullMs: number): number {
   if (!sameWindow(params, now - 8 * fullMs, now)) return fullMs;
-  const toEndMs = leaseTermMs(params, now, 4 * fullMs);
-  return Math.min(fullMs, Math.max(Math.ceil(fullMs / 2), Math.floor(toEndMs / 4)));
+  return Math.min(fullMs, Math.max(Math.ceil(fullMs / 2), Math.floor(leaseTermMs(params, now, 4 * fullMs) / 4)));
 }
 
 /** Whether a grant is short of `asked`'s need; a sub-lease by its pace (a delegate cuts a smaller one's term). */
