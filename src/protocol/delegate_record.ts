@@ -49,11 +49,7 @@ export interface HeldShare {
   readonly ahead?: AheadHeld;
 }
 
-/**
- * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
- * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
- * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
- */
+/** A rate sub-lease's units, reserved in its share's bucket (docs/production.md, "the bound, path by path"). */
 export interface Reservation {
   /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
   readonly atMs: number;
@@ -157,9 +153,8 @@ export function usedUntilAnswer(share: HeldShare, nowMs: number): { share: HeldS
 }
 
 /**
- * A window share's pace per term when it at least doubles the demand it was asked with, else 0: the units it admitted
- * itself since its term started, over at least a tenth of a term. A new shard's demand grows faster than the
- * half-term buckets (`demandPerTerm`) follow: its first shares ran dry and were renewed several times a term.
+ * A window share's pace per term (units it admitted since its term began, over at least a tenth of a term) when it at
+ * least doubles the demand it was asked with, else 0 (why: docs/production.md's tuning table, `DEMAND_BUCKET_MS`).
  */
 export function windowPace(
   share: Pick<HeldShare, "kind" | "endsAtMs" | "renewAtMs" | "demand" | "units" | "unitsLeft" | "lent"> | null,

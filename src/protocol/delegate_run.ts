@@ -70,8 +70,7 @@ export class DelegateRun {
 
   /**
    * `send()`'s answer, or an `overloaded` failure if none within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `send()`).
-   * Unanswered after `DELEGATE_RESEND_MS` (a lost message, the network's tail), the same call is sent again (its id: applied
-   * once, answered again) and the first answer taken; a failure only once both failed, the first's.
+   * Unanswered after `DELEGATE_RESEND_MS`, sent again (its id); the first answer taken, or if both fail the first's.
    */
   private async timed<T extends object>(send: (resent?: number) => Promise<T>): Promise<T> {
     const sleep = this.ports.sleep;
@@ -164,10 +163,7 @@ export class DelegateRun {
     return { ...passed, hot: result.hot === true };
   }
 
-  /**
-   * A share granted with spare: what its slice refused goes to the key's object, decided from its direct slice; one
-   * such call at a time, and none more under this grant once one admitted nothing. A failure: refused (short).
-   */
+  /** A share with spare: what its slice refused goes to the key's object (docs/production.md, `spareHome`). */
   private async passRefused(who: DelegateWho, call: CallInput, result: CallResult): Promise<CallResult> {
     const { load, save } = this.ports;
     const share = load().share;

@@ -226,10 +226,9 @@ export function fedParts(parts: number, room: number, least: number): number {
 }
 
 /**
- * A rate share's term, ms. Unsettled (new, short of `fair` by over an eighth, or moved by over a quarter; never within
- * `SETTLED_SLACK_PARTS`): half a term (a `slow` rule's a quarter, so its few parts follow demand sooner), at least
- * `UNSETTLED_TERM_RTTS` round trips. Settled: the last doubled, up to `SHARE_TERM_MAX_MS`. A `slow` rule's share that
- * grew (not short): a whole term, as a quarter term's late renewal would lose its few requests' refill.
+ * A rate share's term, ms (why: docs/production.md, "Shares"). Unsettled (new, short of `fair` by over an eighth, or
+ * moved by over a quarter; never within `SETTLED_SLACK_PARTS`): half a term, a `slow` rule's a quarter (a whole one if
+ * it grew, not short), at least `UNSETTLED_TERM_RTTS` round trips. Settled: the last doubled, to `SHARE_TERM_MAX_MS`.
  */
 export function rateTermMs(parts: number, fair: number, held: number, lastMs: number, rttMs?: number, slow = false) {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
@@ -293,10 +292,7 @@ function windowGrant({ rec, rule, ask, demand, total, at: nowMs }: Grant): Grant
   };
 }
 
-/**
- * What the other shares of the current window still hold by their demand (an estimate: it splits, never charges):
- * without it, each grant of a round of renewals of a scarce window shrank the next (docs/production.md, "Shares").
- */
+/** What the other shares of this window still hold by their demand, to split by (docs/production.md, "Shares"). */
 function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {
   let held = 0;
   for (const e of rec?.shares?.entries ?? []) {
