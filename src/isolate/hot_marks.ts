@@ -17,8 +17,7 @@ export type StoredMark = { readonly spread: number | boolean; readonly atMs?: nu
 /** A stored mark's spread at `nowMs`, in [0, 1] (0: none), decayed since it was written. */
 function spreadOf(stored: StoredMark | null, nowMs: number): number {
   const spread = Number(stored?.spread ?? 0);
-  if (!(spread > 0)) return 0;
-  return decayedSpread(Math.min(1, spread), nowMs - (stored?.atMs ?? nowMs));
+  return spread > 0 ? decayedSpread(Math.min(1, spread), nowMs - (stored?.atMs ?? nowMs)) : 0;
 }
 
 /** The mark an isolate takes from a stored one at `nowMs`; a key `hot` by construction is marked without one. */

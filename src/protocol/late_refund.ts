@@ -17,8 +17,7 @@ type Step = readonly [number, number];
 
 /** The perMs deficits of `params` are counted in; `null`: not a bucket (no staircase). */
 export function lowsPer(params: AlgorithmParams): number | null {
-  if (scaledDeficit(params, null, 0) === null) return null;
-  return (params as { rate: { perMs: number } }).rate.perMs;
+  return scaledDeficit(params, null, 0) === null ? null : (params as { rate: { perMs: number } }).rate.perMs;
 }
 
 /** `lows` in 1/`per` of a request: converted from other parameters' units, rounded on the safe side. */

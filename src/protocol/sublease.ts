@@ -50,8 +50,7 @@ export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"
 
 /** The time a rule's rate takes to fill its burst from empty, ms, rounded up (`Infinity`: a rule without a rate). */
 export function burstFillMs(params: AlgorithmParams): number {
-  if (!("rate" in params)) return Infinity;
-  return Math.ceil((capacityOf(params) * params.rate.perMs) / params.rate.tokens);
+  return "rate" in params ? Math.ceil((capacityOf(params) * params.rate.perMs) / params.rate.tokens) : Infinity;
 }
 
 /**
