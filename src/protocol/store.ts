@@ -149,7 +149,12 @@ export function remembersSince(calls: readonly AppliedCall[], max: number, call:
 }
 
 /** A call applied at `nowMs`, as the key's object or a delegate remembers it (`AppliedCall`). */
-export function appliedCall(id: string, results: readonly CheckResult[], lease: LeaseGrant | null, nowMs: number) {
+export function appliedCall(
+  id: string,
+  results: readonly CheckResult[],
+  lease: LeaseGrant | null,
+  nowMs: number,
+): AppliedCall {
   const verdicts = results.map((r) => (!r.ok ? "e" : r.decision.allowed ? "1" : "0")).join("");
   const delaysMs = results.map((r) => (r.ok ? r.decision.delayMs : 0));
   const slots = results.map((r) => (r.ok ? (r.slot ?? null) : null));
