@@ -250,12 +250,7 @@ export function refusedCall(input: CallInput, params: AlgorithmParams, untilMs: 
 }
 
 /** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures now. */
-export function replayedResults(
-  input: CallInput,
-  seen: AppliedCall,
-  nowMs: number,
-  figures: { readonly remaining: number; readonly resetAfterMs: number; readonly retryAfterMs: number },
-): CheckResult[] {
+export function replayedResults(input: CallInput, seen: AppliedCall, nowMs: number, figures: Figures): CheckResult[] {
   return input.costs.map((cost, i): CheckResult => {
     const verdict = seen.verdicts[i];
     if (verdict === "e" || verdict === undefined)
@@ -270,3 +265,5 @@ export function replayedResults(
     return { ok: true, atMs: seen.atMs, decision, ...(typeof slot === "number" ? { slot } : {}) };
   });
 }
+
+type Figures = { readonly remaining: number; readonly resetAfterMs: number; readonly retryAfterMs: number };
