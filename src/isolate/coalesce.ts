@@ -30,9 +30,7 @@ export class Coalescer {
 
   /** Keys tracked now, and the requests waiting now over all of them (for the bounds' tests and `/_sluice/stats`). */
   get size(): { readonly keys: number; readonly waiting: number } {
-    let waiting = 0;
-    for (const st of this.c.keys.values()) waiting += st.queue.length;
-    return { keys: this.c.keys.size, waiting };
+    return { keys: this.c.keys.size, waiting: [...this.c.keys.values()].reduce((n, st) => n + st.queue.length, 0) };
   }
 
   /** The number of keys with a lease held now (for `/_sluice/stats`). */
@@ -93,7 +91,7 @@ export class Coalescer {
    */
   private adopt(st: KeyState, grant: LeaseGrant, sent: Sent, late = false): number {
     this.options.counters.leases++;
-    const asked = this.c.lastAsk.get(st);
+    const asked = st.lastAsk;
     const askedTtlMs = asked?.ttlMs ?? grant.forMs;
     const cut = grant.forMs < askedTtlMs;
     const now = this.options.clock();
@@ -136,10 +134,7 @@ export class Coalescer {
     return held.endsAtMs;
   }
 
-  /**
-   * Queue the request and wait for its answer or its turn to lead: a call is made in the context of a request it
-   * carries (the runtime forbids one request's I/O from another), so each call hands the next to the first waiting.
-   */
+  /** Queue the request; wait for its answer or its turn to lead (docs/production.md, "Why a waiting request polls"). */
   private async wait(st: KeyState, input: AskInput): Promise<Asked> {
     if (st.queue.length >= (this.options.maxWaiting ?? COALESCE_MAX_WAITING)) {
       this.options.counters.queue_overflows = (this.options.counters.queue_overflows ?? 0) + 1;
@@ -221,7 +216,7 @@ export class Coalescer {
     if (answer.kind === "answered") {
       const { result, attempts } = answer;
       noteAnswer(st, result, this.options.clock());
-      const asked = this.c.lastAsk.get(st);
+      const asked = st.lastAsk;
       const granted = result.lease?.units ?? 0;
       const endsAtMs =
         result.lease !== null

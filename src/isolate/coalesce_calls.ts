@@ -6,7 +6,6 @@ import { type CallInput, type CallResult, type CheckResult, leaseCapOf, type Ref
 import { OVERLOAD_BACKOFF_MS, RETURN_WAIT_MS } from "../protocol/tunables.ts";
 import {
   type Asked,
-  type AskedLease,
   type AskInput,
   AUTO_LEASE,
   COALESCE_MAX_KEYS,
@@ -17,7 +16,7 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 import { callTarget } from "./delegate_call.ts";
-import { busyFailure, hashString, heldAnswer, KeyState, lateResult, nextSeed } from "./key_state.ts";
+import { busyFailure, hashString, heldAnswer, KeyState, lateResult } from "./key_state.ts";
 import { giveSlotBack } from "./slot_return.ts";
 
 export type KeepAlive = AskInput["keepAlive"];
@@ -35,9 +34,7 @@ export function noteAnswer(st: KeyState, result: CallResult, now: number): void 
 }
 
 /** Whether the key has units to give back (ended leases' or refunds), for the next call. */
-export function owes(st: KeyState): boolean {
-  return st.returns.length > 0 || st.refunds.length > 0;
-}
+export const owes = (st: KeyState): boolean => st.returns.length > 0 || st.refunds.length > 0;
 
 /** Stop admitting from the key's lease; its unused units go back with the next call. */
 export function endLease(st: KeyState): void {
@@ -51,8 +48,6 @@ export function endLease(st: KeyState): void {
 /** What one coalescer keeps over all its keys, and its calls (coalesce.ts `Coalescer` holds one). */
 export class Calls {
   readonly keys = new Map<string, KeyState>();
-  /** The lease each key's call in flight asked for. */
-  readonly lastAsk = new WeakMap<KeyState, AskedLease>();
   /** Who waits for the refunds each call in flight carries (`refundObject`). */
   readonly refundWaiters = new WeakMap<CallInput, ((result: RefundResult) => void)[]>();
   /** Seeded on first use (`spread`): at module load the runtime refuses random values. */
@@ -60,10 +55,14 @@ export class Calls {
 
   constructor(readonly options: CoalescerOptions) {}
 
-  /** A deterministic pseudo-random integer in [0, rangeMs): spreads renewals of synchronized isolates. */
+  /** A deterministic pseudo-random integer in [0, rangeMs) (a xorshift): spreads renewals of synchronized isolates. */
   spread(rangeMs: number): number {
     if (rangeMs < 1) return 0;
-    this.spreadSeed = nextSeed(this.spreadSeed ?? hashString(this.options.newId()));
+    let x = this.spreadSeed ?? hashString(this.options.newId());
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.spreadSeed = x >>> 0 || 1; // never 0
     return this.spreadSeed % Math.floor(rangeMs);
   }
 
@@ -163,7 +162,7 @@ export class Calls {
   }
 
   /** The call for `batch`: its costs, the held units to give back, and a lease to ask for (remembered for `settle`). */
-  callInput(st: KeyState, batch: readonly Waiting[], renew: boolean, toDelegate = false): NotedCallInput {
+  callInput(st: KeyState, batch: readonly Waiting[], renew: boolean, toDelegate: boolean): NotedCallInput {
     const { counters, clock } = this.options;
     const giveBack: NotedReturn[] = [];
     for (const held of st.returns.splice(0)) {
@@ -187,12 +186,10 @@ export class Calls {
       giveBack,
       lease: batch.length > 0 || renew ? st.leaseAsk(clock(), toDelegate) : null,
     };
-    if (input.lease == null) this.lastAsk.delete(st);
-    else {
-      // A grant cut at the cap one lease may take is no sign of a short key.
-      const need = Math.min(input.lease.units, st.seenOver(clock(), input.lease.ttlMs), leaseCapOf(st.rule.params));
-      this.lastAsk.set(st, { ...input.lease, need, sub: toDelegate });
-    }
+    const ask = input.lease;
+    // A grant cut at the cap one lease may take is no sign of a short key.
+    const need = ask == null ? 0 : Math.min(ask.units, st.seenOver(clock(), ask.ttlMs), leaseCapOf(st.rule.params));
+    st.lastAsk = ask == null ? undefined : { ...ask, need, sub: toDelegate };
     if (batch.length > 1) counters.batched_requests += batch.length;
     if (waiters.length > 0) this.refundWaiters.set(input, waiters);
     return input;

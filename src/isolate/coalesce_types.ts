@@ -24,11 +24,7 @@ export interface AskInput {
 }
 
 /** A hot mark: the key is hot until then (this isolate's clock), with its spread; `decays`: written with its time. */
-export interface HotMark {
-  readonly untilMs: number;
-  readonly spread: number;
-  readonly decays?: boolean;
-}
+export type HotMark = { readonly untilMs: number; readonly spread: number; readonly decays?: boolean };
 
 /** Where a hot key's batches go; `ownShard` once the key's spread is above this isolate's `draw` (absent: 0). */
 export interface DelegateRoute {
@@ -56,10 +52,7 @@ export type Asked =
     };
 
 /** The lease a call asked for, what this isolate expects to need of it, and whether it asked a delegate (`sub`). */
-export interface AskedLease extends LeaseAsk {
-  readonly need: number;
-  readonly sub?: boolean;
-}
+export type AskedLease = LeaseAsk & { readonly need: number; readonly sub?: boolean };
 
 /** A lease (or sub-lease) this isolate holds. */
 export interface HeldLease {

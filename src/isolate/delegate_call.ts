@@ -1,10 +1,7 @@
-/**
- * An isolate's call to its region's delegate (`callTarget`), falling back to the key's object. A reset delegate is
- * restarting (back in about 100 ms, its record kept): tried on the other shard, then again, before the fallback.
- */
+/** An isolate's call to its region's delegate (`callTarget`), else the key's object (`callDelegates` says when). */
 
 import { uses } from "../protocol/mechanisms.ts";
-import { type CallAnswer, callObject, type FailureKind, firstAnswer } from "../protocol/object_call.ts";
+import { type CallAnswer, callObject, firstAnswer } from "../protocol/object_call.ts";
 import { holdsSlots } from "../protocol/slots.ts";
 import type { CallInput, CallResult, LeaseReturn } from "../protocol/store.ts";
 import { DELEGATE_BACKOFF_MS, DELEGATE_RESET_BACKOFF_MS, DELEGATE_RESET_RETRY_MS } from "../protocol/tunables.ts";
@@ -84,11 +81,9 @@ export function byLender(delegate: DelegateRoute, giveBack: readonly NotedReturn
 export type Resend = () => Promise<{ readonly answer: Promise<CallResult> } | null>;
 
 /**
- * A call past its budget on a key this isolate does not know busy (`knownBusy`) is most likely in the network's tail
- * or lost, not at a busy object: its late answer decides, if it comes within one more budget (exact: the object
- * charged what it admitted). Without a word after half of it, the same call (its id: applied once, answered again)
- * is sent `again`, and either answer within a budget from then decides. Else the timeout stands (a busy object's:
- * `lastKnown`), and whichever late answer comes first is still taken (`settle`).
+ * A call past its budget on a key not known busy (`knownBusy`; likelier the network's tail than a queue: docs/
+ * production.md, "Failure cases"): its late answer decides within one more budget; with no word half of it on, the
+ * same call (its id) is sent `again`, and either answer within a budget from then decides. Else the timeout stands.
  */
 export async function awaitLate(
   deps: Pick<CoalescerOptions, "clock" | "sleep" | "counters">,
@@ -118,18 +113,15 @@ export async function awaitLate(
 }
 
 /**
- * A call of requests that failed where the object may have applied it and the runtime says it may be sent again
- * (`retryable`: its answer lost, or `reset`, on both attempts) is sent once more in the background, as a copy
- * (`copyOf`: applied only where the first copy is known not to have been), its answer taken as a late one: an
- * admission of a request refused meanwhile (by another rule, or closed) is given back, where the key used to keep it
- * (chaos.test.ts, "answers lost"). A plain error is not sent again (never retried: failure_policy.test.ts).
+ * A call that failed `retryable` or `reset` on both attempts (the object may have applied it) is sent once more as a
+ * copy, its answer taken as a late one: an admission of a request refused meanwhile is given back (chaos.test.ts,
+ * "answers lost"). A plain error is never sent again (failure_policy.test.ts).
  */
 async function resendUnknown(answer: CallAnswer, again: Resend): Promise<CallAnswer> {
-  if (answer.kind !== "failed" || !MAYBE_APPLIED.has(answer.failure)) return answer; // these have no late answer
+  if (answer.kind !== "failed" || (answer.failure !== "retryable" && answer.failure !== "reset")) return answer;
   const resent = await again();
   return resent === null ? answer : { ...answer, late: resent.answer };
 }
-const MAYBE_APPLIED: ReadonlySet<FailureKind> = new Set(["retryable", "reset"]);
 
 /** The answer of two copies not `taken`, if the object applied both (neither a replay); else never settles. */
 function appliedTwice(taken: Promise<CallResult>, a: Promise<CallResult>, b: Promise<CallResult>) {
@@ -144,9 +136,8 @@ const within = (late: Promise<CallResult>, deadline: Promise<void>): Promise<Cal
   Promise.race([late.catch(() => null), deadline.then(() => undefined)]);
 
 /**
- * A copy's result, whenever it comes (past its budget too: a copy applied late still charged), or a rejection: it
- * failed or was answered `unsure` (the first copy decides; no message is read). Marked handled at once: it may fail
- * before its takers wait for it, and a failure tells them nothing anyway.
+ * A copy's result, whenever it comes (a copy applied late still charged), or a rejection: failed, or `unsure` (the
+ * first copy decides). Marked handled at once: it may fail before its takers wait for it.
  */
 function resultOf(answer: Promise<CallAnswer>): Promise<CallResult> {
   const none = () => Promise.reject(new Error("no answer"));
@@ -155,13 +146,6 @@ function resultOf(answer: Promise<CallAnswer>): Promise<CallResult> {
   result.catch(() => undefined);
   return result;
 }
-
-/**
- * A call sent again: its first copy reached the object `resent` ms before it at the most (store.ts: applied only if the
- * object remembers that far back). Without its units given back: a delegate that forgot it gave them would take them
- * twice; a first copy lost loses them (short, never over).
- */
-const copyOf = (call: CallInput, resent: number): CallInput => ({ ...call, giveBack: [], resent });
 
 /** `input` without the isolate's notes on what it gives back. */
 function unnoted(input: NotedCallInput): CallInput {
@@ -183,6 +167,12 @@ export async function callTarget(
   keepAlive?: (work: Promise<unknown>) => void,
 ): Promise<CallAnswer> {
   const isolate = { sleep: options.sleep, stats: options.counters };
+  // The same call sent again, its first copy sent at `sentAtMs` (store.ts: applied only if the object remembers that
+  // far back). Without its units given back: one that forgot them would take them twice (a lost first: short).
+  const resend = (to: Pick<DelegateRoute, "transport" | "name">, call: CallInput, sentAtMs: number) => {
+    const copy = { ...call, giveBack: [], resent: options.clock() - sentAtMs + st.timeoutMs };
+    return { answer: resultOf(callObject(to.transport, to.name, copy, st.timeoutMs, isolate)) };
+  };
   const direct = async (call: CallInput) => {
     const sentAtMs = options.clock();
     const first = await callObject(st.transport, st.name, call, st.timeoutMs, isolate);
@@ -190,9 +180,7 @@ export async function callTarget(
     // a take of a slot: a copy applied apart would hold a second slot until released by a late answer that may not come.
     const again: Resend = async () => {
       if (holdsSlots(st.rule.params)) return null;
-      if ((await st.spreadMark?.(st.name).catch(() => null)) != null) return null;
-      const copy = copyOf(call, options.clock() - sentAtMs + st.timeoutMs);
-      return { answer: resultOf(callObject(st.transport, st.name, copy, st.timeoutMs, isolate)) };
+      return (await st.spreadMark?.(st.name).catch(() => null)) != null ? null : resend(st, call, sentAtMs);
     };
     const answer = await awaitLate(options, st, first, again);
     if (answer.kind === "failed") st.overloadTeachesHot(answer.failure, options.clock());
@@ -206,11 +194,7 @@ export async function callTarget(
     st.delegateDownUntilMs = options.clock() + out.avoidForMs;
     return direct({ ...input, id: options.newId(), giveBack: [] });
   }
-  const again: Resend = async () => {
-    const copy = copyOf(out.sent, options.clock() - sentAtMs + st.timeoutMs);
-    return { answer: resultOf(callObject(out.from.transport, out.from.name, copy, st.timeoutMs, isolate)) };
-  };
-  const answer = await awaitLate(options, st, out.answer, again);
+  const answer = await awaitLate(options, st, out.answer, async () => resend(out.from, out.sent, sentAtMs));
   const overloaded = answer.kind === "failed" && answer.failure === "overloaded";
   // Not after an overloaded answer, nor a fallback: the coalescer sends all of it again (`refundsLanded`), and a lender
   // given a return twice might match another lease of the same ms with it. Not waited for: the answer is ready now.

@@ -12,16 +12,12 @@ export interface HotMarkStore {
 }
 
 /** A mark: the key's spread as of `atMs` (the writer's clock; absent: as of reading); an older Worker's `true`: 1. */
-export interface StoredMark {
-  readonly spread: number | boolean;
-  readonly atMs?: number;
-}
+export type StoredMark = { readonly spread: number | boolean; readonly atMs?: number };
 
 /** A stored mark's spread at `nowMs`, in [0, 1] (0: none), decayed since it was written. */
 function spreadOf(stored: StoredMark | null, nowMs: number): number {
   const spread = Number(stored?.spread ?? 0);
-  if (!(spread > 0)) return 0;
-  return decayedSpread(Math.min(1, spread), nowMs - (stored?.atMs ?? nowMs));
+  return spread > 0 ? decayedSpread(Math.min(1, spread), nowMs - (stored?.atMs ?? nowMs)) : 0;
 }
 
 /** The mark an isolate takes from a stored one at `nowMs`; a key `hot` by construction is marked without one. */
@@ -30,10 +26,7 @@ export function markFrom(stored: StoredMark | null, nowMs: number, hot = false):
   return { untilMs: nowMs + HOT_MARK_TTL_MS, spread: spreadOf(stored, nowMs) };
 }
 
-/**
- * Whether a rule's keys are hot by construction (its rate is `HOT_FROM_PER_S` or more): their first batches go to the
- * delegate, which passes them through while the key is cold: a quiet key costs a hop per new isolate, not a share.
- */
+/** Whether a rule's keys are hot by construction: its rate is `HOT_FROM_PER_S` or more (docs/production.md, "When"). */
 export function hotByConstruction(params: AlgorithmParams): boolean {
   const policy = leasePolicy(params.algorithm);
   if (policy.kind === "rate") return policy.refillOver(params, 1000) >= HOT_FROM_PER_S;
@@ -43,10 +36,7 @@ export function hotByConstruction(params: AlgorithmParams): boolean {
   return policy.limit(params) * 1000 >= HOT_FROM_PER_S * windowMs;
 }
 
-/**
- * Write `mark` (best effort), but never over a higher spread (both decayed to now): an isolate that heard less (the
- * first shard is not busy only because others left it) takes the stored one, so a redeploy starts where shares are.
- */
+/** Write `mark` (best effort), unless the stored spread is higher (both as of now): take it (docs/production.md). */
 export async function writeMark(
   store: HotMarkStore,
   name: string,

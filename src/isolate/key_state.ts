@@ -26,15 +26,8 @@ import {
   type Waiting,
 } from "./coalesce_types.ts";
 
-/** A key's arrivals here, per bucket of the lease ttl (`bucket` = time / ttl), and the current run of them. */
-interface Arrivals {
-  bucket: number;
-  curr: number;
-  prev: number;
-  runStartMs: number; // when the current run began (after a quiet bucket)
-  runCount: number;
-  lastMs: number;
-}
+/** A key's arrivals per bucket of the lease ttl (`bucket` = time / ttl), the run since a quiet bucket, the last. */
+type Arrivals = { bucket: number; curr: number; prev: number; runStartMs: number; runCount: number; lastMs: number };
 
 /** What an isolate keeps per key (made new for a key not tracked yet, or forgot). Times: its clock, ms; 0 is "not". */
 export class KeyState {
@@ -53,6 +46,7 @@ export class KeyState {
   lastKnownRetryAtMs = 0;
   seen: Arrivals = { bucket: 0, curr: 0, prev: 0, runStartMs: 0, runCount: 0, lastMs: 0 };
   busyUntilMs = 0; // the key's object said busy: lease even below `above`
+  lastAsk: AskedLease | undefined; // the lease the key's call in flight asked for
   refunds: LeaseReturn[] = []; // waiting for the key's next call
   refundWaiters: ((result: RefundResult) => void)[] = []; // who waits for `refunds` to land
   returnsArmed = false; // a timer will send `refunds` and `returns` if no call takes them first
@@ -144,11 +138,8 @@ export class KeyState {
 
   /**
    * A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2.
-   * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit):
-   * for at most the time the rule's rate takes to fill its burst. Isolates hold about the rate over half a term unused,
-   * which at 480 ms is more than the whole burst of a rule whose burst is under half a second of its rate: the pool the
-   * exact writer keeps (hot-rate at its limit lost 11-13% so; BENCHMARKS.md 8b, session 24). Below the limit, the full
-   * term: shorter ones only add calls (delegates say busy sooner and spread a growing key sooner, cutting its shares).
+   * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit),
+   * for at most `burstFillMs`, else its full term (why: docs/production.md's tuning table, `RATE_LEASE_TERM_MS`).
    */
   subleaseAsk(now: number): CallInput["lease"] {
     const settings = this.leaseSettings;
@@ -189,10 +180,7 @@ export class KeyState {
     this.spreadAtMs = now;
   }
 
-  /**
-   * The first shard said busy, `moving` the share of its calls to move (`countLoad`; 1: overloaded). They come from the
-   * `1 - spread` of isolates still on it: a decaying spread grows by that much of them, else is raised to `moving`.
-   */
+  /** The first shard said busy, `moving` its calls' share to move (1: overloaded): docs/production.md, "spread". */
   heardBusy(moving: number, now: number): void {
     const share = Math.min(1, Math.max(0, moving));
     const spread = this.spreadAt(now);
@@ -260,8 +248,7 @@ export class KeyState {
  */
 export function windowSubleaseTermMs(params: AlgorithmParams, now: number, fullMs: number): number {
   if (!sameWindow(params, now - 8 * fullMs, now)) return fullMs;
-  const toEndMs = leaseTermMs(params, now, 4 * fullMs);
-  return Math.min(fullMs, Math.max(Math.ceil(fullMs / 2), Math.floor(toEndMs / 4)));
+  return Math.min(fullMs, Math.max(Math.ceil(fullMs / 2), Math.floor(leaseTermMs(params, now, 4 * fullMs) / 4)));
 }
 
 /** Whether a grant is short of `asked`'s need; a sub-lease by its pace (a delegate cuts a smaller one's term). */
@@ -287,22 +274,11 @@ export function lateResult(late: Promise<CallResult>, i: number): Promise<CheckR
 }
 
 /** A failure that says the object is busy, not broken: overloaded, or no answer within the budget. */
-export function busyFailure(failure: FailureKind): boolean {
-  return failure === "overloaded" || failure === "timeout";
-}
+export const busyFailure = (failure: FailureKind): boolean => failure === "overloaded" || failure === "timeout";
 
 /** An answer from what this isolate holds of the key, without a call (its lease, or a last known refusal). */
 export function heldAnswer(atMs: number, decision: Decision, refund: () => Promise<RefundResult>): Asked {
   return { kind: "answered", result: { ok: true, atMs, decision }, source: "lease", attempts: 0, refund };
-}
-
-/** The next of a small xorshift sequence (never 0): how a coalescer spreads renewals. */
-export function nextSeed(seed: number): number {
-  let x = seed;
-  x ^= x << 13;
-  x ^= x >>> 17;
-  x ^= x << 5;
-  return x >>> 0 || 1;
 }
 
 /** FNV-1a of a string, as an unsigned 32-bit seed (never 0). */
@@ -316,9 +292,7 @@ export function hashString(text: string): number {
 }
 
 /** Which of `shards` an isolate's id picks: by the high bits of its hash (FNV-1a's low bits follow the input's). */
-export function shardOf(text: string, shards: number): number {
-  return (hashString(text) >>> 16) % shards;
-}
+export const shardOf = (text: string, shards: number): number => (hashString(text) >>> 16) % shards;
 
 /** An isolate's own shard (1 to `DELEGATE_SHARDS` - 1) and its draw in [0, 1), by two hashes of its id. */
 export function ownShardOf(id: string): { readonly shard: number; readonly draw: number } {

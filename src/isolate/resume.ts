@@ -1,7 +1,4 @@
-/**
- * Continuing in a request's own I/O context after awaiting a promise another request settles (docs/production.md,
- * "Why a waiting request polls"): a first sleep of about half the recent waits, then polls up to `POLL_MAX_MS`.
- */
+/** A waiting request continues from timers of its own (docs/production.md, "Why a waiting request polls"). */
 import type { Clock } from "./time.ts";
 
 /** The longest poll after the first sleep, ms: what a waiting request may answer later than its answer came. */

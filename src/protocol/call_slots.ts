@@ -1,7 +1,4 @@
-/**
- * How an object stores the calls it remembers (`LimiterRecord.calls`, a stored format): one entry per call in a ring
- * of `CALL_MEMORY_MAX` slots, so a call writes its own entry, never the whole list.
- */
+/** How an object stores the calls it remembers (a stored format): an entry each, in a ring of `CALL_MEMORY_MAX`. */
 import { type AppliedCall, CALL_MEMORY_MAX, type LimiterRecord } from "./store.ts";
 
 /** The storage keys of the record without its calls, and of one remembered call's slot. */
@@ -55,10 +52,7 @@ export class CallSlots {
 }
 
 /** The writes a change makes: the record without its calls (`null`: delete it), and the call it applied if any. */
-export function writesOf(
-  before: LimiterRecord | null,
-  after: LimiterRecord | null,
-): { readonly record: LimiterRecord | null; readonly call: AppliedCall | null } {
+export function writesOf(before: LimiterRecord | null, after: LimiterRecord | null) {
   if (after === null) return { record: null, call: null };
   const last = after.calls?.at(-1);
   return { record: storedRecord(after), call: last !== undefined && last !== before?.calls?.at(-1) ? last : null };

@@ -283,10 +283,7 @@ export function delegateIdle(record: DelegateRecord, nowMs: number): boolean {
   return (record.share === null || nowMs >= record.share.endsAtMs) && record.giveBack.length === 0;
 }
 
-/**
- * How long an isolate whose sub-lease ask found the slice empty waits, ms: until the slice holds its ask, times the
- * demand over the slice's rate when above 1 (else the isolates told to wait came back together), at most a lease term.
- */
+/** How long an isolate whose sub-lease ask found the slice empty waits, ms (`leaseWaitMs`: docs/production.md). */
 function contendedWaitMs(record: DelegateRecord, share: HeldShare, waitMs: number, nowMs: number): number {
   const params = sliceOf(share);
   if (params === null || !("rate" in params)) return waitMs;

@@ -1,8 +1,4 @@
-/**
- * A delegate's record (delegate.ts decides from it): the demand and load it counts, when it renews (`renewDue`), and a
- * window share's units ahead (window_ahead.ts: the key's object's side), taken as the share once it ended (`rollAhead`)
- * instead of renewing at the window's turn with every delegate.
- */
+/** A delegate's record (delegate.ts decides from it): its demand, load, renewal, and a window share's units ahead. */
 import type { AlgorithmState } from "../algorithms/index.ts";
 import type { ShareAsk, ShareGrant } from "./share.ts";
 import type { AppliedCall, LeaseReturn, LimiterRule } from "./store.ts";
@@ -53,11 +49,7 @@ export interface HeldShare {
   readonly ahead?: AheadHeld;
 }
 
-/**
- * A rate sub-lease's units, reserved rather than taken for good: the part used is charged when the rest comes back (or
- * all at `untilMs`), and the bucket never refills them meanwhile. Up to the slice's refill over a lease's term is taken
- * out of the bucket (`takenOut`), so a slice lent out to its burst keeps refilling (docs/production.md, the bound).
- */
+/** A rate sub-lease's units, reserved in its share's bucket (docs/production.md, "the bound, path by path"). */
 export interface Reservation {
   /** The delegate's clock at the lending (the lease's `atMs`, which its return names), ms. */
   readonly atMs: number;
@@ -161,9 +153,8 @@ export function usedUntilAnswer(share: HeldShare, nowMs: number): { share: HeldS
 }
 
 /**
- * A window share's pace per term when it at least doubles the demand it was asked with, else 0: the units it admitted
- * itself since its term started, over at least a tenth of a term. A new shard's demand grows faster than the
- * half-term buckets (`demandPerTerm`) follow: its first shares ran dry and were renewed several times a term.
+ * A window share's pace per term (units it admitted since its term began, over at least a tenth of a term) when it at
+ * least doubles the demand it was asked with, else 0 (why: docs/production.md's tuning table, `DEMAND_BUCKET_MS`).
  */
 export function windowPace(
   share: Pick<HeldShare, "kind" | "endsAtMs" | "renewAtMs" | "demand" | "units" | "unitsLeft" | "lent"> | null,
@@ -202,15 +193,11 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
 
 /**
  * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
- * this or the last second; in a first second of calls, none the last, from twice that pace too: at a cold start every
- * isolate of the region calls the first shard, which took 500 and more before counting to it), and its spread
- * (key_state.ts `KeyState.spread`): the share of its calls to move for the rest to be `DELEGATE_AIM_CALLS_PER_S` (the
- * last second's, or this one's over 250 ms at least); 1 at twice busy.
+ * this or the last second, or a first second's surge at twice that pace: docs/production.md's tuning table), and its
+ * spread (`KeyState.spread`): the share of its calls (the last second's, or this one's over 250 ms at least) to move
+ * for the rest to be `DELEGATE_AIM_CALLS_PER_S`; 1 at twice busy.
  */
-export function countLoad(
-  record: { readonly load?: CallLoad },
-  nowMs: number,
-): { readonly load: CallLoad; readonly busy: boolean; readonly spread: number } {
+export function countLoad(record: { readonly load?: CallLoad }, nowMs: number) {
   const was = record.load;
   const second = Math.floor(nowMs / 1000);
   const at = rollTo(was, "second", second);

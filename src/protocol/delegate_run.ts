@@ -13,7 +13,7 @@ import {
   type CallInput,
   type CallResult,
   type LimiterRule,
-  refusedFor,
+  refusedCall,
   remembersSince,
   unsureResult,
 } from "./store.ts";
@@ -29,11 +29,7 @@ import {
 } from "./tunables.ts";
 
 /** Whom a delegate works for: the key's object, the holder id it is known by there, and the rule it last saw. */
-export interface DelegateWho {
-  readonly object: string;
-  readonly holder: string;
-  readonly rule: LimiterRule;
-}
+export type DelegateWho = { readonly object: string; readonly holder: string; readonly rule: LimiterRule };
 
 /** What a delegate's steps need from their shell. */
 export interface DelegatePorts {
@@ -74,8 +70,7 @@ export class DelegateRun {
 
   /**
    * `send()`'s answer, or an `overloaded` failure if none within `DELEGATE_KEY_TIMEOUT_MS` (without `sleep`: `send()`).
-   * Unanswered after `DELEGATE_RESEND_MS` (a lost message, the network's tail), the same call is sent again (its id: applied
-   * once, answered again) and the first answer taken; a failure only once both failed, the first's.
+   * Unanswered after `DELEGATE_RESEND_MS`, sent again (its id); the first answer taken, or if both fail the first's.
    */
   private async timed<T extends object>(send: (resent?: number) => Promise<T>): Promise<T> {
     const sleep = this.ports.sleep;
@@ -121,8 +116,10 @@ export class DelegateRun {
     else await this.renewFirst(who, call, cost, leaseUnits);
     const record = load();
     if (delegateNeed(record, call.rule, call.costs, clock()) === "renew" && !dry(record, call, clock())) {
-      // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load.
-      if (clock() < this.failedUntilMs) return refusedBatch(call, this.failedUntilMs, clock());
+      // The key's object could not be asked lately: refuse for the backoff rather than add a batch to its load; still
+      // hot, so isolates stay.
+      if (clock() < this.failedUntilMs)
+        return { ...refusedCall(call, call.rule.params, this.failedUntilMs, clock()), hot: true };
       // Told cold a term ago or more, and batches still come at a tenth of a hot key's pace: ask again, in the
       // background. A quiet key's delegate asks nothing more.
       const sinceMs = this.coldAtMs === null ? 0 : clock() - this.coldAtMs;
@@ -166,10 +163,7 @@ export class DelegateRun {
     return { ...passed, hot: result.hot === true };
   }
 
-  /**
-   * A share granted with spare: what its slice refused goes to the key's object, decided from its direct slice; one
-   * such call at a time, and none more under this grant once one admitted nothing. A failure: refused (short).
-   */
+  /** A share with spare: what its slice refused goes to the key's object (docs/production.md, `spareHome`). */
   private async passRefused(who: DelegateWho, call: CallInput, result: CallResult): Promise<CallResult> {
     const { load, save } = this.ports;
     const share = load().share;
@@ -206,8 +200,7 @@ export class DelegateRun {
       // Still no live share (told cold, or a grant whose term ended on its way) while other batches waited: their pace
       // is asked for once more, rather than each of them passed through to the key's object (a cold start's crowd).
       const share = load().share;
-      const none = share === null || clock() >= share.endsAtMs;
-      if (none && this.waitingCost > cost) {
+      if ((share === null || clock() >= share.endsAtMs) && this.waitingCost > cost) {
         const spanMs = Math.max(clock() - startMs, SHARE_TERM_MS / 20);
         const perTerm = Math.ceil((this.waitingCost * SHARE_TERM_MS) / spanMs);
         this.waitingCost = 0;
@@ -278,10 +271,4 @@ function dry(record: DelegateRecord, call: CallInput, nowMs: number): boolean {
   const newer = (call.rule.version ?? 0) > (share.rule.version ?? 0);
   if (newer && fingerprintOf(call.rule.params) !== fingerprintOf(share.rule.params)) return false;
   return call.costs.every((cost) => cost <= share.units);
-}
-
-/** Every request of a batch refused until `untilMs` (the key's object is overloaded); still hot: isolates stay. */
-function refusedBatch(input: CallInput, untilMs: number, nowMs: number): CallResult {
-  const results = input.costs.map((cost) => refusedFor(input.rule.params, cost, Math.max(1, untilMs - nowMs), nowMs));
-  return { atMs: nowMs, results, lease: null, replayed: false, hot: true };
 }

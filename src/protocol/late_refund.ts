@@ -17,8 +17,7 @@ type Step = readonly [number, number];
 
 /** The perMs deficits of `params` are counted in; `null`: not a bucket (no staircase). */
 export function lowsPer(params: AlgorithmParams): number | null {
-  if (scaledDeficit(params, null, 0) === null) return null;
-  return (params as { rate: { perMs: number } }).rate.perMs;
+  return scaledDeficit(params, null, 0) === null ? null : (params as { rate: { perMs: number } }).rate.perMs;
 }
 
 /** `lows` in 1/`per` of a request: converted from other parameters' units, rounded on the safe side. */
@@ -67,8 +66,7 @@ export function noteLow(
   const last = kept.s.at(-1);
   // A later charge of the same batch (same instant, more deficit) adds nothing a refund could use.
   if (last !== undefined && last[0] === tick && last[1] <= units) return { ...kept, slack };
-  const before = kept.s.map(([t, u]): Step => [Math.min(t, tick - 1), u]);
-  const next = suffixMinima([...before, [tick, units]]);
+  const next = suffixMinima([...kept.s.map(([t, u]): Step => [Math.min(t, tick - 1), u]), [tick, units]]);
   // Too many steps: the two oldest merge into one at the later's time with the smaller deficit (never more back).
   while (next.length > LOWS_MAX) next.splice(0, 2, [next[1]![0], next[0]![1]]);
   return { s: next, slack, per };

@@ -19,9 +19,7 @@ export type Mechanism = (typeof MECHANISMS)[number];
 const off = new Set<Mechanism>();
 
 /** Whether `mechanism` is on (always, but in an ablation run). */
-export function uses(mechanism: Mechanism): boolean {
-  return !off.has(mechanism);
-}
+export const uses = (mechanism: Mechanism): boolean => !off.has(mechanism);
 
 /** The ablation bench only: this process runs with `mechanism` off. */
 export function ablate(mechanism: Mechanism): void {

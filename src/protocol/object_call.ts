@@ -50,8 +50,7 @@ export function classify(error: unknown): { readonly failure: FailureKind; reado
 }
 
 export function messageOf(error: unknown): string {
-  if (typeof error === "object" && error !== null && "message" in error) return String(error.message);
-  return String(error);
+  return typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error);
 }
 
 /** The first of two calls (the same call sent twice) to answer; if both fail, the first's failure (never an unhandled rejection). */

@@ -126,12 +126,8 @@ export type CheckResult =
     }
   | { readonly ok: false; readonly error: "cost_exceeds_capacity" | "invalid_cost" };
 
-export interface RefundInput {
-  readonly rule: LimiterRule;
-  readonly cost: number;
-  /** `atMs` of the admitting check. */
-  readonly admittedAtMs: number;
-}
+/** A refund of `cost` admitted at `admittedAtMs` (the admitting check's `atMs`). */
+export type RefundInput = { readonly rule: LimiterRule; readonly cost: number; readonly admittedAtMs: number };
 
 /** What the key looks like after a refund, for the RateLimit header: `null` when there was nothing to refund. */
 export type RefundResult = { readonly remaining: number; readonly resetAfterMs: number } | null;

@@ -1,8 +1,4 @@
-/**
- * Shares of a hot key's budget, the key's object's side (delegate.ts: the delegate's; docs/production.md, "Shares"),
- * kept in its record (`ShareBook`). A rate share is `parts` of the rate and burst, never charged; direct calls decide
- * from the slice no live share holds. A window share is units of the current window, charged at the grant. Pure.
- */
+/** A hot key's shares, the key's object's side (delegate.ts: the delegate's; docs/production.md, "Shares"). Pure. */
 import {
   type AlgorithmParams,
   type AlgorithmState,
@@ -29,7 +25,7 @@ import {
   peekRecord,
   peekState,
   recordFreshAtMs,
-  refusedFor,
+  refusedCall,
   ruleFor,
   type ShareBook,
   type ShareEntry,
@@ -41,9 +37,7 @@ import { applyAhead } from "./window_ahead.ts";
 /** What a key's shares are made of: parts of the rate, units of a window, or nothing (no shares). */
 export type ShareKind = "rate" | "window" | "none";
 
-export function shareKindOf(params: AlgorithmParams): ShareKind {
-  return leasePolicy(params.algorithm).kind;
-}
+export const shareKindOf = (params: AlgorithmParams): ShareKind => leasePolicy(params.algorithm).kind;
 
 /** A delegate asks for (or renews, or lets go of) its share. */
 export interface ShareAsk {
@@ -105,27 +99,21 @@ export interface ShareGrant {
 export const EMPTY_BOOK: ShareBook = { entries: [], hotUntilMs: 0 };
 
 /** Until when an entry's parts stay promised: its end, `LAPSE_GRACE_MS` more for a rate share's (share_tokens.ts). */
-export function partsUntilMs(e: ShareEntry): number {
-  return e.parts > 0 ? e.endsAtMs + LAPSE_GRACE_MS : e.endsAtMs;
-}
+export const partsUntilMs = (e: ShareEntry): number => (e.parts > 0 ? e.endsAtMs + LAPSE_GRACE_MS : e.endsAtMs);
 
 /** Parts an entry still holds at `nowMs`: its own, or its previous ones while the delegate may still be using them. */
 export function promisedParts(e: ShareEntry, nowMs: number): number {
   return Math.max(nowMs < partsUntilMs(e) ? e.parts : 0, nowMs < e.prevEndsAtMs ? e.prevParts : 0);
 }
 
-export function live(e: ShareEntry, nowMs: number): boolean {
-  return nowMs < partsUntilMs(e) || nowMs < e.prevEndsAtMs;
-}
+export const live = (e: ShareEntry, nowMs: number): boolean => nowMs < partsUntilMs(e) || nowMs < e.prevEndsAtMs;
 
 /** When the book's promises end (or ended), each entry's own parts' and previous parts'. */
 const endsOf = (book: ShareBook): number[] => book.entries.flatMap((e) => [partsUntilMs(e), e.prevEndsAtMs]);
 
 /** The parts of the rate no live share holds: the direct calls' slice. */
 export function directParts(book: ShareBook, nowMs: number): number {
-  let promised = 0;
-  for (const e of book.entries) promised += promisedParts(e, nowMs);
-  return Math.max(0, SHARE_PARTS - promised);
+  return Math.max(0, SHARE_PARTS - book.entries.reduce((promised, e) => promised + promisedParts(e, nowMs), 0));
 }
 
 /** An empty state under `params`: a bucket with nothing in it, refilling from `nowMs`. */
@@ -229,7 +217,11 @@ function directCall(rec: LimiterRecord, direct: DirectSlice, input: CallInput, n
   const rule = ruleFor(rec, input.rule);
   const parts = directParts(book, nowMs);
   const to = honestSlice(rule.params, parts);
-  if (to === null) return { result: refuseAll(book, rule.params, input.costs, nowMs), record: rec };
+  if (to === null) {
+    // The live shares hold the whole rate until the next of them ends.
+    const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
+    return { result: refusedCall(input, rule.params, nextEndMs, nowMs), record: rec };
+  }
   const from = honestSlice(rec.params, direct.parts);
   const fresh = from === null || direct.state === null;
   const view: LimiterRecord = {
@@ -248,13 +240,6 @@ function directCall(rec: LimiterRecord, direct: DirectSlice, input: CallInput, n
 /** What a direct call's view shares with the record: its calls, lease asks and lows (not its shares or ban). */
 function callMemory({ calls, leaseAsks, lows }: LimiterRecord): Pick<LimiterRecord, "calls" | "leaseAsks" | "lows"> {
   return { ...(calls && { calls }), ...(leaseAsks && { leaseAsks }), ...(lows && { lows }) };
-}
-
-/** Every request of a direct call refused: the live shares hold the whole rate until the next of them ends. */
-function refuseAll(book: ShareBook, params: AlgorithmParams, costs: readonly number[], nowMs: number): CallResult {
-  const nextEndMs = Math.min(nowMs + SHARE_TERM_MS, ...endsOf(book).filter((t) => t > nowMs));
-  const results = costs.map((cost) => refusedFor(params, cost, Math.max(1, nextEndMs - nowMs), nowMs));
-  return { atMs: nowMs, results, lease: null, replayed: false };
 }
 
 /** What the key looks like to a cost-1 direct request now (the admin API's peek), shares considered. */

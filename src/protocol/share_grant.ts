@@ -50,11 +50,7 @@ import { aheadGrant, takeAheadBack } from "./window_ahead.ts";
 const NO_SHARE = { kind: "none", parts: 0, units: 0, remaining: 0, termMs: 0 } as const;
 
 /** Grant, renew or end a delegate's share: its demand's proportion while hot; a retry answered as granted. */
-export function shareRecord(
-  record: LimiterRecord | null,
-  ask: ShareAsk,
-  nowMs: number,
-): { readonly record: LimiterRecord | null; readonly grant: ShareGrant } {
+export function shareRecord(record: LimiterRecord | null, ask: ShareAsk, nowMs: number): Granted<LimiterRecord | null> {
   const rule = ruleFor(record, ask.rule);
   let rec = withVersion(settleShares(record, nowMs), rule, nowMs);
   const mine = rec?.shares?.entries.find((e) => e.holder === ask.holder);
@@ -125,13 +121,12 @@ function inUse(e: ShareEntry, ask: ShareAsk, nowMs: number): InUse {
   const adopted = ask.holding !== undefined && ask.holding === e.askId;
   const parts = adopted ? (nowMs < partsUntilMs(e) ? e.parts : 0) : promisedParts(e, nowMs);
   const heldUntilMs = adopted ? e.endsAtMs : Math.max(e.endsAtMs, e.prevEndsAtMs);
-  const forMs = ask.oldForMs;
-  const bounded = forMs !== undefined && Number.isSafeInteger(forMs) && forMs >= 0;
-  const untilMs = bounded ? Math.min(heldUntilMs, nowMs + forMs) : heldUntilMs;
-  const keep = ask.keep;
-  const valid = keep !== undefined && Number.isSafeInteger(keep) && keep >= 0;
-  return { parts: valid ? Math.min(parts, keep) : parts, untilMs };
+  const untilMs = given(ask.oldForMs) ? Math.min(heldUntilMs, nowMs + ask.oldForMs) : heldUntilMs;
+  return { parts: given(ask.keep) ? Math.min(parts, ask.keep) : parts, untilMs };
 }
+
+/** Whether an ask's optional figure is usable: said, a safe integer, not negative. */
+const given = (n: number | undefined): n is number => n !== undefined && Number.isSafeInteger(n) && n >= 0;
 
 function withEntry(rec: LimiterRecord, others: readonly ShareEntry[], entry: ShareEntry, hot: boolean, nowMs: number) {
   const book = rec.shares ?? EMPTY_BOOK;
@@ -163,7 +158,7 @@ function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, no
 
 /** What a grant is decided from (`shareRecord`): the settled record, its rule, the ask, its demand, all, `at` now. */
 type Grant = { rec: LimiterRecord | null; rule: LimiterRule; ask: ShareAsk; demand: number; total: number; at: number };
-type Granted = { readonly record: LimiterRecord; readonly grant: ShareGrant };
+type Granted<Rec = LimiterRecord> = { readonly record: Rec; readonly grant: ShareGrant };
 
 /**
  * A rate share: its demand's proportion of `SHARE_PARTS` (of the rate per term with spare) within what the other live
@@ -194,8 +189,7 @@ function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: 
   const parts = fedParts(Math.min(want, room), room, leastParts(params));
   // A settled share whose demand is rising fast renews each term, not doubled: its parts follow the key's growth.
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
-  const rtt = uses("rttTerms") ? ask.rttMs : undefined;
-  const termMs = rateTermMs(parts, fair, held, lastTermMs, rtt, slow);
+  const termMs = rateTermMs(parts, fair, held, lastTermMs, uses("rttTerms") ? ask.rttMs : undefined, slow);
   const moved = transfer(base, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
   const grant: ShareGrant = {
     atMs: nowMs,
@@ -232,19 +226,11 @@ export function fedParts(parts: number, room: number, least: number): number {
 }
 
 /**
- * A rate share's term, ms. Unsettled (new, short of `fair` by over an eighth, or moved by over a quarter; never within
- * `SETTLED_SLACK_PARTS`): half a term (a `slow` rule's a quarter, so its few parts follow demand sooner), at least
- * `UNSETTLED_TERM_RTTS` round trips. Settled: the last doubled, up to `SHARE_TERM_MAX_MS`. A `slow` rule's share that
- * grew (not short): a whole term, as a quarter term's late renewal would lose its few requests' refill.
+ * A rate share's term, ms (why: docs/production.md, "Shares"). Unsettled (new, short of `fair` by over an eighth, or
+ * moved by over a quarter; never within `SETTLED_SLACK_PARTS`): half a term, a `slow` rule's a quarter (a whole one if
+ * it grew, not short), at least `UNSETTLED_TERM_RTTS` round trips. Settled: the last doubled, to `SHARE_TERM_MAX_MS`.
  */
-export function rateTermMs(
-  parts: number,
-  fair: number,
-  held: number,
-  prevTermMs: number,
-  rttMs?: number,
-  slow = false,
-): number {
+export function rateTermMs(parts: number, fair: number, held: number, lastMs: number, rttMs?: number, slow = false) {
   const rtts = rttMs !== undefined && Number.isSafeInteger(rttMs) && rttMs > 0 ? UNSETTLED_TERM_RTTS * rttMs : 0;
   const unsettled = Math.max(Math.ceil(SHARE_TERM_MS / (slow ? 4 : 2)), Math.min(SHARE_TERM_MS, rtts));
   const short = fair - parts > Math.max(SETTLED_SLACK_PARTS, Math.floor(fair / 8));
@@ -252,7 +238,7 @@ export function rateTermMs(
   const moved = Math.abs(parts - held) > Math.max(SETTLED_SLACK_PARTS, Math.floor(held / 4));
   if (held <= 0 || (moved && !(slow && parts > held))) return unsettled;
   if (moved) return SHARE_TERM_MS;
-  return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * prevTermMs));
+  return Math.min(SHARE_TERM_MAX_MS, Math.max(SHARE_TERM_MS, 2 * lastMs));
 }
 
 /** The direct slice going from `before` parts to `after` (no more), and the tokens the parts given up take along. */
@@ -264,8 +250,7 @@ function transfer(rec: LimiterRecord, rule: LimiterRule, before: number, after: 
   let state = directStateIn(rec.params, direct, mid, nowMs);
   // Tokens leaving the direct slice are a charge to it: its deficit before, noted for later refunds (late_refund.ts).
   const lows = before > after && uses("shedBack") ? noteLow(rec.lows, mid, state, nowMs, false) : null;
-  const level = peekState(mid, state, nowMs).remaining;
-  let tokens = Math.floor((level * (before - after)) / before);
+  let tokens = Math.floor((peekState(mid, state, nowMs).remaining * (before - after)) / before);
   if (tokens >= 1) {
     const out = decide(mid, state, tokens, nowMs);
     if (out.ok && out.decision.allowed) state = out.state;
@@ -307,10 +292,7 @@ function windowGrant({ rec, rule, ask, demand, total, at: nowMs }: Grant): Grant
   };
 }
 
-/**
- * What the other shares of the current window still hold by their demand (an estimate: it splits, never charges):
- * without it, each grant of a round of renewals of a scarce window shrank the next (docs/production.md, "Shares").
- */
+/** What the other shares of this window still hold by their demand, to split by (docs/production.md, "Shares"). */
 function heldByOthers(rec: LimiterRecord | null, rule: LimiterRule, holder: string, nowMs: number): number {
   let held = 0;
   for (const e of rec?.shares?.entries ?? []) {

@@ -15,14 +15,8 @@ export interface ReleaseInput {
   readonly slots: readonly number[];
 }
 
-export interface ReleaseResult {
-  /** How many of the slots named were held and are now given back (or renewed). */
-  readonly released: number;
-  /** The cost still held in slots after the release. */
-  readonly held: number;
-  /** The limiter's clock, ms. */
-  readonly atMs: number;
-}
+/** Of the slots named, how many were held and are given back (or renewed); the cost still held; the clock, ms. */
+export type ReleaseResult = { readonly released: number; readonly held: number; readonly atMs: number };
 
 /** Give back the slots named; `record` is the very same object when none of them was held. */
 export const releaseRecord = (record: LimiterRecord | null, input: ReleaseInput, nowMs: number) =>
@@ -48,6 +42,4 @@ function slotChange(record: LimiterRecord | null, input: ReleaseInput, nowMs: nu
 }
 
 /** Whether the rule's requests hold a slot until they end. */
-export function holdsSlots(params: AlgorithmParams): boolean {
-  return slotPolicy(params) !== undefined;
-}
+export const holdsSlots = (params: AlgorithmParams): boolean => slotPolicy(params) !== undefined;

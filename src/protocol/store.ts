@@ -219,10 +219,9 @@ export function shorter(termMs: number, units: number, wanted: number): number {
 /** The asks per ttl with one more of `units` at `nowMs` (a new ttl restarts them). */
 function noteAsk(asks: LeaseAsks | undefined, units: number, ttlMs: number, nowMs: number): LeaseAsks {
   const bucket = Math.floor(nowMs / ttlMs);
-  if (asks === undefined || asks.ttlMs !== ttlMs || bucket > asks.bucket + 1) {
-    return { ttlMs, bucket, curr: units, prev: 0 };
+  if (asks === undefined || asks.ttlMs !== ttlMs || bucket > asks.bucket) {
+    return { ttlMs, bucket, curr: units, prev: asks?.ttlMs === ttlMs && bucket === asks.bucket + 1 ? asks.curr : 0 };
   }
-  if (bucket === asks.bucket + 1) return { ttlMs, bucket, curr: units, prev: asks.curr };
   // The same bucket (or an earlier clock: counted in the current one).
   return { ...asks, curr: asks.curr + units };
 }
@@ -244,13 +243,14 @@ export function refusedFor(params: AlgorithmParams, cost: number, waitMs: number
   return { ok: true, atMs: nowMs, decision };
 }
 
+/** Every request of `input` refused under `params` until `untilMs` (at least 1 ms on). */
+export function refusedCall(input: CallInput, params: AlgorithmParams, untilMs: number, nowMs: number): CallResult {
+  const results = input.costs.map((cost) => refusedFor(params, cost, Math.max(1, untilMs - nowMs), nowMs));
+  return { atMs: nowMs, results, lease: null, replayed: false };
+}
+
 /** A call applied before (`seen`), answered again (by the key's object or a delegate) with the figures now. */
-export function replayedResults(
-  input: CallInput,
-  seen: AppliedCall,
-  nowMs: number,
-  figures: { readonly remaining: number; readonly resetAfterMs: number; readonly retryAfterMs: number },
-): CheckResult[] {
+export function replayedResults(input: CallInput, seen: AppliedCall, nowMs: number, figures: Figures): CheckResult[] {
   return input.costs.map((cost, i): CheckResult => {
     const verdict = seen.verdicts[i];
     if (verdict === "e" || verdict === undefined)
@@ -265,3 +265,5 @@ export function replayedResults(
     return { ok: true, atMs: seen.atMs, decision, ...(typeof slot === "number" ? { slot } : {}) };
   });
 }
+
+type Figures = { readonly remaining: number; readonly resetAfterMs: number; readonly retryAfterMs: number };

@@ -1,7 +1,4 @@
-/**
- * Sub-leases: a delegate's small leases to the isolates that call it, out of its own share (docs/production.md
- * "Sub-leases"); the isolate holds them as leases from the key's object (`LeaseAsk`, `LeaseGrant`, `giveBack`). Pure.
- */
+/** Sub-leases: a delegate's leases to its isolates out of its share (docs/production.md, "Sub-leases"). Pure. */
 import {
   type AlgorithmParams,
   type AlgorithmState,
@@ -53,8 +50,7 @@ export function subleaseTermMs(ttlMs: number, kind: "rate" | "window" = "window"
 
 /** The time a rule's rate takes to fill its burst from empty, ms, rounded up (`Infinity`: a rule without a rate). */
 export function burstFillMs(params: AlgorithmParams): number {
-  if (!("rate" in params)) return Infinity;
-  return Math.ceil((capacityOf(params) * params.rate.perMs) / params.rate.tokens);
+  return "rate" in params ? Math.ceil((capacityOf(params) * params.rate.perMs) / params.rate.tokens) : Infinity;
 }
 
 /**
@@ -90,9 +86,8 @@ export function subleaseFrom(
   const askedMs = Math.max(1, Math.floor(ask.ttlMs));
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
-  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds, the rest left for batches and other isolates' asks; 1/2n
-  // while the share's demand is over twice its slice's rate (scarce: units parked at one isolate are refused to the
-  // others until it spends them). Not always: a key at its rate lost more with it (docs/production.md, "Tuning").
+  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds; 1/2n while the share's demand is over twice its slice's rate
+  // (why, and why not always: docs/production.md's tuning table).
   const scarce = "rate" in params && (share.demand ?? 0) > (2 * params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
   const ofHeld = scarce ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
   const reserved = sum(share.reserved);
@@ -111,9 +106,7 @@ export function subleaseFrom(
 }
 
 /** Units reserved in a rate share's bucket (not taken out of it): what its batches and sub-leases must leave. */
-export function inBucket(share: HeldShare): number {
-  return Math.max(0, sum(share.reserved) - (share.takenOut ?? 0));
-}
+export const inBucket = (share: HeldShare): number => Math.max(0, sum(share.reserved) - (share.takenOut ?? 0));
 
 /**
  * The bucket with `due` units charged and the units taken out brought to `min(live, outCap)` (`outCap`: its refill

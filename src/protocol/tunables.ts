@@ -59,17 +59,11 @@ export const DEMAND_BUCKET_MS = SHARE_TERM_MS / 2;
 // Sub-leases, and what the rate bound is made of.
 /** A window share's sub-lease's longest term, ms. */
 export const SUBLEASE_TERM_MS = SHARE_TERM_MS / 2;
-/**
- * The rate bound's term, ms: a rate key admits at most `burst + rate × (t + RATE_BOUND_MS)` in any span `t`. Made of
- * `RATE_LEASE_TERM_MS` (test/unit/share_fed.test.ts checks it).
- */
+/** The rate bound's term, ms: at most `burst + rate × (t + this)` in any span `t`; `RATE_LEASE_TERM_MS` within it. */
 export const RATE_BOUND_MS = 500;
 /** A rate sub-lease's (and a hot rate key's lease's) longest use, ms: a token taken at `c` is admitted by `c + this`. */
 export const RATE_LEASE_TERM_MS = 480;
-/**
- * A rate sub-lease's reservation waits this long past the lease's end for its return (the isolate's next call), ms;
- * then its units are charged in full, and a later return matches nothing.
- */
+/** A rate sub-lease's reservation waits this long past its end for a return, ms; then it is charged in full. */
 export const RESERVATION_WAIT_MS = 150;
 /** A rate sub-lease takes at most 1/this of what its delegate's slice holds (at least one token). */
 export const SUBLEASE_OF_HELD = 2;

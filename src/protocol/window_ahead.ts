@@ -51,10 +51,7 @@ export function applyAhead(record: LimiterRecord, nowMs: number): LimiterRecord 
 }
 
 /** Units given back that were granted ahead of a window not started: off the book; the rest, the record's refund. */
-export function takeAheadBack(
-  record: LimiterRecord | null,
-  giveBack: readonly LeaseReturn[],
-): { readonly record: LimiterRecord | null; readonly rest: readonly LeaseReturn[] } {
+export function takeAheadBack(record: LimiterRecord | null, giveBack: readonly LeaseReturn[]) {
   const ahead = record?.shares?.ahead;
   const policy = record === null ? null : leasePolicy(record.params.algorithm);
   if (record === null || ahead === undefined || policy?.kind !== "window") return { record, rest: giveBack };
