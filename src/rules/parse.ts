@@ -26,8 +26,8 @@ import type { DenyRule, Identity, ResolvedRule, RoutePattern, RuleCommon, RuleMa
 const ID_RE = /^[A-Za-z0-9_.-]+$/;
 const IDENTITIES: readonly Identity[] = ["api_key", "ip", "user"];
 
-/** The keys a rule file may give besides its algorithm's parameters. */
-const COMMON_KEYS = ["id", "match", "algorithm", ...RULE_FIELDS.map((f) => f.yaml)];
+/** The keys a rule file may give besides its algorithm's parameters (`deny` turns it into a deny rule, deny.ts). */
+const COMMON_KEYS = ["id", "match", "algorithm", "deny", ...RULE_FIELDS.map((f) => f.yaml)];
 const MATCH_KEYS = [
   "plan",
   "route",

@@ -82,6 +82,11 @@ describe("a deny rule, read", () => {
     expect(b.errors.join("\n")).toMatch(/x\.key: a deny rule refuses every request it matches and counts nothing/);
   });
 
+  it("a misspelt deny is named on a limit rule", () => {
+    const { errors } = parseRules("- id: x\n  deni: true\n  match: { address: 198.51.100.9 }\n", "r.yaml");
+    expect(errors).toContain('r.yaml: x.deni: unknown key; did you mean "deny"?');
+  });
+
   it("warns when its match names nothing: it refuses every request", () => {
     const { denies, warnings } = parseRules("- id: all\n  deny: true\n  match: {}\n", "r.yaml");
     expect(denies).toHaveLength(1);
