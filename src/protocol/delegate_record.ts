@@ -118,8 +118,7 @@ export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   const demand = demandPerTerm(record, nowMs);
   if (demand <= 0) return false;
   const termMs = termOf(share);
-  // `rttLeadMs`: a rate share's last round trip (a far region's is longer than a term's last quarter), at most half its
-  // term; no earlier: its old parts stay promised meanwhile.
+  // `rttLeadMs` (docs/production.md, `RENEW_LEAD_MS`), at most half its term; no earlier: its old parts stay promised.
   const rtt = share.kind === "rate" ? (share.rttMs ?? 0) : 0;
   const rttLeadMs = rtt > 0 ? Math.min(rtt, Math.floor(termMs / 2)) : 0;
   const dueMs = Math.min(Math.max(share.renewAtMs, share.endsAtMs - RENEW_LEAD_MS), share.endsAtMs - rttLeadMs);
@@ -188,10 +187,9 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
 }
 
 /**
- * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
- * this or the last second, or a first second's surge at twice that pace: docs/production.md's tuning table), and its
- * spread (`KeyState.spread`): the share of its calls (the last second's, or this one's over 250 ms at least) to move
- * for the rest to be `DELEGATE_AIM_CALLS_PER_S`; 1 at twice busy.
+ * One more call at `nowMs`: its count per second, whether busy (docs/production.md, `DELEGATE_BUSY_CALLS_PER_S`:
+ * this or the last second, or a first second's surge at twice it), and the spread (`KeyState.spread`): the share of its
+ * calls (the last second's, or this one's over 250 ms at least) to move for the rest to be `DELEGATE_AIM_CALLS_PER_S`.
  */
 export function countLoad(record: Pick<DelegateRecord, "load">, nowMs: number) {
   const was = record.load;
