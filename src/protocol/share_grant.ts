@@ -191,19 +191,10 @@ function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: 
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const termMs = rateTermMs(parts, fair, held, lastTermMs, uses("rttTerms") ? ask.rttMs : undefined, slow);
   const moved = transfer(base, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
-  const grant: ShareGrant = {
-    atMs: nowMs,
-    kind: "rate",
-    parts,
-    ...(moved.tokens > 0 ? { tokens: moved.tokens } : {}),
-    ...(held > 0 && told ? { held } : {}),
-    units: 0,
-    remaining: 0,
-    termMs,
-    rule,
-    hot: true,
-    ...(perTerm === null ? {} : { spare: true }),
-  };
+  const tokens = moved.tokens > 0 ? { tokens: moved.tokens } : {};
+  const sizes = { parts, ...tokens, ...(held > 0 && told ? { held } : {}), units: 0, remaining: 0 };
+  const spare = perTerm === null ? {} : { spare: true };
+  const grant: ShareGrant = { atMs: nowMs, kind: "rate", ...sizes, termMs, rule, hot: true, ...spare };
   const lows = moved.lows == null ? {} : { lows: moved.lows };
   return { record: { ...base, ...lows, shares: { ...book, direct: moved.direct } }, grant };
 }
