@@ -96,16 +96,12 @@ export class Coalescer {
     const cut = grant.forMs < askedTtlMs;
     const now = this.options.clock();
     const fromMs = now >= sent.atMs ? sent.atMs : now - (late ? grant.forMs : st.timeoutMs);
-    const held: HeldLease = {
-      unitsLeft: grant.units,
-      units: grant.units,
-      atMs: grant.atMs,
-      // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
-      endsAtMs: fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.c.spread(grant.forMs / 2)),
-      returned: false,
-      ...(sent.from === undefined ? {} : { from: sent.from }),
-      ...(grant.id === undefined ? {} : { id: grant.id }),
-    };
+    // Not a sub-lease: sized to its term, its units would go back unused (into a bucket maybe full by then).
+    const endsAtMs = fromMs + grant.forMs - (cut || asked?.sub === true ? 0 : this.c.spread(grant.forMs / 2));
+    const { units, atMs, id } = grant;
+    const from = sent.from === undefined ? {} : { from: sent.from };
+    const named = id === undefined ? {} : { id };
+    const held: HeldLease = { unitsLeft: units, units, atMs, endsAtMs, returned: false, ...from, ...named };
     endLease(st);
     st.lease = held;
     st.grantHotUntilMs = held.endsAtMs + Math.max(0, held.endsAtMs - fromMs);

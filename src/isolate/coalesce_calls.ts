@@ -168,12 +168,9 @@ export class Calls {
     for (const held of st.returns.splice(0)) {
       held.returned = true;
       if (held.unitsLeft <= 0) continue;
-      giveBack.push({
-        units: held.unitsLeft,
-        atMs: held.atMs,
-        ...(held.from === undefined ? {} : { lender: held.from }),
-        ...(held.id === undefined ? {} : { id: held.id }),
-      });
+      const { unitsLeft: units, atMs, from, id } = held;
+      const lender = from === undefined ? {} : { lender: from };
+      giveBack.push({ units, atMs, ...lender, ...(id === undefined ? {} : { id }) });
       counters.lease_units_returned += held.unitsLeft;
       held.unitsLeft = 0;
     }

@@ -136,11 +136,7 @@ export class KeyState {
     return Math.ceil((this.seenPerTtl(now) * ttlMs) / (this.leaseSettings?.ttlMs ?? 1000));
   }
 
-  /**
-   * A sub-lease to ask: what was seen over its term, no margin (held units are missing at the delegate); none below 2.
-   * A rate one, while a grant was short of this isolate's pace in the last share term (the key at or over its limit),
-   * for at most `burstFillMs`, else its full term (why: docs/production.md's tuning table, `RATE_LEASE_TERM_MS`).
-   */
+  /** A sub-lease to ask: what was seen over its term, no margin, none below 2 (docs/production.md, "Sub-leases"). */
   subleaseAsk(now: number): CallInput["lease"] {
     const settings = this.leaseSettings;
     const kind = leasePolicy(this.rule.params.algorithm).kind;

@@ -100,20 +100,11 @@ export function shareAsk(
   if (old !== null) kept = old.share;
   // No share (none yet, or a renewal that failed: its grant, if one came late, is never adopted): it holds no parts.
   const keep = cut !== null ? cut.parts : share === null && shareKindOf(newest.params) === "rate" ? 0 : undefined;
-  const ask: ShareAsk = {
-    rule: newest,
-    holder,
-    id,
-    seq: (record.asks ?? 0) + 1,
-    demand,
-    units,
-    giveBack,
-    ...(release ? { release } : {}),
-    ...(keep === undefined ? {} : { keep }),
-    ...(kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {}),
-    ...(old === null ? {} : { oldForMs: old.forMs }),
-    ...(share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {}),
-  };
+  const holding = kept?.kind === "rate" && kept.askId !== undefined ? { holding: kept.askId } : {};
+  const rtt = share?.kind === "rate" && share.rttMs !== undefined ? { rttMs: share.rttMs } : {};
+  const flags = { ...(release ? { release } : {}), ...(keep === undefined ? {} : { keep }), ...holding };
+  const said = { ...flags, ...(old === null ? {} : { oldForMs: old.forMs }), ...rtt };
+  const ask: ShareAsk = { rule: newest, holder, id, seq: (record.asks ?? 0) + 1, demand, units, giveBack, ...said };
   // Only a window share's grant is charged: a lost rate ask is asked anew, with the demand as it is now.
   const charged = shareKindOf(newest.params) === "window" && !release ? { pending: { ask, sentAtMs: nowMs } } : {};
   return { ask, record: { ...record, share: kept, giveBack: [], asks: ask.seq, ...charged }, sentAtMs: nowMs };
@@ -238,15 +229,9 @@ export function delegateCall(
   const d = rolled(record.demand, nowMs);
   const demand = { ...d, curr: d.curr + callDemand(input) };
   const next: DelegateRecord = { ...rest, share, giveBack, calls, demand, load, ...(taken?.length ? { taken } : {}) };
-  const result: CallResult = {
-    atMs: nowMs,
-    results,
-    lease,
-    ...(sub?.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, sub.share, sub.waitMs, nowMs) }),
-    replayed: false,
-    hot: record.hot,
-    ...(busy ? { busy: true, ...(uses("spread") ? { spread } : {}) } : {}),
-  };
+  const wait = sub?.waitMs === undefined ? {} : { leaseWaitMs: contendedWaitMs(record, sub.share, sub.waitMs, nowMs) };
+  const busyNews = busy ? { busy: true, ...(uses("spread") ? { spread } : {}) } : {};
+  const result: CallResult = { atMs: nowMs, results, lease, ...wait, replayed: false, hot: record.hot, ...busyNews };
   return { result, record: next };
 }
 

@@ -66,14 +66,14 @@ export interface DelegateRecord {
   readonly share: HeldShare | null;
   /** Whether the key is hot, as the last grant said (`false`: callers go back to the key's object). */
   readonly hot: boolean;
-  /** Cost asked of this delegate (`demandPerTerm`). */
-  readonly demand: DemandBuckets;
+  /** Cost asked of this delegate (`demandPerTerm`) per `DEMAND_BUCKET_MS` bucket (`bucket`: the current's index). */
+  readonly demand: Counts<"bucket">;
   /** Units to give back to the key's object with the next ask. */
   readonly giveBack: readonly LeaseReturn[];
   /** Calls answered lately (a retried call is answered as remembered, not decided twice). */
   readonly calls: readonly AppliedCall[];
-  /** Calls decided per second: the current and the last second (absent in a record from before it was kept). */
-  readonly load?: CallLoad;
+  /** Calls decided per second: the current (`second`: its index) and the last (absent in a record from before it). */
+  readonly load?: Counts<"second">;
   /** A window share's renewal while unanswered: sent again as it was (its id), nothing charged or given back twice. */
   readonly pending?: { readonly ask: ShareAsk; readonly sentAtMs: number };
   /** Calls whose units given back were taken before they were decided (`takeBack`); absent: none. */
@@ -93,10 +93,6 @@ export const NEW_DELEGATE: DelegateRecord = {
 
 /** Counts in the current and the previous bucket, and the current one's index under its stored name `K`. */
 type Counts<K extends string> = { readonly [k in K]: number } & { readonly curr: number; readonly prev: number };
-/** Cost asked of a delegate: the current and the previous bucket of `DEMAND_BUCKET_MS` (`bucket`: its index). */
-export type DemandBuckets = Counts<"bucket">;
-/** Calls a delegate decided per second: the current second (its index) and the last one. */
-export type CallLoad = Counts<"second">;
 
 /**
  * Counts rolled to the bucket of index `at` (`key`: the index's name): a new bucket starts empty, the last one kept if
@@ -122,8 +118,7 @@ export function renewDue(record: DelegateRecord, nowMs: number): boolean {
   const demand = demandPerTerm(record, nowMs);
   if (demand <= 0) return false;
   const termMs = termOf(share);
-  // `rttLeadMs`: a rate share's last round trip (a far region's is longer than a term's last quarter), at most half its
-  // term; no earlier: its old parts stay promised meanwhile.
+  // `rttLeadMs` (docs/production.md, `RENEW_LEAD_MS`), at most half its term; no earlier: its old parts stay promised.
   const rtt = share.kind === "rate" ? (share.rttMs ?? 0) : 0;
   const rttLeadMs = rtt > 0 ? Math.min(rtt, Math.floor(termMs / 2)) : 0;
   const dueMs = Math.min(Math.max(share.renewAtMs, share.endsAtMs - RENEW_LEAD_MS), share.endsAtMs - rttLeadMs);
@@ -173,7 +168,7 @@ export function demandMoved(was: number, now: number): boolean {
 }
 
 /** Cost asked per term, sliding over `DEMAND_BUCKET_MS`: this bucket's, the last one's weighed by how much is in. */
-export function demandPerTerm(record: { readonly demand: DemandBuckets }, nowMs: number): number {
+export function demandPerTerm(record: Pick<DelegateRecord, "demand">, nowMs: number): number {
   const d = rolled(record.demand, nowMs);
   const bucketMs = DEMAND_BUCKET_MS;
   const elapsedMs = Math.min(bucketMs, Math.max(0, nowMs - d.bucket * bucketMs));
@@ -182,7 +177,7 @@ export function demandPerTerm(record: { readonly demand: DemandBuckets }, nowMs:
 }
 
 /** The demand buckets rolled to `nowMs`'s bucket (`rollTo`). */
-export const rolled = (d: DemandBuckets, nowMs: number) => rollTo(d, "bucket", Math.floor(nowMs / DEMAND_BUCKET_MS));
+export const rolled = (d: Counts<"bucket">, nowMs: number) => rollTo(d, "bucket", Math.floor(nowMs / DEMAND_BUCKET_MS));
 
 /** The parts a share granted for demand `was` needs for `now`: if it fell, in proportion, 2 Poisson sd to spare. */
 export function keptParts(parts: number, was: number | undefined, now: number): number {
@@ -192,12 +187,11 @@ export function keptParts(parts: number, was: number | undefined, now: number): 
 }
 
 /**
- * One more call decided at `nowMs`: the count per second, whether it says busy (`DELEGATE_BUSY_CALLS_PER_S` calls in
- * this or the last second, or a first second's surge at twice that pace: docs/production.md's tuning table), and its
- * spread (`KeyState.spread`): the share of its calls (the last second's, or this one's over 250 ms at least) to move
- * for the rest to be `DELEGATE_AIM_CALLS_PER_S`; 1 at twice busy.
+ * One more call at `nowMs`: its count per second, whether busy (docs/production.md, `DELEGATE_BUSY_CALLS_PER_S`:
+ * this or the last second, or a first second's surge at twice it), and the spread (`KeyState.spread`): the share of its
+ * calls (the last second's, or this one's over 250 ms at least) to move for the rest to be `DELEGATE_AIM_CALLS_PER_S`.
  */
-export function countLoad(record: { readonly load?: CallLoad }, nowMs: number) {
+export function countLoad(record: Pick<DelegateRecord, "load">, nowMs: number) {
   const was = record.load;
   const second = Math.floor(nowMs / 1000);
   const at = rollTo(was, "second", second);

@@ -1,8 +1,4 @@
-/**
- * A delegate's steps around its pure decisions (delegate.ts), its shell's storage, clock and key's object passed in.
- * Per batch: renew first when `delegateNeed` says (at most twice), decide from the share, else pass the batch through
- * (or refuse it for a backoff after an overloaded ask); renew in the background when due, one at a time.
- */
+/** A delegate's steps around its pure decisions (delegate.ts), with its shell's storage, clock and key's object. */
 import { fingerprintOf } from "../algorithms/index.ts";
 import { adoptGrant, type DelegateRecord, delegateCall, delegateNeed, renewDue, shareAsk } from "./delegate.ts";
 import { aheadWaitMs, rollAhead } from "./delegate_record.ts";
@@ -88,7 +84,10 @@ export class DelegateRun {
     throw Object.assign(new Error(message), { overloaded: true });
   }
 
-  /** Decide an isolate's batch (see the file's comment). */
+  /**
+   * Decide an isolate's batch: renew first when `delegateNeed` says (at most twice), decide from the share, else pass
+   * it through (or refuse it for a backoff after an overloaded ask); renew in the background when due, one at a time.
+   */
   async check(who: DelegateWho, call: CallInput): Promise<CallResult> {
     const { clock, load, save, sleep } = this.ports;
     // A copy sent again (`resent`) it cannot tell from a first copy it forgot: nothing is applied (store.ts).

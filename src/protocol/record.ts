@@ -1,7 +1,4 @@
-/**
- * What a limiter keeps per (rule, key), and the pure operations on the record alone (a call is store.ts). An older
- * rules version is decided under the record's newer parameters: two versions serving at once never thrash the state.
- */
+/** What a limiter keeps per (rule, key), and the pure operations on the record alone (a call is store.ts). */
 import {
   type AlgorithmState,
   carryOver,
@@ -105,7 +102,7 @@ export interface LimiterRule {
   readonly blockForMs?: number;
 }
 
-/** The rule a call is decided under: its own, unless the record's rules version is newer (then its parameters). */
+/** The rule a call is decided under: its own, or a newer record's parameters (two versions never thrash the state). */
 export function ruleFor(record: LimiterRecord | null, rule: LimiterRule): LimiterRule {
   if (record === null || (rule.version ?? 0) >= (record.version ?? 0)) return rule;
   return { ...rule, params: record.params, version: record.version ?? 0 };

@@ -87,20 +87,11 @@ export function shareRecord(record: LimiterRecord | null, ask: ShareAsk, nowMs: 
   let out = kind === "rate" ? rateGrant(g, others, prev?.parts ?? 0, mine) : windowGrant(g);
   out = { ...out, grant: withFreedAt(out.grant, prev, nowMs) };
   const ahead = out.grant.ahead;
-  const entry: ShareEntry = {
-    holder: ask.holder,
-    parts: out.grant.parts,
-    units: out.grant.units,
-    atMs: nowMs,
-    endsAtMs: nowMs + out.grant.termMs + (ahead?.termMs ?? 0),
-    prevParts: prev?.parts ?? 0,
-    prevEndsAtMs: prev?.untilMs ?? 0,
-    demand,
-    ...(out.grant.tokens === undefined ? {} : { tokens: out.grant.tokens }),
-    ...(ahead === undefined ? {} : { ahead }),
-    askId: ask.id,
-    ...seqOf(ask),
-  };
+  const { parts, units, tokens, termMs } = out.grant;
+  const endsAtMs = nowMs + termMs + (ahead?.termMs ?? 0);
+  const term = { atMs: nowMs, endsAtMs, prevParts: prev?.parts ?? 0, prevEndsAtMs: prev?.untilMs ?? 0, demand };
+  const extra = { ...(tokens === undefined ? {} : { tokens }), ...(ahead === undefined ? {} : { ahead }) };
+  const entry: ShareEntry = { holder: ask.holder, parts, units, ...term, ...extra, askId: ask.id, ...seqOf(ask) };
   return { record: withEntry(out.record, others, entry, true, nowMs), grant: out.grant };
 }
 
@@ -142,18 +133,12 @@ const seqOf = (ask: ShareAsk): { seq?: number } =>
 function grantOf(e: ShareEntry, rule: LimiterRule, rec: LimiterRecord | null, nowMs: number): ShareGrant {
   const kind = shareKindOf(rule.params);
   const granted = e.parts > 0 || e.units > 0 || (kind === "rate" && e.endsAtMs > e.atMs);
-  return {
-    atMs: e.atMs,
-    kind: granted ? kind : "none",
-    parts: e.parts,
-    ...(e.tokens === undefined ? {} : { tokens: e.tokens }),
-    units: e.units,
-    remaining: kind === "window" && rec !== null ? keyPeek(rec, rule, nowMs).remaining : 0,
-    termMs: Math.max(0, e.endsAtMs - e.atMs - (e.ahead?.termMs ?? 0)),
-    ...(e.ahead === undefined ? {} : { ahead: e.ahead }),
-    rule,
-    hot: nowMs < (rec?.shares?.hotUntilMs ?? 0),
-  };
+  const { atMs, parts, tokens, units, ahead } = e;
+  const remaining = kind === "window" && rec !== null ? keyPeek(rec, rule, nowMs).remaining : 0;
+  const termMs = Math.max(0, e.endsAtMs - atMs - (ahead?.termMs ?? 0));
+  const sized = { parts, ...(tokens === undefined ? {} : { tokens }), units, remaining, termMs };
+  const hot = nowMs < (rec?.shares?.hotUntilMs ?? 0);
+  return { atMs, kind: granted ? kind : "none", ...sized, ...(ahead === undefined ? {} : { ahead }), rule, hot };
 }
 
 /** What a grant is decided from (`shareRecord`): the settled record, its rule, the ask, its demand, all, `at` now. */
@@ -191,19 +176,10 @@ function rateGrant(g: Grant, others: readonly ShareEntry[], held: number, mine: 
   const lastTermMs = rising(mine?.demand ?? 0, demand) ? 0 : prevTermMs;
   const termMs = rateTermMs(parts, fair, held, lastTermMs, uses("rttTerms") ? ask.rttMs : undefined, slow);
   const moved = transfer(base, rule, Math.max(0, room - held), Math.max(0, room - Math.max(parts, held)), nowMs);
-  const grant: ShareGrant = {
-    atMs: nowMs,
-    kind: "rate",
-    parts,
-    ...(moved.tokens > 0 ? { tokens: moved.tokens } : {}),
-    ...(held > 0 && told ? { held } : {}),
-    units: 0,
-    remaining: 0,
-    termMs,
-    rule,
-    hot: true,
-    ...(perTerm === null ? {} : { spare: true }),
-  };
+  const tokens = moved.tokens > 0 ? { tokens: moved.tokens } : {};
+  const sizes = { parts, ...tokens, ...(held > 0 && told ? { held } : {}), units: 0, remaining: 0 };
+  const spare = perTerm === null ? {} : { spare: true };
+  const grant: ShareGrant = { atMs: nowMs, kind: "rate", ...sizes, termMs, rule, hot: true, ...spare };
   const lows = moved.lows == null ? {} : { lows: moved.lows };
   return { record: { ...base, ...lows, shares: { ...book, direct: moved.direct } }, grant };
 }

@@ -86,8 +86,7 @@ export function subleaseFrom(
   const askedMs = Math.max(1, Math.floor(ask.ttlMs));
   const termMs = subleaseTermMs(askedMs, "rate");
   const wanted = termMs < askedMs ? Math.ceil((ask.units * termMs) / askedMs) : ask.units;
-  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds; 1/2n while the share's demand is over twice its slice's rate
-  // (why, and why not always: docs/production.md's tuning table).
+  // At most 1/`SUBLEASE_OF_HELD` of what the slice holds, 1/2n when scarce (why: docs/production.md's tuning table).
   const scarce = "rate" in params && (share.demand ?? 0) > (2 * params.rate.tokens * SHARE_TERM_MS) / params.rate.perMs;
   const ofHeld = scarce ? 2 * SUBLEASE_OF_HELD : SUBLEASE_OF_HELD;
   const reserved = sum(share.reserved);

@@ -7,7 +7,6 @@ import { describe, expect, it } from "vitest";
 import { fingerprintOf } from "../../src/algorithms/index.ts";
 import {
   adoptGrant,
-  type CallLoad,
   countLoad,
   type DelegateRecord,
   delegateCall,
@@ -810,7 +809,7 @@ describe("delegateIdle", () => {
 describe("a delegate's load (its shards)", () => {
   const S0 = Math.floor(T0 / 1000);
   it("counts calls in the current and the last second", () => {
-    const countCall = (load: CallLoad | undefined, nowMs: number) => countLoad({ load }, nowMs).load;
+    const countCall = (load: DelegateRecord["load"], nowMs: number) => countLoad({ load }, nowMs).load;
     expect(countCall(undefined, T0)).toEqual({ second: S0, curr: 1, prev: 0 });
     expect(countCall({ second: S0, curr: 4, prev: 2 }, T0 + 999)).toEqual({ second: S0, curr: 5, prev: 2 });
     expect(countCall({ second: S0, curr: 4, prev: 2 }, T0 + 1000)).toEqual({ second: S0 + 1, curr: 1, prev: 4 });
