@@ -26,6 +26,7 @@ import {
   nginxOrHowToInstall,
   nginxPreamble,
   replayedLog,
+  runMain,
   sluice,
   startNginx,
   stopNginx,
@@ -232,12 +233,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err);
-    process.exitCode = 1;
-  },
-);
+runMain(main);

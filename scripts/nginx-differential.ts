@@ -25,7 +25,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NginxZone, nginxRequest } from "../src/migrate/nginx_rate.ts";
 import { CASES, type Case, CLIENT, modelLimits, modelZones, nginxConf } from "./nginx-differential-cases.ts";
-import { accessLogLines, freePort, nginxOrHowToInstall, sluice, startNginx, stopNginx } from "./nginx-run.ts";
+import { accessLogLines, freePort, nginxOrHowToInstall, runMain, sluice, startNginx, stopNginx } from "./nginx-run.ts";
 
 /** NGINX holds a request for its computed delay on a timer, which fires late on a loaded machine, never early. */
 const DELAY_EARLY_MS = 25;
@@ -417,12 +417,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err);
-    process.exitCode = 1;
-  },
-);
+runMain(main);

@@ -21,6 +21,7 @@ import {
   nginxOrHowToInstall,
   nginxPreamble,
   replayedLog,
+  runMain,
   sluice,
   startNginx,
   statusOf,
@@ -102,12 +103,4 @@ async function main(): Promise<number> {
   return failures.length === 0 ? 0 : 1;
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err);
-    process.exitCode = 1;
-  },
-);
+runMain(main);

@@ -114,3 +114,16 @@ export function replayedLog<T>(dir: string, conf: string, rules: string): T[] {
     .split("\n")
     .map((l) => JSON.parse(l) as T);
 }
+
+/** Run a differential's `main`: its exit status, or 1 with the error printed. */
+export function runMain(main: () => Promise<number>): void {
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );
+}
